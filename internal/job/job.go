@@ -1,0 +1,136 @@
+// Package job defines the job and attempt state machines shared by the hub,
+// the store and the runner. Transitions are data (see transitions.go) so that
+// docs/states.md, the property tests and the hub all read the same table.
+package job
+
+import "fmt"
+
+// State is the state of a job as users see it.
+type State string
+
+const (
+	Queued    State = "queued"    // waiting for a runner
+	Offered   State = "offered"   // offered to one runner, not yet accepted
+	Running   State = "running"   // accepted by a runner; the agent may be running
+	Waiting   State = "waiting"   // the agent asked a question (reserved)
+	Completed State = "completed" // terminal: the agent succeeded
+	Failed    State = "failed"    // terminal: the agent failed
+	Cancelled State = "cancelled" // terminal: stopped on request
+	Unknown   State = "unknown"   // the outcome cannot be known; never re-run without `drover retry`
+)
+
+// States lists every job state, in lifecycle order.
+var States = []State{Queued, Offered, Running, Waiting, Completed, Failed, Cancelled, Unknown}
+
+// Terminal reports whether no automatic transition leaves s.
+// Unknown is terminal for the scheduler: only an explicit retry (or a late
+// receipt from the runner that held it) moves it on.
+func (s State) Terminal() bool {
+	switch s {
+	case Completed, Failed, Cancelled, Unknown:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is a known job state.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// AttemptState is the state of one attempt (one offer of a job to one runner).
+type AttemptState string
+
+const (
+	AttemptOffered   AttemptState = "offered"   // sent to the runner, not accepted
+	AttemptRunning   AttemptState = "running"   // accepted: the runner may have launched it
+	AttemptCompleted AttemptState = "completed" // finished, exit 0
+	AttemptFailed    AttemptState = "failed"    // finished, non-zero or could not start
+	AttemptCancelled AttemptState = "cancelled" // stopped on request
+	AttemptUnknown   AttemptState = "unknown"   // runner lost while it may have been running
+	AttemptExpired   AttemptState = "expired"   // offer never accepted (lease ran out or declined)
+	AttemptReleased  AttemptState = "released"  // runner stopped it cleanly before it finished (shutdown)
+)
+
+// AttemptStates lists every attempt state.
+var AttemptStates = []AttemptState{AttemptOffered, AttemptRunning, AttemptCompleted, AttemptFailed,
+	AttemptCancelled, AttemptUnknown, AttemptExpired, AttemptReleased}
+
+// Active reports whether the attempt holds a runner slot.
+func (s AttemptState) Active() bool { return s == AttemptOffered || s == AttemptRunning }
+
+// Reason says why an attempt or job stopped. It is kept apart from the exit
+// code: a process can exit 0 and still have been cancelled.
+type Reason string
+
+const (
+	ReasonNone           Reason = ""
+	ReasonExited         Reason = "exited"            // the agent ran to its end (see exit code)
+	ReasonSpawnFailed    Reason = "spawn_failed"      // the agent could not be started
+	ReasonCancelled      Reason = "cancelled"         // a user cancelled the job
+	ReasonTimeout        Reason = "timeout"           // the agent ran past its time limit
+	ReasonRunnerLost     Reason = "runner_lost"       // the runner's lease ran out while it held the attempt
+	ReasonInterrupted    Reason = "interrupted"       // a restarted runner found the attempt claimed but not finished
+	ReasonRunnerShutdown Reason = "runner_shutdown"   // the runner stopped it on SIGTERM; the job is requeued
+	ReasonOfferExpired   Reason = "offer_expired"     // the offer was never accepted
+	ReasonDeclined       Reason = "declined"          // the runner refused the offer
+	ReasonDropped        Reason = "dropped_by_runner" // the runner reported it no longer holds the attempt
+	ReasonRetried        Reason = "retried"           // an owner asked for another attempt
+	ReasonAgentError     Reason = "agent_error"       // the agent adapter failed
+)
+
+var reasons = []Reason{ReasonExited, ReasonSpawnFailed, ReasonCancelled, ReasonTimeout, ReasonRunnerLost,
+	ReasonInterrupted, ReasonRunnerShutdown, ReasonOfferExpired, ReasonDeclined, ReasonDropped, ReasonRetried,
+	ReasonAgentError}
+
+// Valid reports whether r is a known reason (the empty reason included).
+func (r Reason) Valid() bool {
+	if r == ReasonNone {
+		return true
+	}
+	for _, v := range reasons {
+		if r == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (r Reason) String() string {
+	if r == ReasonNone {
+		return "none"
+	}
+	return string(r)
+}
+
+// Outcome is what a runner reports at the end of an attempt.
+type Outcome struct {
+	State    AttemptState `json:"state"` // completed, failed, cancelled, unknown or released
+	Reason   Reason       `json:"reason"`
+	ExitCode *int         `json:"exit_code,omitempty"`
+	Message  string       `json:"message,omitempty"`
+}
+
+// Validate checks that an outcome reported by a runner is one a finish may carry.
+func (o Outcome) Validate() error {
+	switch o.State {
+	case AttemptCompleted, AttemptFailed, AttemptCancelled, AttemptUnknown, AttemptReleased:
+	default:
+		return fmt.Errorf("outcome state %q is not one a runner may report", o.State)
+	}
+	if !o.Reason.Valid() {
+		return fmt.Errorf("unknown stop reason %q", o.Reason)
+	}
+	if o.State == AttemptCompleted && (o.ExitCode == nil || *o.ExitCode != 0) {
+		return fmt.Errorf("a completed outcome needs exit code 0")
+	}
+	if len(o.Message) > 4096 {
+		return fmt.Errorf("outcome message is %d bytes, the limit is 4096", len(o.Message))
+	}
+	return nil
+}

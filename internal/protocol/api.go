@@ -1,0 +1,147 @@
+package protocol
+
+import (
+	"time"
+
+	"drover/internal/job"
+)
+
+// HTTP API under /api/v1. Every call carries "Authorization: Bearer TOKEN".
+// Errors are {"error": Error} with a matching HTTP status.
+//
+//	POST /api/v1/jobs                  SubmitRequest → 201 JobView (200 when Key matched an existing job)
+//	GET  /api/v1/jobs?state=S&limit=N  → JobList
+//	GET  /api/v1/jobs/{id}             → JobView
+//	POST /api/v1/jobs/{id}/cancel      → JobView
+//	POST /api/v1/jobs/{id}/retry       → JobView
+//	GET  /api/v1/jobs/{id}/log?attempt=N&offset=X&wait=MS  → raw bytes, see LogHeader*
+//	GET  /api/v1/jobs/{id}/events?after=SEQ → EventList
+//	GET  /api/v1/whoami                → Whoami
+//	POST /api/v1/users                 NewUserRequest → 201 NewUserResponse (admin only)
+//	GET  /api/v1/runners               → RunnerList
+//	POST /api/v1/runners/approve       ApproveRequest → RunnerView
+//	POST /api/v1/runners/{name}/revoke → RunnerView
+//	GET  /api/v1/runner/login          (runner token) → 200 RunnerView once approved, 401 before
+//	GET  /api/v1/runner/connect        (runner token) → WebSocket, see Frame
+const APIPrefix = "/api/v1"
+
+// Log response headers.
+const (
+	HeaderLogAttempt  = "X-Drover-Attempt"      // attempt number the bytes belong to
+	HeaderLogOffset   = "X-Drover-Log-Offset"   // offset of the first byte returned
+	HeaderLogSize     = "X-Drover-Log-Size"     // bytes the hub holds for the attempt so far
+	HeaderLogComplete = "X-Drover-Log-Complete" // "true" when the attempt ended and every byte was returned
+)
+
+// SubmitRequest creates a job.
+type SubmitRequest struct {
+	Agent  string            `json:"agent"`
+	Args   []string          `json:"args"`
+	Labels map[string]string `json:"labels,omitempty"` // runner labels the job needs
+	Key    string            `json:"key,omitempty"`    // idempotency key: the same key returns the same job
+}
+
+// JobView is a job as the API shows it. Field names are stable.
+type JobView struct {
+	ID         string            `json:"id"`
+	State      job.State         `json:"state"`
+	Agent      string            `json:"agent"`
+	Args       []string          `json:"args"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Requester  string            `json:"requester"`
+	Runner     string            `json:"runner,omitempty"`
+	Attempts   []AttemptView     `json:"attempts"`
+	CreatedAt  time.Time         `json:"created_at"`
+	FinishedAt *time.Time        `json:"finished_at,omitempty"`
+	ExitCode   *int              `json:"exit_code,omitempty"`
+	Reason     job.Reason        `json:"reason,omitempty"`
+	Key        string            `json:"key,omitempty"`
+	Cancelling bool              `json:"cancelling,omitempty"`
+}
+
+// AttemptView is one attempt of a job.
+type AttemptView struct {
+	ID         string           `json:"id"`
+	Number     int64            `json:"number"` // equals the epoch it was offered under
+	State      job.AttemptState `json:"state"`
+	Runner     string           `json:"runner"`
+	OfferedAt  time.Time        `json:"offered_at"`
+	StartedAt  *time.Time       `json:"started_at,omitempty"`
+	FinishedAt *time.Time       `json:"finished_at,omitempty"`
+	ExitCode   *int             `json:"exit_code,omitempty"`
+	Reason     job.Reason       `json:"reason,omitempty"`
+	Message    string           `json:"message,omitempty"`
+	LogSize    int64            `json:"log_size"`
+	LogSHA256  string           `json:"log_sha256,omitempty"`
+}
+
+// JobList is the answer to GET /jobs.
+type JobList struct {
+	Jobs []JobView `json:"jobs"`
+}
+
+// EventView is one entry of a job's history.
+type EventView struct {
+	Seq     int64     `json:"seq"`
+	Job     string    `json:"job"`
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"`
+	Actor   string    `json:"actor,omitempty"`
+	Message string    `json:"message,omitempty"`
+}
+
+// EventList is the answer to GET /jobs/{id}/events.
+type EventList struct {
+	Events []EventView `json:"events"`
+}
+
+// Whoami describes the caller.
+type Whoami struct {
+	Kind   string `json:"kind"` // user or runner
+	Name   string `json:"name"`
+	Admin  bool   `json:"admin,omitempty"`
+	Runner string `json:"runner,omitempty"`
+}
+
+// NewUserRequest adds a user.
+type NewUserRequest struct {
+	Name  string `json:"name"`
+	Admin bool   `json:"admin,omitempty"`
+}
+
+// NewUserResponse carries the user's token, shown once.
+type NewUserResponse struct {
+	Name  string `json:"name"`
+	Token string `json:"token"`
+}
+
+// ApproveRequest approves a runner login: Key is the SHA-256 (hex) of the
+// runner's token, never the token.
+type ApproveRequest struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// RunnerView is a runner as the API shows it.
+type RunnerView struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Owner     string            `json:"owner"`
+	Connected bool              `json:"connected"`
+	Revoked   bool              `json:"revoked,omitempty"`
+	Slots     int               `json:"slots"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Running   int               `json:"running"`
+	LastSeen  *time.Time        `json:"last_seen,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+}
+
+// RunnerList is the answer to GET /runners.
+type RunnerList struct {
+	Runners []RunnerView `json:"runners"`
+}
+
+// ErrorBody wraps an Error in HTTP responses.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}

@@ -1,0 +1,281 @@
+// Package protocol holds the messages shared by the hub and its runners: the
+// WebSocket frames of the runner gateway and the JSON bodies of the HTTP API.
+// docs/protocol.md describes each message; keep the two in step.
+//
+// Version rule: Version changes only for an incompatible change. Adding an
+// optional field is compatible; peers ignore fields they do not know. A hub
+// refuses a runner whose protocol version differs with close code CloseVersion.
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"drover/internal/job"
+)
+
+// Version is the wire protocol version spoken on /api/v1/runner/connect.
+const Version = 1
+
+// Limits.
+const (
+	MaxFrame       = 2 << 20  // largest WebSocket frame either side accepts
+	MaxLogChunk    = 1 << 20  // largest log chunk in one log request
+	DefaultLogCap  = 64 << 20 // per-attempt log cap unless the hub says otherwise
+	MaxArgs        = 1024     // argv entries in a job
+	MaxArgsBytes   = 256 << 10
+	MaxLabels      = 64
+	MaxLabelLen    = 128
+	MaxHeldReports = 4096 // attempts in one hello or status
+)
+
+// WebSocket close codes the hub uses. The runner exits on CloseReplaced and
+// CloseRevoked instead of reconnecting.
+const (
+	CloseReplaced = 4000 // a newer connection of the same runner took over
+	CloseRevoked  = 4001 // the runner's token was revoked
+	CloseProtocol = 4002 // a malformed, oversize or unknown frame
+	CloseVersion  = 4003 // protocol versions differ
+	CloseDead     = 4004 // no heartbeat within the liveness window
+)
+
+// Frame types.
+const (
+	// runner → hub
+	TypeHello     = "hello"
+	TypeStatus    = "status"
+	TypeHeartbeat = "heartbeat"
+	TypeAccept    = "accept"  // request
+	TypeDecline   = "decline" // request
+	TypeLog       = "log"     // request
+	TypeFinish    = "finish"  // request
+	// hub → runner
+	TypeWelcome = "welcome"
+	TypeOffer   = "offer"
+	TypeCancel  = "cancel"
+	TypeDrop    = "drop"
+	TypeReply   = "reply"
+)
+
+// IsRequest reports whether frames of type t carry an id and get a reply.
+func IsRequest(t string) bool {
+	switch t {
+	case TypeAccept, TypeDecline, TypeLog, TypeFinish:
+		return true
+	}
+	return false
+}
+
+// Frame is the envelope of every WebSocket message, one JSON object per
+// text message.
+type Frame struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id,omitempty"`       // request id, chosen by the runner, unique per runner
+	ReplyTo string          `json:"reply_to,omitempty"` // on replies: the request id
+	Body    json.RawMessage `json:"body,omitempty"`
+}
+
+// NewFrame encodes body into a frame.
+func NewFrame(typ, id string, body any) (Frame, error) {
+	f := Frame{Type: typ, ID: id}
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return f, fmt.Errorf("encode %s frame: %w", typ, err)
+		}
+		f.Body = b
+	}
+	return f, nil
+}
+
+// Decode unmarshals the frame's body into v.
+func (f Frame) Decode(v any) error {
+	if len(f.Body) == 0 {
+		return fmt.Errorf("%s frame has no body", f.Type)
+	}
+	if err := json.Unmarshal(f.Body, v); err != nil {
+		return fmt.Errorf("decode %s frame: %w", f.Type, err)
+	}
+	return nil
+}
+
+// AttemptRef names one attempt and the fencing epoch it was offered under.
+// Every runner→hub mutation carries one; the hub refuses a stale epoch.
+type AttemptRef struct {
+	Job     string `json:"job"`
+	Attempt string `json:"attempt"`
+	Epoch   int64  `json:"epoch"`
+}
+
+func (r AttemptRef) String() string { return fmt.Sprintf("%s/%s@%d", r.Job, r.Attempt, r.Epoch) }
+
+// Validate checks that the reference is well formed.
+func (r AttemptRef) Validate() error {
+	if r.Job == "" || r.Attempt == "" || r.Epoch <= 0 || len(r.Job) > 64 || len(r.Attempt) > 64 {
+		return fmt.Errorf("attempt reference %q is malformed", r.String())
+	}
+	return nil
+}
+
+// Phases a runner reports for an attempt it holds.
+const (
+	PhaseOffered   = "offered"   // offer received, accept not yet confirmed
+	PhaseRunning   = "running"   // accept confirmed; claimed in the journal, agent running or about to
+	PhaseFinishing = "finishing" // agent ended; receipt written, finish not yet acknowledged
+)
+
+// Held is one attempt a runner holds, as listed in hello and status.
+type Held struct {
+	AttemptRef
+	Phase string `json:"phase"`
+}
+
+// Hello is the runner's first frame after the WebSocket opens.
+type Hello struct {
+	Protocol      int               `json:"protocol"`
+	RunnerVersion string            `json:"runner_version"`
+	Slots         int               `json:"slots"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Attempts      []Held            `json:"attempts"`
+}
+
+// Welcome is the hub's answer to hello. It dictates the runner's timing so
+// operators tune without redeploying runners, and lists attempts the runner
+// must drop before it resends anything.
+type Welcome struct {
+	Protocol          int         `json:"protocol"`
+	RunnerID          string      `json:"runner_id"`
+	RunnerName        string      `json:"runner_name"`
+	HeartbeatInterval Duration    `json:"heartbeat_interval"`
+	Lease             Duration    `json:"lease"`
+	LogFlushInterval  Duration    `json:"log_flush_interval"`
+	LogBatchBytes     int         `json:"log_batch_bytes"`
+	LogChunkBytes     int         `json:"log_chunk_bytes"`
+	LogCap            int64       `json:"log_cap"`
+	Drop              []DropOrder `json:"drop,omitempty"`
+}
+
+// Status is sent whenever what the runner holds changes (coalesced). Listing
+// an offered attempt acknowledges the offer.
+type Status struct {
+	Slots    int    `json:"slots"`
+	Attempts []Held `json:"attempts"`
+}
+
+// JobSpec is what a runner needs to run a job. It never carries secrets.
+type JobSpec struct {
+	Agent     string            `json:"agent"`
+	Args      []string          `json:"args"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Requester string            `json:"requester"`
+	LogCap    int64             `json:"log_cap"`
+	Timeout   Duration          `json:"timeout,omitempty"`
+}
+
+// Offer hands an attempt to a runner. A repeated offer (same attempt) is the
+// same attempt, never a second run.
+type Offer struct {
+	AttemptRef
+	Spec JobSpec `json:"spec"`
+}
+
+// CancelOrder asks the runner to stop an attempt and finish it as cancelled.
+type CancelOrder struct {
+	AttemptRef
+	Reason string `json:"reason"`
+}
+
+// DropOrder tells a runner an attempt is no longer its own (fenced): stop it
+// and do not report a result.
+type DropOrder struct {
+	AttemptRef
+	Reason string `json:"reason"`
+}
+
+// Accept asks the hub to confirm an offer. The agent starts only after the
+// hub's ok reply.
+type Accept struct {
+	AttemptRef
+}
+
+// Decline refuses an offer; the job goes back to the queue.
+type Decline struct {
+	AttemptRef
+	Reason string `json:"reason"`
+}
+
+// Log appends Data to the attempt's log at byte Offset. A chunk at the wrong
+// offset is refused with ErrOffset and the hub's size, so the runner resyncs.
+type Log struct {
+	AttemptRef
+	Offset int64  `json:"offset"`
+	Data   []byte `json:"data"` // base64 in JSON
+}
+
+// LogAck is the reply to a log request.
+type LogAck struct {
+	Size int64 `json:"size"`
+}
+
+// Finish is the last call of an attempt. It is idempotent.
+type Finish struct {
+	AttemptRef
+	Outcome   job.Outcome `json:"outcome"`
+	LogSize   int64       `json:"log_size"`
+	LogSHA256 string      `json:"log_sha256"` // hex
+}
+
+// FinishAck is the reply to finish.
+type FinishAck struct {
+	AlreadyFinished bool `json:"already_finished,omitempty"`
+}
+
+// Reply answers one request.
+type Reply struct {
+	OK    bool            `json:"ok"`
+	Error *Error          `json:"error,omitempty"`
+	Body  json.RawMessage `json:"body,omitempty"`
+}
+
+// Error codes shared by the gateway and the HTTP API.
+const (
+	ErrBadRequest    = "bad_request"     // malformed input; nothing changed
+	ErrUnauthorized  = "unauthorized"    // missing, bad or revoked token
+	ErrForbidden     = "forbidden"       // valid token without the right
+	ErrNotFound      = "not_found"       // no such job, attempt, user or runner
+	ErrFenced        = "fenced"          // stale epoch or not this runner's attempt
+	ErrConflict      = "conflict"        // the request conflicts with the current state
+	ErrOffset        = "offset_mismatch" // log chunk at the wrong offset; Size holds the hub's
+	ErrLogIncomplete = "log_incomplete"  // finish before the whole log arrived; Size holds the hub's
+	ErrTooLarge      = "too_large"       // over a size limit
+	ErrInternal      = "internal"
+)
+
+// Error is the error body of a reply or an HTTP response.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Size    *int64 `json:"size,omitempty"` // for ErrOffset and ErrLogIncomplete
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Duration is a time.Duration that travels as integer milliseconds.
+type Duration time.Duration
+
+// D returns the standard library duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).Milliseconds())
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var ms int64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return fmt.Errorf("duration must be integer milliseconds: %w", err)
+	}
+	*d = Duration(time.Duration(ms) * time.Millisecond)
+	return nil
+}
