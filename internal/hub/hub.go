@@ -1,41 +1,298 @@
 // Package hub is drover's control plane: the HTTP API, the runner gateway,
-// the dispatcher and the lease keeper.
+// the dispatcher and the lease keeper. The database is the truth; the
+// in-memory view (who is connected, which attempts each runner holds) is
+// rebuilt from it at start.
 package hub
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"drover/internal/auth"
+	"drover/internal/ids"
+	"drover/internal/store"
+	"drover/internal/store/sqlite"
 )
+
+const metaAdmin = "admin_user_id"
 
 // Hub is a running control plane.
 type Hub struct {
-	cfg Config
+	cfg   Config
+	log   *slog.Logger
+	store store.Store
+	now   func() time.Time
+
+	wake      chan struct{} // dispatcher doorbell (buffered 1)
+	sweepWake chan struct{} // lease sweeper doorbell (buffered 1)
+
+	mu     sync.Mutex
+	conns  map[string]*conn           // runner id → live connection
+	active map[string]map[string]bool // runner id → attempt ids holding a slot
+	waits  map[string]chan struct{}   // job id → closed on any change to the job or its log
+
+	bg     sync.WaitGroup
+	cancel context.CancelFunc
 }
 
 // Open opens (or creates) the hub's state under cfg.DataDir: the SQLite
 // database with its migrations applied, and on first start the admin token,
-// written once to DataDir/admin.token (0600).
+// written once to DataDir/admin.token (0600). Background work (dispatcher,
+// lease sweep) runs until Close.
 func Open(ctx context.Context, cfg Config) (*Hub, error) {
 	cfg.defaults()
-	return nil, errors.New("hub: not implemented yet")
+	if cfg.DataDir == "" {
+		return nil, errors.New("open hub: no data directory given")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("open hub: create data directory: %w", err)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "drover.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open hub store: %w", err)
+	}
+	h, err := New(ctx, cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// New starts a hub on an already opened store (tests and other store kinds).
+func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
+	cfg.defaults()
+	h := &Hub{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		store:     st,
+		now:       time.Now,
+		wake:      make(chan struct{}, 1),
+		sweepWake: make(chan struct{}, 1),
+		conns:     map[string]*conn{},
+		active:    map[string]map[string]bool{},
+		waits:     map[string]chan struct{}{},
+	}
+	if err := h.bootstrapAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if err := h.recover(ctx); err != nil {
+		return nil, err
+	}
+	bgctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.cancel = cancel
+	h.bg.Add(2)
+	go func() { defer h.bg.Done(); h.dispatchLoop(bgctx) }()
+	go func() { defer h.bg.Done(); h.sweepLoop(bgctx) }()
+	h.kick()
+	return h, nil
+}
+
+// bootstrapAdmin creates the admin user on first start and writes its token
+// once; later starts only say where it was written.
+func (h *Hub) bootstrapAdmin(ctx context.Context) error {
+	var exists bool
+	if err := h.store.Read(ctx, func(tx store.Tx) error {
+		v, err := tx.Meta(metaAdmin)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		exists = v != ""
+		return nil
+	}); err != nil {
+		return fmt.Errorf("check admin user: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	token := auth.NewToken(auth.PrefixUser)
+	path := h.AdminTokenPath()
+	// Write the file first: a crash between the two steps leaves a token
+	// file without a user (harmless, rewritten next start), never a user
+	// whose token nobody has.
+	if err := writeSecret(path, token+"\n"); err != nil {
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	now := h.now()
+	u := store.User{ID: ids.New("u"), Name: "admin", Admin: true, CreatedAt: now}
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		if err := tx.InsertUser(u); err != nil {
+			return err
+		}
+		if err := tx.InsertToken(store.Token{Hash: auth.Hash(token), Kind: store.TokenUser, OwnerID: u.ID, CreatedAt: now}); err != nil {
+			return err
+		}
+		return tx.SetMeta(metaAdmin, u.ID)
+	})
+	if err != nil {
+		return fmt.Errorf("create admin user: %w", err)
+	}
+	h.log.Info("created the admin user; its token is in a file readable only by you", "path", path)
+	return nil
+}
+
+// writeSecret replaces path with content, mode 0600, durably.
+func writeSecret(path, content string) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// recover rebuilds the in-memory view after a start. The hub's downtime
+// does not count against runners: every active lease restarts now.
+func (h *Hub) recover(ctx context.Context) error {
+	now := h.now()
+	var active []store.Attempt
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		if err := tx.ExtendAllLeases(now.Add(h.cfg.Lease)); err != nil {
+			return err
+		}
+		var err error
+		active, err = tx.ActiveAttempts()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("recover active attempts: %w", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, a := range active {
+		h.addActiveLocked(a.RunnerID, a.ID)
+	}
+	if len(active) > 0 {
+		h.log.Info("recovered active attempts", "count", len(active))
+	}
+	return nil
 }
 
 // AdminTokenPath is where the first start wrote the admin token.
-func (h *Hub) AdminTokenPath() string { return "" }
+func (h *Hub) AdminTokenPath() string { return filepath.Join(h.cfg.DataDir, "admin.token") }
 
 // Handler serves /api/v1 (API and runner gateway).
-func (h *Hub) Handler() http.Handler { return http.NotFoundHandler() }
+func (h *Hub) Handler() http.Handler { return h.routes() }
 
-// Serve serves on ln until ctx is done, then shuts down gracefully.
-func (h *Hub) Serve(ctx context.Context, ln net.Listener) error { return errors.New("not implemented") }
-
-// EnsureLocalRunner registers (or re-keys) a runner owned by the admin and
-// returns its fresh token; `drover up` uses it for its in-process runner.
-func (h *Hub) EnsureLocalRunner(ctx context.Context, name string) (token string, err error) {
-	return "", errors.New("not implemented")
+// Serve serves on ln until ctx is done, then closes runner connections
+// (they reconnect to the next hub) and shuts the server down.
+func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           h.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	h.log.Info("hub listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve hub: %w", err)
+	case <-ctx.Done():
+	}
+	h.closeAllConns("hub shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down hub server: %w", err)
+	}
+	return nil
 }
 
 // Close stops background work and closes the store.
-func (h *Hub) Close() error { return nil }
+func (h *Hub) Close() error {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.closeAllConns("hub shutting down")
+	h.bg.Wait()
+	return h.store.Close()
+}
+
+// kick wakes the dispatcher without blocking.
+func (h *Hub) kick() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// notify wakes everyone waiting on a job (log followers).
+func (h *Hub) notify(jobID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ch, ok := h.waits[jobID]; ok {
+		close(ch)
+		delete(h.waits, jobID)
+	}
+}
+
+// waitChan returns a channel closed at the next change to the job.
+func (h *Hub) waitChan(jobID string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch, ok := h.waits[jobID]
+	if !ok {
+		ch = make(chan struct{})
+		h.waits[jobID] = ch
+	}
+	return ch
+}
+
+func (h *Hub) addActiveLocked(runnerID, attemptID string) {
+	m := h.active[runnerID]
+	if m == nil {
+		m = map[string]bool{}
+		h.active[runnerID] = m
+	}
+	m[attemptID] = true
+}
+
+func (h *Hub) removeActive(runnerID, attemptID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m := h.active[runnerID]; m != nil {
+		delete(m, attemptID)
+		if len(m) == 0 {
+			delete(h.active, runnerID)
+		}
+	}
+}
+
+// EnsureLocalRunner registers (or re-keys) a runner owned by the admin and
+// returns its fresh token; `drover up` uses it for its in-process runner.
+func (h *Hub) EnsureLocalRunner(ctx context.Context, name string) (string, error) {
+	var adminID string
+	if err := h.store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		adminID, err = tx.Meta(metaAdmin)
+		return err
+	}); err != nil {
+		return "", fmt.Errorf("find admin user: %w", err)
+	}
+	token := auth.NewToken(auth.PrefixRunner)
+	if _, err := h.approveRunner(ctx, adminID, name, auth.Hash(token)); err != nil {
+		return "", fmt.Errorf("register local runner %s: %w", name, err)
+	}
+	return token, nil
+}

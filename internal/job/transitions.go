@@ -64,7 +64,6 @@ var Transitions = map[State]map[Event]State{
 		EvComplete:  Completed,
 		EvFail:      Failed,
 		EvCancelled: Cancelled,
-		EvCancel:    Cancelled,
 	},
 }
 

@@ -27,10 +27,12 @@ const APIPrefix = "/api/v1"
 
 // Log response headers.
 const (
-	HeaderLogAttempt  = "X-Drover-Attempt"      // attempt number the bytes belong to
-	HeaderLogOffset   = "X-Drover-Log-Offset"   // offset of the first byte returned
-	HeaderLogSize     = "X-Drover-Log-Size"     // bytes the hub holds for the attempt so far
-	HeaderLogComplete = "X-Drover-Log-Complete" // "true" when the attempt ended and every byte was returned
+	HeaderLogAttempt  = "X-Drover-Attempt"        // attempt number the bytes belong to
+	HeaderLogOffset   = "X-Drover-Log-Offset"     // offset of the first byte returned
+	HeaderLogSize     = "X-Drover-Log-Size"       // bytes the hub holds for the attempt so far
+	HeaderLogComplete = "X-Drover-Log-Complete"   // "true" when the attempt ended and every byte was returned
+	HeaderJobState    = "X-Drover-Job-State"      // the job's state when the response was made
+	HeaderLatest      = "X-Drover-Latest-Attempt" // the job's newest attempt number (0 before the first offer)
 )
 
 // SubmitRequest creates a job.

@@ -68,6 +68,9 @@ type Tx interface {
 	// against Attempt.LogSize and updates the attempt in the same transaction.
 	AppendLog(attemptID string, offset int64, data []byte) error
 	ReadLog(attemptID string, offset int64, max int) ([]byte, error)
+	// DeleteLog removes every chunk of an attempt's log (the hub does this
+	// when a finish's checksum disagrees, then takes the log again from 0).
+	DeleteLog(attemptID string) error
 
 	// Events: a job's history, sequence numbers increase across all jobs.
 	AddEvent(e Event) (int64, error)

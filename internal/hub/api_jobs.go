@@ -1,0 +1,183 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+
+	"drover/internal/ids"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// agents the hub accepts jobs for. A job for an agent no runner has would
+// wait forever, so refuse it at the door.
+var knownAgents = map[string]bool{"exec": true}
+
+var labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
+
+func validateLabels(labels map[string]string) error {
+	if len(labels) > protocol.MaxLabels {
+		return fmt.Errorf("%d labels, the limit is %d", len(labels), protocol.MaxLabels)
+	}
+	for k, v := range labels {
+		if len(k) > protocol.MaxLabelLen || !labelKeyRE.MatchString(k) {
+			return fmt.Errorf("label key %q must be 1-%d characters of letters, digits and ._/-", k, protocol.MaxLabelLen)
+		}
+		if len(v) > protocol.MaxLabelLen {
+			return fmt.Errorf("label %s has a value over %d characters", k, protocol.MaxLabelLen)
+		}
+	}
+	return nil
+}
+
+func validateSubmit(req protocol.SubmitRequest) error {
+	if !knownAgents[req.Agent] {
+		return badRequest("unknown agent %q (known: exec)", req.Agent)
+	}
+	if len(req.Args) == 0 {
+		return badRequest("the %s agent needs a command to run (drover run --agent %s -- COMMAND ARGS...)", req.Agent, req.Agent)
+	}
+	if len(req.Args) > protocol.MaxArgs {
+		return badRequest("%d arguments, the limit is %d", len(req.Args), protocol.MaxArgs)
+	}
+	n := 0
+	for _, a := range req.Args {
+		n += len(a)
+	}
+	if n > protocol.MaxArgsBytes {
+		return badRequest("arguments take %d bytes, the limit is %d", n, protocol.MaxArgsBytes)
+	}
+	if err := validateLabels(req.Labels); err != nil {
+		return badRequest("%v", err)
+	}
+	if len(req.Key) > 128 {
+		return badRequest("idempotency key is over 128 characters")
+	}
+	return nil
+}
+
+func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req protocol.SubmitRequest
+	if err := decodeBody(r, w, &req); err != nil {
+		return err
+	}
+	if err := validateSubmit(req); err != nil {
+		return err
+	}
+	now := h.now()
+	j := store.Job{
+		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
+		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now,
+	}
+	created := true
+	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+		if req.Key != "" {
+			old, err := tx.JobByKey(p.userID, req.Key)
+			if err == nil {
+				j, created = old, false
+				return nil
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		if err := tx.InsertJob(j); err != nil {
+			return err
+		}
+		_, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: "submitted", Actor: p.name,
+			Message: fmt.Sprintf("%s job submitted", j.Agent)})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("submit job: %w", err)
+	}
+	view, err := h.jobView(r.Context(), j.ID)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		h.log.Info("job submitted", "job", j.ID, "agent", j.Agent, "requester", p.name)
+		h.kick()
+	}
+	writeJSON(w, status, view)
+	return nil
+}
+
+func (h *Hub) apiJobs(w http.ResponseWriter, r *http.Request, p principal) error {
+	f := store.JobFilter{State: job.State(r.URL.Query().Get("state"))}
+	if f.State != "" && !f.State.Valid() {
+		return badRequest("unknown state %q (one of %v)", f.State, job.States)
+	}
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			return badRequest("limit must be a number from 1 to 1000")
+		}
+		f.Limit = n
+	}
+	views, err := h.jobViews(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.JobList{Jobs: views})
+	return nil
+}
+
+func (h *Hub) apiJob(w http.ResponseWriter, r *http.Request, p principal) error {
+	v, err := h.jobView(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (h *Hub) apiCancel(w http.ResponseWriter, r *http.Request, p principal) error {
+	if err := h.cancelJob(r.Context(), p, r.PathValue("id")); err != nil {
+		return err
+	}
+	return h.apiJob(w, r, p)
+}
+
+func (h *Hub) apiRetry(w http.ResponseWriter, r *http.Request, p principal) error {
+	if err := h.retryJob(r.Context(), p, r.PathValue("id")); err != nil {
+		return err
+	}
+	return h.apiJob(w, r, p)
+}
+
+func (h *Hub) apiEvents(w http.ResponseWriter, r *http.Request, p principal) error {
+	id := r.PathValue("id")
+	var after int64
+	if s := r.URL.Query().Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("after must be a sequence number")
+		}
+		after = n
+	}
+	var evs []store.Event
+	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+		if _, err := tx.Job(id); err != nil {
+			return err
+		}
+		var err error
+		evs, err = tx.Events(id, after, 1000)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	out := protocol.EventList{Events: []protocol.EventView{}}
+	for _, e := range evs {
+		out.Events = append(out.Events, protocol.EventView{Seq: e.Seq, Job: e.JobID, At: e.At.UTC(), Kind: e.Kind, Actor: e.Actor, Message: e.Message})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

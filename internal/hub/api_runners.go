@@ -1,0 +1,199 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+
+	"drover/internal/auth"
+	"drover/internal/ids"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func (h *Hub) apiAddUser(w http.ResponseWriter, r *http.Request, p principal) error {
+	if !p.admin {
+		return forbidden("only an admin can add users")
+	}
+	var req protocol.NewUserRequest
+	if err := decodeBody(r, w, &req); err != nil {
+		return err
+	}
+	if !nameRE.MatchString(req.Name) {
+		return badRequest("user name %q must be 1-64 letters, digits or ._- and start with a letter or digit", req.Name)
+	}
+	token := auth.NewToken(auth.PrefixUser)
+	now := h.now()
+	u := store.User{ID: ids.New("u"), Name: req.Name, Admin: req.Admin, CreatedAt: now}
+	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+		if err := tx.InsertUser(u); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return conflict("a user named %q already exists", req.Name)
+			}
+			return err
+		}
+		return tx.InsertToken(store.Token{Hash: auth.Hash(token), Kind: store.TokenUser, OwnerID: u.ID, CreatedAt: now})
+	})
+	if err != nil {
+		return err
+	}
+	h.log.Info("user added", "user", u.Name, "admin", u.Admin, "by", p.name)
+	writeJSON(w, http.StatusCreated, protocol.NewUserResponse{Name: u.Name, Token: token})
+	return nil
+}
+
+func (h *Hub) apiRunners(w http.ResponseWriter, r *http.Request, p principal) error {
+	out := protocol.RunnerList{Runners: []protocol.RunnerView{}}
+	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+		rs, err := tx.Runners()
+		if err != nil {
+			return err
+		}
+		n := newNamer(tx)
+		for _, rn := range rs {
+			out.Runners = append(out.Runners, h.runnerView(rn, n.user(rn.OwnerID)))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (h *Hub) apiApprove(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req protocol.ApproveRequest
+	if err := decodeBody(r, w, &req); err != nil {
+		return err
+	}
+	rn, err := h.approveRunner(r.Context(), p.userID, req.Name, req.Key)
+	if err != nil {
+		return err
+	}
+	h.log.Info("runner login approved", "runner", rn.Name, "owner", p.name)
+	writeJSON(w, http.StatusOK, h.runnerView(rn, p.name))
+	return nil
+}
+
+// approveRunner binds a token hash to a runner owned by ownerID. The same
+// hash approved again is the same runner; a new hash for an existing runner
+// of the same owner re-keys it (the old token stops working).
+func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string) (store.Runner, error) {
+	if !nameRE.MatchString(name) {
+		return store.Runner{}, badRequest("runner name %q must be 1-64 letters, digits or ._- and start with a letter or digit", name)
+	}
+	if !auth.ValidHash(key) {
+		return store.Runner{}, badRequest("approval key must be the 64 hex digit SHA-256 printed by `drover runner login`")
+	}
+	now := h.now()
+	var out store.Runner
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		if t, err := tx.Token(key); err == nil {
+			if t.Kind != store.TokenRunner {
+				return conflict("that key is not a runner login")
+			}
+			rn, err := tx.Runner(t.OwnerID)
+			if err != nil {
+				return err
+			}
+			if rn.OwnerID != ownerID {
+				return forbidden("that login was approved by another user")
+			}
+			if rn.Name != name {
+				return conflict("that login was approved as runner %q", rn.Name)
+			}
+			if t.RevokedAt != nil {
+				return conflict("that login was revoked; run `drover runner login` again for a new one")
+			}
+			out = rn
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		rn, err := tx.RunnerByName(name)
+		switch {
+		case err == nil:
+			if rn.OwnerID != ownerID {
+				return conflict("runner name %q is taken by another owner", name)
+			}
+			if err := tx.RevokeTokens(store.TokenRunner, rn.ID, now); err != nil {
+				return err
+			}
+			rn.TokenHash, rn.RevokedAt = key, nil
+			if err := tx.UpdateRunner(rn); err != nil {
+				return err
+			}
+		case errors.Is(err, store.ErrNotFound):
+			rn = store.Runner{ID: ids.New("r"), Name: name, OwnerID: ownerID, TokenHash: key, CreatedAt: now}
+			if err := tx.InsertRunner(rn); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+		out = rn
+		return tx.InsertToken(store.Token{Hash: key, Kind: store.TokenRunner, OwnerID: rn.ID, CreatedAt: now})
+	})
+	if err != nil {
+		return store.Runner{}, fmt.Errorf("approve runner %s: %w", name, err)
+	}
+	// A re-keyed runner's old connection must not live on.
+	h.closeConnIfStale(out.ID, out.TokenHash)
+	return out, nil
+}
+
+func (h *Hub) apiRevoke(w http.ResponseWriter, r *http.Request, p principal) error {
+	name := r.PathValue("name")
+	now := h.now()
+	var rn store.Runner
+	var owner string
+	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+		var err error
+		rn, err = tx.RunnerByName(name)
+		if err != nil {
+			return notFound("no runner named %q", name)
+		}
+		if rn.OwnerID != p.userID && !p.admin {
+			return forbidden("only the runner's owner or an admin can revoke it")
+		}
+		owner = newNamer(tx).user(rn.OwnerID)
+		if rn.RevokedAt != nil {
+			return nil
+		}
+		rn.RevokedAt = &now
+		if err := tx.UpdateRunner(rn); err != nil {
+			return err
+		}
+		return tx.RevokeTokens(store.TokenRunner, rn.ID, now)
+	})
+	if err != nil {
+		return err
+	}
+	h.closeConn(rn.ID, protocol.CloseRevoked, "runner token revoked")
+	h.log.Info("runner revoked", "runner", rn.Name, "by", p.name)
+	writeJSON(w, http.StatusOK, h.runnerView(rn, owner))
+	return nil
+}
+
+func (h *Hub) apiRunnerLogin(w http.ResponseWriter, r *http.Request, p principal) error {
+	var rn store.Runner
+	var owner string
+	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+		var err error
+		rn, err = tx.Runner(p.runnerID)
+		if err == nil {
+			owner = newNamer(tx).user(rn.OwnerID)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, h.runnerView(rn, owner))
+	return nil
+}

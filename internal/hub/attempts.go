@@ -1,0 +1,384 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// logSlack lets the runner's truncation marker pass the cap.
+const logSlack = 4096
+
+// ledgered applies fn once per (runner, request id): a resent id gets the
+// response stored with the first application. Refusals are not stored (they
+// changed nothing, so applying the request again is harmless).
+func (h *Hub) ledgered(ctx context.Context, runnerID, reqID string, fn func(tx store.Tx) (any, error)) (json.RawMessage, bool, error) {
+	var out json.RawMessage
+	var replay bool
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		resp, found, err := tx.Request(runnerID, reqID)
+		if err != nil {
+			return err
+		}
+		if found {
+			out, replay = resp, true
+			return nil
+		}
+		replay = false
+		v, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		out = b
+		return tx.PutRequest(runnerID, reqID, b, h.now())
+	})
+	return out, replay, err
+}
+
+// loadFenced loads the attempt a runner names and checks it is that
+// runner's, under that epoch.
+func loadFenced(tx store.Tx, runnerID string, ref protocol.AttemptRef) (store.Attempt, store.Job, error) {
+	a, err := tx.Attempt(ref.Attempt)
+	if errors.Is(err, store.ErrNotFound) {
+		return a, store.Job{}, notFound("no attempt %s", ref.Attempt)
+	} else if err != nil {
+		return a, store.Job{}, err
+	}
+	if a.JobID != ref.Job {
+		return a, store.Job{}, badRequest("attempt %s belongs to job %s, not %s", a.ID, a.JobID, ref.Job)
+	}
+	if a.RunnerID != runnerID {
+		return a, store.Job{}, fenced("attempt %s belongs to another runner", a.ID)
+	}
+	if a.Epoch != ref.Epoch {
+		return a, store.Job{}, fenced("stale epoch %d for attempt %s (its epoch is %d)", ref.Epoch, a.ID, a.Epoch)
+	}
+	j, err := tx.Job(a.JobID)
+	return a, j, err
+}
+
+// lateResultAllowed: a runner whose lease ran out may still bring a durable
+// result while nobody has retried the job; then the outcome is known.
+func lateResultAllowed(a store.Attempt, j store.Job) bool {
+	return a.State == job.AttemptUnknown && j.State == job.Unknown && j.Epoch == a.Epoch
+}
+
+func (h *Hub) event(tx store.Tx, jobID, kind, actor, format string, args ...any) error {
+	_, err := tx.AddEvent(store.Event{JobID: jobID, At: h.now(), Kind: kind, Actor: actor, Message: fmt.Sprintf(format, args...)})
+	return err
+}
+
+func (h *Hub) accept(ctx context.Context, c *conn, reqID string, ref protocol.AttemptRef) (json.RawMessage, error) {
+	body, replay, err := h.ledgered(ctx, c.runnerID, reqID, func(tx store.Tx) (any, error) {
+		a, j, err := loadFenced(tx, c.runnerID, ref)
+		if err != nil {
+			return nil, err
+		}
+		if a.State == job.AttemptRunning {
+			return struct{}{}, nil
+		}
+		if a.State != job.AttemptOffered || j.Epoch != a.Epoch {
+			return nil, fenced("attempt %s is %s and can no longer be accepted", a.ID, a.State)
+		}
+		next, err := job.Next(j.State, job.EvAccept)
+		if err != nil {
+			return nil, fenced("%v", err)
+		}
+		now := h.now()
+		a.State, a.AcceptedAt, a.LeaseUntil = job.AttemptRunning, &now, now.Add(h.cfg.Lease)
+		j.State, j.UpdatedAt = next, now
+		if err := tx.UpdateAttempt(a); err != nil {
+			return nil, err
+		}
+		if err := tx.UpdateJob(j); err != nil {
+			return nil, err
+		}
+		return struct{}{}, h.event(tx, j.ID, "started", c.name, "attempt %d started on %s", a.Epoch, c.name)
+	})
+	if err == nil && !replay {
+		h.notify(ref.Job)
+	}
+	return body, err
+}
+
+func (h *Hub) decline(ctx context.Context, c *conn, reqID string, d protocol.Decline) (json.RawMessage, error) {
+	var freed bool
+	body, replay, err := h.ledgered(ctx, c.runnerID, reqID, func(tx store.Tx) (any, error) {
+		freed = false
+		a, j, err := loadFenced(tx, c.runnerID, d.AttemptRef)
+		if err != nil {
+			return nil, err
+		}
+		if a.State == job.AttemptExpired {
+			return struct{}{}, nil
+		}
+		if a.State != job.AttemptOffered {
+			return nil, conflict("attempt %s is %s; only an offer can be declined", a.ID, a.State)
+		}
+		if err := h.expireOffer(tx, &a, &j, job.ReasonDeclined, job.EvDecline); err != nil {
+			return nil, err
+		}
+		freed = true
+		return struct{}{}, h.event(tx, j.ID, "declined", c.name, "%s declined the offer: %s", c.name, truncate(d.Reason, 200))
+	})
+	if err == nil && !replay && freed {
+		h.removeActive(c.runnerID, d.Attempt)
+		// The runner said it is full: leave it alone until its next status.
+		h.mu.Lock()
+		c.cooldownUntil = h.now().Add(cooldown)
+		h.mu.Unlock()
+		h.notify(d.Job)
+		h.kick()
+	}
+	return body, err
+}
+
+// expireOffer ends an offered attempt and puts its job back in the queue.
+func (h *Hub) expireOffer(tx store.Tx, a *store.Attempt, j *store.Job, reason job.Reason, ev job.Event) error {
+	now := h.now()
+	a.State, a.Reason, a.FinishedAt = job.AttemptExpired, reason, &now
+	if err := tx.UpdateAttempt(*a); err != nil {
+		return err
+	}
+	if j.AttemptID == a.ID && j.State == job.Offered {
+		next, err := job.Next(j.State, ev)
+		if err != nil {
+			return err
+		}
+		j.State, j.UpdatedAt = next, now
+		if err := tx.UpdateJob(*j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.LogAck, error) {
+	if len(l.Data) > protocol.MaxLogChunk {
+		return protocol.LogAck{}, errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "log chunk of %d bytes is over %d", len(l.Data), protocol.MaxLogChunk)
+	}
+	if l.Offset < 0 {
+		return protocol.LogAck{}, badRequest("negative log offset")
+	}
+	var ack protocol.LogAck
+	var grew bool
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		grew = false
+		a, j, err := loadFenced(tx, c.runnerID, l.AttemptRef)
+		if err != nil {
+			return err
+		}
+		ack.Size = a.LogSize
+		end := l.Offset + int64(len(l.Data))
+		if end <= a.LogSize {
+			return nil // a resent chunk the hub already holds: bytes at an offset never change
+		}
+		if l.Offset != a.LogSize {
+			size := a.LogSize
+			return &apiError{status: http.StatusConflict, code: protocol.ErrOffset, msg: fmt.Sprintf("log chunk at offset %d, the hub holds %d bytes", l.Offset, size), size: &size}
+		}
+		if a.State != job.AttemptRunning && !lateResultAllowed(a, j) {
+			return fenced("attempt %s is %s and takes no more output", a.ID, a.State)
+		}
+		if end > j.LogCap+logSlack {
+			return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "log would exceed the cap of %d bytes", j.LogCap)
+		}
+		if err := tx.AppendLog(a.ID, l.Offset, l.Data); err != nil {
+			return err
+		}
+		a.LogSize = end
+		ack.Size = end
+		grew = true
+		return tx.UpdateAttempt(a)
+	})
+	if err == nil && grew {
+		h.notify(l.Job)
+	}
+	return ack, err
+}
+
+// logDigest hashes what the hub holds of an attempt's log, outside any write
+// transaction (the log is append-only, so the first n bytes are stable).
+func (h *Hub) logDigest(ctx context.Context, attemptID string, n int64) (string, error) {
+	sum := sha256.New()
+	var off int64
+	for off < n {
+		var chunk []byte
+		err := h.store.Read(ctx, func(tx store.Tx) error {
+			var err error
+			chunk, err = tx.ReadLog(attemptID, off, int(min(n-off, 4<<20)))
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("read log of %s: %w", attemptID, err)
+		}
+		if len(chunk) == 0 {
+			break
+		}
+		sum.Write(chunk)
+		off += int64(len(chunk))
+	}
+	if off != n {
+		return "", fmt.Errorf("log of %s is %d bytes, expected %d", attemptID, off, n)
+	}
+	return hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Finish) (json.RawMessage, error) {
+	// Check the log first, outside the write transaction; the transaction
+	// checks everything again.
+	var (
+		held int64
+		done bool
+	)
+	if err := h.store.Read(ctx, func(tx store.Tx) error {
+		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
+		if err != nil {
+			return err
+		}
+		held = a.LogSize
+		done, err = finishable(a, j)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	var digest string
+	if !done && fin.LogSize == held {
+		var err error
+		if digest, err = h.logDigest(ctx, fin.Attempt, held); err != nil {
+			return nil, err
+		}
+		if digest != fin.LogSHA256 {
+			// Same length, other bytes: the hub's copy cannot be trusted.
+			// Drop it and ask for the whole log again.
+			return nil, h.resetLog(ctx, c, fin.AttemptRef)
+		}
+	}
+	body, replay, err := h.ledgered(ctx, c.runnerID, reqID, func(tx store.Tx) (any, error) {
+		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
+		if err != nil {
+			return nil, err
+		}
+		if done, err := finishable(a, j); err != nil {
+			return nil, err
+		} else if done {
+			return protocol.FinishAck{AlreadyFinished: true}, nil
+		}
+		if fin.LogSize != a.LogSize || digest == "" {
+			size := a.LogSize
+			return nil, &apiError{status: http.StatusConflict, code: protocol.ErrLogIncomplete,
+				msg: fmt.Sprintf("finish says %d log bytes, the hub holds %d", fin.LogSize, size), size: &size}
+		}
+		return struct{}{}, h.applyFinish(tx, c.name, &a, &j, fin.Outcome, digest)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !replay {
+		h.removeActive(c.runnerID, fin.Attempt)
+		h.notify(fin.Job)
+		h.kick()
+	}
+	return body, nil
+}
+
+// finishable says whether an attempt can take a finish: done when it already
+// ended (a finish is then acknowledged as already finished), an error when
+// it is not the runner's to finish.
+func finishable(a store.Attempt, j store.Job) (done bool, err error) {
+	switch a.State {
+	case job.AttemptCompleted, job.AttemptFailed, job.AttemptCancelled, job.AttemptReleased:
+		return true, nil
+	case job.AttemptRunning:
+		return false, nil
+	case job.AttemptUnknown:
+		if lateResultAllowed(a, j) {
+			return false, nil
+		}
+		return false, fenced("attempt %s was given up as unknown and the job has moved on", a.ID)
+	}
+	return false, fenced("attempt %s is %s and was never started", a.ID, a.State)
+}
+
+// applyFinish records a runner's outcome on the attempt and moves the job.
+func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.Job, o job.Outcome, digest string) error {
+	now := h.now()
+	wasUnknown := a.State == job.AttemptUnknown
+	a.State, a.Reason, a.ExitCode, a.Message, a.FinishedAt, a.LogSHA256 = o.State, o.Reason, o.ExitCode, truncate(o.Message, 4096), &now, digest
+	if err := tx.UpdateAttempt(*a); err != nil {
+		return err
+	}
+	ev, err := job.FinishEvent(o.State)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	next := j.State
+	switch {
+	case wasUnknown && o.State == job.AttemptUnknown:
+		// still unknown: nothing learned
+	case o.State == job.AttemptReleased && j.Cancelling:
+		next = job.Cancelled
+	default:
+		if next, err = job.Next(j.State, ev); err != nil {
+			return conflict("%v", err)
+		}
+	}
+	j.State, j.UpdatedAt = next, now
+	switch {
+	case next.Terminal():
+		j.FinishedAt, j.ExitCode, j.Reason, j.Cancelling = &now, o.ExitCode, o.Reason, false
+		if next == job.Cancelled {
+			j.Reason = job.ReasonCancelled
+		}
+	case next == job.Queued:
+		j.Reason, j.ExitCode = o.Reason, nil
+	}
+	if err := tx.UpdateJob(*j); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("attempt %d %s (%s)", a.Epoch, o.State, o.Reason)
+	if o.ExitCode != nil {
+		msg += fmt.Sprintf(", exit code %d", *o.ExitCode)
+	}
+	if wasUnknown {
+		msg = "late result: " + msg
+	}
+	if next == job.Queued {
+		msg += "; back in the queue"
+	}
+	return h.event(tx, j.ID, "finished", actor, "%s", msg)
+}
+
+// resetLog drops the hub's copy of an attempt's log so the runner sends it
+// again from the start.
+func (h *Hub) resetLog(ctx context.Context, c *conn, ref protocol.AttemptRef) error {
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		a, _, err := loadFenced(tx, c.runnerID, ref)
+		if err != nil {
+			return err
+		}
+		if err := tx.DeleteLog(a.ID); err != nil {
+			return err
+		}
+		a.LogSize = 0
+		return tx.UpdateAttempt(a)
+	})
+	if err != nil {
+		return err
+	}
+	h.log.Warn("log checksum mismatch; asked the runner to send the log again", "runner", c.name, "attempt", ref.Attempt)
+	zero := int64(0)
+	return &apiError{status: http.StatusConflict, code: protocol.ErrLogIncomplete, msg: "log checksum mismatch: send the log again from offset 0", size: &zero}
+}

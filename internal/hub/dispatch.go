@@ -1,0 +1,164 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"drover/internal/ids"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// cooldown is how long a runner that declined an offer is left alone.
+const cooldown = 500 * time.Millisecond
+
+// dispatchBatch is how many queued jobs one pass reads.
+const dispatchBatch = 256
+
+// dispatchLoop offers queued jobs to runners with free slots. It is
+// event-driven: it sleeps until kicked (a job submitted or requeued, a slot
+// freed, a runner connected).
+func (h *Hub) dispatchLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.wake:
+		}
+		if err := h.dispatch(ctx); err != nil && ctx.Err() == nil {
+			h.log.Error("dispatch", "err", err)
+			// Try again later rather than spin on a broken store.
+			time.AfterFunc(time.Second, h.kick)
+		}
+	}
+}
+
+// candidate is a connected runner with free capacity, as seen at the start
+// of a pass.
+type candidate struct {
+	c    *conn
+	free int
+}
+
+func (h *Hub) candidates() ([]*candidate, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	var out []*candidate
+	var retry time.Time
+	for id, c := range h.conns {
+		if c.cooldownUntil.After(now) {
+			if retry.IsZero() || c.cooldownUntil.Before(retry) {
+				retry = c.cooldownUntil
+			}
+			continue
+		}
+		if free := c.slots - len(h.active[id]); free > 0 {
+			out = append(out, &candidate{c: c, free: free})
+		}
+	}
+	return out, retry
+}
+
+func labelsMatch(want, have map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *Hub) dispatch(ctx context.Context) error {
+	for {
+		cands, retry := h.candidates()
+		if !retry.IsZero() {
+			time.AfterFunc(time.Until(retry), h.kick)
+		}
+		if len(cands) == 0 {
+			return nil
+		}
+		var queued []store.Job
+		if err := h.store.Read(ctx, func(tx store.Tx) error {
+			var err error
+			queued, err = tx.QueuedJobs(dispatchBatch)
+			return err
+		}); err != nil {
+			return err
+		}
+		offered := 0
+		for _, j := range queued {
+			best := -1
+			for i, cd := range cands {
+				if cd.free > 0 && labelsMatch(j.Labels, cd.c.labels) && (best < 0 || cd.free > cands[best].free) {
+					best = i
+				}
+			}
+			if best < 0 {
+				continue
+			}
+			ok, err := h.offer(ctx, j.ID, cands[best].c)
+			if err != nil {
+				return err
+			}
+			if ok {
+				cands[best].free--
+				offered++
+			}
+		}
+		if offered == 0 || len(queued) < dispatchBatch {
+			return nil
+		}
+	}
+}
+
+// offer creates a new attempt of a queued job for a runner under a new
+// epoch and sends it. It reports false when the job was no longer queued.
+func (h *Hub) offer(ctx context.Context, jobID string, c *conn) (bool, error) {
+	var frame protocol.Frame
+	var att store.Attempt
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		j, err := tx.Job(jobID)
+		if err != nil {
+			return err
+		}
+		next, err := job.Next(j.State, job.EvOffer)
+		if err != nil {
+			return errNotQueued
+		}
+		now := h.now()
+		att = store.Attempt{
+			ID: ids.New("a"), JobID: j.ID, Epoch: j.Epoch + 1, RunnerID: c.runnerID,
+			State: job.AttemptOffered, OfferedAt: now, LeaseUntil: now.Add(h.cfg.Lease),
+		}
+		if err := tx.InsertAttempt(att); err != nil {
+			return err
+		}
+		j.State, j.Epoch, j.AttemptID, j.UpdatedAt = next, att.Epoch, att.ID, now
+		if err := tx.UpdateJob(j); err != nil {
+			return err
+		}
+		if err := h.event(tx, j.ID, "offered", "", "attempt %d offered to %s", att.Epoch, c.name); err != nil {
+			return err
+		}
+		frame, err = h.offerFrame(tx, att, j)
+		return err
+	})
+	if errors.Is(err, errNotQueued) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	h.mu.Lock()
+	h.addActiveLocked(c.runnerID, att.ID)
+	h.mu.Unlock()
+	c.send(frame)
+	h.notify(jobID)
+	time.AfterFunc(h.cfg.OfferTimeout+50*time.Millisecond, h.kickSweep)
+	return true, nil
+}
+
+var errNotQueued = errors.New("job is no longer queued")

@@ -1,0 +1,406 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// sendQueue bounds the frames waiting for a slow runner; a runner that
+// falls this far behind is disconnected rather than buffered without end.
+const sendQueue = 256
+
+// conn is one live runner connection. The HTTP handler goroutine reads;
+// one writer goroutine writes, so nothing blocks on a slow peer.
+type conn struct {
+	runnerID  string
+	name      string
+	tokenHash string
+	slots     int
+	labels    map[string]string
+	ws        *websocket.Conn
+	out       chan protocol.Frame
+	done      chan struct{}
+	closeOnce sync.Once
+
+	// reader goroutine only
+	lastExtend time.Time
+
+	// guarded by Hub.mu
+	cooldownUntil time.Time
+}
+
+func (c *conn) send(f protocol.Frame) {
+	select {
+	case <-c.done:
+	case c.out <- f:
+	default:
+		c.close(websocket.StatusTryAgainLater, "runner is not reading; reconnect")
+	}
+}
+
+func (c *conn) sendBody(typ string, body any) {
+	f, err := protocol.NewFrame(typ, "", body)
+	if err != nil {
+		return
+	}
+	c.send(f)
+}
+
+// close ends the connection once; the close handshake runs in the background
+// because it waits for the peer.
+func (c *conn) close(code websocket.StatusCode, reason string) {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		go c.ws.Close(code, reason)
+	})
+}
+
+func (c *conn) writeLoop() {
+	for {
+		select {
+		case <-c.done:
+			return
+		case f := <-c.out:
+			b, err := json.Marshal(f)
+			if err != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err = c.ws.Write(ctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				c.close(websocket.StatusGoingAway, "write failed")
+				return
+			}
+		}
+	}
+}
+
+// serveRunner is the runner gateway: GET /api/v1/runner/connect.
+func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) error {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return nil // Accept has answered the request
+	}
+	ws.SetReadLimit(protocol.MaxFrame)
+	ctx := r.Context()
+
+	hello, err := readHello(ctx, ws)
+	if err != nil {
+		var ce closeErr
+		if errors.As(err, &ce) {
+			h.log.Warn("runner connection refused", "runner", p.name, "err", err)
+			ws.Close(ce.code, ce.msg)
+			return nil
+		}
+		ws.CloseNow()
+		return nil
+	}
+	var tokenHash string
+	_ = h.store.Read(ctx, func(tx store.Tx) error {
+		rn, err := tx.Runner(p.runnerID)
+		tokenHash = rn.TokenHash
+		return err
+	})
+	c := &conn{
+		runnerID: p.runnerID, name: p.name, tokenHash: tokenHash,
+		slots: hello.Slots, labels: hello.Labels, ws: ws,
+		out: make(chan protocol.Frame, sendQueue), done: make(chan struct{}),
+	}
+	if err := h.attach(ctx, c, hello); err != nil {
+		h.log.Warn("runner hello refused", "runner", p.name, "err", err)
+		ws.Close(protocol.CloseProtocol, truncate(err.Error(), 120))
+		return nil
+	}
+	go c.writeLoop()
+	h.log.Info("runner connected", "runner", c.name, "slots", c.slots, "held", len(hello.Attempts))
+	h.kick()
+	reason := h.readLoop(ctx, c)
+	h.detach(c, reason)
+	return nil
+}
+
+type closeErr struct {
+	code websocket.StatusCode
+	msg  string
+}
+
+func (e closeErr) Error() string { return fmt.Sprintf("close %d: %s", e.code, e.msg) }
+
+func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) {
+	var hello protocol.Hello
+	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	typ, data, err := ws.Read(hctx)
+	if err != nil {
+		return hello, err
+	}
+	if typ != websocket.MessageText {
+		return hello, closeErr{protocol.CloseProtocol, "frames must be JSON text messages"}
+	}
+	var f protocol.Frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return hello, closeErr{protocol.CloseProtocol, "malformed frame"}
+	}
+	if f.Type != protocol.TypeHello {
+		return hello, closeErr{protocol.CloseProtocol, "the first frame must be hello"}
+	}
+	if err := f.Decode(&hello); err != nil {
+		return hello, closeErr{protocol.CloseProtocol, "malformed hello"}
+	}
+	if hello.Protocol != protocol.Version {
+		return hello, closeErr{protocol.CloseVersion, fmt.Sprintf("hub speaks protocol %d, runner %d: upgrade the older one", protocol.Version, hello.Protocol)}
+	}
+	if hello.Slots < 1 || hello.Slots > 256 {
+		return hello, closeErr{protocol.CloseProtocol, "slots must be 1 to 256"}
+	}
+	if err := validateLabels(hello.Labels); err != nil {
+		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+	}
+	if len(hello.Attempts) > protocol.MaxHeldReports {
+		return hello, closeErr{protocol.CloseProtocol, "too many attempts in hello"}
+	}
+	for _, a := range hello.Attempts {
+		if a.Validate() != nil {
+			return hello, closeErr{protocol.CloseProtocol, "malformed attempt in hello"}
+		}
+	}
+	return hello, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// readLoop handles frames in order until the connection ends. Silence for
+// three heartbeat intervals ends it too: the runner is not alive.
+func (h *Hub) readLoop(ctx context.Context, c *conn) string {
+	window := 3 * h.cfg.Heartbeat
+	for {
+		rctx, cancel := context.WithTimeout(ctx, window)
+		typ, data, err := c.ws.Read(rctx)
+		cancel()
+		if err != nil {
+			select {
+			case <-c.done:
+				return "closed by hub"
+			default:
+			}
+			if rctx.Err() != nil && ctx.Err() == nil {
+				c.close(protocol.CloseDead, "no heartbeat")
+				return "no heartbeat"
+			}
+			if websocket.CloseStatus(err) == websocket.StatusMessageTooBig {
+				h.log.Warn("runner sent an oversize frame", "runner", c.name)
+			}
+			c.close(websocket.StatusGoingAway, "")
+			return err.Error()
+		}
+		if typ != websocket.MessageText {
+			h.log.Warn("runner sent a binary frame", "runner", c.name)
+			c.close(protocol.CloseProtocol, "frames must be JSON text messages")
+			return "protocol error"
+		}
+		var f protocol.Frame
+		if err := json.Unmarshal(data, &f); err != nil || f.Type == "" {
+			h.log.Warn("runner sent a malformed frame", "runner", c.name)
+			c.close(protocol.CloseProtocol, "malformed frame")
+			return "protocol error"
+		}
+		if err := h.handleFrame(ctx, c, f); err != nil {
+			h.log.Warn("runner protocol error", "runner", c.name, "type", f.Type, "err", err)
+			c.close(protocol.CloseProtocol, truncate(err.Error(), 120))
+			return "protocol error"
+		}
+	}
+}
+
+// handleFrame handles one frame. An error is a protocol violation that ends
+// the connection; a refused request is answered with an error reply instead.
+func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error {
+	switch f.Type {
+	case protocol.TypeHeartbeat:
+		h.heartbeat(ctx, c)
+		return nil
+	case protocol.TypeStatus:
+		var st protocol.Status
+		if err := f.Decode(&st); err != nil {
+			return err
+		}
+		if len(st.Attempts) > protocol.MaxHeldReports || st.Slots < 0 || st.Slots > 256 {
+			return errors.New("status out of bounds (slots 0-256, attempts at most 4096)")
+		}
+		// Slots 0 means draining (the runner is shutting down): no offers.
+		h.mu.Lock()
+		grew := st.Slots > c.slots || c.cooldownUntil.After(h.now())
+		c.slots, c.cooldownUntil = st.Slots, time.Time{}
+		h.mu.Unlock()
+		if grew {
+			h.kick()
+		}
+		h.heartbeat(ctx, c)
+		return nil
+	}
+	if !protocol.IsRequest(f.Type) {
+		return fmt.Errorf("unknown frame type %q", f.Type)
+	}
+	if f.ID == "" || len(f.ID) > 64 {
+		return fmt.Errorf("%s request needs an id of 1-64 characters", f.Type)
+	}
+	body, err := h.applyRequest(ctx, c, f)
+	rep := protocol.Reply{OK: err == nil, Body: body}
+	if err != nil {
+		ae := h.asAPIError(err)
+		rep.Error = &protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}
+		if ae.code != protocol.ErrOffset && ae.code != protocol.ErrLogIncomplete {
+			h.log.Info("runner request refused", "runner", c.name, "type", f.Type, "code", ae.code, "msg", ae.msg)
+		}
+	}
+	out, err := protocol.NewFrame(protocol.TypeReply, "", rep)
+	if err != nil {
+		return err
+	}
+	out.ReplyTo = f.ID
+	c.send(out)
+	return nil
+}
+
+func (h *Hub) applyRequest(ctx context.Context, c *conn, f protocol.Frame) (json.RawMessage, error) {
+	switch f.Type {
+	case protocol.TypeAccept:
+		var m protocol.Accept
+		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
+			return nil, err
+		}
+		return h.accept(ctx, c, f.ID, m.AttemptRef)
+	case protocol.TypeDecline:
+		var m protocol.Decline
+		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
+			return nil, err
+		}
+		return h.decline(ctx, c, f.ID, m)
+	case protocol.TypeLog:
+		var m protocol.Log
+		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
+			return nil, err
+		}
+		ack, err := h.appendLog(ctx, c, m)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(ack)
+	case protocol.TypeFinish:
+		var m protocol.Finish
+		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
+			return nil, err
+		}
+		if err := m.Outcome.Validate(); err != nil {
+			return nil, badRequest("%v", err)
+		}
+		return h.finish(ctx, c, f.ID, m)
+	}
+	return nil, badRequest("unknown request %q", f.Type)
+}
+
+func decodeRef(f protocol.Frame, v any, ref *protocol.AttemptRef) error {
+	if err := f.Decode(v); err != nil {
+		return badRequest("%v", err)
+	}
+	if err := ref.Validate(); err != nil {
+		return badRequest("%v", err)
+	}
+	return nil
+}
+
+// heartbeat keeps the runner's leases fresh. Leases are written at most
+// every quarter lease, not on every heartbeat, to keep idle runners cheap.
+func (h *Hub) heartbeat(ctx context.Context, c *conn) {
+	now := h.now()
+	if now.Sub(c.lastExtend) < h.cfg.Lease/4 {
+		return
+	}
+	h.mu.Lock()
+	busy := len(h.active[c.runnerID]) > 0
+	h.mu.Unlock()
+	if !busy {
+		c.lastExtend = now
+		return
+	}
+	err := h.store.Write(ctx, func(tx store.Tx) error { return tx.ExtendLeases(c.runnerID, now.Add(h.cfg.Lease)) })
+	if err != nil {
+		h.log.Warn("extend leases", "runner", c.name, "err", err)
+		return
+	}
+	c.lastExtend = now
+}
+
+// detach forgets a closed connection. Its attempts keep their leases; the
+// sweep expires them if the runner does not come back in time.
+func (h *Hub) detach(c *conn, reason string) {
+	h.mu.Lock()
+	current := h.conns[c.runnerID] == c
+	if current {
+		delete(h.conns, c.runnerID)
+	}
+	h.mu.Unlock()
+	c.close(websocket.StatusGoingAway, "")
+	if !current {
+		return
+	}
+	h.log.Info("runner disconnected", "runner", c.name, "reason", reason)
+	now := h.now()
+	_ = h.store.Write(context.Background(), func(tx store.Tx) error {
+		rn, err := tx.Runner(c.runnerID)
+		if err != nil {
+			return err
+		}
+		rn.LastSeen = &now
+		return tx.UpdateRunner(rn)
+	})
+	time.AfterFunc(h.cfg.Lease+100*time.Millisecond, h.kickSweep)
+}
+
+func (h *Hub) connFor(runnerID string) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[runnerID]
+}
+
+func (h *Hub) closeConn(runnerID string, code websocket.StatusCode, reason string) {
+	if c := h.connFor(runnerID); c != nil {
+		c.close(code, reason)
+	}
+}
+
+// closeConnIfStale closes a connection made with a token that is no longer
+// the runner's.
+func (h *Hub) closeConnIfStale(runnerID, tokenHash string) {
+	if c := h.connFor(runnerID); c != nil && c.tokenHash != tokenHash {
+		c.close(protocol.CloseRevoked, "runner logged in again with a new token")
+	}
+}
+
+func (h *Hub) closeAllConns(reason string) {
+	h.mu.Lock()
+	cs := make([]*conn, 0, len(h.conns))
+	for _, c := range h.conns {
+		cs = append(cs, c)
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.close(websocket.StatusGoingAway, reason)
+	}
+}

@@ -1,0 +1,205 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"drover/internal/auth"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+const maxBody = 1 << 20
+
+// principal is an authenticated caller.
+type principal struct {
+	kind     store.TokenKind
+	userID   string
+	name     string
+	admin    bool
+	runnerID string
+}
+
+type ctxKey struct{}
+
+// apiError is an error with a code and HTTP status, safe to show the caller.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+	size   *int64
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.msg }
+
+func errf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) *apiError {
+	return errf(http.StatusBadRequest, protocol.ErrBadRequest, format, args...)
+}
+
+func notFound(format string, args ...any) *apiError {
+	return errf(http.StatusNotFound, protocol.ErrNotFound, format, args...)
+}
+
+func conflict(format string, args ...any) *apiError {
+	return errf(http.StatusConflict, protocol.ErrConflict, format, args...)
+}
+
+func forbidden(format string, args ...any) *apiError {
+	return errf(http.StatusForbidden, protocol.ErrForbidden, format, args...)
+}
+
+func fenced(format string, args ...any) *apiError {
+	return errf(http.StatusConflict, protocol.ErrFenced, format, args...)
+}
+
+// asAPIError turns any error into one we can show: store errors keep their
+// meaning, anything else is internal (and logged, not shown).
+func (h *Hub) asAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("%v", err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return errf(http.StatusServiceUnavailable, protocol.ErrInternal, "request cancelled")
+	}
+	h.log.Error("internal error", "err", err)
+	return errf(http.StatusInternalServerError, protocol.ErrInternal, "internal error (see the hub's log)")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := h.asAPIError(err)
+	if ae.status < 500 {
+		h.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.code, "msg", ae.msg)
+	}
+	writeJSON(w, ae.status, protocol.ErrorBody{Error: protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}})
+}
+
+func decodeBody(r *http.Request, w http.ResponseWriter, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "request body is over %d bytes", maxBody)
+		}
+		return badRequest("request body is not valid JSON: %v", err)
+	}
+	return nil
+}
+
+// authenticate resolves the bearer token to a principal. Revoked tokens and
+// tokens of revoked runners are refused.
+func (h *Hub) authenticate(r *http.Request) (principal, error) {
+	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
+	if err != nil {
+		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+	}
+	hash := auth.Hash(tok)
+	var p principal
+	err = h.store.Read(r.Context(), func(tx store.Tx) error {
+		t, err := tx.Token(hash)
+		if err != nil {
+			return err
+		}
+		if t.RevokedAt != nil {
+			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token was revoked")
+		}
+		p.kind = t.Kind
+		switch t.Kind {
+		case store.TokenUser:
+			u, err := tx.User(t.OwnerID)
+			if err != nil {
+				return err
+			}
+			p.userID, p.name, p.admin = u.ID, u.Name, u.Admin
+		case store.TokenRunner:
+			rn, err := tx.Runner(t.OwnerID)
+			if err != nil {
+				return err
+			}
+			if rn.RevokedAt != nil || rn.TokenHash != hash {
+				return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "runner token was revoked")
+			}
+			p.runnerID, p.name = rn.ID, rn.Name
+		default:
+			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "unknown token kind")
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token not recognised")
+	}
+	return p, err
+}
+
+// handler adapts a function that returns an error, with authentication of
+// the required kind.
+func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p principal) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := h.authenticate(r)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		if p.kind != kind {
+			h.writeError(w, r, forbidden("this call needs a %s token", kind))
+			return
+		}
+		if err := fn(w, r, p); err != nil {
+			h.writeError(w, r, err)
+		}
+	}
+}
+
+func (h *Hub) routes() http.Handler {
+	mux := http.NewServeMux()
+	u, rn := store.TokenUser, store.TokenRunner
+	p := protocol.APIPrefix
+	mux.Handle("POST "+p+"/jobs", h.handler(u, h.apiSubmit))
+	mux.Handle("GET "+p+"/jobs", h.handler(u, h.apiJobs))
+	mux.Handle("GET "+p+"/jobs/{id}", h.handler(u, h.apiJob))
+	mux.Handle("POST "+p+"/jobs/{id}/cancel", h.handler(u, h.apiCancel))
+	mux.Handle("POST "+p+"/jobs/{id}/retry", h.handler(u, h.apiRetry))
+	mux.Handle("GET "+p+"/jobs/{id}/log", h.handler(u, h.apiLog))
+	mux.Handle("GET "+p+"/jobs/{id}/events", h.handler(u, h.apiEvents))
+	mux.Handle("GET "+p+"/whoami", http.HandlerFunc(h.apiWhoami))
+	mux.Handle("POST "+p+"/users", h.handler(u, h.apiAddUser))
+	mux.Handle("GET "+p+"/runners", h.handler(u, h.apiRunners))
+	mux.Handle("POST "+p+"/runners/approve", h.handler(u, h.apiApprove))
+	mux.Handle("POST "+p+"/runners/{name}/revoke", h.handler(u, h.apiRevoke))
+	mux.Handle("GET "+p+"/runner/login", h.handler(rn, h.apiRunnerLogin))
+	mux.Handle("GET "+p+"/runner/connect", h.handler(rn, h.serveRunner))
+	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
+		h.writeError(w, r, notFound("no such API route: %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func (h *Hub) apiWhoami(w http.ResponseWriter, r *http.Request) {
+	p, err := h.authenticate(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	v := protocol.Whoami{Kind: string(p.kind), Name: p.name, Admin: p.admin}
+	if p.kind == store.TokenRunner {
+		v.Runner = p.name
+	}
+	writeJSON(w, http.StatusOK, v)
+}

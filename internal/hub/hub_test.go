@@ -1,0 +1,729 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/auth"
+	"drover/internal/job"
+	"drover/internal/protocol"
+)
+
+// testHub is a hub on a real SQLite file behind a real HTTP server.
+type testHub struct {
+	t     *testing.T
+	h     *Hub
+	srv   *httptest.Server
+	admin string
+}
+
+func startHub(t *testing.T, cfg Config) *testHub {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		h.Close()
+	})
+	tok, err := os.ReadFile(h.AdminTokenPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testHub{t: t, h: h, srv: srv, admin: strings.TrimSpace(string(tok))}
+}
+
+// call does one API request and decodes the JSON answer into out (if set).
+func (th *testHub) call(token, method, path string, body, out any) (int, protocol.Error) {
+	th.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, th.srv.URL+protocol.APIPrefix+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		var eb protocol.ErrorBody
+		_ = json.Unmarshal(data, &eb)
+		return resp.StatusCode, eb.Error
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			th.t.Fatalf("decode %s: %v", data, err)
+		}
+	}
+	return resp.StatusCode, protocol.Error{}
+}
+
+func (th *testHub) submit(args ...string) protocol.JobView {
+	th.t.Helper()
+	var v protocol.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: args}, &v); code != http.StatusCreated {
+		th.t.Fatalf("submit: %d %v", code, e)
+	}
+	return v
+}
+
+func (th *testHub) job(id string) protocol.JobView {
+	th.t.Helper()
+	var v protocol.JobView
+	if code, e := th.call(th.admin, "GET", "/jobs/"+id, nil, &v); code != http.StatusOK {
+		th.t.Fatalf("get job: %d %v", code, e)
+	}
+	return v
+}
+
+func (th *testHub) waitJob(id string, cond func(protocol.JobView) bool) protocol.JobView {
+	th.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v := th.job(id)
+		if cond(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			th.t.Fatalf("job %s: condition not reached; last %+v", id, v)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// registerRunner approves a runner login and returns its token.
+func (th *testHub) registerRunner(name string) string {
+	th.t.Helper()
+	tok := auth.NewToken(auth.PrefixRunner)
+	if code, e := th.call(th.admin, "POST", "/runners/approve", protocol.ApproveRequest{Name: name, Key: auth.Hash(tok)}, nil); code != http.StatusOK {
+		th.t.Fatalf("approve: %d %v", code, e)
+	}
+	return tok
+}
+
+// scriptRunner is a hand-driven runner connection: the test decides every
+// frame, so it can send what a real runner never would.
+type scriptRunner struct {
+	t      *testing.T
+	ws     *websocket.Conn
+	seq    int
+	frames chan protocol.Frame
+	err    chan error
+}
+
+// newScriptRunner starts the one reader of ws (a timed-out Read would close
+// the connection, so waits are done on the channel instead).
+func newScriptRunner(t *testing.T, ws *websocket.Conn) *scriptRunner {
+	sr := &scriptRunner{t: t, ws: ws, frames: make(chan protocol.Frame, 1024), err: make(chan error, 1)}
+	go func() {
+		for {
+			_, data, err := ws.Read(context.Background())
+			if err != nil {
+				sr.err <- err
+				return
+			}
+			var f protocol.Frame
+			if err := json.Unmarshal(data, &f); err != nil {
+				sr.err <- err
+				return
+			}
+			sr.frames <- f
+		}
+	}()
+	return sr
+}
+
+func (th *testHub) dial(token string, hello protocol.Hello) (*scriptRunner, protocol.Welcome) {
+	th.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		th.t.Fatalf("dial: %v", err)
+	}
+	ws.SetReadLimit(protocol.MaxFrame)
+	sr := newScriptRunner(th.t, ws)
+	th.t.Cleanup(func() { ws.CloseNow() })
+	// Keep the connection alive the way a runner does.
+	go func() {
+		for {
+			time.Sleep(th.h.cfg.Heartbeat / 2)
+			b, _ := json.Marshal(protocol.Frame{Type: protocol.TypeHeartbeat})
+			if ws.Write(context.Background(), websocket.MessageText, b) != nil {
+				return
+			}
+		}
+	}()
+	if hello.Protocol == 0 {
+		hello.Protocol = protocol.Version
+	}
+	if hello.Slots == 0 {
+		hello.Slots = 1
+	}
+	sr.send(protocol.TypeHello, "", hello)
+	f := sr.read()
+	if f.Type != protocol.TypeWelcome {
+		th.t.Fatalf("want welcome, got %s", f.Type)
+	}
+	var w protocol.Welcome
+	if err := f.Decode(&w); err != nil {
+		th.t.Fatal(err)
+	}
+	return sr, w
+}
+
+func (sr *scriptRunner) send(typ, id string, body any) {
+	sr.t.Helper()
+	f, err := protocol.NewFrame(typ, id, body)
+	if err != nil {
+		sr.t.Fatal(err)
+	}
+	b, _ := json.Marshal(f)
+	sr.raw(b)
+}
+
+func (sr *scriptRunner) raw(b []byte) {
+	sr.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sr.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		sr.t.Fatalf("write: %v", err)
+	}
+}
+
+func (sr *scriptRunner) read() protocol.Frame {
+	sr.t.Helper()
+	f, err := sr.tryRead(10 * time.Second)
+	if err != nil {
+		sr.t.Fatalf("read: %v", err)
+	}
+	return f
+}
+
+func (sr *scriptRunner) tryRead(d time.Duration) (protocol.Frame, error) {
+	select {
+	case f := <-sr.frames:
+		return f, nil
+	default:
+	}
+	select {
+	case f := <-sr.frames:
+		return f, nil
+	case err := <-sr.err:
+		sr.err <- err
+		return protocol.Frame{}, err
+	case <-time.After(d):
+		return protocol.Frame{}, errors.New("timed out")
+	}
+}
+
+// request sends a request and returns its reply, skipping other frames.
+func (sr *scriptRunner) request(typ string, body any) protocol.Reply {
+	sr.t.Helper()
+	sr.seq++
+	id := fmt.Sprintf("rq-%d", sr.seq)
+	return sr.requestID(typ, id, body)
+}
+
+func (sr *scriptRunner) requestID(typ, id string, body any) protocol.Reply {
+	sr.t.Helper()
+	sr.send(typ, id, body)
+	for {
+		f := sr.read()
+		if f.Type == protocol.TypeReply && f.ReplyTo == id {
+			var r protocol.Reply
+			if err := f.Decode(&r); err != nil {
+				sr.t.Fatal(err)
+			}
+			return r
+		}
+	}
+}
+
+func (sr *scriptRunner) expect(typ string) protocol.Frame {
+	sr.t.Helper()
+	for {
+		f := sr.read()
+		if f.Type == typ {
+			return f
+		}
+	}
+}
+
+func (sr *scriptRunner) offer() protocol.Offer {
+	sr.t.Helper()
+	var o protocol.Offer
+	if err := sr.expect(protocol.TypeOffer).Decode(&o); err != nil {
+		sr.t.Fatal(err)
+	}
+	return o
+}
+
+func wantErr(t *testing.T, r protocol.Reply, code string) {
+	t.Helper()
+	if r.OK || r.Error == nil || r.Error.Code != code {
+		t.Fatalf("want error %s, got %+v", code, r)
+	}
+}
+
+func wantOK(t *testing.T, r protocol.Reply) {
+	t.Helper()
+	if !r.OK {
+		t.Fatalf("want ok, got %+v", r.Error)
+	}
+}
+
+func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+func exit(n int) *int { return &n }
+
+// runToEnd takes one offer through accept, log and finish.
+func runToEnd(t *testing.T, sr *scriptRunner, o protocol.Offer, out string, code int) {
+	t.Helper()
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte(out)}))
+	st := job.AttemptCompleted
+	if code != 0 {
+		st = job.AttemptFailed
+	}
+	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
+		Outcome: job.Outcome{State: st, Reason: job.ReasonExited, ExitCode: exit(code)},
+		LogSize: int64(len(out)), LogSHA256: sum([]byte(out))}))
+}
+
+func TestJobRunsThroughTheGateway(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, w := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	if w.Lease.D() != 60*time.Second || w.LogChunkBytes != protocol.MaxLogChunk {
+		t.Fatalf("welcome timing: %+v", w)
+	}
+	j := th.submit("echo", "hi")
+	o := sr.offer()
+	if o.Job != j.ID || o.Epoch != 1 || o.Spec.Agent != "exec" || o.Spec.Requester != "admin" {
+		t.Fatalf("offer: %+v", o)
+	}
+	runToEnd(t, sr, o, "hi\n", 0)
+	v := th.job(j.ID)
+	if v.State != job.Completed || v.Runner != "r1" || len(v.Attempts) != 1 || *v.ExitCode != 0 || v.Attempts[0].LogSize != 3 {
+		t.Fatalf("job after finish: %+v", v)
+	}
+	// finish again: idempotent
+	r := sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
+		Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSize: 3, LogSHA256: sum([]byte("hi\n"))})
+	wantOK(t, r)
+	var ack protocol.FinishAck
+	_ = json.Unmarshal(r.Body, &ack)
+	if !ack.AlreadyFinished {
+		t.Fatalf("second finish: %+v", ack)
+	}
+}
+
+func TestRunnerMutationsAreFencedAndValidated(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	other, _ := th.dial(th.registerRunner("r2"), protocol.Hello{})
+	j := th.submit("true")
+	var o protocol.Offer
+	// The job goes to whichever runner the dispatcher picked.
+	f, err := sr.tryRead(2 * time.Second)
+	if err == nil && f.Type == protocol.TypeOffer {
+		_ = f.Decode(&o)
+	} else {
+		sr, other = other, sr
+		o = sr.offer()
+	}
+	if o.Job != j.ID {
+		t.Fatalf("offer for %s, want %s", o.Job, j.ID)
+	}
+	stale := o.AttemptRef
+	stale.Epoch = 7
+	wrongJob := o.AttemptRef
+	wrongJob.Job = "j-nope"
+	tests := []struct {
+		name string
+		c    *scriptRunner
+		typ  string
+		body any
+		code string
+	}{
+		{"stale epoch", sr, protocol.TypeAccept, protocol.Accept{AttemptRef: stale}, protocol.ErrFenced},
+		{"another runner's attempt", other, protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}, protocol.ErrFenced},
+		{"no such attempt", sr, protocol.TypeAccept, protocol.Accept{AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: "a-nope", Epoch: 1}}, protocol.ErrNotFound},
+		{"mismatched job", sr, protocol.TypeAccept, protocol.Accept{AttemptRef: wrongJob}, protocol.ErrBadRequest},
+		{"malformed ref", sr, protocol.TypeAccept, protocol.Accept{}, protocol.ErrBadRequest},
+		{"log before accept", sr, protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("x")}, protocol.ErrFenced},
+		{"finish before accept", sr, protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: exit(1)}}, protocol.ErrFenced},
+		{"bad outcome", sr, protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, ExitCode: exit(3)}}, protocol.ErrBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := th.job(j.ID)
+			wantErr(t, tt.c.request(tt.typ, tt.body), tt.code)
+			after := th.job(j.ID)
+			if before.State != after.State || len(before.Attempts) != len(after.Attempts) || after.Attempts[0].State != before.Attempts[0].State {
+				t.Fatalf("refused request changed state: %+v → %+v", before, after)
+			}
+		})
+	}
+
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef})) // accept again: same attempt
+	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("abc")}))
+	// a chunk at a wrong offset gets the hub's size back
+	r := sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Offset: 10, Data: []byte("zz")})
+	wantErr(t, r, protocol.ErrOffset)
+	if r.Error.Size == nil || *r.Error.Size != 3 {
+		t.Fatalf("offset mismatch size: %+v", r.Error)
+	}
+	// a resent chunk is acknowledged without change
+	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Offset: 0, Data: []byte("abc")}))
+	// finish with fewer bytes than sent: log_incomplete with the hub's size
+	r = sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSize: 5, LogSHA256: sum([]byte("abcde"))})
+	wantErr(t, r, protocol.ErrLogIncomplete)
+	if *r.Error.Size != 3 {
+		t.Fatalf("log_incomplete size: %+v", r.Error)
+	}
+	// same size, other bytes: the hub drops its copy and asks for all of it
+	r = sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSize: 3, LogSHA256: sum([]byte("xyz"))})
+	wantErr(t, r, protocol.ErrLogIncomplete)
+	if *r.Error.Size != 0 {
+		t.Fatalf("checksum mismatch should reset to 0: %+v", r.Error)
+	}
+	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("xyz")}))
+	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSize: 3, LogSHA256: sum([]byte("xyz"))}))
+	if v := th.job(j.ID); v.State != job.Completed {
+		t.Fatalf("state %s", v.State)
+	}
+}
+
+func TestRequestIDsAreAppliedOnce(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := th.registerRunner("r1")
+	sr, _ := th.dial(tok, protocol.Hello{})
+	j := th.submit("true")
+	o := sr.offer()
+	wantOK(t, sr.requestID(protocol.TypeAccept, "acc-1", protocol.Accept{AttemptRef: o.AttemptRef}))
+	fin := protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: exit(2)}, LogSize: 0, LogSHA256: sum(nil)}
+	first := sr.requestID(protocol.TypeFinish, "fin-1", fin)
+	wantOK(t, first)
+	// The reply was "lost": the runner reconnects and resends the same id.
+	sr.ws.CloseNow()
+	sr2, _ := th.dial(tok, protocol.Hello{Attempts: []protocol.Held{{AttemptRef: o.AttemptRef, Phase: protocol.PhaseFinishing}}})
+	again := sr2.requestID(protocol.TypeFinish, "fin-1", fin)
+	if !again.OK || string(again.Body) != string(first.Body) {
+		t.Fatalf("resent id got %+v, first got %+v", again, first)
+	}
+	v := th.job(j.ID)
+	if v.State != job.Failed || len(v.Attempts) != 1 {
+		t.Fatalf("job: %+v", v)
+	}
+	var evs protocol.EventList
+	th.call(th.admin, "GET", "/jobs/"+j.ID+"/events", nil, &evs)
+	n := 0
+	for _, e := range evs.Events {
+		if e.Kind == "finished" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("finish applied %d times: %+v", n, evs.Events)
+	}
+}
+
+func TestBadFramesCloseTheConnectionAndChangeNothing(t *testing.T) {
+	tests := []struct {
+		name  string
+		frame []byte
+		code  websocket.StatusCode
+	}{
+		{"not json", []byte("{nope"), protocol.CloseProtocol},
+		{"unknown type", []byte(`{"type":"explode"}`), protocol.CloseProtocol},
+		{"request without id", []byte(`{"type":"accept","body":{}}`), protocol.CloseProtocol},
+		{"oversize", bytes.Repeat([]byte("x"), protocol.MaxFrame+10), websocket.StatusMessageTooBig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			th := startHub(t, Config{})
+			sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+			j := th.submit("true")
+			sr.offer()
+			sr.raw(tt.frame)
+			for {
+				_, err := sr.tryRead(10 * time.Second)
+				if err != nil {
+					if got := websocket.CloseStatus(err); got != tt.code {
+						t.Fatalf("close status %d, want %d (%v)", got, tt.code, err)
+					}
+					break
+				}
+			}
+			if v := th.job(j.ID); v.State != job.Offered {
+				t.Fatalf("job state %s after a bad frame", v.State)
+			}
+		})
+	}
+}
+
+func TestHelloIsChecked(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := th.registerRunner("r1")
+	ctx := context.Background()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := newScriptRunner(t, ws)
+	sr.send(protocol.TypeHello, "", protocol.Hello{Protocol: 99, Slots: 1})
+	_, err = sr.tryRead(5 * time.Second)
+	if websocket.CloseStatus(err) != protocol.CloseVersion {
+		t.Fatalf("want version close, got %v", err)
+	}
+}
+
+func TestTokensAreCheckedAtTheDoor(t *testing.T) {
+	th := startHub(t, Config{})
+	runnerTok := th.registerRunner("r1")
+	var created protocol.NewUserResponse
+	if code, e := th.call(th.admin, "POST", "/users", protocol.NewUserRequest{Name: "bob"}, &created); code != http.StatusCreated {
+		t.Fatalf("add user: %d %v", code, e)
+	}
+	tests := []struct {
+		name   string
+		token  string
+		method string
+		path   string
+		body   any
+		status int
+	}{
+		{"no token", "", "GET", "/jobs", nil, 401},
+		{"garbage token", "drv_u_nope", "GET", "/jobs", nil, 401},
+		{"runner token on a user route", runnerTok, "GET", "/jobs", nil, 403},
+		{"user token on the runner gateway", created.Token, "GET", "/runner/connect", nil, 403},
+		{"non-admin adds a user", created.Token, "POST", "/users", protocol.NewUserRequest{Name: "eve"}, 403},
+		{"duplicate user", th.admin, "POST", "/users", protocol.NewUserRequest{Name: "bob"}, 409},
+		{"bad user name", th.admin, "POST", "/users", protocol.NewUserRequest{Name: "../x"}, 400},
+		{"unknown job", th.admin, "GET", "/jobs/j-nope", nil, 404},
+		{"unknown agent", th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "skynet", Args: []string{"x"}}, 400},
+		{"exec without argv", th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec"}, 400},
+		{"bad state filter", th.admin, "GET", "/jobs?state=sleeping", nil, 400},
+		{"bad approval key", th.admin, "POST", "/runners/approve", protocol.ApproveRequest{Name: "x", Key: "abc"}, 400},
+		{"revoke unknown runner", th.admin, "POST", "/runners/ghost/revoke", nil, 404},
+		{"not the requester", created.Token, "POST", "/jobs/" + th.submit("true").ID + "/cancel", nil, 403},
+		{"unknown route", th.admin, "GET", "/nothing", nil, 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, e := th.call(tt.token, tt.method, tt.path, tt.body, nil)
+			if code != tt.status || e.Message == "" {
+				t.Fatalf("got %d %+v, want %d with a message", code, e, tt.status)
+			}
+		})
+	}
+	// The token file is private and only a hash is stored.
+	st, err := os.Stat(th.h.AdminTokenPath())
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("admin token file mode: %v %v", st.Mode(), err)
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	th := startHub(t, Config{})
+	var a, b protocol.JobView
+	c1, _ := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Key: "k1"}, &a)
+	c2, _ := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Key: "k1"}, &b)
+	if c1 != 201 || c2 != 200 || a.ID != b.ID {
+		t.Fatalf("same key: %d %s, %d %s", c1, a.ID, c2, b.ID)
+	}
+}
+
+func TestRunnerApprovalAndRevocation(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := auth.NewToken(auth.PrefixRunner)
+	key := auth.Hash(tok)
+	var r1, r2 protocol.RunnerView
+	th.call(th.admin, "POST", "/runners/approve", protocol.ApproveRequest{Name: "box", Key: key}, &r1)
+	th.call(th.admin, "POST", "/runners/approve", protocol.ApproveRequest{Name: "box", Key: key}, &r2)
+	if r1.ID == "" || r1.ID != r2.ID {
+		t.Fatalf("approving the same key twice made two runners: %s %s", r1.ID, r2.ID)
+	}
+	var bob protocol.NewUserResponse
+	th.call(th.admin, "POST", "/users", protocol.NewUserRequest{Name: "bob"}, &bob)
+	if code, _ := th.call(bob.Token, "POST", "/runners/approve", protocol.ApproveRequest{Name: "box", Key: key}, nil); code != 403 {
+		t.Fatalf("another owner re-approving: %d", code)
+	}
+	if code, _ := th.call(bob.Token, "POST", "/runners/approve", protocol.ApproveRequest{Name: "box", Key: auth.Hash("other")}, nil); code != 409 {
+		t.Fatalf("another owner taking the name: %d", code)
+	}
+	sr, _ := th.dial(tok, protocol.Hello{})
+	if code, _ := th.call(th.admin, "POST", "/runners/box/revoke", nil, nil); code != 200 {
+		t.Fatalf("revoke: %d", code)
+	}
+	_, err := sr.tryRead(5 * time.Second)
+	if websocket.CloseStatus(err) != protocol.CloseRevoked {
+		t.Fatalf("revoked runner's connection: %v", err)
+	}
+	_, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	if err == nil || resp == nil || resp.StatusCode != 401 {
+		t.Fatalf("revoked runner reconnect: %v %v", resp, err)
+	}
+}
+
+func TestNewerConnectionReplacesOlder(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := th.registerRunner("r1")
+	old, _ := th.dial(tok, protocol.Hello{})
+	th.dial(tok, protocol.Hello{})
+	_, err := old.tryRead(5 * time.Second)
+	if websocket.CloseStatus(err) != protocol.CloseReplaced {
+		t.Fatalf("old connection: %v", err)
+	}
+}
+
+func TestLeaseExpiry(t *testing.T) {
+	th := startHub(t, Config{Lease: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond, Sweep: 50 * time.Millisecond})
+	tok := th.registerRunner("r1")
+	sr, _ := th.dial(tok, protocol.Hello{Slots: 2})
+	started := th.submit("sleep", "100")
+	o := sr.offer()
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	offered := th.submit("true")
+	o2 := sr.offer()
+	if o2.Job != offered.ID {
+		t.Fatalf("second offer for %s", o2.Job)
+	}
+	sr.ws.CloseNow()
+	v := th.waitJob(started.ID, func(v protocol.JobView) bool { return v.State == job.Unknown })
+	if v.Reason != job.ReasonRunnerLost || v.Attempts[0].State != job.AttemptUnknown {
+		t.Fatalf("lost job: %+v", v)
+	}
+	// the never-accepted offer went back to the queue
+	th.waitJob(offered.ID, func(v protocol.JobView) bool { return v.State == job.Queued })
+	// a new runner gets the queued job, never the unknown one
+	sr2, _ := th.dial(th.registerRunner("r2"), protocol.Hello{Slots: 2})
+	o3 := sr2.offer()
+	if o3.Job != offered.ID || o3.Epoch != 2 {
+		t.Fatalf("requeued offer: %+v", o3)
+	}
+	if f, err := sr2.tryRead(500 * time.Millisecond); err == nil && f.Type == protocol.TypeOffer {
+		t.Fatalf("unknown job was offered again: %+v", f)
+	}
+	// retry is the explicit way back
+	if code, e := th.call(th.admin, "POST", "/jobs/"+started.ID+"/retry", nil, nil); code != 200 {
+		t.Fatalf("retry: %d %v", code, e)
+	}
+	o4 := sr2.offer()
+	if o4.Job != started.ID || o4.Epoch != 2 {
+		t.Fatalf("retried offer: %+v", o4)
+	}
+	// the old runner comes back with its attempt: it is told to drop it
+	_, w := th.dial(tok, protocol.Hello{Attempts: []protocol.Held{{AttemptRef: o.AttemptRef, Phase: protocol.PhaseRunning}}})
+	if len(w.Drop) != 1 || w.Drop[0].Attempt != o.Attempt {
+		t.Fatalf("welcome drop: %+v", w.Drop)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	j := th.submit("sleep", "100")
+	o := sr.offer()
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	if code, _ := th.call(th.admin, "POST", "/jobs/"+j.ID+"/cancel", nil, nil); code != 200 {
+		t.Fatal("cancel refused")
+	}
+	var co protocol.CancelOrder
+	if err := sr.expect(protocol.TypeCancel).Decode(&co); err != nil || co.Attempt != o.Attempt {
+		t.Fatalf("cancel order: %+v %v", co, err)
+	}
+	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
+		Outcome: job.Outcome{State: job.AttemptCancelled, Reason: job.ReasonCancelled, ExitCode: exit(143)}, LogSHA256: sum(nil)}))
+	if v := th.job(j.ID); v.State != job.Cancelled {
+		t.Fatalf("state %s", v.State)
+	}
+	if code, e := th.call(th.admin, "POST", "/jobs/"+j.ID+"/cancel", nil, nil); code != 409 {
+		t.Fatalf("cancel a cancelled job: %d %+v", code, e)
+	}
+	// queued job: cancelled at once
+	sr.ws.CloseNow()
+	q := th.submit("true")
+	th.call(th.admin, "POST", "/jobs/"+q.ID+"/cancel", nil, nil)
+	if v := th.job(q.ID); v.State != job.Cancelled {
+		t.Fatalf("queued cancel: %s", v.State)
+	}
+}
+
+func TestReleasedAttemptIsRequeued(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	j := th.submit("sleep", "100")
+	o := sr.offer()
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 0, Attempts: []protocol.Held{{AttemptRef: o.AttemptRef, Phase: protocol.PhaseRunning}}})
+	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
+		Outcome: job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown, ExitCode: exit(143)}, LogSHA256: sum(nil)}))
+	sr.ws.Close(websocket.StatusNormalClosure, "")
+	sr2, _ := th.dial(th.registerRunner("r2"), protocol.Hello{})
+	o2 := sr2.offer()
+	if o2.Job != j.ID || o2.Epoch != 2 {
+		t.Fatalf("released job offer: %+v", o2)
+	}
+	runToEnd(t, sr2, o2, "done\n", 0)
+	if v := th.job(j.ID); v.State != job.Completed || v.Runner != "r2" || len(v.Attempts) != 2 {
+		t.Fatalf("job: %+v", v)
+	}
+}
+
+func TestLogFollow(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	j := th.submit("true")
+	o := sr.offer()
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	got := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+j.ID+"/log?wait=10000", nil)
+		req.Header.Set("Authorization", "Bearer "+th.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- string(b) + "|" + resp.Header.Get(protocol.HeaderLogComplete)
+	}()
+	time.Sleep(100 * time.Millisecond) // let the long poll park (the test passes either way)
+	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("hello")}))
+	if s := <-got; s != "hello|false" {
+		t.Fatalf("long poll got %q", s)
+	}
+}

@@ -1,0 +1,191 @@
+package hub
+
+import (
+	"context"
+	"errors"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// attach reconciles what a (re)connecting runner says it holds with what
+// the hub recorded, registers the connection (replacing an older one) and
+// queues the welcome, then resent offers and pending cancels, in that order.
+func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
+	held := make(map[string]protocol.Held, len(hello.Attempts))
+	for _, a := range hello.Attempts {
+		held[a.Attempt] = a
+	}
+	var (
+		drops []protocol.DropOrder
+		after []protocol.Frame
+		lost  []store.Attempt
+		keep  []string
+	)
+	now := h.now()
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		drops, after, lost, keep = nil, nil, nil, nil
+		rn, err := tx.Runner(c.runnerID)
+		if err != nil {
+			return err
+		}
+		rn.Slots, rn.Labels, rn.LastSeen = c.slots, c.labels, &now
+		if err := tx.UpdateRunner(rn); err != nil {
+			return err
+		}
+		if err := tx.ExtendLeases(c.runnerID, now.Add(h.cfg.Lease)); err != nil {
+			return err
+		}
+		for _, hd := range hello.Attempts {
+			reason, err := h.checkHeld(tx, c, hd)
+			if err != nil {
+				return err
+			}
+			if reason != "" {
+				drops = append(drops, protocol.DropOrder{AttemptRef: hd.AttemptRef, Reason: reason})
+			}
+		}
+		all, err := tx.ActiveAttempts()
+		if err != nil {
+			return err
+		}
+		for _, a := range all {
+			if a.RunnerID != c.runnerID {
+				continue
+			}
+			j, err := tx.Job(a.JobID)
+			if err != nil {
+				return err
+			}
+			ref := protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}
+			if _, ok := held[a.ID]; ok {
+				keep = append(keep, a.ID)
+				if a.State == job.AttemptRunning && j.Cancelling {
+					f, err := protocol.NewFrame(protocol.TypeCancel, "", protocol.CancelOrder{AttemptRef: ref, Reason: "cancelled by a user"})
+					if err != nil {
+						return err
+					}
+					after = append(after, f)
+				}
+				continue
+			}
+			switch a.State {
+			case job.AttemptOffered:
+				// The offer may have been lost with the old connection.
+				keep = append(keep, a.ID)
+				f, err := h.offerFrame(tx, a, j)
+				if err != nil {
+					return err
+				}
+				after = append(after, f)
+			case job.AttemptRunning:
+				// The runner no longer has it: whatever happened cannot be known.
+				if err := h.loseAttempt(tx, a, j, job.ReasonDropped, c.name); err != nil {
+					return err
+				}
+				lost = append(lost, a)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w := protocol.Welcome{
+		Protocol: protocol.Version, RunnerID: c.runnerID, RunnerName: c.name,
+		HeartbeatInterval: protocol.Duration(h.cfg.Heartbeat), Lease: protocol.Duration(h.cfg.Lease),
+		LogFlushInterval: protocol.Duration(h.cfg.LogFlush), LogBatchBytes: h.cfg.LogBatch,
+		LogChunkBytes: h.cfg.LogChunk, LogCap: h.cfg.LogCap, Drop: drops,
+	}
+	wf, err := protocol.NewFrame(protocol.TypeWelcome, "", w)
+	if err != nil {
+		return err
+	}
+	c.lastExtend = now
+
+	h.mu.Lock()
+	old := h.conns[c.runnerID]
+	h.conns[c.runnerID] = c
+	for _, id := range keep {
+		h.addActiveLocked(c.runnerID, id)
+	}
+	for _, a := range lost {
+		if m := h.active[c.runnerID]; m != nil {
+			delete(m, a.ID)
+		}
+	}
+	// Queue under the lock so no dispatcher offer can overtake the welcome.
+	c.send(wf)
+	for _, f := range after {
+		c.send(f)
+	}
+	h.mu.Unlock()
+	if old != nil {
+		old.close(protocol.CloseReplaced, "replaced by a newer connection of this runner")
+		h.log.Info("runner connection replaced", "runner", c.name)
+	}
+	for _, a := range lost {
+		h.notify(a.JobID)
+	}
+	return nil
+}
+
+// checkHeld decides whether a runner may keep an attempt it says it holds;
+// it returns the reason to drop it, or "".
+func (h *Hub) checkHeld(tx store.Tx, c *conn, hd protocol.Held) (string, error) {
+	a, j, err := loadFenced(tx, c.runnerID, hd.AttemptRef)
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return ae.msg, nil
+		}
+		return "", err
+	}
+	switch a.State {
+	case job.AttemptOffered, job.AttemptRunning:
+		return "", nil
+	case job.AttemptUnknown:
+		if lateResultAllowed(a, j) && hd.Phase != protocol.PhaseOffered {
+			return "", nil
+		}
+	case job.AttemptCompleted, job.AttemptFailed, job.AttemptCancelled, job.AttemptReleased:
+		if hd.Phase == protocol.PhaseFinishing {
+			return "", nil // its finish will be acknowledged as already finished
+		}
+	}
+	return "attempt " + a.ID + " is " + string(a.State), nil
+}
+
+// loseAttempt marks a started attempt whose runner is gone as unknown. It is
+// never run again automatically.
+func (h *Hub) loseAttempt(tx store.Tx, a store.Attempt, j store.Job, reason job.Reason, actor string) error {
+	now := h.now()
+	a.State, a.Reason, a.FinishedAt = job.AttemptUnknown, reason, &now
+	if err := tx.UpdateAttempt(a); err != nil {
+		return err
+	}
+	if j.AttemptID == a.ID && j.State == job.Running {
+		next, err := job.Next(j.State, job.EvLeaseExpired)
+		if err != nil {
+			return err
+		}
+		j.State, j.Reason, j.FinishedAt, j.UpdatedAt = next, reason, &now, now
+		if err := tx.UpdateJob(j); err != nil {
+			return err
+		}
+	}
+	return h.event(tx, j.ID, "unknown", actor, "attempt %d outcome unknown (%s); run `drover retry %s` to run it again", a.Epoch, reason, j.ID)
+}
+
+// offerFrame builds the offer for an attempt.
+func (h *Hub) offerFrame(tx store.Tx, a store.Attempt, j store.Job) (protocol.Frame, error) {
+	u, err := tx.User(j.RequesterID)
+	if err != nil {
+		return protocol.Frame{}, err
+	}
+	return protocol.NewFrame(protocol.TypeOffer, "", protocol.Offer{
+		AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch},
+		Spec:       protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap},
+	})
+}

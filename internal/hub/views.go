@@ -1,0 +1,124 @@
+package hub
+
+import (
+	"context"
+	"time"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// namer resolves ids to names once per transaction.
+type namer struct {
+	tx      store.Tx
+	users   map[string]string
+	runners map[string]string
+}
+
+func newNamer(tx store.Tx) *namer {
+	return &namer{tx: tx, users: map[string]string{}, runners: map[string]string{}}
+}
+
+func (n *namer) user(id string) string {
+	if v, ok := n.users[id]; ok {
+		return v
+	}
+	name := id
+	if u, err := n.tx.User(id); err == nil {
+		name = u.Name
+	}
+	n.users[id] = name
+	return name
+}
+
+func (n *namer) runner(id string) string {
+	if v, ok := n.runners[id]; ok {
+		return v
+	}
+	name := id
+	if r, err := n.tx.Runner(id); err == nil {
+		name = r.Name
+	}
+	n.runners[id] = name
+	return name
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
+	atts, err := n.tx.Attempts(j.ID)
+	if err != nil {
+		return protocol.JobView{}, err
+	}
+	v := protocol.JobView{
+		ID: j.ID, State: j.State, Agent: j.Agent, Args: j.Args, Labels: j.Labels,
+		Requester: n.user(j.RequesterID), Attempts: []protocol.AttemptView{},
+		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
+		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,
+	}
+	if v.Args == nil {
+		v.Args = []string{}
+	}
+	for _, a := range atts {
+		av := protocol.AttemptView{
+			ID: a.ID, Number: a.Epoch, State: a.State, Runner: n.runner(a.RunnerID),
+			OfferedAt: a.OfferedAt.UTC(), StartedAt: utcPtr(a.AcceptedAt), FinishedAt: utcPtr(a.FinishedAt),
+			ExitCode: a.ExitCode, Reason: a.Reason, Message: a.Message, LogSize: a.LogSize, LogSHA256: a.LogSHA256,
+		}
+		v.Attempts = append(v.Attempts, av)
+		if a.ID == j.AttemptID {
+			v.Runner = av.Runner
+		}
+	}
+	return v, nil
+}
+
+func (h *Hub) jobView(ctx context.Context, id string) (protocol.JobView, error) {
+	var v protocol.JobView
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		j, err := tx.Job(id)
+		if err != nil {
+			return notFound("no job %q", id)
+		}
+		v, err = newNamer(tx).jobView(j)
+		return err
+	})
+	return v, err
+}
+
+func (h *Hub) jobViews(ctx context.Context, f store.JobFilter) ([]protocol.JobView, error) {
+	out := []protocol.JobView{}
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		jobs, err := tx.Jobs(f)
+		if err != nil {
+			return err
+		}
+		n := newNamer(tx)
+		for _, j := range jobs {
+			v, err := n.jobView(j)
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (h *Hub) runnerView(r store.Runner, owner string) protocol.RunnerView {
+	h.mu.Lock()
+	_, connected := h.conns[r.ID]
+	running := len(h.active[r.ID])
+	h.mu.Unlock()
+	return protocol.RunnerView{
+		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected, Revoked: r.RevokedAt != nil,
+		Slots: r.Slots, Labels: r.Labels, Running: running, LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(),
+	}
+}
