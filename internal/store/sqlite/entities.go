@@ -1,0 +1,231 @@
+package sqlite
+
+import (
+	"strings"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/store"
+)
+
+// Each entity has a table, an args function giving its columns in table
+// order, and a scan function reading them back in the same order.
+
+var users = newTable("users", "id", "name", "admin", "created_at")
+
+func userArgs(u store.User) []any { return []any{u.ID, u.Name, u.Admin, millis(u.CreatedAt)} }
+
+func scanUser(s scanner) (u store.User, err error) {
+	err = s.Scan(&u.ID, &u.Name, &u.Admin, timeCol{&u.CreatedAt})
+	return u, err
+}
+
+func (t *tx) InsertUser(u store.User) error { return t.insert(users, "user "+u.ID, userArgs(u)) }
+
+func (t *tx) User(id string) (store.User, error) {
+	return one(t, "user "+id, scanUser, users.query("WHERE id = ?"), id)
+}
+
+func (t *tx) UserByName(name string) (store.User, error) {
+	return one(t, "user named "+name, scanUser, users.query("WHERE name = ?"), name)
+}
+
+var tokens = newTable("tokens", "hash", "kind", "owner_id", "created_at", "revoked_at")
+
+func tokenArgs(k store.Token) []any {
+	return []any{k.Hash, k.Kind, k.OwnerID, millis(k.CreatedAt), optMillis(k.RevokedAt)}
+}
+
+func scanToken(s scanner) (k store.Token, err error) {
+	err = s.Scan(&k.Hash, &k.Kind, &k.OwnerID, timeCol{&k.CreatedAt}, optTimeCol{&k.RevokedAt})
+	return k, err
+}
+
+// Token errors name only a prefix of the hash: enough to debug, too little
+// to matter if logged.
+func tokenWhat(hash string) string { return "token " + hash[:min(len(hash), 8)] }
+
+func (t *tx) InsertToken(k store.Token) error {
+	return t.insert(tokens, tokenWhat(k.Hash), tokenArgs(k))
+}
+
+func (t *tx) Token(hash string) (store.Token, error) {
+	return one(t, tokenWhat(hash), scanToken, tokens.query("WHERE hash = ?"), hash)
+}
+
+// RevokeTokens revokes the owner's live tokens; an earlier revocation time
+// is kept.
+func (t *tx) RevokeTokens(kind store.TokenKind, ownerID string, at time.Time) error {
+	_, err := t.exec("revoke "+string(kind)+" tokens of "+ownerID,
+		`UPDATE tokens SET revoked_at = ? WHERE kind = ? AND owner_id = ? AND revoked_at IS NULL`,
+		millis(at), kind, ownerID)
+	return err
+}
+
+var runners = newTable("runners",
+	"id", "name", "owner_id", "token_hash", "slots", "labels", "created_at", "last_seen", "revoked_at")
+
+func runnerArgs(r store.Runner) []any {
+	return []any{r.ID, r.Name, r.OwnerID, r.TokenHash, r.Slots, jsonArg{r.Labels},
+		millis(r.CreatedAt), optMillis(r.LastSeen), optMillis(r.RevokedAt)}
+}
+
+func scanRunner(s scanner) (r store.Runner, err error) {
+	err = s.Scan(&r.ID, &r.Name, &r.OwnerID, &r.TokenHash, &r.Slots, jsonCol{&r.Labels},
+		timeCol{&r.CreatedAt}, optTimeCol{&r.LastSeen}, optTimeCol{&r.RevokedAt})
+	return r, err
+}
+
+func (t *tx) InsertRunner(r store.Runner) error {
+	return t.insert(runners, "runner "+r.ID, runnerArgs(r))
+}
+
+func (t *tx) UpdateRunner(r store.Runner) error {
+	return t.update(runners, "runner "+r.ID, runnerArgs(r))
+}
+
+func (t *tx) Runner(id string) (store.Runner, error) {
+	return one(t, "runner "+id, scanRunner, runners.query("WHERE id = ?"), id)
+}
+
+func (t *tx) RunnerByName(name string) (store.Runner, error) {
+	return one(t, "runner named "+name, scanRunner, runners.query("WHERE name = ?"), name)
+}
+
+// Runners lists all runners by name.
+func (t *tx) Runners() ([]store.Runner, error) {
+	return all(t, "runners", scanRunner, runners.query("ORDER BY name"))
+}
+
+var jobs = newTable("jobs",
+	"id", "state", "agent", "args", "labels", "requester_id", "key", "epoch", "attempt_id",
+	"cancelling", "reason", "exit_code", "log_cap", "created_at", "updated_at", "finished_at")
+
+func jobArgs(j store.Job) []any {
+	return []any{j.ID, j.State, j.Agent, jsonArg{j.Args}, jsonArg{j.Labels}, j.RequesterID, j.Key, j.Epoch,
+		j.AttemptID, j.Cancelling, j.Reason, optInt(j.ExitCode), j.LogCap,
+		millis(j.CreatedAt), millis(j.UpdatedAt), optMillis(j.FinishedAt)}
+}
+
+func scanJob(s scanner) (j store.Job, err error) {
+	err = s.Scan(&j.ID, &j.State, &j.Agent, jsonCol{&j.Args}, jsonCol{&j.Labels}, &j.RequesterID, &j.Key,
+		&j.Epoch, &j.AttemptID, &j.Cancelling, &j.Reason, optIntCol{&j.ExitCode}, &j.LogCap,
+		timeCol{&j.CreatedAt}, timeCol{&j.UpdatedAt}, optTimeCol{&j.FinishedAt})
+	return j, err
+}
+
+const (
+	defaultJobLimit = 100
+	maxJobLimit     = 1000
+)
+
+func (t *tx) InsertJob(j store.Job) error { return t.insert(jobs, "job "+j.ID, jobArgs(j)) }
+
+func (t *tx) UpdateJob(j store.Job) error { return t.update(jobs, "job "+j.ID, jobArgs(j)) }
+
+func (t *tx) Job(id string) (store.Job, error) {
+	return one(t, "job "+id, scanJob, jobs.query("WHERE id = ?"), id)
+}
+
+func (t *tx) JobByKey(requesterID, key string) (store.Job, error) {
+	return one(t, "job with key "+key+" of "+requesterID, scanJob,
+		jobs.query("WHERE requester_id = ? AND key = ? AND key != ''"), requesterID, key)
+}
+
+// Jobs lists jobs newest first: by default 100, at most 1000.
+func (t *tx) Jobs(f store.JobFilter) ([]store.Job, error) {
+	var where []string
+	var args []any
+	if f.State != "" {
+		where, args = append(where, "state = ?"), append(args, f.State)
+	}
+	if f.RequesterID != "" {
+		where, args = append(where, "requester_id = ?"), append(args, f.RequesterID)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultJobLimit
+	}
+	q := ""
+	if len(where) > 0 {
+		q = "WHERE " + strings.Join(where, " AND ") + " "
+	}
+	return all(t, "jobs", scanJob, jobs.query(q+"ORDER BY created_at DESC, id DESC LIMIT ?"),
+		append(args, min(limit, maxJobLimit))...)
+}
+
+// QueuedJobs lists queued jobs oldest first; limit <= 0 means all.
+func (t *tx) QueuedJobs(limit int) ([]store.Job, error) {
+	return all(t, "queued jobs", scanJob, jobs.query("WHERE state = ? ORDER BY created_at, id LIMIT ?"),
+		job.Queued, noLimit(limit))
+}
+
+var attempts = newTable("attempts",
+	"id", "job_id", "epoch", "runner_id", "state", "reason", "exit_code", "message",
+	"offered_at", "accepted_at", "finished_at", "lease_until", "log_size", "log_sha256")
+
+func attemptArgs(a store.Attempt) []any {
+	return []any{a.ID, a.JobID, a.Epoch, a.RunnerID, a.State, a.Reason, optInt(a.ExitCode), a.Message,
+		millis(a.OfferedAt), optMillis(a.AcceptedAt), optMillis(a.FinishedAt), millis(a.LeaseUntil),
+		a.LogSize, a.LogSHA256}
+}
+
+func scanAttempt(s scanner) (a store.Attempt, err error) {
+	err = s.Scan(&a.ID, &a.JobID, &a.Epoch, &a.RunnerID, &a.State, &a.Reason, optIntCol{&a.ExitCode}, &a.Message,
+		timeCol{&a.OfferedAt}, optTimeCol{&a.AcceptedAt}, optTimeCol{&a.FinishedAt}, timeCol{&a.LeaseUntil},
+		&a.LogSize, &a.LogSHA256)
+	return a, err
+}
+
+// activeState selects offered and running attempts (job.AttemptState.Active);
+// it takes the two states as its first arguments.
+const activeState = "state IN (?, ?)"
+
+func activeArgs(more ...any) []any {
+	return append([]any{job.AttemptOffered, job.AttemptRunning}, more...)
+}
+
+func (t *tx) InsertAttempt(a store.Attempt) error {
+	return t.insert(attempts, "attempt "+a.ID, attemptArgs(a))
+}
+
+func (t *tx) UpdateAttempt(a store.Attempt) error {
+	return t.update(attempts, "attempt "+a.ID, attemptArgs(a))
+}
+
+func (t *tx) Attempt(id string) (store.Attempt, error) {
+	return one(t, "attempt "+id, scanAttempt, attempts.query("WHERE id = ?"), id)
+}
+
+func (t *tx) Attempts(jobID string) ([]store.Attempt, error) {
+	return all(t, "attempts of job "+jobID, scanAttempt, attempts.query("WHERE job_id = ? ORDER BY epoch"), jobID)
+}
+
+func (t *tx) ActiveAttempts() ([]store.Attempt, error) {
+	return all(t, "active attempts", scanAttempt,
+		attempts.query("WHERE "+activeState+" ORDER BY offered_at, id"), activeArgs()...)
+}
+
+func (t *tx) ExpiredAttempts(now time.Time) ([]store.Attempt, error) {
+	return all(t, "expired attempts", scanAttempt,
+		attempts.query("WHERE "+activeState+" AND lease_until < ? ORDER BY lease_until, id"),
+		activeArgs(millis(now))...)
+}
+
+// ExtendLeases moves the leases of a runner's active attempts to until,
+// never earlier than they already are.
+func (t *tx) ExtendLeases(runnerID string, until time.Time) error {
+	ms := millis(until)
+	_, err := t.exec("extend leases of runner "+runnerID,
+		"UPDATE attempts SET lease_until = ? WHERE "+activeState+" AND runner_id = ? AND lease_until < ?",
+		append([]any{ms}, activeArgs(runnerID, ms)...)...)
+	return err
+}
+
+func (t *tx) ExtendAllLeases(until time.Time) error {
+	ms := millis(until)
+	_, err := t.exec("extend all leases",
+		"UPDATE attempts SET lease_until = ? WHERE "+activeState+" AND lease_until < ?",
+		append([]any{ms}, activeArgs(ms)...)...)
+	return err
+}

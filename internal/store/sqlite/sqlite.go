@@ -1,0 +1,193 @@
+// Package sqlite is drover's SQLite store, built on the pure-Go driver
+// modernc.org/sqlite so the binary needs no cgo.
+//
+// The database runs in WAL mode with synchronous=FULL: a Write that returned
+// nil survives a power cut, not only a crash. Writes go through a pool of one
+// connection whose transactions begin IMMEDIATE, so they are serialized in
+// the process and take the database write lock up front (no deadlocking
+// upgrade from a read lock). Reads use a separate query-only pool; under WAL
+// they see the last commit and never wait for the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"drover/internal/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+const (
+	readConns = 8
+
+	// busyTimeout is how long SQLite itself waits for a lock held by
+	// another connection (or process) before reporting SQLITE_BUSY.
+	busyTimeout = 10 * time.Second
+
+	// beginRetries is how many more times Write tries BEGIN after
+	// SQLITE_BUSY. Each try already waited busyTimeout inside SQLite, so
+	// this only matters when another process holds the lock for long.
+	beginRetries = 3
+)
+
+// Store is a drover store in one SQLite database file.
+type Store struct {
+	w *sql.DB // one connection; BEGIN IMMEDIATE
+	r *sql.DB // query-only connections
+}
+
+// Open opens (creating if needed) the database at path and applies any
+// pending migrations.
+func Open(ctx context.Context, path string) (*Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	w, err := openPool(ctx, dsn(abs, true), 1)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	// Migrate before the read pool exists: the writer's first connection
+	// switched the file to WAL, which readers then find in its header.
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	r, err := openPool(ctx, dsn(abs, false), readConns)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return &Store{w: w, r: r}, nil
+}
+
+// dsn builds the driver's connection string. Pragmas go in the DSN because
+// the driver runs them on every new connection of the pool.
+func dsn(path string, write bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(FULL)")
+	if write {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Set("_txlock", "immediate")
+	} else {
+		q.Set("_query_only", "1")
+	}
+	// A file: URI, so that a path containing '?' or '#' is escaped rather
+	// than cut short.
+	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
+}
+
+func openPool(ctx context.Context, dsn string, conns int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Close closes the database. Readers close first so that the writer is the
+// last connection and checkpoints the WAL into the main file.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Read runs fn in a read-only transaction that sees one consistent snapshot.
+func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
+	sqlTx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	return run(ctx, sqlTx, fn)
+}
+
+// Write runs fn in a write transaction and commits it durably. If fn returns
+// an error the transaction is rolled back and that error returned as is.
+// fn runs at most once. Do not call Write from inside fn: the write pool has
+// one connection, so a nested Write waits forever (until ctx ends).
+func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
+	sqlTx, err := beginWrite(ctx, s.w)
+	if err != nil {
+		return err
+	}
+	return run(ctx, sqlTx, fn)
+}
+
+// beginWrite begins an IMMEDIATE transaction (see dsn), retrying a few times
+// if another process holds the write lock past busy_timeout.
+func beginWrite(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
+	for i := 0; ; i++ {
+		sqlTx, err := db.BeginTx(ctx, nil)
+		if err == nil {
+			return sqlTx, nil
+		}
+		if !isBusy(err) || i == beginRetries {
+			return nil, fmt.Errorf("begin write: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("begin write: %w", ctx.Err())
+		case <-time.After(time.Duration(10<<i) * time.Millisecond):
+		}
+	}
+}
+
+func run(ctx context.Context, sqlTx *sql.Tx, fn func(store.Tx) error) (err error) {
+	defer func() {
+		// Roll back on a panic too; the connection must go back clean.
+		if p := recover(); p != nil {
+			_ = sqlTx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(&tx{ctx: ctx, tx: sqlTx}); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func sqliteCode(err error) (int, bool) {
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		return se.Code(), true
+	}
+	return 0, false
+}
+
+func isBusy(err error) bool {
+	code, ok := sqliteCode(err)
+	return ok && code&0xff == sqlite3.SQLITE_BUSY
+}
+
+// storeErr maps constraint violations to the store's errors, keeping the
+// driver's error in the chain for its message.
+func storeErr(err error) error {
+	code, _ := sqliteCode(err)
+	switch code {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return fmt.Errorf("%w: %w", store.ErrConflict, err)
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return fmt.Errorf("referenced row %w: %w", store.ErrNotFound, err)
+	}
+	return err
+}
