@@ -286,6 +286,12 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 	if err != nil {
 		return nil, err
 	}
+	if fin.Outcome.State == job.AttemptReleased {
+		// Only a stopping runner releases work: offer it nothing more.
+		h.mu.Lock()
+		c.slots = 0
+		h.mu.Unlock()
+	}
 	if !replay {
 		h.removeActive(c.runnerID, fin.Attempt)
 		h.notify(fin.Job)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -370,7 +371,30 @@ func (h *Hub) detach(c *conn, reason string) {
 		rn.LastSeen = &now
 		return tx.UpdateRunner(rn)
 	})
+	// An offer can only start after the hub confirms its accept, so offers
+	// the runner had not accepted go back to the queue now, not after the
+	// lease: a returning runner's late accept is fenced.
+	h.requeueOffers(c.runnerID)
 	time.AfterFunc(h.cfg.Lease+100*time.Millisecond, h.kickSweep)
+}
+
+func (h *Hub) requeueOffers(runnerID string) {
+	ctx := context.Background()
+	var offered []string
+	_ = h.store.Read(ctx, func(tx store.Tx) error {
+		all, err := tx.ActiveAttempts()
+		for _, a := range all {
+			if a.RunnerID == runnerID && a.State == job.AttemptOffered {
+				offered = append(offered, a.ID)
+			}
+		}
+		return err
+	})
+	for _, id := range offered {
+		if err := h.expire(ctx, id, false); err != nil {
+			h.log.Error("requeue offer of a disconnected runner", "attempt", id, "err", err)
+		}
+	}
 }
 
 func (h *Hub) connFor(runnerID string) *conn {

@@ -102,7 +102,7 @@ func (h *Hub) expire(ctx context.Context, attemptID string, online bool) error {
 				return err
 			}
 			changed = true
-			return h.event(tx, j.ID, "offer_expired", "", "attempt %d was not accepted in time; back in the queue", a.Epoch)
+			return h.event(tx, j.ID, "offer_expired", "", "attempt %d was not accepted (runner left or too slow); back in the queue", a.Epoch)
 		case a.State == job.AttemptRunning && !online && now.After(a.LeaseUntil):
 			changed = true
 			return h.loseAttempt(tx, a, j, job.ReasonRunnerLost, "")
@@ -118,7 +118,7 @@ func (h *Hub) expire(ctx context.Context, attemptID string, online bool) error {
 			AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "offer expired",
 		})
 	}
-	h.log.Info("attempt expired", "job", a.JobID, "attempt", a.ID, "was", a.State)
+	h.log.Info("attempt expired", "job", a.JobID, "attempt", a.ID, "now", a.State)
 	h.notify(a.JobID)
 	h.kick()
 	return nil

@@ -1,0 +1,400 @@
+// Package testkit starts real drover processes for end-to-end tests: a hub
+// and runners as separate OS processes of the real binary, on loopback, each
+// with its own data directory. It is the one place tests get them from.
+package testkit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"drover/internal/client"
+	"drover/internal/protocol"
+	"drover/internal/runner"
+)
+
+// Build compiles cmd/drover into dir (with -race when the tests run with
+// it) and returns the binary's path. Call it once from TestMain.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "drover")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", append(args, "./cmd/drover")...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build drover: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("find module root: %w", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// proc is one child process whose output goes to a file that is shown when
+// the test fails.
+type proc struct {
+	t    testing.TB
+	name string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+	err  error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// baseEnv is the environment of every child: nothing of the test's own
+// drover settings leaks in.
+func baseEnv(home string) []string {
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8",
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_DATA_HOME=" + filepath.Join(home, ".local/share"),
+		"XDG_STATE_HOME=" + filepath.Join(home, ".local/state")}
+	for _, k := range []string{"GORACE", "TMPDIR", "GOCOVERDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+func start(t testing.TB, name string, env []string, stdout io.Writer, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
+	p.cmd.Stderr = p.out
+	p.cmd.Stdout = p.out
+	if stdout != nil {
+		p.cmd.Stdout = io.MultiWriter(p.out, stdout)
+	}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("--- output of %s ---\n%s", name, tail(p.out.String(), 8000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// kill SIGKILLs the process group and waits for it.
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// wait waits for the process to exit on its own.
+func (p *proc) wait(d time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(d):
+		return fmt.Errorf("%s still running after %s", p.name, d)
+	}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Hub is a `drover hub` process.
+type Hub struct {
+	t     testing.TB
+	bin   string
+	Data  string
+	URL   string
+	Admin string // admin token
+	args  []string
+	p     *proc
+	home  string
+}
+
+var listenRE = regexp.MustCompile(`drover hub listening on (http://\S+)`)
+
+// StartHub starts `drover hub` on a free loopback port with extra flags
+// (e.g. "--lease", "2s") and waits until it accepts connections.
+func StartHub(t testing.TB, bin string, args ...string) *Hub {
+	t.Helper()
+	h := &Hub{t: t, bin: bin, Data: filepath.Join(t.TempDir(), "hub"), home: t.TempDir(), args: args}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	h.URL = "http://" + addr
+	h.start()
+	tok, err := os.ReadFile(filepath.Join(h.Data, "admin.token"))
+	if err != nil {
+		t.Fatalf("read admin token: %v", err)
+	}
+	h.Admin = strings.TrimSpace(string(tok))
+	return h
+}
+
+func (h *Hub) start() {
+	h.t.Helper()
+	lines := make(chan string, 16)
+	pr, pw := io.Pipe()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	args := append([]string{"hub", "--listen", strings.TrimPrefix(h.URL, "http://"), "--data", h.Data}, h.args...)
+	h.p = start(h.t, "hub", baseEnv(h.home), pw, h.bin, args...)
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case l := <-lines:
+			if listenRE.MatchString(l) {
+				return
+			}
+		case <-h.p.done:
+			h.t.Fatalf("hub exited at start: %v\n%s", h.p.err, h.p.out.String())
+		case <-deadline:
+			h.t.Fatalf("hub did not start listening:\n%s", h.p.out.String())
+		}
+	}
+}
+
+// Kill SIGKILLs the hub.
+func (h *Hub) Kill() { h.p.kill() }
+
+// Restart starts the hub again on the same address and data directory.
+func (h *Hub) Restart() { h.p.kill(); h.start() }
+
+// Client is an API client with the admin token.
+func (h *Hub) Client() *client.Client {
+	c, err := client.New(h.URL, h.Admin, client.WithTimeout(60*time.Second))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+// Output is everything the hub printed.
+func (h *Hub) Output() string { return h.p.out.String() }
+
+// CLI runs a drover client command against this hub as the admin and
+// returns its stdout+stderr.
+func (h *Hub) CLI(args ...string) (string, error) {
+	env := append(baseEnv(h.home), "DROVER_HUB="+h.URL, "DROVER_TOKEN="+h.Admin)
+	cmd := exec.Command(h.bin, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Runner is a `drover runner` process with its own home.
+type Runner struct {
+	t    testing.TB
+	hub  *Hub
+	Name string
+	Home string
+	URL  string // hub URL the runner dials (a proxy in some tests)
+	args []string
+	p    *proc
+}
+
+var approveRE = regexp.MustCompile(`drover runner approve '?([^'\s]+)'?`)
+
+// StartRunner logs a runner in through the real login/approve flow and
+// starts it with extra flags (e.g. "--slots", "2").
+func (h *Hub) StartRunner(t testing.TB, name string, args ...string) *Runner {
+	t.Helper()
+	r := h.LoginRunner(t, name, h.URL)
+	r.args = args
+	r.Start()
+	return r
+}
+
+// LoginRunner runs `drover runner login` against hubURL (the hub or a proxy
+// in front of it) and approves it with `drover runner approve`.
+func (h *Hub) LoginRunner(t testing.TB, name, hubURL string) *Runner {
+	t.Helper()
+	r := &Runner{t: t, hub: h, Name: name, Home: filepath.Join(t.TempDir(), "runner-"+name), URL: hubURL}
+	codes := make(chan string, 1)
+	pr, pw := io.Pipe()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := approveRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case codes <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	login := start(t, "runner login "+name, baseEnv(h.home), pw, h.bin, "runner", "login", "--hub", hubURL, "--name", name, "--home", r.Home)
+	select {
+	case code := <-codes:
+		if out, err := h.CLI("runner", "approve", code); err != nil {
+			t.Fatalf("approve runner %s: %v\n%s", name, err, out)
+		}
+	case <-login.done:
+		t.Fatalf("runner login exited early: %v\n%s", login.err, login.out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("runner login printed no approval code:\n%s", login.out.String())
+	}
+	if err := login.wait(60 * time.Second); err != nil {
+		t.Fatalf("runner login: %v\n%s", err, login.out.String())
+	}
+	return r
+}
+
+// Start starts (or restarts) the runner process.
+func (r *Runner) Start(args ...string) {
+	r.t.Helper()
+	if len(args) > 0 {
+		r.args = args
+	}
+	all := append([]string{"runner", "--home", r.Home, "--hub", r.URL}, r.args...)
+	r.p = start(r.t, "runner "+r.Name, baseEnv(filepath.Join(r.Home, "..")), nil, r.hub.bin, all...)
+}
+
+// Kill SIGKILLs the runner process group... but only the runner itself:
+// its agents die with it (Pdeathsig), as they would on a real crash.
+func (r *Runner) Kill() {
+	r.p.signal(syscall.SIGKILL)
+	<-r.p.done
+}
+
+// Terminate sends SIGTERM and waits for a graceful exit.
+func (r *Runner) Terminate(d time.Duration) error {
+	r.p.signal(syscall.SIGTERM)
+	return r.p.wait(d)
+}
+
+// Wait waits for the runner to exit on its own (e.g. after revocation).
+func (r *Runner) Wait(d time.Duration) error { return r.p.wait(d) }
+
+// Exited reports whether the runner process has ended.
+func (r *Runner) Exited() bool { return r.p.exited() }
+
+// Output is everything the runner printed.
+func (r *Runner) Output() string { return r.p.out.String() }
+
+// Claims is the runner's own journal: every attempt it ever claimed.
+func (r *Runner) Claims() []runner.Claim {
+	r.t.Helper()
+	cs, err := runner.Claims(r.Home)
+	if err != nil {
+		r.t.Fatalf("read claims of %s: %v", r.Name, err)
+	}
+	return cs
+}
+
+// WaitJob polls the job until cond holds.
+func WaitJob(t testing.TB, c *client.Client, id string, d time.Duration, cond func(protocol.JobView) bool) protocol.JobView {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last protocol.JobView
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		v, err := c.Job(ctx, id)
+		cancel()
+		if err == nil {
+			last = v
+			if cond(v) {
+				return v
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: condition not met within %s; last: state=%s attempts=%+v (err %v)", id, d, last.State, last.Attempts, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Log reads the whole log of one attempt of a job.
+func Log(t testing.TB, c *client.Client, id string, attempt int64) string {
+	t.Helper()
+	var b bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var offset int64
+	for {
+		chunk, err := c.ReadLog(ctx, id, client.LogRequest{Attempt: attempt, Offset: offset}, &b)
+		if err != nil {
+			t.Fatalf("read log of %s: %v", id, err)
+		}
+		if chunk.Complete || chunk.Next == offset {
+			return b.String()
+		}
+		offset = chunk.Next
+	}
+}
