@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+)
+
+// fakeHub answers the API calls the CLI makes, from canned state.
+type fakeHub struct {
+	URL string
+
+	mu        sync.Mutex
+	token     string
+	who       protocol.Whoami
+	jobs      []protocol.JobView // newest first
+	logs      map[string]string  // job id → log of each of its attempts
+	finish    func(protocol.JobView) protocol.JobView
+	submits   []protocol.SubmitRequest
+	approvals []protocol.ApproveRequest
+	users     []protocol.NewUserRequest
+}
+
+func newFakeHub(t *testing.T) *fakeHub {
+	t.Helper()
+	h := &fakeHub{token: "drv_u_admin", who: protocol.Whoami{Kind: "user", Name: "admin", Admin: true},
+		logs: map[string]string{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) { reply(w, 200, h.who) })
+	mux.HandleFunc("POST /api/v1/users", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.NewUserRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		h.users = append(h.users, req)
+		reply(w, 201, protocol.NewUserResponse{Name: req.Name, Token: "drv_u_" + req.Name})
+	})
+	mux.HandleFunc("POST /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.SubmitRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		h.submits = append(h.submits, req)
+		v := protocol.JobView{ID: "j-" + strconv.Itoa(len(h.submits)), State: job.Queued, Agent: req.Agent,
+			Args: req.Args, Labels: req.Labels, Key: req.Key, Requester: h.who.Name, CreatedAt: time.Now()}
+		if h.finish != nil {
+			v = h.finish(v)
+		}
+		h.jobs = append([]protocol.JobView{v}, h.jobs...)
+		reply(w, 201, v)
+	})
+	mux.HandleFunc("GET /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, protocol.JobList{Jobs: h.jobs})
+	})
+	mux.HandleFunc("GET /api/v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if v, ok := h.job(r.PathValue("id")); ok {
+			reply(w, 200, v)
+			return
+		}
+		fail(w, 404, protocol.ErrNotFound, "no job "+r.PathValue("id"))
+	})
+	mux.HandleFunc("GET /api/v1/jobs/{id}/log", func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		data := h.logs[r.PathValue("id")]
+		w.Header().Set(protocol.HeaderLogAttempt, r.URL.Query().Get("attempt"))
+		w.Header().Set(protocol.HeaderLogOffset, strconv.Itoa(off))
+		w.Header().Set(protocol.HeaderLogSize, strconv.Itoa(len(data)))
+		w.Header().Set(protocol.HeaderLogComplete, "true")
+		_, _ = w.Write([]byte(data[off:]))
+	})
+	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		v, ok := h.job(r.PathValue("id"))
+		switch {
+		case !ok:
+			fail(w, 404, protocol.ErrNotFound, "no job")
+		case v.State.Terminal():
+			fail(w, 409, protocol.ErrConflict, "the job already ended")
+		default:
+			v.State = job.Cancelled
+			reply(w, 200, v)
+		}
+	})
+	mux.HandleFunc("POST /api/v1/runners/approve", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.ApproveRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		h.approvals = append(h.approvals, req)
+		reply(w, 200, protocol.RunnerView{Name: req.Name, Owner: h.who.Name})
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+h.token {
+			fail(w, 401, protocol.ErrUnauthorized, "bad token")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	h.URL = srv.URL
+	return h
+}
+
+func (h *fakeHub) job(id string) (protocol.JobView, bool) {
+	for _, v := range h.jobs {
+		if v.ID == id {
+			return v, true
+		}
+	}
+	return protocol.JobView{}, false
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, status int, code, msg string) {
+	reply(w, status, protocol.ErrorBody{Error: protocol.Error{Code: code, Message: msg}})
+}
+
+// cliResult is what one drover invocation printed and returned.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs drover with env as its whole environment (HOME is a fresh
+// temporary directory unless env sets it).
+func runCLI(t *testing.T, env map[string]string, stdin string, args ...string) cliResult {
+	t.Helper()
+	if env == nil {
+		env = map[string]string{}
+	}
+	if _, ok := env["HOME"]; !ok {
+		env["HOME"] = t.TempDir()
+	}
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string { return env[k] }})
+	return cliResult{out.String(), errb.String(), code}
+}

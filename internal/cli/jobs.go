@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"drover/internal/client"
+	"drover/internal/job"
+	"drover/internal/protocol"
+)
+
+// Exit codes of `run --wait` besides the job's own.
+const (
+	exitFailed   = 1 // failed without an exit code
+	exitNoResult = 2 // cancelled, unknown: no result to pass on
+)
+
+func (a *app) runCmd() *cobra.Command {
+	var agent, key string
+	var labels []string
+	var wait, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run --agent AGENT [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
+		Short: "Submit a job and print its id",
+		Long: `Submit a job and print its id (or, with --json, the job).
+
+--key makes the submission idempotent: submitting the same key again returns
+the job it made the first time. --wait follows the job's log on stdout, status
+lines on stderr, and exits with the job's exit code (1 if it failed without
+one, 2 if it was cancelled or its outcome is unknown). With --json, --wait
+prints the finished job instead of its log.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := submitRequest(agent, labels, key, args)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			v, created, err := c.Submit(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if !created {
+				fmt.Fprintf(a.env.Stderr, "key %q was used before: job %s (%s)\n", key, v.ID, v.State)
+			}
+			if !wait {
+				if asJSON {
+					return printJSON(a.env.Stdout, v)
+				}
+				_, err := fmt.Fprintln(a.env.Stdout, v.ID)
+				return err
+			}
+			return a.waitRun(cmd.Context(), c, v.ID, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	// ARGS are the agent's: flags after the first of them belong to it.
+	f.SetInterspersed(false)
+	f.StringVar(&agent, "agent", "", "agent to run the job with, e.g. exec (required)")
+	f.StringArrayVar(&labels, "label", nil, "runner label the job needs, k=v (repeatable)")
+	f.StringVar(&key, "key", "", "idempotency key: the same key returns the same job")
+	f.BoolVar(&wait, "wait", false, "follow the job to its end and exit with its exit code")
+	f.BoolVar(&asJSON, "json", false, "print the job as JSON")
+	return cmd
+}
+
+// waitRun waits for a submitted job to end, following its log unless the
+// answer is JSON, and turns its outcome into drover's exit code.
+func (a *app) waitRun(ctx context.Context, c *client.Client, id string, asJSON bool) error {
+	ctx, stop := a.signalContext(ctx)
+	defer stop()
+	var end protocol.JobView
+	var err error
+	if asJSON {
+		end, err = c.Wait(ctx, id)
+	} else {
+		fmt.Fprintf(a.env.Stderr, "job %s submitted; following its log\n", id)
+		end, err = a.follow(ctx, c, id)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("stopped waiting; job %s goes on (drover cancel %s)", id, id)
+		}
+		return err
+	}
+	if asJSON {
+		if err := printJSON(a.env.Stdout, end); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(a.env.Stderr, "job %s %s\n", end.ID, describeEnd(end))
+	}
+	if code := jobExitCode(end); code != 0 {
+		return exitCode(code)
+	}
+	return nil
+}
+
+// submitRequest checks a submission as the hub will, to fail before a round trip.
+func submitRequest(agent string, labels []string, key string, args []string) (protocol.SubmitRequest, error) {
+	req := protocol.SubmitRequest{Agent: strings.TrimSpace(agent), Args: args, Key: key}
+	if req.Agent == "" {
+		return req, usagef("--agent is required")
+	}
+	if req.Args == nil {
+		req.Args = []string{}
+	}
+	if len(args) > protocol.MaxArgs {
+		return req, usagef("%d arguments; the limit is %d", len(args), protocol.MaxArgs)
+	}
+	n := 0
+	for _, s := range args {
+		n += len(s)
+	}
+	if n > protocol.MaxArgsBytes {
+		return req, usagef("arguments are %d bytes; the limit is %d", n, protocol.MaxArgsBytes)
+	}
+	lm, err := parseLabels(labels)
+	if err != nil {
+		return req, err
+	}
+	req.Labels = lm
+	return req, nil
+}
+
+// parseLabels reads k=v items into a map (nil for none).
+func parseLabels(items []string) (map[string]string, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	if len(items) > protocol.MaxLabels {
+		return nil, usagef("%d labels; the limit is %d", len(items), protocol.MaxLabels)
+	}
+	m := make(map[string]string, len(items))
+	for _, it := range items {
+		k, v, ok := strings.Cut(strings.TrimSpace(it), "=")
+		switch {
+		case !ok || k == "":
+			return nil, usagef("label %q: want k=v", it)
+		case len(k) > protocol.MaxLabelLen || len(v) > protocol.MaxLabelLen:
+			return nil, usagef("label %q: keys and values are at most %d bytes", it, protocol.MaxLabelLen)
+		case strings.ContainsAny(k, " \t\n,"):
+			return nil, usagef("label %q: the key has a space or comma", it)
+		}
+		if _, dup := m[k]; dup {
+			return nil, usagef("label %q is given twice", k)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// follow writes a job's log to stdout, attempt by attempt with a separator
+// line on stderr, and returns the job once it ended.
+func (a *app) follow(ctx context.Context, c *client.Client, id string, opts ...client.FollowOption) (protocol.JobView, error) {
+	opts = append(opts, client.OnAttempt(a.attemptSeparator))
+	if err := c.FollowLog(ctx, id, 0, 0, a.env.Stdout, opts...); err != nil {
+		return protocol.JobView{}, err
+	}
+	return c.Job(ctx, id)
+}
+
+func (a *app) attemptSeparator(at protocol.AttemptView) {
+	if at.Runner == "" {
+		fmt.Fprintf(a.env.Stderr, "--- attempt %d ---\n", at.Number)
+		return
+	}
+	fmt.Fprintf(a.env.Stderr, "--- attempt %d on %s ---\n", at.Number, at.Runner)
+}
+
+func describeEnd(j protocol.JobView) string {
+	if o := outcome(j.ExitCode, j.Reason); o != "-" {
+		return string(j.State) + " (" + o + ")"
+	}
+	return string(j.State)
+}
+
+// jobExitCode is what `run --wait` exits with for a job that ended.
+func jobExitCode(j protocol.JobView) int {
+	switch j.State {
+	case job.Completed:
+		return 0
+	case job.Failed:
+		if j.ExitCode != nil && *j.ExitCode > 0 && *j.ExitCode < 256 {
+			return *j.ExitCode
+		}
+		return exitFailed
+	}
+	return exitNoResult
+}
+
+func (a *app) jobsCmd() *cobra.Command {
+	var state string
+	var limit int
+	cmd := answerCmd(a, &cobra.Command{
+		Use:   "jobs [--state S] [--limit N] [--json]",
+		Short: "List jobs, newest first",
+		Args:  noArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if state != "" && !job.State(state).Valid() {
+				return usagef("--state %q: want one of %s", state, joinStates())
+			}
+			if limit < 0 {
+				return usagef("--limit must not be negative")
+			}
+			return nil
+		},
+	}, func(ctx context.Context, c *client.Client, _ []string) (protocol.JobList, error) {
+		return c.Jobs(ctx, client.JobFilter{State: job.State(state), Limit: limit})
+	}, func(w io.Writer, l protocol.JobList) error { return printJobs(w, l.Jobs, time.Now()) })
+	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: "+joinStates())
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs (0: the hub's default)")
+	return cmd
+}
+
+func joinStates() string {
+	s := make([]string, len(job.States))
+	for i, st := range job.States {
+		s[i] = string(st)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (a *app) showCmd() *cobra.Command {
+	return answerCmd(a, &cobra.Command{
+		Use:   "show JOB [--json]",
+		Short: "Show a job and its attempts",
+		Args:  exactArgs("JOB"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.JobView, error) {
+		return c.Job(ctx, args[0])
+	}, func(w io.Writer, v protocol.JobView) error { return printJob(w, v, time.Now()) })
+}
+
+func (a *app) cancelCmd() *cobra.Command {
+	return a.jobActionCmd("cancel", "Cancel a job; a running one stops on its runner",
+		(*client.Client).Cancel)
+}
+
+func (a *app) retryCmd() *cobra.Command {
+	return a.jobActionCmd("retry", "Queue another attempt of a job that ended or whose outcome is unknown",
+		(*client.Client).Retry)
+}
+
+// jobActionCmd makes `cancel` and `retry`, which differ only in the call.
+func (a *app) jobActionCmd(name, short string,
+	do func(*client.Client, context.Context, string) (protocol.JobView, error)) *cobra.Command {
+	return answerCmd(a, &cobra.Command{
+		Use:   name + " JOB [--json]",
+		Short: short,
+		Args:  exactArgs("JOB"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.JobView, error) {
+		v, err := do(c, ctx, args[0])
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.ErrConflict {
+			return v, fmt.Errorf("cannot %s job %s: %s", name, args[0], pe.Message)
+		}
+		return v, err
+	}, func(w io.Writer, v protocol.JobView) error {
+		_, err := fmt.Fprintf(w, "job %s %s\n", v.ID, jobState(v))
+		return err
+	})
+}

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"drover/internal/auth"
+	"drover/internal/client"
+	"drover/internal/protocol"
+	"drover/internal/runner"
+)
+
+func (a *app) runnerCmd() *cobra.Command {
+	var home, labels string
+	var slots int
+	cmd := &cobra.Command{
+		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--labels k=v,...]",
+		Short: "Run a runner: dial the hub, claim jobs and run them",
+		Long: `Run a runner logged in with 'drover runner login' until SIGINT or SIGTERM,
+then stop gracefully: agents get a grace period, their output reaches the hub
+and unfinished attempts go back to the queue. A second signal exits at once.
+--hub overrides the hub URL saved at login. The home defaults to
+$XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if slots < 1 {
+				return usagef("--slots must be at least 1")
+			}
+			var items []string
+			if labels != "" {
+				items = strings.Split(labels, ",")
+			}
+			lm, err := parseLabels(items)
+			if err != nil {
+				return err
+			}
+			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log}
+			if cfg.Home == "" {
+				if cfg.Home, err = a.runnerHome(); err != nil {
+					return err
+				}
+			}
+			if a.hubFlag != "" {
+				if cfg.Hub, err = client.NormalizeURL(a.hubFlag); err != nil {
+					return err
+				}
+			}
+			ctx, stop := a.signalContext(cmd.Context())
+			defer stop()
+			r, err := runner.New(cfg)
+			if err != nil {
+				return fmt.Errorf("start runner: %w", err)
+			}
+			if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("runner: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&home, "home", "", "runner home (login, journal, work directories)")
+	cmd.Flags().IntVar(&slots, "slots", 1, "jobs to run at once")
+	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")
+	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd())
+	return cmd
+}
+
+func (a *app) runnerLoginCmd() *cobra.Command {
+	var name, home string
+	cmd := &cobra.Command{
+		Use:   "login --hub URL --name NAME [--home DIR]",
+		Short: "Log this machine's runner in; a user approves it with the printed code",
+		Long: `Make a runner token on this machine (it never leaves it), print an approval
+code that carries only the token's hash, and wait until a user approves it
+with 'drover runner approve CODE'. The login is saved under the runner home.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !runner.ValidName(name) {
+				return usagef("runner name %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+			}
+			hub, err := a.hubURL(a.savedConfig())
+			if err != nil {
+				return err
+			}
+			if home == "" {
+				if home, err = a.runnerHome(); err != nil {
+					return err
+				}
+			}
+			if err := os.MkdirAll(home, 0o700); err != nil {
+				return fmt.Errorf("create runner home: %w", err)
+			}
+			ctx, stop := a.signalContext(cmd.Context())
+			defer stop()
+			if err := runner.LoginFlow(ctx, hub, name, home, a.env.Stdout); err != nil {
+				return fmt.Errorf("runner login: %w", err)
+			}
+			fmt.Fprintf(a.env.Stdout, "start it with: drover runner --home %s\n", home)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "runner name, unique on the hub (required)")
+	cmd.Flags().StringVar(&home, "home", "", "runner home (default $XDG_STATE_HOME/drover/runner)")
+	return cmd
+}
+
+// savedConfig is client.json, or nothing when it cannot be read: a runner
+// login only borrows the hub URL from it.
+func (a *app) savedConfig() clientConfig {
+	p, err := a.configPath()
+	if err != nil {
+		return clientConfig{}
+	}
+	c, err := loadConfig(p)
+	if err != nil {
+		a.log.Warn("ignoring the client config", "err", err)
+	}
+	return c
+}
+
+func (a *app) runnerApproveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "approve CODE",
+		Short: "Approve a runner login; CODE is the link or NAME:KEY it printed",
+		Args:  exactArgs("CODE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := parseApproveCode(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			v, err := c.ApproveRunner(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.env.Stdout, "approved runner %s (owner %s)\n", v.Name, v.Owner)
+			return err
+		},
+	}
+}
+
+// parseApproveCode reads what `drover runner login` prints: the link
+// URL/approve?name=N&key=K, or NAME:KEY. KEY is the SHA-256 of the runner's
+// token, never the token.
+func parseApproveCode(code string) (protocol.ApproveRequest, error) {
+	code = strings.Trim(strings.TrimSpace(code), `'"`) // as pasted from the login's quoted command
+	var req protocol.ApproveRequest
+	if strings.Contains(code, "://") {
+		u, err := url.Parse(code)
+		if err != nil {
+			return req, usagef("approval link %q: %v", code, err)
+		}
+		q := u.Query()
+		req.Name, req.Key = q.Get("name"), q.Get("key")
+	} else if i := strings.LastIndexByte(code, ':'); i >= 0 {
+		req.Name, req.Key = code[:i], code[i+1:]
+	}
+	req.Key = strings.ToLower(req.Key)
+	if req.Name == "" || !auth.ValidHash(req.Key) {
+		return req, usagef("approval code %q: want the link URL/approve?name=NAME&key=KEY or NAME:KEY, KEY being 64 hex digits", code)
+	}
+	return req, nil
+}
+
+func (a *app) runnersCmd() *cobra.Command {
+	list := func(ctx context.Context, c *client.Client, _ []string) (protocol.RunnerList, error) {
+		return c.Runners(ctx)
+	}
+	text := func(w io.Writer, l protocol.RunnerList) error { return printRunners(w, l.Runners, time.Now()) }
+	cmd := answerCmd(a, &cobra.Command{
+		Use:   "runners [--json]",
+		Short: "List runners (same as 'runners list')",
+		Args:  noArgs,
+	}, list, text)
+	cmd.AddCommand(answerCmd(a, &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List runners",
+		Args:  noArgs,
+	}, list, text), answerCmd(a, &cobra.Command{
+		Use:   "revoke NAME [--json]",
+		Short: "Revoke a runner's token; the hub disconnects it",
+		Args:  exactArgs("NAME"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.RunnerView, error) {
+		return c.RevokeRunner(ctx, args[0])
+	}, func(w io.Writer, v protocol.RunnerView) error {
+		_, err := fmt.Fprintf(w, "revoked runner %s\n", v.Name)
+		return err
+	}))
+	return cmd
+}

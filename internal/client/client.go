@@ -1,0 +1,324 @@
+// Package client is a thin HTTP client for the hub's /api/v1 (see
+// protocol/api.go). It adds nothing of its own beyond decoding errors and one
+// retry policy, so what a command does is what the hub does.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"drover/internal/protocol"
+)
+
+const (
+	defaultTimeout  = 30 * time.Second // per try, for everything but long polls
+	maxJSONBody     = 32 << 20         // a JobList of many jobs stays well below
+	maxErrorBody    = 64 << 10
+	boundedTries    = 4 // about two seconds of backoff: a blip, not an outage
+	defaultMinDelay = 250 * time.Millisecond
+	defaultMaxDelay = 5 * time.Second
+)
+
+// Client talks to one hub with one token. It is safe for concurrent use.
+type Client struct {
+	base     string // scheme://host[:port][/prefix], no trailing slash
+	token    string
+	hc       *http.Client
+	timeout  time.Duration
+	minDelay time.Duration
+	maxDelay time.Duration
+}
+
+// Option changes a Client.
+type Option func(*Client)
+
+// WithHTTPClient makes the client send through hc (tests, proxies, TLS).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithTimeout bounds each try of an ordinary call (default 30s). Long polls
+// get their wait on top.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithRetryDelay sets the backoff between retries (default 250ms doubling to 5s).
+func WithRetryDelay(first, most time.Duration) Option {
+	return func(c *Client) { c.minDelay, c.maxDelay = first, most }
+}
+
+// New returns a client for the hub at hubURL ("http://host:port", a bare
+// "host:port" means http) authenticating with token.
+func New(hubURL, token string, opts ...Option) (*Client, error) {
+	base, err := NormalizeURL(hubURL)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{base: base, token: token, hc: &http.Client{}, timeout: defaultTimeout,
+		minDelay: defaultMinDelay, maxDelay: defaultMaxDelay}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Hub returns the normalized hub URL.
+func (c *Client) Hub() string { return c.base }
+
+// NormalizeURL checks a hub URL and returns it without a trailing slash, so
+// that two spellings of one hub compare equal.
+func NormalizeURL(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", errors.New("hub URL is empty")
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("hub URL %q: %w", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("hub URL %q: scheme must be http or https", s)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("hub URL %q has no host", s)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("hub URL %q: only scheme, host, port and path are allowed", s)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = strings.ToLower(u.Host)
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// APIError is an error answer of the hub: the decoded protocol error and the
+// HTTP status it came with. errors.As finds the *protocol.Error through it.
+type APIError struct {
+	Status int
+	Err    *protocol.Error
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s (%d %s)", e.Err.Message, e.Status, e.Err.Code)
+}
+
+func (e *APIError) Unwrap() error { return e.Err }
+
+// Code returns the protocol error code in err, or "" when err is not an
+// answer of the hub.
+func Code(err error) string {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// connError is a failure to reach the hub or to read its whole answer:
+// nothing says what the hub did, so only a call that is safe to repeat may
+// be repeated.
+type connError struct{ err error }
+
+func (e *connError) Error() string { return e.err.Error() }
+func (e *connError) Unwrap() error { return e.err }
+
+// call is one API request.
+type call struct {
+	method  string
+	path    string // below APIPrefix, path segments already escaped
+	query   url.Values
+	body    any  // sent as JSON when non-nil
+	keyed   bool // a POST the hub deduplicates (submit with an idempotency key)
+	follow  bool // part of following a log: wait out hub restarts
+	timeout time.Duration
+}
+
+// tries is the retry policy, and the only place it is decided. A call is
+// repeated only when repeating it cannot do anything twice: GETs, and a
+// submit carrying an idempotency key (the hub answers with the same job).
+// Only failures to reach the hub are retried (see retryable); an answer is
+// the hub's decision. Following a log keeps trying until its context ends,
+// because a hub restart is something to wait out, not to report.
+// 0 means no limit.
+func (r call) tries() int {
+	switch {
+	case r.method == http.MethodGet && r.follow:
+		return 0
+	case r.method == http.MethodGet, r.keyed:
+		return boundedTries
+	}
+	return 1
+}
+
+// retryable reports whether err means the hub was not reached (or did not
+// finish answering). A proxy's 502/503/504 says the same about a hub behind it.
+func retryable(err error) bool {
+	var ce *connError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		switch ae.Status {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+	}
+	return false
+}
+
+// retry runs try as the policy of r allows, with jittered exponential backoff.
+func (c *Client) retry(ctx context.Context, r call, try func() error) error {
+	delay := c.minDelay
+	for n := 1; ; n++ {
+		err := try()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		if limit := r.tries(); limit > 0 && n >= limit {
+			return err
+		}
+		if sleep(ctx, delay/2+rand.N(delay/2+1)) != nil {
+			return err
+		}
+		delay = min(2*delay, c.maxDelay)
+	}
+}
+
+// do sends r (retrying as its policy allows) and decodes a JSON answer into
+// out (when non-nil). It returns the HTTP status of the answer.
+func (c *Client) do(ctx context.Context, r call, out any) (int, error) {
+	var body []byte
+	if r.body != nil {
+		b, err := json.Marshal(r.body)
+		if err != nil {
+			return 0, fmt.Errorf("encode request: %w", err)
+		}
+		body = b
+	}
+	var status int
+	err := c.retry(ctx, r, func() error {
+		return c.send(ctx, r, body, func(resp *http.Response) error {
+			status = resp.StatusCode
+			data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody+1))
+			if err != nil {
+				return &connError{fmt.Errorf("read answer of %s %s: %w", r.method, r.path, err)}
+			}
+			if len(data) > maxJSONBody {
+				return fmt.Errorf("answer of %s %s is larger than %d bytes", r.method, r.path, maxJSONBody)
+			}
+			if out == nil {
+				return nil
+			}
+			if err := json.Unmarshal(data, out); err != nil {
+				return fmt.Errorf("decode answer of %s %s: %w", r.method, r.path, err)
+			}
+			return nil
+		})
+	})
+	return status, err
+}
+
+// decode sends r and returns its JSON answer; what names the call in errors.
+func decode[T any](ctx context.Context, c *Client, r call, what string) (T, error) {
+	var v T
+	if _, err := c.do(ctx, r, &v); err != nil {
+		return v, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
+}
+
+// send makes one try of r. Error answers become *APIError; a 2xx answer goes
+// to handle, which may read the body until send returns.
+func (c *Client) send(ctx context.Context, r call, body []byte, handle func(*http.Response) error) error {
+	timeout := r.timeout
+	if timeout == 0 {
+		timeout = c.timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	u := c.base + protocol.APIPrefix + r.path
+	if len(r.query) > 0 {
+		u += "?" + r.query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u, rd)
+	if err != nil {
+		return fmt.Errorf("build request %s %s: %w", r.method, r.path, err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "drover-client")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var ue *url.Error // it repeats method and URL; say what failed instead
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return &connError{fmt.Errorf("cannot reach the hub at %s: %w", c.base, err)}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return decodeError(resp)
+	}
+	return handle(resp)
+}
+
+// decodeError turns an error answer into *APIError. A body that is not an
+// ErrorBody (a proxy's page, say) still gives a code from the status.
+func decodeError(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var eb protocol.ErrorBody
+	if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
+		return &APIError{Status: resp.StatusCode, Err: &eb.Error}
+	}
+	msg := strings.TrimSpace(string(data))
+	if msg == "" || len(msg) > 200 || strings.HasPrefix(msg, "<") {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return &APIError{Status: resp.StatusCode, Err: &protocol.Error{Code: codeForStatus(resp.StatusCode), Message: msg}}
+}
+
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return protocol.ErrBadRequest
+	case http.StatusUnauthorized:
+		return protocol.ErrUnauthorized
+	case http.StatusForbidden:
+		return protocol.ErrForbidden
+	case http.StatusNotFound:
+		return protocol.ErrNotFound
+	case http.StatusConflict:
+		return protocol.ErrConflict
+	case http.StatusRequestEntityTooLarge:
+		return protocol.ErrTooLarge
+	}
+	if status < 500 {
+		return protocol.ErrBadRequest
+	}
+	return protocol.ErrInternal
+}
+
+// seg escapes one path segment.
+func seg(s string) string { return url.PathEscape(s) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,272 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+)
+
+// LogWait is how long one followed log request lets the hub hold it for new bytes.
+const LogWait = 25 * time.Second
+
+// LogRequest names a part of an attempt's log.
+type LogRequest struct {
+	Attempt int64         // attempt number (≥ 1)
+	Offset  int64         // first byte wanted
+	Wait    time.Duration // how long the hub may wait for bytes past Offset (0: answer at once)
+}
+
+// LogChunk describes what one ReadLog wrote.
+type LogChunk struct {
+	Attempt  int64     // attempt the bytes belong to
+	Offset   int64     // offset of the first byte the hub returned
+	Next     int64     // offset after the last byte written: where to continue
+	Size     int64     // bytes the hub held for the attempt when it answered
+	Complete bool      // the attempt ended and every byte up to Size was written
+	JobState job.State // the job's state when the hub answered ("" from a hub that does not say)
+}
+
+// ReadLog writes one answer of the log endpoint to w (at most
+// protocol.MaxLogChunk bytes). A connection dropped mid-answer is resumed
+// from the last byte written, so w never sees a byte twice.
+func (c *Client) ReadLog(ctx context.Context, jobID string, r LogRequest, w io.Writer) (LogChunk, error) {
+	return c.readLog(ctx, jobID, r, w, false)
+}
+
+func (c *Client) readLog(ctx context.Context, jobID string, r LogRequest, w io.Writer, follow bool) (LogChunk, error) {
+	ch := LogChunk{Attempt: r.Attempt, Offset: r.Offset, Next: r.Offset}
+	answered := false
+	rc := call{method: http.MethodGet, path: "/jobs/" + seg(jobID) + "/log", follow: follow, timeout: r.Wait + c.timeout}
+	err := c.retry(ctx, rc, func() error {
+		rc.query = url.Values{"attempt": {itoa(r.Attempt)}, "offset": {itoa(ch.Next)}, "wait": {itoa(r.Wait.Milliseconds())}}
+		return c.send(ctx, rc, nil, func(resp *http.Response) error {
+			h, err := parseLogHeaders(resp.Header, r.Attempt, ch.Next)
+			if err != nil {
+				return err
+			}
+			if !answered {
+				ch.Offset, answered = h.offset, true
+			}
+			ch.Attempt, ch.Size, ch.JobState = h.attempt, h.size, h.jobState
+			body := io.Reader(resp.Body)
+			if h.offset < ch.Next {
+				// The hub went back before what w already has; skip, never repeat.
+				if _, err := io.CopyN(io.Discard, body, ch.Next-h.offset); err != nil {
+					return &connError{fmt.Errorf("read log: %w", err)}
+				}
+			} else {
+				ch.Next = h.offset
+			}
+			cw := &countingWriter{w: w}
+			_, err = io.Copy(cw, body)
+			ch.Next += cw.n
+			if cw.err != nil {
+				return fmt.Errorf("write log: %w", cw.err)
+			}
+			if err != nil {
+				return &connError{fmt.Errorf("read log: %w", err)}
+			}
+			ch.Complete = h.complete
+			return nil
+		})
+	})
+	if err != nil {
+		return ch, fmt.Errorf("read log of job %s attempt %d: %w", jobID, r.Attempt, err)
+	}
+	return ch, nil
+}
+
+type logHeaders struct {
+	attempt, offset, size int64
+	complete              bool
+	jobState              job.State
+}
+
+// parseLogHeaders reads the protocol.HeaderLog* headers; a missing one takes
+// what was asked for.
+func parseLogHeaders(h http.Header, attempt, offset int64) (logHeaders, error) {
+	lh := logHeaders{attempt: attempt, offset: offset, size: -1, complete: h.Get(protocol.HeaderLogComplete) == "true",
+		jobState: job.State(h.Get(protocol.HeaderJobState))}
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{{protocol.HeaderLogAttempt, &lh.attempt}, {protocol.HeaderLogOffset, &lh.offset}, {protocol.HeaderLogSize, &lh.size}} {
+		v := h.Get(f.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return lh, fmt.Errorf("log answer has a malformed %s header %q", f.name, v)
+		}
+		*f.dst = n
+	}
+	return lh, nil
+}
+
+// countingWriter tells the writer's errors apart from the body's: only the
+// latter are worth a retry.
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (cw *countingWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.n += int64(n)
+	cw.err = err
+	return n, err
+}
+
+// FollowOption changes what FollowLog does.
+type FollowOption func(*followOptions)
+
+type followOptions struct {
+	onAttempt func(protocol.AttemptView)
+	only      bool
+}
+
+// OnAttempt has FollowLog call fn before it writes the log of an attempt,
+// the first one included, so a caller can print a separator where it likes.
+func OnAttempt(fn func(protocol.AttemptView)) FollowOption {
+	return func(o *followOptions) { o.onAttempt = fn }
+}
+
+// OnlyAttempt stops FollowLog at the end of the attempt it started with
+// instead of moving on to the job's later attempts.
+func OnlyAttempt() FollowOption { return func(o *followOptions) { o.only = true } }
+
+// FollowLog writes a job's log to w as it grows, starting at offset in the
+// given attempt (0: the latest attempt, waiting for the first one if the job
+// has none yet). When an attempt ends and the job moved on to a newer one,
+// it continues with that attempt from its start; it returns nil once the job
+// ended and every byte was written. A dropped connection or a hub restart is
+// waited out and the log resumed from the last byte written; only ctx ends
+// the wait.
+func (c *Client) FollowLog(ctx context.Context, jobID string, attempt, offset int64, w io.Writer, opts ...FollowOption) error {
+	var o followOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cur, ok, err := c.startAttempt(ctx, jobID, attempt)
+	if err != nil || !ok {
+		return err
+	}
+	for {
+		if o.onAttempt != nil {
+			o.onAttempt(cur)
+		}
+		if err := c.followAttempt(ctx, jobID, cur.Number, offset, w); err != nil {
+			return err
+		}
+		if o.only {
+			return nil
+		}
+		j, err := c.waitAttempt(ctx, jobID, cur.Number)
+		if err != nil {
+			return err
+		}
+		next, ok := attemptAfter(j, cur.Number)
+		if !ok {
+			return nil
+		}
+		cur, offset = next, 0
+	}
+}
+
+// startAttempt finds the attempt FollowLog starts with; ok is false when the
+// job ended without any.
+func (c *Client) startAttempt(ctx context.Context, jobID string, n int64) (protocol.AttemptView, bool, error) {
+	var j protocol.JobView
+	var err error
+	if n > 0 {
+		j, err = c.job(ctx, jobID, true)
+	} else {
+		j, err = c.waitAttempt(ctx, jobID, 0)
+	}
+	if err != nil {
+		return protocol.AttemptView{}, false, err
+	}
+	var latest protocol.AttemptView
+	for _, a := range j.Attempts {
+		if n > 0 && a.Number == n {
+			return a, true, nil
+		}
+		if a.Number > latest.Number {
+			latest = a
+		}
+	}
+	if n > 0 {
+		return latest, false, fmt.Errorf("job %s has no attempt %d", jobID, n)
+	}
+	return latest, latest.Number > 0, nil
+}
+
+// followAttempt writes one attempt's log from offset until the hub says it
+// is complete, or until the job ended and no more bytes come: an unknown
+// attempt's log stays incomplete while a late result may still arrive, but
+// its job counts as ended.
+func (c *Client) followAttempt(ctx context.Context, jobID string, attempt, offset int64, w io.Writer) error {
+	wait := LogWait
+	for {
+		ch, err := c.readLog(ctx, jobID, LogRequest{Attempt: attempt, Offset: offset, Wait: wait}, w, true)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ch.Complete:
+			return nil
+		case ch.JobState.Terminal():
+			if wait == 0 && ch.Next == offset {
+				return nil
+			}
+			wait = 0 // take what is there without waiting for more
+		case ch.Next == offset:
+			// Nothing new before the wait ran out; a hub that answers at
+			// once must not turn this loop into a busy one.
+			if err := sleep(ctx, c.minDelay); err != nil {
+				return err
+			}
+		}
+		offset = ch.Next
+	}
+}
+
+// waitAttempt polls the job until it has an attempt numbered above after or
+// has ended.
+func (c *Client) waitAttempt(ctx context.Context, jobID string, after int64) (protocol.JobView, error) {
+	return c.pollJob(ctx, jobID, func(j protocol.JobView) bool {
+		_, ok := attemptAfter(j, after)
+		return ok
+	})
+}
+
+// attemptAfter returns the job's lowest-numbered attempt above n.
+func attemptAfter(j protocol.JobView, n int64) (protocol.AttemptView, bool) {
+	var best protocol.AttemptView
+	for _, a := range j.Attempts {
+		if a.Number > n && (best.Number == 0 || a.Number < best.Number) {
+			best = a
+		}
+	}
+	return best, best.Number > 0
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,26 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"drover/internal/protocol"
+)
+
+// Runners lists the runners the caller may see.
+func (c *Client) Runners(ctx context.Context) (protocol.RunnerList, error) {
+	return decode[protocol.RunnerList](ctx, c, call{method: http.MethodGet, path: "/runners"}, "list runners")
+}
+
+// ApproveRunner approves a pending runner login. Key is the SHA-256 of the
+// runner's token as its approval code shows it.
+func (c *Client) ApproveRunner(ctx context.Context, req protocol.ApproveRequest) (protocol.RunnerView, error) {
+	return decode[protocol.RunnerView](ctx, c, call{method: http.MethodPost, path: "/runners/approve", body: req},
+		"approve runner "+req.Name)
+}
+
+// RevokeRunner revokes a runner's token; the hub closes its connection.
+func (c *Client) RevokeRunner(ctx context.Context, name string) (protocol.RunnerView, error) {
+	return decode[protocol.RunnerView](ctx, c, call{method: http.MethodPost, path: "/runners/" + seg(name) + "/revoke"},
+		"revoke runner "+name)
+}
