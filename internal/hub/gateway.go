@@ -193,6 +193,7 @@ func (h *Hub) readLoop(ctx context.Context, c *conn) string {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, window)
 		typ, data, err := c.ws.Read(rctx)
+		silent := errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 		if err != nil {
 			select {
@@ -200,7 +201,7 @@ func (h *Hub) readLoop(ctx context.Context, c *conn) string {
 				return "closed by hub"
 			default:
 			}
-			if rctx.Err() != nil && ctx.Err() == nil {
+			if silent {
 				c.close(protocol.CloseDead, "no heartbeat")
 				return "no heartbeat"
 			}
@@ -208,6 +209,9 @@ func (h *Hub) readLoop(ctx context.Context, c *conn) string {
 				h.log.Warn("runner sent an oversize frame", "runner", c.name)
 			}
 			c.close(websocket.StatusGoingAway, "")
+			if st := websocket.CloseStatus(err); st != -1 {
+				return fmt.Sprintf("runner closed the connection (%d)", st)
+			}
 			return err.Error()
 		}
 		if typ != websocket.MessageText {

@@ -1,0 +1,77 @@
+// Package agent defines how a runner runs one attempt of a job: an Agent
+// turns a job spec into processes started through a sandbox.Boundary and
+// reports how they ended.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/sandbox"
+)
+
+// Attempt is everything an agent gets for one attempt. Env is the whole
+// environment of the job; Output receives its combined output.
+type Attempt struct {
+	Ref      protocol.AttemptRef
+	Spec     protocol.JobSpec
+	Dir      string
+	Env      []string
+	Output   io.Writer
+	Boundary sandbox.Boundary
+	Grace    time.Duration // SIGTERM → SIGKILL delay when ctx is cancelled
+}
+
+// Result is how an attempt ended. Reason is ReasonExited (see ExitCode),
+// ReasonSpawnFailed, ReasonTimeout or ReasonCancelled (stopped because ctx
+// was cancelled; the runner knows why and reports accordingly).
+type Result struct {
+	ExitCode int
+	Reason   job.Reason
+	Message  string
+}
+
+// Agent runs attempts. Run returns only once everything it started is gone;
+// an error means the agent itself failed, not the job.
+type Agent interface {
+	Name() string
+	Run(ctx context.Context, a Attempt) (Result, error)
+}
+
+// Registry maps agent names to agents.
+type Registry struct {
+	agents map[string]Agent
+}
+
+// NewRegistry registers agents under their names.
+func NewRegistry(agents ...Agent) (*Registry, error) {
+	r := &Registry{agents: make(map[string]Agent, len(agents))}
+	for _, a := range agents {
+		if _, dup := r.agents[a.Name()]; dup {
+			return nil, fmt.Errorf("agent %q registered twice", a.Name())
+		}
+		r.agents[a.Name()] = a
+	}
+	return r, nil
+}
+
+// Lookup returns the agent called name.
+func (r *Registry) Lookup(name string) (Agent, bool) {
+	a, ok := r.agents[name]
+	return a, ok
+}
+
+// Names lists the registered agents, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.agents))
+	for n := range r.agents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,380 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"drover/internal/agent"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/sandbox"
+)
+
+// jobPath is the PATH jobs get: the runner's own is never passed on.
+const jobPath = "/usr/local/bin:/usr/bin:/bin"
+
+// Why an attempt's context was cancelled; the outcome depends on it.
+var (
+	errCancelled = errors.New("cancelled by the hub")
+	errShutdown  = errors.New("runner shutting down")
+	errDropped   = fmt.Errorf("dropped by the hub: %w", sandbox.ErrKill)
+	errAbandoned = fmt.Errorf("runner exiting: %w", sandbox.ErrKill)
+)
+
+// attempt is one attempt the runner holds, from offer to acknowledged
+// finish. One goroutine drives it; the reader only cancels or forgets it.
+type attempt struct {
+	ref  protocol.AttemptRef
+	spec protocol.JobSpec
+
+	ctx    context.Context // the agent's; its cause says why it was stopped
+	cancel context.CancelCauseFunc
+	gone   chan struct{} // closed when forgotten
+
+	// under Runner.mu
+	phase     string
+	forgotten bool
+	dropped   bool // forgotten because the hub took it away: never finish it
+}
+
+func newAttempt(ref protocol.AttemptRef, spec protocol.JobSpec, phase string) *attempt {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &attempt{ref: ref, spec: spec, ctx: ctx, cancel: cancel, gone: make(chan struct{}), phase: phase}
+}
+
+// holdLocked registers a and starts the goroutine that drives it.
+func (r *Runner) holdLocked(a *attempt, run func(*attempt) error) {
+	r.attempts[a.ref.Attempt] = a
+	r.markDirtyLocked()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer a.cancel(nil)
+		err := run(a)
+		r.cleanup(a, err)
+	}()
+}
+
+// forget stops holding a. dropped means the hub took it away: kill the
+// agent without grace and never finish it.
+func (r *Runner) forget(a *attempt, dropped bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgetLocked(a, dropped)
+}
+
+func (r *Runner) forgetLocked(a *attempt, dropped bool) {
+	if a.forgotten {
+		return
+	}
+	a.forgotten, a.dropped = true, dropped
+	a.cancel(errDropped) // no-op unless the agent still runs
+	close(a.gone)
+	delete(r.attempts, a.ref.Attempt)
+	r.dropRequestsLocked(a.ref.Attempt)
+	r.markDirtyLocked()
+	select {
+	case r.idle <- struct{}{}:
+	default:
+	}
+}
+
+// cleanup runs when an attempt's goroutine ends. A forgotten attempt is
+// over: its work dir and spool go, and a dropped one is marked so that no
+// later start reports it. Otherwise the runner is stopping and everything
+// stays for the next start to finish.
+func (r *Runner) cleanup(a *attempt, err error) {
+	r.mu.Lock()
+	forgotten, dropped := a.forgotten, a.dropped
+	r.mu.Unlock()
+	if !forgotten {
+		if err != nil && !errors.Is(err, errStopped) {
+			r.log.Error("attempt ended unexpectedly", "attempt", a.ref.String(), "err", err)
+		}
+		return
+	}
+	id := a.ref.Attempt
+	if dropped && r.jr.has(id) {
+		if err := r.jr.mark(id, extDropped); err != nil {
+			r.log.Error("journal", "attempt", a.ref.String(), "err", err)
+		}
+	}
+	for _, p := range []string{r.workPath(id), r.spoolPath(id)} {
+		if err := os.RemoveAll(p); err != nil {
+			r.log.Warn("clean up attempt", "attempt", a.ref.String(), "err", err)
+		}
+	}
+}
+
+func (r *Runner) workPath(id string) string  { return filepath.Join(r.cfg.Home, "work", id) }
+func (r *Runner) spoolPath(id string) string { return filepath.Join(r.cfg.Home, "spool", id+".log") }
+
+// runOffered drives an offered attempt: accept, and only on the hub's ok
+// claim it durably and launch it.
+func (r *Runner) runOffered(a *attempt) error {
+	rep, err := r.call(a, protocol.TypeAccept, protocol.Accept{AttemptRef: a.ref})
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		r.log.Info("hub refused the accept", "attempt", a.ref.String(), "err", replyErr(rep.Error))
+		r.forget(a, false)
+		return nil
+	}
+	if a.ctx.Err() != nil {
+		// Cancelled or shutting down before launch: nothing ran, nothing is claimed.
+		return r.finish(a, nil, 0, unlaunched(context.Cause(a.ctx)), nil)
+	}
+	if r.jr.has(a.ref.Attempt) {
+		err = errClaimed // a receipt without a claim: stopped before launch, but already reported
+	} else {
+		err = r.jr.claim(Claim{Job: a.ref.Job, Attempt: a.ref.Attempt, Epoch: a.ref.Epoch, ClaimedAt: r.now().UTC(), PID: os.Getpid()})
+	}
+	if errors.Is(err, errClaimed) {
+		r.log.Warn("attempt was claimed before; reporting it instead of running it again", "attempt", a.ref.String())
+		return r.resume(a)
+	}
+	if err != nil {
+		r.log.Error("cannot claim attempt; not running it", "attempt", a.ref.String(), "err", err)
+		return r.finish(a, nil, 0, job.Outcome{State: job.AttemptFailed, Reason: job.ReasonAgentError,
+			Message: "the runner could not write its journal: " + err.Error()}, nil)
+	}
+	r.setPhase(a, protocol.PhaseRunning)
+	return r.launch(a)
+}
+
+// launch runs the agent of a claimed attempt while its output is uploaded,
+// then finishes it.
+func (r *Runner) launch(a *attempt) error {
+	id := a.ref.Attempt
+	logCap := a.spec.LogCap
+	if logCap <= 0 {
+		logCap = r.timings().logCap
+	}
+	sp, err := createSpool(r.spoolPath(id), logCap, r.now)
+	if err != nil {
+		return r.finish(a, nil, 0, failedToStart(err), nil)
+	}
+	defer sp.close()
+	dir := r.workPath(id)
+	if err := freshDir(dir); err != nil {
+		sp.end()
+		return r.finish(a, sp, 0, failedToStart(err), nil)
+	}
+
+	type uploaded struct {
+		acked int64
+		err   error
+	}
+	up := make(chan uploaded, 1)
+	go func() {
+		n, err := r.upload(a, sp, 0)
+		up <- uploaded{n, err}
+	}()
+	res, runErr := r.runAgent(a, sp, dir)
+	if err := sp.end(); err != nil {
+		r.log.Warn("spool", "attempt", a.ref.String(), "err", err)
+	}
+	u := <-up
+	if u.err != nil {
+		return u.err
+	}
+	if r.life.Err() != nil {
+		// Killed because the runner is exiting: no receipt, so the next
+		// start reports the attempt interrupted.
+		return errStopped
+	}
+	return r.finish(a, sp, u.acked, outcomeOf(res, runErr, context.Cause(a.ctx)), nil)
+}
+
+func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, error) {
+	ag, ok := r.agents.Lookup(a.spec.Agent)
+	if !ok {
+		return agent.Result{Reason: job.ReasonSpawnFailed,
+			Message: fmt.Sprintf("this runner has no agent %q (it has %v)", a.spec.Agent, r.agents.Names())}, nil
+	}
+	r.log.Info("running attempt", "attempt", a.ref.String(), "agent", ag.Name())
+	return ag.Run(a.ctx, agent.Attempt{
+		Ref:      a.ref,
+		Spec:     a.spec,
+		Dir:      dir,
+		Env:      jobEnv(a.ref, dir),
+		Output:   sp,
+		Boundary: r.box,
+		Grace:    r.cfg.StopGrace,
+	})
+}
+
+func jobEnv(ref protocol.AttemptRef, dir string) []string {
+	return []string{
+		"PATH=" + jobPath,
+		"HOME=" + dir,
+		"LANG=C.UTF-8",
+		"TERM=dumb",
+		"DROVER_JOB=" + ref.Job,
+		"DROVER_ATTEMPT=" + ref.Attempt,
+		"DROVER_EPOCH=" + strconv.FormatInt(ref.Epoch, 10),
+	}
+}
+
+// freshDir makes an empty private directory, removing what a crashed run
+// may have left.
+func freshDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clear work dir: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("make work dir: %w", err)
+	}
+	return nil
+}
+
+func failedToStart(err error) job.Outcome {
+	return job.Outcome{State: job.AttemptFailed, Reason: job.ReasonAgentError, Message: err.Error()}
+}
+
+// resume finishes an attempt the journal has claimed but whose finish was
+// never acknowledged: with its receipt if one was written, else as
+// interrupted, because the agent may have run and died with an old runner.
+// It never launches anything.
+func (r *Runner) resume(a *attempt) error {
+	r.setPhase(a, protocol.PhaseFinishing)
+	rc, err := r.jr.readReceipt(a.ref.Attempt)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return r.abandon(a, err)
+	}
+	sp, err := openSpool(r.spoolPath(a.ref.Attempt))
+	if err != nil {
+		return r.abandon(a, err)
+	}
+	defer sp.close()
+	if rc == nil {
+		size, sum, err := sp.digest()
+		if err != nil {
+			return r.abandon(a, err)
+		}
+		rc = &receipt{Job: a.ref.Job, Attempt: a.ref.Attempt, Epoch: a.ref.Epoch, LogSize: size, LogSHA256: sum,
+			Outcome: job.Outcome{State: job.AttemptUnknown, Reason: job.ReasonInterrupted,
+				Message: "the runner stopped while the attempt was running; its outcome is unknown"}}
+		if err := r.jr.writeReceipt(*rc); err != nil {
+			r.log.Error("journal", "attempt", a.ref.String(), "err", err)
+		}
+	}
+	acked, err := r.upload(a, sp, 0)
+	if err != nil {
+		return err
+	}
+	return r.finish(a, sp, acked, rc.Outcome, rc)
+}
+
+// emptySHA256 is the digest of an attempt that produced no output.
+var emptySHA256 = func() string { s := sha256.Sum256(nil); return hex.EncodeToString(s[:]) }()
+
+// finish reports an attempt's outcome once its whole output is uploaded:
+// the receipt goes to disk first, so that a restart resends this finish
+// rather than guessing. sp may be nil when nothing was launched.
+func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc *receipt) error {
+	if rc == nil {
+		rc = &receipt{Job: a.ref.Job, Attempt: a.ref.Attempt, Epoch: a.ref.Epoch, Outcome: out, LogSHA256: emptySHA256}
+		if sp != nil {
+			size, sum, err := sp.digest()
+			if err != nil {
+				return r.abandon(a, err)
+			}
+			rc.LogSize, rc.LogSHA256 = size, sum
+		}
+		if err := r.jr.writeReceipt(*rc); err != nil {
+			r.log.Error("finishing without a durable receipt", "attempt", a.ref.String(), "err", err)
+		}
+	}
+	r.setPhase(a, protocol.PhaseFinishing)
+	for tries := 1; ; tries++ {
+		rep, err := r.call(a, protocol.TypeFinish, protocol.Finish{AttemptRef: a.ref, Outcome: rc.Outcome,
+			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256})
+		if err != nil {
+			return err
+		}
+		if rep.OK {
+			if err := r.jr.mark(a.ref.Attempt, extDone); err != nil {
+				r.log.Error("journal", "attempt", a.ref.String(), "err", err)
+			}
+			r.log.Info("attempt finished", "attempt", a.ref.String(), "state", rc.Outcome.State,
+				"reason", rc.Outcome.Reason, "log_size", rc.LogSize)
+			r.forget(a, false)
+			return nil
+		}
+		e := rep.Error
+		if e != nil && e.Code == protocol.ErrLogIncomplete && e.Size != nil && sp != nil && tries < maxTries {
+			r.log.Info("hub lacks part of the log; uploading it again", "attempt", a.ref.String(), "hub", *e.Size)
+			if _, err := r.upload(a, sp, *e.Size); err != nil {
+				return err
+			}
+			continue
+		}
+		again, err := r.retryLater(a, e, tries)
+		if err != nil {
+			return err
+		}
+		if !again {
+			return r.refused(a, protocol.TypeFinish, e)
+		}
+	}
+}
+
+// outcomeOf maps an agent's result, and why its context was cancelled, to
+// what the runner reports.
+func outcomeOf(res agent.Result, runErr, cause error) job.Outcome {
+	var o job.Outcome
+	code := res.ExitCode
+	switch {
+	case runErr != nil:
+		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonAgentError, Message: runErr.Error()}
+	case res.Reason == job.ReasonSpawnFailed:
+		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSpawnFailed}
+	case res.Reason == job.ReasonTimeout:
+		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonTimeout, ExitCode: &code}
+	case res.Reason == job.ReasonCancelled && errors.Is(cause, errShutdown):
+		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown, ExitCode: &code}
+	case res.Reason == job.ReasonCancelled:
+		o = job.Outcome{State: job.AttemptCancelled, Reason: job.ReasonCancelled, ExitCode: &code}
+	case code == 0:
+		o = job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: &code}
+	default:
+		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: &code}
+	}
+	if o.Message == "" {
+		o.Message = res.Message
+	}
+	o.Message = clip(o.Message, 4096)
+	return o
+}
+
+// unlaunched is the outcome of an attempt stopped between offer and launch.
+func unlaunched(cause error) job.Outcome {
+	if errors.Is(cause, errShutdown) {
+		return job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown, Message: "not started: the runner was stopping"}
+	}
+	return job.Outcome{State: job.AttemptCancelled, Reason: job.ReasonCancelled, Message: "cancelled before it started"}
+}
+
+// clip cuts s to at most n bytes of valid UTF-8.
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n-3]
+	for !utf8.ValidString(s) { // only a rune cut at the end can be broken
+		s = s[:len(s)-1]
+	}
+	return s + "..."
+}

@@ -1,0 +1,370 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/protocol"
+)
+
+const (
+	dialTimeout  = 30 * time.Second
+	writeTimeout = 30 * time.Second
+	maxBackoff   = 60 * time.Second
+)
+
+// fatalError ends Run instead of reconnecting.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+func fatalf(format string, args ...any) error { return &fatalError{fmt.Errorf(format, args...)} }
+
+// session is one WebSocket connection, from dial to close.
+type session struct {
+	conn   *websocket.Conn
+	ctx    context.Context // cancelled to end the session
+	cancel context.CancelFunc
+	kick   chan struct{}    // wakes the writer
+	final  chan struct{}    // closed: flush, then close normally
+	outbox []protocol.Frame // under Runner.mu
+}
+
+func (s *session) push(f protocol.Frame) {
+	s.outbox = append(s.outbox, f)
+	s.wake()
+}
+
+func (s *session) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// connectURL turns the hub's URL into its runner gateway's.
+func connectURL(hub string) (string, error) {
+	u, err := url.Parse(hub)
+	if err != nil {
+		return "", fmt.Errorf("hub URL: %w", err)
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	default:
+		return "", fmt.Errorf("hub URL %q must start with http:// or https://", hub)
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + protocol.APIPrefix + "/runner/connect"
+	return u.String(), nil
+}
+
+// backoff is the ceiling of the n-th reconnect delay (n from 0).
+func backoff(n int) time.Duration {
+	d := 500 * time.Millisecond
+	for i := 0; i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// fullJitter picks a delay uniformly in [0, ceiling].
+func fullJitter(ceiling time.Duration) time.Duration {
+	return rand.N(ceiling + 1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// connectLoop keeps a connection to the hub until ctx ends, the runner
+// closes, or the hub ends this runner (a fatalError).
+func (r *Runner) connectLoop(ctx context.Context) error {
+	n := 0
+	for {
+		welcomed, err := r.connectOnce(ctx)
+		if _, fatal := errors.AsType[*fatalError](err); fatal {
+			return err
+		}
+		if ctx.Err() != nil || r.isClosing() {
+			return nil
+		}
+		if welcomed {
+			n = 0
+		}
+		d := r.jitter(backoff(n))
+		n++
+		r.log.Warn("hub connection lost; reconnecting", "err", err, "after", d.Round(time.Millisecond))
+		if r.sleep(ctx, d) != nil {
+			return nil
+		}
+	}
+}
+
+func (r *Runner) isClosing() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closing
+}
+
+// connectOnce runs one connection: dial, hello, welcome, then reader,
+// writer and pinger until it breaks. welcomed says whether it got that far.
+func (r *Runner) connectOnce(ctx context.Context) (welcomed bool, err error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	conn, resp, err := websocket.Dial(dctx, r.wsURL, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + r.login.Token}},
+	})
+	cancel()
+	if err != nil {
+		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			return false, fatalf("hub %s rejected the token of runner %s (revoked, or never approved): run `drover runner login` again",
+				r.hub, r.login.Name)
+		}
+		return false, fmt.Errorf("connect to %s: %w", r.wsURL, err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(protocol.MaxFrame)
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	s := &session{conn: conn, ctx: sctx, cancel: scancel, kick: make(chan struct{}, 1), final: make(chan struct{})}
+
+	r.mu.Lock()
+	hello := protocol.Hello{Protocol: protocol.Version, RunnerVersion: version(), Slots: r.cfg.Slots,
+		Labels: r.cfg.Labels, Attempts: r.heldLocked()}
+	r.mu.Unlock()
+	f, err := protocol.NewFrame(protocol.TypeHello, "", hello)
+	if err != nil {
+		return false, err
+	}
+	if err := r.write(s, f); err != nil {
+		return false, fmt.Errorf("send hello: %w", err)
+	}
+	w, err := r.awaitWelcome(s)
+	if err != nil {
+		return false, err
+	}
+	hb := r.adopt(s, w)
+	defer r.detach(s)
+	r.log.Info("connected to hub", "hub", r.hub, "runner_id", w.RunnerID)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { r.writeLoop(s, hb) })
+	wg.Go(func() { r.pingLoop(s, hb) })
+	err = r.readLoop(s)
+	scancel()
+	wg.Wait()
+	return true, err
+}
+
+func (r *Runner) awaitWelcome(s *session) (protocol.Welcome, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, r.welcomeTimeout)
+	defer cancel()
+	f, err := r.read(ctx, s)
+	if err != nil {
+		return protocol.Welcome{}, fmt.Errorf("wait for welcome: %w", err)
+	}
+	var w protocol.Welcome
+	if f.Type != protocol.TypeWelcome {
+		return w, fmt.Errorf("hub sent %q before welcome", f.Type)
+	}
+	if err := f.Decode(&w); err != nil {
+		return w, err
+	}
+	if w.Protocol != protocol.Version {
+		r.log.Warn("hub speaks another protocol version", "hub", w.Protocol, "runner", protocol.Version)
+	}
+	return w, nil
+}
+
+// adopt applies a welcome: the hub's timings, then its drops, then every
+// pending request again (same ids, same order), then a status.
+func (r *Runner) adopt(s *session, w protocol.Welcome) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.timing = timingFrom(w)
+	for _, d := range w.Drop {
+		r.dropLocked(d)
+	}
+	if r.stopping {
+		// Draining: say so before the resent finishes release attempts
+		// that the hub would otherwise offer straight back.
+		s.outbox = append(s.outbox, r.statusLocked())
+	}
+	for _, p := range r.pending {
+		s.outbox = append(s.outbox, p.frame)
+	}
+	r.sess = s
+	r.markDirtyLocked()
+	if r.closing {
+		close(s.final)
+	}
+	return r.timing.heartbeat
+}
+
+func (r *Runner) detach(s *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sess == s {
+		r.sess = nil
+	}
+}
+
+// dropLocked forgets an attempt the hub says is not ours any more.
+func (r *Runner) dropLocked(d protocol.DropOrder) {
+	r.dropRequestsLocked(d.Attempt) // a decline, for one never held
+	if a := r.attempts[d.Attempt]; a != nil {
+		r.log.Info("hub dropped attempt", "attempt", a.ref.String(), "reason", d.Reason)
+		r.forgetLocked(a, true)
+	}
+}
+
+func (r *Runner) read(ctx context.Context, s *session) (protocol.Frame, error) {
+	for {
+		typ, b, err := s.conn.Read(ctx)
+		if err != nil {
+			return protocol.Frame{}, r.closeErr(err)
+		}
+		var f protocol.Frame
+		if typ != websocket.MessageText {
+			r.log.Warn("ignoring a binary frame from the hub")
+			continue
+		}
+		if err := json.Unmarshal(b, &f); err != nil {
+			r.log.Warn("ignoring a malformed frame from the hub", "err", err)
+			continue
+		}
+		return f, nil
+	}
+}
+
+// closeErr turns the hub's close codes that end this runner into fatal
+// errors; every other failure means reconnect.
+func (r *Runner) closeErr(err error) error {
+	switch websocket.CloseStatus(err) {
+	case protocol.CloseReplaced:
+		return fatalf("replaced by a newer connection of runner %s", r.login.Name)
+	case protocol.CloseRevoked:
+		return fatalf("the hub revoked runner %s: run `drover runner login` to log in again", r.login.Name)
+	case protocol.CloseVersion:
+		r.log.Error("the hub refused this runner's protocol version; upgrade drover", "runner_protocol", protocol.Version)
+	}
+	return err
+}
+
+func (r *Runner) readLoop(s *session) error {
+	for {
+		f, err := r.read(s.ctx, s)
+		if err != nil {
+			return err
+		}
+		switch f.Type {
+		case protocol.TypeReply:
+			r.handleReply(f)
+		case protocol.TypeOffer:
+			r.handleOffer(f)
+		case protocol.TypeCancel:
+			r.handleCancel(f)
+		case protocol.TypeDrop:
+			var d protocol.DropOrder
+			if err := f.Decode(&d); err != nil {
+				r.log.Warn("ignoring malformed drop", "err", err)
+				continue
+			}
+			r.mu.Lock()
+			r.dropLocked(d)
+			r.mu.Unlock()
+		default:
+			r.log.Debug("ignoring frame", "type", f.Type) // newer hubs may send more
+		}
+	}
+}
+
+// writeLoop is the connection's only writer: queued frames in order, then
+// the status, and a heartbeat every interval.
+func (r *Runner) writeLoop(s *session, hb time.Duration) {
+	defer s.cancel()
+	t := time.NewTicker(hb)
+	defer t.Stop()
+	for {
+		final := false
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			if r.write(s, protocol.Frame{Type: protocol.TypeHeartbeat}) != nil {
+				return
+			}
+			continue
+		case <-s.kick:
+		case <-s.final:
+			final = true
+		}
+		for _, f := range r.outgoing(s) {
+			if r.write(s, f) != nil {
+				return
+			}
+		}
+		if final {
+			s.conn.Close(websocket.StatusNormalClosure, "runner stopping")
+			return
+		}
+	}
+}
+
+func (r *Runner) write(s *session, f protocol.Frame) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("encode %s frame: %w", f.Type, err)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, writeTimeout)
+	defer cancel()
+	if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
+		s.cancel()
+		return fmt.Errorf("send %s frame: %w", f.Type, err)
+	}
+	return nil
+}
+
+// pingLoop notices a hub that vanished without closing the connection, which
+// writes alone would only find out about once the kernel gives up.
+func (r *Runner) pingLoop(s *session, hb time.Duration) {
+	t := time.NewTicker(hb)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, max(3*hb, 10*time.Second))
+		err := s.conn.Ping(ctx)
+		cancel()
+		if err != nil {
+			if s.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) { // else the reader tells why
+				r.log.Warn("hub did not answer a ping", "err", err)
+			}
+			s.cancel()
+			return
+		}
+	}
+}

@@ -1,0 +1,371 @@
+// Package runner is the worker side of drover: it dials out to the hub,
+// accepts offered attempts, runs their agents, streams their output and
+// reports their outcomes so that nothing is lost or run twice when the
+// connection drops, the runner dies or the hub restarts.
+//
+// One goroutine drives each attempt (attempt.go); the connection has one
+// reader, one writer and a pinger (conn.go); requests outlive connections
+// (requests.go); the journal makes claims and outcomes durable (journal.go).
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"drover/internal/agent"
+	agentexec "drover/internal/agent/exec"
+	"drover/internal/protocol"
+	"drover/internal/sandbox"
+)
+
+// Config configures a runner.
+type Config struct {
+	Home      string            // runner home: login.json, journal/, spool/, work/
+	Hub       string            // overrides the hub URL saved at login
+	Slots     int               // concurrent attempts (default 1)
+	Labels    map[string]string // labels jobs can select
+	StopGrace time.Duration     // SIGTERM → SIGKILL grace (default 10s)
+	Logger    *slog.Logger
+}
+
+const (
+	maxSlots       = 256 // the hub refuses more
+	defaultGrace   = 10 * time.Second
+	stopWait       = 30 * time.Second // how long a graceful stop waits for the hub's acks
+	welcomeTimeout = 30 * time.Second
+)
+
+// Runner holds a connection to the hub and runs attempts.
+type Runner struct {
+	cfg    Config
+	login  Login
+	hub    string
+	wsURL  string
+	log    *slog.Logger
+	jr     *journal
+	agents *agent.Registry
+	box    sandbox.Boundary
+
+	// Replaceable by tests.
+	now            func() time.Time
+	sleep          func(context.Context, time.Duration) error
+	jitter         func(ceiling time.Duration) time.Duration
+	stopWait       time.Duration
+	welcomeTimeout time.Duration
+
+	ran      atomic.Bool
+	life     context.Context    // set by Run: cancelled when the runner is done for good
+	stopConn context.CancelFunc // set by Run: ends the connection loop
+	wg       sync.WaitGroup     // attempt goroutines
+	idle     chan struct{}      // an attempt was forgotten
+
+	mu       sync.Mutex
+	attempts map[string]*attempt
+	pending  []*request
+	sess     *session // the welcomed connection, if any
+	timing   timing
+	dirty    bool // status changed since last sent
+	stopping bool // graceful stop begun: decline offers
+	closing  bool // graceful stop done: close the connection and stay away
+}
+
+// timing is what the hub dictates in its welcome.
+type timing struct {
+	heartbeat time.Duration
+	flush     time.Duration
+	batch     int
+	chunk     int
+	logCap    int64
+}
+
+func timingFrom(w protocol.Welcome) timing {
+	t := timing{
+		heartbeat: w.HeartbeatInterval.D(),
+		flush:     w.LogFlushInterval.D(),
+		batch:     w.LogBatchBytes,
+		chunk:     w.LogChunkBytes,
+		logCap:    w.LogCap,
+	}
+	if t.heartbeat <= 0 {
+		t.heartbeat = 10 * time.Second
+	}
+	if t.flush <= 0 {
+		t.flush = time.Second
+	}
+	if t.chunk <= 0 || t.chunk > protocol.MaxLogChunk {
+		t.chunk = protocol.MaxLogChunk
+	}
+	if t.batch <= 0 {
+		t.batch = 256 << 10
+	}
+	if t.logCap <= 0 {
+		t.logCap = protocol.DefaultLogCap
+	}
+	return t
+}
+
+func (r *Runner) timings() timing {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.timing
+}
+
+// New checks cfg and the saved login.
+func New(cfg Config) (*Runner, error) {
+	if cfg.Home == "" {
+		return nil, errors.New("runner home is not set")
+	}
+	home, err := filepath.Abs(cfg.Home)
+	if err != nil {
+		return nil, fmt.Errorf("runner home: %w", err)
+	}
+	cfg.Home = home
+	login, err := LoadLogin(home)
+	if err != nil {
+		return nil, err
+	}
+	hub := login.Hub
+	if cfg.Hub != "" {
+		hub = cfg.Hub
+	}
+	if hub, err = hubBase(hub); err != nil {
+		return nil, err
+	}
+	wsURL, err := connectURL(hub)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = 1
+	}
+	if cfg.Slots < 1 || cfg.Slots > maxSlots {
+		return nil, fmt.Errorf("slots must be between 1 and %d", maxSlots)
+	}
+	if err := checkLabels(cfg.Labels); err != nil {
+		return nil, err
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = defaultGrace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for _, d := range []string{"journal", "spool", "work"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			return nil, fmt.Errorf("prepare runner home: %w", err)
+		}
+	}
+	agents, err := agent.NewRegistry(agentexec.New())
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{
+		cfg:            cfg,
+		login:          login,
+		hub:            hub,
+		wsURL:          wsURL,
+		log:            cfg.Logger.With("runner", login.Name),
+		jr:             &journal{dir: filepath.Join(home, "journal")},
+		agents:         agents,
+		box:            sandbox.Local(),
+		now:            time.Now,
+		sleep:          sleepCtx,
+		jitter:         fullJitter,
+		stopWait:       stopWait,
+		welcomeTimeout: welcomeTimeout,
+		idle:           make(chan struct{}, 1),
+		attempts:       map[string]*attempt{},
+		timing:         timingFrom(protocol.Welcome{}),
+	}, nil
+}
+
+func checkLabels(labels map[string]string) error {
+	if len(labels) > protocol.MaxLabels {
+		return fmt.Errorf("%d labels; at most %d", len(labels), protocol.MaxLabels)
+	}
+	for k, v := range labels {
+		if k == "" || len(k) > protocol.MaxLabelLen || len(v) > protocol.MaxLabelLen {
+			return fmt.Errorf("label %q=%q: keys must be 1-%d bytes, values at most %d", k, v, protocol.MaxLabelLen, protocol.MaxLabelLen)
+		}
+	}
+	return nil
+}
+
+// Run connects and works until ctx is cancelled (then it stops gracefully:
+// agents stopped with a grace period, output published, attempts released)
+// or until the hub replaces or revokes this runner (returned as an error).
+func (r *Runner) Run(ctx context.Context) error {
+	if r.ran.Swap(true) {
+		return errors.New("runner: Run called twice")
+	}
+	unlock, err := lockHome(r.cfg.Home)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// The connection and the attempts outlive ctx: a graceful stop still
+	// needs them to publish output and outcomes.
+	life, end := context.WithCancel(context.WithoutCancel(ctx))
+	defer end()
+	r.life = life
+	if err := r.recover(); err != nil {
+		return err
+	}
+	connCtx, stopConn := context.WithCancel(life)
+	defer stopConn()
+	r.stopConn = stopConn
+	conn := make(chan error, 1)
+	go func() { conn <- r.connectLoop(connCtx) }()
+
+	select {
+	case err := <-conn:
+		r.exit(end, err)
+		return err
+	case <-ctx.Done():
+	}
+	r.log.Info("stopping: finishing held attempts")
+	r.beginStop()
+	if ended, err := r.awaitIdle(conn); ended {
+		r.exit(end, err)
+		return err
+	}
+	r.closeConn()
+	select {
+	case <-conn:
+	case <-time.After(15 * time.Second): // the close handshake is bounded by the library
+		end()
+		<-conn
+	}
+	r.exit(end, nil)
+	return nil
+}
+
+// exit ends the runner for good: anything still running is killed without
+// a receipt, so the next start reports it interrupted.
+func (r *Runner) exit(end context.CancelFunc, err error) {
+	end()
+	r.mu.Lock()
+	for _, a := range r.attempts {
+		a.cancel(errAbandoned)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	if err != nil {
+		r.log.Error("runner exiting", "err", err)
+	}
+}
+
+// recover picks up what a previous run left in the journal: every attempt
+// claimed or receipted but never acknowledged is held (finishing) again.
+func (r *Runner) recover() error {
+	recs, bad, err := r.jr.scan()
+	if err != nil {
+		return err
+	}
+	for _, err := range bad {
+		r.log.Warn("ignoring an unreadable claim (written by a crash before launch)", "err", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range recs {
+		if !rec.open() {
+			continue
+		}
+		var ref protocol.AttemptRef
+		if rec.receipt != nil {
+			ref = rec.receipt.ref()
+		} else {
+			ref = protocol.AttemptRef{Job: rec.claim.Job, Attempt: rec.claim.Attempt, Epoch: rec.claim.Epoch}
+		}
+		if ref.Validate() != nil || ref.Attempt != rec.attempt {
+			r.log.Warn("ignoring a malformed journal entry", "attempt", rec.attempt)
+			continue
+		}
+		r.log.Info("resuming attempt from the journal", "attempt", ref.String(), "receipt", rec.receipt != nil)
+		r.holdLocked(newAttempt(ref, protocol.JobSpec{}, protocol.PhaseFinishing), r.resume)
+	}
+	return nil
+}
+
+// beginStop tells the hub the runner is draining, declines further offers
+// and stops every agent with its grace.
+func (r *Runner) beginStop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopping = true
+	if r.sess != nil {
+		// Queued now, ahead of the finishes that release attempts, so the
+		// hub does not offer them straight back to this runner.
+		r.sess.push(r.statusLocked())
+	}
+	for _, a := range r.attempts {
+		a.cancel(errShutdown)
+	}
+}
+
+// awaitIdle waits, bounded, until every held attempt was acknowledged. Those
+// left over keep their journal entries and are finished by the next start.
+// ended reports that the connection loop returned (with err) meanwhile.
+func (r *Runner) awaitIdle(conn <-chan error) (ended bool, err error) {
+	deadline := time.NewTimer(r.stopWait)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		n := len(r.attempts)
+		r.mu.Unlock()
+		if n == 0 {
+			return false, nil
+		}
+		select {
+		case <-r.idle:
+		case err := <-conn:
+			return true, err
+		case <-deadline.C:
+			r.log.Warn("stopping before the hub acknowledged every attempt; the next start finishes them", "attempts", n)
+			return false, nil
+		}
+	}
+}
+
+// closeConn sends a last status and closes the connection normally; without
+// a connection there is nothing left to say, so reconnecting just stops.
+func (r *Runner) closeConn() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closing = true
+	if r.sess == nil {
+		r.stopConn()
+		return
+	}
+	r.dirty = true
+	close(r.sess.final)
+}
+
+// lockHome keeps a second runner off the same journal.
+func lockHome(home string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(home, "runner.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock runner home: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another runner is using %s: %w", home, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

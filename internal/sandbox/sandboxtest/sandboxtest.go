@@ -1,0 +1,62 @@
+// Package sandboxtest helps tests that start real processes: whether a pid
+// still runs, waiting on conditions, and a buffer safe to read while a
+// process writes to it.
+package sandboxtest
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Alive reports whether pid is a running process. An unreaped zombie counts
+// as gone: in containers PID 1 does not always reap orphans.
+func Alive(pid int) bool {
+	if unix.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold anything
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// WaitFor polls cond until it holds, failing the test after a generous
+// deadline: tests wait on conditions, never on durations.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Buffer is an io.Writer that can be read while being written.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
