@@ -55,10 +55,11 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	}
 	fmt.Fprintln(w)
 	t = newTable(w)
-	fmt.Fprintln(t, "ATTEMPT\tSTATE\tRUNNER\tOFFERED\tRAN\tEXIT/REASON\tLOG\tMESSAGE")
+	fmt.Fprintln(t, "ATTEMPT\tSTATE\tRUNNER\tOFFERED\tRAN\tEXIT/REASON\tLOG\tISOLATION\tMESSAGE")
 	for _, a := range j.Attempts {
-		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, dash(a.Runner), ago(a.OfferedAt, now),
-			ran(a, now), outcome(a.ExitCode, a.Reason), strconv.FormatInt(a.LogSize, 10)+"B", dash(oneLine(a.Message)))
+		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, dash(a.Runner), ago(a.OfferedAt, now),
+			ran(a, now), outcome(a.ExitCode, a.Reason), strconv.FormatInt(a.LogSize, 10)+"B", isolation(a.Isolation),
+			dash(oneLine(a.Message)))
 	}
 	return t.Flush()
 }
@@ -197,4 +198,15 @@ func checkName(what, s string) error {
 		return usagef("%s name %q: no spaces, control characters or slashes", what, s)
 	}
 	return nil
+}
+
+// isolation says in a few words what the attempt's boundary applied.
+func isolation(i *protocol.Isolation) string {
+	if i == nil {
+		return "-"
+	}
+	if i.Kind == "none" {
+		return "none (unisolated)"
+	}
+	return fmt.Sprintf("%s, network %s", i.Kind, i.Network)
 }

@@ -281,6 +281,13 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 			return nil, &apiError{status: http.StatusConflict, code: protocol.ErrLogIncomplete,
 				msg: fmt.Sprintf("finish says %d log bytes, the hub holds %d", fin.LogSize, size), size: &size}
 		}
+		if fin.Isolation != nil {
+			b, err := json.Marshal(fin.Isolation)
+			if err != nil {
+				return nil, err
+			}
+			a.Isolation = string(b)
+		}
 		return struct{}{}, h.applyFinish(tx, c.name, &a, &j, fin.Outcome, digest)
 	})
 	if err != nil {

@@ -162,8 +162,8 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 	if hello.Protocol != protocol.Version {
 		return hello, closeErr{protocol.CloseVersion, fmt.Sprintf("hub speaks protocol %d, runner %d: upgrade the older one", protocol.Version, hello.Protocol)}
 	}
-	if hello.Slots < 1 || hello.Slots > 256 {
-		return hello, closeErr{protocol.CloseProtocol, "slots must be 1 to 256"}
+	if hello.Slots < 1 || hello.Slots > protocol.MaxSlots {
+		return hello, closeErr{protocol.CloseProtocol, fmt.Sprintf("slots must be 1 to %d", protocol.MaxSlots)}
 	}
 	if err := validateLabels(hello.Labels); err != nil {
 		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
@@ -245,8 +245,8 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 		if err := f.Decode(&st); err != nil {
 			return err
 		}
-		if len(st.Attempts) > protocol.MaxHeldReports || st.Slots < 0 || st.Slots > 256 {
-			return errors.New("status out of bounds (slots 0-256, attempts at most 4096)")
+		if len(st.Attempts) > protocol.MaxHeldReports || st.Slots < 0 || st.Slots > protocol.MaxSlots {
+			return fmt.Errorf("status out of bounds (slots 0-%d, attempts at most %d)", protocol.MaxSlots, protocol.MaxHeldReports)
 		}
 		// Slots 0 means draining (the runner is shutting down): no offers.
 		h.mu.Lock()

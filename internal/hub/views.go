@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"drover/internal/protocol"
@@ -70,6 +71,12 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 			ID: a.ID, Number: a.Epoch, State: a.State, Runner: n.runner(a.RunnerID),
 			OfferedAt: a.OfferedAt.UTC(), StartedAt: utcPtr(a.AcceptedAt), FinishedAt: utcPtr(a.FinishedAt),
 			ExitCode: a.ExitCode, Reason: a.Reason, Message: a.Message, LogSize: a.LogSize, LogSHA256: a.LogSHA256,
+		}
+		if a.Isolation != "" {
+			var iso protocol.Isolation
+			if json.Unmarshal([]byte(a.Isolation), &iso) == nil {
+				av.Isolation = &iso
+			}
 		}
 		v.Attempts = append(v.Attempts, av)
 		if a.ID == j.AttemptID {

@@ -75,6 +75,7 @@ type AttemptView struct {
 	Message    string           `json:"message,omitempty"`
 	LogSize    int64            `json:"log_size"`
 	LogSHA256  string           `json:"log_sha256,omitempty"`
+	Isolation  *Isolation       `json:"isolation,omitempty"`
 }
 
 // JobList is the answer to GET /jobs.

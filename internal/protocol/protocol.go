@@ -28,6 +28,7 @@ const (
 	MaxLabels      = 64
 	MaxLabelLen    = 128
 	MaxHeldReports = 4096 // attempts in one hello or status
+	MaxSlots       = 256  // slots one runner may offer
 )
 
 // WebSocket close codes the hub uses. The runner exits on CloseReplaced and
@@ -157,7 +158,8 @@ type Welcome struct {
 }
 
 // Status is sent whenever what the runner holds changes (coalesced). Listing
-// an offered attempt acknowledges the offer.
+// an offered attempt acknowledges the offer. Slots 0 means the runner is
+// draining (stopping): the hub sends it no more offers.
 type Status struct {
 	Slots    int    `json:"slots"`
 	Attempts []Held `json:"attempts"`
@@ -224,6 +226,20 @@ type Finish struct {
 	Outcome   job.Outcome `json:"outcome"`
 	LogSize   int64       `json:"log_size"`
 	LogSHA256 string      `json:"log_sha256"` // hex
+	// Isolation is what the runner's execution boundary actually applied,
+	// stored with the attempt so that a claim of isolation is auditable.
+	Isolation *Isolation `json:"isolation,omitempty"`
+}
+
+// Isolation describes the isolation a boundary applied. Values are short
+// human-readable words, not promises.
+type Isolation struct {
+	Kind       string `json:"kind"` // bwrap, docker, podman, none
+	Version    string `json:"version,omitempty"`
+	Network    string `json:"network"`
+	Filesystem string `json:"filesystem"`
+	User       string `json:"user"`
+	Limits     string `json:"limits"`
 }
 
 // FinishAck is the reply to finish.

@@ -291,6 +291,8 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 				return r.abandon(a, err)
 			}
 			rc.LogSize, rc.LogSHA256 = size, sum
+			iso := r.box.Describe()
+			rc.Isolation = &iso
 		}
 		if err := r.jr.writeReceipt(*rc); err != nil {
 			r.log.Error("finishing without a durable receipt", "attempt", a.ref.String(), "err", err)
@@ -299,7 +301,7 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 	r.setPhase(a, protocol.PhaseFinishing)
 	for tries := 1; ; tries++ {
 		rep, err := r.call(a, protocol.TypeFinish, protocol.Finish{AttemptRef: a.ref, Outcome: rc.Outcome,
-			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256})
+			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256, Isolation: rc.Isolation})
 		if err != nil {
 			return err
 		}

@@ -55,6 +55,9 @@ type receipt struct {
 	Outcome   job.Outcome `json:"outcome"`
 	LogSize   int64       `json:"log_size"`
 	LogSHA256 string      `json:"log_sha256"`
+	// Isolation is what the boundary applied when the agent ran (nil when
+	// nothing was launched, or the runner that launched it is gone).
+	Isolation *protocol.Isolation `json:"isolation,omitempty"`
 }
 
 func (rc receipt) ref() protocol.AttemptRef {

@@ -38,7 +38,7 @@ type Config struct {
 }
 
 const (
-	maxSlots       = 256 // the hub refuses more
+	maxSlots       = protocol.MaxSlots // the hub refuses more
 	defaultGrace   = 10 * time.Second
 	stopWait       = 30 * time.Second // how long a graceful stop waits for the hub's acks
 	welcomeTimeout = 30 * time.Second

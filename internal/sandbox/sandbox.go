@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"drover/internal/protocol"
 )
 
 // DefaultGrace is the SIGTERM → SIGKILL delay when a Spec leaves Grace zero.
@@ -33,15 +35,8 @@ type Spec struct {
 }
 
 // Isolation describes what a boundary actually applies, for the attempt's
-// record. Values are short human-readable words, not promises.
-type Isolation struct {
-	Kind       string `json:"kind"`
-	Version    string `json:"version,omitempty"`
-	Network    string `json:"network"`
-	Filesystem string `json:"filesystem"`
-	User       string `json:"user"`
-	Limits     string `json:"limits"`
-}
+// record (it travels to the hub in the attempt's finish).
+type Isolation = protocol.Isolation
 
 // Exit is how a process ended.
 type Exit struct {

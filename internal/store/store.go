@@ -161,6 +161,7 @@ type Attempt struct {
 	LeaseUntil time.Time
 	LogSize    int64
 	LogSHA256  string // set at finish
+	Isolation  string // JSON: what the runner's execution boundary applied (set at finish)
 }
 
 // JobFilter selects jobs to list.
