@@ -1,0 +1,162 @@
+// Package workspace is the only code in drover that runs git. It keeps the
+// hub's bare repositories, the runner's caches and worktrees, and moves
+// commits between them as verified bundles. Untrusted repository content
+// never runs here: hooks are off, clean/smudge/process filters are
+// suppressed, and no GIT_* variable of the caller leaks into a git call.
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// safetyConfig is passed to every git call with -c. It turns off everything
+// through which repository content could make git run a program: hooks,
+// filter drivers (clean/smudge/process, e.g. LFS), fsmonitor, external diff
+// and textconv, and credential or askpass helpers. It also makes every
+// object import validated.
+var safetyConfig = []string{
+	"core.hooksPath=/dev/null",
+	"core.fsmonitor=false",
+	"core.askPass=",
+	"credential.helper=",
+	"diff.external=",
+	"filter.lfs.process=",
+	"filter.lfs.clean=",
+	"filter.lfs.smudge=",
+	"filter.lfs.required=false",
+	"protocol.file.allow=always",
+	"transfer.fsckObjects=true",
+	"fetch.fsckObjects=true",
+	"receive.fsckObjects=true",
+	"submodule.recurse=false",
+	"core.symlinks=true",
+	"gc.auto=0",
+	"maintenance.auto=false",
+	"advice.detachedHead=false",
+	"init.defaultBranch=main",
+	"user.name=drover",
+	"user.email=drover@localhost",
+}
+
+// Git runs the git binary with a sanitized environment and safety config.
+// The zero value uses "git" from PATH.
+type Git struct {
+	Bin string   // git binary; "" means "git" from PATH
+	Env []string // extra environment entries (never the caller's GIT_*)
+}
+
+// Cmd describes one git invocation.
+type Cmd struct {
+	Dir    string    // working directory
+	Args   []string  // git arguments after the safety config
+	Env    []string  // extra environment for this call
+	Stdin  io.Reader // nil for none
+	Stdout io.Writer // nil: captured and returned
+}
+
+// env builds the environment of a git call: a fixed minimal base, never
+// the runner's own (no GIT_*, no SSH_AUTH_SOCK, no credentials).
+func (g Git) env(extra []string) []string {
+	env := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=/nonexistent",
+		"LANG=C",
+		"LC_ALL=C",
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_ATTR_NOSYSTEM=1",
+		"GIT_NO_REPLACE_OBJECTS=1",
+		"GIT_PROTOCOL_FROM_USER=0",
+	}
+	env = append(env, g.Env...)
+	return append(env, extra...)
+}
+
+// Run runs git and returns its stdout (unless c.Stdout is set). A failure
+// carries git's stderr in the error.
+func (g Git) Run(ctx context.Context, c Cmd) ([]byte, error) {
+	bin := g.Bin
+	if bin == "" {
+		bin = "git"
+	}
+	args := make([]string, 0, 2*len(safetyConfig)+len(c.Args))
+	for _, kv := range safetyConfig {
+		args = append(args, "-c", kv)
+	}
+	args = append(args, c.Args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = c.Dir
+	cmd.Env = g.env(c.Env)
+	cmd.Stdin = c.Stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout = &out
+	if c.Stdout != nil {
+		cmd.Stdout = c.Stdout
+	}
+	cmd.Stderr = &limitedBuffer{b: &errb, max: 64 << 10}
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out.Bytes(), &Error{Args: c.Args, Code: ee.ExitCode(), Stderr: msg}
+		}
+		return out.Bytes(), fmt.Errorf("git %s: %w", firstArg(c.Args), err)
+	}
+	return out.Bytes(), nil
+}
+
+// Out runs git in dir and returns its trimmed stdout.
+func (g Git) Out(ctx context.Context, dir string, args ...string) (string, error) {
+	b, err := g.Run(ctx, Cmd{Dir: dir, Args: args})
+	return strings.TrimSpace(string(b)), err
+}
+
+// Error is a git command that exited non-zero.
+type Error struct {
+	Args   []string
+	Code   int
+	Stderr string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("git %s: exit %d: %s", firstArg(e.Args), e.Code, e.Stderr)
+}
+
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
+type limitedBuffer struct {
+	b   *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// Available reports whether git can be run, with its version.
+func (g Git) Available(ctx context.Context) (string, error) {
+	v, err := g.Out(ctx, os.TempDir(), "version")
+	if err != nil {
+		return "", fmt.Errorf("git is not available: %w", err)
+	}
+	return v, nil
+}
