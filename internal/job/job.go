@@ -82,11 +82,13 @@ const (
 	ReasonDropped        Reason = "dropped_by_runner" // the runner reported it no longer holds the attempt
 	ReasonRetried        Reason = "retried"           // an owner asked for another attempt
 	ReasonAgentError     Reason = "agent_error"       // the agent adapter failed
+	ReasonObserveChanged Reason = "observe_changed"   // an observe-mode job changed HEAD, the index or a tracked file
+	ReasonWorkspace      Reason = "workspace_error"   // the source could not be prepared or the result not published
 )
 
 var reasons = []Reason{ReasonExited, ReasonSpawnFailed, ReasonCancelled, ReasonTimeout, ReasonRunnerLost,
 	ReasonInterrupted, ReasonRunnerShutdown, ReasonOfferExpired, ReasonDeclined, ReasonDropped, ReasonRetried,
-	ReasonAgentError}
+	ReasonAgentError, ReasonObserveChanged, ReasonWorkspace}
 
 // Valid reports whether r is a known reason (the empty reason included).
 func (r Reason) Valid() bool {

@@ -23,6 +23,11 @@ import (
 //	POST /api/v1/runners/{name}/revoke → RunnerView
 //	GET  /api/v1/runner/login          (runner token) → 200 RunnerView once approved, 401 before
 //	GET  /api/v1/runner/connect        (runner token) → WebSocket, see Frame
+//	POST /api/v1/runner/publish?job=&attempt=&epoch=&commit=&sha256=&checkpoint=0|1  (runner token)
+//	                                   body: a git bundle → PublishResult (409 stale_head with the head)
+//	GET  /api/v1/runner/context?job=&attempt=&epoch=  (runner token) → tar of the job's context files
+//	GET|POST /git/{project}/...        git smart HTTP (users: read, push to refs/drover/uploads/*;
+//	                                   runners: read projects of jobs they hold)
 const APIPrefix = "/api/v1"
 
 // Log response headers.
@@ -41,6 +46,16 @@ type SubmitRequest struct {
 	Args   []string          `json:"args"`
 	Labels map[string]string `json:"labels,omitempty"` // runner labels the job needs
 	Key    string            `json:"key,omitempty"`    // idempotency key: the same key returns the same job
+	// Repo: the project and exact base commit (already pushed to the hub,
+	// or reachable at the project's mapped remote). Nil for no repository.
+	Repo *SubmitRepo `json:"repo,omitempty"`
+	Mode string      `json:"mode,omitempty"` // fix (default with a repo) or observe
+}
+
+// SubmitRepo names a job's source at submit time.
+type SubmitRepo struct {
+	Project string `json:"project"`
+	Base    string `json:"base"`
 }
 
 // JobView is a job as the API shows it. Field names are stable.
@@ -59,6 +74,10 @@ type JobView struct {
 	Reason     job.Reason        `json:"reason,omitempty"`
 	Key        string            `json:"key,omitempty"`
 	Cancelling bool              `json:"cancelling,omitempty"`
+	Project    string            `json:"project,omitempty"`
+	Base       string            `json:"base,omitempty"`
+	Head       string            `json:"head,omitempty"` // latest published commit (refs/drover/jobs/ID)
+	Mode       string            `json:"mode,omitempty"`
 }
 
 // AttemptView is one attempt of a job.

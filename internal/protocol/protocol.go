@@ -173,6 +173,56 @@ type JobSpec struct {
 	Requester string            `json:"requester"`
 	LogCap    int64             `json:"log_cap"`
 	Timeout   Duration          `json:"timeout,omitempty"`
+	// Repo is the source the job works on; nil for a job without a
+	// repository (it gets an empty working directory).
+	Repo *RepoSpec `json:"repo,omitempty"`
+	// Mode is ModeFix (publish the agent's changes) or ModeObserve (the
+	// worktree must come back unchanged).
+	Mode string `json:"mode,omitempty"`
+	// Context lists the job's attached context files (fetched separately
+	// with GET /api/v1/runner/context; only names and sizes travel here).
+	Context []ContextFile `json:"context,omitempty"`
+}
+
+// Modes of a job with a repository.
+const (
+	ModeFix     = "fix"
+	ModeObserve = "observe"
+)
+
+// RepoSpec names a job's exact source.
+type RepoSpec struct {
+	Project string `json:"project"` // the hub's project (one bare repository each)
+	Base    string `json:"base"`    // full commit id the job starts from
+	Head    string `json:"head"`    // the job's latest published commit (Base before any)
+	// URL is where the runner fetches commits by id: the hub's smart HTTP
+	// endpoint {hub}/git/{project} (runner token), or a remote the project
+	// is mapped to, fetched with the runner's own credentials (Remote true).
+	URL    string `json:"url"`
+	Remote bool   `json:"remote,omitempty"`
+}
+
+// ContextFile is one file attached to a job.
+type ContextFile struct {
+	Name string `json:"name"` // relative, clean, no ".."
+	Size int64  `json:"size"`
+}
+
+// Publication limits.
+const (
+	DefaultTransferCap = 64 << 20 // source and result transfers
+	MaxContextFiles    = 100
+	MaxContextFile     = 8 << 20
+	MaxContextTotal    = 16 << 20
+)
+
+// PublishResult answers POST /api/v1/runner/publish: the job's head after
+// the publication. On 409 with code ErrStaleHead, Head is the newer head
+// the hub already holds (a reply was lost): fetch it, check it descends from
+// the last head you knew, continue from it.
+type PublishResult struct {
+	Head       string `json:"head"`
+	Checkpoint int    `json:"checkpoint,omitempty"` // number of the checkpoint ref, when one was made
 }
 
 // Offer hands an attempt to a runner. A repeated offer (same attempt) is the
