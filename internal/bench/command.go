@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Command returns the `bench` command; the CLI attaches it as `drover bench`.
+func Command() *cobra.Command {
+	var (
+		o        Options
+		markdown bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure dispatch latency, hub memory and hub CPU against a local hub",
+		Long: `Start a hub from this binary (drover hub, a separate process on a loopback
+port with a temporary data directory), connect runners to it and measure:
+
+  dispatch latency  from POST /api/v1/jobs returning to the agent process
+                    running, one job at a time, with each --runners count
+                    connected (one runner takes the jobs, the rest are idle);
+  hub memory        VmRSS growth per idle connected runner;
+  hub CPU           over --idle with the largest count of idle runners;
+
+then the same hub memory and CPU for clients polling every --poll-interval
+(a fresh hub), the design the runner gateway replaced.
+
+The bench raises its open file limit to the hard limit; the largest
+--runners count needs about that many descriptors in the bench and in the
+hub. Progress goes to stderr, the report to stdout (--markdown: a section
+for docs/benchmarks.md). Linux only: it reads /proc.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if o.Binary == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find this drover binary (pass --binary): %w", err)
+				}
+				o.Binary = exe
+			}
+			o.Progress = cmd.ErrOrStderr()
+			res, err := Run(ctx, o)
+			if err != nil {
+				return err
+			}
+			if markdown {
+				return res.WriteMarkdown(cmd.OutOrStdout())
+			}
+			return res.WriteText(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&o.Runners, "runners", []int{1, 100, 1000}, "connected runner counts to measure at (comma-separated)")
+	f.IntVar(&o.Jobs, "jobs", 200, "jobs per runner count (latency samples)")
+	f.DurationVar(&o.Idle, "idle", 60*time.Second, "window of each hub CPU measurement")
+	f.DurationVar(&o.PollInterval, "poll-interval", time.Second, "interval of the polling baseline")
+	f.DurationVar(&o.Settle, "settle", 5*time.Second, "wait after connecting runners before reading the hub's memory")
+	f.StringVar(&o.Binary, "binary", "", "drover binary to start the hub from (default: this binary)")
+	f.StringVar(&o.Dir, "dir", "", "directory for the hubs' temporary data (its filesystem's fsync speed matters; default: the temp dir)")
+	f.BoolVar(&o.NoPoll, "no-poll", false, "skip the polling baseline")
+	f.BoolVar(&markdown, "markdown", false, "print the report as a Markdown section for docs/benchmarks.md")
+	return cmd
+}

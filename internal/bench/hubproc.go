@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"drover/internal/auth"
+	"drover/internal/protocol"
+)
+
+// hubProc is a `drover hub` running as a child process, so that its memory
+// and CPU time can be read from /proc/PID apart from the bench's own.
+type hubProc struct {
+	cmd   *exec.Cmd
+	pid   int
+	url   string // http://127.0.0.1:PORT
+	dir   string
+	logf  string // the hub's stdout and stderr
+	admin string
+	ticks int64
+
+	exited  chan struct{}
+	waitErr error // set before exited is closed
+}
+
+// startHub runs `BINARY hub --listen 127.0.0.1:PORT --data DIR` and waits
+// until it answers the API with its admin token.
+func startHub(ctx context.Context, binary, dir string, ticks int64) (*hubProc, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create hub data directory: %w", err)
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(dir, "hub.log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("create hub log: %w", err)
+	}
+	defer lf.Close() // the child holds its own descriptor
+	cmd := exec.Command(binary, "hub", "--listen", addr, "--data", dir)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s hub: %w", binary, err)
+	}
+	hp := &hubProc{cmd: cmd, pid: cmd.Process.Pid, url: "http://" + addr, dir: dir, logf: logPath, ticks: ticks, exited: make(chan struct{})}
+	go func() {
+		hp.waitErr = cmd.Wait()
+		close(hp.exited)
+	}()
+	if err := hp.waitReady(ctx); err != nil {
+		hp.stop()
+		return nil, err
+	}
+	return hp, nil
+}
+
+// freePort picks a loopback port that is free now. Another process could
+// take it before the hub binds it; startHub then fails with the hub's error.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	return addr, nil
+}
+
+// waitReady waits for the admin token file and a successful whoami with it.
+func (hp *hubProc) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	tokenPath := filepath.Join(hp.dir, "admin.token")
+	for {
+		if b, err := os.ReadFile(tokenPath); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			tok := string(bytes.TrimSpace(b))
+			a := &apiClient{base: hp.url, token: tok, hc: hc}
+			var who protocol.Whoami
+			if err := a.call(ctx, http.MethodGet, "/whoami", nil, &who); err == nil && who.Admin {
+				hp.admin = tok
+				return nil
+			}
+		}
+		select {
+		case <-hp.exited:
+			return fmt.Errorf("hub exited before it was ready (%v): %s", hp.waitErr, hp.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("hub not ready: %w: %s", ctx.Err(), hp.logTail())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// logTail returns the end of the hub's log, for error messages.
+func (hp *hubProc) logTail() string {
+	b, err := os.ReadFile(hp.logf)
+	if err != nil {
+		return "(no hub log)"
+	}
+	const keep = 2000
+	if len(b) > keep {
+		b = b[len(b)-keep:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (hp *hubProc) rss() (int64, error) { return readRSS(hp.pid) }
+
+func (hp *hubProc) cpu() (time.Duration, error) { return readCPU(hp.pid, hp.ticks) }
+
+// alive fails if the hub has exited.
+func (hp *hubProc) alive() error {
+	select {
+	case <-hp.exited:
+		return fmt.Errorf("hub exited (%v): %s", hp.waitErr, hp.logTail())
+	default:
+		return nil
+	}
+}
+
+// stop asks the hub to shut down (SIGTERM) and kills it if it takes longer
+// than 20 s.
+func (hp *hubProc) stop() error {
+	select {
+	case <-hp.exited:
+		return nil
+	default:
+	}
+	if err := hp.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop hub: %w", err)
+	}
+	select {
+	case <-hp.exited:
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = hp.cmd.Process.Kill()
+		<-hp.exited
+		return fmt.Errorf("hub did not stop within 20 s of SIGTERM; killed it")
+	}
+}
+
+// apiClient calls the hub's HTTP API with one token.
+type apiClient struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+func newAPIClient(base, token string) *apiClient {
+	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+	return &apiClient{base: base, token: token, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+// call does one request under /api/v1 and decodes a 2xx answer into out.
+func (a *apiClient) call(ctx context.Context, method, path string, body, out any) error {
+	_, err := a.callStatus(ctx, method, path, body, out)
+	return err
+}
+
+func (a *apiClient) callStatus(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: encode body: %w", method, path, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+protocol.APIPrefix+path, rd)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb protocol.ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
+			return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, eb.Error.Error())
+		}
+		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// approveRunners approves one fresh runner token per name, as `drover runner
+// login` plus an admin's approval would, and returns the tokens in order.
+func approveRunners(ctx context.Context, a *apiClient, names []string) ([]string, error) {
+	tokens := make([]string, len(names))
+	errs := make([]error, len(names))
+	sem := make(chan struct{}, 8) // writes are serialized in the hub; this only overlaps round trips
+	var wg sync.WaitGroup
+	for i, name := range names {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			tok := auth.NewToken(auth.PrefixRunner)
+			if err := a.call(ctx, http.MethodPost, "/runners/approve", protocol.ApproveRequest{Name: name, Key: auth.Hash(tok)}, nil); err != nil {
+				errs[i] = fmt.Errorf("approve runner %s: %w", name, err)
+				return
+			}
+			tokens[i] = tok
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first is enough: they tend to repeat
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("approve runners: %w", err)
+	}
+	return tokens, nil
+}

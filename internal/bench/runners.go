@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/protocol"
+)
+
+// writeTimeout bounds one frame write to the hub.
+const writeTimeout = 10 * time.Second
+
+// dialRunner opens the runner gateway with a runner token, says hello with
+// the given labels and one slot, and returns the connection and the welcome.
+func dialRunner(ctx context.Context, hubURL, token string, labels map[string]string) (*websocket.Conn, protocol.Welcome, error) {
+	var w protocol.Welcome
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	u := "ws" + strings.TrimPrefix(hubURL, "http") + protocol.APIPrefix + "/runner/connect"
+	ws, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		return nil, w, fmt.Errorf("dial the runner gateway: %w", err)
+	}
+	ws.SetReadLimit(protocol.MaxFrame)
+	hello := protocol.Hello{Protocol: protocol.Version, RunnerVersion: "drover-bench", Slots: 1, Labels: labels, Attempts: []protocol.Held{}}
+	if err := writeFrame(dctx, ws, protocol.TypeHello, "", hello); err != nil {
+		ws.CloseNow()
+		return nil, w, err
+	}
+	_, data, err := ws.Read(dctx)
+	if err != nil {
+		ws.CloseNow()
+		return nil, w, fmt.Errorf("wait for welcome: %w", err)
+	}
+	var f protocol.Frame
+	if err := json.Unmarshal(data, &f); err != nil || f.Type != protocol.TypeWelcome {
+		ws.CloseNow()
+		return nil, w, fmt.Errorf("want a welcome frame, got %.200q", data)
+	}
+	if err := f.Decode(&w); err != nil {
+		ws.CloseNow()
+		return nil, w, err
+	}
+	if w.HeartbeatInterval <= 0 {
+		ws.CloseNow()
+		return nil, w, fmt.Errorf("welcome has no heartbeat interval")
+	}
+	return ws, w, nil
+}
+
+// writeFrame encodes and writes one frame.
+func writeFrame(ctx context.Context, ws *websocket.Conn, typ, id string, body any) error {
+	f, err := protocol.NewFrame(typ, id, body)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("encode %s frame: %w", typ, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	if err := ws.Write(wctx, websocket.MessageText, b); err != nil {
+		return fmt.Errorf("write %s frame: %w", typ, err)
+	}
+	return nil
+}
+
+// heartbeats writes a heartbeat every interval until ctx ends or a write
+// fails. The first one comes after a random part of the interval, so that a
+// fleet connected in a burst spreads out like independent machines.
+func heartbeats(ctx context.Context, ws *websocket.Conn, every time.Duration, sent *atomic.Int64) {
+	t := time.NewTimer(rand.N(every))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if writeFrame(ctx, ws, protocol.TypeHeartbeat, "", nil) != nil {
+			return
+		}
+		sent.Add(1)
+		t.Reset(every)
+	}
+}
+
+// fleet is a set of idle runners: real WebSocket connections that said hello
+// and then only heartbeat at the hub's interval, as a runner without work
+// does. Each costs the bench two goroutines.
+type fleet struct {
+	url    string
+	ctx    context.Context // lifetime of the connections
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	conns []*websocket.Conn
+
+	closing    atomic.Bool
+	heartbeats atomic.Int64 // heartbeats written
+	offers     atomic.Int64 // offers received (declined; none are expected)
+	lost       atomic.Int64 // connections that ended while the bench still held them
+}
+
+func newFleet(ctx context.Context, hubURL string) *fleet {
+	fctx, cancel := context.WithCancel(ctx)
+	return &fleet{url: hubURL, ctx: fctx, cancel: cancel}
+}
+
+func (f *fleet) size() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.conns)
+}
+
+// connect connects one idle runner per token, a few at a time.
+func (f *fleet) connect(ctx context.Context, tokens []string) error {
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, len(tokens))
+	var wg sync.WaitGroup
+	for _, tok := range tokens {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ws, w, err := dialRunner(ctx, f.url, tok, map[string]string{"bench": "idle"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			f.add(ws, w.HeartbeatInterval.D())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("connect idle runners: %w", err)
+	}
+	return nil
+}
+
+func (f *fleet) add(ws *websocket.Conn, every time.Duration) {
+	f.mu.Lock()
+	f.conns = append(f.conns, ws)
+	f.mu.Unlock()
+	f.wg.Add(2)
+	go func() { defer f.wg.Done(); heartbeats(f.ctx, ws, every, &f.heartbeats) }()
+	go func() { defer f.wg.Done(); f.read(ws) }()
+}
+
+// read is the connection's one reader: it keeps control frames flowing and
+// declines any offer (jobs in the bench need a label idle runners lack).
+func (f *fleet) read(ws *websocket.Conn) {
+	for {
+		_, data, err := ws.Read(f.ctx)
+		if err != nil {
+			if !f.closing.Load() {
+				f.lost.Add(1)
+			}
+			return
+		}
+		var fr protocol.Frame
+		if json.Unmarshal(data, &fr) != nil || fr.Type != protocol.TypeOffer {
+			continue
+		}
+		f.offers.Add(1)
+		var o protocol.Offer
+		if fr.Decode(&o) == nil {
+			_ = writeFrame(f.ctx, ws, protocol.TypeDecline, "decline-"+o.Attempt, protocol.Decline{AttemptRef: o.AttemptRef, Reason: "bench idle runner"})
+		}
+	}
+}
+
+// close closes every connection with a normal close and waits for the
+// goroutines.
+func (f *fleet) close() {
+	f.closing.Store(true)
+	f.mu.Lock()
+	conns := f.conns
+	f.conns = nil
+	f.mu.Unlock()
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for _, ws := range conns {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_ = ws.Close(websocket.StatusNormalClosure, "bench done")
+		}()
+	}
+	wg.Wait()
+	f.cancel()
+	f.wg.Wait()
+}

@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+)
+
+// agentArgv is the job every latency sample runs: the agent process prints
+// its own start time, so the sample ends when the process really runs.
+func agentArgv() []string { return []string{"date", "+%s%N"} }
+
+// targetLabels are carried by the target runner only; every bench job asks
+// for them, so the idle runners are never offered one.
+func targetLabels() map[string]string { return map[string]string{"bench": "target"} }
+
+// frameWait bounds each wait for a frame from the hub.
+const frameWait = 30 * time.Second
+
+// target is the runner the bench jobs go to, driven at the protocol level
+// the way internal/runner drives an attempt: on offer, accept (and list it
+// in a status); on the hub's ok, claim it durably in a journal (file and
+// directory fsync'd) and start the agent with os/exec; then upload the log
+// and finish.
+type target struct {
+	ws      *websocket.Conn
+	welcome protocol.Welcome
+	journal string
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	frames chan arrival
+	failed chan struct{} // closed when the reader stops
+	err    error         // why, set before failed is closed
+	seq    int
+	hb     atomic.Int64
+}
+
+func dialTarget(ctx context.Context, hubURL, token, journal string) (*target, error) {
+	if err := os.MkdirAll(journal, 0o700); err != nil {
+		return nil, fmt.Errorf("create the target runner's journal: %w", err)
+	}
+	ws, w, err := dialRunner(ctx, hubURL, token, targetLabels())
+	if err != nil {
+		return nil, fmt.Errorf("connect the target runner: %w", err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	t := &target{ws: ws, welcome: w, journal: journal, cancel: cancel,
+		frames: make(chan arrival, 64), failed: make(chan struct{})}
+	t.wg.Add(2)
+	go func() { defer t.wg.Done(); heartbeats(lctx, ws, w.HeartbeatInterval.D(), &t.hb) }()
+	go func() { defer t.wg.Done(); t.read(lctx) }()
+	return t, nil
+}
+
+// arrival is a frame and when the reader got it.
+type arrival struct {
+	protocol.Frame
+	at time.Time
+}
+
+func (t *target) read(ctx context.Context) {
+	defer close(t.failed)
+	for {
+		_, data, err := t.ws.Read(ctx)
+		at := time.Now()
+		if err != nil {
+			t.err = fmt.Errorf("target runner connection: %w", err)
+			return
+		}
+		var f protocol.Frame
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.err = fmt.Errorf("target runner got a malformed frame: %w", err)
+			return
+		}
+		select {
+		case t.frames <- arrival{f, at}:
+		case <-ctx.Done():
+			t.err = ctx.Err()
+			return
+		}
+	}
+}
+
+func (t *target) close() {
+	_ = t.ws.Close(websocket.StatusNormalClosure, "bench done")
+	t.cancel()
+	t.wg.Wait()
+}
+
+// next returns the next frame from the hub.
+func (t *target) next(ctx context.Context) (arrival, error) {
+	timer := time.NewTimer(frameWait)
+	defer timer.Stop()
+	select {
+	case a := <-t.frames:
+		return a, nil
+	case <-t.failed:
+		return arrival{}, t.err
+	case <-ctx.Done():
+		return arrival{}, ctx.Err()
+	case <-timer.C:
+		return arrival{}, fmt.Errorf("no frame from the hub within %s", frameWait)
+	}
+}
+
+// request sends a request and waits for its reply, returning when the
+// reply arrived; any other frame in between is a bench failure (jobs run
+// one at a time).
+func (t *target) request(ctx context.Context, typ string, body any) (time.Time, error) {
+	t.seq++
+	id := fmt.Sprintf("bench-%d", t.seq)
+	if err := writeFrame(ctx, t.ws, typ, id, body); err != nil {
+		return time.Time{}, err
+	}
+	f, err := t.next(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("wait for the reply to %s: %w", typ, err)
+	}
+	if f.Type != protocol.TypeReply || f.ReplyTo != id {
+		return time.Time{}, fmt.Errorf("wait for the reply to %s: got a %s frame", typ, f.Type)
+	}
+	var r protocol.Reply
+	if err := f.Decode(&r); err != nil {
+		return time.Time{}, err
+	}
+	if !r.OK {
+		return time.Time{}, fmt.Errorf("hub refused %s: %v", typ, r.Error)
+	}
+	return f.at, nil
+}
+
+func (t *target) status(ctx context.Context, held ...protocol.Held) error {
+	return writeFrame(ctx, t.ws, protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: append([]protocol.Held{}, held...)})
+}
+
+// claim writes a claim file and fsyncs it and its directory, as the real
+// runner's journal does before it launches an agent.
+func (t *target) claim(ref protocol.AttemptRef) error {
+	b, err := json.Marshal(struct {
+		protocol.AttemptRef
+		ClaimedAt time.Time `json:"claimed_at"`
+		PID       int       `json:"pid"`
+	}{ref, time.Now().UTC(), os.Getpid()})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(t.journal, ref.Attempt+".claim"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", ref.Attempt, err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", ref.Attempt, err)
+	}
+	d, err := os.Open(t.journal)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", ref.Attempt, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("claim %s: sync journal directory: %w", ref.Attempt, err)
+	}
+	return nil
+}
+
+// sample is one job's timings.
+type sample struct {
+	job      string
+	dispatch time.Duration // submit returned → agent process running
+	submit   time.Duration // the submit call's round trip
+	// dispatch in stages: they add up to it
+	offer  time.Duration // submit returned → offer arrived
+	accept time.Duration // offer arrived → the hub's ok to accept arrived
+	claim  time.Duration // ok arrived → claim durable in the journal
+	start  time.Duration // claim durable → the agent's own timestamp
+}
+
+// runJob submits one job and takes it from offer to finish. The sample ends
+// at the agent's own timestamp.
+func (t *target) runJob(ctx context.Context, api *apiClient) (sample, error) {
+	var s sample
+	start := time.Now()
+	var v protocol.JobView
+	code, err := api.callStatus(ctx, http.MethodPost, "/jobs", protocol.SubmitRequest{Agent: "exec", Args: agentArgv(), Labels: targetLabels()}, &v)
+	if err != nil {
+		return s, fmt.Errorf("submit: %w", err)
+	}
+	submitted := time.Now()
+	if code != http.StatusCreated {
+		return s, fmt.Errorf("submit: status %d, want 201", code)
+	}
+	s.job, s.submit = v.ID, submitted.Sub(start)
+
+	f, err := t.next(ctx)
+	if err != nil {
+		return s, fmt.Errorf("job %s: wait for the offer: %w", v.ID, err)
+	}
+	if f.Type != protocol.TypeOffer {
+		return s, fmt.Errorf("job %s: want an offer, got a %s frame", v.ID, f.Type)
+	}
+	var o protocol.Offer
+	if err := f.Decode(&o); err != nil {
+		return s, err
+	}
+	offered := f.at
+	if o.Job != v.ID || len(o.Spec.Args) == 0 {
+		return s, fmt.Errorf("job %s: offer for job %s with argv %q", v.ID, o.Job, o.Spec.Args)
+	}
+	ref := o.AttemptRef
+	if err := writeFrame(ctx, t.ws, protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: []protocol.Held{{AttemptRef: ref, Phase: protocol.PhaseOffered}}}); err != nil {
+		return s, err
+	}
+	accepted, err := t.request(ctx, protocol.TypeAccept, protocol.Accept{AttemptRef: ref})
+	if err != nil {
+		return s, fmt.Errorf("job %s: %w", v.ID, err)
+	}
+	if err := t.claim(ref); err != nil {
+		return s, err
+	}
+	claimed := time.Now()
+	if err := t.status(ctx, protocol.Held{AttemptRef: ref, Phase: protocol.PhaseRunning}); err != nil {
+		return s, err
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, o.Spec.Args[0], o.Spec.Args[1:]...)
+	cmd.Stdout, cmd.Dir = &out, t.journal
+	if err := cmd.Run(); err != nil {
+		return s, fmt.Errorf("job %s: run the agent %q: %w", v.ID, o.Spec.Args, err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(out.String()), 10, 64)
+	if err != nil {
+		return s, fmt.Errorf("job %s: the agent printed %q, not a time in ns (does `date +%%s%%N` work here?)", v.ID, out.String())
+	}
+	running := time.Unix(0, ns)
+	s.dispatch = running.Sub(submitted)
+	s.offer, s.accept, s.claim, s.start = offered.Sub(submitted), accepted.Sub(offered), claimed.Sub(accepted), running.Sub(claimed)
+
+	if _, err := t.request(ctx, protocol.TypeLog, protocol.Log{AttemptRef: ref, Offset: 0, Data: out.Bytes()}); err != nil {
+		return s, fmt.Errorf("job %s: %w", v.ID, err)
+	}
+	sum := sha256.Sum256(out.Bytes())
+	exit := 0
+	fin := protocol.Finish{AttemptRef: ref, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: &exit},
+		LogSize: int64(out.Len()), LogSHA256: hex.EncodeToString(sum[:])}
+	if _, err := t.request(ctx, protocol.TypeFinish, fin); err != nil {
+		return s, fmt.Errorf("job %s: %w", v.ID, err)
+	}
+	if err := t.status(ctx); err != nil {
+		return s, err
+	}
+	if err := os.Remove(filepath.Join(t.journal, ref.Attempt+".claim")); err != nil {
+		return s, fmt.Errorf("clean up claim: %w", err)
+	}
+	return s, nil
+}
