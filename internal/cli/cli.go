@@ -18,6 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/bench"
+
 	"drover/internal/client"
 )
 
@@ -103,6 +105,10 @@ func (a *app) newRoot() *cobra.Command {
 		a.loginCmd(), a.whoamiCmd(), a.usersCmd(),
 		a.runnerCmd(), a.runnersCmd(),
 		a.runCmd(), a.jobsCmd(), a.showCmd(), a.logsCmd(), a.cancelCmd(), a.retryCmd(),
+		a.questionsCmd(), a.answerJobCmd(), a.approveCmd(), a.restartCmd(),
+		a.fetchCmd(), a.diffCmd(), a.projectsCmd(),
+		a.sandboxInitCmd(),
+		bench.Command(),
 	)
 	return root
 }

@@ -29,12 +29,17 @@ type fakeHub struct {
 	submits   []protocol.SubmitRequest
 	approvals []protocol.ApproveRequest
 	users     []protocol.NewUserRequest
+	questions []protocol.QuestionView
+	answers   []protocol.AnswerRequest
+	actions   []string                        // "approve j-1", "restart j-1"
+	events    map[string][]protocol.EventView // job id → its history
+	onLog     func(id string)                 // called as a log is served
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
 	t.Helper()
 	h := &fakeHub{token: "drv_u_admin", who: protocol.Whoami{Kind: "user", Name: "admin", Admin: true},
-		logs: map[string]string{}}
+		logs: map[string]string{}, events: map[string][]protocol.EventView{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) { reply(w, 200, h.who) })
 	mux.HandleFunc("POST /api/v1/users", func(w http.ResponseWriter, r *http.Request) {
@@ -65,7 +70,39 @@ func newFakeHub(t *testing.T) *fakeHub {
 		}
 		fail(w, 404, protocol.ErrNotFound, "no job "+r.PathValue("id"))
 	})
+	mux.HandleFunc("GET /api/v1/questions", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, protocol.QuestionList{Questions: h.questions})
+	})
+	mux.HandleFunc("POST /api/v1/jobs/{id}/answer", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.AnswerRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		h.answers = append(h.answers, req)
+		h.jobAction(w, r.PathValue("id"), func(v *protocol.JobView) {
+			if v.Requester == h.who.Name {
+				v.State = job.Queued
+			}
+		})
+	})
+	for _, action := range []string{"approve", "restart"} {
+		mux.HandleFunc("POST /api/v1/jobs/{id}/"+action, func(w http.ResponseWriter, r *http.Request) {
+			h.actions = append(h.actions, action+" "+r.PathValue("id"))
+			h.jobAction(w, r.PathValue("id"), func(v *protocol.JobView) { v.State = job.Queued })
+		})
+	}
+	mux.HandleFunc("GET /api/v1/jobs/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+		out := protocol.EventList{Events: []protocol.EventView{}}
+		for _, e := range h.events[r.PathValue("id")] {
+			if e.Seq > after {
+				out.Events = append(out.Events, e)
+			}
+		}
+		reply(w, 200, out)
+	})
 	mux.HandleFunc("GET /api/v1/jobs/{id}/log", func(w http.ResponseWriter, r *http.Request) {
+		if h.onLog != nil {
+			h.onLog(r.PathValue("id"))
+		}
 		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
 		data := h.logs[r.PathValue("id")]
 		w.Header().Set(protocol.HeaderLogAttempt, r.URL.Query().Get("attempt"))
@@ -104,6 +141,18 @@ func newFakeHub(t *testing.T) *fakeHub {
 	t.Cleanup(srv.Close)
 	h.URL = srv.URL
 	return h
+}
+
+// jobAction changes a job as an action does and answers with it.
+func (h *fakeHub) jobAction(w http.ResponseWriter, id string, change func(*protocol.JobView)) {
+	for i := range h.jobs {
+		if h.jobs[i].ID == id {
+			change(&h.jobs[i])
+			reply(w, 200, h.jobs[i])
+			return
+		}
+	}
+	fail(w, 404, protocol.ErrNotFound, "no job "+id)
 }
 
 func (h *fakeHub) job(id string) (protocol.JobView, bool) {

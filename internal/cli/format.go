@@ -41,6 +41,13 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	row("Requester", j.Requester)
 	row("Runner", j.Runner)
 	row("Key", j.Key)
+	row("Project", j.Project)
+	row("Base", j.Base)
+	row("Head", j.Head)
+	row("Mode", j.Mode)
+	if j.Tools {
+		row("Tools", "yes (completes only by deliver)")
+	}
 	row("Created", stamp(&j.CreatedAt, now))
 	row("Finished", stamp(j.FinishedAt, now))
 	if j.ExitCode != nil || j.Reason != job.ReasonNone {
@@ -61,7 +68,20 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 			ran(a, now), outcome(a.ExitCode, a.Reason), strconv.FormatInt(a.LogSize, 10)+"B", isolation(a.Isolation),
 			dash(oneLine(a.Message)))
 	}
-	return t.Flush()
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	for _, q := range j.Questions {
+		fmt.Fprintln(w)
+		printQuestion(w, q, now)
+	}
+	if j.Summary != "" {
+		fmt.Fprintln(w, "\nDelivered:")
+		for _, line := range strings.Split(j.Summary, "\n") {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+	}
+	return nil
 }
 
 func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {

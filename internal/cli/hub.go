@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/client"
 	"drover/internal/hub"
 	"drover/internal/protocol"
 	"drover/internal/runner"
@@ -30,6 +31,9 @@ type hubOptions struct {
 	heartbeat    time.Duration
 	offerTimeout time.Duration
 	logCap       int64
+	transferCap  int64
+	publicURL    string
+	sandbox      sandboxOptions // up's local runner
 }
 
 func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
@@ -40,9 +44,11 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 		return
 	}
 	f.DurationVar(&o.lease, "lease", 60*time.Second, "how long a runner may be gone before its attempts expire")
-	f.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "runner heartbeat interval")
+	f.DurationVar(&o.heartbeat, "heartbeat", 20*time.Second, "runner heartbeat interval; three silent intervals close a connection")
 	f.DurationVar(&o.offerTimeout, "offer-timeout", 30*time.Second, "how long an offer may stay unaccepted")
 	f.Int64Var(&o.logCap, "log-cap", protocol.DefaultLogCap, "per-attempt log cap in bytes")
+	f.Int64Var(&o.transferCap, "transfer-cap", protocol.DefaultTransferCap, "largest source push or result publication in bytes")
+	f.StringVar(&o.publicURL, "url", "", "the hub's URL as runners reach it, for the git URLs in offers (default: what each runner connected to)")
 }
 
 func (a *app) hubCmd() *cobra.Command {
@@ -72,8 +78,15 @@ says where. On the same machine the CLI uses it by itself with the default
 
 // openHub opens the hub's state and its listener and says where both are.
 func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener, string, error) {
-	if o.lease < 0 || o.heartbeat < 0 || o.offerTimeout < 0 || o.logCap < 0 {
-		return nil, nil, "", usagef("durations and --log-cap must not be negative")
+	if o.lease < 0 || o.heartbeat < 0 || o.offerTimeout < 0 || o.logCap < 0 || o.transferCap < 0 {
+		return nil, nil, "", usagef("durations, --log-cap and --transfer-cap must not be negative")
+	}
+	if o.publicURL != "" {
+		u, err := client.NormalizeURL(o.publicURL)
+		if err != nil {
+			return nil, nil, "", usagef("--url: %v", err)
+		}
+		o.publicURL = u
 	}
 	data := o.data
 	if data == "" {
@@ -90,7 +103,7 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	first := errors.Is(statErr, fs.ErrNotExist)
 
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Lease: o.lease, Heartbeat: o.heartbeat,
-		OfferTimeout: o.offerTimeout, LogCap: o.logCap, Logger: a.log})
+		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL, Logger: a.log})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}
@@ -138,6 +151,9 @@ The runner's home defaults to $XDG_STATE_HOME/drover/local (or
 			if slots < 1 {
 				return usagef("--slots must be at least 1")
 			}
+			if err := o.sandbox.check(); err != nil {
+				return err
+			}
 			if home == "" {
 				h, err := a.localRunnerHome()
 				if err != nil {
@@ -151,6 +167,7 @@ The runner's home defaults to $XDG_STATE_HOME/drover/local (or
 	o.addFlags(cmd, false)
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs the local runner runs at once")
 	cmd.Flags().StringVar(&home, "home", "", "local runner home")
+	o.sandbox.addFlags(cmd)
 	return cmd
 }
 
@@ -188,7 +205,7 @@ func (a *app) up(ctx context.Context, o hubOptions, slots int, home string) erro
 	if err := runner.SaveLogin(home, runner.Login{Hub: url, Name: "local", Token: token}); err != nil {
 		return stopAll(fmt.Errorf("save the local runner's login: %w", err))
 	}
-	r, err := runner.New(runner.Config{Home: home, Slots: slots, Logger: a.log})
+	r, err := runner.New(runner.Config{Home: home, Slots: slots, Logger: a.log, Sandbox: o.sandbox.policy()})
 	if err != nil {
 		return stopAll(fmt.Errorf("start the local runner: %w", err))
 	}

@@ -24,9 +24,10 @@ const (
 func (a *app) runCmd() *cobra.Command {
 	var agent, key string
 	var labels []string
-	var wait, asJSON bool
+	var wait, asJSON, tools bool
+	var src sourceOptions
 	cmd := &cobra.Command{
-		Use:   "run --agent AGENT [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
+		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
 		Short: "Submit a job and print its id",
 		Long: `Submit a job and print its id (or, with --json, the job).
 
@@ -34,15 +35,37 @@ func (a *app) runCmd() *cobra.Command {
 the job it made the first time. --wait follows the job's log on stdout, status
 lines on stderr, and exits with the job's exit code (1 if it failed without
 one, 2 if it was cancelled or its outcome is unknown). With --json, --wait
-prints the finished job instead of its log.`,
+prints the finished job instead of its log.
+
+--repo runs the job on a git checkout: drover pins its exact commit (HEAD, or
+--ref), pushes it to the hub as refs/drover/uploads/ID (git sends only what
+the hub lacks) and the runner works in a worktree of exactly that commit. A
+checkout with uncommitted changes to tracked files is refused unless --dirty,
+which sends the working tree (untracked files too, ignored ones not) as a
+throwaway commit without touching your index, HEAD or branches. Submodules
+and filtered (e.g. LFS) repositories are refused. In fix mode the result
+comes back as a commit: drover fetch JOB, drover diff JOB.
+
+--context attaches files the agent can read in $DROVER_CONTEXT_DIR (outside
+its worktree). A relative path keeps its path there, an absolute one its base
+name. Symlinks, special files, .env files and private keys are refused.
+
+--tools gives the agent drover's tools (ask, checkpoint, deliver, context).
+Such a job completes only when its agent delivers; when it asks, the job
+waits for an answer (drover questions, drover answer) without holding a
+runner.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := submitRequest(agent, labels, key, args)
 			if err != nil {
 				return err
 			}
+			req.Tools = tools
 			c, err := a.client()
 			if err != nil {
+				return err
+			}
+			if err := a.applySource(cmd.Context(), c, src, &req); err != nil {
 				return err
 			}
 			v, created, err := c.Submit(cmd.Context(), req)
@@ -70,6 +93,8 @@ prints the finished job instead of its log.`,
 	f.StringVar(&key, "key", "", "idempotency key: the same key returns the same job")
 	f.BoolVar(&wait, "wait", false, "follow the job to its end and exit with its exit code")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON")
+	f.BoolVar(&tools, "tools", false, "give the agent drover's tools; the job completes only by deliver")
+	src.addFlags(cmd)
 	return cmd
 }
 
@@ -233,10 +258,10 @@ func joinStates() string {
 func (a *app) showCmd() *cobra.Command {
 	return answerCmd(a, &cobra.Command{
 		Use:   "show JOB [--json]",
-		Short: "Show a job and its attempts",
+		Short: "Show a job, its attempts, questions and delivery (with --json, its events too)",
 		Args:  exactArgs("JOB"),
 	}, func(ctx context.Context, c *client.Client, args []string) (protocol.JobView, error) {
-		return c.Job(ctx, args[0])
+		return c.JobWithEvents(ctx, args[0])
 	}, func(w io.Writer, v protocol.JobView) error { return printJob(w, v, time.Now()) })
 }
 

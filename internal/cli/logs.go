@@ -18,7 +18,8 @@ func (a *app) logsCmd() *cobra.Command {
 		Long: `Print the log of a job's latest attempt (or of --attempt N) from byte
 --offset on. With -f, follow it as it grows; without --attempt, go on with
 the job's later attempts until the job ends, a separator line on stderr before
-each.`,
+each. While following, the job's events (questions, answers, deliveries,
+state changes) are printed on stderr as they happen.`,
 		Args: exactArgs("JOB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if attempt < 0 || offset < 0 {
@@ -34,7 +35,7 @@ each.`,
 			}
 			ctx, stop := a.signalContext(cmd.Context())
 			defer stop()
-			opts := []client.FollowOption{client.OnAttempt(a.attemptSeparator)}
+			opts := []client.FollowOption{client.OnAttempt(a.attemptSeparator), client.OnEvent(a.printEvent)}
 			if attempt > 0 {
 				opts = append(opts, client.OnlyAttempt())
 			}

@@ -21,8 +21,9 @@ import (
 func (a *app) runnerCmd() *cobra.Command {
 	var home, labels string
 	var slots int
+	var sb sandboxOptions
 	cmd := &cobra.Command{
-		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--labels k=v,...]",
+		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--labels k=v,...] [--sandbox KIND]",
 		Short: "Run a runner: dial the hub, claim jobs and run them",
 		Long: `Run a runner logged in with 'drover runner login' until SIGINT or SIGTERM,
 then stop gracefully: agents get a grace period, their output reaches the hub
@@ -34,6 +35,9 @@ $XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).`,
 			if slots < 1 {
 				return usagef("--slots must be at least 1")
 			}
+			if err := sb.check(); err != nil {
+				return err
+			}
 			var items []string
 			if labels != "" {
 				items = strings.Split(labels, ",")
@@ -42,7 +46,7 @@ $XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).`,
 			if err != nil {
 				return err
 			}
-			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log}
+			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy()}
 			if cfg.Home == "" {
 				if cfg.Home, err = a.runnerHome(); err != nil {
 					return err
@@ -68,7 +72,8 @@ $XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).`,
 	cmd.Flags().StringVar(&home, "home", "", "runner home (login, journal, work directories)")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs to run at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")
-	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd())
+	sb.addFlags(cmd)
+	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd(), a.runnerDoctorCmd())
 	return cmd
 }
 

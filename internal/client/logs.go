@@ -132,6 +132,7 @@ type FollowOption func(*followOptions)
 type followOptions struct {
 	onAttempt func(protocol.AttemptView)
 	only      bool
+	onEvent   func(protocol.EventView)
 }
 
 // OnAttempt has FollowLog call fn before it writes the log of an attempt,
@@ -143,6 +144,53 @@ func OnAttempt(fn func(protocol.AttemptView)) FollowOption {
 // OnlyAttempt stops FollowLog at the end of the attempt it started with
 // instead of moving on to the job's later attempts.
 func OnlyAttempt() FollowOption { return func(o *followOptions) { o.only = true } }
+
+// OnEvent has FollowLog pass fn the job's events (questions, answers,
+// deliveries, state changes) that happen while it follows, each once and in
+// order. They are read whenever the log or the job answers: within a log
+// long poll while an attempt runs, within a couple of seconds otherwise.
+func OnEvent(fn func(protocol.EventView)) FollowOption {
+	return func(o *followOptions) { o.onEvent = fn }
+}
+
+// eventFeed reports a job's new events to fn; nil reports nothing.
+type eventFeed struct {
+	c     *Client
+	job   string
+	after int64
+	fn    func(protocol.EventView)
+}
+
+func (c *Client) newEventFeed(ctx context.Context, jobID string, fn func(protocol.EventView)) (*eventFeed, error) {
+	if fn == nil {
+		return nil, nil
+	}
+	// Start after what already happened: following shows what comes next.
+	f := &eventFeed{c: c, job: jobID, fn: func(protocol.EventView) {}}
+	if err := f.poll(ctx); err != nil {
+		return nil, err
+	}
+	f.fn = fn
+	return f, nil
+}
+
+func (f *eventFeed) poll(ctx context.Context) error {
+	if f == nil {
+		return nil
+	}
+	for {
+		q := url.Values{"after": {itoa(f.after)}}
+		l, err := decode[protocol.EventList](ctx, f.c, call{method: http.MethodGet, path: "/jobs/" + seg(f.job) + "/events",
+			query: q, follow: true}, "get events of job "+f.job)
+		if err != nil || len(l.Events) == 0 {
+			return err
+		}
+		for _, e := range l.Events {
+			f.fn(e)
+			f.after = e.Seq
+		}
+	}
+}
 
 // FollowLog writes a job's log to w as it grows, starting at offset in the
 // given attempt (0: the latest attempt, waiting for the first one if the job
@@ -156,6 +204,10 @@ func (c *Client) FollowLog(ctx context.Context, jobID string, attempt, offset in
 	for _, opt := range opts {
 		opt(&o)
 	}
+	events, err := c.newEventFeed(ctx, jobID, o.onEvent)
+	if err != nil {
+		return err
+	}
 	cur, ok, err := c.startAttempt(ctx, jobID, attempt)
 	if err != nil || !ok {
 		return err
@@ -164,13 +216,13 @@ func (c *Client) FollowLog(ctx context.Context, jobID string, attempt, offset in
 		if o.onAttempt != nil {
 			o.onAttempt(cur)
 		}
-		if err := c.followAttempt(ctx, jobID, cur.Number, offset, w); err != nil {
+		if err := c.followAttempt(ctx, jobID, cur.Number, offset, w, events); err != nil {
 			return err
 		}
 		if o.only {
-			return nil
+			return events.poll(ctx)
 		}
-		j, err := c.waitAttempt(ctx, jobID, cur.Number)
+		j, err := c.waitAttempt(ctx, jobID, cur.Number, events)
 		if err != nil {
 			return err
 		}
@@ -190,7 +242,7 @@ func (c *Client) startAttempt(ctx context.Context, jobID string, n int64) (proto
 	if n > 0 {
 		j, err = c.job(ctx, jobID, true)
 	} else {
-		j, err = c.waitAttempt(ctx, jobID, 0)
+		j, err = c.waitAttempt(ctx, jobID, 0, nil)
 	}
 	if err != nil {
 		return protocol.AttemptView{}, false, err
@@ -214,11 +266,14 @@ func (c *Client) startAttempt(ctx context.Context, jobID string, n int64) (proto
 // is complete, or until the job ended and no more bytes come: an unknown
 // attempt's log stays incomplete while a late result may still arrive, but
 // its job counts as ended.
-func (c *Client) followAttempt(ctx context.Context, jobID string, attempt, offset int64, w io.Writer) error {
+func (c *Client) followAttempt(ctx context.Context, jobID string, attempt, offset int64, w io.Writer, events *eventFeed) error {
 	wait := LogWait
 	for {
 		ch, err := c.readLog(ctx, jobID, LogRequest{Attempt: attempt, Offset: offset, Wait: wait}, w, true)
 		if err != nil {
+			return err
+		}
+		if err := events.poll(ctx); err != nil {
 			return err
 		}
 		switch {
@@ -241,12 +296,20 @@ func (c *Client) followAttempt(ctx context.Context, jobID string, attempt, offse
 }
 
 // waitAttempt polls the job until it has an attempt numbered above after or
-// has ended.
-func (c *Client) waitAttempt(ctx context.Context, jobID string, after int64) (protocol.JobView, error) {
-	return c.pollJob(ctx, jobID, func(j protocol.JobView) bool {
+// has ended, reporting events as it goes.
+func (c *Client) waitAttempt(ctx context.Context, jobID string, after int64, events *eventFeed) (protocol.JobView, error) {
+	var perr error
+	j, err := c.pollJob(ctx, jobID, func(j protocol.JobView) bool {
+		if perr = events.poll(ctx); perr != nil {
+			return true
+		}
 		_, ok := attemptAfter(j, after)
 		return ok
 	})
+	if err == nil {
+		err = perr
+	}
+	return j, err
 }
 
 // attemptAfter returns the job's lowest-numbered attempt above n.

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -62,7 +63,7 @@ func validateSubmit(req protocol.SubmitRequest) error {
 
 func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) error {
 	var req protocol.SubmitRequest
-	if err := decodeBody(r, w, &req); err != nil {
+	if err := decodeBodyMax(r, w, &req, maxSubmitBody); err != nil {
 		return err
 	}
 	if err := validateSubmit(req); err != nil {
@@ -71,7 +72,10 @@ func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) err
 	now := h.now()
 	j := store.Job{
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
-		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now,
+		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools,
+	}
+	if err := h.checkSource(r.Context(), req, &j); err != nil {
+		return err
 	}
 	created := true
 	err := h.store.Write(r.Context(), func(tx store.Tx) error {
@@ -88,12 +92,23 @@ func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) err
 		if err := tx.InsertJob(j); err != nil {
 			return err
 		}
-		_, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: "submitted", Actor: p.name,
-			Message: fmt.Sprintf("%s job submitted", j.Agent)})
+		for _, f := range req.Context {
+			if err := tx.InsertContextFile(j.ID, store.ContextFile{Name: f.Name, Data: f.Data}); err != nil {
+				return err
+			}
+		}
+		msg := fmt.Sprintf("%s job submitted", j.Agent)
+		if j.Project != "" {
+			msg += fmt.Sprintf(" on %s at %s (%s)", j.Project, j.Base, j.Mode)
+		}
+		_, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: "submitted", Actor: p.name, Message: msg})
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("submit job: %w", err)
+	}
+	if created {
+		h.pinBase(r.Context(), j)
 	}
 	view, err := h.jobView(r.Context(), j.ID)
 	if err != nil {
@@ -130,26 +145,28 @@ func (h *Hub) apiJobs(w http.ResponseWriter, r *http.Request, p principal) error
 }
 
 func (h *Hub) apiJob(w http.ResponseWriter, r *http.Request, p principal) error {
-	v, err := h.jobView(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	v, err := h.jobView(r.Context(), id)
 	if err != nil {
 		return err
+	}
+	if r.URL.Query().Get("events") == "1" {
+		if v.Events, err = h.events(r.Context(), id, 0); err != nil {
+			return err
+		}
 	}
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 
-func (h *Hub) apiCancel(w http.ResponseWriter, r *http.Request, p principal) error {
-	if err := h.cancelJob(r.Context(), p, r.PathValue("id")); err != nil {
-		return err
+// apiJobAction serves POST /jobs/{id}/ACTION: do, then the job as it is.
+func (h *Hub) apiJobAction(do func(context.Context, principal, string) error) func(http.ResponseWriter, *http.Request, principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+		if err := do(r.Context(), p, r.PathValue("id")); err != nil {
+			return err
+		}
+		return h.apiJob(w, r, p)
 	}
-	return h.apiJob(w, r, p)
-}
-
-func (h *Hub) apiRetry(w http.ResponseWriter, r *http.Request, p principal) error {
-	if err := h.retryJob(r.Context(), p, r.PathValue("id")); err != nil {
-		return err
-	}
-	return h.apiJob(w, r, p)
 }
 
 func (h *Hub) apiEvents(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -162,22 +179,29 @@ func (h *Hub) apiEvents(w http.ResponseWriter, r *http.Request, p principal) err
 		}
 		after = n
 	}
-	var evs []store.Event
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
-		if _, err := tx.Job(id); err != nil {
-			return err
-		}
-		var err error
-		evs, err = tx.Events(id, after, 1000)
-		return err
-	})
+	evs, err := h.events(r.Context(), id, after)
 	if err != nil {
 		return err
 	}
-	out := protocol.EventList{Events: []protocol.EventView{}}
-	for _, e := range evs {
-		out.Events = append(out.Events, protocol.EventView{Seq: e.Seq, Job: e.JobID, At: e.At.UTC(), Kind: e.Kind, Actor: e.Actor, Message: e.Message})
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, protocol.EventList{Events: evs})
 	return nil
+}
+
+// events returns up to 1000 of a job's events after sequence number after.
+func (h *Hub) events(ctx context.Context, id string, after int64) ([]protocol.EventView, error) {
+	out := []protocol.EventView{}
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		if _, err := tx.Job(id); err != nil {
+			return err
+		}
+		evs, err := tx.Events(id, after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			out = append(out, protocol.EventView{Seq: e.Seq, Job: e.JobID, At: e.At.UTC(), Kind: e.Kind, Actor: e.Actor, Message: e.Message})
+		}
+		return nil
+	})
+	return out, err
 }

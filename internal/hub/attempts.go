@@ -288,6 +288,9 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 			}
 			a.Isolation = string(b)
 		}
+		if fin.Session != "" {
+			a.Session = fin.Session
+		}
 		return struct{}{}, h.applyFinish(tx, c.name, &a, &j, fin.Outcome, digest)
 	})
 	if err != nil {
@@ -312,7 +315,7 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 // it is not the runner's to finish.
 func finishable(a store.Attempt, j store.Job) (done bool, err error) {
 	switch a.State {
-	case job.AttemptCompleted, job.AttemptFailed, job.AttemptCancelled, job.AttemptReleased:
+	case job.AttemptCompleted, job.AttemptFailed, job.AttemptCancelled, job.AttemptReleased, job.AttemptAsked:
 		return true, nil
 	case job.AttemptRunning:
 		return false, nil
@@ -327,6 +330,11 @@ func finishable(a store.Attempt, j store.Job) (done bool, err error) {
 
 // applyFinish records a runner's outcome on the attempt and moves the job.
 func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.Job, o job.Outcome, digest string) error {
+	q, err := questionOf(tx, j.ID, a.ID)
+	if err != nil {
+		return err
+	}
+	o = toolOutcome(q, *a, *j, o)
 	now := h.now()
 	wasUnknown := a.State == job.AttemptUnknown
 	a.State, a.Reason, a.ExitCode, a.Message, a.FinishedAt, a.LogSHA256 = o.State, o.Reason, o.ExitCode, truncate(o.Message, 4096), &now, digest
@@ -341,7 +349,7 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 	switch {
 	case wasUnknown && o.State == job.AttemptUnknown:
 		// still unknown: nothing learned
-	case o.State == job.AttemptReleased && j.Cancelling:
+	case (o.State == job.AttemptReleased || o.State == job.AttemptAsked) && j.Cancelling:
 		next = job.Cancelled
 	default:
 		if next, err = job.Next(j.State, ev); err != nil {
@@ -357,6 +365,9 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 		}
 	case next == job.Queued:
 		j.Reason, j.ExitCode = o.Reason, nil
+	case next == job.Waiting:
+		// No slot is held from here; an approved answer resumes this attempt.
+		j.Reason, j.ExitCode, j.FinishedAt, j.ResumeAttempt = job.ReasonNone, nil, nil, a.ID
 	}
 	if err := tx.UpdateJob(*j); err != nil {
 		return err
@@ -368,8 +379,11 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 	if wasUnknown {
 		msg = "late result: " + msg
 	}
-	if next == job.Queued {
+	switch next {
+	case job.Queued:
 		msg += "; back in the queue"
+	case job.Waiting:
+		msg += fmt.Sprintf("; waiting for an answer to %s", q.ID)
 	}
 	return h.event(tx, j.ID, "finished", actor, "%s", msg)
 }

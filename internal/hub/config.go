@@ -2,9 +2,11 @@ package hub
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	"drover/internal/protocol"
+	"drover/internal/workspace"
 )
 
 // Config is the hub's configuration. Zero values take the defaults below.
@@ -12,14 +14,22 @@ type Config struct {
 	Listen       string        // address for Run, default 127.0.0.1:7700
 	DataDir      string        // holds drover.db and admin.token
 	Lease        time.Duration // how long a runner may be gone before its attempts expire (60s)
-	Heartbeat    time.Duration // runner heartbeat interval (10s); silence for 3 intervals closes a connection
+	Heartbeat    time.Duration // runner heartbeat interval (20s); silence for 3 intervals closes a connection
 	OfferTimeout time.Duration // how long an offer may stay unaccepted on a connected runner (30s)
 	LogFlush     time.Duration // runner log batching interval (1s)
 	LogBatch     int           // runner log batching size (256 KiB)
 	LogChunk     int           // largest log chunk (1 MiB)
 	LogCap       int64         // per-attempt log cap (64 MiB)
 	Sweep        time.Duration // slow safety sweep (30s)
-	Logger       *slog.Logger
+	// TransferCap bounds one source push or result publication (64 MiB).
+	TransferCap int64
+	// PublicURL is the hub's URL as runners reach it, for the git URLs in
+	// offers. Empty: the scheme and host the runner connected with
+	// (X-Forwarded-Proto and X-Forwarded-Host honoured).
+	PublicURL string
+	// Git runs git for the hub's repositories (zero value: git from PATH).
+	Git    workspace.Git
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -30,7 +40,7 @@ func (c *Config) defaults() {
 		c.Lease = 60 * time.Second
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = 10 * time.Second
+		c.Heartbeat = 20 * time.Second
 	}
 	if c.OfferTimeout <= 0 {
 		c.OfferTimeout = 30 * time.Second
@@ -47,6 +57,10 @@ func (c *Config) defaults() {
 	if c.LogCap <= 0 {
 		c.LogCap = protocol.DefaultLogCap
 	}
+	if c.TransferCap <= 0 {
+		c.TransferCap = protocol.DefaultTransferCap
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if c.Sweep <= 0 {
 		c.Sweep = 30 * time.Second
 	}

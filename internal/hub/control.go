@@ -6,6 +6,7 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
+	"drover/internal/workspace"
 )
 
 // mayControl: the requester or an admin may cancel or retry a job.
@@ -101,34 +102,70 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 	return nil
 }
 
-// retryJob queues a failed, cancelled or unknown job again: the explicit
-// owner action that an unknown outcome requires. The next offer gets a new
-// epoch, which fences out whatever the old attempt still does.
-func (h *Hub) retryJob(ctx context.Context, p principal, id string) error {
+// rerunJob queues a job again on its owner's word, under a new epoch that
+// fences out whatever an old attempt still does, with a fresh agent session:
+//   - retry: a failed, cancelled or unknown job (the explicit action an
+//     unknown outcome requires), on its current head;
+//   - restart: also a waiting job, from its base (head and ref go back to
+//     it). It needs no approval: no other user's words reach the agent by it.
+func (h *Hub) rerunJob(ctx context.Context, p principal, id string, ev job.Event) error {
+	var j store.Job
+	var oldHead string
 	err := h.store.Write(ctx, func(tx store.Tx) error {
-		j, err := tx.Job(id)
+		var err error
+		j, err = tx.Job(id)
 		if err != nil {
 			return notFound("no job %q", id)
 		}
 		if err := mayControl(p, j); err != nil {
 			return err
 		}
-		next, err := job.Next(j.State, job.EvRetry)
-		if err != nil {
+		next, err := job.Next(j.State, ev)
+		switch {
+		case err != nil && ev == job.EvRestart:
+			return conflict("only a waiting, failed, cancelled or unknown job can be restarted; job %s is %s", j.ID, j.State)
+		case err != nil:
 			return conflict("only a failed, cancelled or unknown job can be retried; job %s is %s", j.ID, j.State)
 		}
 		prev := j.State
-		now := h.now()
-		j.State, j.Reason, j.ExitCode, j.FinishedAt, j.Cancelling, j.UpdatedAt = next, job.ReasonNone, nil, nil, false, now
+		oldHead = j.Head
+		j.State, j.Reason, j.ExitCode, j.FinishedAt, j.Cancelling, j.UpdatedAt = next, job.ReasonNone, nil, nil, false, h.now()
+		j.ResumeAttempt = ""
+		kind, what := "retried", "retry requested"
+		if ev == job.EvRestart {
+			j.Head = j.Base
+			kind, what = "restarted", "restarted from the base"
+		}
 		if err := tx.UpdateJob(j); err != nil {
 			return err
 		}
-		return h.event(tx, j.ID, "retried", p.name, "retry requested by %s (was %s)", p.name, prev)
+		return h.event(tx, j.ID, kind, p.name, "%s by %s (was %s)", what, p.name, prev)
 	})
 	if err != nil {
 		return err
 	}
+	if j.Project != "" && oldHead != j.Head {
+		h.resetJobRef(ctx, j, oldHead)
+	}
 	h.notify(id)
 	h.kick()
 	return nil
+}
+
+func (h *Hub) retryJob(ctx context.Context, p principal, id string) error {
+	return h.rerunJob(ctx, p, id, job.EvRetry)
+}
+
+func (h *Hub) restartJob(ctx context.Context, p principal, id string) error {
+	return h.rerunJob(ctx, p, id, job.EvRestart)
+}
+
+// resetJobRef moves a restarted job's ref back to its recorded head.
+// Failing is harmless: the next publication repairs the ref (ensureJobRef).
+func (h *Hub) resetJobRef(ctx context.Context, j store.Job, from string) {
+	unlock := h.locks.lock("job:" + j.ID)
+	defer unlock()
+	if err := h.repos.UpdateRef(ctx, j.Project, workspace.JobRef(j.ID), j.Head, from); err != nil {
+		h.log.Warn("could not move a restarted job's ref back to its base; the next publication repairs it", "job", j.ID, "err", err)
+	}
 }

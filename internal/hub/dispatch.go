@@ -81,10 +81,25 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			return nil
 		}
 		var queued []store.Job
+		// A job resuming an agent session prefers the runner that ran the
+		// asking attempt: it may still have that session and worktree.
+		prefer := map[string]string{} // job id → runner id
 		if err := h.store.Read(ctx, func(tx store.Tx) error {
 			var err error
-			queued, err = tx.QueuedJobs(dispatchBatch)
-			return err
+			if queued, err = tx.QueuedJobs(dispatchBatch); err != nil {
+				return err
+			}
+			for _, j := range queued {
+				if j.ResumeAttempt == "" {
+					continue
+				}
+				a, err := tx.Attempt(j.ResumeAttempt)
+				if err != nil {
+					return err
+				}
+				prefer[j.ID] = a.RunnerID
+			}
+			return nil
 		}); err != nil {
 			return err
 		}
@@ -92,7 +107,14 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		for _, j := range queued {
 			best := -1
 			for i, cd := range cands {
-				if cd.free > 0 && labelsMatch(j.Labels, cd.c.labels) && (best < 0 || cd.free > cands[best].free) {
+				if cd.free <= 0 || !labelsMatch(j.Labels, cd.c.labels) {
+					continue
+				}
+				if cd.c.runnerID == prefer[j.ID] {
+					best = i
+					break
+				}
+				if best < 0 || cd.free > cands[best].free {
 					best = i
 				}
 			}
@@ -143,7 +165,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn) (bool, error) {
 		if err := h.event(tx, j.ID, "offered", "", "attempt %d offered to %s", att.Epoch, c.name); err != nil {
 			return err
 		}
-		frame, err = h.offerFrame(tx, att, j)
+		frame, err = h.offerFrame(tx, c, att, j)
 		return err
 	})
 	if errors.Is(err, errNotQueued) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -28,10 +29,16 @@ type conn struct {
 	tokenHash string
 	slots     int
 	labels    map[string]string
+	baseURL   string // the hub's URL as this runner reached it
 	ws        *websocket.Conn
-	out       chan protocol.Frame
 	done      chan struct{}
 	closeOnce sync.Once
+
+	// The send queue is a slice, not a buffered channel, so an idle runner
+	// costs no queue memory; wake tells the writer there is something.
+	qmu  sync.Mutex
+	q    []protocol.Frame
+	wake chan struct{}
 
 	// reader goroutine only
 	lastExtend time.Time
@@ -41,11 +48,19 @@ type conn struct {
 }
 
 func (c *conn) send(f protocol.Frame) {
-	select {
-	case <-c.done:
-	case c.out <- f:
-	default:
+	c.qmu.Lock()
+	full := len(c.q) >= sendQueue
+	if !full {
+		c.q = append(c.q, f)
+	}
+	c.qmu.Unlock()
+	if full {
 		c.close(websocket.StatusTryAgainLater, "runner is not reading; reconnect")
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -71,7 +86,13 @@ func (c *conn) writeLoop() {
 		select {
 		case <-c.done:
 			return
-		case f := <-c.out:
+		case <-c.wake:
+		}
+		c.qmu.Lock()
+		batch := c.q
+		c.q = nil
+		c.qmu.Unlock()
+		for _, f := range batch {
 			b, err := json.Marshal(f)
 			if err != nil {
 				continue
@@ -115,8 +136,8 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	})
 	c := &conn{
 		runnerID: p.runnerID, name: p.name, tokenHash: tokenHash,
-		slots: hello.Slots, labels: hello.Labels, ws: ws,
-		out: make(chan protocol.Frame, sendQueue), done: make(chan struct{}),
+		slots: hello.Slots, labels: hello.Labels, ws: ws, baseURL: requestBaseURL(r),
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
 		h.log.Warn("runner hello refused", "runner", p.name, "err", err)
@@ -189,21 +210,27 @@ func truncate(s string, n int) string {
 // readLoop handles frames in order until the connection ends. Silence for
 // three heartbeat intervals ends it too: the runner is not alive.
 func (h *Hub) readLoop(ctx context.Context, c *conn) string {
+	// One liveness timer per connection, reset by every frame; reads use a
+	// context without a Done channel, which spares the WebSocket library a
+	// callback registration per frame (most of an idle runner's cost).
 	window := 3 * h.cfg.Heartbeat
+	var silent atomic.Bool
+	live := time.AfterFunc(window, func() {
+		silent.Store(true)
+		c.close(protocol.CloseDead, "no heartbeat")
+	})
+	defer live.Stop()
 	for {
-		rctx, cancel := context.WithTimeout(ctx, window)
-		typ, data, err := c.ws.Read(rctx)
-		silent := errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
-		cancel()
+		typ, data, err := c.ws.Read(context.Background())
+		live.Reset(window)
 		if err != nil {
+			if silent.Load() {
+				return "no heartbeat"
+			}
 			select {
 			case <-c.done:
 				return "closed by hub"
 			default:
-			}
-			if silent {
-				c.close(protocol.CloseDead, "no heartbeat")
-				return "no heartbeat"
 			}
 			if websocket.CloseStatus(err) == websocket.StatusMessageTooBig {
 				h.log.Warn("runner sent an oversize frame", "runner", c.name)
@@ -315,7 +342,32 @@ func (h *Hub) applyRequest(ctx context.Context, c *conn, f protocol.Frame) (json
 		if err := m.Outcome.Validate(); err != nil {
 			return nil, badRequest("%v", err)
 		}
+		if len(m.Session) > protocol.MaxSession {
+			return nil, argError("finish", &protocol.LimitError{What: "session", Size: len(m.Session), Limit: protocol.MaxSession})
+		}
 		return h.finish(ctx, c, f.ID, m)
+	case protocol.TypeAsk:
+		var m protocol.Ask
+		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
+			return nil, err
+		}
+		return h.ask(ctx, c, f.ID, m)
+	case protocol.TypeDeliver:
+		var m protocol.Deliver
+		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
+			return nil, err
+		}
+		return h.deliver(ctx, c, f.ID, m)
+	case protocol.TypeContext:
+		var m protocol.GetContext
+		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
+			return nil, err
+		}
+		jc, err := h.jobContext(ctx, c, m.AttemptRef)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(jc)
 	}
 	return nil, badRequest("unknown request %q", f.Type)
 }

@@ -91,12 +91,17 @@ func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func decodeBody(r *http.Request, w http.ResponseWriter, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	return decodeBodyMax(r, w, v, maxBody)
+}
+
+// decodeBodyMax decodes a JSON body of at most limit bytes.
+func decodeBodyMax(r *http.Request, w http.ResponseWriter, v any, limit int64) error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "request body is over %d bytes", maxBody)
+			return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "request body is over %d bytes", limit)
 		}
 		return badRequest("request body is not valid JSON: %v", err)
 	}
@@ -110,9 +115,14 @@ func (h *Hub) authenticate(r *http.Request) (principal, error) {
 	if err != nil {
 		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
 	}
+	return h.authenticateToken(r.Context(), tok)
+}
+
+// authenticateToken resolves a token to a principal.
+func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, error) {
 	hash := auth.Hash(tok)
 	var p principal
-	err = h.store.Read(r.Context(), func(tx store.Tx) error {
+	err := h.store.Read(ctx, func(tx store.Tx) error {
 		t, err := tx.Token(hash)
 		if err != nil {
 			return err
@@ -174,8 +184,12 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("POST "+p+"/jobs", h.handler(u, h.apiSubmit))
 	mux.Handle("GET "+p+"/jobs", h.handler(u, h.apiJobs))
 	mux.Handle("GET "+p+"/jobs/{id}", h.handler(u, h.apiJob))
-	mux.Handle("POST "+p+"/jobs/{id}/cancel", h.handler(u, h.apiCancel))
-	mux.Handle("POST "+p+"/jobs/{id}/retry", h.handler(u, h.apiRetry))
+	mux.Handle("POST "+p+"/jobs/{id}/cancel", h.handler(u, h.apiJobAction(h.cancelJob)))
+	mux.Handle("POST "+p+"/jobs/{id}/retry", h.handler(u, h.apiJobAction(h.retryJob)))
+	mux.Handle("POST "+p+"/jobs/{id}/answer", h.handler(u, h.apiAnswer))
+	mux.Handle("POST "+p+"/jobs/{id}/approve", h.handler(u, h.apiJobAction(h.approveAnswer)))
+	mux.Handle("POST "+p+"/jobs/{id}/restart", h.handler(u, h.apiJobAction(h.restartJob)))
+	mux.Handle("GET "+p+"/questions", h.handler(u, h.apiQuestions))
 	mux.Handle("GET "+p+"/jobs/{id}/log", h.handler(u, h.apiLog))
 	mux.Handle("GET "+p+"/jobs/{id}/events", h.handler(u, h.apiEvents))
 	mux.Handle("GET "+p+"/whoami", http.HandlerFunc(h.apiWhoami))
@@ -185,6 +199,11 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("POST "+p+"/runners/{name}/revoke", h.handler(u, h.apiRevoke))
 	mux.Handle("GET "+p+"/runner/login", h.handler(rn, h.apiRunnerLogin))
 	mux.Handle("GET "+p+"/runner/connect", h.handler(rn, h.serveRunner))
+	mux.Handle("POST "+p+"/runner/publish", h.handler(rn, h.apiPublish))
+	mux.Handle("GET "+p+"/runner/context", h.handler(rn, h.apiContext))
+	mux.Handle("GET "+p+"/projects", h.handler(u, h.apiProjects))
+	mux.Handle("PUT "+p+"/projects/{name}", h.handler(u, h.apiMapProject))
+	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, notFound("no such API route: %s %s", r.Method, r.URL.Path))
 	})

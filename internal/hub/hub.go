@@ -20,6 +20,7 @@ import (
 	"drover/internal/ids"
 	"drover/internal/store"
 	"drover/internal/store/sqlite"
+	"drover/internal/workspace"
 )
 
 const metaAdmin = "admin_user_id"
@@ -38,6 +39,9 @@ type Hub struct {
 	conns  map[string]*conn           // runner id → live connection
 	active map[string]map[string]bool // runner id → attempt ids holding a slot
 	waits  map[string]chan struct{}   // job id → closed on any change to the job or its log
+
+	repos workspace.HubRepos // one bare repository per hosted project
+	locks keyLocks           // serializes publications of a job and creation of a repository
 
 	bg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -80,6 +84,8 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		conns:     map[string]*conn{},
 		active:    map[string]map[string]bool{},
 		waits:     map[string]chan struct{}{},
+		repos:     workspace.HubRepos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
+		locks:     keyLocks{m: map[string]*keyLock{}},
 	}
 	if err := h.bootstrapAdmin(ctx); err != nil {
 		return nil, err
@@ -87,6 +93,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	if err := h.recover(ctx); err != nil {
 		return nil, err
 	}
+	h.removeLeftovers()
 	bgctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel
 	h.bg.Add(2)
@@ -187,10 +194,23 @@ func (h *Hub) recover(ctx context.Context) error {
 	return nil
 }
 
+// removeLeftovers clears what a crash mid-transfer leaves on disk: spooled
+// request bodies and publication quarantines. Nothing is in flight yet.
+func (h *Hub) removeLeftovers() {
+	if err := os.RemoveAll(filepath.Join(h.cfg.DataDir, "tmp")); err != nil {
+		h.log.Warn("could not remove spooled transfers", "err", err)
+	}
+	if n, err := h.repos.RemoveLeftovers(); err != nil {
+		h.log.Warn("could not remove publication quarantines", "err", err)
+	} else if n > 0 {
+		h.log.Info("removed leftovers of interrupted transfers", "count", n)
+	}
+}
+
 // AdminTokenPath is where the first start wrote the admin token.
 func (h *Hub) AdminTokenPath() string { return filepath.Join(h.cfg.DataDir, "admin.token") }
 
-// Handler serves /api/v1 (API and runner gateway).
+// Handler serves /api/v1 (API and runner gateway) and /git (smart HTTP).
 func (h *Hub) Handler() http.Handler { return h.routes() }
 
 // Serve serves on ln until ctx is done, then closes runner connections

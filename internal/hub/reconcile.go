@@ -74,7 +74,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 			case job.AttemptOffered:
 				// The offer may have been lost with the old connection.
 				keep = append(keep, a.ID)
-				f, err := h.offerFrame(tx, a, j)
+				f, err := h.offerFrame(tx, c, a, j)
 				if err != nil {
 					return err
 				}
@@ -149,7 +149,7 @@ func (h *Hub) checkHeld(tx store.Tx, c *conn, hd protocol.Held) (string, error) 
 		if lateResultAllowed(a, j) && hd.Phase != protocol.PhaseOffered {
 			return "", nil
 		}
-	case job.AttemptCompleted, job.AttemptFailed, job.AttemptCancelled, job.AttemptReleased:
+	case job.AttemptCompleted, job.AttemptFailed, job.AttemptCancelled, job.AttemptReleased, job.AttemptAsked:
 		if hd.Phase == protocol.PhaseFinishing {
 			return "", nil // its finish will be acknowledged as already finished
 		}
@@ -178,14 +178,23 @@ func (h *Hub) loseAttempt(tx store.Tx, a store.Attempt, j store.Job, reason job.
 	return h.event(tx, j.ID, "unknown", actor, "attempt %d outcome unknown (%s); run `drover retry %s` to run it again", a.Epoch, reason, j.ID)
 }
 
-// offerFrame builds the offer for an attempt.
-func (h *Hub) offerFrame(tx store.Tx, a store.Attempt, j store.Job) (protocol.Frame, error) {
+// offerFrame builds the offer for an attempt to c's runner.
+func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job) (protocol.Frame, error) {
 	u, err := tx.User(j.RequesterID)
 	if err != nil {
 		return protocol.Frame{}, err
 	}
+	spec := protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap, Tools: j.Tools}
+	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
+		return protocol.Frame{}, err
+	}
+	if j.ResumeAttempt != "" {
+		if spec.Resume, err = newNamer(tx).resumeSpec(j, c.runnerID); err != nil {
+			return protocol.Frame{}, err
+		}
+	}
 	return protocol.NewFrame(protocol.TypeOffer, "", protocol.Offer{
 		AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch},
-		Spec:       protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap},
+		Spec:       spec,
 	})
 }

@@ -13,9 +13,9 @@ import (
 // resends within its reconnect backoff (about a minute), so a day is ample.
 const ledgerKeep = 24 * time.Hour
 
-// sweepLoop expires leases and offers. It runs when kicked (a runner left,
-// an offer was made: both schedule a kick for when their deadline passes)
-// and on a slow safety timer.
+// sweepLoop expires leases, offers and questions. It runs when kicked (a
+// runner left, an offer was made, a question with an expiry was asked: each
+// schedules a kick for when its deadline passes) and on a slow safety timer.
 func (h *Hub) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Sweep)
 	defer t.Stop()
@@ -29,6 +29,9 @@ func (h *Hub) sweepLoop(ctx context.Context) {
 		}
 		if err := h.sweep(ctx); err != nil && ctx.Err() == nil {
 			h.log.Error("sweep", "err", err)
+		}
+		if err := h.expireQuestions(ctx); err != nil && ctx.Err() == nil {
+			h.log.Error("expire questions", "err", err)
 		}
 		if now := h.now(); now.Sub(lastPrune) > time.Hour {
 			lastPrune = now

@@ -62,6 +62,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 		Requester: n.user(j.RequesterID), Attempts: []protocol.AttemptView{},
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
 		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,
+		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools,
 	}
 	if v.Args == nil {
 		v.Args = []string{}
@@ -71,6 +72,10 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 			ID: a.ID, Number: a.Epoch, State: a.State, Runner: n.runner(a.RunnerID),
 			OfferedAt: a.OfferedAt.UTC(), StartedAt: utcPtr(a.AcceptedAt), FinishedAt: utcPtr(a.FinishedAt),
 			ExitCode: a.ExitCode, Reason: a.Reason, Message: a.Message, LogSize: a.LogSize, LogSHA256: a.LogSHA256,
+			Session: a.Session, Summary: a.Summary,
+		}
+		if a.Summary != "" {
+			v.Summary = a.Summary
 		}
 		if a.Isolation != "" {
 			var iso protocol.Isolation
@@ -82,6 +87,13 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 		if a.ID == j.AttemptID {
 			v.Runner = av.Runner
 		}
+	}
+	qs, err := n.questionViews(j, false)
+	if err != nil {
+		return protocol.JobView{}, err
+	}
+	if len(qs) > 0 {
+		v.Questions = qs
 	}
 	return v, nil
 }

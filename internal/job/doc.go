@@ -10,7 +10,7 @@ var stateDoc = map[State]string{
 	Queued:    "waiting for a runner with a free slot and matching labels",
 	Offered:   "offered to one runner; not yet accepted",
 	Running:   "accepted by a runner, which may have launched the agent",
-	Waiting:   "the agent asked a question (reserved for agents that ask)",
+	Waiting:   "the agent asked a question; no runner slot is held until an approved answer or a restart queues it again",
 	Completed: "the agent succeeded (terminal)",
 	Failed:    "the agent failed or could not start (terminal; `drover retry`)",
 	Cancelled: "stopped on request (terminal; `drover retry`)",
@@ -26,6 +26,7 @@ var attemptDoc = map[AttemptState]string{
 	AttemptUnknown:   "its runner's lease ran out, or the runner reported it interrupted",
 	AttemptExpired:   "the offer was declined or not accepted in time; the job went back to the queue",
 	AttemptReleased:  "the runner stopped it on shutdown before it ended; the job went back to the queue",
+	AttemptAsked:     "the agent asked a question and ended its turn; the job waits for an answer",
 }
 
 // StatesMarkdown renders docs/states.md from the transition table, so the

@@ -12,7 +12,7 @@ const (
 	Queued    State = "queued"    // waiting for a runner
 	Offered   State = "offered"   // offered to one runner, not yet accepted
 	Running   State = "running"   // accepted by a runner; the agent may be running
-	Waiting   State = "waiting"   // the agent asked a question (reserved)
+	Waiting   State = "waiting"   // the agent asked a question; no runner slot is held
 	Completed State = "completed" // terminal: the agent succeeded
 	Failed    State = "failed"    // terminal: the agent failed
 	Cancelled State = "cancelled" // terminal: stopped on request
@@ -55,11 +55,12 @@ const (
 	AttemptUnknown   AttemptState = "unknown"   // runner lost while it may have been running
 	AttemptExpired   AttemptState = "expired"   // offer never accepted (lease ran out or declined)
 	AttemptReleased  AttemptState = "released"  // runner stopped it cleanly before it finished (shutdown)
+	AttemptAsked     AttemptState = "asked"     // the agent asked a question and ended its turn; the job waits
 )
 
 // AttemptStates lists every attempt state.
 var AttemptStates = []AttemptState{AttemptOffered, AttemptRunning, AttemptCompleted, AttemptFailed,
-	AttemptCancelled, AttemptUnknown, AttemptExpired, AttemptReleased}
+	AttemptCancelled, AttemptUnknown, AttemptExpired, AttemptReleased, AttemptAsked}
 
 // Active reports whether the attempt holds a runner slot.
 func (s AttemptState) Active() bool { return s == AttemptOffered || s == AttemptRunning }
@@ -69,26 +70,28 @@ func (s AttemptState) Active() bool { return s == AttemptOffered || s == Attempt
 type Reason string
 
 const (
-	ReasonNone           Reason = ""
-	ReasonExited         Reason = "exited"            // the agent ran to its end (see exit code)
-	ReasonSpawnFailed    Reason = "spawn_failed"      // the agent could not be started
-	ReasonCancelled      Reason = "cancelled"         // a user cancelled the job
-	ReasonTimeout        Reason = "timeout"           // the agent ran past its time limit
-	ReasonRunnerLost     Reason = "runner_lost"       // the runner's lease ran out while it held the attempt
-	ReasonInterrupted    Reason = "interrupted"       // a restarted runner found the attempt claimed but not finished
-	ReasonRunnerShutdown Reason = "runner_shutdown"   // the runner stopped it on SIGTERM; the job is requeued
-	ReasonOfferExpired   Reason = "offer_expired"     // the offer was never accepted
-	ReasonDeclined       Reason = "declined"          // the runner refused the offer
-	ReasonDropped        Reason = "dropped_by_runner" // the runner reported it no longer holds the attempt
-	ReasonRetried        Reason = "retried"           // an owner asked for another attempt
-	ReasonAgentError     Reason = "agent_error"       // the agent adapter failed
-	ReasonObserveChanged Reason = "observe_changed"   // an observe-mode job changed HEAD, the index or a tracked file
-	ReasonWorkspace      Reason = "workspace_error"   // the source could not be prepared or the result not published
+	ReasonNone            Reason = ""
+	ReasonExited          Reason = "exited"            // the agent ran to its end (see exit code)
+	ReasonSpawnFailed     Reason = "spawn_failed"      // the agent could not be started
+	ReasonCancelled       Reason = "cancelled"         // a user cancelled the job
+	ReasonTimeout         Reason = "timeout"           // the agent ran past its time limit
+	ReasonRunnerLost      Reason = "runner_lost"       // the runner's lease ran out while it held the attempt
+	ReasonInterrupted     Reason = "interrupted"       // a restarted runner found the attempt claimed but not finished
+	ReasonRunnerShutdown  Reason = "runner_shutdown"   // the runner stopped it on SIGTERM; the job is requeued
+	ReasonOfferExpired    Reason = "offer_expired"     // the offer was never accepted
+	ReasonDeclined        Reason = "declined"          // the runner refused the offer
+	ReasonDropped         Reason = "dropped_by_runner" // the runner reported it no longer holds the attempt
+	ReasonRetried         Reason = "retried"           // an owner asked for another attempt
+	ReasonAgentError      Reason = "agent_error"       // the agent adapter failed
+	ReasonObserveChanged  Reason = "observe_changed"   // an observe-mode job changed HEAD, the index or a tracked file
+	ReasonWorkspace       Reason = "workspace_error"   // the source could not be prepared or the result not published
+	ReasonNotDelivered    Reason = "not_delivered"     // a tool-using agent's turn ended without deliver or ask
+	ReasonQuestionExpired Reason = "question_expired"  // nobody gave an approved answer before the question expired
 )
 
 var reasons = []Reason{ReasonExited, ReasonSpawnFailed, ReasonCancelled, ReasonTimeout, ReasonRunnerLost,
 	ReasonInterrupted, ReasonRunnerShutdown, ReasonOfferExpired, ReasonDeclined, ReasonDropped, ReasonRetried,
-	ReasonAgentError, ReasonObserveChanged, ReasonWorkspace}
+	ReasonAgentError, ReasonObserveChanged, ReasonWorkspace, ReasonNotDelivered, ReasonQuestionExpired}
 
 // Valid reports whether r is a known reason (the empty reason included).
 func (r Reason) Valid() bool {
@@ -112,7 +115,7 @@ func (r Reason) String() string {
 
 // Outcome is what a runner reports at the end of an attempt.
 type Outcome struct {
-	State    AttemptState `json:"state"` // completed, failed, cancelled, unknown or released
+	State    AttemptState `json:"state"` // completed, failed, cancelled, unknown, released or asked
 	Reason   Reason       `json:"reason"`
 	ExitCode *int         `json:"exit_code,omitempty"`
 	Message  string       `json:"message,omitempty"`
@@ -121,7 +124,7 @@ type Outcome struct {
 // Validate checks that an outcome reported by a runner is one a finish may carry.
 func (o Outcome) Validate() error {
 	switch o.State {
-	case AttemptCompleted, AttemptFailed, AttemptCancelled, AttemptUnknown, AttemptReleased:
+	case AttemptCompleted, AttemptFailed, AttemptCancelled, AttemptUnknown, AttemptReleased, AttemptAsked:
 	default:
 		return fmt.Errorf("outcome state %q is not one a runner may report", o.State)
 	}

@@ -6,20 +6,22 @@ import "fmt"
 type Event string
 
 const (
-	EvOffer        Event = "offer"         // the dispatcher offers the job to a runner
-	EvAccept       Event = "accept"        // the runner accepted the offer
-	EvDecline      Event = "decline"       // the runner refused the offer
-	EvOfferExpired Event = "offer_expired" // the offer's lease ran out before an accept
-	EvLeaseExpired Event = "lease_expired" // the runner's lease ran out while it held a started attempt
-	EvComplete     Event = "complete"      // the runner reports success
-	EvFail         Event = "fail"          // the runner reports failure
-	EvCancelled    Event = "cancelled"     // the runner reports the attempt stopped on request
-	EvInterrupted  Event = "interrupted"   // the runner reports the attempt's outcome cannot be known
-	EvRelease      Event = "release"       // the runner stopped the attempt cleanly before it finished
-	EvCancel       Event = "cancel"        // a user cancels the job
-	EvRetry        Event = "retry"         // an owner asks for another attempt
-	EvAsk          Event = "ask"           // the agent asked a question (reserved)
-	EvAnswer       Event = "answer"        // an approved answer arrived (reserved)
+	EvOffer        Event = "offer"            // the dispatcher offers the job to a runner
+	EvAccept       Event = "accept"           // the runner accepted the offer
+	EvDecline      Event = "decline"          // the runner refused the offer
+	EvOfferExpired Event = "offer_expired"    // the offer's lease ran out before an accept
+	EvLeaseExpired Event = "lease_expired"    // the runner's lease ran out while it held a started attempt
+	EvComplete     Event = "complete"         // the runner reports success
+	EvFail         Event = "fail"             // the runner reports failure
+	EvCancelled    Event = "cancelled"        // the runner reports the attempt stopped on request
+	EvInterrupted  Event = "interrupted"      // the runner reports the attempt's outcome cannot be known
+	EvRelease      Event = "release"          // the runner stopped the attempt cleanly before it finished
+	EvCancel       Event = "cancel"           // a user cancels the job
+	EvRetry        Event = "retry"            // an owner asks for another attempt
+	EvAsk          Event = "ask"              // the attempt ended by asking a question
+	EvAnswer       Event = "answer"           // an approved answer arrived
+	EvRestart      Event = "restart"          // an owner asks to start over from the base, without resuming
+	EvExpire       Event = "question_expired" // the question waited past its expiry without an approved answer
 )
 
 // Transitions is the job state machine. A missing entry is a refused event.
@@ -46,24 +48,32 @@ var Transitions = map[State]map[Event]State{
 		EvCancel:       Running,
 		EvAsk:          Waiting,
 	},
+	// A waiting job holds no runner slot; it leaves only by a person's
+	// decision (answer, restart, cancel) or by its question expiring.
 	Waiting: {
-		EvAnswer: Queued,
-		EvCancel: Cancelled,
+		EvAnswer:  Queued,
+		EvRestart: Queued,
+		EvCancel:  Cancelled,
+		EvExpire:  Failed,
 	},
 	Completed: {},
 	Failed: {
-		EvRetry: Queued,
+		EvRetry:   Queued,
+		EvRestart: Queued,
 	},
 	Cancelled: {
-		EvRetry: Queued,
+		EvRetry:   Queued,
+		EvRestart: Queued,
 	},
 	Unknown: {
-		EvRetry: Queued,
+		EvRetry:   Queued,
+		EvRestart: Queued,
 		// A runner whose lease ran out can still come back with a durable
 		// receipt while the job's epoch is current: then the outcome is known.
 		EvComplete:  Completed,
 		EvFail:      Failed,
 		EvCancelled: Cancelled,
+		EvAsk:       Waiting,
 	},
 }
 
@@ -94,6 +104,8 @@ func FinishEvent(o AttemptState) (Event, error) {
 		return EvInterrupted, nil
 	case AttemptReleased:
 		return EvRelease, nil
+	case AttemptAsked:
+		return EvAsk, nil
 	}
 	return "", fmt.Errorf("attempt state %q does not end an attempt", o)
 }

@@ -13,7 +13,7 @@ import (
 var update = flag.Bool("update", false, "rewrite docs/states.md from the transition table")
 
 var events = []Event{EvOffer, EvAccept, EvDecline, EvOfferExpired, EvLeaseExpired, EvComplete, EvFail,
-	EvCancelled, EvInterrupted, EvRelease, EvCancel, EvRetry, EvAsk, EvAnswer}
+	EvCancelled, EvInterrupted, EvRelease, EvCancel, EvRetry, EvAsk, EvAnswer, EvRestart, EvExpire}
 
 func TestNextFollowsTable(t *testing.T) {
 	tests := []struct {
@@ -35,6 +35,17 @@ func TestNextFollowsTable(t *testing.T) {
 		{Unknown, EvOffer, Unknown, false},
 		{Unknown, EvCancel, Unknown, false},
 		{Cancelled, EvCancel, Cancelled, false},
+		{Running, EvAsk, Waiting, true},
+		{Unknown, EvAsk, Waiting, true},
+		{Waiting, EvAnswer, Queued, true},
+		{Waiting, EvRestart, Queued, true},
+		{Waiting, EvExpire, Failed, true},
+		{Waiting, EvOffer, Waiting, false},
+		{Waiting, EvAccept, Waiting, false},
+		{Waiting, EvRetry, Waiting, false},
+		{Queued, EvAnswer, Queued, false},
+		{Offered, EvAsk, Offered, false},
+		{Completed, EvRestart, Completed, false},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s+%s", tt.from, tt.ev), func(t *testing.T) {
@@ -70,22 +81,35 @@ func TestRandomWalks(t *testing.T) {
 				t.Fatalf("walk %d: left completed by %s", walk, e)
 			}
 			// A started job never goes back to the queue on its own once its
-			// outcome is unknown: only an explicit retry does that.
-			if s == Unknown && n == Queued && e != EvRetry {
+			// outcome is unknown: only an explicit retry or restart does that.
+			if s == Unknown && n == Queued && e != EvRetry && e != EvRestart {
 				t.Fatalf("walk %d: unknown job requeued by %s", walk, e)
 			}
 			// A lost runner never requeues a started job.
 			if e == EvLeaseExpired && n == Queued {
 				t.Fatalf("walk %d: lease expiry requeued a started job", walk)
 			}
-			// Terminal states are left only by retry or a late result.
-			if s.Terminal() && e != EvRetry && !(s == Unknown && slices.Contains([]Event{EvComplete, EvFail, EvCancelled}, e)) {
+			// Terminal states are left only by retry, restart or a late result.
+			if s.Terminal() && e != EvRetry && e != EvRestart && !(s == Unknown && slices.Contains([]Event{EvComplete, EvFail, EvCancelled, EvAsk}, e)) {
 				t.Fatalf("walk %d: terminal %s left by %s", walk, s, e)
+			}
+			// A waiting job holds no slot and runs nothing: only a person's
+			// decision or the question's expiry moves it, and never straight
+			// to a runner.
+			if s == Waiting && !slices.Contains([]Event{EvAnswer, EvRestart, EvCancel, EvExpire}, e) {
+				t.Fatalf("walk %d: waiting job left by %s", walk, e)
+			}
+			if s == Waiting && (n == Offered || n == Running) {
+				t.Fatalf("walk %d: waiting job went to %s without the queue", walk, n)
+			}
+			// Only an attempt that ran can ask.
+			if n == Waiting && s != Running && s != Unknown {
+				t.Fatalf("walk %d: %s became waiting by %s", walk, s, e)
 			}
 			if n == Running && s != Running {
 				runs++
 			}
-			if e == EvRetry || n == Queued {
+			if e == EvRetry || e == EvRestart || n == Queued {
 				runs = 0
 			}
 			if runs > 1 {

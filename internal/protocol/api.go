@@ -11,9 +11,13 @@ import (
 //
 //	POST /api/v1/jobs                  SubmitRequest → 201 JobView (200 when Key matched an existing job)
 //	GET  /api/v1/jobs?state=S&limit=N  → JobList
-//	GET  /api/v1/jobs/{id}             → JobView
+//	GET  /api/v1/jobs/{id}?events=1    → JobView (with its events when events=1)
 //	POST /api/v1/jobs/{id}/cancel      → JobView
 //	POST /api/v1/jobs/{id}/retry       → JobView
+//	POST /api/v1/jobs/{id}/answer      AnswerRequest → JobView (requester: approved at once; others: awaits approval)
+//	POST /api/v1/jobs/{id}/approve     → JobView (requester only: approves the answer awaiting approval)
+//	POST /api/v1/jobs/{id}/restart     → JobView (requester or admin: start over from the base)
+//	GET  /api/v1/questions             → QuestionList (what waits on the caller)
 //	GET  /api/v1/jobs/{id}/log?attempt=N&offset=X&wait=MS  → raw bytes, see LogHeader*
 //	GET  /api/v1/jobs/{id}/events?after=SEQ → EventList
 //	GET  /api/v1/whoami                → Whoami
@@ -26,6 +30,8 @@ import (
 //	POST /api/v1/runner/publish?job=&attempt=&epoch=&commit=&sha256=&checkpoint=0|1  (runner token)
 //	                                   body: a git bundle → PublishResult (409 stale_head with the head)
 //	GET  /api/v1/runner/context?job=&attempt=&epoch=  (runner token) → tar of the job's context files
+//	GET  /api/v1/projects              → ProjectList
+//	PUT  /api/v1/projects/{name}       MapProjectRequest → ProjectView (admin only)
 //	GET|POST /git/{project}/...        git smart HTTP (users: read, push to refs/drover/uploads/*;
 //	                                   runners: read projects of jobs they hold)
 const APIPrefix = "/api/v1"
@@ -50,6 +56,38 @@ type SubmitRequest struct {
 	// or reachable at the project's mapped remote). Nil for no repository.
 	Repo *SubmitRepo `json:"repo,omitempty"`
 	Mode string      `json:"mode,omitempty"` // fix (default with a repo) or observe
+	// Context files travel with the submission and are stored with the job
+	// (limits: MaxContextFiles, MaxContextFile, MaxContextTotal; see
+	// CheckContextFile).
+	Context []ContextUpload `json:"context,omitempty"`
+	// Tools gives the agent drover's tool server; the job then completes
+	// only through deliver (see JobSpec.Tools).
+	Tools bool `json:"tools,omitempty"`
+}
+
+// ContextUpload is one context file sent with a submission.
+type ContextUpload struct {
+	Name string `json:"name"` // relative, clean, no ".."
+	Data []byte `json:"data"` // base64 in JSON
+}
+
+// ProjectView is a project as the API shows it: hosted on the hub (Remote
+// empty) or mapped to a remote URL runners fetch from themselves.
+type ProjectView struct {
+	Name   string `json:"name"`
+	Remote string `json:"remote,omitempty"`
+	Hosted bool   `json:"hosted"` // the hub has a bare repository for it
+}
+
+// ProjectList is the answer to GET /projects.
+type ProjectList struct {
+	Projects []ProjectView `json:"projects"`
+}
+
+// MapProjectRequest maps a project to a remote URL (PUT /projects/{name},
+// admin only); an empty Remote makes it hub-hosted again.
+type MapProjectRequest struct {
+	Remote string `json:"remote"`
 }
 
 // SubmitRepo names a job's source at submit time.
@@ -78,6 +116,15 @@ type JobView struct {
 	Base       string            `json:"base,omitempty"`
 	Head       string            `json:"head,omitempty"` // latest published commit (refs/drover/jobs/ID)
 	Mode       string            `json:"mode,omitempty"`
+	Tools      bool              `json:"tools,omitempty"`
+	// Questions the agent asked, oldest first, with their answers
+	// (approved or awaiting approval).
+	Questions []QuestionView `json:"questions,omitempty"`
+	Summary   string         `json:"summary,omitempty"` // the delivery of the latest attempt that delivered
+	// Events is the job's history (its first 1000 events), only with
+	// GET /jobs/{id}?events=1; GET /jobs/{id}/events?after=SEQ pages
+	// through it from any point.
+	Events []EventView `json:"events,omitempty"`
 }
 
 // AttemptView is one attempt of a job.
@@ -95,6 +142,8 @@ type AttemptView struct {
 	LogSize    int64            `json:"log_size"`
 	LogSHA256  string           `json:"log_sha256,omitempty"`
 	Isolation  *Isolation       `json:"isolation,omitempty"`
+	Session    string           `json:"session,omitempty"` // the agent's session id, as the runner reported it
+	Summary    string           `json:"summary,omitempty"` // what the agent delivered
 }
 
 // JobList is the answer to GET /jobs.

@@ -51,6 +51,9 @@ const (
 	TypeDecline   = "decline" // request
 	TypeLog       = "log"     // request
 	TypeFinish    = "finish"  // request
+	TypeAsk       = "ask"     // request: the agent asks a person (see questions.go)
+	TypeDeliver   = "deliver" // request: the agent delivers its work
+	TypeContext   = "context" // request: read the job's live context
 	// hub → runner
 	TypeWelcome = "welcome"
 	TypeOffer   = "offer"
@@ -62,7 +65,7 @@ const (
 // IsRequest reports whether frames of type t carry an id and get a reply.
 func IsRequest(t string) bool {
 	switch t {
-	case TypeAccept, TypeDecline, TypeLog, TypeFinish:
+	case TypeAccept, TypeDecline, TypeLog, TypeFinish, TypeAsk, TypeDeliver, TypeContext:
 		return true
 	}
 	return false
@@ -182,6 +185,14 @@ type JobSpec struct {
 	// Context lists the job's attached context files (fetched separately
 	// with GET /api/v1/runner/context; only names and sizes travel here).
 	Context []ContextFile `json:"context,omitempty"`
+	// Tools: the agent gets drover's tool server (ask, checkpoint, deliver,
+	// context), and only a deliver completes the job: a finish "completed"
+	// without one is recorded as failed (not_delivered). Set when the job
+	// was submitted with tools, as every vendor agent adapter will be.
+	Tools bool `json:"tools,omitempty"`
+	// Resume is set when an approved answer requeued the job after its
+	// agent asked: continue that conversation (see ResumeSpec).
+	Resume *ResumeSpec `json:"resume,omitempty"`
 }
 
 // Modes of a job with a repository.
@@ -279,6 +290,9 @@ type Finish struct {
 	// Isolation is what the runner's execution boundary actually applied,
 	// stored with the attempt so that a claim of isolation is auditable.
 	Isolation *Isolation `json:"isolation,omitempty"`
+	// Session is the agent's session id, kept with the attempt so that a
+	// later attempt can resume the conversation (ResumeSpec.Session).
+	Session string `json:"session,omitempty"`
 }
 
 // Isolation describes the isolation a boundary applied. Values are short
@@ -315,6 +329,7 @@ const (
 	ErrOffset        = "offset_mismatch" // log chunk at the wrong offset; Size holds the hub's
 	ErrLogIncomplete = "log_incomplete"  // finish before the whole log arrived; Size holds the hub's
 	ErrTooLarge      = "too_large"       // over a size limit
+	ErrStaleHead     = "stale_head"      // publish: the hub holds a newer head (in the body's "head")
 	ErrInternal      = "internal"
 )
 

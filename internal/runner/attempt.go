@@ -38,7 +38,9 @@ type attempt struct {
 
 	ctx    context.Context // the agent's; its cause says why it was stopped
 	cancel context.CancelCauseFunc
-	gone   chan struct{} // closed when forgotten
+	gone   chan struct{}     // closed when forgotten
+	ws     *attemptWorkspace // set by launch for a job with a repository
+	box    sandbox.Boundary  // set by runAgent: the isolation the finish reports
 
 	// under Runner.mu
 	phase     string
@@ -108,8 +110,8 @@ func (r *Runner) cleanup(a *attempt, err error) {
 			r.log.Error("journal", "attempt", a.ref.String(), "err", err)
 		}
 	}
-	for _, p := range []string{r.workPath(id), r.spoolPath(id)} {
-		if err := os.RemoveAll(p); err != nil {
+	for _, p := range []string{r.workPath(id), r.spoolPath(id), r.contextPath(id)} {
+		if err := removeTree(p); err != nil {
 			r.log.Warn("clean up attempt", "attempt", a.ref.String(), "err", err)
 		}
 	}
@@ -180,20 +182,40 @@ func (r *Runner) launch(a *attempt) error {
 		n, err := r.upload(a, sp, 0)
 		up <- uploaded{n, err}
 	}()
-	res, runErr := r.runAgent(a, sp, dir)
+	var out job.Outcome
+	if a.spec.Repo != nil {
+		// The agent works in the job's worktree; the work dir stays its home.
+		if a.ws, err = r.prepareWorkspace(a, sp); err != nil {
+			out = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonWorkspace, Message: clip(err.Error(), 4096)}
+			if a.ctx.Err() != nil {
+				out = unlaunched(context.Cause(a.ctx))
+			}
+		}
+	}
+	if out.State == "" {
+		res, runErr := r.runAgent(a, sp, dir)
+		out = outcomeOf(res, runErr, context.Cause(a.ctx))
+		if a.ws != nil && r.life.Err() == nil {
+			out = r.settleWorkspace(a, a.ws, sp, out)
+		}
+	}
 	if err := sp.end(); err != nil {
 		r.log.Warn("spool", "attempt", a.ref.String(), "err", err)
 	}
 	u := <-up
-	if u.err != nil {
-		return u.err
-	}
-	if r.life.Err() != nil {
+	err = u.err
+	if err == nil && r.life.Err() != nil {
 		// Killed because the runner is exiting: no receipt, so the next
 		// start reports the attempt interrupted.
-		return errStopped
+		err = errStopped
 	}
-	return r.finish(a, sp, u.acked, outcomeOf(res, runErr, context.Cause(a.ctx)), nil)
+	if err == nil {
+		err = r.finish(a, sp, u.acked, out, nil)
+	}
+	if a.ws != nil {
+		r.closeWorkspace(a, a.ws, out, err == nil)
+	}
+	return err
 }
 
 func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, error) {
@@ -203,13 +225,23 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 			Message: fmt.Sprintf("this runner has no agent %q (it has %v)", a.spec.Agent, r.agents.Names())}, nil
 	}
 	r.log.Info("running attempt", "attempt", a.ref.String(), "agent", ag.Name())
+	env := jobEnv(a.ref, dir)
+	if a.ws != nil {
+		dir = a.ws.wt.Dir()
+		env = append(env, a.ws.env()...)
+	}
+	box, err := r.boundary(a, dir)
+	if err != nil {
+		return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: "sandbox: " + err.Error()}, nil
+	}
+	a.box = box
 	return ag.Run(a.ctx, agent.Attempt{
 		Ref:      a.ref,
 		Spec:     a.spec,
 		Dir:      dir,
-		Env:      jobEnv(a.ref, dir),
+		Env:      env,
 		Output:   sp,
-		Boundary: r.box,
+		Boundary: box,
 		Grace:    r.cfg.StopGrace,
 	})
 }
@@ -291,8 +323,10 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 				return r.abandon(a, err)
 			}
 			rc.LogSize, rc.LogSHA256 = size, sum
-			iso := r.box.Describe()
-			rc.Isolation = &iso
+			if a.box != nil {
+				iso := a.box.Describe()
+				rc.Isolation = &iso
+			}
 		}
 		if err := r.jr.writeReceipt(*rc); err != nil {
 			r.log.Error("finishing without a durable receipt", "attempt", a.ref.String(), "err", err)

@@ -28,6 +28,7 @@ import (
 type fakeHub struct {
 	t     *testing.T
 	srv   *httptest.Server
+	mux   *http.ServeMux // tests may add routes
 	token string
 
 	mu       sync.Mutex
@@ -80,6 +81,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+protocol.APIPrefix+"/runner/connect", h.serveConnect)
+	h.mux = mux
 	h.srv = httptest.NewServer(mux)
 	t.Cleanup(h.srv.Close)
 	return h

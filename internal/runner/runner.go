@@ -35,6 +35,10 @@ type Config struct {
 	Labels    map[string]string // labels jobs can select
 	StopGrace time.Duration     // SIGTERM → SIGKILL grace (default 10s)
 	Logger    *slog.Logger
+	// Sandbox is the boundary every attempt runs in (Kind "" is bwrap,
+	// zero Limits are sandbox.DefaultLimits). Root, Mode and Env are set
+	// per attempt.
+	Sandbox sandbox.Policy
 }
 
 const (
@@ -53,7 +57,7 @@ type Runner struct {
 	log    *slog.Logger
 	jr     *journal
 	agents *agent.Registry
-	box    sandbox.Boundary
+	ws     *workspaces // clones and worktrees of jobs with a repository
 
 	// Replaceable by tests.
 	now            func() time.Time
@@ -164,7 +168,24 @@ func New(cfg Config) (*Runner, error) {
 			return nil, fmt.Errorf("prepare runner home: %w", err)
 		}
 	}
+	if cfg.Sandbox.Kind == "" {
+		cfg.Sandbox.Kind = sandbox.KindBwrap
+	}
+	if cfg.Sandbox.Limits == (sandbox.Limits{}) {
+		cfg.Sandbox.Limits = sandbox.DefaultLimits()
+	}
+	// A sandbox that cannot work here fails the start, with the fix, not
+	// every job.
+	probe := cfg.Sandbox
+	probe.Root, probe.Logger = filepath.Join(home, "work"), cfg.Logger
+	if _, err := sandbox.New(context.Background(), probe); err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", cfg.Sandbox.Kind, err)
+	}
 	agents, err := agent.NewRegistry(agentexec.New())
+	if err != nil {
+		return nil, err
+	}
+	ws, err := newWorkspaces(home, cfg.Logger.With("runner", login.Name))
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +197,7 @@ func New(cfg Config) (*Runner, error) {
 		log:            cfg.Logger.With("runner", login.Name),
 		jr:             &journal{dir: filepath.Join(home, "journal")},
 		agents:         agents,
-		box:            sandbox.Local(),
+		ws:             ws,
 		now:            time.Now,
 		sleep:          sleepCtx,
 		jitter:         fullJitter,
@@ -368,4 +389,22 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// boundary builds the sandbox of one attempt, whose agent runs in dir: the
+// runner's policy with the attempt's worktree as root and the job's mode.
+func (r *Runner) boundary(a *attempt, dir string) (sandbox.Boundary, error) {
+	p := r.cfg.Sandbox
+	p.Root = dir
+	p.Mode = a.spec.Mode // "" is fix
+	p.Env = append(p.Env[:len(p.Env):len(p.Env)], "DROVER_JOB", "DROVER_ATTEMPT", "DROVER_EPOCH")
+	if a.ws != nil && a.ws.context != "" {
+		p.ReadOnly = append(p.ReadOnly[:len(p.ReadOnly):len(p.ReadOnly)], sandbox.Mount{Src: a.ws.context})
+		p.Env = append(p.Env, "DROVER_CONTEXT_DIR")
+	}
+	// The exec agent needs no network; agents that call a model API get
+	// egress rules with them. The spool caps the log, with its own marker.
+	p.Network, p.Limits.Output = sandbox.Network{}, 0
+	p.Logger = r.log.With("attempt", a.ref.String())
+	return sandbox.New(a.ctx, p)
 }

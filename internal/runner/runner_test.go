@@ -18,6 +18,7 @@ import (
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/sandbox"
 	"drover/internal/sandbox/sandboxtest"
 )
 
@@ -36,7 +37,9 @@ func startRunner(t *testing.T, h *fakeHub, home string, tune func(*Config), prep
 		home = filepath.Join(t.TempDir(), "home")
 		must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
 	}
-	cfg := Config{Home: home, StopGrace: 200 * time.Millisecond,
+	// Unisolated: these tests watch the runner's mechanics through host
+	// paths and pids; sandbox_test.go runs attempts in bubblewrap.
+	cfg := Config{Home: home, StopGrace: 200 * time.Millisecond, Sandbox: sandbox.Policy{Kind: sandbox.KindNone},
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if tune != nil {
 		tune(&cfg)

@@ -15,6 +15,17 @@ import (
 
 var testEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}
 
+// none is the unisolated boundary rooted at root; env names the variables
+// it allows beyond the base ones.
+func none(t *testing.T, root string, env ...string) Boundary {
+	t.Helper()
+	b, err := New(context.Background(), Policy{Kind: KindNone, Root: root, Env: env, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func run(t *testing.T, ctx context.Context, s Spec) (Exit, string) {
 	t.Helper()
 	var out sandboxtest.Buffer
@@ -25,7 +36,7 @@ func run(t *testing.T, ctx context.Context, s Spec) (Exit, string) {
 	if s.Env == nil {
 		s.Env = testEnv
 	}
-	p, err := Local().Start(ctx, s)
+	p, err := none(t, s.Dir, "ONLY").Start(ctx, s)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -81,7 +92,7 @@ func TestStartRefusesBadSpecs(t *testing.T) {
 		"no such cmd":  {Dir: dir, Argv: []string{"drover-no-such-command"}, Env: testEnv},
 		"no PATH":      {Dir: dir, Argv: []string{"true"}, Env: []string{"A=b"}},
 	} {
-		if p, err := Local().Start(context.Background(), s); err == nil {
+		if p, err := none(t, dir).Start(context.Background(), s); err == nil {
 			p.Kill()
 			t.Errorf("%s: Start succeeded", name)
 		}
@@ -96,7 +107,7 @@ func startTree(t *testing.T, ctx context.Context, s Spec) (Process, int) {
 	s.Dir = dir
 	s.Env = testEnv
 	s.Argv = []string{"sh", "-c", `(trap "" TERM; exec sleep 1000) & echo $! > child.pid.tmp; mv child.pid.tmp child.pid; wait`}
-	p, err := Local().Start(ctx, s)
+	p, err := none(t, dir).Start(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +174,8 @@ func TestTimeoutStops(t *testing.T) {
 
 func TestGraceThenKill(t *testing.T) {
 	var out sandboxtest.Buffer
-	p, err := Local().Start(context.Background(), Spec{Dir: t.TempDir(), Env: testEnv, Output: &out,
+	dir := t.TempDir()
+	p, err := none(t, dir).Start(context.Background(), Spec{Dir: dir, Env: testEnv, Output: &out,
 		Argv:  []string{"sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.01; done`},
 		Grace: 50 * time.Millisecond})
 	if err != nil {
@@ -185,7 +197,8 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestFailingOutputDoesNotBlockJob(t *testing.T) {
-	p, err := Local().Start(context.Background(), Spec{Dir: t.TempDir(), Env: testEnv, Output: failingWriter{},
+	dir := t.TempDir()
+	p, err := none(t, dir).Start(context.Background(), Spec{Dir: dir, Env: testEnv, Output: failingWriter{},
 		Argv: []string{"sh", "-c", "head -c 1000000 /dev/zero; exit 4"}})
 	if err != nil {
 		t.Fatal(err)
@@ -196,8 +209,9 @@ func TestFailingOutputDoesNotBlockJob(t *testing.T) {
 }
 
 func TestDescribeIsHonest(t *testing.T) {
-	d := Local().Describe()
-	if d.Kind != "none" || d.Network != "host" || d.Filesystem != "host" {
+	d := none(t, t.TempDir()).Describe()
+	if d.Kind != "none" || !strings.HasPrefix(d.Network, "host") || !strings.HasPrefix(d.Filesystem, "host") ||
+		!strings.Contains(d.User, "unisolated") {
 		t.Fatalf("Describe = %+v", d)
 	}
 }

@@ -1,6 +1,8 @@
 // Package sandbox is the execution boundary: everything a runner starts on
 // behalf of a job goes through a Boundary, which says what isolation it
-// actually applied. Only the local (unisolated) kind exists so far.
+// actually applied. A Policy says what a job may touch; New is the one
+// mapping from a policy to a boundary: bubblewrap (the default), a docker
+// or podman container, or none (unisolated, explicit opt-in only).
 package sandbox
 
 import (
@@ -90,8 +92,16 @@ func (s *Spec) validate() error {
 
 // lookPath resolves argv0 against the PATH of env (never the runner's own),
 // skipping relative PATH entries so that a job cannot pick up a binary from
-// its working directory by accident.
-func lookPath(argv0 string, env []string, dir string) (string, error) {
+// its working directory by accident, and entries a sandbox cannot see
+// (visible nil: all are seen).
+func lookPath(argv0 string, env []string, dir string, visible func(string) bool) (string, error) {
+	seen := func(p string) bool {
+		if visible == nil {
+			return true
+		}
+		r, err := filepath.EvalSymlinks(p)
+		return err == nil && visible(r)
+	}
 	if strings.Contains(argv0, "/") {
 		p := argv0
 		if !filepath.IsAbs(p) {
@@ -99,6 +109,9 @@ func lookPath(argv0 string, env []string, dir string) (string, error) {
 		}
 		if err := executable(p); err != nil {
 			return "", err
+		}
+		if !seen(p) {
+			return "", fmt.Errorf("%s is not visible inside the sandbox", p)
 		}
 		return p, nil
 	}
@@ -116,9 +129,12 @@ func lookPath(argv0 string, env []string, dir string) (string, error) {
 			continue
 		}
 		p := filepath.Join(d, argv0)
-		if executable(p) == nil {
+		if executable(p) == nil && seen(p) {
 			return p, nil
 		}
+	}
+	if visible != nil {
+		return "", fmt.Errorf("%s: not found in PATH %s among the directories visible inside the sandbox", argv0, path)
 	}
 	return "", fmt.Errorf("%s: not found in PATH %s", argv0, path)
 }

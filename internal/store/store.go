@@ -82,6 +82,25 @@ type Tx interface {
 	PutRequest(runnerID, requestID string, response []byte, at time.Time) error
 	PruneRequests(before time.Time) error
 
+	// Projects: hosted on the hub or mapped to a remote URL.
+	PutProject(p Project) error // insert or replace
+	Project(name string) (Project, error)
+	Projects() ([]Project, error) // by name
+
+	// Context files of a job, written with the job. With data false the
+	// files come back without their bytes (for offers).
+	InsertContextFile(jobID string, f ContextFile) error
+	ContextFiles(jobID string, data bool) ([]ContextFile, error) // by name
+
+	// Questions agents asked, with their answers. An attempt asks at most
+	// once (a second question of one attempt is ErrConflict).
+	InsertQuestion(q Question) error
+	UpdateQuestion(q Question) error
+	Questions(jobID string) ([]Question, error) // oldest first
+	// OpenQuestions lists the questions jobs wait on: each one the current
+	// attempt of a waiting job asked, without an approved answer; oldest first.
+	OpenQuestions(f QuestionFilter) ([]Question, error)
+
 	// Meta: small settings such as whether the admin exists.
 	Meta(key string) (string, error)
 	SetMeta(key, value string) error
@@ -143,6 +162,35 @@ type Job struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	FinishedAt  *time.Time
+	// Source of a job with a repository ("" without one).
+	Project     string
+	Base        string // exact commit the job starts from
+	Head        string // latest published commit; Base before any publication
+	Mode        string // protocol.ModeFix or ModeObserve
+	RepoURL     string // the remote runners fetch from, for a mapped project ("" when hub-hosted)
+	Checkpoints int    // checkpoint refs made so far
+	// Tools: the agent gets the tool server and completes only by deliver.
+	Tools bool
+	// ResumeAttempt is the attempt whose agent session the next attempt
+	// resumes: the one that asked, once an approved answer requeued the job
+	// ("" for a fresh start; retry and restart clear it).
+	ResumeAttempt string
+}
+
+// Project is a source repository jobs name. Remote "" means hosted on the
+// hub (a bare repository in its data directory).
+type Project struct {
+	Name      string
+	Remote    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ContextFile is a file attached to a job.
+type ContextFile struct {
+	Name string
+	Size int64
+	Data []byte // nil when listed without data
 }
 
 // Attempt is one offer of a job to one runner.
@@ -162,6 +210,33 @@ type Attempt struct {
 	LogSize    int64
 	LogSHA256  string // set at finish
 	Isolation  string // JSON: what the runner's execution boundary applied (set at finish)
+	Session    string // the agent's session id (set at finish)
+	Summary    string // what the agent delivered ("" when it did not)
+}
+
+// Question is what an agent asked and, once given, a person's answer.
+// Answered and approved are separate: another user's answer waits for the
+// job's requester to approve it, and only approved answers reach the agent.
+type Question struct {
+	ID         string
+	JobID      string
+	AttemptID  string // the attempt that asked
+	Text       string
+	Choices    []string
+	AskedAt    time.Time
+	ExpiresAt  *time.Time
+	Answer     string
+	Choice     *int   // 1-based index into Choices; nil for free text
+	AnsweredBy string // user id; "" while unanswered
+	AnsweredAt *time.Time
+	ApprovedBy string // user id; "" until approved
+	ApprovedAt *time.Time
+}
+
+// QuestionFilter selects open questions.
+type QuestionFilter struct {
+	RequesterID   string    // "" for any
+	ExpiredBefore time.Time // zero for any; else only questions with ExpiresAt before it
 }
 
 // JobFilter selects jobs to list.

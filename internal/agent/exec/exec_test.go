@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,13 +17,19 @@ import (
 )
 
 func attempt(t *testing.T, out *strings.Builder, args ...string) agent.Attempt {
+	dir := t.TempDir()
+	box, err := sandbox.New(context.Background(), sandbox.Policy{Kind: sandbox.KindNone, Root: dir,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return agent.Attempt{
 		Ref:      protocol.AttemptRef{Job: "j", Attempt: "a", Epoch: 1},
 		Spec:     protocol.JobSpec{Agent: Name, Args: args},
-		Dir:      t.TempDir(),
+		Dir:      dir,
 		Env:      []string{"PATH=/usr/bin:/bin"},
 		Output:   out,
-		Boundary: sandbox.Local(),
+		Boundary: box,
 		Grace:    50 * time.Millisecond,
 	}
 }

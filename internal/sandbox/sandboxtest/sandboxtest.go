@@ -1,14 +1,17 @@
 // Package sandboxtest helps tests that start real processes: whether a pid
-// still runs, waiting on conditions, and a buffer safe to read while a
-// process writes to it.
+// still runs, waiting on conditions, a buffer safe to read while a process
+// writes to it, and loopback listeners to reach or not.
 package sandboxtest
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,4 +62,30 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// EchoListener listens on a loopback port, echoes what each connection
+// sends and counts the connections: a "host" for network tests.
+func EchoListener(t testing.TB) (addr string, accepted *atomic.Int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted = new(atomic.Int32)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	return l.Addr().String(), accepted
 }

@@ -99,18 +99,21 @@ func (t *tx) Runners() ([]store.Runner, error) {
 
 var jobs = newTable("jobs",
 	"id", "state", "agent", "args", "labels", "requester_id", "key", "epoch", "attempt_id",
-	"cancelling", "reason", "exit_code", "log_cap", "created_at", "updated_at", "finished_at")
+	"cancelling", "reason", "exit_code", "log_cap", "created_at", "updated_at", "finished_at",
+	"project", "base", "head", "mode", "repo_url", "checkpoints", "tools", "resume_attempt")
 
 func jobArgs(j store.Job) []any {
 	return []any{j.ID, j.State, j.Agent, jsonArg{j.Args}, jsonArg{j.Labels}, j.RequesterID, j.Key, j.Epoch,
 		j.AttemptID, j.Cancelling, j.Reason, optInt(j.ExitCode), j.LogCap,
-		millis(j.CreatedAt), millis(j.UpdatedAt), optMillis(j.FinishedAt)}
+		millis(j.CreatedAt), millis(j.UpdatedAt), optMillis(j.FinishedAt),
+		j.Project, j.Base, j.Head, j.Mode, j.RepoURL, j.Checkpoints, j.Tools, j.ResumeAttempt}
 }
 
 func scanJob(s scanner) (j store.Job, err error) {
 	err = s.Scan(&j.ID, &j.State, &j.Agent, jsonCol{&j.Args}, jsonCol{&j.Labels}, &j.RequesterID, &j.Key,
 		&j.Epoch, &j.AttemptID, &j.Cancelling, &j.Reason, optIntCol{&j.ExitCode}, &j.LogCap,
-		timeCol{&j.CreatedAt}, timeCol{&j.UpdatedAt}, optTimeCol{&j.FinishedAt})
+		timeCol{&j.CreatedAt}, timeCol{&j.UpdatedAt}, optTimeCol{&j.FinishedAt},
+		&j.Project, &j.Base, &j.Head, &j.Mode, &j.RepoURL, &j.Checkpoints, &j.Tools, &j.ResumeAttempt)
 	return j, err
 }
 
@@ -162,18 +165,19 @@ func (t *tx) QueuedJobs(limit int) ([]store.Job, error) {
 
 var attempts = newTable("attempts",
 	"id", "job_id", "epoch", "runner_id", "state", "reason", "exit_code", "message",
-	"offered_at", "accepted_at", "finished_at", "lease_until", "log_size", "log_sha256", "isolation")
+	"offered_at", "accepted_at", "finished_at", "lease_until", "log_size", "log_sha256", "isolation",
+	"session", "summary")
 
 func attemptArgs(a store.Attempt) []any {
 	return []any{a.ID, a.JobID, a.Epoch, a.RunnerID, a.State, a.Reason, optInt(a.ExitCode), a.Message,
 		millis(a.OfferedAt), optMillis(a.AcceptedAt), optMillis(a.FinishedAt), millis(a.LeaseUntil),
-		a.LogSize, a.LogSHA256, a.Isolation}
+		a.LogSize, a.LogSHA256, a.Isolation, a.Session, a.Summary}
 }
 
 func scanAttempt(s scanner) (a store.Attempt, err error) {
 	err = s.Scan(&a.ID, &a.JobID, &a.Epoch, &a.RunnerID, &a.State, &a.Reason, optIntCol{&a.ExitCode}, &a.Message,
 		timeCol{&a.OfferedAt}, optTimeCol{&a.AcceptedAt}, optTimeCol{&a.FinishedAt}, timeCol{&a.LeaseUntil},
-		&a.LogSize, &a.LogSHA256, &a.Isolation)
+		&a.LogSize, &a.LogSHA256, &a.Isolation, &a.Session, &a.Summary)
 	return a, err
 }
 
@@ -228,4 +232,56 @@ func (t *tx) ExtendAllLeases(until time.Time) error {
 		"UPDATE attempts SET lease_until = ? WHERE "+activeState+" AND lease_until < ?",
 		append([]any{ms}, activeArgs(ms)...)...)
 	return err
+}
+
+var projects = newTable("projects", "name", "remote", "created_at", "updated_at")
+
+func scanProject(s scanner) (p store.Project, err error) {
+	err = s.Scan(&p.Name, &p.Remote, timeCol{&p.CreatedAt}, timeCol{&p.UpdatedAt})
+	return p, err
+}
+
+// PutProject inserts the project or replaces its remote, keeping the time
+// it was first created.
+func (t *tx) PutProject(p store.Project) error {
+	_, err := t.exec("put project "+p.Name,
+		`INSERT INTO projects (name, remote, created_at, updated_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET remote = excluded.remote, updated_at = excluded.updated_at`,
+		p.Name, p.Remote, millis(p.CreatedAt), millis(p.UpdatedAt))
+	return err
+}
+
+func (t *tx) Project(name string) (store.Project, error) {
+	return one(t, "project "+name, scanProject, projects.query("WHERE name = ?"), name)
+}
+
+func (t *tx) Projects() ([]store.Project, error) {
+	return all(t, "projects", scanProject, projects.query("ORDER BY name"))
+}
+
+func (t *tx) InsertContextFile(jobID string, f store.ContextFile) error {
+	data := f.Data
+	if data == nil {
+		data = []byte{} // the column is NOT NULL; nil would bind as NULL
+	}
+	_, err := t.exec("insert context file "+f.Name+" of job "+jobID,
+		`INSERT INTO context_files (job_id, name, size, data) VALUES (?, ?, ?, ?)`,
+		jobID, f.Name, int64(len(data)), data)
+	return err
+}
+
+func (t *tx) ContextFiles(jobID string, data bool) ([]store.ContextFile, error) {
+	if !data {
+		return all(t, "context files of job "+jobID, func(s scanner) (f store.ContextFile, err error) {
+			err = s.Scan(&f.Name, &f.Size)
+			return f, err
+		}, `SELECT name, size FROM context_files WHERE job_id = ? ORDER BY name`, jobID)
+	}
+	return all(t, "context files of job "+jobID, func(s scanner) (f store.ContextFile, err error) {
+		err = s.Scan(&f.Name, &f.Size, &f.Data)
+		if err == nil && f.Data == nil {
+			f.Data = []byte{}
+		}
+		return f, err
+	}, `SELECT name, size, data FROM context_files WHERE job_id = ? ORDER BY name`, jobID)
 }

@@ -42,6 +42,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Events", testEvents},
 		{"Requests", testRequests},
 		{"Meta", testMeta},
+		{"Projects", testProjects},
+		{"ContextFiles", testContextFiles},
+		{"Questions", testQuestions},
+		{"OpenQuestions", testOpenQuestions},
 		{"WriteErrorRollsBack", testWriteErrorRollsBack},
 		{"CancelledContext", testCancelledContext},
 		{"ReadDuringWrite", testReadDuringWrite},
@@ -84,6 +88,10 @@ func newJob(id, requester string, state job.State, created int64) store.Job {
 		Epoch: 2, AttemptID: "a-" + id, Cancelling: true, Reason: job.ReasonExited,
 		ExitCode: ptr(0), LogCap: 1 << 20,
 		CreatedAt: at(created), UpdatedAt: at(created + 1), FinishedAt: ptr(at(created + 2)),
+		Project: "drover", Base: "1111111111111111111111111111111111111111",
+		Head: "2222222222222222222222222222222222222222", Mode: "fix",
+		RepoURL: "https://git.example/drover.git", Checkpoints: 3,
+		Tools: true, ResumeAttempt: "a-0-" + id,
 	}
 }
 
@@ -92,7 +100,7 @@ func attempt(id, jobID, runnerID string, epoch int64, state job.AttemptState, le
 		ID: id, JobID: jobID, Epoch: epoch, RunnerID: runnerID, State: state,
 		Reason: job.ReasonExited, ExitCode: ptr(3), Message: "exit status 3",
 		OfferedAt: at(10), AcceptedAt: ptr(at(11)), FinishedAt: ptr(at(12)), LeaseUntil: at(lease),
-		LogSize: 42, LogSHA256: "abc123",
+		LogSize: 42, LogSHA256: "abc123", Isolation: `{"kind":"none"}`, Session: "sess-" + id, Summary: "did " + id,
 	}
 }
 
@@ -362,6 +370,8 @@ func testJobs(t *testing.T, s store.Store) {
 	full.Key, full.Epoch, full.AttemptID, full.Cancelling = "new-key", 7, "a-7", false
 	full.Reason, full.ExitCode, full.LogCap = job.ReasonTimeout, nil, 99
 	full.UpdatedAt, full.FinishedAt = at(60), nil
+	full.Head, full.Mode, full.Checkpoints, full.RepoURL = "3333333333333333333333333333333333333333", "observe", 4, ""
+	full.Tools, full.ResumeAttempt = false, ""
 	bare.ExitCode, bare.FinishedAt, bare.State = ptr(0), ptr(at(61)), job.Unknown
 	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.UpdateJob(full), tx.UpdateJob(bare)) })
 	for _, j := range []store.Job{full, bare} {
@@ -502,7 +512,7 @@ func testAttempts(t *testing.T, s store.Store) {
 
 	second.State, second.Reason, second.ExitCode, second.Message = job.AttemptCompleted, job.ReasonExited, ptr(0), "ok"
 	second.AcceptedAt, second.FinishedAt, second.LogSize, second.LogSHA256 = ptr(at(20)), ptr(at(30)), 1000, "ff"
-	second.LeaseUntil = at(200)
+	second.LeaseUntil, second.Session, second.Summary = at(200), "sess-2b", "summary ünïcode\nline 2"
 	first.ExitCode, first.FinishedAt = nil, nil
 	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.UpdateAttempt(second), tx.UpdateAttempt(first)) })
 	for _, a := range []store.Attempt{first, second} {
@@ -581,6 +591,15 @@ func testMissingReferences(t *testing.T, s store.Store) {
 			return tx.InsertAttempt(attempt("a-1", "j-1", "r-9", 1, job.AttemptOffered, 0))
 		}},
 		{"log of missing attempt", func(tx store.Tx) error { return tx.AppendLog("a-9", 0, []byte("x")) }},
+		{"context file of missing job", func(tx store.Tx) error {
+			return tx.InsertContextFile("j-9", store.ContextFile{Name: "a.txt", Data: []byte("x")})
+		}},
+		{"question of missing job", func(tx store.Tx) error {
+			return tx.InsertQuestion(question("q-1", "j-9", "a-1", 0))
+		}},
+		{"question of missing attempt", func(tx store.Tx) error {
+			return tx.InsertQuestion(question("q-1", "j-1", "a-9", 0))
+		}},
 		{"event of missing job", func(tx store.Tx) error {
 			_, err := tx.AddEvent(store.Event{JobID: "j-9", At: at(0), Kind: "created"})
 			return err
@@ -941,4 +960,159 @@ func testConcurrentWrites(t *testing.T, s store.Store) {
 	if want := int64(2 + workers*perWorker); j.Epoch != want {
 		t.Errorf("after %d increments from 2, epoch = %d, want %d", workers*perWorker, j.Epoch, want)
 	}
+}
+
+func testProjects(t *testing.T, s store.Store) {
+	readErr(t, s, "Project(missing)", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.Project("p"); return err })
+	hosted := store.Project{Name: "web", CreatedAt: at(1), UpdatedAt: at(1)}
+	mapped := store.Project{Name: "api", Remote: "https://git.example/api.git", CreatedAt: at(2), UpdatedAt: at(3)}
+	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.PutProject(hosted), tx.PutProject(mapped)) })
+	equal(t, "Project(web)", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), hosted)
+	equal(t, "Projects()", get(t, s, func(tx store.Tx) ([]store.Project, error) { return tx.Projects() }),
+		[]store.Project{mapped, hosted})
+
+	// Putting again replaces the remote and the update time, never the
+	// creation time.
+	again := store.Project{Name: "web", Remote: "file:///srv/web.git", CreatedAt: at(50), UpdatedAt: at(51)}
+	mustWrite(t, s, func(tx store.Tx) error { return tx.PutProject(again) })
+	again.CreatedAt = hosted.CreatedAt
+	equal(t, "Project(web) mapped", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), again)
+	again.Remote, again.UpdatedAt = "", at(60)
+	mustWrite(t, s, func(tx store.Tx) error { return tx.PutProject(again) })
+	equal(t, "Project(web) unmapped", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), again)
+}
+
+func testContextFiles(t *testing.T, s store.Store) {
+	seed(t, s)
+	mustWrite(t, s, func(tx store.Tx) error { return tx.InsertJob(newJob("j-2", "u-1", job.Queued, 5)) })
+	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, 1<<18) // 1 MiB with NULs and high bytes
+	files := []store.ContextFile{
+		{Name: "notes/b.md", Size: 5, Data: []byte("hello")},
+		{Name: "a.bin", Size: int64(len(big)), Data: big},
+		{Name: "empty.txt", Size: 0, Data: []byte{}},
+	}
+	mustWrite(t, s, func(tx store.Tx) error {
+		var errs []error
+		for _, f := range files {
+			errs = append(errs, tx.InsertContextFile("j-1", f))
+		}
+		return errors.Join(errs...)
+	})
+	want := []store.ContextFile{files[1], files[2], files[0]} // by name
+	got := get(t, s, func(tx store.Tx) ([]store.ContextFile, error) { return tx.ContextFiles("j-1", true) })
+	if len(got) != len(want) {
+		t.Fatalf("ContextFiles: got %d files, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].Size != want[i].Size || !bytes.Equal(got[i].Data, want[i].Data) || got[i].Data == nil {
+			t.Errorf("ContextFiles[%d]: got %s (%d bytes), want %s (%d bytes)", i, got[i].Name, got[i].Size, want[i].Name, want[i].Size)
+		}
+	}
+	names := get(t, s, func(tx store.Tx) ([]store.ContextFile, error) { return tx.ContextFiles("j-1", false) })
+	for i := range want {
+		want[i].Data = nil
+	}
+	equal(t, "ContextFiles without data", names, want)
+	equal(t, "ContextFiles of another job", get(t, s, func(tx store.Tx) ([]store.ContextFile, error) {
+		return tx.ContextFiles("j-2", true)
+	}), nil)
+	writeErr(t, s, "duplicate context file", store.ErrConflict, func(tx store.Tx) error {
+		return tx.InsertContextFile("j-1", store.ContextFile{Name: "a.bin", Data: []byte("x")})
+	})
+}
+
+func question(id, jobID, attemptID string, asked int64) store.Question {
+	return store.Question{
+		ID: id, JobID: jobID, AttemptID: attemptID, Text: "Which database?\nünïcode", Choices: []string{"sqlite", "postgres"},
+		AskedAt: at(asked), ExpiresAt: ptr(at(asked + 1000)), Answer: "sqlite", Choice: ptr(1),
+		AnsweredBy: "u-1", AnsweredAt: ptr(at(asked + 10)), ApprovedBy: "u-1", ApprovedAt: ptr(at(asked + 20)),
+	}
+}
+
+func testQuestions(t *testing.T, s store.Store) {
+	seed(t, s)
+	mustWrite(t, s, func(tx store.Tx) error {
+		return errors.Join(
+			tx.InsertAttempt(attempt("a-1", "j-1", "r-1", 1, job.AttemptAsked, 0)),
+			tx.InsertAttempt(attempt("a-2", "j-1", "r-1", 2, job.AttemptAsked, 0)),
+		)
+	})
+	full := question("q-1", "j-1", "a-1", 5)
+	bare := store.Question{ID: "q-2", JobID: "j-1", AttemptID: "a-2", Text: "Go on?", AskedAt: at(3)}
+	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.InsertQuestion(full), tx.InsertQuestion(bare)) })
+	equal(t, "Questions(j-1)", get(t, s, func(tx store.Tx) ([]store.Question, error) { return tx.Questions("j-1") }),
+		[]store.Question{bare, full})
+	equal(t, "Questions(missing job)", len(get(t, s, func(tx store.Tx) ([]store.Question, error) { return tx.Questions("j-9") })), 0)
+
+	// Answering and approving are updates; a choice of 0 is not nil, and
+	// every optional field goes back to nil.
+	bare.Answer, bare.Choice, bare.AnsweredBy, bare.AnsweredAt = "yes", ptr(0), "u-1", ptr(at(7))
+	full.ExpiresAt, full.Choice, full.AnsweredAt, full.ApprovedAt, full.Answer, full.AnsweredBy, full.ApprovedBy = nil, nil, nil, nil, "", "", ""
+	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.UpdateQuestion(bare), tx.UpdateQuestion(full)) })
+	equal(t, "updated Questions(j-1)", get(t, s, func(tx store.Tx) ([]store.Question, error) { return tx.Questions("j-1") }),
+		[]store.Question{bare, full})
+
+	writeErr(t, s, "UpdateQuestion(missing)", store.ErrNotFound, func(tx store.Tx) error {
+		return tx.UpdateQuestion(question("q-9", "j-1", "a-1", 0))
+	})
+	writeErr(t, s, "duplicate question id", store.ErrConflict, func(tx store.Tx) error {
+		return tx.InsertQuestion(question("q-1", "j-1", "a-2", 0))
+	})
+	writeErr(t, s, "second question of one attempt", store.ErrConflict, func(tx store.Tx) error {
+		return tx.InsertQuestion(question("q-3", "j-1", "a-1", 0))
+	})
+}
+
+func testOpenQuestions(t *testing.T, s store.Store) {
+	seed(t, s)
+	// j-1 (alice) and j-2 (bob) wait on the questions of their current
+	// attempts; j-3 asked earlier but runs again; j-4 waits, but its answer
+	// is approved (about to be requeued in the same transaction).
+	open := func(id, jobID, attemptID string, asked int64, expires *time.Time) store.Question {
+		return store.Question{ID: id, JobID: jobID, AttemptID: attemptID, Text: "?", AskedAt: at(asked), ExpiresAt: expires}
+	}
+	q1 := open("q-1", "j-1", "a-1", 10, ptr(at(100)))
+	q2 := open("q-2", "j-2", "a-2", 5, nil)
+	q3 := open("q-3", "j-3", "a-3", 1, ptr(at(50)))
+	q4 := open("q-4", "j-4", "a-4", 2, ptr(at(50)))
+	q4.Answer, q4.AnsweredBy, q4.AnsweredAt, q4.ApprovedBy, q4.ApprovedAt = "ok", "u-1", ptr(at(3)), "u-1", ptr(at(3))
+	q2b := open("q-2b", "j-2", "a-2b", 1, ptr(at(1))) // an earlier attempt's question
+	mustWrite(t, s, func(tx store.Tx) error {
+		errs := []error{tx.InsertUser(user("u-2", "bob"))}
+		for _, j := range []struct{ id, owner, attempt string }{
+			{"j-1", "u-1", "a-1"}, {"j-2", "u-2", "a-2"}, {"j-3", "u-1", "a-3"}, {"j-4", "u-1", "a-4"},
+		} {
+			jj := newJob(j.id, j.owner, job.Waiting, 0)
+			jj.AttemptID = j.attempt
+			if j.id == "j-1" {
+				errs = append(errs, tx.UpdateJob(jj))
+			} else {
+				if j.id == "j-3" {
+					jj.State = job.Running
+				}
+				errs = append(errs, tx.InsertJob(jj))
+			}
+		}
+		for _, a := range []struct{ id, jobID string }{{"a-1", "j-1"}, {"a-2", "j-2"}, {"a-2b", "j-2"}, {"a-3", "j-3"}, {"a-4", "j-4"}} {
+			errs = append(errs, tx.InsertAttempt(attempt(a.id, a.jobID, "r-1", int64(len(a.id)), job.AttemptAsked, 0)))
+		}
+		for _, q := range []store.Question{q1, q2, q3, q4, q2b} {
+			errs = append(errs, tx.InsertQuestion(q))
+		}
+		return errors.Join(errs...)
+	})
+	list := func(f store.QuestionFilter) []string {
+		qs := get(t, s, func(tx store.Tx) ([]store.Question, error) { return tx.OpenQuestions(f) })
+		return ids(qs, func(q store.Question) string { return q.ID })
+	}
+	equal(t, "OpenQuestions(all)", list(store.QuestionFilter{}), []string{"q-2", "q-1"})
+	equal(t, "OpenQuestions(alice)", list(store.QuestionFilter{RequesterID: "u-1"}), []string{"q-1"})
+	equal(t, "OpenQuestions(bob)", list(store.QuestionFilter{RequesterID: "u-2"}), []string{"q-2"})
+	equal(t, "OpenQuestions(expired by 100)", list(store.QuestionFilter{ExpiredBefore: at(100)}), nil)
+	equal(t, "OpenQuestions(expired by 101)", list(store.QuestionFilter{ExpiredBefore: at(101)}), []string{"q-1"})
+
+	// Another user's answer is not an approval: the question stays open.
+	q2.Answer, q2.AnsweredBy, q2.AnsweredAt = "maybe", "u-1", ptr(at(20))
+	mustWrite(t, s, func(tx store.Tx) error { return tx.UpdateQuestion(q2) })
+	equal(t, "OpenQuestions(bob) with an unapproved answer", list(store.QuestionFilter{RequesterID: "u-2"}), []string{"q-2"})
 }

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"drover/internal/sandbox"
+)
+
+// sandboxOptions are the flags that choose where a runner's jobs run.
+type sandboxOptions struct {
+	kind  string
+	image string
+	pull  bool
+}
+
+func (o *sandboxOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.kind, "sandbox", sandbox.KindBwrap,
+		"where jobs run: bwrap (isolated, the default), docker or podman (containers), none (UNISOLATED: the job can do all the runner can)")
+	f.StringVar(&o.image, "sandbox-image", "", "image jobs run in with --sandbox docker or podman")
+	f.BoolVar(&o.pull, "sandbox-pull", false, "let the container engine pull the image when it is missing")
+}
+
+// check refuses a sandbox drover does not know, before anything starts.
+func (o sandboxOptions) check() error {
+	if !slices.Contains(sandbox.Kinds(), o.kind) {
+		return usagef("--sandbox %q: want one of %s", o.kind, strings.Join(sandbox.Kinds(), ", "))
+	}
+	if o.image != "" && o.kind != sandbox.KindDocker && o.kind != sandbox.KindPodman {
+		return usagef("--sandbox-image is for --sandbox docker or podman")
+	}
+	return nil
+}
+
+// policy is the runner's sandbox policy; the runner adds each attempt's
+// root, mode and variables.
+func (o sandboxOptions) policy() sandbox.Policy {
+	return sandbox.Policy{Kind: o.kind, Image: o.image, AllowPull: o.pull, Limits: sandbox.DefaultLimits()}
+}
+
+func (a *app) runnerDoctorCmd() *cobra.Command {
+	var asJSON bool
+	var kind string
+	cmd := &cobra.Command{
+		Use:   "doctor [--sandbox KIND] [--json]",
+		Short: "Say which sandboxes work on this machine, and how to fix the others",
+		Long: `Check each sandbox a runner can run jobs in (bwrap, docker, podman, none),
+how resource limits are enforced here, and git. Exits 1 when the sandbox
+named by --sandbox (default bwrap) does not work.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			checks := sandbox.Doctor(cmd.Context())
+			if asJSON {
+				if err := printJSON(a.env.Stdout, checks); err != nil {
+					return err
+				}
+			} else if err := printChecks(a, checks); err != nil {
+				return err
+			}
+			for _, c := range checks {
+				if c.Kind == kind && !c.OK {
+					fmt.Fprintf(a.env.Stderr, "drover: --sandbox %s does not work here: %s\n", kind, c.Fix)
+					return exitCode(1)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kind, "sandbox", sandbox.KindBwrap, "the sandbox this runner will use: exit 1 if it does not work")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	return cmd
+}
+
+func printChecks(a *app, checks []sandbox.Check) error {
+	tw := newTable(a.env.Stdout)
+	fmt.Fprintln(tw, "CHECK\tWORKS\tVERSION\tDETAIL")
+	for _, c := range checks {
+		works := "yes"
+		if !c.OK {
+			works = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Kind, works, dash(c.Version), c.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range checks {
+		if c.Fix != "" {
+			fmt.Fprintf(a.env.Stdout, "to fix %s: %s\n", c.Kind, c.Fix)
+		}
+	}
+	return nil
+}
+
+// sandboxInitCmd is the first process drover runs inside a sandbox that
+// needs bridges (see sandbox.Init); users never call it.
+func (a *app) sandboxInitCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "sandbox-init [--bridge TCP=UNIX]... [--proxy ADDR] -- ARGV",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := sandbox.Init(cmd.Context(), args, a.env.Stderr); code != 0 {
+				return exitCode(code)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"drover/internal/sandbox"
+)
+
+func TestRunnerDoctor(t *testing.T) {
+	r := runCLI(t, nil, "", "runner", "doctor", "--json")
+	if r.code != 0 {
+		t.Fatalf("doctor --json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var checks []sandbox.Check
+	if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
+		t.Fatalf("doctor --json printed %q: %v", r.stdout, err)
+	}
+	kinds := map[string]bool{}
+	for _, c := range checks {
+		kinds[c.Kind] = c.OK
+	}
+	if !kinds["bwrap"] || !kinds["none"] {
+		t.Fatalf("checks = %+v", checks)
+	}
+	if _, ok := kinds["git"]; !ok {
+		t.Fatalf("no git check: %+v", checks)
+	}
+
+	r = runCLI(t, nil, "", "runner", "doctor")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "CHECK") || !strings.Contains(r.stdout, "bwrap") {
+		t.Fatalf("doctor: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// No container engine works on this project's machines.
+	if !kinds["docker"] {
+		r = runCLI(t, nil, "", "runner", "doctor", "--sandbox", "docker")
+		if r.code != 1 || !strings.Contains(r.stderr, "--sandbox docker does not work here") {
+			t.Fatalf("doctor --sandbox docker: exit %d\n%s", r.code, r.stderr)
+		}
+	}
+}
+
+func TestSandboxFlagsAreChecked(t *testing.T) {
+	for _, args := range [][]string{
+		{"runner", "--sandbox", "chroot"},
+		{"up", "--sandbox", "lxc"},
+		{"runner", "--sandbox-image", "alpine"},
+	} {
+		if r := runCLI(t, nil, "", args...); r.code != 2 || !strings.Contains(r.stderr, "--sandbox") {
+			t.Errorf("%q: exit %d, %s", args, r.code, r.stderr)
+		}
+	}
+}
+
+func TestSandboxInitRunsTheCommand(t *testing.T) {
+	r := runCLI(t, nil, "", "sandbox-init", "--", "sh", "-c", "exit 7")
+	if r.code != 7 {
+		t.Fatalf("sandbox-init: exit %d, %s", r.code, r.stderr)
+	}
+	if r := runCLI(t, nil, "", "sandbox-init", "--bridge", "nonsense", "--", "true"); r.code == 0 {
+		t.Fatal("a bad bridge was accepted")
+	}
+}

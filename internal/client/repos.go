@@ -1,0 +1,23 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"drover/internal/protocol"
+)
+
+// GitURL is the hub's smart HTTP URL of a project, for plain git.
+func (c *Client) GitURL(project string) string { return c.base + "/git/" + seg(project) }
+
+// Projects lists the hub's projects: hosted ones and those mapped to a remote.
+func (c *Client) Projects(ctx context.Context) (protocol.ProjectList, error) {
+	return decode[protocol.ProjectList](ctx, c, call{method: http.MethodGet, path: "/projects"}, "list projects")
+}
+
+// MapProject maps a project to a remote URL runners fetch from with their
+// own credentials; an empty remote makes it hosted on the hub again.
+func (c *Client) MapProject(ctx context.Context, name, remote string) (protocol.ProjectView, error) {
+	return decode[protocol.ProjectView](ctx, c, call{method: http.MethodPut, path: "/projects/" + seg(name),
+		body: protocol.MapProjectRequest{Remote: remote}}, "map project "+name)
+}

@@ -1,0 +1,310 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+	"drover/internal/workspace"
+)
+
+// staleHeadBody is the 409 answer to a publication that does not build on
+// the job's head: an error body that also decodes as a PublishResult.
+type staleHeadBody struct {
+	protocol.ErrorBody
+	Head string `json:"head"`
+}
+
+// staleHead is the error apiPublish answers with when the hub holds a
+// newer head than the one the runner built on.
+type staleHead struct{ head string }
+
+func (e staleHead) Error() string { return "stale head; the hub's head is " + e.head }
+
+// tooLargeTransfer says what to do about a transfer over the cap.
+func (h *Hub) tooLargeTransfer(what string) *apiError {
+	return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge,
+		"%s is over the hub's transfer cap of %d bytes: map the project to a remote URL that runners fetch themselves "+
+			"(drover projects map NAME URL), or raise the cap (drover hub --transfer-cap)", what, h.cfg.TransferCap)
+}
+
+// publishable loads a job a runner wants to publish to and checks it may:
+// the attempt is this runner's, under this epoch, and still running (or a
+// late result the hub still takes), and the job publishes (fix mode).
+func (h *Hub) publishable(ctx context.Context, runnerID string, ref protocol.AttemptRef) (store.Job, error) {
+	var j store.Job
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		a, jj, err := loadFenced(tx, runnerID, ref)
+		if err != nil {
+			return err
+		}
+		j = jj
+		return checkPublishable(a, j)
+	})
+	return j, err
+}
+
+func checkPublishable(a store.Attempt, j store.Job) error {
+	if (a.State != job.AttemptRunning || j.AttemptID != a.ID) && !lateResultAllowed(a, j) {
+		return fenced("attempt %s is %s and can no longer publish", a.ID, a.State)
+	}
+	switch {
+	case j.Project == "":
+		return badRequest("job %s has no repository to publish to", j.ID)
+	case j.Mode != protocol.ModeFix:
+		return conflict("job %s is in %s mode and publishes nothing", j.ID, j.Mode)
+	}
+	return nil
+}
+
+// apiPublish is POST /api/v1/runner/publish: a runner's result (or
+// checkpoint) as a git bundle. See docs/protocol.md for every check.
+func (h *Hub) apiPublish(w http.ResponseWriter, r *http.Request, p principal) error {
+	ref, err := fencedRef(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	commit, digest := q.Get("commit"), q.Get("sha256")
+	if !workspace.ValidCommitID(commit) {
+		return badRequest("commit must be a full 40-hex commit id")
+	}
+	if b, err := hex.DecodeString(digest); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != digest {
+		return badRequest("sha256 must be 64 lower-case hex digits")
+	}
+	var checkpoint bool
+	switch q.Get("checkpoint") {
+	case "", "0":
+	case "1":
+		checkpoint = true
+	default:
+		return badRequest("checkpoint must be 0 or 1")
+	}
+	ctx := r.Context()
+	// Refuse a fenced attempt before reading a byte of the bundle.
+	if _, err := h.publishable(ctx, p.runnerID, ref); err != nil {
+		return err
+	}
+	bundle, err := h.spoolBundle(w, r, digest)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(bundle)
+
+	res, err := h.publish(ctx, p, ref, bundle, commit, checkpoint)
+	var sh staleHead
+	if errors.As(err, &sh) {
+		h.log.Info("publication on a stale head", "job", ref.Job, "attempt", ref.Attempt, "commit", commit, "head", sh.head)
+		writeJSON(w, http.StatusConflict, staleHeadBody{
+			ErrorBody: protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrStaleHead,
+				Message: fmt.Sprintf("the job's head is %s, which %s does not build on: fetch it, check it descends from the head you knew, continue from it", sh.head, commit)}},
+			Head: sh.head,
+		})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// spoolBundle writes the request body to a temporary file, within the
+// transfer cap, and checks its SHA-256. It returns the file's path.
+func (h *Hub) spoolBundle(w http.ResponseWriter, r *http.Request, digest string) (string, error) {
+	if r.ContentLength > h.cfg.TransferCap {
+		return "", h.tooLargeTransfer("the publication")
+	}
+	dir := filepath.Join(h.cfg.DataDir, "tmp")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("spool publication: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "publish-*.bundle")
+	if err != nil {
+		return "", fmt.Errorf("spool publication: %w", err)
+	}
+	sum := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, sum), http.MaxBytesReader(w, r.Body, h.cfg.TransferCap))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return "", h.tooLargeTransfer("the publication")
+		}
+		return "", badRequest("read the publication: %v", err)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != digest {
+		os.Remove(f.Name())
+		return "", badRequest("the publication's SHA-256 is %s, not the %s it was sent with (%d bytes arrived): the transfer was damaged; nothing was stored", got, digest, n)
+	}
+	return f.Name(), nil
+}
+
+// publish verifies a bundle and makes its commit the job's head: objects
+// validated in quarantine, ancestry from the base and the current head,
+// then the job's ref moved by compare-and-swap and the database updated
+// (the ref moved back if that fails). Publications of one job take turns.
+func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef, bundle, commit string, checkpoint bool) (protocol.PublishResult, error) {
+	unlock := h.locks.lock("job:" + ref.Job)
+	defer unlock()
+	j, err := h.publishable(ctx, p.runnerID, ref)
+	if err != nil {
+		return protocol.PublishResult{}, err
+	}
+	if commit == j.Head {
+		return protocol.PublishResult{Head: j.Head}, nil // published before: the reply was lost
+	}
+	if err := h.ensureJobRef(ctx, j); err != nil {
+		return protocol.PublishResult{}, err
+	}
+	in, err := h.repos.Receive(ctx, j.Project, bundle, commit)
+	if err != nil {
+		return protocol.PublishResult{}, refusal(err, "publication refused")
+	}
+	defer in.Close()
+	if ok, err := in.IsAncestor(ctx, j.Base, commit); err != nil {
+		return protocol.PublishResult{}, err
+	} else if !ok {
+		return protocol.PublishResult{}, badRequest("publication refused: %s does not descend from the job's base %s; nothing was stored", commit, j.Base)
+	}
+	if ok, err := in.IsAncestor(ctx, j.Head, commit); err != nil {
+		return protocol.PublishResult{}, err
+	} else if !ok {
+		return protocol.PublishResult{}, staleHead{head: j.Head}
+	}
+	if err := in.Accept(); err != nil {
+		return protocol.PublishResult{}, err
+	}
+	jobRef := workspace.JobRef(j.ID)
+	if err := h.repos.UpdateRef(ctx, j.Project, jobRef, commit, j.Head); err != nil {
+		return protocol.PublishResult{}, err
+	}
+	res := protocol.PublishResult{Head: commit}
+	var cpRef string
+	if checkpoint {
+		res.Checkpoint = j.Checkpoints + 1
+		cpRef = workspace.CheckpointRef(j.ID, res.Checkpoint)
+		// A leftover of a crash between ref and database is overwritten:
+		// the database numbers checkpoints.
+		old, err := h.repos.Ref(ctx, j.Project, cpRef)
+		if err == nil {
+			err = h.repos.UpdateRef(ctx, j.Project, cpRef, commit, old)
+		}
+		if err != nil {
+			h.rollBackRefs(j, jobRef, commit, "")
+			return protocol.PublishResult{}, err
+		}
+	}
+	err = h.store.Write(ctx, func(tx store.Tx) error {
+		a, jj, err := loadFenced(tx, p.runnerID, ref)
+		if err != nil {
+			return err
+		}
+		if err := checkPublishable(a, jj); err != nil {
+			return err
+		}
+		if jj.Head != j.Head {
+			return conflict("job %s's head moved during the publication; publish again", j.ID)
+		}
+		jj.Head, jj.UpdatedAt = commit, h.now()
+		kind, what := "published", "published"
+		if checkpoint {
+			jj.Checkpoints = res.Checkpoint
+			kind, what = "checkpoint", fmt.Sprintf("checkpoint %d:", res.Checkpoint)
+		}
+		if err := tx.UpdateJob(jj); err != nil {
+			return err
+		}
+		return h.event(tx, j.ID, kind, p.name, "attempt %d %s %s", a.Epoch, what, commit)
+	})
+	if err != nil {
+		h.rollBackRefs(j, jobRef, commit, cpRef)
+		return protocol.PublishResult{}, err
+	}
+	h.log.Info("published", "job", j.ID, "attempt", ref.Attempt, "head", commit, "checkpoint", res.Checkpoint)
+	h.notify(j.ID)
+	return res, nil
+}
+
+// rollBackRefs undoes a publication's refs after the database refused it,
+// so that the ref never runs ahead of the recorded head.
+func (h *Hub) rollBackRefs(j store.Job, jobRef, commit, cpRef string) {
+	ctx := context.Background()
+	if err := h.repos.UpdateRef(ctx, j.Project, jobRef, j.Head, commit); err != nil {
+		h.log.Error("could not roll back a job's ref; the next publication repairs it", "job", j.ID, "err", err)
+	}
+	if cpRef != "" {
+		if err := h.repos.UpdateRef(ctx, j.Project, cpRef, "", commit); err != nil {
+			h.log.Error("could not roll back a checkpoint ref", "job", j.ID, "ref", cpRef, "err", err)
+		}
+	}
+}
+
+// ensureJobRef makes the job's ref agree with its recorded head before a
+// publication: the database is the truth, and a crash between moving the
+// ref and committing may have left them apart. For a project mapped to a
+// remote, the hub first fetches the base it lacks from there.
+func (h *Hub) ensureJobRef(ctx context.Context, j store.Job) error {
+	jobRef := workspace.JobRef(j.ID)
+	if j.RepoURL != "" {
+		if err := h.ensureRepo(ctx, j.Project); err != nil {
+			return err
+		}
+		ok, err := h.repos.HasCommit(ctx, j.Project, j.Head)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := h.repos.FetchCommit(ctx, j.Project, j.RepoURL, j.Head, jobRef); err != nil {
+				h.log.Warn("could not fetch a mapped project's base", "job", j.ID, "project", j.Project, "err", err)
+				return conflict("the hub cannot read %s from %s, the remote project %s is mapped to (it fetches without credentials): %v",
+					j.Head, j.RepoURL, j.Project, err)
+			}
+		}
+	}
+	cur, err := h.repos.Ref(ctx, j.Project, jobRef)
+	if err != nil {
+		return err
+	}
+	if cur == j.Head {
+		return nil
+	}
+	h.log.Warn("job ref disagrees with the recorded head; repairing", "job", j.ID, "ref", cur, "head", j.Head)
+	return h.repos.UpdateRef(ctx, j.Project, jobRef, j.Head, cur)
+}
+
+// ensureRepo creates a project's repository on the hub if it has none.
+func (h *Hub) ensureRepo(ctx context.Context, project string) error {
+	if h.repos.Exists(project) {
+		return nil
+	}
+	unlock := h.locks.lock("repo:" + project)
+	defer unlock()
+	if err := h.repos.Create(ctx, project); err != nil {
+		return err
+	}
+	h.log.Info("created project repository", "project", project, "dir", h.repos.Dir(project))
+	return nil
+}
+
+// refusal turns a workspace refusal into a 400 that says why; anything
+// else stays an internal error.
+func refusal(err error, prefix string) error {
+	var rf *workspace.Refusal
+	if errors.As(err, &rf) {
+		return badRequest("%s: %s; nothing was stored", prefix, rf.Reason)
+	}
+	return err
+}

@@ -1,0 +1,290 @@
+package hub
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+	"drover/internal/workspace"
+)
+
+// keyLocks is a set of mutexes by name, each existing while someone holds
+// or waits for it.
+type keyLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyLock
+}
+
+type keyLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lock takes the named lock and returns its release.
+func (k *keyLocks) lock(name string) func() {
+	k.mu.Lock()
+	l := k.m[name]
+	if l == nil {
+		l = &keyLock{}
+		k.m[name] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.m, name)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// requestBaseURL is the hub's URL as the client of r reached it.
+func requestBaseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
+		scheme = p
+	}
+	host := r.Host
+	if fh, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ","); strings.TrimSpace(fh) != "" {
+		host = strings.TrimSpace(fh)
+	}
+	return scheme + "://" + host
+}
+
+// gitURL is where c's runner fetches a hosted project.
+func (h *Hub) gitURL(c *conn, project string) string {
+	base := h.cfg.PublicURL
+	if base == "" {
+		base = c.baseURL
+	}
+	return base + gitPrefix + project
+}
+
+// sourceSpec fills the repository, mode and context of an offer.
+func (h *Hub) sourceSpec(tx store.Tx, c *conn, j store.Job, spec *protocol.JobSpec) error {
+	if j.Project == "" {
+		return nil
+	}
+	spec.Mode = j.Mode
+	spec.Repo = &protocol.RepoSpec{Project: j.Project, Base: j.Base, Head: j.Head, URL: h.gitURL(c, j.Project)}
+	if j.RepoURL != "" {
+		spec.Repo.URL, spec.Repo.Remote = j.RepoURL, true
+	}
+	files, err := tx.ContextFiles(j.ID, false)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		spec.Context = append(spec.Context, protocol.ContextFile{Name: f.Name, Size: f.Size})
+	}
+	return nil
+}
+
+// maxSubmitBody leaves room for the context files (base64 in JSON).
+const maxSubmitBody = maxBody + (protocol.MaxContextTotal+2)/3*4 + protocol.MaxContextFiles*2048
+
+// checkSource validates a submission's context files, repository and mode
+// and fills the job's source fields. For a hosted project the base must
+// already be on the hub and its tree must be one drover supports.
+func (h *Hub) checkSource(ctx context.Context, req protocol.SubmitRequest, j *store.Job) error {
+	if err := protocol.CheckContextFiles(req.Context); err != nil {
+		return badRequest("%v", err)
+	}
+	if req.Repo == nil {
+		if req.Mode != "" || len(req.Context) > 0 {
+			return badRequest("a mode and context files need a job with a repository (drover run --repo)")
+		}
+		return nil
+	}
+	project, base := req.Repo.Project, req.Repo.Base
+	if !workspace.ValidProject(project) {
+		return badRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", project)
+	}
+	if !workspace.ValidCommitID(base) {
+		return badRequest("base %q must be a full 40-hex commit id", base)
+	}
+	mode := req.Mode
+	if mode == "" {
+		mode = protocol.ModeFix
+	}
+	if mode != protocol.ModeFix && mode != protocol.ModeObserve {
+		return badRequest("mode %q: want %s or %s", mode, protocol.ModeFix, protocol.ModeObserve)
+	}
+	var remote string
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		p, err := tx.Project(project)
+		if err == nil {
+			remote = p.Remote
+			return nil
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("look up project %s: %w", project, err)
+	}
+	if remote == "" {
+		if !h.repos.Exists(project) {
+			return badRequest("project %s has no repository on the hub: push the commit first (drover run --repo does it)", project)
+		}
+		ok, err := h.repos.HasCommit(ctx, project, base)
+		if err != nil {
+			return fmt.Errorf("look up base %s of %s: %w", base, project, err)
+		}
+		if !ok {
+			return badRequest("the hub's %s repository has no commit %s: push the commit first (drover run --repo does it)", project, base)
+		}
+		if err := workspace.CheckSourceTree(ctx, h.repos.Git, h.repos.Dir(project), base); err != nil {
+			return refusal(err, "source refused")
+		}
+	}
+	j.Project, j.Base, j.Head, j.Mode, j.RepoURL = project, base, base, mode, remote
+	return nil
+}
+
+// pinBase points a new job's ref at its base, so the base stays reachable
+// and `git fetch HUB/git/PROJECT refs/drover/jobs/JOB` works from the
+// start. A failure is only logged: publication repairs the ref.
+func (h *Hub) pinBase(ctx context.Context, j store.Job) {
+	if j.Project == "" || j.RepoURL != "" {
+		return
+	}
+	if err := h.repos.UpdateRef(ctx, j.Project, workspace.JobRef(j.ID), j.Base, ""); err != nil {
+		h.log.Warn("could not pin a job's base", "job", j.ID, "project", j.Project, "err", err)
+	}
+}
+
+func (h *Hub) apiProjects(w http.ResponseWriter, r *http.Request, p principal) error {
+	var rows []store.Project
+	if err := h.store.Read(r.Context(), func(tx store.Tx) error {
+		var err error
+		rows, err = tx.Projects()
+		return err
+	}); err != nil {
+		return err
+	}
+	out := protocol.ProjectList{Projects: []protocol.ProjectView{}}
+	seen := map[string]bool{}
+	for _, pr := range rows {
+		seen[pr.Name] = true
+		out.Projects = append(out.Projects, protocol.ProjectView{Name: pr.Name, Remote: pr.Remote, Hosted: h.repos.Exists(pr.Name)})
+	}
+	hosted, err := h.repos.Projects()
+	if err != nil {
+		return err
+	}
+	for _, name := range hosted {
+		if !seen[name] {
+			out.Projects = append(out.Projects, protocol.ProjectView{Name: name, Hosted: true})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// checkRemoteURL refuses what cannot be a git URL to fetch from.
+func checkRemoteURL(u string) error {
+	switch {
+	case len(u) > 1024:
+		return fmt.Errorf("remote URL is over 1024 characters")
+	case strings.HasPrefix(u, "-"):
+		return fmt.Errorf("remote URL %q starts with '-'", u)
+	case strings.IndexFunc(u, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return fmt.Errorf("remote URL %q has a space or control character", u)
+	}
+	return nil
+}
+
+func (h *Hub) apiMapProject(w http.ResponseWriter, r *http.Request, p principal) error {
+	if !p.admin {
+		return forbidden("only an admin can map projects")
+	}
+	name := r.PathValue("name")
+	if !workspace.ValidProject(name) {
+		return badRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", name)
+	}
+	var req protocol.MapProjectRequest
+	if err := decodeBody(r, w, &req); err != nil {
+		return err
+	}
+	if err := checkRemoteURL(req.Remote); err != nil {
+		return badRequest("%v", err)
+	}
+	now := h.now()
+	if err := h.store.Write(r.Context(), func(tx store.Tx) error {
+		return tx.PutProject(store.Project{Name: name, Remote: req.Remote, CreatedAt: now, UpdatedAt: now})
+	}); err != nil {
+		return fmt.Errorf("map project %s: %w", name, err)
+	}
+	h.log.Info("project mapped", "project", name, "remote", req.Remote, "by", p.name)
+	writeJSON(w, http.StatusOK, protocol.ProjectView{Name: name, Remote: req.Remote, Hosted: h.repos.Exists(name)})
+	return nil
+}
+
+// fencedRef reads (job, attempt, epoch) from a runner call's query.
+func fencedRef(r *http.Request) (protocol.AttemptRef, error) {
+	q := r.URL.Query()
+	ref := protocol.AttemptRef{Job: q.Get("job"), Attempt: q.Get("attempt")}
+	epoch, err := strconv.ParseInt(q.Get("epoch"), 10, 64)
+	if err != nil {
+		return ref, badRequest("epoch must be a number")
+	}
+	ref.Epoch = epoch
+	if err := ref.Validate(); err != nil {
+		return ref, badRequest("%v", err)
+	}
+	return ref, nil
+}
+
+// apiContext serves a job's context files as a tar to the runner holding
+// one of its active attempts.
+func (h *Hub) apiContext(w http.ResponseWriter, r *http.Request, p principal) error {
+	ref, err := fencedRef(r)
+	if err != nil {
+		return err
+	}
+	var files []store.ContextFile
+	if err := h.store.Read(r.Context(), func(tx store.Tx) error {
+		a, j, err := loadFenced(tx, p.runnerID, ref)
+		if err != nil {
+			return err
+		}
+		if !a.State.Active() || j.AttemptID != a.ID {
+			return fenced("attempt %s is %s; its context is no longer served", a.ID, a.State)
+		}
+		files, err = tx.ContextFiles(j.ID, true)
+		return err
+	}); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.WriteHeader(http.StatusOK)
+	tw := tar.NewWriter(w)
+	for _, f := range files {
+		hdr := &tar.Header{Name: f.Name, Mode: 0o644, Size: int64(len(f.Data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil // the client went away; the status is sent
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return nil
+		}
+	}
+	_ = tw.Close()
+	return nil
+}

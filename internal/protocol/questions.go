@@ -1,0 +1,233 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"drover/internal/job"
+)
+
+// The agent tools and the person in the loop: questions, answers,
+// deliveries, the live job context and resuming a session. The runner relays
+// its tool server's calls as the ask, deliver and context requests; people
+// answer over the HTTP API (AnswerRequest, QuestionList).
+
+// Limits on what an agent or a person may send. The runner's tool server
+// checks them first; the hub checks them again.
+const (
+	MaxQuestion       = 8 << 10  // bytes of a question
+	MaxChoices        = 20       // choices offered with a question
+	MaxChoice         = 500      // bytes of one choice
+	MaxAnswer         = 64 << 10 // bytes of an answer
+	MaxSummary        = 64 << 10 // bytes of a delivery summary
+	MaxSession        = 1024     // bytes of an agent session id
+	MaxQuestionExpiry = 365 * 24 * time.Hour
+	// HistoryBudget bounds the encoded questions an offer or a context reply
+	// carries, so that either fits in one frame with the job's argv; the
+	// oldest questions are left out first (see Omitted).
+	HistoryBudget = 512 << 10
+)
+
+// Ask records a question from the agent of a running attempt. Reply: AskAck.
+// The attempt then ends its turn and finishes with outcome "asked"; the job
+// waits, holding no slot, until an approved answer requeues it.
+type Ask struct {
+	AttemptRef
+	Question string   `json:"question"`
+	Choices  []string `json:"choices,omitempty"`
+	// ExpiresIn, when set, is how long the question may wait for an
+	// approved answer; after it the job fails with question_expired.
+	ExpiresIn Duration `json:"expires_in_ms,omitempty"`
+}
+
+// AskAck is the reply to ask.
+type AskAck struct {
+	QuestionID string `json:"question_id"`
+}
+
+// Validate checks an ask's arguments against the limits.
+func (a Ask) Validate() error {
+	if err := CheckText("question", a.Question, MaxQuestion); err != nil {
+		return err
+	}
+	if len(a.Choices) > MaxChoices {
+		return &LimitError{What: "choices", Size: len(a.Choices), Limit: MaxChoices, Unit: "choices"}
+	}
+	for i, c := range a.Choices {
+		if err := CheckText(fmt.Sprintf("choice %d", i+1), c, MaxChoice); err != nil {
+			return err
+		}
+	}
+	if a.ExpiresIn < 0 || a.ExpiresIn.D() > MaxQuestionExpiry {
+		return fmt.Errorf("expires_in_ms must be from 0 (no expiry) to %d", MaxQuestionExpiry.Milliseconds())
+	}
+	return nil
+}
+
+// Deliver records the agent's summary of its finished work. Reply: {}. For
+// a job with tools it is the only way to completed: the attempt then
+// finishes "completed".
+type Deliver struct {
+	AttemptRef
+	Summary string `json:"summary"`
+}
+
+// GetContext asks for the job's context as it stands now. Reply: JobContext.
+// It changes nothing, so it is not kept in the request ledger.
+type GetContext struct {
+	AttemptRef
+}
+
+// JobContext is what an agent may know about its job, read live: a job
+// resumed after hours sees the current head, questions and attempts.
+type JobContext struct {
+	Job     string   `json:"job"`
+	Attempt int64    `json:"attempt"` // the calling attempt's number
+	Agent   string   `json:"agent"`
+	Prompt  string   `json:"prompt"` // the job's arguments joined by spaces
+	Args    []string `json:"args"`
+	Project string   `json:"project,omitempty"`
+	Base    string   `json:"base,omitempty"`
+	Head    string   `json:"head,omitempty"`
+	Mode    string   `json:"mode,omitempty"`
+	// Context lists the attached files (their bytes: GET /runner/context).
+	Context []ContextFile `json:"context,omitempty"`
+	// Questions asked so far, oldest first. An answer is present only once
+	// approved: the agent never sees an answer awaiting approval.
+	Questions []QuestionView `json:"questions,omitempty"`
+	Omitted   int            `json:"omitted,omitempty"` // oldest questions left out (HistoryBudget)
+	// Attempts are the job's earlier attempts, oldest first.
+	Attempts []AttemptOutcome `json:"attempts,omitempty"`
+}
+
+// AttemptOutcome is how one attempt ended, as an agent sees it.
+type AttemptOutcome struct {
+	Number   int64            `json:"number"`
+	State    job.AttemptState `json:"state"`
+	Reason   job.Reason       `json:"reason,omitempty"`
+	ExitCode *int             `json:"exit_code,omitempty"`
+	Message  string           `json:"message,omitempty"`
+	Summary  string           `json:"summary,omitempty"` // its delivery
+}
+
+// ResumeSpec tells a runner that the job continues a conversation: its agent
+// asked, and a person's approved answer queued it again. A runner that can
+// resume Session (SameRunner: it ran that attempt and may still have its
+// worktree) does so and passes the newest answer; otherwise it starts a fresh
+// session with History in the prompt. The job's head is the work published
+// so far either way.
+type ResumeSpec struct {
+	Attempt    int64  `json:"attempt"`           // number of the attempt that asked
+	Session    string `json:"session,omitempty"` // its agent session id, if it reported one
+	SameRunner bool   `json:"same_runner,omitempty"`
+	// History is every question with an approved answer, oldest first.
+	History []QuestionView `json:"history"`
+	Omitted int            `json:"omitted,omitempty"` // oldest questions left out (HistoryBudget)
+}
+
+// QuestionView is one question and its answer as the API shows it.
+type QuestionView struct {
+	ID        string     `json:"id"`
+	Job       string     `json:"job"`
+	Attempt   int64      `json:"attempt"` // number of the attempt that asked
+	Question  string     `json:"question"`
+	Choices   []string   `json:"choices,omitempty"`
+	AskedAt   time.Time  `json:"asked_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Requester string     `json:"requester,omitempty"` // in GET /questions
+	Answer    *Answer    `json:"answer,omitempty"`
+}
+
+// Answer is a person's answer. Another user's answer is stored unapproved
+// and reaches the agent only once the job's requester approves it.
+type Answer struct {
+	Text       string     `json:"text"`
+	Choice     int        `json:"choice,omitempty"` // 1-based index into the choices; 0 for free text
+	By         string     `json:"by"`
+	AnsweredAt time.Time  `json:"answered_at"`
+	Approved   bool       `json:"approved"`
+	ApprovedBy string     `json:"approved_by,omitempty"`
+	ApprovedAt *time.Time `json:"approved_at,omitempty"`
+}
+
+// AnswerRequest answers the question a waiting job asked
+// (POST /jobs/{id}/answer). Choice picks one of its choices (1-based);
+// Text may then be empty and becomes the choice's text.
+type AnswerRequest struct {
+	Text   string `json:"text"`
+	Choice int    `json:"choice,omitempty"`
+}
+
+// Resolve checks an answer against the question's choices and returns the
+// text to record.
+func (r AnswerRequest) Resolve(choices []string) (string, error) {
+	if r.Choice < 0 || r.Choice > len(choices) {
+		if len(choices) == 0 {
+			return "", fmt.Errorf("choice %d: the question offers no choices; answer in text", r.Choice)
+		}
+		return "", fmt.Errorf("choice %d is out of range: pick 1 to %d", r.Choice, len(choices))
+	}
+	text := r.Text
+	if strings.TrimSpace(text) == "" && r.Choice > 0 {
+		text = choices[r.Choice-1]
+	}
+	return text, CheckText("answer", text, MaxAnswer)
+}
+
+// QuestionList is the answer to GET /questions: what waits on the caller.
+type QuestionList struct {
+	Questions []QuestionView `json:"questions"`
+}
+
+// AwaitsApproval reports whether the question has an answer its job's
+// requester has not approved yet.
+func (q QuestionView) AwaitsApproval() bool { return q.Answer != nil && !q.Answer.Approved }
+
+// LimitError is an argument over a size limit (the hub answers too_large).
+type LimitError struct {
+	What        string
+	Size, Limit int
+	Unit        string // "" for bytes
+}
+
+func (e *LimitError) Error() string {
+	unit := e.Unit
+	if unit == "" {
+		unit = "bytes"
+	}
+	return fmt.Sprintf("%s: %d %s; the limit is %d", e.What, e.Size, unit, e.Limit)
+}
+
+// CheckText refuses blank text, text over limit bytes, text that is not
+// UTF-8 and control characters other than tab and newlines: questions and
+// answers are shown in terminals.
+func CheckText(what, s string, limit int) error {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return fmt.Errorf("%s is required and must not be blank", what)
+	case len(s) > limit:
+		return &LimitError{What: what, Size: len(s), Limit: limit}
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%s is not valid UTF-8", what)
+	case strings.IndexFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f }) >= 0:
+		return fmt.Errorf("%s has a control character", what)
+	}
+	return nil
+}
+
+// FitHistory keeps the newest questions whose JSON fits in budget bytes and
+// returns them with the number left out.
+func FitHistory(qs []QuestionView, budget int) ([]QuestionView, int) {
+	total := 0
+	for i := len(qs) - 1; i >= 0; i-- {
+		b, err := json.Marshal(qs[i])
+		if err != nil || total+len(b) > budget {
+			return qs[i+1:], i + 1
+		}
+		total += len(b)
+	}
+	return qs, 0
+}

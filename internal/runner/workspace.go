@@ -1,0 +1,418 @@
+package runner
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/workspace"
+)
+
+// A job with a repository runs in a git worktree instead of an empty work
+// dir (internal/workspace does all the git): prepared before the agent
+// starts, published (fix mode) or checked (observe mode) after it stops and
+// before the attempt's receipt, kept for the job's next attempt or given
+// back to the pool once the hub acknowledged the finish.
+
+const (
+	publishTimeout = 10 * time.Minute // one publication, uploads and retries included
+	gcEvery        = 10 * time.Minute
+	uploadTries    = 4
+)
+
+// workspaces is the runner's cache of clones and worktrees, and the HTTP
+// client that moves context files and publications.
+type workspaces struct {
+	cache *workspace.Cache
+	http  *http.Client
+
+	mu     sync.Mutex
+	lastGC time.Time
+}
+
+func newWorkspaces(home string, log *slog.Logger) (*workspaces, error) {
+	c, err := workspace.NewCache(workspace.CacheConfig{Home: home, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &workspaces{cache: c, http: &http.Client{}}, nil
+}
+
+// attemptWorkspace is what one attempt works with.
+type attemptWorkspace struct {
+	wt      *workspace.Worktree
+	context string // read-only folder of the job's context files; "" for none
+}
+
+func (r *Runner) contextPath(id string) string {
+	return filepath.Join(r.cfg.Home, "work", id+".context")
+}
+func (r *Runner) bundlePath(id string) string { return filepath.Join(r.cfg.Home, "work", id+".bundle") }
+
+// jobHead is the commit an attempt starts from: the job's latest
+// publication, or its base before any.
+func jobHead(spec *protocol.RepoSpec) string {
+	if spec.Head != "" {
+		return spec.Head
+	}
+	return spec.Base
+}
+
+// prepareWorkspace gives an attempt of a job with a repository its
+// worktree at the job's head and fetches its context files. What fails is
+// said in the attempt's log (out) too.
+func (r *Runner) prepareWorkspace(a *attempt, out io.Writer) (*attemptWorkspace, error) {
+	spec, id := a.spec.Repo, a.ref.Attempt
+	head := jobHead(spec)
+	start := r.now()
+	wt, err := r.ws.cache.Prepare(a.ctx, workspace.SourceOf(spec, r.login.Token), a.ref.Job, head)
+	if err != nil {
+		fmt.Fprintf(out, "drover: cannot prepare the worktree: %v\n", err)
+		return nil, err
+	}
+	how := "prepared"
+	if wt.Resumed() {
+		how = "resumed (kept from the job's earlier attempt, nothing checked out)"
+	}
+	fmt.Fprintf(out, "drover: worktree of %s at %s %s in %s\n", spec.Project, head, how, r.now().Sub(start).Round(time.Millisecond))
+	aw := &attemptWorkspace{wt: wt}
+	if len(a.spec.Context) > 0 {
+		dir := r.contextPath(id)
+		if err := r.fetchContext(a, dir); err != nil {
+			fmt.Fprintf(out, "drover: cannot fetch the job's context files: %v\n", err)
+			r.keepWorktree(a, wt)
+			return nil, err
+		}
+		aw.context = dir
+		fmt.Fprintf(out, "drover: %d context file(s) in $DROVER_CONTEXT_DIR\n", len(a.spec.Context))
+	}
+	return aw, nil
+}
+
+// env is what the agent's environment gains from the workspace.
+func (aw *attemptWorkspace) env() []string {
+	if aw == nil || aw.context == "" {
+		return nil
+	}
+	return []string{"DROVER_CONTEXT_DIR=" + aw.context}
+}
+
+// settleWorkspace runs after the agent stopped and before the receipt: in
+// fix mode it publishes what the agent produced (also when the attempt was
+// cancelled or the runner is stopping), in observe mode it fails the
+// attempt if HEAD, the index or a tracked file changed and discards the
+// changes. It returns the outcome to report.
+func (r *Runner) settleWorkspace(a *attempt, aw *attemptWorkspace, out io.Writer, o job.Outcome) job.Outcome {
+	if errors.Is(context.Cause(a.ctx), errDropped) {
+		return o // the attempt is not ours any more: the hub would refuse it
+	}
+	ctx, cancel := context.WithTimeout(r.life, publishTimeout)
+	defer cancel()
+	if a.spec.Mode == protocol.ModeObserve {
+		ch, err := aw.wt.Changes(ctx)
+		if err != nil {
+			fmt.Fprintf(out, "drover: cannot check the worktree: %v\n", err)
+			return workspaceFailure(o, job.ReasonWorkspace, "cannot check the worktree in observe mode: "+err.Error())
+		}
+		if ch.Empty() {
+			return o
+		}
+		fmt.Fprintf(out, "drover: observe mode, but the agent changed the worktree: %s; the changes are discarded\n", ch)
+		if err := aw.wt.Discard(ctx); err != nil {
+			r.log.Warn("discard observe-mode changes", "attempt", a.ref.String(), "err", err)
+		}
+		return workspaceFailure(o, job.ReasonObserveChanged, "observe mode: "+ch.String())
+	}
+	if err := r.publish(ctx, a, aw.wt, out); err != nil {
+		fmt.Fprintf(out, "drover: publication failed: %v\n", err)
+		r.log.Error("publication failed", "attempt", a.ref.String(), "err", err)
+		return workspaceFailure(o, job.ReasonWorkspace, "publication failed: "+err.Error())
+	}
+	return o
+}
+
+// workspaceFailure fails an attempt that ran to its end for a workspace
+// reason. A cancelled or released attempt keeps its state (the user or the
+// runner stopped it) and only gains the message.
+func workspaceFailure(o job.Outcome, reason job.Reason, msg string) job.Outcome {
+	if o.State == job.AttemptCancelled || o.State == job.AttemptReleased {
+		o.Message = clip(joinMsg(o.Message, msg), 4096)
+		return o
+	}
+	return job.Outcome{State: job.AttemptFailed, Reason: reason, ExitCode: o.ExitCode, Message: clip(joinMsg(msg, o.Message), 4096)}
+}
+
+func joinMsg(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+// publish commits the worktree on top of the job's head and uploads it.
+// When the hub already holds a newer head (an earlier reply was lost), the
+// runner continues from that head and publishes only what it lacks.
+func (r *Runner) publish(ctx context.Context, a *attempt, wt *workspace.Worktree, out io.Writer) error {
+	info := workspace.CommitInfo{Job: a.ref.Job, Attempt: a.ref.Attempt, Requester: a.spec.Requester}
+	path := r.bundlePath(a.ref.Attempt)
+	defer os.Remove(path)
+	for round := 0; round < 3; round++ {
+		commit, err := wt.Commit(ctx, info)
+		if err != nil {
+			return err
+		}
+		if commit == "" {
+			if round == 0 {
+				fmt.Fprintf(out, "drover: nothing to publish: the worktree equals %s\n", wt.Head())
+			}
+			return nil
+		}
+		p, err := wt.Bundle(ctx, commit, path, protocol.DefaultTransferCap)
+		if err != nil {
+			return err
+		}
+		res, stale, err := r.ws.upload(ctx, r, a.ref, p)
+		if err != nil {
+			return err
+		}
+		if stale {
+			fmt.Fprintf(out, "drover: the hub already holds %s (a reply was lost); continuing from it\n", res.Head)
+			if err := wt.Adopt(ctx, res.Head); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := wt.Adopt(ctx, res.Head); err != nil {
+			return err
+		}
+		stat, _ := wt.DiffStat(ctx, commit)
+		fmt.Fprintf(out, "drover: published %s on %s (%s; %d bytes sent)\n", commit, p.Parent, stat, p.Size)
+		return nil
+	}
+	return errors.New("the job's head kept moving under this attempt")
+}
+
+// upload posts a publication bundle. stale reports the hub's 409
+// stale_head, with its head in res. Transport failures and hub faults are
+// retried; the same bundle twice is harmless (publishing a commit again is
+// a no-op, and after a lost reply the hub answers with its newer head).
+func (ws *workspaces) upload(ctx context.Context, r *Runner, ref protocol.AttemptRef, p workspace.Publication) (res protocol.PublishResult, stale bool, err error) {
+	q := url.Values{"job": {ref.Job}, "attempt": {ref.Attempt}, "epoch": {strconv.FormatInt(ref.Epoch, 10)},
+		"commit": {p.Commit}, "sha256": {p.SHA256}, "checkpoint": {"0"}}
+	u := r.hub + protocol.APIPrefix + "/runner/publish?" + q.Encode()
+	for tries := 1; ; tries++ {
+		res, stale, retry, err := ws.uploadOnce(ctx, u, r.login.Token, p)
+		if err == nil || !retry || tries >= uploadTries {
+			return res, stale, err
+		}
+		r.log.Warn("publication upload failed; retrying", "attempt", ref.String(), "err", err)
+		if err := r.sleep(ctx, r.jitter(backoff(tries))); err != nil {
+			return res, false, err
+		}
+	}
+}
+
+func (ws *workspaces) uploadOnce(ctx context.Context, u, token string, p workspace.Publication) (res protocol.PublishResult, stale, retry bool, err error) {
+	f, err := os.Open(p.Path)
+	if err != nil {
+		return res, false, false, fmt.Errorf("open bundle: %w", err)
+	}
+	defer f.Close()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, f)
+	if err != nil {
+		return res, false, false, err
+	}
+	req.ContentLength = p.Size
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/x-git-bundle")
+	resp, err := ws.http.Do(req)
+	if err != nil {
+		return res, false, ctx.Err() == nil, fmt.Errorf("upload publication: %w", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		protocol.PublishResult
+		Error *protocol.Error `json:"error"`
+	}
+	derr := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body)
+	switch {
+	case resp.StatusCode == http.StatusOK && derr == nil && body.Head != "":
+		return body.PublishResult, false, false, nil
+	case resp.StatusCode == http.StatusConflict && body.Error != nil && body.Error.Code == protocol.ErrStaleHead && body.Head != "":
+		return body.PublishResult, true, false, nil
+	case body.Error != nil:
+		return res, false, resp.StatusCode >= 500, fmt.Errorf("the hub refused the publication (%d): %w", resp.StatusCode, body.Error)
+	default:
+		return res, false, resp.StatusCode >= 500, fmt.Errorf("the hub answered the publication with %s", resp.Status)
+	}
+}
+
+// fetchContext downloads the job's context files into dir, a folder
+// outside the worktree that the agent can read but not change. Names,
+// kinds and sizes are checked again here: only regular files with clean
+// relative names, within the protocol's limits.
+func (r *Runner) fetchContext(a *attempt, dir string) error {
+	q := url.Values{"job": {a.ref.Job}, "attempt": {a.ref.Attempt}, "epoch": {strconv.FormatInt(a.ref.Epoch, 10)}}
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, r.hub+protocol.APIPrefix+"/runner/context?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.login.Token)
+	resp, err := r.ws.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch context files: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var eb protocol.ErrorBody
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&eb)
+		return fmt.Errorf("fetch context files: %s: %s", resp.Status, eb.Error.Message)
+	}
+	if err := removeTree(dir); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("make context folder: %w", err)
+	}
+	if err := extractContext(resp.Body, dir); err != nil {
+		return err
+	}
+	return readOnlyTree(dir)
+}
+
+func extractContext(rd io.Reader, dir string) error {
+	tr := tar.NewReader(io.LimitReader(rd, protocol.MaxContextTotal+protocol.MaxContextFiles*(64<<10)))
+	var n int
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read context files: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			return fmt.Errorf("context file %q is not a regular file", h.Name)
+		}
+		if err := protocol.CheckContextName(h.Name); err != nil {
+			return err
+		}
+		n, total = n+1, total+h.Size
+		if n > protocol.MaxContextFiles || h.Size > protocol.MaxContextFile || total > protocol.MaxContextTotal {
+			return fmt.Errorf("context files over the limits (%d files, %d bytes each, %d in all)", protocol.MaxContextFiles, protocol.MaxContextFile, protocol.MaxContextTotal)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("write context file %s: %w", h.Name, err)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("write context file %s: %w", h.Name, err)
+		}
+		_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write context file %s: %w", h.Name, err)
+		}
+	}
+}
+
+// readOnlyTree makes a folder and everything in it read-only.
+func readOnlyTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o444)
+		if d.IsDir() {
+			mode = 0o555
+		}
+		return os.Chmod(p, mode)
+	})
+}
+
+// removeTree removes a folder that may be read-only.
+func removeTree(dir string) error {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// closeWorkspace ends the attempt's use of its worktree once the attempt
+// is over here. The worktree goes back to the pool when the job is done
+// (completed or cancelled, and the hub acknowledged it); otherwise it is
+// kept, as it is, for the job's next attempt (a retry, or a requeue after
+// this runner stopped). Then, now and then, worktrees of jobs that are gone
+// are collected.
+func (r *Runner) closeWorkspace(a *attempt, aw *attemptWorkspace, o job.Outcome, acknowledged bool) {
+	if acknowledged && (o.State == job.AttemptCompleted || o.State == job.AttemptCancelled) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.life), publishTimeout)
+		defer cancel()
+		if err := aw.wt.Release(ctx); err != nil {
+			r.log.Warn("release worktree", "attempt", a.ref.String(), "err", err)
+		}
+	} else {
+		r.keepWorktree(a, aw.wt)
+	}
+	r.collectWorktrees()
+}
+
+func (r *Runner) keepWorktree(a *attempt, wt *workspace.Worktree) {
+	if err := wt.Keep(); err != nil {
+		r.log.Warn("keep worktree", "attempt", a.ref.String(), "err", err)
+	}
+}
+
+// collectWorktrees runs the worktree garbage collector at most every
+// gcEvery: a job is live while this runner holds one of its attempts.
+func (r *Runner) collectWorktrees() {
+	r.ws.mu.Lock()
+	due := r.now().Sub(r.ws.lastGC) >= gcEvery
+	if due {
+		r.ws.lastGC = r.now()
+	}
+	r.ws.mu.Unlock()
+	if !due || r.life.Err() != nil {
+		return
+	}
+	live := func(jobID string) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, a := range r.attempts {
+			if a.ref.Job == jobID {
+				return true
+			}
+		}
+		return false
+	}
+	if err := r.ws.cache.GC(r.life, workspace.GCOptions{Live: live}); err != nil {
+		r.log.Warn("collect worktrees", "err", err)
+	}
+}

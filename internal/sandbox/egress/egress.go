@@ -1,0 +1,446 @@
+// Package egress is the only way out of a sandbox whose network is off: an
+// HTTP proxy (CONNECT and plain HTTP) served on unix sockets outside the
+// sandbox, which lets through only listed host:port pairs, answers anything
+// else with a structured refusal, and records every connection. It also
+// holds provider keys: a credential endpoint forwards requests that carry
+// the attempt's placeholder key to the real upstream with the real key, so
+// the key never enters the sandbox.
+package egress
+
+import (
+	"context"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Credential maps a provider to the real key the proxy adds for it. Keys
+// come from the runner operator's configuration or environment, never from
+// a job.
+type Credential struct {
+	Name       string // names the rule in refusals and evidence, e.g. "anthropic"
+	Upstream   string // base URL of the provider: https, or http on loopback (local servers, tests)
+	Header     string // header that carries the key, e.g. "x-api-key" or "Authorization"
+	Prefix     string // value prefix, e.g. "Bearer "
+	Key        string // the real key
+	KeyEnv     string // variable that holds the placeholder inside the sandbox, e.g. ANTHROPIC_API_KEY
+	BaseURLEnv string // variable that holds the proxy's URL inside the sandbox, e.g. ANTHROPIC_BASE_URL
+}
+
+// Event is one connection or request, as recorded in the attempt's evidence.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // connect, http or credential
+	Host    string    `json:"host"` // host:port asked for
+	Allowed bool      `json:"allowed"`
+	Rule    string    `json:"rule"` // what decided: "allow host:port", "allowlist", "credential NAME"
+	Status  int       `json:"status,omitempty"`
+	Up      int64     `json:"bytes_up"`
+	Down    int64     `json:"bytes_down"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Refusal is the JSON body of a refused request: enough for an agent to
+// see why and stop retrying.
+type Refusal struct {
+	Error   string   `json:"error"` // egress_denied, credential_refused, bad_request
+	Rule    string   `json:"rule"`
+	Host    string   `json:"host,omitempty"`
+	Allowed []string `json:"allowed"`
+	Message string   `json:"message"`
+}
+
+// Config configures a Proxy.
+type Config struct {
+	Allow       []string // host:port pairs reachable through the proxy
+	Credentials []Credential
+	Placeholder string      // the key the sandbox holds instead of each real one
+	Log         func(Event) // called once per connection or request, when it ends; nil discards
+	// Dial and TLS replace the network (tests): nil means net.Dialer and
+	// the system's roots.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	TLS  *tls.Config
+}
+
+// Proxy serves the proxy endpoint and one endpoint per credential.
+type Proxy struct {
+	cfg       Config
+	allow     map[string]bool
+	upstreams []*url.URL
+	transport *http.Transport
+
+	mu      sync.Mutex
+	servers []*http.Server
+	tunnels map[net.Conn]struct{} // hijacked connections: http.Server.Close does not close them
+	closed  bool
+}
+
+const dialTimeout = 15 * time.Second
+
+// New checks cfg.
+func New(cfg Config) (*Proxy, error) {
+	p := &Proxy{cfg: cfg, allow: map[string]bool{}, tunnels: map[net.Conn]struct{}{}}
+	for _, hp := range cfg.Allow {
+		n, err := NormalizeHostPort(hp)
+		if err != nil {
+			return nil, fmt.Errorf("egress allowlist: %w", err)
+		}
+		p.allow[n] = true
+	}
+	if len(cfg.Credentials) > 0 && len(cfg.Placeholder) < 16 {
+		return nil, errors.New("egress: credential rules need a placeholder of at least 16 characters")
+	}
+	for _, c := range cfg.Credentials {
+		u, err := CheckCredential(c)
+		if err != nil {
+			return nil, err
+		}
+		p.upstreams = append(p.upstreams, u)
+	}
+	if p.cfg.Dial == nil {
+		d := &net.Dialer{Timeout: dialTimeout}
+		p.cfg.Dial = d.DialContext
+	}
+	if p.cfg.Log == nil {
+		p.cfg.Log = func(Event) {}
+	}
+	p.transport = &http.Transport{
+		Proxy:                 nil, // never the runner's own proxy settings
+		DialContext:           p.cfg.Dial,
+		TLSClientConfig:       cfg.TLS,
+		ForceAttemptHTTP2:     cfg.TLS == nil,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       30 * time.Second,
+		TLSHandshakeTimeout:   dialTimeout,
+		ResponseHeaderTimeout: 10 * time.Minute, // model calls can think for a long time
+	}
+	return p, nil
+}
+
+// NormalizeHostPort lower-cases a host:port pair and checks it has both.
+func NormalizeHostPort(hp string) (string, error) {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(hp))
+	if err != nil {
+		return "", fmt.Errorf("%q: want host:port: %w", hp, err)
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if n, err := strconv.Atoi(port); host == "" || err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("%q: want host:port with a port from 1 to 65535", hp)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// CheckCredential validates a credential rule and returns its upstream URL.
+func CheckCredential(c Credential) (*url.URL, error) {
+	if c.Name == "" || c.Header == "" || c.Key == "" || c.KeyEnv == "" || c.BaseURLEnv == "" {
+		return nil, fmt.Errorf("credential %q: name, upstream, header, key, key variable and base URL variable are all required", c.Name)
+	}
+	u, err := url.Parse(c.Upstream)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" {
+		return nil, fmt.Errorf("credential %q: upstream %q is not a base URL", c.Name, c.Upstream)
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	default:
+		return nil, fmt.Errorf("credential %q: upstream %q must be https (plain http only on loopback)", c.Name, c.Upstream)
+	}
+	return u, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Serve serves the proxy endpoint on l until Close.
+func (p *Proxy) Serve(l net.Listener) error {
+	return p.serve(l, http.HandlerFunc(p.proxy))
+}
+
+// ServeCredential serves the endpoint of credential i on l until Close.
+func (p *Proxy) ServeCredential(i int, l net.Listener) error {
+	if i < 0 || i >= len(p.upstreams) {
+		return fmt.Errorf("egress: no credential %d", i)
+	}
+	return p.serve(l, p.credentialHandler(i))
+}
+
+func (p *Proxy) serve(l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		l.Close()
+		return http.ErrServerClosed
+	}
+	p.servers = append(p.servers, srv)
+	p.mu.Unlock()
+	err := srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops every endpoint and cuts open tunnels.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	servers, tunnels := p.servers, p.tunnels
+	p.servers, p.tunnels = nil, map[net.Conn]struct{}{}
+	p.mu.Unlock()
+	var errs []error
+	for _, s := range servers {
+		errs = append(errs, s.Close())
+	}
+	for c := range tunnels {
+		c.Close()
+	}
+	p.transport.CloseIdleConnections()
+	return errors.Join(errs...)
+}
+
+func (p *Proxy) allowed() []string {
+	out := make([]string, 0, len(p.allow))
+	for hp := range p.allow {
+		out = append(out, hp)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// proxy handles one request to the proxy endpoint.
+func (p *Proxy) proxy(w http.ResponseWriter, r *http.Request) {
+	kind, target := "http", ""
+	switch {
+	case r.Method == http.MethodConnect:
+		kind, target = "connect", r.Host
+	case r.URL.IsAbs() && r.URL.Scheme == "http":
+		target = r.URL.Host
+		if r.URL.Port() == "" {
+			target = net.JoinHostPort(r.URL.Hostname(), "80")
+		}
+	default:
+		p.refuse(w, Event{Kind: kind, Host: r.Host}, http.StatusBadRequest, Refusal{Error: "bad_request", Rule: "proxy",
+			Message: "this is drover's egress proxy: send CONNECT host:port, or a plain-http request in absolute form (GET http://host/path); https must go through CONNECT"})
+		return
+	}
+	hp, err := NormalizeHostPort(target)
+	ev := Event{Kind: kind, Host: target}
+	if err != nil || !p.allow[hp] {
+		ev.Rule = "allowlist"
+		p.refuse(w, ev, http.StatusForbidden, Refusal{Error: "egress_denied", Rule: "allowlist", Host: target,
+			Message: fmt.Sprintf("drover's egress proxy refused %s: only the listed host:port pairs are reachable from this sandbox; retrying will not help", target)})
+		return
+	}
+	ev.Host, ev.Allowed, ev.Rule = hp, true, "allow "+hp
+	if kind == "connect" {
+		p.tunnel(w, r, ev)
+		return
+	}
+	p.forward(w, r, ev, func(pr *httputil.ProxyRequest) {
+		pr.Out.URL = pr.In.URL
+		pr.Out.Host = pr.In.Host
+		pr.Out.Header.Del("Proxy-Authorization")
+	})
+}
+
+// refuse answers with a Refusal and records the event.
+func (p *Proxy) refuse(w http.ResponseWriter, ev Event, status int, ref Refusal) {
+	ref.Allowed = p.allowed()
+	body, _ := json.Marshal(ref)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Drover-Egress", "refused")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+	ev.Time, ev.Status, ev.Error = time.Now(), status, ref.Message
+	if ev.Rule == "" {
+		ev.Rule = ref.Rule
+	}
+	p.cfg.Log(ev)
+}
+
+// tunnel splices a CONNECT to an allowed host:port.
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, ev Event) {
+	ev.Time = time.Now()
+	ctx, cancel := context.WithTimeout(r.Context(), dialTimeout)
+	up, err := p.cfg.Dial(ctx, "tcp", ev.Host)
+	cancel()
+	if err != nil {
+		p.refuse(w, ev, http.StatusBadGateway, Refusal{Error: "upstream_unreachable", Rule: ev.Rule, Host: ev.Host,
+			Message: fmt.Sprintf("%s is allowed but could not be reached: %v", ev.Host, err)})
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	down, brw, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	if !p.track(down, true) {
+		up.Close()
+		down.Close()
+		return
+	}
+	defer p.track(down, false)
+	if _, err := down.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		up.Close()
+		down.Close()
+		return
+	}
+	ev.Status = http.StatusOK
+	// What the server already buffered past the CONNECT header goes first.
+	ev.Up, ev.Down = Splice(readerConn{down, brw.Reader}, up)
+	p.cfg.Log(ev)
+}
+
+// readerConn reads through r, which buffers Conn.
+type readerConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c readerConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// Splice copies a to b and b to a until both directions are done, closes
+// both, and returns the bytes copied each way. The drover init's bridges
+// use it too.
+func Splice(a, b net.Conn) (aToB, bToA int64) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		aToB, _ = io.Copy(b, a)
+		closeWrite(b)
+	}()
+	bToA, _ = io.Copy(a, b)
+	closeWrite(a)
+	<-done
+	a.Close()
+	b.Close()
+	return aToB, bToA
+}
+
+func closeWrite(c net.Conn) {
+	if rc, ok := c.(readerConn); ok {
+		c = rc.Conn
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+		return
+	}
+	c.Close()
+}
+
+func (p *Proxy) track(c net.Conn, add bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !add {
+		delete(p.tunnels, c)
+		return true
+	}
+	if p.closed {
+		return false
+	}
+	p.tunnels[c] = struct{}{}
+	return true
+}
+
+// credentialHandler forwards requests that carry the placeholder to the
+// provider, with the real key in place of the placeholder.
+func (p *Proxy) credentialHandler(i int) http.Handler {
+	c, up := p.cfg.Credentials[i], p.upstreams[i]
+	want := []byte(c.Prefix + p.cfg.Placeholder)
+	host := up.Host
+	if up.Port() == "" {
+		host = net.JoinHostPort(up.Hostname(), map[string]string{"https": "443", "http": "80"}[up.Scheme])
+	}
+	rule := "credential " + c.Name
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ev := Event{Kind: "credential", Host: host, Rule: rule}
+		got := []byte(r.Header.Get(c.Header))
+		if r.URL.IsAbs() || r.Method == http.MethodConnect {
+			p.refuse(w, ev, http.StatusBadRequest, Refusal{Error: "bad_request", Rule: rule,
+				Message: fmt.Sprintf("this is the %s endpoint: send requests to $%s directly, not as a proxy", c.Name, c.BaseURLEnv)})
+			return
+		}
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			p.refuse(w, ev, http.StatusUnauthorized, Refusal{Error: "credential_refused", Rule: rule, Host: host,
+				Message: fmt.Sprintf("requests to %s must carry the key from $%s in the %s header; the proxy adds the real one", c.Name, c.KeyEnv, c.Header)})
+			return
+		}
+		ev.Allowed = true
+		p.forward(w, r, ev, func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			pr.Out.Header.Set(c.Header, c.Prefix+c.Key)
+		})
+	})
+}
+
+// forward sends r upstream through the proxy's own transport and records
+// the bytes each way.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, rewrite func(*httputil.ProxyRequest)) {
+	ev.Time = time.Now()
+	var up, down countingReader
+	if r.Body != nil && r.Body != http.NoBody {
+		up.r = r.Body
+		r.Body = &up
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       rewrite,
+		Transport:     p.transport,
+		FlushInterval: -1, // streamed responses (server-sent events) go through at once
+		ModifyResponse: func(resp *http.Response) error {
+			ev.Status = resp.StatusCode
+			down.r = resp.Body
+			resp.Body = &down
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			ev.Status, ev.Error = http.StatusBadGateway, err.Error()
+			body, _ := json.Marshal(Refusal{Error: "upstream_unreachable", Rule: ev.Rule, Host: ev.Host, Allowed: p.allowed(),
+				Message: fmt.Sprintf("%s is allowed but the request failed: %v", ev.Host, err)})
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadGateway)
+			w.Write(append(body, '\n'))
+		},
+	}
+	rp.ServeHTTP(w, r)
+	ev.Up, ev.Down = up.n.Load(), down.n.Load()
+	p.cfg.Log(ev)
+}
+
+type countingReader struct {
+	r io.ReadCloser
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }

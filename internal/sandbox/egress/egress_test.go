@@ -1,0 +1,312 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"drover/internal/sandbox/sandboxtest"
+)
+
+// All "hosts" in these tests are loopback listeners.
+
+type events struct {
+	mu sync.Mutex
+	ev []Event
+}
+
+func (e *events) log(ev Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ev = append(e.ev, ev)
+}
+
+func (e *events) all() []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Event(nil), e.ev...)
+}
+
+// serve starts p on a unix socket and returns its path.
+func serve(t *testing.T, p *Proxy, credential int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "egress.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if credential < 0 {
+			p.Serve(l)
+		} else {
+			p.ServeCredential(credential, l)
+		}
+	}()
+	t.Cleanup(func() { p.Close() })
+	return path
+}
+
+func connect(t *testing.T, sock, target string) (net.Conn, *http.Response) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, resp
+}
+
+func TestConnectOnlyToAllowedHosts(t *testing.T) {
+	allowed, _ := sandboxtest.EchoListener(t)
+	denied, deniedConns := sandboxtest.EchoListener(t)
+	var ev events
+	p, err := New(Config{Allow: []string{allowed}, Log: ev.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serve(t, p, -1)
+
+	c, resp := connect(t, sock, allowed)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("allowed CONNECT: %s", resp.Status)
+	}
+	io.WriteString(c, "ping\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "ping\n" {
+		t.Fatalf("through the tunnel: %q, %v", line, err)
+	}
+	c.Close()
+
+	_, resp = connect(t, sock, denied)
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Drover-Egress") != "refused" {
+		t.Fatalf("denied CONNECT: %s", resp.Status)
+	}
+	var ref Refusal
+	if err := json.NewDecoder(resp.Body).Decode(&ref); err != nil {
+		t.Fatal(err)
+	}
+	if ref.Error != "egress_denied" || ref.Rule != "allowlist" || ref.Host != denied ||
+		len(ref.Allowed) != 1 || ref.Allowed[0] != allowed || !strings.Contains(ref.Message, "retrying will not help") {
+		t.Fatalf("refusal = %+v", ref)
+	}
+	if deniedConns.Load() != 0 {
+		t.Fatal("the denied host was connected to")
+	}
+
+	waitEvents(t, &ev, 2)
+	got := ev.all()
+	var ok, no *Event
+	for i := range got {
+		if got[i].Allowed {
+			ok = &got[i]
+		} else {
+			no = &got[i]
+		}
+	}
+	if ok == nil || ok.Kind != "connect" || ok.Host != allowed || ok.Up != 5 || ok.Down != 5 || ok.Rule != "allow "+allowed {
+		t.Fatalf("allowed event = %+v", ok)
+	}
+	if no == nil || no.Host != denied || no.Status != http.StatusForbidden || no.Rule != "allowlist" {
+		t.Fatalf("denied event = %+v", no)
+	}
+}
+
+func waitEvents(t *testing.T, ev *events, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ev.all()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d events, want %d: %+v", len(ev.all()), n, ev.all())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// viaProxy is an HTTP client whose every request goes through the proxy's
+// unix socket.
+func viaProxy(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "proxy"}),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
+	}}
+}
+
+func TestPlainHTTPOnlyToAllowedHosts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello "+r.URL.Path)
+	}))
+	defer srv.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("denied host reached") }))
+	defer other.Close()
+	var ev events
+	p, err := New(Config{Allow: []string{srv.Listener.Addr().String()}, Log: ev.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := viaProxy(serve(t, p, -1))
+
+	resp, err := c.Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "hello /x" {
+		t.Fatalf("allowed GET: %s %q", resp.Status, body)
+	}
+	resp, err = c.Get(other.URL + "/y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `"egress_denied"`) {
+		t.Fatalf("denied GET: %s %s", resp.Status, body)
+	}
+	waitEvents(t, &ev, 2)
+	for _, e := range ev.all() {
+		if e.Allowed && (e.Kind != "http" || e.Status != 200 || e.Down != int64(len("hello /x"))) {
+			t.Fatalf("allowed event = %+v", e)
+		}
+	}
+}
+
+func TestProxyRefusesOriginFormRequests(t *testing.T) {
+	p, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serve(t, p, -1)
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	resp, err := c.Get("http://proxy/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("origin-form request: %s", resp.Status)
+	}
+}
+
+func TestCredentialAddsTheRealKeyOnlyForThePlaceholder(t *testing.T) {
+	var gotKey, gotPath atomic.Value
+	var calls atomic.Int32
+	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		gotKey.Store(r.Header.Get("x-api-key"))
+		gotPath.Store(r.URL.Path)
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	const placeholder = "drover-placeholder-0123456789abcdef"
+	var ev events
+	p, err := New(Config{
+		Credentials: []Credential{{Name: "fake", Upstream: up.URL + "/base", Header: "x-api-key", Key: "real-key-123",
+			KeyEnv: "FAKE_API_KEY", BaseURLEnv: "FAKE_BASE_URL"}},
+		Placeholder: placeholder,
+		Log:         ev.log,
+		TLS:         up.Client().Transport.(*http.Transport).TLSClientConfig,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serve(t, p, 0)
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	call := func(key string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:3129/v1/messages", strings.NewReader(`{"q":1}`))
+		if key != "" {
+			req.Header.Set("x-api-key", key)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	if code, body := call(placeholder); code != 200 || body != `{"ok":true}` {
+		t.Fatalf("with the placeholder: %d %s", code, body)
+	}
+	if gotKey.Load() != "real-key-123" || gotPath.Load() != "/base/v1/messages" {
+		t.Fatalf("upstream got key %q path %q", gotKey.Load(), gotPath.Load())
+	}
+	for _, key := range []string{"", "real-key-123", placeholder + "x"} {
+		code, body := call(key)
+		if code != http.StatusUnauthorized || !strings.Contains(body, `"credential_refused"`) || strings.Contains(body, "real-key") {
+			t.Fatalf("with key %q: %d %s", key, code, body)
+		}
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("upstream called %d times, want 1", calls.Load())
+	}
+	waitEvents(t, &ev, 4)
+	for _, e := range ev.all() {
+		if e.Kind != "credential" || e.Rule != "credential fake" {
+			t.Fatalf("event = %+v", e)
+		}
+		if e.Allowed && (e.Up != int64(len(`{"q":1}`)) || e.Status != 200) {
+			t.Fatalf("allowed event = %+v", e)
+		}
+	}
+}
+
+func TestCloseCutsOpenTunnels(t *testing.T) {
+	allowed, _ := sandboxtest.EchoListener(t)
+	p, err := New(Config{Allow: []string{allowed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serve(t, p, -1)
+	c, resp := connect(t, sock, allowed)
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	p.Close()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("tunnel still open after Close: %v", err)
+	}
+}
+
+func TestNewRefusesBadRules(t *testing.T) {
+	good := Credential{Name: "x", Upstream: "https://api.example.com", Header: "x-api-key", Key: "k", KeyEnv: "K", BaseURLEnv: "U"}
+	for name, cfg := range map[string]Config{
+		"no port":           {Allow: []string{"example.com"}},
+		"bad port":          {Allow: []string{"example.com:99999"}},
+		"short placeholder": {Credentials: []Credential{good}, Placeholder: "short"},
+		"plain http remote": {Credentials: []Credential{func() Credential { c := good; c.Upstream = "http://api.example.com"; return c }()},
+			Placeholder: strings.Repeat("p", 20)},
+		"no key": {Credentials: []Credential{func() Credential { c := good; c.Key = ""; return c }()}, Placeholder: strings.Repeat("p", 20)},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+	if _, err := New(Config{Allow: []string{"API.Example.com.:443"}, Credentials: []Credential{good}, Placeholder: strings.Repeat("p", 20)}); err != nil {
+		t.Fatal(err)
+	}
+}

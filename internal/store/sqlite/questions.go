@@ -1,0 +1,52 @@
+package sqlite
+
+import (
+	"drover/internal/job"
+	"drover/internal/store"
+)
+
+var questions = newTable("questions",
+	"id", "job_id", "attempt_id", "text", "choices", "asked_at", "expires_at",
+	"answer", "choice", "answered_by", "answered_at", "approved_by", "approved_at")
+
+func questionArgs(q store.Question) []any {
+	choices := q.Choices
+	if choices == nil {
+		choices = []string{} // JSON [] rather than null
+	}
+	return []any{q.ID, q.JobID, q.AttemptID, q.Text, jsonArg{choices}, millis(q.AskedAt), optMillis(q.ExpiresAt),
+		q.Answer, optInt(q.Choice), q.AnsweredBy, optMillis(q.AnsweredAt), q.ApprovedBy, optMillis(q.ApprovedAt)}
+}
+
+func scanQuestion(s scanner) (q store.Question, err error) {
+	err = s.Scan(&q.ID, &q.JobID, &q.AttemptID, &q.Text, jsonCol{&q.Choices}, timeCol{&q.AskedAt}, optTimeCol{&q.ExpiresAt},
+		&q.Answer, optIntCol{&q.Choice}, &q.AnsweredBy, optTimeCol{&q.AnsweredAt}, &q.ApprovedBy, optTimeCol{&q.ApprovedAt})
+	return q, err
+}
+
+func (t *tx) InsertQuestion(q store.Question) error {
+	return t.insert(questions, "question "+q.ID, questionArgs(q))
+}
+
+func (t *tx) UpdateQuestion(q store.Question) error {
+	return t.update(questions, "question "+q.ID, questionArgs(q))
+}
+
+func (t *tx) Questions(jobID string) ([]store.Question, error) {
+	return all(t, "questions of job "+jobID, scanQuestion,
+		questions.query("WHERE job_id = ? ORDER BY asked_at, id"), jobID)
+}
+
+// OpenQuestions: a waiting job's current attempt is the one that asked, so
+// its question is the one the job waits on.
+func (t *tx) OpenQuestions(f store.QuestionFilter) ([]store.Question, error) {
+	where := `WHERE approved_at IS NULL AND EXISTS (SELECT 1 FROM jobs
+		WHERE jobs.id = questions.job_id AND jobs.attempt_id = questions.attempt_id AND jobs.state = ?
+		AND (? = '' OR jobs.requester_id = ?))`
+	args := []any{job.Waiting, f.RequesterID, f.RequesterID}
+	if !f.ExpiredBefore.IsZero() {
+		where += " AND expires_at < ?"
+		args = append(args, millis(f.ExpiredBefore))
+	}
+	return all(t, "open questions", scanQuestion, questions.query(where+" ORDER BY asked_at, id"), args...)
+}

@@ -1,0 +1,299 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"drover/internal/protocol"
+)
+
+// DefaultPoolSize is how many finished worktrees a runner keeps per
+// repository, ready to be reset to a new job's base.
+const DefaultPoolSize = 2
+
+// Cache is the runner's side of workspaces: one bare clone per project
+// under HOME/repos, and the worktrees made from it under HOME/trees, one per
+// job (kept between its attempts) or pooled for the next job. Every
+// operation on a clone is serialized by an in-process queue and an flock, so
+// that several slots, and several runner processes sharing one home, never
+// race on it.
+type Cache struct {
+	git      Git
+	home     string
+	log      *slog.Logger
+	poolSize int
+	locks    locker
+	now      func() time.Time
+	// pause, tests only, runs inside critical sections to widen the races
+	// the locks close.
+	pause func()
+}
+
+// CacheConfig configures a Cache.
+type CacheConfig struct {
+	Home     string // runner home; repos/ and trees/ are made in it
+	Git      Git
+	Logger   *slog.Logger
+	PoolSize int // finished worktrees kept per repository: 0 means DefaultPoolSize, negative none
+}
+
+// NewCache makes the cache's folders.
+func NewCache(cfg CacheConfig) (*Cache, error) {
+	home, err := filepath.Abs(cfg.Home)
+	if err != nil || cfg.Home == "" {
+		return nil, fmt.Errorf("workspace cache needs a home: %q", cfg.Home)
+	}
+	for _, d := range []string{"repos", "trees"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			return nil, fmt.Errorf("make workspace cache: %w", err)
+		}
+	}
+	pool := cfg.PoolSize
+	switch {
+	case pool == 0:
+		pool = DefaultPoolSize
+	case pool < 0:
+		pool = 0
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Cache{git: cfg.Git, home: home, log: log, poolSize: pool, now: time.Now, pause: func() {}}, nil
+}
+
+// Source says where a job's commits come from.
+type Source struct {
+	Project string
+	URL     string // the hub's {hub}/git/{project}, or the project's mapped remote
+	// Token authenticates to the hub (runner token). Empty for a mapped
+	// remote, which is fetched without drover's credentials.
+	Token string
+}
+
+// SourceOf is the source of a job's repository; token is the runner's.
+func SourceOf(spec *protocol.RepoSpec, token string) Source {
+	s := Source{Project: spec.Project, URL: spec.URL}
+	if !spec.Remote {
+		s.Token = token
+	}
+	return s
+}
+
+// repo is the on-disk layout of one project's clone and worktrees.
+type repo struct {
+	project string
+	dir     string // HOME/repos/NAME.git, the bare clone
+	trees   string // HOME/trees/NAME: worktrees, their records, locks and saved indexes
+	locks   string // HOME/repos/NAME: prefix of the lock files
+}
+
+func (r repo) lockPath(kind string) string { return r.locks + "." + kind + ".lock" }
+
+func (c *Cache) repoOf(project string) (repo, error) {
+	if !ValidProject(project) {
+		return repo{}, fmt.Errorf("project name %q is not valid", project)
+	}
+	return repo{
+		project: project,
+		dir:     filepath.Join(c.home, "repos", project+".git"),
+		trees:   filepath.Join(c.home, "trees", project),
+		locks:   filepath.Join(c.home, "repos", project),
+	}, nil
+}
+
+// withLock runs f holding the repository's lock of one kind.
+func (c *Cache) withLock(ctx context.Context, r repo, kind string, f func() error) error {
+	unlock, err := c.locks.lock(ctx, r.lockPath(kind))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return f()
+}
+
+// The files that make a clone safe to use, rewritten whenever they differ:
+// an agent can write to the clone (it commits through its worktree), and
+// what it writes there must not reach the runner's next git call.
+var (
+	// core.bare lives in the main worktree's config.worktree, or every
+	// linked worktree would believe it is bare (extensions.worktreeConfig).
+	cloneConfig = []byte(`[core]
+	repositoryformatversion = 1
+	filemode = true
+	symlinks = true
+	logallrefupdates = false
+[extensions]
+	worktreeConfig = true
+[gc]
+	auto = 0
+`)
+	cloneWorktreeConfig = []byte("[core]\n\tbare = true\n")
+	// info/attributes wins over every .gitattributes: no filter driver
+	// runs, whatever a tree or an agent declares.
+	cloneAttributes = []byte("* -filter\n")
+)
+
+// ensureClone makes the project's bare clone if it is missing. It is built
+// aside and renamed into place, so a crash never leaves half a clone. Call
+// with the clone lock held.
+func (c *Cache) ensureClone(ctx context.Context, r repo) error {
+	if _, err := os.Stat(filepath.Join(r.dir, "HEAD")); err == nil {
+		return c.sanitize(r)
+	}
+	c.pause()
+	if err := os.MkdirAll(filepath.Dir(r.dir), 0o700); err != nil {
+		return fmt.Errorf("make clone of %s: %w", r.project, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(r.dir), ".new-")
+	if err != nil {
+		return fmt.Errorf("make clone of %s: %w", r.project, err)
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := c.git.Run(ctx, Cmd{Dir: tmp, Args: []string{"init", "--quiet", "--bare", tmp}}); err != nil {
+		return fmt.Errorf("make clone of %s: %w", r.project, err)
+	}
+	if err := c.sanitize(repo{project: r.project, dir: tmp}); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, r.dir); err != nil {
+		return fmt.Errorf("make clone of %s: %w", r.project, err)
+	}
+	c.log.Info("made repository cache", "project", r.project, "dir", r.dir)
+	return nil
+}
+
+// sanitize rewrites the clone's config and attributes to drover's own and
+// removes what could change how git reads history (grafts, shallow,
+// alternates) or which files it sees (exclude, sparse-checkout).
+func (c *Cache) sanitize(r repo) error {
+	for name, want := range map[string][]byte{
+		"config":          cloneConfig,
+		"config.worktree": cloneWorktreeConfig,
+		"info/attributes": cloneAttributes,
+	} {
+		if err := ensureFile(filepath.Join(r.dir, name), want); err != nil {
+			return fmt.Errorf("sanitize clone of %s: %w", r.project, err)
+		}
+	}
+	info, err := os.ReadDir(filepath.Join(r.dir, "info"))
+	if err != nil {
+		return fmt.Errorf("sanitize clone of %s: %w", r.project, err)
+	}
+	var extra []string
+	for _, e := range info {
+		if e.Name() != "attributes" {
+			extra = append(extra, filepath.Join("info", e.Name()))
+		}
+	}
+	extra = append(extra, "shallow", "objects/info/alternates", "objects/info/http-alternates")
+	for _, p := range extra {
+		if err := os.RemoveAll(filepath.Join(r.dir, p)); err != nil {
+			return fmt.Errorf("sanitize clone of %s: %w", r.project, err)
+		}
+	}
+	return nil
+}
+
+// ensureFile makes path hold exactly want (atomically, only when it differs).
+func ensureFile(path string, want []byte) error {
+	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
+		if err := os.RemoveAll(path); err != nil {
+			return err
+		}
+	}
+	return writeAtomic(path, want)
+}
+
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// hasCommit reports whether the clone holds commit.
+func (c *Cache) hasCommit(ctx context.Context, r repo, commit string) bool {
+	_, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "-e", commit + "^{commit}"}})
+	return err == nil
+}
+
+// ensureCommit fetches commit by its id unless the clone already holds it.
+// Objects are validated (fetch.fsckObjects) as they arrive. Call with the
+// clone lock held.
+func (c *Cache) ensureCommit(ctx context.Context, r repo, src Source, commit string) error {
+	if c.hasCommit(ctx, r, commit) {
+		return nil
+	}
+	if src.URL == "" {
+		return fmt.Errorf("commit %s is not in the cache of %s and the job names no URL to fetch it from", commit, r.project)
+	}
+	start := c.now()
+	args := []string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", src.URL, commit}
+	if _, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: args, Env: headerEnv(src.Token)}); err != nil {
+		return fmt.Errorf("fetch %s from %s: %w", commit, src.URL, err)
+	}
+	if !c.hasCommit(ctx, r, commit) {
+		return fmt.Errorf("fetch %s from %s: the commit is still missing", commit, src.URL)
+	}
+	c.log.Info("fetched commit", "project", r.project, "commit", commit, "url", src.URL, "took", c.now().Sub(start).Round(time.Millisecond))
+	return nil
+}
+
+func checkCommitID(id string) error {
+	if !ValidCommitID(id) {
+		return fmt.Errorf("%q is not a full commit id", id)
+	}
+	return nil
+}
+
+var jobPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+func checkJobID(job string) error {
+	if !jobPattern.MatchString(job) {
+		return fmt.Errorf("job id %q is not valid", job)
+	}
+	return nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// stopwatch logs, at debug level, how long each phase of an operation took.
+func (c *Cache) stopwatch(op string, attrs ...any) func(phase string) {
+	last := c.now()
+	return func(phase string) {
+		now := c.now()
+		c.log.Debug(op, append([]any{"phase", phase, "took", now.Sub(last).Round(time.Millisecond)}, attrs...)...)
+		last = now
+	}
+}

@@ -1,0 +1,261 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Refs the hub keeps in a project's repository.
+const (
+	UploadRefPrefix     = "refs/drover/uploads/"     // users push sources here (and nowhere else)
+	JobRefPrefix        = "refs/drover/jobs/"        // a job's head: its base, then each publication
+	CheckpointRefPrefix = "refs/drover/checkpoints/" // JOB/N: the head at checkpoint N
+)
+
+// ZeroID is git's "no object" id, the old value of a ref that must not exist.
+const ZeroID = "0000000000000000000000000000000000000000"
+
+// JobRef is the ref holding a job's head.
+func JobRef(jobID string) string { return JobRefPrefix + jobID }
+
+// CheckpointRef is the ref of a job's checkpoint n (from 1).
+func CheckpointRef(jobID string, n int) string {
+	return CheckpointRefPrefix + jobID + "/" + strconv.Itoa(n)
+}
+
+var (
+	projectNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	commitIDRE    = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	uploadNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+)
+
+// ValidProject reports whether name can be a project: 1-64 lower-case
+// letters, digits and ._-, not ending in .git or .lock (the repository
+// directory is NAME.git).
+func ValidProject(name string) bool {
+	return projectNameRE.MatchString(name) && !strings.HasSuffix(name, ".git") &&
+		!strings.HasSuffix(name, ".lock") && !strings.Contains(name, "..")
+}
+
+// ValidCommitID reports whether s is a full, lower-case SHA-1 commit id.
+func ValidCommitID(s string) bool { return commitIDRE.MatchString(s) }
+
+// ValidUploadRef reports whether ref is a ref users may push:
+// refs/drover/uploads/NAME with one plain path component.
+func ValidUploadRef(ref string) bool {
+	name, ok := strings.CutPrefix(ref, UploadRefPrefix)
+	return ok && uploadNameRE.MatchString(name) && !strings.HasSuffix(name, ".lock") && !strings.Contains(name, "..")
+}
+
+// hubRepoConfig is written into every hub repository, and passed again to
+// http-backend with the safety config: pushes are validated, never delete
+// or rewrite refs, runners may fetch any reachable commit by id, and dumb
+// HTTP is off.
+var hubRepoConfig = []string{
+	"core.hooksPath=/dev/null",
+	"receive.fsckObjects=true",
+	"receive.denyDeletes=true",
+	"receive.denyNonFastForwards=true",
+	"uploadpack.allowReachableSHA1InWant=true",
+	"http.getanyfile=false",
+	"gc.auto=0",
+}
+
+// HubRepos is the hub's set of bare repositories, one per project, named
+// Root/PROJECT.git.
+type HubRepos struct {
+	Root string
+	Git  Git
+}
+
+// Dir is the repository directory of a project.
+func (r HubRepos) Dir(project string) string { return filepath.Join(r.Root, project+".git") }
+
+// Exists reports whether the project has a repository on the hub.
+func (r HubRepos) Exists(project string) bool {
+	st, err := os.Stat(filepath.Join(r.Dir(project), "HEAD"))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// Create makes the project's bare repository unless it exists. It is built
+// under a temporary name and renamed into place, so a half-made repository
+// is never served. Concurrent calls for one project are safe.
+func (r HubRepos) Create(ctx context.Context, project string) error {
+	if !ValidProject(project) {
+		return fmt.Errorf("create repository: invalid project name %q", project)
+	}
+	if r.Exists(project) {
+		return nil
+	}
+	if err := os.MkdirAll(r.Root, 0o700); err != nil {
+		return fmt.Errorf("create repository %s: %w", project, err)
+	}
+	tmp, err := os.MkdirTemp(r.Root, ".new-"+project+"-")
+	if err != nil {
+		return fmt.Errorf("create repository %s: %w", project, err)
+	}
+	defer os.RemoveAll(tmp) // gone after a successful rename
+	if _, err := r.Git.Run(ctx, Cmd{Dir: r.Root, Args: []string{"init", "--bare", "--quiet", tmp}}); err != nil {
+		return fmt.Errorf("create repository %s: %w", project, err)
+	}
+	for _, kv := range hubRepoConfig {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, err := r.Git.Run(ctx, Cmd{Dir: tmp, Args: []string{"config", k, v}}); err != nil {
+			return fmt.Errorf("configure repository %s: %w", project, err)
+		}
+	}
+	// Sample hooks are never run (hooksPath), but need not lie around.
+	_ = os.RemoveAll(filepath.Join(tmp, "hooks"))
+	if err := os.Rename(tmp, r.Dir(project)); err != nil {
+		if r.Exists(project) {
+			return nil // another call won
+		}
+		return fmt.Errorf("create repository %s: %w", project, err)
+	}
+	return nil
+}
+
+// git runs git in the project's repository.
+func (r HubRepos) git(ctx context.Context, project string, args ...string) (string, error) {
+	return r.Git.Out(ctx, r.Dir(project), args...)
+}
+
+// HasCommit reports whether the project's repository holds commit id.
+func (r HubRepos) HasCommit(ctx context.Context, project, id string) (bool, error) {
+	return objectPresent(ctx, r.Git, r.Dir(project), nil, id+"^{commit}")
+}
+
+// objectPresent runs cat-file -e: a missing object is false, not an error.
+func objectPresent(ctx context.Context, g Git, dir string, env []string, rev string) (bool, error) {
+	_, err := g.Run(ctx, Cmd{Dir: dir, Env: env, Args: []string{"cat-file", "-e", rev}})
+	var ge *Error
+	if errors.As(err, &ge) && (ge.Code == 1 || ge.Code == 128) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Ref returns the commit a ref points at, "" when it does not exist.
+func (r HubRepos) Ref(ctx context.Context, project, ref string) (string, error) {
+	return refValue(ctx, r.Git, r.Dir(project), ref)
+}
+
+func refValue(ctx context.Context, g Git, dir, ref string) (string, error) {
+	out, err := g.Out(ctx, dir, "rev-parse", "--quiet", "--verify", "--end-of-options", ref+"^{commit}")
+	var ge *Error
+	if errors.As(err, &ge) && ge.Code == 1 {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read ref %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// UpdateRef moves ref from old to new atomically: it fails unless the ref
+// is at old ("" means it must not exist). An empty new deletes the ref.
+func (r HubRepos) UpdateRef(ctx context.Context, project, ref, newID, oldID string) error {
+	if oldID == "" {
+		oldID = ZeroID
+	}
+	args := []string{"update-ref", "-m", "drover", ref, newID, oldID}
+	if newID == "" {
+		args = []string{"update-ref", "-m", "drover", "-d", ref, oldID}
+	}
+	if _, err := r.git(ctx, project, args...); err != nil {
+		return fmt.Errorf("update %s in %s: %w", ref, project, err)
+	}
+	return nil
+}
+
+// FetchCommit fetches one commit by id from url into ref, validating every
+// object. The hub uses it for a project mapped to a remote: the remote must
+// be readable without credentials (the hub has none).
+func (r HubRepos) FetchCommit(ctx context.Context, project, url, id, ref string) error {
+	if _, err := r.git(ctx, project, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+		"--no-recurse-submodules", "--end-of-options", url, "+"+id+":"+ref); err != nil {
+		return fmt.Errorf("fetch %s from %s: %w", id, url, err)
+	}
+	return nil
+}
+
+// HTTPBackend returns a handler that runs git http-backend (smart HTTP
+// only) over the repositories, with the safety config and no inherited
+// environment. write enables git-receive-pack. The caller authenticates,
+// authorizes, validates pushed ref names, removes credentials from the
+// request and sets its path to /PROJECT.git/SERVICE-PATH.
+func (r HubRepos) HTTPBackend(write bool, stderr io.Writer) (http.Handler, error) {
+	bin := r.Git.Bin
+	if bin == "" {
+		p, err := exec.LookPath("git")
+		if err != nil {
+			return nil, fmt.Errorf("find git for http-backend: %w", err)
+		}
+		bin = p
+	}
+	cfg := append(append([]string{}, safetyConfig...), hubRepoConfig...)
+	cfg = append(cfg, "http.uploadpack=true", "http.receivepack="+strconv.FormatBool(write))
+	env := r.Git.env(configEnv(cfg))
+	env = append(env, "GIT_PROJECT_ROOT="+r.Root, "GIT_HTTP_EXPORT_ALL=1")
+	return &cgi.Handler{Path: bin, Args: []string{"http-backend"}, Dir: r.Root, Env: env, Stderr: stderr}, nil
+}
+
+// configEnv passes config through the environment (GIT_CONFIG_COUNT),
+// for git processes whose arguments drover does not choose.
+func configEnv(kvs []string) []string {
+	env := []string{"GIT_CONFIG_COUNT=" + strconv.Itoa(len(kvs))}
+	for i, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, k), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, v))
+	}
+	return env
+}
+
+// Projects lists the projects that have a repository on the hub.
+func (r HubRepos) Projects() ([]string, error) {
+	ents, err := os.ReadDir(r.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list repositories: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if name, ok := strings.CutSuffix(e.Name(), ".git"); ok && e.IsDir() && ValidProject(name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// RemoveLeftovers deletes what a crash can leave behind: half-made
+// repositories and the quarantines of publications being verified. Call
+// it only while nothing else uses the repositories (at start).
+func (r HubRepos) RemoveLeftovers() (int, error) {
+	var paths []string
+	for _, pattern := range []string{filepath.Join(r.Root, ".new-*"), filepath.Join(r.Root, "*.git", "objects", "incoming-*")} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			return 0, fmt.Errorf("find leftovers: %w", err)
+		}
+		paths = append(paths, m...)
+	}
+	for _, p := range paths {
+		if err := os.RemoveAll(p); err != nil {
+			return 0, fmt.Errorf("remove leftover %s: %w", p, err)
+		}
+	}
+	return len(paths), nil
+}

@@ -1,0 +1,325 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"strings"
+
+	"drover/internal/protocol"
+)
+
+// PublishRef is the one ref a publication bundle advertises.
+const PublishRef = "refs/drover/publish"
+
+// snapshot is the worktree's files recorded as a tree on top of parent.
+type snapshot struct {
+	parent string
+	tree   string
+	commit string // set once committed
+	index  string // temporary index holding tree, with fresh stat data
+}
+
+func (s *snapshot) drop() {
+	if s != nil && s.index != "" {
+		os.Remove(s.index)
+	}
+}
+
+// snapshot records the worktree's files as a tree, compared with parent's:
+// nil when they are equal. Untracked files are included, ignored ones are
+// not, executable bits and symlinks are kept; nested repositories
+// (gitlinks) are left out and logged. A temporary index is used, seeded from
+// the runner's saved one so that only changed files are read: the agent's
+// own index, HEAD and commits play no part. Call with the clone lock held.
+func (w *Worktree) snapshot(ctx context.Context, parent string) (*snapshot, error) {
+	if err := w.c.sanitize(w.repo); err != nil {
+		return nil, err
+	}
+	if err := w.writeAdmin(); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(w.repo.trees, w.name+".tmpindex-")
+	if err != nil {
+		return nil, fmt.Errorf("make temporary index: %w", err)
+	}
+	f.Close()
+	s := &snapshot{parent: parent, index: f.Name()}
+	ok := false
+	defer func() {
+		if !ok {
+			s.drop()
+		}
+	}()
+	env := []string{"GIT_INDEX_FILE=" + s.index}
+	lap := w.c.stopwatch("snapshot worktree", "dir", w.Dir())
+	if err := w.tempIndex(ctx, env, s.index, parent); err != nil {
+		return nil, err
+	}
+	lap("temporary index")
+	if _, err := w.git(ctx, env, "add", "--all"); err != nil {
+		return nil, fmt.Errorf("record the worktree's files: %w", err)
+	}
+	lap("add")
+	if err := w.dropGitlinks(ctx, env, parent); err != nil {
+		return nil, err
+	}
+	if s.tree, err = w.git(ctx, env, "write-tree"); err != nil {
+		return nil, fmt.Errorf("write tree: %w", err)
+	}
+	lap("write tree")
+	parentTree, err := w.c.git.Out(ctx, w.repo.dir, "rev-parse", "--verify", parent+"^{tree}")
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s: %w", short(parent), err)
+	}
+	if s.tree == parentTree {
+		return nil, nil
+	}
+	ok = true
+	return s, nil
+}
+
+// tempIndex makes a temporary index at path holding parent's tree, seeded
+// from the runner's saved index so that its stat data spares re-reading
+// unchanged files; the saved index is used as is when it already holds
+// parent.
+func (w *Worktree) tempIndex(ctx context.Context, env []string, path, parent string) error {
+	var err error
+	switch {
+	case checkCommitID(w.rec.IndexHead) != nil || copyFile(w.path(".index"), path) != nil:
+		os.Remove(path)
+		_, err = w.git(ctx, env, "read-tree", parent)
+	case w.rec.IndexHead != parent:
+		// One tree with -m keeps the stat data of entries that match it.
+		_, err = w.git(ctx, env, "read-tree", "-m", parent)
+	}
+	if err != nil {
+		return fmt.Errorf("read %s into a temporary index: %w", short(parent), err)
+	}
+	return nil
+}
+
+// dropGitlinks takes out of the temporary index the nested repositories
+// `git add` turned into gitlinks: drover publishes no submodules.
+func (w *Worktree) dropGitlinks(ctx context.Context, env []string, parent string) error {
+	out, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
+		"diff-index", "--cached", "-r", "-z", "--no-renames", parent}})
+	if err != nil {
+		return fmt.Errorf("list changes: %w", err)
+	}
+	entries, err := parseTreeEntries(out)
+	if err != nil {
+		return err
+	}
+	var drop []string
+	for _, e := range entries {
+		if e.mode == "160000" {
+			drop = append(drop, e.path)
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	w.c.log.Warn("not publishing nested git repositories (submodules)", "job", w.rec.Job, "paths", drop)
+	in := strings.Join(drop, "\x00") + "\x00"
+	if _, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Stdin: strings.NewReader(in), Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
+		"update-index", "--force-remove", "-z", "--stdin"}}); err != nil {
+		return fmt.Errorf("leave out nested repositories: %w", err)
+	}
+	return nil
+}
+
+// CommitInfo describes a publication.
+type CommitInfo struct {
+	Job       string
+	Attempt   string
+	Requester string // the commit's author (REQUESTER@drover); drover is the committer
+}
+
+// Commit records the worktree's files as a commit on top of Head(), with
+// the requester as author, drover as committer and the job and attempt in
+// trailers. It returns "" when nothing differs from Head(). Until Adopt,
+// the same files give the same commit, so a publication resent after a
+// lost reply is the same commit.
+func (w *Worktree) Commit(ctx context.Context, info CommitInfo) (string, error) {
+	var commit string
+	err := w.c.withLock(ctx, w.repo, lockClone, func() error {
+		snap, err := w.snapshot(ctx, w.rec.Head)
+		if err != nil || snap == nil {
+			return err
+		}
+		if p := w.pending; p != nil && p.parent == snap.parent && p.tree == snap.tree {
+			snap.drop()
+			commit = p.commit
+			return nil
+		}
+		msg := fmt.Sprintf("drover: result of job %s\n\nDrover-Job: %s\nDrover-Attempt: %s\n", info.Job, info.Job, info.Attempt)
+		if snap.commit, err = w.commitTree(ctx, snap.tree, []string{snap.parent}, info.Requester, msg); err != nil {
+			snap.drop()
+			return err
+		}
+		w.dropPending()
+		w.pending, commit = snap, snap.commit
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("commit work of %s: %w", info.Job, err)
+	}
+	return commit, nil
+}
+
+// commitTree writes a commit of tree; author is a user name, drover commits.
+func (w *Worktree) commitTree(ctx context.Context, tree string, parents []string, author, msg string) (string, error) {
+	author = strings.Map(func(r rune) rune {
+		if r == '<' || r == '>' || r == '\n' || r == '\r' || r == 0 {
+			return -1
+		}
+		return r
+	}, author)
+	if strings.TrimSpace(author) == "" {
+		author = "unknown"
+	}
+	args := []string{"commit-tree", "--no-gpg-sign", tree}
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	env := []string{
+		"GIT_AUTHOR_NAME=" + author, "GIT_AUTHOR_EMAIL=" + author + "@drover",
+		"GIT_COMMITTER_NAME=drover", "GIT_COMMITTER_EMAIL=drover@drover",
+	}
+	out, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: args, Env: env, Stdin: strings.NewReader(msg)})
+	if err != nil {
+		return "", fmt.Errorf("commit tree: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (w *Worktree) dropPending() {
+	w.pending.drop()
+	w.pending = nil
+}
+
+// Publication is a bundle ready to upload.
+type Publication struct {
+	Path   string
+	Commit string
+	Parent string // the job's head the commit is on; the bundle's only prerequisite
+	Size   int64
+	SHA256 string // hex
+}
+
+// ErrTooLarge is a transfer over its cap.
+var ErrTooLarge = errors.New("transfer too large")
+
+// Bundle writes the commit made by Commit to path as a git bundle that
+// holds only the new objects (Head() is its prerequisite) and advertises
+// one ref, PublishRef. A bundle over limit bytes is refused with ErrTooLarge.
+func (w *Worktree) Bundle(ctx context.Context, commit, path string, limit int64) (Publication, error) {
+	if w.pending == nil || w.pending.commit != commit {
+		return Publication{}, fmt.Errorf("bundle %s: not the worktree's pending publication", short(commit))
+	}
+	if limit <= 0 {
+		limit = protocol.DefaultTransferCap
+	}
+	b := Publication{Path: path, Commit: commit, Parent: w.pending.parent}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return b, fmt.Errorf("bundle %s: %w", short(commit), err)
+	}
+	cw := &cappedWriter{w: f, h: sha256.New(), limit: limit}
+	err = w.c.withLock(ctx, w.repo, lockClone, func() error {
+		if _, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", PublishRef, commit}}); err != nil {
+			return err
+		}
+		_, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdout: cw, Args: []string{"bundle", "create", "--quiet", "-", PublishRef, "^" + b.Parent}})
+		if _, derr := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", "-d", PublishRef}}); err == nil {
+			err = derr
+		}
+		return err
+	})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if cw.over {
+		os.Remove(path)
+		return b, fmt.Errorf("the result of %s is over the transfer cap of %d MiB (%w): publish smaller changes, or map the project to a remote URL so that sources do not travel through the hub", w.rec.Job, limit>>20, ErrTooLarge)
+	}
+	if err != nil {
+		os.Remove(path)
+		return b, fmt.Errorf("bundle %s: %w", short(commit), err)
+	}
+	b.Size, b.SHA256 = cw.n, hex.EncodeToString(cw.h.Sum(nil))
+	return b, nil
+}
+
+// cappedWriter writes and hashes, and fails past limit so that git stops.
+type cappedWriter struct {
+	w     io.Writer
+	h     hash.Hash
+	n     int64
+	limit int64
+	over  bool
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if c.n+int64(len(p)) > c.limit {
+		c.over = true
+		return 0, ErrTooLarge
+	}
+	n, err := c.w.Write(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+// Adopt makes head the job's head: after the hub accepted the commit made
+// by Commit, or after it answered that it already holds a newer head (an
+// earlier reply was lost). A head not made here is fetched unless present
+// and must descend from the last head known; the next Commit then
+// publishes only what that head lacks.
+func (w *Worktree) Adopt(ctx context.Context, head string) error {
+	if err := checkCommitID(head); err != nil {
+		return fmt.Errorf("adopt head: %w", err)
+	}
+	if head == w.rec.Head {
+		return nil
+	}
+	if p := w.pending; p != nil && p.commit == head {
+		w.rec.Head = head
+		if err := os.Rename(p.index, w.path(".index")); err == nil {
+			w.rec.IndexHead = head
+		}
+		w.pending = nil
+		return w.save()
+	}
+	err := w.c.withLock(ctx, w.repo, lockClone, func() error {
+		if err := w.c.ensureCommit(ctx, w.repo, w.src, head); err != nil {
+			return err
+		}
+		ok, err := ancestorIn(ctx, w.c.git, w.repo.dir, nil, w.rec.Head, head)
+		if err == nil && !ok {
+			err = fmt.Errorf("the hub's head %s does not descend from %s, the last head this runner knew", short(head), short(w.rec.Head))
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("adopt head %s of %s: %w", short(head), w.rec.Job, err)
+	}
+	w.c.log.Info("adopted the hub's newer head", "job", w.rec.Job, "from", short(w.rec.Head), "to", short(head))
+	w.dropPending()
+	w.rec.Head = head
+	return w.save()
+}
+
+// DiffStat summarizes what a commit changes against its first parent, for
+// the attempt's log.
+func (w *Worktree) DiffStat(ctx context.Context, commit string) (string, error) {
+	out, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"diff-tree", "--no-commit-id", "--shortstat", commit}})
+	return string(bytes.TrimSpace(out)), err
+}

@@ -1,0 +1,595 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Worktree is the checkout one attempt works in: a linked worktree of the
+// project's clone on a detached HEAD at the job's head. The attempt holds it
+// (an flock) until Keep or Release, so no other attempt or process touches
+// it meanwhile.
+type Worktree struct {
+	c       *Cache
+	repo    repo
+	src     Source
+	name    string
+	resumed bool
+	unlock  func()
+	rec     record
+	pending *snapshot // the last publication made and not yet adopted
+}
+
+// record is what the runner knows about a worktree, kept next to it as
+// NAME.json so that a restarted runner (or another process sharing the
+// home) finds it again.
+type record struct {
+	Job       string    `json:"job,omitempty"`        // the job it belongs to; "" when pooled
+	Head      string    `json:"head,omitempty"`       // the job's head: the parent of its next publication
+	Checked   string    `json:"checked,omitempty"`    // last commit that passed the submodule and filter check
+	IndexHead string    `json:"index_head,omitempty"` // the commit the saved index (NAME.index) holds
+	Used      time.Time `json:"used"`
+}
+
+// How claim found a worktree for a job.
+type claimKind int
+
+const (
+	claimKept   claimKind = iota // the job's own, kept from an earlier attempt
+	claimPooled                  // a finished one from the pool
+	claimFresh                   // a new one (not yet added to git)
+)
+
+// Files of a worktree named NAME, all under HOME/trees/PROJECT.
+func (w *Worktree) path(suffix string) string { return filepath.Join(w.repo.trees, w.name+suffix) }
+
+// Dir is the worktree: the agent's working directory.
+func (w *Worktree) Dir() string { return w.path("") }
+
+// Job is the job the worktree belongs to.
+func (w *Worktree) Job() string { return w.rec.Job }
+
+// Head is the job's head the attempt works on: the parent of the next
+// publication.
+func (w *Worktree) Head() string { return w.rec.Head }
+
+// Resumed reports that the worktree was kept from the job's earlier attempt
+// at the same head and handed back as it was, without any checkout.
+func (w *Worktree) Resumed() bool { return w.resumed }
+
+// admin is the worktree's private git directory inside the clone. Every git
+// call on the worktree names it explicitly, so a .git file the agent
+// rewrote cannot point the runner at another repository.
+func (w *Worktree) admin() string { return filepath.Join(w.repo.dir, "worktrees", w.name) }
+
+func (w *Worktree) git(ctx context.Context, env []string, args ...string) (string, error) {
+	full := append([]string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir()}, args...)
+	b, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Args: full, Env: env})
+	return strings.TrimSpace(string(b)), err
+}
+
+// Prepare hands an attempt of job the worktree it runs in, at head (the
+// job's latest published commit, or its base): the job's own worktree from
+// its earlier attempt when it is still at head (no checkout at all), else a
+// pooled one reset to head, else a fresh one. The commit is fetched by id
+// unless the clone has it. Repositories with submodules or filter
+// attributes (LFS) are refused.
+func (c *Cache) Prepare(ctx context.Context, src Source, job, head string) (*Worktree, error) {
+	w, err := c.prepare(ctx, src, job, head)
+	if err != nil {
+		return nil, fmt.Errorf("prepare worktree for %s at %s: %w", job, short(head), err)
+	}
+	return w, nil
+}
+
+func (c *Cache) prepare(ctx context.Context, src Source, job, head string) (*Worktree, error) {
+	if err := checkJobID(job); err != nil {
+		return nil, err
+	}
+	if err := checkCommitID(head); err != nil {
+		return nil, err
+	}
+	r, err := c.repoOf(src.Project)
+	if err != nil {
+		return nil, err
+	}
+	start := c.now()
+	err = c.withLock(ctx, r, lockClone, func() error {
+		if err := c.ensureClone(ctx, r); err != nil {
+			return err
+		}
+		return c.ensureCommit(ctx, r, src, head)
+	})
+	if err != nil {
+		return nil, err
+	}
+	w, kind, err := c.claim(ctx, r, src, job, head)
+	if err != nil {
+		return nil, err
+	}
+	prev := w.rec
+	if kind == claimKept && w.rec.Head == head {
+		w.resumed = true
+		w.rec.Used = c.now()
+		if err := w.save(); err != nil {
+			w.unlock()
+			return nil, err
+		}
+		c.log.Info("resumed kept worktree", "job", job, "head", short(head), "dir", w.Dir())
+		return w, nil
+	}
+	if err := w.fill(ctx, kind, head); err != nil {
+		w.abandon(kind, prev)
+		return nil, err
+	}
+	c.log.Info("prepared worktree", "job", job, "head", short(head), "dir", w.Dir(),
+		"how", [...]string{"reset kept", "reset pooled", "fresh"}[kind], "took", c.now().Sub(start).Round(time.Millisecond))
+	return w, nil
+}
+
+// fill brings a claimed worktree to head: a kept one's unpublished work is
+// recorded first; a pooled or kept one is reset (cost in proportion to what
+// differs); a fresh one is added and checked out.
+func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error {
+	c := w.c
+	if kind == claimKept {
+		if err := w.saveOrphan(ctx); err != nil {
+			return err
+		}
+	}
+	lap := c.stopwatch("check tree", "commit", short(head))
+	if err := c.checkTree(ctx, w.repo, head, w.rec.Checked); err != nil {
+		return err
+	}
+	lap("submodules and filters")
+	if kind == claimFresh {
+		if err := w.add(ctx, head); err != nil {
+			return err
+		}
+	} else if err := w.reset(ctx, head); err != nil {
+		return err
+	}
+	w.pending = nil
+	w.rec = record{Job: w.rec.Job, Head: head, Checked: head, IndexHead: head, Used: c.now()}
+	return w.save()
+}
+
+// claim picks the job's worktree under the registry lock and returns it
+// locked for this attempt: the job's own kept one, else a pooled one (one
+// already at head first), else a new name.
+func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string) (*Worktree, claimKind, error) {
+	unlockTrees, err := c.locks.lock(ctx, r.lockPath(lockTrees))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer unlockTrees()
+	recs, err := c.records(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	w := &Worktree{c: c, repo: r, src: src}
+	for name, rec := range recs {
+		if rec.Job != job {
+			continue
+		}
+		unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
+		if err != nil {
+			return nil, 0, err
+		}
+		if !ok {
+			return nil, 0, fmt.Errorf("the job's worktree %s is in use by another attempt", name)
+		}
+		w.name, w.rec, w.unlock = name, rec, unlock
+		if w.registered() {
+			return w, claimKept, nil
+		}
+		c.log.Warn("removing the job's broken worktree (not registered in its clone)", "job", job, "dir", w.Dir())
+		err = w.remove(ctx)
+		unlock()
+		if err != nil {
+			return nil, 0, err
+		}
+		delete(recs, name)
+		w = &Worktree{c: c, repo: r, src: src}
+		break
+	}
+	for _, name := range poolOrder(recs, head) {
+		unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
+		if err != nil {
+			return nil, 0, err
+		}
+		if !ok {
+			continue // being retired by another process
+		}
+		c.pause()
+		w.name, w.rec, w.unlock = name, recs[name], unlock
+		w.rec.Job = job
+		if err := w.save(); err != nil {
+			unlock()
+			return nil, 0, err
+		}
+		return w, claimPooled, nil
+	}
+	name, err := newTreeName()
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := os.MkdirAll(r.trees, 0o700); err != nil {
+		return nil, 0, fmt.Errorf("make worktree folder: %w", err)
+	}
+	unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
+	if err != nil || !ok {
+		return nil, 0, fmt.Errorf("lock new worktree %s: %v", name, err)
+	}
+	w.name, w.unlock = name, unlock
+	w.rec = record{Job: job, Used: c.now()}
+	if err := w.save(); err != nil {
+		unlock()
+		return nil, 0, err
+	}
+	return w, claimFresh, nil
+}
+
+// abandon undoes a claim whose preparation failed: a fresh worktree is
+// removed, any other goes back to its earlier record.
+func (w *Worktree) abandon(kind claimKind, prev record) {
+	defer w.unlock()
+	if kind == claimFresh {
+		if err := w.c.withLock(context.Background(), w.repo, lockTrees, func() error { return w.remove(context.Background()) }); err != nil {
+			w.c.log.Warn("remove failed worktree", "dir", w.Dir(), "err", err)
+		}
+		return
+	}
+	if kind == claimPooled {
+		prev.Job = ""
+	}
+	w.rec = prev
+	if err := w.save(); err != nil {
+		w.c.log.Warn("restore worktree record", "dir", w.Dir(), "err", err)
+	}
+}
+
+// add registers a fresh worktree (under the registry lock; --no-checkout
+// makes that quick) and then checks it out outside the lock, as `git
+// worktree add` itself does: reset --hard from an empty index.
+func (w *Worktree) add(ctx context.Context, head string) error {
+	// The clone lock too: git writes the new HEAD as zeros first, and a
+	// fetch that lists every worktree's HEAD meanwhile fails.
+	err := w.c.withLock(ctx, w.repo, lockTrees, func() error {
+		return w.c.withLock(ctx, w.repo, lockClone, func() error {
+			_, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "add", "--quiet", "--no-checkout", "--detach", w.Dir(), head}})
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("add worktree: %w", err)
+	}
+	if err := w.writeAdmin(); err != nil {
+		return err
+	}
+	lap := w.c.stopwatch("add worktree", "dir", w.Dir())
+	if _, err := w.git(ctx, nil, "reset", "--quiet", "--hard", "--no-recurse-submodules", head); err != nil {
+		return fmt.Errorf("check out %s: %w", short(head), err)
+	}
+	lap("checkout")
+	return w.settle(ctx, head, lap)
+}
+
+// reset brings a used worktree to head so that it is indistinguishable
+// from a fresh one: git's view of it is restored from what the runner saved
+// (HEAD and the index, never what the agent left), the new base is checked
+// out over it, every untracked and ignored file is removed, and then
+// nothing may differ from head.
+func (w *Worktree) reset(ctx context.Context, head string) error {
+	lap := w.c.stopwatch("reset worktree", "dir", w.Dir())
+	if err := w.restoreAdmin(head); err != nil {
+		return err
+	}
+	lap("restore admin")
+	if _, err := w.git(ctx, nil, "checkout", "--quiet", "--detach", "--force", "--no-recurse-submodules", head); err != nil {
+		return fmt.Errorf("check out %s: %w", short(head), err)
+	}
+	lap("checkout")
+	if _, err := w.git(ctx, nil, "clean", "-ffdxq"); err != nil {
+		return fmt.Errorf("remove untracked files: %w", err)
+	}
+	lap("clean")
+	return w.settle(ctx, head, lap)
+}
+
+// settle checks that the worktree is exactly head and saves its index as
+// the runner's trusted copy. What `git status --porcelain --ignored` would
+// report is checked in parts, without its second pass over every tracked
+// file: HEAD is head, the index holds head's tree, and nothing untracked or
+// ignored is left. The tracked files themselves match the index by
+// construction: checkout --force and reset --hard compare every one of them
+// with what they stat (ctime included) and rewrite those that differ.
+func (w *Worktree) settle(ctx context.Context, head string, lap func(string)) error {
+	if err := w.trimAdmin(); err != nil {
+		return err
+	}
+	if got, err := os.ReadFile(filepath.Join(w.admin(), "HEAD")); err != nil || strings.TrimSpace(string(got)) != head {
+		return fmt.Errorf("worktree HEAD is %q after checkout, want %s (%v)", got, head, err)
+	}
+	if _, err := w.git(ctx, nil, "diff-index", "--cached", "--quiet", "--no-renames", head); err != nil {
+		return fmt.Errorf("worktree index differs from %s after checkout: %w", short(head), err)
+	}
+	left, err := w.git(ctx, nil, "ls-files", "--others", "--directory", "-z")
+	if err != nil {
+		return fmt.Errorf("check worktree: %w", err)
+	}
+	if left != "" {
+		return fmt.Errorf("worktree has files %s does not after reset: %s", short(head), clipList(splitZ(left), 5))
+	}
+	lap("verify")
+	err = copyFile(filepath.Join(w.admin(), "index"), w.path(".index"))
+	lap("save index")
+	return err
+}
+
+// The admin files a fresh worktree has; everything else an agent or an
+// earlier job left there (reflogs, ORIG_HEAD, per-worktree refs, rebase
+// state, sparse-checkout) is removed.
+var adminFiles = map[string]bool{"gitdir": true, "commondir": true, "HEAD": true, "index": true, "config.worktree": true}
+
+// worktreeConfig makes `git push origin` from the worktree fail: results
+// leave only as publications.
+var worktreeConfig = []byte("[remote \"origin\"]\n\tpushurl = drover-push-disabled://publish-through-drover\n")
+
+// writeAdmin writes the files that tie the worktree to its clone and the
+// worktree's config.
+func (w *Worktree) writeAdmin() error {
+	files := map[string][]byte{
+		w.path("/.git"):                             []byte("gitdir: " + w.admin() + "\n"),
+		filepath.Join(w.admin(), "gitdir"):          []byte(w.path("/.git") + "\n"),
+		filepath.Join(w.admin(), "commondir"):       []byte("../..\n"),
+		filepath.Join(w.admin(), "config.worktree"): worktreeConfig,
+	}
+	for p, b := range files {
+		if fi, err := os.Lstat(p); err == nil && (fi.IsDir() || fi.Mode()&os.ModeSymlink != 0) {
+			if err := os.RemoveAll(p); err != nil {
+				return fmt.Errorf("restore %s: %w", p, err)
+			}
+		}
+		if err := ensureFile(p, b); err != nil {
+			return fmt.Errorf("restore %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// trimAdmin removes from the admin dir whatever a fresh worktree lacks.
+func (w *Worktree) trimAdmin() error {
+	ents, err := os.ReadDir(w.admin())
+	if err != nil {
+		return fmt.Errorf("read worktree admin: %w", err)
+	}
+	for _, e := range ents {
+		if !adminFiles[e.Name()] {
+			if err := os.RemoveAll(filepath.Join(w.admin(), e.Name())); err != nil {
+				return fmt.Errorf("clean worktree admin: %w", err)
+			}
+		}
+	}
+	return w.writeAdmin()
+}
+
+// restoreAdmin puts back the admin dir as the runner left it: HEAD at the
+// commit of the saved index, and that index, so that what the agent did to
+// HEAD or the index (assume-unchanged bits, forged stat data) cannot hide a
+// change from the reset. Without a saved index, HEAD is target and the
+// checkout writes every file.
+func (w *Worktree) restoreAdmin(target string) error {
+	if _, err := os.Stat(w.admin()); err != nil {
+		return fmt.Errorf("worktree %s is not registered in its clone: %w", w.name, err)
+	}
+	if err := w.trimAdmin(); err != nil {
+		return err
+	}
+	idx := filepath.Join(w.admin(), "index")
+	head := w.rec.IndexHead
+	if checkCommitID(head) != nil || copyFile(w.path(".index"), idx) != nil {
+		if err := os.Remove(idx); err != nil && !isNotExist(err) {
+			return fmt.Errorf("drop worktree index: %w", err)
+		}
+		head = target
+	}
+	return writeAtomic(filepath.Join(w.admin(), "HEAD"), []byte(head+"\n"))
+}
+
+// remove deletes the worktree, its registration and its files. Call with
+// the registry lock held.
+func (w *Worktree) remove(ctx context.Context) error {
+	var errs []error
+	// Unregistering changes what git lists as worktree HEADs: not while a
+	// fetch in another process reads them.
+	err := w.c.withLock(ctx, w.repo, lockClone, func() error {
+		if _, err := os.Stat(w.admin()); err == nil {
+			if _, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "remove", "--force", "--force", w.Dir()}}); err != nil {
+				w.c.log.Warn("git worktree remove failed; removing the files", "dir", w.Dir(), "err", err)
+			}
+		}
+		return os.RemoveAll(w.admin())
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	// The lock file goes too: every tree lock is taken under the registry
+	// lock, which the caller holds, so nobody can be opening it now.
+	for _, p := range []string{w.Dir(), w.path(".index"), w.path(".json"), w.path(".lock")} {
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("remove worktree %s: %v", w.name, errs)
+	}
+	return nil
+}
+
+func (w *Worktree) save() error {
+	b, err := json.Marshal(w.rec)
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(w.path(".json"), b); err != nil {
+		return fmt.Errorf("save worktree record: %w", err)
+	}
+	return nil
+}
+
+// records reads every worktree record of a repository.
+func (c *Cache) records(r repo) (map[string]record, error) {
+	ents, err := os.ReadDir(r.trees)
+	if isNotExist(err) {
+		return map[string]record{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list worktrees: %w", err)
+	}
+	recs := map[string]record{}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !treeNamePattern.MatchString(name) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(r.trees, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("read worktree record: %w", err)
+		}
+		var rec record
+		if err := json.Unmarshal(b, &rec); err != nil {
+			c.log.Warn("ignoring unreadable worktree record", "file", e.Name(), "err", err)
+			continue
+		}
+		recs[name] = rec
+	}
+	return recs, nil
+}
+
+var treeNamePattern = regexp.MustCompile(`^w[0-9a-f]{16}$`)
+
+func newTreeName() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("name worktree: %w", err)
+	}
+	return fmt.Sprintf("w%x", b), nil
+}
+
+// checkTree refuses (with a *Refusal) a commit whose tree holds a gitlink
+// (submodule) or a .gitattributes that declares a filter (LFS and the
+// like): a bundle cannot carry their content and drover never runs filters.
+// Since a commit known to pass, only what changed is read, so that a
+// pooled worktree's reset stays in proportion to the difference.
+func (c *Cache) checkTree(ctx context.Context, r repo, commit, since string) error {
+	if since == commit {
+		return nil
+	}
+	if since == "" || !c.hasCommit(ctx, r, since) {
+		return CheckSourceTree(ctx, c.git, r.dir, commit)
+	}
+	out, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", since, commit}})
+	if err != nil {
+		return fmt.Errorf("compare %s with %s: %w", short(commit), short(since), err)
+	}
+	entries, err := parseTreeEntries(out)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.mode == "160000" {
+			return refusef("%s has a submodule (gitlink) at %s; drover does not support submodules", short(commit), e.path)
+		}
+		if filepath.Base(e.path) != ".gitattributes" {
+			continue
+		}
+		blob, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "blob", e.object}})
+		if err != nil {
+			return fmt.Errorf("read %s of %s: %w", e.path, short(commit), err)
+		}
+		if pattern, filter, ok := declaredFilter(blob); ok {
+			return refusef("%s: %s assigns filter=%s to %q (e.g. Git LFS); drover does not run filters, so it refuses this repository",
+				short(commit), e.path, filter, pattern)
+		}
+	}
+	return nil
+}
+
+type treeEntry struct{ mode, object, path string }
+
+// parseTreeEntries reads `ls-tree -r -z` ("MODE TYPE OID\tPATH") or
+// `diff-tree -r -z` (":OLD NEW OLDOID NEWOID STATUS\0PATH") output; deleted
+// entries are skipped.
+func parseTreeEntries(out []byte) ([]treeEntry, error) {
+	var es []treeEntry
+	fields := bytes.Split(bytes.TrimSuffix(out, []byte{0}), []byte{0})
+	for i := 0; i < len(fields); i++ {
+		f := string(fields[i])
+		if f == "" {
+			continue
+		}
+		if strings.HasPrefix(f, ":") {
+			parts := strings.Fields(f[1:])
+			if len(parts) != 5 || i+1 >= len(fields) {
+				return nil, fmt.Errorf("unexpected diff-tree line %q", f)
+			}
+			i++
+			if parts[4] != "D" {
+				es = append(es, treeEntry{mode: parts[1], object: parts[3], path: string(fields[i])})
+			}
+			continue
+		}
+		meta, path, ok := strings.Cut(f, "\t")
+		parts := strings.Fields(meta)
+		if !ok || len(parts) != 3 {
+			return nil, fmt.Errorf("unexpected ls-tree line %q", f)
+		}
+		es = append(es, treeEntry{mode: parts[0], object: parts[2], path: path})
+	}
+	return es, nil
+}
+
+func clipList(items []string, n int) string {
+	var keep []string
+	for _, it := range items {
+		if it != "" {
+			keep = append(keep, it)
+		}
+	}
+	if len(keep) <= n {
+		return strings.Join(keep, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(keep[:n], ", "), len(keep)-n)
+}
+
+// copyFile copies src to dst atomically.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := io.Copy(f, in); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), dst)
+}
