@@ -34,6 +34,8 @@ type Result struct {
 	ExitCode int
 	Reason   job.Reason
 	Message  string
+	// Session is the agent's session id, if it has one, for a later resume.
+	Session string
 }
 
 // Agent runs attempts. Run returns only once everything it started is gone;

@@ -41,6 +41,9 @@ type attempt struct {
 	gone   chan struct{}     // closed when forgotten
 	ws     *attemptWorkspace // set by launch for a job with a repository
 	box    sandbox.Boundary  // set by runAgent: the isolation the finish reports
+	tools  *attemptTools     // set by launch for a job with tools
+	// session is the agent's session id (set by launch), for a later resume.
+	session string
 
 	// under Runner.mu
 	phase     string
@@ -110,7 +113,7 @@ func (r *Runner) cleanup(a *attempt, err error) {
 			r.log.Error("journal", "attempt", a.ref.String(), "err", err)
 		}
 	}
-	for _, p := range []string{r.workPath(id), r.spoolPath(id), r.contextPath(id)} {
+	for _, p := range []string{r.workPath(id), r.spoolPath(id), r.contextPath(id), r.toolsPath(id)} {
 		if err := removeTree(p); err != nil {
 			r.log.Warn("clean up attempt", "attempt", a.ref.String(), "err", err)
 		}
@@ -192,9 +195,20 @@ func (r *Runner) launch(a *attempt) error {
 			}
 		}
 	}
+	if out.State == "" && a.spec.Tools {
+		if a.tools, err = r.startTools(a, sp); err != nil {
+			fmt.Fprintf(sp, "drover: cannot start the agent's tools: %v\n", err)
+			out = failedToStart(fmt.Errorf("start the tool server: %w", err))
+		}
+	}
 	if out.State == "" {
 		res, runErr := r.runAgent(a, sp, dir)
+		a.session = clip(res.Session, protocol.MaxSession)
 		out = outcomeOf(res, runErr, context.Cause(a.ctx))
+		if a.tools != nil {
+			// Stopped before the publication below: no tool call races it.
+			out = toolsOutcome(out, r.stopTools(a, a.tools))
+		}
 		if a.ws != nil && r.life.Err() == nil {
 			out = r.settleWorkspace(a, a.ws, sp, out)
 		}
@@ -229,6 +243,9 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 	if a.ws != nil {
 		dir = a.ws.wt.Dir()
 		env = append(env, a.ws.env()...)
+	}
+	if a.tools != nil {
+		env = append(env, a.tools.env()...)
 	}
 	box, err := r.boundary(a, dir)
 	if err != nil {
@@ -316,7 +333,7 @@ var emptySHA256 = func() string { s := sha256.Sum256(nil); return hex.EncodeToSt
 // rather than guessing. sp may be nil when nothing was launched.
 func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc *receipt) error {
 	if rc == nil {
-		rc = &receipt{Job: a.ref.Job, Attempt: a.ref.Attempt, Epoch: a.ref.Epoch, Outcome: out, LogSHA256: emptySHA256}
+		rc = &receipt{Job: a.ref.Job, Attempt: a.ref.Attempt, Epoch: a.ref.Epoch, Outcome: out, LogSHA256: emptySHA256, Session: a.session}
 		if sp != nil {
 			size, sum, err := sp.digest()
 			if err != nil {
@@ -335,7 +352,7 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 	r.setPhase(a, protocol.PhaseFinishing)
 	for tries := 1; ; tries++ {
 		rep, err := r.call(a, protocol.TypeFinish, protocol.Finish{AttemptRef: a.ref, Outcome: rc.Outcome,
-			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256, Isolation: rc.Isolation})
+			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256, Isolation: rc.Isolation, Session: rc.Session})
 		if err != nil {
 			return err
 		}

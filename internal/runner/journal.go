@@ -58,6 +58,8 @@ type receipt struct {
 	// Isolation is what the boundary applied when the agent ran (nil when
 	// nothing was launched, or the runner that launched it is gone).
 	Isolation *protocol.Isolation `json:"isolation,omitempty"`
+	// Session is the agent's session id, reported for a later resume.
+	Session string `json:"session,omitempty"`
 }
 
 func (rc receipt) ref() protocol.AttemptRef {

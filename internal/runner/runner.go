@@ -402,6 +402,9 @@ func (r *Runner) boundary(a *attempt, dir string) (sandbox.Boundary, error) {
 		p.ReadOnly = append(p.ReadOnly[:len(p.ReadOnly):len(p.ReadOnly)], sandbox.Mount{Src: a.ws.context})
 		p.Env = append(p.Env, "DROVER_CONTEXT_DIR")
 	}
+	if a.tools != nil {
+		a.tools.policy(&p)
+	}
 	// The exec agent needs no network; agents that call a model API get
 	// egress rules with them. The spool caps the log, with its own marker.
 	p.Network, p.Limits.Output = sandbox.Network{}, 0

@@ -137,7 +137,7 @@ func (r *Runner) settleWorkspace(a *attempt, aw *attemptWorkspace, out io.Writer
 		}
 		return workspaceFailure(o, job.ReasonObserveChanged, "observe mode: "+ch.String())
 	}
-	if err := r.publish(ctx, a, aw.wt, out); err != nil {
+	if _, err := r.publish(ctx, a, aw.wt, out, false); err != nil {
 		fmt.Fprintf(out, "drover: publication failed: %v\n", err)
 		r.log.Error("publication failed", "attempt", a.ref.String(), "err", err)
 		return workspaceFailure(o, job.ReasonWorkspace, "publication failed: "+err.Error())
@@ -166,56 +166,62 @@ func joinMsg(a, b string) string {
 	return a + "; " + b
 }
 
-// publish commits the worktree on top of the job's head and uploads it.
-// When the hub already holds a newer head (an earlier reply was lost), the
-// runner continues from that head and publishes only what it lacks.
-func (r *Runner) publish(ctx context.Context, a *attempt, wt *workspace.Worktree, out io.Writer) error {
+// publish commits the worktree on top of the job's head, uploads it and
+// returns the job's head. When the hub already holds a newer head (an
+// earlier reply was lost), the runner continues from that head and
+// publishes only what it lacks. checkpoint marks work in progress (the
+// checkpoint and ask tools).
+func (r *Runner) publish(ctx context.Context, a *attempt, wt *workspace.Worktree, out io.Writer, checkpoint bool) (string, error) {
 	info := workspace.CommitInfo{Job: a.ref.Job, Attempt: a.ref.Attempt, Requester: a.spec.Requester}
 	path := r.bundlePath(a.ref.Attempt)
 	defer os.Remove(path)
 	for round := 0; round < 3; round++ {
 		commit, err := wt.Commit(ctx, info)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if commit == "" {
 			if round == 0 {
 				fmt.Fprintf(out, "drover: nothing to publish: the worktree equals %s\n", wt.Head())
 			}
-			return nil
+			return wt.Head(), nil
 		}
 		p, err := wt.Bundle(ctx, commit, path, protocol.DefaultTransferCap)
 		if err != nil {
-			return err
+			return "", err
 		}
-		res, stale, err := r.ws.upload(ctx, r, a.ref, p)
+		res, stale, err := r.ws.upload(ctx, r, a.ref, p, checkpoint)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if stale {
 			fmt.Fprintf(out, "drover: the hub already holds %s (a reply was lost); continuing from it\n", res.Head)
 			if err := wt.Adopt(ctx, res.Head); err != nil {
-				return err
+				return "", err
 			}
 			continue
 		}
 		if err := wt.Adopt(ctx, res.Head); err != nil {
-			return err
+			return "", err
 		}
 		stat, _ := wt.DiffStat(ctx, commit)
 		fmt.Fprintf(out, "drover: published %s on %s (%s; %d bytes sent)\n", commit, p.Parent, stat, p.Size)
-		return nil
+		return wt.Head(), nil
 	}
-	return errors.New("the job's head kept moving under this attempt")
+	return "", errors.New("the job's head kept moving under this attempt")
 }
 
 // upload posts a publication bundle. stale reports the hub's 409
 // stale_head, with its head in res. Transport failures and hub faults are
 // retried; the same bundle twice is harmless (publishing a commit again is
 // a no-op, and after a lost reply the hub answers with its newer head).
-func (ws *workspaces) upload(ctx context.Context, r *Runner, ref protocol.AttemptRef, p workspace.Publication) (res protocol.PublishResult, stale bool, err error) {
+func (ws *workspaces) upload(ctx context.Context, r *Runner, ref protocol.AttemptRef, p workspace.Publication, checkpoint bool) (res protocol.PublishResult, stale bool, err error) {
+	cp := "0"
+	if checkpoint {
+		cp = "1"
+	}
 	q := url.Values{"job": {ref.Job}, "attempt": {ref.Attempt}, "epoch": {strconv.FormatInt(ref.Epoch, 10)},
-		"commit": {p.Commit}, "sha256": {p.SHA256}, "checkpoint": {"0"}}
+		"commit": {p.Commit}, "sha256": {p.SHA256}, "checkpoint": {cp}}
 	u := r.hub + protocol.APIPrefix + "/runner/publish?" + q.Encode()
 	for tries := 1; ; tries++ {
 		res, stale, retry, err := ws.uploadOnce(ctx, u, r.login.Token, p)

@@ -1,0 +1,198 @@
+package runner
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/sandbox/sandboxtest"
+	"drover/internal/tools"
+)
+
+// buildMCPAgent builds the scripted MCP agent of the e2e tests (the real
+// MCP Go SDK client) into a temporary folder.
+func buildMCPAgent(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mcpagent")
+	out, err := exec.Command("go", "build", "-o", bin, "drover/internal/e2e/testdata/mcpagent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build mcpagent: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// toolsHub scripts the fake hub's side of the tool requests.
+type toolsHub struct {
+	mu        sync.Mutex
+	answer    string // the approved answer the context shows; "" for none
+	cutAsk    bool   // drop the connection at the first ask, unanswered
+	asks      []protocol.Ask
+	askIDs    []string // request ids of the asks received
+	delivered []protocol.Deliver
+	// onContext sees each context request while its agent runs.
+	onContext func(protocol.GetContext)
+}
+
+func (th *toolsHub) hook(c *hubConn, f protocol.Frame) bool {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	switch f.Type {
+	case protocol.TypeAsk:
+		var a protocol.Ask
+		c.h.expect(f.Decode(&a))
+		th.asks, th.askIDs = append(th.asks, a), append(th.askIDs, f.ID)
+		if th.cutAsk {
+			th.cutAsk = false
+			c.cut()
+			return true
+		}
+		c.writeReply(f.ID, protocol.Reply{OK: true, Body: c.h.json(protocol.AskAck{QuestionID: "q-1"})})
+	case protocol.TypeDeliver:
+		var d protocol.Deliver
+		c.h.expect(f.Decode(&d))
+		th.delivered = append(th.delivered, d)
+		c.writeReply(f.ID, protocol.Reply{OK: true})
+	case protocol.TypeContext:
+		var g protocol.GetContext
+		c.h.expect(f.Decode(&g))
+		if th.onContext != nil {
+			th.onContext(g)
+		}
+		jc := protocol.JobContext{Job: g.Job, Attempt: 1, Agent: "exec", Prompt: "mcpagent"}
+		if th.answer != "" {
+			jc.Questions = []protocol.QuestionView{{ID: "q-1", Job: g.Job, Question: "which color?", Choices: []string{"red", "blue"},
+				Answer: &protocol.Answer{Text: th.answer, Choice: 2, By: "u", Approved: true}}}
+		}
+		c.writeReply(f.ID, protocol.Reply{OK: true, Body: c.h.json(jc)})
+	default:
+		return false
+	}
+	return true
+}
+
+func TestToolsAskThenDeliver(t *testing.T) {
+	bin := buildMCPAgent(t)
+	h := newFakeHub(t)
+	th := &toolsHub{cutAsk: true}
+	h.setHook(th.hook)
+	tr := startRunner(t, h, "", nil)
+	h.waitConn(0)
+
+	// First attempt: context, then ask. The first ask is lost with the
+	// connection; the runner resends it, with the same id, on the next one.
+	ref := newRef()
+	spec := protocol.JobSpec{Agent: "exec", Args: []string{bin}, Requester: "u", LogCap: 1 << 20, Tools: true}
+	h.offer(ref, spec)
+	fin := h.waitFinish(ref.Attempt)
+	wantOutcome(t, fin, job.AttemptAsked, "", intp(0))
+	th.mu.Lock()
+	if len(th.asks) != 2 || th.askIDs[0] != th.askIDs[1] {
+		t.Errorf("asks %v with ids %v: want the same ask twice, resent after the reconnect", th.asks, th.askIDs)
+	}
+	if a := th.asks[0]; a.Question != "which color?" || strings.Join(a.Choices, ",") != "red,blue" || a.AttemptRef != ref {
+		t.Errorf("ask = %+v", a)
+	}
+	th.mu.Unlock()
+	log := string(h.log(ref.Attempt))
+	if !strings.Contains(log, "context: ok") || !strings.Contains(log, "ask: ok") {
+		t.Fatalf("log = %q", log)
+	}
+	if strings.Contains(log, "drv_t_") {
+		t.Error("the tool token reached the job's output")
+	}
+	rc, err := tr.jr.readReceipt(ref.Attempt)
+	must(t, err)
+	if rc.Outcome.State != job.AttemptAsked {
+		t.Fatalf("receipt outcome %+v", rc.Outcome)
+	}
+
+	// Resumed with the approved answer: context shows it, the agent delivers.
+	th.mu.Lock()
+	th.answer = "blue"
+	ref2 := newRef()
+	ref2.Job = ref.Job
+	spec.Resume = &protocol.ResumeSpec{Attempt: 1, SameRunner: true, History: []protocol.QuestionView{{ID: "q-1", Job: ref.Job,
+		Question: "which color?", Choices: []string{"red", "blue"}, Answer: &protocol.Answer{Text: "blue", Choice: 2, By: "u", Approved: true}}}}
+	checked := 0 // under th.mu, like the hook
+	th.onContext = func(g protocol.GetContext) {
+		checked++
+		p := filepath.Join(tr.home, "work", g.Attempt+".tools", "agent", "mcp.json")
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("MCP config: %v, %v; want a 0600 file", fi, err)
+			return
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), `"Authorization": "Bearer drv_t_`) {
+			t.Errorf("MCP config %s lacks the bearer header (%v)", b, err)
+		}
+	}
+	th.mu.Unlock()
+	h.offer(ref2, spec)
+	fin = h.waitFinish(ref2.Attempt)
+	wantOutcome(t, fin, job.AttemptCompleted, job.ReasonExited, intp(0))
+	log = string(h.log(ref2.Attempt))
+	for _, want := range []string{"history: ", "answer: blue", "deliver: ok"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q: %q", want, log)
+		}
+	}
+	th.mu.Lock()
+	if checked == 0 {
+		t.Error("no context request while the resumed agent ran")
+	}
+	if len(th.delivered) != 1 || th.delivered[0].Summary != "done" || th.delivered[0].AttemptRef != ref2 {
+		t.Errorf("delivered %+v", th.delivered)
+	}
+	th.mu.Unlock()
+	sandboxtest.WaitFor(t, "the attempts' tool folders removed", func() bool {
+		return !exists(filepath.Join(tr.home, "work", ref.Attempt+".tools")) && !exists(filepath.Join(tr.home, "work", ref2.Attempt+".tools"))
+	})
+}
+
+func TestToolsTurnWithoutDeliverFails(t *testing.T) {
+	bin := buildMCPAgent(t)
+	h := newFakeHub(t)
+	th := &toolsHub{}
+	h.setHook(th.hook)
+	startRunner(t, h, "", nil)
+	h.waitConn(0)
+	ref := newRef()
+	h.offer(ref, protocol.JobSpec{Agent: "exec", Args: []string{bin, "partial"}, Requester: "u", LogCap: 1 << 20, Tools: true})
+	fin := h.waitFinish(ref.Attempt)
+	wantOutcome(t, fin, job.AttemptFailed, job.ReasonNotDelivered, intp(0))
+}
+
+func TestToolsOutcome(t *testing.T) {
+	zero, one := intp(0), intp(1)
+	for _, c := range []struct {
+		name  string
+		in    job.Outcome
+		st    string
+		state job.AttemptState
+		why   job.Reason
+	}{
+		{"delivered", job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: zero}, "delivered", job.AttemptCompleted, job.ReasonExited},
+		{"delivered then exit 1", job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: one}, "delivered", job.AttemptFailed, job.ReasonExited},
+		{"asked", job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: zero}, "waiting", job.AttemptAsked, ""},
+		{"asked then failed", job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: one}, "waiting", job.AttemptAsked, ""},
+		{"exit 0 without deliver", job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: zero}, "working", job.AttemptFailed, job.ReasonNotDelivered},
+		{"exit 1 without deliver", job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: one}, "working", job.AttemptFailed, job.ReasonNotDelivered},
+		{"timeout", job.Outcome{State: job.AttemptFailed, Reason: job.ReasonTimeout}, "working", job.AttemptFailed, job.ReasonTimeout},
+		{"cancelled after ask", job.Outcome{State: job.AttemptCancelled, Reason: job.ReasonCancelled}, "waiting", job.AttemptCancelled, job.ReasonCancelled},
+		{"released", job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown}, "working", job.AttemptReleased, job.ReasonRunnerShutdown},
+	} {
+		got := toolsOutcome(c.in, tools.Status(c.st))
+		if got.State != c.state || got.Reason != c.why {
+			t.Errorf("%s: got %s/%s, want %s/%s", c.name, got.State, got.Reason, c.state, c.why)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
