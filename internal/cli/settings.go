@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"drover/internal/client"
+	"drover/internal/fsutil"
 )
 
 const (
@@ -100,23 +101,7 @@ func saveConfig(path string, c clientConfig) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create config directory: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".client-*.json") // CreateTemp makes it 0600
-	if err != nil {
-		return fmt.Errorf("save client config: %w", err)
-	}
-	defer os.Remove(f.Name()) // after the rename this fails harmlessly
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("save client config: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("save client config: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save client config: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := fsutil.WriteFileAtomic(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("save client config: %w", err)
 	}
 	return nil

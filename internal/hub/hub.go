@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"drover/internal/auth"
+	"drover/internal/fsutil"
 	"drover/internal/ids"
 	"drover/internal/store"
 	"drover/internal/store/sqlite"
@@ -125,7 +126,7 @@ func (h *Hub) bootstrapAdmin(ctx context.Context) error {
 	// Write the file first: a crash between the two steps leaves a token
 	// file without a user (harmless, rewritten next start), never a user
 	// whose token nobody has.
-	if err := writeSecret(path, token+"\n"); err != nil {
+	if err := fsutil.WriteFileAtomic(path, []byte(token+"\n")); err != nil {
 		return fmt.Errorf("write admin token: %w", err)
 	}
 	now := h.now()
@@ -144,27 +145,6 @@ func (h *Hub) bootstrapAdmin(ctx context.Context) error {
 	}
 	h.log.Info("created the admin user; its token is in a file readable only by you", "path", path)
 	return nil
-}
-
-// writeSecret replaces path with content, mode 0600, durably.
-func writeSecret(path, content string) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(content); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // recover rebuilds the in-memory view after a start. The hub's downtime

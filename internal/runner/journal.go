@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/fsutil"
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
@@ -122,7 +123,7 @@ func (j *journal) create(path string, flag int, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = syncDir(j.dir)
+		err = fsutil.SyncDir(j.dir)
 	}
 	if err != nil {
 		os.Remove(path)
@@ -135,7 +136,7 @@ func (j *journal) writeReceipt(rc receipt) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(j.path(rc.Attempt, extReceipt), b); err != nil {
+	if err := fsutil.WriteFileAtomic(j.path(rc.Attempt, extReceipt), b); err != nil {
 		return fmt.Errorf("write receipt of %s: %w", rc.Attempt, err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"drover/internal/auth"
+	"drover/internal/fsutil"
 	"drover/internal/protocol"
 )
 
@@ -47,7 +48,7 @@ func SaveLogin(home string, l Login) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(home, loginFile), append(b, '\n')); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(home, loginFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("save login: %w", err)
 	}
 	return nil
@@ -178,43 +179,4 @@ func pollLogin(ctx context.Context, client *http.Client, hub, token string) (boo
 		return false, fmt.Errorf("hub refused the runner login: %s", e.Error.Error())
 	}
 	return false, fmt.Errorf("hub refused the runner login: HTTP %s", resp.Status)
-}
-
-// writeFileAtomic replaces path with data (mode 0600) so that a crash leaves
-// either the old or the new content, durably.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // after a successful rename this is a no-op
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a directory's entries (new, renamed files) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
+
+	"drover/internal/fsutil"
 )
 
 // mcpConfig is Claude Code's --mcp-config format, reduced to one HTTP server.
@@ -39,29 +39,7 @@ func WriteMCPConfig(path, serverURL, token string) error {
 	if err != nil {
 		return fmt.Errorf("tools: encode MCP config: %w", err)
 	}
-	// CreateTemp makes the file 0600 before any byte of the token is in it.
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("tools: write MCP config: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename there is nothing left to remove
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("tools: write MCP config: %w", err)
-	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("tools: write MCP config: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("tools: write MCP config: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("tools: write MCP config: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsutil.WriteFileAtomic(path, append(data, '\n')); err != nil {
 		return fmt.Errorf("tools: write MCP config: %w", err)
 	}
 	return nil
