@@ -96,7 +96,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		Protocol: protocol.Version, RunnerID: c.runnerID, RunnerName: c.name,
 		HeartbeatInterval: protocol.Duration(h.cfg.Heartbeat), Lease: protocol.Duration(h.cfg.Lease),
 		LogFlushInterval: protocol.Duration(h.cfg.LogFlush), LogBatchBytes: h.cfg.LogBatch,
-		LogChunkBytes: h.cfg.LogChunk, LogCap: h.cfg.LogCap, Drop: drops,
+		LogChunkBytes: h.cfg.LogChunk, LogCap: h.cfg.LogCap, TransferCap: h.cfg.TransferCap, Drop: drops,
 	}
 	wf, err := protocol.NewFrame(protocol.TypeWelcome, "", w)
 	if err != nil {

@@ -157,6 +157,7 @@ type Welcome struct {
 	LogBatchBytes     int         `json:"log_batch_bytes"`
 	LogChunkBytes     int         `json:"log_chunk_bytes"`
 	LogCap            int64       `json:"log_cap"`
+	TransferCap       int64       `json:"transfer_cap,omitempty"` // largest source or result transfer (bytes)
 	Drop              []DropOrder `json:"drop,omitempty"`
 }
 

@@ -89,6 +89,7 @@ type timing struct {
 	batch     int
 	chunk     int
 	logCap    int64
+	transfer  int64 // largest publication bundle the hub takes
 }
 
 func timingFrom(w protocol.Welcome) timing {
@@ -98,9 +99,10 @@ func timingFrom(w protocol.Welcome) timing {
 		batch:     w.LogBatchBytes,
 		chunk:     w.LogChunkBytes,
 		logCap:    w.LogCap,
+		transfer:  w.TransferCap,
 	}
 	if t.heartbeat <= 0 {
-		t.heartbeat = 10 * time.Second
+		t.heartbeat = 20 * time.Second
 	}
 	if t.flush <= 0 {
 		t.flush = time.Second
@@ -113,6 +115,9 @@ func timingFrom(w protocol.Welcome) timing {
 	}
 	if t.logCap <= 0 {
 		t.logCap = protocol.DefaultLogCap
+	}
+	if t.transfer <= 0 {
+		t.transfer = protocol.DefaultTransferCap
 	}
 	return t
 }

@@ -186,7 +186,7 @@ func (r *Runner) publish(ctx context.Context, a *attempt, wt *workspace.Worktree
 			}
 			return wt.Head(), nil
 		}
-		p, err := wt.Bundle(ctx, commit, path, protocol.DefaultTransferCap)
+		p, err := wt.Bundle(ctx, commit, path, r.timings().transfer)
 		if err != nil {
 			return "", err
 		}
