@@ -25,6 +25,12 @@ type Attempt struct {
 	Output   io.Writer
 	Boundary sandbox.Boundary
 	Grace    time.Duration // SIGTERM → SIGKILL delay when ctx is cancelled
+	// Events receives what a structured-output agent read from its CLI;
+	// nil drops them. Output still gets every byte the CLI printed.
+	Events Events
+	// Resume is the session to continue (from Result.Session of an earlier
+	// attempt in the same worktree); empty starts a new one.
+	Resume string
 }
 
 // Result is how an attempt ended. Reason is ReasonExited (see ExitCode),
@@ -36,6 +42,28 @@ type Result struct {
 	Message  string
 	// Session is the agent's session id, if it has one, for a later resume.
 	Session string
+	// Usage is what the attempt consumed, as far as the agent reports it.
+	Usage Usage
+	// Limit is set when the account ran into a usage or rate limit; the
+	// account should sit out until Limit.Until.
+	Limit *Limit
+}
+
+// Capabilities are what an agent can do beyond running an attempt.
+type Capabilities struct {
+	// CanResume: the agent continues Attempt.Resume's session rather than
+	// starting over, so a resumed job need not replay its history.
+	CanResume bool
+}
+
+// CapabilitiesOf reports a's capabilities. Agents declare them with a
+// Capabilities method, which keeps the Agent interface itself small; an
+// agent without one has none.
+func CapabilitiesOf(a Agent) Capabilities {
+	if c, ok := a.(interface{ Capabilities() Capabilities }); ok {
+		return c.Capabilities()
+	}
+	return Capabilities{}
 }
 
 // Agent runs attempts. Run returns only once everything it started is gone;

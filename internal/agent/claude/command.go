@@ -1,0 +1,52 @@
+package claude
+
+import (
+	"path/filepath"
+
+	"drover/internal/agent"
+)
+
+// Name is the agent name jobs use.
+const Name = "claude"
+
+// Capabilities: Claude Code resumes a session by id from the same worktree.
+func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
+
+// Command builds Claude Code's command line for l. A new session gets
+// l.NewSession as its id (so drover knows it before the CLI prints it); a
+// resumed one continues l.Resume, which only works from the same working
+// directory, because the session lives under the account's projects/<cwd>.
+func Command(l agent.Launch) (agent.Command, error) {
+	if err := l.Check(Name); err != nil {
+		return agent.Command{}, err
+	}
+	argv := []string{"claude", "-p", l.Prompt,
+		"--output-format", "stream-json", "--verbose",
+		// Nobody can answer a permission prompt; the sandbox is the boundary.
+		"--permission-mode", "bypassPermissions",
+		// Questions go through drover's ask tool, never the terminal.
+		"--disallowedTools", "AskUserQuestion",
+	}
+	argv = append(argv, l.SessionArgs()...)
+	if l.MCPConfig != "" {
+		argv = append(argv, "--mcp-config", l.MCPConfig, "--strict-mcp-config")
+	}
+	if l.Model != "" {
+		argv = append(argv, "--model", l.Model)
+	}
+	env := []string{
+		"HOME=" + l.Home,
+		"XDG_CACHE_HOME=" + filepath.Join(l.Home, ".cache"),
+		"CLAUDE_CONFIG_DIR=" + l.AccountDir,
+		// bypassPermissions refuses to run as root outside a declared sandbox.
+		"IS_SANDBOX=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		// drover decides about retries (and limits); the CLI's own back-off
+		// would hide a rate limit for minutes.
+		"CLAUDE_CODE_MAX_RETRIES=0",
+	}
+	if l.BaseURL != "" {
+		env = append(env, "ANTHROPIC_BASE_URL="+l.BaseURL, "ANTHROPIC_API_KEY="+agent.PlaceholderKey)
+	}
+	return agent.Command{Argv: argv, Env: env}, nil
+}
