@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
+
 	"path/filepath"
 	"strings"
 
 	"drover/internal/tools"
+	"drover/internal/workspace"
 )
 
 // MaxInstructionFile caps how much of one instruction file goes into the
@@ -102,11 +103,12 @@ func writeRootFile(b *strings.Builder, worktree, name string) error {
 	return nil
 }
 
-// nestedAgentsFiles lists the tracked AGENTS.md files below the root.
+// nestedAgentsFiles lists the tracked AGENTS.md files below the root,
+// through the workspace's git runner (sanitized environment, hooks and
+// filters off): only that package runs git.
 func nestedAgentsFiles(ctx context.Context, worktree string) ([]string, error) {
-	cmd := exec.CommandContext(ctx, "git", "-C", worktree, "ls-files", "-z", "--", ":(glob)**/AGENTS.md")
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0")
-	out, err := cmd.Output()
+	out, err := workspace.Git{}.Run(ctx, workspace.Cmd{Dir: worktree,
+		Args: []string{"ls-files", "-z", "--", ":(glob)**/AGENTS.md"}})
 	if err != nil {
 		return nil, fmt.Errorf("prompt: list AGENTS.md files: %w", err)
 	}
