@@ -209,6 +209,15 @@ func (r *Runner) launch(a *attempt) error {
 			// Stopped before the publication below: no tool call races it.
 			out = toolsOutcome(out, r.stopTools(a, a.tools))
 		}
+		if a.ws != nil && a.spec.Mode != protocol.ModeObserve {
+			// Before anything reads the clone's worktree HEADs. Observe
+			// mode keeps what the agent did for its check (its sandbox
+			// cannot write HEAD anyway).
+			if err := a.ws.wt.RestoreAdmin(); err != nil {
+				fmt.Fprintf(sp, "drover: %v\n", err)
+				r.log.Warn("restore worktree after the agent", "attempt", a.ref.String(), "err", err)
+			}
+		}
 		if a.ws != nil && r.life.Err() == nil {
 			out = r.settleWorkspace(a, a.ws, sp, out)
 		}

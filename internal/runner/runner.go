@@ -403,9 +403,8 @@ func (r *Runner) boundary(a *attempt, dir string) (sandbox.Boundary, error) {
 	p.Root = dir
 	p.Mode = a.spec.Mode // "" is fix
 	p.Env = append(p.Env[:len(p.Env):len(p.Env)], "DROVER_JOB", "DROVER_ATTEMPT", "DROVER_EPOCH")
-	if a.ws != nil && a.ws.context != "" {
-		p.ReadOnly = append(p.ReadOnly[:len(p.ReadOnly):len(p.ReadOnly)], sandbox.Mount{Src: a.ws.context})
-		p.Env = append(p.Env, "DROVER_CONTEXT_DIR")
+	if a.ws != nil {
+		a.ws.policy(&p)
 	}
 	if a.tools != nil {
 		a.tools.policy(&p)

@@ -19,6 +19,7 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/sandbox"
 	"drover/internal/workspace"
 )
 
@@ -56,6 +57,14 @@ func newWorkspaces(home string, log *slog.Logger) (*workspaces, error) {
 type attemptWorkspace struct {
 	wt      *workspace.Worktree
 	context string // read-only folder of the job's context files; "" for none
+	// objects is where git in the sandbox writes objects (the agent's own
+	// commits), so that the shared clone can stay read-only.
+	objects string
+	// admin is a copy of the worktree's admin dir that the sandbox shows
+	// read-write in its place (fix mode; "" in observe mode): the agent's
+	// HEAD may name an object only objects holds, and the clone's own copy
+	// of it is read by every fetch into the clone, which would then fail.
+	admin string
 }
 
 func (r *Runner) contextPath(id string) string {
@@ -89,7 +98,15 @@ func (r *Runner) prepareWorkspace(a *attempt, out io.Writer) (*attemptWorkspace,
 		how = "resumed (kept from the job's earlier attempt, nothing checked out)"
 	}
 	fmt.Fprintf(out, "drover: worktree of %s at %s %s in %s\n", spec.Project, head, how, r.now().Sub(start).Round(time.Millisecond))
-	aw := &attemptWorkspace{wt: wt}
+	aw := &attemptWorkspace{wt: wt, objects: filepath.Join(r.workPath(id), "git-objects")}
+	if a.spec.Mode != protocol.ModeObserve {
+		aw.admin = filepath.Join(r.workPath(id), "git-admin")
+	}
+	if err := aw.makeGitDirs(); err != nil {
+		fmt.Fprintf(out, "drover: %v\n", err)
+		r.keepWorktree(a, wt)
+		return nil, err
+	}
 	if len(a.spec.Context) > 0 {
 		dir := r.contextPath(id)
 		if err := r.fetchContext(a, dir); err != nil {
@@ -103,12 +120,66 @@ func (r *Runner) prepareWorkspace(a *attempt, out io.Writer) (*attemptWorkspace,
 	return aw, nil
 }
 
-// env is what the agent's environment gains from the workspace.
+// env is what the agent's environment gains from the workspace: git
+// writes objects to the attempt's own directory and reads the clone's too.
 func (aw *attemptWorkspace) env() []string {
-	if aw == nil || aw.context == "" {
+	if aw == nil {
 		return nil
 	}
-	return []string{"DROVER_CONTEXT_DIR=" + aw.context}
+	common, _ := aw.wt.GitDirs()
+	env := []string{"GIT_OBJECT_DIRECTORY=" + aw.objects, "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(common, "objects")}
+	if aw.context != "" {
+		env = append(env, "DROVER_CONTEXT_DIR="+aw.context)
+	}
+	return env
+}
+
+// makeGitDirs makes the attempt's object directory and, in fix mode, its
+// copy of the worktree's admin dir.
+func (aw *attemptWorkspace) makeGitDirs() error {
+	if err := os.Mkdir(aw.objects, 0o700); err != nil {
+		return fmt.Errorf("make the agent's git object directory: %w", err)
+	}
+	if aw.admin == "" {
+		return nil
+	}
+	if err := os.Mkdir(aw.admin, 0o700); err != nil {
+		return fmt.Errorf("make the agent's git admin dir: %w", err)
+	}
+	_, admin := aw.wt.GitDirs()
+	for _, name := range []string{"HEAD", "index", "commondir", "gitdir", "config.worktree"} {
+		b, err := os.ReadFile(filepath.Join(admin, name))
+		if errors.Is(err, fs.ErrNotExist) && name == "index" {
+			continue
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(aw.admin, name), b, 0o600)
+		}
+		if err != nil {
+			return fmt.Errorf("copy the worktree's git admin dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// policy lets git work in the worktree inside the sandbox: the clone is
+// mounted read-only, the attempt's object directory read-write, and in fix
+// mode the attempt's copy of the admin dir (HEAD, index) read-write on top
+// of the worktree's. The admin dirs of other worktrees are listed but not
+// writable.
+func (aw *attemptWorkspace) policy(p *sandbox.Policy) {
+	common, admin := aw.wt.GitDirs()
+	p.ReadOnly = append(p.ReadOnly[:len(p.ReadOnly):len(p.ReadOnly)], sandbox.Mount{Src: common, Dst: common})
+	rw := []sandbox.Mount{{Src: aw.objects, Dst: aw.objects}}
+	if aw.admin != "" {
+		rw = append(rw, sandbox.Mount{Src: aw.admin, Dst: admin})
+	}
+	p.ReadWrite = append(p.ReadWrite[:len(p.ReadWrite):len(p.ReadWrite)], rw...)
+	p.Env = append(p.Env, "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES")
+	if aw.context != "" {
+		p.ReadOnly = append(p.ReadOnly, sandbox.Mount{Src: aw.context})
+		p.Env = append(p.Env, "DROVER_CONTEXT_DIR")
+	}
 }
 
 // settleWorkspace runs after the agent stopped and before the receipt: in

@@ -243,6 +243,16 @@ func TestNewRefusesBadPolicies(t *testing.T) {
 	}
 }
 
+// Git's object directories are the one GIT_* setting a policy may pass:
+// how an agent commits without writing into the runner's clone.
+func TestGitObjectDirectoriesMayBePassed(t *testing.T) {
+	for _, name := range []string{"GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES"} {
+		if err := checkEnvName(name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
 func TestMissingBwrapIsAnErrorWithTheFix(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	_, err := New(context.Background(), Policy{Root: t.TempDir(), Logger: quiet()})

@@ -61,7 +61,7 @@ type Policy struct {
 	ReadWrite []Mount
 	// Env names the variables, beyond PATH, HOME, LANG and TERM, that a
 	// command's environment may hold. Credentials, tokens, SSH_AUTH_SOCK,
-	// GIT_* and cloud settings are refused.
+	// GIT_* (but for the object directories) and cloud settings are refused.
 	Env     []string
 	Network Network
 	// Sockets are host unix sockets reachable inside at a loopback address
@@ -295,6 +295,11 @@ func checkEnvName(name string) error {
 		if u == exact {
 			return fmt.Errorf("environment variable %s may never reach a sandbox", name)
 		}
+	}
+	// Where git writes and finds objects: how an agent commits in its
+	// worktree without writing into the runner's shared clone.
+	if u == "GIT_OBJECT_DIRECTORY" || u == "GIT_ALTERNATE_OBJECT_DIRECTORIES" {
+		return nil
 	}
 	for _, prefix := range []string{"GIT_", "AWS_", "AZURE_", "ARM_", "GOOGLE_", "GCP_", "GCLOUD_", "CLOUDSDK_",
 		"DIGITALOCEAN_", "HCLOUD_", "OS_", "VAULT_"} {

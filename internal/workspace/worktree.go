@@ -71,6 +71,23 @@ func (w *Worktree) Resumed() bool { return w.resumed }
 // rewrote cannot point the runner at another repository.
 func (w *Worktree) admin() string { return filepath.Join(w.repo.dir, "worktrees", w.name) }
 
+// GitDirs are the clone's git directory (objects, refs and config shared by
+// every worktree of the project) and this worktree's admin dir inside it
+// (its HEAD and index): what a sandbox must show for git to work in Dir.
+func (w *Worktree) GitDirs() (common, admin string) { return w.repo.dir, w.admin() }
+
+// RestoreAdmin puts back the worktree's HEAD and index as the runner saved
+// them, dropping what the agent did to them. An agent's commits live in an
+// object directory of its attempt's own, so its HEAD may name an object the
+// clone lacks: left there, it would break every fetch into the clone (they
+// read all worktree HEADs) and the job's next attempt.
+func (w *Worktree) RestoreAdmin() error {
+	if err := w.restoreAdmin(w.rec.Head); err != nil {
+		return fmt.Errorf("restore git state of worktree %s: %w", w.name, err)
+	}
+	return nil
+}
+
 func (w *Worktree) git(ctx context.Context, env []string, args ...string) (string, error) {
 	full := append([]string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir()}, args...)
 	b, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Args: full, Env: env})
