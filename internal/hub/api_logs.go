@@ -93,12 +93,14 @@ func (h *Hub) apiLog(w http.ResponseWriter, r *http.Request, p principal) error 
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		ch := h.waitChan(id) // before reading, so no change is missed
+		ch, release := h.waitChan(id) // before reading, so no change is missed
 		s, err := h.readLog(r.Context(), id, num, offset)
 		if err != nil {
+			release()
 			return err
 		}
 		if len(s.data) > 0 || s.complete || wait == 0 {
+			release()
 			hd := w.Header()
 			hd.Set("Content-Type", "application/octet-stream")
 			hd.Set(protocol.HeaderLogAttempt, strconv.FormatInt(s.attempt, 10))
@@ -116,6 +118,9 @@ func (h *Hub) apiLog(w http.ResponseWriter, r *http.Request, p principal) error 
 		case <-deadline.C:
 			wait = 0
 		case <-r.Context().Done():
+		}
+		release()
+		if r.Context().Err() != nil {
 			return nil
 		}
 	}

@@ -39,7 +39,7 @@ type Hub struct {
 	mu     sync.Mutex
 	conns  map[string]*conn           // runner id → live connection
 	active map[string]map[string]bool // runner id → attempt ids holding a slot
-	waits  map[string]chan struct{}   // job id → closed on any change to the job or its log
+	waits  map[string]*waiter         // job id → followers waiting for the job's next change
 
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository
@@ -84,7 +84,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		sweepWake: make(chan struct{}, 1),
 		conns:     map[string]*conn{},
 		active:    map[string]map[string]bool{},
-		waits:     map[string]chan struct{}{},
+		waits:     map[string]*waiter{},
 		repos:     workspace.HubRepos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
 		locks:     keyLocks{m: map[string]*keyLock{}},
 	}
@@ -237,26 +237,42 @@ func (h *Hub) kick() {
 	}
 }
 
+// waiter is the channel the followers of one job share, with how many
+// hold it, so that the entry goes when the last of them leaves and the map
+// does not keep one for every job ever followed.
+type waiter struct {
+	ch chan struct{}
+	n  int
+}
+
 // notify wakes everyone waiting on a job (log followers).
 func (h *Hub) notify(jobID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ch, ok := h.waits[jobID]; ok {
-		close(ch)
+	if w, ok := h.waits[jobID]; ok {
+		close(w.ch)
 		delete(h.waits, jobID)
 	}
 }
 
-// waitChan returns a channel closed at the next change to the job.
-func (h *Hub) waitChan(jobID string) <-chan struct{} {
+// waitChan returns a channel closed at the next change to the job, and the
+// function to call once the caller stops waiting on it.
+func (h *Hub) waitChan(jobID string) (<-chan struct{}, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ch, ok := h.waits[jobID]
+	w, ok := h.waits[jobID]
 	if !ok {
-		ch = make(chan struct{})
-		h.waits[jobID] = ch
+		w = &waiter{ch: make(chan struct{})}
+		h.waits[jobID] = w
 	}
-	return ch
+	w.n++
+	return w.ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if w.n--; w.n == 0 && h.waits[jobID] == w {
+			delete(h.waits, jobID)
+		}
+	}
 }
 
 func (h *Hub) addActiveLocked(runnerID, attemptID string) {

@@ -733,3 +733,35 @@ func TestLogFollow(t *testing.T) {
 		t.Fatalf("long poll got %q", s)
 	}
 }
+
+// A follower that gets its answer at once, or gives up, must not leave a
+// wait entry behind: the map would otherwise grow with every job ever read.
+func TestLogReadsLeaveNoWaiters(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	j := th.submit("true")
+	runToEnd(t, sr, sr.offer(), "out\n", 0)
+	for _, q := range []string{"", "?wait=50", "?attempt=1&offset=4&wait=50"} {
+		req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+j.ID+"/log"+q, nil)
+		req.Header.Set("Authorization", "Bearer "+th.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	queued := th.submit("true") // no runner slot: its log read times out empty
+	sr.ws.CloseNow()
+	req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+queued.ID+"/log?wait=50", nil)
+	req.Header.Set("Authorization", "Bearer "+th.admin)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	th.h.mu.Lock()
+	n := len(th.h.waits)
+	th.h.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d wait entries left after the reads returned", n)
+	}
+}
