@@ -438,9 +438,9 @@ func (h *Hub) requeueOffers(runnerID string) {
 	ctx := context.Background()
 	var offered []string
 	_ = h.store.Read(ctx, func(tx store.Tx) error {
-		all, err := tx.ActiveAttempts()
-		for _, a := range all {
-			if a.RunnerID == runnerID && a.State == job.AttemptOffered {
+		mine, err := tx.RunnerActiveAttempts(runnerID)
+		for _, a := range mine {
+			if a.State == job.AttemptOffered {
 				offered = append(offered, a.ID)
 			}
 		}

@@ -179,14 +179,11 @@ func (h *Hub) authorizeGit(ctx context.Context, p principal, project string, svc
 func (h *Hub) runnerHoldsProject(ctx context.Context, runnerID, project string) (bool, error) {
 	var ok bool
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		as, err := tx.ActiveAttempts()
+		as, err := tx.RunnerActiveAttempts(runnerID)
 		if err != nil {
 			return err
 		}
 		for _, a := range as {
-			if a.RunnerID != runnerID {
-				continue
-			}
 			j, err := tx.Job(a.JobID)
 			if err != nil {
 				return err

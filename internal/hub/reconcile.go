@@ -46,14 +46,11 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 				drops = append(drops, protocol.DropOrder{AttemptRef: hd.AttemptRef, Reason: reason})
 			}
 		}
-		all, err := tx.ActiveAttempts()
+		mine, err := tx.RunnerActiveAttempts(c.runnerID)
 		if err != nil {
 			return err
 		}
-		for _, a := range all {
-			if a.RunnerID != c.runnerID {
-				continue
-			}
+		for _, a := range mine {
 			j, err := tx.Job(a.JobID)
 			if err != nil {
 				return err

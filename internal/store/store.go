@@ -58,10 +58,11 @@ type Tx interface {
 	InsertAttempt(a Attempt) error
 	UpdateAttempt(a Attempt) error
 	Attempt(id string) (Attempt, error)
-	Attempts(jobID string) ([]Attempt, error)            // by number ascending
-	ActiveAttempts() ([]Attempt, error)                  // offered or running, all runners
-	ExpiredAttempts(now time.Time) ([]Attempt, error)    // active with LeaseUntil before now
-	ExtendLeases(runnerID string, until time.Time) error // active attempts of one runner
+	Attempts(jobID string) ([]Attempt, error)                // by number ascending
+	ActiveAttempts() ([]Attempt, error)                      // offered or running, all runners
+	RunnerActiveAttempts(runnerID string) ([]Attempt, error) // offered or running, one runner
+	ExpiredAttempts(now time.Time) ([]Attempt, error)        // active with LeaseUntil before now
+	ExtendLeases(runnerID string, until time.Time) error     // active attempts of one runner
 	ExtendAllLeases(until time.Time) error
 
 	// Logs: append-only bytes per attempt. The caller checks the offset

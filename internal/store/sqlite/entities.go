@@ -210,6 +210,11 @@ func (t *tx) ActiveAttempts() ([]store.Attempt, error) {
 		attempts.query("WHERE "+activeState+" ORDER BY offered_at, id"), activeArgs()...)
 }
 
+func (t *tx) RunnerActiveAttempts(runnerID string) ([]store.Attempt, error) {
+	return all(t, "active attempts of runner "+runnerID, scanAttempt,
+		attempts.query("WHERE "+activeState+" AND runner_id = ? ORDER BY offered_at, id"), activeArgs(runnerID)...)
+}
+
 func (t *tx) ExpiredAttempts(now time.Time) ([]store.Attempt, error) {
 	return all(t, "expired attempts", scanAttempt,
 		attempts.query("WHERE "+activeState+" AND lease_until < ? ORDER BY lease_until, id"),

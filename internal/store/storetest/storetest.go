@@ -544,6 +544,10 @@ func testLeases(t *testing.T, s store.Store) {
 	})
 	active := get(t, s, func(tx store.Tx) ([]store.Attempt, error) { return tx.ActiveAttempts() })
 	equal(t, "ActiveAttempts", sortedAttemptIDs(active), []string{"a-offered", "a-other", "a-running"})
+	mine := get(t, s, func(tx store.Tx) ([]store.Attempt, error) { return tx.RunnerActiveAttempts("r-1") })
+	equal(t, "RunnerActiveAttempts(r-1)", sortedAttemptIDs(mine), []string{"a-offered", "a-running"})
+	other := get(t, s, func(tx store.Tx) ([]store.Attempt, error) { return tx.RunnerActiveAttempts("r-2") })
+	equal(t, "RunnerActiveAttempts(r-2)", sortedAttemptIDs(other), []string{"a-other"})
 
 	expired := func(now int64) []string {
 		return sortedAttemptIDs(get(t, s, func(tx store.Tx) ([]store.Attempt, error) { return tx.ExpiredAttempts(at(now)) }))
