@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var testInfo = CommitInfo{Job: "job1", Attempt: "at1", Requester: "alice"}
@@ -204,5 +205,23 @@ func TestPublishLeavesOutNestedRepositories(t *testing.T) {
 	tree := f.git(f.cache.home, "--git-dir=repos/proj.git", "ls-tree", "-r", commit)
 	if strings.Contains(tree, "160000") || strings.Contains(tree, "vendor") || !strings.Contains(tree, "b.txt") {
 		t.Fatalf("published tree:\n%s", tree)
+	}
+}
+
+// git trusts an index entry's stat data (whole seconds) only for files older
+// than the index file: a saved index copied with a fresh mtime hid a
+// same-size edit made in the second the index was written, and publication
+// found nothing changed.
+func TestCopiedIndexKeepsItsTime(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "index"), filepath.Join(dir, "copy")
+	write(t, src, "DIRC", 0o644)
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	noErr(t, os.Chtimes(src, time.Time{}, old))
+	noErr(t, copyFile(src, dst))
+	st, err := os.Stat(dst)
+	noErr(t, err)
+	if !st.ModTime().Equal(old) {
+		t.Fatalf("copy has mtime %v, want the original's %v", st.ModTime(), old)
 	}
 }

@@ -589,13 +589,21 @@ func clipList(items []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(keep[:n], ", "), len(keep)-n)
 }
 
-// copyFile copies src to dst atomically.
+// copyFile copies src to dst atomically, keeping src's modification time:
+// git trusts an index entry's stat data only when the file is older than
+// the index file itself (timestamps in whole seconds), so a copy with a
+// fresh mtime would hide a same-size change made in the second the
+// original index was written.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-")
 	if err != nil {
 		return err
@@ -606,6 +614,9 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Chtimes(f.Name(), time.Time{}, st.ModTime()); err != nil {
 		return err
 	}
 	return os.Rename(f.Name(), dst)
