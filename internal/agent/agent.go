@@ -31,6 +31,49 @@ type Attempt struct {
 	// Resume is the session to continue (from Result.Session of an earlier
 	// attempt in the same worktree); empty starts a new one.
 	Resume string
+
+	// What a vendor CLI agent needs beyond that; the exec agent uses none.
+	//
+	// Sandbox builds the boundary the CLI runs in: the runner's policy for
+	// the attempt plus what the CLI adds. The runner records the isolation
+	// of the boundary it returns. Nil: only Boundary is available.
+	Sandbox func(Extra) (sandbox.Boundary, error)
+	// Prompt is the whole prompt (see BuildPrompt); on a resumed session
+	// only what the CLI is told next.
+	Prompt string
+	// Home is a private directory of the attempt outside the worktree, for
+	// generated config and caches.
+	Home    string
+	Account *Account
+	// Tools reaches drover's tool server; nil when the job has none.
+	Tools *ToolEndpoint
+	// NewSession is the id to give a new session (CLIs that accept one).
+	NewSession string
+}
+
+// Extra is what a CLI adds to its attempt's sandbox policy.
+type Extra struct {
+	ReadOnly  []sandbox.Mount
+	ReadWrite []sandbox.Mount
+	Env       []string // variable names the CLI's environment holds
+	Network   sandbox.Network
+}
+
+// Account is the account an attempt runs under. Key is a secret: it goes
+// only into the egress proxy's credential rule, never into the sandbox.
+type Account struct {
+	ID      string
+	Dir     string // the CLI's config directory (login, sessions)
+	Key     string // API key; empty for an account logged in with the vendor
+	BaseURL string // provider API root; empty: the operator's or vendor's default
+}
+
+// ToolEndpoint reaches the attempt's tool server. Token only ever goes
+// into 0600 files.
+type ToolEndpoint struct {
+	URL       string
+	Token     string
+	MCPConfig string // a Claude-style MCP config file holding URL and token
 }
 
 // Result is how an attempt ended. Reason is ReasonExited (see ExitCode),

@@ -51,14 +51,17 @@ func BuildPrompt(ctx context.Context, in PromptInput) (string, error) {
 	var b strings.Builder
 	b.WriteString(systemText)
 	b.WriteString("\n")
-	for _, name := range append([]string{"AGENTS.md"}, in.RootFiles...) {
-		if err := writeRootFile(&b, in.Worktree, name); err != nil {
+	var nested []string
+	if in.Worktree != "" { // a job without a repository has no instructions
+		for _, name := range append([]string{"AGENTS.md"}, in.RootFiles...) {
+			if err := writeRootFile(&b, in.Worktree, name); err != nil {
+				return "", err
+			}
+		}
+		var err error
+		if nested, err = nestedAgentsFiles(ctx, in.Worktree); err != nil {
 			return "", err
 		}
-	}
-	nested, err := nestedAgentsFiles(ctx, in.Worktree)
-	if err != nil {
-		return "", err
 	}
 	if len(nested) > 0 {
 		b.WriteString("\nThese directories have their own AGENTS.md; read it before you work in them:\n")

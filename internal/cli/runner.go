@@ -21,15 +21,24 @@ import (
 func (a *app) runnerCmd() *cobra.Command {
 	var home, labels string
 	var slots int
+	var models []string
 	var sb sandboxOptions
 	cmd := &cobra.Command{
-		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--labels k=v,...] [--sandbox KIND]",
+		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]...",
 		Short: "Run a runner: dial the hub, claim jobs and run them",
 		Long: `Run a runner logged in with 'drover runner login' until SIGINT or SIGTERM,
 then stop gracefully: agents get a grace period, their output reaches the hub
 and unfinished attempts go back to the queue. A second signal exits at once.
 --hub overrides the hub URL saved at login. The home defaults to
-$XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).`,
+$XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).
+
+Vendor agent CLIs (claude, codex, opencode, gemini) are found on PATH and run
+under the runner's accounts ('drover runner account add'). The vendors' own
+endpoint variables in the runner's environment (ANTHROPIC_BASE_URL for
+claude, OPENAI_BASE_URL for codex and opencode, GOOGLE_GEMINI_BASE_URL for
+gemini) send API-key accounts without a base URL of their own to a gateway
+or a local model; the sandbox's egress rules follow. --agent-model picks the
+model per agent (a custom endpoint for opencode needs one).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if slots < 1 {
@@ -46,7 +55,20 @@ $XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).`,
 			if err != nil {
 				return err
 			}
-			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy()}
+			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(),
+				AgentPath: a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{}}
+			for _, ad := range runner.Adapters() {
+				if v := a.env.Getenv(ad.Endpoint.UpstreamEnv); v != "" {
+					cfg.AgentEnv[ad.Endpoint.UpstreamEnv] = v
+				}
+			}
+			for _, m := range models {
+				name, model, ok := strings.Cut(m, "=")
+				if !ok || name == "" || model == "" {
+					return usagef("--agent-model %q: want AGENT=MODEL", m)
+				}
+				cfg.AgentModels[name] = model
+			}
 			if cfg.Home == "" {
 				if cfg.Home, err = a.runnerHome(); err != nil {
 					return err
@@ -72,8 +94,10 @@ $XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).`,
 	cmd.Flags().StringVar(&home, "home", "", "runner home (login, journal, work directories)")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs to run at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")
+	cmd.Flags().StringArrayVar(&models, "agent-model", nil, "model of a vendor agent, AGENT=MODEL (repeatable)")
 	sb.addFlags(cmd)
-	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd(), a.runnerDoctorCmd())
+	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd(), a.withAgentChecks(a.runnerDoctorCmd()),
+		a.runnerAccountCmd())
 	return cmd
 }
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 
 	"drover/internal/ids"
 	"drover/internal/job"
@@ -16,7 +18,19 @@ import (
 
 // agents the hub accepts jobs for. A job for an agent no runner has would
 // wait forever, so refuse it at the door.
-var knownAgents = map[string]bool{"exec": true}
+// knownAgents are the agents a job may name; every one but exec is a
+// vendor CLI whose arguments are its prompt and which works with drover's
+// tools (only its deliver completes the job).
+var knownAgents = map[string]bool{"exec": true, "claude": true, "codex": true, "opencode": true, "gemini": true}
+
+func agentNames() string {
+	names := make([]string, 0, len(knownAgents))
+	for n := range knownAgents {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
 
 var labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
 
@@ -37,10 +51,13 @@ func validateLabels(labels map[string]string) error {
 
 func validateSubmit(req protocol.SubmitRequest) error {
 	if !knownAgents[req.Agent] {
-		return badRequest("unknown agent %q (known: exec)", req.Agent)
+		return badRequest("unknown agent %q (known: %s)", req.Agent, agentNames())
 	}
-	if len(req.Args) == 0 {
+	if len(req.Args) == 0 && req.Agent == "exec" {
 		return badRequest("the %s agent needs a command to run (drover run --agent %s -- COMMAND ARGS...)", req.Agent, req.Agent)
+	}
+	if strings.TrimSpace(strings.Join(req.Args, "")) == "" && req.Agent != "exec" {
+		return badRequest("the %s agent needs a prompt (drover run --agent %s -- PROMPT)", req.Agent, req.Agent)
 	}
 	if len(req.Args) > protocol.MaxArgs {
 		return badRequest("%d arguments, the limit is %d", len(req.Args), protocol.MaxArgs)
@@ -68,6 +85,9 @@ func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) err
 	}
 	if err := validateSubmit(req); err != nil {
 		return err
+	}
+	if req.Agent != "exec" {
+		req.Tools = true
 	}
 	now := h.now()
 	j := store.Job{

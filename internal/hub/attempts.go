@@ -296,8 +296,9 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 	if err != nil {
 		return nil, err
 	}
-	if fin.Outcome.State == job.AttemptReleased {
-		// Only a stopping runner releases work: offer it nothing more.
+	if fin.Outcome.State == job.AttemptReleased && fin.Outcome.Reason != job.ReasonLimited {
+		// A stopping runner releases work: offer it nothing more. (A
+		// limited account's runner says in its status what it can still run.)
 		h.mu.Lock()
 		c.slots = 0
 		h.mu.Unlock()

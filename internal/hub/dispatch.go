@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"drover/internal/ids"
@@ -38,8 +39,9 @@ func (h *Hub) dispatchLoop(ctx context.Context) {
 // candidate is a connected runner with free capacity, as seen at the start
 // of a pass.
 type candidate struct {
-	c    *conn
-	free int
+	c      *conn
+	free   int
+	agents []string // c.agents when chosen
 }
 
 func (h *Hub) candidates() ([]*candidate, time.Time) {
@@ -56,7 +58,7 @@ func (h *Hub) candidates() ([]*candidate, time.Time) {
 			continue
 		}
 		if free := c.slots - len(h.active[id]); free > 0 {
-			out = append(out, &candidate{c: c, free: free})
+			out = append(out, &candidate{c: c, free: free, agents: c.agents})
 		}
 	}
 	return out, retry
@@ -107,7 +109,9 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		for _, j := range queued {
 			best := -1
 			for i, cd := range cands {
-				if cd.free <= 0 || !labelsMatch(j.Labels, cd.c.labels) {
+				// A runner without the job's agent (not installed, or every
+				// account limited) is not offered it.
+				if cd.free <= 0 || !labelsMatch(j.Labels, cd.c.labels) || !slices.Contains(cd.agents, j.Agent) {
 					continue
 				}
 				if cd.c.runnerID == prefer[j.ID] {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,8 @@ type conn struct {
 
 	// guarded by Hub.mu
 	cooldownUntil time.Time
+	agents        []string               // what it can run now (Hello.Agents)
+	accounts      []protocol.AccountInfo // for display
 }
 
 func (c *conn) send(f protocol.Frame) {
@@ -136,7 +139,7 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	})
 	c := &conn{
 		runnerID: p.runnerID, name: p.name, tokenHash: tokenHash,
-		slots: hello.Slots, labels: hello.Labels, ws: ws, baseURL: requestBaseURL(r),
+		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, ws: ws, baseURL: requestBaseURL(r),
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
@@ -191,6 +194,12 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 	}
 	if len(hello.Attempts) > protocol.MaxHeldReports {
 		return hello, closeErr{protocol.CloseProtocol, "too many attempts in hello"}
+	}
+	if err := checkAgents(hello.Agents, hello.Accounts); err != nil {
+		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+	}
+	if hello.Agents == nil {
+		hello.Agents = []string{"exec"} // a runner from before agents were reported
 	}
 	for _, a := range hello.Attempts {
 		if a.Validate() != nil {
@@ -275,10 +284,19 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 		if len(st.Attempts) > protocol.MaxHeldReports || st.Slots < 0 || st.Slots > protocol.MaxSlots {
 			return fmt.Errorf("status out of bounds (slots 0-%d, attempts at most %d)", protocol.MaxSlots, protocol.MaxHeldReports)
 		}
+		if err := checkAgents(st.Agents, st.Accounts); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
 		// Slots 0 means draining (the runner is shutting down): no offers.
 		h.mu.Lock()
 		grew := st.Slots > c.slots || c.cooldownUntil.After(h.now())
 		c.slots, c.cooldownUntil = st.Slots, time.Time{}
+		if st.Agents != nil {
+			for _, a := range st.Agents {
+				grew = grew || !slices.Contains(c.agents, a) // an account came back from its limit
+			}
+			c.agents, c.accounts = st.Agents, st.Accounts
+		}
 		h.mu.Unlock()
 		if grew {
 			h.kick()
@@ -483,4 +501,22 @@ func (h *Hub) closeAllConns(reason string) {
 	for _, c := range cs {
 		c.close(websocket.StatusGoingAway, reason)
 	}
+}
+
+// checkAgents bounds what a runner says it can run.
+func checkAgents(agents []string, accounts []protocol.AccountInfo) error {
+	if len(agents) > protocol.MaxAgents || len(accounts) > protocol.MaxAccounts {
+		return fmt.Errorf("at most %d agents and %d accounts", protocol.MaxAgents, protocol.MaxAccounts)
+	}
+	for _, a := range agents {
+		if a == "" || len(a) > 64 {
+			return fmt.Errorf("agent name %q must be 1-64 bytes", a)
+		}
+	}
+	for _, a := range accounts {
+		if a.ID == "" || len(a.ID) > 64 || len(a.Agent) > 64 || len(a.Label) > 64 || len(a.Kind) > 16 || len(a.State) > 16 {
+			return fmt.Errorf("account %q out of bounds", truncate(a.ID, 64))
+		}
+	}
+	return nil
 }

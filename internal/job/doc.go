@@ -25,7 +25,7 @@ var attemptDoc = map[AttemptState]string{
 	AttemptCancelled: "stopped on request, or cancelled before it started",
 	AttemptUnknown:   "its runner's lease ran out, or the runner reported it interrupted",
 	AttemptExpired:   "the offer was declined or not accepted in time; the job went back to the queue",
-	AttemptReleased:  "the runner stopped it on shutdown before it ended; the job went back to the queue",
+	AttemptReleased:  "the runner stopped it on shutdown, or its account hit a usage limit, before it ended; the job went back to the queue",
 	AttemptAsked:     "the agent asked a question and ended its turn; the job waits for an answer",
 }
 

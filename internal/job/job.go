@@ -54,7 +54,7 @@ const (
 	AttemptCancelled AttemptState = "cancelled" // stopped on request
 	AttemptUnknown   AttemptState = "unknown"   // runner lost while it may have been running
 	AttemptExpired   AttemptState = "expired"   // offer never accepted (lease ran out or declined)
-	AttemptReleased  AttemptState = "released"  // runner stopped it cleanly before it finished (shutdown)
+	AttemptReleased  AttemptState = "released"  // runner stopped it cleanly before it finished (shutdown, account limit)
 	AttemptAsked     AttemptState = "asked"     // the agent asked a question and ended its turn; the job waits
 )
 
@@ -87,11 +87,12 @@ const (
 	ReasonWorkspace       Reason = "workspace_error"   // the source could not be prepared or the result not published
 	ReasonNotDelivered    Reason = "not_delivered"     // a tool-using agent's turn ended without deliver or ask
 	ReasonQuestionExpired Reason = "question_expired"  // nobody gave an approved answer before the question expired
+	ReasonLimited         Reason = "limited"           // the agent's account hit a usage or rate limit; the job is requeued
 )
 
 var reasons = []Reason{ReasonExited, ReasonSpawnFailed, ReasonCancelled, ReasonTimeout, ReasonRunnerLost,
 	ReasonInterrupted, ReasonRunnerShutdown, ReasonOfferExpired, ReasonDeclined, ReasonDropped, ReasonRetried,
-	ReasonAgentError, ReasonObserveChanged, ReasonWorkspace, ReasonNotDelivered, ReasonQuestionExpired}
+	ReasonAgentError, ReasonObserveChanged, ReasonWorkspace, ReasonNotDelivered, ReasonQuestionExpired, ReasonLimited}
 
 // Valid reports whether r is a known reason (the empty reason included).
 func (r Reason) Valid() bool {

@@ -142,7 +142,36 @@ type Hello struct {
 	Slots         int               `json:"slots"`
 	Labels        map[string]string `json:"labels,omitempty"`
 	Attempts      []Held            `json:"attempts"`
+	// Agents are the agents the runner can run now: exec, and each vendor
+	// CLI that is installed with an account that is not limited. A hello
+	// without it (an older runner) means exec only. The hub offers a job
+	// only to a runner that lists its agent.
+	Agents []string `json:"agents,omitempty"`
+	// Accounts describe the runner's agent accounts (never a secret).
+	Accounts []AccountInfo `json:"accounts,omitempty"`
 }
+
+// AccountInfo is one agent account of a runner as the hub sees it.
+type AccountInfo struct {
+	ID           string    `json:"id"`
+	Agent        string    `json:"agent"`
+	Label        string    `json:"label,omitempty"`
+	Kind         string    `json:"kind"`  // login or api-key
+	State        string    `json:"state"` // ready or limited
+	LimitedUntil time.Time `json:"limited_until,omitzero"`
+}
+
+// Account states.
+const (
+	AccountReady   = "ready"
+	AccountLimited = "limited"
+)
+
+// Bounds of the agents and accounts a runner reports.
+const (
+	MaxAgents   = 32
+	MaxAccounts = 256
+)
 
 // Welcome is the hub's answer to hello. It dictates the runner's timing so
 // operators tune without redeploying runners, and lists attempts the runner
@@ -167,6 +196,9 @@ type Welcome struct {
 type Status struct {
 	Slots    int    `json:"slots"`
 	Attempts []Held `json:"attempts"`
+	// Agents and Accounts as in Hello; nil Agents leaves them as they were.
+	Agents   []string      `json:"agents,omitempty"`
+	Accounts []AccountInfo `json:"accounts,omitempty"`
 }
 
 // JobSpec is what a runner needs to run a job. It never carries secrets.

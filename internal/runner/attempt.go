@@ -256,7 +256,10 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 	if a.tools != nil {
 		env = append(env, a.tools.env()...)
 	}
-	box, err := r.boundary(a, dir)
+	if c, ok := ag.(cliAgent); ok {
+		return r.runCLI(a, c, sp, dir, env)
+	}
+	box, err := r.boundary(a, dir, agent.Extra{})
 	if err != nil {
 		return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: "sandbox: " + err.Error()}, nil
 	}
@@ -404,6 +407,8 @@ func outcomeOf(res agent.Result, runErr, cause error) job.Outcome {
 		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSpawnFailed}
 	case res.Reason == job.ReasonTimeout:
 		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonTimeout, ExitCode: &code}
+	case res.Reason == job.ReasonLimited:
+		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: &code}
 	case res.Reason == job.ReasonCancelled && errors.Is(cause, errShutdown):
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown, ExitCode: &code}
 	case res.Reason == job.ReasonCancelled:

@@ -16,13 +16,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"drover/internal/accounts"
 	"drover/internal/agent"
-	agentexec "drover/internal/agent/exec"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
 )
@@ -39,6 +40,14 @@ type Config struct {
 	// zero Limits are sandbox.DefaultLimits). Root, Mode and Env are set
 	// per attempt.
 	Sandbox sandbox.Policy
+	// AgentPath is where the vendor CLIs are looked for (PATH-style).
+	AgentPath string
+	// AgentEnv holds the operator's endpoint variables of the vendor CLIs
+	// (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL): API-key
+	// accounts that name no endpoint of their own use these.
+	AgentEnv map[string]string
+	// AgentModels overrides the model per agent name.
+	AgentModels map[string]string
 }
 
 const (
@@ -57,6 +66,7 @@ type Runner struct {
 	log    *slog.Logger
 	jr     *journal
 	agents *agent.Registry
+	accts  *accounts.Store
 	ws     *workspaces // clones and worktrees of jobs with a repository
 
 	// Replaceable by tests.
@@ -78,8 +88,10 @@ type Runner struct {
 	sess     *session // the welcomed connection, if any
 	timing   timing
 	dirty    bool // status changed since last sent
-	stopping bool // graceful stop begun: decline offers
-	closing  bool // graceful stop done: close the connection and stay away
+	// limitTimer marks the status dirty when the first account limit runs out.
+	limitTimer *time.Timer
+	stopping   bool // graceful stop begun: decline offers
+	closing    bool // graceful stop done: close the connection and stay away
 }
 
 // timing is what the hub dictates in its welcome.
@@ -186,9 +198,13 @@ func New(cfg Config) (*Runner, error) {
 	if _, err := sandbox.New(context.Background(), probe); err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", cfg.Sandbox.Kind, err)
 	}
-	agents, err := agent.NewRegistry(agentexec.New())
+	agents, err := newAgents(cfg)
 	if err != nil {
 		return nil, err
+	}
+	accts, err := accounts.Open(home)
+	if err != nil {
+		return nil, fmt.Errorf("open the runner's accounts: %w", err)
 	}
 	ws, err := newWorkspaces(home, cfg.Logger.With("runner", login.Name))
 	if err != nil {
@@ -202,6 +218,7 @@ func New(cfg Config) (*Runner, error) {
 		log:            cfg.Logger.With("runner", login.Name),
 		jr:             &journal{dir: filepath.Join(home, "journal")},
 		agents:         agents,
+		accts:          accts,
 		ws:             ws,
 		now:            time.Now,
 		sleep:          sleepCtx,
@@ -398,9 +415,21 @@ func version() string {
 
 // boundary builds the sandbox of one attempt, whose agent runs in dir: the
 // runner's policy with the attempt's worktree as root and the job's mode.
-func (r *Runner) boundary(a *attempt, dir string) (sandbox.Boundary, error) {
+func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Boundary, error) {
 	p := r.cfg.Sandbox
 	p.Root = dir
+	// What a CLI adds: its install, its account, its home (unless it is in
+	// the root already, as for a job without a repository).
+	for _, m := range extra.ReadOnly {
+		p.ReadOnly = append(p.ReadOnly[:len(p.ReadOnly):len(p.ReadOnly)], m)
+	}
+	for _, m := range extra.ReadWrite {
+		if m.Dst == "" && within(m.Src, dir) {
+			continue
+		}
+		p.ReadWrite = append(p.ReadWrite[:len(p.ReadWrite):len(p.ReadWrite)], m)
+	}
+	p.Env = append(p.Env[:len(p.Env):len(p.Env)], extra.Env...)
 	p.Mode = a.spec.Mode // "" is fix
 	p.Env = append(p.Env[:len(p.Env):len(p.Env)], "DROVER_JOB", "DROVER_ATTEMPT", "DROVER_EPOCH")
 	if a.ws != nil {
@@ -411,7 +440,13 @@ func (r *Runner) boundary(a *attempt, dir string) (sandbox.Boundary, error) {
 	}
 	// The exec agent needs no network; agents that call a model API get
 	// egress rules with them. The spool caps the log, with its own marker.
-	p.Network, p.Limits.Output = sandbox.Network{}, 0
+	p.Network, p.Limits.Output = extra.Network, 0
 	p.Logger = r.log.With("attempt", a.ref.String())
 	return sandbox.New(a.ctx, p)
+}
+
+// within says whether path is dir or below it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

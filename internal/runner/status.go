@@ -17,6 +17,12 @@ func (r *Runner) markDirtyLocked() {
 	}
 }
 
+func (r *Runner) markDirty() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.markDirtyLocked()
+}
+
 func (r *Runner) setPhase(a *attempt, phase string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -52,6 +58,7 @@ func (r *Runner) busyLocked() int {
 // slots, which the hub reads as draining: no more offers.
 func (r *Runner) statusLocked() protocol.Frame {
 	st := protocol.Status{Slots: r.cfg.Slots, Attempts: r.heldLocked()}
+	st.Agents, st.Accounts = r.agentsLocked()
 	if r.stopping {
 		st.Slots = 0
 	}

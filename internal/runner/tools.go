@@ -37,6 +37,7 @@ type attemptTools struct {
 	socket  string // host unix socket; "" on loopback
 	tmp     string // a short socket folder when the attempt's path is too long
 	history bool
+	token   string // the attempt's bearer token: only ever written to 0600 files
 	stop    context.CancelFunc
 	done    chan error
 }
@@ -92,6 +93,7 @@ func (r *Runner) startTools(a *attempt, out io.Writer) (_ *attemptTools, err err
 		at.history = true
 	}
 	token := tools.NewToken()
+	at.token = token
 	at.tools = tools.New(&toolBackend{r: r, a: a, out: out})
 	srv, err := tools.NewServer(at.tools, token, tools.Options{Logger: r.log.With("attempt", a.ref.String()), Version: version()})
 	if err != nil {

@@ -43,6 +43,39 @@ type workspaces struct {
 
 	mu     sync.Mutex
 	lastGC time.Time
+	// busy maps a job to a channel closed once the attempt that holds the
+	// job's worktree is done with it: the hub may offer the next attempt
+	// (after a limit, say) before the last one has put its worktree back.
+	busy map[string]chan struct{}
+}
+
+// hold waits until no other attempt of the runner holds job's worktree,
+// then holds it until the returned function is called.
+func (w *workspaces) hold(ctx context.Context, job string) (func(), error) {
+	for {
+		w.mu.Lock()
+		ch, taken := w.busy[job]
+		if !taken {
+			ch = make(chan struct{})
+			w.busy[job] = ch
+			w.mu.Unlock()
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					w.mu.Lock()
+					delete(w.busy, job)
+					w.mu.Unlock()
+					close(ch)
+				})
+			}, nil
+		}
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
 }
 
 func newWorkspaces(home string, log *slog.Logger) (*workspaces, error) {
@@ -50,7 +83,7 @@ func newWorkspaces(home string, log *slog.Logger) (*workspaces, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workspaces{cache: c, http: &http.Client{}}, nil
+	return &workspaces{cache: c, http: &http.Client{}, busy: map[string]chan struct{}{}}, nil
 }
 
 // attemptWorkspace is what one attempt works with.
@@ -60,6 +93,7 @@ type attemptWorkspace struct {
 	// objects is where git in the sandbox writes objects (the agent's own
 	// commits), so that the shared clone can stay read-only.
 	objects string
+	release func() // lets the job's next attempt at the worktree
 	// admin is a copy of the worktree's admin dir that the sandbox shows
 	// read-write in its place (fix mode; "" in observe mode): the agent's
 	// HEAD may name an object only objects holds, and the clone's own copy
@@ -88,6 +122,16 @@ func (r *Runner) prepareWorkspace(a *attempt, out io.Writer) (*attemptWorkspace,
 	spec, id := a.spec.Repo, a.ref.Attempt
 	head := jobHead(spec)
 	start := r.now()
+	release, err := r.ws.hold(a.ctx, a.ref.Job)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			release()
+		}
+	}()
 	wt, err := r.ws.cache.Prepare(a.ctx, workspace.SourceOf(spec, r.login.Token), a.ref.Job, head)
 	if err != nil {
 		fmt.Fprintf(out, "drover: cannot prepare the worktree: %v\n", err)
@@ -98,7 +142,7 @@ func (r *Runner) prepareWorkspace(a *attempt, out io.Writer) (*attemptWorkspace,
 		how = "resumed (kept from the job's earlier attempt, nothing checked out)"
 	}
 	fmt.Fprintf(out, "drover: worktree of %s at %s %s in %s\n", spec.Project, head, how, r.now().Sub(start).Round(time.Millisecond))
-	aw := &attemptWorkspace{wt: wt, objects: filepath.Join(r.workPath(id), "git-objects")}
+	aw := &attemptWorkspace{wt: wt, objects: filepath.Join(r.workPath(id), "git-objects"), release: release}
 	if a.spec.Mode != protocol.ModeObserve {
 		aw.admin = filepath.Join(r.workPath(id), "git-admin")
 	}
@@ -117,6 +161,7 @@ func (r *Runner) prepareWorkspace(a *attempt, out io.Writer) (*attemptWorkspace,
 		aw.context = dir
 		fmt.Fprintf(out, "drover: %d context file(s) in $DROVER_CONTEXT_DIR\n", len(a.spec.Context))
 	}
+	ok = true
 	return aw, nil
 }
 
@@ -449,6 +494,7 @@ func removeTree(dir string) error {
 // this runner stopped). Then, now and then, worktrees of jobs that are gone
 // are collected.
 func (r *Runner) closeWorkspace(a *attempt, aw *attemptWorkspace, o job.Outcome, acknowledged bool) {
+	defer aw.release()
 	if acknowledged && (o.State == job.AttemptCompleted || o.State == job.AttemptCancelled) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.life), publishTimeout)
 		defer cancel()

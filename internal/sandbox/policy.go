@@ -228,6 +228,10 @@ func (p Policy) bridged() bool { return p.Network.enabled() || len(p.Sockets) > 
 
 func credentialAddr(i int) string { return "127.0.0.1:" + strconv.Itoa(credentialPort+i) }
 
+// CredentialURL is where the i-th credential rule of a policy is reached
+// from inside its sandbox: a CLI's API base URL.
+func CredentialURL(i int) string { return "http://" + credentialAddr(i) }
+
 func canonicalDir(dir string) (string, error) {
 	if !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("%q is not an absolute path", dir)

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -265,6 +266,9 @@ type Runner struct {
 	Name string
 	Home string
 	URL  string // hub URL the runner dials (a proxy in some tests)
+	// Env is added to the runner's environment (e.g. a PATH with the agent
+	// CLIs) at its next Start.
+	Env  []string
 	args []string
 	p    *proc
 }
@@ -323,7 +327,33 @@ func (r *Runner) Start(args ...string) {
 		r.args = args
 	}
 	all := append([]string{"runner", "--home", r.Home, "--hub", r.URL}, r.args...)
-	r.p = start(r.t, "runner "+r.Name, baseEnv(filepath.Join(r.Home, "..")), nil, r.hub.bin, all...)
+	r.p = start(r.t, "runner "+r.Name, r.env(), nil, r.hub.bin, all...)
+}
+
+func (r *Runner) env() []string {
+	return mergeEnv(baseEnv(filepath.Join(r.Home, "..")), r.Env)
+}
+
+// CLI runs `drover runner ARGS... --home HOME` on this runner's machine
+// (e.g. account add) with stdin, and returns its stdout+stderr.
+func (r *Runner) CLI(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(r.hub.bin, append(append([]string{"runner"}, args...), "--home", r.Home)...)
+	cmd.Env = r.env()
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// mergeEnv returns base with over's entries replacing those of the same name.
+func mergeEnv(base, over []string) []string {
+	out := make([]string, 0, len(base)+len(over))
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(over, func(o string) bool { return strings.HasPrefix(o, name+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
 }
 
 // Kill SIGKILLs the runner process group... but only the runner itself:

@@ -12,6 +12,20 @@ const Name = "claude"
 // Capabilities: Claude Code resumes a session by id from the same worktree.
 func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
 
+// Adapter is Claude Code as a drover agent.
+func Adapter() agent.Adapter {
+	return agent.Adapter{
+		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
+		RootFiles: []string{"CLAUDE.md"},
+		Endpoint: agent.Endpoint{
+			Upstream: "https://api.anthropic.com", Header: "x-api-key",
+			KeyEnv: "ANTHROPIC_API_KEY", BaseURLEnv: "ANTHROPIC_BASE_URL", UpstreamEnv: "ANTHROPIC_BASE_URL",
+			// The API, and the login's token refresh.
+			Hosts: []string{"api.anthropic.com:443", "console.anthropic.com:443", "claude.ai:443"},
+		},
+	}
+}
+
 // Command builds Claude Code's command line for l. A new session gets
 // l.NewSession as its id (so drover knows it before the CLI prints it); a
 // resumed one continues l.Resume, which only works from the same working

@@ -81,7 +81,7 @@ func TestCommand(t *testing.T) {
 		config []string // lines the config must hold
 		not    []string // and must not
 	}{
-		{"new", func(*agent.Launch) {}, []string{"codex", "exec", "--json", "do it"},
+		{"new", func(*agent.Launch) {}, []string{"codex", "exec", "--json", "--skip-git-repo-check", "do it"},
 			[]string{"HOME=/h", "CODEX_HOME=/acct", "DROVER_CODEX_API_KEY=" + agent.PlaceholderKey},
 			[]string{`model_provider = "drover"`, `base_url = "http://127.0.0.1:9/openai/v1"`, `env_key = "DROVER_CODEX_API_KEY"`,
 				`wire_api = "responses"`, "request_max_retries = 0", "stream_max_retries = 0", `approval_policy = "never"`,
@@ -89,7 +89,7 @@ func TestCommand(t *testing.T) {
 				`url = "http://10.0.0.1:7/mcp"`, `http_headers = { Authorization = "Bearer drover_tool_secret" }`},
 			[]string{"model = "}},
 		{"resume, default provider, model", func(l *agent.Launch) { l.Resume = "thr-1"; l.BaseURL = ""; l.Model = "gpt-x"; l.ToolToken = "" },
-			[]string{"codex", "exec", "--json", "resume", "thr-1", "do it"},
+			[]string{"codex", "exec", "--json", "--skip-git-repo-check", "resume", "thr-1", "do it"},
 			[]string{"HOME=/h", "CODEX_HOME=/acct"},
 			[]string{`model = "gpt-x"`}, []string{"model_provider", "mcp_servers"}},
 	}

@@ -16,6 +16,19 @@ const Name = "codex"
 // Capabilities: Codex resumes a thread by id.
 func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
 
+// Adapter is Codex as a drover agent.
+func Adapter() agent.Adapter {
+	return agent.Adapter{
+		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
+		Endpoint: agent.Endpoint{
+			Upstream: "https://api.openai.com", Header: "Authorization", Prefix: "Bearer ",
+			KeyEnv: keyEnv, BaseURLEnv: "DROVER_CODEX_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL",
+			// The API, and a ChatGPT login's backend and token refresh.
+			Hosts: []string{"api.openai.com:443", "chatgpt.com:443", "auth.openai.com:443"},
+		},
+	}
+}
+
 // keyEnv is the variable the generated provider reads its key from; it only
 // ever holds agent.PlaceholderKey.
 const keyEnv = "DROVER_CODEX_API_KEY"
@@ -28,7 +41,9 @@ func Command(l agent.Launch) (agent.Command, error) {
 	if err := l.Check(Name); err != nil {
 		return agent.Command{}, err
 	}
-	argv := []string{"codex", "exec", "--json"}
+	// drover decides where a job runs: a job without a repository works
+	// in a plain directory, which codex otherwise refuses.
+	argv := []string{"codex", "exec", "--json", "--skip-git-repo-check"}
 	if l.Resume != "" {
 		argv = append(argv, "resume", l.Resume)
 	}

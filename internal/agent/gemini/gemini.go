@@ -18,6 +18,19 @@ const Name = "gemini"
 // Capabilities: Gemini CLI resumes a session by id.
 func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
 
+// Adapter is Gemini CLI as a drover agent.
+func Adapter() agent.Adapter {
+	return agent.Adapter{
+		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
+		Endpoint: agent.Endpoint{
+			Upstream: "https://generativelanguage.googleapis.com", Header: "x-goog-api-key",
+			KeyEnv: "GEMINI_API_KEY", BaseURLEnv: "GOOGLE_GEMINI_BASE_URL", UpstreamEnv: "GOOGLE_GEMINI_BASE_URL",
+			Hosts: []string{"generativelanguage.googleapis.com:443", "oauth2.googleapis.com:443", "cloudcode-pa.googleapis.com:443"},
+		},
+		HomeDirs: []string{".gemini"},
+	}
+}
+
 type line struct {
 	Type       string          `json:"type"`
 	SessionID  string          `json:"session_id"`

@@ -18,6 +18,22 @@ const Name = "opencode"
 // Capabilities: opencode continues a session with -s.
 func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
 
+// keyEnv holds the key the generated provider sends (opencode reads it
+// through {env:...} in its config): inside a sandbox only a placeholder.
+const keyEnv = "DROVER_OPENCODE_API_KEY"
+
+// Adapter is opencode as a drover agent.
+func Adapter() agent.Adapter {
+	return agent.Adapter{
+		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
+		Endpoint: agent.Endpoint{
+			Upstream: "https://api.openai.com", Header: "Authorization", Prefix: "Bearer ",
+			KeyEnv: keyEnv, BaseURLEnv: "DROVER_OPENCODE_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL",
+			Hosts: []string{"api.openai.com:443", "api.anthropic.com:443"},
+		},
+	}
+}
+
 type line struct {
 	Type      string `json:"type"`
 	SessionID string `json:"sessionID"`
@@ -170,7 +186,7 @@ func Config(l agent.Launch) ([]byte, error) {
 		}
 		c.Provider = map[string]provider{"drover": {
 			NPM:     "@ai-sdk/openai-compatible",
-			Options: map[string]string{"baseURL": agent.JoinURL(l.BaseURL, "v1"), "apiKey": agent.PlaceholderKey},
+			Options: map[string]string{"baseURL": agent.JoinURL(l.BaseURL, "v1"), "apiKey": "{env:" + keyEnv + "}"},
 			Models:  map[string]struct{}{l.Model: {}},
 		}}
 		c.Model = "drover/" + l.Model

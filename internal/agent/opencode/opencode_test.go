@@ -82,7 +82,7 @@ func TestCommand(t *testing.T) {
 		"permission": map[string]any{"edit": "allow", "bash": "allow"},
 		"model":      "drover/m1",
 		"provider": map[string]any{"drover": map[string]any{"npm": "@ai-sdk/openai-compatible",
-			"options": map[string]any{"baseURL": "http://127.0.0.1:9/v1", "apiKey": agent.PlaceholderKey},
+			"options": map[string]any{"baseURL": "http://127.0.0.1:9/v1", "apiKey": "{env:DROVER_OPENCODE_API_KEY}"},
 			"models":  map[string]any{"m1": map[string]any{}}}},
 		"mcp": map[string]any{"drover": map[string]any{"type": "remote", "url": "http://10.0.0.1:7/mcp",
 			"headers": map[string]any{"Authorization": "Bearer drover_tool_secret"}}},

@@ -1,0 +1,261 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"drover/internal/accounts"
+)
+
+// runnerAccountCmd is `drover runner account`: the agent accounts a runner
+// runs vendor CLIs under, kept in its home.
+func (a *app) runnerAccountCmd() *cobra.Command {
+	var home string
+	cmd := &cobra.Command{
+		Use:     "account add|list|remove",
+		Aliases: []string{"accounts"},
+		Short:   "Manage the agent accounts (vendor logins, API keys) this runner's agents use",
+		Long: `A runner runs claude, codex, gemini and opencode under accounts kept in its
+home: a login account holds the CLI's own login (you log in once, with the
+command 'account add' prints), an api-key account a key read from stdin,
+stored 0600 and never shown. A runner takes the oldest account of an agent
+that no rate limit holds back, and sees accounts added while it runs.`,
+		Args: noArgs,
+		RunE: showHelp,
+	}
+	cmd.PersistentFlags().StringVar(&home, "home", "", "runner home (default $XDG_STATE_HOME/drover/runner)")
+	open := func() (*accounts.Store, string, error) {
+		h := home
+		if h == "" {
+			var err error
+			if h, err = a.runnerHome(); err != nil {
+				return nil, "", err
+			}
+		}
+		if err := os.MkdirAll(h, 0o700); err != nil {
+			return nil, "", fmt.Errorf("create runner home: %w", err)
+		}
+		s, err := accounts.Open(h)
+		return s, h, err
+	}
+	cmd.AddCommand(a.accountAddCmd(open), a.accountListCmd(open), a.accountRemoveCmd(open))
+	return cmd
+}
+
+type openAccounts func() (*accounts.Store, string, error)
+
+func (a *app) accountAddCmd(open openAccounts) *cobra.Command {
+	var agentName, label, baseURL string
+	var keyStdin bool
+	cmd := &cobra.Command{
+		Use:   "add --agent AGENT [--label LABEL] [--api-key-stdin [--base-url URL]] [--home DIR]",
+		Short: "Add an account: a login (default) or an API key read from stdin",
+		Long: `Add an account for AGENT (` + strings.Join(accounts.Agents(), ", ") + `).
+
+Without --api-key-stdin it is a login account: drover creates its config
+directory and prints the vendor CLI's own login command to run once, as the
+runner's user, with that directory as the CLI's config home.
+
+With --api-key-stdin the key is read from stdin (never from an argument or a
+flag value, which every local user can see), trimmed, and stored in a 0600
+file of its own. --base-url points it at another API root (a gateway);
+plain http is accepted for loopback addresses only.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agentName == "" {
+				return usagef("--agent is required: one of %s", strings.Join(accounts.Agents(), ", "))
+			}
+			if !slices.Contains(accounts.Agents(), agentName) {
+				return usagef("--agent %q: want one of %s", agentName, strings.Join(accounts.Agents(), ", "))
+			}
+			if err := accounts.ValidLabel(label); err != nil {
+				return usagef("--label: %v", err)
+			}
+			if baseURL != "" && !keyStdin {
+				return usagef("--base-url is for api-key accounts (--api-key-stdin)")
+			}
+			acct := accounts.Account{Agent: agentName, Label: label, Kind: accounts.KindLogin, BaseURL: baseURL}
+			var key string
+			if keyStdin {
+				var err error
+				if key, err = a.readAPIKey(); err != nil {
+					return err
+				}
+				acct.Kind = accounts.KindAPIKey
+			}
+			s, _, err := open()
+			if err != nil {
+				return err
+			}
+			acct, err = s.Add(acct, key)
+			if err != nil {
+				return err
+			}
+			a.log.Debug("account added", "account", acct.String())
+			out := a.env.Stdout
+			if acct.Kind == accounts.KindAPIKey {
+				_, err = fmt.Fprintf(out, "added account %s; it is ready\n", acct)
+				return err
+			}
+			login := loginCommand(acct.Agent, s.Dir(acct.ID))
+			_, err = fmt.Fprintf(out, "added account %s\nlog in to it once, as the user the runner runs as:\n\n  %s\n\n%s\n",
+				acct, login.command, login.after)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&agentName, "agent", "", "the agent: "+strings.Join(accounts.Agents(), ", ")+" (required)")
+	f.StringVar(&label, "label", "", "a name for the account, unique per agent: letters, digits, '.', '_', '-'")
+	f.BoolVar(&keyStdin, "api-key-stdin", false, "an api-key account: read the key from stdin")
+	f.StringVar(&baseURL, "base-url", "", "with --api-key-stdin: the provider's API root (default: the vendor's)")
+	return cmd
+}
+
+// readAPIKey reads the key from stdin: one line typed or pasted into a
+// terminal, else the whole input; surrounding whitespace is trimmed.
+func (a *app) readAPIKey() (string, error) {
+	var b []byte
+	var err error
+	if f, ok := a.env.Stdin.(*os.File); ok && isTerminal(f) {
+		fmt.Fprint(a.env.Stderr, "Paste the API key, then Enter: ")
+		var line string
+		line, err = bufio.NewReader(io.LimitReader(f, accounts.MaxKeyLen+1)).ReadString('\n')
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		b = []byte(line)
+	} else if a.env.Stdin != nil {
+		b, err = io.ReadAll(io.LimitReader(a.env.Stdin, accounts.MaxKeyLen+2))
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the API key from stdin: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	switch {
+	case key == "":
+		return "", errors.New("read the API key from stdin: it is empty")
+	case len(key) > accounts.MaxKeyLen:
+		return "", fmt.Errorf("read the API key from stdin: longer than %d bytes", accounts.MaxKeyLen)
+	}
+	return key, nil
+}
+
+// loginHelp is how an operator logs a login account in: the vendor CLI's
+// own login, with the account's directory where the agent adapters put it
+// (internal/agent/<name>: CLAUDE_CONFIG_DIR, CODEX_HOME, HOME for gemini,
+// XDG_DATA_HOME=<dir>/data for opencode).
+type loginHelp struct {
+	command string
+	after   string
+}
+
+func loginCommand(agentName, dir string) loginHelp {
+	q := func(s string) string { return shellQuote([]string{s}) }
+	const ready = "The account is ready after that; running runners pick it up without a restart."
+	switch agentName {
+	case "claude":
+		return loginHelp{"CLAUDE_CONFIG_DIR=" + q(dir) + " claude auth login",
+			"(or start 'claude' with that variable and type /login.) " + ready}
+	case "codex":
+		return loginHelp{"CODEX_HOME=" + q(dir) + " codex login",
+			"(on a machine without a browser add --device-auth.) " + ready}
+	case "gemini":
+		return loginHelp{"HOME=" + q(dir) + " gemini",
+			"then choose \"Sign in with Google\", finish the login and leave with /quit. " + ready}
+	case "opencode":
+		return loginHelp{"XDG_DATA_HOME=" + q(filepath.Join(dir, "data")) + " opencode auth login",
+			"then choose the provider and follow its prompts. " + ready}
+	}
+	return loginHelp{"(no known login command for " + agentName + ")", ""}
+}
+
+// accountView is an account as list --json prints it.
+type accountView struct {
+	accounts.Account
+	State string `json:"state"` // ready or limited
+}
+
+func (a *app) accountListCmd(open openAccounts) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--json] [--home DIR]",
+		Short: "List the runner's accounts and whether a rate limit holds them back; never keys",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, home, err := open()
+			if err != nil {
+				return err
+			}
+			as, err := s.List()
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			if asJSON {
+				vs := make([]accountView, 0, len(as))
+				for _, acct := range as {
+					st := "ready"
+					if acct.Limited(now) {
+						st = "limited"
+					}
+					vs = append(vs, accountView{acct, st})
+				}
+				return printJSON(a.env.Stdout, vs)
+			}
+			if len(as) == 0 {
+				_, err := fmt.Fprintf(a.env.Stdout, "no accounts in %s; add one with 'drover runner account add --agent AGENT'\n", home)
+				return err
+			}
+			tw := newTable(a.env.Stdout)
+			fmt.Fprintln(tw, "ID\tAGENT\tLABEL\tKIND\tSTATE\tBASE URL")
+			for _, acct := range as {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", acct.ID, acct.Agent, dash(acct.Label), acct.Kind,
+					accountState(acct, now), dash(acct.BaseURL))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the accounts as JSON")
+	return cmd
+}
+
+// accountState is "ready", or "limited until T: message".
+func accountState(acct accounts.Account, now time.Time) string {
+	if !acct.Limited(now) {
+		return "ready"
+	}
+	s := "limited until " + acct.LimitedUntil.Local().Format("2006-01-02 15:04:05")
+	if acct.LimitMessage != "" {
+		s += ": " + acct.LimitMessage
+	}
+	return s
+}
+
+func (a *app) accountRemoveCmd(open openAccounts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove ID|LABEL [--home DIR]",
+		Short: "Remove an account with its key and its CLI's login and sessions",
+		Args:  exactArgs("ID|LABEL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, _, err := open()
+			if err != nil {
+				return err
+			}
+			acct, err := s.Remove(args[0])
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.env.Stdout, "removed account %s\n", acct)
+			return err
+		},
+	}
+}

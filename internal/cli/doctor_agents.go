@@ -1,0 +1,338 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"drover/internal/accounts"
+	"drover/internal/agent"
+	"drover/internal/sandbox"
+)
+
+// versionRE finds a version number.
+var versionRE = regexp.MustCompile(`\b\d+\.\d+`)
+
+// versionTimeout bounds each agent CLI's `--version` in the doctor.
+const versionTimeout = 30 * time.Second
+
+// doctorAgents are the agent CLIs the doctor checks, in its order.
+func doctorAgents() []string { return []string{"claude", "codex", "opencode", "gemini"} }
+
+// agentPackage is the npm package a vendor CLI ships in.
+func agentPackage(name string) string {
+	switch name {
+	case "claude":
+		return "@anthropic-ai/claude-code"
+	case "codex":
+		return "@openai/codex"
+	case "opencode":
+		return "opencode-ai"
+	case "gemini":
+		return "@google/gemini-cli"
+	}
+	return name
+}
+
+// agentCheck is what the doctor says about one agent CLI. Its first fields
+// are those of sandbox.Check, so that --json stays one list of checks.
+type agentCheck struct {
+	Kind    string `json:"kind"` // "agent:" + Agent
+	OK      bool   `json:"ok"`   // installed and runs in the sandbox
+	Version string `json:"version,omitempty"`
+	Detail  string `json:"detail"`
+	Fix     string `json:"fix,omitempty"`
+
+	Agent     string        `json:"agent"`
+	Installed bool          `json:"installed"`
+	Path      string        `json:"path,omitempty"`   // the resolved executable
+	Mounts    []string      `json:"mounts,omitempty"` // what a sandbox mounts read-only for it
+	Searched  string        `json:"searched"`         // the PATH it was looked for in
+	Sandbox   string        `json:"sandbox"`          // the sandbox kind it was run in
+	Runs      bool          `json:"runs"`             // its --version worked in that sandbox
+	RunsError string        `json:"runs_error,omitempty"`
+	Accounts  accountCounts `json:"accounts"`
+}
+
+type accountCounts struct {
+	Ready   int `json:"ready"`
+	Limited int `json:"limited"`
+}
+
+// withAgentChecks adds the agents section to `drover runner doctor`: after
+// the sandbox checks (whose exit status it keeps), each agent CLI's
+// location, version, whether it runs in the sandbox and the runner's
+// accounts for it. A missing agent CLI is information, never a failure.
+func (a *app) withAgentChecks(cmd *cobra.Command) *cobra.Command {
+	sandboxes := cmd.RunE
+	var home string
+	cmd.Flags().StringVar(&home, "home", "", "runner home whose accounts to count (default $XDG_STATE_HOME/drover/runner)")
+	cmd.Use += " [--home DIR]"
+	cmd.Short = "Say which sandboxes and agent CLIs work on this machine, and how to fix the others"
+	cmd.Long += `
+
+Then, for each agent CLI (` + strings.Join(doctorAgents(), ", ") + `): where it is
+on PATH, its version, whether it runs in the sandbox named by --sandbox (its
+--version is run there) and how many of the runner's accounts for it are
+ready or rate-limited. A missing agent CLI or account is reported, not a
+failure. With --json the agents follow the sandbox checks in the one list,
+as kind "agent:NAME".`
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		asJSON, _ := c.Flags().GetBool("json")
+		kind, _ := c.Flags().GetString("sandbox")
+		out := a.env.Stdout
+		var sbOut bytes.Buffer
+		if asJSON {
+			a.env.Stdout = &sbOut // merged with the agents below
+		}
+		sbErr := sandboxes(c, args)
+		a.env.Stdout = out
+		var code exitCode
+		if sbErr != nil && !errors.As(sbErr, &code) {
+			return sbErr
+		}
+		h := home
+		if h == "" {
+			var err error
+			if h, err = a.runnerHome(); err != nil {
+				return err
+			}
+		}
+		checks := a.agentChecks(c.Context(), kind, a.env.Getenv("PATH"), h)
+		if asJSON {
+			var items []json.RawMessage
+			if err := json.Unmarshal(sbOut.Bytes(), &items); err != nil {
+				return fmt.Errorf("doctor: merge the sandbox checks: %w", err)
+			}
+			for _, ac := range checks {
+				b, err := json.Marshal(ac)
+				if err != nil {
+					return fmt.Errorf("doctor: encode the agent checks: %w", err)
+				}
+				items = append(items, b)
+			}
+			if err := printJSON(out, items); err != nil {
+				return err
+			}
+		} else if err := printAgentChecks(out, kind, checks); err != nil {
+			return err
+		}
+		return sbErr
+	}
+	return cmd
+}
+
+// agentChecks checks every agent CLI, at once: each may take seconds to
+// start.
+func (a *app) agentChecks(ctx context.Context, kind, path, home string) []agentCheck {
+	counts, err := countAccounts(home)
+	if err != nil {
+		a.log.Warn("doctor: cannot read the runner's accounts", "err", err)
+	}
+	names := doctorAgents()
+	checks := make([]agentCheck, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		checks[i] = agentCheck{Kind: "agent:" + name, Agent: name, Searched: path, Sandbox: kind, Accounts: counts[name]}
+		wg.Go(func() { checkAgent(ctx, &checks[i], path) })
+	}
+	wg.Wait()
+	return checks
+}
+
+// checkAgent fills in c: where the CLI is, and whether its --version runs
+// in the sandbox.
+func checkAgent(ctx context.Context, c *agentCheck, path string) {
+	b, err := agent.Locate(c.Agent, path)
+	if err != nil {
+		c.Detail = "not installed"
+		if path == "" {
+			c.Detail += " (PATH is empty)"
+		} else if !errors.Is(err, agent.ErrNotInstalled) {
+			c.Detail = err.Error()
+		}
+		c.Fix = "npm install -g " + agentPackage(c.Agent) + " (on the PATH the runner runs with)"
+		return
+	}
+	c.Installed, c.Path, c.Mounts = true, b.Path, b.Mounts
+	version, err := sandboxVersion(ctx, c.Sandbox, b, path)
+	if err != nil {
+		c.RunsError = err.Error()
+		c.Detail = b.Path
+		var fe *sandbox.FixError
+		if errors.As(err, &fe) {
+			c.Fix = fe.Fix
+		}
+		return
+	}
+	c.OK, c.Runs, c.Version, c.Detail = true, true, version, b.Path
+}
+
+// sandboxVersion runs `<cli> --version` in a sandbox of kind that shows b's
+// mounts read-only, with only PATH and HOME set, and returns its first line.
+func sandboxVersion(ctx context.Context, kind string, b agent.Binary, path string) (string, error) {
+	root, err := os.MkdirTemp("", "drover-doctor-"+b.Name+"-")
+	if err != nil {
+		return "", fmt.Errorf("make a directory to run %s in: %w", b.Name, err)
+	}
+	defer os.RemoveAll(root)
+	mounts := make([]sandbox.Mount, len(b.Mounts))
+	for i, m := range b.Mounts {
+		mounts[i] = sandbox.Mount{Src: m}
+	}
+	limits := sandbox.DefaultLimits()
+	limits.Output = 64 << 10
+	box, err := sandbox.New(ctx, sandbox.Policy{Kind: kind, Mode: sandbox.ModeFix, Root: root, ReadOnly: mounts,
+		Limits: limits, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	p, err := box.Start(ctx, sandbox.Spec{
+		Dir:     root,
+		Argv:    []string{b.Path, "--version"},
+		Env:     []string{"PATH=" + path, "HOME=" + root},
+		Output:  &out,
+		Timeout: versionTimeout,
+	})
+	if err != nil {
+		return "", fmt.Errorf("start %s --version: %w", b.Name, err)
+	}
+	ex, err := p.Wait()
+	if err != nil {
+		return "", fmt.Errorf("run %s --version: %w", b.Name, err)
+	}
+	first := versionLine(out.String())
+	switch {
+	case ex.TimedOut:
+		return "", fmt.Errorf("%s --version did not finish within %s", b.Name, versionTimeout)
+	case ex.Code != 0:
+		msg := fmt.Sprintf("%s --version exited %d", b.Name, ex.Code)
+		if ex.Signal != "" {
+			msg += " (" + ex.Signal + ")"
+		}
+		if first != "" {
+			msg += ": " + first
+		}
+		return "", errors.New(msg)
+	case first == "":
+		return "", fmt.Errorf("%s --version printed nothing", b.Name)
+	}
+	return first, nil
+}
+
+// versionLine picks the version out of a CLI's --version output: the first
+// short line with a dotted number (some CLIs print warnings first), else
+// the first line.
+func versionLine(s string) string {
+	first := ""
+	for l := range strings.Lines(s) {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		if len(l) <= 100 && versionRE.MatchString(l) {
+			return l
+		}
+		if first == "" {
+			first = l
+		}
+	}
+	if len(first) > 200 {
+		first = strings.ToValidUTF8(first[:200], "") + "…"
+	}
+	return first
+}
+
+// countAccounts counts the runner's ready and limited accounts per agent,
+// without creating anything in a home that has none.
+func countAccounts(home string) (map[string]accountCounts, error) {
+	counts := map[string]accountCounts{}
+	if _, err := os.Stat(filepath.Join(home, "accounts")); errors.Is(err, os.ErrNotExist) {
+		return counts, nil
+	}
+	s, err := accounts.Open(home)
+	if err != nil {
+		return counts, err
+	}
+	as, err := s.List()
+	if err != nil {
+		return counts, err
+	}
+	now := time.Now()
+	for _, acct := range as {
+		n := counts[acct.Agent]
+		if acct.Limited(now) {
+			n.Limited++
+		} else {
+			n.Ready++
+		}
+		counts[acct.Agent] = n
+	}
+	return counts, nil
+}
+
+func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintf(tw, "AGENT\tINSTALLED\tVERSION\tRUNS IN %s\tACCOUNTS\tDETAIL\n", kind)
+	for _, c := range checks {
+		installed, runs := "no", "-"
+		if c.Installed {
+			installed, runs = "yes", "yes"
+			if !c.Runs {
+				runs = "NO"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Agent, installed, dash(c.Version), runs, c.Accounts, c.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	missing := false
+	var broken []string // distinct reasons agents do not run, in order
+	who := map[string][]string{}
+	for _, c := range checks {
+		switch {
+		case !c.Installed:
+			missing = true
+			fmt.Fprintf(w, "to install %s: %s\n", c.Agent, c.Fix)
+		case !c.Runs:
+			if who[c.RunsError] == nil {
+				broken = append(broken, c.RunsError)
+			}
+			who[c.RunsError] = append(who[c.RunsError], c.Agent)
+		case c.Accounts.Ready+c.Accounts.Limited == 0:
+			fmt.Fprintf(w, "%s has no account yet: drover runner account add --agent %s\n", c.Agent, c.Agent)
+		}
+	}
+	for _, why := range broken {
+		fmt.Fprintf(w, "%s cannot run in the %s sandbox: %s\n", strings.Join(who[why], ", "), kind, why)
+	}
+	if missing {
+		fmt.Fprintf(w, "agent CLIs were looked for in PATH=%s\n", checks[0].Searched)
+	}
+	return nil
+}
+
+func (n accountCounts) String() string {
+	switch {
+	case n.Ready+n.Limited == 0:
+		return "none"
+	case n.Limited == 0:
+		return fmt.Sprintf("%d ready", n.Ready)
+	}
+	return fmt.Sprintf("%d ready, %d limited", n.Ready, n.Limited)
+}

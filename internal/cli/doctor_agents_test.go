@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"drover/internal/accounts"
+	"drover/internal/sandbox"
+)
+
+// pinnedCLIs is where the test setup installs the pinned agent CLIs.
+const pinnedCLIs = "/root/.cache/drover-test/clis/node_modules/.bin"
+
+// doctorJSON runs `runner doctor --json` and splits its list into the
+// sandbox checks and the agent checks.
+func doctorJSON(t *testing.T, env map[string]string, args ...string) ([]sandbox.Check, map[string]agentCheck, cliResult) {
+	t.Helper()
+	r := runCLI(t, env, "", append([]string{"runner", "doctor", "--json"}, args...)...)
+	var items []json.RawMessage
+	if err := json.Unmarshal([]byte(r.stdout), &items); err != nil {
+		t.Fatalf("doctor --json printed %q: %v (stderr %s)", r.stdout, err, r.stderr)
+	}
+	var checks []sandbox.Check
+	agents := map[string]agentCheck{}
+	for _, it := range items {
+		var c agentCheck
+		if err := json.Unmarshal(it, &c); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(c.Kind, "agent:") {
+			agents[c.Agent] = c
+			continue
+		}
+		var sc sandbox.Check
+		if err := json.Unmarshal(it, &sc); err != nil {
+			t.Fatal(err)
+		}
+		checks = append(checks, sc)
+	}
+	return checks, agents, r
+}
+
+func TestDoctorAgentsEmptyPATH(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"PATH": ""}
+	// --sandbox none: whether bwrap works here is not this test's business.
+	checks, agents, r := doctorJSON(t, env, "--sandbox", "none", "--home", home)
+	if r.code != 0 {
+		t.Fatalf("doctor with no agent CLIs: exit %d: %s", r.code, r.stderr)
+	}
+	if len(checks) == 0 {
+		t.Fatal("the sandbox checks are gone")
+	}
+	if len(agents) != 4 {
+		t.Fatalf("agents = %+v", agents)
+	}
+	for _, name := range doctorAgents() {
+		c := agents[name]
+		if c.Installed || c.OK || c.Runs || c.Kind != "agent:"+name || !strings.Contains(c.Detail, "not installed") || c.Fix == "" {
+			t.Errorf("%s: %+v", name, c)
+		}
+	}
+	if _, err := os.Stat(home + "/accounts"); !os.IsNotExist(err) {
+		t.Errorf("the doctor created the accounts directory: %v", err)
+	}
+
+	r = runCLI(t, env, "", "runner", "doctor", "--sandbox", "none", "--home", home)
+	if r.code != 0 || !strings.Contains(r.stdout, "\nAGENT ") || !strings.Contains(r.stdout, "to install codex: npm install -g @openai/codex") {
+		t.Fatalf("doctor: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestDoctorAgentsPinnedCLIs(t *testing.T) {
+	if _, err := os.Stat(pinnedCLIs); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the pinned agent CLIs are not installed: %v", err)
+		}
+		t.Skipf("the pinned agent CLIs are not installed: %v", err)
+	}
+	home := t.TempDir()
+	s, err := accounts.Open(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []accounts.Account{
+		{Agent: "claude", Kind: accounts.KindLogin, Label: "a"},
+		{Agent: "claude", Kind: accounts.KindLogin, Label: "b"},
+		{Agent: "codex", Kind: accounts.KindLogin},
+	} {
+		if _, err := s.Add(a, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as, _ := s.List()
+	if err := s.SetLimited(as[1].ID, time.Now().Add(240*time.Hour), "limit"); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"PATH": pinnedCLIs + ":" + os.Getenv("PATH")}
+	checks, agents, r := doctorJSON(t, env, "--home", home)
+	bwrapOK := false
+	for _, c := range checks {
+		if c.Kind == sandbox.KindBwrap {
+			bwrapOK = c.OK
+		}
+	}
+	if bwrapOK != (r.code == 0) {
+		t.Fatalf("exit %d with bwrap working %v: %s", r.code, bwrapOK, r.stderr)
+	}
+	want := map[string]string{"claude": "Claude Code", "codex": "codex-cli", "opencode": ".", "gemini": "."}
+	for name, v := range want {
+		c := agents[name]
+		if !c.Installed || !strings.HasPrefix(c.Path, "/") || len(c.Mounts) == 0 || c.Sandbox != sandbox.KindBwrap {
+			t.Errorf("%s: %+v", name, c)
+			continue
+		}
+		if !bwrapOK {
+			continue // the sandbox check already said why
+		}
+		if !c.Runs || !c.OK || !strings.Contains(c.Version, v) {
+			t.Errorf("%s does not run in bwrap: %+v", name, c)
+		}
+	}
+	if n := agents["claude"].Accounts; n.Ready != 1 || n.Limited != 1 {
+		t.Errorf("claude accounts %+v", n)
+	}
+	if n := agents["codex"].Accounts; n.Ready != 1 || n.Limited != 0 {
+		t.Errorf("codex accounts %+v", n)
+	}
+	if n := agents["gemini"].Accounts; n.Ready+n.Limited != 0 {
+		t.Errorf("gemini accounts %+v", n)
+	}
+
+	// The unisolated sandbox runs them too, and the text report says so.
+	r = runCLI(t, env, "", "runner", "doctor", "--sandbox", "none", "--home", home)
+	if r.code != 0 || !strings.Contains(r.stdout, "RUNS IN none") || !strings.Contains(r.stdout, "1 ready, 1 limited") ||
+		!strings.Contains(r.stdout, "gemini has no account yet") || strings.Contains(r.stdout, "to install") {
+		t.Fatalf("doctor --sandbox none: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"2.1.197 (Claude Code)\n": "2.1.197 (Claude Code)",
+		"WARNING: proceeding, even though we could not create PATH aliases\ncodex-cli 0.171.0\n": "codex-cli 0.171.0",
+		"\n  0.61.0  \n":       "0.61.0",
+		"no version here\nx\n": "no version here",
+		"":                     "",
+	} {
+		if got := versionLine(in); got != want {
+			t.Errorf("versionLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestDoctorAgentsFakeCLIs needs no vendor CLI: shell scripts stand in for
+// one that works and one whose --version fails.
+func TestDoctorAgentsFakeCLIs(t *testing.T) {
+	bin := t.TempDir()
+	for name, script := range map[string]string{
+		"codex":  "#!/bin/sh\necho 'WARNING: something'\necho \"codex-cli 9.8.7 $HOME\"\n",
+		"claude": "#!/bin/sh\necho 'config is broken' >&2\nexit 3\n",
+	} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"PATH": bin + ":/usr/bin:/bin"}
+	for _, kind := range []string{sandbox.KindNone, sandbox.KindBwrap} {
+		checks, agents, r := doctorJSON(t, env, "--sandbox", kind, "--home", t.TempDir())
+		if kind == sandbox.KindBwrap && r.code != 0 {
+			for _, c := range checks {
+				if c.Kind == kind && !c.OK {
+					t.Skipf("bwrap does not work here: %s", c.Detail)
+				}
+			}
+		}
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", kind, r.code, r.stderr)
+		}
+		codex, claude := agents["codex"], agents["claude"]
+		if !codex.OK || !codex.Runs || !strings.HasPrefix(codex.Version, "codex-cli 9.8.7 ") {
+			t.Errorf("%s: codex %+v", kind, codex)
+		}
+		// HOME inside is a throwaway directory, never the runner's.
+		if strings.Contains(codex.Version, os.Getenv("HOME")+" ") || strings.HasSuffix(codex.Version, " "+os.Getenv("HOME")) {
+			t.Errorf("%s: codex ran with the real HOME: %q", kind, codex.Version)
+		}
+		if !claude.Installed || claude.Runs || claude.OK || !strings.Contains(claude.RunsError, "exited 3: config is broken") {
+			t.Errorf("%s: claude %+v", kind, claude)
+		}
+		if agents["gemini"].Installed {
+			t.Errorf("%s: gemini found: %+v", kind, agents["gemini"])
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/testkit"
+	"drover/internal/testkit/fakemodel"
+)
+
+// realKey is the API key only the runner's config and the fake model
+// server know: the sandboxed CLI must never see it.
+const realKey = "sk-test-real-key-0123456789abcdef"
+
+// agentRunner logs in a runner whose PATH holds the pinned vendor CLIs and
+// gives it one API-key account per entry of accounts (label → base URL).
+func agentRunner(t *testing.T, h *testkit.Hub, name, cli string, accounts ...[2]string) *testkit.Runner {
+	t.Helper()
+	dir := testkit.AgentCLI(t, cli)
+	r := h.LoginRunner(t, name, h.URL)
+	r.Env = []string{"PATH=" + dir + ":" + os.Getenv("PATH")}
+	for _, a := range accounts {
+		if out, err := r.CLI(realKey+"\n", "account", "add", "--agent", cli, "--label", a[0], "--api-key-stdin", "--base-url", a[1]); err != nil {
+			t.Fatalf("account add: %v\n%s", err, out)
+		}
+	}
+	return r
+}
+
+// script is what the fake model does in every CLI's test: write a file,
+// run a command that shows it and what the sandbox's environment holds,
+// deliver through drover's tool, and end.
+func script() []fakemodel.Turn {
+	return []fakemodel.Turn{
+		fakemodel.WriteFile("hello.txt", "hello from the agent\n"),
+		fakemodel.RunCommand("cat hello.txt && env && cat $HOME/.claude.json 2>/dev/null; ls -a"),
+		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "wrote hello.txt"}),
+		fakemodel.Text("Done."),
+	}
+}
+
+// checkAgentJob waits for the job, then checks that it completed with a
+// commit holding the file, that the command's output reached the model,
+// and that the real key stayed outside the sandbox.
+func checkAgentJob(t *testing.T, h *testkit.Hub, fake *fakemodel.FakeServer, src, id string) {
+	t.Helper()
+	c := h.Client()
+	v := testkit.WaitJob(t, c, id, 4*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
+	log := testkit.Log(t, c, id, 0)
+	if v.State != job.Completed {
+		t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", id, v.State, v.Reason, log, fake.Dump())
+	}
+	if got := fetched(t, h, src, id, "hello.txt"); got["hello.txt"] != "hello from the agent" {
+		t.Fatalf("published hello.txt = %q", got["hello.txt"])
+	}
+	res, ok := fake.Result(1)
+	if !ok || !strings.Contains(res.Output, "hello from the agent") {
+		t.Fatalf("the command's output did not reach the model: %+v\n%s", res, fake.Dump())
+	}
+	if strings.Contains(res.Output, realKey) || strings.Contains(log, realKey) {
+		t.Fatal("the real key reached the sandbox or the log")
+	}
+	if strings.Contains(res.Output, "drv_") {
+		t.Fatal("a drover token is in the sandbox's environment")
+	}
+	for _, k := range fake.Keys() {
+		if k != realKey {
+			t.Fatalf("the model server saw key %q, want only the real one (swapped in by the egress proxy)", k)
+		}
+	}
+}
+
+func TestRealAgentCLIsRunJobsOffline(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	for _, tc := range []struct {
+		cli  string
+		fake func(testing.TB, []fakemodel.Turn, ...fakemodel.Option) *fakemodel.FakeServer
+		args []string // extra runner flags
+	}{
+		{cli: "claude", fake: fakemodel.NewFakeAnthropic},
+		// Codex's default model takes its tools through a JavaScript "exec"
+		// tool the fake does not speak; a custom endpoint names its model.
+		{cli: "codex", fake: fakemodel.NewFakeResponses, args: []string{"--agent-model", "codex=fake-model"}},
+		{cli: "opencode", fake: fakemodel.NewFakeChat, args: []string{"--agent-model", "opencode=fake-model"}},
+		{cli: "gemini", fake: fakemodel.NewFakeGemini},
+	} {
+		t.Run(tc.cli, func(t *testing.T) {
+			t.Parallel()
+			fake := tc.fake(t, script(), fakemodel.RequireKey(realKey))
+			r := agentRunner(t, h, "r-"+tc.cli, tc.cli, [2]string{"main", fake.URL})
+			r.Start(tc.args...)
+			src := sourceCheckout(t)
+			v := runRepo(t, h, "--repo", src, "--agent", tc.cli, "--", "Write hello.txt, show it, and deliver.")
+			checkAgentJob(t, h, fake, src, v.ID)
+		})
+	}
+}
+
+// Claude Code asks through drover's ask tool (never the terminal); the job
+// waits without a slot; the requester's answer resumes the same session
+// (--resume, same account, the kept worktree), which writes the file and
+// delivers.
+func TestClaudeAsksThenResumesItsSession(t *testing.T) {
+	t.Parallel()
+	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
+		fakemodel.RunCommand("echo draft > draft.txt"),
+		fakemodel.CallTool("mcp__drover__ask", map[string]any{"question": "Which greeting?", "choices": []string{"hello", "hi"}}),
+		fakemodel.Text("I asked; waiting for the answer."),
+		fakemodel.WriteFile("greeting.txt", "hi\n"),
+		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "greeting written"}),
+		fakemodel.Text("Done."),
+	}, fakemodel.RequireKey(realKey))
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "claude", [2]string{"main", fake.URL})
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Write a greeting; ask which one first.")
+	c := h.Client()
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
+	if w.State != job.Waiting {
+		t.Fatalf("job is %s/%s, want waiting\n%s\n%s", w.State, w.Reason, testkit.Log(t, c, v.ID, 0), fake.Dump())
+	}
+	if out, err := h.CLI("questions"); err != nil || !strings.Contains(out, "Which greeting?") {
+		t.Fatalf("drover questions: %v\n%s", err, out)
+	}
+	if out, err := h.CLI("answer", v.ID, "--choice", "2"); err != nil {
+		t.Fatalf("drover answer: %v\n%s", err, out)
+	}
+	checkDone := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	log2 := testkit.Log(t, c, v.ID, 2)
+	if checkDone.State != job.Completed {
+		t.Fatalf("job is %s/%s after the answer\n%s\n%s", checkDone.State, checkDone.Reason, log2, fake.Dump())
+	}
+	log1 := testkit.Log(t, c, v.ID, 1)
+	session := regexpSession.FindStringSubmatch(log1)
+	if session == nil || !strings.Contains(log2, "with account main") || !strings.Contains(log2, "session "+session[1]) ||
+		!strings.Contains(log2, "resumed (kept from the job's earlier attempt") {
+		t.Fatalf("the second attempt did not resume session %v in the kept worktree:\n%s", session, log2)
+	}
+	// The resumed request carries the first attempt's conversation, and
+	// the answer.
+	reqs := fake.Requests()
+	last := string(reqs[len(reqs)-1].Body)
+	if !strings.Contains(last, "Which greeting?") || !strings.Contains(last, "hi") {
+		t.Fatalf("the resumed session's request lacks its history:\n%.2000s", last)
+	}
+	got := fetched(t, h, src, v.ID, "greeting.txt", "draft.txt")
+	if got["greeting.txt"] != "hi" || got["draft.txt"] != "draft" {
+		t.Fatalf("published %v", got)
+	}
+}
+
+// A scripted rate limit makes the account limited; the job goes back to
+// the queue and runs on the runner's second account, while the first sits
+// out until its reset.
+func TestClaudeLimitedAccountSitsOutAndTheJobMoves(t *testing.T) {
+	t.Parallel()
+	limited := fakemodel.NewFakeAnthropic(t, script(), fakemodel.RequireKey(realKey), fakemodel.RateLimit(0, time.Now().Add(2*time.Hour)))
+	spare := fakemodel.NewFakeAnthropic(t, script(), fakemodel.RequireKey(realKey))
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "claude", [2]string{"first", limited.URL}, [2]string{"second", spare.URL})
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Write hello.txt, show it, and deliver.")
+	checkAgentJob(t, h, spare, src, v.ID)
+	c := h.Client()
+	if log1 := testkit.Log(t, c, v.ID, 1); !strings.Contains(log1, "account first") || !strings.Contains(log1, "is limited until") {
+		t.Fatalf("first attempt:\n%s", log1)
+	}
+	out, err := r.CLI("", "account", "list", "--json")
+	var accts []struct {
+		Label        string    `json:"label"`
+		State        string    `json:"state"`
+		LimitedUntil time.Time `json:"limited_until"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &accts) != nil || len(accts) != 2 {
+		t.Fatalf("account list: %v\n%s", err, out)
+	}
+	// With an API key Claude Code prints no reset time for a 429, so the
+	// account sits out the default hour.
+	if a := accts[0]; a.Label != "first" || a.State != "limited" || a.LimitedUntil.Before(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("first account %+v, want limited for about an hour", a)
+	}
+	if a := accts[1]; a.Label != "second" || a.State != "ready" {
+		t.Fatalf("second account %+v, want ready", a)
+	}
+}
+
+// regexpSession finds the session id in Claude Code's init line.
+var regexpSession = regexp.MustCompile(`"subtype":"init".*?"session_id":"([0-9a-f-]+)"`)

@@ -1,0 +1,82 @@
+package hub
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+)
+
+// A job is offered only to a runner that lists its agent; an attempt
+// released because its account hit a limit goes back to the queue at once
+// without draining the runner, which keeps running what it still can.
+func TestAgentJobsGoOnlyToRunnersThatHaveTheAgent(t *testing.T) {
+	th := startHub(t, Config{})
+	var v protocol.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"write hello.txt"}}, &v); code != http.StatusCreated {
+		t.Fatalf("submit: %d %v", code, e)
+	}
+	if !v.Tools {
+		t.Fatalf("a vendor agent's job has no tools: %+v", v)
+	}
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{}) // an older runner: exec only
+	if f, err := sr.tryRead(300 * time.Millisecond); err == nil {
+		t.Fatalf("a runner without claude got %s", f.Type)
+	}
+	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 1, Agents: []string{"exec", "claude"},
+		Accounts: []protocol.AccountInfo{{ID: "acct_1", Agent: "claude", Kind: "api-key", State: protocol.AccountReady}}})
+	o := sr.offer()
+	if o.Job != v.ID || o.Spec.Agent != "claude" || !o.Spec.Tools {
+		t.Fatalf("offer %+v", o)
+	}
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 1, Agents: []string{"exec"},
+		Attempts: []protocol.Held{{AttemptRef: o.AttemptRef, Phase: protocol.PhaseRunning}}})
+	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
+		Outcome: job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, Message: "account limited"}, LogSHA256: sum(nil)}))
+	th.waitJob(v.ID, func(j protocol.JobView) bool { return j.State == job.Queued })
+	// Its only claude account is limited: the job waits for another.
+	if f, err := sr.tryRead(300 * time.Millisecond); err == nil && f.Type == protocol.TypeOffer {
+		t.Fatalf("offered again to a runner whose claude accounts are limited")
+	}
+	exec := th.submit("true")
+	if o := sr.offer(); o.Job != exec.ID {
+		t.Fatalf("the runner was drained by the limit: offer %+v", o)
+	}
+	sr2, _ := th.dial(th.registerRunner("r2"), protocol.Hello{Slots: 1, Agents: []string{"exec", "claude"}})
+	if o2 := sr2.offer(); o2.Job != v.ID || o2.Epoch != 2 {
+		t.Fatalf("offer to a runner with a ready account: %+v", o2)
+	}
+}
+
+func TestBadAgentListsCloseTheConnection(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := th.registerRunner("r1")
+	many := make([]string, protocol.MaxAgents+1)
+	for i := range many {
+		many[i] = "a"
+	}
+	for _, hello := range []protocol.Hello{
+		{Agents: many},
+		{Agents: []string{""}},
+		{Accounts: []protocol.AccountInfo{{ID: ""}}},
+	} {
+		ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr := newScriptRunner(t, ws)
+		hello.Protocol, hello.Slots = protocol.Version, 1
+		sr.send(protocol.TypeHello, "", hello)
+		if _, err := sr.tryRead(5 * time.Second); websocket.CloseStatus(err) != protocol.CloseProtocol {
+			t.Errorf("hello %+v: want a protocol close, got %v", hello, err)
+		}
+	}
+}

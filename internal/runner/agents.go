@@ -1,0 +1,254 @@
+package runner
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"drover/internal/accounts"
+	"drover/internal/agent"
+	"drover/internal/agent/claude"
+	"drover/internal/agent/cliagent"
+	"drover/internal/agent/codex"
+	agentexec "drover/internal/agent/exec"
+	"drover/internal/agent/gemini"
+	"drover/internal/agent/opencode"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/sandbox"
+	"drover/internal/tools"
+)
+
+// cliAgent is a vendor CLI agent (package cliagent): it runs under one of
+// the runner's accounts, in a sandbox it completes itself.
+type cliAgent interface {
+	agent.Agent
+	Capabilities() agent.Capabilities
+	RootFiles() []string
+	Locate() (agent.Binary, error)
+}
+
+// Adapters are the vendor CLIs a runner can run, besides exec.
+func Adapters() []agent.Adapter {
+	return []agent.Adapter{claude.Adapter(), codex.Adapter(), gemini.Adapter(), opencode.Adapter()}
+}
+
+// newAgents registers exec and every vendor CLI. A CLI that is not
+// installed stays registered (so a job naming it fails with that reason)
+// but is not reported to the hub, which then offers it no such job.
+func newAgents(cfg Config) (*agent.Registry, error) {
+	list := []agent.Agent{agentexec.New()}
+	for _, ad := range Adapters() {
+		list = append(list, cliagent.New(ad, cliagent.Config{
+			Path:     cfg.AgentPath,
+			Upstream: cfg.AgentEnv[ad.Endpoint.UpstreamEnv],
+			Model:    cfg.AgentModels[ad.Name],
+		}))
+	}
+	return agent.NewRegistry(list...)
+}
+
+// agentsLocked is what the runner can run now: exec, and each installed
+// CLI with an account that is not limited. It arms a timer for the first
+// limit to run out, so the hub hears when an agent is back.
+func (r *Runner) agentsLocked() ([]string, []protocol.AccountInfo) {
+	now := r.now()
+	names := []string{agentexec.Name}
+	list, err := r.accts.List()
+	if err != nil {
+		r.log.Warn("read accounts", "err", err)
+	}
+	var infos []protocol.AccountInfo
+	ready := map[string]bool{}
+	var next time.Time
+	for _, acct := range list {
+		info := protocol.AccountInfo{ID: acct.ID, Agent: acct.Agent, Label: acct.Label, Kind: acct.Kind, State: protocol.AccountReady}
+		if acct.Limited(now) {
+			info.State, info.LimitedUntil = protocol.AccountLimited, acct.LimitedUntil
+			if next.IsZero() || acct.LimitedUntil.Before(next) {
+				next = acct.LimitedUntil
+			}
+		} else {
+			ready[acct.Agent] = true
+		}
+		if len(infos) < protocol.MaxAccounts {
+			infos = append(infos, info)
+		}
+	}
+	for _, name := range r.agents.Names() {
+		ag, _ := r.agents.Lookup(name)
+		c, ok := ag.(cliAgent)
+		if !ok || !ready[name] {
+			continue
+		}
+		if _, err := c.Locate(); err == nil {
+			names = append(names, name)
+		}
+	}
+	if !next.IsZero() {
+		if r.limitTimer != nil {
+			r.limitTimer.Stop()
+		}
+		r.limitTimer = time.AfterFunc(next.Sub(now)+time.Second, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.markDirtyLocked()
+		})
+	}
+	return names, infos
+}
+
+// sessionRef ties a session to the account it lives in: a session can only
+// be resumed from the same account's config directory.
+func sessionRef(acct, session string) string {
+	if session == "" {
+		return ""
+	}
+	return acct + "/" + session
+}
+
+// runCLI runs a vendor CLI agent: it picks the account (the one holding the
+// session when resuming it), builds the prompt, and sits the account out
+// when the CLI reports a limit, releasing the job to the queue.
+func (r *Runner) runCLI(a *attempt, c cliAgent, sp *spool, dir string, env []string) (agent.Result, error) {
+	acct, resume, err := r.pickAccount(a, c)
+	if err != nil {
+		fmt.Fprintf(sp, "drover: %v; the job goes back to the queue\n", err)
+		r.markDirty()
+		return agent.Result{ExitCode: -1, Reason: job.ReasonLimited, Message: clip(err.Error(), 1024)}, nil
+	}
+	key := ""
+	if acct.Kind == accounts.KindAPIKey {
+		if key, err = r.accts.Key(acct.ID); err != nil {
+			return agent.Result{}, fmt.Errorf("read the key of account %s: %w", acct.ID, err)
+		}
+	}
+	home := filepath.Join(r.workPath(a.ref.Attempt), "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return agent.Result{}, fmt.Errorf("make the agent's home: %w", err)
+	}
+	prompt, err := r.cliPrompt(a, c, resume != "")
+	if err != nil {
+		return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: err.Error()}, nil
+	}
+	att := agent.Attempt{
+		Ref: a.ref, Spec: a.spec, Dir: dir, Env: env, Output: sp, Grace: r.cfg.StopGrace,
+		Prompt: prompt, Home: home, Resume: resume,
+		Account: &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL},
+		Sandbox: func(extra agent.Extra) (sandbox.Boundary, error) {
+			box, err := r.boundary(a, dir, extra)
+			if err == nil {
+				a.box = box
+			}
+			return box, err
+		},
+	}
+	if resume == "" {
+		att.NewSession = newUUID()
+	}
+	if at := a.tools; at != nil {
+		att.Tools = &agent.ToolEndpoint{URL: at.url, Token: at.token, MCPConfig: at.config()}
+	}
+	how := "a new session"
+	if resume != "" {
+		how = "session " + resume
+	}
+	fmt.Fprintf(sp, "drover: running %s with account %s, %s\n", c.Name(), acctName(acct), how)
+	res, err := c.Run(a.ctx, att)
+	if err != nil {
+		return res, err
+	}
+	res.Session = sessionRef(acct.ID, res.Session)
+	if u := res.Usage; u != (agent.Usage{}) {
+		fmt.Fprintf(sp, "drover: %s used %d input and %d output tokens (cache: %d read, %d written), $%.4f\n",
+			c.Name(), u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.CostUSD)
+	}
+	if l := res.Limit; l != nil && res.Reason != job.ReasonCancelled {
+		if err := r.accts.SetLimited(acct.ID, l.ResetsAt, l.Message); err != nil {
+			r.log.Error("record account limit", "account", acct.ID, "err", err)
+		}
+		r.markDirty()
+		fmt.Fprintf(sp, "drover: account %s is limited until %s; the job goes back to the queue\n",
+			acctName(acct), l.ResetsAt.UTC().Format(time.RFC3339))
+		r.log.Info("account limited", "account", acct.ID, "agent", c.Name(), "until", l.ResetsAt)
+		res.Reason = job.ReasonLimited
+		res.Message = clip(fmt.Sprintf("account %s limited until %s: %s", acctName(acct), l.ResetsAt.UTC().Format(time.RFC3339), l.Message), 1024)
+	}
+	return res, nil
+}
+
+func acctName(a accounts.Account) string {
+	if a.Label != "" {
+		return a.Label + " (" + a.ID + ")"
+	}
+	return a.ID
+}
+
+// pickAccount chooses the attempt's account and the session to resume. A
+// session is resumed only in its own account, in the kept worktree, and
+// only when that account is not limited; otherwise a fresh session starts
+// (its prompt carries the questions and answers so far) on any ready
+// account. A running session never moves to another account.
+func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, error) {
+	now := r.now()
+	if rs := a.spec.Resume; rs != nil && rs.Session != "" && c.Capabilities().CanResume && a.ws != nil && a.ws.wt.Resumed() {
+		if id, session, ok := strings.Cut(rs.Session, "/"); ok {
+			acct, err := r.accts.Get(id)
+			if err == nil && acct.Agent == c.Name() && !acct.Limited(now) {
+				return acct, session, nil
+			}
+		}
+	}
+	acct, err := r.accts.Pick(c.Name(), now)
+	return acct, "", err
+}
+
+// cliPrompt is what the CLI is told: on a resumed session only the answers
+// it waited for; otherwise the whole prompt, with the questions and answers
+// so far when the job asked before.
+func (r *Runner) cliPrompt(a *attempt, c cliAgent, resumed bool) (string, error) {
+	rs := a.spec.Resume
+	if resumed && rs != nil {
+		var b strings.Builder
+		b.WriteString("Your question was answered; continue the job. Remember: deliver when done, ask if you need a decision.\n")
+		for _, q := range rs.History {
+			if q.Attempt != rs.Attempt || q.Answer == nil {
+				continue
+			}
+			fmt.Fprintf(&b, "\nQuestion: %s\nAnswer: %s\n", q.Question, q.Answer.Text)
+		}
+		return b.String(), nil
+	}
+	in := agent.PromptInput{Prompt: strings.Join(a.spec.Args, " "), RootFiles: c.RootFiles()}
+	if a.ws != nil {
+		in.Worktree = a.ws.wt.Dir()
+	}
+	if rs != nil {
+		for _, q := range rs.History {
+			rec := tools.QuestionRecord{ID: q.ID, Question: q.Question, Choices: q.Choices, AskedAt: q.AskedAt}
+			if q.Answer != nil {
+				rec.Answer = &tools.Answer{Text: q.Answer.Text, Choice: q.Answer.Choice, Approved: q.Answer.Approved}
+			}
+			in.Questions = append(in.Questions, rec)
+		}
+	}
+	p, err := agent.BuildPrompt(a.ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", c.Name(), err)
+	}
+	return p, nil
+}
+
+// newUUID is a random (version 4) UUID: Claude Code and Gemini CLI take one
+// as a new session's id.
+func newUUID() string {
+	var b [16]byte
+	_, _ = io.ReadFull(rand.Reader, b[:]) // crypto/rand never fails on Linux
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

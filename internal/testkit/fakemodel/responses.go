@@ -1,0 +1,126 @@
+package fakemodel
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// NewFakeResponses starts a fake OpenAI Responses API for Codex (a custom
+// provider with base_url = URL + "/v1" and wire_api = "responses"): POST
+// /v1/responses streams response.output_item.done and response.completed.
+// Codex has no file tool; WriteFile becomes an exec_command shell command.
+func NewFakeResponses(t testing.TB, turns []Turn, opts ...Option) *FakeServer {
+	t.Helper()
+	return newServer(t, responses{}, turns, opts)
+}
+
+type responses struct{}
+
+func (responses) name() string { return "responses" }
+
+func (responses) key(r *http.Request) string {
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+}
+
+func (responses) parse(r *http.Request, body []byte) (parsed, bool) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
+		return parsed{}, false
+	}
+	m, ok := decode(body)
+	if !ok {
+		return parsed{}, false
+	}
+	p := parsed{raw: m, model: str(m, "model"), cwd: findCwd(body), stream: true}
+	for _, t := range list(m, "tools") {
+		t := obj(t)
+		if str(t, "type") == "namespace" {
+			// Codex offers MCP tools grouped: namespace "mcp__SERVER" with
+			// tools named TOOL; the model calls them by name and namespace.
+			for _, sub := range list(t, "tools") {
+				full := str(t, "name") + "__" + str(obj(sub), "name")
+				p.tools = append(p.tools, full)
+				if p.namespaces == nil {
+					p.namespaces = map[string][2]string{}
+				}
+				p.namespaces[full] = [2]string{str(t, "name"), str(obj(sub), "name")}
+			}
+			continue
+		}
+		if n := str(t, "name"); n != "" {
+			p.tools = append(p.tools, n)
+		}
+	}
+	p.turn = len(p.tools) > 0
+	for _, it := range list(m, "input") {
+		it := obj(it)
+		switch str(it, "type") {
+		case "function_call_output", "custom_tool_call_output":
+			p.results = append(p.results, ToolResult{CallID: str(it, "call_id"), Output: textOf(it["output"])})
+		}
+	}
+	return p, true
+}
+
+func (responses) toolFor(t Turn, p parsed) (string, map[string]any) {
+	switch t.kind {
+	case kindWrite:
+		return "exec_command", map[string]any{"cmd": shellWrite(t.path, t.content)}
+	case kindRun:
+		return "exec_command", map[string]any{"cmd": t.command}
+	}
+	return resolveTool(t.tool, p.tools), t.args
+}
+
+func (responses) reply(w http.ResponseWriter, p parsed, call *toolCall, text string) {
+	n := time.Now().UnixNano()
+	rid := fmt.Sprintf("resp_fake_%d", n)
+	var item map[string]any
+	if call != nil {
+		item = map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_fake_%d", n), "call_id": call.id,
+			"name": call.name, "arguments": argsJSON(call.args), "status": "completed"}
+		if ns, ok := p.namespaces[call.name]; ok {
+			item["namespace"], item["name"] = ns[0], ns[1]
+		}
+	} else {
+		item = map[string]any{"type": "message", "id": fmt.Sprintf("msg_fake_%d", n), "role": "assistant", "status": "completed",
+			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}
+	}
+	s := startSSE(w)
+	s.send("response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": rid}})
+	s.send("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
+	s.send("response.completed", map[string]any{"type": "response.completed", "response": map[string]any{
+		"id": rid, "model": p.model, "status": "completed",
+		"usage": map[string]any{"input_tokens": 10, "input_tokens_details": map[string]any{"cached_tokens": 0},
+			"output_tokens": 5, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 15}}})
+}
+
+func (r responses) side(w http.ResponseWriter, _ *http.Request, p parsed) { r.reply(w, p, nil, "fake") }
+
+// limited answers like OpenAI for an exhausted limit: retry-after and the
+// x-ratelimit headers, and the error body Codex reads a usage limit from
+// (type usage_limit_reached with resets_at).
+func (responses) limited(w http.ResponseWriter, reset time.Time) { openAILimited(w, reset) }
+
+func (responses) unauthorized(w http.ResponseWriter) { openAIUnauthorized(w) }
+
+func openAILimited(w http.ResponseWriter, reset time.Time) {
+	secs := retryAfter(reset)
+	h := w.Header()
+	h.Set("retry-after", strconv.Itoa(secs))
+	h.Set("x-ratelimit-limit-requests", "100")
+	h.Set("x-ratelimit-remaining-requests", "0")
+	h.Set("x-ratelimit-reset-requests", strconv.Itoa(secs)+"s")
+	writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{
+		"type": "usage_limit_reached", "code": "rate_limit_exceeded",
+		"message":   "You've hit your usage limit.",
+		"resets_at": reset.Unix(), "resets_in_seconds": secs}})
+}
+
+func openAIUnauthorized(w http.ResponseWriter) {
+	writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{
+		"type": "invalid_request_error", "code": "invalid_api_key", "message": "Incorrect API key provided."}})
+}
