@@ -86,7 +86,7 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 
 func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 	t := newTable(w)
-	fmt.Fprintln(t, "NAME\tOWNER\tSTATUS\tSLOTS\tRUNNING\tLABELS\tLAST SEEN")
+	fmt.Fprintln(t, "NAME\tOWNER\tSTATUS\tSLOTS\tRUNNING\tAGENTS\tLABELS\tLAST SEEN")
 	for _, r := range rs {
 		status := "offline"
 		switch {
@@ -99,8 +99,8 @@ func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 		if r.LastSeen != nil {
 			last = ago(*r.LastSeen, now)
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, r.Owner, status, r.Slots, r.Running,
-			dash(formatLabels(r.Labels)), last)
+		fmt.Fprintf(t, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Name, r.Owner, status, r.Slots, r.Running,
+			dash(formatAgents(r)), dash(formatLabels(r.Labels)), last)
 	}
 	return t.Flush()
 }
@@ -229,4 +229,24 @@ func isolation(i *protocol.Isolation) string {
 		return "none (unisolated)"
 	}
 	return fmt.Sprintf("%s, network %s", i.Kind, i.Network)
+}
+
+// formatAgents lists what a runner can run now, and its limited accounts:
+// "exec,claude (codex limited until 15:04)".
+func formatAgents(r protocol.RunnerView) string {
+	s := strings.Join(r.Agents, ",")
+	var limited []string
+	for _, a := range r.Accounts {
+		if a.State == protocol.AccountLimited {
+			name := a.Agent
+			if a.Label != "" {
+				name += "/" + a.Label
+			}
+			limited = append(limited, name+" limited until "+a.LimitedUntil.Local().Format("Jan 2 15:04"))
+		}
+	}
+	if len(limited) > 0 {
+		s += " (" + strings.Join(limited, "; ") + ")"
+	}
+	return s
 }

@@ -18,28 +18,31 @@ import (
 // server know: the sandboxed CLI must never see it.
 const realKey = "sk-test-real-key-0123456789abcdef"
 
-// agentRunner logs in a runner whose PATH holds the pinned vendor CLIs and
-// gives it one API-key account per entry of accounts (label → base URL).
-func agentRunner(t *testing.T, h *testkit.Hub, name, cli string, accounts ...[2]string) *testkit.Runner {
+// agentRunner logs in a runner whose PATH holds the pinned vendor CLIs.
+func agentRunner(t *testing.T, h *testkit.Hub, name, cli string) *testkit.Runner {
 	t.Helper()
 	dir := testkit.AgentCLI(t, cli)
 	r := h.LoginRunner(t, name, h.URL)
 	r.Env = []string{"PATH=" + dir + ":" + os.Getenv("PATH")}
-	for _, a := range accounts {
-		if out, err := r.CLI(realKey+"\n", "account", "add", "--agent", cli, "--label", a[0], "--api-key-stdin", "--base-url", a[1]); err != nil {
-			t.Fatalf("account add: %v\n%s", err, out)
-		}
-	}
 	return r
 }
 
+// addAccount gives r an API-key account of cli at baseURL.
+func addAccount(t *testing.T, r *testkit.Runner, cli, label, baseURL string) {
+	t.Helper()
+	if out, err := r.CLI(realKey+"\n", "account", "add", "--agent", cli, "--label", label, "--api-key-stdin", "--base-url", baseURL); err != nil {
+		t.Fatalf("account add: %v\n%s", err, out)
+	}
+}
+
 // script is what the fake model does in every CLI's test: write a file,
-// run a command that shows it and what the sandbox's environment holds,
-// deliver through drover's tool, and end.
-func script() []fakemodel.Turn {
+// run a command that shows it, the sandbox's environment and whether the
+// runner's login (under home) is visible, deliver through drover's tool,
+// and end.
+func script(home string) []fakemodel.Turn {
 	return []fakemodel.Turn{
 		fakemodel.WriteFile("hello.txt", "hello from the agent\n"),
-		fakemodel.RunCommand("cat hello.txt && env && cat $HOME/.claude.json 2>/dev/null; ls -a"),
+		fakemodel.RunCommand("cat hello.txt && env && ls -a; cat " + home + "/login.json && echo RUNNER-LOGIN-VISIBLE; true"),
 		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "wrote hello.txt"}),
 		fakemodel.Text("Done."),
 	}
@@ -66,8 +69,8 @@ func checkAgentJob(t *testing.T, h *testkit.Hub, fake *fakemodel.FakeServer, src
 	if strings.Contains(res.Output, realKey) || strings.Contains(log, realKey) {
 		t.Fatal("the real key reached the sandbox or the log")
 	}
-	if strings.Contains(res.Output, "drv_") {
-		t.Fatal("a drover token is in the sandbox's environment")
+	if strings.Contains(res.Output, "drv_") || strings.Contains(res.Output, "RUNNER-LOGIN-VISIBLE") {
+		t.Fatalf("a drover token or the runner's login is visible in the sandbox:\n%s", res.Output)
 	}
 	for _, k := range fake.Keys() {
 		if k != realKey {
@@ -93,8 +96,9 @@ func TestRealAgentCLIsRunJobsOffline(t *testing.T) {
 	} {
 		t.Run(tc.cli, func(t *testing.T) {
 			t.Parallel()
-			fake := tc.fake(t, script(), fakemodel.RequireKey(realKey))
-			r := agentRunner(t, h, "r-"+tc.cli, tc.cli, [2]string{"main", fake.URL})
+			r := agentRunner(t, h, "r-"+tc.cli, tc.cli)
+			fake := tc.fake(t, script(r.Home), fakemodel.RequireKey(realKey))
+			addAccount(t, r, tc.cli, "main", fake.URL)
 			r.Start(tc.args...)
 			src := sourceCheckout(t)
 			v := runRepo(t, h, "--repo", src, "--agent", tc.cli, "--", "Write hello.txt, show it, and deliver.")
@@ -118,7 +122,8 @@ func TestClaudeAsksThenResumesItsSession(t *testing.T) {
 		fakemodel.Text("Done."),
 	}, fakemodel.RequireKey(realKey))
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "claude", [2]string{"main", fake.URL})
+	r := agentRunner(t, h, "r1", "claude")
+	addAccount(t, r, "claude", "main", fake.URL)
 	r.Start()
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Write a greeting; ask which one first.")
@@ -162,10 +167,12 @@ func TestClaudeAsksThenResumesItsSession(t *testing.T) {
 // out until its reset.
 func TestClaudeLimitedAccountSitsOutAndTheJobMoves(t *testing.T) {
 	t.Parallel()
-	limited := fakemodel.NewFakeAnthropic(t, script(), fakemodel.RequireKey(realKey), fakemodel.RateLimit(0, time.Now().Add(2*time.Hour)))
-	spare := fakemodel.NewFakeAnthropic(t, script(), fakemodel.RequireKey(realKey))
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "claude", [2]string{"first", limited.URL}, [2]string{"second", spare.URL})
+	r := agentRunner(t, h, "r1", "claude")
+	limited := fakemodel.NewFakeAnthropic(t, script(r.Home), fakemodel.RequireKey(realKey), fakemodel.RateLimit(0, time.Now().Add(2*time.Hour)))
+	spare := fakemodel.NewFakeAnthropic(t, script(r.Home), fakemodel.RequireKey(realKey))
+	addAccount(t, r, "claude", "first", limited.URL)
+	addAccount(t, r, "claude", "second", spare.URL)
 	r.Start()
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Write hello.txt, show it, and deliver.")

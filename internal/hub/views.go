@@ -133,11 +133,17 @@ func (h *Hub) jobViews(ctx context.Context, f store.JobFilter) ([]protocol.JobVi
 
 func (h *Hub) runnerView(r store.Runner, owner string) protocol.RunnerView {
 	h.mu.Lock()
-	_, connected := h.conns[r.ID]
+	c, connected := h.conns[r.ID]
 	running := len(h.active[r.ID])
+	var agents []string
+	var accounts []protocol.AccountInfo
+	if connected {
+		agents, accounts = c.agents, c.accounts
+	}
 	h.mu.Unlock()
 	return protocol.RunnerView{
 		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected, Revoked: r.RevokedAt != nil,
-		Slots: r.Slots, Labels: r.Labels, Running: running, LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(),
+		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: agents, Accounts: accounts,
+		LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(),
 	}
 }

@@ -203,8 +203,11 @@ type RunnerView struct {
 	Slots     int               `json:"slots"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	Running   int               `json:"running"`
-	LastSeen  *time.Time        `json:"last_seen,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
+	// Agents and Accounts as the connected runner last reported them.
+	Agents    []string      `json:"agents,omitempty"`
+	Accounts  []AccountInfo `json:"accounts,omitempty"`
+	LastSeen  *time.Time    `json:"last_seen,omitempty"`
+	CreatedAt time.Time     `json:"created_at"`
 }
 
 // RunnerList is the answer to GET /runners.

@@ -176,9 +176,12 @@ type remoteMCP struct {
 // base URL an OpenAI-compatible provider, whose key is only a placeholder.
 func Config(l agent.Launch) ([]byte, error) {
 	c := config{
-		Schema:     "https://opencode.ai/config.json",
-		Share:      "disabled",
-		Permission: map[string]string{"edit": "allow", "bash": "allow"},
+		Schema: "https://opencode.ai/config.json",
+		Share:  "disabled",
+		// Nobody can approve a prompt, and a refused one ends the run: the
+		// sandbox decides what the agent reaches (paths outside the worktree
+		// included).
+		Permission: map[string]string{"edit": "allow", "bash": "allow", "external_directory": "allow", "doom_loop": "allow", "webfetch": "allow"},
 	}
 	if l.BaseURL != "" {
 		if l.Model == "" {

@@ -79,7 +79,7 @@ func TestCommand(t *testing.T) {
 	}
 	want := map[string]any{
 		"$schema": "https://opencode.ai/config.json", "autoupdate": false, "share": "disabled",
-		"permission": map[string]any{"edit": "allow", "bash": "allow"},
+		"permission": map[string]any{"edit": "allow", "bash": "allow", "external_directory": "allow", "doom_loop": "allow", "webfetch": "allow"},
 		"model":      "drover/m1",
 		"provider": map[string]any{"drover": map[string]any{"npm": "@ai-sdk/openai-compatible",
 			"options": map[string]any{"baseURL": "http://127.0.0.1:9/v1", "apiKey": "{env:DROVER_OPENCODE_API_KEY}"},

@@ -104,6 +104,7 @@ func RateLimit(i int, reset time.Time) Option {
 
 // Request is one HTTP request the server received.
 type Request struct {
+	Time   time.Time // when it arrived
 	Method string
 	Path   string
 	Query  string
@@ -274,7 +275,7 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	rec := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(),
+	rec := Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(),
 		Body: body, Key: f.proto.key(r), Turn: -1}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
