@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,8 @@ type fakeHub struct {
 	actions   []string                        // "approve j-1", "restart j-1"
 	events    map[string][]protocol.EventView // job id → its history
 	onLog     func(id string)                 // called as a log is served
+	accts     []protocol.AccountView          // the caller's accounts, in order
+	moves     []protocol.MoveAccountRequest
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
@@ -41,6 +44,32 @@ func newFakeHub(t *testing.T) *fakeHub {
 	h := &fakeHub{token: "drv_u_admin", who: protocol.Whoami{Kind: "user", Name: "admin", Admin: true},
 		logs: map[string]string{}, events: map[string][]protocol.EventView{}}
 	mux := http.NewServeMux()
+	accountList := func() protocol.AccountList {
+		for i := range h.accts {
+			h.accts[i].Position = i + 1
+		}
+		return protocol.AccountList{Accounts: h.accts}
+	}
+	mux.HandleFunc("GET /api/v1/accounts", func(w http.ResponseWriter, r *http.Request) { reply(w, 200, accountList()) })
+	mux.HandleFunc("POST /api/v1/accounts/move", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.MoveAccountRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			fail(w, 400, protocol.ErrBadRequest, err.Error())
+			return
+		}
+		h.moves = append(h.moves, req)
+		i := slices.IndexFunc(h.accts, func(v protocol.AccountView) bool {
+			return v.Runner == req.Runner && (v.ID == req.ID || v.Label == req.ID)
+		})
+		if i < 0 {
+			fail(w, 404, protocol.ErrNotFound, "runner "+req.Runner+" has no account "+req.ID)
+			return
+		}
+		v := h.accts[i]
+		h.accts = slices.Delete(h.accts, i, i+1)
+		h.accts = slices.Insert(h.accts, min(req.Position, len(h.accts)+1)-1, v)
+		reply(w, 200, accountList())
+	})
 	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) { reply(w, 200, h.who) })
 	mux.HandleFunc("POST /api/v1/users", func(w http.ResponseWriter, r *http.Request) {
 		var req protocol.NewUserRequest

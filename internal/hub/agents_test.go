@@ -80,3 +80,36 @@ func TestBadAgentListsCloseTheConnection(t *testing.T) {
 		}
 	}
 }
+
+// The dispatcher offers a vendor agent's job on the runner holding the
+// owner's best-ranked ready account, and names that account in the offer.
+func TestDispatchPrefersTheOwnersAccountOrder(t *testing.T) {
+	th := startHub(t, Config{})
+	hello := func(id string) protocol.Hello {
+		return protocol.Hello{Slots: 1, Agents: []string{"exec", "claude"},
+			Accounts: []protocol.AccountInfo{{ID: id, Agent: "claude", Kind: "api-key", State: protocol.AccountReady}}}
+	}
+	sr1, _ := th.dial(th.registerRunner("r1"), hello("acct_a"))
+	sr2, _ := th.dial(th.registerRunner("r2"), hello("acct_b"))
+	var list protocol.AccountList
+	if code, e := th.call(th.admin, "POST", "/accounts/move", protocol.MoveAccountRequest{Runner: "r2", ID: "acct_b", Position: 1}, &list); code != http.StatusOK {
+		t.Fatalf("move: %d %v", code, e)
+	}
+	var v protocol.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"hi"}}, &v); code != http.StatusCreated {
+		t.Fatalf("submit: %d %v", code, e)
+	}
+	if o := sr2.offer(); o.Job != v.ID || o.Account != "acct_b" {
+		t.Fatalf("offer %+v, want job %s with the preferred account acct_b on r2", o, v.ID)
+	}
+	if f, err := sr1.tryRead(300 * time.Millisecond); err == nil && f.Type == protocol.TypeOffer {
+		t.Fatal("r1 got the job too")
+	}
+	// With r2 busy, the next job takes r1's account.
+	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"again"}}, &v); code != http.StatusCreated {
+		t.Fatalf("submit: %d %v", code, e)
+	}
+	if o := sr1.offer(); o.Job != v.ID || o.Account != "acct_a" {
+		t.Fatalf("offer %+v, want job %s with acct_a on r1", o, v.ID)
+	}
+}

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -39,9 +40,35 @@ func (h *Hub) dispatchLoop(ctx context.Context) {
 // candidate is a connected runner with free capacity, as seen at the start
 // of a pass.
 type candidate struct {
-	c      *conn
-	free   int
-	agents []string // c.agents when chosen
+	c        *conn
+	free     int
+	agents   []string               // c.agents when chosen
+	accounts []protocol.AccountInfo // c.accounts when chosen
+}
+
+// noRank is the rank of an account the store has not ranked (yet).
+const noRank = math.MaxInt64
+
+// bestAccount is cd's ready account of agent that its owner prefers, and
+// its rank; exec needs none.
+func (cd *candidate) bestAccount(agent string, ranks map[string]int64) (string, int64) {
+	if agent == "exec" {
+		return "", 0
+	}
+	best, rank := "", int64(noRank)
+	for _, a := range cd.accounts {
+		if a.Agent != agent || a.State != protocol.AccountReady {
+			continue
+		}
+		r, ok := ranks[store.AccountKey(cd.c.runnerID, a.ID)]
+		if !ok {
+			r = noRank - 1
+		}
+		if best == "" || r < rank {
+			best, rank = a.ID, r
+		}
+	}
+	return best, rank
 }
 
 func (h *Hub) candidates() ([]*candidate, time.Time) {
@@ -58,7 +85,7 @@ func (h *Hub) candidates() ([]*candidate, time.Time) {
 			continue
 		}
 		if free := c.slots - len(h.active[id]); free > 0 {
-			out = append(out, &candidate{c: c, free: free, agents: c.agents})
+			out = append(out, &candidate{c: c, free: free, agents: c.agents, accounts: c.accounts})
 		}
 	}
 	return out, retry
@@ -86,10 +113,16 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		// A job resuming an agent session prefers the runner that ran the
 		// asking attempt: it may still have that session and worktree.
 		prefer := map[string]string{} // job id → runner id
+		var ranks map[string]int64    // account preference, read only for vendor agents' jobs
 		if err := h.store.Read(ctx, func(tx store.Tx) error {
 			var err error
 			if queued, err = tx.QueuedJobs(dispatchBatch); err != nil {
 				return err
+			}
+			if slices.ContainsFunc(queued, func(j store.Job) bool { return j.Agent != "exec" }) {
+				if ranks, err = tx.AccountRanks(); err != nil {
+					return err
+				}
 			}
 			for _, j := range queued {
 				if j.ResumeAttempt == "" {
@@ -107,25 +140,29 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		}
 		offered := 0
 		for _, j := range queued {
-			best := -1
+			// The runner with the owner's most preferred ready account of
+			// the job's agent (exec: the most free slots); the runner that
+			// asked, for a resumed session.
+			best, account, bestRank := -1, "", int64(0)
 			for i, cd := range cands {
 				// A runner without the job's agent (not installed, or every
 				// account limited) is not offered it.
 				if cd.free <= 0 || !labelsMatch(j.Labels, cd.c.labels) || !slices.Contains(cd.agents, j.Agent) {
 					continue
 				}
+				acct, rank := cd.bestAccount(j.Agent, ranks)
 				if cd.c.runnerID == prefer[j.ID] {
-					best = i
+					best, account = i, acct
 					break
 				}
-				if best < 0 || cd.free > cands[best].free {
-					best = i
+				if best < 0 || rank < bestRank || (rank == bestRank && cd.free > cands[best].free) {
+					best, account, bestRank = i, acct, rank
 				}
 			}
 			if best < 0 {
 				continue
 			}
-			ok, err := h.offer(ctx, j.ID, cands[best].c)
+			ok, err := h.offer(ctx, j.ID, cands[best].c, account)
 			if err != nil {
 				return err
 			}
@@ -142,7 +179,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 
 // offer creates a new attempt of a queued job for a runner under a new
 // epoch and sends it. It reports false when the job was no longer queued.
-func (h *Hub) offer(ctx context.Context, jobID string, c *conn) (bool, error) {
+func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) (bool, error) {
 	var frame protocol.Frame
 	var att store.Attempt
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -169,7 +206,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn) (bool, error) {
 		if err := h.event(tx, j.ID, "offered", "", "attempt %d offered to %s", att.Epoch, c.name); err != nil {
 			return err
 		}
-		frame, err = h.offerFrame(tx, c, att, j)
+		frame, err = h.offerFrame(tx, c, att, j, account)
 		return err
 	})
 	if errors.Is(err, errNotQueued) {

@@ -291,13 +291,23 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 		h.mu.Lock()
 		grew := st.Slots > c.slots || c.cooldownUntil.After(h.now())
 		c.slots, c.cooldownUntil = st.Slots, time.Time{}
+		changed := false
 		if st.Agents != nil {
 			for _, a := range st.Agents {
 				grew = grew || !slices.Contains(c.agents, a) // an account came back from its limit
 			}
+			changed = !slices.Equal(c.accounts, st.Accounts)
 			c.agents, c.accounts = st.Agents, st.Accounts
 		}
 		h.mu.Unlock()
+		if changed {
+			now := h.now()
+			if err := h.store.Write(ctx, func(tx store.Tx) error {
+				return tx.SyncRunnerAccounts(c.runnerID, storeAccounts(st.Accounts), now)
+			}); err != nil {
+				h.log.Error("record runner accounts", "runner", c.name, "err", err)
+			}
+		}
 		if grew {
 			h.kick()
 		}

@@ -197,6 +197,8 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("GET "+p+"/runners", h.handler(u, h.apiRunners))
 	mux.Handle("POST "+p+"/runners/approve", h.handler(u, h.apiApprove))
 	mux.Handle("POST "+p+"/runners/{name}/revoke", h.handler(u, h.apiRevoke))
+	mux.Handle("GET "+p+"/accounts", h.handler(u, h.apiAccounts))
+	mux.Handle("POST "+p+"/accounts/move", h.handler(u, h.apiMoveAccount))
 	mux.Handle("GET "+p+"/runner/login", h.handler(rn, h.apiRunnerLogin))
 	mux.Handle("GET "+p+"/runner/connect", h.handler(rn, h.serveRunner))
 	mux.Handle("POST "+p+"/runner/publish", h.handler(rn, h.apiPublish))

@@ -34,6 +34,9 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		if err := tx.UpdateRunner(rn); err != nil {
 			return err
 		}
+		if err := tx.SyncRunnerAccounts(c.runnerID, storeAccounts(hello.Accounts), now); err != nil {
+			return err
+		}
 		if err := tx.ExtendLeases(c.runnerID, now.Add(h.cfg.Lease)); err != nil {
 			return err
 		}
@@ -71,7 +74,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 			case job.AttemptOffered:
 				// The offer may have been lost with the old connection.
 				keep = append(keep, a.ID)
-				f, err := h.offerFrame(tx, c, a, j)
+				f, err := h.offerFrame(tx, c, a, j, "") // the runner picks the account
 				if err != nil {
 					return err
 				}
@@ -175,8 +178,23 @@ func (h *Hub) loseAttempt(tx store.Tx, a store.Attempt, j store.Job, reason job.
 	return h.event(tx, j.ID, "unknown", actor, "attempt %d outcome unknown (%s); run `drover retry %s` to run it again", a.Epoch, reason, j.ID)
 }
 
-// offerFrame builds the offer for an attempt to c's runner.
-func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job) (protocol.Frame, error) {
+// storeAccounts is what the store keeps of a runner's reported accounts.
+func storeAccounts(in []protocol.AccountInfo) []store.Account {
+	out := make([]store.Account, 0, len(in))
+	for _, a := range in {
+		sa := store.Account{ID: a.ID, Agent: a.Agent, Label: a.Label, Kind: a.Kind, State: a.State}
+		if !a.LimitedUntil.IsZero() {
+			t := a.LimitedUntil.UTC()
+			sa.LimitedUntil = &t
+		}
+		out = append(out, sa)
+	}
+	return out
+}
+
+// offerFrame builds the offer for an attempt to c's runner; account is the
+// account the dispatcher chose ("" for none: the runner picks).
+func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, account string) (protocol.Frame, error) {
 	u, err := tx.User(j.RequesterID)
 	if err != nil {
 		return protocol.Frame{}, err
@@ -193,5 +211,6 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job) (pr
 	return protocol.NewFrame(protocol.TypeOffer, "", protocol.Offer{
 		AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch},
 		Spec:       spec,
+		Account:    account,
 	})
 }

@@ -219,3 +219,33 @@ type RunnerList struct {
 type ErrorBody struct {
 	Error Error `json:"error"`
 }
+
+// AccountView is an agent account a runner reported, as its owner sees it:
+// Position is its place (1 is the best) in the owner's preference order
+// across all their runners, which the dispatcher follows.
+type AccountView struct {
+	Position     int        `json:"position"`
+	Runner       string     `json:"runner"` // the runner's name
+	ID           string     `json:"id"`
+	Agent        string     `json:"agent"`
+	Label        string     `json:"label,omitempty"`
+	Kind         string     `json:"kind"`  // login or api-key
+	State        string     `json:"state"` // ready or limited
+	LimitedUntil *time.Time `json:"limited_until,omitempty"`
+	Connected    bool       `json:"connected"` // whether its runner is connected now
+}
+
+// AccountList is the answer to GET /accounts and POST /accounts/move: the
+// caller's accounts, best first.
+type AccountList struct {
+	Accounts []AccountView `json:"accounts"`
+}
+
+// MoveAccountRequest puts one of the caller's accounts at Position (1 is
+// the best; past the end means last). ID is the account's id or its label
+// when that is unique among the runner's accounts.
+type MoveAccountRequest struct {
+	Runner   string `json:"runner"`
+	ID       string `json:"id"`
+	Position int    `json:"position"`
+}

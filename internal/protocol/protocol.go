@@ -274,6 +274,10 @@ type PublishResult struct {
 type Offer struct {
 	AttemptRef
 	Spec JobSpec `json:"spec"`
+	// Account is the account the hub chose by its owner's preference
+	// order (a vendor agent's job); the runner uses it unless it is no
+	// longer ready or the attempt resumes a session in another.
+	Account string `json:"account,omitempty"`
 }
 
 // CancelOrder asks the runner to stop an attempt and finish it as cancelled.

@@ -203,6 +203,13 @@ func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, 
 			}
 		}
 	}
+	if a.account != "" {
+		// The hub's choice, by the owner's preference order, while it is
+		// still ready.
+		if acct, err := r.accts.Get(a.account); err == nil && acct.Agent == c.Name() && !acct.Limited(now) {
+			return acct, "", nil
+		}
+	}
 	acct, err := r.accts.Pick(c.Name(), now)
 	return acct, "", err
 }

@@ -44,6 +44,8 @@ type attempt struct {
 	tools  *attemptTools     // set by launch for a job with tools
 	// session is the agent's session id (set by launch), for a later resume.
 	session string
+	// account is the account the hub chose for a vendor agent ("": any).
+	account string
 
 	// under Runner.mu
 	phase     string

@@ -31,7 +31,9 @@ func (r *Runner) handleOffer(f protocol.Frame) {
 		reason = "no free slot"
 	}
 	if reason == "" {
-		r.holdLocked(newAttempt(o.AttemptRef, o.Spec, protocol.PhaseOffered), r.runOffered)
+		a := newAttempt(o.AttemptRef, o.Spec, protocol.PhaseOffered)
+		a.account = o.Account
+		r.holdLocked(a, r.runOffered)
 		r.mu.Unlock()
 		return
 	}

@@ -46,6 +46,22 @@ type Tx interface {
 	RunnerByName(name string) (Runner, error)
 	Runners() ([]Runner, error)
 
+	// Agent accounts runners report, in their owner's preference order.
+	//
+	// SyncRunnerAccounts makes accts (RunnerID, OwnerID and Rank ignored)
+	// the runner's accounts: new ones rank after every account of the
+	// runner's owner, kept ones keep their rank, missing ones are deleted.
+	SyncRunnerAccounts(runnerID string, accts []Account, now time.Time) error
+	// AccountsOfOwner lists an owner's accounts across their runners, best
+	// rank first.
+	AccountsOfOwner(ownerID string) ([]Account, error)
+	// AccountRanks maps AccountKey(runner, id) of every account to its rank.
+	AccountRanks() (map[string]int64, error)
+	// MoveAccount puts the owner's account (runner, id) at 1-based position
+	// among the owner's accounts (clamped), renumbering the others;
+	// ErrNotFound when the owner has no such account.
+	MoveAccount(ownerID, runnerID, id string, position int) error
+
 	// Jobs.
 	InsertJob(j Job) error
 	UpdateJob(j Job) error
@@ -131,6 +147,24 @@ type Token struct {
 	CreatedAt time.Time
 	RevokedAt *time.Time
 }
+
+// Account is an agent account a runner reported (never a secret). Its id
+// is the runner's; the same id on two runners is two accounts.
+type Account struct {
+	RunnerID     string
+	ID           string
+	OwnerID      string // the runner's owner, who orders the accounts
+	Agent        string
+	Label        string
+	Kind         string
+	State        string
+	LimitedUntil *time.Time
+	Rank         int64 // lower is preferred
+	UpdatedAt    time.Time
+}
+
+// AccountKey keys an account in AccountRanks.
+func AccountKey(runnerID, id string) string { return runnerID + "/" + id }
 
 // Runner is a machine that runs jobs.
 type Runner struct {

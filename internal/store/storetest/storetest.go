@@ -46,6 +46,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ContextFiles", testContextFiles},
 		{"Questions", testQuestions},
 		{"OpenQuestions", testOpenQuestions},
+		{"Accounts", testAccounts},
+		{"AccountMoves", testAccountMoves},
 		{"WriteErrorRollsBack", testWriteErrorRollsBack},
 		{"CancelledContext", testCancelledContext},
 		{"ReadDuringWrite", testReadDuringWrite},

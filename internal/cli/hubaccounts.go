@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"drover/internal/client"
+	"drover/internal/protocol"
+)
+
+// accountsCmd shows and orders the caller's agent accounts as the hub knows
+// them, across all their runners. (`drover runner account` manages the
+// accounts of the runner on this machine.)
+func (a *app) accountsCmd() *cobra.Command {
+	list := func(ctx context.Context, c *client.Client, _ []string) (protocol.AccountList, error) {
+		return c.Accounts(ctx)
+	}
+	text := func(w io.Writer, l protocol.AccountList) error { return printAccounts(w, l.Accounts) }
+	const long = `List your agent accounts across all your runners, in your order of
+preference: a job of a vendor agent (claude, codex, opencode, gemini) that
+runs on one of your runners gets your best account there that is ready.
+Runners report their accounts when they connect and when they change (add
+them with 'drover runner account add' on the runner's machine).`
+	cmd := answerCmd(a, &cobra.Command{
+		Use:   "accounts [--json]",
+		Short: "List your agent accounts in order of preference (same as 'accounts list')",
+		Long:  long,
+		Args:  noArgs,
+	}, list, text)
+	cmd.AddCommand(answerCmd(a, &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List your agent accounts in order of preference",
+		Long:  long,
+		Args:  noArgs,
+	}, list, text), answerCmd(a, &cobra.Command{
+		Use:   "move RUNNER ACCOUNT POSITION [--json]",
+		Short: "Put an account at a position in your order (1 is the best)",
+		Long: `Put an account at a position in your order of preference and print the
+new order. ACCOUNT is the account's id, or its label when that is unique
+among the runner's accounts. 1 is the best position; a position past the
+end puts the account last.`,
+		Args: moveAccountArgs,
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.AccountList, error) {
+		pos, _ := strconv.Atoi(args[2]) // checked by moveAccountArgs
+		return c.MoveAccount(ctx, protocol.MoveAccountRequest{Runner: args[0], ID: args[1], Position: pos})
+	}, text))
+	return cmd
+}
+
+func moveAccountArgs(cmd *cobra.Command, args []string) error {
+	if err := exactArgs("RUNNER", "ACCOUNT", "POSITION")(cmd, args); err != nil {
+		return err
+	}
+	if err := checkName("runner", args[0]); err != nil {
+		return err
+	}
+	if args[1] == "" {
+		return usagef("an account id or label is required")
+	}
+	if pos, err := strconv.Atoi(args[2]); err != nil || pos < 1 {
+		return usagef("position %q: want a whole number from 1 (the best)", args[2])
+	}
+	return nil
+}
+
+func printAccounts(w io.Writer, vs []protocol.AccountView) error {
+	if len(vs) == 0 {
+		_, err := fmt.Fprintln(w, "No accounts: add one with 'drover runner account add' on a runner's machine.")
+		return err
+	}
+	t := newTable(w)
+	fmt.Fprintln(t, "POSITION\tRUNNER\tACCOUNT\tAGENT\tKIND\tSTATE\tCONNECTED")
+	for _, v := range vs {
+		name := v.Label
+		if name == "" {
+			name = v.ID
+		}
+		connected := "no"
+		if v.Connected {
+			connected = "yes"
+		}
+		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Position, v.Runner, name, v.Agent, dash(v.Kind),
+			hubAccountState(v), connected)
+	}
+	return t.Flush()
+}
+
+// hubAccountState is "ready" or "limited until T" (local time).
+func hubAccountState(v protocol.AccountView) string {
+	if v.State == protocol.AccountLimited && v.LimitedUntil != nil {
+		return "limited until " + v.LimitedUntil.Local().Format("2006-01-02 15:04:05")
+	}
+	return dash(v.State)
+}

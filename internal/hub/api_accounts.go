@@ -1,0 +1,132 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// apiAccounts lists the caller's accounts across their runners, in the
+// order the dispatcher prefers them.
+func (h *Hub) apiAccounts(w http.ResponseWriter, r *http.Request, p principal) error {
+	var out protocol.AccountList
+	connected := h.connectedRunners()
+	err := h.store.Read(r.Context(), func(tx store.Tx) (err error) {
+		out, err = accountList(tx, p.userID, connected)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("list accounts of %s: %w", p.name, err)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// apiMoveAccount moves one of the caller's accounts to a position in their
+// order and answers with the new order.
+func (h *Hub) apiMoveAccount(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req protocol.MoveAccountRequest
+	if err := decodeBody(r, w, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.Runner == "":
+		return badRequest("name the runner of the account to move")
+	case req.ID == "":
+		return badRequest("name the account to move by its id or label")
+	case req.Position < 1:
+		return badRequest("position %d: positions start at 1", req.Position)
+	}
+	var out protocol.AccountList
+	var moved string
+	connected := h.connectedRunners()
+	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+		rn, err := tx.RunnerByName(req.Runner)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && rn.OwnerID != p.userID) {
+			return notFound("you have no runner named %q", req.Runner)
+		}
+		if err != nil {
+			return err
+		}
+		accts, err := tx.AccountsOfOwner(p.userID)
+		if err != nil {
+			return err
+		}
+		moved, err = pickAccount(accts, rn, req.ID)
+		if err != nil {
+			return err
+		}
+		if err := tx.MoveAccount(p.userID, rn.ID, moved, req.Position); err != nil {
+			return err
+		}
+		out, err = accountList(tx, p.userID, connected)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("move account %s of runner %s: %w", req.ID, req.Runner, err)
+	}
+	// Queued jobs may now go to another account first.
+	h.kick()
+	h.log.Info("account moved", "runner", req.Runner, "account", moved, "position", req.Position, "by", p.name)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// pickAccount finds the id of the runner's account named by ref: its id, or
+// else its label if exactly one of the runner's accounts has it.
+func pickAccount(accts []store.Account, rn store.Runner, ref string) (string, error) {
+	var byLabel []string
+	for _, a := range accts {
+		if a.RunnerID != rn.ID {
+			continue
+		}
+		if a.ID == ref {
+			return a.ID, nil
+		}
+		if a.Label == ref {
+			byLabel = append(byLabel, a.ID)
+		}
+	}
+	switch len(byLabel) {
+	case 0:
+		return "", notFound("runner %q has no account with id or label %q", rn.Name, ref)
+	case 1:
+		return byLabel[0], nil
+	}
+	return "", badRequest("runner %q has %d accounts labelled %q (%s): name one by its id",
+		rn.Name, len(byLabel), ref, strings.Join(byLabel, ", "))
+}
+
+// connectedRunners is the set of ids of the runners connected now, taken
+// before a transaction so that h.mu is never held inside one.
+func (h *Hub) connectedRunners() map[string]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]bool, len(h.conns))
+	for id := range h.conns {
+		out[id] = true
+	}
+	return out
+}
+
+// accountList is the owner's accounts, best first, with their runners'
+// names and whether those are connected (by connectedRunners).
+func accountList(tx store.Tx, ownerID string, connected map[string]bool) (protocol.AccountList, error) {
+	accts, err := tx.AccountsOfOwner(ownerID)
+	if err != nil {
+		return protocol.AccountList{}, err
+	}
+	n := newNamer(tx)
+	out := protocol.AccountList{Accounts: make([]protocol.AccountView, 0, len(accts))}
+	for i, a := range accts {
+		out.Accounts = append(out.Accounts, protocol.AccountView{
+			Position: i + 1, Runner: n.runner(a.RunnerID), ID: a.ID, Agent: a.Agent, Label: a.Label,
+			Kind: a.Kind, State: a.State, LimitedUntil: utcPtr(a.LimitedUntil), Connected: connected[a.RunnerID],
+		})
+	}
+	return out, nil
+}
