@@ -167,7 +167,9 @@ func (r *Runner) runCLI(a *attempt, c cliAgent, sp *spool, dir string, env []str
 		fmt.Fprintf(sp, "drover: %s used %d input and %d output tokens (cache: %d read, %d written), $%.4f\n",
 			c.Name(), u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.CostUSD)
 	}
-	if l := res.Limit; l != nil && res.Reason != job.ReasonCancelled {
+	// A limit counts when it ended the run: a CLI that got through anyway
+	// (a warning, a retry that worked) finished its job.
+	if l := res.Limit; l != nil && res.Reason == job.ReasonExited && res.ExitCode != 0 {
 		if err := r.accts.SetLimited(acct.ID, l.ResetsAt, l.Message); err != nil {
 			r.log.Error("record account limit", "account", acct.ID, "err", err)
 		}

@@ -149,6 +149,11 @@ func (r *Runner) stopTools(a *attempt, at *attemptTools) tools.Status {
 // either fails (after its work is published, by settleWorkspace). A
 // cancelled, released or timed-out attempt keeps its outcome.
 func toolsOutcome(o job.Outcome, st tools.Status) job.Outcome {
+	if o.Reason == job.ReasonLimited && (st == tools.Waiting || st == tools.Delivered) {
+		// The agent asked or delivered before the limit: that stands, and
+		// releasing the job would run it again.
+		o.State, o.Reason = job.AttemptFailed, job.ReasonExited
+	}
 	switch {
 	case st == tools.Waiting && o.State != job.AttemptCancelled:
 		// The question stands even if the agent failed after asking.

@@ -186,6 +186,10 @@ func TestToolsOutcome(t *testing.T) {
 		{"timeout", job.Outcome{State: job.AttemptFailed, Reason: job.ReasonTimeout}, "working", job.AttemptFailed, job.ReasonTimeout},
 		{"cancelled after ask", job.Outcome{State: job.AttemptCancelled, Reason: job.ReasonCancelled}, "waiting", job.AttemptCancelled, job.ReasonCancelled},
 		{"released", job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown}, "working", job.AttemptReleased, job.ReasonRunnerShutdown},
+		{"limited", job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: one}, "working", job.AttemptReleased, job.ReasonLimited},
+		// Requeueing a delivered job would run it twice.
+		{"limited after deliver", job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: one}, "delivered", job.AttemptFailed, job.ReasonExited},
+		{"limited after ask", job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: one}, "waiting", job.AttemptAsked, ""},
 	} {
 		got := toolsOutcome(c.in, tools.Status(c.st))
 		if got.State != c.state || got.Reason != c.why {
