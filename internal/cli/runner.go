@@ -16,6 +16,7 @@ import (
 	"drover/internal/client"
 	"drover/internal/protocol"
 	"drover/internal/runner"
+	"drover/internal/workspace"
 )
 
 func (a *app) runnerCmd() *cobra.Command {
@@ -56,7 +57,8 @@ model per agent (a custom endpoint for opencode needs one).`,
 				return err
 			}
 			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(),
-				AgentPath: a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{}}
+				AgentPath: a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{},
+				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
 			for _, ad := range runner.Adapters() {
 				if v := a.env.Getenv(ad.Endpoint.UpstreamEnv); v != "" {
 					cfg.AgentEnv[ad.Endpoint.UpstreamEnv] = v

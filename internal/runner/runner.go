@@ -48,6 +48,9 @@ type Config struct {
 	AgentEnv map[string]string
 	// AgentModels overrides the model per agent name.
 	AgentModels map[string]string
+	// RemoteGitEnv lets fetches from a project's mapped remote use the
+	// runner user's own git credentials (workspace.OwnCredentialEnv).
+	RemoteGitEnv []string
 }
 
 const (
@@ -206,7 +209,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the runner's accounts: %w", err)
 	}
-	ws, err := newWorkspaces(home, cfg.Logger.With("runner", login.Name))
+	ws, err := newWorkspaces(home, cfg.RemoteGitEnv, cfg.Logger.With("runner", login.Name))
 	if err != nil {
 		return nil, err
 	}

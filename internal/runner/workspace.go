@@ -78,8 +78,8 @@ func (w *workspaces) hold(ctx context.Context, job string) (func(), error) {
 	}
 }
 
-func newWorkspaces(home string, log *slog.Logger) (*workspaces, error) {
-	c, err := workspace.NewCache(workspace.CacheConfig{Home: home, Logger: log})
+func newWorkspaces(home string, remoteEnv []string, log *slog.Logger) (*workspaces, error) {
+	c, err := workspace.NewCache(workspace.CacheConfig{Home: home, Logger: log, RemoteEnv: remoteEnv})
 	if err != nil {
 		return nil, err
 	}

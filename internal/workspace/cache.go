@@ -30,8 +30,10 @@ type Cache struct {
 	home     string
 	log      *slog.Logger
 	poolSize int
-	locks    locker
-	now      func() time.Time
+	// remoteEnv is the runner user's git credentials, for mapped remotes.
+	remoteEnv []string
+	locks     locker
+	now       func() time.Time
 	// pause, tests only, runs inside critical sections to widen the races
 	// the locks close.
 	pause func()
@@ -43,6 +45,10 @@ type CacheConfig struct {
 	Git      Git
 	Logger   *slog.Logger
 	PoolSize int // finished worktrees kept per repository: 0 means DefaultPoolSize, negative none
+	// RemoteEnv is what a fetch from a mapped remote gets to use the runner
+	// user's own git credentials (see OwnCredentialEnv); fetches from the
+	// hub never get it.
+	RemoteEnv []string
 }
 
 // NewCache makes the cache's folders.
@@ -67,7 +73,7 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Cache{git: cfg.Git, home: home, log: log, poolSize: pool, now: time.Now, pause: func() {}}, nil
+	return &Cache{git: cfg.Git, home: home, log: log, poolSize: pool, remoteEnv: cfg.RemoteEnv, now: time.Now, pause: func() {}}, nil
 }
 
 // Source says where a job's commits come from.
@@ -75,17 +81,36 @@ type Source struct {
 	Project string
 	URL     string // the hub's {hub}/git/{project}, or the project's mapped remote
 	// Token authenticates to the hub (runner token). Empty for a mapped
-	// remote, which is fetched without drover's credentials.
-	Token string
+	// remote, which is fetched with the runner user's own credentials.
+	Token  string
+	Remote bool
 }
 
 // SourceOf is the source of a job's repository; token is the runner's.
 func SourceOf(spec *protocol.RepoSpec, token string) Source {
-	s := Source{Project: spec.Project, URL: spec.URL}
+	s := Source{Project: spec.Project, URL: spec.URL, Remote: spec.Remote}
 	if !spec.Remote {
 		s.Token = token
 	}
 	return s
+}
+
+// OwnCredentialEnv is the part of the runner user's environment through
+// which git finds their credentials for a mapped remote: the home with its
+// global config (credential helpers, url rewrites, ~/.ssh, ~/.netrc), the
+// ssh agent, an operator's ssh command and proxies. Nothing of it reaches
+// a job.
+func OwnCredentialEnv(getenv func(string) string) []string {
+	var env []string
+	if home := getenv("HOME"); home != "" {
+		env = append(env, "HOME="+home, "GIT_CONFIG_GLOBAL="+filepath.Join(home, ".gitconfig"))
+	}
+	for _, name := range []string{"SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"} {
+		if v := getenv(name); v != "" {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
 }
 
 // repo is the on-disk layout of one project's clone and worktrees.
@@ -253,7 +278,11 @@ func (c *Cache) ensureCommit(ctx context.Context, r repo, src Source, commit str
 	}
 	start := c.now()
 	args := []string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", src.URL, commit}
-	if _, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: args, Env: headerEnv(src.Token)}); err != nil {
+	cmd := Cmd{Dir: r.dir, Args: args, Env: headerEnv(src.Token)}
+	if src.Remote {
+		cmd.Env, cmd.OwnCredentials = c.remoteEnv, true
+	}
+	if _, err := c.git.Run(ctx, cmd); err != nil {
 		return fmt.Errorf("fetch %s from %s: %w", commit, src.URL, err)
 	}
 	if !c.hasCommit(ctx, r, commit) {

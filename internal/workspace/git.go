@@ -59,6 +59,10 @@ type Cmd struct {
 	Env    []string  // extra environment for this call
 	Stdin  io.Reader // nil for none
 	Stdout io.Writer // nil: captured and returned
+	// OwnCredentials keeps the credential helpers and askpass program of
+	// the user's own config (a fetch from a mapped remote, with Env giving
+	// the user's home); every other call has them switched off.
+	OwnCredentials bool
 }
 
 // env builds the environment of a git call: a fixed minimal base, never
@@ -89,6 +93,9 @@ func (g Git) Run(ctx context.Context, c Cmd) ([]byte, error) {
 	}
 	args := make([]string, 0, 2*len(safetyConfig)+len(c.Args))
 	for _, kv := range safetyConfig {
+		if c.OwnCredentials && (kv == "credential.helper=" || kv == "core.askPass=") {
+			continue
+		}
 		args = append(args, "-c", kv)
 	}
 	args = append(args, c.Args...)
