@@ -71,6 +71,19 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	if err := t.Flush(); err != nil {
 		return err
 	}
+	var total protocol.Usage
+	for _, a := range j.Attempts {
+		if u := a.Usage; u != nil {
+			fmt.Fprintf(w, "attempt %d used %d input and %d output tokens (cache %d read, %d written), $%.4f\n",
+				a.Number, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.CostUSD)
+			total.InputTokens += u.InputTokens
+			total.OutputTokens += u.OutputTokens
+			total.CostUSD += u.CostUSD
+		}
+	}
+	if total != (protocol.Usage{}) {
+		fmt.Fprintf(w, "in all: %d input and %d output tokens, $%.4f\n", total.InputTokens, total.OutputTokens, total.CostUSD)
+	}
 	for _, q := range j.Questions {
 		fmt.Fprintln(w)
 		printQuestion(w, q, now)

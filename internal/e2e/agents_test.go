@@ -59,6 +59,9 @@ func checkAgentJob(t *testing.T, h *testkit.Hub, fake *fakemodel.FakeServer, src
 	if v.State != job.Completed {
 		t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", id, v.State, v.Reason, log, fake.Dump())
 	}
+	if u := v.Attempts[len(v.Attempts)-1].Usage; u == nil || u.InputTokens == 0 || u.OutputTokens == 0 {
+		t.Fatalf("the attempt recorded no usage: %+v", u)
+	}
 	if got := fetched(t, h, src, id, "hello.txt"); got["hello.txt"] != "hello from the agent" {
 		t.Fatalf("published hello.txt = %q", got["hello.txt"])
 	}

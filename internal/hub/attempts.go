@@ -291,6 +291,13 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 		if fin.Session != "" {
 			a.Session = fin.Session
 		}
+		if fin.Usage != nil {
+			b, err := json.Marshal(fin.Usage)
+			if err != nil {
+				return nil, err
+			}
+			a.Usage = string(b)
+		}
 		return struct{}{}, h.applyFinish(tx, c.name, &a, &j, fin.Outcome, digest)
 	})
 	if err != nil {

@@ -373,6 +373,11 @@ func (h *Hub) applyRequest(ctx context.Context, c *conn, f protocol.Frame) (json
 		if len(m.Session) > protocol.MaxSession {
 			return nil, argError("finish", &protocol.LimitError{What: "session", Size: len(m.Session), Limit: protocol.MaxSession})
 		}
+		if m.Usage != nil {
+			if err := m.Usage.Check(); err != nil {
+				return nil, badRequest("%v", err)
+			}
+		}
 		return h.finish(ctx, c, f.ID, m)
 	case protocol.TypeAsk:
 		var m protocol.Ask

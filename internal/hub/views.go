@@ -77,6 +77,12 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 		if a.Summary != "" {
 			v.Summary = a.Summary
 		}
+		if a.Usage != "" {
+			var u protocol.Usage
+			if json.Unmarshal([]byte(a.Usage), &u) == nil {
+				av.Usage = &u
+			}
+		}
 		if a.Isolation != "" {
 			var iso protocol.Isolation
 			if json.Unmarshal([]byte(a.Isolation), &iso) == nil {

@@ -142,6 +142,7 @@ type AttemptView struct {
 	LogSize    int64            `json:"log_size"`
 	LogSHA256  string           `json:"log_sha256,omitempty"`
 	Isolation  *Isolation       `json:"isolation,omitempty"`
+	Usage      *Usage           `json:"usage,omitempty"`   // what the agent reported it consumed
 	Session    string           `json:"session,omitempty"` // the agent's session id, as the runner reported it
 	Summary    string           `json:"summary,omitempty"` // what the agent delivered
 }

@@ -330,6 +330,26 @@ type Finish struct {
 	// Session is the agent's session id, kept with the attempt so that a
 	// later attempt can resume the conversation (ResumeSpec.Session).
 	Session string `json:"session,omitempty"`
+	// Usage is what a vendor agent reported it consumed.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what an attempt's agent consumed, as its CLI reported it (CLIs
+// that report no cost leave CostUSD zero).
+type Usage struct {
+	InputTokens      int64   `json:"input_tokens"`
+	OutputTokens     int64   `json:"output_tokens"`
+	CacheReadTokens  int64   `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64   `json:"cache_write_tokens,omitempty"`
+	CostUSD          float64 `json:"cost_usd,omitempty"`
+}
+
+// Check bounds a reported usage.
+func (u Usage) Check() error {
+	if u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 || u.CostUSD < 0 || u.CostUSD > 1e9 {
+		return fmt.Errorf("usage out of bounds: %+v", u)
+	}
+	return nil
 }
 
 // Isolation describes the isolation a boundary applied. Values are short

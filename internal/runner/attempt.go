@@ -46,6 +46,8 @@ type attempt struct {
 	session string
 	// account is the account the hub chose for a vendor agent ("": any).
 	account string
+	// usage is what a vendor agent reported it consumed (set by launch).
+	usage *protocol.Usage
 
 	// under Runner.mu
 	phase     string
@@ -206,6 +208,10 @@ func (r *Runner) launch(a *attempt) error {
 	if out.State == "" {
 		res, runErr := r.runAgent(a, sp, dir)
 		a.session = clip(res.Session, protocol.MaxSession)
+		if u := res.Usage; u != (agent.Usage{}) {
+			a.usage = &protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+				CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, CostUSD: u.CostUSD}
+		}
 		out = outcomeOf(res, runErr, context.Cause(a.ctx))
 		if a.tools != nil {
 			// Stopped before the publication below: no tool call races it.
@@ -347,7 +353,7 @@ var emptySHA256 = func() string { s := sha256.Sum256(nil); return hex.EncodeToSt
 // rather than guessing. sp may be nil when nothing was launched.
 func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc *receipt) error {
 	if rc == nil {
-		rc = &receipt{Job: a.ref.Job, Attempt: a.ref.Attempt, Epoch: a.ref.Epoch, Outcome: out, LogSHA256: emptySHA256, Session: a.session}
+		rc = &receipt{Job: a.ref.Job, Attempt: a.ref.Attempt, Epoch: a.ref.Epoch, Outcome: out, LogSHA256: emptySHA256, Session: a.session, Usage: a.usage}
 		if sp != nil {
 			size, sum, err := sp.digest()
 			if err != nil {
@@ -366,7 +372,7 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 	r.setPhase(a, protocol.PhaseFinishing)
 	for tries := 1; ; tries++ {
 		rep, err := r.call(a, protocol.TypeFinish, protocol.Finish{AttemptRef: a.ref, Outcome: rc.Outcome,
-			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256, Isolation: rc.Isolation, Session: rc.Session})
+			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256, Isolation: rc.Isolation, Session: rc.Session, Usage: rc.Usage})
 		if err != nil {
 			return err
 		}

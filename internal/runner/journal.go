@@ -59,6 +59,8 @@ type receipt struct {
 	// Isolation is what the boundary applied when the agent ran (nil when
 	// nothing was launched, or the runner that launched it is gone).
 	Isolation *protocol.Isolation `json:"isolation,omitempty"`
+	// Usage is what a vendor agent reported it consumed.
+	Usage *protocol.Usage `json:"usage,omitempty"`
 	// Session is the agent's session id, reported for a later resume.
 	Session string `json:"session,omitempty"`
 }

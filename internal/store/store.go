@@ -245,6 +245,7 @@ type Attempt struct {
 	LogSize    int64
 	LogSHA256  string // set at finish
 	Isolation  string // JSON: what the runner's execution boundary applied (set at finish)
+	Usage      string // JSON: tokens and cost the agent reported (set at finish; "" for none)
 	Session    string // the agent's session id (set at finish)
 	Summary    string // what the agent delivered ("" when it did not)
 }

@@ -166,18 +166,18 @@ func (t *tx) QueuedJobs(limit int) ([]store.Job, error) {
 var attempts = newTable("attempts",
 	"id", "job_id", "epoch", "runner_id", "state", "reason", "exit_code", "message",
 	"offered_at", "accepted_at", "finished_at", "lease_until", "log_size", "log_sha256", "isolation",
-	"session", "summary")
+	"session", "summary", "usage")
 
 func attemptArgs(a store.Attempt) []any {
 	return []any{a.ID, a.JobID, a.Epoch, a.RunnerID, a.State, a.Reason, optInt(a.ExitCode), a.Message,
 		millis(a.OfferedAt), optMillis(a.AcceptedAt), optMillis(a.FinishedAt), millis(a.LeaseUntil),
-		a.LogSize, a.LogSHA256, a.Isolation, a.Session, a.Summary}
+		a.LogSize, a.LogSHA256, a.Isolation, a.Session, a.Summary, a.Usage}
 }
 
 func scanAttempt(s scanner) (a store.Attempt, err error) {
 	err = s.Scan(&a.ID, &a.JobID, &a.Epoch, &a.RunnerID, &a.State, &a.Reason, optIntCol{&a.ExitCode}, &a.Message,
 		timeCol{&a.OfferedAt}, optTimeCol{&a.AcceptedAt}, optTimeCol{&a.FinishedAt}, timeCol{&a.LeaseUntil},
-		&a.LogSize, &a.LogSHA256, &a.Isolation, &a.Session, &a.Summary)
+		&a.LogSize, &a.LogSHA256, &a.Isolation, &a.Session, &a.Summary, &a.Usage)
 	return a, err
 }
 
