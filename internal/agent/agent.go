@@ -57,6 +57,9 @@ type Extra struct {
 	ReadWrite []sandbox.Mount
 	Env       []string // variable names the CLI's environment holds
 	Network   sandbox.Network
+	// Evidence receives the egress proxy's events as JSON lines (see
+	// sandbox.Policy.Evidence); nil: readable lines in the output.
+	Evidence io.Writer
 }
 
 // Account is the account an attempt runs under. Key is a secret: it goes

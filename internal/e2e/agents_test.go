@@ -59,6 +59,9 @@ func checkAgentJob(t *testing.T, h *testkit.Hub, fake *fakemodel.FakeServer, src
 	if v.State != job.Completed {
 		t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", id, v.State, v.Reason, log, fake.Dump())
 	}
+	if !strings.Contains(log, "[drover egress] allowed credential") {
+		t.Fatalf("the log does not show the egress proxy's evidence:\n%s", log)
+	}
 	if u := v.Attempts[len(v.Attempts)-1].Usage; u == nil || u.InputTokens == 0 || u.OutputTokens == 0 {
 		t.Fatalf("the attempt recorded no usage: %+v", u)
 	}
@@ -172,7 +175,8 @@ func TestClaudeLimitedAccountSitsOutAndTheJobMoves(t *testing.T) {
 	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	r := agentRunner(t, h, "r1", "claude")
-	limited := fakemodel.NewFakeAnthropic(t, script(r.Home), fakemodel.RequireKey(realKey), fakemodel.RateLimit(0, time.Now().Add(2*time.Hour)))
+	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	limited := fakemodel.NewFakeAnthropic(t, script(r.Home), fakemodel.RequireKey(realKey), fakemodel.RateLimit(0, reset))
 	spare := fakemodel.NewFakeAnthropic(t, script(r.Home), fakemodel.RequireKey(realKey))
 	addAccount(t, r, "claude", "first", limited.URL)
 	addAccount(t, r, "claude", "second", spare.URL)
@@ -193,10 +197,10 @@ func TestClaudeLimitedAccountSitsOutAndTheJobMoves(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &accts) != nil || len(accts) != 2 {
 		t.Fatalf("account list: %v\n%s", err, out)
 	}
-	// With an API key Claude Code prints no reset time for a 429, so the
-	// account sits out the default hour.
-	if a := accts[0]; a.Label != "first" || a.State != "limited" || a.LimitedUntil.Before(time.Now().Add(50*time.Minute)) {
-		t.Fatalf("first account %+v, want limited for about an hour", a)
+	// With an API key Claude Code prints no reset time for a 429: the
+	// provider's reset header, as the egress proxy saw it, gives it.
+	if a := accts[0]; a.Label != "first" || a.State != "limited" || !a.LimitedUntil.Equal(reset) {
+		t.Fatalf("first account %+v, want limited until the provider's reset %s", a, reset)
 	}
 	if a := accts[1]; a.Label != "second" || a.State != "ready" {
 		t.Fatalf("second account %+v, want ready", a)

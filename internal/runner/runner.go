@@ -444,6 +444,9 @@ func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Bo
 	// The exec agent needs no network; agents that call a model API get
 	// egress rules with them. The spool caps the log, with its own marker.
 	p.Network, p.Limits.Output = extra.Network, 0
+	if extra.Evidence != nil {
+		p.Evidence = extra.Evidence
+	}
 	p.Logger = r.log.With("attempt", a.ref.String())
 	return sandbox.New(a.ctx, p)
 }

@@ -422,16 +422,22 @@ func (p Policy) evidence(out io.Writer) func(egress.Event) {
 			_ = enc.Encode(ev)
 		}
 	}
-	return func(ev egress.Event) {
-		verdict := "allowed"
-		if !ev.Allowed {
-			verdict = "REFUSED"
-		}
-		line := fmt.Sprintf("[drover egress] %s %s %s (%s", verdict, ev.Kind, ev.Host, ev.Rule)
-		if ev.Status != 0 {
-			line += fmt.Sprintf(", status %d", ev.Status)
-		}
-		line += fmt.Sprintf(", %d bytes up, %d down)\n", ev.Up, ev.Down)
-		_, _ = io.WriteString(out, line)
+	return func(ev egress.Event) { _, _ = io.WriteString(out, EvidenceLine(ev)) }
+}
+
+// EvidenceLine is the readable line of an egress event in a command's
+// output.
+func EvidenceLine(ev egress.Event) string {
+	verdict := "allowed"
+	if !ev.Allowed {
+		verdict = "REFUSED"
 	}
+	line := fmt.Sprintf("[drover egress] %s %s %s (%s", verdict, ev.Kind, ev.Host, ev.Rule)
+	if ev.Status != 0 {
+		line += fmt.Sprintf(", status %d", ev.Status)
+	}
+	if !ev.RetryAt.IsZero() {
+		line += ", retry at " + ev.RetryAt.UTC().Format(time.RFC3339)
+	}
+	return line + fmt.Sprintf(", %d bytes up, %d down)\n", ev.Up, ev.Down)
 }

@@ -7,11 +7,15 @@
 package cliagent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
+	"sync"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -93,6 +97,8 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	if err := g.network(a.Account, &l, &extra); err != nil {
 		return g.spawnFailed("%v", err)
 	}
+	ev := &evidence{out: a.Output}
+	extra.Evidence = ev
 	if t := a.Tools; t != nil {
 		l.ToolURL, l.ToolToken, l.MCPConfig = t.URL, t.Token, t.MCPConfig
 	}
@@ -153,7 +159,56 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	if err != nil {
 		return agent.Result{}, fmt.Errorf("%s agent: %w", g.ad.Name, err)
 	}
-	return g.result(ex, sc, timeout), nil
+	r := g.result(ex, sc, timeout)
+	if r.Limit != nil {
+		// The CLI named no reset (or a past one): the provider's headers,
+		// as the egress proxy saw them, may have.
+		if at := ev.retry(); at.After(g.now()) && !sc.statedReset() {
+			r.Limit.ResetsAt = at
+		}
+	}
+	return r, nil
+}
+
+// statedReset says whether the CLI's own limit named a reset time.
+func (s scanResult) statedReset() bool {
+	return s.sum.Limit != nil && !s.sum.Limit.ResetsAt.IsZero()
+}
+
+// evidence takes the egress proxy's events (JSON lines): each goes to the
+// log as a readable line, and a rate-limited response's retry time is
+// kept.
+type evidence struct {
+	out     io.Writer
+	mu      sync.Mutex
+	buf     []byte
+	retryAt time.Time
+}
+
+func (e *evidence) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.buf = append(e.buf, p...)
+	for {
+		i := bytes.IndexByte(e.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		var ev egress.Event
+		if json.Unmarshal(e.buf[:i], &ev) == nil {
+			_, _ = io.WriteString(e.out, sandbox.EvidenceLine(ev))
+			if ev.Status == http.StatusTooManyRequests && ev.RetryAt.After(e.retryAt) {
+				e.retryAt = ev.RetryAt
+			}
+		}
+		e.buf = e.buf[i+1:]
+	}
+}
+
+func (e *evidence) retry() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.retryAt
 }
 
 type scanResult struct {

@@ -51,6 +51,50 @@ type Event struct {
 	Up      int64     `json:"bytes_up"`
 	Down    int64     `json:"bytes_down"`
 	Error   string    `json:"error,omitempty"`
+	// RetryAt is when a provider that answered 429 said to come back,
+	// from its response headers: the reset time of a rate limit that the
+	// CLI itself may not print.
+	RetryAt time.Time `json:"retry_at,omitzero"`
+}
+
+// RetryAt reads when a rate-limited response says to retry: Anthropic's
+// reset times (unix seconds or RFC 3339), else Retry-After (seconds, rounded
+// up, or an HTTP date), else OpenAI's x-ratelimit-reset-* durations; the
+// latest of the first kind present wins. Zero when none.
+func RetryAt(h http.Header, now time.Time) time.Time {
+	var at time.Time
+	later := func(t time.Time) {
+		if t.After(at) {
+			at = t
+		}
+	}
+	for _, name := range []string{"Anthropic-Ratelimit-Unified-Reset", "Anthropic-Ratelimit-Requests-Reset", "Anthropic-Ratelimit-Tokens-Reset"} {
+		v := h.Get(name)
+		if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs > 0 {
+			later(time.Unix(secs, 0))
+		} else if t, err := time.Parse(time.RFC3339, v); err == nil {
+			later(t)
+		}
+	}
+	if !at.IsZero() {
+		return at
+	}
+	if v := h.Get("Retry-After"); v != "" {
+		if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+			later(now.Add(time.Duration(secs) * time.Second))
+		} else if t, err := http.ParseTime(v); err == nil {
+			later(t)
+		}
+	}
+	if !at.IsZero() {
+		return at
+	}
+	for _, name := range []string{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Reset-Tokens"} {
+		if d, err := time.ParseDuration(h.Get(name)); err == nil && d > 0 {
+			later(now.Add(d))
+		}
+	}
+	return at
 }
 
 // Refusal is the JSON body of a refused request: enough for an agent to
@@ -414,6 +458,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, rewrit
 		FlushInterval: -1, // streamed responses (server-sent events) go through at once
 		ModifyResponse: func(resp *http.Response) error {
 			ev.Status = resp.StatusCode
+			if resp.StatusCode == http.StatusTooManyRequests {
+				ev.RetryAt = RetryAt(resp.Header, time.Now())
+			}
 			down.r = resp.Body
 			resp.Body = &down
 			return nil

@@ -310,3 +310,28 @@ func TestNewRefusesBadRules(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRetryAt(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   time.Time
+	}{
+		{"none", nil, time.Time{}},
+		{"anthropic unified reset", map[string]string{"anthropic-ratelimit-unified-reset": "1796040000", "retry-after": "9999"}, time.Unix(1796040000, 0)},
+		{"anthropic rfc3339", map[string]string{"anthropic-ratelimit-tokens-reset": "2026-11-30T12:05:00Z"}, now.Add(5 * time.Minute)},
+		{"retry-after seconds", map[string]string{"retry-after": "30"}, now.Add(30 * time.Second)},
+		{"retry-after date", map[string]string{"retry-after": "Mon, 30 Nov 2026 13:00:00 GMT"}, now.Add(time.Hour)},
+		{"openai durations, latest", map[string]string{"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "6m0s"}, now.Add(6 * time.Minute)},
+		{"garbage", map[string]string{"retry-after": "soon", "anthropic-ratelimit-unified-reset": "-5"}, time.Time{}},
+	} {
+		h := http.Header{}
+		for k, v := range tc.header {
+			h.Set(k, v)
+		}
+		if got := RetryAt(h, now); !got.Equal(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
