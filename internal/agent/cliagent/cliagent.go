@@ -15,10 +15,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sync"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"drover/internal/agent"
