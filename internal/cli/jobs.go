@@ -22,12 +22,12 @@ const (
 )
 
 func (a *app) runCmd() *cobra.Command {
-	var agent, key string
+	var agent, key, account string
 	var labels []string
 	var wait, asJSON, tools bool
 	var src sourceOptions
 	cmd := &cobra.Command{
-		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
+		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
 		Short: "Submit a job and print its id",
 		Long: `Submit a job and print its id (or, with --json, the job).
 
@@ -53,14 +53,20 @@ name. Symlinks, special files, .env files and private keys are refused.
 --tools gives the agent drover's tools (ask, checkpoint, deliver, context).
 Such a job completes only when its agent delivers; when it asks, the job
 waits for an answer (drover questions, drover answer) without holding a
-runner.`,
+runner.
+
+Vendor agents (claude, codex, opencode, gemini) take the prompt as ARGS and
+always get the tools. The hub runs such a job under the best-ranked ready
+account of that agent (drover accounts); --account pins it to one account,
+by id or label: it then runs only there and waits while that account is
+limited.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := submitRequest(agent, labels, key, args)
 			if err != nil {
 				return err
 			}
-			req.Tools = tools
+			req.Tools, req.Account = tools, account
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -94,6 +100,7 @@ runner.`,
 	f.BoolVar(&wait, "wait", false, "follow the job to its end and exit with its exit code")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON")
 	f.BoolVar(&tools, "tools", false, "give the agent drover's tools; the job completes only by deliver")
+	f.StringVar(&account, "account", "", "run a vendor agent's job only under this runner account (id or label; see drover accounts)")
 	src.addFlags(cmd)
 	return cmd
 }

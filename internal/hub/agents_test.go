@@ -113,3 +113,37 @@ func TestDispatchPrefersTheOwnersAccountOrder(t *testing.T) {
 		t.Fatalf("offer %+v, want job %s with acct_a on r1", o, v.ID)
 	}
 }
+
+// A job pinned to an account runs only on the runner holding it, never on
+// a better-ranked one, and bad pins are refused at submit.
+func TestJobPinnedToAnAccount(t *testing.T) {
+	th := startHub(t, Config{})
+	hello := func(id, label string) protocol.Hello {
+		return protocol.Hello{Slots: 1, Agents: []string{"exec", "claude"},
+			Accounts: []protocol.AccountInfo{{ID: id, Label: label, Agent: "claude", Kind: "api-key", State: protocol.AccountReady}}}
+	}
+	sr1, _ := th.dial(th.registerRunner("r1"), hello("acct_a", "work"))
+	sr2, _ := th.dial(th.registerRunner("r2"), hello("acct_b", "personal"))
+	for _, bad := range []protocol.SubmitRequest{
+		{Agent: "exec", Args: []string{"true"}, Account: "work"},
+		{Agent: "claude", Args: []string{"hi"}, Account: strings.Repeat("x", 65)},
+	} {
+		if code, _ := th.call(th.admin, "POST", "/jobs", bad, nil); code != http.StatusBadRequest {
+			t.Errorf("submit %+v: %d, want 400", bad, code)
+		}
+	}
+	var v protocol.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"hi"}, Account: "personal"}, &v); code != http.StatusCreated {
+		t.Fatalf("submit: %d %v", code, e)
+	}
+	if v.Account != "personal" {
+		t.Fatalf("job view %+v", v)
+	}
+	o := sr2.offer()
+	if o.Job != v.ID || o.Account != "acct_b" || o.Spec.Account != "personal" {
+		t.Fatalf("offer %+v, want the job on r2's acct_b, pinned", o)
+	}
+	if f, err := sr1.tryRead(300 * time.Millisecond); err == nil && f.Type == protocol.TypeOffer {
+		t.Fatal("r1 was offered a job pinned to r2's account")
+	}
+}

@@ -75,6 +75,9 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if len(req.Key) > 128 {
 		return badRequest("idempotency key is over 128 characters")
 	}
+	if req.Account != "" && (req.Agent == "exec" || len(req.Account) > 64) {
+		return badRequest("--account names a vendor agent's account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
+	}
 	return nil
 }
 
@@ -92,7 +95,7 @@ func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) err
 	now := h.now()
 	j := store.Job{
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
-		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools,
+		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account,
 	}
 	if err := h.checkSource(r.Context(), req, &j); err != nil {
 		return err

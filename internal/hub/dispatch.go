@@ -49,15 +49,16 @@ type candidate struct {
 // noRank is the rank of an account the store has not ranked (yet).
 const noRank = math.MaxInt64
 
-// bestAccount is cd's ready account of agent that its owner prefers, and
-// its rank; exec needs none.
-func (cd *candidate) bestAccount(agent string, ranks map[string]int64) (string, int64) {
+// bestAccount is cd's ready account of agent that its owner prefers (the
+// one named pinned, by id or label, when the job is pinned to one), and its
+// rank; exec needs none. ok is false when cd has no such account.
+func (cd *candidate) bestAccount(agent, pinned string, ranks map[string]int64) (acct string, rank int64, ok bool) {
 	if agent == "exec" {
-		return "", 0
+		return "", 0, true
 	}
 	best, rank := "", int64(noRank)
 	for _, a := range cd.accounts {
-		if a.Agent != agent || a.State != protocol.AccountReady {
+		if a.Agent != agent || a.State != protocol.AccountReady || (pinned != "" && a.ID != pinned && a.Label != pinned) {
 			continue
 		}
 		r, ok := ranks[store.AccountKey(cd.c.runnerID, a.ID)]
@@ -68,7 +69,7 @@ func (cd *candidate) bestAccount(agent string, ranks map[string]int64) (string, 
 			best, rank = a.ID, r
 		}
 	}
-	return best, rank
+	return best, rank, best != ""
 }
 
 func (h *Hub) candidates() ([]*candidate, time.Time) {
@@ -150,7 +151,10 @@ func (h *Hub) dispatch(ctx context.Context) error {
 				if cd.free <= 0 || !labelsMatch(j.Labels, cd.c.labels) || !slices.Contains(cd.agents, j.Agent) {
 					continue
 				}
-				acct, rank := cd.bestAccount(j.Agent, ranks)
+				acct, rank, ok := cd.bestAccount(j.Agent, j.Account, ranks)
+				if !ok && (j.Account != "" || len(cd.accounts) > 0) {
+					continue // pinned elsewhere, or every account of the agent is limited
+				}
 				if cd.c.runnerID == prefer[j.ID] {
 					best, account = i, acct
 					break

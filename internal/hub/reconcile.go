@@ -199,7 +199,8 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, acc
 	if err != nil {
 		return protocol.Frame{}, err
 	}
-	spec := protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap, Tools: j.Tools}
+	spec := protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap, Tools: j.Tools,
+		Account: j.Account}
 	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
 		return protocol.Frame{}, err
 	}

@@ -58,7 +58,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 		return protocol.JobView{}, err
 	}
 	v := protocol.JobView{
-		ID: j.ID, State: j.State, Agent: j.Agent, Args: j.Args, Labels: j.Labels,
+		ID: j.ID, State: j.State, Agent: j.Agent, Args: j.Args, Labels: j.Labels, Account: j.Account,
 		Requester: n.user(j.RequesterID), Attempts: []protocol.AttemptView{},
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
 		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,

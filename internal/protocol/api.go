@@ -63,6 +63,9 @@ type SubmitRequest struct {
 	// Tools gives the agent drover's tool server; the job then completes
 	// only through deliver (see JobSpec.Tools).
 	Tools bool `json:"tools,omitempty"`
+	// Account pins a vendor agent's job to one runner account (its id or
+	// label): the job runs only there, and waits while it is limited.
+	Account string `json:"account,omitempty"`
 }
 
 // ContextUpload is one context file sent with a submission.
@@ -103,6 +106,7 @@ type JobView struct {
 	Agent      string            `json:"agent"`
 	Args       []string          `json:"args"`
 	Labels     map[string]string `json:"labels,omitempty"`
+	Account    string            `json:"account,omitempty"` // the account the job is pinned to
 	Requester  string            `json:"requester"`
 	Runner     string            `json:"runner,omitempty"`
 	Attempts   []AttemptView     `json:"attempts"`

@@ -226,6 +226,10 @@ type JobSpec struct {
 	// Resume is set when an approved answer requeued the job after its
 	// agent asked: continue that conversation (see ResumeSpec).
 	Resume *ResumeSpec `json:"resume,omitempty"`
+	// Account pins a vendor agent's job to the runner account with this id
+	// or label: the runner uses no other, and releases the attempt as
+	// limited when that one is not ready.
+	Account string `json:"account,omitempty"`
 }
 
 // Modes of a job with a repository.

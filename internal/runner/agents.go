@@ -205,6 +205,22 @@ func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, 
 			}
 		}
 	}
+	if pin := a.spec.Account; pin != "" {
+		// The job names its account: that one or none.
+		list, err := r.accts.List()
+		if err != nil {
+			return accounts.Account{}, "", err
+		}
+		for _, acct := range list {
+			if acct.Agent == c.Name() && (acct.ID == pin || acct.Label == pin) {
+				if acct.Limited(now) {
+					return acct, "", fmt.Errorf("the job's account %s is limited until %s", acctName(acct), acct.LimitedUntil.UTC().Format(time.RFC3339))
+				}
+				return acct, "", nil
+			}
+		}
+		return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %q", c.Name(), pin)
+	}
 	if a.account != "" {
 		// The hub's choice, by the owner's preference order, while it is
 		// still ready.

@@ -210,6 +210,9 @@ type Job struct {
 	// resumes: the one that asked, once an approved answer requeued the job
 	// ("" for a fresh start; retry and restart clear it).
 	ResumeAttempt string
+	// Account pins a vendor agent's job to one account (id or label); ""
+	// lets the dispatcher choose by the owner's order.
+	Account string
 }
 
 // Project is a source repository jobs name. Remote "" means hosted on the
