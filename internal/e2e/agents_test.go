@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -209,3 +210,73 @@ func TestClaudeLimitedAccountSitsOutAndTheJobMoves(t *testing.T) {
 
 // regexpSession finds the session id in Claude Code's init line.
 var regexpSession = regexp.MustCompile(`"subtype":"init".*?"session_id":"([0-9a-f-]+)"`)
+
+// A runner stopped mid-job (SIGTERM) releases the attempt; when it comes
+// back, the job's next attempt resumes the same Claude Code session in the
+// kept worktree and finishes the job. A session the CLI lost cannot be
+// resumed: the attempt then starts a new one instead of failing.
+func TestClaudeInterruptedJobResumesItsSession(t *testing.T) {
+	t.Parallel()
+	for _, lose := range []bool{false, true} {
+		t.Run(map[bool]string{false: "session kept", true: "session lost"}[lose], func(t *testing.T) {
+			t.Parallel()
+			interruptAndResume(t, lose)
+		})
+	}
+}
+
+func interruptAndResume(t *testing.T, loseSession bool) {
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "claude")
+	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
+		// The resumed session asks for this turn again (the interrupted
+		// call has no result); the second time it returns at once.
+		fakemodel.RunCommand("if [ -e started.txt ]; then echo again; else echo started > started.txt && sleep 120; fi"),
+		fakemodel.WriteFile("after.txt", "after the interruption\n"),
+		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "done after resuming"}),
+		fakemodel.Text("Done."),
+	}, fakemodel.RequireKey(realKey))
+	addAccount(t, r, "claude", "main", fake.URL)
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Start, then finish.")
+	c := h.Client()
+	// Stop the runner once the command is running (its file is there).
+	testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(protocol.JobView) bool {
+		m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
+		return len(m) > 0
+	})
+	if err := r.Terminate(time.Minute); err != nil {
+		t.Fatalf("runner stop: %v", err)
+	}
+	w := testkit.WaitJob(t, c, v.ID, time.Minute, func(v protocol.JobView) bool { return v.State == job.Queued || v.State.Terminal() })
+	if w.State != job.Queued || w.Attempts[0].State != job.AttemptReleased {
+		t.Fatalf("after the stop: %s, attempt %s", w.State, w.Attempts[0].State)
+	}
+	if loseSession {
+		projects, _ := filepath.Glob(filepath.Join(r.Home, "accounts", "*", "config", "projects"))
+		if len(projects) != 1 {
+			t.Fatalf("Claude Code's session folder: %v", projects)
+		}
+		if err := os.RemoveAll(projects[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Start()
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	log1, log2 := testkit.Log(t, c, v.ID, 1), testkit.Log(t, c, v.ID, 2)
+	if done.State != job.Completed {
+		t.Fatalf("job %s/%s\n--- attempt 2:\n%s\n--- model:\n%s", done.State, done.Reason, log2, fake.Dump())
+	}
+	session := regexpSession.FindStringSubmatch(log1)
+	if session == nil || !strings.Contains(log2, "session "+session[1]) || !strings.Contains(log2, "resumed (kept from the job's earlier attempt") {
+		t.Fatalf("attempt 2 did not try session %v in the kept worktree:\n%s", session, log2)
+	}
+	if lost := strings.Contains(log2, "could not resume session"); lost != loseSession {
+		t.Fatalf("attempt 2 started a new session: %v, want %v:\n%s", lost, loseSession, log2)
+	}
+	got := fetched(t, h, src, v.ID, "started.txt", "after.txt")
+	if got["started.txt"] != "started" || got["after.txt"] != "after the interruption" {
+		t.Fatalf("published %v", got)
+	}
+}

@@ -373,6 +373,11 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 		}
 	case next == job.Queued:
 		j.Reason, j.ExitCode = o.Reason, nil
+		if o.State == job.AttemptReleased && a.Session != "" {
+			// Interrupted (runner stopping, account limited): the next
+			// attempt continues this session where it can.
+			j.ResumeAttempt = a.ID
+		}
 	case next == job.Waiting:
 		// No slot is held from here; an approved answer resumes this attempt.
 		j.Reason, j.ExitCode, j.FinishedAt, j.ResumeAttempt = job.ReasonNone, nil, nil, a.ID

@@ -159,6 +159,18 @@ func (r *Runner) runCLI(a *attempt, c cliAgent, sp *spool, dir string, env []str
 	}
 	fmt.Fprintf(sp, "drover: running %s with account %s, %s\n", c.Name(), acctName(acct), how)
 	res, err := c.Run(a.ctx, att)
+	if err == nil && resume != "" && res.Reason == job.ReasonExited && res.ExitCode != 0 && res.Session == "" &&
+		res.Limit == nil && a.ctx.Err() == nil {
+		// The CLI failed before it even named its session: it could not
+		// resume it (a CLI killed early may lose one). Start afresh, with
+		// the job's history in the prompt, rather than fail the job.
+		fmt.Fprintf(sp, "drover: %s could not resume session %s; starting a new session\n", c.Name(), resume)
+		if att.Prompt, err = r.cliPrompt(a, c, false); err != nil {
+			return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: err.Error()}, nil
+		}
+		att.Resume, att.NewSession = "", newUUID()
+		res, err = c.Run(a.ctx, att)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -238,15 +250,20 @@ func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, 
 func (r *Runner) cliPrompt(a *attempt, c cliAgent, resumed bool) (string, error) {
 	rs := a.spec.Resume
 	if resumed && rs != nil {
-		var b strings.Builder
-		b.WriteString("Your question was answered; continue the job. Remember: deliver when done, ask if you need a decision.\n")
+		var answers strings.Builder
 		for _, q := range rs.History {
 			if q.Attempt != rs.Attempt || q.Answer == nil {
 				continue
 			}
-			fmt.Fprintf(&b, "\nQuestion: %s\nAnswer: %s\n", q.Question, q.Answer.Text)
+			fmt.Fprintf(&answers, "\nQuestion: %s\nAnswer: %s\n", q.Question, q.Answer.Text)
 		}
-		return b.String(), nil
+		if answers.Len() == 0 {
+			return "You were interrupted (the runner stopped or your account hit a limit) and now continue: " +
+				"pick the job up where you left off; check what your last command did before you repeat it. " +
+				"Remember: deliver when done, ask if you need a decision.\n", nil
+		}
+		return "Your question was answered; continue the job. Remember: deliver when done, ask if you need a decision.\n" +
+			answers.String(), nil
 	}
 	in := agent.PromptInput{Prompt: strings.Join(a.spec.Args, " "), RootFiles: c.RootFiles()}
 	if a.ws != nil {
