@@ -66,7 +66,7 @@ func (w *Worktree) Changes(ctx context.Context) (Changes, error) {
 	idx.Close()
 	defer os.Remove(idx.Name())
 	env := []string{"GIT_INDEX_FILE=" + idx.Name()}
-	if err := w.tempIndex(ctx, env, idx.Name(), head); err != nil {
+	if _, err := w.tempIndex(ctx, env, idx.Name(), head); err != nil {
 		return ch, err
 	}
 	// Refresh re-reads files whose stat data changed; exit 1 only means

@@ -56,6 +56,7 @@ func (w *Worktree) Release(ctx context.Context) error {
 // done lets go of the worktree; the Worktree is not usable afterwards.
 func (w *Worktree) done() {
 	w.dropPending()
+	w.unwatch()
 	if w.unlock != nil {
 		w.unlock()
 		w.unlock = nil

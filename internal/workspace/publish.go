@@ -24,6 +24,11 @@ type snapshot struct {
 	tree   string
 	commit string // set once committed
 	index  string // temporary index holding tree, with fresh stat data
+	// mon and cut: the monitor that watched while the files were read, and
+	// its cut when reading began (nil when none watched).
+	mon *monitor
+	cut uint64
+	how string // "narrowed" or "full scan", for tests and logs
 }
 
 func (s *snapshot) drop() {
@@ -37,8 +42,28 @@ func (s *snapshot) drop() {
 // not, executable bits and symlinks are kept; nested repositories
 // (gitlinks) are left out and logged. A temporary index is used, seeded from
 // the runner's saved one so that only changed files are read: the agent's
-// own index, HEAD and commits play no part. Call with the clone lock held.
+// own index, HEAD and commits play no part. When the worktree's monitor
+// vouches for every change since the saved index, git looks only at the
+// changed paths (see addChanges). Call with the clone lock held.
 func (w *Worktree) snapshot(ctx context.Context, parent string) (*snapshot, error) {
+	s, err := w.recordFiles(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	parentTree, err := w.c.git.Out(ctx, w.repo.dir, "rev-parse", "--verify", parent+"^{tree}")
+	if err != nil {
+		s.drop()
+		return nil, fmt.Errorf("read tree of %s: %w", short(parent), err)
+	}
+	if s.tree == parentTree {
+		s.drop()
+		return nil, nil
+	}
+	return s, nil
+}
+
+// recordFiles is snapshot without the comparison with parent.
+func (w *Worktree) recordFiles(ctx context.Context, parent string) (*snapshot, error) {
 	if err := w.c.sanitize(w.repo); err != nil {
 		return nil, err
 	}
@@ -59,28 +84,24 @@ func (w *Worktree) snapshot(ctx context.Context, parent string) (*snapshot, erro
 	}()
 	env := []string{"GIT_INDEX_FILE=" + s.index}
 	lap := w.c.stopwatch("snapshot worktree", "dir", w.Dir())
-	if err := w.tempIndex(ctx, env, s.index, parent); err != nil {
+	exact, err := w.tempIndex(ctx, env, s.index, parent)
+	if err != nil {
 		return nil, err
 	}
 	lap("temporary index")
-	if _, err := w.git(ctx, env, "add", "--all"); err != nil {
-		return nil, fmt.Errorf("record the worktree's files: %w", err)
+	if err := w.addChanges(ctx, env, s, exact); err != nil {
+		return nil, err
 	}
 	lap("add")
-	if err := w.dropGitlinks(ctx, env, parent); err != nil {
-		return nil, err
+	if s.how != "narrowed" {
+		if err := w.dropGitlinks(ctx, env, parent); err != nil {
+			return nil, err
+		}
 	}
 	if s.tree, err = w.git(ctx, env, "write-tree"); err != nil {
 		return nil, fmt.Errorf("write tree: %w", err)
 	}
 	lap("write tree")
-	parentTree, err := w.c.git.Out(ctx, w.repo.dir, "rev-parse", "--verify", parent+"^{tree}")
-	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", short(parent), err)
-	}
-	if s.tree == parentTree {
-		return nil, nil
-	}
 	ok = true
 	return s, nil
 }
@@ -88,9 +109,8 @@ func (w *Worktree) snapshot(ctx context.Context, parent string) (*snapshot, erro
 // tempIndex makes a temporary index at path holding parent's tree, seeded
 // from the runner's saved index so that its stat data spares re-reading
 // unchanged files; the saved index is used as is when it already holds
-// parent.
-func (w *Worktree) tempIndex(ctx context.Context, env []string, path, parent string) error {
-	var err error
+// parent, and exact reports that.
+func (w *Worktree) tempIndex(ctx context.Context, env []string, path, parent string) (exact bool, err error) {
 	switch {
 	case checkCommitID(w.rec.IndexHead) != nil || copyFile(w.path(".index"), path) != nil:
 		os.Remove(path)
@@ -98,9 +118,101 @@ func (w *Worktree) tempIndex(ctx context.Context, env []string, path, parent str
 	case w.rec.IndexHead != parent:
 		// One tree with -m keeps the stat data of entries that match it.
 		_, err = w.git(ctx, env, "read-tree", "-m", parent)
+	default:
+		exact = true
 	}
 	if err != nil {
-		return fmt.Errorf("read %s into a temporary index: %w", short(parent), err)
+		return false, fmt.Errorf("read %s into a temporary index: %w", short(parent), err)
+	}
+	return exact, nil
+}
+
+// addChanges brings the temporary index (a copy of the saved one when
+// exact) to the worktree's files: what `git add --all` records. With a
+// monitor that saw every change since the saved index was written, only
+// the changed paths are handed to git; on any doubt, or if that fails,
+// git scans the whole worktree.
+func (w *Worktree) addChanges(ctx context.Context, env []string, s *snapshot, exact bool) error {
+	why := "no file-system monitor"
+	var paths []string
+	if w.mon != nil {
+		// The cut is taken before git reads anything, so a full scan too,
+		// once adopted, is a base for the monitor.
+		s.mon = w.mon
+		paths, s.cut, why = w.mon.narrow()
+	}
+	if why == "" && !exact {
+		why = "the saved index does not hold the parent"
+	}
+	if why == "" {
+		err := w.addPaths(ctx, env, s, paths)
+		if err == nil {
+			s.how = "narrowed"
+			w.c.log.Debug("publication narrowed by the file-system monitor", "dir", w.Dir(), "paths", len(paths))
+			return nil
+		}
+		why = "the narrowed add failed: " + err.Error()
+		if _, err := w.tempIndex(ctx, env, s.index, s.parent); err != nil {
+			return err
+		}
+	}
+	s.how = "full scan"
+	w.c.log.Debug("publication scans the whole worktree", "dir", w.Dir(), "why", why)
+	if _, err := w.git(ctx, env, "add", "--all"); err != nil {
+		return fmt.Errorf("record the worktree's files: %w", err)
+	}
+	return nil
+}
+
+// addPaths runs `git add --all` limited to paths (literal pathspecs: a
+// name with * or [ is itself), which records what the full add would under
+// them. git refuses a pathspec that names an ignored file (or lies in an
+// ignored folder) or that neither exists nor is in the index (a file made
+// and deleted). Then the temporary index is started again and git is given
+// exactly what it would record under paths: the index entries there
+// (deleted ones too) and the untracked files that are not ignored, as
+// `ls-files` lists them with the same rules.
+//
+// Nested repositories, which `git add` records as gitlinks, make the
+// monitor give up (see watchTree), so no gitlink can appear here and
+// dropGitlinks is not needed.
+func (w *Worktree) addPaths(ctx context.Context, env []string, s *snapshot, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	gitDirs := []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(), "--literal-pathspecs"}
+	add := func(paths []string) error {
+		args := append(gitDirs, "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul")
+		in := strings.Join(paths, "\x00") + "\x00"
+		_, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: args, Stdin: strings.NewReader(in)})
+		return err
+	}
+	err := add(paths)
+	if err == nil {
+		return nil
+	}
+	w.c.log.Debug("narrowed add refused; listing what it may add", "dir", w.Dir(), "err", err)
+	if _, err := w.tempIndex(ctx, env, s.index, s.parent); err != nil {
+		return err
+	}
+	args := append(append(gitDirs, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--"), paths...)
+	out, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: args})
+	if err != nil {
+		return fmt.Errorf("list changed paths: %w", err)
+	}
+	seen := map[string]bool{}
+	var listed []string
+	for _, p := range strings.Split(string(out), "\x00") {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			listed = append(listed, p)
+		}
+	}
+	if len(listed) == 0 {
+		return nil
+	}
+	if err := add(listed); err != nil {
+		return fmt.Errorf("add changed paths: %w", err)
 	}
 	return nil
 }
@@ -294,6 +406,9 @@ func (w *Worktree) Adopt(ctx context.Context, head string) error {
 		w.rec.Head = head
 		if err := os.Rename(p.index, w.path(".index")); err == nil {
 			w.rec.IndexHead = head
+			if p.mon != nil && p.mon == w.mon {
+				w.mon.rebase(p.cut)
+			}
 		}
 		w.pending = nil
 		return w.save()

@@ -27,6 +27,7 @@ type Worktree struct {
 	unlock  func()
 	rec     record
 	pending *snapshot // the last publication made and not yet adopted
+	mon     *monitor  // watches Dir while the attempt holds it; nil when unavailable
 }
 
 // record is what the runner knows about a worktree, kept next to it as
@@ -141,6 +142,10 @@ func (c *Cache) prepare(ctx context.Context, src Source, job, head string) (*Wor
 			w.unlock()
 			return nil, err
 		}
+		// Watched from now on (the watches are added while the agent
+		// starts), but what changed while nobody watched is unknown:
+		// publications scan everything until one is adopted.
+		w.watch()
 		c.log.Info("resumed kept worktree", "job", job, "head", short(head), "dir", w.Dir())
 		return w, nil
 	}
@@ -260,6 +265,7 @@ func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string)
 // removed, any other goes back to its earlier record.
 func (w *Worktree) abandon(kind claimKind, prev record) {
 	defer w.unlock()
+	w.unwatch()
 	if kind == claimFresh {
 		if err := w.c.withLock(context.Background(), w.repo, lockTrees, func() error { return w.remove(context.Background()) }); err != nil {
 			w.c.log.Warn("remove failed worktree", "dir", w.Dir(), "err", err)
@@ -298,7 +304,10 @@ func (w *Worktree) add(ctx context.Context, head string) error {
 		return fmt.Errorf("check out %s: %w", short(head), err)
 	}
 	lap("checkout")
-	return w.settle(ctx, head, lap)
+	// Watched from after the checkout: its 100,000 new files would only
+	// flood the monitor's queue.
+	w.watch()
+	return w.settle(ctx, head, lap, 0, false)
 }
 
 // reset brings a used worktree to head so that it is indistinguishable
@@ -308,6 +317,18 @@ func (w *Worktree) add(ctx context.Context, head string) error {
 // nothing may differ from head.
 func (w *Worktree) reset(ctx context.Context, head string) error {
 	lap := w.c.stopwatch("reset worktree", "dir", w.Dir())
+	// A running monitor (the attempt discards its changes) takes its cut
+	// now: the reset's own changes come before it, whatever changes after
+	// it is recorded. A new one adds its watches alongside the checkout,
+	// clean and checks, and takes its cut once they are done (see settle).
+	var cut uint64
+	watched := false
+	if w.mon != nil {
+		if cut, watched = w.mon.mark(); !watched {
+			w.unwatch() // broken (e.g. it lost events): a new one starts over
+		}
+	}
+	w.watch()
 	if err := w.restoreAdmin(head); err != nil {
 		return err
 	}
@@ -320,7 +341,7 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 		return fmt.Errorf("remove untracked files: %w", err)
 	}
 	lap("clean")
-	return w.settle(ctx, head, lap)
+	return w.settle(ctx, head, lap, cut, watched)
 }
 
 // settle checks that the worktree is exactly head and saves its index as
@@ -330,7 +351,13 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 // ignored is left. The tracked files themselves match the index by
 // construction: checkout --force and reset --hard compare every one of them
 // with what they stat (ctime included) and rewrite those that differ.
-func (w *Worktree) settle(ctx context.Context, head string, lap func(string)) error {
+//
+// Once the index is saved the monitor's base becomes cut, taken before the
+// checks (watched), or, for a monitor started during the preparation, taken
+// once its watches are in place: nothing writes to the worktree meanwhile
+// (the attempt holds it and its agent has not started), so the checks saw
+// what the cut does.
+func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cut uint64, watched bool) error {
 	if err := w.trimAdmin(); err != nil {
 		return err
 	}
@@ -350,7 +377,49 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string)) er
 	lap("verify")
 	err = copyFile(filepath.Join(w.admin(), "index"), w.path(".index"))
 	lap("save index")
-	return err
+	if err != nil {
+		return err
+	}
+	if w.mon != nil && !watched {
+		if cut, watched = w.mon.mark(); !watched {
+			// It broke while the preparation changed the tree (lost
+			// events, or an inode number reused between two listings
+			// looked like a hard link): once more, now that nothing moves.
+			w.unwatch()
+			if m, err := startMonitor(w.Dir(), w.c.log); err == nil {
+				w.mon = m
+				cut, watched = m.mark()
+			} else {
+				w.c.log.Debug("no file-system monitor; publications scan the whole worktree", "dir", w.Dir(), "err", err)
+			}
+		}
+		lap("watch")
+	}
+	if watched {
+		w.mon.rebase(cut)
+	}
+	return nil
+}
+
+// watch starts the worktree's file-system monitor unless it runs; its
+// watches are being added when this returns. Without a monitor every
+// publication scans the whole worktree.
+func (w *Worktree) watch() {
+	if w.mon != nil {
+		return
+	}
+	m, err := launchMonitor(w.Dir(), w.c.log)
+	if err != nil {
+		w.c.log.Debug("no file-system monitor; publications scan the whole worktree", "dir", w.Dir(), "err", err)
+		return
+	}
+	w.mon = m
+}
+
+// unwatch stops the monitor: its descriptor, watches and goroutine go.
+func (w *Worktree) unwatch() {
+	w.mon.stop()
+	w.mon = nil
 }
 
 // The admin files a fresh worktree has; everything else an agent or an
@@ -426,6 +495,7 @@ func (w *Worktree) restoreAdmin(target string) error {
 // remove deletes the worktree, its registration and its files. Call with
 // the registry lock held.
 func (w *Worktree) remove(ctx context.Context) error {
+	w.unwatch()
 	var errs []error
 	// Unregistering changes what git lists as worktree HEADs: not while a
 	// fetch in another process reads them.

@@ -1,0 +1,323 @@
+//go:build linux
+
+package workspace
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// bothTrees records the worktree's files twice: as a publication does (the
+// monitor's narrowed add when it can vouch for the changes) and with the
+// monitor hidden (git's full scan of the worktree). It returns how the
+// first was made and fails the test unless both trees are equal.
+func (f *cacheFixture) bothTrees(w *Worktree) (tree, how string) {
+	f.t.Helper()
+	var narrow, full *snapshot
+	noErr(f.t, f.cache.withLock(f.ctx, w.repo, lockClone, func() error {
+		var err error
+		if narrow, err = w.recordFiles(f.ctx, w.rec.Head); err != nil {
+			return err
+		}
+		mon := w.mon
+		w.mon = nil
+		defer func() { w.mon = mon }()
+		full, err = w.recordFiles(f.ctx, w.rec.Head)
+		return err
+	}))
+	defer narrow.drop()
+	defer full.drop()
+	if full.how != "full scan" {
+		f.t.Fatalf("the reference snapshot was made by %q", full.how)
+	}
+	if narrow.tree != full.tree {
+		f.t.Fatalf("the %s publication differs from git's full scan:\n%s\nfull scan:\n%s", narrow.how,
+			f.git(w.Dir(), "ls-tree", "-r", narrow.tree), f.git(w.Dir(), "ls-tree", "-r", full.tree))
+	}
+	return narrow.tree, narrow.how
+}
+
+// Each change, made after the worktree was prepared (and so watched), is
+// published exactly as git's full scan records it, and only through the
+// changed paths unless the monitor cannot vouch for them.
+func TestMonitorNarrowedPublicationEqualsFullScan(t *testing.T) {
+	files := map[string]string{".gitignore": "*.log\nbuild/\n", "a.txt": "a\n", "b.txt": "b\n",
+		"dir/x.txt": "x\n", "dir/sub/y.txt": "y\n", "other/z.txt": "z\n", "tool*": "#!/bin/sh\n", "keep.log": "tracked\n"}
+	cases := []struct {
+		name   string
+		change []string // shell steps, each fully recorded by the monitor before the next
+		held   bool     // the monitor's reader is held up during each step, so its events come as one batch
+		how    string   // "" when it depends on how quickly the reader runs
+		has    []string // entries (ls-tree -r --name-only) the tree must hold
+		lacks  []string // and must not
+	}{
+		{name: "modified file", change: []string{"echo changed > a.txt"}, how: "narrowed"},
+		{name: "same-size edit", change: []string{"echo A > a.txt"}, how: "narrowed"},
+		{name: "new file in new nested folders", change: []string{"mkdir -p n/b/c && echo x > n/b/c/f.txt && echo y > n/top.txt"},
+			how: "narrowed", has: []string{"n/b/c/f.txt", "n/top.txt"}},
+		{name: "deleted file", change: []string{"rm b.txt"}, how: "narrowed", lacks: []string{"b.txt"}},
+		{name: "rename across folders", change: []string{"mv dir/x.txt other/moved.txt"}, how: "narrowed",
+			has: []string{"other/moved.txt"}, lacks: []string{"dir/x.txt"}},
+		{name: "deleted folder", change: []string{"rm -r dir"}, how: "narrowed", lacks: []string{"dir/x.txt", "dir/sub/y.txt"}},
+		{name: "renamed folder, then a file in it changed", change: []string{"mv dir renamed", "echo more >> renamed/sub/y.txt && echo n > renamed/sub/new.txt"},
+			how: "narrowed", has: []string{"renamed/sub/new.txt", "renamed/x.txt"}, lacks: []string{"dir/x.txt"}},
+		{name: "file replaced by a symlink", change: []string{"rm a.txt && ln -s b.txt a.txt"}, how: "narrowed"},
+		{name: "folder replaced by a file", change: []string{"rm -r dir && echo f > dir"}, how: "narrowed", has: []string{"dir"}},
+		{name: "file replaced by a folder", change: []string{"rm b.txt && mkdir b.txt && echo in > b.txt/in"}, how: "narrowed", has: []string{"b.txt/in"}},
+		{name: "chmod +x only", change: []string{"chmod +x a.txt"}, how: "narrowed"},
+		{name: "chmod -x only", change: []string{"chmod -x tool"}, how: "narrowed"},
+		{name: "new ignored files", change: []string{"echo l > debug.log && mkdir -p build/o && echo o > build/o/x.o && echo t > dir/trace.log"},
+			how: "narrowed", lacks: []string{"debug.log", "build/o/x.o", "dir/trace.log"}},
+		{name: "tracked file that matches an ignore rule", change: []string{"echo more >> keep.log"}, how: "narrowed"},
+		{name: "names that look like patterns", change: []string{"echo s > 'dir/*' && echo q > 'dir/[a].txt' && echo c > ':(glob)x'"},
+			how: "narrowed", has: []string{"dir/*", "dir/[a].txt", ":(glob)x"}},
+		{name: "temporary file written and renamed into place", change: []string{"echo new > a.tmp && mv a.tmp a.txt"}, how: ""},
+		{name: "temporary file renamed, one batch", change: []string{"echo new > a.tmp && mv a.tmp a.txt"}, held: true, how: "narrowed"},
+		{name: "file made and deleted", change: []string{"echo t > gone.txt && rm gone.txt"}, how: ""},
+		{name: "file made, seen, then deleted", change: []string{"echo t > gone.txt", "rm gone.txt"}, how: "narrowed", lacks: []string{"gone.txt"}},
+		{name: "ignored file and a new file together", change: []string{"echo l > debug.log && echo n > n.txt"}, how: "narrowed",
+			has: []string{"n.txt"}, lacks: []string{"debug.log"}},
+		{name: "nothing changed", change: []string{"cat a.txt >/dev/null"}, how: "narrowed"},
+		// Full scans: the monitor cannot vouch for these.
+		{name: "ignore rules changed", change: []string{"echo l > debug.log", "echo '*.tmp' > .gitignore"}, how: "full scan", has: []string{"debug.log"}},
+		{name: "nested repository", change: []string{"mkdir v && cd v && git init -q && echo v > v && git add v && git commit -qm v"},
+			how: "full scan", lacks: []string{"v", "v/v"}},
+		{name: "hard link written through", change: []string{"ln a.txt dir/alias", "echo through-link > dir/alias"}, how: "full scan"},
+		{name: "hard link written through and removed, one batch", change: []string{"ln a.txt dir/alias && echo through-link > dir/alias && rm dir/alias"},
+			held: true, how: "full scan"},
+		{name: "file made and deleted, one batch", change: []string{"echo t > gone.txt && rm gone.txt"}, held: true, how: "full scan"},
+		{name: "hard link in a new folder, one batch", change: []string{"mkdir n && ln a.txt n/alias"}, held: true, how: "full scan"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _, w := startedJob(t, files)
+			for _, step := range tc.change {
+				if tc.held {
+					w.mon.mu.Lock()
+				}
+				f.sh(w.Dir(), step)
+				if tc.held {
+					w.mon.mu.Unlock()
+				}
+				if _, ok := w.mon.mark(); !ok && tc.how == "narrowed" {
+					t.Fatalf("the monitor broke: %s", w.mon.broken)
+				}
+			}
+			tree, how := f.bothTrees(w)
+			if tc.how != "" && how != tc.how {
+				t.Errorf("published by %s, want %s", how, tc.how)
+			}
+			names := "\n" + f.git(w.Dir(), "ls-tree", "-r", "--name-only", tree) + "\n"
+			for _, p := range tc.has {
+				if !strings.Contains(names, "\n"+p+"\n") {
+					t.Errorf("the publication lacks %s:%s", p, names)
+				}
+			}
+			for _, p := range tc.lacks {
+				if strings.Contains(names, "\n"+p+"\n") {
+					t.Errorf("the publication holds %s:%s", p, names)
+				}
+			}
+		})
+	}
+}
+
+// Publications in a row (checkpoints): each is narrowed, holds what changed
+// since the previous one, and equals the full scan.
+func TestMonitorCheckpointsInARow(t *testing.T) {
+	f, base, w := startedJob(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
+	parent := base
+	for i, step := range []string{
+		"echo one > a.txt && mkdir -p new/deep && echo n > new/deep/n.txt",
+		"echo two > a.txt && rm d/b.txt && echo c > new/c.txt",
+		"echo three >> new/deep/n.txt",
+	} {
+		f.sh(w.Dir(), step)
+		if _, how := f.bothTrees(w); how != "narrowed" {
+			t.Fatalf("checkpoint %d: published by %s", i, how)
+		}
+		commit, p := f.publish(w)
+		if commit == "" || p.Parent != parent {
+			t.Fatalf("checkpoint %d: commit %q on %s, want on %s", i, commit, p.Parent, parent)
+		}
+		if w.pending.how != "narrowed" {
+			t.Fatalf("checkpoint %d: published by %s", i, w.pending.how)
+		}
+		noErr(t, w.Adopt(f.ctx, commit))
+		parent = commit
+	}
+	if got := f.git(w.Dir(), "show", parent+":new/deep/n.txt"); got != "n\nthree" {
+		t.Fatalf("last checkpoint holds %q", got)
+	}
+	if c, err := w.Commit(f.ctx, testInfo); err != nil || c != "" {
+		t.Fatalf("nothing changed after the last checkpoint: %q %v", c, err)
+	}
+}
+
+// A change made while no monitor watched (the runner restarted and resumed
+// the kept worktree) is found by the full scan; once that publication is
+// adopted the monitor vouches again.
+func TestMonitorChangeBeforeItStartedFallsBack(t *testing.T) {
+	f, base, w := startedJob(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	noErr(t, w.Keep())
+	write(t, filepath.Join(w.Dir(), "a.txt"), "while nobody watched\n", 0o644)
+	w = f.prepare(f.cache, "job1", base)
+	defer w.Keep()
+	if !w.Resumed() || w.mon == nil {
+		t.Fatalf("resumed=%v monitor=%v", w.Resumed(), w.mon)
+	}
+	tree, how := f.bothTrees(w)
+	if how != "full scan" || f.git(w.Dir(), "cat-file", "blob", tree+":a.txt") != "while nobody watched" {
+		t.Fatalf("published by %s: %q", how, f.git(w.Dir(), "cat-file", "blob", tree+":a.txt"))
+	}
+	commit, _ := f.publish(w)
+	noErr(t, w.Adopt(f.ctx, commit))
+	write(t, filepath.Join(w.Dir(), "b.txt"), "watched\n", 0o644)
+	if _, how := f.bothTrees(w); how != "narrowed" {
+		t.Fatalf("after an adopted full scan: %s", how)
+	}
+}
+
+// Lost events (the kernel's queue overflowed) make every later
+// publication of the attempt a full scan, and the monitor lets go of its
+// descriptor, until the worktree is reset and watched anew.
+func TestMonitorOverflowFallsBack(t *testing.T) {
+	f, _, w := startedJob(t, map[string]string{"a.txt": "a\n"})
+	m := w.mon
+	m.mu.Lock()
+	m.event(-1, unix.IN_Q_OVERFLOW, "")
+	m.mu.Unlock()
+	write(t, filepath.Join(w.Dir(), "a.txt"), "after the overflow\n", 0o644) // wakes the reader, which sees the monitor broken
+	select {
+	case <-m.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a broken monitor kept reading")
+	}
+	for range 2 {
+		if _, how := f.bothTrees(w); how != "full scan" {
+			t.Fatalf("after an overflow: %s", how)
+		}
+		commit, _ := f.publish(w)
+		noErr(t, w.Adopt(f.ctx, commit))
+		write(t, filepath.Join(w.Dir(), "b.txt"), "more\n", 0o644)
+	}
+	// Discarding the changes (observe mode) starts a new monitor.
+	noErr(t, w.Discard(f.ctx))
+	write(t, filepath.Join(w.Dir(), "a.txt"), "after the discard\n", 0o644)
+	if _, how := f.bothTrees(w); how != "narrowed" || w.mon == m {
+		t.Fatalf("after a discard: %s (same monitor: %v)", how, w.mon == m)
+	}
+}
+
+// The agent writes through bubblewrap's bind mount of the worktree; the
+// runner's inotify watches see those writes (same inodes).
+func TestMonitorSeesWritesFromASandbox(t *testing.T) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("no bwrap")
+	}
+	f, _, w := startedJob(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
+	script := "cd /work && echo sandboxed > a.txt && mkdir -p new/deep && echo n > new/deep/n.txt && rm d/b.txt"
+	cmd := exec.CommandContext(f.ctx, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+		"--bind", w.Dir(), "/work", "--unshare-all", "--die-with-parent", "sh", "-c", script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("bwrap cannot run here: %v: %s", err, out)
+	}
+	tree, how := f.bothTrees(w)
+	if how != "narrowed" {
+		t.Fatalf("published by %s", how)
+	}
+	if got := f.git(w.Dir(), "ls-tree", "-r", "--name-only", tree); got != "a.txt\nnew/deep/n.txt" {
+		t.Fatalf("published %q", got)
+	}
+}
+
+// The monitor's descriptor and goroutine end with the attempt's hold on
+// the worktree: kept, released to the pool, or removed.
+func TestMonitorLeavesNoDescriptorOrGoroutine(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
+	fds := func() int { return len(listDir(t, "/proc/self/fd")) }
+	// One round first: the cache's own lasting descriptors (none expected)
+	// and the runtime's poller are set up.
+	noErr(t, f.prepare(f.cache, "warm", base).Keep())
+	settle := func(want int) int {
+		n := runtime.NumGoroutine()
+		for i := 0; i < 100 && n > want; i++ {
+			time.Sleep(10 * time.Millisecond)
+			n = runtime.NumGoroutine()
+		}
+		return n
+	}
+	fd0, g0 := fds(), settle(0)
+	for _, end := range []string{"keep", "release", "resume and keep", "discard and release"} {
+		w := f.prepare(f.cache, "job-"+strings.ReplaceAll(end, " ", "-"), base)
+		if w.mon == nil {
+			t.Fatal("no monitor")
+		}
+		if fds() <= fd0 {
+			t.Fatal("the monitor holds no descriptor")
+		}
+		write(t, filepath.Join(w.Dir(), "a.txt"), end, 0o644)
+		switch end {
+		case "keep":
+			noErr(t, w.Keep())
+		case "release":
+			noErr(t, w.Release(f.ctx))
+		case "resume and keep":
+			noErr(t, w.Keep())
+			w = f.prepare(f.cache, w.Job(), base)
+			noErr(t, w.Keep())
+		case "discard and release":
+			noErr(t, w.Discard(f.ctx))
+			noErr(t, w.Release(f.ctx))
+		}
+		if got := fds(); got != fd0 {
+			t.Errorf("%s: %d descriptors open, %d before", end, got, fd0)
+		}
+		if got := settle(g0); got > g0 {
+			t.Errorf("%s: %d goroutines, %d before", end, got, g0)
+		}
+	}
+	// A worktree removed because the pool is full.
+	c := f.newCache(f.home)
+	c.poolSize = 0
+	w := f.prepare(c, "removed", base)
+	noErr(t, w.Release(f.ctx))
+	if _, err := os.Stat(w.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("worktree not removed: %v", err)
+	}
+	if got := fds(); got != fd0 {
+		t.Errorf("removed: %d descriptors open, %d before", got, fd0)
+	}
+}
+
+// Two files of the tree that are hard links of one file would hide writes
+// (inotify names the path written through): the monitor refuses to start
+// on such a tree, and publications scan everything.
+func TestMonitorRefusesHardLinksFoundAtStart(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"a.txt": "same\n", "d/b.txt": "same\n"})
+	w := f.prepare(f.cache, "job1", base)
+	noErr(t, w.Keep())
+	f.sh(w.Dir(), "rm d/b.txt && ln a.txt d/b.txt")
+	w = f.prepare(f.cache, "job1", base) // resumed, link and all
+	defer w.Keep()
+	if _, ok := w.mon.mark(); ok {
+		t.Fatal("the monitor vouches for a worktree with hard links")
+	}
+	if _, err := startMonitor(w.Dir(), f.cache.log); err == nil || !strings.Contains(err.Error(), "hard links") {
+		t.Fatalf("startMonitor: %v", err)
+	}
+	write(t, filepath.Join(w.Dir(), "a.txt"), "through-link\n", 0o644)
+	if tree, how := f.bothTrees(w); how != "full scan" || f.git(w.Dir(), "cat-file", "blob", tree+":d/b.txt") != "through-link" {
+		t.Fatalf("published by %s", how)
+	}
+}
