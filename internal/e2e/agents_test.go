@@ -102,7 +102,8 @@ func TestRealAgentCLIsRunJobsOffline(t *testing.T) {
 		{cli: "gemini", fake: fakemodel.NewFakeGemini},
 	} {
 		t.Run(tc.cli, func(t *testing.T) {
-			t.Parallel()
+			// One CLI at a time: four start-ups at once on a 2-core machine
+			// (with the rest of the suite) only make the timing noisier.
 			r := agentRunner(t, h, "r-"+tc.cli, tc.cli)
 			fake := tc.fake(t, script(r.Home), fakemodel.RequireKey(realKey))
 			addAccount(t, r, tc.cli, "main", fake.URL)

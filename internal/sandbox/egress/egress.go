@@ -453,7 +453,16 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, rewrit
 		r.Body = &up
 	}
 	rp := &httputil.ReverseProxy{
-		Rewrite:       rewrite,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// net/http cancels a request's context when its connection's
+			// read side ends (a client that half-closes, or a bridge that
+			// passes a half-close on) even while the response still
+			// streams; the upstream call must not die of that. A client
+			// that is really gone fails the copy of the response, which
+			// ends the upstream call all the same.
+			pr.Out = pr.Out.WithContext(context.WithoutCancel(pr.Out.Context()))
+			rewrite(pr)
+		},
 		Transport:     p.transport,
 		FlushInterval: -1, // streamed responses (server-sent events) go through at once
 		ModifyResponse: func(resp *http.Response) error {
