@@ -335,3 +335,52 @@ func TestRetryAt(t *testing.T) {
 		}
 	}
 }
+
+// A client that half-closes its connection after its request (or a bridge
+// that passes a half-close on) still gets the whole streamed response:
+// net/http cancels a request's context when the read side ends, which must
+// not cut the upstream call.
+func TestCredentialStreamSurvivesAHalfClose(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		io.WriteString(w, "second\n")
+	}))
+	defer up.Close()
+	const placeholder = "drover-placeholder-0123456789abcdef"
+	p, err := New(Config{
+		Credentials: []Credential{{Name: "fake", Upstream: up.URL, Header: "x-api-key", Key: "real-key-123",
+			KeyEnv: "FAKE_API_KEY", BaseURLEnv: "FAKE_BASE_URL"}},
+		Placeholder: placeholder,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("unix", serve(t, p, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: 127.0.0.1:3129\r\nx-api-key: "+placeholder+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bufio.NewReader(resp.Body)
+	if _, err := body.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	time.Sleep(100 * time.Millisecond) // let the server see the half-close
+	close(release)
+	rest, err := io.ReadAll(body)
+	if err != nil || !strings.Contains(string(rest), "second") {
+		t.Fatalf("after the half-close the stream gave %q, %v", rest, err)
+	}
+}
