@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"drover/internal/fsutil"
+	"drover/internal/protocol"
 )
 
 // EventKind says what an Event carries.
@@ -44,26 +45,9 @@ type Event struct {
 	Outcome *Outcome        `json:"outcome,omitempty"`
 }
 
-// Usage is what a run (or one step of it) consumed. CLIs that report no
-// cost leave CostUSD zero.
-type Usage struct {
-	InputTokens      int64   `json:"input_tokens"`
-	OutputTokens     int64   `json:"output_tokens"`
-	CacheReadTokens  int64   `json:"cache_read_tokens,omitempty"`
-	CacheWriteTokens int64   `json:"cache_write_tokens,omitempty"`
-	CostUSD          float64 `json:"cost_usd,omitempty"`
-}
-
-// Add returns u plus v, for CLIs that report usage per step.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{
-		InputTokens:      u.InputTokens + v.InputTokens,
-		OutputTokens:     u.OutputTokens + v.OutputTokens,
-		CacheReadTokens:  u.CacheReadTokens + v.CacheReadTokens,
-		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
-		CostUSD:          u.CostUSD + v.CostUSD,
-	}
-}
+// Usage is what a run (or one step of it) consumed: the same record the
+// runner reports with the attempt's finish.
+type Usage = protocol.Usage
 
 // Limit is a usage or rate limit the account ran into. ResetsAt is zero
 // when the CLI did not say; see Limit.Until.

@@ -76,9 +76,7 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 		if u := a.Usage; u != nil {
 			fmt.Fprintf(w, "attempt %d used %d input and %d output tokens (cache %d read, %d written), $%.4f\n",
 				a.Number, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.CostUSD)
-			total.InputTokens += u.InputTokens
-			total.OutputTokens += u.OutputTokens
-			total.CostUSD += u.CostUSD
+			total = total.Add(*u)
 		}
 	}
 	if total != (protocol.Usage{}) {

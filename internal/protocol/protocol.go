@@ -348,6 +348,17 @@ type Usage struct {
 	CostUSD          float64 `json:"cost_usd,omitempty"`
 }
 
+// Add returns u plus v, for CLIs that report usage per step.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		InputTokens:      u.InputTokens + v.InputTokens,
+		OutputTokens:     u.OutputTokens + v.OutputTokens,
+		CacheReadTokens:  u.CacheReadTokens + v.CacheReadTokens,
+		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+		CostUSD:          u.CostUSD + v.CostUSD,
+	}
+}
+
 // Check bounds a reported usage.
 func (u Usage) Check() error {
 	if u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 || u.CostUSD < 0 || u.CostUSD > 1e9 {

@@ -209,8 +209,7 @@ func (r *Runner) launch(a *attempt) error {
 		res, runErr := r.runAgent(a, sp, dir)
 		a.session = clip(res.Session, protocol.MaxSession)
 		if u := res.Usage; u != (agent.Usage{}) {
-			a.usage = &protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-				CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, CostUSD: u.CostUSD}
+			a.usage = &u
 		}
 		out = outcomeOf(res, runErr, context.Cause(a.ctx))
 		if a.tools != nil {
