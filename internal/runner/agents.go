@@ -20,7 +20,6 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
-	"drover/internal/tools"
 )
 
 // cliAgent is a vendor CLI agent (package cliagent): it runs under one of
@@ -270,13 +269,7 @@ func (r *Runner) cliPrompt(a *attempt, c cliAgent, resumed bool) (string, error)
 		in.Worktree = a.ws.wt.Dir()
 	}
 	if rs != nil {
-		for _, q := range rs.History {
-			rec := tools.QuestionRecord{ID: q.ID, Question: q.Question, Choices: q.Choices, AskedAt: q.AskedAt}
-			if q.Answer != nil {
-				rec.Answer = &tools.Answer{Text: q.Answer.Text, Choice: q.Answer.Choice, Approved: q.Answer.Approved}
-			}
-			in.Questions = append(in.Questions, rec)
-		}
+		in.Questions = questionRecords(rs.History)
 	}
 	p, err := agent.BuildPrompt(a.ctx, in)
 	if err != nil {

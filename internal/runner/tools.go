@@ -263,6 +263,20 @@ func (b *toolBackend) Context(ctx context.Context) (tools.JobContext, error) {
 	return toolContext(jc, b.a.ws), nil
 }
 
+// questionRecords maps the hub's questions to what the tools and the
+// prompt show.
+func questionRecords(qs []protocol.QuestionView) []tools.QuestionRecord {
+	var out []tools.QuestionRecord
+	for _, q := range qs {
+		qr := tools.QuestionRecord{ID: q.ID, Question: q.Question, Choices: q.Choices, AskedAt: q.AskedAt}
+		if a := q.Answer; a != nil {
+			qr.Answer = &tools.Answer{Text: a.Text, Choice: a.Choice, By: a.By, AnsweredAt: a.AnsweredAt, Approved: a.Approved}
+		}
+		out = append(out, qr)
+	}
+	return out
+}
+
 // toolContext maps the hub's context to what the tool shows.
 func toolContext(jc protocol.JobContext, aw *attemptWorkspace) tools.JobContext {
 	tc := tools.JobContext{JobID: jc.Job, Attempt: int(jc.Attempt), Prompt: jc.Prompt,
@@ -273,13 +287,7 @@ func toolContext(jc protocol.JobContext, aw *attemptWorkspace) tools.JobContext 
 	for _, f := range jc.Context {
 		tc.ContextFiles = append(tc.ContextFiles, tools.ContextFile{Name: f.Name, Size: f.Size})
 	}
-	for _, q := range jc.Questions {
-		qr := tools.QuestionRecord{ID: q.ID, Question: q.Question, Choices: q.Choices, AskedAt: q.AskedAt}
-		if a := q.Answer; a != nil {
-			qr.Answer = &tools.Answer{Text: a.Text, Choice: a.Choice, By: a.By, AnsweredAt: a.AnsweredAt, Approved: a.Approved}
-		}
-		tc.Questions = append(tc.Questions, qr)
-	}
+	tc.Questions = questionRecords(jc.Questions)
 	for _, at := range jc.Attempts {
 		msg := at.Message
 		if at.Summary != "" {
