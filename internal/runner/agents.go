@@ -4,8 +4,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -126,8 +124,8 @@ func (r *Runner) runCLI(a *attempt, c cliAgent, sp *spool, dir string, env []str
 			return agent.Result{}, fmt.Errorf("read the key of account %s: %w", acct.ID, err)
 		}
 	}
-	home := filepath.Join(r.workPath(a.ref.Attempt), "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	home := r.homePath(a.ref.Attempt)
+	if err := freshDir(home); err != nil {
 		return agent.Result{}, fmt.Errorf("make the agent's home: %w", err)
 	}
 	prompt, err := r.cliPrompt(a, c, resume != "")

@@ -117,7 +117,7 @@ func (r *Runner) cleanup(a *attempt, err error) {
 			r.log.Error("journal", "attempt", a.ref.String(), "err", err)
 		}
 	}
-	for _, p := range []string{r.workPath(id), r.spoolPath(id), r.contextPath(id), r.toolsPath(id)} {
+	for _, p := range []string{r.workPath(id), r.spoolPath(id), r.contextPath(id), r.toolsPath(id), r.homePath(id)} {
 		if err := removeTree(p); err != nil {
 			r.log.Warn("clean up attempt", "attempt", a.ref.String(), "err", err)
 		}

@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -421,17 +420,9 @@ func version() string {
 func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Boundary, error) {
 	p := r.cfg.Sandbox
 	p.Root = dir
-	// What a CLI adds: its install, its account, its home (unless it is in
-	// the root already, as for a job without a repository).
-	for _, m := range extra.ReadOnly {
-		p.ReadOnly = append(p.ReadOnly[:len(p.ReadOnly):len(p.ReadOnly)], m)
-	}
-	for _, m := range extra.ReadWrite {
-		if m.Dst == "" && within(m.Src, dir) {
-			continue
-		}
-		p.ReadWrite = append(p.ReadWrite[:len(p.ReadWrite):len(p.ReadWrite)], m)
-	}
+	// What a CLI adds: its install, its account, its home.
+	p.ReadOnly = append(p.ReadOnly[:len(p.ReadOnly):len(p.ReadOnly)], extra.ReadOnly...)
+	p.ReadWrite = append(p.ReadWrite[:len(p.ReadWrite):len(p.ReadWrite)], extra.ReadWrite...)
 	p.Env = append(p.Env[:len(p.Env):len(p.Env)], extra.Env...)
 	p.Mode = a.spec.Mode // "" is fix
 	p.Env = append(p.Env[:len(p.Env):len(p.Env)], "DROVER_JOB", "DROVER_ATTEMPT", "DROVER_EPOCH")
@@ -449,10 +440,4 @@ func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Bo
 	}
 	p.Logger = r.log.With("attempt", a.ref.String())
 	return sandbox.New(a.ctx, p)
-}
-
-// within says whether path is dir or below it.
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

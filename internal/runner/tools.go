@@ -44,6 +44,11 @@ type attemptTools struct {
 
 func (r *Runner) toolsPath(id string) string { return filepath.Join(r.cfg.Home, "work", id+".tools") }
 
+// homePath is a vendor CLI's private home: beside the attempt's directory,
+// never in it, since that is the sandbox's root when the job has no
+// repository (and a worktree's files are published).
+func (r *Runner) homePath(id string) string { return filepath.Join(r.cfg.Home, "work", id+".home") }
+
 // startTools serves the attempt's tools until stopTools.
 func (r *Runner) startTools(a *attempt, out io.Writer) (_ *attemptTools, err error) {
 	root := r.toolsPath(a.ref.Attempt)
