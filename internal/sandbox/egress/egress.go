@@ -162,12 +162,15 @@ func New(cfg Config) (*Proxy, error) {
 		p.cfg.Log = func(Event) {}
 	}
 	p.transport = &http.Transport{
-		Proxy:                 nil, // never the runner's own proxy settings
-		DialContext:           p.cfg.Dial,
-		TLSClientConfig:       cfg.TLS,
-		ForceAttemptHTTP2:     cfg.TLS == nil,
-		MaxIdleConnsPerHost:   8,
-		IdleConnTimeout:       30 * time.Second,
+		Proxy:             nil, // never the runner's own proxy settings
+		DialContext:       p.cfg.Dial,
+		TLSClientConfig:   cfg.TLS,
+		ForceAttemptHTTP2: cfg.TLS == nil,
+		// A fresh connection per request: reused upstream connections were
+		// seen cut mid-stream under load ("use of closed network
+		// connection"; cause not pinned down). A handshake is small next to
+		// a model call.
+		DisableKeepAlives:     true,
 		TLSHandshakeTimeout:   dialTimeout,
 		ResponseHeaderTimeout: 10 * time.Minute, // model calls can think for a long time
 	}
