@@ -103,11 +103,11 @@ plain http is accepted for loopback addresses only.`,
 			a.log.Debug("account added", "account", acct.String())
 			out := a.env.Stdout
 			if acct.Kind == accounts.KindAPIKey {
-				_, err = fmt.Fprintf(out, "added account %s; it is ready\n", acct)
+				_, err = fprintf(out, "added account %s; it is ready\n", acct)
 				return err
 			}
 			login := loginCommand(acct.Agent, s.Dir(acct.ID))
-			_, err = fmt.Fprintf(out, "added account %s\nlog in to it once, as the user the runner runs as:\n\n  %s\n\n%s\n",
+			_, err = fprintf(out, "added account %s\nlog in to it once, as the user the runner runs as:\n\n  %s\n\n%s\n",
 				acct, login.command, login.after)
 			return err
 		},
@@ -126,7 +126,7 @@ func (a *app) readAPIKey() (string, error) {
 	var b []byte
 	var err error
 	if f, ok := a.env.Stdin.(*os.File); ok && isTerminal(f) {
-		fmt.Fprint(a.env.Stderr, "Paste the API key, then Enter: ")
+		fprintf(a.env.Stderr, "Paste the API key, then Enter: ")
 		var line string
 		line, err = bufio.NewReader(io.LimitReader(f, accounts.MaxKeyLen+1)).ReadString('\n')
 		if errors.Is(err, io.EOF) {
@@ -212,13 +212,13 @@ func (a *app) accountListCmd(open openAccounts) *cobra.Command {
 				return printJSON(a.env.Stdout, vs)
 			}
 			if len(as) == 0 {
-				_, err := fmt.Fprintf(a.env.Stdout, "no accounts in %s; add one with 'drover runner account add --agent AGENT'\n", home)
+				_, err := fprintf(a.env.Stdout, "no accounts in %s; add one with 'drover runner account add --agent AGENT'\n", home)
 				return err
 			}
 			tw := newTable(a.env.Stdout)
-			fmt.Fprintln(tw, "ID\tAGENT\tLABEL\tKIND\tSTATE\tBASE URL")
+			fprintf(tw, "ID\tAGENT\tLABEL\tKIND\tSTATE\tBASE URL\n")
 			for _, acct := range as {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", acct.ID, acct.Agent, dash(acct.Label), acct.Kind,
+				fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", acct.ID, acct.Agent, dash(acct.Label), acct.Kind,
 					accountState(acct, now), dash(acct.BaseURL))
 			}
 			return tw.Flush()
@@ -254,7 +254,7 @@ func (a *app) accountRemoveCmd(open openAccounts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.env.Stdout, "removed account %s\n", acct)
+			_, err = fprintf(a.env.Stdout, "removed account %s\n", acct)
 			return err
 		},
 	}

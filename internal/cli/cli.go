@@ -140,13 +140,19 @@ func (a *app) exit(cmd *cobra.Command, err error) int {
 		if cmd != nil {
 			help = cmd.CommandPath() + " --help"
 		}
-		fmt.Fprintf(a.env.Stderr, "drover: %v (see '%s')\n", err, help)
+		fprintf(a.env.Stderr, "drover: %v (see '%s')\n", err, help)
 		return 2
 	}
 	if errors.Is(err, context.Canceled) {
 		err = errors.New("interrupted") // by a signal: the only canceller of a command's context
 	}
-	fmt.Fprintf(a.env.Stderr, "drover: %v\n", err)
+	// A message may quote another program (git's stderr) over several
+	// lines: those after the first are indented, each line made safe.
+	lines := strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
+	fprintf(a.env.Stderr, "drover: %s\n", lines[0])
+	for _, l := range lines[1:] {
+		fprintf(a.env.Stderr, "  %s\n", l)
+	}
 	return 1
 }
 
@@ -191,7 +197,7 @@ func (a *app) signalContext(parent context.Context) (context.Context, func()) {
 		}
 		select {
 		case <-ch:
-			fmt.Fprintln(a.env.Stderr, "drover: second signal, exiting at once")
+			fprintf(a.env.Stderr, "drover: second signal, exiting at once\n")
 			os.Exit(1)
 		case <-done:
 		}
@@ -227,13 +233,14 @@ func answerCmd[T any](a *app, cmd *cobra.Command, ask func(context.Context, *cli
 }
 
 // printJSON prints v as indented JSON: the protocol types as they are, so
-// field names stay stable for scripts.
+// field names stay stable for scripts, with the characters a terminal may
+// act on escaped (jsonSafe).
 func printJSON(w io.Writer, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode JSON: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
+	_, err = fmt.Fprintf(w, "%s\n", jsonSafe(b))
 	return err
 }
 

@@ -62,7 +62,7 @@ func (a *app) demo(ctx context.Context, keep bool) (err error) {
 	if err != nil {
 		return fmt.Errorf("make the demo directory: %w", err)
 	}
-	say := func(format string, args ...any) { fmt.Fprintf(a.env.Stdout, "==> "+format+"\n", args...) }
+	say := func(format string, args ...any) { fprintf(a.env.Stdout, "==> "+format+"\n", args...) }
 	var kids []*child
 	defer func() {
 		// Stop in reverse order of start: the runner hands its work back
@@ -74,13 +74,16 @@ func (a *app) demo(ctx context.Context, keep bool) (err error) {
 		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			for _, k := range kids {
-				fmt.Fprintf(a.env.Stderr, "--- last lines of %s ---\n%s\n", k.logPath, tail(k.logPath, 20))
+				fprintf(a.env.Stderr, "--- last lines of %s ---\n", k.logPath)
+				for _, line := range strings.Split(tail(k.logPath, 20), "\n") {
+					fprintf(a.env.Stderr, "%s\n", line)
+				}
 			}
 		}
 		if keep {
 			say("kept %s", root)
 		} else if rerr := os.RemoveAll(root); rerr != nil {
-			fmt.Fprintf(a.env.Stderr, "drover: remove the demo directory: %v\n", rerr)
+			fprintf(a.env.Stderr, "drover: remove the demo directory: %v\n", rerr)
 		}
 	}()
 	// A hub or runner that dies ends the demo at once, not at its timeout.

@@ -285,9 +285,9 @@ func countAccounts(home string) (map[string]accountCounts, error) {
 }
 
 func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
-	fmt.Fprintln(w)
+	fprintf(w, "\n")
 	tw := newTable(w)
-	fmt.Fprintf(tw, "AGENT\tINSTALLED\tVERSION\tRUNS IN %s\tACCOUNTS\tDETAIL\n", kind)
+	fprintf(tw, "AGENT\tINSTALLED\tVERSION\tRUNS IN %s\tACCOUNTS\tDETAIL\n", kind)
 	for _, c := range checks {
 		installed, runs := "no", "-"
 		if c.Installed {
@@ -296,7 +296,7 @@ func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
 				runs = "NO"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Agent, installed, dash(c.Version), runs, c.Accounts, c.Detail)
+		fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Agent, installed, dash(c.Version), runs, c.Accounts, c.Detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -308,21 +308,21 @@ func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
 		switch {
 		case !c.Installed:
 			missing = true
-			fmt.Fprintf(w, "to install %s: %s\n", c.Agent, c.Fix)
+			fprintf(w, "to install %s: %s\n", c.Agent, c.Fix)
 		case !c.Runs:
 			if who[c.RunsError] == nil {
 				broken = append(broken, c.RunsError)
 			}
 			who[c.RunsError] = append(who[c.RunsError], c.Agent)
 		case c.Accounts.Ready+c.Accounts.Limited == 0:
-			fmt.Fprintf(w, "%s has no account yet: drover runner account add --agent %s\n", c.Agent, c.Agent)
+			fprintf(w, "%s has no account yet: drover runner account add --agent %s\n", c.Agent, c.Agent)
 		}
 	}
 	for _, why := range broken {
-		fmt.Fprintf(w, "%s cannot run in the %s sandbox: %s\n", strings.Join(who[why], ", "), kind, why)
+		fprintf(w, "%s cannot run in the %s sandbox: %s\n", strings.Join(who[why], ", "), kind, why)
 	}
 	if missing {
-		fmt.Fprintf(w, "agent CLIs were looked for in PATH=%s\n", checks[0].Searched)
+		fprintf(w, "agent CLIs were looked for in PATH=%s\n", checks[0].Searched)
 	}
 	return nil
 }

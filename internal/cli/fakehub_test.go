@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -37,12 +38,22 @@ type fakeHub struct {
 	onLog     func(id string)                 // called as a log is served
 	accts     []protocol.AccountView          // the caller's accounts, in order
 	moves     []protocol.MoveAccountRequest
+
+	requests      []string // "METHOD PATH" of every request that passed the token check
+	userViews     []protocol.UserView
+	rotations     []string // users whose token was rotated
+	runners       []protocol.RunnerView
+	shares        []string // "share gpu1 {User:bob}", as the runner share routes got them
+	acctShares    []string // "share gpu1/work {User:bob}"
+	projects      []protocol.ProjectView
+	members       map[string][]string // project → members; an owner is ProjectView.Owner
+	memberChanges []string            // "add web bob", "remove web bob"
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
 	t.Helper()
 	h := &fakeHub{token: "drv_u_admin", who: protocol.Whoami{Kind: "user", Name: "admin", Admin: true},
-		logs: map[string]string{}, events: map[string][]protocol.EventView{}}
+		logs: map[string]string{}, events: map[string][]protocol.EventView{}, members: map[string][]string{}}
 	mux := http.NewServeMux()
 	accountList := func() protocol.AccountList {
 		for i := range h.accts {
@@ -75,6 +86,10 @@ func newFakeHub(t *testing.T) *fakeHub {
 		var req protocol.NewUserRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		h.users = append(h.users, req)
+		if req.Name == "taken" {
+			fail(w, 409, protocol.ErrConflict, "user taken exists")
+			return
+		}
 		reply(w, 201, protocol.NewUserResponse{Name: req.Name, Token: "drv_u_" + req.Name})
 	})
 	mux.HandleFunc("POST /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
@@ -158,6 +173,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 		h.approvals = append(h.approvals, req)
 		reply(w, 200, protocol.RunnerView{Name: req.Name, Owner: h.who.Name})
 	})
+	h.tenancyRoutes(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -165,6 +181,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 			fail(w, 401, protocol.ErrUnauthorized, "bad token")
 			return
 		}
+		h.requests = append(h.requests, r.Method+" "+r.URL.Path)
 		mux.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -223,4 +240,127 @@ func runCLI(t *testing.T, env map[string]string, stdin string, args ...string) c
 	code := Run(context.Background(), args, Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb,
 		Getenv: func(k string) string { return env[k] }})
 	return cliResult{out.String(), errb.String(), code}
+}
+
+// tenancyRoutes are the users, sharing and membership routes.
+func (h *fakeHub) tenancyRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/users", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, protocol.UserList{Users: h.userViews})
+	})
+	mux.HandleFunc("DELETE /api/v1/users/{name}", func(w http.ResponseWriter, r *http.Request) {
+		for i := range h.userViews {
+			if u := &h.userViews[i]; u.Name == r.PathValue("name") {
+				now := time.Now()
+				u.RemovedAt, u.Runners = &now, 0
+				reply(w, 200, *u)
+				return
+			}
+		}
+		fail(w, 404, protocol.ErrNotFound, "no user "+r.PathValue("name"))
+	})
+	mux.HandleFunc("POST /api/v1/users/{name}/token", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		h.rotations = append(h.rotations, name)
+		token := "drv_u_" + name + "_" + strconv.Itoa(len(h.rotations))
+		if name == h.who.Name {
+			h.token = token // the old one stops working at once
+		}
+		reply(w, 200, protocol.NewUserResponse{Name: name, Token: token})
+	})
+	mux.HandleFunc("GET /api/v1/runners", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, protocol.RunnerList{Runners: h.runners})
+	})
+	for _, action := range []string{"share", "unshare"} {
+		mux.HandleFunc("POST /api/v1/runners/{name}/"+action, func(w http.ResponseWriter, r *http.Request) {
+			var req protocol.ShareRequest
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+				fail(w, 400, protocol.ErrBadRequest, err.Error())
+				return
+			}
+			h.shares = append(h.shares, action+" "+r.PathValue("name")+" "+fmt.Sprintf("%+v", req))
+			i := slices.IndexFunc(h.runners, func(v protocol.RunnerView) bool { return v.Name == r.PathValue("name") })
+			if i < 0 {
+				fail(w, 404, protocol.ErrNotFound, "no runner "+r.PathValue("name"))
+				return
+			}
+			v := &h.runners[i]
+			switch {
+			case req.Hub && action == "share":
+				v.Access = protocol.AccessHub
+			case req.Hub:
+				v.Access = protocol.AccessPrivate
+			default:
+				v.SharedWith = applyShare(v.SharedWith, action, protocol.Share{User: req.User, Project: req.Project})
+			}
+			reply(w, 200, *v)
+		})
+		mux.HandleFunc("POST /api/v1/accounts/"+action, func(w http.ResponseWriter, r *http.Request) {
+			var req protocol.AccountShareRequest
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+				fail(w, 400, protocol.ErrBadRequest, err.Error())
+				return
+			}
+			sh := protocol.Share{User: req.User, Project: req.Project}
+			h.acctShares = append(h.acctShares, action+" "+req.Runner+"/"+req.Account+" "+fmt.Sprintf("%+v", sh))
+			i := slices.IndexFunc(h.accts, func(v protocol.AccountView) bool {
+				return v.Runner == req.Runner && (v.ID == req.Account || v.Label == req.Account)
+			})
+			if i < 0 {
+				fail(w, 404, protocol.ErrNotFound, "runner "+req.Runner+" has no account "+req.Account)
+				return
+			}
+			h.accts[i].SharedWith = applyShare(h.accts[i].SharedWith, action, sh)
+			reply(w, 200, protocol.AccountList{Accounts: h.accts})
+		})
+	}
+	mux.HandleFunc("GET /api/v1/projects", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, protocol.ProjectList{Projects: h.projects})
+	})
+	memberList := func(w http.ResponseWriter, name string) {
+		i := slices.IndexFunc(h.projects, func(p protocol.ProjectView) bool { return p.Name == name })
+		if i < 0 {
+			fail(w, 404, protocol.ErrNotFound, "no project "+name)
+			return
+		}
+		reply(w, 200, protocol.MemberList{Project: name, Owner: h.projects[i].Owner,
+			Members: append([]string{h.projects[i].Owner}, h.members[name]...)})
+	}
+	mux.HandleFunc("GET /api/v1/projects/{name}/members", func(w http.ResponseWriter, r *http.Request) {
+		memberList(w, r.PathValue("name"))
+	})
+	mux.HandleFunc("POST /api/v1/projects/{name}/members", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.MemberRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			fail(w, 400, protocol.ErrBadRequest, err.Error())
+			return
+		}
+		name := r.PathValue("name")
+		h.memberChanges = append(h.memberChanges, "add "+name+" "+req.User)
+		if !slices.Contains(h.members[name], req.User) {
+			h.members[name] = append(h.members[name], req.User)
+		}
+		memberList(w, name)
+	})
+	mux.HandleFunc("DELETE /api/v1/projects/{name}/members/{user}", func(w http.ResponseWriter, r *http.Request) {
+		name, user := r.PathValue("name"), r.PathValue("user")
+		h.memberChanges = append(h.memberChanges, "remove "+name+" "+user)
+		h.members[name] = slices.DeleteFunc(h.members[name], func(m string) bool { return m == user })
+		memberList(w, name)
+	})
+}
+
+// applyShare adds a share to ss, or takes it out.
+func applyShare(ss []protocol.Share, action string, s protocol.Share) []protocol.Share {
+	ss = slices.DeleteFunc(ss, func(x protocol.Share) bool { return x == s })
+	if action == "share" {
+		ss = append(ss, s)
+	}
+	return ss
+}
+
+// requestCount is how many requests the hub answered past the token check.
+func (h *fakeHub) requestCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.requests)
 }

@@ -1,13 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
-	"sort"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -15,11 +17,131 @@ import (
 
 // Text output of the read commands. --json prints the protocol types instead.
 
+// Untrusted text. Most of what the CLI prints was written by someone else:
+// job arguments, prompts, questions and answers, summaries, messages, names,
+// labels, remotes, the hub's error messages. Such text reaches the terminal
+// only through safe, so that none of it can move the cursor, clear the
+// screen, retitle the window or reorder what is shown: fprintf applies it
+// to every string argument (the format is the CLI's own text) and jsonSafe
+// to --json output.
+
+// escaped reports whether r is shown as an escape sequence instead of
+// itself: the C0 controls (tab and newline included: a table cell or a line
+// must stay one), DEL, the C1 controls (U+009B is a one-character CSI) and
+// the bidirectional formatting characters, which reorder the text around them.
+func escaped(r rune) bool {
+	switch {
+	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
+}
+
+// safe returns s with every character escaped reports written as a visible
+// escape (\t, \n, \r, \x1b, \u009b) and every byte that is not UTF-8 as
+// \xHH; the rest of Unicode is kept as it is.
+func safe(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || escaped(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x80 && escaped(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case escaped(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// safeArgs passes the string-like arguments of a print through safe:
+// strings (and string types), string slices, errors and other Stringers
+// that are not numbers. Numbers, booleans and the like cannot hold text.
+func safeArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, arg := range args {
+		out[i] = arg
+		v := reflect.ValueOf(arg)
+		if !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+			continue // fmt prints <nil>
+		}
+		switch x := arg.(type) {
+		case string:
+			out[i] = safe(x)
+		case []string:
+			ss := make([]string, len(x))
+			for j, s := range x {
+				ss[j] = safe(s)
+			}
+			out[i] = ss
+		case error:
+			out[i] = safe(x.Error())
+		case fmt.Stringer:
+			if k := v.Kind(); k == reflect.String || k == reflect.Struct || k == reflect.Pointer {
+				out[i] = safe(x.String())
+			}
+		default:
+			if v.Kind() == reflect.String {
+				out[i] = safe(v.String())
+			}
+		}
+	}
+	return out
+}
+
+// fprintf is fmt.Fprintf with every string argument made safe; format is
+// the CLI's own text. Everything the CLI prints goes through it, but raw
+// data: logs, diffs, JSON (see jsonSafe), a new token.
+func fprintf(w io.Writer, format string, args ...any) (int, error) {
+	return fmt.Fprintf(w, format, safeArgs(args)...)
+}
+
+// jsonSafe escapes in JSON what encoding/json leaves as it is but a
+// terminal may act on: DEL, the C1 controls and the bidirectional
+// formatting characters (it escapes the C0 ones itself). Outside strings
+// JSON is ASCII, so each becomes a \uXXXX escape of the same character:
+// a decoder reads the same document.
+func jsonSafe(b []byte) []byte {
+	if !bytes.ContainsFunc(b, func(r rune) bool { return r >= 0x7f && escaped(r) }) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r >= 0x7f && escaped(r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
+}
+
 func printJobs(w io.Writer, js []protocol.JobView, now time.Time) error {
 	t := newTable(w)
-	fmt.Fprintln(t, "ID\tSTATE\tAGENT\tREQUESTER\tRUNNER\tATTEMPTS\tAGE\tEXIT/REASON")
+	fprintf(t, "ID\tSTATE\tAGENT\tREQUESTER\tRUNNER\tATTEMPTS\tAGE\tEXIT/REASON\n")
 	for _, j := range js {
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, jobState(j), j.Agent, j.Requester,
+		fprintf(t, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, jobState(j), j.Agent, j.Requester,
 			dash(j.Runner), len(j.Attempts), ago(j.CreatedAt, now), outcome(j.ExitCode, j.Reason))
 	}
 	return t.Flush()
@@ -30,11 +152,12 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	t := newTable(w)
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(t, "%s:\t%s\n", k, v)
+			fprintf(t, "%s:\t%s\n", k, v)
 		}
 	}
 	row("Job", j.ID)
 	row("State", jobState(j))
+	row("Waiting", j.Waiting)
 	row("Agent", j.Agent)
 	row("Args", shellQuote(j.Args))
 	row("Labels", formatLabels(j.Labels))
@@ -57,14 +180,14 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 		return err
 	}
 	if len(j.Attempts) == 0 {
-		_, err := fmt.Fprintln(w, "\nNo attempts yet.")
+		_, err := fprintf(w, "\nNo attempts yet.\n")
 		return err
 	}
-	fmt.Fprintln(w)
+	fprintf(w, "\n")
 	t = newTable(w)
-	fmt.Fprintln(t, "ATTEMPT\tSTATE\tRUNNER\tOFFERED\tRAN\tEXIT/REASON\tLOG\tISOLATION\tMESSAGE")
+	fprintf(t, "ATTEMPT\tSTATE\tRUNNER\tOFFERED\tRAN\tEXIT/REASON\tLOG\tISOLATION\tMESSAGE\n")
 	for _, a := range j.Attempts {
-		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, dash(a.Runner), ago(a.OfferedAt, now),
+		fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, dash(a.Runner), ago(a.OfferedAt, now),
 			ran(a, now), outcome(a.ExitCode, a.Reason), strconv.FormatInt(a.LogSize, 10)+"B", isolation(a.Isolation),
 			dash(oneLine(a.Message)))
 	}
@@ -74,22 +197,22 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	var total protocol.Usage
 	for _, a := range j.Attempts {
 		if u := a.Usage; u != nil {
-			fmt.Fprintf(w, "attempt %d used %d input and %d output tokens (cache %d read, %d written), $%.4f\n",
+			fprintf(w, "attempt %d used %d input and %d output tokens (cache %d read, %d written), $%.4f\n",
 				a.Number, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.CostUSD)
 			total = total.Add(*u)
 		}
 	}
 	if total != (protocol.Usage{}) {
-		fmt.Fprintf(w, "in all: %d input and %d output tokens, $%.4f\n", total.InputTokens, total.OutputTokens, total.CostUSD)
+		fprintf(w, "in all: %d input and %d output tokens, $%.4f\n", total.InputTokens, total.OutputTokens, total.CostUSD)
 	}
 	for _, q := range j.Questions {
-		fmt.Fprintln(w)
+		fprintf(w, "\n")
 		printQuestion(w, q, now)
 	}
 	if j.Summary != "" {
-		fmt.Fprintln(w, "\nDelivered:")
+		fprintf(w, "\nDelivered:\n")
 		for _, line := range strings.Split(j.Summary, "\n") {
-			fmt.Fprintf(w, "  %s\n", line)
+			fprintf(w, "  %s\n", line)
 		}
 	}
 	return nil
@@ -97,7 +220,7 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 
 func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 	t := newTable(w)
-	fmt.Fprintln(t, "NAME\tOWNER\tSTATUS\tSLOTS\tRUNNING\tAGENTS\tLABELS\tLAST SEEN")
+	fprintf(t, "NAME\tOWNER\tACCESS\tSTATUS\tSLOTS\tRUNNING\tAGENTS\tLABELS\tLAST SEEN\n")
 	for _, r := range rs {
 		status := "offline"
 		switch {
@@ -110,10 +233,36 @@ func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 		if r.LastSeen != nil {
 			last = ago(*r.LastSeen, now)
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Name, r.Owner, status, r.Slots, r.Running,
+		fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Name, r.Owner, formatAccess(r), status, r.Slots, r.Running,
 			dash(formatAgents(r)), dash(formatLabels(r.Labels)), last)
 	}
 	return t.Flush()
+}
+
+// formatAccess says whose jobs a runner runs: "hub" (everyone's), "private"
+// (its owner's), or "shared: user:bob,project:web" (its owner's and theirs).
+func formatAccess(r protocol.RunnerView) string {
+	switch {
+	case r.Access == protocol.AccessHub:
+		return "hub"
+	case len(r.SharedWith) > 0:
+		return "shared: " + formatShares(r.SharedWith)
+	}
+	return dash(r.Access) // "-" from a hub that does not say
+}
+
+// formatShares lists shares compactly: "user:bob,project:web".
+func formatShares(ss []protocol.Share) string {
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		switch {
+		case s.User != "":
+			out = append(out, "user:"+s.User)
+		case s.Project != "":
+			out = append(out, "project:"+s.Project)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 func jobState(j protocol.JobView) string {
@@ -178,17 +327,7 @@ func stamp(t *time.Time, now time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05") + " (" + ago(*t, now) + " ago)"
 }
 
-func formatLabels(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
-		keys[i] = k + "=" + m[k]
-	}
-	return strings.Join(keys, ",")
-}
+func formatLabels(m map[string]string) string { return protocol.FormatLabels(m) }
 
 // shellQuote renders argv so that it could be pasted into a shell.
 func shellQuote(args []string) string {

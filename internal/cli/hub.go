@@ -113,13 +113,13 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 		return nil, nil, "", fmt.Errorf("listen: %w", err)
 	}
 	url := "http://" + ln.Addr().String()
-	fmt.Fprintf(a.env.Stdout, "%s%s\n", listeningPrefix, url)
+	fprintf(a.env.Stdout, "%s%s\n", listeningPrefix, url)
 	if first {
 		p := h.AdminTokenPath()
 		if p == "" {
 			p = filepath.Join(data, adminTokenFile)
 		}
-		fmt.Fprintf(a.env.Stdout, "first start: the admin token is in %s (keep it secret)\n", p)
+		fprintf(a.env.Stdout, "first start: the admin token is in %s (keep it secret)\n", p)
 	}
 	return h, ln, url, nil
 }
@@ -209,8 +209,8 @@ func (a *app) up(ctx context.Context, o hubOptions, slots int, home string) erro
 	if err != nil {
 		return stopAll(fmt.Errorf("start the local runner: %w", err))
 	}
-	fmt.Fprintf(a.env.Stdout, "runner \"local\" runs %d job(s) at a time (home %s)\n", slots, home)
-	fmt.Fprintf(a.env.Stdout, "submit a job from another terminal:\n  drover %srun --wait --agent exec -- echo hello\n", a.upClientFlags(o, url))
+	fprintf(a.env.Stdout, "runner \"local\" runs %d job(s) at a time (home %s)\n", slots, home)
+	fprintf(a.env.Stdout, "submit a job from another terminal:\n  drover %srun --wait --agent exec -- echo hello\n", a.upClientFlags(o, url))
 	err = r.Run(runCtx)
 	if errors.Is(err, context.Canceled) {
 		err = nil

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"strconv"
 
@@ -24,7 +23,9 @@ func (a *app) accountsCmd() *cobra.Command {
 preference: a job of a vendor agent (claude, codex, opencode, gemini) that
 runs on one of your runners gets your best account there that is ready.
 Runners report their accounts when they connect and when they change (add
-them with 'drover runner account add' on the runner's machine).`
+them with 'drover runner account add' on the runner's machine). The
+accounts others shared with you follow yours (POSITION is then their
+place in their owner's order); SHARED says whom you shared yours with.`
 	cmd := answerCmd(a, &cobra.Command{
 		Use:   "accounts [--json]",
 		Short: "List your agent accounts in order of preference (same as 'accounts list')",
@@ -47,7 +48,47 @@ end puts the account last.`,
 	}, func(ctx context.Context, c *client.Client, args []string) (protocol.AccountList, error) {
 		pos, _ := strconv.Atoi(args[2]) // checked by moveAccountArgs
 		return c.MoveAccount(ctx, protocol.MoveAccountRequest{Runner: args[0], ID: args[1], Position: pos})
-	}, text))
+	}, text), a.accountShareCmd("share"), a.accountShareCmd("unshare"))
+	return cmd
+}
+
+// accountShareCmd is `accounts share` or `accounts unshare`.
+func (a *app) accountShareCmd(action string) *cobra.Command {
+	var sf shareFlags
+	short, long := "Let a user, or the members of a project, run under an account of your runner",
+		`Share one account of a runner you own: with --user, that user's jobs on the
+runner may run under it; with --project, the jobs on that project of its
+members. Exactly one of them. ACCOUNT is the account's id, or its label when
+that is unique among the runner's accounts. Prints your accounts afterwards.`
+	if action == "unshare" {
+		short, long = "Take a share of an account back",
+			`Take back what 'drover accounts share' gave: exactly one of --user and
+--project. Prints your accounts afterwards.`
+	}
+	cmd := answerCmd(a, &cobra.Command{
+		Use:   action + " RUNNER ACCOUNT --user USER | --project PROJECT [--json]",
+		Short: short,
+		Long:  long,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := exactArgs("RUNNER", "ACCOUNT")(cmd, args); err != nil {
+				return err
+			}
+			if err := checkName("runner", args[0]); err != nil {
+				return err
+			}
+			if args[1] == "" {
+				return usagef("an account id or label is required")
+			}
+			return sf.check(cmd)
+		},
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.AccountList, error) {
+		req := protocol.AccountShareRequest{Runner: args[0], Account: args[1], User: sf.user, Project: sf.project}
+		if action == "unshare" {
+			return c.UnshareAccount(ctx, req)
+		}
+		return c.ShareAccount(ctx, req)
+	}, func(w io.Writer, l protocol.AccountList) error { return printAccounts(w, l.Accounts) })
+	sf.addFlags(cmd, false)
 	return cmd
 }
 
@@ -69,11 +110,11 @@ func moveAccountArgs(cmd *cobra.Command, args []string) error {
 
 func printAccounts(w io.Writer, vs []protocol.AccountView) error {
 	if len(vs) == 0 {
-		_, err := fmt.Fprintln(w, "No accounts: add one with 'drover runner account add' on a runner's machine.")
+		_, err := fprintf(w, "No accounts: add one with 'drover runner account add' on a runner's machine.\n")
 		return err
 	}
 	t := newTable(w)
-	fmt.Fprintln(t, "POSITION\tRUNNER\tACCOUNT\tAGENT\tKIND\tSTATE\tCONNECTED")
+	fprintf(t, "POSITION\tRUNNER\tOWNER\tACCOUNT\tAGENT\tKIND\tSTATE\tCONNECTED\tSHARED\n")
 	for _, v := range vs {
 		name := v.Label
 		if name == "" {
@@ -83,8 +124,8 @@ func printAccounts(w io.Writer, vs []protocol.AccountView) error {
 		if v.Connected {
 			connected = "yes"
 		}
-		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Position, v.Runner, name, v.Agent, dash(v.Kind),
-			hubAccountState(v), connected)
+		fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Position, v.Runner, dash(v.Owner), name, v.Agent, dash(v.Kind),
+			hubAccountState(v), connected, dash(formatShares(v.SharedWith)))
 	}
 	return t.Flush()
 }

@@ -24,9 +24,11 @@ func newAccountsHub(t *testing.T, accts []protocol.AccountView) *fakeHub {
 func TestHubAccounts(t *testing.T) {
 	reset := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	h := newAccountsHub(t, []protocol.AccountView{
-		{Runner: "gpu1", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Connected: true},
-		{Runner: "gpu1", ID: "acc-2", Agent: "codex", Kind: "api-key", State: "limited", LimitedUntil: &reset, Connected: true},
-		{Runner: "gpu2", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready"},
+		{Runner: "gpu1", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Connected: true,
+			Owner: "admin", SharedWith: []protocol.Share{{User: "bob"}, {Project: "web"}}},
+		{Runner: "gpu1", ID: "acc-2", Agent: "codex", Kind: "api-key", State: "limited", LimitedUntil: &reset, Connected: true,
+			Owner: "admin"},
+		{Runner: "gpu2", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Owner: "carol"},
 	})
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}
 	limited := "limited until " + reset.Local().Format("2006-01-02 15:04:05")
@@ -38,10 +40,10 @@ func TestHubAccounts(t *testing.T) {
 			t.Fatalf("%q: code %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
 		}
 		for i, want := range [][]string{
-			{"POSITION", "RUNNER", "ACCOUNT", "AGENT", "KIND", "STATE", "CONNECTED"},
-			{"1", "gpu1", "work", "claude", "login", "ready", "yes"},
-			append(append([]string{"2", "gpu1", "acc-2", "codex", "api-key"}, strings.Fields(limited)...), "yes"),
-			{"3", "gpu2", "work", "claude", "login", "ready", "no"},
+			{"POSITION", "RUNNER", "OWNER", "ACCOUNT", "AGENT", "KIND", "STATE", "CONNECTED", "SHARED"},
+			{"1", "gpu1", "admin", "work", "claude", "login", "ready", "yes", "user:bob,project:web"},
+			append(append([]string{"2", "gpu1", "admin", "acc-2", "codex", "api-key"}, strings.Fields(limited)...), "yes", "-"),
+			{"3", "gpu2", "carol", "work", "claude", "login", "ready", "no", "-"},
 		} {
 			if got := strings.Fields(lines[i]); !slices.Equal(got, want) {
 				t.Errorf("%q line %d: %q, want %q", args, i, got, want)
@@ -59,7 +61,7 @@ func TestHubAccounts(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "POSITION") {
 		t.Fatalf("move: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if first := strings.Fields(strings.Split(r.stdout, "\n")[1]); !slices.Equal(first[:3], []string{"1", "gpu2", "work"}) {
+	if first := strings.Fields(strings.Split(r.stdout, "\n")[1]); !slices.Equal(first[:4], []string{"1", "gpu2", "carol", "work"}) {
 		t.Errorf("after the move, first line %q", first)
 	}
 	r = runCLI(t, env, "", "accounts", "move", "--json", "gpu1", "acc-2", "9")

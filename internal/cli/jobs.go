@@ -79,13 +79,13 @@ limited.`,
 				return err
 			}
 			if !created {
-				fmt.Fprintf(a.env.Stderr, "key %q was used before: job %s (%s)\n", key, v.ID, v.State)
+				fprintf(a.env.Stderr, "key %q was used before: job %s (%s)\n", key, v.ID, v.State)
 			}
 			if !wait {
 				if asJSON {
 					return printJSON(a.env.Stdout, v)
 				}
-				_, err := fmt.Fprintln(a.env.Stdout, v.ID)
+				_, err := fprintf(a.env.Stdout, "%s\n", v.ID)
 				return err
 			}
 			return a.waitRun(cmd.Context(), c, v.ID, asJSON)
@@ -115,7 +115,7 @@ func (a *app) waitRun(ctx context.Context, c *client.Client, id string, asJSON b
 	if asJSON {
 		end, err = c.Wait(ctx, id)
 	} else {
-		fmt.Fprintf(a.env.Stderr, "job %s submitted; following its log\n", id)
+		fprintf(a.env.Stderr, "job %s submitted; following its log\n", id)
 		end, err = a.follow(ctx, c, id)
 	}
 	if err != nil {
@@ -129,7 +129,7 @@ func (a *app) waitRun(ctx context.Context, c *client.Client, id string, asJSON b
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.env.Stderr, "job %s %s\n", end.ID, describeEnd(end))
+		fprintf(a.env.Stderr, "job %s %s\n", end.ID, describeEnd(end))
 	}
 	if code := jobExitCode(end); code != 0 {
 		return exitCode(code)
@@ -203,10 +203,10 @@ func (a *app) follow(ctx context.Context, c *client.Client, id string, opts ...c
 
 func (a *app) attemptSeparator(at protocol.AttemptView) {
 	if at.Runner == "" {
-		fmt.Fprintf(a.env.Stderr, "--- attempt %d ---\n", at.Number)
+		fprintf(a.env.Stderr, "--- attempt %d ---\n", at.Number)
 		return
 	}
-	fmt.Fprintf(a.env.Stderr, "--- attempt %d on %s ---\n", at.Number, at.Runner)
+	fprintf(a.env.Stderr, "--- attempt %d on %s ---\n", at.Number, at.Runner)
 }
 
 func describeEnd(j protocol.JobView) string {
@@ -297,7 +297,7 @@ func (a *app) jobActionCmd(name, short string,
 		}
 		return v, err
 	}, func(w io.Writer, v protocol.JobView) error {
-		_, err := fmt.Fprintf(w, "job %s %s\n", v.ID, jobState(v))
+		_, err := fprintf(w, "job %s %s\n", v.ID, jobState(v))
 		return err
 	})
 }

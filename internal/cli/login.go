@@ -30,7 +30,7 @@ from an argument.`,
 			if src == "" {
 				src = "-"
 				if f, ok := a.env.Stdin.(*os.File); ok && isTerminal(f) {
-					fmt.Fprint(a.env.Stderr, "Paste your token, then Enter: ")
+					fprintf(a.env.Stderr, "Paste your token, then Enter: ")
 				}
 			}
 			token, err := a.readToken(src)
@@ -55,7 +55,7 @@ from an argument.`,
 			if err := saveConfig(path, clientConfig{Hub: c.Hub(), Token: token}); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.env.Stdout, "logged in to %s as %s; saved to %s\n", c.Hub(), describeWho(who), path)
+			fprintf(a.env.Stdout, "logged in to %s as %s; saved to %s\n", c.Hub(), describeWho(who), path)
 			return nil
 		},
 	}
@@ -76,7 +76,7 @@ func (a *app) whoamiCmd() *cobra.Command {
 		hub = c.Hub()
 		return c.Whoami(ctx)
 	}, func(w io.Writer, who protocol.Whoami) error {
-		_, err := fmt.Fprintf(w, "%s on %s\n", describeWho(who), hub)
+		_, err := fprintf(w, "%s on %s\n", describeWho(who), hub)
 		return err
 	})
 }

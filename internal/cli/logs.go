@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -63,7 +62,7 @@ func (a *app) printLog(ctx context.Context, c *client.Client, id string, attempt
 			attempt = max(attempt, at.Number)
 		}
 		if attempt == 0 {
-			fmt.Fprintf(a.env.Stderr, "job %s has no attempts yet\n", id)
+			fprintf(a.env.Stderr, "job %s has no attempts yet\n", id)
 			return nil
 		}
 	}

@@ -56,10 +56,10 @@ with it. Another user's answer waits until the job's requester approves it
 		return c.Answer(ctx, args[0], protocol.AnswerRequest{Text: text, Choice: choice})
 	}, func(w io.Writer, v protocol.JobView) error {
 		if v.State == job.Waiting {
-			_, err := fmt.Fprintf(w, "answer recorded for job %s; it waits for approval by %s (drover approve %s)\n", v.ID, v.Requester, v.ID)
+			_, err := fprintf(w, "answer recorded for job %s; it waits for approval by %s (drover approve %s)\n", v.ID, v.Requester, v.ID)
 			return err
 		}
-		_, err := fmt.Fprintf(w, "job %s answered and %s again\n", v.ID, jobState(v))
+		_, err := fprintf(w, "job %s answered and %s again\n", v.ID, jobState(v))
 		return err
 	})
 	cmd.Flags().IntVar(&choice, "choice", 0, "pick the question's choice N (from 1)")
@@ -97,24 +97,24 @@ func (a *app) printEvent(e protocol.EventView) {
 	if e.Actor != "" {
 		actor = " (" + e.Actor + ")"
 	}
-	fmt.Fprintf(a.env.Stderr, "--- %s %s%s: %s ---\n", e.At.Local().Format("15:04:05"), e.Kind, actor, oneLine(e.Message))
+	fprintf(a.env.Stderr, "--- %s %s%s: %s ---\n", e.At.Local().Format("15:04:05"), e.Kind, actor, oneLine(e.Message))
 }
 
 func printQuestions(w io.Writer, qs []protocol.QuestionView, now time.Time) error {
 	if len(qs) == 0 {
-		_, err := fmt.Fprintln(w, "Nothing waits on you.")
+		_, err := fprintf(w, "Nothing waits on you.\n")
 		return err
 	}
 	for _, q := range qs {
-		fmt.Fprintf(w, "job %s ", q.Job)
+		fprintf(w, "job %s ", q.Job)
 		printQuestion(w, q, now)
 		switch {
 		case q.AwaitsApproval():
-			fmt.Fprintf(w, "  approve: drover approve %s, or answer instead: drover answer %s TEXT\n\n", q.Job, q.Job)
+			fprintf(w, "  approve: drover approve %s, or answer instead: drover answer %s TEXT\n\n", q.Job, q.Job)
 		case len(q.Choices) > 0:
-			fmt.Fprintf(w, "  answer: drover answer %s --choice N, or drover answer %s TEXT\n\n", q.Job, q.Job)
+			fprintf(w, "  answer: drover answer %s --choice N, or drover answer %s TEXT\n\n", q.Job, q.Job)
 		default:
-			fmt.Fprintf(w, "  answer: drover answer %s TEXT\n\n", q.Job)
+			fprintf(w, "  answer: drover answer %s TEXT\n\n", q.Job)
 		}
 	}
 	return nil
@@ -130,12 +130,12 @@ func printQuestion(w io.Writer, q protocol.QuestionView, now time.Time) {
 			head += ", expired"
 		}
 	}
-	fmt.Fprintln(w, head+"):")
+	fprintf(w, "%s):\n", head)
 	for _, line := range strings.Split(q.Question, "\n") {
-		fmt.Fprintf(w, "  %s\n", line)
+		fprintf(w, "  %s\n", line)
 	}
 	for i, c := range q.Choices {
-		fmt.Fprintf(w, "  %d) %s\n", i+1, oneLine(c))
+		fprintf(w, "  %d) %s\n", i+1, oneLine(c))
 	}
 	if an := q.Answer; an != nil {
 		status := "approved"
@@ -148,9 +148,9 @@ func printQuestion(w io.Writer, q protocol.QuestionView, now time.Time) {
 		if an.Choice > 0 {
 			pick = " (choice " + strconv.Itoa(an.Choice) + ")"
 		}
-		fmt.Fprintf(w, "  answer by %s%s, %s:\n", an.By, pick, status)
+		fprintf(w, "  answer by %s%s, %s:\n", an.By, pick, status)
 		for _, line := range strings.Split(an.Text, "\n") {
-			fmt.Fprintf(w, "    %s\n", line)
+			fprintf(w, "    %s\n", line)
 		}
 	}
 }

@@ -115,7 +115,7 @@ func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) 
 		return nil, err
 	}
 	if remote != "" {
-		fmt.Fprintf(a.env.Stderr, "project %s is mapped to %s: runners fetch %s from there (make sure it is pushed)\n", project, remote, commit)
+		fprintf(a.env.Stderr, "project %s is mapped to %s: runners fetch %s from there (make sure it is pushed)\n", project, remote, commit)
 		return &protocol.SubmitRepo{Project: project, Base: commit}, nil
 	}
 	s, err := a.settings()
@@ -130,7 +130,7 @@ func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) 
 		}
 		return nil, err
 	}
-	fmt.Fprintf(a.env.Stderr, "pinned %s at %s\n", project, commit)
+	fprintf(a.env.Stderr, "pinned %s at %s\n", project, commit)
 	return &protocol.SubmitRepo{Project: project, Base: commit}, nil
 }
 
@@ -150,7 +150,7 @@ func (a *app) pinCommit(ctx context.Context, co workspace.Checkout, o sourceOpti
 			return "", err
 		}
 		if len(tracked)+len(untracked) > 0 {
-			fmt.Fprintf(a.env.Stderr, "sending the working tree as throwaway commit %s (%d changed, %d untracked files)\n",
+			fprintf(a.env.Stderr, "sending the working tree as throwaway commit %s (%d changed, %d untracked files)\n",
 				id, len(tracked), len(untracked))
 		}
 		return id, nil
@@ -160,7 +160,7 @@ func (a *app) pinCommit(ctx context.Context, co workspace.Checkout, o sourceOpti
 			co.Dir, workspace.ListPaths(tracked))
 	}
 	if len(untracked) > 0 {
-		fmt.Fprintf(a.env.Stderr, "note: %d untracked files are not part of the job (%s); --dirty would include them\n",
+		fprintf(a.env.Stderr, "note: %d untracked files are not part of the job (%s); --dirty would include them\n",
 			len(untracked), workspace.ListPaths(untracked))
 	}
 	return start, nil
@@ -348,9 +348,9 @@ Plain git works too:
 				return err
 			}
 			if v.Head == v.Base {
-				fmt.Fprintf(a.env.Stderr, "job %s has published nothing yet: the branch is its base\n", id)
+				fprintf(a.env.Stderr, "job %s has published nothing yet: the branch is its base\n", id)
 			}
-			_, err = fmt.Fprintf(a.env.Stdout, "branch %s %s at %s (job %s on %s, base %s)\n", branch, what, v.Head, id, v.Project, v.Base)
+			_, err = fprintf(a.env.Stdout, "branch %s %s at %s (job %s on %s, base %s)\n", branch, what, v.Head, id, v.Project, v.Base)
 			return err
 		},
 	}
@@ -399,20 +399,27 @@ or working tree is touched.`,
 }
 
 func (a *app) projectsCmd() *cobra.Command {
-	cmd := answerCmd(a, &cobra.Command{
-		Use:   "projects [--json]",
-		Short: "List the hub's projects, or map one to a remote",
-		Args:  noArgs,
-	}, func(ctx context.Context, c *client.Client, _ []string) (protocol.ProjectList, error) {
+	list := func(ctx context.Context, c *client.Client, _ []string) (protocol.ProjectList, error) {
 		return c.Projects(ctx)
-	}, func(w io.Writer, l protocol.ProjectList) error {
+	}
+	text := func(w io.Writer, l protocol.ProjectList) error {
 		t := newTable(w)
-		fmt.Fprintln(t, "PROJECT\tHOSTED\tREMOTE")
+		fprintf(t, "PROJECT\tOWNER\tHOSTED\tREMOTE\n")
 		for _, p := range l.Projects {
-			fmt.Fprintf(t, "%s\t%t\t%s\n", p.Name, p.Hosted, dash(p.Remote))
+			fprintf(t, "%s\t%s\t%t\t%s\n", p.Name, dash(p.Owner), p.Hosted, dash(p.Remote))
 		}
 		return t.Flush()
-	})
+	}
+	cmd := answerCmd(a, &cobra.Command{
+		Use:   "projects [--json]",
+		Short: "List the hub's projects (same as 'projects list'); map one to a remote, manage its members",
+		Args:  noArgs,
+	}, list, text)
+	cmd.AddCommand(answerCmd(a, &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List the hub's projects and their owners",
+		Args:  noArgs,
+	}, list, text), a.membersCmd())
 	mapCmd := answerCmd(a, &cobra.Command{
 		Use:   "map NAME URL",
 		Short: "Map a project to a remote git URL (admin only)",
@@ -426,12 +433,80 @@ credentials) when it lacks it. An empty URL makes the project hosted again.`,
 		return c.MapProject(ctx, args[0], args[1])
 	}, func(w io.Writer, p protocol.ProjectView) error {
 		if p.Remote == "" {
-			_, err := fmt.Fprintf(w, "project %s is hosted on the hub\n", p.Name)
+			_, err := fprintf(w, "project %s is hosted on the hub\n", p.Name)
 			return err
 		}
-		_, err := fmt.Fprintf(w, "project %s is mapped to %s\n", p.Name, p.Remote)
+		_, err := fprintf(w, "project %s is mapped to %s\n", p.Name, p.Remote)
 		return err
 	})
 	cmd.AddCommand(mapCmd)
 	return cmd
+}
+
+// membersCmd is `projects members`: who may use a runner or an account
+// shared with the project (drover runners share --project).
+func (a *app) membersCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "members list|add|remove",
+		Short: "List, add and remove the members of a project",
+		Long: `A project's members may run their jobs on that project on the runners and
+accounts shared with it ('drover runners share NAME --project PROJECT').
+Its owner and admins add and remove members; members see the list.`,
+		Args: noArgs,
+		RunE: showHelp,
+	}
+	text := func(w io.Writer, l protocol.MemberList) error { return printMembers(w, l) }
+	names := func(names ...string) cobra.PositionalArgs {
+		return func(cmd *cobra.Command, args []string) error {
+			if err := exactArgs(names...)(cmd, args); err != nil {
+				return err
+			}
+			if err := checkName("project", args[0]); err != nil {
+				return err
+			}
+			if len(args) > 1 {
+				return checkName("user", args[1])
+			}
+			return nil
+		}
+	}
+	cmd.AddCommand(answerCmd(a, &cobra.Command{
+		Use:   "list PROJECT [--json]",
+		Short: "List a project's owner and members",
+		Args:  names("PROJECT"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.MemberList, error) {
+		return c.Members(ctx, args[0])
+	}, text), answerCmd(a, &cobra.Command{
+		Use:   "add PROJECT USER [--json]",
+		Short: "Make a user a member of a project (its owner or an admin)",
+		Args:  names("PROJECT", "USER"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.MemberList, error) {
+		return c.AddMember(ctx, args[0], args[1])
+	}, text), answerCmd(a, &cobra.Command{
+		Use:   "remove PROJECT USER [--json]",
+		Short: "Take a user out of a project (its owner or an admin)",
+		Args:  names("PROJECT", "USER"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.MemberList, error) {
+		return c.RemoveMember(ctx, args[0], args[1])
+	}, text))
+	return cmd
+}
+
+// printMembers lists a project's members, the owner first.
+func printMembers(w io.Writer, l protocol.MemberList) error {
+	if len(l.Members) == 0 && l.Owner == "" {
+		_, err := fprintf(w, "project %s has no members\n", l.Project)
+		return err
+	}
+	t := newTable(w)
+	fprintf(t, "MEMBER\tROLE\n")
+	if l.Owner != "" {
+		fprintf(t, "%s\towner\n", l.Owner)
+	}
+	for _, m := range l.Members {
+		if m != l.Owner {
+			fprintf(t, "%s\tmember\n", m)
+		}
+	}
+	return t.Flush()
 }

@@ -133,7 +133,7 @@ with 'drover runner approve CODE'. The login is saved under the runner home.`,
 			if err := runner.LoginFlow(ctx, hub, name, home, a.env.Stdout); err != nil {
 				return fmt.Errorf("runner login: %w", err)
 			}
-			fmt.Fprintf(a.env.Stdout, "start it with: drover runner --home %s\n", home)
+			fprintf(a.env.Stdout, "start it with: drover runner --home %s\n", home)
 			return nil
 		},
 	}
@@ -174,7 +174,7 @@ func (a *app) runnerApproveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.env.Stdout, "approved runner %s (owner %s)\n", v.Name, v.Owner)
+			_, err = fprintf(a.env.Stdout, "approved runner %s (owner %s)\n", v.Name, v.Owner)
 			return err
 		},
 	}
@@ -210,12 +210,12 @@ func (a *app) runnersCmd() *cobra.Command {
 	text := func(w io.Writer, l protocol.RunnerList) error { return printRunners(w, l.Runners, time.Now()) }
 	cmd := answerCmd(a, &cobra.Command{
 		Use:   "runners [--json]",
-		Short: "List runners (same as 'runners list')",
+		Short: "List the runners you own or may use, whom they run jobs for (same as 'runners list')",
 		Args:  noArgs,
 	}, list, text)
 	cmd.AddCommand(answerCmd(a, &cobra.Command{
 		Use:   "list [--json]",
-		Short: "List runners",
+		Short: "List the runners you own or may use (an admin: all), whom they run jobs for",
 		Args:  noArgs,
 	}, list, text), answerCmd(a, &cobra.Command{
 		Use:   "revoke NAME [--json]",
@@ -224,8 +224,92 @@ func (a *app) runnersCmd() *cobra.Command {
 	}, func(ctx context.Context, c *client.Client, args []string) (protocol.RunnerView, error) {
 		return c.RevokeRunner(ctx, args[0])
 	}, func(w io.Writer, v protocol.RunnerView) error {
-		_, err := fmt.Fprintf(w, "revoked runner %s\n", v.Name)
+		_, err := fprintf(w, "revoked runner %s\n", v.Name)
 		return err
-	}))
+	}), a.runnerShareCmd("share"), a.runnerShareCmd("unshare"))
 	return cmd
+}
+
+// runnerShareCmd is `runners share` or `runners unshare`.
+func (a *app) runnerShareCmd(action string) *cobra.Command {
+	var sf shareFlags
+	short, long := "Let a user, or the members of a project, run jobs on your runner; --hub-wide: everyone (admin only)",
+		`Share a runner you own: with --user, that user's jobs may run on it; with
+--project, the jobs on that project of its members; with --hub-wide (admin
+only), everyone's jobs. Exactly one of them. A runner is private to its owner
+until it is shared.`
+	if action == "unshare" {
+		short, long = "Take a share of your runner back; --hub-wide makes a hub-wide runner private again",
+			`Take back what 'drover runners share' gave: exactly one of --user, --project
+and --hub-wide (admin only), which makes the runner private again.`
+	}
+	cmd := answerCmd(a, &cobra.Command{
+		Use:   action + " NAME --user USER | --project PROJECT | --hub-wide [--json]",
+		Short: short,
+		Long:  long,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := exactArgs("NAME")(cmd, args); err != nil {
+				return err
+			}
+			if err := checkName("runner", args[0]); err != nil {
+				return err
+			}
+			return sf.check(cmd)
+		},
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.RunnerView, error) {
+		req := protocol.ShareRequest{User: sf.user, Project: sf.project, Hub: sf.hub}
+		if action == "unshare" {
+			return c.UnshareRunner(ctx, args[0], req)
+		}
+		return c.ShareRunner(ctx, args[0], req)
+	}, func(w io.Writer, v protocol.RunnerView) error {
+		_, err := fprintf(w, "runner %s access: %s\n", v.Name, formatAccess(v))
+		return err
+	})
+	sf.addFlags(cmd, true)
+	return cmd
+}
+
+// shareFlags name whom a runner or an account is shared with: exactly one
+// of --user, --project and (runners only) --hub-wide. (--hub is the hub's
+// URL everywhere.)
+type shareFlags struct {
+	user, project string
+	hub           bool
+	withHub       bool
+}
+
+func (f *shareFlags) addFlags(cmd *cobra.Command, withHub bool) {
+	f.withHub = withHub
+	cmd.Flags().StringVar(&f.user, "user", "", "the user to share with")
+	cmd.Flags().StringVar(&f.project, "project", "", "the project whose members to share with")
+	if withHub {
+		cmd.Flags().BoolVar(&f.hub, "hub-wide", false, "everyone on the hub (admin only)")
+	}
+}
+
+// check wants exactly one of the flags, with a name that can be one.
+func (f *shareFlags) check(cmd *cobra.Command) error {
+	names := []string{"user", "project"}
+	want := "--user USER or --project PROJECT"
+	if f.withHub {
+		names, want = append(names, "hub-wide"), "--user USER, --project PROJECT or --hub-wide"
+	}
+	n := 0
+	for _, name := range names {
+		if cmd.Flags().Changed(name) {
+			n++
+		}
+	}
+	switch {
+	case n != 1:
+		return usagef("want exactly one of %s", want)
+	case cmd.Flags().Changed("user"):
+		return checkName("user", f.user)
+	case cmd.Flags().Changed("project"):
+		return checkName("project", f.project)
+	case !f.hub:
+		return usagef("--hub-wide=false shares with nobody: want exactly one of %s", want)
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -63,7 +62,7 @@ named by --sandbox (default bwrap) does not work.`,
 			}
 			for _, c := range checks {
 				if c.Kind == kind && !c.OK {
-					fmt.Fprintf(a.env.Stderr, "drover: --sandbox %s does not work here: %s\n", kind, c.Fix)
+					fprintf(a.env.Stderr, "drover: --sandbox %s does not work here: %s\n", kind, c.Fix)
 					return exitCode(1)
 				}
 			}
@@ -77,20 +76,20 @@ named by --sandbox (default bwrap) does not work.`,
 
 func printChecks(a *app, checks []sandbox.Check) error {
 	tw := newTable(a.env.Stdout)
-	fmt.Fprintln(tw, "CHECK\tWORKS\tVERSION\tDETAIL")
+	fprintf(tw, "CHECK\tWORKS\tVERSION\tDETAIL\n")
 	for _, c := range checks {
 		works := "yes"
 		if !c.OK {
 			works = "NO"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Kind, works, dash(c.Version), c.Detail)
+		fprintf(tw, "%s\t%s\t%s\t%s\n", c.Kind, works, dash(c.Version), c.Detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, c := range checks {
 		if c.Fix != "" {
-			fmt.Fprintf(a.env.Stdout, "to fix %s: %s\n", c.Kind, c.Fix)
+			fprintf(a.env.Stdout, "to fix %s: %s\n", c.Kind, c.Fix)
 		}
 	}
 	return nil

@@ -150,6 +150,7 @@ type settings struct {
 	Hub       string
 	Token     string
 	TokenFrom string // where the token came from, for messages
+	Saved     string // the saved login's path, when the token came from it
 }
 
 // hubURL resolves the hub URL: --hub, $DROVER_HUB, the saved login, the default.
@@ -188,7 +189,7 @@ func (a *app) settings() (settings, error) {
 	}
 	// A saved token goes only to the hub it was saved for.
 	if savedHub, err := client.NormalizeURL(saved.Hub); err == nil && savedHub == hub && saved.Token != "" {
-		s.Token, s.TokenFrom = saved.Token, cfgPath
+		s.Token, s.TokenFrom, s.Saved = saved.Token, cfgPath, cfgPath
 		return s, nil
 	}
 	if isDefaultLocalHub(hub) {
@@ -217,13 +218,20 @@ func isDefaultLocalHub(u string) bool {
 
 // client returns an API client with the resolved settings.
 func (a *app) client() (*client.Client, error) {
+	c, _, err := a.clientSettings()
+	return c, err
+}
+
+// clientSettings returns an API client and the settings it was made with.
+func (a *app) clientSettings() (*client.Client, settings, error) {
 	s, err := a.settings()
 	if err != nil {
-		return nil, err
+		return nil, s, err
 	}
 	if s.Token == "" {
-		return nil, fmt.Errorf("no token for %s: run 'drover login --hub %s', or use --token-file or $DROVER_TOKEN", s.Hub, s.Hub)
+		return nil, s, fmt.Errorf("no token for %s: run 'drover login --hub %s', or use --token-file or $DROVER_TOKEN", s.Hub, s.Hub)
 	}
 	a.log.Debug("client settings", "hub", s.Hub, "token_from", s.TokenFrom)
-	return client.New(s.Hub, s.Token)
+	c, err := client.New(s.Hub, s.Token)
+	return c, s, err
 }

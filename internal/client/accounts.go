@@ -8,7 +8,7 @@ import (
 )
 
 // Accounts lists the caller's agent accounts across their runners, in the
-// order the hub prefers them.
+// order the hub prefers them, then the accounts others shared with them.
 func (c *Client) Accounts(ctx context.Context) (protocol.AccountList, error) {
 	return decode[protocol.AccountList](ctx, c, call{method: http.MethodGet, path: "/accounts"}, "list accounts")
 }
@@ -18,4 +18,20 @@ func (c *Client) Accounts(ctx context.Context) (protocol.AccountList, error) {
 func (c *Client) MoveAccount(ctx context.Context, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
 	return decode[protocol.AccountList](ctx, c, call{method: http.MethodPost, path: "/accounts/move", body: req},
 		"move account "+req.ID+" of runner "+req.Runner)
+}
+
+// ShareAccount lets a user, or a project's members, run under one account of
+// a runner (the runner's owner or an admin), and returns the caller's accounts.
+func (c *Client) ShareAccount(ctx context.Context, req protocol.AccountShareRequest) (protocol.AccountList, error) {
+	return c.shareAccount(ctx, "share", req)
+}
+
+// UnshareAccount takes a share of an account back.
+func (c *Client) UnshareAccount(ctx context.Context, req protocol.AccountShareRequest) (protocol.AccountList, error) {
+	return c.shareAccount(ctx, "unshare", req)
+}
+
+func (c *Client) shareAccount(ctx context.Context, action string, req protocol.AccountShareRequest) (protocol.AccountList, error) {
+	return decode[protocol.AccountList](ctx, c, call{method: http.MethodPost, path: "/accounts/" + action, body: req},
+		action+" account "+req.Account+" of runner "+req.Runner)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,6 +177,85 @@ func TestNormalizeURL(t *testing.T) {
 		got, err := NormalizeURL(tt.in)
 		if (err != nil) != (tt.want == "") || got != tt.want {
 			t.Errorf("NormalizeURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestTenancyRoutes(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		call       func(c *Client) error
+		wantMethod string
+		wantPath   string // escaped
+		wantBody   string // JSON, "" for none
+	}{
+		{"users", func(c *Client) error { _, err := c.Users(ctx); return err }, "GET", "/api/v1/users", ""},
+		{"remove user", func(c *Client) error { _, err := c.RemoveUser(ctx, "a/b"); return err },
+			"DELETE", "/api/v1/users/a%2Fb", ""},
+		{"rotate token", func(c *Client) error { _, err := c.RotateToken(ctx, "bob"); return err },
+			"POST", "/api/v1/users/bob/token", ""},
+		{"share runner", func(c *Client) error {
+			_, err := c.ShareRunner(ctx, "gpu 1", protocol.ShareRequest{User: "bob"})
+			return err
+		}, "POST", "/api/v1/runners/gpu%201/share", `{"user":"bob"}`},
+		{"unshare runner", func(c *Client) error {
+			_, err := c.UnshareRunner(ctx, "gpu1", protocol.ShareRequest{Hub: true})
+			return err
+		}, "POST", "/api/v1/runners/gpu1/unshare", `{"hub":true}`},
+		{"share account", func(c *Client) error {
+			_, err := c.ShareAccount(ctx, protocol.AccountShareRequest{Runner: "gpu1", Account: "work", Project: "web"})
+			return err
+		}, "POST", "/api/v1/accounts/share", `{"runner":"gpu1","account":"work","project":"web"}`},
+		{"unshare account", func(c *Client) error {
+			_, err := c.UnshareAccount(ctx, protocol.AccountShareRequest{Runner: "gpu1", Account: "work", User: "bob"})
+			return err
+		}, "POST", "/api/v1/accounts/unshare", `{"runner":"gpu1","account":"work","user":"bob"}`},
+		{"members", func(c *Client) error { _, err := c.Members(ctx, "web"); return err },
+			"GET", "/api/v1/projects/web/members", ""},
+		{"add member", func(c *Client) error { _, err := c.AddMember(ctx, "web", "bob"); return err },
+			"POST", "/api/v1/projects/web/members", `{"user":"bob"}`},
+		{"remove member", func(c *Client) error { _, err := c.RemoveMember(ctx, "web", "b?b"); return err },
+			"DELETE", "/api/v1/projects/web/members/b%3Fb", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var method, path, body string
+			c, f := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				method, path = r.Method, r.URL.EscapedPath()
+				b, _ := io.ReadAll(r.Body)
+				body = strings.TrimSpace(string(b))
+				writeJSON(w, 200, struct{}{})
+			}), 0)
+			if err := tt.call(c); err != nil {
+				t.Fatal(err)
+			}
+			if method != tt.wantMethod || path != tt.wantPath || body != tt.wantBody {
+				t.Errorf("sent %s %s %s, want %s %s %s", method, path, body, tt.wantMethod, tt.wantPath, tt.wantBody)
+			}
+			if n := f.calls.Load(); n != 1 {
+				t.Errorf("round trips = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestMutationsAreNotRetried: a rotation, removal or share whose answer was
+// lost is not sent again (a second rotation would revoke the first token).
+func TestMutationsAreNotRetried(t *testing.T) {
+	ctx := context.Background()
+	for name, call := range map[string]func(c *Client) error{
+		"rotate":        func(c *Client) error { _, err := c.RotateToken(ctx, "bob"); return err },
+		"remove user":   func(c *Client) error { _, err := c.RemoveUser(ctx, "bob"); return err },
+		"share runner":  func(c *Client) error { _, err := c.ShareRunner(ctx, "r", protocol.ShareRequest{User: "u"}); return err },
+		"remove member": func(c *Client) error { _, err := c.RemoveMember(ctx, "web", "bob"); return err },
+	} {
+		c, f := newTestClient(t, http.NotFoundHandler(), 5)
+		if err := call(c); err == nil {
+			t.Errorf("%s: want an error", name)
+		}
+		if n := f.calls.Load(); n != 1 {
+			t.Errorf("%s: round trips = %d, want 1", name, n)
 		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 // GitURL is the hub's smart HTTP URL of a project, for plain git.
 func (c *Client) GitURL(project string) string { return c.base + "/git/" + seg(project) }
 
-// Projects lists the hub's projects: hosted ones and those mapped to a remote.
+// Projects lists the hub's projects (hosted ones and those mapped to a
+// remote) with their owners.
 func (c *Client) Projects(ctx context.Context) (protocol.ProjectList, error) {
 	return decode[protocol.ProjectList](ctx, c, call{method: http.MethodGet, path: "/projects"}, "list projects")
 }
@@ -20,4 +21,22 @@ func (c *Client) Projects(ctx context.Context) (protocol.ProjectList, error) {
 func (c *Client) MapProject(ctx context.Context, name, remote string) (protocol.ProjectView, error) {
 	return decode[protocol.ProjectView](ctx, c, call{method: http.MethodPut, path: "/projects/" + seg(name),
 		body: protocol.MapProjectRequest{Remote: remote}}, "map project "+name)
+}
+
+// Members lists a project's owner and members.
+func (c *Client) Members(ctx context.Context, project string) (protocol.MemberList, error) {
+	return decode[protocol.MemberList](ctx, c, call{method: http.MethodGet, path: "/projects/" + seg(project) + "/members"},
+		"list the members of project "+project)
+}
+
+// AddMember makes a user a member of a project (its owner or an admin).
+func (c *Client) AddMember(ctx context.Context, project, user string) (protocol.MemberList, error) {
+	return decode[protocol.MemberList](ctx, c, call{method: http.MethodPost, path: "/projects/" + seg(project) + "/members",
+		body: protocol.MemberRequest{User: user}}, "add "+user+" to project "+project)
+}
+
+// RemoveMember takes a user out of a project (its owner or an admin).
+func (c *Client) RemoveMember(ctx context.Context, project, user string) (protocol.MemberList, error) {
+	return decode[protocol.MemberList](ctx, c, call{method: http.MethodDelete,
+		path: "/projects/" + seg(project) + "/members/" + seg(user)}, "remove "+user+" from project "+project)
 }

@@ -18,3 +18,24 @@ func (c *Client) AddUser(ctx context.Context, req protocol.NewUserRequest) (prot
 	return decode[protocol.NewUserResponse](ctx, c, call{method: http.MethodPost, path: "/users", body: req},
 		"add user "+req.Name)
 }
+
+// Users lists the hub's users (an admin sees all, anyone else themselves).
+func (c *Client) Users(ctx context.Context) (protocol.UserList, error) {
+	return decode[protocol.UserList](ctx, c, call{method: http.MethodGet, path: "/users"}, "list users")
+}
+
+// RemoveUser removes a user (admin only): the hub revokes their tokens and
+// runners and cancels their unfinished jobs.
+func (c *Client) RemoveUser(ctx context.Context, name string) (protocol.UserView, error) {
+	return decode[protocol.UserView](ctx, c, call{method: http.MethodDelete, path: "/users/" + seg(name)},
+		"remove user "+name)
+}
+
+// RotateToken gives a user a new token and revokes their old ones (the user
+// themselves or an admin). The answer carries the new token, shown only
+// this once. It is not retried: a lost answer would leave a token nobody
+// holds, and a second rotation would revoke the first.
+func (c *Client) RotateToken(ctx context.Context, name string) (protocol.NewUserResponse, error) {
+	return decode[protocol.NewUserResponse](ctx, c, call{method: http.MethodPost, path: "/users/" + seg(name) + "/token"},
+		"rotate the token of user "+name)
+}

@@ -16,7 +16,7 @@ func (h *Hub) apiAccounts(w http.ResponseWriter, r *http.Request, p principal) e
 	var out protocol.AccountList
 	connected := h.connectedRunners()
 	err := h.store.Read(r.Context(), func(tx store.Tx) (err error) {
-		out, err = accountList(tx, p.userID, connected)
+		out, err = h.accountList(tx, p, connected)
 		return err
 	})
 	if err != nil {
@@ -63,7 +63,7 @@ func (h *Hub) apiMoveAccount(w http.ResponseWriter, r *http.Request, p principal
 		if err := tx.MoveAccount(p.userID, rn.ID, moved, req.Position); err != nil {
 			return err
 		}
-		out, err = accountList(tx, p.userID, connected)
+		out, err = h.accountList(tx, p, connected)
 		return err
 	})
 	if err != nil {
@@ -113,20 +113,59 @@ func (h *Hub) connectedRunners() map[string]bool {
 	return out
 }
 
-// accountList is the owner's accounts, best first, with their runners'
-// names and whether those are connected (by connectedRunners).
-func accountList(tx store.Tx, ownerID string, connected map[string]bool) (protocol.AccountList, error) {
-	accts, err := tx.AccountsOfOwner(ownerID)
+// accountList is p's own accounts, best first, then the accounts others
+// shared with p or p's projects (in their owners' order), with their
+// runners' names and whether those are connected (by connectedRunners).
+// Whom an account is shared with is shown to its owner and admins only.
+func (h *Hub) accountList(tx store.Tx, p principal, connected map[string]bool) (protocol.AccountList, error) {
+	all, err := tx.Accounts()
 	if err != nil {
 		return protocol.AccountList{}, err
 	}
-	n := newNamer(tx)
-	out := protocol.AccountList{Accounts: make([]protocol.AccountView, 0, len(accts))}
-	for i, a := range accts {
-		out.Accounts = append(out.Accounts, protocol.AccountView{
-			Position: i + 1, Runner: n.runner(a.RunnerID), ID: a.ID, Agent: a.Agent, Label: a.Label,
-			Kind: a.Kind, State: a.State, LimitedUntil: utcPtr(a.LimitedUntil), Connected: connected[a.RunnerID],
-		})
+	projects, err := userProjects(tx, p.userID)
+	if err != nil {
+		return protocol.AccountList{}, err
 	}
+	shares, err := tx.AllShares()
+	if err != nil {
+		return protocol.AccountList{}, err
+	}
+	byRunner := map[string][]store.Share{}
+	for _, sh := range shares {
+		if sh.AccountID != "" {
+			byRunner[sh.RunnerID] = append(byRunner[sh.RunnerID], sh)
+		}
+	}
+	access := map[string]*runnerAccess{}
+	n := newNamer(tx)
+	out := protocol.AccountList{Accounts: make([]protocol.AccountView, 0, len(all))}
+	var others []protocol.AccountView
+	pos := map[string]int{} // owner → position within the owner's order
+	for _, a := range all {
+		pos[a.OwnerID]++
+		ra, ok := access[a.RunnerID]
+		if !ok {
+			ra = newRunnerAccess(store.Runner{OwnerID: a.OwnerID}, byRunner[a.RunnerID])
+			access[a.RunnerID] = ra
+		}
+		mine := a.OwnerID == p.userID
+		if !mine && !mayUseAccountOf(p, ra, a.ID, projects) {
+			continue
+		}
+		v := protocol.AccountView{
+			Position: pos[a.OwnerID], Runner: n.runner(a.RunnerID), ID: a.ID, Agent: a.Agent, Label: a.Label,
+			Kind: a.Kind, State: a.State, LimitedUntil: utcPtr(a.LimitedUntil), Connected: connected[a.RunnerID],
+			Owner: n.user(a.OwnerID),
+		}
+		if mine || p.admin {
+			v.SharedWith = sharesView(n, byRunner[a.RunnerID], a.ID)
+		}
+		if mine {
+			out.Accounts = append(out.Accounts, v)
+		} else {
+			others = append(others, v)
+		}
+	}
+	out.Accounts = append(out.Accounts, others...)
 	return out, nil
 }

@@ -76,11 +76,11 @@ func TestAccountsListAndMove(t *testing.T) {
 
 	got := th.accounts(th.admin)
 	want := []protocol.AccountView{
-		{Position: 1, Runner: "box-1", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Connected: true},
-		{Position: 2, Runner: "box-1", ID: "acc-2", Agent: "codex", Label: "home", Kind: "api-key", State: "limited", LimitedUntil: &reset, Connected: true},
-		{Position: 3, Runner: "box-2", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready"},
-		{Position: 4, Runner: "box-2", ID: "acc-3", Agent: "claude", Label: "spare", Kind: "login", State: "ready"},
-		{Position: 5, Runner: "box-2", ID: "acc-4", Agent: "gemini", Label: "spare", Kind: "login", State: "ready"},
+		{Position: 1, Runner: "box-1", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Connected: true, Owner: "admin"},
+		{Position: 2, Runner: "box-1", ID: "acc-2", Agent: "codex", Label: "home", Kind: "api-key", State: "limited", LimitedUntil: &reset, Connected: true, Owner: "admin"},
+		{Position: 3, Runner: "box-2", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Owner: "admin"},
+		{Position: 4, Runner: "box-2", ID: "acc-3", Agent: "claude", Label: "spare", Kind: "login", State: "ready", Owner: "admin"},
+		{Position: 5, Runner: "box-2", ID: "acc-4", Agent: "gemini", Label: "spare", Kind: "login", State: "ready", Owner: "admin"},
 	}
 	gj, _ := json.Marshal(got)
 	wj, _ := json.Marshal(want)

@@ -97,7 +97,7 @@ func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) err
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
 		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account,
 	}
-	if err := h.checkSource(r.Context(), req, &j); err != nil {
+	if err := h.checkSource(r.Context(), p, req, &j); err != nil {
 		return err
 	}
 	created := true
@@ -133,7 +133,7 @@ func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) err
 	if created {
 		h.pinBase(r.Context(), j)
 	}
-	view, err := h.jobView(r.Context(), j.ID)
+	view, err := h.jobView(r.Context(), p, j.ID)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (h *Hub) apiJobs(w http.ResponseWriter, r *http.Request, p principal) error
 		}
 		f.Limit = n
 	}
-	views, err := h.jobViews(r.Context(), f)
+	views, err := h.jobViews(r.Context(), p, f)
 	if err != nil {
 		return err
 	}
@@ -169,12 +169,12 @@ func (h *Hub) apiJobs(w http.ResponseWriter, r *http.Request, p principal) error
 
 func (h *Hub) apiJob(w http.ResponseWriter, r *http.Request, p principal) error {
 	id := r.PathValue("id")
-	v, err := h.jobView(r.Context(), id)
+	v, err := h.jobView(r.Context(), p, id)
 	if err != nil {
 		return err
 	}
 	if r.URL.Query().Get("events") == "1" {
-		if v.Events, err = h.events(r.Context(), id, 0); err != nil {
+		if v.Events, err = h.events(r.Context(), p, id, 0); err != nil {
 			return err
 		}
 	}
@@ -202,7 +202,7 @@ func (h *Hub) apiEvents(w http.ResponseWriter, r *http.Request, p principal) err
 		}
 		after = n
 	}
-	evs, err := h.events(r.Context(), id, after)
+	evs, err := h.events(r.Context(), p, id, after)
 	if err != nil {
 		return err
 	}
@@ -211,10 +211,10 @@ func (h *Hub) apiEvents(w http.ResponseWriter, r *http.Request, p principal) err
 }
 
 // events returns up to 1000 of a job's events after sequence number after.
-func (h *Hub) events(ctx context.Context, id string, after int64) ([]protocol.EventView, error) {
+func (h *Hub) events(ctx context.Context, p principal, id string, after int64) ([]protocol.EventView, error) {
 	out := []protocol.EventView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		if _, err := tx.Job(id); err != nil {
+		if _, err := visibleJob(tx, p, id); err != nil {
 			return err
 		}
 		evs, err := tx.Events(id, after, 1000)

@@ -25,12 +25,12 @@ type logSlice struct {
 	state    string
 }
 
-func (h *Hub) readLog(ctx context.Context, jobID string, number, offset int64) (logSlice, error) {
+func (h *Hub) readLog(ctx context.Context, p principal, jobID string, number, offset int64) (logSlice, error) {
 	var s logSlice
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		j, err := tx.Job(jobID)
+		j, err := visibleJob(tx, p, jobID)
 		if err != nil {
-			return notFound("no job %q", jobID)
+			return err
 		}
 		s.state = string(j.State)
 		s.latest = j.Epoch
@@ -94,7 +94,7 @@ func (h *Hub) apiLog(w http.ResponseWriter, r *http.Request, p principal) error 
 	defer deadline.Stop()
 	for {
 		ch, release := h.waitChan(id) // before reading, so no change is missed
-		s, err := h.readLog(r.Context(), id, num, offset)
+		s, err := h.readLog(r.Context(), p, id, num, offset)
 		if err != nil {
 			release()
 			return err

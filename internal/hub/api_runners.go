@@ -46,6 +46,8 @@ func (h *Hub) apiAddUser(w http.ResponseWriter, r *http.Request, p principal) er
 	return nil
 }
 
+// apiRunners lists the runners p owns or may use (an admin: all). Whom a
+// runner is shared with is shown to its owner and admins only.
 func (h *Hub) apiRunners(w http.ResponseWriter, r *http.Request, p principal) error {
 	out := protocol.RunnerList{Runners: []protocol.RunnerView{}}
 	err := h.store.Read(r.Context(), func(tx store.Tx) error {
@@ -53,9 +55,28 @@ func (h *Hub) apiRunners(w http.ResponseWriter, r *http.Request, p principal) er
 		if err != nil {
 			return err
 		}
+		shares, err := tx.AllShares()
+		if err != nil {
+			return err
+		}
+		byRunner := map[string][]store.Share{}
+		for _, sh := range shares {
+			byRunner[sh.RunnerID] = append(byRunner[sh.RunnerID], sh)
+		}
+		projects, err := userProjects(tx, p.userID)
+		if err != nil {
+			return err
+		}
 		n := newNamer(tx)
 		for _, rn := range rs {
-			out.Runners = append(out.Runners, h.runnerView(rn, n.user(rn.OwnerID)))
+			if !mayUseRunner(p, newRunnerAccess(rn, byRunner[rn.ID]), projects) {
+				continue
+			}
+			v := h.runnerView(rn, n.user(rn.OwnerID))
+			if p.admin || rn.OwnerID == p.userID {
+				v.SharedWith = sharesView(n, byRunner[rn.ID], "")
+			}
+			out.Runners = append(out.Runners, v)
 		}
 		return nil
 	})

@@ -28,9 +28,9 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 	)
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		order, runnerID, freed = nil, "", ""
-		j, err := tx.Job(id)
+		j, err := visibleJob(tx, p, id)
 		if err != nil {
-			return notFound("no job %q", id)
+			return err
 		}
 		if err := mayControl(p, j); err != nil {
 			return err
@@ -113,9 +113,9 @@ func (h *Hub) rerunJob(ctx context.Context, p principal, id string, ev job.Event
 	var oldHead string
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		var err error
-		j, err = tx.Job(id)
+		j, err = visibleJob(tx, p, id)
 		if err != nil {
-			return notFound("no job %q", id)
+			return err
 		}
 		if err := mayControl(p, j); err != nil {
 			return err

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -37,22 +38,27 @@ func (h *Hub) dispatchLoop(ctx context.Context) {
 	}
 }
 
-// candidate is a connected runner with free capacity, as seen at the start
-// of a pass.
+// candidate is a connected runner, as seen at the start of a pass; free
+// may be 0 (a busy runner still tells a waiting job why it waits).
 type candidate struct {
 	c        *conn
 	free     int
 	agents   []string               // c.agents when chosen
 	accounts []protocol.AccountInfo // c.accounts when chosen
+	access   *runnerAccess          // c.access when chosen
 }
 
 // noRank is the rank of an account the store has not ranked (yet).
 const noRank = math.MaxInt64
 
-// bestAccount is cd's ready account of agent that its owner prefers (the
-// one named pinned, by id or label, when the job is pinned to one), and its
-// rank; exec needs none. ok is false when cd has no such account.
-func (cd *candidate) bestAccount(agent, pinned string, ranks map[string]int64) (acct string, rank int64, ok bool) {
+// sharedRank is added to the rank of an account shared with the requester.
+const sharedRank = math.MaxInt64 / 2
+
+// bestAccount is cd's ready account of agent, usable for a job of requester
+// on project, that its owner prefers (the one named pinned, by id or label,
+// when the job is pinned to one), and its rank; exec needs none. ok is
+// false when cd has no such account.
+func (cd *candidate) bestAccount(agent, pinned, requester, project string, member bool, ranks map[string]int64) (acct string, rank int64, ok bool) {
 	if agent == "exec" {
 		return "", 0, true
 	}
@@ -61,9 +67,17 @@ func (cd *candidate) bestAccount(agent, pinned string, ranks map[string]int64) (
 		if a.Agent != agent || a.State != protocol.AccountReady || (pinned != "" && a.ID != pinned && a.Label != pinned) {
 			continue
 		}
+		if !cd.access.mayUseAccount(a.ID, requester, project, member) {
+			continue
+		}
 		r, ok := ranks[store.AccountKey(cd.c.runnerID, a.ID)]
 		if !ok {
 			r = noRank - 1
+		}
+		if cd.access.owner != requester {
+			// Ranks order one owner's accounts; the requester's own come
+			// before any shared with them.
+			r = min(r, sharedRank-1) + sharedRank
 		}
 		if best == "" || r < rank {
 			best, rank = a.ID, r
@@ -85,9 +99,7 @@ func (h *Hub) candidates() ([]*candidate, time.Time) {
 			}
 			continue
 		}
-		if free := c.slots - len(h.active[id]); free > 0 {
-			out = append(out, &candidate{c: c, free: free, agents: c.agents, accounts: c.accounts})
-		}
+		out = append(out, &candidate{c: c, free: max(c.slots-len(h.active[id]), 0), agents: c.agents, accounts: c.accounts, access: c.access})
 	}
 	return out, retry
 }
@@ -101,20 +113,45 @@ func labelsMatch(want, have map[string]string) bool {
 	return true
 }
 
+// Why a queued job was not offered, from the furthest a connected runner
+// got; the dispatcher keeps the reason of each job of its last pass.
+const (
+	whyNoRunner = iota
+	whyLabels
+	whyAgent
+	whyAccount
+	whyBusy
+)
+
+func whyText(stage int, j store.Job) string {
+	switch stage {
+	case whyLabels:
+		return fmt.Sprintf("no connected runner you may use has the labels %s", protocol.FormatLabels(j.Labels))
+	case whyAgent:
+		return fmt.Sprintf("no connected runner you may use can run %s now (not installed, or every account limited)", j.Agent)
+	case whyAccount:
+		if j.Account != "" {
+			return fmt.Sprintf("no connected runner you may use has account %s of %s ready for you", j.Account, j.Agent)
+		}
+		return fmt.Sprintf("no connected runner you may use has a ready %s account you may use", j.Agent)
+	case whyBusy:
+		return "every runner that can take it is busy"
+	}
+	return "no connected runner runs your jobs (its owner must share it with you or your project)"
+}
+
 func (h *Hub) dispatch(ctx context.Context) error {
 	for {
 		cands, retry := h.candidates()
 		if !retry.IsZero() {
 			time.AfterFunc(time.Until(retry), h.kick)
 		}
-		if len(cands) == 0 {
-			return nil
-		}
 		var queued []store.Job
 		// A job resuming an agent session prefers the runner that ran the
 		// asking attempt: it may still have that session and worktree.
-		prefer := map[string]string{} // job id → runner id
-		var ranks map[string]int64    // account preference, read only for vendor agents' jobs
+		prefer := map[string]string{}  // job id → runner id
+		var ranks map[string]int64     // account preference, read only for vendor agents' jobs
+		member := map[[2]string]bool{} // (project, user) of queued jobs' requesters
 		if err := h.store.Read(ctx, func(tx store.Tx) error {
 			var err error
 			if queued, err = tx.QueuedJobs(dispatchBatch); err != nil {
@@ -125,7 +162,18 @@ func (h *Hub) dispatch(ctx context.Context) error {
 					return err
 				}
 			}
+			members := map[string][]string{}
 			for _, j := range queued {
+				if j.Project != "" {
+					ms, ok := members[j.Project]
+					if !ok {
+						if ms, err = tx.Members(j.Project); err != nil {
+							return err
+						}
+						members[j.Project] = ms
+					}
+					member[[2]string{j.Project, j.RequesterID}] = slices.Contains(ms, j.RequesterID)
+				}
 				if j.ResumeAttempt == "" {
 					continue
 				}
@@ -140,20 +188,36 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			return err
 		}
 		offered := 0
+		why := make(map[string]string, len(queued))
 		for _, j := range queued {
+			isMember := member[[2]string{j.Project, j.RequesterID}]
 			// The runner with the owner's most preferred ready account of
 			// the job's agent (exec: the most free slots); the runner that
 			// asked, for a resumed session.
-			best, account, bestRank := -1, "", int64(0)
+			best, account, bestRank, stage := -1, "", int64(0), whyNoRunner
 			for i, cd := range cands {
-				// A runner without the job's agent (not installed, or every
-				// account limited) is not offered it.
-				if cd.free <= 0 || !labelsMatch(j.Labels, cd.c.labels) || !slices.Contains(cd.agents, j.Agent) {
+				// stage: the furthest check a runner this requester may use got to.
+				if !cd.access.mayRun(j.RequesterID, j.Project, isMember) {
 					continue
 				}
-				acct, rank, ok := cd.bestAccount(j.Agent, j.Account, ranks)
-				if !ok && (j.Account != "" || len(cd.accounts) > 0) {
-					continue // pinned elsewhere, or every account of the agent is limited
+				stage = max(stage, whyLabels)
+				if !labelsMatch(j.Labels, cd.c.labels) {
+					continue
+				}
+				// A runner without the job's agent (not installed, or every
+				// account limited) is not offered it.
+				stage = max(stage, whyAgent)
+				if !slices.Contains(cd.agents, j.Agent) {
+					continue
+				}
+				stage = max(stage, whyAccount)
+				acct, rank, ok := cd.bestAccount(j.Agent, j.Account, j.RequesterID, j.Project, isMember, ranks)
+				if !ok && (j.Account != "" || len(cd.accounts) > 0 || cd.access.owner != j.RequesterID) {
+					continue // pinned elsewhere, every account limited, or none this requester may use
+				}
+				stage = whyBusy
+				if cd.free <= 0 {
+					continue
 				}
 				if cd.c.runnerID == prefer[j.ID] {
 					best, account = i, acct
@@ -164,6 +228,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 				}
 			}
 			if best < 0 {
+				why[j.ID] = whyText(stage, j)
 				continue
 			}
 			ok, err := h.offer(ctx, j.ID, cands[best].c, account)
@@ -175,10 +240,21 @@ func (h *Hub) dispatch(ctx context.Context) error {
 				offered++
 			}
 		}
+		h.mu.Lock()
+		h.why = why
+		h.mu.Unlock()
 		if offered == 0 || len(queued) < dispatchBatch {
 			return nil
 		}
 	}
+}
+
+// queuedWhy is why the last dispatch pass did not offer a queued job ("" when
+// it was not in that pass).
+func (h *Hub) queuedWhy(jobID string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.why[jobID]
 }
 
 // offer creates a new attempt of a queued job for a runner under a new

@@ -48,6 +48,7 @@ type conn struct {
 	cooldownUntil time.Time
 	agents        []string               // what it can run now (Hello.Agents)
 	accounts      []protocol.AccountInfo // for display
+	access        *runnerAccess          // owner and shares; replaced, never changed in place
 }
 
 func (c *conn) send(f protocol.Frame) {
@@ -132,15 +133,26 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 		return nil
 	}
 	var tokenHash string
-	_ = h.store.Read(ctx, func(tx store.Tx) error {
+	var access *runnerAccess
+	// The runner's owner and shares are read afresh at every connect, so a
+	// reconnecting runner is offered only what its access allows now.
+	if err := h.store.Read(ctx, func(tx store.Tx) error {
 		rn, err := tx.Runner(p.runnerID)
+		if err != nil {
+			return err
+		}
 		tokenHash = rn.TokenHash
+		access, err = loadRunnerAccess(tx, rn.ID)
 		return err
-	})
+	}); err != nil {
+		h.log.Error("runner connection refused: cannot read its access", "runner", p.name, "err", err)
+		ws.Close(websocket.StatusTryAgainLater, "hub cannot read the runner's record; reconnect")
+		return nil
+	}
 	c := &conn{
 		runnerID: p.runnerID, name: p.name, tokenHash: tokenHash,
 		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, ws: ws, baseURL: requestBaseURL(r),
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), done: make(chan struct{}), access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
 		h.log.Warn("runner hello refused", "runner", p.name, "err", err)
@@ -148,6 +160,11 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 		return nil
 	}
 	go c.writeLoop()
+	// A share changed between the read above and attach found no
+	// connection to update: read the access again now that it is attached.
+	if err := h.refreshAccess(ctx, c.runnerID); err != nil {
+		h.log.Warn("could not reload a runner's access", "runner", c.name, "err", err)
+	}
 	h.log.Info("runner connected", "runner", c.name, "slots", c.slots, "held", len(hello.Attempts))
 	h.kick()
 	reason := h.readLoop(ctx, c)

@@ -122,6 +122,10 @@ func (h *Hub) serveGit(w http.ResponseWriter, r *http.Request) {
 			h.gitError(w, r, err)
 			return
 		}
+		if err := h.createProject(r.Context(), p, project); err != nil {
+			h.gitError(w, r, err)
+			return
+		}
 		h.log.Info("source push", "project", project, "user", p.name, "bytes", size)
 	}
 	backend, err := h.repos.HTTPBackend(svc.write, slogWriter{h.log, project})
@@ -141,8 +145,10 @@ func (h *Hub) serveGit(w http.ResponseWriter, r *http.Request) {
 	backend.ServeHTTP(w, r2)
 }
 
-// authorizeGit applies the rules of serveGit, creating a hosted project's
-// repository on a user's first push.
+// authorizeGit applies the rules of serveGit: runners read the projects of
+// jobs they hold; users read and push to the projects they are members of.
+// A user's first accepted push (never the discovery before it) creates a
+// hosted project, with the pusher as its owner (serveGit, createProject).
 func (h *Hub) authorizeGit(ctx context.Context, p principal, project string, svc gitService) error {
 	switch {
 	case p.kind == store.TokenRunner && svc.write:
@@ -155,21 +161,69 @@ func (h *Hub) authorizeGit(ctx context.Context, p principal, project string, svc
 		if !ok {
 			return forbidden("runner %s holds no attempt of a job on project %s", p.name, project)
 		}
-	case svc.write:
-		if err := h.ensureRepo(ctx, project); err != nil {
-			return err
-		}
-		return h.store.Write(ctx, func(tx store.Tx) error {
-			_, err := tx.Project(project)
-			if !errors.Is(err, store.ErrNotFound) {
+	default:
+		var exists bool
+		if err := h.store.Read(ctx, func(tx store.Tx) error {
+			prj, err := tx.Project(project)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
 				return err
 			}
-			now := h.now()
-			return tx.PutProject(store.Project{Name: project, CreatedAt: now, UpdatedAt: now})
-		})
+			exists = true
+			return mayUseProject(tx, p, prj)
+		}); err != nil {
+			return err
+		}
+		switch {
+		case exists:
+		case !svc.write:
+			return notFound("no project %s on the hub (drover run --repo pushes one)", project)
+		default:
+			// git needs a repository to advertise to a first push; the
+			// project itself comes into being only with an accepted push
+			// (serveGit), never with the discovery before it.
+			if err := h.ensureRepo(ctx, project); err != nil {
+				return err
+			}
+		}
 	}
 	if !h.repos.Exists(project) {
 		return notFound("project %s has no repository on the hub (drover run --repo pushes one)", project)
+	}
+	return nil
+}
+
+// createProject records a hosted project pushed first by p, its owner. A
+// project someone else created in the meantime needs p's membership.
+func (h *Hub) createProject(ctx context.Context, p principal, project string) error {
+	created := false
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		created = false
+		prj, err := tx.Project(project)
+		if err == nil {
+			return mayUseProject(tx, p, prj)
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		now := h.now()
+		if err := tx.PutProject(store.Project{Name: project, OwnerID: p.userID, CreatedAt: now, UpdatedAt: now}); err != nil {
+			return err
+		}
+		created = true
+		// The store may add the owner with the project.
+		if err := tx.AddMember(project, p.userID, now); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create project %s: %w", project, err)
+	}
+	if created {
+		h.log.Info("project created by its first push", "project", project, "owner", p.name)
 	}
 	return nil
 }

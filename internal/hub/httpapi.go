@@ -137,6 +137,9 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, err
 			if err != nil {
 				return err
 			}
+			if u.RemovedAt != nil {
+				return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "user %s was removed", u.Name)
+			}
 			p.userID, p.name, p.admin = u.ID, u.Name, u.Admin
 		case store.TokenRunner:
 			rn, err := tx.Runner(t.OwnerID)
@@ -194,17 +197,27 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("GET "+p+"/jobs/{id}/events", h.handler(u, h.apiEvents))
 	mux.Handle("GET "+p+"/whoami", http.HandlerFunc(h.apiWhoami))
 	mux.Handle("POST "+p+"/users", h.handler(u, h.apiAddUser))
+	mux.Handle("GET "+p+"/users", h.handler(u, h.apiUsers))
+	mux.Handle("DELETE "+p+"/users/{name}", h.handler(u, h.apiRemoveUser))
+	mux.Handle("POST "+p+"/users/{name}/token", h.handler(u, h.apiRotateToken))
 	mux.Handle("GET "+p+"/runners", h.handler(u, h.apiRunners))
 	mux.Handle("POST "+p+"/runners/approve", h.handler(u, h.apiApprove))
 	mux.Handle("POST "+p+"/runners/{name}/revoke", h.handler(u, h.apiRevoke))
+	mux.Handle("POST "+p+"/runners/{name}/share", h.handler(u, h.apiShareRunner(true)))
+	mux.Handle("POST "+p+"/runners/{name}/unshare", h.handler(u, h.apiShareRunner(false)))
 	mux.Handle("GET "+p+"/accounts", h.handler(u, h.apiAccounts))
 	mux.Handle("POST "+p+"/accounts/move", h.handler(u, h.apiMoveAccount))
+	mux.Handle("POST "+p+"/accounts/share", h.handler(u, h.apiShareAccount(true)))
+	mux.Handle("POST "+p+"/accounts/unshare", h.handler(u, h.apiShareAccount(false)))
 	mux.Handle("GET "+p+"/runner/login", h.handler(rn, h.apiRunnerLogin))
 	mux.Handle("GET "+p+"/runner/connect", h.handler(rn, h.serveRunner))
 	mux.Handle("POST "+p+"/runner/publish", h.handler(rn, h.apiPublish))
 	mux.Handle("GET "+p+"/runner/context", h.handler(rn, h.apiContext))
 	mux.Handle("GET "+p+"/projects", h.handler(u, h.apiProjects))
 	mux.Handle("PUT "+p+"/projects/{name}", h.handler(u, h.apiMapProject))
+	mux.Handle("GET "+p+"/projects/{name}/members", h.handler(u, h.apiMembers))
+	mux.Handle("POST "+p+"/projects/{name}/members", h.handler(u, h.apiChangeMember(true)))
+	mux.Handle("DELETE "+p+"/projects/{name}/members/{user}", h.handler(u, h.apiChangeMember(false)))
 	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, notFound("no such API route: %s %s", r.Method, r.URL.Path))

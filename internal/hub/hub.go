@@ -36,10 +36,13 @@ type Hub struct {
 	wake      chan struct{} // dispatcher doorbell (buffered 1)
 	sweepWake chan struct{} // lease sweeper doorbell (buffered 1)
 
+	accessMu sync.Mutex // serializes refreshAccess
+
 	mu     sync.Mutex
 	conns  map[string]*conn           // runner id → live connection
 	active map[string]map[string]bool // runner id → attempt ids holding a slot
 	waits  map[string]*waiter         // job id → followers waiting for the job's next change
+	why    map[string]string          // queued job id → why the last dispatch pass did not offer it
 
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository

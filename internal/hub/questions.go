@@ -300,9 +300,9 @@ func (h *Hub) answerJob(ctx context.Context, p principal, id string, req protoco
 	var requeued bool
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		requeued = false
-		j, err := tx.Job(id)
+		j, err := visibleJob(tx, p, id)
 		if err != nil {
-			return notFound("no job %q", id)
+			return err
 		}
 		q, err := pendingQuestion(tx, j)
 		if err != nil {
@@ -353,9 +353,9 @@ func (h *Hub) answerJob(ctx context.Context, p principal, id string, req protoco
 // approveAnswer approves another user's answer; only the requester may.
 func (h *Hub) approveAnswer(ctx context.Context, p principal, id string) error {
 	err := h.store.Write(ctx, func(tx store.Tx) error {
-		j, err := tx.Job(id)
+		j, err := visibleJob(tx, p, id)
 		if err != nil {
-			return notFound("no job %q", id)
+			return err
 		}
 		n := newNamer(tx)
 		if p.userID != j.RequesterID {
@@ -453,7 +453,7 @@ func (h *Hub) expireQuestions(ctx context.Context) error {
 func (h *Hub) apiQuestions(w http.ResponseWriter, r *http.Request, p principal) error {
 	out := protocol.QuestionList{Questions: []protocol.QuestionView{}}
 	err := h.store.Read(r.Context(), func(tx store.Tx) error {
-		qs, err := tx.OpenQuestions(store.QuestionFilter{RequesterID: p.userID})
+		qs, err := tx.OpenQuestions(store.QuestionFilter{VisibleTo: p.userID})
 		if err != nil {
 			return err
 		}
@@ -463,7 +463,11 @@ func (h *Hub) apiQuestions(w http.ResponseWriter, r *http.Request, p principal) 
 			if err != nil {
 				return err
 			}
-			v.Requester = p.name
+			j, err := tx.Job(q.JobID)
+			if err != nil {
+				return err
+			}
+			v.Requester = n.user(j.RequesterID)
 			out.Questions = append(out.Questions, v)
 		}
 		return nil

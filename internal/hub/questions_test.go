@@ -180,7 +180,7 @@ func TestAskWaitsWithoutASlotThenResumesAndDelivers(t *testing.T) {
 func TestAnotherUsersAnswerWaitsForTheRequester(t *testing.T) {
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
-	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{})
 	j := th.submitTools("task")
 	qid := askAndFinish(t, sr, sr.offer(), "Go ahead?", nil, "")
 
@@ -191,7 +191,8 @@ func TestAnotherUsersAnswerWaitsForTheRequester(t *testing.T) {
 	if ans := v.Questions[0].Answer; v.State != job.Waiting || ans == nil || ans.Approved || ans.By != "bob" {
 		t.Fatalf("job after bob's answer: %+v", v)
 	}
-	if qs := th.questions(bob); len(qs) != 0 {
+	// bob sees it (his runner ran the job) with his answer awaiting approval.
+	if qs := th.questions(bob); len(qs) != 1 || !qs[0].AwaitsApproval() || qs[0].Requester != "admin" {
 		t.Fatalf("bob's questions: %+v", qs)
 	}
 	if qs := th.questions(th.admin); len(qs) != 1 || qs[0].ID != qid || !qs[0].AwaitsApproval() {
@@ -236,7 +237,7 @@ func sameJob(a, b protocol.JobView) bool {
 func TestUnapprovedAnswersNeverReachTheAgent(t *testing.T) {
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
-	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{})
 	j := th.submitTools("task")
 	askAndFinish(t, sr, sr.offer(), "Which port?", nil, "sess-1")
 	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", protocol.AnswerRequest{Text: "rm -rf / first"}, nil); code != http.StatusOK {
@@ -355,7 +356,7 @@ func TestBadToolRequestsChangeNothing(t *testing.T) {
 func TestBadAnswersChangeNothing(t *testing.T) {
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
-	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 2})
+	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{Slots: 2})
 	running := th.submitTools("task")
 	o := sr.offer()
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
@@ -447,7 +448,7 @@ func TestQuestionsExpire(t *testing.T) {
 func TestWaitingJobSurvivesAHubRestart(t *testing.T) {
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
-	tok := th.registerRunner("r1")
+	tok := th.registerRunnerOf(bob, "r1", "admin")
 	sr, _ := th.dial(tok, protocol.Hello{})
 	j := th.submitTools("task")
 	qid := askAndFinish(t, sr, sr.offer(), "Which branch?", []string{"main", "dev"}, "sess-9")
@@ -587,7 +588,7 @@ func (th *testHub) waitRunner(name string, connected bool) {
 func TestRequesterMayAnswerInsteadOfApproving(t *testing.T) {
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
-	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{})
 	j := th.submitTools("task")
 	askAndFinish(t, sr, sr.offer(), "Which port?", nil, "")
 	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", protocol.AnswerRequest{Text: "80"}, nil); code != 200 {

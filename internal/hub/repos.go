@@ -100,7 +100,7 @@ const maxSubmitBody = maxBody + (protocol.MaxContextTotal+2)/3*4 + protocol.MaxC
 // checkSource validates a submission's context files, repository and mode
 // and fills the job's source fields. For a hosted project the base must
 // already be on the hub and its tree must be one drover supports.
-func (h *Hub) checkSource(ctx context.Context, req protocol.SubmitRequest, j *store.Job) error {
+func (h *Hub) checkSource(ctx context.Context, p principal, req protocol.SubmitRequest, j *store.Job) error {
 	if err := protocol.CheckContextFiles(req.Context); err != nil {
 		return badRequest("%v", err)
 	}
@@ -126,15 +126,18 @@ func (h *Hub) checkSource(ctx context.Context, req protocol.SubmitRequest, j *st
 	}
 	var remote string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		p, err := tx.Project(project)
-		if err == nil {
-			remote = p.Remote
-			return nil
-		}
+		prj, err := tx.Project(project)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil
+			return badRequest("project %s has no repository on the hub: push the commit first (drover run --repo does it)", project)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if err := mayUseProject(tx, p, prj); err != nil {
+			return err
+		}
+		remote = prj.Remote
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("look up project %s: %w", project, err)
@@ -170,28 +173,42 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 	}
 }
 
+// apiProjects lists the projects the caller is a member of (an admin: all,
+// with repositories on disk that have no project yet).
 func (h *Hub) apiProjects(w http.ResponseWriter, r *http.Request, p principal) error {
-	var rows []store.Project
+	out := protocol.ProjectList{Projects: []protocol.ProjectView{}}
+	seen := map[string]bool{}
 	if err := h.store.Read(r.Context(), func(tx store.Tx) error {
-		var err error
-		rows, err = tx.Projects()
-		return err
+		rows, err := tx.Projects()
+		if err != nil {
+			return err
+		}
+		mine, err := userProjects(tx, p.userID)
+		if err != nil {
+			return err
+		}
+		n := newNamer(tx)
+		for _, pr := range rows {
+			seen[pr.Name] = true
+			if !p.admin && !mine[pr.Name] {
+				continue
+			}
+			out.Projects = append(out.Projects, protocol.ProjectView{Name: pr.Name, Remote: pr.Remote,
+				Hosted: h.repos.Exists(pr.Name), Owner: n.user(pr.OwnerID)})
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
-	out := protocol.ProjectList{Projects: []protocol.ProjectView{}}
-	seen := map[string]bool{}
-	for _, pr := range rows {
-		seen[pr.Name] = true
-		out.Projects = append(out.Projects, protocol.ProjectView{Name: pr.Name, Remote: pr.Remote, Hosted: h.repos.Exists(pr.Name)})
-	}
-	hosted, err := h.repos.Projects()
-	if err != nil {
-		return err
-	}
-	for _, name := range hosted {
-		if !seen[name] {
-			out.Projects = append(out.Projects, protocol.ProjectView{Name: name, Hosted: true})
+	if p.admin {
+		hosted, err := h.repos.Projects()
+		if err != nil {
+			return err
+		}
+		for _, name := range hosted {
+			if !seen[name] {
+				out.Projects = append(out.Projects, protocol.ProjectView{Name: name, Hosted: true})
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -227,13 +244,33 @@ func (h *Hub) apiMapProject(w http.ResponseWriter, r *http.Request, p principal)
 		return badRequest("%v", err)
 	}
 	now := h.now()
+	var owner string
 	if err := h.store.Write(r.Context(), func(tx store.Tx) error {
-		return tx.PutProject(store.Project{Name: name, Remote: req.Remote, CreatedAt: now, UpdatedAt: now})
+		prj, err := tx.Project(name)
+		isNew := errors.Is(err, store.ErrNotFound)
+		if isNew {
+			// The admin who maps a new project owns it.
+			prj = store.Project{Name: name, OwnerID: p.userID, CreatedAt: now}
+		} else if err != nil {
+			return err
+		}
+		prj.Remote, prj.UpdatedAt = req.Remote, now
+		owner = newNamer(tx).user(prj.OwnerID)
+		if err := tx.PutProject(prj); err != nil {
+			return err
+		}
+		if isNew {
+			// The store may add the owner with the project.
+			if err := tx.AddMember(name, p.userID, now); err != nil && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return fmt.Errorf("map project %s: %w", name, err)
 	}
 	h.log.Info("project mapped", "project", name, "remote", req.Remote, "by", p.name)
-	writeJSON(w, http.StatusOK, protocol.ProjectView{Name: name, Remote: req.Remote, Hosted: h.repos.Exists(name)})
+	writeJSON(w, http.StatusOK, protocol.ProjectView{Name: name, Remote: req.Remote, Hosted: h.repos.Exists(name), Owner: owner})
 	return nil
 }
 

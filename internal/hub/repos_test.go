@@ -532,7 +532,7 @@ func TestGitHTTPAuthorization(t *testing.T) {
 			commitOn(t, dir, base, "Y", "y")+":"+workspace.JobRef(o.Job)), "refs/drover/uploads"},
 		{"user rewrite of an upload", gitAs(t, dir, th.admin, "push", "--quiet", "--force", th.gitURL("web"),
 			commitOn(t, dir, base, "Z", "z")+":"+workspace.UploadRefPrefix+"t-"+base[:8]), "written once"},
-		{"user fetch of a missing project", fetch(th.admin, "nope", base), "no repository on the hub"},
+		{"user fetch of a missing project", fetch(th.admin, "nope", base), "no project nope on the hub"},
 	}
 	for _, tt := range refused {
 		t.Logf("%s: %v", tt.name, tt.err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -104,23 +105,26 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 	return v, nil
 }
 
-func (h *Hub) jobView(ctx context.Context, id string) (protocol.JobView, error) {
+// jobView is the job as p may see it (notFound when p may not see it).
+func (h *Hub) jobView(ctx context.Context, p principal, id string) (protocol.JobView, error) {
 	var v protocol.JobView
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		j, err := tx.Job(id)
+		j, err := visibleJob(tx, p, id)
 		if err != nil {
-			return notFound("no job %q", id)
+			return err
 		}
 		v, err = newNamer(tx).jobView(j)
 		return err
 	})
+	h.addWhy(&v)
 	return v, err
 }
 
-func (h *Hub) jobViews(ctx context.Context, f store.JobFilter) ([]protocol.JobView, error) {
+// jobViews lists the jobs p may see.
+func (h *Hub) jobViews(ctx context.Context, p principal, f store.JobFilter) ([]protocol.JobView, error) {
 	out := []protocol.JobView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		jobs, err := tx.Jobs(f)
+		jobs, err := tx.Jobs(jobFilterFor(p, f))
 		if err != nil {
 			return err
 		}
@@ -134,7 +138,17 @@ func (h *Hub) jobViews(ctx context.Context, f store.JobFilter) ([]protocol.JobVi
 		}
 		return nil
 	})
+	for i := range out {
+		h.addWhy(&out[i])
+	}
 	return out, err
+}
+
+// addWhy says why a queued job waits, outside any transaction (h.mu).
+func (h *Hub) addWhy(v *protocol.JobView) {
+	if v.State == job.Queued {
+		v.Waiting = h.queuedWhy(v.ID)
+	}
 }
 
 func (h *Hub) runnerView(r store.Runner, owner string) protocol.RunnerView {
@@ -150,6 +164,13 @@ func (h *Hub) runnerView(r store.Runner, owner string) protocol.RunnerView {
 	return protocol.RunnerView{
 		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected, Revoked: r.RevokedAt != nil,
 		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: agents, Accounts: accounts,
-		LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(),
+		LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(), Access: access(r),
 	}
+}
+
+func access(r store.Runner) string {
+	if r.Access == protocol.AccessHub {
+		return protocol.AccessHub
+	}
+	return protocol.AccessPrivate
 }

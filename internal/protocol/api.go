@@ -1,6 +1,9 @@
 package protocol
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"drover/internal/job"
@@ -22,9 +25,16 @@ import (
 //	GET  /api/v1/jobs/{id}/events?after=SEQ → EventList
 //	GET  /api/v1/whoami                → Whoami
 //	POST /api/v1/users                 NewUserRequest → 201 NewUserResponse (admin only)
-//	GET  /api/v1/runners               → RunnerList
+//	GET  /api/v1/users                 → UserList (admin: all; others: themselves)
+//	DELETE /api/v1/users/{name}        → UserView (admin only: tokens revoked, runners revoked, jobs cancelled)
+//	POST /api/v1/users/{name}/token    → NewUserResponse (rotate: the user themselves or an admin)
+//	GET  /api/v1/runners               → RunnerList (runners the caller owns or may use; admin: all)
 //	POST /api/v1/runners/approve       ApproveRequest → RunnerView
 //	POST /api/v1/runners/{name}/revoke → RunnerView
+//	POST /api/v1/runners/{name}/share  ShareRequest → RunnerView (owner or admin; hub: admin)
+//	POST /api/v1/runners/{name}/unshare ShareRequest → RunnerView
+//	POST /api/v1/accounts/share        AccountShareRequest → AccountList (the runner's owner or admin)
+//	POST /api/v1/accounts/unshare      AccountShareRequest → AccountList
 //	GET  /api/v1/runner/login          (runner token) → 200 RunnerView once approved, 401 before
 //	GET  /api/v1/runner/connect        (runner token) → WebSocket, see Frame
 //	POST /api/v1/runner/publish?job=&attempt=&epoch=&commit=&sha256=&checkpoint=0|1  (runner token)
@@ -32,6 +42,9 @@ import (
 //	GET  /api/v1/runner/context?job=&attempt=&epoch=  (runner token) → tar of the job's context files
 //	GET  /api/v1/projects              → ProjectList
 //	PUT  /api/v1/projects/{name}       MapProjectRequest → ProjectView (admin only)
+//	GET  /api/v1/projects/{name}/members → MemberList (members and admin)
+//	POST /api/v1/projects/{name}/members MemberRequest → MemberList (owner or admin)
+//	DELETE /api/v1/projects/{name}/members/{user} → MemberList (owner or admin)
 //	GET|POST /git/{project}/...        git smart HTTP (users: read, push to refs/drover/uploads/*;
 //	                                   runners: read projects of jobs they hold)
 const APIPrefix = "/api/v1"
@@ -80,6 +93,7 @@ type ProjectView struct {
 	Name   string `json:"name"`
 	Remote string `json:"remote,omitempty"`
 	Hosted bool   `json:"hosted"` // the hub has a bare repository for it
+	Owner  string `json:"owner,omitempty"`
 }
 
 // ProjectList is the answer to GET /projects.
@@ -114,6 +128,7 @@ type JobView struct {
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`
 	ExitCode   *int              `json:"exit_code,omitempty"`
 	Reason     job.Reason        `json:"reason,omitempty"`
+	Waiting    string            `json:"waiting,omitempty"` // why a queued job has not been offered yet
 	Key        string            `json:"key,omitempty"`
 	Cancelling bool              `json:"cancelling,omitempty"`
 	Project    string            `json:"project,omitempty"`
@@ -213,6 +228,10 @@ type RunnerView struct {
 	Accounts  []AccountInfo `json:"accounts,omitempty"`
 	LastSeen  *time.Time    `json:"last_seen,omitempty"`
 	CreatedAt time.Time     `json:"created_at"`
+	// Access is AccessPrivate or AccessHub; SharedWith lists whom a private
+	// runner is shared with besides its owner (shown to the owner and admins).
+	Access     string  `json:"access"`
+	SharedWith []Share `json:"shared_with,omitempty"`
 }
 
 // RunnerList is the answer to GET /runners.
@@ -238,10 +257,15 @@ type AccountView struct {
 	State        string     `json:"state"` // ready or limited
 	LimitedUntil *time.Time `json:"limited_until,omitempty"`
 	Connected    bool       `json:"connected"` // whether its runner is connected now
+	// Owner is the runner's owner; SharedWith whom the owner shared the
+	// account with (shown to the owner and admins only).
+	Owner      string  `json:"owner"`
+	SharedWith []Share `json:"shared_with,omitempty"`
 }
 
 // AccountList is the answer to GET /accounts and POST /accounts/move: the
-// caller's accounts, best first.
+// caller's accounts, best first, then the accounts others shared with the
+// caller (Position is then the place in their owner's order).
 type AccountList struct {
 	Accounts []AccountView `json:"accounts"`
 }
@@ -253,4 +277,78 @@ type MoveAccountRequest struct {
 	Runner   string `json:"runner"`
 	ID       string `json:"id"`
 	Position int    `json:"position"`
+}
+
+// Access of a runner (RunnerView.Access): private runs only its owner's
+// jobs and those of the users and projects it is shared with; hub runs
+// everyone's (set by an admin only).
+const (
+	AccessPrivate = "private"
+	AccessHub     = "hub"
+)
+
+// Share names whom a runner or an account is shared with: one user, or one
+// project (the jobs on that project whose requester is a member of it).
+type Share struct {
+	User    string `json:"user,omitempty"`
+	Project string `json:"project,omitempty"`
+}
+
+// ShareRequest shares a runner (POST /runners/{name}/share) or takes a
+// share back (POST /runners/{name}/unshare). Exactly one of User, Project
+// and Hub is set; Hub (admin only) makes the runner hub-wide, or private
+// again on unshare.
+type ShareRequest struct {
+	User    string `json:"user,omitempty"`
+	Project string `json:"project,omitempty"`
+	Hub     bool   `json:"hub,omitempty"`
+}
+
+// AccountShareRequest shares one runner account (POST /accounts/share) or
+// takes the share back (POST /accounts/unshare). Account is the account's
+// id, or its label when that is unique among the runner's accounts.
+// Exactly one of User and Project is set.
+type AccountShareRequest struct {
+	Runner  string `json:"runner"`
+	Account string `json:"account"`
+	User    string `json:"user,omitempty"`
+	Project string `json:"project,omitempty"`
+}
+
+// MemberRequest adds a user to a project (POST /projects/{name}/members).
+type MemberRequest struct {
+	User string `json:"user"`
+}
+
+// MemberList is a project's owner and members (GET /projects/{name}/members
+// and the answer to adding or removing one). Members includes the owner.
+type MemberList struct {
+	Project string   `json:"project"`
+	Owner   string   `json:"owner"`
+	Members []string `json:"members"`
+}
+
+// UserView is a user as GET /users shows it.
+type UserView struct {
+	Name      string     `json:"name"`
+	Admin     bool       `json:"admin,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	RemovedAt *time.Time `json:"removed_at,omitempty"`
+	Runners   int        `json:"runners"` // runners the user owns that are not revoked
+}
+
+// UserList is the answer to GET /users: every user for an admin, the
+// caller alone for anyone else.
+type UserList struct {
+	Users []UserView `json:"users"`
+}
+
+// FormatLabels renders labels as k=v,k=v sorted by key, as the CLI takes
+// them.
+func FormatLabels(m map[string]string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	for i, k := range keys {
+		keys[i] = k + "=" + m[k]
+	}
+	return strings.Join(keys, ",")
 }

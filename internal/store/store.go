@@ -33,8 +33,10 @@ type Store interface {
 type Tx interface {
 	// Users and tokens. Tokens are stored as SHA-256 hashes only.
 	InsertUser(u User) error
+	UpdateUser(u User) error // by ID (name, admin, removed; CreatedAt kept)
 	User(id string) (User, error)
 	UserByName(name string) (User, error)
+	Users() ([]User, error) // by name, removed ones included
 	InsertToken(t Token) error
 	Token(hash string) (Token, error)
 	RevokeTokens(kind TokenKind, ownerID string, at time.Time) error
@@ -46,6 +48,16 @@ type Tx interface {
 	RunnerByName(name string) (Runner, error)
 	Runners() ([]Runner, error)
 
+	// Shares of runners and of their accounts. PutShare of a share that
+	// exists is ErrConflict; DeleteShare of one that does not is ErrNotFound.
+	PutShare(s Share) error
+	DeleteShare(s Share) error
+	Shares(runnerID string) ([]Share, error) // the runner's and its accounts', oldest first
+	AllShares() ([]Share, error)             // every runner's, by runner then oldest first
+	// DeleteSharesOf removes every share naming the subject (a removed
+	// user, or a project).
+	DeleteSharesOf(kind ShareKind, subject string) error
+
 	// Agent accounts runners report, in their owner's preference order.
 	//
 	// SyncRunnerAccounts makes accts (RunnerID, OwnerID and Rank ignored)
@@ -55,6 +67,8 @@ type Tx interface {
 	// AccountsOfOwner lists an owner's accounts across their runners, best
 	// rank first.
 	AccountsOfOwner(ownerID string) ([]Account, error)
+	// Accounts lists every account, by owner then best rank first.
+	Accounts() ([]Account, error)
 	// AccountRanks maps AccountKey(runner, id) of every account to its rank.
 	AccountRanks() (map[string]int64, error)
 	// MoveAccount puts the owner's account (runner, id) at 1-based position
@@ -67,7 +81,10 @@ type Tx interface {
 	UpdateJob(j Job) error
 	Job(id string) (Job, error)
 	JobByKey(requesterID, key string) (Job, error)
-	Jobs(f JobFilter) ([]Job, error)     // newest first
+	Jobs(f JobFilter) ([]Job, error) // newest first
+	// ActiveJobsOf lists the jobs of one requester that have not ended
+	// (queued, offered, running, waiting), oldest first.
+	ActiveJobsOf(requesterID string) ([]Job, error)
 	QueuedJobs(limit int) ([]Job, error) // oldest first (FIFO dispatch)
 
 	// Attempts.
@@ -100,9 +117,20 @@ type Tx interface {
 	PruneRequests(before time.Time) error
 
 	// Projects: hosted on the hub or mapped to a remote URL.
-	PutProject(p Project) error // insert or replace
+	// PutProject inserts a project or updates its remote; its owner is kept
+	// once set (a project without one takes the given one) and is made a
+	// member with it.
+	PutProject(p Project) error
 	Project(name string) (Project, error)
 	Projects() ([]Project, error) // by name
+
+	// Project members (the owner is one too, added with the project).
+	// AddMember of a member is ErrConflict; RemoveMember of a non-member is
+	// ErrNotFound.
+	AddMember(project, userID string, at time.Time) error
+	RemoveMember(project, userID string) error
+	Members(project string) ([]string, error)   // user ids, oldest membership first
+	ProjectsOf(userID string) ([]string, error) // project names the user is a member of, by name
 
 	// Context files of a job, written with the job. With data false the
 	// files come back without their bytes (for offers).
@@ -129,6 +157,7 @@ type User struct {
 	Name      string
 	Admin     bool
 	CreatedAt time.Time
+	RemovedAt *time.Time // removed users keep their row (and name) for history
 }
 
 // TokenKind says whom a token authenticates.
@@ -177,6 +206,27 @@ type Runner struct {
 	CreatedAt time.Time
 	LastSeen  *time.Time
 	RevokedAt *time.Time
+	// Access is protocol.AccessPrivate (the default, also for "") or
+	// protocol.AccessHub; shares widen a private runner.
+	Access string
+}
+
+// ShareKind says what a share names.
+type ShareKind string
+
+const (
+	ShareUser    ShareKind = "user"    // Subject is a user id
+	ShareProject ShareKind = "project" // Subject is a project name
+)
+
+// Share lets a user, or the members' jobs on a project, use a runner
+// (AccountID "") or one of its accounts.
+type Share struct {
+	RunnerID  string
+	AccountID string
+	Kind      ShareKind
+	Subject   string
+	CreatedAt time.Time
 }
 
 // Job is one unit of work.
@@ -219,6 +269,7 @@ type Job struct {
 // hub (a bare repository in its data directory).
 type Project struct {
 	Name      string
+	OwnerID   string // its first pusher, or the admin who mapped it
 	Remote    string
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -275,6 +326,7 @@ type Question struct {
 // QuestionFilter selects open questions.
 type QuestionFilter struct {
 	RequesterID   string    // "" for any
+	VisibleTo     string    // "" for any; else only questions of jobs JobFilter.VisibleTo would list
 	ExpiredBefore time.Time // zero for any; else only questions with ExpiresAt before it
 }
 
@@ -282,7 +334,11 @@ type QuestionFilter struct {
 type JobFilter struct {
 	State       job.State // "" for any
 	RequesterID string    // "" for any
-	Limit       int       // 0 for the default (100)
+	// VisibleTo, a user id, keeps the jobs that user may see: those they
+	// requested, those on a project they are a member of, and those with an
+	// attempt on a runner they own ("" for any).
+	VisibleTo string
+	Limit     int // 0 for the default (100)
 }
 
 // Event is one entry in a job's history.

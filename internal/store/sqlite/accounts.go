@@ -138,3 +138,8 @@ func (t *tx) MoveAccount(ownerID, runnerID, id string, position int) error {
 	}
 	return nil
 }
+
+// Accounts lists every account, by owner then best rank first.
+func (t *tx) Accounts() ([]store.Account, error) {
+	return all(t, "accounts", scanAccount, accounts.query("ORDER BY owner_id, rank, runner_id, id"))
+}

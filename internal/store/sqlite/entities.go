@@ -11,16 +11,35 @@ import (
 // Each entity has a table, an args function giving its columns in table
 // order, and a scan function reading them back in the same order.
 
-var users = newTable("users", "id", "name", "admin", "created_at")
+var users = newTable("users", "id", "name", "admin", "created_at", "removed_at")
 
-func userArgs(u store.User) []any { return []any{u.ID, u.Name, u.Admin, millis(u.CreatedAt)} }
+func userArgs(u store.User) []any {
+	return []any{u.ID, u.Name, u.Admin, millis(u.CreatedAt), optMillis(u.RemovedAt)}
+}
 
 func scanUser(s scanner) (u store.User, err error) {
-	err = s.Scan(&u.ID, &u.Name, &u.Admin, timeCol{&u.CreatedAt})
+	err = s.Scan(&u.ID, &u.Name, &u.Admin, timeCol{&u.CreatedAt}, optTimeCol{&u.RemovedAt})
 	return u, err
 }
 
 func (t *tx) InsertUser(u store.User) error { return t.insert(users, "user "+u.ID, userArgs(u)) }
+
+// UpdateUser sets the user's name, admin flag and removal; the creation
+// time stays.
+func (t *tx) UpdateUser(u store.User) error {
+	what := "update user " + u.ID
+	res, err := t.exec(what, `UPDATE users SET name = ?, admin = ?, removed_at = ? WHERE id = ?`,
+		u.Name, u.Admin, optMillis(u.RemovedAt), u.ID)
+	if err != nil {
+		return err
+	}
+	return affected(what, res)
+}
+
+// Users lists every user by name, removed ones included.
+func (t *tx) Users() ([]store.User, error) {
+	return all(t, "users", scanUser, users.query("ORDER BY name"))
+}
 
 func (t *tx) User(id string) (store.User, error) {
 	return one(t, "user "+id, scanUser, users.query("WHERE id = ?"), id)
@@ -63,16 +82,28 @@ func (t *tx) RevokeTokens(kind store.TokenKind, ownerID string, at time.Time) er
 }
 
 var runners = newTable("runners",
-	"id", "name", "owner_id", "token_hash", "slots", "labels", "created_at", "last_seen", "revoked_at")
+	"id", "name", "owner_id", "token_hash", "slots", "labels", "created_at", "last_seen", "revoked_at", "access")
+
+// defaultAccess is protocol.AccessPrivate, also the column's default: a
+// runner nobody opened stays its owner's.
+const defaultAccess = "private"
+
+func access(a string) string {
+	if a == "" {
+		return defaultAccess
+	}
+	return a
+}
 
 func runnerArgs(r store.Runner) []any {
 	return []any{r.ID, r.Name, r.OwnerID, r.TokenHash, r.Slots, jsonArg{r.Labels},
-		millis(r.CreatedAt), optMillis(r.LastSeen), optMillis(r.RevokedAt)}
+		millis(r.CreatedAt), optMillis(r.LastSeen), optMillis(r.RevokedAt), access(r.Access)}
 }
 
 func scanRunner(s scanner) (r store.Runner, err error) {
 	err = s.Scan(&r.ID, &r.Name, &r.OwnerID, &r.TokenHash, &r.Slots, jsonCol{&r.Labels},
-		timeCol{&r.CreatedAt}, optTimeCol{&r.LastSeen}, optTimeCol{&r.RevokedAt})
+		timeCol{&r.CreatedAt}, optTimeCol{&r.LastSeen}, optTimeCol{&r.RevokedAt}, &r.Access)
+	r.Access = access(r.Access)
 	return r, err
 }
 
@@ -137,6 +168,13 @@ func (t *tx) JobByKey(requesterID, key string) (store.Job, error) {
 
 // Jobs lists jobs newest first: by default 100, at most 1000.
 func (t *tx) Jobs(f store.JobFilter) ([]store.Job, error) {
+	q, args := jobsQuery(f)
+	return all(t, "jobs", scanJob, q, args...)
+}
+
+// jobsQuery builds the statement of Jobs (apart, so a test can check its
+// query plan).
+func jobsQuery(f store.JobFilter) (string, []any) {
 	var where []string
 	var args []any
 	if f.State != "" {
@@ -149,12 +187,38 @@ func (t *tx) Jobs(f store.JobFilter) ([]store.Job, error) {
 	if limit <= 0 {
 		limit = defaultJobLimit
 	}
-	q := ""
-	if len(where) > 0 {
-		q = "WHERE " + strings.Join(where, " AND ") + " "
+	limit = min(limit, maxJobLimit)
+	const newest = " ORDER BY created_at DESC, id DESC LIMIT ?"
+	if f.VisibleTo == "" {
+		q := ""
+		if len(where) > 0 {
+			q = "WHERE " + strings.Join(where, " AND ")
+		}
+		return jobs.query(q + newest), append(args, limit)
 	}
-	return all(t, "jobs", scanJob, jobs.query(q+"ORDER BY created_at DESC, id DESC LIMIT ?"),
-		append(args, min(limit, maxJobLimit))...)
+	// One arm per way of seeing a job, each through its own index. The
+	// newest n of the union are among the newest n of each arm, so each arm
+	// is filtered and limited alone and only their union is sorted again.
+	// Unary + keeps the other filters off the indexes: a state index would
+	// take an arm through every job in that state.
+	var arms []string
+	var armArgs []any
+	for _, way := range visibleWays {
+		cond := way
+		for _, w := range where {
+			cond += " AND +" + w
+		}
+		arms = append(arms, "SELECT id FROM (SELECT id FROM jobs WHERE "+cond+newest+")")
+		armArgs = append(append(append(armArgs, f.VisibleTo), args...), limit)
+	}
+	return jobs.query("WHERE id IN (" + strings.Join(arms, " UNION ") + ")" + newest), append(armArgs, limit)
+}
+
+// ActiveJobsOf lists the requester's jobs that have not ended, oldest first.
+func (t *tx) ActiveJobsOf(requesterID string) ([]store.Job, error) {
+	return all(t, "active jobs of "+requesterID, scanJob,
+		jobs.query("WHERE requester_id = ? AND state IN (?, ?, ?, ?) ORDER BY created_at, id"),
+		requesterID, job.Queued, job.Offered, job.Running, job.Waiting)
 }
 
 // QueuedJobs lists queued jobs oldest first; limit <= 0 means all.
@@ -239,20 +303,35 @@ func (t *tx) ExtendAllLeases(until time.Time) error {
 	return err
 }
 
-var projects = newTable("projects", "name", "remote", "created_at", "updated_at")
+var projects = newTable("projects", "name", "owner_id", "remote", "created_at", "updated_at")
 
 func scanProject(s scanner) (p store.Project, err error) {
-	err = s.Scan(&p.Name, &p.Remote, timeCol{&p.CreatedAt}, timeCol{&p.UpdatedAt})
+	err = s.Scan(&p.Name, &p.OwnerID, &p.Remote, timeCol{&p.CreatedAt}, timeCol{&p.UpdatedAt})
 	return p, err
 }
 
 // PutProject inserts the project or replaces its remote, keeping the time
-// it was first created.
+// it was first created and its owner: the first one given (a remap by an
+// admin does not take a project from its pusher). The owner becomes a
+// member with it.
 func (t *tx) PutProject(p store.Project) error {
-	_, err := t.exec("put project "+p.Name,
-		`INSERT INTO projects (name, remote, created_at, updated_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET remote = excluded.remote, updated_at = excluded.updated_at`,
-		p.Name, p.Remote, millis(p.CreatedAt), millis(p.UpdatedAt))
+	what := "put project " + p.Name
+	if _, err := t.exec(what,
+		`INSERT INTO projects (name, owner_id, remote, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET remote = excluded.remote, updated_at = excluded.updated_at,
+			owner_id = CASE WHEN owner_id = '' THEN excluded.owner_id ELSE owner_id END`,
+		p.Name, p.OwnerID, p.Remote, millis(p.CreatedAt), millis(p.UpdatedAt)); err != nil {
+		return err
+	}
+	if p.OwnerID == "" {
+		return nil
+	}
+	// Only the stored owner: a put naming another owner changed nothing.
+	_, err := t.exec(what+": add its owner as a member",
+		`INSERT INTO project_members (project, user_id, created_at)
+		SELECT name, owner_id, ? FROM projects WHERE name = ? AND owner_id = ?
+		ON CONFLICT DO NOTHING`,
+		millis(p.UpdatedAt), p.Name, p.OwnerID)
 	return err
 }
 

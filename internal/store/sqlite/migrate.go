@@ -60,6 +60,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("load migrations: %w", err)
 	}
+	return applyMigrations(ctx, db, ms)
+}
+
+// applyMigrations brings db to the last of ms, which run 1..len(ms); tests
+// pass a prefix to build a database of an older version.
+func applyMigrations(ctx context.Context, db *sql.DB, ms []migration) error {
 	sqlTx, err := beginWrite(ctx, db)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)

@@ -40,13 +40,25 @@ func (t *tx) Questions(jobID string) ([]store.Question, error) {
 // OpenQuestions: a waiting job's current attempt is the one that asked, so
 // its question is the one the job waits on.
 func (t *tx) OpenQuestions(f store.QuestionFilter) ([]store.Question, error) {
-	where := `WHERE approved_at IS NULL AND EXISTS (SELECT 1 FROM jobs
-		WHERE jobs.id = questions.job_id AND jobs.attempt_id = questions.attempt_id AND jobs.state = ?
-		AND (? = '' OR jobs.requester_id = ?))`
+	q, args := openQuestionsQuery(f)
+	return all(t, "open questions", scanQuestion, q, args...)
+}
+
+// openQuestionsQuery builds the statement of OpenQuestions (apart, so a
+// test can check its query plan).
+func openQuestionsQuery(f store.QuestionFilter) (string, []any) {
+	jobCond := `jobs.id = questions.job_id AND jobs.attempt_id = questions.attempt_id AND jobs.state = ?
+		AND (? = '' OR jobs.requester_id = ?)`
 	args := []any{job.Waiting, f.RequesterID, f.RequesterID}
+	if f.VisibleTo != "" {
+		// Checked per row: open questions are few (questions_open).
+		jobCond += " AND " + visibleJob
+		args = append(args, visibleArgs(f.VisibleTo)...)
+	}
+	where := "WHERE approved_at IS NULL AND EXISTS (SELECT 1 FROM jobs WHERE " + jobCond + ")"
 	if !f.ExpiredBefore.IsZero() {
 		where += " AND expires_at < ?"
 		args = append(args, millis(f.ExpiredBefore))
 	}
-	return all(t, "open questions", scanQuestion, questions.query(where+" ORDER BY asked_at, id"), args...)
+	return questions.query(where + " ORDER BY asked_at, id"), args
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -251,5 +252,244 @@ func BenchmarkWriteTx(b *testing.B) {
 		}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// openVersion builds a database at path with only the first n migrations,
+// as an older drover left it.
+func openVersion(t *testing.T, path string, n int) *sql.DB {
+	t.Helper()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := openPool(t.Context(), dsn(path, true), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyMigrations(t.Context(), db, ms[:n]); err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return db
+}
+
+// TestTenancyMigration upgrades a version 7 database: each project's owner
+// is the requester of its oldest job, else the admin, else nobody; every
+// requester of its jobs is a member since their first job there, the owner
+// since the project's creation.
+func TestTenancyMigration(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		admin        string // meta admin_user_id, "" for none
+		owners       map[string]string
+		members      map[string][]string
+		rootProjects []string // ProjectsOf(u-3), the admin in the first case
+	}{
+		{"with an admin", "u-3",
+			map[string]string{"web": "u-1", "api": "u-3"},
+			map[string][]string{"web": {"u-1", "u-4", "u-2"}, "api": {"u-3"}},
+			[]string{"api"}},
+		{"without an admin", "",
+			map[string]string{"web": "u-1", "api": ""},
+			map[string][]string{"web": {"u-1", "u-4", "u-2"}, "api": nil},
+			nil},
+		{"with a missing admin", "u-9",
+			map[string]string{"web": "u-1", "api": ""},
+			map[string][]string{"web": {"u-1", "u-4", "u-2"}, "api": nil},
+			nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "drover.db")
+			db := openVersion(t, path, 7)
+			const insertJob = `INSERT INTO jobs (id, state, agent, args, labels, requester_id, key, epoch,
+				attempt_id, cancelling, reason, log_cap, created_at, updated_at, project)
+				VALUES (?, 'completed', 'exec', '[]', '{}', ?, '', 1, '', 0, '', 0, ?, ?, ?)`
+			type stmt struct {
+				q    string
+				args []any
+			}
+			stmts := []stmt{
+				{`INSERT INTO users (id, name, admin, created_at) VALUES
+					('u-1', 'alice', 0, 1), ('u-2', 'bob', 0, 2), ('u-3', 'root', 1, 3), ('u-4', 'carol', 0, 4)`, nil},
+				{`INSERT INTO runners (id, name, owner_id, token_hash, slots, labels, created_at) VALUES ('r-1', 'box-1', 'u-2', 'h', 1, '{}', 4)`, nil},
+				{`INSERT INTO projects (name, remote, created_at, updated_at) VALUES ('web', '', 1000, 1000), ('api', 'https://git.example/api.git', 1100, 1100)`, nil},
+				// Newer jobs first; alice's is web's oldest. Bob's last job is
+				// older than carol's, his first newer. ghost is no project,
+				// so its job makes nobody a member.
+				{insertJob, []any{"j-c2", "u-4", 4000, 4000, "web"}},
+				{insertJob, []any{"j-b", "u-2", 3000, 3000, "web"}},
+				{insertJob, []any{"j-a", "u-1", 1500, 1500, "web"}},
+				{insertJob, []any{"j-b2", "u-2", 2000, 2000, "web"}},
+				{insertJob, []any{"j-c", "u-4", 1800, 1800, "web"}},
+				{insertJob, []any{"j-g", "u-3", 500, 500, "ghost"}},
+				{insertJob, []any{"j-n", "u-3", 400, 400, ""}},
+			}
+			if tc.admin != "" {
+				stmts = append(stmts, stmt{`INSERT INTO meta (key, value) VALUES ('admin_user_id', ?)`, []any{tc.admin}})
+			}
+			for _, st := range stmts {
+				if _, err := db.ExecContext(t.Context(), st.q, st.args...); err != nil {
+					db.Close()
+					t.Fatalf("%s: %v", st.q, err)
+				}
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			s := openTest(t, path)
+			if err := s.Read(t.Context(), func(tx store.Tx) error {
+				for name, want := range tc.owners {
+					p, err := tx.Project(name)
+					if err != nil {
+						return err
+					}
+					if p.OwnerID != want {
+						t.Errorf("owner of %s = %q, want %q", name, p.OwnerID, want)
+					}
+					got, err := tx.Members(name)
+					if err != nil {
+						return err
+					}
+					if !slices.Equal(got, tc.members[name]) {
+						t.Errorf("members of %s = %v, want %v", name, got, tc.members[name])
+					}
+				}
+				// u-3's job on ghost, no project, makes it no member.
+				if got, err := tx.ProjectsOf("u-3"); err != nil || !slices.Equal(got, tc.rootProjects) {
+					t.Errorf("ProjectsOf(u-3) = %v (err %v), want %v", got, err, tc.rootProjects)
+				}
+				// Membership gives bob the others' jobs on web.
+				js, err := tx.Jobs(store.JobFilter{VisibleTo: "u-2"})
+				if err != nil {
+					return err
+				}
+				if got, want := jobIDsOf(js), []string{"j-c2", "j-b", "j-b2", "j-c", "j-a"}; !slices.Equal(got, want) {
+					t.Errorf("jobs visible to bob = %v, want %v", got, want)
+				}
+				r, err := tx.Runner("r-1")
+				if err != nil {
+					return err
+				}
+				if r.Access != "private" {
+					t.Errorf("an upgraded runner's access = %q, want private", r.Access)
+				}
+				u, err := tx.User("u-1")
+				if err == nil && u.RemovedAt != nil {
+					t.Errorf("an upgraded user is removed at %v", u.RemovedAt)
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func jobIDsOf(js []store.Job) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.ID
+	}
+	return out
+}
+
+// TestVisibleToUsesIndexes: the visibility queries reach jobs, attempts,
+// runners and members through indexes only, never by scanning a table (or
+// a whole index) of them, and each arm of Jobs through the index of its
+// way, not one of every job in a state. Plans are those of a database
+// without statistics, as the hub's.
+func TestVisibleToUsesIndexes(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	jobsQ := func(f store.JobFilter) func() (string, []any) { return func() (string, []any) { return jobsQuery(f) } }
+	questionsQ := func(f store.QuestionFilter) func() (string, []any) {
+		return func() (string, []any) { return openQuestionsQuery(f) }
+	}
+	ways := []string{"jobs_requester", "jobs_project", "project_members_user", "runners_owner", "attempts_runner_job"}
+	for _, tc := range []struct {
+		name  string
+		query func() (string, []any)
+		uses  []string // indexes the plan must use
+	}{
+		{"jobs", jobsQ(store.JobFilter{VisibleTo: "u-1"}), ways},
+		{"jobs by state", jobsQ(store.JobFilter{VisibleTo: "u-1", State: job.Completed}), ways},
+		{"jobs by requester", jobsQ(store.JobFilter{VisibleTo: "u-1", RequesterID: "u-2"}), ways},
+		{"jobs by state and requester", jobsQ(store.JobFilter{VisibleTo: "u-1", State: job.Queued, RequesterID: "u-2", Limit: 5}), ways},
+		{"open questions", questionsQ(store.QuestionFilter{VisibleTo: "u-1"}), nil},
+		{"open questions by requester, expired", questionsQ(store.QuestionFilter{VisibleTo: "u-1", RequesterID: "u-2", ExpiredBefore: time.Now()}), nil},
+	} {
+		q, args := tc.query()
+		rows, err := s.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		whole := strings.Join(plan, "\n")
+		searched := 0
+		for _, line := range plan {
+			f := strings.Fields(line)
+			if len(f) < 2 || !slices.Contains([]string{"jobs", "attempts", "runners", "project_members"}, f[1]) {
+				continue
+			}
+			if f[0] != "SEARCH" || strings.Contains(line, "jobs_state") {
+				t.Errorf("%s: plan step %q is not a search of the visible jobs; plan:\n%s", tc.name, line, whole)
+			}
+			searched++
+		}
+		if searched < 3 {
+			t.Errorf("%s: plan has %d searches, want one per table at least; plan:\n%s", tc.name, searched, whole)
+		}
+		for _, index := range tc.uses {
+			if !strings.Contains(whole, " "+index+" ") {
+				t.Errorf("%s: plan does not use index %s; plan:\n%s", tc.name, index, whole)
+			}
+		}
+	}
+}
+
+// TestRunnerAccessDefault: "" is stored as private, and a row holding ""
+// anyway reads as private.
+func TestRunnerAccessDefault(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	now := time.Now()
+	if err := s.Write(t.Context(), func(tx store.Tx) error {
+		return errors.Join(
+			tx.InsertUser(store.User{ID: "u-1", Name: "alice", CreatedAt: now}),
+			tx.InsertRunner(store.Runner{ID: "r-1", Name: "box-1", OwnerID: "u-1", CreatedAt: now}),
+		)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var stored string
+	if err := s.r.QueryRowContext(t.Context(), `SELECT access FROM runners WHERE id = 'r-1'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != "private" {
+		t.Errorf("access stored for \"\" = %q, want private", stored)
+	}
+	if _, err := s.w.ExecContext(t.Context(), `UPDATE runners SET access = '' WHERE id = 'r-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Read(t.Context(), func(tx store.Tx) error {
+		r, err := tx.Runner("r-1")
+		if err == nil && r.Access != "private" {
+			t.Errorf("access read from \"\" = %q, want private", r.Access)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -78,12 +78,17 @@ func (t *tx) update(tb table, what string, args []any) error {
 	if err != nil {
 		return err
 	}
+	return affected("update "+what, res)
+}
+
+// affected reports ErrNotFound when the statement of res changed no row.
+func affected(what string, res sql.Result) error {
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("update %s: %w", what, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("update %s: %w", what, store.ErrNotFound)
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
 	return nil
 }

@@ -172,3 +172,30 @@ func testAccountMoves(t *testing.T, s store.Store) {
 	}
 	equal(t, "AccountRanks after refused moves", ranks(t, s), before)
 }
+
+func testAllAccounts(t *testing.T, s store.Store) {
+	seedAccountOwners(t, s)
+	all := func() []string {
+		var out []string
+		for _, a := range get(t, s, func(tx store.Tx) ([]store.Account, error) { return tx.Accounts() }) {
+			out = append(out, fmt.Sprintf("%s:%d:%s/%s", a.OwnerID, a.Rank, a.RunnerID, a.ID))
+		}
+		return out
+	}
+	equal(t, "Accounts() of none", all(), nil)
+	// Bob's first, so that neither insertion nor runner order is the
+	// owner order; a move makes rank order differ from insertion order.
+	syncAccounts(t, s, "r-3", at(100), account("x", "claude"), account("y", "claude"))
+	syncAccounts(t, s, "r-2", at(100), account("c", "codex"))
+	syncAccounts(t, s, "r-1", at(100), account("a", "claude"), account("b", "claude"))
+	mustWrite(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.MoveAccount("u-1", "r-1", "b", 1), tx.MoveAccount("u-2", "r-3", "y", 1))
+	})
+	equal(t, "Accounts()", all(), []string{
+		"u-1:1:r-1/b", "u-1:2:r-2/c", "u-1:3:r-1/a",
+		"u-2:1:r-3/y", "u-2:2:r-3/x",
+	})
+	// Every field, as AccountsOfOwner has it.
+	got := get(t, s, func(tx store.Tx) ([]store.Account, error) { return tx.Accounts() })
+	equal(t, "Accounts() of u-1", got[:3], accountsOf(t, s, "u-1"))
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"drover/internal/job"
+	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
@@ -48,6 +49,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"OpenQuestions", testOpenQuestions},
 		{"Accounts", testAccounts},
 		{"AccountMoves", testAccountMoves},
+		{"AllAccounts", testAllAccounts},
+		{"Shares", testShares},
+		{"ProjectMembers", testProjectMembers},
+		{"ActiveJobs", testActiveJobs},
+		{"VisibleJobs", testVisibleJobs},
+		{"VisibleQuestions", testVisibleQuestions},
 		{"WriteErrorRollsBack", testWriteErrorRollsBack},
 		{"CancelledContext", testCancelledContext},
 		{"ReadDuringWrite", testReadDuringWrite},
@@ -79,7 +86,7 @@ func runner(id, name, owner string) store.Runner {
 	return store.Runner{
 		ID: id, Name: name, OwnerID: owner, TokenHash: "hash-" + id, Slots: 3,
 		Labels:    map[string]string{"os": "linux", "gpu": "none"},
-		CreatedAt: at(2), LastSeen: ptr(at(3)), RevokedAt: ptr(at(4)),
+		CreatedAt: at(2), LastSeen: ptr(at(3)), RevokedAt: ptr(at(4)), Access: protocol.AccessHub,
 	}
 }
 
@@ -263,20 +270,39 @@ func sortedAttemptIDs(as []store.Attempt) []string {
 func testUsers(t *testing.T, s store.Store) {
 	alice := user("u-1", "alice")
 	bob := store.User{ID: "u-2", Name: "bob", Admin: false, CreatedAt: at(5)}
+	carol := store.User{ID: "u-0", Name: "carol", CreatedAt: at(6), RemovedAt: ptr(at(7))}
 	mustWrite(t, s, func(tx store.Tx) error {
-		return errors.Join(tx.InsertUser(alice), tx.InsertUser(bob))
+		return errors.Join(tx.InsertUser(bob), tx.InsertUser(carol), tx.InsertUser(alice))
 	})
 	equal(t, "User(u-1)", get(t, s, func(tx store.Tx) (store.User, error) { return tx.User("u-1") }), alice)
 	equal(t, "UserByName(bob)", get(t, s, func(tx store.Tx) (store.User, error) { return tx.UserByName("bob") }), bob)
+	equal(t, "UserByName(carol), removed", get(t, s, func(tx store.Tx) (store.User, error) { return tx.UserByName("carol") }), carol)
+	users := func() []store.User { return get(t, s, func(tx store.Tx) ([]store.User, error) { return tx.Users() }) }
+	equal(t, "Users() by name, removed included", users(), []store.User{alice, bob, carol})
+
+	// UpdateUser sets name, admin and removal, both ways; never the
+	// creation time.
+	bobby := store.User{ID: "u-2", Name: "bobby", Admin: true, CreatedAt: at(99), RemovedAt: ptr(at(8))}
+	carol.RemovedAt, carol.Admin = nil, true
+	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.UpdateUser(bobby), tx.UpdateUser(carol)) })
+	bobby.CreatedAt = bob.CreatedAt
+	equal(t, "updated User(u-2)", get(t, s, func(tx store.Tx) (store.User, error) { return tx.User("u-2") }), bobby)
+	equal(t, "Users() after updates", users(), []store.User{alice, bobby, carol})
+	readErr(t, s, "UserByName(old name)", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.UserByName("bob"); return err })
+	writeErr(t, s, "UpdateUser(missing)", store.ErrNotFound, func(tx store.Tx) error { return tx.UpdateUser(user("u-9", "zed")) })
+	writeErr(t, s, "rename a user onto a taken name", store.ErrConflict, func(tx store.Tx) error {
+		return tx.UpdateUser(store.User{ID: "u-2", Name: "alice", CreatedAt: at(5)})
+	})
+	equal(t, "Users() after refused updates", users(), []store.User{alice, bobby, carol})
 
 	readErr(t, s, "User(missing)", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.User("u-9"); return err })
-	readErr(t, s, "UserByName(missing)", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.UserByName("carol"); return err })
+	readErr(t, s, "UserByName(missing)", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.UserByName("dan"); return err })
 	for _, tc := range []struct {
 		name string
 		u    store.User
 	}{
 		{"duplicate name", user("u-3", "alice")},
-		{"duplicate id", user("u-1", "carol")},
+		{"duplicate id", user("u-1", "dan")},
 	} {
 		writeErr(t, s, tc.name, store.ErrConflict, func(tx store.Tx) error { return tx.InsertUser(tc.u) })
 	}
@@ -322,6 +348,7 @@ func testRunners(t *testing.T, s store.Store) {
 		return errors.Join(tx.InsertUser(user("u-1", "alice")),
 			tx.InsertRunner(r1), tx.InsertRunner(r2), tx.InsertRunner(r3))
 	})
+	r2.Access = protocol.AccessPrivate // the default
 	for _, r := range []store.Runner{r1, r2, r3} {
 		equal(t, "Runner("+r.ID+")", get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.Runner(r.ID) }), r)
 		equal(t, "RunnerByName("+r.Name+")", get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.RunnerByName(r.Name) }), r)
@@ -333,9 +360,10 @@ func testRunners(t *testing.T, s store.Store) {
 	// Update sets every field, pointers both ways.
 	r1.Name, r1.TokenHash, r1.Slots = "box-1b", "h1b", 8
 	r1.Labels = map[string]string{"os": "darwin"}
-	r1.LastSeen, r1.RevokedAt = ptr(at(30)), ptr(at(31))
-	r3.LastSeen, r3.RevokedAt, r3.Labels = nil, nil, nil
+	r1.LastSeen, r1.RevokedAt, r1.Access = ptr(at(30)), ptr(at(31)), protocol.AccessPrivate
+	r3.LastSeen, r3.RevokedAt, r3.Labels, r3.Access = nil, nil, nil, ""
 	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.UpdateRunner(r1), tx.UpdateRunner(r3)) })
+	r3.Access = protocol.AccessPrivate // "" is the default
 	for _, r := range []store.Runner{r1, r3} {
 		equal(t, "updated Runner("+r.ID+")", get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.Runner(r.ID) }), r)
 	}
@@ -609,6 +637,17 @@ func testMissingReferences(t *testing.T, s store.Store) {
 		{"event of missing job", func(tx store.Tx) error {
 			_, err := tx.AddEvent(store.Event{JobID: "j-9", At: at(0), Kind: "created"})
 			return err
+		}},
+		{"share of missing runner", func(tx store.Tx) error {
+			return tx.PutShare(store.Share{RunnerID: "r-9", Kind: store.ShareUser, Subject: "u-1", CreatedAt: at(0)})
+		}},
+		{"member of missing project", func(tx store.Tx) error { return tx.AddMember("nope", "u-1", at(0)) }},
+		{"missing member of project", func(tx store.Tx) error {
+			return errors.Join(tx.PutProject(store.Project{Name: "web", CreatedAt: at(0), UpdatedAt: at(0)}),
+				tx.AddMember("web", "u-9", at(0)))
+		}},
+		{"project of missing owner", func(tx store.Tx) error {
+			return tx.PutProject(store.Project{Name: "web", OwnerID: "u-9", CreatedAt: at(0), UpdatedAt: at(0)})
 		}},
 	} {
 		writeErr(t, s, tc.name, store.ErrNotFound, tc.fn)
@@ -970,18 +1009,20 @@ func testConcurrentWrites(t *testing.T, s store.Store) {
 
 func testProjects(t *testing.T, s store.Store) {
 	readErr(t, s, "Project(missing)", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.Project("p"); return err })
-	hosted := store.Project{Name: "web", CreatedAt: at(1), UpdatedAt: at(1)}
+	hosted := store.Project{Name: "web", OwnerID: "u-1", CreatedAt: at(1), UpdatedAt: at(1)}
 	mapped := store.Project{Name: "api", Remote: "https://git.example/api.git", CreatedAt: at(2), UpdatedAt: at(3)}
-	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.PutProject(hosted), tx.PutProject(mapped)) })
+	mustWrite(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.InsertUser(user("u-1", "alice")), tx.PutProject(hosted), tx.PutProject(mapped))
+	})
 	equal(t, "Project(web)", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), hosted)
 	equal(t, "Projects()", get(t, s, func(tx store.Tx) ([]store.Project, error) { return tx.Projects() }),
 		[]store.Project{mapped, hosted})
 
 	// Putting again replaces the remote and the update time, never the
-	// creation time.
+	// creation time nor the owner (testProjectMembers has more).
 	again := store.Project{Name: "web", Remote: "file:///srv/web.git", CreatedAt: at(50), UpdatedAt: at(51)}
 	mustWrite(t, s, func(tx store.Tx) error { return tx.PutProject(again) })
-	again.CreatedAt = hosted.CreatedAt
+	again.CreatedAt, again.OwnerID = hosted.CreatedAt, hosted.OwnerID
 	equal(t, "Project(web) mapped", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), again)
 	again.Remote, again.UpdatedAt = "", at(60)
 	mustWrite(t, s, func(tx store.Tx) error { return tx.PutProject(again) })

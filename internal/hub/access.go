@@ -1,0 +1,249 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// The access model, in one place (docs/operator.md, "Access model"):
+//   - a runner belongs to the user who approved it; it runs its owner's
+//     jobs, those of the users it is shared with, those on the projects it
+//     is shared with (when their requester is a member), or everyone's when
+//     an admin made it hub-wide;
+//   - a runner's accounts spend only for its owner's jobs, and for the users
+//     and projects the owner shared the account with (a hub-wide runner's
+//     accounts too);
+//   - a job is seen by its requester, the members of its project, the
+//     owners of the runners that ran it, and admins.
+
+// shareSet is whom one runner, or one account, is shared with.
+type shareSet struct {
+	users    map[string]bool // user ids
+	projects map[string]bool // project names
+}
+
+// allows: a job of requester on project (a member of it, or not).
+func (s *shareSet) allows(requester, project string, member bool) bool {
+	if s == nil {
+		return false
+	}
+	return s.users[requester] || (project != "" && member && s.projects[project])
+}
+
+func (s *shareSet) add(sh store.Share) {
+	if s.users == nil {
+		s.users, s.projects = map[string]bool{}, map[string]bool{}
+	}
+	switch sh.Kind {
+	case store.ShareUser:
+		s.users[sh.Subject] = true
+	case store.ShareProject:
+		s.projects[sh.Subject] = true
+	}
+}
+
+// runnerAccess is a runner's access as the dispatcher reads it: loaded when
+// the runner connects and replaced whenever its owner or shares change.
+// Immutable once built.
+type runnerAccess struct {
+	owner    string
+	hub      bool
+	runner   shareSet
+	accounts map[string]*shareSet // account id → its shares
+}
+
+func newRunnerAccess(rn store.Runner, shares []store.Share) *runnerAccess {
+	ra := &runnerAccess{owner: rn.OwnerID, hub: rn.Access == protocol.AccessHub, accounts: map[string]*shareSet{}}
+	for _, sh := range shares {
+		if sh.AccountID == "" {
+			ra.runner.add(sh)
+			continue
+		}
+		s := ra.accounts[sh.AccountID]
+		if s == nil {
+			s = &shareSet{}
+			ra.accounts[sh.AccountID] = s
+		}
+		s.add(sh)
+	}
+	return ra
+}
+
+// mayRun: may the runner be offered a job of requester on project?
+func (ra *runnerAccess) mayRun(requester, project string, member bool) bool {
+	return ra != nil && (ra.hub || ra.owner == requester || ra.runner.allows(requester, project, member))
+}
+
+// mayUseAccount: may the runner's account spend for such a job?
+func (ra *runnerAccess) mayUseAccount(account, requester, project string, member bool) bool {
+	return ra != nil && (ra.owner == requester || ra.accounts[account].allows(requester, project, member))
+}
+
+// loadRunnerAccess reads a runner's access from the store.
+func loadRunnerAccess(tx store.Tx, runnerID string) (*runnerAccess, error) {
+	rn, err := tx.Runner(runnerID)
+	if err != nil {
+		return nil, fmt.Errorf("read runner %s: %w", runnerID, err)
+	}
+	shares, err := tx.Shares(runnerID)
+	if err != nil {
+		return nil, fmt.Errorf("read shares of runner %s: %w", rn.Name, err)
+	}
+	return newRunnerAccess(rn, shares), nil
+}
+
+// isMember reports whether the user is a member of the project.
+func isMember(tx store.Tx, project, userID string) (bool, error) {
+	if project == "" {
+		return false, nil
+	}
+	ms, err := tx.Members(project)
+	if err != nil {
+		return false, fmt.Errorf("read members of project %s: %w", project, err)
+	}
+	for _, m := range ms {
+		if m == userID {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// canSee reports whether p may see the job: its requester, an admin, a
+// member of its project, or the owner of a runner that ran an attempt.
+func canSee(tx store.Tx, p principal, j store.Job) (bool, error) {
+	if p.admin || j.RequesterID == p.userID {
+		return true, nil
+	}
+	if ok, err := isMember(tx, j.Project, p.userID); err != nil || ok {
+		return ok, err
+	}
+	atts, err := tx.Attempts(j.ID)
+	if err != nil {
+		return false, err
+	}
+	owners := map[string]bool{}
+	for _, a := range atts {
+		if _, seen := owners[a.RunnerID]; seen {
+			continue
+		}
+		rn, err := tx.Runner(a.RunnerID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+		owners[a.RunnerID] = err == nil && rn.OwnerID == p.userID
+		if owners[a.RunnerID] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// visibleJob reads a job the caller may see; one the caller may not see
+// is "no job", exactly like one that does not exist.
+func visibleJob(tx store.Tx, p principal, id string) (store.Job, error) {
+	j, err := tx.Job(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Job{}, notFound("no job %q", id)
+	}
+	if err != nil {
+		return store.Job{}, err
+	}
+	ok, err := canSee(tx, p, j)
+	if err != nil {
+		return store.Job{}, err
+	}
+	if !ok {
+		return store.Job{}, notFound("no job %q", id)
+	}
+	return j, nil
+}
+
+// jobFilterFor narrows a job listing to what p may see.
+func jobFilterFor(p principal, f store.JobFilter) store.JobFilter {
+	if !p.admin {
+		f.VisibleTo = p.userID
+	}
+	return f
+}
+
+// mayUseRunner: may p see the runner in listings (owner, admin, or a user
+// it is shared with, directly, hub-wide or through a project)?
+func mayUseRunner(p principal, ra *runnerAccess, projects map[string]bool) bool {
+	if p.admin || ra.mayRun(p.userID, "", false) {
+		return true
+	}
+	for prj := range ra.runner.projects {
+		if projects[prj] {
+			return true
+		}
+	}
+	return false
+}
+
+// mayUseAccountOf: may p use the account (own it, or have it shared with
+// them or with one of their projects)?
+func mayUseAccountOf(p principal, ra *runnerAccess, account string, projects map[string]bool) bool {
+	if ra.mayUseAccount(account, p.userID, "", false) {
+		return true
+	}
+	if s := ra.accounts[account]; s != nil {
+		for prj := range s.projects {
+			if projects[prj] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sharesView lists a share set for the API, with user names.
+func sharesView(n *namer, shares []store.Share, account string) []protocol.Share {
+	var out []protocol.Share
+	for _, sh := range shares {
+		if sh.AccountID != account {
+			continue
+		}
+		switch sh.Kind {
+		case store.ShareUser:
+			out = append(out, protocol.Share{User: n.user(sh.Subject)})
+		case store.ShareProject:
+			out = append(out, protocol.Share{Project: sh.Subject})
+		}
+	}
+	return out
+}
+
+// userProjects is the set of projects the user is a member of.
+func userProjects(tx store.Tx, userID string) (map[string]bool, error) {
+	ps, err := tx.ProjectsOf(userID)
+	if err != nil {
+		return nil, fmt.Errorf("read projects of user %s: %w", userID, err)
+	}
+	out := make(map[string]bool, len(ps))
+	for _, p := range ps {
+		out[p] = true
+	}
+	return out, nil
+}
+
+// mayUseProject: members of a project (and admins) read it, push to it and
+// run jobs on it.
+func mayUseProject(tx store.Tx, p principal, prj store.Project) error {
+	if p.admin {
+		return nil
+	}
+	ok, err := isMember(tx, prj.Name, p.userID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		owner := newNamer(tx).user(prj.OwnerID)
+		return forbidden("you are not a member of project %s; its owner %s or an admin can add you (drover projects members add %s %s)",
+			prj.Name, owner, prj.Name, p.name)
+	}
+	return nil
+}

@@ -1,0 +1,350 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// shareSubject resolves whom a share request names: exactly one user (who
+// exists and was not removed) or one project (that exists).
+func shareSubject(tx store.Tx, user, project string) (store.ShareKind, string, error) {
+	switch {
+	case (user == "") == (project == ""):
+		return "", "", badRequest("name exactly one user or one project to share with")
+	case user != "":
+		u, err := tx.UserByName(user)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
+			return "", "", notFound("no user named %q", user)
+		}
+		if err != nil {
+			return "", "", err
+		}
+		return store.ShareUser, u.ID, nil
+	default:
+		if _, err := tx.Project(project); errors.Is(err, store.ErrNotFound) {
+			return "", "", notFound("no project named %q", project)
+		} else if err != nil {
+			return "", "", err
+		}
+		return store.ShareProject, project, nil
+	}
+}
+
+// ownedRunner reads a runner that p owns (or any, for an admin).
+func ownedRunner(tx store.Tx, p principal, name string) (store.Runner, error) {
+	rn, err := tx.RunnerByName(name)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Runner{}, notFound("no runner named %q", name)
+	}
+	if err != nil {
+		return store.Runner{}, err
+	}
+	if rn.OwnerID != p.userID && !p.admin {
+		return store.Runner{}, forbidden("runner %s is not yours: only its owner or an admin can share it", name)
+	}
+	if rn.RevokedAt != nil {
+		return store.Runner{}, conflict("runner %s was revoked", name)
+	}
+	return rn, nil
+}
+
+// refreshAccess gives a connected runner its access as stored now, then
+// rings the dispatcher (a share may have opened it to queued jobs).
+func (h *Hub) refreshAccess(ctx context.Context, runnerID string) error {
+	// One refresh at a time, so a slower read of an older state never
+	// overwrites a newer one.
+	h.accessMu.Lock()
+	defer h.accessMu.Unlock()
+	var ra *runnerAccess
+	if err := h.store.Read(ctx, func(tx store.Tx) (err error) {
+		ra, err = loadRunnerAccess(tx, runnerID)
+		return err
+	}); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if c := h.conns[runnerID]; c != nil {
+		c.access = ra
+	}
+	h.mu.Unlock()
+	h.kick()
+	return nil
+}
+
+// refreshAllAccess reloads every connected runner's access (after a
+// change that may touch many: a user removed).
+func (h *Hub) refreshAllAccess(ctx context.Context) error {
+	for id := range h.connectedRunners() {
+		if err := h.refreshAccess(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apiShareRunner serves POST /runners/{name}/share and /unshare.
+func (h *Hub) apiShareRunner(share bool) func(http.ResponseWriter, *http.Request, principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+		var req protocol.ShareRequest
+		if err := decodeBody(r, w, &req); err != nil {
+			return err
+		}
+		name := r.PathValue("name")
+		var rn store.Runner
+		var what string
+		err := h.store.Write(r.Context(), func(tx store.Tx) error {
+			var err error
+			if rn, err = ownedRunner(tx, p, name); err != nil {
+				return err
+			}
+			if req.Hub {
+				if req.User != "" || req.Project != "" {
+					return badRequest("share with the hub, a user or a project: one at a time")
+				}
+				if !p.admin {
+					return forbidden("only an admin can make a runner hub-wide")
+				}
+				rn.Access, what = protocol.AccessPrivate, "private"
+				if share {
+					rn.Access, what = protocol.AccessHub, "hub-wide"
+				}
+				return tx.UpdateRunner(rn)
+			}
+			kind, subject, err := shareSubject(tx, req.User, req.Project)
+			if err != nil {
+				return err
+			}
+			if kind == store.ShareUser && subject == rn.OwnerID {
+				return badRequest("runner %s belongs to %s already", name, req.User)
+			}
+			sh := store.Share{RunnerID: rn.ID, Kind: kind, Subject: subject, CreatedAt: h.now()}
+			what = fmt.Sprintf("%s %s", kind, req.User+req.Project)
+			if share {
+				err = tx.PutShare(sh)
+				if errors.Is(err, store.ErrConflict) {
+					return nil // shared already: nothing to change
+				}
+				return err
+			}
+			if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
+				return notFound("runner %s is not shared with %s", name, what)
+			} else if err != nil {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := h.refreshAccess(r.Context(), rn.ID); err != nil {
+			return fmt.Errorf("reload access of runner %s: %w", name, err)
+		}
+		verb := "shared with"
+		if !share {
+			verb = "unshared from"
+		}
+		if req.Hub {
+			verb = "made"
+		}
+		h.log.Info("runner access changed", "runner", name, "change", verb+" "+what, "by", p.name)
+		return h.writeRunner(w, r, p, rn.ID)
+	}
+}
+
+// writeRunner answers with one runner as p sees it.
+func (h *Hub) writeRunner(w http.ResponseWriter, r *http.Request, p principal, runnerID string) error {
+	var v protocol.RunnerView
+	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+		rn, err := tx.Runner(runnerID)
+		if err != nil {
+			return err
+		}
+		shares, err := tx.Shares(rn.ID)
+		if err != nil {
+			return err
+		}
+		n := newNamer(tx)
+		v = h.runnerView(rn, n.user(rn.OwnerID))
+		v.SharedWith = sharesView(n, shares, "")
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// apiShareAccount serves POST /accounts/share and /accounts/unshare.
+func (h *Hub) apiShareAccount(share bool) func(http.ResponseWriter, *http.Request, principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+		var req protocol.AccountShareRequest
+		if err := decodeBody(r, w, &req); err != nil {
+			return err
+		}
+		switch {
+		case req.Runner == "":
+			return badRequest("name the runner of the account")
+		case req.Account == "":
+			return badRequest("name the account by its id or label")
+		}
+		var rn store.Runner
+		var out protocol.AccountList
+		connected := h.connectedRunners()
+		err := h.store.Write(r.Context(), func(tx store.Tx) error {
+			var err error
+			if rn, err = ownedRunner(tx, p, req.Runner); err != nil {
+				return err
+			}
+			accts, err := tx.AccountsOfOwner(rn.OwnerID)
+			if err != nil {
+				return err
+			}
+			id, err := pickAccount(accts, rn, req.Account)
+			if err != nil {
+				return err
+			}
+			kind, subject, err := shareSubject(tx, req.User, req.Project)
+			if err != nil {
+				return err
+			}
+			if kind == store.ShareUser && subject == rn.OwnerID {
+				return badRequest("account %s belongs to %s already", req.Account, req.User)
+			}
+			sh := store.Share{RunnerID: rn.ID, AccountID: id, Kind: kind, Subject: subject, CreatedAt: h.now()}
+			if share {
+				if err := tx.PutShare(sh); err != nil && !errors.Is(err, store.ErrConflict) {
+					return err
+				}
+			} else if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
+				return notFound("account %s of runner %s is not shared with %s %s", req.Account, req.Runner, kind, req.User+req.Project)
+			} else if err != nil {
+				return err
+			}
+			out, err = h.accountList(tx, p, connected)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if err := h.refreshAccess(r.Context(), rn.ID); err != nil {
+			return fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
+		}
+		h.log.Info("account access changed", "runner", rn.Name, "account", req.Account, "share", share,
+			"user", req.User, "project", req.Project, "by", p.name)
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+}
+
+// memberProject reads a project for a members call: anyone who may see it
+// lists, its owner and admins change.
+func memberProject(tx store.Tx, p principal, name string, change bool) (store.Project, error) {
+	prj, err := tx.Project(name)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Project{}, notFound("no project named %q", name)
+	}
+	if err != nil {
+		return store.Project{}, err
+	}
+	if err := mayUseProject(tx, p, prj); err != nil {
+		return store.Project{}, err
+	}
+	if change && !p.admin && prj.OwnerID != p.userID {
+		return store.Project{}, forbidden("only project %s's owner, %s, or an admin can change its members", name, newNamer(tx).user(prj.OwnerID))
+	}
+	return prj, nil
+}
+
+func memberList(tx store.Tx, prj store.Project) (protocol.MemberList, error) {
+	ids, err := tx.Members(prj.Name)
+	if err != nil {
+		return protocol.MemberList{}, err
+	}
+	n := newNamer(tx)
+	out := protocol.MemberList{Project: prj.Name, Owner: n.user(prj.OwnerID), Members: make([]string, 0, len(ids))}
+	for _, id := range ids {
+		out.Members = append(out.Members, n.user(id))
+	}
+	return out, nil
+}
+
+// apiMembers serves GET /projects/{name}/members.
+func (h *Hub) apiMembers(w http.ResponseWriter, r *http.Request, p principal) error {
+	var out protocol.MemberList
+	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+		prj, err := memberProject(tx, p, r.PathValue("name"), false)
+		if err != nil {
+			return err
+		}
+		out, err = memberList(tx, prj)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// apiChangeMember serves POST /projects/{name}/members (add) and DELETE
+// /projects/{name}/members/{user} (remove).
+func (h *Hub) apiChangeMember(add bool) func(http.ResponseWriter, *http.Request, principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+		user := r.PathValue("user")
+		if add {
+			var req protocol.MemberRequest
+			if err := decodeBody(r, w, &req); err != nil {
+				return err
+			}
+			user = req.User
+		}
+		if user == "" {
+			return badRequest("name the user")
+		}
+		name := r.PathValue("name")
+		var out protocol.MemberList
+		err := h.store.Write(r.Context(), func(tx store.Tx) error {
+			prj, err := memberProject(tx, p, name, true)
+			if err != nil {
+				return err
+			}
+			u, err := tx.UserByName(user)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
+				return notFound("no user named %q", user)
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case add:
+				if err := tx.AddMember(prj.Name, u.ID, h.now()); err != nil && !errors.Is(err, store.ErrConflict) {
+					return err
+				}
+			case u.ID == prj.OwnerID:
+				return badRequest("%s owns project %s and stays a member", user, prj.Name)
+			default:
+				if err := tx.RemoveMember(prj.Name, u.ID); errors.Is(err, store.ErrNotFound) {
+					return notFound("%s is not a member of project %s", user, prj.Name)
+				} else if err != nil {
+					return err
+				}
+			}
+			out, err = memberList(tx, prj)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		// Membership decides project shares: queued jobs may now fit.
+		h.kick()
+		h.log.Info("project members changed", "project", name, "user", user, "add", add, "by", p.name)
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+}

@@ -1,0 +1,108 @@
+package sqlite
+
+import (
+	"fmt"
+	"time"
+
+	"drover/internal/store"
+)
+
+// Who may see a job (JobFilter.VisibleTo, QuestionFilter.VisibleTo): its
+// requester, the members of its project, and the owners of the runners it
+// had an attempt on. visibleWays are the three as conditions on jobs, each
+// taking the user id once; visibleJob is their disjunction on jobs.
+var visibleWays = []string{
+	"requester_id = ?",
+	"project != '' AND project IN (SELECT project FROM project_members WHERE user_id = ?)",
+	"id IN (SELECT attempts.job_id FROM runners JOIN attempts ON attempts.runner_id = runners.id WHERE runners.owner_id = ?)",
+}
+
+// visibleJob is the same rule for one jobs row (for the few rows another
+// condition already picked): it names jobs columns qualified, and takes the
+// user id three times.
+const visibleJob = `(jobs.requester_id = ?
+	OR (jobs.project != '' AND EXISTS (SELECT 1 FROM project_members
+		WHERE project_members.project = jobs.project AND project_members.user_id = ?))
+	OR EXISTS (SELECT 1 FROM attempts JOIN runners ON runners.id = attempts.runner_id
+		WHERE attempts.job_id = jobs.id AND runners.owner_id = ?))`
+
+func visibleArgs(userID string) []any {
+	return []any{userID, userID, userID}
+}
+
+func scanShare(s scanner) (sh store.Share, err error) {
+	err = s.Scan(&sh.RunnerID, &sh.AccountID, &sh.Kind, &sh.Subject, timeCol{&sh.CreatedAt})
+	return sh, err
+}
+
+const shareCols = "SELECT runner_id, account_id, kind, subject, created_at FROM shares "
+
+func shareWhat(s store.Share) string {
+	w := fmt.Sprintf("share of runner %s with %s %s", s.RunnerID, s.Kind, s.Subject)
+	if s.AccountID != "" {
+		w = fmt.Sprintf("share of account %s of runner %s with %s %s", s.AccountID, s.RunnerID, s.Kind, s.Subject)
+	}
+	return w
+}
+
+func (t *tx) PutShare(s store.Share) error {
+	_, err := t.exec("put "+shareWhat(s),
+		`INSERT INTO shares (runner_id, account_id, kind, subject, created_at) VALUES (?, ?, ?, ?, ?)`,
+		s.RunnerID, s.AccountID, s.Kind, s.Subject, millis(s.CreatedAt))
+	return err
+}
+
+func (t *tx) DeleteShare(s store.Share) error {
+	what := "delete " + shareWhat(s)
+	res, err := t.exec(what,
+		`DELETE FROM shares WHERE runner_id = ? AND account_id = ? AND kind = ? AND subject = ?`,
+		s.RunnerID, s.AccountID, s.Kind, s.Subject)
+	if err != nil {
+		return err
+	}
+	return affected(what, res)
+}
+
+// Shares lists the runner's shares and its accounts', oldest first (the
+// key breaks ties, so the order is stable).
+func (t *tx) Shares(runnerID string) ([]store.Share, error) {
+	return all(t, "shares of runner "+runnerID, scanShare,
+		shareCols+"WHERE runner_id = ? ORDER BY created_at, account_id, kind, subject", runnerID)
+}
+
+func (t *tx) AllShares() ([]store.Share, error) {
+	return all(t, "shares", scanShare, shareCols+"ORDER BY runner_id, created_at, account_id, kind, subject")
+}
+
+func (t *tx) DeleteSharesOf(kind store.ShareKind, subject string) error {
+	_, err := t.exec(fmt.Sprintf("delete shares with %s %s", kind, subject),
+		`DELETE FROM shares WHERE kind = ? AND subject = ?`, kind, subject)
+	return err
+}
+
+func (t *tx) AddMember(project, userID string, at time.Time) error {
+	_, err := t.exec(fmt.Sprintf("add %s to project %s", userID, project),
+		`INSERT INTO project_members (project, user_id, created_at) VALUES (?, ?, ?)`, project, userID, millis(at))
+	return err
+}
+
+func (t *tx) RemoveMember(project, userID string) error {
+	what := fmt.Sprintf("remove %s from project %s", userID, project)
+	res, err := t.exec(what, `DELETE FROM project_members WHERE project = ? AND user_id = ?`, project, userID)
+	if err != nil {
+		return err
+	}
+	return affected(what, res)
+}
+
+// Members lists the project's members, oldest membership first; a missing
+// project has none.
+func (t *tx) Members(project string) ([]string, error) {
+	return all(t, "members of project "+project, scanValue[string],
+		`SELECT user_id FROM project_members WHERE project = ? ORDER BY created_at, user_id`, project)
+}
+
+func (t *tx) ProjectsOf(userID string) ([]string, error) {
+	return all(t, "projects of "+userID, scanValue[string],
+		`SELECT project FROM project_members WHERE user_id = ? ORDER BY project`, userID)
+}
