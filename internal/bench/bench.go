@@ -35,6 +35,13 @@ type Options struct {
 	Dir          string        // where the hubs' data directories go [the system temp dir]
 	NoPoll       bool          // skip the polling baseline (and the no-client floor)
 	Progress     io.Writer     // progress lines [discarded]
+	// Owners > 0 runs the tenancy comparison instead (see runTenancy):
+	// dispatch latency at the largest Runners count with the runners owned
+	// by that many users and shared as Sharing says, beside the same fleet
+	// owned by the admin, in one run. Memory, idle CPU and the polling
+	// baseline are not measured then.
+	Owners  int
+	Sharing string // [SharingMixed], the only mix so far
 }
 
 const warmupJobs = 5
@@ -73,6 +80,17 @@ func (o *Options) normalize() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	switch {
+	case o.Owners < 0:
+		return errors.New("bench: --owners must not be negative")
+	case o.Owners == 0 && o.Sharing != "":
+		return errors.New("bench: --sharing needs --owners")
+	case o.Owners > 0 && o.Sharing == "":
+		o.Sharing = SharingMixed
+	}
+	if o.Owners > 0 && o.Sharing != SharingMixed {
+		return fmt.Errorf("bench: --sharing %q: the only mix is %q", o.Sharing, SharingMixed)
+	}
 	return nil
 }
 
@@ -89,6 +107,7 @@ type Result struct {
 	Memory    []Memory      // one row per runner count
 	IdleCPU   CPU           // the largest runner count, idle, over Options.Idle
 	Poll      *Polling      // nil with NoPoll
+	Tenancy   *Tenancy      // the tenancy comparison (Options.Owners); then nothing else is measured
 }
 
 // Machine describes where the run happened.
@@ -195,7 +214,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.Binary = bin
 	// Per runner: one WebSocket in the bench, one in the hub (same limit,
 	// inherited); pollers come later, after the runners are gone.
-	limit, err := raiseNoFile(uint64(o.maxRunners()) + 256)
+	need := uint64(o.maxRunners()) + 256
+	if o.Owners > 0 {
+		need += uint64(o.maxRunners()) // two hubs at once
+	}
+	limit, err := raiseNoFile(need)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -206,6 +229,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer os.RemoveAll(root)
 
 	res := &Result{Command: o.command(), Settle: o.Settle, NoFile: limit, Machine: machineInfo(root, o.Binary)}
+	if o.Owners > 0 {
+		if err := runTenancy(ctx, o, root, res); err != nil {
+			return nil, err
+		}
+		res.Machine.LoadEnd = loadAvg()
+		return res, nil
+	}
 	if err := runPush(ctx, o, filepath.Join(root, "push"), res); err != nil {
 		return nil, err
 	}
@@ -220,6 +250,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 // command renders the options as a `drover bench` command line.
 func (o *Options) command() string {
+	if o.Owners > 0 {
+		s := fmt.Sprintf("drover bench --runners %d --jobs %d --owners %d --sharing %s", o.maxRunners(), o.Jobs, o.Owners, o.Sharing)
+		if o.Settle != 5*time.Second {
+			s += fmt.Sprintf(" --settle %s", o.Settle)
+		}
+		return s
+	}
 	rs := make([]string, len(o.Runners))
 	for i, n := range o.Runners {
 		rs[i] = fmt.Sprint(n)
@@ -280,7 +317,7 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 		return err
 	}
 
-	tgt, err := dialTarget(ctx, hp.url, tokens[0], filepath.Join(filepath.Dir(dir), "journal"))
+	tgt, err := dialTarget(ctx, hp.url, tokens[:1], names[:1], filepath.Join(filepath.Dir(dir), "journal"))
 	if err != nil {
 		return err
 	}

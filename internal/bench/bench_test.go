@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +162,116 @@ func TestRatioHandlesZero(t *testing.T) {
 		if got := ratio(tt.a, tt.b, tt.res); got != tt.want {
 			t.Errorf("ratio(%v, %v, %v) = %q, want %q", tt.a, tt.b, tt.res, got, tt.want)
 		}
+	}
+}
+
+// TestBenchTenancySmoke runs the tenancy comparison at a tiny size: both
+// hubs, every job completed, every route sampled. No timing is checked.
+func TestBenchTenancySmoke(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the bench reads /proc")
+	}
+	if testing.Short() {
+		t.Skip("starts hub processes")
+	}
+	bin := droverBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Run(ctx, Options{
+		Binary: bin, Runners: []int{20}, Jobs: 8, Owners: 4,
+		Settle: 200 * time.Millisecond, Dir: t.TempDir(), Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
+	}
+	tn := res.Tenancy
+	if tn == nil || len(res.Latency) != 0 || res.Poll != nil {
+		t.Fatalf("want only the tenancy comparison: %+v", res)
+	}
+	for name, l := range map[string]Latency{"baseline": tn.Base, "tenancy": tn.Tenant} {
+		if l.Jobs != 8 || l.Completed != 8 || l.P50 <= 0 || l.P99 < l.P50 || l.Runners != 20 {
+			t.Errorf("%s: %+v", name, l)
+		}
+	}
+	for _, k := range kinds {
+		if tn.TenantByKind[k].Jobs != 2 || tn.BaseByKind[k].Jobs != 2 {
+			t.Errorf("route %s: %d tenancy and %d baseline samples, want 2 each", k, tn.TenantByKind[k].Jobs, tn.BaseByKind[k].Jobs)
+		}
+	}
+	if tn.Kinds[kindHub] != 2 || tn.Kinds[kindProject] != 4 || tn.Kinds[kindUsers] != 6 || tn.Kinds[kindPrivate] != 8 || len(tn.Targets) != 4 {
+		t.Errorf("fleet: %+v, targets %+v", tn.Kinds, tn.Targets)
+	}
+	var md, txt bytes.Buffer
+	if err := res.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### Against the target", "tenancy ÷ baseline", "drover bench --runners 20 --jobs 8 --owners 4 --sharing mixed"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if !strings.Contains(txt.String(), "tenancy ÷ baseline") {
+		t.Errorf("text report:\n%s", txt.String())
+	}
+	t.Logf("\n%s", md.String())
+}
+
+// Every route of the mixed layout is runnable by its target runner and by
+// no idle one's label; the kinds come in the stated shares.
+func TestMixedLayout(t *testing.T) {
+	l, err := mixedLayout(1000, 100, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	owners := map[string]int{}
+	var targets []benchRunner
+	for _, r := range l.runners {
+		count[r.kind]++
+		owners[r.owner]++
+		if r.target {
+			targets = append(targets, r)
+		}
+		switch {
+		case r.kind == kindHub && r.owner != "":
+			t.Errorf("hub-wide runner %s belongs to %s, not the admin", r.name, r.owner)
+		case r.kind == kindUsers && (len(r.users) < 1 || len(r.users) > 3 || slices.Contains(r.users, r.owner)):
+			t.Errorf("runner %s is shared with %v (owner %s)", r.name, r.users, r.owner)
+		case r.kind == kindProject && len(l.members[r.project]) < 2:
+			t.Errorf("runner %s is shared with project %s of members %v", r.name, r.project, l.members[r.project])
+		}
+	}
+	if count[kindPrivate] != 400 || count[kindUsers] != 300 || count[kindProject] != 200 || count[kindHub] != 100 {
+		t.Errorf("kinds: %v", count)
+	}
+	if len(owners) != 101 || owners[""] != 100 || owners["owner-000"] != 9 {
+		t.Errorf("owners: %d (admin %d, owner-000 %d)", len(owners), owners[""], owners["owner-000"])
+	}
+	if len(targets) != 10 || len(l.routes) != 10 {
+		t.Fatalf("%d targets, %d routes", len(targets), len(l.routes))
+	}
+	for i, rt := range l.routes {
+		if rt.project != "" && !slices.Contains(l.members[rt.project], rt.user) {
+			t.Errorf("route %d: %s is not a member of %s", i, rt.user, rt.project)
+		}
+		ok := false
+		for _, tg := range targets {
+			if tg.kind == rt.via && l.mayRun(tg, rt.user, rt.project) {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("route %d (%+v): no %s target may run it", i, rt, rt.via)
+		}
+	}
+	again, _ := mixedLayout(1000, 100, 1)
+	if !slices.EqualFunc(l.runners, again.runners, func(a, b benchRunner) bool {
+		return a.name == b.name && a.kind == b.kind && slices.Equal(a.users, b.users) && a.project == b.project
+	}) {
+		t.Error("the same seed gave another layout")
 	}
 }

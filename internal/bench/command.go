@@ -32,6 +32,14 @@ port with a temporary data directory), connect runners to it and measure:
 then the same hub memory and CPU for clients polling every --poll-interval
 (a fresh hub), the design the runner gateway replaced.
 
+With --owners N (and --sharing mixed, the default mix) it measures only
+dispatch latency, at the largest --runners count, on two hubs side by side:
+one whose runners all belong to the admin, who submits every job (the access
+rules with nothing to decide), and one whose runners belong to N users who
+approved them and shared them in a mix (private, with named users, with a
+project, hub-wide), with the jobs submitted by users each of whom may use a
+target runner one of those ways. Samples alternate between the hubs.
+
 The bench raises its open file limit to the hard limit; the largest
 --runners count needs about that many descriptors in the bench and in the
 hub. Progress goes to stderr, the report to stdout (--markdown: a section
@@ -71,6 +79,8 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 	f.StringVar(&o.Binary, "binary", "", "drover binary to start the hub from (default: this binary)")
 	f.StringVar(&o.Dir, "dir", "", "directory for the hubs' temporary data (its filesystem's fsync speed matters; default: the temp dir)")
 	f.BoolVar(&o.NoPoll, "no-poll", false, "skip the polling baseline")
+	f.IntVar(&o.Owners, "owners", 0, "instead: compare dispatch latency at the largest --runners count with the runners owned by this many users (access rules deciding) against the same fleet owned by the admin")
+	f.StringVar(&o.Sharing, "sharing", "", "with --owners, how the runners are shared: mixed (40% private, 30% with 1-3 users, 20% with a project, 10% hub-wide)")
 	f.BoolVar(&markdown, "markdown", false, "print the report as a Markdown section for docs/benchmarks.md")
 	return cmd
 }

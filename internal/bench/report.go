@@ -78,14 +78,9 @@ func (r *Result) tick() time.Duration {
 	return time.Second / time.Duration(r.Machine.ClockTick)
 }
 
-// WriteMarkdown writes the run as a section for docs/benchmarks.md.
-func (r *Result) WriteMarkdown(w io.Writer) error {
-	var b strings.Builder
+// writeMachine writes the run's heading, command and machine table.
+func (r *Result) writeMachine(p func(format string, args ...any)) {
 	m := r.Machine
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	iv := r.interval()
-	l, mem := r.largest()
-
 	p("## Run of %s", m.Date.Format("2006-01-02 15:04 MST"))
 	p("")
 	p("```")
@@ -107,6 +102,21 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 	p("| open files | soft limit %d (the bench raises it to the hard limit; the hub inherits it) |", r.NoFile)
 	p("| hub | `drover hub` as its own process, default settings: heartbeat every %s |", r.Heartbeat)
 	p("")
+}
+
+// WriteMarkdown writes the run as a section for docs/benchmarks.md.
+func (r *Result) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	m := r.Machine
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	r.writeMachine(p)
+	if r.Tenancy != nil {
+		r.Tenancy.writeMarkdown(p)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	iv := r.interval()
+	l, mem := r.largest()
 
 	p("### Against the targets")
 	p("")
@@ -215,6 +225,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	p("%s", r.Command)
 	p("machine: %s, %d CPUs, %s, %s, hub data on %s", m.CPUModel, m.NProc, m.Kernel, m.GoHub, m.DataFS)
 	p("")
+	if r.Tenancy != nil {
+		r.Tenancy.writeText(p)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	p("dispatch latency (submit returned → agent running):")
 	for _, x := range r.Latency {
 		p("  %5d runners: p50 %s  p90 %s  p99 %s  max %s  (%d/%d completed)", x.Runners, ms(x.P50), ms(x.P90), ms(x.P99), ms(x.Max), x.Completed, x.Jobs)

@@ -38,69 +38,94 @@ const frameWait = 30 * time.Second
 // the way internal/runner drives an attempt: on offer, accept (and list it
 // in a status); on the hub's ok, claim it durably in a journal (file and
 // directory fsync'd) and start the agent with os/exec; then upload the log
-// and finish.
+// and finish. It may be several connections (runners), all with the target
+// labels: a job then goes to whichever one the hub picks, and the bench
+// follows it there. Jobs run one at a time, so every frame between a submit
+// and its finish belongs to that job.
 type target struct {
-	ws      *websocket.Conn
+	conns   []*targetConn
 	welcome protocol.Welcome
 	journal string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	frames chan arrival
-	failed chan struct{} // closed when the reader stops
-	err    error         // why, set before failed is closed
+	frames chan arrival  // from every connection
+	failed chan struct{} // closed when the first reader stops
+	once   sync.Once
+	err    error // why, set before failed is closed
 	seq    int
 	hb     atomic.Int64
 }
 
-func dialTarget(ctx context.Context, hubURL, token, journal string) (*target, error) {
+// targetConn is one target runner's connection.
+type targetConn struct {
+	ws   *websocket.Conn
+	name string // the runner's name, for the report
+}
+
+// dialTarget connects one target runner per token (names[i] is the
+// runner's name for tokens[i]).
+func dialTarget(ctx context.Context, hubURL string, tokens, names []string, journal string) (*target, error) {
 	if err := os.MkdirAll(journal, 0o700); err != nil {
 		return nil, fmt.Errorf("create the target runner's journal: %w", err)
 	}
-	ws, w, err := dialRunner(ctx, hubURL, token, targetLabels())
-	if err != nil {
-		return nil, fmt.Errorf("connect the target runner: %w", err)
-	}
 	lctx, cancel := context.WithCancel(ctx)
-	t := &target{ws: ws, welcome: w, journal: journal, cancel: cancel,
-		frames: make(chan arrival, 64), failed: make(chan struct{})}
-	t.wg.Add(2)
-	go func() { defer t.wg.Done(); heartbeats(lctx, ws, w.HeartbeatInterval.D(), &t.hb) }()
-	go func() { defer t.wg.Done(); t.read(lctx) }()
+	t := &target{journal: journal, cancel: cancel, frames: make(chan arrival, 64), failed: make(chan struct{})}
+	for i, tok := range tokens {
+		ws, w, err := dialRunner(ctx, hubURL, tok, targetLabels())
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("connect the target runner %s: %w", names[i], err)
+		}
+		tc := &targetConn{ws: ws, name: names[i]}
+		t.conns, t.welcome = append(t.conns, tc), w
+		t.wg.Add(2)
+		go func() { defer t.wg.Done(); heartbeats(lctx, ws, w.HeartbeatInterval.D(), &t.hb) }()
+		go func() { defer t.wg.Done(); t.read(lctx, tc) }()
+	}
 	return t, nil
 }
 
-// arrival is a frame and when the reader got it.
+// arrival is a frame, the connection it came on and when the reader got it.
 type arrival struct {
 	protocol.Frame
-	at time.Time
+	at   time.Time
+	from *targetConn
 }
 
-func (t *target) read(ctx context.Context) {
-	defer close(t.failed)
+func (t *target) fail(err error) {
+	t.once.Do(func() {
+		t.err = err
+		close(t.failed)
+	})
+}
+
+func (t *target) read(ctx context.Context, tc *targetConn) {
 	for {
-		_, data, err := t.ws.Read(ctx)
+		_, data, err := tc.ws.Read(ctx)
 		at := time.Now()
 		if err != nil {
-			t.err = fmt.Errorf("target runner connection: %w", err)
+			t.fail(fmt.Errorf("target runner %s connection: %w", tc.name, err))
 			return
 		}
 		var f protocol.Frame
 		if err := json.Unmarshal(data, &f); err != nil {
-			t.err = fmt.Errorf("target runner got a malformed frame: %w", err)
+			t.fail(fmt.Errorf("target runner %s got a malformed frame: %w", tc.name, err))
 			return
 		}
 		select {
-		case t.frames <- arrival{f, at}:
+		case t.frames <- arrival{f, at, tc}:
 		case <-ctx.Done():
-			t.err = ctx.Err()
+			t.fail(ctx.Err())
 			return
 		}
 	}
 }
 
 func (t *target) close() {
-	_ = t.ws.Close(websocket.StatusNormalClosure, "bench done")
+	for _, tc := range t.conns {
+		_ = tc.ws.Close(websocket.StatusNormalClosure, "bench done")
+	}
 	t.cancel()
 	t.wg.Wait()
 }
@@ -124,17 +149,17 @@ func (t *target) next(ctx context.Context) (arrival, error) {
 // request sends a request and waits for its reply, returning when the
 // reply arrived; any other frame in between is a bench failure (jobs run
 // one at a time).
-func (t *target) request(ctx context.Context, typ string, body any) (time.Time, error) {
+func (t *target) request(ctx context.Context, tc *targetConn, typ string, body any) (time.Time, error) {
 	t.seq++
 	id := fmt.Sprintf("bench-%d", t.seq)
-	if err := writeFrame(ctx, t.ws, typ, id, body); err != nil {
+	if err := writeFrame(ctx, tc.ws, typ, id, body); err != nil {
 		return time.Time{}, err
 	}
 	f, err := t.next(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("wait for the reply to %s: %w", typ, err)
 	}
-	if f.Type != protocol.TypeReply || f.ReplyTo != id {
+	if f.Type != protocol.TypeReply || f.ReplyTo != id || f.from != tc {
 		return time.Time{}, fmt.Errorf("wait for the reply to %s: got a %s frame", typ, f.Type)
 	}
 	var r protocol.Reply
@@ -147,8 +172,8 @@ func (t *target) request(ctx context.Context, typ string, body any) (time.Time, 
 	return f.at, nil
 }
 
-func (t *target) status(ctx context.Context, held ...protocol.Held) error {
-	return writeFrame(ctx, t.ws, protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: append([]protocol.Held{}, held...)})
+func (t *target) status(ctx context.Context, tc *targetConn, held ...protocol.Held) error {
+	return writeFrame(ctx, tc.ws, protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: append([]protocol.Held{}, held...)})
 }
 
 // claim writes a claim file and fsyncs it and its directory, as the real
@@ -192,9 +217,11 @@ func (t *target) claim(ref protocol.AttemptRef) error {
 
 // sample is one job's timings.
 type sample struct {
-	job      string
-	dispatch time.Duration // submit returned → agent process running
-	submit   time.Duration // the submit call's round trip
+	job       string
+	runner    string        // the target runner that ran it
+	completed bool          // seen completed through the API afterwards (tenancy samples)
+	dispatch  time.Duration // submit returned → agent process running
+	submit    time.Duration // the submit call's round trip
 	// dispatch in stages: they add up to it
 	offer  time.Duration // submit returned → offer arrived
 	accept time.Duration // offer arrived → the hub's ok to accept arrived
@@ -205,10 +232,21 @@ type sample struct {
 // runJob submits one job and takes it from offer to finish. The sample ends
 // at the agent's own timestamp.
 func (t *target) runJob(ctx context.Context, api *apiClient) (sample, error) {
+	return t.runJobAs(ctx, api, benchJob())
+}
+
+// benchJob is the job every latency sample submits (a project may be added).
+func benchJob() protocol.SubmitRequest {
+	return protocol.SubmitRequest{Agent: "exec", Args: agentArgv(), Labels: targetLabels()}
+}
+
+// runJobAs submits req with api's token and takes the job from offer to
+// finish on whichever target connection the hub offers it to.
+func (t *target) runJobAs(ctx context.Context, api *apiClient, req protocol.SubmitRequest) (sample, error) {
 	var s sample
 	start := time.Now()
 	var v protocol.JobView
-	code, err := api.callStatus(ctx, http.MethodPost, "/jobs", protocol.SubmitRequest{Agent: "exec", Args: agentArgv(), Labels: targetLabels()}, &v)
+	code, err := api.callStatus(ctx, http.MethodPost, "/jobs", req, &v)
 	if err != nil {
 		return s, fmt.Errorf("submit: %w", err)
 	}
@@ -229,15 +267,16 @@ func (t *target) runJob(ctx context.Context, api *apiClient) (sample, error) {
 	if err := f.Decode(&o); err != nil {
 		return s, err
 	}
-	offered := f.at
+	offered, tc := f.at, f.from
+	s.runner = tc.name
 	if o.Job != v.ID || len(o.Spec.Args) == 0 {
 		return s, fmt.Errorf("job %s: offer for job %s with argv %q", v.ID, o.Job, o.Spec.Args)
 	}
 	ref := o.AttemptRef
-	if err := writeFrame(ctx, t.ws, protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: []protocol.Held{{AttemptRef: ref, Phase: protocol.PhaseOffered}}}); err != nil {
+	if err := t.status(ctx, tc, protocol.Held{AttemptRef: ref, Phase: protocol.PhaseOffered}); err != nil {
 		return s, err
 	}
-	accepted, err := t.request(ctx, protocol.TypeAccept, protocol.Accept{AttemptRef: ref})
+	accepted, err := t.request(ctx, tc, protocol.TypeAccept, protocol.Accept{AttemptRef: ref})
 	if err != nil {
 		return s, fmt.Errorf("job %s: %w", v.ID, err)
 	}
@@ -245,7 +284,7 @@ func (t *target) runJob(ctx context.Context, api *apiClient) (sample, error) {
 		return s, err
 	}
 	claimed := time.Now()
-	if err := t.status(ctx, protocol.Held{AttemptRef: ref, Phase: protocol.PhaseRunning}); err != nil {
+	if err := t.status(ctx, tc, protocol.Held{AttemptRef: ref, Phase: protocol.PhaseRunning}); err != nil {
 		return s, err
 	}
 	var out bytes.Buffer
@@ -262,17 +301,17 @@ func (t *target) runJob(ctx context.Context, api *apiClient) (sample, error) {
 	s.dispatch = running.Sub(submitted)
 	s.offer, s.accept, s.claim, s.start = offered.Sub(submitted), accepted.Sub(offered), claimed.Sub(accepted), running.Sub(claimed)
 
-	if _, err := t.request(ctx, protocol.TypeLog, protocol.Log{AttemptRef: ref, Offset: 0, Data: out.Bytes()}); err != nil {
+	if _, err := t.request(ctx, tc, protocol.TypeLog, protocol.Log{AttemptRef: ref, Offset: 0, Data: out.Bytes()}); err != nil {
 		return s, fmt.Errorf("job %s: %w", v.ID, err)
 	}
 	sum := sha256.Sum256(out.Bytes())
 	exit := 0
 	fin := protocol.Finish{AttemptRef: ref, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: &exit},
 		LogSize: int64(out.Len()), LogSHA256: hex.EncodeToString(sum[:])}
-	if _, err := t.request(ctx, protocol.TypeFinish, fin); err != nil {
+	if _, err := t.request(ctx, tc, protocol.TypeFinish, fin); err != nil {
 		return s, fmt.Errorf("job %s: %w", v.ID, err)
 	}
-	if err := t.status(ctx); err != nil {
+	if err := t.status(ctx, tc); err != nil {
 		return s, err
 	}
 	if err := os.Remove(filepath.Join(t.journal, ref.Attempt+".claim")); err != nil {

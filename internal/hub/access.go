@@ -16,8 +16,8 @@ import (
 //   - a runner's accounts spend only for its owner's jobs, and for the users
 //     and projects the owner shared the account with (a hub-wide runner's
 //     accounts too);
-//   - a job is seen by its requester, the members of its project, the
-//     owners of the runners that ran it, and admins.
+//   - a job is seen by its requester, the members of its project (a job
+//     without one: the owners of the runners that ran it), and admins.
 
 // shareSet is whom one runner, or one account, is shared with.
 type shareSet struct {
@@ -113,13 +113,14 @@ func isMember(tx store.Tx, project, userID string) (bool, error) {
 }
 
 // canSee reports whether p may see the job: its requester, an admin, a
-// member of its project, or the owner of a runner that ran an attempt.
+// member of its project, or, for a job without a project, the owner of a
+// runner that ran an attempt (a project's jobs stay with its members).
 func canSee(tx store.Tx, p principal, j store.Job) (bool, error) {
 	if p.admin || j.RequesterID == p.userID {
 		return true, nil
 	}
-	if ok, err := isMember(tx, j.Project, p.userID); err != nil || ok {
-		return ok, err
+	if j.Project != "" {
+		return isMember(tx, j.Project, p.userID)
 	}
 	atts, err := tx.Attempts(j.ID)
 	if err != nil {

@@ -109,6 +109,20 @@ func (h *Hub) apiShareRunner(share bool) func(http.ResponseWriter, *http.Request
 				if !p.admin {
 					return forbidden("only an admin can make a runner hub-wide")
 				}
+				if share {
+					// Another user's machine runs everyone's jobs only if
+					// they say so: its owner shares it with users or projects.
+					owner, err := tx.User(rn.OwnerID)
+					if err != nil {
+						return err
+					}
+					if !owner.Admin {
+						return forbidden("runner %s belongs to %s, who is not an admin: only an admin's own runners can be hub-wide", name, owner.Name)
+					}
+				}
+				if !share && access(rn) != protocol.AccessHub {
+					return notFound("runner %s is not hub-wide", name)
+				}
 				rn.Access, what = protocol.AccessPrivate, "private"
 				if share {
 					rn.Access, what = protocol.AccessHub, "hub-wide"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 
 	"drover/internal/auth"
 	"drover/internal/ids"
@@ -69,12 +70,18 @@ func (h *Hub) apiRunners(w http.ResponseWriter, r *http.Request, p principal) er
 		}
 		n := newNamer(tx)
 		for _, rn := range rs {
-			if !mayUseRunner(p, newRunnerAccess(rn, byRunner[rn.ID]), projects) {
+			ra := newRunnerAccess(rn, byRunner[rn.ID])
+			if !mayUseRunner(p, ra, projects) {
 				continue
 			}
 			v := h.runnerView(rn, n.user(rn.OwnerID))
 			if p.admin || rn.OwnerID == p.userID {
 				v.SharedWith = sharesView(n, byRunner[rn.ID], "")
+			} else {
+				// Others see only the accounts they may use.
+				v.Accounts = slices.DeleteFunc(slices.Clone(v.Accounts), func(a protocol.AccountInfo) bool {
+					return !mayUseAccountOf(p, ra, a.ID, projects)
+				})
 			}
 			out.Runners = append(out.Runners, v)
 		}

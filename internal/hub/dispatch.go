@@ -86,6 +86,18 @@ func (cd *candidate) bestAccount(agent, pinned, requester, project string, membe
 	return best, rank, best != ""
 }
 
+// accountFor is the account an offer of j to cd names ("" for exec, or
+// for the owner's job on a runner that reports no accounts: it picks) and
+// its rank; ok is false when cd has no account j may use (pinned
+// elsewhere, every account limited, or none this requester may use).
+func (cd *candidate) accountFor(j store.Job, member bool, ranks map[string]int64) (acct string, rank int64, ok bool) {
+	acct, rank, ok = cd.bestAccount(j.Agent, j.Account, j.RequesterID, j.Project, member, ranks)
+	if !ok && j.Account == "" && len(cd.accounts) == 0 && cd.access.owner == j.RequesterID {
+		return "", rank, true
+	}
+	return acct, rank, ok
+}
+
 func (h *Hub) candidates() ([]*candidate, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -152,6 +164,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		prefer := map[string]string{}  // job id → runner id
 		var ranks map[string]int64     // account preference, read only for vendor agents' jobs
 		member := map[[2]string]bool{} // (project, user) of queued jobs' requesters
+		removed := map[string]bool{}   // requester → removed (their jobs are being cancelled)
 		if err := h.store.Read(ctx, func(tx store.Tx) error {
 			var err error
 			if queued, err = tx.QueuedJobs(dispatchBatch); err != nil {
@@ -164,6 +177,13 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			}
 			members := map[string][]string{}
 			for _, j := range queued {
+				if _, seen := removed[j.RequesterID]; !seen {
+					u, err := tx.User(j.RequesterID)
+					if err != nil {
+						return err
+					}
+					removed[j.RequesterID] = u.RemovedAt != nil
+				}
 				if j.Project != "" {
 					ms, ok := members[j.Project]
 					if !ok {
@@ -190,6 +210,10 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		offered := 0
 		why := make(map[string]string, len(queued))
 		for _, j := range queued {
+			if removed[j.RequesterID] {
+				why[j.ID] = "its requester was removed"
+				continue
+			}
 			isMember := member[[2]string{j.Project, j.RequesterID}]
 			// The runner with the owner's most preferred ready account of
 			// the job's agent (exec: the most free slots); the runner that
@@ -211,9 +235,9 @@ func (h *Hub) dispatch(ctx context.Context) error {
 					continue
 				}
 				stage = max(stage, whyAccount)
-				acct, rank, ok := cd.bestAccount(j.Agent, j.Account, j.RequesterID, j.Project, isMember, ranks)
-				if !ok && (j.Account != "" || len(cd.accounts) > 0 || cd.access.owner != j.RequesterID) {
-					continue // pinned elsewhere, every account limited, or none this requester may use
+				acct, rank, ok := cd.accountFor(j, isMember, ranks)
+				if !ok {
+					continue
 				}
 				stage = whyBusy
 				if cd.free <= 0 {

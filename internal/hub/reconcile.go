@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -72,9 +73,25 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 			}
 			switch a.State {
 			case job.AttemptOffered:
-				// The offer may have been lost with the old connection.
+				// The offer may have been lost with the old connection: send
+				// it again as the dispatcher would offer it now, or withdraw
+				// it when the runner's access or accounts no longer cover it.
+				account, ok, err := resendAccount(tx, c, j)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					if err := h.expireOffer(tx, &a, &j, job.ReasonOfferExpired, job.EvOfferExpired); err != nil {
+						return err
+					}
+					if err := h.event(tx, j.ID, "offer_expired", "", "attempt %d withdrawn: runner %s may no longer run it for its requester; back in the queue", a.Epoch, c.name); err != nil {
+						return err
+					}
+					lost = append(lost, a) // no longer active here, like a lost one
+					continue
+				}
 				keep = append(keep, a.ID)
-				f, err := h.offerFrame(tx, c, a, j, "") // the runner picks the account
+				f, err := h.offerFrame(tx, c, a, j, account)
 				if err != nil {
 					return err
 				}
@@ -129,6 +146,30 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		h.notify(a.JobID)
 	}
 	return nil
+}
+
+// resendAccount is the account an offer of j sent again to c names, chosen
+// as the dispatcher would choose it now (an offer naming none lets the
+// runner pick any account of its owner's); ok is false when c's access or
+// accounts no longer allow the offer. c is not attached yet, so its fields
+// are read without h.mu.
+func resendAccount(tx store.Tx, c *conn, j store.Job) (string, bool, error) {
+	member, err := isMember(tx, j.Project, j.RequesterID)
+	if err != nil {
+		return "", false, err
+	}
+	if !c.access.mayRun(j.RequesterID, j.Project, member) {
+		return "", false, nil
+	}
+	var ranks map[string]int64
+	if j.Agent != "exec" {
+		if ranks, err = tx.AccountRanks(); err != nil {
+			return "", false, err
+		}
+	}
+	cd := &candidate{c: c, accounts: c.accounts, access: c.access}
+	acct, _, ok := cd.accountFor(j, member, ranks)
+	return acct, ok, nil
 }
 
 // checkHeld decides whether a runner may keep an attempt it says it holds;
@@ -207,6 +248,20 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, acc
 	if j.ResumeAttempt != "" {
 		if spec.Resume, err = newNamer(tx).resumeSpec(j, c.runnerID); err != nil {
 			return protocol.Frame{}, err
+		}
+		// A session lives in one account of its runner: resume it only if
+		// the requester may still use that account there.
+		if id, _, ok := strings.Cut(spec.Resume.Session, "/"); ok && spec.Resume.SameRunner {
+			h.mu.Lock()
+			ra := c.access
+			h.mu.Unlock()
+			member, err := isMember(tx, j.Project, j.RequesterID)
+			if err != nil {
+				return protocol.Frame{}, err
+			}
+			if !ra.mayUseAccount(id, j.RequesterID, j.Project, member) {
+				spec.Resume.Session = ""
+			}
 		}
 	}
 	return protocol.NewFrame(protocol.TypeOffer, "", protocol.Offer{

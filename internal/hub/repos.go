@@ -173,11 +173,11 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 	}
 }
 
-// apiProjects lists the projects the caller is a member of (an admin: all,
-// with repositories on disk that have no project yet).
+// apiProjects lists the projects the caller is a member of (an admin: all).
+// A repository on disk that no accepted push made a project (a discovery
+// request's) is not one.
 func (h *Hub) apiProjects(w http.ResponseWriter, r *http.Request, p principal) error {
 	out := protocol.ProjectList{Projects: []protocol.ProjectView{}}
-	seen := map[string]bool{}
 	if err := h.store.Read(r.Context(), func(tx store.Tx) error {
 		rows, err := tx.Projects()
 		if err != nil {
@@ -189,7 +189,6 @@ func (h *Hub) apiProjects(w http.ResponseWriter, r *http.Request, p principal) e
 		}
 		n := newNamer(tx)
 		for _, pr := range rows {
-			seen[pr.Name] = true
 			if !p.admin && !mine[pr.Name] {
 				continue
 			}
@@ -199,17 +198,6 @@ func (h *Hub) apiProjects(w http.ResponseWriter, r *http.Request, p principal) e
 		return nil
 	}); err != nil {
 		return err
-	}
-	if p.admin {
-		hosted, err := h.repos.Projects()
-		if err != nil {
-			return err
-		}
-		for _, name := range hosted {
-			if !seen[name] {
-				out.Projects = append(out.Projects, protocol.ProjectView{Name: name, Hosted: true})
-			}
-		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -231,12 +231,18 @@ func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, 
 		return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %q", c.Name(), pin)
 	}
 	if a.account != "" {
-		// The hub's choice, by the owner's preference order, while it is
-		// still ready.
-		if acct, err := r.accts.Get(a.account); err == nil && acct.Agent == c.Name() && !acct.Limited(now) {
-			return acct, "", nil
+		// The hub's choice: the one account its requester may use here by
+		// the owner's order. Another would spend for someone it may not.
+		acct, err := r.accts.Get(a.account)
+		switch {
+		case err != nil || acct.Agent != c.Name():
+			return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %s, which the hub chose", c.Name(), a.account)
+		case acct.Limited(now):
+			return acct, "", fmt.Errorf("the account %s the hub chose is limited until %s", acctName(acct), acct.LimitedUntil.UTC().Format(time.RFC3339))
 		}
+		return acct, "", nil
 	}
+	// A hub that names no account: any ready one of the runner's.
 	acct, err := r.accts.Pick(c.Name(), now)
 	return acct, "", err
 }

@@ -335,8 +335,8 @@ type JobFilter struct {
 	State       job.State // "" for any
 	RequesterID string    // "" for any
 	// VisibleTo, a user id, keeps the jobs that user may see: those they
-	// requested, those on a project they are a member of, and those with an
-	// attempt on a runner they own ("" for any).
+	// requested, those on a project they are a member of, and those without
+	// a project with an attempt on a runner they own ("" for any).
 	VisibleTo string
 	Limit     int // 0 for the default (100)
 }

@@ -289,6 +289,14 @@ func (h *Hub) StartRunner(t testing.TB, name string, args ...string) *Runner {
 // in front of it) and approves it with `drover runner approve`.
 func (h *Hub) LoginRunner(t testing.TB, name, hubURL string) *Runner {
 	t.Helper()
+	return h.loginRunner(t, name, hubURL, h.CLI)
+}
+
+// loginRunner runs `drover runner login` and approves the code it prints
+// with cli (`drover runner approve CODE` as the admin or another user: the
+// approver owns the runner).
+func (h *Hub) loginRunner(t testing.TB, name, hubURL string, cli func(args ...string) (string, error)) *Runner {
+	t.Helper()
 	r := &Runner{t: t, hub: h, Name: name, Home: filepath.Join(t.TempDir(), "runner-"+name), URL: hubURL}
 	codes := make(chan string, 1)
 	pr, pw := io.Pipe()
@@ -306,7 +314,7 @@ func (h *Hub) LoginRunner(t testing.TB, name, hubURL string) *Runner {
 	login := start(t, "runner login "+name, baseEnv(h.home), pw, h.bin, "runner", "login", "--hub", hubURL, "--name", name, "--home", r.Home)
 	select {
 	case code := <-codes:
-		if out, err := h.CLI("runner", "approve", code); err != nil {
+		if out, err := cli("runner", "approve", code); err != nil {
 			t.Fatalf("approve runner %s: %v\n%s", name, err, out)
 		}
 	case <-login.done:

@@ -8,13 +8,13 @@ import (
 )
 
 // Who may see a job (JobFilter.VisibleTo, QuestionFilter.VisibleTo): its
-// requester, the members of its project, and the owners of the runners it
-// had an attempt on. visibleWays are the three as conditions on jobs, each
+// requester, the members of its project, and, for a job without a project,
+// the owners of the runners it had an attempt on. visibleWays are the three as conditions on jobs, each
 // taking the user id once; visibleJob is their disjunction on jobs.
 var visibleWays = []string{
 	"requester_id = ?",
 	"project != '' AND project IN (SELECT project FROM project_members WHERE user_id = ?)",
-	"id IN (SELECT attempts.job_id FROM runners JOIN attempts ON attempts.runner_id = runners.id WHERE runners.owner_id = ?)",
+	"project = '' AND id IN (SELECT attempts.job_id FROM runners JOIN attempts ON attempts.runner_id = runners.id WHERE runners.owner_id = ?)",
 }
 
 // visibleJob is the same rule for one jobs row (for the few rows another
@@ -23,8 +23,8 @@ var visibleWays = []string{
 const visibleJob = `(jobs.requester_id = ?
 	OR (jobs.project != '' AND EXISTS (SELECT 1 FROM project_members
 		WHERE project_members.project = jobs.project AND project_members.user_id = ?))
-	OR EXISTS (SELECT 1 FROM attempts JOIN runners ON runners.id = attempts.runner_id
-		WHERE attempts.job_id = jobs.id AND runners.owner_id = ?))`
+	OR (jobs.project = '' AND EXISTS (SELECT 1 FROM attempts JOIN runners ON runners.id = attempts.runner_id
+		WHERE attempts.job_id = jobs.id AND runners.owner_id = ?)))`
 
 func visibleArgs(userID string) []any {
 	return []any{userID, userID, userID}

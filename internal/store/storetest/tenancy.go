@@ -218,15 +218,16 @@ func jobOn(id, requester, project string, state job.State, created int64) store.
 func testVisibleJobs(t *testing.T, s store.Store) {
 	seedTenants(t, s)
 	// Who sees each job, and why: R requester, M member of its project,
-	// O owner of a runner it had an attempt on.
+	// O owner of a runner it had an attempt on (only for a job without a
+	// project; o marks an owner who does not see a project's job).
 	mustWrite(t, s, func(tx store.Tx) error {
 		return errors.Join(
 			tx.InsertJob(jobOn("j-1", "u-1", "", job.Queued, 100)),       // alice R
 			tx.InsertJob(jobOn("j-2", "u-2", "web", job.Completed, 200)), // bob R, alice M, carol M
 			tx.InsertJob(jobOn("j-3", "u-4", "", job.Running, 300)),      // dave R, carol O
 			tx.InsertJob(jobOn("j-4", "u-2", "api", job.Queued, 400)),    // bob R M
-			tx.InsertJob(jobOn("j-5", "u-4", "mobile", job.Queued, 500)), // dave R, alice O, carol O (no such project)
-			tx.InsertJob(jobOn("j-6", "u-1", "web", job.Queued, 600)),    // alice R M O (once), carol M
+			tx.InsertJob(jobOn("j-5", "u-4", "mobile", job.Queued, 500)), // dave R (alice o, carol o; no such project)
+			tx.InsertJob(jobOn("j-6", "u-1", "web", job.Queued, 600)),    // alice R M o, carol M
 			tx.InsertJob(jobOn("j-7", "u-2", "", job.Completed, 700)),    // bob R
 			tx.InsertJob(jobOn("j-8", "u-4", "api", job.Waiting, 800)),   // dave R, bob M
 			tx.InsertAttempt(attempt("a-3", "j-3", "r-c", 1, job.AttemptRunning, 0)),
@@ -246,24 +247,25 @@ func testVisibleJobs(t *testing.T, s store.Store) {
 		f    store.JobFilter
 		want []string
 	}{
-		{"alice", store.JobFilter{VisibleTo: "u-1"}, []string{"j-6", "j-5", "j-2", "j-1"}},
+		{"alice", store.JobFilter{VisibleTo: "u-1"}, []string{"j-6", "j-2", "j-1"}},
 		{"bob", store.JobFilter{VisibleTo: "u-2"}, []string{"j-8", "j-7", "j-4", "j-2"}},
-		{"carol", store.JobFilter{VisibleTo: "u-3"}, []string{"j-6", "j-5", "j-3", "j-2"}},
+		{"carol", store.JobFilter{VisibleTo: "u-3"}, []string{"j-6", "j-3", "j-2"}},
 		{"dave", store.JobFilter{VisibleTo: "u-4"}, []string{"j-8", "j-5", "j-3"}},
 		{"erin, with a runner nobody used", store.JobFilter{VisibleTo: "u-5"}, nil},
 		{"a missing user", store.JobFilter{VisibleTo: "u-9"}, nil},
-		{"queued, alice", store.JobFilter{VisibleTo: "u-1", State: job.Queued}, []string{"j-6", "j-5", "j-1"}},
+		{"queued, alice", store.JobFilter{VisibleTo: "u-1", State: job.Queued}, []string{"j-6", "j-1"}},
 		{"completed, alice", store.JobFilter{VisibleTo: "u-1", State: job.Completed}, []string{"j-2"}},
 		{"running, alice", store.JobFilter{VisibleTo: "u-1", State: job.Running}, nil},
-		{"limit 2, carol", store.JobFilter{VisibleTo: "u-3", Limit: 2}, []string{"j-6", "j-5"}},
-		{"limit 3, carol", store.JobFilter{VisibleTo: "u-3", Limit: 3}, []string{"j-6", "j-5", "j-3"}},
+		{"limit 2, carol", store.JobFilter{VisibleTo: "u-3", Limit: 2}, []string{"j-6", "j-3"}},
+		{"limit 3, carol", store.JobFilter{VisibleTo: "u-3", Limit: 3}, []string{"j-6", "j-3", "j-2"}},
 		{"limit 1, bob", store.JobFilter{VisibleTo: "u-2", Limit: 1}, []string{"j-8"}},
 		{"limit 2, dave, all requested", store.JobFilter{VisibleTo: "u-4", Limit: 2}, []string{"j-8", "j-5"}},
 		{"queued, limit 1, carol", store.JobFilter{VisibleTo: "u-3", State: job.Queued, Limit: 1}, []string{"j-6"}},
 		{"dave's, bob", store.JobFilter{VisibleTo: "u-2", RequesterID: "u-4"}, []string{"j-8"}},
 		{"bob's, bob", store.JobFilter{VisibleTo: "u-2", RequesterID: "u-2"}, []string{"j-7", "j-4", "j-2"}},
 		{"alice's, dave", store.JobFilter{VisibleTo: "u-4", RequesterID: "u-1"}, nil},
-		{"dave's queued, carol", store.JobFilter{VisibleTo: "u-3", RequesterID: "u-4", State: job.Queued}, []string{"j-5"}},
+		{"dave's queued, carol", store.JobFilter{VisibleTo: "u-3", RequesterID: "u-4", State: job.Queued}, nil},
+		{"dave's, carol", store.JobFilter{VisibleTo: "u-3", RequesterID: "u-4"}, []string{"j-3"}},
 		{"everyone's", store.JobFilter{}, []string{"j-8", "j-7", "j-6", "j-5", "j-4", "j-3", "j-2", "j-1"}},
 	} {
 		equal(t, "Jobs(VisibleTo "+tc.name+")", jobs(tc.f), tc.want)
@@ -280,7 +282,7 @@ func testVisibleJobs(t *testing.T, s store.Store) {
 			tx.InsertAttempt(attempt("a-7", "j-7", "r-e", 1, job.AttemptCompleted, 0)),
 		)
 	})
-	equal(t, "Jobs(VisibleTo carol) after leaving web", jobs(store.JobFilter{VisibleTo: "u-3"}), []string{"j-5", "j-3"})
+	equal(t, "Jobs(VisibleTo carol) after leaving web", jobs(store.JobFilter{VisibleTo: "u-3"}), []string{"j-3"})
 	equal(t, "Jobs(VisibleTo erin) after joining api and running j-7", jobs(store.JobFilter{VisibleTo: "u-5"}),
 		[]string{"j-8", "j-7", "j-4"})
 }
@@ -295,9 +297,9 @@ func testVisibleQuestions(t *testing.T, s store.Store) {
 	}
 	specs := []spec{
 		{"1", "u-1", "", "r-e", ptr(at(50))}, // alice R, erin O
-		{"2", "u-2", "web", "r-e", nil},      // bob R, alice M, carol M, erin O
+		{"2", "u-2", "web", "r-e", nil},      // bob R, alice M, carol M (erin o)
 		{"3", "u-4", "", "r-c", ptr(at(50))}, // dave R, carol O
-		{"4", "u-2", "api", "r-e", nil},      // bob R M, erin O
+		{"4", "u-2", "api", "r-e", nil},      // bob R M (erin o)
 	}
 	mustWrite(t, s, func(tx store.Tx) error {
 		var errs []error
@@ -328,7 +330,7 @@ func testVisibleQuestions(t *testing.T, s store.Store) {
 		{"bob", store.QuestionFilter{VisibleTo: "u-2"}, []string{"q-4", "q-2"}},
 		{"carol", store.QuestionFilter{VisibleTo: "u-3"}, []string{"q-3", "q-2"}},
 		{"dave", store.QuestionFilter{VisibleTo: "u-4"}, []string{"q-3"}},
-		{"erin", store.QuestionFilter{VisibleTo: "u-5"}, []string{"q-4", "q-2", "q-1"}},
+		{"erin", store.QuestionFilter{VisibleTo: "u-5"}, []string{"q-1"}},
 		{"a missing user", store.QuestionFilter{VisibleTo: "u-9"}, nil},
 		{"bob's, carol", store.QuestionFilter{VisibleTo: "u-3", RequesterID: "u-2"}, []string{"q-2"}},
 		{"alice's, carol", store.QuestionFilter{VisibleTo: "u-3", RequesterID: "u-1"}, nil},
