@@ -157,15 +157,23 @@ func (a *app) savedConfig() clientConfig {
 }
 
 func (a *app) runnerApproveCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "approve CODE",
+	var replace bool
+	cmd := &cobra.Command{
+		Use:   "approve [--replace] CODE",
 		Short: "Approve a runner login; CODE is the link or NAME:KEY it printed",
-		Args:  exactArgs("CODE"),
+		Long: `Approve a runner login: the runner becomes yours, under the name in CODE
+(the runner takes the name the hub approved). Approve only links you made
+yourself: approving connects that machine as a runner of yours.
+
+A name already used by another of your runners is refused unless --replace:
+that revokes the old runner's token and disconnects it.`,
+		Args: exactArgs("CODE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := parseApproveCode(args[0])
 			if err != nil {
 				return err
 			}
+			req.Replace = replace
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -174,10 +182,15 @@ func (a *app) runnerApproveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if v.Replaced {
+				fmt.Fprintf(a.env.Stdout, "revoked the old runner %s's token and disconnected it\n", v.Name)
+			}
 			_, err = fmt.Fprintf(a.env.Stdout, "approved runner %s (owner %s)\n", v.Name, v.Owner)
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&replace, "replace", false, "give the name to this login even if another runner of yours has it (revokes that runner's token)")
+	return cmd
 }
 
 // parseApproveCode reads what `drover runner login` prints: the link

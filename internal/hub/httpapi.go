@@ -21,6 +21,9 @@ type principal struct {
 	name     string
 	admin    bool
 	runnerID string
+	// tokenHash is the hash of the runner token the caller authenticated
+	// with: a connection made with it must end when it is replaced.
+	tokenHash string
 }
 
 type ctxKey struct{}
@@ -146,7 +149,7 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, err
 			if rn.RevokedAt != nil || rn.TokenHash != hash {
 				return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "runner token was revoked")
 			}
-			p.runnerID, p.name = rn.ID, rn.Name
+			p.runnerID, p.name, p.tokenHash = rn.ID, rn.Name, hash
 		default:
 			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "unknown token kind")
 		}

@@ -23,9 +23,10 @@ import (
 //	GET  /api/v1/whoami                → Whoami
 //	POST /api/v1/users                 NewUserRequest → 201 NewUserResponse (admin only)
 //	GET  /api/v1/runners               → RunnerList
-//	POST /api/v1/runners/approve       ApproveRequest → RunnerView
+//	POST /api/v1/runners/approve       ApproveRequest → ApproveResponse (409 when the name is taken and not Replace)
 //	POST /api/v1/runners/{name}/revoke → RunnerView
-//	GET  /api/v1/runner/login          (runner token) → 200 RunnerView once approved, 401 before
+//	GET  /api/v1/runner/login          (runner token) → 200 RunnerView once approved (its Name is the
+//	                                   runner's name from then on), 401 unauthorized before
 //	GET  /api/v1/runner/connect        (runner token) → WebSocket, see Frame
 //	POST /api/v1/runner/publish?job=&attempt=&epoch=&commit=&sha256=&checkpoint=0|1  (runner token)
 //	                                   body: a git bundle → PublishResult (409 stale_head with the head)
@@ -196,6 +197,17 @@ type NewUserResponse struct {
 type ApproveRequest struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`
+	// Replace gives the name to this login when another login of the
+	// caller's holds it: that runner's token is revoked and it is
+	// disconnected. Without it such an approval is a conflict.
+	Replace bool `json:"replace,omitempty"`
+}
+
+// ApproveResponse is the approved runner; Replaced says an older login of
+// that name was revoked for it.
+type ApproveResponse struct {
+	RunnerView
+	Replaced bool `json:"replaced,omitempty"`
 }
 
 // RunnerView is a runner as the API shows it.
