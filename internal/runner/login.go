@@ -135,7 +135,8 @@ func loginFlow(ctx context.Context, hubURL, name, home string, out io.Writer, ev
 		if err != nil {
 			return err
 		}
-		if approved {
+		if approved != "" {
+			l.Name = approved
 			break
 		}
 		select {
@@ -144,39 +145,49 @@ func loginFlow(ctx context.Context, hubURL, name, home string, out io.Writer, ev
 		case <-t.C:
 		}
 	}
+	if l.Name != name {
+		// The hub's name is the runner's: saving the asked one would leave
+		// the two disagreeing.
+		fmt.Fprintf(out, "The hub approved this runner as %s, not %s as asked; it is %s from now on.\n", l.Name, name, l.Name)
+	}
 	if err := SaveLogin(home, l); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Runner %s approved; login saved to %s.\n", name, filepath.Join(home, loginFile))
+	fmt.Fprintf(out, "Runner %s approved; login saved to %s.\n", l.Name, filepath.Join(home, loginFile))
 	return nil
 }
 
-// pollLogin asks the hub once whether the token was approved. Unreachable
-// hubs and server errors count as "not yet": the user may be restarting it.
-func pollLogin(ctx context.Context, client *http.Client, hub, token string) (bool, error) {
+// pollLogin asks the hub once whether the token was approved and returns
+// the runner's name if so. Unreachable hubs and server errors count as "not
+// yet": the user may be restarting it.
+func pollLogin(ctx context.Context, client *http.Client, hub, token string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hub+protocol.APIPrefix+"/runner/login", nil)
 	if err != nil {
-		return false, fmt.Errorf("poll login: %w", err)
+		return "", fmt.Errorf("poll login: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return false, fmt.Errorf("waiting for approval: %w", ctx.Err())
+			return "", fmt.Errorf("waiting for approval: %w", ctx.Err())
 		}
-		return false, nil
+		return "", nil
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	switch {
 	case resp.StatusCode == http.StatusOK:
-		return true, nil
+		var v protocol.RunnerView
+		if err := json.Unmarshal(body, &v); err != nil || !ValidName(v.Name) {
+			return "", fmt.Errorf("hub %s approved the login but named no valid runner name", hub)
+		}
+		return v.Name, nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode >= 500:
-		return false, nil
+		return "", nil
 	}
 	var e protocol.ErrorBody
 	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-		return false, fmt.Errorf("hub refused the runner login: %s", e.Error.Error())
+		return "", fmt.Errorf("hub refused the runner login: %s", e.Error.Error())
 	}
-	return false, fmt.Errorf("hub refused the runner login: HTTP %s", resp.Status)
+	return "", fmt.Errorf("hub refused the runner login: HTTP %s", resp.Status)
 }

@@ -74,6 +74,29 @@ func TestLoginFlow(t *testing.T) {
 	}
 }
 
+// The runner takes the name the hub approved, whatever it asked for: the
+// two never disagree.
+func TestLoginTakesTheApprovedName(t *testing.T) {
+	for _, tt := range []struct{ asked, approved string }{{"gpu1", "gpu1"}, {"gpu1", "gpu2"}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			json.NewEncoder(w).Encode(protocol.RunnerView{Name: tt.approved})
+		}))
+		home := t.TempDir()
+		var out sandboxtest.Buffer
+		must(t, loginFlow(context.Background(), srv.URL, tt.asked, home, &out, 10*time.Millisecond))
+		srv.Close()
+		l, err := LoadLogin(home)
+		must(t, err)
+		if l.Name != tt.approved {
+			t.Errorf("asked %s, approved %s: saved %s", tt.asked, tt.approved, l.Name)
+		}
+		said := strings.Contains(out.String(), "approved this runner as "+tt.approved+", not "+tt.asked)
+		if said != (tt.asked != tt.approved) || !strings.Contains(out.String(), "Runner "+tt.approved+" approved") {
+			t.Errorf("asked %s, approved %s: output\n%s", tt.asked, tt.approved, out.String())
+		}
+	}
+}
+
 func TestLoginFlowGivesUp(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
