@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -96,5 +97,37 @@ func TestRunnerLoginTakesTheApprovedName(t *testing.T) {
 	var rl protocol.RunnerList
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rl) != nil || len(rl.Runners) != 1 || rl.Runners[0].Name != "gpu2" {
 		t.Fatalf("runners: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestRunnerLoginEndsWithoutAHubOrApproval(t *testing.T) {
+	env, _ := realHub(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"closed port", []string{"--hub", closed}, []string{closed + "/api/v1/runner/login", "connection refused"}},
+		{"no approval in time", []string{"--hub", env["DROVER_HUB"], "--timeout", "100ms"}, []string{"not approved within 100ms", "drover runner login"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--name", "gpu1", "--home", t.TempDir()}, tt.args...)
+			code, out := startLogin(t, env, args...).wait(t)
+			if code == 0 {
+				t.Fatalf("login succeeded:\n%s", out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
 	}
 }
