@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -129,5 +131,39 @@ func TestRunnerLoginEndsWithoutAHubOrApproval(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The printed link opens the hub's approval page, and its form approves
+// the waiting login.
+func TestRunnerLoginLinkOpensThePage(t *testing.T) {
+	env, _ := realHub(t)
+	home := filepath.Join(t.TempDir(), "runner")
+	lr := startLogin(t, env, "--hub", env["DROVER_HUB"], "--name", "gpu1", "--home", home)
+	link := lr.link(t)
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "Approve runner gpu1") {
+		t.Fatalf("GET %s: %d\n%s", link, resp.StatusCode, page)
+	}
+	u, _ := url.Parse(link)
+	form := url.Values{"name": {u.Query().Get("name")}, "key": {u.Query().Get("key")}, "token": {env["DROVER_TOKEN"]}}
+	req, _ := http.NewRequest("POST", env["DROVER_HUB"]+"/approve", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", env["DROVER_HUB"])
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST the form: %d", resp.StatusCode)
+	}
+	if code, out := lr.wait(t); code != 0 || !strings.Contains(out, "Runner gpu1 approved") {
+		t.Fatalf("login: %d\n%s", code, out)
 	}
 }

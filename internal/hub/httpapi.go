@@ -86,11 +86,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := h.refusal(r, err)
+	writeJSON(w, ae.status, protocol.ErrorBody{Error: protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}})
+}
+
+// refusal is err as the caller may see it, logged once.
+func (h *Hub) refusal(r *http.Request, err error) *apiError {
 	ae := h.asAPIError(err)
 	if ae.status < 500 {
 		h.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.code, "msg", ae.msg)
 	}
-	writeJSON(w, ae.status, protocol.ErrorBody{Error: protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}})
+	return ae
 }
 
 func decodeBody(r *http.Request, w http.ResponseWriter, v any) error {
@@ -119,6 +125,23 @@ func (h *Hub) authenticate(r *http.Request) (principal, error) {
 		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
 	}
 	return h.authenticateToken(r.Context(), tok)
+}
+
+// authenticateAs resolves an Authorization header value to a principal
+// holding a token of the given kind: every authenticated route's check.
+func (h *Hub) authenticateAs(ctx context.Context, header string, kind store.TokenKind) (principal, error) {
+	tok, err := auth.BearerToken(header)
+	if err != nil {
+		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+	}
+	p, err := h.authenticateToken(ctx, tok)
+	if err != nil {
+		return principal{}, err
+	}
+	if p.kind != kind {
+		return principal{}, forbidden("this call needs a %s token", kind)
+	}
+	return p, nil
 }
 
 // authenticateToken resolves a token to a principal.
@@ -165,13 +188,9 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, err
 // the required kind.
 func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p principal) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := h.authenticate(r)
+		p, err := h.authenticateAs(r.Context(), r.Header.Get("Authorization"), kind)
 		if err != nil {
 			h.writeError(w, r, err)
-			return
-		}
-		if p.kind != kind {
-			h.writeError(w, r, forbidden("this call needs a %s token", kind))
 			return
 		}
 		if err := fn(w, r, p); err != nil {
@@ -209,6 +228,8 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("GET "+p+"/projects", h.handler(u, h.apiProjects))
 	mux.Handle("PUT "+p+"/projects/{name}", h.handler(u, h.apiMapProject))
 	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
+	mux.HandleFunc("GET "+approvePath, h.serveApprovePage)
+	mux.HandleFunc("POST "+approvePath, h.postApprovePage)
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, notFound("no such API route: %s %s", r.Method, r.URL.Path))
 	})

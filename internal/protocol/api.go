@@ -33,6 +33,7 @@ import (
 //	GET  /api/v1/runner/context?job=&attempt=&epoch=  (runner token) → tar of the job's context files
 //	GET  /api/v1/projects              → ProjectList
 //	PUT  /api/v1/projects/{name}       MapProjectRequest → ProjectView (admin only)
+//	GET|POST /approve?name=&key=       the runner login link's HTML page and its form (user token in the form)
 //	GET|POST /git/{project}/...        git smart HTTP (users: read, push to refs/drover/uploads/*;
 //	                                   runners: read projects of jobs they hold)
 const APIPrefix = "/api/v1"

@@ -169,7 +169,7 @@ func loginFlow(ctx context.Context, o LoginOptions, tm loginTiming) error {
 	}
 
 	link := hub + "/approve?name=" + url.QueryEscape(o.Name) + "&key=" + auth.Hash(l.Token)
-	fmt.Fprintf(o.Out, "To let runner %s work for you, open this link while logged in to the hub:\n\n  %s\n\n"+
+	fmt.Fprintf(o.Out, "To let runner %s work for you, approve it on the hub's page at:\n\n  %s\n\n"+
 		"or run, as a user of the hub:\n\n  drover runner approve '%s'\n\nWaiting for approval for up to %s (Ctrl-C to give up)...\n",
 		o.Name, link, link, o.Timeout)
 
