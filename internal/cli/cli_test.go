@@ -159,6 +159,21 @@ func TestRunnerApprove(t *testing.T) {
 	if r.code != 0 || len(h.approvals) != 1 || h.approvals[0] != (protocol.ApproveRequest{Name: "gpu", Key: key}) {
 		t.Errorf("code %d, stderr %q, approvals %+v", r.code, r.stderr, h.approvals)
 	}
+	if r.stdout != "approved runner gpu (owner admin)\n" {
+		t.Errorf("stdout %q", r.stdout)
+	}
+
+	link := "http://elsewhere:7700/approve?name=taken&key=" + key
+	r = runCLI(t, env, "", "runner", "approve", link)
+	if r.code == 0 || !strings.Contains(r.stderr, "is taken") || !strings.Contains(r.stderr, "replace") {
+		t.Errorf("over a taken name: code %d, stderr %q", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"--replace", link}, {link, "--replace"}} {
+		r = runCLI(t, env, "", append([]string{"runner", "approve"}, args...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "revoked the old runner taken's token") || !h.approvals[len(h.approvals)-1].Replace {
+			t.Errorf("approve %v: code %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
 }
 
 func TestRunSubmits(t *testing.T) {

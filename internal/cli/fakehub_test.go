@@ -171,7 +171,11 @@ func newFakeHub(t *testing.T) *fakeHub {
 		var req protocol.ApproveRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		h.approvals = append(h.approvals, req)
-		reply(w, 200, protocol.RunnerView{Name: req.Name, Owner: h.who.Name})
+		if req.Name == "taken" && !req.Replace {
+			fail(w, 409, protocol.ErrConflict, `runner name "taken" is taken by your runner of that name; approving with replace revokes its token`)
+			return
+		}
+		reply(w, 200, protocol.ApproveResponse{RunnerView: protocol.RunnerView{Name: req.Name, Owner: h.who.Name}, Replaced: req.Name == "taken"})
 	})
 	h.tenancyRoutes(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -105,12 +105,15 @@ model per agent (a custom endpoint for opencode needs one).`,
 
 func (a *app) runnerLoginCmd() *cobra.Command {
 	var name, home string
+	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "login --hub URL --name NAME [--home DIR]",
+		Use:   "login --hub URL --name NAME [--home DIR] [--timeout D]",
 		Short: "Log this machine's runner in; a user approves it with the printed code",
-		Long: `Make a runner token on this machine (it never leaves it), print an approval
-code that carries only the token's hash, and wait until a user approves it
-with 'drover runner approve CODE'. The login is saved under the runner home.`,
+		Long: `Make a runner token on this machine (it never leaves it), check that URL is
+a drover hub, print an approval link that carries only the token's hash, and
+wait (up to --timeout) until a user approves it, on the hub's page at that
+link or with 'drover runner approve LINK'. The login is saved under the
+runner home, with the name the hub approved.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !runner.ValidName(name) {
@@ -130,7 +133,8 @@ with 'drover runner approve CODE'. The login is saved under the runner home.`,
 			}
 			ctx, stop := a.signalContext(cmd.Context())
 			defer stop()
-			if err := runner.LoginFlow(ctx, hub, name, home, a.env.Stdout); err != nil {
+			o := runner.LoginOptions{Hub: hub, Name: name, Home: home, Out: a.env.Stdout, Timeout: timeout}
+			if err := runner.LoginFlow(ctx, o); err != nil {
 				return fmt.Errorf("runner login: %w", err)
 			}
 			fprintf(a.env.Stdout, "start it with: drover runner --home %s\n", home)
@@ -139,6 +143,7 @@ with 'drover runner approve CODE'. The login is saved under the runner home.`,
 	}
 	cmd.Flags().StringVar(&name, "name", "", "runner name, unique on the hub (required)")
 	cmd.Flags().StringVar(&home, "home", "", "runner home (default $XDG_STATE_HOME/drover/runner)")
+	cmd.Flags().DurationVar(&timeout, "timeout", runner.DefaultLoginTimeout, "how long to wait for approval")
 	return cmd
 }
 
@@ -157,15 +162,23 @@ func (a *app) savedConfig() clientConfig {
 }
 
 func (a *app) runnerApproveCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "approve CODE",
+	var replace bool
+	cmd := &cobra.Command{
+		Use:   "approve [--replace] CODE",
 		Short: "Approve a runner login; CODE is the link or NAME:KEY it printed",
-		Args:  exactArgs("CODE"),
+		Long: `Approve a runner login: the runner becomes yours, under the name in CODE
+(the runner takes the name the hub approved). Approve only links you made
+yourself: approving connects that machine as a runner of yours.
+
+A name already used by another of your runners is refused unless --replace:
+that revokes the old runner's token and disconnects it.`,
+		Args: exactArgs("CODE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := parseApproveCode(args[0])
 			if err != nil {
 				return err
 			}
+			req.Replace = replace
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -174,10 +187,15 @@ func (a *app) runnerApproveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if v.Replaced {
+				fprintf(a.env.Stdout, "revoked the old runner %s's token and disconnected it\n", v.Name)
+			}
 			_, err = fprintf(a.env.Stdout, "approved runner %s (owner %s)\n", v.Name, v.Owner)
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&replace, "replace", false, "give the name to this login even if another runner of yours has it (revokes that runner's token)")
+	return cmd
 }
 
 // parseApproveCode reads what `drover runner login` prints: the link

@@ -14,8 +14,8 @@ func (c *Client) Runners(ctx context.Context) (protocol.RunnerList, error) {
 
 // ApproveRunner approves a pending runner login. Key is the SHA-256 of the
 // runner's token as its approval code shows it.
-func (c *Client) ApproveRunner(ctx context.Context, req protocol.ApproveRequest) (protocol.RunnerView, error) {
-	return decode[protocol.RunnerView](ctx, c, call{method: http.MethodPost, path: "/runners/approve", body: req},
+func (c *Client) ApproveRunner(ctx context.Context, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
+	return decode[protocol.ApproveResponse](ctx, c, call{method: http.MethodPost, path: "/runners/approve", body: req},
 		"approve runner "+req.Name)
 }
 

@@ -99,28 +99,38 @@ func (h *Hub) apiApprove(w http.ResponseWriter, r *http.Request, p principal) er
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
-	rn, err := h.approveRunner(r.Context(), p.userID, req.Name, req.Key)
+	out, err := h.approve(r.Context(), p, req)
 	if err != nil {
 		return err
 	}
-	h.log.Info("runner login approved", "runner", rn.Name, "owner", p.name)
-	writeJSON(w, http.StatusOK, h.runnerView(rn, p.name))
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
+// approve is the one approval path of the API and the approval page.
+func (h *Hub) approve(ctx context.Context, p principal, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
+	rn, replaced, err := h.approveRunner(ctx, p.userID, req.Name, req.Key, req.Replace)
+	if err != nil {
+		return protocol.ApproveResponse{}, err
+	}
+	h.log.Info("runner login approved", "runner", rn.Name, "owner", p.name, "replaced", replaced)
+	return protocol.ApproveResponse{RunnerView: h.runnerView(rn, p.name), Replaced: replaced}, nil
+}
+
 // approveRunner binds a token hash to a runner owned by ownerID. The same
-// hash approved again is the same runner; a new hash for an existing runner
-// of the same owner re-keys it (the old token stops working).
-func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string) (store.Runner, error) {
+// hash approved again is the same runner. A new hash for a live runner of
+// the same owner re-keys it only with replace (the old token stops working
+// and its connection is closed); replaced says that happened. The name is
+// the one the runner uses from then on: it reads it back from the hub.
+func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string, replace bool) (out store.Runner, replaced bool, err error) {
 	if !nameRE.MatchString(name) {
-		return store.Runner{}, badRequest("runner name %q must be 1-64 letters, digits or ._- and start with a letter or digit", name)
+		return store.Runner{}, false, badRequest("runner name %q must be 1-64 letters, digits or ._- and start with a letter or digit", name)
 	}
 	if !auth.ValidHash(key) {
-		return store.Runner{}, badRequest("approval key must be the 64 hex digit SHA-256 printed by `drover runner login`")
+		return store.Runner{}, false, badRequest("approval key must be the 64 hex digit SHA-256 printed by `drover runner login`")
 	}
 	now := h.now()
-	var out store.Runner
-	err := h.store.Write(ctx, func(tx store.Tx) error {
+	err = h.store.Write(ctx, func(tx store.Tx) error {
 		if t, err := tx.Token(key); err == nil {
 			if t.Kind != store.TokenRunner {
 				return conflict("that key is not a runner login")
@@ -133,7 +143,7 @@ func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string) (sto
 				return forbidden("that login was approved by another user")
 			}
 			if rn.Name != name {
-				return conflict("that login was approved as runner %q", rn.Name)
+				return conflict("that login was already approved as runner %q, not %q", rn.Name, name)
 			}
 			if t.RevokedAt != nil {
 				return conflict("that login was revoked; run `drover runner login` again for a new one")
@@ -147,7 +157,15 @@ func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string) (sto
 		switch {
 		case err == nil:
 			if rn.OwnerID != ownerID {
-				return conflict("runner name %q is taken by another owner", name)
+				return conflict("runner name %q is taken by another user's runner; choose another name", name)
+			}
+			// A revoked runner has no token left to take over.
+			if rn.RevokedAt == nil {
+				if !replace {
+					return conflict("runner name %q is taken by your runner of that name; approving this login with "+
+						"replace (`drover runner approve --replace`) revokes the old runner's token and disconnects it", name)
+				}
+				replaced = true
 			}
 			if err := tx.RevokeTokens(store.TokenRunner, rn.ID, now); err != nil {
 				return err
@@ -168,11 +186,11 @@ func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string) (sto
 		return tx.InsertToken(store.Token{Hash: key, Kind: store.TokenRunner, OwnerID: rn.ID, CreatedAt: now})
 	})
 	if err != nil {
-		return store.Runner{}, fmt.Errorf("approve runner %s: %w", name, err)
+		return store.Runner{}, false, fmt.Errorf("approve runner %s: %w", name, err)
 	}
-	// A re-keyed runner's old connection must not live on.
+	// A replaced runner's old connection must not live on.
 	h.closeConnIfStale(out.ID, out.TokenHash)
-	return out, nil
+	return out, replaced, nil
 }
 
 func (h *Hub) apiRevoke(w http.ResponseWriter, r *http.Request, p principal) error {

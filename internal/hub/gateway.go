@@ -132,17 +132,12 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 		ws.CloseNow()
 		return nil
 	}
-	var tokenHash string
 	var access *runnerAccess
 	// The runner's owner and shares are read afresh at every connect, so a
 	// reconnecting runner is offered only what its access allows now.
 	if err := h.store.Read(ctx, func(tx store.Tx) error {
-		rn, err := tx.Runner(p.runnerID)
-		if err != nil {
-			return err
-		}
-		tokenHash = rn.TokenHash
-		access, err = loadRunnerAccess(tx, rn.ID)
+		var err error
+		access, err = loadRunnerAccess(tx, p.runnerID)
 		return err
 	}); err != nil {
 		h.log.Error("runner connection refused: cannot read its access", "runner", p.name, "err", err)
@@ -150,15 +145,22 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 		return nil
 	}
 	c := &conn{
-		runnerID: p.runnerID, name: p.name, tokenHash: tokenHash,
+		runnerID: p.runnerID, name: p.name, tokenHash: p.tokenHash,
 		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, ws: ws, baseURL: requestBaseURL(r),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
 		h.log.Warn("runner hello refused", "runner", p.name, "err", err)
-		ws.Close(protocol.CloseProtocol, truncate(err.Error(), 120))
+		code := websocket.StatusCode(protocol.CloseProtocol)
+		if errors.Is(err, errStaleToken) {
+			code = protocol.CloseRevoked
+		}
+		ws.Close(code, truncate(err.Error(), 120))
 		return nil
 	}
+	// A replace or revoke that committed after attach's check but before
+	// the connection was listed found nothing to close: look again.
+	h.closeIfTokenStale(ctx, c)
 	go c.writeLoop()
 	// A share changed between the read above and attach found no
 	// connection to update: read the access again now that it is attached.
@@ -519,7 +521,27 @@ func (h *Hub) closeConn(runnerID string, code websocket.StatusCode, reason strin
 // the runner's.
 func (h *Hub) closeConnIfStale(runnerID, tokenHash string) {
 	if c := h.connFor(runnerID); c != nil && c.tokenHash != tokenHash {
-		c.close(protocol.CloseRevoked, "runner logged in again with a new token")
+		c.close(protocol.CloseRevoked, "another login was approved with this runner's name (replace)")
+	}
+}
+
+// errStaleToken refuses a connection whose token was replaced or revoked
+// after it was authenticated.
+var errStaleToken = errors.New("runner token was revoked or replaced")
+
+// closeIfTokenStale closes c when its token is no longer its runner's.
+func (h *Hub) closeIfTokenStale(ctx context.Context, c *conn) {
+	var stale bool
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		rn, err := tx.Runner(c.runnerID)
+		if err != nil {
+			return err
+		}
+		stale = rn.RevokedAt != nil || rn.TokenHash != c.tokenHash
+		return nil
+	})
+	if err != nil || stale {
+		c.close(protocol.CloseRevoked, errStaleToken.Error())
 	}
 }
 

@@ -21,6 +21,9 @@ type principal struct {
 	name     string
 	admin    bool
 	runnerID string
+	// tokenHash is the hash of the runner token the caller authenticated
+	// with: a connection made with it must end when it is replaced.
+	tokenHash string
 }
 
 type ctxKey struct{}
@@ -83,11 +86,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := h.refusal(r, err)
+	writeJSON(w, ae.status, protocol.ErrorBody{Error: protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}})
+}
+
+// refusal is err as the caller may see it, logged once.
+func (h *Hub) refusal(r *http.Request, err error) *apiError {
 	ae := h.asAPIError(err)
 	if ae.status < 500 {
 		h.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.code, "msg", ae.msg)
 	}
-	writeJSON(w, ae.status, protocol.ErrorBody{Error: protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}})
+	return ae
 }
 
 func decodeBody(r *http.Request, w http.ResponseWriter, v any) error {
@@ -116,6 +125,23 @@ func (h *Hub) authenticate(r *http.Request) (principal, error) {
 		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
 	}
 	return h.authenticateToken(r.Context(), tok)
+}
+
+// authenticateAs resolves an Authorization header value to a principal
+// holding a token of the given kind: every authenticated route's check.
+func (h *Hub) authenticateAs(ctx context.Context, header string, kind store.TokenKind) (principal, error) {
+	tok, err := auth.BearerToken(header)
+	if err != nil {
+		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+	}
+	p, err := h.authenticateToken(ctx, tok)
+	if err != nil {
+		return principal{}, err
+	}
+	if p.kind != kind {
+		return principal{}, forbidden("this call needs a %s token", kind)
+	}
+	return p, nil
 }
 
 // authenticateToken resolves a token to a principal.
@@ -149,7 +175,7 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, err
 			if rn.RevokedAt != nil || rn.TokenHash != hash {
 				return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "runner token was revoked")
 			}
-			p.runnerID, p.name = rn.ID, rn.Name
+			p.runnerID, p.name, p.tokenHash = rn.ID, rn.Name, hash
 		default:
 			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "unknown token kind")
 		}
@@ -165,13 +191,9 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, err
 // the required kind.
 func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p principal) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := h.authenticate(r)
+		p, err := h.authenticateAs(r.Context(), r.Header.Get("Authorization"), kind)
 		if err != nil {
 			h.writeError(w, r, err)
-			return
-		}
-		if p.kind != kind {
-			h.writeError(w, r, forbidden("this call needs a %s token", kind))
 			return
 		}
 		if err := fn(w, r, p); err != nil {
@@ -219,6 +241,8 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("POST "+p+"/projects/{name}/members", h.handler(u, h.apiChangeMember(true)))
 	mux.Handle("DELETE "+p+"/projects/{name}/members/{user}", h.handler(u, h.apiChangeMember(false)))
 	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
+	mux.HandleFunc("GET "+approvePath, h.serveApprovePage)
+	mux.HandleFunc("POST "+approvePath, h.postApprovePage)
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, notFound("no such API route: %s %s", r.Method, r.URL.Path))
 	})

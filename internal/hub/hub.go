@@ -310,7 +310,8 @@ func (h *Hub) EnsureLocalRunner(ctx context.Context, name string) (string, error
 		return "", fmt.Errorf("find admin user: %w", err)
 	}
 	token := auth.NewToken(auth.PrefixRunner)
-	if _, err := h.approveRunner(ctx, adminID, name, auth.Hash(token)); err != nil {
+	// Replace: the previous start's token is this same runner's, now stale.
+	if _, _, err := h.approveRunner(ctx, adminID, name, auth.Hash(token), true); err != nil {
 		return "", fmt.Errorf("register local runner %s: %w", name, err)
 	}
 	return token, nil

@@ -31,6 +31,9 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		if err != nil {
 			return err
 		}
+		if rn.RevokedAt != nil || rn.TokenHash != c.tokenHash {
+			return errStaleToken
+		}
 		rn.Slots, rn.Labels, rn.LastSeen = c.slots, c.labels, &now
 		if err := tx.UpdateRunner(rn); err != nil {
 			return err

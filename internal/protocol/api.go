@@ -29,13 +29,14 @@ import (
 //	DELETE /api/v1/users/{name}        → UserView (admin only: tokens revoked, runners revoked, jobs cancelled)
 //	POST /api/v1/users/{name}/token    → NewUserResponse (rotate: the user themselves or an admin)
 //	GET  /api/v1/runners               → RunnerList (runners the caller owns or may use; admin: all)
-//	POST /api/v1/runners/approve       ApproveRequest → RunnerView
+//	POST /api/v1/runners/approve       ApproveRequest → ApproveResponse (409 when the name is taken and not Replace)
 //	POST /api/v1/runners/{name}/revoke → RunnerView
-//	POST /api/v1/runners/{name}/share  ShareRequest → RunnerView (owner or admin; hub: admin)
+//	POST /api/v1/runners/{name}/share  ShareRequest → RunnerView (owner or admin; hub: admin, for an admin's runner)
 //	POST /api/v1/runners/{name}/unshare ShareRequest → RunnerView
 //	POST /api/v1/accounts/share        AccountShareRequest → AccountList (the runner's owner or admin)
 //	POST /api/v1/accounts/unshare      AccountShareRequest → AccountList
-//	GET  /api/v1/runner/login          (runner token) → 200 RunnerView once approved, 401 before
+//	GET  /api/v1/runner/login          (runner token) → 200 RunnerView once approved (its Name is the
+//	                                   runner's name from then on), 401 unauthorized before
 //	GET  /api/v1/runner/connect        (runner token) → WebSocket, see Frame
 //	POST /api/v1/runner/publish?job=&attempt=&epoch=&commit=&sha256=&checkpoint=0|1  (runner token)
 //	                                   body: a git bundle → PublishResult (409 stale_head with the head)
@@ -45,6 +46,7 @@ import (
 //	GET  /api/v1/projects/{name}/members → MemberList (members and admin)
 //	POST /api/v1/projects/{name}/members MemberRequest → MemberList (owner or admin)
 //	DELETE /api/v1/projects/{name}/members/{user} → MemberList (owner or admin)
+//	GET|POST /approve?name=&key=       the runner login link's HTML page and its form (user token in the form)
 //	GET|POST /git/{project}/...        git smart HTTP (users: read, push to refs/drover/uploads/*;
 //	                                   runners: read projects of jobs they hold)
 const APIPrefix = "/api/v1"
@@ -211,6 +213,17 @@ type NewUserResponse struct {
 type ApproveRequest struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`
+	// Replace gives the name to this login when another login of the
+	// caller's holds it: that runner's token is revoked and it is
+	// disconnected. Without it such an approval is a conflict.
+	Replace bool `json:"replace,omitempty"`
+}
+
+// ApproveResponse is the approved runner; Replaced says an older login of
+// that name was revoked for it.
+type ApproveResponse struct {
+	RunnerView
+	Replaced bool `json:"replaced,omitempty"`
 }
 
 // RunnerView is a runner as the API shows it.

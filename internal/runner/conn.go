@@ -164,6 +164,7 @@ func (r *Runner) connectOnce(ctx context.Context) (welcomed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	r.adoptName(w.RunnerName)
 	hb := r.adopt(s, w)
 	defer r.detach(s)
 	r.log.Info("connected to hub", "hub", r.hub, "runner_id", w.RunnerID)
@@ -220,6 +221,23 @@ func (r *Runner) adopt(s *session, w protocol.Welcome) time.Duration {
 		close(s.final)
 	}
 	return r.timing.heartbeat
+}
+
+// adoptName makes the hub's name for this runner the one its login holds:
+// a login saved under another name (by an older drover, or edited) would
+// otherwise disagree with the hub. r.login is only used by the connection
+// goroutine.
+func (r *Runner) adoptName(name string) {
+	if name == "" || name == r.login.Name || !ValidName(name) {
+		return
+	}
+	r.log.Warn("the hub knows this runner by another name; saving it in the login", "login_name", r.login.Name, "hub_name", name)
+	l := r.login
+	l.Name = name
+	if err := SaveLogin(r.cfg.Home, l); err != nil {
+		r.log.Error("could not save the runner's name", "err", err)
+	}
+	r.login = l
 }
 
 func (r *Runner) detach(s *session) {

@@ -586,6 +586,20 @@ func writeJournal(t *testing.T, home string, ref protocol.AttemptRef, spool stri
 	}
 }
 
+// A login saved under another name than the hub's takes the hub's, from
+// the welcome.
+func TestRunnerTakesTheHubsName(t *testing.T) {
+	h := newFakeHub(t)
+	home := filepath.Join(t.TempDir(), "home")
+	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "asked", Token: h.token}))
+	startRunner(t, h, home, nil)
+	h.waitConn(0)
+	sandboxtest.WaitFor(t, "the hub's name in the login", func() bool {
+		l, err := LoadLogin(home)
+		return err == nil && l.Name == h.welcome.RunnerName
+	})
+}
+
 func TestRecoversClaimWithoutReceipt(t *testing.T) {
 	h := newFakeHub(t)
 	home := filepath.Join(t.TempDir(), "home")

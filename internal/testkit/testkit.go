@@ -292,10 +292,22 @@ func (h *Hub) LoginRunner(t testing.TB, name, hubURL string) *Runner {
 	return h.loginRunner(t, name, hubURL, h.CLI)
 }
 
-// loginRunner runs `drover runner login` and approves the code it prints
-// with cli (`drover runner approve CODE` as the admin or another user: the
+// loginRunner runs `drover runner login` and approves the link it prints
+// with cli (`drover runner approve LINK` as the admin or another user: the
 // approver owns the runner).
 func (h *Hub) loginRunner(t testing.TB, name, hubURL string, cli func(args ...string) (string, error)) *Runner {
+	t.Helper()
+	return h.LoginRunnerWith(t, name, hubURL, func(link string) {
+		if out, err := cli("runner", "approve", link); err != nil {
+			t.Fatalf("approve runner %s: %v\n%s", name, err, out)
+		}
+	})
+}
+
+// LoginRunnerWith runs `drover runner login` asking for name and lets
+// approve approve the link it prints. The Runner's Name is the one its
+// saved login holds: the hub's.
+func (h *Hub) LoginRunnerWith(t testing.TB, name, hubURL string, approve func(link string)) *Runner {
 	t.Helper()
 	r := &Runner{t: t, hub: h, Name: name, Home: filepath.Join(t.TempDir(), "runner-"+name), URL: hubURL}
 	codes := make(chan string, 1)
@@ -314,9 +326,7 @@ func (h *Hub) loginRunner(t testing.TB, name, hubURL string, cli func(args ...st
 	login := start(t, "runner login "+name, baseEnv(h.home), pw, h.bin, "runner", "login", "--hub", hubURL, "--name", name, "--home", r.Home)
 	select {
 	case code := <-codes:
-		if out, err := cli("runner", "approve", code); err != nil {
-			t.Fatalf("approve runner %s: %v\n%s", name, err, out)
-		}
+		approve(code)
 	case <-login.done:
 		t.Fatalf("runner login exited early: %v\n%s", login.err, login.out.String())
 	case <-time.After(60 * time.Second):
@@ -325,6 +335,11 @@ func (h *Hub) loginRunner(t testing.TB, name, hubURL string, cli func(args ...st
 	if err := login.wait(60 * time.Second); err != nil {
 		t.Fatalf("runner login: %v\n%s", err, login.out.String())
 	}
+	l, err := runner.LoadLogin(r.Home)
+	if err != nil {
+		t.Fatalf("runner login saved nothing: %v\n%s", err, login.out.String())
+	}
+	r.Name = l.Name
 	return r
 }
 
