@@ -10,6 +10,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"drover/internal/job"
@@ -428,6 +429,12 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	var ms int64
 	if err := json.Unmarshal(b, &ms); err != nil {
 		return fmt.Errorf("duration must be integer milliseconds: %w", err)
+	}
+	// Found by FuzzDuration: the multiplication below wraps around for
+	// |ms| over about 292 years, and a wrapped value can land anywhere,
+	// e.g. expires_in_ms 18446744073710 would pass for 0.4 ms.
+	if ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+		return fmt.Errorf("duration of %d ms is out of range", ms)
 	}
 	*d = Duration(time.Duration(ms) * time.Millisecond)
 	return nil
