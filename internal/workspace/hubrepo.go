@@ -55,7 +55,10 @@ func ValidCommitID(s string) bool { return commitIDRE.MatchString(s) }
 // refs/drover/uploads/NAME with one plain path component.
 func ValidUploadRef(ref string) bool {
 	name, ok := strings.CutPrefix(ref, UploadRefPrefix)
-	return ok && uploadNameRE.MatchString(name) && !strings.HasSuffix(name, ".lock") && !strings.Contains(name, "..")
+	// Not ending in "." either (found by FuzzNames): git check-ref-format
+	// refuses such a ref, so the hub let through a push git then failed.
+	return ok && uploadNameRE.MatchString(name) && !strings.HasSuffix(name, ".lock") &&
+		!strings.HasSuffix(name, ".") && !strings.Contains(name, "..")
 }
 
 // hubRepoConfig is written into every hub repository, and passed again to
