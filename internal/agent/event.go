@@ -140,8 +140,14 @@ func (s *Summary) add(e Event) {
 	case EventSession:
 		s.Session = e.Session
 	case EventUsage:
+		// A usage the hub would refuse (negative counts, a cost out of
+		// bounds, or a total that overflows) is not counted: the finish
+		// carrying it would be refused and the attempt's result lost
+		// (found by FuzzParse; the CLI's output is untrusted).
 		if e.Usage != nil {
-			s.Usage = s.Usage.Add(*e.Usage)
+			if sum := s.Usage.Add(*e.Usage); e.Usage.Check() == nil && sum.Check() == nil {
+				s.Usage = sum
+			}
 		}
 	case EventLimit:
 		s.Limit = e.Limit

@@ -3,10 +3,14 @@
 package agenttest
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"drover/internal/agent"
 )
@@ -65,4 +69,96 @@ func CheckCommand(t *testing.T, c agent.Command, secret, path string) []byte {
 		t.Fatalf("files = %+v, want one at %s", c.Files, path)
 	}
 	return c.Files[0].Data
+}
+
+// FuzzParse fuzzes an adapter's output parser, seeded with every line of
+// the captured output files matching glob. CLI output is untrusted (the
+// agent runs the repository's code and may print anything), so for any
+// output: the parser never panics; every event has a known kind and the
+// fields of its kind; a raw event keeps its line verbatim; and the summary
+// the runner reports from it is one the hub takes (usage within
+// protocol.Usage.Check, a limit's reset time encodable as JSON). Seeds
+// add lines of the CLI's format that the captures lack.
+func FuzzParse(f *testing.F, glob string, parse agent.ParseFunc, seeds ...string) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no captured output matches %s (%v)", glob, err)
+	}
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, l := range bytes.Split(data, []byte("\n")) {
+			if len(l) > 0 && len(l) <= 4096 {
+				f.Add(l)
+			}
+		}
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, out []byte) {
+		if len(out) > 1<<16 {
+			return
+		}
+		for _, l := range bytes.Split(out, []byte("\n")) {
+			if len(l) == 0 {
+				continue
+			}
+			for _, e := range parse(l) {
+				checkEvent(t, l, e)
+			}
+		}
+		sum, err := agent.Scan(bytes.NewReader(out), parse, nil)
+		if err != nil {
+			t.Fatalf("scan: %v", err)
+		}
+		if err := sum.Usage.Check(); err != nil {
+			t.Fatalf("summary usage the hub refuses: %v", err)
+		}
+		var r agent.Result
+		sum.Fill(&r, now)
+		if r.Limit != nil {
+			if !r.Limit.ResetsAt.After(now) {
+				t.Fatalf("limit resets at %v, not after now", r.Limit.ResetsAt)
+			}
+			if _, err := json.Marshal(r.Limit); err != nil {
+				t.Fatalf("limit does not encode: %v", err)
+			}
+		}
+	})
+}
+
+func checkEvent(t *testing.T, line []byte, e agent.Event) {
+	t.Helper()
+	switch e.Kind {
+	case agent.EventRaw:
+		if e.Text != string(line) {
+			t.Fatalf("raw event %q for line %q", e.Text, line)
+		}
+	case agent.EventUsage:
+		if e.Usage == nil {
+			t.Fatal("usage event without usage")
+		}
+	case agent.EventLimit:
+		if e.Limit == nil {
+			t.Fatal("limit event without limit")
+		}
+	case agent.EventOutcome:
+		if e.Outcome == nil {
+			t.Fatal("outcome event without outcome")
+		}
+	case agent.EventSession:
+		if e.Session == "" {
+			t.Fatal("empty session event")
+		}
+	case agent.EventText, agent.EventToolUse, agent.EventToolResult:
+	default:
+		t.Fatalf("unknown event kind %q", e.Kind)
+	}
+	if _, err := json.Marshal(e); err != nil {
+		t.Fatalf("event %+v does not encode: %v", e, err)
+	}
 }

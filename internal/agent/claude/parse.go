@@ -149,18 +149,26 @@ func statedReset(text string) time.Time {
 		return time.Time{}
 	}
 	secs, err := strconv.ParseInt(strings.TrimSpace(after), 10, 64)
-	if err != nil || secs <= 0 {
+	if err != nil || secs <= 0 || secs > maxResetUnix {
 		return time.Time{}
 	}
 	return time.Unix(secs, 0).UTC()
 }
+
+// maxResetUnix is the last second of year 9999 (found by FuzzParse): a
+// later reset time cannot be encoded as JSON, so the runner could neither
+// save the limited account nor send a status listing it. A CLI's reset
+// time beyond it is taken as none stated.
+const maxResetUnix = 253402300799
 
 func rateLimitEvents(l line) []agent.Event {
 	if l.RateLimitInfo == nil || l.RateLimitInfo.Status != "rejected" {
 		return nil // allowed or allowed_warning: the run goes on
 	}
 	lim := agent.Limit{Message: "claude: rate limit reached"}
-	if l.RateLimitInfo.ResetsAt > 0 {
+	// Bounded before the conversion: a float over the int64 range
+	// converts to an arbitrary time (see maxResetUnix).
+	if l.RateLimitInfo.ResetsAt > 0 && l.RateLimitInfo.ResetsAt <= maxResetUnix {
 		lim.ResetsAt = time.Unix(int64(l.RateLimitInfo.ResetsAt), 0).UTC()
 		lim.Message += ", resets at " + lim.ResetsAt.Format(time.RFC3339)
 	}
