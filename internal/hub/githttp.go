@@ -29,6 +29,10 @@ const gitPrefix = "/git/"
 // maxPushCommands bounds the ref updates of one push.
 const maxPushCommands = 16
 
+// maxPushHeader bounds the bytes of a push's command list (before its
+// pack), shallow lines included.
+const maxPushHeader = 1 << 20
+
 // gitService is one of the two smart HTTP services.
 type gitService struct {
 	name  string // git-upload-pack or git-receive-pack
@@ -307,11 +311,19 @@ func readPushCommands(body io.Reader, encoding string) ([]pushCommand, []string,
 	} else if encoding != "" {
 		return nil, nil, badRequest("push body encoding %q is not supported", encoding)
 	}
-	br := bufio.NewReader(body)
+	// The command list is read through a bound: it is short (maxPushCommands
+	// refs, a few shallow lines), but "shallow" lines were skipped without
+	// a count, so a gzip body inflating to gigabytes of them held the
+	// request for minutes (found while writing FuzzReadPushCommands).
+	lr := &io.LimitedReader{R: body, N: maxPushHeader + 1}
+	br := bufio.NewReader(lr)
 	var cmds []pushCommand
 	var caps []string
 	for {
 		line, flush, err := readPktLine(br)
+		if err != nil && lr.N == 0 {
+			return nil, nil, forbidden("push refused: its commands take over %d bytes", maxPushHeader)
+		}
 		if err != nil {
 			return nil, nil, badRequest("push request is malformed: %v", err)
 		}

@@ -1,0 +1,489 @@
+package hub
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/auth"
+	"drover/internal/protocol"
+	"drover/internal/workspace"
+)
+
+// Fuzz targets for what the hub reads from runners and git clients: the
+// gateway's frames (through a real connection), git pkt-lines and push
+// commands, names and labels. Each checks that the parser never panics or
+// hangs, that a refusal is an error that changes nothing, and round-trips
+// where the format has one.
+
+const zeroID = workspace.ZeroID
+
+func pkt(s string) string {
+	var b bytes.Buffer
+	writePktLine(&b, s)
+	return b.String()
+}
+
+func FuzzReadPktLine(f *testing.F) {
+	for _, s := range []string{"0000", "0004", "0003", "0009hello", "000ahello\n0000", "ffff", "zzzz", "00", "", "0005", "+004", "0x04", pkt(strings.Repeat("x", 100))} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		br := bufio.NewReader(bytes.NewReader(data))
+		read := 0
+		for range 64 {
+			line, flush, err := readPktLine(br)
+			if err != nil {
+				return
+			}
+			if flush {
+				read += 4
+				continue
+			}
+			if len(line) > 65535-4 {
+				t.Fatalf("pkt-line payload of %d bytes", len(line))
+			}
+			// The line round-trips through writePktLine (the length's hex
+			// digits may have come in upper case).
+			var b bytes.Buffer
+			writePktLine(&b, line)
+			if got := string(data[read : read+b.Len()]); !strings.EqualFold(got, b.String()) || got[4:] != line {
+				t.Fatalf("pkt-line %q re-encodes as %q", got, b.Bytes())
+			}
+			read += b.Len()
+		}
+	})
+}
+
+// pushSeeds are receive-pack command lists, well formed and not.
+var pushSeeds = []string{
+	pkt(zeroID+" 1111111111111111111111111111111111111111 refs/drover/uploads/u1\x00report-status side-band-64k\n") + "0000PACK",
+	pkt(zeroID+" 1111111111111111111111111111111111111111 refs/heads/main\x00report-status\n") + "0000",
+	pkt("1111111111111111111111111111111111111111 "+zeroID+" refs/drover/uploads/u1\x00report-status-v2 side-band\n") + "0000",
+	pkt("shallow 1111111111111111111111111111111111111111") + pkt(zeroID+" 2222222222222222222222222222222222222222 refs/drover/uploads/x") + "0000",
+	pkt("push-cert\x00report-status") + "0000",
+	pkt("one two") + "0000",
+	"0000",
+	"00",
+	pkt(zeroID+" 1111111111111111111111111111111111111111 refs/drover/uploads/../x\x00report-status\n") + "0000",
+}
+
+func FuzzReadPushCommands(f *testing.F) {
+	for _, s := range pushSeeds {
+		f.Add([]byte(s), false)
+	}
+	f.Add([]byte(pushSeeds[0]), true)
+	f.Fuzz(func(t *testing.T, data []byte, gz bool) {
+		if len(data) > 1<<16 {
+			return
+		}
+		body, enc := io.Reader(bytes.NewReader(data)), ""
+		if gz {
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			_, _ = zw.Write(data)
+			_ = zw.Close()
+			body, enc = &b, "gzip"
+		}
+		cmds, _, err := readPushCommands(body, enc)
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.status >= 500 {
+				t.Fatalf("refusal is not a 4xx: %v", err)
+			}
+			return
+		}
+		if len(cmds) > maxPushCommands {
+			t.Fatalf("%d push commands accepted", len(cmds))
+		}
+		// The commands round-trip: written as pkt-lines they read back the same.
+		var b bytes.Buffer
+		for _, c := range cmds {
+			if c.old == "" || c.new == "" || c.ref == "" || strings.ContainsAny(c.old+c.new+c.ref, " \t\n\x00") {
+				t.Fatalf("malformed command accepted: %+v", c)
+			}
+			writePktLine(&b, c.old+" "+c.new+" "+c.ref+"\n")
+		}
+		b.WriteString("0000")
+		again, _, err := readPushCommands(&b, "")
+		if err != nil || len(again) != len(cmds) {
+			t.Fatalf("commands do not round-trip: %v", err)
+		}
+		for i := range cmds {
+			if again[i] != cmds[i] {
+				t.Fatalf("command %+v reads back as %+v", cmds[i], again[i])
+			}
+		}
+
+		// checkPush lets a push through only when every update is allowed;
+		// a refusal with a status report is a whole pkt-line stream.
+		w := httptest.NewRecorder()
+		ok, err := checkPush(w, bytes.NewReader(data), "")
+		if gz {
+			return // checked above; the plain body may not parse
+		}
+		switch {
+		case err != nil:
+			if w.Body.Len() != 0 {
+				t.Fatalf("an error reply also wrote %q", w.Body.Bytes())
+			}
+		case ok:
+			for _, c := range cmds {
+				if r := pushRefusal(c); r != "" {
+					t.Fatalf("push of %+v let through: %s", c, r)
+				}
+				if !workspace.ValidUploadRef(c.ref) || c.old != zeroID || c.new == zeroID {
+					t.Fatalf("push of %+v let through", c)
+				}
+			}
+		default:
+			br := bufio.NewReader(bytes.NewReader(w.Body.Bytes()))
+			for {
+				_, flush, err := readPktLine(br)
+				if err != nil {
+					t.Fatalf("status report is not pkt-lines: %v\n%q", err, w.Body.Bytes())
+				}
+				if flush {
+					break
+				}
+			}
+		}
+	})
+}
+
+// The documented name rules, written out as a reference.
+var (
+	refName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	refLabel = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
+)
+
+func FuzzNames(f *testing.F) {
+	for _, s := range []string{"r1", "runner.one", "-x", ".x", "a/b", strings.Repeat("a", 64), strings.Repeat("a", 65), "a\n", "ä", "", "gpu", "k8s.io/arch", "a//b"} {
+		f.Add(s, "v")
+	}
+	f.Fuzz(func(t *testing.T, k, v string) {
+		if len(k)+len(v) > 4096 {
+			return
+		}
+		if nameRE.MatchString(k) != refName.MatchString(k) {
+			t.Fatalf("nameRE(%q) = %v", k, nameRE.MatchString(k))
+		}
+		if m := nameRE.MatchString(k); m && (len(k) > 64 || strings.ContainsAny(k, "/\\ \n\x00")) {
+			t.Fatalf("runner name %q accepted", k)
+		}
+		err := validateLabels(map[string]string{k: v})
+		want := len(k) <= protocol.MaxLabelLen && refLabel.MatchString(k) && len(v) <= protocol.MaxLabelLen
+		if (err == nil) != want {
+			t.Fatalf("label %q=%q: %v, want ok=%v", k, v, err, want)
+		}
+	})
+}
+
+func FuzzParseGitPath(f *testing.F) {
+	f.Add("GET", "/git/p/info/refs?service=git-upload-pack")
+	f.Add("POST", "/git/p.git/git-receive-pack")
+	f.Add("GET", "/git/../x/info/refs?service=git-receive-pack")
+	f.Add("GET", "/git/p/HEAD")
+	f.Add("POST", "/git/P/git-upload-pack")
+	f.Fuzz(func(t *testing.T, method, target string) {
+		if len(target) > 4096 {
+			return
+		}
+		r, err := http.NewRequest(method, "http://hub"+target, nil)
+		if err != nil {
+			return
+		}
+		project, rest, svc, err := parseGitPath(r)
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.status != http.StatusNotFound {
+				t.Fatalf("refusal is not a 404: %v", err)
+			}
+			return
+		}
+		if !workspace.ValidProject(project) || strings.Contains(project, "/") {
+			t.Fatalf("project %q accepted", project)
+		}
+		if svc.name != "git-upload-pack" && svc.name != "git-receive-pack" || svc.write != (svc.name == "git-receive-pack") {
+			t.Fatalf("service %+v", svc)
+		}
+		if rest != "info/refs" && rest != svc.name {
+			t.Fatalf("path %q accepted", rest)
+		}
+	})
+}
+
+// fuzzHub starts one hub for a whole fuzz run (a hub per input would
+// measure SQLite, not the gateway) and approves a runner on it.
+func fuzzHub(f *testing.F) (*testHub, string) {
+	cfg := Config{DataDir: f.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h, err := Open(context.Background(), cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	th := &testHub{h: h, srv: httptest.NewServer(h.Handler()), cfg: cfg}
+	f.Cleanup(func() {
+		th.srv.CloseClientConnections()
+		th.srv.Close()
+		th.h.Close()
+	})
+	tok, err := os.ReadFile(h.AdminTokenPath())
+	if err != nil {
+		f.Fatal(err)
+	}
+	th.admin = strings.TrimSpace(string(tok))
+	runner := auth.NewToken(auth.PrefixRunner)
+	b, _ := json.Marshal(protocol.ApproveRequest{Name: "fuzz", Key: auth.Hash(runner)})
+	req, _ := http.NewRequest("POST", th.srv.URL+protocol.APIPrefix+"/runners/approve", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+th.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		f.Fatalf("approve: %s", resp.Status)
+	}
+	return th, runner
+}
+
+// settleGoroutines waits (generously) until the goroutine count is back
+// to base: a connection or request must leave nothing running.
+func settleGoroutines(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// FuzzGatewayFrame sends a fuzzed frame after hello on a real runner
+// connection. The hub answers it, or closes the connection with a protocol
+// code; it never fails internally (a 500's counterpart), and the
+// connection leaves no goroutine behind. The frame also goes first, in
+// place of hello, for readHello.
+func FuzzGatewayFrame(f *testing.F) {
+	for _, s := range frameSeeds() {
+		f.Add([]byte(s), false)
+	}
+	f.Add([]byte(`{"type":"hello","body":{"protocol":1,"slots":1,"labels":{"":"x"}}}`), true)
+	f.Add([]byte(`{"type":"hello","body":{"protocol":1,"slots":1,"attempts":[{"job":"","epoch":0}]}}`), true)
+	th, tok := fuzzHub(f)
+	url := "ws" + strings.TrimPrefix(th.srv.URL, "http") + protocol.APIPrefix + "/runner/connect"
+	hello, _ := json.Marshal(protocol.Frame{Type: protocol.TypeHello, Body: json.RawMessage(`{"protocol":1,"slots":1,"attempts":[]}`)})
+	probe, _ := json.Marshal(protocol.Frame{Type: protocol.TypeContext, ID: "fuzz-probe", Body: json.RawMessage(`{"job":"j","attempt":"a","epoch":1}`)})
+	f.Fuzz(func(t *testing.T, data []byte, first bool) {
+		if len(data) > maxFuzzFrame {
+			return
+		}
+		base := runtime.NumGoroutine()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		ws.SetReadLimit(protocol.MaxFrame)
+		frames := [][]byte{data, probe}
+		if !first {
+			frames = [][]byte{hello, data, probe}
+		}
+		for _, fr := range frames {
+			if ws.Write(ctx, websocket.MessageText, fr) != nil {
+				break // the hub closed already
+			}
+		}
+		for {
+			_, msg, err := ws.Read(ctx)
+			if err != nil {
+				switch st := websocket.CloseStatus(err); st {
+				case protocol.CloseProtocol, protocol.CloseVersion, websocket.StatusMessageTooBig:
+				default:
+					t.Fatalf("connection ended with %v (%d), want a protocol close", err, st)
+				}
+				break
+			}
+			var fr protocol.Frame
+			if err := json.Unmarshal(msg, &fr); err != nil {
+				t.Fatalf("hub sent a malformed frame %q", msg)
+			}
+			if fr.Type != protocol.TypeReply {
+				continue
+			}
+			var rep protocol.Reply
+			if err := fr.Decode(&rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Error != nil && rep.Error.Code == protocol.ErrInternal {
+				t.Fatalf("internal error for %q: %s", data, rep.Error.Message)
+			}
+			if fr.ReplyTo == "fuzz-probe" {
+				break
+			}
+		}
+		ws.CloseNow()
+		settleGoroutines(t, base)
+	})
+}
+
+const maxFuzzFrame = 64 << 10
+
+// frameSeeds are frames a runner might send after hello.
+func frameSeeds() []string {
+	return []string{
+		`{"type":"heartbeat"}`,
+		`{"type":"status","body":{"slots":2,"attempts":[{"job":"j","attempt":"a","epoch":1,"phase":"running"}],"agents":["exec"]}}`,
+		`{"type":"status","body":{"slots":-1}}`,
+		`{"type":"accept","id":"rq-1","body":{"job":"j-1","attempt":"a-1","epoch":3}}`,
+		`{"type":"decline","id":"rq-2","body":{"job":"j-1","attempt":"a-1","epoch":3,"reason":"busy"}}`,
+		`{"type":"log","id":"rq-3","body":{"job":"j-1","attempt":"a-1","epoch":3,"offset":0,"data":"aGVsbG8K"}}`,
+		`{"type":"log","id":"rq-4","body":{"job":"j","attempt":"a","epoch":1,"offset":9223372036854775807,"data":"eA=="}}`,
+		`{"type":"finish","id":"rq-5","body":{"job":"j-1","attempt":"a-1","epoch":3,"outcome":{"state":"completed","exit_code":0},"log_size":6}}`,
+		`{"type":"ask","id":"rq-6","body":{"job":"j-1","attempt":"a-1","epoch":3,"question":"which?","choices":["a","b"]}}`,
+		`{"type":"deliver","id":"rq-8","body":{"job":"j-1","attempt":"a-1","epoch":3,"summary":"done"}}`,
+		`{"type":"context","id":"rq-9","body":{"job":"j-1","attempt":"a-1","epoch":3}}`,
+		`{"type":"accept","id":"","body":{}}`,
+		`{"type":"offer"}`,
+		`{nope`,
+	}
+}
+
+// fuzzRoutes are the API routes FuzzAPIRequest drives; X is replaced by
+// the fuzzed path segment. Routes that would end the fuzz run's own
+// access (removing users, rotating tokens, revoking the runner) are left
+// out; their bodies are parsed by the same decoders.
+var fuzzRoutes = []struct {
+	method, path string
+	runner       bool
+}{
+	{"POST", "/jobs", false},
+	{"GET", "/jobs", false},
+	{"GET", "/jobs/X", false},
+	{"POST", "/jobs/X/cancel", false},
+	{"POST", "/jobs/X/retry", false},
+	{"POST", "/jobs/X/answer", false},
+	{"POST", "/jobs/X/approve", false},
+	{"POST", "/jobs/X/restart", false},
+	{"GET", "/jobs/X/log", false},
+	{"GET", "/jobs/X/events", false},
+	{"GET", "/questions", false},
+	{"POST", "/users", false},
+	{"POST", "/runners/approve", false},
+	{"POST", "/runners/X/share", false},
+	{"POST", "/runners/X/unshare", false},
+	{"POST", "/accounts/move", false},
+	{"POST", "/accounts/share", false},
+	{"PUT", "/projects/X", false},
+	{"GET", "/projects/X/members", false},
+	{"POST", "/projects/X/members", false},
+	{"POST", "/runner/publish", true},
+	{"GET", "/runner/context", true},
+	{"GET", "/runner/login", true},
+}
+
+// FuzzAPIRequest sends fuzzed paths, queries and bodies to the HTTP API
+// as the admin (or the runner). Malformed input gets a 4xx with a JSON
+// error, never a 500 or a panic, and the request leaves no goroutine
+// behind.
+func FuzzAPIRequest(f *testing.F) {
+	f.Add(uint8(0), "", "", []byte(`{"agent":"exec","args":["true"],"labels":{"gpu":"x"}}`))
+	f.Add(uint8(0), "", "", []byte(`{"agent":"exec","args":["true"],"timeout":18446744073710}`))
+	f.Add(uint8(0), "", "", []byte(`{"agent":"claude","args":[" "],"context":[{"name":"../x","data":"eA=="}]}`))
+	f.Add(uint8(0), "", "", []byte(`{"agent":"exec","args":["true"],"repo":{"project":"p","base":"0123456789abcdef0123456789abcdef01234567"}}`))
+	f.Add(uint8(1), "", "state=queued&limit=-1", []byte{})
+	f.Add(uint8(5), "j-1", "", []byte(`{"text":"yes","choice":2}`))
+	f.Add(uint8(8), "j-1", "attempt=1&offset=9223372036854775807&wait=9223372036854775807", []byte{})
+	f.Add(uint8(9), "j-1", "after=-5", []byte{})
+	f.Add(uint8(11), "", "", []byte(`{"name":"bob"}`))
+	f.Add(uint8(12), "", "", []byte(`{"name":"r2","key":"zz"}`))
+	f.Add(uint8(13), "fuzz", "", []byte(`{"user":"admin","project":"p"}`))
+	f.Add(uint8(17), "p", "", []byte(`{"remote":"https://example.com/x.git"}`))
+	f.Add(uint8(20), "", "job=j&attempt=a&epoch=1&commit=0123456789abcdef0123456789abcdef01234567&sha256=00", []byte("# v2 git bundle\n"))
+	f.Add(uint8(21), "", "job=j&attempt=a&epoch=x", []byte{})
+	f.Add(uint8(0), "", "", []byte(`{"agent":"exec","args":["true"]} trailing`))
+	th, runnerTok := fuzzHub(f)
+	handler := th.h.Handler()
+	f.Fuzz(func(t *testing.T, route uint8, seg, query string, body []byte) {
+		if len(body) > 1<<16 || len(seg)+len(query) > 4096 {
+			return
+		}
+		rt := fuzzRoutes[int(route)%len(fuzzRoutes)]
+		target := protocol.APIPrefix + strings.ReplaceAll(rt.path, "X", url.PathEscape(seg))
+		if query != "" {
+			target += "?" + query
+		}
+		req, err := http.NewRequest(rt.method, "http://hub"+target, bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		tok := th.admin
+		if rt.runner {
+			tok = runnerTok
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		base := runtime.NumGoroutine()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, req.WithContext(ctx))
+		if ctx.Err() != nil {
+			t.Fatalf("%s %s took over 30 s", rt.method, target)
+		}
+		if w.Code >= 500 {
+			t.Fatalf("%s %s %q: %d %s", rt.method, target, body, w.Code, w.Body.Bytes())
+		}
+		if w.Code >= 400 {
+			var eb protocol.ErrorBody
+			if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Error.Code == "" {
+				t.Fatalf("%s %s: %d with a body that is no JSON error: %q", rt.method, target, w.Code, w.Body.Bytes())
+			}
+		}
+		settleGoroutines(t, base)
+	})
+}
+
+// TestPushCommandsAreBounded: a push whose command list inflates (gzip) to
+// far more than any real one is refused at once, not read to its end.
+func TestPushCommandsAreBounded(t *testing.T) {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	line := []byte(pkt("shallow 1111111111111111111111111111111111111111"))
+	for range (64 << 20) / len(line) { // 64 MiB inflated
+		_, _ = zw.Write(line)
+	}
+	_ = zw.Close()
+	start := time.Now()
+	_, _, err := readPushCommands(&b, "gzip")
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.status != http.StatusForbidden || !strings.Contains(ae.msg, "over") {
+		t.Fatalf("want a refusal over the bound, got %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("refusal took %v", d)
+	}
+	// A real command list still passes.
+	cmds, _, err := readPushCommands(strings.NewReader(pushSeeds[0]), "")
+	if err != nil || len(cmds) != 1 {
+		t.Fatalf("%v %v", cmds, err)
+	}
+}
