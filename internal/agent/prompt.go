@@ -20,6 +20,9 @@ import (
 // 128 KiB, and the agent can read the rest itself.
 const MaxInstructionFile = 32 << 10
 
+// MaxNestedList caps the bytes of nested AGENTS.md paths the prompt lists.
+const MaxNestedList = 16 << 10
+
 // PromptInput is what BuildPrompt assembles an attempt's prompt from.
 type PromptInput struct {
 	Prompt   string // the job's prompt
@@ -65,8 +68,17 @@ func BuildPrompt(ctx context.Context, in PromptInput) (string, error) {
 	}
 	if len(nested) > 0 {
 		b.WriteString("\nThese directories have their own AGENTS.md; read it before you work in them:\n")
+		listed := 0
 		for _, p := range nested {
-			b.WriteString("- " + p + "\n")
+			// Bounded, as the root files are: the repository decides how
+			// many there are, and a prompt over Linux's 128 KiB argv entry
+			// limit kept the agent from starting.
+			if listed+len(p) > MaxNestedList {
+				fmt.Fprintf(&b, "- ... and more (git ls-files '**/AGENTS.md' lists them all)\n")
+				break
+			}
+			listed += len(p)
+			b.WriteString("- " + string(promptText([]byte(p))) + "\n")
 		}
 	}
 	if len(in.Questions) > 0 {
@@ -98,12 +110,20 @@ func writeRootFile(b *strings.Builder, worktree, name string) error {
 	}
 	fmt.Fprintf(b, "\n# %s (the repository's instructions)\n\n", name)
 	if len(data) > MaxInstructionFile {
-		fmt.Fprintf(b, "%s\n\n[%s is longer; read the rest of it yourself.]\n", bytes.ToValidUTF8(data[:MaxInstructionFile], nil), name)
+		fmt.Fprintf(b, "%s\n\n[%s is longer; read the rest of it yourself.]\n", promptText(data[:MaxInstructionFile]), name)
 		return nil
 	}
-	b.Write(bytes.TrimRight(data, "\n"))
+	b.Write(promptText(bytes.TrimRight(data, "\n")))
 	b.WriteString("\n")
 	return nil
+}
+
+// promptText makes a file's bytes fit for an argv entry (found by
+// FuzzBuildPrompt): a NUL byte made exec refuse the whole command, so a
+// repository's AGENTS.md holding one kept every agent from starting; and
+// invalid UTF-8 was passed on only when the file was within the limit.
+func promptText(data []byte) []byte {
+	return bytes.ReplaceAll(bytes.ToValidUTF8(data, nil), []byte{0}, nil)
 }
 
 // nestedAgentsFiles lists the tracked AGENTS.md files below the root,
