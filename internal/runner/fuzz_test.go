@@ -105,3 +105,19 @@ func FuzzExtractContext(f *testing.F) {
 		_ = err
 	})
 }
+
+// FuzzValidName: runner names become file names (and attempt ids do too):
+// an accepted one is a single plain path component.
+func FuzzValidName(f *testing.F) {
+	for _, s := range []string{"r1", "build-box.lan", ".", "..", "-r", "a/b", "a\\b", strings.Repeat("n", 64), strings.Repeat("n", 65), "a\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 1024 || !ValidName(s) {
+			return
+		}
+		if s == "." || s == ".." || strings.ContainsAny(s, "/\\\x00 \n") || len(s) > 64 || filepath.Base(s) != s || s[0] == '-' || s[0] == '.' {
+			t.Fatalf("runner name %q accepted", s)
+		}
+	})
+}
