@@ -277,10 +277,44 @@ func settleGoroutines(t *testing.T, base int) {
 	}
 }
 
+// openFDs counts the process's open sockets and pipes (-1 where /proc is
+// not there to tell): what a connection or a git subprocess would leak.
+// Files are left out: the store's connection pool grows to its size and
+// keeps its database files open.
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, e := range ents {
+		l, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && (strings.HasPrefix(l, "socket:") || strings.HasPrefix(l, "pipe:")) {
+			n++
+		}
+	}
+	return n
+}
+
+// settleFDs waits (generously) until that count is back to base.
+func settleFDs(t *testing.T, base int) {
+	t.Helper()
+	if base < 0 {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for openFDs() > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d open sockets and pipes, %d before", openFDs(), base)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // FuzzGatewayFrame sends a fuzzed frame after hello on a real runner
 // connection. The hub answers it, or closes the connection with a protocol
 // code; it never fails internally (a 500's counterpart), and the
-// connection leaves no goroutine behind. The frame also goes first, in
+// connection leaves no goroutine and no open file behind. The frame also goes first, in
 // place of hello, for readHello.
 func FuzzGatewayFrame(f *testing.F) {
 	for _, s := range frameSeeds() {
@@ -296,7 +330,7 @@ func FuzzGatewayFrame(f *testing.F) {
 		if len(data) > maxFuzzFrame {
 			return
 		}
-		base := runtime.NumGoroutine()
+		base, fds := runtime.NumGoroutine(), openFDs()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
@@ -343,6 +377,7 @@ func FuzzGatewayFrame(f *testing.F) {
 		}
 		ws.CloseNow()
 		settleGoroutines(t, base)
+		settleFDs(t, fds)
 	})
 }
 
@@ -403,8 +438,8 @@ var fuzzRoutes = []struct {
 
 // FuzzAPIRequest sends fuzzed paths, queries and bodies to the HTTP API
 // as the admin (or the runner). Malformed input gets a 4xx with a JSON
-// error, never a 500 or a panic, and the request leaves no goroutine
-// behind.
+// error, never a 500 or a panic, and the request leaves no goroutine and
+// no open file behind.
 func FuzzAPIRequest(f *testing.F) {
 	f.Add(uint8(0), "", "", []byte(`{"agent":"exec","args":["true"],"labels":{"gpu":"x"}}`))
 	f.Add(uint8(0), "", "", []byte(`{"agent":"exec","args":["true"],"timeout":18446744073710}`))
@@ -441,7 +476,7 @@ func FuzzAPIRequest(f *testing.F) {
 			tok = runnerTok
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
-		base := runtime.NumGoroutine()
+		base, fds := runtime.NumGoroutine(), openFDs()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		w := httptest.NewRecorder()
@@ -459,6 +494,7 @@ func FuzzAPIRequest(f *testing.F) {
 			}
 		}
 		settleGoroutines(t, base)
+		settleFDs(t, fds)
 	})
 }
 
