@@ -15,6 +15,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -522,4 +523,143 @@ func TestPushCommandsAreBounded(t *testing.T) {
 	if err != nil || len(cmds) != 1 {
 		t.Fatalf("%v %v", cmds, err)
 	}
+}
+
+// FuzzLogAppend sends log chunks of a running attempt at fuzzed offsets
+// (absolute, or near the hub's size) and holds the hub to the rule: a
+// chunk at the hub's size is appended; one wholly inside what it holds is
+// a resend, acknowledged without a change; anything else is refused
+// (offset_mismatch with the hub's size, or bad_request) and changes
+// nothing. After every chunk the log read back is exactly what was
+// appended.
+func FuzzLogAppend(f *testing.F) {
+	f.Add(uint8(1), int64(0), []byte("hello\n"))
+	f.Add(uint8(0), int64(0), []byte("hello again\n"))
+	f.Add(uint8(2), int64(3), []byte("xy"))
+	f.Add(uint8(1), int64(5), []byte("gap"))
+	f.Add(uint8(0), int64(-1), []byte("neg"))
+	f.Add(uint8(0), int64(9223372036854775807), []byte("x"))
+	f.Add(uint8(0), int64(9223372036854775806), []byte("xyz"))
+	f.Add(uint8(1), int64(0), []byte{})
+	th, tok := fuzzHub(f)
+	ctx := context.Background()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { ws.CloseNow() })
+	sr := newScriptRunner(nil, ws)
+	beat := time.NewTicker(time.Second)
+	f.Cleanup(beat.Stop)
+	go func() {
+		b, _ := json.Marshal(protocol.Frame{Type: protocol.TypeHeartbeat})
+		for range beat.C {
+			if ws.Write(ctx, websocket.MessageText, b) != nil {
+				return
+			}
+		}
+	}()
+	send := func(typ, id string, body any) protocol.Frame {
+		fr, _ := protocol.NewFrame(typ, id, body)
+		b, _ := json.Marshal(fr)
+		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+			f.Fatal(err)
+		}
+		for {
+			got, err := sr.tryRead(20 * time.Second)
+			if err != nil {
+				f.Fatal(err)
+			}
+			if id == "" || got.Type == protocol.TypeReply && got.ReplyTo == id {
+				return got
+			}
+		}
+	}
+	if w := send(protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1}); w.Type != protocol.TypeWelcome {
+		f.Fatalf("want welcome, got %s", w.Type)
+	}
+	jb, _ := json.Marshal(protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}})
+	req, _ := http.NewRequest("POST", th.srv.URL+protocol.APIPrefix+"/jobs", bytes.NewReader(jb))
+	req.Header.Set("Authorization", "Bearer "+th.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var jv protocol.JobView
+	_ = json.NewDecoder(resp.Body).Decode(&jv)
+	resp.Body.Close()
+	var o protocol.Offer
+	for o.Job == "" {
+		got, err := sr.tryRead(20 * time.Second)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if got.Type == protocol.TypeOffer {
+			_ = got.Decode(&o)
+		}
+	}
+	var rep protocol.Reply
+	_ = send(protocol.TypeAccept, "accept", protocol.Accept{AttemptRef: o.AttemptRef}).Decode(&rep)
+	if !rep.OK {
+		f.Fatalf("accept: %+v", rep.Error)
+	}
+	var model []byte // what the hub must hold
+	seq := 0
+	f.Fuzz(func(t *testing.T, mode uint8, off int64, data []byte) {
+		if len(data) > 4096 {
+			return
+		}
+		size := int64(len(model))
+		switch mode % 3 {
+		case 1:
+			off = size + off%8
+		case 2:
+			off = size - off%8
+		}
+		seq++
+		id := "log-" + strconv.Itoa(seq)
+		var rep protocol.Reply
+		if err := send(protocol.TypeLog, id, protocol.Log{AttemptRef: o.AttemptRef, Offset: off, Data: data}).Decode(&rep); err != nil {
+			t.Fatal(err)
+		}
+		end := off + int64(len(data))
+		overflow := off > 0 && end < off
+		switch {
+		case off < 0 || overflow:
+			if rep.OK {
+				t.Fatalf("chunk at offset %d (+%d) accepted", off, len(data))
+			}
+		case off == size:
+			if !rep.OK {
+				t.Fatalf("chunk at the hub's size %d refused: %+v", size, rep.Error)
+			}
+			model = append(model, data...)
+		case end <= size:
+			if !rep.OK {
+				t.Fatalf("resent chunk %d+%d refused (hub holds %d): %+v", off, len(data), size, rep.Error)
+			}
+		default:
+			if rep.OK || rep.Error.Code != protocol.ErrOffset || rep.Error.Size == nil || *rep.Error.Size != size {
+				t.Fatalf("chunk at %d (+%d, hub holds %d): %+v", off, len(data), size, rep)
+			}
+		}
+		if rep.OK {
+			var ack protocol.LogAck
+			if err := json.Unmarshal(rep.Body, &ack); err != nil || ack.Size != int64(len(model)) {
+				t.Fatalf("ack %s, want size %d", rep.Body, len(model))
+			}
+		}
+		req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+o.Job+"/log?offset=0", nil)
+		req.Header.Set("Authorization", "Bearer "+th.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Equal(got, model) {
+			t.Fatalf("log holds %d bytes, want %d (%q...)", len(got), len(model), got[:min(len(got), 40)])
+		}
+	})
 }
