@@ -107,7 +107,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.runCmd(), a.jobsCmd(), a.showCmd(), a.logsCmd(), a.cancelCmd(), a.retryCmd(),
 		a.questionsCmd(), a.answerJobCmd(), a.approveCmd(), a.restartCmd(),
 		a.fetchCmd(), a.diffCmd(), a.projectsCmd(),
-		a.sandboxInitCmd(),
+		a.sandboxInitCmd(), a.toolCmd(),
 		bench.Command(),
 	)
 	return root
