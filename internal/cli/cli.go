@@ -215,7 +215,7 @@ func answerCmd[T any](a *app, cmd *cobra.Command, ask func(context.Context, *cli
 	text func(io.Writer, T) error) *cobra.Command {
 	var asJSON bool
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := a.client()
+		c, err := a.client(cmd.Context())
 		if err != nil {
 			return err
 		}

@@ -67,7 +67,7 @@ limited.`,
 				return err
 			}
 			req.Tools, req.Account = tools, account
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ state changes) are printed on stderr as they happen.`,
 			if attempt < 0 || offset < 0 {
 				return usagef("--attempt and --offset must not be negative")
 			}
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -330,7 +330,7 @@ Plain git works too:
 			if branch == "" {
 				branch = "drover/" + id
 			}
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -371,7 +371,7 @@ or working tree is touched.`,
 		Args: exactArgs("JOB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}

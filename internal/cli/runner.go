@@ -166,7 +166,7 @@ func (a *app) runnerApproveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"net"
+	"strings"
+	"testing"
+)
+
+// What a first user trips over, one test each.
+
+// A mistyped hub says it cannot be reached, not that there is no token.
+func TestMistypedHubCannotBeReached(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	for _, env := range []map[string]string{{"DROVER_HUB": addr}, {}} {
+		args := []string{"jobs"}
+		if len(env) == 0 {
+			args = []string{"--hub", addr, "jobs"}
+		}
+		r := runCLI(t, env, "", args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "cannot reach the hub at "+addr) || strings.Contains(r.stderr, "no token") {
+			t.Errorf("%v %v: %d %q", env, args, r.code, r.stderr)
+		}
+	}
+	// A hub that is there but was given no token still says so.
+	h := newFakeHub(t)
+	if r := runCLI(t, map[string]string{"DROVER_HUB": h.URL}, "", "jobs"); r.code != 1 || !strings.Contains(r.stderr, "no token for "+h.URL) {
+		t.Errorf("no token: %d %q", r.code, r.stderr)
+	}
+}
