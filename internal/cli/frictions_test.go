@@ -32,3 +32,12 @@ func TestMistypedHubCannotBeReached(t *testing.T) {
 		t.Errorf("no token: %d %q", r.code, r.stderr)
 	}
 }
+
+func TestRetryHelpSaysWhichJobs(t *testing.T) {
+	r := runCLI(t, nil, "", "retry", "--help")
+	for _, want := range []string{"failed", "cancelled", "unknown", "A completed job is not"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("retry --help lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
