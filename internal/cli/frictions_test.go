@@ -4,6 +4,10 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
 )
 
 // What a first user trips over, one test each.
@@ -39,5 +43,18 @@ func TestRetryHelpSaysWhichJobs(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("retry --help lacks %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+func TestAttemptTableSaysWhatItMeasures(t *testing.T) {
+	h := newFakeHub(t)
+	now := time.Now()
+	started, finished := now.Add(-3*time.Second), now.Add(-time.Second)
+	h.jobs = []protocol.JobView{{ID: "j-1", State: job.Completed, Agent: "exec", Requester: "admin", CreatedAt: now,
+		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptCompleted, Runner: "r1", OfferedAt: now.Add(-4 * time.Second),
+			StartedAt: &started, FinishedAt: &finished}}}}
+	r := runCLI(t, map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}, "", "show", "j-1")
+	if !strings.Contains(r.stdout, "OFFERED AGO") || !strings.Contains(r.stdout, "RAN FOR") || !strings.Contains(r.stdout, " 2s ") {
+		t.Errorf("show:\n%s", r.stdout)
 	}
 }
