@@ -141,7 +141,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) (err error) {
 	if err := o.check(a.env.Getenv); err != nil {
 		return err
 	}
-	ctx, stop := a.signalContext(ctx)
+	ctx, stop := a.interruptContext(ctx)
 	defer stop()
 	ctx, cancel := context.WithTimeoutCause(ctx, demoTimeout, fmt.Errorf("the demo took longer than %s", demoTimeout))
 	defer cancel()

@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"net"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,5 +60,56 @@ func TestAttemptTableSaysWhatItMeasures(t *testing.T) {
 	r := runCLI(t, map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}, "", "show", "j-1")
 	if !strings.Contains(r.stdout, "OFFERED AGO") || !strings.Contains(r.stdout, "RAN FOR") || !strings.Contains(r.stdout, " 2s ") {
 		t.Errorf("show:\n%s", r.stdout)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Ctrl-C in a client command ends it without a daemon's log line.
+func TestInterruptedClientPrintsNoLogLine(t *testing.T) {
+	h := newFakeHub(t)
+	now := time.Now()
+	h.jobs = []protocol.JobView{{ID: "j-1", State: job.Running, Agent: "exec", Requester: "admin", CreatedAt: now,
+		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "r1", OfferedAt: now}}}}
+	h.logs["j-1"] = "working\n"
+	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token, "HOME": t.TempDir()}
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(context.Background(), []string{"logs", "-f", "j-1"}, Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+			Getenv: func(k string) string { return env[k] }})
+	}()
+	// The log is printed after the command took over SIGINT.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "working"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs -f printed nothing: %q", errb.String())
+		}
+	}
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 || strings.Contains(errb.String(), "level=") || strings.Contains(errb.String(), "stopping") {
+			t.Errorf("interrupted logs -f: %d %q", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("logs -f went on after Ctrl-C")
 	}
 }

@@ -108,7 +108,7 @@ limited.`,
 // waitRun waits for a submitted job to end, following its log unless the
 // answer is JSON, and turns its outcome into drover's exit code.
 func (a *app) waitRun(ctx context.Context, c *client.Client, id string, asJSON bool) error {
-	ctx, stop := a.signalContext(ctx)
+	ctx, stop := a.interruptContext(ctx)
 	defer stop()
 	var end protocol.JobView
 	var err error

@@ -33,7 +33,7 @@ state changes) are printed on stderr as they happen.`,
 			if !follow {
 				return a.printLog(cmd.Context(), c, id, attempt, offset)
 			}
-			ctx, stop := a.signalContext(cmd.Context())
+			ctx, stop := a.interruptContext(cmd.Context())
 			defer stop()
 			opts := []client.FollowOption{client.OnAttempt(a.attemptSeparator), client.OnEvent(a.printEvent), client.UntilWaiting()}
 			if attempt > 0 {
