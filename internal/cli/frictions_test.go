@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,5 +112,25 @@ func TestInterruptedClientPrintsNoLogLine(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("logs -f went on after Ctrl-C")
+	}
+}
+
+// --branch refs/heads/x is the branch x, not refs/heads/refs/heads/x.
+func TestFetchBranchTakesAFullRefName(t *testing.T) {
+	env, _ := realHub(t)
+	dir, _ := userRepo(t)
+	v := submitted(t, env, "--repo", dir)
+	clone := filepath.Join(t.TempDir(), "clone")
+	gitC(t, dir, "clone", "--quiet", dir, clone)
+	r := runCLI(t, env, "", "fetch", v.ID, "--repo", clone, "--branch", "refs/heads/result")
+	if r.code != 0 || !strings.Contains(r.stdout, "branch result created") {
+		t.Fatalf("fetch: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if refs := gitC(t, clone, "for-each-ref", "--format=%(refname)", "refs/heads/"); !strings.Contains(refs, "refs/heads/result") ||
+		strings.Contains(refs, "refs/heads/refs/") {
+		t.Fatalf("branches: %s", refs)
+	}
+	if r := runCLI(t, env, "", "fetch", v.ID, "--repo", clone, "--branch", "refs/tags/x"); r.code != 2 || !strings.Contains(r.stderr, "name a branch") {
+		t.Fatalf("fetch --branch refs/tags/x: %d %q", r.code, r.stderr)
 	}
 }
