@@ -75,6 +75,11 @@ var demoKeyEnv = map[string]string{
 	"claude": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY", "opencode": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY",
 }
 
+// demoCLIPackage is the npm package of each vendor agent's CLI.
+var demoCLIPackage = map[string]string{
+	"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "opencode": "opencode-ai", "gemini": "@google/gemini-cli",
+}
+
 // check refuses what the demo cannot do, before anything starts.
 func (o demoOptions) check(getenv func(string) string) error {
 	switch {
@@ -84,6 +89,9 @@ func (o demoOptions) check(getenv func(string) string) error {
 	case demoKeyEnv[o.agent] != "":
 		if strings.TrimSpace(getenv(demoKeyEnv[o.agent])) == "" {
 			return fmt.Errorf("--agent %s needs an API key in $%s: the demo gives it to its runner's account on stdin", o.agent, demoKeyEnv[o.agent])
+		}
+		if _, err := exec.LookPath(o.agent); err != nil {
+			return fmt.Errorf("--agent %s needs the %s CLI on PATH: npm install -g %s", o.agent, o.agent, demoCLIPackage[o.agent])
 		}
 	default:
 		return usagef("--agent %q: want exec, claude, codex, opencode or gemini", o.agent)
