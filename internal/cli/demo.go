@@ -171,7 +171,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("make the demo directory: %w", err)
 	}
-	d := &demoRun{a: a, git: git, root: root, repo: filepath.Join(root, "repo"), agent: o.agent}
+	d := &demoRun{a: a, git: git, root: root, repo: filepath.Join(root, "repo"), agent: o.agent, box: o.sandbox}
 	var kids []*child
 	defer func() {
 		// Stop in reverse order of start: the runner hands its work back

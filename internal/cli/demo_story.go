@@ -15,6 +15,7 @@ import (
 	"drover/internal/client"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/sandbox"
 )
 
 // The demo's story, told with drover's own commands: each step prints the
@@ -29,6 +30,7 @@ type demoRun struct {
 	root  string
 	repo  string // the demo's checkout; "." in the commands shown
 	agent string
+	box   string // the runner's sandbox: bwrap or none
 	hub   string
 	token string
 }
@@ -89,7 +91,7 @@ func (d *demoRun) droverOut(ctx context.Context, args ...string) (string, error)
 	return out.String(), nil
 }
 
-// shell shows and runs a git command in the checkout.
+// shellGit shows and runs a git command in the checkout.
 func (d *demoRun) shellGit(ctx context.Context, args ...string) error {
 	d.typed("git %s", shellQuote(args))
 	cmd := exec.CommandContext(ctx, d.git, append([]string{"-C", d.repo, "-c", "color.ui=never"}, args...)...)
@@ -127,7 +129,11 @@ func (d *demoRun) story(ctx context.Context) error {
 	} else {
 		fix, ask = append(fix, demoFixPrompt), append(ask, demoAskPrompt)
 	}
-	d.say("2. a fix-mode job: its agent edits greet.sh in a sandboxed worktree of that commit and runs the test; its log, live")
+	where := "a bubblewrap sandbox"
+	if d.box == sandbox.KindNone {
+		where = "an UNISOLATED process (--sandbox none)"
+	}
+	d.say("2. a fix-mode job: in %s, on a worktree of that commit, its agent edits greet.sh and runs the test; its log, live", where)
 	if err := d.drover(ctx, fix...); err != nil {
 		return err
 	}
