@@ -120,11 +120,15 @@ func (a *app) checkSandbox(ctx context.Context, o demoOptions) error {
 		if _, err := exec.LookPath("apt-get"); err != nil {
 			return errors.New("--install-deps needs apt-get; install bubblewrap with your package manager (dnf install bubblewrap)")
 		}
-		fprintf(a.env.Stdout, "==> installing bubblewrap: apt-get install -y bubblewrap\n")
-		cmd := exec.CommandContext(ctx, "apt-get", "install", "-y", "bubblewrap")
-		cmd.Stdout, cmd.Stderr = a.env.Stderr, a.env.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("install bubblewrap with apt-get: %w", err)
+		// A fresh machine (a container, say) may have no package lists yet.
+		for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "--no-install-recommends", "bubblewrap"}} {
+			fprintf(a.env.Stdout, "==> installing bubblewrap: apt-get %s\n", strings.Join(args, " "))
+			cmd := exec.CommandContext(ctx, "apt-get", args...)
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			cmd.Stdout, cmd.Stderr = a.env.Stderr, a.env.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("install bubblewrap: apt-get %s: %w", args[0], err)
+			}
 		}
 		if problem = bwrapProblem(ctx); problem == "" {
 			return nil
