@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -299,6 +300,42 @@ func (d *demoRun) addAccount(ctx context.Context, exe, home string) error {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("add a %s account to the demo's runner: %w: %s", d.agent, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// makeDemoRepo makes the demo's git repository with one commit on main,
+// whatever the user's git identity and signing settings.
+func makeDemoRepo(ctx context.Context, git, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("make the demo repository: %w", err)
+	}
+	for _, f := range demoFiles {
+		if err := os.WriteFile(filepath.Join(dir, f[0]), []byte(f[1]), 0o755); err != nil {
+			return fmt.Errorf("make the demo repository: %w", err)
+		}
+	}
+	for _, args := range [][]string{
+		{"-c", "init.defaultBranch=main", "init", "-q"},
+		{"add", "."},
+		{"-c", "user.name=drover demo", "-c", "user.email=demo@drover.invalid", "-c", "commit.gpgsign=false",
+			"commit", "-q", "-m", "greet the world (with a typo)"},
+	} {
+		out, err := exec.CommandContext(ctx, git, append([]string{"-C", dir}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("git %s in the demo repository: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// demoGit runs git in the demo's repository, showing its output. Like
+// makeDemoRepo, it is git on the demo's own files, not a job's command.
+func demoGit(ctx context.Context, git, dir string, stdout, stderr io.Writer, args ...string) error {
+	cmd := exec.CommandContext(ctx, git, append([]string{"-C", dir, "-c", "color.ui=never"}, args...)...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
 	}
 	return nil
 }

@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -94,12 +91,7 @@ func (d *demoRun) droverOut(ctx context.Context, args ...string) (string, error)
 // shellGit shows and runs a git command in the checkout.
 func (d *demoRun) shellGit(ctx context.Context, args ...string) error {
 	d.typed("git %s", shellQuote(args))
-	cmd := exec.CommandContext(ctx, d.git, append([]string{"-C", d.repo, "-c", "color.ui=never"}, args...)...)
-	cmd.Stdout, cmd.Stderr = d.a.env.Stdout, d.a.env.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
-	}
-	return nil
+	return demoGit(ctx, d.git, d.repo, d.a.env.Stdout, d.a.env.Stderr, args...)
 }
 
 // The story's jobs: for exec, shell scripts; for a vendor agent, prompts.
@@ -243,29 +235,4 @@ if [ "$got" != "Hello, world" ]; then
 fi
 echo "PASS: greet.sh says '$got'"
 `},
-}
-
-// makeDemoRepo makes the demo's git repository with one commit on main,
-// whatever the user's git identity and signing settings.
-func makeDemoRepo(ctx context.Context, git, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("make the demo repository: %w", err)
-	}
-	for _, f := range demoFiles {
-		if err := os.WriteFile(filepath.Join(dir, f[0]), []byte(f[1]), 0o755); err != nil {
-			return fmt.Errorf("make the demo repository: %w", err)
-		}
-	}
-	for _, args := range [][]string{
-		{"-c", "init.defaultBranch=main", "init", "-q"},
-		{"add", "."},
-		{"-c", "user.name=drover demo", "-c", "user.email=demo@drover.invalid", "-c", "commit.gpgsign=false",
-			"commit", "-q", "-m", "greet the world (with a typo)"},
-	} {
-		out, err := exec.CommandContext(ctx, git, append([]string{"-C", dir}, args...)...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("git %s in the demo repository: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-		}
-	}
-	return nil
 }

@@ -60,7 +60,7 @@ func TestDemo(t *testing.T) {
 				"$ drover questions",
 				"  Add a CHANGELOG entry for the fix?\n  1) yes\n  2) no\n",
 				"$ drover answer j-",
-				"answered and queued again",
+				"answered and ", // queued, or already running again
 				"--- attempt 2 on demo ---",
 				"answer: yes",
 				"delivered: CHANGELOG: yes",
@@ -150,7 +150,7 @@ func TestDemoWithClaude(t *testing.T) {
 		"branch drover/j-",
 		"$ drover questions",
 		"  Add a CHANGELOG entry for the fix?\n  1) yes\n  2) no\n",
-		"answered and queued again",
+		"answered and ", // queued, or already running again
 		"Delivered:\n  CHANGELOG: yes",
 		"+- greet.sh: world, not wrold",
 	})
