@@ -179,7 +179,7 @@ that revokes the old runner's token and disconnects it.`,
 				return err
 			}
 			req.Replace = replace
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}
