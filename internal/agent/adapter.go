@@ -34,6 +34,10 @@ type Endpoint struct {
 	// UpstreamEnv is the runner-side variable an operator sets to send
 	// this CLI to a gateway or local model (e.g. ANTHROPIC_BASE_URL).
 	UpstreamEnv string
+	// Versions are the API version paths the CLI puts after the root
+	// itself ("v1"); a base URL given with one is the root without it
+	// (see NormalizeBaseURL).
+	Versions []string
 	// Hosts are host:port pairs an account logged in with the vendor
 	// reaches directly (through the egress allowlist).
 	Hosts []string

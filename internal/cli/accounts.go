@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"drover/internal/accounts"
+	"drover/internal/agent"
+	"drover/internal/runner"
 )
 
 // runnerAccountCmd is `drover runner account`: the agent accounts a runner
@@ -53,6 +55,16 @@ that no rate limit holds back, and sees accounts added while it runs.`,
 
 type openAccounts func() (*accounts.Store, string, error)
 
+// adapterOf is the vendor CLI adapter of an agent name.
+func adapterOf(name string) (agent.Adapter, bool) {
+	for _, ad := range runner.Adapters() {
+		if ad.Name == name {
+			return ad, true
+		}
+	}
+	return agent.Adapter{}, false
+}
+
 func (a *app) accountAddCmd(open openAccounts) *cobra.Command {
 	var agentName, label, baseURL string
 	var keyStdin bool
@@ -82,6 +94,16 @@ plain http is accepted for loopback addresses only.`,
 			}
 			if baseURL != "" && !keyStdin {
 				return usagef("--base-url is for api-key accounts (--api-key-stdin)")
+			}
+			if baseURL != "" {
+				// Stored as the root every CLI of the agent builds on, so
+				// that the list shows what the runner will use.
+				ad, _ := adapterOf(agentName)
+				u, err := ad.Endpoint.NormalizeBaseURL(baseURL)
+				if err != nil {
+					return fmt.Errorf("--base-url: %w", err)
+				}
+				baseURL = u
 			}
 			acct := accounts.Account{Agent: agentName, Label: label, Kind: accounts.KindLogin, BaseURL: baseURL}
 			var key string

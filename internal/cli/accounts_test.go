@@ -38,7 +38,7 @@ func TestAccountAddAPIKey(t *testing.T) {
 		t.Fatalf("list = %+v", vs)
 	}
 	v := vs[0]
-	if v.Agent != "codex" || v.Label != "work" || v.Kind != accounts.KindAPIKey || v.BaseURL != "https://gw.example/v1" || v.State != "ready" {
+	if v.Agent != "codex" || v.Label != "work" || v.Kind != accounts.KindAPIKey || v.BaseURL != "https://gw.example" || v.State != "ready" {
 		t.Fatalf("account %+v", v)
 	}
 	key, err := os.ReadFile(filepath.Join(home, "accounts", v.ID, "key"))

@@ -197,3 +197,34 @@ func TestDoctorAgentsFakeCLIs(t *testing.T) {
 		}
 	}
 }
+
+// The doctor shows the API root each agent's api-key accounts use, as
+// drover resolved it from the runner's environment, and says when a
+// variable cannot be used.
+func TestDoctorAgentsShowEndpoints(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"PATH": "", "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1/",
+		"GOOGLE_GEMINI_BASE_URL": "http://gw.example/v1beta"}
+	_, agents, r := doctorJSON(t, env, "--sandbox", "none", "--home", home)
+	if r.code != 0 {
+		t.Fatalf("doctor: exit %d: %s", r.code, r.stderr)
+	}
+	for _, tc := range []struct{ agent, endpoint, from, err string }{
+		{"claude", "https://api.anthropic.com", "vendor", ""},
+		{"codex", "http://127.0.0.1:11434", "OPENAI_BASE_URL", ""},
+		{"opencode", "http://127.0.0.1:11434", "OPENAI_BASE_URL", ""},
+		{"gemini", "", "GOOGLE_GEMINI_BASE_URL", "plain http only to a loopback address"},
+	} {
+		c := agents[tc.agent]
+		if c.Endpoint != tc.endpoint || c.EndpointFrom != tc.from || (tc.err == "") != (c.EndpointError == "") ||
+			!strings.Contains(c.EndpointError, tc.err) {
+			t.Errorf("%s: endpoint %q from %q (error %q), want %q from %q (error %q)", tc.agent,
+				c.Endpoint, c.EndpointFrom, c.EndpointError, tc.endpoint, tc.from, tc.err)
+		}
+	}
+	r = runCLI(t, env, "", "runner", "doctor", "--sandbox", "none", "--home", home)
+	if !strings.Contains(r.stdout, "http://127.0.0.1:11434 (OPENAI_BASE_URL)") ||
+		!strings.Contains(r.stdout, "gemini: GOOGLE_GEMINI_BASE_URL: base URL: plain http only") {
+		t.Fatalf("doctor:\n%s%s", r.stdout, r.stderr)
+	}
+}

@@ -28,10 +28,15 @@ func agentRunner(t *testing.T, h *testkit.Hub, name, cli string) *testkit.Runner
 	return r
 }
 
-// addAccount gives r an API-key account of cli at baseURL.
+// addAccount gives r an API-key account of cli at baseURL ("": the
+// runner's environment decides).
 func addAccount(t *testing.T, r *testkit.Runner, cli, label, baseURL string) {
 	t.Helper()
-	if out, err := r.CLI(realKey+"\n", "account", "add", "--agent", cli, "--label", label, "--api-key-stdin", "--base-url", baseURL); err != nil {
+	args := []string{"account", "add", "--agent", cli, "--label", label, "--api-key-stdin"}
+	if baseURL != "" {
+		args = append(args, "--base-url", baseURL)
+	}
+	if out, err := r.CLI(realKey+"\n", args...); err != nil {
 		t.Fatalf("account add: %v\n%s", err, out)
 	}
 }
@@ -93,20 +98,29 @@ func TestRealAgentCLIsRunJobsOffline(t *testing.T) {
 		cli  string
 		fake func(testing.TB, []fakemodel.Turn, ...fakemodel.Option) *fakemodel.FakeServer
 		args []string // extra runner flags
+		// The base URL in a form the vendor's SDKs document, given as the
+		// account's --base-url, or else in the runner's environment as env.
+		form, env string
 	}{
-		{cli: "claude", fake: fakemodel.NewFakeAnthropic},
+		{cli: "claude", fake: fakemodel.NewFakeAnthropic, form: "/v1/"},
 		// Codex's default model takes its tools through a JavaScript "exec"
 		// tool the fake does not speak; a custom endpoint names its model.
-		{cli: "codex", fake: fakemodel.NewFakeResponses, args: []string{"--agent-model", "codex=fake-model"}},
-		{cli: "opencode", fake: fakemodel.NewFakeChat, args: []string{"--agent-model", "opencode=fake-model"}},
-		{cli: "gemini", fake: fakemodel.NewFakeGemini},
+		// OPENAI_BASE_URL as the OpenAI SDKs document it, with /v1.
+		{cli: "codex", fake: fakemodel.NewFakeResponses, args: []string{"--agent-model", "codex=fake-model"}, form: "/v1", env: "OPENAI_BASE_URL"},
+		{cli: "opencode", fake: fakemodel.NewFakeChat, args: []string{"--agent-model", "opencode=fake-model"}, form: "/v1"},
+		{cli: "gemini", fake: fakemodel.NewFakeGemini, form: "/v1beta/", env: "GOOGLE_GEMINI_BASE_URL"},
 	} {
 		t.Run(tc.cli, func(t *testing.T) {
 			// One CLI at a time: four start-ups at once on a 2-core machine
 			// (with the rest of the suite) only make the timing noisier.
 			r := agentRunner(t, h, "r-"+tc.cli, tc.cli)
 			fake := tc.fake(t, script(r.Home), fakemodel.RequireKey(realKey))
-			addAccount(t, r, tc.cli, "main", fake.URL)
+			if tc.env != "" {
+				r.Env = append(r.Env, tc.env+"="+fake.URL+tc.form)
+				addAccount(t, r, tc.cli, "main", "")
+			} else {
+				addAccount(t, r, tc.cli, "main", fake.URL+tc.form)
+			}
 			r.Start(tc.args...)
 			src := sourceCheckout(t)
 			v := runRepo(t, h, "--repo", src, "--agent", tc.cli, "--", "Write hello.txt, show it, and deliver.")

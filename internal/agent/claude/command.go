@@ -19,7 +19,7 @@ func Adapter() agent.Adapter {
 		RootFiles: []string{"CLAUDE.md"},
 		Endpoint: agent.Endpoint{
 			Upstream: "https://api.anthropic.com", Header: "x-api-key",
-			KeyEnv: "ANTHROPIC_API_KEY", BaseURLEnv: "ANTHROPIC_BASE_URL", UpstreamEnv: "ANTHROPIC_BASE_URL",
+			KeyEnv: "ANTHROPIC_API_KEY", BaseURLEnv: "ANTHROPIC_BASE_URL", UpstreamEnv: "ANTHROPIC_BASE_URL", Versions: []string{"v1"},
 			// The API, and the login's token refresh.
 			Hosts: []string{"api.anthropic.com:443", "console.anthropic.com:443", "claude.ai:443"},
 		},

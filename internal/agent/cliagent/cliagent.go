@@ -259,7 +259,10 @@ func (g *Agent) result(ex sandbox.Exit, sc scanResult, timeout time.Duration) ag
 // operator's endpoint) through the allowlist.
 func (g *Agent) network(acct *agent.Account, l *agent.Launch, extra *agent.Extra) error {
 	ep := g.ad.Endpoint
-	upstream := firstNonEmpty(acct.BaseURL, g.cfg.Upstream, ep.Upstream)
+	upstream, _, err := ep.ResolveBaseURL(acct.BaseURL, g.cfg.Upstream)
+	if err != nil {
+		return err
+	}
 	if acct.Key == "" {
 		if upstream == ep.Upstream {
 			extra.Network.Allow = ep.Hosts
@@ -293,15 +296,6 @@ func hostPort(raw string) (string, error) {
 		return u.Host + ":80", nil
 	}
 	return u.Host + ":443", nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // mergeEnv returns base with over's entries replacing those of the same name.

@@ -22,7 +22,7 @@ func Adapter() agent.Adapter {
 		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
 		Endpoint: agent.Endpoint{
 			Upstream: "https://api.openai.com", Header: "Authorization", Prefix: "Bearer ",
-			KeyEnv: keyEnv, BaseURLEnv: "DROVER_CODEX_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL",
+			KeyEnv: keyEnv, BaseURLEnv: "DROVER_CODEX_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL", Versions: []string{"v1"},
 			// The API, and a ChatGPT login's backend and token refresh.
 			Hosts: []string{"api.openai.com:443", "chatgpt.com:443", "auth.openai.com:443"},
 		},

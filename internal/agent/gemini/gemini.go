@@ -24,7 +24,7 @@ func Adapter() agent.Adapter {
 		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
 		Endpoint: agent.Endpoint{
 			Upstream: "https://generativelanguage.googleapis.com", Header: "x-goog-api-key",
-			KeyEnv: "GEMINI_API_KEY", BaseURLEnv: "GOOGLE_GEMINI_BASE_URL", UpstreamEnv: "GOOGLE_GEMINI_BASE_URL",
+			KeyEnv: "GEMINI_API_KEY", BaseURLEnv: "GOOGLE_GEMINI_BASE_URL", UpstreamEnv: "GOOGLE_GEMINI_BASE_URL", Versions: []string{"v1beta", "v1"},
 			Hosts: []string{"generativelanguage.googleapis.com:443", "oauth2.googleapis.com:443", "cloudcode-pa.googleapis.com:443"},
 		},
 		HomeDirs: []string{".gemini"},

@@ -28,7 +28,7 @@ func Adapter() agent.Adapter {
 		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
 		Endpoint: agent.Endpoint{
 			Upstream: "https://api.openai.com", Header: "Authorization", Prefix: "Bearer ",
-			KeyEnv: keyEnv, BaseURLEnv: "DROVER_OPENCODE_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL",
+			KeyEnv: keyEnv, BaseURLEnv: "DROVER_OPENCODE_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL", Versions: []string{"v1"},
 			Hosts: []string{"api.openai.com:443", "api.anthropic.com:443"},
 		},
 	}
