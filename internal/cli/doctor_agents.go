@@ -19,6 +19,8 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/protocol"
+	"drover/internal/runner"
 	"drover/internal/sandbox"
 )
 
@@ -76,6 +78,9 @@ type agentCheck struct {
 type accountCounts struct {
 	Ready   int `json:"ready"`
 	Limited int `json:"limited"`
+	// NeedFix counts the accounts that need a login or attention
+	// ('drover runner account list' says how to fix each).
+	NeedFix int `json:"need_fix"`
 }
 
 // withAgentChecks adds the agents section to `drover runner doctor`: after
@@ -291,10 +296,13 @@ func countAccounts(home string) (map[string]accountCounts, error) {
 	now := time.Now()
 	for _, acct := range as {
 		n := counts[acct.Agent]
-		if acct.Limited(now) {
-			n.Limited++
-		} else {
+		switch st, _, _ := runner.AccountState(acct, s.Dir(acct.ID), now); st {
+		case protocol.AccountReady:
 			n.Ready++
+		case protocol.AccountLimited:
+			n.Limited++
+		default:
+			n.NeedFix++
 		}
 		counts[acct.Agent] = n
 	}
@@ -335,6 +343,8 @@ func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
 				broken = append(broken, c.RunsError)
 			}
 			who[c.RunsError] = append(who[c.RunsError], c.Agent)
+		case c.Accounts.NeedFix > 0:
+			fprintf(w, "%s has %d account(s) that need a login or attention: drover runner account list says how to fix each\n", c.Agent, c.Accounts.NeedFix)
 		case c.Accounts.Ready+c.Accounts.Limited == 0:
 			fprintf(w, "%s has no account yet: drover runner account add --agent %s\n", c.Agent, c.Agent)
 		}
@@ -354,11 +364,15 @@ func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
 }
 
 func (n accountCounts) String() string {
-	switch {
-	case n.Ready+n.Limited == 0:
+	if n.Ready+n.Limited+n.NeedFix == 0 {
 		return "none"
-	case n.Limited == 0:
-		return fmt.Sprintf("%d ready", n.Ready)
 	}
-	return fmt.Sprintf("%d ready, %d limited", n.Ready, n.Limited)
+	s := fmt.Sprintf("%d ready", n.Ready)
+	if n.Limited > 0 {
+		s += fmt.Sprintf(", %d limited", n.Limited)
+	}
+	if n.NeedFix > 0 {
+		s += fmt.Sprintf(", %d to fix", n.NeedFix)
+	}
+	return s
 }

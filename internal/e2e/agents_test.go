@@ -295,3 +295,113 @@ func interruptAndResume(t *testing.T, loseSession bool) {
 		t.Fatalf("published %v", got)
 	}
 }
+
+// accountStates are the states of r's accounts by label, as the runner
+// lists them and as the hub's 'drover accounts' does.
+func accountStates(t *testing.T, h *testkit.Hub, r *testkit.Runner) (runner, hub map[string]string) {
+	t.Helper()
+	var list []struct{ Label, State, Fix string }
+	out, err := r.CLI("", "account", "list", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("account list: %v\n%s", err, out)
+	}
+	runner, hub = map[string]string{}, map[string]string{}
+	for _, a := range list {
+		runner[a.Label] = a.State
+	}
+	var views protocol.AccountList
+	out, err = h.CLI("accounts", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &views) != nil {
+		t.Fatalf("drover accounts: %v\n%s", err, out)
+	}
+	for _, v := range views.Accounts {
+		hub[v.Label] = v.State
+	}
+	return runner, hub
+}
+
+// A wrong key is the provider's 401, not a model that failed to deliver:
+// the job fails auth_failed naming the account, which needs attention and
+// gets no further job until its owner resets it with a good key.
+func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "opencode")
+	fake := fakemodel.NewFakeChat(t, script(r.Home), fakemodel.RequireKey(realKey))
+	if out, err := r.CLI("sk-wrong-key-0000\n", "account", "add", "--agent", "opencode", "--label", "bad",
+		"--api-key-stdin", "--base-url", fake.URL+"/v1"); err != nil {
+		t.Fatalf("account add: %v\n%s", err, out)
+	}
+	r.Start("--agent-model", "opencode=fake-model")
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Write hello.txt, show it, and deliver.")
+	c := h.Client()
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	log := testkit.Log(t, c, v.ID, 0)
+	msg := w.Attempts[len(w.Attempts)-1].Message
+	if w.State != job.Failed || w.Reason != job.ReasonAuthFailed || !strings.Contains(msg, "account bad") ||
+		!strings.Contains(msg, "HTTP 401") || !strings.Contains(msg, fake.URL) {
+		t.Fatalf("job %s/%s: %q, want failed/auth_failed naming the account and the URL\n%s\n%s", w.State, w.Reason, msg, log, fake.Dump())
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rs, hs := accountStates(t, h, r)
+		if rs["bad"] == protocol.AccountNeedsAttention && hs["bad"] == protocol.AccountNeedsAttention {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("account states: runner %v, hub %v; want needs attention", rs, hs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Skipped: the next job is not offered at all.
+	v2 := runRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Again.")
+	if j := testkit.WaitJob(t, c, v2.ID, time.Minute, func(v protocol.JobView) bool { return v.Waiting != "" || v.State != job.Queued }); j.State != job.Queued || len(j.Attempts) != 0 {
+		t.Fatalf("job after the refusal: %s, %d attempts; want it queued and never offered", j.State, len(j.Attempts))
+	}
+	// Fixed: a good key and a reset; the queued job runs.
+	if out, err := r.CLI(realKey+"\n", "account", "reset", "bad", "--api-key-stdin"); err != nil || !strings.Contains(out, "it is ready") {
+		t.Fatalf("account reset: %v\n%s", err, out)
+	}
+	// (checkAgentJob would object to the wrong key the fake saw first.)
+	if w := testkit.WaitJob(t, c, v2.ID, 4*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() }); w.State != job.Completed {
+		t.Fatalf("job after the reset: %s/%s\n%s", w.State, w.Reason, testkit.Log(t, c, v2.ID, 0))
+	}
+	if got := fetched(t, h, src, v2.ID, "hello.txt"); got["hello.txt"] != "hello from the agent" {
+		t.Fatalf("published hello.txt = %q", got["hello.txt"])
+	}
+}
+
+// A login account that never logged in needs a login, says how, and is
+// never offered a job.
+func TestLoginAccountWithoutLoginNeedsLogin(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "codex")
+	if out, err := r.CLI("", "account", "add", "--agent", "codex", "--label", "sub"); err != nil {
+		t.Fatalf("account add: %v\n%s", err, out)
+	}
+	r.Start()
+	v, _, err := h.Client().Submit(t.Context(), protocol.SubmitRequest{Agent: "codex", Args: []string{"Do something."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rs, hs := accountStates(t, h, r)
+		if rs["sub"] == protocol.AccountNeedsLogin && hs["sub"] == protocol.AccountNeedsLogin {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("account states: runner %v, hub %v; want needs login", rs, hs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out, err := h.CLI("accounts"); err != nil || !strings.Contains(out, "needs login") || !strings.Contains(out, "drover runner account login ") {
+		t.Fatalf("drover accounts: %v\n%s", err, out)
+	}
+	j := testkit.WaitJob(t, h.Client(), v.ID, time.Minute, func(v protocol.JobView) bool { return v.Waiting != "" || v.State != job.Queued })
+	if j.State != job.Queued || len(j.Attempts) != 0 {
+		t.Fatalf("job %s, %d attempts (%s); want it queued and never offered", j.State, len(j.Attempts), j.Waiting)
+	}
+}

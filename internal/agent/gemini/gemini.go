@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"drover/internal/agent"
 	"drover/internal/tools"
@@ -28,6 +29,12 @@ func Adapter() agent.Adapter {
 			Hosts: []string{"generativelanguage.googleapis.com:443", "oauth2.googleapis.com:443", "cloudcode-pa.googleapis.com:443"},
 		},
 		HomeDirs: []string{".gemini"},
+		// "Sign in with Google" leaves ~/.gemini/oauth_creds.json (HOME is
+		// the account directory).
+		LoggedIn: func(dir string, now time.Time) error {
+			return agent.LoginFile(filepath.Join(dir, ".gemini", "oauth_creds.json"), now,
+				[]string{"refresh_token", "access_token"}, "expiry_date", "refresh_token")
+		},
 	}
 }
 
