@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,9 +104,9 @@ func TestRealAgentCLIsRunJobsOffline(t *testing.T) {
 		form, env string
 	}{
 		{cli: "claude", fake: fakemodel.NewFakeAnthropic, form: "/v1/"},
-		// Codex's default model takes its tools through a JavaScript "exec"
-		// tool the fake does not speak; a custom endpoint names its model.
-		// OPENAI_BASE_URL as the OpenAI SDKs document it, with /v1.
+		// A named model gets function tools (the default model's exec tool
+		// is TestCodexDefaultModelDeliversThroughExec's). OPENAI_BASE_URL as
+		// the OpenAI SDKs document it, with /v1.
 		{cli: "codex", fake: fakemodel.NewFakeResponses, args: []string{"--agent-model", "codex=fake-model"}, form: "/v1", env: "OPENAI_BASE_URL"},
 		{cli: "opencode", fake: fakemodel.NewFakeChat, args: []string{"--agent-model", "opencode=fake-model"}, form: "/v1"},
 		{cli: "gemini", fake: fakemodel.NewFakeGemini, form: "/v1beta/", env: "GOOGLE_GEMINI_BASE_URL"},
@@ -403,5 +404,72 @@ func TestLoginAccountWithoutLoginNeedsLogin(t *testing.T) {
 	j := testkit.WaitJob(t, h.Client(), v.ID, time.Minute, func(v protocol.JobView) bool { return v.Waiting != "" || v.State != job.Queued })
 	if j.State != job.Queued || len(j.Attempts) != 0 {
 		t.Fatalf("job %s, %d attempts (%s); want it queued and never offered", j.State, len(j.Attempts), j.Waiting)
+	}
+}
+
+// Codex's default model gets no function tools, only a JavaScript "exec"
+// tool whose scripts reach every other tool, MCP tools included, as
+// tools.NAME: a job without --agent-model runs there and delivers through
+// tools.mcp__drover__deliver.
+func TestCodexDefaultModelDeliversThroughExec(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "codex")
+	fake := fakemodel.NewFakeResponses(t, script(r.Home), fakemodel.RequireKey(realKey))
+	addAccount(t, r, "codex", "main", fake.URL)
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "codex", "--", "Write hello.txt, show it, and deliver.")
+	checkAgentJob(t, h, fake, src, v.ID)
+	// It ran on the default model, whose only way to the tools is exec
+	// (the job completes only by deliver, so the deliver went through it).
+	for _, req := range fake.Requests() {
+		var body struct {
+			Model string            `json:"model"`
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if req.Turn < 0 {
+			continue
+		}
+		if err := json.Unmarshal(req.Body, &body); err != nil || len(body.Tools) != 0 || body.Model == "" ||
+			!slices.Contains(req.Tools, "exec_command") {
+			t.Fatalf("turn %d: model %q, function tools %d, exec's tools %v (%v); want the default model with exec only",
+				req.Turn, body.Model, len(body.Tools), req.Tools, err)
+		}
+	}
+}
+
+// On its default model Codex asks through exec as well (tools.mcp__drover__ask);
+// the answer resumes its thread, which delivers.
+func TestCodexDefaultModelAsksThroughExec(t *testing.T) {
+	t.Parallel()
+	fake := fakemodel.NewFakeResponses(t, []fakemodel.Turn{
+		fakemodel.RunCommand("echo draft > draft.txt"),
+		fakemodel.CallTool("mcp__drover__ask", map[string]any{"question": "Which greeting?", "choices": []string{"hello", "hi"}}),
+		fakemodel.Text("I asked; waiting for the answer."),
+		fakemodel.WriteFile("greeting.txt", "hi\n"),
+		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "greeting written"}),
+		fakemodel.Text("Done."),
+	}, fakemodel.RequireKey(realKey))
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "codex")
+	addAccount(t, r, "codex", "main", fake.URL)
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "codex", "--", "Write a greeting; ask which one first.")
+	c := h.Client()
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
+	if w.State != job.Waiting {
+		t.Fatalf("job is %s/%s, want waiting\n%s\n%s", w.State, w.Reason, testkit.Log(t, c, v.ID, 0), fake.Dump())
+	}
+	if out, err := h.CLI("answer", v.ID, "--choice", "2"); err != nil {
+		t.Fatalf("drover answer: %v\n%s", err, out)
+	}
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	if done.State != job.Completed {
+		t.Fatalf("job is %s/%s after the answer\n%s\n%s", done.State, done.Reason, testkit.Log(t, c, v.ID, 2), fake.Dump())
+	}
+	if got := fetched(t, h, src, v.ID, "greeting.txt", "draft.txt"); got["greeting.txt"] != "hi" || got["draft.txt"] != "draft" {
+		t.Fatalf("published %v", got)
 	}
 }
