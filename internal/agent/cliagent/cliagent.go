@@ -163,6 +163,14 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	r := g.result(ex, sc, timeout)
 	if r.Reason == job.ReasonExited && r.Limit == nil {
 		g.refused(&r, ev.lastCall(), upstream)
+		if o := sc.sum.Outcome; r.Reason == job.ReasonExited && o != nil && o.Refused {
+			// No call the proxy could read (a vendor login's tunnel), but
+			// the CLI says its provider refused the account.
+			r.Reason = job.ReasonAuthFailed
+			if r.ExitCode == 0 {
+				r.ExitCode = 1
+			}
+		}
 	}
 	if r.Limit != nil {
 		// The CLI named no reset (or a past one): the provider's headers,

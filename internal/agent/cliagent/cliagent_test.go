@@ -51,6 +51,8 @@ func TestMisbehavingCLI(t *testing.T) {
 					t.Errorf("session %q usage %+v", r.Session, r.Usage)
 				}
 			}},
+		{name: "refused", script: `echo '{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Failed to authenticate. API Error: 401 authentication_error","session_id":"s3"}'; exit 1`,
+			reason: job.ReasonAuthFailed, code: 1, msg: "claude: API error 401: Failed to authenticate"},
 		{name: "limited", script: `echo '{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: 429 rate limit reached","session_id":"s2"}'; exit 1`,
 			reason: job.ReasonExited, code: 1, msg: "rate limit",
 			check: func(t *testing.T, r agent.Result) {
