@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -471,5 +472,35 @@ func TestCodexDefaultModelAsksThroughExec(t *testing.T) {
 	}
 	if got := fetched(t, h, src, v.ID, "greeting.txt", "draft.txt"); got["greeting.txt"] != "hi" || got["draft.txt"] != "draft" {
 		t.Fatalf("published %v", got)
+	}
+}
+
+// An endpoint nothing listens on is endpoint_unreachable, with the URL as
+// drover resolved it; the account stays ready (the endpoint, not the key,
+// is at fault).
+func TestUnreachableEndpointFailsEndpointUnreachable(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "claude")
+	addAccount(t, r, "claude", "main", root+"/v1/")
+	r.Start()
+	v, _, err := h.Client().Submit(t.Context(), protocol.SubmitRequest{Agent: "claude", Args: []string{"Say hi."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.Client()
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	msg := w.Attempts[len(w.Attempts)-1].Message
+	if w.State != job.Failed || w.Reason != job.ReasonEndpointUnreachable || !strings.Contains(msg, "cannot reach the model API at "+root+":") {
+		t.Fatalf("job %s/%s: %q, want failed/endpoint_unreachable naming %s\n%s", w.State, w.Reason, msg, root, testkit.Log(t, c, v.ID, 0))
+	}
+	if rs, _ := accountStates(t, h, r); rs["main"] != protocol.AccountReady {
+		t.Fatalf("account states %v; want main still ready", rs)
 	}
 }
