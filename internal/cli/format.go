@@ -387,12 +387,15 @@ func formatAgents(r protocol.RunnerView) string {
 	s := strings.Join(r.Agents, ",")
 	var limited []string
 	for _, a := range r.Accounts {
-		if a.State == protocol.AccountLimited {
-			name := a.Agent
-			if a.Label != "" {
-				name += "/" + a.Label
-			}
+		name := a.Agent
+		if a.Label != "" {
+			name += "/" + a.Label
+		}
+		switch a.State {
+		case protocol.AccountLimited:
 			limited = append(limited, name+" limited until "+a.LimitedUntil.Local().Format("Jan 2 15:04"))
+		case protocol.AccountNeedsLogin, protocol.AccountNeedsAttention:
+			limited = append(limited, name+" "+a.State)
 		}
 	}
 	if len(limited) > 0 {

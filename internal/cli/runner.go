@@ -61,6 +61,9 @@ model per agent (a custom endpoint for opencode needs one).`,
 				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
 			for _, ad := range runner.Adapters() {
 				if v := a.env.Getenv(ad.Endpoint.UpstreamEnv); v != "" {
+					if _, err := ad.Endpoint.NormalizeBaseURL(v); err != nil {
+						return usagef("%s in the environment (for %s): %v", ad.Endpoint.UpstreamEnv, ad.Name, err)
+					}
 					cfg.AgentEnv[ad.Endpoint.UpstreamEnv] = v
 				}
 			}

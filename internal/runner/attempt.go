@@ -428,6 +428,8 @@ func outcomeOf(res agent.Result, runErr, cause error) job.Outcome {
 		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonTimeout, ExitCode: &code}
 	case res.Reason == job.ReasonLimited:
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: &code}
+	case res.Reason == job.ReasonAuthFailed || res.Reason == job.ReasonEndpointUnreachable:
+		o = job.Outcome{State: job.AttemptFailed, Reason: res.Reason, ExitCode: &code}
 	case res.Reason == job.ReasonCancelled && errors.Is(cause, errShutdown):
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown, ExitCode: &code}
 	case res.Reason == job.ReasonCancelled:
