@@ -70,7 +70,15 @@ type Account struct {
 	// sits out until then.
 	LimitedUntil time.Time `json:"limited_until,omitzero"`
 	LimitMessage string    `json:"limit_message,omitempty"`
+	// Attention is why the provider refused the account (auth_failed);
+	// while it is set the account runs nothing, until its owner fixes it
+	// and resets it (Reset).
+	Attention string `json:"attention,omitempty"`
 }
+
+// NeedsAttention says whether the provider refused the account and its
+// owner has not reset it since.
+func (a Account) NeedsAttention() bool { return a.Attention != "" }
 
 // Limited says whether the account sits out at now.
 func (a Account) Limited(now time.Time) bool {
@@ -93,9 +101,15 @@ type NoAccountError struct {
 	Limited int       // how many accounts of Agent are limited
 	Until   time.Time // the earliest end of their limits; zero when Limited is 0
 	Message string    // that account's limit message
+	// Unusable counts the accounts of Agent that need a login or their
+	// owner's attention.
+	Unusable int
 }
 
 func (e *NoAccountError) Error() string {
+	if e.Limited == 0 && e.Unusable > 0 {
+		return fmt.Sprintf("%s: %d %s account(s) need a login or attention: 'drover runner account list' says how to fix each", ErrNoAccount, e.Unusable, e.Agent)
+	}
 	if e.Limited == 0 {
 		return fmt.Sprintf("%s: no %s account: add one with 'drover runner account add --agent %s'", ErrNoAccount, e.Agent, e.Agent)
 	}
@@ -228,6 +242,19 @@ func (s *Store) Add(a Account, key string) (Account, error) {
 	return a, nil
 }
 
+// Find is the account ref names: its id, or a label only one account has.
+func (s *Store) Find(ref string) (Account, error) {
+	ix, err := s.read()
+	if err != nil {
+		return Account{}, fmt.Errorf("find account %q: %w", ref, err)
+	}
+	i, err := find(ix.Accounts, strings.TrimSpace(ref))
+	if err != nil {
+		return Account{}, fmt.Errorf("find account %q: %w", ref, err)
+	}
+	return ix.Accounts[i], nil
+}
+
 // Remove deletes the account ref names (its id, or a label only one
 // account has) with its key and config directory, and returns it.
 func (s *Store) Remove(ref string) (Account, error) {
@@ -321,9 +348,63 @@ func (s *Store) SetLimited(id string, until time.Time, msg string) error {
 	return nil
 }
 
-// Pick is the first (oldest) account of agent that is not limited at now.
-// With none it returns a *NoAccountError, which wraps ErrNoAccount.
-func (s *Store) Pick(agent string, now time.Time) (Account, error) {
+// SetAttention marks the account as refused by its provider, with why;
+// it runs nothing until Reset.
+func (s *Store) SetAttention(id, why string) error {
+	why = cleanMessage(why)
+	if why == "" {
+		why = "the provider refused the account"
+	}
+	err := s.update(func(ix *index) error {
+		for i := range ix.Accounts {
+			if ix.Accounts[i].ID == id {
+				ix.Accounts[i].Attention = why
+				return nil
+			}
+		}
+		return errors.New("no such account")
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("mark account %q as needing attention: %w", id, err)
+	}
+	return nil
+}
+
+// Reset clears the account ref names (an id, or a label only one account
+// has) of its limit and its need of attention, and with a non-empty key
+// replaces an api-key account's key. It returns the account.
+func (s *Store) Reset(ref, key string) (Account, error) {
+	var got Account
+	err := s.update(func(ix *index) error {
+		i, err := find(ix.Accounts, strings.TrimSpace(ref))
+		if err != nil {
+			return err
+		}
+		a := &ix.Accounts[i]
+		if key != "" {
+			if a.Kind != KindAPIKey {
+				return errors.New("a login account takes no key: log in again with its CLI")
+			}
+			if err := checkKey(key); err != nil {
+				return err
+			}
+			if err := fsutil.WriteFileAtomic(filepath.Join(s.dir, a.ID, keyName), []byte(key)); err != nil {
+				return fmt.Errorf("store the key: %w", err)
+			}
+		}
+		a.Attention, a.LimitedUntil, a.LimitMessage = "", time.Time{}, ""
+		got = *a
+		return nil
+	}, nil)
+	if err != nil {
+		return Account{}, fmt.Errorf("reset account %q: %w", ref, err)
+	}
+	return got, nil
+}
+
+// Pick is the first (oldest) account of agent that is not limited at now,
+// needs no attention and, with usable, is usable (logged in). With none it returns a *NoAccountError, which wraps ErrNoAccount.
+func (s *Store) Pick(agent string, now time.Time, usable func(Account) bool) (Account, error) {
 	if !slices.Contains(Agents(), agent) {
 		return Account{}, fmt.Errorf("pick an account: unknown agent %q: want one of %s", agent, strings.Join(Agents(), ", "))
 	}
@@ -334,6 +415,10 @@ func (s *Store) Pick(agent string, now time.Time) (Account, error) {
 	e := &NoAccountError{Agent: agent}
 	for _, a := range as {
 		if a.Agent != agent {
+			continue
+		}
+		if a.NeedsAttention() || (usable != nil && !usable(a)) {
+			e.Unusable++
 			continue
 		}
 		if !a.Limited(now) {
@@ -458,14 +543,8 @@ func validate(a *Account, key string) error {
 			return errors.New("a login account takes no base URL: only api-key accounts can use another endpoint")
 		}
 	case KindAPIKey:
-		if key == "" {
-			return errors.New("an api-key account needs its key")
-		}
-		if len(key) > MaxKeyLen {
-			return fmt.Errorf("the key is longer than %d bytes", MaxKeyLen)
-		}
-		if strings.IndexFunc(key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0 {
-			return errors.New("the key holds spaces or control characters")
+		if err := checkKey(key); err != nil {
+			return err
 		}
 		u, err := checkBaseURL(a.BaseURL)
 		if err != nil {
@@ -474,6 +553,19 @@ func validate(a *Account, key string) error {
 		a.BaseURL = u
 	default:
 		return fmt.Errorf("kind %q: want %s or %s", a.Kind, KindLogin, KindAPIKey)
+	}
+	return nil
+}
+
+// checkKey checks an API key; errors never quote it.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("an api-key account needs its key")
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("the key is longer than %d bytes", MaxKeyLen)
+	case strings.IndexFunc(key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0:
+		return errors.New("the key holds spaces or control characters")
 	}
 	return nil
 }

@@ -279,12 +279,12 @@ func TestPick(t *testing.T) {
 	s := open(t, t.TempDir())
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-	_, err := s.Pick("claude", now)
+	_, err := s.Pick("claude", now, nil)
 	var nae *NoAccountError
 	if !errors.Is(err, ErrNoAccount) || !errors.As(err, &nae) || nae.Limited != 0 || !strings.Contains(err.Error(), "claude") {
 		t.Fatalf("Pick with no accounts: %v", err)
 	}
-	if _, err := s.Pick("cursor", now); err == nil || errors.Is(err, ErrNoAccount) {
+	if _, err := s.Pick("cursor", now, nil); err == nil || errors.Is(err, ErrNoAccount) {
 		t.Fatalf("Pick of an unknown agent: %v", err)
 	}
 
@@ -326,7 +326,7 @@ func TestPick(t *testing.T) {
 		if st.set != nil {
 			st.set()
 		}
-		got, err := s.Pick("claude", st.at)
+		got, err := s.Pick("claude", st.at, nil)
 		if st.want == "" {
 			var e *NoAccountError
 			if !errors.As(err, &e) || !errors.Is(err, ErrNoAccount) || e.Limited != 2 || !e.Until.Equal(st.reset) || e.Message != st.message {
@@ -458,5 +458,57 @@ func TestConcurrentAddProcesses(t *testing.T) {
 		if a.LimitMessage != "limited by "+a.Label {
 			t.Errorf("%s: a lost update: %+v", a.Label, a)
 		}
+	}
+}
+
+// An account its provider refused sits out until its owner resets it
+// (optionally with a new key); Pick passes over it and over what the
+// caller finds unusable, and says so when nothing is left.
+func TestAttentionAndReset(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mustAdd(t, s, Account{Agent: "codex", Kind: KindAPIKey, Label: "a"}, "sk-old-key")
+	b := mustAdd(t, s, Account{Agent: "codex", Kind: KindLogin, Label: "b"}, "")
+	now := time.Now()
+	if err := s.SetAttention(a.ID, "HTTP 401\nUnauthorized"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(a.ID); !got.NeedsAttention() || got.Attention != "HTTP 401 Unauthorized" {
+		t.Fatalf("after SetAttention: %+v", got)
+	}
+	for _, tc := range []struct {
+		name   string
+		usable func(Account) bool
+		want   string // id, or "" for none
+	}{
+		{"the other one", nil, b.ID},
+		{"none usable", func(Account) bool { return false }, ""},
+	} {
+		got, err := s.Pick("codex", now, tc.usable)
+		if got.ID != tc.want {
+			t.Errorf("%s: Pick = %s, %v; want %q", tc.name, got.ID, err, tc.want)
+		}
+		var ne *NoAccountError
+		if tc.want == "" && (!errors.As(err, &ne) || ne.Unusable != 2 || !strings.Contains(err.Error(), "need a login or attention")) {
+			t.Errorf("%s: error %v, want one counting 2 unusable accounts", tc.name, err)
+		}
+	}
+	if _, err := s.Reset("b", "sk-new"); err == nil {
+		t.Error("a login account took a key")
+	}
+	if _, err := s.Reset("a", "bad key"); err == nil || strings.Contains(err.Error(), "bad key") {
+		t.Errorf("a bad key: %v", err)
+	}
+	got, err := s.Reset("a", "sk-new-key")
+	if err != nil || got.NeedsAttention() {
+		t.Fatalf("Reset = %+v, %v", got, err)
+	}
+	if k, err := s.Key(a.ID); err != nil || k != "sk-new-key" {
+		t.Errorf("key = %q, %v; want the new one", k, err)
+	}
+	if f, err := s.Find("a"); err != nil || f.ID != a.ID || f.NeedsAttention() {
+		t.Errorf("Find = %+v, %v", f, err)
 	}
 }

@@ -1,5 +1,7 @@
 package agent
 
+import "time"
+
 // Adapter is what one vendor CLI contributes to drover: how to start it,
 // how to read what it prints, and how it reaches its model API. The CLI
 // agent (package cliagent) does the rest the same way for every CLI.
@@ -16,6 +18,10 @@ type Adapter struct {
 	// expects in its home (Gemini CLI's .gemini), bound there in the
 	// sandbox, whose HOME is its own.
 	HomeDirs []string
+	// LoggedIn says, without the network, whether a login account's config
+	// directory holds the CLI's login (an error wrapping ErrNotLoggedIn
+	// when it is missing or expired); nil: the adapter cannot tell.
+	LoggedIn func(accountDir string, now time.Time) error
 }
 
 // Endpoint is how a CLI reaches its model API.
@@ -34,6 +40,10 @@ type Endpoint struct {
 	// UpstreamEnv is the runner-side variable an operator sets to send
 	// this CLI to a gateway or local model (e.g. ANTHROPIC_BASE_URL).
 	UpstreamEnv string
+	// Versions are the API version paths the CLI puts after the root
+	// itself ("v1"); a base URL given with one is the root without it
+	// (see NormalizeBaseURL).
+	Versions []string
 	// Hosts are host:port pairs an account logged in with the vendor
 	// reaches directly (through the egress allowlist).
 	Hosts []string

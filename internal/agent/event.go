@@ -74,6 +74,10 @@ func (l Limit) Until(now time.Time) time.Time {
 type Outcome struct {
 	OK      bool   `json:"ok"`
 	Message string `json:"message,omitempty"`
+	// Refused: the CLI said its provider refused the account's key or
+	// login (HTTP 401/403), the evidence for an account whose calls the
+	// egress proxy cannot read (a vendor login, through a tunnel).
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Events receives an attempt's events. A nil Events drops them, so adapters
@@ -201,14 +205,38 @@ func MentionsLimit(msg string) bool {
 	return false
 }
 
+// MentionsAuthRefusal says whether an error message from a CLI or its API
+// says the provider refused the account's credentials: HTTP 401 or 403
+// with words about authentication, or the vendors' own wordings.
+func MentionsAuthRefusal(msg string) bool {
+	lower := strings.ToLower(msg)
+	for _, p := range []string{"authentication_error", "failed to authenticate", "invalid_api_key", "invalid api key",
+		"invalid x-api-key", "permission_error", "api_key_invalid"} {
+		if strings.Contains(lower, p) {
+			return true
+		}
+	}
+	if !strings.Contains(lower, "401") && !strings.Contains(lower, "403") {
+		return false
+	}
+	for _, p := range []string{"unauthorized", "forbidden", "authenticat", "permission", "api key", "credential"} {
+		if strings.Contains(lower, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // Failed is the events of a run that the CLI says failed with msg: an
-// error outcome naming the CLI, after a limit event when msg is about one.
+// error outcome naming the CLI, after a limit event when msg is about one;
+// a refusal of the account's credentials that is no limit is Refused.
 func Failed(cli, msg string) []Event {
 	var evs []Event
-	if MentionsLimit(msg) {
+	limit := MentionsLimit(msg)
+	if limit {
 		evs = append(evs, Event{Kind: EventLimit, Limit: &Limit{Message: msg}})
 	}
-	return append(evs, Event{Kind: EventOutcome, Outcome: &Outcome{Message: cli + ": " + msg}})
+	return append(evs, Event{Kind: EventOutcome, Outcome: &Outcome{Message: cli + ": " + msg, Refused: !limit && MentionsAuthRefusal(msg)}})
 }
 
 // Fill copies what the events said into r once the CLI has exited: the

@@ -153,3 +153,31 @@ func TestSummaryFill(t *testing.T) {
 		})
 	}
 }
+
+// The vendors' wordings of a refused key or login are refusals; limits,
+// other errors and a bare status number are not.
+func TestMentionsAuthRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{"API error 401: Failed to authenticate. API Error: 401 authentication_error", true},
+		{"unexpected status 401 Unauthorized: Incorrect API key provided", true},
+		{"API error 403: Forbidden", true},
+		{"[API Error: API key not valid. Please pass a valid API key. (API_KEY_INVALID)]", true},
+		{"permission_error: your key may not use this model", true},
+		{"API error 429: rate limit reached", false},
+		{"API error 500: internal server error", false},
+		{"read 401 bytes", false},
+		{"connection refused", false},
+	} {
+		if got := MentionsAuthRefusal(tc.msg); got != tc.want {
+			t.Errorf("MentionsAuthRefusal(%q) = %v, want %v", tc.msg, got, tc.want)
+		}
+	}
+	for _, e := range Failed("x", "API error 429: rate limit reached; 401 unauthorized earlier") {
+		if e.Kind == EventOutcome && e.Outcome.Refused {
+			t.Error("a limit was taken for a refusal")
+		}
+	}
+}

@@ -14,6 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"drover/internal/accounts"
+	"drover/internal/agent"
+	"drover/internal/protocol"
+	"drover/internal/runner"
 )
 
 // runnerAccountCmd is `drover runner account`: the agent accounts a runner
@@ -21,14 +24,17 @@ import (
 func (a *app) runnerAccountCmd() *cobra.Command {
 	var home string
 	cmd := &cobra.Command{
-		Use:     "account add|list|remove",
+		Use:     "account add|list|remove|login|reset",
 		Aliases: []string{"accounts"},
 		Short:   "Manage the agent accounts (vendor logins, API keys) this runner's agents use",
 		Long: `A runner runs claude, codex, gemini and opencode under accounts kept in its
 home: a login account holds the CLI's own login (you log in once, with the
 command 'account add' prints), an api-key account a key read from stdin,
 stored 0600 and never shown. A runner takes the oldest account of an agent
-that no rate limit holds back, and sees accounts added while it runs.`,
+that is ready, and sees accounts added while it runs. An account is ready
+unless a rate limit holds it back (limited), its vendor login is missing or
+expired (needs login: 'account login' prints how to log in), or its provider
+refused it (needs attention: fix its key or login, then 'account reset').`,
 		Args: noArgs,
 		RunE: showHelp,
 	}
@@ -47,11 +53,22 @@ that no rate limit holds back, and sees accounts added while it runs.`,
 		s, err := accounts.Open(h)
 		return s, h, err
 	}
-	cmd.AddCommand(a.accountAddCmd(open), a.accountListCmd(open), a.accountRemoveCmd(open))
+	cmd.AddCommand(a.accountAddCmd(open), a.accountListCmd(open), a.accountRemoveCmd(open),
+		a.accountLoginCmd(open), a.accountResetCmd(open))
 	return cmd
 }
 
 type openAccounts func() (*accounts.Store, string, error)
+
+// adapterOf is the vendor CLI adapter of an agent name.
+func adapterOf(name string) (agent.Adapter, bool) {
+	for _, ad := range runner.Adapters() {
+		if ad.Name == name {
+			return ad, true
+		}
+	}
+	return agent.Adapter{}, false
+}
 
 func (a *app) accountAddCmd(open openAccounts) *cobra.Command {
 	var agentName, label, baseURL string
@@ -82,6 +99,16 @@ plain http is accepted for loopback addresses only.`,
 			}
 			if baseURL != "" && !keyStdin {
 				return usagef("--base-url is for api-key accounts (--api-key-stdin)")
+			}
+			if baseURL != "" {
+				// Stored as the root every CLI of the agent builds on, so
+				// that the list shows what the runner will use.
+				ad, _ := adapterOf(agentName)
+				u, err := ad.Endpoint.NormalizeBaseURL(baseURL)
+				if err != nil {
+					return fmt.Errorf("--base-url: %w", err)
+				}
+				baseURL = u
 			}
 			acct := accounts.Account{Agent: agentName, Label: label, Kind: accounts.KindLogin, BaseURL: baseURL}
 			var key string
@@ -181,7 +208,9 @@ func loginCommand(agentName, dir string) loginHelp {
 // accountView is an account as list --json prints it.
 type accountView struct {
 	accounts.Account
-	State string `json:"state"` // ready or limited
+	State string `json:"state"`         // ready, limited, needs login or needs attention
+	Why   string `json:"why,omitempty"` // what is wrong when it is not ready
+	Fix   string `json:"fix,omitempty"` // the command that makes it ready again
 }
 
 func (a *app) accountListCmd(open openAccounts) *cobra.Command {
@@ -203,11 +232,8 @@ func (a *app) accountListCmd(open openAccounts) *cobra.Command {
 			if asJSON {
 				vs := make([]accountView, 0, len(as))
 				for _, acct := range as {
-					st := "ready"
-					if acct.Limited(now) {
-						st = "limited"
-					}
-					vs = append(vs, accountView{acct, st})
+					st, why, fix := runner.AccountState(acct, s.Dir(acct.ID), now)
+					vs = append(vs, accountView{acct, st, why, fix})
 				}
 				return printJSON(a.env.Stdout, vs)
 			}
@@ -219,19 +245,29 @@ func (a *app) accountListCmd(open openAccounts) *cobra.Command {
 			fprintf(tw, "ID\tAGENT\tLABEL\tKIND\tSTATE\tBASE URL\n")
 			for _, acct := range as {
 				fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", acct.ID, acct.Agent, dash(acct.Label), acct.Kind,
-					accountState(acct, now), dash(acct.BaseURL))
+					accountState(acct, s.Dir(acct.ID), now), dash(acct.BaseURL))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, acct := range as {
+				if st, why, fix := runner.AccountState(acct, s.Dir(acct.ID), now); fix != "" {
+					fprintf(a.env.Stdout, "%s %s: %s\n  fix: %s\n", acct.ID, st, why, fix)
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the accounts as JSON")
 	return cmd
 }
 
-// accountState is "ready", or "limited until T: message".
-func accountState(acct accounts.Account, now time.Time) string {
-	if !acct.Limited(now) {
-		return "ready"
+// accountState is "ready", "needs login", "needs attention", or "limited
+// until T: message".
+func accountState(acct accounts.Account, dir string, now time.Time) string {
+	st, _, _ := runner.AccountState(acct, dir, now)
+	if st != protocol.AccountLimited {
+		return st
 	}
 	s := "limited until " + acct.LimitedUntil.Local().Format("2006-01-02 15:04:05")
 	if acct.LimitMessage != "" {
@@ -258,4 +294,73 @@ func (a *app) accountRemoveCmd(open openAccounts) *cobra.Command {
 			return err
 		},
 	}
+}
+
+func (a *app) accountLoginCmd(open openAccounts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "login ID|LABEL [--home DIR]",
+		Short: "Print the vendor CLI's login command for a login account, and whether it is logged in",
+		Args:  exactArgs("ID|LABEL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, _, err := open()
+			if err != nil {
+				return err
+			}
+			acct, err := s.Find(args[0])
+			if err != nil {
+				return err
+			}
+			if acct.Kind != accounts.KindLogin {
+				return fmt.Errorf("account %s has an API key, no login: replace the key with 'drover runner account reset %s --api-key-stdin'", acct, acct.ID)
+			}
+			st, why, _ := runner.AccountState(acct, s.Dir(acct.ID), time.Now())
+			if why == "" {
+				why = "logged in"
+			}
+			login := loginCommand(acct.Agent, s.Dir(acct.ID))
+			_, err = fprintf(a.env.Stdout, "account %s: %s (%s)\nto log in, as the user the runner runs as:\n\n  %s\n\n%s\n",
+				acct, st, why, login.command, login.after)
+			return err
+		},
+	}
+}
+
+func (a *app) accountResetCmd(open openAccounts) *cobra.Command {
+	var keyStdin bool
+	cmd := &cobra.Command{
+		Use:   "reset ID|LABEL [--api-key-stdin] [--home DIR]",
+		Short: "Make an account ready again after its owner fixed it: clear its limit and its need of attention",
+		Long: `Clear an account's rate limit and the mark its provider's refusal
+(auth_failed) left, so that runners use it again. With --api-key-stdin the
+api-key account's key is replaced by the one read from stdin first. A login
+account's login is its CLI's: log in again ('drover runner account login')
+before resetting it.`,
+		Args: exactArgs("ID|LABEL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var key string
+			if keyStdin {
+				var err error
+				if key, err = a.readAPIKey(); err != nil {
+					return err
+				}
+			}
+			s, _, err := open()
+			if err != nil {
+				return err
+			}
+			acct, err := s.Reset(args[0], key)
+			if err != nil {
+				return err
+			}
+			st, why, fix := runner.AccountState(acct, s.Dir(acct.ID), time.Now())
+			if fix != "" {
+				_, err = fprintf(a.env.Stdout, "reset account %s; it still %s (%s): %s\n", acct, st, why, fix)
+				return err
+			}
+			_, err = fprintf(a.env.Stdout, "reset account %s; it is %s\n", acct, st)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&keyStdin, "api-key-stdin", false, "replace the api-key account's key with one read from stdin")
+	return cmd
 }

@@ -38,7 +38,7 @@ func TestAccountAddAPIKey(t *testing.T) {
 		t.Fatalf("list = %+v", vs)
 	}
 	v := vs[0]
-	if v.Agent != "codex" || v.Label != "work" || v.Kind != accounts.KindAPIKey || v.BaseURL != "https://gw.example/v1" || v.State != "ready" {
+	if v.Agent != "codex" || v.Label != "work" || v.Kind != accounts.KindAPIKey || v.BaseURL != "https://gw.example" || v.State != "ready" {
 		t.Fatalf("account %+v", v)
 	}
 	key, err := os.ReadFile(filepath.Join(home, "accounts", v.ID, "key"))
@@ -171,6 +171,7 @@ func TestAccountListAndRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	claudeLogin(t, s.Dir(c.ID))
 	// Far enough ahead that the test cannot outlive it.
 	if err := s.SetLimited(c.ID, time.Now().Add(240*time.Hour), "weekly limit reached"); err != nil {
 		t.Fatal(err)
@@ -216,5 +217,86 @@ func TestAccountListAndRemove(t *testing.T) {
 	}
 	if r := runCLI(t, nil, "", "runner", "account", "list", "--json", "--home", home); strings.TrimSpace(r.stdout) != "[]" {
 		t.Fatalf("empty list --json: %q", r.stdout)
+	}
+}
+
+// claudeLogin leaves what 'claude auth login' leaves in dir.
+func claudeLogin(t *testing.T, dir string) {
+	t.Helper()
+	login := `{"claudeAiOauth":{"accessToken":"at","refreshToken":"rt","expiresAt":1}}`
+	if err := os.WriteFile(filepath.Join(dir, ".credentials.json"), []byte(login), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An account's state is what is true: a login account that never logged
+// in needs a login, one its provider refused needs attention; each says
+// the command that fixes it, and is ready again once fixed.
+func TestAccountNeedsLoginAndAttention(t *testing.T) {
+	home := t.TempDir()
+	s, err := accounts.Open(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Add(accounts.Account{Agent: "claude", Kind: accounts.KindLogin, Label: "sub"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := s.Add(accounts.Account{Agent: "codex", Kind: accounts.KindAPIKey, Label: "key"}, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAttention(x.ID, "codex: the provider at https://api.openai.com refused the account's key (HTTP 401 Unauthorized)"); err != nil {
+		t.Fatal(err)
+	}
+	state := func(id string) accountView {
+		t.Helper()
+		for _, v := range listAccounts(t, home) {
+			if v.ID == id {
+				return v
+			}
+		}
+		t.Fatalf("no account %s", id)
+		return accountView{}
+	}
+	for _, tc := range []struct {
+		id, state, fix string
+	}{
+		{c.ID, "needs login", "drover runner account login " + c.ID},
+		{x.ID, "needs attention", "drover runner account reset " + x.ID + " --api-key-stdin"},
+	} {
+		if v := state(tc.id); v.State != tc.state || !strings.Contains(v.Fix, tc.fix) || v.Why == "" {
+			t.Errorf("%s: %+v, want %s fixed by %q", tc.id, v, tc.state, tc.fix)
+		}
+	}
+	r := runCLI(t, nil, "", "runner", "account", "list", "--home", home)
+	if !strings.Contains(r.stdout, "needs login") || !strings.Contains(r.stdout, "fix: drover runner account login "+c.ID) ||
+		!strings.Contains(r.stdout, "needs attention") || !strings.Contains(r.stdout, "HTTP 401") {
+		t.Errorf("list:\n%s", r.stdout)
+	}
+	r = runCLI(t, nil, "", "runner", "account", "login", "sub", "--home", home)
+	if r.code != 0 || !strings.Contains(r.stdout, ": needs login (not logged in: no login in ") ||
+		!strings.Contains(r.stdout, "CLAUDE_CONFIG_DIR="+s.Dir(c.ID)+" claude auth login") {
+		t.Errorf("account login: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	claudeLogin(t, s.Dir(c.ID))
+	if v := state(c.ID); v.State != "ready" || v.Fix != "" {
+		t.Errorf("after the login: %+v, want ready", v)
+	}
+	const newKey = "sk-new-key-0987"
+	r = runCLI(t, nil, newKey+"\n", "runner", "account", "reset", "key", "--api-key-stdin", "--home", home)
+	if r.code != 0 || !strings.Contains(r.stdout, "it is ready") || strings.Contains(r.stdout+r.stderr, newKey) {
+		t.Fatalf("reset: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if v := state(x.ID); v.State != "ready" || v.Attention != "" {
+		t.Errorf("after reset: %+v, want ready", v)
+	}
+	if k, err := s.Key(x.ID); err != nil || k != newKey {
+		t.Errorf("key after reset = %q, %v; want the new one", k, err)
+	}
+	r = runCLI(t, nil, newKey+"\n", "runner", "account", "reset", "sub", "--api-key-stdin", "--home", home)
+	if r.code == 0 || !strings.Contains(r.stderr, "a login account takes no key") {
+		t.Errorf("reset of a login account with a key: exit %d\n%s", r.code, r.stderr)
 	}
 }

@@ -107,7 +107,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.runCmd(), a.jobsCmd(), a.showCmd(), a.logsCmd(), a.cancelCmd(), a.retryCmd(),
 		a.questionsCmd(), a.answerJobCmd(), a.approveCmd(), a.restartCmd(),
 		a.fetchCmd(), a.diffCmd(), a.projectsCmd(),
-		a.sandboxInitCmd(),
+		a.sandboxInitCmd(), a.toolCmd(),
 		bench.Command(),
 	)
 	return root
@@ -180,9 +180,20 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 
 func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 
-// signalContext is cancelled by the first SIGINT or SIGTERM, which asks for a
-// graceful stop; a second signal exits at once, for when that stop hangs.
+// signalContext is cancelled by the first SIGINT or SIGTERM, which asks a
+// daemon (hub, runner, up) for a graceful stop, logged; a second signal exits
+// at once, for when that stop hangs.
 func (a *app) signalContext(parent context.Context) (context.Context, func()) {
+	return a.onSignal(parent, true)
+}
+
+// interruptContext is signalContext for a client command (run --wait, logs
+// -f, demo): a Ctrl-C ends it with its own words, not a daemon's log line.
+func (a *app) interruptContext(parent context.Context) (context.Context, func()) {
+	return a.onSignal(parent, false)
+}
+
+func (a *app) onSignal(parent context.Context, logged bool) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(parent)
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
@@ -190,7 +201,9 @@ func (a *app) signalContext(parent context.Context) (context.Context, func()) {
 	go func() {
 		select {
 		case s := <-ch:
-			a.log.Info("stopping; signal again to exit at once", "signal", s.String())
+			if logged {
+				a.log.Info("stopping; signal again to exit at once", "signal", s.String())
+			}
 			cancel()
 		case <-done:
 			return
@@ -215,7 +228,7 @@ func answerCmd[T any](a *app, cmd *cobra.Command, ask func(context.Context, *cli
 	text func(io.Writer, T) error) *cobra.Command {
 	var asJSON bool
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := a.client()
+		c, err := a.client(cmd.Context())
 		if err != nil {
 			return err
 		}

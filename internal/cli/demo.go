@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,55 +15,168 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"drover/internal/client"
-	"drover/internal/job"
-	"drover/internal/protocol"
+	"drover/internal/sandbox"
 )
 
 const (
-	demoScript  = `echo hello from drover; for i in 1 2 3; do echo step $i; sleep 0.3; done`
 	demoTimeout = 2 * time.Minute
 	stopGrace   = 45 * time.Second // a runner's graceful stop waits up to 30s for the hub's acks
 )
 
+// demoOptions are the flags of `drover demo`.
+type demoOptions struct {
+	keep        bool
+	agent       string
+	sandbox     string
+	installDeps bool
+}
+
 func (a *app) demoCmd() *cobra.Command {
-	var keep bool
+	var o demoOptions
 	cmd := &cobra.Command{
-		Use:   "demo [--keep]",
-		Short: "Start a hub and a runner, run one job and show it",
-		Long: `Show drover working on this machine: in a throwaway directory (with a tiny
-git repository, where git workspaces will come from), start 'drover hub' and
-'drover runner' as separate processes, log the runner in through the real
-login and approval, run one job, follow its log, show the finished job, then
-stop both processes and remove the directory (unless --keep). Needs git.`,
+		Use:   "demo [--agent AGENT] [--sandbox bwrap|none] [--install-deps] [--keep]",
+		Short: "Start a hub and a runner and show what drover does, step by step",
+		Long: `Show drover working on this machine, in a throwaway directory: start
+'drover hub' and 'drover runner' as separate processes (the runner logged in
+through the real login and approval), make a small git repository with a
+failing test, and then, printing each command as you would type it:
+
+  1. run a fix-mode job on it whose agent edits a file in the sandbox and runs
+     the test, following its log live;
+  2. show the change it published (drover diff), fetch it as a branch
+     (drover fetch) and show that branch's git log;
+  3. run a job whose agent asks a question through drover's tools, list it
+     (drover questions), answer it (drover answer), and follow the job as it
+     resumes and delivers.
+
+Then stop both processes and remove the directory (unless --keep). Needs git,
+and bubblewrap for the sandbox (apt-get install bubblewrap; --install-deps
+installs it when run as root).
+
+The agent is exec (a shell script, no model key needed) unless --agent names
+a vendor agent: claude, codex, opencode or gemini run the same story from
+prompts, under an API-key account the demo's runner gets from
+$ANTHROPIC_API_KEY (claude), $OPENAI_API_KEY (codex, opencode) or
+$GEMINI_API_KEY (gemini), passed on stdin, never as an argument.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), keep) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), o) },
 	}
-	cmd.Flags().BoolVar(&keep, "keep", false, "keep the throwaway directory (data, runner home, logs)")
+	f := cmd.Flags()
+	f.BoolVar(&o.keep, "keep", false, "keep the throwaway directory (data, runner home, logs)")
+	f.StringVar(&o.agent, "agent", "exec", "the agent of the story: exec, claude, codex, opencode or gemini")
+	f.StringVar(&o.sandbox, "sandbox", sandbox.KindBwrap,
+		"where the runner runs jobs: bwrap (isolated, the default) or none (UNISOLATED: no namespaces, "+
+			"no read-only system, no network cut-off; the job can do all you can)")
+	f.BoolVar(&o.installDeps, "install-deps", false, "as root, install what the demo lacks (bubblewrap) with apt-get")
 	return cmd
 }
 
-func (a *app) demo(ctx context.Context, keep bool) (err error) {
-	ctx, stop := a.signalContext(ctx)
+// demoKeyEnv is where the demo finds an API key for a vendor agent.
+var demoKeyEnv = map[string]string{
+	"claude": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY", "opencode": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY",
+}
+
+// demoCLIPackage is the npm package of each vendor agent's CLI.
+var demoCLIPackage = map[string]string{
+	"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "opencode": "opencode-ai", "gemini": "@google/gemini-cli",
+}
+
+// check refuses what the demo cannot do, before anything starts.
+func (o demoOptions) check(getenv func(string) string) error {
+	switch {
+	case o.agent == "exec":
+	case o.agent == "native":
+		return usagef("--agent native: drover's own agent does not exist yet (issue 11); try --agent exec, claude, codex, opencode or gemini")
+	case demoKeyEnv[o.agent] != "":
+		if strings.TrimSpace(getenv(demoKeyEnv[o.agent])) == "" {
+			return fmt.Errorf("--agent %s needs an API key in $%s: the demo gives it to its runner's account on stdin", o.agent, demoKeyEnv[o.agent])
+		}
+		if _, err := exec.LookPath(o.agent); err != nil {
+			return fmt.Errorf("--agent %s needs the %s CLI on PATH: npm install -g %s", o.agent, o.agent, demoCLIPackage[o.agent])
+		}
+	default:
+		return usagef("--agent %q: want exec, claude, codex, opencode or gemini", o.agent)
+	}
+	if o.sandbox != sandbox.KindBwrap && o.sandbox != sandbox.KindNone {
+		return usagef("--sandbox %q: the demo runs with bwrap or none", o.sandbox)
+	}
+	return nil
+}
+
+// checkSandbox makes sure the chosen sandbox works, installing bubblewrap
+// when asked to and able to, and says how to fix it otherwise.
+func (a *app) checkSandbox(ctx context.Context, o demoOptions) error {
+	if o.sandbox == sandbox.KindNone {
+		fprintf(a.env.Stderr, "drover: --sandbox none: the demo's jobs run UNISOLATED, as you, with your files and network in reach\n")
+		return nil
+	}
+	problem := bwrapProblem(ctx)
+	if problem == "" {
+		return nil
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil && o.installDeps {
+		if os.Geteuid() != 0 {
+			return errors.New("--install-deps installs bubblewrap only when run as root: sudo apt-get install bubblewrap")
+		}
+		if _, err := exec.LookPath("apt-get"); err != nil {
+			return errors.New("--install-deps needs apt-get; install bubblewrap with your package manager (dnf install bubblewrap)")
+		}
+		// A fresh machine (a container, say) may have no package lists yet.
+		for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "--no-install-recommends", "bubblewrap"}} {
+			fprintf(a.env.Stdout, "==> installing bubblewrap: apt-get %s\n", strings.Join(args, " "))
+			cmd := exec.CommandContext(ctx, "apt-get", args...)
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			cmd.Stdout, cmd.Stderr = a.env.Stderr, a.env.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("install bubblewrap: apt-get %s: %w", args[0], err)
+			}
+		}
+		if problem = bwrapProblem(ctx); problem == "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("the demo's runner sandboxes jobs with bubblewrap, which does not work here: %s\n"+
+		"install it with: apt-get install bubblewrap (as root; or drover demo --install-deps as root)\n"+
+		"or run drover demo --sandbox none to run the jobs unisolated", problem)
+}
+
+// bwrapProblem says why bubblewrap does not work here ("" when it does).
+func bwrapProblem(ctx context.Context) string {
+	for _, c := range sandbox.Doctor(ctx) {
+		if c.Kind == sandbox.KindBwrap && !c.OK {
+			return strings.TrimSuffix(c.Detail, ".")
+		}
+	}
+	return ""
+}
+
+func (a *app) demo(ctx context.Context, o demoOptions) (err error) {
+	if err := o.check(a.env.Getenv); err != nil {
+		return err
+	}
+	ctx, stop := a.interruptContext(ctx)
 	defer stop()
 	ctx, cancel := context.WithTimeoutCause(ctx, demoTimeout, fmt.Errorf("the demo took longer than %s", demoTimeout))
 	defer cancel()
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the drover binary: %w", err)
-	}
 	git, err := exec.LookPath("git")
 	if err != nil {
 		return errors.New("the demo needs git; install it (apt-get install git)")
+	}
+	if err := a.checkSandbox(ctx, o); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the drover binary: %w", err)
 	}
 	root, err := os.MkdirTemp("", "drover-demo-")
 	if err != nil {
 		return fmt.Errorf("make the demo directory: %w", err)
 	}
-	say := func(format string, args ...any) { fprintf(a.env.Stdout, "==> "+format+"\n", args...) }
+	d := &demoRun{a: a, git: git, root: root, repo: filepath.Join(root, "repo"), agent: o.agent, box: o.sandbox}
 	var kids []*child
 	defer func() {
 		// Stop in reverse order of start: the runner hands its work back
@@ -80,8 +194,8 @@ func (a *app) demo(ctx context.Context, keep bool) (err error) {
 				}
 			}
 		}
-		if keep {
-			say("kept %s", root)
+		if o.keep {
+			d.say("kept %s", root)
 		} else if rerr := os.RemoveAll(root); rerr != nil {
 			fprintf(a.env.Stderr, "drover: remove the demo directory: %v\n", rerr)
 		}
@@ -110,13 +224,9 @@ func (a *app) demo(ctx context.Context, keep bool) (err error) {
 		return err
 	}
 
-	repo, data, home := filepath.Join(root, "repo"), filepath.Join(root, "hub"), filepath.Join(root, "runner")
-	if err := makeDemoRepo(ctx, git, repo); err != nil {
-		return err
-	}
-	say("made %s with a git repository in repo/ (jobs will get workspaces from repositories like it)", root)
-
-	say("starting the hub: drover hub --listen 127.0.0.1:0 --data %s", data)
+	data, home := filepath.Join(root, "hub"), filepath.Join(root, "runner")
+	d.say("a hub and a runner, as separate processes, in %s", root)
+	d.typed("drover hub --listen 127.0.0.1:0 --data %s", data)
 	hubProc, err := start("hub", "hub", "--listen", "127.0.0.1:0", "--data", data)
 	if err != nil {
 		return err
@@ -126,26 +236,21 @@ func (a *app) demo(ctx context.Context, keep bool) (err error) {
 	if err != nil {
 		return cause(err)
 	}
-	url := strings.TrimPrefix(line, listeningPrefix)
-	token, err := a.readToken(filepath.Join(data, adminTokenFile))
-	if err != nil {
-		return err
-	}
-	c, err := client.New(url, token)
-	if err != nil {
+	d.hub = strings.TrimPrefix(line, listeningPrefix)
+	if d.token, err = a.readToken(filepath.Join(data, adminTokenFile)); err != nil {
 		return err
 	}
 
-	say("logging a runner in: drover runner login --hub %s --name demo --home %s", url, home)
-	login, err := start("runner login", "runner", "login", "--hub", url, "--name", "demo", "--home", home)
+	d.typed("drover runner login --hub %s --name demo --home %s", d.hub, home)
+	login, err := start("runner login", "runner", "login", "--hub", d.hub, "--name", "demo", "--home", home)
 	if err != nil {
 		return err
 	}
-	var req protocol.ApproveRequest
+	var code string
 	if _, err := login.waitLine(ctx, func(l string) bool {
 		for _, f := range strings.Fields(l) {
-			if r, err := parseApproveCode(f); err == nil {
-				req = r
+			if _, err := parseApproveCode(f); err == nil {
+				code = strings.Trim(f, `'"`)
 				return true
 			}
 		}
@@ -153,8 +258,9 @@ func (a *app) demo(ctx context.Context, keep bool) (err error) {
 	}); err != nil {
 		return cause(err)
 	}
-	say("approving it with the admin token: drover runner approve %s:%s", req.Name, req.Key)
-	if _, err := c.ApproveRunner(ctx, req); err != nil {
+	d.note("the commands below reach this hub through DROVER_HUB=%s and DROVER_TOKEN (the admin token", d.hub)
+	d.note("in %s); on your machine, 'drover login' once, then type what follows the $", filepath.Join(data, adminTokenFile))
+	if err := d.drover(ctx, "runner", "approve", code); err != nil {
 		return cause(err)
 	}
 	select {
@@ -165,54 +271,71 @@ func (a *app) demo(ctx context.Context, keep bool) (err error) {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-
-	say("starting the runner: drover runner --home %s", home)
-	runnerProc, err := start("runner", "runner", "--home", home)
+	if o.agent != "exec" {
+		if err := d.addAccount(ctx, exe, home); err != nil {
+			return cause(err)
+		}
+	}
+	runArgs := []string{"runner", "--home", home, "--sandbox", o.sandbox}
+	d.typed("drover %s", strings.Join(runArgs, " "))
+	runnerProc, err := start("runner", runArgs...)
 	if err != nil {
 		return err
 	}
 	watch(runnerProc)
-
-	args := []string{"sh", "-c", demoScript}
-	say("running a job: drover run --wait --agent exec -- %s", shellQuote(args))
-	v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Args: args})
-	if err != nil {
+	if err := d.story(ctx); err != nil {
 		return cause(err)
 	}
-	end, err := a.follow(ctx, c, v.ID)
-	if err != nil {
-		return cause(err)
-	}
-	say("the finished job, as 'drover show %s' prints it:", v.ID)
-	if err := printJob(a.env.Stdout, end, time.Now()); err != nil {
-		return err
-	}
-	if end.State != job.Completed {
-		return fmt.Errorf("the demo job ended %s", describeEnd(end))
-	}
-	say("stopping the runner and the hub")
+	d.say("that was drover: stopping the runner and the hub")
 	return nil
 }
 
-// makeDemoRepo makes a git repository with one commit, whatever the user's
-// git identity and signing settings.
+// addAccount gives the demo's runner an API-key account for a vendor
+// agent, the key on stdin.
+func (d *demoRun) addAccount(ctx context.Context, exe, home string) error {
+	env := demoKeyEnv[d.agent]
+	d.typed("printenv %s | drover runner account add --agent %s --api-key-stdin --home %s", env, d.agent, home)
+	cmd := exec.CommandContext(ctx, exe, "runner", "account", "add", "--agent", d.agent, "--api-key-stdin", "--home", home)
+	cmd.Stdin = strings.NewReader(strings.TrimSpace(d.a.env.Getenv(env)) + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("add a %s account to the demo's runner: %w: %s", d.agent, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// makeDemoRepo makes the demo's git repository with one commit on main,
+// whatever the user's git identity and signing settings.
 func makeDemoRepo(ctx context.Context, git, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("make the demo repository: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("A throwaway repository made by drover demo.\n"), 0o644); err != nil {
-		return fmt.Errorf("make the demo repository: %w", err)
+	for _, f := range demoFiles {
+		if err := os.WriteFile(filepath.Join(dir, f[0]), []byte(f[1]), 0o755); err != nil {
+			return fmt.Errorf("make the demo repository: %w", err)
+		}
 	}
 	for _, args := range [][]string{
 		{"-c", "init.defaultBranch=main", "init", "-q"},
-		{"add", "README.md"},
+		{"add", "."},
 		{"-c", "user.name=drover demo", "-c", "user.email=demo@drover.invalid", "-c", "commit.gpgsign=false",
-			"commit", "-q", "-m", "demo commit"},
+			"commit", "-q", "-m", "greet the world (with a typo)"},
 	} {
 		out, err := exec.CommandContext(ctx, git, append([]string{"-C", dir}, args...)...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("git %s in the demo repository: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
+	}
+	return nil
+}
+
+// demoGit runs git in the demo's repository, showing its output. Like
+// makeDemoRepo, it is git on the demo's own files, not a job's command.
+func demoGit(ctx context.Context, git, dir string, stdout, stderr io.Writer, args ...string) error {
+	cmd := exec.CommandContext(ctx, git, append([]string{"-C", dir, "-c", "color.ui=never"}, args...)...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
 	}
 	return nil
 }

@@ -19,6 +19,8 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/protocol"
+	"drover/internal/runner"
 	"drover/internal/sandbox"
 )
 
@@ -64,11 +66,21 @@ type agentCheck struct {
 	Runs      bool          `json:"runs"`             // its --version worked in that sandbox
 	RunsError string        `json:"runs_error,omitempty"`
 	Accounts  accountCounts `json:"accounts"`
+	// Endpoint is the API root its api-key accounts without a base URL of
+	// their own talk to, as drover resolved it; EndpointFrom says whence
+	// ("vendor", or the runner's variable, e.g. OPENAI_BASE_URL) and
+	// EndpointError why that variable cannot be used.
+	Endpoint      string `json:"endpoint"`
+	EndpointFrom  string `json:"endpoint_from"`
+	EndpointError string `json:"endpoint_error,omitempty"`
 }
 
 type accountCounts struct {
 	Ready   int `json:"ready"`
 	Limited int `json:"limited"`
+	// NeedFix counts the accounts that need a login or attention
+	// ('drover runner account list' says how to fix each).
+	NeedFix int `json:"need_fix"`
 }
 
 // withAgentChecks adds the agents section to `drover runner doctor`: after
@@ -86,7 +98,9 @@ func (a *app) withAgentChecks(cmd *cobra.Command) *cobra.Command {
 Then, for each agent CLI (` + strings.Join(doctorAgents(), ", ") + `): where it is
 on PATH, its version, whether it runs in the sandbox named by --sandbox (its
 --version is run there) and how many of the runner's accounts for it are
-ready or rate-limited. A missing agent CLI or account is reported, not a
+ready or rate-limited, and the API root its api-key accounts without a
+--base-url of their own use (the vendor's, or the runner's variable, e.g.
+OPENAI_BASE_URL, normalised: with or without /v1 and a trailing slash). A missing agent CLI or account is reported, not a
 failure. With --json the agents follow the sandbox checks in the one list,
 as kind "agent:NAME".`
 	cmd.RunE = func(c *cobra.Command, args []string) error {
@@ -146,6 +160,14 @@ func (a *app) agentChecks(ctx context.Context, kind, path, home string) []agentC
 	var wg sync.WaitGroup
 	for i, name := range names {
 		checks[i] = agentCheck{Kind: "agent:" + name, Agent: name, Searched: path, Sandbox: kind, Accounts: counts[name]}
+		if ad, ok := adapterOf(name); ok {
+			ep := ad.Endpoint
+			root, from, err := ep.ResolveBaseURL("", a.env.Getenv(ep.UpstreamEnv))
+			checks[i].Endpoint, checks[i].EndpointFrom = root, from
+			if err != nil {
+				checks[i].EndpointError = err.Error()
+			}
+		}
 		wg.Go(func() { checkAgent(ctx, &checks[i], path) })
 	}
 	wg.Wait()
@@ -274,10 +296,13 @@ func countAccounts(home string) (map[string]accountCounts, error) {
 	now := time.Now()
 	for _, acct := range as {
 		n := counts[acct.Agent]
-		if acct.Limited(now) {
-			n.Limited++
-		} else {
+		switch st, _, _ := runner.AccountState(acct, s.Dir(acct.ID), now); st {
+		case protocol.AccountReady:
 			n.Ready++
+		case protocol.AccountLimited:
+			n.Limited++
+		default:
+			n.NeedFix++
 		}
 		counts[acct.Agent] = n
 	}
@@ -287,7 +312,7 @@ func countAccounts(home string) (map[string]accountCounts, error) {
 func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
 	fprintf(w, "\n")
 	tw := newTable(w)
-	fprintf(tw, "AGENT\tINSTALLED\tVERSION\tRUNS IN %s\tACCOUNTS\tDETAIL\n", kind)
+	fprintf(tw, "AGENT\tINSTALLED\tVERSION\tRUNS IN %s\tACCOUNTS\tENDPOINT\tDETAIL\n", kind)
 	for _, c := range checks {
 		installed, runs := "no", "-"
 		if c.Installed {
@@ -296,7 +321,11 @@ func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
 				runs = "NO"
 			}
 		}
-		fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Agent, installed, dash(c.Version), runs, c.Accounts, c.Detail)
+		endpoint := c.Endpoint + " (" + c.EndpointFrom + ")"
+		if c.EndpointError != "" {
+			endpoint = "INVALID (" + c.EndpointFrom + ")"
+		}
+		fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Agent, installed, dash(c.Version), runs, c.Accounts, endpoint, c.Detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -314,8 +343,15 @@ func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
 				broken = append(broken, c.RunsError)
 			}
 			who[c.RunsError] = append(who[c.RunsError], c.Agent)
+		case c.Accounts.NeedFix > 0:
+			fprintf(w, "%s has %d account(s) that need a login or attention: drover runner account list says how to fix each\n", c.Agent, c.Accounts.NeedFix)
 		case c.Accounts.Ready+c.Accounts.Limited == 0:
 			fprintf(w, "%s has no account yet: drover runner account add --agent %s\n", c.Agent, c.Agent)
+		}
+	}
+	for _, c := range checks {
+		if c.EndpointError != "" {
+			fprintf(w, "%s: %s; the runner does not start with it\n", c.Agent, c.EndpointError)
 		}
 	}
 	for _, why := range broken {
@@ -328,11 +364,15 @@ func printAgentChecks(w io.Writer, kind string, checks []agentCheck) error {
 }
 
 func (n accountCounts) String() string {
-	switch {
-	case n.Ready+n.Limited == 0:
+	if n.Ready+n.Limited+n.NeedFix == 0 {
 		return "none"
-	case n.Limited == 0:
-		return fmt.Sprintf("%d ready", n.Ready)
 	}
-	return fmt.Sprintf("%d ready, %d limited", n.Ready, n.Limited)
+	s := fmt.Sprintf("%d ready", n.Ready)
+	if n.Limited > 0 {
+		s += fmt.Sprintf(", %d limited", n.Limited)
+	}
+	if n.NeedFix > 0 {
+		s += fmt.Sprintf(", %d to fix", n.NeedFix)
+	}
+	return s
 }

@@ -12,9 +12,6 @@ import (
 	"drover/internal/sandbox"
 )
 
-// pinnedCLIs is where the test setup installs the pinned agent CLIs.
-const pinnedCLIs = "/root/.cache/drover-test/clis/node_modules/.bin"
-
 // doctorJSON runs `runner doctor --json` and splits its list into the
 // sandbox checks and the agent checks.
 func doctorJSON(t *testing.T, env map[string]string, args ...string) ([]sandbox.Check, map[string]agentCheck, cliResult) {
@@ -75,7 +72,9 @@ func TestDoctorAgentsEmptyPATH(t *testing.T) {
 }
 
 func TestDoctorAgentsPinnedCLIs(t *testing.T) {
-	if _, err := os.Stat(pinnedCLIs); err != nil {
+	// Where scripts/test installs the pinned agent CLIs.
+	pinnedCLIs := os.Getenv("DROVER_AGENT_CLIS")
+	if _, err := os.Stat(pinnedCLIs); pinnedCLIs == "" || err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("the pinned agent CLIs are not installed: %v", err)
 		}
@@ -90,9 +89,19 @@ func TestDoctorAgentsPinnedCLIs(t *testing.T) {
 		{Agent: "claude", Kind: accounts.KindLogin, Label: "a"},
 		{Agent: "claude", Kind: accounts.KindLogin, Label: "b"},
 		{Agent: "codex", Kind: accounts.KindLogin},
+		{Agent: "codex", Kind: accounts.KindLogin, Label: "never-logged-in"},
 	} {
-		if _, err := s.Add(a, ""); err != nil {
+		acct, err := s.Add(a, "")
+		if err != nil {
 			t.Fatal(err)
+		}
+		switch {
+		case a.Agent == "claude":
+			claudeLogin(t, s.Dir(acct.ID))
+		case a.Label == "":
+			if err := os.WriteFile(filepath.Join(s.Dir(acct.ID), "auth.json"), []byte(`{"OPENAI_API_KEY":"sk-x"}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	as, _ := s.List()
@@ -127,7 +136,7 @@ func TestDoctorAgentsPinnedCLIs(t *testing.T) {
 	if n := agents["claude"].Accounts; n.Ready != 1 || n.Limited != 1 {
 		t.Errorf("claude accounts %+v", n)
 	}
-	if n := agents["codex"].Accounts; n.Ready != 1 || n.Limited != 0 {
+	if n := agents["codex"].Accounts; n.Ready != 1 || n.Limited != 0 || n.NeedFix != 1 {
 		t.Errorf("codex accounts %+v", n)
 	}
 	if n := agents["gemini"].Accounts; n.Ready+n.Limited != 0 {
@@ -137,6 +146,7 @@ func TestDoctorAgentsPinnedCLIs(t *testing.T) {
 	// The unisolated sandbox runs them too, and the text report says so.
 	r = runCLI(t, env, "", "runner", "doctor", "--sandbox", "none", "--home", home)
 	if r.code != 0 || !strings.Contains(r.stdout, "RUNS IN none") || !strings.Contains(r.stdout, "1 ready, 1 limited") ||
+		!strings.Contains(r.stdout, "1 ready, 1 to fix") || !strings.Contains(r.stdout, "codex has 1 account(s) that need a login or attention") ||
 		!strings.Contains(r.stdout, "gemini has no account yet") || strings.Contains(r.stdout, "to install") {
 		t.Fatalf("doctor --sandbox none: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -194,6 +204,52 @@ func TestDoctorAgentsFakeCLIs(t *testing.T) {
 		}
 		if agents["gemini"].Installed {
 			t.Errorf("%s: gemini found: %+v", kind, agents["gemini"])
+		}
+	}
+}
+
+// The doctor shows the API root each agent's api-key accounts use, as
+// drover resolved it from the runner's environment, and says when a
+// variable cannot be used.
+func TestDoctorAgentsShowEndpoints(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"PATH": "", "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1/",
+		"GOOGLE_GEMINI_BASE_URL": "http://gw.example/v1beta"}
+	_, agents, r := doctorJSON(t, env, "--sandbox", "none", "--home", home)
+	if r.code != 0 {
+		t.Fatalf("doctor: exit %d: %s", r.code, r.stderr)
+	}
+	for _, tc := range []struct{ agent, endpoint, from, err string }{
+		{"claude", "https://api.anthropic.com", "vendor", ""},
+		{"codex", "http://127.0.0.1:11434", "OPENAI_BASE_URL", ""},
+		{"opencode", "http://127.0.0.1:11434", "OPENAI_BASE_URL", ""},
+		{"gemini", "", "GOOGLE_GEMINI_BASE_URL", "plain http only to a loopback address"},
+	} {
+		c := agents[tc.agent]
+		if c.Endpoint != tc.endpoint || c.EndpointFrom != tc.from || (tc.err == "") != (c.EndpointError == "") ||
+			!strings.Contains(c.EndpointError, tc.err) {
+			t.Errorf("%s: endpoint %q from %q (error %q), want %q from %q (error %q)", tc.agent,
+				c.Endpoint, c.EndpointFrom, c.EndpointError, tc.endpoint, tc.from, tc.err)
+		}
+	}
+	r = runCLI(t, env, "", "runner", "doctor", "--sandbox", "none", "--home", home)
+	if !strings.Contains(r.stdout, "http://127.0.0.1:11434 (OPENAI_BASE_URL)") ||
+		!strings.Contains(r.stdout, "gemini: GOOGLE_GEMINI_BASE_URL: base URL: plain http only") {
+		t.Fatalf("doctor:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
+// A vendor variable the runner cannot use stops it at start, naming the
+// variable and never quoting what may be a secret in it.
+func TestRunnerRefusesAnUnusableBaseURL(t *testing.T) {
+	for _, tc := range []struct{ name, value, want string }{
+		{"OPENAI_BASE_URL", "http://gw.example/v1", "plain http only to a loopback address"},
+		{"ANTHROPIC_BASE_URL", "https://u:sk-secret@gw.example", "must not hold credentials"},
+		{"GOOGLE_GEMINI_BASE_URL", "gw.example/v1beta", "want http:// or https://"},
+	} {
+		r := runCLI(t, map[string]string{"PATH": "", tc.name: tc.value}, "", "runner", "--home", t.TempDir())
+		if r.code != 2 || !strings.Contains(r.stderr, tc.name) || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "sk-secret") {
+			t.Errorf("%s=%s: exit %d, %s", tc.name, tc.value, r.code, r.stderr)
 		}
 	}
 }

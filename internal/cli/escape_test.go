@@ -167,9 +167,10 @@ func (e errorString) Error() string { return string(e) }
 // TestPrintsGoThroughSafe keeps the one rule: the package prints with
 // fprintf, so every string argument is made safe. Only raw data goes out
 // through fmt directly: JSON (made safe by jsonSafe), a checked token, a
-// child process's output copied to its log file, and safe's own builder.
+// child process's output copied to its log file, a tool's answer for the
+// script inside a job that asked for it, and safe's own builder.
 func TestPrintsGoThroughSafe(t *testing.T) {
-	allowed := map[string]bool{"safe": true, "fprintf": true, "printJSON": true, "write": true, "startChild": true}
+	allowed := map[string]bool{"safe": true, "fprintf": true, "printJSON": true, "write": true, "startChild": true, "toolData": true}
 	prints := map[string]bool{"Print": true, "Printf": true, "Println": true, "Fprint": true, "Fprintf": true, "Fprintln": true}
 	files, err := filepath.Glob("*.go")
 	if err != nil {

@@ -185,7 +185,7 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	}
 	fprintf(w, "\n")
 	t = newTable(w)
-	fprintf(t, "ATTEMPT\tSTATE\tRUNNER\tOFFERED\tRAN\tEXIT/REASON\tLOG\tISOLATION\tMESSAGE\n")
+	fprintf(t, "ATTEMPT\tSTATE\tRUNNER\tOFFERED AGO\tRAN FOR\tEXIT/REASON\tLOG\tISOLATION\tMESSAGE\n")
 	for _, a := range j.Attempts {
 		fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, dash(a.Runner), ago(a.OfferedAt, now),
 			ran(a, now), outcome(a.ExitCode, a.Reason), strconv.FormatInt(a.LogSize, 10)+"B", isolation(a.Isolation),
@@ -387,12 +387,15 @@ func formatAgents(r protocol.RunnerView) string {
 	s := strings.Join(r.Agents, ",")
 	var limited []string
 	for _, a := range r.Accounts {
-		if a.State == protocol.AccountLimited {
-			name := a.Agent
-			if a.Label != "" {
-				name += "/" + a.Label
-			}
+		name := a.Agent
+		if a.Label != "" {
+			name += "/" + a.Label
+		}
+		switch a.State {
+		case protocol.AccountLimited:
 			limited = append(limited, name+" limited until "+a.LimitedUntil.Local().Format("Jan 2 15:04"))
+		case protocol.AccountNeedsLogin, protocol.AccountNeedsAttention:
+			limited = append(limited, name+" "+a.State)
 		}
 	}
 	if len(limited) > 0 {

@@ -127,13 +127,34 @@ func printAccounts(w io.Writer, vs []protocol.AccountView) error {
 		fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Position, v.Runner, dash(v.Owner), name, v.Agent, dash(v.Kind),
 			hubAccountState(v), connected, dash(formatShares(v.SharedWith)))
 	}
-	return t.Flush()
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	for _, v := range vs {
+		if fix := hubAccountFix(v); fix != "" {
+			fprintf(w, "%s/%s %s: %s\n", v.Runner, v.ID, v.State, fix)
+		}
+	}
+	return nil
 }
 
-// hubAccountState is "ready" or "limited until T" (local time).
+// hubAccountState is "ready", "needs login", "needs attention" or "limited
+// until T" (local time).
 func hubAccountState(v protocol.AccountView) string {
 	if v.State == protocol.AccountLimited && v.LimitedUntil != nil {
 		return "limited until " + v.LimitedUntil.Local().Format("2006-01-02 15:04:05")
 	}
 	return dash(v.State)
+}
+
+// hubAccountFix is the command, run on the account's runner, that makes an
+// account that needs a login or attention ready again; "" for the others.
+func hubAccountFix(v protocol.AccountView) string {
+	switch v.State {
+	case protocol.AccountNeedsLogin:
+		return "on runner " + v.Runner + ", 'drover runner account login " + v.ID + "' prints how to log in"
+	case protocol.AccountNeedsAttention:
+		return "its provider refused it; on runner " + v.Runner + ", 'drover runner account list' says why, then fix its key or login and run 'drover runner account reset " + v.ID + "'"
+	}
+	return ""
 }

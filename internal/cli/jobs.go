@@ -67,7 +67,7 @@ limited.`,
 				return err
 			}
 			req.Tools, req.Account = tools, account
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -108,7 +108,7 @@ limited.`,
 // waitRun waits for a submitted job to end, following its log unless the
 // answer is JSON, and turns its outcome into drover's exit code.
 func (a *app) waitRun(ctx context.Context, c *client.Client, id string, asJSON bool) error {
-	ctx, stop := a.signalContext(ctx)
+	ctx, stop := a.interruptContext(ctx)
 	defer stop()
 	var end protocol.JobView
 	var err error
@@ -273,21 +273,28 @@ func (a *app) showCmd() *cobra.Command {
 }
 
 func (a *app) cancelCmd() *cobra.Command {
-	return a.jobActionCmd("cancel", "Cancel a job; a running one stops on its runner",
+	return a.jobActionCmd("cancel", "Cancel a job; a running one stops on its runner", "",
 		(*client.Client).Cancel)
 }
 
 func (a *app) retryCmd() *cobra.Command {
-	return a.jobActionCmd("retry", "Queue another attempt of a job that ended or whose outcome is unknown",
+	return a.jobActionCmd("retry", "Queue another attempt of a failed, cancelled or unknown job",
+		`Queue another attempt of a job that ended failed or cancelled, or whose
+outcome is unknown (its runner vanished while it may have been running: look
+at what it may have done first). 'drover restart' starts such a job over
+from its base with a fresh agent session instead. A completed job is not
+retried (submit it again), and a queued, running or waiting one has nothing
+to retry.`,
 		(*client.Client).Retry)
 }
 
 // jobActionCmd makes `cancel` and `retry`, which differ only in the call.
-func (a *app) jobActionCmd(name, short string,
+func (a *app) jobActionCmd(name, short, long string,
 	do func(*client.Client, context.Context, string) (protocol.JobView, error)) *cobra.Command {
 	return answerCmd(a, &cobra.Command{
 		Use:   name + " JOB [--json]",
 		Short: short,
+		Long:  long,
 		Args:  exactArgs("JOB"),
 	}, func(ctx context.Context, c *client.Client, args []string) (protocol.JobView, error) {
 		v, err := do(c, ctx, args[0])

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"drover/internal/client"
+	"drover/internal/job"
 )
 
 func (a *app) logsCmd() *cobra.Command {
@@ -16,15 +17,15 @@ func (a *app) logsCmd() *cobra.Command {
 		Short: "Print a job's log",
 		Long: `Print the log of a job's latest attempt (or of --attempt N) from byte
 --offset on. With -f, follow it as it grows; without --attempt, go on with
-the job's later attempts until the job ends, a separator line on stderr before
-each. While following, the job's events (questions, answers, deliveries,
+the job's later attempts until the job ends or waits for an answer (drover
+questions), a separator line on stderr before each. While following, the job's events (questions, answers, deliveries,
 state changes) are printed on stderr as they happen.`,
 		Args: exactArgs("JOB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if attempt < 0 || offset < 0 {
 				return usagef("--attempt and --offset must not be negative")
 			}
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -32,9 +33,9 @@ state changes) are printed on stderr as they happen.`,
 			if !follow {
 				return a.printLog(cmd.Context(), c, id, attempt, offset)
 			}
-			ctx, stop := a.signalContext(cmd.Context())
+			ctx, stop := a.interruptContext(cmd.Context())
 			defer stop()
-			opts := []client.FollowOption{client.OnAttempt(a.attemptSeparator), client.OnEvent(a.printEvent)}
+			opts := []client.FollowOption{client.OnAttempt(a.attemptSeparator), client.OnEvent(a.printEvent), client.UntilWaiting()}
 			if attempt > 0 {
 				opts = append(opts, client.OnlyAttempt())
 			}
@@ -42,7 +43,13 @@ state changes) are printed on stderr as they happen.`,
 			if ctx.Err() != nil {
 				return nil // interrupted by the user: following has no other end
 			}
-			return err
+			if err != nil || attempt > 0 {
+				return err
+			}
+			if j, err := c.Job(ctx, id); err == nil && j.State == job.Waiting {
+				fprintf(a.env.Stderr, "job %s waits for an answer: drover questions, then drover answer %s TEXT\n", id, id)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the log as it grows")

@@ -82,12 +82,12 @@ func (a *app) answerText(words []string) (string, error) {
 }
 
 func (a *app) approveCmd() *cobra.Command {
-	return a.jobActionCmd("approve", "Approve another user's answer to your job's question; the job resumes with it",
+	return a.jobActionCmd("approve", "Approve another user's answer to your job's question; the job resumes with it", "",
 		(*client.Client).Approve)
 }
 
 func (a *app) restartCmd() *cobra.Command {
-	return a.jobActionCmd("restart", "Start a waiting, failed, cancelled or unknown job over from its base, with a fresh agent session",
+	return a.jobActionCmd("restart", "Start a waiting, failed, cancelled or unknown job over from its base, with a fresh agent session", "",
 		(*client.Client).Restart)
 }
 

@@ -121,3 +121,16 @@ func TestLogsFollowPrintsEvents(t *testing.T) {
 		t.Errorf("logs -f events on stderr: %q", r.stderr)
 	}
 }
+
+// logs -f ends when the job waits for an answer after an attempt, and says
+// what to do, instead of following a job that cannot move on by itself.
+func TestLogsFollowEndsWhenTheJobWaits(t *testing.T) {
+	h := newFakeHub(t)
+	waitingJob(h, nil)
+	h.logs["j-1"] = "asking\n"
+	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}
+	r := runCLI(t, env, "", "logs", "-f", "j-1")
+	if r.code != 0 || r.stdout != "asking\n" || !strings.Contains(r.stderr, "job j-1 waits for an answer: drover questions, then drover answer j-1 TEXT") {
+		t.Fatalf("logs -f: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}

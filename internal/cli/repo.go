@@ -327,10 +327,11 @@ Plain git works too:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			id := args[0]
-			if branch == "" {
-				branch = "drover/" + id
+			branch, err := fetchBranch(branch, id)
+			if err != nil {
+				return err
 			}
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -359,6 +360,20 @@ Plain git works too:
 	return cmd
 }
 
+// fetchBranch is the short name of the branch fetch updates: --branch with
+// any refs/heads/ taken off (git would otherwise make
+// refs/heads/refs/heads/NAME), or drover/JOB.
+func fetchBranch(flag, id string) (string, error) {
+	if flag == "" {
+		return "drover/" + id, nil
+	}
+	b := strings.TrimPrefix(flag, "refs/heads/")
+	if b == "" || strings.HasPrefix(b, "refs/") {
+		return "", usagef("--branch %q: name a branch, as NAME or refs/heads/NAME", flag)
+	}
+	return b, nil
+}
+
 func (a *app) diffCmd() *cobra.Command {
 	var repo string
 	cmd := &cobra.Command{
@@ -371,7 +386,7 @@ or working tree is touched.`,
 		Args: exactArgs("JOB"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -61,6 +61,9 @@ model per agent (a custom endpoint for opencode needs one).`,
 				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
 			for _, ad := range runner.Adapters() {
 				if v := a.env.Getenv(ad.Endpoint.UpstreamEnv); v != "" {
+					if _, err := ad.Endpoint.NormalizeBaseURL(v); err != nil {
+						return usagef("%s in the environment (for %s): %v", ad.Endpoint.UpstreamEnv, ad.Name, err)
+					}
 					cfg.AgentEnv[ad.Endpoint.UpstreamEnv] = v
 				}
 			}
@@ -179,7 +182,7 @@ that revokes the old runner's token and disconnects it.`,
 				return err
 			}
 			req.Replace = replace
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -217,18 +218,25 @@ func isDefaultLocalHub(u string) bool {
 }
 
 // client returns an API client with the resolved settings.
-func (a *app) client() (*client.Client, error) {
-	c, _, err := a.clientSettings()
+func (a *app) client(ctx context.Context) (*client.Client, error) {
+	c, _, err := a.clientSettings(ctx)
 	return c, err
 }
 
 // clientSettings returns an API client and the settings it was made with.
-func (a *app) clientSettings() (*client.Client, settings, error) {
+func (a *app) clientSettings(ctx context.Context) (*client.Client, settings, error) {
 	s, err := a.settings()
 	if err != nil {
 		return nil, s, err
 	}
 	if s.Token == "" {
+		// A mistyped --hub or $DROVER_HUB has no saved token either: say
+		// what is wrong first.
+		if c, err := client.New(s.Hub, ""); err == nil {
+			if err := c.Reach(ctx); err != nil {
+				return nil, s, fmt.Errorf("%w; check --hub, $DROVER_HUB or the saved login", err)
+			}
+		}
 		return nil, s, fmt.Errorf("no token for %s: run 'drover login --hub %s', or use --token-file or $DROVER_TOKEN", s.Hub, s.Hub)
 	}
 	a.log.Debug("client settings", "hub", s.Hub, "token_from", s.TokenFrom)

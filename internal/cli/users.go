@@ -55,7 +55,7 @@ this is the one time the token is shown.`,
 			if err := checkName("user", name); err != nil {
 				return err
 			}
-			c, err := a.client()
+			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -125,7 +125,7 @@ token too, so later commands keep working.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, s, err := a.clientSettings()
+			c, s, err := a.clientSettings(cmd.Context())
 			if err != nil {
 				return err
 			}

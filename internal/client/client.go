@@ -237,6 +237,22 @@ func decode[T any](ctx context.Context, c *Client, r call, what string) (T, erro
 	return v, nil
 }
 
+// reachTimeout bounds Reach: a hub that is there answers at once.
+const reachTimeout = 5 * time.Second
+
+// Reach makes one request to the hub, with or without a token, and returns
+// an error only when nothing answered: any HTTP answer, a refusal included,
+// says the hub is there.
+func (c *Client) Reach(ctx context.Context) error {
+	err := c.send(ctx, call{method: http.MethodGet, path: "/whoami", timeout: reachTimeout}, nil,
+		func(*http.Response) error { return nil })
+	var ce *connError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return nil
+}
+
 // send makes one try of r. Error answers become *APIError; a 2xx answer goes
 // to handle, which may read the body until send returns.
 func (c *Client) send(ctx context.Context, r call, body []byte, handle func(*http.Response) error) error {

@@ -133,6 +133,7 @@ type followOptions struct {
 	onAttempt func(protocol.AttemptView)
 	only      bool
 	onEvent   func(protocol.EventView)
+	waiting   bool
 }
 
 // OnAttempt has FollowLog call fn before it writes the log of an attempt,
@@ -144,6 +145,10 @@ func OnAttempt(fn func(protocol.AttemptView)) FollowOption {
 // OnlyAttempt stops FollowLog at the end of the attempt it started with
 // instead of moving on to the job's later attempts.
 func OnlyAttempt() FollowOption { return func(o *followOptions) { o.only = true } }
+
+// UntilWaiting also ends FollowLog, with nil, when the job waits for an
+// answer after an attempt: a person has to act before there is more to follow.
+func UntilWaiting() FollowOption { return func(o *followOptions) { o.waiting = true } }
 
 // OnEvent has FollowLog pass fn the job's events (questions, answers,
 // deliveries, state changes) that happen while it follows, each once and in
@@ -222,7 +227,7 @@ func (c *Client) FollowLog(ctx context.Context, jobID string, attempt, offset in
 		if o.only {
 			return events.poll(ctx)
 		}
-		j, err := c.waitAttempt(ctx, jobID, cur.Number, events)
+		j, err := c.waitAttempt(ctx, jobID, cur.Number, events, o.waiting)
 		if err != nil {
 			return err
 		}
@@ -242,7 +247,7 @@ func (c *Client) startAttempt(ctx context.Context, jobID string, n int64) (proto
 	if n > 0 {
 		j, err = c.job(ctx, jobID, true)
 	} else {
-		j, err = c.waitAttempt(ctx, jobID, 0, nil)
+		j, err = c.waitAttempt(ctx, jobID, 0, nil, false)
 	}
 	if err != nil {
 		return protocol.AttemptView{}, false, err
@@ -296,15 +301,16 @@ func (c *Client) followAttempt(ctx context.Context, jobID string, attempt, offse
 }
 
 // waitAttempt polls the job until it has an attempt numbered above after or
-// has ended, reporting events as it goes.
-func (c *Client) waitAttempt(ctx context.Context, jobID string, after int64, events *eventFeed) (protocol.JobView, error) {
+// has ended (or, with waiting, waits for an answer), reporting events as it
+// goes.
+func (c *Client) waitAttempt(ctx context.Context, jobID string, after int64, events *eventFeed, waiting bool) (protocol.JobView, error) {
 	var perr error
 	j, err := c.pollJob(ctx, jobID, func(j protocol.JobView) bool {
 		if perr = events.poll(ctx); perr != nil {
 			return true
 		}
 		_, ok := attemptAfter(j, after)
-		return ok
+		return ok || waiting && j.State == job.Waiting
 	})
 	if err == nil {
 		err = perr

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,10 +30,15 @@ func agentRunner(t *testing.T, h *testkit.Hub, name, cli string) *testkit.Runner
 	return r
 }
 
-// addAccount gives r an API-key account of cli at baseURL.
+// addAccount gives r an API-key account of cli at baseURL ("": the
+// runner's environment decides).
 func addAccount(t *testing.T, r *testkit.Runner, cli, label, baseURL string) {
 	t.Helper()
-	if out, err := r.CLI(realKey+"\n", "account", "add", "--agent", cli, "--label", label, "--api-key-stdin", "--base-url", baseURL); err != nil {
+	args := []string{"account", "add", "--agent", cli, "--label", label, "--api-key-stdin"}
+	if baseURL != "" {
+		args = append(args, "--base-url", baseURL)
+	}
+	if out, err := r.CLI(realKey+"\n", args...); err != nil {
 		t.Fatalf("account add: %v\n%s", err, out)
 	}
 }
@@ -93,20 +100,29 @@ func TestRealAgentCLIsRunJobsOffline(t *testing.T) {
 		cli  string
 		fake func(testing.TB, []fakemodel.Turn, ...fakemodel.Option) *fakemodel.FakeServer
 		args []string // extra runner flags
+		// The base URL in a form the vendor's SDKs document, given as the
+		// account's --base-url, or else in the runner's environment as env.
+		form, env string
 	}{
-		{cli: "claude", fake: fakemodel.NewFakeAnthropic},
-		// Codex's default model takes its tools through a JavaScript "exec"
-		// tool the fake does not speak; a custom endpoint names its model.
-		{cli: "codex", fake: fakemodel.NewFakeResponses, args: []string{"--agent-model", "codex=fake-model"}},
-		{cli: "opencode", fake: fakemodel.NewFakeChat, args: []string{"--agent-model", "opencode=fake-model"}},
-		{cli: "gemini", fake: fakemodel.NewFakeGemini},
+		{cli: "claude", fake: fakemodel.NewFakeAnthropic, form: "/v1/"},
+		// A named model gets function tools (the default model's exec tool
+		// is TestCodexDefaultModelDeliversThroughExec's). OPENAI_BASE_URL as
+		// the OpenAI SDKs document it, with /v1.
+		{cli: "codex", fake: fakemodel.NewFakeResponses, args: []string{"--agent-model", "codex=fake-model"}, form: "/v1", env: "OPENAI_BASE_URL"},
+		{cli: "opencode", fake: fakemodel.NewFakeChat, args: []string{"--agent-model", "opencode=fake-model"}, form: "/v1"},
+		{cli: "gemini", fake: fakemodel.NewFakeGemini, form: "/v1beta/", env: "GOOGLE_GEMINI_BASE_URL"},
 	} {
 		t.Run(tc.cli, func(t *testing.T) {
 			// One CLI at a time: four start-ups at once on a 2-core machine
 			// (with the rest of the suite) only make the timing noisier.
 			r := agentRunner(t, h, "r-"+tc.cli, tc.cli)
 			fake := tc.fake(t, script(r.Home), fakemodel.RequireKey(realKey))
-			addAccount(t, r, tc.cli, "main", fake.URL)
+			if tc.env != "" {
+				r.Env = append(r.Env, tc.env+"="+fake.URL+tc.form)
+				addAccount(t, r, tc.cli, "main", "")
+			} else {
+				addAccount(t, r, tc.cli, "main", fake.URL+tc.form)
+			}
 			r.Start(tc.args...)
 			src := sourceCheckout(t)
 			v := runRepo(t, h, "--repo", src, "--agent", tc.cli, "--", "Write hello.txt, show it, and deliver.")
@@ -279,5 +295,212 @@ func interruptAndResume(t *testing.T, loseSession bool) {
 	got := fetched(t, h, src, v.ID, "started.txt", "after.txt")
 	if got["started.txt"] != "started" || got["after.txt"] != "after the interruption" {
 		t.Fatalf("published %v", got)
+	}
+}
+
+// accountStates are the states of r's accounts by label, as the runner
+// lists them and as the hub's 'drover accounts' does.
+func accountStates(t *testing.T, h *testkit.Hub, r *testkit.Runner) (runner, hub map[string]string) {
+	t.Helper()
+	var list []struct{ Label, State, Fix string }
+	out, err := r.CLI("", "account", "list", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("account list: %v\n%s", err, out)
+	}
+	runner, hub = map[string]string{}, map[string]string{}
+	for _, a := range list {
+		runner[a.Label] = a.State
+	}
+	var views protocol.AccountList
+	out, err = h.CLI("accounts", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &views) != nil {
+		t.Fatalf("drover accounts: %v\n%s", err, out)
+	}
+	for _, v := range views.Accounts {
+		hub[v.Label] = v.State
+	}
+	return runner, hub
+}
+
+// A wrong key is the provider's 401, not a model that failed to deliver:
+// the job fails auth_failed naming the account, which needs attention and
+// gets no further job until its owner resets it with a good key.
+func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "opencode")
+	fake := fakemodel.NewFakeChat(t, script(r.Home), fakemodel.RequireKey(realKey))
+	if out, err := r.CLI("sk-wrong-key-0000\n", "account", "add", "--agent", "opencode", "--label", "bad",
+		"--api-key-stdin", "--base-url", fake.URL+"/v1"); err != nil {
+		t.Fatalf("account add: %v\n%s", err, out)
+	}
+	r.Start("--agent-model", "opencode=fake-model")
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Write hello.txt, show it, and deliver.")
+	c := h.Client()
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	log := testkit.Log(t, c, v.ID, 0)
+	msg := w.Attempts[len(w.Attempts)-1].Message
+	if w.State != job.Failed || w.Reason != job.ReasonAuthFailed || !strings.Contains(msg, "account bad") ||
+		!strings.Contains(msg, "HTTP 401") || !strings.Contains(msg, fake.URL) {
+		t.Fatalf("job %s/%s: %q, want failed/auth_failed naming the account and the URL\n%s\n%s", w.State, w.Reason, msg, log, fake.Dump())
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rs, hs := accountStates(t, h, r)
+		if rs["bad"] == protocol.AccountNeedsAttention && hs["bad"] == protocol.AccountNeedsAttention {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("account states: runner %v, hub %v; want needs attention", rs, hs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Skipped: the next job is not offered at all.
+	v2 := runRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Again.")
+	if j := testkit.WaitJob(t, c, v2.ID, time.Minute, func(v protocol.JobView) bool { return v.Waiting != "" || v.State != job.Queued }); j.State != job.Queued || len(j.Attempts) != 0 {
+		t.Fatalf("job after the refusal: %s, %d attempts; want it queued and never offered", j.State, len(j.Attempts))
+	}
+	// Fixed: a good key and a reset; the queued job runs.
+	if out, err := r.CLI(realKey+"\n", "account", "reset", "bad", "--api-key-stdin"); err != nil || !strings.Contains(out, "it is ready") {
+		t.Fatalf("account reset: %v\n%s", err, out)
+	}
+	// (checkAgentJob would object to the wrong key the fake saw first.)
+	if w := testkit.WaitJob(t, c, v2.ID, 4*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() }); w.State != job.Completed {
+		t.Fatalf("job after the reset: %s/%s\n%s", w.State, w.Reason, testkit.Log(t, c, v2.ID, 0))
+	}
+	if got := fetched(t, h, src, v2.ID, "hello.txt"); got["hello.txt"] != "hello from the agent" {
+		t.Fatalf("published hello.txt = %q", got["hello.txt"])
+	}
+}
+
+// A login account that never logged in needs a login, says how, and is
+// never offered a job.
+func TestLoginAccountWithoutLoginNeedsLogin(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "codex")
+	if out, err := r.CLI("", "account", "add", "--agent", "codex", "--label", "sub"); err != nil {
+		t.Fatalf("account add: %v\n%s", err, out)
+	}
+	r.Start()
+	v, _, err := h.Client().Submit(t.Context(), protocol.SubmitRequest{Agent: "codex", Args: []string{"Do something."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rs, hs := accountStates(t, h, r)
+		if rs["sub"] == protocol.AccountNeedsLogin && hs["sub"] == protocol.AccountNeedsLogin {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("account states: runner %v, hub %v; want needs login", rs, hs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out, err := h.CLI("accounts"); err != nil || !strings.Contains(out, "needs login") || !strings.Contains(out, "drover runner account login ") {
+		t.Fatalf("drover accounts: %v\n%s", err, out)
+	}
+	j := testkit.WaitJob(t, h.Client(), v.ID, time.Minute, func(v protocol.JobView) bool { return v.Waiting != "" || v.State != job.Queued })
+	if j.State != job.Queued || len(j.Attempts) != 0 {
+		t.Fatalf("job %s, %d attempts (%s); want it queued and never offered", j.State, len(j.Attempts), j.Waiting)
+	}
+}
+
+// Codex's default model gets no function tools, only a JavaScript "exec"
+// tool whose scripts reach every other tool, MCP tools included, as
+// tools.NAME: a job without --agent-model runs there and delivers through
+// tools.mcp__drover__deliver.
+func TestCodexDefaultModelDeliversThroughExec(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "codex")
+	fake := fakemodel.NewFakeResponses(t, script(r.Home), fakemodel.RequireKey(realKey))
+	addAccount(t, r, "codex", "main", fake.URL)
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "codex", "--", "Write hello.txt, show it, and deliver.")
+	checkAgentJob(t, h, fake, src, v.ID)
+	// It ran on the default model, whose only way to the tools is exec
+	// (the job completes only by deliver, so the deliver went through it).
+	for _, req := range fake.Requests() {
+		var body struct {
+			Model string            `json:"model"`
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if req.Turn < 0 {
+			continue
+		}
+		if err := json.Unmarshal(req.Body, &body); err != nil || len(body.Tools) != 0 || body.Model == "" ||
+			!slices.Contains(req.Tools, "exec_command") {
+			t.Fatalf("turn %d: model %q, function tools %d, exec's tools %v (%v); want the default model with exec only",
+				req.Turn, body.Model, len(body.Tools), req.Tools, err)
+		}
+	}
+}
+
+// On its default model Codex asks through exec as well (tools.mcp__drover__ask);
+// the answer resumes its thread, which delivers.
+func TestCodexDefaultModelAsksThroughExec(t *testing.T) {
+	t.Parallel()
+	fake := fakemodel.NewFakeResponses(t, []fakemodel.Turn{
+		fakemodel.RunCommand("echo draft > draft.txt"),
+		fakemodel.CallTool("mcp__drover__ask", map[string]any{"question": "Which greeting?", "choices": []string{"hello", "hi"}}),
+		fakemodel.Text("I asked; waiting for the answer."),
+		fakemodel.WriteFile("greeting.txt", "hi\n"),
+		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "greeting written"}),
+		fakemodel.Text("Done."),
+	}, fakemodel.RequireKey(realKey))
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "codex")
+	addAccount(t, r, "codex", "main", fake.URL)
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "codex", "--", "Write a greeting; ask which one first.")
+	c := h.Client()
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
+	if w.State != job.Waiting {
+		t.Fatalf("job is %s/%s, want waiting\n%s\n%s", w.State, w.Reason, testkit.Log(t, c, v.ID, 0), fake.Dump())
+	}
+	if out, err := h.CLI("answer", v.ID, "--choice", "2"); err != nil {
+		t.Fatalf("drover answer: %v\n%s", err, out)
+	}
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	if done.State != job.Completed {
+		t.Fatalf("job is %s/%s after the answer\n%s\n%s", done.State, done.Reason, testkit.Log(t, c, v.ID, 2), fake.Dump())
+	}
+	if got := fetched(t, h, src, v.ID, "greeting.txt", "draft.txt"); got["greeting.txt"] != "hi" || got["draft.txt"] != "draft" {
+		t.Fatalf("published %v", got)
+	}
+}
+
+// An endpoint nothing listens on is endpoint_unreachable, with the URL as
+// drover resolved it; the account stays ready (the endpoint, not the key,
+// is at fault).
+func TestUnreachableEndpointFailsEndpointUnreachable(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	h := testkit.StartHub(t, bin)
+	r := agentRunner(t, h, "r1", "claude")
+	addAccount(t, r, "claude", "main", root+"/v1/")
+	r.Start()
+	v, _, err := h.Client().Submit(t.Context(), protocol.SubmitRequest{Agent: "claude", Args: []string{"Say hi."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.Client()
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	msg := w.Attempts[len(w.Attempts)-1].Message
+	if w.State != job.Failed || w.Reason != job.ReasonEndpointUnreachable || !strings.Contains(msg, "cannot reach the model API at "+root+":") {
+		t.Fatalf("job %s/%s: %q, want failed/endpoint_unreachable naming %s\n%s", w.State, w.Reason, msg, root, testkit.Log(t, c, v.ID, 0))
+	}
+	if rs, _ := accountStates(t, h, r); rs["main"] != protocol.AccountReady {
+		t.Fatalf("account states %v; want main still ready", rs)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -299,21 +298,5 @@ func TestRevokedRunnerIsDisconnectedAndCannotReconnect(t *testing.T) {
 	r.Start()
 	if err := r.Wait(30 * time.Second); err == nil || !strings.Contains(r.Output(), "login") {
 		t.Fatalf("revoked runner restarted: err %v\n%s", err, r.Output())
-	}
-}
-
-func TestDemo(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "demo")
-	home := t.TempDir()
-	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8"}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("drover demo: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "hello from drover") || !strings.Contains(string(out), "completed") {
-		t.Fatalf("demo output lacks the job's log or result:\n%s", out)
 	}
 }

@@ -147,3 +147,37 @@ func TestJobPinnedToAnAccount(t *testing.T) {
 		t.Fatal("r1 was offered a job pinned to r2's account")
 	}
 }
+
+// Only ready accounts are offered jobs: one that needs a login or its
+// owner's attention is passed over however well it ranks, and a runner
+// with no other gets no offer.
+func TestDispatchSkipsAccountsThatNeedLoginOrAttention(t *testing.T) {
+	th := startHub(t, Config{})
+	acct := func(id, state string) protocol.AccountInfo {
+		return protocol.AccountInfo{ID: id, Agent: "claude", Kind: "login", State: state}
+	}
+	// r1 lists claude (as a runner from before the states might) with
+	// nothing ready; r2's best two need fixing, its third is ready.
+	sr1, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, Agents: []string{"exec", "claude"},
+		Accounts: []protocol.AccountInfo{acct("acct_l", protocol.AccountNeedsLogin), acct("acct_n", protocol.AccountNeedsAttention)}})
+	sr2, _ := th.dial(th.registerRunner("r2"), protocol.Hello{Slots: 1, Agents: []string{"exec", "claude"},
+		Accounts: []protocol.AccountInfo{acct("acct_x", protocol.AccountNeedsLogin), acct("acct_y", protocol.AccountNeedsAttention), acct("acct_r", protocol.AccountReady)}})
+	for _, move := range []protocol.MoveAccountRequest{{Runner: "r1", ID: "acct_l", Position: 1}, {Runner: "r2", ID: "acct_x", Position: 2}} {
+		if code, e := th.call(th.admin, "POST", "/accounts/move", move, nil); code != http.StatusOK {
+			t.Fatalf("move %+v: %d %v", move, code, e)
+		}
+	}
+	var v protocol.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"hi"}}, &v); code != http.StatusCreated {
+		t.Fatalf("submit: %d %v", code, e)
+	}
+	if o := sr2.offer(); o.Job != v.ID || o.Account != "acct_r" {
+		t.Fatalf("offer %+v, want job %s with r2's ready acct_r", o, v.ID)
+	}
+	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"again"}}, &v); code != http.StatusCreated {
+		t.Fatalf("submit: %d %v", code, e)
+	}
+	if f, err := sr1.tryRead(500 * time.Millisecond); err == nil && f.Type == protocol.TypeOffer {
+		t.Fatalf("r1 was offered a job with no ready account: %s", f.Body)
+	}
+}

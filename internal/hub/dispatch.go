@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"drover/internal/ids"
@@ -16,9 +17,6 @@ import (
 
 // cooldown is how long a runner that declined an offer is left alone.
 const cooldown = 500 * time.Millisecond
-
-// dispatchBatch is how many queued jobs one pass reads.
-const dispatchBatch = 256
 
 // dispatchLoop offers queued jobs to runners with free slots. It is
 // event-driven: it sleeps until kicked (a job submitted or requeued, a slot
@@ -152,6 +150,21 @@ func whyText(stage int, j store.Job) string {
 	return "no connected runner runs your jobs (its owner must share it with you or your project)"
 }
 
+// shapeKey names a job's shape: the jobs of one requester, agent, labels,
+// project and account fit the same runners (store.Tx.QueuedHeads).
+func shapeKey(j store.Job) string {
+	return strings.Join([]string{j.RequesterID, j.Agent, protocol.FormatLabels(j.Labels), j.Project, j.Account}, "\x00")
+}
+
+// perShape is how many queued jobs of one shape a pass reads: one shape's
+// jobs are interchangeable, so its oldest stand for the rest.
+const perShape = 16
+
+// dispatch offers queued jobs to runners. It reads the oldest jobs of every
+// shape, so no number of jobs that no runner can take hides one that a
+// runner can; a shape whose oldest job finds no runner is skipped for the
+// rest of the pass. Requesters take turns, fewest jobs on the fleet first,
+// so one user's thousand jobs do not starve another's one.
 func (h *Hub) dispatch(ctx context.Context) error {
 	for {
 		cands, retry := h.candidates()
@@ -165,9 +178,13 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		var ranks map[string]int64     // account preference, read only for vendor agents' jobs
 		member := map[[2]string]bool{} // (project, user) of queued jobs' requesters
 		removed := map[string]bool{}   // requester → removed (their jobs are being cancelled)
+		var active map[string]int      // requester → jobs offered or running now
 		if err := h.store.Read(ctx, func(tx store.Tx) error {
 			var err error
-			if queued, err = tx.QueuedJobs(dispatchBatch); err != nil {
+			if queued, err = tx.QueuedHeads(perShape); err != nil {
+				return err
+			}
+			if active, err = tx.ActiveByRequester(); err != nil {
 				return err
 			}
 			if slices.ContainsFunc(queued, func(j store.Job) bool { return j.Agent != "exec" }) {
@@ -207,78 +224,133 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		offered := 0
-		why := make(map[string]string, len(queued))
+		// Each requester's jobs, oldest first, and the requesters in the
+		// order of their oldest job.
+		byReq := map[string][]store.Job{}
+		var order []string
+		heads := map[string]int{} // shape → jobs read
 		for _, j := range queued {
-			if removed[j.RequesterID] {
-				why[j.ID] = "its requester was removed"
-				continue
+			if _, ok := byReq[j.RequesterID]; !ok {
+				order = append(order, j.RequesterID)
 			}
-			isMember := member[[2]string{j.Project, j.RequesterID}]
-			// The runner with the owner's most preferred ready account of
-			// the job's agent (exec: the most free slots); the runner that
-			// asked, for a resumed session.
-			best, account, bestRank, stage := -1, "", int64(0), whyNoRunner
-			for i, cd := range cands {
-				// stage: the furthest check a runner this requester may use got to.
-				if !cd.access.mayRun(j.RequesterID, j.Project, isMember) {
-					continue
+			byReq[j.RequesterID] = append(byReq[j.RequesterID], j)
+			heads[shapeKey(j)]++
+		}
+		offered := 0
+		why := make(map[string]string)      // job id → why it was not offered
+		whyShape := make(map[string]string) // shape → why its jobs are not offered
+		for {
+			// Fewest jobs on the fleet first; ties by the oldest job.
+			slices.SortStableFunc(order, func(a, b string) int { return active[a] - active[b] })
+			progressed := false
+			for _, rq := range order {
+				list := byReq[rq]
+				for len(list) > 0 {
+					j := list[0]
+					list = list[1:]
+					key := shapeKey(j)
+					if w, ok := whyShape[key]; ok {
+						why[j.ID] = w
+						continue
+					}
+					if removed[j.RequesterID] {
+						whyShape[key] = "its requester was removed"
+						why[j.ID] = whyShape[key]
+						continue
+					}
+					best, account, w := pickRunner(j, cands, member[[2]string{j.Project, j.RequesterID}], ranks, prefer[j.ID])
+					if best < 0 {
+						whyShape[key], why[j.ID] = w, w
+						continue
+					}
+					ok, err := h.offer(ctx, j.ID, cands[best].c, account)
+					if err != nil {
+						return err
+					}
+					if ok {
+						cands[best].free--
+						offered++
+						active[rq]++
+						progressed = true
+						break // one job per requester per turn
+					}
 				}
-				stage = max(stage, whyLabels)
-				if !labelsMatch(j.Labels, cd.c.labels) {
-					continue
-				}
-				// A runner without the job's agent (not installed, or every
-				// account limited) is not offered it.
-				stage = max(stage, whyAgent)
-				if !slices.Contains(cd.agents, j.Agent) {
-					continue
-				}
-				stage = max(stage, whyAccount)
-				acct, rank, ok := cd.accountFor(j, isMember, ranks)
-				if !ok {
-					continue
-				}
-				stage = whyBusy
-				if cd.free <= 0 {
-					continue
-				}
-				if cd.c.runnerID == prefer[j.ID] {
-					best, account = i, acct
-					break
-				}
-				if best < 0 || rank < bestRank || (rank == bestRank && cd.free > cands[best].free) {
-					best, account, bestRank = i, acct, rank
-				}
+				byReq[rq] = list
 			}
-			if best < 0 {
-				why[j.ID] = whyText(stage, j)
-				continue
-			}
-			ok, err := h.offer(ctx, j.ID, cands[best].c, account)
-			if err != nil {
-				return err
-			}
-			if ok {
-				cands[best].free--
-				offered++
+			if !progressed {
+				break
 			}
 		}
 		h.mu.Lock()
-		h.why = why
+		h.why, h.whyShape = why, whyShape
 		h.mu.Unlock()
-		if offered == 0 || len(queued) < dispatchBatch {
+		// A shape read in full may have more jobs behind: read again while
+		// offers are being made.
+		full := false
+		for k, n := range heads {
+			if _, failed := whyShape[k]; n >= perShape && !failed {
+				full = true
+			}
+		}
+		if offered == 0 || !full {
 			return nil
 		}
 	}
 }
 
-// queuedWhy is why the last dispatch pass did not offer a queued job ("" when
-// it was not in that pass).
-func (h *Hub) queuedWhy(jobID string) string {
+// pickRunner is the candidate to offer j to, with the account to name, or
+// -1 and why none fits: the runner with the owner's most preferred ready
+// account of the job's agent (exec: the most free slots), or the runner
+// that asked, for a resumed session.
+func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]int64, prefer string) (int, string, string) {
+	best, account, bestRank, stage := -1, "", int64(0), whyNoRunner
+	for i, cd := range cands {
+		// stage: the furthest check a runner this requester may use got to.
+		if !cd.access.mayRun(j.RequesterID, j.Project, member) {
+			continue
+		}
+		stage = max(stage, whyLabels)
+		if !labelsMatch(j.Labels, cd.c.labels) {
+			continue
+		}
+		// A runner without the job's agent (not installed, or every
+		// account limited) is not offered it.
+		stage = max(stage, whyAgent)
+		if !slices.Contains(cd.agents, j.Agent) {
+			continue
+		}
+		stage = max(stage, whyAccount)
+		acct, rank, ok := cd.accountFor(j, member, ranks)
+		if !ok {
+			continue
+		}
+		stage = whyBusy
+		if cd.free <= 0 {
+			continue
+		}
+		if cd.c.runnerID == prefer {
+			return i, acct, ""
+		}
+		if best < 0 || rank < bestRank || (rank == bestRank && cd.free > cands[best].free) {
+			best, account, bestRank = i, acct, rank
+		}
+	}
+	if best < 0 {
+		return -1, "", whyText(stage, j)
+	}
+	return best, account, ""
+}
+
+// queuedWhy is why the last dispatch pass did not offer a queued job: its
+// own reason, or its shape's when the pass did not read it ("" when the
+// pass saw neither).
+func (h *Hub) queuedWhy(jobID, shape string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.why[jobID]
+	if w, ok := h.why[jobID]; ok {
+		return w
+	}
+	return h.whyShape[shape]
 }
 
 // offer creates a new attempt of a queued job for a runner under a new

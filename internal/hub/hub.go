@@ -43,6 +43,8 @@ type Hub struct {
 	active map[string]map[string]bool // runner id → attempt ids holding a slot
 	waits  map[string]*waiter         // job id → followers waiting for the job's next change
 	why    map[string]string          // queued job id → why the last dispatch pass did not offer it
+	// shape → why the last pass offered none of its jobs (shapeKey)
+	whyShape map[string]string
 
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository

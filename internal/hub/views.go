@@ -108,21 +108,24 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 // jobView is the job as p may see it (notFound when p may not see it).
 func (h *Hub) jobView(ctx context.Context, p principal, id string) (protocol.JobView, error) {
 	var v protocol.JobView
+	var shape string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		j, err := visibleJob(tx, p, id)
 		if err != nil {
 			return err
 		}
+		shape = shapeKey(j)
 		v, err = newNamer(tx).jobView(j)
 		return err
 	})
-	h.addWhy(&v)
+	h.addWhy(&v, shape)
 	return v, err
 }
 
 // jobViews lists the jobs p may see.
 func (h *Hub) jobViews(ctx context.Context, p principal, f store.JobFilter) ([]protocol.JobView, error) {
 	out := []protocol.JobView{}
+	var shapes []string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		jobs, err := tx.Jobs(jobFilterFor(p, f))
 		if err != nil {
@@ -135,19 +138,20 @@ func (h *Hub) jobViews(ctx context.Context, p principal, f store.JobFilter) ([]p
 				return err
 			}
 			out = append(out, v)
+			shapes = append(shapes, shapeKey(j))
 		}
 		return nil
 	})
 	for i := range out {
-		h.addWhy(&out[i])
+		h.addWhy(&out[i], shapes[i])
 	}
 	return out, err
 }
 
 // addWhy says why a queued job waits, outside any transaction (h.mu).
-func (h *Hub) addWhy(v *protocol.JobView) {
+func (h *Hub) addWhy(v *protocol.JobView, shape string) {
 	if v.State == job.Queued {
-		v.Waiting = h.queuedWhy(v.ID)
+		v.Waiting = h.queuedWhy(v.ID, shape)
 	}
 }
 

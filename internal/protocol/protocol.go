@@ -158,7 +158,7 @@ type AccountInfo struct {
 	Agent        string    `json:"agent"`
 	Label        string    `json:"label,omitempty"`
 	Kind         string    `json:"kind"`  // login or api-key
-	State        string    `json:"state"` // ready or limited
+	State        string    `json:"state"` // ready, limited, needs login or needs attention; only ready runs jobs
 	LimitedUntil time.Time `json:"limited_until,omitzero"`
 }
 
@@ -166,6 +166,12 @@ type AccountInfo struct {
 const (
 	AccountReady   = "ready"
 	AccountLimited = "limited"
+	// AccountNeedsLogin: a login account whose vendor login is missing or
+	// expired (its owner runs the CLI's login on the runner).
+	AccountNeedsLogin = "needs login"
+	// AccountNeedsAttention: the provider refused the account (auth_failed);
+	// it runs nothing until its owner fixes it and resets it.
+	AccountNeedsAttention = "needs attention"
 )
 
 // Bounds of the agents and accounts a runner reports.

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,8 +50,40 @@ func newAgents(cfg Config) (*agent.Registry, error) {
 	return agent.NewRegistry(list...)
 }
 
+// AccountState is what is true of an account at now, the one rule for the
+// runner, its listing and the doctor: "needs attention" (its provider
+// refused it), "needs login" (a login account whose vendor login is
+// missing or expired in dir, its config directory, read without the
+// network), "limited", else "ready". Fix is the command that makes it
+// ready again, why what is wrong; both are empty when it is ready.
+func AccountState(acct accounts.Account, dir string, now time.Time) (state, why, fix string) {
+	switch {
+	case acct.NeedsAttention():
+		return protocol.AccountNeedsAttention, acct.Attention, attentionFix(acct)
+	case acct.Kind == accounts.KindLogin:
+		for _, ad := range Adapters() {
+			if ad.Name != acct.Agent || ad.LoggedIn == nil {
+				continue
+			}
+			if err := ad.LoggedIn(dir, now); err != nil {
+				return protocol.AccountNeedsLogin, err.Error(), "drover runner account login " + acct.ID
+			}
+		}
+	}
+	if acct.Limited(now) {
+		return protocol.AccountLimited, acct.LimitMessage, ""
+	}
+	return protocol.AccountReady, "", ""
+}
+
+// usable says whether an account may run a job at now.
+func (r *Runner) usable(acct accounts.Account, now time.Time) bool {
+	st, _, _ := AccountState(acct, r.accts.Dir(acct.ID), now)
+	return st == protocol.AccountReady
+}
+
 // agentsLocked is what the runner can run now: exec, and each installed
-// CLI with an account that is not limited. It arms a timer for the first
+// CLI with a ready account (see AccountState). It arms a timer for the first
 // limit to run out, so the hub hears when an agent is back.
 func (r *Runner) agentsLocked() ([]string, []protocol.AccountInfo) {
 	now := r.now()
@@ -63,13 +96,15 @@ func (r *Runner) agentsLocked() ([]string, []protocol.AccountInfo) {
 	ready := map[string]bool{}
 	var next time.Time
 	for _, acct := range list {
-		info := protocol.AccountInfo{ID: acct.ID, Agent: acct.Agent, Label: acct.Label, Kind: acct.Kind, State: protocol.AccountReady}
-		if acct.Limited(now) {
-			info.State, info.LimitedUntil = protocol.AccountLimited, acct.LimitedUntil
+		st, _, _ := AccountState(acct, r.accts.Dir(acct.ID), now)
+		info := protocol.AccountInfo{ID: acct.ID, Agent: acct.Agent, Label: acct.Label, Kind: acct.Kind, State: st}
+		switch st {
+		case protocol.AccountLimited:
+			info.LimitedUntil = acct.LimitedUntil
 			if next.IsZero() || acct.LimitedUntil.Before(next) {
 				next = acct.LimitedUntil
 			}
-		} else {
+		case protocol.AccountReady:
 			ready[acct.Agent] = true
 		}
 		if len(infos) < protocol.MaxAccounts {
@@ -86,6 +121,10 @@ func (r *Runner) agentsLocked() ([]string, []protocol.AccountInfo) {
 			names = append(names, name)
 		}
 	}
+	r.reported = infos
+	if r.loginTimer == nil && slices.ContainsFunc(infos, needsFix) {
+		r.loginTimer = time.AfterFunc(loginRecheck, r.recheckLogins)
+	}
 	if !next.IsZero() {
 		if r.limitTimer != nil {
 			r.limitTimer.Stop()
@@ -97,6 +136,37 @@ func (r *Runner) agentsLocked() ([]string, []protocol.AccountInfo) {
 		})
 	}
 	return names, infos
+}
+
+// loginRecheck is how often a runner looks whether an account that needs a
+// login or attention was fixed (a few file reads).
+const loginRecheck = 15 * time.Second
+
+// needsFix says whether a reported account waits for its owner.
+func needsFix(i protocol.AccountInfo) bool {
+	return i.State == protocol.AccountNeedsLogin || i.State == protocol.AccountNeedsAttention
+}
+
+// recheckLogins marks the status dirty when an account reported as needing
+// a login or attention no longer does (its owner logged in, or reset it
+// with 'drover runner account reset' in another process): the hub then
+// offers it jobs.
+func (r *Runner) recheckLogins() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loginTimer = nil
+	now := r.now()
+	for _, info := range r.reported {
+		if !needsFix(info) {
+			continue
+		}
+		acct, err := r.accts.Get(info.ID)
+		if st, _, _ := AccountState(acct, r.accts.Dir(info.ID), now); err != nil || st != info.State {
+			r.markDirtyLocked()
+			return
+		}
+	}
+	r.loginTimer = time.AfterFunc(loginRecheck, r.recheckLogins)
 }
 
 // sessionRef ties a session to the account it lives in: a session can only
@@ -172,6 +242,17 @@ func (r *Runner) runCLI(a *attempt, c cliAgent, sp *spool, dir string, env []str
 		return res, err
 	}
 	res.Session = sessionRef(acct.ID, res.Session)
+	if res.Reason == job.ReasonAuthFailed {
+		// The provider refused the account: it runs nothing more until its
+		// owner fixes the key or login and resets it.
+		if err := r.accts.SetAttention(acct.ID, res.Message); err != nil {
+			r.log.Error("mark account as needing attention", "account", acct.ID, "err", err)
+		}
+		r.markDirty()
+		r.log.Warn("account refused by its provider", "account", acct.ID, "agent", c.Name())
+		res.Message = clip(fmt.Sprintf("account %s: %s; it needs attention: %s", acctName(acct), res.Message, attentionFix(acct)), 1024)
+		fmt.Fprintf(sp, "drover: %s\n", res.Message)
+	}
 	if u := res.Usage; u != (agent.Usage{}) {
 		fmt.Fprintf(sp, "drover: %s used %d input and %d output tokens (cache: %d read, %d written), $%.4f\n",
 			c.Name(), u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.CostUSD)
@@ -192,6 +273,15 @@ func (r *Runner) runCLI(a *attempt, c cliAgent, sp *spool, dir string, env []str
 	return res, nil
 }
 
+// attentionFix is how an account's owner makes a refused account usable
+// again.
+func attentionFix(a accounts.Account) string {
+	if a.Kind == accounts.KindAPIKey {
+		return "give it a valid key with 'drover runner account reset " + a.ID + " --api-key-stdin'"
+	}
+	return "log in again ('drover runner account login " + a.ID + "' prints how), then 'drover runner account reset " + a.ID + "'"
+}
+
 func acctName(a accounts.Account) string {
 	if a.Label != "" {
 		return a.Label + " (" + a.ID + ")"
@@ -209,7 +299,7 @@ func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, 
 	if rs := a.spec.Resume; rs != nil && rs.Session != "" && c.Capabilities().CanResume && a.ws != nil && a.ws.wt.Resumed() {
 		if id, session, ok := strings.Cut(rs.Session, "/"); ok {
 			acct, err := r.accts.Get(id)
-			if err == nil && acct.Agent == c.Name() && !acct.Limited(now) {
+			if err == nil && acct.Agent == c.Name() && r.usable(acct, now) {
 				return acct, session, nil
 			}
 		}
@@ -222,8 +312,8 @@ func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, 
 		}
 		for _, acct := range list {
 			if acct.Agent == c.Name() && (acct.ID == pin || acct.Label == pin) {
-				if acct.Limited(now) {
-					return acct, "", fmt.Errorf("the job's account %s is limited until %s", acctName(acct), acct.LimitedUntil.UTC().Format(time.RFC3339))
+				if err := r.notUsable(acct, now, "the job's account"); err != nil {
+					return acct, "", err
 				}
 				return acct, "", nil
 			}
@@ -237,14 +327,28 @@ func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, 
 		switch {
 		case err != nil || acct.Agent != c.Name():
 			return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %s, which the hub chose", c.Name(), a.account)
-		case acct.Limited(now):
-			return acct, "", fmt.Errorf("the account %s the hub chose is limited until %s", acctName(acct), acct.LimitedUntil.UTC().Format(time.RFC3339))
+		}
+		if err := r.notUsable(acct, now, "the account the hub chose,"); err != nil {
+			return acct, "", err
 		}
 		return acct, "", nil
 	}
 	// A hub that names no account: any ready one of the runner's.
-	acct, err := r.accts.Pick(c.Name(), now)
+	acct, err := r.accts.Pick(c.Name(), now, func(a accounts.Account) bool { return r.usable(a, now) })
 	return acct, "", err
+}
+
+// notUsable says why acct (what names it) cannot run a job at now; nil
+// when it is ready.
+func (r *Runner) notUsable(acct accounts.Account, now time.Time, what string) error {
+	st, why, fix := AccountState(acct, r.accts.Dir(acct.ID), now)
+	switch st {
+	case protocol.AccountReady:
+		return nil
+	case protocol.AccountLimited:
+		return fmt.Errorf("%s %s is limited until %s", what, acctName(acct), acct.LimitedUntil.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%s %s %s (%s): %s", what, acctName(acct), st, why, fix)
 }
 
 // cliPrompt is what the CLI is told: on a resumed session only the answers

@@ -261,7 +261,7 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 		env = append(env, a.ws.env()...)
 	}
 	if a.tools != nil {
-		env = append(env, a.tools.env()...)
+		env = append(prependPath(env, a.tools.binDir()), a.tools.env()...)
 	}
 	if c, ok := ag.(cliAgent); ok {
 		return r.runCLI(a, c, sp, dir, env)
@@ -292,6 +292,18 @@ func jobEnv(ref protocol.AttemptRef, dir string) []string {
 		"DROVER_ATTEMPT=" + ref.Attempt,
 		"DROVER_EPOCH=" + strconv.FormatInt(ref.Epoch, 10),
 	}
+}
+
+// prependPath puts dir first in env's PATH.
+func prependPath(env []string, dir string) []string {
+	out := make([]string, len(env))
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			kv = "PATH=" + dir + ":" + v
+		}
+		out[i] = kv
+	}
+	return out
 }
 
 // freshDir makes an empty private directory, removing what a crashed run
@@ -416,6 +428,8 @@ func outcomeOf(res agent.Result, runErr, cause error) job.Outcome {
 		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonTimeout, ExitCode: &code}
 	case res.Reason == job.ReasonLimited:
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: &code}
+	case res.Reason == job.ReasonAuthFailed || res.Reason == job.ReasonEndpointUnreachable:
+		o = job.Outcome{State: job.AttemptFailed, Reason: res.Reason, ExitCode: &code}
 	case res.Reason == job.ReasonCancelled && errors.Is(cause, errShutdown):
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown, ExitCode: &code}
 	case res.Reason == job.ReasonCancelled:

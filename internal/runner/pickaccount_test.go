@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,14 +21,29 @@ func TestPickAccountUsesOnlyTheHubsChoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mine, err := s.Add(accounts.Account{Agent: "claude", Kind: accounts.KindLogin, Label: "mine"}, "")
-	if err != nil {
+	add := func(label string, loggedIn bool) accounts.Account {
+		t.Helper()
+		acct, err := s.Add(accounts.Account{Agent: "claude", Kind: accounts.KindLogin, Label: label}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loggedIn {
+			login := `{"claudeAiOauth":{"accessToken":"at","refreshToken":"rt","expiresAt":1}}`
+			if err := os.WriteFile(filepath.Join(s.Dir(acct.ID), ".credentials.json"), []byte(login), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return acct
+	}
+	// The oldest accounts cannot run: a runner left to choose must pass
+	// them over.
+	nologin := add("nologin", false)
+	refused := add("refused", true)
+	if err := s.SetAttention(refused.ID, "HTTP 401"); err != nil {
 		t.Fatal(err)
 	}
-	shared, err := s.Add(accounts.Account{Agent: "claude", Kind: accounts.KindLogin, Label: "shared"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mine := add("mine", true)
+	shared := add("shared", true)
 	now := time.Now()
 	if err := s.SetLimited(shared.ID, now.Add(time.Hour), "limit"); err != nil {
 		t.Fatal(err)
@@ -42,6 +59,8 @@ func TestPickAccountUsesOnlyTheHubsChoice(t *testing.T) {
 		{"the hub's ready choice", mine.ID, mine.ID, ""},
 		{"the hub's choice is limited: no other", shared.ID, "", "limited"},
 		{"the hub's choice is gone: no other", "acct-gone", "", "no claude account acct-gone"},
+		{"the hub's choice needs a login", nologin.ID, "", "needs login (not logged in: no login in "},
+		{"the hub's choice was refused", refused.ID, "", "needs attention (HTTP 401): log in again"},
 		{"a hub that names none: any ready", "", mine.ID, ""},
 	}
 	for _, tt := range tests {

@@ -92,6 +92,10 @@ type Runner struct {
 	dirty    bool // status changed since last sent
 	// limitTimer marks the status dirty when the first account limit runs out.
 	limitTimer *time.Timer
+	// loginTimer looks again, while an account needs a login, whether its
+	// owner logged it in (reported holds the accounts last reported).
+	loginTimer *time.Timer
+	reported   []protocol.AccountInfo
 	stopping   bool // graceful stop begun: decline offers
 	closing    bool // graceful stop done: close the connection and stay away
 }

@@ -32,7 +32,8 @@ const maxSocketPath = 100
 // attemptTools is one attempt's running tool server.
 type attemptTools struct {
 	tools   *tools.Tools
-	dir     string // read-only for the agent: mcp.json, history.json
+	dir     string // read-only for the agent: mcp.json, history.json, bin/drover
+	exe     string // the runner's executable, shown as bin/drover ("": not shown)
 	url     string
 	socket  string // host unix socket; "" on loopback
 	tmp     string // a short socket folder when the attempt's path is too long
@@ -63,6 +64,9 @@ func (r *Runner) startTools(a *attempt, out io.Writer) (_ *attemptTools, err err
 	}()
 	if err := os.Mkdir(at.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("make tools folder: %w", err)
+	}
+	if at.exe, err = r.showDrover(at.dir); err != nil {
+		return nil, err
 	}
 	var ln net.Listener
 	if r.cfg.Sandbox.Kind == sandbox.KindNone {
@@ -115,6 +119,37 @@ func (r *Runner) startTools(a *attempt, out io.Writer) (_ *attemptTools, err err
 
 func (at *attemptTools) config() string { return filepath.Join(at.dir, "mcp.json") }
 
+// binDir holds drover itself, for `drover tool` in an exec agent's script.
+func (at *attemptTools) binDir() string { return filepath.Join(at.dir, "bin") }
+
+// showDrover puts the runner's own executable at dir/bin/drover for the
+// agent: a symlink without a sandbox, else an empty file that the
+// sandbox mounts the executable on (read-only; see policy). The binary holds
+// no secret: the token stays in the config file.
+func (r *Runner) showDrover(dir string) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the drover executable for the tools: %w", err)
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "", fmt.Errorf("find the drover executable for the tools: %w", err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o700); err != nil {
+		return "", fmt.Errorf("make tools folder: %w", err)
+	}
+	dst := filepath.Join(bin, "drover")
+	if r.cfg.Sandbox.Kind == sandbox.KindNone {
+		err = os.Symlink(exe, dst)
+	} else {
+		err = os.WriteFile(dst, nil, 0o500)
+	}
+	if err != nil {
+		return "", fmt.Errorf("show drover to the agent: %w", err)
+	}
+	return exe, nil
+}
+
 // env is what the agent's environment gains from the tools.
 func (at *attemptTools) env() []string {
 	env := []string{"DROVER_MCP_CONFIG=" + at.config(), "DROVER_TOOLS_URL=" + at.url}
@@ -127,6 +162,10 @@ func (at *attemptTools) env() []string {
 // policy adds the tools to an attempt's sandbox policy.
 func (at *attemptTools) policy(p *sandbox.Policy) {
 	p.ReadOnly = append(p.ReadOnly[:len(p.ReadOnly):len(p.ReadOnly)], sandbox.Mount{Src: at.dir})
+	if at.exe != "" {
+		// After the folder: it is mounted on the empty file showDrover made.
+		p.ReadOnly = append(p.ReadOnly, sandbox.Mount{Src: at.exe, Dst: filepath.Join(at.binDir(), "drover")})
+	}
 	p.Env = append(p.Env[:len(p.Env):len(p.Env)], "DROVER_MCP_CONFIG", "DROVER_TOOLS_URL", "DROVER_HISTORY")
 	if at.socket != "" {
 		p.Sockets = append(p.Sockets[:len(p.Sockets):len(p.Sockets)], sandbox.Socket{Addr: toolsAddr, Path: at.socket})

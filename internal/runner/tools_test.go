@@ -10,6 +10,7 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/sandbox"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/tools"
 )
@@ -198,5 +199,38 @@ func TestToolsOutcome(t *testing.T) {
 		if err := got.Validate(); err != nil {
 			t.Errorf("%s: %v", c.name, err)
 		}
+	}
+}
+
+// A job with tools finds drover first on its PATH: the runner's executable,
+// mounted read-only on the empty file in the tools folder after the folder
+// itself (a symlink to it without a sandbox).
+func TestToolsShowDroverOnThePath(t *testing.T) {
+	for _, kind := range []string{sandbox.KindBwrap, sandbox.KindNone} {
+		r := &Runner{cfg: Config{Sandbox: sandbox.Policy{Kind: kind}}}
+		dir := t.TempDir()
+		exe, err := r.showDrover(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := &attemptTools{dir: dir, exe: exe}
+		dst := filepath.Join(dir, "bin", "drover")
+		fi, err := os.Lstat(dst)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case kind == sandbox.KindNone && fi.Mode()&os.ModeSymlink == 0,
+			kind != sandbox.KindNone && (!fi.Mode().IsRegular() || fi.Size() != 0):
+			t.Errorf("%s: %s is %s (%d bytes)", kind, dst, fi.Mode(), fi.Size())
+		}
+		var p sandbox.Policy
+		at.policy(&p)
+		if len(p.ReadOnly) != 2 || p.ReadOnly[0].Src != dir || p.ReadOnly[1] != (sandbox.Mount{Src: exe, Dst: dst}) {
+			t.Errorf("%s: read-only mounts %+v", kind, p.ReadOnly)
+		}
+	}
+	env := prependPath([]string{"HOME=/h", "PATH=" + jobPath}, "/t/bin")
+	if env[1] != "PATH=/t/bin:"+jobPath || env[0] != "HOME=/h" {
+		t.Errorf("env %v", env)
 	}
 }

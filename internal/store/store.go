@@ -86,6 +86,15 @@ type Tx interface {
 	// (queued, offered, running, waiting), oldest first.
 	ActiveJobsOf(requesterID string) ([]Job, error)
 	QueuedJobs(limit int) ([]Job, error) // oldest first (FIFO dispatch)
+	// QueuedHeads lists the oldest perShape queued jobs of every shape
+	// (requester, agent, labels, project, account: the jobs of one shape
+	// fit the same runners), oldest first. The dispatcher reads the queue
+	// this way, so however many jobs of one shape no runner can take, the
+	// others are still seen.
+	QueuedHeads(perShape int) ([]Job, error)
+	// ActiveByRequester counts each requester's offered and running jobs
+	// (what they hold of the fleet now; the dispatcher shares by it).
+	ActiveByRequester() (map[string]int, error)
 
 	// Attempts.
 	InsertAttempt(a Attempt) error

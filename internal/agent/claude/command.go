@@ -2,6 +2,7 @@ package claude
 
 import (
 	"path/filepath"
+	"time"
 
 	"drover/internal/agent"
 )
@@ -17,9 +18,15 @@ func Adapter() agent.Adapter {
 	return agent.Adapter{
 		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
 		RootFiles: []string{"CLAUDE.md"},
+		// Claude Code keeps its OAuth login in .credentials.json; an
+		// expired access token is refreshed while a refresh token is there.
+		LoggedIn: func(dir string, now time.Time) error {
+			return agent.LoginFile(filepath.Join(dir, ".credentials.json"), now,
+				[]string{"claudeAiOauth.accessToken", "claudeAiOauth.refreshToken"}, "claudeAiOauth.expiresAt", "claudeAiOauth.refreshToken")
+		},
 		Endpoint: agent.Endpoint{
 			Upstream: "https://api.anthropic.com", Header: "x-api-key",
-			KeyEnv: "ANTHROPIC_API_KEY", BaseURLEnv: "ANTHROPIC_BASE_URL", UpstreamEnv: "ANTHROPIC_BASE_URL",
+			KeyEnv: "ANTHROPIC_API_KEY", BaseURLEnv: "ANTHROPIC_BASE_URL", UpstreamEnv: "ANTHROPIC_BASE_URL", Versions: []string{"v1"},
 			// The API, and the login's token refresh.
 			Hosts: []string{"api.anthropic.com:443", "console.anthropic.com:443", "claude.ai:443"},
 		},

@@ -47,6 +47,10 @@ func TestParseSamples(t *testing.T) {
 			if sum.Outcome == nil || sum.Outcome.OK != tt.ok || sum.Outcome.Message != tt.message {
 				t.Errorf("outcome = %+v, want ok=%v %q", sum.Outcome, tt.ok, tt.message)
 			}
+			// The 401 sample is the provider refusing the key.
+			if wantRefused := tt.file == "claude-401-error.jsonl"; sum.Outcome != nil && sum.Outcome.Refused != wantRefused {
+				t.Errorf("outcome refused = %v, want %v", sum.Outcome.Refused, wantRefused)
+			}
 			if sum.Limit != nil {
 				t.Errorf("limit = %+v, want none", sum.Limit)
 			}

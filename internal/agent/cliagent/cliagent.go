@@ -94,7 +94,8 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	for _, d := range g.ad.HomeDirs {
 		extra.ReadWrite = append(extra.ReadWrite, sandbox.Mount{Src: filepath.Join(a.Account.Dir, d), Dst: filepath.Join(sandbox.Home, d)})
 	}
-	if err := g.network(a.Account, &l, &extra); err != nil {
+	upstream, err := g.network(a.Account, &l, &extra)
+	if err != nil {
 		return g.spawnFailed("%v", err)
 	}
 	ev := &evidence{out: a.Output}
@@ -160,6 +161,17 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 		return agent.Result{}, fmt.Errorf("%s agent: %w", g.ad.Name, err)
 	}
 	r := g.result(ex, sc, timeout)
+	if r.Reason == job.ReasonExited && r.Limit == nil {
+		g.refused(&r, ev.lastCall(), upstream)
+		if o := sc.sum.Outcome; r.Reason == job.ReasonExited && o != nil && o.Refused {
+			// No call the proxy could read (a vendor login's tunnel), but
+			// the CLI says its provider refused the account.
+			r.Reason = job.ReasonAuthFailed
+			if r.ExitCode == 0 {
+				r.ExitCode = 1
+			}
+		}
+	}
 	if r.Limit != nil {
 		// The CLI named no reset (or a past one): the provider's headers,
 		// as the egress proxy saw them, may have.
@@ -168,6 +180,28 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 		}
 	}
 	return r, nil
+}
+
+// refused settles an attempt whose last call to the provider, as the
+// egress proxy saw it, was refused for its credentials (401/403: the
+// account needs attention) or never reached the provider: that is why the
+// run ended, whatever the CLI made of it (opencode exits 0), not a model's
+// failure to deliver.
+func (g *Agent) refused(r *agent.Result, last egress.Event, upstream string) {
+	switch {
+	case last.Status == http.StatusUnauthorized || last.Status == http.StatusForbidden:
+		r.Reason = job.ReasonAuthFailed
+		r.Message = fmt.Sprintf("%s: the provider at %s refused the account's key (HTTP %d %s)",
+			g.ad.Name, upstream, last.Status, http.StatusText(last.Status))
+	case last.Error != "":
+		r.Reason = job.ReasonEndpointUnreachable
+		r.Message = fmt.Sprintf("%s: cannot reach the model API at %s: %s", g.ad.Name, upstream, last.Error)
+	default:
+		return
+	}
+	if r.ExitCode == 0 {
+		r.ExitCode = 1
+	}
 }
 
 // statedReset says whether the CLI's own limit named a reset time.
@@ -183,6 +217,7 @@ type evidence struct {
 	mu      sync.Mutex
 	buf     []byte
 	retryAt time.Time
+	last    egress.Event // the last call through a credential rule
 }
 
 func (e *evidence) Write(p []byte) (int, error) {
@@ -200,9 +235,18 @@ func (e *evidence) Write(p []byte) (int, error) {
 			if ev.Status == http.StatusTooManyRequests && ev.RetryAt.After(e.retryAt) {
 				e.retryAt = ev.RetryAt
 			}
+			if ev.Kind == "credential" && ev.Allowed {
+				e.last = ev
+			}
 		}
 		e.buf = e.buf[i+1:]
 	}
+}
+
+func (e *evidence) lastCall() egress.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last
 }
 
 func (e *evidence) retry() time.Time {
@@ -257,28 +301,32 @@ func (g *Agent) result(ex sandbox.Exit, sc scanResult, timeout time.Duration) ag
 // stays with the egress proxy, which the CLI reaches at a credential URL;
 // an account logged in with the vendor reaches the vendor's hosts (or the
 // operator's endpoint) through the allowlist.
-func (g *Agent) network(acct *agent.Account, l *agent.Launch, extra *agent.Extra) error {
+// It returns the API root as drover resolved it.
+func (g *Agent) network(acct *agent.Account, l *agent.Launch, extra *agent.Extra) (string, error) {
 	ep := g.ad.Endpoint
-	upstream := firstNonEmpty(acct.BaseURL, g.cfg.Upstream, ep.Upstream)
+	upstream, _, err := ep.ResolveBaseURL(acct.BaseURL, g.cfg.Upstream)
+	if err != nil {
+		return "", err
+	}
 	if acct.Key == "" {
 		if upstream == ep.Upstream {
 			extra.Network.Allow = ep.Hosts
-			return nil
+			return upstream, nil
 		}
 		hp, err := hostPort(upstream)
 		if err != nil {
-			return err
+			return "", err
 		}
 		extra.Network.Allow = []string{hp}
 		l.BaseURL = upstream
-		return nil
+		return upstream, nil
 	}
 	extra.Network.Credentials = []egress.Credential{{
 		Name: g.ad.Name, Upstream: upstream, Header: ep.Header, Prefix: ep.Prefix, Key: acct.Key,
 		KeyEnv: ep.KeyEnv, BaseURLEnv: ep.BaseURLEnv,
 	}}
 	l.BaseURL = sandbox.CredentialURL(0)
-	return nil
+	return upstream, nil
 }
 
 func hostPort(raw string) (string, error) {
@@ -293,15 +341,6 @@ func hostPort(raw string) (string, error) {
 		return u.Host + ":80", nil
 	}
 	return u.Host + ":443", nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // mergeEnv returns base with over's entries replacing those of the same name.

@@ -2,9 +2,11 @@ package cliagent
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,8 @@ func TestMisbehavingCLI(t *testing.T) {
 					t.Errorf("session %q usage %+v", r.Session, r.Usage)
 				}
 			}},
+		{name: "refused", script: `echo '{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Failed to authenticate. API Error: 401 authentication_error","session_id":"s3"}'; exit 1`,
+			reason: job.ReasonAuthFailed, code: 1, msg: "claude: API error 401: Failed to authenticate"},
 		{name: "limited", script: `echo '{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: 429 rate limit reached","session_id":"s2"}'; exit 1`,
 			reason: job.ReasonExited, code: 1, msg: "rate limit",
 			check: func(t *testing.T, r agent.Result) {
@@ -105,5 +109,48 @@ func testAttempt(t *testing.T, out *strings.Builder) agent.Attempt {
 			return sandbox.New(context.Background(), sandbox.Policy{Kind: sandbox.KindNone, Root: dir, Env: extra.Env,
 				ReadOnly: extra.ReadOnly, ReadWrite: extra.ReadWrite, Logger: slog.New(slog.DiscardHandler)})
 		},
+	}
+}
+
+// The egress proxy's evidence of the last call to the provider settles an
+// attempt the provider refused (auth_failed) or that never reached it
+// (endpoint_unreachable), whatever the CLI printed or how it exited.
+func TestRefusalFromEvidence(t *testing.T) {
+	const up = "http://127.0.0.1:9"
+	call := func(status int, errText string) string {
+		return `{"kind":"credential","allowed":true,"host":"127.0.0.1:9","rule":"credential claude","status":` +
+			strconv.Itoa(status) + `,"error":"` + errText + `"}` + "\n"
+	}
+	for _, tc := range []struct {
+		name   string
+		events string
+		exit   int
+		reason job.Reason
+		msg    string
+	}{
+		{"401 then exit 0", call(401, ""), 0, job.ReasonAuthFailed, "the provider at " + up + " refused the account's key (HTTP 401 Unauthorized)"},
+		{"403", call(200, "") + call(403, ""), 1, job.ReasonAuthFailed, "HTTP 403 Forbidden"},
+		{"401 then a good call", call(401, "") + call(200, ""), 0, job.ReasonExited, ""},
+		{"unreachable", call(502, "dial tcp 127.0.0.1:9: connect: connection refused"), 1, job.ReasonEndpointUnreachable,
+			"cannot reach the model API at " + up + ": dial tcp 127.0.0.1:9: connect: connection refused"},
+		{"429 is a limit, not a refusal", call(429, ""), 1, job.ReasonExited, ""},
+		{"a refused connect is no provider's answer", `{"kind":"connect","allowed":false,"host":"x:443","status":403}` + "\n", 1, job.ReasonExited, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(claude.Adapter(), Config{})
+			var out strings.Builder
+			ev := &evidence{out: &out}
+			if _, err := io.WriteString(ev, tc.events); err != nil {
+				t.Fatal(err)
+			}
+			r := agent.Result{ExitCode: tc.exit, Reason: job.ReasonExited}
+			g.refused(&r, ev.lastCall(), up)
+			if r.Reason != tc.reason || !strings.Contains(r.Message, tc.msg) || (tc.reason != job.ReasonExited && r.ExitCode == 0) {
+				t.Errorf("result %+v, want %s with %q and a failing exit code", r, tc.reason, tc.msg)
+			}
+			if !strings.Contains(out.String(), "[drover egress]") {
+				t.Errorf("the evidence did not reach the log: %q", out.String())
+			}
+		})
 	}
 }

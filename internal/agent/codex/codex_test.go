@@ -21,7 +21,7 @@ func TestParseSamples(t *testing.T) {
 		{"codex-exec.jsonl", "session tool_use tool_result text usage outcome", "01a2298e-67a2-7ad3-a148-5a692aa3f86f",
 			agent.Usage{InputTokens: 20, OutputTokens: 10}, agent.Outcome{OK: true}},
 		{"codex-401-error.jsonl", "session raw outcome", "01a22992-2e48-7482-a73d-ddbaa4be7afe", agent.Usage{},
-			agent.Outcome{Message: "codex: unexpected status 401 Unauthorized: fake authentication_error, url: http://127.0.0.1:18092/v1/responses"}},
+			agent.Outcome{Message: "codex: unexpected status 401 Unauthorized: fake authentication_error, url: http://127.0.0.1:18092/v1/responses", Refused: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

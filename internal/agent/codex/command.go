@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"drover/internal/agent"
 	"drover/internal/tools"
@@ -20,9 +21,15 @@ func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: tr
 func Adapter() agent.Adapter {
 	return agent.Adapter{
 		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
+		// `codex login` writes auth.json: a ChatGPT login's tokens or an
+		// API key.
+		LoggedIn: func(dir string, now time.Time) error {
+			return agent.LoginFile(filepath.Join(dir, "auth.json"), now,
+				[]string{"tokens.refresh_token", "tokens.access_token", "OPENAI_API_KEY"}, "", "")
+		},
 		Endpoint: agent.Endpoint{
 			Upstream: "https://api.openai.com", Header: "Authorization", Prefix: "Bearer ",
-			KeyEnv: keyEnv, BaseURLEnv: "DROVER_CODEX_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL",
+			KeyEnv: keyEnv, BaseURLEnv: "DROVER_CODEX_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL", Versions: []string{"v1"},
 			// The API, and a ChatGPT login's backend and token refresh.
 			Hosts: []string{"api.openai.com:443", "chatgpt.com:443", "auth.openai.com:443"},
 		},

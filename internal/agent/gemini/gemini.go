@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"drover/internal/agent"
 	"drover/internal/tools"
@@ -24,10 +25,16 @@ func Adapter() agent.Adapter {
 		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
 		Endpoint: agent.Endpoint{
 			Upstream: "https://generativelanguage.googleapis.com", Header: "x-goog-api-key",
-			KeyEnv: "GEMINI_API_KEY", BaseURLEnv: "GOOGLE_GEMINI_BASE_URL", UpstreamEnv: "GOOGLE_GEMINI_BASE_URL",
+			KeyEnv: "GEMINI_API_KEY", BaseURLEnv: "GOOGLE_GEMINI_BASE_URL", UpstreamEnv: "GOOGLE_GEMINI_BASE_URL", Versions: []string{"v1beta", "v1"},
 			Hosts: []string{"generativelanguage.googleapis.com:443", "oauth2.googleapis.com:443", "cloudcode-pa.googleapis.com:443"},
 		},
 		HomeDirs: []string{".gemini"},
+		// "Sign in with Google" leaves ~/.gemini/oauth_creds.json (HOME is
+		// the account directory).
+		LoggedIn: func(dir string, now time.Time) error {
+			return agent.LoginFile(filepath.Join(dir, ".gemini", "oauth_creds.json"), now,
+				[]string{"refresh_token", "access_token"}, "expiry_date", "refresh_token")
+		},
 	}
 }
 

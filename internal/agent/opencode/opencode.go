@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"drover/internal/agent"
 	"drover/internal/tools"
@@ -26,9 +27,14 @@ const keyEnv = "DROVER_OPENCODE_API_KEY"
 func Adapter() agent.Adapter {
 	return agent.Adapter{
 		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
+		// `opencode auth login` keeps each provider's login in
+		// $XDG_DATA_HOME/opencode/auth.json.
+		LoggedIn: func(dir string, _ time.Time) error {
+			return agent.HasLoginFile(filepath.Join(dir, "data", "opencode", "auth.json"))
+		},
 		Endpoint: agent.Endpoint{
 			Upstream: "https://api.openai.com", Header: "Authorization", Prefix: "Bearer ",
-			KeyEnv: keyEnv, BaseURLEnv: "DROVER_OPENCODE_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL",
+			KeyEnv: keyEnv, BaseURLEnv: "DROVER_OPENCODE_BASE_URL", UpstreamEnv: "OPENAI_BASE_URL", Versions: []string{"v1"},
 			Hosts: []string{"api.openai.com:443", "api.anthropic.com:443"},
 		},
 	}

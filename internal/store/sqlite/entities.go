@@ -1,6 +1,11 @@
 package sqlite
 
 import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -225,6 +230,65 @@ func (t *tx) ActiveJobsOf(requesterID string) ([]store.Job, error) {
 func (t *tx) QueuedJobs(limit int) ([]store.Job, error) {
 	return all(t, "queued jobs", scanJob, jobs.query("WHERE state = ? ORDER BY created_at, id LIMIT ?"),
 		job.Queued, noLimit(limit))
+}
+
+// QueuedHeads skips from shape to shape along the partial index
+// jobs_queue_shape (state 'queued' written out so the index applies), one
+// seek a shape, then reads each shape's oldest jobs: its cost follows the
+// number of shapes, not of queued jobs.
+func (t *tx) QueuedHeads(perShape int) ([]store.Job, error) {
+	if perShape <= 0 {
+		perShape = math.MaxInt32
+	}
+	// INDEXED BY: without statistics SQLite may take jobs_state and sort.
+	const next = `SELECT queue_shape FROM jobs INDEXED BY jobs_queue_shape
+		WHERE state = 'queued' AND queue_shape > ? ORDER BY queue_shape LIMIT 1`
+	heads := jobs.query(`INDEXED BY jobs_queue_shape WHERE state = 'queued' AND queue_shape = ? ORDER BY created_at, id LIMIT ?`)
+	var out []store.Job
+	shape := ""
+	for {
+		err := t.tx.QueryRowContext(t.ctx, next, shape).Scan(&shape)
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("next shape of queued jobs: %w", err)
+		}
+		js, err := all(t, "queued jobs of one shape", scanJob, heads, shape, perShape)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, js...)
+	}
+	slices.SortFunc(out, func(a, b store.Job) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+func (t *tx) ActiveByRequester() (map[string]int, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT requester_id, COUNT(*) FROM jobs WHERE state IN (?, ?) GROUP BY requester_id`,
+		job.Offered, job.Running)
+	if err != nil {
+		return nil, fmt.Errorf("count active jobs by requester: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("count active jobs by requester: %w", err)
+		}
+		out[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count active jobs by requester: %w", err)
+	}
+	return out, nil
 }
 
 var attempts = newTable("attempts",

@@ -35,6 +35,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"JobKeys", testJobKeys},
 		{"JobLists", testJobLists},
 		{"JobListLimits", testJobListLimits},
+		{"QueuedHeads", testQueuedHeads},
+		{"ActiveByRequester", testActiveByRequester},
 		{"Attempts", testAttempts},
 		{"Leases", testLeases},
 		{"MissingReferences", testMissingReferences},

@@ -185,6 +185,9 @@ type parsed struct {
 	// namespaces maps a tool offered inside a namespace (Codex's MCP
 	// tools), as "NAMESPACE__TOOL", to its namespace and name.
 	namespaces map[string][2]string
+	// exec: Codex offered its tools only inside its JavaScript "exec" tool
+	// (its default model); a call is then a script calling tools.NAME.
+	exec bool
 }
 
 type toolCall struct {

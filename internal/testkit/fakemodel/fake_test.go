@@ -229,3 +229,68 @@ func TestAnthropicHead(t *testing.T) {
 		t.Errorf("HEAD / = %d", resp.StatusCode)
 	}
 }
+
+// TestResponsesExec: a request without function tools that offers Codex's
+// JavaScript exec tool (its default model) is answered with exec calls
+// whose scripts call the nested tool, MCP tools included, through the
+// global tools object; their outputs advance the script.
+func TestResponsesExec(t *testing.T) {
+	f := fakemodel.NewFakeResponses(t, []fakemodel.Turn{
+		fakemodel.RunCommand("echo hi"),
+		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "done"}),
+		fakemodel.Text("bye"),
+	})
+	post := func(results map[string]string) map[string]any {
+		t.Helper()
+		input := []any{map[string]any{"type": "additional_tools", "role": "developer", "tools": []any{
+			map[string]any{"type": "namespace", "name": "functions", "tools": []any{
+				map[string]any{"type": "custom", "name": "exec", "description": "Run JavaScript\n" +
+					"declare const tools: { exec_command(args: {\n cmd: string; }): Promise<unknown>; };\n" +
+					"declare const tools: { apply_patch(input: string): Promise<unknown>; };"},
+			}}}}}
+		for id, out := range results {
+			input = append(input, map[string]any{"type": "custom_tool_call_output", "call_id": id, "output": out})
+		}
+		b, _ := json.Marshal(map[string]any{"model": "default", "stream": true, "input": input})
+		resp, err := http.Post(f.URL+"/v1/responses", "application/json", strings.NewReader(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		for l := range strings.Lines(string(raw)) {
+			data, ok := strings.CutPrefix(strings.TrimSpace(l), "data: ")
+			var ev map[string]any
+			if ok && json.Unmarshal([]byte(data), &ev) == nil && ev["type"] == "response.output_item.done" {
+				return ev["item"].(map[string]any)
+			}
+		}
+		t.Fatalf("no output item in %s", raw)
+		return nil
+	}
+	for _, tc := range []struct {
+		results map[string]string
+		typ     string
+		has     string // in the script, or the text
+	}{
+		{nil, "custom_tool_call", `await tools.exec_command({"cmd":"echo hi"})`},
+		{map[string]string{"call_fake_1": "hi"}, "custom_tool_call", `await tools.mcp__drover__deliver({"summary":"done"})`},
+		{map[string]string{"call_fake_1": "hi", "call_fake_2": "delivered"}, "message", "bye"},
+	} {
+		item := post(tc.results)
+		got, _ := json.Marshal(item)
+		text, _ := item["input"].(string) // an exec call's script
+		if item["type"] == "message" {
+			text = string(got)
+		}
+		if item["type"] != tc.typ || !strings.Contains(text, tc.has) {
+			t.Errorf("item %s; want a %s with %s", got, tc.typ, tc.has)
+		}
+		if tc.typ == "custom_tool_call" && item["name"] != "exec" {
+			t.Errorf("item %s; want a call of exec", got)
+		}
+	}
+	if !f.Done() {
+		t.Error("the script was not walked to its end")
+	}
+}

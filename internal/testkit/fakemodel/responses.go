@@ -3,6 +3,7 @@ package fakemodel
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,10 @@ import (
 // provider with base_url = URL + "/v1" and wire_api = "responses"): POST
 // /v1/responses streams response.output_item.done and response.completed.
 // Codex has no file tool; WriteFile becomes an exec_command shell command.
+// A request without function tools (Codex's default model) that offers the
+// JavaScript "exec" tool is answered with exec calls: a script that calls
+// the tool through exec's global tools object (tools.exec_command,
+// tools.mcp__drover__deliver) and returns its result.
 func NewFakeResponses(t testing.TB, turns []Turn, opts ...Option) *FakeServer {
 	t.Helper()
 	return newServer(t, responses{}, turns, opts)
@@ -54,7 +59,28 @@ func (responses) parse(r *http.Request, body []byte) (parsed, bool) {
 			p.tools = append(p.tools, n)
 		}
 	}
-	p.turn = len(p.tools) > 0
+	for _, it := range list(m, "input") {
+		// Codex's default model gets no function tools but, in an input
+		// item, a namespace holding the JavaScript "exec" tool, whose
+		// description declares the nested tools it reaches.
+		it := obj(it)
+		if str(it, "type") != "additional_tools" {
+			continue
+		}
+		for _, ns := range list(it, "tools") {
+			for _, sub := range list(obj(ns), "tools") {
+				sub := obj(sub)
+				if str(sub, "type") != "custom" || str(sub, "name") != "exec" {
+					continue
+				}
+				p.exec = true
+				for _, mm := range nestedToolRE.FindAllStringSubmatch(str(sub, "description"), -1) {
+					p.tools = append(p.tools, mm[1])
+				}
+			}
+		}
+	}
+	p.turn = len(p.tools) > 0 || p.exec
 	for _, it := range list(m, "input") {
 		it := obj(it)
 		switch str(it, "type") {
@@ -72,7 +98,21 @@ func (responses) toolFor(t Turn, p parsed) (string, map[string]any) {
 	case kindRun:
 		return "exec_command", map[string]any{"cmd": t.command}
 	}
+	if p.exec && strings.HasPrefix(t.tool, "mcp__") {
+		// exec's global tools object has every MCP tool as mcp__SERVER__TOOL,
+		// also those its description leaves out (deferred ones).
+		return t.tool, t.args
+	}
 	return resolveTool(t.tool, p.tools), t.args
+}
+
+// nestedToolRE finds the tools exec's description declares.
+var nestedToolRE = regexp.MustCompile(`declare const tools: \{ ([A-Za-z0-9_]+)\(`)
+
+// execScript is the JavaScript that makes one tool call through exec and
+// gives its result back as the exec call's output.
+func execScript(call *toolCall) string {
+	return fmt.Sprintf("const r = await tools.%s(%s);\ntext(typeof r === \"string\" ? r : JSON.stringify(r));\n", call.name, argsJSON(call.args))
 }
 
 func (responses) reply(w http.ResponseWriter, p parsed, call *toolCall, text string) {
@@ -84,6 +124,10 @@ func (responses) reply(w http.ResponseWriter, p parsed, call *toolCall, text str
 			"name": call.name, "arguments": argsJSON(call.args), "status": "completed"}
 		if ns, ok := p.namespaces[call.name]; ok {
 			item["namespace"], item["name"] = ns[0], ns[1]
+		}
+		if p.exec {
+			item = map[string]any{"type": "custom_tool_call", "id": fmt.Sprintf("ctc_fake_%d", n), "call_id": call.id,
+				"name": "exec", "input": execScript(call), "status": "completed"}
 		}
 	} else {
 		item = map[string]any{"type": "message", "id": fmt.Sprintf("msg_fake_%d", n), "role": "assistant", "status": "completed",
