@@ -57,12 +57,18 @@ func Open(ctx context.Context, cfg Config) (*Hub, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("open hub: no data directory given")
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("open hub: create data directory: %w", err)
+	if err := secureDataDir(cfg.DataDir, cfg.Logger); err != nil {
+		return nil, fmt.Errorf("open hub: %w", err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "drover.db"))
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, dbFile))
 	if err != nil {
 		return nil, fmt.Errorf("open hub store: %w", err)
+	}
+	// Again, now that SQLite made its -wal and -shm (with the database's
+	// mode, so this only finds what something else changed).
+	if err := secureDataDir(cfg.DataDir, cfg.Logger); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open hub: %w", err)
 	}
 	h, err := New(ctx, cfg, st)
 	if err != nil {
