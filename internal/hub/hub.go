@@ -197,14 +197,16 @@ func (h *Hub) removeLeftovers() {
 func (h *Hub) AdminTokenPath() string { return filepath.Join(h.cfg.DataDir, "admin.token") }
 
 // Handler serves /api/v1 (API and runner gateway) and /git (smart HTTP).
-func (h *Hub) Handler() http.Handler { return h.routes() }
+func (h *Hub) Handler() http.Handler { return h.pacedReads(h.routes()) }
 
 // Serve serves on ln until ctx is done, then closes runner connections
 // (they reconnect to the next hub) and shuts the server down.
 func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           h.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: h.cfg.ReadHeaderTimeout,
+		ReadTimeout:       h.cfg.ReadTimeout, // made a bound on pauses by pacedReads
+		IdleTimeout:       h.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 	}

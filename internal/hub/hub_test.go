@@ -164,9 +164,15 @@ func newScriptRunner(t *testing.T, ws *websocket.Conn) *scriptRunner {
 
 func (th *testHub) dial(token string, hello protocol.Hello) (*scriptRunner, protocol.Welcome) {
 	th.t.Helper()
+	return th.dialURL(th.srv.URL, token, hello)
+}
+
+// dialURL connects a scripted runner to the hub at base.
+func (th *testHub) dialURL(base, token string, hello protocol.Hello) (*scriptRunner, protocol.Welcome) {
+	th.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+protocol.APIPrefix+"/runner/connect",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err != nil {
 		th.t.Fatalf("dial: %v", err)
