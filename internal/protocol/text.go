@@ -100,20 +100,26 @@ func CheckJSON(data []byte) error {
 			continue
 		}
 		// A value: the element of an array, the member of an object, or
-		// the whole message.
-		path := "$"
+		// the whole message. Only a container needs its path.
+		d, container := tok.(json.Delim)
+		path := ""
 		switch {
-		case top != nil && top.keys != nil:
+		case container && top == nil:
+			path = "$"
+		case container && top.keys != nil:
 			path = top.path + "." + top.key
-			top.wantKey = true
-		case top != nil:
+		case container:
 			path = top.path + "[" + strconv.Itoa(top.index) + "]"
+		}
+		if top != nil && top.keys != nil {
+			top.wantKey = true
+		} else if top != nil {
 			top.index++
 		}
-		switch tok {
-		case json.Delim('{'):
+		switch {
+		case d == '{':
 			stack = append(stack, &level{keys: map[string]bool{}, wantKey: true, path: path})
-		case json.Delim('['):
+		case d == '[':
 			stack = append(stack, &level{path: path})
 		default:
 			done = len(stack) == 0
