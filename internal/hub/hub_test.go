@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -414,6 +415,12 @@ func TestRunnerMutationsAreFencedAndValidated(t *testing.T) {
 	}
 	// a resent chunk is acknowledged without change
 	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Offset: 0, Data: []byte("abc")}))
+	// an offset whose end overflows is no resent chunk
+	r = sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Offset: math.MaxInt64 - 1, Data: []byte("zz")})
+	wantErr(t, r, protocol.ErrBadRequest)
+	if !strings.Contains(r.Error.Message, "offset") {
+		t.Fatalf("overflowing offset: %+v", r.Error)
+	}
 	// finish with fewer bytes than sent: log_incomplete with the hub's size
 	r = sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSize: 5, LogSHA256: sum([]byte("abcde"))})
 	wantErr(t, r, protocol.ErrLogIncomplete)
