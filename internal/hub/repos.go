@@ -205,10 +205,14 @@ func checkRemoteURL(u string) error {
 		return fmt.Errorf("remote URL is over 1024 characters")
 	case strings.HasPrefix(u, "-"):
 		return fmt.Errorf("remote URL %q starts with '-'", u)
-	case strings.IndexFunc(u, unicode.IsSpace) >= 0:
+	}
+	if err := protocol.CheckPlainText("remote URL", u, false); err != nil {
+		return err
+	}
+	if strings.IndexFunc(u, unicode.IsSpace) >= 0 {
 		return fmt.Errorf("remote URL %q has a space", u)
 	}
-	return protocol.CheckPlainText("remote URL", u, false)
+	return nil
 }
 
 func (h *Hub) apiMapProject(w http.ResponseWriter, r *http.Request, p principal) error {
