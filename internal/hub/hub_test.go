@@ -645,7 +645,7 @@ func TestNewerConnectionReplacesOlder(t *testing.T) {
 }
 
 func TestLeaseExpiry(t *testing.T) {
-	th := startHub(t, Config{Lease: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond, Sweep: 50 * time.Millisecond})
+	th := startHub(t, Config{Lease: time.Second, Heartbeat: 300 * time.Millisecond, Sweep: 50 * time.Millisecond})
 	tok := th.registerRunner("r1")
 	sr, _ := th.dial(tok, protocol.Hello{Slots: 2})
 	started := th.submit("sleep", "100")
