@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 
 	"drover/internal/job"
@@ -171,6 +172,10 @@ func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.
 	}
 	if l.Offset < 0 {
 		return protocol.LogAck{}, badRequest("negative log offset")
+	}
+	if l.Offset > math.MaxInt64-int64(len(l.Data)) {
+		// The end would wrap around and pass for a chunk already held.
+		return protocol.LogAck{}, badRequest("log offset %d plus %d bytes is past the largest offset", l.Offset, len(l.Data))
 	}
 	var ack protocol.LogAck
 	var grew bool
