@@ -10,6 +10,8 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/sandbox"
+	"drover/internal/testkit"
+	"drover/internal/testkit/ciskip"
 )
 
 // doctorJSON runs `runner doctor --json` and splits its list into the
@@ -72,13 +74,11 @@ func TestDoctorAgentsEmptyPATH(t *testing.T) {
 }
 
 func TestDoctorAgentsPinnedCLIs(t *testing.T) {
-	// Where scripts/test installs the pinned agent CLIs.
-	pinnedCLIs := os.Getenv("DROVER_AGENT_CLIS")
-	if _, err := os.Stat(pinnedCLIs); pinnedCLIs == "" || err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the pinned agent CLIs are not installed: %v", err)
-		}
-		t.Skipf("the pinned agent CLIs are not installed: %v", err)
+	// The pinned CLIs scripts/test installs (skipped without them, failed
+	// under CI=true).
+	var pinnedCLIs string
+	for _, name := range doctorAgents() {
+		pinnedCLIs = testkit.AgentCLI(t, name)
 	}
 	home := t.TempDir()
 	s, err := accounts.Open(home)
@@ -184,7 +184,7 @@ func TestDoctorAgentsFakeCLIs(t *testing.T) {
 		if kind == sandbox.KindBwrap && r.code != 0 {
 			for _, c := range checks {
 				if c.Kind == kind && !c.OK {
-					t.Skipf("bwrap does not work here: %s", c.Detail)
+					ciskip.Skipf(t, "bwrap does not work here: %s", c.Detail)
 				}
 			}
 		}

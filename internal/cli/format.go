@@ -31,7 +31,7 @@ import (
 // the bidirectional formatting characters, which reorder the text around them.
 func escaped(r rune) bool {
 	switch {
-	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f:
+	case protocol.IsControl(r):
 		return true
 	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
 		return true

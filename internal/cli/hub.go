@@ -33,6 +33,8 @@ type hubOptions struct {
 	logCap       int64
 	transferCap  int64
 	publicURL    string
+	readTimeout  time.Duration
+	idleTimeout  time.Duration
 	sandbox      sandboxOptions // up's local runner
 }
 
@@ -49,6 +51,8 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f.Int64Var(&o.logCap, "log-cap", protocol.DefaultLogCap, "per-attempt log cap in bytes")
 	f.Int64Var(&o.transferCap, "transfer-cap", protocol.DefaultTransferCap, "largest source push or result publication in bytes")
 	f.StringVar(&o.publicURL, "url", "", "the hub's URL as runners reach it, for the git URLs in offers (default: what each runner connected to)")
+	f.DurationVar(&o.readTimeout, "read-timeout", time.Minute, "longest pause while a request body arrives; a slower client is cut off")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
 }
 
 func (a *app) hubCmd() *cobra.Command {
@@ -78,7 +82,7 @@ says where. On the same machine the CLI uses it by itself with the default
 
 // openHub opens the hub's state and its listener and says where both are.
 func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener, string, error) {
-	if o.lease < 0 || o.heartbeat < 0 || o.offerTimeout < 0 || o.logCap < 0 || o.transferCap < 0 {
+	if o.lease < 0 || o.heartbeat < 0 || o.offerTimeout < 0 || o.logCap < 0 || o.transferCap < 0 || o.readTimeout < 0 || o.idleTimeout < 0 {
 		return nil, nil, "", usagef("durations, --log-cap and --transfer-cap must not be negative")
 	}
 	if o.publicURL != "" {
@@ -103,7 +107,8 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	first := errors.Is(statErr, fs.ErrNotExist)
 
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Lease: o.lease, Heartbeat: o.heartbeat,
-		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL, Logger: a.log})
+		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
+		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, Logger: a.log})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}

@@ -66,6 +66,11 @@ func TestBadAgentListsCloseTheConnection(t *testing.T) {
 		{Agents: many},
 		{Agents: []string{""}},
 		{Accounts: []protocol.AccountInfo{{ID: ""}}},
+		{Agents: []string{"exec\x1b[2J"}},
+		{Accounts: []protocol.AccountInfo{{ID: "a1", Agent: "claude", Label: "work\u009b31m", Kind: "login", State: protocol.AccountReady}}},
+		{Accounts: []protocol.AccountInfo{{ID: "a1\n", Agent: "claude", Kind: "login", State: protocol.AccountReady}}},
+		{Accounts: []protocol.AccountInfo{{ID: "a1", Agent: "claude", Kind: "login", State: "ready\x00"}}},
+		{Labels: map[string]string{"zone": "lab\x1b[0m"}},
 	} {
 		ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
 			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
@@ -78,6 +83,22 @@ func TestBadAgentListsCloseTheConnection(t *testing.T) {
 		if _, err := sr.tryRead(5 * time.Second); websocket.CloseStatus(err) != protocol.CloseProtocol {
 			t.Errorf("hello %+v: want a protocol close, got %v", hello, err)
 		}
+	}
+	// A status reporting such an account closes the connection too, and
+	// the account is not recorded.
+	sr, _ := th.dial(tok, protocol.Hello{})
+	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 1, Agents: []string{"exec", "claude"},
+		Accounts: []protocol.AccountInfo{{ID: "a1", Agent: "claude", Label: "\x1b[31mwork", Kind: "login", State: protocol.AccountReady}}})
+	for {
+		if _, err := sr.tryRead(5 * time.Second); err != nil {
+			if websocket.CloseStatus(err) != protocol.CloseProtocol {
+				t.Fatalf("status with a control character: want a protocol close, got %v", err)
+			}
+			break
+		}
+	}
+	if got := th.accounts(th.admin); len(got) != 0 {
+		t.Fatalf("accounts recorded from a refused status: %+v", got)
 	}
 }
 

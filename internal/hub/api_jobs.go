@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"drover/internal/ids"
@@ -45,6 +45,9 @@ func validateLabels(labels map[string]string) error {
 		if len(v) > protocol.MaxLabelLen {
 			return fmt.Errorf("label %s has a value over %d characters", k, protocol.MaxLabelLen)
 		}
+		if err := protocol.CheckPlainText("the value of label "+k, v, false); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -75,8 +78,14 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if len(req.Key) > 128 {
 		return badRequest("idempotency key is over 128 characters")
 	}
+	if err := protocol.CheckPlainText("idempotency key", req.Key, false); err != nil {
+		return badRequest("%v", err)
+	}
 	if req.Account != "" && (req.Agent == "exec" || len(req.Account) > 64) {
 		return badRequest("--account names a vendor agent's account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
+	}
+	if err := protocol.CheckPlainText("account", req.Account, false); err != nil {
+		return badRequest("%v", err)
 	}
 	return nil
 }
@@ -152,13 +161,11 @@ func (h *Hub) apiJobs(w http.ResponseWriter, r *http.Request, p principal) error
 	if f.State != "" && !f.State.Valid() {
 		return badRequest("unknown state %q (one of %v)", f.State, job.States)
 	}
-	if s := r.URL.Query().Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			return badRequest("limit must be a number from 1 to 1000")
-		}
-		f.Limit = n
+	n, err := queryInt(r.URL.Query(), "limit", 1, 1000)
+	if err != nil {
+		return err
 	}
+	f.Limit = int(n)
 	views, err := h.jobViews(r.Context(), p, f)
 	if err != nil {
 		return err
@@ -194,13 +201,9 @@ func (h *Hub) apiJobAction(do func(context.Context, principal, string) error) fu
 
 func (h *Hub) apiEvents(w http.ResponseWriter, r *http.Request, p principal) error {
 	id := r.PathValue("id")
-	var after int64
-	if s := r.URL.Query().Get("after"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return badRequest("after must be a sequence number")
-		}
-		after = n
+	after, err := queryInt(r.URL.Query(), "after", 0, math.MaxInt64)
+	if err != nil {
+		return err
 	}
 	evs, err := h.events(r.Context(), p, id, after)
 	if err != nil {

@@ -2,7 +2,9 @@ package hub
 
 import (
 	"context"
+	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -77,19 +79,23 @@ func (h *Hub) readLog(ctx context.Context, p principal, jobID string, number, of
 func (h *Hub) apiLog(w http.ResponseWriter, r *http.Request, p principal) error {
 	id := r.PathValue("id")
 	q := r.URL.Query()
-	num, err := queryInt(q.Get("attempt"), "attempt")
+	num, err := queryInt(q, "attempt", 0, math.MaxInt64)
 	if err != nil {
 		return err
 	}
-	offset, err := queryInt(q.Get("offset"), "offset")
+	offset, err := queryInt(q, "offset", 0, math.MaxInt64)
 	if err != nil {
 		return err
 	}
-	waitMS, err := queryInt(q.Get("wait"), "wait")
+	waitMS, err := queryInt(q, "wait", 0, math.MaxInt64)
 	if err != nil {
 		return err
 	}
-	wait := min(time.Duration(waitMS)*time.Millisecond, maxLogWait)
+	// Capped before the multiplication, which would overflow.
+	wait := maxLogWait
+	if waitMS < maxLogWait.Milliseconds() {
+		wait = time.Duration(waitMS) * time.Millisecond
+	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
@@ -126,13 +132,16 @@ func (h *Hub) apiLog(w http.ResponseWriter, r *http.Request, p principal) error 
 	}
 }
 
-func queryInt(s, name string) (int64, error) {
+// queryInt reads the whole-number query parameter name: 0 when absent,
+// else a number from lo to hi (an overflowing one is out of range too).
+func queryInt(q url.Values, name string, lo, hi int64) (int64, error) {
+	s := q.Get(name)
 	if s == "" {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, badRequest("%s must be a non-negative whole number", name)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest("%s must be a whole number from %d to %d, not %q", name, lo, hi, truncate(s, 40))
 	}
 	return n, nil
 }

@@ -28,8 +28,16 @@ type Config struct {
 	// (X-Forwarded-Proto and X-Forwarded-Host honoured).
 	PublicURL string
 	// Git runs git for the hub's repositories (zero value: git from PATH).
-	Git    workspace.Git
-	Logger *slog.Logger
+	Git workspace.Git
+	// Connection timeouts of Serve's HTTP server. A request's headers must
+	// arrive within ReadHeaderTimeout (10s); its body may pause at most
+	// ReadTimeout between two reads (1m), however long the whole body
+	// takes; a keep-alive connection idle for IdleTimeout (1m) is closed.
+	// Handlers and runner WebSockets are not bounded by them.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	Logger            *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -63,6 +71,15 @@ func (c *Config) defaults() {
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if c.Sweep <= 0 {
 		c.Sweep = 30 * time.Second
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = time.Minute
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,8 +194,8 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 		return hello, closeErr{protocol.CloseProtocol, "frames must be JSON text messages"}
 	}
 	var f protocol.Frame
-	if err := json.Unmarshal(data, &f); err != nil {
-		return hello, closeErr{protocol.CloseProtocol, "malformed frame"}
+	if err := decodeJSON(data, &f, false); err != nil {
+		return hello, closeErr{protocol.CloseProtocol, truncate("malformed frame: "+err.Error(), 120)}
 	}
 	if f.Type != protocol.TypeHello {
 		return hello, closeErr{protocol.CloseProtocol, "the first frame must be hello"}
@@ -228,11 +229,13 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 	return hello, nil
 }
 
+// truncate cuts s to at most n bytes without splitting a character: close
+// reasons must be UTF-8.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n]
+	return strings.ToValidUTF8(s[:n], "")
 }
 
 // readLoop handles frames in order until the connection ends. Silence for
@@ -275,9 +278,13 @@ func (h *Hub) readLoop(ctx context.Context, c *conn) string {
 			return "protocol error"
 		}
 		var f protocol.Frame
-		if err := json.Unmarshal(data, &f); err != nil || f.Type == "" {
-			h.log.Warn("runner sent a malformed frame", "runner", c.name)
-			c.close(protocol.CloseProtocol, "malformed frame")
+		err = decodeJSON(data, &f, false)
+		if err == nil && f.Type == "" {
+			err = errors.New("no type")
+		}
+		if err != nil {
+			h.log.Warn("runner sent a malformed frame", "runner", c.name, "err", err)
+			c.close(protocol.CloseProtocol, truncate("malformed frame: "+err.Error(), 120))
 			return "protocol error"
 		}
 		if err := h.handleFrame(ctx, c, f); err != nil {
@@ -391,6 +398,9 @@ func (h *Hub) applyRequest(ctx context.Context, c *conn, f protocol.Frame) (json
 		}
 		if len(m.Session) > protocol.MaxSession {
 			return nil, argError("finish", &protocol.LimitError{What: "session", Size: len(m.Session), Limit: protocol.MaxSession})
+		}
+		if err := protocol.CheckPlainText("session", m.Session, false); err != nil {
+			return nil, argError("finish", err)
 		}
 		if m.Usage != nil {
 			if err := m.Usage.Check(); err != nil {
@@ -566,10 +576,19 @@ func checkAgents(agents []string, accounts []protocol.AccountInfo) error {
 		if a == "" || len(a) > 64 {
 			return fmt.Errorf("agent name %q must be 1-64 bytes", a)
 		}
+		if err := protocol.CheckPlainText("agent name", a, false); err != nil {
+			return err
+		}
 	}
 	for _, a := range accounts {
 		if a.ID == "" || len(a.ID) > 64 || len(a.Agent) > 64 || len(a.Label) > 64 || len(a.Kind) > 16 || len(a.State) > 16 {
 			return fmt.Errorf("account %q out of bounds", truncate(a.ID, 64))
+		}
+		// Users see these in `drover accounts`.
+		for _, f := range [][2]string{{"id", a.ID}, {"agent", a.Agent}, {"label", a.Label}, {"kind", a.Kind}, {"state", a.State}} {
+			if err := protocol.CheckPlainText("account "+f[0], f[1], false); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

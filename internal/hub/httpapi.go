@@ -1,11 +1,14 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 
 	"drover/internal/auth"
 	"drover/internal/protocol"
@@ -103,16 +106,37 @@ func decodeBody(r *http.Request, w http.ResponseWriter, v any) error {
 	return decodeBodyMax(r, w, v, maxBody)
 }
 
-// decodeBodyMax decodes a JSON body of at most limit bytes.
+// decodeBodyMax decodes a JSON body of at most limit bytes into v, strictly
+// (decodeJSON), refusing fields v lacks: such a field is a request this hub
+// cannot honour, which must fail rather than be dropped.
 func decodeBodyMax(r *http.Request, w http.ResponseWriter, v any, limit int64) error {
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "request body is over %d bytes", limit)
 		}
-		return badRequest("request body is not valid JSON: %v", err)
+		return badRequest("read the request body: %v", err)
+	}
+	if err := decodeJSON(data, v, true); err != nil {
+		return badRequest("request body: %v", err)
+	}
+	return nil
+}
+
+// decodeJSON is the one decoder of what callers send the hub, request
+// bodies and runner frames: one JSON value, UTF-8, no key twice
+// (protocol.CheckJSON), and with knownOnly no field v does not have.
+func decodeJSON(data []byte, v any, knownOnly bool) error {
+	if err := protocol.CheckJSON(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if knownOnly {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
 }

@@ -62,12 +62,18 @@ func Open(ctx context.Context, cfg Config) (*Hub, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("open hub: no data directory given")
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("open hub: create data directory: %w", err)
+	if err := secureDataDir(cfg.DataDir, cfg.Logger); err != nil {
+		return nil, fmt.Errorf("open hub: %w", err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "drover.db"))
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, dbFile))
 	if err != nil {
 		return nil, fmt.Errorf("open hub store: %w", err)
+	}
+	// Again, now that SQLite made its -wal and -shm (with the database's
+	// mode, so this only finds what something else changed).
+	if err := secureDataDir(cfg.DataDir, cfg.Logger); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open hub: %w", err)
 	}
 	h, err := New(ctx, cfg, st)
 	if err != nil {
@@ -196,14 +202,16 @@ func (h *Hub) removeLeftovers() {
 func (h *Hub) AdminTokenPath() string { return filepath.Join(h.cfg.DataDir, "admin.token") }
 
 // Handler serves /api/v1 (API and runner gateway) and /git (smart HTTP).
-func (h *Hub) Handler() http.Handler { return h.routes() }
+func (h *Hub) Handler() http.Handler { return h.pacedReads(h.routes()) }
 
 // Serve serves on ln until ctx is done, then closes runner connections
 // (they reconnect to the next hub) and shuts the server down.
 func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           h.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: h.cfg.ReadHeaderTimeout,
+		ReadTimeout:       h.cfg.ReadTimeout, // made a bound on pauses by pacedReads
+		IdleTimeout:       h.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 	}

@@ -181,9 +181,15 @@ func newScriptRunner(t *testing.T, ws *websocket.Conn) *scriptRunner {
 
 func (th *testHub) dial(token string, hello protocol.Hello) (*scriptRunner, protocol.Welcome) {
 	th.t.Helper()
+	return th.dialURL(th.srv.URL, token, hello)
+}
+
+// dialURL connects a scripted runner to the hub at base.
+func (th *testHub) dialURL(base, token string, hello protocol.Hello) (*scriptRunner, protocol.Welcome) {
+	th.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+protocol.APIPrefix+"/runner/connect",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err != nil {
 		th.t.Fatalf("dial: %v", err)
@@ -485,28 +491,45 @@ func TestRequestIDsAreAppliedOnce(t *testing.T) {
 }
 
 func TestBadFramesCloseTheConnectionAndChangeNothing(t *testing.T) {
+	// An accept of the offer, spelled out so that it can be spoiled.
+	accept := func(o protocol.Offer, body string) []byte {
+		return []byte(fmt.Sprintf(`{"type":"accept","id":"a1","body":{"job":%q,"attempt":%q,"epoch":%d%s}}`, o.Job, o.Attempt, o.Epoch, body))
+	}
 	tests := []struct {
-		name  string
-		frame []byte
-		code  websocket.StatusCode
+		name   string
+		frame  func(protocol.Offer) []byte
+		code   websocket.StatusCode
+		reason string // in the close reason
 	}{
-		{"not json", []byte("{nope"), protocol.CloseProtocol},
-		{"unknown type", []byte(`{"type":"explode"}`), protocol.CloseProtocol},
-		{"request without id", []byte(`{"type":"accept","body":{}}`), protocol.CloseProtocol},
-		{"oversize", bytes.Repeat([]byte("x"), protocol.MaxFrame+10), websocket.StatusMessageTooBig},
+		{"not json", func(protocol.Offer) []byte { return []byte("{nope") }, protocol.CloseProtocol, "malformed frame"},
+		{"unknown type", func(protocol.Offer) []byte { return []byte(`{"type":"explode"}`) }, protocol.CloseProtocol, "explode"},
+		{"request without id", func(protocol.Offer) []byte { return []byte(`{"type":"accept","body":{}}`) }, protocol.CloseProtocol, "id"},
+		{"oversize", func(protocol.Offer) []byte { return bytes.Repeat([]byte("x"), protocol.MaxFrame+10) }, websocket.StatusMessageTooBig, ""},
+		{"duplicate key in an accept", func(o protocol.Offer) []byte { return accept(o, fmt.Sprintf(`,"epoch":%d`, o.Epoch)) },
+			protocol.CloseProtocol, `duplicate key "epoch" in the object at $.body`},
+		{"duplicate type", func(o protocol.Offer) []byte {
+			return []byte(fmt.Sprintf(`{"type":"heartbeat","type":"accept","id":"a1","body":{"job":%q,"attempt":%q,"epoch":%d}}`, o.Job, o.Attempt, o.Epoch))
+		}, protocol.CloseProtocol, `duplicate key "type"`},
+		{"trailing data after an accept", func(o protocol.Offer) []byte { return append(accept(o, ""), " {}"...) },
+			protocol.CloseProtocol, "data after the JSON value"},
+		{"invalid UTF-8 in an accept", func(o protocol.Offer) []byte { return accept(o, ",\"x\":\"\xff\"") },
+			protocol.CloseProtocol, "not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			th := startHub(t, Config{})
 			sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 			j := th.submit("true")
-			sr.offer()
-			sr.raw(tt.frame)
+			sr.raw(tt.frame(sr.offer()))
 			for {
 				_, err := sr.tryRead(10 * time.Second)
 				if err != nil {
 					if got := websocket.CloseStatus(err); got != tt.code {
 						t.Fatalf("close status %d, want %d (%v)", got, tt.code, err)
+					}
+					var ce websocket.CloseError
+					if tt.reason != "" && (!errors.As(err, &ce) || !strings.Contains(ce.Reason, tt.reason)) {
+						t.Fatalf("close reason %q, want %q in it", ce.Reason, tt.reason)
 					}
 					break
 				}

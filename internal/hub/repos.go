@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -210,8 +210,12 @@ func checkRemoteURL(u string) error {
 		return fmt.Errorf("remote URL is over 1024 characters")
 	case strings.HasPrefix(u, "-"):
 		return fmt.Errorf("remote URL %q starts with '-'", u)
-	case strings.IndexFunc(u, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-		return fmt.Errorf("remote URL %q has a space or control character", u)
+	}
+	if err := protocol.CheckPlainText("remote URL", u, false); err != nil {
+		return err
+	}
+	if strings.IndexFunc(u, unicode.IsSpace) >= 0 {
+		return fmt.Errorf("remote URL %q has a space", u)
 	}
 	return nil
 }
@@ -224,10 +228,18 @@ func (h *Hub) apiMapProject(w http.ResponseWriter, r *http.Request, p principal)
 	if !workspace.ValidProject(name) {
 		return badRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", name)
 	}
-	var req protocol.MapProjectRequest
-	if err := decodeBody(r, w, &req); err != nil {
+	// The remote must be given: a body of null or {} is a mistake, not a
+	// request to make the project hosted again (that is "remote": "").
+	var body struct {
+		Remote *string `json:"remote"`
+	}
+	if err := decodeBody(r, w, &body); err != nil {
 		return err
 	}
+	if body.Remote == nil {
+		return badRequest(`the body must be {"remote": URL}, or {"remote": ""} to make the project hosted again`)
+	}
+	req := protocol.MapProjectRequest{Remote: *body.Remote}
 	if err := checkRemoteURL(req.Remote); err != nil {
 		return badRequest("%v", err)
 	}
@@ -266,9 +278,12 @@ func (h *Hub) apiMapProject(w http.ResponseWriter, r *http.Request, p principal)
 func fencedRef(r *http.Request) (protocol.AttemptRef, error) {
 	q := r.URL.Query()
 	ref := protocol.AttemptRef{Job: q.Get("job"), Attempt: q.Get("attempt")}
-	epoch, err := strconv.ParseInt(q.Get("epoch"), 10, 64)
+	if q.Get("epoch") == "" {
+		return ref, badRequest("epoch is required")
+	}
+	epoch, err := queryInt(q, "epoch", 1, math.MaxInt64)
 	if err != nil {
-		return ref, badRequest("epoch must be a number")
+		return ref, err
 	}
 	ref.Epoch = epoch
 	if err := ref.Validate(); err != nil {

@@ -104,7 +104,8 @@ type ProjectList struct {
 }
 
 // MapProjectRequest maps a project to a remote URL (PUT /projects/{name},
-// admin only); an empty Remote makes it hub-hosted again.
+// admin only); an empty Remote makes it hub-hosted again. The hub requires
+// the key, so that a body of null or {} is refused rather than unmapping.
 type MapProjectRequest struct {
 	Remote string `json:"remote"`
 }

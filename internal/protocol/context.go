@@ -6,7 +6,6 @@ import (
 	"path"
 	"regexp"
 	"strings"
-	"unicode"
 )
 
 // The context-file policy lives here because the CLI checks it before an
@@ -24,8 +23,10 @@ func CheckContextName(name string) error {
 		return fmt.Errorf("context file name is empty")
 	case len(name) > 1024:
 		return fmt.Errorf("context file name %.40q… is over 1024 bytes", name)
-	case strings.IndexFunc(name, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) >= 0:
-		return fmt.Errorf("context file name %q has a backslash or a control character", name)
+	case strings.ContainsRune(name, '\\'):
+		return fmt.Errorf("context file name %q has a backslash", name)
+	case CheckPlainText("", name, false) != nil:
+		return CheckPlainText(fmt.Sprintf("context file name %q", name), name, false)
 	case path.IsAbs(name) || path.Clean(name) != name || name == "." || name == ".." || strings.HasPrefix(name, "../"):
 		return fmt.Errorf("context file name %q is not a clean relative path inside the context folder", name)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"drover/internal/job"
 )
@@ -57,7 +56,12 @@ func (a Ask) Validate() error {
 		return &LimitError{What: "choices", Size: len(a.Choices), Limit: MaxChoices, Unit: "choices"}
 	}
 	for i, c := range a.Choices {
-		if err := CheckText(fmt.Sprintf("choice %d", i+1), c, MaxChoice); err != nil {
+		// A choice is one line: a newline in one could fake another.
+		what := fmt.Sprintf("choice %d", i+1)
+		if err := CheckText(what, c, MaxChoice); err != nil {
+			return err
+		}
+		if err := CheckPlainText(what, c, false); err != nil {
 			return err
 		}
 	}
@@ -199,23 +203,6 @@ func (e *LimitError) Error() string {
 		unit = "bytes"
 	}
 	return fmt.Sprintf("%s: %d %s; the limit is %d", e.What, e.Size, unit, e.Limit)
-}
-
-// CheckText refuses blank text, text over limit bytes, text that is not
-// UTF-8 and control characters other than tab and newlines: questions and
-// answers are shown in terminals.
-func CheckText(what, s string, limit int) error {
-	switch {
-	case strings.TrimSpace(s) == "":
-		return fmt.Errorf("%s is required and must not be blank", what)
-	case len(s) > limit:
-		return &LimitError{What: what, Size: len(s), Limit: limit}
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%s is not valid UTF-8", what)
-	case strings.IndexFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f }) >= 0:
-		return fmt.Errorf("%s has a control character", what)
-	}
-	return nil
 }
 
 // FitHistory keeps the newest questions whose JSON fits in budget bytes and

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"drover/internal/testkit/ciskip"
 )
 
 // bothTrees records the worktree's files twice: as a publication does (the
@@ -221,14 +223,14 @@ func TestMonitorOverflowFallsBack(t *testing.T) {
 func TestMonitorSeesWritesFromASandbox(t *testing.T) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
-		t.Skip("no bwrap")
+		ciskip.Skipf(t, "no bwrap: %v", err)
 	}
 	f, _, w := startedJob(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
 	script := "cd /work && echo sandboxed > a.txt && mkdir -p new/deep && echo n > new/deep/n.txt && rm d/b.txt"
 	cmd := exec.CommandContext(f.ctx, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
 		"--bind", w.Dir(), "/work", "--unshare-all", "--die-with-parent", "sh", "-c", script)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("bwrap cannot run here: %v: %s", err, out)
+		ciskip.Skipf(t, "bwrap cannot run here: %v: %s", err, out)
 	}
 	tree, how := f.bothTrees(w)
 	if how != "narrowed" {

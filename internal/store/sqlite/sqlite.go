@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -52,6 +53,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	// SQLite would create the file 0644 (less the umask); made 0600 first,
+	// its -wal and -shm, which SQLite creates with the database file's
+	// mode, are 0600 too.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	f.Close()
 	w, err := openPool(ctx, dsn(abs, true), 1)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -492,4 +494,48 @@ func TestRunnerAccessDefault(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The database and SQLite's own -wal and -shm are 0600 whatever the umask,
+// and stay so after a checkpoint and after a reopen recreates them.
+func TestFilesArePrivate(t *testing.T) {
+	old := syscall.Umask(0) // the loosest: SQLite alone would make 0644 files
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "drover.db")
+	check := func(when string) {
+		t.Helper()
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if m := st.Mode().Perm(); m != 0o600 {
+				t.Errorf("%s: %s has mode %04o, want 0600", when, filepath.Base(p), m)
+			}
+		}
+	}
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after open")
+	if err := s.Write(t.Context(), func(tx store.Tx) error { return tx.SetMeta("k", "v") }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(t.Context(), `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	check("after a checkpoint")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the -wal outlived the last connection (%v): the reopen below would not recreate it", err)
+	}
+	s = openTest(t, path)
+	check("after a reopen")
+	if err := s.Write(t.Context(), func(tx store.Tx) error { return tx.SetMeta("k", "w") }); err != nil {
+		t.Fatal(err)
+	}
+	check("after a write")
 }

@@ -1,0 +1,254 @@
+package hub
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"drover/internal/auth"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/sandbox/sandboxtest"
+)
+
+// rawCall sends body as it is (nil: no body) and returns the status and
+// the error the hub answered, if any.
+func (th *testHub) rawCall(token, method, path string, body []byte) (int, protocol.Error) {
+	th.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = strings.NewReader(string(body))
+	}
+	req, _ := http.NewRequest(method, th.srv.URL+protocol.APIPrefix+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var eb protocol.ErrorBody
+	if resp.StatusCode >= 300 {
+		_ = json.Unmarshal(data, &eb)
+	}
+	return resp.StatusCode, eb.Error
+}
+
+// dbDump is every row of every table of the hub's database: what "changes
+// no state" compares.
+func (th *testHub) dbDump() string {
+	th.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(th.cfg.DataDir, "drover.db")+"?_pragma=query_only(1)")
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	defer db.Close()
+	var tables []string
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			th.t.Fatal(err)
+		}
+		tables = append(tables, n)
+	}
+	rows.Close()
+	var b strings.Builder
+	for _, tbl := range tables {
+		rows, err := db.Query(`SELECT * FROM "` + tbl + `" ORDER BY rowid`)
+		if err != nil {
+			rows, err = db.Query(`SELECT * FROM "` + tbl + `"`) // WITHOUT ROWID
+		}
+		if err != nil {
+			th.t.Fatalf("dump %s: %v", tbl, err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				th.t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s %q\n", tbl, fmt.Sprint(vals...))
+		}
+		rows.Close()
+	}
+	return b.String()
+}
+
+// Every malformed body, plain-text field with a control character and
+// out-of-range number is refused with 400 naming what is wrong, and
+// changes nothing.
+func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
+	th := startHub(t, Config{})
+	rtok := th.registerRunner("r1")
+	sr, _ := th.dial(rtok, protocol.Hello{Slots: 2})
+	waiting := th.submitTools("task")
+	askAndFinish(t, sr, sr.offer(), "Pick one", []string{"a", "b"}, "")
+	if v := th.job(waiting.ID); v.State != job.Waiting {
+		t.Fatalf("job is %s, want waiting", v.State)
+	}
+	running := th.submit("sleep", "100")
+	o := sr.offer()
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("out\n")}))
+	if code, e := th.call(th.admin, "PUT", "/projects/lib", protocol.MapProjectRequest{Remote: "https://git.example/lib.git"}, nil); code != http.StatusOK {
+		t.Fatalf("map: %d %+v", code, e)
+	}
+	th.addUser("bob")
+	key := auth.Hash("k1")
+	ref := fmt.Sprintf("job=%s&attempt=%s", o.Job, o.Attempt)
+
+	const over = "9223372036854775808" // one past the largest int64
+	tests := []struct {
+		name   string
+		token  string // "" is the admin
+		method string
+		path   string
+		body   string
+		status int
+		want   string // in the message
+	}{
+		// JSON that encoding/json would take silently
+		{"trailing value", "", "POST", "/jobs", `{"agent":"exec","args":["true"]} {"agent":"exec"}`, 400, "data after the JSON value"},
+		{"trailing garbage", "", "POST", "/jobs", `{"agent":"exec","args":["true"]}x`, 400, "data after the JSON value"},
+		{"duplicate key", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"agent":"claude"}`, 400, `duplicate key "agent"`},
+		{"duplicate nested key", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"labels":{"gpu":"a","gpu":"b"}}`, 400, `duplicate key "gpu" in the object at $.labels`},
+		{"duplicate escaped key", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"\u0061gent":"exec"}`, 400, `duplicate key "agent"`},
+		{"invalid UTF-8", "", "POST", "/jobs", "{\"agent\":\"exec\",\"args\":[\"true\xff\"]}", 400, "not valid UTF-8"},
+		{"unknown field", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"labelz":{"a":"b"}}`, 400, `unknown field "labelz"`},
+		{"empty body", "", "POST", "/jobs", ``, 400, "no JSON value"},
+		{"malformed", "", "POST", "/jobs", `{"agent":`, 400, "request body"},
+		// plain-text fields
+		{"label value with ESC", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"labels":{"gpu":"a\u001b[31m"}}`, 400, "label gpu"},
+		{"label value with a C1 CSI", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"labels":{"gpu":"\u009b31m"}}`, 400, "label gpu"},
+		{"label value with a tab", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"labels":{"gpu":"a\tb"}}`, 400, "label gpu"},
+		{"label key with NUL", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"labels":{"g\u0000":"a"}}`, 400, "label key"},
+		{"idempotency key with a newline", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"key":"k\n1"}`, 400, "idempotency key"},
+		{"idempotency key with DEL", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"key":"k\u007f"}`, 400, "idempotency key"},
+		{"account with BEL", "", "POST", "/jobs", `{"agent":"claude","args":["hi"],"account":"a\u0007"}`, 400, "account"},
+		{"answer with ESC", "", "POST", "/jobs/" + waiting.ID + "/answer", `{"text":"yes\u001b[2J"}`, 400, "answer"},
+		{"answer with a lone CR", "", "POST", "/jobs/" + waiting.ID + "/answer", `{"text":"yes\rno"}`, 400, "answer"},
+		{"answer with a C1 CSI", "", "POST", "/jobs/" + waiting.ID + "/answer", `{"text":"\u009b31mred"}`, 400, "answer"},
+		{"answer with NUL", "", "POST", "/jobs/" + waiting.ID + "/answer", `{"text":"a\u0000"}`, 400, "answer"},
+		{"answer not UTF-8", "", "POST", "/jobs/" + waiting.ID + "/answer", "{\"text\":\"\xc3\"}", 400, "not valid UTF-8"},
+		{"answer twice in one body", "", "POST", "/jobs/" + waiting.ID + "/answer", `{"text":"a","text":"b"}`, 400, `duplicate key "text"`},
+		{"answer with an unknown field", "", "POST", "/jobs/" + waiting.ID + "/answer", `{"text":"a","choise":1}`, 400, `unknown field "choise"`},
+		// mapping a project
+		{"map with null", "", "PUT", "/projects/lib", `null`, 400, `"remote"`},
+		{"map with {}", "", "PUT", "/projects/lib", `{}`, 400, `"remote"`},
+		{"map with a null remote", "", "PUT", "/projects/lib", `{"remote":null}`, 400, `"remote"`},
+		{"map with two remotes", "", "PUT", "/projects/lib", `{"remote":"https://x/a.git","remote":""}`, 400, `duplicate key "remote"`},
+		{"map with trailing data", "", "PUT", "/projects/lib", `{"remote":""} {}`, 400, "data after the JSON value"},
+		{"map with an unknown field", "", "PUT", "/projects/lib", `{"remote":"","hosted":true}`, 400, `unknown field "hosted"`},
+		{"remote with an OSC", "", "PUT", "/projects/lib", `{"remote":"https://x/\u001b]8;;evil"}`, 400, "remote URL"},
+		{"remote with a C1 NEL", "", "PUT", "/projects/lib", `{"remote":"https://x/\u0085"}`, 400, "remote URL"},
+		// names and the other bodies
+		{"user named twice", "", "POST", "/users", `{"name":"eve","name":"mallory"}`, 400, `duplicate key "name"`},
+		{"user name with ESC", "", "POST", "/users", `{"name":"eve\u001b"}`, 400, "user name"},
+		{"user with trailing data", "", "POST", "/users", `{"name":"eve"}{"name":"x"}`, 400, "data after the JSON value"},
+		{"approval with two keys", "", "POST", "/runners/approve", `{"name":"r9","key":"` + key + `","key":"` + auth.Hash("k2") + `"}`, 400, `duplicate key "key"`},
+		{"runner name with a newline", "", "POST", "/runners/approve", `{"name":"r9\nr1","key":"` + key + `"}`, 400, "runner name"},
+		{"move with two positions", "", "POST", "/accounts/move", `{"runner":"r1","id":"a","position":1,"position":2}`, 400, `duplicate key "position"`},
+		// integer query parameters
+		{"limit over int64", "", "GET", "/jobs?limit=" + over, "", 400, "limit"},
+		{"limit 0", "", "GET", "/jobs?limit=0", "", 400, "limit"},
+		{"limit over the cap", "", "GET", "/jobs?limit=1001", "", 400, "limit"},
+		{"after over int64", "", "GET", "/jobs/" + running.ID + "/events?after=" + over, "", 400, "after"},
+		{"negative after", "", "GET", "/jobs/" + running.ID + "/events?after=-1", "", 400, "after"},
+		{"offset over int64", "", "GET", "/jobs/" + running.ID + "/log?offset=" + over, "", 400, "offset"},
+		{"offset far past the log", "", "GET", "/jobs/" + running.ID + "/log?offset=9223372036854775807", "", 400, "offset"},
+		{"attempt over int64", "", "GET", "/jobs/" + running.ID + "/log?attempt=99999999999999999999", "", 400, "attempt"},
+		{"wait over int64", "", "GET", "/jobs/" + running.ID + "/log?wait=" + over, "", 400, "wait"},
+		{"negative wait", "", "GET", "/jobs/" + running.ID + "/log?wait=-5", "", 400, "wait"},
+		{"context epoch over int64", rtok, "GET", "/runner/context?" + ref + "&epoch=" + over, "", 400, "epoch"},
+		{"context epoch 0", rtok, "GET", "/runner/context?" + ref + "&epoch=0", "", 400, "epoch"},
+		{"context without an epoch", rtok, "GET", "/runner/context?" + ref, "", 400, "epoch"},
+		{"publish epoch over int64", rtok, "POST", "/runner/publish?" + ref + "&epoch=" + over + "&commit=" + strings.Repeat("a", 40) + "&sha256=" + sum(nil), "x", 400, "epoch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tok := tt.token
+			if tok == "" {
+				tok = th.admin
+			}
+			var body []byte
+			if tt.method != "GET" {
+				body = []byte(tt.body)
+			}
+			before := th.dbDump()
+			code, e := th.rawCall(tok, tt.method, tt.path, body)
+			if code != tt.status || e.Code != protocol.ErrBadRequest || !strings.Contains(e.Message, tt.want) {
+				t.Fatalf("got %d %+v, want %d bad_request with %q in the message", code, e, tt.status, tt.want)
+			}
+			if after := th.dbDump(); after != before {
+				t.Fatalf("the refusal changed the database:\nbefore %s\nafter %s", before, after)
+			}
+		})
+	}
+
+	// Job arguments are not plain text: any character goes.
+	var v protocol.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"printf", "\x1b[1m\u009b\r\x00"}}, &v); code != http.StatusCreated {
+		t.Fatalf("args with control characters: %d %+v", code, e)
+	}
+	if got := th.job(v.ID).Args; len(got) != 2 || got[1] != "\x1b[1m\u009b\r\x00" {
+		t.Fatalf("args came back as %q", got)
+	}
+	// An explicit empty remote still makes a project hosted again.
+	var pv protocol.ProjectView
+	if code, e := th.call(th.admin, "PUT", "/projects/lib", protocol.MapProjectRequest{Remote: ""}, &pv); code != http.StatusOK || pv.Remote != "" {
+		t.Fatalf("unmap with an empty remote: %d %+v %+v", code, e, pv)
+	}
+}
+
+// A wait so large that it would overflow a Duration in nanoseconds holds
+// the follow (up to the cap) instead of wrapping around to an empty answer.
+func TestLogFollowWithAHugeWait(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
+	j := th.submit("true")
+	o := sr.offer()
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	got := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+j.ID+"/log?wait=9223372036854775807", nil)
+		req.Header.Set("Authorization", "Bearer "+th.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	sandboxtest.WaitFor(t, "the follow to wait", func() bool {
+		th.h.mu.Lock()
+		defer th.h.mu.Unlock()
+		return th.h.waits[j.ID] != nil
+	})
+	select {
+	case s := <-got:
+		t.Fatalf("the follow answered before there was output: %q", s)
+	case <-time.After(50 * time.Millisecond): // a wrapped wait answers at once; a right one still waits either way
+	}
+	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("hello")}))
+	if s := <-got; s != "200 hello" {
+		t.Fatalf("follow got %q", s)
+	}
+}
