@@ -142,7 +142,13 @@ type Summary struct {
 func (s *Summary) add(e Event) {
 	switch e.Kind {
 	case EventSession:
-		s.Session = e.Session
+		// Only a session id the hub takes (single-line plain text): one
+		// with a control character made the hub refuse the finish that
+		// carried it, and the attempt's result was lost (found by
+		// FuzzParse; the CLI's output is untrusted).
+		if protocol.CheckPlainText("session", e.Session, false) == nil {
+			s.Session = e.Session
+		}
 	case EventUsage:
 		// A usage the hub would refuse (negative counts, a cost out of
 		// bounds, or a total that overflows) is not counted: the finish

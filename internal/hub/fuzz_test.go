@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -174,10 +175,25 @@ var (
 	refLabel = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
 )
 
+// refPlainLine is single-line plain text: UTF-8 without C0, DEL or C1.
+func refPlainLine(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f {
+			return false
+		}
+	}
+	return true
+}
+
 func FuzzNames(f *testing.F) {
 	for _, s := range []string{"r1", "runner.one", "-x", ".x", "a/b", strings.Repeat("a", 64), strings.Repeat("a", 65), "a\n", "ä", "", "gpu", "k8s.io/arch", "a//b"} {
 		f.Add(s, "v")
 	}
+	f.Add("k", "a\x1bb")
+	f.Add("k", "\u009b")
 	f.Fuzz(func(t *testing.T, k, v string) {
 		if len(k)+len(v) > 4096 {
 			return
@@ -189,7 +205,7 @@ func FuzzNames(f *testing.F) {
 			t.Fatalf("runner name %q accepted", k)
 		}
 		err := validateLabels(map[string]string{k: v})
-		want := len(k) <= protocol.MaxLabelLen && refLabel.MatchString(k) && len(v) <= protocol.MaxLabelLen
+		want := len(k) <= protocol.MaxLabelLen && refLabel.MatchString(k) && len(v) <= protocol.MaxLabelLen && refPlainLine(v)
 		if (err == nil) != want {
 			t.Fatalf("label %q=%q: %v, want ok=%v", k, v, err, want)
 		}

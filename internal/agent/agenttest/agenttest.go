@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"drover/internal/agent"
+	"drover/internal/protocol"
 )
 
 // ScanFile runs parse over the file at path and returns every event and the
@@ -77,7 +78,8 @@ func CheckCommand(t *testing.T, c agent.Command, secret, path string) []byte {
 // output: the parser never panics; every event has a known kind and the
 // fields of its kind; a raw event keeps its line verbatim; and the summary
 // the runner reports from it is one the hub takes (usage within
-// protocol.Usage.Check, a limit's reset time encodable as JSON). Seeds
+// protocol.Usage.Check, a session plain text, a limit's reset time
+// encodable as JSON). Seeds
 // add lines of the CLI's format that the captures lack.
 func FuzzParse(f *testing.F, glob string, parse agent.ParseFunc, seeds ...string) {
 	for _, s := range seeds {
@@ -117,6 +119,9 @@ func FuzzParse(f *testing.F, glob string, parse agent.ParseFunc, seeds ...string
 		}
 		if err := sum.Usage.Check(); err != nil {
 			t.Fatalf("summary usage the hub refuses: %v", err)
+		}
+		if err := protocol.CheckPlainText("session", sum.Session, false); err != nil {
+			t.Fatalf("summary session the hub refuses: %v", err)
 		}
 		var r agent.Result
 		sum.Fill(&r, now)
