@@ -521,7 +521,7 @@ func TestPushCommandsAreBounded(t *testing.T) {
 	var b bytes.Buffer
 	zw := gzip.NewWriter(&b)
 	line := []byte(pkt("shallow 1111111111111111111111111111111111111111"))
-	for range (64 << 20) / len(line) { // 64 MiB inflated
+	for range (4 * maxPushHeader) / len(line) { // 4 MiB inflated
 		_, _ = zw.Write(line)
 	}
 	_ = zw.Close()
