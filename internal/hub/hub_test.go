@@ -236,6 +236,36 @@ func (sr *scriptRunner) send(typ, id string, body any) {
 	sr.raw(b)
 }
 
+// keepAlive sends heartbeats every interval until the test ends, as a real
+// runner does, so a slow step on a loaded machine is not taken for a dead
+// runner. Write errors end it quietly (the test closes the connection).
+func (sr *scriptRunner) keepAlive(interval time.Duration) {
+	f, err := protocol.NewFrame(protocol.TypeHeartbeat, "", struct{}{})
+	if err != nil {
+		sr.t.Fatal(err)
+	}
+	b, _ := json.Marshal(f)
+	done := make(chan struct{})
+	sr.t.Cleanup(func() { close(done) })
+	go func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := sr.ws.Write(ctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
 func (sr *scriptRunner) raw(b []byte) {
 	sr.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -664,6 +694,7 @@ func TestLeaseExpiry(t *testing.T) {
 	th := startHub(t, Config{Lease: time.Second, Heartbeat: 300 * time.Millisecond, Sweep: 50 * time.Millisecond})
 	tok := th.registerRunner("r1")
 	sr, _ := th.dial(tok, protocol.Hello{Slots: 2})
+	sr.keepAlive(50 * time.Millisecond)
 	started := th.submit("sleep", "100")
 	o := sr.offer()
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
@@ -681,6 +712,7 @@ func TestLeaseExpiry(t *testing.T) {
 	th.waitJob(offered.ID, func(v protocol.JobView) bool { return v.State == job.Queued })
 	// a new runner gets the queued job, never the unknown one
 	sr2, _ := th.dial(th.registerRunner("r2"), protocol.Hello{Slots: 2})
+	sr2.keepAlive(50 * time.Millisecond)
 	o3 := sr2.offer()
 	if o3.Job != offered.ID || o3.Epoch != 2 {
 		t.Fatalf("requeued offer: %+v", o3)
