@@ -141,8 +141,12 @@ func printJobs(w io.Writer, js []protocol.JobView, now time.Time) error {
 	t := newTable(w)
 	fprintf(t, "ID\tSTATE\tAGENT\tREQUESTER\tRUNNER\tATTEMPTS\tAGE\tEXIT/REASON\n")
 	for _, j := range js {
+		why := outcome(j.ExitCode, j.Reason)
+		if j.State == job.Queued && j.Waiting != "" {
+			why = "waiting: " + j.Waiting
+		}
 		fprintf(t, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, jobState(j), j.Agent, j.Requester,
-			dash(j.Runner), len(j.Attempts), ago(j.CreatedAt, now), outcome(j.ExitCode, j.Reason))
+			dash(j.Runner), len(j.Attempts), ago(j.CreatedAt, now), why)
 	}
 	return t.Flush()
 }

@@ -116,7 +116,12 @@ func (a *app) waitRun(ctx context.Context, c *client.Client, id string, asJSON b
 		end, err = c.Wait(ctx, id)
 	} else {
 		fprintf(a.env.Stderr, "job %s submitted; following its log\n", id)
+		wctx, wstop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); a.sayWhyQueued(wctx, c, id) }()
 		end, err = a.follow(ctx, c, id)
+		wstop()
+		<-done
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -135,6 +140,34 @@ func (a *app) waitRun(ctx context.Context, c *client.Client, id string, asJSON b
 		return exitCode(code)
 	}
 	return nil
+}
+
+// whyQueuedEvery is how often `run --wait` asks why a queued job waits.
+const whyQueuedEvery = 2 * time.Second
+
+// sayWhyQueued tells, on stderr, why the job waits in the queue whenever
+// the hub's reason changes, until ctx ends or the job does.
+func (a *app) sayWhyQueued(ctx context.Context, c *client.Client, id string) {
+	last := ""
+	for {
+		v, err := c.Job(ctx, id)
+		if err != nil || v.State.Terminal() {
+			return
+		}
+		if v.State == job.Queued && v.Waiting != "" && v.Waiting != last {
+			fprintf(a.env.Stderr, "job %s is queued: %s\n", id, v.Waiting)
+		}
+		if v.State == job.Queued {
+			last = v.Waiting
+		} else {
+			last = ""
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(whyQueuedEvery):
+		}
+	}
 }
 
 // submitRequest checks a submission as the hub will, to fail before a round trip.
