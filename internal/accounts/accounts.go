@@ -15,13 +15,12 @@ package accounts
 
 import (
 	"crypto/rand"
+	"drover/internal/protocol"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -546,7 +545,7 @@ func validate(a *Account, key string) error {
 		if err := checkKey(key); err != nil {
 			return err
 		}
-		u, err := checkBaseURL(a.BaseURL)
+		u, err := protocol.CheckBaseURL(a.BaseURL)
 		if err != nil {
 			return err
 		}
@@ -588,41 +587,6 @@ func ValidLabel(l string) error {
 		return fmt.Errorf("label %q: must not start with %q, which account ids do", l, idPrefix)
 	}
 	return nil
-}
-
-// checkBaseURL normalizes an API root: http(s), a host, no credentials,
-// query or fragment; plain http only to a loopback address (where nothing
-// on the wire can read the key). Errors name the host at most: a pasted URL
-// may carry a secret.
-func checkBaseURL(raw string) (string, error) {
-	if raw == "" {
-		return "", nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", errors.New("base URL: not a URL")
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", errors.New("base URL: want http:// or https://")
-	case u.Host == "" || u.Hostname() == "":
-		return "", errors.New("base URL: no host")
-	case u.User != nil:
-		return "", errors.New("base URL: must not hold credentials (user:password@); give the key with the account instead")
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return "", errors.New("base URL: no query or fragment")
-	case u.Scheme == "http" && !loopback(u.Hostname()):
-		return "", fmt.Errorf("base URL: plain http only to a loopback address, not %s; use https", u.Hostname())
-	}
-	return strings.TrimRight(u.String(), "/"), nil
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // cleanMessage makes a provider's message one short line.

@@ -1,9 +1,9 @@
 package agent
 
 import (
+	"drover/internal/protocol"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 )
@@ -20,25 +20,13 @@ import (
 // address (where nothing on the wire can read the key). Errors name the
 // host at most: a pasted URL may carry a secret. Empty stays empty.
 func (e Endpoint) NormalizeBaseURL(raw string) (string, error) {
-	raw = strings.TrimSpace(raw)
-	if raw == "" {
-		return "", nil
+	checked, err := protocol.CheckBaseURL(raw)
+	if err != nil || checked == "" {
+		return "", err
 	}
-	u, err := url.Parse(raw)
+	u, err := url.Parse(checked)
 	if err != nil {
 		return "", errors.New("base URL: not a URL")
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", errors.New("base URL: want http:// or https://")
-	case u.Host == "" || u.Hostname() == "":
-		return "", errors.New("base URL: no host")
-	case u.User != nil:
-		return "", errors.New("base URL: must not hold credentials (user:password@); give the key with the account instead")
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return "", errors.New("base URL: no query or fragment")
-	case u.Scheme == "http" && !loopback(u.Hostname()):
-		return "", fmt.Errorf("base URL: plain http only to a loopback address, not %s; use https", u.Hostname())
 	}
 	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
 	p := strings.TrimRight(u.Path, "/")
@@ -69,12 +57,4 @@ func (e Endpoint) ResolveBaseURL(account, operator string) (root, from string, e
 		return root, e.UpstreamEnv, err
 	}
 	return e.Upstream, "vendor", nil
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
