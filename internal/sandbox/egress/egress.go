@@ -162,15 +162,10 @@ func New(cfg Config) (*Proxy, error) {
 		p.cfg.Log = func(Event) {}
 	}
 	p.transport = &http.Transport{
-		Proxy:             nil, // never the runner's own proxy settings
-		DialContext:       p.cfg.Dial,
-		TLSClientConfig:   cfg.TLS,
-		ForceAttemptHTTP2: cfg.TLS == nil,
-		// A fresh connection per request: reused upstream connections were
-		// seen cut mid-stream under load ("use of closed network
-		// connection"; cause not pinned down). A handshake is small next to
-		// a model call.
-		DisableKeepAlives:     true,
+		Proxy:                 nil, // never the runner's own proxy settings
+		DialContext:           p.cfg.Dial,
+		TLSClientConfig:       cfg.TLS,
+		ForceAttemptHTTP2:     cfg.TLS == nil,
 		TLSHandshakeTimeout:   dialTimeout,
 		ResponseHeaderTimeout: 10 * time.Minute, // model calls can think for a long time
 	}
@@ -450,6 +445,12 @@ func (p *Proxy) credentialHandler(i int) http.Handler {
 // the bytes each way.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, rewrite func(*httputil.ProxyRequest)) {
 	ev.Time = time.Now()
+	// Without full duplex, net/http drains and closes the request body as
+	// soon as the response headers go out; an upstream that answers before
+	// it has read the body's end (a model server replies once the JSON
+	// parses) would then have its request cut and its stream with it. The
+	// proxy serves HTTP/1.1, whose writer supports it.
+	http.NewResponseController(w).EnableFullDuplex()
 	var up, down countingReader
 	if r.Body != nil && r.Body != http.NoBody {
 		up.r = r.Body
