@@ -35,6 +35,7 @@ type hubOptions struct {
 	publicURL    string
 	readTimeout  time.Duration
 	idleTimeout  time.Duration
+	config       string
 	sandbox      sandboxOptions // up's local runner
 }
 
@@ -53,6 +54,7 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f.StringVar(&o.publicURL, "url", "", "the hub's URL as runners reach it, for the git URLs in offers (default: what each runner connected to)")
 	f.DurationVar(&o.readTimeout, "read-timeout", time.Minute, "longest pause while a request body arrives; a slower client is cut off")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
+	f.StringVar(&o.config, "config", "", "the hub's config file (JSON): the operator's named network policies (see docs/operator.md)")
 }
 
 func (a *app) hubCmd() *cobra.Command {
@@ -103,12 +105,20 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, nil, "", fmt.Errorf("create data directory: %w", err)
 	}
+	var file hub.File
+	if o.config != "" {
+		f, err := hub.ReadFile(o.config)
+		if err != nil {
+			return nil, nil, "", usagef("--config: %v", err)
+		}
+		file = f
+	}
 	_, statErr := os.Stat(filepath.Join(data, adminTokenFile))
 	first := errors.Is(statErr, fs.ErrNotExist)
 
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Lease: o.lease, Heartbeat: o.heartbeat,
 		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
-		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, Logger: a.log})
+		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, Logger: a.log, Network: file.Network})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}

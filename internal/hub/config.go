@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"drover/internal/netpolicy"
+
 	"log/slog"
 	"strings"
 	"time"
@@ -38,6 +40,9 @@ type Config struct {
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
 	Logger            *slog.Logger
+	// Network is the operator's named network policies (the hub's config
+	// file), which projects choose from; checked by Open.
+	Network netpolicy.Catalog
 }
 
 func (c *Config) defaults() {

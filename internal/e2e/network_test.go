@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/testkit"
+)
+
+// fakeRegistry is a package registry on loopback: it serves one package and
+// logs what it was asked for, with the Authorization header it got.
+type fakeRegistry struct {
+	addr string
+	mu   sync.Mutex
+	log  []string
+}
+
+// startRegistry listens on 127.0.0.2, which is not the sandbox's own
+// loopback (127.0.0.1, ::1 and localhost bypass the proxy inside).
+func startRegistry(t *testing.T) *fakeRegistry {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 on this machine: %v", err)
+	}
+	reg := &fakeRegistry{addr: ln.Addr().String()}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reg.mu.Lock()
+		reg.log = append(reg.log, r.URL.Path+" auth="+r.Header.Get("Authorization"))
+		reg.mu.Unlock()
+		if r.URL.Path != "/pkg/left-pad-1.0.tgz" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, "LEFT-PAD-PACKAGE-1.0\n")
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return reg
+}
+
+func (r *fakeRegistry) downloads() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.log...)
+}
+
+// checkout makes a one-commit repository in a directory named name (the
+// project's name).
+func checkout(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	gitE(t, t.TempDir(), "init", "--quiet", dir)
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), []byte("left-pad 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitE(t, dir, "add", "-A")
+	gitE(t, dir, "commit", "--quiet", "-m", "base")
+	return dir
+}
+
+// runAs submits `drover run --json` as u and returns the job.
+func runAs(t *testing.T, u *testkit.User, args ...string) protocol.JobView {
+	t.Helper()
+	out := must(t, u.CLI, append([]string{"run", "--json"}, args...)...)
+	var v protocol.JobView
+	if i := strings.Index(out, "{"); i < 0 || json.Unmarshal([]byte(out[i:]), &v) != nil {
+		t.Fatalf("drover run printed:\n%s", out)
+	}
+	return v
+}
+
+// A project's owner picks operator-defined policies: setup fetches a
+// package from a registry under the setup policy into the project's cache;
+// the agent, under a policy without the registry, is refused with a
+// structured denial that drover show lists with its allow command; the
+// next job reuses the cache (no second download), another project's job
+// cannot see it, and --network none leaves the agent no network at all.
+func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
+	t.Parallel()
+	reg := startRegistry(t)
+	cfg := filepath.Join(t.TempDir(), "hub.json")
+	policies := fmt.Sprintf(`{"network": {"policies": {"registry": [%q], "docs": ["docs.example.org"]}}}`, reg.addr)
+	if err := os.WriteFile(cfg, []byte(policies), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := testkit.StartHub(t, bin, "--config", cfg)
+	alice, bob := h.AddUser(t, "alice"), h.AddUser(t, "bob")
+	r := alice.StartRunner(t, "r1")
+	c := alice.Client()
+	wait := func(id string) protocol.JobView {
+		t.Helper()
+		return testkit.WaitJob(t, c, id, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	}
+
+	// The first push makes alice the owner of project web.
+	web := checkout(t, "web")
+	first := runAs(t, alice, "--repo", web, "--agent", "exec", "--", "true")
+	if v := wait(first.ID); v.State != job.Completed {
+		t.Fatalf("first job ended %s (%s)", v.State, v.Reason)
+	}
+
+	// Bad choices are refused and change nothing.
+	for _, bad := range [][]string{
+		{"projects", "network", "web", "--agent", "nope"},
+		{"projects", "network", "web", "--agent", "open"},
+		{"projects", "network", "web", "--agent", "registry,none"},
+		{"projects", "caches", "web", "../up"},
+	} {
+		refused(t, alice.CLI, bad...)
+	}
+	must(t, alice.CLI, "projects", "members", "add", "web", "bob")
+	if out := refused(t, bob.CLI, "projects", "network", "web", "--agent", "registry"); !strings.Contains(out, "owner") {
+		t.Fatalf("a member who is not the owner: %s", out)
+	}
+
+	url := "http://" + reg.addr + "/pkg/left-pad-1.0.tgz"
+	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "docs")
+	must(t, alice.CLI, "projects", "caches", "web", "deps")
+	must(t, alice.CLI, "projects", "setup", "web", "--timeout", "1m", "--command",
+		`test -s "$DROVER_CACHE_DIR/deps/left-pad.tgz" || curl -sf -o "$DROVER_CACHE_DIR/deps/left-pad.tgz" `+url)
+	out := must(t, alice.CLI, "projects", "config", "web")
+	for _, want := range []string{"Setup network:", "registry", "Agent network:", "docs", "deps", reg.addr} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("projects config lacks %q:\n%s", want, out)
+		}
+	}
+
+	agent := `cat "$DROVER_CACHE_DIR/deps/left-pad.tgz"; curl -s ` + url + `; echo`
+	j1 := runAs(t, alice, "--repo", web, "--agent", "exec", "--", "sh", "-c", agent)
+	v1 := wait(j1.ID)
+	log1 := testkit.Log(t, c, j1.ID, 0)
+	if v1.State != job.Completed || !strings.Contains(log1, "=== drover setup: 1 command(s), network registry") ||
+		!strings.Contains(log1, "=== drover setup done ===") || !strings.Contains(log1, "LEFT-PAD-PACKAGE-1.0") {
+		t.Fatalf("job 1 ended %s (%s):\n%s", v1.State, v1.Reason, log1)
+	}
+	// The agent's own request was refused, with a message that says why
+	// and how to widen it.
+	if !strings.Contains(log1, `"egress_denied"`) || !strings.Contains(log1, `"policy":"agent: docs"`) ||
+		!strings.Contains(log1, "drover projects network web --agent docs,registry") {
+		t.Fatalf("job 1's agent got no structured denial:\n%s", log1)
+	}
+	if got := reg.downloads(); len(got) != 1 {
+		t.Fatalf("registry log after job 1 = %q, want one download by setup", got)
+	}
+	iso := v1.Attempts[0].Isolation
+	if iso == nil || iso.Policy != "setup: registry; agent: docs" || len(iso.Denials) != 1 || iso.Denials[0].Host != reg.addr ||
+		iso.Denials[0].Phase != "agent" {
+		t.Fatalf("job 1 isolation = %+v", iso)
+	}
+	show := must(t, alice.CLI, "show", j1.ID)
+	if !strings.Contains(show, "network policy: setup: registry; agent: docs") ||
+		!strings.Contains(show, "denied "+reg.addr+" (agent phase, 1 times); to allow it: drover projects network web --agent docs,registry") {
+		t.Fatalf("drover show:\n%s", show)
+	}
+	events := cliJSON[protocol.JobView](t, alice.CLI, "show", j1.ID)
+	denied := false
+	for _, e := range events.Events {
+		denied = denied || (e.Kind == "egress_denied" && strings.Contains(e.Message, reg.addr))
+	}
+	if !denied {
+		t.Fatalf("no egress_denied event: %+v", events.Events)
+	}
+
+	// Job 2 of the project finds the package in its cache.
+	j2 := runAs(t, alice, "--repo", web, "--agent", "exec", "--", "sh", "-c", `cat "$DROVER_CACHE_DIR/deps/left-pad.tgz"`)
+	if v := wait(j2.ID); v.State != job.Completed || !strings.Contains(testkit.Log(t, c, j2.ID, 0), "LEFT-PAD-PACKAGE-1.0") {
+		t.Fatalf("job 2 ended %s (%s):\n%s", v.State, v.Reason, testkit.Log(t, c, j2.ID, 0))
+	}
+	if got := reg.downloads(); len(got) != 1 {
+		t.Fatalf("registry log after job 2 = %q, want still the one download", got)
+	}
+
+	// A job never widens its project's network; --network none is none.
+	if out := refused(t, alice.CLI, "run", "--repo", web, "--network", "registry", "--agent", "exec", "--", "true"); !strings.Contains(out, "never widens") {
+		t.Fatalf("widening refusal: %s", out)
+	}
+	j3 := runAs(t, alice, "--repo", web, "--network", "none", "--agent", "exec", "--", "sh", "-c",
+		`env | grep -i _proxy || echo NO-PROXY; curl -s -m 5 `+url+` || echo NO-NETWORK`)
+	v3 := wait(j3.ID)
+	log3 := testkit.Log(t, c, j3.ID, 0)
+	if v3.State != job.Completed || !strings.Contains(log3, "NO-PROXY") || !strings.Contains(log3, "NO-NETWORK") ||
+		v3.Attempts[0].Isolation.Policy != "setup: registry; agent: none" {
+		t.Fatalf("--network none job ended %s (%s), isolation %+v:\n%s", v3.State, v3.Reason, v3.Attempts[0].Isolation, log3)
+	}
+
+	// Another project's job has a cache of its own and cannot see web's.
+	api := checkout(t, "api")
+	must(t, alice.CLI, "run", "--repo", api, "--agent", "exec", "--wait", "--", "true")
+	must(t, alice.CLI, "projects", "caches", "api", "deps")
+	webCache := filepath.Join(r.Home, "caches", "web")
+	j4 := runAs(t, alice, "--repo", api, "--agent", "exec", "--", "sh", "-c",
+		`ls -A "$DROVER_CACHE_DIR/deps"; echo "dir=$DROVER_CACHE_DIR"; ls `+webCache+` 2>/dev/null || echo WEB-HIDDEN`)
+	v4 := wait(j4.ID)
+	log4 := testkit.Log(t, c, j4.ID, 0)
+	if v4.State != job.Completed || strings.Contains(log4, "left-pad") || !strings.Contains(log4, "WEB-HIDDEN") ||
+		!strings.Contains(log4, "caches/api") {
+		t.Fatalf("other project's job ended %s:\n%s", v4.State, log4)
+	}
+
+	// A setup that hangs fails the attempt at its timeout and frees the slot.
+	must(t, alice.CLI, "projects", "setup", "api", "--timeout", "2s", "--command", "sleep 600")
+	j5 := runAs(t, alice, "--repo", api, "--agent", "exec", "--", "echo", "agent-ran")
+	v5 := wait(j5.ID)
+	log5 := testkit.Log(t, c, j5.ID, 0)
+	if v5.State != job.Failed || v5.Reason != job.ReasonSetupFailed || strings.Contains(log5, "agent-ran") ||
+		!strings.Contains(v5.Attempts[0].Message, "timeout") {
+		t.Fatalf("hanging setup: job ended %s (%s) %q:\n%s", v5.State, v5.Reason, v5.Attempts[0].Message, log5)
+	}
+}
