@@ -17,6 +17,11 @@ import (
 	"drover/internal/testkit"
 )
 
+// registryToken is the private registry's token: the hub's operator has
+// it, the proxy adds it, no sandbox, log or view ever shows it (the test's
+// commands spell it in two halves so that their echo does not).
+const registryToken = "reg-token-5f1c9a7e3b"
+
 // fakeRegistry is a package registry on loopback: it serves one package and
 // logs what it was asked for, with the Authorization header it got.
 type fakeRegistry struct {
@@ -38,21 +43,33 @@ func startRegistry(t *testing.T) *fakeRegistry {
 		reg.mu.Lock()
 		reg.log = append(reg.log, r.URL.Path+" auth="+r.Header.Get("Authorization"))
 		reg.mu.Unlock()
-		if r.URL.Path != "/pkg/left-pad-1.0.tgz" {
+		switch {
+		case r.URL.Path == "/pkg/left-pad-1.0.tgz":
+			fmt.Fprint(w, "LEFT-PAD-PACKAGE-1.0\n")
+		case r.URL.Path == "/private/secret-lib.tgz" && r.Header.Get("Authorization") == "Bearer "+registryToken:
+			fmt.Fprint(w, "SECRET-LIB-PACKAGE\n")
+		case r.URL.Path == "/private/secret-lib.tgz":
+			http.Error(w, "no token", http.StatusUnauthorized)
+		default:
 			http.NotFound(w, r)
-			return
 		}
-		fmt.Fprint(w, "LEFT-PAD-PACKAGE-1.0\n")
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return reg
 }
 
-func (r *fakeRegistry) downloads() []string {
+// downloads lists the requests for path.
+func (r *fakeRegistry) downloads(path string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]string(nil), r.log...)
+	var out []string
+	for _, l := range r.log {
+		if strings.HasPrefix(l, path+" ") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // checkout makes a one-commit repository in a directory named name (the
@@ -90,7 +107,13 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	t.Parallel()
 	reg := startRegistry(t)
 	cfg := filepath.Join(t.TempDir(), "hub.json")
-	policies := fmt.Sprintf(`{"network": {"policies": {"registry": [%q], "docs": ["docs.example.org"]}}}`, reg.addr)
+	keyFile := filepath.Join(t.TempDir(), "registry.token")
+	if err := os.WriteFile(keyFile, []byte(registryToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policies := fmt.Sprintf(`{"network": {"policies": {"registry": [%q], "docs": ["docs.example.org"]}},
+		"credentials": {"private": {"policy": "registry", "upstream": "http://%s", "header": "Authorization", "prefix": "Bearer ",
+			"key_file": %q, "key_env": "PRIVATE_REGISTRY_KEY", "base_url_env": "PRIVATE_REGISTRY_URL"}}}`, reg.addr, reg.addr, keyFile)
 	if err := os.WriteFile(cfg, []byte(policies), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +151,10 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "docs")
 	must(t, alice.CLI, "projects", "caches", "web", "deps")
 	must(t, alice.CLI, "projects", "setup", "web", "--timeout", "1m", "--command",
-		`test -s "$DROVER_CACHE_DIR/deps/left-pad.tgz" || curl -sf -o "$DROVER_CACHE_DIR/deps/left-pad.tgz" `+url)
+		`test -s "$DROVER_CACHE_DIR/deps/left-pad.tgz" || curl -sf -o "$DROVER_CACHE_DIR/deps/left-pad.tgz" `+url,
+		"--command", `curl -sf -H "Authorization: Bearer $PRIVATE_REGISTRY_KEY" -o "$DROVER_CACHE_DIR/deps/secret-lib.tgz" `+
+			`"$PRIVATE_REGISTRY_URL/private/secret-lib.tgz" && cat "$DROVER_CACHE_DIR/deps/secret-lib.tgz"`,
+		"--command", `env | sort; grep -rlF "$(printf %s%s `+registryToken[:6]+` `+registryToken[6:]+`)" "$HOME" /tmp . "$DROVER_CACHE_DIR" || echo TOKEN-NOT-IN-FILES`)
 	out := must(t, alice.CLI, "projects", "config", "web")
 	for _, want := range []string{"Setup network:", "registry", "Agent network:", "docs", "deps", reg.addr} {
 		if !strings.Contains(out, want) {
@@ -140,9 +166,18 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	j1 := runAs(t, alice, "--repo", web, "--agent", "exec", "--", "sh", "-c", agent)
 	v1 := wait(j1.ID)
 	log1 := testkit.Log(t, c, j1.ID, 0)
-	if v1.State != job.Completed || !strings.Contains(log1, "=== drover setup: 1 command(s), network registry") ||
+	if v1.State != job.Completed || !strings.Contains(log1, "=== drover setup: 3 command(s), network registry") ||
 		!strings.Contains(log1, "=== drover setup done ===") || !strings.Contains(log1, "LEFT-PAD-PACKAGE-1.0") {
 		t.Fatalf("job 1 ended %s (%s):\n%s", v1.State, v1.Reason, log1)
+	}
+	// The private registry's token: added by the proxy, seen by the
+	// registry, never in the sandbox's environment, files or log.
+	if !strings.Contains(log1, "SECRET-LIB-PACKAGE") || !strings.Contains(log1, "PRIVATE_REGISTRY_KEY=drover-placeholder-") ||
+		!strings.Contains(log1, "TOKEN-NOT-IN-FILES") || strings.Contains(log1, registryToken) {
+		t.Fatalf("job 1's setup and the private registry:\n%s", log1)
+	}
+	if got := reg.downloads("/private/secret-lib.tgz"); len(got) != 1 || got[0] != "/private/secret-lib.tgz auth=Bearer "+registryToken {
+		t.Fatalf("private registry log = %q", got)
 	}
 	// The agent's own request was refused, with a message that says why
 	// and how to widen it.
@@ -150,7 +185,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 		!strings.Contains(log1, "drover projects network web --agent docs,registry") {
 		t.Fatalf("job 1's agent got no structured denial:\n%s", log1)
 	}
-	if got := reg.downloads(); len(got) != 1 {
+	if got := reg.downloads("/pkg/left-pad-1.0.tgz"); len(got) != 1 {
 		t.Fatalf("registry log after job 1 = %q, want one download by setup", got)
 	}
 	iso := v1.Attempts[0].Isolation
@@ -177,7 +212,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	if v := wait(j2.ID); v.State != job.Completed || !strings.Contains(testkit.Log(t, c, j2.ID, 0), "LEFT-PAD-PACKAGE-1.0") {
 		t.Fatalf("job 2 ended %s (%s):\n%s", v.State, v.Reason, testkit.Log(t, c, j2.ID, 0))
 	}
-	if got := reg.downloads(); len(got) != 1 {
+	if got := reg.downloads("/pkg/left-pad-1.0.tgz"); len(got) != 1 {
 		t.Fatalf("registry log after job 2 = %q, want still the one download", got)
 	}
 
@@ -206,6 +241,13 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	if v4.State != job.Completed || strings.Contains(log4, "left-pad") || !strings.Contains(log4, "WEB-HIDDEN") ||
 		!strings.Contains(log4, "caches/api") {
 		t.Fatalf("other project's job ended %s:\n%s", v4.State, log4)
+	}
+
+	for what, text := range map[string]string{"hub output": h.Output(), "runner output": r.Output(),
+		"job view": must(t, alice.CLI, "show", j1.ID, "--json"), "job 2 log": testkit.Log(t, c, j2.ID, 0)} {
+		if strings.Contains(text, registryToken) {
+			t.Fatalf("the registry token is in the %s", what)
+		}
 	}
 
 	// A setup that hangs fails the attempt at its timeout and frees the slot.

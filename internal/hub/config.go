@@ -1,12 +1,11 @@
 package hub
 
 import (
-	"drover/internal/netpolicy"
-
 	"log/slog"
 	"strings"
 	"time"
 
+	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/workspace"
 )
@@ -43,6 +42,10 @@ type Config struct {
 	// Network is the operator's named network policies (the hub's config
 	// file), which projects choose from; checked by Open.
 	Network netpolicy.Catalog
+	// Credentials are the operator's registry credentials (File.Setup):
+	// each goes, in the offer, to the setup phase of jobs whose project's
+	// setup policies include its policy.
+	Credentials []protocol.SetupCredential
 }
 
 func (c *Config) defaults() {

@@ -85,6 +85,11 @@ func (h *Hub) projectSpec(tx store.Tx, j store.Job, spec *protocol.JobSpec) erro
 			timeout = protocol.DefaultSetupTimeout
 		}
 		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout)}
+		for _, cred := range h.cfg.Credentials {
+			if slices.Contains(spec.Network.Setup.Policies, cred.Policy) {
+				spec.Setup.Credentials = append(spec.Setup.Credentials, cred)
+			}
+		}
 	}
 	spec.Caches = c.Caches
 	return nil

@@ -272,7 +272,30 @@ type PhaseNetwork struct {
 type SetupSpec struct {
 	Commands []string `json:"commands"` // each run with sh -c, in order, in the worktree
 	Timeout  Duration `json:"timeout"`  // for all of them together
+	// Credentials are the operator's registry credentials of the setup
+	// policies in force. They are the one secret an offer carries (over
+	// the runner's authenticated connection): the runner hands them to
+	// the setup sandbox's egress proxy only, never to the sandbox, its
+	// log, its journal or the hub's views.
+	Credentials []SetupCredential `json:"credentials,omitempty"`
 }
+
+// SetupCredential is a registry key the egress proxy adds to requests to
+// Upstream sent to the endpoint in $BaseURLEnv with the placeholder in
+// $KeyEnv (the same mechanism as model keys).
+type SetupCredential struct {
+	Name       string `json:"name"`
+	Policy     string `json:"policy"` // the setup policy that brings it
+	Upstream   string `json:"upstream"`
+	Header     string `json:"header"`
+	Prefix     string `json:"prefix,omitempty"`
+	Key        string `json:"key"`
+	KeyEnv     string `json:"key_env"`
+	BaseURLEnv string `json:"base_url_env"`
+}
+
+// String never shows the key, so that a logged spec leaks nothing.
+func (c SetupCredential) String() string { return "credential " + c.Name + " for " + c.Upstream }
 
 // CacheVars names the variables that point a known cache's tool at its
 // directory (false for a cache of the project's own naming).

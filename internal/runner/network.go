@@ -28,6 +28,14 @@ func phaseNetwork(spec protocol.JobSpec, phase string, extra sandbox.Network) sa
 	}
 	out := extra
 	out.Allow = append(slices.Clone(extra.Allow), pn.Allow...)
+	if phase == netpolicy.PhaseSetup && spec.Setup != nil {
+		// Registry keys of the setup only: the proxy adds them, the
+		// sandbox holds a placeholder.
+		out.Credentials = slices.Clone(extra.Credentials)
+		for _, c := range spec.Setup.Credentials {
+			out.Credentials = append(out.Credentials, egress.FromSetup(c))
+		}
+	}
 	out.Open = pn.Open
 	out.Policy = phase + ": " + describePhase(pn)
 	project := ""

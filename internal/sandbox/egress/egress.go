@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"drover/internal/netpolicy"
+	"drover/internal/protocol"
 )
 
 // Credential maps a provider to the real key the proxy adds for it. Keys
@@ -39,6 +40,12 @@ type Credential struct {
 	Key        string // the real key
 	KeyEnv     string // variable that holds the placeholder inside the sandbox, e.g. ANTHROPIC_API_KEY
 	BaseURLEnv string // variable that holds the proxy's URL inside the sandbox, e.g. ANTHROPIC_BASE_URL
+}
+
+// FromSetup is the rule of a registry credential of a project's setup.
+func FromSetup(c protocol.SetupCredential) Credential {
+	return Credential{Name: c.Name, Upstream: c.Upstream, Header: c.Header, Prefix: c.Prefix, Key: c.Key,
+		KeyEnv: c.KeyEnv, BaseURLEnv: c.BaseURLEnv}
 }
 
 // Event is one connection or request, as recorded in the attempt's evidence.
