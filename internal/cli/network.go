@@ -58,17 +58,22 @@ widens them.`,
 	network.Flags().StringVar(&setupNet, "setup", "", "policies of the setup phase, comma-separated, or none")
 	network.Flags().StringVar(&agentNet, "agent", "", "policies of the agent phase, comma-separated, or none")
 
-	var commands []string
+	var commands, keyFiles []string
 	var timeout time.Duration
 	var clear bool
 	setup := answerCmd(a, &cobra.Command{
-		Use:   "setup PROJECT [--command CMD]... [--timeout D] [--clear] [--json]",
+		Use:   "setup PROJECT [--command CMD]... [--timeout D] [--key-file FILE]... [--clear] [--json]",
 		Short: "Set the commands a project's jobs run before their agent (its owner or an admin)",
 		Long: `Set the project's setup: shell commands run in order (sh -c) in each attempt's
 sandbox, in its worktree, before the agent, under the setup network policy and
 within --timeout for all of them (default 10m). Their output is a marked
 section of the job's log; a failing, hanging or flooding setup fails the
-attempt with reason setup_failed. --clear removes the setup.`,
+attempt with reason setup_failed. --clear removes the setup.
+
+--key-file names the files the setup's result depends on (lockfiles: go.sum,
+package-lock.json): a runner that already ran the same commands successfully
+for the project, with the same contents of these files, skips the setup. Its
+result must then live in the project's caches (drover projects caches).`,
 		Args: project,
 	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
 		var req protocol.ProjectConfigRequest
@@ -84,13 +89,19 @@ attempt with reason setup_failed. --clear removes the setup.`,
 			d := protocol.Duration(timeout)
 			req.SetupTimeout = &d
 		}
-		if req.SetupCommands == nil && req.SetupTimeout == nil {
-			return protocol.ProjectConfig{}, usagef("name --command, --timeout or --clear")
+		if clear {
+			req.SetupKeys = ptrTo([]string{})
+		} else if len(keyFiles) > 0 {
+			req.SetupKeys = ptrTo(keyFiles)
+		}
+		if req.SetupCommands == nil && req.SetupTimeout == nil && req.SetupKeys == nil {
+			return protocol.ProjectConfig{}, usagef("name --command, --timeout, --key-file or --clear")
 		}
 		return c.SetProjectConfig(ctx, args[0], req)
 	}, text)
 	setup.Flags().StringArrayVar(&commands, "command", nil, "a setup command (repeatable, run in order)")
 	setup.Flags().DurationVar(&timeout, "timeout", 0, "time for all setup commands together (default 10m)")
+	setup.Flags().StringArrayVar(&keyFiles, "key-file", nil, "a worktree file the setup's result depends on, e.g. go.sum (repeatable): with the same commands and contents, a runner reuses its last successful setup")
 	setup.Flags().BoolVar(&clear, "clear", false, "remove the project's setup")
 
 	caches := answerCmd(a, &cobra.Command{
@@ -142,6 +153,9 @@ func printProjectConfig(w io.Writer, c protocol.ProjectConfig) error {
 			d = protocol.DefaultSetupTimeout
 		}
 		fprintf(t, "Setup:\t%d command(s) within %s\n", len(c.SetupCommands), d)
+		if len(c.SetupKeys) > 0 {
+			fprintf(t, "\treused while unchanged: %s\n", strings.Join(c.SetupKeys, ","))
+		}
 		for _, cmd := range c.SetupCommands {
 			fprintf(t, "\t$ %s\n", oneLine(cmd))
 		}

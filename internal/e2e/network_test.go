@@ -150,7 +150,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	url := "http://" + reg.addr + "/pkg/left-pad-1.0.tgz"
 	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "docs")
 	must(t, alice.CLI, "projects", "caches", "web", "deps")
-	must(t, alice.CLI, "projects", "setup", "web", "--timeout", "1m", "--command",
+	must(t, alice.CLI, "projects", "setup", "web", "--timeout", "1m", "--key-file", "go.sum", "--command",
 		`test -s "$DROVER_CACHE_DIR/deps/left-pad.tgz" || curl -sf -o "$DROVER_CACHE_DIR/deps/left-pad.tgz" `+url,
 		"--command", `curl -sf -H "Authorization: Bearer $PRIVATE_REGISTRY_KEY" -o "$DROVER_CACHE_DIR/deps/secret-lib.tgz" `+
 			`"$PRIVATE_REGISTRY_URL/private/secret-lib.tgz" && cat "$DROVER_CACHE_DIR/deps/secret-lib.tgz"`,
@@ -207,13 +207,20 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 		t.Fatalf("no egress_denied event: %+v", events.Events)
 	}
 
-	// Job 2 of the project finds the package in its cache.
-	j2 := runAs(t, alice, "--repo", web, "--agent", "exec", "--", "sh", "-c", `cat "$DROVER_CACHE_DIR/deps/left-pad.tgz"`)
-	if v := wait(j2.ID); v.State != job.Completed || !strings.Contains(testkit.Log(t, c, j2.ID, 0), "LEFT-PAD-PACKAGE-1.0") {
-		t.Fatalf("job 2 ended %s (%s):\n%s", v.State, v.Reason, testkit.Log(t, c, j2.ID, 0))
+	// Job 2 of the project finds the packages in its cache, and its setup
+	// (same commands, same go.sum) is reused instead of run again.
+	j2 := runAs(t, alice, "--repo", web, "--agent", "exec", "--", "sh", "-c", `cat "$DROVER_CACHE_DIR/deps/"*.tgz`)
+	v2 := wait(j2.ID)
+	log2 := testkit.Log(t, c, j2.ID, 0)
+	if v2.State != job.Completed || !strings.Contains(log2, "LEFT-PAD-PACKAGE-1.0") || !strings.Contains(log2, "SECRET-LIB-PACKAGE") ||
+		!strings.Contains(log2, "=== drover setup reused") || strings.Contains(log2, "--- setup 1/3") || !v2.Attempts[0].Isolation.SetupReused {
+		t.Fatalf("job 2 ended %s (%s):\n%s", v2.State, v2.Reason, log2)
 	}
-	if got := reg.downloads("/pkg/left-pad-1.0.tgz"); len(got) != 1 {
-		t.Fatalf("registry log after job 2 = %q, want still the one download", got)
+	if got := append(reg.downloads("/pkg/left-pad-1.0.tgz"), reg.downloads("/private/secret-lib.tgz")...); len(got) != 2 {
+		t.Fatalf("registry log after job 2 = %q, want still one download of each", got)
+	}
+	if show := must(t, alice.CLI, "show", j2.ID); !strings.Contains(show, "caches: deps (setup result reused)") {
+		t.Fatalf("drover show of job 2:\n%s", show)
 	}
 
 	// A job never widens its project's network; --network none is none.

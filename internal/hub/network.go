@@ -84,7 +84,7 @@ func (h *Hub) projectSpec(tx store.Tx, j store.Job, spec *protocol.JobSpec) erro
 		if timeout <= 0 {
 			timeout = protocol.DefaultSetupTimeout
 		}
-		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout)}
+		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout), KeyFiles: c.SetupKeys}
 		for _, cred := range h.cfg.Credentials {
 			if slices.Contains(spec.Network.Setup.Policies, cred.Policy) {
 				spec.Setup.Credentials = append(spec.Setup.Credentials, cred)
@@ -106,7 +106,8 @@ func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
 	}
 	return protocol.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
 		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
-		Policies: h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
+		SetupKeys: orEmpty(c.SetupKeys),
+		Policies:  h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
 }
 
 // applyConfig changes c as req asks, or says what is wrong with it and
@@ -140,6 +141,17 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 			return c, badRequest("setup timeout %s: want 0 (the default, %s) up to %s", d, protocol.DefaultSetupTimeout, protocol.MaxSetupTimeout)
 		}
 		c.SetupTimeout = req.SetupTimeout.D()
+	}
+	if req.SetupKeys != nil {
+		if len(*req.SetupKeys) > protocol.MaxSetupCommands {
+			return c, badRequest("at most %d setup key files", protocol.MaxSetupCommands)
+		}
+		for _, f := range *req.SetupKeys {
+			if err := protocol.CheckKeyFile(f); err != nil {
+				return c, badRequest("%v", err)
+			}
+		}
+		c.SetupKeys = slices.Compact(slices.Sorted(slices.Values(*req.SetupKeys)))
 	}
 	if req.Caches != nil {
 		if len(*req.Caches) > protocol.MaxCaches {

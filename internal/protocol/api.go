@@ -359,6 +359,7 @@ type ProjectConfig struct {
 	AgentNetwork  []string `json:"agent_network"`
 	SetupCommands []string `json:"setup_commands"`
 	SetupTimeout  Duration `json:"setup_timeout"`
+	SetupKeys     []string `json:"setup_keys"` // lockfiles whose contents key a reusable setup result
 	Caches        []string `json:"caches"`
 	// Policies lists the policies the hub's operator defines (name → host
 	// patterns), to choose from; AllowOpen says whether "open" is one.
@@ -373,6 +374,7 @@ type ProjectConfigRequest struct {
 	AgentNetwork  *[]string `json:"agent_network,omitempty"`
 	SetupCommands *[]string `json:"setup_commands,omitempty"`
 	SetupTimeout  *Duration `json:"setup_timeout,omitempty"`
+	SetupKeys     *[]string `json:"setup_keys,omitempty"`
 	Caches        *[]string `json:"caches,omitempty"`
 }
 

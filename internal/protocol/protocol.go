@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path"
+	"strings"
 	"time"
 
 	"drover/internal/job"
@@ -272,6 +274,11 @@ type PhaseNetwork struct {
 type SetupSpec struct {
 	Commands []string `json:"commands"` // each run with sh -c, in order, in the worktree
 	Timeout  Duration `json:"timeout"`  // for all of them together
+	// KeyFiles are the worktree files the setup's result depends on (its
+	// lockfiles): a runner that ran the same commands successfully for
+	// the project with the same contents of these files skips the setup
+	// (its result is in the project's caches). None: setup always runs.
+	KeyFiles []string `json:"key_files,omitempty"`
 	// Credentials are the operator's registry credentials of the setup
 	// policies in force. They are the one secret an offer carries (over
 	// the runner's authenticated connection): the runner hands them to
@@ -326,6 +333,16 @@ func CheckCacheName(name string) error {
 	}
 	if !ok {
 		return fmt.Errorf("cache %q: want go, npm, pip, cargo or a directory name (letters, digits, '.', '_', '-'; at most 64)", name)
+	}
+	return nil
+}
+
+// CheckKeyFile accepts a setup key file: a clean relative path in the
+// worktree, without "..".
+func CheckKeyFile(name string) error {
+	if name == "" || len(name) > 256 || strings.HasPrefix(name, "/") || path.Clean(name) != name ||
+		name == ".." || strings.HasPrefix(name, "../") || strings.ContainsAny(name, "\x00\n\\") {
+		return fmt.Errorf("setup key file %q: want a clean path relative to the worktree, e.g. go.sum", name)
 	}
 	return nil
 }

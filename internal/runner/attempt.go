@@ -56,6 +56,8 @@ type attempt struct {
 	// caches are the project's caches mounted into the sandbox (set by
 	// launch for a job that names some).
 	caches *attemptCaches
+	// setupReused: the setup was skipped for an earlier successful one.
+	setupReused bool
 
 	// under Runner.mu
 	phase     string
@@ -393,6 +395,7 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 				if a.caches != nil {
 					iso.Caches = a.caches.names
 				}
+				iso.SetupReused = a.setupReused
 				rc.Isolation = &iso
 			}
 		}

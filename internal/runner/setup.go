@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -54,6 +56,17 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 	if a.spec.Network != nil {
 		network = describePhase(a.spec.Network.Setup)
 	}
+	key := ""
+	if len(s.KeyFiles) > 0 && a.caches != nil && a.spec.Repo != nil {
+		if key, err = setupKey(s, dir); err != nil {
+			r.log.Warn("setup key", "attempt", a.ref.String(), "err", err)
+		} else if _, err := os.Stat(r.setupMarker(a.spec.Repo.Project, key)); err == nil {
+			a.setupReused = true
+			fmt.Fprintf(out, "=== drover setup reused: the same commands ran successfully on this runner with the same %s ===\n",
+				strings.Join(s.KeyFiles, ", "))
+			return job.Outcome{}
+		}
+	}
 	fmt.Fprintf(out, "=== drover setup: %d command(s), network %s, within %s ===\n", len(s.Commands), network, timeout)
 	ctx, cancel := context.WithTimeout(a.ctx, timeout)
 	defer cancel()
@@ -91,7 +104,57 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 		}
 	}
 	fmt.Fprintf(out, "=== drover setup done ===\n")
+	if key != "" {
+		m := r.setupMarker(a.spec.Repo.Project, key)
+		if err := os.MkdirAll(filepath.Dir(m), 0o700); err != nil {
+			r.log.Warn("remember the setup", "attempt", a.ref.String(), "err", err)
+		} else if err := os.WriteFile(m, nil, 0o600); err != nil {
+			r.log.Warn("remember the setup", "attempt", a.ref.String(), "err", err)
+		}
+	}
 	return job.Outcome{}
+}
+
+// setupMarker is the file that says a setup with this key succeeded for
+// the project: outside every cache, so that no sandbox can forge it.
+func (r *Runner) setupMarker(project, key string) string {
+	return filepath.Join(r.cfg.Home, "setup-keys", project, key)
+}
+
+// maxKeyFile bounds how much of one key file is hashed.
+const maxKeyFile = 64 << 20
+
+// setupKey hashes a setup's commands and the contents of its key files in
+// the worktree dir (a file that is missing or not a regular file counts as
+// such: symlinks are not followed).
+func setupKey(s *protocol.SetupSpec, dir string) (string, error) {
+	h := sha256.New()
+	for _, c := range s.Commands {
+		fmt.Fprintf(h, "command %d\x00%s\x00", len(c), c)
+	}
+	for _, name := range s.KeyFiles {
+		if err := protocol.CheckKeyFile(name); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "file %s\x00", name)
+		p := filepath.Join(dir, name)
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxKeyFile {
+			fmt.Fprintf(h, "absent\x00")
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return "", fmt.Errorf("read setup key file %s: %w", name, err)
+		}
+		n, err := io.Copy(h, io.LimitReader(f, maxKeyFile))
+		f.Close()
+		if err != nil {
+			return "", fmt.Errorf("read setup key file %s: %w", name, err)
+		}
+		fmt.Fprintf(h, "\x00%d\x00", n)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // oneLine shortens a command for the log and messages.

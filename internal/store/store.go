@@ -299,6 +299,7 @@ type ProjectConfig struct {
 	AgentNetwork  []string      `json:"agent_network,omitempty"`
 	SetupCommands []string      `json:"setup_commands,omitempty"`
 	SetupTimeout  time.Duration `json:"setup_timeout,omitempty"`
+	SetupKeys     []string      `json:"setup_keys,omitempty"` // lockfiles whose contents key a reusable setup
 	Caches        []string      `json:"caches,omitempty"`
 }
 
