@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -86,17 +85,6 @@ func checkout(t *testing.T, name string) string {
 	return dir
 }
 
-// runAs submits `drover run --json` as u and returns the job.
-func runAs(t *testing.T, u *testkit.User, args ...string) protocol.JobView {
-	t.Helper()
-	out := must(t, u.CLI, append([]string{"run", "--json"}, args...)...)
-	var v protocol.JobView
-	if i := strings.Index(out, "{"); i < 0 || json.Unmarshal([]byte(out[i:]), &v) != nil {
-		t.Fatalf("drover run printed:\n%s", out)
-	}
-	return v
-}
-
 // A project's owner picks operator-defined policies: setup fetches a
 // package from a registry under the setup policy into the project's cache;
 // the agent, under a policy without the registry, is refused with a
@@ -128,7 +116,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 
 	// The first push makes alice the owner of project web.
 	web := checkout(t, "web")
-	first := runAs(t, alice, "--repo", web, "--agent", "exec", "--", "true")
+	first := runWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "true")
 	if v := wait(first.ID); v.State != job.Completed {
 		t.Fatalf("first job ended %s (%s)", v.State, v.Reason)
 	}
@@ -163,7 +151,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	}
 
 	agent := `cat "$DROVER_CACHE_DIR/deps/left-pad.tgz"; curl -s ` + url + `; echo`
-	j1 := runAs(t, alice, "--repo", web, "--agent", "exec", "--", "sh", "-c", agent)
+	j1 := runWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "sh", "-c", agent)
 	v1 := wait(j1.ID)
 	log1 := testkit.Log(t, c, j1.ID, 0)
 	if v1.State != job.Completed || !strings.Contains(log1, "=== drover setup: 3 command(s), network registry") ||
@@ -209,7 +197,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 
 	// Job 2 of the project finds the packages in its cache, and its setup
 	// (same commands, same go.sum) is reused instead of run again.
-	j2 := runAs(t, alice, "--repo", web, "--agent", "exec", "--", "sh", "-c", `cat "$DROVER_CACHE_DIR/deps/"*.tgz`)
+	j2 := runWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "sh", "-c", `cat "$DROVER_CACHE_DIR/deps/"*.tgz`)
 	v2 := wait(j2.ID)
 	log2 := testkit.Log(t, c, j2.ID, 0)
 	if v2.State != job.Completed || !strings.Contains(log2, "LEFT-PAD-PACKAGE-1.0") || !strings.Contains(log2, "SECRET-LIB-PACKAGE") ||
@@ -227,7 +215,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	if out := refused(t, alice.CLI, "run", "--repo", web, "--network", "registry", "--agent", "exec", "--", "true"); !strings.Contains(out, "never widens") {
 		t.Fatalf("widening refusal: %s", out)
 	}
-	j3 := runAs(t, alice, "--repo", web, "--network", "none", "--agent", "exec", "--", "sh", "-c",
+	j3 := runWith(t, alice.CLI, "--repo", web, "--network", "none", "--agent", "exec", "--", "sh", "-c",
 		`env | grep -i _proxy || echo NO-PROXY; curl -s -m 5 `+url+` || echo NO-NETWORK`)
 	v3 := wait(j3.ID)
 	log3 := testkit.Log(t, c, j3.ID, 0)
@@ -241,7 +229,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	must(t, alice.CLI, "run", "--repo", api, "--agent", "exec", "--wait", "--", "true")
 	must(t, alice.CLI, "projects", "caches", "api", "deps")
 	webCache := filepath.Join(r.Home, "caches", "web")
-	j4 := runAs(t, alice, "--repo", api, "--agent", "exec", "--", "sh", "-c",
+	j4 := runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "sh", "-c",
 		`ls -A "$DROVER_CACHE_DIR/deps"; echo "dir=$DROVER_CACHE_DIR"; ls `+webCache+` 2>/dev/null || echo WEB-HIDDEN`)
 	v4 := wait(j4.ID)
 	log4 := testkit.Log(t, c, j4.ID, 0)
@@ -259,7 +247,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 
 	// A setup that hangs fails the attempt at its timeout and frees the slot.
 	must(t, alice.CLI, "projects", "setup", "api", "--timeout", "2s", "--command", "sleep 600")
-	j5 := runAs(t, alice, "--repo", api, "--agent", "exec", "--", "echo", "agent-ran")
+	j5 := runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "agent-ran")
 	v5 := wait(j5.ID)
 	log5 := testkit.Log(t, c, j5.ID, 0)
 	if v5.State != job.Failed || v5.Reason != job.ReasonSetupFailed || strings.Contains(log5, "agent-ran") ||

@@ -3,9 +3,11 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"drover/internal/protocol"
+	"drover/internal/sandbox"
 )
 
 // A setup's key changes with its commands and the contents of its key
@@ -53,5 +55,37 @@ func TestSetupKey(t *testing.T) {
 	}
 	if _, err := setupKey(&protocol.SetupSpec{KeyFiles: []string{"../x"}}, dir); err == nil {
 		t.Error("a key file outside the worktree was accepted")
+	}
+}
+
+// A phase's sandbox network is what its policies allow, plus what a vendor
+// CLI needs; the open policy is recorded as such, and the setup alone gets
+// the registry credentials.
+func TestPhaseNetwork(t *testing.T) {
+	spec := protocol.JobSpec{Repo: &protocol.RepoSpec{Project: "web"},
+		Network: &protocol.NetworkSpec{
+			Setup:   protocol.PhaseNetwork{Policies: []string{"open"}, Open: true},
+			Agent:   protocol.PhaseNetwork{Policies: []string{"go"}, Allow: []string{"proxy.golang.org:443"}},
+			Catalog: map[string][]string{"go": {"proxy.golang.org"}, "npm": {"registry.npmjs.org"}},
+		},
+		Setup: &protocol.SetupSpec{Commands: []string{"true"}, Credentials: []protocol.SetupCredential{{Name: "private",
+			Upstream: "https://registry.example", Header: "Authorization", Key: "k", KeyEnv: "REG_KEY", BaseURLEnv: "REG_URL"}}},
+	}
+	extra := sandbox.Network{Allow: []string{"api.anthropic.com:443"}}
+	agent := phaseNetwork(spec, "agent", extra)
+	if agent.Open || !slices.Equal(agent.Allow, []string{"api.anthropic.com:443", "proxy.golang.org:443"}) ||
+		agent.Policy != "agent: go" || len(agent.Credentials) != 0 ||
+		agent.Widen("registry.npmjs.org:443") != "drover projects network web --agent go,npm" {
+		t.Fatalf("agent network = %+v", agent)
+	}
+	setup := phaseNetwork(spec, "setup", sandbox.Network{})
+	if !setup.Open || setup.Policy != "setup: OPEN (every host)" || len(setup.Credentials) != 1 || setup.Credentials[0].Key != "k" {
+		t.Fatalf("setup network = %+v", setup)
+	}
+	if got := describeNetwork(spec, true); got != "setup: OPEN (every host); agent: go" {
+		t.Fatalf("policy line = %q", got)
+	}
+	if got := phaseNetwork(protocol.JobSpec{}, "agent", extra); !slices.Equal(got.Allow, extra.Allow) || got.Policy != "" {
+		t.Fatalf("without a network spec = %+v", got)
 	}
 }
