@@ -400,7 +400,7 @@ func printEgress(w io.Writer, a protocol.AttemptView) {
 		fprintf(w, "attempt %d caches: %s%s\n", a.Number, strings.Join(i.Caches, ","), reused)
 	}
 	for _, d := range i.Denials {
-		fprintf(w, "attempt %d denied %s (%s phase, %d times); to allow it: %s\n", a.Number, d.Host, d.Phase, d.Count, dash(d.Allow))
+		fprintf(w, "attempt %d denied %s (%s phase, %d time(s)); to allow it: %s\n", a.Number, d.Host, d.Phase, d.Count, dash(d.Allow))
 	}
 }
 

@@ -43,6 +43,7 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", defaultListen, "address to listen on")
 	f.StringVar(&o.data, "data", "", "data directory (default $XDG_DATA_HOME/drover or ~/.local/share/drover)")
+	f.StringVar(&o.config, "config", "", "the hub's config file (JSON): the operator's named network policies (see docs/operator.md)")
 	if !all {
 		return
 	}
@@ -54,7 +55,6 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f.StringVar(&o.publicURL, "url", "", "the hub's URL as runners reach it, for the git URLs in offers (default: what each runner connected to)")
 	f.DurationVar(&o.readTimeout, "read-timeout", time.Minute, "longest pause while a request body arrives; a slower client is cut off")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
-	f.StringVar(&o.config, "config", "", "the hub's config file (JSON): the operator's named network policies (see docs/operator.md)")
 }
 
 func (a *app) hubCmd() *cobra.Command {
