@@ -22,6 +22,7 @@ import (
 func (a *app) runnerCmd() *cobra.Command {
 	var home, labels string
 	var slots int
+	var minFree int64
 	var models []string
 	var sb sandboxOptions
 	cmd := &cobra.Command{
@@ -56,7 +57,10 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if err != nil {
 				return err
 			}
-			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(),
+			if minFree < 0 {
+				return usagef("--min-free must not be negative (0 turns the floor off)")
+			}
+			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(), MinFree: minFree,
 				AgentPath: a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{},
 				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
 			for _, ad := range runner.Adapters() {
@@ -100,6 +104,8 @@ model per agent (a custom endpoint for opencode needs one).`,
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs to run at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")
 	cmd.Flags().StringArrayVar(&models, "agent-model", nil, "model of a vendor agent, AGENT=MODEL (repeatable)")
+	cmd.Flags().Int64Var(&minFree, "min-free", runner.DefaultMinFree,
+		"free bytes the runner's home must keep: below it the runner takes no jobs until space returns (0: no floor)")
 	sb.addFlags(cmd)
 	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd(), a.withAgentChecks(a.runnerDoctorCmd()),
 		a.runnerAccountCmd())

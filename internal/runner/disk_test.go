@@ -1,0 +1,114 @@
+package runner
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/sandbox/sandboxtest"
+	"drover/internal/testkit/disk"
+)
+
+// A hub whose disk is full refuses log and finish with no_space: the runner
+// keeps the output and retries past the tries an internal error gets, and
+// the attempt completes with its whole log.
+func TestNoSpaceRetriedWhileTheAttemptLives(t *testing.T) {
+	for _, typ := range []string{protocol.TypeLog, protocol.TypeFinish} {
+		t.Run(typ, func(t *testing.T) {
+			h := newFakeHub(t)
+			const refusals = maxTries + 2
+			var n atomic.Int32
+			h.setHook(func(c *hubConn, f protocol.Frame) bool {
+				if f.Type != typ || n.Add(1) > refusals {
+					return false
+				}
+				c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: protocol.ErrNoSpace, Message: "the hub's disk is full"}})
+				return true
+			})
+			tr := startRunner(t, h, "", nil)
+			h.waitConn(0)
+			ref := newRef()
+			h.offer(ref, shSpec("echo hi"))
+			wantOutcome(t, h.waitFinish(ref.Attempt), job.AttemptCompleted, job.ReasonExited, intp(0))
+			if got := string(h.log(ref.Attempt)); got != "hi\n" {
+				t.Fatalf("log = %q", got)
+			}
+			if got := len(h.requestsFor(typ, ref.Attempt)); got != refusals+1 {
+				t.Fatalf("%d %s requests, want %d refused and one taken", got, typ, refusals)
+			}
+			if exists(tr.journalFile(ref.Attempt, extDropped)) {
+				t.Fatal("the attempt was given up")
+			}
+		})
+	}
+}
+
+// A spool the disk refuses stops the agent and fails the attempt
+// runner_disk_full, with a marker line after the bytes that were kept and
+// a finish whose size and digest cover both.
+func TestSpoolWriteFailureFailsTheAttempt(t *testing.T) {
+	mnt := disk.Tmpfs(t, 2<<20)
+	h := newFakeHub(t)
+	home := filepath.Join(mnt, "home")
+	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
+	startRunner(t, h, home, nil)
+	h.waitConn(0)
+	ref := newRef()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// 8 MB, then it would sleep forever: only the full disk ends it.
+	spec := shSpec(fmt.Sprintf("echo $$ > %s; yes 0123456789abcdef | head -c 8000000; exec sleep 1000", pidFile))
+	spec.LogCap = 64 << 20 // the disk, not the cap, cuts it
+	h.offer(ref, spec)
+	fin := h.waitFinish(ref.Attempt)
+	wantOutcome(t, fin, job.AttemptFailed, job.ReasonRunnerDiskFull, nil)
+	if pid := readPid(t, pidFile); sandboxtest.Alive(pid) {
+		t.Fatalf("agent %d still runs after its output could not be kept", pid)
+	}
+	log := h.log(ref.Attempt)
+	kept, marker, ok := strings.Cut(string(log), "\n"+diskFullMarker)
+	want := strings.Repeat("0123456789abcdef\n", 8000000/17+1)
+	if !ok || len(kept) == 0 || !strings.HasPrefix(want, kept) || !strings.HasSuffix(marker, "\n") {
+		t.Fatalf("log of %d bytes: marker %v, kept a prefix of the output %v, ends %q", len(log), ok, strings.HasPrefix(want, kept), marker)
+	}
+	if fin.LogSize != int64(len(log)) || fin.LogSHA256 != sha(log) {
+		t.Fatalf("finish says %d bytes %s, the hub holds %d %s", fin.LogSize, fin.LogSHA256, len(log), sha(log))
+	}
+}
+
+// Below its free-space floor a runner says it is not ready and declines
+// offers; once space returns it says it is ready and runs them.
+func TestBelowFloorDeclinesUntilSpaceReturns(t *testing.T) {
+	mnt := disk.Tmpfs(t, 4<<20)
+	free := disk.Fill(t, mnt, 1<<20)
+	h := newFakeHub(t)
+	home := filepath.Join(mnt, "home")
+	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
+	startRunner(t, h, home, func(c *Config) { c.MinFree = 2 << 20 })
+	h.waitConn(0)
+	var hello protocol.Hello
+	must(t, h.received(protocol.TypeHello)[0].f.Decode(&hello))
+	if !strings.Contains(hello.NotReady, "below its floor of 2.0 MiB") {
+		t.Fatalf("hello of a runner below its floor: not_ready %q", hello.NotReady)
+	}
+	ref := newRef()
+	h.offer(ref, shSpec("echo nope"))
+	g := h.waitFrame("decline", func(g got) bool { return g.f.Type == protocol.TypeDecline })
+	var d protocol.Decline
+	must(t, g.f.Decode(&d))
+	if d.AttemptRef != ref || d.Reason != hello.NotReady {
+		t.Fatalf("decline = %+v", d)
+	}
+
+	free()
+	sandboxtest.WaitFor(t, "a status saying the runner is ready", func() bool {
+		st, ok := h.lastStatus()
+		return ok && st.NotReady == ""
+	})
+	again := newRef()
+	h.offer(again, shSpec("echo yes"))
+	wantOutcome(t, h.waitFinish(again.Attempt), job.AttemptCompleted, job.ReasonExited, intp(0))
+}
