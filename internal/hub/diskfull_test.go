@@ -62,3 +62,39 @@ func TestFullDiskLoggedOncePerInterval(t *testing.T) {
 		}
 	}
 }
+
+// A runner that says it is not ready (its disk is below its floor) is
+// offered nothing: its jobs wait saying why, `runners` shows the reason,
+// and a status without it brings the offer.
+func TestNotReadyRunnerIsOfferedNothing(t *testing.T) {
+	th := startHub(t, Config{})
+	const why = "disk full: 3.0 MiB free in the runner's home, below its floor of 256.0 MiB (--min-free)"
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, NotReady: why})
+	j := th.submitAs(th.admin, protocol.SubmitRequest{})
+	v := th.waitQueued(j.ID, "not ready (r1: "+why+")")
+	if len(v.Attempts) != 0 {
+		t.Fatalf("attempts of a job only a not-ready runner could take: %+v", v.Attempts)
+	}
+	if rv := th.runnersOf(th.admin)["r1"]; !rv.Connected || rv.NotReady != why {
+		t.Fatalf("runner view: connected %v, not_ready %q", rv.Connected, rv.NotReady)
+	}
+	sr.noOfferYet()
+
+	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: []protocol.Held{}})
+	sr.offerFor(j.ID)
+	if rv := th.runnersOf(th.admin)["r1"]; rv.NotReady != "" {
+		t.Fatalf("runner view after a ready status: not_ready %q", rv.NotReady)
+	}
+}
+
+// A not-ready reason a terminal could be fooled by closes the connection.
+func TestNotReadyReasonIsPlainText(t *testing.T) {
+	th := startHub(t, Config{})
+	for i, why := range []string{"disk \x1b[2Jfull", strings.Repeat("x", protocol.MaxNotReady+1)} {
+		sr, _ := th.dial(th.registerRunner(fmt.Sprintf("r%d", i)), protocol.Hello{Slots: 1})
+		sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: []protocol.Held{}, NotReady: why})
+		if code := sr.waitClosed(); code != protocol.CloseProtocol {
+			t.Errorf("status with not_ready %q: close %d, want %d", why[:min(len(why), 20)], code, protocol.CloseProtocol)
+		}
+	}
+}
