@@ -191,6 +191,9 @@ func New(cfg Config) (*Runner, error) {
 	if err := checkLabels(cfg.Labels); err != nil {
 		return nil, err
 	}
+	if cfg.MinFree < 0 {
+		return nil, fmt.Errorf("the free-space floor (--min-free) is %d bytes; it must not be negative (0 turns it off)", cfg.MinFree)
+	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = defaultGrace
 	}
