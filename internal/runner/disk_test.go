@@ -112,3 +112,26 @@ func TestBelowFloorDeclinesUntilSpaceReturns(t *testing.T) {
 	h.offer(again, shSpec("echo yes"))
 	wantOutcome(t, h.waitFinish(again.Attempt), job.AttemptCompleted, job.ReasonExited, intp(0))
 }
+
+// A claim the journal cannot keep launches nothing and fails the attempt
+// runner_disk_full (no floor here, so the offer is taken).
+func TestJournalWriteFailureFailsTheAttempt(t *testing.T) {
+	mnt := disk.Tmpfs(t, 1<<20)
+	h := newFakeHub(t)
+	home := filepath.Join(mnt, "home")
+	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
+	startRunner(t, h, home, nil)
+	h.waitConn(0)
+	disk.Fill(t, mnt, 0)
+	ref := newRef()
+	ran := filepath.Join(t.TempDir(), "ran")
+	h.offer(ref, shSpec("touch "+ran))
+	fin := h.waitFinish(ref.Attempt)
+	wantOutcome(t, fin, job.AttemptFailed, job.ReasonRunnerDiskFull, nil)
+	if !strings.Contains(fin.Outcome.Message, "claim") || exists(ran) {
+		t.Fatalf("message %q, agent ran: %v", fin.Outcome.Message, exists(ran))
+	}
+	if claims, err := Claims(home); err != nil || len(claims) != 0 {
+		t.Fatalf("claims %+v (%v): a claim that was not kept must not stay", claims, err)
+	}
+}
