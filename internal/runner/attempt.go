@@ -397,7 +397,10 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 		}
 	}
 	r.setPhase(a, protocol.PhaseFinishing)
-	for tries := 1; ; tries++ {
+	// Counted apart: a full hub disk may refuse any number of finishes,
+	// which must not use up the re-uploads of a log the hub lacks.
+	reuploads, failures := 0, 0
+	for {
 		rep, err := r.call(a, protocol.TypeFinish, protocol.Finish{AttemptRef: a.ref, Outcome: rc.Outcome,
 			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256, Isolation: rc.Isolation, Session: rc.Session, Usage: rc.Usage})
 		if err != nil {
@@ -413,14 +416,16 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 			return nil
 		}
 		e := rep.Error
-		if e != nil && e.Code == protocol.ErrLogIncomplete && e.Size != nil && sp != nil && tries < maxTries {
+		if e != nil && e.Code == protocol.ErrLogIncomplete && e.Size != nil && sp != nil && reuploads < maxTries-1 {
+			reuploads++
 			r.log.Info("hub lacks part of the log; uploading it again", "attempt", a.ref.String(), "hub", *e.Size)
 			if _, err := r.upload(a, sp, *e.Size); err != nil {
 				return err
 			}
 			continue
 		}
-		again, err := r.retryLater(a, e, tries)
+		failures++
+		again, err := r.retryLater(a, e, failures)
 		if err != nil {
 			return err
 		}

@@ -47,6 +47,43 @@ func TestNoSpaceRetriedWhileTheAttemptLives(t *testing.T) {
 	}
 }
 
+// Finishes refused for a full disk do not use up the re-uploads of a log
+// the hub then says it lacks.
+func TestNoSpaceFinishesLeaveReuploads(t *testing.T) {
+	h := newFakeHub(t)
+	const refusals = maxTries + 2
+	var n atomic.Int32
+	h.setHook(func(c *hubConn, f protocol.Frame) bool {
+		if f.Type != protocol.TypeFinish {
+			return false
+		}
+		switch k := n.Add(1); {
+		case k <= refusals:
+			c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: protocol.ErrNoSpace, Message: "the hub's disk is full"}})
+		case k == refusals+1:
+			size := h.truncate(refAttempt(f), 0)
+			c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: protocol.ErrLogIncomplete, Message: "lost it", Size: &size}})
+		default:
+			return false
+		}
+		return true
+	})
+	startRunner(t, h, "", nil)
+	h.waitConn(0)
+	ref := newRef()
+	h.offer(ref, shSpec("echo hi"))
+	wantOutcome(t, h.waitFinish(ref.Attempt), job.AttemptCompleted, job.ReasonExited, intp(0))
+	if got := string(h.log(ref.Attempt)); got != "hi\n" {
+		t.Fatalf("log = %q", got)
+	}
+}
+
+func refAttempt(f protocol.Frame) string {
+	var ref protocol.AttemptRef
+	_ = f.Decode(&ref)
+	return ref.Attempt
+}
+
 // A spool the disk refuses stops the agent and fails the attempt
 // runner_disk_full, with a marker line after the bytes that were kept and
 // a finish whose size and digest cover both.
