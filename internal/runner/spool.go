@@ -126,13 +126,6 @@ func (s *spool) appendLocked(b []byte) {
 // its output.
 const diskFullMarker = "[drover: runner_disk_full]"
 
-// writeErr is the first write the disk refused, if any.
-func (s *spool) writeErr() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.werr
-}
-
 func (s *spool) notify() {
 	select {
 	case s.changed <- struct{}{}:
@@ -168,7 +161,8 @@ func (s *spool) state() (size int64, ended bool, since time.Time) {
 	return s.size + int64(len(s.tail)), s.ended, s.since
 }
 
-// take reads up to max bytes from offset from, for the uploader.
+// take reads up to limit bytes of the log from offset from, for the
+// uploader: the file's bytes, then the tail's.
 func (s *spool) take(from int64, limit int) ([]byte, error) {
 	s.mu.Lock()
 	file, tail := s.size, s.tail
