@@ -30,13 +30,7 @@ func TestNoSpaceRetriedWhileTheAttemptLives(t *testing.T) {
 				return true
 			})
 			tr := startRunner(t, h, "", nil)
-			h.waitConn(0)
-			ref := newRef()
-			h.offer(ref, shSpec("echo hi"))
-			wantOutcome(t, h.waitFinish(ref.Attempt), job.AttemptCompleted, job.ReasonExited, intp(0))
-			if got := string(h.log(ref.Attempt)); got != "hi\n" {
-				t.Fatalf("log = %q", got)
-			}
+			ref := runsEchoHi(t, h)
 			if got := len(h.requestsFor(typ, ref.Attempt)); got != refusals+1 {
 				t.Fatalf("%d %s requests, want %d refused and one taken", got, typ, refusals)
 			}
@@ -69,6 +63,13 @@ func TestNoSpaceFinishesLeaveReuploads(t *testing.T) {
 		return true
 	})
 	startRunner(t, h, "", nil)
+	runsEchoHi(t, h)
+}
+
+// runsEchoHi offers `echo hi` to the runner connected to h and checks it
+// completes with its whole log.
+func runsEchoHi(t *testing.T, h *fakeHub) protocol.AttemptRef {
+	t.Helper()
 	h.waitConn(0)
 	ref := newRef()
 	h.offer(ref, shSpec("echo hi"))
@@ -76,6 +77,7 @@ func TestNoSpaceFinishesLeaveReuploads(t *testing.T) {
 	if got := string(h.log(ref.Attempt)); got != "hi\n" {
 		t.Fatalf("log = %q", got)
 	}
+	return ref
 }
 
 func refAttempt(f protocol.Frame) string {
@@ -84,16 +86,27 @@ func refAttempt(f protocol.Frame) string {
 	return ref.Attempt
 }
 
+// startOnTmpfs starts a runner whose home is on a tmpfs of size bytes,
+// after before (if set) ran on the mount, and waits for its connection.
+func startOnTmpfs(t *testing.T, size int64, before func(mnt string), tune func(*Config)) (h *fakeHub, mnt, home string) {
+	t.Helper()
+	mnt = disk.Tmpfs(t, size)
+	h = newFakeHub(t)
+	home = filepath.Join(mnt, "home")
+	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
+	if before != nil {
+		before(mnt)
+	}
+	startRunner(t, h, home, tune)
+	h.waitConn(0)
+	return h, mnt, home
+}
+
 // A spool the disk refuses stops the agent and fails the attempt
 // runner_disk_full, with a marker line after the bytes that were kept and
 // a finish whose size and digest cover both.
 func TestSpoolWriteFailureFailsTheAttempt(t *testing.T) {
-	mnt := disk.Tmpfs(t, 2<<20)
-	h := newFakeHub(t)
-	home := filepath.Join(mnt, "home")
-	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
-	startRunner(t, h, home, nil)
-	h.waitConn(0)
+	h, _, _ := startOnTmpfs(t, 2<<20, nil, nil)
 	ref := newRef()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	// 8 MB, then it would sleep forever: only the full disk ends it.
@@ -119,13 +132,8 @@ func TestSpoolWriteFailureFailsTheAttempt(t *testing.T) {
 // Below its free-space floor a runner says it is not ready and declines
 // offers; once space returns it says it is ready and runs them.
 func TestBelowFloorDeclinesUntilSpaceReturns(t *testing.T) {
-	mnt := disk.Tmpfs(t, 4<<20)
-	free := disk.Fill(t, mnt, 1<<20)
-	h := newFakeHub(t)
-	home := filepath.Join(mnt, "home")
-	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
-	startRunner(t, h, home, func(c *Config) { c.MinFree = 2 << 20 })
-	h.waitConn(0)
+	var free func()
+	h, _, _ := startOnTmpfs(t, 4<<20, func(mnt string) { free = disk.Fill(t, mnt, 1<<20) }, func(c *Config) { c.MinFree = 2 << 20 })
 	var hello protocol.Hello
 	must(t, h.received(protocol.TypeHello)[0].f.Decode(&hello))
 	if !strings.Contains(hello.NotReady, "below its floor of 2.0 MiB") {
@@ -153,12 +161,7 @@ func TestBelowFloorDeclinesUntilSpaceReturns(t *testing.T) {
 // A claim the journal cannot keep launches nothing and fails the attempt
 // runner_disk_full (no floor here, so the offer is taken).
 func TestJournalWriteFailureFailsTheAttempt(t *testing.T) {
-	mnt := disk.Tmpfs(t, 1<<20)
-	h := newFakeHub(t)
-	home := filepath.Join(mnt, "home")
-	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
-	startRunner(t, h, home, nil)
-	h.waitConn(0)
+	h, mnt, home := startOnTmpfs(t, 1<<20, nil, nil)
 	disk.Fill(t, mnt, 0)
 	ref := newRef()
 	ran := filepath.Join(t.TempDir(), "ran")
