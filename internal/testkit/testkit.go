@@ -359,7 +359,11 @@ func (r *Runner) Start(args ...string) {
 	if len(args) > 0 {
 		r.args = args
 	}
-	all := append([]string{"runner", "--home", r.Home, "--hub", r.URL}, r.args...)
+	// A small free-space floor: the default (256 MiB) would make every
+	// test fail on a machine whose temporary directory is nearly full. A
+	// test that wants another floor passes --min-free, which comes later
+	// and wins.
+	all := append([]string{"runner", "--home", r.Home, "--hub", r.URL, "--min-free", "1048576"}, r.args...)
 	r.p = start(r.t, "runner "+r.Name, r.env(), nil, r.hub.bin, all...)
 }
 
