@@ -238,6 +238,8 @@ func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 		switch {
 		case r.Revoked:
 			status = "revoked"
+		case r.Connected && r.NotReady != "":
+			status = "not ready: " + r.NotReady
 		case r.Connected:
 			status = "connected"
 		}

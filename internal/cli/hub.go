@@ -155,6 +155,7 @@ func (a *app) upCmd() *cobra.Command {
 	var o hubOptions
 	var slots int
 	var home string
+	var minFree int64
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a hub and one local runner in one process",
@@ -176,19 +177,21 @@ The runner's home defaults to $XDG_STATE_HOME/drover/local (or
 				}
 				home = h
 			}
-			return a.up(cmd.Context(), o, slots, home)
+			return a.up(cmd.Context(), o, runner.Config{Home: home, Slots: slots, MinFree: minFree})
 		},
 	}
 	o.addFlags(cmd, false)
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs the local runner runs at once")
 	cmd.Flags().StringVar(&home, "home", "", "local runner home")
+	addMinFreeFlag(cmd, &minFree)
 	o.sandbox.addFlags(cmd)
 	return cmd
 }
 
 // up runs the hub and the local runner. The runner stops first so that it
 // can hand its attempts back to a hub that is still there.
-func (a *app) up(ctx context.Context, o hubOptions, slots int, home string) error {
+func (a *app) up(ctx context.Context, o hubOptions, rc runner.Config) error {
+	home, slots := rc.Home, rc.Slots
 	ctx, stop := a.signalContext(ctx)
 	defer stop()
 	h, ln, url, err := a.openHub(ctx, o)
@@ -220,7 +223,8 @@ func (a *app) up(ctx context.Context, o hubOptions, slots int, home string) erro
 	if err := runner.SaveLogin(home, runner.Login{Hub: url, Name: "local", Token: token}); err != nil {
 		return stopAll(fmt.Errorf("save the local runner's login: %w", err))
 	}
-	r, err := runner.New(runner.Config{Home: home, Slots: slots, Logger: a.log, Sandbox: o.sandbox.policy()})
+	rc.Logger, rc.Sandbox = a.log, o.sandbox.policy()
+	r, err := runner.New(rc)
 	if err != nil {
 		return stopAll(fmt.Errorf("start the local runner: %w", err))
 	}

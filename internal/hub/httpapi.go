@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"drover/internal/auth"
+	"drover/internal/fsutil"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -74,6 +75,11 @@ func (h *Hub) asAPIError(err error) *apiError {
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("%v", err)
+	}
+	if fsutil.IsNoSpace(err) {
+		h.diskFull.report(h.log, h.now(), err)
+		return errf(http.StatusInsufficientStorage, protocol.ErrNoSpace,
+			"the hub's disk is full, so it stored nothing of this request; retry later (the operator must free space in the hub's data directory)")
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return errf(http.StatusServiceUnavailable, protocol.ErrInternal, "request cancelled")

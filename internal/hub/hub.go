@@ -46,6 +46,9 @@ type Hub struct {
 	// shape → why the last pass offered none of its jobs (shapeKey)
 	whyShape map[string]string
 
+	diskFull diskFullLog              // logs a full disk once per interval
+	stalls   map[string]*logStallInfo // attempt id → its log could not be stored (under mu)
+
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository
 
@@ -99,6 +102,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		conns:     map[string]*conn{},
 		active:    map[string]map[string]bool{},
 		waits:     map[string]*waiter{},
+		stalls:    map[string]*logStallInfo{},
 		repos:     workspace.HubRepos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
 		locks:     keyLocks{m: map[string]*keyLock{}},
 	}

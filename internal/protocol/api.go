@@ -245,10 +245,13 @@ type RunnerView struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Running   int               `json:"running"`
 	// Agents and Accounts as the connected runner last reported them.
-	Agents    []string      `json:"agents,omitempty"`
-	Accounts  []AccountInfo `json:"accounts,omitempty"`
-	LastSeen  *time.Time    `json:"last_seen,omitempty"`
-	CreatedAt time.Time     `json:"created_at"`
+	Agents   []string      `json:"agents,omitempty"`
+	Accounts []AccountInfo `json:"accounts,omitempty"`
+	// NotReady says why a connected runner takes no jobs now (e.g. its
+	// disk is below its free-space floor); "" when it is ready.
+	NotReady  string     `json:"not_ready,omitempty"`
+	LastSeen  *time.Time `json:"last_seen,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
 	// Access is AccessPrivate or AccessHub; SharedWith lists whom a private
 	// runner is shared with besides its owner (shown to the owner and admins).
 	Access     string  `json:"access"`

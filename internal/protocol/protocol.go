@@ -32,6 +32,7 @@ const (
 	MaxLabelLen    = 128
 	MaxHeldReports = 4096 // attempts in one hello or status
 	MaxSlots       = 256  // slots one runner may offer
+	MaxNotReady    = 256  // bytes of a runner's not-ready reason
 )
 
 // WebSocket close codes the hub uses. The runner exits on CloseReplaced and
@@ -152,6 +153,10 @@ type Hello struct {
 	Agents []string `json:"agents,omitempty"`
 	// Accounts describe the runner's agent accounts (never a secret).
 	Accounts []AccountInfo `json:"accounts,omitempty"`
+	// NotReady, when set, says why the runner takes no offers now though
+	// it is connected (e.g. its disk is below its free-space floor). The
+	// hub offers it nothing and shows the reason until a status clears it.
+	NotReady string `json:"not_ready,omitempty"`
 }
 
 // AccountInfo is one agent account of a runner as the hub sees it.
@@ -208,6 +213,8 @@ type Status struct {
 	// Agents and Accounts as in Hello; nil Agents leaves them as they were.
 	Agents   []string      `json:"agents,omitempty"`
 	Accounts []AccountInfo `json:"accounts,omitempty"`
+	// NotReady as in Hello; every status carries it ("": ready).
+	NotReady string `json:"not_ready,omitempty"`
 }
 
 // JobSpec is what a runner needs to run a job. It never carries secrets.
@@ -549,6 +556,7 @@ const (
 	ErrLogIncomplete = "log_incomplete"  // finish before the whole log arrived; Size holds the hub's
 	ErrTooLarge      = "too_large"       // over a size limit
 	ErrStaleHead     = "stale_head"      // publish: the hub holds a newer head (in the body's "head")
+	ErrNoSpace       = "no_space"        // the hub's disk is full: nothing was stored; retry later (HTTP 507)
 	ErrInternal      = "internal"
 )
 

@@ -51,7 +51,15 @@ type Config struct {
 	// RemoteGitEnv lets fetches from a project's mapped remote use the
 	// runner user's own git credentials (workspace.OwnCredentialEnv).
 	RemoteGitEnv []string
+	// MinFree is the free space (bytes) the file system of Home must keep:
+	// below it the runner reports itself not ready and declines offers
+	// until space returns. 0 is no floor (the CLI's default is
+	// DefaultMinFree).
+	MinFree int64
 }
+
+// DefaultMinFree is the free-space floor of `drover runner`.
+const DefaultMinFree = 256 << 20
 
 const (
 	maxSlots       = protocol.MaxSlots // the hub refuses more
@@ -99,6 +107,9 @@ type Runner struct {
 	reported   []protocol.AccountInfo
 	stopping   bool // graceful stop begun: decline offers
 	closing    bool // graceful stop done: close the connection and stay away
+	// notReady says why the runner takes no offers though it could run
+	// ("": ready): its disk is below the free-space floor (space.go).
+	notReady string
 }
 
 // timing is what the hub dictates in its welcome.
@@ -180,6 +191,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if err := checkLabels(cfg.Labels); err != nil {
 		return nil, err
+	}
+	if cfg.MinFree < 0 {
+		return nil, fmt.Errorf("the free-space floor (--min-free) is %d bytes; it must not be negative (0 turns it off)", cfg.MinFree)
 	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = defaultGrace
@@ -282,6 +296,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	connCtx, stopConn := context.WithCancel(life)
 	defer stopConn()
 	r.stopConn = stopConn
+	r.checkSpace() // before the hello, which says whether the runner is ready
+	r.wg.Go(func() { r.watchSpace(life) })
 	conn := make(chan error, 1)
 	go func() { conn <- r.connectLoop(connCtx) }()
 

@@ -8,6 +8,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"syscall"
 	"time"
 
 	"drover/internal/job"
@@ -17,6 +19,9 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("already exists")
+	// ErrNoSpace: the store's disk is full; nothing of the transaction
+	// was kept. It wraps syscall.ENOSPC, so fsutil.IsNoSpace knows it.
+	ErrNoSpace = fmt.Errorf("the store's disk is full: %w", syscall.ENOSPC)
 )
 
 // Store opens transactions. Write transactions are serialized; fn may run
