@@ -312,3 +312,40 @@ func TestSetupColdAgainstWarm(t *testing.T) {
 	t.Logf("attempt start to end, mean of %d: cold cache %s, warm cache with reused setup %s, ratio %.2f",
 		n, cold.Round(time.Millisecond), warm.Round(time.Millisecond), float64(cold)/float64(warm))
 }
+
+// The open policy exists only when the operator enables it; a project that
+// takes it reaches any host, and the attempt says OPEN where drover show
+// and its isolation record show the policy.
+func TestOpenPolicyIsRecordedAsOpen(t *testing.T) {
+	t.Parallel()
+	reg := startRegistry(t)
+	cfg := filepath.Join(t.TempDir(), "hub.json")
+	if err := os.WriteFile(cfg, []byte(`{"network": {"allow_open": true, "policies": {"docs": ["docs.example.org"]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := testkit.StartHub(t, bin, "--config", cfg)
+	alice := h.AddUser(t, "alice")
+	alice.StartRunner(t, "r1")
+	c := alice.Client()
+	src := checkout(t, "web")
+	must(t, alice.CLI, "run", "--repo", src, "--agent", "exec", "--wait", "--", "true")
+	must(t, alice.CLI, "projects", "network", "web", "--agent", "open")
+	v := runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "curl", "-sf", "http://"+reg.addr+"/pkg/left-pad-1.0.tgz")
+	v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	if log := testkit.Log(t, c, v.ID, 0); v.State != job.Completed || !strings.Contains(log, "LEFT-PAD-PACKAGE-1.0") {
+		t.Fatalf("open job ended %s (%s):\n%s", v.State, v.Reason, log)
+	}
+	iso := v.Attempts[0].Isolation
+	if iso == nil || iso.Policy != "agent: OPEN (every host)" || !strings.Contains(iso.Network, "OPEN") {
+		t.Fatalf("isolation = %+v", iso)
+	}
+	if show := must(t, alice.CLI, "show", v.ID); !strings.Contains(show, "network policy: agent: OPEN (every host)") {
+		t.Fatalf("drover show:\n%s", show)
+	}
+	// A job on it may still narrow to a named policy or to none.
+	n := runWith(t, alice.CLI, "--repo", src, "--network", "docs", "--agent", "exec", "--", "true")
+	n = testkit.WaitJob(t, c, n.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	if n.State != job.Completed || n.Attempts[0].Isolation.Policy != "agent: docs" {
+		t.Fatalf("narrowed job ended %s, isolation %+v", n.State, n.Attempts[0].Isolation)
+	}
+}
