@@ -35,6 +35,7 @@ type hubOptions struct {
 	publicURL    string
 	readTimeout  time.Duration
 	idleTimeout  time.Duration
+	config       string
 	sandbox      sandboxOptions // up's local runner
 }
 
@@ -42,6 +43,7 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", defaultListen, "address to listen on")
 	f.StringVar(&o.data, "data", "", "data directory (default $XDG_DATA_HOME/drover or ~/.local/share/drover)")
+	f.StringVar(&o.config, "config", "", "the hub's config file (JSON): the operator's named network policies (see docs/operator.md)")
 	if !all {
 		return
 	}
@@ -103,12 +105,20 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, nil, "", fmt.Errorf("create data directory: %w", err)
 	}
+	var file hub.File
+	if o.config != "" {
+		f, err := hub.ReadFile(o.config)
+		if err != nil {
+			return nil, nil, "", usagef("--config: %v", err)
+		}
+		file = f
+	}
 	_, statErr := os.Stat(filepath.Join(data, adminTokenFile))
 	first := errors.Is(statErr, fs.ErrNotExist)
 
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Lease: o.lease, Heartbeat: o.heartbeat,
 		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
-		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, Logger: a.log})
+		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, Logger: a.log, Network: file.Network, Credentials: file.Setup})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}

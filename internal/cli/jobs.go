@@ -22,12 +22,12 @@ const (
 )
 
 func (a *app) runCmd() *cobra.Command {
-	var agent, key, account string
+	var agent, key, account, network string
 	var labels []string
 	var wait, asJSON, tools bool
 	var src sourceOptions
 	cmd := &cobra.Command{
-		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
+		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--network none|POLICY,...] [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
 		Short: "Submit a job and print its id",
 		Long: `Submit a job and print its id (or, with --json, the job).
 
@@ -59,7 +59,12 @@ Vendor agents (claude, codex, opencode, gemini) take the prompt as ARGS and
 always get the tools. The hub runs such a job under the best-ranked ready
 account of that agent (drover accounts); --account pins it to one account,
 by id or label: it then runs only there and waits while that account is
-limited.`,
+limited.
+
+--network narrows what the agent of a job on a project may reach: none, or
+some of the network policies its project's owner chose (drover projects
+config PROJECT). A policy the project does not allow is refused: a job never
+widens its project's network.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := submitRequest(agent, labels, key, args)
@@ -67,6 +72,11 @@ limited.`,
 				return err
 			}
 			req.Tools, req.Account = tools, account
+			if cmd.Flags().Changed("network") {
+				if req.Network = splitList(network); len(req.Network) == 0 {
+					return usagef("--network names policies of the job's project, or none")
+				}
+			}
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
@@ -100,6 +110,7 @@ limited.`,
 	f.BoolVar(&wait, "wait", false, "follow the job to its end and exit with its exit code")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON")
 	f.BoolVar(&tools, "tools", false, "give the agent drover's tools; the job completes only by deliver")
+	f.StringVar(&network, "network", "", "narrow the agent's network: none, or some of the project's policies (comma-separated); never wider than the project allows")
 	f.StringVar(&account, "account", "", "run a vendor agent's job only under this runner account (id or label; see drover accounts)")
 	src.addFlags(cmd)
 	return cmd

@@ -300,11 +300,17 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 				msg: fmt.Sprintf("finish says %d log bytes, the hub holds %d", fin.LogSize, size), size: &size}
 		}
 		if fin.Isolation != nil {
+			if err := checkDenials(fin.Isolation.Denials); err != nil {
+				return nil, err
+			}
 			b, err := json.Marshal(fin.Isolation)
 			if err != nil {
 				return nil, err
 			}
 			a.Isolation = string(b)
+			if err := denialEvents(tx, j.ID, c.name, fin.Isolation, h.now()); err != nil {
+				return nil, err
+			}
 		}
 		if fin.Session != "" {
 			a.Session = fin.Session

@@ -270,6 +270,8 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("GET "+p+"/projects/{name}/members", h.handler(u, h.apiMembers))
 	mux.Handle("POST "+p+"/projects/{name}/members", h.handler(u, h.apiChangeMember(true)))
 	mux.Handle("DELETE "+p+"/projects/{name}/members/{user}", h.handler(u, h.apiChangeMember(false)))
+	mux.Handle("GET "+p+"/projects/{name}/config", h.handler(u, h.apiProjectConfig))
+	mux.Handle("PUT "+p+"/projects/{name}/config", h.handler(u, h.apiSetProjectConfig))
 	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
 	mux.HandleFunc("GET "+approvePath, h.serveApprovePage)
 	mux.HandleFunc("POST "+approvePath, h.postApprovePage)

@@ -89,6 +89,9 @@ func Open(ctx context.Context, cfg Config) (*Hub, error) {
 // New starts a hub on an already opened store (tests and other store kinds).
 func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	cfg.defaults()
+	if err := cfg.Network.Check(); err != nil {
+		return nil, fmt.Errorf("hub config: %w", err)
+	}
 	h := &Hub{
 		cfg:       cfg,
 		log:       cfg.Logger,

@@ -63,7 +63,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 		Requester: n.user(j.RequesterID), Attempts: []protocol.AttemptView{},
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
 		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,
-		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools,
+		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools, Network: j.Network,
 	}
 	if v.Args == nil {
 		v.Args = []string{}
@@ -115,8 +115,10 @@ func (h *Hub) jobView(ctx context.Context, p principal, id string) (protocol.Job
 			return err
 		}
 		shape = shapeKey(j)
-		v, err = newNamer(tx).jobView(j)
-		return err
+		if v, err = newNamer(tx).jobView(j); err != nil {
+			return err
+		}
+		return h.addAllow(tx, &v)
 	})
 	h.addWhy(&v, shape)
 	return v, err

@@ -95,12 +95,15 @@ const (
 	// The model API could not be reached (connection refused, DNS, TLS) at
 	// the URL drover resolved for the account.
 	ReasonEndpointUnreachable Reason = "endpoint_unreachable"
+	// The project's setup commands failed, timed out or were stopped
+	// before the agent ran (the message says which command and why).
+	ReasonSetupFailed Reason = "setup_failed"
 )
 
 var reasons = []Reason{ReasonExited, ReasonSpawnFailed, ReasonCancelled, ReasonTimeout, ReasonRunnerLost,
 	ReasonInterrupted, ReasonRunnerShutdown, ReasonOfferExpired, ReasonDeclined, ReasonDropped, ReasonRetried,
 	ReasonAgentError, ReasonObserveChanged, ReasonWorkspace, ReasonNotDelivered, ReasonQuestionExpired, ReasonLimited,
-	ReasonAuthFailed, ReasonEndpointUnreachable, ReasonRunnerDiskFull}
+	ReasonAuthFailed, ReasonEndpointUnreachable, ReasonRunnerDiskFull, ReasonSetupFailed}
 
 // Valid reports whether r is a known reason (the empty reason included).
 func (r Reason) Valid() bool {

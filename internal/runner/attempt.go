@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,6 +59,15 @@ type attempt struct {
 	account string
 	// usage is what a vendor agent reported it consumed (set by launch).
 	usage *protocol.Usage
+	// out is the attempt's log (set by launch), where egress evidence goes.
+	out io.Writer
+	// denials counts what the egress proxy refused, per phase.
+	denials denials
+	// caches are the project's caches mounted into the sandbox (set by
+	// launch for a job that names some).
+	caches *attemptCaches
+	// setupReused: the setup was skipped for an earlier successful one.
+	setupReused bool
 
 	// under Runner.mu
 	phase     string
@@ -188,6 +198,7 @@ func (r *Runner) launch(a *attempt) error {
 		return r.finish(a, nil, 0, diskFull(err), nil)
 	}
 	defer sp.close()
+	a.out = sp
 	dir := r.workPath(id)
 	if err := freshDir(dir); err != nil {
 		sp.end()
@@ -218,6 +229,15 @@ func (r *Runner) launch(a *attempt) error {
 			fmt.Fprintf(sp, "drover: cannot start the agent's tools: %v\n", err)
 			out = failedToStart(fmt.Errorf("start the tool server: %w", err))
 		}
+	}
+	if out.State == "" && len(a.spec.Caches) > 0 && a.spec.Repo != nil {
+		if a.caches, err = r.openCaches(a.spec.Repo.Project, a.spec.Caches); err != nil {
+			fmt.Fprintf(sp, "drover: cannot prepare the project's caches: %v\n", err)
+			out = failedToStart(fmt.Errorf("prepare caches: %w", err))
+		}
+	}
+	if out.State == "" && a.spec.Setup != nil {
+		out = r.runSetup(a, sp, dir)
 	}
 	if out.State == "" {
 		res, runErr := r.runAgent(a, sp, dir)
@@ -272,10 +292,7 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 	}
 	r.log.Info("running attempt", "attempt", a.ref.String(), "agent", ag.Name())
 	env := jobEnv(a.ref, dir)
-	if a.ws != nil {
-		dir = a.ws.wt.Dir()
-		env = append(env, a.ws.env()...)
-	}
+	dir, env = a.dirEnv(dir, env)
 	if a.tools != nil {
 		env = append(prependPath(env, a.tools.binDir()), a.tools.env()...)
 	}
@@ -389,6 +406,12 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 			rc.LogSize, rc.LogSHA256 = size, sum
 			if a.box != nil {
 				iso := a.box.Describe()
+				iso.Policy = describeNetwork(a.spec, a.spec.Setup != nil)
+				iso.Denials = a.denials.list()
+				if a.caches != nil {
+					iso.Caches = a.caches.names
+				}
+				iso.SetupReused = a.setupReused
 				rc.Isolation = &iso
 			}
 		}

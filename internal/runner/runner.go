@@ -23,6 +23,7 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
 )
@@ -283,6 +284,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.recover(); err != nil {
 		return err
 	}
+	if use, err := r.CacheUsage(); err != nil {
+		r.log.Warn("measure project caches", "err", err)
+	} else if len(use) > 0 {
+		var total int64
+		for _, n := range use {
+			total += n
+		}
+		r.log.Info("project caches in the runner's home", "projects", len(use), "bytes", total)
+	}
 	connCtx, stopConn := context.WithCancel(life)
 	defer stopConn()
 	r.stopConn = stopConn
@@ -438,6 +448,11 @@ func version() string {
 // boundary builds the sandbox of one attempt, whose agent runs in dir: the
 // runner's policy with the attempt's worktree as root and the job's mode.
 func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Boundary, error) {
+	return r.phaseBoundary(a, dir, extra, netpolicy.PhaseAgent)
+}
+
+// phaseBoundary is boundary for one phase (setup or agent) of the attempt.
+func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase string) (sandbox.Boundary, error) {
 	p := r.cfg.Sandbox
 	p.Root = dir
 	// What a CLI adds: its install, its account, its home.
@@ -457,6 +472,18 @@ func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Bo
 	p.Network, p.Limits.Output = extra.Network, 0
 	if extra.Evidence != nil {
 		p.Evidence = extra.Evidence
+	}
+	if a.spec.Network != nil {
+		// The job's project chose policies: they decide what the phase
+		// reaches, and each refusal is counted for the finish.
+		p.Network = phaseNetwork(a.spec, phase, extra.Network)
+		p.Evidence = evidence(phase, &a.denials, extra.Evidence, a.out)
+	}
+	if phase == netpolicy.PhaseSetup {
+		p.Limits.Output = setupOutputCap
+	}
+	if a.caches != nil {
+		a.caches.policy(&p)
 	}
 	p.Logger = r.log.With("attempt", a.ref.String())
 	return sandbox.New(a.ctx, p)

@@ -296,7 +296,8 @@ func TestCloseCutsOpenTunnels(t *testing.T) {
 func TestNewRefusesBadRules(t *testing.T) {
 	good := Credential{Name: "x", Upstream: "https://api.example.com", Header: "x-api-key", Key: "k", KeyEnv: "K", BaseURLEnv: "U"}
 	for name, cfg := range map[string]Config{
-		"no port":           {Allow: []string{"example.com"}},
+		"every host":        {Allow: []string{"*"}},
+		"wildcard TLD":      {Allow: []string{"*.com"}},
 		"bad port":          {Allow: []string{"example.com:99999"}},
 		"short placeholder": {Credentials: []Credential{good}, Placeholder: "short"},
 		"plain http remote": {Credentials: []Credential{func() Credential { c := good; c.Upstream = "http://api.example.com"; return c }()},
@@ -439,5 +440,35 @@ func TestCredentialStreamWhenUpstreamAnswersBeforeTheBodyEnds(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("upstream never finished reading the body")
+	}
+}
+
+// A refusal under a named policy names the policy and says how to widen it;
+// an open policy lets any host through.
+func TestRefusalNamesPolicyAndWiden(t *testing.T) {
+	allowed, _ := sandboxtest.EchoListener(t)
+	denied, _ := sandboxtest.EchoListener(t)
+	p, err := New(Config{Allow: []string{allowed}, Policy: "agent: go",
+		Widen: func(hp string) string { return "drover projects network web --agent go,more # " + hp }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serve(t, p, -1)
+	_, resp := connect(t, sock, denied)
+	var ref Refusal
+	if err := json.NewDecoder(resp.Body).Decode(&ref); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusForbidden || ref.Policy != "agent: go" || !strings.HasPrefix(ref.Widen, "drover projects network web") ||
+		!strings.Contains(ref.Message, "agent: go") || !strings.Contains(ref.Message, ref.Widen) || ref.Host != denied {
+		t.Fatalf("refusal = %s %+v", resp.Status, ref)
+	}
+
+	open, err := New(Config{Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, resp := connect(t, serve(t, open, -1), denied); resp.StatusCode != http.StatusOK {
+		t.Fatalf("open policy: %s", resp.Status)
 	}
 }
