@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,7 +36,11 @@ type hubOptions struct {
 	publicURL    string
 	readTimeout  time.Duration
 	idleTimeout  time.Duration
-	sandbox      sandboxOptions // up's local runner
+	// metricsListen serves /metrics there, to anyone who reaches it;
+	// metricsTokenFile holds a token that lets /metrics in on --listen.
+	metricsListen    string
+	metricsTokenFile string
+	sandbox          sandboxOptions // up's local runner
 }
 
 func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
@@ -53,6 +58,8 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f.StringVar(&o.publicURL, "url", "", "the hub's URL as runners reach it, for the git URLs in offers (default: what each runner connected to)")
 	f.DurationVar(&o.readTimeout, "read-timeout", time.Minute, "longest pause while a request body arrives; a slower client is cut off")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
+	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address too, without a token (keep it private)")
+	f.StringVar(&o.metricsTokenFile, "metrics-token-file", "", "file holding a token that lets GET /metrics in on --listen (Authorization: Bearer TOKEN)")
 }
 
 func (a *app) hubCmd() *cobra.Command {
@@ -106,9 +113,19 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	_, statErr := os.Stat(filepath.Join(data, adminTokenFile))
 	first := errors.Is(statErr, fs.ErrNotExist)
 
+	var metricsToken string
+	if o.metricsTokenFile != "" {
+		b, err := os.ReadFile(o.metricsTokenFile)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("read --metrics-token-file: %w", err)
+		}
+		if metricsToken = strings.TrimSpace(string(b)); metricsToken == "" {
+			return nil, nil, "", usagef("--metrics-token-file %s is empty", o.metricsTokenFile)
+		}
+	}
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Lease: o.lease, Heartbeat: o.heartbeat,
 		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
-		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, Logger: a.log})
+		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, MetricsToken: metricsToken, MetricsListen: o.metricsListen, Logger: a.log})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}

@@ -209,6 +209,7 @@ func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.
 		return tx.UpdateAttempt(a)
 	})
 	if err == nil && grew {
+		h.metrics.logBytes.Add(float64(len(l.Data)))
 		h.notify(l.Job)
 	}
 	return ack, err
@@ -354,6 +355,9 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 	if err := tx.UpdateAttempt(*a); err != nil {
 		return err
 	}
+	// Counted in the transaction: the store runs a Write's function once
+	// unless it fails, and then the finish is reported again anyway.
+	h.metrics.attempts.WithLabelValues(string(o.State)).Inc()
 	ev, err := job.FinishEvent(o.State)
 	if err != nil {
 		return badRequest("%v", err)

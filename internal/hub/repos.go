@@ -49,22 +49,6 @@ func (k *keyLocks) lock(name string) func() {
 	}
 }
 
-// requestBaseURL is the hub's URL as the client of r reached it.
-func requestBaseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	if p := r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
-		scheme = p
-	}
-	host := r.Host
-	if fh, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ","); strings.TrimSpace(fh) != "" {
-		host = strings.TrimSpace(fh)
-	}
-	return scheme + "://" + host
-}
-
 // gitURL is where c's runner fetches a hosted project.
 func (h *Hub) gitURL(c *conn, project string) string {
 	base := h.cfg.PublicURL
