@@ -112,12 +112,30 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request, ss *session) er
 	return nil
 }
 
+type runnerRow struct {
+	protocol.RunnerView
+	Current []protocol.JobView // the running jobs on it the user may see
+}
+
 func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) error {
 	rs, err := s.b.Runners(r.Context(), ss.User)
 	if err != nil {
 		return err
 	}
-	s.render(w, r, http.StatusOK, "runners", ss, rs)
+	running, err := s.b.Jobs(r.Context(), ss.User, string(job.Running))
+	if err != nil {
+		return err
+	}
+	rows := make([]runnerRow, len(rs))
+	for i, rv := range rs {
+		rows[i].RunnerView = rv
+		for _, j := range running {
+			if j.Runner == rv.Name {
+				rows[i].Current = append(rows[i].Current, j)
+			}
+		}
+	}
+	s.render(w, r, http.StatusOK, "runners", ss, rows)
 	return nil
 }
 

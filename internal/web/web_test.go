@@ -298,3 +298,44 @@ func TestLiveLogResumesExactly(t *testing.T) {
 
 // A browser, in a real headless Chromium: see ../e2e/web_test.go and
 // browser_test.go.
+
+// Every page renders, escaping what users and agents wrote.
+func TestPagesRender(t *testing.T) {
+	f := newFake()
+	f.appendLog("hello\n", false)
+	srv := serve(t, f, Config{})
+	cookie := signIn(t, srv)
+	for path, want := range map[string]string{
+		"/runners":            "box-&lt;b&gt;1&lt;/b&gt;",
+		"/jobs":               `href="/jobs/j1"`,
+		"/jobs?requester=bob": "No jobs",
+		"/jobs/j1":            "&lt;img src=x onerror=alert(1)&gt;",
+		"/questions":          "No open questions",
+		"/signin":             "You are signed in as",
+		"/approve?name=r1&key=" + strings.Repeat("ab", 32): "You approve as",
+		"/jobs/j1/log?attempt=1":                           "hello\n",
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("Cookie", cookie)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s: %d, want %q in\n%s", path, resp.StatusCode, want, b)
+		}
+		if strings.Contains(string(b), "<b>1</b>") || strings.Contains(string(b), "<img") {
+			t.Errorf("GET %s: unescaped text", path)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/no/such/page")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("an unknown page: %d", resp.StatusCode)
+	}
+}

@@ -78,6 +78,7 @@
       events.dataset.after + "&state=" + encodeURIComponent(events.dataset.state));
     ev.addEventListener("ev", function (e) { events.insertAdjacentHTML("beforeend", e.data); });
     ev.addEventListener("state", function (e) {
+      if (e.data !== events.dataset.state) { document.getElementById("stale").hidden = false; }
       state.textContent = e.data;
       state.className = "badge s-" + e.data.split(" ")[0];
       events.dataset.state = e.data;
