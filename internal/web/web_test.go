@@ -137,7 +137,10 @@ func (f *fakeBackend) Changed(string) (<-chan struct{}, func()) {
 }
 
 func (f *fakeBackend) Questions(context.Context, User) ([]protocol.QuestionView, error) {
-	return nil, nil
+	return []protocol.QuestionView{
+		{Job: "j1", Question: "which <i>color</i>?", Choices: []string{"red", "blue"}, Requester: "alice"},
+		{Job: "j2", Question: "ok?", Requester: "alice", Answer: &protocol.Answer{Text: "<b>yes</b>", By: "bob"}},
+	}, nil
 }
 
 func (f *fakeBackend) Act(_ context.Context, _ User, id, action string) error {
@@ -310,7 +313,7 @@ func TestPagesRender(t *testing.T) {
 		"/jobs":               `href="/jobs/j1"`,
 		"/jobs?requester=bob": "No jobs",
 		"/jobs/j1":            "&lt;img src=x onerror=alert(1)&gt;",
-		"/questions":          "No open questions",
+		"/questions":          `value="2" class="choice">2) blue</button>`,
 		"/signin":             "You are signed in as",
 		"/approve?name=r1&key=" + strings.Repeat("ab", 32): "You approve as",
 		"/jobs/j1/log?attempt=1":                           "hello\n",
@@ -326,11 +329,23 @@ func TestPagesRender(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
 			t.Errorf("GET %s: %d, want %q in\n%s", path, resp.StatusCode, want, b)
 		}
-		if strings.Contains(string(b), "<b>1</b>") || strings.Contains(string(b), "<img") {
+		if strings.Contains(string(b), "<b>") || strings.Contains(string(b), "<img") || strings.Contains(string(b), "<i>") {
 			t.Errorf("GET %s: unescaped text", path)
 		}
 	}
-	resp, err := http.Get(srv.URL + "/no/such/page")
+	// The requester is offered to approve bob's pending answer.
+	req, _ := http.NewRequest("GET", srv.URL+"/questions", nil)
+	req.Header.Set("Cookie", cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `action="/jobs/j2/approve"`) || !strings.Contains(string(b), "&lt;b&gt;yes&lt;/b&gt;") {
+		t.Errorf("the pending answer:\n%s", b)
+	}
+	resp, err = http.Get(srv.URL + "/no/such/page")
 	if err != nil {
 		t.Fatal(err)
 	}
