@@ -121,6 +121,16 @@ func (d dashboard) Questions(ctx context.Context, u web.User) ([]protocol.Questi
 	return qs, d.pageError(err)
 }
 
+func (d dashboard) Projects(ctx context.Context, u web.User) ([]protocol.ProjectView, error) {
+	ps, err := d.h.projectViews(ctx, as(u))
+	return ps, d.pageError(err)
+}
+
+func (d dashboard) Members(ctx context.Context, u web.User, project string) (protocol.MemberList, error) {
+	ms, err := d.h.members(ctx, as(u), project)
+	return ms, d.pageError(err)
+}
+
 func (d dashboard) Act(ctx context.Context, u web.User, id, action string) error {
 	do := map[string]func(context.Context, principal, string) error{
 		"cancel": d.h.cancelJob, "retry": d.h.retryJob, "restart": d.h.restartJob, "approve": d.h.approveAnswer,

@@ -170,7 +170,9 @@ func startSSE(w http.ResponseWriter) *sse {
 	hd.Set("X-Accel-Buffering", "no")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	return &sse{w: w, rc: http.NewResponseController(w)}
+	e := &sse{w: w, rc: http.NewResponseController(w)}
+	_ = e.rc.Flush() // the stream is open: the client sees it before the first event
+	return e
 }
 
 // event writes one event; id "" leaves the stream's last id as it was.

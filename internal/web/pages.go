@@ -276,3 +276,25 @@ func answerOf(q protocol.QuestionView, ss *session, requester, next string) answ
 	}
 	return answerBox{Q: q, CSRF: ss.CSRF, Requester: ss.Name == requester, Next: next}
 }
+
+type projectRow struct {
+	protocol.ProjectView
+	Members []string
+}
+
+func (s *Server) projects(w http.ResponseWriter, r *http.Request, ss *session) error {
+	ps, err := s.b.Projects(r.Context(), ss.User)
+	if err != nil {
+		return err
+	}
+	rows := make([]projectRow, len(ps))
+	for i, p := range ps {
+		ms, err := s.b.Members(r.Context(), ss.User, p.Name)
+		if err != nil {
+			return err
+		}
+		rows[i] = projectRow{ProjectView: p, Members: ms.Members}
+	}
+	s.render(w, r, http.StatusOK, "projects", ss, rows)
+	return nil
+}

@@ -81,6 +81,8 @@ type Backend interface {
 	// release when done waiting.
 	Changed(id string) (ch <-chan struct{}, release func())
 	Questions(ctx context.Context, u User) ([]protocol.QuestionView, error)
+	Projects(ctx context.Context, u User) ([]protocol.ProjectView, error)
+	Members(ctx context.Context, u User, project string) (protocol.MemberList, error)
 
 	// Job actions: "cancel", "retry", "restart", "approve" (an answer).
 	Act(ctx context.Context, u User, id, action string) error
@@ -162,6 +164,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /jobs/{id}/log/live", s.signedIn(s.liveLog))
 	mux.HandleFunc("GET /jobs/{id}/events/live", s.signedIn(s.liveEvents))
 	mux.HandleFunc("GET /questions", s.page(s.questions))
+	mux.HandleFunc("GET /projects", s.page(s.projects))
 	mux.HandleFunc("GET /approve", s.getApprove)
 	mux.HandleFunc("POST /approve", s.postApprove)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -143,6 +143,14 @@ func (f *fakeBackend) Questions(context.Context, User) ([]protocol.QuestionView,
 	}, nil
 }
 
+func (f *fakeBackend) Projects(context.Context, User) ([]protocol.ProjectView, error) {
+	return []protocol.ProjectView{{Name: "demo", Owner: "alice", Hosted: true}}, nil
+}
+
+func (f *fakeBackend) Members(context.Context, User, string) (protocol.MemberList, error) {
+	return protocol.MemberList{Project: "demo", Owner: "alice", Members: []string{"alice", "<b>bob</b>"}}, nil
+}
+
 func (f *fakeBackend) Act(_ context.Context, _ User, id, action string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -316,41 +324,36 @@ func TestPagesRender(t *testing.T) {
 		"/questions":          `value="2" class="choice">2) blue</button>`,
 		"/signin":             "You are signed in as",
 		"/approve?name=r1&key=" + strings.Repeat("ab", 32): "You approve as",
-		"/jobs/j1/log?attempt=1":                           "hello\n",
+		"/projects":              "<code>&lt;b&gt;bob&lt;/b&gt;</code>",
+		"/jobs/j1/log?attempt=1": "hello\n",
 	} {
-		req, _ := http.NewRequest("GET", srv.URL+path, nil)
-		req.Header.Set("Cookie", cookie)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		code, b := get(t, srv, cookie, path)
+		if code != 200 || !strings.Contains(b, want) {
+			t.Errorf("GET %s: %d, want %q in\n%s", path, code, want, b)
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
-			t.Errorf("GET %s: %d, want %q in\n%s", path, resp.StatusCode, want, b)
-		}
-		if strings.Contains(string(b), "<b>") || strings.Contains(string(b), "<img") || strings.Contains(string(b), "<i>") {
+		if strings.Contains(b, "<b>") || strings.Contains(b, "<img") || strings.Contains(b, "<i>") {
 			t.Errorf("GET %s: unescaped text", path)
 		}
 	}
 	// The requester is offered to approve bob's pending answer.
-	req, _ := http.NewRequest("GET", srv.URL+"/questions", nil)
+	if _, b := get(t, srv, cookie, "/questions"); !strings.Contains(b, `action="/jobs/j2/approve"`) || !strings.Contains(b, "&lt;b&gt;yes&lt;/b&gt;") {
+		t.Errorf("the pending answer:\n%s", b)
+	}
+	if code, _ := get(t, srv, cookie, "/no/such/page"); code != 404 {
+		t.Errorf("an unknown page: %d", code)
+	}
+}
+
+// get is a GET with the session cookie: its status and body.
+func get(t *testing.T, srv *httptest.Server, cookie, path string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", srv.URL+path, nil)
 	req.Header.Set("Cookie", cookie)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(b), `action="/jobs/j2/approve"`) || !strings.Contains(string(b), "&lt;b&gt;yes&lt;/b&gt;") {
-		t.Errorf("the pending answer:\n%s", b)
-	}
-	resp, err = http.Get(srv.URL + "/no/such/page")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 404 {
-		t.Errorf("an unknown page: %d", resp.StatusCode)
-	}
+	return resp.StatusCode, string(b)
 }
