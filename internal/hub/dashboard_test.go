@@ -196,8 +196,12 @@ func TestWebSessionExpires(t *testing.T) {
 	if resp.StatusCode != 401 || !strings.Contains(body, "expired") {
 		t.Fatalf("post with an expired session: %d\n%s", resp.StatusCode, body)
 	}
-	if resp, _ := b.do("GET", "/runners", nil, hd); resp.StatusCode != http.StatusSeeOther {
+	resp, _ = b.do("GET", "/runners", nil, hd)
+	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("page with an expired session: %d", resp.StatusCode)
+	}
+	if _, body := b.do("GET", resp.Header.Get("Location"), nil, hd); !strings.Contains(body, "Your session ended") || !strings.Contains(body, `name="next" value="/runners"`) {
+		t.Fatalf("the sign-in page after an expired session:\n%s", body)
 	}
 }
 

@@ -88,6 +88,41 @@ func window(sl LogSlice, start int64) logWindow {
 	return logWindow{HTML: h, Start: st, End: st + int64(len(data)), Size: sl.Size, Complete: sl.Complete && st+int64(len(data)) == sl.Size, Lines: lines}
 }
 
+// search finds the first occurrence of q in an attempt's log at or after
+// byte from, and returns the offset of the line it is on (-1: none) and of
+// the match's end (where the next search starts).
+func (s *Server) search(r *http.Request, ss *session, id string, attempt, from int64, q string) (line, end int64, err error) {
+	needle := []byte(q)
+	off := from
+	for {
+		sl, err := s.b.Log(r.Context(), ss.User, id, attempt, off)
+		if err != nil || len(sl.Data) == 0 {
+			return -1, 0, err
+		}
+		if i := bytes.Index(sl.Data, needle); i >= 0 {
+			return off + int64(bytes.LastIndexByte(sl.Data[:i], '\n')+1), off + int64(i+len(needle)), nil
+		}
+		if off+int64(len(sl.Data)) >= sl.Size {
+			return -1, 0, nil
+		}
+		// The next read overlaps this one by len(q)-1 bytes: a match across
+		// the two is found.
+		off += int64(max(1, len(sl.Data)-len(needle)+1))
+	}
+}
+
+// at is the window of an attempt's log that starts with the line at start
+// (a search hit): not followed live.
+func (s *Server) at(r *http.Request, ss *session, id string, attempt, start int64) (logWindow, error) {
+	sl, err := s.readRange(r.Context(), ss.User, id, attempt, start, start+windowBytes)
+	if err != nil {
+		return logWindow{}, err
+	}
+	data, _ := wholeLines(sl.Data, 0, sl.Complete)
+	h, lines := renderLog(data, start)
+	return logWindow{HTML: h, Start: start, End: start + int64(len(data)), Size: sl.Size, Complete: true, Lines: lines}, nil
+}
+
 func attemptOf(r *http.Request) (int64, error) {
 	return intParam(r.URL.Query().Get("attempt"), "attempt")
 }

@@ -72,7 +72,11 @@ type signinData struct {
 
 func (s *Server) getSignin(w http.ResponseWriter, r *http.Request) {
 	ss, _ := s.current(r)
-	s.render(w, r, http.StatusOK, "signin", ss, signinData{Next: next(r.URL.Query().Get("next"))})
+	d := signinData{Next: next(r.URL.Query().Get("next"))}
+	if ss == nil && r.URL.Query().Get("ended") != "" {
+		d.Error = "Your session ended (it expired, you signed out, or your token was rotated): sign in again."
+	}
+	s.render(w, r, http.StatusOK, "signin", ss, d)
 }
 
 // postSignin exchanges a pasted user token for a session cookie. It checks
@@ -166,6 +170,9 @@ type jobData struct {
 	LastEvent int64
 	Attempt   int64 // the attempt whose log is shown
 	Log       logWindow
+	Query     string // a search in the log, shown from the line of its Hit
+	Hit       int64  // -1: no match
+	NextFrom  int64  // where the next match is searched from
 	Fetch     string // the drover fetch command
 	Open      *protocol.QuestionView
 	// Actions the page offers; the hub still decides.
@@ -193,7 +200,20 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error 
 	if d.Attempt == 0 && len(v.Attempts) > 0 {
 		d.Attempt = v.Attempts[len(v.Attempts)-1].Number
 	}
-	if d.Attempt > 0 {
+	if d.Query = r.URL.Query().Get("q"); d.Attempt > 0 && d.Query != "" {
+		from, err := intParam(r.URL.Query().Get("from"), "from")
+		if err != nil {
+			return err
+		}
+		if d.Hit, d.NextFrom, err = s.search(r, ss, id, d.Attempt, from, d.Query); err != nil {
+			return err
+		}
+		if d.Hit >= 0 {
+			if d.Log, err = s.at(r, ss, id, d.Attempt, d.Hit); err != nil {
+				return err
+			}
+		}
+	} else if d.Attempt > 0 {
 		if d.Log, err = s.tail(r, ss, id, d.Attempt); err != nil {
 			return err
 		}

@@ -211,7 +211,11 @@ func (s *Server) signedIn(fn func(w http.ResponseWriter, r *http.Request, ss *se
 				why = "Your session ended (" + s.why(err) + "); sign in again."
 			}
 			if r.Method == http.MethodGet && !strings.Contains(r.URL.Path, "/log/") && !strings.HasSuffix(r.URL.Path, "/live") {
-				http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				to := "/signin?next=" + url.QueryEscape(r.URL.RequestURI())
+				if err != nil {
+					to += "&ended=1"
+				}
+				http.Redirect(w, r, to, http.StatusSeeOther)
 				return
 			}
 			s.render(w, r, http.StatusUnauthorized, "error", nil, errorData{Title: "Not signed in", Why: why})

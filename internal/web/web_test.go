@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -356,4 +357,38 @@ func get(t *testing.T, srv *httptest.Server, cookie, path string) (int, string) 
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// A search opens the log at the line of each match in turn, however far
+// back, and says when there is none.
+func TestLogSearch(t *testing.T) {
+	f := newFake()
+	var sb strings.Builder
+	for i := 0; sb.Len() < 3<<20; i++ {
+		fmt.Fprintf(&sb, "line %07d\n", i)
+		if i == 10 || i == 200000 {
+			sb.WriteString("the <needle> here\n")
+		}
+	}
+	f.appendLog(sb.String(), false)
+	srv := serve(t, f, Config{})
+	cookie := signIn(t, srv)
+	_, b := get(t, srv, cookie, "/jobs/j1?attempt=1&q="+url.QueryEscape("<needle>"))
+	first := strings.Index(sb.String(), "the <needle>")
+	if !strings.Contains(b, fmt.Sprintf(`<div class="l" data-o="%d">the &lt;needle&gt; here</div>`, first)) || !strings.Contains(b, `data-complete="1"`) {
+		t.Fatalf("first match not shown:\n%.3000s", b)
+	}
+	m := regexp.MustCompile(`id="nexthit" href="([^"]+)"`).FindStringSubmatch(b)
+	if m == nil {
+		t.Fatalf("no next link:\n%.3000s", b)
+	}
+	_, b = get(t, srv, cookie, strings.ReplaceAll(m[1], "&amp;", "&"))
+	second := strings.LastIndex(sb.String(), "the <needle>")
+	if !strings.Contains(b, fmt.Sprintf(`data-o="%d">the &lt;needle&gt; here`, second)) {
+		t.Fatalf("second match not shown (at %d)", second)
+	}
+	m = regexp.MustCompile(`id="nexthit" href="([^"]+)"`).FindStringSubmatch(b)
+	if _, b = get(t, srv, cookie, strings.ReplaceAll(m[1], "&amp;", "&")); !strings.Contains(b, `id="nohit"`) {
+		t.Fatal("a third match was found")
+	}
 }
