@@ -243,8 +243,9 @@ func resumeFrom(r *http.Request, param string) (int64, error) {
 
 // follow calls step at once and after each change of the job, with a
 // keep-alive comment in quiet spells, until step says done or the client
-// goes away.
-func (s *Server) follow(r *http.Request, id string, e *sse, step func() (done bool, err error)) error {
+// goes away. At each keep-alive it checks the session again: a stream ends
+// soon after its session does (sign-out, expiry, a rotated token).
+func (s *Server) follow(r *http.Request, ss *session, id string, e *sse, step func() (done bool, err error)) error {
 	ka := time.NewTicker(s.cfg.KeepAlive)
 	defer ka.Stop()
 	for {
@@ -259,6 +260,10 @@ func (s *Server) follow(r *http.Request, id string, e *sse, step func() (done bo
 			case <-ch:
 				waiting = false
 			case <-ka.C:
+				if _, err := s.b.Session(r.Context(), ss.token); err != nil {
+					release()
+					return err
+				}
 				if err := e.write(": keep-alive\n\n"); err != nil {
 					release()
 					return nil
@@ -290,7 +295,7 @@ func (s *Server) liveLog(w http.ResponseWriter, r *http.Request, ss *session) er
 		return err // refused before the stream starts
 	}
 	e := startSSE(w)
-	err = s.follow(r, id, e, func() (bool, error) {
+	err = s.follow(r, ss, id, e, func() (bool, error) {
 		for {
 			sl, err := s.b.Log(r.Context(), ss.User, id, attempt, off)
 			if err != nil {
@@ -336,7 +341,7 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, ss *session)
 	state := r.URL.Query().Get("state")
 	e := startSSE(w)
 	t := s.tmpl["job"]
-	err = s.follow(r, id, e, func() (bool, error) {
+	err = s.follow(r, ss, id, e, func() (bool, error) {
 		for {
 			evs, err := s.b.Events(r.Context(), ss.User, id, after)
 			if err != nil {

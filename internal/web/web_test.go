@@ -392,3 +392,31 @@ func TestLogSearch(t *testing.T) {
 		t.Fatal("a third match was found")
 	}
 }
+
+// A stream ends soon after its session: signed out, it says why and stops.
+func TestLiveStreamEndsWithTheSession(t *testing.T) {
+	f := newFake()
+	f.appendLog("one\n", false)
+	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
+	cookie := signIn(t, srv)
+	_, r := openStream(t, context.Background(), srv, cookie, "/jobs/j1/log/live?attempt=1", "")
+	if ev := readEvents(t, r, 1)[0]; ev.kind != "log" {
+		t.Fatalf("first event: %+v", ev)
+	}
+	f.mu.Lock()
+	clear(f.sessions)
+	f.mu.Unlock()
+	for {
+		ev := readEvents(t, r, 1)[0]
+		if ev.kind == ":" {
+			continue
+		}
+		if ev.kind != "failure" || !strings.Contains(ev.data, "session") {
+			t.Fatalf("after sign-out: %+v", ev)
+		}
+		break
+	}
+	if _, err := io.ReadAll(r); err != nil { // returns once the hub ends the stream
+		t.Fatalf("the stream did not end cleanly: %v", err)
+	}
+}
