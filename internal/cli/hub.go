@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,7 +37,11 @@ type hubOptions struct {
 	readTimeout  time.Duration
 	idleTimeout  time.Duration
 	config       string
-	sandbox      sandboxOptions // up's local runner
+	// metricsListen serves /metrics there, to anyone who reaches it;
+	// metricsTokenFile holds a token that lets /metrics in on --listen.
+	metricsListen    string
+	metricsTokenFile string
+	sandbox          sandboxOptions // up's local runner
 }
 
 func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
@@ -55,6 +60,8 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f.StringVar(&o.publicURL, "url", "", "the hub's URL as runners reach it, for the git URLs in offers (default: what each runner connected to)")
 	f.DurationVar(&o.readTimeout, "read-timeout", time.Minute, "longest pause while a request body arrives; a slower client is cut off")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
+	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address too, without a token (keep it private)")
+	f.StringVar(&o.metricsTokenFile, "metrics-token-file", "", "file holding a token that lets GET /metrics in on --listen (Authorization: Bearer TOKEN)")
 }
 
 func (a *app) hubCmd() *cobra.Command {
@@ -116,9 +123,20 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	_, statErr := os.Stat(filepath.Join(data, adminTokenFile))
 	first := errors.Is(statErr, fs.ErrNotExist)
 
+	var metricsToken string
+	if o.metricsTokenFile != "" {
+		b, err := os.ReadFile(o.metricsTokenFile)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("read --metrics-token-file: %w", err)
+		}
+		if metricsToken = strings.TrimSpace(string(b)); metricsToken == "" {
+			return nil, nil, "", usagef("--metrics-token-file %s is empty", o.metricsTokenFile)
+		}
+	}
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Lease: o.lease, Heartbeat: o.heartbeat,
 		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
-		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, Logger: a.log, Network: file.Network, Credentials: file.Setup})
+		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, MetricsToken: metricsToken, MetricsListen: o.metricsListen,
+		Logger: a.log, Network: file.Network, Credentials: file.Setup})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}

@@ -287,20 +287,26 @@ func memberList(tx store.Tx, prj store.Project) (protocol.MemberList, error) {
 
 // apiMembers serves GET /projects/{name}/members.
 func (h *Hub) apiMembers(w http.ResponseWriter, r *http.Request, p principal) error {
+	out, err := h.members(r.Context(), p, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// members lists a project's members for p (a member, or an admin).
+func (h *Hub) members(ctx context.Context, p principal, project string) (protocol.MemberList, error) {
 	var out protocol.MemberList
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
-		prj, err := memberProject(tx, p, r.PathValue("name"), false)
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		prj, err := memberProject(tx, p, project, false)
 		if err != nil {
 			return err
 		}
 		out, err = memberList(tx, prj)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, err
 }
 
 // apiChangeMember serves POST /projects/{name}/members (add) and DELETE

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 
 	"drover/internal/auth"
@@ -13,8 +12,6 @@ import (
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
-
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 func (h *Hub) apiAddUser(w http.ResponseWriter, r *http.Request, p principal) error {
 	if !p.admin {
@@ -24,7 +21,7 @@ func (h *Hub) apiAddUser(w http.ResponseWriter, r *http.Request, p principal) er
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
-	if !nameRE.MatchString(req.Name) {
+	if !protocol.ValidName(req.Name) {
 		return badRequest("user name %q must be 1-64 letters, digits or ._- and start with a letter or digit", req.Name)
 	}
 	token := auth.NewToken(auth.PrefixUser)
@@ -50,8 +47,18 @@ func (h *Hub) apiAddUser(w http.ResponseWriter, r *http.Request, p principal) er
 // apiRunners lists the runners p owns or may use (an admin: all). Whom a
 // runner is shared with is shown to its owner and admins only.
 func (h *Hub) apiRunners(w http.ResponseWriter, r *http.Request, p principal) error {
-	out := protocol.RunnerList{Runners: []protocol.RunnerView{}}
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+	rs, err := h.runnerViews(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.RunnerList{Runners: rs})
+	return nil
+}
+
+// runnerViews lists the runners p may use, with what p may see of each.
+func (h *Hub) runnerViews(ctx context.Context, p principal) ([]protocol.RunnerView, error) {
+	out := []protocol.RunnerView{}
+	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rs, err := tx.Runners()
 		if err != nil {
 			return err
@@ -83,15 +90,11 @@ func (h *Hub) apiRunners(w http.ResponseWriter, r *http.Request, p principal) er
 					return !mayUseAccountOf(p, ra, a.ID, projects)
 				})
 			}
-			out.Runners = append(out.Runners, v)
+			out = append(out, v)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, err
 }
 
 func (h *Hub) apiApprove(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -123,7 +126,7 @@ func (h *Hub) approve(ctx context.Context, p principal, req protocol.ApproveRequ
 // and its connection is closed); replaced says that happened. The name is
 // the one the runner uses from then on: it reads it back from the hub.
 func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string, replace bool) (out store.Runner, replaced bool, err error) {
-	if !nameRE.MatchString(name) {
+	if !protocol.ValidName(name) {
 		return store.Runner{}, false, badRequest("runner name %q must be 1-64 letters, digits or ._- and start with a letter or digit", name)
 	}
 	if !auth.ValidHash(key) {

@@ -82,6 +82,9 @@ func (h *Hub) apiRemoveUser(w http.ResponseWriter, r *http.Request, p principal)
 		if err := tx.RevokeTokens(store.TokenUser, u.ID, now); err != nil {
 			return err
 		}
+		if err := tx.RevokeTokens(store.TokenSession, u.ID, now); err != nil { // its web sign-ins too
+			return err
+		}
 		rs, err := tx.Runners()
 		if err != nil {
 			return err
@@ -155,6 +158,9 @@ func (h *Hub) apiRotateToken(w http.ResponseWriter, r *http.Request, p principal
 			return forbidden("you can rotate only your own token; an admin can rotate %s's", name)
 		}
 		if err := tx.RevokeTokens(store.TokenUser, u.ID, now); err != nil {
+			return err
+		}
+		if err := tx.RevokeTokens(store.TokenSession, u.ID, now); err != nil { // its web sign-ins too
 			return err
 		}
 		return tx.InsertToken(store.Token{Hash: auth.Hash(token), Kind: store.TokenUser, OwnerID: u.ID, CreatedAt: now})

@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,34 +14,15 @@ import (
 // and headers.
 func (th *testHub) page(method, query string, form url.Values, headers map[string]string) (int, string, http.Header) {
 	th.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, th.srv.URL+"/approve"+query, body)
-	if err != nil {
-		th.t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		th.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
+	resp, body := th.browser().do(method, "/approve"+query, form, headers)
+	return resp.StatusCode, body, resp.Header
 }
 
 func wantPageHeaders(t *testing.T, hd http.Header) {
 	t.Helper()
 	want := map[string]string{
 		"Content-Type":            "text/html; charset=utf-8",
-		"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+		"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 		"X-Frame-Options":         "DENY",
 		"Referrer-Policy":         "same-origin",
 		"Cache-Control":           "no-store",

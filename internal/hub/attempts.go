@@ -222,6 +222,7 @@ func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.
 		if stalled {
 			h.clearStall(l.Attempt)
 		}
+		h.metrics.logBytes.Add(float64(len(l.Data)))
 		h.notify(l.Job)
 	}
 	return ack, err
@@ -374,6 +375,9 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 	if err := tx.UpdateAttempt(*a); err != nil {
 		return err
 	}
+	// Counted in the transaction: the store runs a Write's function once
+	// unless it fails, and then the finish is reported again anyway.
+	h.metrics.attempts.WithLabelValues(string(o.State)).Inc()
 	ev, err := job.FinishEvent(o.State)
 	if err != nil {
 		return badRequest("%v", err)

@@ -38,7 +38,17 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
-	Logger            *slog.Logger
+	// SessionTTL is how long a web sign-in lasts (12h).
+	SessionTTL time.Duration
+	// MetricsToken, when set, lets GET /metrics on the hub's address in
+	// with "Authorization: Bearer MetricsToken"; without it /metrics is
+	// served there to nobody (serve MetricsHandler on an address of its
+	// own instead).
+	MetricsToken string
+	// MetricsListen, when set, is an address Serve also serves /metrics on,
+	// to anyone who reaches it (a private interface, for a scraper).
+	MetricsListen string
+	Logger        *slog.Logger
 	// Network is the operator's named network policies (the hub's config
 	// file), which projects choose from; checked by Open.
 	Network netpolicy.Catalog
@@ -77,6 +87,9 @@ func (c *Config) defaults() {
 		c.TransferCap = protocol.DefaultTransferCap
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 12 * time.Hour
+	}
 	if c.Sweep <= 0 {
 		c.Sweep = 30 * time.Second
 	}

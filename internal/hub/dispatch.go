@@ -372,6 +372,7 @@ func (h *Hub) queuedWhy(jobID, shape string) string {
 func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) (bool, error) {
 	var frame protocol.Frame
 	var att store.Attempt
+	var waited time.Duration
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		j, err := tx.Job(jobID)
 		if err != nil {
@@ -382,6 +383,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 			return errNotQueued
 		}
 		now := h.now()
+		waited = now.Sub(j.UpdatedAt) // since it was queued (or requeued)
 		att = store.Attempt{
 			ID: ids.New("a"), JobID: j.ID, Epoch: j.Epoch + 1, RunnerID: c.runnerID,
 			State: job.AttemptOffered, OfferedAt: now, LeaseUntil: now.Add(h.cfg.Lease),
@@ -405,6 +407,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 	if err != nil {
 		return false, err
 	}
+	h.metrics.dispatchLatency.Observe(max(0, waited.Seconds()))
 	h.mu.Lock()
 	h.addActiveLocked(c.runnerID, att.ID)
 	h.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
+	"drover/internal/web"
 )
 
 // sendQueue bounds the frames waiting for a slow runner; a runner that
@@ -148,7 +149,7 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	}
 	c := &conn{
 		runnerID: p.runnerID, name: p.name, tokenHash: p.tokenHash,
-		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, ws: ws, baseURL: requestBaseURL(r),
+		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, ws: ws, baseURL: web.BaseURL(r),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {

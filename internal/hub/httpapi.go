@@ -189,14 +189,13 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, err
 		p.kind = t.Kind
 		switch t.Kind {
 		case store.TokenUser:
-			u, err := tx.User(t.OwnerID)
+			up, err := userPrincipal(tx, t.OwnerID)
 			if err != nil {
 				return err
 			}
-			if u.RemovedAt != nil {
-				return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "user %s was removed", u.Name)
-			}
-			p.userID, p.name, p.admin = u.ID, u.Name, u.Admin
+			p = up
+		case store.TokenSession:
+			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "a web session is not an API token; use a user token")
 		case store.TokenRunner:
 			rn, err := tx.Runner(t.OwnerID)
 			if err != nil {
@@ -215,6 +214,18 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, err
 		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token not recognised")
 	}
 	return p, err
+}
+
+// userPrincipal is the live user as a caller with a user token.
+func userPrincipal(tx store.Tx, userID string) (principal, error) {
+	u, err := tx.User(userID)
+	if err != nil {
+		return principal{}, err
+	}
+	if u.RemovedAt != nil {
+		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "user %s was removed", u.Name)
+	}
+	return principal{kind: store.TokenUser, userID: u.ID, name: u.Name, admin: u.Admin}, nil
 }
 
 // handler adapts a function that returns an error, with authentication of
@@ -273,12 +284,12 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("GET "+p+"/projects/{name}/config", h.handler(u, h.apiProjectConfig))
 	mux.Handle("PUT "+p+"/projects/{name}/config", h.handler(u, h.apiSetProjectConfig))
 	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
-	mux.HandleFunc("GET "+approvePath, h.serveApprovePage)
-	mux.HandleFunc("POST "+approvePath, h.postApprovePage)
+	mux.HandleFunc("GET /metrics", h.serveMetrics)
+	h.web.Routes(mux) // the pages, and the approval page runner login links open
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, notFound("no such API route: %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	return h.metrics.countErrors(mux)
 }
 
 func (h *Hub) apiWhoami(w http.ResponseWriter, r *http.Request) {

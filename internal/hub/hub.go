@@ -21,6 +21,7 @@ import (
 	"drover/internal/ids"
 	"drover/internal/store"
 	"drover/internal/store/sqlite"
+	"drover/internal/web"
 	"drover/internal/workspace"
 )
 
@@ -48,6 +49,8 @@ type Hub struct {
 
 	diskFull diskFullLog              // logs a full disk once per interval
 	stalls   map[string]*logStallInfo // attempt id → its log could not be stored (under mu)
+	web      *web.Server              // the dashboard's pages
+	metrics  *metrics
 
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository
@@ -106,6 +109,12 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		repos:     workspace.HubRepos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
 		locks:     keyLocks{m: map[string]*keyLock{}},
 	}
+	h.metrics = newMetrics(h)
+	ws, err := web.New(dashboard{h}, web.Config{PublicURL: cfg.PublicURL, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start the hub's pages: %w", err)
+	}
+	h.web = ws
 	if err := h.bootstrapAdmin(ctx); err != nil {
 		return nil, err
 	}
@@ -208,7 +217,8 @@ func (h *Hub) removeLeftovers() {
 // AdminTokenPath is where the first start wrote the admin token.
 func (h *Hub) AdminTokenPath() string { return filepath.Join(h.cfg.DataDir, "admin.token") }
 
-// Handler serves /api/v1 (API and runner gateway) and /git (smart HTTP).
+// Handler serves /api/v1 (API and runner gateway), /git (smart HTTP),
+// /metrics and the web pages.
 func (h *Hub) Handler() http.Handler { return h.pacedReads(h.routes()) }
 
 // Serve serves on ln until ctx is done, then closes runner connections
@@ -221,6 +231,19 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       h.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+	}
+	if h.cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", h.cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("listen for metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", h.MetricsHandler())
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: h.cfg.ReadHeaderTimeout, IdleTimeout: h.cfg.IdleTimeout,
+			ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn)}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+		h.log.Info("metrics listening", "addr", mln.Addr().String())
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -451,8 +451,18 @@ func (h *Hub) expireQuestions(ctx context.Context) error {
 }
 
 func (h *Hub) apiQuestions(w http.ResponseWriter, r *http.Request, p principal) error {
-	out := protocol.QuestionList{Questions: []protocol.QuestionView{}}
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+	qs, err := h.openQuestions(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.QuestionList{Questions: qs})
+	return nil
+}
+
+// openQuestions lists the open questions of the jobs p may see.
+func (h *Hub) openQuestions(ctx context.Context, p principal) ([]protocol.QuestionView, error) {
+	out := []protocol.QuestionView{}
+	err := h.store.Read(ctx, func(tx store.Tx) error {
 		f := store.QuestionFilter{VisibleTo: p.userID}
 		if p.admin {
 			f.VisibleTo = "" // as GET /jobs: an admin sees every job
@@ -472,15 +482,11 @@ func (h *Hub) apiQuestions(w http.ResponseWriter, r *http.Request, p principal) 
 				return err
 			}
 			v.Requester = n.user(j.RequesterID)
-			out.Questions = append(out.Questions, v)
+			out = append(out, v)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, err
 }
 
 func (h *Hub) apiAnswer(w http.ResponseWriter, r *http.Request, p principal) error {

@@ -49,22 +49,6 @@ func (k *keyLocks) lock(name string) func() {
 	}
 }
 
-// requestBaseURL is the hub's URL as the client of r reached it.
-func requestBaseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	if p := r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
-		scheme = p
-	}
-	host := r.Host
-	if fh, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ","); strings.TrimSpace(fh) != "" {
-		host = strings.TrimSpace(fh)
-	}
-	return scheme + "://" + host
-}
-
 // gitURL is where c's runner fetches a hosted project.
 func (h *Hub) gitURL(c *conn, project string) string {
 	base := h.cfg.PublicURL
@@ -180,8 +164,18 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 // A repository on disk that no accepted push made a project (a discovery
 // request's) is not one.
 func (h *Hub) apiProjects(w http.ResponseWriter, r *http.Request, p principal) error {
-	out := protocol.ProjectList{Projects: []protocol.ProjectView{}}
-	if err := h.store.Read(r.Context(), func(tx store.Tx) error {
+	ps, err := h.projectViews(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.ProjectList{Projects: ps})
+	return nil
+}
+
+// projectViews lists the projects p is a member of (every one for admins).
+func (h *Hub) projectViews(ctx context.Context, p principal) ([]protocol.ProjectView, error) {
+	out := []protocol.ProjectView{}
+	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rows, err := tx.Projects()
 		if err != nil {
 			return err
@@ -195,15 +189,12 @@ func (h *Hub) apiProjects(w http.ResponseWriter, r *http.Request, p principal) e
 			if !p.admin && !mine[pr.Name] {
 				continue
 			}
-			out.Projects = append(out.Projects, protocol.ProjectView{Name: pr.Name, Remote: pr.Remote,
+			out = append(out, protocol.ProjectView{Name: pr.Name, Remote: pr.Remote,
 				Hosted: h.repos.Exists(pr.Name), Owner: n.user(pr.OwnerID)})
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	})
+	return out, err
 }
 
 // checkRemoteURL refuses what cannot be a git URL to fetch from.

@@ -48,7 +48,9 @@ import (
 //	DELETE /api/v1/projects/{name}/members/{user} → MemberList (owner or admin)
 //	GET  /api/v1/projects/{name}/config → ProjectConfig (members and admin)
 //	PUT  /api/v1/projects/{name}/config ProjectConfigRequest → ProjectConfig (owner or admin)
-//	GET|POST /approve?name=&key=       the runner login link's HTML page and its form (user token in the form)
+//	GET|POST /approve?name=&key=       the runner login link's HTML page and its form (signed in, or a user token in the form)
+//	GET  /metrics                      Prometheus text format (with the operator's metrics token)
+//	/, /signin, /jobs, /runners, ...   the web pages (internal/web; a session cookie, not a token)
 //	GET|POST /git/{project}/...        git smart HTTP (users: read, push to refs/drover/uploads/*;
 //	                                   runners: read projects of jobs they hold)
 const APIPrefix = "/api/v1"

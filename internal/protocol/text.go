@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -137,3 +138,10 @@ func CheckJSON(data []byte) error {
 	}
 	return nil
 }
+
+// namePattern is what runner and user names (and attempt ids) must look like.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidName reports whether s can name a runner or a user: 1-64 letters,
+// digits or ._- starting with a letter or digit.
+func ValidName(s string) bool { return namePattern.MatchString(s) }

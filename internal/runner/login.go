@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -29,12 +28,9 @@ type Login struct {
 
 const loginFile = "login.json"
 
-// namePattern is what runner names (and, since they become file names,
-// attempt ids) must look like.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
-// ValidName reports whether s can name a runner.
-func ValidName(s string) bool { return namePattern.MatchString(s) }
+// ValidName reports whether s can name a runner (or, since they become
+// file names, an attempt): protocol.ValidName.
+func ValidName(s string) bool { return protocol.ValidName(s) }
 
 // SaveLogin writes the login to home/login.json with mode 0600.
 func SaveLogin(home string, l Login) error {

@@ -45,6 +45,9 @@ type Tx interface {
 	InsertToken(t Token) error
 	Token(hash string) (Token, error)
 	RevokeTokens(kind TokenKind, ownerID string, at time.Time) error
+	// RevokeToken revokes one live token (a browser session at sign-out);
+	// ErrNotFound when there is no such token.
+	RevokeToken(hash string, at time.Time) error
 
 	// Runners.
 	InsertRunner(r Runner) error
@@ -91,6 +94,8 @@ type Tx interface {
 	// (queued, offered, running, waiting), oldest first.
 	ActiveJobsOf(requesterID string) ([]Job, error)
 	QueuedJobs(limit int) ([]Job, error) // oldest first (FIFO dispatch)
+	// JobCounts counts the jobs in each state (states without jobs absent).
+	JobCounts() (map[job.State]int64, error)
 	// QueuedHeads lists the oldest perShape queued jobs of every shape
 	// (requester, agent, labels, project, account: the jobs of one shape
 	// fit the same runners), oldest first. The dispatcher reads the queue
@@ -183,6 +188,10 @@ type TokenKind string
 const (
 	TokenUser   TokenKind = "user"
 	TokenRunner TokenKind = "runner"
+	// TokenSession is a browser session of a user (its OwnerID), made by
+	// signing in to the hub's web pages with a user token; it is no API
+	// credential and expires (the hub's SessionTTL after CreatedAt).
+	TokenSession TokenKind = "session"
 )
 
 // Token is a credential, kept only as the hex SHA-256 of its plaintext.

@@ -86,6 +86,19 @@ func (t *tx) RevokeTokens(kind store.TokenKind, ownerID string, at time.Time) er
 	return err
 }
 
+// RevokeToken revokes one live token.
+func (t *tx) RevokeToken(hash string, at time.Time) error {
+	res, err := t.exec("revoke "+tokenWhat(hash),
+		`UPDATE tokens SET revoked_at = ? WHERE hash = ? AND revoked_at IS NULL`, millis(at), hash)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return fmt.Errorf("%s: %w", tokenWhat(hash), store.ErrNotFound)
+	}
+	return nil
+}
+
 var runners = newTable("runners",
 	"id", "name", "owner_id", "token_hash", "slots", "labels", "created_at", "last_seen", "revoked_at", "access")
 
@@ -231,6 +244,26 @@ func (t *tx) ActiveJobsOf(requesterID string) ([]store.Job, error) {
 func (t *tx) QueuedJobs(limit int) ([]store.Job, error) {
 	return all(t, "queued jobs", scanJob, jobs.query("WHERE state = ? ORDER BY created_at, id LIMIT ?"),
 		job.Queued, noLimit(limit))
+}
+
+// JobCounts counts the jobs in each state.
+func (t *tx) JobCounts() (map[job.State]int64, error) {
+	type count struct {
+		state job.State
+		n     int64
+	}
+	cs, err := all(t, "job counts", func(s scanner) (c count, err error) {
+		err = s.Scan(&c.state, &c.n)
+		return c, err
+	}, `SELECT state, COUNT(*) FROM jobs GROUP BY state`)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[job.State]int64, len(cs))
+	for _, c := range cs {
+		out[c.state] = c.n
+	}
+	return out, nil
 }
 
 // QueuedHeads skips from shape to shape along the partial index

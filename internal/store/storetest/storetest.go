@@ -340,6 +340,16 @@ func testTokens(t *testing.T, s store.Store) {
 	for _, k := range []store.Token{live, live2, old, other, runnerTok} {
 		equal(t, "after revoke, Token("+k.Hash+")", get(t, s, func(tx store.Tx) (store.Token, error) { return tx.Token(k.Hash) }), k)
 	}
+
+	// RevokeToken revokes one live token only; a revoked or missing one is
+	// not found.
+	mustWrite(t, s, func(tx store.Tx) error { return tx.RevokeToken(runnerTok.Hash, at(200)) })
+	runnerTok.RevokedAt = ptr(at(200))
+	equal(t, "after RevokeToken", get(t, s, func(tx store.Tx) (store.Token, error) { return tx.Token(runnerTok.Hash) }), runnerTok)
+	for _, h := range []string{runnerTok.Hash, "h-none"} {
+		writeErr(t, s, "RevokeToken("+h+") again", store.ErrNotFound, func(tx store.Tx) error { return tx.RevokeToken(h, at(300)) })
+	}
+	equal(t, "other token after RevokeToken", get(t, s, func(tx store.Tx) (store.Token, error) { return tx.Token(other.Hash) }), other)
 }
 
 func testRunners(t *testing.T, s store.Store) {
@@ -483,6 +493,8 @@ func testJobLists(t *testing.T, s store.Store) {
 	equal(t, "QueuedJobs(10)", jobIDs(get(t, s, queued(10))), []string{"j-a", "j-c", "j-d", "j-e"})
 	equal(t, "QueuedJobs(2)", jobIDs(get(t, s, queued(2))), []string{"j-a", "j-c"})
 	equal(t, "QueuedJobs(10)[0]", get(t, s, queued(10))[0], newJob("j-a", "u-1", job.Queued, 100))
+	equal(t, "JobCounts()", get(t, s, func(tx store.Tx) (map[job.State]int64, error) { return tx.JobCounts() }),
+		map[job.State]int64{job.Queued: 4, job.Running: 1, job.Completed: 1})
 
 	for _, tc := range []struct {
 		name string

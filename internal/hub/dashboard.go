@@ -1,0 +1,151 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"drover/internal/auth"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+	"drover/internal/web"
+)
+
+// dashboard is the web pages' Backend: each call is the API's function for
+// the same user, so the pages see and do exactly what the API allows.
+type dashboard struct{ h *Hub }
+
+var _ web.Backend = dashboard{}
+
+// as is the signed-in user as an API caller with a user token.
+func as(u web.User) principal {
+	return principal{kind: store.TokenUser, userID: u.ID, name: u.Name, admin: u.Admin}
+}
+
+func asUser(p principal) web.User { return web.User{ID: p.userID, Name: p.name, Admin: p.admin} }
+
+// pageError is err as the pages may show it, like the API's refusals.
+func (d dashboard) pageError(err error) error {
+	if err == nil {
+		return nil
+	}
+	ae := d.h.asAPIError(err)
+	if ae.status < 500 {
+		d.h.log.Info("web request refused", "code", ae.code, "msg", ae.msg)
+	}
+	return &web.Error{Status: ae.status, Msg: ae.msg}
+}
+
+func (d dashboard) UserOf(ctx context.Context, token string) (web.User, error) {
+	p, err := d.h.authenticateAs(ctx, "Bearer "+token, store.TokenUser)
+	return asUser(p), d.pageError(err)
+}
+
+// sessionPrefix marks a web session's cookie value (never an API token).
+const sessionPrefix = "drv_s_"
+
+func (d dashboard) NewSession(ctx context.Context, u web.User) (string, time.Time, error) {
+	tok := auth.NewToken(sessionPrefix)
+	now := d.h.now()
+	err := d.h.store.Write(ctx, func(tx store.Tx) error {
+		return tx.InsertToken(store.Token{Hash: auth.Hash(tok), Kind: store.TokenSession, OwnerID: u.ID, CreatedAt: now})
+	})
+	return tok, now.Add(d.h.cfg.SessionTTL), d.pageError(err)
+}
+
+func (d dashboard) Session(ctx context.Context, session string) (web.User, error) {
+	var p principal
+	err := d.h.store.Read(ctx, func(tx store.Tx) error {
+		t, err := tx.Token(auth.Hash(session))
+		switch {
+		case errors.Is(err, store.ErrNotFound) || (err == nil && t.Kind != store.TokenSession):
+			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session is not known (signed out, or the hub forgot it)")
+		case err != nil:
+			return err
+		case t.RevokedAt != nil:
+			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "you signed out, or your token was rotated")
+		case !d.h.now().Before(t.CreatedAt.Add(d.h.cfg.SessionTTL)):
+			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session expired")
+		}
+		p, err = userPrincipal(tx, t.OwnerID)
+		return err
+	})
+	return asUser(p), d.pageError(err)
+}
+
+func (d dashboard) EndSession(ctx context.Context, session string) error {
+	err := d.h.store.Write(ctx, func(tx store.Tx) error {
+		return tx.RevokeToken(auth.Hash(session), d.h.now())
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // already ended
+	}
+	return d.pageError(err)
+}
+
+func (d dashboard) Runners(ctx context.Context, u web.User) ([]protocol.RunnerView, error) {
+	rs, err := d.h.runnerViews(ctx, as(u))
+	return rs, d.pageError(err)
+}
+
+func (d dashboard) Jobs(ctx context.Context, u web.User, state string) ([]protocol.JobView, error) {
+	f := store.JobFilter{State: job.State(state), Limit: 500}
+	if f.State != "" && !f.State.Valid() {
+		return nil, d.pageError(badRequest("unknown state %q (one of %v)", f.State, job.States))
+	}
+	js, err := d.h.jobViews(ctx, as(u), f)
+	return js, d.pageError(err)
+}
+
+func (d dashboard) Job(ctx context.Context, u web.User, id string) (protocol.JobView, error) {
+	v, err := d.h.jobView(ctx, as(u), id)
+	return v, d.pageError(err)
+}
+
+func (d dashboard) Events(ctx context.Context, u web.User, id string, after int64) ([]protocol.EventView, error) {
+	evs, err := d.h.events(ctx, as(u), id, after)
+	return evs, d.pageError(err)
+}
+
+func (d dashboard) Log(ctx context.Context, u web.User, id string, attempt, offset int64) (web.LogSlice, error) {
+	s, err := d.h.readLog(ctx, as(u), id, attempt, offset)
+	return web.LogSlice{Data: s.data, Attempt: s.attempt, Size: s.size, Complete: s.complete}, d.pageError(err)
+}
+
+func (d dashboard) Changed(id string) (<-chan struct{}, func()) { return d.h.waitChan(id) }
+
+func (d dashboard) Questions(ctx context.Context, u web.User) ([]protocol.QuestionView, error) {
+	qs, err := d.h.openQuestions(ctx, as(u))
+	return qs, d.pageError(err)
+}
+
+func (d dashboard) Projects(ctx context.Context, u web.User) ([]protocol.ProjectView, error) {
+	ps, err := d.h.projectViews(ctx, as(u))
+	return ps, d.pageError(err)
+}
+
+func (d dashboard) Members(ctx context.Context, u web.User, project string) (protocol.MemberList, error) {
+	ms, err := d.h.members(ctx, as(u), project)
+	return ms, d.pageError(err)
+}
+
+func (d dashboard) Act(ctx context.Context, u web.User, id, action string) error {
+	do := map[string]func(context.Context, principal, string) error{
+		"cancel": d.h.cancelJob, "retry": d.h.retryJob, "restart": d.h.restartJob, "approve": d.h.approveAnswer,
+	}[action]
+	if do == nil {
+		return d.pageError(notFound("no job action %q", action))
+	}
+	return d.pageError(do(ctx, as(u), id))
+}
+
+func (d dashboard) Answer(ctx context.Context, u web.User, id string, req protocol.AnswerRequest) error {
+	return d.pageError(d.h.answerJob(ctx, as(u), id, req))
+}
+
+func (d dashboard) ApproveRunner(ctx context.Context, u web.User, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
+	out, err := d.h.approve(ctx, as(u), req)
+	return out, d.pageError(err)
+}

@@ -1,0 +1,320 @@
+package web
+
+import (
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+)
+
+var funcs = template.FuncMap{
+	"when": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return ""
+			}
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		case *time.Time:
+			if v == nil {
+				return ""
+			}
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		return ""
+	},
+	"age":      func(t time.Time) string { return age(time.Since(t)) },
+	"inc":      func(i int) int { return i + 1 },
+	"maxLines": func() int { return maxLines },
+	"answerOf": answerOf,
+	"short": func(s string) string {
+		if len(s) > 12 {
+			return s[:12]
+		}
+		return s
+	},
+}
+
+// age is a duration as a person reads it.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + "m"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d.Hours())) + "h"
+	}
+	return strconv.Itoa(int(d.Hours()/24)) + "d"
+}
+
+func (s *Server) home(w http.ResponseWriter, r *http.Request, ss *session) error {
+	http.Redirect(w, r, "/jobs", http.StatusSeeOther)
+	return nil
+}
+
+// next is where to go after signing in: a path on this hub only.
+func next(v string) string {
+	if !strings.HasPrefix(v, "/") || strings.HasPrefix(v, "//") || strings.HasPrefix(v, "/\\") {
+		return "/jobs"
+	}
+	return v
+}
+
+type signinData struct {
+	Next, Error string
+}
+
+func (s *Server) getSignin(w http.ResponseWriter, r *http.Request) {
+	ss, _ := s.current(r)
+	d := signinData{Next: next(r.URL.Query().Get("next"))}
+	if ss == nil && r.URL.Query().Get("ended") != "" {
+		d.Error = "Your session ended (it expired, you signed out, or your token was rotated): sign in again."
+	}
+	s.render(w, r, http.StatusOK, "signin", ss, d)
+}
+
+// postSignin exchanges a pasted user token for a session cookie. It checks
+// the origin (a cross-site sign-in would sign the browser in as someone
+// else); there is no session yet to carry a CSRF token.
+func (s *Server) postSignin(w http.ResponseWriter, r *http.Request) {
+	if !s.readForm(w, r) {
+		return
+	}
+	d := signinData{Next: next(r.PostForm.Get("next"))}
+	u, err := s.b.UserOf(r.Context(), strings.TrimSpace(r.PostForm.Get("token")))
+	if err != nil {
+		d.Error = "Not signed in: " + s.why(err) + "."
+		s.render(w, r, status(err), "signin", nil, d)
+		return
+	}
+	sess, exp, err := s.b.NewSession(r.Context(), u)
+	if err != nil {
+		s.fail(w, r, nil, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: sess, Path: "/", Expires: exp, MaxAge: int(time.Until(exp).Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(BaseURL(r), "https:"),
+	})
+	s.log.Info("web sign-in", "user", u.Name)
+	http.Redirect(w, r, d.Next, http.StatusSeeOther)
+}
+
+func (s *Server) signout(w http.ResponseWriter, r *http.Request, ss *session) error {
+	if err := s.b.EndSession(r.Context(), ss.token); err != nil {
+		return err
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(BaseURL(r), "https:")})
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	return nil
+}
+
+type runnerRow struct {
+	protocol.RunnerView
+	Current []protocol.JobView // the running jobs on it the user may see
+}
+
+func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) error {
+	rs, err := s.b.Runners(r.Context(), ss.User)
+	if err != nil {
+		return err
+	}
+	running, err := s.b.Jobs(r.Context(), ss.User, string(job.Running))
+	if err != nil {
+		return err
+	}
+	rows := make([]runnerRow, len(rs))
+	for i, rv := range rs {
+		rows[i].RunnerView = rv
+		for _, j := range running {
+			if j.Runner == rv.Name {
+				rows[i].Current = append(rows[i].Current, j)
+			}
+		}
+	}
+	s.render(w, r, http.StatusOK, "runners", ss, rows)
+	return nil
+}
+
+type jobsData struct {
+	Filter JobFilter
+	States []job.State
+	Jobs   []protocol.JobView
+}
+
+func (s *Server) jobs(w http.ResponseWriter, r *http.Request, ss *session) error {
+	q := r.URL.Query()
+	f := JobFilter{State: q.Get("state"), Project: q.Get("project"), Requester: q.Get("requester"), Agent: q.Get("agent")}
+	js, err := s.b.Jobs(r.Context(), ss.User, f.State)
+	if err != nil {
+		return err
+	}
+	js = slices.DeleteFunc(js, func(v protocol.JobView) bool {
+		return (f.Project != "" && v.Project != f.Project) || (f.Requester != "" && v.Requester != f.Requester) ||
+			(f.Agent != "" && v.Agent != f.Agent)
+	})
+	s.render(w, r, http.StatusOK, "jobs", ss, jobsData{Filter: f, States: job.States, Jobs: js})
+	return nil
+}
+
+type jobData struct {
+	Job       protocol.JobView
+	Events    []protocol.EventView
+	LastEvent int64
+	Attempt   int64 // the attempt whose log is shown
+	Log       logWindow
+	Query     string // a search in the log, shown from the line of its Hit
+	Hit       int64  // -1: no match
+	NextFrom  int64  // where the next match is searched from
+	Fetch     string // the drover fetch command
+	Open      *protocol.QuestionView
+	// Actions the page offers; the hub still decides.
+	CanCancel, CanRetry, CanRestart bool
+}
+
+func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error {
+	id := r.PathValue("id")
+	v, err := s.b.Job(r.Context(), ss.User, id)
+	if err != nil {
+		return err
+	}
+	evs, err := s.b.Events(r.Context(), ss.User, id, 0)
+	if err != nil {
+		return err
+	}
+	d := jobData{Job: v, Events: evs}
+	if len(evs) > 0 {
+		d.LastEvent = evs[len(evs)-1].Seq
+	}
+	d.Attempt, err = strconv.ParseInt(r.URL.Query().Get("attempt"), 10, 64)
+	if err != nil || d.Attempt < 0 {
+		d.Attempt = 0
+	}
+	if d.Attempt == 0 && len(v.Attempts) > 0 {
+		d.Attempt = v.Attempts[len(v.Attempts)-1].Number
+	}
+	if d.Query = r.URL.Query().Get("q"); d.Attempt > 0 && d.Query != "" {
+		from, err := intParam(r.URL.Query().Get("from"), "from")
+		if err != nil {
+			return err
+		}
+		if d.Hit, d.NextFrom, err = s.search(r, ss, id, d.Attempt, from, d.Query); err != nil {
+			return err
+		}
+		if d.Hit >= 0 {
+			if d.Log, err = s.at(r, ss, id, d.Attempt, d.Hit); err != nil {
+				return err
+			}
+		}
+	} else if d.Attempt > 0 {
+		if d.Log, err = s.tail(r, ss, id, d.Attempt); err != nil {
+			return err
+		}
+	}
+	if v.Head != "" && v.Head != v.Base {
+		d.Fetch = "drover fetch " + v.ID
+	}
+	for i := range v.Questions {
+		if q := &v.Questions[i]; q.Answer == nil || !q.Answer.Approved {
+			if v.State == job.Waiting {
+				d.Open = q
+			}
+		}
+	}
+	// The state machine says which actions the state allows (the hub still
+	// decides, with who may control the job).
+	_, errRetry := job.Next(v.State, job.EvRetry)
+	_, errRestart := job.Next(v.State, job.EvRestart)
+	d.CanCancel = !v.State.Terminal() && !v.Cancelling
+	d.CanRetry, d.CanRestart = errRetry == nil, errRestart == nil
+	s.render(w, r, http.StatusOK, "job", ss, d)
+	return nil
+}
+
+func (s *Server) jobAction(w http.ResponseWriter, r *http.Request, ss *session) error {
+	id, action := r.PathValue("id"), r.PathValue("action")
+	var err error
+	switch action {
+	case "cancel", "retry", "restart", "approve":
+		err = s.b.Act(r.Context(), ss.User, id, action)
+	case "answer":
+		req := protocol.AnswerRequest{Text: r.PostForm.Get("text")}
+		if c := r.PostForm.Get("choice"); c != "" {
+			if req.Choice, err = strconv.Atoi(c); err != nil {
+				return &Error{Status: http.StatusBadRequest, Msg: "the choice must be a number"}
+			}
+		}
+		err = s.b.Answer(r.Context(), ss.User, id, req)
+	default:
+		return &Error{Status: http.StatusNotFound, Msg: "no such action: " + action}
+	}
+	if err != nil {
+		return err
+	}
+	back := "/jobs/" + id
+	if next(r.PostForm.Get("next")) == "/questions" {
+		back = "/questions"
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+	return nil
+}
+
+type questionsData struct {
+	Questions []protocol.QuestionView
+}
+
+func (s *Server) questions(w http.ResponseWriter, r *http.Request, ss *session) error {
+	qs, err := s.b.Questions(r.Context(), ss.User)
+	if err != nil {
+		return err
+	}
+	s.render(w, r, http.StatusOK, "questions", ss, questionsData{Questions: qs})
+	return nil
+}
+
+// answerBox is what the "answer" template shows of a question: its answer
+// form, or its pending answer with an approve button for the requester.
+type answerBox struct {
+	Q         protocol.QuestionView
+	CSRF      string
+	Requester bool // the viewer requested the job: may approve an answer
+	Next      string
+}
+
+// answerOf makes the answer box of q for the signed-in user; requester is
+// the job's (q's own Requester when "").
+func answerOf(q protocol.QuestionView, ss *session, requester, next string) answerBox {
+	if requester == "" {
+		requester, next = q.Requester, "/questions"
+	}
+	return answerBox{Q: q, CSRF: ss.CSRF, Requester: ss.Name == requester, Next: next}
+}
+
+type projectRow struct {
+	protocol.ProjectView
+	Members []string
+}
+
+func (s *Server) projects(w http.ResponseWriter, r *http.Request, ss *session) error {
+	ps, err := s.b.Projects(r.Context(), ss.User)
+	if err != nil {
+		return err
+	}
+	rows := make([]projectRow, len(ps))
+	for i, p := range ps {
+		ms, err := s.b.Members(r.Context(), ss.User, p.Name)
+		if err != nil {
+			return err
+		}
+		rows[i] = projectRow{ProjectView: p, Members: ms.Members}
+	}
+	s.render(w, r, http.StatusOK, "projects", ss, rows)
+	return nil
+}

@@ -1,0 +1,88 @@
+// The job page's live parts: the log (a bounded window of lines, the tail
+// followed over server-sent events, earlier lines fetched by byte range)
+// and the timeline. Every piece of HTML it inserts was rendered, escaped,
+// by the hub; text it sets goes through textContent.
+"use strict";
+(function () {
+  var log = document.getElementById("log");
+  var status = document.getElementById("logstatus");
+  var earlier = document.getElementById("earlier");
+  var toTail = document.getElementById("totail");
+  if (log) {
+    var job = log.dataset.job, attempt = log.dataset.attempt;
+    var max = parseInt(log.dataset.max, 10);
+    var start = parseInt(log.dataset.start, 10);
+    var following = true, missed = 0;
+    var atBottom = function () { return log.scrollHeight - log.scrollTop - log.clientHeight < 40; };
+    log.scrollTop = log.scrollHeight;
+    // Drops lines from the top (following) or the bottom (reading back)
+    // until at most max remain.
+    var trim = function (fromTop) {
+      var n = log.childElementCount - max;
+      for (; n > 0; n--) {
+        var el = fromTop ? log.firstElementChild : log.lastElementChild;
+        log.removeChild(el);
+      }
+      if (fromTop && log.firstElementChild) {
+        start = parseInt(log.firstElementChild.dataset.o, 10);
+        earlier.hidden = start === 0;
+      }
+    };
+    var es;
+    if (!log.dataset.complete) {
+      es = new EventSource("/jobs/" + encodeURIComponent(job) + "/log/live?attempt=" + attempt + "&from=" + log.dataset.end);
+      es.addEventListener("log", function (e) {
+        if (!following) {
+          missed++;
+          status.textContent = "new lines arrived";
+          return;
+        }
+        var stick = atBottom();
+        log.insertAdjacentHTML("beforeend", e.data);
+        trim(true);
+        if (stick) { log.scrollTop = log.scrollHeight; }
+        log.dataset.end = e.lastEventId;
+      });
+      es.addEventListener("end", function () { es.close(); status.textContent = "log complete"; log.dataset.complete = "1"; });
+      es.addEventListener("failure", function (e) { es.close(); status.textContent = e.data; });
+    }
+    earlier.addEventListener("click", function () {
+      earlier.disabled = true;
+      fetch("/jobs/" + encodeURIComponent(job) + "/log/window?attempt=" + attempt + "&end=" + start, { credentials: "same-origin" })
+        .then(function (r) {
+          if (!r.ok) { throw new Error("the hub answered " + r.status); }
+          start = parseInt(r.headers.get("X-Log-Start"), 10);
+          return r.text();
+        })
+        .then(function (html) {
+          var h = log.scrollHeight;
+          log.insertAdjacentHTML("afterbegin", html);
+          log.scrollTop += log.scrollHeight - h;
+          if (log.childElementCount > max) {
+            trim(false);
+            following = false;
+            toTail.hidden = false;
+          }
+          earlier.hidden = start === 0;
+        })
+        .catch(function (err) { status.textContent = String(err); })
+        .finally(function () { earlier.disabled = false; });
+    });
+    toTail.addEventListener("click", function () { location.reload(); });
+  }
+
+  var events = document.getElementById("events");
+  if (events) {
+    var state = document.getElementById("state");
+    var ev = new EventSource("/jobs/" + encodeURIComponent(events.dataset.job) + "/events/live?after=" +
+      events.dataset.after + "&state=" + encodeURIComponent(events.dataset.state));
+    ev.addEventListener("ev", function (e) { events.insertAdjacentHTML("beforeend", e.data); });
+    ev.addEventListener("state", function (e) {
+      if (e.data !== events.dataset.state) { document.getElementById("stale").hidden = false; }
+      state.textContent = e.data;
+      state.className = "badge s-" + e.data.split(" ")[0];
+      events.dataset.state = e.data;
+    });
+    ev.addEventListener("failure", function () { ev.close(); });
+  }
+})();

@@ -1,0 +1,422 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+)
+
+// fakeBackend is one user, alice, and one job, j1, with one attempt whose
+// log the test writes.
+type fakeBackend struct {
+	mu       sync.Mutex
+	sessions map[string]bool
+	log      []byte
+	complete bool
+	changed  chan struct{}
+	acts     []string
+}
+
+const aliceToken = "drv_u_alice"
+
+var alice = User{ID: "u-1", Name: "alice"}
+
+func newFake() *fakeBackend {
+	return &fakeBackend{sessions: map[string]bool{}, changed: make(chan struct{})}
+}
+
+func (f *fakeBackend) appendLog(s string, complete bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log = append(f.log, s...)
+	f.complete = complete
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+var errNoJob = &Error{Status: http.StatusNotFound, Msg: "no such job"}
+
+func (f *fakeBackend) UserOf(_ context.Context, token string) (User, error) {
+	if token != aliceToken {
+		return User{}, &Error{Status: http.StatusUnauthorized, Msg: "token not recognised"}
+	}
+	return alice, nil
+}
+
+func (f *fakeBackend) NewSession(context.Context, User) (string, time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := fmt.Sprintf("drv_s_%d", len(f.sessions)+1)
+	f.sessions[s] = true
+	return s, time.Now().Add(time.Hour), nil
+}
+
+func (f *fakeBackend) Session(_ context.Context, s string) (User, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.sessions[s] {
+		return User{}, &Error{Status: http.StatusUnauthorized, Msg: "the session is not known"}
+	}
+	return alice, nil
+}
+
+func (f *fakeBackend) EndSession(_ context.Context, s string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.sessions, s)
+	return nil
+}
+
+func (f *fakeBackend) Runners(context.Context, User) ([]protocol.RunnerView, error) {
+	return []protocol.RunnerView{{Name: "box-<b>1</b>", Owner: "alice", Connected: true, Slots: 2, Access: "private"}}, nil
+}
+
+func (f *fakeBackend) job() protocol.JobView {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := job.Running
+	if f.complete {
+		st = job.Completed
+	}
+	return protocol.JobView{ID: "j1", State: st, Agent: "exec", Requester: "alice", CreatedAt: time.Now(),
+		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "box-1", LogSize: int64(len(f.log))}}}
+}
+
+func (f *fakeBackend) Jobs(context.Context, User, string) ([]protocol.JobView, error) {
+	return []protocol.JobView{f.job()}, nil
+}
+
+func (f *fakeBackend) Job(_ context.Context, _ User, id string) (protocol.JobView, error) {
+	if id != "j1" {
+		return protocol.JobView{}, errNoJob
+	}
+	return f.job(), nil
+}
+
+func (f *fakeBackend) Events(_ context.Context, _ User, id string, after int64) ([]protocol.EventView, error) {
+	if id != "j1" {
+		return nil, errNoJob
+	}
+	evs := []protocol.EventView{}
+	if after < 1 {
+		evs = append(evs, protocol.EventView{Seq: 1, Job: "j1", Kind: "submitted", Message: "<img src=x onerror=alert(1)>"})
+	}
+	return evs, nil
+}
+
+func (f *fakeBackend) Log(_ context.Context, _ User, id string, attempt, offset int64) (LogSlice, error) {
+	if id != "j1" {
+		return LogSlice{}, errNoJob
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	size := int64(len(f.log))
+	if offset > size {
+		return LogSlice{}, &Error{Status: http.StatusBadRequest, Msg: "offset past the end"}
+	}
+	end := min(size, offset+1<<20)
+	return LogSlice{Data: f.log[offset:end], Attempt: 1, Size: size, Complete: f.complete && end == size}, nil
+}
+
+func (f *fakeBackend) Changed(string) (<-chan struct{}, func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed, func() {}
+}
+
+func (f *fakeBackend) Questions(context.Context, User) ([]protocol.QuestionView, error) {
+	return []protocol.QuestionView{
+		{Job: "j1", Question: "which <i>color</i>?", Choices: []string{"red", "blue"}, Requester: "alice"},
+		{Job: "j2", Question: "ok?", Requester: "alice", Answer: &protocol.Answer{Text: "<b>yes</b>", By: "bob"}},
+	}, nil
+}
+
+func (f *fakeBackend) Projects(context.Context, User) ([]protocol.ProjectView, error) {
+	return []protocol.ProjectView{{Name: "demo", Owner: "alice", Hosted: true}}, nil
+}
+
+func (f *fakeBackend) Members(context.Context, User, string) (protocol.MemberList, error) {
+	return protocol.MemberList{Project: "demo", Owner: "alice", Members: []string{"alice", "<b>bob</b>"}}, nil
+}
+
+func (f *fakeBackend) Act(_ context.Context, _ User, id, action string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, action+" "+id)
+	return nil
+}
+
+func (f *fakeBackend) Answer(context.Context, User, string, protocol.AnswerRequest) error { return nil }
+
+func (f *fakeBackend) ApproveRunner(context.Context, User, protocol.ApproveRequest) (protocol.ApproveResponse, error) {
+	return protocol.ApproveResponse{}, nil
+}
+
+func (f *fakeBackend) actions() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.acts...)
+}
+
+// serve starts the pages on a test server.
+func serve(t *testing.T, f *fakeBackend, cfg Config) *httptest.Server {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(f, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	return srv
+}
+
+// signIn returns a session cookie header for alice.
+func signIn(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", srv.URL+"/signin", strings.NewReader(url.Values{"token": {aliceToken}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", srv.URL)
+	resp, err := (&http.Transport{}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie {
+			return c.Name + "=" + c.Value
+		}
+	}
+	t.Fatalf("no session: %d", resp.StatusCode)
+	return ""
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct{ id, kind, data string }
+
+// readEvents reads events (and comments, as kind ":") until n are read.
+func readEvents(t *testing.T, r *bufio.Reader, n int) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var ev sseEvent
+	for len(out) < n {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read the stream: %v (after %+v)", err, out)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if ev.kind != "" {
+				out = append(out, ev)
+			}
+			ev = sseEvent{}
+		case strings.HasPrefix(line, ":"):
+			out = append(out, sseEvent{kind: ":", data: line})
+		case strings.HasPrefix(line, "id: "):
+			ev.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			ev.kind = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			if ev.data != "" {
+				ev.data += "\n"
+			}
+			ev.data += line[6:]
+		}
+	}
+	return out
+}
+
+func openStream(t *testing.T, ctx context.Context, srv *httptest.Server, cookie, path, lastID string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
+	req.Header.Set("Cookie", cookie)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp, bufio.NewReader(resp.Body)
+}
+
+// The live log sends whole lines with their end offset as id, resumes from
+// Last-Event-ID exactly, keeps the connection alive, and ends.
+func TestLiveLogResumesExactly(t *testing.T) {
+	f := newFake()
+	f.appendLog("one\ntwo\nthr", false)
+	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
+	cookie := signIn(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	resp, r := openStream(t, ctx, srv, cookie, "/jobs/j1/log/live?attempt=1&from=0", "")
+	for k, v := range map[string]string{"Content-Type": "text/event-stream", "X-Accel-Buffering": "no", "Cache-Control": "no-store"} {
+		if got := resp.Header.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	evs := readEvents(t, r, 1)
+	if evs[0].kind != "log" || evs[0].id != "8" || !strings.Contains(evs[0].data, `data-o="4">two</div>`) || strings.Contains(evs[0].data, "thr") {
+		t.Fatalf("first event: %+v", evs[0])
+	}
+	if evs := readEvents(t, r, 1); evs[0].kind != ":" || evs[0].data != ": keep-alive" {
+		t.Fatalf("a quiet stream: %+v", evs)
+	}
+	f.appendLog("ee\nfour\n", false)
+	for {
+		ev := readEvents(t, r, 1)[0]
+		if ev.kind == ":" {
+			continue
+		}
+		if ev.id != "19" || !strings.Contains(ev.data, `data-o="8">three</div>`) || !strings.Contains(ev.data, `data-o="14">four</div>`) {
+			t.Fatalf("second event: %+v", ev)
+		}
+		break
+	}
+
+	// A reconnect with Last-Event-ID gets exactly what followed it.
+	cancel()
+	f.appendLog("<script>alert(1)</script>\n\x1b[1;31mred\x1b[0m tail", true)
+	_, r2 := openStream(t, context.Background(), srv, cookie, "/jobs/j1/log/live?attempt=1&from=0", "14")
+	evs = readEvents(t, r2, 2)
+	want := `<div class="l" data-o="14">four</div>` +
+		`<div class="l" data-o="19">&lt;script&gt;alert(1)&lt;/script&gt;</div>` +
+		`<div class="l" data-o="45"><span class="b f1">red</span> tail</div>`
+	if evs[0].kind != "log" || evs[0].data != want || evs[0].id != fmt.Sprint(len(f.log)) {
+		t.Fatalf("resumed event: %+v\nwant %s", evs[0], want)
+	}
+	if evs[1].kind != "end" {
+		t.Fatalf("no end: %+v", evs[1])
+	}
+}
+
+// A browser, in a real headless Chromium: see ../e2e/web_test.go and
+// browser_test.go.
+
+// Every page renders, escaping what users and agents wrote.
+func TestPagesRender(t *testing.T) {
+	f := newFake()
+	f.appendLog("hello\n", false)
+	srv := serve(t, f, Config{})
+	cookie := signIn(t, srv)
+	for path, want := range map[string]string{
+		"/runners":            "box-&lt;b&gt;1&lt;/b&gt;",
+		"/jobs":               `href="/jobs/j1"`,
+		"/jobs?requester=bob": "No jobs",
+		"/jobs/j1":            "&lt;img src=x onerror=alert(1)&gt;",
+		"/questions":          `value="2" class="choice">2) blue</button>`,
+		"/signin":             "You are signed in as",
+		"/approve?name=r1&key=" + strings.Repeat("ab", 32): "You approve as",
+		"/projects":              "<code>&lt;b&gt;bob&lt;/b&gt;</code>",
+		"/jobs/j1/log?attempt=1": "hello\n",
+	} {
+		code, b := get(t, srv, cookie, path)
+		if code != 200 || !strings.Contains(b, want) {
+			t.Errorf("GET %s: %d, want %q in\n%s", path, code, want, b)
+		}
+		if strings.Contains(b, "<b>") || strings.Contains(b, "<img") || strings.Contains(b, "<i>") {
+			t.Errorf("GET %s: unescaped text", path)
+		}
+	}
+	// The requester is offered to approve bob's pending answer.
+	if _, b := get(t, srv, cookie, "/questions"); !strings.Contains(b, `action="/jobs/j2/approve"`) || !strings.Contains(b, "&lt;b&gt;yes&lt;/b&gt;") {
+		t.Errorf("the pending answer:\n%s", b)
+	}
+	if code, _ := get(t, srv, cookie, "/no/such/page"); code != 404 {
+		t.Errorf("an unknown page: %d", code)
+	}
+}
+
+// get is a GET with the session cookie: its status and body.
+func get(t *testing.T, srv *httptest.Server, cookie, path string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", srv.URL+path, nil)
+	req.Header.Set("Cookie", cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A search opens the log at the line of each match in turn, however far
+// back, and says when there is none.
+func TestLogSearch(t *testing.T) {
+	f := newFake()
+	var sb strings.Builder
+	for i := 0; sb.Len() < 3<<20; i++ {
+		fmt.Fprintf(&sb, "line %07d\n", i)
+		if i == 10 || i == 200000 {
+			sb.WriteString("the <needle> here\n")
+		}
+	}
+	f.appendLog(sb.String(), false)
+	srv := serve(t, f, Config{})
+	cookie := signIn(t, srv)
+	_, b := get(t, srv, cookie, "/jobs/j1?attempt=1&q="+url.QueryEscape("<needle>"))
+	first := strings.Index(sb.String(), "the <needle>")
+	if !strings.Contains(b, fmt.Sprintf(`<div class="l" data-o="%d">the &lt;needle&gt; here</div>`, first)) || !strings.Contains(b, `data-complete="1"`) {
+		t.Fatalf("first match not shown:\n%.3000s", b)
+	}
+	m := regexp.MustCompile(`id="nexthit" href="([^"]+)"`).FindStringSubmatch(b)
+	if m == nil {
+		t.Fatalf("no next link:\n%.3000s", b)
+	}
+	_, b = get(t, srv, cookie, strings.ReplaceAll(m[1], "&amp;", "&"))
+	second := strings.LastIndex(sb.String(), "the <needle>")
+	if !strings.Contains(b, fmt.Sprintf(`data-o="%d">the &lt;needle&gt; here`, second)) {
+		t.Fatalf("second match not shown (at %d)", second)
+	}
+	m = regexp.MustCompile(`id="nexthit" href="([^"]+)"`).FindStringSubmatch(b)
+	if _, b = get(t, srv, cookie, strings.ReplaceAll(m[1], "&amp;", "&")); !strings.Contains(b, `id="nohit"`) {
+		t.Fatal("a third match was found")
+	}
+}
+
+// A stream ends soon after its session: signed out, it says why and stops.
+func TestLiveStreamEndsWithTheSession(t *testing.T) {
+	f := newFake()
+	f.appendLog("one\n", false)
+	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
+	cookie := signIn(t, srv)
+	_, r := openStream(t, context.Background(), srv, cookie, "/jobs/j1/log/live?attempt=1", "")
+	if ev := readEvents(t, r, 1)[0]; ev.kind != "log" {
+		t.Fatalf("first event: %+v", ev)
+	}
+	f.mu.Lock()
+	clear(f.sessions)
+	f.mu.Unlock()
+	for {
+		ev := readEvents(t, r, 1)[0]
+		if ev.kind == ":" {
+			continue
+		}
+		if ev.kind != "failure" || !strings.Contains(ev.data, "session") {
+			t.Fatalf("after sign-out: %+v", ev)
+		}
+		break
+	}
+	if _, err := io.ReadAll(r); err != nil { // returns once the hub ends the stream
+		t.Fatalf("the stream did not end cleanly: %v", err)
+	}
+}
