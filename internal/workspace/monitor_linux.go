@@ -230,14 +230,14 @@ func (m *monitor) event(wd int32, mask uint32, name string) {
 		return
 	}
 	p := path.Join(dir, name)
-	switch strings.ToLower(name) {
-	case ".git":
+	switch {
+	case strings.EqualFold(name, ".git"):
 		if dir != "" {
 			m.breakf("%s is a nested repository", dir) // see watchTree
 			return
 		}
 		m.lose("the worktree's .git link changed") // the runner rewrites it
-	case ".gitignore", ".gitattributes":
+	case rulesFile(name):
 		// Rules that change how files nobody touched are read: only the
 		// full scan sees what that does.
 		m.lose("%s changed", p)
