@@ -51,6 +51,12 @@ type monitor struct {
 	broken  string // the monitor can no longer vouch for anything
 	based   bool   // base is meaningful: the monitor ran since the saved index was written
 	base    uint64
+	// What the first walk of the tree found, until the first event or
+	// census: its files (anything but a folder, the worktree's .git link
+	// aside) and its empty folders (a few).
+	walked   []string
+	empty    []string
+	censused bool
 }
 
 const (
@@ -200,6 +206,7 @@ func (m *monitor) process(b []byte) {
 // event records one event. Call with mu held.
 func (m *monitor) event(wd int32, mask uint32, name string) {
 	m.seq++
+	m.walked, m.empty = nil, nil // the walk no longer describes the tree
 	if mask&unix.IN_Q_OVERFLOW != 0 {
 		// Events were dropped, so folders made meanwhile may be unwatched.
 		m.breakf("the kernel dropped events (inotify queue overflow)")
@@ -310,6 +317,9 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 			m.breakf("list %s: %v", abs, err)
 			return
 		}
+		if seen != nil && len(ents) == 0 && len(m.empty) < 5 {
+			m.empty = append(m.empty, d+"/")
+		}
 		for _, e := range ents {
 			if d == "" && e.name == ".git" {
 				continue // the worktree's link to its admin dir
@@ -341,6 +351,7 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 					return
 				}
 				seen[e.ino] = true
+				m.walked = append(m.walked, p)
 			default:
 				m.pending[p] = true
 			}
@@ -439,6 +450,18 @@ func (m *monitor) sync(f func(cut uint64)) (why string) {
 func (m *monitor) mark() (cut uint64, ok bool) {
 	why := m.sync(func(c uint64) { cut = c })
 	return cut, why == ""
+}
+
+// census reports, once, what the monitor's first walk of the tree found:
+// its files, unsorted, and a few empty folders; ok is false when anything
+// changed since (or the monitor broke, or the census was taken), so that
+// the walk no longer describes the tree.
+func (m *monitor) census() (files, empty []string, ok bool) {
+	why := m.sync(func(uint64) {
+		files, empty, ok = m.walked, m.empty, m.seq == 0 && !m.censused
+		m.walked, m.empty, m.censused = nil, nil, true
+	})
+	return files, empty, ok && why == ""
 }
 
 // narrow takes a cut and lists the paths changed since base, folded (a

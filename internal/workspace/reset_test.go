@@ -13,9 +13,13 @@ import (
 )
 
 // resetResult is what a reset leaves: the files (folders without their
-// permission bits, which git does not track), the index entries, and what
-// `git status` reports (nothing, for a worktree exactly at head).
-type resetResult struct{ files, index, status string }
+// permission bits, which git does not track), the index entries, what
+// `git status` reports (nothing, for a worktree exactly at head), and
+// whether the index's stat data is fresh (nothing for git to re-read).
+type resetResult struct {
+	files, index, status string
+	statFresh            bool
+}
 
 func (f *cacheFixture) resetResult(w *Worktree) resetResult {
 	f.t.Helper()
@@ -27,10 +31,12 @@ func (f *cacheFixture) resetResult(w *Worktree) resetResult {
 		files = append(files, l)
 	}
 	dirs := []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir()}
+	_, dirty := Git{}.Run(f.ctx, Cmd{Dir: w.Dir(), Args: append(dirs, "--no-optional-locks", "diff-files", "--quiet")})
 	return resetResult{
-		files:  strings.Join(files, "\n"),
-		index:  f.git(w.Dir(), append(dirs, "ls-files", "--stage")...),
-		status: f.git(w.Dir(), append(dirs, "--no-optional-locks", "status", "--porcelain", "--ignored", "--untracked-files=all")...),
+		statFresh: dirty == nil,
+		files:     strings.Join(files, "\n"),
+		index:     f.git(w.Dir(), append(dirs, "ls-files", "--stage")...),
+		status:    f.git(w.Dir(), append(dirs, "--no-optional-locks", "status", "--porcelain", "--ignored", "--untracked-files=all")...),
 	}
 }
 
@@ -62,11 +68,11 @@ func (f *cacheFixture) bothResets(w *Worktree, head string) string {
 	w.unwatch()
 	w.mon = mon
 	if fast != full {
-		f.t.Fatalf("the %s reset differs from the full one:\nfiles:\n%s\nindex:\n%s\nstatus: %q\nfull reset:\nfiles:\n%s\nindex:\n%s\nstatus: %q",
-			how, fast.files, fast.index, fast.status, full.files, full.index, full.status)
+		f.t.Fatalf("the %s reset differs from the full one:\nfiles:\n%s\nindex:\n%s\nstatus: %q, stat data fresh: %v\nfull reset:\nfiles:\n%s\nindex:\n%s\nstatus: %q, stat data fresh: %v",
+			how, fast.files, fast.index, fast.status, fast.statFresh, full.files, full.index, full.status, full.statFresh)
 	}
-	if fast.status != "" {
-		f.t.Fatalf("git status after the reset: %s", fast.status)
+	if fast.status != "" || !fast.statFresh {
+		f.t.Fatalf("after the reset: git status %q, stat data fresh: %v", fast.status, fast.statFresh)
 	}
 	return how
 }
@@ -201,5 +207,38 @@ func TestIdleMonitorDroppedWhenTheSavedIndexChanged(t *testing.T) {
 	}
 	if got := f.git(w.Dir(), "show", "HEAD:a.txt"); got != "A" || !slices.Contains(listDir(t, w.Dir()), "a.txt") {
 		t.Fatalf("a.txt at HEAD is %q", got)
+	}
+}
+
+// The check that nothing untracked is left takes the file list from the
+// first walk of a monitor started on the finished tree instead of walking
+// it again with git, and still finds what does not belong.
+func TestCheckUntrackedFromTheMonitorsWalk(t *testing.T) {
+	files := map[string]string{".gitignore": "*.log\n", "a.txt": "a\n", "d/b.txt": "b\n", "link": "->a.txt"}
+	for _, tc := range []struct {
+		name, script string
+		bad          bool
+	}{
+		{name: "exactly the index", bad: false},
+		{name: "untracked file", script: "echo u > d/u.txt", bad: true},
+		{name: "ignored file", script: "echo l > x.log", bad: true},
+		{name: "empty folder", script: "mkdir -p e/f", bad: true},
+		{name: "untracked file in place of a missing tracked one", script: "rm a.txt && echo u > u.txt", bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, base, w := startedJob(t, files)
+			if tc.script != "" {
+				f.sh(w.Dir(), tc.script)
+			}
+			w.unwatch()
+			w.watch()
+			err := w.checkUntracked(f.ctx, base, nil)
+			if (err != nil) != tc.bad {
+				t.Fatalf("check: %v", err)
+			}
+			if _, _, ok := w.mon.census(); ok {
+				t.Fatal("the census was taken twice")
+			}
+		})
 	}
 }

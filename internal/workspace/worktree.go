@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -178,16 +180,32 @@ func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error 
 		}
 	}
 	lap := c.stopwatch("check tree", "commit", short(head))
-	if err := c.checkTree(ctx, w.repo, head, w.rec.Checked); err != nil {
-		return err
-	}
-	lap("submodules and filters")
 	if kind == claimFresh {
-		if err := w.add(ctx, head); err != nil {
+		// A fresh worktree has no checked commit to compare with, so the
+		// whole tree is read: alongside the checkout, which runs nothing
+		// of the repository's (no filters, no submodules), and whose
+		// worktree is removed should the check refuse the commit.
+		checked := make(chan error, 1)
+		go func() {
+			err := c.checkTree(ctx, w.repo, head, w.rec.Checked)
+			lap("submodules and filters")
+			checked <- err
+		}()
+		err := w.add(ctx, head)
+		if cerr := <-checked; cerr != nil {
+			return cerr
+		}
+		if err != nil {
 			return err
 		}
-	} else if err := w.reset(ctx, head); err != nil {
-		return err
+	} else {
+		if err := c.checkTree(ctx, w.repo, head, w.rec.Checked); err != nil {
+			return err
+		}
+		lap("submodules and filters")
+		if err := w.reset(ctx, head); err != nil {
+			return err
+		}
 	}
 	w.pending = nil
 	w.rec = record{Job: w.rec.Job, Head: head, Checked: head, IndexHead: head, Used: c.now()}
@@ -413,15 +431,8 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cu
 	if _, err := w.git(ctx, nil, "diff-index", "--cached", "--quiet", "--no-renames", head); err != nil {
 		return fmt.Errorf("worktree index differs from %s after checkout: %w", short(head), err)
 	}
-	if scope == nil || len(scope) > 0 {
-		args := []string{"--literal-pathspecs", "ls-files", "--others", "--directory", "-z", "--"}
-		left, err := w.git(ctx, nil, append(args, scope...)...)
-		if err != nil {
-			return fmt.Errorf("check worktree: %w", err)
-		}
-		if left != "" {
-			return fmt.Errorf("worktree has files %s does not after reset: %s", short(head), clipList(splitZ(left), 5))
-		}
+	if err := w.checkUntracked(ctx, head, scope); err != nil {
+		return err
 	}
 	lap("verify")
 	err := copyFile(filepath.Join(w.admin(), "index"), w.path(".index"))
@@ -446,6 +457,43 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cu
 	}
 	if watched {
 		w.mon.rebase(cut)
+	}
+	return nil
+}
+
+// checkUntracked fails if anything untracked or ignored is in the worktree
+// (under scope, when not nil; nothing to look at when it is empty). A
+// monitor whose first walk of the whole tree still describes it (nothing
+// changed since: a fresh checkout, watched once written) has listed the
+// files there: exactly the index's entries, and no empty folder, leave
+// nothing untracked, and spare git walking the tree a second time.
+func (w *Worktree) checkUntracked(ctx context.Context, head string, scope []string) error {
+	if scope != nil && len(scope) == 0 {
+		return nil
+	}
+	if scope == nil && w.mon != nil {
+		files, empty, ok := w.mon.census()
+		if ok && len(empty) > 0 {
+			return fmt.Errorf("worktree has empty folders %s does not after reset: %s", short(head), clipList(empty, 5))
+		}
+		if ok {
+			tracked, err := w.gitRaw(ctx, nil, nil, "ls-files", "--cached", "-z")
+			if err != nil {
+				return fmt.Errorf("list the index: %w", err)
+			}
+			sort.Strings(files)
+			if slices.Equal(files, splitZ(string(tracked))) {
+				return nil
+			}
+		}
+	}
+	args := []string{"--literal-pathspecs", "ls-files", "--others", "--directory", "-z", "--"}
+	left, err := w.git(ctx, nil, append(args, scope...)...)
+	if err != nil {
+		return fmt.Errorf("check worktree: %w", err)
+	}
+	if left != "" {
+		return fmt.Errorf("worktree has files %s does not after reset: %s", short(head), clipList(splitZ(left), 5))
 	}
 	return nil
 }
@@ -667,7 +715,11 @@ type treeEntry struct{ mode, object, path string }
 // parseTreeEntries reads `ls-tree -r -z` ("MODE TYPE OID\tPATH") or
 // `diff-tree -r -z` (":OLD NEW OLDOID NEWOID STATUS\0PATH") output; deleted
 // entries are skipped.
-func parseTreeEntries(out []byte) ([]treeEntry, error) {
+func parseTreeEntries(out []byte) ([]treeEntry, error) { return parseEntries(out, false) }
+
+// parseEntries is parseTreeEntries, keeping deleted entries (mode 000000)
+// when asked.
+func parseEntries(out []byte, deleted bool) ([]treeEntry, error) {
 	var es []treeEntry
 	fields := bytes.Split(bytes.TrimSuffix(out, []byte{0}), []byte{0})
 	for i := 0; i < len(fields); i++ {
@@ -681,7 +733,7 @@ func parseTreeEntries(out []byte) ([]treeEntry, error) {
 				return nil, fmt.Errorf("unexpected diff-tree line %q", f)
 			}
 			i++
-			if parts[4] != "D" {
+			if deleted || parts[4] != "D" {
 				es = append(es, treeEntry{mode: parts[1], object: parts[3], path: string(fields[i])})
 			}
 			continue
