@@ -97,6 +97,7 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 		change     []string // shell steps, each fully recorded by the monitor before the next
 		held       bool     // the monitor's reader is held up during each step
 		broken     bool     // the kernel reports a queue overflow after the steps
+		forget     []string // paths taken out of the monitor's record after the steps, as if it had missed them
 		how        string   // "" when it depends on how quickly the reader runs
 	}{
 		{name: "nothing changed", how: "changed paths"},
@@ -132,6 +133,8 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 		{name: "hard link written through", change: []string{"ln a.txt dir/alias", "echo through-link > dir/alias"}, how: "full"},
 		{name: "ignore rules changed", change: []string{"echo l > debug.txt", "echo '*.txt' >> .gitignore"}, how: "full"},
 		{name: "base changes the ignore rules", next: map[string]string{".gitignore": "*.tmp\n"}, change: []string{"echo l > debug.log"}, how: "full"},
+		{name: "narrowed reset fails: a folder above a path to reset is a file", change: []string{"rm -r dir && echo f > dir"},
+			forget: []string{"dir"}, how: "full"},
 		{name: "nested repository", change: []string{"mkdir v && cd v && git init -q && echo v > v && git add v && git commit -qm v"}, how: "full"},
 	}
 	for _, tc := range cases {
@@ -149,6 +152,13 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 				head = f.commit(nextFiles)
 			}
 			f.change(w, tc.change, tc.held, tc.how == "changed paths")
+			if tc.forget != nil {
+				w.mon.mu.Lock()
+				for _, p := range tc.forget {
+					delete(w.mon.paths, p)
+				}
+				w.mon.mu.Unlock()
+			}
 			if tc.broken {
 				w.mon.mu.Lock()
 				w.mon.event(-1, unix.IN_Q_OVERFLOW, "")
