@@ -227,20 +227,27 @@ func TestMonitorOverflowFallsBack(t *testing.T) {
 	}
 }
 
+// inSandbox runs script in the worktree through bubblewrap's bind mount of
+// it (at /work), as the agent's sandbox does; the test is skipped where
+// bwrap cannot run.
+func (f *cacheFixture) inSandbox(w *Worktree, script string) {
+	f.t.Helper()
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		ciskip.Skipf(f.t, "no bwrap: %v", err)
+	}
+	cmd := exec.CommandContext(f.ctx, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+		"--bind", w.Dir(), "/work", "--unshare-all", "--die-with-parent", "sh", "-c", "cd /work && "+script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		ciskip.Skipf(f.t, "bwrap cannot run here: %v: %s", err, out)
+	}
+}
+
 // The agent writes through bubblewrap's bind mount of the worktree; the
 // runner's inotify watches see those writes (same inodes).
 func TestMonitorSeesWritesFromASandbox(t *testing.T) {
-	bwrap, err := exec.LookPath("bwrap")
-	if err != nil {
-		ciskip.Skipf(t, "no bwrap: %v", err)
-	}
 	f, _, w := startedJob(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
-	script := "cd /work && echo sandboxed > a.txt && mkdir -p new/deep && echo n > new/deep/n.txt && rm d/b.txt"
-	cmd := exec.CommandContext(f.ctx, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-		"--bind", w.Dir(), "/work", "--unshare-all", "--die-with-parent", "sh", "-c", script)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		ciskip.Skipf(t, "bwrap cannot run here: %v: %s", err, out)
-	}
+	f.inSandbox(w, "echo sandboxed > a.txt && mkdir -p new/deep && echo n > new/deep/n.txt && rm d/b.txt")
 	tree, how := f.bothTrees(w)
 	if how != "narrowed" {
 		t.Fatalf("published by %s", how)

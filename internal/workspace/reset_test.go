@@ -252,3 +252,17 @@ func TestCheckUntrackedFromTheMonitorsWalk(t *testing.T) {
 		})
 	}
 }
+
+// Writes through the sandbox's bind mount of the worktree are seen by the
+// monitor, so the narrowed reset undoes them as the full one does.
+func TestResetAfterWritesFromASandbox(t *testing.T) {
+	f, _, w := startedJob(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n", "d/c.txt": "c\n"})
+	head := f.commit(map[string]string{"d/c.txt": "C\n"})
+	f.inSandbox(w, "echo sandboxed > a.txt && mkdir -p new/deep && echo n > new/deep/n.txt && rm d/b.txt && chmod +x d/c.txt")
+	if _, ok := w.mon.mark(); !ok {
+		t.Fatalf("the monitor broke: %s", w.mon.broken)
+	}
+	if how := f.bothResets(w, head); how != "changed paths" {
+		t.Fatalf("reset went %q", how)
+	}
+}
