@@ -19,8 +19,8 @@ func launchMonitor(root string, log *slog.Logger) (*monitor, error) { return sta
 
 func (m *monitor) stop()                {}
 func (m *monitor) mark() (uint64, bool) { return 0, false }
-func (m *monitor) narrow() ([]string, uint64, string) {
+func (m *monitor) narrow(bool) ([]string, uint64, string) {
 	return nil, 0, "no file-system monitor on this platform"
 }
-func (m *monitor) rebase(uint64)                      {}
+func (m *monitor) rebase(uint64, bool)                {}
 func (m *monitor) census() ([]string, []string, bool) { return nil, nil, false }

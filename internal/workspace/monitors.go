@@ -86,3 +86,18 @@ func rulesFile(p string) bool {
 	}
 	return false
 }
+
+// maxNarrowPaths is the most (folded) paths a publication or reset hands
+// git one by one; past it the full scan is about as quick and needs no
+// long command line.
+const maxNarrowPaths = 10_000
+
+// coveredBy reports that a folder above p is in set.
+func coveredBy(set map[string]bool, p string) bool {
+	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
+		if set[d] {
+			return true
+		}
+	}
+	return false
+}

@@ -122,7 +122,7 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 			how: "changed paths"},
 		{name: "file made, seen, then deleted", change: []string{"echo t > made.txt", "rm made.txt"}, how: "changed paths"},
 		{name: "temporary file written and renamed into place", change: []string{"echo new > a.tmp && mv a.tmp a.txt"}, how: ""},
-		{name: "base turns a file into a folder", next: map[string]string{"other/z.txt": "", "other/z.txt/in": "i\n"},
+		{name: "base turns a file into a folder", nextScript: "git rm -q other/z.txt && mkdir -p other/z.txt && echo i > other/z.txt/in && git add other && git commit -qm folder",
 			change: []string{"echo w > other/z.txt"}, how: "changed paths"},
 		{name: "base turns a folder into a file", nextScript: "git rm -rq dir && echo file > dir && git add dir && git commit -qm file",
 			change: []string{"echo w > dir/new.txt"}, how: "changed paths"},
@@ -171,6 +171,17 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 	}
 }
 
+// likeFresh fails the test unless the worktree has what a fresh worktree
+// of head, prepared by another runner, has.
+func (f *cacheFixture) likeFresh(w *Worktree, head string) {
+	f.t.Helper()
+	fresh := f.prepare(f.newCache(filepath.Join(f.t.TempDir(), "other")), "fresh", head)
+	defer fresh.Keep()
+	if got, want := f.resetResult(w), f.resetResult(fresh); got != want {
+		f.t.Fatalf("reset worktree:\n%+v\nfresh one:\n%+v", got, want)
+	}
+}
+
 // A worktree released to the pool is reset for the next job through what
 // changed, by the monitor that went on watching it while pooled, and ends
 // up as a fresh worktree of the new base is.
@@ -190,11 +201,7 @@ func TestPooledResetUsesTheIdleMonitor(t *testing.T) {
 	if w.resetHow != "changed paths" {
 		t.Fatalf("the pooled worktree was reset %q", w.resetHow)
 	}
-	fresh := f.prepare(f.newCache(filepath.Join(t.TempDir(), "other")), "job3", next)
-	defer fresh.Keep()
-	if got, want := f.resetResult(w), f.resetResult(fresh); got != want {
-		t.Fatalf("pooled worktree:\n%+v\nfresh one:\n%+v", got, want)
-	}
+	f.likeFresh(w, next)
 }
 
 // A saved index another process replaced while the worktree was idle is
@@ -265,4 +272,27 @@ func TestResetAfterWritesFromASandbox(t *testing.T) {
 	if how := f.bothResets(w, head); how != "changed paths" {
 		t.Fatalf("reset went %q", how)
 	}
+}
+
+// A publication the job adopted becomes the saved index, but leaves out
+// ignored files: the next job's narrowed reset still removes them, and the
+// files the publication recorded are reset too.
+func TestPooledResetAfterAnAdoptedPublication(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{".gitignore": "*.log\nbuild/\n", "a.txt": "a\n", "d/b.txt": "b\n"})
+	next := f.commit(map[string]string{"d/b.txt": "B\n"})
+	w := f.prepare(f.cache, "job1", base)
+	f.sh(w.Dir(), "echo agent > a.txt && echo n > new.txt && echo l > debug.log && mkdir -p build/o && echo o > build/o/x.o")
+	commit, _ := f.publish(w)
+	noErr(t, w.Adopt(f.ctx, commit))
+	f.sh(w.Dir(), "echo after > d/after.txt")
+	commit, _ = f.publish(w)
+	noErr(t, w.Adopt(f.ctx, commit))
+	noErr(t, w.Release(f.ctx))
+	w = f.prepare(f.cache, "job2", next)
+	defer w.Keep()
+	if w.resetHow != "changed paths" {
+		t.Fatalf("the pooled worktree was reset %q", w.resetHow)
+	}
+	f.likeFresh(w, next)
 }

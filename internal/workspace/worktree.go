@@ -360,7 +360,7 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 	watched := false
 	changed, why := []string(nil), "no file-system monitor"
 	if w.mon != nil {
-		if changed, cut, why = w.vouched(); why != "" {
+		if changed, cut, why = w.vouched(true); why != "" {
 			if cut, watched = w.mon.mark(); !watched {
 				w.unwatch() // broken (e.g. it lost events): a new one starts over
 			}
@@ -456,7 +456,7 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cu
 		lap("watch")
 	}
 	if watched {
-		w.mon.rebase(cut)
+		w.mon.rebase(cut, true)
 	}
 	return nil
 }
