@@ -158,6 +158,17 @@ func (m *monitor) run() {
 
 func (m *monitor) close() { m.closeOnce.Do(func() { m.f.Close() }) }
 
+// ended reports that the reading goroutine has ended (the monitor broke
+// or was stopped).
+func (m *monitor) ended() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // stop closes the descriptor (and so every watch) and waits for the reading
 // goroutine to end.
 func (m *monitor) stop() {

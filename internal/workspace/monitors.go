@@ -39,6 +39,11 @@ func (c *Cache) park(w *Worktree) {
 	c.idle.mu.Lock()
 	old := c.idle.byDir[w.Dir()]
 	c.idle.byDir[w.Dir()] = idleMonitor{mon: w.mon, indexHead: w.rec.IndexHead, index: fi}
+	for dir, p := range c.idle.byDir {
+		if p.mon.ended() { // e.g. its worktree was removed by another process
+			delete(c.idle.byDir, dir)
+		}
+	}
 	c.idle.mu.Unlock()
 	if old.mon != w.mon {
 		old.mon.stop()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -295,4 +296,29 @@ func TestPooledResetAfterAnAdoptedPublication(t *testing.T) {
 		t.Fatalf("the pooled worktree was reset %q", w.resetHow)
 	}
 	f.likeFresh(w, next)
+}
+
+// An idle monitor whose worktree another runner removed ends, and the
+// cache drops it when it next parks one.
+func TestIdleMonitorOfARemovedWorktreeIsDropped(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"a.txt": "a\n"})
+	w := f.prepare(f.cache, "job1", base)
+	noErr(t, w.Release(f.ctx))
+	f.cache.idle.mu.Lock()
+	mon := f.cache.idle.byDir[w.Dir()].mon
+	f.cache.idle.mu.Unlock()
+	other := f.newCache(f.home)
+	other.poolSize = 0
+	noErr(t, f.prepare(other, "job2", base).Release(f.ctx)) // the pooled worktree, then removed
+	for i := 0; i < 500 && !mon.ended(); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !mon.ended() {
+		t.Fatal("the idle monitor of a removed worktree goes on")
+	}
+	noErr(t, f.prepare(f.cache, "job3", base).Keep())
+	if n := f.cache.parked(); n != 1 {
+		t.Fatalf("%d idle monitors, want the kept worktree's only", n)
+	}
 }
