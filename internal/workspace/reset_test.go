@@ -172,10 +172,16 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 	}
 }
 
-// likeFresh fails the test unless the worktree has what a fresh worktree
-// of head, prepared by another runner, has.
-func (f *cacheFixture) likeFresh(w *Worktree, head string) {
+// fromPoolLikeFresh prepares job at head from the pool, kept when the test
+// ends, and fails the test unless the reset was narrowed and left what a
+// fresh worktree of head, prepared by another runner, has.
+func (f *cacheFixture) fromPoolLikeFresh(job, head string) {
 	f.t.Helper()
+	w := f.prepare(f.cache, job, head)
+	f.t.Cleanup(func() { w.Keep() })
+	if w.resetHow != "changed paths" {
+		f.t.Fatalf("the pooled worktree was reset %q", w.resetHow)
+	}
 	fresh := f.prepare(f.newCache(filepath.Join(f.t.TempDir(), "other")), "fresh", head)
 	defer fresh.Keep()
 	if got, want := f.resetResult(w), f.resetResult(fresh); got != want {
@@ -197,12 +203,7 @@ func TestPooledResetUsesTheIdleMonitor(t *testing.T) {
 		t.Fatalf("%d idle monitors, want 1", f.cache.parked())
 	}
 	f.sh(w.Dir(), "echo while-pooled > a.txt && mkdir -p late && echo l > late/l.txt") // another process, or a straggler
-	w = f.prepare(f.cache, "job2", next)
-	defer w.Keep()
-	if w.resetHow != "changed paths" {
-		t.Fatalf("the pooled worktree was reset %q", w.resetHow)
-	}
-	f.likeFresh(w, next)
+	f.fromPoolLikeFresh("job2", next)
 }
 
 // A saved index another process replaced while the worktree was idle is
@@ -290,12 +291,7 @@ func TestPooledResetAfterAnAdoptedPublication(t *testing.T) {
 	commit, _ = f.publish(w)
 	noErr(t, w.Adopt(f.ctx, commit))
 	noErr(t, w.Release(f.ctx))
-	w = f.prepare(f.cache, "job2", next)
-	defer w.Keep()
-	if w.resetHow != "changed paths" {
-		t.Fatalf("the pooled worktree was reset %q", w.resetHow)
-	}
-	f.likeFresh(w, next)
+	f.fromPoolLikeFresh("job2", next)
 }
 
 // An idle monitor whose worktree another runner removed ends, and the
