@@ -22,11 +22,11 @@ import (
 func (a *app) runnerCmd() *cobra.Command {
 	var home, labels string
 	var slots int
-	var minFree int64
+	var minFree, cacheSize int64
 	var models []string
 	var sb sandboxOptions
 	cmd := &cobra.Command{
-		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--min-free BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]...",
+		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--min-free BYTES] [--cache-size BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]...",
 		Short: "Run a runner: dial the hub, claim jobs and run them",
 		Long: `Run a runner logged in with 'drover runner login' until SIGINT or SIGTERM,
 then stop gracefully: agents get a grace period, their output reaches the hub
@@ -38,6 +38,11 @@ While the home's file system has less than --min-free bytes free (default
 256 MiB) the runner takes no jobs and 'drover runners' says why; it takes
 them again once space returns. An attempt whose output the runner cannot
 write fails with reason runner_disk_full.
+
+--cache-size is the most bytes the runner's pooled and kept worktrees may
+take (0, the default: no budget). Past it the runner's periodic collection
+removes pooled worktrees, least recently used first, and logs what it
+freed; a worktree kept for a job or in use is never removed for it.
 
 Vendor agent CLIs (claude, codex, opencode, gemini) are found on PATH and run
 under the runner's accounts ('drover runner account add'). The vendors' own
@@ -51,6 +56,9 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if slots < 1 {
 				return usagef("--slots must be at least 1")
 			}
+			if cacheSize < 0 {
+				return usagef("--cache-size must not be negative")
+			}
 			if err := sb.check(); err != nil {
 				return err
 			}
@@ -62,7 +70,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if err != nil {
 				return err
 			}
-			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(), MinFree: minFree,
+			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(), MinFree: minFree, CacheSize: cacheSize,
 				AgentPath: a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{},
 				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
 			for _, ad := range runner.Adapters() {
@@ -107,6 +115,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")
 	cmd.Flags().StringArrayVar(&models, "agent-model", nil, "model of a vendor agent, AGENT=MODEL (repeatable)")
 	addMinFreeFlag(cmd, &minFree)
+	cmd.Flags().Int64Var(&cacheSize, "cache-size", 0, "bytes the pooled and kept worktrees may take: past it pooled ones go, least recently used first (0: no budget)")
 	sb.addFlags(cmd)
 	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd(), a.withAgentChecks(a.runnerDoctorCmd()),
 		a.runnerAccountCmd())

@@ -56,6 +56,9 @@ type Config struct {
 	// until space returns. 0 is no floor (the CLI's default is
 	// DefaultMinFree).
 	MinFree int64
+	// CacheSize is the most bytes the pooled and kept worktrees may take
+	// (workspace.GCOptions.Budget); 0 means no budget.
+	CacheSize int64
 }
 
 // DefaultMinFree is the free-space floor of `drover runner`.

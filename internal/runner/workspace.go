@@ -535,7 +535,7 @@ func (r *Runner) collectWorktrees() {
 		}
 		return false
 	}
-	if err := r.ws.cache.GC(r.life, workspace.GCOptions{Live: live}); err != nil {
+	if _, err := r.ws.cache.GC(r.life, workspace.GCOptions{Live: live, Budget: r.cfg.CacheSize}); err != nil {
 		r.log.Warn("collect worktrees", "err", err)
 	}
 }

@@ -33,6 +33,7 @@ type Cache struct {
 	// remoteEnv is the runner user's git credentials, for mapped remotes.
 	remoteEnv []string
 	locks     locker
+	idle      *idleMonitors
 	now       func() time.Time
 	// pause, tests only, runs inside critical sections to widen the races
 	// the locks close.
@@ -73,7 +74,8 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Cache{git: cfg.Git, home: home, log: log, poolSize: pool, remoteEnv: cfg.RemoteEnv, now: time.Now, pause: func() {}}, nil
+	return &Cache{git: cfg.Git, home: home, log: log, poolSize: pool, remoteEnv: cfg.RemoteEnv, now: time.Now,
+		idle: &idleMonitors{byDir: map[string]idleMonitor{}}, pause: func() {}}, nil
 }
 
 // Source says where a job's commits come from.

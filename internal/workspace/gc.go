@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,6 +24,19 @@ type GCOptions struct {
 	// MaxIdle: a job's worktree unused this long while the job is not
 	// live is retired. Zero means DefaultMaxIdle.
 	MaxIdle time.Duration
+	// Budget is the most bytes the worktrees (pooled and kept) may take;
+	// zero means no budget. Past it, pooled worktrees are removed, least
+	// recently used first. A worktree kept for a job (whose next attempt
+	// may be waiting) or in use is never removed for the budget: a pooled
+	// one holds no unpublished work (retiring recorded it first).
+	Budget int64
+}
+
+// GCReport says what a collection found and freed.
+type GCReport struct {
+	Used    int64    // bytes the worktrees took before the budget was applied
+	Freed   int64    // bytes removed to meet the budget
+	Removed []string // the worktrees removed for it
 }
 
 // GC retires the worktrees of jobs that are gone (not live and idle past
@@ -31,15 +45,19 @@ type GCOptions struct {
 // size and removes leftovers of crashes (folders without a record,
 // temporary indexes, registrations of missing worktrees). Worktrees in use
 // by an attempt, in this process or another, are never touched.
-func (c *Cache) GC(ctx context.Context, opts GCOptions) error {
+//
+// With a budget, it then removes pooled worktrees, least recently used
+// first, until the worktrees fit, and reports what that freed.
+func (c *Cache) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	if opts.MaxIdle <= 0 {
 		opts.MaxIdle = DefaultMaxIdle
 	}
 	ents, err := os.ReadDir(filepath.Join(c.home, "trees"))
 	if err != nil {
-		return fmt.Errorf("collect worktrees: %w", err)
+		return GCReport{}, fmt.Errorf("collect worktrees: %w", err)
 	}
 	var errs []error
+	var repos []repo
 	for _, e := range ents {
 		if !e.IsDir() {
 			continue
@@ -48,11 +66,104 @@ func (c *Cache) GC(ctx context.Context, opts GCOptions) error {
 		if err != nil {
 			continue
 		}
+		repos = append(repos, r)
 		if err := c.gcRepo(ctx, r, opts); err != nil {
 			errs = append(errs, fmt.Errorf("collect worktrees of %s: %w", r.project, err))
 		}
 	}
-	return errors.Join(errs...)
+	var rep GCReport
+	if opts.Budget > 0 {
+		rep, err = c.gcBudget(ctx, repos, opts.Budget)
+		errs = append(errs, err)
+	}
+	return rep, errors.Join(errs...)
+}
+
+// gcBudget removes pooled worktrees, least recently used first, while the
+// worktrees of repos take more than budget bytes.
+func (c *Cache) gcBudget(ctx context.Context, repos []repo, budget int64) (GCReport, error) {
+	type pooled struct {
+		r    repo
+		name string
+		used time.Time
+		size int64
+	}
+	var rep GCReport
+	var pool []pooled
+	for _, r := range repos {
+		recs, err := c.records(r)
+		if err != nil {
+			return rep, err
+		}
+		for name, rec := range recs {
+			size := diskUsage(filepath.Join(r.trees, name))
+			rep.Used += size
+			if rec.Job == "" {
+				pool = append(pool, pooled{r: r, name: name, used: rec.Used, size: size})
+			}
+		}
+	}
+	sort.Slice(pool, func(i, j int) bool { return pool[i].used.Before(pool[j].used) })
+	for _, p := range pool {
+		if rep.Used-rep.Freed <= budget {
+			break
+		}
+		err := c.withLock(ctx, p.r, lockTrees, func() error {
+			recs, err := c.records(p.r)
+			if err != nil {
+				return err
+			}
+			rec, ok := recs[p.name]
+			if !ok || rec.Job != "" {
+				return nil // claimed or gone meanwhile
+			}
+			unlock, ok, err := c.locks.tryLock(filepath.Join(p.r.trees, p.name+".lock"))
+			if err != nil || !ok {
+				return err // in use
+			}
+			w := &Worktree{c: c, repo: p.r, name: p.name, rec: rec, unlock: unlock}
+			defer w.done()
+			if err := w.remove(ctx); err != nil {
+				return err
+			}
+			rep.Freed += p.size
+			rep.Removed = append(rep.Removed, w.Dir())
+			return nil
+		})
+		if err != nil {
+			return rep, fmt.Errorf("keep worktrees within %d bytes: %w", budget, err)
+		}
+	}
+	if len(rep.Removed) > 0 {
+		c.log.Info("removed pooled worktrees to keep within the cache budget", "budget", budget, "used", rep.Used,
+			"freed", rep.Freed, "removed", len(rep.Removed))
+	}
+	if left := rep.Used - rep.Freed; left > budget {
+		c.log.Warn("worktrees over the cache budget: the rest are kept for jobs or in use", "budget", budget, "used", left)
+	}
+	return rep, nil
+}
+
+// diskUsage adds up the sizes of the files under dir (symlinks not
+// followed), and of its saved index and record. What cannot be read (gone
+// meanwhile, or a folder an agent made unreadable) is not counted.
+func diskUsage(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // WalkDir skips a folder it cannot list
+		}
+		if fi, err := d.Info(); err == nil && !d.IsDir() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	for _, suffix := range []string{".index", ".json"} {
+		if fi, err := os.Stat(dir + suffix); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 func (c *Cache) gcRepo(ctx context.Context, r repo, opts GCOptions) error {

@@ -3,6 +3,9 @@ package workspace
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -25,7 +28,8 @@ func TestGCRetiresGoneJobsRecordingUnpublishedWork(t *testing.T) {
 	noErr(t, os.MkdirAll(leftover, 0o700))
 
 	f.cache.now = func() time.Time { return time.Now().Add(time.Hour) }
-	noErr(t, f.cache.GC(f.ctx, GCOptions{Live: func(j string) bool { return j == "live" }, MaxIdle: time.Minute}))
+	_, err := f.cache.GC(f.ctx, GCOptions{Live: func(j string) bool { return j == "live" }, MaxIdle: time.Minute})
+	noErr(t, err)
 
 	clone := "--git-dir=" + filepath.Join(f.home, "repos", "proj.git")
 	if got := f.git(f.home, clone, "show", "refs/drover/orphans/gone-dirty:work.txt"); got != "unpublished" {
@@ -51,4 +55,72 @@ func TestGCRetiresGoneJobsRecordingUnpublishedWork(t *testing.T) {
 		t.Fatal("a folder without a record survived")
 	}
 	noErr(t, busy.Keep())
+}
+
+// Under a budget the worktrees exceed, pooled worktrees go, least recently
+// used first, until the rest fit; a worktree kept for a job whose next
+// attempt waits, and one in use, stay whatever the budget.
+func TestGCKeepsWorktreesWithinTheBudget(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"a.txt": strings.Repeat("a", 64<<10), "d/b.txt": "b\n"})
+	f.cache.poolSize = 5
+	var mu sync.Mutex
+	clock := time.Now()
+	f.cache.now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		clock = clock.Add(time.Second)
+		return clock
+	}
+	waiting := f.prepare(f.cache, "waiting", base)
+	write(t, filepath.Join(waiting.Dir(), "work.txt"), "unpublished\n", 0o644)
+	noErr(t, waiting.Keep())
+	busy := f.prepare(f.cache, "busy", base)
+	defer busy.Keep()
+	var ws []*Worktree
+	var pooled []string
+	for _, job := range []string{"old", "mid", "new"} {
+		ws = append(ws, f.prepare(f.cache, "pooled-"+job, base))
+	}
+	for _, w := range ws { // released oldest first
+		noErr(t, w.Release(f.ctx))
+		pooled = append(pooled, w.Dir())
+	}
+
+	rep, err := f.cache.GC(f.ctx, GCOptions{Live: func(j string) bool { return j == "busy" }})
+	noErr(t, err)
+	if rep.Freed != 0 || len(rep.Removed) != 0 || rep.Used != 0 {
+		t.Fatalf("without a budget: %+v", rep)
+	}
+	size := diskUsage(waiting.Dir())
+	// Room for the two job worktrees and one pooled one, not two.
+	budget := 3*size + size/2
+	rep, err = f.cache.GC(f.ctx, GCOptions{Live: func(j string) bool { return j == "busy" }, Budget: budget})
+	noErr(t, err)
+	if !slices.Equal(rep.Removed, pooled[:2]) {
+		t.Fatalf("removed %v, want the two least recently used of %v", rep.Removed, pooled)
+	}
+	if rep.Freed < 2*size*9/10 || rep.Used-rep.Freed > budget {
+		t.Fatalf("report %+v against worktrees of about %d bytes, budget %d", rep, size, budget)
+	}
+	for _, dir := range append(pooled[:2:2], waiting.Dir(), busy.Dir(), pooled[2]) {
+		_, err := os.Stat(dir)
+		if gone := slices.Contains(rep.Removed, dir); gone != os.IsNotExist(err) {
+			t.Fatalf("%s: removed %v, stat %v", dir, gone, err)
+		}
+	}
+	// A budget nothing can meet removes the last pooled one and no more.
+	rep, err = f.cache.GC(f.ctx, GCOptions{Live: func(j string) bool { return j == "busy" }, Budget: 1})
+	noErr(t, err)
+	if !slices.Equal(rep.Removed, pooled[2:]) {
+		t.Fatalf("removed %v, want only %s", rep.Removed, pooled[2])
+	}
+	if got := f.git(waiting.Dir(), "--git-dir="+waiting.admin(), "status", "--porcelain"); got != "?? work.txt" {
+		t.Fatalf("the waiting job's worktree: %q", got)
+	}
+	w := f.prepare(f.cache, "waiting", base)
+	defer w.Keep()
+	if !w.Resumed() {
+		t.Fatal("the waiting job's worktree was not kept")
+	}
 }

@@ -26,7 +26,11 @@ import (
 // Changes are numbered (seq). The saved index is known to match the
 // worktree up to base: every path changed after base is in paths. A
 // publication takes a cut (the seq when it starts reading the worktree);
-// once its index becomes the saved one, base moves to that cut.
+// once its index becomes the saved one, base moves to that cut. That
+// index leaves out ignored files, which a reset must remove: the worktree
+// is known to be exactly a commit, nothing untracked or ignored, up to
+// clean (the cut of the last reset or checkout the runner verified), and
+// paths keeps every path changed after clean too.
 //
 // Every read of the inotify descriptor happens under mu, both in the
 // reading goroutine and in a publication's drain, so a publication never
@@ -51,6 +55,16 @@ type monitor struct {
 	broken  string // the monitor can no longer vouch for anything
 	based   bool   // base is meaningful: the monitor ran since the saved index was written
 	base    uint64
+	// clean is meaningful (cleanBased): the monitor ran since a verified
+	// reset or checkout; clean <= base.
+	cleanBased bool
+	clean      uint64
+	// What the first walk of the tree found, until the first event or
+	// census: its files (anything but a folder, the worktree's .git link
+	// aside) and its empty folders (a few).
+	walked   []string
+	empty    []string
+	censused bool
 }
 
 const (
@@ -59,10 +73,6 @@ const (
 	// swapped for a symlink from making the monitor watch outside the tree.
 	dirWatch = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
 		unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW
-	// maxNarrowPaths is the most (folded) paths a publication hands git
-	// one by one; past it the full scan is about as quick and needs no
-	// long command line.
-	maxNarrowPaths = 10_000
 	// maxTrackedPaths caps the memory of the changed set; past it the
 	// monitor records a loss and the next publication scans everything.
 	maxTrackedPaths = 200_000
@@ -148,6 +158,17 @@ func (m *monitor) run() {
 
 func (m *monitor) close() { m.closeOnce.Do(func() { m.f.Close() }) }
 
+// ended reports that the reading goroutine has ended (the monitor broke
+// or was stopped).
+func (m *monitor) ended() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // stop closes the descriptor (and so every watch) and waits for the reading
 // goroutine to end.
 func (m *monitor) stop() {
@@ -200,6 +221,7 @@ func (m *monitor) process(b []byte) {
 // event records one event. Call with mu held.
 func (m *monitor) event(wd int32, mask uint32, name string) {
 	m.seq++
+	m.walked, m.empty = nil, nil // the walk no longer describes the tree
 	if mask&unix.IN_Q_OVERFLOW != 0 {
 		// Events were dropped, so folders made meanwhile may be unwatched.
 		m.breakf("the kernel dropped events (inotify queue overflow)")
@@ -230,14 +252,14 @@ func (m *monitor) event(wd int32, mask uint32, name string) {
 		return
 	}
 	p := path.Join(dir, name)
-	switch strings.ToLower(name) {
-	case ".git":
+	switch {
+	case strings.EqualFold(name, ".git"):
 		if dir != "" {
 			m.breakf("%s is a nested repository", dir) // see watchTree
 			return
 		}
 		m.lose("the worktree's .git link changed") // the runner rewrites it
-	case ".gitignore", ".gitattributes":
+	case rulesFile(name):
 		// Rules that change how files nobody touched are read: only the
 		// full scan sees what that does.
 		m.lose("%s changed", p)
@@ -310,6 +332,9 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 			m.breakf("list %s: %v", abs, err)
 			return
 		}
+		if seen != nil && len(ents) == 0 && len(m.empty) < 5 {
+			m.empty = append(m.empty, d+"/")
+		}
 		for _, e := range ents {
 			if d == "" && e.name == ".git" {
 				continue // the worktree's link to its admin dir
@@ -341,6 +366,7 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 					return
 				}
 				seen[e.ino] = true
+				m.walked = append(m.walked, p)
 			default:
 				m.pending[p] = true
 			}
@@ -441,26 +467,45 @@ func (m *monitor) mark() (cut uint64, ok bool) {
 	return cut, why == ""
 }
 
-// narrow takes a cut and lists the paths changed since base, folded (a
-// folder stands for everything under it) and sorted. why says why the
-// full scan is needed instead.
-func (m *monitor) narrow() (paths []string, cut uint64, why string) {
+// census reports, once, what the monitor's first walk of the tree found:
+// its files, unsorted, and a few empty folders; ok is false when anything
+// changed since (or the monitor broke, or the census was taken), so that
+// the walk no longer describes the tree.
+func (m *monitor) census() (files, empty []string, ok bool) {
+	why := m.sync(func(uint64) {
+		files, empty, ok = m.walked, m.empty, m.seq == 0 && !m.censused
+		m.walked, m.empty, m.censused = nil, nil, true
+	})
+	return files, empty, ok && why == ""
+}
+
+// narrow takes a cut and lists the paths changed since base (since clean,
+// when sinceClean), folded (a folder stands for everything under it) and
+// sorted. why says why the full scan is needed instead.
+func (m *monitor) narrow(sinceClean bool) (paths []string, cut uint64, why string) {
 	var doubt string
 	broken := m.sync(func(c uint64) {
 		cut = c
+		base, based := m.base, m.based
+		if sinceClean {
+			base, based = m.clean, m.cleanBased
+		}
 		switch {
 		case m.broken != "":
 			return
-		case !m.based:
+		case !based && sinceClean:
+			doubt = "the monitor did not run since the worktree was last reset"
+			return
+		case !based:
 			doubt = "the monitor did not run since the saved index was written"
 			return
-		case m.lost > m.base:
+		case m.lost > base:
 			doubt = m.lostWhy
 			return
 		}
 		changed := map[string]bool{}
 		for p, s := range m.paths {
-			if s > m.base {
+			if s > base {
 				changed[p] = true
 			}
 		}
@@ -484,27 +529,26 @@ func (m *monitor) narrow() (paths []string, cut uint64, why string) {
 	return paths, cut, ""
 }
 
-// coveredBy reports that a folder above p is in set.
-func coveredBy(set map[string]bool, p string) bool {
-	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
-		if set[d] {
-			return true
-		}
-	}
-	return false
-}
-
-// rebase records that the saved index matches the worktree as of cut:
-// what changed up to it is forgotten.
-func (m *monitor) rebase(cut uint64) {
+// rebase records that the saved index matches the worktree as of cut, and
+// with clean that the worktree was exactly its commit then (a verified
+// reset or checkout): what changed up to the earlier of base and clean is
+// forgotten.
+func (m *monitor) rebase(cut uint64, clean bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cut < m.base && m.based {
 		return
 	}
 	m.base, m.based = cut, true
+	if clean {
+		m.clean, m.cleanBased = cut, true
+	}
+	forget := cut
+	if m.cleanBased {
+		forget = min(cut, m.clean)
+	}
 	for p, s := range m.paths {
-		if s <= cut {
+		if s <= forget {
 			delete(m.paths, p)
 		}
 	}

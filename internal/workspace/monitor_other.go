@@ -18,8 +18,10 @@ func startMonitor(string, *slog.Logger) (*monitor, error) {
 func launchMonitor(root string, log *slog.Logger) (*monitor, error) { return startMonitor(root, log) }
 
 func (m *monitor) stop()                {}
+func (m *monitor) ended() bool          { return true }
 func (m *monitor) mark() (uint64, bool) { return 0, false }
-func (m *monitor) narrow() ([]string, uint64, string) {
+func (m *monitor) narrow(bool) ([]string, uint64, string) {
 	return nil, 0, "no file-system monitor on this platform"
 }
-func (m *monitor) rebase(uint64) {}
+func (m *monitor) rebase(uint64, bool)                {}
+func (m *monitor) census() ([]string, []string, bool) { return nil, nil, false }

@@ -46,6 +46,26 @@ func (f *cacheFixture) bothTrees(w *Worktree) (tree, how string) {
 	return narrow.tree, narrow.how
 }
 
+// change runs the shell steps in the worktree, each fully recorded by its
+// monitor before the next; held holds the monitor's reader up during each
+// step, so that its events come as one batch. With vouch, the monitor must
+// not break.
+func (f *cacheFixture) change(w *Worktree, steps []string, held, vouch bool) {
+	f.t.Helper()
+	for _, step := range steps {
+		if held {
+			w.mon.mu.Lock()
+		}
+		f.sh(w.Dir(), step)
+		if held {
+			w.mon.mu.Unlock()
+		}
+		if _, ok := w.mon.mark(); !ok && vouch {
+			f.t.Fatalf("the monitor broke: %s", w.mon.broken)
+		}
+	}
+}
+
 // Each change, made after the worktree was prepared (and so watched), is
 // published exactly as git's full scan records it, and only through the
 // changed paths unless the monitor cannot vouch for them.
@@ -100,18 +120,7 @@ func TestMonitorNarrowedPublicationEqualsFullScan(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f, _, w := startedJob(t, files)
-			for _, step := range tc.change {
-				if tc.held {
-					w.mon.mu.Lock()
-				}
-				f.sh(w.Dir(), step)
-				if tc.held {
-					w.mon.mu.Unlock()
-				}
-				if _, ok := w.mon.mark(); !ok && tc.how == "narrowed" {
-					t.Fatalf("the monitor broke: %s", w.mon.broken)
-				}
-			}
+			f.change(w, tc.change, tc.held, tc.how == "narrowed")
 			tree, how := f.bothTrees(w)
 			if tc.how != "" && how != tc.how {
 				t.Errorf("published by %s, want %s", how, tc.how)
@@ -170,7 +179,7 @@ func TestMonitorChangeBeforeItStartedFallsBack(t *testing.T) {
 	f, base, w := startedJob(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
 	noErr(t, w.Keep())
 	write(t, filepath.Join(w.Dir(), "a.txt"), "while nobody watched\n", 0o644)
-	w = f.prepare(f.cache, "job1", base)
+	w = f.prepare(f.newCache(f.home), "job1", base) // a restarted runner: the idle monitor was the old one's
 	defer w.Keep()
 	if !w.Resumed() || w.mon == nil {
 		t.Fatalf("resumed=%v monitor=%v", w.Resumed(), w.mon)
@@ -218,20 +227,27 @@ func TestMonitorOverflowFallsBack(t *testing.T) {
 	}
 }
 
+// inSandbox runs script in the worktree through bubblewrap's bind mount of
+// it (at /work), as the agent's sandbox does; the test is skipped where
+// bwrap cannot run.
+func (f *cacheFixture) inSandbox(w *Worktree, script string) {
+	f.t.Helper()
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		ciskip.Skipf(f.t, "no bwrap: %v", err)
+	}
+	cmd := exec.CommandContext(f.ctx, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+		"--bind", w.Dir(), "/work", "--unshare-all", "--die-with-parent", "sh", "-c", "cd /work && "+script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		ciskip.Skipf(f.t, "bwrap cannot run here: %v: %s", err, out)
+	}
+}
+
 // The agent writes through bubblewrap's bind mount of the worktree; the
 // runner's inotify watches see those writes (same inodes).
 func TestMonitorSeesWritesFromASandbox(t *testing.T) {
-	bwrap, err := exec.LookPath("bwrap")
-	if err != nil {
-		ciskip.Skipf(t, "no bwrap: %v", err)
-	}
 	f, _, w := startedJob(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
-	script := "cd /work && echo sandboxed > a.txt && mkdir -p new/deep && echo n > new/deep/n.txt && rm d/b.txt"
-	cmd := exec.CommandContext(f.ctx, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-		"--bind", w.Dir(), "/work", "--unshare-all", "--die-with-parent", "sh", "-c", script)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		ciskip.Skipf(t, "bwrap cannot run here: %v: %s", err, out)
-	}
+	f.inSandbox(w, "echo sandboxed > a.txt && mkdir -p new/deep && echo n > new/deep/n.txt && rm d/b.txt")
 	tree, how := f.bothTrees(w)
 	if how != "narrowed" {
 		t.Fatalf("published by %s", how)
@@ -241,8 +257,9 @@ func TestMonitorSeesWritesFromASandbox(t *testing.T) {
 	}
 }
 
-// The monitor's descriptor and goroutine end with the attempt's hold on
-// the worktree: kept, released to the pool, or removed.
+// A worktree's monitor outlives the attempt, kept or pooled (the idle
+// worktree stays watched for its next reset), but a worktree never has
+// more than one, and it ends with the worktree's removal.
 func TestMonitorLeavesNoDescriptorOrGoroutine(t *testing.T) {
 	f := newCacheFixture(t)
 	base := f.commit(map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
@@ -258,7 +275,17 @@ func TestMonitorLeavesNoDescriptorOrGoroutine(t *testing.T) {
 		}
 		return n
 	}
-	fd0, g0 := fds(), settle(0)
+	fd0, g0, p0 := fds(), settle(0), f.cache.parked()
+	check := func(what string) {
+		t.Helper()
+		idle := f.cache.parked() - p0
+		if got := fds(); got != fd0+idle {
+			t.Errorf("%s: %d descriptors open, %d before and %d idle monitors more", what, got, fd0, idle)
+		}
+		if got := settle(g0 + idle); got > g0+idle {
+			t.Errorf("%s: %d goroutines, %d before and %d idle monitors more", what, got, g0, idle)
+		}
+	}
 	for _, end := range []string{"keep", "release", "resume and keep", "discard and release"} {
 		w := f.prepare(f.cache, "job-"+strings.ReplaceAll(end, " ", "-"), base)
 		if w.mon == nil {
@@ -276,29 +303,24 @@ func TestMonitorLeavesNoDescriptorOrGoroutine(t *testing.T) {
 		case "resume and keep":
 			noErr(t, w.Keep())
 			w = f.prepare(f.cache, w.Job(), base)
+			if !w.Resumed() || w.mon == nil {
+				t.Fatal("the kept worktree resumed without its monitor")
+			}
 			noErr(t, w.Keep())
 		case "discard and release":
 			noErr(t, w.Discard(f.ctx))
 			noErr(t, w.Release(f.ctx))
 		}
-		if got := fds(); got != fd0 {
-			t.Errorf("%s: %d descriptors open, %d before", end, got, fd0)
-		}
-		if got := settle(g0); got > g0 {
-			t.Errorf("%s: %d goroutines, %d before", end, got, g0)
-		}
+		check(end)
 	}
 	// A worktree removed because the pool is full.
-	c := f.newCache(f.home)
-	c.poolSize = 0
-	w := f.prepare(c, "removed", base)
+	f.cache.poolSize = 0
+	w := f.prepare(f.cache, "removed", base)
 	noErr(t, w.Release(f.ctx))
 	if _, err := os.Stat(w.Dir()); !os.IsNotExist(err) {
 		t.Fatalf("worktree not removed: %v", err)
 	}
-	if got := fds(); got != fd0 {
-		t.Errorf("removed: %d descriptors open, %d before", got, fd0)
-	}
+	check("removed")
 }
 
 // Two files of the tree that are hard links of one file would hide writes

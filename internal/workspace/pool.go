@@ -53,10 +53,11 @@ func (w *Worktree) Release(ctx context.Context) error {
 	return nil
 }
 
-// done lets go of the worktree; the Worktree is not usable afterwards.
+// done lets go of the worktree, whose monitor goes on watching it for the
+// next attempt (see idleMonitors); the Worktree is not usable afterwards.
 func (w *Worktree) done() {
 	w.dropPending()
-	w.unwatch()
+	w.c.park(w)
 	if w.unlock != nil {
 		w.unlock()
 		w.unlock = nil

@@ -133,13 +133,11 @@ func (w *Worktree) tempIndex(ctx context.Context, env []string, path, parent str
 // the changed paths are handed to git; on any doubt, or if that fails,
 // git scans the whole worktree.
 func (w *Worktree) addChanges(ctx context.Context, env []string, s *snapshot, exact bool) error {
-	why := "no file-system monitor"
-	var paths []string
+	// The cut is taken before git reads anything, so a full scan too, once
+	// adopted, is a base for the monitor.
+	paths, cut, why := w.vouched(false)
 	if w.mon != nil {
-		// The cut is taken before git reads anything, so a full scan too,
-		// once adopted, is a base for the monitor.
-		s.mon = w.mon
-		paths, s.cut, why = w.mon.narrow()
+		s.mon, s.cut = w.mon, cut
 	}
 	if why == "" && !exact {
 		why = "the saved index does not hold the parent"
@@ -162,6 +160,26 @@ func (w *Worktree) addChanges(ctx context.Context, env []string, s *snapshot, ex
 		return fmt.Errorf("record the worktree's files: %w", err)
 	}
 	return nil
+}
+
+// vouched is the one rule by which the monitor's record stands in for a
+// look at the whole worktree (a publication's `git add --all`, a reset's
+// checkout, clean and checks): the monitor ran since the saved index was
+// written (for a reset: since the worktree was last verified exactly a
+// commit, as a publication's index leaves ignored files out) and lost
+// nothing since, and few enough paths changed. It returns those paths,
+// folded (a folder stands for everything under it) and sorted, and the
+// monitor's cut (taken even when it cannot vouch), or why the whole
+// worktree must be looked at.
+func (w *Worktree) vouched(forReset bool) (paths []string, cut uint64, why string) {
+	if w.mon == nil {
+		return nil, 0, "no file-system monitor"
+	}
+	paths, cut, why = w.mon.narrow(forReset)
+	if why == "" && checkCommitID(w.rec.IndexHead) != nil {
+		return nil, cut, "no saved index"
+	}
+	return paths, cut, why
 }
 
 // addPaths runs `git add --all` limited to paths (literal pathspecs: a
@@ -407,7 +425,7 @@ func (w *Worktree) Adopt(ctx context.Context, head string) error {
 		if err := os.Rename(p.index, w.path(".index")); err == nil {
 			w.rec.IndexHead = head
 			if p.mon != nil && p.mon == w.mon {
-				w.mon.rebase(p.cut)
+				w.mon.rebase(p.cut, false)
 			}
 		}
 		w.pending = nil

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -28,6 +30,9 @@ type Worktree struct {
 	rec     record
 	pending *snapshot // the last publication made and not yet adopted
 	mon     *monitor  // watches Dir while the attempt holds it; nil when unavailable
+	// resetHow says how the last reset went: "changed paths" or "full",
+	// for tests and logs.
+	resetHow string
 }
 
 // record is what the runner knows about a worktree, kept next to it as
@@ -83,16 +88,21 @@ func (w *Worktree) GitDirs() (common, admin string) { return w.repo.dir, w.admin
 // clone lacks: left there, it would break every fetch into the clone (they
 // read all worktree HEADs) and the job's next attempt.
 func (w *Worktree) RestoreAdmin() error {
-	if err := w.restoreAdmin(w.rec.Head); err != nil {
+	if _, err := w.restoreAdmin(w.rec.Head); err != nil {
 		return fmt.Errorf("restore git state of worktree %s: %w", w.name, err)
 	}
 	return nil
 }
 
 func (w *Worktree) git(ctx context.Context, env []string, args ...string) (string, error) {
-	full := append([]string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir()}, args...)
-	b, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Args: full, Env: env})
+	b, err := w.gitRaw(ctx, env, nil, args...)
 	return strings.TrimSpace(string(b)), err
+}
+
+// gitRaw runs git on the worktree with stdin and returns its output as is.
+func (w *Worktree) gitRaw(ctx context.Context, env []string, stdin io.Reader, args ...string) ([]byte, error) {
+	full := append([]string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir()}, args...)
+	return w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Args: full, Env: env, Stdin: stdin})
 }
 
 // Prepare hands an attempt of job the worktree it runs in, at head (the
@@ -142,9 +152,10 @@ func (c *Cache) prepare(ctx context.Context, src Source, job, head string) (*Wor
 			w.unlock()
 			return nil, err
 		}
-		// Watched from now on (the watches are added while the agent
-		// starts), but what changed while nobody watched is unknown:
-		// publications scan everything until one is adopted.
+		// Watched all along when this process kept it (its monitor went on
+		// while idle); else watched from now on (the watches are added
+		// while the agent starts), but what changed while nobody watched
+		// is unknown: publications scan everything until one is adopted.
 		w.watch()
 		c.log.Info("resumed kept worktree", "job", job, "head", short(head), "dir", w.Dir())
 		return w, nil
@@ -169,16 +180,32 @@ func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error 
 		}
 	}
 	lap := c.stopwatch("check tree", "commit", short(head))
-	if err := c.checkTree(ctx, w.repo, head, w.rec.Checked); err != nil {
-		return err
-	}
-	lap("submodules and filters")
 	if kind == claimFresh {
-		if err := w.add(ctx, head); err != nil {
+		// A fresh worktree has no checked commit to compare with, so the
+		// whole tree is read: alongside the checkout, which runs nothing
+		// of the repository's (no filters, no submodules), and whose
+		// worktree is removed should the check refuse the commit.
+		checked := make(chan error, 1)
+		go func() {
+			err := c.checkTree(ctx, w.repo, head, w.rec.Checked)
+			lap("submodules and filters")
+			checked <- err
+		}()
+		err := w.add(ctx, head)
+		if cerr := <-checked; cerr != nil {
+			return cerr
+		}
+		if err != nil {
 			return err
 		}
-	} else if err := w.reset(ctx, head); err != nil {
-		return err
+	} else {
+		if err := c.checkTree(ctx, w.repo, head, w.rec.Checked); err != nil {
+			return err
+		}
+		lap("submodules and filters")
+		if err := w.reset(ctx, head); err != nil {
+			return err
+		}
 	}
 	w.pending = nil
 	w.rec = record{Job: w.rec.Job, Head: head, Checked: head, IndexHead: head, Used: c.now()}
@@ -212,6 +239,7 @@ func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string)
 		}
 		w.name, w.rec, w.unlock = name, rec, unlock
 		if w.registered() {
+			c.unpark(w)
 			return w, claimKept, nil
 		}
 		c.log.Warn("removing the job's broken worktree (not registered in its clone)", "job", job, "dir", w.Dir())
@@ -239,6 +267,7 @@ func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string)
 			unlock()
 			return nil, 0, err
 		}
+		c.unpark(w)
 		return w, claimPooled, nil
 	}
 	name, err := newTreeName()
@@ -307,32 +336,64 @@ func (w *Worktree) add(ctx context.Context, head string) error {
 	// Watched from after the checkout: its 100,000 new files would only
 	// flood the monitor's queue.
 	w.watch()
-	return w.settle(ctx, head, lap, 0, false)
+	return w.settle(ctx, head, lap, 0, false, nil)
 }
 
 // reset brings a used worktree to head so that it is indistinguishable
 // from a fresh one: git's view of it is restored from what the runner saved
 // (HEAD and the index, never what the agent left), the new base is checked
 // out over it, every untracked and ignored file is removed, and then
-// nothing may differ from head.
+// nothing may differ from head. When the worktree's monitor vouches for
+// every change since the saved index (the rule publications use, see
+// vouched), all of that is done only for the changed paths and those where
+// the saved index's commit and head differ (see resetPaths); on any doubt,
+// or should that fail, the whole worktree is checked out, cleaned and
+// checked.
 func (w *Worktree) reset(ctx context.Context, head string) error {
 	lap := w.c.stopwatch("reset worktree", "dir", w.Dir())
 	// A running monitor (the attempt discards its changes) takes its cut
-	// now: the reset's own changes come before it, whatever changes after
-	// it is recorded. A new one adds its watches alongside the checkout,
-	// clean and checks, and takes its cut once they are done (see settle).
+	// now: the reset's own changes come after it, and so are among what
+	// changed since the index the reset saves. A new one adds its watches
+	// alongside the checkout, clean and checks, and takes its cut once they
+	// are done (see settle).
 	var cut uint64
 	watched := false
+	changed, why := []string(nil), "no file-system monitor"
 	if w.mon != nil {
-		if cut, watched = w.mon.mark(); !watched {
-			w.unwatch() // broken (e.g. it lost events): a new one starts over
+		if changed, cut, why = w.vouched(true); why != "" {
+			if cut, watched = w.mon.mark(); !watched {
+				w.unwatch() // broken (e.g. it lost events): a new one starts over
+			}
+		} else {
+			watched = true
 		}
 	}
 	w.watch()
-	if err := w.restoreAdmin(head); err != nil {
+	from, err := w.restoreAdmin(head)
+	if err != nil {
 		return err
 	}
 	lap("restore admin")
+	if why == "" && from != w.rec.IndexHead {
+		why = "the saved index could not be restored"
+	}
+	if why == "" {
+		scope, err := w.resetPaths(ctx, from, head, changed)
+		if err == nil {
+			lap("reset changed paths")
+			if err = w.settle(ctx, head, lap, cut, watched, scope); err == nil {
+				w.resetHow = "changed paths"
+				w.c.log.Debug("reset narrowed by the file-system monitor", "dir", w.Dir(), "paths", len(scope))
+				return nil
+			}
+		}
+		why = "the narrowed reset failed: " + err.Error()
+		if _, err := w.restoreAdmin(head); err != nil {
+			return err
+		}
+	}
+	w.resetHow = "full"
+	w.c.log.Debug("reset checks out the whole worktree", "dir", w.Dir(), "why", why)
 	if _, err := w.git(ctx, nil, "checkout", "--quiet", "--detach", "--force", "--no-recurse-submodules", head); err != nil {
 		return fmt.Errorf("check out %s: %w", short(head), err)
 	}
@@ -341,23 +402,26 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 		return fmt.Errorf("remove untracked files: %w", err)
 	}
 	lap("clean")
-	return w.settle(ctx, head, lap, cut, watched)
+	return w.settle(ctx, head, lap, cut, watched, nil)
 }
 
 // settle checks that the worktree is exactly head and saves its index as
 // the runner's trusted copy. What `git status --porcelain --ignored` would
 // report is checked in parts, without its second pass over every tracked
 // file: HEAD is head, the index holds head's tree, and nothing untracked or
-// ignored is left. The tracked files themselves match the index by
-// construction: checkout --force and reset --hard compare every one of them
-// with what they stat (ctime included) and rewrite those that differ.
+// ignored is left (under scope, when not nil: the paths a narrowed reset
+// touched; the monitor vouches for the rest). The tracked files themselves
+// match the index by construction: checkout --force and reset --hard
+// compare every one of them with what they stat (ctime included) and
+// rewrite those that differ, and a narrowed reset rewrites every one under
+// scope.
 //
 // Once the index is saved the monitor's base becomes cut, taken before the
 // checks (watched), or, for a monitor started during the preparation, taken
 // once its watches are in place: nothing writes to the worktree meanwhile
 // (the attempt holds it and its agent has not started), so the checks saw
 // what the cut does.
-func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cut uint64, watched bool) error {
+func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cut uint64, watched bool, scope []string) error {
 	if err := w.trimAdmin(); err != nil {
 		return err
 	}
@@ -367,15 +431,11 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cu
 	if _, err := w.git(ctx, nil, "diff-index", "--cached", "--quiet", "--no-renames", head); err != nil {
 		return fmt.Errorf("worktree index differs from %s after checkout: %w", short(head), err)
 	}
-	left, err := w.git(ctx, nil, "ls-files", "--others", "--directory", "-z")
-	if err != nil {
-		return fmt.Errorf("check worktree: %w", err)
-	}
-	if left != "" {
-		return fmt.Errorf("worktree has files %s does not after reset: %s", short(head), clipList(splitZ(left), 5))
+	if err := w.checkUntracked(ctx, head, scope); err != nil {
+		return err
 	}
 	lap("verify")
-	err = copyFile(filepath.Join(w.admin(), "index"), w.path(".index"))
+	err := copyFile(filepath.Join(w.admin(), "index"), w.path(".index"))
 	lap("save index")
 	if err != nil {
 		return err
@@ -396,7 +456,44 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cu
 		lap("watch")
 	}
 	if watched {
-		w.mon.rebase(cut)
+		w.mon.rebase(cut, true)
+	}
+	return nil
+}
+
+// checkUntracked fails if anything untracked or ignored is in the worktree
+// (under scope, when not nil; nothing to look at when it is empty). A
+// monitor whose first walk of the whole tree still describes it (nothing
+// changed since: a fresh checkout, watched once written) has listed the
+// files there: exactly the index's entries, and no empty folder, leave
+// nothing untracked, and spare git walking the tree a second time.
+func (w *Worktree) checkUntracked(ctx context.Context, head string, scope []string) error {
+	if scope != nil && len(scope) == 0 {
+		return nil
+	}
+	if scope == nil && w.mon != nil {
+		files, empty, ok := w.mon.census()
+		if ok && len(empty) > 0 {
+			return fmt.Errorf("worktree has empty folders %s does not after reset: %s", short(head), clipList(empty, 5))
+		}
+		if ok {
+			tracked, err := w.gitRaw(ctx, nil, nil, "ls-files", "--cached", "-z")
+			if err != nil {
+				return fmt.Errorf("list the index: %w", err)
+			}
+			sort.Strings(files)
+			if slices.Equal(files, splitZ(string(tracked))) {
+				return nil
+			}
+		}
+	}
+	args := []string{"--literal-pathspecs", "ls-files", "--others", "--directory", "-z", "--"}
+	left, err := w.git(ctx, nil, append(args, scope...)...)
+	if err != nil {
+		return fmt.Errorf("check worktree: %w", err)
+	}
+	if left != "" {
+		return fmt.Errorf("worktree has files %s does not after reset: %s", short(head), clipList(splitZ(left), 5))
 	}
 	return nil
 }
@@ -473,28 +570,29 @@ func (w *Worktree) trimAdmin() error {
 // commit of the saved index, and that index, so that what the agent did to
 // HEAD or the index (assume-unchanged bits, forged stat data) cannot hide a
 // change from the reset. Without a saved index, HEAD is target and the
-// checkout writes every file.
-func (w *Worktree) restoreAdmin(target string) error {
+// checkout writes every file. It returns the commit HEAD names.
+func (w *Worktree) restoreAdmin(target string) (string, error) {
 	if _, err := os.Stat(w.admin()); err != nil {
-		return fmt.Errorf("worktree %s is not registered in its clone: %w", w.name, err)
+		return "", fmt.Errorf("worktree %s is not registered in its clone: %w", w.name, err)
 	}
 	if err := w.trimAdmin(); err != nil {
-		return err
+		return "", err
 	}
 	idx := filepath.Join(w.admin(), "index")
 	head := w.rec.IndexHead
 	if checkCommitID(head) != nil || copyFile(w.path(".index"), idx) != nil {
 		if err := os.Remove(idx); err != nil && !isNotExist(err) {
-			return fmt.Errorf("drop worktree index: %w", err)
+			return "", fmt.Errorf("drop worktree index: %w", err)
 		}
 		head = target
 	}
-	return writeAtomic(filepath.Join(w.admin(), "HEAD"), []byte(head+"\n"))
+	return head, writeAtomic(filepath.Join(w.admin(), "HEAD"), []byte(head+"\n"))
 }
 
 // remove deletes the worktree, its registration and its files. Call with
 // the registry lock held.
 func (w *Worktree) remove(ctx context.Context) error {
+	w.c.unpark(w)
 	w.unwatch()
 	var errs []error
 	// Unregistering changes what git lists as worktree HEADs: not while a
@@ -617,7 +715,11 @@ type treeEntry struct{ mode, object, path string }
 // parseTreeEntries reads `ls-tree -r -z` ("MODE TYPE OID\tPATH") or
 // `diff-tree -r -z` (":OLD NEW OLDOID NEWOID STATUS\0PATH") output; deleted
 // entries are skipped.
-func parseTreeEntries(out []byte) ([]treeEntry, error) {
+func parseTreeEntries(out []byte) ([]treeEntry, error) { return parseEntries(out, false) }
+
+// parseEntries is parseTreeEntries, keeping deleted entries (mode 000000)
+// when asked.
+func parseEntries(out []byte, deleted bool) ([]treeEntry, error) {
 	var es []treeEntry
 	fields := bytes.Split(bytes.TrimSuffix(out, []byte{0}), []byte{0})
 	for i := 0; i < len(fields); i++ {
@@ -631,7 +733,7 @@ func parseTreeEntries(out []byte) ([]treeEntry, error) {
 				return nil, fmt.Errorf("unexpected diff-tree line %q", f)
 			}
 			i++
-			if parts[4] != "D" {
+			if deleted || parts[4] != "D" {
 				es = append(es, treeEntry{mode: parts[1], object: parts[3], path: string(fields[i])})
 			}
 			continue
