@@ -15,7 +15,6 @@ package accounts
 
 import (
 	"crypto/rand"
-	"drover/internal/protocol"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -31,7 +30,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"drover/internal/agent/catalog"
 	"drover/internal/fsutil"
+	"drover/internal/protocol"
 )
 
 // Kinds of account.
@@ -54,8 +55,9 @@ const (
 // account of an agent can run now.
 var ErrNoAccount = errors.New("no usable account")
 
-// Agents are the agents accounts can be for.
-func Agents() []string { return []string{"claude", "codex", "gemini", "opencode"} }
+// Agents are the agents accounts can be for: those of the catalogue that
+// run under one.
+func Agents() []string { return catalog.AccountAgents() }
 
 // Account is one login or API key of an agent CLI. It holds no secret.
 type Account struct {

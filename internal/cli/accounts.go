@@ -15,6 +15,7 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/agent/catalog"
 	"drover/internal/protocol"
 	"drover/internal/runner"
 )
@@ -62,10 +63,8 @@ type openAccounts func() (*accounts.Store, string, error)
 
 // adapterOf is the vendor CLI adapter of an agent name.
 func adapterOf(name string) (agent.Adapter, bool) {
-	for _, ad := range runner.Adapters() {
-		if ad.Name == name {
-			return ad, true
-		}
+	if e, ok := catalog.Lookup(name); ok && e.Adapter != nil {
+		return *e.Adapter, true
 	}
 	return agent.Adapter{}, false
 }

@@ -19,6 +19,7 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/agent/catalog"
 	"drover/internal/protocol"
 	"drover/internal/runner"
 	"drover/internal/sandbox"
@@ -31,19 +32,18 @@ var versionRE = regexp.MustCompile(`\b\d+\.\d+`)
 const versionTimeout = 30 * time.Second
 
 // doctorAgents are the agent CLIs the doctor checks, in its order.
-func doctorAgents() []string { return []string{"claude", "codex", "opencode", "gemini"} }
+func doctorAgents() []string {
+	var names []string
+	for _, ad := range catalog.CLIs() {
+		names = append(names, ad.Name)
+	}
+	return names
+}
 
 // agentPackage is the npm package a vendor CLI ships in.
 func agentPackage(name string) string {
-	switch name {
-	case "claude":
-		return "@anthropic-ai/claude-code"
-	case "codex":
-		return "@openai/codex"
-	case "opencode":
-		return "opencode-ai"
-	case "gemini":
-		return "@google/gemini-cli"
+	if e, ok := catalog.Lookup(name); ok && e.Package != "" {
+		return e.Package
 	}
 	return name
 }

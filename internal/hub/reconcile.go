@@ -165,7 +165,7 @@ func resendAccount(tx store.Tx, c *conn, j store.Job) (string, bool, error) {
 		return "", false, nil
 	}
 	var ranks map[string]int64
-	if j.Agent != "exec" {
+	if usesAccount(j.Agent) {
 		if ranks, err = tx.AccountRanks(); err != nil {
 			return "", false, err
 		}
