@@ -83,7 +83,7 @@ func (o demoOptions) check(getenv func(string) string) error {
 	switch {
 	case o.agent == "exec":
 	case o.agent == "native":
-		return usagef("--agent native: drover's own agent does not exist yet (issue 11); try --agent exec, claude, codex, opencode or gemini")
+		return usagef("--agent native: the demo brings no model server for drover's own agent; add a native account to a runner (drover runner account add --agent native --help) or try --agent exec, claude, codex, opencode or gemini")
 	case demoKeyEnv(o.agent) != "":
 		if strings.TrimSpace(getenv(demoKeyEnv(o.agent))) == "" {
 			return fmt.Errorf("--agent %s needs an API key in $%s: the demo gives it to its runner's account on stdin", o.agent, demoKeyEnv(o.agent))

@@ -91,6 +91,12 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if err := protocol.CheckPlainText("account", req.Account, false); err != nil {
 		return badRequest("%v", err)
 	}
+	if entry, _ := catalog.Lookup(req.Agent); req.Model != "" && (entry.Kind != catalog.Native || len(req.Model) > protocol.MaxModel) {
+		return badRequest("--model names a native agent's model (at most %d characters); %s jobs take theirs from the runner", protocol.MaxModel, req.Agent)
+	}
+	if err := protocol.CheckPlainText("model", req.Model, false); err != nil {
+		return badRequest("%v", err)
+	}
 	return nil
 }
 
@@ -108,7 +114,7 @@ func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) err
 	now := h.now()
 	j := store.Job{
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
-		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account,
+		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model,
 	}
 	if err := h.checkSource(r.Context(), p, req, &j); err != nil {
 		return err

@@ -244,7 +244,7 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, acc
 		return protocol.Frame{}, err
 	}
 	spec := protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap, Tools: j.Tools,
-		Account: j.Account}
+		Account: j.Account, Model: j.Model}
 	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
 		return protocol.Frame{}, err
 	}

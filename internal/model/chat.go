@@ -18,6 +18,12 @@ type chatCaller struct {
 }
 
 func newChat(cfg Config) *chatCaller {
+	return &chatCaller{client: newOpenAIClient(cfg), model: cfg.Model}
+}
+
+// newOpenAIClient is the client of both OpenAI protocols: no retries of
+// its own (the shared path decides them).
+func newOpenAIClient(cfg Config) openai.Client {
 	opts := []option.RequestOption{option.WithHTTPClient(cfg.HTTP), option.WithMaxRetries(0)}
 	if cfg.Key != "" {
 		opts = append(opts, option.WithAPIKey(cfg.Key))
@@ -28,7 +34,17 @@ func newChat(cfg Config) *chatCaller {
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL+"/"))
 	}
-	return &chatCaller{client: openai.NewClient(opts...), model: cfg.Model}
+	return openai.NewClient(opts...)
+}
+
+// openAIStreamErr is an openai-go stream's error for the shared path: an
+// HTTP error as a statusError, anything else (transport) as it is.
+func openAIStreamErr(err error) error {
+	var oe *openai.Error
+	if errors.As(err, &oe) {
+		return httpErr(oe.StatusCode, oe.Response, oe.DumpResponse(true))
+	}
+	return err
 }
 
 func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
@@ -82,11 +98,7 @@ func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
 		}
 	}
 	if err := stream.Err(); err != nil {
-		var oe *openai.Error
-		if errors.As(err, &oe) {
-			return Response{}, httpErr(oe.StatusCode, oe.Response, oe.DumpResponse(true))
-		}
-		return Response{}, err
+		return Response{}, openAIStreamErr(err)
 	}
 	if !finished || len(acc.Choices) == 0 {
 		// No finish_reason: the stream was cut mid-answer.

@@ -2,7 +2,7 @@
 // takes a conversation and the tools on offer and answers one assistant
 // turn. Anthropic Messages, OpenAI Chat Completions and any
 // OpenAI-compatible server (Ollama, vLLM, llama.cpp) sit behind it on the
-// official SDKs, and share one path for tool calls, usage, timeouts,
+// official SDKs (OpenAI itself on the Responses API), and share one path for tool calls, usage, timeouts,
 // retries (transport errors only) and error redaction (see Error).
 package model
 
@@ -171,7 +171,7 @@ func New(cfg Config) (Provider, error) {
 	case Anthropic:
 		call = newAnthropic(cfg)
 	case OpenAI:
-		call = newChat(cfg)
+		call = newResponses(cfg)
 	case OpenAICompatible:
 		if cfg.BaseURL == "" {
 			return nil, fmt.Errorf("model provider %s: needs a base URL (give the account --base-url)", cfg.Provider)

@@ -3,7 +3,10 @@ package model
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +30,9 @@ var fakes = []struct {
 	}},
 	{"chat", fakemodel.NewFakeChat, func(u string) Config {
 		return Config{Provider: OpenAICompatible, BaseURL: u + "/v1", Model: "qwen-local", Key: testKey}
+	}},
+	{"responses", fakemodel.NewFakeResponses, func(u string) Config {
+		return Config{Provider: OpenAI, BaseURL: u + "/v1", Model: "gpt-5", Key: testKey}
 	}},
 }
 
@@ -211,5 +217,32 @@ func TestCost(t *testing.T) {
 	}
 	if c := Cost("qwen2.5-coder", u); c != 0 {
 		t.Errorf("local: %v", c)
+	}
+}
+
+// TestHangingProviderTimesOut: a server that accepts the call and never
+// answers is a transport failure after the per-call timeout, retried, then
+// given up with a reason.
+func TestHangingProviderTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	cfg := Config{Provider: OpenAICompatible, BaseURL: srv.URL + "/v1", Model: "m", Key: testKey, Timeout: 50 * time.Millisecond, Retries: 1}
+	_, err := newProvider(t, cfg).Complete(context.Background(), prompt("PROMPT-TEXT-XYZ"))
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindTransport || !strings.Contains(err.Error(), "no answer within") {
+		t.Fatalf("got %v", err)
+	}
+	checkRedacted(t, err)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d calls; want 2 (one retry)", n)
 	}
 }

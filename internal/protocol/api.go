@@ -81,6 +81,9 @@ type SubmitRequest struct {
 	// Account pins a vendor agent's job to one runner account (its id or
 	// label): the job runs only there, and waits while it is limited.
 	Account string `json:"account,omitempty"`
+	// Model asks a native agent's job for this model instead of its
+	// account's (the account's provider and base URL stay).
+	Model string `json:"model,omitempty"`
 }
 
 // ContextUpload is one context file sent with a submission.
@@ -267,7 +270,7 @@ type AccountView struct {
 	ID           string     `json:"id"`
 	Agent        string     `json:"agent"`
 	Label        string     `json:"label,omitempty"`
-	Kind         string     `json:"kind"`  // login or api-key
+	Kind         string     `json:"kind"`  // login, api-key or no-key
 	State        string     `json:"state"` // ready or limited
 	LimitedUntil *time.Time `json:"limited_until,omitempty"`
 	Connected    bool       `json:"connected"` // whether its runner is connected now

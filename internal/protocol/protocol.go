@@ -157,7 +157,7 @@ type AccountInfo struct {
 	ID           string    `json:"id"`
 	Agent        string    `json:"agent"`
 	Label        string    `json:"label,omitempty"`
-	Kind         string    `json:"kind"`  // login or api-key
+	Kind         string    `json:"kind"`  // login, api-key or no-key
 	State        string    `json:"state"` // ready, limited, needs login or needs attention; only ready runs jobs
 	LimitedUntil time.Time `json:"limited_until,omitzero"`
 }
@@ -178,6 +178,7 @@ const (
 const (
 	MaxAgents   = 32
 	MaxAccounts = 256
+	MaxModel    = 128 // bytes of a model name (a job's, an account's)
 )
 
 // Welcome is the hub's answer to hello. It dictates the runner's timing so
@@ -237,6 +238,9 @@ type JobSpec struct {
 	// or label: the runner uses no other, and releases the attempt as
 	// limited when that one is not ready.
 	Account string `json:"account,omitempty"`
+	// Model is the model a native agent's job asks for; "" is its
+	// account's. Only a model name: the endpoint is the operator's.
+	Model string `json:"model,omitempty"`
 }
 
 // Modes of a job with a repository.

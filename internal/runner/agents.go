@@ -173,7 +173,8 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 		return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: err.Error()}, nil
 	}
 	att.Prompt, att.Home, att.Resume = prompt, home, resume
-	att.Account = &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL}
+	att.Account = &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL,
+		Provider: acct.Provider, Model: acct.Model}
 	if resume == "" {
 		att.NewSession = newUUID()
 	}

@@ -272,6 +272,9 @@ type Job struct {
 	// Account pins a vendor agent's job to one account (id or label); ""
 	// lets the dispatcher choose by the owner's order.
 	Account string
+	// Model is the model a native agent's job asks for; "" is its
+	// account's.
+	Model string
 }
 
 // Project is a source repository jobs name. Remote "" means hosted on the

@@ -13,6 +13,7 @@ import (
 	"drover/internal/agent/codex"
 	agentexec "drover/internal/agent/exec"
 	"drover/internal/agent/gemini"
+	"drover/internal/agent/native"
 	"drover/internal/agent/opencode"
 )
 
@@ -26,6 +27,9 @@ const (
 	// CLI: a vendor CLI (package cliagent), under one of the runner's
 	// accounts; the job's arguments are its prompt.
 	CLI
+	// Native: drover's own model loop (package native), under a native
+	// account (a model provider); the job's arguments are its prompt.
+	Native
 )
 
 // Entry is one agent of the catalogue.
@@ -39,6 +43,10 @@ type Entry struct {
 	// KeyVar is the variable an API key for the agent is usually found in
 	// (the demo reads it).
 	KeyVar string
+	// Root are the instruction files at the worktree's root the agent's
+	// prompt holds besides AGENTS.md.
+	Root []string
+	Caps agent.Capabilities
 }
 
 // Accounts says whether the agent runs under one of the runner's accounts.
@@ -49,20 +57,10 @@ func (e Entry) Prompt() bool { return e.Kind != Command }
 
 // RootFiles are the instruction files at the worktree's root the agent's
 // prompt holds besides AGENTS.md.
-func (e Entry) RootFiles() []string {
-	if e.Adapter != nil {
-		return e.Adapter.RootFiles
-	}
-	return nil
-}
+func (e Entry) RootFiles() []string { return e.Root }
 
 // Capabilities are what the agent can do beyond running an attempt.
-func (e Entry) Capabilities() agent.Capabilities {
-	if e.Adapter != nil {
-		return e.Adapter.Caps
-	}
-	return agent.Capabilities{}
-}
+func (e Entry) Capabilities() agent.Capabilities { return e.Caps }
 
 // Available says whether a runner whose agents are searched for on path
 // can run the agent: a vendor CLI must be installed there.
@@ -88,6 +86,8 @@ type Config struct {
 // New is the agent of e as cfg configures it.
 func (e Entry) New(cfg Config) agent.Agent {
 	switch e.Kind {
+	case Native:
+		return native.New(native.Config{Model: cfg.Models[e.Name]})
 	case CLI:
 		return cliagent.New(*e.Adapter, cliagent.Config{
 			Path:     cfg.Path,
@@ -99,11 +99,11 @@ func (e Entry) New(cfg Config) agent.Agent {
 }
 
 func cli(ad agent.Adapter, pkg, keyVar string) Entry {
-	return Entry{Name: ad.Name, Kind: CLI, Adapter: &ad, Package: pkg, KeyVar: keyVar}
+	return Entry{Name: ad.Name, Kind: CLI, Adapter: &ad, Package: pkg, KeyVar: keyVar, Root: ad.RootFiles, Caps: ad.Caps}
 }
 
 // All is the catalogue, in the order drover lists agents: exec first, then
-// the vendor CLIs.
+// the vendor CLIs, then native.
 func All() []Entry {
 	return []Entry{
 		{Name: agentexec.Name, Kind: Command},
@@ -111,6 +111,7 @@ func All() []Entry {
 		cli(codex.Adapter(), "@openai/codex", "OPENAI_API_KEY"),
 		cli(opencode.Adapter(), "opencode-ai", "OPENAI_API_KEY"),
 		cli(gemini.Adapter(), "@google/gemini-cli", "GEMINI_API_KEY"),
+		{Name: native.Name, Kind: Native, Root: native.RootFiles(), Caps: native.Capabilities()},
 	}
 }
 

@@ -136,20 +136,20 @@ func (t *tx) Runners() ([]store.Runner, error) {
 var jobs = newTable("jobs",
 	"id", "state", "agent", "args", "labels", "requester_id", "key", "epoch", "attempt_id",
 	"cancelling", "reason", "exit_code", "log_cap", "created_at", "updated_at", "finished_at",
-	"project", "base", "head", "mode", "repo_url", "checkpoints", "tools", "resume_attempt", "account")
+	"project", "base", "head", "mode", "repo_url", "checkpoints", "tools", "resume_attempt", "account", "model")
 
 func jobArgs(j store.Job) []any {
 	return []any{j.ID, j.State, j.Agent, jsonArg{j.Args}, jsonArg{j.Labels}, j.RequesterID, j.Key, j.Epoch,
 		j.AttemptID, j.Cancelling, j.Reason, optInt(j.ExitCode), j.LogCap,
 		millis(j.CreatedAt), millis(j.UpdatedAt), optMillis(j.FinishedAt),
-		j.Project, j.Base, j.Head, j.Mode, j.RepoURL, j.Checkpoints, j.Tools, j.ResumeAttempt, j.Account}
+		j.Project, j.Base, j.Head, j.Mode, j.RepoURL, j.Checkpoints, j.Tools, j.ResumeAttempt, j.Account, j.Model}
 }
 
 func scanJob(s scanner) (j store.Job, err error) {
 	err = s.Scan(&j.ID, &j.State, &j.Agent, jsonCol{&j.Args}, jsonCol{&j.Labels}, &j.RequesterID, &j.Key,
 		&j.Epoch, &j.AttemptID, &j.Cancelling, &j.Reason, optIntCol{&j.ExitCode}, &j.LogCap,
 		timeCol{&j.CreatedAt}, timeCol{&j.UpdatedAt}, optTimeCol{&j.FinishedAt},
-		&j.Project, &j.Base, &j.Head, &j.Mode, &j.RepoURL, &j.Checkpoints, &j.Tools, &j.ResumeAttempt, &j.Account)
+		&j.Project, &j.Base, &j.Head, &j.Mode, &j.RepoURL, &j.Checkpoints, &j.Tools, &j.ResumeAttempt, &j.Account, &j.Model)
 	return j, err
 }
 

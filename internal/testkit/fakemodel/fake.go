@@ -69,7 +69,8 @@ func CallTool(name string, args map[string]any) Turn {
 func Text(s string) Turn { return Turn{kind: kindText, text: s} }
 
 // Truncated is text cut off at the answer's token limit (finish_reason
-// "length", stop_reason "max_tokens"), on the Anthropic and Chat fakes.
+// "length", stop_reason "max_tokens", status "incomplete"), on the
+// Anthropic, Chat and Responses fakes.
 func Truncated(s string) Turn { return Turn{kind: kindTruncated, text: s} }
 
 func (t Turn) isTool() bool { return t.kind != kindText && t.kind != kindTruncated }
@@ -107,7 +108,7 @@ const (
 )
 
 // Break answers the next requests that would get turn i with the
-// breakages in order (on the Anthropic and Chat fakes); the turn is not
+// breakages in order (on the Anthropic, Chat and Responses fakes); the turn is not
 // used up, so the request after them (a retry) gets it.
 func Break(i int, how ...Breakage) Option {
 	return func(c *config) { c.breaks[i] = append(c.breaks[i], how...) }
