@@ -62,6 +62,7 @@ func TestNativeAgentReadsEditsTestsDelivers(t *testing.T) {
 			if v.State != job.Completed {
 				t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", v.ID, v.State, v.Reason, log, fake.Dump())
 			}
+			t.Logf("the job's log:\n%s", log)
 			if got := fetched(t, h, src, v.ID, "a.txt"); got["a.txt"] != "two" {
 				t.Fatalf("published a.txt = %q", got["a.txt"])
 			}

@@ -28,6 +28,10 @@ func (c *anthropicCaller) once(ctx context.Context, req Request) (Response, erro
 	params := anthropic.MessageNewParams{Model: anthropic.Model(c.model), MaxTokens: req.MaxTokens}
 	if req.System != "" {
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
+		if req.CacheKey != "" {
+			// The stable prefix: tools, then the system text.
+			params.System[0].CacheControl = anthropic.NewCacheControlEphemeralParam()
+		}
 	}
 	for _, t := range req.Tools {
 		schema := anthropic.ToolInputSchemaParam{Properties: t.Schema["properties"]}
@@ -40,7 +44,7 @@ func (c *anthropicCaller) once(ctx context.Context, req Request) (Response, erro
 		}
 		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tp})
 	}
-	for _, m := range req.Messages {
+	for i, m := range req.Messages {
 		var blocks []anthropic.ContentBlockParamUnion
 		for _, r := range m.Results {
 			blocks = append(blocks, anthropic.NewToolResultBlock(r.CallID, r.Output, r.IsError))
@@ -58,6 +62,13 @@ func (c *anthropicCaller) once(ctx context.Context, req Request) (Response, erro
 		}
 		if len(blocks) == 0 {
 			blocks = append(blocks, anthropic.NewTextBlock("(empty)"))
+		}
+		if req.CacheKey != "" && i == len(req.Messages)-1 {
+			// The moving tail: the next call reads the conversation so
+			// far from the cache and writes only what it adds.
+			if cc := blocks[len(blocks)-1].GetCacheControl(); cc != nil {
+				*cc = anthropic.NewCacheControlEphemeralParam()
+			}
 		}
 		if m.Role == Assistant {
 			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(blocks...))

@@ -76,6 +76,11 @@ type Request struct {
 	Messages  []Message
 	Tools     []Tool
 	MaxTokens int64 // the answer's limit; 0: DefaultMaxTokens
+	// CacheKey names the conversation (the session) for the provider's
+	// prompt cache: Anthropic gets breakpoints on the stable prefix (tools
+	// and system text) and the moving tail, OpenAI's Responses API
+	// prompt_cache_key. "" sets no cache hints.
+	CacheKey string
 }
 
 // DefaultMaxTokens bounds one answer when the request names no limit.

@@ -92,6 +92,31 @@ func TestToolCallRoundTrip(t *testing.T) {
 	}
 }
 
+// TestCacheHints: with a cache key, Anthropic gets two cache breakpoints
+// (the system text, the last message) and OpenAI's Responses API the key.
+func TestCacheHints(t *testing.T) {
+	want := map[string]string{"anthropic": `"cache_control":{"type":"ephemeral"`, "responses": `"prompt_cache_key":"sess-1"`}
+	for _, fk := range fakes {
+		w, ok := want[fk.name]
+		if !ok {
+			continue
+		}
+		t.Run(fk.name, func(t *testing.T) {
+			srv := fk.start(t, []fakemodel.Turn{fakemodel.Text("ok")})
+			req := prompt("go")
+			req.CacheKey = "sess-1"
+			if _, err := newProvider(t, fk.cfg(srv.URL)).Complete(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			requests(srv, 1)
+			body := string(srv.Requests()[0].Body)
+			if n := strings.Count(body, w); n == 0 || (fk.name == "anthropic" && n != 2) {
+				t.Fatalf("%d times %s in %s", n, w, body)
+			}
+		})
+	}
+}
+
 // TestTruncated: an answer cut at the token limit says so.
 func TestTruncated(t *testing.T) {
 	for _, fk := range fakes {
@@ -122,7 +147,7 @@ func TestBrokenStreamRetried(t *testing.T) {
 			if err != nil || r.Text != "fine" {
 				t.Fatalf("got %+v, %v\n%s", r, err, srv.Dump())
 			}
-			if n := len(srv.Requests()); n != 3 {
+			if n := requests(srv, 3); n != 3 {
 				t.Fatalf("%d requests; want 3 (two broken, one retry that worked)", n)
 			}
 		})
@@ -137,7 +162,7 @@ func TestBrokenStreamRetried(t *testing.T) {
 				t.Fatalf("got %v; want a transport error", err)
 			}
 			checkRedacted(t, err)
-			if n := len(srv.Requests()); n != 3 {
+			if n := requests(srv, 3); n != 3 {
 				t.Fatalf("%d requests; want 3", n)
 			}
 		})
@@ -156,7 +181,7 @@ func TestStatusErrors(t *testing.T) {
 				t.Fatalf("got %v; want an auth error", err)
 			}
 			checkRedacted(t, err)
-			if n := len(srv.Requests()); n != 1 {
+			if n := requests(srv, 1); n != 1 {
 				t.Fatalf("%d requests; an auth error is not retried", n)
 			}
 		})
@@ -198,6 +223,19 @@ func TestConfig(t *testing.T) {
 	if _, err := New(Config{Provider: Anthropic}); err != nil {
 		t.Errorf("anthropic has a default model: %v", err)
 	}
+}
+
+// requests is how many requests srv recorded, waiting (up to 2 s) until it
+// has n: a request is recorded when its handler returns, which may be
+// after the client has read the answer.
+func requests(srv *fakemodel.FakeServer, n int) int {
+	for range 200 {
+		if got := len(srv.Requests()); got >= n {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return len(srv.Requests())
 }
 
 func checkRedacted(t *testing.T, err error) {

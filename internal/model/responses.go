@@ -30,6 +30,9 @@ func (c *responsesCaller) once(ctx context.Context, req Request) (Response, erro
 	if req.System != "" {
 		params.Instructions = openai.String(req.System)
 	}
+	if req.CacheKey != "" {
+		params.PromptCacheKey = openai.String(req.CacheKey)
+	}
 	for _, t := range req.Tools {
 		tp := responses.ToolParamOfFunction(t.Name, t.Schema, false)
 		if t.Description != "" {

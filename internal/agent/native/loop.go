@@ -93,6 +93,7 @@ const (
 	EndDelivered End = "delivered" // deliver succeeded
 	EndAsked     End = "asked"     // ask succeeded: the job waits
 	EndLimit     End = "limit"     // a limit of Limits was reached
+	EndTimeout   End = "timeout"   // the wall-time limit was reached
 	EndMalformed End = "malformed" // too many malformed calls in a row
 	EndStuck     End = "stuck"     // the same call over and over
 	EndModel     End = "model"     // the model call failed (see Outcome.Err)
@@ -150,7 +151,7 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 		if tr.Usage.CostUSD >= lim.MaxCost {
 			return Outcome{End: EndLimit, Reason: fmt.Sprintf("spent $%.4f, the limit is $%.2f", tr.Usage.CostUSD, lim.MaxCost)}
 		}
-		resp, err := l.model.Complete(ctx, model.Request{System: tr.System, Messages: tr.Messages, Tools: defs})
+		resp, err := l.model.Complete(ctx, model.Request{System: tr.System, Messages: tr.Messages, Tools: defs, CacheKey: tr.Session})
 		if err != nil {
 			return l.failed(ctx, err, lim)
 		}
@@ -235,7 +236,7 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 // failed is the outcome of a model call or tool run that ended with err.
 func (l *loop) failed(ctx context.Context, err error, lim Limits) Outcome {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return Outcome{End: EndLimit, Reason: fmt.Sprintf("ran past the time limit of %s", lim.MaxWall)}
+		return Outcome{End: EndTimeout, Reason: fmt.Sprintf("ran past its time limit of %s", lim.MaxWall)}
 	}
 	if ctx.Err() != nil {
 		return Outcome{End: EndCancelled, Reason: "cancelled"}

@@ -137,6 +137,8 @@ func result(o Outcome) agent.Result {
 		r.Message = ""
 	case EndCancelled:
 		r.ExitCode, r.Reason = -1, job.ReasonCancelled
+	case EndTimeout:
+		r.ExitCode, r.Reason = -1, job.ReasonTimeout
 	case EndModel:
 		r.ExitCode = 1
 		if o.Err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"drover/internal/agent"
 	"drover/internal/model"
@@ -133,7 +134,7 @@ func TestMalformedEndsAttempt(t *testing.T) {
 	l, _, _ := newLoop(t, Limits{},
 		call("1", toolRead, `{"path":`),
 		call("2", "rm_rf", `{}`),
-		call("3", toolRead, `{"file":"x"}`),
+		call("3", toolWrite, `{"path":"x","content":"`+strings.Repeat("x", maxArgs)+`"}`),
 		call("4", toolList, `{}`),
 	)
 	tr := newTranscript()
@@ -265,6 +266,18 @@ func TestTruncatedAnswer(t *testing.T) {
 	out := l.run(context.Background(), newTranscript())
 	if out.End != EndMalformed || len(sc.reqs) != 3 {
 		t.Fatalf("ended %s (%s) after %d calls", out.End, out.Reason, len(sc.reqs))
+	}
+}
+
+// TestWallTime: the loop stops at its time limit, also in a command.
+func TestWallTime(t *testing.T) {
+	l, _, _ := newLoop(t, Limits{MaxWall: 300 * time.Millisecond}, call("1", toolRun, `{"command":"sleep 30"}`))
+	out := l.run(context.Background(), newTranscript())
+	if out.End != EndTimeout {
+		t.Fatalf("ended %s (%s); want the time limit", out.End, out.Reason)
+	}
+	if r := result(out); r.Reason != "timeout" {
+		t.Fatalf("result %+v", r)
 	}
 }
 
