@@ -28,12 +28,19 @@ const (
 // refused by the kernel-backed lookup, whatever a command planted.
 type files struct {
 	root *os.Root
+	dir  string // the worktree's path, which a model may put before a path
 }
 
 // clean turns a model's path into one relative to the root; "" is the
-// root itself.
-func clean(p string) (string, error) {
+// root itself. An absolute path inside the worktree is made relative; any
+// other one stays absolute, which the root refuses.
+func (f files) clean(p string) (string, error) {
 	p = strings.TrimSpace(p)
+	if f.dir != "" {
+		if rel, ok := strings.CutPrefix(p, strings.TrimRight(f.dir, "/")+"/"); ok {
+			p = rel
+		}
+	}
 	if strings.ContainsRune(p, 0) {
 		return "", errors.New("path holds a NUL byte")
 	}
@@ -44,7 +51,7 @@ func clean(p string) (string, error) {
 }
 
 func (f files) read(p string, offset, limit int) (string, error) {
-	rel, err := clean(p)
+	rel, err := f.clean(p)
 	if err != nil {
 		return "", err
 	}
@@ -88,7 +95,7 @@ func (f files) read(p string, offset, limit int) (string, error) {
 }
 
 func (f files) write(p, content string) (string, error) {
-	rel, err := clean(p)
+	rel, err := f.clean(p)
 	if err != nil {
 		return "", err
 	}
@@ -107,7 +114,7 @@ func (f files) write(p, content string) (string, error) {
 }
 
 func (f files) edit(p, old, new string) (string, error) {
-	rel, err := clean(p)
+	rel, err := f.clean(p)
 	if err != nil {
 		return "", err
 	}
@@ -136,7 +143,7 @@ func (f files) edit(p, old, new string) (string, error) {
 }
 
 func (f files) list(p string) (string, error) {
-	rel, err := clean(p)
+	rel, err := f.clean(p)
 	if err != nil {
 		return "", err
 	}
@@ -171,7 +178,7 @@ func (f files) search(pattern, p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pattern: %w", err)
 	}
-	rel, err := clean(p)
+	rel, err := f.clean(p)
 	if err != nil {
 		return "", err
 	}

@@ -113,7 +113,7 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 		return agent.Result{}, fmt.Errorf("native agent: open the worktree: %w", err)
 	}
 	defer root.Close()
-	tb := &toolbox{files: files{root: root}, cmds: commands{box: box, dir: a.Dir, env: a.Env, grace: a.Grace}}
+	tb := &toolbox{files: files{root: root, dir: a.Dir}, cmds: commands{box: box, dir: a.Dir, env: a.Env, grace: a.Grace}}
 	if a.Tools != nil && a.Tools.Local != nil {
 		tb.drover = a.Tools.Local
 	}

@@ -82,7 +82,7 @@ func newLoop(t testing.TB, lim Limits, resps ...model.Response) (*loop, *script,
 		t.Fatal(err)
 	}
 	sc := &script{resps: resps}
-	tb := &toolbox{files: files{root: root}, cmds: commands{box: box, dir: dir, env: []string{"PATH=/usr/bin:/bin"}},
+	tb := &toolbox{files: files{root: root, dir: dir}, cmds: commands{box: box, dir: dir, env: []string{"PATH=/usr/bin:/bin"}},
 		drover: &fakeTools{}}
 	return &loop{model: sc, tools: tb, limits: lim, save: func(*Transcript) error { return nil }}, sc, dir
 }
@@ -97,15 +97,16 @@ func lastResults(tr *Transcript) []model.Result { return tr.Messages[len(tr.Mess
 // TestScriptedTask: the file tools and a command work on the worktree, and
 // deliver ends the loop.
 func TestScriptedTask(t *testing.T) {
-	l, _, dir := newLoop(t, Limits{},
+	l, sc, dir := newLoop(t, Limits{})
+	sc.resps = []model.Response{
 		call("1", toolWrite, `{"path":"src/a.txt","content":"hello world\n"}`),
 		call("2", toolEdit, `{"path":"src/a.txt","old_text":"world","new_text":"drover"}`),
 		call("3", toolRead, `{"path":"src/a.txt"}`),
 		call("4", toolList, `{"path":"src"}`),
-		call("5", toolSearch, `{"pattern":"dro+ver"}`),
+		call("5", toolSearch, `{"pattern":"dro+ver","path":"`+dir+`/src"}`),
 		call("6", toolRun, `{"command":"cat src/a.txt; exit 3"}`),
 		call("7", tools.ToolDeliver, `{"summary":"done"}`),
-	)
+	}
 	tr := newTranscript()
 	out := l.run(context.Background(), tr)
 	if out.End != EndDelivered {
@@ -115,7 +116,7 @@ func TestScriptedTask(t *testing.T) {
 	if string(got) != "hello drover\n" {
 		t.Fatalf("file holds %q", got)
 	}
-	want := map[string]string{"3": "hello drover", "4": "a.txt", "5": "src/a.txt:1:hello drover", "6": "[exit code 3]"}
+	want := map[string]string{"3": "hello drover", "4": "a.txt", "5": "a.txt:1:hello drover", "6": "[exit code 3]"}
 	for _, m := range tr.Messages {
 		for _, r := range m.Results {
 			if w, ok := want[r.CallID]; ok && (!strings.Contains(r.Output, w) || r.IsError) {
