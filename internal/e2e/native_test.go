@@ -136,3 +136,39 @@ func TestNativeAgentResumesAfterRunnerStop(t *testing.T) {
 		t.Fatalf("the stopped command's result did not reach the model: %+v\n%s", res, fake.Dump())
 	}
 }
+
+// A 429 with a stated reset mid-job releases the attempt as limited (no
+// slot held while the account sits out); once the reset has passed the
+// job runs again and continues the same transcript, from the turn the
+// limit interrupted.
+func TestNativeAgentLimitedWaitsForTheResetAndContinues(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	r := h.LoginRunner(t, "r-native-limit", h.URL)
+	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
+		fakemodel.CallTool("write_file", map[string]any{"path": "first.txt", "content": "before the limit\n"}),
+		fakemodel.CallTool("write_file", map[string]any{"path": "second.txt", "content": "after the limit\n"}),
+		fakemodel.CallTool("deliver", map[string]any{"summary": "done across a limit"}),
+		fakemodel.Text("Done."),
+	}, fakemodel.RequireKey(realKey), fakemodel.RateLimit(1, time.Now().Add(2*time.Second)))
+	if out, err := r.CLI(realKey+"\n", "account", "add", "--agent", "native", "--provider", "anthropic",
+		"--base-url", fake.URL, "--api-key-stdin"); err != nil {
+		t.Fatalf("account add: %v\n%s", err, out)
+	}
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Write two files across a limit.")
+	c := h.Client()
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	log1, log2 := testkit.Log(t, c, v.ID, 1), testkit.Log(t, c, v.ID, 2)
+	if done.State != job.Completed || len(done.Attempts) != 2 || done.Attempts[0].State != job.AttemptReleased ||
+		done.Attempts[0].Reason != job.ReasonLimited {
+		t.Fatalf("job %s/%s, attempts %+v\n--- 1:\n%s\n--- 2:\n%s\n--- model:\n%s", done.State, done.Reason, done.Attempts, log1, log2, fake.Dump())
+	}
+	if !strings.Contains(log2, "native resumes session") || strings.Contains(log1+log2, realKey) {
+		t.Fatalf("attempt 2 did not resume the session (or a log holds the key):\n%s", log2)
+	}
+	if got := fetched(t, h, src, v.ID, "first.txt", "second.txt"); got["first.txt"] != "before the limit" || got["second.txt"] != "after the limit" {
+		t.Fatalf("published %v", got)
+	}
+}
