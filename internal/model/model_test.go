@@ -284,3 +284,22 @@ func TestHangingProviderTimesOut(t *testing.T) {
 		t.Fatalf("%d calls; want 2 (one retry)", n)
 	}
 }
+
+// TestProbe: a model that calls the probe tool takes tool calls; one that
+// answers in text does not; neither is an error.
+func TestProbe(t *testing.T) {
+	for _, tt := range []struct {
+		turn fakemodel.Turn
+		want bool
+	}{
+		{fakemodel.CallTool("probe", map[string]any{"ok": true}), true},
+		{fakemodel.Text("I cannot call tools."), false},
+	} {
+		srv := fakemodel.NewFakeChat(t, []fakemodel.Turn{tt.turn})
+		p := newProvider(t, Config{Provider: OpenAICompatible, BaseURL: srv.URL + "/v1", Model: "m"})
+		f, err := Probe(context.Background(), p)
+		if err != nil || f.ToolCalls != tt.want {
+			t.Fatalf("%v: %+v, %v", tt.turn, f, err)
+		}
+	}
+}
