@@ -38,6 +38,12 @@ func TestNativeAgentReadsEditsTestsDelivers(t *testing.T) {
 				fakemodel.CallTool("edit_file", map[string]any{"path": "a.txt", "old_text": "one", "new_text": "two"}),
 				fakemodel.CallTool("run_command", map[string]any{"command": "grep -qx two a.txt && echo TEST-OK; env; cat " +
 					r.Home + "/login.json && echo RUNNER-LOGIN-VISIBLE; true"}),
+				// A link to the runner's login, planted by a command (which
+				// cannot see it) for the file tools (which run in the
+				// runner's process) to follow: os.Root refuses it.
+				fakemodel.CallTool("run_command", map[string]any{"command": "ln -s " + r.Home + "/login.json planted"}),
+				fakemodel.CallTool("read_file", map[string]any{"path": "planted"}),
+				fakemodel.CallTool("run_command", map[string]any{"command": "rm planted"}),
 				fakemodel.CallTool("deliver", map[string]any{"summary": "a.txt says two; checked with grep"}),
 				fakemodel.Text("Done."),
 			}, fakemodel.RequireKey(realKey))
@@ -73,6 +79,10 @@ func TestNativeAgentReadsEditsTestsDelivers(t *testing.T) {
 			}
 			if strings.Contains(ran.Output, realKey) || strings.Contains(log, realKey) || strings.Contains(ran.Output, "RUNNER-LOGIN-VISIBLE") {
 				t.Fatalf("the key or the runner's login reached the sandbox or the log:\n%s\n%s", ran.Output, log)
+			}
+			if planted, ok := fake.Result(4); !ok || strings.Contains(planted.Output, "drv_") ||
+				!strings.Contains(planted.Output, "outside the worktree") {
+				t.Fatalf("read_file of a planted link to the runner's login: %+v", planted)
 			}
 			if u := v.Attempts[len(v.Attempts)-1].Usage; u == nil || u.InputTokens == 0 {
 				t.Fatalf("the attempt recorded no usage: %+v", u)
