@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"drover/internal/netpolicy"
+
 	"bytes"
 	"fmt"
 	"io"
@@ -175,6 +177,9 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	if j.Tools {
 		row("Tools", "yes (completes only by deliver)")
 	}
+	if j.Network != nil {
+		row("Network", "agent narrowed to "+netpolicy.Describe(j.Network))
+	}
 	row("Created", stamp(&j.CreatedAt, now))
 	row("Finished", stamp(j.FinishedAt, now))
 	if j.ExitCode != nil || j.Reason != job.ReasonNone {
@@ -197,6 +202,9 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	}
 	if err := t.Flush(); err != nil {
 		return err
+	}
+	for _, a := range j.Attempts {
+		printEgress(w, a)
 	}
 	var total protocol.Usage
 	for _, a := range j.Attempts {
@@ -230,6 +238,8 @@ func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 		switch {
 		case r.Revoked:
 			status = "revoked"
+		case r.Connected && r.NotReady != "":
+			status = "not ready: " + r.NotReady
 		case r.Connected:
 			status = "connected"
 		}
@@ -372,6 +382,28 @@ func checkName(what, s string) error {
 		return usagef("%s name %q: no spaces, control characters or slashes", what, s)
 	}
 	return nil
+}
+
+// printEgress says under which network policies an attempt ran and which
+// hosts its egress proxy refused, each with the command that allows it.
+func printEgress(w io.Writer, a protocol.AttemptView) {
+	i := a.Isolation
+	if i == nil || (i.Policy == "" && len(i.Denials) == 0 && len(i.Caches) == 0) {
+		return
+	}
+	if i.Policy != "" {
+		fprintf(w, "attempt %d network policy: %s\n", a.Number, i.Policy)
+	}
+	if len(i.Caches) > 0 {
+		reused := ""
+		if i.SetupReused {
+			reused = " (setup result reused)"
+		}
+		fprintf(w, "attempt %d caches: %s%s\n", a.Number, strings.Join(i.Caches, ","), reused)
+	}
+	for _, d := range i.Denials {
+		fprintf(w, "attempt %d denied %s (%s phase, %d time(s)); to allow it: %s\n", a.Number, d.Host, d.Phase, d.Count, dash(d.Allow))
+	}
 }
 
 // isolation says in a few words what the attempt's boundary applied.

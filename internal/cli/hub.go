@@ -35,6 +35,7 @@ type hubOptions struct {
 	publicURL    string
 	readTimeout  time.Duration
 	idleTimeout  time.Duration
+	config       string
 	sandbox      sandboxOptions // up's local runner
 }
 
@@ -42,6 +43,7 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", defaultListen, "address to listen on")
 	f.StringVar(&o.data, "data", "", "data directory (default $XDG_DATA_HOME/drover or ~/.local/share/drover)")
+	f.StringVar(&o.config, "config", "", "the hub's config file (JSON): the operator's named network policies (see docs/operator.md)")
 	if !all {
 		return
 	}
@@ -103,12 +105,20 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, nil, "", fmt.Errorf("create data directory: %w", err)
 	}
+	var file hub.File
+	if o.config != "" {
+		f, err := hub.ReadFile(o.config)
+		if err != nil {
+			return nil, nil, "", usagef("--config: %v", err)
+		}
+		file = f
+	}
 	_, statErr := os.Stat(filepath.Join(data, adminTokenFile))
 	first := errors.Is(statErr, fs.ErrNotExist)
 
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Lease: o.lease, Heartbeat: o.heartbeat,
 		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
-		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, Logger: a.log})
+		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, Logger: a.log, Network: file.Network, Credentials: file.Setup})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}
@@ -145,6 +155,7 @@ func (a *app) upCmd() *cobra.Command {
 	var o hubOptions
 	var slots int
 	var home string
+	var minFree int64
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a hub and one local runner in one process",
@@ -166,19 +177,21 @@ The runner's home defaults to $XDG_STATE_HOME/drover/local (or
 				}
 				home = h
 			}
-			return a.up(cmd.Context(), o, slots, home)
+			return a.up(cmd.Context(), o, runner.Config{Home: home, Slots: slots, MinFree: minFree})
 		},
 	}
 	o.addFlags(cmd, false)
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs the local runner runs at once")
 	cmd.Flags().StringVar(&home, "home", "", "local runner home")
+	addMinFreeFlag(cmd, &minFree)
 	o.sandbox.addFlags(cmd)
 	return cmd
 }
 
 // up runs the hub and the local runner. The runner stops first so that it
 // can hand its attempts back to a hub that is still there.
-func (a *app) up(ctx context.Context, o hubOptions, slots int, home string) error {
+func (a *app) up(ctx context.Context, o hubOptions, rc runner.Config) error {
+	home, slots := rc.Home, rc.Slots
 	ctx, stop := a.signalContext(ctx)
 	defer stop()
 	h, ln, url, err := a.openHub(ctx, o)
@@ -210,7 +223,8 @@ func (a *app) up(ctx context.Context, o hubOptions, slots int, home string) erro
 	if err := runner.SaveLogin(home, runner.Login{Hub: url, Name: "local", Token: token}); err != nil {
 		return stopAll(fmt.Errorf("save the local runner's login: %w", err))
 	}
-	r, err := runner.New(runner.Config{Home: home, Slots: slots, Logger: a.log, Sandbox: o.sandbox.policy()})
+	rc.Logger, rc.Sandbox = a.log, o.sandbox.policy()
+	r, err := runner.New(rc)
 	if err != nil {
 		return stopAll(fmt.Errorf("start the local runner: %w", err))
 	}

@@ -435,6 +435,7 @@ func (a *app) projectsCmd() *cobra.Command {
 		Short: "List the hub's projects and their owners",
 		Args:  noArgs,
 	}, list, text), a.membersCmd())
+	cmd.AddCommand(a.projectConfigCmds()...)
 	mapCmd := answerCmd(a, &cobra.Command{
 		Use:   "map NAME URL",
 		Short: "Map a project to a remote git URL (admin only)",

@@ -23,16 +23,22 @@ import (
 func (a *app) runnerCmd() *cobra.Command {
 	var home, labels string
 	var slots int
+	var minFree int64
 	var models []string
 	var sb sandboxOptions
 	cmd := &cobra.Command{
-		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]...",
+		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--min-free BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]...",
 		Short: "Run a runner: dial the hub, claim jobs and run them",
 		Long: `Run a runner logged in with 'drover runner login' until SIGINT or SIGTERM,
 then stop gracefully: agents get a grace period, their output reaches the hub
 and unfinished attempts go back to the queue. A second signal exits at once.
 --hub overrides the hub URL saved at login. The home defaults to
 $XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).
+
+While the home's file system has less than --min-free bytes free (default
+256 MiB) the runner takes no jobs and 'drover runners' says why; it takes
+them again once space returns. An attempt whose output the runner cannot
+write fails with reason runner_disk_full.
 
 Vendor agent CLIs (claude, codex, opencode, gemini) are found on PATH and run
 under the runner's accounts ('drover runner account add'). The vendors' own
@@ -57,7 +63,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if err != nil {
 				return err
 			}
-			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(),
+			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(), MinFree: minFree,
 				AgentPath: a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{},
 				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
 			for _, ad := range catalog.CLIs() {
@@ -101,6 +107,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs to run at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")
 	cmd.Flags().StringArrayVar(&models, "agent-model", nil, "model of a vendor agent, AGENT=MODEL (repeatable)")
+	addMinFreeFlag(cmd, &minFree)
 	sb.addFlags(cmd)
 	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd(), a.withAgentChecks(a.runnerDoctorCmd()),
 		a.runnerAccountCmd())
@@ -334,4 +341,10 @@ func (f *shareFlags) check(cmd *cobra.Command) error {
 		return usagef("--hub-wide=false shares with nobody: want exactly one of %s", want)
 	}
 	return nil
+}
+
+// addMinFreeFlag adds --min-free, the runner's free-space floor.
+func addMinFreeFlag(cmd *cobra.Command, v *int64) {
+	cmd.Flags().Int64Var(v, "min-free", runner.DefaultMinFree,
+		"free bytes the runner's home must keep: below it the runner takes no jobs until space returns (0: no floor)")
 }

@@ -40,3 +40,15 @@ func (c *Client) RemoveMember(ctx context.Context, project, user string) (protoc
 	return decode[protocol.MemberList](ctx, c, call{method: http.MethodDelete,
 		path: "/projects/" + seg(project) + "/members/" + seg(user)}, "remove "+user+" from project "+project)
 }
+
+// ProjectConfig reads a project's network policies, setup and caches.
+func (c *Client) ProjectConfig(ctx context.Context, project string) (protocol.ProjectConfig, error) {
+	return decode[protocol.ProjectConfig](ctx, c, call{method: http.MethodGet, path: "/projects/" + seg(project) + "/config"},
+		"read the config of project "+project)
+}
+
+// SetProjectConfig changes a project's config (its owner or an admin).
+func (c *Client) SetProjectConfig(ctx context.Context, project string, req protocol.ProjectConfigRequest) (protocol.ProjectConfig, error) {
+	return decode[protocol.ProjectConfig](ctx, c, call{method: http.MethodPut, path: "/projects/" + seg(project) + "/config", body: req},
+		"change the config of project "+project)
+}

@@ -50,7 +50,13 @@ func sourceCheckout(t *testing.T) string {
 // runRepo submits `drover run --repo` through the real CLI.
 func runRepo(t *testing.T, h *testkit.Hub, args ...string) protocol.JobView {
 	t.Helper()
-	out, err := h.CLI(append([]string{"run", "--json"}, args...)...)
+	return runWith(t, h.CLI, args...)
+}
+
+// runWith submits `drover run --json` with a user's CLI and returns the job.
+func runWith(t *testing.T, cli func(...string) (string, error), args ...string) protocol.JobView {
+	t.Helper()
+	out, err := cli(append([]string{"run", "--json"}, args...)...)
 	if err != nil {
 		t.Fatalf("drover run: %v\n%s", err, out)
 	}

@@ -248,3 +248,16 @@ func mayUseProject(tx store.Tx, p principal, prj store.Project) error {
 	}
 	return nil
 }
+
+// mayConfigureProject: only a project's owner (and admins) choose its
+// network policies, setup and caches; members only read them.
+func mayConfigureProject(tx store.Tx, p principal, prj store.Project) error {
+	if p.admin || (prj.OwnerID != "" && prj.OwnerID == p.userID) {
+		return nil
+	}
+	if err := mayUseProject(tx, p, prj); err != nil {
+		return err
+	}
+	return forbidden("only project %s's owner, %s, or an admin can change its network policies, setup and caches",
+		prj.Name, newNamer(tx).user(prj.OwnerID))
+}

@@ -259,10 +259,7 @@ func (h *Hub) apiShareAccount(share bool) func(http.ResponseWriter, *http.Reques
 // memberProject reads a project for a members call: anyone who may see it
 // lists, its owner and admins change.
 func memberProject(tx store.Tx, p principal, name string, change bool) (store.Project, error) {
-	prj, err := tx.Project(name)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Project{}, notFound("no project named %q", name)
-	}
+	prj, err := readProject(tx, name)
 	if err != nil {
 		return store.Project{}, err
 	}

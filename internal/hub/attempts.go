@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 
+	"drover/internal/fsutil"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -179,6 +180,7 @@ func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.
 	}
 	var ack protocol.LogAck
 	var grew bool
+	st, stalled := h.logStall(l.Attempt)
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		grew = false
 		a, j, err := loadFenced(tx, c.runnerID, l.AttemptRef)
@@ -206,9 +208,20 @@ func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.
 		a.LogSize = end
 		ack.Size = end
 		grew = true
+		if stalled {
+			if err := h.logResumed(tx, j.ID, st); err != nil {
+				return err
+			}
+		}
 		return tx.UpdateAttempt(a)
 	})
+	if fsutil.IsNoSpace(err) {
+		h.stallLog(ctx, l)
+	}
 	if err == nil && grew {
+		if stalled {
+			h.clearStall(l.Attempt)
+		}
 		h.notify(l.Job)
 	}
 	return ack, err
@@ -287,11 +300,17 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 				msg: fmt.Sprintf("finish says %d log bytes, the hub holds %d", fin.LogSize, size), size: &size}
 		}
 		if fin.Isolation != nil {
+			if err := checkDenials(fin.Isolation.Denials); err != nil {
+				return nil, err
+			}
 			b, err := json.Marshal(fin.Isolation)
 			if err != nil {
 				return nil, err
 			}
 			a.Isolation = string(b)
+			if err := denialEvents(tx, j.ID, c.name, fin.Isolation, h.now()); err != nil {
+				return nil, err
+			}
 		}
 		if fin.Session != "" {
 			a.Session = fin.Session
@@ -308,6 +327,7 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 	if err != nil {
 		return nil, err
 	}
+	h.clearStall(fin.Attempt) // a finished attempt's log takes no more bytes
 	if fin.Outcome.State == job.AttemptReleased && fin.Outcome.Reason != job.ReasonLimited {
 		// A stopping runner releases work: offer it nothing more. (A
 		// limited account's runner says in its status what it can still run.)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/workspace"
 )
@@ -38,6 +39,13 @@ type Config struct {
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
 	Logger            *slog.Logger
+	// Network is the operator's named network policies (the hub's config
+	// file), which projects choose from; checked by Open.
+	Network netpolicy.Catalog
+	// Credentials are the operator's registry credentials (File.Setup):
+	// each goes, in the offer, to the setup phase of jobs whose project's
+	// setup policies include its policy.
+	Credentials []protocol.SetupCredential
 }
 
 func (c *Config) defaults() {

@@ -29,7 +29,7 @@ func (h *Hub) dispatchLoop(ctx context.Context) {
 		case <-h.wake:
 		}
 		if err := h.dispatch(ctx); err != nil && ctx.Err() == nil {
-			h.log.Error("dispatch", "err", err)
+			h.logFailed("dispatch", err)
 			// Try again later rather than spin on a broken store.
 			time.AfterFunc(time.Second, h.kick)
 		}
@@ -44,6 +44,7 @@ type candidate struct {
 	agents   []string               // c.agents when chosen
 	accounts []protocol.AccountInfo // c.accounts when chosen
 	access   *runnerAccess          // c.access when chosen
+	notReady string                 // c.notReady when chosen
 }
 
 // noRank is the rank of an account the store has not ranked (yet).
@@ -109,7 +110,7 @@ func (h *Hub) candidates() ([]*candidate, time.Time) {
 			}
 			continue
 		}
-		out = append(out, &candidate{c: c, free: max(c.slots-len(h.active[id]), 0), agents: c.agents, accounts: c.accounts, access: c.access})
+		out = append(out, &candidate{c: c, free: max(c.slots-len(h.active[id]), 0), agents: c.agents, accounts: c.accounts, access: c.access, notReady: c.notReady})
 	}
 	return out, retry
 }
@@ -130,11 +131,16 @@ const (
 	whyLabels
 	whyAgent
 	whyAccount
+	whyNotReady
 	whyBusy
 )
 
-func whyText(stage int, j store.Job) string {
+// whyText says why j waits; notReady is the reason of a runner that could
+// take it but is not ready (whyNotReady).
+func whyText(stage int, j store.Job, notReady string) string {
 	switch stage {
+	case whyNotReady:
+		return "every runner that can take it is not ready (" + notReady + ")"
 	case whyLabels:
 		return fmt.Sprintf("no connected runner you may use has the labels %s", protocol.FormatLabels(j.Labels))
 	case whyAgent:
@@ -304,6 +310,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 // that asked, for a resumed session.
 func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]int64, prefer string) (int, string, string) {
 	best, account, bestRank, stage := -1, "", int64(0), whyNoRunner
+	notReady := "" // the first not-ready runner's reason
 	for i, cd := range cands {
 		// stage: the furthest check a runner this requester may use got to.
 		if !cd.access.mayRun(j.RequesterID, j.Project, member) {
@@ -324,6 +331,13 @@ func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]i
 		if !ok {
 			continue
 		}
+		if cd.notReady != "" {
+			stage = max(stage, whyNotReady)
+			if notReady == "" {
+				notReady = cd.c.name + ": " + cd.notReady
+			}
+			continue
+		}
 		stage = whyBusy
 		if cd.free <= 0 {
 			continue
@@ -336,7 +350,7 @@ func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]i
 		}
 	}
 	if best < 0 {
-		return -1, "", whyText(stage, j)
+		return -1, "", whyText(stage, j, notReady)
 	}
 	return best, account, ""
 }

@@ -48,6 +48,7 @@ type conn struct {
 	// guarded by Hub.mu
 	cooldownUntil time.Time
 	agents        []string               // what it can run now (Hello.Agents)
+	notReady      string                 // why it takes no offers now (Hello.NotReady); "": ready
 	accounts      []protocol.AccountInfo // for display
 	access        *runnerAccess          // owner and shares; replaced, never changed in place
 }
@@ -147,7 +148,7 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	}
 	c := &conn{
 		runnerID: p.runnerID, name: p.name, tokenHash: p.tokenHash,
-		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, ws: ws, baseURL: requestBaseURL(r),
+		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, ws: ws, baseURL: requestBaseURL(r),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
@@ -216,6 +217,9 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 		return hello, closeErr{protocol.CloseProtocol, "too many attempts in hello"}
 	}
 	if err := checkAgents(hello.Agents, hello.Accounts); err != nil {
+		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+	}
+	if err := checkNotReady(hello.NotReady); err != nil {
 		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
 	}
 	if hello.Agents == nil {
@@ -313,10 +317,13 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 		if err := checkAgents(st.Agents, st.Accounts); err != nil {
 			return fmt.Errorf("status: %w", err)
 		}
+		if err := checkNotReady(st.NotReady); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
 		// Slots 0 means draining (the runner is shutting down): no offers.
 		h.mu.Lock()
-		grew := st.Slots > c.slots || c.cooldownUntil.After(h.now())
-		c.slots, c.cooldownUntil = st.Slots, time.Time{}
+		grew := st.Slots > c.slots || c.cooldownUntil.After(h.now()) || c.notReady != st.NotReady // readiness changed: offer, or say why jobs wait
+		c.slots, c.cooldownUntil, c.notReady = st.Slots, time.Time{}, st.NotReady
 		changed := false
 		if st.Agents != nil {
 			for _, a := range st.Agents {
@@ -331,7 +338,7 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 			if err := h.store.Write(ctx, func(tx store.Tx) error {
 				return tx.SyncRunnerAccounts(c.runnerID, storeAccounts(st.Accounts), now)
 			}); err != nil {
-				h.log.Error("record runner accounts", "runner", c.name, "err", err)
+				h.logFailed("record runner accounts", err, "runner", c.name)
 			}
 		}
 		if grew {
@@ -351,7 +358,7 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 	if err != nil {
 		ae := h.asAPIError(err)
 		rep.Error = &protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}
-		if ae.code != protocol.ErrOffset && ae.code != protocol.ErrLogIncomplete {
+		if ae.code != protocol.ErrOffset && ae.code != protocol.ErrLogIncomplete && ae.code != protocol.ErrNoSpace { // a full disk is logged once per interval
 			h.log.Info("runner request refused", "runner", c.name, "type", f.Type, "code", ae.code, "msg", ae.msg)
 		}
 	}
@@ -460,7 +467,7 @@ func (h *Hub) heartbeat(ctx context.Context, c *conn) {
 	}
 	err := h.store.Write(ctx, func(tx store.Tx) error { return tx.ExtendLeases(c.runnerID, now.Add(h.cfg.Lease)) })
 	if err != nil {
-		h.log.Warn("extend leases", "runner", c.name, "err", err)
+		h.logFailed("extend leases", err, "runner", c.name)
 		return
 	}
 	c.lastExtend = now
@@ -510,7 +517,7 @@ func (h *Hub) requeueOffers(runnerID string) {
 	})
 	for _, id := range offered {
 		if err := h.expire(ctx, id, false); err != nil {
-			h.log.Error("requeue offer of a disconnected runner", "attempt", id, "err", err)
+			h.logFailed("requeue offer of a disconnected runner", err, "attempt", id)
 		}
 	}
 }
@@ -565,6 +572,15 @@ func (h *Hub) closeAllConns(reason string) {
 	for _, c := range cs {
 		c.close(websocket.StatusGoingAway, reason)
 	}
+}
+
+// checkNotReady bounds a runner's reason for taking no offers: users see
+// it in `drover runners` and in why their jobs wait.
+func checkNotReady(why string) error {
+	if len(why) > protocol.MaxNotReady {
+		return fmt.Errorf("not-ready reason of %d bytes; at most %d", len(why), protocol.MaxNotReady)
+	}
+	return protocol.CheckPlainText("not-ready reason", why, false)
 }
 
 // checkAgents bounds what a runner says it can run.

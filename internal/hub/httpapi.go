@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"drover/internal/auth"
+	"drover/internal/fsutil"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -74,6 +75,11 @@ func (h *Hub) asAPIError(err error) *apiError {
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("%v", err)
+	}
+	if fsutil.IsNoSpace(err) {
+		h.diskFull.report(h.log, h.now(), err)
+		return errf(http.StatusInsufficientStorage, protocol.ErrNoSpace,
+			"the hub's disk is full, so it stored nothing of this request; retry later (the operator must free space in the hub's data directory)")
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return errf(http.StatusServiceUnavailable, protocol.ErrInternal, "request cancelled")
@@ -264,6 +270,8 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("GET "+p+"/projects/{name}/members", h.handler(u, h.apiMembers))
 	mux.Handle("POST "+p+"/projects/{name}/members", h.handler(u, h.apiChangeMember(true)))
 	mux.Handle("DELETE "+p+"/projects/{name}/members/{user}", h.handler(u, h.apiChangeMember(false)))
+	mux.Handle("GET "+p+"/projects/{name}/config", h.handler(u, h.apiProjectConfig))
+	mux.Handle("PUT "+p+"/projects/{name}/config", h.handler(u, h.apiSetProjectConfig))
 	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
 	mux.HandleFunc("GET "+approvePath, h.serveApprovePage)
 	mux.HandleFunc("POST "+approvePath, h.postApprovePage)

@@ -46,6 +46,9 @@ type Hub struct {
 	// shape → why the last pass offered none of its jobs (shapeKey)
 	whyShape map[string]string
 
+	diskFull diskFullLog              // logs a full disk once per interval
+	stalls   map[string]*logStallInfo // attempt id → its log could not be stored (under mu)
+
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository
 
@@ -86,6 +89,9 @@ func Open(ctx context.Context, cfg Config) (*Hub, error) {
 // New starts a hub on an already opened store (tests and other store kinds).
 func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	cfg.defaults()
+	if err := cfg.Network.Check(); err != nil {
+		return nil, fmt.Errorf("hub config: %w", err)
+	}
 	h := &Hub{
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -96,6 +102,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		conns:     map[string]*conn{},
 		active:    map[string]map[string]bool{},
 		waits:     map[string]*waiter{},
+		stalls:    map[string]*logStallInfo{},
 		repos:     workspace.HubRepos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
 		locks:     keyLocks{m: map[string]*keyLock{}},
 	}

@@ -248,6 +248,9 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, acc
 	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
 		return protocol.Frame{}, err
 	}
+	if err := h.projectSpec(tx, j, &spec); err != nil {
+		return protocol.Frame{}, err
+	}
 	if j.ResumeAttempt != "" {
 		if spec.Resume, err = newNamer(tx).resumeSpec(j, c.runnerID); err != nil {
 			return protocol.Frame{}, err

@@ -108,7 +108,9 @@ func (h *Hub) checkSource(ctx context.Context, p principal, req protocol.SubmitR
 		if req.Mode != "" || len(req.Context) > 0 {
 			return badRequest("a mode and context files need a job with a repository (drover run --repo)")
 		}
-		return nil
+		var err error
+		j.Network, err = jobNetwork(nil, req.Network)
+		return err
 	}
 	project, base := req.Repo.Project, req.Repo.Base
 	if !workspace.ValidProject(project) {
@@ -137,7 +139,8 @@ func (h *Hub) checkSource(ctx context.Context, p principal, req protocol.SubmitR
 			return err
 		}
 		remote = prj.Remote
-		return nil
+		j.Network, err = jobNetwork(&prj, req.Network)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("look up project %s: %w", project, err)

@@ -28,15 +28,15 @@ func (h *Hub) sweepLoop(ctx context.Context) {
 		case <-h.sweepWake:
 		}
 		if err := h.sweep(ctx); err != nil && ctx.Err() == nil {
-			h.log.Error("sweep", "err", err)
+			h.logFailed("sweep", err)
 		}
 		if err := h.expireQuestions(ctx); err != nil && ctx.Err() == nil {
-			h.log.Error("expire questions", "err", err)
+			h.logFailed("expire questions", err)
 		}
 		if now := h.now(); now.Sub(lastPrune) > time.Hour {
 			lastPrune = now
 			if err := h.store.Write(ctx, func(tx store.Tx) error { return tx.PruneRequests(now.Add(-ledgerKeep)) }); err != nil && ctx.Err() == nil {
-				h.log.Error("prune request ledger", "err", err)
+				h.logFailed("prune request ledger", err)
 			}
 		}
 	}

@@ -63,7 +63,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 		Requester: n.user(j.RequesterID), Attempts: []protocol.AttemptView{},
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
 		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,
-		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools,
+		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools, Network: j.Network,
 	}
 	if v.Args == nil {
 		v.Args = []string{}
@@ -115,8 +115,10 @@ func (h *Hub) jobView(ctx context.Context, p principal, id string) (protocol.Job
 			return err
 		}
 		shape = shapeKey(j)
-		v, err = newNamer(tx).jobView(j)
-		return err
+		if v, err = newNamer(tx).jobView(j); err != nil {
+			return err
+		}
+		return h.addAllow(tx, &v)
 	})
 	h.addWhy(&v, shape)
 	return v, err
@@ -161,13 +163,14 @@ func (h *Hub) runnerView(r store.Runner, owner string) protocol.RunnerView {
 	running := len(h.active[r.ID])
 	var agents []string
 	var accounts []protocol.AccountInfo
+	notReady := ""
 	if connected {
-		agents, accounts = c.agents, c.accounts
+		agents, accounts, notReady = c.agents, c.accounts, c.notReady
 	}
 	h.mu.Unlock()
 	return protocol.RunnerView{
 		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected, Revoked: r.RevokedAt != nil,
-		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: agents, Accounts: accounts,
+		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: agents, Accounts: accounts, NotReady: notReady,
 		LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(), Access: access(r),
 	}
 }

@@ -88,18 +88,22 @@ const (
 	ReasonNotDelivered    Reason = "not_delivered"     // a tool-using agent's turn ended without deliver or ask
 	ReasonQuestionExpired Reason = "question_expired"  // nobody gave an approved answer before the question expired
 	ReasonLimited         Reason = "limited"           // the agent's account hit a usage or rate limit; the job is requeued
+	ReasonRunnerDiskFull  Reason = "runner_disk_full"  // the runner could not write the attempt's output or journal; the agent was stopped
 	// The provider refused the account's key or login (HTTP 401/403): the
 	// account needs its owner's attention and runs nothing until then.
 	ReasonAuthFailed Reason = "auth_failed"
 	// The model API could not be reached (connection refused, DNS, TLS) at
 	// the URL drover resolved for the account.
 	ReasonEndpointUnreachable Reason = "endpoint_unreachable"
+	// The project's setup commands failed, timed out or were stopped
+	// before the agent ran (the message says which command and why).
+	ReasonSetupFailed Reason = "setup_failed"
 )
 
 var reasons = []Reason{ReasonExited, ReasonSpawnFailed, ReasonCancelled, ReasonTimeout, ReasonRunnerLost,
 	ReasonInterrupted, ReasonRunnerShutdown, ReasonOfferExpired, ReasonDeclined, ReasonDropped, ReasonRetried,
 	ReasonAgentError, ReasonObserveChanged, ReasonWorkspace, ReasonNotDelivered, ReasonQuestionExpired, ReasonLimited,
-	ReasonAuthFailed, ReasonEndpointUnreachable}
+	ReasonAuthFailed, ReasonEndpointUnreachable, ReasonRunnerDiskFull, ReasonSetupFailed}
 
 // Valid reports whether r is a known reason (the empty reason included).
 func (r Reason) Valid() bool {

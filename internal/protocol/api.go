@@ -46,6 +46,8 @@ import (
 //	GET  /api/v1/projects/{name}/members → MemberList (members and admin)
 //	POST /api/v1/projects/{name}/members MemberRequest → MemberList (owner or admin)
 //	DELETE /api/v1/projects/{name}/members/{user} → MemberList (owner or admin)
+//	GET  /api/v1/projects/{name}/config → ProjectConfig (members and admin)
+//	PUT  /api/v1/projects/{name}/config ProjectConfigRequest → ProjectConfig (owner or admin)
 //	GET|POST /approve?name=&key=       the runner login link's HTML page and its form (user token in the form)
 //	GET|POST /git/{project}/...        git smart HTTP (users: read, push to refs/drover/uploads/*;
 //	                                   runners: read projects of jobs they hold)
@@ -81,6 +83,10 @@ type SubmitRequest struct {
 	// Account pins a vendor agent's job to one runner account (its id or
 	// label): the job runs only there, and waits while it is limited.
 	Account string `json:"account,omitempty"`
+	// Network narrows the agent phase's network policies on a project:
+	// ["none"], or some of the policies the project allows; nil keeps the
+	// project's. A policy the project does not allow is refused.
+	Network []string `json:"network,omitempty"`
 	// Model asks a native agent's job for this model instead of its
 	// account's (the account's provider and base URL stay).
 	Model string `json:"model,omitempty"`
@@ -142,6 +148,7 @@ type JobView struct {
 	Head       string            `json:"head,omitempty"` // latest published commit (refs/drover/jobs/ID)
 	Mode       string            `json:"mode,omitempty"`
 	Tools      bool              `json:"tools,omitempty"`
+	Network    []string          `json:"network"` // the agent phase's policies the job asked for (nil: its project's)
 	// Questions the agent asked, oldest first, with their answers
 	// (approved or awaiting approval).
 	Questions []QuestionView `json:"questions,omitempty"`
@@ -241,10 +248,13 @@ type RunnerView struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Running   int               `json:"running"`
 	// Agents and Accounts as the connected runner last reported them.
-	Agents    []string      `json:"agents,omitempty"`
-	Accounts  []AccountInfo `json:"accounts,omitempty"`
-	LastSeen  *time.Time    `json:"last_seen,omitempty"`
-	CreatedAt time.Time     `json:"created_at"`
+	Agents   []string      `json:"agents,omitempty"`
+	Accounts []AccountInfo `json:"accounts,omitempty"`
+	// NotReady says why a connected runner takes no jobs now (e.g. its
+	// disk is below its free-space floor); "" when it is ready.
+	NotReady  string     `json:"not_ready,omitempty"`
+	LastSeen  *time.Time `json:"last_seen,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
 	// Access is AccessPrivate or AccessHub; SharedWith lists whom a private
 	// runner is shared with besides its owner (shown to the owner and admins).
 	Access     string  `json:"access"`
@@ -343,6 +353,35 @@ type MemberList struct {
 	Project string   `json:"project"`
 	Owner   string   `json:"owner"`
 	Members []string `json:"members"`
+}
+
+// ProjectConfig is what a project's owner sets for its jobs (GET and PUT
+// /projects/{name}/config): the network policies of its setup and agent
+// phases (names of the hub operator's policies; empty: no network), its
+// setup commands with their timeout, and its dependency caches.
+type ProjectConfig struct {
+	Project       string   `json:"project"`
+	SetupNetwork  []string `json:"setup_network"`
+	AgentNetwork  []string `json:"agent_network"`
+	SetupCommands []string `json:"setup_commands"`
+	SetupTimeout  Duration `json:"setup_timeout"`
+	SetupKeys     []string `json:"setup_keys"` // lockfiles whose contents key a reusable setup result
+	Caches        []string `json:"caches"`
+	// Policies lists the policies the hub's operator defines (name → host
+	// patterns), to choose from; AllowOpen says whether "open" is one.
+	Policies  map[string][]string `json:"policies,omitempty"`
+	AllowOpen bool                `json:"allow_open,omitempty"`
+}
+
+// ProjectConfigRequest changes a project's config: a nil field stays as
+// it is. Only the project's owner or an admin may send it.
+type ProjectConfigRequest struct {
+	SetupNetwork  *[]string `json:"setup_network,omitempty"`
+	AgentNetwork  *[]string `json:"agent_network,omitempty"`
+	SetupCommands *[]string `json:"setup_commands,omitempty"`
+	SetupTimeout  *Duration `json:"setup_timeout,omitempty"`
+	SetupKeys     *[]string `json:"setup_keys,omitempty"`
+	Caches        *[]string `json:"caches,omitempty"`
 }
 
 // UserView is a user as GET /users shows it.

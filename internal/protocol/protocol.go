@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path"
+	"strings"
 	"time"
 
 	"drover/internal/job"
@@ -30,6 +32,7 @@ const (
 	MaxLabelLen    = 128
 	MaxHeldReports = 4096 // attempts in one hello or status
 	MaxSlots       = 256  // slots one runner may offer
+	MaxNotReady    = 256  // bytes of a runner's not-ready reason
 )
 
 // WebSocket close codes the hub uses. The runner exits on CloseReplaced and
@@ -150,6 +153,10 @@ type Hello struct {
 	Agents []string `json:"agents,omitempty"`
 	// Accounts describe the runner's agent accounts (never a secret).
 	Accounts []AccountInfo `json:"accounts,omitempty"`
+	// NotReady, when set, says why the runner takes no offers now though
+	// it is connected (e.g. its disk is below its free-space floor). The
+	// hub offers it nothing and shows the reason until a status clears it.
+	NotReady string `json:"not_ready,omitempty"`
 }
 
 // AccountInfo is one agent account of a runner as the hub sees it.
@@ -207,6 +214,8 @@ type Status struct {
 	// Agents and Accounts as in Hello; nil Agents leaves them as they were.
 	Agents   []string      `json:"agents,omitempty"`
 	Accounts []AccountInfo `json:"accounts,omitempty"`
+	// NotReady as in Hello; every status carries it ("": ready).
+	NotReady string `json:"not_ready,omitempty"`
 }
 
 // JobSpec is what a runner needs to run a job. It never carries secrets.
@@ -241,7 +250,122 @@ type JobSpec struct {
 	// Model is the model a native agent's job asks for; "" is its
 	// account's. Only a model name: the endpoint is the operator's.
 	Model string `json:"model,omitempty"`
+	// Network is the network of a job on a project, resolved by the hub
+	// from the operator's policies, the project's choice and the job's
+	// narrowing. Nil: no network beyond what a vendor agent needs for its
+	// model (a job without a project, or an older hub).
+	Network *NetworkSpec `json:"network,omitempty"`
+	// Setup is the project's setup, run in the attempt's sandbox before
+	// the agent under Network.Setup; nil for none.
+	Setup *SetupSpec `json:"setup,omitempty"`
+	// Caches name the project's dependency caches the runner keeps for it
+	// between attempts and mounts read-write into its sandbox: go, npm,
+	// pip, cargo, or a directory name of the project's own.
+	Caches []string `json:"caches,omitempty"`
 }
+
+// NetworkSpec is the network of each phase of an attempt.
+type NetworkSpec struct {
+	Setup PhaseNetwork `json:"setup"`
+	Agent PhaseNetwork `json:"agent"`
+	// Catalog is the operator's named policies (name → host patterns),
+	// so that a refusal says which policy would let a host through.
+	Catalog map[string][]string `json:"catalog,omitempty"`
+}
+
+// PhaseNetwork is what one phase may reach: no network when Policies is
+// empty, every host when Open.
+type PhaseNetwork struct {
+	Policies []string `json:"policies"`
+	Allow    []string `json:"allow,omitempty"` // host[:port] patterns of the policies
+	Open     bool     `json:"open,omitempty"`
+}
+
+// SetupSpec is a project's setup phase.
+type SetupSpec struct {
+	Commands []string `json:"commands"` // each run with sh -c, in order, in the worktree
+	Timeout  Duration `json:"timeout"`  // for all of them together
+	// KeyFiles are the worktree files the setup's result depends on (its
+	// lockfiles): a runner that ran the same commands successfully for
+	// the project with the same contents of these files skips the setup
+	// (its result is in the project's caches). None: setup always runs.
+	KeyFiles []string `json:"key_files,omitempty"`
+	// Credentials are the operator's registry credentials of the setup
+	// policies in force. They are the one secret an offer carries (over
+	// the runner's authenticated connection): the runner hands them to
+	// the setup sandbox's egress proxy only, never to the sandbox, its
+	// log, its journal or the hub's views.
+	Credentials []SetupCredential `json:"credentials,omitempty"`
+}
+
+// SetupCredential is a registry key the egress proxy adds to requests to
+// Upstream sent to the endpoint in $BaseURLEnv with the placeholder in
+// $KeyEnv (the same mechanism as model keys).
+type SetupCredential struct {
+	Name       string `json:"name"`
+	Policy     string `json:"policy"` // the setup policy that brings it
+	Upstream   string `json:"upstream"`
+	Header     string `json:"header"`
+	Prefix     string `json:"prefix,omitempty"`
+	Key        string `json:"key"`
+	KeyEnv     string `json:"key_env"`
+	BaseURLEnv string `json:"base_url_env"`
+}
+
+// String never shows the key, so that a logged spec leaks nothing.
+func (c SetupCredential) String() string { return "credential " + c.Name + " for " + c.Upstream }
+
+// CacheVars names the variables that point a known cache's tool at its
+// directory (false for a cache of the project's own naming).
+func CacheVars(name string) ([]string, bool) {
+	switch name {
+	case "go":
+		return []string{"GOMODCACHE", "GOCACHE"}, true
+	case "npm":
+		return []string{"npm_config_cache"}, true
+	case "pip":
+		return []string{"PIP_CACHE_DIR"}, true
+	case "cargo":
+		return []string{"CARGO_HOME"}, true
+	}
+	return nil, false
+}
+
+// CheckCacheName accepts a known cache or a directory name of the
+// project's own: letters, digits, '.', '_' and '-', at most 64, not "." or
+// "..".
+func CheckCacheName(name string) error {
+	if _, ok := CacheVars(name); ok {
+		return nil
+	}
+	ok := name != "" && len(name) <= 64 && name != "." && name != ".."
+	for _, r := range name {
+		ok = ok && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}
+	if !ok {
+		return fmt.Errorf("cache %q: want go, npm, pip, cargo or a directory name (letters, digits, '.', '_', '-'; at most 64)", name)
+	}
+	return nil
+}
+
+// CheckKeyFile accepts a setup key file: a clean relative path in the
+// worktree, without "..".
+func CheckKeyFile(name string) error {
+	if name == "" || len(name) > 256 || strings.HasPrefix(name, "/") || path.Clean(name) != name ||
+		name == ".." || strings.HasPrefix(name, "../") || strings.ContainsAny(name, "\x00\n\\") {
+		return fmt.Errorf("setup key file %q: want a clean path relative to the worktree, e.g. go.sum", name)
+	}
+	return nil
+}
+
+// Bounds of a project's setup and caches.
+const (
+	MaxSetupCommands    = 32
+	MaxSetupCommand     = 4096
+	MaxCaches           = 16
+	DefaultSetupTimeout = 10 * time.Minute
+	MaxSetupTimeout     = 2 * time.Hour
+)
 
 // Modes of a job with a repository.
 const (
@@ -387,7 +511,30 @@ type Isolation struct {
 	Filesystem string `json:"filesystem"`
 	User       string `json:"user"`
 	Limits     string `json:"limits"`
+	// Policy is the network policy each phase ran under, "agent: go,npm;
+	// setup: go" ("OPEN" for the open policy), set by the runner for a job
+	// with a network spec.
+	Policy string `json:"policy,omitempty"`
+	// Denials are the hosts the egress proxy refused, per phase.
+	Denials []Denial `json:"denials,omitempty"`
+	// Caches name the project caches mounted, and SetupReused is set when
+	// the setup result of an earlier attempt was reused.
+	Caches      []string `json:"caches,omitempty"`
+	SetupReused bool     `json:"setup_reused,omitempty"`
 }
+
+// Denial is one host:port the egress proxy refused during an attempt.
+type Denial struct {
+	Host  string `json:"host"`
+	Phase string `json:"phase"` // setup or agent
+	Count int    `json:"count"`
+	// Allow is the command that lets the project reach Host (the hub sets
+	// it in job views, from its current policies).
+	Allow string `json:"allow,omitempty"`
+}
+
+// MaxDenials bounds the denials one attempt reports.
+const MaxDenials = 64
 
 // FinishAck is the reply to finish.
 type FinishAck struct {
@@ -413,6 +560,7 @@ const (
 	ErrLogIncomplete = "log_incomplete"  // finish before the whole log arrived; Size holds the hub's
 	ErrTooLarge      = "too_large"       // over a size limit
 	ErrStaleHead     = "stale_head"      // publish: the hub holds a newer head (in the body's "head")
+	ErrNoSpace       = "no_space"        // the hub's disk is full: nothing was stored; retry later (HTTP 507)
 	ErrInternal      = "internal"
 )
 

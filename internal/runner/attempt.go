@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,7 +30,17 @@ var (
 	errShutdown  = errors.New("runner shutting down")
 	errDropped   = fmt.Errorf("dropped by the hub: %w", sandbox.ErrKill)
 	errAbandoned = fmt.Errorf("runner exiting: %w", sandbox.ErrKill)
+	// errDiskFull: the attempt's output could not be kept. Nothing more it
+	// prints would be, so the agent is killed at once.
+	errDiskFull = fmt.Errorf("the runner's disk is full: %w", sandbox.ErrKill)
 )
+
+// diskFull is the outcome of an attempt whose spool or journal the runner
+// could not write: never completed, whatever the agent did.
+func diskFull(err error) job.Outcome {
+	return job.Outcome{State: job.AttemptFailed, Reason: job.ReasonRunnerDiskFull,
+		Message: clip("the runner could not keep the attempt's output or journal (free space on the runner): "+err.Error(), 4096)}
+}
 
 // attempt is one attempt the runner holds, from offer to acknowledged
 // finish. One goroutine drives it; the reader only cancels or forgets it.
@@ -49,6 +60,15 @@ type attempt struct {
 	account string
 	// usage is what a vendor agent reported it consumed (set by launch).
 	usage *protocol.Usage
+	// out is the attempt's log (set by launch), where egress evidence goes.
+	out io.Writer
+	// denials counts what the egress proxy refused, per phase.
+	denials denials
+	// caches are the project's caches mounted into the sandbox (set by
+	// launch for a job that names some).
+	caches *attemptCaches
+	// setupReused: the setup was skipped for an earlier successful one.
+	setupReused bool
 
 	// under Runner.mu
 	phase     string
@@ -155,8 +175,8 @@ func (r *Runner) runOffered(a *attempt) error {
 	}
 	if err != nil {
 		r.log.Error("cannot claim attempt; not running it", "attempt", a.ref.String(), "err", err)
-		return r.finish(a, nil, 0, job.Outcome{State: job.AttemptFailed, Reason: job.ReasonAgentError,
-			Message: "the runner could not write its journal: " + err.Error()}, nil)
+		r.checkSpace() // most likely a full disk: stop taking offers now
+		return r.finish(a, nil, 0, diskFull(err), nil)
 	}
 	r.setPhase(a, protocol.PhaseRunning)
 	return r.launch(a)
@@ -170,11 +190,16 @@ func (r *Runner) launch(a *attempt) error {
 	if logCap <= 0 {
 		logCap = r.timings().logCap
 	}
-	sp, err := createSpool(r.spoolPath(id), logCap, r.now)
+	sp, err := createSpool(r.spoolPath(id), logCap, r.now, func(err error) {
+		r.log.Error("cannot write the attempt's output; stopping its agent", "attempt", a.ref.String(), "err", err)
+		a.cancel(errDiskFull)
+		r.checkSpace()
+	})
 	if err != nil {
-		return r.finish(a, nil, 0, failedToStart(err), nil)
+		return r.finish(a, nil, 0, diskFull(err), nil)
 	}
 	defer sp.close()
+	a.out = sp
 	dir := r.workPath(id)
 	if err := freshDir(dir); err != nil {
 		sp.end()
@@ -206,6 +231,15 @@ func (r *Runner) launch(a *attempt) error {
 			out = failedToStart(fmt.Errorf("start the tool server: %w", err))
 		}
 	}
+	if out.State == "" && len(a.spec.Caches) > 0 && a.spec.Repo != nil {
+		if a.caches, err = r.openCaches(a.spec.Repo.Project, a.spec.Caches); err != nil {
+			fmt.Fprintf(sp, "drover: cannot prepare the project's caches: %v\n", err)
+			out = failedToStart(fmt.Errorf("prepare caches: %w", err))
+		}
+	}
+	if out.State == "" && a.spec.Setup != nil {
+		out = r.runSetup(a, sp, dir)
+	}
 	if out.State == "" {
 		res, runErr := r.runAgent(a, sp, dir)
 		a.session = clip(res.Session, protocol.MaxSession)
@@ -231,7 +265,9 @@ func (r *Runner) launch(a *attempt) error {
 		}
 	}
 	if err := sp.end(); err != nil {
-		r.log.Warn("spool", "attempt", a.ref.String(), "err", err)
+		// Whatever the agent did, its log is not all there: never completed.
+		r.log.Error("the attempt's output was not all kept; failing it", "attempt", a.ref.String(), "err", err)
+		out = diskFull(err)
 	}
 	u := <-up
 	err = u.err
@@ -257,10 +293,7 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 	}
 	r.log.Info("running attempt", "attempt", a.ref.String(), "agent", ag.Name())
 	env := jobEnv(a.ref, dir)
-	if a.ws != nil {
-		dir = a.ws.wt.Dir()
-		env = append(env, a.ws.env()...)
-	}
+	dir, env = a.dirEnv(dir, env)
 	if a.tools != nil {
 		env = append(prependPath(env, a.tools.binDir()), a.tools.env()...)
 	}
@@ -377,6 +410,12 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 			rc.LogSize, rc.LogSHA256 = size, sum
 			if a.box != nil {
 				iso := a.box.Describe()
+				iso.Policy = describeNetwork(a.spec, a.spec.Setup != nil)
+				iso.Denials = a.denials.list()
+				if a.caches != nil {
+					iso.Caches = a.caches.names
+				}
+				iso.SetupReused = a.setupReused
 				rc.Isolation = &iso
 			}
 		}
@@ -385,7 +424,10 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 		}
 	}
 	r.setPhase(a, protocol.PhaseFinishing)
-	for tries := 1; ; tries++ {
+	// Counted apart: a full hub disk may refuse any number of finishes,
+	// which must not use up the re-uploads of a log the hub lacks.
+	reuploads, failures := 0, 0
+	for {
 		rep, err := r.call(a, protocol.TypeFinish, protocol.Finish{AttemptRef: a.ref, Outcome: rc.Outcome,
 			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256, Isolation: rc.Isolation, Session: rc.Session, Usage: rc.Usage})
 		if err != nil {
@@ -401,14 +443,16 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 			return nil
 		}
 		e := rep.Error
-		if e != nil && e.Code == protocol.ErrLogIncomplete && e.Size != nil && sp != nil && tries < maxTries {
+		if e != nil && e.Code == protocol.ErrLogIncomplete && e.Size != nil && sp != nil && reuploads < maxTries-1 {
+			reuploads++
 			r.log.Info("hub lacks part of the log; uploading it again", "attempt", a.ref.String(), "hub", *e.Size)
 			if _, err := r.upload(a, sp, *e.Size); err != nil {
 				return err
 			}
 			continue
 		}
-		again, err := r.retryLater(a, e, tries)
+		failures++
+		again, err := r.retryLater(a, e, failures)
 		if err != nil {
 			return err
 		}

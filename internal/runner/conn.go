@@ -150,7 +150,7 @@ func (r *Runner) connectOnce(ctx context.Context) (welcomed bool, err error) {
 
 	r.mu.Lock()
 	hello := protocol.Hello{Protocol: protocol.Version, RunnerVersion: version(), Slots: r.cfg.Slots,
-		Labels: r.cfg.Labels, Attempts: r.heldLocked()}
+		Labels: r.cfg.Labels, Attempts: r.heldLocked(), NotReady: r.notReady}
 	hello.Agents, hello.Accounts = r.agentsLocked()
 	r.mu.Unlock()
 	f, err := protocol.NewFrame(protocol.TypeHello, "", hello)

@@ -29,6 +29,8 @@ func (r *Runner) handleOffer(f protocol.Frame) {
 		reason = "runner is stopping"
 	case r.busyLocked() >= r.cfg.Slots:
 		reason = "no free slot"
+	case r.notReady != "":
+		reason = r.notReady
 	}
 	if reason == "" {
 		a := newAttempt(o.AttemptRef, o.Spec, protocol.PhaseOffered)

@@ -121,16 +121,30 @@ func replyErr(e *protocol.Error) error {
 	return e
 }
 
-// maxTries bounds the retries of one request on transient hub errors.
+// maxTries bounds the retries of one request on internal hub errors.
 const maxTries = 5
 
-// retryLater reports whether a request refused with e should be sent again
-// (an internal error on the hub, tries left), after waiting a backoff.
+// retryLater reports whether a request refused with e should be sent again,
+// after waiting a backoff (the reconnects' policy): an internal error on
+// the hub while tries are left, and a full disk on the hub (no_space) for
+// as long as the attempt lives. The hub stored nothing and the spool keeps
+// every byte, so the runner waits for space until the hub takes the
+// attempt away (fenced, dropped: its lease ran out and someone retried it)
+// or the runner stops; it never gives up output the hub has not taken.
 func (r *Runner) retryLater(a *attempt, e *protocol.Error, tries int) (bool, error) {
-	if e == nil || e.Code != protocol.ErrInternal || tries >= maxTries {
+	switch {
+	case e == nil:
+		return false, nil
+	case e.Code == protocol.ErrNoSpace:
+		if tries == 1 {
+			r.log.Warn("the hub's disk is full; keeping the attempt's output and retrying until it has space",
+				"attempt", a.ref.String(), "err", e.Error())
+		}
+	case e.Code == protocol.ErrInternal && tries < maxTries:
+		r.log.Warn("hub failed a request; retrying", "attempt", a.ref.String(), "err", e.Error())
+	default:
 		return false, nil
 	}
-	r.log.Warn("hub failed a request; retrying", "attempt", a.ref.String(), "err", e.Error())
 	return true, r.pause(a, r.jitter(backoff(tries)))
 }
 

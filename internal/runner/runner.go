@@ -23,6 +23,7 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
 )
@@ -50,7 +51,15 @@ type Config struct {
 	// RemoteGitEnv lets fetches from a project's mapped remote use the
 	// runner user's own git credentials (workspace.OwnCredentialEnv).
 	RemoteGitEnv []string
+	// MinFree is the free space (bytes) the file system of Home must keep:
+	// below it the runner reports itself not ready and declines offers
+	// until space returns. 0 is no floor (the CLI's default is
+	// DefaultMinFree).
+	MinFree int64
 }
+
+// DefaultMinFree is the free-space floor of `drover runner`.
+const DefaultMinFree = 256 << 20
 
 const (
 	maxSlots       = protocol.MaxSlots // the hub refuses more
@@ -98,6 +107,9 @@ type Runner struct {
 	reported   []protocol.AccountInfo
 	stopping   bool // graceful stop begun: decline offers
 	closing    bool // graceful stop done: close the connection and stay away
+	// notReady says why the runner takes no offers though it could run
+	// ("": ready): its disk is below the free-space floor (space.go).
+	notReady string
 }
 
 // timing is what the hub dictates in its welcome.
@@ -179,6 +191,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if err := checkLabels(cfg.Labels); err != nil {
 		return nil, err
+	}
+	if cfg.MinFree < 0 {
+		return nil, fmt.Errorf("the free-space floor (--min-free) is %d bytes; it must not be negative (0 turns it off)", cfg.MinFree)
 	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = defaultGrace
@@ -269,9 +284,20 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.recover(); err != nil {
 		return err
 	}
+	if use, err := r.CacheUsage(); err != nil {
+		r.log.Warn("measure project caches", "err", err)
+	} else if len(use) > 0 {
+		var total int64
+		for _, n := range use {
+			total += n
+		}
+		r.log.Info("project caches in the runner's home", "projects", len(use), "bytes", total)
+	}
 	connCtx, stopConn := context.WithCancel(life)
 	defer stopConn()
 	r.stopConn = stopConn
+	r.checkSpace() // before the hello, which says whether the runner is ready
+	r.wg.Go(func() { r.watchSpace(life) })
 	conn := make(chan error, 1)
 	go func() { conn <- r.connectLoop(connCtx) }()
 
@@ -422,6 +448,11 @@ func version() string {
 // boundary builds the sandbox of one attempt, whose agent runs in dir: the
 // runner's policy with the attempt's worktree as root and the job's mode.
 func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Boundary, error) {
+	return r.phaseBoundary(a, dir, extra, netpolicy.PhaseAgent)
+}
+
+// phaseBoundary is boundary for one phase (setup or agent) of the attempt.
+func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase string) (sandbox.Boundary, error) {
 	p := r.cfg.Sandbox
 	p.Root = dir
 	// What a CLI adds: its install, its account, its home.
@@ -441,6 +472,18 @@ func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Bo
 	p.Network, p.Limits.Output = extra.Network, 0
 	if extra.Evidence != nil {
 		p.Evidence = extra.Evidence
+	}
+	if a.spec.Network != nil {
+		// The job's project chose policies: they decide what the phase
+		// reaches, and each refusal is counted for the finish.
+		p.Network = phaseNetwork(a.spec, phase, extra.Network)
+		p.Evidence = evidence(phase, &a.denials, extra.Evidence, a.out)
+	}
+	if phase == netpolicy.PhaseSetup {
+		p.Limits.Output = setupOutputCap
+	}
+	if a.caches != nil {
+		a.caches.policy(&p)
 	}
 	p.Logger = r.log.With("attempt", a.ref.String())
 	return sandbox.New(a.ctx, p)

@@ -461,13 +461,7 @@ func TestRetriesInternalErrors(t *testing.T) {
 			c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: protocol.ErrInternal, Message: "database busy"}})
 		})
 		startRunner(t, h, "", nil)
-		h.waitConn(0)
-		ref := newRef()
-		h.offer(ref, shSpec("echo hi"))
-		wantOutcome(t, h.waitFinish(ref.Attempt), job.AttemptCompleted, job.ReasonExited, intp(0))
-		if got := string(h.log(ref.Attempt)); got != "hi\n" {
-			t.Fatalf("%s: log = %q", typ, got)
-		}
+		ref := runsEchoHi(t, h)
 		if n := len(h.requestsFor(typ, ref.Attempt)); n != 2 {
 			t.Fatalf("%d %s requests, want one retry", n, typ)
 		}

@@ -23,20 +23,28 @@ type spool struct {
 	cap  int64
 	now  func() time.Time
 
-	mu      sync.Mutex
-	w       *os.File // append handle; nil once the writer ended
-	r       *os.File
-	size    int64
-	capped  bool
-	ended   bool
-	werr    error     // first write error; later output is dropped
+	// failed is called once, with the first write error, so that the
+	// attempt stops its agent: its output can no longer be kept.
+	failed func(error)
+
+	mu     sync.Mutex
+	w      *os.File // append handle; nil once the writer ended
+	r      *os.File
+	size   int64 // bytes in the file
+	capped bool
+	ended  bool
+	werr   error // first write error; later output is dropped
+	// tail follows the file's bytes: the marker of a failed write, kept in
+	// memory because the disk took no more. The log is file then tail.
+	tail    []byte
 	mark    int64     // end of what the uploader has taken
 	since   time.Time // when the first byte past mark was written (zero: send at once)
 	changed chan struct{}
 }
 
-// createSpool starts an empty spool that keeps at most about cap bytes.
-func createSpool(path string, cap int64, now func() time.Time) (*spool, error) {
+// createSpool starts an empty spool that keeps at most about cap bytes;
+// failed is told of the first write that did not reach the disk.
+func createSpool(path string, cap int64, now func() time.Time, failed func(error)) (*spool, error) {
 	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create spool: %w", err)
@@ -46,7 +54,7 @@ func createSpool(path string, cap int64, now func() time.Time) (*spool, error) {
 		w.Close()
 		return nil, fmt.Errorf("open spool: %w", err)
 	}
-	return &spool{path: path, cap: cap, now: now, w: w, r: r, changed: make(chan struct{}, 1)}, nil
+	return &spool{path: path, cap: cap, now: now, failed: failed, w: w, r: r, changed: make(chan struct{}, 1)}, nil
 }
 
 // openSpool reopens what a previous runner wrote, read-only. A missing
@@ -70,9 +78,12 @@ func openSpool(path string) (*spool, error) {
 	return &spool{path: path, r: r, size: fi.Size(), ended: true, changed: make(chan struct{}, 1)}, nil
 }
 
-// Write appends agent output. It never fails, so that a full disk or the
-// cap never blocks or kills the job: past the cap one marker line is
-// written and the rest discarded.
+// Write appends agent output. It never fails, so that the agent is never
+// blocked on it: past the cap one marker line is written and the rest
+// discarded. A write the disk refuses ends the spool with a marker line
+// (kept in memory and uploaded after the file's bytes) and tells failed,
+// which stops the attempt: output that could not be kept never passes for
+// a complete log.
 func (s *spool) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,10 +112,19 @@ func (s *spool) appendLocked(b []byte) {
 	n, err := s.w.Write(b)
 	s.size += int64(n)
 	if err != nil {
-		s.werr = fmt.Errorf("write spool: %w", err)
+		s.werr = fmt.Errorf("write the attempt's output to %s: %w", s.path, err)
+		s.tail = fmt.Appendf(nil, "\n%s: the runner could not keep the output after byte %d (%v); the agent was stopped\n",
+			diskFullMarker, s.size, errors.Unwrap(err))
+		if s.failed != nil {
+			go s.failed(s.werr) // not under mu: it cancels the agent
+		}
 	}
 	s.notify()
 }
+
+// diskFullMarker starts the line a spool ends with when the disk refused
+// its output.
+const diskFullMarker = "[drover: runner_disk_full]"
 
 func (s *spool) notify() {
 	select {
@@ -133,19 +153,24 @@ func (s *spool) end() error {
 	return s.werr
 }
 
+// state is the log's size (file and tail), whether the writer ended, and
+// since when output waits to be sent.
 func (s *spool) state() (size int64, ended bool, since time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.size, s.ended, s.since
+	return s.size + int64(len(s.tail)), s.ended, s.since
 }
 
-// take reads up to max bytes from offset from, for the uploader.
-func (s *spool) take(from int64, max int) ([]byte, error) {
+// take reads up to limit bytes of the log from offset from, for the
+// uploader: the file's bytes, then the tail's.
+func (s *spool) take(from int64, limit int) ([]byte, error) {
 	s.mu.Lock()
-	n := min(s.size-from, int64(max))
+	file, tail := s.size, s.tail
+	total := file + int64(len(tail))
+	n := min(total-from, int64(limit))
 	end := from + n
 	s.mark = end
-	if end >= s.size {
+	if end >= total {
 		s.since = time.Time{}
 	}
 	s.mu.Unlock()
@@ -153,20 +178,29 @@ func (s *spool) take(from int64, max int) ([]byte, error) {
 		return nil, nil
 	}
 	b := make([]byte, n)
-	if _, err := s.r.ReadAt(b, from); err != nil {
-		return nil, fmt.Errorf("read spool at %d: %w", from, err)
+	if inFile := min(file-from, n); inFile > 0 {
+		if _, err := s.r.ReadAt(b[:inFile], from); err != nil {
+			return nil, fmt.Errorf("read spool at %d: %w", from, err)
+		}
+	}
+	if end > file {
+		start := max(from, file)
+		copy(b[start-from:], tail[start-file:end-file])
 	}
 	return b, nil
 }
 
-// digest returns the size and hex SHA-256 of the whole spool.
+// digest returns the size and hex SHA-256 of the whole log.
 func (s *spool) digest() (int64, string, error) {
-	size, _, _ := s.state()
+	s.mu.Lock()
+	file, tail := s.size, s.tail
+	s.mu.Unlock()
 	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(s.r, 0, size)); err != nil {
+	if _, err := io.Copy(h, io.NewSectionReader(s.r, 0, file)); err != nil {
 		return 0, "", fmt.Errorf("hash spool: %w", err)
 	}
-	return size, hex.EncodeToString(h.Sum(nil)), nil
+	h.Write(tail)
+	return file + int64(len(tail)), hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (s *spool) close() {
@@ -210,6 +244,10 @@ func (r *Runner) upload(a *attempt, sp *spool, acked int64) (int64, error) {
 			return acked, err
 		}
 		if rep.OK {
+			if failures > 0 {
+				r.log.Info("the hub takes the attempt's log again", "attempt", a.ref.String(), "offset", acked)
+			}
+			failures = 0
 			var ack protocol.LogAck
 			if len(rep.Body) > 0 && json.Unmarshal(rep.Body, &ack) == nil {
 				acked = ack.Size

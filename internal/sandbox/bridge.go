@@ -59,7 +59,8 @@ func (p Policy) bridge(placeholder string, out io.Writer) (_ *bridgePlan, err er
 	b.init = []string{initPath, "sandbox-init"}
 
 	if p.Network.enabled() {
-		b.proxy, err = egress.New(egress.Config{Allow: p.Network.Allow, Credentials: p.Network.Credentials,
+		b.proxy, err = egress.New(egress.Config{Allow: p.Network.Allow, Open: p.Network.Open, Credentials: p.Network.Credentials,
+			Policy: p.Network.Policy, Widen: p.Network.Widen,
 			Placeholder: placeholder, Log: p.evidence(out)})
 		if err != nil {
 			return nil, err

@@ -307,8 +307,14 @@ func (b *bwrapBox) Describe() Isolation {
 
 func networkOf(p Policy) string {
 	n := "none (loopback only)"
-	if p.Network.enabled() {
+	switch {
+	case p.Network.Open:
+		n = "OPEN: every host, through the egress proxy"
+	case p.Network.enabled():
 		n = fmt.Sprintf("egress proxy (%d rules)", len(p.Network.Allow)+len(p.Network.Credentials))
+	}
+	if p.Network.Policy != "" {
+		n += ", policy " + p.Network.Policy
 	}
 	if k := len(p.Sockets); k > 0 {
 		n += fmt.Sprintf(", %d bridged socket(s)", k)

@@ -230,7 +230,7 @@ func TestNewRefusesBadPolicies(t *testing.T) {
 		"git variable":        {Root: root, Env: []string{"GIT_DIR"}},
 		"cloud credentials":   {Root: root, Env: []string{"AWS_ACCESS_KEY_ID"}},
 		"api key":             {Root: root, Env: []string{"ANTHROPIC_API_KEY"}},
-		"bad allow":           {Root: root, Network: Network{Allow: []string{"example.com"}}},
+		"bad allow":           {Root: root, Network: Network{Allow: []string{"*.com"}}},
 		"negative limit":      {Root: root, Limits: Limits{Pids: -1}},
 		"socket not loopback": {Root: root, Sockets: []Socket{{Addr: "0.0.0.0:80", Path: sock}}},
 		"not a socket":        {Root: root, Sockets: []Socket{{Addr: "127.0.0.1:80", Path: sock}}},

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/sandbox/egress"
 )
@@ -91,11 +93,16 @@ type Mount struct {
 // the allowed host:port pairs and credential endpoints, through the egress
 // proxy.
 type Network struct {
-	Allow       []string // host:port
+	Allow       []string // host[:port] patterns (netpolicy.ParsePattern)
+	Open        bool     // every host (the operator's "open" policy)
 	Credentials []egress.Credential
+	// Policy names the network policy in force and Widen says how a
+	// refused host:port is let through, for the proxy's refusals.
+	Policy string
+	Widen  func(hostport string) string
 }
 
-func (n Network) enabled() bool { return len(n.Allow) > 0 || len(n.Credentials) > 0 }
+func (n Network) enabled() bool { return n.Open || len(n.Allow) > 0 || len(n.Credentials) > 0 }
 
 // Socket exposes the host unix socket Path at Addr (127.0.0.1:PORT) inside
 // the sandbox.
@@ -180,10 +187,8 @@ func (p Policy) normalize() (Policy, error) {
 	if l := p.Limits; l.Timeout < 0 || l.Memory < 0 || l.CPUTime < 0 || l.CPUs < 0 || l.Pids < 0 || l.Output < 0 {
 		return p, fmt.Errorf("sandbox limits must not be negative: %+v", l)
 	}
-	for _, hp := range p.Network.Allow {
-		if _, err := egress.NormalizeHostPort(hp); err != nil {
-			return p, fmt.Errorf("egress allowlist: %w", err)
-		}
+	if _, err := netpolicy.NewMatcher(p.Network.Allow, p.Network.Open); err != nil {
+		return p, fmt.Errorf("egress allowlist: %w", err)
 	}
 	inside := map[string]bool{ProxyAddr: true}
 	for i, c := range p.Network.Credentials {
@@ -423,6 +428,33 @@ func (p Policy) evidence(out io.Writer) func(egress.Event) {
 		}
 	}
 	return func(ev egress.Event) { _, _ = io.WriteString(out, EvidenceLine(ev)) }
+}
+
+// EventWriter is a Policy.Evidence writer that decodes the egress proxy's
+// JSON lines and calls fn with each event, in order.
+func EventWriter(fn func(egress.Event)) io.Writer { return &eventWriter{fn: fn} }
+
+type eventWriter struct {
+	fn  func(egress.Event)
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (e *eventWriter) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.buf = append(e.buf, p...)
+	for {
+		i := bytes.IndexByte(e.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		var ev egress.Event
+		if json.Unmarshal(e.buf[:i], &ev) == nil {
+			e.fn(ev)
+		}
+		e.buf = e.buf[i+1:]
+	}
 }
 
 // EvidenceLine is the readable line of an egress event in a command's

@@ -8,6 +8,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"syscall"
 	"time"
 
 	"drover/internal/job"
@@ -17,6 +19,9 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("already exists")
+	// ErrNoSpace: the store's disk is full; nothing of the transaction
+	// was kept. It wraps syscall.ENOSPC, so fsutil.IsNoSpace knows it.
+	ErrNoSpace = fmt.Errorf("the store's disk is full: %w", syscall.ENOSPC)
 )
 
 // Store opens transactions. Write transactions are serialized; fn may run
@@ -132,6 +137,9 @@ type Tx interface {
 	PutProject(p Project) error
 	Project(name string) (Project, error)
 	Projects() ([]Project, error) // by name
+	// SetProjectConfig replaces a project's config (ErrNotFound when
+	// there is no such project); PutProject keeps it.
+	SetProjectConfig(name string, c ProjectConfig, at time.Time) error
 
 	// Project members (the owner is one too, added with the project).
 	// AddMember of a member is ErrConflict; RemoveMember of a non-member is
@@ -272,6 +280,9 @@ type Job struct {
 	// Account pins a vendor agent's job to one account (id or label); ""
 	// lets the dispatcher choose by the owner's order.
 	Account string
+	// Network is the agent-phase policies the job asked for, narrowing
+	// its project's; nil keeps the project's, [] is no network.
+	Network []string
 	// Model is the model a native agent's job asks for; "" is its
 	// account's.
 	Model string
@@ -285,6 +296,19 @@ type Project struct {
 	Remote    string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	Config    ProjectConfig // set by SetProjectConfig, kept by PutProject
+}
+
+// ProjectConfig is what a project's owner chose for its jobs: network
+// policies (names of the hub operator's) per phase, setup commands and
+// the dependency caches runners keep for it. Stored as JSON.
+type ProjectConfig struct {
+	SetupNetwork  []string      `json:"setup_network,omitempty"`
+	AgentNetwork  []string      `json:"agent_network,omitempty"`
+	SetupCommands []string      `json:"setup_commands,omitempty"`
+	SetupTimeout  time.Duration `json:"setup_timeout,omitempty"`
+	SetupKeys     []string      `json:"setup_keys,omitempty"` // lockfiles whose contents key a reusable setup
+	Caches        []string      `json:"caches,omitempty"`
 }
 
 // ContextFile is a file attached to a job.

@@ -184,7 +184,12 @@ var listenRE = regexp.MustCompile(`drover hub listening on (http://\S+)`)
 // (e.g. "--lease", "2s") and waits until it accepts connections.
 func StartHub(t testing.TB, bin string, args ...string) *Hub {
 	t.Helper()
-	h := &Hub{t: t, bin: bin, Data: filepath.Join(t.TempDir(), "hub"), home: t.TempDir(), args: args}
+	return startHub(t, bin, filepath.Join(t.TempDir(), "hub"), args)
+}
+
+func startHub(t testing.TB, bin, data string, args []string) *Hub {
+	t.Helper()
+	h := &Hub{t: t, bin: bin, Data: data, home: t.TempDir(), args: args}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +314,12 @@ func (h *Hub) loginRunner(t testing.TB, name, hubURL string, cli func(args ...st
 // saved login holds: the hub's.
 func (h *Hub) LoginRunnerWith(t testing.TB, name, hubURL string, approve func(link string)) *Runner {
 	t.Helper()
-	r := &Runner{t: t, hub: h, Name: name, Home: filepath.Join(t.TempDir(), "runner-"+name), URL: hubURL}
+	return h.loginRunnerAt(t, name, hubURL, filepath.Join(t.TempDir(), "runner-"+name), approve)
+}
+
+func (h *Hub) loginRunnerAt(t testing.TB, name, hubURL, home string, approve func(link string)) *Runner {
+	t.Helper()
+	r := &Runner{t: t, hub: h, Name: name, Home: home, URL: hubURL}
 	codes := make(chan string, 1)
 	pr, pw := io.Pipe()
 	go func() {
@@ -349,7 +359,11 @@ func (r *Runner) Start(args ...string) {
 	if len(args) > 0 {
 		r.args = args
 	}
-	all := append([]string{"runner", "--home", r.Home, "--hub", r.URL}, r.args...)
+	// A small free-space floor: the default (256 MiB) would make every
+	// test fail on a machine whose temporary directory is nearly full. A
+	// test that wants another floor passes --min-free, which comes later
+	// and wins.
+	all := append([]string{"runner", "--home", r.Home, "--hub", r.URL, "--min-free", "1048576"}, r.args...)
 	r.p = start(r.t, "runner "+r.Name, r.env(), nil, r.hub.bin, all...)
 }
 

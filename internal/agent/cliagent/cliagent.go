@@ -7,9 +7,7 @@
 package cliagent
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,7 +97,7 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 		return g.spawnFailed("%v", err)
 	}
 	ev := &evidence{out: a.Output}
-	extra.Evidence = ev
+	extra.Evidence = sandbox.EventWriter(ev.take)
 	if t := a.Tools; t != nil {
 		l.ToolURL, l.ToolToken, l.MCPConfig = t.URL, t.Token, t.MCPConfig
 	}
@@ -209,37 +207,25 @@ func (s scanResult) statedReset() bool {
 	return s.sum.Limit != nil && !s.sum.Limit.ResetsAt.IsZero()
 }
 
-// evidence takes the egress proxy's events (JSON lines): each goes to the
-// log as a readable line, and a rate-limited response's retry time is
-// kept.
+// evidence takes the egress proxy's events (sandbox.EventWriter): each
+// goes to the log as a readable line, and a rate-limited response's retry
+// time is kept.
 type evidence struct {
 	out     io.Writer
 	mu      sync.Mutex
-	buf     []byte
 	retryAt time.Time
 	last    egress.Event // the last call through a credential rule
 }
 
-func (e *evidence) Write(p []byte) (int, error) {
+func (e *evidence) take(ev egress.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.buf = append(e.buf, p...)
-	for {
-		i := bytes.IndexByte(e.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		var ev egress.Event
-		if json.Unmarshal(e.buf[:i], &ev) == nil {
-			_, _ = io.WriteString(e.out, sandbox.EvidenceLine(ev))
-			if ev.Status == http.StatusTooManyRequests && ev.RetryAt.After(e.retryAt) {
-				e.retryAt = ev.RetryAt
-			}
-			if ev.Kind == "credential" && ev.Allowed {
-				e.last = ev
-			}
-		}
-		e.buf = e.buf[i+1:]
+	_, _ = io.WriteString(e.out, sandbox.EvidenceLine(ev))
+	if ev.Status == http.StatusTooManyRequests && ev.RetryAt.After(e.retryAt) {
+		e.retryAt = ev.RetryAt
+	}
+	if ev.Kind == "credential" && ev.Allowed {
+		e.last = ev
 	}
 }
 

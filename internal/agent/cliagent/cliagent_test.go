@@ -140,7 +140,7 @@ func TestRefusalFromEvidence(t *testing.T) {
 			g := New(claude.Adapter(), Config{})
 			var out strings.Builder
 			ev := &evidence{out: &out}
-			if _, err := io.WriteString(ev, tc.events); err != nil {
+			if _, err := io.WriteString(sandbox.EventWriter(ev.take), tc.events); err != nil {
 				t.Fatal(err)
 			}
 			r := agent.Result{ExitCode: tc.exit, Reason: job.ReasonExited}

@@ -19,12 +19,14 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"drover/internal/netpolicy"
+	"drover/internal/protocol"
 )
 
 // Credential maps a provider to the real key the proxy adds for it. Keys
@@ -38,6 +40,12 @@ type Credential struct {
 	Key        string // the real key
 	KeyEnv     string // variable that holds the placeholder inside the sandbox, e.g. ANTHROPIC_API_KEY
 	BaseURLEnv string // variable that holds the proxy's URL inside the sandbox, e.g. ANTHROPIC_BASE_URL
+}
+
+// FromSetup is the rule of a registry credential of a project's setup.
+func FromSetup(c protocol.SetupCredential) Credential {
+	return Credential{Name: c.Name, Upstream: c.Upstream, Header: c.Header, Prefix: c.Prefix, Key: c.Key,
+		KeyEnv: c.KeyEnv, BaseURLEnv: c.BaseURLEnv}
 }
 
 // Event is one connection or request, as recorded in the attempt's evidence.
@@ -104,12 +112,22 @@ type Refusal struct {
 	Rule    string   `json:"rule"`
 	Host    string   `json:"host,omitempty"`
 	Allowed []string `json:"allowed"`
-	Message string   `json:"message"`
+	// Policy names the network policy in force ("agent: go,npm"), and
+	// Widen says how the project's owner lets the host through (an
+	// egress_denied refusal of a sandbox run under a policy).
+	Policy  string `json:"policy,omitempty"`
+	Widen   string `json:"widen,omitempty"`
+	Message string `json:"message"`
 }
 
 // Config configures a Proxy.
 type Config struct {
-	Allow       []string // host:port pairs reachable through the proxy
+	Allow []string // host[:port] patterns reachable through the proxy (netpolicy.ParsePattern)
+	Open  bool     // every host is reachable (the operator's "open" policy)
+	// Policy names the network policy in force, for refusals; Widen, if
+	// set, says for a refused host:port how to let it through.
+	Policy      string
+	Widen       func(hostport string) string
 	Credentials []Credential
 	Placeholder string      // the key the sandbox holds instead of each real one
 	Log         func(Event) // called once per connection or request, when it ends; nil discards
@@ -122,7 +140,7 @@ type Config struct {
 // Proxy serves the proxy endpoint and one endpoint per credential.
 type Proxy struct {
 	cfg       Config
-	allow     map[string]bool
+	allow     netpolicy.Matcher
 	upstreams []*url.URL
 	transport *http.Transport
 
@@ -136,14 +154,12 @@ const dialTimeout = 15 * time.Second
 
 // New checks cfg.
 func New(cfg Config) (*Proxy, error) {
-	p := &Proxy{cfg: cfg, allow: map[string]bool{}, tunnels: map[net.Conn]struct{}{}}
-	for _, hp := range cfg.Allow {
-		n, err := NormalizeHostPort(hp)
-		if err != nil {
-			return nil, fmt.Errorf("egress allowlist: %w", err)
-		}
-		p.allow[n] = true
+	p := &Proxy{cfg: cfg, tunnels: map[net.Conn]struct{}{}}
+	m, err := netpolicy.NewMatcher(cfg.Allow, cfg.Open)
+	if err != nil {
+		return nil, fmt.Errorf("egress allowlist: %w", err)
 	}
+	p.allow = m
 	if len(cfg.Credentials) > 0 && len(cfg.Placeholder) < 16 {
 		return nil, errors.New("egress: credential rules need a placeholder of at least 16 characters")
 	}
@@ -162,15 +178,10 @@ func New(cfg Config) (*Proxy, error) {
 		p.cfg.Log = func(Event) {}
 	}
 	p.transport = &http.Transport{
-		Proxy:             nil, // never the runner's own proxy settings
-		DialContext:       p.cfg.Dial,
-		TLSClientConfig:   cfg.TLS,
-		ForceAttemptHTTP2: cfg.TLS == nil,
-		// A fresh connection per request: reused upstream connections were
-		// seen cut mid-stream under load ("use of closed network
-		// connection"; cause not pinned down). A handshake is small next to
-		// a model call.
-		DisableKeepAlives:     true,
+		Proxy:                 nil, // never the runner's own proxy settings
+		DialContext:           p.cfg.Dial,
+		TLSClientConfig:       cfg.TLS,
+		ForceAttemptHTTP2:     cfg.TLS == nil,
 		TLSHandshakeTimeout:   dialTimeout,
 		ResponseHeaderTimeout: 10 * time.Minute, // model calls can think for a long time
 	}
@@ -265,12 +276,10 @@ func (p *Proxy) Close() error {
 }
 
 func (p *Proxy) allowed() []string {
-	out := make([]string, 0, len(p.allow))
-	for hp := range p.allow {
-		out = append(out, hp)
+	if p.allow.Open {
+		return []string{"*"}
 	}
-	slices.Sort(out)
-	return out
+	return p.allow.Strings()
 }
 
 // proxy handles one request to the proxy endpoint.
@@ -291,10 +300,18 @@ func (p *Proxy) proxy(w http.ResponseWriter, r *http.Request) {
 	}
 	hp, err := NormalizeHostPort(target)
 	ev := Event{Kind: kind, Host: target}
-	if err != nil || !p.allow[hp] {
+	if err != nil || !p.allow.Allows(hp) {
 		ev.Rule = "allowlist"
-		p.refuse(w, ev, http.StatusForbidden, Refusal{Error: "egress_denied", Rule: "allowlist", Host: target,
-			Message: fmt.Sprintf("drover's egress proxy refused %s: only the listed host:port pairs are reachable from this sandbox; retrying will not help", target)})
+		ref := Refusal{Error: "egress_denied", Rule: "allowlist", Host: target, Policy: p.cfg.Policy,
+			Message: fmt.Sprintf("drover's egress proxy refused %s: only the listed host:port pairs are reachable from this sandbox; retrying will not help", target)}
+		if p.cfg.Policy != "" {
+			ref.Message = fmt.Sprintf("drover's egress proxy refused %s: the network policy in force (%s) does not allow it; retrying will not help", target, p.cfg.Policy)
+		}
+		if p.cfg.Widen != nil && err == nil {
+			ref.Widen = p.cfg.Widen(hp)
+			ref.Message += "; the project's owner can allow it with: " + ref.Widen
+		}
+		p.refuse(w, ev, http.StatusForbidden, ref)
 		return
 	}
 	ev.Host, ev.Allowed, ev.Rule = hp, true, "allow "+hp
@@ -450,6 +467,12 @@ func (p *Proxy) credentialHandler(i int) http.Handler {
 // the bytes each way.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, rewrite func(*httputil.ProxyRequest)) {
 	ev.Time = time.Now()
+	// Without full duplex, net/http drains and closes the request body as
+	// soon as the response headers go out; an upstream that answers before
+	// it has read the body's end (a model server replies once the JSON
+	// parses) would then have its request cut and its stream with it. The
+	// proxy serves HTTP/1.1, whose writer supports it.
+	http.NewResponseController(w).EnableFullDuplex()
 	var up, down countingReader
 	if r.Body != nil && r.Body != http.NoBody {
 		up.r = r.Body

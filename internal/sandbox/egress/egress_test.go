@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -295,7 +296,8 @@ func TestCloseCutsOpenTunnels(t *testing.T) {
 func TestNewRefusesBadRules(t *testing.T) {
 	good := Credential{Name: "x", Upstream: "https://api.example.com", Header: "x-api-key", Key: "k", KeyEnv: "K", BaseURLEnv: "U"}
 	for name, cfg := range map[string]Config{
-		"no port":           {Allow: []string{"example.com"}},
+		"every host":        {Allow: []string{"*"}},
+		"wildcard TLD":      {Allow: []string{"*.com"}},
 		"bad port":          {Allow: []string{"example.com:99999"}},
 		"short placeholder": {Credentials: []Credential{good}, Placeholder: "short"},
 		"plain http remote": {Credentials: []Credential{func() Credential { c := good; c.Upstream = "http://api.example.com"; return c }()},
@@ -336,6 +338,28 @@ func TestRetryAt(t *testing.T) {
 	}
 }
 
+const testPlaceholder = "drover-placeholder-0123456789abcdef"
+
+// dialCredential connects to the endpoint of a credential "fake" whose
+// upstream is url and whose placeholder is testPlaceholder.
+func dialCredential(t *testing.T, url string) net.Conn {
+	t.Helper()
+	p, err := New(Config{
+		Credentials: []Credential{{Name: "fake", Upstream: url, Header: "x-api-key", Key: "real-key-123",
+			KeyEnv: "FAKE_API_KEY", BaseURLEnv: "FAKE_BASE_URL"}},
+		Placeholder: testPlaceholder,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("unix", serve(t, p, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // A client that half-closes its connection after its request (or a bridge
 // that passes a half-close on) still gets the whole streamed response:
 // net/http cancels a request's context when the read side ends, which must
@@ -352,21 +376,8 @@ func TestCredentialStreamSurvivesAHalfClose(t *testing.T) {
 		io.WriteString(w, "second\n")
 	}))
 	defer up.Close()
-	const placeholder = "drover-placeholder-0123456789abcdef"
-	p, err := New(Config{
-		Credentials: []Credential{{Name: "fake", Upstream: up.URL, Header: "x-api-key", Key: "real-key-123",
-			KeyEnv: "FAKE_API_KEY", BaseURLEnv: "FAKE_BASE_URL"}},
-		Placeholder: placeholder,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("unix", serve(t, p, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: 127.0.0.1:3129\r\nx-api-key: "+placeholder+"\r\n\r\n")
+	c := dialCredential(t, up.URL)
+	io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: 127.0.0.1:3129\r\nx-api-key: "+testPlaceholder+"\r\n\r\n")
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -382,5 +393,82 @@ func TestCredentialStreamSurvivesAHalfClose(t *testing.T) {
 	rest, err := io.ReadAll(body)
 	if err != nil || !strings.Contains(string(rest), "second") {
 		t.Fatalf("after the half-close the stream gave %q, %v", rest, err)
+	}
+}
+
+// An upstream that answers before the request body has been read to its
+// end (a model server decodes the JSON and replies without waiting for the
+// last chunk) must get the whole body and the client the whole stream. The
+// proxy's server used to drain and close the request body when the
+// response headers went out, so the upstream write failed and the stream
+// was cut after its first bytes.
+func TestCredentialStreamWhenUpstreamAnswersBeforeTheBodyEnds(t *testing.T) {
+	const tail = "-the-end"
+	got := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+		io.WriteString(w, "second\n")
+	}))
+	defer up.Close()
+	c := dialCredential(t, up.URL)
+	first := strings.Repeat("x", 1000)
+	io.WriteString(c, "POST /stream HTTP/1.1\r\nHost: 127.0.0.1:3129\r\nx-api-key: "+testPlaceholder+
+		"\r\nTransfer-Encoding: chunked\r\n\r\n"+fmt.Sprintf("%x\r\n%s\r\n", len(first), first))
+	// The upstream answers on the first chunk; the rest of the body comes
+	// in two more writes, so the proxy is between reads of it when its
+	// response headers go out.
+	time.Sleep(200 * time.Millisecond)
+	io.WriteString(c, fmt.Sprintf("%x\r\n%s\r\n", len(tail), tail))
+	time.Sleep(200 * time.Millisecond)
+	io.WriteString(c, "0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "first\nsecond\n" {
+		t.Fatalf("the stream gave %q, %v", body, err)
+	}
+	select {
+	case b := <-got:
+		if b != first+tail {
+			t.Fatalf("upstream got %d bytes of the body, want %d", len(b), len(first+tail))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("upstream never finished reading the body")
+	}
+}
+
+// A refusal under a named policy names the policy and says how to widen it;
+// an open policy lets any host through.
+func TestRefusalNamesPolicyAndWiden(t *testing.T) {
+	allowed, _ := sandboxtest.EchoListener(t)
+	denied, _ := sandboxtest.EchoListener(t)
+	p, err := New(Config{Allow: []string{allowed}, Policy: "agent: go",
+		Widen: func(hp string) string { return "drover projects network web --agent go,more # " + hp }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serve(t, p, -1)
+	_, resp := connect(t, sock, denied)
+	var ref Refusal
+	if err := json.NewDecoder(resp.Body).Decode(&ref); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusForbidden || ref.Policy != "agent: go" || !strings.HasPrefix(ref.Widen, "drover projects network web") ||
+		!strings.Contains(ref.Message, "agent: go") || !strings.Contains(ref.Message, ref.Widen) || ref.Host != denied {
+		t.Fatalf("refusal = %s %+v", resp.Status, ref)
+	}
+
+	open, err := New(Config{Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, resp := connect(t, serve(t, open, -1), denied); resp.StatusCode != http.StatusOK {
+		t.Fatalf("open policy: %s", resp.Status)
 	}
 }

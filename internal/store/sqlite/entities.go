@@ -136,20 +136,21 @@ func (t *tx) Runners() ([]store.Runner, error) {
 var jobs = newTable("jobs",
 	"id", "state", "agent", "args", "labels", "requester_id", "key", "epoch", "attempt_id",
 	"cancelling", "reason", "exit_code", "log_cap", "created_at", "updated_at", "finished_at",
-	"project", "base", "head", "mode", "repo_url", "checkpoints", "tools", "resume_attempt", "account", "model")
+	"project", "base", "head", "mode", "repo_url", "checkpoints", "tools", "resume_attempt", "account", "network", "model")
 
 func jobArgs(j store.Job) []any {
 	return []any{j.ID, j.State, j.Agent, jsonArg{j.Args}, jsonArg{j.Labels}, j.RequesterID, j.Key, j.Epoch,
 		j.AttemptID, j.Cancelling, j.Reason, optInt(j.ExitCode), j.LogCap,
 		millis(j.CreatedAt), millis(j.UpdatedAt), optMillis(j.FinishedAt),
-		j.Project, j.Base, j.Head, j.Mode, j.RepoURL, j.Checkpoints, j.Tools, j.ResumeAttempt, j.Account, j.Model}
+		j.Project, j.Base, j.Head, j.Mode, j.RepoURL, j.Checkpoints, j.Tools, j.ResumeAttempt, j.Account, jsonArg{j.Network}, j.Model}
 }
 
 func scanJob(s scanner) (j store.Job, err error) {
 	err = s.Scan(&j.ID, &j.State, &j.Agent, jsonCol{&j.Args}, jsonCol{&j.Labels}, &j.RequesterID, &j.Key,
 		&j.Epoch, &j.AttemptID, &j.Cancelling, &j.Reason, optIntCol{&j.ExitCode}, &j.LogCap,
 		timeCol{&j.CreatedAt}, timeCol{&j.UpdatedAt}, optTimeCol{&j.FinishedAt},
-		&j.Project, &j.Base, &j.Head, &j.Mode, &j.RepoURL, &j.Checkpoints, &j.Tools, &j.ResumeAttempt, &j.Account, &j.Model)
+		&j.Project, &j.Base, &j.Head, &j.Mode, &j.RepoURL, &j.Checkpoints, &j.Tools, &j.ResumeAttempt, &j.Account,
+		jsonCol{&j.Network}, &j.Model)
 	return j, err
 }
 
@@ -367,15 +368,30 @@ func (t *tx) ExtendAllLeases(until time.Time) error {
 	return err
 }
 
-var projects = newTable("projects", "name", "owner_id", "remote", "created_at", "updated_at")
+var projects = newTable("projects", "name", "owner_id", "remote", "created_at", "updated_at", "config")
 
 func scanProject(s scanner) (p store.Project, err error) {
-	err = s.Scan(&p.Name, &p.OwnerID, &p.Remote, timeCol{&p.CreatedAt}, timeCol{&p.UpdatedAt})
+	err = s.Scan(&p.Name, &p.OwnerID, &p.Remote, timeCol{&p.CreatedAt}, timeCol{&p.UpdatedAt}, jsonCol{&p.Config})
 	return p, err
 }
 
+// SetProjectConfig replaces a project's config.
+func (t *tx) SetProjectConfig(name string, c store.ProjectConfig, at time.Time) error {
+	res, err := t.exec("set config of project "+name,
+		`UPDATE projects SET config = ?, updated_at = ? WHERE name = ?`, jsonArg{c}, millis(at), name)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("set config of project %s: %w", name, err)
+	} else if n == 0 {
+		return fmt.Errorf("set config of project %s: %w", name, store.ErrNotFound)
+	}
+	return nil
+}
+
 // PutProject inserts the project or replaces its remote, keeping the time
-// it was first created and its owner: the first one given (a remap by an
+// it was first created, its config and its owner: the first one given (a remap by an
 // admin does not take a project from its pusher). The owner becomes a
 // member with it.
 func (t *tx) PutProject(p store.Project) error {

@@ -147,7 +147,7 @@ func beginWrite(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
 			return sqlTx, nil
 		}
 		if !isBusy(err) || i == beginRetries {
-			return nil, fmt.Errorf("begin write: %w", err)
+			return nil, fmt.Errorf("begin write: %w", noSpace(err))
 		}
 		select {
 		case <-ctx.Done():
@@ -167,10 +167,10 @@ func run(ctx context.Context, sqlTx *sql.Tx, fn func(store.Tx) error) (err error
 	}()
 	if err := fn(&tx{ctx: ctx, tx: sqlTx}); err != nil {
 		_ = sqlTx.Rollback()
-		return err
+		return noSpace(err)
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", noSpace(err))
 	}
 	return nil
 }
@@ -186,6 +186,20 @@ func sqliteCode(err error) (int, bool) {
 func isBusy(err error) bool {
 	code, ok := sqliteCode(err)
 	return ok && code&0xff == sqlite3.SQLITE_BUSY
+}
+
+// noSpace marks an error of a full disk (SQLITE_FULL: SQLite reports a
+// write that failed with ENOSPC so) with store.ErrNoSpace, keeping the
+// driver's error for its message.
+func noSpace(err error) error {
+	code, ok := sqliteCode(err)
+	if !ok || errors.Is(err, store.ErrNoSpace) {
+		return err
+	}
+	if code&0xff == sqlite3.SQLITE_FULL {
+		return fmt.Errorf("%w: %w", store.ErrNoSpace, err)
+	}
+	return err
 }
 
 // storeErr maps constraint violations to the store's errors, keeping the

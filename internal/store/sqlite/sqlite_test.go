@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/fsutil"
 	"drover/internal/job"
 	"drover/internal/store"
 	"drover/internal/store/storetest"
+	"drover/internal/testkit/disk"
 )
 
 func openTest(t testing.TB, path string) *Store {
@@ -538,4 +540,34 @@ func TestFilesArePrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a write")
+}
+
+// TestFullDiskIsErrNoSpace: a write the disk cannot take fails with
+// store.ErrNoSpace (which fsutil.IsNoSpace knows) and keeps nothing; once
+// space is freed the same write succeeds.
+func TestFullDiskIsErrNoSpace(t *testing.T) {
+	mnt := disk.Tmpfs(t, 4<<20)
+	s := openTest(t, filepath.Join(mnt, "drover.db"))
+	value := strings.Repeat("x", 512<<10) // more than the WAL holds already
+	write := func() error {
+		return s.Write(t.Context(), func(tx store.Tx) error { return tx.SetMeta("big", value) })
+	}
+	free := disk.Fill(t, mnt, 0)
+	err := write()
+	if !errors.Is(err, store.ErrNoSpace) || !fsutil.IsNoSpace(err) {
+		t.Fatalf("write on a full disk: %v (no space: %v)", err, fsutil.IsNoSpace(err))
+	}
+	free()
+	if err := write(); err != nil {
+		t.Fatalf("write after space was freed: %v", err)
+	}
+	if err := s.Read(t.Context(), func(tx store.Tx) error {
+		v, err := tx.Meta("big")
+		if err == nil && v != value {
+			t.Errorf("after the retried write, the value is %d bytes", len(v))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Requests", testRequests},
 		{"Meta", testMeta},
 		{"Projects", testProjects},
+		{"ProjectConfig", testProjectConfig},
 		{"ContextFiles", testContextFiles},
 		{"Questions", testQuestions},
 		{"OpenQuestions", testOpenQuestions},
@@ -102,7 +103,7 @@ func newJob(id, requester string, state job.State, created int64) store.Job {
 		Project: "drover", Base: "1111111111111111111111111111111111111111",
 		Head: "2222222222222222222222222222222222222222", Mode: "fix",
 		RepoURL: "https://git.example/drover.git", Checkpoints: 3,
-		Tools: true, ResumeAttempt: "a-0-" + id, Account: "work", Model: "m-1",
+		Tools: true, ResumeAttempt: "a-0-" + id, Account: "work", Network: []string{"go", "npm"}, Model: "m-1",
 	}
 }
 
@@ -404,6 +405,7 @@ func testJobs(t *testing.T, s store.Store) {
 	full.UpdatedAt, full.FinishedAt = at(60), nil
 	full.Head, full.Mode, full.Checkpoints, full.RepoURL = "3333333333333333333333333333333333333333", "observe", 4, ""
 	full.Tools, full.ResumeAttempt = false, ""
+	full.Network = []string{} // no network, which is not nil (the project's)
 	bare.ExitCode, bare.FinishedAt, bare.State = ptr(0), ptr(at(61)), job.Unknown
 	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.UpdateJob(full), tx.UpdateJob(bare)) })
 	for _, j := range []store.Job{full, bare} {
@@ -1029,6 +1031,30 @@ func testProjects(t *testing.T, s store.Store) {
 	again.Remote, again.UpdatedAt = "", at(60)
 	mustWrite(t, s, func(tx store.Tx) error { return tx.PutProject(again) })
 	equal(t, "Project(web) unmapped", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), again)
+}
+
+// A project's config is replaced whole by SetProjectConfig and kept by
+// PutProject; a project that does not exist has none to set.
+func testProjectConfig(t *testing.T, s store.Store) {
+	prj := store.Project{Name: "web", OwnerID: "u-1", CreatedAt: at(1), UpdatedAt: at(1)}
+	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.InsertUser(user("u-1", "alice")), tx.PutProject(prj)) })
+	cfg := store.ProjectConfig{SetupNetwork: []string{"go", "npm"}, AgentNetwork: []string{"go"},
+		SetupCommands: []string{"go mod download", "npm ci"}, SetupTimeout: 90 * time.Second, Caches: []string{"go", "vendor/x"}}
+	mustWrite(t, s, func(tx store.Tx) error { return tx.SetProjectConfig("web", cfg, at(5)) })
+	prj.Config, prj.UpdatedAt = cfg, at(5)
+	equal(t, "Project(web) configured", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), prj)
+
+	again := store.Project{Name: "web", Remote: "file:///srv/web.git", CreatedAt: at(50), UpdatedAt: at(51)}
+	mustWrite(t, s, func(tx store.Tx) error { return tx.PutProject(again) })
+	prj.Remote, prj.UpdatedAt = again.Remote, again.UpdatedAt
+	equal(t, "Project(web) remapped keeps its config", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), prj)
+
+	mustWrite(t, s, func(tx store.Tx) error { return tx.SetProjectConfig("web", store.ProjectConfig{}, at(60)) })
+	prj.Config, prj.UpdatedAt = store.ProjectConfig{}, at(60)
+	equal(t, "Project(web) cleared", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), prj)
+	writeErr(t, s, "SetProjectConfig(missing)", store.ErrNotFound, func(tx store.Tx) error {
+		return tx.SetProjectConfig("nope", cfg, at(70))
+	})
 }
 
 func testContextFiles(t *testing.T, s store.Store) {

@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"drover/internal/client"
+	"drover/internal/netpolicy"
+	"drover/internal/protocol"
+)
+
+// projectConfigCmds are `projects config|network|setup|caches`: what a
+// project's owner chooses for its jobs.
+func (a *app) projectConfigCmds() []*cobra.Command {
+	project := func(cmd *cobra.Command, args []string) error {
+		if err := exactArgs("PROJECT")(cmd, args); err != nil {
+			return err
+		}
+		return checkName("project", args[0])
+	}
+	text := func(w io.Writer, c protocol.ProjectConfig) error { return printProjectConfig(w, c) }
+	show := answerCmd(a, &cobra.Command{
+		Use:   "config PROJECT [--json]",
+		Short: "Show a project's network policies, setup and caches, and the hub's policies to choose from",
+		Args:  project,
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
+		return c.ProjectConfig(ctx, args[0])
+	}, text)
+
+	var setupNet, agentNet string
+	network := answerCmd(a, &cobra.Command{
+		Use:   "network PROJECT [--setup POLICY,...|none] [--agent POLICY,...|none] [--json]",
+		Short: "Choose the network policies of a project's setup and agent phases (its owner or an admin)",
+		Long: `Choose, from the network policies the hub's operator defines (drover projects
+config PROJECT lists them), what a project's setup commands and its agents may
+reach. "none" is no network; "open" (every host) exists only when the operator
+enables it. A job narrows its agent's policies (drover run --network), never
+widens them.`,
+		Args: project,
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
+		var req protocol.ProjectConfigRequest
+		if setupNet != "" {
+			req.SetupNetwork = ptrTo(splitList(setupNet))
+		}
+		if agentNet != "" {
+			req.AgentNetwork = ptrTo(splitList(agentNet))
+		}
+		if req.SetupNetwork == nil && req.AgentNetwork == nil {
+			return protocol.ProjectConfig{}, usagef("name --setup or --agent policies (or none)")
+		}
+		return c.SetProjectConfig(ctx, args[0], req)
+	}, text)
+	network.Flags().StringVar(&setupNet, "setup", "", "policies of the setup phase, comma-separated, or none")
+	network.Flags().StringVar(&agentNet, "agent", "", "policies of the agent phase, comma-separated, or none")
+
+	var commands, keyFiles []string
+	var timeout time.Duration
+	var clear bool
+	setup := answerCmd(a, &cobra.Command{
+		Use:   "setup PROJECT [--command CMD]... [--timeout D] [--key-file FILE]... [--clear] [--json]",
+		Short: "Set the commands a project's jobs run before their agent (its owner or an admin)",
+		Long: `Set the project's setup: shell commands run in order (sh -c) in each attempt's
+sandbox, in its worktree, before the agent, under the setup network policy and
+within --timeout for all of them (default 10m). Their output is a marked
+section of the job's log; a failing, hanging or flooding setup fails the
+attempt with reason setup_failed. --clear removes the setup.
+
+--key-file names the files the setup's result depends on (lockfiles: go.sum,
+package-lock.json): a runner that already ran the same commands successfully
+for the project, with the same contents of these files, skips the setup. Its
+result must then live in the project's caches (drover projects caches).`,
+		Args: project,
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
+		var req protocol.ProjectConfigRequest
+		switch {
+		case clear && len(commands) > 0:
+			return protocol.ProjectConfig{}, usagef("--clear or --command, not both")
+		case clear:
+			req.SetupCommands = ptrTo([]string{})
+		case len(commands) > 0:
+			req.SetupCommands = ptrTo(commands)
+		}
+		if timeout != 0 {
+			d := protocol.Duration(timeout)
+			req.SetupTimeout = &d
+		}
+		if clear {
+			req.SetupKeys = ptrTo([]string{})
+		} else if len(keyFiles) > 0 {
+			req.SetupKeys = ptrTo(keyFiles)
+		}
+		if req.SetupCommands == nil && req.SetupTimeout == nil && req.SetupKeys == nil {
+			return protocol.ProjectConfig{}, usagef("name --command, --timeout, --key-file or --clear")
+		}
+		return c.SetProjectConfig(ctx, args[0], req)
+	}, text)
+	setup.Flags().StringArrayVar(&commands, "command", nil, "a setup command (repeatable, run in order)")
+	setup.Flags().DurationVar(&timeout, "timeout", 0, "time for all setup commands together (default 10m)")
+	setup.Flags().StringArrayVar(&keyFiles, "key-file", nil, "a worktree file the setup's result depends on, e.g. go.sum (repeatable): with the same commands and contents, a runner reuses its last successful setup")
+	setup.Flags().BoolVar(&clear, "clear", false, "remove the project's setup")
+
+	caches := answerCmd(a, &cobra.Command{
+		Use:   "caches PROJECT [NAME...|none] [--json]",
+		Short: "Set a project's dependency caches, kept per runner (its owner or an admin)",
+		Long: `Set the caches each runner keeps for the project between its attempts and
+mounts read-write into its sandbox only: go (module and build caches), npm,
+pip, cargo, or a directory name of your own (its path is in
+$DROVER_CACHE_DIR/NAME). "none" removes them all.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usagef("name the project and its caches (or none)")
+			}
+			return checkName("project", args[0])
+		},
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
+		names := args[1:]
+		if len(names) == 1 && names[0] == netpolicy.None {
+			names = []string{}
+		}
+		return c.SetProjectConfig(ctx, args[0], protocol.ProjectConfigRequest{Caches: &names})
+	}, text)
+	return []*cobra.Command{show, network, setup, caches}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	out := []string{}
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func printProjectConfig(w io.Writer, c protocol.ProjectConfig) error {
+	t := newTable(w)
+	fprintf(t, "Project:\t%s\n", c.Project)
+	fprintf(t, "Setup network:\t%s\n", netpolicy.Describe(c.SetupNetwork))
+	fprintf(t, "Agent network:\t%s\n", netpolicy.Describe(c.AgentNetwork))
+	if len(c.SetupCommands) == 0 {
+		fprintf(t, "Setup:\t-\n")
+	} else {
+		d := c.SetupTimeout.D()
+		if d == 0 {
+			d = protocol.DefaultSetupTimeout
+		}
+		fprintf(t, "Setup:\t%d command(s) within %s\n", len(c.SetupCommands), d)
+		if len(c.SetupKeys) > 0 {
+			fprintf(t, "\treused while unchanged: %s\n", strings.Join(c.SetupKeys, ","))
+		}
+		for _, cmd := range c.SetupCommands {
+			fprintf(t, "\t$ %s\n", oneLine(cmd))
+		}
+	}
+	fprintf(t, "Caches:\t%s\n", dash(strings.Join(c.Caches, ",")))
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if len(c.Policies) == 0 && !c.AllowOpen {
+		_, err := fprintf(w, "\nThe hub's operator defines no network policies.\n")
+		return err
+	}
+	fprintf(w, "\nPolicies of this hub:\n")
+	t = newTable(w)
+	names := make([]string, 0, len(c.Policies))
+	for n := range c.Policies {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fprintf(t, "  %s\t%s\n", n, strings.Join(c.Policies[n], " "))
+	}
+	if c.AllowOpen {
+		fprintf(t, "  %s\t%s\n", netpolicy.Open, "every host (enabled by the operator)")
+	}
+	return t.Flush()
+}

@@ -1,0 +1,100 @@
+package hub
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// Every kind of full disk is one refusal: 507 no_space with a message that
+// says so.
+func TestFullDiskIs507(t *testing.T) {
+	h := &Hub{log: slog.New(slog.DiscardHandler), now: time.Now}
+	for _, err := range []error{
+		fmt.Errorf("append log: %w", store.ErrNoSpace),
+		fmt.Errorf("write bundle: %w", &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}),
+		fmt.Errorf("write bundle: %w", syscall.EDQUOT),
+	} {
+		ae := h.asAPIError(err)
+		if ae.status != http.StatusInsufficientStorage || ae.code != protocol.ErrNoSpace || !strings.Contains(ae.msg, "disk is full") {
+			t.Errorf("%v: %d %s %q", err, ae.status, ae.code, ae.msg)
+		}
+	}
+	if ae := h.asAPIError(errors.New("boom")); ae.status != http.StatusInternalServerError {
+		t.Errorf("another error: %d", ae.status)
+	}
+}
+
+// A full disk is logged once per interval, with the refusals between.
+func TestFullDiskLoggedOncePerInterval(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var d diskFullLog
+	t0 := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		at     time.Duration
+		logged bool
+	}{
+		{0, true},
+		{time.Second, false},
+		{diskFullInterval - time.Second, false},
+		{diskFullInterval, true},
+		{diskFullInterval + time.Millisecond, false},
+		{3 * diskFullInterval, true},
+	} {
+		buf.Reset()
+		d.report(log, t0.Add(tc.at), store.ErrNoSpace)
+		if got := buf.Len() > 0; got != tc.logged {
+			t.Errorf("at %s: logged %v, want %v", tc.at, got, tc.logged)
+		}
+		if tc.at == diskFullInterval && !strings.Contains(buf.String(), "refused_since_last_report=2") {
+			t.Errorf("at %s: %s", tc.at, buf.String())
+		}
+	}
+}
+
+// A runner that says it is not ready (its disk is below its floor) is
+// offered nothing: its jobs wait saying why, `runners` shows the reason,
+// and a status without it brings the offer.
+func TestNotReadyRunnerIsOfferedNothing(t *testing.T) {
+	th := startHub(t, Config{})
+	const why = "disk full: 3.0 MiB free in the runner's home, below its floor of 256.0 MiB (--min-free)"
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, NotReady: why})
+	j := th.submitAs(th.admin, protocol.SubmitRequest{})
+	v := th.waitQueued(j.ID, "not ready (r1: "+why+")")
+	if len(v.Attempts) != 0 {
+		t.Fatalf("attempts of a job only a not-ready runner could take: %+v", v.Attempts)
+	}
+	if rv := th.runnersOf(th.admin)["r1"]; !rv.Connected || rv.NotReady != why {
+		t.Fatalf("runner view: connected %v, not_ready %q", rv.Connected, rv.NotReady)
+	}
+	sr.noOfferYet()
+
+	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: []protocol.Held{}})
+	sr.offerFor(j.ID)
+	if rv := th.runnersOf(th.admin)["r1"]; rv.NotReady != "" {
+		t.Fatalf("runner view after a ready status: not_ready %q", rv.NotReady)
+	}
+}
+
+// A not-ready reason a terminal could be fooled by closes the connection.
+func TestNotReadyReasonIsPlainText(t *testing.T) {
+	th := startHub(t, Config{})
+	for i, why := range []string{"disk \x1b[2Jfull", strings.Repeat("x", protocol.MaxNotReady+1)} {
+		sr, _ := th.dial(th.registerRunner(fmt.Sprintf("r%d", i)), protocol.Hello{Slots: 1})
+		sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: []protocol.Held{}, NotReady: why})
+		if code := sr.waitClosed(); code != protocol.CloseProtocol {
+			t.Errorf("status with not_ready %q: close %d, want %d", why[:min(len(why), 20)], code, protocol.CloseProtocol)
+		}
+	}
+}

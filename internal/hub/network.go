@@ -1,0 +1,293 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"drover/internal/netpolicy"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// Network policies: the operator names them (Config.Network), a project's
+// owner picks some for the project's setup and agent phases, a job narrows
+// the agent's (netpolicy.Narrow), and the offer carries what they resolve
+// to now.
+
+// jobNetwork checks what a submission asks of the network against its
+// project: nil keeps the project's policies; a job without a project can
+// only ask for none (it has no network).
+func jobNetwork(prj *store.Project, req []string) ([]string, error) {
+	if req == nil {
+		return nil, nil
+	}
+	if len(req) == 0 {
+		return nil, badRequest("--network names policies, or %s", netpolicy.None)
+	}
+	if prj == nil {
+		if len(req) == 1 && req[0] == netpolicy.None {
+			return []string{}, nil
+		}
+		return nil, badRequest("a job without a project has no network; --network %s names policies of a project (drover run --repo)", strings.Join(req, ","))
+	}
+	out, err := netpolicy.Narrow(prj.Config.AgentNetwork, req)
+	if err != nil {
+		return nil, forbidden("%v; project %s's owner widens it (drover projects network %s --agent POLICY,...)", err, prj.Name, prj.Name)
+	}
+	return out, nil
+}
+
+// phaseNetwork resolves chosen policies with the operator's catalog as it
+// is now: a policy the operator removed (or an "open" they turned off)
+// allows nothing.
+func (h *Hub) phaseNetwork(names []string) protocol.PhaseNetwork {
+	pn := protocol.PhaseNetwork{Policies: []string{}}
+	for _, n := range names {
+		if n == netpolicy.Open && !h.cfg.Network.AllowOpen || n != netpolicy.Open && h.cfg.Network.Policies[n] == nil {
+			continue
+		}
+		pn.Policies = append(pn.Policies, n)
+	}
+	m, err := h.cfg.Network.Resolve(pn.Policies)
+	if err != nil { // the catalog was checked when the hub started
+		return protocol.PhaseNetwork{Policies: []string{}}
+	}
+	pn.Allow, pn.Open = m.Strings(), m.Open
+	return pn
+}
+
+// projectSpec adds to an offer what the job's project configures: the
+// network of each phase, the setup and the caches.
+func (h *Hub) projectSpec(tx store.Tx, j store.Job, spec *protocol.JobSpec) error {
+	if j.Project == "" {
+		return nil
+	}
+	prj, err := tx.Project(j.Project)
+	if err != nil {
+		return fmt.Errorf("read project %s: %w", j.Project, err)
+	}
+	c := prj.Config
+	agent, err := netpolicy.Narrow(c.AgentNetwork, j.Network)
+	if err != nil {
+		// The owner narrowed the project since the job was submitted:
+		// keep what both allow, never more.
+		agent = slices.DeleteFunc(slices.Clone(j.Network), func(n string) bool { return !slices.Contains(c.AgentNetwork, n) })
+	}
+	spec.Network = &protocol.NetworkSpec{Setup: h.phaseNetwork(c.SetupNetwork), Agent: h.phaseNetwork(agent),
+		Catalog: h.cfg.Network.Policies}
+	if len(c.SetupCommands) > 0 {
+		timeout := c.SetupTimeout
+		if timeout <= 0 {
+			timeout = protocol.DefaultSetupTimeout
+		}
+		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout), KeyFiles: c.SetupKeys}
+		for _, cred := range h.cfg.Credentials {
+			if slices.Contains(spec.Network.Setup.Policies, cred.Policy) {
+				spec.Setup.Credentials = append(spec.Setup.Credentials, cred)
+			}
+		}
+	}
+	spec.Caches = c.Caches
+	return nil
+}
+
+// configView is a project's config as the API shows it.
+func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
+	c := prj.Config
+	orEmpty := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	return protocol.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
+		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
+		SetupKeys: orEmpty(c.SetupKeys),
+		Policies:  h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
+}
+
+// applyConfig changes c as req asks, or says what is wrong with it and
+// changes nothing.
+func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigRequest) (store.ProjectConfig, error) {
+	var err error
+	if req.SetupNetwork != nil {
+		if c.SetupNetwork, err = h.cfg.Network.Choose(*req.SetupNetwork); err != nil {
+			return c, badRequest("setup network: %v", err)
+		}
+	}
+	if req.AgentNetwork != nil {
+		if c.AgentNetwork, err = h.cfg.Network.Choose(*req.AgentNetwork); err != nil {
+			return c, badRequest("agent network: %v", err)
+		}
+	}
+	if req.SetupCommands != nil {
+		cmds := *req.SetupCommands
+		if len(cmds) > protocol.MaxSetupCommands {
+			return c, badRequest("at most %d setup commands", protocol.MaxSetupCommands)
+		}
+		for _, cmd := range cmds {
+			if strings.TrimSpace(cmd) == "" || len(cmd) > protocol.MaxSetupCommand || strings.ContainsRune(cmd, 0) {
+				return c, badRequest("a setup command is a non-empty shell command line of at most %d bytes", protocol.MaxSetupCommand)
+			}
+		}
+		c.SetupCommands = slices.Clone(cmds)
+	}
+	if req.SetupTimeout != nil {
+		if d := req.SetupTimeout.D(); d < 0 || d > protocol.MaxSetupTimeout {
+			return c, badRequest("setup timeout %s: want 0 (the default, %s) up to %s", d, protocol.DefaultSetupTimeout, protocol.MaxSetupTimeout)
+		}
+		c.SetupTimeout = req.SetupTimeout.D()
+	}
+	if req.SetupKeys != nil {
+		if len(*req.SetupKeys) > protocol.MaxSetupCommands {
+			return c, badRequest("at most %d setup key files", protocol.MaxSetupCommands)
+		}
+		for _, f := range *req.SetupKeys {
+			if err := protocol.CheckKeyFile(f); err != nil {
+				return c, badRequest("%v", err)
+			}
+		}
+		c.SetupKeys = slices.Compact(slices.Sorted(slices.Values(*req.SetupKeys)))
+	}
+	if req.Caches != nil {
+		if len(*req.Caches) > protocol.MaxCaches {
+			return c, badRequest("at most %d caches", protocol.MaxCaches)
+		}
+		for _, name := range *req.Caches {
+			if err := protocol.CheckCacheName(name); err != nil {
+				return c, badRequest("%v", err)
+			}
+		}
+		c.Caches = slices.Compact(slices.Sorted(slices.Values(*req.Caches)))
+	}
+	return c, nil
+}
+
+// apiProjectConfig serves GET /projects/{name}/config (members and admins).
+func (h *Hub) apiProjectConfig(w http.ResponseWriter, r *http.Request, p principal) error {
+	var out protocol.ProjectConfig
+	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+		prj, err := readProject(tx, r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		if err := mayUseProject(tx, p, prj); err != nil {
+			return err
+		}
+		out = h.configView(prj)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// apiSetProjectConfig serves PUT /projects/{name}/config (owner and admins).
+func (h *Hub) apiSetProjectConfig(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req protocol.ProjectConfigRequest
+	if err := decodeBody(r, w, &req); err != nil {
+		return err
+	}
+	var out protocol.ProjectConfig
+	var before, after store.ProjectConfig
+	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+		prj, err := readProject(tx, r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		if err := mayConfigureProject(tx, p, prj); err != nil {
+			return err
+		}
+		before = prj.Config
+		if prj.Config, err = h.applyConfig(prj.Config, req); err != nil {
+			return err
+		}
+		after = prj.Config
+		if err := tx.SetProjectConfig(prj.Name, prj.Config, h.now()); err != nil {
+			return err
+		}
+		out = h.configView(prj)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	h.log.Info("project config changed", "project", out.Project, "by", p.name,
+		"setup_network", netpolicy.Describe(after.SetupNetwork), "agent_network", netpolicy.Describe(after.AgentNetwork),
+		"was_setup_network", netpolicy.Describe(before.SetupNetwork), "was_agent_network", netpolicy.Describe(before.AgentNetwork),
+		"setup_commands", len(after.SetupCommands), "caches", len(after.Caches))
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func readProject(tx store.Tx, name string) (store.Project, error) {
+	prj, err := tx.Project(name)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Project{}, notFound("no project named %q", name)
+	}
+	return prj, err
+}
+
+// checkDenials bounds what a finish reports the proxy refused.
+func checkDenials(ds []protocol.Denial) error {
+	if len(ds) > protocol.MaxDenials {
+		return badRequest("at most %d denials", protocol.MaxDenials)
+	}
+	for _, d := range ds {
+		if _, _, ok := netpolicy.SplitTarget(d.Host); !ok || len(d.Host) > 300 || d.Count < 1 ||
+			(d.Phase != netpolicy.PhaseSetup && d.Phase != netpolicy.PhaseAgent) {
+			return badRequest("denial %q (%s phase, %d times) is malformed", d.Host, d.Phase, d.Count)
+		}
+	}
+	return nil
+}
+
+// denialEvents records each refused host as an event of the job.
+func denialEvents(tx store.Tx, jobID, runner string, iso *protocol.Isolation, at time.Time) error {
+	for _, d := range iso.Denials {
+		ev := store.Event{JobID: jobID, At: at, Kind: "egress_denied", Actor: runner}
+		ev.Message = fmt.Sprintf("%s phase: the egress proxy refused %s (%d times) under %s", d.Phase, d.Host, d.Count, iso.Policy)
+		if _, err := tx.AddEvent(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addAllow says in each denial of a job's view the command that lets its
+// project reach the host, from the operator's policies and the project's
+// choice as they are now.
+func (h *Hub) addAllow(tx store.Tx, v *protocol.JobView) error {
+	if v.Project == "" {
+		return nil
+	}
+	var prj *store.Project
+	for i := range v.Attempts {
+		iso := v.Attempts[i].Isolation
+		if iso == nil {
+			continue
+		}
+		for k := range iso.Denials {
+			if prj == nil {
+				p, err := tx.Project(v.Project)
+				if err != nil {
+					return fmt.Errorf("read project %s: %w", v.Project, err)
+				}
+				prj = &p
+			}
+			d := &iso.Denials[k]
+			inForce := prj.Config.AgentNetwork
+			if d.Phase == netpolicy.PhaseSetup {
+				inForce = prj.Config.SetupNetwork
+			}
+			d.Allow = h.cfg.Network.WidenCommand(v.Project, d.Phase, inForce, d.Host)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package hub
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"drover/internal/job"
+	"drover/internal/netpolicy"
+	"drover/internal/protocol"
+)
+
+// A project's owner chooses its network from the operator's policies;
+// members read the choice, others may not; a refused choice or job changes
+// nothing; a job narrows the agent's policies and the offer carries what
+// they resolve to.
+func TestProjectNetworkPolicies(t *testing.T) {
+	th := startHub(t, Config{Network: netpolicy.Catalog{Policies: map[string][]string{
+		"go":  {"proxy.golang.org", "sum.golang.org"},
+		"npm": {"registry.npmjs.org"},
+	}}})
+	alice, bob, carol := th.addUser("alice"), th.addUser("bob"), th.addUser("carol")
+	_, base := th.hostProject(alice, "web")
+	th.addMember(alice, "web", "bob")
+
+	config := func(token string) (protocol.ProjectConfig, int) {
+		var c protocol.ProjectConfig
+		code, _ := th.call(token, "GET", "/projects/web/config", nil, &c)
+		return c, code
+	}
+	set := func(token string, req protocol.ProjectConfigRequest) (int, protocol.Error) {
+		return th.call(token, "PUT", "/projects/web/config", req, nil)
+	}
+	names := func(n ...string) *[]string { return &n }
+
+	if code, _ := set(alice, protocol.ProjectConfigRequest{SetupNetwork: names("npm", "go"), AgentNetwork: names("go")}); code != http.StatusOK {
+		t.Fatalf("owner sets the network: %d", code)
+	}
+	want := func() {
+		t.Helper()
+		c, code := config(bob)
+		if code != http.StatusOK || !slices.Equal(c.SetupNetwork, []string{"go", "npm"}) || !slices.Equal(c.AgentNetwork, []string{"go"}) ||
+			len(c.Policies) != 2 {
+			t.Fatalf("config as a member sees it: %d %+v", code, c)
+		}
+	}
+	want()
+	for name, tc := range map[string]struct {
+		token  string
+		req    protocol.ProjectConfigRequest
+		status int
+	}{
+		"a member who is not the owner": {bob, protocol.ProjectConfigRequest{AgentNetwork: names("npm")}, http.StatusForbidden},
+		"a non-member":                  {carol, protocol.ProjectConfigRequest{AgentNetwork: names("npm")}, http.StatusForbidden},
+		"an unknown policy":             {alice, protocol.ProjectConfigRequest{AgentNetwork: names("pip")}, http.StatusBadRequest},
+		"open while it is off":          {alice, protocol.ProjectConfigRequest{AgentNetwork: names("open")}, http.StatusBadRequest},
+		"a bad cache with a good policy": {alice, protocol.ProjectConfigRequest{AgentNetwork: names("npm"),
+			Caches: names("../x")}, http.StatusBadRequest},
+		"a bad key file": {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
+	} {
+		if code, e := set(tc.token, tc.req); code != tc.status || e.Message == "" {
+			t.Errorf("%s: %d %+v, want %d with a message", name, code, e, tc.status)
+		}
+		want()
+	}
+	if _, code := config(carol); code != http.StatusForbidden {
+		t.Errorf("a non-member reads the config: %d", code)
+	}
+
+	// A job narrows, never widens; without a project only "none" is.
+	before := len(th.jobIDs(alice))
+	for name, req := range map[string]protocol.SubmitRequest{
+		"widen":            {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"npm"}},
+		"no project":       {Agent: "exec", Args: []string{"true"}, Network: []string{"go"}},
+		"none and another": {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"none", "go"}},
+	} {
+		if code, e := th.call(alice, "POST", "/jobs", req, nil); code/100 != 4 || e.Message == "" {
+			t.Errorf("%s: %d %+v, want a refusal", name, code, e)
+		}
+	}
+	if n := len(th.jobIDs(alice)); n != before {
+		t.Fatalf("refused submissions made jobs: %d, were %d", n, before)
+	}
+
+	box, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
+	none := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base), Network: []string{"none"}})
+	if none.Network == nil || len(none.Network) != 0 {
+		t.Fatalf("job network = %#v, want none", none.Network)
+	}
+	o := box.offerFor(none.ID)
+	n := o.Spec.Network
+	if n == nil || len(n.Agent.Policies) != 0 || len(n.Agent.Allow) != 0 || n.Agent.Open ||
+		!slices.Equal(n.Setup.Policies, []string{"go", "npm"}) ||
+		!slices.Equal(n.Setup.Allow, []string{"proxy.golang.org:443", "registry.npmjs.org:443", "sum.golang.org:443"}) {
+		t.Fatalf("offer network = %+v", n)
+	}
+	runToEnd(t, box, o, "", 0)
+	def := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	o = box.offerFor(def.ID)
+	if !slices.Equal(o.Spec.Network.Agent.Allow, []string{"proxy.golang.org:443", "sum.golang.org:443"}) {
+		t.Fatalf("default agent network = %+v", o.Spec.Network.Agent)
+	}
+
+	// The denials a finish reports become events, and the job's view
+	// says for each the command that allows it; a malformed one is refused.
+	wantOK(t, box.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	fin := protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)},
+		LogSize: 0, LogSHA256: sum(nil), Isolation: &protocol.Isolation{Kind: "bwrap", Policy: "setup: go,npm; agent: go",
+			Denials: []protocol.Denial{{Host: "no port", Phase: "agent", Count: 1}}}}
+	if rep := box.request(protocol.TypeFinish, fin); rep.OK {
+		t.Fatal("a malformed denial was taken")
+	}
+	fin.Isolation.Denials = []protocol.Denial{{Host: "registry.npmjs.org:443", Phase: "agent", Count: 2}, {Host: "example.org:443", Phase: "setup", Count: 1}}
+	wantOK(t, box.request(protocol.TypeFinish, fin))
+	var v protocol.JobView
+	if code, e := th.call(alice, "GET", "/jobs/"+def.ID+"?events=1", nil, &v); code != http.StatusOK {
+		t.Fatalf("job view: %d %+v", code, e)
+	}
+	ds := v.Attempts[0].Isolation.Denials
+	if len(ds) != 2 || ds[0].Allow != "drover projects network web --agent go,npm" ||
+		!strings.Contains(ds[1].Allow, "no network policy on this hub allows example.org:443") {
+		t.Fatalf("denials = %+v", ds)
+	}
+	events := 0
+	for _, e := range v.Events {
+		if e.Kind == "egress_denied" {
+			events++
+		}
+	}
+	if events != 2 {
+		t.Fatalf("%d egress_denied events, want 2: %+v", events, v.Events)
+	}
+}

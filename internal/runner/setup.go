@@ -1,0 +1,248 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"drover/internal/agent"
+	"drover/internal/job"
+	"drover/internal/netpolicy"
+	"drover/internal/protocol"
+	"drover/internal/sandbox"
+	"drover/internal/workspace"
+)
+
+// setupOutputCap bounds the output of each setup command in the log: a
+// flooding command is cut there (and ends at the setup timeout at the latest).
+const setupOutputCap = 8 << 20
+
+// dirEnv is where the attempt's commands run (its worktree, else dir) and
+// the environment they get beyond jobEnv's: the workspace's and the caches'.
+func (a *attempt) dirEnv(dir string, env []string) (string, []string) {
+	if a.ws != nil {
+		dir = a.ws.wt.Dir()
+		env = append(env, a.ws.env()...)
+	}
+	if a.caches != nil {
+		env = append(env, a.caches.env...)
+	}
+	return dir, env
+}
+
+// runSetup runs the project's setup commands in the attempt's sandbox
+// under the setup policy, within the setup's timeout, as a marked section
+// of the log. A zero outcome means setup succeeded and the agent runs.
+func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
+	s := a.spec.Setup
+	dir, env := a.dirEnv(dir, jobEnv(a.ref, dir))
+	box, err := r.phaseBoundary(a, dir, agent.Extra{}, netpolicy.PhaseSetup)
+	if err != nil {
+		return job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSetupFailed, Message: clip("setup sandbox: "+err.Error(), 4096)}
+	}
+	a.box = box
+	timeout := s.Timeout.D()
+	if timeout <= 0 {
+		timeout = protocol.DefaultSetupTimeout
+	}
+	network := "none"
+	if a.spec.Network != nil {
+		network = describePhase(a.spec.Network.Setup)
+	}
+	key := ""
+	if len(s.KeyFiles) > 0 && a.caches != nil && a.spec.Repo != nil {
+		if key, err = setupKey(s, dir); err != nil {
+			r.log.Warn("setup key", "attempt", a.ref.String(), "err", err)
+		} else if _, err := os.Stat(r.setupMarker(a.spec.Repo.Project, key)); err == nil {
+			a.setupReused = true
+			fmt.Fprintf(out, "=== drover setup reused: the same commands ran successfully on this runner with the same %s ===\n",
+				strings.Join(s.KeyFiles, ", "))
+			return job.Outcome{}
+		}
+	}
+	fmt.Fprintf(out, "=== drover setup: %d command(s), network %s, within %s ===\n", len(s.Commands), network, timeout)
+	ctx, cancel := context.WithTimeout(a.ctx, timeout)
+	defer cancel()
+	fail := func(format string, args ...any) job.Outcome {
+		msg := fmt.Sprintf(format, args...)
+		fmt.Fprintf(out, "=== drover setup FAILED: %s ===\n", msg)
+		return job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSetupFailed, Message: clip(msg, 4096)}
+	}
+	for i, cmd := range s.Commands {
+		fmt.Fprintf(out, "--- setup %d/%d: $ %s\n", i+1, len(s.Commands), oneLine(cmd))
+		left := timeout
+		if dl, ok := ctx.Deadline(); ok {
+			left = time.Until(dl)
+		}
+		if left <= 0 {
+			return fail("setup ran past its timeout of %s before command %d", timeout, i+1)
+		}
+		p, err := box.Start(ctx, sandbox.Spec{Dir: dir, Argv: []string{"/bin/sh", "-c", cmd}, Env: env, Output: out,
+			Timeout: left, Grace: r.cfg.StopGrace})
+		if err != nil {
+			return fail("setup command %d could not start: %v", i+1, err)
+		}
+		ex, err := p.Wait()
+		switch {
+		case err != nil:
+			return fail("setup command %d: %v", i+1, err)
+		case a.ctx.Err() != nil:
+			o := unlaunched(context.Cause(a.ctx))
+			fmt.Fprintf(out, "=== drover setup stopped: %s ===\n", o.Message)
+			return o
+		case ex.TimedOut || errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return fail("setup ran past its timeout of %s in command %d ($ %s)", timeout, i+1, oneLine(cmd))
+		case ex.Code != 0:
+			return fail("setup command %d exited with code %d ($ %s)", i+1, ex.Code, oneLine(cmd))
+		}
+	}
+	fmt.Fprintf(out, "=== drover setup done ===\n")
+	if key != "" {
+		m := r.setupMarker(a.spec.Repo.Project, key)
+		if err := os.MkdirAll(filepath.Dir(m), 0o700); err != nil {
+			r.log.Warn("remember the setup", "attempt", a.ref.String(), "err", err)
+		} else if err := os.WriteFile(m, nil, 0o600); err != nil {
+			r.log.Warn("remember the setup", "attempt", a.ref.String(), "err", err)
+		}
+	}
+	return job.Outcome{}
+}
+
+// setupMarker is the file that says a setup with this key succeeded for
+// the project: outside every cache, so that no sandbox can forge it.
+func (r *Runner) setupMarker(project, key string) string {
+	return filepath.Join(r.cfg.Home, "setup-keys", project, key)
+}
+
+// maxKeyFile bounds how much of one key file is hashed.
+const maxKeyFile = 64 << 20
+
+// setupKey hashes a setup's commands and the contents of its key files in
+// the worktree dir (a file that is missing or not a regular file counts as
+// such: symlinks are not followed).
+func setupKey(s *protocol.SetupSpec, dir string) (string, error) {
+	h := sha256.New()
+	for _, c := range s.Commands {
+		fmt.Fprintf(h, "command %d\x00%s\x00", len(c), c)
+	}
+	for _, name := range s.KeyFiles {
+		if err := protocol.CheckKeyFile(name); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "file %s\x00", name)
+		p := filepath.Join(dir, name)
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxKeyFile {
+			fmt.Fprintf(h, "absent\x00")
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return "", fmt.Errorf("read setup key file %s: %w", name, err)
+		}
+		n, err := io.Copy(h, io.LimitReader(f, maxKeyFile))
+		f.Close()
+		if err != nil {
+			return "", fmt.Errorf("read setup key file %s: %w", name, err)
+		}
+		fmt.Fprintf(h, "\x00%d\x00", n)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// oneLine shortens a command for the log and messages.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return clip(s, 200)
+}
+
+// attemptCaches are a project's caches on this runner, mounted into one
+// attempt's sandbox.
+type attemptCaches struct {
+	names []string
+	dirs  []string // host directories, mounted at the same path
+	env   []string // NAME=VALUE pointing the tools at them
+}
+
+func (r *Runner) cacheRoot() string { return filepath.Join(r.cfg.Home, "caches") }
+
+// openCaches makes (or finds) the project's cache directories: one folder
+// per project under the runner's home, so that no other project's sandbox
+// ever has them.
+func (r *Runner) openCaches(project string, names []string) (*attemptCaches, error) {
+	if !workspace.ValidProject(project) {
+		return nil, fmt.Errorf("project name %q is not valid", project)
+	}
+	base := filepath.Join(r.cacheRoot(), project)
+	ac := &attemptCaches{env: []string{"DROVER_CACHE_DIR=" + base}}
+	for _, name := range names {
+		if err := protocol.CheckCacheName(name); err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(base, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("make cache %s of project %s: %w", name, project, err)
+		}
+		ac.names, ac.dirs = append(ac.names, name), append(ac.dirs, dir)
+		vars, _ := protocol.CacheVars(name)
+		for _, v := range vars {
+			val := dir
+			switch v {
+			case "GOMODCACHE":
+				val = filepath.Join(dir, "mod")
+			case "GOCACHE":
+				val = filepath.Join(dir, "build")
+			}
+			ac.env = append(ac.env, v+"="+val)
+		}
+	}
+	return ac, nil
+}
+
+// policy mounts the caches read-write and lets their variables through.
+func (ac *attemptCaches) policy(p *sandbox.Policy) {
+	for _, d := range ac.dirs {
+		p.ReadWrite = append(p.ReadWrite[:len(p.ReadWrite):len(p.ReadWrite)], sandbox.Mount{Src: d, Dst: d})
+	}
+	for _, kv := range ac.env {
+		name, _, _ := strings.Cut(kv, "=")
+		p.Env = append(p.Env[:len(p.Env):len(p.Env)], name)
+	}
+}
+
+// CacheUsage is the bytes the runner's project caches hold on disk, per
+// project: part of what the runner's home uses.
+func (r *Runner) CacheUsage() (map[string]int64, error) {
+	entries, err := os.ReadDir(r.cacheRoot())
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]int64{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list project caches: %w", err)
+	}
+	out := map[string]int64{}
+	for _, e := range entries {
+		var n int64
+		err := filepath.WalkDir(filepath.Join(r.cacheRoot(), e.Name()), func(_ string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
+				n += fi.Size()
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("measure the caches of project %s: %w", e.Name(), err)
+		}
+		out[e.Name()] = n
+	}
+	return out, nil
+}
