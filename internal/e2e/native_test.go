@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,17 @@ import (
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
 )
+
+// addNativeAccount gives r a native account of provider at baseURL with
+// the real key.
+func addNativeAccount(t *testing.T, r *testkit.Runner, provider, baseURL string, args ...string) {
+	t.Helper()
+	args = append([]string{"account", "add", "--agent", "native", "--label", "main", "--provider", provider,
+		"--base-url", baseURL, "--api-key-stdin"}, args...)
+	if out, err := r.CLI(realKey+"\n", args...); err != nil {
+		t.Fatalf("account add: %v\n%s", err, out)
+	}
+}
 
 // The native agent on each wire protocol, through a real hub and runner
 // under bubblewrap: the scripted model reads a file, edits it, runs a test
@@ -47,14 +57,11 @@ func TestNativeAgentReadsEditsTestsDelivers(t *testing.T) {
 				fakemodel.CallTool("deliver", map[string]any{"summary": "a.txt says two; checked with grep"}),
 				fakemodel.Text("Done."),
 			}, fakemodel.RequireKey(realKey))
-			args := []string{"account", "add", "--agent", "native", "--label", "main", "--provider", tc.provider,
-				"--base-url", fake.URL + tc.form, "--api-key-stdin"}
+			var model []string
 			if tc.model != "" {
-				args = append(args, "--model", tc.model)
+				model = []string{"--model", tc.model}
 			}
-			if out, err := r.CLI(realKey+"\n", args...); err != nil {
-				t.Fatalf("account add: %v\n%s", err, out)
-			}
+			addNativeAccount(t, r, tc.provider, fake.URL+tc.form, model...)
 			r.Start()
 			src := sourceCheckout(t)
 			run := []string{"--repo", src, "--agent", "native"}
@@ -111,25 +118,12 @@ func TestNativeAgentResumesAfterRunnerStop(t *testing.T) {
 		fakemodel.CallTool("deliver", map[string]any{"summary": "done after resuming"}),
 		fakemodel.Text("Done."),
 	}, fakemodel.RequireKey(realKey))
-	if out, err := r.CLI(realKey+"\n", "account", "add", "--agent", "native", "--provider", "anthropic",
-		"--base-url", fake.URL, "--api-key-stdin"); err != nil {
-		t.Fatalf("account add: %v\n%s", err, out)
-	}
+	addNativeAccount(t, r, "anthropic", fake.URL)
 	r.Start()
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Start, then finish.")
 	c := h.Client()
-	testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(protocol.JobView) bool {
-		m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
-		return len(m) > 0
-	})
-	if err := r.Terminate(time.Minute); err != nil {
-		t.Fatalf("runner stop: %v", err)
-	}
-	w := testkit.WaitJob(t, c, v.ID, time.Minute, func(v protocol.JobView) bool { return v.State == job.Queued || v.State.Terminal() })
-	if w.State != job.Queued || w.Attempts[0].State != job.AttemptReleased {
-		t.Fatalf("after the stop: %s, attempt %s\n%s", w.State, w.Attempts[0].State, testkit.Log(t, c, v.ID, 1))
-	}
+	stopOnceStarted(t, c, r, v.ID)
 	r.Start()
 	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
 	log2 := testkit.Log(t, c, v.ID, 2)
@@ -161,10 +155,7 @@ func TestNativeAgentLimitedWaitsForTheResetAndContinues(t *testing.T) {
 		fakemodel.CallTool("deliver", map[string]any{"summary": "done across a limit"}),
 		fakemodel.Text("Done."),
 	}, fakemodel.RequireKey(realKey), fakemodel.RateLimit(1, time.Now().Add(2*time.Second)))
-	if out, err := r.CLI(realKey+"\n", "account", "add", "--agent", "native", "--provider", "anthropic",
-		"--base-url", fake.URL, "--api-key-stdin"); err != nil {
-		t.Fatalf("account add: %v\n%s", err, out)
-	}
+	addNativeAccount(t, r, "anthropic", fake.URL)
 	r.Start()
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Write two files across a limit.")
