@@ -15,7 +15,6 @@ package accounts
 
 import (
 	"crypto/rand"
-	"drover/internal/protocol"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -31,7 +30,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"drover/internal/agent/catalog"
 	"drover/internal/fsutil"
+	"drover/internal/model"
+	"drover/internal/protocol"
 )
 
 // Kinds of account.
@@ -41,6 +43,9 @@ const (
 	KindLogin = "login"
 	// KindAPIKey is an account with an API key, stored apart from the index.
 	KindAPIKey = "api-key"
+	// KindNoKey is a native account whose model server takes no key (a
+	// local Ollama, vLLM or llama.cpp next to the runner).
+	KindNoKey = "no-key"
 )
 
 // Limits on what an account may hold.
@@ -54,17 +59,22 @@ const (
 // account of an agent can run now.
 var ErrNoAccount = errors.New("no usable account")
 
-// Agents are the agents accounts can be for.
-func Agents() []string { return []string{"claude", "codex", "gemini", "opencode"} }
+// Agents are the agents accounts can be for: those of the catalogue that
+// run under one.
+func Agents() []string { return catalog.AccountAgents() }
 
 // Account is one login or API key of an agent CLI. It holds no secret.
 type Account struct {
-	ID      string    `json:"id"` // "acct_" + 16 random hex; never reused, stable across restarts
-	Agent   string    `json:"agent"`
-	Label   string    `json:"label,omitempty"`
-	Kind    string    `json:"kind"`
-	BaseURL string    `json:"base_url,omitempty"` // api-key accounts: the provider's API root; "" = the vendor's default
-	Created time.Time `json:"created"`
+	ID      string `json:"id"` // "acct_" + 16 random hex; never reused, stable across restarts
+	Agent   string `json:"agent"`
+	Label   string `json:"label,omitempty"`
+	Kind    string `json:"kind"`
+	BaseURL string `json:"base_url,omitempty"` // api-key accounts: the provider's API root; "" = the vendor's default
+	// Provider and Model are a native account's model API (package
+	// model's provider kinds); other agents' accounts have neither.
+	Provider string    `json:"provider,omitempty"`
+	Model    string    `json:"model,omitempty"`
+	Created  time.Time `json:"created"`
 	// LimitedUntil is when a provider's rate limit on the account ends; it
 	// sits out until then.
 	LimitedUntil time.Time `json:"limited_until,omitzero"`
@@ -90,7 +100,14 @@ func (a Account) String() string {
 	if a.Label != "" {
 		s += " " + a.Label
 	}
-	return s + ", " + a.Kind + ")"
+	s += ", " + a.Kind
+	if a.Provider != "" {
+		s += ", " + a.Provider
+		if a.Model != "" {
+			s += " " + a.Model
+		}
+	}
+	return s + ")"
 }
 
 // NoAccountError says why Pick found no account: the agent has none, or
@@ -533,6 +550,9 @@ func validate(a *Account, key string) error {
 	if err := ValidLabel(a.Label); err != nil {
 		return err
 	}
+	if err := validModel(a); err != nil {
+		return err
+	}
 	switch a.Kind {
 	case KindLogin:
 		if key != "" {
@@ -550,8 +570,45 @@ func validate(a *Account, key string) error {
 			return err
 		}
 		a.BaseURL = u
+	case KindNoKey:
+		if key != "" {
+			return errors.New("a no-key account takes no key")
+		}
+		u, err := protocol.CheckBaseURL(a.BaseURL)
+		if err != nil {
+			return err
+		}
+		a.BaseURL = u
 	default:
-		return fmt.Errorf("kind %q: want %s or %s", a.Kind, KindLogin, KindAPIKey)
+		return fmt.Errorf("kind %q: want %s, %s or %s", a.Kind, KindLogin, KindAPIKey, KindNoKey)
+	}
+	return nil
+}
+
+// validModel checks a native account's provider and model, and that other
+// accounts name neither.
+func validModel(a *Account) error {
+	e, _ := catalog.Lookup(a.Agent)
+	if e.Kind != catalog.Native {
+		if a.Provider != "" || a.Model != "" {
+			return fmt.Errorf("a %s account takes no provider or model: only native accounts do", a.Agent)
+		}
+		if a.Kind == KindNoKey {
+			return fmt.Errorf("a %s account needs a key or a login; only native accounts can do without", a.Agent)
+		}
+		return nil
+	}
+	switch {
+	case !slices.Contains(model.Providers(), a.Provider):
+		return fmt.Errorf("a native account needs a provider: one of %s", strings.Join(model.Providers(), ", "))
+	case a.Kind == KindLogin:
+		return errors.New("a native account has an API key or none (--api-key-stdin or --no-key), not a login")
+	case a.Provider == model.OpenAICompatible && a.BaseURL == "":
+		return errors.New("an openai-compatible account needs its server's base URL (--base-url)")
+	case a.Model == "" && model.DefaultModel(a.Provider) == "":
+		return fmt.Errorf("a %s account needs a model (--model)", a.Provider)
+	case len(a.Model) > protocol.MaxModel || protocol.CheckPlainText("model", a.Model, false) != nil:
+		return fmt.Errorf("model: at most %d plain characters", protocol.MaxModel)
 	}
 	return nil
 }

@@ -369,7 +369,11 @@ func TestConcurrentAdd(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			agent := Agents()[i%len(Agents())]
-			_, err := stores[i%2].Add(Account{Agent: agent, Kind: KindAPIKey, Label: fmt.Sprintf("k%d", i)}, fmt.Sprintf("key-%d", i))
+			acct := Account{Agent: agent, Kind: KindAPIKey, Label: fmt.Sprintf("k%d", i)}
+			if agent == "native" {
+				acct.Provider = "anthropic"
+			}
+			_, err := stores[i%2].Add(acct, fmt.Sprintf("key-%d", i))
 			errs <- err
 		})
 	}
@@ -510,5 +514,48 @@ func TestAttentionAndReset(t *testing.T) {
 	}
 	if f, err := s.Find("a"); err != nil || f.ID != a.ID || f.NeedsAttention() {
 		t.Errorf("Find = %+v, %v", f, err)
+	}
+}
+
+// TestNativeAccounts: a native account names its provider, has a key or
+// none, and an openai-compatible one its base URL and model; other agents'
+// accounts take neither provider nor model.
+func TestNativeAccounts(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := []struct {
+		a   Account
+		key string
+	}{
+		{Account{Agent: "native", Kind: KindAPIKey, Provider: "anthropic"}, "sk-ant"},
+		{Account{Agent: "native", Kind: KindNoKey, Provider: "openai-compatible", BaseURL: "http://127.0.0.1:11434/v1", Model: "qwen"}, ""},
+	}
+	for _, g := range good {
+		got, err := s.Add(g.a, g.key)
+		if err != nil {
+			t.Fatalf("%+v: %v", g.a, err)
+		}
+		if got.Provider != g.a.Provider || got.Model != g.a.Model {
+			t.Fatalf("stored %+v", got)
+		}
+	}
+	bad := []struct {
+		a   Account
+		key string
+	}{
+		{Account{Agent: "native", Kind: KindAPIKey}, "k"},
+		{Account{Agent: "native", Kind: KindLogin, Provider: "openai"}, ""},
+		{Account{Agent: "native", Kind: KindNoKey, Provider: "openai-compatible", Model: "m"}, ""},
+		{Account{Agent: "native", Kind: KindNoKey, Provider: "openai-compatible", BaseURL: "http://127.0.0.1:1/v1"}, ""},
+		{Account{Agent: "native", Kind: KindNoKey, Provider: "openai-compatible", BaseURL: "http://10.0.0.1/v1", Model: "m"}, ""},
+		{Account{Agent: "claude", Kind: KindAPIKey, Provider: "anthropic"}, "k"},
+		{Account{Agent: "claude", Kind: KindNoKey}, ""},
+	}
+	for _, b := range bad {
+		if _, err := s.Add(b.a, b.key); err == nil {
+			t.Errorf("%+v: accepted", b.a)
+		}
 	}
 }

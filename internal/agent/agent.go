@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
+	"drover/internal/tools"
 )
 
 // Attempt is everything an agent gets for one attempt. Env is the whole
@@ -69,6 +71,9 @@ type Account struct {
 	Dir     string // the CLI's config directory (login, sessions)
 	Key     string // API key; empty for an account logged in with the vendor
 	BaseURL string // provider API root; empty: the operator's or vendor's default
+	// Provider and Model are a native account's model API (package model).
+	Provider string
+	Model    string
 }
 
 // ToolEndpoint reaches the attempt's tool server. Token only ever goes
@@ -77,6 +82,17 @@ type ToolEndpoint struct {
 	URL       string
 	Token     string
 	MCPConfig string // a Claude-style MCP config file holding URL and token
+	// Local calls the same tools in the runner's process, for an agent
+	// that runs its model loop there (native).
+	Local ToolCaller
+}
+
+// ToolCaller calls drover's tools (package tools) by name with JSON
+// arguments; an error is a tool error to show the model. Status says
+// whether ask or deliver has ended the attempt's turn.
+type ToolCaller interface {
+	Call(ctx context.Context, name string, args json.RawMessage) (string, error)
+	Status() tools.Status
 }
 
 // Result is how an attempt ended. Reason is ReasonExited (see ExitCode),

@@ -15,6 +15,9 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/agent/catalog"
+	"drover/internal/agent/native"
+	"drover/internal/model"
 	"drover/internal/protocol"
 	"drover/internal/runner"
 )
@@ -62,19 +65,18 @@ type openAccounts func() (*accounts.Store, string, error)
 
 // adapterOf is the vendor CLI adapter of an agent name.
 func adapterOf(name string) (agent.Adapter, bool) {
-	for _, ad := range runner.Adapters() {
-		if ad.Name == name {
-			return ad, true
-		}
+	if e, ok := catalog.Lookup(name); ok && e.Adapter != nil {
+		return *e.Adapter, true
 	}
 	return agent.Adapter{}, false
 }
 
 func (a *app) accountAddCmd(open openAccounts) *cobra.Command {
-	var agentName, label, baseURL string
-	var keyStdin bool
+	var agentName, label, baseURL, provider, modelName string
+	var keyStdin, noKey bool
 	cmd := &cobra.Command{
-		Use:   "add --agent AGENT [--label LABEL] [--api-key-stdin [--base-url URL]] [--home DIR]",
+		Use: "add --agent AGENT [--label LABEL] [--api-key-stdin [--base-url URL]] [--home DIR]\n" +
+			"  add --agent native --provider anthropic|openai|openai-compatible [--base-url URL] [--model M] (--api-key-stdin | --no-key)",
 		Short: "Add an account: a login (default) or an API key read from stdin",
 		Long: `Add an account for AGENT (` + strings.Join(accounts.Agents(), ", ") + `).
 
@@ -85,7 +87,13 @@ runner's user, with that directory as the CLI's config home.
 With --api-key-stdin the key is read from stdin (never from an argument or a
 flag value, which every local user can see), trimmed, and stored in a 0600
 file of its own. --base-url points it at another API root (a gateway);
-plain http is accepted for loopback addresses only.`,
+plain http is accepted for loopback addresses only.
+
+A native account is drover's own agent on a model API: --provider names
+its protocol (anthropic: Messages; openai: Chat Completions;
+openai-compatible: a server such as Ollama, vLLM or llama.cpp, which needs
+--base-url, e.g. http://127.0.0.1:11434/v1, and --model). Its key, if any,
+stays with the runner; --no-key is for a local server that takes none.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agentName == "" {
@@ -97,10 +105,24 @@ plain http is accepted for loopback addresses only.`,
 			if err := accounts.ValidLabel(label); err != nil {
 				return usagef("--label: %v", err)
 			}
-			if baseURL != "" && !keyStdin {
+			isNative := agentName == native.Name
+			switch {
+			case !isNative && (provider != "" || modelName != "" || noKey):
+				return usagef("--provider, --model and --no-key are for native accounts (--agent native)")
+			case isNative && !keyStdin && !noKey:
+				return usagef("a native account needs --api-key-stdin or --no-key")
+			case keyStdin && noKey:
+				return usagef("--api-key-stdin and --no-key exclude each other")
+			case baseURL != "" && !keyStdin && !noKey:
 				return usagef("--base-url is for api-key accounts (--api-key-stdin)")
 			}
-			if baseURL != "" {
+			if isNative {
+				u, err := protocol.CheckBaseURL(baseURL)
+				if err != nil {
+					return fmt.Errorf("--base-url: %w", err)
+				}
+				baseURL = u
+			} else if baseURL != "" {
 				// Stored as the root every CLI of the agent builds on, so
 				// that the list shows what the runner will use.
 				ad, _ := adapterOf(agentName)
@@ -110,8 +132,12 @@ plain http is accepted for loopback addresses only.`,
 				}
 				baseURL = u
 			}
-			acct := accounts.Account{Agent: agentName, Label: label, Kind: accounts.KindLogin, BaseURL: baseURL}
+			acct := accounts.Account{Agent: agentName, Label: label, Kind: accounts.KindLogin, BaseURL: baseURL,
+				Provider: provider, Model: modelName}
 			var key string
+			if noKey {
+				acct.Kind = accounts.KindNoKey
+			}
 			if keyStdin {
 				var err error
 				if key, err = a.readAPIKey(); err != nil {
@@ -129,7 +155,7 @@ plain http is accepted for loopback addresses only.`,
 			}
 			a.log.Debug("account added", "account", acct.String())
 			out := a.env.Stdout
-			if acct.Kind == accounts.KindAPIKey {
+			if acct.Kind != accounts.KindLogin {
 				_, err = fprintf(out, "added account %s; it is ready\n", acct)
 				return err
 			}
@@ -144,6 +170,9 @@ plain http is accepted for loopback addresses only.`,
 	f.StringVar(&label, "label", "", "a name for the account, unique per agent: letters, digits, '.', '_', '-'")
 	f.BoolVar(&keyStdin, "api-key-stdin", false, "an api-key account: read the key from stdin")
 	f.StringVar(&baseURL, "base-url", "", "with --api-key-stdin: the provider's API root (default: the vendor's)")
+	f.StringVar(&provider, "provider", "", "native: the model API, one of "+strings.Join(model.Providers(), ", "))
+	f.StringVar(&modelName, "model", "", "native: the model (default: the provider's, if it has one)")
+	f.BoolVar(&noKey, "no-key", false, "native: the model server takes no key (a local one)")
 	return cmd
 }
 

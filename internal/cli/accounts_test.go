@@ -300,3 +300,41 @@ func TestAccountNeedsLoginAndAttention(t *testing.T) {
 		t.Errorf("reset of a login account with a key: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestAccountAddNative: a native account names its provider, base URL and
+// model; --no-key is for a server without one; the flags are refused for
+// other agents and a native account needs a key or --no-key.
+func TestAccountAddNative(t *testing.T) {
+	home := t.TempDir()
+	r := runCLI(t, nil, "", "runner", "account", "add", "--agent", "native", "--provider", "openai-compatible",
+		"--base-url", "http://127.0.0.1:11434/v1/", "--model", "qwen", "--no-key", "--home", home)
+	if r.code != 0 || !strings.Contains(r.stdout, "ready") {
+		t.Fatalf("add: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, nil, testKey+"\n", "runner", "account", "add", "--agent", "native", "--provider", "anthropic",
+		"--api-key-stdin", "--home", home)
+	if r.code != 0 {
+		t.Fatalf("add: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	vs := listAccounts(t, home)
+	if len(vs) != 2 || vs[0].Provider != "openai-compatible" || vs[0].Model != "qwen" || vs[0].Kind != accounts.KindNoKey ||
+		vs[0].BaseURL != "http://127.0.0.1:11434/v1" || vs[1].Provider != "anthropic" || vs[1].State != "ready" {
+		t.Fatalf("list = %+v", vs)
+	}
+	for _, args := range [][]string{
+		{"--agent", "native", "--provider", "anthropic"},
+		{"--agent", "native", "--provider", "gemini", "--no-key"},
+		{"--agent", "native", "--provider", "openai-compatible", "--model", "m", "--no-key"},
+		{"--agent", "native", "--provider", "openai-compatible", "--base-url", "http://10.1.2.3/v1", "--model", "m", "--no-key"},
+		{"--agent", "claude", "--provider", "anthropic", "--api-key-stdin"},
+		{"--agent", "codex", "--no-key"},
+	} {
+		r := runCLI(t, nil, testKey+"\n", append(append([]string{"runner", "account", "add"}, args...), "--home", home)...)
+		if r.code == 0 {
+			t.Errorf("%q: accepted", args)
+		}
+		if strings.Contains(r.stdout+r.stderr, testKey) {
+			t.Errorf("%q: the key is in the output", args)
+		}
+	}
+}

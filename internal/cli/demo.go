@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/agent/catalog"
 	"drover/internal/sandbox"
 )
 
@@ -72,13 +73,9 @@ $GEMINI_API_KEY (gemini), passed on stdin, never as an argument.`,
 }
 
 // demoKeyEnv is where the demo finds an API key for a vendor agent.
-var demoKeyEnv = map[string]string{
-	"claude": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY", "opencode": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY",
-}
-
-// demoCLIPackage is the npm package of each vendor agent's CLI.
-var demoCLIPackage = map[string]string{
-	"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "opencode": "opencode-ai", "gemini": "@google/gemini-cli",
+func demoKeyEnv(name string) string {
+	e, _ := catalog.Lookup(name)
+	return e.KeyVar
 }
 
 // check refuses what the demo cannot do, before anything starts.
@@ -86,13 +83,13 @@ func (o demoOptions) check(getenv func(string) string) error {
 	switch {
 	case o.agent == "exec":
 	case o.agent == "native":
-		return usagef("--agent native: drover's own agent does not exist yet (issue 11); try --agent exec, claude, codex, opencode or gemini")
-	case demoKeyEnv[o.agent] != "":
-		if strings.TrimSpace(getenv(demoKeyEnv[o.agent])) == "" {
-			return fmt.Errorf("--agent %s needs an API key in $%s: the demo gives it to its runner's account on stdin", o.agent, demoKeyEnv[o.agent])
+		return usagef("--agent native: the demo brings no model server for drover's own agent; add a native account to a runner (drover runner account add --agent native --help) or try --agent exec, claude, codex, opencode or gemini")
+	case demoKeyEnv(o.agent) != "":
+		if strings.TrimSpace(getenv(demoKeyEnv(o.agent))) == "" {
+			return fmt.Errorf("--agent %s needs an API key in $%s: the demo gives it to its runner's account on stdin", o.agent, demoKeyEnv(o.agent))
 		}
 		if _, err := exec.LookPath(o.agent); err != nil {
-			return fmt.Errorf("--agent %s needs the %s CLI on PATH: npm install -g %s", o.agent, o.agent, demoCLIPackage[o.agent])
+			return fmt.Errorf("--agent %s needs the %s CLI on PATH: npm install -g %s", o.agent, o.agent, agentPackage(o.agent))
 		}
 	default:
 		return usagef("--agent %q: want exec, claude, codex, opencode or gemini", o.agent)
@@ -293,7 +290,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) (err error) {
 // addAccount gives the demo's runner an API-key account for a vendor
 // agent, the key on stdin.
 func (d *demoRun) addAccount(ctx context.Context, exe, home string) error {
-	env := demoKeyEnv[d.agent]
+	env := demoKeyEnv(d.agent)
 	d.typed("printenv %s | drover runner account add --agent %s --api-key-stdin --home %s", env, d.agent, home)
 	cmd := exec.CommandContext(ctx, exe, "runner", "account", "add", "--agent", d.agent, "--api-key-stdin", "--home", home)
 	cmd.Stdin = strings.NewReader(strings.TrimSpace(d.a.env.Getenv(env)) + "\n")

@@ -13,7 +13,7 @@ func TestDemoRefusesWhatItCannotDo(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"demo", "--agent", "native"}, 2, "issue 11"},
+		{[]string{"demo", "--agent", "native"}, 2, "no model server"},
 		{[]string{"demo", "--agent", "nobody"}, 2, "want exec, claude"},
 		{[]string{"demo", "--agent", "claude"}, 1, "$ANTHROPIC_API_KEY"},
 		{[]string{"demo", "--sandbox", "docker"}, 2, "bwrap or none"},

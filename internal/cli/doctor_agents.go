@@ -19,6 +19,7 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/agent/catalog"
 	"drover/internal/protocol"
 	"drover/internal/runner"
 	"drover/internal/sandbox"
@@ -31,19 +32,18 @@ var versionRE = regexp.MustCompile(`\b\d+\.\d+`)
 const versionTimeout = 30 * time.Second
 
 // doctorAgents are the agent CLIs the doctor checks, in its order.
-func doctorAgents() []string { return []string{"claude", "codex", "opencode", "gemini"} }
+func doctorAgents() []string {
+	var names []string
+	for _, ad := range catalog.CLIs() {
+		names = append(names, ad.Name)
+	}
+	return names
+}
 
 // agentPackage is the npm package a vendor CLI ships in.
 func agentPackage(name string) string {
-	switch name {
-	case "claude":
-		return "@anthropic-ai/claude-code"
-	case "codex":
-		return "@openai/codex"
-	case "opencode":
-		return "opencode-ai"
-	case "gemini":
-		return "@google/gemini-cli"
+	if e, ok := catalog.Lookup(name); ok && e.Package != "" {
+		return e.Package
 	}
 	return name
 }
@@ -102,7 +102,12 @@ ready or rate-limited, and the API root its api-key accounts without a
 --base-url of their own use (the vendor's, or the runner's variable, e.g.
 OPENAI_BASE_URL, normalised: with or without /v1 and a trailing slash). A missing agent CLI or account is reported, not a
 failure. With --json the agents follow the sandbox checks in the one list,
-as kind "agent:NAME".`
+as kind "agent:NAME".
+
+Then each native account's model endpoint is asked once, with a tiny
+request, to call a tool: whether it takes native tool calls (the native
+agent needs them), or why the call failed. With --json these follow as kind
+"native:ACCOUNT".`
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		asJSON, _ := c.Flags().GetBool("json")
 		kind, _ := c.Flags().GetString("sandbox")
@@ -125,6 +130,7 @@ as kind "agent:NAME".`
 			}
 		}
 		checks := a.agentChecks(c.Context(), kind, a.env.Getenv("PATH"), h)
+		natives := a.nativeChecks(c.Context(), h)
 		if asJSON {
 			var items []json.RawMessage
 			if err := json.Unmarshal(sbOut.Bytes(), &items); err != nil {
@@ -137,10 +143,19 @@ as kind "agent:NAME".`
 				}
 				items = append(items, b)
 			}
+			for _, nc := range natives {
+				b, err := json.Marshal(nc)
+				if err != nil {
+					return fmt.Errorf("doctor: encode the native checks: %w", err)
+				}
+				items = append(items, b)
+			}
 			if err := printJSON(out, items); err != nil {
 				return err
 			}
 		} else if err := printAgentChecks(out, kind, checks); err != nil {
+			return err
+		} else if err := printNativeChecks(out, natives); err != nil {
 			return err
 		}
 		return sbErr
@@ -278,18 +293,24 @@ func versionLine(s string) string {
 	return first
 }
 
-// countAccounts counts the runner's ready and limited accounts per agent,
-// without creating anything in a home that has none.
-func countAccounts(home string) (map[string]accountCounts, error) {
-	counts := map[string]accountCounts{}
+// runnerAccounts are the accounts of the runner home, read without
+// creating anything in a home that has none (nil store and list).
+func runnerAccounts(home string) (*accounts.Store, []accounts.Account, error) {
 	if _, err := os.Stat(filepath.Join(home, "accounts")); errors.Is(err, os.ErrNotExist) {
-		return counts, nil
+		return nil, nil, nil
 	}
 	s, err := accounts.Open(home)
 	if err != nil {
-		return counts, err
+		return nil, nil, err
 	}
 	as, err := s.List()
+	return s, as, err
+}
+
+// countAccounts counts the runner's ready and limited accounts per agent.
+func countAccounts(home string) (map[string]accountCounts, error) {
+	counts := map[string]accountCounts{}
+	s, as, err := runnerAccounts(home)
 	if err != nil {
 		return counts, err
 	}

@@ -22,12 +22,12 @@ const (
 )
 
 func (a *app) runCmd() *cobra.Command {
-	var agent, key, account, network string
+	var agent, key, account, network, modelName string
 	var labels []string
 	var wait, asJSON, tools bool
 	var src sourceOptions
 	cmd := &cobra.Command{
-		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--network none|POLICY,...] [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
+		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--network none|POLICY,...] [--model M] [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
 		Short: "Submit a job and print its id",
 		Long: `Submit a job and print its id (or, with --json, the job).
 
@@ -55,11 +55,12 @@ Such a job completes only when its agent delivers; when it asks, the job
 waits for an answer (drover questions, drover answer) without holding a
 runner.
 
-Vendor agents (claude, codex, opencode, gemini) take the prompt as ARGS and
-always get the tools. The hub runs such a job under the best-ranked ready
-account of that agent (drover accounts); --account pins it to one account,
-by id or label: it then runs only there and waits while that account is
-limited.
+Vendor agents (claude, codex, opencode, gemini) and drover's own agent
+(native) take the prompt as ARGS and always get the tools. The hub runs such
+a job under the best-ranked ready account of that agent (drover accounts);
+--account pins it to one account, by id or label: it then runs only there
+and waits while that account is limited. --model picks a native job's model
+on its account's provider (the endpoint stays the runner operator's).
 
 --network narrows what the agent of a job on a project may reach: none, or
 some of the network policies its project's owner chose (drover projects
@@ -71,7 +72,7 @@ widens its project's network.`,
 			if err != nil {
 				return err
 			}
-			req.Tools, req.Account = tools, account
+			req.Tools, req.Account, req.Model = tools, account, modelName
 			if cmd.Flags().Changed("network") {
 				if req.Network = splitList(network); len(req.Network) == 0 {
 					return usagef("--network names policies of the job's project, or none")
@@ -110,6 +111,7 @@ widens its project's network.`,
 	f.BoolVar(&wait, "wait", false, "follow the job to its end and exit with its exit code")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON")
 	f.BoolVar(&tools, "tools", false, "give the agent drover's tools; the job completes only by deliver")
+	f.StringVar(&modelName, "model", "", "the model a native agent's job uses instead of its account's (the endpoint stays the runner operator's)")
 	f.StringVar(&network, "network", "", "narrow the agent's network: none, or some of the project's policies (comma-separated); never wider than the project allows")
 	f.StringVar(&account, "account", "", "run a vendor agent's job only under this runner account (id or label; see drover accounts)")
 	src.addFlags(cmd)

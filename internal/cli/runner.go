@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/agent/catalog"
 	"drover/internal/auth"
 	"drover/internal/client"
 	"drover/internal/protocol"
@@ -73,7 +74,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(), MinFree: minFree, CacheSize: cacheSize,
 				AgentPath: a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{},
 				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
-			for _, ad := range runner.Adapters() {
+			for _, ad := range catalog.CLIs() {
 				if v := a.env.Getenv(ad.Endpoint.UpstreamEnv); v != "" {
 					if _, err := ad.Endpoint.NormalizeBaseURL(v); err != nil {
 						return usagef("%s in the environment (for %s): %v", ad.Endpoint.UpstreamEnv, ad.Name, err)

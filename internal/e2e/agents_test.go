@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/client"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
@@ -258,18 +259,7 @@ func interruptAndResume(t *testing.T, loseSession bool) {
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Start, then finish.")
 	c := h.Client()
-	// Stop the runner once the command is running (its file is there).
-	testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(protocol.JobView) bool {
-		m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
-		return len(m) > 0
-	})
-	if err := r.Terminate(time.Minute); err != nil {
-		t.Fatalf("runner stop: %v", err)
-	}
-	w := testkit.WaitJob(t, c, v.ID, time.Minute, func(v protocol.JobView) bool { return v.State == job.Queued || v.State.Terminal() })
-	if w.State != job.Queued || w.Attempts[0].State != job.AttemptReleased {
-		t.Fatalf("after the stop: %s, attempt %s", w.State, w.Attempts[0].State)
-	}
+	stopOnceStarted(t, c, r, v.ID)
 	if loseSession {
 		projects, _ := filepath.Glob(filepath.Join(r.Home, "accounts", "*", "config", "projects"))
 		if len(projects) != 1 {
@@ -295,6 +285,24 @@ func interruptAndResume(t *testing.T, loseSession bool) {
 	got := fetched(t, h, src, v.ID, "started.txt", "after.txt")
 	if got["started.txt"] != "started" || got["after.txt"] != "after the interruption" {
 		t.Fatalf("published %v", got)
+	}
+}
+
+// stopOnceStarted stops r (SIGTERM) once job id's command is running (it
+// wrote started.txt), and checks that the attempt was released and the job
+// requeued.
+func stopOnceStarted(t *testing.T, c *client.Client, r *testkit.Runner, id string) {
+	t.Helper()
+	testkit.WaitJob(t, c, id, 2*time.Minute, func(protocol.JobView) bool {
+		m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
+		return len(m) > 0
+	})
+	if err := r.Terminate(time.Minute); err != nil {
+		t.Fatalf("runner stop: %v", err)
+	}
+	w := testkit.WaitJob(t, c, id, time.Minute, func(v protocol.JobView) bool { return v.State == job.Queued || v.State.Terminal() })
+	if w.State != job.Queued || w.Attempts[0].State != job.AttemptReleased {
+		t.Fatalf("after the stop: %s, attempt %s\n%s", w.State, w.Attempts[0].State, testkit.Log(t, c, id, 1))
 	}
 }
 

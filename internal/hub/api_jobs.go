@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"drover/internal/agent/catalog"
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -18,16 +19,18 @@ import (
 
 // agents the hub accepts jobs for. A job for an agent no runner has would
 // wait forever, so refuse it at the door.
-// knownAgents are the agents a job may name; every one but exec is a
-// vendor CLI whose arguments are its prompt and which works with drover's
-// tools (only its deliver completes the job).
-var knownAgents = map[string]bool{"exec": true, "claude": true, "codex": true, "opencode": true, "gemini": true}
+// The agents a job may name are those of the catalogue; every one but exec
+// takes a prompt and works with drover's tools (only its deliver completes
+// the job).
+// usesAccount says whether jobs of agent run under a runner's account (all
+// but exec; an agent the catalogue no longer knows is assumed to).
+func usesAccount(agent string) bool {
+	e, ok := catalog.Lookup(agent)
+	return !ok || e.Accounts()
+}
 
 func agentNames() string {
-	names := make([]string, 0, len(knownAgents))
-	for n := range knownAgents {
-		names = append(names, n)
-	}
+	names := catalog.Names()
 	slices.Sort(names)
 	return strings.Join(names, ", ")
 }
@@ -53,13 +56,14 @@ func validateLabels(labels map[string]string) error {
 }
 
 func validateSubmit(req protocol.SubmitRequest) error {
-	if !knownAgents[req.Agent] {
+	entry, ok := catalog.Lookup(req.Agent)
+	if !ok {
 		return badRequest("unknown agent %q (known: %s)", req.Agent, agentNames())
 	}
-	if len(req.Args) == 0 && req.Agent == "exec" {
+	if len(req.Args) == 0 && !entry.Prompt() {
 		return badRequest("the %s agent needs a command to run (drover run --agent %s -- COMMAND ARGS...)", req.Agent, req.Agent)
 	}
-	if strings.TrimSpace(strings.Join(req.Args, "")) == "" && req.Agent != "exec" {
+	if strings.TrimSpace(strings.Join(req.Args, "")) == "" && entry.Prompt() {
 		return badRequest("the %s agent needs a prompt (drover run --agent %s -- PROMPT)", req.Agent, req.Agent)
 	}
 	if len(req.Args) > protocol.MaxArgs {
@@ -81,10 +85,16 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if err := protocol.CheckPlainText("idempotency key", req.Key, false); err != nil {
 		return badRequest("%v", err)
 	}
-	if req.Account != "" && (req.Agent == "exec" || len(req.Account) > 64) {
+	if req.Account != "" && (!usesAccount(req.Agent) || len(req.Account) > 64) {
 		return badRequest("--account names a vendor agent's account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
 	}
 	if err := protocol.CheckPlainText("account", req.Account, false); err != nil {
+		return badRequest("%v", err)
+	}
+	if entry, _ := catalog.Lookup(req.Agent); req.Model != "" && (entry.Kind != catalog.Native || len(req.Model) > protocol.MaxModel) {
+		return badRequest("--model names a native agent's model (at most %d characters); %s jobs take theirs from the runner", protocol.MaxModel, req.Agent)
+	}
+	if err := protocol.CheckPlainText("model", req.Model, false); err != nil {
 		return badRequest("%v", err)
 	}
 	return nil
@@ -98,13 +108,13 @@ func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) err
 	if err := validateSubmit(req); err != nil {
 		return err
 	}
-	if req.Agent != "exec" {
+	if entry, _ := catalog.Lookup(req.Agent); entry.Prompt() {
 		req.Tools = true
 	}
 	now := h.now()
 	j := store.Job{
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
-		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account,
+		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model,
 	}
 	if err := h.checkSource(r.Context(), p, req, &j); err != nil {
 		return err

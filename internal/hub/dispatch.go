@@ -58,7 +58,7 @@ const sharedRank = math.MaxInt64 / 2
 // when the job is pinned to one), and its rank; exec needs none. ok is
 // false when cd has no such account.
 func (cd *candidate) bestAccount(agent, pinned, requester, project string, member bool, ranks map[string]int64) (acct string, rank int64, ok bool) {
-	if agent == "exec" {
+	if !usesAccount(agent) {
 		return "", 0, true
 	}
 	best, rank := "", int64(noRank)
@@ -193,7 +193,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			if active, err = tx.ActiveByRequester(); err != nil {
 				return err
 			}
-			if slices.ContainsFunc(queued, func(j store.Job) bool { return j.Agent != "exec" }) {
+			if slices.ContainsFunc(queued, func(j store.Job) bool { return usesAccount(j.Agent) }) {
 				if ranks, err = tx.AccountRanks(); err != nil {
 					return err
 				}

@@ -165,7 +165,7 @@ func resendAccount(tx store.Tx, c *conn, j store.Job) (string, bool, error) {
 		return "", false, nil
 	}
 	var ranks map[string]int64
-	if j.Agent != "exec" {
+	if usesAccount(j.Agent) {
 		if ranks, err = tx.AccountRanks(); err != nil {
 			return "", false, err
 		}
@@ -244,7 +244,7 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, acc
 		return protocol.Frame{}, err
 	}
 	spec := protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap, Tools: j.Tools,
-		Account: j.Account}
+		Account: j.Account, Model: j.Model}
 	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
 		return protocol.Frame{}, err
 	}

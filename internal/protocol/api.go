@@ -89,6 +89,9 @@ type SubmitRequest struct {
 	// ["none"], or some of the policies the project allows; nil keeps the
 	// project's. A policy the project does not allow is refused.
 	Network []string `json:"network,omitempty"`
+	// Model asks a native agent's job for this model instead of its
+	// account's (the account's provider and base URL stay).
+	Model string `json:"model,omitempty"`
 }
 
 // ContextUpload is one context file sent with a submission.
@@ -279,7 +282,7 @@ type AccountView struct {
 	ID           string     `json:"id"`
 	Agent        string     `json:"agent"`
 	Label        string     `json:"label,omitempty"`
-	Kind         string     `json:"kind"`  // login or api-key
+	Kind         string     `json:"kind"`  // login, api-key or no-key
 	State        string     `json:"state"` // ready or limited
 	LimitedUntil *time.Time `json:"limited_until,omitempty"`
 	Connected    bool       `json:"connected"` // whether its runner is connected now

@@ -164,7 +164,7 @@ type AccountInfo struct {
 	ID           string    `json:"id"`
 	Agent        string    `json:"agent"`
 	Label        string    `json:"label,omitempty"`
-	Kind         string    `json:"kind"`  // login or api-key
+	Kind         string    `json:"kind"`  // login, api-key or no-key
 	State        string    `json:"state"` // ready, limited, needs login or needs attention; only ready runs jobs
 	LimitedUntil time.Time `json:"limited_until,omitzero"`
 }
@@ -185,6 +185,7 @@ const (
 const (
 	MaxAgents   = 32
 	MaxAccounts = 256
+	MaxModel    = 128 // bytes of a model name (a job's, an account's)
 )
 
 // Welcome is the hub's answer to hello. It dictates the runner's timing so
@@ -246,6 +247,9 @@ type JobSpec struct {
 	// or label: the runner uses no other, and releases the attempt as
 	// limited when that one is not ready.
 	Account string `json:"account,omitempty"`
+	// Model is the model a native agent's job asks for; "" is its
+	// account's. Only a model name: the endpoint is the operator's.
+	Model string `json:"model,omitempty"`
 	// Network is the network of a job on a project, resolved by the hub
 	// from the operator's policies, the project's choice and the job's
 	// narrowing. Nil: no network beyond what a vendor agent needs for its

@@ -10,44 +10,17 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
-	"drover/internal/agent/claude"
-	"drover/internal/agent/cliagent"
-	"drover/internal/agent/codex"
+	"drover/internal/agent/catalog"
 	agentexec "drover/internal/agent/exec"
-	"drover/internal/agent/gemini"
-	"drover/internal/agent/opencode"
 	"drover/internal/job"
 	"drover/internal/protocol"
-	"drover/internal/sandbox"
 )
 
-// cliAgent is a vendor CLI agent (package cliagent): it runs under one of
-// the runner's accounts, in a sandbox it completes itself.
-type cliAgent interface {
-	agent.Agent
-	Capabilities() agent.Capabilities
-	RootFiles() []string
-	Locate() (agent.Binary, error)
-}
-
-// Adapters are the vendor CLIs a runner can run, besides exec.
-func Adapters() []agent.Adapter {
-	return []agent.Adapter{claude.Adapter(), codex.Adapter(), gemini.Adapter(), opencode.Adapter()}
-}
-
-// newAgents registers exec and every vendor CLI. A CLI that is not
+// newAgents registers every agent of the catalogue. A CLI that is not
 // installed stays registered (so a job naming it fails with that reason)
 // but is not reported to the hub, which then offers it no such job.
 func newAgents(cfg Config) (*agent.Registry, error) {
-	list := []agent.Agent{agentexec.New()}
-	for _, ad := range Adapters() {
-		list = append(list, cliagent.New(ad, cliagent.Config{
-			Path:     cfg.AgentPath,
-			Upstream: cfg.AgentEnv[ad.Endpoint.UpstreamEnv],
-			Model:    cfg.AgentModels[ad.Name],
-		}))
-	}
-	return agent.NewRegistry(list...)
+	return catalog.Registry(catalog.Config{Path: cfg.AgentPath, Env: cfg.AgentEnv, Models: cfg.AgentModels})
 }
 
 // AccountState is what is true of an account at now, the one rule for the
@@ -61,11 +34,8 @@ func AccountState(acct accounts.Account, dir string, now time.Time) (state, why,
 	case acct.NeedsAttention():
 		return protocol.AccountNeedsAttention, acct.Attention, attentionFix(acct)
 	case acct.Kind == accounts.KindLogin:
-		for _, ad := range Adapters() {
-			if ad.Name != acct.Agent || ad.LoggedIn == nil {
-				continue
-			}
-			if err := ad.LoggedIn(dir, now); err != nil {
+		if e, ok := catalog.Lookup(acct.Agent); ok && e.Adapter != nil && e.Adapter.LoggedIn != nil {
+			if err := e.Adapter.LoggedIn(dir, now); err != nil {
 				return protocol.AccountNeedsLogin, err.Error(), "drover runner account login " + acct.ID
 			}
 		}
@@ -111,14 +81,12 @@ func (r *Runner) agentsLocked() ([]string, []protocol.AccountInfo) {
 			infos = append(infos, info)
 		}
 	}
-	for _, name := range r.agents.Names() {
-		ag, _ := r.agents.Lookup(name)
-		c, ok := ag.(cliAgent)
-		if !ok || !ready[name] {
+	for _, e := range catalog.All() {
+		if !e.Accounts() || !ready[e.Name] {
 			continue
 		}
-		if _, err := c.Locate(); err == nil {
-			names = append(names, name)
+		if err := e.Available(r.cfg.AgentPath); err == nil {
+			names = append(names, e.Name)
 		}
 	}
 	r.reported = infos
@@ -178,11 +146,13 @@ func sessionRef(acct, session string) string {
 	return acct + "/" + session
 }
 
-// runCLI runs a vendor CLI agent: it picks the account (the one holding the
-// session when resuming it), builds the prompt, and sits the account out
-// when the CLI reports a limit, releasing the job to the queue.
-func (r *Runner) runCLI(a *attempt, c cliAgent, sp *spool, dir string, env []string) (agent.Result, error) {
-	acct, resume, err := r.pickAccount(a, c)
+// runWithAccount runs an agent that runs under an account (a vendor CLI,
+// native): it picks the account (the one holding the session when resuming
+// it), builds the prompt, and sits the account out when the agent reports a
+// limit, releasing the job to the queue.
+func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att agent.Attempt) (agent.Result, error) {
+	sp := att.Output
+	acct, resume, err := r.pickAccount(a, e)
 	if err != nil {
 		fmt.Fprintf(sp, "drover: %v; the job goes back to the queue\n", err)
 		r.markDirty()
@@ -198,27 +168,15 @@ func (r *Runner) runCLI(a *attempt, c cliAgent, sp *spool, dir string, env []str
 	if err := freshDir(home); err != nil {
 		return agent.Result{}, fmt.Errorf("make the agent's home: %w", err)
 	}
-	prompt, err := r.cliPrompt(a, c, resume != "")
+	prompt, err := r.cliPrompt(a, e, resume != "")
 	if err != nil {
 		return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: err.Error()}, nil
 	}
-	att := agent.Attempt{
-		Ref: a.ref, Spec: a.spec, Dir: dir, Env: env, Output: sp, Grace: r.cfg.StopGrace,
-		Prompt: prompt, Home: home, Resume: resume,
-		Account: &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL},
-		Sandbox: func(extra agent.Extra) (sandbox.Boundary, error) {
-			box, err := r.boundary(a, dir, extra)
-			if err == nil {
-				a.box = box
-			}
-			return box, err
-		},
-	}
+	att.Prompt, att.Home, att.Resume = prompt, home, resume
+	att.Account = &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL,
+		Provider: acct.Provider, Model: acct.Model}
 	if resume == "" {
 		att.NewSession = newUUID()
-	}
-	if at := a.tools; at != nil {
-		att.Tools = &agent.ToolEndpoint{URL: at.url, Token: at.token, MCPConfig: at.config()}
 	}
 	how := "a new session"
 	if resume != "" {
@@ -232,7 +190,7 @@ func (r *Runner) runCLI(a *attempt, c cliAgent, sp *spool, dir string, env []str
 		// resume it (a CLI killed early may lose one). Start afresh, with
 		// the job's history in the prompt, rather than fail the job.
 		fmt.Fprintf(sp, "drover: %s could not resume session %s; starting a new session\n", c.Name(), resume)
-		if att.Prompt, err = r.cliPrompt(a, c, false); err != nil {
+		if att.Prompt, err = r.cliPrompt(a, e, false); err != nil {
 			return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: err.Error()}, nil
 		}
 		att.Resume, att.NewSession = "", newUUID()
@@ -294,12 +252,12 @@ func acctName(a accounts.Account) string {
 // only when that account is not limited; otherwise a fresh session starts
 // (its prompt carries the questions and answers so far) on any ready
 // account. A running session never moves to another account.
-func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, error) {
+func (r *Runner) pickAccount(a *attempt, c catalog.Entry) (accounts.Account, string, error) {
 	now := r.now()
 	if rs := a.spec.Resume; rs != nil && rs.Session != "" && c.Capabilities().CanResume && a.ws != nil && a.ws.wt.Resumed() {
 		if id, session, ok := strings.Cut(rs.Session, "/"); ok {
 			acct, err := r.accts.Get(id)
-			if err == nil && acct.Agent == c.Name() && r.usable(acct, now) {
+			if err == nil && acct.Agent == c.Name && r.usable(acct, now) {
 				return acct, session, nil
 			}
 		}
@@ -311,22 +269,22 @@ func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, 
 			return accounts.Account{}, "", err
 		}
 		for _, acct := range list {
-			if acct.Agent == c.Name() && (acct.ID == pin || acct.Label == pin) {
+			if acct.Agent == c.Name && (acct.ID == pin || acct.Label == pin) {
 				if err := r.notUsable(acct, now, "the job's account"); err != nil {
 					return acct, "", err
 				}
 				return acct, "", nil
 			}
 		}
-		return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %q", c.Name(), pin)
+		return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %q", c.Name, pin)
 	}
 	if a.account != "" {
 		// The hub's choice: the one account its requester may use here by
 		// the owner's order. Another would spend for someone it may not.
 		acct, err := r.accts.Get(a.account)
 		switch {
-		case err != nil || acct.Agent != c.Name():
-			return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %s, which the hub chose", c.Name(), a.account)
+		case err != nil || acct.Agent != c.Name:
+			return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %s, which the hub chose", c.Name, a.account)
 		}
 		if err := r.notUsable(acct, now, "the account the hub chose,"); err != nil {
 			return acct, "", err
@@ -334,7 +292,7 @@ func (r *Runner) pickAccount(a *attempt, c cliAgent) (accounts.Account, string, 
 		return acct, "", nil
 	}
 	// A hub that names no account: any ready one of the runner's.
-	acct, err := r.accts.Pick(c.Name(), now, func(a accounts.Account) bool { return r.usable(a, now) })
+	acct, err := r.accts.Pick(c.Name, now, func(a accounts.Account) bool { return r.usable(a, now) })
 	return acct, "", err
 }
 
@@ -354,7 +312,7 @@ func (r *Runner) notUsable(acct accounts.Account, now time.Time, what string) er
 // cliPrompt is what the CLI is told: on a resumed session only the answers
 // it waited for; otherwise the whole prompt, with the questions and answers
 // so far when the job asked before.
-func (r *Runner) cliPrompt(a *attempt, c cliAgent, resumed bool) (string, error) {
+func (r *Runner) cliPrompt(a *attempt, c catalog.Entry, resumed bool) (string, error) {
 	rs := a.spec.Resume
 	if resumed && rs != nil {
 		var answers strings.Builder
@@ -381,7 +339,7 @@ func (r *Runner) cliPrompt(a *attempt, c cliAgent, resumed bool) (string, error)
 	}
 	p, err := agent.BuildPrompt(a.ctx, in)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", c.Name(), err)
+		return "", fmt.Errorf("%s: %w", c.Name, err)
 	}
 	return p, nil
 }

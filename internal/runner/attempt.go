@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"drover/internal/agent"
+	"drover/internal/agent/catalog"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
@@ -296,23 +297,26 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 	if a.tools != nil {
 		env = append(prependPath(env, a.tools.binDir()), a.tools.env()...)
 	}
-	if c, ok := ag.(cliAgent); ok {
-		return r.runCLI(a, c, sp, dir, env)
+	// The seam: every agent gets its sandbox through att.Sandbox (the
+	// runner's policy for the attempt plus what the agent adds), and those
+	// that run under an account their account, prompt and tools.
+	att := agent.Attempt{
+		Ref: a.ref, Spec: a.spec, Dir: dir, Env: env, Output: sp, Grace: r.cfg.StopGrace,
+		Sandbox: func(extra agent.Extra) (sandbox.Boundary, error) {
+			box, err := r.boundary(a, dir, extra)
+			if err == nil {
+				a.box = box
+			}
+			return box, err
+		},
 	}
-	box, err := r.boundary(a, dir, agent.Extra{})
-	if err != nil {
-		return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: "sandbox: " + err.Error()}, nil
+	if at := a.tools; at != nil {
+		att.Tools = &agent.ToolEndpoint{URL: at.url, Token: at.token, MCPConfig: at.config(), Local: at.tools}
 	}
-	a.box = box
-	return ag.Run(a.ctx, agent.Attempt{
-		Ref:      a.ref,
-		Spec:     a.spec,
-		Dir:      dir,
-		Env:      env,
-		Output:   sp,
-		Boundary: box,
-		Grace:    r.cfg.StopGrace,
-	})
+	if e, ok := catalog.Lookup(ag.Name()); ok && e.Accounts() {
+		return r.runWithAccount(a, ag, e, att)
+	}
+	return ag.Run(a.ctx, att)
 }
 
 func jobEnv(ref protocol.AttemptRef, dir string) []string {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"drover/internal/accounts"
+	"drover/internal/agent/catalog"
 	"drover/internal/agent/claude"
-	"drover/internal/agent/cliagent"
 	"drover/internal/protocol"
 )
 
@@ -49,7 +49,7 @@ func TestPickAccountUsesOnlyTheHubsChoice(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runner{accts: s, now: func() time.Time { return now }}
-	var c cliAgent = cliagent.New(claude.Adapter(), cliagent.Config{})
+	c, _ := catalog.Lookup(claude.Name)
 	tests := []struct {
 		name    string
 		account string

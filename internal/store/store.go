@@ -292,6 +292,9 @@ type Job struct {
 	// Network is the agent-phase policies the job asked for, narrowing
 	// its project's; nil keeps the project's, [] is no network.
 	Network []string
+	// Model is the model a native agent's job asks for; "" is its
+	// account's.
+	Model string
 }
 
 // Project is a source repository jobs name. Remote "" means hosted on the

@@ -98,7 +98,7 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage) (st
 	switch name {
 	case ToolAsk:
 		var in Question
-		if err := decodeArgs(args, &in); err != nil {
+		if err := DecodeArgs(args, &in); err != nil {
 			return "", fmt.Errorf("ask: %w", err)
 		}
 		res, err := t.Ask(ctx, in)
@@ -113,7 +113,7 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage) (st
 		var in struct {
 			Message string `json:"message"`
 		}
-		if err := decodeArgs(args, &in); err != nil {
+		if err := DecodeArgs(args, &in); err != nil {
 			return "", fmt.Errorf("checkpoint: %w", err)
 		}
 		res, err := t.Checkpoint(ctx, in.Message)
@@ -125,7 +125,7 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage) (st
 		var in struct {
 			Summary string `json:"summary"`
 		}
-		if err := decodeArgs(args, &in); err != nil {
+		if err := DecodeArgs(args, &in); err != nil {
 			return "", fmt.Errorf("deliver: %w", err)
 		}
 		if err := t.Deliver(ctx, in.Summary); err != nil {
@@ -133,7 +133,7 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage) (st
 		}
 		return "Delivered: your work is published and the job is completed with your summary. End your turn now.", nil
 	case ToolContext:
-		if err := decodeArgs(args, &struct{}{}); err != nil {
+		if err := DecodeArgs(args, &struct{}{}); err != nil {
 			return "", fmt.Errorf("context: %w", err)
 		}
 		jc, err := t.Context(ctx)
@@ -149,9 +149,9 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage) (st
 	return "", fmt.Errorf("%w %q", ErrUnknownTool, name)
 }
 
-// decodeArgs decodes a tool's arguments strictly: a misspelt field is an
+// DecodeArgs decodes a tool's arguments strictly: a misspelt field is an
 // error the model can correct, not a silently empty argument.
-func decodeArgs(args json.RawMessage, v any) error {
+func DecodeArgs(args json.RawMessage, v any) error {
 	args = bytes.TrimSpace(args)
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		args = []byte("{}")

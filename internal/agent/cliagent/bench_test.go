@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"drover/internal/agent"
+	"drover/internal/agent/catalog"
 	"drover/internal/agent/cliagent"
 	"drover/internal/protocol"
-	"drover/internal/runner"
 	"drover/internal/sandbox"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
@@ -46,7 +46,7 @@ const benchKey = "sk-bench-0123456789abcdef"
 //
 //	go test ./internal/agent/cliagent -run XXX -bench CLIStart -benchtime 5x
 func BenchmarkCLIStart(b *testing.B) {
-	for _, ad := range runner.Adapters() {
+	for _, ad := range catalog.CLIs() {
 		b.Run(ad.Name, func(b *testing.B) {
 			path := testkit.AgentCLI(b, ad.Name)
 			var drover, cli, direct time.Duration

@@ -23,10 +23,17 @@ func New() *Agent { return &Agent{} }
 func (*Agent) Name() string { return Name }
 
 func (*Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) {
-	if a.Boundary == nil {
+	box := a.Boundary
+	if box == nil && a.Sandbox != nil {
+		var err error
+		if box, err = a.Sandbox(agent.Extra{}); err != nil {
+			return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: "sandbox: " + err.Error()}, nil
+		}
+	}
+	if box == nil {
 		return agent.Result{}, errors.New("exec agent: no sandbox boundary")
 	}
-	p, err := a.Boundary.Start(ctx, sandbox.Spec{
+	p, err := box.Start(ctx, sandbox.Spec{
 		Dir:     a.Dir,
 		Argv:    a.Spec.Args,
 		Env:     a.Env,

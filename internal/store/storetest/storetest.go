@@ -103,7 +103,7 @@ func newJob(id, requester string, state job.State, created int64) store.Job {
 		Project: "drover", Base: "1111111111111111111111111111111111111111",
 		Head: "2222222222222222222222222222222222222222", Mode: "fix",
 		RepoURL: "https://git.example/drover.git", Checkpoints: 3,
-		Tools: true, ResumeAttempt: "a-0-" + id, Account: "work", Network: []string{"go", "npm"},
+		Tools: true, ResumeAttempt: "a-0-" + id, Account: "work", Network: []string{"go", "npm"}, Model: "m-1",
 	}
 }
 

@@ -78,6 +78,9 @@ func (anthropic) reply(w http.ResponseWriter, p parsed, call *toolCall, text str
 	usage := map[string]any{"input_tokens": 10, "output_tokens": 5,
 		"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 	stop := "end_turn"
+	if p.truncated {
+		stop = "max_tokens"
+	}
 	var block map[string]any
 	if call != nil {
 		stop = "tool_use"

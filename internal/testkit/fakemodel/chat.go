@@ -64,6 +64,9 @@ func (chat) toolFor(t Turn, p parsed) (string, map[string]any) {
 func (chat) reply(w http.ResponseWriter, p parsed, call *toolCall, text string) {
 	id := fmt.Sprintf("chatcmpl-fake-%d", time.Now().UnixNano())
 	finish := "stop"
+	if p.truncated {
+		finish = "length"
+	}
 	var msg map[string]any
 	if call != nil {
 		finish = "tool_calls"

@@ -34,6 +34,7 @@ const (
 	kindRun
 	kindCall
 	kindText
+	kindTruncated
 )
 
 // Turn is one thing the fake model does: a tool call or a final answer.
@@ -67,7 +68,12 @@ func CallTool(name string, args map[string]any) Turn {
 // Text is the model's final answer; it ends the CLI's run.
 func Text(s string) Turn { return Turn{kind: kindText, text: s} }
 
-func (t Turn) isTool() bool { return t.kind != kindText }
+// Truncated is text cut off at the answer's token limit (finish_reason
+// "length", stop_reason "max_tokens", status "incomplete"), on the
+// Anthropic, Chat and Responses fakes.
+func Truncated(s string) Turn { return Turn{kind: kindTruncated, text: s} }
+
+func (t Turn) isTool() bool { return t.kind != kindText && t.kind != kindTruncated }
 
 func (t Turn) String() string {
 	switch t.kind {
@@ -87,6 +93,25 @@ type Option func(*config)
 type config struct {
 	key    string
 	limits map[int]time.Time
+	breaks map[int][]Breakage
+}
+
+// Breakage is how a fake answers a request it breaks.
+type Breakage int
+
+const (
+	// CutStream starts the streamed answer and ends it before it finishes
+	// (no finish reason, no message_stop).
+	CutStream Breakage = iota
+	// Garbage answers 200 with a stream of bytes that are no JSON.
+	Garbage
+)
+
+// Break answers the next requests that would get turn i with the
+// breakages in order (on the Anthropic, Chat and Responses fakes); the turn is not
+// used up, so the request after them (a retry) gets it.
+func Break(i int, how ...Breakage) Option {
+	return func(c *config) { c.breaks[i] = append(c.breaks[i], how...) }
 }
 
 // RequireKey makes the server refuse, with its vendor's 401, every model
@@ -188,6 +213,8 @@ type parsed struct {
 	// exec: Codex offered its tools only inside its JavaScript "exec" tool
 	// (its default model); a call is then a script calling tools.NAME.
 	exec bool
+	// truncated: the answer is cut at the token limit (Truncated).
+	truncated bool
 }
 
 type toolCall struct {
@@ -199,7 +226,7 @@ type toolCall struct {
 func newServer(t testing.TB, proto protocol, turns []Turn, opts []Option) *FakeServer {
 	t.Helper()
 	f := &FakeServer{t: t, proto: proto, turns: slices.Clone(turns), cur: -1,
-		cfg:     config{limits: map[int]time.Time{}},
+		cfg:     config{limits: map[int]time.Time{}, breaks: map[int][]Breakage{}},
 		callIDs: map[int]string{}, results: map[string]string{}, isErr: map[string]bool{}, seen: map[string]bool{}}
 	for _, o := range opts {
 		o(&f.cfg)
@@ -310,7 +337,12 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		f.proto.limited(sw, reset)
 		return
 	}
+	if how, ok := f.broken(i, p); ok {
+		breakAnswer(sw, how, f.proto.name() == "anthropic")
+		return
+	}
 	rec.Turn = i
+	p.truncated = i >= 0 && f.turns[i].kind == kindTruncated
 	f.proto.reply(sw, p, call, text)
 }
 
@@ -358,6 +390,44 @@ func (f *FakeServer) next(p parsed) (i int, call *toolCall, text string, reset t
 	}
 	name, args := f.proto.toolFor(t, p)
 	return i, &toolCall{id: id, name: name, args: args}, "", time.Time{}, false
+}
+
+// broken takes the next breakage scheduled for turn i, if any; the turn is
+// given back so that the next request gets it again.
+func (f *FakeServer) broken(i int, p parsed) (Breakage, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bs := f.cfg.breaks[i]
+	if i < 0 || len(bs) == 0 {
+		return 0, false
+	}
+	f.cfg.breaks[i] = bs[1:]
+	f.cur = i - 1
+	for _, r := range p.results {
+		delete(f.seen, r.CallID)
+	}
+	return bs[0], true
+}
+
+// breakAnswer answers with a stream that starts like an answer (in
+// Anthropic's events or Chat's chunks) and breaks.
+func breakAnswer(w http.ResponseWriter, how Breakage, anthropic bool) {
+	s := startSSE(w)
+	event := ""
+	if anthropic {
+		event = "message_start"
+	}
+	switch {
+	case how == Garbage:
+		s.send(event, "{this is not json")
+	case anthropic:
+		s.send(event, map[string]any{"type": "message_start", "message": map[string]any{
+			"id": "msg_cut", "type": "message", "role": "assistant", "model": "fake", "content": []any{},
+			"usage": map[string]any{"input_tokens": 1, "output_tokens": 0}}})
+	default:
+		s.send(event, map[string]any{"id": "chatcmpl-cut", "object": "chat.completion.chunk", "model": "fake",
+			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": "I will"}}}})
+	}
 }
 
 func readBody(r *http.Request) ([]byte, error) {

@@ -136,8 +136,13 @@ func (responses) reply(w http.ResponseWriter, p parsed, call *toolCall, text str
 	s := startSSE(w)
 	s.send("response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": rid}})
 	s.send("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
-	s.send("response.completed", map[string]any{"type": "response.completed", "response": map[string]any{
-		"id": rid, "model": p.model, "status": "completed",
+	done, status := "response.completed", "completed"
+	var incomplete any
+	if p.truncated {
+		done, status, incomplete = "response.incomplete", "incomplete", map[string]any{"reason": "max_output_tokens"}
+	}
+	s.send(done, map[string]any{"type": done, "response": map[string]any{
+		"id": rid, "model": p.model, "status": status, "incomplete_details": incomplete,
 		"usage": map[string]any{"input_tokens": 10, "input_tokens_details": map[string]any{"cached_tokens": 0},
 			"output_tokens": 5, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 15}}})
 }

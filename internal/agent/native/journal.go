@@ -1,0 +1,145 @@
+package native
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"drover/internal/agent"
+	"drover/internal/fsutil"
+	"drover/internal/model"
+)
+
+// maxRecord bounds one line of a transcript file read back.
+const maxRecord = 16 << 20
+
+// record is one line of a transcript file: the first holds the session and
+// the system text, each next one message with the totals after it.
+type record struct {
+	Session string         `json:"session,omitempty"`
+	System  string         `json:"system,omitempty"`
+	Message *model.Message `json:"message,omitempty"`
+	Turns   int            `json:"turns,omitempty"`
+	Usage   *agent.Usage   `json:"usage,omitempty"`
+}
+
+// journal is a transcript's file, append-only: each save appends the
+// messages added since the last one and syncs, so a turn costs what it
+// adds, and a crash loses at most the line being written (which load
+// ignores).
+type journal struct {
+	f     *os.File
+	saved int // messages on disk
+}
+
+// openJournal opens the transcript file at path: it creates a new one for
+// tr, or, with resume, reads the transcript it holds.
+func openJournal(path string, tr *Transcript, resume bool) (*journal, *Transcript, error) {
+	if !resume {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("create the transcript: %w", err)
+		}
+		j := &journal{f: f}
+		if err := j.write(record{Session: tr.Session, System: tr.System}); err == nil {
+			err = fsutil.SyncDir(filepath.Dir(path))
+		} else {
+			f.Close()
+			return nil, nil, err
+		}
+		return j, tr, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the transcript: %w", err)
+	}
+	tr, err = readJournal(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return &journal{f: f, saved: len(tr.Messages)}, tr, nil
+}
+
+func readJournal(r io.Reader) (*Transcript, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	tr := &Transcript{}
+	for n := 0; ; n++ {
+		line, err := readLine(br)
+		if errors.Is(err, io.EOF) {
+			return tr, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the transcript: %w", err)
+		}
+		var rec record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			if _, more := br.Peek(1); more != nil {
+				return tr, nil // a torn last line: the crash it ends with
+			}
+			return nil, fmt.Errorf("read the transcript: line %d: %w", n+1, err)
+		}
+		switch {
+		case n == 0:
+			tr.Session, tr.System = rec.Session, rec.System
+		case rec.Message != nil:
+			tr.Messages = append(tr.Messages, *rec.Message)
+			tr.Turns = rec.Turns
+			if rec.Usage != nil {
+				tr.Usage = *rec.Usage
+			}
+		}
+	}
+}
+
+// readLine reads one line of at most maxRecord bytes.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxRecord {
+			return nil, fmt.Errorf("a line over %d bytes", maxRecord)
+		}
+		switch {
+		case err == nil:
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return line, nil // no newline: load decides if it is whole
+		}
+		return nil, err
+	}
+}
+
+func (j *journal) write(rec record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode the transcript: %w", err)
+	}
+	if _, err := j.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("write the transcript: %w", err)
+	}
+	return nil
+}
+
+// save appends what tr holds beyond the last save and syncs it.
+func (j *journal) save(tr *Transcript) error {
+	for ; j.saved < len(tr.Messages); j.saved++ {
+		u := tr.Usage
+		if err := j.write(record{Message: &tr.Messages[j.saved], Turns: tr.Turns, Usage: &u}); err != nil {
+			return err
+		}
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("sync the transcript: %w", err)
+	}
+	return nil
+}
+
+func (j *journal) Close() error { return j.f.Close() }

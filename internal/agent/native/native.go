@@ -1,0 +1,162 @@
+// Package native is drover's own agent: a model loop in the runner's
+// process, on any provider of package model, with small flat tools (a
+// command per fresh sandboxed process, file tools on the worktree through
+// os.Root, and drover's ask, checkpoint, deliver and context). The
+// account's key stays in the runner: the model is called from here, and
+// nothing of it enters the sandbox, a log line, an event or an error.
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"drover/internal/agent"
+	"drover/internal/job"
+	"drover/internal/model"
+)
+
+// Name is the agent name jobs use.
+const Name = "native"
+
+// RootFiles are the instruction files given in full besides AGENTS.md.
+func RootFiles() []string { return []string{"CLAUDE.md"} }
+
+// Capabilities: a native session (its transcript) is resumed from the
+// last recorded turn.
+func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
+
+// Config is what the runner's operator decides for the native agent.
+type Config struct {
+	// Model overrides the account's model (the runner's --agent-model
+	// native=M).
+	Model  string
+	Limits Limits
+	// NewProvider makes the model client; nil: model.New.
+	NewProvider func(model.Config) (model.Provider, error)
+}
+
+// Agent is the native agent.
+type Agent struct{ cfg Config }
+
+// New returns the native agent.
+func New(cfg Config) *Agent {
+	if cfg.NewProvider == nil {
+		cfg.NewProvider = model.New
+	}
+	return &Agent{cfg: cfg}
+}
+
+func (*Agent) Name() string                     { return Name }
+func (*Agent) Capabilities() agent.Capabilities { return Capabilities() }
+
+// systemText tells the model its tools and how the job ends; the prompt
+// (agent.BuildPrompt) carries drover's rules, the repository's
+// instructions and the job.
+const systemText = `You are drover's coding agent, working unattended on a job in a git worktree (your tools' paths are relative to it).
+Work in small steps: look before you change, change with edit_file or write_file, check with run_command (tests, builds).
+Each run_command is a fresh process in a sandbox. When the job is done, call deliver with a summary; if you cannot go on without a decision, call ask. Then end your turn.`
+
+// sessionRE is what a session id may be: it names a file.
+var sessionRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+
+func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) {
+	switch {
+	case a.Sandbox == nil:
+		return agent.Result{}, errors.New("native agent: no sandbox")
+	case a.Account == nil:
+		return spawnFailed("no account for this agent on the runner"), nil
+	case a.Prompt == "":
+		return spawnFailed("empty prompt"), nil
+	}
+	acct := a.Account
+	mcfg := model.Config{Provider: acct.Provider, BaseURL: acct.BaseURL, Model: acct.Model, Key: acct.Key}
+	switch {
+	case a.Spec.Model != "":
+		mcfg.Model = a.Spec.Model
+	case g.cfg.Model != "":
+		mcfg.Model = g.cfg.Model
+	}
+	prov, err := g.cfg.NewProvider(mcfg)
+	if err != nil {
+		return spawnFailed("%v", err), nil
+	}
+	session := a.Resume
+	if session == "" {
+		session = a.NewSession
+	}
+	if !sessionRE.MatchString(session) {
+		return spawnFailed("no usable session id"), nil
+	}
+	store := filepath.Join(acct.Dir, "native")
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		return agent.Result{}, fmt.Errorf("native agent: make its session folder: %w", err)
+	}
+	j, tr, err := openJournal(filepath.Join(store, session+".jsonl"), &Transcript{Session: session, System: systemText}, a.Resume != "")
+	if err != nil {
+		return spawnFailed("session %s: %v", session, err), nil
+	}
+	defer j.Close()
+	if a.Resume != "" {
+		fmt.Fprintf(a.Output, "drover: native resumes session %s after turn %d\n", session, tr.Turns)
+	}
+	tr.backfill(a.Prompt)
+	box, err := a.Sandbox(agent.Extra{})
+	if err != nil {
+		return spawnFailed("sandbox: %v", err), nil
+	}
+	root, err := os.OpenRoot(a.Dir)
+	if err != nil {
+		return agent.Result{}, fmt.Errorf("native agent: open the worktree: %w", err)
+	}
+	defer root.Close()
+	tb := &toolbox{files: files{root: root, dir: a.Dir}, cmds: commands{box: box, dir: a.Dir, env: a.Env, grace: a.Grace}}
+	if a.Tools != nil && a.Tools.Local != nil {
+		tb.drover = a.Tools.Local
+	}
+	lim := g.cfg.Limits
+	if t := a.Spec.Timeout.D(); t > 0 && (lim.MaxWall <= 0 || t < lim.MaxWall) {
+		lim.MaxWall = t
+	}
+	l := &loop{model: prov, tools: tb, limits: lim, log: a.Output, events: a.Events,
+		save: j.save}
+	out := l.run(ctx, tr)
+	res := result(out)
+	res.Session, res.Usage = session, tr.Usage
+	return res, nil
+}
+
+// result is the attempt's result for a loop's outcome.
+func result(o Outcome) agent.Result {
+	r := agent.Result{Reason: job.ReasonExited, Message: "native: " + o.Reason}
+	switch o.End {
+	case EndAnswered, EndDelivered, EndAsked:
+		r.Message = ""
+	case EndCancelled:
+		r.ExitCode, r.Reason = -1, job.ReasonCancelled
+	case EndTimeout:
+		r.ExitCode, r.Reason = -1, job.ReasonTimeout
+	case EndModel:
+		r.ExitCode = 1
+		if o.Err != nil {
+			switch o.Err.Kind {
+			case model.KindAuth:
+				r.Reason = job.ReasonAuthFailed
+			case model.KindLimited:
+				r.Limit = &agent.Limit{ResetsAt: o.Err.RetryAt, Message: o.Err.Message}
+			case model.KindTransport, model.KindUnavailable:
+				r.Reason = job.ReasonEndpointUnreachable
+			}
+		}
+	default:
+		r.ExitCode = 1
+	}
+	return r
+}
+
+func spawnFailed(format string, args ...any) agent.Result {
+	return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: "native: " + fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,128 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// chatCaller speaks OpenAI Chat Completions, streamed: OpenAI itself and
+// every OpenAI-compatible server.
+type chatCaller struct {
+	client openai.Client
+	model  string
+}
+
+func newChat(cfg Config) *chatCaller {
+	return &chatCaller{client: newOpenAIClient(cfg), model: cfg.Model}
+}
+
+// newOpenAIClient is the client of both OpenAI protocols: no retries of
+// its own (the shared path decides them).
+func newOpenAIClient(cfg Config) openai.Client {
+	opts := []option.RequestOption{option.WithHTTPClient(cfg.HTTP), option.WithMaxRetries(0)}
+	if cfg.Key != "" {
+		opts = append(opts, option.WithAPIKey(cfg.Key))
+	} else {
+		// A local server without a key: the SDK wants one all the same.
+		opts = append(opts, option.WithAPIKey("none"))
+	}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL+"/"))
+	}
+	return openai.NewClient(opts...)
+}
+
+// openAIStreamErr is an openai-go stream's error for the shared path: an
+// HTTP error as a statusError, anything else (transport) as it is.
+func openAIStreamErr(err error) error {
+	var oe *openai.Error
+	if errors.As(err, &oe) {
+		return httpErr(oe.StatusCode, oe.Response, oe.DumpResponse(true))
+	}
+	return err
+}
+
+func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
+	params := openai.ChatCompletionNewParams{
+		Model:               shared.ChatModel(c.model),
+		MaxCompletionTokens: openai.Int(req.MaxTokens),
+		StreamOptions:       openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}
+	if req.System != "" {
+		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
+	}
+	for _, t := range req.Tools {
+		fd := shared.FunctionDefinitionParam{Name: t.Name, Parameters: shared.FunctionParameters(t.Schema)}
+		if t.Description != "" {
+			fd.Description = openai.String(t.Description)
+		}
+		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fd))
+	}
+	for _, m := range req.Messages {
+		for _, r := range m.Results {
+			params.Messages = append(params.Messages, openai.ToolMessage(r.Output, r.CallID))
+		}
+		if m.Role == Assistant {
+			am := openai.ChatCompletionAssistantMessageParam{}
+			if m.Text != "" {
+				am.Content.OfString = openai.String(m.Text)
+			}
+			for _, call := range m.Calls {
+				am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: call.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: call.Name, Arguments: call.Args}}})
+			}
+			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})
+		} else if m.Text != "" {
+			params.Messages = append(params.Messages, openai.UserMessage(m.Text))
+		}
+	}
+	stream := c.client.Chat.Completions.NewStreaming(ctx, params)
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	finished := false
+	for stream.Next() {
+		chunk := stream.Current()
+		if !acc.AddChunk(chunk) {
+			return Response{}, errGarbled
+		}
+		for _, ch := range chunk.Choices {
+			if ch.FinishReason != "" {
+				finished = true
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return Response{}, openAIStreamErr(err)
+	}
+	if !finished || len(acc.Choices) == 0 {
+		// No finish_reason: the stream was cut mid-answer.
+		return Response{}, errGarbled
+	}
+	ch := acc.Choices[0]
+	r := Response{Text: strings.TrimSpace(ch.Message.Content)}
+	for _, tc := range ch.Message.ToolCalls {
+		r.Calls = append(r.Calls, Call{ID: tc.ID, Name: tc.Function.Name, Args: tc.Function.Arguments})
+	}
+	switch ch.FinishReason {
+	case "tool_calls", "function_call":
+		r.Stop = StopTools
+	case "length":
+		r.Stop = StopLength
+	default:
+		r.Stop = StopEnd
+		if len(r.Calls) > 0 {
+			// Some local servers say "stop" after tool calls.
+			r.Stop = StopTools
+		}
+	}
+	u := acc.Usage
+	cached := u.PromptTokensDetails.CachedTokens
+	r.Usage = Usage{InputTokens: u.PromptTokens - cached, OutputTokens: u.CompletionTokens, CacheReadTokens: cached}
+	return r, nil
+}

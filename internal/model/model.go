@@ -1,0 +1,264 @@
+// Package model is drover's one contract with a model API: a Provider
+// takes a conversation and the tools on offer and answers one assistant
+// turn. Anthropic Messages, OpenAI Chat Completions and any
+// OpenAI-compatible server (Ollama, vLLM, llama.cpp) sit behind it on the
+// official SDKs (OpenAI itself on the Responses API), and share one path for tool calls, usage, timeouts,
+// retries (transport errors only) and error redaction (see Error).
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"drover/internal/protocol"
+)
+
+// Provider kinds an account may name.
+const (
+	Anthropic        = "anthropic"
+	OpenAI           = "openai"
+	OpenAICompatible = "openai-compatible"
+)
+
+// Providers are the provider kinds, in the order drover lists them.
+func Providers() []string { return []string{Anthropic, OpenAI, OpenAICompatible} }
+
+// Role is who said a message.
+type Role string
+
+const (
+	User      Role = "user"
+	Assistant Role = "assistant"
+)
+
+// Message is one turn of the conversation. An assistant message holds text
+// and tool calls; a user message text and the results of the calls of the
+// assistant message before it.
+type Message struct {
+	Role    Role     `json:"role"`
+	Text    string   `json:"text,omitempty"`
+	Calls   []Call   `json:"calls,omitempty"`
+	Results []Result `json:"results,omitempty"`
+}
+
+// Call is a tool call the model made. Args is what it sent, which need not
+// be valid JSON: the caller checks it.
+type Call struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Args string `json:"args"`
+}
+
+// Result is what a tool call gave back.
+type Result struct {
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	Output  string `json:"output"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// Tool is a tool the model may call; Schema is its arguments' JSON schema
+// (an object).
+type Tool struct {
+	Name        string
+	Description string
+	Schema      map[string]any
+}
+
+// Request is one model call.
+type Request struct {
+	System    string
+	Messages  []Message
+	Tools     []Tool
+	MaxTokens int64 // the answer's limit; 0: DefaultMaxTokens
+	// CacheKey names the conversation (the session) for the provider's
+	// prompt cache: Anthropic gets breakpoints on the stable prefix (tools
+	// and system text) and the moving tail, OpenAI's Responses API
+	// prompt_cache_key. "" sets no cache hints.
+	CacheKey string
+}
+
+// DefaultMaxTokens bounds one answer when the request names no limit.
+const DefaultMaxTokens = 8192
+
+// Stop is why the model stopped.
+type Stop string
+
+const (
+	StopEnd    Stop = "end"    // it answered
+	StopTools  Stop = "tools"  // it wants its tool calls run
+	StopLength Stop = "length" // it hit the token limit mid-answer
+)
+
+// Response is the model's turn.
+type Response struct {
+	Text  string
+	Calls []Call
+	Stop  Stop
+	Usage Usage
+}
+
+// Message is the response as a message of the conversation.
+func (r Response) Message() Message { return Message{Role: Assistant, Text: r.Text, Calls: r.Calls} }
+
+// Usage is what a call consumed.
+type Usage = protocol.Usage
+
+// Provider answers model calls. Complete returns an *Error for every
+// failure the provider or the transport caused.
+type Provider interface {
+	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+// Config is one account's model endpoint, from the runner's operator.
+type Config struct {
+	Provider string // Anthropic, OpenAI or OpenAICompatible
+	// BaseURL is the API root (for OpenAI kinds with its /v1); empty: the
+	// vendor's. OpenAICompatible needs one.
+	BaseURL string
+	Model   string
+	Key     string // a secret: it never appears in an error or a log line
+	// HTTP is the client calls go through; nil: http.DefaultClient's
+	// transport.
+	HTTP *http.Client
+	// Timeout bounds one call, streaming included (default 5 minutes).
+	Timeout time.Duration
+	// Retries is how often a call that failed in transport (no answer, a
+	// cut or garbled stream) is tried again (default 2; negative: never).
+	Retries int
+	// Backoff is the wait before the first retry, doubled for each next
+	// one (default 1s).
+	Backoff time.Duration
+	Logger  *slog.Logger
+}
+
+// DefaultModels are the models of providers that have an obvious default.
+var defaultModels = map[string]string{Anthropic: "claude-sonnet-4-5", OpenAI: "gpt-5"}
+
+// DefaultModel is the model of a provider an account that names none uses.
+func DefaultModel(provider string) string { return defaultModels[provider] }
+
+// New is the provider cfg describes.
+func New(cfg Config) (Provider, error) {
+	if cfg.Model == "" {
+		cfg.Model = DefaultModel(cfg.Provider)
+	}
+	if cfg.Model == "" {
+		return nil, fmt.Errorf("model provider %s: no model (give the account --model)", cfg.Provider)
+	}
+	u, err := protocol.CheckBaseURL(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("model provider %s: %w", cfg.Provider, err)
+	}
+	cfg.BaseURL = u
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 2
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var call caller
+	switch cfg.Provider {
+	case Anthropic:
+		call = newAnthropic(cfg)
+	case OpenAI:
+		call = newResponses(cfg)
+	case OpenAICompatible:
+		if cfg.BaseURL == "" {
+			return nil, fmt.Errorf("model provider %s: needs a base URL (give the account --base-url)", cfg.Provider)
+		}
+		call = newChat(cfg)
+	default:
+		return nil, fmt.Errorf("model provider %q: want one of %s", cfg.Provider, strings.Join(Providers(), ", "))
+	}
+	return &provider{cfg: cfg, call: call}, nil
+}
+
+// caller makes one attempt at a call on one wire protocol; errors are the
+// SDK's, classified by provider.Complete.
+type caller interface {
+	once(ctx context.Context, req Request) (Response, error)
+}
+
+// provider is the shared path: timeout, retries, redaction, cost.
+type provider struct {
+	cfg  Config
+	call caller
+}
+
+func (p *provider) Complete(ctx context.Context, req Request) (Response, error) {
+	if req.MaxTokens <= 0 {
+		req.MaxTokens = DefaultMaxTokens
+	}
+	wait := p.cfg.Backoff
+	for try := 0; ; try++ {
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+		resp, err := p.call.once(cctx, req)
+		cancel()
+		if err == nil {
+			err = checkResponse(resp)
+		}
+		if err == nil {
+			resp.Usage.CostUSD = Cost(p.cfg.Model, resp.Usage)
+			return resp, nil
+		}
+		e := p.classify(ctx, err)
+		if e.Kind != KindTransport || try >= p.cfg.Retries || ctx.Err() != nil {
+			return Response{}, e
+		}
+		p.cfg.Logger.Warn("model call failed in transport; retrying", "provider", p.cfg.Provider,
+			"try", try+1, "err", e.Error())
+		select {
+		case <-ctx.Done():
+			return Response{}, p.classify(ctx, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// checkResponse refuses an answer no loop can use: tool calls without a
+// name or id (a garbled stream).
+func checkResponse(r Response) error {
+	for _, c := range r.Calls {
+		if c.Name == "" || c.ID == "" {
+			return errGarbled
+		}
+	}
+	if r.Stop == StopTools && len(r.Calls) == 0 {
+		return errGarbled
+	}
+	return nil
+}
+
+var errGarbled = garbled{}
+
+type garbled struct{}
+
+func (garbled) Error() string { return "the answer was cut off or garbled" }
+
+// ArgsObject decodes a call's arguments as a JSON object ("" is {}).
+func ArgsObject(args string) (map[string]any, error) {
+	if strings.TrimSpace(args) == "" {
+		return map[string]any{}, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(args), &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
