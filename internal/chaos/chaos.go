@@ -49,11 +49,12 @@ const (
 	FaultKill      = "kill"       // SIGKILL a runner; restart it later
 	FaultTerm      = "term"       // SIGTERM a runner; restart it once it exited
 	FaultHubKill   = "hub-kill"   // SIGKILL the hub; restart it on the same data
-	FaultDisk      = "disk"       // fill and free a disk: not in this build (issue 10, part 1)
+	FaultDisk      = "disk"       // fill the hub's or a runner's disk (a small tmpfs; root only), free it later
 )
 
-// DefaultFaults is every fault this build can inject; disk is left out
-// until the full-disk handling lands.
+// defaultFaults are the faults a campaign injects unless told otherwise:
+// every one but disk, which needs root for its tmpfs mounts and is left
+// out until the full-disk handling (issue 10, part 1) lands.
 var defaultFaults = []string{FaultCut, FaultDelay, FaultDuplicate, FaultDrop, FaultDropReply, FaultKill, FaultTerm, FaultHubKill}
 
 // DefaultFaults returns the faults a campaign injects unless told otherwise.
@@ -62,7 +63,7 @@ func DefaultFaults() []string { return slices.Clone(defaultFaults) }
 // faultWeight is how often each fault comes up in a schedule.
 var faultWeight = map[string]int{
 	FaultCut: 3, FaultDelay: 6, FaultDuplicate: 6, FaultDrop: 3, FaultDropReply: 4,
-	FaultKill: 2, FaultTerm: 2, FaultHubKill: 2,
+	FaultKill: 2, FaultTerm: 2, FaultHubKill: 2, FaultDisk: 2,
 }
 
 // Options configure a campaign. Zero values take the defaults in brackets.
@@ -115,11 +116,8 @@ func (o *Options) normalize() error {
 		return errors.New("chaos: jobs, runners, slots, duration and settle must be positive")
 	}
 	for _, f := range o.Faults {
-		switch {
-		case f == FaultDisk:
-			return errors.New("chaos: the disk fault needs the full-disk handling of issue 10 part 1, not in this build")
-		case faultWeight[f] == 0:
-			return fmt.Errorf("chaos: unknown fault %q (known: %s)", f, strings.Join(defaultFaults, ", "))
+		if faultWeight[f] == 0 {
+			return fmt.Errorf("chaos: unknown fault %q (known: %s, %s)", f, strings.Join(defaultFaults, ", "), FaultDisk)
 		}
 	}
 	return nil
@@ -134,7 +132,7 @@ var hubArgs = []string{"--lease", "10s", "--heartbeat", "1s", "--offer-timeout",
 type event struct {
 	At     time.Duration // from the start of the fault phase
 	Fault  string
-	Target int           // runner index, for runner faults
+	Target int           // runner index, for runner faults; for disk, -1 is the hub's
 	Pause  time.Duration // how long the process stays down; the delay of a delayed frame
 }
 
@@ -163,6 +161,7 @@ func makePlan(o Options) plan {
 		return p
 	}
 	downUntil := make([]time.Duration, o.Runners)
+	fullUntil := make([]time.Duration, o.Runners+1) // disks: the hub's, then the runners'
 	var hubDownUntil time.Duration
 	for at := time.Duration(0); ; {
 		at += 300*time.Millisecond + time.Duration(r.Int64N(int64(900*time.Millisecond)))
@@ -188,6 +187,13 @@ func makePlan(o Options) plan {
 				continue
 			}
 			downUntil[e.Target] = at + e.Pause + 5*time.Second // a SIGTERMed runner takes its time
+		case FaultDisk:
+			e.Target = r.IntN(o.Runners+1) - 1
+			e.Pause = time.Duration(500+r.IntN(3500)) * time.Millisecond
+			if fullUntil[e.Target+1] > at {
+				continue
+			}
+			fullUntil[e.Target+1] = at + e.Pause + time.Second
 		case FaultHubKill:
 			e.Pause = time.Duration(100+r.IntN(1900)) * time.Millisecond
 			if hubDownUntil > at {
@@ -231,6 +237,7 @@ type campaign struct {
 	kills    []kill
 	injected map[string]int
 	retried  map[string]bool // job id → retried by the campaign
+	mounts   []string        // small disks mounted for the disk fault
 }
 
 func (c *campaign) progress(format string, args ...any) {
@@ -261,6 +268,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	c := &campaign{o: o, log: slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		plan: makePlan(o), injected: map[string]int{}, retried: map[string]bool{}}
 	c.log.Info("campaign", "seed", o.Seed, "jobs", o.Jobs, "runners", o.Runners, "duration", o.Duration, "faults", o.Faults, "events", len(c.plan.events))
+	defer c.unmountAll()
 	defer c.stopAll()
 	start := time.Now()
 	if err := c.setUp(ctx); err != nil {
@@ -332,6 +340,9 @@ func (c *campaign) setUp(ctx context.Context) error {
 		return err
 	}
 	c.hub = &hubProc{bin: c.o.Binary, dir: filepath.Join(c.o.Dir, "hub"), addr: addr, args: hubArgs}
+	if err := c.mount(c.hub.dir, hubDisk); err != nil {
+		return err
+	}
 	if err := c.hub.start(ctx); err != nil {
 		return err
 	}
@@ -345,6 +356,9 @@ func (c *campaign) setUp(ctx context.Context) error {
 	for i := range c.o.Runners {
 		r := &runnerProc{name: fmt.Sprintf("chaos-%d", i), home: filepath.Join(c.o.Dir, fmt.Sprintf("runner-%d", i)),
 			bin: c.o.Binary, hubURL: c.proxy.url(), slots: c.o.Slots}
+		if err := c.mount(r.home, runnerDisk); err != nil {
+			return err
+		}
 		tok := auth.NewToken(auth.PrefixRunner)
 		if _, err := c.admin.ApproveRunner(ctx, protocol.ApproveRequest{Name: r.name, Key: auth.Hash(tok)}); err != nil {
 			return fmt.Errorf("approve runner %s: %w", r.name, err)
@@ -470,6 +484,22 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 					c.log.Error("restart runner", "runner", r.name, "err", err)
 				}
 			}()
+		case FaultDisk:
+			dir := c.hub.dir
+			if e.Target >= 0 {
+				dir = c.runners[e.Target].home
+			}
+			c.count(e.Fault)
+			restarts.Add(1)
+			go func() {
+				defer restarts.Done()
+				n, err := fill(dir)
+				c.log.Info("disk full", "dir", dir, "filled", n, "err", err)
+				time.Sleep(e.Pause)
+				if err := free(dir); err != nil {
+					c.log.Error("free disk", "err", err)
+				}
+			}()
 		case FaultHubKill:
 			c.count(e.Fault)
 			c.hub.p.kill()
@@ -486,6 +516,28 @@ func (c *campaign) noteKill(name string) {
 	c.mu.Lock()
 	c.kills = append(c.kills, kill{Runner: name, At: time.Now()})
 	c.mu.Unlock()
+}
+
+// mount puts a small disk on dir when the campaign fills disks.
+func (c *campaign) mount(dir string, size int64) error {
+	if !slices.Contains(c.o.Faults, FaultDisk) {
+		return nil
+	}
+	if err := mountSmall(dir, size); err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	c.mounts = append(c.mounts, dir)
+	return nil
+}
+
+// unmountAll removes the small disks (their files go with them; the
+// processes' logs are outside them).
+func (c *campaign) unmountAll() {
+	for _, dir := range c.mounts {
+		if err := unmount(dir); err != nil {
+			c.log.Error("unmount", "err", err)
+		}
+	}
 }
 
 // heal makes sure the hub and every runner run again after the faults.

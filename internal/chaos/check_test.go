@@ -121,10 +121,17 @@ func TestPlanComesFromTheSeed(t *testing.T) {
 	}
 }
 
-func TestDiskFaultIsRefusedUntilItLands(t *testing.T) {
-	o := Options{Binary: "drover", Dir: t.TempDir(), Faults: []string{FaultCut, FaultDisk}}
-	if err := o.normalize(); err == nil {
-		t.Fatal("the disk fault was accepted")
+func TestFaultsAreChecked(t *testing.T) {
+	o := Options{Binary: "drover", Dir: t.TempDir()}
+	if err := o.normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(o.Faults, FaultDisk) {
+		t.Fatal("the disk fault is in the default set")
+	}
+	o.Faults = []string{FaultCut, FaultDisk}
+	if err := o.normalize(); err != nil {
+		t.Fatalf("the disk fault asked for: %v", err)
 	}
 	o.Faults = []string{"flood"}
 	if err := o.normalize(); err == nil {

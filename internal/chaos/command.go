@@ -28,7 +28,10 @@ loopback, files under --dir), the runners connected through a proxy, and for
 injecting faults: cut (every connection through the proxy), delay, duplicate,
 drop (a WebSocket frame, and its connection), drop-reply (a hub reply after
 the hub applied the request), kill and term (SIGKILL or SIGTERM a runner,
-restarted later), hub-kill (SIGKILL the hub, restarted on its data).
+restarted later), hub-kill (SIGKILL the hub, restarted on its data), and
+with --faults naming it, disk (as root: the hub's data directory and each
+runner's home are small tmpfs mounts, filled to the last block for a few
+seconds, then freed).
 
 Everything random comes from one seed, printed first; --seed replays the same
 jobs and schedule of faults. Once faults stop and every job has ended, the
@@ -74,7 +77,7 @@ exit status is non-zero when the checker found anything.`,
 	f.IntVar(&o.Slots, "slots", 2, "slots per runner")
 	f.DurationVar(&o.Duration, "duration", 45*time.Second, "how long to inject faults (jobs are submitted in its first 80%)")
 	f.DurationVar(&o.Settle, "settle", 2*time.Minute, "longest wait for every job to end once faults stop")
-	f.StringVar(&faults, "faults", strings.Join(defaultFaults, ","), "faults to inject, comma-separated (disk: not in this build)")
+	f.StringVar(&faults, "faults", strings.Join(defaultFaults, ","), "faults to inject, comma-separated; disk (root: small tmpfs disks filled and freed) is not in the default")
 	f.StringVar(&o.Dir, "dir", "", "directory for the hub's and runners' files, kept afterwards (default: a new temporary one)")
 	f.StringVar(&o.Binary, "binary", "", "drover binary to run the hub and runners from (default: this binary)")
 	return cmd
