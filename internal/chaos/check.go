@@ -74,6 +74,7 @@ type facts struct {
 	logs     map[string][]byte          // attempt id → log, for completed attempts
 	runners  map[string]string          // runner id → name
 	claims   map[string][]string        // attempt id → names of the runners that claimed it
+	held     map[string]string          // attempt id → the runner whose journal still holds it
 }
 
 func (c *campaign) readFacts(ctx context.Context) (*facts, error) {
@@ -83,7 +84,7 @@ func (c *campaign) readFacts(ctx context.Context) (*facts, error) {
 	}
 	defer st.Close()
 	f := &facts{attempts: map[string][]store.Attempt{}, reruns: map[string]int{}, logs: map[string][]byte{},
-		runners: map[string]string{}, claims: map[string][]string{}}
+		runners: map[string]string{}, claims: map[string][]string{}, held: map[string]string{}}
 	err = st.Read(ctx, func(tx store.Tx) error {
 		rs, err := tx.Runners()
 		if err != nil {
@@ -147,6 +148,13 @@ func (c *campaign) readFacts(ctx context.Context) (*facts, error) {
 		}
 		for _, cl := range cs {
 			f.claims[cl.Attempt] = append(f.claims[cl.Attempt], r.name)
+		}
+		held, err := runner.Held(r.home)
+		if err != nil {
+			return nil, fmt.Errorf("read the journal of %s: %w", r.name, err)
+		}
+		for _, a := range held {
+			f.held[a] = r.name
 		}
 	}
 	return f, nil
@@ -255,6 +263,9 @@ func checkFacts(f *facts, specs []jobSpec, subs []submission, kills []kill) []Vi
 			for _, a := range as {
 				if a.State.Active() {
 					bad(RuleNothingLeft, j.ID, "job is %s but attempt %d is still %s", j.State, a.Epoch, a.State)
+				}
+				if who, ok := f.held[a.ID]; ok {
+					bad(RuleNothingLeft, j.ID, "job is %s but the journal of %s, stopped, still holds attempt %d (%s at the hub)", j.State, who, a.Epoch, a.State)
 				}
 			}
 		}

@@ -46,6 +46,7 @@ func goodHistory() *history {
 		logs:    map[string][]byte{"a0": log0, "a2": log1},
 		runners: map[string]string{"R1": "r1", "R2": "r2"},
 		claims:  map[string][]string{"a0": {"r1"}, "a1": {"r2"}, "a2": {"r1"}},
+		held:    map[string]string{},
 	}
 	return h
 }
@@ -85,6 +86,7 @@ func TestCheckerFindsEachBrokenPromise(t *testing.T) {
 		{"an attempt running after its job ended", RuleNothingLeft, func(h *history) {
 			h.f.attempts["j0"] = append(h.f.attempts["j0"], store.Attempt{ID: "a9", JobID: "j0", Epoch: 2, RunnerID: "R2", State: job.AttemptRunning})
 		}},
+		{"an attempt its runner still holds after its job ended", RuleNothingLeft, func(h *history) { h.f.held["a1"] = "r2" }},
 		{"an unknown with no kill", RuleUnknownKilled, func(h *history) { h.kills = nil }},
 		{"an unknown with a kill of another runner", RuleUnknownKilled, func(h *history) { h.kills[0].Runner = "r1" }},
 		{"an unknown with a kill after it ended", RuleUnknownKilled, func(h *history) { h.kills[0].At = h.kills[0].At.Add(time.Minute) }},

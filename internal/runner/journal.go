@@ -91,6 +91,24 @@ func Claims(home string) ([]Claim, error) {
 	return cs, nil
 }
 
+// Held lists the attempts the runner at home still holds by its journal:
+// claimed or receipted, with the hub's acknowledgement of their finish
+// (done) or their drop not recorded. A runner that stopped with nothing
+// in flight holds none.
+func Held(home string) ([]string, error) {
+	recs, _, err := (&journal{dir: filepath.Join(home, "journal")}).scan()
+	if err != nil {
+		return nil, err
+	}
+	var held []string
+	for _, r := range recs {
+		if r.open() {
+			held = append(held, r.attempt)
+		}
+	}
+	return held, nil
+}
+
 func (j *journal) path(attempt, ext string) string { return filepath.Join(j.dir, attempt+ext) }
 
 // claim durably records c, or fails with errClaimed when the attempt was
