@@ -134,6 +134,7 @@ type event struct {
 	Fault  string
 	Target int           // runner index, for runner faults; for disk, -1 is the hub's
 	Pause  time.Duration // how long the process stays down; the delay of a delayed frame
+	Beats  bool          // a frame fault a heartbeat may take
 }
 
 // plan is everything a seed decides.
@@ -176,7 +177,7 @@ func makePlan(o Options) plan {
 				break
 			}
 		}
-		e := event{At: at, Fault: f}
+		e := event{At: at, Fault: f, Beats: r.IntN(4) == 0}
 		switch f {
 		case FaultDelay:
 			e.Pause = time.Duration(50+r.IntN(750)) * time.Millisecond
@@ -452,11 +453,11 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 			c.proxy.cut()
 			c.count(e.Fault)
 		case FaultDelay:
-			c.proxy.arm(armed{kind: faultDelay, delay: e.Pause})
+			c.proxy.arm(armed{kind: faultDelay, delay: e.Pause, beats: e.Beats})
 		case FaultDuplicate:
-			c.proxy.arm(armed{kind: faultDuplicate})
+			c.proxy.arm(armed{kind: faultDuplicate, beats: e.Beats})
 		case FaultDrop:
-			c.proxy.arm(armed{kind: faultDrop})
+			c.proxy.arm(armed{kind: faultDrop, beats: e.Beats})
 		case FaultDropReply:
 			c.proxy.arm(armed{kind: faultDropReply})
 		case FaultKill, FaultTerm:

@@ -31,6 +31,9 @@ const (
 type armed struct {
 	kind  frameFault
 	delay time.Duration
+	// beats: a heartbeat may take it too. Heartbeats are most of what a
+	// runner sends, so most faults wait for a frame that does something.
+	beats bool
 }
 
 // proxy is a TCP proxy between runners and the hub that understands just
@@ -291,13 +294,14 @@ func (p *proxy) take(f frame, fromHub bool) (armed, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, a := range p.pending {
-		if a.kind == faultDropReply && (!fromHub || !isReply(f.payload)) {
+		typ := frameType(f.payload)
+		if a.kind == faultDropReply && (!fromHub || typ != "reply") || !a.beats && typ == "heartbeat" {
 			continue
 		}
 		p.pending = append(p.pending[:i], p.pending[i+1:]...)
 		name := frameFaultNames[a.kind]
 		p.applied[name]++
-		p.log.Debug("frame fault", "fault", name, "from_hub", fromHub, "frame", summarize(f.payload))
+		p.log.Debug("frame fault", "fault", name, "from_hub", fromHub, "frame", typ, "bytes", len(f.payload))
 		return a, true
 	}
 	return armed{}, false
@@ -307,18 +311,13 @@ var frameFaultNames = map[frameFault]string{
 	faultDelay: FaultDelay, faultDuplicate: FaultDuplicate, faultDrop: FaultDrop, faultDropReply: FaultDropReply,
 }
 
-func isReply(payload []byte) bool {
+// frameType is a protocol frame's type ("" when it is not one).
+func frameType(payload []byte) string {
 	var env struct {
 		Type string `json:"type"`
 	}
-	return json.Unmarshal(payload, &env) == nil && env.Type == "reply"
-}
-
-func summarize(payload []byte) string {
-	if len(payload) > 120 {
-		return string(payload[:120]) + "…"
-	}
-	return string(payload)
+	_ = json.Unmarshal(payload, &env)
+	return env.Type
 }
 
 // arm queues a frame fault for the next frame that fits it. Faults still
