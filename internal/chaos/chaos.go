@@ -1,19 +1,19 @@
 // Package chaos runs a replayable fault campaign against real drover
 // processes: a hub and several runners of one binary, the runners talking
 // to the hub through a proxy that cuts connections and delays, duplicates
-// and drops WebSocket frames, while the campaign kills and terminates
-// runners, kills and restarts the hub, and submits jobs with and without
-// idempotency keys. Everything random (the jobs, the schedule of faults,
+// and drops WebSocket frames, while the campaign kills, terminates and
+// pauses runners, kills and restarts the hub, fills disks (as root, when
+// asked), and submits jobs with and without idempotency keys. Everything random (the jobs, the schedule of faults,
 // which submissions carry a key, which unknown jobs are retried) comes from
 // one seed, so a failing campaign is run again with the same schedule by
 // passing its seed. The processes' own timing is not the seed's: a replay
 // is the same plan, not the same interleaving.
 //
-// Afterwards Check reads the hub's store and every runner's journal and
+// Afterwards the checker reads the hub's store and every runner's journal and
 // asserts what drover promises: every acknowledged submission exists once,
 // nothing ran twice unless its owner retried it, every completed job's log
 // is byte-exact, nothing is still running for a job that ended, and every
-// unknown outcome is explained by a killed runner.
+// unknown outcome is explained by a killed (or stopped) runner.
 package chaos
 
 import (
@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"drover/internal/auth"
@@ -49,13 +50,14 @@ const (
 	FaultKill      = "kill"       // SIGKILL a runner; restart it later
 	FaultTerm      = "term"       // SIGTERM a runner; restart it once it exited
 	FaultHubKill   = "hub-kill"   // SIGKILL the hub; restart it on the same data
+	FaultPause     = "pause"      // SIGSTOP a runner for 1-15 s (past its lease at times), then SIGCONT
 	FaultDisk      = "disk"       // fill the hub's or a runner's disk (a small tmpfs; root only), free it later
 )
 
 // defaultFaults are the faults a campaign injects unless told otherwise:
 // every one but disk, which needs root for its tmpfs mounts and is left
 // out until the full-disk handling (issue 10, part 1) lands.
-var defaultFaults = []string{FaultCut, FaultDelay, FaultDuplicate, FaultDrop, FaultDropReply, FaultKill, FaultTerm, FaultHubKill}
+var defaultFaults = []string{FaultCut, FaultDelay, FaultDuplicate, FaultDrop, FaultDropReply, FaultKill, FaultTerm, FaultHubKill, FaultPause}
 
 // DefaultFaults returns the faults a campaign injects unless told otherwise.
 func DefaultFaults() []string { return slices.Clone(defaultFaults) }
@@ -63,7 +65,7 @@ func DefaultFaults() []string { return slices.Clone(defaultFaults) }
 // faultWeight is how often each fault comes up in a schedule.
 var faultWeight = map[string]int{
 	FaultCut: 3, FaultDelay: 6, FaultDuplicate: 6, FaultDrop: 3, FaultDropReply: 4,
-	FaultKill: 2, FaultTerm: 2, FaultHubKill: 2, FaultDisk: 2,
+	FaultKill: 2, FaultTerm: 2, FaultHubKill: 2, FaultDisk: 2, FaultPause: 1,
 }
 
 // Options configure a campaign. Zero values take the defaults in brackets.
@@ -188,6 +190,13 @@ func makePlan(o Options) plan {
 				continue
 			}
 			downUntil[e.Target] = at + e.Pause + 5*time.Second // a SIGTERMed runner takes its time
+		case FaultPause:
+			e.Target = r.IntN(o.Runners)
+			e.Pause = time.Duration(1000+r.IntN(14000)) * time.Millisecond
+			if downUntil[e.Target] > at {
+				continue
+			}
+			downUntil[e.Target] = at + e.Pause + time.Second
 		case FaultDisk:
 			e.Target = r.IntN(o.Runners+1) - 1
 			e.Pause = time.Duration(500+r.IntN(3500)) * time.Millisecond
@@ -217,10 +226,12 @@ type submission struct {
 }
 
 // kill is one runner the campaign SIGKILLed (or that needed a SIGKILL
-// after SIGTERM): the only explanation of an unknown outcome.
+// after SIGTERM), or stopped (SIGSTOP) from At to Until: the only
+// explanations of an unknown outcome.
 type kill struct {
 	Runner string
 	At     time.Time
+	Until  time.Time // zero for a kill
 }
 
 // campaign is one run in progress.
@@ -461,11 +472,8 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 		case FaultDropReply:
 			c.proxy.arm(armed{kind: faultDropReply})
 		case FaultKill, FaultTerm:
-			r := c.runners[e.Target]
-			c.mu.Lock()
-			alive, p := r.alive(), r.p
-			c.mu.Unlock()
-			if !alive {
+			r, p := c.running(e.Target)
+			if p == nil {
 				continue // still down from an earlier fault
 			}
 			c.count(e.Fault)
@@ -501,6 +509,23 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 					c.log.Error("free disk", "err", err)
 				}
 			}()
+		case FaultPause:
+			r, p := c.running(e.Target)
+			if p == nil {
+				continue
+			}
+			c.count(e.Fault)
+			restarts.Add(1)
+			go func() {
+				defer restarts.Done()
+				from := time.Now()
+				p.signal(syscall.SIGSTOP)
+				time.Sleep(e.Pause)
+				p.signal(syscall.SIGCONT)
+				c.mu.Lock()
+				c.kills = append(c.kills, kill{Runner: r.name, At: from, Until: time.Now()})
+				c.mu.Unlock()
+			}()
 		case FaultHubKill:
 			c.count(e.Fault)
 			c.hub.p.kill()
@@ -511,6 +536,17 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 		}
 	}
 	return nil
+}
+
+// running is runner i and its process, nil when it is down.
+func (c *campaign) running(i int) (*runnerProc, *proc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.runners[i]
+	if !r.alive() {
+		return r, nil
+	}
+	return r, r.p
 }
 
 func (c *campaign) noteKill(name string) {

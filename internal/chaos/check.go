@@ -22,7 +22,7 @@ const (
 	RuleRunOnce       = "no second launch unless retried or released"
 	RuleLogExact      = "completed log is byte-exact"
 	RuleNothingLeft   = "no attempt active after its job ended"
-	RuleUnknownKilled = "every unknown is explained by a killed runner"
+	RuleUnknownKilled = "every unknown is explained by a killed (or stopped) runner"
 	RuleNoFailure     = "no job fails (the campaign's jobs always exit 0)"
 	RuleSettled       = "every job ends once faults stop"
 )
@@ -300,15 +300,20 @@ func checkFacts(f *facts, specs []jobSpec, subs []submission, kills []kill) []Vi
 	return out
 }
 
-// killedDuring reports whether the runner was killed between the attempt's
-// offer and its end (with a second of slack for the clocks of the reads).
+// killedDuring reports whether the runner was killed, or stopped, between
+// the attempt's offer and its end (with a second of slack for the clocks
+// of the reads).
 func killedDuring(kills []kill, name string, a store.Attempt) bool {
 	end := time.Now()
 	if a.FinishedAt != nil {
 		end = *a.FinishedAt
 	}
 	return slices.ContainsFunc(kills, func(k kill) bool {
-		return k.Runner == name && !k.At.Before(a.OfferedAt.Add(-time.Second)) && !k.At.After(end.Add(time.Second))
+		until := k.Until
+		if until.IsZero() {
+			until = k.At
+		}
+		return k.Runner == name && !until.Before(a.OfferedAt.Add(-time.Second)) && !k.At.After(end.Add(time.Second))
 	})
 }
 

@@ -90,6 +90,9 @@ func TestCheckerFindsEachBrokenPromise(t *testing.T) {
 		{"an unknown with no kill", RuleUnknownKilled, func(h *history) { h.kills = nil }},
 		{"an unknown with a kill of another runner", RuleUnknownKilled, func(h *history) { h.kills[0].Runner = "r1" }},
 		{"an unknown with a kill after it ended", RuleUnknownKilled, func(h *history) { h.kills[0].At = h.kills[0].At.Add(time.Minute) }},
+		{"an unknown with a pause that ended before its offer", RuleUnknownKilled, func(h *history) {
+			h.kills[0].At, h.kills[0].Until = h.kills[0].At.Add(-time.Minute), h.kills[0].At.Add(-30*time.Second)
+		}},
 		{"a failed job", RuleNoFailure, func(h *history) { h.f.jobs[0].State = job.Failed }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +103,17 @@ func TestCheckerFindsEachBrokenPromise(t *testing.T) {
 				t.Fatalf("want a violation of %q, got %v", tc.rule, vs)
 			}
 		})
+	}
+}
+
+// TestPauseExplainsAnUnknown: a runner stopped (SIGSTOP) from before the
+// attempt's offer until after it explains the attempt's unknown outcome.
+func TestPauseExplainsAnUnknown(t *testing.T) {
+	h := goodHistory()
+	at := h.kills[0].At
+	h.kills[0].At, h.kills[0].Until = at.Add(-5*time.Second), at.Add(20*time.Second)
+	if vs := h.check(); len(vs) != 0 {
+		t.Fatalf("violations: %v", vs)
 	}
 }
 

@@ -28,7 +28,8 @@ loopback, files under --dir), the runners connected through a proxy, and for
 injecting faults: cut (every connection through the proxy), delay, duplicate,
 drop (a WebSocket frame, and its connection), drop-reply (a hub reply after
 the hub applied the request), kill and term (SIGKILL or SIGTERM a runner,
-restarted later), hub-kill (SIGKILL the hub, restarted on its data), and
+restarted later), hub-kill (SIGKILL the hub, restarted on its data), pause
+(SIGSTOP a runner for 1-15 s, then SIGCONT), and
 with --faults naming it, disk (as root: the hub's data directory and each
 runner's home are small tmpfs mounts, filled to the last block for a few
 seconds, then freed).
@@ -38,7 +39,8 @@ jobs and schedule of faults. Once faults stop and every job has ended, the
 hub's store and the runners' journals are checked: every acknowledged
 submission exists once, nothing ran twice unless retried (or released by a
 stopping runner), completed logs are byte-exact, no attempt is active for a
-job that ended, and every unknown outcome is explained by a killed runner.
+job that ended, and every unknown outcome is explained by a killed (or
+stopped) runner.
 The summary gives outcomes, throughput and the count of each fault; the
 exit status is non-zero when the checker found anything.`,
 		Args: cobra.NoArgs,

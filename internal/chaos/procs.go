@@ -55,6 +55,13 @@ func (p *proc) alive() bool {
 	}
 }
 
+// signal sends sig to a process still running.
+func (p *proc) signal(sig syscall.Signal) {
+	if p.alive() {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
 // kill SIGKILLs the process and waits for it. Only the process: a runner's
 // agents die with it (Pdeathsig), as on a real crash.
 func (p *proc) kill() {
