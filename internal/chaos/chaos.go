@@ -54,18 +54,29 @@ const (
 	FaultDisk      = "disk"       // fill the hub's or a runner's disk (a small tmpfs; root only), free it later
 )
 
-// defaultFaults are the faults a campaign injects unless told otherwise:
-// every one but disk, which needs root for its tmpfs mounts and is left
-// out until the full-disk handling (issue 10, part 1) lands.
-var defaultFaults = []string{FaultCut, FaultDelay, FaultDuplicate, FaultDrop, FaultDropReply, FaultKill, FaultTerm, FaultHubKill, FaultPause}
+// DefaultFaults returns the faults a campaign injects unless told
+// otherwise: every one but disk, which needs root for its tmpfs mounts and
+// is left out until the full-disk handling (issue 10, part 1) lands.
+func DefaultFaults() []string {
+	return []string{FaultCut, FaultDelay, FaultDuplicate, FaultDrop, FaultDropReply, FaultKill, FaultTerm, FaultHubKill, FaultPause}
+}
 
-// DefaultFaults returns the faults a campaign injects unless told otherwise.
-func DefaultFaults() []string { return slices.Clone(defaultFaults) }
-
-// faultWeight is how often each fault comes up in a schedule.
-var faultWeight = map[string]int{
-	FaultCut: 3, FaultDelay: 6, FaultDuplicate: 6, FaultDrop: 3, FaultDropReply: 4,
-	FaultKill: 2, FaultTerm: 2, FaultHubKill: 2, FaultDisk: 2, FaultPause: 1,
+// faultWeight is how often a fault comes up in a schedule (0: no such
+// fault).
+func faultWeight(f string) int {
+	switch f {
+	case FaultDelay, FaultDuplicate:
+		return 6
+	case FaultDropReply:
+		return 4
+	case FaultCut, FaultDrop:
+		return 3
+	case FaultKill, FaultTerm, FaultHubKill, FaultDisk:
+		return 2
+	case FaultPause:
+		return 1
+	}
+	return 0
 }
 
 // Options configure a campaign. Zero values take the defaults in brackets.
@@ -118,17 +129,20 @@ func (o *Options) normalize() error {
 		return errors.New("chaos: jobs, runners, slots, duration and settle must be positive")
 	}
 	for _, f := range o.Faults {
-		if faultWeight[f] == 0 {
-			return fmt.Errorf("chaos: unknown fault %q (known: %s, %s)", f, strings.Join(defaultFaults, ", "), FaultDisk)
+		if faultWeight(f) == 0 {
+			return fmt.Errorf("chaos: unknown fault %q (known: %s, %s)", f, strings.Join(DefaultFaults(), ", "), FaultDisk)
 		}
 	}
 	return nil
 }
 
-// Hub timing for a campaign: short enough that lost runners and offers
-// resolve within it, long enough that a runner restarted after a kill or a
-// reconnect after a cut is back before its lease runs out.
-var hubArgs = []string{"--lease", "10s", "--heartbeat", "1s", "--offer-timeout", "5s"}
+// hubArgs is the hub's timing for a campaign: short enough that lost
+// runners and offers resolve within it, long enough that a runner
+// restarted after a kill or a reconnect after a cut is back before its
+// lease runs out.
+func hubArgs() []string {
+	return []string{"--lease", "10s", "--heartbeat", "1s", "--offer-timeout", "5s"}
+}
 
 // event is one planned fault.
 type event struct {
@@ -158,7 +172,7 @@ func makePlan(o Options) plan {
 	}
 	total := 0
 	for _, f := range o.Faults {
-		total += faultWeight[f]
+		total += faultWeight(f)
 	}
 	if total == 0 {
 		return p
@@ -174,7 +188,7 @@ func makePlan(o Options) plan {
 		n := r.IntN(total)
 		var f string
 		for _, name := range o.Faults {
-			if n -= faultWeight[name]; n < 0 {
+			if n -= faultWeight(name); n < 0 {
 				f = name
 				break
 			}
@@ -351,7 +365,7 @@ func (c *campaign) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.hub = &hubProc{bin: c.o.Binary, dir: filepath.Join(c.o.Dir, "hub"), addr: addr, args: hubArgs}
+	c.hub = &hubProc{bin: c.o.Binary, dir: filepath.Join(c.o.Dir, "hub"), addr: addr, args: hubArgs()}
 	if err := c.mount(c.hub.dir, hubDisk); err != nil {
 		return err
 	}
@@ -645,9 +659,6 @@ func (c *campaign) indexOf(args []string) (int, bool) {
 	return 0, false
 }
 
-// unsettled are the job states a settled campaign has none of.
-var unsettled = []job.State{job.Queued, job.Offered, job.Running, job.Waiting}
-
 // settle waits until no job is queued, offered, running or waiting, and
 // returns those still so when Settle runs out.
 func (c *campaign) settle(ctx context.Context) []string {
@@ -655,7 +666,7 @@ func (c *campaign) settle(ctx context.Context) []string {
 	for {
 		c.retryUnknownOnce(ctx)
 		var left []string
-		for _, s := range unsettled {
+		for _, s := range []job.State{job.Queued, job.Offered, job.Running, job.Waiting} { // none when settled
 			l, err := c.admin.Jobs(ctx, client.JobFilter{State: s, Limit: 1000})
 			if err != nil {
 				left = append(left, "(list "+string(s)+": "+err.Error()+")")

@@ -79,7 +79,7 @@ exit status is non-zero when the checker found anything.`,
 	f.IntVar(&o.Slots, "slots", 2, "slots per runner")
 	f.DurationVar(&o.Duration, "duration", 45*time.Second, "how long to inject faults (jobs are submitted in its first 80%)")
 	f.DurationVar(&o.Settle, "settle", 2*time.Minute, "longest wait for every job to end once faults stop")
-	f.StringVar(&faults, "faults", strings.Join(defaultFaults, ","), "faults to inject, comma-separated; disk (root: small tmpfs disks filled and freed) is not in the default")
+	f.StringVar(&faults, "faults", strings.Join(DefaultFaults(), ","), "faults to inject, comma-separated; disk (root: small tmpfs disks filled and freed) is not in the default")
 	f.StringVar(&o.Dir, "dir", "", "directory for the hub's and runners' files, kept afterwards (default: a new temporary one)")
 	f.StringVar(&o.Binary, "binary", "", "drover binary to run the hub and runners from (default: this binary)")
 	return cmd

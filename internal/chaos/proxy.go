@@ -299,7 +299,7 @@ func (p *proxy) take(f frame, fromHub bool) (armed, bool) {
 			continue
 		}
 		p.pending = append(p.pending[:i], p.pending[i+1:]...)
-		name := frameFaultNames[a.kind]
+		name := a.kind.String()
 		p.applied[name]++
 		p.log.Debug("frame fault", "fault", name, "from_hub", fromHub, "frame", typ, "bytes", len(f.payload))
 		return a, true
@@ -307,8 +307,17 @@ func (p *proxy) take(f frame, fromHub bool) (armed, bool) {
 	return armed{}, false
 }
 
-var frameFaultNames = map[frameFault]string{
-	faultDelay: FaultDelay, faultDuplicate: FaultDuplicate, faultDrop: FaultDrop, faultDropReply: FaultDropReply,
+// String is the fault's name, as --faults takes it.
+func (f frameFault) String() string {
+	switch f {
+	case faultDelay:
+		return FaultDelay
+	case faultDuplicate:
+		return FaultDuplicate
+	case faultDrop:
+		return FaultDrop
+	}
+	return FaultDropReply
 }
 
 // frameType is a protocol frame's type ("" when it is not one).
