@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
 // seed and the command that replays it.
 func shortCampaign(t *testing.T, seed uint64) {
 	if testing.Short() {
-		t.Skip("a fault campaign takes a minute")
+		ciskip.Skipf(t, "-short: a fault campaign takes a minute")
 	}
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		ciskip.Skipf(t, "runners need bwrap: %v", err)
