@@ -97,7 +97,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 	}
 	p("outcomes       %s", strings.Join(outs, ", "))
-	p("launches       %d attempts launched; %d jobs launched again (after a retry or a release)", r.Launched, r.Relaunched)
+	p("launches       %d attempts launched; jobs launched more than once (after a retry or a release): %d", r.Launched, r.Relaunched)
 	p("time           %s of faults, %s in all", r.Faulting.Round(time.Second), r.Wall.Round(time.Second))
 	p("throughput     %.1f jobs completed per minute", r.PerMinute())
 	keys := make([]string, 0, len(r.Injected))
