@@ -51,6 +51,7 @@ const (
 	FaultTerm      = "term"       // SIGTERM a runner; restart it once it exited
 	FaultHubKill   = "hub-kill"   // SIGKILL the hub; restart it on the same data
 	FaultPause     = "pause"      // SIGSTOP a runner for 1-15 s (past its lease at times), then SIGCONT
+	FaultHubPause  = "hub-pause"  // SIGSTOP the hub for 1-15 s, then SIGCONT
 	FaultDisk      = "disk"       // fill the hub's or a runner's disk (a small tmpfs; root only), free it later
 )
 
@@ -58,7 +59,7 @@ const (
 // otherwise: every one but disk, which needs root for its tmpfs mounts and
 // is left out until the full-disk handling (issue 10, part 1) lands.
 func DefaultFaults() []string {
-	return []string{FaultCut, FaultDelay, FaultDuplicate, FaultDrop, FaultDropReply, FaultKill, FaultTerm, FaultHubKill, FaultPause}
+	return []string{FaultCut, FaultDelay, FaultDuplicate, FaultDrop, FaultDropReply, FaultKill, FaultTerm, FaultHubKill, FaultPause, FaultHubPause}
 }
 
 // faultWeight is how often a fault comes up in a schedule (0: no such
@@ -73,7 +74,7 @@ func faultWeight(f string) int {
 		return 3
 	case FaultKill, FaultTerm, FaultHubKill, FaultDisk:
 		return 2
-	case FaultPause:
+	case FaultPause, FaultHubPause:
 		return 1
 	}
 	return 0
@@ -218,6 +219,12 @@ func makePlan(o Options) plan {
 				continue
 			}
 			fullUntil[e.Target+1] = at + e.Pause + time.Second
+		case FaultHubPause:
+			e.Pause = time.Duration(1000+r.IntN(14000)) * time.Millisecond
+			if hubDownUntil > at {
+				continue
+			}
+			hubDownUntil = at + e.Pause + time.Second
 		case FaultHubKill:
 			e.Pause = time.Duration(100+r.IntN(1900)) * time.Millisecond
 			if hubDownUntil > at {
@@ -539,6 +546,16 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 				c.mu.Lock()
 				c.kills = append(c.kills, kill{Runner: r.name, At: from, Until: time.Now()})
 				c.mu.Unlock()
+			}()
+		case FaultHubPause:
+			c.count(e.Fault)
+			p := c.hub.p // the plan kills no hub while it is paused
+			restarts.Add(1)
+			go func() {
+				defer restarts.Done()
+				p.signal(syscall.SIGSTOP)
+				time.Sleep(e.Pause)
+				p.signal(syscall.SIGCONT)
 			}()
 		case FaultHubKill:
 			c.count(e.Fault)

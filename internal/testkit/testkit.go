@@ -225,6 +225,14 @@ func (h *Hub) start() {
 // Kill SIGKILLs the hub.
 func (h *Hub) Kill() { h.p.kill() }
 
+// Pause stops the hub (SIGSTOP) for d and lets it go on (SIGCONT): a
+// suspended machine, as the hub sees it.
+func (h *Hub) Pause(d time.Duration) {
+	h.p.signal(syscall.SIGSTOP)
+	time.Sleep(d)
+	h.p.signal(syscall.SIGCONT)
+}
+
 // Restart starts the hub again on the same address and data directory.
 func (h *Hub) Restart() { h.p.kill(); h.start() }
 
