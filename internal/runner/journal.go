@@ -72,7 +72,7 @@ func (rc receipt) ref() protocol.AttemptRef {
 // Claims lists the attempts the runner at home has claimed, oldest first:
 // its own record of everything it may have run.
 func Claims(home string) ([]Claim, error) {
-	recs, _, err := (&journal{dir: filepath.Join(home, "journal")}).scan()
+	recs, err := journalOf(home)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func Claims(home string) ([]Claim, error) {
 // (done) or their drop not recorded. A runner that stopped with nothing
 // in flight holds none.
 func Held(home string) ([]string, error) {
-	recs, _, err := (&journal{dir: filepath.Join(home, "journal")}).scan()
+	recs, err := journalOf(home)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +107,13 @@ func Held(home string) ([]string, error) {
 		}
 	}
 	return held, nil
+}
+
+// journalOf reads the journal of the runner at home, for a reader other
+// than the runner itself.
+func journalOf(home string) ([]*record, error) {
+	recs, _, err := (&journal{dir: filepath.Join(home, "journal")}).scan()
+	return recs, err
 }
 
 func (j *journal) path(attempt, ext string) string { return filepath.Join(j.dir, attempt+ext) }
