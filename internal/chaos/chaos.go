@@ -493,7 +493,7 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 		case FaultDropReply:
 			c.proxy.arm(armed{kind: faultDropReply})
 		case FaultKill, FaultTerm:
-			r, p := c.running(e.Target)
+			r, p := c.take(e.Target)
 			if p == nil {
 				continue // still down from an earlier fault
 			}
@@ -501,6 +501,7 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 			restarts.Add(1)
 			go func() {
 				defer restarts.Done()
+				defer c.release(r)
 				if e.Fault == FaultKill {
 					c.noteKill(r.name)
 					p.kill()
@@ -531,7 +532,7 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 				}
 			}()
 		case FaultPause:
-			r, p := c.running(e.Target)
+			r, p := c.take(e.Target)
 			if p == nil {
 				continue
 			}
@@ -539,6 +540,7 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 			restarts.Add(1)
 			go func() {
 				defer restarts.Done()
+				defer c.release(r)
 				from := time.Now()
 				p.signal(syscall.SIGSTOP)
 				time.Sleep(e.Pause)
@@ -569,15 +571,24 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 	return nil
 }
 
-// running is runner i and its process, nil when it is down.
-func (c *campaign) running(i int) (*runnerProc, *proc) {
+// take hands runner i and its process to one fault until release: nil
+// when it is down or another fault has it (the schedule keeps faults of
+// one runner apart, but a late executor can bunch them up).
+func (c *campaign) take(i int) (*runnerProc, *proc) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.runners[i]
-	if !r.alive() {
+	if r.faulted || !r.alive() {
 		return r, nil
 	}
+	r.faulted = true
 	return r, r.p
+}
+
+func (c *campaign) release(r *runnerProc) {
+	c.mu.Lock()
+	r.faulted = false
+	c.mu.Unlock()
 }
 
 func (c *campaign) noteKill(name string) {

@@ -154,3 +154,21 @@ func TestFaultsAreChecked(t *testing.T) {
 		t.Fatal("an unknown fault was accepted")
 	}
 }
+
+// TestOneFaultAtATimePerRunner: two faults the executor reaches together
+// for one runner (a late executor bunches them) do not both take it; the
+// second used to restart a second process on the same home, orphaning one.
+func TestOneFaultAtATimePerRunner(t *testing.T) {
+	c := &campaign{runners: []*runnerProc{{name: "r", p: &proc{exited: make(chan struct{})}}}}
+	if _, p := c.take(0); p == nil {
+		t.Fatal("a running runner could not be taken")
+	}
+	r, p := c.take(0)
+	if p != nil {
+		t.Fatal("a runner was taken by two faults at once")
+	}
+	c.release(r)
+	if _, p := c.take(0); p == nil {
+		t.Fatal("a released runner could not be taken again")
+	}
+}

@@ -140,6 +140,7 @@ type runnerProc struct {
 	name, home, bin, hubURL string
 	slots                   int
 	p                       *proc
+	faulted                 bool // a kill, term or pause has it (under campaign.mu)
 }
 
 func (r *runnerProc) start() error {
