@@ -1,14 +1,11 @@
 package bench
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"drover/internal/childproc"
 )
 
 // Command returns the `bench` command; the CLI attaches it as `drover bench`.
@@ -46,19 +43,11 @@ hub. Progress goes to stderr, the report to stdout (--markdown: a section
 for docs/benchmarks.md). Linux only: it reads /proc.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
+			ctx, stop, err := childproc.Start(cmd, &o.Binary)
+			if err != nil {
+				return err
 			}
-			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if o.Binary == "" {
-				exe, err := os.Executable()
-				if err != nil {
-					return fmt.Errorf("find this drover binary (pass --binary): %w", err)
-				}
-				o.Binary = exe
-			}
 			o.Progress = cmd.ErrOrStderr()
 			res, err := Run(ctx, o)
 			if err != nil {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"drover/internal/auth"
+	"drover/internal/childproc"
 	"drover/internal/protocol"
 )
 
@@ -42,7 +42,7 @@ func startHub(ctx context.Context, binary, dir string, ticks int64) (*hubProc, e
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create hub data directory: %w", err)
 	}
-	addr, err := freePort()
+	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -67,20 +67,6 @@ func startHub(ctx context.Context, binary, dir string, ticks int64) (*hubProc, e
 		return nil, err
 	}
 	return hp, nil
-}
-
-// freePort picks a loopback port that is free now. Another process could
-// take it before the hub binds it; startHub then fails with the hub's error.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	return addr, nil
 }
 
 // waitReady waits for the admin token file and a successful whoami with it.

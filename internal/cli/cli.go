@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"drover/internal/bench"
+	"drover/internal/chaos"
 
 	"drover/internal/client"
 )
@@ -109,6 +110,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.fetchCmd(), a.diffCmd(), a.projectsCmd(),
 		a.sandboxInitCmd(), a.toolCmd(),
 		bench.Command(),
+		chaos.Command(),
 	)
 	return root
 }

@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,22 +20,7 @@ import (
 // bin is the drover binary built once for this package by TestMain.
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "drover-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin, err = testkit.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
 
 func submit(t *testing.T, c *client.Client, args ...string) protocol.JobView {
 	t.Helper()
@@ -298,5 +282,29 @@ func TestRevokedRunnerIsDisconnectedAndCannotReconnect(t *testing.T) {
 	r.Start()
 	if err := r.Wait(30 * time.Second); err == nil || !strings.Contains(r.Output(), "login") {
 		t.Fatalf("revoked runner restarted: err %v\n%s", err, r.Output())
+	}
+}
+
+// TestStoppedHubKeepsItsRunners: a hub stopped (SIGSTOP) for longer than
+// its runners' liveness window took every runner for dead the moment it
+// went on, its liveness timers firing before it read the heartbeats
+// waiting in the sockets ("no heartbeat", 4004), and past the lease their
+// running jobs would have become unknown; found by drover chaos with the
+// hub-pause fault. The runner stays connected and its job completes once.
+func TestStoppedHubKeepsItsRunners(t *testing.T) {
+	t.Parallel()
+	hub := testkit.StartHub(t, bin, "--heartbeat", "1s", "--lease", "4s")
+	c := hub.Client()
+	r := hub.StartRunner(t, "r1")
+	r.WaitConnected(time.Minute)
+	j := submit(t, c, "sh", "-c", `for i in $(seq 1 30); do echo "line $i"; sleep 0.2; done`)
+	testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Running))
+	hub.Pause(6 * time.Second) // past the 3 s liveness window and the 4 s lease
+	v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	if v.State != job.Completed || len(v.Attempts) != 1 {
+		t.Fatalf("job %s with %d attempts after the hub's pause; want completed, once", v.State, len(v.Attempts))
+	}
+	if out := hub.Output(); strings.Contains(out, "no heartbeat") {
+		t.Fatalf("the hub dropped its runner for silence after its own pause:\n%s", out)
 	}
 }

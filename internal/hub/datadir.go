@@ -16,6 +16,10 @@ import (
 
 const dbFile = "drover.db"
 
+// StorePath is the store of the hub whose data directory is dir, for tools
+// that read it while the hub is stopped (the fault campaign's checker).
+func StorePath(dir string) string { return filepath.Join(dir, dbFile) }
+
 // privatePath is something the hub keeps in its data directory, with the
 // mode it must have.
 type privatePath struct {
@@ -24,7 +28,7 @@ type privatePath struct {
 }
 
 func privatePaths(dir string) []privatePath {
-	db := filepath.Join(dir, dbFile)
+	db := StorePath(dir)
 	return []privatePath{
 		{dir, 0o700},
 		{db, 0o600},

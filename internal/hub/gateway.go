@@ -251,14 +251,30 @@ func (h *Hub) readLoop(ctx context.Context, c *conn) string {
 	// callback registration per frame (most of an idle runner's cost).
 	window := 3 * h.cfg.Heartbeat
 	var silent atomic.Bool
+	var timer atomic.Pointer[time.Timer]
+	var armed atomic.Int64 // when the timer was last armed, as time since start
+	start := time.Now()
+	arm := func() {
+		armed.Store(int64(time.Since(start)))
+		timer.Load().Reset(window)
+	}
 	live := time.AfterFunc(window, func() {
+		// A timer that fires half a heartbeat late says the hub itself was
+		// stopped (SIGSTOP, a suspended VM): the runner's frames of that
+		// time may be waiting unread in the socket, so it gets another
+		// window rather than being taken for dead with every other runner.
+		if late := time.Since(start) - time.Duration(armed.Load()) - window; late > h.cfg.Heartbeat/2 {
+			arm()
+			return
+		}
 		silent.Store(true)
 		c.close(protocol.CloseDead, "no heartbeat")
 	})
+	timer.Store(live)
 	defer live.Stop()
 	for {
 		typ, data, err := c.ws.Read(context.Background())
-		live.Reset(window)
+		arm()
 		if err != nil {
 			if silent.Load() {
 				return "no heartbeat"

@@ -71,7 +71,7 @@ func Open(ctx context.Context, cfg Config) (*Hub, error) {
 	if err := secureDataDir(cfg.DataDir, cfg.Logger); err != nil {
 		return nil, fmt.Errorf("open hub: %w", err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, dbFile))
+	st, err := sqlite.Open(ctx, StorePath(cfg.DataDir))
 	if err != nil {
 		return nil, fmt.Errorf("open hub store: %w", err)
 	}

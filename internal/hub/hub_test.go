@@ -23,22 +23,43 @@ import (
 	"drover/internal/auth"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/store"
+	"drover/internal/store/sqlite"
 )
 
 // testHub is a hub on a real SQLite file behind a real HTTP server.
 type testHub struct {
-	t     *testing.T
+	t     testing.TB
 	h     *Hub
 	srv   *httptest.Server
 	cfg   Config
 	admin string
 }
 
-func startHub(t *testing.T, cfg Config) *testHub {
+func startHub(t testing.TB, cfg Config) *testHub {
+	t.Helper()
+	return startHubOn(t, cfg, nil)
+}
+
+// startHubOn is startHub with the hub's store seen through wrap (when not
+// nil), for a test that watches what the hub reads.
+func startHubOn(t testing.TB, cfg Config, wrap func(store.Store) store.Store) *testHub {
 	t.Helper()
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := Open(context.Background(), cfg)
+	var h *Hub
+	var err error
+	if wrap == nil {
+		h, err = Open(context.Background(), cfg)
+	} else {
+		var st *sqlite.Store
+		if st, err = sqlite.Open(context.Background(), StorePath(cfg.DataDir)); err != nil {
+			t.Fatal(err)
+		}
+		if h, err = New(context.Background(), cfg, wrap(st)); err != nil {
+			st.Close()
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +171,7 @@ func (th *testHub) registerRunnerOf(owner, name string, shareWith ...string) str
 // scriptRunner is a hand-driven runner connection: the test decides every
 // frame, so it can send what a real runner never would.
 type scriptRunner struct {
-	t      *testing.T
+	t      testing.TB
 	ws     *websocket.Conn
 	seq    int
 	frames chan protocol.Frame
@@ -159,7 +180,7 @@ type scriptRunner struct {
 
 // newScriptRunner starts the one reader of ws (a timed-out Read would close
 // the connection, so waits are done on the channel instead).
-func newScriptRunner(t *testing.T, ws *websocket.Conn) *scriptRunner {
+func newScriptRunner(t testing.TB, ws *websocket.Conn) *scriptRunner {
 	sr := &scriptRunner{t: t, ws: ws, frames: make(chan protocol.Frame, 1024), err: make(chan error, 1)}
 	go func() {
 		for {
@@ -343,14 +364,14 @@ func (sr *scriptRunner) offer() protocol.Offer {
 	return o
 }
 
-func wantErr(t *testing.T, r protocol.Reply, code string) {
+func wantErr(t testing.TB, r protocol.Reply, code string) {
 	t.Helper()
 	if r.OK || r.Error == nil || r.Error.Code != code {
 		t.Fatalf("want error %s, got %+v", code, r)
 	}
 }
 
-func wantOK(t *testing.T, r protocol.Reply) {
+func wantOK(t testing.TB, r protocol.Reply) {
 	t.Helper()
 	if !r.OK {
 		t.Fatalf("want ok, got %+v", r.Error)
@@ -362,7 +383,7 @@ func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:
 func exit(n int) *int { return &n }
 
 // runToEnd takes one offer through accept, log and finish.
-func runToEnd(t *testing.T, sr *scriptRunner, o protocol.Offer, out string, code int) {
+func runToEnd(t testing.TB, sr *scriptRunner, o protocol.Offer, out string, code int) {
 	t.Helper()
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte(out)}))

@@ -25,7 +25,7 @@ import (
 var tgit = workspace.Git{}
 
 // gitT runs git in dir and returns its trimmed output.
-func gitT(t *testing.T, dir string, args ...string) string {
+func gitT(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	out, err := tgit.Out(context.Background(), dir, args...)
 	if err != nil {
@@ -34,7 +34,7 @@ func gitT(t *testing.T, dir string, args ...string) string {
 	return out
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func writeFile(t *testing.T, path, content string) {
 
 // sourceRepo makes a working repository with one commit and returns its
 // directory and that commit.
-func sourceRepo(t *testing.T) (string, string) {
+func sourceRepo(t testing.TB) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	gitT(t, dir, "init", "--quiet", dir)

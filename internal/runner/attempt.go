@@ -219,16 +219,13 @@ func (r *Runner) launch(a *attempt) error {
 	if a.spec.Repo != nil {
 		// The agent works in the job's worktree; the work dir stays its home.
 		if a.ws, err = r.prepareWorkspace(a, sp); err != nil {
-			out = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonWorkspace, Message: clip(err.Error(), 4096)}
-			if a.ctx.Err() != nil {
-				out = unlaunched(context.Cause(a.ctx))
-			}
+			out = startFailed(job.Outcome{State: job.AttemptFailed, Reason: job.ReasonWorkspace, Message: clip(err.Error(), 4096)}, context.Cause(a.ctx))
 		}
 	}
 	if out.State == "" && a.spec.Tools {
 		if a.tools, err = r.startTools(a, sp); err != nil {
 			fmt.Fprintf(sp, "drover: cannot start the agent's tools: %v\n", err)
-			out = failedToStart(fmt.Errorf("start the tool server: %w", err))
+			out = startFailed(failedToStart(fmt.Errorf("start the tool server: %w", err)), context.Cause(a.ctx))
 		}
 	}
 	if out.State == "" && len(a.spec.Caches) > 0 && a.spec.Repo != nil {
@@ -471,7 +468,7 @@ func outcomeOf(res agent.Result, runErr, cause error) job.Outcome {
 	case runErr != nil:
 		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonAgentError, Message: runErr.Error()}
 	case res.Reason == job.ReasonSpawnFailed:
-		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSpawnFailed}
+		o = startFailed(job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSpawnFailed, Message: res.Message}, cause)
 	case res.Reason == job.ReasonTimeout:
 		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonTimeout, ExitCode: &code}
 	case res.Reason == job.ReasonLimited:
@@ -492,6 +489,23 @@ func outcomeOf(res agent.Result, runErr, cause error) job.Outcome {
 	}
 	o.Message = clip(o.Message, 4096)
 	return o
+}
+
+// startFailed is the outcome of an attempt whose start failed with out,
+// and why its context was cancelled (nil when it was not): a start that
+// failed while the attempt was being stopped (the sandbox's probe, a clone
+// or the tool server killed with it) is the stop's outcome, not the job's
+// failure. A runner stopping mid-start thus releases the job, as it would
+// a running one.
+func startFailed(out job.Outcome, cause error) job.Outcome {
+	if cause != nil {
+		o := unlaunched(cause)
+		if out.Message != "" {
+			o.Message += " (" + out.Message + ")"
+		}
+		return o
+	}
+	return out
 }
 
 // unlaunched is the outcome of an attempt stopped between offer and launch.

@@ -72,7 +72,7 @@ func (rc receipt) ref() protocol.AttemptRef {
 // Claims lists the attempts the runner at home has claimed, oldest first:
 // its own record of everything it may have run.
 func Claims(home string) ([]Claim, error) {
-	recs, _, err := (&journal{dir: filepath.Join(home, "journal")}).scan()
+	recs, err := journalOf(home)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +89,31 @@ func Claims(home string) ([]Claim, error) {
 		return cs[i].Attempt < cs[j].Attempt
 	})
 	return cs, nil
+}
+
+// Held lists the attempts the runner at home still holds by its journal:
+// claimed or receipted, with the hub's acknowledgement of their finish
+// (done) or their drop not recorded. A runner that stopped with nothing
+// in flight holds none.
+func Held(home string) ([]string, error) {
+	recs, err := journalOf(home)
+	if err != nil {
+		return nil, err
+	}
+	var held []string
+	for _, r := range recs {
+		if r.open() {
+			held = append(held, r.attempt)
+		}
+	}
+	return held, nil
+}
+
+// journalOf reads the journal of the runner at home, for a reader other
+// than the runner itself.
+func journalOf(home string) ([]*record, error) {
+	recs, _, err := (&journal{dir: filepath.Join(home, "journal")}).scan()
+	return recs, err
 }
 
 func (j *journal) path(attempt, ext string) string { return filepath.Join(j.dir, attempt+ext) }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/childproc"
 	"drover/internal/client"
 	"drover/internal/protocol"
 	"drover/internal/runner"
@@ -84,17 +85,7 @@ func (l *lockedBuffer) String() string {
 
 // baseEnv is the environment of every child: nothing of the test's own
 // drover settings leaks in.
-func baseEnv(home string) []string {
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8",
-		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_DATA_HOME=" + filepath.Join(home, ".local/share"),
-		"XDG_STATE_HOME=" + filepath.Join(home, ".local/state")}
-	for _, k := range []string{"GORACE", "TMPDIR", "GOCOVERDIR"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return env
-}
+func baseEnv(home string) []string { return childproc.Env(home) }
 
 func start(t testing.TB, name string, env []string, stdout io.Writer, bin string, args ...string) *proc {
 	t.Helper()
@@ -238,6 +229,14 @@ func (h *Hub) start() {
 
 // Kill SIGKILLs the hub.
 func (h *Hub) Kill() { h.p.kill() }
+
+// Pause stops the hub (SIGSTOP) for d and lets it go on (SIGCONT): a
+// suspended machine, as the hub sees it.
+func (h *Hub) Pause(d time.Duration) {
+	h.p.signal(syscall.SIGSTOP)
+	time.Sleep(d)
+	h.p.signal(syscall.SIGCONT)
+}
 
 // Restart starts the hub again on the same address and data directory.
 func (h *Hub) Restart() { h.p.kill(); h.start() }
@@ -464,4 +463,24 @@ func Log(t testing.TB, c *client.Client, id string, attempt int64) string {
 		}
 		offset = chunk.Next
 	}
+}
+
+// MainWithBinary is a TestMain for a package whose tests run the real
+// binary: it builds cmd/drover once into a temporary directory, sets *bin
+// to it, runs the tests and removes the directory. It exits the process.
+func MainWithBinary(m *testing.M, bin *string) {
+	dir, err := os.MkdirTemp("", "drover-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin, err = Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

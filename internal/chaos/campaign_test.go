@@ -1,0 +1,58 @@
+package chaos_test
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"drover/internal/chaos"
+	"drover/internal/testkit"
+	"drover/internal/testkit/ciskip"
+)
+
+// bin is the drover binary built once for this package by TestMain.
+var bin string
+
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
+
+// shortCampaign runs the CI campaign (about a minute) and fails with the
+// seed and the command that replays it.
+func shortCampaign(t *testing.T, seed uint64) {
+	if testing.Short() {
+		ciskip.Skipf(t, "-short: a fault campaign takes a minute")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		ciskip.Skipf(t, "runners need bwrap: %v", err)
+	}
+	o := chaos.Options{Binary: bin, Dir: t.TempDir(), Seed: seed, Jobs: 40, Runners: 3, Slots: 2,
+		Duration: 35 * time.Second, Settle: 2 * time.Minute}
+	replay := "drover chaos --seed " + strconv.FormatUint(seed, 10) + " --jobs 40 --runners 3 --slots 2 --duration 35s"
+	t.Logf("campaign seed %d (replay: %s)", seed, replay)
+	var progress bytes.Buffer
+	o.Progress = &progress
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := chaos.Run(ctx, o)
+	if err != nil {
+		t.Fatalf("campaign with seed %d could not run: %v\n%s(replay: %s)", seed, err, progress.String(), replay)
+	}
+	var sum bytes.Buffer
+	res.WriteSummary(&sum)
+	t.Logf("\n%s", sum.String())
+	if !res.OK() {
+		t.Fatalf("campaign with seed %d broke drover's promises (replay: %s):\n%s", seed, replay, sum.String())
+	}
+	if res.Outcomes["completed"] == 0 {
+		t.Fatalf("campaign with seed %d completed no job (replay: %s)", seed, replay)
+	}
+}
+
+// TestCampaignFixedSeed runs the same planned campaign every time.
+func TestCampaignFixedSeed(t *testing.T) { shortCampaign(t, 20261201) }
+
+// TestCampaignRandomSeed runs a new one each time; its seed is logged, and
+// in the failure message.
+func TestCampaignRandomSeed(t *testing.T) { shortCampaign(t, chaos.NewSeed()) }
