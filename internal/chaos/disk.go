@@ -12,6 +12,10 @@ import (
 const (
 	hubDisk    = 256 << 20
 	runnerDisk = 128 << 20
+	// runnerFloor is the runners' free-space floor (--min-free): the
+	// default (256 MiB) is above runnerDisk, so such a runner would never
+	// be ready; this one is crossed only while a fill holds its disk.
+	runnerFloor = 16 << 20
 )
 
 // fillFile is the file that fills a disk, in the root of the mount.

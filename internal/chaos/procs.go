@@ -145,7 +145,8 @@ type runnerProc struct {
 
 func (r *runnerProc) start() error {
 	p, err := startProc("runner "+r.name, r.bin, filepath.Join(r.home, "..", r.name+".log"), childproc.Env(filepath.Join(r.home, "..", r.name+"-home")),
-		"runner", "--home", r.home, "--hub", r.hubURL, "--slots", fmt.Sprint(r.slots))
+		"runner", "--home", r.home, "--hub", r.hubURL, "--slots", fmt.Sprint(r.slots),
+		"--min-free", fmt.Sprint(runnerFloor))
 	if err != nil {
 		return err
 	}

@@ -163,3 +163,36 @@ func TestRunnerBelowFloorDeclinesUntilSpaceReturns(t *testing.T) {
 		t.Fatalf("runners after space returned: %v\n%s", err, out)
 	}
 }
+
+// A hub killed while its disk is full cannot store its recovery when it
+// starts again: it waits for space, saying so, rather than exiting, and
+// then goes on with the job it had, losing none of its log.
+func TestHubStartsOnceItsFullDiskHasSpace(t *testing.T) {
+	t.Parallel()
+	mnt := disk.Tmpfs(t, 48<<20)
+	hub := testkit.StartHubIn(t, bin, mnt+"/hub", "--lease", "2m")
+	c := hub.Client()
+	r := hub.StartRunner(t, "r1")
+	args, want := stream(20, 200, "0.2")
+	j := submit(t, c, args...)
+	testkit.WaitJob(t, c, j.ID, time.Minute, func(v protocol.JobView) bool {
+		return len(v.Attempts) == 1 && v.Attempts[0].LogSize > 0
+	})
+	hub.Kill()
+	free := disk.Fill(t, mnt, 0)
+	go func() {
+		time.Sleep(5 * time.Second) // the restarted hub meets the full disk first
+		free()
+	}()
+	hub.Restart() // fails the test if the hub exits
+	if !strings.Contains(hub.Output(), "it starts once space is freed") {
+		t.Fatalf("the hub did not say it waits for space:\n%s", hub.Output())
+	}
+	v := testkit.WaitJob(t, c, j.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	if v.State != job.Completed || len(v.Attempts) != 1 {
+		t.Fatalf("job after the hub's restart on a full disk: %s (%s), %d attempts\nhub:\n%s\nrunner:\n%s", v.State, v.Reason, len(v.Attempts), hub.Output(), r.Output())
+	}
+	if got := testkit.Log(t, c, j.ID, 1); got != want {
+		t.Fatalf("log differs: %d bytes, want %d", len(got), len(want))
+	}
+}

@@ -118,7 +118,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	if err := h.bootstrapAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if err := h.recover(ctx); err != nil {
+	if err := h.recoverWhenSpace(ctx); err != nil {
 		return nil, err
 	}
 	h.removeLeftovers()
@@ -172,6 +172,30 @@ func (h *Hub) bootstrapAdmin(ctx context.Context) error {
 	}
 	h.log.Info("created the admin user; its token is in a file readable only by you", "path", path)
 	return nil
+}
+
+// recoverWhenSpace recovers, waiting out a full disk: a hub killed while
+// its disk was full must come back once space is freed, not exit and need
+// a person to start it again. The wait is logged once per interval and
+// ends with ctx.
+func (h *Hub) recoverWhenSpace(ctx context.Context) error {
+	var logged time.Time
+	for {
+		err := h.recover(ctx)
+		if err == nil || !fsutil.IsNoSpace(err) {
+			return err
+		}
+		if now := h.now(); logged.IsZero() || now.Sub(logged) >= diskFullInterval {
+			logged = now
+			h.log.Error("the hub's disk is full: it starts once space is freed in its data directory",
+				"dir", h.cfg.DataDir, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("open hub: gave up waiting for space (%w): %w", ctx.Err(), err)
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // recover rebuilds the in-memory view after a start. The hub's downtime

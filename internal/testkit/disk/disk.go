@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 
 	"drover/internal/fsutil"
@@ -43,7 +44,8 @@ func Tmpfs(t testing.TB, size int64) string {
 
 // Fill writes a filler file in dir until at most leave bytes are free on
 // its file system (0: until the disk refuses a write), and returns the
-// function that removes it again.
+// function that removes it again (from any goroutine; at the latest when
+// the test ends).
 func Fill(t testing.TB, dir string, leave int64) (free func()) {
 	t.Helper()
 	path := filepath.Join(dir, "filler")
@@ -69,16 +71,13 @@ func Fill(t testing.TB, dir string, leave int64) (free func()) {
 			t.Fatalf("fill %s: %v", dir, err)
 		}
 	}
-	removed := false
+	var once sync.Once
 	free = func() {
-		t.Helper()
-		if removed {
-			return
-		}
-		removed = true
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("remove filler: %v", err)
-		}
+		once.Do(func() {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("remove filler: %v", err)
+			}
+		})
 	}
 	t.Cleanup(free)
 	return free
