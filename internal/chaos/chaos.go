@@ -268,6 +268,7 @@ type campaign struct {
 	runners  []*runnerProc
 	subs     []submission
 	kills    []kill
+	fills    []kill // a runner's disk held full, from the fill to the free
 	injected map[string]int
 	retried  map[string]bool // job id → retried by the campaign
 	mounts   []string        // small disks mounted for the disk fault
@@ -524,11 +525,17 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 			restarts.Add(1)
 			go func() {
 				defer restarts.Done()
+				from := time.Now()
 				n, err := fill(dir)
 				c.log.Info("disk full", "dir", dir, "filled", n, "err", err)
 				time.Sleep(e.Pause)
 				if err := free(dir); err != nil {
 					c.log.Error("free disk", "err", err)
+				}
+				if e.Target >= 0 {
+					c.mu.Lock()
+					c.fills = append(c.fills, kill{Runner: c.runners[e.Target].name, At: from, Until: time.Now()})
+					c.mu.Unlock()
 				}
 			}()
 		case FaultPause:

@@ -16,6 +16,7 @@ type history struct {
 	specs []jobSpec
 	subs  []submission
 	kills []kill
+	fills []kill
 	f     *facts
 }
 
@@ -58,7 +59,7 @@ func keyOf(s jobSpec) string {
 	return ""
 }
 
-func (h *history) check() []Violation { return checkFacts(h.f, h.specs, h.subs, h.kills) }
+func (h *history) check() []Violation { return checkFacts(h.f, h.specs, h.subs, h.kills, h.fills) }
 
 func TestCheckerHoldsACleanHistory(t *testing.T) {
 	if vs := goodHistory().check(); len(vs) != 0 {
@@ -94,6 +95,7 @@ func TestCheckerFindsEachBrokenPromise(t *testing.T) {
 			h.kills[0].At, h.kills[0].Until = h.kills[0].At.Add(-time.Minute), h.kills[0].At.Add(-30*time.Second)
 		}},
 		{"a failed job", RuleNoFailure, func(h *history) { h.f.jobs[0].State = job.Failed }},
+		{"a runner_disk_full with no fill of its disk", RuleNoFailure, func(h *history) { diskFullJob0(h, "r2") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := goodHistory()
@@ -112,6 +114,25 @@ func TestPauseExplainsAnUnknown(t *testing.T) {
 	h := goodHistory()
 	at := h.kills[0].At
 	h.kills[0].At, h.kills[0].Until = at.Add(-5*time.Second), at.Add(20*time.Second)
+	if vs := h.check(); len(vs) != 0 {
+		t.Fatalf("violations: %v", vs)
+	}
+}
+
+// diskFullJob0 makes job 0 fail runner_disk_full on r1 while the campaign
+// held the disk of runner fillOf full.
+func diskFullJob0(h *history, fillOf string) {
+	a := &h.f.attempts["j0"][0]
+	h.f.jobs[0].State, h.f.jobs[0].Reason = job.Failed, job.ReasonRunnerDiskFull
+	a.State, a.Reason = job.AttemptFailed, job.ReasonRunnerDiskFull
+	h.fills = []kill{{Runner: fillOf, At: a.OfferedAt.Add(time.Second), Until: a.OfferedAt.Add(3 * time.Second)}}
+}
+
+// TestFillExplainsARunnerDiskFull: the one failure a campaign causes is
+// that of an attempt whose runner's disk it filled.
+func TestFillExplainsARunnerDiskFull(t *testing.T) {
+	h := goodHistory()
+	diskFullJob0(h, "r1")
 	if vs := h.check(); len(vs) != 0 {
 		t.Fatalf("violations: %v", vs)
 	}

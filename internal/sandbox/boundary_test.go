@@ -17,11 +17,12 @@ import (
 // Boundary; nothing else may run them.
 func processStarters() map[string]string {
 	return map[string]string{
-		"internal/sandbox/":    "the execution boundary itself",
-		"internal/workspace/":  "the one package that runs git: fixed argv, sanitized environment, hooks and filters off; the trusted side, never a repository's commands",
-		"internal/cli/demo.go": "starts drover's own hub and runner processes, git on the demo's own repository, and apt-get for --install-deps",
-		"internal/testkit/":    "starts drover's own processes for end-to-end tests",
-		"internal/bench/":      "benchmark harness: starts drover's own hub and plays a fake runner whose fixed `date` argv stands in for an agent",
+		"internal/sandbox/":       "the execution boundary itself",
+		"internal/workspace/":     "the one package that runs git: fixed argv, sanitized environment, hooks and filters off; the trusted side, never a repository's commands",
+		"internal/cli/demo.go":    "starts drover's own hub and runner processes, git on the demo's own repository, and apt-get for --install-deps",
+		"internal/testkit/":       "starts drover's own processes for end-to-end tests",
+		"internal/bench/":         "benchmark harness: starts drover's own hub and plays a fake runner whose fixed `date` argv stands in for an agent",
+		"internal/chaos/procs.go": "the fault campaign: starts, signals and restarts drover's own hub and runner processes",
 	}
 }
 
