@@ -318,7 +318,7 @@ func TestEgressThroughTheProxyOnly(t *testing.T) {
 				"status 200: allowed host",
 				`tunnel echoed "ping\n"`,
 				`status 403: {"error":"egress_denied","rule":"allowlist","host":"` + denied,
-				"CONNECT refused: 403 Forbidden",
+				"CONNECT refused: 403 drover's egress proxy refused " + denied, // the status line says why
 				"connect failed",
 				`status 200: {"reply":"hello from the model"}`,
 				`status 401: {"error":"credential_refused"`,

@@ -330,16 +330,57 @@ func (p *Proxy) proxy(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) refuse(w http.ResponseWriter, ev Event, status int, ref Refusal) {
 	ref.Allowed = p.allowed()
 	body, _ := json.Marshal(ref)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Drover-Egress", "refused")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	body = append(body, '\n')
+	if ev.Kind != "connect" || !refuseConnect(w, status, ref.Message, body) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Drover-Egress", "refused")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		w.Write(body)
+	}
 	ev.Time, ev.Status, ev.Error = time.Now(), status, ref.Message
 	if ev.Rule == "" {
 		ev.Rule = ref.Rule
 	}
 	p.cfg.Log(ev)
+}
+
+// refuseConnect answers a refused CONNECT with the message as the status
+// line's reason phrase: clients show that line, not the body, when a tunnel
+// fails (Go prints the phrase, Python "Tunnel connection failed: 403
+// PHRASE", curl -v the line), so the agent learns why without a retry.
+// net/http cannot set a reason phrase, hence the raw write on the
+// hijacked connection; false if it cannot hijack.
+func refuseConnect(w http.ResponseWriter, status int, message string, body []byte) bool {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return false
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	fmt.Fprintf(brw, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nX-Drover-Egress: refused\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
+		status, reasonPhrase(message), len(body))
+	brw.Write(body)
+	brw.Flush()
+	return true
+}
+
+// reasonPhrase makes text fit a status line: printable ASCII only, at most
+// 512 bytes.
+func reasonPhrase(text string) string {
+	b := []byte(text)
+	for i, c := range b {
+		if c < 0x20 || c >= 0x7f {
+			b[i] = '?'
+		}
+	}
+	if len(b) > 512 {
+		b = append(b[:509], "..."...)
+	}
+	return string(b)
 }
 
 // tunnel splices a CONNECT to an allowed host:port.

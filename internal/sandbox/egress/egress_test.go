@@ -98,6 +98,10 @@ func TestConnectOnlyToAllowedHosts(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Drover-Egress") != "refused" {
 		t.Fatalf("denied CONNECT: %s", resp.Status)
 	}
+	// Clients show a failed tunnel's status line, not its body: it says why.
+	if !strings.HasPrefix(resp.Status, "403 drover's egress proxy refused "+denied) || !strings.Contains(resp.Status, "retrying will not help") {
+		t.Fatalf("denied CONNECT's status line does not say why: %q", resp.Status)
+	}
 	var ref Refusal
 	if err := json.NewDecoder(resp.Body).Decode(&ref); err != nil {
 		t.Fatal(err)
@@ -290,6 +294,19 @@ func TestCloseCutsOpenTunnels(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("tunnel still open after Close: %v", err)
+	}
+}
+
+func TestReasonPhraseFitsAStatusLine(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text", "plain text"},
+		{"cr\r\nlf and \x7f del", "cr??lf and ? del"},
+		{"caf\u00e9", "caf??"},
+		{strings.Repeat("x", 600), strings.Repeat("x", 509) + "..."},
+	} {
+		if got := reasonPhrase(tc.in); got != tc.want {
+			t.Errorf("reasonPhrase(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 
