@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,17 +14,25 @@ import (
 // apiAccounts lists the caller's accounts across their runners, in the
 // order the dispatcher prefers them.
 func (h *Hub) apiAccounts(w http.ResponseWriter, r *http.Request, p principal) error {
+	out, err := h.accounts(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (h *Hub) accounts(ctx context.Context, p principal) (protocol.AccountList, error) {
 	var out protocol.AccountList
 	connected := h.connectedRunners()
-	err := h.store.Read(r.Context(), func(tx store.Tx) (err error) {
+	err := h.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = h.accountList(tx, p, connected)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("list accounts of %s: %w", p.name, err)
+		return out, fmt.Errorf("list accounts of %s: %w", p.name, err)
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 // apiMoveAccount moves one of the caller's accounts to a position in their
@@ -33,18 +42,29 @@ func (h *Hub) apiMoveAccount(w http.ResponseWriter, r *http.Request, p principal
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
+	out, err := h.moveAccount(r.Context(), p, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// moveAccount moves one of p's accounts to a position in p's order (the
+// API's and the runners page's up/down controls).
+func (h *Hub) moveAccount(ctx context.Context, p principal, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
+	var out protocol.AccountList
 	switch {
 	case req.Runner == "":
-		return badRequest("name the runner of the account to move")
+		return out, badRequest("name the runner of the account to move")
 	case req.ID == "":
-		return badRequest("name the account to move by its id or label")
+		return out, badRequest("name the account to move by its id or label")
 	case req.Position < 1:
-		return badRequest("position %d: positions start at 1", req.Position)
+		return out, badRequest("position %d: positions start at 1", req.Position)
 	}
-	var out protocol.AccountList
 	var moved string
 	connected := h.connectedRunners()
-	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+	err := h.store.Write(ctx, func(tx store.Tx) error {
 		rn, err := tx.RunnerByName(req.Runner)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && rn.OwnerID != p.userID) {
 			return notFound("you have no runner named %q", req.Runner)
@@ -67,13 +87,12 @@ func (h *Hub) apiMoveAccount(w http.ResponseWriter, r *http.Request, p principal
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("move account %s of runner %s: %w", req.ID, req.Runner, err)
+		return out, fmt.Errorf("move account %s of runner %s: %w", req.ID, req.Runner, err)
 	}
 	// Queued jobs may now go to another account first.
 	h.kick()
 	h.log.Info("account moved", "runner", req.Runner, "account", moved, "position", req.Position, "by", p.name)
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 // pickAccount finds the id of the runner's account named by ref: its id, or

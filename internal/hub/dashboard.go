@@ -131,6 +131,16 @@ func (d dashboard) Members(ctx context.Context, u web.User, project string) (pro
 	return ms, d.pageError(err)
 }
 
+func (d dashboard) Accounts(ctx context.Context, u web.User) (protocol.AccountList, error) {
+	out, err := d.h.accounts(ctx, as(u))
+	return out, d.pageError(err)
+}
+
+func (d dashboard) MoveAccount(ctx context.Context, u web.User, req protocol.MoveAccountRequest) error {
+	_, err := d.h.moveAccount(ctx, as(u), req)
+	return d.pageError(err)
+}
+
 func (d dashboard) Act(ctx context.Context, u web.User, id, action string) error {
 	do := map[string]func(context.Context, principal, string) error{
 		"cancel": d.h.cancelJob, "retry": d.h.retryJob, "restart": d.h.restartJob, "approve": d.h.approveAnswer,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,44 @@ func TestBrowserForgedPostIsRefused(t *testing.T) {
 	}
 	if acts := f.actions(); len(acts) != 1 || acts[0] != "cancel j1" {
 		t.Fatalf("actions: %v", acts)
+	}
+}
+
+// The runners page's up/down controls reorder the user's accounts: the
+// post names the account and its new position, and the page shows the
+// new order; another user's shared account has no controls.
+func TestBrowserAccountOrderControls(t *testing.T) {
+	f := newFake()
+	srv := serve(t, f, Config{})
+	b := testkit.StartBrowser(t)
+	browserSignIn(b, srv.URL)
+	order := func() string {
+		return testkit.Eval[string](b, `Array.from(document.querySelectorAll("#account-order li")).map(l => l.dataset.account).join(" ")`)
+	}
+	b.Do("the runners page", 30*time.Second, chromedp.Navigate(srv.URL+"/runners"), chromedp.WaitVisible(chromedp.CSS("#account-order")))
+	if got := order(); got != "box-1/acct_a box-1/acct_b box-2/acct_c" {
+		t.Fatalf("account order shown: %q", got)
+	}
+	if n := testkit.Eval[int](b, `document.querySelectorAll("#account-order li:first-child button.up, #account-order li:last-child button.down").length`); n != 0 {
+		t.Fatalf("%d buttons that move an account past the end", n)
+	}
+	if txt := testkit.Eval[string](b, `document.querySelector("#account-order").textContent`); !strings.Contains(txt, "<i>spare</i>") {
+		t.Fatalf("a label is not shown as text: %q", txt)
+	}
+	// Each button posts; the page comes back with the new order and the
+	// moved account marked.
+	move := func(what, button, moved, want string) {
+		t.Helper()
+		b.Do(what, 30*time.Second, chromedp.Click(chromedp.CSS(button)),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#account-order li.moved[data-account=%q]`, moved))))
+		if got := order(); got != want {
+			t.Fatalf("after %s: order %q, want %q", what, got, want)
+		}
+	}
+	move("move the first account down", `#account-order li:first-child button.down`, "box-1/acct_a", "box-1/acct_b box-1/acct_a box-2/acct_c")
+	move("move the last account up", `#account-order li:last-child button.up`, "box-2/acct_c", "box-1/acct_b box-2/acct_c box-1/acct_a")
+	b.Screenshot("account-order")
+	if acts := f.actions(); !slices.Equal(acts, []string{"move box-1/acct_a 2", "move box-2/acct_c 2"}) {
+		t.Fatalf("moves posted: %v", acts)
 	}
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,6 +122,21 @@ type runnerRow struct {
 	Current []protocol.JobView // the running jobs on it the user may see
 }
 
+// runnersData is the runners page: the runners the user may use, and the
+// order of the user's own accounts with its up/down controls.
+type runnersData struct {
+	Runners []runnerRow
+	Order   []orderRow
+}
+
+// orderRow is one of the user's accounts in their order; Up and Down are
+// the positions its buttons move it to (0: no such button).
+type orderRow struct {
+	protocol.AccountView
+	Up, Down int
+	Moved    bool // the account the last control moved (highlighted)
+}
+
 func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) error {
 	rs, err := s.b.Runners(r.Context(), ss.User)
 	if err != nil {
@@ -130,16 +146,50 @@ func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) er
 	if err != nil {
 		return err
 	}
-	rows := make([]runnerRow, len(rs))
+	accts, err := s.b.Accounts(r.Context(), ss.User)
+	if err != nil {
+		return err
+	}
+	var d runnersData
+	d.Runners = make([]runnerRow, len(rs))
 	for i, rv := range rs {
-		rows[i].RunnerView = rv
+		d.Runners[i].RunnerView = rv
 		for _, j := range running {
 			if j.Runner == rv.Name {
-				rows[i].Current = append(rows[i].Current, j)
+				d.Runners[i].Current = append(d.Runners[i].Current, j)
 			}
 		}
 	}
-	s.render(w, r, http.StatusOK, "runners", ss, rows)
+	moved := r.URL.Query().Get("moved")
+	for _, a := range accts.Accounts {
+		if a.Owner == ss.User.Name {
+			d.Order = append(d.Order, orderRow{AccountView: a, Moved: moved == a.Runner+"/"+a.ID})
+		}
+	}
+	slices.SortStableFunc(d.Order, func(a, b orderRow) int { return a.Position - b.Position })
+	for i := range d.Order {
+		if i > 0 {
+			d.Order[i].Up = d.Order[i-1].Position
+		}
+		if i < len(d.Order)-1 {
+			d.Order[i].Down = d.Order[i+1].Position
+		}
+	}
+	s.render(w, r, http.StatusOK, "runners", ss, d)
+	return nil
+}
+
+// moveAccount is an up/down control of the account order.
+func (s *Server) moveAccount(w http.ResponseWriter, r *http.Request, ss *session) error {
+	pos, err := strconv.Atoi(r.PostForm.Get("position"))
+	if err != nil {
+		return &Error{Status: http.StatusBadRequest, Msg: "the position must be a number"}
+	}
+	req := protocol.MoveAccountRequest{Runner: r.PostForm.Get("runner"), ID: r.PostForm.Get("id"), Position: pos}
+	if err := s.b.MoveAccount(r.Context(), ss.User, req); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/runners?moved="+url.QueryEscape(req.Runner+"/"+req.ID)+"#account-order", http.StatusSeeOther)
 	return nil
 }
 

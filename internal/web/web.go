@@ -84,6 +84,12 @@ type Backend interface {
 	Projects(ctx context.Context, u User) ([]protocol.ProjectView, error)
 	Members(ctx context.Context, u User, project string) (protocol.MemberList, error)
 
+	// Accounts are the user's accounts, best first, then those shared
+	// with the user; MoveAccount puts one of the user's own at a position
+	// of that order.
+	Accounts(ctx context.Context, u User) (protocol.AccountList, error)
+	MoveAccount(ctx context.Context, u User, req protocol.MoveAccountRequest) error
+
 	// Job actions: "cancel", "retry", "restart", "approve" (an answer).
 	Act(ctx context.Context, u User, id, action string) error
 	Answer(ctx context.Context, u User, id string, req protocol.AnswerRequest) error
@@ -156,6 +162,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /signin", s.postSignin)
 	mux.HandleFunc("POST /signout", s.post(s.signout))
 	mux.HandleFunc("GET /runners", s.page(s.runners))
+	mux.HandleFunc("POST /accounts/move", s.post(s.moveAccount))
 	mux.HandleFunc("GET /jobs", s.page(s.jobs))
 	mux.HandleFunc("GET /jobs/{id}", s.page(s.job))
 	mux.HandleFunc("POST /jobs/{id}/{action}", s.post(s.jobAction))

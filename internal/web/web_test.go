@@ -28,6 +28,7 @@ type fakeBackend struct {
 	complete bool
 	changed  chan struct{}
 	acts     []string
+	order    []protocol.AccountView // alice's accounts, best first, then one bob shared
 }
 
 const aliceToken = "drv_u_alice"
@@ -35,7 +36,12 @@ const aliceToken = "drv_u_alice"
 var alice = User{ID: "u-1", Name: "alice"}
 
 func newFake() *fakeBackend {
-	return &fakeBackend{sessions: map[string]bool{}, changed: make(chan struct{})}
+	return &fakeBackend{sessions: map[string]bool{}, changed: make(chan struct{}), order: []protocol.AccountView{
+		{Position: 1, Runner: "box-1", ID: "acct_a", Agent: "claude", Label: "work", Owner: "alice", State: "ready"},
+		{Position: 2, Runner: "box-1", ID: "acct_b", Agent: "codex", Owner: "alice", State: "ready"},
+		{Position: 3, Runner: "box-2", ID: "acct_c", Agent: "claude", Label: "<i>spare</i>", Owner: "alice", State: "ready"},
+		{Position: 1, Runner: "bobs", ID: "acct_z", Agent: "claude", Owner: "bob", State: "ready"},
+	}}
 }
 
 func (f *fakeBackend) appendLog(s string, complete bool) {
@@ -160,6 +166,39 @@ func (f *fakeBackend) Act(_ context.Context, _ User, id, action string) error {
 }
 
 func (f *fakeBackend) Answer(context.Context, User, string, protocol.AnswerRequest) error { return nil }
+
+func (f *fakeBackend) Accounts(context.Context, User) (protocol.AccountList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return protocol.AccountList{Accounts: append([]protocol.AccountView(nil), f.order...)}, nil
+}
+
+// MoveAccount moves one of alice's accounts as the hub's store does:
+// to the position, the others renumbered.
+func (f *fakeBackend) MoveAccount(_ context.Context, _ User, req protocol.MoveAccountRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, fmt.Sprintf("move %s/%s %d", req.Runner, req.ID, req.Position))
+	var mine []protocol.AccountView
+	var moved *protocol.AccountView
+	for _, a := range f.order[:3] {
+		if a.Runner == req.Runner && a.ID == req.ID {
+			moved = &a
+			continue
+		}
+		mine = append(mine, a)
+	}
+	if moved == nil {
+		return &Error{Status: http.StatusNotFound, Msg: "no such account"}
+	}
+	at := min(max(req.Position, 1), len(mine)+1) - 1
+	mine = append(mine[:at], append([]protocol.AccountView{*moved}, mine[at:]...)...)
+	for i := range mine {
+		mine[i].Position = i + 1
+	}
+	copy(f.order, mine)
+	return nil
+}
 
 func (f *fakeBackend) ApproveRunner(context.Context, User, protocol.ApproveRequest) (protocol.ApproveResponse, error) {
 	return protocol.ApproveResponse{}, nil
