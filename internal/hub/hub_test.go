@@ -23,6 +23,7 @@ import (
 	"drover/internal/auth"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/store"
 	"drover/internal/store/sqlite"
 )
@@ -813,9 +814,21 @@ func TestLogFollow(t *testing.T) {
 	j := th.submit("true")
 	o := sr.offer()
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	got := th.follow(th.srv.URL, j.ID, "10000", func(_ int, body, complete string) string { return body + "|" + complete })
+	time.Sleep(100 * time.Millisecond) // let the long poll park (the test passes either way)
+	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("hello")}))
+	if s := <-got; s != "hello|false" {
+		t.Fatalf("long poll got %q", s)
+	}
+}
+
+// follow reads job id's log from base with ?wait=wait in the background;
+// the channel gets show(status, body, the log-complete header), or the
+// request's error.
+func (th *testHub) follow(base, id, wait string, show func(status int, body, complete string) string) <-chan string {
 	got := make(chan string, 1)
 	go func() {
-		req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+j.ID+"/log?wait=10000", nil)
+		req, _ := http.NewRequest("GET", base+protocol.APIPrefix+"/jobs/"+id+"/log?wait="+wait, nil)
 		req.Header.Set("Authorization", "Bearer "+th.admin)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -824,13 +837,19 @@ func TestLogFollow(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		got <- string(b) + "|" + resp.Header.Get(protocol.HeaderLogComplete)
+		got <- show(resp.StatusCode, string(b), resp.Header.Get(protocol.HeaderLogComplete))
 	}()
-	time.Sleep(100 * time.Millisecond) // let the long poll park (the test passes either way)
-	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("hello")}))
-	if s := <-got; s != "hello|false" {
-		t.Fatalf("long poll got %q", s)
-	}
+	return got
+}
+
+// waitFollowing waits until a follow of job id is parked in the hub.
+func (th *testHub) waitFollowing(t *testing.T, id string) {
+	t.Helper()
+	sandboxtest.WaitFor(t, "the follow to wait", func() bool {
+		th.h.mu.Lock()
+		defer th.h.mu.Unlock()
+		return th.h.waits[id] != nil
+	})
 }
 
 // A follower that gets its answer at once, or gives up, must not leave a

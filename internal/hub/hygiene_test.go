@@ -14,7 +14,6 @@ import (
 	"drover/internal/auth"
 	"drover/internal/job"
 	"drover/internal/protocol"
-	"drover/internal/sandbox/sandboxtest"
 )
 
 // rawCall sends body as it is (nil: no body) and returns the status and
@@ -242,24 +241,8 @@ func TestLogFollowWithAHugeWait(t *testing.T) {
 	j := th.submit("true")
 	o := sr.offer()
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
-	got := make(chan string, 1)
-	go func() {
-		req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+j.ID+"/log?wait=9223372036854775807", nil)
-		req.Header.Set("Authorization", "Bearer "+th.admin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			got <- err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		got <- fmt.Sprintf("%d %s", resp.StatusCode, b)
-	}()
-	sandboxtest.WaitFor(t, "the follow to wait", func() bool {
-		th.h.mu.Lock()
-		defer th.h.mu.Unlock()
-		return th.h.waits[j.ID] != nil
-	})
+	got := th.follow(th.srv.URL, j.ID, "9223372036854775807", func(status int, body, _ string) string { return fmt.Sprintf("%d %s", status, body) })
+	th.waitFollowing(t, j.ID)
 	select {
 	case s := <-got:
 		t.Fatalf("the follow answered before there was output: %q", s)

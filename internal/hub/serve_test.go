@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"drover/internal/protocol"
-	"drover/internal/sandbox/sandboxtest"
 )
 
 // serve runs the hub's own server (Serve, with the timeouts of its
@@ -140,24 +139,10 @@ func TestLogFollowOutlastsTheTimeouts(t *testing.T) {
 	j := th.submit("true")
 	o := sr.offer()
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
-	got := make(chan string, 1)
-	go func() {
-		req, _ := http.NewRequest("GET", base+protocol.APIPrefix+"/jobs/"+j.ID+"/log?wait=20000", nil)
-		req.Header.Set("Authorization", "Bearer "+th.admin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			got <- err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		got <- fmt.Sprintf("%d %s|%s", resp.StatusCode, b, resp.Header.Get(protocol.HeaderLogComplete))
-	}()
-	sandboxtest.WaitFor(t, "the follow to wait", func() bool {
-		th.h.mu.Lock()
-		defer th.h.mu.Unlock()
-		return th.h.waits[j.ID] != nil
+	got := th.follow(base, j.ID, "20000", func(status int, body, complete string) string {
+		return fmt.Sprintf("%d %s|%s", status, body, complete)
 	})
+	th.waitFollowing(t, j.ID)
 	time.Sleep(5 * d) // let every timeout pass while it waits
 	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("hello")}))
 	if s := <-got; s != "200 hello|false" {
