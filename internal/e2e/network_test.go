@@ -109,7 +109,10 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	}
 	h := testkit.StartHub(t, bin, "--config", cfg)
 	alice, bob := h.AddUser(t, "alice"), h.AddUser(t, "bob")
-	r := alice.StartRunner(t, "r1")
+	// The operator's registry credential reaches only an admin's runner:
+	// alice's jobs run on one shared hub-wide.
+	r := h.StartRunner(t, "r1")
+	must(t, h.CLI, "runners", "share", "r1", "--hub-wide")
 	c := alice.Client()
 	wait := func(id string) protocol.JobView {
 		t.Helper()

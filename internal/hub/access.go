@@ -3,6 +3,7 @@ package hub
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -17,7 +18,11 @@ import (
 //     and projects the owner shared the account with (a hub-wide runner's
 //     accounts too);
 //   - a job is seen by its requester, the members of its project (a job
-//     without one: the owners of the runners that ran it), and admins.
+//     without one: the owners of the runners that ran it), and admins;
+//   - a setup's credentials reach only runners trusted with them: the
+//     operator's registry credentials runners owned by an admin, a
+//     project's secrets runners owned by an admin or the project's owner
+//     (runnerAccess.mayReceive); other runners are not offered the job.
 
 // shareSet is whom one runner, or one account, is shared with.
 type shareSet struct {
@@ -49,10 +54,11 @@ func (s *shareSet) add(sh store.Share) {
 // the runner connects and replaced whenever its owner or shares change.
 // Immutable once built.
 type runnerAccess struct {
-	owner    string
-	hub      bool
-	runner   shareSet
-	accounts map[string]*shareSet // account id → its shares
+	owner      string
+	ownerAdmin bool // set by loadRunnerAccess: its owner is an admin
+	hub        bool
+	runner     shareSet
+	accounts   map[string]*shareSet // account id → its shares
 }
 
 func newRunnerAccess(rn store.Runner, shares []store.Share) *runnerAccess {
@@ -92,7 +98,53 @@ func loadRunnerAccess(tx store.Tx, runnerID string) (*runnerAccess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read shares of runner %s: %w", rn.Name, err)
 	}
-	return newRunnerAccess(rn, shares), nil
+	owner, err := tx.User(rn.OwnerID)
+	if err != nil {
+		return nil, fmt.Errorf("read owner of runner %s: %w", rn.Name, err)
+	}
+	ra := newRunnerAccess(rn, shares)
+	ra.ownerAdmin = owner.Admin && owner.RemovedAt == nil
+	return ra, nil
+}
+
+// credNeed is what credentials the setup of a job's project brings: their
+// names only, never their keys.
+type credNeed struct {
+	operator     []string // the operator's registry credentials
+	secrets      []string // the project's own secrets
+	projectOwner string   // user id of the project's owner
+	ownerName    string
+}
+
+func (n credNeed) any() bool { return len(n.operator)+len(n.secrets) > 0 }
+
+// mayReceive: may the runner be given the credentials n names? An admin's
+// runner may; a project owner's runner may hold that project's secrets
+// but never the operator's credentials.
+func (ra *runnerAccess) mayReceive(n credNeed) bool {
+	if !n.any() {
+		return true
+	}
+	if ra == nil {
+		return false
+	}
+	return ra.ownerAdmin || len(n.operator) == 0 && ra.owner == n.projectOwner
+}
+
+// waitText says which runners a job needing n waits for.
+func (n credNeed) waitText() string {
+	var what []string
+	if len(n.operator) > 0 {
+		what = append(what, "the hub's registry credential(s) "+strings.Join(n.operator, ", "))
+	}
+	if len(n.secrets) > 0 {
+		what = append(what, "project secret(s) "+strings.Join(n.secrets, ", "))
+	}
+	who := "an admin"
+	if len(n.operator) == 0 {
+		who = "an admin or the project's owner " + n.ownerName
+	}
+	return fmt.Sprintf("its project's setup needs %s, which only runners owned by %s receive: no such runner you may use is connected", strings.Join(what, " and "), who)
 }
 
 // isMember reports whether the user is a member of the project.

@@ -60,9 +60,55 @@ func (h *Hub) phaseNetwork(names []string) protocol.PhaseNetwork {
 	return pn
 }
 
-// projectSpec adds to an offer what the job's project configures: the
-// network of each phase, the setup and the caches.
-func (h *Hub) projectSpec(tx store.Tx, j store.Job, spec *protocol.JobSpec) error {
+// errUntrusted is an offer withdrawn because the runner may not receive
+// the credentials of the job's setup (its access changed since the
+// dispatcher chose it).
+var errUntrusted = errors.New("the runner may not receive the job's setup credentials")
+
+// setupCredentials are the credentials the setup of prj brings, with
+// what they need of a runner: the operator's credentials of the setup's
+// policies as the catalog resolves them now, none without setup commands.
+func (h *Hub) setupCredentials(tx store.Tx, prj store.Project) ([]protocol.SetupCredential, credNeed, error) {
+	need := credNeed{projectOwner: prj.OwnerID}
+	if len(prj.Config.SetupCommands) == 0 {
+		return nil, need, nil
+	}
+	setup := h.phaseNetwork(prj.Config.SetupNetwork).Policies
+	var out []protocol.SetupCredential
+	for _, cred := range h.cfg.Credentials {
+		if slices.Contains(setup, cred.Policy) {
+			out = append(out, cred)
+			need.operator = append(need.operator, cred.Name)
+		}
+	}
+	if need.any() {
+		u, err := tx.User(prj.OwnerID)
+		if err != nil {
+			return nil, need, fmt.Errorf("read owner of project %s: %w", prj.Name, err)
+		}
+		need.ownerName = u.Name
+	}
+	return out, need, nil
+}
+
+// jobNeed is what the setup of j's project needs of a runner's trust.
+func (h *Hub) jobNeed(tx store.Tx, j store.Job) (credNeed, error) {
+	if j.Project == "" {
+		return credNeed{}, nil
+	}
+	prj, err := tx.Project(j.Project)
+	if err != nil {
+		return credNeed{}, fmt.Errorf("read project %s: %w", j.Project, err)
+	}
+	_, need, err := h.setupCredentials(tx, prj)
+	return need, err
+}
+
+// projectSpec adds to an offer to a runner with access ra what the job's
+// project configures: the network of each phase, the setup and the
+// caches. A setup's credentials go only to a runner that may receive
+// them (errUntrusted otherwise).
+func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *protocol.JobSpec) error {
 	if j.Project == "" {
 		return nil
 	}
@@ -84,12 +130,15 @@ func (h *Hub) projectSpec(tx store.Tx, j store.Job, spec *protocol.JobSpec) erro
 		if timeout <= 0 {
 			timeout = protocol.DefaultSetupTimeout
 		}
-		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout), KeyFiles: c.SetupKeys}
-		for _, cred := range h.cfg.Credentials {
-			if slices.Contains(spec.Network.Setup.Policies, cred.Policy) {
-				spec.Setup.Credentials = append(spec.Setup.Credentials, cred)
-			}
+		creds, need, err := h.setupCredentials(tx, prj)
+		if err != nil {
+			return err
 		}
+		if !ra.mayReceive(need) {
+			return errUntrusted
+		}
+		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout), KeyFiles: c.SetupKeys,
+			Credentials: creds}
 	}
 	spec.Caches = c.Caches
 	return nil

@@ -1,10 +1,12 @@
 package hub
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"drover/internal/job"
 	"drover/internal/netpolicy"
@@ -131,4 +133,68 @@ func TestProjectNetworkPolicies(t *testing.T) {
 	if events != 2 {
 		t.Fatalf("%d egress_denied events, want 2: %+v", events, v.Events)
 	}
+}
+
+// heard collects the frames a scripted runner receives for d, as the raw
+// bytes the hub sent.
+func (sr *scriptRunner) heard(d time.Duration) string {
+	sr.t.Helper()
+	var b strings.Builder
+	deadline := time.After(d)
+	for {
+		select {
+		case f := <-sr.frames:
+			raw, _ := json.Marshal(f)
+			b.Write(raw)
+		case <-deadline:
+			return b.String()
+		}
+	}
+}
+
+// The operator's registry credential reaches only an admin's runner: a
+// job whose setup brings it is not offered to the project owner's runner
+// or to another user's runner shared with the project (no frame they get
+// holds the key), waits saying what it needs, and runs on an admin's
+// runner shared hub-wide, whose offer carries the key.
+func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
+	const key = "operator-key-9d2e71"
+	th := startHub(t, Config{Network: netpolicy.Catalog{Policies: map[string][]string{"private": {"registry.corp.example"}}},
+		Credentials: []protocol.SetupCredential{{Name: "corp", Policy: "private", Upstream: "https://registry.corp.example",
+			Header: "Authorization", Prefix: "Bearer ", Key: key, KeyEnv: "CORP_KEY", BaseURLEnv: "CORP_URL"}}})
+	alice, bob := th.addUser("alice"), th.addUser("bob")
+	_, base := th.hostProject(alice, "web")
+	th.addMember(alice, "web", "bob")
+	cmds, setupNet := []string{"fetch-deps"}, []string{"private"}
+	if code, e := th.call(alice, "PUT", "/projects/web/config", protocol.ProjectConfigRequest{SetupNetwork: &setupNet, SetupCommands: &cmds}, nil); code != http.StatusOK {
+		t.Fatalf("set config: %d %+v", code, e)
+	}
+	own, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
+	bobs := th.registerRunnerOf(bob, "b-box")
+	th.share(bob, "b-box", true, protocol.ShareRequest{Project: "web"})
+	shared, _ := th.dial(bobs, protocol.Hello{Slots: 1})
+
+	j := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	v := th.waitQueued(j.ID, "needs the hub's registry credential(s) corp, which only runners owned by an admin receive")
+	if strings.Contains(v.Waiting, key) {
+		t.Fatalf("the waiting reason holds the key: %q", v.Waiting)
+	}
+	// A job without setup credentials still runs on alice's own runner.
+	plain := th.submitAs(alice, protocol.SubmitRequest{Args: []string{"echo", "no-setup"}})
+	runToEnd(t, own, own.offerFor(plain.ID), "", 0)
+	for name, sr := range map[string]*scriptRunner{"the project owner's runner": own, "a member's runner shared with the project": shared} {
+		if got := sr.heard(300 * time.Millisecond); strings.Contains(got, key) || strings.Contains(got, `"offer"`) {
+			t.Fatalf("%s heard an offer or the key: %s", name, got)
+		}
+	}
+	th.wantQueued(j.ID)
+
+	admins := th.registerRunner("h-box")
+	th.share(th.admin, "h-box", true, protocol.ShareRequest{Hub: true})
+	hub, _ := th.dial(admins, protocol.Hello{Slots: 1})
+	o := hub.offerFor(j.ID)
+	if o.Spec.Setup == nil || len(o.Spec.Setup.Credentials) != 1 || o.Spec.Setup.Credentials[0].Key != key {
+		t.Fatalf("the admin's runner got setup %+v", o.Spec.Setup)
+	}
+	runToEnd(t, hub, o, "", 0)
 }
