@@ -124,7 +124,74 @@ $DROVER_CACHE_DIR/NAME). "none" removes them all.`,
 		}
 		return c.SetProjectConfig(ctx, args[0], protocol.ProjectConfigRequest{Caches: &names})
 	}, text)
-	return []*cobra.Command{show, network, setup, caches}
+	return []*cobra.Command{show, network, setup, caches, a.secretsCmd()}
+}
+
+// secretsCmd is `projects secrets list|set|remove`.
+func (a *app) secretsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "secrets list|set|remove",
+		Short: "Manage the credentials a project's setup sends to its registries (its owner or an admin)",
+		Long: `A project secret is a credential (a private registry's token) for one host.
+During the project's setup the egress proxy adds it to requests sent to
+$DROVER_SECRET_NAME_URL that carry the placeholder held in $DROVER_SECRET_NAME
+(NAME in capitals); the sandbox, the job's log and every answer of the hub only
+ever hold the placeholder. The host must be one the project's setup network
+reaches. Only runners owned by the project's owner or an admin receive a job
+whose setup brings a secret. The value is read from stdin or --value-file,
+never from an argument, and no command shows it again.`,
+		Args: noArgs,
+		RunE: showHelp,
+	}
+	text := func(w io.Writer, l protocol.SecretList) error { return printSecrets(w, l) }
+	args := func(names ...string) cobra.PositionalArgs { return projectArgs(protocol.CheckSecretName, names...) }
+	var host, header, prefix, valueFile string
+	set := answerCmd(a, &cobra.Command{
+		Use:   "set PROJECT NAME --host HOST[:PORT]|URL [--header H] [--prefix P] [--value-file F] [--json]",
+		Short: "Set a project secret, its value read from stdin or --value-file",
+		Args:  args("PROJECT", "NAME"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.SecretList, error) {
+		if host == "" {
+			return protocol.SecretList{}, usagef("name the host the secret is for: --host HOST[:PORT] (https) or a base URL")
+		}
+		value, err := a.readSecret("the secret's value", protocol.MaxSecretLen, valueFile)
+		if err != nil {
+			return protocol.SecretList{}, err
+		}
+		return c.SetSecret(ctx, args[0], args[1], protocol.SecretRequest{Host: host, Header: header, Prefix: prefix, Value: value})
+	}, text)
+	set.Flags().StringVar(&host, "host", "", "the host (https) or base URL the secret's requests go to")
+	set.Flags().StringVar(&header, "header", "", `the header that carries the secret (default Authorization, with prefix "Bearer ")`)
+	set.Flags().StringVar(&prefix, "prefix", "", "what comes before the secret in the header")
+	set.Flags().StringVar(&valueFile, "value-file", "", `a file holding the value (default: stdin)`)
+	cmd.AddCommand(answerCmd(a, &cobra.Command{
+		Use:   "list PROJECT [--json]",
+		Short: "List a project's secrets: names, hosts and dates, never values",
+		Args:  args("PROJECT"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.SecretList, error) {
+		return c.Secrets(ctx, args[0])
+	}, text), set, answerCmd(a, &cobra.Command{
+		Use:   "remove PROJECT NAME [--json]",
+		Short: "Remove a project secret",
+		Args:  args("PROJECT", "NAME"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.SecretList, error) {
+		return c.RemoveSecret(ctx, args[0], args[1])
+	}, text))
+	return cmd
+}
+
+func printSecrets(w io.Writer, l protocol.SecretList) error {
+	if len(l.Secrets) == 0 {
+		_, err := fprintf(w, "project %s has no secrets\n", l.Project)
+		return err
+	}
+	t := newTable(w)
+	fprintf(t, "SECRET\tUPSTREAM\tHEADER\tVARIABLES\tCREATED\tBY\n")
+	for _, s := range l.Secrets {
+		fprintf(t, "%s\t%s\t%s\t$%s, $%s\t%s\t%s\n", s.Name, s.Upstream, s.Header, s.KeyEnv, s.BaseURLEnv,
+			s.CreatedAt.Local().Format(time.DateTime), s.CreatedBy)
+	}
+	return t.Flush()
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -21,6 +21,10 @@ import (
 // commands spell it in two halves so that their echo does not).
 const registryToken = "reg-token-5f1c9a7e3b"
 
+// projectToken is a project secret: its owner set it for the registry, the
+// proxy adds it in X-Registry-Token, nothing else ever shows it.
+const projectToken = "prj-token-8a2c4d6f1e"
+
 // fakeRegistry is a package registry on loopback: it serves one package and
 // logs what it was asked for, with the Authorization header it got.
 type fakeRegistry struct {
@@ -51,6 +55,8 @@ func startRegistry(t *testing.T) *fakeRegistry {
 			fmt.Fprint(w, "SECRET-LIB-PACKAGE\n")
 		case r.URL.Path == "/private/secret-lib.tgz":
 			http.Error(w, "no token", http.StatusUnauthorized)
+		case r.URL.Path == "/project/own-lib.tgz" && r.Header.Get("X-Registry-Token") == projectToken:
+			fmt.Fprint(w, "OWN-LIB-PACKAGE\n")
 		default:
 			http.NotFound(w, r)
 		}
@@ -143,11 +149,29 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	url := "http://" + reg.addr + "/pkg/left-pad-1.0.tgz"
 	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "docs")
 	must(t, alice.CLI, "projects", "caches", "web", "deps")
+	// A project secret: only its owner sets or sees it, its value read
+	// from a file.
+	valueFile := filepath.Join(t.TempDir(), "own.token")
+	if err := os.WriteFile(valueFile, []byte(projectToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := []string{"projects", "secrets", "set", "web", "own", "--host", "http://" + reg.addr, "--header", "X-Registry-Token",
+		"--value-file", valueFile}
+	refused(t, bob.CLI, secret...)
+	refused(t, bob.CLI, "projects", "secrets", "list", "web")
+	must(t, alice.CLI, secret...)
+	if out := must(t, alice.CLI, "projects", "secrets", "list", "web"); !strings.Contains(out, "$DROVER_SECRET_OWN_URL") ||
+		strings.Contains(out, projectToken) {
+		t.Fatalf("projects secrets list:\n%s", out)
+	}
 	must(t, alice.CLI, "projects", "setup", "web", "--timeout", "1m", "--key-file", "go.sum", "--command",
 		`test -s "$DROVER_CACHE_DIR/deps/left-pad.tgz" || curl -sf -o "$DROVER_CACHE_DIR/deps/left-pad.tgz" `+url,
 		"--command", `curl -sf -H "Authorization: Bearer $PRIVATE_REGISTRY_KEY" -o "$DROVER_CACHE_DIR/deps/secret-lib.tgz" `+
 			`"$PRIVATE_REGISTRY_URL/private/secret-lib.tgz" && cat "$DROVER_CACHE_DIR/deps/secret-lib.tgz"`,
-		"--command", `env | sort; grep -rlF "$(printf %s%s `+registryToken[:6]+` `+registryToken[6:]+`)" "$HOME" /tmp . "$DROVER_CACHE_DIR" || echo TOKEN-NOT-IN-FILES`)
+		"--command", `curl -sf -H "X-Registry-Token: $DROVER_SECRET_OWN" -o "$DROVER_CACHE_DIR/deps/own-lib.tgz" `+
+			`"$DROVER_SECRET_OWN_URL/project/own-lib.tgz" && cat "$DROVER_CACHE_DIR/deps/own-lib.tgz"`,
+		"--command", `env | sort; grep -rlF -e "$(printf %s%s `+registryToken[:6]+` `+registryToken[6:]+`)" `+
+			`-e "$(printf %s%s `+projectToken[:6]+` `+projectToken[6:]+`)" "$HOME" /tmp . "$DROVER_CACHE_DIR" || echo TOKEN-NOT-IN-FILES`)
 	out := must(t, alice.CLI, "projects", "config", "web")
 	for _, want := range []string{"Setup network:", "registry", "Agent network:", "docs", "deps", reg.addr} {
 		if !strings.Contains(out, want) {
@@ -159,14 +183,15 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	j1 := runWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "sh", "-c", agent)
 	v1 := wait(j1.ID)
 	log1 := testkit.Log(t, c, j1.ID, 0)
-	if v1.State != job.Completed || !strings.Contains(log1, "=== drover setup: 3 command(s), network registry") ||
+	if v1.State != job.Completed || !strings.Contains(log1, "=== drover setup: 4 command(s), network registry") ||
 		!strings.Contains(log1, "=== drover setup done ===") || !strings.Contains(log1, "LEFT-PAD-PACKAGE-1.0") {
 		t.Fatalf("job 1 ended %s (%s):\n%s", v1.State, v1.Reason, log1)
 	}
 	// The private registry's token: added by the proxy, seen by the
 	// registry, never in the sandbox's environment, files or log.
 	if !strings.Contains(log1, "SECRET-LIB-PACKAGE") || !strings.Contains(log1, "PRIVATE_REGISTRY_KEY=drover-placeholder-") ||
-		!strings.Contains(log1, "TOKEN-NOT-IN-FILES") || strings.Contains(log1, registryToken) {
+		!strings.Contains(log1, "OWN-LIB-PACKAGE") || !strings.Contains(log1, "DROVER_SECRET_OWN=drover-placeholder-") ||
+		!strings.Contains(log1, "TOKEN-NOT-IN-FILES") || strings.Contains(log1, registryToken) || strings.Contains(log1, projectToken) {
 		t.Fatalf("job 1's setup and the private registry:\n%s", log1)
 	}
 	if got := reg.downloads("/private/secret-lib.tgz"); len(got) != 1 || got[0] != "/private/secret-lib.tgz auth=Bearer "+registryToken {
@@ -206,10 +231,11 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	v2 := wait(j2.ID)
 	log2 := testkit.Log(t, c, j2.ID, 0)
 	if v2.State != job.Completed || !strings.Contains(log2, "LEFT-PAD-PACKAGE-1.0") || !strings.Contains(log2, "SECRET-LIB-PACKAGE") ||
-		!strings.Contains(log2, "=== drover setup reused") || strings.Contains(log2, "--- setup 1/3") || !v2.Attempts[0].Isolation.SetupReused {
+		!strings.Contains(log2, "=== drover setup reused") || strings.Contains(log2, "--- setup 1/4") || !v2.Attempts[0].Isolation.SetupReused {
 		t.Fatalf("job 2 ended %s (%s):\n%s", v2.State, v2.Reason, log2)
 	}
-	if got := append(reg.downloads("/pkg/left-pad-1.0.tgz"), reg.downloads("/private/secret-lib.tgz")...); len(got) != 2 {
+	if got := append(append(reg.downloads("/pkg/left-pad-1.0.tgz"), reg.downloads("/private/secret-lib.tgz")...),
+		reg.downloads("/project/own-lib.tgz")...); len(got) != 3 {
 		t.Fatalf("registry log after job 2 = %q, want still one download of each", got)
 	}
 	if show := must(t, alice.CLI, "show", j2.ID); !strings.Contains(show, "caches: deps (setup result reused)") {
@@ -245,8 +271,8 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 
 	for what, text := range map[string]string{"hub output": h.Output(), "runner output": r.Output(),
 		"job view": must(t, alice.CLI, "show", j1.ID, "--json"), "job 2 log": testkit.Log(t, c, j2.ID, 0)} {
-		if strings.Contains(text, registryToken) {
-			t.Fatalf("the registry token is in the %s", what)
+		if strings.Contains(text, registryToken) || strings.Contains(text, projectToken) {
+			t.Fatalf("a registry token is in the %s", what)
 		}
 	}
 

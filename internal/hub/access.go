@@ -310,6 +310,6 @@ func mayConfigureProject(tx store.Tx, p principal, prj store.Project) error {
 	if err := mayUseProject(tx, p, prj); err != nil {
 		return err
 	}
-	return forbidden("only project %s's owner, %s, or an admin can change its network policies, setup and caches",
+	return forbidden("only project %s's owner, %s, or an admin can change its network policies, setup and caches, and see or set its secrets",
 		prj.Name, newNamer(tx).user(prj.OwnerID))
 }

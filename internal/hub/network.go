@@ -67,18 +67,36 @@ var errUntrusted = errors.New("the runner may not receive the job's setup creden
 
 // setupCredentials are the credentials the setup of prj brings, with
 // what they need of a runner: the operator's credentials of the setup's
-// policies as the catalog resolves them now, none without setup commands.
-func (h *Hub) setupCredentials(tx store.Tx, prj store.Project) ([]protocol.SetupCredential, credNeed, error) {
+// policies as the catalog resolves them now, and the project's secrets
+// for hosts the setup reaches; none without setup commands. With values
+// false the project's secrets come without their values (for the
+// dispatcher, which only needs their names).
+func (h *Hub) setupCredentials(tx store.Tx, prj store.Project, values bool) ([]protocol.SetupCredential, credNeed, error) {
 	need := credNeed{projectOwner: prj.OwnerID}
 	if len(prj.Config.SetupCommands) == 0 {
 		return nil, need, nil
 	}
-	setup := h.phaseNetwork(prj.Config.SetupNetwork).Policies
+	setup := h.phaseNetwork(prj.Config.SetupNetwork)
 	var out []protocol.SetupCredential
 	for _, cred := range h.cfg.Credentials {
-		if slices.Contains(setup, cred.Policy) {
+		if slices.Contains(setup.Policies, cred.Policy) {
 			out = append(out, cred)
 			need.operator = append(need.operator, cred.Name)
+		}
+	}
+	secrets, err := tx.ProjectSecrets(prj.Name, values)
+	if err != nil {
+		return nil, need, err
+	}
+	reach, err := h.setupReach(prj)
+	if err != nil {
+		return nil, need, err
+	}
+	for _, s := range secrets {
+		// A secret for a host the setup no longer reaches stays home.
+		if reach.Allows(secretHost(s.Upstream)) {
+			out = append(out, secretCredential(s))
+			need.secrets = append(need.secrets, s.Name)
 		}
 	}
 	if need.any() {
@@ -91,6 +109,16 @@ func (h *Hub) setupCredentials(tx store.Tx, prj store.Project) ([]protocol.Setup
 	return out, need, nil
 }
 
+// setupReach is what the setup of prj may reach now.
+func (h *Hub) setupReach(prj store.Project) (netpolicy.Matcher, error) {
+	setup := h.phaseNetwork(prj.Config.SetupNetwork)
+	m, err := netpolicy.NewMatcher(setup.Allow, setup.Open)
+	if err != nil {
+		return m, fmt.Errorf("resolve the setup network of project %s: %w", prj.Name, err)
+	}
+	return m, nil
+}
+
 // jobNeed is what the setup of j's project needs of a runner's trust.
 func (h *Hub) jobNeed(tx store.Tx, j store.Job) (credNeed, error) {
 	if j.Project == "" {
@@ -100,7 +128,7 @@ func (h *Hub) jobNeed(tx store.Tx, j store.Job) (credNeed, error) {
 	if err != nil {
 		return credNeed{}, fmt.Errorf("read project %s: %w", j.Project, err)
 	}
-	_, need, err := h.setupCredentials(tx, prj)
+	_, need, err := h.setupCredentials(tx, prj, false)
 	return need, err
 }
 
@@ -130,7 +158,7 @@ func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *prot
 		if timeout <= 0 {
 			timeout = protocol.DefaultSetupTimeout
 		}
-		creds, need, err := h.setupCredentials(tx, prj)
+		creds, need, err := h.setupCredentials(tx, prj, true)
 		if err != nil {
 			return err
 		}
@@ -267,6 +295,7 @@ func (h *Hub) apiSetProjectConfig(w http.ResponseWriter, r *http.Request, p prin
 	if err != nil {
 		return err
 	}
+	h.kick() // the runners the project's jobs may go to may have changed
 	h.log.Info("project config changed", "project", out.Project, "by", p.name,
 		"setup_network", netpolicy.Describe(after.SetupNetwork), "agent_network", netpolicy.Describe(after.AgentNetwork),
 		"was_setup_network", netpolicy.Describe(before.SetupNetwork), "was_agent_network", netpolicy.Describe(before.AgentNetwork),

@@ -386,6 +386,33 @@ type ProjectConfigRequest struct {
 	Caches        *[]string `json:"caches,omitempty"`
 }
 
+// SecretRequest sets a project secret (PUT /projects/{name}/secrets/{secret};
+// its owner or an admin): the egress proxy of the project's setup adds
+// Prefix+Value in Header to requests for Host. Value never comes back.
+type SecretRequest struct {
+	Host   string `json:"host"`             // host[:port] (https) or a base URL
+	Header string `json:"header,omitempty"` // default Authorization
+	Prefix string `json:"prefix,omitempty"` // default "Bearer " for Authorization
+	Value  string `json:"value"`
+}
+
+// SecretView is a project secret as the API shows it: never its value.
+type SecretView struct {
+	Name       string    `json:"name"`
+	Upstream   string    `json:"upstream"`
+	Header     string    `json:"header"`
+	KeyEnv     string    `json:"key_env"`      // holds the placeholder in the setup sandbox
+	BaseURLEnv string    `json:"base_url_env"` // holds the proxy endpoint to send requests to
+	CreatedBy  string    `json:"created_by"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// SecretList is the answer to GET /projects/{name}/secrets.
+type SecretList struct {
+	Project string       `json:"project"`
+	Secrets []SecretView `json:"secrets"`
+}
+
 // UserView is a user as GET /users shows it.
 type UserView struct {
 	Name      string     `json:"name"`

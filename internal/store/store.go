@@ -146,6 +146,14 @@ type Tx interface {
 	// there is no such project); PutProject keeps it.
 	SetProjectConfig(name string, c ProjectConfig, at time.Time) error
 
+	// Project secrets. PutProjectSecret inserts one or replaces the one of
+	// that name; ProjectSecrets lists a project's by name, with their
+	// values only when values is true; RemoveProjectSecret of a missing
+	// one is ErrNotFound.
+	PutProjectSecret(s ProjectSecret) error
+	ProjectSecrets(project string, values bool) ([]ProjectSecret, error)
+	RemoveProjectSecret(project, name string) error
+
 	// Project members (the owner is one too, added with the project).
 	// AddMember of a member is ErrConflict; RemoveMember of a non-member is
 	// ErrNotFound.
@@ -318,6 +326,19 @@ type ProjectConfig struct {
 	SetupTimeout  time.Duration `json:"setup_timeout,omitempty"`
 	SetupKeys     []string      `json:"setup_keys,omitempty"` // lockfiles whose contents key a reusable setup
 	Caches        []string      `json:"caches,omitempty"`
+}
+
+// ProjectSecret is a credential a project's owner set for its setup: the
+// egress proxy adds Prefix+Value in Header to requests to Upstream.
+type ProjectSecret struct {
+	Project   string
+	Name      string
+	Upstream  string // base URL
+	Header    string
+	Prefix    string
+	Value     string // "" when listed without values
+	CreatedBy string // user id
+	CreatedAt time.Time
 }
 
 // ContextFile is a file attached to a job.
