@@ -378,3 +378,78 @@ func TestOpenPolicyIsRecordedAsOpen(t *testing.T) {
 		t.Fatalf("narrowed job ended %s, isolation %+v", n.State, n.Attempts[0].Isolation)
 	}
 }
+
+// A setup script of the repository runs only once the project's owner
+// enabled it, inside the sandbox under the setup policy (it reaches the
+// registry, not the runner's files), as the job's commit has it.
+func TestSetupFileFromRepository(t *testing.T) {
+	t.Parallel()
+	reg := startRegistry(t)
+	cfg := filepath.Join(t.TempDir(), "hub.json")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{"network": {"policies": {"registry": [%q]}}}`, reg.addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := testkit.StartHub(t, bin, "--config", cfg)
+	alice, bob := h.AddUser(t, "alice"), h.AddUser(t, "bob")
+	alice.StartRunner(t, "r1")
+	c := alice.Client()
+	outside := t.TempDir() // the runner's machine, outside every sandbox
+	src := checkout(t, "web")
+	script := func(version string) {
+		t.Helper()
+		body := fmt.Sprintf("echo SETUP-SCRIPT-%s\ncurl -sf http://%s/pkg/left-pad-1.0.tgz\n"+
+			"echo escaped > %s/escaped-%s 2>/dev/null || echo CONFINED\n", version, reg.addr, outside, version)
+		if err := os.MkdirAll(filepath.Join(src, ".drover"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, ".drover", "setup.sh"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitE(t, src, "add", "-A")
+		gitE(t, src, "commit", "--quiet", "-m", "setup "+version)
+	}
+	script("v1")
+	run := func() (protocol.JobView, string) {
+		t.Helper()
+		v := runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "echo", "agent-ran")
+		v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		return v, testkit.Log(t, c, v.ID, 0)
+	}
+	// Off until the owner enables it.
+	if v, log := run(); v.State != job.Completed || strings.Contains(log, "SETUP-SCRIPT") || strings.Contains(log, "drover setup") {
+		t.Fatalf("a job before the script was enabled ended %s:\n%s", v.State, log)
+	}
+	must(t, alice.CLI, "projects", "members", "add", "web", "bob")
+	refused(t, bob.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh")
+	refused(t, alice.CLI, "projects", "setup", "web", "--from-repo", "../setup.sh")
+	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "none")
+	must(t, alice.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh")
+	if out := must(t, alice.CLI, "projects", "config", "web"); !strings.Contains(out, "sh .drover/setup.sh (from the repository)") {
+		t.Fatalf("projects config:\n%s", out)
+	}
+	v, log := run()
+	if v.State != job.Completed || !strings.Contains(log, "--- setup 1/1: $ sh .drover/setup.sh") || !strings.Contains(log, "SETUP-SCRIPT-v1") ||
+		!strings.Contains(log, "LEFT-PAD-PACKAGE-1.0") || !strings.Contains(log, "CONFINED") || !strings.Contains(log, "agent-ran") {
+		t.Fatalf("job with the script ended %s (%s):\n%s", v.State, v.Reason, log)
+	}
+	// The next commit's script is the one that runs.
+	script("v2")
+	if v, log := run(); v.State != job.Completed || !strings.Contains(log, "SETUP-SCRIPT-v2") || strings.Contains(log, "SETUP-SCRIPT-v1") {
+		t.Fatalf("job on the second commit ended %s:\n%s", v.State, log)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("the script wrote outside its sandbox: %v", entries)
+	}
+	// A commit without the script fails its setup, saying why; the agent
+	// never runs.
+	gitE(t, src, "rm", "--quiet", "-r", ".drover")
+	gitE(t, src, "commit", "--quiet", "-m", "no script")
+	if v, log := run(); v.State != job.Failed || v.Reason != job.ReasonSetupFailed || strings.Contains(log, "agent-ran") ||
+		!strings.Contains(v.Attempts[0].Message, "setup file .drover/setup.sh is not a file in the job's commit") {
+		t.Fatalf("job without the script ended %s (%s) %q:\n%s", v.State, v.Reason, v.Attempts[0].Message, log)
+	}
+	must(t, alice.CLI, "projects", "setup", "web", "--from-repo", "")
+	if v, log := run(); v.State != job.Completed || strings.Contains(log, "drover setup") {
+		t.Fatalf("job after the script was turned off ended %s:\n%s", v.State, log)
+	}
+}

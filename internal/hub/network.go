@@ -73,7 +73,7 @@ var errUntrusted = errors.New("the runner may not receive the job's setup creden
 // dispatcher, which only needs their names).
 func (h *Hub) setupCredentials(tx store.Tx, prj store.Project, values bool) ([]protocol.SetupCredential, credNeed, error) {
 	need := credNeed{projectOwner: prj.OwnerID}
-	if len(prj.Config.SetupCommands) == 0 {
+	if !prj.Config.HasSetup() {
 		return nil, need, nil
 	}
 	setup := h.phaseNetwork(prj.Config.SetupNetwork)
@@ -153,7 +153,7 @@ func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *prot
 	}
 	spec.Network = &protocol.NetworkSpec{Setup: h.phaseNetwork(c.SetupNetwork), Agent: h.phaseNetwork(agent),
 		Catalog: h.cfg.Network.Policies}
-	if len(c.SetupCommands) > 0 {
+	if c.HasSetup() {
 		timeout := c.SetupTimeout
 		if timeout <= 0 {
 			timeout = protocol.DefaultSetupTimeout
@@ -166,7 +166,7 @@ func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *prot
 			return errUntrusted
 		}
 		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout), KeyFiles: c.SetupKeys,
-			Credentials: creds}
+			File: c.SetupFile, Credentials: creds}
 	}
 	spec.Caches = c.Caches
 	return nil
@@ -183,8 +183,8 @@ func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
 	}
 	return protocol.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
 		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
-		SetupKeys: orEmpty(c.SetupKeys),
-		Policies:  h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
+		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile,
+		Policies: h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
 }
 
 // applyConfig changes c as req asks, or says what is wrong with it and
@@ -229,6 +229,14 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 			}
 		}
 		c.SetupKeys = slices.Compact(slices.Sorted(slices.Values(*req.SetupKeys)))
+	}
+	if req.SetupFile != nil {
+		if f := *req.SetupFile; f != "" {
+			if err := protocol.CheckKeyFile(f); err != nil {
+				return c, badRequest("setup file: %v", err)
+			}
+		}
+		c.SetupFile = *req.SetupFile
 	}
 	if req.Caches != nil {
 		if len(*req.Caches) > protocol.MaxCaches {

@@ -59,7 +59,9 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		"open while it is off":          {alice, protocol.ProjectConfigRequest{AgentNetwork: names("open")}, http.StatusBadRequest},
 		"a bad cache with a good policy": {alice, protocol.ProjectConfigRequest{AgentNetwork: names("npm"),
 			Caches: names("../x")}, http.StatusBadRequest},
-		"a bad key file": {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
+		"a bad key file":                      {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
+		"a setup file outside the repository": {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
+		"a member enables a setup file":       {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
 	} {
 		if code, e := set(tc.token, tc.req); code != tc.status || e.Message == "" {
 			t.Errorf("%s: %d %+v, want %d with a message", name, code, e, tc.status)
@@ -85,7 +87,20 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		t.Fatalf("refused submissions made jobs: %d, were %d", n, before)
 	}
 
+	// A setup file alone is a setup, and the offer names it.
+	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}); code != http.StatusOK {
+		t.Fatalf("owner enables a setup file: %d %+v", code, e)
+	}
 	box, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
+	withFile := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	if o := box.offerFor(withFile.ID); o.Spec.Setup == nil || o.Spec.Setup.File != ".drover/setup.sh" || len(o.Spec.Setup.Commands) != 0 {
+		t.Fatalf("offer setup = %+v", o.Spec.Setup)
+	} else {
+		runToEnd(t, box, o, "", 0)
+	}
+	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr("")}); code != http.StatusOK {
+		t.Fatalf("owner turns the setup file off: %d %+v", code, e)
+	}
 	none := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base), Network: []string{"none"}})
 	if none.Network == nil || len(none.Network) != 0 {
 		t.Fatalf("job network = %#v, want none", none.Network)
@@ -198,3 +213,5 @@ func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 	}
 	runToEnd(t, hub, o, "", 0)
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -367,7 +367,8 @@ type ProjectConfig struct {
 	AgentNetwork  []string `json:"agent_network"`
 	SetupCommands []string `json:"setup_commands"`
 	SetupTimeout  Duration `json:"setup_timeout"`
-	SetupKeys     []string `json:"setup_keys"` // lockfiles whose contents key a reusable setup result
+	SetupKeys     []string `json:"setup_keys"`           // lockfiles whose contents key a reusable setup result
+	SetupFile     string   `json:"setup_file,omitempty"` // the repository's setup script the owner enabled
 	Caches        []string `json:"caches"`
 	// Policies lists the policies the hub's operator defines (name → host
 	// patterns), to choose from; AllowOpen says whether "open" is one.
@@ -383,6 +384,7 @@ type ProjectConfigRequest struct {
 	SetupCommands *[]string `json:"setup_commands,omitempty"`
 	SetupTimeout  *Duration `json:"setup_timeout,omitempty"`
 	SetupKeys     *[]string `json:"setup_keys,omitempty"`
+	SetupFile     *string   `json:"setup_file,omitempty"` // "" disables it
 	Caches        *[]string `json:"caches,omitempty"`
 }
 

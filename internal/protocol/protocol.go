@@ -290,6 +290,10 @@ type SetupSpec struct {
 	// the project with the same contents of these files skips the setup
 	// (its result is in the project's caches). None: setup always runs.
 	KeyFiles []string `json:"key_files,omitempty"`
+	// File is a script of the repository, relative to the worktree, that
+	// the project's owner enabled: run with sh after Commands, in the
+	// sandbox, from the job's commit. "" for none.
+	File string `json:"file,omitempty"`
 	// Credentials are the operator's registry credentials of the setup
 	// policies in force. They are the one secret an offer carries (over
 	// the runner's authenticated connection): the runner hands them to

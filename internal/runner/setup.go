@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,7 +68,8 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 			return job.Outcome{}
 		}
 	}
-	fmt.Fprintf(out, "=== drover setup: %d command(s), network %s, within %s ===\n", len(s.Commands), network, timeout)
+	steps := setupSteps(s)
+	fmt.Fprintf(out, "=== drover setup: %d command(s), network %s, within %s ===\n", len(steps), network, timeout)
 	ctx, cancel := context.WithTimeout(a.ctx, timeout)
 	defer cancel()
 	fail := func(format string, args ...any) job.Outcome {
@@ -75,8 +77,16 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 		fmt.Fprintf(out, "=== drover setup FAILED: %s ===\n", msg)
 		return job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSetupFailed, Message: clip(msg, 4096)}
 	}
-	for i, cmd := range s.Commands {
-		fmt.Fprintf(out, "--- setup %d/%d: $ %s\n", i+1, len(s.Commands), oneLine(cmd))
+	if s.File != "" {
+		// The repository's script, as the job's commit has it: read (and
+		// run) only inside the sandbox; here only its kind is looked at.
+		if fi, err := lstatIn(dir, s.File); err != nil || !fi.Mode().IsRegular() {
+			return fail("setup file %s is not a file in the job's commit (the project's owner enabled it: drover projects setup --from-repo)", s.File)
+		}
+	}
+	for i, st := range steps {
+		cmd := st.shown
+		fmt.Fprintf(out, "--- setup %d/%d: $ %s\n", i+1, len(steps), oneLine(cmd))
 		left := timeout
 		if dl, ok := ctx.Deadline(); ok {
 			left = time.Until(dl)
@@ -84,7 +94,7 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 		if left <= 0 {
 			return fail("setup ran past its timeout of %s before command %d", timeout, i+1)
 		}
-		p, err := box.Start(ctx, sandbox.Spec{Dir: dir, Argv: []string{"/bin/sh", "-c", cmd}, Env: env, Output: out,
+		p, err := box.Start(ctx, sandbox.Spec{Dir: dir, Argv: st.argv, Env: env, Output: out,
 			Timeout: left, Grace: r.cfg.StopGrace})
 		if err != nil {
 			return fail("setup command %d could not start: %v", i+1, err)
@@ -115,6 +125,34 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 	return job.Outcome{}
 }
 
+// lstatIn is os.Lstat of name inside dir, never outside it.
+func lstatIn(dir, name string) (os.FileInfo, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.Lstat(name)
+}
+
+// setupStep is one command of a setup: as the log shows it and as it runs.
+type setupStep struct {
+	shown string
+	argv  []string
+}
+
+// setupSteps are the setup's commands, then its repository script.
+func setupSteps(s *protocol.SetupSpec) []setupStep {
+	var out []setupStep
+	for _, c := range s.Commands {
+		out = append(out, setupStep{shown: c, argv: []string{"/bin/sh", "-c", c}})
+	}
+	if s.File != "" {
+		out = append(out, setupStep{shown: "sh " + s.File, argv: []string{"/bin/sh", "--", s.File}})
+	}
+	return out
+}
+
 // setupMarker is the file that says a setup with this key succeeded for
 // the project: outside every cache, so that no sandbox can forge it.
 func (r *Runner) setupMarker(project, key string) string {
@@ -132,18 +170,30 @@ func setupKey(s *protocol.SetupSpec, dir string) (string, error) {
 	for _, c := range s.Commands {
 		fmt.Fprintf(h, "command %d\x00%s\x00", len(c), c)
 	}
-	for _, name := range s.KeyFiles {
+	// The repository's script is keyed by its contents, like a lockfile.
+	files := s.KeyFiles
+	if s.File != "" {
+		fmt.Fprintf(h, "setup file %s\x00", s.File)
+		files = append(slices.Clone(files), s.File)
+	}
+	// Read through an os.Root: a repository's symlinked folder never takes
+	// the runner outside the worktree.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("open the worktree for the setup key: %w", err)
+	}
+	defer root.Close()
+	for _, name := range files {
 		if err := protocol.CheckKeyFile(name); err != nil {
 			return "", err
 		}
 		fmt.Fprintf(h, "file %s\x00", name)
-		p := filepath.Join(dir, name)
-		fi, err := os.Lstat(p)
+		fi, err := root.Lstat(name)
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxKeyFile {
 			fmt.Fprintf(h, "absent\x00")
 			continue
 		}
-		f, err := os.Open(p)
+		f, err := root.Open(name)
 		if err != nil {
 			return "", fmt.Errorf("read setup key file %s: %w", name, err)
 		}

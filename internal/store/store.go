@@ -325,8 +325,14 @@ type ProjectConfig struct {
 	SetupCommands []string      `json:"setup_commands,omitempty"`
 	SetupTimeout  time.Duration `json:"setup_timeout,omitempty"`
 	SetupKeys     []string      `json:"setup_keys,omitempty"` // lockfiles whose contents key a reusable setup
-	Caches        []string      `json:"caches,omitempty"`
+	// SetupFile is a script in the repository the owner enabled as part
+	// of the setup (run after SetupCommands, in the sandbox): "" for none.
+	SetupFile string   `json:"setup_file,omitempty"`
+	Caches    []string `json:"caches,omitempty"`
 }
+
+// HasSetup reports whether the project's jobs run a setup phase.
+func (c ProjectConfig) HasSetup() bool { return len(c.SetupCommands) > 0 || c.SetupFile != "" }
 
 // ProjectSecret is a credential a project's owner set for its setup: the
 // egress proxy adds Prefix+Value in Header to requests to Upstream.
