@@ -18,7 +18,6 @@ import (
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
-	"drover/internal/workspace"
 )
 
 // setupOutputCap bounds the output of each setup command in the log: a
@@ -156,7 +155,7 @@ func setupSteps(s *protocol.SetupSpec) []setupStep {
 // setupMarker is the file that says a setup with this key succeeded for
 // the project: outside every cache, so that no sandbox can forge it.
 func (r *Runner) setupMarker(project, key string) string {
-	return filepath.Join(r.cfg.Home, "setup-keys", project, key)
+	return filepath.Join(setupKeysDir(r.cfg.Home, project), key)
 }
 
 // maxKeyFile bounds how much of one key file is hashed.
@@ -211,88 +210,4 @@ func setupKey(s *protocol.SetupSpec, dir string) (string, error) {
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	return clip(s, 200)
-}
-
-// attemptCaches are a project's caches on this runner, mounted into one
-// attempt's sandbox.
-type attemptCaches struct {
-	names []string
-	dirs  []string // host directories, mounted at the same path
-	env   []string // NAME=VALUE pointing the tools at them
-}
-
-func (r *Runner) cacheRoot() string { return filepath.Join(r.cfg.Home, "caches") }
-
-// openCaches makes (or finds) the project's cache directories: one folder
-// per project under the runner's home, so that no other project's sandbox
-// ever has them.
-func (r *Runner) openCaches(project string, names []string) (*attemptCaches, error) {
-	if !workspace.ValidProject(project) {
-		return nil, fmt.Errorf("project name %q is not valid", project)
-	}
-	base := filepath.Join(r.cacheRoot(), project)
-	ac := &attemptCaches{env: []string{"DROVER_CACHE_DIR=" + base}}
-	for _, name := range names {
-		if err := protocol.CheckCacheName(name); err != nil {
-			return nil, err
-		}
-		dir := filepath.Join(base, name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("make cache %s of project %s: %w", name, project, err)
-		}
-		ac.names, ac.dirs = append(ac.names, name), append(ac.dirs, dir)
-		vars, _ := protocol.CacheVars(name)
-		for _, v := range vars {
-			val := dir
-			switch v {
-			case "GOMODCACHE":
-				val = filepath.Join(dir, "mod")
-			case "GOCACHE":
-				val = filepath.Join(dir, "build")
-			}
-			ac.env = append(ac.env, v+"="+val)
-		}
-	}
-	return ac, nil
-}
-
-// policy mounts the caches read-write and lets their variables through.
-func (ac *attemptCaches) policy(p *sandbox.Policy) {
-	for _, d := range ac.dirs {
-		p.ReadWrite = append(p.ReadWrite[:len(p.ReadWrite):len(p.ReadWrite)], sandbox.Mount{Src: d, Dst: d})
-	}
-	for _, kv := range ac.env {
-		name, _, _ := strings.Cut(kv, "=")
-		p.Env = append(p.Env[:len(p.Env):len(p.Env)], name)
-	}
-}
-
-// CacheUsage is the bytes the runner's project caches hold on disk, per
-// project: part of what the runner's home uses.
-func (r *Runner) CacheUsage() (map[string]int64, error) {
-	entries, err := os.ReadDir(r.cacheRoot())
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]int64{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list project caches: %w", err)
-	}
-	out := map[string]int64{}
-	for _, e := range entries {
-		var n int64
-		err := filepath.WalkDir(filepath.Join(r.cacheRoot(), e.Name()), func(_ string, d os.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
-				n += fi.Size()
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("measure the caches of project %s: %w", e.Name(), err)
-		}
-		out[e.Name()] = n
-	}
-	return out, nil
 }
