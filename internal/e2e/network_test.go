@@ -285,6 +285,20 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 		!strings.Contains(v5.Attempts[0].Message, "timeout") {
 		t.Fatalf("hanging setup: job ended %s (%s) %q:\n%s", v5.State, v5.Reason, v5.Attempts[0].Message, log5)
 	}
+	// One that floods its output is cut in the log and fails at its
+	// timeout too; the runner's one slot is free for the next job.
+	must(t, alice.CLI, "projects", "setup", "api", "--timeout", "3s", "--command", "yes flood")
+	j6 := runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "agent-ran")
+	v6 := wait(j6.ID)
+	log6 := testkit.Log(t, c, j6.ID, 0)
+	if v6.State != job.Failed || v6.Reason != job.ReasonSetupFailed || strings.Contains(log6, "agent-ran") || len(log6) > 9<<20 ||
+		!strings.Contains(v6.Attempts[0].Message, "timeout") {
+		t.Fatalf("flooding setup: job ended %s (%s) %q with %d log bytes", v6.State, v6.Reason, v6.Attempts[0].Message, len(log6))
+	}
+	must(t, alice.CLI, "projects", "setup", "api", "--clear")
+	if v := wait(runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "next-ran").ID); v.State != job.Completed {
+		t.Fatalf("the job after the failed setups ended %s (%s)", v.State, v.Reason)
+	}
 }
 
 // The start-to-agent measurement, in one run: the attempt time of
