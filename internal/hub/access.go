@@ -3,6 +3,7 @@ package hub
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"drover/internal/protocol"
@@ -55,7 +56,8 @@ func (s *shareSet) add(sh store.Share) {
 // Immutable once built.
 type runnerAccess struct {
 	owner      string
-	ownerAdmin bool // set by loadRunnerAccess: its owner is an admin
+	ownerAdmin bool   // set by loadRunnerAccess: its owner is an admin
+	ident      string // set by loadRunnerAccess: "OWNER/RUNNER", as the hub's config names runners
 	hub        bool
 	runner     shareSet
 	accounts   map[string]*shareSet // account id → its shares
@@ -104,23 +106,26 @@ func loadRunnerAccess(tx store.Tx, runnerID string) (*runnerAccess, error) {
 	}
 	ra := newRunnerAccess(rn, shares)
 	ra.ownerAdmin = owner.Admin && owner.RemovedAt == nil
+	ra.ident = owner.Name + "/" + rn.Name
 	return ra, nil
 }
 
 // credNeed is what credentials the setup of a job's project brings: their
 // names only, never their keys.
 type credNeed struct {
-	operator     []string // the operator's registry credentials
-	secrets      []string // the project's own secrets
-	projectOwner string   // user id of the project's owner
+	operator     []string   // the operator's registry credentials
+	trusted      [][]string // per operator credential, the runners the operator named for it
+	secrets      []string   // the project's own secrets
+	projectOwner string     // user id of the project's owner
 	ownerName    string
 }
 
 func (n credNeed) any() bool { return len(n.operator)+len(n.secrets) > 0 }
 
 // mayReceive: may the runner be given the credentials n names? An admin's
-// runner may; a project owner's runner may hold that project's secrets
-// but never the operator's credentials.
+// runner may; a project owner's runner may hold that project's secrets;
+// another runner an operator's credential only when the hub's config
+// names it for that credential.
 func (ra *runnerAccess) mayReceive(n credNeed) bool {
 	if !n.any() {
 		return true
@@ -128,7 +133,18 @@ func (ra *runnerAccess) mayReceive(n credNeed) bool {
 	if ra == nil {
 		return false
 	}
-	return ra.ownerAdmin || len(n.operator) == 0 && ra.owner == n.projectOwner
+	if ra.ownerAdmin {
+		return true
+	}
+	if len(n.secrets) > 0 && ra.owner != n.projectOwner {
+		return false
+	}
+	for _, t := range n.trusted {
+		if !slices.Contains(t, ra.ident) {
+			return false
+		}
+	}
+	return true
 }
 
 // waitText says which runners a job needing n waits for.
@@ -143,6 +159,8 @@ func (n credNeed) waitText() string {
 	who := "an admin"
 	if len(n.operator) == 0 {
 		who = "an admin or the project's owner " + n.ownerName
+	} else if slices.ContainsFunc(n.trusted, func(t []string) bool { return len(t) > 0 }) {
+		who = "an admin (or named for them in the hub's config)"
 	}
 	return fmt.Sprintf("its project's setup needs %s, which only runners owned by %s receive: no such runner you may use is connected", strings.Join(what, " and "), who)
 }

@@ -82,6 +82,7 @@ func (h *Hub) setupCredentials(tx store.Tx, prj store.Project, values bool) ([]p
 		if slices.Contains(setup.Policies, cred.Policy) {
 			out = append(out, cred)
 			need.operator = append(need.operator, cred.Name)
+			need.trusted = append(need.trusted, h.cfg.CredentialRunners[cred.Name])
 		}
 	}
 	secrets, err := tx.ProjectSecrets(prj.Name, values)

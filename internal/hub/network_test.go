@@ -167,19 +167,22 @@ func (sr *scriptRunner) heard(d time.Duration) string {
 	}
 }
 
-// The operator's registry credential reaches only an admin's runner: a
-// job whose setup brings it is not offered to the project owner's runner
-// or to another user's runner shared with the project (no frame they get
-// holds the key), waits saying what it needs, and runs on an admin's
-// runner shared hub-wide, whose offer carries the key.
+// The operator's registry credential reaches only an admin's runner or
+// one the hub's config names for it: a job whose setup brings it is not
+// offered to the project owner's runner or to another user's runner
+// shared with the project (no frame they get holds the key), waits saying
+// what it needs, and runs on the named runner or an admin's runner shared
+// hub-wide, whose offers carry the key.
 func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 	const key = "operator-key-9d2e71"
 	th := startHub(t, Config{Network: netpolicy.Catalog{Policies: map[string][]string{"private": {"registry.corp.example"}}},
 		Credentials: []protocol.SetupCredential{{Name: "corp", Policy: "private", Upstream: "https://registry.corp.example",
-			Header: "Authorization", Prefix: "Bearer ", Key: key, KeyEnv: "CORP_KEY", BaseURLEnv: "CORP_URL"}}})
-	alice, bob := th.addUser("alice"), th.addUser("bob")
+			Header: "Authorization", Prefix: "Bearer ", Key: key, KeyEnv: "CORP_KEY", BaseURLEnv: "CORP_URL"}},
+		CredentialRunners: map[string][]string{"corp": {"carol/c-box"}}})
+	alice, bob, carol := th.addUser("alice"), th.addUser("bob"), th.addUser("carol")
 	_, base := th.hostProject(alice, "web")
 	th.addMember(alice, "web", "bob")
+	th.addMember(alice, "web", "carol")
 	cmds, setupNet := []string{"fetch-deps"}, []string{"private"}
 	if code, e := th.call(alice, "PUT", "/projects/web/config", protocol.ProjectConfigRequest{SetupNetwork: &setupNet, SetupCommands: &cmds}, nil); code != http.StatusOK {
 		t.Fatalf("set config: %d %+v", code, e)
@@ -190,7 +193,7 @@ func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 	shared, _ := th.dial(bobs, protocol.Hello{Slots: 1})
 
 	j := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
-	v := th.waitQueued(j.ID, "needs the hub's registry credential(s) corp, which only runners owned by an admin receive")
+	v := th.waitQueued(j.ID, "needs the hub's registry credential(s) corp, which only runners owned by an admin (or named for them in the hub's config) receive")
 	if strings.Contains(v.Waiting, key) {
 		t.Fatalf("the waiting reason holds the key: %q", v.Waiting)
 	}
@@ -204,14 +207,24 @@ func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 	}
 	th.wantQueued(j.ID)
 
+	carols := th.registerRunnerOf(carol, "c-box")
+	th.share(carol, "c-box", true, protocol.ShareRequest{Project: "web"})
+	named, _ := th.dial(carols, protocol.Hello{Slots: 1})
+	held := named.offerFor(j.ID)
+	if held.Spec.Setup == nil || len(held.Spec.Setup.Credentials) != 1 || held.Spec.Setup.Credentials[0].Key != key {
+		t.Fatalf("the runner the config names got setup %+v", held.Spec.Setup)
+	}
+	j2 := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	th.waitQueued(j2.ID, "every runner that can take it is busy")
 	admins := th.registerRunner("h-box")
 	th.share(th.admin, "h-box", true, protocol.ShareRequest{Hub: true})
 	hub, _ := th.dial(admins, protocol.Hello{Slots: 1})
-	o := hub.offerFor(j.ID)
+	o := hub.offerFor(j2.ID)
 	if o.Spec.Setup == nil || len(o.Spec.Setup.Credentials) != 1 || o.Spec.Setup.Credentials[0].Key != key {
 		t.Fatalf("the admin's runner got setup %+v", o.Spec.Setup)
 	}
 	runToEnd(t, hub, o, "", 0)
+	runToEnd(t, named, held, "", 0)
 }
 
 func ptr[T any](v T) *T { return &v }
