@@ -179,28 +179,43 @@ stays with the runner; --no-key is for a local server that takes none.`,
 // readAPIKey reads the key from stdin: one line typed or pasted into a
 // terminal, else the whole input; surrounding whitespace is trimmed.
 func (a *app) readAPIKey() (string, error) {
+	return a.readSecret("the API key", accounts.MaxKeyLen, "")
+}
+
+// readSecret reads what (an API key, a secret's value) from file, or from
+// stdin when file is "" or "-" (one pasted line on a terminal): never
+// from an argument, so it is in no process listing or shell history.
+func (a *app) readSecret(what string, maxLen int, file string) (string, error) {
 	var b []byte
 	var err error
-	if f, ok := a.env.Stdin.(*os.File); ok && isTerminal(f) {
-		fprintf(a.env.Stderr, "Paste the API key, then Enter: ")
+	from := "stdin"
+	if file != "" && file != "-" {
+		from = file
+		var f *os.File
+		if f, err = os.Open(file); err == nil {
+			b, err = io.ReadAll(io.LimitReader(f, int64(maxLen)+2))
+			f.Close()
+		}
+	} else if f, ok := a.env.Stdin.(*os.File); ok && isTerminal(f) {
+		fprintf(a.env.Stderr, "Paste %s, then Enter: ", what)
 		var line string
-		line, err = bufio.NewReader(io.LimitReader(f, accounts.MaxKeyLen+1)).ReadString('\n')
+		line, err = bufio.NewReader(io.LimitReader(f, int64(maxLen)+1)).ReadString('\n')
 		if errors.Is(err, io.EOF) {
 			err = nil
 		}
 		b = []byte(line)
 	} else if a.env.Stdin != nil {
-		b, err = io.ReadAll(io.LimitReader(a.env.Stdin, accounts.MaxKeyLen+2))
+		b, err = io.ReadAll(io.LimitReader(a.env.Stdin, int64(maxLen)+2))
 	}
 	if err != nil {
-		return "", fmt.Errorf("read the API key from stdin: %w", err)
+		return "", fmt.Errorf("read %s from %s: %w", what, from, err)
 	}
 	key := strings.TrimSpace(string(b))
 	switch {
 	case key == "":
-		return "", errors.New("read the API key from stdin: it is empty")
-	case len(key) > accounts.MaxKeyLen:
-		return "", fmt.Errorf("read the API key from stdin: longer than %d bytes", accounts.MaxKeyLen)
+		return "", fmt.Errorf("read %s from %s: it is empty", what, from)
+	case len(key) > maxLen:
+		return "", fmt.Errorf("read %s from %s: longer than %d bytes", what, from, maxLen)
 	}
 	return key, nil
 }

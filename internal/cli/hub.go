@@ -136,7 +136,7 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Lease: o.lease, Heartbeat: o.heartbeat,
 		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
 		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, MetricsToken: metricsToken, MetricsListen: o.metricsListen,
-		Logger: a.log, Network: file.Network, Credentials: file.Setup})
+		Logger: a.log, Network: file.Network, Credentials: file.Setup, CredentialRunners: file.Trusted})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}

@@ -61,14 +61,21 @@ widens them.`,
 	var commands, keyFiles []string
 	var timeout time.Duration
 	var clear bool
-	setup := answerCmd(a, &cobra.Command{
-		Use:   "setup PROJECT [--command CMD]... [--timeout D] [--key-file FILE]... [--clear] [--json]",
+	var fromRepo string
+	var setup *cobra.Command
+	setup = answerCmd(a, &cobra.Command{
+		Use:   "setup PROJECT [--command CMD]... [--from-repo FILE] [--timeout D] [--key-file FILE]... [--clear] [--json]",
 		Short: "Set the commands a project's jobs run before their agent (its owner or an admin)",
 		Long: `Set the project's setup: shell commands run in order (sh -c) in each attempt's
 sandbox, in its worktree, before the agent, under the setup network policy and
 within --timeout for all of them (default 10m). Their output is a marked
 section of the job's log; a failing, hanging or flooding setup fails the
 attempt with reason setup_failed. --clear removes the setup.
+
+--from-repo FILE enables a setup script of the repository itself (e.g.
+.drover/setup.sh): each attempt runs it with sh, after the commands, in its
+sandbox under the setup policy, as it is in the job's commit. It is off until
+the project's owner names it; --from-repo "" turns it off again.
 
 --key-file names the files the setup's result depends on (lockfiles: go.sum,
 package-lock.json): a runner that already ran the same commands successfully
@@ -85,6 +92,14 @@ result must then live in the project's caches (drover projects caches).`,
 		case len(commands) > 0:
 			req.SetupCommands = ptrTo(commands)
 		}
+		if clear && setup.Flags().Changed("from-repo") {
+			return protocol.ProjectConfig{}, usagef("--clear or --from-repo, not both")
+		}
+		if clear {
+			req.SetupFile = ptrTo("")
+		} else if setup.Flags().Changed("from-repo") {
+			req.SetupFile = ptrTo(fromRepo)
+		}
 		if timeout != 0 {
 			d := protocol.Duration(timeout)
 			req.SetupTimeout = &d
@@ -94,8 +109,8 @@ result must then live in the project's caches (drover projects caches).`,
 		} else if len(keyFiles) > 0 {
 			req.SetupKeys = ptrTo(keyFiles)
 		}
-		if req.SetupCommands == nil && req.SetupTimeout == nil && req.SetupKeys == nil {
-			return protocol.ProjectConfig{}, usagef("name --command, --timeout, --key-file or --clear")
+		if req.SetupCommands == nil && req.SetupTimeout == nil && req.SetupKeys == nil && req.SetupFile == nil {
+			return protocol.ProjectConfig{}, usagef("name --command, --from-repo, --timeout, --key-file or --clear")
 		}
 		return c.SetProjectConfig(ctx, args[0], req)
 	}, text)
@@ -103,6 +118,7 @@ result must then live in the project's caches (drover projects caches).`,
 	setup.Flags().DurationVar(&timeout, "timeout", 0, "time for all setup commands together (default 10m)")
 	setup.Flags().StringArrayVar(&keyFiles, "key-file", nil, "a worktree file the setup's result depends on, e.g. go.sum (repeatable): with the same commands and contents, a runner reuses its last successful setup")
 	setup.Flags().BoolVar(&clear, "clear", false, "remove the project's setup")
+	setup.Flags().StringVar(&fromRepo, "from-repo", "", `a setup script of the repository, relative to its root, run after the commands ("" turns it off)`)
 
 	caches := answerCmd(a, &cobra.Command{
 		Use:   "caches PROJECT [NAME...|none] [--json]",
@@ -124,7 +140,74 @@ $DROVER_CACHE_DIR/NAME). "none" removes them all.`,
 		}
 		return c.SetProjectConfig(ctx, args[0], protocol.ProjectConfigRequest{Caches: &names})
 	}, text)
-	return []*cobra.Command{show, network, setup, caches}
+	return []*cobra.Command{show, network, setup, caches, a.secretsCmd()}
+}
+
+// secretsCmd is `projects secrets list|set|remove`.
+func (a *app) secretsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "secrets list|set|remove",
+		Short: "Manage the credentials a project's setup sends to its registries (its owner or an admin)",
+		Long: `A project secret is a credential (a private registry's token) for one host.
+During the project's setup the egress proxy adds it to requests sent to
+$DROVER_SECRET_NAME_URL that carry the placeholder held in $DROVER_SECRET_NAME
+(NAME in capitals); the sandbox, the job's log and every answer of the hub only
+ever hold the placeholder. The host must be one the project's setup network
+reaches. Only runners owned by the project's owner or an admin receive a job
+whose setup brings a secret. The value is read from stdin or --value-file,
+never from an argument, and no command shows it again.`,
+		Args: noArgs,
+		RunE: showHelp,
+	}
+	text := func(w io.Writer, l protocol.SecretList) error { return printSecrets(w, l) }
+	args := func(names ...string) cobra.PositionalArgs { return projectArgs(protocol.CheckSecretName, names...) }
+	var host, header, prefix, valueFile string
+	set := answerCmd(a, &cobra.Command{
+		Use:   "set PROJECT NAME --host HOST[:PORT]|URL [--header H] [--prefix P] [--value-file F] [--json]",
+		Short: "Set a project secret, its value read from stdin or --value-file",
+		Args:  args("PROJECT", "NAME"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.SecretList, error) {
+		if host == "" {
+			return protocol.SecretList{}, usagef("name the host the secret is for: --host HOST[:PORT] (https) or a base URL")
+		}
+		value, err := a.readSecret("the secret's value", protocol.MaxSecretLen, valueFile)
+		if err != nil {
+			return protocol.SecretList{}, err
+		}
+		return c.SetSecret(ctx, args[0], args[1], protocol.SecretRequest{Host: host, Header: header, Prefix: prefix, Value: value})
+	}, text)
+	set.Flags().StringVar(&host, "host", "", "the host (https) or base URL the secret's requests go to")
+	set.Flags().StringVar(&header, "header", "", `the header that carries the secret (default Authorization, with prefix "Bearer ")`)
+	set.Flags().StringVar(&prefix, "prefix", "", "what comes before the secret in the header")
+	set.Flags().StringVar(&valueFile, "value-file", "", `a file holding the value (default: stdin)`)
+	cmd.AddCommand(answerCmd(a, &cobra.Command{
+		Use:   "list PROJECT [--json]",
+		Short: "List a project's secrets: names, hosts and dates, never values",
+		Args:  args("PROJECT"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.SecretList, error) {
+		return c.Secrets(ctx, args[0])
+	}, text), set, answerCmd(a, &cobra.Command{
+		Use:   "remove PROJECT NAME [--json]",
+		Short: "Remove a project secret",
+		Args:  args("PROJECT", "NAME"),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.SecretList, error) {
+		return c.RemoveSecret(ctx, args[0], args[1])
+	}, text))
+	return cmd
+}
+
+func printSecrets(w io.Writer, l protocol.SecretList) error {
+	if len(l.Secrets) == 0 {
+		_, err := fprintf(w, "project %s has no secrets\n", l.Project)
+		return err
+	}
+	t := newTable(w)
+	fprintf(t, "SECRET\tUPSTREAM\tHEADER\tVARIABLES\tCREATED\tBY\n")
+	for _, s := range l.Secrets {
+		fprintf(t, "%s\t%s\t%s\t$%s, $%s\t%s\t%s\n", s.Name, s.Upstream, s.Header, s.KeyEnv, s.BaseURLEnv,
+			s.CreatedAt.Local().Format(time.DateTime), s.CreatedBy)
+	}
+	return t.Flush()
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -145,7 +228,7 @@ func printProjectConfig(w io.Writer, c protocol.ProjectConfig) error {
 	fprintf(t, "Project:\t%s\n", c.Project)
 	fprintf(t, "Setup network:\t%s\n", netpolicy.Describe(c.SetupNetwork))
 	fprintf(t, "Agent network:\t%s\n", netpolicy.Describe(c.AgentNetwork))
-	if len(c.SetupCommands) == 0 {
+	if len(c.SetupCommands) == 0 && c.SetupFile == "" {
 		fprintf(t, "Setup:\t-\n")
 	} else {
 		d := c.SetupTimeout.D()
@@ -158,6 +241,9 @@ func printProjectConfig(w io.Writer, c protocol.ProjectConfig) error {
 		}
 		for _, cmd := range c.SetupCommands {
 			fprintf(t, "\t$ %s\n", oneLine(cmd))
+		}
+		if c.SetupFile != "" {
+			fprintf(t, "\t$ sh %s (from the repository)\n", c.SetupFile)
 		}
 	}
 	fprintf(t, "Caches:\t%s\n", dash(strings.Join(c.Caches, ",")))

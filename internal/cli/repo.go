@@ -473,18 +473,7 @@ Its owner and admins add and remove members; members see the list.`,
 	}
 	text := func(w io.Writer, l protocol.MemberList) error { return printMembers(w, l) }
 	names := func(names ...string) cobra.PositionalArgs {
-		return func(cmd *cobra.Command, args []string) error {
-			if err := exactArgs(names...)(cmd, args); err != nil {
-				return err
-			}
-			if err := checkName("project", args[0]); err != nil {
-				return err
-			}
-			if len(args) > 1 {
-				return checkName("user", args[1])
-			}
-			return nil
-		}
+		return projectArgs(func(s string) error { return checkName("user", s) }, names...)
 	}
 	cmd.AddCommand(answerCmd(a, &cobra.Command{
 		Use:   "list PROJECT [--json]",
@@ -506,6 +495,23 @@ Its owner and admins add and remove members; members see the list.`,
 		return c.RemoveMember(ctx, args[0], args[1])
 	}, text))
 	return cmd
+}
+
+// projectArgs checks the arguments PROJECT [SECOND]: their number, the
+// project's name and, when given, the second with second.
+func projectArgs(second func(string) error, names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := exactArgs(names...)(cmd, args); err != nil {
+			return err
+		}
+		if err := checkName("project", args[0]); err != nil {
+			return err
+		}
+		if len(args) > 1 {
+			return second(args[1])
+		}
+		return nil
+	}
 }
 
 // printMembers lists a project's members, the owner first.

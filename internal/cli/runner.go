@@ -23,11 +23,11 @@ import (
 func (a *app) runnerCmd() *cobra.Command {
 	var home, labels string
 	var slots int
-	var minFree, cacheSize int64
+	var minFree, cacheSize, projectCacheSize int64
 	var models []string
 	var sb sandboxOptions
 	cmd := &cobra.Command{
-		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--min-free BYTES] [--cache-size BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]...",
+		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--min-free BYTES] [--cache-size BYTES] [--project-cache-size BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]...",
 		Short: "Run a runner: dial the hub, claim jobs and run them",
 		Long: `Run a runner logged in with 'drover runner login' until SIGINT or SIGTERM,
 then stop gracefully: agents get a grace period, their output reaches the hub
@@ -44,6 +44,9 @@ write fails with reason runner_disk_full.
 take (0, the default: no budget). Past it the runner's periodic collection
 removes pooled worktrees, least recently used first, and logs what it
 freed; a worktree kept for a job or in use is never removed for it.
+--project-cache-size does the same for the projects' dependency caches
+(HOME/caches): past it whole projects' caches go, least recently used first,
+never those of a project the runner is running a job of.
 
 Vendor agent CLIs (claude, codex, opencode, gemini) are found on PATH and run
 under the runner's accounts ('drover runner account add'). The vendors' own
@@ -57,8 +60,8 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if slots < 1 {
 				return usagef("--slots must be at least 1")
 			}
-			if cacheSize < 0 {
-				return usagef("--cache-size must not be negative")
+			if cacheSize < 0 || projectCacheSize < 0 {
+				return usagef("--cache-size and --project-cache-size must not be negative")
 			}
 			if err := sb.check(); err != nil {
 				return err
@@ -72,7 +75,8 @@ model per agent (a custom endpoint for opencode needs one).`,
 				return err
 			}
 			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(), MinFree: minFree, CacheSize: cacheSize,
-				AgentPath: a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{},
+				ProjectCacheSize: projectCacheSize,
+				AgentPath:        a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{},
 				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
 			for _, ad := range catalog.CLIs() {
 				if v := a.env.Getenv(ad.Endpoint.UpstreamEnv); v != "" {
@@ -117,6 +121,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 	cmd.Flags().StringArrayVar(&models, "agent-model", nil, "model of a vendor agent, AGENT=MODEL (repeatable)")
 	addMinFreeFlag(cmd, &minFree)
 	cmd.Flags().Int64Var(&cacheSize, "cache-size", 0, "bytes the pooled and kept worktrees may take: past it pooled ones go, least recently used first (0: no budget)")
+	cmd.Flags().Int64Var(&projectCacheSize, "project-cache-size", 0, "bytes the projects' dependency caches may take together: past it the least recently used projects' caches go, never one in use (0: no budget)")
 	sb.addFlags(cmd)
 	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd(), a.withAgentChecks(a.runnerDoctorCmd()),
 		a.runnerAccountCmd())

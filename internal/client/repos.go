@@ -52,3 +52,22 @@ func (c *Client) SetProjectConfig(ctx context.Context, project string, req proto
 	return decode[protocol.ProjectConfig](ctx, c, call{method: http.MethodPut, path: "/projects/" + seg(project) + "/config", body: req},
 		"change the config of project "+project)
 }
+
+// Secrets lists a project's secrets: names, hosts and dates, never values
+// (its owner or an admin).
+func (c *Client) Secrets(ctx context.Context, project string) (protocol.SecretList, error) {
+	return decode[protocol.SecretList](ctx, c, call{method: http.MethodGet, path: "/projects/" + seg(project) + "/secrets"},
+		"list the secrets of project "+project)
+}
+
+// SetSecret sets a project secret (its owner or an admin).
+func (c *Client) SetSecret(ctx context.Context, project, name string, req protocol.SecretRequest) (protocol.SecretList, error) {
+	return decode[protocol.SecretList](ctx, c, call{method: http.MethodPut, path: "/projects/" + seg(project) + "/secrets/" + seg(name), body: req},
+		"set secret "+name+" of project "+project)
+}
+
+// RemoveSecret removes a project secret (its owner or an admin).
+func (c *Client) RemoveSecret(ctx context.Context, project, name string) (protocol.SecretList, error) {
+	return decode[protocol.SecretList](ctx, c, call{method: http.MethodDelete, path: "/projects/" + seg(project) + "/secrets/" + seg(name)},
+		"remove secret "+name+" of project "+project)
+}

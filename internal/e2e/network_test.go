@@ -21,6 +21,10 @@ import (
 // commands spell it in two halves so that their echo does not).
 const registryToken = "reg-token-5f1c9a7e3b"
 
+// projectToken is a project secret: its owner set it for the registry, the
+// proxy adds it in X-Registry-Token, nothing else ever shows it.
+const projectToken = "prj-token-8a2c4d6f1e"
+
 // fakeRegistry is a package registry on loopback: it serves one package and
 // logs what it was asked for, with the Authorization header it got.
 type fakeRegistry struct {
@@ -51,6 +55,8 @@ func startRegistry(t *testing.T) *fakeRegistry {
 			fmt.Fprint(w, "SECRET-LIB-PACKAGE\n")
 		case r.URL.Path == "/private/secret-lib.tgz":
 			http.Error(w, "no token", http.StatusUnauthorized)
+		case r.URL.Path == "/project/own-lib.tgz" && r.Header.Get("X-Registry-Token") == projectToken:
+			fmt.Fprint(w, "OWN-LIB-PACKAGE\n")
 		default:
 			http.NotFound(w, r)
 		}
@@ -109,7 +115,10 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	}
 	h := testkit.StartHub(t, bin, "--config", cfg)
 	alice, bob := h.AddUser(t, "alice"), h.AddUser(t, "bob")
-	r := alice.StartRunner(t, "r1")
+	// The operator's registry credential reaches only an admin's runner:
+	// alice's jobs run on one shared hub-wide.
+	r := h.StartRunner(t, "r1")
+	must(t, h.CLI, "runners", "share", "r1", "--hub-wide")
 	c := alice.Client()
 	wait := func(id string) protocol.JobView {
 		t.Helper()
@@ -140,11 +149,29 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	url := "http://" + reg.addr + "/pkg/left-pad-1.0.tgz"
 	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "docs")
 	must(t, alice.CLI, "projects", "caches", "web", "deps")
+	// A project secret: only its owner sets or sees it, its value read
+	// from a file.
+	valueFile := filepath.Join(t.TempDir(), "own.token")
+	if err := os.WriteFile(valueFile, []byte(projectToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := []string{"projects", "secrets", "set", "web", "own", "--host", "http://" + reg.addr, "--header", "X-Registry-Token",
+		"--value-file", valueFile}
+	refused(t, bob.CLI, secret...)
+	refused(t, bob.CLI, "projects", "secrets", "list", "web")
+	must(t, alice.CLI, secret...)
+	if out := must(t, alice.CLI, "projects", "secrets", "list", "web"); !strings.Contains(out, "$DROVER_SECRET_OWN_URL") ||
+		strings.Contains(out, projectToken) {
+		t.Fatalf("projects secrets list:\n%s", out)
+	}
 	must(t, alice.CLI, "projects", "setup", "web", "--timeout", "1m", "--key-file", "go.sum", "--command",
 		`test -s "$DROVER_CACHE_DIR/deps/left-pad.tgz" || curl -sf -o "$DROVER_CACHE_DIR/deps/left-pad.tgz" `+url,
 		"--command", `curl -sf -H "Authorization: Bearer $PRIVATE_REGISTRY_KEY" -o "$DROVER_CACHE_DIR/deps/secret-lib.tgz" `+
 			`"$PRIVATE_REGISTRY_URL/private/secret-lib.tgz" && cat "$DROVER_CACHE_DIR/deps/secret-lib.tgz"`,
-		"--command", `env | sort; grep -rlF "$(printf %s%s `+registryToken[:6]+` `+registryToken[6:]+`)" "$HOME" /tmp . "$DROVER_CACHE_DIR" || echo TOKEN-NOT-IN-FILES`)
+		"--command", `curl -sf -H "X-Registry-Token: $DROVER_SECRET_OWN" -o "$DROVER_CACHE_DIR/deps/own-lib.tgz" `+
+			`"$DROVER_SECRET_OWN_URL/project/own-lib.tgz" && cat "$DROVER_CACHE_DIR/deps/own-lib.tgz"`,
+		"--command", `env | sort; grep -rlF -e "$(printf %s%s `+registryToken[:6]+` `+registryToken[6:]+`)" `+
+			`-e "$(printf %s%s `+projectToken[:6]+` `+projectToken[6:]+`)" "$HOME" /tmp . "$DROVER_CACHE_DIR" || echo TOKEN-NOT-IN-FILES`)
 	out := must(t, alice.CLI, "projects", "config", "web")
 	for _, want := range []string{"Setup network:", "registry", "Agent network:", "docs", "deps", reg.addr} {
 		if !strings.Contains(out, want) {
@@ -156,14 +183,15 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	j1 := runWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "sh", "-c", agent)
 	v1 := wait(j1.ID)
 	log1 := testkit.Log(t, c, j1.ID, 0)
-	if v1.State != job.Completed || !strings.Contains(log1, "=== drover setup: 3 command(s), network registry") ||
+	if v1.State != job.Completed || !strings.Contains(log1, "=== drover setup: 4 command(s), network registry") ||
 		!strings.Contains(log1, "=== drover setup done ===") || !strings.Contains(log1, "LEFT-PAD-PACKAGE-1.0") {
 		t.Fatalf("job 1 ended %s (%s):\n%s", v1.State, v1.Reason, log1)
 	}
 	// The private registry's token: added by the proxy, seen by the
 	// registry, never in the sandbox's environment, files or log.
 	if !strings.Contains(log1, "SECRET-LIB-PACKAGE") || !strings.Contains(log1, "PRIVATE_REGISTRY_KEY=drover-placeholder-") ||
-		!strings.Contains(log1, "TOKEN-NOT-IN-FILES") || strings.Contains(log1, registryToken) {
+		!strings.Contains(log1, "OWN-LIB-PACKAGE") || !strings.Contains(log1, "DROVER_SECRET_OWN=drover-placeholder-") ||
+		!strings.Contains(log1, "TOKEN-NOT-IN-FILES") || strings.Contains(log1, registryToken) || strings.Contains(log1, projectToken) {
 		t.Fatalf("job 1's setup and the private registry:\n%s", log1)
 	}
 	if got := reg.downloads("/private/secret-lib.tgz"); len(got) != 1 || got[0] != "/private/secret-lib.tgz auth=Bearer "+registryToken {
@@ -203,10 +231,11 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	v2 := wait(j2.ID)
 	log2 := testkit.Log(t, c, j2.ID, 0)
 	if v2.State != job.Completed || !strings.Contains(log2, "LEFT-PAD-PACKAGE-1.0") || !strings.Contains(log2, "SECRET-LIB-PACKAGE") ||
-		!strings.Contains(log2, "=== drover setup reused") || strings.Contains(log2, "--- setup 1/3") || !v2.Attempts[0].Isolation.SetupReused {
+		!strings.Contains(log2, "=== drover setup reused") || strings.Contains(log2, "--- setup 1/4") || !v2.Attempts[0].Isolation.SetupReused {
 		t.Fatalf("job 2 ended %s (%s):\n%s", v2.State, v2.Reason, log2)
 	}
-	if got := append(reg.downloads("/pkg/left-pad-1.0.tgz"), reg.downloads("/private/secret-lib.tgz")...); len(got) != 2 {
+	if got := append(append(reg.downloads("/pkg/left-pad-1.0.tgz"), reg.downloads("/private/secret-lib.tgz")...),
+		reg.downloads("/project/own-lib.tgz")...); len(got) != 3 {
 		t.Fatalf("registry log after job 2 = %q, want still one download of each", got)
 	}
 	if show := must(t, alice.CLI, "show", j2.ID); !strings.Contains(show, "caches: deps (setup result reused)") {
@@ -242,8 +271,8 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 
 	for what, text := range map[string]string{"hub output": h.Output(), "runner output": r.Output(),
 		"job view": must(t, alice.CLI, "show", j1.ID, "--json"), "job 2 log": testkit.Log(t, c, j2.ID, 0)} {
-		if strings.Contains(text, registryToken) {
-			t.Fatalf("the registry token is in the %s", what)
+		if strings.Contains(text, registryToken) || strings.Contains(text, projectToken) {
+			t.Fatalf("a registry token is in the %s", what)
 		}
 	}
 
@@ -255,6 +284,20 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	if v5.State != job.Failed || v5.Reason != job.ReasonSetupFailed || strings.Contains(log5, "agent-ran") ||
 		!strings.Contains(v5.Attempts[0].Message, "timeout") {
 		t.Fatalf("hanging setup: job ended %s (%s) %q:\n%s", v5.State, v5.Reason, v5.Attempts[0].Message, log5)
+	}
+	// One that floods its output is cut in the log and fails at its
+	// timeout too; the runner's one slot is free for the next job.
+	must(t, alice.CLI, "projects", "setup", "api", "--timeout", "3s", "--command", "yes flood")
+	j6 := runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "agent-ran")
+	v6 := wait(j6.ID)
+	log6 := testkit.Log(t, c, j6.ID, 0)
+	if v6.State != job.Failed || v6.Reason != job.ReasonSetupFailed || strings.Contains(log6, "agent-ran") || len(log6) > 9<<20 ||
+		!strings.Contains(v6.Attempts[0].Message, "timeout") {
+		t.Fatalf("flooding setup: job ended %s (%s) %q with %d log bytes", v6.State, v6.Reason, v6.Attempts[0].Message, len(log6))
+	}
+	must(t, alice.CLI, "projects", "setup", "api", "--clear")
+	if v := wait(runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "next-ran").ID); v.State != job.Completed {
+		t.Fatalf("the job after the failed setups ended %s (%s)", v.State, v.Reason)
 	}
 }
 
@@ -347,5 +390,80 @@ func TestOpenPolicyIsRecordedAsOpen(t *testing.T) {
 	n = testkit.WaitJob(t, c, n.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
 	if n.State != job.Completed || n.Attempts[0].Isolation.Policy != "agent: docs" {
 		t.Fatalf("narrowed job ended %s, isolation %+v", n.State, n.Attempts[0].Isolation)
+	}
+}
+
+// A setup script of the repository runs only once the project's owner
+// enabled it, inside the sandbox under the setup policy (it reaches the
+// registry, not the runner's files), as the job's commit has it.
+func TestSetupFileFromRepository(t *testing.T) {
+	t.Parallel()
+	reg := startRegistry(t)
+	cfg := filepath.Join(t.TempDir(), "hub.json")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{"network": {"policies": {"registry": [%q]}}}`, reg.addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := testkit.StartHub(t, bin, "--config", cfg)
+	alice, bob := h.AddUser(t, "alice"), h.AddUser(t, "bob")
+	alice.StartRunner(t, "r1")
+	c := alice.Client()
+	outside := t.TempDir() // the runner's machine, outside every sandbox
+	src := checkout(t, "web")
+	script := func(version string) {
+		t.Helper()
+		body := fmt.Sprintf("echo SETUP-SCRIPT-%s\ncurl -sf http://%s/pkg/left-pad-1.0.tgz\n"+
+			"echo escaped > %s/escaped-%s 2>/dev/null || echo CONFINED\n", version, reg.addr, outside, version)
+		if err := os.MkdirAll(filepath.Join(src, ".drover"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, ".drover", "setup.sh"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitE(t, src, "add", "-A")
+		gitE(t, src, "commit", "--quiet", "-m", "setup "+version)
+	}
+	script("v1")
+	run := func() (protocol.JobView, string) {
+		t.Helper()
+		v := runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "echo", "agent-ran")
+		v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		return v, testkit.Log(t, c, v.ID, 0)
+	}
+	// Off until the owner enables it.
+	if v, log := run(); v.State != job.Completed || strings.Contains(log, "SETUP-SCRIPT") || strings.Contains(log, "drover setup") {
+		t.Fatalf("a job before the script was enabled ended %s:\n%s", v.State, log)
+	}
+	must(t, alice.CLI, "projects", "members", "add", "web", "bob")
+	refused(t, bob.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh")
+	refused(t, alice.CLI, "projects", "setup", "web", "--from-repo", "../setup.sh")
+	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "none")
+	must(t, alice.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh")
+	if out := must(t, alice.CLI, "projects", "config", "web"); !strings.Contains(out, "sh .drover/setup.sh (from the repository)") {
+		t.Fatalf("projects config:\n%s", out)
+	}
+	v, log := run()
+	if v.State != job.Completed || !strings.Contains(log, "--- setup 1/1: $ sh .drover/setup.sh") || !strings.Contains(log, "SETUP-SCRIPT-v1") ||
+		!strings.Contains(log, "LEFT-PAD-PACKAGE-1.0") || !strings.Contains(log, "CONFINED") || !strings.Contains(log, "agent-ran") {
+		t.Fatalf("job with the script ended %s (%s):\n%s", v.State, v.Reason, log)
+	}
+	// The next commit's script is the one that runs.
+	script("v2")
+	if v, log := run(); v.State != job.Completed || !strings.Contains(log, "SETUP-SCRIPT-v2") || strings.Contains(log, "SETUP-SCRIPT-v1") {
+		t.Fatalf("job on the second commit ended %s:\n%s", v.State, log)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("the script wrote outside its sandbox: %v", entries)
+	}
+	// A commit without the script fails its setup, saying why; the agent
+	// never runs.
+	gitE(t, src, "rm", "--quiet", "-r", ".drover")
+	gitE(t, src, "commit", "--quiet", "-m", "no script")
+	if v, log := run(); v.State != job.Failed || v.Reason != job.ReasonSetupFailed || strings.Contains(log, "agent-ran") ||
+		!strings.Contains(v.Attempts[0].Message, "setup file .drover/setup.sh is not a file in the job's commit") {
+		t.Fatalf("job without the script ended %s (%s) %q:\n%s", v.State, v.Reason, v.Attempts[0].Message, log)
+	}
+	must(t, alice.CLI, "projects", "setup", "web", "--from-repo", "")
+	if v, log := run(); v.State != job.Completed || strings.Contains(log, "drover setup") {
+		t.Fatalf("job after the script was turned off ended %s:\n%s", v.State, log)
 	}
 }

@@ -3,6 +3,8 @@ package hub
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -17,7 +19,11 @@ import (
 //     and projects the owner shared the account with (a hub-wide runner's
 //     accounts too);
 //   - a job is seen by its requester, the members of its project (a job
-//     without one: the owners of the runners that ran it), and admins.
+//     without one: the owners of the runners that ran it), and admins;
+//   - a setup's credentials reach only runners trusted with them: the
+//     operator's registry credentials runners owned by an admin, a
+//     project's secrets runners owned by an admin or the project's owner
+//     (runnerAccess.mayReceive); other runners are not offered the job.
 
 // shareSet is whom one runner, or one account, is shared with.
 type shareSet struct {
@@ -49,10 +55,12 @@ func (s *shareSet) add(sh store.Share) {
 // the runner connects and replaced whenever its owner or shares change.
 // Immutable once built.
 type runnerAccess struct {
-	owner    string
-	hub      bool
-	runner   shareSet
-	accounts map[string]*shareSet // account id → its shares
+	owner      string
+	ownerAdmin bool   // set by loadRunnerAccess: its owner is an admin
+	ident      string // set by loadRunnerAccess: "OWNER/RUNNER", as the hub's config names runners
+	hub        bool
+	runner     shareSet
+	accounts   map[string]*shareSet // account id → its shares
 }
 
 func newRunnerAccess(rn store.Runner, shares []store.Share) *runnerAccess {
@@ -92,7 +100,69 @@ func loadRunnerAccess(tx store.Tx, runnerID string) (*runnerAccess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read shares of runner %s: %w", rn.Name, err)
 	}
-	return newRunnerAccess(rn, shares), nil
+	owner, err := tx.User(rn.OwnerID)
+	if err != nil {
+		return nil, fmt.Errorf("read owner of runner %s: %w", rn.Name, err)
+	}
+	ra := newRunnerAccess(rn, shares)
+	ra.ownerAdmin = owner.Admin && owner.RemovedAt == nil
+	ra.ident = owner.Name + "/" + rn.Name
+	return ra, nil
+}
+
+// credNeed is what credentials the setup of a job's project brings: their
+// names only, never their keys.
+type credNeed struct {
+	operator     []string   // the operator's registry credentials
+	trusted      [][]string // per operator credential, the runners the operator named for it
+	secrets      []string   // the project's own secrets
+	projectOwner string     // user id of the project's owner
+	ownerName    string
+}
+
+func (n credNeed) any() bool { return len(n.operator)+len(n.secrets) > 0 }
+
+// mayReceive: may the runner be given the credentials n names? An admin's
+// runner may; a project owner's runner may hold that project's secrets;
+// another runner an operator's credential only when the hub's config
+// names it for that credential.
+func (ra *runnerAccess) mayReceive(n credNeed) bool {
+	if !n.any() {
+		return true
+	}
+	if ra == nil {
+		return false
+	}
+	if ra.ownerAdmin {
+		return true
+	}
+	if len(n.secrets) > 0 && ra.owner != n.projectOwner {
+		return false
+	}
+	for _, t := range n.trusted {
+		if !slices.Contains(t, ra.ident) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitText says which runners a job needing n waits for.
+func (n credNeed) waitText() string {
+	var what []string
+	if len(n.operator) > 0 {
+		what = append(what, "the hub's registry credential(s) "+strings.Join(n.operator, ", "))
+	}
+	if len(n.secrets) > 0 {
+		what = append(what, "project secret(s) "+strings.Join(n.secrets, ", "))
+	}
+	who := "an admin"
+	if len(n.operator) == 0 {
+		who = "an admin or the project's owner " + n.ownerName
+	} else if slices.ContainsFunc(n.trusted, func(t []string) bool { return len(t) > 0 }) {
+		who = "an admin (or named for them in the hub's config)"
+	}
+	return fmt.Sprintf("its project's setup needs %s, which only runners owned by %s receive: no such runner you may use is connected", strings.Join(what, " and "), who)
 }
 
 // isMember reports whether the user is a member of the project.
@@ -258,6 +328,6 @@ func mayConfigureProject(tx store.Tx, p principal, prj store.Project) error {
 	if err := mayUseProject(tx, p, prj); err != nil {
 		return err
 	}
-	return forbidden("only project %s's owner, %s, or an admin can change its network policies, setup and caches",
+	return forbidden("only project %s's owner, %s, or an admin can change its network policies, setup and caches, and see or set its secrets",
 		prj.Name, newNamer(tx).user(prj.OwnerID))
 }

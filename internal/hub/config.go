@@ -56,6 +56,9 @@ type Config struct {
 	// each goes, in the offer, to the setup phase of jobs whose project's
 	// setup policies include its policy.
 	Credentials []protocol.SetupCredential
+	// CredentialRunners names, per credential, the runners ("OWNER/RUNNER")
+	// besides admins' that may receive it (File.Trusted).
+	CredentialRunners map[string][]string
 }
 
 func (c *Config) defaults() {

@@ -28,6 +28,9 @@ type File struct {
 	Credentials map[string]FileCredential `json:"credentials,omitempty"`
 	// Setup is Credentials with their keys, as ReadFile read them.
 	Setup []protocol.SetupCredential `json:"-"`
+	// Trusted is, per credential name, the runners besides admins' that
+	// the operator trusts with it (FileCredential.Runners).
+	Trusted map[string][]string `json:"-"`
 }
 
 // FileCredential is one registry credential of the config file.
@@ -39,6 +42,9 @@ type FileCredential struct {
 	KeyFile    string `json:"key_file"`
 	KeyEnv     string `json:"key_env"`
 	BaseURLEnv string `json:"base_url_env"`
+	// Runners are runners, besides those owned by an admin, that may
+	// receive the credential: "OWNER/RUNNER" (its owner's and its name).
+	Runners []string `json:"runners,omitempty"`
 }
 
 // SetupCredentials reads the credentials' keys and checks them.
@@ -57,6 +63,11 @@ func (f File) SetupCredentials() ([]protocol.SetupCredential, error) {
 			Key: strings.TrimSpace(string(key)), KeyEnv: fc.KeyEnv, BaseURLEnv: fc.BaseURLEnv}
 		if _, err := egress.CheckCredential(egress.FromSetup(c)); err != nil {
 			return nil, err
+		}
+		for _, rn := range fc.Runners {
+			if owner, runner, ok := strings.Cut(rn, "/"); !ok || owner == "" || runner == "" || strings.Contains(runner, "/") {
+				return nil, fmt.Errorf("credential %q: runner %q: want OWNER/RUNNER (the runner's owner and its name)", name, rn)
+			}
 		}
 		out = append(out, c)
 	}
@@ -82,6 +93,12 @@ func ReadFile(path string) (File, error) {
 	}
 	if f.Setup, err = f.SetupCredentials(); err != nil {
 		return File{}, fmt.Errorf("hub config %s: %w", path, err)
+	}
+	f.Trusted = map[string][]string{}
+	for name, fc := range f.Credentials {
+		if len(fc.Runners) > 0 {
+			f.Trusted[name] = slices.Clone(fc.Runners)
+		}
 	}
 	return f, nil
 }

@@ -28,6 +28,9 @@ func TestReadFile(t *testing.T) {
 			fmt.Sprintf(cred, "npm", "https://registry.example", key) + `}`, `no network policy "npm"`},
 		{"credential over plain http", `{"network": {"policies": {"go": ["proxy.golang.org"]}}, ` +
 			fmt.Sprintf(cred, "go", "http://registry.example", key) + `}`, "must be https"},
+		{"credential for a malformed runner", `{"network": {"policies": {"go": ["proxy.golang.org"]}}, ` +
+			strings.Replace(fmt.Sprintf(cred, "go", "https://registry.example", key), `"key_env"`, `"runners": ["gpu-1"], "key_env"`, 1) + `}`,
+			"want OWNER/RUNNER"},
 		{"credential key missing", `{"network": {"policies": {"go": ["proxy.golang.org"]}}, ` +
 			fmt.Sprintf(cred, "go", "https://registry.example", filepath.Join(dir, "nope")) + `}`, "read its key"},
 	} {
@@ -46,5 +49,26 @@ func TestReadFile(t *testing.T) {
 		case tc.err == "" && (len(f.Setup) != 1 || f.Setup[0].Key != "s3cret-value" || strings.Contains(f.Setup[0].String(), "s3cret")):
 			t.Errorf("%s: setup credentials = %v", tc.name, f.Setup)
 		}
+	}
+}
+
+// The runners a credential names besides admins' come out of the file
+// per credential.
+func TestReadFileTrustedRunners(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, []byte("k\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "hub.json")
+	body := fmt.Sprintf(`{"network": {"policies": {"go": ["proxy.golang.org"]}}, "credentials": {"private": {"policy": "go",
+		"upstream": "https://registry.example", "header": "Authorization", "key_file": %q, "key_env": "K", "base_url_env": "U",
+		"runners": ["ci/box-1"]}}}`, key)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ReadFile(path)
+	if err != nil || len(f.Trusted["private"]) != 1 || f.Trusted["private"][0] != "ci/box-1" {
+		t.Fatalf("ReadFile = %+v, %v", f.Trusted, err)
 	}
 }

@@ -128,6 +128,7 @@ func labelsMatch(want, have map[string]string) bool {
 // got; the dispatcher keeps the reason of each job of its last pass.
 const (
 	whyNoRunner = iota
+	whyTrust
 	whyLabels
 	whyAgent
 	whyAccount
@@ -137,8 +138,10 @@ const (
 
 // whyText says why j waits; notReady is the reason of a runner that could
 // take it but is not ready (whyNotReady).
-func whyText(stage int, j store.Job, notReady string) string {
+func whyText(stage int, j store.Job, notReady string, need credNeed) string {
 	switch stage {
+	case whyTrust:
+		return need.waitText()
 	case whyNotReady:
 		return "every runner that can take it is not ready (" + notReady + ")"
 	case whyLabels:
@@ -185,6 +188,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		member := map[[2]string]bool{} // (project, user) of queued jobs' requesters
 		removed := map[string]bool{}   // requester → removed (their jobs are being cancelled)
 		var active map[string]int      // requester → jobs offered or running now
+		needs := map[string]credNeed{} // project → what its setup's credentials need of a runner
 		if err := h.store.Read(ctx, func(tx store.Tx) error {
 			var err error
 			if queued, err = tx.QueuedHeads(perShape); err != nil {
@@ -206,6 +210,11 @@ func (h *Hub) dispatch(ctx context.Context) error {
 						return err
 					}
 					removed[j.RequesterID] = u.RemovedAt != nil
+				}
+				if _, ok := needs[j.Project]; j.Project != "" && !ok {
+					if needs[j.Project], err = h.jobNeed(tx, j); err != nil {
+						return err
+					}
 				}
 				if j.Project != "" {
 					ms, ok := members[j.Project]
@@ -264,7 +273,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 						why[j.ID] = whyShape[key]
 						continue
 					}
-					best, account, w := pickRunner(j, cands, member[[2]string{j.Project, j.RequesterID}], ranks, prefer[j.ID])
+					best, account, w := pickRunner(j, cands, member[[2]string{j.Project, j.RequesterID}], ranks, prefer[j.ID], needs[j.Project])
 					if best < 0 {
 						whyShape[key], why[j.ID] = w, w
 						continue
@@ -307,13 +316,18 @@ func (h *Hub) dispatch(ctx context.Context) error {
 // pickRunner is the candidate to offer j to, with the account to name, or
 // -1 and why none fits: the runner with the owner's most preferred ready
 // account of the job's agent (exec: the most free slots), or the runner
-// that asked, for a resumed session.
-func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]int64, prefer string) (int, string, string) {
+// that asked, for a resumed session. A runner that may not receive the
+// credentials of the job's setup (need) is never chosen.
+func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]int64, prefer string, need credNeed) (int, string, string) {
 	best, account, bestRank, stage := -1, "", int64(0), whyNoRunner
 	notReady := "" // the first not-ready runner's reason
 	for i, cd := range cands {
 		// stage: the furthest check a runner this requester may use got to.
 		if !cd.access.mayRun(j.RequesterID, j.Project, member) {
+			continue
+		}
+		stage = max(stage, whyTrust)
+		if !cd.access.mayReceive(need) {
 			continue
 		}
 		stage = max(stage, whyLabels)
@@ -350,7 +364,7 @@ func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]i
 		}
 	}
 	if best < 0 {
-		return -1, "", whyText(stage, j, notReady)
+		return -1, "", whyText(stage, j, notReady, need)
 	}
 	return best, account, ""
 }
@@ -401,7 +415,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 		frame, err = h.offerFrame(tx, c, att, j, account)
 		return err
 	})
-	if errors.Is(err, errNotQueued) {
+	if errors.Is(err, errNotQueued) || errors.Is(err, errUntrusted) {
 		return false, nil
 	}
 	if err != nil {

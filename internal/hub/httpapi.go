@@ -283,6 +283,9 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("DELETE "+p+"/projects/{name}/members/{user}", h.handler(u, h.apiChangeMember(false)))
 	mux.Handle("GET "+p+"/projects/{name}/config", h.handler(u, h.apiProjectConfig))
 	mux.Handle("PUT "+p+"/projects/{name}/config", h.handler(u, h.apiSetProjectConfig))
+	mux.Handle("GET "+p+"/projects/{name}/secrets", h.handler(u, h.apiSecrets))
+	mux.Handle("PUT "+p+"/projects/{name}/secrets/{secret}", h.handler(u, h.apiSetSecret))
+	mux.Handle("DELETE "+p+"/projects/{name}/secrets/{secret}", h.handler(u, h.apiRemoveSecret))
 	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
 	mux.HandleFunc("GET /metrics", h.serveMetrics)
 	h.web.Routes(mux) // the pages, and the approval page runner login links open

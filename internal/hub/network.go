@@ -60,9 +60,84 @@ func (h *Hub) phaseNetwork(names []string) protocol.PhaseNetwork {
 	return pn
 }
 
-// projectSpec adds to an offer what the job's project configures: the
-// network of each phase, the setup and the caches.
-func (h *Hub) projectSpec(tx store.Tx, j store.Job, spec *protocol.JobSpec) error {
+// errUntrusted is an offer withdrawn because the runner may not receive
+// the credentials of the job's setup (its access changed since the
+// dispatcher chose it).
+var errUntrusted = errors.New("the runner may not receive the job's setup credentials")
+
+// setupCredentials are the credentials the setup of prj brings, with
+// what they need of a runner: the operator's credentials of the setup's
+// policies as the catalog resolves them now, and the project's secrets
+// for hosts the setup reaches; none without setup commands. With values
+// false the project's secrets come without their values (for the
+// dispatcher, which only needs their names).
+func (h *Hub) setupCredentials(tx store.Tx, prj store.Project, values bool) ([]protocol.SetupCredential, credNeed, error) {
+	need := credNeed{projectOwner: prj.OwnerID}
+	if !prj.Config.HasSetup() {
+		return nil, need, nil
+	}
+	setup := h.phaseNetwork(prj.Config.SetupNetwork)
+	var out []protocol.SetupCredential
+	for _, cred := range h.cfg.Credentials {
+		if slices.Contains(setup.Policies, cred.Policy) {
+			out = append(out, cred)
+			need.operator = append(need.operator, cred.Name)
+			need.trusted = append(need.trusted, h.cfg.CredentialRunners[cred.Name])
+		}
+	}
+	secrets, err := tx.ProjectSecrets(prj.Name, values)
+	if err != nil {
+		return nil, need, err
+	}
+	reach, err := h.setupReach(prj)
+	if err != nil {
+		return nil, need, err
+	}
+	for _, s := range secrets {
+		// A secret for a host the setup no longer reaches stays home.
+		if reach.Allows(secretHost(s.Upstream)) {
+			out = append(out, secretCredential(s))
+			need.secrets = append(need.secrets, s.Name)
+		}
+	}
+	if need.any() {
+		u, err := tx.User(prj.OwnerID)
+		if err != nil {
+			return nil, need, fmt.Errorf("read owner of project %s: %w", prj.Name, err)
+		}
+		need.ownerName = u.Name
+	}
+	return out, need, nil
+}
+
+// setupReach is what the setup of prj may reach now.
+func (h *Hub) setupReach(prj store.Project) (netpolicy.Matcher, error) {
+	setup := h.phaseNetwork(prj.Config.SetupNetwork)
+	m, err := netpolicy.NewMatcher(setup.Allow, setup.Open)
+	if err != nil {
+		return m, fmt.Errorf("resolve the setup network of project %s: %w", prj.Name, err)
+	}
+	return m, nil
+}
+
+// jobNeed is what the setup of j's project needs of a runner's trust.
+func (h *Hub) jobNeed(tx store.Tx, j store.Job) (credNeed, error) {
+	if j.Project == "" {
+		return credNeed{}, nil
+	}
+	prj, err := tx.Project(j.Project)
+	if err != nil {
+		return credNeed{}, fmt.Errorf("read project %s: %w", j.Project, err)
+	}
+	_, need, err := h.setupCredentials(tx, prj, false)
+	return need, err
+}
+
+// projectSpec adds to an offer to a runner with access ra what the job's
+// project configures: the network of each phase, the setup and the
+// caches. A setup's credentials go only to a runner that may receive
+// them (errUntrusted otherwise).
+func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *protocol.JobSpec) error {
 	if j.Project == "" {
 		return nil
 	}
@@ -79,17 +154,20 @@ func (h *Hub) projectSpec(tx store.Tx, j store.Job, spec *protocol.JobSpec) erro
 	}
 	spec.Network = &protocol.NetworkSpec{Setup: h.phaseNetwork(c.SetupNetwork), Agent: h.phaseNetwork(agent),
 		Catalog: h.cfg.Network.Policies}
-	if len(c.SetupCommands) > 0 {
+	if c.HasSetup() {
 		timeout := c.SetupTimeout
 		if timeout <= 0 {
 			timeout = protocol.DefaultSetupTimeout
 		}
-		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout), KeyFiles: c.SetupKeys}
-		for _, cred := range h.cfg.Credentials {
-			if slices.Contains(spec.Network.Setup.Policies, cred.Policy) {
-				spec.Setup.Credentials = append(spec.Setup.Credentials, cred)
-			}
+		creds, need, err := h.setupCredentials(tx, prj, true)
+		if err != nil {
+			return err
 		}
+		if !ra.mayReceive(need) {
+			return errUntrusted
+		}
+		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout), KeyFiles: c.SetupKeys,
+			File: c.SetupFile, Credentials: creds}
 	}
 	spec.Caches = c.Caches
 	return nil
@@ -106,8 +184,8 @@ func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
 	}
 	return protocol.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
 		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
-		SetupKeys: orEmpty(c.SetupKeys),
-		Policies:  h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
+		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile,
+		Policies: h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
 }
 
 // applyConfig changes c as req asks, or says what is wrong with it and
@@ -152,6 +230,14 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 			}
 		}
 		c.SetupKeys = slices.Compact(slices.Sorted(slices.Values(*req.SetupKeys)))
+	}
+	if req.SetupFile != nil {
+		if f := *req.SetupFile; f != "" {
+			if err := protocol.CheckKeyFile(f); err != nil {
+				return c, badRequest("setup file: %v", err)
+			}
+		}
+		c.SetupFile = *req.SetupFile
 	}
 	if req.Caches != nil {
 		if len(*req.Caches) > protocol.MaxCaches {
@@ -218,6 +304,7 @@ func (h *Hub) apiSetProjectConfig(w http.ResponseWriter, r *http.Request, p prin
 	if err != nil {
 		return err
 	}
+	h.kick() // the runners the project's jobs may go to may have changed
 	h.log.Info("project config changed", "project", out.Project, "by", p.name,
 		"setup_network", netpolicy.Describe(after.SetupNetwork), "agent_network", netpolicy.Describe(after.AgentNetwork),
 		"was_setup_network", netpolicy.Describe(before.SetupNetwork), "was_agent_network", netpolicy.Describe(before.AgentNetwork),

@@ -1,10 +1,12 @@
 package hub
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"drover/internal/job"
 	"drover/internal/netpolicy"
@@ -57,7 +59,9 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		"open while it is off":          {alice, protocol.ProjectConfigRequest{AgentNetwork: names("open")}, http.StatusBadRequest},
 		"a bad cache with a good policy": {alice, protocol.ProjectConfigRequest{AgentNetwork: names("npm"),
 			Caches: names("../x")}, http.StatusBadRequest},
-		"a bad key file": {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
+		"a bad key file":                      {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
+		"a setup file outside the repository": {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
+		"a member enables a setup file":       {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
 	} {
 		if code, e := set(tc.token, tc.req); code != tc.status || e.Message == "" {
 			t.Errorf("%s: %d %+v, want %d with a message", name, code, e, tc.status)
@@ -83,7 +87,20 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		t.Fatalf("refused submissions made jobs: %d, were %d", n, before)
 	}
 
+	// A setup file alone is a setup, and the offer names it.
+	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}); code != http.StatusOK {
+		t.Fatalf("owner enables a setup file: %d %+v", code, e)
+	}
 	box, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
+	withFile := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	if o := box.offerFor(withFile.ID); o.Spec.Setup == nil || o.Spec.Setup.File != ".drover/setup.sh" || len(o.Spec.Setup.Commands) != 0 {
+		t.Fatalf("offer setup = %+v", o.Spec.Setup)
+	} else {
+		runToEnd(t, box, o, "", 0)
+	}
+	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr("")}); code != http.StatusOK {
+		t.Fatalf("owner turns the setup file off: %d %+v", code, e)
+	}
 	none := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base), Network: []string{"none"}})
 	if none.Network == nil || len(none.Network) != 0 {
 		t.Fatalf("job network = %#v, want none", none.Network)
@@ -132,3 +149,82 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		t.Fatalf("%d egress_denied events, want 2: %+v", events, v.Events)
 	}
 }
+
+// heard collects the frames a scripted runner receives for d, as the raw
+// bytes the hub sent.
+func (sr *scriptRunner) heard(d time.Duration) string {
+	sr.t.Helper()
+	var b strings.Builder
+	deadline := time.After(d)
+	for {
+		select {
+		case f := <-sr.frames:
+			raw, _ := json.Marshal(f)
+			b.Write(raw)
+		case <-deadline:
+			return b.String()
+		}
+	}
+}
+
+// The operator's registry credential reaches only an admin's runner or
+// one the hub's config names for it: a job whose setup brings it is not
+// offered to the project owner's runner or to another user's runner
+// shared with the project (no frame they get holds the key), waits saying
+// what it needs, and runs on the named runner or an admin's runner shared
+// hub-wide, whose offers carry the key.
+func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
+	const key = "operator-key-9d2e71"
+	th := startHub(t, Config{Network: netpolicy.Catalog{Policies: map[string][]string{"private": {"registry.corp.example"}}},
+		Credentials: []protocol.SetupCredential{{Name: "corp", Policy: "private", Upstream: "https://registry.corp.example",
+			Header: "Authorization", Prefix: "Bearer ", Key: key, KeyEnv: "CORP_KEY", BaseURLEnv: "CORP_URL"}},
+		CredentialRunners: map[string][]string{"corp": {"carol/c-box"}}})
+	alice, bob, carol := th.addUser("alice"), th.addUser("bob"), th.addUser("carol")
+	_, base := th.hostProject(alice, "web")
+	th.addMember(alice, "web", "bob")
+	th.addMember(alice, "web", "carol")
+	cmds, setupNet := []string{"fetch-deps"}, []string{"private"}
+	if code, e := th.call(alice, "PUT", "/projects/web/config", protocol.ProjectConfigRequest{SetupNetwork: &setupNet, SetupCommands: &cmds}, nil); code != http.StatusOK {
+		t.Fatalf("set config: %d %+v", code, e)
+	}
+	own, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
+	bobs := th.registerRunnerOf(bob, "b-box")
+	th.share(bob, "b-box", true, protocol.ShareRequest{Project: "web"})
+	shared, _ := th.dial(bobs, protocol.Hello{Slots: 1})
+
+	j := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	v := th.waitQueued(j.ID, "needs the hub's registry credential(s) corp, which only runners owned by an admin (or named for them in the hub's config) receive")
+	if strings.Contains(v.Waiting, key) {
+		t.Fatalf("the waiting reason holds the key: %q", v.Waiting)
+	}
+	// A job without setup credentials still runs on alice's own runner.
+	plain := th.submitAs(alice, protocol.SubmitRequest{Args: []string{"echo", "no-setup"}})
+	runToEnd(t, own, own.offerFor(plain.ID), "", 0)
+	for name, sr := range map[string]*scriptRunner{"the project owner's runner": own, "a member's runner shared with the project": shared} {
+		if got := sr.heard(300 * time.Millisecond); strings.Contains(got, key) || strings.Contains(got, `"offer"`) {
+			t.Fatalf("%s heard an offer or the key: %s", name, got)
+		}
+	}
+	th.wantQueued(j.ID)
+
+	carols := th.registerRunnerOf(carol, "c-box")
+	th.share(carol, "c-box", true, protocol.ShareRequest{Project: "web"})
+	named, _ := th.dial(carols, protocol.Hello{Slots: 1})
+	held := named.offerFor(j.ID)
+	if held.Spec.Setup == nil || len(held.Spec.Setup.Credentials) != 1 || held.Spec.Setup.Credentials[0].Key != key {
+		t.Fatalf("the runner the config names got setup %+v", held.Spec.Setup)
+	}
+	j2 := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	th.waitQueued(j2.ID, "every runner that can take it is busy")
+	admins := th.registerRunner("h-box")
+	th.share(th.admin, "h-box", true, protocol.ShareRequest{Hub: true})
+	hub, _ := th.dial(admins, protocol.Hello{Slots: 1})
+	o := hub.offerFor(j2.ID)
+	if o.Spec.Setup == nil || len(o.Spec.Setup.Credentials) != 1 || o.Spec.Setup.Credentials[0].Key != key {
+		t.Fatalf("the admin's runner got setup %+v", o.Spec.Setup)
+	}
+	runToEnd(t, hub, o, "", 0)
+	runToEnd(t, named, held, "", 0)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -79,7 +79,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 				// The offer may have been lost with the old connection: send
 				// it again as the dispatcher would offer it now, or withdraw
 				// it when the runner's access or accounts no longer cover it.
-				account, ok, err := resendAccount(tx, c, j)
+				account, ok, err := h.resendAccount(tx, c, j)
 				if err != nil {
 					return err
 				}
@@ -153,15 +153,19 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 
 // resendAccount is the account an offer of j sent again to c names, chosen
 // as the dispatcher would choose it now (an offer naming none lets the
-// runner pick any account of its owner's); ok is false when c's access or
-// accounts no longer allow the offer. c is not attached yet, so its fields
+// runner pick any account of its owner's); ok is false when c's access,
+// accounts or trust with the setup's credentials no longer allow the offer. c is not attached yet, so its fields
 // are read without h.mu.
-func resendAccount(tx store.Tx, c *conn, j store.Job) (string, bool, error) {
+func (h *Hub) resendAccount(tx store.Tx, c *conn, j store.Job) (string, bool, error) {
 	member, err := isMember(tx, j.Project, j.RequesterID)
 	if err != nil {
 		return "", false, err
 	}
-	if !c.access.mayRun(j.RequesterID, j.Project, member) {
+	need, err := h.jobNeed(tx, j)
+	if err != nil {
+		return "", false, err
+	}
+	if !c.access.mayRun(j.RequesterID, j.Project, member) || !c.access.mayReceive(need) {
 		return "", false, nil
 	}
 	var ranks map[string]int64
@@ -248,7 +252,10 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, acc
 	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
 		return protocol.Frame{}, err
 	}
-	if err := h.projectSpec(tx, j, &spec); err != nil {
+	h.mu.Lock()
+	ra := c.access
+	h.mu.Unlock()
+	if err := h.projectSpec(tx, ra, j, &spec); err != nil {
 		return protocol.Frame{}, err
 	}
 	if j.ResumeAttempt != "" {
@@ -258,9 +265,6 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, acc
 		// A session lives in one account of its runner: resume it only if
 		// the requester may still use that account there.
 		if id, _, ok := strings.Cut(spec.Resume.Session, "/"); ok && spec.Resume.SameRunner {
-			h.mu.Lock()
-			ra := c.access
-			h.mu.Unlock()
 			member, err := isMember(tx, j.Project, j.RequesterID)
 			if err != nil {
 				return protocol.Frame{}, err

@@ -367,7 +367,8 @@ type ProjectConfig struct {
 	AgentNetwork  []string `json:"agent_network"`
 	SetupCommands []string `json:"setup_commands"`
 	SetupTimeout  Duration `json:"setup_timeout"`
-	SetupKeys     []string `json:"setup_keys"` // lockfiles whose contents key a reusable setup result
+	SetupKeys     []string `json:"setup_keys"`           // lockfiles whose contents key a reusable setup result
+	SetupFile     string   `json:"setup_file,omitempty"` // the repository's setup script the owner enabled
 	Caches        []string `json:"caches"`
 	// Policies lists the policies the hub's operator defines (name → host
 	// patterns), to choose from; AllowOpen says whether "open" is one.
@@ -383,7 +384,35 @@ type ProjectConfigRequest struct {
 	SetupCommands *[]string `json:"setup_commands,omitempty"`
 	SetupTimeout  *Duration `json:"setup_timeout,omitempty"`
 	SetupKeys     *[]string `json:"setup_keys,omitempty"`
+	SetupFile     *string   `json:"setup_file,omitempty"` // "" disables it
 	Caches        *[]string `json:"caches,omitempty"`
+}
+
+// SecretRequest sets a project secret (PUT /projects/{name}/secrets/{secret};
+// its owner or an admin): the egress proxy of the project's setup adds
+// Prefix+Value in Header to requests for Host. Value never comes back.
+type SecretRequest struct {
+	Host   string `json:"host"`             // host[:port] (https) or a base URL
+	Header string `json:"header,omitempty"` // default Authorization
+	Prefix string `json:"prefix,omitempty"` // default "Bearer " for Authorization
+	Value  string `json:"value"`
+}
+
+// SecretView is a project secret as the API shows it: never its value.
+type SecretView struct {
+	Name       string    `json:"name"`
+	Upstream   string    `json:"upstream"`
+	Header     string    `json:"header"`
+	KeyEnv     string    `json:"key_env"`      // holds the placeholder in the setup sandbox
+	BaseURLEnv string    `json:"base_url_env"` // holds the proxy endpoint to send requests to
+	CreatedBy  string    `json:"created_by"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// SecretList is the answer to GET /projects/{name}/secrets.
+type SecretList struct {
+	Project string       `json:"project"`
+	Secrets []SecretView `json:"secrets"`
 }
 
 // UserView is a user as GET /users shows it.

@@ -290,6 +290,10 @@ type SetupSpec struct {
 	// the project with the same contents of these files skips the setup
 	// (its result is in the project's caches). None: setup always runs.
 	KeyFiles []string `json:"key_files,omitempty"`
+	// File is a script of the repository, relative to the worktree, that
+	// the project's owner enabled: run with sh after Commands, in the
+	// sandbox, from the job's commit. "" for none.
+	File string `json:"file,omitempty"`
 	// Credentials are the operator's registry credentials of the setup
 	// policies in force. They are the one secret an offer carries (over
 	// the runner's authenticated connection): the runner hands them to
@@ -348,6 +352,24 @@ func CheckCacheName(name string) error {
 	return nil
 }
 
+// CheckSecretName accepts a project secret's name: a lower-case letter,
+// then lower-case letters, digits and '_', at most 32.
+func CheckSecretName(name string) error {
+	ok := name != "" && len(name) <= 32 && name[0] >= 'a' && name[0] <= 'z'
+	for _, r := range name {
+		ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	}
+	if !ok {
+		return fmt.Errorf("secret name %q: want a lower-case letter, then lower-case letters, digits and '_' (at most 32)", name)
+	}
+	return nil
+}
+
+// SecretEnv is the variable that holds a project secret's placeholder in
+// the setup sandbox; the variable with "_URL" after it holds the endpoint
+// its requests go to.
+func SecretEnv(name string) string { return "DROVER_SECRET_" + strings.ToUpper(name) }
+
 // CheckKeyFile accepts a setup key file: a clean relative path in the
 // worktree, without "..".
 func CheckKeyFile(name string) error {
@@ -363,6 +385,8 @@ const (
 	MaxSetupCommands    = 32
 	MaxSetupCommand     = 4096
 	MaxCaches           = 16
+	MaxSecrets          = 16   // per project
+	MaxSecretLen        = 4096 // bytes of a secret's value
 	DefaultSetupTimeout = 10 * time.Minute
 	MaxSetupTimeout     = 2 * time.Hour
 )

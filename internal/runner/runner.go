@@ -59,6 +59,10 @@ type Config struct {
 	// CacheSize is the most bytes the pooled and kept worktrees may take
 	// (workspace.GCOptions.Budget); 0 means no budget.
 	CacheSize int64
+	// ProjectCacheSize is the most bytes the projects' dependency caches
+	// may take together; past it whole projects' caches are removed, least
+	// recently used first, never one in use (trimCaches). 0: no budget.
+	ProjectCacheSize int64
 }
 
 // DefaultMinFree is the free-space floor of `drover runner`.
@@ -95,6 +99,8 @@ type Runner struct {
 	stopConn context.CancelFunc // set by Run: ends the connection loop
 	wg       sync.WaitGroup     // attempt goroutines
 	idle     chan struct{}      // an attempt was forgotten
+
+	cacheMu sync.Mutex // serializes opening project caches with trimming them
 
 	mu       sync.Mutex
 	attempts map[string]*attempt
@@ -296,6 +302,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.log.Info("project caches in the runner's home", "projects", len(use), "bytes", total)
 	}
+	r.trimCaches()
 	connCtx, stopConn := context.WithCancel(life)
 	defer stopConn()
 	r.stopConn = stopConn

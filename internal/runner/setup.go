@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +18,6 @@ import (
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
-	"drover/internal/workspace"
 )
 
 // setupOutputCap bounds the output of each setup command in the log: a
@@ -67,7 +67,8 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 			return job.Outcome{}
 		}
 	}
-	fmt.Fprintf(out, "=== drover setup: %d command(s), network %s, within %s ===\n", len(s.Commands), network, timeout)
+	steps := setupSteps(s)
+	fmt.Fprintf(out, "=== drover setup: %d command(s), network %s, within %s ===\n", len(steps), network, timeout)
 	ctx, cancel := context.WithTimeout(a.ctx, timeout)
 	defer cancel()
 	fail := func(format string, args ...any) job.Outcome {
@@ -75,8 +76,16 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 		fmt.Fprintf(out, "=== drover setup FAILED: %s ===\n", msg)
 		return job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSetupFailed, Message: clip(msg, 4096)}
 	}
-	for i, cmd := range s.Commands {
-		fmt.Fprintf(out, "--- setup %d/%d: $ %s\n", i+1, len(s.Commands), oneLine(cmd))
+	if s.File != "" {
+		// The repository's script, as the job's commit has it: read (and
+		// run) only inside the sandbox; here only its kind is looked at.
+		if fi, err := lstatIn(dir, s.File); err != nil || !fi.Mode().IsRegular() {
+			return fail("setup file %s is not a file in the job's commit (the project's owner enabled it: drover projects setup --from-repo)", s.File)
+		}
+	}
+	for i, st := range steps {
+		cmd := st.shown
+		fmt.Fprintf(out, "--- setup %d/%d: $ %s\n", i+1, len(steps), oneLine(cmd))
 		left := timeout
 		if dl, ok := ctx.Deadline(); ok {
 			left = time.Until(dl)
@@ -84,7 +93,7 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 		if left <= 0 {
 			return fail("setup ran past its timeout of %s before command %d", timeout, i+1)
 		}
-		p, err := box.Start(ctx, sandbox.Spec{Dir: dir, Argv: []string{"/bin/sh", "-c", cmd}, Env: env, Output: out,
+		p, err := box.Start(ctx, sandbox.Spec{Dir: dir, Argv: st.argv, Env: env, Output: out,
 			Timeout: left, Grace: r.cfg.StopGrace})
 		if err != nil {
 			return fail("setup command %d could not start: %v", i+1, err)
@@ -115,10 +124,38 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 	return job.Outcome{}
 }
 
+// lstatIn is os.Lstat of name inside dir, never outside it.
+func lstatIn(dir, name string) (os.FileInfo, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.Lstat(name)
+}
+
+// setupStep is one command of a setup: as the log shows it and as it runs.
+type setupStep struct {
+	shown string
+	argv  []string
+}
+
+// setupSteps are the setup's commands, then its repository script.
+func setupSteps(s *protocol.SetupSpec) []setupStep {
+	var out []setupStep
+	for _, c := range s.Commands {
+		out = append(out, setupStep{shown: c, argv: []string{"/bin/sh", "-c", c}})
+	}
+	if s.File != "" {
+		out = append(out, setupStep{shown: "sh " + s.File, argv: []string{"/bin/sh", "--", s.File}})
+	}
+	return out
+}
+
 // setupMarker is the file that says a setup with this key succeeded for
 // the project: outside every cache, so that no sandbox can forge it.
 func (r *Runner) setupMarker(project, key string) string {
-	return filepath.Join(r.cfg.Home, "setup-keys", project, key)
+	return filepath.Join(setupKeysDir(r.cfg.Home, project), key)
 }
 
 // maxKeyFile bounds how much of one key file is hashed.
@@ -132,18 +169,30 @@ func setupKey(s *protocol.SetupSpec, dir string) (string, error) {
 	for _, c := range s.Commands {
 		fmt.Fprintf(h, "command %d\x00%s\x00", len(c), c)
 	}
-	for _, name := range s.KeyFiles {
+	// The repository's script is keyed by its contents, like a lockfile.
+	files := s.KeyFiles
+	if s.File != "" {
+		fmt.Fprintf(h, "setup file %s\x00", s.File)
+		files = append(slices.Clone(files), s.File)
+	}
+	// Read through an os.Root: a repository's symlinked folder never takes
+	// the runner outside the worktree.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("open the worktree for the setup key: %w", err)
+	}
+	defer root.Close()
+	for _, name := range files {
 		if err := protocol.CheckKeyFile(name); err != nil {
 			return "", err
 		}
 		fmt.Fprintf(h, "file %s\x00", name)
-		p := filepath.Join(dir, name)
-		fi, err := os.Lstat(p)
+		fi, err := root.Lstat(name)
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxKeyFile {
 			fmt.Fprintf(h, "absent\x00")
 			continue
 		}
-		f, err := os.Open(p)
+		f, err := root.Open(name)
 		if err != nil {
 			return "", fmt.Errorf("read setup key file %s: %w", name, err)
 		}
@@ -161,88 +210,4 @@ func setupKey(s *protocol.SetupSpec, dir string) (string, error) {
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	return clip(s, 200)
-}
-
-// attemptCaches are a project's caches on this runner, mounted into one
-// attempt's sandbox.
-type attemptCaches struct {
-	names []string
-	dirs  []string // host directories, mounted at the same path
-	env   []string // NAME=VALUE pointing the tools at them
-}
-
-func (r *Runner) cacheRoot() string { return filepath.Join(r.cfg.Home, "caches") }
-
-// openCaches makes (or finds) the project's cache directories: one folder
-// per project under the runner's home, so that no other project's sandbox
-// ever has them.
-func (r *Runner) openCaches(project string, names []string) (*attemptCaches, error) {
-	if !workspace.ValidProject(project) {
-		return nil, fmt.Errorf("project name %q is not valid", project)
-	}
-	base := filepath.Join(r.cacheRoot(), project)
-	ac := &attemptCaches{env: []string{"DROVER_CACHE_DIR=" + base}}
-	for _, name := range names {
-		if err := protocol.CheckCacheName(name); err != nil {
-			return nil, err
-		}
-		dir := filepath.Join(base, name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("make cache %s of project %s: %w", name, project, err)
-		}
-		ac.names, ac.dirs = append(ac.names, name), append(ac.dirs, dir)
-		vars, _ := protocol.CacheVars(name)
-		for _, v := range vars {
-			val := dir
-			switch v {
-			case "GOMODCACHE":
-				val = filepath.Join(dir, "mod")
-			case "GOCACHE":
-				val = filepath.Join(dir, "build")
-			}
-			ac.env = append(ac.env, v+"="+val)
-		}
-	}
-	return ac, nil
-}
-
-// policy mounts the caches read-write and lets their variables through.
-func (ac *attemptCaches) policy(p *sandbox.Policy) {
-	for _, d := range ac.dirs {
-		p.ReadWrite = append(p.ReadWrite[:len(p.ReadWrite):len(p.ReadWrite)], sandbox.Mount{Src: d, Dst: d})
-	}
-	for _, kv := range ac.env {
-		name, _, _ := strings.Cut(kv, "=")
-		p.Env = append(p.Env[:len(p.Env):len(p.Env)], name)
-	}
-}
-
-// CacheUsage is the bytes the runner's project caches hold on disk, per
-// project: part of what the runner's home uses.
-func (r *Runner) CacheUsage() (map[string]int64, error) {
-	entries, err := os.ReadDir(r.cacheRoot())
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]int64{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list project caches: %w", err)
-	}
-	out := map[string]int64{}
-	for _, e := range entries {
-		var n int64
-		err := filepath.WalkDir(filepath.Join(r.cacheRoot(), e.Name()), func(_ string, d os.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
-				n += fi.Size()
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("measure the caches of project %s: %w", e.Name(), err)
-		}
-		out[e.Name()] = n
-	}
-	return out, nil
 }

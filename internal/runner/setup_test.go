@@ -53,6 +53,29 @@ func TestSetupKey(t *testing.T) {
 	if key(base) != absent || absent == k1 {
 		t.Error("a symlinked key file was followed")
 	}
+	// A key file below a symlinked folder that leaves the worktree counts
+	// as absent.
+	out := t.TempDir()
+	if err := os.WriteFile(filepath.Join(out, "go.sum"), []byte("a v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(out, filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := protocol.SetupSpec{Commands: base.Commands, KeyFiles: []string{"sub/go.sum"}}
+	linked := key(viaLink)
+	os.Remove(filepath.Join(dir, "sub"))
+	if key(viaLink) != linked {
+		t.Error("a key file below a symlinked folder was read")
+	}
+	// The repository's setup script keys the setup by its contents.
+	write("setup.sh", "echo one\n")
+	withFile := protocol.SetupSpec{Commands: base.Commands, KeyFiles: base.KeyFiles, File: "setup.sh"}
+	f1 := key(withFile)
+	write("setup.sh", "echo two\n")
+	if f1 == absent || key(withFile) == f1 {
+		t.Error("the setup script's contents do not key the setup")
+	}
 	if _, err := setupKey(&protocol.SetupSpec{KeyFiles: []string{"../x"}}, dir); err == nil {
 		t.Error("a key file outside the worktree was accepted")
 	}

@@ -538,4 +538,5 @@ func (r *Runner) collectWorktrees() {
 	if _, err := r.ws.cache.GC(r.life, workspace.GCOptions{Live: live, Budget: r.cfg.CacheSize}); err != nil {
 		r.log.Warn("collect worktrees", "err", err)
 	}
+	r.trimCaches()
 }

@@ -146,6 +146,14 @@ type Tx interface {
 	// there is no such project); PutProject keeps it.
 	SetProjectConfig(name string, c ProjectConfig, at time.Time) error
 
+	// Project secrets. PutProjectSecret inserts one or replaces the one of
+	// that name; ProjectSecrets lists a project's by name, with their
+	// values only when values is true; RemoveProjectSecret of a missing
+	// one is ErrNotFound.
+	PutProjectSecret(s ProjectSecret) error
+	ProjectSecrets(project string, values bool) ([]ProjectSecret, error)
+	RemoveProjectSecret(project, name string) error
+
 	// Project members (the owner is one too, added with the project).
 	// AddMember of a member is ErrConflict; RemoveMember of a non-member is
 	// ErrNotFound.
@@ -317,7 +325,26 @@ type ProjectConfig struct {
 	SetupCommands []string      `json:"setup_commands,omitempty"`
 	SetupTimeout  time.Duration `json:"setup_timeout,omitempty"`
 	SetupKeys     []string      `json:"setup_keys,omitempty"` // lockfiles whose contents key a reusable setup
-	Caches        []string      `json:"caches,omitempty"`
+	// SetupFile is a script in the repository the owner enabled as part
+	// of the setup (run after SetupCommands, in the sandbox): "" for none.
+	SetupFile string   `json:"setup_file,omitempty"`
+	Caches    []string `json:"caches,omitempty"`
+}
+
+// HasSetup reports whether the project's jobs run a setup phase.
+func (c ProjectConfig) HasSetup() bool { return len(c.SetupCommands) > 0 || c.SetupFile != "" }
+
+// ProjectSecret is a credential a project's owner set for its setup: the
+// egress proxy adds Prefix+Value in Header to requests to Upstream.
+type ProjectSecret struct {
+	Project   string
+	Name      string
+	Upstream  string // base URL
+	Header    string
+	Prefix    string
+	Value     string // "" when listed without values
+	CreatedBy string // user id
+	CreatedAt time.Time
 }
 
 // ContextFile is a file attached to a job.

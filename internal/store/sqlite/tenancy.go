@@ -106,3 +106,34 @@ func (t *tx) ProjectsOf(userID string) ([]string, error) {
 	return all(t, "projects of "+userID, scanValue[string],
 		`SELECT project FROM project_members WHERE user_id = ? ORDER BY project`, userID)
 }
+
+func (t *tx) PutProjectSecret(s store.ProjectSecret) error {
+	_, err := t.exec(fmt.Sprintf("put secret %s of project %s", s.Name, s.Project),
+		`INSERT INTO project_secrets (project, name, upstream, header, prefix, value, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project, name) DO UPDATE SET upstream = excluded.upstream, header = excluded.header, prefix = excluded.prefix,
+			value = excluded.value, created_by = excluded.created_by, created_at = excluded.created_at`,
+		s.Project, s.Name, s.Upstream, s.Header, s.Prefix, s.Value, s.CreatedBy, millis(s.CreatedAt))
+	return err
+}
+
+// ProjectSecrets lists a project's secrets by name; without values their
+// values are not even read.
+func (t *tx) ProjectSecrets(project string, values bool) ([]store.ProjectSecret, error) {
+	value := "''"
+	if values {
+		value = "value"
+	}
+	return all(t, "secrets of project "+project, func(s scanner) (ps store.ProjectSecret, err error) {
+		err = s.Scan(&ps.Project, &ps.Name, &ps.Upstream, &ps.Header, &ps.Prefix, &ps.Value, &ps.CreatedBy, timeCol{&ps.CreatedAt})
+		return ps, err
+	}, `SELECT project, name, upstream, header, prefix, `+value+`, created_by, created_at FROM project_secrets WHERE project = ? ORDER BY name`, project)
+}
+
+func (t *tx) RemoveProjectSecret(project, name string) error {
+	what := fmt.Sprintf("remove secret %s of project %s", name, project)
+	res, err := t.exec(what, `DELETE FROM project_secrets WHERE project = ? AND name = ?`, project, name)
+	if err != nil {
+		return err
+	}
+	return affected(what, res)
+}

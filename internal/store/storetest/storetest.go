@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AllAccounts", testAllAccounts},
 		{"Shares", testShares},
 		{"ProjectMembers", testProjectMembers},
+		{"ProjectSecrets", testProjectSecrets},
 		{"ActiveJobs", testActiveJobs},
 		{"VisibleJobs", testVisibleJobs},
 		{"VisibleQuestions", testVisibleQuestions},

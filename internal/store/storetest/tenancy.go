@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -341,4 +342,32 @@ func testVisibleQuestions(t *testing.T, s store.Store) {
 	} {
 		equal(t, "OpenQuestions(VisibleTo "+tc.name+")", open(tc.f), tc.want)
 	}
+}
+
+func testProjectSecrets(t *testing.T, s store.Store) {
+	mustWrite(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.InsertUser(user("u-1", "alice")),
+			tx.PutProject(store.Project{Name: "web", OwnerID: "u-1", CreatedAt: at(1), UpdatedAt: at(1)}),
+			tx.PutProject(store.Project{Name: "api", OwnerID: "u-1", CreatedAt: at(1), UpdatedAt: at(1)}))
+	})
+	sec := func(name, value string, when int64) store.ProjectSecret {
+		return store.ProjectSecret{Project: "web", Name: name, Upstream: "https://r.example", Header: "Authorization", Prefix: "Bearer ",
+			Value: value, CreatedBy: "u-1", CreatedAt: at(when)}
+	}
+	list := func(project string, values bool) []store.ProjectSecret {
+		return get(t, s, func(tx store.Tx) ([]store.ProjectSecret, error) { return tx.ProjectSecrets(project, values) })
+	}
+	mustWrite(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.PutProjectSecret(sec("npm", "v1", 2)), tx.PutProjectSecret(sec("go", "v2", 3)))
+	})
+	// Set again: replaced, not added.
+	mustWrite(t, s, func(tx store.Tx) error { return tx.PutProjectSecret(sec("npm", "v3", 4)) })
+	equal(t, "ProjectSecrets with values, by name", list("web", true), []store.ProjectSecret{sec("go", "v2", 3), sec("npm", "v3", 4)})
+	equal(t, "ProjectSecrets without values", list("web", false), []store.ProjectSecret{sec("go", "", 3), sec("npm", "", 4)})
+	equal(t, "another project's", list("api", true), nil)
+	mustWrite(t, s, func(tx store.Tx) error { return tx.RemoveProjectSecret("web", "go") })
+	if err := s.Write(context.Background(), func(tx store.Tx) error { return tx.RemoveProjectSecret("web", "go") }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second removal: %v, want ErrNotFound", err)
+	}
+	equal(t, "after removal", list("web", true), []store.ProjectSecret{sec("npm", "v3", 4)})
 }

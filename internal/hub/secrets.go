@@ -1,0 +1,214 @@
+package hub
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"drover/internal/netpolicy"
+	"drover/internal/protocol"
+	"drover/internal/sandbox/egress"
+	"drover/internal/store"
+)
+
+// Project secrets: credentials a project's owner sets for its setup
+// phase. The hub keeps them in its database (0600) and sends them only in
+// offers to runners that may receive them (runnerAccess.mayReceive); no
+// API answer, event, log line or error ever holds a value.
+
+var headerRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+
+// secretCredential is the setup credential a project secret becomes.
+func secretCredential(s store.ProjectSecret) protocol.SetupCredential {
+	env := protocol.SecretEnv(s.Name)
+	return protocol.SetupCredential{Name: "secret " + s.Name, Upstream: s.Upstream, Header: s.Header, Prefix: s.Prefix,
+		Key: s.Value, KeyEnv: env, BaseURLEnv: env + "_URL"}
+}
+
+func secretView(n *namer, s store.ProjectSecret) protocol.SecretView {
+	env := protocol.SecretEnv(s.Name)
+	return protocol.SecretView{Name: s.Name, Upstream: s.Upstream, Header: s.Header, KeyEnv: env, BaseURLEnv: env + "_URL",
+		CreatedBy: n.user(s.CreatedBy), CreatedAt: s.CreatedAt}
+}
+
+// checkSecret turns a request into the secret it sets, or says what is
+// wrong with it (never quoting the value).
+func checkSecret(prj, name string, req protocol.SecretRequest) (store.ProjectSecret, error) {
+	if err := protocol.CheckSecretName(name); err != nil {
+		return store.ProjectSecret{}, badRequest("%v", err)
+	}
+	s := store.ProjectSecret{Project: prj, Name: name, Upstream: strings.TrimSpace(req.Host), Header: req.Header, Prefix: req.Prefix,
+		Value: req.Value}
+	if s.Upstream == "" {
+		return s, badRequest("secret %s: name the host it is for (--host HOST[:PORT] or a base URL)", name)
+	}
+	if !strings.Contains(s.Upstream, "://") {
+		s.Upstream = "https://" + s.Upstream
+	}
+	s.Upstream = strings.TrimSuffix(s.Upstream, "/")
+	if s.Header == "" {
+		s.Header = "Authorization"
+		if s.Prefix == "" {
+			s.Prefix = "Bearer "
+		}
+	}
+	if !headerRE.MatchString(s.Header) {
+		return s, badRequest("secret %s: header %q is not a header name (letters, digits, '-')", name, s.Header)
+	}
+	if len(s.Prefix) > 64 || strings.ContainsFunc(s.Prefix, func(r rune) bool { return r < ' ' || r > '~' }) {
+		return s, badRequest("secret %s: the prefix is at most 64 printable ASCII characters", name)
+	}
+	if s.Value == "" || len(s.Value) > protocol.MaxSecretLen || strings.ContainsFunc(s.Value, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return s, badRequest("secret %s: the value is 1 to %d bytes without control characters or line breaks", name, protocol.MaxSecretLen)
+	}
+	if _, err := egress.CheckCredential(egress.FromSetup(secretCredential(s))); err != nil {
+		return s, badRequest("secret %s: %v", name, strings.Replace(err.Error(), `credential "secret `+name+`": `, "", 1))
+	}
+	return s, nil
+}
+
+// secretHost is the host:port a secret's requests go to (its upstream
+// was checked by checkSecret).
+func secretHost(upstream string) string {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// secretProject reads the project whose secrets p manages: its owner's or
+// an admin's.
+func secretProject(tx store.Tx, p principal, name string) (store.Project, error) {
+	prj, err := readProject(tx, name)
+	if err != nil {
+		return prj, err
+	}
+	return prj, mayConfigureProject(tx, p, prj)
+}
+
+func secretList(tx store.Tx, prj string) (protocol.SecretList, error) {
+	ss, err := tx.ProjectSecrets(prj, false)
+	if err != nil {
+		return protocol.SecretList{}, err
+	}
+	n := newNamer(tx)
+	out := protocol.SecretList{Project: prj, Secrets: []protocol.SecretView{}}
+	for _, s := range ss {
+		out.Secrets = append(out.Secrets, secretView(n, s))
+	}
+	return out, nil
+}
+
+// apiSecrets serves GET /projects/{name}/secrets: names, hosts and dates.
+func (h *Hub) apiSecrets(w http.ResponseWriter, r *http.Request, p principal) error {
+	var out protocol.SecretList
+	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+		prj, err := secretProject(tx, p, r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		out, err = secretList(tx, prj.Name)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// apiSetSecret serves PUT /projects/{name}/secrets/{secret}.
+func (h *Hub) apiSetSecret(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req protocol.SecretRequest
+	if err := decodeBody(r, w, &req); err != nil {
+		return err
+	}
+	var out protocol.SecretList
+	var set store.ProjectSecret
+	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+		prj, err := secretProject(tx, p, r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		if set, err = checkSecret(prj.Name, r.PathValue("secret"), req); err != nil {
+			return err
+		}
+		// A secret opens no host: the project's setup must reach it
+		// through the operator's policies.
+		host := secretHost(set.Upstream)
+		reach, err := h.setupReach(prj)
+		if err != nil {
+			return err
+		}
+		if !reach.Allows(host) {
+			return badRequest("secret %s: project %s's setup network (%s) does not reach %s; %s", set.Name, prj.Name,
+				netpolicy.Describe(prj.Config.SetupNetwork), host,
+				h.cfg.Network.WidenCommand(prj.Name, netpolicy.PhaseSetup, prj.Config.SetupNetwork, host))
+		}
+		existing, err := tx.ProjectSecrets(prj.Name, false)
+		if err != nil {
+			return err
+		}
+		if len(existing) >= protocol.MaxSecrets && !containsSecret(existing, set.Name) {
+			return badRequest("project %s has %d secrets already, the most it may have", prj.Name, protocol.MaxSecrets)
+		}
+		set.CreatedBy, set.CreatedAt = p.userID, h.now()
+		if err := tx.PutProjectSecret(set); err != nil {
+			return err
+		}
+		out, err = secretList(tx, prj.Name)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	h.kick() // what the project's jobs need of a runner may have changed
+	h.log.Info("project secret set", "project", set.Project, "secret", set.Name, "upstream", set.Upstream, "by", p.name)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func containsSecret(ss []store.ProjectSecret, name string) bool {
+	for _, s := range ss {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// apiRemoveSecret serves DELETE /projects/{name}/secrets/{secret}.
+func (h *Hub) apiRemoveSecret(w http.ResponseWriter, r *http.Request, p principal) error {
+	name := r.PathValue("secret")
+	var out protocol.SecretList
+	var project string
+	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+		prj, err := secretProject(tx, p, r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		project = prj.Name
+		if err := tx.RemoveProjectSecret(prj.Name, name); errors.Is(err, store.ErrNotFound) {
+			return notFound("project %s has no secret %q", prj.Name, name)
+		} else if err != nil {
+			return err
+		}
+		out, err = secretList(tx, prj.Name)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	h.kick()
+	h.log.Info("project secret removed", "project", project, "secret", name, "by", p.name)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
