@@ -3,37 +3,21 @@ package sqlite
 import (
 	"drover/internal/job"
 	"drover/internal/store"
+	"drover/internal/store/sqlrow"
 )
 
-var questions = newTable("questions",
-	"id", "job_id", "attempt_id", "text", "choices", "asked_at", "expires_at",
-	"answer", "choice", "answered_by", "answered_at", "approved_by", "approved_at")
-
-func questionArgs(q store.Question) []any {
-	choices := q.Choices
-	if choices == nil {
-		choices = []string{} // JSON [] rather than null
-	}
-	return []any{q.ID, q.JobID, q.AttemptID, q.Text, jsonArg{choices}, millis(q.AskedAt), optMillis(q.ExpiresAt),
-		q.Answer, optInt(q.Choice), q.AnsweredBy, optMillis(q.AnsweredAt), q.ApprovedBy, optMillis(q.ApprovedAt)}
-}
-
-func scanQuestion(s scanner) (q store.Question, err error) {
-	err = s.Scan(&q.ID, &q.JobID, &q.AttemptID, &q.Text, jsonCol{&q.Choices}, timeCol{&q.AskedAt}, optTimeCol{&q.ExpiresAt},
-		&q.Answer, optIntCol{&q.Choice}, &q.AnsweredBy, optTimeCol{&q.AnsweredAt}, &q.ApprovedBy, optTimeCol{&q.ApprovedAt})
-	return q, err
-}
+var questions = newTable(sqlrow.Questions)
 
 func (t *tx) InsertQuestion(q store.Question) error {
-	return t.insert(questions, "question "+q.ID, questionArgs(q))
+	return t.insert(questions, "question "+q.ID, sqlrow.QuestionArgs(q))
 }
 
 func (t *tx) UpdateQuestion(q store.Question) error {
-	return t.update(questions, "question "+q.ID, questionArgs(q))
+	return t.update(questions, "question "+q.ID, sqlrow.QuestionArgs(q))
 }
 
 func (t *tx) Questions(jobID string) ([]store.Question, error) {
-	return all(t, "questions of job "+jobID, scanQuestion,
+	return all(t, "questions of job "+jobID, sqlrow.ScanQuestion,
 		questions.query("WHERE job_id = ? ORDER BY asked_at, id"), jobID)
 }
 
@@ -41,7 +25,7 @@ func (t *tx) Questions(jobID string) ([]store.Question, error) {
 // its question is the one the job waits on.
 func (t *tx) OpenQuestions(f store.QuestionFilter) ([]store.Question, error) {
 	q, args := openQuestionsQuery(f)
-	return all(t, "open questions", scanQuestion, q, args...)
+	return all(t, "open questions", sqlrow.ScanQuestion, q, args...)
 }
 
 // openQuestionsQuery builds the statement of OpenQuestions (apart, so a
@@ -58,7 +42,7 @@ func openQuestionsQuery(f store.QuestionFilter) (string, []any) {
 	where := "WHERE approved_at IS NULL AND EXISTS (SELECT 1 FROM jobs WHERE " + jobCond + ")"
 	if !f.ExpiredBefore.IsZero() {
 		where += " AND expires_at < ?"
-		args = append(args, millis(f.ExpiredBefore))
+		args = append(args, sqlrow.Millis(f.ExpiredBefore))
 	}
 	return questions.query(where + " ORDER BY asked_at, id"), args
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"drover/internal/store"
+	"drover/internal/store/sqlrow"
 )
 
 // AppendLog stores data as the chunk starting at offset. The caller has
@@ -29,9 +30,8 @@ func (t *tx) ReadLog(attemptID string, offset int64, maxBytes int) ([]byte, erro
 	if offset < 0 {
 		return nil, fmt.Errorf("%s: negative offset", what)
 	}
-	out := []byte{}
 	if maxBytes <= 0 {
-		return out, nil
+		return []byte{}, nil
 	}
 	end := offset + int64(maxBytes)
 	// Start at the chunk containing offset, found through the primary key,
@@ -44,26 +44,21 @@ func (t *tx) ReadLog(attemptID string, offset int64, maxBytes int) ([]byte, erro
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
-	pos := offset // the next byte wanted
+	w := sqlrow.NewLogWindow(what, offset, maxBytes)
 	for rows.Next() {
 		var at int64
 		var data []byte
 		if err := rows.Scan(&at, &data); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		if at > pos {
-			return nil, fmt.Errorf("%s: log has a gap at %d", what, pos)
-		}
-		if skip := pos - at; skip < int64(len(data)) {
-			data = data[skip:min(int64(len(data)), end-at)]
-			out = append(out, data...)
-			pos += int64(len(data))
+		if err := w.Add(at, data); err != nil {
+			return nil, err
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return out, nil
+	return w.Bytes(), nil
 }
 
 // DeleteLog removes the attempt's whole log, so it can be sent again from 0.
@@ -76,7 +71,7 @@ func (t *tx) DeleteLog(attemptID string) error {
 func (t *tx) AddEvent(e store.Event) (int64, error) {
 	res, err := t.exec("add event to job "+e.JobID,
 		`INSERT INTO events (job_id, at, kind, actor, message) VALUES (?, ?, ?, ?, ?)`,
-		e.JobID, millis(e.At), e.Kind, e.Actor, e.Message)
+		e.JobID, sqlrow.Millis(e.At), e.Kind, e.Actor, e.Message)
 	if err != nil {
 		return 0, err
 	}
@@ -87,21 +82,16 @@ func (t *tx) AddEvent(e store.Event) (int64, error) {
 	return seq, nil
 }
 
-func scanEvent(s scanner) (e store.Event, err error) {
-	err = s.Scan(&e.Seq, &e.JobID, timeCol{&e.At}, &e.Kind, &e.Actor, &e.Message)
-	return e, err
-}
-
 // Events lists the job's events after afterSeq in order; limit <= 0 means
 // all of them.
 func (t *tx) Events(jobID string, afterSeq int64, limit int) ([]store.Event, error) {
-	return all(t, "events of job "+jobID, scanEvent,
-		`SELECT seq, job_id, at, kind, actor, message FROM events
+	return all(t, "events of job "+jobID, sqlrow.ScanEvent,
+		"SELECT "+sqlrow.EventCols+` FROM events
 		WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?`, jobID, afterSeq, noLimit(limit))
 }
 
 func (t *tx) Request(runnerID, requestID string) ([]byte, bool, error) {
-	resp, err := one(t, fmt.Sprintf("request %s of runner %s", requestID, runnerID), scanValue[[]byte],
+	resp, err := one(t, fmt.Sprintf("request %s of runner %s", requestID, runnerID), sqlrow.Value[[]byte],
 		`SELECT response FROM requests WHERE runner_id = ? AND request_id = ?`, runnerID, requestID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
@@ -121,18 +111,18 @@ func (t *tx) PutRequest(runnerID, requestID string, response []byte, at time.Tim
 	}
 	_, err := t.exec(fmt.Sprintf("record request %s of runner %s", requestID, runnerID),
 		`INSERT INTO requests (runner_id, request_id, response, created_at) VALUES (?, ?, ?, ?)`,
-		runnerID, requestID, response, millis(at))
+		runnerID, requestID, response, sqlrow.Millis(at))
 	return err
 }
 
 // PruneRequests forgets requests recorded before the given time.
 func (t *tx) PruneRequests(before time.Time) error {
-	_, err := t.exec("prune requests", `DELETE FROM requests WHERE created_at < ?`, millis(before))
+	_, err := t.exec("prune requests", `DELETE FROM requests WHERE created_at < ?`, sqlrow.Millis(before))
 	return err
 }
 
 func (t *tx) Meta(key string) (string, error) {
-	return one(t, "meta "+key, scanValue[string], `SELECT value FROM meta WHERE key = ?`, key)
+	return one(t, "meta "+key, sqlrow.Value[string], `SELECT value FROM meta WHERE key = ?`, key)
 }
 
 func (t *tx) SetMeta(key, value string) error {

@@ -3,14 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"drover/internal/store"
+	"drover/internal/store/sqlrow"
 )
 
 // tx implements store.Tx. The interface's methods take no context, so the
@@ -30,7 +28,8 @@ type table struct {
 	update string
 }
 
-func newTable(name string, cols ...string) table {
+func newTable(tb sqlrow.Table) table {
+	name, cols := tb.Name, tb.Cols
 	set := make([]string, len(cols)-1)
 	for i, c := range cols[1:] {
 		set[i] = c + " = ?"
@@ -47,14 +46,6 @@ func newTable(name string, cols ...string) table {
 // query returns a SELECT of all columns followed by rest (WHERE, ORDER BY…).
 func (t table) query(rest string) string {
 	return "SELECT " + t.cols + " FROM " + t.name + " " + rest
-}
-
-type scanner interface{ Scan(dest ...any) error }
-
-// scanValue scans a single-column row.
-func scanValue[T any](s scanner) (v T, err error) {
-	err = s.Scan(&v)
-	return v, err
 }
 
 func (t *tx) exec(what, query string, args ...any) (sql.Result, error) {
@@ -94,7 +85,7 @@ func affected(what string, res sql.Result) error {
 }
 
 // one returns the single row of query, or ErrNotFound.
-func one[T any](t *tx, what string, scan func(scanner) (T, error), query string, args ...any) (T, error) {
+func one[T any](t *tx, what string, scan func(sqlrow.Scanner) (T, error), query string, args ...any) (T, error) {
 	v, err := scan(t.tx.QueryRowContext(t.ctx, query, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, fmt.Errorf("%s: %w", what, store.ErrNotFound)
@@ -106,7 +97,7 @@ func one[T any](t *tx, what string, scan func(scanner) (T, error), query string,
 }
 
 // all returns every row of query, never nil.
-func all[T any](t *tx, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+func all[T any](t *tx, what string, scan func(sqlrow.Scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := t.tx.QueryContext(t.ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", what, err)
@@ -132,91 +123,4 @@ func noLimit(limit int) int {
 		return -1
 	}
 	return limit
-}
-
-// Column codecs. Arguments are converted with the functions, results scanned
-// through the *Col types, so every entity stores times, optional values and
-// JSON the same way.
-
-func millis(t time.Time) int64 { return t.UnixMilli() }
-
-func optMillis(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMilli()
-}
-
-func optInt(p *int) any {
-	if p == nil {
-		return nil
-	}
-	return int64(*p)
-}
-
-func fromMillis(v int64) time.Time { return time.UnixMilli(v).UTC() }
-
-type timeCol struct{ p *time.Time }
-
-func (c timeCol) Scan(src any) error {
-	v, ok := src.(int64)
-	if !ok {
-		return fmt.Errorf("time column holds %T, want INTEGER", src)
-	}
-	*c.p = fromMillis(v)
-	return nil
-}
-
-type optTimeCol struct{ p **time.Time }
-
-func (c optTimeCol) Scan(src any) error {
-	*c.p = nil
-	if src == nil {
-		return nil
-	}
-	var t time.Time
-	if err := (timeCol{&t}).Scan(src); err != nil {
-		return err
-	}
-	*c.p = &t
-	return nil
-}
-
-type optIntCol struct{ p **int }
-
-func (c optIntCol) Scan(src any) error {
-	*c.p = nil
-	switch v := src.(type) {
-	case nil:
-		return nil
-	case int64:
-		n := int(v)
-		*c.p = &n
-		return nil
-	}
-	return fmt.Errorf("integer column holds %T", src)
-}
-
-// jsonArg stores a map or slice as JSON text.
-type jsonArg struct{ v any }
-
-func (a jsonArg) Value() (driver.Value, error) {
-	b, err := json.Marshal(a.v)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
-}
-
-// jsonCol decodes JSON text into p, a pointer to a map or slice.
-type jsonCol struct{ p any }
-
-func (c jsonCol) Scan(src any) error {
-	switch v := src.(type) {
-	case string:
-		return json.Unmarshal([]byte(v), c.p)
-	case []byte:
-		return json.Unmarshal(v, c.p)
-	}
-	return fmt.Errorf("JSON column holds %T, want TEXT", src)
 }
