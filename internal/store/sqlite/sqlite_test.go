@@ -16,6 +16,7 @@ import (
 	"drover/internal/fsutil"
 	"drover/internal/job"
 	"drover/internal/store"
+	"drover/internal/store/sqlstore"
 	"drover/internal/store/storetest"
 	"drover/internal/testkit/disk"
 )
@@ -406,9 +407,9 @@ func jobIDsOf(js []store.Job) []string {
 // without statistics, as the hub's.
 func TestVisibleToUsesIndexes(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
-	jobsQ := func(f store.JobFilter) func() (string, []any) { return func() (string, []any) { return jobsQuery(f) } }
+	jobsQ := func(f store.JobFilter) func() (string, []any) { return func() (string, []any) { return dialect.JobsQuery(f) } }
 	questionsQ := func(f store.QuestionFilter) func() (string, []any) {
-		return func() (string, []any) { return openQuestionsQuery(f) }
+		return func() (string, []any) { return sqlstore.OpenQuestionsQuery(f) }
 	}
 	ways := []string{"jobs_requester", "jobs_project", "project_members_user", "runners_owner", "attempts_runner_job"}
 	for _, tc := range []struct {

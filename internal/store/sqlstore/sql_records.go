@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"drover/internal/store"
-	"drover/internal/store/sqlrow"
 )
 
 // AppendLog stores data as the chunk starting at offset. The caller has
@@ -18,9 +17,8 @@ func (t *tx) AppendLog(attemptID string, offset int64, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	_, err := t.exec(fmt.Sprintf("append log of attempt %s at %d", attemptID, offset),
-		`INSERT INTO log_chunks (attempt_id, offset, data) VALUES (?, ?, ?)`, attemptID, offset, data)
-	return err
+	return t.insertNew(fmt.Sprintf("append log of attempt %s at %d", attemptID, offset),
+		`INSERT INTO log_chunks (attempt_id, "offset", data) VALUES (?, ?, ?)`+onConflict, attemptID, offset, data)
 }
 
 // ReadLog returns up to maxBytes bytes of the attempt's log from offset, which
@@ -36,15 +34,15 @@ func (t *tx) ReadLog(attemptID string, offset int64, maxBytes int) ([]byte, erro
 	end := offset + int64(maxBytes)
 	// Start at the chunk containing offset, found through the primary key,
 	// rather than scanning every chunk before it.
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT offset, data FROM log_chunks
-		WHERE attempt_id = ?1 AND offset < ?3 AND offset >= coalesce(
-			(SELECT max(offset) FROM log_chunks WHERE attempt_id = ?1 AND offset <= ?2), 0)
-		ORDER BY offset`, attemptID, offset, end)
+	rows, err := t.query(`SELECT "offset", data FROM log_chunks
+		WHERE attempt_id = ?1 AND "offset" < ?3 AND "offset" >= coalesce(
+			(SELECT max("offset") FROM log_chunks WHERE attempt_id = ?1 AND "offset" <= ?2), 0)
+		ORDER BY "offset"`, attemptID, offset, end)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
-	w := sqlrow.NewLogWindow(what, offset, maxBytes)
+	w := NewLogWindow(what, offset, maxBytes)
 	for rows.Next() {
 		var at int64
 		var data []byte
@@ -56,6 +54,7 @@ func (t *tx) ReadLog(attemptID string, offset int64, maxBytes int) ([]byte, erro
 		}
 	}
 	if err := rows.Err(); err != nil {
+		t.retryable(err)
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return w.Bytes(), nil
@@ -69,15 +68,12 @@ func (t *tx) DeleteLog(attemptID string) error {
 
 // AddEvent appends e (ignoring e.Seq) and returns its sequence number.
 func (t *tx) AddEvent(e store.Event) (int64, error) {
-	res, err := t.exec("add event to job "+e.JobID,
-		`INSERT INTO events (job_id, at, kind, actor, message) VALUES (?, ?, ?, ?, ?)`,
-		e.JobID, sqlrow.Millis(e.At), e.Kind, e.Actor, e.Message)
+	var seq int64
+	err := t.queryRow(`INSERT INTO events (job_id, at, kind, actor, message) VALUES (?, ?, ?, ?, ?) RETURNING seq`,
+		e.JobID, Millis(e.At), e.Kind, e.Actor, e.Message).Scan(&seq)
 	if err != nil {
-		return 0, err
-	}
-	seq, err := res.LastInsertId()
-	if err != nil {
-		return 0, fmt.Errorf("add event to job %s: %w", e.JobID, err)
+		t.retryable(err)
+		return 0, fmt.Errorf("add event to job %s: %w", e.JobID, t.d.Err(err))
 	}
 	return seq, nil
 }
@@ -85,13 +81,13 @@ func (t *tx) AddEvent(e store.Event) (int64, error) {
 // Events lists the job's events after afterSeq in order; limit <= 0 means
 // all of them.
 func (t *tx) Events(jobID string, afterSeq int64, limit int) ([]store.Event, error) {
-	return all(t, "events of job "+jobID, sqlrow.ScanEvent,
-		"SELECT "+sqlrow.EventCols+` FROM events
+	return all(t, "events of job "+jobID, ScanEvent,
+		"SELECT "+EventCols+` FROM events
 		WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?`, jobID, afterSeq, noLimit(limit))
 }
 
 func (t *tx) Request(runnerID, requestID string) ([]byte, bool, error) {
-	resp, err := one(t, fmt.Sprintf("request %s of runner %s", requestID, runnerID), sqlrow.Value[[]byte],
+	resp, err := one(t, fmt.Sprintf("request %s of runner %s", requestID, runnerID), Value[[]byte],
 		`SELECT response FROM requests WHERE runner_id = ? AND request_id = ?`, runnerID, requestID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
@@ -109,20 +105,19 @@ func (t *tx) PutRequest(runnerID, requestID string, response []byte, at time.Tim
 	if response == nil {
 		response = []byte{} // the column is NOT NULL; nil would bind as NULL
 	}
-	_, err := t.exec(fmt.Sprintf("record request %s of runner %s", requestID, runnerID),
-		`INSERT INTO requests (runner_id, request_id, response, created_at) VALUES (?, ?, ?, ?)`,
-		runnerID, requestID, response, sqlrow.Millis(at))
-	return err
+	return t.insertNew(fmt.Sprintf("record request %s of runner %s", requestID, runnerID),
+		`INSERT INTO requests (runner_id, request_id, response, created_at) VALUES (?, ?, ?, ?)`+onConflict,
+		runnerID, requestID, response, Millis(at))
 }
 
 // PruneRequests forgets requests recorded before the given time.
 func (t *tx) PruneRequests(before time.Time) error {
-	_, err := t.exec("prune requests", `DELETE FROM requests WHERE created_at < ?`, sqlrow.Millis(before))
+	_, err := t.exec("prune requests", `DELETE FROM requests WHERE created_at < ?`, Millis(before))
 	return err
 }
 
 func (t *tx) Meta(key string) (string, error) {
-	return one(t, "meta "+key, sqlrow.Value[string], `SELECT value FROM meta WHERE key = ?`, key)
+	return one(t, "meta "+key, Value[string], `SELECT value FROM meta WHERE key = ?`, key)
 }
 
 func (t *tx) SetMeta(key, value string) error {

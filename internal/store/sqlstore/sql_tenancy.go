@@ -1,11 +1,10 @@
-package sqlite
+package sqlstore
 
 import (
 	"fmt"
 	"time"
 
 	"drover/internal/store"
-	"drover/internal/store/sqlrow"
 )
 
 // Who may see a job (JobFilter.VisibleTo, QuestionFilter.VisibleTo): its
@@ -31,17 +30,16 @@ func visibleArgs(userID string) []any {
 	return []any{userID, userID, userID}
 }
 
-const shareCols = "SELECT " + sqlrow.ShareCols + " FROM shares "
+const shareCols = "SELECT " + ShareCols + " FROM shares "
 
 func (t *tx) PutShare(s store.Share) error {
-	_, err := t.exec("put "+sqlrow.ShareWhat(s),
-		`INSERT INTO shares (runner_id, account_id, kind, subject, created_at) VALUES (?, ?, ?, ?, ?)`,
-		s.RunnerID, s.AccountID, s.Kind, s.Subject, sqlrow.Millis(s.CreatedAt))
-	return err
+	return t.insertNew("put "+ShareWhat(s),
+		`INSERT INTO shares (runner_id, account_id, kind, subject, created_at) VALUES (?, ?, ?, ?, ?)`+onConflict,
+		s.RunnerID, s.AccountID, s.Kind, s.Subject, Millis(s.CreatedAt))
 }
 
 func (t *tx) DeleteShare(s store.Share) error {
-	what := "delete " + sqlrow.ShareWhat(s)
+	what := "delete " + ShareWhat(s)
 	res, err := t.exec(what,
 		`DELETE FROM shares WHERE runner_id = ? AND account_id = ? AND kind = ? AND subject = ?`,
 		s.RunnerID, s.AccountID, s.Kind, s.Subject)
@@ -54,12 +52,12 @@ func (t *tx) DeleteShare(s store.Share) error {
 // Shares lists the runner's shares and its accounts', oldest first (the
 // key breaks ties, so the order is stable).
 func (t *tx) Shares(runnerID string) ([]store.Share, error) {
-	return all(t, "shares of runner "+runnerID, sqlrow.ScanShare,
+	return all(t, "shares of runner "+runnerID, ScanShare,
 		shareCols+"WHERE runner_id = ? ORDER BY created_at, account_id, kind, subject", runnerID)
 }
 
 func (t *tx) AllShares() ([]store.Share, error) {
-	return all(t, "shares", sqlrow.ScanShare, shareCols+"ORDER BY runner_id, created_at, account_id, kind, subject")
+	return all(t, "shares", ScanShare, shareCols+"ORDER BY runner_id, created_at, account_id, kind, subject")
 }
 
 func (t *tx) DeleteSharesOf(kind store.ShareKind, subject string) error {
@@ -69,9 +67,8 @@ func (t *tx) DeleteSharesOf(kind store.ShareKind, subject string) error {
 }
 
 func (t *tx) AddMember(project, userID string, at time.Time) error {
-	_, err := t.exec(fmt.Sprintf("add %s to project %s", userID, project),
-		`INSERT INTO project_members (project, user_id, created_at) VALUES (?, ?, ?)`, project, userID, sqlrow.Millis(at))
-	return err
+	return t.insertNew(fmt.Sprintf("add %s to project %s", userID, project),
+		`INSERT INTO project_members (project, user_id, created_at) VALUES (?, ?, ?)`+onConflict, project, userID, Millis(at))
 }
 
 func (t *tx) RemoveMember(project, userID string) error {
@@ -86,11 +83,11 @@ func (t *tx) RemoveMember(project, userID string) error {
 // Members lists the project's members, oldest membership first; a missing
 // project has none.
 func (t *tx) Members(project string) ([]string, error) {
-	return all(t, "members of project "+project, sqlrow.Value[string],
+	return all(t, "members of project "+project, Value[string],
 		`SELECT user_id FROM project_members WHERE project = ? ORDER BY created_at, user_id`, project)
 }
 
 func (t *tx) ProjectsOf(userID string) ([]string, error) {
-	return all(t, "projects of "+userID, sqlrow.Value[string],
+	return all(t, "projects of "+userID, Value[string],
 		`SELECT project FROM project_members WHERE user_id = ? ORDER BY project`, userID)
 }

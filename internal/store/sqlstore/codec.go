@@ -1,10 +1,10 @@
-// Package sqlrow is what drover's SQL stores (sqlite, postgres) share
+// Package sqlstore is what drover's SQL stores (sqlite, postgres) share
 // besides their SQL: every entity's columns in table order, the arguments
 // written for them and the scan reading them back, and the column codecs
 // (times as unix milliseconds, maps and slices as JSON text). Both engines
 // keep the same logical schema, so one row means the same in either, and
 // a rule about a column lives here once.
-package sqlrow
+package sqlstore
 
 import (
 	"database/sql/driver"

@@ -1,14 +1,13 @@
-package sqlite
+package sqlstore
 
 import (
 	"fmt"
 	"time"
 
 	"drover/internal/store"
-	"drover/internal/store/sqlrow"
 )
 
-var accounts = newTable(sqlrow.Accounts)
+var accounts = newTable(Accounts)
 
 // upsertAccount inserts a new account ranked after every account of its
 // owner (?3), or updates a kept one in place. A kept account keeps its rank
@@ -20,29 +19,30 @@ const upsertAccount = `INSERT INTO accounts
 	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
 		(SELECT coalesce(max(rank), 0) + 1 FROM accounts WHERE owner_id = ?3), ?9)
 	ON CONFLICT (runner_id, id) DO UPDATE SET
-		rank = CASE WHEN owner_id = excluded.owner_id THEN rank ELSE excluded.rank END,
+		rank = CASE WHEN accounts.owner_id = excluded.owner_id THEN accounts.rank ELSE excluded.rank END,
 		owner_id = excluded.owner_id, agent = excluded.agent, label = excluded.label,
 		kind = excluded.kind, state = excluded.state, limited_until = excluded.limited_until,
 		updated_at = excluded.updated_at
-	WHERE owner_id IS NOT excluded.owner_id OR agent IS NOT excluded.agent
-		OR label IS NOT excluded.label OR kind IS NOT excluded.kind
-		OR state IS NOT excluded.state OR limited_until IS NOT excluded.limited_until`
+	WHERE accounts.owner_id IS DISTINCT FROM excluded.owner_id OR accounts.agent IS DISTINCT FROM excluded.agent
+		OR accounts.label IS DISTINCT FROM excluded.label OR accounts.kind IS DISTINCT FROM excluded.kind
+		OR accounts.state IS DISTINCT FROM excluded.state
+		OR accounts.limited_until IS DISTINCT FROM excluded.limited_until`
 
 // SyncRunnerAccounts makes accts the runner's accounts: missing ones are
 // deleted, kept ones updated in place, new ones ranked last for the
 // runner's owner (in the order given).
 func (t *tx) SyncRunnerAccounts(runnerID string, accts []store.Account, now time.Time) error {
 	what := "sync accounts of runner " + runnerID
-	owner, err := one(t, "runner "+runnerID, sqlrow.Value[string], `SELECT owner_id FROM runners WHERE id = ?`, runnerID)
+	owner, err := one(t, "runner "+runnerID, Value[string], `SELECT owner_id FROM runners WHERE id = ?`, runnerID)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	// Delete first, so that new accounts rank right after the ones kept.
-	had, err := all(t, what, sqlrow.Value[string], `SELECT id FROM accounts WHERE runner_id = ?`, runnerID)
+	had, err := all(t, what, Value[string], `SELECT id FROM accounts WHERE runner_id = ?`, runnerID)
 	if err != nil {
 		return err
 	}
-	gone, err := sqlrow.SyncDeletes(what, had, accts)
+	gone, err := SyncDeletes(what, had, accts)
 	if err != nil {
 		return err
 	}
@@ -54,8 +54,8 @@ func (t *tx) SyncRunnerAccounts(runnerID string, accts []store.Account, now time
 	}
 	for _, a := range accts {
 		if _, err := t.exec(what+": put account "+a.ID, upsertAccount,
-			runnerID, a.ID, owner, a.Agent, a.Label, a.Kind, a.State, sqlrow.OptMillis(a.LimitedUntil),
-			sqlrow.Millis(now)); err != nil {
+			runnerID, a.ID, owner, a.Agent, a.Label, a.Kind, a.State, OptMillis(a.LimitedUntil),
+			Millis(now)); err != nil {
 			return err
 		}
 	}
@@ -65,7 +65,7 @@ func (t *tx) SyncRunnerAccounts(runnerID string, accts []store.Account, now time
 // AccountsOfOwner lists the owner's accounts across their runners, best
 // rank first.
 func (t *tx) AccountsOfOwner(ownerID string) ([]store.Account, error) {
-	return all(t, "accounts of "+ownerID, sqlrow.ScanAccount,
+	return all(t, "accounts of "+ownerID, ScanAccount,
 		accounts.query("WHERE owner_id = ? ORDER BY rank, runner_id, id"), ownerID)
 }
 
@@ -75,7 +75,7 @@ func (t *tx) AccountRanks() (map[string]int64, error) {
 		key  string
 		rank int64
 	}
-	rs, err := all(t, "account ranks", func(s sqlrow.Scanner) (r ranked, err error) {
+	rs, err := all(t, "account ranks", func(s Scanner) (r ranked, err error) {
 		var runnerID, id string
 		err = s.Scan(&runnerID, &id, &r.rank)
 		r.key = store.AccountKey(runnerID, id)
@@ -96,12 +96,12 @@ func (t *tx) AccountRanks() (map[string]int64, error) {
 // the owner's accounts 1..n.
 func (t *tx) MoveAccount(ownerID, runnerID, id string, position int) error {
 	what := fmt.Sprintf("move account %s of runner %s", id, runnerID)
-	refs, err := all(t, what, sqlrow.ScanRanked,
+	refs, err := all(t, what, ScanRanked,
 		`SELECT runner_id, id, rank FROM accounts WHERE owner_id = ? ORDER BY rank, runner_id, id`, ownerID)
 	if err != nil {
 		return err
 	}
-	changed, err := sqlrow.Move(what+" of "+ownerID, refs, runnerID, id, position)
+	changed, err := Move(what+" of "+ownerID, refs, runnerID, id, position)
 	if err != nil {
 		return err
 	}
@@ -116,5 +116,5 @@ func (t *tx) MoveAccount(ownerID, runnerID, id string, position int) error {
 
 // Accounts lists every account, by owner then best rank first.
 func (t *tx) Accounts() ([]store.Account, error) {
-	return all(t, "accounts", sqlrow.ScanAccount, accounts.query("ORDER BY owner_id, rank, runner_id, id"))
+	return all(t, "accounts", ScanAccount, accounts.query("ORDER BY owner_id, rank, runner_id, id"))
 }
