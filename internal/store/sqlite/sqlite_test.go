@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"fmt"
 	"context"
 	"database/sql"
 	"errors"
@@ -125,9 +126,14 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, err = Open(t.Context(), path)
-	if err == nil || !strings.Contains(err.Error(), "newer") {
-		t.Fatalf("Open of a newer schema: %v, want an error saying it is newer", err)
+	if err == nil || !strings.Contains(err.Error(), "version 999 is newer") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("(version %d)", len(ms))) {
+		t.Fatalf("Open of a newer schema: %v, want an error naming version 999 and %d", err, len(ms))
 	}
 }
 
@@ -407,7 +413,9 @@ func jobIDsOf(js []store.Job) []string {
 // without statistics, as the hub's.
 func TestVisibleToUsesIndexes(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
-	jobsQ := func(f store.JobFilter) func() (string, []any) { return func() (string, []any) { return dialect.JobsQuery(f) } }
+	jobsQ := func(f store.JobFilter) func() (string, []any) {
+		return func() (string, []any) { return dialect.JobsQuery(f) }
+	}
 	questionsQ := func(f store.QuestionFilter) func() (string, []any) {
 		return func() (string, []any) { return sqlstore.OpenQuestionsQuery(f) }
 	}

@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"fmt"
+	neturl "net/url"
+	"strings"
+	"testing"
+
+	"drover/internal/childproc"
+	"drover/internal/store"
+	"drover/internal/store/sqlstore"
+	"drover/internal/store/storetest"
+	"drover/internal/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.PostgresMain(m) }
+
+func openTest(t testing.TB, url string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), url)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openTest(t, testkit.StartPostgres(t))
+	})
+}
+
+func TestReopenKeepsDataAndMigratesOnce(t *testing.T) {
+	url := testkit.StartPostgres(t)
+	s := openTest(t, url)
+	if err := s.Write(t.Context(), func(tx store.Tx) error { return tx.SetMeta("k", "v") }); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openTest(t, url)
+	var v string
+	if err := s2.Read(t.Context(), func(tx store.Tx) (err error) { v, err = tx.Meta("k"); return err }); err != nil || v != "v" {
+		t.Fatalf("Meta after reopen = %q, %v; want v", v, err)
+	}
+	var n int
+	if err := s2.db.QueryRowContext(t.Context(), `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := sqlstore.Migrations(migrationFS, "migrations"); n != len(ms) {
+		t.Errorf("schema_migrations has %d rows after two opens, want %d", n, len(ms))
+	}
+}
+
+// TestNewerSchemaRefused: a database a newer drover migrated is refused,
+// naming its version and this binary's.
+func TestNewerSchemaRefused(t *testing.T) {
+	url := testkit.StartPostgres(t)
+	s := openTest(t, url)
+	if _, err := s.db.ExecContext(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := sqlstore.Migrations(migrationFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(t.Context(), url)
+	if err == nil || !strings.Contains(err.Error(), "version 999 is newer") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("(version %d)", len(ms))) {
+		t.Fatalf("Open of a newer schema: %v, want an error naming version 999 and %d", err, len(ms))
+	}
+}
+
+// TestBadURLFailsFast: a wrong or unreachable database fails Open (within
+// connectTimeout, not the driver's retries) with the host and the cause, never the password.
+func TestBadURLFailsFast(t *testing.T) {
+	good := testkit.StartPostgres(t)
+	u, err := neturl.Parse(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "s3cret-pa55word"
+	withPass := func(host, db string) string {
+		v := *u
+		v.User = neturl.UserPassword("drover", secret)
+		if host != "" {
+			v.Host = host
+		}
+		if db != "" {
+			v.Path = "/" + db
+		}
+		return v.String()
+	}
+	closed, err := childproc.FreeAddr() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, url, want string
+	}{
+		{"unreachable", withPass(closed, ""), closed},
+		{"no such database", withPass("", "nosuchdb"), "nosuchdb"},
+		{"not a URL", "postgres://drover:" + secret + "@[::1", "postgres"},
+	} {
+		s, err := Open(t.Context(), tc.url)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: Open succeeded", tc.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %q does not name %q", tc.name, err, tc.want)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: error %q shows the password", tc.name, err)
+		}
+		t.Logf("%s: %v", tc.name, err)
+	}
+}
