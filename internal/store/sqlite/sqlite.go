@@ -211,3 +211,14 @@ func storeErr(err error) error {
 	}
 	return err
 }
+
+// Snapshot runs fn in a read-only SQL transaction on one consistent
+// snapshot of the database, for a tool that reads it whole (copy-db).
+func (s *Store) Snapshot(ctx context.Context, fn func(*sql.Tx) error) error {
+	sqlTx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer sqlTx.Rollback()
+	return fn(sqlTx)
+}

@@ -1,10 +1,10 @@
 package sqlite
 
 import (
-	"fmt"
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
