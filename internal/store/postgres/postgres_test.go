@@ -18,15 +18,7 @@ func TestMain(m *testing.M) { testkit.PostgresMain(m) }
 func openTest(t testing.TB, url string) *Store {
 	t.Helper()
 	s, err := Open(t.Context(), url)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return storetest.Opened(t, s, err)
 }
 
 func TestConformance(t *testing.T) {

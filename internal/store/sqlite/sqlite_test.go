@@ -25,15 +25,7 @@ import (
 func openTest(t testing.TB, path string) *Store {
 	t.Helper()
 	s, err := Open(t.Context(), path)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return storetest.Opened(t, s, err)
 }
 
 func TestConformance(t *testing.T) {

@@ -1203,3 +1203,18 @@ func testOpenQuestions(t *testing.T, s store.Store) {
 	mustWrite(t, s, func(tx store.Tx) error { return tx.UpdateQuestion(q2) })
 	equal(t, "OpenQuestions(bob) with an unapproved answer", list(store.QuestionFilter{RequesterID: "u-2"}), []string{"q-2"})
 }
+
+// Opened is what an implementation's test helper returns for its Open: s,
+// closed when the test ends, or the test fails on err.
+func Opened[S store.Store](t testing.TB, s S, err error) S {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
