@@ -6,7 +6,9 @@
 // Writes are SERIALIZABLE: whatever else writes the database (another
 // hub, an operator), a Write behaves as if it ran alone, and one that lost
 // a serialization race (40001) or a deadlock (40P01) runs again from the
-// start, a bounded number of times. Reads are REPEATABLE READ, READ ONLY:
+// start, a bounded number of times. The Writes of one Store also take
+// turns, as SQLite's do, so that a single hub never loses such a race
+// against itself. Reads are REPEATABLE READ, READ ONLY:
 // one consistent snapshot that never waits for a writer.
 package postgres
 
@@ -44,7 +46,8 @@ const (
 
 // Store is a drover store in one Postgres database.
 type Store struct {
-	db *sql.DB
+	db    *sql.DB
+	write chan struct{} // one token: the Write that holds it runs
 }
 
 // IsURL says whether a --db value names a Postgres database.
@@ -68,7 +71,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := &Store{db: db}
+	s := &Store{db: db, write: make(chan struct{}, 1)}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open Postgres store at %s: %w", where, scrub(err, cfg.Password))
@@ -121,6 +124,12 @@ func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
 // returns an error the transaction is rolled back and that error returned.
 // fn runs again after a serialization failure (see the package comment).
 func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
+	select {
+	case s.write <- struct{}{}:
+		defer func() { <-s.write }()
+	case <-ctx.Done():
+		return fmt.Errorf("begin write: %w", ctx.Err())
+	}
 	for try := 1; ; try++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("begin write: %w", err)
