@@ -15,9 +15,12 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +42,8 @@ const (
 	// writeTries is how often a Write runs in all before a serialization
 	// failure is returned.
 	writeTries = 20
+	// readTries is how often a Read runs in all on lost connections.
+	readTries = 3
 	// connectTimeout bounds the first connection: a wrong or unreachable
 	// URL fails the hub's start, not hangs it.
 	connectTimeout = 10 * time.Second
@@ -108,16 +113,9 @@ func scrub(err error, password string) error {
 func (s *Store) Close() error { return s.db.Close() }
 
 // Read runs fn in a read-only transaction that sees one consistent snapshot.
+// It runs again, a few times, on a connection that was lost.
 func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("begin read: %w", err)
-	}
-	sqlTx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("begin read: %w", storeErr(err))
-	}
-	_, err = sqlstore.Run(ctx, sqlTx, &dialect, fn)
-	return err
+	return s.run(ctx, "read", readTries, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
 }
 
 // Write runs fn in a serializable transaction and commits it. If fn
@@ -130,23 +128,32 @@ func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
 	case <-ctx.Done():
 		return fmt.Errorf("begin write: %w", ctx.Err())
 	}
+	return s.run(ctx, "write", writeTries, &sql.TxOptions{Isolation: sql.LevelSerializable}, fn)
+}
+
+// run runs fn in a transaction, again (up to tries in all) after a
+// failure that kept nothing: a serialization failure, or a connection
+// lost before the commit (database/sql then opens another).
+func (s *Store) run(ctx context.Context, what string, tries int, opts *sql.TxOptions, fn func(store.Tx) error) error {
 	for try := 1; ; try++ {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("begin write: %w", err)
+			return fmt.Errorf("begin %s: %w", what, err)
 		}
-		sqlTx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
+		var retry bool
+		sqlTx, err := s.db.BeginTx(ctx, opts)
 		if err != nil {
-			return fmt.Errorf("begin write: %w", storeErr(err))
+			retry, err = retryable(err, false), fmt.Errorf("begin %s: %w", what, storeErr(err))
+		} else {
+			retry, err = sqlstore.Run(ctx, sqlTx, &dialect, fn)
 		}
-		retry, err := sqlstore.Run(ctx, sqlTx, &dialect, fn)
-		if !retry || try == writeTries {
+		if !retry || try == tries {
 			return err
 		}
 		// Jittered, growing backoff, so racing writers fall apart.
 		d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(try, 6)))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("retry write: %w", ctx.Err())
+			return fmt.Errorf("retry %s: %w", what, ctx.Err())
 		case <-time.After(d):
 		}
 	}
@@ -184,12 +191,26 @@ func pgCode(err error) string {
 	return ""
 }
 
-func retryable(err error) bool {
-	switch pgCode(err) {
-	case "40001", "40P01": // serialization_failure, deadlock_detected
+// retryable: a serialization failure or deadlock (the server rolled the
+// transaction back, even at commit), or, before the commit was sent, a
+// lost connection (a restarted server, a cut network): nothing was kept.
+// A connection lost during the commit may have committed, so that one is
+// returned.
+func retryable(err error, committing bool) bool {
+	code := pgCode(err)
+	switch {
+	case code == "40001", code == "40P01": // serialization_failure, deadlock_detected
 		return true
+	case committing:
+		return false
+	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "57P"): // connection exception, server shutting down
+		return true
+	case code != "":
+		return false
 	}
-	return false
+	var ne net.Error
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.As(err, &ne) || pgconn.SafeToRetry(err)
 }
 
 // storeErr maps Postgres errors to the store's, keeping pgx's error in the

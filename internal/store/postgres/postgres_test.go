@@ -163,3 +163,38 @@ func TestWritesOfTwoStoresRetry(t *testing.T) {
 		t.Fatalf("epoch after %d increments = %d", 2*perStore, j.Epoch)
 	}
 }
+
+// TestRecoversFromDroppedConnections: after the server ends every
+// connection of the store (as a restart or a cut network does), the next
+// Write and Read succeed on new ones, each applied once.
+func TestRecoversFromDroppedConnections(t *testing.T) {
+	url := testkit.StartPostgres(t)
+	s := openTest(t, url)
+	other := openTest(t, url) // an operator's session, to cut the store's
+	now := time.UnixMilli(0)
+	mustWrite := func(u store.User) {
+		t.Helper()
+		if err := s.Write(t.Context(), func(tx store.Tx) error { return tx.InsertUser(u) }); err != nil {
+			t.Fatalf("Write after the connections were cut: %v", err)
+		}
+	}
+	cut := func() {
+		t.Helper()
+		var n int
+		if err := other.db.QueryRowContext(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil || n == 0 {
+			t.Fatalf("terminate the store's connections: %d, %v", n, err)
+		}
+	}
+	mustWrite(store.User{ID: "u-1", Name: "alice", CreatedAt: now})
+	cut()
+	mustWrite(store.User{ID: "u-2", Name: "bob", CreatedAt: now})
+	cut()
+	var users []store.User
+	if err := s.Read(t.Context(), func(tx store.Tx) (err error) { users, err = tx.Users(); return err }); err != nil {
+		t.Fatalf("Read after the connections were cut: %v", err)
+	}
+	if len(users) != 2 {
+		t.Fatalf("users = %+v, want alice and bob once each", users)
+	}
+}

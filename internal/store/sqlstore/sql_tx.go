@@ -20,10 +20,11 @@ type Dialect struct {
 	// Err maps a driver's error to the store's (ErrConflict, ErrNotFound,
 	// ErrNoSpace), keeping the driver's in the chain for its message.
 	Err func(error) error
-	// Retry says whether an error is a serialization failure, after which
-	// the whole transaction may run again; nil for an engine whose writes
-	// never fail so.
-	Retry func(error) bool
+	// Retry says whether after err the whole transaction may run again:
+	// a serialization failure, or a connection lost before the commit was
+	// sent (committing false), which kept nothing. nil for an engine whose
+	// transactions never fail so.
+	Retry func(err error, committing bool) bool
 	// QueueIndex follows "FROM jobs" in the reads of the queue by shape:
 	// SQLite's planner, without statistics, may otherwise take jobs_state
 	// and sort.
@@ -61,13 +62,13 @@ func Run(ctx context.Context, sqlTx *sql.Tx, d *Dialect, fn func(store.Tx) error
 		return t.retry || t.retryable(err), d.Err(err)
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return t.retryable(err), fmt.Errorf("commit: %w", d.Err(err))
+		return d.Retry != nil && d.Retry(err, true), fmt.Errorf("commit: %w", d.Err(err))
 	}
 	return false, nil
 }
 
 func (t *tx) retryable(err error) bool {
-	if err != nil && t.d.Retry != nil && t.d.Retry(err) {
+	if err != nil && t.d.Retry != nil && t.d.Retry(err, false) {
 		t.retry = true
 	}
 	return t.retry
