@@ -1,20 +1,27 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	neturl "net/url"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"drover/internal/childproc"
+	"drover/internal/fsutil"
 	"drover/internal/job"
 	"drover/internal/store"
 	"drover/internal/store/sqlstore"
 	"drover/internal/store/storetest"
 	"drover/internal/testkit"
+	"drover/internal/testkit/disk"
 )
 
 func TestMain(m *testing.M) { testkit.PostgresMain(m) }
@@ -196,5 +203,57 @@ func TestRecoversFromDroppedConnections(t *testing.T) {
 	}
 	if len(users) != 2 {
 		t.Fatalf("users = %+v, want alice and bob once each", users)
+	}
+}
+
+// TestFullDiskIsErrNoSpace: a write Postgres cannot store for lack of
+// space (disk_full, 53100) is ErrNoSpace, keeps nothing, and succeeds once
+// space is freed. The table lives in a tablespace on a small tmpfs.
+func TestFullDiskIsErrNoSpace(t *testing.T) {
+	mnt := disk.Tmpfs(t, 4<<20)
+	s := openTest(t, testkit.StartPostgres(t))
+	// The server runs as the postgres user when the tests run as root: it
+	// must own the tablespace's directory and reach it.
+	if u, err := user.Lookup("postgres"); err == nil && os.Geteuid() == 0 {
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(mnt, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		// Only the test's own directories, below the temporary directory.
+		for d := filepath.Dir(mnt); strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+			if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
+				if err := os.Chmod(d, st.Mode().Perm()|0o011); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	ts := "full_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	for _, stmt := range []string{"CREATE TABLESPACE " + ts + " LOCATION '" + mnt + "'", "ALTER TABLE meta SET TABLESPACE " + ts} {
+		if _, err := s.db.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = s.db.ExecContext(context.Background(), "ALTER TABLE meta SET TABLESPACE pg_default")
+		_, _ = s.db.ExecContext(context.Background(), "DROP TABLESPACE "+ts)
+	})
+	value := strings.Repeat("x", 512<<10)
+	write := func() error {
+		return s.Write(t.Context(), func(tx store.Tx) error { return tx.SetMeta("big", value) })
+	}
+	free := disk.Fill(t, mnt, 0)
+	err := write()
+	if !errors.Is(err, store.ErrNoSpace) || !fsutil.IsNoSpace(err) || pgCode(err) != "53100" {
+		t.Fatalf("write on a full disk: %v (no space: %v)", err, fsutil.IsNoSpace(err))
+	}
+	t.Logf("write on a full disk: %v", err)
+	if _, err := s.db.ExecContext(t.Context(), "SELECT 1"); err != nil {
+		t.Fatalf("the store after a full disk: %v", err)
+	}
+	free()
+	if err := write(); err != nil {
+		t.Fatalf("write after space was freed: %v", err)
 	}
 }
