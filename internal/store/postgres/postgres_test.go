@@ -10,13 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"drover/internal/childproc"
 	"drover/internal/fsutil"
-	"drover/internal/job"
 	"drover/internal/store"
 	"drover/internal/store/sqlstore"
 	"drover/internal/store/storetest"
@@ -130,45 +128,7 @@ func TestBadURLFailsFast(t *testing.T) {
 func TestWritesOfTwoStoresRetry(t *testing.T) {
 	url := testkit.StartPostgres(t)
 	a, b := openTest(t, url), openTest(t, url)
-	now := time.UnixMilli(0)
-	if err := a.Write(t.Context(), func(tx store.Tx) error {
-		return errors.Join(tx.InsertUser(store.User{ID: "u-1", Name: "alice", CreatedAt: now}),
-			tx.InsertJob(store.Job{ID: "j-1", State: job.Queued, RequesterID: "u-1", CreatedAt: now, UpdatedAt: now}))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	const perStore = 40
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, s := range []*Store{a, b} {
-		wg.Go(func() {
-			for range perStore {
-				if err := s.Write(t.Context(), func(tx store.Tx) error {
-					j, err := tx.Job("j-1")
-					if err != nil {
-						return err
-					}
-					j.Epoch++
-					return tx.UpdateJob(j)
-				}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("concurrent Write: %v", err)
-	}
-	var j store.Job
-	if err := a.Read(t.Context(), func(tx store.Tx) (err error) { j, err = tx.Job("j-1"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if j.Epoch != 2*perStore {
-		t.Fatalf("epoch after %d increments = %d", 2*perStore, j.Epoch)
-	}
+	storetest.ConcurrentWrites(t, a, a, b, a, b)
 }
 
 // TestRecoversFromDroppedConnections: after the server ends every

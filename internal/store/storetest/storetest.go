@@ -959,8 +959,17 @@ func testReadDuringWrite(t *testing.T, s store.Store) {
 // lose no update, so writes are serialized; readers meanwhile only ever see
 // committed, increasing values.
 func testConcurrentWrites(t *testing.T, s store.Store) {
+	ConcurrentWrites(t, s, s, s, s, s, s, s, s, s)
+}
+
+// ConcurrentWrites seeds s, then runs one goroutine of read-modify-write
+// increments of one row per writer (the same store several times, or
+// several stores on one database, as several hubs are) while s reads: no
+// update may be lost, and reads see only committed, increasing values.
+func ConcurrentWrites(t *testing.T, s store.Store, writers ...store.Store) {
 	seed(t, s)
-	const workers, perWorker = 8, 15
+	const perWorker = 15
+	workers := len(writers)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	var readerErr error
@@ -990,10 +999,10 @@ func testConcurrentWrites(t *testing.T, s store.Store) {
 		}
 	})
 	errs := make(chan error, workers)
-	for range workers {
+	for _, w := range writers {
 		wg.Go(func() {
 			for range perWorker {
-				if err := s.Write(ctx(t), func(tx store.Tx) error {
+				if err := w.Write(ctx(t), func(tx store.Tx) error {
 					j, err := tx.Job("j-1")
 					if err != nil {
 						return err
