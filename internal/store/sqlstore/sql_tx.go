@@ -41,13 +41,14 @@ type tx struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	d     *Dialect
-	retry bool // a statement failed on a serialization failure
+	retry bool // a statement failed so (see Dialect.Retry) that the transaction may run again
 }
 
 // Run runs fn in sqlTx and commits it. If fn returns an error the
 // transaction is rolled back and that error returned (mapped by the
-// dialect). retry reports a serialization failure of any statement or of
-// the commit, even one fn did not return: the caller may run it all again.
+// dialect). retry reports a failure after which the caller may run it all
+// again (Dialect.Retry), of any statement, even one fn did not return, or
+// of the commit.
 func Run(ctx context.Context, sqlTx *sql.Tx, d *Dialect, fn func(store.Tx) error) (retry bool, err error) {
 	t := &tx{ctx: ctx, tx: sqlTx, d: d}
 	defer func() {
@@ -62,7 +63,9 @@ func Run(ctx context.Context, sqlTx *sql.Tx, d *Dialect, fn func(store.Tx) error
 		return t.retry || t.retryable(err), d.Err(err)
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return d.Retry != nil && d.Retry(err, true), fmt.Errorf("commit: %w", d.Err(err))
+		// A statement that failed so aborted the transaction: its commit
+		// kept nothing either.
+		return t.retry || (d.Retry != nil && d.Retry(err, true)), fmt.Errorf("commit: %w", d.Err(err))
 	}
 	return false, nil
 }
