@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,5 +122,60 @@ func TestCopyFromSQLite(t *testing.T) {
 	}
 	if err := copyAll(); !errors.Is(err, ErrNotEmpty) {
 		t.Errorf("copy into a database with rows: %v, want ErrNotEmpty", err)
+	}
+}
+
+// TestSchemaMatchesSQLite: both engines have the same tables with the same
+// columns (the logical schema copy-db and sqlstore's statements rely on),
+// so a migration added to one engine without the other fails here.
+func TestSchemaMatchesSQLite(t *testing.T) {
+	src, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "drover.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	columns := func(tx *sql.Tx, query string) map[string][]string {
+		t.Helper()
+		rows, err := tx.QueryContext(t.Context(), query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string][]string{}
+		for rows.Next() {
+			var table, col string
+			if err := rows.Scan(&table, &col); err != nil {
+				t.Fatal(err)
+			}
+			out[table] = append(out[table], col)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, cols := range out {
+			slices.Sort(cols)
+		}
+		return out
+	}
+	var want map[string][]string
+	if err := src.Snapshot(t.Context(), func(tx *sql.Tx) error {
+		want = columns(tx, `SELECT m.name, c.name FROM sqlite_master m, pragma_table_xinfo(m.name) c
+			WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testkit.StartPostgres(t))
+	tx, err := dst.db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	got := columns(tx, `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'`)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Postgres tables and columns\n%v\ndiffer from SQLite's\n%v", got, want)
+	}
+	if len(want) < 15 {
+		t.Errorf("SQLite has %d tables: the query found too few", len(want))
 	}
 }
