@@ -28,6 +28,7 @@ const listeningPrefix = "drover hub listening on "
 type hubOptions struct {
 	listen       string
 	data         string
+	db           string
 	lease        time.Duration
 	heartbeat    time.Duration
 	offerTimeout time.Duration
@@ -48,6 +49,7 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", defaultListen, "address to listen on")
 	f.StringVar(&o.data, "data", "", "data directory (default $XDG_DATA_HOME/drover or ~/.local/share/drover)")
+	f.StringVar(&o.db, "db", "", "keep the hub's state in this Postgres database (postgres://USER:PASSWORD@HOST:PORT/DB); default SQLite in the data directory")
 	f.StringVar(&o.config, "config", "", "the hub's config file (JSON): the operator's named network policies (see docs/operator.md)")
 	if !all {
 		return
@@ -86,6 +88,7 @@ says where. On the same machine the CLI uses it by itself with the default
 		},
 	}
 	o.addFlags(cmd, true)
+	cmd.AddCommand(a.copyDBCmd())
 	return cmd
 }
 
@@ -133,7 +136,7 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 			return nil, nil, "", usagef("--metrics-token-file %s is empty", o.metricsTokenFile)
 		}
 	}
-	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Lease: o.lease, Heartbeat: o.heartbeat,
+	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Database: o.db, Lease: o.lease, Heartbeat: o.heartbeat,
 		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
 		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, MetricsToken: metricsToken, MetricsListen: o.metricsListen,
 		Logger: a.log, Network: file.Network, Credentials: file.Setup, CredentialRunners: file.Trusted})

@@ -12,8 +12,11 @@ import (
 
 // Config is the hub's configuration. Zero values take the defaults below.
 type Config struct {
-	Listen       string        // address for Run, default 127.0.0.1:7700
-	DataDir      string        // holds drover.db and admin.token
+	Listen  string // address for Run, default 127.0.0.1:7700
+	DataDir string // holds drover.db (unless Database is set), admin.token and hosted repositories
+	// Database is a postgres:// URL to keep the hub's state in Postgres;
+	// "" keeps it in SQLite in DataDir.
+	Database     string
 	Lease        time.Duration // how long a runner may be gone before its attempts expire (60s)
 	Heartbeat    time.Duration // runner heartbeat interval (20s); silence for 3 intervals closes a connection
 	OfferTimeout time.Duration // how long an offer may stay unaccepted on a connected runner (30s)

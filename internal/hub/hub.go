@@ -20,6 +20,7 @@ import (
 	"drover/internal/fsutil"
 	"drover/internal/ids"
 	"drover/internal/store"
+	"drover/internal/store/postgres"
 	"drover/internal/store/sqlite"
 	"drover/internal/web"
 	"drover/internal/workspace"
@@ -59,8 +60,9 @@ type Hub struct {
 	cancel context.CancelFunc
 }
 
-// Open opens (or creates) the hub's state under cfg.DataDir: the SQLite
-// database with its migrations applied, and on first start the admin token,
+// Open opens (or creates) the hub's state: its store (the SQLite database
+// in cfg.DataDir, or the Postgres one cfg.Database names) with its
+// migrations applied, and under cfg.DataDir on first start the admin token,
 // written once to DataDir/admin.token (0600). Background work (dispatcher,
 // lease sweep) runs until Close.
 func Open(ctx context.Context, cfg Config) (*Hub, error) {
@@ -71,7 +73,7 @@ func Open(ctx context.Context, cfg Config) (*Hub, error) {
 	if err := secureDataDir(cfg.DataDir, cfg.Logger); err != nil {
 		return nil, fmt.Errorf("open hub: %w", err)
 	}
-	st, err := sqlite.Open(ctx, StorePath(cfg.DataDir))
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open hub store: %w", err)
 	}
@@ -87,6 +89,18 @@ func Open(ctx context.Context, cfg Config) (*Hub, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// openStore opens the store cfg names: Postgres for a postgres:// URL,
+// else SQLite in the data directory.
+func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	switch {
+	case cfg.Database == "":
+		return sqlite.Open(ctx, StorePath(cfg.DataDir))
+	case postgres.IsURL(cfg.Database):
+		return postgres.Open(ctx, cfg.Database)
+	}
+	return nil, errors.New("the database must be a postgres:// URL (without one the hub keeps SQLite in its data directory)")
 }
 
 // New starts a hub on an already opened store (tests and other store kinds).

@@ -26,6 +26,7 @@ import (
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/store"
 	"drover/internal/store/sqlite"
+	"drover/internal/testkit"
 )
 
 // testHub is a hub on a real SQLite file behind a real HTTP server.
@@ -37,6 +38,9 @@ type testHub struct {
 	admin string
 }
 
+// TestMain stops the Postgres cluster of DROVER_HUB_TEST_STORE=postgres.
+func TestMain(m *testing.M) { testkit.PostgresMain(m) }
+
 func startHub(t testing.TB, cfg Config) *testHub {
 	t.Helper()
 	return startHubOn(t, cfg, nil)
@@ -47,6 +51,9 @@ func startHub(t testing.TB, cfg Config) *testHub {
 func startHubOn(t testing.TB, cfg Config, wrap func(store.Store) store.Store) *testHub {
 	t.Helper()
 	cfg.DataDir = t.TempDir()
+	if wrap == nil && os.Getenv("DROVER_HUB_TEST_STORE") == "postgres" {
+		cfg.Database = testkit.StartPostgres(t) // the whole suite on Postgres, on request
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	var h *Hub
 	var err error

@@ -21,3 +21,13 @@ func (h *Hub) StartRunnerIn(t testing.TB, name, home string, args ...string) *Ru
 	r.Start()
 	return r
 }
+
+// RestartWith stops the hub (SIGKILL) and starts it again on the same
+// address and data directory with other flags (e.g. "--db", URL after a
+// copy-db).
+func (h *Hub) RestartWith(args ...string) {
+	h.t.Helper()
+	h.p.kill()
+	h.args = args
+	h.start()
+}

@@ -481,6 +481,7 @@ func MainWithBinary(m *testing.M, bin *string) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	StopPostgres()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

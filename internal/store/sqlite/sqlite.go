@@ -23,6 +23,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"drover/internal/store"
+	"drover/internal/store/sqlstore"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -123,7 +124,8 @@ func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
-	return run(ctx, sqlTx, fn)
+	_, err = sqlstore.Run(ctx, sqlTx, &dialect, fn)
+	return err
 }
 
 // Write runs fn in a write transaction and commits it durably. If fn returns
@@ -135,7 +137,17 @@ func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	return run(ctx, sqlTx, fn)
+	_, err = sqlstore.Run(ctx, sqlTx, &dialect, fn)
+	return err
+}
+
+// dialect is how the shared statements run on SQLite: ? placeholders as
+// written, and planner hints (INDEXED BY, unary +) its planner needs
+// without statistics.
+var dialect = sqlstore.Dialect{
+	Err:        func(err error) error { return noSpace(storeErr(err)) },
+	QueueIndex: "INDEXED BY jobs_queue_shape",
+	NoIndex:    "+",
 }
 
 // beginWrite begins an IMMEDIATE transaction (see dsn), retrying a few times
@@ -155,24 +167,6 @@ func beginWrite(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
 		case <-time.After(time.Duration(10<<i) * time.Millisecond):
 		}
 	}
-}
-
-func run(ctx context.Context, sqlTx *sql.Tx, fn func(store.Tx) error) (err error) {
-	defer func() {
-		// Roll back on a panic too; the connection must go back clean.
-		if p := recover(); p != nil {
-			_ = sqlTx.Rollback()
-			panic(p)
-		}
-	}()
-	if err := fn(&tx{ctx: ctx, tx: sqlTx}); err != nil {
-		_ = sqlTx.Rollback()
-		return noSpace(err)
-	}
-	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", noSpace(err))
-	}
-	return nil
 }
 
 func sqliteCode(err error) (int, bool) {
@@ -205,6 +199,9 @@ func noSpace(err error) error {
 // storeErr maps constraint violations to the store's errors, keeping the
 // driver's error in the chain for its message.
 func storeErr(err error) error {
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return err // mapped already
+	}
 	code, _ := sqliteCode(err)
 	switch code {
 	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
@@ -213,4 +210,15 @@ func storeErr(err error) error {
 		return fmt.Errorf("referenced row %w: %w", store.ErrNotFound, err)
 	}
 	return err
+}
+
+// Snapshot runs fn in a read-only SQL transaction on one consistent
+// snapshot of the database, for a tool that reads it whole (copy-db).
+func (s *Store) Snapshot(ctx context.Context, fn func(*sql.Tx) error) error {
+	sqlTx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer sqlTx.Rollback()
+	return fn(sqlTx)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"drover/internal/fsutil"
 	"drover/internal/job"
 	"drover/internal/store"
+	"drover/internal/store/sqlstore"
 	"drover/internal/store/storetest"
 	"drover/internal/testkit/disk"
 )
@@ -23,15 +25,7 @@ import (
 func openTest(t testing.TB, path string) *Store {
 	t.Helper()
 	s, err := Open(t.Context(), path)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return storetest.Opened(t, s, err)
 }
 
 func TestConformance(t *testing.T) {
@@ -124,9 +118,14 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, err = Open(t.Context(), path)
-	if err == nil || !strings.Contains(err.Error(), "newer") {
-		t.Fatalf("Open of a newer schema: %v, want an error saying it is newer", err)
+	if err == nil || !strings.Contains(err.Error(), "version 999 is newer") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("(version %d)", len(ms))) {
+		t.Fatalf("Open of a newer schema: %v, want an error naming version 999 and %d", err, len(ms))
 	}
 }
 
@@ -406,9 +405,11 @@ func jobIDsOf(js []store.Job) []string {
 // without statistics, as the hub's.
 func TestVisibleToUsesIndexes(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
-	jobsQ := func(f store.JobFilter) func() (string, []any) { return func() (string, []any) { return jobsQuery(f) } }
+	jobsQ := func(f store.JobFilter) func() (string, []any) {
+		return func() (string, []any) { return dialect.JobsQuery(f) }
+	}
 	questionsQ := func(f store.QuestionFilter) func() (string, []any) {
-		return func() (string, []any) { return openQuestionsQuery(f) }
+		return func() (string, []any) { return sqlstore.OpenQuestionsQuery(f) }
 	}
 	ways := []string{"jobs_requester", "jobs_project", "project_members_user", "runners_owner", "attempts_runner_job"}
 	for _, tc := range []struct {

@@ -960,8 +960,17 @@ func testReadDuringWrite(t *testing.T, s store.Store) {
 // lose no update, so writes are serialized; readers meanwhile only ever see
 // committed, increasing values.
 func testConcurrentWrites(t *testing.T, s store.Store) {
+	ConcurrentWrites(t, s, s, s, s, s, s, s, s, s)
+}
+
+// ConcurrentWrites seeds s, then runs one goroutine of read-modify-write
+// increments of one row per writer (the same store several times, or
+// several stores on one database, as several hubs are) while s reads: no
+// update may be lost, and reads see only committed, increasing values.
+func ConcurrentWrites(t *testing.T, s store.Store, writers ...store.Store) {
 	seed(t, s)
-	const workers, perWorker = 8, 15
+	const perWorker = 15
+	workers := len(writers)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	var readerErr error
@@ -991,10 +1000,10 @@ func testConcurrentWrites(t *testing.T, s store.Store) {
 		}
 	})
 	errs := make(chan error, workers)
-	for range workers {
+	for _, w := range writers {
 		wg.Go(func() {
 			for range perWorker {
-				if err := s.Write(ctx(t), func(tx store.Tx) error {
+				if err := w.Write(ctx(t), func(tx store.Tx) error {
 					j, err := tx.Job("j-1")
 					if err != nil {
 						return err
@@ -1203,4 +1212,19 @@ func testOpenQuestions(t *testing.T, s store.Store) {
 	q2.Answer, q2.AnsweredBy, q2.AnsweredAt = "maybe", "u-1", ptr(at(20))
 	mustWrite(t, s, func(tx store.Tx) error { return tx.UpdateQuestion(q2) })
 	equal(t, "OpenQuestions(bob) with an unapproved answer", list(store.QuestionFilter{RequesterID: "u-2"}), []string{"q-2"})
+}
+
+// Opened is what an implementation's test helper returns for its Open: s,
+// closed when the test ends, or the test fails on err.
+func Opened[S store.Store](t testing.TB, s S, err error) S {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
 }

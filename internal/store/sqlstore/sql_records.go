@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"errors"
@@ -17,9 +17,8 @@ func (t *tx) AppendLog(attemptID string, offset int64, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	_, err := t.exec(fmt.Sprintf("append log of attempt %s at %d", attemptID, offset),
-		`INSERT INTO log_chunks (attempt_id, offset, data) VALUES (?, ?, ?)`, attemptID, offset, data)
-	return err
+	return t.insertNew(fmt.Sprintf("append log of attempt %s at %d", attemptID, offset),
+		`INSERT INTO log_chunks (attempt_id, "offset", data) VALUES (?, ?, ?)`+onConflict, attemptID, offset, data)
 }
 
 // ReadLog returns up to maxBytes bytes of the attempt's log from offset, which
@@ -29,41 +28,36 @@ func (t *tx) ReadLog(attemptID string, offset int64, maxBytes int) ([]byte, erro
 	if offset < 0 {
 		return nil, fmt.Errorf("%s: negative offset", what)
 	}
-	out := []byte{}
 	if maxBytes <= 0 {
-		return out, nil
+		return []byte{}, nil
 	}
 	end := offset + int64(maxBytes)
 	// Start at the chunk containing offset, found through the primary key,
 	// rather than scanning every chunk before it.
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT offset, data FROM log_chunks
-		WHERE attempt_id = ?1 AND offset < ?3 AND offset >= coalesce(
-			(SELECT max(offset) FROM log_chunks WHERE attempt_id = ?1 AND offset <= ?2), 0)
-		ORDER BY offset`, attemptID, offset, end)
+	rows, err := t.query(`SELECT "offset", data FROM log_chunks
+		WHERE attempt_id = ?1 AND "offset" < ?3 AND "offset" >= coalesce(
+			(SELECT max("offset") FROM log_chunks WHERE attempt_id = ?1 AND "offset" <= ?2), 0)
+		ORDER BY "offset"`, attemptID, offset, end)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
-	pos := offset // the next byte wanted
+	w := NewLogWindow(what, offset, maxBytes)
 	for rows.Next() {
 		var at int64
 		var data []byte
 		if err := rows.Scan(&at, &data); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		if at > pos {
-			return nil, fmt.Errorf("%s: log has a gap at %d", what, pos)
-		}
-		if skip := pos - at; skip < int64(len(data)) {
-			data = data[skip:min(int64(len(data)), end-at)]
-			out = append(out, data...)
-			pos += int64(len(data))
+		if err := w.Add(at, data); err != nil {
+			return nil, err
 		}
 	}
 	if err := rows.Err(); err != nil {
+		t.retryable(err)
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return out, nil
+	return w.Bytes(), nil
 }
 
 // DeleteLog removes the attempt's whole log, so it can be sent again from 0.
@@ -74,34 +68,26 @@ func (t *tx) DeleteLog(attemptID string) error {
 
 // AddEvent appends e (ignoring e.Seq) and returns its sequence number.
 func (t *tx) AddEvent(e store.Event) (int64, error) {
-	res, err := t.exec("add event to job "+e.JobID,
-		`INSERT INTO events (job_id, at, kind, actor, message) VALUES (?, ?, ?, ?, ?)`,
-		e.JobID, millis(e.At), e.Kind, e.Actor, e.Message)
+	var seq int64
+	err := t.queryRow(`INSERT INTO events (job_id, at, kind, actor, message) VALUES (?, ?, ?, ?, ?) RETURNING seq`,
+		e.JobID, Millis(e.At), e.Kind, e.Actor, e.Message).Scan(&seq)
 	if err != nil {
-		return 0, err
-	}
-	seq, err := res.LastInsertId()
-	if err != nil {
-		return 0, fmt.Errorf("add event to job %s: %w", e.JobID, err)
+		t.retryable(err)
+		return 0, fmt.Errorf("add event to job %s: %w", e.JobID, t.d.Err(err))
 	}
 	return seq, nil
-}
-
-func scanEvent(s scanner) (e store.Event, err error) {
-	err = s.Scan(&e.Seq, &e.JobID, timeCol{&e.At}, &e.Kind, &e.Actor, &e.Message)
-	return e, err
 }
 
 // Events lists the job's events after afterSeq in order; limit <= 0 means
 // all of them.
 func (t *tx) Events(jobID string, afterSeq int64, limit int) ([]store.Event, error) {
-	return all(t, "events of job "+jobID, scanEvent,
-		`SELECT seq, job_id, at, kind, actor, message FROM events
+	return all(t, "events of job "+jobID, ScanEvent,
+		"SELECT "+EventCols+` FROM events
 		WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?`, jobID, afterSeq, noLimit(limit))
 }
 
 func (t *tx) Request(runnerID, requestID string) ([]byte, bool, error) {
-	resp, err := one(t, fmt.Sprintf("request %s of runner %s", requestID, runnerID), scanValue[[]byte],
+	resp, err := one(t, fmt.Sprintf("request %s of runner %s", requestID, runnerID), Value[[]byte],
 		`SELECT response FROM requests WHERE runner_id = ? AND request_id = ?`, runnerID, requestID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
@@ -119,20 +105,19 @@ func (t *tx) PutRequest(runnerID, requestID string, response []byte, at time.Tim
 	if response == nil {
 		response = []byte{} // the column is NOT NULL; nil would bind as NULL
 	}
-	_, err := t.exec(fmt.Sprintf("record request %s of runner %s", requestID, runnerID),
-		`INSERT INTO requests (runner_id, request_id, response, created_at) VALUES (?, ?, ?, ?)`,
-		runnerID, requestID, response, millis(at))
-	return err
+	return t.insertNew(fmt.Sprintf("record request %s of runner %s", requestID, runnerID),
+		`INSERT INTO requests (runner_id, request_id, response, created_at) VALUES (?, ?, ?, ?)`+onConflict,
+		runnerID, requestID, response, Millis(at))
 }
 
 // PruneRequests forgets requests recorded before the given time.
 func (t *tx) PruneRequests(before time.Time) error {
-	_, err := t.exec("prune requests", `DELETE FROM requests WHERE created_at < ?`, millis(before))
+	_, err := t.exec("prune requests", `DELETE FROM requests WHERE created_at < ?`, Millis(before))
 	return err
 }
 
 func (t *tx) Meta(key string) (string, error) {
-	return one(t, "meta "+key, scanValue[string], `SELECT value FROM meta WHERE key = ?`, key)
+	return one(t, "meta "+key, Value[string], `SELECT value FROM meta WHERE key = ?`, key)
 }
 
 func (t *tx) SetMeta(key, value string) error {

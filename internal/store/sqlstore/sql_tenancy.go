@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"fmt"
@@ -30,30 +30,16 @@ func visibleArgs(userID string) []any {
 	return []any{userID, userID, userID}
 }
 
-func scanShare(s scanner) (sh store.Share, err error) {
-	err = s.Scan(&sh.RunnerID, &sh.AccountID, &sh.Kind, &sh.Subject, timeCol{&sh.CreatedAt})
-	return sh, err
-}
-
-const shareCols = "SELECT runner_id, account_id, kind, subject, created_at FROM shares "
-
-func shareWhat(s store.Share) string {
-	w := fmt.Sprintf("share of runner %s with %s %s", s.RunnerID, s.Kind, s.Subject)
-	if s.AccountID != "" {
-		w = fmt.Sprintf("share of account %s of runner %s with %s %s", s.AccountID, s.RunnerID, s.Kind, s.Subject)
-	}
-	return w
-}
+const shareCols = "SELECT " + ShareCols + " FROM shares "
 
 func (t *tx) PutShare(s store.Share) error {
-	_, err := t.exec("put "+shareWhat(s),
-		`INSERT INTO shares (runner_id, account_id, kind, subject, created_at) VALUES (?, ?, ?, ?, ?)`,
-		s.RunnerID, s.AccountID, s.Kind, s.Subject, millis(s.CreatedAt))
-	return err
+	return t.insertNew("put "+ShareWhat(s),
+		`INSERT INTO shares (runner_id, account_id, kind, subject, created_at) VALUES (?, ?, ?, ?, ?)`+onConflict,
+		s.RunnerID, s.AccountID, s.Kind, s.Subject, Millis(s.CreatedAt))
 }
 
 func (t *tx) DeleteShare(s store.Share) error {
-	what := "delete " + shareWhat(s)
+	what := "delete " + ShareWhat(s)
 	res, err := t.exec(what,
 		`DELETE FROM shares WHERE runner_id = ? AND account_id = ? AND kind = ? AND subject = ?`,
 		s.RunnerID, s.AccountID, s.Kind, s.Subject)
@@ -66,12 +52,12 @@ func (t *tx) DeleteShare(s store.Share) error {
 // Shares lists the runner's shares and its accounts', oldest first (the
 // key breaks ties, so the order is stable).
 func (t *tx) Shares(runnerID string) ([]store.Share, error) {
-	return all(t, "shares of runner "+runnerID, scanShare,
+	return all(t, "shares of runner "+runnerID, ScanShare,
 		shareCols+"WHERE runner_id = ? ORDER BY created_at, account_id, kind, subject", runnerID)
 }
 
 func (t *tx) AllShares() ([]store.Share, error) {
-	return all(t, "shares", scanShare, shareCols+"ORDER BY runner_id, created_at, account_id, kind, subject")
+	return all(t, "shares", ScanShare, shareCols+"ORDER BY runner_id, created_at, account_id, kind, subject")
 }
 
 func (t *tx) DeleteSharesOf(kind store.ShareKind, subject string) error {
@@ -81,9 +67,8 @@ func (t *tx) DeleteSharesOf(kind store.ShareKind, subject string) error {
 }
 
 func (t *tx) AddMember(project, userID string, at time.Time) error {
-	_, err := t.exec(fmt.Sprintf("add %s to project %s", userID, project),
-		`INSERT INTO project_members (project, user_id, created_at) VALUES (?, ?, ?)`, project, userID, millis(at))
-	return err
+	return t.insertNew(fmt.Sprintf("add %s to project %s", userID, project),
+		`INSERT INTO project_members (project, user_id, created_at) VALUES (?, ?, ?)`+onConflict, project, userID, Millis(at))
 }
 
 func (t *tx) RemoveMember(project, userID string) error {
@@ -98,12 +83,12 @@ func (t *tx) RemoveMember(project, userID string) error {
 // Members lists the project's members, oldest membership first; a missing
 // project has none.
 func (t *tx) Members(project string) ([]string, error) {
-	return all(t, "members of project "+project, scanValue[string],
+	return all(t, "members of project "+project, Value[string],
 		`SELECT user_id FROM project_members WHERE project = ? ORDER BY created_at, user_id`, project)
 }
 
 func (t *tx) ProjectsOf(userID string) ([]string, error) {
-	return all(t, "projects of "+userID, scanValue[string],
+	return all(t, "projects of "+userID, Value[string],
 		`SELECT project FROM project_members WHERE user_id = ? ORDER BY project`, userID)
 }
 
@@ -112,7 +97,7 @@ func (t *tx) PutProjectSecret(s store.ProjectSecret) error {
 		`INSERT INTO project_secrets (project, name, upstream, header, prefix, value, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project, name) DO UPDATE SET upstream = excluded.upstream, header = excluded.header, prefix = excluded.prefix,
 			value = excluded.value, created_by = excluded.created_by, created_at = excluded.created_at`,
-		s.Project, s.Name, s.Upstream, s.Header, s.Prefix, s.Value, s.CreatedBy, millis(s.CreatedAt))
+		s.Project, s.Name, s.Upstream, s.Header, s.Prefix, s.Value, s.CreatedBy, Millis(s.CreatedAt))
 	return err
 }
 
@@ -123,8 +108,8 @@ func (t *tx) ProjectSecrets(project string, values bool) ([]store.ProjectSecret,
 	if values {
 		value = "value"
 	}
-	return all(t, "secrets of project "+project, func(s scanner) (ps store.ProjectSecret, err error) {
-		err = s.Scan(&ps.Project, &ps.Name, &ps.Upstream, &ps.Header, &ps.Prefix, &ps.Value, &ps.CreatedBy, timeCol{&ps.CreatedAt})
+	return all(t, "secrets of project "+project, func(s Scanner) (ps store.ProjectSecret, err error) {
+		err = s.Scan(&ps.Project, &ps.Name, &ps.Upstream, &ps.Header, &ps.Prefix, &ps.Value, &ps.CreatedBy, TimeCol{&ps.CreatedAt})
 		return ps, err
 	}, `SELECT project, name, upstream, header, prefix, `+value+`, created_by, created_at FROM project_secrets WHERE project = ? ORDER BY name`, project)
 }

@@ -1,21 +1,13 @@
-package sqlite
+package sqlstore
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"drover/internal/store"
 )
 
-var accounts = newTable("accounts",
-	"runner_id", "id", "owner_id", "agent", "label", "kind", "state", "limited_until", "rank", "updated_at")
-
-func scanAccount(s scanner) (a store.Account, err error) {
-	err = s.Scan(&a.RunnerID, &a.ID, &a.OwnerID, &a.Agent, &a.Label, &a.Kind, &a.State,
-		optTimeCol{&a.LimitedUntil}, &a.Rank, timeCol{&a.UpdatedAt})
-	return a, err
-}
+var accounts = newTable(Accounts)
 
 // upsertAccount inserts a new account ranked after every account of its
 // owner (?3), or updates a kept one in place. A kept account keeps its rank
@@ -27,47 +19,43 @@ const upsertAccount = `INSERT INTO accounts
 	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
 		(SELECT coalesce(max(rank), 0) + 1 FROM accounts WHERE owner_id = ?3), ?9)
 	ON CONFLICT (runner_id, id) DO UPDATE SET
-		rank = CASE WHEN owner_id = excluded.owner_id THEN rank ELSE excluded.rank END,
+		rank = CASE WHEN accounts.owner_id = excluded.owner_id THEN accounts.rank ELSE excluded.rank END,
 		owner_id = excluded.owner_id, agent = excluded.agent, label = excluded.label,
 		kind = excluded.kind, state = excluded.state, limited_until = excluded.limited_until,
 		updated_at = excluded.updated_at
-	WHERE owner_id IS NOT excluded.owner_id OR agent IS NOT excluded.agent
-		OR label IS NOT excluded.label OR kind IS NOT excluded.kind
-		OR state IS NOT excluded.state OR limited_until IS NOT excluded.limited_until`
+	WHERE accounts.owner_id IS DISTINCT FROM excluded.owner_id OR accounts.agent IS DISTINCT FROM excluded.agent
+		OR accounts.label IS DISTINCT FROM excluded.label OR accounts.kind IS DISTINCT FROM excluded.kind
+		OR accounts.state IS DISTINCT FROM excluded.state
+		OR accounts.limited_until IS DISTINCT FROM excluded.limited_until`
 
 // SyncRunnerAccounts makes accts the runner's accounts: missing ones are
 // deleted, kept ones updated in place, new ones ranked last for the
 // runner's owner (in the order given).
 func (t *tx) SyncRunnerAccounts(runnerID string, accts []store.Account, now time.Time) error {
 	what := "sync accounts of runner " + runnerID
-	owner, err := one(t, "runner "+runnerID, scanValue[string], `SELECT owner_id FROM runners WHERE id = ?`, runnerID)
+	owner, err := one(t, "runner "+runnerID, Value[string], `SELECT owner_id FROM runners WHERE id = ?`, runnerID)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	keep := make(map[string]bool, len(accts))
-	for _, a := range accts {
-		if a.ID == "" {
-			return fmt.Errorf("%s: an account has no id", what)
-		}
-		keep[a.ID] = true
-	}
 	// Delete first, so that new accounts rank right after the ones kept.
-	had, err := all(t, what, scanValue[string], `SELECT id FROM accounts WHERE runner_id = ?`, runnerID)
+	had, err := all(t, what, Value[string], `SELECT id FROM accounts WHERE runner_id = ?`, runnerID)
 	if err != nil {
 		return err
 	}
-	for _, id := range had {
-		if !keep[id] {
-			if _, err := t.exec(what+": delete account "+id,
-				`DELETE FROM accounts WHERE runner_id = ? AND id = ?`, runnerID, id); err != nil {
-				return err
-			}
+	gone, err := SyncDeletes(what, had, accts)
+	if err != nil {
+		return err
+	}
+	for _, id := range gone {
+		if _, err := t.exec(what+": delete account "+id,
+			`DELETE FROM accounts WHERE runner_id = ? AND id = ?`, runnerID, id); err != nil {
+			return err
 		}
 	}
 	for _, a := range accts {
 		if _, err := t.exec(what+": put account "+a.ID, upsertAccount,
-			runnerID, a.ID, owner, a.Agent, a.Label, a.Kind, a.State, optMillis(a.LimitedUntil),
-			millis(now)); err != nil {
+			runnerID, a.ID, owner, a.Agent, a.Label, a.Kind, a.State, OptMillis(a.LimitedUntil),
+			Millis(now)); err != nil {
 			return err
 		}
 	}
@@ -77,7 +65,7 @@ func (t *tx) SyncRunnerAccounts(runnerID string, accts []store.Account, now time
 // AccountsOfOwner lists the owner's accounts across their runners, best
 // rank first.
 func (t *tx) AccountsOfOwner(ownerID string) ([]store.Account, error) {
-	return all(t, "accounts of "+ownerID, scanAccount,
+	return all(t, "accounts of "+ownerID, ScanAccount,
 		accounts.query("WHERE owner_id = ? ORDER BY rank, runner_id, id"), ownerID)
 }
 
@@ -87,7 +75,7 @@ func (t *tx) AccountRanks() (map[string]int64, error) {
 		key  string
 		rank int64
 	}
-	rs, err := all(t, "account ranks", func(s scanner) (r ranked, err error) {
+	rs, err := all(t, "account ranks", func(s Scanner) (r ranked, err error) {
 		var runnerID, id string
 		err = s.Scan(&runnerID, &id, &r.rank)
 		r.key = store.AccountKey(runnerID, id)
@@ -108,31 +96,18 @@ func (t *tx) AccountRanks() (map[string]int64, error) {
 // the owner's accounts 1..n.
 func (t *tx) MoveAccount(ownerID, runnerID, id string, position int) error {
 	what := fmt.Sprintf("move account %s of runner %s", id, runnerID)
-	type ref struct {
-		runnerID, id string
-		rank         int64
-	}
-	refs, err := all(t, what, func(s scanner) (r ref, err error) {
-		err = s.Scan(&r.runnerID, &r.id, &r.rank)
-		return r, err
-	}, `SELECT runner_id, id, rank FROM accounts WHERE owner_id = ? ORDER BY rank, runner_id, id`, ownerID)
+	refs, err := all(t, what, ScanRanked,
+		`SELECT runner_id, id, rank FROM accounts WHERE owner_id = ? ORDER BY rank, runner_id, id`, ownerID)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(refs, func(r ref) bool { return r.runnerID == runnerID && r.id == id })
-	if i < 0 {
-		return fmt.Errorf("%s: no such account of %s: %w", what, ownerID, store.ErrNotFound)
+	changed, err := Move(what+" of "+ownerID, refs, runnerID, id, position)
+	if err != nil {
+		return err
 	}
-	moved := refs[i]
-	refs = slices.Delete(refs, i, i+1)
-	position = min(max(position, 1), len(refs)+1)
-	refs = slices.Insert(refs, position-1, moved)
-	for n, r := range refs {
-		if r.rank == int64(n+1) {
-			continue
-		}
+	for _, r := range changed {
 		if _, err := t.exec(what, `UPDATE accounts SET rank = ? WHERE runner_id = ? AND id = ?`,
-			n+1, r.runnerID, r.id); err != nil {
+			r.Rank, r.RunnerID, r.ID); err != nil {
 			return err
 		}
 	}
@@ -141,5 +116,5 @@ func (t *tx) MoveAccount(ownerID, runnerID, id string, position int) error {
 
 // Accounts lists every account, by owner then best rank first.
 func (t *tx) Accounts() ([]store.Account, error) {
-	return all(t, "accounts", scanAccount, accounts.query("ORDER BY owner_id, rank, runner_id, id"))
+	return all(t, "accounts", ScanAccount, accounts.query("ORDER BY owner_id, rank, runner_id, id"))
 }

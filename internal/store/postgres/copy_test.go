@@ -1,0 +1,188 @@
+package postgres
+
+import (
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/store"
+	"drover/internal/store/sqlite"
+	"drover/internal/store/sqlstore"
+	"drover/internal/testkit"
+)
+
+// TestCopyFromSQLite: a copy of a SQLite store reads the same through the
+// store's interface, numbers new events after the copied ones, and is
+// refused by a database that has rows.
+func TestCopyFromSQLite(t *testing.T) {
+	src, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "drover.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	now := time.UnixMilli(1_750_000_000_123).UTC()
+	later := now.Add(time.Minute)
+	exit := 3
+	if err := src.Write(t.Context(), func(tx store.Tx) error {
+		return errors.Join(
+			tx.InsertUser(store.User{ID: "u-1", Name: "alice", Admin: true, CreatedAt: now}),
+			tx.InsertUser(store.User{ID: "u-2", Name: "bob", CreatedAt: now, RemovedAt: &later}),
+			tx.InsertToken(store.Token{Hash: "h-1", Kind: store.TokenUser, OwnerID: "u-1", CreatedAt: now}),
+			tx.InsertRunner(store.Runner{ID: "r-1", Name: "box", OwnerID: "u-1", TokenHash: "h-r", Slots: 2,
+				Labels: map[string]string{"os": "linux"}, CreatedAt: now, LastSeen: &later}),
+			tx.PutProject(store.Project{Name: "web", OwnerID: "u-1", CreatedAt: now, UpdatedAt: now}),
+			tx.InsertJob(store.Job{ID: "j-1", State: job.Completed, Agent: "exec", Args: []string{"echo", "hi"},
+				Labels: map[string]string{}, RequesterID: "u-1", Epoch: 1, AttemptID: "a-1", Tools: true,
+				ExitCode: &exit, CreatedAt: now, UpdatedAt: later, FinishedAt: &later, Project: "web"}),
+			tx.InsertAttempt(store.Attempt{ID: "a-1", JobID: "j-1", Epoch: 1, RunnerID: "r-1", State: job.AttemptFailed,
+				OfferedAt: now, LeaseUntil: later, LogSize: 6, ExitCode: &exit}),
+			tx.AppendLog("a-1", 0, []byte("hel")),
+			tx.AppendLog("a-1", 3, []byte("lo\n")),
+			tx.SetMeta("admin_user_id", "u-1"),
+			tx.PutShare(store.Share{RunnerID: "r-1", Kind: store.ShareUser, Subject: "u-2", CreatedAt: now}),
+			tx.InsertContextFile("j-1", store.ContextFile{Name: "a.txt", Data: []byte("ctx")}),
+			tx.PutRequest("r-1", "q-1", []byte(`{"ok":true}`), now),
+		)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := src.Write(t.Context(), func(tx store.Tx) error {
+			_, err := tx.AddEvent(store.Event{JobID: "j-1", At: now, Kind: "created", Actor: "alice", Message: "m"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dst := openTest(t, testkit.StartPostgres(t))
+	copyAll := func() error {
+		return src.Snapshot(t.Context(), func(tx *sql.Tx) error { _, err := dst.CopyFrom(t.Context(), tx); return err })
+	}
+	if err := copyAll(); err != nil {
+		t.Fatalf("copy: %v", err)
+	}
+	// What the hub reads, from both.
+	read := func(s store.Store) map[string]any {
+		got := map[string]any{}
+		if err := s.Read(t.Context(), func(tx store.Tx) error {
+			var errs []error
+			keep := func(k string, v any, err error) { got[k] = v; errs = append(errs, err) }
+			v1, err := tx.Users()
+			keep("users", v1, err)
+			v2, err := tx.Token("h-1")
+			keep("token", v2, err)
+			v3, err := tx.Runners()
+			keep("runners", v3, err)
+			v4, err := tx.Jobs(store.JobFilter{})
+			keep("jobs", v4, err)
+			v5, err := tx.Attempts("j-1")
+			keep("attempts", v5, err)
+			v6, err := tx.ReadLog("a-1", 0, 100)
+			keep("log", string(v6), err)
+			v7, err := tx.Events("j-1", 0, 0)
+			keep("events", v7, err)
+			v8, err := tx.Shares("r-1")
+			keep("shares", v8, err)
+			v9, err := tx.Members("web")
+			keep("members", v9, err)
+			v10, err := tx.ContextFiles("j-1", true)
+			keep("context", v10, err)
+			v11, _, err := tx.Request("r-1", "q-1")
+			keep("request", string(v11), err)
+			v12, err := tx.Meta("admin_user_id")
+			keep("meta", v12, err)
+			v13, err := tx.QueuedHeads(0)
+			keep("queue", v13, err)
+			return errors.Join(errs...)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want, got := read(src), read(dst)
+	for k, w := range want {
+		if !reflect.DeepEqual(got[k], w) {
+			t.Errorf("%s after copy = %+v, want %+v", k, got[k], w)
+		}
+	}
+	if want["log"] != "hello\n" {
+		t.Errorf("source log = %q: the fixture is wrong", want["log"])
+	}
+	var seq int64
+	if err := dst.Write(t.Context(), func(tx store.Tx) (err error) {
+		seq, err = tx.AddEvent(store.Event{JobID: "j-1", At: now, Kind: "note"})
+		return err
+	}); err != nil || seq != 4 {
+		t.Errorf("first event after the copy: seq %d, %v; want 4", seq, err)
+	}
+	if err := copyAll(); !errors.Is(err, ErrNotEmpty) {
+		t.Errorf("copy into a database with rows: %v, want ErrNotEmpty", err)
+	}
+}
+
+// TestSchemaMatchesSQLite: both engines have the same tables with the same
+// columns (the logical schema copy-db and sqlstore's statements rely on),
+// so a migration added to one engine without the other fails here.
+func TestSchemaMatchesSQLite(t *testing.T) {
+	src, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "drover.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	columns := func(tx *sql.Tx, query string) map[string][]string {
+		t.Helper()
+		rows, err := tx.QueryContext(t.Context(), query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string][]string{}
+		for rows.Next() {
+			var table, col string
+			if err := rows.Scan(&table, &col); err != nil {
+				t.Fatal(err)
+			}
+			out[table] = append(out[table], col)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, cols := range out {
+			slices.Sort(cols)
+		}
+		return out
+	}
+	var want map[string][]string
+	if err := src.Snapshot(t.Context(), func(tx *sql.Tx) error {
+		want = columns(tx, `SELECT m.name, c.name FROM sqlite_master m, pragma_table_xinfo(m.name) c
+			WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testkit.StartPostgres(t))
+	tx, err := dst.db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	got := columns(tx, `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'`)
+	copied := sqlstore.CopiedTables()
+	for table := range want {
+		if table != "schema_migrations" && !slices.Contains(copied, table) {
+			t.Errorf("copy-db does not copy table %s: add it to sqlstore's copyTables", table)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Postgres tables and columns\n%v\ndiffer from SQLite's\n%v", got, want)
+	}
+	if len(want) < 15 {
+		t.Errorf("SQLite has %d tables: the query found too few", len(want))
+	}
+}

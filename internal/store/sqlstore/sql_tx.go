@@ -1,0 +1,229 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"drover/internal/store"
+)
+
+// Dialect is what differs between the engines for the statements they
+// share. The statements are written with ? placeholders (?N where one is
+// used twice).
+type Dialect struct {
+	// Rebind turns the placeholders into the engine's; nil keeps them.
+	Rebind func(string) string
+	// Err maps a driver's error to the store's (ErrConflict, ErrNotFound,
+	// ErrNoSpace), keeping the driver's in the chain for its message.
+	Err func(error) error
+	// Retry says whether after err the whole transaction may run again:
+	// a serialization failure, or a connection lost before the commit was
+	// sent (committing false), which kept nothing. nil for an engine whose
+	// transactions never fail so.
+	Retry func(err error, committing bool) bool
+	// QueueIndex follows "FROM jobs" in the reads of the queue by shape:
+	// SQLite's planner, without statistics, may otherwise take jobs_state
+	// and sort.
+	QueueIndex string
+	// NoIndex prefixes a column to keep its condition off the indexes
+	// where that condition would take a visibility arm through every job
+	// in one state ("+" in SQLite; "" where the planner weighs it itself).
+	NoIndex string
+}
+
+// tx implements store.Tx. The interface's methods take no context, so the
+// one given to Read or Write is kept here and used for every statement.
+type tx struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	d     *Dialect
+	retry bool // a statement failed so (see Dialect.Retry) that the transaction may run again
+}
+
+// Run runs fn in sqlTx and commits it. If fn returns an error the
+// transaction is rolled back and that error returned (mapped by the
+// dialect). retry reports a failure after which the caller may run it all
+// again (Dialect.Retry), of any statement, even one fn did not return, or
+// of the commit.
+func Run(ctx context.Context, sqlTx *sql.Tx, d *Dialect, fn func(store.Tx) error) (retry bool, err error) {
+	t := &tx{ctx: ctx, tx: sqlTx, d: d}
+	defer func() {
+		// Roll back on a panic too; the connection must go back clean.
+		if p := recover(); p != nil {
+			_ = sqlTx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(t); err != nil {
+		_ = sqlTx.Rollback()
+		return t.retry || t.retryable(err), d.Err(err)
+	}
+	if err := sqlTx.Commit(); err != nil {
+		// A statement that failed so aborted the transaction: its commit
+		// kept nothing either.
+		return t.retry || (d.Retry != nil && d.Retry(err, true)), fmt.Errorf("commit: %w", d.Err(err))
+	}
+	return false, nil
+}
+
+func (t *tx) retryable(err error) bool {
+	if err != nil && t.d.Retry != nil && t.d.Retry(err, false) {
+		t.retry = true
+	}
+	return t.retry
+}
+
+// q is query in the engine's placeholders.
+func (t *tx) q(query string) string {
+	if t.d.Rebind == nil {
+		return query
+	}
+	return t.d.Rebind(query)
+}
+
+func (t *tx) queryRow(query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(t.ctx, t.q(query), args...)
+}
+
+func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
+	rows, err := t.tx.QueryContext(t.ctx, t.q(query), args...)
+	t.retryable(err)
+	return rows, err
+}
+
+// table describes an entity table whose first column is its primary key and
+// whose rows are written whole, so that inserts, updates and selects of one
+// entity share one column list.
+type table struct {
+	name   string
+	cols   string // comma-separated, for SELECT
+	insert string
+	update string
+}
+
+func newTable(tb Table) table {
+	name, cols := tb.Name, tb.Cols
+	set := make([]string, len(cols)-1)
+	for i, c := range cols[1:] {
+		set[i] = c + " = ?"
+	}
+	return table{
+		name: name,
+		cols: strings.Join(cols, ", "),
+		insert: fmt.Sprintf("INSERT INTO %s (%s) VALUES (?%s)"+onConflict, name, strings.Join(cols, ", "),
+			strings.Repeat(", ?", len(cols)-1)),
+		update: fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", name, strings.Join(set, ", "), cols[0]),
+	}
+}
+
+// query returns a SELECT of all columns followed by rest (WHERE, ORDER BY…).
+func (t table) query(rest string) string {
+	return "SELECT " + t.cols + " FROM " + t.name + " " + rest
+}
+
+func (t *tx) exec(what, query string, args ...any) (sql.Result, error) {
+	res, err := t.tx.ExecContext(t.ctx, t.q(query), args...)
+	if err != nil {
+		t.retryable(err)
+		return nil, fmt.Errorf("%s: %w", what, t.d.Err(err))
+	}
+	return res, nil
+}
+
+// onConflict ends every insert of a new row: a duplicate key inserts
+// nothing and is ErrConflict, without failing the statement, which in
+// Postgres would abort the whole transaction (the hub goes on after some
+// conflicts, such as adding a member twice).
+const onConflict = " ON CONFLICT DO NOTHING"
+
+// insert writes a new row; args are in the table's column order.
+func (t *tx) insert(tb table, what string, args []any) error {
+	return t.insertNew("insert "+what, tb.insert, args...)
+}
+
+// insertNew runs query, an INSERT ending in onConflict, and reports
+// ErrConflict when it inserted nothing.
+func (t *tx) insertNew(what, query string, args ...any) error {
+	res, err := t.exec(what, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, store.ErrConflict)
+	}
+	return nil
+}
+
+// update rewrites the row whose key is args[0] and reports ErrNotFound if
+// there is none.
+func (t *tx) update(tb table, what string, args []any) error {
+	res, err := t.exec("update "+what, tb.update, append(args[1:len(args):len(args)], args[0])...)
+	if err != nil {
+		return err
+	}
+	return affected("update "+what, res)
+}
+
+// affected reports ErrNotFound when the statement of res changed no row.
+func affected(what string, res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return nil
+}
+
+// one returns the single row of query, or ErrNotFound.
+func one[T any](t *tx, what string, scan func(Scanner) (T, error), query string, args ...any) (T, error) {
+	v, err := scan(t.queryRow(query, args...))
+	t.retryable(err)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	if err != nil {
+		return v, fmt.Errorf("read %s: %w", what, err)
+	}
+	return v, nil
+}
+
+// all returns every row of query, never nil.
+func all[T any](t *tx, what string, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := t.query(query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	defer rows.Close()
+	vs := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", what, err)
+		}
+		vs = append(vs, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.retryable(err)
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	return vs, nil
+}
+
+// noLimit turns a non-positive limit into one no table reaches (every
+// engine takes it).
+func noLimit(limit int) int64 {
+	if limit <= 0 {
+		return math.MaxInt64
+	}
+	return int64(limit)
+}
