@@ -21,7 +21,7 @@ import (
 )
 
 func (a *app) runnerCmd() *cobra.Command {
-	var home, labels string
+	var home, labels, regFile string
 	var slots int
 	var minFree, cacheSize int64
 	var models []string
@@ -101,6 +101,9 @@ model per agent (a custom endpoint for opencode needs one).`,
 			}
 			ctx, stop := a.signalContext(cmd.Context())
 			defer stop()
+			if err := a.registerRunner(ctx, regFile, cfg); err != nil {
+				return err
+			}
 			r, err := runner.New(cfg)
 			if err != nil {
 				return fmt.Errorf("start runner: %w", err)
@@ -112,6 +115,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 		},
 	}
 	cmd.Flags().StringVar(&home, "home", "", "runner home (login, journal, work directories)")
+	cmd.Flags().StringVar(&regFile, "registration-token-file", "", "register with the fleet launch's single-use token in this 0600 file (or $"+registrationTokenEnv+") when the home has no login")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs to run at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")
 	cmd.Flags().StringArrayVar(&models, "agent-model", nil, "model of a vendor agent, AGENT=MODEL (repeatable)")
