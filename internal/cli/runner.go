@@ -63,11 +63,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if err := sb.check(); err != nil {
 				return err
 			}
-			var items []string
-			if labels != "" {
-				items = strings.Split(labels, ",")
-			}
-			lm, err := parseLabels(items)
+			lm, err := parseLabelList(labels)
 			if err != nil {
 				return err
 			}

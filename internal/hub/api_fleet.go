@@ -304,11 +304,7 @@ func labelList(m map[string]string) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	var b []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		b = append(b, k+"="+m[k])
-	}
-	return strings.Join(b, ",")
+	return protocol.FormatLabels(m)
 }
 
 // checkLaunchScope holds a launched runner to its launch's labels at every

@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"drover/internal/client"
+	"drover/internal/fleet"
+	"drover/internal/protocol"
+)
+
+func (a *app) fleetCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "Launch, list, stop runners on fleet targets (local, ssh)",
+		Long: `Start runners on a target: 'local' (processes of this machine, each with its
+own state directory under $XDG_STATE_HOME/drover/fleet). A launch asks the
+hub for one single-use registration token per runner, scoped to you and to
+the launch's labels; each runner exchanges its token for a runner token of
+its own, with no login link to approve. Stopping a launch stops its runners
+and revokes them.`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(a.fleetLaunchCmd(), a.fleetListCmd(), a.fleetLogsCmd(), a.fleetStopCmd())
+	return cmd
+}
+
+// parseLabelList parses a --labels value, k=v,k2=v2 ("" for none).
+func parseLabelList(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return parseLabels(strings.Split(s, ","))
+}
+
+// fleetTarget opens a target with this machine's settings.
+func (a *app) fleetTarget(name string) (fleet.Target, error) {
+	dir, err := a.xdg("XDG_STATE_HOME", ".local/state", "fleet", name)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the drover binary: %w", err)
+	}
+	return fleet.Open(name, fleet.Config{Binary: exe, StateDir: dir, Env: os.Environ()})
+}
+
+func (a *app) fleetLaunchCmd() *cobra.Command {
+	var on, labels string
+	var count, slots int
+	var ttl time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "launch --on TARGET [--count N] [--labels k=v,...] [--slots N] [--ttl D]",
+		Short: "Start runners on a target, each registering with its own single-use token",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if count < 1 || count > protocol.MaxLaunchCount {
+				return usagef("--count must be 1 to %d", protocol.MaxLaunchCount)
+			}
+			if slots < 1 {
+				return usagef("--slots must be at least 1")
+			}
+			lm, err := parseLabelList(labels)
+			if err != nil {
+				return err
+			}
+			// An unknown target or a missing tool fails before the hub
+			// mints anything.
+			t, err := a.fleetTarget(on)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if err := t.Check(ctx); err != nil {
+				return err
+			}
+			c, s, err := a.clientSettings(ctx)
+			if err != nil {
+				return err
+			}
+			resp, err := c.Launch(ctx, protocol.LaunchRequest{Target: on, Count: count, Slots: slots, Labels: lm,
+				TTLSeconds: int(ttl / time.Second)})
+			if err != nil {
+				return err
+			}
+			spec := fleet.Spec{LaunchID: resp.ID, Hub: s.Hub, Labels: lm, Slots: slots}
+			for _, r := range resp.Registrations {
+				spec.Runners = append(spec.Runners, fleet.RunnerSpec{Name: r.Name, Token: r.Token})
+			}
+			ins, err := t.Launch(ctx, spec)
+			if err != nil {
+				// Nothing of the launch may keep working: its tokens go too.
+				_, rerr := c.RevokeLaunch(context.WithoutCancel(ctx), resp.ID)
+				return errors.Join(fmt.Errorf("launch on %s: %w", on, err), rerr)
+			}
+			if asJSON {
+				return printJSON(a.env.Stdout, resp.LaunchView)
+			}
+			fprintf(a.env.Stdout, "launch %s on %s: %d runner(s)\n", resp.ID, on, len(ins))
+			for _, in := range ins {
+				fprintf(a.env.Stdout, "  %s  %s\n", in.Name, in.Where)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&on, "on", "", "target: "+strings.Join(fleet.Names(), ", "))
+	cmd.Flags().IntVar(&count, "count", 1, "runners to start")
+	cmd.Flags().IntVar(&slots, "slots", 1, "jobs each runner runs at once")
+	cmd.Flags().StringVar(&labels, "labels", "", "labels of the runners (and all they may report), k=v,k2=v2")
+	cmd.Flags().DurationVar(&ttl, "ttl", protocol.DefaultRegistrationTTL, "how long the registration tokens may wait to be used")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the launch as JSON")
+	_ = cmd.MarkFlagRequired("on")
+	return cmd
+}
+
+func (a *app) fleetListCmd() *cobra.Command {
+	return answerCmd(a, &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List your launches and their runners (an admin: all)",
+		Args:  noArgs,
+	}, func(ctx context.Context, c *client.Client, _ []string) (protocol.LaunchList, error) {
+		return c.Launches(ctx)
+	}, func(w io.Writer, l protocol.LaunchList) error {
+		if len(l.Launches) == 0 {
+			_, err := fprintf(w, "no launches; start runners with 'drover fleet launch --on local'\n")
+			return err
+		}
+		tw := newTable(w)
+		fprintf(tw, "LAUNCH\tTARGET\tOWNER\tRUNNER\tSTATE\tLABELS\n")
+		for _, v := range l.Launches {
+			for _, r := range v.Runners {
+				fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Target, v.Owner, r.Name, launchRunnerState(v, r), dash(formatLabels(v.Labels)))
+			}
+		}
+		return tw.Flush()
+	})
+}
+
+func launchRunnerState(v protocol.LaunchView, r protocol.LaunchRunner) string {
+	switch {
+	case r.Revoked || (v.Revoked && !r.Registered):
+		return "revoked"
+	case r.Connected:
+		return "connected"
+	case r.Registered:
+		return "disconnected"
+	}
+	return "registering"
+}
+
+// launchOfRunner is the launch a launched runner's name belongs to.
+func launchOfRunner(ctx context.Context, c *client.Client, name string) (protocol.LaunchView, error) {
+	l, err := c.Launches(ctx)
+	if err != nil {
+		return protocol.LaunchView{}, err
+	}
+	for _, v := range l.Launches {
+		for _, r := range v.Runners {
+			if r.Name == name {
+				return v, nil
+			}
+		}
+	}
+	return protocol.LaunchView{}, fmt.Errorf("no launched runner %s of yours: 'drover fleet list' shows them", name)
+}
+
+func (a *app) fleetLogsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "logs RUNNER",
+		Short: "Print what a launched runner printed",
+		Args:  exactArgs("RUNNER"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			v, err := launchOfRunner(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			t, err := a.fleetTarget(v.Target)
+			if err != nil {
+				return err
+			}
+			return t.Logs(cmd.Context(), args[0], safeWriter{a.env.Stdout})
+		},
+	}
+}
+
+// safeWriter escapes what a terminal may act on, line by line.
+type safeWriter struct{ w io.Writer }
+
+func (s safeWriter) Write(p []byte) (int, error) {
+	lines := strings.SplitAfter(string(p), "\n")
+	for _, l := range lines {
+		body, nl := strings.CutSuffix(l, "\n")
+		out := safe(body)
+		if nl {
+			out += "\n"
+		}
+		if _, err := io.WriteString(s.w, out); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+func (a *app) fleetStopCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop LAUNCH",
+		Short: "Stop a launch's runners (their attempts go back to the queue) and revoke them",
+		Args:  exactArgs("LAUNCH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := a.client(ctx)
+			if err != nil {
+				return err
+			}
+			v, err := c.LaunchView(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			t, err := a.fleetTarget(v.Target)
+			if err != nil {
+				return err
+			}
+			// Stopped first, so running attempts end gracefully; revoked
+			// whatever happened, so no runner of it keeps working.
+			serr := t.Stop(ctx, v.ID)
+			if _, err := c.RevokeLaunch(context.WithoutCancel(ctx), v.ID); err != nil {
+				return errors.Join(serr, err)
+			}
+			if serr != nil {
+				return serr
+			}
+			_, err = fprintf(a.env.Stdout, "stopped and revoked launch %s (%d runner(s))\n", v.ID, len(v.Runners))
+			return err
+		},
+	}
+}
