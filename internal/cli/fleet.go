@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -17,18 +18,43 @@ import (
 )
 
 func (a *app) fleetCmd() *cobra.Command {
+	var hostsFile string
 	cmd := &cobra.Command{
 		Use:   "fleet",
 		Short: "Launch, list, stop runners on fleet targets (local, ssh)",
 		Long: `Start runners on a target: 'local' (processes of this machine, each with its
-own state directory under $XDG_STATE_HOME/drover/fleet). A launch asks the
+own state directory under $XDG_STATE_HOME/drover/fleet), or an SSH host
+the operator registered in the hosts file (--hosts-file, default
+$XDG_CONFIG_HOME/drover/fleet-hosts.json), where 'drover runner --stdio'
+runs with its connections to the hub tunnelled through the SSH session. A launch asks the
 hub for one single-use registration token per runner, scoped to you and to
 the launch's labels; each runner exchanges its token for a runner token of
 its own, with no login link to approve. Stopping a launch stops its runners
 and revokes them.`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(a.fleetLaunchCmd(), a.fleetListCmd(), a.fleetLogsCmd(), a.fleetStopCmd())
+	cmd.PersistentFlags().StringVar(&hostsFile, "hosts-file", "", "the SSH hosts file (default $XDG_CONFIG_HOME/drover/fleet-hosts.json)")
+	a.fleetHosts = &hostsFile
+	cmd.AddCommand(a.fleetLaunchCmd(), a.fleetListCmd(), a.fleetLogsCmd(), a.fleetStopCmd(), a.fleetBridgeCmd())
+	return cmd
+}
+
+// fleetBridgeCmd is the process that keeps one ssh runner's session.
+func (a *app) fleetBridgeCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:    "ssh-bridge --dir DIR",
+		Short:  "Keep one SSH runner's session and tunnel (started by 'fleet launch')",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := a.signalContext(cmd.Context())
+			defer stop()
+			return fleet.RunBridge(ctx, dir, a.log)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the runner's directory")
+	_ = cmd.MarkFlagRequired("dir")
 	return cmd
 }
 
@@ -50,7 +76,16 @@ func (a *app) fleetTarget(name string) (fleet.Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the drover binary: %w", err)
 	}
-	return fleet.Open(name, fleet.Config{Binary: exe, StateDir: dir, Env: os.Environ()})
+	hosts := ""
+	if a.fleetHosts != nil {
+		hosts = *a.fleetHosts
+	}
+	if hosts == "" {
+		if hosts, err = a.xdg("XDG_CONFIG_HOME", ".config", "fleet-hosts.json"); err != nil {
+			return nil, err
+		}
+	}
+	return fleet.Open(name, fleet.Config{Binary: exe, StateDir: dir, Env: os.Environ(), HostsFile: hosts})
 }
 
 func (a *app) fleetLaunchCmd() *cobra.Command {
@@ -87,6 +122,15 @@ func (a *app) fleetLaunchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if sc, ok := t.(fleet.Scoped); ok {
+				if err := checkHostOwner(ctx, c, on, sc.Owner()); err != nil {
+					return err
+				}
+				// The host's labels are the launch's too: its runners report them.
+				hl := sc.Labels()
+				maps.Copy(hl, lm)
+				lm = hl
+			}
 			resp, err := c.Launch(ctx, protocol.LaunchRequest{Target: on, Count: count, Slots: slots, Labels: lm,
 				TTLSeconds: int(ttl / time.Second)})
 			if err != nil {
@@ -112,7 +156,7 @@ func (a *app) fleetLaunchCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&on, "on", "", "target: "+strings.Join(fleet.Names(), ", "))
+	cmd.Flags().StringVar(&on, "on", "", "target: local, or an SSH host of the hosts file")
 	cmd.Flags().IntVar(&count, "count", 1, "runners to start")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs each runner runs at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels of the runners (and all they may report), k=v,k2=v2")
@@ -120,6 +164,22 @@ func (a *app) fleetLaunchCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the launch as JSON")
 	_ = cmd.MarkFlagRequired("on")
 	return cmd
+}
+
+// checkHostOwner refuses a launch on a host the operator registered for
+// another user.
+func checkHostOwner(ctx context.Context, c *client.Client, host, owner string) error {
+	if owner == "" {
+		return nil
+	}
+	w, err := c.Whoami(ctx)
+	if err != nil {
+		return err
+	}
+	if w.Name != owner {
+		return fmt.Errorf("host %s is registered in the fleet's hosts file for user %s, not %s: ask the operator", host, owner, w.Name)
+	}
+	return nil
 }
 
 func (a *app) fleetListCmd() *cobra.Command {

@@ -22,6 +22,7 @@ import (
 
 func (a *app) runnerCmd() *cobra.Command {
 	var home, labels, regFile string
+	var stdio bool
 	var slots int
 	var minFree, cacheSize int64
 	var models []string
@@ -97,7 +98,9 @@ model per agent (a custom endpoint for opencode needs one).`,
 			}
 			ctx, stop := a.signalContext(cmd.Context())
 			defer stop()
-			if err := a.registerRunner(ctx, regFile, cfg); err != nil {
+			ctx, done, err := a.fleetRunner(ctx, stdio, regFile, &cfg)
+			defer done()
+			if err != nil {
 				return err
 			}
 			r, err := runner.New(cfg)
@@ -111,6 +114,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 		},
 	}
 	cmd.Flags().StringVar(&home, "home", "", "runner home (login, journal, work directories)")
+	cmd.Flags().BoolVar(&stdio, "stdio", false, "speak to the hub through a tunnel over stdin/stdout (what the ssh fleet target runs)")
 	cmd.Flags().StringVar(&regFile, "registration-token-file", "", "register with the fleet launch's single-use token in this 0600 file (or $"+registrationTokenEnv+") when the home has no login")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs to run at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")

@@ -44,7 +44,7 @@ func TestFleetLocalLaunchRunsJobsAndStopLeavesNothing(t *testing.T) {
 	waitLaunch(t, c, lv.ID, func(v protocol.LaunchView) bool {
 		return len(v.Runners) == 2 && v.Runners[0].Connected && v.Runners[1].Connected
 	})
-	pids := hub.FleetPIDs()
+	pids := hub.FleetPIDs("local")
 	if len(pids) != 2 {
 		t.Fatalf("pids: %v", pids)
 	}

@@ -55,6 +55,13 @@ type Target interface {
 	Logs(ctx context.Context, name string, w io.Writer) error
 }
 
+// Scoped is a target whose runners carry labels of its own (an SSH
+// host's) and that only one hub user may launch on ("" for anyone).
+type Scoped interface {
+	Labels() map[string]string
+	Owner() string
+}
+
 // Config is what targets are made from.
 type Config struct {
 	// Binary is the drover binary runners run (this executable).
@@ -68,16 +75,20 @@ type Config struct {
 	HostsFile string
 }
 
-// Names lists the targets drover knows.
-func Names() []string { return []string{"local"} }
-
-// Open makes the named target.
+// Open makes the named target: local, or an SSH host of the hosts file.
 func Open(name string, c Config) (Target, error) {
-	switch name {
-	case "local":
+	if name == "local" {
 		return NewLocal(c)
 	}
-	return nil, fmt.Errorf("unknown fleet target %q: use --on with one of %s", name, strings.Join(Names(), ", "))
+	hf, err := LoadHosts(c.HostsFile)
+	if err != nil {
+		return nil, err
+	}
+	if h, ok := hf.host(name); ok {
+		return NewSSH(c, h)
+	}
+	return nil, fmt.Errorf("unknown fleet target %q: use --on with one of %s (SSH hosts are registered in %s)",
+		name, strings.Join(append([]string{"local"}, hf.hostNames()...), ", "), c.HostsFile)
 }
 
 // runnerArgs is the argv of a launched runner: never its token, which it

@@ -26,19 +26,35 @@ import (
 //	StateDir/LAUNCH/NAME/runner.log   what it prints (0600)
 //	StateDir/LAUNCH/NAME/pid          its process id
 //	StateDir/LAUNCH/NAME/registration its token until it registers (0600)
-type Local struct {
+type Local struct{ procs }
+
+// procs are detached processes of this machine, one per runner, each in
+// its own directory; the local target's are runners, the ssh target's the
+// bridges of their SSH sessions. argv is a runner's command line (the
+// binary's arguments), which names its directory.
+type procs struct {
 	bin   string
 	dir   string
 	env   []string
 	grace time.Duration // from SIGTERM to SIGKILL at Stop
+	argv  func(s Spec, dir string) []string
 }
 
 // NewLocal makes the local target.
 func NewLocal(c Config) (*Local, error) {
+	p, err := newProcs(c, func(s Spec, dir string) []string {
+		return runnerArgs(s, filepath.Join(dir, "home"), filepath.Join(dir, tokenFileName))
+	})
+	return &Local{p}, err
+}
+
+const tokenFileName = "registration"
+
+func newProcs(c Config, argv func(Spec, string) []string) (procs, error) {
 	if c.StateDir == "" {
-		return nil, errors.New("the local fleet target needs a state directory")
+		return procs{}, errors.New("a fleet target needs a state directory")
 	}
-	return &Local{bin: c.Binary, dir: c.StateDir, env: runnerEnv(c.Env), grace: 60 * time.Second}, nil
+	return procs{bin: c.Binary, dir: c.StateDir, env: runnerEnv(c.Env), grace: 60 * time.Second, argv: argv}, nil
 }
 
 // runnerEnv is env without drover's own credentials and hub: a launched
@@ -50,22 +66,22 @@ func runnerEnv(env []string) []string {
 	})
 }
 
-func (l *Local) Check(ctx context.Context) error {
+func (l *procs) Check(ctx context.Context) error {
 	fi, err := os.Stat(l.bin)
 	if err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("the local target runs %q, which is not an executable: reinstall drover", l.bin)
+		return fmt.Errorf("the fleet runs %q, which is not an executable: reinstall drover", l.bin)
 	}
 	return nil
 }
 
-func (l *Local) runnerDir(launchID, name string) (string, error) {
+func (l *procs) runnerDir(launchID, name string) (string, error) {
 	if !protocol.ValidName(launchID) || !protocol.ValidName(name) {
 		return "", fmt.Errorf("launch %q / runner %q is not a valid name", launchID, name)
 	}
 	return filepath.Join(l.dir, launchID, name), nil
 }
 
-func (l *Local) Launch(ctx context.Context, s Spec) ([]Instance, error) {
+func (l *procs) Launch(ctx context.Context, s Spec) ([]Instance, error) {
 	if err := l.Check(ctx); err != nil {
 		return nil, err
 	}
@@ -80,13 +96,12 @@ func (l *Local) Launch(ctx context.Context, s Spec) ([]Instance, error) {
 	return out, nil
 }
 
-func (l *Local) start(s Spec, r RunnerSpec) (Instance, error) {
+func (l *procs) start(s Spec, r RunnerSpec) (Instance, error) {
 	dir, err := l.runnerDir(s.LaunchID, r.Name)
 	if err != nil {
 		return Instance{}, err
 	}
-	home := filepath.Join(dir, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o700); err != nil {
 		return Instance{}, err
 	}
 	for _, d := range []string{l.dir, filepath.Join(l.dir, s.LaunchID), dir} {
@@ -94,8 +109,7 @@ func (l *Local) start(s Spec, r RunnerSpec) (Instance, error) {
 			return Instance{}, err
 		}
 	}
-	tokenFile := filepath.Join(dir, "registration")
-	if err := os.WriteFile(tokenFile, []byte(r.Token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, tokenFileName), []byte(r.Token+"\n"), 0o600); err != nil {
 		return Instance{}, err
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, "runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -103,7 +117,7 @@ func (l *Local) start(s Spec, r RunnerSpec) (Instance, error) {
 		return Instance{}, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(l.bin, runnerArgs(s, home, tokenFile)...)
+	cmd := exec.Command(l.bin, l.argv(s, dir)...)
 	cmd.Dir = dir
 	cmd.Env = l.env
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -123,18 +137,20 @@ func (l *Local) start(s Spec, r RunnerSpec) (Instance, error) {
 	return Instance{LaunchID: s.LaunchID, Name: r.Name, Running: true, Where: "pid " + strconv.Itoa(pid)}, nil
 }
 
-// alive reports whether pid is still the runner of home: a pid file can
-// outlive its process, and the pid be reused.
-func alive(pid int, home string) bool {
+// alive reports whether pid is still the process of dir (an argument is
+// dir or in it): a pid file can outlive its process, and the pid be reused.
+func alive(pid int, dir string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return false
 	}
-	return slices.ContainsFunc(bytes.Split(b, []byte{0}), func(a []byte) bool { return string(a) == home })
+	return slices.ContainsFunc(bytes.Split(b, []byte{0}), func(a []byte) bool {
+		return string(a) == dir || strings.HasPrefix(string(a), dir+"/")
+	})
 }
 
 // instances reads the runners of one launch ("" for all).
-func (l *Local) instances(launchID string) ([]Instance, map[string]int, error) {
+func (l *procs) instances(launchID string) ([]Instance, map[string]int, error) {
 	pattern := filepath.Join(l.dir, "*", "*", "pid")
 	if launchID != "" {
 		if !protocol.ValidName(launchID) {
@@ -159,7 +175,7 @@ func (l *Local) instances(launchID string) ([]Instance, map[string]int, error) {
 			return nil, nil, fmt.Errorf("pid file %s: %w", f, err)
 		}
 		in := Instance{LaunchID: filepath.Base(filepath.Dir(dir)), Name: filepath.Base(dir), Where: "pid " + strconv.Itoa(pid)}
-		if in.Running = alive(pid, filepath.Join(dir, "home")); in.Running {
+		if in.Running = alive(pid, dir); in.Running {
 			pids[in.Name] = pid
 		}
 		out = append(out, in)
@@ -167,7 +183,7 @@ func (l *Local) instances(launchID string) ([]Instance, map[string]int, error) {
 	return out, pids, nil
 }
 
-func (l *Local) List(ctx context.Context) ([]Instance, error) {
+func (l *procs) List(ctx context.Context) ([]Instance, error) {
 	out, _, err := l.instances("")
 	return out, err
 }
@@ -175,7 +191,7 @@ func (l *Local) List(ctx context.Context) ([]Instance, error) {
 // Stop asks each runner of the launch to stop (SIGTERM: its attempts get
 // their grace and go back to the queue), and after l.grace kills what is
 // left of its process group.
-func (l *Local) Stop(ctx context.Context, launchID string) error {
+func (l *procs) Stop(ctx context.Context, launchID string) error {
 	ins, pids, err := l.instances(launchID)
 	if err != nil {
 		return err
@@ -189,8 +205,7 @@ func (l *Local) Stop(ctx context.Context, launchID string) error {
 		if !ok {
 			continue
 		}
-		home := filepath.Join(l.dir, in.LaunchID, in.Name, "home")
-		for alive(pid, home) || GroupAlive(pid) {
+		for alive(pid, filepath.Join(l.dir, in.LaunchID, in.Name)) || GroupAlive(pid) {
 			if time.Now().After(deadline) {
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 			}
@@ -211,7 +226,7 @@ func GroupAlive(pgid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-func (l *Local) Logs(ctx context.Context, name string, w io.Writer) error {
+func (l *procs) Logs(ctx context.Context, name string, w io.Writer) error {
 	if !protocol.ValidName(name) {
 		return fmt.Errorf("runner %q is not a valid name", name)
 	}
