@@ -49,14 +49,12 @@ func Run(ctx context.Context, args []string, env Env) int {
 
 // app holds one invocation's streams, global flags and logger.
 type app struct {
-	env     Env
-	hubFlag string // --hub
-	// fleetHosts is `drover fleet --hosts-file`, nil outside fleet.
-	fleetHosts *string
-	tokenFile  string // --token-file
-	logLevel   string // --log-level
-	level      *slog.LevelVar
-	log        *slog.Logger
+	env       Env
+	hubFlag   string // --hub
+	tokenFile string // --token-file
+	logLevel  string // --log-level
+	level     *slog.LevelVar
+	log       *slog.Logger
 }
 
 func newApp(env Env) *app {

@@ -34,8 +34,7 @@ and revokes them.`,
 		Args: noArgs,
 	}
 	cmd.PersistentFlags().StringVar(&hostsFile, "hosts-file", "", "the SSH hosts file (default $XDG_CONFIG_HOME/drover/fleet-hosts.json)")
-	a.fleetHosts = &hostsFile
-	cmd.AddCommand(a.fleetLaunchCmd(), a.fleetListCmd(), a.fleetLogsCmd(), a.fleetStopCmd(), a.fleetBridgeCmd())
+	cmd.AddCommand(a.fleetLaunchCmd(&hostsFile), a.fleetListCmd(), a.fleetLogsCmd(&hostsFile), a.fleetStopCmd(&hostsFile), a.fleetBridgeCmd())
 	return cmd
 }
 
@@ -67,7 +66,7 @@ func parseLabelList(s string) (map[string]string, error) {
 }
 
 // fleetTarget opens a target with this machine's settings.
-func (a *app) fleetTarget(name string) (fleet.Target, error) {
+func (a *app) fleetTarget(name, hosts string) (fleet.Target, error) {
 	dir, err := a.xdg("XDG_STATE_HOME", ".local/state", "fleet", name)
 	if err != nil {
 		return nil, err
@@ -75,10 +74,6 @@ func (a *app) fleetTarget(name string) (fleet.Target, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find the drover binary: %w", err)
-	}
-	hosts := ""
-	if a.fleetHosts != nil {
-		hosts = *a.fleetHosts
 	}
 	if hosts == "" {
 		if hosts, err = a.xdg("XDG_CONFIG_HOME", ".config", "fleet-hosts.json"); err != nil {
@@ -88,7 +83,7 @@ func (a *app) fleetTarget(name string) (fleet.Target, error) {
 	return fleet.Open(name, fleet.Config{Binary: exe, StateDir: dir, Env: os.Environ(), HostsFile: hosts})
 }
 
-func (a *app) fleetLaunchCmd() *cobra.Command {
+func (a *app) fleetLaunchCmd(hosts *string) *cobra.Command {
 	var on, labels string
 	var count, slots int
 	var ttl time.Duration
@@ -110,7 +105,7 @@ func (a *app) fleetLaunchCmd() *cobra.Command {
 			}
 			// An unknown target or a missing tool fails before the hub
 			// mints anything.
-			t, err := a.fleetTarget(on)
+			t, err := a.fleetTarget(on, *hosts)
 			if err != nil {
 				return err
 			}
@@ -233,7 +228,7 @@ func launchOfRunner(ctx context.Context, c *client.Client, name string) (protoco
 	return protocol.LaunchView{}, fmt.Errorf("no launched runner %s of yours: 'drover fleet list' shows them", name)
 }
 
-func (a *app) fleetLogsCmd() *cobra.Command {
+func (a *app) fleetLogsCmd(hosts *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "logs RUNNER",
 		Short: "Print what a launched runner printed",
@@ -247,7 +242,7 @@ func (a *app) fleetLogsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := a.fleetTarget(v.Target)
+			t, err := a.fleetTarget(v.Target, *hosts)
 			if err != nil {
 				return err
 			}
@@ -274,7 +269,7 @@ func (s safeWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (a *app) fleetStopCmd() *cobra.Command {
+func (a *app) fleetStopCmd(hosts *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stop LAUNCH",
 		Short: "Stop a launch's runners (their attempts go back to the queue) and revoke them",
@@ -289,7 +284,7 @@ func (a *app) fleetStopCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := a.fleetTarget(v.Target)
+			t, err := a.fleetTarget(v.Target, *hosts)
 			if err != nil {
 				return err
 			}
