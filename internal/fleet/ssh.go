@@ -101,8 +101,11 @@ func sshArgs(h Host, remote string) []string {
 // reconnects it with backoff.
 type SSH struct {
 	procs
-	host Host
-	ssh  string // the ssh binary ("" when missing)
+	host    Host
+	ssh     string // the ssh binary ("" when missing)
+	remote  string // this binary's path on the host (set by Check)
+	present bool   // whether Check found it there
+	checked bool
 }
 
 // NewSSH makes the ssh target of one registered host.
@@ -130,7 +133,8 @@ func (t *SSH) Labels() map[string]string {
 func (t *SSH) Owner() string { return t.host.Owner }
 
 // Check fails unless ssh is installed and the host answers with a key
-// known_hosts holds already.
+// known_hosts holds already. The same connection finds whether this
+// version of drover is on the host.
 func (t *SSH) Check(ctx context.Context) error {
 	if t.ssh == "" {
 		return errors.New("the ssh fleet target needs the OpenSSH client: install it (apt-get install openssh-client)")
@@ -138,8 +142,22 @@ func (t *SSH) Check(ctx context.Context) error {
 	if err := t.procs.Check(ctx); err != nil {
 		return err
 	}
-	_, err := t.run(ctx, "exit 0", nil)
-	return err
+	if t.host.Command != "" {
+		_, err := t.run(ctx, "exit 0", nil)
+		t.checked = err == nil
+		return err
+	}
+	sum, err := fileSHA256(t.bin)
+	if err != nil {
+		return fmt.Errorf("hash the drover binary: %w", err)
+	}
+	t.remote = remoteBinary(sum)
+	out, err := t.run(ctx, "if test -x "+t.remote+"; then echo present; fi", nil)
+	if err != nil {
+		return err
+	}
+	t.present, t.checked = strings.TrimSpace(string(out)) == "present", true
+	return nil
 }
 
 // run runs a fixed command on the host (never content of a job).
@@ -191,28 +209,25 @@ func fileSHA256(path string) (string, error) {
 }
 
 // command is drover on the host: the operator's, or this binary, copied
-// there unless the same version is there already.
+// there unless Check found the same version there already.
 func (t *SSH) command(ctx context.Context) (string, error) {
 	if t.host.Command != "" {
 		return t.host.Command, nil
 	}
-	sum, err := fileSHA256(t.bin)
-	if err != nil {
-		return "", fmt.Errorf("hash the drover binary: %w", err)
-	}
-	bin := remoteBinary(sum)
-	if _, err := t.run(ctx, "test -x "+bin, nil); err == nil {
-		return bin, nil
+	if t.present {
+		return t.remote, nil
 	}
 	f, err := os.Open(t.bin)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
+	bin := t.remote
 	copyCmd := `umask 077 && mkdir -p "$HOME"/.cache/drover/bin && cat > ` + bin + `.tmp && chmod 700 ` + bin + `.tmp && mv ` + bin + `.tmp ` + bin
 	if _, err := t.run(ctx, copyCmd, f); err != nil {
 		return "", fmt.Errorf("copy drover to host %s: %w", t.host.Name, err)
 	}
+	t.present = true
 	return bin, nil
 }
 
@@ -229,8 +244,10 @@ const bridgeFile = "bridge.json"
 // Launch copies drover to the host when needed, then starts one bridge per
 // runner; each runs `drover runner --stdio` on the host.
 func (t *SSH) Launch(ctx context.Context, s Spec) ([]Instance, error) {
-	if err := t.Check(ctx); err != nil {
-		return nil, err
+	if !t.checked {
+		if err := t.Check(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := hubAddr(s.Hub); err != nil {
 		return nil, err
