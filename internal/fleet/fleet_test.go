@@ -81,7 +81,9 @@ func TestTunnelCarriesConnections(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	near := make(chan error, 1)
-	go func() { near <- ServeNear(ctx, nearIn, nearOut, "drv_g_x", strings.TrimPrefix(hub.URL, "http://"), log) }()
+	go func() {
+		near <- ServeNear(ctx, nearIn, nearOut, "drv_g_x", strings.TrimPrefix(hub.URL, "http://"), log)
+	}()
 	far, err := OpenFarTunnel(farIn, farOut, log)
 	if err != nil {
 		t.Fatal(err)
