@@ -34,7 +34,7 @@ and revokes them.`,
 		Args: noArgs,
 	}
 	cmd.PersistentFlags().StringVar(&hostsFile, "hosts-file", "", "the SSH hosts file (default $XDG_CONFIG_HOME/drover/fleet-hosts.json)")
-	cmd.AddCommand(a.fleetLaunchCmd(&hostsFile), a.fleetListCmd(), a.fleetLogsCmd(&hostsFile), a.fleetStopCmd(&hostsFile), a.fleetBridgeCmd())
+	cmd.AddCommand(a.fleetLaunchCmd(&hostsFile), a.fleetListCmd(), a.fleetLogsCmd(&hostsFile), a.fleetStopCmd(&hostsFile), a.fleetAutoscaleCmd(&hostsFile), a.fleetBridgeCmd())
 	return cmd
 }
 
@@ -103,28 +103,10 @@ func (a *app) fleetLaunchCmd(hosts *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// An unknown target or a missing tool fails before the hub
-			// mints anything.
-			t, err := a.fleetTarget(on, *hosts)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			if err := t.Check(ctx); err != nil {
-				return err
-			}
-			c, s, err := a.clientSettings(ctx)
+			t, c, s, lm, err := a.openFleet(ctx, on, *hosts, lm)
 			if err != nil {
 				return err
-			}
-			if sc, ok := t.(fleet.Scoped); ok {
-				if err := checkHostOwner(ctx, c, on, sc.Owner()); err != nil {
-					return err
-				}
-				// The host's labels are the launch's too: its runners report them.
-				hl := sc.Labels()
-				maps.Copy(hl, lm)
-				lm = hl
 			}
 			resp, err := c.Launch(ctx, protocol.LaunchRequest{Target: on, Count: count, Slots: slots, Labels: lm,
 				TTLSeconds: int(ttl / time.Second)})
@@ -161,20 +143,45 @@ func (a *app) fleetLaunchCmd(hosts *string) *cobra.Command {
 	return cmd
 }
 
-// checkHostOwner refuses a launch on a host the operator registered for
-// another user.
-func checkHostOwner(ctx context.Context, c *client.Client, host, owner string) error {
-	if owner == "" {
-		return nil
-	}
-	w, err := c.Whoami(ctx)
+// openFleet opens and checks the target (an unknown one, or one whose
+// tool is missing, fails before the hub mints anything), then the client,
+// and the labels of a launch on it.
+func (a *app) openFleet(ctx context.Context, on, hosts string, labels map[string]string) (fleet.Target, *client.Client, settings, map[string]string, error) {
+	t, err := a.fleetTarget(on, hosts)
 	if err != nil {
-		return err
+		return nil, nil, settings{}, nil, err
 	}
-	if w.Name != owner {
-		return fmt.Errorf("host %s is registered in the fleet's hosts file for user %s, not %s: ask the operator", host, owner, w.Name)
+	if err := t.Check(ctx); err != nil {
+		return nil, nil, settings{}, nil, err
 	}
-	return nil
+	c, s, err := a.clientSettings(ctx)
+	if err != nil {
+		return nil, nil, settings{}, nil, err
+	}
+	labels, err = scopedLabels(ctx, c, on, t, labels)
+	return t, c, s, labels, err
+}
+
+// scopedLabels refuses a launch on a host the operator registered for
+// another user, and adds the host's labels to the launch's: its runners
+// report them.
+func scopedLabels(ctx context.Context, c *client.Client, on string, t fleet.Target, labels map[string]string) (map[string]string, error) {
+	sc, ok := t.(fleet.Scoped)
+	if !ok {
+		return labels, nil
+	}
+	if owner := sc.Owner(); owner != "" {
+		w, err := c.Whoami(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if w.Name != owner {
+			return nil, fmt.Errorf("host %s is registered in the fleet's hosts file for user %s, not %s: ask the operator", on, owner, w.Name)
+		}
+	}
+	m := sc.Labels()
+	maps.Copy(m, labels)
+	return m, nil
 }
 
 func (a *app) fleetListCmd() *cobra.Command {
@@ -301,4 +308,48 @@ func (a *app) fleetStopCmd(hosts *string) *cobra.Command {
 			return err
 		},
 	}
+}
+
+func (a *app) fleetAutoscaleCmd(hosts *string) *cobra.Command {
+	var on, labels string
+	var lo, hi, slots int
+	var idle time.Duration
+	cmd := &cobra.Command{
+		Use:   "autoscale --on TARGET --max N [--min N] [--labels k=v,...] [--slots N] [--idle D]",
+		Short: "Keep min(--min + your queued jobs they could run, --max) runners on a target until interrupted",
+		Long: `Launch and stop runners on a target as your queue changes: the hub
+answers when a dispatch pass changed the queue, so nothing polls. One launch
+per runner, counted from the moment it is asked for (a queued job never
+causes two); a runner is stopped once it had no attempt offered or running
+for --idle; a launch that fails is shown on your waiting jobs and retried
+with backoff. On SIGINT or SIGTERM every runner it launched is stopped.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lm, err := parseLabelList(labels)
+			if err != nil {
+				return err
+			}
+			if slots < 1 {
+				return usagef("--slots must be at least 1")
+			}
+			ctx, stop := a.signalContext(cmd.Context())
+			defer stop()
+			t, c, s, lm, err := a.openFleet(ctx, on, *hosts, lm)
+			if err != nil {
+				return err
+			}
+			as := &fleet.Autoscaler{Hub: c, Target: t, TargetName: on, HubURL: s.Hub, Min: lo, Max: hi,
+				Labels: lm, Slots: slots, IdleGrace: idle, Log: a.log}
+			return as.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&on, "on", "", "target: local, or an SSH host of the hosts file")
+	cmd.Flags().IntVar(&lo, "min", 0, "runners to keep with nothing queued")
+	cmd.Flags().IntVar(&hi, "max", 0, "most runners at once")
+	cmd.Flags().IntVar(&slots, "slots", 1, "jobs each runner runs at once")
+	cmd.Flags().StringVar(&labels, "labels", "", "labels of the runners; only queued jobs they could run count, k=v,k2=v2")
+	cmd.Flags().DurationVar(&idle, "idle", 10*time.Second, "how long a runner is idle before it is stopped")
+	_ = cmd.MarkFlagRequired("on")
+	_ = cmd.MarkFlagRequired("max")
+	return cmd
 }

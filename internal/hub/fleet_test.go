@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -154,4 +155,63 @@ func dialRaw(t *testing.T, th *testHub, token string, hello protocol.Hello) *scr
 	sr := newScriptRunner(t, ws)
 	sr.send(protocol.TypeHello, "", hello)
 	return sr
+}
+
+func TestDemandAnswersWhenTheQueueChanges(t *testing.T) {
+	th := startHub(t, Config{Lease: 5 * time.Second, Heartbeat: time.Second})
+	var d0 protocol.Demand
+	if code, e := th.call(th.admin, "GET", "/fleet/demand?labels=pool=a", nil, &d0); code != http.StatusOK || d0.Queued != 0 {
+		t.Fatalf("demand: %d %v %+v", code, e, d0)
+	}
+	got := make(chan protocol.Demand, 1)
+	go func() {
+		var d protocol.Demand
+		th.call(th.admin, "GET", fmt.Sprintf("/fleet/demand?labels=pool=a&after=%d&wait=30000", d0.Generation), nil, &d)
+		got <- d
+	}()
+	submit := func(labels map[string]string) protocol.JobView {
+		var v protocol.JobView
+		if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: labels}, &v); code != http.StatusCreated {
+			t.Fatalf("submit: %d %v", code, e)
+		}
+		return v
+	}
+	submit(map[string]string{"pool": "b"}) // not for these runners
+	j := submit(map[string]string{"pool": "a"})
+	deadline := time.After(20 * time.Second)
+	for d := range got {
+		if d.Queued == 1 && d.Generation > d0.Generation {
+			break
+		}
+		// An earlier pass (the pool=b job's) may answer first: wait again.
+		go func() {
+			var d2 protocol.Demand
+			th.call(th.admin, "GET", fmt.Sprintf("/fleet/demand?labels=pool=a&after=%d&wait=30000", d.Generation), nil, &d2)
+			got <- d2
+		}()
+		select {
+		case <-deadline:
+			t.Fatalf("demand never counted the job: %+v", d)
+		default:
+		}
+	}
+
+	// A launch failure shows on the waiting job, until cleared.
+	l := th.launch(th.admin, protocol.LaunchRequest{Target: "local", Count: 1, Slots: 1, Labels: map[string]string{"pool": "a"}})
+	report := func(reason string) {
+		if code, e := th.call(th.admin, "POST", "/fleet/launches/"+l.ID+"/failure", protocol.LaunchFailure{Reason: reason}, nil); code != http.StatusNoContent {
+			t.Fatalf("report: %d %v", code, e)
+		}
+	}
+	report("host box unreachable")
+	if w := th.job(j.ID).Waiting; !strings.Contains(w, "infrastructure failure") || !strings.Contains(w, "host box unreachable") {
+		t.Fatalf("waiting: %q", w)
+	}
+	report("")
+	if w := th.job(j.ID).Waiting; strings.Contains(w, "unreachable") {
+		t.Fatalf("waiting after the failure cleared: %q", w)
+	}
+	if code, _ := th.call(th.admin, "POST", "/fleet/launches/"+l.ID+"/failure", protocol.LaunchFailure{Reason: "\x1b[31mred"}, nil); code != http.StatusBadRequest {
+		t.Fatalf("a reason with control characters: %d", code)
+	}
 }

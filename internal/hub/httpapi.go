@@ -281,6 +281,8 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("GET "+p+"/fleet/launches", h.handler(u, h.apiLaunches))
 	mux.Handle("GET "+p+"/fleet/launches/{id}", h.handler(u, h.apiGetLaunch))
 	mux.Handle("POST "+p+"/fleet/launches/{id}/revoke", h.handler(u, h.apiRevokeLaunch))
+	mux.Handle("POST "+p+"/fleet/launches/{id}/failure", h.handler(u, h.apiLaunchFailure))
+	mux.Handle("GET "+p+"/fleet/demand", h.handler(u, h.apiDemand))
 	mux.Handle("GET "+p+"/projects", h.handler(u, h.apiProjects))
 	mux.Handle("PUT "+p+"/projects/{name}", h.handler(u, h.apiMapProject))
 	mux.Handle("GET "+p+"/projects/{name}/members", h.handler(u, h.apiMembers))

@@ -78,3 +78,19 @@ type RegisterRequest struct {
 	Key    string            `json:"key"`
 	Labels map[string]string `json:"labels,omitempty"`
 }
+
+// MaxDemand bounds the queued jobs one demand answer counts.
+const MaxDemand = 1000
+
+// Demand answers GET /api/v1/fleet/demand?labels=&after=GEN&wait=MS: the
+// caller's queued jobs runners with those labels could take, and the
+// queue's generation to wait after next.
+type Demand struct {
+	Queued     int    `json:"queued"`
+	Generation uint64 `json:"generation"`
+}
+
+// LaunchFailure reports why a launch failed on its target ("" clears).
+type LaunchFailure struct {
+	Reason string `json:"reason"`
+}

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // FleetDir is where `drover fleet` run through Hub.CLI keeps the runners
@@ -89,3 +91,22 @@ func Environ(t testing.TB, pid int) []string {
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
+
+// Process is a long-running drover CLI command (e.g. fleet autoscale).
+type Process struct{ p *proc }
+
+// StartCLI starts a drover client command against this hub as the admin
+// in the background; it is killed when the test ends.
+func (h *Hub) StartCLI(t testing.TB, args ...string) *Process {
+	t.Helper()
+	return &Process{start(t, "drover "+strings.Join(args, " "), h.cliEnv(), nil, h.bin, args...)}
+}
+
+// Terminate sends SIGTERM and waits up to d for the exit.
+func (p *Process) Terminate(d time.Duration) error {
+	p.p.signal(syscall.SIGTERM)
+	return p.p.wait(d)
+}
+
+// Output is what the command printed so far.
+func (p *Process) Output() string { return p.p.out.String() }
