@@ -68,3 +68,52 @@ func BenchmarkFleetLaunchToConnected(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAutoscaleQueuedToAgentStarted times, under `drover fleet
+// autoscale --on local --min 0`, a job submitted on an empty fleet to its
+// agent starting (the attempt's start as the hub recorded it, minus the
+// job's creation): the queue event, the launch, the registration, the
+// connect and the offer. After each the fleet goes back to zero (--idle
+// 1s), untimed.
+func BenchmarkAutoscaleQueuedToAgentStarted(b *testing.B) {
+	hub := testkit.StartHub(b, bin)
+	c := hub.Client()
+	hub.StartCLI(b, "fleet", "autoscale", "--on", "local", "--min", "0", "--max", "1", "--labels", "pool=bench", "--idle", "1s")
+	ctx := context.Background()
+	empty := func() {
+		for {
+			rs, err := c.Runners(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for _, r := range rs.Runners {
+				if r.Connected {
+					n++
+				}
+			}
+			if n == 0 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var total time.Duration
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		empty()
+		b.StartTimer()
+		v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: map[string]string{"pool": "bench"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := testkit.WaitJob(b, c, v.ID, time.Minute, func(v protocol.JobView) bool {
+			return len(v.Attempts) == 1 && v.Attempts[0].StartedAt != nil
+		})
+		total += done.Attempts[0].StartedAt.Sub(done.CreatedAt)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/started")
+	b.ReportMetric(0, "ns/op")
+}

@@ -8,6 +8,8 @@ import "time"
 //	GET  /api/v1/fleet/launches        → LaunchList (the caller's; admin: all)
 //	GET  /api/v1/fleet/launches/{id}   → LaunchView (owner or admin)
 //	POST /api/v1/fleet/launches/{id}/revoke → LaunchView (owner or admin: its runners are revoked)
+//	POST /api/v1/fleet/launches/{id}/failure LaunchFailure → 204 (shown on the owner's waiting jobs)
+//	GET  /api/v1/fleet/demand?labels=&after=GEN&wait=MS → Demand (after the queue's next change)
 //	POST /api/v1/runner/register       (registration token) RegisterRequest → 201 RunnerView
 
 // DefaultRegistrationTTL is how long a registration token lasts unless
