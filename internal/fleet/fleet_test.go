@@ -112,3 +112,26 @@ func TestTunnelCarriesConnections(t *testing.T) {
 	}
 	<-near
 }
+
+func TestSSHWithoutTheClientSaysHowToInstallIt(t *testing.T) {
+	tg := &SSH{procs: procs{bin: "/bin/true", dir: t.TempDir()}, host: Host{Name: "box", SSHHost: "box"}}
+	err := tg.Check(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "apt-get install openssh-client") {
+		t.Fatalf("check without ssh: %v", err)
+	}
+	if _, err := tg.Launch(context.Background(), Spec{LaunchID: "l-1", Hub: "http://127.0.0.1:1"}); err == nil {
+		t.Fatal("launched without ssh")
+	}
+	if ins, _ := tg.List(context.Background()); len(ins) != 0 {
+		t.Fatalf("something was started: %+v", ins)
+	}
+}
+
+func TestSSHRefusesAnHTTPSHub(t *testing.T) {
+	if _, err := hubAddr("https://hub.example"); err == nil || !strings.Contains(err.Error(), "plain http") {
+		t.Fatalf("https hub: %v", err)
+	}
+	if a, err := hubAddr("http://hub.example"); err != nil || a != "hub.example:80" {
+		t.Fatalf("http hub: %q %v", a, err)
+	}
+}
