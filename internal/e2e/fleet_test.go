@@ -44,6 +44,9 @@ func TestFleetLocalLaunchRunsJobsAndStopLeavesNothing(t *testing.T) {
 	waitLaunch(t, c, lv.ID, func(v protocol.LaunchView) bool {
 		return len(v.Runners) == 2 && v.Runners[0].Connected && v.Runners[1].Connected
 	})
+	if out, err := hub.CLI("fleet", "list"); err != nil || strings.Count(out, "connected") != 2 || !strings.Contains(out, lv.ID) {
+		t.Fatalf("fleet list: %v\n%s", err, out)
+	}
 	pids := hub.FleetPIDs("local")
 	if len(pids) != 2 {
 		t.Fatalf("pids: %v", pids)
