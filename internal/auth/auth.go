@@ -16,6 +16,8 @@ import (
 const (
 	PrefixUser   = "drv_u_"
 	PrefixRunner = "drv_r_"
+	// PrefixRegistration: a fleet launch's single-use registration token.
+	PrefixRegistration = "drv_g_"
 )
 
 // NewToken returns a fresh random token with the given prefix.

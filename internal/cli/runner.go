@@ -21,7 +21,8 @@ import (
 )
 
 func (a *app) runnerCmd() *cobra.Command {
-	var home, labels string
+	var home, labels, regFile string
+	var stdio bool
 	var slots int
 	var minFree, cacheSize, projectCacheSize int64
 	var models []string
@@ -66,11 +67,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if err := sb.check(); err != nil {
 				return err
 			}
-			var items []string
-			if labels != "" {
-				items = strings.Split(labels, ",")
-			}
-			lm, err := parseLabels(items)
+			lm, err := parseLabelList(labels)
 			if err != nil {
 				return err
 			}
@@ -105,6 +102,11 @@ model per agent (a custom endpoint for opencode needs one).`,
 			}
 			ctx, stop := a.signalContext(cmd.Context())
 			defer stop()
+			ctx, done, err := a.fleetRunner(ctx, stdio, regFile, &cfg)
+			defer done()
+			if err != nil {
+				return err
+			}
 			r, err := runner.New(cfg)
 			if err != nil {
 				return fmt.Errorf("start runner: %w", err)
@@ -116,6 +118,8 @@ model per agent (a custom endpoint for opencode needs one).`,
 		},
 	}
 	cmd.Flags().StringVar(&home, "home", "", "runner home (login, journal, work directories)")
+	cmd.Flags().BoolVar(&stdio, "stdio", false, "speak to the hub through a tunnel over stdin/stdout (what the ssh fleet target runs)")
+	cmd.Flags().StringVar(&regFile, "registration-token-file", "", "register with the fleet launch's single-use token in this 0600 file (or $"+registrationTokenEnv+") when the home has no login")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs to run at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")
 	cmd.Flags().StringArrayVar(&models, "agent-model", nil, "model of a vendor agent, AGENT=MODEL (repeatable)")

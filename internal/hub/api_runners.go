@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"drover/internal/auth"
 	"drover/internal/ids"
@@ -126,67 +127,10 @@ func (h *Hub) approve(ctx context.Context, p principal, req protocol.ApproveRequ
 // and its connection is closed); replaced says that happened. The name is
 // the one the runner uses from then on: it reads it back from the hub.
 func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string, replace bool) (out store.Runner, replaced bool, err error) {
-	if !protocol.ValidName(name) {
-		return store.Runner{}, false, badRequest("runner name %q must be 1-64 letters, digits or ._- and start with a letter or digit", name)
-	}
-	if !auth.ValidHash(key) {
-		return store.Runner{}, false, badRequest("approval key must be the 64 hex digit SHA-256 printed by `drover runner login`")
-	}
 	now := h.now()
 	err = h.store.Write(ctx, func(tx store.Tx) error {
-		if t, err := tx.Token(key); err == nil {
-			if t.Kind != store.TokenRunner {
-				return conflict("that key is not a runner login")
-			}
-			rn, err := tx.Runner(t.OwnerID)
-			if err != nil {
-				return err
-			}
-			if rn.OwnerID != ownerID {
-				return forbidden("that login was approved by another user")
-			}
-			if rn.Name != name {
-				return conflict("that login was already approved as runner %q, not %q", rn.Name, name)
-			}
-			if t.RevokedAt != nil {
-				return conflict("that login was revoked; run `drover runner login` again for a new one")
-			}
-			out = rn
-			return nil
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		rn, err := tx.RunnerByName(name)
-		switch {
-		case err == nil:
-			if rn.OwnerID != ownerID {
-				return conflict("runner name %q is taken by another user's runner; choose another name", name)
-			}
-			// A revoked runner has no token left to take over.
-			if rn.RevokedAt == nil {
-				if !replace {
-					return conflict("runner name %q is taken by your runner of that name; approving this login with "+
-						"replace (`drover runner approve --replace`) revokes the old runner's token and disconnects it", name)
-				}
-				replaced = true
-			}
-			if err := tx.RevokeTokens(store.TokenRunner, rn.ID, now); err != nil {
-				return err
-			}
-			rn.TokenHash, rn.RevokedAt = key, nil
-			if err := tx.UpdateRunner(rn); err != nil {
-				return err
-			}
-		case errors.Is(err, store.ErrNotFound):
-			rn = store.Runner{ID: ids.New("r"), Name: name, OwnerID: ownerID, TokenHash: key, CreatedAt: now}
-			if err := tx.InsertRunner(rn); err != nil {
-				return err
-			}
-		default:
-			return err
-		}
-		out = rn
-		return tx.InsertToken(store.Token{Hash: key, Kind: store.TokenRunner, OwnerID: rn.ID, CreatedAt: now})
+		out, replaced, err = bindRunner(tx, now, ownerID, name, key, replace)
+		return err
 	})
 	if err != nil {
 		return store.Runner{}, false, fmt.Errorf("approve runner %s: %w", name, err)
@@ -194,6 +138,71 @@ func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string, repl
 	// A replaced runner's old connection must not live on.
 	h.closeConnIfStale(out.ID, out.TokenHash)
 	return out, replaced, nil
+}
+
+// bindRunner is the one rule binding a runner token's hash to a runner
+// owned by ownerID, for an approved login and a fleet registration alike.
+// The same hash bound again is the same runner. A new hash for a live
+// runner of the same owner re-keys it only with replace (the old token stops
+// working); replaced says that happened.
+func bindRunner(tx store.Tx, now time.Time, ownerID, name, key string, replace bool) (_ store.Runner, replaced bool, _ error) {
+	if !protocol.ValidName(name) {
+		return store.Runner{}, false, badRequest("runner name %q must be 1-64 letters, digits or ._- and start with a letter or digit", name)
+	}
+	if !auth.ValidHash(key) {
+		return store.Runner{}, false, badRequest("approval key must be the 64 hex digit SHA-256 printed by `drover runner login`")
+	}
+	if t, err := tx.Token(key); err == nil {
+		if t.Kind != store.TokenRunner {
+			return store.Runner{}, false, conflict("that key is not a runner login")
+		}
+		rn, err := tx.Runner(t.OwnerID)
+		if err != nil {
+			return store.Runner{}, false, err
+		}
+		if rn.OwnerID != ownerID {
+			return store.Runner{}, false, forbidden("that login was approved by another user")
+		}
+		if rn.Name != name {
+			return store.Runner{}, false, conflict("that login was already approved as runner %q, not %q", rn.Name, name)
+		}
+		if t.RevokedAt != nil {
+			return store.Runner{}, false, conflict("that login was revoked; run `drover runner login` again for a new one")
+		}
+		return rn, false, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return store.Runner{}, false, err
+	}
+	rn, err := tx.RunnerByName(name)
+	switch {
+	case err == nil:
+		if rn.OwnerID != ownerID {
+			return store.Runner{}, false, conflict("runner name %q is taken by another user's runner; choose another name", name)
+		}
+		// A revoked runner has no token left to take over.
+		if rn.RevokedAt == nil {
+			if !replace {
+				return store.Runner{}, false, conflict("runner name %q is taken by your runner of that name; approving this login with "+
+					"replace (`drover runner approve --replace`) revokes the old runner's token and disconnects it", name)
+			}
+			replaced = true
+		}
+		if err := tx.RevokeTokens(store.TokenRunner, rn.ID, now); err != nil {
+			return store.Runner{}, false, err
+		}
+		rn.TokenHash, rn.RevokedAt = key, nil
+		if err := tx.UpdateRunner(rn); err != nil {
+			return store.Runner{}, false, err
+		}
+	case errors.Is(err, store.ErrNotFound):
+		rn = store.Runner{ID: ids.New("r"), Name: name, OwnerID: ownerID, TokenHash: key, CreatedAt: now}
+		if err := tx.InsertRunner(rn); err != nil {
+			return store.Runner{}, false, err
+		}
+	default:
+		return store.Runner{}, false, err
+	}
+	return rn, replaced, tx.InsertToken(store.Token{Hash: key, Kind: store.TokenRunner, OwnerID: rn.ID, CreatedAt: now})
 }
 
 func (h *Hub) apiRevoke(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -211,14 +220,7 @@ func (h *Hub) apiRevoke(w http.ResponseWriter, r *http.Request, p principal) err
 			return forbidden("only the runner's owner or an admin can revoke it")
 		}
 		owner = newNamer(tx).user(rn.OwnerID)
-		if rn.RevokedAt != nil {
-			return nil
-		}
-		rn.RevokedAt = &now
-		if err := tx.UpdateRunner(rn); err != nil {
-			return err
-		}
-		return tx.RevokeTokens(store.TokenRunner, rn.ID, now)
+		return revokeRunner(tx, &rn, now)
 	})
 	if err != nil {
 		return err
@@ -245,4 +247,17 @@ func (h *Hub) apiRunnerLogin(w http.ResponseWriter, r *http.Request, p principal
 	}
 	writeJSON(w, http.StatusOK, h.runnerView(rn, owner))
 	return nil
+}
+
+// revokeRunner revokes a live runner and its tokens; closing its
+// connection is the caller's, after the commit.
+func revokeRunner(tx store.Tx, rn *store.Runner, now time.Time) error {
+	if rn.RevokedAt != nil {
+		return nil
+	}
+	rn.RevokedAt = &now
+	if err := tx.UpdateRunner(*rn); err != nil {
+		return err
+	}
+	return tx.RevokeTokens(store.TokenRunner, rn.ID, now)
 }

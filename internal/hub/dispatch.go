@@ -33,6 +33,8 @@ func (h *Hub) dispatchLoop(ctx context.Context) {
 			// Try again later rather than spin on a broken store.
 			time.AfterFunc(time.Second, h.kick)
 		}
+		// After each pass the queue is what autoscalers should see.
+		h.fleet.changed()
 	}
 }
 

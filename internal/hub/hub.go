@@ -53,6 +53,8 @@ type Hub struct {
 	web      *web.Server              // the dashboard's pages
 	metrics  *metrics
 
+	fleet fleetState // what autoscalers wait on
+
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository
 

@@ -213,16 +213,23 @@ func (th *testHub) dial(token string, hello protocol.Hello) (*scriptRunner, prot
 	return th.dialURL(th.srv.URL, token, hello)
 }
 
+// wsDial opens a runner connection to the hub at base with token.
+func wsDial(t testing.TB, ctx context.Context, base, token string) *websocket.Conn {
+	t.Helper()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+protocol.APIPrefix+"/runner/connect",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	return ws
+}
+
 // dialURL connects a scripted runner to the hub at base.
 func (th *testHub) dialURL(base, token string, hello protocol.Hello) (*scriptRunner, protocol.Welcome) {
 	th.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+protocol.APIPrefix+"/runner/connect",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
-	if err != nil {
-		th.t.Fatalf("dial: %v", err)
-	}
+	ws := wsDial(th.t, ctx, base, token)
 	ws.SetReadLimit(protocol.MaxFrame)
 	sr := newScriptRunner(th.t, ws)
 	th.t.Cleanup(func() { ws.CloseNow() })

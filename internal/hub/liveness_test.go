@@ -3,8 +3,6 @@ package hub
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,11 +20,7 @@ func TestSilentRunnerIsClosedAsDead(t *testing.T) {
 	tok := th.registerRunner("quiet")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := wsDial(t, ctx, th.srv.URL, tok)
 	defer ws.CloseNow()
 	f, err := protocol.NewFrame(protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
 	if err != nil {

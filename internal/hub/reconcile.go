@@ -34,6 +34,9 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		if rn.RevokedAt != nil || rn.TokenHash != c.tokenHash {
 			return errStaleToken
 		}
+		if err := checkLaunchScope(tx, c.runnerID, c.labels); err != nil {
+			return err
+		}
 		rn.Slots, rn.Labels, rn.LastSeen = c.slots, c.labels, &now
 		if err := tx.UpdateRunner(rn); err != nil {
 			return err

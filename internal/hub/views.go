@@ -153,7 +153,7 @@ func (h *Hub) jobViews(ctx context.Context, p principal, f store.JobFilter) ([]p
 // addWhy says why a queued job waits, outside any transaction (h.mu).
 func (h *Hub) addWhy(v *protocol.JobView, shape string) {
 	if v.State == job.Queued {
-		v.Waiting = h.queuedWhy(v.ID, shape)
+		v.Waiting = h.fleet.annotate(v.Requester, v.Labels, h.queuedWhy(v.ID, shape))
 	}
 }
 

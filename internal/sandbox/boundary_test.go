@@ -23,6 +23,8 @@ func processStarters() map[string]string {
 		"internal/testkit/":       "starts drover's own processes for end-to-end tests",
 		"internal/bench/":         "benchmark harness: starts drover's own hub and plays a fake runner whose fixed `date` argv stands in for an agent",
 		"internal/chaos/procs.go": "the fault campaign: starts, signals and restarts drover's own hub and runner processes",
+		"internal/fleet/local.go": "the local fleet target: starts drover's own runner processes, detached, with fixed argv",
+		"internal/fleet/ssh.go":   "the ssh fleet target: runs the system ssh with fixed options and the operator's host, and drover's own bridge processes",
 	}
 }
 

@@ -179,6 +179,21 @@ type Tx interface {
 	// Meta: small settings such as whether the admin exists.
 	Meta(key string) (string, error)
 	SetMeta(key, value string) error
+
+	// Fleet launches and their single-use registration tokens.
+	InsertLaunch(l Launch) error
+	UpdateLaunch(l Launch) error // by ID (RevokedAt; the rest is kept as inserted)
+	Launch(id string) (Launch, error)
+	Launches(ownerID string) ([]Launch, error) // "" for every owner's; oldest first
+	InsertRegistration(r Registration) error
+	Registration(hash string) (Registration, error)
+	// RegistrationOfRunner is the registration a runner was made with
+	// (ErrNotFound for a runner a user approved).
+	RegistrationOfRunner(runnerID string) (Registration, error)
+	Registrations(launchID string) ([]Registration, error) // by name
+	// UseRegistration marks an unused registration used by runnerID:
+	// ErrConflict when it was used already, ErrNotFound when missing.
+	UseRegistration(hash, runnerID string, at time.Time) error
 }
 
 // User is a person (or script) that submits jobs.
@@ -421,4 +436,30 @@ type Event struct {
 	Kind    string
 	Actor   string
 	Message string
+}
+
+// Launch is runners started on a fleet target for their owner. Each
+// registers once with its own Registration, which binds the owner, the
+// labels it may report and a runner name; revoking the launch revokes them.
+type Launch struct {
+	ID        string
+	OwnerID   string
+	Target    string
+	Labels    map[string]string // the labels its runners may report (a subset)
+	Slots     int
+	Count     int
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Registration is a single-use, expiring registration token of a launch,
+// kept only as the hex SHA-256 of its plaintext.
+type Registration struct {
+	Hash      string
+	LaunchID  string
+	Name      string // the runner name it registers
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	UsedAt    *time.Time
+	RunnerID  string // "" until used
 }

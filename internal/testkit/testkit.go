@@ -255,12 +255,20 @@ func (h *Hub) Output() string { return h.p.out.String() }
 
 // CLI runs a drover client command against this hub as the admin and
 // returns its stdout+stderr.
-func (h *Hub) CLI(args ...string) (string, error) {
-	env := append(baseEnv(h.home), "DROVER_HUB="+h.URL, "DROVER_TOKEN="+h.Admin)
+func (h *Hub) CLI(args ...string) (string, error) { return h.CLIWith(nil, args...) }
+
+// CLIWith is CLI with env added to the command's environment.
+func (h *Hub) CLIWith(extra []string, args ...string) (string, error) {
 	cmd := exec.Command(h.bin, args...)
+	env := h.cliEnv(extra...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// cliEnv is the environment of a client command as the admin.
+func (h *Hub) cliEnv(extra ...string) []string {
+	return append(append(baseEnv(h.home), "DROVER_HUB="+h.URL, "DROVER_TOKEN="+h.Admin), extra...)
 }
 
 // Runner is a `drover runner` process with its own home.

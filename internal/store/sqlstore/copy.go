@@ -26,6 +26,8 @@ var copyTables = []struct{ name, cols string }{
 	{Questions.Name, Questions.List()},
 	{Accounts.Name, Accounts.List()},
 	{"shares", ShareCols},
+	{Launches.Name, Launches.List()},
+	{Registrations.Name, Registrations.List()},
 	{"project_secrets", "project, name, upstream, header, prefix, value, created_by, created_at"},
 }
 

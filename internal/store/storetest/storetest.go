@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Accounts", testAccounts},
 		{"AccountMoves", testAccountMoves},
 		{"AllAccounts", testAllAccounts},
+		{"Fleet", testFleet},
 		{"Shares", testShares},
 		{"ProjectMembers", testProjectMembers},
 		{"ProjectSecrets", testProjectSecrets},

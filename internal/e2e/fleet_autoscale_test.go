@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"drover/internal/fleet"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/runner"
+	"drover/internal/testkit"
+)
+
+// TestFleetAutoscaleLocalScalesUpAndBackToZero queues 20 jobs for an
+// autoscaler with --max 3: it launches three runners, every job runs once
+// (the runners' own journals), and once the queue is empty the runners are
+// stopped and no process of them is left.
+func TestFleetAutoscaleLocalScalesUpAndBackToZero(t *testing.T) {
+	t.Parallel()
+	hub := testkit.StartHub(t, bin)
+	c := hub.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pool := map[string]string{"pool": "auto"}
+	var ids []string
+	for i := range 20 {
+		v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Labels: pool,
+			Args: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; echo job %d", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, v.ID)
+	}
+	scaler := hub.StartCLI(t, "fleet", "autoscale", "--on", "local", "--min", "0", "--max", "3", "--labels", "pool=auto", "--idle", "2s")
+
+	launched := func() (connected int) {
+		rs, err := c.Runners(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs.Runners {
+			if strings.HasPrefix(r.Name, "l-") && r.Connected {
+				connected++
+			}
+		}
+		return connected
+	}
+	peak := 0
+	for _, id := range ids {
+		for {
+			peak = max(peak, launched())
+			v, err := c.Job(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.State == job.Completed {
+				break
+			}
+			if v.State.Terminal() {
+				t.Fatalf("job %s ended %s", id, v.State)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if peak != 3 {
+		t.Fatalf("peak of %d runners with 20 queued and --max 3\n%s", peak, scaler.Output())
+	}
+
+	// Back to zero: every launched runner stopped, no process left.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		alive := 0
+		for _, pid := range hub.FleetPIDs("local") {
+			if fleet.GroupAlive(pid) {
+				alive++
+			}
+		}
+		if alive == 0 && launched() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runner processes left after the queue emptied\n%s", alive, scaler.Output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	claims := map[string]int{}
+	homes, err := filepath.Glob(filepath.Join(hub.FleetDir("local"), "*", "*", "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range homes {
+		cs, err := runner.Claims(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cl := range cs {
+			claims[cl.Job]++
+		}
+	}
+	for _, id := range ids {
+		if claims[id] != 1 {
+			t.Errorf("job %s claimed %d times", id, claims[id])
+		}
+	}
+	if len(homes) < 3 {
+		t.Errorf("%d runners launched for 20 jobs", len(homes))
+	}
+	if err := scaler.Terminate(30 * time.Second); err != nil {
+		t.Fatalf("autoscale exit: %v\n%s", err, scaler.Output())
+	}
+}

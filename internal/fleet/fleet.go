@@ -1,0 +1,103 @@
+// Package fleet starts and stops runners on targets: this machine, SSH
+// hosts. A target answers four questions (launch, stop, list, logs); the
+// hub's part, the single-use registration tokens a launch hands its
+// runners, is the caller's. Every runner a target starts is an ordinary
+// runner with a login of its own, made from its token.
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"drover/internal/protocol"
+)
+
+// Spec is one launch: the runners to start, each with its registration
+// token, and what they all run with.
+type Spec struct {
+	LaunchID string
+	Hub      string // the URL the runners register with and dial
+	Labels   map[string]string
+	Slots    int
+	Runners  []RunnerSpec
+}
+
+// RunnerSpec is one runner to start: the name the hub gave it and its
+// single-use registration token (a secret: never argv, never a log).
+type RunnerSpec struct {
+	Name  string
+	Token string
+}
+
+// Instance is a runner a target started.
+type Instance struct {
+	LaunchID string
+	Name     string
+	Running  bool
+	Where    string // e.g. "pid 1234", "host gpu-box"
+}
+
+// Target starts runners somewhere.
+type Target interface {
+	// Check says what the target lacks to launch (its tool, its
+	// configuration), with the fix; nothing is launched when it fails.
+	Check(ctx context.Context) error
+	// Launch starts the spec's runners. On error it has stopped the ones
+	// it started.
+	Launch(ctx context.Context, s Spec) ([]Instance, error)
+	// Stop stops every runner of the launch and returns once none runs.
+	Stop(ctx context.Context, launchID string) error
+	// List lists the runners the target started, running or not.
+	List(ctx context.Context) ([]Instance, error)
+	// Logs copies what a runner printed to w.
+	Logs(ctx context.Context, name string, w io.Writer) error
+}
+
+// Scoped is a target whose runners carry labels of its own (an SSH
+// host's) and that only one hub user may launch on ("" for anyone).
+type Scoped interface {
+	Labels() map[string]string
+	Owner() string
+}
+
+// Config is what targets are made from.
+type Config struct {
+	// Binary is the drover binary runners run (this executable).
+	Binary string
+	// StateDir holds the local target's runner homes and logs (0700).
+	StateDir string
+	// Env is the environment local runners get; drover's own credentials
+	// are dropped from it.
+	Env []string
+	// HostsFile is the operator's file of SSH hosts.
+	HostsFile string
+}
+
+// Open makes the named target: local, or an SSH host of the hosts file.
+func Open(name string, c Config) (Target, error) {
+	if name == "local" {
+		return NewLocal(c)
+	}
+	hf, err := LoadHosts(c.HostsFile)
+	if err != nil {
+		return nil, err
+	}
+	if h, ok := hf.host(name); ok {
+		return NewSSH(c, h)
+	}
+	return nil, fmt.Errorf("unknown fleet target %q: use --on with one of %s (SSH hosts are registered in %s)",
+		name, strings.Join(append([]string{"local"}, hf.hostNames()...), ", "), c.HostsFile)
+}
+
+// runnerArgs is the argv of a launched runner: never its token, which it
+// reads from a 0600 file.
+func runnerArgs(s Spec, home, tokenFile string) []string {
+	args := []string{"runner", "--hub", s.Hub, "--home", home, "--registration-token-file", tokenFile,
+		"--slots", fmt.Sprint(max(s.Slots, 1))}
+	if len(s.Labels) > 0 {
+		args = append(args, "--labels", protocol.FormatLabels(s.Labels))
+	}
+	return args
+}
