@@ -243,6 +243,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			heads[shapeKey(j)]++
 		}
 		offered := 0
+		taken := map[string]bool{}          // job ids offered in this pass
 		why := make(map[string]string)      // job id → why it was not offered
 		whyShape := make(map[string]string) // shape → why its jobs are not offered
 		for {
@@ -274,6 +275,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 						return err
 					}
 					if ok {
+						taken[j.ID] = true
 						cands[best].free--
 						offered++
 						active[rq]++
@@ -299,6 +301,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			}
 		}
 		if offered == 0 || !full {
+			h.tellWaiting(cands, queued, taken, removed, member, ranks)
 			return nil
 		}
 	}
@@ -312,22 +315,8 @@ func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]i
 	best, account, bestRank, stage := -1, "", int64(0), whyNoRunner
 	notReady := "" // the first not-ready runner's reason
 	for i, cd := range cands {
-		// stage: the furthest check a runner this requester may use got to.
-		if !cd.access.mayRun(j.RequesterID, j.Project, member) {
-			continue
-		}
-		stage = max(stage, whyLabels)
-		if !labelsMatch(j.Labels, cd.c.labels) {
-			continue
-		}
-		// A runner without the job's agent (not installed, or every
-		// account limited) is not offered it.
-		stage = max(stage, whyAgent)
-		if !slices.Contains(cd.agents, j.Agent) {
-			continue
-		}
-		stage = max(stage, whyAccount)
-		acct, rank, ok := cd.accountFor(j, member, ranks)
+		got, acct, rank, ok := cd.fit(j, member, ranks)
+		stage = max(stage, got)
 		if !ok {
 			continue
 		}
@@ -353,6 +342,26 @@ func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]i
 		return -1, "", whyText(stage, j, notReady)
 	}
 	return best, account, ""
+}
+
+// fit says whether cd may and can run j, whatever its readiness and free
+// slots: ok with the account an offer names and its rank, or the furthest
+// check cd got to (a why stage; whyNoRunner when j's requester may not use
+// it).
+func (cd *candidate) fit(j store.Job, member bool, ranks map[string]int64) (stage int, acct string, rank int64, ok bool) {
+	if !cd.access.mayRun(j.RequesterID, j.Project, member) {
+		return whyNoRunner, "", 0, false
+	}
+	if !labelsMatch(j.Labels, cd.c.labels) {
+		return whyLabels, "", 0, false
+	}
+	// A runner without the job's agent (not installed, or every account
+	// limited) is not offered it.
+	if !slices.Contains(cd.agents, j.Agent) {
+		return whyAgent, "", 0, false
+	}
+	acct, rank, ok = cd.accountFor(j, member, ranks)
+	return whyAccount, acct, rank, ok
 }
 
 // queuedWhy is why the last dispatch pass did not offer a queued job: its

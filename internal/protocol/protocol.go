@@ -33,6 +33,7 @@ const (
 	MaxHeldReports = 4096 // attempts in one hello or status
 	MaxSlots       = 256  // slots one runner may offer
 	MaxNotReady    = 256  // bytes of a runner's not-ready reason
+	MaxVersion     = 64   // bytes of a runner's version
 )
 
 // WebSocket close codes the hub uses. The runner exits on CloseReplaced and
@@ -64,6 +65,7 @@ const (
 	TypeCancel  = "cancel"
 	TypeDrop    = "drop"
 	TypeReply   = "reply"
+	TypeQueue   = "queue" // whether a queued job the runner may run waits (Queue)
 )
 
 // IsRequest reports whether frames of type t carry an id and get a reply.
@@ -417,6 +419,15 @@ type Offer struct {
 	// order (a vendor agent's job); the runner uses it unless it is no
 	// longer ready or the attempt resumes a session in another.
 	Account string `json:"account,omitempty"`
+}
+
+// Queue tells a runner whether a queued job it may run is waiting after a
+// dispatch pass, whatever its free slots or readiness. The hub sends it
+// after the first pass that follows the welcome and then whenever it
+// changes; a draining runner exits once it has held nothing and been told
+// Waiting false for its grace period.
+type Queue struct {
+	Waiting bool `json:"waiting"`
 }
 
 // CancelOrder asks the runner to stop an attempt and finish it as cancelled.

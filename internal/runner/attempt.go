@@ -110,6 +110,9 @@ func (r *Runner) forgetLocked(a *attempt, dropped bool) {
 	a.cancel(errDropped) // no-op unless the agent still runs
 	close(a.gone)
 	delete(r.attempts, a.ref.Attempt)
+	if len(r.attempts) == 0 {
+		r.lc.lastHeld = r.now()
+	}
 	r.dropRequestsLocked(a.ref.Attempt)
 	r.markDirtyLocked()
 	select {
@@ -157,6 +160,7 @@ func (r *Runner) runOffered(a *attempt) error {
 	}
 	if !rep.OK {
 		r.log.Info("hub refused the accept", "attempt", a.ref.String(), "err", replyErr(rep.Error))
+		r.untake()
 		r.forget(a, false)
 		return nil
 	}

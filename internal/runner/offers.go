@@ -27,6 +27,8 @@ func (r *Runner) handleOffer(f protocol.Frame) {
 	switch {
 	case r.stopping:
 		reason = "runner is stopping"
+	case r.lc.ending != "":
+		reason = r.lc.ending
 	case r.busyLocked() >= r.cfg.Slots:
 		reason = "no free slot"
 	case r.notReady != "":
@@ -35,6 +37,7 @@ func (r *Runner) handleOffer(f protocol.Frame) {
 	if reason == "" {
 		a := newAttempt(o.AttemptRef, o.Spec, protocol.PhaseOffered)
 		a.account = o.Account
+		r.takeLocked()
 		r.holdLocked(a, r.runOffered)
 		r.mu.Unlock()
 		return

@@ -12,6 +12,7 @@ import (
 
 func (r *Runner) markDirtyLocked() {
 	r.dirty = true
+	r.lifeKickLocked()
 	if r.sess != nil {
 		r.sess.wake()
 	}
@@ -59,7 +60,7 @@ func (r *Runner) busyLocked() int {
 func (r *Runner) statusLocked() protocol.Frame {
 	st := protocol.Status{Slots: r.cfg.Slots, Attempts: r.heldLocked(), NotReady: r.notReady}
 	st.Agents, st.Accounts = r.agentsLocked()
-	if r.stopping {
+	if r.stopping || r.lc.ending != "" {
 		st.Slots = 0
 	}
 	f, _ := protocol.NewFrame(protocol.TypeStatus, "", st) // a Status always encodes
