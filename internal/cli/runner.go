@@ -124,7 +124,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 	sb.addFlags(cmd)
 	lf.add(cmd)
 	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd(), a.withAgentChecks(a.runnerDoctorCmd()),
-		a.runnerAccountCmd())
+		a.runnerAccountCmd(), a.runnerServiceCmd())
 	return cmd
 }
 

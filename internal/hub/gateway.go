@@ -33,6 +33,7 @@ type conn struct {
 	slots     int
 	labels    map[string]string
 	version   string // Hello.RunnerVersion
+	wantQueue bool   // Hello.WantQueue: send it queue frames
 	baseURL   string // the hub's URL as this runner reached it
 	ws        *websocket.Conn
 	done      chan struct{}
@@ -151,7 +152,7 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	}
 	c := &conn{
 		runnerID: p.runnerID, name: p.name, tokenHash: p.tokenHash,
-		slots: hello.Slots, labels: hello.Labels, version: hello.RunnerVersion, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, ws: ws, baseURL: web.BaseURL(r),
+		slots: hello.Slots, labels: hello.Labels, version: hello.RunnerVersion, wantQueue: hello.WantQueue, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, ws: ws, baseURL: web.BaseURL(r),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {

@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"slices"
+
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -12,7 +14,7 @@ const (
 	waitNone
 )
 
-// tellWaiting tells each candidate whether a queued job it may run is left
+// tellWaiting tells each candidate that asked (Hello.WantQueue) whether a queued job it may run is left
 // after a dispatch pass (protocol.Queue), when that changed since it was
 // last told: a draining runner (`drover runner --drain`) exits once none
 // has been for its grace period. A job counts whatever the runner's free
@@ -20,6 +22,9 @@ const (
 // read (the oldest jobs of every shape, so every shape with a queued job
 // is in it); taken were offered by the pass.
 func (h *Hub) tellWaiting(cands []*candidate, queued []store.Job, taken, removed map[string]bool, member map[[2]string]bool, ranks map[string]int64) {
+	if !slices.ContainsFunc(cands, func(cd *candidate) bool { return cd.c.wantQueue }) {
+		return // the common case: nobody drains, nothing to work out
+	}
 	some := make([]bool, len(cands))
 	seen := map[string]bool{} // shapes looked at: one job stands for its shape
 	for _, j := range queued {
@@ -29,12 +34,15 @@ func (h *Hub) tellWaiting(cands []*candidate, queued []store.Job, taken, removed
 		}
 		seen[key] = true
 		for i, cd := range cands {
-			if !some[i] {
+			if !some[i] && cd.c.wantQueue {
 				_, _, _, some[i] = cd.fit(j, member[[2]string{j.Project, j.RequesterID}], ranks)
 			}
 		}
 	}
 	for i, cd := range cands {
+		if !cd.c.wantQueue {
+			continue
+		}
 		state := waitNone
 		if some[i] {
 			state = waitSome

@@ -40,7 +40,7 @@ func wantOffer(t *testing.T, f protocol.Frame, jobID string) protocol.Offer {
 // it could run once free does, and the word changes as the queue does.
 func TestQueueFrameSaysWhatWaitsForTheRunner(t *testing.T) {
 	th := startHub(t, Config{})
-	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, WantQueue: true})
 	sr.keepAlive(th.h.cfg.Heartbeat / 2)
 	wantQueue(t, sr.nextOfInterest(), false)
 

@@ -159,6 +159,9 @@ type Hello struct {
 	// it is connected (e.g. its disk is below its free-space floor). The
 	// hub offers it nothing and shows the reason until a status clears it.
 	NotReady string `json:"not_ready,omitempty"`
+	// WantQueue asks the hub for queue frames (Queue): a draining runner
+	// exits on them.
+	WantQueue bool `json:"want_queue,omitempty"`
 }
 
 // AccountInfo is one agent account of a runner as the hub sees it.
@@ -421,7 +424,7 @@ type Offer struct {
 	Account string `json:"account,omitempty"`
 }
 
-// Queue tells a runner whether a queued job it may run is waiting after a
+// Queue tells a runner that asked for it (Hello.WantQueue) whether a queued job it may run is waiting after a
 // dispatch pass, whatever its free slots or readiness. The hub sends it
 // after the first pass that follows the welcome and then whenever it
 // changes; a draining runner exits once it has held nothing and been told
