@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"math"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ type lifecycleFlags struct {
 	idleTimeout time.Duration
 	drain       bool
 	drainGrace  time.Duration
+	limits      runner.Limits
 }
 
 const lifecycleLong = `
@@ -22,7 +24,14 @@ slots the moment it takes the Nth (so the hub offers it nothing more and it
 accepts nothing more), and exits 0 once they are finished. --idle-timeout D
 exits 0 after D without an attempt. --drain exits 0 once it holds nothing
 and the hub has said for --drain-grace (default 5s) that nothing it may run
-is queued; with --max-jobs and --drain together, whichever comes first.`
+is queued; with --max-jobs and --drain together, whichever comes first.
+
+Spend limits, enforced by the runner: --max-jobs-per-hour N and
+--max-spend-per-day USD (from the cost agents report) make it decline
+offers while it is at them, and 'drover runners' and the waiting jobs say
+which limit and until when; the counts survive restarts (HOME/limits.json).
+--max-turns N stops an attempt whose agent (native, claude) takes more model
+turns: it fails with reason limit_turns, its work published.`
 
 func (f *lifecycleFlags) add(cmd *cobra.Command) {
 	cmd.Long += "\n" + lifecycleLong
@@ -31,6 +40,9 @@ func (f *lifecycleFlags) add(cmd *cobra.Command) {
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "exit 0 after this long without an attempt (0: never)")
 	fl.BoolVar(&f.drain, "drain", false, "exit 0 once nothing this runner may run has been queued for --drain-grace")
 	fl.DurationVar(&f.drainGrace, "drain-grace", runner.DefaultDrainGrace, "how long --drain waits with nothing queued for it")
+	fl.IntVar(&f.limits.JobsPerHour, "max-jobs-per-hour", 0, "take at most this many attempts in any hour (0: no limit)")
+	fl.IntVar(&f.limits.TurnsPerJob, "max-turns", 0, "stop an attempt whose agent takes more model turns (native, claude; 0: no limit)")
+	fl.Float64Var(&f.limits.SpendPerDay, "max-spend-per-day", 0, "take no attempts once agents reported this many USD today, UTC (0: no limit)")
 }
 
 func (f *lifecycleFlags) apply(cfg *runner.Config) error {
@@ -41,7 +53,10 @@ func (f *lifecycleFlags) apply(cfg *runner.Config) error {
 		return usagef("--idle-timeout must not be negative")
 	case f.drainGrace < 0:
 		return usagef("--drain-grace must not be negative")
+	case f.limits.JobsPerHour < 0 || f.limits.TurnsPerJob < 0 || !(f.limits.SpendPerDay >= 0) || math.IsInf(f.limits.SpendPerDay, 0):
+		return usagef("--max-jobs-per-hour, --max-turns and --max-spend-per-day must be 0 (no limit) or more")
 	}
+	cfg.Limits = f.limits
 	cfg.MaxJobs, cfg.IdleTimeout, cfg.Drain, cfg.DrainGrace = f.maxJobs, f.idleTimeout, f.drain, f.drainGrace
 	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -54,7 +55,8 @@ type unit struct {
 // userUnit, a user unit.
 func (u unit) render(userUnit bool, runAs string) string {
 	var b strings.Builder
-	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	// fprintf: whatever a path holds, the unit shows no control character.
+	line := func(format string, args ...any) { fprintf(&b, format+"\n", args...) }
 	line("# Written by drover %s (drover %s service install); edit the command, not the hardening, unless you know why.", buildinfo.Version(), u.command)
 	line("[Unit]")
 	line("Description=%s", u.description)
@@ -177,7 +179,7 @@ func (a *app) installService(f serviceFlags, u unit) error {
 	}
 	text := u.render(f.user, runAs)
 	if f.print {
-		_, err := fmt.Fprint(a.env.Stdout, text)
+		_, err := io.WriteString(a.env.Stdout, text) // made safe by render
 		return err
 	}
 	dir := f.unitDir

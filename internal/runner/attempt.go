@@ -246,6 +246,7 @@ func (r *Runner) launch(a *attempt) error {
 		a.session = clip(res.Session, protocol.MaxSession)
 		if u := res.Usage; u != (agent.Usage{}) {
 			a.usage = &u
+			r.countSpend(a.usage)
 		}
 		out = outcomeOf(res, runErr, context.Cause(a.ctx))
 		if a.tools != nil {
@@ -302,7 +303,7 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 	// runner's policy for the attempt plus what the agent adds), and those
 	// that run under an account their account, prompt and tools.
 	att := agent.Attempt{
-		Ref: a.ref, Spec: a.spec, Dir: dir, Env: env, Output: sp, Grace: r.cfg.StopGrace,
+		Ref: a.ref, Spec: a.spec, Dir: dir, Env: env, Output: sp, Grace: r.cfg.StopGrace, Events: r.turnLimit(a, sp),
 		Sandbox: func(extra agent.Extra) (sandbox.Boundary, error) {
 			box, err := r.boundary(a, dir, extra)
 			if err == nil {
@@ -479,6 +480,9 @@ func outcomeOf(res agent.Result, runErr, cause error) job.Outcome {
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: &code}
 	case res.Reason == job.ReasonAuthFailed || res.Reason == job.ReasonEndpointUnreachable:
 		o = job.Outcome{State: job.AttemptFailed, Reason: res.Reason, ExitCode: &code}
+	case errors.Is(cause, errTurns):
+		// Stopped by the runner's turn limit, whatever the agent made of it.
+		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonLimitTurns, ExitCode: &code, Message: cause.Error()}
 	case res.Reason == job.ReasonCancelled && errors.Is(cause, errShutdown):
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown, ExitCode: &code}
 	case res.Reason == job.ReasonCancelled:

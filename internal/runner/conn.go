@@ -151,7 +151,7 @@ func (r *Runner) connectOnce(ctx context.Context) (welcomed bool, err error) {
 
 	r.mu.Lock()
 	hello := protocol.Hello{Protocol: protocol.Version, RunnerVersion: buildinfo.Version(), Slots: r.cfg.Slots,
-		Labels: r.cfg.Labels, Attempts: r.heldLocked(), NotReady: r.notReady, WantQueue: r.cfg.Drain}
+		Labels: r.cfg.Labels, Attempts: r.heldLocked(), NotReady: r.notReadyLocked(), WantQueue: r.cfg.Drain}
 	hello.Agents, hello.Accounts = r.agentsLocked()
 	r.mu.Unlock()
 	f, err := protocol.NewFrame(protocol.TypeHello, "", hello)

@@ -63,6 +63,7 @@ func (r *Runner) lifeKickLocked() {
 // takeLocked counts an offer the runner holds now; the one that reaches
 // MaxJobs ends the runner's taking at once, so no later offer is accepted.
 func (r *Runner) takeLocked() {
+	r.countStartLocked()
 	r.lc.taken++
 	if r.cfg.MaxJobs > 0 && r.lc.taken >= r.cfg.MaxJobs {
 		r.lc.ending = fmt.Sprintf("runner took its %d job(s) (--max-jobs) and is ending", r.cfg.MaxJobs)
@@ -73,6 +74,7 @@ func (r *Runner) takeLocked() {
 func (r *Runner) untake() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.uncountStartLocked()
 	r.lc.taken--
 	if r.cfg.MaxJobs > 0 && r.lc.taken < r.cfg.MaxJobs && r.lc.ending != "" {
 		r.lc.ending = ""

@@ -23,7 +23,7 @@ func (r *Runner) handleOffer(f protocol.Frame) {
 		r.log.Debug("repeated offer", "attempt", o.AttemptRef.String())
 		return
 	}
-	reason := ""
+	reason, notReady := "", r.notReadyLocked()
 	switch {
 	case r.stopping:
 		reason = "runner is stopping"
@@ -31,8 +31,8 @@ func (r *Runner) handleOffer(f protocol.Frame) {
 		reason = r.lc.ending
 	case r.busyLocked() >= r.cfg.Slots:
 		reason = "no free slot"
-	case r.notReady != "":
-		reason = r.notReady
+	case notReady != "":
+		reason = notReady
 	}
 	if reason == "" {
 		a := newAttempt(o.AttemptRef, o.Spec, protocol.PhaseOffered)

@@ -59,7 +59,9 @@ type Config struct {
 	// IdleTimeout after that long without one (0: never); Drain once it
 	// holds nothing and the hub has said for DrainGrace (0:
 	// DefaultDrainGrace) that nothing it may run is queued (lifecycle.go).
-	MaxJobs     int
+	MaxJobs int
+	// Limits are the runner's spend limits (limits.go).
+	Limits      Limits
 	IdleTimeout time.Duration
 	Drain       bool
 	DrainGrace  time.Duration
@@ -121,6 +123,11 @@ type Runner struct {
 	// ("": ready): its disk is below the free-space floor (space.go).
 	notReady string
 	lc       lifeState
+	// spend counts what the spend limits bound; spendTimer reports the
+	// runner ready again when the limit it is at resets (spendUntil).
+	spend      ledger
+	spendTimer *time.Timer
+	spendUntil time.Time
 }
 
 // timing is what the hub dictates in its welcome.
@@ -209,6 +216,9 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.checkLifecycle(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Limits.check(); err != nil {
+		return nil, err
+	}
 	if cfg.Drain && cfg.DrainGrace == 0 {
 		cfg.DrainGrace = DefaultDrainGrace
 	}
@@ -244,6 +254,10 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the runner's accounts: %w", err)
 	}
+	spend, err := loadLedger(home)
+	if err != nil {
+		return nil, err
+	}
 	ws, err := newWorkspaces(home, cfg.RemoteGitEnv, cfg.Logger.With("runner", login.Name))
 	if err != nil {
 		return nil, err
@@ -266,6 +280,7 @@ func New(cfg Config) (*Runner, error) {
 		idle:           make(chan struct{}, 1),
 		attempts:       map[string]*attempt{},
 		lc:             lifeState{kick: make(chan struct{}, 1)},
+		spend:          spend,
 		timing:         timingFrom(protocol.Welcome{}),
 	}, nil
 }

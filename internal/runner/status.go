@@ -58,7 +58,7 @@ func (r *Runner) busyLocked() int {
 // statusLocked is the status as it is now. A stopping runner reports zero
 // slots, which the hub reads as draining: no more offers.
 func (r *Runner) statusLocked() protocol.Frame {
-	st := protocol.Status{Slots: r.cfg.Slots, Attempts: r.heldLocked(), NotReady: r.notReady}
+	st := protocol.Status{Slots: r.cfg.Slots, Attempts: r.heldLocked(), NotReady: r.notReadyLocked()}
 	st.Agents, st.Accounts = r.agentsLocked()
 	if r.stopping || r.lc.ending != "" {
 		st.Slots = 0

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -156,6 +157,7 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			return l.failed(ctx, err, lim)
 		}
 		tr.Turns++
+		l.emit(agent.Event{Kind: agent.EventTurn, Turn: strconv.Itoa(tr.Turns)})
 		tr.Usage = tr.Usage.Add(resp.Usage)
 		u := resp.Usage
 		l.emit(agent.Event{Kind: agent.EventUsage, Usage: &u})
