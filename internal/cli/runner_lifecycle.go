@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"math"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,7 +30,8 @@ Spend limits, enforced by the runner: --max-jobs-per-hour N and
 offers while it is at them, and 'drover runners' and the waiting jobs say
 which limit and until when; the counts survive restarts (HOME/limits.json).
 --max-turns N stops an attempt whose agent (native, claude) takes more model
-turns: it fails with reason limit_turns, its work published.`
+turns: it fails with reason limit_turns, its work published. Each account
+can have its own ('drover runner account limits').`
 
 func (f *lifecycleFlags) add(cmd *cobra.Command) {
 	cmd.Long += "\n" + lifecycleLong
@@ -40,9 +40,7 @@ func (f *lifecycleFlags) add(cmd *cobra.Command) {
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "exit 0 after this long without an attempt (0: never)")
 	fl.BoolVar(&f.drain, "drain", false, "exit 0 once nothing this runner may run has been queued for --drain-grace")
 	fl.DurationVar(&f.drainGrace, "drain-grace", runner.DefaultDrainGrace, "how long --drain waits with nothing queued for it")
-	fl.IntVar(&f.limits.JobsPerHour, "max-jobs-per-hour", 0, "take at most this many attempts in any hour (0: no limit)")
-	fl.IntVar(&f.limits.TurnsPerJob, "max-turns", 0, "stop an attempt whose agent takes more model turns (native, claude; 0: no limit)")
-	fl.Float64Var(&f.limits.SpendPerDay, "max-spend-per-day", 0, "take no attempts once agents reported this many USD today, UTC (0: no limit)")
+	limitFlags(cmd, &f.limits)
 }
 
 func (f *lifecycleFlags) apply(cfg *runner.Config) error {
@@ -53,8 +51,9 @@ func (f *lifecycleFlags) apply(cfg *runner.Config) error {
 		return usagef("--idle-timeout must not be negative")
 	case f.drainGrace < 0:
 		return usagef("--drain-grace must not be negative")
-	case f.limits.JobsPerHour < 0 || f.limits.TurnsPerJob < 0 || !(f.limits.SpendPerDay >= 0) || math.IsInf(f.limits.SpendPerDay, 0):
-		return usagef("--max-jobs-per-hour, --max-turns and --max-spend-per-day must be 0 (no limit) or more")
+	}
+	if err := f.limits.Check(); err != nil {
+		return usagef("--max-jobs-per-hour, --max-turns, --max-spend-per-day: %v", err)
 	}
 	cfg.Limits = f.limits
 	cfg.MaxJobs, cfg.IdleTimeout, cfg.Drain, cfg.DrainGrace = f.maxJobs, f.idleTimeout, f.drain, f.drainGrace

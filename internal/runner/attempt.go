@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"drover/internal/agent"
@@ -69,6 +70,9 @@ type attempt struct {
 	caches *attemptCaches
 	// setupReused: the setup was skipped for an earlier successful one.
 	setupReused bool
+	// turnMax is the attempt's turn limit (0: none): the runner's, or its
+	// account's when lower (limits.go).
+	turnMax atomic.Int64
 
 	// under Runner.mu
 	phase     string

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"drover/internal/accounts"
 	"drover/internal/agent"
 	"drover/internal/fsutil"
 	"drover/internal/protocol"
@@ -21,32 +21,29 @@ import (
 // bound). At JobsPerHour or SpendPerDay it declines offers and reports
 // itself not ready with the limit and when it resets; TurnsPerJob stops a
 // running attempt that takes more turns (limit_turns), its work published.
-type Limits struct {
-	JobsPerHour int     // attempts taken in any hour
-	TurnsPerJob int     // model turns of one attempt, where its agent reports them
-	SpendPerDay float64 // USD of reported usage per UTC day
-}
-
-func (l Limits) check() error {
-	if l.JobsPerHour < 0 || l.TurnsPerJob < 0 || l.SpendPerDay < 0 || math.IsNaN(l.SpendPerDay) || math.IsInf(l.SpendPerDay, 0) {
-		return fmt.Errorf("spend limits must be 0 (none) or more: %+v", l)
-	}
-	return nil
-}
+// An account's own limits work alike, but an account at one sits out
+// (limited) instead of the runner.
+type Limits = accounts.Limits
 
 // ledgerFile holds the counters of the hourly and daily limits, so that a
 // restart does not reset them.
 const ledgerFile = "limits.json"
 
-// ledger is what the limits count; under Runner.mu.
+// ledgers are the runner's counts and each account's; under Runner.mu.
+type ledgers struct {
+	Runner   ledger             `json:"runner"`
+	Accounts map[string]*ledger `json:"accounts,omitempty"`
+}
+
+// ledger is what one set of limits counts.
 type ledger struct {
 	Starts []time.Time `json:"starts"`    // attempts taken within the last hour
 	Day    string      `json:"day"`       // the UTC day of Spent (2006-01-02)
 	Spent  float64     `json:"spent_usd"` // reported cost on Day
 }
 
-func loadLedger(home string) (ledger, error) {
-	var l ledger
+func loadLedger(home string) (ledgers, error) {
+	var l ledgers
 	b, err := os.ReadFile(filepath.Join(home, ledgerFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return l, nil
@@ -108,7 +105,7 @@ func (r *Runner) notReadyLocked() string {
 	if r.notReady != "" {
 		return r.notReady
 	}
-	why, until := r.spend.limited(r.cfg.Limits, r.now())
+	why, until := r.spend.Runner.limited(r.cfg.Limits, r.now())
 	if why != "" && (r.spendTimer == nil || !r.spendUntil.Equal(until)) {
 		if r.spendTimer != nil {
 			r.spendTimer.Stop()
@@ -124,17 +121,18 @@ func (r *Runner) countStartLocked() {
 	if r.cfg.Limits.JobsPerHour == 0 {
 		return
 	}
-	r.spend.prune(r.now())
-	r.spend.Starts = append(r.spend.Starts, r.now().UTC())
+	r.spend.Runner.prune(r.now())
+	r.spend.Runner.Starts = append(r.spend.Runner.Starts, r.now().UTC())
 	r.saveLedgerLocked()
 }
 
 // uncountStartLocked gives back the last start (an accept the hub refused).
 func (r *Runner) uncountStartLocked() {
-	if r.cfg.Limits.JobsPerHour == 0 || len(r.spend.Starts) == 0 {
+	l := &r.spend.Runner
+	if r.cfg.Limits.JobsPerHour == 0 || len(l.Starts) == 0 {
 		return
 	}
-	r.spend.Starts = r.spend.Starts[:len(r.spend.Starts)-1]
+	l.Starts = l.Starts[:len(l.Starts)-1]
 	r.saveLedgerLocked()
 	r.markDirtyLocked()
 }
@@ -146,8 +144,8 @@ func (r *Runner) countSpend(u *protocol.Usage) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.spend.prune(r.now())
-	r.spend.Spent += u.CostUSD
+	r.spend.Runner.prune(r.now())
+	r.spend.Runner.Spent += u.CostUSD
 	r.saveLedgerLocked()
 	r.markDirtyLocked()
 }
@@ -159,15 +157,13 @@ var errTurns = errors.New("the runner's turn limit")
 // the attempt, with the agent's grace, on the first beyond TurnsPerJob
 // (nil without that limit). Agents that report no turns are not bounded.
 func (r *Runner) turnLimit(a *attempt, out io.Writer) agent.Events {
-	max := r.cfg.Limits.TurnsPerJob
-	if max == 0 {
-		return nil
-	}
+	a.turnMax.Store(int64(r.cfg.Limits.TurnsPerJob)) // its account's may lower it
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	n := 0
 	return func(e agent.Event) {
-		if e.Kind != agent.EventTurn {
+		max := int(a.turnMax.Load())
+		if e.Kind != agent.EventTurn || max == 0 {
 			return
 		}
 		mu.Lock()
@@ -179,8 +175,56 @@ func (r *Runner) turnLimit(a *attempt, out io.Writer) agent.Events {
 			seen[e.Turn] = true
 		}
 		if n++; n == max+1 {
-			fmt.Fprintf(out, "drover: the agent took turn %d; this runner allows %d per job (--max-turns): stopping it\n", n, max)
-			a.cancel(fmt.Errorf("%w: stopped at turn %d, the runner allows %d per job (--max-turns)", errTurns, n, max))
+			fmt.Fprintf(out, "drover: the agent took turn %d; the limit is %d per job (--max-turns of the runner or its account): stopping it\n", n, max)
+			a.cancel(fmt.Errorf("%w: stopped at turn %d, the limit is %d per job (--max-turns of the runner or its account)", errTurns, n, max))
 		}
 	}
+}
+
+// accountLimits applies acct's own limits to an attempt about to run under
+// it: its turn limit if lower, and a start counted; an account reaching its
+// hourly limit sits out until it resets.
+func (r *Runner) accountLimits(a *attempt, acct accounts.Account) {
+	if n := int64(acct.Limits.TurnsPerJob); n > 0 && (a.turnMax.Load() == 0 || n < a.turnMax.Load()) {
+		a.turnMax.Store(n)
+	}
+	r.countAccount(acct, true, 0)
+}
+
+// countAccount counts a start or a reported cost against acct's own
+// limits. An account at one sits out until it resets, as it would for its
+// provider's limit (SetLimited): the hub sees it limited until then.
+func (r *Runner) countAccount(acct accounts.Account, start bool, cost float64) {
+	lim := acct.Limits
+	if lim.JobsPerHour == 0 && lim.SpendPerDay == 0 {
+		return
+	}
+	r.mu.Lock()
+	if r.spend.Accounts == nil {
+		r.spend.Accounts = map[string]*ledger{}
+	}
+	l := r.spend.Accounts[acct.ID]
+	if l == nil {
+		l = &ledger{}
+		r.spend.Accounts[acct.ID] = l
+	}
+	now := r.now()
+	l.prune(now)
+	if start && lim.JobsPerHour > 0 {
+		l.Starts = append(l.Starts, now.UTC())
+	}
+	if cost > 0 {
+		l.Spent += cost
+	}
+	why, until := l.limited(lim, now)
+	r.saveLedgerLocked()
+	r.mu.Unlock()
+	if why == "" {
+		return
+	}
+	if err := r.accts.SetLimited(acct.ID, until, "account "+why); err != nil {
+		r.log.Error("record account spend limit", "account", acct.ID, "err", err)
+	}
+	r.log.Info("account at its spend limit", "account", acct.ID, "why", why)
+	r.markDirty()
 }

@@ -96,7 +96,7 @@ func TestSpendPerDayLimit(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "home")
 	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
 	// Spent earlier today, by a run before a restart.
-	b, err := json.Marshal(ledger{Day: time.Now().UTC().Format(time.DateOnly), Spent: 1.5})
+	b, err := json.Marshal(ledgers{Runner: ledger{Day: time.Now().UTC().Format(time.DateOnly), Spent: 1.5}})
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(home, ledgerFile), b, 0o600))
 	tr := startRunner(t, h, home, func(c *Config) { c.Limits.SpendPerDay = 2 }, clk.use)
@@ -113,8 +113,8 @@ func TestSpendPerDayLimit(t *testing.T) {
 	}
 	saved, err := loadLedger(home)
 	must(t, err)
-	if saved.Spent != 2.25 {
-		t.Fatalf("saved spend %v, want 2.25", saved.Spent)
+	if saved.Runner.Spent != 2.25 {
+		t.Fatalf("saved spend %v, want 2.25", saved.Runner.Spent)
 	}
 
 	clk.advance(24 * time.Hour)
@@ -145,7 +145,7 @@ func TestTurnsPerJobLimit(t *testing.T) {
 	spec := protocol.JobSpec{Agent: "native", Args: []string{"append a step to steps.txt six times"}, Requester: "u", LogCap: 1 << 20}
 	h.offer(ref, spec)
 	fin := h.waitFinish(ref.Attempt)
-	if fin.Outcome.State != job.AttemptFailed || fin.Outcome.Reason != job.ReasonLimitTurns || !strings.Contains(fin.Outcome.Message, "allows 2 per job") {
+	if fin.Outcome.State != job.AttemptFailed || fin.Outcome.Reason != job.ReasonLimitTurns || !strings.Contains(fin.Outcome.Message, "the limit is 2 per job") {
 		t.Fatalf("outcome %+v, want failed limit_turns\nlog:\n%s", fin.Outcome, h.log(ref.Attempt))
 	}
 	if n := len(fake.Requests()); n != 3 {
@@ -153,5 +153,83 @@ func TestTurnsPerJobLimit(t *testing.T) {
 	}
 	if !strings.Contains(string(h.log(ref.Attempt)), "--max-turns") {
 		t.Fatalf("the log does not say why it stopped:\n%s", h.log(ref.Attempt))
+	}
+}
+
+// nativeAccount adds a native account with limits to a fresh runner home
+// for the fake model's turns.
+func nativeAccount(t *testing.T, h *fakeHub, lim accounts.Limits, turns ...fakemodel.Turn) (home string, fake *fakemodel.FakeServer, acct accounts.Account) {
+	t.Helper()
+	const key = "sk-test-limits"
+	fake = fakemodel.NewFakeAnthropic(t, turns, fakemodel.RequireKey(key))
+	home = filepath.Join(t.TempDir(), "home")
+	must(t, SaveLogin(home, Login{Hub: h.srv.URL, Name: "r1", Token: h.token}))
+	s, err := accounts.Open(home)
+	must(t, err)
+	acct, err = s.Add(accounts.Account{Agent: "native", Kind: accounts.KindAPIKey, Label: "main", Provider: "anthropic", BaseURL: fake.URL}, key)
+	must(t, err)
+	if acct, err = s.SetLimits(acct.ID, lim); err != nil {
+		t.Fatal(err)
+	}
+	return home, fake, acct
+}
+
+func nativeSpec(prompt string) protocol.JobSpec {
+	return protocol.JobSpec{Agent: "native", Args: []string{prompt}, Requester: "u", LogCap: 1 << 20}
+}
+
+// An account's own limits: its turn limit stops an attempt under it
+// (limit_turns), and at its hourly limit the account sits out (the hub sees
+// it limited until the reset) while the runner stays ready for others.
+func TestAccountLimits(t *testing.T) {
+	h := newFakeHub(t)
+	step := fakemodel.CallTool("run_command", map[string]any{"command": "echo step >> steps.txt"})
+	home, fake, acct := nativeAccount(t, h, accounts.Limits{JobsPerHour: 1, TurnsPerJob: 1}, step, step, step, fakemodel.Text("Done."))
+	startRunner(t, h, home, nil)
+	h.waitConn(0)
+	ref := newRef()
+	h.offer(ref, nativeSpec("append steps"))
+	fin := h.waitFinish(ref.Attempt)
+	if fin.Outcome.Reason != job.ReasonLimitTurns || !strings.Contains(fin.Outcome.Message, "the limit is 1 per job") {
+		t.Fatalf("outcome %+v, want limit_turns at the account's 1 turn\nlog:\n%s", fin.Outcome, h.log(ref.Attempt))
+	}
+	if n := len(fake.Requests()); n != 2 {
+		t.Fatalf("the model was asked %d times, want 2", n)
+	}
+	var st protocol.Status
+	sandboxtest.WaitFor(t, "the account limited", func() bool {
+		st, _ = h.lastStatus()
+		return len(st.Accounts) == 1 && st.Accounts[0].State == protocol.AccountLimited
+	})
+	if st.NotReady != "" || time.Until(st.Accounts[0].LimitedUntil) < 50*time.Minute {
+		t.Fatalf("status %+v: want the runner ready and the account limited for about an hour", st)
+	}
+	next := newRef()
+	h.offer(next, nativeSpec("again"))
+	if fin := h.waitFinish(next.Attempt); fin.Outcome.State != job.AttemptReleased || fin.Outcome.Reason != job.ReasonLimited {
+		t.Fatalf("outcome under the limited account %+v, want released limited", fin.Outcome)
+	}
+	saved, err := loadLedger(home)
+	must(t, err)
+	if l := saved.Accounts[acct.ID]; l == nil || len(l.Starts) != 1 {
+		t.Fatalf("saved account counts %+v", saved.Accounts)
+	}
+}
+
+// An account's daily spend: reported cost past its limit makes it sit out
+// until the next UTC day.
+func TestAccountSpendPerDayLimit(t *testing.T) {
+	h := newFakeHub(t)
+	home, _, acct := nativeAccount(t, h, accounts.Limits{SpendPerDay: 1})
+	tr := startRunner(t, h, home, nil)
+	h.waitConn(0)
+	tr.countAccount(acct, false, 0.6)
+	tr.countAccount(acct, false, 0.6) // what two finishes under it report
+	got, err := tr.accts.Get(acct.ID)
+	must(t, err)
+	d := time.Now().UTC()
+	midnight := time.Date(d.Year(), d.Month(), d.Day()+1, 0, 0, 0, 0, time.UTC)
+	if !got.LimitedUntil.Equal(midnight) || !strings.Contains(got.LimitMessage, "$1.00 per day") {
+		t.Fatalf("account limited until %v (%q), want %v for its daily spend", got.LimitedUntil, got.LimitMessage, midnight)
 	}
 }

@@ -125,7 +125,7 @@ type Runner struct {
 	lc       lifeState
 	// spend counts what the spend limits bound; spendTimer reports the
 	// runner ready again when the limit it is at resets (spendUntil).
-	spend      ledger
+	spend      ledgers
 	spendTimer *time.Timer
 	spendUntil time.Time
 }
@@ -216,7 +216,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.checkLifecycle(); err != nil {
 		return nil, err
 	}
-	if err := cfg.Limits.check(); err != nil {
+	if err := cfg.Limits.Check(); err != nil {
 		return nil, err
 	}
 	if cfg.Drain && cfg.DrainGrace == 0 {
