@@ -9,6 +9,7 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
+	"drover/internal/testkit/fakemodel"
 )
 
 // An ephemeral runner (--max-jobs 1) with three jobs queued and two slots
@@ -73,5 +74,39 @@ func TestEphemeralRunnerRunsOneJobThenExits(t *testing.T) {
 	}
 	if !found || !strings.Contains(out, "VERSION") {
 		t.Fatalf("runners output lacks the steady runner's version %q:\n%s", version, out)
+	}
+}
+
+// A runner's --max-turns stops a native agent that goes on past it: the
+// job fails limit_turns, and what the agent wrote in its allowed turns is
+// published (drover fetch has it), what it would have written after is not.
+func TestTurnLimitStopsTheAgentAndPublishesItsWork(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	r := h.LoginRunner(t, "r-turns", h.URL)
+	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
+		fakemodel.CallTool("write_file", map[string]any{"path": "first.txt", "content": "turn one\n"}),
+		fakemodel.CallTool("write_file", map[string]any{"path": "second.txt", "content": "turn two\n"}),
+		fakemodel.CallTool("write_file", map[string]any{"path": "third.txt", "content": "turn three\n"}),
+		fakemodel.CallTool("deliver", map[string]any{"summary": "three files"}),
+		fakemodel.Text("Done."),
+	}, fakemodel.RequireKey(realKey))
+	addNativeAccount(t, r, "anthropic", fake.URL)
+	r.Start("--max-turns", "2")
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Write three files, then deliver.")
+	c := h.Client()
+	v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	log := testkit.Log(t, c, v.ID, 0)
+	if v.State != job.Failed || v.Reason != job.ReasonLimitTurns {
+		t.Fatalf("job %s: %s/%s, want failed limit_turns\nlog:\n%s", v.ID, v.State, v.Reason, log)
+	}
+	got := fetched(t, h, src, v.ID, "first.txt", "second.txt", "third.txt")
+	if got["first.txt"] != "turn one" || got["second.txt"] != "turn two" {
+		t.Fatalf("published %v, want the files of the two allowed turns\nlog:\n%s", got, log)
+	}
+	// The third turn's call was answered "stopped", never run.
+	if got["third.txt"] != "" {
+		t.Fatalf("the turn past the limit wrote third.txt: %v", got)
 	}
 }

@@ -169,6 +169,12 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 		if err := l.save(tr); err != nil {
 			return Outcome{End: EndModel, Reason: "record the turn: " + err.Error()}
 		}
+		if ctx.Err() != nil {
+			// Stopped while the model answered (cancelled, or the turn is
+			// past its runner's turn limit): none of its calls runs. A
+			// resumed attempt gives them interrupted results (backfill).
+			return l.failed(ctx, ctx.Err(), lim)
+		}
 		if len(resp.Calls) == 0 {
 			if resp.Stop == model.StopLength {
 				// Cut off mid-answer with nothing to run: ask for less.
