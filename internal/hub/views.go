@@ -163,15 +163,15 @@ func (h *Hub) runnerView(r store.Runner, owner string) protocol.RunnerView {
 	running := len(h.active[r.ID])
 	var agents []string
 	var accounts []protocol.AccountInfo
-	notReady, version := "", ""
+	notReady := ""
 	if connected {
-		agents, accounts, notReady, version = c.agents, c.accounts, c.notReady, c.version
+		agents, accounts, notReady = c.agents, c.accounts, c.notReady
 	}
 	h.mu.Unlock()
 	return protocol.RunnerView{
 		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected, Revoked: r.RevokedAt != nil,
 		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: agents, Accounts: accounts, NotReady: notReady,
-		Version: version, LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(), Access: access(r),
+		Version: r.Version, LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(), Access: access(r),
 	}
 }
 

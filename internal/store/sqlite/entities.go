@@ -100,7 +100,7 @@ func (t *tx) RevokeToken(hash string, at time.Time) error {
 }
 
 var runners = newTable("runners",
-	"id", "name", "owner_id", "token_hash", "slots", "labels", "created_at", "last_seen", "revoked_at", "access")
+	"id", "name", "owner_id", "token_hash", "slots", "labels", "created_at", "last_seen", "revoked_at", "access", "version")
 
 // defaultAccess is protocol.AccessPrivate, also the column's default: a
 // runner nobody opened stays its owner's.
@@ -115,12 +115,12 @@ func access(a string) string {
 
 func runnerArgs(r store.Runner) []any {
 	return []any{r.ID, r.Name, r.OwnerID, r.TokenHash, r.Slots, jsonArg{r.Labels},
-		millis(r.CreatedAt), optMillis(r.LastSeen), optMillis(r.RevokedAt), access(r.Access)}
+		millis(r.CreatedAt), optMillis(r.LastSeen), optMillis(r.RevokedAt), access(r.Access), r.Version}
 }
 
 func scanRunner(s scanner) (r store.Runner, err error) {
 	err = s.Scan(&r.ID, &r.Name, &r.OwnerID, &r.TokenHash, &r.Slots, jsonCol{&r.Labels},
-		timeCol{&r.CreatedAt}, optTimeCol{&r.LastSeen}, optTimeCol{&r.RevokedAt}, &r.Access)
+		timeCol{&r.CreatedAt}, optTimeCol{&r.LastSeen}, optTimeCol{&r.RevokedAt}, &r.Access, &r.Version)
 	r.Access = access(r.Access)
 	return r, err
 }
