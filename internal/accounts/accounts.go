@@ -83,6 +83,9 @@ type Account struct {
 	// while it is set the account runs nothing, until its owner fixes it
 	// and resets it (Reset).
 	Attention string `json:"attention,omitempty"`
+	// Limits are the account's own spend limits, which its runner
+	// enforces alongside its own (limits.go).
+	Limits Limits `json:"limits,omitzero"`
 }
 
 // NeedsAttention says whether the provider refused the account and its

@@ -25,6 +25,9 @@ const (
 	EventSession    EventKind = "session"     // the CLI's session id, for a resume (Session)
 	EventLimit      EventKind = "limit"       // the account hit a usage or rate limit (Limit)
 	EventOutcome    EventKind = "outcome"     // how the CLI says its run ended (Outcome)
+	// EventTurn: the agent took a model turn (Turn names it when the CLI
+	// reports one turn in several lines: count each name once).
+	EventTurn EventKind = "turn"
 	// EventRaw is a line the parser did not understand, kept verbatim in
 	// Text so that nothing a CLI prints is lost (or crashes the adapter).
 	EventRaw EventKind = "raw"
@@ -43,6 +46,7 @@ type Event struct {
 	Usage   *Usage          `json:"usage,omitempty"`
 	Limit   *Limit          `json:"limit,omitempty"`
 	Outcome *Outcome        `json:"outcome,omitempty"`
+	Turn    string          `json:"turn,omitempty"`
 }
 
 // Usage is what a run (or one step of it) consumed: the same record the

@@ -57,7 +57,7 @@ refused it (needs attention: fix its key or login, then 'account reset').`,
 		return s, h, err
 	}
 	cmd.AddCommand(a.accountAddCmd(open), a.accountListCmd(open), a.accountRemoveCmd(open),
-		a.accountLoginCmd(open), a.accountResetCmd(open))
+		a.accountLoginCmd(open), a.accountResetCmd(open), a.accountLimitsCmd(open))
 	return cmd
 }
 

@@ -85,6 +85,7 @@ func (a *app) newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		Args:          noArgs,
 		RunE:          showHelp,
+		Version:       droverVersion(),
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			if err := a.level.UnmarshalText([]byte(a.logLevel)); err != nil {
 				return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
@@ -95,6 +96,7 @@ func (a *app) newRoot() *cobra.Command {
 	root.SetIn(a.env.Stdin)
 	root.SetOut(a.env.Stdout)
 	root.SetErr(a.env.Stderr)
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.hubFlag, "hub", "", "hub URL (default: $DROVER_HUB, the saved login, "+defaultHub+")")
@@ -108,7 +110,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.runCmd(), a.jobsCmd(), a.showCmd(), a.logsCmd(), a.cancelCmd(), a.retryCmd(),
 		a.questionsCmd(), a.answerJobCmd(), a.approveCmd(), a.restartCmd(),
 		a.fetchCmd(), a.diffCmd(), a.projectsCmd(),
-		a.sandboxInitCmd(), a.toolCmd(),
+		a.sandboxInitCmd(), a.toolCmd(), a.versionCmd(),
 		bench.Command(),
 		chaos.Command(),
 	)

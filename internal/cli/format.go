@@ -232,7 +232,7 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 
 func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 	t := newTable(w)
-	fprintf(t, "NAME\tOWNER\tACCESS\tSTATUS\tSLOTS\tRUNNING\tAGENTS\tLABELS\tLAST SEEN\n")
+	fprintf(t, "NAME\tOWNER\tACCESS\tSTATUS\tSLOTS\tRUNNING\tAGENTS\tLABELS\tVERSION\tLAST SEEN\n")
 	for _, r := range rs {
 		status := "offline"
 		switch {
@@ -247,8 +247,8 @@ func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 		if r.LastSeen != nil {
 			last = ago(*r.LastSeen, now)
 		}
-		fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Name, r.Owner, formatAccess(r), status, r.Slots, r.Running,
-			dash(formatAgents(r)), dash(formatLabels(r.Labels)), last)
+		fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Owner, formatAccess(r), status, r.Slots, r.Running,
+			dash(formatAgents(r)), dash(formatLabels(r.Labels)), dash(r.Version), last)
 	}
 	return t.Flush()
 }

@@ -89,6 +89,7 @@ says where. On the same machine the CLI uses it by itself with the default
 	}
 	o.addFlags(cmd, true)
 	cmd.AddCommand(a.copyDBCmd())
+	cmd.AddCommand(a.hubServiceCmd())
 	return cmd
 }
 

@@ -27,8 +27,9 @@ func (a *app) runnerCmd() *cobra.Command {
 	var minFree, cacheSize, projectCacheSize int64
 	var models []string
 	var sb sandboxOptions
+	var lf lifecycleFlags
 	cmd := &cobra.Command{
-		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--min-free BYTES] [--cache-size BYTES] [--project-cache-size BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]...",
+		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--min-free BYTES] [--cache-size BYTES] [--project-cache-size BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]... [--max-jobs N] [--idle-timeout D] [--drain]",
 		Short: "Run a runner: dial the hub, claim jobs and run them",
 		Long: `Run a runner logged in with 'drover runner login' until SIGINT or SIGTERM,
 then stop gracefully: agents get a grace period, their output reaches the hub
@@ -75,6 +76,9 @@ model per agent (a custom endpoint for opencode needs one).`,
 				ProjectCacheSize: projectCacheSize,
 				AgentPath:        a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{},
 				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
+			if err := lf.apply(&cfg); err != nil {
+				return err
+			}
 			for _, ad := range catalog.CLIs() {
 				if v := a.env.Getenv(ad.Endpoint.UpstreamEnv); v != "" {
 					if _, err := ad.Endpoint.NormalizeBaseURL(v); err != nil {
@@ -127,8 +131,9 @@ model per agent (a custom endpoint for opencode needs one).`,
 	cmd.Flags().Int64Var(&cacheSize, "cache-size", 0, "bytes the pooled and kept worktrees may take: past it pooled ones go, least recently used first (0: no budget)")
 	cmd.Flags().Int64Var(&projectCacheSize, "project-cache-size", 0, "bytes the projects' dependency caches may take together: past it the least recently used projects' caches go, never one in use (0: no budget)")
 	sb.addFlags(cmd)
+	lf.add(cmd)
 	cmd.AddCommand(a.runnerLoginCmd(), a.runnerApproveCmd(), a.withAgentChecks(a.runnerDoctorCmd()),
-		a.runnerAccountCmd())
+		a.runnerAccountCmd(), a.runnerServiceCmd())
 	return cmd
 }
 

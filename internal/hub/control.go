@@ -91,8 +91,8 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 	}
 	if freed != "" {
 		h.removeActive(runnerID, freed)
-		h.kick()
 	}
+	h.kick() // a slot freed, or a queued job gone: draining runners learn it
 	if order != nil {
 		if c := h.connFor(runnerID); c != nil {
 			c.send(*order)

@@ -63,27 +63,34 @@ func TestFullDiskLoggedOncePerInterval(t *testing.T) {
 	}
 }
 
-// A runner that says it is not ready (its disk is below its floor) is
-// offered nothing: its jobs wait saying why, `runners` shows the reason,
-// and a status without it brings the offer.
+// A runner that says it is not ready (its disk is below its floor, or it
+// is at a spend limit) is offered nothing: its jobs wait saying why,
+// `runners` shows the reason, and a status without it brings the offer.
 func TestNotReadyRunnerIsOfferedNothing(t *testing.T) {
-	th := startHub(t, Config{})
-	const why = "disk full: 3.0 MiB free in the runner's home, below its floor of 256.0 MiB (--min-free)"
-	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, NotReady: why})
-	j := th.submitAs(th.admin, protocol.SubmitRequest{})
-	v := th.waitQueued(j.ID, "not ready (r1: "+why+")")
-	if len(v.Attempts) != 0 {
-		t.Fatalf("attempts of a job only a not-ready runner could take: %+v", v.Attempts)
-	}
-	if rv := th.runnersOf(th.admin)["r1"]; !rv.Connected || rv.NotReady != why {
-		t.Fatalf("runner view: connected %v, not_ready %q", rv.Connected, rv.NotReady)
-	}
-	sr.noOfferYet()
+	for _, why := range []string{
+		"disk full: 3.0 MiB free in the runner's home, below its floor of 256.0 MiB (--min-free)",
+		"at its limit of 10 jobs per hour (--max-jobs-per-hour) until 15:04:05 UTC",
+		"at its limit of $5.00 per day (--max-spend-per-day, $5.10 spent) until 2026-12-02 00:00:00 UTC",
+	} {
+		t.Run(why[:12], func(t *testing.T) {
+			th := startHub(t, Config{})
+			sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, NotReady: why})
+			j := th.submitAs(th.admin, protocol.SubmitRequest{})
+			v := th.waitQueued(j.ID, "not ready (r1: "+why+")")
+			if len(v.Attempts) != 0 {
+				t.Fatalf("attempts of a job only a not-ready runner could take: %+v", v.Attempts)
+			}
+			if rv := th.runnersOf(th.admin)["r1"]; !rv.Connected || rv.NotReady != why {
+				t.Fatalf("runner view: connected %v, not_ready %q", rv.Connected, rv.NotReady)
+			}
+			sr.noOfferYet()
 
-	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: []protocol.Held{}})
-	sr.offerFor(j.ID)
-	if rv := th.runnersOf(th.admin)["r1"]; rv.NotReady != "" {
-		t.Fatalf("runner view after a ready status: not_ready %q", rv.NotReady)
+			sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 1, Attempts: []protocol.Held{}})
+			sr.offerFor(j.ID)
+			if rv := th.runnersOf(th.admin)["r1"]; rv.NotReady != "" {
+				t.Fatalf("runner view after a ready status: not_ready %q", rv.NotReady)
+			}
+		})
 	}
 }
 

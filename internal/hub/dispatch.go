@@ -254,6 +254,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			heads[shapeKey(j)]++
 		}
 		offered := 0
+		taken := map[string]bool{}          // job ids offered in this pass
 		why := make(map[string]string)      // job id → why it was not offered
 		whyShape := make(map[string]string) // shape → why its jobs are not offered
 		for {
@@ -285,6 +286,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 						return err
 					}
 					if ok {
+						taken[j.ID] = true
 						cands[best].free--
 						offered++
 						active[rq]++
@@ -310,6 +312,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			}
 		}
 		if offered == 0 || !full {
+			h.tellWaiting(cands, queued, taken, removed, member, ranks, needs)
 			return nil
 		}
 	}
@@ -324,26 +327,8 @@ func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]i
 	best, account, bestRank, stage := -1, "", int64(0), whyNoRunner
 	notReady := "" // the first not-ready runner's reason
 	for i, cd := range cands {
-		// stage: the furthest check a runner this requester may use got to.
-		if !cd.access.mayRun(j.RequesterID, j.Project, member) {
-			continue
-		}
-		stage = max(stage, whyTrust)
-		if !cd.access.mayReceive(need) {
-			continue
-		}
-		stage = max(stage, whyLabels)
-		if !labelsMatch(j.Labels, cd.c.labels) {
-			continue
-		}
-		// A runner without the job's agent (not installed, or every
-		// account limited) is not offered it.
-		stage = max(stage, whyAgent)
-		if !slices.Contains(cd.agents, j.Agent) {
-			continue
-		}
-		stage = max(stage, whyAccount)
-		acct, rank, ok := cd.accountFor(j, member, ranks)
+		got, acct, rank, ok := cd.fit(j, member, ranks, need)
+		stage = max(stage, got)
 		if !ok {
 			continue
 		}
@@ -369,6 +354,29 @@ func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]i
 		return -1, "", whyText(stage, j, notReady, need)
 	}
 	return best, account, ""
+}
+
+// fit says whether cd may and can run j, whatever its readiness and free
+// slots: ok with the account an offer names and its rank, or the furthest
+// check cd got to (a why stage; whyNoRunner when j's requester may not use
+// it).
+func (cd *candidate) fit(j store.Job, member bool, ranks map[string]int64, need credNeed) (stage int, acct string, rank int64, ok bool) {
+	if !cd.access.mayRun(j.RequesterID, j.Project, member) {
+		return whyNoRunner, "", 0, false
+	}
+	if !cd.access.mayReceive(need) {
+		return whyTrust, "", 0, false
+	}
+	if !labelsMatch(j.Labels, cd.c.labels) {
+		return whyLabels, "", 0, false
+	}
+	// A runner without the job's agent (not installed, or every account
+	// limited) is not offered it.
+	if !slices.Contains(cd.agents, j.Agent) {
+		return whyAgent, "", 0, false
+	}
+	acct, rank, ok = cd.accountFor(j, member, ranks)
+	return whyAccount, acct, rank, ok
 }
 
 // queuedWhy is why the last dispatch pass did not offer a queued job: its

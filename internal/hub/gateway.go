@@ -32,6 +32,8 @@ type conn struct {
 	tokenHash string
 	slots     int
 	labels    map[string]string
+	version   string // Hello.RunnerVersion
+	wantQueue bool   // Hello.WantQueue: send it queue frames
 	baseURL   string // the hub's URL as this runner reached it
 	ws        *websocket.Conn
 	done      chan struct{}
@@ -52,6 +54,7 @@ type conn struct {
 	notReady      string                 // why it takes no offers now (Hello.NotReady); "": ready
 	accounts      []protocol.AccountInfo // for display
 	access        *runnerAccess          // owner and shares; replaced, never changed in place
+	waiting       int                    // what it was last told of the queue (waiting.go)
 }
 
 func (c *conn) send(f protocol.Frame) {
@@ -149,7 +152,7 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	}
 	c := &conn{
 		runnerID: p.runnerID, name: p.name, tokenHash: p.tokenHash,
-		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, ws: ws, baseURL: web.BaseURL(r),
+		slots: hello.Slots, labels: hello.Labels, version: hello.RunnerVersion, wantQueue: hello.WantQueue, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, ws: ws, baseURL: web.BaseURL(r),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
@@ -213,6 +216,9 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 	}
 	if err := validateLabels(hello.Labels); err != nil {
 		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+	}
+	if len(hello.RunnerVersion) > protocol.MaxVersion {
+		return hello, closeErr{protocol.CloseProtocol, fmt.Sprintf("runner version of %d bytes; at most %d", len(hello.RunnerVersion), protocol.MaxVersion)}
 	}
 	if len(hello.Attempts) > protocol.MaxHeldReports {
 		return hello, closeErr{protocol.CloseProtocol, "too many attempts in hello"}

@@ -613,16 +613,24 @@ func TestHelloIsChecked(t *testing.T) {
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	ctx := context.Background()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sr := newScriptRunner(t, ws)
-	sr.send(protocol.TypeHello, "", protocol.Hello{Protocol: 99, Slots: 1})
-	_, err = sr.tryRead(5 * time.Second)
-	if websocket.CloseStatus(err) != protocol.CloseVersion {
-		t.Fatalf("want version close, got %v", err)
+	for _, tc := range []struct {
+		hello protocol.Hello
+		code  websocket.StatusCode
+	}{
+		{protocol.Hello{Protocol: 99, Slots: 1}, protocol.CloseVersion},
+		{protocol.Hello{Protocol: protocol.Version, Slots: 1, RunnerVersion: strings.Repeat("v", protocol.MaxVersion+1)}, protocol.CloseProtocol},
+	} {
+		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr := newScriptRunner(t, ws)
+		sr.send(protocol.TypeHello, "", tc.hello)
+		_, err = sr.tryRead(5 * time.Second)
+		if websocket.CloseStatus(err) != tc.code {
+			t.Fatalf("hello %+v: want close %d, got %v", tc.hello, tc.code, err)
+		}
 	}
 }
 

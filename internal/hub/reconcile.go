@@ -37,7 +37,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		if err := checkLaunchScope(tx, c.runnerID, c.labels); err != nil {
 			return err
 		}
-		rn.Slots, rn.Labels, rn.LastSeen = c.slots, c.labels, &now
+		rn.Slots, rn.Labels, rn.LastSeen, rn.Version = c.slots, c.labels, &now, c.version
 		if err := tx.UpdateRunner(rn); err != nil {
 			return err
 		}

@@ -89,6 +89,7 @@ const (
 	ReasonQuestionExpired Reason = "question_expired"  // nobody gave an approved answer before the question expired
 	ReasonLimited         Reason = "limited"           // the agent's account hit a usage or rate limit; the job is requeued
 	ReasonRunnerDiskFull  Reason = "runner_disk_full"  // the runner could not write the attempt's output or journal; the agent was stopped
+	ReasonLimitTurns      Reason = "limit_turns"       // the agent took more model turns than its runner allows per job; it was stopped, its work published
 	// The provider refused the account's key or login (HTTP 401/403): the
 	// account needs its owner's attention and runs nothing until then.
 	ReasonAuthFailed Reason = "auth_failed"
@@ -103,7 +104,7 @@ const (
 var reasons = []Reason{ReasonExited, ReasonSpawnFailed, ReasonCancelled, ReasonTimeout, ReasonRunnerLost,
 	ReasonInterrupted, ReasonRunnerShutdown, ReasonOfferExpired, ReasonDeclined, ReasonDropped, ReasonRetried,
 	ReasonAgentError, ReasonObserveChanged, ReasonWorkspace, ReasonNotDelivered, ReasonQuestionExpired, ReasonLimited,
-	ReasonAuthFailed, ReasonEndpointUnreachable, ReasonRunnerDiskFull, ReasonSetupFailed}
+	ReasonAuthFailed, ReasonEndpointUnreachable, ReasonRunnerDiskFull, ReasonSetupFailed, ReasonLimitTurns}
 
 // Valid reports whether r is a known reason (the empty reason included).
 func (r Reason) Valid() bool {

@@ -33,6 +33,7 @@ const (
 	MaxHeldReports = 4096 // attempts in one hello or status
 	MaxSlots       = 256  // slots one runner may offer
 	MaxNotReady    = 256  // bytes of a runner's not-ready reason
+	MaxVersion     = 64   // bytes of a runner's version
 )
 
 // WebSocket close codes the hub uses. The runner exits on CloseReplaced and
@@ -64,6 +65,7 @@ const (
 	TypeCancel  = "cancel"
 	TypeDrop    = "drop"
 	TypeReply   = "reply"
+	TypeQueue   = "queue" // whether a queued job the runner may run waits (Queue)
 )
 
 // IsRequest reports whether frames of type t carry an id and get a reply.
@@ -157,6 +159,9 @@ type Hello struct {
 	// it is connected (e.g. its disk is below its free-space floor). The
 	// hub offers it nothing and shows the reason until a status clears it.
 	NotReady string `json:"not_ready,omitempty"`
+	// WantQueue asks the hub for queue frames (Queue): a draining runner
+	// exits on them.
+	WantQueue bool `json:"want_queue,omitempty"`
 }
 
 // AccountInfo is one agent account of a runner as the hub sees it.
@@ -441,6 +446,15 @@ type Offer struct {
 	// order (a vendor agent's job); the runner uses it unless it is no
 	// longer ready or the attempt resumes a session in another.
 	Account string `json:"account,omitempty"`
+}
+
+// Queue tells a runner that asked for it (Hello.WantQueue) whether a queued job it may run is waiting after a
+// dispatch pass, whatever its free slots or readiness. The hub sends it
+// after the first pass that follows the welcome and then whenever it
+// changes; a draining runner exits once it has held nothing and been told
+// Waiting false for its grace period.
+type Queue struct {
+	Waiting bool `json:"waiting"`
 }
 
 // CancelOrder asks the runner to stop an attempt and finish it as cancelled.

@@ -183,6 +183,7 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 		how = "session " + resume
 	}
 	fmt.Fprintf(sp, "drover: running %s with account %s, %s\n", c.Name(), acctName(acct), how)
+	r.accountLimits(a, acct)
 	res, err := c.Run(a.ctx, att)
 	if err == nil && resume != "" && res.Reason == job.ReasonExited && res.ExitCode != 0 && res.Session == "" &&
 		res.Limit == nil && a.ctx.Err() == nil {
@@ -212,6 +213,7 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 		fmt.Fprintf(sp, "drover: %s\n", res.Message)
 	}
 	if u := res.Usage; u != (agent.Usage{}) {
+		r.countAccount(acct, false, u.CostUSD)
 		fmt.Fprintf(sp, "drover: %s used %d input and %d output tokens (cache: %d read, %d written), $%.4f\n",
 			c.Name(), u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.CostUSD)
 	}

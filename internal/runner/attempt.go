@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"drover/internal/agent"
@@ -69,6 +70,9 @@ type attempt struct {
 	caches *attemptCaches
 	// setupReused: the setup was skipped for an earlier successful one.
 	setupReused bool
+	// turnMax is the attempt's turn limit (0: none): the runner's, or its
+	// account's when lower (limits.go).
+	turnMax atomic.Int64
 
 	// under Runner.mu
 	phase     string
@@ -110,6 +114,9 @@ func (r *Runner) forgetLocked(a *attempt, dropped bool) {
 	a.cancel(errDropped) // no-op unless the agent still runs
 	close(a.gone)
 	delete(r.attempts, a.ref.Attempt)
+	if len(r.attempts) == 0 {
+		r.lc.lastHeld = r.now()
+	}
 	r.dropRequestsLocked(a.ref.Attempt)
 	r.markDirtyLocked()
 	select {
@@ -157,6 +164,7 @@ func (r *Runner) runOffered(a *attempt) error {
 	}
 	if !rep.OK {
 		r.log.Info("hub refused the accept", "attempt", a.ref.String(), "err", replyErr(rep.Error))
+		r.untake()
 		r.forget(a, false)
 		return nil
 	}
@@ -242,6 +250,7 @@ func (r *Runner) launch(a *attempt) error {
 		a.session = clip(res.Session, protocol.MaxSession)
 		if u := res.Usage; u != (agent.Usage{}) {
 			a.usage = &u
+			r.countSpend(a.usage)
 		}
 		out = outcomeOf(res, runErr, context.Cause(a.ctx))
 		if a.tools != nil {
@@ -298,7 +307,7 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 	// runner's policy for the attempt plus what the agent adds), and those
 	// that run under an account their account, prompt and tools.
 	att := agent.Attempt{
-		Ref: a.ref, Spec: a.spec, Dir: dir, Env: env, Output: sp, Grace: r.cfg.StopGrace,
+		Ref: a.ref, Spec: a.spec, Dir: dir, Env: env, Output: sp, Grace: r.cfg.StopGrace, Events: r.turnLimit(a, sp),
 		Sandbox: func(extra agent.Extra) (sandbox.Boundary, error) {
 			box, err := r.boundary(a, dir, extra)
 			if err == nil {
@@ -475,6 +484,9 @@ func outcomeOf(res agent.Result, runErr, cause error) job.Outcome {
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: &code}
 	case res.Reason == job.ReasonAuthFailed || res.Reason == job.ReasonEndpointUnreachable:
 		o = job.Outcome{State: job.AttemptFailed, Reason: res.Reason, ExitCode: &code}
+	case errors.Is(cause, errTurns):
+		// Stopped by the runner's turn limit, whatever the agent made of it.
+		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonLimitTurns, ExitCode: &code, Message: cause.Error()}
 	case res.Reason == job.ReasonCancelled && errors.Is(cause, errShutdown):
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown, ExitCode: &code}
 	case res.Reason == job.ReasonCancelled:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/buildinfo"
 	"drover/internal/protocol"
 )
 
@@ -149,8 +150,8 @@ func (r *Runner) connectOnce(ctx context.Context) (welcomed bool, err error) {
 	s := &session{conn: conn, ctx: sctx, cancel: scancel, kick: make(chan struct{}, 1), final: make(chan struct{})}
 
 	r.mu.Lock()
-	hello := protocol.Hello{Protocol: protocol.Version, RunnerVersion: version(), Slots: r.cfg.Slots,
-		Labels: r.cfg.Labels, Attempts: r.heldLocked(), NotReady: r.notReady}
+	hello := protocol.Hello{Protocol: protocol.Version, RunnerVersion: buildinfo.Version(), Slots: r.cfg.Slots,
+		Labels: r.cfg.Labels, Attempts: r.heldLocked(), NotReady: r.notReadyLocked(), WantQueue: r.cfg.Drain}
 	hello.Agents, hello.Accounts = r.agentsLocked()
 	r.mu.Unlock()
 	f, err := protocol.NewFrame(protocol.TypeHello, "", hello)
@@ -207,7 +208,8 @@ func (r *Runner) adopt(s *session, w protocol.Welcome) time.Duration {
 	for _, d := range w.Drop {
 		r.dropLocked(d)
 	}
-	if r.stopping {
+	r.setQueueLocked(queueUntold) // until this hub says
+	if r.stopping || r.lc.ending != "" {
 		// Draining: say so before the resent finishes release attempts
 		// that the hub would otherwise offer straight back.
 		s.outbox = append(s.outbox, r.statusLocked())
@@ -303,6 +305,8 @@ func (r *Runner) readLoop(s *session) error {
 			r.handleOffer(f)
 		case protocol.TypeCancel:
 			r.handleCancel(f)
+		case protocol.TypeQueue:
+			r.handleQueue(f)
 		case protocol.TypeDrop:
 			var d protocol.DropOrder
 			if err := f.Decode(&d); err != nil {

@@ -23,18 +23,21 @@ func (r *Runner) handleOffer(f protocol.Frame) {
 		r.log.Debug("repeated offer", "attempt", o.AttemptRef.String())
 		return
 	}
-	reason := ""
+	reason, notReady := "", r.notReadyLocked()
 	switch {
 	case r.stopping:
 		reason = "runner is stopping"
+	case r.lc.ending != "":
+		reason = r.lc.ending
 	case r.busyLocked() >= r.cfg.Slots:
 		reason = "no free slot"
-	case r.notReady != "":
-		reason = r.notReady
+	case notReady != "":
+		reason = notReady
 	}
 	if reason == "" {
 		a := newAttempt(o.AttemptRef, o.Spec, protocol.PhaseOffered)
 		a.account = o.Account
+		r.takeLocked()
 		r.holdLocked(a, r.runOffered)
 		r.mu.Unlock()
 		return

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -56,6 +55,16 @@ type Config struct {
 	// until space returns. 0 is no floor (the CLI's default is
 	// DefaultMinFree).
 	MinFree int64
+	// MaxJobs ends the runner after that many attempts (0: no limit);
+	// IdleTimeout after that long without one (0: never); Drain once it
+	// holds nothing and the hub has said for DrainGrace (0:
+	// DefaultDrainGrace) that nothing it may run is queued (lifecycle.go).
+	MaxJobs int
+	// Limits are the runner's spend limits (limits.go).
+	Limits      Limits
+	IdleTimeout time.Duration
+	Drain       bool
+	DrainGrace  time.Duration
 	// CacheSize is the most bytes the pooled and kept worktrees may take
 	// (workspace.GCOptions.Budget); 0 means no budget.
 	CacheSize int64
@@ -119,6 +128,12 @@ type Runner struct {
 	// notReady says why the runner takes no offers though it could run
 	// ("": ready): its disk is below the free-space floor (space.go).
 	notReady string
+	lc       lifeState
+	// spend counts what the spend limits bound; spendTimer reports the
+	// runner ready again when the limit it is at resets (spendUntil).
+	spend      ledgers
+	spendTimer *time.Timer
+	spendUntil time.Time
 }
 
 // timing is what the hub dictates in its welcome.
@@ -204,6 +219,15 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.MinFree < 0 {
 		return nil, fmt.Errorf("the free-space floor (--min-free) is %d bytes; it must not be negative (0 turns it off)", cfg.MinFree)
 	}
+	if err := cfg.checkLifecycle(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Limits.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.Drain && cfg.DrainGrace == 0 {
+		cfg.DrainGrace = DefaultDrainGrace
+	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = defaultGrace
 	}
@@ -236,6 +260,10 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the runner's accounts: %w", err)
 	}
+	spend, err := loadLedger(home)
+	if err != nil {
+		return nil, err
+	}
 	ws, err := newWorkspaces(home, cfg.RemoteGitEnv, cfg.Logger.With("runner", login.Name))
 	if err != nil {
 		return nil, err
@@ -257,6 +285,8 @@ func New(cfg Config) (*Runner, error) {
 		welcomeTimeout: welcomeTimeout,
 		idle:           make(chan struct{}, 1),
 		attempts:       map[string]*attempt{},
+		lc:             lifeState{kick: make(chan struct{}, 1)},
+		spend:          spend,
 		timing:         timingFrom(protocol.Welcome{}),
 	}, nil
 }
@@ -308,6 +338,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.stopConn = stopConn
 	r.checkSpace() // before the hello, which says whether the runner is ready
 	r.wg.Go(func() { r.watchSpace(life) })
+	r.mu.Lock()
+	r.lc.started = r.now()
+	r.mu.Unlock()
+	ending := r.watchLifecycle(life)
 	conn := make(chan error, 1)
 	go func() { conn <- r.connectLoop(connCtx) }()
 
@@ -316,8 +350,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.exit(end, err)
 		return err
 	case <-ctx.Done():
+		r.log.Info("stopping: finishing held attempts")
+	case why := <-ending:
+		r.log.Info("runner ending: " + why)
 	}
-	r.log.Info("stopping: finishing held attempts")
 	r.beginStop()
 	if ended, err := r.awaitIdle(conn); ended {
 		r.exit(end, err)
@@ -446,13 +482,6 @@ func lockHome(home string) (func(), error) {
 		return nil, fmt.Errorf("another runner is using %s: %w", home, err)
 	}
 	return func() { f.Close() }, nil
-}
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
 }
 
 // boundary builds the sandbox of one attempt, whose agent runs in dir: the

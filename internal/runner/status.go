@@ -12,6 +12,7 @@ import (
 
 func (r *Runner) markDirtyLocked() {
 	r.dirty = true
+	r.lifeKickLocked()
 	if r.sess != nil {
 		r.sess.wake()
 	}
@@ -57,9 +58,9 @@ func (r *Runner) busyLocked() int {
 // statusLocked is the status as it is now. A stopping runner reports zero
 // slots, which the hub reads as draining: no more offers.
 func (r *Runner) statusLocked() protocol.Frame {
-	st := protocol.Status{Slots: r.cfg.Slots, Attempts: r.heldLocked(), NotReady: r.notReady}
+	st := protocol.Status{Slots: r.cfg.Slots, Attempts: r.heldLocked(), NotReady: r.notReadyLocked()}
 	st.Agents, st.Accounts = r.agentsLocked()
-	if r.stopping {
+	if r.stopping || r.lc.ending != "" {
 		st.Slots = 0
 	}
 	f, _ := protocol.NewFrame(protocol.TypeStatus, "", st) // a Status always encodes

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"drover/internal/buildinfo"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
@@ -104,7 +105,7 @@ func (r *Runner) startTools(a *attempt, out io.Writer) (_ *attemptTools, err err
 	token := tools.NewToken()
 	at.token = token
 	at.tools = tools.New(&toolBackend{r: r, a: a, out: out})
-	srv, err := tools.NewServer(at.tools, token, tools.Options{Logger: r.log.With("attempt", a.ref.String()), Version: version()})
+	srv, err := tools.NewServer(at.tools, token, tools.Options{Logger: r.log.With("attempt", a.ref.String()), Version: buildinfo.Version()})
 	if err != nil {
 		return nil, err
 	}

@@ -258,6 +258,8 @@ type Runner struct {
 	// Access is protocol.AccessPrivate (the default, also for "") or
 	// protocol.AccessHub; shares widen a private runner.
 	Access string
+	// Version is the drover version it last reported on connecting.
+	Version string
 }
 
 // ShareKind says what a share names.

@@ -18,6 +18,7 @@ type line struct {
 	Subtype   string `json:"subtype"`
 	SessionID string `json:"session_id"`
 	Message   struct {
+		ID      string          `json:"id"` // one per model turn; its content blocks may come in several lines
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
 	// result
@@ -67,7 +68,11 @@ func Parse(raw []byte) []agent.Event {
 			// A user line may carry a plain string (the prompt itself).
 			return nil
 		}
-		return blockEvents(blocks)
+		evs := blockEvents(blocks)
+		if l.Type == "assistant" {
+			evs = append([]agent.Event{{Kind: agent.EventTurn, Turn: l.Message.ID}}, evs...)
+		}
+		return evs
 	case "result":
 		return resultEvents(l)
 	case "rate_limit_event":

@@ -19,16 +19,16 @@ func TestParseSamples(t *testing.T) {
 		ok      bool
 		message string
 	}{
-		{"claude-stream-json.jsonl", "session text tool_use tool_result text usage outcome",
+		{"claude-stream-json.jsonl", "session turn text turn tool_use tool_result turn text usage outcome",
 			"6710a4b5-3c87-486a-b50a-770055a78eaa", agent.Usage{InputTokens: 20, OutputTokens: 10, CostUSD: 0.00035},
 			true, "Done: created hello.txt containing hi."},
-		{"claude-mcp.jsonl", "session tool_use tool_result text usage outcome",
+		{"claude-mcp.jsonl", "session turn tool_use tool_result turn text usage outcome",
 			"a98626d1-ab32-48d6-b091-0eb108313394", agent.Usage{InputTokens: 20, OutputTokens: 10, CostUSD: 0.00035},
 			true, "Done: created hello.txt containing hi."},
-		{"claude-disallowed-tool.jsonl", "session tool_use tool_result text usage outcome",
+		{"claude-disallowed-tool.jsonl", "session turn tool_use tool_result turn text usage outcome",
 			"0ef48b93-548d-4b22-9a4c-19ac053b60e8", agent.Usage{InputTokens: 20, OutputTokens: 10, CostUSD: 0.00035},
 			true, "Done: created hello.txt containing hi."},
-		{"claude-401-error.jsonl", "session text usage outcome",
+		{"claude-401-error.jsonl", "session turn text usage outcome",
 			"b481b938-87b0-4e77-bf61-7d874750e4d4", agent.Usage{},
 			false, "claude: API error 401: Failed to authenticate. API Error: 401 fake authentication_error"},
 	}
@@ -58,8 +58,26 @@ func TestParseSamples(t *testing.T) {
 	}
 }
 
+// withoutTurns drops turn events, counting their distinct names.
+func withoutTurns(evs []agent.Event) ([]agent.Event, int) {
+	var out []agent.Event
+	turns := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind == agent.EventTurn {
+			turns[e.Turn] = true
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, len(turns)
+}
+
 func TestParseToolEvents(t *testing.T) {
 	evs, _ := agenttest.ScanFile(t, filepath.Join("testdata", "claude-mcp.jsonl"), Parse)
+	evs, turns := withoutTurns(evs)
+	if turns != 2 {
+		t.Errorf("%d turns, want 2 (the tool call and the answer)", turns)
+	}
 	use, res := evs[1], evs[2]
 	if use.Tool != "mcp__probe__echo" || string(use.Input) != `{"text":"hello-from-model"}` {
 		t.Errorf("tool use = %+v", use)
@@ -68,6 +86,7 @@ func TestParseToolEvents(t *testing.T) {
 		t.Errorf("tool result = %+v", res)
 	}
 	evs, _ = agenttest.ScanFile(t, filepath.Join("testdata", "claude-disallowed-tool.jsonl"), Parse)
+	evs, _ = withoutTurns(evs)
 	if !evs[2].IsError || !strings.Contains(evs[2].Text, "No such tool available: Bash") {
 		t.Errorf("disallowed tool result = %+v", evs[2])
 	}

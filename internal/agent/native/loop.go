@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -156,6 +157,7 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			return l.failed(ctx, err, lim)
 		}
 		tr.Turns++
+		l.emit(agent.Event{Kind: agent.EventTurn, Turn: strconv.Itoa(tr.Turns)})
 		tr.Usage = tr.Usage.Add(resp.Usage)
 		u := resp.Usage
 		l.emit(agent.Event{Kind: agent.EventUsage, Usage: &u})
@@ -166,6 +168,12 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 		}
 		if err := l.save(tr); err != nil {
 			return Outcome{End: EndModel, Reason: "record the turn: " + err.Error()}
+		}
+		if ctx.Err() != nil {
+			// Stopped while the model answered (cancelled, or the turn is
+			// past its runner's turn limit): none of its calls runs. A
+			// resumed attempt gives them interrupted results (backfill).
+			return l.failed(ctx, ctx.Err(), lim)
 		}
 		if len(resp.Calls) == 0 {
 			if resp.Stop == model.StopLength {

@@ -46,7 +46,7 @@ func ScanToken(s Scanner) (k store.Token, err error) {
 func TokenWhat(hash string) string { return "token " + hash[:min(len(hash), 8)] }
 
 var Runners = Table{"runners", []string{
-	"id", "name", "owner_id", "token_hash", "slots", "labels", "created_at", "last_seen", "revoked_at", "access"}}
+	"id", "name", "owner_id", "token_hash", "slots", "labels", "created_at", "last_seen", "revoked_at", "access", "version"}}
 
 // DefaultAccess is protocol.AccessPrivate, also the column's default: a
 // runner nobody opened stays its owner's.
@@ -61,12 +61,12 @@ func access(a string) string {
 
 func RunnerArgs(r store.Runner) []any {
 	return []any{r.ID, r.Name, r.OwnerID, r.TokenHash, r.Slots, JSONArg{r.Labels},
-		Millis(r.CreatedAt), OptMillis(r.LastSeen), OptMillis(r.RevokedAt), access(r.Access)}
+		Millis(r.CreatedAt), OptMillis(r.LastSeen), OptMillis(r.RevokedAt), access(r.Access), r.Version}
 }
 
 func ScanRunner(s Scanner) (r store.Runner, err error) {
 	err = s.Scan(&r.ID, &r.Name, &r.OwnerID, &r.TokenHash, &r.Slots, JSONCol{&r.Labels},
-		TimeCol{&r.CreatedAt}, OptTimeCol{&r.LastSeen}, OptTimeCol{&r.RevokedAt}, &r.Access)
+		TimeCol{&r.CreatedAt}, OptTimeCol{&r.LastSeen}, OptTimeCol{&r.RevokedAt}, &r.Access, &r.Version)
 	r.Access = access(r.Access)
 	return r, err
 }

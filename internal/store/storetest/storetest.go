@@ -91,7 +91,7 @@ func runner(id, name, owner string) store.Runner {
 	return store.Runner{
 		ID: id, Name: name, OwnerID: owner, TokenHash: "hash-" + id, Slots: 3,
 		Labels:    map[string]string{"os": "linux", "gpu": "none"},
-		CreatedAt: at(2), LastSeen: ptr(at(3)), RevokedAt: ptr(at(4)), Access: protocol.AccessHub,
+		CreatedAt: at(2), LastSeen: ptr(at(3)), RevokedAt: ptr(at(4)), Access: protocol.AccessHub, Version: "v1.2.3",
 	}
 }
 

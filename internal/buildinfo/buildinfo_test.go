@@ -1,0 +1,32 @@
+package buildinfo
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A version set with -ldflags is what the binary reports.
+func TestLdflagsVersion(t *testing.T) {
+	if Version() == "" {
+		t.Fatal("empty version")
+	}
+	bin := filepath.Join(t.TempDir(), "drover")
+	out, err := exec.Command("go", "build", "-o", bin, "-ldflags", "-X drover/internal/buildinfo.version=v9.8.7-test", "drover/cmd/drover").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		got, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("drover %v: %v", args, err)
+		}
+		if !strings.Contains(string(got), "v9.8.7-test") {
+			t.Errorf("drover %v = %q, want the ldflags version", args, got)
+		}
+	}
+}

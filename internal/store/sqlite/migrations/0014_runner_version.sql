@@ -1,0 +1,2 @@
+-- The drover version a runner last reported on connecting ('' before any).
+ALTER TABLE runners ADD COLUMN version TEXT NOT NULL DEFAULT '';
