@@ -51,6 +51,18 @@ type Attempt struct {
 	Tools *ToolEndpoint
 	// NewSession is the id to give a new session (CLIs that accept one).
 	NewSession string
+	// Turns keeps the transcript of an agent that runs its model loop in
+	// the runner's process (native) in the hub; nil: none is kept there.
+	Turns TurnLog
+}
+
+// TurnLog keeps a model loop's transcript in the hub, record by record, so
+// that any runner allowed to run the job resumes it.
+type TurnLog interface {
+	// Append records recs in order; it returns once the hub has them.
+	Append(ctx context.Context, session string, recs []protocol.TurnRecord) error
+	// Load reads every record of session.
+	Load(ctx context.Context, session string) ([]protocol.TurnRecord, error)
 }
 
 // Extra is what a CLI adds to its attempt's sandbox policy.
@@ -116,6 +128,9 @@ type Capabilities struct {
 	// CanResume: the agent continues Attempt.Resume's session rather than
 	// starting over, so a resumed job need not replay its history.
 	CanResume bool
+	// Portable: its sessions live in the hub (Attempt.Turns), not in an
+	// account's directory, so any runner and account may resume one.
+	Portable bool
 }
 
 // CapabilitiesOf reports a's capabilities. Agents declare them with a

@@ -48,16 +48,18 @@ const (
 // Frame types.
 const (
 	// runner → hub
-	TypeHello     = "hello"
-	TypeStatus    = "status"
-	TypeHeartbeat = "heartbeat"
-	TypeAccept    = "accept"  // request
-	TypeDecline   = "decline" // request
-	TypeLog       = "log"     // request
-	TypeFinish    = "finish"  // request
-	TypeAsk       = "ask"     // request: the agent asks a person (see questions.go)
-	TypeDeliver   = "deliver" // request: the agent delivers its work
-	TypeContext   = "context" // request: read the job's live context
+	TypeHello      = "hello"
+	TypeStatus     = "status"
+	TypeHeartbeat  = "heartbeat"
+	TypeAccept     = "accept"     // request
+	TypeDecline    = "decline"    // request
+	TypeLog        = "log"        // request
+	TypeFinish     = "finish"     // request
+	TypeAsk        = "ask"        // request: the agent asks a person (see questions.go)
+	TypeDeliver    = "deliver"    // request: the agent delivers its work
+	TypeContext    = "context"    // request: read the job's live context
+	TypeTurns      = "turns"      // request: record a model loop's turns (see turns.go)
+	TypeTranscript = "transcript" // request: read the turns a resumed attempt continues
 	// hub → runner
 	TypeWelcome = "welcome"
 	TypeOffer   = "offer"
@@ -69,7 +71,7 @@ const (
 // IsRequest reports whether frames of type t carry an id and get a reply.
 func IsRequest(t string) bool {
 	switch t {
-	case TypeAccept, TypeDecline, TypeLog, TypeFinish, TypeAsk, TypeDeliver, TypeContext:
+	case TypeAccept, TypeDecline, TypeLog, TypeFinish, TypeAsk, TypeDeliver, TypeContext, TypeTurns, TypeTranscript:
 		return true
 	}
 	return false

@@ -199,7 +199,9 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 	if err != nil {
 		return res, err
 	}
-	res.Session = sessionRef(acct.ID, res.Session)
+	if !e.Capabilities().Portable {
+		res.Session = sessionRef(acct.ID, res.Session)
+	}
 	if res.Reason == job.ReasonAuthFailed {
 		// The provider refused the account: it runs nothing more until its
 		// owner fixes the key or login and resets it.
@@ -248,13 +250,20 @@ func acctName(a accounts.Account) string {
 }
 
 // pickAccount chooses the attempt's account and the session to resume. A
-// session is resumed only in its own account, in the kept worktree, and
-// only when that account is not limited; otherwise a fresh session starts
-// (its prompt carries the questions and answers so far) on any ready
-// account. A running session never moves to another account.
+// session the hub keeps (a portable agent's) is resumed on whichever
+// account the attempt gets. Any other session is resumed only in its own
+// account, in the kept worktree, and only when that account is not
+// limited; otherwise a fresh session starts (its prompt carries the
+// questions and answers so far) on any ready account. Such a running
+// session never moves to another account.
 func (r *Runner) pickAccount(a *attempt, c catalog.Entry) (accounts.Account, string, error) {
 	now := r.now()
-	if rs := a.spec.Resume; rs != nil && rs.Session != "" && c.Capabilities().CanResume && a.ws != nil && a.ws.wt.Resumed() {
+	rs := a.spec.Resume
+	if rs != nil && c.Capabilities().Portable && protocol.CheckSessionID(rs.Session) == nil {
+		acct, err := r.pickNew(a, c, now)
+		return acct, rs.Session, err
+	}
+	if rs != nil && rs.Session != "" && c.Capabilities().CanResume && a.ws != nil && a.ws.wt.Resumed() {
 		if id, session, ok := strings.Cut(rs.Session, "/"); ok {
 			acct, err := r.accts.Get(id)
 			if err == nil && acct.Agent == c.Name && r.usable(acct, now) {
@@ -262,21 +271,28 @@ func (r *Runner) pickAccount(a *attempt, c catalog.Entry) (accounts.Account, str
 			}
 		}
 	}
+	acct, err := r.pickNew(a, c, now)
+	return acct, "", err
+}
+
+// pickNew chooses the account of an attempt that continues no session of
+// an account's own: the job's, the hub's choice, or any ready one.
+func (r *Runner) pickNew(a *attempt, c catalog.Entry, now time.Time) (accounts.Account, error) {
 	if pin := a.spec.Account; pin != "" {
 		// The job names its account: that one or none.
 		list, err := r.accts.List()
 		if err != nil {
-			return accounts.Account{}, "", err
+			return accounts.Account{}, err
 		}
 		for _, acct := range list {
 			if acct.Agent == c.Name && (acct.ID == pin || acct.Label == pin) {
 				if err := r.notUsable(acct, now, "the job's account"); err != nil {
-					return acct, "", err
+					return acct, err
 				}
-				return acct, "", nil
+				return acct, nil
 			}
 		}
-		return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %q", c.Name, pin)
+		return accounts.Account{}, fmt.Errorf("this runner has no %s account %q", c.Name, pin)
 	}
 	if a.account != "" {
 		// The hub's choice: the one account its requester may use here by
@@ -284,16 +300,16 @@ func (r *Runner) pickAccount(a *attempt, c catalog.Entry) (accounts.Account, str
 		acct, err := r.accts.Get(a.account)
 		switch {
 		case err != nil || acct.Agent != c.Name:
-			return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %s, which the hub chose", c.Name, a.account)
+			return accounts.Account{}, fmt.Errorf("this runner has no %s account %s, which the hub chose", c.Name, a.account)
 		}
 		if err := r.notUsable(acct, now, "the account the hub chose,"); err != nil {
-			return acct, "", err
+			return acct, err
 		}
-		return acct, "", nil
+		return acct, nil
 	}
 	// A hub that names no account: any ready one of the runner's.
 	acct, err := r.accts.Pick(c.Name, now, func(a accounts.Account) bool { return r.usable(a, now) })
-	return acct, "", err
+	return acct, err
 }
 
 // notUsable says why acct (what names it) cannot run a job at now; nil

@@ -394,4 +394,7 @@ type Event struct {
 	Kind    string
 	Actor   string
 	Message string
+	// Data is what the event carries for programs: a turn event's
+	// protocol.TurnEvent (JSON); "" for most kinds.
+	Data string
 }

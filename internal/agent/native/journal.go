@@ -2,6 +2,7 @@ package native
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,13 @@ type record struct {
 	Message *model.Message `json:"message,omitempty"`
 	Turns   int            `json:"turns,omitempty"`
 	Usage   *agent.Usage   `json:"usage,omitempty"`
+}
+
+// transcriptLog is where a transcript is recorded: the hub (hubLog) or,
+// without one, a file of the account's (journal).
+type transcriptLog interface {
+	save(ctx context.Context, tr *Transcript) error
+	Close() error
 }
 
 // journal is a transcript's file, append-only: each save appends the
@@ -83,15 +91,20 @@ func readJournal(r io.Reader) (*Transcript, error) {
 			}
 			return nil, fmt.Errorf("read the transcript: line %d: %w", n+1, err)
 		}
-		switch {
-		case n == 0:
-			tr.Session, tr.System = rec.Session, rec.System
-		case rec.Message != nil:
-			tr.Messages = append(tr.Messages, *rec.Message)
-			tr.Turns = rec.Turns
-			if rec.Usage != nil {
-				tr.Usage = *rec.Usage
-			}
+		tr.add(rec, n == 0)
+	}
+}
+
+// add applies one record read back to t; first is the transcript's first.
+func (t *Transcript) add(rec record, first bool) {
+	switch {
+	case first:
+		t.Session, t.System = rec.Session, rec.System
+	case rec.Message != nil:
+		t.Messages = append(t.Messages, *rec.Message)
+		t.Turns = rec.Turns
+		if rec.Usage != nil {
+			t.Usage = *rec.Usage
 		}
 	}
 }
@@ -129,7 +142,7 @@ func (j *journal) write(rec record) error {
 }
 
 // save appends what tr holds beyond the last save and syncs it.
-func (j *journal) save(tr *Transcript) error {
+func (j *journal) save(_ context.Context, tr *Transcript) error {
 	for ; j.saved < len(tr.Messages); j.saved++ {
 		u := tr.Usage
 		if err := j.write(record{Message: &tr.Messages[j.saved], Turns: tr.Turns, Usage: &u}); err != nil {

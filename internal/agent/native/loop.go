@@ -117,7 +117,7 @@ type loop struct {
 	// save records the transcript after every model call and every batch
 	// of tool results, before the next call: a resumed attempt continues
 	// from the last one saved.
-	save func(*Transcript) error
+	save func(context.Context, *Transcript) error
 }
 
 func (l *loop) logf(format string, args ...any) {
@@ -164,7 +164,7 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			l.logf("turn %d: %s", tr.Turns, oneLine(resp.Text, 300))
 			l.emit(agent.Event{Kind: agent.EventText, Text: resp.Text})
 		}
-		if err := l.save(tr); err != nil {
+		if err := l.save(ctx, tr); err != nil {
 			return Outcome{End: EndModel, Reason: "record the turn: " + err.Error()}
 		}
 		if len(resp.Calls) == 0 {
@@ -210,7 +210,7 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			results = append(results, res)
 		}
 		tr.Messages = append(tr.Messages, model.Message{Role: model.User, Results: results})
-		if err := l.save(tr); err != nil {
+		if err := l.save(ctx, tr); err != nil {
 			return Outcome{End: EndModel, Reason: "record the tool results: " + err.Error()}
 		}
 		if ctx.Err() != nil {

@@ -12,11 +12,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 
 	"drover/internal/agent"
 	"drover/internal/job"
 	"drover/internal/model"
+	"drover/internal/protocol"
 )
 
 // Name is the agent name jobs use.
@@ -26,8 +26,8 @@ const Name = "native"
 func RootFiles() []string { return []string{"CLAUDE.md"} }
 
 // Capabilities: a native session (its transcript) is resumed from the
-// last recorded turn.
-func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
+// last recorded turn, on any runner when the hub keeps it.
+func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true, Portable: true} }
 
 // Config is what the runner's operator decides for the native agent.
 type Config struct {
@@ -60,9 +60,6 @@ const systemText = `You are drover's coding agent, working unattended on a job i
 Work in small steps: look before you change, change with edit_file or write_file, check with run_command (tests, builds).
 Each run_command is a fresh process in a sandbox. When the job is done, call deliver with a summary; if you cannot go on without a decision, call ask. Then end your turn.`
 
-// sessionRE is what a session id may be: it names a file.
-var sessionRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
-
 func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) {
 	switch {
 	case a.Sandbox == nil:
@@ -88,14 +85,10 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	if session == "" {
 		session = a.NewSession
 	}
-	if !sessionRE.MatchString(session) {
+	if protocol.CheckSessionID(session) != nil {
 		return spawnFailed("no usable session id"), nil
 	}
-	store := filepath.Join(acct.Dir, "native")
-	if err := os.MkdirAll(store, 0o700); err != nil {
-		return agent.Result{}, fmt.Errorf("native agent: make its session folder: %w", err)
-	}
-	j, tr, err := openJournal(filepath.Join(store, session+".jsonl"), &Transcript{Session: session, System: systemText}, a.Resume != "")
+	j, tr, err := g.openLog(ctx, a, &Transcript{Session: session, System: systemText})
 	if err != nil {
 		return spawnFailed("session %s: %v", session, err), nil
 	}
@@ -127,6 +120,21 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	res := result(out)
 	res.Session, res.Usage = session, tr.Usage
 	return res, nil
+}
+
+// openLog opens where the attempt's transcript is recorded: the hub's
+// event log when the runner gives one (any runner resumes it from there),
+// else a file in the account's directory. With a.Resume it reads the
+// transcript recorded so far.
+func (g *Agent) openLog(ctx context.Context, a agent.Attempt, tr *Transcript) (transcriptLog, *Transcript, error) {
+	if a.Turns != nil {
+		return openHubLog(ctx, a.Turns, a.Output, tr, a.Resume != "")
+	}
+	dir := filepath.Join(a.Account.Dir, "native")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("make its session folder: %w", err)
+	}
+	return openJournal(filepath.Join(dir, tr.Session+".jsonl"), tr, a.Resume != "")
 }
 
 // result is the attempt's result for a loop's outcome.

@@ -84,7 +84,7 @@ func newLoop(t testing.TB, lim Limits, resps ...model.Response) (*loop, *script,
 	sc := &script{resps: resps}
 	tb := &toolbox{files: files{root: root, dir: dir}, cmds: commands{box: box, dir: dir, env: []string{"PATH=/usr/bin:/bin"}},
 		drover: &fakeTools{}}
-	return &loop{model: sc, tools: tb, limits: lim, save: func(*Transcript) error { return nil }}, sc, dir
+	return &loop{model: sc, tools: tb, limits: lim, save: func(context.Context, *Transcript) error { return nil }}, sc, dir
 }
 
 func newTranscript() *Transcript {
@@ -330,7 +330,7 @@ func TestRunResumes(t *testing.T) {
 		t.Fatalf("read back %+v", tr)
 	}
 	tr.Messages = append(tr.Messages, model.Message{Role: model.Assistant, Calls: []model.Call{{ID: "9", Name: toolRun, Args: `{"command":"true"}`}}})
-	if err := j.save(tr); err != nil {
+	if err := j.save(context.Background(), tr); err != nil {
 		t.Fatal(err)
 	}
 	// A torn line after it, as a crash mid-write leaves.

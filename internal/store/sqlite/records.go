@@ -75,8 +75,8 @@ func (t *tx) DeleteLog(attemptID string) error {
 // AddEvent appends e (ignoring e.Seq) and returns its sequence number.
 func (t *tx) AddEvent(e store.Event) (int64, error) {
 	res, err := t.exec("add event to job "+e.JobID,
-		`INSERT INTO events (job_id, at, kind, actor, message) VALUES (?, ?, ?, ?, ?)`,
-		e.JobID, millis(e.At), e.Kind, e.Actor, e.Message)
+		`INSERT INTO events (job_id, at, kind, actor, message, data) VALUES (?, ?, ?, ?, ?, ?)`,
+		e.JobID, millis(e.At), e.Kind, e.Actor, e.Message, e.Data)
 	if err != nil {
 		return 0, err
 	}
@@ -88,7 +88,7 @@ func (t *tx) AddEvent(e store.Event) (int64, error) {
 }
 
 func scanEvent(s scanner) (e store.Event, err error) {
-	err = s.Scan(&e.Seq, &e.JobID, timeCol{&e.At}, &e.Kind, &e.Actor, &e.Message)
+	err = s.Scan(&e.Seq, &e.JobID, timeCol{&e.At}, &e.Kind, &e.Actor, &e.Message, &e.Data)
 	return e, err
 }
 
@@ -96,7 +96,7 @@ func scanEvent(s scanner) (e store.Event, err error) {
 // all of them.
 func (t *tx) Events(jobID string, afterSeq int64, limit int) ([]store.Event, error) {
 	return all(t, "events of job "+jobID, scanEvent,
-		`SELECT seq, job_id, at, kind, actor, message FROM events
+		`SELECT seq, job_id, at, kind, actor, message, data FROM events
 		WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?`, jobID, afterSeq, noLimit(limit))
 }
 

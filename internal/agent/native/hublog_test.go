@@ -1,0 +1,111 @@
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"drover/internal/agent"
+	"drover/internal/model"
+	"drover/internal/protocol"
+	"drover/internal/sandbox"
+)
+
+// memTurns is a hub's turn log in memory (agent.TurnLog), checking each
+// record as the hub does.
+type memTurns struct {
+	mu   sync.Mutex
+	recs map[string][]protocol.TurnRecord
+}
+
+func (m *memTurns) Append(_ context.Context, session string, recs []protocol.TurnRecord) error {
+	if err := (protocol.Turns{Session: session, Records: recs}).Check(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.recs == nil {
+		m.recs = map[string][]protocol.TurnRecord{}
+	}
+	m.recs[session] = append(m.recs[session], recs...)
+	return nil
+}
+
+func (m *memTurns) Load(_ context.Context, session string) ([]protocol.TurnRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]protocol.TurnRecord(nil), m.recs[session]...), nil
+}
+
+// TestRunResumesFromTheHub: with a turn log the transcript lives there,
+// not in the account's directory, so an attempt under another account
+// (another runner) resumes it, its dangling call back-filled; an output
+// too big for a record is kept whole in the job's log and cut in the
+// record; no record holds the key.
+func TestRunResumesFromTheHub(t *testing.T) {
+	dir := t.TempDir()
+	turns := &memTurns{}
+	var sc *script
+	g := New(Config{NewProvider: func(model.Config) (model.Provider, error) { return sc, nil }})
+	att := func(resume string) (agent.Attempt, *strings.Builder) {
+		out := &strings.Builder{}
+		return agent.Attempt{Dir: dir, Prompt: "the job", Output: out, NewSession: "s-1", Resume: resume, Turns: turns,
+			Env:     []string{"PATH=/usr/bin:/bin"},
+			Account: &agent.Account{Dir: t.TempDir(), Key: "sk-SECRET", Provider: model.OpenAICompatible, BaseURL: "http://127.0.0.1:9/v1", Model: "m"},
+			Sandbox: func(agent.Extra) (sandbox.Boundary, error) {
+				return sandbox.New(context.Background(), sandbox.Policy{Kind: sandbox.KindNone, Root: dir})
+			}}, out
+	}
+	big := strings.Repeat("B", 3*inlineLimit)
+	sc = &script{resps: []model.Response{
+		call("1", toolWrite, fmt.Sprintf(`{"path":"big.txt","content":%q}`, big)),
+		call("2", toolRead, `{"path":"big.txt"}`),
+		{Text: "paused", Stop: model.StopEnd},
+	}}
+	a, out1 := att("")
+	if res, err := g.Run(context.Background(), a); err != nil || res.Session != "s-1" || res.ExitCode != 0 {
+		t.Fatalf("first: %+v, %v", res, err)
+	}
+	recs, _ := turns.Load(context.Background(), "s-1")
+	if len(recs) != 7 { // the start, the prompt, two calls and their results, the end
+		t.Fatalf("%d records", len(recs))
+	}
+	for _, r := range recs {
+		if strings.Contains(string(r.Data), "sk-SECRET") || len(r.Data) > 2*inlineLimit {
+			t.Fatalf("record of turn %d: %d bytes, or it holds the key", r.Turn, len(r.Data))
+		}
+	}
+	if !strings.Contains(out1.String(), "drover: the whole arguments of call 1") || !strings.Contains(out1.String(), big) {
+		t.Fatal("the elided arguments are not whole in the job's log")
+	}
+	if !strings.Contains(recs[2].Summary, "turn 1 assistant: write_file") || !strings.Contains(recs[5].Summary, "read_file →") {
+		t.Fatalf("summaries %q, %q", recs[2].Summary, recs[3].Summary)
+	}
+	// A crash between a call and its result: the hub's transcript ends in
+	// the call.
+	m := model.Message{Role: model.Assistant, Calls: []model.Call{{ID: "9", Name: toolRun, Args: `{"command":"true"}`}}}
+	data, _ := json.Marshal(record{Message: &m, Turns: 4})
+	if err := turns.Append(context.Background(), "s-1", []protocol.TurnRecord{{Turn: 4, Summary: "turn 4", Data: data}}); err != nil {
+		t.Fatal(err)
+	}
+	sc = &script{}
+	b, out2 := att("s-1")
+	if res, err := g.Run(context.Background(), b); err != nil || res.ExitCode != 0 {
+		t.Fatalf("resumed: %+v, %v", res, err)
+	}
+	msgs := sc.reqs[0].Messages
+	if len(msgs) != 8 || msgs[len(msgs)-1].Results[0].Output != interrupted || msgs[len(msgs)-1].Text != "the job" {
+		t.Fatalf("resumed with %d messages, last %+v", len(msgs), msgs[len(msgs)-1])
+	}
+	if !strings.Contains(out2.String(), "after turn 4") || strings.Contains(out1.String()+out2.String(), "sk-SECRET") {
+		t.Fatalf("the resumed log:\n%s", out2.String())
+	}
+	// A session the hub holds nothing of is refused, not started anew.
+	c, _ := att("s-none")
+	if res, _ := g.Run(context.Background(), c); res.Reason != "spawn_failed" || !strings.Contains(res.Message, "no transcript") {
+		t.Fatalf("unknown session: %+v", res)
+	}
+}
