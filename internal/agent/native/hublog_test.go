@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"drover/internal/agent"
 	"drover/internal/model"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
+	"drover/internal/testkit/fakemodel"
 )
 
 // memTurns is a hub's turn log in memory (agent.TurnLog), checking each
@@ -108,4 +111,56 @@ func TestRunResumesFromTheHub(t *testing.T) {
 	if res, _ := g.Run(context.Background(), c); res.Reason != "spawn_failed" || !strings.Contains(res.Message, "no transcript") {
 		t.Fatalf("unknown session: %+v", res)
 	}
+}
+
+// TestLimitParksOnlyUntilAStatedResetWithinTheBudget: a 429 from the
+// provider (the fake Anthropic server, through the real client) parks the
+// job only until a reset the provider stated, within the job's wait
+// budget; without one, or past the budget, the attempt ends with why and
+// no guessed wait.
+func TestLimitParksOnlyUntilAStatedResetWithinTheBudget(t *testing.T) {
+	soon := time.Now().Add(10 * time.Minute).Truncate(time.Second)
+	for _, tc := range []struct {
+		name  string
+		reset time.Time
+		park  bool
+		has   string
+	}{
+		{"a stated reset within the budget", soon, true, "rate limit"},
+		{"no stated reset", time.Time{}, false, "no reset time"},
+		{"a reset past the budget", time.Now().Add(48 * time.Hour), false, "past the job's wait budget of 1h0m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{fakemodel.Text("done")}, fakemodel.RequireKey("sk-SECRET"),
+				fakemodel.RateLimit(0, tc.reset))
+			dir := t.TempDir()
+			g := New(Config{Limits: Limits{MaxWait: time.Hour}})
+			res, err := g.Run(context.Background(), agent.Attempt{Dir: dir, Prompt: "the job", Output: io.Discard, NewSession: "s-1",
+				Turns: &memTurns{}, Env: []string{"PATH=/usr/bin:/bin"},
+				Account: &agent.Account{Dir: t.TempDir(), Key: "sk-SECRET", Provider: model.Anthropic, BaseURL: fake.URL, Model: "m"},
+				Sandbox: func(agent.Extra) (sandbox.Boundary, error) {
+					return sandbox.New(context.Background(), sandbox.Policy{Kind: sandbox.KindNone, Root: dir})
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.park && (res.Limit == nil || res.Limit.ResetsAt.Sub(tc.reset).Abs() > 2*time.Second):
+				t.Fatalf("limit %+v; want it to reset at %s", res.Limit, tc.reset)
+			case !tc.park && res.Limit != nil:
+				t.Fatalf("parked until %s", res.Limit.ResetsAt)
+			case !strings.Contains(strings.ToLower(res.Message+limitMessage(res.Limit)), tc.has) || res.ExitCode != 1:
+				t.Fatalf("result %+v; want exit 1 and %q", res, tc.has)
+			case strings.Contains(res.Message, "sk-SECRET"):
+				t.Fatal("the key is in the result")
+			}
+		})
+	}
+}
+
+func limitMessage(l *agent.Limit) string {
+	if l == nil {
+		return ""
+	}
+	return l.Message
 }

@@ -25,11 +25,15 @@ type Limits struct {
 	MaxMalformed int
 	// MaxRepeats identical calls in a row end the attempt as stuck.
 	MaxRepeats int
+	// MaxWait is the job's wait budget: a limit whose stated reset is
+	// further off ends the attempt instead of parking the job until then.
+	MaxWait time.Duration
 }
 
 // DefaultLimits are the limits of a job that sets none.
 func DefaultLimits() Limits {
-	return Limits{MaxTurns: 60, MaxTokens: 5_000_000, MaxCost: 20, MaxWall: 2 * time.Hour, MaxMalformed: 3, MaxRepeats: 3}
+	return Limits{MaxTurns: 60, MaxTokens: 5_000_000, MaxCost: 20, MaxWall: 2 * time.Hour, MaxMalformed: 3, MaxRepeats: 3,
+		MaxWait: 6 * time.Hour}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -51,6 +55,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxRepeats <= 0 {
 		l.MaxRepeats = d.MaxRepeats
+	}
+	if l.MaxWait <= 0 {
+		l.MaxWait = d.MaxWait
 	}
 	return l
 }

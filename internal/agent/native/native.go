@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"drover/internal/agent"
 	"drover/internal/job"
@@ -117,7 +118,7 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	l := &loop{model: prov, tools: tb, limits: lim, log: a.Output, events: a.Events,
 		save: j.save}
 	out := l.run(ctx, tr)
-	res := result(out)
+	res := result(out, lim.withDefaults().MaxWait, time.Now())
 	res.Session, res.Usage = session, tr.Usage
 	return res, nil
 }
@@ -137,8 +138,11 @@ func (g *Agent) openLog(ctx context.Context, a agent.Attempt, tr *Transcript) (t
 	return openJournal(filepath.Join(dir, tr.Session+".jsonl"), tr, a.Resume != "")
 }
 
-// result is the attempt's result for a loop's outcome.
-func result(o Outcome) agent.Result {
+// result is the attempt's result for a loop's outcome at now. A limit
+// parks the job (the runner sits the account out, holding no slot) only
+// until a reset the provider stated, and only one within the wait budget:
+// drover never sleeps for a guessed time.
+func result(o Outcome, maxWait time.Duration, now time.Time) agent.Result {
 	r := agent.Result{Reason: job.ReasonExited, Message: "native: " + o.Reason}
 	switch o.End {
 	case EndAnswered, EndDelivered, EndAsked:
@@ -154,7 +158,14 @@ func result(o Outcome) agent.Result {
 			case model.KindAuth:
 				r.Reason = job.ReasonAuthFailed
 			case model.KindLimited:
-				r.Limit = &agent.Limit{ResetsAt: o.Err.RetryAt, Message: o.Err.Message}
+				switch at := o.Err.RetryAt; {
+				case at.IsZero():
+					r.Message += "; the provider stated no reset time, and drover waits for no guessed one: retry the job later"
+				case at.Sub(now) > maxWait:
+					r.Message += fmt.Sprintf("; its reset at %s is past the job's wait budget of %s", at.UTC().Format(time.RFC3339), maxWait)
+				default:
+					r.Limit = &agent.Limit{ResetsAt: at, Message: o.Err.Message}
+				}
 			case model.KindTransport, model.KindUnavailable:
 				r.Reason = job.ReasonEndpointUnreachable
 			}

@@ -277,7 +277,7 @@ func TestWallTime(t *testing.T) {
 	if out.End != EndTimeout {
 		t.Fatalf("ended %s (%s); want the time limit", out.End, out.Reason)
 	}
-	if r := result(out); r.Reason != "timeout" {
+	if r := result(out, time.Hour, time.Now()); r.Reason != "timeout" {
 		t.Fatalf("result %+v", r)
 	}
 }
