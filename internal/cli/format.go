@@ -236,7 +236,7 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 func printTranscript(w io.Writer, evs []protocol.EventView) {
 	first := true
 	for _, e := range evs {
-		if e.Kind != protocol.KindTurn {
+		if e.Kind != protocol.KindTurn && e.Kind != protocol.KindCompaction {
 			continue
 		}
 		if first {

@@ -29,7 +29,7 @@ func (h *Hub) recordTurns(ctx context.Context, c *conn, reqID string, m protocol
 			if err != nil {
 				return nil, err
 			}
-			if _, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: protocol.KindTurn, Actor: c.name,
+			if _, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: r.EventKind(), Actor: c.name,
 				Message: r.Summary, Data: string(data)}); err != nil {
 				return nil, err
 			}
@@ -86,7 +86,7 @@ func (h *Hub) transcript(ctx context.Context, c *conn, m protocol.GetTranscript)
 // turnEvent reads a turn event's record; false for any other event.
 func turnEvent(e store.Event) (protocol.TurnEvent, bool) {
 	var te protocol.TurnEvent
-	if e.Kind != protocol.KindTurn || json.Unmarshal([]byte(e.Data), &te) != nil {
+	if (e.Kind != protocol.KindTurn && e.Kind != protocol.KindCompaction) || json.Unmarshal([]byte(e.Data), &te) != nil {
 		return te, false
 	}
 	return te, true

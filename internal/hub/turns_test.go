@@ -56,6 +56,7 @@ func TestTurnsAreEventsTheNextAttemptReads(t *testing.T) {
 		{"no records", sr, bad(func(m *protocol.Turns) { m.Records = nil }), protocol.ErrBadRequest},
 		{"no data", sr, bad(func(m *protocol.Turns) { m.Records[0].Data = nil }), protocol.ErrBadRequest},
 		{"a negative turn", sr, bad(func(m *protocol.Turns) { m.Records[0].Turn = -1 }), protocol.ErrBadRequest},
+		{"an unknown kind", sr, bad(func(m *protocol.Turns) { m.Records[0].Kind = "asked" }), protocol.ErrBadRequest},
 		{"a summary with ESC", sr, bad(func(m *protocol.Turns) { m.Records[0].Summary = "turn\x1b[2J" }), protocol.ErrBadRequest},
 		{"a record over the limit", sr, bad(func(m *protocol.Turns) {
 			m.Records[0].Data = json.RawMessage(`{"x":"` + strings.Repeat("x", protocol.MaxTurnRecord) + `"}`)
@@ -72,7 +73,11 @@ func TestTurnsAreEventsTheNextAttemptReads(t *testing.T) {
 	wantOK(t, sr.request(protocol.TypeTurns, first))
 	big := `{"y":"` + strings.Repeat("y", 250<<10) + `"}`
 	for i := 1; i <= 5; i++ {
-		wantOK(t, sr.request(protocol.TypeTurns, protocol.Turns{AttemptRef: o.AttemptRef, Session: "s-1", Records: []protocol.TurnRecord{turnRec(i, big)}}))
+		rec := turnRec(i, big)
+		if i == 4 {
+			rec.Kind = protocol.KindCompaction
+		}
+		wantOK(t, sr.request(protocol.TypeTurns, protocol.Turns{AttemptRef: o.AttemptRef, Session: "s-1", Records: []protocol.TurnRecord{rec}}))
 		if i == 2 {
 			wantOK(t, sr.request(protocol.TypeTurns, protocol.Turns{AttemptRef: o.AttemptRef, Session: "s-other", Records: []protocol.TurnRecord{turnRec(9, `{}`)}}))
 		}
@@ -96,6 +101,9 @@ func TestTurnsAreEventsTheNextAttemptReads(t *testing.T) {
 		pages++
 		for _, r := range page.Records {
 			turns = append(turns, r.Turn)
+			if (r.Turn == 4) != (r.Kind == protocol.KindCompaction) {
+				t.Fatalf("record %d is of kind %q", r.Turn, r.Kind)
+			}
 		}
 	}
 	if fmt.Sprint(turns) != "[0 1 2 3 4 5]" || pages != 2 {
@@ -108,16 +116,19 @@ func TestTurnsAreEventsTheNextAttemptReads(t *testing.T) {
 	if code, e := th.call(th.admin, "GET", "/jobs/"+j.ID+"?events=1", nil, &v); code != http.StatusOK {
 		t.Fatalf("job with events: %d %+v", code, e)
 	}
-	n := 0
+	n, compactions := 0, 0
 	for _, e := range v.Events {
-		if e.Kind == protocol.KindTurn {
+		if e.Kind == protocol.KindCompaction {
+			compactions++
+		}
+		if e.Kind == protocol.KindTurn || e.Kind == protocol.KindCompaction {
 			n++
 			if e.Actor != "r1" || !strings.HasPrefix(e.Message, "turn ") {
 				t.Fatalf("turn event %+v", e)
 			}
 		}
 	}
-	if n != 7 {
-		t.Fatalf("%d turn events; want 7", n)
+	if n != 7 || compactions != 1 {
+		t.Fatalf("%d turn events, %d of them compactions; want 7 and 1", n, compactions)
 	}
 }

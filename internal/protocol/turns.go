@@ -19,6 +19,8 @@ const (
 // TurnRecord is one entry of a transcript: Data is the loop's own record
 // (opaque to the hub), Summary a line for people (drover show, logs).
 type TurnRecord struct {
+	// Kind is the event it becomes: KindTurn ("" too) or KindCompaction.
+	Kind    string          `json:"kind,omitempty"`
 	Turn    int             `json:"turn"` // model calls made when it was recorded
 	Summary string          `json:"summary"`
 	Data    json.RawMessage `json:"data"`
@@ -42,6 +44,8 @@ func (t Turns) Check() error {
 	total := 0
 	for i, r := range t.Records {
 		switch {
+		case r.Kind != "" && r.Kind != KindTurn && r.Kind != KindCompaction:
+			return fmt.Errorf("turns: record %d is of kind %q, not %s or %s", i, r.Kind, KindTurn, KindCompaction)
 		case r.Turn < 0:
 			return fmt.Errorf("turns: record %d has a negative turn", i)
 		case len(r.Data) == 0 || len(r.Data) > MaxTurnRecord || r.Data[0] != '{' || !json.Valid(r.Data):
@@ -84,8 +88,20 @@ type TurnEvent struct {
 	TurnRecord
 }
 
-// KindTurn is the kind of a turn event.
-const KindTurn = "turn"
+// The kinds of a transcript's events: a model answer or tool results,
+// and a compaction (what the model is no longer sent, and its summary).
+const (
+	KindTurn       = "turn"
+	KindCompaction = "compaction"
+)
+
+// EventKind is the kind of event r becomes.
+func (r TurnRecord) EventKind() string {
+	if r.Kind == KindCompaction {
+		return KindCompaction
+	}
+	return KindTurn
+}
 
 // CheckSessionID says whether s may name a transcript (it names files too).
 func CheckSessionID(s string) error {

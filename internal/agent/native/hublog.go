@@ -24,7 +24,7 @@ const inlineLimit = 16 << 10
 type hubLog struct {
 	turns agent.TurnLog
 	log   io.Writer // the job's log, where elided texts are kept whole
-	saved int       // messages the hub has
+	saved saved     // what the hub has
 }
 
 // openHubLog starts tr's transcript in the hub or, with resume, reads the
@@ -56,33 +56,46 @@ func openHubLog(ctx context.Context, turns agent.TurnLog, log io.Writer, tr *Tra
 		}
 		out.add(rec, i == 0)
 	}
-	h.saved = len(out.Messages)
+	h.saved = saved{len(out.Messages), len(out.Compactions)}
 	return h, out, nil
 }
 
 func (h *hubLog) save(ctx context.Context, tr *Transcript) error {
-	var recs []protocol.TurnRecord
-	for i := h.saved; i < len(tr.Messages); i++ {
-		u := tr.Usage
-		m := h.fit(tr.Messages[i], inlineLimit)
-		rec, err := h.encode(record{Message: &m, Turns: tr.Turns, Usage: &u}, summary(tr.Turns, m), tr.Turns)
-		if err != nil {
-			// Many big calls in one message: keep less of each.
-			m = h.fit(tr.Messages[i], 512)
-			if rec, err = h.encode(record{Message: &m, Turns: tr.Turns, Usage: &u}, summary(tr.Turns, m), tr.Turns); err != nil {
-				return err
-			}
-		}
-		recs = append(recs, rec)
-	}
+	recs, next := tr.since(h.saved)
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := h.turns.Append(ctx, tr.Session, recs); err != nil {
+	out := make([]protocol.TurnRecord, 0, len(recs))
+	for _, rec := range recs {
+		r, err := h.record(rec, inlineLimit)
+		if err != nil {
+			// Many big calls in one message: keep less of each.
+			if r, err = h.record(rec, 512); err != nil {
+				return err
+			}
+		}
+		out = append(out, r)
+	}
+	if err := h.turns.Append(ctx, tr.Session, out); err != nil {
 		return fmt.Errorf("record the transcript in the hub: %w", err)
 	}
-	h.saved = len(tr.Messages)
+	h.saved = next
 	return nil
+}
+
+// record is rec for the hub, its long texts cut to limit.
+func (h *hubLog) record(rec record, limit int) (protocol.TurnRecord, error) {
+	if c := rec.Compaction; c != nil {
+		cut := *c
+		cut.Summary = h.elide("compaction's summary", c.Summary, limit)
+		rec.Compaction = &cut
+		r, err := h.encode(rec, safeLine("compaction before turn "+fmt.Sprint(rec.Turns+1)+": dropped "+c.Dropped, protocol.MaxTurnSummary), rec.Turns)
+		r.Kind = protocol.KindCompaction
+		return r, err
+	}
+	m := h.fit(*rec.Message, limit)
+	rec.Message = &m
+	return h.encode(rec, summary(rec.Turns, m), rec.Turns)
 }
 
 func (h *hubLog) Close() error { return nil }

@@ -164,3 +164,57 @@ func limitMessage(l *agent.Limit) string {
 	}
 	return l.Message
 }
+
+// TestCompactionFiresAndIsRecorded: past 80% of the context window the
+// loop asks for a summary and sends, from then on, the job's prompt (the
+// stable prefix), the summary and the latest turns; the compaction is a
+// record of its own naming what was dropped, and a resumed attempt sends
+// the same view.
+func TestCompactionFiresAndIsRecorded(t *testing.T) {
+	var resps []model.Response
+	for i, tokens := range []int64{300, 600, 900, 200, 300} {
+		r := call(fmt.Sprint(i+1), toolRead, fmt.Sprintf(`{"path":"f%d"}`, i+1))
+		r.Usage.InputTokens = tokens
+		resps = append(resps, r)
+	}
+	l, sc, _ := newLoop(t, Limits{ContextWindow: 1000}, resps...)
+	turns := &memTurns{}
+	tr := newTranscript()
+	tr.Session = "s-1"
+	hl, _, err := openHubLog(context.Background(), turns, io.Discard, tr, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.save = hl.save
+	if out := l.run(context.Background(), tr); out.End != EndAnswered {
+		t.Fatalf("ended %s (%s)", out.End, out.Reason)
+	}
+	if len(tr.Compactions) != 1 || tr.Compactions[0].Upto != 3 { // keeps turns 2 and 3
+		t.Fatalf("compactions %+v", tr.Compactions)
+	}
+	// Requests: turns 1-3, the summary, turns 4-6.
+	if len(sc.reqs) != 7 {
+		t.Fatalf("%d requests", len(sc.reqs))
+	}
+	after := sc.reqs[4].Messages
+	if after[0].Text != "do it" || !strings.Contains(after[1].Text, "SUMMARY: read f1-f3") || len(after) != 3+4 {
+		t.Fatalf("sent after the compaction: %+v", after)
+	}
+	recs, _ := turns.Load(context.Background(), "s-1")
+	var comp *protocol.TurnRecord
+	for i := range recs {
+		if recs[i].Kind == protocol.KindCompaction {
+			comp = &recs[i]
+		}
+	}
+	if comp == nil || !strings.Contains(comp.Summary, "dropped messages 1-2 of 7") || !strings.Contains(comp.Summary, "read_file×1") {
+		t.Fatalf("compaction record %+v", comp)
+	}
+	_, back, err := openHubLog(context.Background(), turns, io.Discard, &Transcript{Session: "s-1"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := back.view(); len(back.Compactions) != 1 || len(v) != len(tr.view()) || v[1].Text != tr.view()[1].Text {
+		t.Fatalf("read back %d compactions, a view of %d messages", len(back.Compactions), len(v))
+	}
+}

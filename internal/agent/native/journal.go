@@ -26,6 +26,24 @@ type record struct {
 	Message *model.Message `json:"message,omitempty"`
 	Turns   int            `json:"turns,omitempty"`
 	Usage   *agent.Usage   `json:"usage,omitempty"`
+	// Compaction is a compaction of the messages so far (see Compaction).
+	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// saved is how much of a transcript a log holds.
+type saved struct{ messages, compactions int }
+
+// since is the records of what t holds beyond s, and the mark after them.
+func (t *Transcript) since(s saved) ([]record, saved) {
+	var recs []record
+	for i := s.messages; i < len(t.Messages); i++ {
+		u := t.Usage
+		recs = append(recs, record{Message: &t.Messages[i], Turns: t.Turns, Usage: &u})
+	}
+	for i := s.compactions; i < len(t.Compactions); i++ {
+		recs = append(recs, record{Compaction: &t.Compactions[i], Turns: t.Turns})
+	}
+	return recs, saved{len(t.Messages), len(t.Compactions)}
 }
 
 // transcriptLog is where a transcript is recorded: the hub (hubLog) or,
@@ -41,7 +59,7 @@ type transcriptLog interface {
 // ignores).
 type journal struct {
 	f     *os.File
-	saved int // messages on disk
+	saved saved // what is on disk
 }
 
 // openJournal opens the transcript file at path: it creates a new one for
@@ -70,7 +88,7 @@ func openJournal(path string, tr *Transcript, resume bool) (*journal, *Transcrip
 		f.Close()
 		return nil, nil, err
 	}
-	return &journal{f: f, saved: len(tr.Messages)}, tr, nil
+	return &journal{f: f, saved: saved{len(tr.Messages), len(tr.Compactions)}}, tr, nil
 }
 
 func readJournal(r io.Reader) (*Transcript, error) {
@@ -106,6 +124,8 @@ func (t *Transcript) add(rec record, first bool) {
 		if rec.Usage != nil {
 			t.Usage = *rec.Usage
 		}
+	case rec.Compaction != nil && rec.Compaction.Upto > 0 && rec.Compaction.Upto <= len(t.Messages):
+		t.Compactions = append(t.Compactions, *rec.Compaction)
 	}
 }
 
@@ -143,12 +163,13 @@ func (j *journal) write(rec record) error {
 
 // save appends what tr holds beyond the last save and syncs it.
 func (j *journal) save(_ context.Context, tr *Transcript) error {
-	for ; j.saved < len(tr.Messages); j.saved++ {
-		u := tr.Usage
-		if err := j.write(record{Message: &tr.Messages[j.saved], Turns: tr.Turns, Usage: &u}); err != nil {
+	recs, next := tr.since(j.saved)
+	for _, rec := range recs {
+		if err := j.write(rec); err != nil {
 			return err
 		}
 	}
+	j.saved = next
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("sync the transcript: %w", err)
 	}

@@ -25,6 +25,9 @@ type Limits struct {
 	MaxMalformed int
 	// MaxRepeats identical calls in a row end the attempt as stuck.
 	MaxRepeats int
+	// ContextWindow is the model's context in tokens: past compactAt
+	// percent of it the transcript is compacted.
+	ContextWindow int64
 	// MaxWait is the job's wait budget: a limit whose stated reset is
 	// further off ends the attempt instead of parking the job until then.
 	MaxWait time.Duration
@@ -33,7 +36,7 @@ type Limits struct {
 // DefaultLimits are the limits of a job that sets none.
 func DefaultLimits() Limits {
 	return Limits{MaxTurns: 60, MaxTokens: 5_000_000, MaxCost: 20, MaxWall: 2 * time.Hour, MaxMalformed: 3, MaxRepeats: 3,
-		MaxWait: 6 * time.Hour}
+		MaxWait: 6 * time.Hour, ContextWindow: 128_000}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -59,6 +62,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxWait <= 0 {
 		l.MaxWait = d.MaxWait
 	}
+	if l.ContextWindow <= 0 {
+		l.ContextWindow = d.ContextWindow
+	}
 	return l
 }
 
@@ -69,6 +75,9 @@ type Transcript struct {
 	Messages []model.Message `json:"messages"`
 	Turns    int             `json:"turns"` // model calls made, over every attempt
 	Usage    agent.Usage     `json:"usage"`
+	// Compactions are the transcript's compactions, oldest first; the
+	// model is sent the latest one's view (see view).
+	Compactions []Compaction `json:"compactions,omitempty"`
 }
 
 // interrupted is the result given to a tool call that never got one (the
@@ -148,6 +157,8 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 	defs := l.tools.definitions()
 	malformed, repeats := 0, 0
 	last := ""
+	est := &estimate{}
+	est.added(tr.view()...)
 	for turns := 0; ; turns++ {
 		if turns >= lim.MaxTurns {
 			return Outcome{End: EndLimit, Reason: fmt.Sprintf("reached the limit of %d model turns", lim.MaxTurns)}
@@ -158,11 +169,17 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 		if tr.Usage.CostUSD >= lim.MaxCost {
 			return Outcome{End: EndLimit, Reason: fmt.Sprintf("spent $%.4f, the limit is $%.2f", tr.Usage.CostUSD, lim.MaxCost)}
 		}
-		resp, err := l.model.Complete(ctx, model.Request{System: tr.System, Messages: tr.Messages, Tools: defs, CacheKey: tr.Session})
+		if est.tokens*100 > lim.ContextWindow*compactAt {
+			if _, err := l.compact(ctx, tr, defs, est); err != nil {
+				return l.failed(ctx, err, lim)
+			}
+		}
+		resp, err := l.model.Complete(ctx, model.Request{System: tr.System, Messages: tr.view(), Tools: defs, CacheKey: tr.Session})
 		if err != nil {
 			return l.failed(ctx, err, lim)
 		}
 		tr.Turns++
+		est.called(resp.Usage, resp.Message())
 		tr.Usage = tr.Usage.Add(resp.Usage)
 		u := resp.Usage
 		l.emit(agent.Event{Kind: agent.EventUsage, Usage: &u})
@@ -217,6 +234,7 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			results = append(results, res)
 		}
 		tr.Messages = append(tr.Messages, model.Message{Role: model.User, Results: results})
+		est.added(tr.Messages[len(tr.Messages)-1])
 		if err := l.save(ctx, tr); err != nil {
 			return Outcome{End: EndModel, Reason: "record the tool results: " + err.Error()}
 		}

@@ -29,6 +29,9 @@ func (s *script) Complete(ctx context.Context, req model.Request) (model.Respons
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqs = append(s.reqs, req)
+	if n := len(req.Messages); n > 0 && strings.Contains(req.Messages[n-1].Text, compactInstruction) {
+		return model.Response{Text: "SUMMARY: read f1-f3", Stop: model.StopEnd, Usage: model.Usage{InputTokens: 900, OutputTokens: 20}}, nil
+	}
 	if len(s.resps) == 0 {
 		return model.Response{Text: "done", Stop: model.StopEnd}, nil
 	}
