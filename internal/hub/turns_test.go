@@ -132,3 +132,24 @@ func TestTurnsAreEventsTheNextAttemptReads(t *testing.T) {
 		t.Fatalf("%d turn events, %d of them compactions; want 7 and 1", n, compactions)
 	}
 }
+
+// BenchmarkTurnsRequest is what the native agent's durable turn costs the
+// runner: one turns request with one 2 KiB record through the WebSocket,
+// checked, committed to SQLite (the request ledger and the event) and
+// answered. A turn makes two (the model's answer, then the tool results).
+//
+//	go test ./internal/hub -run XXX -bench TurnsRequest -benchtime 500x
+func BenchmarkTurnsRequest(b *testing.B) {
+	th := startHub(b, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
+	th.submitTools("task")
+	o := sr.offer()
+	wantOK(b, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	data := `{"message":{"role":"user","text":"` + strings.Repeat("x", 2<<10) + `"}}`
+	i := 0
+	for b.Loop() {
+		i++
+		wantOK(b, sr.request(protocol.TypeTurns, protocol.Turns{AttemptRef: o.AttemptRef, Session: "s-1", Records: []protocol.TurnRecord{turnRec(i, data)}}))
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/request")
+}
