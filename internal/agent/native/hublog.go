@@ -25,10 +25,14 @@ type hubLog struct {
 	turns agent.TurnLog
 	log   io.Writer // the job's log, where elided texts are kept whole
 	saved saved     // what the hub has
+	// header is a new transcript's first record until it is sent.
+	header *protocol.TurnRecord
 }
 
 // openHubLog starts tr's transcript in the hub or, with resume, reads the
-// one the hub holds for tr.Session.
+// one the hub holds for tr.Session. A new transcript's first record (the
+// session and system text) goes with its first messages, so the hub never
+// holds a session without the job's prompt.
 func openHubLog(ctx context.Context, turns agent.TurnLog, log io.Writer, tr *Transcript, resume bool) (*hubLog, *Transcript, error) {
 	h := &hubLog{turns: turns, log: log}
 	if !resume {
@@ -36,9 +40,7 @@ func openHubLog(ctx context.Context, turns agent.TurnLog, log io.Writer, tr *Tra
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := turns.Append(ctx, tr.Session, []protocol.TurnRecord{rec}); err != nil {
-			return nil, nil, fmt.Errorf("record the transcript's start: %w", err)
-		}
+		h.header = &rec
 		return h, tr, nil
 	}
 	recs, err := turns.Load(ctx, tr.Session)
@@ -65,7 +67,10 @@ func (h *hubLog) save(ctx context.Context, tr *Transcript) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	out := make([]protocol.TurnRecord, 0, len(recs))
+	out := make([]protocol.TurnRecord, 0, len(recs)+1)
+	if h.header != nil {
+		out = append(out, *h.header)
+	}
 	for _, rec := range recs {
 		r, err := h.record(rec, inlineLimit)
 		if err != nil {
@@ -79,7 +84,7 @@ func (h *hubLog) save(ctx context.Context, tr *Transcript) error {
 	if err := h.turns.Append(ctx, tr.Session, out); err != nil {
 		return fmt.Errorf("record the transcript in the hub: %w", err)
 	}
-	h.saved = next
+	h.saved, h.header = next, nil
 	return nil
 }
 

@@ -76,6 +76,9 @@ func TestRunResumesFromTheHub(t *testing.T) {
 	if len(recs) != 7 { // the start, the prompt, two calls and their results, the end
 		t.Fatalf("%d records", len(recs))
 	}
+	if !strings.Contains(recs[0].Summary, "started") || recs[1].Summary != "turn 0 user: the job" {
+		t.Fatalf("the transcript does not begin with the session and the prompt: %q, %q", recs[0].Summary, recs[1].Summary)
+	}
 	for _, r := range recs {
 		if strings.Contains(string(r.Data), "sk-SECRET") || len(r.Data) > 2*inlineLimit {
 			t.Fatalf("record of turn %d: %d bytes, or it holds the key", r.Turn, len(r.Data))

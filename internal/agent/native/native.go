@@ -98,6 +98,11 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 		fmt.Fprintf(a.Output, "drover: native resumes session %s after turn %d\n", session, tr.Turns)
 	}
 	tr.backfill(a.Prompt)
+	// The prompt (and what the back-fill answered) is recorded before the
+	// first model call: a resumed attempt is told only to continue.
+	if err := j.save(ctx, tr); err != nil {
+		return spawnFailed("session %s: %v", session, err), nil
+	}
 	box, err := a.Sandbox(agent.Extra{})
 	if err != nil {
 		return spawnFailed("sandbox: %v", err), nil
