@@ -47,6 +47,9 @@ type Attempt struct {
 	// generated config and caches.
 	Home    string
 	Account *Account
+	// Fallback is the account a native job continues on when Account is
+	// limited or unavailable; nil for none.
+	Fallback *Account
 	// Tools reaches drover's tool server; nil when the job has none.
 	Tools *ToolEndpoint
 	// NewSession is the id to give a new session (CLIs that accept one).

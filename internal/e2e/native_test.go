@@ -23,6 +23,13 @@ func addNativeAccount(t *testing.T, r *testkit.Runner, provider, baseURL string,
 	}
 }
 
+// hubAndRunner starts a hub and logs a runner called name in to it.
+func hubAndRunner(t *testing.T, name string) (*testkit.Hub, *testkit.Runner) {
+	t.Helper()
+	h := testkit.StartHub(t, bin)
+	return h, h.LoginRunner(t, name, h.URL)
+}
+
 // The native agent on each wire protocol, through a real hub and runner
 // under bubblewrap: the scripted model reads a file, edits it, runs a test
 // command in the sandbox and delivers; the job completes and drover fetch
@@ -130,8 +137,7 @@ func TestNativeAgentResumesAfterRunnerStop(t *testing.T) {
 // limit interrupted.
 func TestNativeAgentLimitedWaitsForTheResetAndContinues(t *testing.T) {
 	t.Parallel()
-	h := testkit.StartHub(t, bin)
-	r := h.LoginRunner(t, "r-native-limit", h.URL)
+	h, r := hubAndRunner(t, "r-native-limit")
 	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
 		fakemodel.CallTool("write_file", map[string]any{"path": "first.txt", "content": "before the limit\n"}),
 		fakemodel.CallTool("write_file", map[string]any{"path": "second.txt", "content": "after the limit\n"}),
@@ -267,4 +273,41 @@ func TestNativeAgentRetryAfterUnknownResumes(t *testing.T) {
 		t.Fatalf("retry: %v\n%s", err, out)
 	}
 	j.resumesOn(t, "r-native-k2", "interrupted")
+}
+
+// A 429 without a stated reset on the job's account moves the job, in the
+// same attempt, to its --fallback account on another provider, which
+// continues the transcript and delivers.
+func TestNativeAgentFallsBackWithoutAStatedReset(t *testing.T) {
+	t.Parallel()
+	h, r := hubAndRunner(t, "r-native-fallback")
+	primary := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
+		fakemodel.CallTool("write_file", map[string]any{"path": "first.txt", "content": "on the main account\n"}),
+		fakemodel.Text("never reached"),
+	}, fakemodel.RequireKey(realKey), fakemodel.RateLimit(1, time.Time{}))
+	backup := fakemodel.NewFakeChat(t, []fakemodel.Turn{
+		fakemodel.CallTool("write_file", map[string]any{"path": "second.txt", "content": "on the fallback\n"}),
+		fakemodel.CallTool("deliver", map[string]any{"summary": "done on the fallback"}),
+		fakemodel.Text("Done."),
+	})
+	addNativeAccount(t, r, "anthropic", primary.URL)
+	if out, err := r.CLI("", "account", "add", "--agent", "native", "--label", "backup", "--provider", "openai-compatible",
+		"--base-url", backup.URL+"/v1", "--model", "qwen-fake", "--no-key"); err != nil {
+		t.Fatalf("account add: %v\n%s", err, out)
+	}
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "native", "--account", "main", "--fallback", "backup", "--", "Write two files.")
+	c := h.Client()
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	log := testkit.Log(t, c, v.ID, 1)
+	if done.State != job.Completed || len(done.Attempts) != 1 || !strings.Contains(log, "on the fallback account") {
+		t.Fatalf("job %s/%s, %d attempts\n%s\n--- backup:\n%s", done.State, done.Reason, len(done.Attempts), log, backup.Dump())
+	}
+	if got := fetched(t, h, src, v.ID, "first.txt", "second.txt"); got["first.txt"] != "on the main account" || got["second.txt"] != "on the fallback" {
+		t.Fatalf("published %v", got)
+	}
+	if strings.Contains(log, realKey) {
+		t.Fatal("the key reached the log")
+	}
 }

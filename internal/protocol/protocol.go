@@ -252,6 +252,9 @@ type JobSpec struct {
 	// Model is the model a native agent's job asks for; "" is its
 	// account's. Only a model name: the endpoint is the operator's.
 	Model string `json:"model,omitempty"`
+	// Fallback is the account of this runner the hub found for the job's
+	// fallback, one its requester may use ("" for none here).
+	Fallback string `json:"fallback,omitempty"`
 	// Network is the network of a job on a project, resolved by the hub
 	// from the operator's policies, the project's choice and the job's
 	// narrowing. Nil: no network beyond what a vendor agent needs for its

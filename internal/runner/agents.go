@@ -158,10 +158,15 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 		r.markDirty()
 		return agent.Result{ExitCode: -1, Reason: job.ReasonLimited, Message: clip(err.Error(), 1024)}, nil
 	}
-	key := ""
-	if acct.Kind == accounts.KindAPIKey {
-		if key, err = r.accts.Key(acct.ID); err != nil {
-			return agent.Result{}, fmt.Errorf("read the key of account %s: %w", acct.ID, err)
+	if att.Account, err = r.agentAccount(acct); err != nil {
+		return agent.Result{}, err
+	}
+	if fb := a.spec.Fallback; fb != "" && fb != acct.ID {
+		// The hub's choice of the job's fallback here, while it is ready.
+		if f, err := r.accts.Get(fb); err == nil && f.Agent == c.Name() && r.usable(f, r.now()) {
+			if att.Fallback, err = r.agentAccount(f); err != nil {
+				return agent.Result{}, err
+			}
 		}
 	}
 	home := r.homePath(a.ref.Attempt)
@@ -173,8 +178,6 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 		return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: err.Error()}, nil
 	}
 	att.Prompt, att.Home, att.Resume = prompt, home, resume
-	att.Account = &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL,
-		Provider: acct.Provider, Model: acct.Model}
 	if resume == "" {
 		att.NewSession = newUUID()
 	}
@@ -231,6 +234,19 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 		res.Message = clip(fmt.Sprintf("account %s limited until %s: %s", acctName(acct), l.ResetsAt.UTC().Format(time.RFC3339), l.Message), 1024)
 	}
 	return res, nil
+}
+
+// agentAccount is what an agent is given of acct, its key read.
+func (r *Runner) agentAccount(acct accounts.Account) (*agent.Account, error) {
+	key := ""
+	if acct.Kind == accounts.KindAPIKey {
+		var err error
+		if key, err = r.accts.Key(acct.ID); err != nil {
+			return nil, fmt.Errorf("read the key of account %s: %w", acct.ID, err)
+		}
+	}
+	return &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL,
+		Provider: acct.Provider, Model: acct.Model}, nil
 }
 
 // attentionFix is how an account's owner makes a refused account usable

@@ -295,6 +295,8 @@ type Job struct {
 	// Model is the model a native agent's job asks for; "" is its
 	// account's.
 	Model string
+	// Fallback is a native agent's job's fallback account (id or label).
+	Fallback string
 }
 
 // Project is a source repository jobs name. Remote "" means hosted on the

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -219,5 +221,44 @@ func TestCompactionFiresAndIsRecorded(t *testing.T) {
 	}
 	if v := back.view(); len(back.Compactions) != 1 || len(v) != len(tr.view()) || v[1].Text != tr.view()[1].Text {
 		t.Fatalf("read back %d compactions, a view of %d messages", len(back.Compactions), len(v))
+	}
+}
+
+// TestFallbackContinuesTheTranscript: a 429 without a stated reset on the
+// job's account (Anthropic) moves the loop to its fallback account
+// (another provider, openai-compatible), which is sent the same transcript,
+// the first provider's tool calls and results included, and finishes it.
+func TestFallbackContinuesTheTranscript(t *testing.T) {
+	primary := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
+		fakemodel.CallTool("write_file", map[string]any{"path": "a.txt", "content": "from the first\n"}),
+		fakemodel.Text("never reached"),
+	}, fakemodel.RequireKey("sk-ONE"), fakemodel.RateLimit(1, time.Time{}))
+	fallback := fakemodel.NewFakeChat(t, []fakemodel.Turn{
+		fakemodel.CallTool("write_file", map[string]any{"path": "b.txt", "content": "from the fallback\n"}),
+		fakemodel.Text("done"),
+	}, fakemodel.RequireKey("sk-TWO"))
+	dir := t.TempDir()
+	out := &strings.Builder{}
+	res, err := New(Config{}).Run(context.Background(), agent.Attempt{Dir: dir, Prompt: "the job", Output: out, NewSession: "s-1",
+		Turns: &memTurns{}, Env: []string{"PATH=/usr/bin:/bin"},
+		Account:  &agent.Account{Dir: t.TempDir(), Key: "sk-ONE", Provider: model.Anthropic, BaseURL: primary.URL, Model: "claude-x"},
+		Fallback: &agent.Account{Dir: t.TempDir(), Key: "sk-TWO", Provider: model.OpenAICompatible, BaseURL: fallback.URL + "/v1", Model: "qwen-x"},
+		Sandbox: func(agent.Extra) (sandbox.Boundary, error) {
+			return sandbox.New(context.Background(), sandbox.Policy{Kind: sandbox.KindNone, Root: dir})
+		}})
+	if err != nil || res.ExitCode != 0 || res.Limit != nil {
+		t.Fatalf("result %+v, %v\n%s\n--- fallback:\n%s", res, err, out, fallback.Dump())
+	}
+	for f, want := range map[string]string{"a.txt": "from the first\n", "b.txt": "from the fallback\n"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, f)); string(b) != want {
+			t.Fatalf("%s holds %q", f, b)
+		}
+	}
+	reqs := fallback.Requests()
+	if len(reqs) == 0 || !strings.Contains(string(reqs[0].Body), "from the first") || !strings.Contains(string(reqs[0].Body), "wrote") {
+		t.Fatalf("the fallback was not sent the transcript so far:\n%s", fallback.Dump())
+	}
+	if !strings.Contains(out.String(), "continues its transcript on the fallback account") || strings.Contains(out.String(), "sk-") {
+		t.Fatalf("the log:\n%s", out)
 	}
 }

@@ -101,6 +101,25 @@ func (t *Transcript) backfill(text string) {
 	}
 }
 
+// uniqueCalls gives each of calls an id no earlier call of the transcript
+// has: two providers (an account and its fallback) may both number their
+// calls from one, and a result must name its call alone.
+func (t *Transcript) uniqueCalls(calls []model.Call) {
+	used := map[string]bool{}
+	for _, m := range t.Messages {
+		for _, c := range m.Calls {
+			used[c.ID] = true
+		}
+	}
+	for i := range calls {
+		id := calls[i].ID
+		for n := 2; id == "" || used[id]; n++ {
+			id = fmt.Sprintf("%s_%d", calls[i].ID, n)
+		}
+		used[id], calls[i].ID = true, id
+	}
+}
+
 // End is how a loop ended.
 type End string
 
@@ -134,6 +153,10 @@ type loop struct {
 	// of tool results, before the next call: a resumed attempt continues
 	// from the last one saved.
 	save func(context.Context, *Transcript) error
+	// fallback makes the model of the job's fallback account, which the
+	// loop continues on once its model is limited or unavailable; nil for
+	// none (or once used).
+	fallback func() (model.Provider, error)
 }
 
 func (l *loop) logf(format string, args ...any) {
@@ -176,9 +199,14 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 		}
 		resp, err := l.model.Complete(ctx, model.Request{System: tr.System, Messages: tr.view(), Tools: defs, CacheKey: tr.Session})
 		if err != nil {
+			if l.fallBack(ctx, err) {
+				turns-- // the call is made again, on the fallback
+				continue
+			}
 			return l.failed(ctx, err, lim)
 		}
 		tr.Turns++
+		tr.uniqueCalls(resp.Calls)
 		est.called(resp.Usage, resp.Message())
 		tr.Usage = tr.Usage.Add(resp.Usage)
 		u := resp.Usage
@@ -256,6 +284,27 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			return Outcome{End: EndStuck, Reason: fmt.Sprintf("stuck: made the same %s call %d times in a row", resp.Calls[len(resp.Calls)-1].Name, repeats)}
 		}
 	}
+}
+
+// fallBack switches to the fallback account's model when err says the
+// model is limited or unavailable (never for a bad answer), and says
+// whether it did. The transcript goes on as it is: the providers are sent
+// the same tool-call ids (model.WireID).
+func (l *loop) fallBack(ctx context.Context, err error) bool {
+	var me *model.Error
+	if l.fallback == nil || ctx.Err() != nil || !errors.As(err, &me) || (me.Kind != model.KindLimited && me.Kind != model.KindUnavailable) {
+		return false
+	}
+	next := l.fallback
+	l.fallback = nil
+	p, perr := next()
+	if perr != nil {
+		l.logf("the fallback account cannot be used: %v", perr)
+		return false
+	}
+	l.model = p
+	l.logf("the account's model is %s (%s); the job continues its transcript on the fallback account", me.Kind, me.Message)
+	return true
 }
 
 // failed is the outcome of a model call or tool run that ended with err.

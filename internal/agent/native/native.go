@@ -122,6 +122,11 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	}
 	l := &loop{model: prov, tools: tb, limits: lim, log: a.Output, events: a.Events,
 		save: j.save}
+	if fb := a.Fallback; fb != nil {
+		l.fallback = func() (model.Provider, error) {
+			return g.cfg.NewProvider(model.Config{Provider: fb.Provider, BaseURL: fb.BaseURL, Model: fb.Model, Key: fb.Key})
+		}
+	}
 	out := l.run(ctx, tr)
 	res := result(out, lim.withDefaults().MaxWait, time.Now())
 	res.Session, res.Usage = session, tr.Usage

@@ -149,13 +149,13 @@ func (t *tx) Runners() ([]store.Runner, error) {
 var jobs = newTable("jobs",
 	"id", "state", "agent", "args", "labels", "requester_id", "key", "epoch", "attempt_id",
 	"cancelling", "reason", "exit_code", "log_cap", "created_at", "updated_at", "finished_at",
-	"project", "base", "head", "mode", "repo_url", "checkpoints", "tools", "resume_attempt", "account", "network", "model")
+	"project", "base", "head", "mode", "repo_url", "checkpoints", "tools", "resume_attempt", "account", "network", "model", "fallback")
 
 func jobArgs(j store.Job) []any {
 	return []any{j.ID, j.State, j.Agent, jsonArg{j.Args}, jsonArg{j.Labels}, j.RequesterID, j.Key, j.Epoch,
 		j.AttemptID, j.Cancelling, j.Reason, optInt(j.ExitCode), j.LogCap,
 		millis(j.CreatedAt), millis(j.UpdatedAt), optMillis(j.FinishedAt),
-		j.Project, j.Base, j.Head, j.Mode, j.RepoURL, j.Checkpoints, j.Tools, j.ResumeAttempt, j.Account, jsonArg{j.Network}, j.Model}
+		j.Project, j.Base, j.Head, j.Mode, j.RepoURL, j.Checkpoints, j.Tools, j.ResumeAttempt, j.Account, jsonArg{j.Network}, j.Model, j.Fallback}
 }
 
 func scanJob(s scanner) (j store.Job, err error) {
@@ -163,7 +163,7 @@ func scanJob(s scanner) (j store.Job, err error) {
 		&j.Epoch, &j.AttemptID, &j.Cancelling, &j.Reason, optIntCol{&j.ExitCode}, &j.LogCap,
 		timeCol{&j.CreatedAt}, timeCol{&j.UpdatedAt}, optTimeCol{&j.FinishedAt},
 		&j.Project, &j.Base, &j.Head, &j.Mode, &j.RepoURL, &j.Checkpoints, &j.Tools, &j.ResumeAttempt, &j.Account,
-		jsonCol{&j.Network}, &j.Model)
+		jsonCol{&j.Network}, &j.Model, &j.Fallback)
 	return j, err
 }
 
