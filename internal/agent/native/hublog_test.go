@@ -262,3 +262,19 @@ func TestFallbackContinuesTheTranscript(t *testing.T) {
 		t.Fatalf("the log:\n%s", out)
 	}
 }
+
+// TestPromptOverTheWindowIsRefused: a prompt the model's context window
+// cannot hold is never sent (a server would cut it silently); the attempt
+// ends saying why.
+func TestPromptOverTheWindowIsRefused(t *testing.T) {
+	l, sc, _ := newLoop(t, Limits{ContextWindow: 100})
+	tr := newTranscript()
+	tr.Messages[0].Text = strings.Repeat("a long task ", 100)
+	out := l.run(context.Background(), tr)
+	if out.End != EndTooLong || !strings.Contains(out.Reason, "context window of 100") || len(sc.reqs) != 0 {
+		t.Fatalf("ended %s (%s) after %d requests", out.End, out.Reason, len(sc.reqs))
+	}
+	if r := result(out, time.Hour, time.Now()); r.ExitCode != 1 || !strings.Contains(r.Message, "refused") {
+		t.Fatalf("result %+v", r)
+	}
+}

@@ -132,6 +132,7 @@ const (
 	EndMalformed End = "malformed" // too many malformed calls in a row
 	EndStuck     End = "stuck"     // the same call over and over
 	EndModel     End = "model"     // the model call failed (see Outcome.Err)
+	EndTooLong   End = "too_long"  // the request would not fit the context window
 	EndCancelled End = "cancelled" // ctx ended
 )
 
@@ -196,6 +197,12 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			if _, err := l.compact(ctx, tr, defs, est); err != nil {
 				return l.failed(ctx, err, lim)
 			}
+		}
+		if est.tokens > lim.ContextWindow {
+			// A server past its window cuts the prompt silently (Ollama
+			// does): the model would work on a task it cannot see whole.
+			return Outcome{End: EndTooLong, Reason: fmt.Sprintf("the next request is about %d tokens, more than the model's context window of %d, "+
+				"and compaction cannot shorten it: refused rather than sent to be truncated", est.tokens, lim.ContextWindow)}
 		}
 		resp, err := l.model.Complete(ctx, model.Request{System: tr.System, Messages: tr.view(), Tools: defs, CacheKey: tr.Session})
 		if err != nil {
