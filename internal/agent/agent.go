@@ -124,6 +124,9 @@ type Result struct {
 	// Limit is set when the account ran into a usage or rate limit; the
 	// account should sit out until Limit.Until.
 	Limit *Limit
+	// Passed are the limits of accounts the attempt moved off (a native
+	// job to its fallback) and went on: each sits out until its reset.
+	Passed []Limit
 }
 
 // Capabilities are what an agent can do beyond running an attempt.

@@ -275,16 +275,16 @@ func TestNativeAgentRetryAfterUnknownResumes(t *testing.T) {
 	j.resumesOn(t, "r-native-k2", "interrupted")
 }
 
-// A 429 without a stated reset on the job's account moves the job, in the
-// same attempt, to its --fallback account on another provider, which
-// continues the transcript and delivers.
-func TestNativeAgentFallsBackWithoutAStatedReset(t *testing.T) {
+// A 429 on the job's account moves the job, in the same attempt, to its
+// --fallback account on another provider, which continues the transcript
+// and delivers; the limited account sits out until the reset it stated.
+func TestNativeAgentFallsBackAndTheLimitedAccountSitsOut(t *testing.T) {
 	t.Parallel()
 	h, r := hubAndRunner(t, "r-native-fallback")
 	primary := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
 		fakemodel.CallTool("write_file", map[string]any{"path": "first.txt", "content": "on the main account\n"}),
 		fakemodel.Text("never reached"),
-	}, fakemodel.RequireKey(realKey), fakemodel.RateLimit(1, time.Time{}))
+	}, fakemodel.RequireKey(realKey), fakemodel.RateLimit(1, time.Now().Add(time.Hour)))
 	backup := fakemodel.NewFakeChat(t, []fakemodel.Turn{
 		fakemodel.CallTool("write_file", map[string]any{"path": "second.txt", "content": "on the fallback\n"}),
 		fakemodel.CallTool("deliver", map[string]any{"summary": "done on the fallback"}),
@@ -309,5 +309,8 @@ func TestNativeAgentFallsBackWithoutAStatedReset(t *testing.T) {
 	}
 	if strings.Contains(log, realKey) {
 		t.Fatal("the key reached the log")
+	}
+	if runner, _ := accountStates(t, h, r); runner["main"] != "limited" || runner["backup"] != "ready" {
+		t.Fatalf("account states %v; want main limited, backup ready", runner)
 	}
 }

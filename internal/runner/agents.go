@@ -222,18 +222,37 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 	}
 	// A limit counts when it ended the run: a CLI that got through anyway
 	// (a warning, a retry that worked) finished its job.
+	for _, l := range res.Passed {
+		fmt.Fprintf(sp, "drover: account %s is limited until %s; the job went on without it\n",
+			r.sitOut(acct, l, c.Name()), l.ResetsAt.UTC().Format(time.RFC3339))
+	}
 	if l := res.Limit; l != nil && res.Reason == job.ReasonExited && res.ExitCode != 0 {
-		if err := r.accts.SetLimited(acct.ID, l.ResetsAt, l.Message); err != nil {
-			r.log.Error("record account limit", "account", acct.ID, "err", err)
-		}
-		r.markDirty()
+		name := r.sitOut(acct, *l, c.Name())
 		fmt.Fprintf(sp, "drover: account %s is limited until %s; the job goes back to the queue\n",
-			acctName(acct), l.ResetsAt.UTC().Format(time.RFC3339))
-		r.log.Info("account limited", "account", acct.ID, "agent", c.Name(), "until", l.ResetsAt)
+			name, l.ResetsAt.UTC().Format(time.RFC3339))
 		res.Reason = job.ReasonLimited
-		res.Message = clip(fmt.Sprintf("account %s limited until %s: %s", acctName(acct), l.ResetsAt.UTC().Format(time.RFC3339), l.Message), 1024)
+		res.Message = clip(fmt.Sprintf("account %s limited until %s: %s", name, l.ResetsAt.UTC().Format(time.RFC3339), l.Message), 1024)
 	}
 	return res, nil
+}
+
+// sitOut records that the account l is of (acct, the attempt's, unless l
+// names another) is limited until l.ResetsAt, and returns its name.
+func (r *Runner) sitOut(acct accounts.Account, l agent.Limit, agentName string) string {
+	if l.Account != "" && l.Account != acct.ID {
+		a, err := r.accts.Get(l.Account)
+		if err != nil {
+			r.log.Error("record account limit", "account", l.Account, "err", err)
+			return l.Account
+		}
+		acct = a
+	}
+	if err := r.accts.SetLimited(acct.ID, l.ResetsAt, l.Message); err != nil {
+		r.log.Error("record account limit", "account", acct.ID, "err", err)
+	}
+	r.markDirty()
+	r.log.Info("account limited", "account", acct.ID, "agent", agentName, "until", l.ResetsAt)
+	return acctName(acct)
 }
 
 // agentAccount is what an agent is given of acct, its key read.

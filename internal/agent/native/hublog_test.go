@@ -228,11 +228,18 @@ func TestCompactionFiresAndIsRecorded(t *testing.T) {
 // job's account (Anthropic) moves the loop to its fallback account
 // (another provider, openai-compatible), which is sent the same transcript,
 // the first provider's tool calls and results included, and finishes it.
+// A reset the first account stated is reported for it to sit out.
 func TestFallbackContinuesTheTranscript(t *testing.T) {
+	for _, reset := range []time.Time{{}, time.Now().Add(10 * time.Minute)} {
+		t.Run(fmt.Sprint("reset ", !reset.IsZero()), func(t *testing.T) { fallsBack(t, reset) })
+	}
+}
+
+func fallsBack(t *testing.T, reset time.Time) {
 	primary := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
 		fakemodel.CallTool("write_file", map[string]any{"path": "a.txt", "content": "from the first\n"}),
 		fakemodel.Text("never reached"),
-	}, fakemodel.RequireKey("sk-ONE"), fakemodel.RateLimit(1, time.Time{}))
+	}, fakemodel.RequireKey("sk-ONE"), fakemodel.RateLimit(1, reset))
 	fallback := fakemodel.NewFakeChat(t, []fakemodel.Turn{
 		fakemodel.CallTool("write_file", map[string]any{"path": "b.txt", "content": "from the fallback\n"}),
 		fakemodel.Text("done"),
@@ -241,7 +248,7 @@ func TestFallbackContinuesTheTranscript(t *testing.T) {
 	out := &strings.Builder{}
 	res, err := New(Config{}).Run(context.Background(), agent.Attempt{Dir: dir, Prompt: "the job", Output: out, NewSession: "s-1",
 		Turns: &memTurns{}, Env: []string{"PATH=/usr/bin:/bin"},
-		Account:  &agent.Account{Dir: t.TempDir(), Key: "sk-ONE", Provider: model.Anthropic, BaseURL: primary.URL, Model: "claude-x"},
+		Account:  &agent.Account{ID: "acct_one", Dir: t.TempDir(), Key: "sk-ONE", Provider: model.Anthropic, BaseURL: primary.URL, Model: "claude-x"},
 		Fallback: &agent.Account{Dir: t.TempDir(), Key: "sk-TWO", Provider: model.OpenAICompatible, BaseURL: fallback.URL + "/v1", Model: "qwen-x"},
 		Sandbox: func(agent.Extra) (sandbox.Boundary, error) {
 			return sandbox.New(context.Background(), sandbox.Policy{Kind: sandbox.KindNone, Root: dir})
@@ -257,6 +264,9 @@ func TestFallbackContinuesTheTranscript(t *testing.T) {
 	reqs := fallback.Requests()
 	if len(reqs) == 0 || !strings.Contains(string(reqs[0].Body), "from the first") || !strings.Contains(string(reqs[0].Body), "wrote") {
 		t.Fatalf("the fallback was not sent the transcript so far:\n%s", fallback.Dump())
+	}
+	if reset.IsZero() != (len(res.Passed) == 0) || (len(res.Passed) == 1 && (res.Passed[0].Account != "acct_one" || res.Passed[0].ResetsAt.Sub(reset).Abs() > 2*time.Second)) {
+		t.Fatalf("the first account's limit: %+v", res.Passed)
 	}
 	if !strings.Contains(out.String(), "continues its transcript on the fallback account") || strings.Contains(out.String(), "sk-") {
 		t.Fatalf("the log:\n%s", out)

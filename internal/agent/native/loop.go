@@ -158,6 +158,8 @@ type loop struct {
 	// loop continues on once its model is limited or unavailable; nil for
 	// none (or once used).
 	fallback func() (model.Provider, error)
+	// fellBack is the error that moved the loop to the fallback.
+	fellBack *model.Error
 }
 
 func (l *loop) logf(format string, args ...any) {
@@ -309,7 +311,7 @@ func (l *loop) fallBack(ctx context.Context, err error) bool {
 		l.logf("the fallback account cannot be used: %v", perr)
 		return false
 	}
-	l.model = p
+	l.model, l.fellBack = p, me
 	l.logf("the account's model is %s (%s); the job continues its transcript on the fallback account", me.Kind, me.Message)
 	return true
 }

@@ -130,6 +130,16 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	out := l.run(ctx, tr)
 	res := result(out, lim.withDefaults().MaxWait, time.Now())
 	res.Session, res.Usage = session, tr.Usage
+	if fb := l.fellBack; fb != nil {
+		// The account it moved off sits out until a reset it stated; a
+		// limit the fallback then hit is the fallback's.
+		if fb.Kind == model.KindLimited && !fb.RetryAt.IsZero() {
+			res.Passed = append(res.Passed, agent.Limit{Account: acct.ID, ResetsAt: fb.RetryAt, Message: fb.Message})
+		}
+		if res.Limit != nil {
+			res.Limit.Account = a.Fallback.ID
+		}
+	}
 	return res, nil
 }
 
