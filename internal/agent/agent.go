@@ -47,10 +47,25 @@ type Attempt struct {
 	// generated config and caches.
 	Home    string
 	Account *Account
+	// Fallback is the account a native job continues on when Account is
+	// limited or unavailable; nil for none.
+	Fallback *Account
 	// Tools reaches drover's tool server; nil when the job has none.
 	Tools *ToolEndpoint
 	// NewSession is the id to give a new session (CLIs that accept one).
 	NewSession string
+	// Turns keeps the transcript of an agent that runs its model loop in
+	// the runner's process (native) in the hub; nil: none is kept there.
+	Turns TurnLog
+}
+
+// TurnLog keeps a model loop's transcript in the hub, record by record, so
+// that any runner allowed to run the job resumes it.
+type TurnLog interface {
+	// Append records recs in order; it returns once the hub has them.
+	Append(ctx context.Context, session string, recs []protocol.TurnRecord) error
+	// Load reads every record of session.
+	Load(ctx context.Context, session string) ([]protocol.TurnRecord, error)
 }
 
 // Extra is what a CLI adds to its attempt's sandbox policy.
@@ -109,6 +124,9 @@ type Result struct {
 	// Limit is set when the account ran into a usage or rate limit; the
 	// account should sit out until Limit.Until.
 	Limit *Limit
+	// Passed are the limits of accounts the attempt moved off (a native
+	// job to its fallback) and went on: each sits out until its reset.
+	Passed []Limit
 }
 
 // Capabilities are what an agent can do beyond running an attempt.
@@ -116,6 +134,9 @@ type Capabilities struct {
 	// CanResume: the agent continues Attempt.Resume's session rather than
 	// starting over, so a resumed job need not replay its history.
 	CanResume bool
+	// Portable: its sessions live in the hub (Attempt.Turns), not in an
+	// account's directory, so any runner and account may resume one.
+	Portable bool
 }
 
 // CapabilitiesOf reports a's capabilities. Agents declare them with a

@@ -58,6 +58,9 @@ type Usage = protocol.Usage
 type Limit struct {
 	ResetsAt time.Time `json:"resets_at,omitzero"`
 	Message  string    `json:"message,omitempty"`
+	// Account is the account it is of when that is not the attempt's
+	// (a native job's fallback); "" for the attempt's.
+	Account string `json:"account,omitempty"`
 }
 
 // DefaultLimitWait is how long a limited account sits out when its CLI

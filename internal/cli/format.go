@@ -217,6 +217,7 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	if total != (protocol.Usage{}) {
 		fprintf(w, "in all: %d input and %d output tokens, $%.4f\n", total.InputTokens, total.OutputTokens, total.CostUSD)
 	}
+	printTranscript(w, j.Events)
 	for _, q := range j.Questions {
 		fprintf(w, "\n")
 		printQuestion(w, q, now)
@@ -228,6 +229,22 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// printTranscript prints a native agent's turns, one line each, from the
+// job's turn events.
+func printTranscript(w io.Writer, evs []protocol.EventView) {
+	first := true
+	for _, e := range evs {
+		if e.Kind != protocol.KindTurn && e.Kind != protocol.KindCompaction {
+			continue
+		}
+		if first {
+			fprintf(w, "\nTranscript:\n")
+			first = false
+		}
+		fprintf(w, "  %s\n", oneLine(e.Message))
+	}
 }
 
 func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {

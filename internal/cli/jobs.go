@@ -22,7 +22,7 @@ const (
 )
 
 func (a *app) runCmd() *cobra.Command {
-	var agent, key, account, network, modelName string
+	var agent, key, account, network, modelName, fallback string
 	var labels []string
 	var wait, asJSON, tools bool
 	var src sourceOptions
@@ -61,6 +61,9 @@ a job under the best-ranked ready account of that agent (drover accounts);
 --account pins it to one account, by id or label: it then runs only there
 and waits while that account is limited. --model picks a native job's model
 on its account's provider (the endpoint stays the runner operator's).
+--fallback names a native job's fallback account, by id or label: when the
+account it runs under is limited or unavailable, the job continues the same
+transcript on it (on the same runner, if you may use it there).
 
 --network narrows what the agent of a job on a project may reach: none, or
 some of the network policies its project's owner chose (drover projects
@@ -72,7 +75,7 @@ widens its project's network.`,
 			if err != nil {
 				return err
 			}
-			req.Tools, req.Account, req.Model = tools, account, modelName
+			req.Tools, req.Account, req.Model, req.Fallback = tools, account, modelName, fallback
 			if cmd.Flags().Changed("network") {
 				if req.Network = splitList(network); len(req.Network) == 0 {
 					return usagef("--network names policies of the job's project, or none")
@@ -111,6 +114,7 @@ widens its project's network.`,
 	f.BoolVar(&wait, "wait", false, "follow the job to its end and exit with its exit code")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON")
 	f.BoolVar(&tools, "tools", false, "give the agent drover's tools; the job completes only by deliver")
+	f.StringVar(&fallback, "fallback", "", "a native job's fallback account (id or label): when its account is limited or unavailable, the job continues its transcript there")
 	f.StringVar(&modelName, "model", "", "the model a native agent's job uses instead of its account's (the endpoint stays the runner operator's)")
 	f.StringVar(&network, "network", "", "narrow the agent's network: none, or some of the project's policies (comma-separated); never wider than the project allows")
 	f.StringVar(&account, "account", "", "run a vendor agent's job only under this runner account (id or label; see drover accounts)")

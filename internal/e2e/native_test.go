@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,13 @@ func addNativeAccount(t *testing.T, r *testkit.Runner, provider, baseURL string,
 	if out, err := r.CLI(realKey+"\n", args...); err != nil {
 		t.Fatalf("account add: %v\n%s", err, out)
 	}
+}
+
+// hubAndRunner starts a hub and logs a runner called name in to it.
+func hubAndRunner(t *testing.T, name string) (*testkit.Hub, *testkit.Runner) {
+	t.Helper()
+	h := testkit.StartHub(t, bin)
+	return h, h.LoginRunner(t, name, h.URL)
 }
 
 // The native agent on each wire protocol, through a real hub and runner
@@ -106,38 +114,20 @@ func TestNativeAgentReadsEditsTestsDelivers(t *testing.T) {
 
 // A runner stopped (SIGTERM) while the native agent's command runs
 // releases the attempt; the restarted runner resumes the same session in
-// the kept worktree from the last recorded turn (the stopped command's
-// result is in it), and the job completes.
+// the kept worktree (the stopped command's file is still there) from the
+// last recorded turn, and the job completes.
 func TestNativeAgentResumesAfterRunnerStop(t *testing.T) {
 	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	r := h.LoginRunner(t, "r-native", h.URL)
-	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
-		fakemodel.CallTool("run_command", map[string]any{"command": "echo started > started.txt && sleep 120"}),
-		fakemodel.CallTool("write_file", map[string]any{"path": "after.txt", "content": "after the stop\n"}),
-		fakemodel.CallTool("deliver", map[string]any{"summary": "done after resuming"}),
-		fakemodel.Text("Done."),
-	}, fakemodel.RequireKey(realKey))
-	addNativeAccount(t, r, "anthropic", fake.URL)
+	j := startInterruptedAtTurn3(t, h, r)
+	if err := r.Terminate(time.Minute); err != nil {
+		t.Fatalf("runner stop: %v", err)
+	}
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Start, then finish.")
-	c := h.Client()
-	stopOnceStarted(t, c, r, v.ID)
-	r.Start()
-	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
-	log2 := testkit.Log(t, c, v.ID, 2)
-	if done.State != job.Completed {
-		t.Fatalf("job %s/%s\n--- attempt 2:\n%s\n--- model:\n%s", done.State, done.Reason, log2, fake.Dump())
-	}
-	if !strings.Contains(log2, "native resumes session") || !strings.Contains(log2, "after turn 1") {
-		t.Fatalf("attempt 2 did not resume the session after turn 1:\n%s", log2)
-	}
-	if got := fetched(t, h, src, v.ID, "started.txt", "after.txt"); got["started.txt"] != "started" || got["after.txt"] != "after the stop" {
-		t.Fatalf("published %v", got)
-	}
-	if res, ok := fake.Result(0); !ok || res.Output == "" {
-		t.Fatalf("the stopped command's result did not reach the model: %+v\n%s", res, fake.Dump())
+	j.resumesOn(t, "r-native", "exit code")
+	if got := fetched(t, h, j.src, j.id, "started.txt"); got["started.txt"] != "started" {
+		t.Fatalf("published %v; want the kept worktree's started.txt", got)
 	}
 }
 
@@ -147,8 +137,7 @@ func TestNativeAgentResumesAfterRunnerStop(t *testing.T) {
 // limit interrupted.
 func TestNativeAgentLimitedWaitsForTheResetAndContinues(t *testing.T) {
 	t.Parallel()
-	h := testkit.StartHub(t, bin)
-	r := h.LoginRunner(t, "r-native-limit", h.URL)
+	h, r := hubAndRunner(t, "r-native-limit")
 	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
 		fakemodel.CallTool("write_file", map[string]any{"path": "first.txt", "content": "before the limit\n"}),
 		fakemodel.CallTool("write_file", map[string]any{"path": "second.txt", "content": "after the limit\n"}),
@@ -171,5 +160,157 @@ func TestNativeAgentLimitedWaitsForTheResetAndContinues(t *testing.T) {
 	}
 	if got := fetched(t, h, src, v.ID, "first.txt", "second.txt"); got["first.txt"] != "before the limit" || got["second.txt"] != "after the limit" {
 		t.Fatalf("published %v", got)
+	}
+}
+
+// interruptedAtTurn3 is a native job whose third model turn runs a
+// command that outlives the runner; the next runner continues the same
+// transcript at turn 4 from the hub.
+type interruptedAtTurn3 struct {
+	h    *testkit.Hub
+	fake *fakemodel.FakeServer
+	src  string
+	id   string
+}
+
+// startInterruptedAtTurn3 submits the job and waits for its third turn's
+// command to run on r.
+func startInterruptedAtTurn3(t *testing.T, h *testkit.Hub, r *testkit.Runner) *interruptedAtTurn3 {
+	t.Helper()
+	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
+		fakemodel.CallTool("list_files", map[string]any{"path": "."}),
+		fakemodel.CallTool("read_file", map[string]any{"path": "a.txt"}),
+		fakemodel.CallTool("run_command", map[string]any{"command": "echo started > started.txt && sleep 120"}),
+		fakemodel.CallTool("write_file", map[string]any{"path": "four.txt", "content": "turn four\n"}),
+		fakemodel.CallTool("deliver", map[string]any{"summary": "done on another runner"}),
+		fakemodel.Text("Done."),
+	}, fakemodel.RequireKey(realKey))
+	addNativeAccount(t, r, "anthropic", fake.URL)
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Look around, then write four.txt.")
+	testkit.WaitJob(t, h.Client(), v.ID, 2*time.Minute, func(protocol.JobView) bool {
+		m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
+		return len(m) > 0
+	})
+	return &interruptedAtTurn3{h: h, fake: fake, src: src, id: v.ID}
+}
+
+// resumesOn checks that the job completed on runner name, its last
+// attempt continuing the transcript at turn 4 with turn 3's call answered
+// (want is in that answer); the history holds the turns, never the key.
+func (j *interruptedAtTurn3) resumesOn(t *testing.T, name, want string) {
+	t.Helper()
+	c := j.h.Client()
+	done := testkit.WaitJob(t, c, j.id, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	last := done.Attempts[len(done.Attempts)-1]
+	log := testkit.Log(t, c, j.id, last.Number)
+	if done.State != job.Completed || last.Runner != name {
+		t.Fatalf("job %s/%s, last attempt on %s\n%s\n--- model:\n%s", done.State, done.Reason, last.Runner, log, j.fake.Dump())
+	}
+	if !strings.Contains(log, "after turn 3") {
+		t.Fatalf("the last attempt did not resume after turn 3:\n%s", log)
+	}
+	if res, ok := j.fake.Result(2); !ok || !strings.Contains(res.Output, want) {
+		t.Fatalf("turn 3's call was answered %+v; want %q\n%s", res, want, j.fake.Dump())
+	}
+	n := 0
+	for _, req := range j.fake.Requests() {
+		if req.Turn == 3 {
+			n++
+			// Turn 4 is asked with the whole transcript: turn 1's call too.
+			if !strings.Contains(string(req.Body), "list_files") {
+				t.Fatalf("turn 4 was asked without the earlier turns: %.500s", req.Body)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("turn 4 was asked %d times\n%s", n, j.fake.Dump())
+	}
+	if got := fetched(t, j.h, j.src, j.id, "four.txt"); got["four.txt"] != "turn four" {
+		t.Fatalf("published %v", got)
+	}
+	out, err := j.h.CLI("show", j.id)
+	if err != nil || !strings.Contains(out, "Transcript:") || !strings.Contains(out, "turn 3 assistant: run_command") {
+		t.Fatalf("drover show has no transcript: %v\n%s", err, out)
+	}
+	if out, _ = j.h.CLI("show", "--json", j.id); strings.Contains(out+log, realKey) {
+		t.Fatal("the key reached the job's events or log")
+	}
+}
+
+// A runner stopped (SIGTERM) in the third turn's command releases the
+// attempt with the command's result recorded in the hub; another runner,
+// which never saw the job, continues the transcript at turn 4.
+func TestNativeAgentResumesOnAnotherRunnerAfterStop(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	r1 := h.LoginRunner(t, "r-native-1", h.URL)
+	j := startInterruptedAtTurn3(t, h, r1)
+	if err := r1.Terminate(time.Minute); err != nil {
+		t.Fatalf("runner stop: %v", err)
+	}
+	r2 := h.LoginRunner(t, "r-native-2", h.URL)
+	addNativeAccount(t, r2, "anthropic", j.fake.URL)
+	r2.Start()
+	j.resumesOn(t, "r-native-2", "exit code")
+}
+
+// A runner killed (SIGKILL) in the third turn's command leaves the job
+// unknown; the owner's retry continues the transcript at turn 4 on another
+// runner, the call that never got a result answered as interrupted.
+func TestNativeAgentRetryAfterUnknownResumes(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin, "--lease", "2s", "--heartbeat", "200ms")
+	r1 := h.LoginRunner(t, "r-native-k1", h.URL)
+	j := startInterruptedAtTurn3(t, h, r1)
+	r1.Kill()
+	testkit.WaitJob(t, h.Client(), j.id, time.Minute, func(v protocol.JobView) bool { return v.State == job.Unknown })
+	r2 := h.LoginRunner(t, "r-native-k2", h.URL)
+	addNativeAccount(t, r2, "anthropic", j.fake.URL)
+	r2.Start()
+	if out, err := h.CLI("retry", j.id); err != nil || !strings.Contains(out, "queued") {
+		t.Fatalf("retry: %v\n%s", err, out)
+	}
+	j.resumesOn(t, "r-native-k2", "interrupted")
+}
+
+// A 429 on the job's account moves the job, in the same attempt, to its
+// --fallback account on another provider, which continues the transcript
+// and delivers; the limited account sits out until the reset it stated.
+func TestNativeAgentFallsBackAndTheLimitedAccountSitsOut(t *testing.T) {
+	t.Parallel()
+	h, r := hubAndRunner(t, "r-native-fallback")
+	primary := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
+		fakemodel.CallTool("write_file", map[string]any{"path": "first.txt", "content": "on the main account\n"}),
+		fakemodel.Text("never reached"),
+	}, fakemodel.RequireKey(realKey), fakemodel.RateLimit(1, time.Now().Add(time.Hour)))
+	backup := fakemodel.NewFakeChat(t, []fakemodel.Turn{
+		fakemodel.CallTool("write_file", map[string]any{"path": "second.txt", "content": "on the fallback\n"}),
+		fakemodel.CallTool("deliver", map[string]any{"summary": "done on the fallback"}),
+		fakemodel.Text("Done."),
+	})
+	addNativeAccount(t, r, "anthropic", primary.URL)
+	if out, err := r.CLI("", "account", "add", "--agent", "native", "--label", "backup", "--provider", "openai-compatible",
+		"--base-url", backup.URL+"/v1", "--model", "qwen-fake", "--no-key"); err != nil {
+		t.Fatalf("account add: %v\n%s", err, out)
+	}
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "native", "--account", "main", "--fallback", "backup", "--", "Write two files.")
+	c := h.Client()
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	log := testkit.Log(t, c, v.ID, 1)
+	if done.State != job.Completed || len(done.Attempts) != 1 || !strings.Contains(log, "on the fallback account") {
+		t.Fatalf("job %s/%s, %d attempts\n%s\n--- backup:\n%s", done.State, done.Reason, len(done.Attempts), log, backup.Dump())
+	}
+	if got := fetched(t, h, src, v.ID, "first.txt", "second.txt"); got["first.txt"] != "on the main account" || got["second.txt"] != "on the fallback" {
+		t.Fatalf("published %v", got)
+	}
+	if strings.Contains(log, realKey) {
+		t.Fatal("the key reached the log")
+	}
+	if runner, _ := accountStates(t, h, r); runner["main"] != "limited" || runner["backup"] != "ready" {
+		t.Fatalf("account states %v; want main limited, backup ready", runner)
 	}
 }

@@ -97,6 +97,12 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if err := protocol.CheckPlainText("model", req.Model, false); err != nil {
 		return badRequest("%v", err)
 	}
+	if entry, _ := catalog.Lookup(req.Agent); req.Fallback != "" && (entry.Kind != catalog.Native || len(req.Fallback) > 64) {
+		return badRequest("--fallback names a native job's fallback account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
+	}
+	if err := protocol.CheckPlainText("fallback", req.Fallback, false); err != nil {
+		return badRequest("%v", err)
+	}
 	return nil
 }
 
@@ -114,7 +120,7 @@ func (h *Hub) apiSubmit(w http.ResponseWriter, r *http.Request, p principal) err
 	now := h.now()
 	j := store.Job{
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
-		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model,
+		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
 	}
 	if err := h.checkSource(r.Context(), p, req, &j); err != nil {
 		return err

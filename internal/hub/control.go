@@ -132,6 +132,16 @@ func (h *Hub) rerunJob(ctx context.Context, p principal, id string, ev job.Event
 		j.State, j.Reason, j.ExitCode, j.FinishedAt, j.Cancelling, j.UpdatedAt = next, job.ReasonNone, nil, nil, false, h.now()
 		j.ResumeAttempt = ""
 		kind, what := "retried", "retry requested"
+		if ev == job.EvRetry && prev == job.Unknown && j.AttemptID != "" {
+			// A model loop that recorded its turns in the hub (the
+			// attempt's session is set by the first) continues them.
+			if a, err := tx.Attempt(j.AttemptID); err != nil {
+				return err
+			} else if a.Session != "" {
+				j.ResumeAttempt = a.ID
+				what += ", resuming session " + a.Session
+			}
+		}
 		if ev == job.EvRestart {
 			j.Head = j.Base
 			kind, what = "restarted", "restarted from the base"

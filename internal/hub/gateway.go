@@ -460,6 +460,22 @@ func (h *Hub) applyRequest(ctx context.Context, c *conn, f protocol.Frame) (json
 			return nil, err
 		}
 		return json.Marshal(jc)
+	case protocol.TypeTurns:
+		var m protocol.Turns
+		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
+			return nil, err
+		}
+		return h.recordTurns(ctx, c, f.ID, m)
+	case protocol.TypeTranscript:
+		var m protocol.GetTranscript
+		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
+			return nil, err
+		}
+		page, err := h.transcript(ctx, c, m)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(page)
 	}
 	return nil, badRequest("unknown request %q", f.Type)
 }

@@ -261,6 +261,19 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, acc
 	if err := h.projectSpec(tx, ra, j, &spec); err != nil {
 		return protocol.Frame{}, err
 	}
+	if j.Fallback != "" {
+		// Only an account of this runner the requester may use.
+		member, err := isMember(tx, j.Project, j.RequesterID)
+		if err != nil {
+			return protocol.Frame{}, err
+		}
+		h.mu.Lock()
+		cd := candidate{c: c, accounts: c.accounts, access: c.access}
+		h.mu.Unlock()
+		if id, _, ok := cd.bestAccount(j.Agent, j.Fallback, j.RequesterID, j.Project, member, nil); ok && id != account {
+			spec.Fallback = id
+		}
+	}
 	if j.ResumeAttempt != "" {
 		if spec.Resume, err = newNamer(tx).resumeSpec(j, c.runnerID); err != nil {
 			return protocol.Frame{}, err

@@ -59,7 +59,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 		return protocol.JobView{}, err
 	}
 	v := protocol.JobView{
-		ID: j.ID, State: j.State, Agent: j.Agent, Args: j.Args, Labels: j.Labels, Account: j.Account,
+		ID: j.ID, State: j.State, Agent: j.Agent, Args: j.Args, Labels: j.Labels, Account: j.Account, Fallback: j.Fallback,
 		Requester: n.user(j.RequesterID), Attempts: []protocol.AttemptView{},
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
 		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,

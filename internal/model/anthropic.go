@@ -47,7 +47,7 @@ func (c *anthropicCaller) once(ctx context.Context, req Request) (Response, erro
 	for i, m := range req.Messages {
 		var blocks []anthropic.ContentBlockParamUnion
 		for _, r := range m.Results {
-			blocks = append(blocks, anthropic.NewToolResultBlock(r.CallID, r.Output, r.IsError))
+			blocks = append(blocks, anthropic.NewToolResultBlock(WireID(r.CallID), r.Output, r.IsError))
 		}
 		if m.Text != "" {
 			blocks = append(blocks, anthropic.NewTextBlock(m.Text))
@@ -58,7 +58,7 @@ func (c *anthropicCaller) once(ctx context.Context, req Request) (Response, erro
 				// Sent back as the model wrote it would be refused.
 				input = map[string]any{}
 			}
-			blocks = append(blocks, anthropic.NewToolUseBlock(call.ID, input, call.Name))
+			blocks = append(blocks, anthropic.NewToolUseBlock(WireID(call.ID), input, call.Name))
 		}
 		if len(blocks) == 0 {
 			blocks = append(blocks, anthropic.NewTextBlock("(empty)"))

@@ -65,7 +65,7 @@ func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
 	}
 	for _, m := range req.Messages {
 		for _, r := range m.Results {
-			params.Messages = append(params.Messages, openai.ToolMessage(r.Output, r.CallID))
+			params.Messages = append(params.Messages, openai.ToolMessage(r.Output, WireID(r.CallID)))
 		}
 		if m.Role == Assistant {
 			am := openai.ChatCompletionAssistantMessageParam{}
@@ -74,7 +74,7 @@ func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
 			}
 			for _, call := range m.Calls {
 				am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: call.ID,
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: WireID(call.ID),
 						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: call.Name, Arguments: call.Args}}})
 			}
 			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})

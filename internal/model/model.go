@@ -8,6 +8,8 @@ package model
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -261,4 +263,22 @@ func ArgsObject(args string) (map[string]any, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// WireID is the tool-call id a provider is sent for id, the same for the
+// call and its result: the id itself when every provider takes it (1-40
+// letters, digits, '_' and '-'), else one derived from it. A transcript
+// that moves to another provider (a fallback account) keeps its calls
+// paired whatever ids the first one made.
+func WireID(id string) string {
+	ok := len(id) >= 1 && len(id) <= 40
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "call_" + hex.EncodeToString(sum[:16])
 }

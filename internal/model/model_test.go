@@ -303,3 +303,19 @@ func TestProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestWireID: a tool-call id every provider takes is sent as it is; any
+// other becomes one they all take, the same each time.
+func TestWireID(t *testing.T) {
+	for _, id := range []string{"toolu_01AbC", "call_fake_1_2", "x"} {
+		if got := WireID(id); got != id {
+			t.Errorf("WireID(%q) = %q", id, got)
+		}
+	}
+	for _, id := range []string{"", "functions.read_file:0", strings.Repeat("a", 41), "call id"} {
+		got := WireID(id)
+		if got == id || got != WireID(id) || !strings.HasPrefix(got, "call_") || len(got) > 40 || WireID(got) != got {
+			t.Errorf("WireID(%q) = %q", id, got)
+		}
+	}
+}

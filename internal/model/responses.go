@@ -44,7 +44,7 @@ func (c *responsesCaller) once(ctx context.Context, req Request) (Response, erro
 	for _, m := range req.Messages {
 		for _, r := range m.Results {
 			item := responses.ResponseInputItemParamOfFunctionCallOutput(r.Output)
-			item.OfFunctionCallOutput.CallID = openai.String(r.CallID)
+			item.OfFunctionCallOutput.CallID = openai.String(WireID(r.CallID))
 			input = append(input, item)
 		}
 		role := responses.EasyInputMessageRoleUser
@@ -55,7 +55,7 @@ func (c *responsesCaller) once(ctx context.Context, req Request) (Response, erro
 			input = append(input, responses.ResponseInputItemParamOfMessage(m.Text, role))
 		}
 		for _, call := range m.Calls {
-			input = append(input, responses.ResponseInputItemParamOfFunctionCall(call.Args, call.ID, call.Name))
+			input = append(input, responses.ResponseInputItemParamOfFunctionCall(call.Args, WireID(call.ID), call.Name))
 		}
 	}
 	params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: input}

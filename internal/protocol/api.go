@@ -92,6 +92,10 @@ type SubmitRequest struct {
 	// Model asks a native agent's job for this model instead of its
 	// account's (the account's provider and base URL stay).
 	Model string `json:"model,omitempty"`
+	// Fallback names a native agent's job's fallback account (its id or
+	// label): when the account it runs under is limited or unavailable,
+	// it continues the same transcript there, on the same runner.
+	Fallback string `json:"fallback,omitempty"`
 }
 
 // ContextUpload is one context file sent with a submission.
@@ -134,7 +138,8 @@ type JobView struct {
 	Agent      string            `json:"agent"`
 	Args       []string          `json:"args"`
 	Labels     map[string]string `json:"labels,omitempty"`
-	Account    string            `json:"account,omitempty"` // the account the job is pinned to
+	Account    string            `json:"account,omitempty"`  // the account the job is pinned to
+	Fallback   string            `json:"fallback,omitempty"` // a native job's fallback account
 	Requester  string            `json:"requester"`
 	Runner     string            `json:"runner,omitempty"`
 	Attempts   []AttemptView     `json:"attempts"`

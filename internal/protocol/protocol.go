@@ -49,16 +49,18 @@ const (
 // Frame types.
 const (
 	// runner → hub
-	TypeHello     = "hello"
-	TypeStatus    = "status"
-	TypeHeartbeat = "heartbeat"
-	TypeAccept    = "accept"  // request
-	TypeDecline   = "decline" // request
-	TypeLog       = "log"     // request
-	TypeFinish    = "finish"  // request
-	TypeAsk       = "ask"     // request: the agent asks a person (see questions.go)
-	TypeDeliver   = "deliver" // request: the agent delivers its work
-	TypeContext   = "context" // request: read the job's live context
+	TypeHello      = "hello"
+	TypeStatus     = "status"
+	TypeHeartbeat  = "heartbeat"
+	TypeAccept     = "accept"     // request
+	TypeDecline    = "decline"    // request
+	TypeLog        = "log"        // request
+	TypeFinish     = "finish"     // request
+	TypeAsk        = "ask"        // request: the agent asks a person (see questions.go)
+	TypeDeliver    = "deliver"    // request: the agent delivers its work
+	TypeContext    = "context"    // request: read the job's live context
+	TypeTurns      = "turns"      // request: record a model loop's turns (see turns.go)
+	TypeTranscript = "transcript" // request: read the turns a resumed attempt continues
 	// hub → runner
 	TypeWelcome = "welcome"
 	TypeOffer   = "offer"
@@ -71,7 +73,7 @@ const (
 // IsRequest reports whether frames of type t carry an id and get a reply.
 func IsRequest(t string) bool {
 	switch t {
-	case TypeAccept, TypeDecline, TypeLog, TypeFinish, TypeAsk, TypeDeliver, TypeContext:
+	case TypeAccept, TypeDecline, TypeLog, TypeFinish, TypeAsk, TypeDeliver, TypeContext, TypeTurns, TypeTranscript:
 		return true
 	}
 	return false
@@ -255,6 +257,9 @@ type JobSpec struct {
 	// Model is the model a native agent's job asks for; "" is its
 	// account's. Only a model name: the endpoint is the operator's.
 	Model string `json:"model,omitempty"`
+	// Fallback is the account of this runner the hub found for the job's
+	// fallback, one its requester may use ("" for none here).
+	Fallback string `json:"fallback,omitempty"`
 	// Network is the network of a job on a project, resolved by the hub
 	// from the operator's policies, the project's choice and the job's
 	// narrowing. Nil: no network beyond what a vendor agent needs for its

@@ -158,10 +158,15 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 		r.markDirty()
 		return agent.Result{ExitCode: -1, Reason: job.ReasonLimited, Message: clip(err.Error(), 1024)}, nil
 	}
-	key := ""
-	if acct.Kind == accounts.KindAPIKey {
-		if key, err = r.accts.Key(acct.ID); err != nil {
-			return agent.Result{}, fmt.Errorf("read the key of account %s: %w", acct.ID, err)
+	if att.Account, err = r.agentAccount(acct); err != nil {
+		return agent.Result{}, err
+	}
+	if fb := a.spec.Fallback; fb != "" && fb != acct.ID {
+		// The hub's choice of the job's fallback here, while it is ready.
+		if f, err := r.accts.Get(fb); err == nil && f.Agent == c.Name() && r.usable(f, r.now()) {
+			if att.Fallback, err = r.agentAccount(f); err != nil {
+				return agent.Result{}, err
+			}
 		}
 	}
 	home := r.homePath(a.ref.Attempt)
@@ -173,8 +178,6 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 		return agent.Result{ExitCode: -1, Reason: job.ReasonSpawnFailed, Message: err.Error()}, nil
 	}
 	att.Prompt, att.Home, att.Resume = prompt, home, resume
-	att.Account = &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL,
-		Provider: acct.Provider, Model: acct.Model}
 	if resume == "" {
 		att.NewSession = newUUID()
 	}
@@ -200,7 +203,9 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 	if err != nil {
 		return res, err
 	}
-	res.Session = sessionRef(acct.ID, res.Session)
+	if !e.Capabilities().Portable {
+		res.Session = sessionRef(acct.ID, res.Session)
+	}
 	if res.Reason == job.ReasonAuthFailed {
 		// The provider refused the account: it runs nothing more until its
 		// owner fixes the key or login and resets it.
@@ -219,18 +224,50 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 	}
 	// A limit counts when it ended the run: a CLI that got through anyway
 	// (a warning, a retry that worked) finished its job.
+	for _, l := range res.Passed {
+		fmt.Fprintf(sp, "drover: account %s is limited until %s; the job went on without it\n",
+			r.sitOut(acct, l, c.Name()), l.ResetsAt.UTC().Format(time.RFC3339))
+	}
 	if l := res.Limit; l != nil && res.Reason == job.ReasonExited && res.ExitCode != 0 {
-		if err := r.accts.SetLimited(acct.ID, l.ResetsAt, l.Message); err != nil {
-			r.log.Error("record account limit", "account", acct.ID, "err", err)
-		}
-		r.markDirty()
+		name := r.sitOut(acct, *l, c.Name())
 		fmt.Fprintf(sp, "drover: account %s is limited until %s; the job goes back to the queue\n",
-			acctName(acct), l.ResetsAt.UTC().Format(time.RFC3339))
-		r.log.Info("account limited", "account", acct.ID, "agent", c.Name(), "until", l.ResetsAt)
+			name, l.ResetsAt.UTC().Format(time.RFC3339))
 		res.Reason = job.ReasonLimited
-		res.Message = clip(fmt.Sprintf("account %s limited until %s: %s", acctName(acct), l.ResetsAt.UTC().Format(time.RFC3339), l.Message), 1024)
+		res.Message = clip(fmt.Sprintf("account %s limited until %s: %s", name, l.ResetsAt.UTC().Format(time.RFC3339), l.Message), 1024)
 	}
 	return res, nil
+}
+
+// sitOut records that the account l is of (acct, the attempt's, unless l
+// names another) is limited until l.ResetsAt, and returns its name.
+func (r *Runner) sitOut(acct accounts.Account, l agent.Limit, agentName string) string {
+	if l.Account != "" && l.Account != acct.ID {
+		a, err := r.accts.Get(l.Account)
+		if err != nil {
+			r.log.Error("record account limit", "account", l.Account, "err", err)
+			return l.Account
+		}
+		acct = a
+	}
+	if err := r.accts.SetLimited(acct.ID, l.ResetsAt, l.Message); err != nil {
+		r.log.Error("record account limit", "account", acct.ID, "err", err)
+	}
+	r.markDirty()
+	r.log.Info("account limited", "account", acct.ID, "agent", agentName, "until", l.ResetsAt)
+	return acctName(acct)
+}
+
+// agentAccount is what an agent is given of acct, its key read.
+func (r *Runner) agentAccount(acct accounts.Account) (*agent.Account, error) {
+	key := ""
+	if acct.Kind == accounts.KindAPIKey {
+		var err error
+		if key, err = r.accts.Key(acct.ID); err != nil {
+			return nil, fmt.Errorf("read the key of account %s: %w", acct.ID, err)
+		}
+	}
+	return &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL,
+		Provider: acct.Provider, Model: acct.Model}, nil
 }
 
 // attentionFix is how an account's owner makes a refused account usable
@@ -250,13 +287,20 @@ func acctName(a accounts.Account) string {
 }
 
 // pickAccount chooses the attempt's account and the session to resume. A
-// session is resumed only in its own account, in the kept worktree, and
-// only when that account is not limited; otherwise a fresh session starts
-// (its prompt carries the questions and answers so far) on any ready
-// account. A running session never moves to another account.
+// session the hub keeps (a portable agent's) is resumed on whichever
+// account the attempt gets. Any other session is resumed only in its own
+// account, in the kept worktree, and only when that account is not
+// limited; otherwise a fresh session starts (its prompt carries the
+// questions and answers so far) on any ready account. Such a running
+// session never moves to another account.
 func (r *Runner) pickAccount(a *attempt, c catalog.Entry) (accounts.Account, string, error) {
 	now := r.now()
-	if rs := a.spec.Resume; rs != nil && rs.Session != "" && c.Capabilities().CanResume && a.ws != nil && a.ws.wt.Resumed() {
+	rs := a.spec.Resume
+	if rs != nil && c.Capabilities().Portable && protocol.CheckSessionID(rs.Session) == nil {
+		acct, err := r.pickNew(a, c, now)
+		return acct, rs.Session, err
+	}
+	if rs != nil && rs.Session != "" && c.Capabilities().CanResume && a.ws != nil && a.ws.wt.Resumed() {
 		if id, session, ok := strings.Cut(rs.Session, "/"); ok {
 			acct, err := r.accts.Get(id)
 			if err == nil && acct.Agent == c.Name && r.usable(acct, now) {
@@ -264,21 +308,28 @@ func (r *Runner) pickAccount(a *attempt, c catalog.Entry) (accounts.Account, str
 			}
 		}
 	}
+	acct, err := r.pickNew(a, c, now)
+	return acct, "", err
+}
+
+// pickNew chooses the account of an attempt that continues no session of
+// an account's own: the job's, the hub's choice, or any ready one.
+func (r *Runner) pickNew(a *attempt, c catalog.Entry, now time.Time) (accounts.Account, error) {
 	if pin := a.spec.Account; pin != "" {
 		// The job names its account: that one or none.
 		list, err := r.accts.List()
 		if err != nil {
-			return accounts.Account{}, "", err
+			return accounts.Account{}, err
 		}
 		for _, acct := range list {
 			if acct.Agent == c.Name && (acct.ID == pin || acct.Label == pin) {
 				if err := r.notUsable(acct, now, "the job's account"); err != nil {
-					return acct, "", err
+					return acct, err
 				}
-				return acct, "", nil
+				return acct, nil
 			}
 		}
-		return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %q", c.Name, pin)
+		return accounts.Account{}, fmt.Errorf("this runner has no %s account %q", c.Name, pin)
 	}
 	if a.account != "" {
 		// The hub's choice: the one account its requester may use here by
@@ -286,16 +337,16 @@ func (r *Runner) pickAccount(a *attempt, c catalog.Entry) (accounts.Account, str
 		acct, err := r.accts.Get(a.account)
 		switch {
 		case err != nil || acct.Agent != c.Name:
-			return accounts.Account{}, "", fmt.Errorf("this runner has no %s account %s, which the hub chose", c.Name, a.account)
+			return accounts.Account{}, fmt.Errorf("this runner has no %s account %s, which the hub chose", c.Name, a.account)
 		}
 		if err := r.notUsable(acct, now, "the account the hub chose,"); err != nil {
-			return acct, "", err
+			return acct, err
 		}
-		return acct, "", nil
+		return acct, nil
 	}
 	// A hub that names no account: any ready one of the runner's.
 	acct, err := r.accts.Pick(c.Name, now, func(a accounts.Account) bool { return r.usable(a, now) })
-	return acct, "", err
+	return acct, err
 }
 
 // notUsable says why acct (what names it) cannot run a job at now; nil

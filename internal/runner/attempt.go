@@ -319,7 +319,11 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 	if at := a.tools; at != nil {
 		att.Tools = &agent.ToolEndpoint{URL: at.url, Token: at.token, MCPConfig: at.config(), Local: at.tools}
 	}
-	if e, ok := catalog.Lookup(ag.Name()); ok && e.Accounts() {
+	e, ok := catalog.Lookup(ag.Name())
+	if ok && e.Capabilities().Portable {
+		att.Turns = turnLog{r: r, a: a}
+	}
+	if ok && e.Accounts() {
 		return r.runWithAccount(a, ag, e, att)
 	}
 	return ag.Run(a.ctx, att)

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -61,6 +62,24 @@ func (r *Runner) call(a *attempt, typ string, body any) (protocol.Reply, error) 
 	case <-r.life.Done():
 		return protocol.Reply{}, errStopped
 	}
+}
+
+// request makes one request of an attempt's (a tool's, the transcript's)
+// and decodes its reply into body (nil: none).
+func (r *Runner) request(a *attempt, typ string, req, body any) error {
+	rep, err := r.call(a, typ, req)
+	if err != nil {
+		return fmt.Errorf("the attempt is over: %w", err)
+	}
+	if !rep.OK {
+		return fmt.Errorf("the hub refused %s: %w", typ, replyErr(rep.Error))
+	}
+	if body != nil {
+		if err := json.Unmarshal(rep.Body, body); err != nil {
+			return fmt.Errorf("the hub's %s reply: %w", typ, err)
+		}
+	}
+	return nil
 }
 
 // handleReply hands a reply to whoever waits on the request.

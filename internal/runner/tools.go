@@ -255,21 +255,8 @@ func (b *toolBackend) publish(ctx context.Context, checkpoint bool) (string, err
 	return head, nil
 }
 
-// request relays one tool request and decodes its reply into body (nil: none).
 func (b *toolBackend) request(typ string, req, body any) error {
-	rep, err := b.r.call(b.a, typ, req)
-	if err != nil {
-		return fmt.Errorf("the attempt is over: %w", err)
-	}
-	if !rep.OK {
-		return fmt.Errorf("the hub refused %s: %w", typ, replyErr(rep.Error))
-	}
-	if body != nil {
-		if err := json.Unmarshal(rep.Body, body); err != nil {
-			return fmt.Errorf("the hub's %s reply: %w", typ, err)
-		}
-	}
-	return nil
+	return b.r.request(b.a, typ, req, body)
 }
 
 func (b *toolBackend) Ask(ctx context.Context, q tools.Question) (tools.AskResult, error) {

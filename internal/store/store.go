@@ -320,6 +320,8 @@ type Job struct {
 	// Model is the model a native agent's job asks for; "" is its
 	// account's.
 	Model string
+	// Fallback is a native agent's job's fallback account (id or label).
+	Fallback string
 }
 
 // Project is a source repository jobs name. Remote "" means hosted on the
@@ -438,6 +440,9 @@ type Event struct {
 	Kind    string
 	Actor   string
 	Message string
+	// Data is what the event carries for programs: a turn event's
+	// protocol.TurnEvent (JSON); "" for most kinds.
+	Data string
 }
 
 // Launch is runners started on a fleet target for their owner. Each

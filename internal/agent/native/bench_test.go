@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -102,4 +104,80 @@ func BenchmarkRunCommand(b *testing.B) {
 			}
 		}
 	})
+}
+
+// meter is a provider that counts what each request sends (4 characters a
+// token, as the loop estimates) and how much of it repeats the previous
+// request's leading messages whole: what a provider's prefix cache (the
+// loop's breakpoints on the prefix and the tail) would serve. It reports
+// the count as the request's input tokens, as a provider does.
+type meter struct {
+	p            model.Provider
+	prev         []model.Message
+	sent, cached int64
+	requests     int
+}
+
+func msgTokens(m model.Message) int64 {
+	e := &estimate{}
+	e.added(m)
+	return e.tokens
+}
+
+func (m *meter) Complete(ctx context.Context, req model.Request) (model.Response, error) {
+	var sent, cached int64
+	same := true
+	for i, msg := range req.Messages {
+		n := msgTokens(msg)
+		sent += n
+		same = same && i < len(m.prev) && reflect.DeepEqual(m.prev[i], msg)
+		if same {
+			cached += n
+		}
+	}
+	m.prev = req.Messages
+	m.sent, m.cached, m.requests = m.sent+sent, m.cached+cached, m.requests+1
+	resp, err := m.p.Complete(ctx, req)
+	resp.Usage.InputTokens = sent
+	return resp, err
+}
+
+// BenchmarkTokensPerTurn runs a 30-turn scripted task (each turn reads a
+// 4 KiB file) and reports the tokens sent per model call, against the
+// same task with a window so large that nothing is compacted (the whole
+// transcript resent every turn, the naive count), and the share a prefix
+// cache would serve. Token counts are deterministic; -benchtime 1x is
+// enough.
+//
+//	go test ./internal/agent/native -run XXX -bench TokensPerTurn -benchtime 1x
+func BenchmarkTokensPerTurn(b *testing.B) {
+	const turns = 30
+	run := func(b *testing.B, window int64) *meter {
+		resps := make([]model.Response, turns)
+		for j := range resps {
+			resps[j] = call(fmt.Sprint(j), toolRead, fmt.Sprintf(`{"path":"f%d.txt"}`, j))
+		}
+		l, sc, dir := newLoop(b, Limits{MaxTurns: turns + 5, ContextWindow: window}, resps...)
+		for j := range turns {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", j)), []byte(strings.Repeat(fmt.Sprintf("line %d of a file\n", j), 4<<10/20)), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+		m := &meter{p: sc}
+		l.model = m
+		if out := l.run(context.Background(), newTranscript()); out.End != EndAnswered {
+			b.Fatalf("ended %s: %s", out.End, out.Reason)
+		}
+		return m
+	}
+	for b.Loop() {
+		naive := run(b, 1<<40)
+		compacted := run(b, 16_000)
+		b.ReportMetric(float64(naive.sent)/float64(naive.requests), "naive-tokens/call")
+		b.ReportMetric(float64(naive.cached)/float64(naive.sent), "naive-cached-share")
+		b.ReportMetric(float64(compacted.sent)/float64(compacted.requests), "compacted-tokens/call")
+		b.ReportMetric(float64(compacted.cached)/float64(compacted.sent), "compacted-cached-share")
+		b.ReportMetric(float64(compacted.sent)/float64(naive.sent), "compacted/naive")
+		b.ReportMetric(float64(compacted.requests-naive.requests), "summary-calls")
+	}
 }

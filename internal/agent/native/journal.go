@@ -2,6 +2,7 @@ package native
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,31 @@ type record struct {
 	Message *model.Message `json:"message,omitempty"`
 	Turns   int            `json:"turns,omitempty"`
 	Usage   *agent.Usage   `json:"usage,omitempty"`
+	// Compaction is a compaction of the messages so far (see Compaction).
+	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// saved is how much of a transcript a log holds.
+type saved struct{ messages, compactions int }
+
+// since is the records of what t holds beyond s, and the mark after them.
+func (t *Transcript) since(s saved) ([]record, saved) {
+	var recs []record
+	for i := s.messages; i < len(t.Messages); i++ {
+		u := t.Usage
+		recs = append(recs, record{Message: &t.Messages[i], Turns: t.Turns, Usage: &u})
+	}
+	for i := s.compactions; i < len(t.Compactions); i++ {
+		recs = append(recs, record{Compaction: &t.Compactions[i], Turns: t.Turns})
+	}
+	return recs, saved{len(t.Messages), len(t.Compactions)}
+}
+
+// transcriptLog is where a transcript is recorded: the hub (hubLog) or,
+// without one, a file of the account's (journal).
+type transcriptLog interface {
+	save(ctx context.Context, tr *Transcript) error
+	Close() error
 }
 
 // journal is a transcript's file, append-only: each save appends the
@@ -33,7 +59,7 @@ type record struct {
 // ignores).
 type journal struct {
 	f     *os.File
-	saved int // messages on disk
+	saved saved // what is on disk
 }
 
 // openJournal opens the transcript file at path: it creates a new one for
@@ -62,7 +88,7 @@ func openJournal(path string, tr *Transcript, resume bool) (*journal, *Transcrip
 		f.Close()
 		return nil, nil, err
 	}
-	return &journal{f: f, saved: len(tr.Messages)}, tr, nil
+	return &journal{f: f, saved: saved{len(tr.Messages), len(tr.Compactions)}}, tr, nil
 }
 
 func readJournal(r io.Reader) (*Transcript, error) {
@@ -83,16 +109,23 @@ func readJournal(r io.Reader) (*Transcript, error) {
 			}
 			return nil, fmt.Errorf("read the transcript: line %d: %w", n+1, err)
 		}
-		switch {
-		case n == 0:
-			tr.Session, tr.System = rec.Session, rec.System
-		case rec.Message != nil:
-			tr.Messages = append(tr.Messages, *rec.Message)
-			tr.Turns = rec.Turns
-			if rec.Usage != nil {
-				tr.Usage = *rec.Usage
-			}
+		tr.add(rec, n == 0)
+	}
+}
+
+// add applies one record read back to t; first is the transcript's first.
+func (t *Transcript) add(rec record, first bool) {
+	switch {
+	case first:
+		t.Session, t.System = rec.Session, rec.System
+	case rec.Message != nil:
+		t.Messages = append(t.Messages, *rec.Message)
+		t.Turns = rec.Turns
+		if rec.Usage != nil {
+			t.Usage = *rec.Usage
 		}
+	case rec.Compaction != nil && rec.Compaction.Upto > 0 && rec.Compaction.Upto <= len(t.Messages):
+		t.Compactions = append(t.Compactions, *rec.Compaction)
 	}
 }
 
@@ -129,13 +162,14 @@ func (j *journal) write(rec record) error {
 }
 
 // save appends what tr holds beyond the last save and syncs it.
-func (j *journal) save(tr *Transcript) error {
-	for ; j.saved < len(tr.Messages); j.saved++ {
-		u := tr.Usage
-		if err := j.write(record{Message: &tr.Messages[j.saved], Turns: tr.Turns, Usage: &u}); err != nil {
+func (j *journal) save(_ context.Context, tr *Transcript) error {
+	recs, next := tr.since(j.saved)
+	for _, rec := range recs {
+		if err := j.write(rec); err != nil {
 			return err
 		}
 	}
+	j.saved = next
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("sync the transcript: %w", err)
 	}

@@ -26,11 +26,18 @@ type Limits struct {
 	MaxMalformed int
 	// MaxRepeats identical calls in a row end the attempt as stuck.
 	MaxRepeats int
+	// ContextWindow is the model's context in tokens: past compactAt
+	// percent of it the transcript is compacted.
+	ContextWindow int64
+	// MaxWait is the job's wait budget: a limit whose stated reset is
+	// further off ends the attempt instead of parking the job until then.
+	MaxWait time.Duration
 }
 
 // DefaultLimits are the limits of a job that sets none.
 func DefaultLimits() Limits {
-	return Limits{MaxTurns: 60, MaxTokens: 5_000_000, MaxCost: 20, MaxWall: 2 * time.Hour, MaxMalformed: 3, MaxRepeats: 3}
+	return Limits{MaxTurns: 60, MaxTokens: 5_000_000, MaxCost: 20, MaxWall: 2 * time.Hour, MaxMalformed: 3, MaxRepeats: 3,
+		MaxWait: 6 * time.Hour, ContextWindow: 128_000}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -53,6 +60,12 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxRepeats <= 0 {
 		l.MaxRepeats = d.MaxRepeats
 	}
+	if l.MaxWait <= 0 {
+		l.MaxWait = d.MaxWait
+	}
+	if l.ContextWindow <= 0 {
+		l.ContextWindow = d.ContextWindow
+	}
 	return l
 }
 
@@ -63,6 +76,9 @@ type Transcript struct {
 	Messages []model.Message `json:"messages"`
 	Turns    int             `json:"turns"` // model calls made, over every attempt
 	Usage    agent.Usage     `json:"usage"`
+	// Compactions are the transcript's compactions, oldest first; the
+	// model is sent the latest one's view (see view).
+	Compactions []Compaction `json:"compactions,omitempty"`
 }
 
 // interrupted is the result given to a tool call that never got one (the
@@ -86,6 +102,25 @@ func (t *Transcript) backfill(text string) {
 	}
 }
 
+// uniqueCalls gives each of calls an id no earlier call of the transcript
+// has: two providers (an account and its fallback) may both number their
+// calls from one, and a result must name its call alone.
+func (t *Transcript) uniqueCalls(calls []model.Call) {
+	used := map[string]bool{}
+	for _, m := range t.Messages {
+		for _, c := range m.Calls {
+			used[c.ID] = true
+		}
+	}
+	for i := range calls {
+		id := calls[i].ID
+		for n := 2; id == "" || used[id]; n++ {
+			id = fmt.Sprintf("%s_%d", calls[i].ID, n)
+		}
+		used[id], calls[i].ID = true, id
+	}
+}
+
 // End is how a loop ended.
 type End string
 
@@ -98,6 +133,7 @@ const (
 	EndMalformed End = "malformed" // too many malformed calls in a row
 	EndStuck     End = "stuck"     // the same call over and over
 	EndModel     End = "model"     // the model call failed (see Outcome.Err)
+	EndTooLong   End = "too_long"  // the request would not fit the context window
 	EndCancelled End = "cancelled" // ctx ended
 )
 
@@ -118,7 +154,13 @@ type loop struct {
 	// save records the transcript after every model call and every batch
 	// of tool results, before the next call: a resumed attempt continues
 	// from the last one saved.
-	save func(*Transcript) error
+	save func(context.Context, *Transcript) error
+	// fallback makes the model of the job's fallback account, which the
+	// loop continues on once its model is limited or unavailable; nil for
+	// none (or once used).
+	fallback func() (model.Provider, error)
+	// fellBack is the error that moved the loop to the fallback.
+	fellBack *model.Error
 }
 
 func (l *loop) logf(format string, args ...any) {
@@ -142,6 +184,8 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 	defs := l.tools.definitions()
 	malformed, repeats := 0, 0
 	last := ""
+	est := &estimate{}
+	est.added(tr.view()...)
 	for turns := 0; ; turns++ {
 		if turns >= lim.MaxTurns {
 			return Outcome{End: EndLimit, Reason: fmt.Sprintf("reached the limit of %d model turns", lim.MaxTurns)}
@@ -152,12 +196,29 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 		if tr.Usage.CostUSD >= lim.MaxCost {
 			return Outcome{End: EndLimit, Reason: fmt.Sprintf("spent $%.4f, the limit is $%.2f", tr.Usage.CostUSD, lim.MaxCost)}
 		}
-		resp, err := l.model.Complete(ctx, model.Request{System: tr.System, Messages: tr.Messages, Tools: defs, CacheKey: tr.Session})
+		if est.tokens*100 > lim.ContextWindow*compactAt {
+			if _, err := l.compact(ctx, tr, defs, est); err != nil {
+				return l.failed(ctx, err, lim)
+			}
+		}
+		if est.tokens > lim.ContextWindow {
+			// A server past its window cuts the prompt silently (Ollama
+			// does): the model would work on a task it cannot see whole.
+			return Outcome{End: EndTooLong, Reason: fmt.Sprintf("the next request is about %d tokens, more than the model's context window of %d, "+
+				"and compaction cannot shorten it: refused rather than sent to be truncated", est.tokens, lim.ContextWindow)}
+		}
+		resp, err := l.model.Complete(ctx, model.Request{System: tr.System, Messages: tr.view(), Tools: defs, CacheKey: tr.Session})
 		if err != nil {
+			if l.fallBack(ctx, err) {
+				turns-- // the call is made again, on the fallback
+				continue
+			}
 			return l.failed(ctx, err, lim)
 		}
 		tr.Turns++
 		l.emit(agent.Event{Kind: agent.EventTurn, Turn: strconv.Itoa(tr.Turns)})
+		tr.uniqueCalls(resp.Calls)
+		est.called(resp.Usage, resp.Message())
 		tr.Usage = tr.Usage.Add(resp.Usage)
 		u := resp.Usage
 		l.emit(agent.Event{Kind: agent.EventUsage, Usage: &u})
@@ -166,7 +227,7 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			l.logf("turn %d: %s", tr.Turns, oneLine(resp.Text, 300))
 			l.emit(agent.Event{Kind: agent.EventText, Text: resp.Text})
 		}
-		if err := l.save(tr); err != nil {
+		if err := l.save(ctx, tr); err != nil {
 			return Outcome{End: EndModel, Reason: "record the turn: " + err.Error()}
 		}
 		if ctx.Err() != nil {
@@ -218,7 +279,8 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			results = append(results, res)
 		}
 		tr.Messages = append(tr.Messages, model.Message{Role: model.User, Results: results})
-		if err := l.save(tr); err != nil {
+		est.added(tr.Messages[len(tr.Messages)-1])
+		if err := l.save(ctx, tr); err != nil {
 			return Outcome{End: EndModel, Reason: "record the tool results: " + err.Error()}
 		}
 		if ctx.Err() != nil {
@@ -239,6 +301,27 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 			return Outcome{End: EndStuck, Reason: fmt.Sprintf("stuck: made the same %s call %d times in a row", resp.Calls[len(resp.Calls)-1].Name, repeats)}
 		}
 	}
+}
+
+// fallBack switches to the fallback account's model when err says the
+// model is limited or unavailable (never for a bad answer), and says
+// whether it did. The transcript goes on as it is: the providers are sent
+// the same tool-call ids (model.WireID).
+func (l *loop) fallBack(ctx context.Context, err error) bool {
+	var me *model.Error
+	if l.fallback == nil || ctx.Err() != nil || !errors.As(err, &me) || (me.Kind != model.KindLimited && me.Kind != model.KindUnavailable) {
+		return false
+	}
+	next := l.fallback
+	l.fallback = nil
+	p, perr := next()
+	if perr != nil {
+		l.logf("the fallback account cannot be used: %v", perr)
+		return false
+	}
+	l.model, l.fellBack = p, me
+	l.logf("the account's model is %s (%s); the job continues its transcript on the fallback account", me.Kind, me.Message)
+	return true
 }
 
 // failed is the outcome of a model call or tool run that ended with err.

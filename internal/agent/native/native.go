@@ -12,11 +12,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
+	"time"
 
 	"drover/internal/agent"
 	"drover/internal/job"
 	"drover/internal/model"
+	"drover/internal/protocol"
 )
 
 // Name is the agent name jobs use.
@@ -26,8 +27,8 @@ const Name = "native"
 func RootFiles() []string { return []string{"CLAUDE.md"} }
 
 // Capabilities: a native session (its transcript) is resumed from the
-// last recorded turn.
-func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
+// last recorded turn, on any runner when the hub keeps it.
+func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true, Portable: true} }
 
 // Config is what the runner's operator decides for the native agent.
 type Config struct {
@@ -60,9 +61,6 @@ const systemText = `You are drover's coding agent, working unattended on a job i
 Work in small steps: look before you change, change with edit_file or write_file, check with run_command (tests, builds).
 Each run_command is a fresh process in a sandbox. When the job is done, call deliver with a summary; if you cannot go on without a decision, call ask. Then end your turn.`
 
-// sessionRE is what a session id may be: it names a file.
-var sessionRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
-
 func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) {
 	switch {
 	case a.Sandbox == nil:
@@ -88,14 +86,10 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	if session == "" {
 		session = a.NewSession
 	}
-	if !sessionRE.MatchString(session) {
+	if protocol.CheckSessionID(session) != nil {
 		return spawnFailed("no usable session id"), nil
 	}
-	store := filepath.Join(acct.Dir, "native")
-	if err := os.MkdirAll(store, 0o700); err != nil {
-		return agent.Result{}, fmt.Errorf("native agent: make its session folder: %w", err)
-	}
-	j, tr, err := openJournal(filepath.Join(store, session+".jsonl"), &Transcript{Session: session, System: systemText}, a.Resume != "")
+	j, tr, err := g.openLog(ctx, a, &Transcript{Session: session, System: systemText})
 	if err != nil {
 		return spawnFailed("session %s: %v", session, err), nil
 	}
@@ -104,6 +98,11 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 		fmt.Fprintf(a.Output, "drover: native resumes session %s after turn %d\n", session, tr.Turns)
 	}
 	tr.backfill(a.Prompt)
+	// The prompt (and what the back-fill answered) is recorded before the
+	// first model call: a resumed attempt is told only to continue.
+	if err := j.save(ctx, tr); err != nil {
+		return spawnFailed("session %s: %v", session, err), nil
+	}
 	box, err := a.Sandbox(agent.Extra{})
 	if err != nil {
 		return spawnFailed("sandbox: %v", err), nil
@@ -123,14 +122,47 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	}
 	l := &loop{model: prov, tools: tb, limits: lim, log: a.Output, events: a.Events,
 		save: j.save}
+	if fb := a.Fallback; fb != nil {
+		l.fallback = func() (model.Provider, error) {
+			return g.cfg.NewProvider(model.Config{Provider: fb.Provider, BaseURL: fb.BaseURL, Model: fb.Model, Key: fb.Key})
+		}
+	}
 	out := l.run(ctx, tr)
-	res := result(out)
+	res := result(out, lim.withDefaults().MaxWait, time.Now())
 	res.Session, res.Usage = session, tr.Usage
+	if fb := l.fellBack; fb != nil {
+		// The account it moved off sits out until a reset it stated; a
+		// limit the fallback then hit is the fallback's.
+		if fb.Kind == model.KindLimited && !fb.RetryAt.IsZero() {
+			res.Passed = append(res.Passed, agent.Limit{Account: acct.ID, ResetsAt: fb.RetryAt, Message: fb.Message})
+		}
+		if res.Limit != nil {
+			res.Limit.Account = a.Fallback.ID
+		}
+	}
 	return res, nil
 }
 
-// result is the attempt's result for a loop's outcome.
-func result(o Outcome) agent.Result {
+// openLog opens where the attempt's transcript is recorded: the hub's
+// event log when the runner gives one (any runner resumes it from there),
+// else a file in the account's directory. With a.Resume it reads the
+// transcript recorded so far.
+func (g *Agent) openLog(ctx context.Context, a agent.Attempt, tr *Transcript) (transcriptLog, *Transcript, error) {
+	if a.Turns != nil {
+		return openHubLog(ctx, a.Turns, a.Output, tr, a.Resume != "")
+	}
+	dir := filepath.Join(a.Account.Dir, "native")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("make its session folder: %w", err)
+	}
+	return openJournal(filepath.Join(dir, tr.Session+".jsonl"), tr, a.Resume != "")
+}
+
+// result is the attempt's result for a loop's outcome at now. A limit
+// parks the job (the runner sits the account out, holding no slot) only
+// until a reset the provider stated, and only one within the wait budget:
+// drover never sleeps for a guessed time.
+func result(o Outcome, maxWait time.Duration, now time.Time) agent.Result {
 	r := agent.Result{Reason: job.ReasonExited, Message: "native: " + o.Reason}
 	switch o.End {
 	case EndAnswered, EndDelivered, EndAsked:
@@ -146,7 +178,14 @@ func result(o Outcome) agent.Result {
 			case model.KindAuth:
 				r.Reason = job.ReasonAuthFailed
 			case model.KindLimited:
-				r.Limit = &agent.Limit{ResetsAt: o.Err.RetryAt, Message: o.Err.Message}
+				switch at := o.Err.RetryAt; {
+				case at.IsZero():
+					r.Message += "; the provider stated no reset time, and drover waits for no guessed one: retry the job later"
+				case at.Sub(now) > maxWait:
+					r.Message += fmt.Sprintf("; its reset at %s is past the job's wait budget of %s", at.UTC().Format(time.RFC3339), maxWait)
+				default:
+					r.Limit = &agent.Limit{ResetsAt: at, Message: o.Err.Message}
+				}
 			case model.KindTransport, model.KindUnavailable:
 				r.Reason = job.ReasonEndpointUnreachable
 			}

@@ -29,6 +29,9 @@ func (s *script) Complete(ctx context.Context, req model.Request) (model.Respons
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqs = append(s.reqs, req)
+	if n := len(req.Messages); n > 0 && strings.Contains(req.Messages[n-1].Text, compactInstruction) {
+		return model.Response{Text: "SUMMARY: read f1-f3", Stop: model.StopEnd, Usage: model.Usage{InputTokens: 900, OutputTokens: 20}}, nil
+	}
 	if len(s.resps) == 0 {
 		return model.Response{Text: "done", Stop: model.StopEnd}, nil
 	}
@@ -84,7 +87,7 @@ func newLoop(t testing.TB, lim Limits, resps ...model.Response) (*loop, *script,
 	sc := &script{resps: resps}
 	tb := &toolbox{files: files{root: root, dir: dir}, cmds: commands{box: box, dir: dir, env: []string{"PATH=/usr/bin:/bin"}},
 		drover: &fakeTools{}}
-	return &loop{model: sc, tools: tb, limits: lim, save: func(*Transcript) error { return nil }}, sc, dir
+	return &loop{model: sc, tools: tb, limits: lim, save: func(context.Context, *Transcript) error { return nil }}, sc, dir
 }
 
 func newTranscript() *Transcript {
@@ -277,7 +280,7 @@ func TestWallTime(t *testing.T) {
 	if out.End != EndTimeout {
 		t.Fatalf("ended %s (%s); want the time limit", out.End, out.Reason)
 	}
-	if r := result(out); r.Reason != "timeout" {
+	if r := result(out, time.Hour, time.Now()); r.Reason != "timeout" {
 		t.Fatalf("result %+v", r)
 	}
 }
@@ -330,7 +333,7 @@ func TestRunResumes(t *testing.T) {
 		t.Fatalf("read back %+v", tr)
 	}
 	tr.Messages = append(tr.Messages, model.Message{Role: model.Assistant, Calls: []model.Call{{ID: "9", Name: toolRun, Args: `{"command":"true"}`}}})
-	if err := j.save(tr); err != nil {
+	if err := j.save(context.Background(), tr); err != nil {
 		t.Fatal(err)
 	}
 	// A torn line after it, as a crash mid-write leaves.

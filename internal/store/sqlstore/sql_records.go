@@ -69,8 +69,8 @@ func (t *tx) DeleteLog(attemptID string) error {
 // AddEvent appends e (ignoring e.Seq) and returns its sequence number.
 func (t *tx) AddEvent(e store.Event) (int64, error) {
 	var seq int64
-	err := t.queryRow(`INSERT INTO events (job_id, at, kind, actor, message) VALUES (?, ?, ?, ?, ?) RETURNING seq`,
-		e.JobID, Millis(e.At), e.Kind, e.Actor, e.Message).Scan(&seq)
+	err := t.queryRow(`INSERT INTO events (job_id, at, kind, actor, message, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
+		e.JobID, Millis(e.At), e.Kind, e.Actor, e.Message, e.Data).Scan(&seq)
 	if err != nil {
 		t.retryable(err)
 		return 0, fmt.Errorf("add event to job %s: %w", e.JobID, t.d.Err(err))

@@ -128,8 +128,10 @@ func (a anthropic) side(w http.ResponseWriter, r *http.Request, p parsed) {
 func (anthropic) limited(w http.ResponseWriter, reset time.Time) {
 	h := w.Header()
 	h.Set("anthropic-ratelimit-unified-status", "rejected")
-	h.Set("anthropic-ratelimit-unified-reset", strconv.FormatInt(reset.Unix(), 10))
-	h.Set("retry-after", strconv.Itoa(retryAfter(reset)))
+	if !reset.IsZero() {
+		h.Set("anthropic-ratelimit-unified-reset", strconv.FormatInt(reset.Unix(), 10))
+		h.Set("retry-after", strconv.Itoa(retryAfter(reset)))
+	}
 	h.Set("request-id", "req_fake_limited")
 	writeJSON(w, http.StatusTooManyRequests, map[string]any{"type": "error",
 		"error": map[string]any{"type": "rate_limit_error", "message": "This request would exceed your account's rate limit. Please try again later."}})

@@ -120,7 +120,8 @@ func Break(i int, how ...Breakage) Option {
 func RequireKey(key string) Option { return func(c *config) { c.key = key } }
 
 // RateLimit answers the first request that would get turn i with the
-// vendor's HTTP 429 instead (reset time in the vendor's headers and body);
+// vendor's HTTP 429 instead (reset time in the vendor's headers and body;
+// a zero reset states none);
 // the turn is not used up, so the next request (a retry, or a resumed
 // session) gets it.
 func RateLimit(i int, reset time.Time) Option {

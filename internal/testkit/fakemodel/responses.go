@@ -157,16 +157,17 @@ func (responses) limited(w http.ResponseWriter, reset time.Time) { openAILimited
 func (responses) unauthorized(w http.ResponseWriter) { openAIUnauthorized(w) }
 
 func openAILimited(w http.ResponseWriter, reset time.Time) {
-	secs := retryAfter(reset)
 	h := w.Header()
-	h.Set("retry-after", strconv.Itoa(secs))
 	h.Set("x-ratelimit-limit-requests", "100")
 	h.Set("x-ratelimit-remaining-requests", "0")
-	h.Set("x-ratelimit-reset-requests", strconv.Itoa(secs)+"s")
-	writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{
-		"type": "usage_limit_reached", "code": "rate_limit_exceeded",
-		"message":   "You've hit your usage limit.",
-		"resets_at": reset.Unix(), "resets_in_seconds": secs}})
+	body := map[string]any{"type": "usage_limit_reached", "code": "rate_limit_exceeded", "message": "You've hit your usage limit."}
+	if !reset.IsZero() {
+		secs := retryAfter(reset)
+		h.Set("retry-after", strconv.Itoa(secs))
+		h.Set("x-ratelimit-reset-requests", strconv.Itoa(secs)+"s")
+		body["resets_at"], body["resets_in_seconds"] = reset.Unix(), secs
+	}
+	writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": body})
 }
 
 func openAIUnauthorized(w http.ResponseWriter) {
