@@ -159,3 +159,23 @@ func (d dashboard) ApproveRunner(ctx context.Context, u web.User, req protocol.A
 	out, err := d.h.approve(ctx, as(u), req)
 	return out, d.pageError(err)
 }
+
+func (d dashboard) RevokeRunner(ctx context.Context, u web.User, name string) error {
+	_, err := d.h.revokeRunner(ctx, as(u), name)
+	return d.pageError(err)
+}
+
+func (d dashboard) ShareRunner(ctx context.Context, u web.User, name string, req protocol.ShareRequest, share bool) error {
+	_, err := d.h.shareRunner(ctx, as(u), name, req, share)
+	return d.pageError(err)
+}
+
+func (d dashboard) ShareAccount(ctx context.Context, u web.User, req protocol.AccountShareRequest, share bool) error {
+	_, err := d.h.shareAccount(ctx, as(u), req, share)
+	return d.pageError(err)
+}
+
+func (d dashboard) ChangeMember(ctx context.Context, u web.User, project, user string, add bool) error {
+	_, err := d.h.changeMember(ctx, as(u), project, user, add)
+	return d.pageError(err)
+}

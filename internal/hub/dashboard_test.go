@@ -1,21 +1,26 @@
 package hub
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/testkit"
 )
 
 // browser is an HTTP client with a cookie jar that does not follow
@@ -303,5 +308,215 @@ func TestMetrics(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "drover_queue_depth 0") {
 		t.Fatalf("metrics on their own address: %d\n%s", resp.StatusCode, b)
+	}
+}
+
+// accessState is everything the access controls can change: runner box's
+// revocation and shares (as the admin sees them), the shares of its owner's
+// (token's) account and project proj's members.
+func (th *testHub) accessState(owner string) string {
+	th.t.Helper()
+	rv := th.runnersOf(th.admin)["box"]
+	var acct []protocol.Share
+	for _, a := range th.accounts(owner) {
+		if a.Runner == "box" {
+			acct = a.SharedWith
+		}
+	}
+	ms, _ := th.members(th.admin, "proj")
+	return fmt.Sprintf("revoked=%v access=%s shares=%v account=%v members=%v", rv.Revoked, rv.Access, rv.SharedWith, acct, ms.Members)
+}
+
+// startAccessFixture starts a hub with users alice, bob and carol, alice's
+// runner box with account acct_1, and alice's project proj.
+func startAccessFixture(t *testing.T) (th *testHub, alice, bob string) {
+	t.Helper()
+	th, alice, bob = startTenants(t)
+	th.addUser("carol")
+	th.registerRunnerOf(alice, "box")
+	th.seedAccounts("box", protocol.AccountInfo{ID: "acct_1", Agent: "claude", Kind: "login", State: "ready"})
+	th.hostProject(alice, "proj")
+	return th, alice, bob
+}
+
+// The runners and projects pages' controls act as the API does for the
+// same user: a user who may not is refused with the API's answer, and a
+// post without the session's CSRF token or from another origin is
+// refused before anything is read; neither changes anything.
+func TestWebAccessControls(t *testing.T) {
+	th, alice, bob := startAccessFixture(t)
+
+	ab, bb := th.browser(), th.browser()
+	ab.signIn(alice)
+	bb.signIn(bob)
+	aCSRF, bCSRF := ab.csrf("/runners"), bb.csrf("/runners")
+	controls := []struct {
+		path string
+		form url.Values
+	}{
+		{"/runners/box/share", url.Values{"kind": {"user"}, "subject": {"carol"}}},
+		{"/accounts/share", url.Values{"runner": {"box"}, "account": {"acct_1"}, "kind": {"user"}, "subject": {"carol"}}},
+		{"/projects/proj/members/add", url.Values{"user": {"carol"}}},
+		{"/runners/box/revoke", url.Values{}}, // last: a revoked runner is shared no more
+	}
+	with := func(f url.Values, csrf string) url.Values {
+		out := url.Values{"csrf": {csrf}}
+		for k, v := range f {
+			out[k] = v
+		}
+		return out
+	}
+	before := th.accessState(alice)
+	for _, c := range controls {
+		for _, tt := range []struct {
+			name    string
+			b       *browser
+			form    url.Values
+			headers map[string]string
+			want    []int
+		}{
+			{"another user", bb, with(c.form, bCSRF), bb.same(), []int{403, 404}},
+			{"no csrf", ab, c.form, ab.same(), []int{403}},
+			{"another session's csrf", ab, with(c.form, bCSRF), ab.same(), []int{403}},
+			{"another origin", ab, with(c.form, aCSRF), map[string]string{"Origin": "https://evil.example"}, []int{403}},
+			{"no origin", ab, with(c.form, aCSRF), nil, []int{403}},
+			{"signed out", th.browser(), with(c.form, aCSRF), ab.same(), []int{401}},
+		} {
+			resp, body := tt.b.do("POST", c.path, tt.form, tt.headers)
+			if !slices.Contains(tt.want, resp.StatusCode) || !strings.Contains(body, "Refused") && !strings.Contains(body, "Forbidden") && !strings.Contains(body, "Not Found") {
+				t.Errorf("%s %s: %d, want one of %v\n%s", tt.name, c.path, resp.StatusCode, tt.want, body)
+			}
+			if now := th.accessState(alice); now != before {
+				t.Fatalf("%s %s changed access:\n%s\nwas\n%s", tt.name, c.path, now, before)
+			}
+		}
+	}
+	// Bob learns nothing of alice's runner from its page either.
+	if _, body := bb.do("GET", "/runners", nil, nil); strings.Contains(body, "box") {
+		t.Fatalf("bob's runners page shows alice's runner:\n%s", body)
+	}
+
+	// Bad input: a clear refusal, nothing changed.
+	for _, c := range []struct {
+		path string
+		form url.Values
+		want string
+	}{
+		{"/runners/box/share", url.Values{"kind": {"user"}, "subject": {"nobody"}}, "nobody"},
+		{"/runners/box/share", url.Values{"kind": {"group"}, "subject": {"carol"}}, "share with a user, a project or the hub"},
+		{"/runners/box/share", url.Values{"kind": {"hub"}}, "only an admin"},
+		{"/runners/box/unshare", url.Values{"kind": {"user"}, "subject": {"carol"}}, "not shared with"},
+		{"/runners/nope/revoke", url.Values{}, "no runner named"},
+		{"/accounts/share", url.Values{"runner": {"box"}, "account": {"acct_9"}, "kind": {"user"}, "subject": {"carol"}}, "acct_9"},
+		{"/accounts/share", url.Values{"runner": {"box"}, "account": {"acct_1"}, "kind": {"hub"}}, "not the hub"},
+		{"/projects/proj/members/add", url.Values{"user": {"nobody"}}, "no user named"},
+		{"/projects/proj/members/remove", url.Values{"user": {"alice"}}, "stays a member"},
+		{"/projects/proj/members/drop", url.Values{"user": {"carol"}}, "no such change"},
+	} {
+		resp, body := ab.do("POST", c.path, with(c.form, aCSRF), ab.same())
+		if resp.StatusCode < 400 || !strings.Contains(body, c.want) {
+			t.Errorf("%s %v: %d, want a refusal with %q\n%s", c.path, c.form, resp.StatusCode, c.want, body)
+		}
+		if now := th.accessState(alice); now != before {
+			t.Fatalf("%s %v changed access:\n%s", c.path, c.form, now)
+		}
+	}
+
+	// The real forms change what the API would.
+	for _, c := range controls {
+		if resp, body := ab.do("POST", c.path, with(c.form, aCSRF), ab.same()); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%s", c.path, resp.StatusCode, body)
+		}
+	}
+	if got, want := th.accessState(alice), "revoked=true access=private shares=[{carol }] account=[{carol }] members=[alice carol]"; got != want {
+		t.Fatalf("after the controls: %s, want %s", got, want)
+	}
+	if _, body := bb.do("GET", "/projects", nil, nil); strings.Contains(body, `data-project="proj"`) {
+		t.Fatal("bob sees alice's project")
+	}
+	if resp, body := ab.do("POST", "/projects/proj/members/remove", with(url.Values{"user": {"carol"}}, aCSRF), ab.same()); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("remove carol: %d\n%s", resp.StatusCode, body)
+	}
+	if ms, _ := th.members(th.admin, "proj"); !slices.Equal(ms.Members, []string{"alice"}) {
+		t.Fatalf("members after removing carol: %v", ms.Members)
+	}
+}
+
+// browserSignIn signs the browser in with token through the sign-in form.
+func (th *testHub) browserSignIn(b *testkit.Browser, token string) {
+	th.t.Helper()
+	b.Do("sign in", time.Minute, chromedp.Navigate(th.srv.URL+"/signin"), chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("#signin button")), chromedp.WaitVisible(chromedp.CSS(".who")))
+}
+
+// In a real browser, a runner's owner shares the runner and one of its
+// accounts and takes the shares back, adds and removes a project member,
+// and revokes the runner; each form goes through the hub's own function.
+func TestBrowserAccessControls(t *testing.T) {
+	th, alice, _ := startAccessFixture(t)
+	b := testkit.StartBrowser(t)
+	th.browserSignIn(b, alice)
+	shares := func(sel string) string {
+		return testkit.Eval[string](b, `Array.from(document.querySelectorAll(`+strconv.Quote(sel+" small.share")+`)).map(e => e.textContent).join(",")`)
+	}
+
+	b.Do("the runners page", time.Minute, chromedp.Navigate(th.srv.URL+"/runners"), chromedp.WaitVisible(chromedp.CSS(`#runner-box`)))
+	b.Do("share the runner with carol", time.Minute,
+		chromedp.Click(chromedp.CSS(`#runner-box details.share-runner summary`)),
+		chromedp.SetValue(chromedp.CSS(`#runner-box details.share-runner select`), "user"),
+		chromedp.SendKeys(chromedp.CSS(`#runner-box details.share-runner input[name=subject]`), "carol"),
+		chromedp.Click(chromedp.CSS(`#runner-box details.share-runner form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#runner-box small.share`)))
+	if got := shares("#runner-box"); got != "shared with carol" {
+		t.Fatalf("runner shares shown: %q", got)
+	}
+	if got := th.runnersOf(th.admin)["box"].SharedWith; len(got) != 1 || got[0].User != "carol" {
+		t.Fatalf("runner shares stored: %v", got)
+	}
+	b.Do("share the account with project proj", time.Minute,
+		chromedp.Click(chromedp.CSS(`#account-order details.share-account summary`)),
+		chromedp.SetValue(chromedp.CSS(`#account-order details.share-account select`), "project"),
+		chromedp.SendKeys(chromedp.CSS(`#account-order details.share-account input[name=subject]`), "proj"),
+		chromedp.Click(chromedp.CSS(`#account-order details.share-account button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#account-order small.share`)))
+	if got := shares("#account-order"); got != "shared with project proj" {
+		t.Fatalf("account shares shown: %q", got)
+	}
+	b.Screenshot("runners-shared")
+	b.Submit("unshare the account", `#account-order button.unshare`)
+	b.Submit("unshare the runner", `#runner-box button.unshare`)
+	if got := shares("#runner-box") + shares("#account-order"); got != "" {
+		t.Fatalf("shares shown after unsharing: %q", got)
+	}
+	if got := th.runnersOf(th.admin)["box"].SharedWith; len(got) != 0 {
+		t.Fatalf("runner shares after unsharing: %v", got)
+	}
+
+	b.Do("the projects page", time.Minute, chromedp.Navigate(th.srv.URL+"/projects"), chromedp.WaitVisible(chromedp.CSS(`#project-proj`)),
+		chromedp.SendKeys(chromedp.CSS(`#project-proj form.add-member input[name=user]`), "carol"),
+		chromedp.Click(chromedp.CSS(`#project-proj form.add-member button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#project-proj li[data-member=carol]`)))
+	if n := testkit.Eval[int](b, `document.querySelectorAll("#project-proj li[data-member=alice] button").length`); n != 0 {
+		t.Fatal("the owner has a remove button")
+	}
+	b.Screenshot("projects-members")
+	if ms, _ := th.members(th.admin, "proj"); !slices.Equal(ms.Members, []string{"alice", "carol"}) {
+		t.Fatalf("members: %v", ms.Members)
+	}
+	b.Submit("remove carol", `#project-proj li[data-member=carol] button`)
+	if n := testkit.Eval[int](b, `document.querySelectorAll("#project-proj li[data-member=carol]").length`); n != 0 {
+		t.Fatal("carol is still shown as a member")
+	}
+
+	b.Do("revoke the runner", time.Minute, chromedp.Navigate(th.srv.URL+"/runners"), chromedp.WaitVisible(chromedp.CSS(`#runner-box`)),
+		chromedp.Click(chromedp.CSS(`#runner-box details.revoke summary`)),
+		chromedp.Click(chromedp.CSS(`#runner-box details.revoke button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#runner-box .badge.bad`)))
+	if n := testkit.Eval[int](b, `document.querySelectorAll("#runner-box form").length`); n != 0 {
+		t.Fatalf("a revoked runner still has %d controls", n)
+	}
+	b.Screenshot("runners-revoked")
+	if !th.runnersOf(th.admin)["box"].Revoked {
+		t.Fatal("the runner is not revoked")
 	}
 }

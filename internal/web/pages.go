@@ -120,6 +120,9 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request, ss *session) er
 type runnerRow struct {
 	protocol.RunnerView
 	Current []protocol.JobView // the running jobs on it the user may see
+	// The controls the page offers (the hub still decides): Manage for
+	// its owner and admins, CanHub for an admin's own private runner.
+	Manage, HubWide, CanHub bool
 }
 
 // runnersData is the runners page: the runners the user may use, and the
@@ -127,6 +130,7 @@ type runnerRow struct {
 type runnersData struct {
 	Runners []runnerRow
 	Order   []orderRow
+	Manage  bool // some runner has controls: the table has their column
 }
 
 // orderRow is one of the user's accounts in their order; Up and Down are
@@ -153,7 +157,12 @@ func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) er
 	var d runnersData
 	d.Runners = make([]runnerRow, len(rs))
 	for i, rv := range rs {
-		d.Runners[i].RunnerView = rv
+		row := &d.Runners[i]
+		row.RunnerView = rv
+		row.Manage = rv.Owner == ss.Name || ss.Admin
+		row.HubWide = rv.Access == protocol.AccessHub
+		row.CanHub = ss.Admin && rv.Owner == ss.Name && !row.HubWide
+		d.Manage = d.Manage || (row.Manage && !rv.Revoked)
 		for _, j := range running {
 			if j.Runner == rv.Name {
 				d.Runners[i].Current = append(d.Runners[i].Current, j)
@@ -350,6 +359,7 @@ func answerOf(q protocol.QuestionView, ss *session, requester, next string) answ
 type projectRow struct {
 	protocol.ProjectView
 	Members []string
+	Manage  bool // its owner or an admin: offer the member controls
 }
 
 func (s *Server) projects(w http.ResponseWriter, r *http.Request, ss *session) error {
@@ -363,7 +373,7 @@ func (s *Server) projects(w http.ResponseWriter, r *http.Request, ss *session) e
 		if err != nil {
 			return err
 		}
-		rows[i] = projectRow{ProjectView: p, Members: ms.Members}
+		rows[i] = projectRow{ProjectView: p, Members: ms.Members, Manage: ss.Admin || ms.Owner == ss.Name}
 	}
 	s.render(w, r, http.StatusOK, "projects", ss, rows)
 	return nil

@@ -90,6 +90,13 @@ type Backend interface {
 	Accounts(ctx context.Context, u User) (protocol.AccountList, error)
 	MoveAccount(ctx context.Context, u User, req protocol.MoveAccountRequest) error
 
+	// Access: revoking and sharing a runner or one of its accounts (its
+	// owner or an admin), a project's members (its owner or an admin).
+	RevokeRunner(ctx context.Context, u User, name string) error
+	ShareRunner(ctx context.Context, u User, name string, req protocol.ShareRequest, share bool) error
+	ShareAccount(ctx context.Context, u User, req protocol.AccountShareRequest, share bool) error
+	ChangeMember(ctx context.Context, u User, project, user string, add bool) error
+
 	// Job actions: "cancel", "retry", "restart", "approve" (an answer).
 	Act(ctx context.Context, u User, id, action string) error
 	Answer(ctx context.Context, u User, id string, req protocol.AnswerRequest) error
@@ -162,7 +169,11 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /signin", s.postSignin)
 	mux.HandleFunc("POST /signout", s.post(s.signout))
 	mux.HandleFunc("GET /runners", s.page(s.runners))
+	mux.HandleFunc("POST /runners/{name}/revoke", s.post(s.revokeRunner))
+	mux.HandleFunc("POST /runners/{name}/{change}", s.post(s.shareRunner))
 	mux.HandleFunc("POST /accounts/move", s.post(s.moveAccount))
+	mux.HandleFunc("POST /accounts/{change}", s.post(s.shareAccount))
+	mux.HandleFunc("POST /projects/{name}/members/{change}", s.post(s.changeMember))
 	mux.HandleFunc("GET /jobs", s.page(s.jobs))
 	mux.HandleFunc("GET /jobs/{id}", s.page(s.job))
 	mux.HandleFunc("POST /jobs/{id}/{action}", s.post(s.jobAction))

@@ -159,10 +159,7 @@ func (f *fakeBackend) Members(context.Context, User, string) (protocol.MemberLis
 }
 
 func (f *fakeBackend) Act(_ context.Context, _ User, id, action string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.acts = append(f.acts, action+" "+id)
-	return nil
+	return f.act("%s %s", action, id)
 }
 
 func (f *fakeBackend) Answer(context.Context, User, string, protocol.AnswerRequest) error { return nil }
@@ -198,6 +195,29 @@ func (f *fakeBackend) MoveAccount(_ context.Context, _ User, req protocol.MoveAc
 	}
 	copy(f.order, mine)
 	return nil
+}
+
+func (f *fakeBackend) act(format string, args ...any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, fmt.Sprintf(format, args...))
+	return nil
+}
+
+func (f *fakeBackend) RevokeRunner(_ context.Context, _ User, name string) error {
+	return f.act("revoke %s", name)
+}
+
+func (f *fakeBackend) ShareRunner(_ context.Context, _ User, name string, req protocol.ShareRequest, share bool) error {
+	return f.act("share %s %v %+v", name, share, req)
+}
+
+func (f *fakeBackend) ShareAccount(_ context.Context, _ User, req protocol.AccountShareRequest, share bool) error {
+	return f.act("share account %v %+v", share, req)
+}
+
+func (f *fakeBackend) ChangeMember(_ context.Context, _ User, project, user string, add bool) error {
+	return f.act("member %s %s %v", project, user, add)
 }
 
 func (f *fakeBackend) ApproveRunner(context.Context, User, protocol.ApproveRequest) (protocol.ApproveResponse, error) {
