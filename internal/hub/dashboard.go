@@ -179,3 +179,23 @@ func (d dashboard) ChangeMember(ctx context.Context, u web.User, project, user s
 	_, err := d.h.changeMember(ctx, as(u), project, user, add)
 	return d.pageError(err)
 }
+
+func (d dashboard) Diff(ctx context.Context, u web.User, id string, max int) (web.Diff, error) {
+	var j store.Job
+	err := d.h.store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		j, err = visibleJob(tx, as(u), id)
+		return err
+	})
+	if err != nil {
+		return web.Diff{}, d.pageError(err)
+	}
+	if j.Head == "" || j.Head == j.Base || j.Project == "" || !d.h.repos.Exists(j.Project) {
+		return web.Diff{}, nil
+	}
+	patch, cut, err := d.h.repos.Diff(ctx, j.Project, j.Base, j.Head, max)
+	if patch == nil && err == nil {
+		patch = []byte{} // an empty change is a change published
+	}
+	return web.Diff{Patch: patch, Cut: cut}, d.pageError(err)
+}

@@ -520,3 +520,38 @@ func TestBrowserAccessControls(t *testing.T) {
 		t.Fatal("the runner is not revoked")
 	}
 }
+
+// The job page shows the published change from the hub's repository,
+// escaped; the raw diff is the patch; nobody else sees either; a bound
+// cuts the diff.
+func TestWebResultDiff(t *testing.T) {
+	rs := startRepoJob(t, Config{})
+	th := rs.th
+	head := commitOn(t, rs.dir, rs.base, "page.html", "<script>alert(1)</script>\n")
+	if a := th.publish(rs.tok, rs.o.AttemptRef, head, bundle(t, rs.dir, head, rs.base), "", false); a.code != http.StatusOK {
+		t.Fatalf("publish: %+v", a)
+	}
+	b := th.browser()
+	b.signIn(th.admin)
+	page := "/jobs/" + rs.o.Job
+	_, body := b.do("GET", page, nil, nil)
+	for _, want := range []string{`<div class="ds"> page.html | 1 +</div>`, `<div class="dh">diff --git a/page.html b/page.html</div>`,
+		`<div class="da">+&lt;script&gt;alert(1)&lt;/script&gt;</div>`, "drover fetch " + rs.o.Job} {
+		if !strings.Contains(body, want) {
+			t.Errorf("job page lacks %q:\n%s", want, body)
+		}
+	}
+	if resp, raw := b.do("GET", page+"/diff", nil, nil); resp.StatusCode != 200 || !strings.Contains(raw, "+<script>alert(1)</script>\n") ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("raw diff: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+	}
+	bob := th.browser()
+	bob.signIn(th.addUser("bob"))
+	if resp, raw := bob.do("GET", page+"/diff", nil, nil); resp.StatusCode != 404 || strings.Contains(raw, "script") {
+		t.Fatalf("bob's raw diff: %d\n%s", resp.StatusCode, raw)
+	}
+	patch, cut, err := th.h.repos.Diff(t.Context(), "web", rs.base, head, 20)
+	if err != nil || !cut || len(patch) != 20 {
+		t.Fatalf("a bounded diff: %q cut=%v err=%v", patch, cut, err)
+	}
+}

@@ -233,6 +233,7 @@ type jobData struct {
 	Hit       int64  // -1: no match
 	NextFrom  int64  // where the next match is searched from
 	Fetch     string // the drover fetch command
+	Diff      *diffView
 	Open      *protocol.QuestionView
 	// Actions the page offers; the hub still decides.
 	CanCancel, CanRetry, CanRestart bool
@@ -279,6 +280,14 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error 
 	}
 	if v.Head != "" && v.Head != v.Base {
 		d.Fetch = "drover fetch " + v.ID
+		diff, err := s.b.Diff(r.Context(), ss.User, id, diffBytes)
+		if err != nil {
+			return err
+		}
+		if diff.Patch != nil {
+			dv := renderDiff(diff.Patch, diff.Cut)
+			d.Diff = &dv
+		}
 	}
 	for i := range v.Questions {
 		if q := &v.Questions[i]; q.Answer == nil || !q.Answer.Approved {

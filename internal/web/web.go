@@ -77,6 +77,9 @@ type Backend interface {
 	// Log reads attempt's log from offset (at most 1 MiB); attempt 0 is
 	// the latest.
 	Log(ctx context.Context, u User, id string, attempt, offset int64) (LogSlice, error)
+	// Diff is the job's published change, at most max bytes of it (a nil
+	// Patch: the job published none).
+	Diff(ctx context.Context, u User, id string, max int) (Diff, error)
 	// Changed is closed at the job's next change (log, event, state); call
 	// release when done waiting.
 	Changed(id string) (ch <-chan struct{}, release func())
@@ -178,6 +181,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /jobs/{id}", s.page(s.job))
 	mux.HandleFunc("POST /jobs/{id}/{action}", s.post(s.jobAction))
 	mux.HandleFunc("GET /jobs/{id}/log", s.signedIn(s.rawLog))
+	mux.HandleFunc("GET /jobs/{id}/diff", s.signedIn(s.rawDiff))
 	mux.HandleFunc("GET /jobs/{id}/log/window", s.signedIn(s.logWindow))
 	mux.HandleFunc("GET /jobs/{id}/log/live", s.signedIn(s.liveLog))
 	mux.HandleFunc("GET /jobs/{id}/events/live", s.signedIn(s.liveEvents))

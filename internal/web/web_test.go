@@ -29,6 +29,7 @@ type fakeBackend struct {
 	changed  chan struct{}
 	acts     []string
 	order    []protocol.AccountView // alice's accounts, best first, then one bob shared
+	diff     []byte                 // j1's published change (nil: none)
 }
 
 const aliceToken = "drv_u_alice"
@@ -97,8 +98,24 @@ func (f *fakeBackend) job() protocol.JobView {
 	if f.complete {
 		st = job.Completed
 	}
-	return protocol.JobView{ID: "j1", State: st, Agent: "exec", Requester: "alice", CreatedAt: time.Now(),
+	v := protocol.JobView{ID: "j1", State: st, Agent: "exec", Requester: "alice", CreatedAt: time.Now(),
 		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "box-1", LogSize: int64(len(f.log))}}}
+	if f.diff != nil {
+		v.Base, v.Head = strings.Repeat("a", 40), strings.Repeat("b", 40)
+	}
+	return v
+}
+
+func (f *fakeBackend) Diff(_ context.Context, _ User, id string, max int) (Diff, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id != "j1" {
+		return Diff{}, errNoJob
+	}
+	if len(f.diff) > max {
+		return Diff{Patch: f.diff[:max], Cut: true}, nil
+	}
+	return Diff{Patch: f.diff}, nil
 }
 
 func (f *fakeBackend) Jobs(context.Context, User, string) ([]protocol.JobView, error) {
@@ -477,5 +494,46 @@ func TestLiveStreamEndsWithTheSession(t *testing.T) {
 	}
 	if _, err := io.ReadAll(r); err != nil { // returns once the hub ends the stream
 		t.Fatalf("the stream did not end cleanly: %v", err)
+	}
+}
+
+// A result's diff is text: escaped, its lines classed, control characters
+// shown as symbols, and a long one cut to a bound with a note, whole lines
+// only; the raw diff is the patch as it is.
+func TestDiffView(t *testing.T) {
+	f := newFake()
+	f.diff = []byte("diff --git a/x.html b/x.html\n--- a/x.html\n+++ b/x.html\n@@ -1 +1 @@\n-<b>old</b>\n+<script>alert(1)</script>\x1b[31m\n context\n")
+	srv := serve(t, f, Config{})
+	cookie := signIn(t, srv)
+	_, b := get(t, srv, cookie, "/jobs/j1")
+	for _, want := range []string{
+		`<div class="dh">diff --git a/x.html b/x.html</div><div class="dh">--- a/x.html</div><div class="dh">+++ b/x.html</div><div class="dk">@@ -1 +1 @@</div>`,
+		`<div class="dd">-&lt;b&gt;old&lt;/b&gt;</div>`,
+		`<div class="da">+&lt;script&gt;alert(1)&lt;/script&gt;␛[31m</div>`,
+		`<div class="dc"> context</div>`, "1 file changed", `href="/jobs/j1/diff"`, "drover fetch j1",
+	} {
+		if !strings.Contains(b, want) {
+			t.Errorf("job page lacks %q:\n%s", want, b)
+		}
+	}
+	if strings.Contains(b, "<script>alert") || strings.Contains(b, "diffcut") {
+		t.Fatalf("unescaped or cut:\n%s", b)
+	}
+	if code, raw := get(t, srv, cookie, "/jobs/j1/diff"); code != 200 || raw != string(f.diff) {
+		t.Fatalf("raw diff: %d %q", code, raw)
+	}
+
+	var big strings.Builder
+	big.WriteString("diff --git a/big b/big\n@@ -0,0 +1,100000 @@\n")
+	for i := 0; big.Len() < 3*diffBytes; i++ {
+		fmt.Fprintf(&big, "+line %d of a change far too long for one page\n", i)
+	}
+	f.diff = []byte(big.String())
+	_, b = get(t, srv, cookie, "/jobs/j1")
+	if !strings.Contains(b, `id="diffcut"`) || len(b) > 2*diffBytes {
+		t.Fatalf("a long diff: %d bytes, cut note %v", len(b), strings.Contains(b, "diffcut"))
+	}
+	if i := strings.LastIndex(b, `<div class="da">`); !strings.HasPrefix(b[i:], `<div class="da">+line `) || !strings.Contains(b[i:i+100], " one page</div>") {
+		t.Fatalf("the diff ends on a half line: %q", b[i:i+100])
 	}
 }
