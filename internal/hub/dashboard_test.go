@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -223,38 +224,100 @@ func TestWebRotatedTokenEndsSessions(t *testing.T) {
 	}
 }
 
+// getMetrics is GET /metrics with a bearer token ("": none).
+func (th *testHub) getMetrics(token string) (int, string) {
+	th.t.Helper()
+	code, b := th.send(token, "GET", "/metrics", nil)
+	return code, string(b)
+}
+
+// scrape reads /metrics with the metrics token through the Prometheus
+// text parser.
+func (th *testHub) scrape(token string) (map[string]*dto.MetricFamily, string) {
+	th.t.Helper()
+	code, body := th.getMetrics(token)
+	if code != 200 {
+		th.t.Fatalf("metrics: %d\n%s", code, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		th.t.Fatalf("parse metrics: %v\n%s", err, body)
+	}
+	return fams, body
+}
+
+// metricValue is the value of a family's metric whose labels include
+// label=value ("" for the family's only metric); -1 when there is none.
+func metricValue(fams map[string]*dto.MetricFamily, name, label, value string) float64 {
+	for _, m := range fams[name].GetMetric() {
+		if label != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue()
+		case m.Counter != nil:
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
+}
+
+// Publications, egress denials and draining runners are counted: a
+// published bundle's bytes, each finish's denials by phase, and a runner
+// that reported no slots.
+func TestMetricsCountPublicationsDenialsAndDraining(t *testing.T) {
+	rs := startRepoJob(t, Config{MetricsToken: "m"})
+	th := rs.th
+	fams, _ := th.scrape("m")
+	if metricValue(fams, "drover_publication_bytes_total", "", "") != 0 || metricValue(fams, "drover_runners_draining", "", "") != 0 {
+		t.Fatalf("before: publication bytes %v, draining %v", metricValue(fams, "drover_publication_bytes_total", "", ""), metricValue(fams, "drover_runners_draining", "", ""))
+	}
+	head := commitOn(t, rs.dir, rs.base, "a.txt", "a\n")
+	b := bundle(t, rs.dir, head, rs.base)
+	if a := th.publish(rs.tok, rs.o.AttemptRef, head, b, "", false); a.code != http.StatusOK {
+		t.Fatalf("publish: %+v", a)
+	}
+	fin := protocol.Finish{AttemptRef: rs.o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)},
+		LogSize: 0, LogSHA256: sum(nil), Isolation: &protocol.Isolation{Kind: "bwrap",
+			Denials: []protocol.Denial{{Host: "a.example:443", Phase: "agent", Count: 2}, {Host: "b.example:443", Phase: "agent", Count: 1}, {Host: "c.example:443", Phase: "setup", Count: 4}}}}
+	wantOK(t, rs.sr.request(protocol.TypeFinish, fin))
+	wantOK(t, rs.sr.request(protocol.TypeFinish, fin)) // a repeated finish counts nothing again
+	rs.sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 0})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fams, _ = th.scrape("m"); metricValue(fams, "drover_runners_draining", "", "") == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, c := range []struct {
+		name, label, value string
+		want               float64
+	}{
+		{"drover_publication_bytes_total", "", "", float64(len(b))},
+		{"drover_egress_denials_total", "phase", "agent", 3},
+		{"drover_egress_denials_total", "phase", "setup", 4},
+		{"drover_runners_draining", "", "", 1},
+		{"drover_runners_connected", "", "", 1},
+		{"drover_attempts_finished_total", "outcome", "completed", 1},
+	} {
+		if got := metricValue(fams, c.name, c.label, c.value); got != c.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
+		}
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	th := startHub(t, Config{MetricsToken: "metrics-secret"})
 	th.submit("true")
 	th.call(th.admin, "GET", "/jobs/nope", nil, nil) // a 404, counted by route
 
-	get := func(token string) (int, string) {
-		req, _ := http.NewRequest("GET", th.srv.URL+"/metrics", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
 	for _, tok := range []string{"", "wrong", th.admin} {
-		if code, body := get(tok); code != http.StatusUnauthorized || strings.Contains(body, "drover_jobs") {
+		if code, body := th.getMetrics(tok); code != http.StatusUnauthorized || strings.Contains(body, "drover_jobs") {
 			t.Fatalf("metrics with %q: %d", tok, code)
 		}
 	}
-	code, body := get("metrics-secret")
-	if code != 200 {
-		t.Fatalf("metrics: %d\n%s", code, body)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse metrics: %v\n%s", err, body)
-	}
+	fams, body := th.scrape("metrics-secret")
 	for _, name := range []string{"drover_jobs", "drover_queue_depth", "drover_queue_oldest_age_seconds", "drover_dispatch_latency_seconds",
 		"drover_runners_connected", "drover_log_bytes_total", "drover_http_request_errors_total", "drover_accounts_limited"} {
 		if fams[name] == nil {

@@ -87,7 +87,25 @@ func (th *testHub) call(token, method, path string, body, out any) (int, protoco
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, th.srv.URL+protocol.APIPrefix+path, rd)
+	code, data := th.send(token, method, protocol.APIPrefix+path, rd)
+	if code >= 300 {
+		var eb protocol.ErrorBody
+		_ = json.Unmarshal(data, &eb)
+		return code, eb.Error
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			th.t.Fatalf("decode %s: %v", data, err)
+		}
+	}
+	return code, protocol.Error{}
+}
+
+// send is a request to the hub's path with a bearer token ("": none): the
+// status and the body.
+func (th *testHub) send(token, method, path string, body io.Reader) (int, []byte) {
+	th.t.Helper()
+	req, _ := http.NewRequest(method, th.srv.URL+path, body)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -97,17 +115,7 @@ func (th *testHub) call(token, method, path string, body, out any) (int, protoco
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		var eb protocol.ErrorBody
-		_ = json.Unmarshal(data, &eb)
-		return resp.StatusCode, eb.Error
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			th.t.Fatalf("decode %s: %v", data, err)
-		}
-	}
-	return resp.StatusCode, protocol.Error{}
+	return resp.StatusCode, data
 }
 
 func (th *testHub) submit(args ...string) protocol.JobView {

@@ -88,7 +88,8 @@ func (f *fakeBackend) EndSession(_ context.Context, s string) error {
 }
 
 func (f *fakeBackend) Runners(context.Context, User) ([]protocol.RunnerView, error) {
-	return []protocol.RunnerView{{Name: "box-<b>1</b>", Owner: "alice", Connected: true, Slots: 2, Access: "private"}}, nil
+	return []protocol.RunnerView{{Name: "box-<b>1</b>", Owner: "alice", Connected: true, Slots: 2, Access: "private", NotReady: "disk <b>full</b>"},
+		{Name: "box-3", Owner: "alice", Connected: true, Slots: 0, Access: "private"}}, nil
 }
 
 func (f *fakeBackend) job() protocol.JobView {
@@ -395,6 +396,8 @@ func TestPagesRender(t *testing.T) {
 	cookie := signIn(t, srv)
 	for path, want := range map[string]string{
 		"/runners":            "box-&lt;b&gt;1&lt;/b&gt;",
+		"/runners?":           "not ready: disk &lt;b&gt;full&lt;/b&gt;",
+		"/runners?#":          `<span class="badge s-waiting">draining</span>`,
 		"/jobs":               `href="/jobs/j1"`,
 		"/jobs?requester=bob": "No jobs",
 		"/jobs/j1":            "&lt;img src=x onerror=alert(1)&gt;",
