@@ -280,7 +280,8 @@ func (s *Server) follow(r *http.Request, ss *session, id string, e *sse, step fu
 // liveLog is GET /jobs/{id}/log/live?attempt=N&from=OFFSET: the log's
 // whole lines from OFFSET as they arrive, as "log" events of HTML lines
 // whose id is the byte offset after them; "end" once the log is complete.
-// A reconnecting browser's Last-Event-ID resumes exactly there.
+// A reconnecting browser's Last-Event-ID resumes exactly there. Followers
+// of one log share one reader of it (tails).
 func (s *Server) liveLog(w http.ResponseWriter, r *http.Request, ss *session) error {
 	id := r.PathValue("id")
 	attempt, err := attemptOf(r)
@@ -295,34 +296,107 @@ func (s *Server) liveLog(w http.ResponseWriter, r *http.Request, ss *session) er
 		return err // refused before the stream starts
 	}
 	e := startSSE(w)
-	err = s.follow(r, ss, id, e, func() (bool, error) {
+	t := s.tails.join(ss.User, id, attempt, off)
+	defer s.tails.leave(t)
+	ka := time.NewTicker(s.cfg.KeepAlive)
+	defer ka.Stop()
+	err = func() error {
 		for {
-			sl, err := s.b.Log(r.Context(), ss.User, id, attempt, off)
-			if err != nil {
-				return true, err
-			}
-			data := sl.Data // whole lines only, unless the log is complete
-			if i := bytes.LastIndexByte(data, '\n'); !sl.Complete && (i >= 0 || len(data) < windowBytes) {
-				data = data[:i+1] // (one very long line is sent in pieces)
-			}
-			if len(data) > 0 {
-				h, _ := renderLog(data, off)
-				off += int64(len(data))
-				if err := e.event(strconv.FormatInt(off, 10), "log", string(h)); err != nil {
-					return true, nil
+			data, complete, ok, wake := t.from(off)
+			shared := t // followers in step render each chunk once
+			if !ok {
+				shared = nil // behind the shared tail, or its reader failed: read the store as this user
+				sl, err := s.b.Log(r.Context(), ss.User, id, attempt, off)
+				if err != nil {
+					return err
 				}
+				data, complete = sl.Data, sl.Complete
+			}
+			n, err := sendLines(e, data, complete, off, shared)
+			if err != nil {
+				return nil // the client went away
+			}
+			off += n
+			switch {
+			case n > 0:
 				continue
+			case complete:
+				return e.event("", "end", strconv.FormatInt(off, 10))
+			case !ok && t.stopped():
+				return s.follow(r, ss, id, e, func() (bool, error) { return s.logStep(r, ss, e, id, attempt, &off) })
 			}
-			if sl.Complete {
-				return true, e.event("", "end", strconv.FormatInt(off, 10))
+			select {
+			case <-wake:
+			case <-ka.C:
+				if err := s.stillAllowed(r, ss, id); err != nil {
+					return err
+				}
+				if err := e.write(": keep-alive\n\n"); err != nil {
+					return nil
+				}
+			case <-r.Context().Done():
+				return nil
 			}
-			return false, nil
 		}
-	})
+	}()
 	if err != nil && r.Context().Err() == nil {
 		_ = e.event("", "failure", s.why(err))
 	}
 	return nil
+}
+
+// stillAllowed checks again, at a stream's keep-alive, that its session
+// lives and its user may still see the job.
+func (s *Server) stillAllowed(r *http.Request, ss *session, id string) error {
+	if _, err := s.b.Session(r.Context(), ss.token); err != nil {
+		return err
+	}
+	_, err := s.b.Job(r.Context(), ss.User, id)
+	return err
+}
+
+// sendLines sends data, read at off, as one "log" event of its whole lines
+// (all of it when complete; one very long line goes in pieces) and says
+// how many bytes it sent.
+func sendLines(e *sse, data []byte, complete bool, off int64, t *tail) (int64, error) {
+	if i := bytes.LastIndexByte(data, '\n'); !complete && (i >= 0 || len(data) < windowBytes) {
+		data = data[:i+1]
+	}
+	if len(data) == 0 {
+		return 0, nil
+	}
+	var h string
+	if t != nil {
+		h = t.render(data, off)
+	} else {
+		lines, _ := renderLog(data, off)
+		h = string(lines)
+	}
+	end := off + int64(len(data))
+	return int64(len(data)), e.event(strconv.FormatInt(end, 10), "log", h)
+}
+
+// logStep sends what the store has of the log after *off, as this user:
+// a follower's own reads when the shared reader failed.
+func (s *Server) logStep(r *http.Request, ss *session, e *sse, id string, attempt int64, off *int64) (bool, error) {
+	for {
+		sl, err := s.b.Log(r.Context(), ss.User, id, attempt, *off)
+		if err != nil {
+			return true, err
+		}
+		n, err := sendLines(e, sl.Data, sl.Complete, *off, nil)
+		if err != nil {
+			return true, nil
+		}
+		*off += n
+		if n > 0 {
+			continue
+		}
+		if sl.Complete {
+			return true, e.event("", "end", strconv.FormatInt(*off, 10))
+		}
+		return false, nil
+	}
 }
 
 // liveEvents is GET /jobs/{id}/events/live?after=SEQ: the job's timeline

@@ -122,6 +122,8 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	tmpl map[string]*template.Template
+	// tails are the live logs being followed, one reader each.
+	tails *tails
 }
 
 //go:embed templates/*.html
@@ -145,7 +147,7 @@ func New(b Backend, cfg Config) (*Server, error) {
 		cfg.KeepAlive = 15 * time.Second
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	s := &Server{b: b, cfg: cfg, log: cfg.Logger, tmpl: map[string]*template.Template{}}
+	s := &Server{b: b, cfg: cfg, log: cfg.Logger, tmpl: map[string]*template.Template{}, tails: &tails{b: b, m: map[tailKey]*tail{}}}
 	pages, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("list templates: %w", err)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,8 @@ type fakeBackend struct {
 	acts     []string
 	order    []protocol.AccountView // alice's accounts, best first, then one bob shared
 	diff     []byte                 // j1's published change (nil: none)
+	reads    int                    // Log calls: what the store would be asked
+	hidden   bool                   // alice may no longer see j1 (Job refuses)
 }
 
 const aliceToken = "drv_u_alice"
@@ -124,7 +127,10 @@ func (f *fakeBackend) Jobs(context.Context, User, string) ([]protocol.JobView, e
 }
 
 func (f *fakeBackend) Job(_ context.Context, _ User, id string) (protocol.JobView, error) {
-	if id != "j1" {
+	f.mu.Lock()
+	hidden := f.hidden
+	f.mu.Unlock()
+	if id != "j1" || hidden {
 		return protocol.JobView{}, errNoJob
 	}
 	return f.job(), nil
@@ -147,6 +153,7 @@ func (f *fakeBackend) Log(_ context.Context, _ User, id string, attempt, offset 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	size := int64(len(f.log))
 	if offset > size {
 		return LogSlice{}, &Error{Status: http.StatusBadRequest, Msg: "offset past the end"}
@@ -472,31 +479,43 @@ func TestLogSearch(t *testing.T) {
 	}
 }
 
-// A stream ends soon after its session: signed out, it says why and stops.
+// A stream ends soon after its session, or its user's access to the job:
+// signed out, or no longer allowed, it says why and stops.
 func TestLiveStreamEndsWithTheSession(t *testing.T) {
-	f := newFake()
-	f.appendLog("one\n", false)
-	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
-	cookie := signIn(t, srv)
-	_, r := openStream(t, context.Background(), srv, cookie, "/jobs/j1/log/live?attempt=1", "")
-	if ev := readEvents(t, r, 1)[0]; ev.kind != "log" {
-		t.Fatalf("first event: %+v", ev)
-	}
-	f.mu.Lock()
-	clear(f.sessions)
-	f.mu.Unlock()
-	for {
-		ev := readEvents(t, r, 1)[0]
-		if ev.kind == ":" {
-			continue
-		}
-		if ev.kind != "failure" || !strings.Contains(ev.data, "session") {
-			t.Fatalf("after sign-out: %+v", ev)
-		}
-		break
-	}
-	if _, err := io.ReadAll(r); err != nil { // returns once the hub ends the stream
-		t.Fatalf("the stream did not end cleanly: %v", err)
+	for _, tt := range []struct {
+		name string
+		end  func(f *fakeBackend)
+		why  string
+	}{
+		{"signed out", func(f *fakeBackend) { clear(f.sessions) }, "session"},
+		{"access lost", func(f *fakeBackend) { f.hidden = true }, "no such job"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			f.appendLog("one\n", false)
+			srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
+			cookie := signIn(t, srv)
+			_, r := openStream(t, context.Background(), srv, cookie, "/jobs/j1/log/live?attempt=1", "")
+			if ev := readEvents(t, r, 1)[0]; ev.kind != "log" {
+				t.Fatalf("first event: %+v", ev)
+			}
+			f.mu.Lock()
+			tt.end(f)
+			f.mu.Unlock()
+			for {
+				ev := readEvents(t, r, 1)[0]
+				if ev.kind == ":" {
+					continue
+				}
+				if ev.kind != "failure" || !strings.Contains(ev.data, tt.why) {
+					t.Fatalf("after the end: %+v", ev)
+				}
+				break
+			}
+			if _, err := io.ReadAll(r); err != nil { // returns once the hub ends the stream
+				t.Fatalf("the stream did not end cleanly: %v", err)
+			}
+		})
 	}
 }
 
@@ -538,5 +557,60 @@ func TestDiffView(t *testing.T) {
 	}
 	if i := strings.LastIndex(b, `<div class="da">`); !strings.HasPrefix(b[i:], `<div class="da">+line `) || !strings.Contains(b[i:i+100], " one page</div>") {
 		t.Fatalf("the diff ends on a half line: %q", b[i:i+100])
+	}
+}
+
+// Many followers of one live log share one reader of it: each chunk is
+// read from the store about once, not once per follower; every follower
+// still gets every line, and one that joins late (behind the others)
+// catches up from the store and then from the shared tail.
+func TestLiveLogFollowersShareOneReader(t *testing.T) {
+	f := newFake()
+	f.appendLog("start\n", false)
+	srv := serve(t, f, Config{KeepAlive: time.Hour})
+	cookie := signIn(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const followers, chunks = 20, 10
+	var rs []*bufio.Reader
+	for range followers {
+		_, r := openStream(t, ctx, srv, cookie, "/jobs/j1/log/live?attempt=1&from=0", "")
+		if ev := readEvents(t, r, 1)[0]; ev.id != "6" {
+			t.Fatalf("first event: %+v", ev)
+		}
+		rs = append(rs, r)
+	}
+	f.mu.Lock()
+	before := f.reads
+	f.mu.Unlock()
+	off := 6
+	for i := range chunks {
+		line := fmt.Sprintf("chunk %d\n", i)
+		f.appendLog(line, false)
+		off += len(line)
+		for _, r := range rs {
+			if ev := readEvents(t, r, 1)[0]; ev.id != strconv.Itoa(off) || !strings.Contains(ev.data, ">"+strings.TrimSpace(line)+"</div>") {
+				t.Fatalf("chunk %d: %+v", i, ev)
+			}
+		}
+	}
+	f.mu.Lock()
+	reads := f.reads - before
+	f.mu.Unlock()
+	// One reader: a read or two per chunk. A reader per follower would
+	// be at least followers*chunks.
+	if reads > 3*chunks {
+		t.Fatalf("%d followers, %d chunks: %d store reads", followers, chunks, reads)
+	}
+	_, late := openStream(t, ctx, srv, cookie, "/jobs/j1/log/live?attempt=1&from=0", "")
+	if ev := readEvents(t, late, 1)[0]; ev.id != strconv.Itoa(off) || !strings.Contains(ev.data, ">start</div>") {
+		t.Fatalf("a late follower's first event: %+v", ev)
+	}
+	f.appendLog("last\n", true)
+	for _, r := range append(rs, late) {
+		evs := readEvents(t, r, 2)
+		if evs[0].kind != "log" || !strings.Contains(evs[0].data, ">last</div>") || evs[1].kind != "end" {
+			t.Fatalf("the end: %+v", evs)
+		}
 	}
 }
