@@ -178,6 +178,7 @@ func (h *Hub) shareRunner(ctx context.Context, p principal, name string, req pro
 		verb = "made"
 	}
 	h.log.Info("runner access changed", "runner", name, "change", verb+" "+what, "by", p.name)
+	h.notify(anyChange)
 	return h.sharedRunnerView(ctx, rn.ID)
 }
 
@@ -269,6 +270,7 @@ func (h *Hub) shareAccount(ctx context.Context, p principal, req protocol.Accoun
 	}
 	h.log.Info("account access changed", "runner", rn.Name, "account", req.Account, "share", share,
 		"user", req.User, "project", req.Project, "by", p.name)
+	h.notify(anyChange)
 	return out, nil
 }
 

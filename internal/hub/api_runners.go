@@ -235,6 +235,7 @@ func (h *Hub) revokeRunner(ctx context.Context, p principal, name string) (proto
 	}
 	h.closeConn(rn.ID, protocol.CloseRevoked, "runner token revoked")
 	h.log.Info("runner revoked", "runner", rn.Name, "by", p.name)
+	h.notify(anyChange)
 	return h.runnerView(rn, owner), nil
 }
 

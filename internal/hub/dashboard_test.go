@@ -618,3 +618,33 @@ func TestWebResultDiff(t *testing.T) {
 		t.Fatalf("a bounded diff: %q cut=%v err=%v", patch, cut, err)
 	}
 }
+
+// The runners page follows the hub without a reload: a runner that
+// connects appears, the attempt it takes shows as a link to its job, a
+// draining runner says so, and one that goes away turns offline.
+func TestBrowserRunnersPageIsLive(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := th.registerRunner("r1")
+	b := testkit.StartBrowser(t)
+	th.browserSignIn(b, th.admin)
+	b.Do("the runners page", time.Minute, chromedp.Navigate(th.srv.URL+"/runners"), chromedp.WaitVisible(chromedp.CSS(`#runner-r1`)))
+	state := `document.querySelector("#runner-r1 td.state").textContent`
+	if got := testkit.Eval[string](b, state); got != "offline" {
+		t.Fatalf("before the runner connects: %q", got)
+	}
+	testkit.Eval[bool](b, `(window.samePage = true)`)
+	sr, _ := th.dial(tok, protocol.Hello{Slots: 1})
+	b.Until("the runner is online", 30*time.Second, state+` === "online"`)
+	j := th.submit("sleep", "60")
+	o := sr.offer()
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	b.Until("its attempt shows", 30*time.Second, fmt.Sprintf(`document.querySelector("#runner-r1 a[href='/jobs/%s']") !== null`, j.ID))
+	b.Screenshot("runners-live")
+	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 0})
+	b.Until("the runner drains", 30*time.Second, state+` === "draining"`)
+	sr.ws.CloseNow()
+	b.Until("the runner is offline", 30*time.Second, state+` === "offline"`)
+	if !testkit.Eval[bool](b, `window.samePage === true`) {
+		t.Fatal("the page was reloaded")
+	}
+}

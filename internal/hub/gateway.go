@@ -337,7 +337,8 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 		if err := checkNotReady(st.NotReady); err != nil {
 			return fmt.Errorf("status: %w", err)
 		}
-		// Slots 0 means draining (the runner is shutting down): no offers.
+		// Slots 0 means draining (the runner is shutting down): no offers
+		// (conn.draining).
 		h.mu.Lock()
 		grew := st.Slots > c.slots || c.cooldownUntil.After(h.now()) || c.notReady != st.NotReady // readiness changed: offer, or say why jobs wait
 		c.slots, c.cooldownUntil, c.notReady = st.Slots, time.Time{}, st.NotReady
@@ -362,6 +363,7 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 			h.kick()
 		}
 		h.heartbeat(ctx, c)
+		h.notify(anyChange)
 		return nil
 	}
 	if !protocol.IsRequest(f.Type) {
@@ -490,6 +492,10 @@ func (h *Hub) heartbeat(ctx context.Context, c *conn) {
 	c.lastExtend = now
 }
 
+// draining: the runner said it is stopping (a status with no slots); the
+// caller holds h.mu.
+func (c *conn) draining() bool { return c.slots == 0 }
+
 // detach forgets a closed connection. Its attempts keep their leases; the
 // sweep expires them if the runner does not come back in time.
 func (h *Hub) detach(c *conn, reason string) {
@@ -504,6 +510,7 @@ func (h *Hub) detach(c *conn, reason string) {
 		return
 	}
 	h.log.Info("runner disconnected", "runner", c.name, "reason", reason)
+	defer h.notify(anyChange)
 	now := h.now()
 	_ = h.store.Write(context.Background(), func(tx store.Tx) error {
 		rn, err := tx.Runner(c.runnerID)

@@ -93,7 +93,7 @@ func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
 	h.mu.Lock()
 	runners, draining, limited := len(h.conns), 0, 0
 	for _, cn := range h.conns {
-		if cn.slots == 0 {
+		if cn.draining() {
 			draining++
 		}
 		for _, a := range cn.accounts {

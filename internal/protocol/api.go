@@ -254,7 +254,9 @@ type RunnerView struct {
 	Accounts []AccountInfo `json:"accounts,omitempty"`
 	// NotReady says why a connected runner takes no jobs now (e.g. its
 	// disk is below its free-space floor); "" when it is ready.
-	NotReady  string     `json:"not_ready,omitempty"`
+	NotReady string `json:"not_ready,omitempty"`
+	// Draining: the connected runner is stopping and takes no offers.
+	Draining  bool       `json:"draining,omitempty"`
 	LastSeen  *time.Time `json:"last_seen,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	// Access is AccessPrivate or AccessHub; SharedWith lists whom a private

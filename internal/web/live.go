@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"html/template"
 	"io"
@@ -459,4 +461,61 @@ func stateText(v protocol.JobView) string {
 		s += " (cancelling)"
 	}
 	return s
+}
+
+// runnersEvery is the least time between two updates of a runners page.
+const runnersEvery = time.Second
+
+// liveRunners is GET /runners/live: the runners table as the user may see
+// it, as a "runners" event of HTML whenever it changed (a runner came or
+// went, reported, took or ended an attempt), at most one a second. A
+// (re)connecting page gets the table at once: it is never left stale.
+func (s *Server) liveRunners(w http.ResponseWriter, r *http.Request, ss *session) error {
+	if _, err := s.runnersData(r, ss); err != nil {
+		return err // refused before the stream starts
+	}
+	// The version the page has: the one it was rendered with, or after a
+	// reconnect the last one this stream sent it.
+	have := r.URL.Query().Get("version")
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		have = v
+	}
+	e := startSSE(w)
+	err := s.follow(r, ss, "", e, func() (bool, error) {
+		d, err := s.runnersData(r, ss)
+		if err != nil {
+			return true, err
+		}
+		html, version, err := s.runnersTable(ss, d)
+		if err != nil {
+			return true, err
+		}
+		if version != have {
+			have = version
+			if err := e.event(version, "runners", html); err != nil {
+				return true, nil
+			}
+		}
+		select { // changes come in bursts: one update for each
+		case <-time.After(runnersEvery):
+		case <-r.Context().Done():
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil && r.Context().Err() == nil {
+		_ = e.event("", "failure", s.why(err))
+	}
+	return nil
+}
+
+// runnersTable renders the runners table and names its version (a hash of
+// the HTML: the same table, the same version).
+func (s *Server) runnersTable(ss *session, d runnersData) (html, version string, err error) {
+	var b strings.Builder
+	if err := s.tmpl["runners"].ExecuteTemplate(&b, "runners-table", view{Page: "runners", Session: ss, Data: d}); err != nil {
+		return "", "", fmt.Errorf("render the runners table: %w", err)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return b.String(), hex.EncodeToString(sum[:12]), nil
 }

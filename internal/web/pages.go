@@ -130,7 +130,8 @@ type runnerRow struct {
 type runnersData struct {
 	Runners []runnerRow
 	Order   []orderRow
-	Manage  bool // some runner has controls: the table has their column
+	Manage  bool   // some runner has controls: the table has their column
+	Version string // of the table as rendered: the live stream sends newer ones
 }
 
 // orderRow is one of the user's accounts in their order; Up and Down are
@@ -142,19 +143,32 @@ type orderRow struct {
 }
 
 func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) error {
-	rs, err := s.b.Runners(r.Context(), ss.User)
+	d, err := s.runnersData(r, ss)
 	if err != nil {
 		return err
+	}
+	if _, d.Version, err = s.runnersTable(ss, d); err != nil {
+		return err
+	}
+	s.render(w, r, http.StatusOK, "runners", ss, d)
+	return nil
+}
+
+// runnersData is what the runners page shows the user now.
+func (s *Server) runnersData(r *http.Request, ss *session) (runnersData, error) {
+	var d runnersData
+	rs, err := s.b.Runners(r.Context(), ss.User)
+	if err != nil {
+		return d, err
 	}
 	running, err := s.b.Jobs(r.Context(), ss.User, string(job.Running))
 	if err != nil {
-		return err
+		return d, err
 	}
 	accts, err := s.b.Accounts(r.Context(), ss.User)
 	if err != nil {
-		return err
+		return d, err
 	}
-	var d runnersData
 	d.Runners = make([]runnerRow, len(rs))
 	for i, rv := range rs {
 		row := &d.Runners[i]
@@ -184,8 +198,7 @@ func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) er
 			d.Order[i].Down = d.Order[i+1].Position
 		}
 	}
-	s.render(w, r, http.StatusOK, "runners", ss, d)
-	return nil
+	return d, nil
 }
 
 // moveAccount is an up/down control of the account order.

@@ -80,8 +80,8 @@ type Backend interface {
 	// Diff is the job's published change, at most max bytes of it (a nil
 	// Patch: the job published none).
 	Diff(ctx context.Context, u User, id string, max int) (Diff, error)
-	// Changed is closed at the job's next change (log, event, state); call
-	// release when done waiting.
+	// Changed is closed at the job's next change (log, event, state), or
+	// for id "" at any job's or runner's; call release when done waiting.
 	Changed(id string) (ch <-chan struct{}, release func())
 	Questions(ctx context.Context, u User) ([]protocol.QuestionView, error)
 	Projects(ctx context.Context, u User) ([]protocol.ProjectView, error)
@@ -174,6 +174,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /signin", s.postSignin)
 	mux.HandleFunc("POST /signout", s.post(s.signout))
 	mux.HandleFunc("GET /runners", s.page(s.runners))
+	mux.HandleFunc("GET /runners/live", s.signedIn(s.liveRunners))
 	mux.HandleFunc("POST /runners/{name}/revoke", s.post(s.revokeRunner))
 	mux.HandleFunc("POST /runners/{name}/{change}", s.post(s.shareRunner))
 	mux.HandleFunc("POST /accounts/move", s.post(s.moveAccount))

@@ -92,7 +92,7 @@ func (f *fakeBackend) EndSession(_ context.Context, s string) error {
 
 func (f *fakeBackend) Runners(context.Context, User) ([]protocol.RunnerView, error) {
 	return []protocol.RunnerView{{Name: "box-<b>1</b>", Owner: "alice", Connected: true, Slots: 2, Access: "private", NotReady: "disk <b>full</b>"},
-		{Name: "box-3", Owner: "alice", Connected: true, Slots: 0, Access: "private"}}, nil
+		{Name: "box-3", Owner: "alice", Connected: true, Slots: 2, Draining: true, Access: "private"}}, nil
 }
 
 func (f *fakeBackend) job() protocol.JobView {
@@ -612,5 +612,48 @@ func TestLiveLogFollowersShareOneReader(t *testing.T) {
 		if evs[0].kind != "log" || !strings.Contains(evs[0].data, ">last</div>") || evs[1].kind != "end" {
 			t.Fatalf("the end: %+v", evs)
 		}
+	}
+}
+
+// The runners stream sends the table at once to a page that has an older
+// one (or none), and again only when it changed; its id is the table's
+// version, so a page that reconnects gets nothing it has.
+func TestLiveRunnersSendsTheTableWhenItChanges(t *testing.T) {
+	f := newFake()
+	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
+	cookie := signIn(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// quiet: the next events on r are keep-alives only.
+	quiet := func(what string, r *bufio.Reader) {
+		t.Helper()
+		for _, ev := range readEvents(t, r, 3) {
+			if ev.kind != ":" {
+				t.Fatalf("%s: sent %+v", what, ev)
+			}
+		}
+	}
+	_, r := openStream(t, ctx, srv, cookie, "/runners/live", "")
+	ev := readEvents(t, r, 1)[0]
+	if ev.kind != "runners" || ev.id == "" || !strings.Contains(ev.data, `id="runner-box-&lt;b&gt;1&lt;/b&gt;"`) || strings.Contains(ev.data, "<b>") {
+		t.Fatalf("first event: %+v", ev)
+	}
+	f.mu.Lock()
+	f.order = f.order[:0] // not in the table
+	f.mu.Unlock()
+	f.appendLog("a change that leaves the table as it was\n", false)
+	quiet("an unchanged table", r)
+
+	_, body := get(t, srv, cookie, "/runners")
+	if !strings.Contains(body, `data-version="`+ev.id+`"`) {
+		t.Fatalf("the page's table version is not %s:\n%s", ev.id, body)
+	}
+	for _, c := range []struct{ query, lastID string }{{"?version=" + ev.id, ""}, {"?version=old", ev.id}} {
+		_, r := openStream(t, ctx, srv, cookie, "/runners/live"+c.query, c.lastID)
+		quiet(fmt.Sprintf("a page with the table (%+v)", c), r)
+	}
+	_, r2 := openStream(t, ctx, srv, cookie, "/runners/live?version=old", "")
+	if ev2 := readEvents(t, r2, 1)[0]; ev2.data != ev.data || ev2.id != ev.id {
+		t.Fatalf("a page with an older table gets: %+v", ev2)
 	}
 }

@@ -1,7 +1,8 @@
-// The job page's live parts: the log (a bounded window of lines, the tail
-// followed over server-sent events, earlier lines fetched by byte range)
-// and the timeline. Every piece of HTML it inserts was rendered, escaped,
-// by the hub; text it sets goes through textContent.
+// The pages' live parts: the job page's log (a bounded window of lines,
+// the tail followed over server-sent events, earlier lines fetched by byte
+// range) and timeline, and the runners table. Every piece of HTML it
+// inserts was rendered, escaped, by the hub; text it sets goes through
+// textContent.
 "use strict";
 (function () {
   var log = document.getElementById("log");
@@ -84,5 +85,26 @@
       events.dataset.state = e.data;
     });
     ev.addEventListener("failure", function () { ev.close(); });
+  }
+
+  // The runners table, re-rendered by the hub when it changes; an update
+  // waits while the user is in one of its forms.
+  var runners = document.getElementById("runners-live");
+  if (runners) {
+    var pending = null;
+    var busy = function () {
+      return runners.contains(document.activeElement) || runners.querySelector("details[open]") !== null;
+    };
+    var apply = function () {
+      if (pending !== null && !busy()) {
+        runners.innerHTML = pending;
+        pending = null;
+      }
+    };
+    var rs = new EventSource("/runners/live?version=" + encodeURIComponent(runners.dataset.version));
+    rs.addEventListener("runners", function (e) { pending = e.data; apply(); });
+    rs.addEventListener("failure", function () { rs.close(); });
+    runners.addEventListener("focusout", function () { setTimeout(apply, 0); });
+    runners.addEventListener("toggle", function () { setTimeout(apply, 0); }, true);
   }
 })();
