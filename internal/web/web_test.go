@@ -103,7 +103,9 @@ func (f *fakeBackend) job() protocol.JobView {
 		st = job.Completed
 	}
 	v := protocol.JobView{ID: "j1", State: st, Agent: "exec", Requester: "alice", CreatedAt: time.Now(),
-		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "box-1", LogSize: int64(len(f.log))}}}
+		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "box-1", LogSize: int64(len(f.log)),
+			Usage:     &protocol.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 5, CostUSD: 0.0123},
+			Isolation: &protocol.Isolation{Kind: "bwrap", Network: "proxy", Denials: []protocol.Denial{{Host: "<b>evil</b>:443", Phase: "agent", Count: 2, Allow: "drover projects network web --agent x"}}}}}}
 	if f.diff != nil {
 		v.Base, v.Head = strings.Repeat("a", 40), strings.Repeat("b", 40)
 	}
@@ -408,6 +410,8 @@ func TestPagesRender(t *testing.T) {
 		"/jobs":               `href="/jobs/j1"`,
 		"/jobs?requester=bob": "No jobs",
 		"/jobs/j1":            "&lt;img src=x onerror=alert(1)&gt;",
+		"/jobs/j1?usage":      "1200 in / 340 out<br><small>cache 5 read / 0 written</small><br><strong>$0.0123</strong>",
+		"/jobs/j1?denials":    "refused &lt;b&gt;evil&lt;/b&gt;:443 (agent, 2&times;): <code>drover projects network web --agent x</code>",
 		"/questions":          `value="2" class="choice">2) blue</button>`,
 		"/signin":             "You are signed in as",
 		"/approve?name=r1&key=" + strings.Repeat("ab", 32): "You approve as",
