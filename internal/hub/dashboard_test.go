@@ -648,3 +648,49 @@ func TestBrowserRunnersPageIsLive(t *testing.T) {
 		t.Fatal("the page was reloaded")
 	}
 }
+
+// In a real browser the job page's buttons act on the job as the API
+// does and offer only what its state allows: cancel a queued job, then
+// retry it, cancel it again and restart it; another user's page for the
+// job says it is not found and offers nothing.
+func TestBrowserJobControls(t *testing.T) {
+	th, alice, bob := startTenants(t)
+	j := th.submitAs(alice, protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}})
+	b := testkit.StartBrowser(t)
+	th.browserSignIn(b, alice)
+	page := th.srv.URL + "/jobs/" + j.ID
+	b.Do("the job page", time.Minute, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#state")))
+	buttons := func() string {
+		return testkit.Eval[string](b, `Array.from(document.querySelectorAll(".actions button")).map(e => e.id).join(" ")`)
+	}
+	for _, step := range []struct {
+		button, state, buttons string
+	}{
+		{"", "queued", "cancel"},
+		{"cancel", "cancelled", "retry restart"},
+		{"retry", "queued", "cancel"},
+		{"cancel", "cancelled", "retry restart"},
+		{"restart", "queued", "cancel"},
+	} {
+		if step.button != "" {
+			b.Submit(step.button, "#"+step.button)
+		}
+		if got := testkit.Eval[string](b, `document.getElementById("state").textContent`); got != step.state {
+			t.Fatalf("after %q: state %q, want %q", step.button, got, step.state)
+		}
+		if got := buttons(); got != step.buttons {
+			t.Fatalf("after %q: buttons %q, want %q", step.button, got, step.buttons)
+		}
+		if got := th.job(j.ID).State; string(got) != step.state {
+			t.Fatalf("after %q: the hub has the job %s", step.button, got)
+		}
+	}
+	b.Screenshot("job-controls")
+
+	b2 := testkit.StartBrowser(t)
+	th.browserSignIn(b2, bob)
+	b2.Do("bob's job page", time.Minute, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#why")))
+	if got := testkit.Eval[string](b2, `document.getElementById("why").textContent + document.querySelectorAll("main form").length`); !strings.Contains(got, `no job "`+j.ID+`"`) || !strings.HasSuffix(got, "0") {
+		t.Fatalf("bob's page: %q", got)
+	}
+}
