@@ -694,3 +694,30 @@ func TestBrowserJobControls(t *testing.T) {
 		t.Fatalf("bob's page: %q", got)
 	}
 }
+
+// The job page follows the job without a reload: the attempt a runner
+// takes appears with its runner, and when it ends the state, the outcome
+// and the actions the new state allows are shown.
+func TestBrowserJobPageIsLive(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
+	j := th.submit("false")
+	b := testkit.StartBrowser(t)
+	th.browserSignIn(b, th.admin)
+	b.Do("the job page", time.Minute, chromedp.Navigate(th.srv.URL+"/jobs/"+j.ID), chromedp.WaitVisible(chromedp.CSS("#state")))
+	testkit.Eval[bool](b, `(window.samePage = true)`)
+	o := sr.offerFor(j.ID)
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	b.Until("the attempt shows", 30*time.Second, `document.querySelector("#attempts tbody tr") !== null &&
+		document.querySelector("#attempts tbody tr").textContent.includes("r1") && document.getElementById("state").textContent === "running"`)
+	fin := protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: exit(1)},
+		LogSize: 0, LogSHA256: sum(nil), Usage: &protocol.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.5}}
+	wantOK(t, sr.request(protocol.TypeFinish, fin))
+	b.Until("the outcome shows", 30*time.Second, `document.getElementById("state").textContent === "failed" &&
+		document.querySelector("#attempts tbody tr").textContent.includes("exit 1") && document.querySelector("#attempts td.usage").textContent.includes("$0.5000") &&
+		document.getElementById("retry") !== null && document.getElementById("cancel") === null`)
+	b.Screenshot("job-live")
+	if !testkit.Eval[bool](b, `window.samePage === true`) {
+		t.Fatal("the page was reloaded")
+	}
+}

@@ -401,9 +401,11 @@ func (s *Server) logStep(r *http.Request, ss *session, e *sse, id string, attemp
 	}
 }
 
-// liveEvents is GET /jobs/{id}/events/live?after=SEQ: the job's timeline
-// from SEQ as "ev" events (HTML rows, id the sequence number) and its state
-// as "state" events when it changes.
+// liveEvents is GET /jobs/{id}/events/live?after=SEQ&version=V: the job's
+// timeline from SEQ as "ev" events (HTML rows, id the sequence number), its
+// state as "state" events when it changes, and the page's live part (facts,
+// actions, attempts) as a "job" event of HTML when it is not version V
+// (sent again after a reconnect: it is the job as it is now).
 func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, ss *session) error {
 	id := r.PathValue("id")
 	after, err := resumeFrom(r, "after")
@@ -414,7 +416,7 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, ss *session)
 	if err != nil {
 		return err
 	}
-	state := r.URL.Query().Get("state")
+	state, have := r.URL.Query().Get("state"), r.URL.Query().Get("version")
 	e := startSSE(w)
 	t := s.tmpl["job"]
 	err = s.follow(r, ss, id, e, func() (bool, error) {
@@ -439,6 +441,16 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, ss *session)
 		}
 		if v, err = s.b.Job(r.Context(), ss.User, id); err != nil {
 			return true, err
+		}
+		html, version, err := s.fragment("job", "job-live", ss, jobLive(v))
+		if err != nil {
+			return true, err
+		}
+		if version != have {
+			have = version
+			if err := e.event("", "job", html); err != nil {
+				return true, nil
+			}
 		}
 		if now := stateText(v); now != state {
 			state = now
@@ -486,7 +498,7 @@ func (s *Server) liveRunners(w http.ResponseWriter, r *http.Request, ss *session
 		if err != nil {
 			return true, err
 		}
-		html, version, err := s.runnersTable(ss, d)
+		html, version, err := s.fragment("runners", "runners-table", ss, d)
 		if err != nil {
 			return true, err
 		}
@@ -509,12 +521,12 @@ func (s *Server) liveRunners(w http.ResponseWriter, r *http.Request, ss *session
 	return nil
 }
 
-// runnersTable renders the runners table and names its version (a hash of
-// the HTML: the same table, the same version).
-func (s *Server) runnersTable(ss *session, d runnersData) (html, version string, err error) {
+// fragment renders the live part name of page and names its version (a
+// hash of the HTML: the same part, the same version).
+func (s *Server) fragment(page, name string, ss *session, data any) (html, version string, err error) {
 	var b strings.Builder
-	if err := s.tmpl["runners"].ExecuteTemplate(&b, "runners-table", view{Page: "runners", Session: ss, Data: d}); err != nil {
-		return "", "", fmt.Errorf("render the runners table: %w", err)
+	if err := s.tmpl[page].ExecuteTemplate(&b, name, view{Page: page, Session: ss, Data: data}); err != nil {
+		return "", "", fmt.Errorf("render %s of the %s page: %w", name, page, err)
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return b.String(), hex.EncodeToString(sum[:12]), nil

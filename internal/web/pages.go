@@ -147,7 +147,7 @@ func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) er
 	if err != nil {
 		return err
 	}
-	if _, d.Version, err = s.runnersTable(ss, d); err != nil {
+	if _, d.Version, err = s.fragment("runners", "runners-table", ss, d); err != nil {
 		return err
 	}
 	s.render(w, r, http.StatusOK, "runners", ss, d)
@@ -250,6 +250,23 @@ type jobData struct {
 	Open      *protocol.QuestionView
 	// Actions the page offers; the hub still decides.
 	CanCancel, CanRetry, CanRestart bool
+	Version                         string // of the live part as rendered (jobLive)
+}
+
+// jobLive is the part of the job page its events stream keeps current:
+// the job's facts, the actions its state allows, its attempts.
+func jobLive(v protocol.JobView) jobData {
+	d := jobData{Job: v}
+	if v.Head != "" && v.Head != v.Base {
+		d.Fetch = "drover fetch " + v.ID
+	}
+	// The state machine says which actions the state allows (the hub still
+	// decides, with who may control the job).
+	_, errRetry := job.Next(v.State, job.EvRetry)
+	_, errRestart := job.Next(v.State, job.EvRestart)
+	d.CanCancel = !v.State.Terminal() && !v.Cancelling
+	d.CanRetry, d.CanRestart = errRetry == nil, errRestart == nil
+	return d
 }
 
 func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error {
@@ -262,7 +279,8 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error 
 	if err != nil {
 		return err
 	}
-	d := jobData{Job: v, Events: evs}
+	d := jobLive(v)
+	d.Events = evs
 	if len(evs) > 0 {
 		d.LastEvent = evs[len(evs)-1].Seq
 	}
@@ -291,8 +309,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error 
 			return err
 		}
 	}
-	if v.Head != "" && v.Head != v.Base {
-		d.Fetch = "drover fetch " + v.ID
+	if d.Fetch != "" {
 		diff, err := s.b.Diff(r.Context(), ss.User, id, diffBytes)
 		if err != nil {
 			return err
@@ -309,12 +326,9 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error 
 			}
 		}
 	}
-	// The state machine says which actions the state allows (the hub still
-	// decides, with who may control the job).
-	_, errRetry := job.Next(v.State, job.EvRetry)
-	_, errRestart := job.Next(v.State, job.EvRestart)
-	d.CanCancel = !v.State.Terminal() && !v.Cancelling
-	d.CanRetry, d.CanRestart = errRetry == nil, errRestart == nil
+	if _, d.Version, err = s.fragment("job", "job-live", ss, d); err != nil {
+		return err
+	}
 	s.render(w, r, http.StatusOK, "job", ss, d)
 	return nil
 }
