@@ -31,6 +31,7 @@ type conn struct {
 	name      string
 	tokenHash string
 	slots     int
+	version   string // the runner's build, as its hello said
 	labels    map[string]string
 	baseURL   string // the hub's URL as this runner reached it
 	ws        *websocket.Conn
@@ -149,7 +150,7 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	}
 	c := &conn{
 		runnerID: p.runnerID, name: p.name, tokenHash: p.tokenHash,
-		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, ws: ws, baseURL: web.BaseURL(r),
+		slots: hello.Slots, labels: hello.Labels, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, version: hello.RunnerVersion, ws: ws, baseURL: web.BaseURL(r),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
@@ -221,6 +222,12 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
 	}
 	if err := checkNotReady(hello.NotReady); err != nil {
+		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+	}
+	if len(hello.RunnerVersion) > protocol.MaxRunnerVersion {
+		return hello, closeErr{protocol.CloseProtocol, fmt.Sprintf("runner version longer than %d bytes", protocol.MaxRunnerVersion)}
+	}
+	if err := protocol.CheckPlainText("runner version", hello.RunnerVersion, false); err != nil {
 		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
 	}
 	if hello.Agents == nil {

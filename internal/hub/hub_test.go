@@ -217,6 +217,22 @@ func (th *testHub) dial(token string, hello protocol.Hello) (*scriptRunner, prot
 // dialURL connects a scripted runner to the hub at base.
 func (th *testHub) dialURL(base, token string, hello protocol.Hello) (*scriptRunner, protocol.Welcome) {
 	th.t.Helper()
+	sr := th.sayHello(base, token, hello)
+	f := sr.read()
+	if f.Type != protocol.TypeWelcome {
+		th.t.Fatalf("want welcome, got %s", f.Type)
+	}
+	var w protocol.Welcome
+	if err := f.Decode(&w); err != nil {
+		th.t.Fatal(err)
+	}
+	return sr, w
+}
+
+// sayHello opens a scripted runner's connection to the hub at base and
+// sends hello (protocol and slots filled in when zero).
+func (th *testHub) sayHello(base, token string, hello protocol.Hello) *scriptRunner {
+	th.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+protocol.APIPrefix+"/runner/connect",
@@ -245,15 +261,7 @@ func (th *testHub) dialURL(base, token string, hello protocol.Hello) (*scriptRun
 		hello.Slots = 1
 	}
 	sr.send(protocol.TypeHello, "", hello)
-	f := sr.read()
-	if f.Type != protocol.TypeWelcome {
-		th.t.Fatalf("want welcome, got %s", f.Type)
-	}
-	var w protocol.Welcome
-	if err := f.Decode(&w); err != nil {
-		th.t.Fatal(err)
-	}
-	return sr, w
+	return sr
 }
 
 func (sr *scriptRunner) send(typ, id string, body any) {

@@ -256,6 +256,8 @@ type RunnerView struct {
 	// disk is below its free-space floor); "" when it is ready.
 	NotReady string `json:"not_ready,omitempty"`
 	// Draining: the connected runner is stopping and takes no offers.
+	// Version is the connected runner's build.
+	Version   string     `json:"version,omitempty"`
 	Draining  bool       `json:"draining,omitempty"`
 	LastSeen  *time.Time `json:"last_seen,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`

@@ -23,16 +23,17 @@ const Version = 1
 
 // Limits.
 const (
-	MaxFrame       = 2 << 20  // largest WebSocket frame either side accepts
-	MaxLogChunk    = 1 << 20  // largest log chunk in one log request
-	DefaultLogCap  = 64 << 20 // per-attempt log cap unless the hub says otherwise
-	MaxArgs        = 1024     // argv entries in a job
-	MaxArgsBytes   = 256 << 10
-	MaxLabels      = 64
-	MaxLabelLen    = 128
-	MaxHeldReports = 4096 // attempts in one hello or status
-	MaxSlots       = 256  // slots one runner may offer
-	MaxNotReady    = 256  // bytes of a runner's not-ready reason
+	MaxFrame         = 2 << 20  // largest WebSocket frame either side accepts
+	MaxLogChunk      = 1 << 20  // largest log chunk in one log request
+	DefaultLogCap    = 64 << 20 // per-attempt log cap unless the hub says otherwise
+	MaxArgs          = 1024     // argv entries in a job
+	MaxArgsBytes     = 256 << 10
+	MaxLabels        = 64
+	MaxLabelLen      = 128
+	MaxHeldReports   = 4096 // attempts in one hello or status
+	MaxSlots         = 256  // slots one runner may offer
+	MaxNotReady      = 256  // bytes of a runner's not-ready reason
+	MaxRunnerVersion = 128  // bytes of a runner's version in hello
 )
 
 // WebSocket close codes the hub uses. The runner exits on CloseReplaced and
