@@ -42,7 +42,7 @@ func shareWith(f url.Values) (user, project string, hub bool, err error) {
 	return user, project, false, nil
 }
 
-// backTo the runners page at a runner's row.
+// backToRunner answers a runner control with the runners page at its row.
 func backToRunner(w http.ResponseWriter, r *http.Request, name string) {
 	http.Redirect(w, r, "/runners#runner-"+url.PathEscape(name), http.StatusSeeOther)
 }
