@@ -661,3 +661,46 @@ func TestLiveRunnersSendsTheTableWhenItChanges(t *testing.T) {
 		t.Fatalf("a page with an older table gets: %+v", ev2)
 	}
 }
+
+// The job page's live part comes with the events stream when the page's
+// version of it is not the job's now (after a reconnect, or a change), and
+// not when it is.
+func TestLiveJobPartFollowsTheJob(t *testing.T) {
+	f := newFake()
+	f.appendLog("one\n", false)
+	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
+	cookie := signIn(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, body := get(t, srv, cookie, "/jobs/j1")
+	m := regexp.MustCompile(`id="job-live" data-version="([0-9a-f]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no live part on the page:\n%s", body)
+	}
+	kinds := func(r *bufio.Reader) string {
+		var ks []string
+		for _, ev := range readEvents(t, r, 4) {
+			ks = append(ks, ev.kind)
+		}
+		return strings.Join(ks, " ")
+	}
+	_, r := openStream(t, ctx, srv, cookie, "/jobs/j1/events/live?after=1&state=running&version="+m[1], "")
+	if got := kinds(r); got != ": : : :" {
+		t.Fatalf("a page with the job as it is gets %q", got)
+	}
+	_, r = openStream(t, ctx, srv, cookie, "/jobs/j1/events/live?after=1&state=running&version=old", "")
+	evs := readEvents(t, r, 1)
+	if evs[0].kind != "job" || !strings.Contains(evs[0].data, `id="cancel"`) || !strings.Contains(evs[0].data, `<table id="attempts">`) {
+		t.Fatalf("a page with an older part gets %+v", evs)
+	}
+	f.appendLog("done\n", true) // the fake's job completes
+	for {
+		ev := readEvents(t, r, 1)[0]
+		if ev.kind == "job" {
+			if !strings.Contains(ev.data, "completed") || strings.Contains(ev.data, `id="cancel"`) {
+				t.Fatalf("the completed job's part: %s", ev.data)
+			}
+			break
+		}
+	}
+}
