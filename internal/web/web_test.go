@@ -343,15 +343,23 @@ func openStream(t *testing.T, ctx context.Context, srv *httptest.Server, cookie,
 	return resp, bufio.NewReader(resp.Body)
 }
 
+// streamFixture is the fake with log written, its pages, alice's session
+// cookie and a context for streams that ends with the test.
+func streamFixture(t *testing.T, log string, keepAlive time.Duration) (*fakeBackend, *httptest.Server, string, context.Context) {
+	t.Helper()
+	f := newFake()
+	f.appendLog(log, false)
+	srv := serve(t, f, Config{KeepAlive: keepAlive})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return f, srv, signIn(t, srv), ctx
+}
+
 // The live log sends whole lines with their end offset as id, resumes from
 // Last-Event-ID exactly, keeps the connection alive, and ends.
 func TestLiveLogResumesExactly(t *testing.T) {
-	f := newFake()
-	f.appendLog("one\ntwo\nthr", false)
-	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
-	cookie := signIn(t, srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	f, srv, cookie, ctx := streamFixture(t, "one\ntwo\nthr", 20*time.Millisecond)
+	ctx, cancel := context.WithCancel(ctx) // the first stream's connection drops
 
 	resp, r := openStream(t, ctx, srv, cookie, "/jobs/j1/log/live?attempt=1&from=0", "")
 	for k, v := range map[string]string{"Content-Type": "text/event-stream", "X-Accel-Buffering": "no", "Cache-Control": "no-store"} {
@@ -569,12 +577,7 @@ func TestDiffView(t *testing.T) {
 // still gets every line, and one that joins late (behind the others)
 // catches up from the store and then from the shared tail.
 func TestLiveLogFollowersShareOneReader(t *testing.T) {
-	f := newFake()
-	f.appendLog("start\n", false)
-	srv := serve(t, f, Config{KeepAlive: time.Hour})
-	cookie := signIn(t, srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	f, srv, cookie, ctx := streamFixture(t, "start\n", time.Hour)
 	const followers, chunks = 20, 10
 	var rs []*bufio.Reader
 	for range followers {
@@ -623,11 +626,7 @@ func TestLiveLogFollowersShareOneReader(t *testing.T) {
 // one (or none), and again only when it changed; its id is the table's
 // version, so a page that reconnects gets nothing it has.
 func TestLiveRunnersSendsTheTableWhenItChanges(t *testing.T) {
-	f := newFake()
-	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
-	cookie := signIn(t, srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	f, srv, cookie, ctx := streamFixture(t, "", 20*time.Millisecond)
 	// quiet: the next events on r are keep-alives only.
 	quiet := func(what string, r *bufio.Reader) {
 		t.Helper()
@@ -666,12 +665,7 @@ func TestLiveRunnersSendsTheTableWhenItChanges(t *testing.T) {
 // version of it is not the job's now (after a reconnect, or a change), and
 // not when it is.
 func TestLiveJobPartFollowsTheJob(t *testing.T) {
-	f := newFake()
-	f.appendLog("one\n", false)
-	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
-	cookie := signIn(t, srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	f, srv, cookie, ctx := streamFixture(t, "one\n", 20*time.Millisecond)
 	_, body := get(t, srv, cookie, "/jobs/j1")
 	m := regexp.MustCompile(`id="job-live" data-version="([0-9a-f]+)"`).FindStringSubmatch(body)
 	if m == nil {
