@@ -94,86 +94,99 @@ func (h *Hub) apiShareRunner(share bool) func(http.ResponseWriter, *http.Request
 		if err := decodeBody(r, w, &req); err != nil {
 			return err
 		}
-		name := r.PathValue("name")
-		var rn store.Runner
-		var what string
-		err := h.store.Write(r.Context(), func(tx store.Tx) error {
-			var err error
-			if rn, err = ownedRunner(tx, p, name); err != nil {
-				return err
-			}
-			if req.Hub {
-				if req.User != "" || req.Project != "" {
-					return badRequest("share with the hub, a user or a project: one at a time")
-				}
-				if !p.admin {
-					return forbidden("only an admin can make a runner hub-wide")
-				}
-				if share {
-					// Another user's machine runs everyone's jobs only if
-					// they say so: its owner shares it with users or projects.
-					owner, err := tx.User(rn.OwnerID)
-					if err != nil {
-						return err
-					}
-					if !owner.Admin {
-						return forbidden("runner %s belongs to %s, who is not an admin: only an admin's own runners can be hub-wide", name, owner.Name)
-					}
-				}
-				if !share && access(rn) != protocol.AccessHub {
-					return notFound("runner %s is not hub-wide", name)
-				}
-				rn.Access, what = protocol.AccessPrivate, "private"
-				if share {
-					rn.Access, what = protocol.AccessHub, "hub-wide"
-				}
-				return tx.UpdateRunner(rn)
-			}
-			kind, subject, err := shareSubject(tx, req.User, req.Project)
-			if err != nil {
-				return err
-			}
-			if kind == store.ShareUser && subject == rn.OwnerID {
-				return badRequest("runner %s belongs to %s already", name, req.User)
-			}
-			sh := store.Share{RunnerID: rn.ID, Kind: kind, Subject: subject, CreatedAt: h.now()}
-			what = fmt.Sprintf("%s %s", kind, req.User+req.Project)
-			if share {
-				err = tx.PutShare(sh)
-				if errors.Is(err, store.ErrConflict) {
-					return nil // shared already: nothing to change
-				}
-				return err
-			}
-			if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
-				return notFound("runner %s is not shared with %s", name, what)
-			} else if err != nil {
-				return err
-			}
-			return nil
-		})
+		v, err := h.shareRunner(r.Context(), p, r.PathValue("name"), req, share)
 		if err != nil {
 			return err
 		}
-		if err := h.refreshAccess(r.Context(), rn.ID); err != nil {
-			return fmt.Errorf("reload access of runner %s: %w", name, err)
-		}
-		verb := "shared with"
-		if !share {
-			verb = "unshared from"
-		}
-		if req.Hub {
-			verb = "made"
-		}
-		h.log.Info("runner access changed", "runner", name, "change", verb+" "+what, "by", p.name)
-		return h.writeRunner(w, r, p, rn.ID)
+		writeJSON(w, http.StatusOK, v)
+		return nil
 	}
 }
 
-// writeRunner answers with one runner as p sees it.
-func (h *Hub) writeRunner(w http.ResponseWriter, r *http.Request, p principal, runnerID string) error {
+// shareRunner shares a runner with (or unshares it from) a user, a
+// project or the hub (the API's and the runners page's): its owner or an
+// admin only; it answers with the runner as they see it.
+func (h *Hub) shareRunner(ctx context.Context, p principal, name string, req protocol.ShareRequest, share bool) (protocol.RunnerView, error) {
+	var rn store.Runner
+	var what string
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		var err error
+		if rn, err = ownedRunner(tx, p, name); err != nil {
+			return err
+		}
+		if req.Hub {
+			if req.User != "" || req.Project != "" {
+				return badRequest("share with the hub, a user or a project: one at a time")
+			}
+			if !p.admin {
+				return forbidden("only an admin can make a runner hub-wide")
+			}
+			if share {
+				// Another user's machine runs everyone's jobs only if
+				// they say so: its owner shares it with users or projects.
+				owner, err := tx.User(rn.OwnerID)
+				if err != nil {
+					return err
+				}
+				if !owner.Admin {
+					return forbidden("runner %s belongs to %s, who is not an admin: only an admin's own runners can be hub-wide", name, owner.Name)
+				}
+			}
+			if !share && access(rn) != protocol.AccessHub {
+				return notFound("runner %s is not hub-wide", name)
+			}
+			rn.Access, what = protocol.AccessPrivate, "private"
+			if share {
+				rn.Access, what = protocol.AccessHub, "hub-wide"
+			}
+			return tx.UpdateRunner(rn)
+		}
+		kind, subject, err := shareSubject(tx, req.User, req.Project)
+		if err != nil {
+			return err
+		}
+		if kind == store.ShareUser && subject == rn.OwnerID {
+			return badRequest("runner %s belongs to %s already", name, req.User)
+		}
+		sh := store.Share{RunnerID: rn.ID, Kind: kind, Subject: subject, CreatedAt: h.now()}
+		what = fmt.Sprintf("%s %s", kind, req.User+req.Project)
+		if share {
+			err = tx.PutShare(sh)
+			if errors.Is(err, store.ErrConflict) {
+				return nil // shared already: nothing to change
+			}
+			return err
+		}
+		if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
+			return notFound("runner %s is not shared with %s", name, what)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return protocol.RunnerView{}, err
+	}
+	if err := h.refreshAccess(ctx, rn.ID); err != nil {
+		return protocol.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", name, err)
+	}
+	verb := "shared with"
+	if !share {
+		verb = "unshared from"
+	}
+	if req.Hub {
+		verb = "made"
+	}
+	h.log.Info("runner access changed", "runner", name, "change", verb+" "+what, "by", p.name)
+	h.notify(anyChange)
+	return h.sharedRunnerView(ctx, rn.ID)
+}
+
+// sharedRunnerView is one runner with whom it is shared, as its owner and
+// admins see it.
+func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (protocol.RunnerView, error) {
 	var v protocol.RunnerView
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rn, err := tx.Runner(runnerID)
 		if err != nil {
 			return err
@@ -187,11 +200,7 @@ func (h *Hub) writeRunner(w http.ResponseWriter, r *http.Request, p principal, r
 		v.SharedWith = sharesView(n, shares, "")
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return v, err
 }
 
 // apiShareAccount serves POST /accounts/share and /accounts/unshare.
@@ -201,59 +210,68 @@ func (h *Hub) apiShareAccount(share bool) func(http.ResponseWriter, *http.Reques
 		if err := decodeBody(r, w, &req); err != nil {
 			return err
 		}
-		switch {
-		case req.Runner == "":
-			return badRequest("name the runner of the account")
-		case req.Account == "":
-			return badRequest("name the account by its id or label")
-		}
-		var rn store.Runner
-		var out protocol.AccountList
-		connected := h.connectedRunners()
-		err := h.store.Write(r.Context(), func(tx store.Tx) error {
-			var err error
-			if rn, err = ownedRunner(tx, p, req.Runner); err != nil {
-				return err
-			}
-			accts, err := tx.AccountsOfOwner(rn.OwnerID)
-			if err != nil {
-				return err
-			}
-			id, err := pickAccount(accts, rn, req.Account)
-			if err != nil {
-				return err
-			}
-			kind, subject, err := shareSubject(tx, req.User, req.Project)
-			if err != nil {
-				return err
-			}
-			if kind == store.ShareUser && subject == rn.OwnerID {
-				return badRequest("account %s belongs to %s already", req.Account, req.User)
-			}
-			sh := store.Share{RunnerID: rn.ID, AccountID: id, Kind: kind, Subject: subject, CreatedAt: h.now()}
-			if share {
-				if err := tx.PutShare(sh); err != nil && !errors.Is(err, store.ErrConflict) {
-					return err
-				}
-			} else if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
-				return notFound("account %s of runner %s is not shared with %s %s", req.Account, req.Runner, kind, req.User+req.Project)
-			} else if err != nil {
-				return err
-			}
-			out, err = h.accountList(tx, p, connected)
-			return err
-		})
+		out, err := h.shareAccount(r.Context(), p, req, share)
 		if err != nil {
 			return err
 		}
-		if err := h.refreshAccess(r.Context(), rn.ID); err != nil {
-			return fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
-		}
-		h.log.Info("account access changed", "runner", rn.Name, "account", req.Account, "share", share,
-			"user", req.User, "project", req.Project, "by", p.name)
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
+}
+
+// shareAccount shares one account of a runner with (or unshares it from) a
+// user or a project (the API's and the runners page's): the runner's owner
+// or an admin only; it answers with p's accounts.
+func (h *Hub) shareAccount(ctx context.Context, p principal, req protocol.AccountShareRequest, share bool) (protocol.AccountList, error) {
+	var out protocol.AccountList
+	if err := namesAccount(req.Runner, req.Account, ""); err != nil {
+		return out, err
+	}
+	var rn store.Runner
+	connected := h.connectedRunners()
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		var err error
+		if rn, err = ownedRunner(tx, p, req.Runner); err != nil {
+			return err
+		}
+		accts, err := tx.AccountsOfOwner(rn.OwnerID)
+		if err != nil {
+			return err
+		}
+		id, err := pickAccount(accts, rn, req.Account)
+		if err != nil {
+			return err
+		}
+		kind, subject, err := shareSubject(tx, req.User, req.Project)
+		if err != nil {
+			return err
+		}
+		if kind == store.ShareUser && subject == rn.OwnerID {
+			return badRequest("account %s belongs to %s already", req.Account, req.User)
+		}
+		sh := store.Share{RunnerID: rn.ID, AccountID: id, Kind: kind, Subject: subject, CreatedAt: h.now()}
+		if share {
+			if err := tx.PutShare(sh); err != nil && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		} else if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
+			return notFound("account %s of runner %s is not shared with %s %s", req.Account, req.Runner, kind, req.User+req.Project)
+		} else if err != nil {
+			return err
+		}
+		out, err = h.accountList(tx, p, connected)
+		return err
+	})
+	if err != nil {
+		return out, err
+	}
+	if err := h.refreshAccess(ctx, rn.ID); err != nil {
+		return out, fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
+	}
+	h.log.Info("account access changed", "runner", rn.Name, "account", req.Account, "share", share,
+		"user", req.User, "project", req.Project, "by", p.name)
+	h.notify(anyChange)
+	return out, nil
 }
 
 // memberProject reads a project for a members call: anyone who may see it
@@ -321,47 +339,56 @@ func (h *Hub) apiChangeMember(add bool) func(http.ResponseWriter, *http.Request,
 			}
 			user = req.User
 		}
-		if user == "" {
-			return badRequest("name the user")
-		}
-		name := r.PathValue("name")
-		var out protocol.MemberList
-		err := h.store.Write(r.Context(), func(tx store.Tx) error {
-			prj, err := memberProject(tx, p, name, true)
-			if err != nil {
-				return err
-			}
-			u, err := tx.UserByName(user)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
-				return notFound("no user named %q", user)
-			}
-			if err != nil {
-				return err
-			}
-			switch {
-			case add:
-				if err := tx.AddMember(prj.Name, u.ID, h.now()); err != nil && !errors.Is(err, store.ErrConflict) {
-					return err
-				}
-			case u.ID == prj.OwnerID:
-				return badRequest("%s owns project %s and stays a member", user, prj.Name)
-			default:
-				if err := tx.RemoveMember(prj.Name, u.ID); errors.Is(err, store.ErrNotFound) {
-					return notFound("%s is not a member of project %s", user, prj.Name)
-				} else if err != nil {
-					return err
-				}
-			}
-			out, err = memberList(tx, prj)
-			return err
-		})
+		out, err := h.changeMember(r.Context(), p, r.PathValue("name"), user, add)
 		if err != nil {
 			return err
 		}
-		// Membership decides project shares: queued jobs may now fit.
-		h.kick()
-		h.log.Info("project members changed", "project", name, "user", user, "add", add, "by", p.name)
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
+}
+
+// changeMember adds a user to a project or removes one (the API's and the
+// projects page's): the project's owner or an admin only.
+func (h *Hub) changeMember(ctx context.Context, p principal, name, user string, add bool) (protocol.MemberList, error) {
+	var out protocol.MemberList
+	if user == "" {
+		return out, badRequest("name the user")
+	}
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		prj, err := memberProject(tx, p, name, true)
+		if err != nil {
+			return err
+		}
+		u, err := tx.UserByName(user)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
+			return notFound("no user named %q", user)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case add:
+			if err := tx.AddMember(prj.Name, u.ID, h.now()); err != nil && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		case u.ID == prj.OwnerID:
+			return badRequest("%s owns project %s and stays a member", user, prj.Name)
+		default:
+			if err := tx.RemoveMember(prj.Name, u.ID); errors.Is(err, store.ErrNotFound) {
+				return notFound("%s is not a member of project %s", user, prj.Name)
+			} else if err != nil {
+				return err
+			}
+		}
+		out, err = memberList(tx, prj)
+		return err
+	})
+	if err != nil {
+		return out, err
+	}
+	// Membership decides project shares: queued jobs may now fit.
+	h.kick()
+	h.log.Info("project members changed", "project", name, "user", user, "add", add, "by", p.name)
+	return out, nil
 }

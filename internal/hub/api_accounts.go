@@ -50,16 +50,26 @@ func (h *Hub) apiMoveAccount(w http.ResponseWriter, r *http.Request, p principal
 	return nil
 }
 
+// namesAccount checks that a request names an account: its runner and
+// its id or label (what: what the account is named for, as " to move").
+func namesAccount(runner, account, what string) error {
+	switch {
+	case runner == "":
+		return badRequest("name the runner of the account%s", what)
+	case account == "":
+		return badRequest("name the account%s by its id or label", what)
+	}
+	return nil
+}
+
 // moveAccount moves one of p's accounts to a position in p's order (the
 // API's and the runners page's up/down controls).
 func (h *Hub) moveAccount(ctx context.Context, p principal, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
 	var out protocol.AccountList
-	switch {
-	case req.Runner == "":
-		return out, badRequest("name the runner of the account to move")
-	case req.ID == "":
-		return out, badRequest("name the account to move by its id or label")
-	case req.Position < 1:
+	if err := namesAccount(req.Runner, req.ID, " to move"); err != nil {
+		return out, err
+	}
+	if req.Position < 1 {
 		return out, badRequest("position %d: positions start at 1", req.Position)
 	}
 	var moved string

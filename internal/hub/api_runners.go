@@ -206,11 +206,21 @@ func bindRunner(tx store.Tx, now time.Time, ownerID, name, key string, replace b
 }
 
 func (h *Hub) apiRevoke(w http.ResponseWriter, r *http.Request, p principal) error {
-	name := r.PathValue("name")
+	v, err := h.revokeRunner(r.Context(), p, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// revokeRunner revokes a runner's tokens and closes its connection (the
+// API's and the runners page's revoke): its owner or an admin only.
+func (h *Hub) revokeRunner(ctx context.Context, p principal, name string) (protocol.RunnerView, error) {
 	now := h.now()
 	var rn store.Runner
 	var owner string
-	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+	err := h.store.Write(ctx, func(tx store.Tx) error {
 		var err error
 		rn, err = tx.RunnerByName(name)
 		if err != nil {
@@ -223,12 +233,12 @@ func (h *Hub) apiRevoke(w http.ResponseWriter, r *http.Request, p principal) err
 		return revokeRunner(tx, &rn, now)
 	})
 	if err != nil {
-		return err
+		return protocol.RunnerView{}, err
 	}
 	h.closeConn(rn.ID, protocol.CloseRevoked, "runner token revoked")
 	h.log.Info("runner revoked", "runner", rn.Name, "by", p.name)
-	writeJSON(w, http.StatusOK, h.runnerView(rn, owner))
-	return nil
+	h.notify(anyChange)
+	return h.runnerView(rn, owner), nil
 }
 
 func (h *Hub) apiRunnerLogin(w http.ResponseWriter, r *http.Request, p principal) error {

@@ -312,6 +312,9 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 			if err := denialEvents(tx, j.ID, c.name, fin.Isolation, h.now()); err != nil {
 				return nil, err
 			}
+			for _, d := range fin.Isolation.Denials { // counted once, as the attempts are below
+				h.metrics.egressDenials.WithLabelValues(d.Phase).Add(float64(d.Count))
+			}
 		}
 		if fin.Session != "" {
 			a.Session = fin.Session

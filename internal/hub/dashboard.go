@@ -159,3 +159,43 @@ func (d dashboard) ApproveRunner(ctx context.Context, u web.User, req protocol.A
 	out, err := d.h.approve(ctx, as(u), req)
 	return out, d.pageError(err)
 }
+
+func (d dashboard) RevokeRunner(ctx context.Context, u web.User, name string) error {
+	_, err := d.h.revokeRunner(ctx, as(u), name)
+	return d.pageError(err)
+}
+
+func (d dashboard) ShareRunner(ctx context.Context, u web.User, name string, req protocol.ShareRequest, share bool) error {
+	_, err := d.h.shareRunner(ctx, as(u), name, req, share)
+	return d.pageError(err)
+}
+
+func (d dashboard) ShareAccount(ctx context.Context, u web.User, req protocol.AccountShareRequest, share bool) error {
+	_, err := d.h.shareAccount(ctx, as(u), req, share)
+	return d.pageError(err)
+}
+
+func (d dashboard) ChangeMember(ctx context.Context, u web.User, project, user string, add bool) error {
+	_, err := d.h.changeMember(ctx, as(u), project, user, add)
+	return d.pageError(err)
+}
+
+func (d dashboard) Diff(ctx context.Context, u web.User, id string, max int) (web.Diff, error) {
+	var j store.Job
+	err := d.h.store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		j, err = visibleJob(tx, as(u), id)
+		return err
+	})
+	if err != nil {
+		return web.Diff{}, d.pageError(err)
+	}
+	if j.Head == "" || j.Head == j.Base || j.Project == "" || !d.h.repos.Exists(j.Project) {
+		return web.Diff{}, nil
+	}
+	patch, cut, err := d.h.repos.Diff(ctx, j.Project, j.Base, j.Head, max)
+	if patch == nil && err == nil {
+		patch = []byte{} // an empty change is a change published
+	}
+	return web.Diff{Patch: patch, Cut: cut}, d.pageError(err)
+}

@@ -113,8 +113,7 @@ func TestBenchLogChunkToDOM(t *testing.T) {
 	off := int64(len(first))
 
 	b := testkit.StartBrowser(t)
-	b.Do("sign in", time.Minute, chromedp.Navigate(th.srv.URL+"/signin"), chromedp.SendKeys(chromedp.CSS("#token"), th.admin),
-		chromedp.Click(chromedp.CSS("#signin button")), chromedp.WaitVisible(chromedp.CSS(".who")))
+	th.browserSignIn(b, th.admin)
 	b.Do("job page", time.Minute, chromedp.Navigate(th.srv.URL+"/jobs/"+j.ID), chromedp.WaitVisible(chromedp.CSS("#log .l")))
 	testkit.Eval[bool](b, `(window.seen = {}, new MutationObserver(ms => { const now = performance.timeOrigin + performance.now();
 		for (const m of ms) for (const n of m.addedNodes) { const k = n.textContent; if (k.startsWith("bench ")) window.seen[k.slice(6)] = now; } })

@@ -1,21 +1,27 @@
 package hub
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/testkit"
 )
 
 // browser is an HTTP client with a cookie jar that does not follow
@@ -218,38 +224,100 @@ func TestWebRotatedTokenEndsSessions(t *testing.T) {
 	}
 }
 
+// getMetrics is GET /metrics with a bearer token ("": none).
+func (th *testHub) getMetrics(token string) (int, string) {
+	th.t.Helper()
+	code, b := th.send(token, "GET", "/metrics", nil)
+	return code, string(b)
+}
+
+// scrape reads /metrics with the metrics token through the Prometheus
+// text parser.
+func (th *testHub) scrape(token string) (map[string]*dto.MetricFamily, string) {
+	th.t.Helper()
+	code, body := th.getMetrics(token)
+	if code != 200 {
+		th.t.Fatalf("metrics: %d\n%s", code, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		th.t.Fatalf("parse metrics: %v\n%s", err, body)
+	}
+	return fams, body
+}
+
+// metricValue is the value of a family's metric whose labels include
+// label=value ("" for the family's only metric); -1 when there is none.
+func metricValue(fams map[string]*dto.MetricFamily, name, label, value string) float64 {
+	for _, m := range fams[name].GetMetric() {
+		if label != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue()
+		case m.Counter != nil:
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
+}
+
+// Publications, egress denials and draining runners are counted: a
+// published bundle's bytes, each finish's denials by phase, and a runner
+// that reported no slots.
+func TestMetricsCountPublicationsDenialsAndDraining(t *testing.T) {
+	rs := startRepoJob(t, Config{MetricsToken: "m"})
+	th := rs.th
+	fams, _ := th.scrape("m")
+	if metricValue(fams, "drover_publication_bytes_total", "", "") != 0 || metricValue(fams, "drover_runners_draining", "", "") != 0 {
+		t.Fatalf("before: publication bytes %v, draining %v", metricValue(fams, "drover_publication_bytes_total", "", ""), metricValue(fams, "drover_runners_draining", "", ""))
+	}
+	head := commitOn(t, rs.dir, rs.base, "a.txt", "a\n")
+	b := bundle(t, rs.dir, head, rs.base)
+	if a := th.publish(rs.tok, rs.o.AttemptRef, head, b, "", false); a.code != http.StatusOK {
+		t.Fatalf("publish: %+v", a)
+	}
+	fin := protocol.Finish{AttemptRef: rs.o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)},
+		LogSize: 0, LogSHA256: sum(nil), Isolation: &protocol.Isolation{Kind: "bwrap",
+			Denials: []protocol.Denial{{Host: "a.example:443", Phase: "agent", Count: 2}, {Host: "b.example:443", Phase: "agent", Count: 1}, {Host: "c.example:443", Phase: "setup", Count: 4}}}}
+	wantOK(t, rs.sr.request(protocol.TypeFinish, fin))
+	wantOK(t, rs.sr.request(protocol.TypeFinish, fin)) // a repeated finish counts nothing again
+	rs.sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 0})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fams, _ = th.scrape("m"); metricValue(fams, "drover_runners_draining", "", "") == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, c := range []struct {
+		name, label, value string
+		want               float64
+	}{
+		{"drover_publication_bytes_total", "", "", float64(len(b))},
+		{"drover_egress_denials_total", "phase", "agent", 3},
+		{"drover_egress_denials_total", "phase", "setup", 4},
+		{"drover_runners_draining", "", "", 1},
+		{"drover_runners_connected", "", "", 1},
+		{"drover_attempts_finished_total", "outcome", "completed", 1},
+	} {
+		if got := metricValue(fams, c.name, c.label, c.value); got != c.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
+		}
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	th := startHub(t, Config{MetricsToken: "metrics-secret"})
 	th.submit("true")
 	th.call(th.admin, "GET", "/jobs/nope", nil, nil) // a 404, counted by route
 
-	get := func(token string) (int, string) {
-		req, _ := http.NewRequest("GET", th.srv.URL+"/metrics", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
 	for _, tok := range []string{"", "wrong", th.admin} {
-		if code, body := get(tok); code != http.StatusUnauthorized || strings.Contains(body, "drover_jobs") {
+		if code, body := th.getMetrics(tok); code != http.StatusUnauthorized || strings.Contains(body, "drover_jobs") {
 			t.Fatalf("metrics with %q: %d", tok, code)
 		}
 	}
-	code, body := get("metrics-secret")
-	if code != 200 {
-		t.Fatalf("metrics: %d\n%s", code, body)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse metrics: %v\n%s", err, body)
-	}
+	fams, body := th.scrape("metrics-secret")
 	for _, name := range []string{"drover_jobs", "drover_queue_depth", "drover_queue_oldest_age_seconds", "drover_dispatch_latency_seconds",
 		"drover_runners_connected", "drover_log_bytes_total", "drover_http_request_errors_total", "drover_accounts_limited"} {
 		if fams[name] == nil {
@@ -303,5 +371,353 @@ func TestMetrics(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "drover_queue_depth 0") {
 		t.Fatalf("metrics on their own address: %d\n%s", resp.StatusCode, b)
+	}
+}
+
+// accessState is everything the access controls can change: runner box's
+// revocation and shares (as the admin sees them), the shares of its owner's
+// (token's) account and project proj's members.
+func (th *testHub) accessState(owner string) string {
+	th.t.Helper()
+	rv := th.runnersOf(th.admin)["box"]
+	var acct []protocol.Share
+	for _, a := range th.accounts(owner) {
+		if a.Runner == "box" {
+			acct = a.SharedWith
+		}
+	}
+	ms, _ := th.members(th.admin, "proj")
+	return fmt.Sprintf("revoked=%v access=%s shares=%v account=%v members=%v", rv.Revoked, rv.Access, rv.SharedWith, acct, ms.Members)
+}
+
+// startAccessFixture starts a hub with users alice, bob and carol, alice's
+// runner box with account acct_1, and alice's project proj.
+func startAccessFixture(t *testing.T) (th *testHub, alice, bob string) {
+	t.Helper()
+	th, alice, bob = startTenants(t)
+	th.addUser("carol")
+	th.registerRunnerOf(alice, "box")
+	th.seedAccounts("box", protocol.AccountInfo{ID: "acct_1", Agent: "claude", Kind: "login", State: "ready"})
+	th.hostProject(alice, "proj")
+	return th, alice, bob
+}
+
+// The runners and projects pages' controls act as the API does for the
+// same user: a user who may not is refused with the API's answer, and a
+// post without the session's CSRF token or from another origin is
+// refused before anything is read; neither changes anything.
+func TestWebAccessControls(t *testing.T) {
+	th, alice, bob := startAccessFixture(t)
+
+	ab, bb := th.browser(), th.browser()
+	ab.signIn(alice)
+	bb.signIn(bob)
+	aCSRF, bCSRF := ab.csrf("/runners"), bb.csrf("/runners")
+	controls := []struct {
+		path string
+		form url.Values
+	}{
+		{"/runners/box/share", url.Values{"kind": {"user"}, "subject": {"carol"}}},
+		{"/accounts/share", url.Values{"runner": {"box"}, "account": {"acct_1"}, "kind": {"user"}, "subject": {"carol"}}},
+		{"/projects/proj/members/add", url.Values{"user": {"carol"}}},
+		{"/runners/box/revoke", url.Values{}}, // last: a revoked runner is shared no more
+	}
+	with := func(f url.Values, csrf string) url.Values {
+		out := url.Values{"csrf": {csrf}}
+		for k, v := range f {
+			out[k] = v
+		}
+		return out
+	}
+	before := th.accessState(alice)
+	for _, c := range controls {
+		for _, tt := range []struct {
+			name    string
+			b       *browser
+			form    url.Values
+			headers map[string]string
+			want    []int
+		}{
+			{"another user", bb, with(c.form, bCSRF), bb.same(), []int{403, 404}},
+			{"no csrf", ab, c.form, ab.same(), []int{403}},
+			{"another session's csrf", ab, with(c.form, bCSRF), ab.same(), []int{403}},
+			{"another origin", ab, with(c.form, aCSRF), map[string]string{"Origin": "https://evil.example"}, []int{403}},
+			{"no origin", ab, with(c.form, aCSRF), nil, []int{403}},
+			{"signed out", th.browser(), with(c.form, aCSRF), ab.same(), []int{401}},
+		} {
+			resp, body := tt.b.do("POST", c.path, tt.form, tt.headers)
+			if !slices.Contains(tt.want, resp.StatusCode) || !strings.Contains(body, "Refused") && !strings.Contains(body, "Forbidden") && !strings.Contains(body, "Not Found") {
+				t.Errorf("%s %s: %d, want one of %v\n%s", tt.name, c.path, resp.StatusCode, tt.want, body)
+			}
+			if now := th.accessState(alice); now != before {
+				t.Fatalf("%s %s changed access:\n%s\nwas\n%s", tt.name, c.path, now, before)
+			}
+		}
+	}
+	// Bob learns nothing of alice's runner from its page either.
+	if _, body := bb.do("GET", "/runners", nil, nil); strings.Contains(body, "box") {
+		t.Fatalf("bob's runners page shows alice's runner:\n%s", body)
+	}
+
+	// Bad input: a clear refusal, nothing changed.
+	for _, c := range []struct {
+		path string
+		form url.Values
+		want string
+	}{
+		{"/runners/box/share", url.Values{"kind": {"user"}, "subject": {"nobody"}}, "nobody"},
+		{"/runners/box/share", url.Values{"kind": {"group"}, "subject": {"carol"}}, "share with a user, a project or the hub"},
+		{"/runners/box/share", url.Values{"kind": {"hub"}}, "only an admin"},
+		{"/runners/box/unshare", url.Values{"kind": {"user"}, "subject": {"carol"}}, "not shared with"},
+		{"/runners/nope/revoke", url.Values{}, "no runner named"},
+		{"/accounts/share", url.Values{"runner": {"box"}, "account": {"acct_9"}, "kind": {"user"}, "subject": {"carol"}}, "acct_9"},
+		{"/accounts/share", url.Values{"runner": {"box"}, "account": {"acct_1"}, "kind": {"hub"}}, "not the hub"},
+		{"/projects/proj/members/add", url.Values{"user": {"nobody"}}, "no user named"},
+		{"/projects/proj/members/remove", url.Values{"user": {"alice"}}, "stays a member"},
+		{"/projects/proj/members/drop", url.Values{"user": {"carol"}}, "no such change"},
+	} {
+		resp, body := ab.do("POST", c.path, with(c.form, aCSRF), ab.same())
+		if resp.StatusCode < 400 || !strings.Contains(body, c.want) {
+			t.Errorf("%s %v: %d, want a refusal with %q\n%s", c.path, c.form, resp.StatusCode, c.want, body)
+		}
+		if now := th.accessState(alice); now != before {
+			t.Fatalf("%s %v changed access:\n%s", c.path, c.form, now)
+		}
+	}
+
+	// The real forms change what the API would.
+	for _, c := range controls {
+		if resp, body := ab.do("POST", c.path, with(c.form, aCSRF), ab.same()); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%s", c.path, resp.StatusCode, body)
+		}
+	}
+	if got, want := th.accessState(alice), "revoked=true access=private shares=[{carol }] account=[{carol }] members=[alice carol]"; got != want {
+		t.Fatalf("after the controls: %s, want %s", got, want)
+	}
+	if _, body := bb.do("GET", "/projects", nil, nil); strings.Contains(body, `data-project="proj"`) {
+		t.Fatal("bob sees alice's project")
+	}
+	if resp, body := ab.do("POST", "/projects/proj/members/remove", with(url.Values{"user": {"carol"}}, aCSRF), ab.same()); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("remove carol: %d\n%s", resp.StatusCode, body)
+	}
+	if ms, _ := th.members(th.admin, "proj"); !slices.Equal(ms.Members, []string{"alice"}) {
+		t.Fatalf("members after removing carol: %v", ms.Members)
+	}
+}
+
+// browserSignIn signs the browser in with token through the sign-in form.
+func (th *testHub) browserSignIn(b *testkit.Browser, token string) {
+	th.t.Helper()
+	b.Do("sign in", time.Minute, chromedp.Navigate(th.srv.URL+"/signin"), chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("#signin button")), chromedp.WaitVisible(chromedp.CSS(".who")))
+}
+
+// In a real browser, a runner's owner shares the runner and one of its
+// accounts and takes the shares back, adds and removes a project member,
+// and revokes the runner; each form goes through the hub's own function.
+func TestBrowserAccessControls(t *testing.T) {
+	th, alice, _ := startAccessFixture(t)
+	b := testkit.StartBrowser(t)
+	th.browserSignIn(b, alice)
+	shares := func(sel string) string {
+		return testkit.Eval[string](b, `Array.from(document.querySelectorAll(`+strconv.Quote(sel+" small.share")+`)).map(e => e.textContent).join(",")`)
+	}
+
+	b.Do("the runners page", time.Minute, chromedp.Navigate(th.srv.URL+"/runners"), chromedp.WaitVisible(chromedp.CSS(`#runner-box`)))
+	b.Do("share the runner with carol", time.Minute,
+		chromedp.Click(chromedp.CSS(`#runner-box details.share-runner summary`)),
+		chromedp.SetValue(chromedp.CSS(`#runner-box details.share-runner select`), "user"),
+		chromedp.SendKeys(chromedp.CSS(`#runner-box details.share-runner input[name=subject]`), "carol"),
+		chromedp.Click(chromedp.CSS(`#runner-box details.share-runner form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#runner-box small.share`)))
+	if got := shares("#runner-box"); got != "shared with carol" {
+		t.Fatalf("runner shares shown: %q", got)
+	}
+	if got := th.runnersOf(th.admin)["box"].SharedWith; len(got) != 1 || got[0].User != "carol" {
+		t.Fatalf("runner shares stored: %v", got)
+	}
+	b.Do("share the account with project proj", time.Minute,
+		chromedp.Click(chromedp.CSS(`#account-order details.share-account summary`)),
+		chromedp.SetValue(chromedp.CSS(`#account-order details.share-account select`), "project"),
+		chromedp.SendKeys(chromedp.CSS(`#account-order details.share-account input[name=subject]`), "proj"),
+		chromedp.Click(chromedp.CSS(`#account-order details.share-account button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#account-order small.share`)))
+	if got := shares("#account-order"); got != "shared with project proj" {
+		t.Fatalf("account shares shown: %q", got)
+	}
+	b.Screenshot("runners-shared")
+	b.Submit("unshare the account", `#account-order button.unshare`)
+	b.Submit("unshare the runner", `#runner-box button.unshare`)
+	if got := shares("#runner-box") + shares("#account-order"); got != "" {
+		t.Fatalf("shares shown after unsharing: %q", got)
+	}
+	if got := th.runnersOf(th.admin)["box"].SharedWith; len(got) != 0 {
+		t.Fatalf("runner shares after unsharing: %v", got)
+	}
+
+	b.Do("the projects page", time.Minute, chromedp.Navigate(th.srv.URL+"/projects"), chromedp.WaitVisible(chromedp.CSS(`#project-proj`)),
+		chromedp.SendKeys(chromedp.CSS(`#project-proj form.add-member input[name=user]`), "carol"),
+		chromedp.Click(chromedp.CSS(`#project-proj form.add-member button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#project-proj li[data-member=carol]`)))
+	if n := testkit.Eval[int](b, `document.querySelectorAll("#project-proj li[data-member=alice] button").length`); n != 0 {
+		t.Fatal("the owner has a remove button")
+	}
+	b.Screenshot("projects-members")
+	if ms, _ := th.members(th.admin, "proj"); !slices.Equal(ms.Members, []string{"alice", "carol"}) {
+		t.Fatalf("members: %v", ms.Members)
+	}
+	b.Submit("remove carol", `#project-proj li[data-member=carol] button`)
+	if n := testkit.Eval[int](b, `document.querySelectorAll("#project-proj li[data-member=carol]").length`); n != 0 {
+		t.Fatal("carol is still shown as a member")
+	}
+
+	b.Do("revoke the runner", time.Minute, chromedp.Navigate(th.srv.URL+"/runners"), chromedp.WaitVisible(chromedp.CSS(`#runner-box`)),
+		chromedp.Click(chromedp.CSS(`#runner-box details.revoke summary`)),
+		chromedp.Click(chromedp.CSS(`#runner-box details.revoke button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#runner-box .badge.bad`)))
+	if n := testkit.Eval[int](b, `document.querySelectorAll("#runner-box form").length`); n != 0 {
+		t.Fatalf("a revoked runner still has %d controls", n)
+	}
+	b.Screenshot("runners-revoked")
+	if !th.runnersOf(th.admin)["box"].Revoked {
+		t.Fatal("the runner is not revoked")
+	}
+}
+
+// The job page shows the published change from the hub's repository,
+// escaped; the raw diff is the patch; nobody else sees either; a bound
+// cuts the diff.
+func TestWebResultDiff(t *testing.T) {
+	rs := startRepoJob(t, Config{})
+	th := rs.th
+	head := commitOn(t, rs.dir, rs.base, "page.html", "<script>alert(1)</script>\n")
+	if a := th.publish(rs.tok, rs.o.AttemptRef, head, bundle(t, rs.dir, head, rs.base), "", false); a.code != http.StatusOK {
+		t.Fatalf("publish: %+v", a)
+	}
+	b := th.browser()
+	b.signIn(th.admin)
+	page := "/jobs/" + rs.o.Job
+	_, body := b.do("GET", page, nil, nil)
+	for _, want := range []string{`<div class="ds"> page.html | 1 +</div>`, `<div class="dh">diff --git a/page.html b/page.html</div>`,
+		`<div class="da">+&lt;script&gt;alert(1)&lt;/script&gt;</div>`, "drover fetch " + rs.o.Job} {
+		if !strings.Contains(body, want) {
+			t.Errorf("job page lacks %q:\n%s", want, body)
+		}
+	}
+	if resp, raw := b.do("GET", page+"/diff", nil, nil); resp.StatusCode != 200 || !strings.Contains(raw, "+<script>alert(1)</script>\n") ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("raw diff: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+	}
+	bob := th.browser()
+	bob.signIn(th.addUser("bob"))
+	if resp, raw := bob.do("GET", page+"/diff", nil, nil); resp.StatusCode != 404 || strings.Contains(raw, "script") {
+		t.Fatalf("bob's raw diff: %d\n%s", resp.StatusCode, raw)
+	}
+	patch, cut, err := th.h.repos.Diff(t.Context(), "web", rs.base, head, 20)
+	if err != nil || !cut || len(patch) != 20 {
+		t.Fatalf("a bounded diff: %q cut=%v err=%v", patch, cut, err)
+	}
+}
+
+// The runners page follows the hub without a reload: a runner that
+// connects appears, the attempt it takes shows as a link to its job, a
+// draining runner says so, and one that goes away turns offline.
+func TestBrowserRunnersPageIsLive(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := th.registerRunner("r1")
+	b := testkit.StartBrowser(t)
+	th.browserSignIn(b, th.admin)
+	b.Do("the runners page", time.Minute, chromedp.Navigate(th.srv.URL+"/runners"), chromedp.WaitVisible(chromedp.CSS(`#runner-r1`)))
+	state := `document.querySelector("#runner-r1 td.state").textContent`
+	if got := testkit.Eval[string](b, state); got != "offline" {
+		t.Fatalf("before the runner connects: %q", got)
+	}
+	testkit.Eval[bool](b, `(window.samePage = true)`)
+	sr, _ := th.dial(tok, protocol.Hello{Slots: 1})
+	b.Until("the runner is online", 30*time.Second, state+` === "online"`)
+	j := th.submit("sleep", "60")
+	o := sr.offer()
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	b.Until("its attempt shows", 30*time.Second, fmt.Sprintf(`document.querySelector("#runner-r1 a[href='/jobs/%s']") !== null`, j.ID))
+	b.Screenshot("runners-live")
+	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 0})
+	b.Until("the runner drains", 30*time.Second, state+` === "draining"`)
+	sr.ws.CloseNow()
+	b.Until("the runner is offline", 30*time.Second, state+` === "offline"`)
+	if !testkit.Eval[bool](b, `window.samePage === true`) {
+		t.Fatal("the page was reloaded")
+	}
+}
+
+// In a real browser the job page's buttons act on the job as the API
+// does and offer only what its state allows: cancel a queued job, then
+// retry it, cancel it again and restart it; another user's page for the
+// job says it is not found and offers nothing.
+func TestBrowserJobControls(t *testing.T) {
+	th, alice, bob := startTenants(t)
+	j := th.submitAs(alice, protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}})
+	b := testkit.StartBrowser(t)
+	th.browserSignIn(b, alice)
+	page := th.srv.URL + "/jobs/" + j.ID
+	b.Do("the job page", time.Minute, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#state")))
+	buttons := func() string {
+		return testkit.Eval[string](b, `Array.from(document.querySelectorAll(".actions button")).map(e => e.id).join(" ")`)
+	}
+	for _, step := range []struct {
+		button, state, buttons string
+	}{
+		{"", "queued", "cancel"},
+		{"cancel", "cancelled", "retry restart"},
+		{"retry", "queued", "cancel"},
+		{"cancel", "cancelled", "retry restart"},
+		{"restart", "queued", "cancel"},
+	} {
+		if step.button != "" {
+			b.Submit(step.button, "#"+step.button)
+		}
+		if got := testkit.Eval[string](b, `document.getElementById("state").textContent`); got != step.state {
+			t.Fatalf("after %q: state %q, want %q", step.button, got, step.state)
+		}
+		if got := buttons(); got != step.buttons {
+			t.Fatalf("after %q: buttons %q, want %q", step.button, got, step.buttons)
+		}
+		if got := th.job(j.ID).State; string(got) != step.state {
+			t.Fatalf("after %q: the hub has the job %s", step.button, got)
+		}
+	}
+	b.Screenshot("job-controls")
+
+	b2 := testkit.StartBrowser(t)
+	th.browserSignIn(b2, bob)
+	b2.Do("bob's job page", time.Minute, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#why")))
+	if got := testkit.Eval[string](b2, `document.getElementById("why").textContent + document.querySelectorAll("main form").length`); !strings.Contains(got, `no job "`+j.ID+`"`) || !strings.HasSuffix(got, "0") {
+		t.Fatalf("bob's page: %q", got)
+	}
+}
+
+// The job page follows the job without a reload: the attempt a runner
+// takes appears with its runner, and when it ends the state, the outcome
+// and the actions the new state allows are shown.
+func TestBrowserJobPageIsLive(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
+	j := th.submit("false")
+	b := testkit.StartBrowser(t)
+	th.browserSignIn(b, th.admin)
+	b.Do("the job page", time.Minute, chromedp.Navigate(th.srv.URL+"/jobs/"+j.ID), chromedp.WaitVisible(chromedp.CSS("#state")))
+	testkit.Eval[bool](b, `(window.samePage = true)`)
+	o := sr.offerFor(j.ID)
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	b.Until("the attempt shows", 30*time.Second, `document.querySelector("#attempts tbody tr") !== null &&
+		document.querySelector("#attempts tbody tr").textContent.includes("r1") && document.getElementById("state").textContent === "running"`)
+	fin := protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: exit(1)},
+		LogSize: 0, LogSHA256: sum(nil), Usage: &protocol.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.5}}
+	wantOK(t, sr.request(protocol.TypeFinish, fin))
+	b.Until("the outcome shows", 30*time.Second, `document.getElementById("state").textContent === "failed" &&
+		document.querySelector("#attempts tbody tr").textContent.includes("exit 1") && document.querySelector("#attempts td.usage").textContent.includes("$0.5000") &&
+		document.getElementById("retry") !== null && document.getElementById("cancel") === null`)
+	b.Screenshot("job-live")
+	if !testkit.Eval[bool](b, `window.samePage === true`) {
+		t.Fatal("the page was reloaded")
 	}
 }

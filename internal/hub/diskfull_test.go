@@ -105,3 +105,19 @@ func TestNotReadyReasonIsPlainText(t *testing.T) {
 		}
 	}
 }
+
+// A runner's version is shown as its hello said it; one that is not a
+// short plain text closes the connection.
+func TestRunnerVersionIsShownAndPlainText(t *testing.T) {
+	th := startHub(t, Config{})
+	th.dial(th.registerRunner("good"), protocol.Hello{RunnerVersion: "v1.2.3 (abc123)"})
+	if got := th.runnersOf(th.admin)["good"].Version; got != "v1.2.3 (abc123)" {
+		t.Fatalf("version shown: %q", got)
+	}
+	for i, v := range []string{"v1\x1b[2J", strings.Repeat("v", protocol.MaxVersion+1)} {
+		sr := th.sayHello(th.srv.URL, th.registerRunner(fmt.Sprintf("bad%d", i)), protocol.Hello{RunnerVersion: v})
+		if code := sr.waitClosed(); code != protocol.CloseProtocol {
+			t.Errorf("hello with version %q: close %d, want %d", v[:min(len(v), 20)], code, protocol.CloseProtocol)
+		}
+	}
+}

@@ -229,6 +229,9 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 	if err := checkNotReady(hello.NotReady); err != nil {
 		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
 	}
+	if err := protocol.CheckPlainText("runner version", hello.RunnerVersion, false); err != nil {
+		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+	}
 	if hello.Agents == nil {
 		hello.Agents = []string{"exec"} // a runner from before agents were reported
 	}
@@ -343,7 +346,8 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 		if err := checkNotReady(st.NotReady); err != nil {
 			return fmt.Errorf("status: %w", err)
 		}
-		// Slots 0 means draining (the runner is shutting down): no offers.
+		// Slots 0 means draining (the runner is shutting down): no offers
+		// (conn.draining).
 		h.mu.Lock()
 		grew := st.Slots > c.slots || c.cooldownUntil.After(h.now()) || c.notReady != st.NotReady // readiness changed: offer, or say why jobs wait
 		c.slots, c.cooldownUntil, c.notReady = st.Slots, time.Time{}, st.NotReady
@@ -368,6 +372,7 @@ func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error 
 			h.kick()
 		}
 		h.heartbeat(ctx, c)
+		h.notify(anyChange)
 		return nil
 	}
 	if !protocol.IsRequest(f.Type) {
@@ -512,6 +517,10 @@ func (h *Hub) heartbeat(ctx context.Context, c *conn) {
 	c.lastExtend = now
 }
 
+// draining: the runner said it is stopping (a status with no slots); the
+// caller holds h.mu.
+func (c *conn) draining() bool { return c.slots == 0 }
+
 // detach forgets a closed connection. Its attempts keep their leases; the
 // sweep expires them if the runner does not come back in time.
 func (h *Hub) detach(c *conn, reason string) {
@@ -526,6 +535,7 @@ func (h *Hub) detach(c *conn, reason string) {
 		return
 	}
 	h.log.Info("runner disconnected", "runner", c.name, "reason", reason)
+	defer h.notify(anyChange)
 	now := h.now()
 	_ = h.store.Write(context.Background(), func(tx store.Tx) error {
 		rn, err := tx.Runner(c.runnerID)

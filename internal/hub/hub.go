@@ -328,13 +328,21 @@ type waiter struct {
 	n  int
 }
 
-// notify wakes everyone waiting on a job (log followers).
+// anyChange is the waits key of those who wait for any job's or runner's
+// change (the runners page).
+const anyChange = ""
+
+// notify wakes everyone waiting on a job (log followers), and those who
+// wait for any change; notify(anyChange) wakes only the latter (a runner
+// connected, reported or changed access).
 func (h *Hub) notify(jobID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w, ok := h.waits[jobID]; ok {
-		close(w.ch)
-		delete(h.waits, jobID)
+	for _, k := range []string{jobID, anyChange} {
+		if w, ok := h.waits[k]; ok {
+			close(w.ch)
+			delete(h.waits, k)
+		}
 	}
 }
 

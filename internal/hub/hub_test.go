@@ -94,7 +94,25 @@ func (th *testHub) call(token, method, path string, body, out any) (int, protoco
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, th.srv.URL+protocol.APIPrefix+path, rd)
+	code, data := th.send(token, method, protocol.APIPrefix+path, rd)
+	if code >= 300 {
+		var eb protocol.ErrorBody
+		_ = json.Unmarshal(data, &eb)
+		return code, eb.Error
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			th.t.Fatalf("decode %s: %v", data, err)
+		}
+	}
+	return code, protocol.Error{}
+}
+
+// send is a request to the hub's path with a bearer token ("": none): the
+// status and the body.
+func (th *testHub) send(token, method, path string, body io.Reader) (int, []byte) {
+	th.t.Helper()
+	req, _ := http.NewRequest(method, th.srv.URL+path, body)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -104,17 +122,7 @@ func (th *testHub) call(token, method, path string, body, out any) (int, protoco
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		var eb protocol.ErrorBody
-		_ = json.Unmarshal(data, &eb)
-		return resp.StatusCode, eb.Error
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			th.t.Fatalf("decode %s: %v", data, err)
-		}
-	}
-	return resp.StatusCode, protocol.Error{}
+	return resp.StatusCode, data
 }
 
 func (th *testHub) submit(args ...string) protocol.JobView {
@@ -227,6 +235,22 @@ func wsDial(t testing.TB, ctx context.Context, base, token string) *websocket.Co
 // dialURL connects a scripted runner to the hub at base.
 func (th *testHub) dialURL(base, token string, hello protocol.Hello) (*scriptRunner, protocol.Welcome) {
 	th.t.Helper()
+	sr := th.sayHello(base, token, hello)
+	f := sr.read()
+	if f.Type != protocol.TypeWelcome {
+		th.t.Fatalf("want welcome, got %s", f.Type)
+	}
+	var w protocol.Welcome
+	if err := f.Decode(&w); err != nil {
+		th.t.Fatal(err)
+	}
+	return sr, w
+}
+
+// sayHello opens a scripted runner's connection to the hub at base and
+// sends hello (protocol and slots filled in when zero).
+func (th *testHub) sayHello(base, token string, hello protocol.Hello) *scriptRunner {
+	th.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws := wsDial(th.t, ctx, base, token)
@@ -251,15 +275,7 @@ func (th *testHub) dialURL(base, token string, hello protocol.Hello) (*scriptRun
 		hello.Slots = 1
 	}
 	sr.send(protocol.TypeHello, "", hello)
-	f := sr.read()
-	if f.Type != protocol.TypeWelcome {
-		th.t.Fatalf("want welcome, got %s", f.Type)
-	}
-	var w protocol.Welcome
-	if err := f.Decode(&w); err != nil {
-		th.t.Fatal(err)
-	}
-	return sr, w
+	return sr
 }
 
 func (sr *scriptRunner) send(typ, id string, body any) {

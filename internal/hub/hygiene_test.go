@@ -24,21 +24,12 @@ func (th *testHub) rawCall(token, method, path string, body []byte) (int, protoc
 	if body != nil {
 		rd = strings.NewReader(string(body))
 	}
-	req, _ := http.NewRequest(method, th.srv.URL+protocol.APIPrefix+path, rd)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		th.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	code, data := th.send(token, method, protocol.APIPrefix+path, rd)
 	var eb protocol.ErrorBody
-	if resp.StatusCode >= 300 {
+	if code >= 300 {
 		_ = json.Unmarshal(data, &eb)
 	}
-	return resp.StatusCode, eb.Error
+	return code, eb.Error
 }
 
 // dbDump is every row of every table of the hub's database: what "changes

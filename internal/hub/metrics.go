@@ -29,6 +29,8 @@ type metrics struct {
 	dispatchLatency prometheus.Histogram
 	attempts        *prometheus.CounterVec
 	logBytes        prometheus.Counter
+	publishBytes    prometheus.Counter
+	egressDenials   *prometheus.CounterVec
 	requestErrors   *prometheus.CounterVec
 }
 
@@ -48,12 +50,20 @@ func newMetrics(h *Hub) *metrics {
 			Name: "drover_log_bytes_total",
 			Help: "Bytes of job logs the hub stored.",
 		}),
+		publishBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "drover_publication_bytes_total",
+			Help: "Bytes of publication bundles (results and checkpoints) the hub accepted.",
+		}),
+		egressDenials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "drover_egress_denials_total",
+			Help: "Connections the runners' egress proxies refused, as finished attempts report them, by phase (setup or agent).",
+		}, []string{"phase"}),
 		requestErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "drover_http_request_errors_total",
 			Help: "HTTP requests answered with a 4xx or 5xx status, by route pattern and status.",
 		}, []string{"route", "code"}),
 	}
-	m.reg.MustRegister(m.dispatchLatency, m.attempts, m.logBytes, m.requestErrors, hubCollector{h},
+	m.reg.MustRegister(m.dispatchLatency, m.attempts, m.logBytes, m.publishBytes, m.egressDenials, m.requestErrors, hubCollector{h},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -64,6 +74,7 @@ var (
 	descOldest = prometheus.NewDesc("drover_queue_oldest_age_seconds",
 		"How long the oldest queued job has been queued (0 with an empty queue).", nil, nil)
 	descRunners = prometheus.NewDesc("drover_runners_connected", "Runners connected now.", nil, nil)
+	descDrain   = prometheus.NewDesc("drover_runners_draining", "Connected runners that are draining: stopping, they take no offers.", nil, nil)
 	descLimited = prometheus.NewDesc("drover_accounts_limited", "Accounts of connected runners that are rate-limited now.", nil, nil)
 	descUp      = prometheus.NewDesc("drover_store_up", "1 when the last scrape could read the store.", nil, nil)
 )
@@ -72,7 +83,7 @@ var (
 type hubCollector struct{ h *Hub }
 
 func (c hubCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descQueue, descOldest, descRunners, descLimited, descUp} {
+	for _, d := range []*prometheus.Desc{descJobs, descQueue, descOldest, descRunners, descDrain, descLimited, descUp} {
 		ch <- d
 	}
 }
@@ -80,8 +91,11 @@ func (c hubCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
 	h := c.h
 	h.mu.Lock()
-	runners, limited := len(h.conns), 0
+	runners, draining, limited := len(h.conns), 0, 0
 	for _, cn := range h.conns {
+		if cn.draining() {
+			draining++
+		}
 		for _, a := range cn.accounts {
 			if a.State == protocol.AccountLimited {
 				limited++
@@ -90,6 +104,7 @@ func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	h.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descRunners, prometheus.GaugeValue, float64(runners))
+	ch <- prometheus.MustNewConstMetric(descDrain, prometheus.GaugeValue, float64(draining))
 	ch <- prometheus.MustNewConstMetric(descLimited, prometheus.GaugeValue, float64(limited))
 
 	// Collect has no context: a scrape's store read is bounded here.

@@ -114,6 +114,9 @@ func (h *Hub) apiPublish(w http.ResponseWriter, r *http.Request, p principal) er
 	if err != nil {
 		return err
 	}
+	if st, err := os.Stat(bundle); err == nil {
+		h.metrics.publishBytes.Add(float64(st.Size()))
+	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }

@@ -144,6 +144,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		c.send(f)
 	}
 	h.mu.Unlock()
+	h.notify(anyChange)
 	if old != nil {
 		old.close(protocol.CloseReplaced, "replaced by a newer connection of this runner")
 		h.log.Info("runner connection replaced", "runner", c.name)

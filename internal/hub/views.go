@@ -163,14 +163,14 @@ func (h *Hub) runnerView(r store.Runner, owner string) protocol.RunnerView {
 	running := len(h.active[r.ID])
 	var agents []string
 	var accounts []protocol.AccountInfo
-	notReady := ""
+	notReady, draining := "", false
 	if connected {
-		agents, accounts, notReady = c.agents, c.accounts, c.notReady
+		agents, accounts, notReady, draining = c.agents, c.accounts, c.notReady, c.draining()
 	}
 	h.mu.Unlock()
 	return protocol.RunnerView{
 		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected, Revoked: r.RevokedAt != nil,
-		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: agents, Accounts: accounts, NotReady: notReady,
+		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: agents, Accounts: accounts, NotReady: notReady, Draining: draining,
 		Version: r.Version, LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(), Access: access(r),
 	}
 }

@@ -262,7 +262,9 @@ type RunnerView struct {
 	NotReady string `json:"not_ready,omitempty"`
 	// Version is the drover version the runner reported when it last
 	// connected.
-	Version   string     `json:"version,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Draining: the connected runner is stopping and takes no offers.
+	Draining  bool       `json:"draining,omitempty"`
 	LastSeen  *time.Time `json:"last_seen,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	// Access is AccessPrivate or AccessHub; SharedWith lists whom a private

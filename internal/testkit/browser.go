@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"drover/internal/testkit/ciskip"
@@ -106,4 +107,14 @@ func (b *Browser) Screenshot(name string) {
 	if err := os.WriteFile(p, png, 0o644); err != nil {
 		b.t.Logf("screenshot %s: %v", name, err)
 	}
+}
+
+// Submit clicks the element (a form's button) and waits for the page that
+// answers it to load.
+func (b *Browser) Submit(what, sel string) {
+	b.t.Helper()
+	b.Do(what, time.Minute, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))(ctx, t)
+		return err
+	}))
 }

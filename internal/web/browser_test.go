@@ -29,6 +29,7 @@ func browserSignIn(b *testkit.Browser, base string) {
 func TestBrowserLogIsTextAndArrivesLive(t *testing.T) {
 	f := newFake()
 	f.appendLog("<script>window.pwned=1</script>\n\x1b[32mgreen\x1b[0m plain\n<img src=x onerror=\"window.pwned=2\">\n", false)
+	f.diff = []byte(" x.html | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\ndiff --git a/x.html b/x.html\n--- a/x.html\n+++ b/x.html\n@@ -1,2 +1,2 @@\n-<b>old</b>\n+<img src=x onerror=\"window.pwned=3\">\n context\n")
 	srv := serve(t, f, Config{})
 	b := testkit.StartBrowser(t)
 	browserSignIn(b, srv.URL)
@@ -42,7 +43,7 @@ func TestBrowserLogIsTextAndArrivesLive(t *testing.T) {
 	f.appendLog("a live line\n", false)
 	b.Until("the live line", 20*time.Second, `[...document.querySelectorAll("#log .l")].some(e => e.textContent === "a live line")`)
 	b.Until("the timeline", 10*time.Second, `document.querySelector("#events li") !== null`)
-	if got := testkit.Eval[string](b, `String(window.pwned) + document.querySelectorAll("#log script, #log img, #events img").length`); got != "undefined0" {
+	if got := testkit.Eval[string](b, `String(window.pwned) + document.querySelectorAll("#log script, #log img, #events img, #diff img").length`); got != "undefined0" {
 		t.Fatalf("agent text ran or became elements: %s", got)
 	}
 	b.Screenshot("job-log")

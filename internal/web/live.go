@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"html/template"
 	"io"
@@ -280,7 +282,8 @@ func (s *Server) follow(r *http.Request, ss *session, id string, e *sse, step fu
 // liveLog is GET /jobs/{id}/log/live?attempt=N&from=OFFSET: the log's
 // whole lines from OFFSET as they arrive, as "log" events of HTML lines
 // whose id is the byte offset after them; "end" once the log is complete.
-// A reconnecting browser's Last-Event-ID resumes exactly there.
+// A reconnecting browser's Last-Event-ID resumes exactly there. Followers
+// of one log share one reader of it (tails).
 func (s *Server) liveLog(w http.ResponseWriter, r *http.Request, ss *session) error {
 	id := r.PathValue("id")
 	attempt, err := attemptOf(r)
@@ -295,39 +298,114 @@ func (s *Server) liveLog(w http.ResponseWriter, r *http.Request, ss *session) er
 		return err // refused before the stream starts
 	}
 	e := startSSE(w)
-	err = s.follow(r, ss, id, e, func() (bool, error) {
+	t := s.tails.join(ss.User, id, attempt, off)
+	defer s.tails.leave(t)
+	ka := time.NewTicker(s.cfg.KeepAlive)
+	defer ka.Stop()
+	err = func() error {
 		for {
-			sl, err := s.b.Log(r.Context(), ss.User, id, attempt, off)
-			if err != nil {
-				return true, err
-			}
-			data := sl.Data // whole lines only, unless the log is complete
-			if i := bytes.LastIndexByte(data, '\n'); !sl.Complete && (i >= 0 || len(data) < windowBytes) {
-				data = data[:i+1] // (one very long line is sent in pieces)
-			}
-			if len(data) > 0 {
-				h, _ := renderLog(data, off)
-				off += int64(len(data))
-				if err := e.event(strconv.FormatInt(off, 10), "log", string(h)); err != nil {
-					return true, nil
+			data, complete, ok, wake := t.from(off)
+			shared := t // followers in step render each chunk once
+			if !ok {
+				shared = nil // behind the shared tail, or its reader failed: read the store as this user
+				sl, err := s.b.Log(r.Context(), ss.User, id, attempt, off)
+				if err != nil {
+					return err
 				}
+				data, complete = sl.Data, sl.Complete
+			}
+			n, err := sendLines(e, data, complete, off, shared)
+			if err != nil {
+				return nil // the client went away
+			}
+			off += n
+			switch {
+			case n > 0:
 				continue
+			case complete:
+				return e.event("", "end", strconv.FormatInt(off, 10))
+			case !ok && t.stopped():
+				return s.follow(r, ss, id, e, func() (bool, error) { return s.logStep(r, ss, e, id, attempt, &off) })
 			}
-			if sl.Complete {
-				return true, e.event("", "end", strconv.FormatInt(off, 10))
+			select {
+			case <-wake:
+			case <-ka.C:
+				if err := s.stillAllowed(r, ss, id); err != nil {
+					return err
+				}
+				if err := e.write(": keep-alive\n\n"); err != nil {
+					return nil
+				}
+			case <-r.Context().Done():
+				return nil
 			}
-			return false, nil
 		}
-	})
+	}()
 	if err != nil && r.Context().Err() == nil {
 		_ = e.event("", "failure", s.why(err))
 	}
 	return nil
 }
 
-// liveEvents is GET /jobs/{id}/events/live?after=SEQ: the job's timeline
-// from SEQ as "ev" events (HTML rows, id the sequence number) and its state
-// as "state" events when it changes.
+// stillAllowed checks again, at a stream's keep-alive, that its session
+// lives and its user may still see the job.
+func (s *Server) stillAllowed(r *http.Request, ss *session, id string) error {
+	if _, err := s.b.Session(r.Context(), ss.token); err != nil {
+		return err
+	}
+	_, err := s.b.Job(r.Context(), ss.User, id)
+	return err
+}
+
+// sendLines sends data, read at off, as one "log" event of its whole lines
+// (all of it when complete; one very long line goes in pieces) and says
+// how many bytes it sent.
+func sendLines(e *sse, data []byte, complete bool, off int64, t *tail) (int64, error) {
+	if i := bytes.LastIndexByte(data, '\n'); !complete && (i >= 0 || len(data) < windowBytes) {
+		data = data[:i+1]
+	}
+	if len(data) == 0 {
+		return 0, nil
+	}
+	var h string
+	if t != nil {
+		h = t.render(data, off)
+	} else {
+		lines, _ := renderLog(data, off)
+		h = string(lines)
+	}
+	end := off + int64(len(data))
+	return int64(len(data)), e.event(strconv.FormatInt(end, 10), "log", h)
+}
+
+// logStep sends what the store has of the log after *off, as this user:
+// a follower's own reads when the shared reader failed.
+func (s *Server) logStep(r *http.Request, ss *session, e *sse, id string, attempt int64, off *int64) (bool, error) {
+	for {
+		sl, err := s.b.Log(r.Context(), ss.User, id, attempt, *off)
+		if err != nil {
+			return true, err
+		}
+		n, err := sendLines(e, sl.Data, sl.Complete, *off, nil)
+		if err != nil {
+			return true, nil
+		}
+		*off += n
+		if n > 0 {
+			continue
+		}
+		if sl.Complete {
+			return true, e.event("", "end", strconv.FormatInt(*off, 10))
+		}
+		return false, nil
+	}
+}
+
+// liveEvents is GET /jobs/{id}/events/live?after=SEQ&version=V: the job's
+// timeline from SEQ as "ev" events (HTML rows, id the sequence number), its
+// state as "state" events when it changes, and the page's live part (facts,
+// actions, attempts) as a "job" event of HTML when it is not version V
+// (sent again after a reconnect: it is the job as it is now).
 func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, ss *session) error {
 	id := r.PathValue("id")
 	after, err := resumeFrom(r, "after")
@@ -338,7 +416,7 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, ss *session)
 	if err != nil {
 		return err
 	}
-	state := r.URL.Query().Get("state")
+	state, have := r.URL.Query().Get("state"), r.URL.Query().Get("version")
 	e := startSSE(w)
 	t := s.tmpl["job"]
 	err = s.follow(r, ss, id, e, func() (bool, error) {
@@ -364,6 +442,16 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, ss *session)
 		if v, err = s.b.Job(r.Context(), ss.User, id); err != nil {
 			return true, err
 		}
+		html, version, err := s.fragment("job", "job-live", ss, jobLive(v))
+		if err != nil {
+			return true, err
+		}
+		if version != have {
+			have = version
+			if err := e.event("", "job", html); err != nil {
+				return true, nil
+			}
+		}
 		if now := stateText(v); now != state {
 			state = now
 			if err := e.event("", "state", state); err != nil {
@@ -385,4 +473,61 @@ func stateText(v protocol.JobView) string {
 		s += " (cancelling)"
 	}
 	return s
+}
+
+// runnersEvery is the least time between two updates of a runners page.
+const runnersEvery = time.Second
+
+// liveRunners is GET /runners/live: the runners table as the user may see
+// it, as a "runners" event of HTML whenever it changed (a runner came or
+// went, reported, took or ended an attempt), at most one a second. A
+// (re)connecting page gets the table at once: it is never left stale.
+func (s *Server) liveRunners(w http.ResponseWriter, r *http.Request, ss *session) error {
+	if _, err := s.runnersData(r, ss); err != nil {
+		return err // refused before the stream starts
+	}
+	// The version the page has: the one it was rendered with, or after a
+	// reconnect the last one this stream sent it.
+	have := r.URL.Query().Get("version")
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		have = v
+	}
+	e := startSSE(w)
+	err := s.follow(r, ss, "", e, func() (bool, error) {
+		d, err := s.runnersData(r, ss)
+		if err != nil {
+			return true, err
+		}
+		html, version, err := s.fragment("runners", "runners-table", ss, d)
+		if err != nil {
+			return true, err
+		}
+		if version != have {
+			have = version
+			if err := e.event(version, "runners", html); err != nil {
+				return true, nil
+			}
+		}
+		select { // changes come in bursts: one update for each
+		case <-time.After(runnersEvery):
+		case <-r.Context().Done():
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil && r.Context().Err() == nil {
+		_ = e.event("", "failure", s.why(err))
+	}
+	return nil
+}
+
+// fragment renders the live part name of page and names its version (a
+// hash of the HTML: the same part, the same version).
+func (s *Server) fragment(page, name string, ss *session, data any) (html, version string, err error) {
+	var b strings.Builder
+	if err := s.tmpl[page].ExecuteTemplate(&b, name, view{Page: page, Session: ss, Data: data}); err != nil {
+		return "", "", fmt.Errorf("render %s of the %s page: %w", name, page, err)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return b.String(), hex.EncodeToString(sum[:12]), nil
 }

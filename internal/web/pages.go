@@ -120,6 +120,9 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request, ss *session) er
 type runnerRow struct {
 	protocol.RunnerView
 	Current []protocol.JobView // the running jobs on it the user may see
+	// The controls the page offers (the hub still decides): Manage for
+	// its owner and admins, CanHub for an admin's own private runner.
+	Manage, HubWide, CanHub bool
 }
 
 // runnersData is the runners page: the runners the user may use, and the
@@ -127,6 +130,8 @@ type runnerRow struct {
 type runnersData struct {
 	Runners []runnerRow
 	Order   []orderRow
+	Manage  bool   // some runner has controls: the table has their column
+	Version string // of the table as rendered: the live stream sends newer ones
 }
 
 // orderRow is one of the user's accounts in their order; Up and Down are
@@ -138,22 +143,40 @@ type orderRow struct {
 }
 
 func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) error {
-	rs, err := s.b.Runners(r.Context(), ss.User)
+	d, err := s.runnersData(r, ss)
 	if err != nil {
 		return err
+	}
+	if _, d.Version, err = s.fragment("runners", "runners-table", ss, d); err != nil {
+		return err
+	}
+	s.render(w, r, http.StatusOK, "runners", ss, d)
+	return nil
+}
+
+// runnersData is what the runners page shows the user now.
+func (s *Server) runnersData(r *http.Request, ss *session) (runnersData, error) {
+	var d runnersData
+	rs, err := s.b.Runners(r.Context(), ss.User)
+	if err != nil {
+		return d, err
 	}
 	running, err := s.b.Jobs(r.Context(), ss.User, string(job.Running))
 	if err != nil {
-		return err
+		return d, err
 	}
 	accts, err := s.b.Accounts(r.Context(), ss.User)
 	if err != nil {
-		return err
+		return d, err
 	}
-	var d runnersData
 	d.Runners = make([]runnerRow, len(rs))
 	for i, rv := range rs {
-		d.Runners[i].RunnerView = rv
+		row := &d.Runners[i]
+		row.RunnerView = rv
+		row.Manage = rv.Owner == ss.Name || ss.Admin
+		row.HubWide = rv.Access == protocol.AccessHub
+		row.CanHub = ss.Admin && rv.Owner == ss.Name && !row.HubWide
+		d.Manage = d.Manage || (row.Manage && !rv.Revoked)
 		for _, j := range running {
 			if j.Runner == rv.Name {
 				d.Runners[i].Current = append(d.Runners[i].Current, j)
@@ -175,8 +198,7 @@ func (s *Server) runners(w http.ResponseWriter, r *http.Request, ss *session) er
 			d.Order[i].Down = d.Order[i+1].Position
 		}
 	}
-	s.render(w, r, http.StatusOK, "runners", ss, d)
-	return nil
+	return d, nil
 }
 
 // moveAccount is an up/down control of the account order.
@@ -224,9 +246,27 @@ type jobData struct {
 	Hit       int64  // -1: no match
 	NextFrom  int64  // where the next match is searched from
 	Fetch     string // the drover fetch command
+	Diff      *diffView
 	Open      *protocol.QuestionView
 	// Actions the page offers; the hub still decides.
 	CanCancel, CanRetry, CanRestart bool
+	Version                         string // of the live part as rendered (jobLive)
+}
+
+// jobLive is the part of the job page its events stream keeps current:
+// the job's facts, the actions its state allows, its attempts.
+func jobLive(v protocol.JobView) jobData {
+	d := jobData{Job: v}
+	if v.Head != "" && v.Head != v.Base {
+		d.Fetch = "drover fetch " + v.ID
+	}
+	// The state machine says which actions the state allows (the hub still
+	// decides, with who may control the job).
+	_, errRetry := job.Next(v.State, job.EvRetry)
+	_, errRestart := job.Next(v.State, job.EvRestart)
+	d.CanCancel = !v.State.Terminal() && !v.Cancelling
+	d.CanRetry, d.CanRestart = errRetry == nil, errRestart == nil
+	return d
 }
 
 func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error {
@@ -239,7 +279,8 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error 
 	if err != nil {
 		return err
 	}
-	d := jobData{Job: v, Events: evs}
+	d := jobLive(v)
+	d.Events = evs
 	if len(evs) > 0 {
 		d.LastEvent = evs[len(evs)-1].Seq
 	}
@@ -268,8 +309,15 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error 
 			return err
 		}
 	}
-	if v.Head != "" && v.Head != v.Base {
-		d.Fetch = "drover fetch " + v.ID
+	if d.Fetch != "" {
+		diff, err := s.b.Diff(r.Context(), ss.User, id, diffBytes)
+		if err != nil {
+			return err
+		}
+		if diff.Patch != nil {
+			dv := renderDiff(diff.Patch, diff.Cut)
+			d.Diff = &dv
+		}
 	}
 	for i := range v.Questions {
 		if q := &v.Questions[i]; q.Answer == nil || !q.Answer.Approved {
@@ -278,12 +326,9 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, ss *session) error 
 			}
 		}
 	}
-	// The state machine says which actions the state allows (the hub still
-	// decides, with who may control the job).
-	_, errRetry := job.Next(v.State, job.EvRetry)
-	_, errRestart := job.Next(v.State, job.EvRestart)
-	d.CanCancel = !v.State.Terminal() && !v.Cancelling
-	d.CanRetry, d.CanRestart = errRetry == nil, errRestart == nil
+	if _, d.Version, err = s.fragment("job", "job-live", ss, d); err != nil {
+		return err
+	}
 	s.render(w, r, http.StatusOK, "job", ss, d)
 	return nil
 }
@@ -350,6 +395,7 @@ func answerOf(q protocol.QuestionView, ss *session, requester, next string) answ
 type projectRow struct {
 	protocol.ProjectView
 	Members []string
+	Manage  bool // its owner or an admin: offer the member controls
 }
 
 func (s *Server) projects(w http.ResponseWriter, r *http.Request, ss *session) error {
@@ -363,7 +409,7 @@ func (s *Server) projects(w http.ResponseWriter, r *http.Request, ss *session) e
 		if err != nil {
 			return err
 		}
-		rows[i] = projectRow{ProjectView: p, Members: ms.Members}
+		rows[i] = projectRow{ProjectView: p, Members: ms.Members, Manage: ss.Admin || ms.Owner == ss.Name}
 	}
 	s.render(w, r, http.StatusOK, "projects", ss, rows)
 	return nil

@@ -77,8 +77,11 @@ type Backend interface {
 	// Log reads attempt's log from offset (at most 1 MiB); attempt 0 is
 	// the latest.
 	Log(ctx context.Context, u User, id string, attempt, offset int64) (LogSlice, error)
-	// Changed is closed at the job's next change (log, event, state); call
-	// release when done waiting.
+	// Diff is the job's published change, at most max bytes of it (a nil
+	// Patch: the job published none).
+	Diff(ctx context.Context, u User, id string, max int) (Diff, error)
+	// Changed is closed at the job's next change (log, event, state), or
+	// for id "" at any job's or runner's; call release when done waiting.
 	Changed(id string) (ch <-chan struct{}, release func())
 	Questions(ctx context.Context, u User) ([]protocol.QuestionView, error)
 	Projects(ctx context.Context, u User) ([]protocol.ProjectView, error)
@@ -89,6 +92,13 @@ type Backend interface {
 	// of that order.
 	Accounts(ctx context.Context, u User) (protocol.AccountList, error)
 	MoveAccount(ctx context.Context, u User, req protocol.MoveAccountRequest) error
+
+	// Access: revoking and sharing a runner or one of its accounts (its
+	// owner or an admin), a project's members (its owner or an admin).
+	RevokeRunner(ctx context.Context, u User, name string) error
+	ShareRunner(ctx context.Context, u User, name string, req protocol.ShareRequest, share bool) error
+	ShareAccount(ctx context.Context, u User, req protocol.AccountShareRequest, share bool) error
+	ChangeMember(ctx context.Context, u User, project, user string, add bool) error
 
 	// Job actions: "cancel", "retry", "restart", "approve" (an answer).
 	Act(ctx context.Context, u User, id, action string) error
@@ -112,6 +122,8 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	tmpl map[string]*template.Template
+	// tails are the live logs being followed, one reader each.
+	tails *tails
 }
 
 //go:embed templates/*.html
@@ -135,7 +147,7 @@ func New(b Backend, cfg Config) (*Server, error) {
 		cfg.KeepAlive = 15 * time.Second
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	s := &Server{b: b, cfg: cfg, log: cfg.Logger, tmpl: map[string]*template.Template{}}
+	s := &Server{b: b, cfg: cfg, log: cfg.Logger, tmpl: map[string]*template.Template{}, tails: &tails{b: b, m: map[tailKey]*tail{}}}
 	pages, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("list templates: %w", err)
@@ -162,11 +174,17 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /signin", s.postSignin)
 	mux.HandleFunc("POST /signout", s.post(s.signout))
 	mux.HandleFunc("GET /runners", s.page(s.runners))
+	mux.HandleFunc("GET /runners/live", s.signedIn(s.liveRunners))
+	mux.HandleFunc("POST /runners/{name}/revoke", s.post(s.revokeRunner))
+	mux.HandleFunc("POST /runners/{name}/{change}", s.post(s.shareRunner))
 	mux.HandleFunc("POST /accounts/move", s.post(s.moveAccount))
+	mux.HandleFunc("POST /accounts/{change}", s.post(s.shareAccount))
+	mux.HandleFunc("POST /projects/{name}/members/{change}", s.post(s.changeMember))
 	mux.HandleFunc("GET /jobs", s.page(s.jobs))
 	mux.HandleFunc("GET /jobs/{id}", s.page(s.job))
 	mux.HandleFunc("POST /jobs/{id}/{action}", s.post(s.jobAction))
 	mux.HandleFunc("GET /jobs/{id}/log", s.signedIn(s.rawLog))
+	mux.HandleFunc("GET /jobs/{id}/diff", s.signedIn(s.rawDiff))
 	mux.HandleFunc("GET /jobs/{id}/log/window", s.signedIn(s.logWindow))
 	mux.HandleFunc("GET /jobs/{id}/log/live", s.signedIn(s.liveLog))
 	mux.HandleFunc("GET /jobs/{id}/events/live", s.signedIn(s.liveEvents))

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,9 @@ type fakeBackend struct {
 	changed  chan struct{}
 	acts     []string
 	order    []protocol.AccountView // alice's accounts, best first, then one bob shared
+	diff     []byte                 // j1's published change (nil: none)
+	reads    int                    // Log calls: what the store would be asked
+	hidden   bool                   // alice may no longer see j1 (Job refuses)
 }
 
 const aliceToken = "drv_u_alice"
@@ -87,7 +91,8 @@ func (f *fakeBackend) EndSession(_ context.Context, s string) error {
 }
 
 func (f *fakeBackend) Runners(context.Context, User) ([]protocol.RunnerView, error) {
-	return []protocol.RunnerView{{Name: "box-<b>1</b>", Owner: "alice", Connected: true, Slots: 2, Access: "private"}}, nil
+	return []protocol.RunnerView{{Name: "box-<b>1</b>", Owner: "alice", Connected: true, Slots: 2, Access: "private", NotReady: "disk <b>full</b>"},
+		{Name: "box-3", Owner: "alice", Connected: true, Slots: 2, Draining: true, Access: "private"}}, nil
 }
 
 func (f *fakeBackend) job() protocol.JobView {
@@ -97,8 +102,26 @@ func (f *fakeBackend) job() protocol.JobView {
 	if f.complete {
 		st = job.Completed
 	}
-	return protocol.JobView{ID: "j1", State: st, Agent: "exec", Requester: "alice", CreatedAt: time.Now(),
-		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "box-1", LogSize: int64(len(f.log))}}}
+	v := protocol.JobView{ID: "j1", State: st, Agent: "exec", Requester: "alice", CreatedAt: time.Now(),
+		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "box-1", LogSize: int64(len(f.log)),
+			Usage:     &protocol.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 5, CostUSD: 0.0123},
+			Isolation: &protocol.Isolation{Kind: "bwrap", Network: "proxy", Denials: []protocol.Denial{{Host: "<b>evil</b>:443", Phase: "agent", Count: 2, Allow: "drover projects network web --agent x"}}}}}}
+	if f.diff != nil {
+		v.Base, v.Head = strings.Repeat("a", 40), strings.Repeat("b", 40)
+	}
+	return v
+}
+
+func (f *fakeBackend) Diff(_ context.Context, _ User, id string, max int) (Diff, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id != "j1" {
+		return Diff{}, errNoJob
+	}
+	if len(f.diff) > max {
+		return Diff{Patch: f.diff[:max], Cut: true}, nil
+	}
+	return Diff{Patch: f.diff}, nil
 }
 
 func (f *fakeBackend) Jobs(context.Context, User, string) ([]protocol.JobView, error) {
@@ -106,7 +129,10 @@ func (f *fakeBackend) Jobs(context.Context, User, string) ([]protocol.JobView, e
 }
 
 func (f *fakeBackend) Job(_ context.Context, _ User, id string) (protocol.JobView, error) {
-	if id != "j1" {
+	f.mu.Lock()
+	hidden := f.hidden
+	f.mu.Unlock()
+	if id != "j1" || hidden {
 		return protocol.JobView{}, errNoJob
 	}
 	return f.job(), nil
@@ -129,6 +155,7 @@ func (f *fakeBackend) Log(_ context.Context, _ User, id string, attempt, offset 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	size := int64(len(f.log))
 	if offset > size {
 		return LogSlice{}, &Error{Status: http.StatusBadRequest, Msg: "offset past the end"}
@@ -159,10 +186,7 @@ func (f *fakeBackend) Members(context.Context, User, string) (protocol.MemberLis
 }
 
 func (f *fakeBackend) Act(_ context.Context, _ User, id, action string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.acts = append(f.acts, action+" "+id)
-	return nil
+	return f.act("%s %s", action, id)
 }
 
 func (f *fakeBackend) Answer(context.Context, User, string, protocol.AnswerRequest) error { return nil }
@@ -198,6 +222,29 @@ func (f *fakeBackend) MoveAccount(_ context.Context, _ User, req protocol.MoveAc
 	}
 	copy(f.order, mine)
 	return nil
+}
+
+func (f *fakeBackend) act(format string, args ...any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, fmt.Sprintf(format, args...))
+	return nil
+}
+
+func (f *fakeBackend) RevokeRunner(_ context.Context, _ User, name string) error {
+	return f.act("revoke %s", name)
+}
+
+func (f *fakeBackend) ShareRunner(_ context.Context, _ User, name string, req protocol.ShareRequest, share bool) error {
+	return f.act("share %s %v %+v", name, share, req)
+}
+
+func (f *fakeBackend) ShareAccount(_ context.Context, _ User, req protocol.AccountShareRequest, share bool) error {
+	return f.act("share account %v %+v", share, req)
+}
+
+func (f *fakeBackend) ChangeMember(_ context.Context, _ User, project, user string, add bool) error {
+	return f.act("member %s %s %v", project, user, add)
 }
 
 func (f *fakeBackend) ApproveRunner(context.Context, User, protocol.ApproveRequest) (protocol.ApproveResponse, error) {
@@ -296,15 +343,23 @@ func openStream(t *testing.T, ctx context.Context, srv *httptest.Server, cookie,
 	return resp, bufio.NewReader(resp.Body)
 }
 
+// streamFixture is the fake with log written, its pages, alice's session
+// cookie and a context for streams that ends with the test.
+func streamFixture(t *testing.T, log string, keepAlive time.Duration) (*fakeBackend, *httptest.Server, string, context.Context) {
+	t.Helper()
+	f := newFake()
+	f.appendLog(log, false)
+	srv := serve(t, f, Config{KeepAlive: keepAlive})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return f, srv, signIn(t, srv), ctx
+}
+
 // The live log sends whole lines with their end offset as id, resumes from
 // Last-Event-ID exactly, keeps the connection alive, and ends.
 func TestLiveLogResumesExactly(t *testing.T) {
-	f := newFake()
-	f.appendLog("one\ntwo\nthr", false)
-	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
-	cookie := signIn(t, srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	f, srv, cookie, ctx := streamFixture(t, "one\ntwo\nthr", 20*time.Millisecond)
+	ctx, cancel := context.WithCancel(ctx) // the first stream's connection drops
 
 	resp, r := openStream(t, ctx, srv, cookie, "/jobs/j1/log/live?attempt=1&from=0", "")
 	for k, v := range map[string]string{"Content-Type": "text/event-stream", "X-Accel-Buffering": "no", "Cache-Control": "no-store"} {
@@ -358,9 +413,13 @@ func TestPagesRender(t *testing.T) {
 	cookie := signIn(t, srv)
 	for path, want := range map[string]string{
 		"/runners":            "box-&lt;b&gt;1&lt;/b&gt;",
+		"/runners?":           "not ready: disk &lt;b&gt;full&lt;/b&gt;",
+		"/runners?#":          `<span class="badge s-waiting">draining</span>`,
 		"/jobs":               `href="/jobs/j1"`,
 		"/jobs?requester=bob": "No jobs",
 		"/jobs/j1":            "&lt;img src=x onerror=alert(1)&gt;",
+		"/jobs/j1?usage":      "1200 in / 340 out<br><small>cache 5 read / 0 written</small><br><strong>$0.0123</strong>",
+		"/jobs/j1?denials":    "refused &lt;b&gt;evil&lt;/b&gt;:443 (agent, 2&times;): <code>drover projects network web --agent x</code>",
 		"/questions":          `value="2" class="choice">2) blue</button>`,
 		"/signin":             "You are signed in as",
 		"/approve?name=r1&key=" + strings.Repeat("ab", 32): "You approve as",
@@ -432,30 +491,210 @@ func TestLogSearch(t *testing.T) {
 	}
 }
 
-// A stream ends soon after its session: signed out, it says why and stops.
+// A stream ends soon after its session, or its user's access to the job:
+// signed out, or no longer allowed, it says why and stops.
 func TestLiveStreamEndsWithTheSession(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		end  func(f *fakeBackend)
+		why  string
+	}{
+		{"signed out", func(f *fakeBackend) { clear(f.sessions) }, "session"},
+		{"access lost", func(f *fakeBackend) { f.hidden = true }, "no such job"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			f.appendLog("one\n", false)
+			srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
+			cookie := signIn(t, srv)
+			_, r := openStream(t, context.Background(), srv, cookie, "/jobs/j1/log/live?attempt=1", "")
+			if ev := readEvents(t, r, 1)[0]; ev.kind != "log" {
+				t.Fatalf("first event: %+v", ev)
+			}
+			f.mu.Lock()
+			tt.end(f)
+			f.mu.Unlock()
+			for {
+				ev := readEvents(t, r, 1)[0]
+				if ev.kind == ":" {
+					continue
+				}
+				if ev.kind != "failure" || !strings.Contains(ev.data, tt.why) {
+					t.Fatalf("after the end: %+v", ev)
+				}
+				break
+			}
+			if _, err := io.ReadAll(r); err != nil { // returns once the hub ends the stream
+				t.Fatalf("the stream did not end cleanly: %v", err)
+			}
+		})
+	}
+}
+
+// A result's diff is text: escaped, its lines classed, control characters
+// shown as symbols, and a long one cut to a bound with a note, whole lines
+// only; the raw diff is the patch as it is.
+func TestDiffView(t *testing.T) {
 	f := newFake()
-	f.appendLog("one\n", false)
-	srv := serve(t, f, Config{KeepAlive: 20 * time.Millisecond})
+	f.diff = []byte("diff --git a/x.html b/x.html\n--- a/x.html\n+++ b/x.html\n@@ -1 +1 @@\n-<b>old</b>\n+<script>alert(1)</script>\x1b[31m\n context\n")
+	srv := serve(t, f, Config{})
 	cookie := signIn(t, srv)
-	_, r := openStream(t, context.Background(), srv, cookie, "/jobs/j1/log/live?attempt=1", "")
-	if ev := readEvents(t, r, 1)[0]; ev.kind != "log" {
+	_, b := get(t, srv, cookie, "/jobs/j1")
+	for _, want := range []string{
+		`<div class="dh">diff --git a/x.html b/x.html</div><div class="dh">--- a/x.html</div><div class="dh">+++ b/x.html</div><div class="dk">@@ -1 +1 @@</div>`,
+		`<div class="dd">-&lt;b&gt;old&lt;/b&gt;</div>`,
+		`<div class="da">+&lt;script&gt;alert(1)&lt;/script&gt;␛[31m</div>`,
+		`<div class="dc"> context</div>`, "1 file changed", `href="/jobs/j1/diff"`, "drover fetch j1",
+	} {
+		if !strings.Contains(b, want) {
+			t.Errorf("job page lacks %q:\n%s", want, b)
+		}
+	}
+	if strings.Contains(b, "<script>alert") || strings.Contains(b, "diffcut") {
+		t.Fatalf("unescaped or cut:\n%s", b)
+	}
+	if code, raw := get(t, srv, cookie, "/jobs/j1/diff"); code != 200 || raw != string(f.diff) {
+		t.Fatalf("raw diff: %d %q", code, raw)
+	}
+
+	var big strings.Builder
+	big.WriteString("diff --git a/big b/big\n@@ -0,0 +1,100000 @@\n")
+	for i := 0; big.Len() < 3*diffBytes; i++ {
+		fmt.Fprintf(&big, "+line %d of a change far too long for one page\n", i)
+	}
+	f.diff = []byte(big.String())
+	_, b = get(t, srv, cookie, "/jobs/j1")
+	if !strings.Contains(b, `id="diffcut"`) || len(b) > 2*diffBytes {
+		t.Fatalf("a long diff: %d bytes, cut note %v", len(b), strings.Contains(b, "diffcut"))
+	}
+	if i := strings.LastIndex(b, `<div class="da">`); !strings.HasPrefix(b[i:], `<div class="da">+line `) || !strings.Contains(b[i:i+100], " one page</div>") {
+		t.Fatalf("the diff ends on a half line: %q", b[i:i+100])
+	}
+}
+
+// Many followers of one live log share one reader of it: each chunk is
+// read from the store about once, not once per follower; every follower
+// still gets every line, and one that joins late (behind the others)
+// catches up from the store and then from the shared tail.
+func TestLiveLogFollowersShareOneReader(t *testing.T) {
+	f, srv, cookie, ctx := streamFixture(t, "start\n", time.Hour)
+	const followers, chunks = 20, 10
+	var rs []*bufio.Reader
+	for range followers {
+		_, r := openStream(t, ctx, srv, cookie, "/jobs/j1/log/live?attempt=1&from=0", "")
+		if ev := readEvents(t, r, 1)[0]; ev.id != "6" {
+			t.Fatalf("first event: %+v", ev)
+		}
+		rs = append(rs, r)
+	}
+	f.mu.Lock()
+	before := f.reads
+	f.mu.Unlock()
+	off := 6
+	for i := range chunks {
+		line := fmt.Sprintf("chunk %d\n", i)
+		f.appendLog(line, false)
+		off += len(line)
+		for _, r := range rs {
+			if ev := readEvents(t, r, 1)[0]; ev.id != strconv.Itoa(off) || !strings.Contains(ev.data, ">"+strings.TrimSpace(line)+"</div>") {
+				t.Fatalf("chunk %d: %+v", i, ev)
+			}
+		}
+	}
+	f.mu.Lock()
+	reads := f.reads - before
+	f.mu.Unlock()
+	// One reader: a read or two per chunk. A reader per follower would
+	// be at least followers*chunks.
+	if reads > 3*chunks {
+		t.Fatalf("%d followers, %d chunks: %d store reads", followers, chunks, reads)
+	}
+	_, late := openStream(t, ctx, srv, cookie, "/jobs/j1/log/live?attempt=1&from=0", "")
+	if ev := readEvents(t, late, 1)[0]; ev.id != strconv.Itoa(off) || !strings.Contains(ev.data, ">start</div>") {
+		t.Fatalf("a late follower's first event: %+v", ev)
+	}
+	f.appendLog("last\n", true)
+	for _, r := range append(rs, late) {
+		evs := readEvents(t, r, 2)
+		if evs[0].kind != "log" || !strings.Contains(evs[0].data, ">last</div>") || evs[1].kind != "end" {
+			t.Fatalf("the end: %+v", evs)
+		}
+	}
+}
+
+// The runners stream sends the table at once to a page that has an older
+// one (or none), and again only when it changed; its id is the table's
+// version, so a page that reconnects gets nothing it has.
+func TestLiveRunnersSendsTheTableWhenItChanges(t *testing.T) {
+	f, srv, cookie, ctx := streamFixture(t, "", 20*time.Millisecond)
+	// quiet: the next events on r are keep-alives only.
+	quiet := func(what string, r *bufio.Reader) {
+		t.Helper()
+		for _, ev := range readEvents(t, r, 3) {
+			if ev.kind != ":" {
+				t.Fatalf("%s: sent %+v", what, ev)
+			}
+		}
+	}
+	_, r := openStream(t, ctx, srv, cookie, "/runners/live", "")
+	ev := readEvents(t, r, 1)[0]
+	if ev.kind != "runners" || ev.id == "" || !strings.Contains(ev.data, `id="runner-box-&lt;b&gt;1&lt;/b&gt;"`) || strings.Contains(ev.data, "<b>") {
 		t.Fatalf("first event: %+v", ev)
 	}
 	f.mu.Lock()
-	clear(f.sessions)
+	f.order = f.order[:0] // not in the table
 	f.mu.Unlock()
+	f.appendLog("a change that leaves the table as it was\n", false)
+	quiet("an unchanged table", r)
+
+	_, body := get(t, srv, cookie, "/runners")
+	if !strings.Contains(body, `data-version="`+ev.id+`"`) {
+		t.Fatalf("the page's table version is not %s:\n%s", ev.id, body)
+	}
+	for _, c := range []struct{ query, lastID string }{{"?version=" + ev.id, ""}, {"?version=old", ev.id}} {
+		_, r := openStream(t, ctx, srv, cookie, "/runners/live"+c.query, c.lastID)
+		quiet(fmt.Sprintf("a page with the table (%+v)", c), r)
+	}
+	_, r2 := openStream(t, ctx, srv, cookie, "/runners/live?version=old", "")
+	if ev2 := readEvents(t, r2, 1)[0]; ev2.data != ev.data || ev2.id != ev.id {
+		t.Fatalf("a page with an older table gets: %+v", ev2)
+	}
+}
+
+// The job page's live part comes with the events stream when the page's
+// version of it is not the job's now (after a reconnect, or a change), and
+// not when it is.
+func TestLiveJobPartFollowsTheJob(t *testing.T) {
+	f, srv, cookie, ctx := streamFixture(t, "one\n", 20*time.Millisecond)
+	_, body := get(t, srv, cookie, "/jobs/j1")
+	m := regexp.MustCompile(`id="job-live" data-version="([0-9a-f]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no live part on the page:\n%s", body)
+	}
+	kinds := func(r *bufio.Reader) string {
+		var ks []string
+		for _, ev := range readEvents(t, r, 4) {
+			ks = append(ks, ev.kind)
+		}
+		return strings.Join(ks, " ")
+	}
+	_, r := openStream(t, ctx, srv, cookie, "/jobs/j1/events/live?after=1&state=running&version="+m[1], "")
+	if got := kinds(r); got != ": : : :" {
+		t.Fatalf("a page with the job as it is gets %q", got)
+	}
+	_, r = openStream(t, ctx, srv, cookie, "/jobs/j1/events/live?after=1&state=running&version=old", "")
+	evs := readEvents(t, r, 1)
+	if evs[0].kind != "job" || !strings.Contains(evs[0].data, `id="cancel"`) || !strings.Contains(evs[0].data, `<table id="attempts">`) {
+		t.Fatalf("a page with an older part gets %+v", evs)
+	}
+	f.appendLog("done\n", true) // the fake's job completes
 	for {
 		ev := readEvents(t, r, 1)[0]
-		if ev.kind == ":" {
-			continue
+		if ev.kind == "job" {
+			if !strings.Contains(ev.data, "completed") || strings.Contains(ev.data, `id="cancel"`) {
+				t.Fatalf("the completed job's part: %s", ev.data)
+			}
+			break
 		}
-		if ev.kind != "failure" || !strings.Contains(ev.data, "session") {
-			t.Fatalf("after sign-out: %+v", ev)
-		}
-		break
-	}
-	if _, err := io.ReadAll(r); err != nil { // returns once the hub ends the stream
-		t.Fatalf("the stream did not end cleanly: %v", err)
 	}
 }

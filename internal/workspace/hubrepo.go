@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -261,4 +262,36 @@ func (r HubRepos) RemoveLeftovers() (int, error) {
 		}
 	}
 	return len(paths), nil
+}
+
+// errDiffCut stops a diff at its bound.
+var errDiffCut = errors.New("diff cut at its bound")
+
+// cutWriter keeps the first max bytes and then fails, so git stops.
+type cutWriter struct {
+	b   bytes.Buffer
+	max int
+	cut bool
+}
+
+func (w *cutWriter) Write(p []byte) (int, error) {
+	if room := w.max - w.b.Len(); len(p) > room {
+		w.b.Write(p[:room])
+		w.cut = true
+		return room, errDiffCut
+	}
+	return w.b.Write(p)
+}
+
+// Diff is the change from base to head in a project's repository (its
+// --stat, then the patch, as git prints them with no external diff or
+// textconv), at most max bytes of it; cut says it was longer.
+func (r HubRepos) Diff(ctx context.Context, project, base, head string, max int) (patch []byte, cut bool, err error) {
+	w := &cutWriter{max: max}
+	_, err = r.Git.Run(ctx, Cmd{Dir: r.Dir(project), Stdout: w,
+		Args: []string{"diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", base, head, "--"}})
+	if err != nil && !w.cut {
+		return nil, false, fmt.Errorf("diff %s..%s of %s: %w", short(base), short(head), project, err)
+	}
+	return w.b.Bytes(), w.cut, nil
 }

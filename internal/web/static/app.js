@@ -1,7 +1,8 @@
-// The job page's live parts: the log (a bounded window of lines, the tail
-// followed over server-sent events, earlier lines fetched by byte range)
-// and the timeline. Every piece of HTML it inserts was rendered, escaped,
-// by the hub; text it sets goes through textContent.
+// The pages' live parts: the job page's log (a bounded window of lines,
+// the tail followed over server-sent events, earlier lines fetched by byte
+// range), timeline and the job's facts, actions and attempts, and the
+// runners table. Every piece of HTML it inserts was rendered, escaped, by
+// the hub; text it sets goes through textContent.
 "use strict";
 (function () {
   var log = document.getElementById("log");
@@ -71,18 +72,44 @@
     toTail.addEventListener("click", function () { location.reload(); });
   }
 
+  // liveRegion puts the HTML of each kind event of source into el; an
+  // update waits while the user is in one of its forms.
+  var liveRegion = function (el, source, kind) {
+    var pending = null;
+    var busy = function () {
+      return el.contains(document.activeElement) || el.querySelector("details[open]") !== null;
+    };
+    var apply = function () {
+      if (pending !== null && !busy()) {
+        el.innerHTML = pending;
+        pending = null;
+      }
+    };
+    source.addEventListener(kind, function (e) { pending = e.data; apply(); });
+    el.addEventListener("focusout", function () { setTimeout(apply, 0); });
+    el.addEventListener("toggle", function () { setTimeout(apply, 0); }, true);
+  };
+
   var events = document.getElementById("events");
   if (events) {
-    var state = document.getElementById("state");
+    var jobLive = document.getElementById("job-live");
     var ev = new EventSource("/jobs/" + encodeURIComponent(events.dataset.job) + "/events/live?after=" +
-      events.dataset.after + "&state=" + encodeURIComponent(events.dataset.state));
+      events.dataset.after + "&state=" + encodeURIComponent(events.dataset.state) +
+      "&version=" + encodeURIComponent(jobLive.dataset.version));
     ev.addEventListener("ev", function (e) { events.insertAdjacentHTML("beforeend", e.data); });
     ev.addEventListener("state", function (e) {
+      // The question and the change are not live: say when to reload.
       if (e.data !== events.dataset.state) { document.getElementById("stale").hidden = false; }
-      state.textContent = e.data;
-      state.className = "badge s-" + e.data.split(" ")[0];
       events.dataset.state = e.data;
     });
+    liveRegion(jobLive, ev, "job");
     ev.addEventListener("failure", function () { ev.close(); });
+  }
+
+  var runners = document.getElementById("runners-live");
+  if (runners) {
+    var rs = new EventSource("/runners/live?version=" + encodeURIComponent(runners.dataset.version));
+    liveRegion(runners, rs, "runners");
+    rs.addEventListener("failure", function () { rs.close(); });
   }
 })();
