@@ -164,6 +164,10 @@ func TestJobPinnedToAnAccount(t *testing.T) {
 	if o.Job != v.ID || o.Account != "acct_b" || o.Spec.Account != "personal" {
 		t.Fatalf("offer %+v, want the job on r2's acct_b, pinned", o)
 	}
+	// The attempt keeps the account its offer named, for the job's pages.
+	if code, e := th.call(th.admin, "GET", "/jobs/"+v.ID, nil, &v); code != http.StatusOK || len(v.Attempts) != 1 || v.Attempts[0].Account != "acct_b" {
+		t.Fatalf("job after the offer: %d %v %+v, want its attempt on acct_b", code, e, v.Attempts)
+	}
 	if f, err := sr1.tryRead(300 * time.Millisecond); err == nil && f.Type == protocol.TypeOffer {
 		t.Fatal("r1 was offered a job pinned to r2's account")
 	}

@@ -410,7 +410,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 		waited = now.Sub(j.UpdatedAt) // since it was queued (or requeued)
 		att = store.Attempt{
 			ID: ids.New("a"), JobID: j.ID, Epoch: j.Epoch + 1, RunnerID: c.runnerID,
-			State: job.AttemptOffered, OfferedAt: now, LeaseUntil: now.Add(h.cfg.Lease),
+			State: job.AttemptOffered, OfferedAt: now, LeaseUntil: now.Add(h.cfg.Lease), Account: account,
 		}
 		if err := tx.InsertAttempt(att); err != nil {
 			return err

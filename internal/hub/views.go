@@ -73,7 +73,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 			ID: a.ID, Number: a.Epoch, State: a.State, Runner: n.runner(a.RunnerID),
 			OfferedAt: a.OfferedAt.UTC(), StartedAt: utcPtr(a.AcceptedAt), FinishedAt: utcPtr(a.FinishedAt),
 			ExitCode: a.ExitCode, Reason: a.Reason, Message: a.Message, LogSize: a.LogSize, LogSHA256: a.LogSHA256,
-			Session: a.Session, Summary: a.Summary,
+			Session: a.Session, Summary: a.Summary, Account: a.Account,
 		}
 		if a.Summary != "" {
 			v.Summary = a.Summary

@@ -172,6 +172,7 @@ type AttemptView struct {
 	Number     int64            `json:"number"` // equals the epoch it was offered under
 	State      job.AttemptState `json:"state"`
 	Runner     string           `json:"runner"`
+	Account    string           `json:"account,omitempty"` // the runner's account the offer named
 	OfferedAt  time.Time        `json:"offered_at"`
 	StartedAt  *time.Time       `json:"started_at,omitempty"`
 	FinishedAt *time.Time       `json:"finished_at,omitempty"`

@@ -393,6 +393,7 @@ type Attempt struct {
 	Usage      string // JSON: tokens and cost the agent reported (set at finish; "" for none)
 	Session    string // the agent's session id (set at finish)
 	Summary    string // what the agent delivered ("" when it did not)
+	Account    string // the runner's account the offer named ("" for an agent without accounts)
 }
 
 // Question is what an agent asked and, once given, a person's answer.

@@ -120,18 +120,18 @@ func SortOldestFirst(js []store.Job) {
 var Attempts = Table{"attempts", []string{
 	"id", "job_id", "epoch", "runner_id", "state", "reason", "exit_code", "message",
 	"offered_at", "accepted_at", "finished_at", "lease_until", "log_size", "log_sha256", "isolation",
-	"session", "summary", "usage"}}
+	"session", "summary", "usage", "account"}}
 
 func AttemptArgs(a store.Attempt) []any {
 	return []any{a.ID, a.JobID, a.Epoch, a.RunnerID, string(a.State), string(a.Reason), OptInt(a.ExitCode), a.Message,
 		Millis(a.OfferedAt), OptMillis(a.AcceptedAt), OptMillis(a.FinishedAt), Millis(a.LeaseUntil),
-		a.LogSize, a.LogSHA256, a.Isolation, a.Session, a.Summary, a.Usage}
+		a.LogSize, a.LogSHA256, a.Isolation, a.Session, a.Summary, a.Usage, a.Account}
 }
 
 func ScanAttempt(s Scanner) (a store.Attempt, err error) {
 	err = s.Scan(&a.ID, &a.JobID, &a.Epoch, &a.RunnerID, &a.State, &a.Reason, OptIntCol{&a.ExitCode}, &a.Message,
 		TimeCol{&a.OfferedAt}, OptTimeCol{&a.AcceptedAt}, OptTimeCol{&a.FinishedAt}, TimeCol{&a.LeaseUntil},
-		&a.LogSize, &a.LogSHA256, &a.Isolation, &a.Session, &a.Summary, &a.Usage)
+		&a.LogSize, &a.LogSHA256, &a.Isolation, &a.Session, &a.Summary, &a.Usage, &a.Account)
 	return a, err
 }
 

@@ -115,6 +115,7 @@ func attempt(id, jobID, runnerID string, epoch int64, state job.AttemptState, le
 		Reason: job.ReasonExited, ExitCode: ptr(3), Message: "exit status 3",
 		OfferedAt: at(10), AcceptedAt: ptr(at(11)), FinishedAt: ptr(at(12)), LeaseUntil: at(lease),
 		LogSize: 42, LogSHA256: "abc123", Isolation: `{"kind":"none"}`, Usage: `{"input_tokens":1}`, Session: "sess-" + id, Summary: "did " + id,
+		Account: "acct-" + id,
 	}
 }
 
