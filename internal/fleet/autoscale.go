@@ -19,9 +19,11 @@ type Hub interface {
 	Runners(ctx context.Context) (protocol.RunnerList, error)
 }
 
-// Autoscaler keeps desired = min(Min + queued jobs its runners could run,
-// Max) runners on a target, one launch per runner. It wakes when the
-// hub's queue changes (a long-poll the dispatcher answers), not on a
+// Autoscaler keeps min(Min + queued jobs its runners could run, Max - used)
+// fresh runners on a target, one launch per runner. Its runners are
+// ephemeral (--max-jobs 1): a used one (it took its attempt) exits after
+// it, and counts as gone once the target no longer runs it. It wakes when
+// the hub's queue changes (a long-poll the dispatcher answers), not on a
 // clock. A launch counts from the moment it is asked for, so one queued
 // job never causes two; a runner is stopped only after it was idle (no
 // attempt offered or running) for IdleGrace; a failed launch is reported
@@ -41,7 +43,12 @@ type Autoscaler struct {
 type scaled struct {
 	id, name  string
 	idleSince time.Time // zero while busy or not yet connected
+	used      bool      // it took its one attempt: it exits after it
 }
+
+// usedExitPoll is how often a used runner's exit is looked for: the hub
+// has no event for a runner process that ended.
+const usedExitPoll = 500 * time.Millisecond
 
 // Run scales until ctx ends, then stops every runner it launched.
 func (a *Autoscaler) Run(ctx context.Context) error {
@@ -82,13 +89,21 @@ func (a *Autoscaler) Run(ctx context.Context) error {
 		lastWrong = nil
 		gen = d.Generation
 		now := time.Now()
-		if err := a.observe(ctx, live, now); err != nil {
-			a.Log.Warn("autoscale: cannot read the runners", "err", err)
+		var oerr error
+		if live, oerr = a.observe(ctx, live, now); oerr != nil {
+			a.Log.Warn("autoscale: cannot read the runners", "err", oerr)
 		}
-		desired := min(a.Min+d.Queued, a.Max)
+		used := 0
+		for _, s := range live {
+			if s.used {
+				used++
+			}
+		}
+		fresh := len(live) - used
+		desired := min(a.Min+d.Queued, a.Max-used)
 		switch {
-		case desired > len(live) && !now.Before(nextTry):
-			for range desired - len(live) {
+		case desired > fresh && !now.Before(nextTry):
+			for range desired - fresh {
 				s, err := a.launch(ctx)
 				if err != nil {
 					failures++
@@ -99,8 +114,8 @@ func (a *Autoscaler) Run(ctx context.Context) error {
 				failures, nextTry = 0, time.Time{}
 				live = append(live, s)
 			}
-		case desired < len(live):
-			live = a.scaleDown(ctx, live, len(live)-desired, now)
+		case desired < fresh:
+			live = a.scaleDown(ctx, live, fresh-desired, now)
 		}
 		// Wake for the queue, for the next retry, or when an idle runner's
 		// grace ends.
@@ -109,36 +124,67 @@ func (a *Autoscaler) Run(ctx context.Context) error {
 			wait = min(wait, max(time.Until(nextTry), time.Millisecond))
 		}
 		for _, s := range live {
-			if !s.idleSince.IsZero() {
+			if s.used {
+				wait = min(wait, usedExitPoll)
+			} else if !s.idleSince.IsZero() {
 				wait = min(wait, max(time.Until(s.idleSince.Add(a.IdleGrace)), time.Millisecond))
 			}
 		}
 	}
 }
 
-// observe marks which runners are idle now.
-func (a *Autoscaler) observe(ctx context.Context, live []*scaled, now time.Time) error {
+// observe marks which runners are idle or used now, and drops the ones
+// the target no longer runs (an ephemeral runner that took its attempt
+// exited), revoking their launches.
+func (a *Autoscaler) observe(ctx context.Context, live []*scaled, now time.Time) ([]*scaled, error) {
 	if len(live) == 0 {
-		return nil
+		return live, nil
 	}
 	rs, err := a.Hub.Runners(ctx)
 	if err != nil {
-		return err
+		return live, err
+	}
+	ins, err := a.Target.List(ctx)
+	if err != nil {
+		return live, err
+	}
+	running := map[string]bool{}
+	for _, in := range ins {
+		running[in.Name] = running[in.Name] || in.Running
 	}
 	byName := map[string]protocol.RunnerView{}
 	for _, r := range rs.Runners {
 		byName[r.Name] = r
 	}
+	kept := live[:0]
 	for _, s := range live {
+		if !running[s.name] {
+			a.retire(ctx, s)
+			continue
+		}
 		r, ok := byName[s.name]
+		if ok && r.Running > 0 {
+			s.used = true
+		}
 		switch {
-		case !ok || !r.Connected || r.Running > 0:
+		case !ok || !r.Connected || r.Running > 0 || s.used:
 			s.idleSince = time.Time{}
 		case s.idleSince.IsZero():
 			s.idleSince = now
 		}
+		kept = append(kept, s)
 	}
-	return nil
+	return kept, nil
+}
+
+// retire forgets a runner that exited: its launch is revoked, so its
+// runner token is good for nothing more.
+func (a *Autoscaler) retire(ctx context.Context, s *scaled) {
+	if _, err := a.Hub.RevokeLaunch(ctx, s.id); err != nil {
+		a.Log.Warn("autoscale: revoke an exited runner", "launch", s.id, "err", err)
+		return
+	}
+	a.Log.Info("autoscale: runner exited", "launch", s.id, "runner", s.name)
 }
 
 // scaleDown stops up to n runners idle for their whole grace.
@@ -160,7 +206,7 @@ func (a *Autoscaler) launch(ctx context.Context) (*scaled, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := Spec{LaunchID: resp.ID, Hub: a.HubURL, Labels: a.Labels, Slots: a.Slots,
+	spec := Spec{LaunchID: resp.ID, Hub: a.HubURL, Labels: a.Labels, Slots: a.Slots, MaxJobs: 1,
 		Runners: []RunnerSpec{{Name: resp.Registrations[0].Name, Token: resp.Registrations[0].Token}}}
 	if _, err := a.Target.Launch(ctx, spec); err != nil {
 		sctx := context.WithoutCancel(ctx)

@@ -21,7 +21,10 @@ type Spec struct {
 	Hub      string // the URL the runners register with and dial
 	Labels   map[string]string
 	Slots    int
-	Runners  []RunnerSpec
+	// MaxJobs > 0 makes the runners ephemeral: each takes that many
+	// attempts, then exits.
+	MaxJobs int
+	Runners []RunnerSpec
 }
 
 // RunnerSpec is one runner to start: the name the hub gave it and its
@@ -96,6 +99,9 @@ func Open(name string, c Config) (Target, error) {
 func runnerArgs(s Spec, home, tokenFile string) []string {
 	args := []string{"runner", "--hub", s.Hub, "--home", home, "--registration-token-file", tokenFile,
 		"--slots", fmt.Sprint(max(s.Slots, 1))}
+	if s.MaxJobs > 0 {
+		args = append(args, "--max-jobs", fmt.Sprint(s.MaxJobs))
+	}
 	if len(s.Labels) > 0 {
 		args = append(args, "--labels", protocol.FormatLabels(s.Labels))
 	}
