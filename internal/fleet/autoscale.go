@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
 
 	"drover/internal/protocol"
 )
@@ -177,11 +179,16 @@ func (a *Autoscaler) observe(ctx context.Context, live []*scaled, now time.Time)
 	return kept, nil
 }
 
-// retire forgets a runner that exited: its launch is revoked, so its
+// retire forgets a runner that exited: the target cleans up after it (a
+// container is removed, its log kept) and its launch is revoked, so its
 // runner token is good for nothing more.
 func (a *Autoscaler) retire(ctx context.Context, s *scaled) {
-	if _, err := a.Hub.RevokeLaunch(ctx, s.id); err != nil {
-		a.Log.Warn("autoscale: revoke an exited runner", "launch", s.id, "err", err)
+	err := a.Target.Stop(ctx, s.id)
+	if _, rerr := a.Hub.RevokeLaunch(ctx, s.id); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
+		a.Log.Warn("autoscale: retire an exited runner", "launch", s.id, "err", err)
 		return
 	}
 	a.Log.Info("autoscale: runner exited", "launch", s.id, "runner", s.name)
@@ -211,7 +218,7 @@ func (a *Autoscaler) launch(ctx context.Context) (*scaled, error) {
 	if _, err := a.Target.Launch(ctx, spec); err != nil {
 		sctx := context.WithoutCancel(ctx)
 		_, rerr := a.Hub.RevokeLaunch(sctx, resp.ID)
-		ferr := a.Hub.LaunchFailure(sctx, resp.ID, err.Error())
+		ferr := a.Hub.LaunchFailure(sctx, resp.ID, failureReason(err))
 		return nil, errors.Join(err, rerr, ferr)
 	}
 	if err := a.Hub.LaunchFailure(ctx, resp.ID, ""); err != nil {
@@ -231,4 +238,17 @@ func (a *Autoscaler) stop(ctx context.Context, s *scaled) {
 		return
 	}
 	a.Log.Info("autoscale: stopped an idle runner", "launch", s.id, "runner", s.name)
+}
+
+// maxFailureReason is the most of a launch failure the hub keeps.
+const maxFailureReason = 1000
+
+// failureReason is err as the hub takes a launch failure: one line of
+// plain text (an engine's or ssh's message may hold anything), clipped.
+func failureReason(err error) string {
+	r := strings.Join(strings.FieldsFunc(err.Error(), func(r rune) bool { return unicode.IsSpace(r) || protocol.IsControl(r) }), " ")
+	if len(r) > maxFailureReason {
+		r = strings.ToValidUTF8(r[:maxFailureReason-3], "") + "..."
+	}
+	return r
 }
