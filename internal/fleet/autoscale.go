@@ -240,15 +240,12 @@ func (a *Autoscaler) stop(ctx context.Context, s *scaled) {
 	a.Log.Info("autoscale: stopped an idle runner", "launch", s.id, "runner", s.name)
 }
 
-// maxFailureReason is the most of a launch failure the hub keeps.
-const maxFailureReason = 1000
-
 // failureReason is err as the hub takes a launch failure: one line of
 // plain text (an engine's or ssh's message may hold anything), clipped.
 func failureReason(err error) string {
 	r := strings.Join(strings.FieldsFunc(err.Error(), func(r rune) bool { return unicode.IsSpace(r) || protocol.IsControl(r) }), " ")
-	if len(r) > maxFailureReason {
-		r = strings.ToValidUTF8(r[:maxFailureReason-3], "") + "..."
+	if len(r) > protocol.MaxLaunchFailureReason {
+		r = strings.ToValidUTF8(r[:protocol.MaxLaunchFailureReason-3], "") + "..."
 	}
 	return r
 }

@@ -341,3 +341,29 @@ func TestContainerPullRefusedReachesTheHubAsALaunchFailure(t *testing.T) {
 		t.Fatalf("a container was started: %q", r)
 	}
 }
+
+func TestFailureReasonIsOneLineOfPlainTextTheHubTakes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"lines and controls", errors.New("pull failed:\n\x1b[31mdenied\x1b[0m\r\n\tretry"), "pull failed: [31mdenied [0m retry"},
+		{"joined", errors.Join(errors.New("a"), errors.New("b")), "a b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := failureReason(tc.err); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	long := failureReason(errors.New(strings.Repeat("é", 2000)))
+	if len(long) > protocol.MaxLaunchFailureReason || !strings.HasSuffix(long, "...") {
+		t.Fatalf("long reason: %d bytes", len(long))
+	}
+	for _, r := range []string{long, failureReason(errors.New("x\x00y\x7f"))} {
+		if err := protocol.CheckPlainText("reason", r, false); err != nil {
+			t.Fatalf("%q: %v", r, err)
+		}
+	}
+}

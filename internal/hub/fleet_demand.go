@@ -159,8 +159,8 @@ func (h *Hub) apiLaunchFailure(w http.ResponseWriter, r *http.Request, p princip
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
-	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > 1000 {
-		return badRequest("reason must be at most 1000 characters of plain text")
+	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > protocol.MaxLaunchFailureReason {
+		return badRequest("reason must be at most %d bytes of plain text", protocol.MaxLaunchFailureReason)
 	}
 	var l store.Launch
 	var owner string
