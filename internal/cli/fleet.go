@@ -126,20 +126,10 @@ func (a *app) fleetLaunchCmd(ff *fleetFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, err := c.Launch(ctx, protocol.LaunchRequest{Target: on, Count: count, Slots: slots, Labels: lm,
-				TTLSeconds: int(ttl / time.Second)})
+			resp, ins, err := fleet.Start(ctx, a.log, c, t, protocol.LaunchRequest{Target: on, Count: count, Slots: slots, Labels: lm,
+				TTLSeconds: int(ttl / time.Second)}, s.Hub, 0)
 			if err != nil {
 				return err
-			}
-			spec := fleet.Spec{LaunchID: resp.ID, Hub: s.Hub, Labels: lm, Slots: slots}
-			for _, r := range resp.Registrations {
-				spec.Runners = append(spec.Runners, fleet.RunnerSpec{Name: r.Name, Token: r.Token})
-			}
-			ins, err := t.Launch(ctx, spec)
-			if err != nil {
-				// Nothing of the launch may keep working: its tokens go too.
-				_, rerr := c.RevokeLaunch(context.WithoutCancel(ctx), resp.ID)
-				return errors.Join(fmt.Errorf("launch on %s: %w", on, err), rerr)
 			}
 			if asJSON {
 				return printJSON(a.env.Stdout, resp.LaunchView)

@@ -14,10 +14,8 @@ import (
 
 // Hub is what the autoscaler asks of the hub (the CLI's client).
 type Hub interface {
+	Launcher
 	Demand(ctx context.Context, labels map[string]string, after uint64, wait time.Duration) (protocol.Demand, error)
-	Launch(ctx context.Context, req protocol.LaunchRequest) (protocol.LaunchResponse, error)
-	RevokeLaunch(ctx context.Context, id string) (protocol.LaunchView, error)
-	LaunchFailure(ctx context.Context, id, reason string) error
 	Runners(ctx context.Context) (protocol.RunnerList, error)
 }
 
@@ -67,7 +65,7 @@ func (a *Autoscaler) Run(ctx context.Context) error {
 	defer func() {
 		sctx := context.WithoutCancel(ctx)
 		for _, s := range live {
-			a.stop(sctx, s)
+			a.stop(sctx, s, "a runner")
 		}
 	}()
 	wait := time.Duration(0)
@@ -161,7 +159,7 @@ func (a *Autoscaler) observe(ctx context.Context, live []*scaled, now time.Time)
 	kept := live[:0]
 	for _, s := range live {
 		if !running[s.name] {
-			a.retire(ctx, s)
+			a.stop(ctx, s, "an exited runner")
 			continue
 		}
 		r, ok := byName[s.name]
@@ -179,27 +177,12 @@ func (a *Autoscaler) observe(ctx context.Context, live []*scaled, now time.Time)
 	return kept, nil
 }
 
-// retire forgets a runner that exited: the target cleans up after it (a
-// container is removed, its log kept) and its launch is revoked, so its
-// runner token is good for nothing more.
-func (a *Autoscaler) retire(ctx context.Context, s *scaled) {
-	err := a.Target.Stop(ctx, s.id)
-	if _, rerr := a.Hub.RevokeLaunch(ctx, s.id); rerr != nil {
-		err = errors.Join(err, rerr)
-	}
-	if err != nil {
-		a.Log.Warn("autoscale: retire an exited runner", "launch", s.id, "err", err)
-		return
-	}
-	a.Log.Info("autoscale: runner exited", "launch", s.id, "runner", s.name)
-}
-
 // scaleDown stops up to n runners idle for their whole grace.
 func (a *Autoscaler) scaleDown(ctx context.Context, live []*scaled, n int, now time.Time) []*scaled {
 	kept := live[:0]
 	for _, s := range live {
 		if n > 0 && !s.idleSince.IsZero() && now.Sub(s.idleSince) >= a.IdleGrace {
-			a.stop(ctx, s)
+			a.stop(ctx, s, "an idle runner")
 			n--
 			continue
 		}
@@ -209,35 +192,64 @@ func (a *Autoscaler) scaleDown(ctx context.Context, live []*scaled, n int, now t
 }
 
 func (a *Autoscaler) launch(ctx context.Context) (*scaled, error) {
-	resp, err := a.Hub.Launch(ctx, protocol.LaunchRequest{Target: a.TargetName, Count: 1, Slots: a.Slots, Labels: a.Labels})
+	resp, _, err := Start(ctx, a.Log, a.Hub, a.Target, protocol.LaunchRequest{Target: a.TargetName, Count: 1, Slots: a.Slots, Labels: a.Labels},
+		a.HubURL, 1)
 	if err != nil {
 		return nil, err
 	}
-	spec := Spec{LaunchID: resp.ID, Hub: a.HubURL, Labels: a.Labels, Slots: a.Slots, MaxJobs: 1,
-		Runners: []RunnerSpec{{Name: resp.Registrations[0].Name, Token: resp.Registrations[0].Token}}}
-	if _, err := a.Target.Launch(ctx, spec); err != nil {
-		sctx := context.WithoutCancel(ctx)
-		_, rerr := a.Hub.RevokeLaunch(sctx, resp.ID)
-		ferr := a.Hub.LaunchFailure(sctx, resp.ID, failureReason(err))
-		return nil, errors.Join(err, rerr, ferr)
-	}
-	if err := a.Hub.LaunchFailure(ctx, resp.ID, ""); err != nil {
-		a.Log.Warn("autoscale: could not clear the launch failure", "err", err)
-	}
-	a.Log.Info("autoscale: launched", "launch", resp.ID, "runner", spec.Runners[0].Name)
-	return &scaled{id: resp.ID, name: spec.Runners[0].Name}, nil
+	name := resp.Registrations[0].Name
+	a.Log.Info("autoscale: launched", "launch", resp.ID, "runner", name)
+	return &scaled{id: resp.ID, name: name}, nil
 }
 
-func (a *Autoscaler) stop(ctx context.Context, s *scaled) {
+// Launcher is the hub's part of a launch.
+type Launcher interface {
+	Launch(ctx context.Context, req protocol.LaunchRequest) (protocol.LaunchResponse, error)
+	RevokeLaunch(ctx context.Context, id string) (protocol.LaunchView, error)
+	LaunchFailure(ctx context.Context, id, reason string) error
+}
+
+// Start launches req's runners on t (maxJobs > 0: ephemeral), with tokens
+// the hub mints. When the target fails, the launch is revoked and its
+// reason reported to the hub, which shows it on the owner's waiting jobs
+// (an infrastructure failure); a launch that starts clears it (logged to
+// log when it cannot: the runners run all the same).
+func Start(ctx context.Context, log *slog.Logger, h Launcher, t Target, req protocol.LaunchRequest, hubURL string, maxJobs int) (protocol.LaunchResponse, []Instance, error) {
+	resp, err := h.Launch(ctx, req)
+	if err != nil {
+		return resp, nil, err
+	}
+	spec := Spec{LaunchID: resp.ID, Hub: hubURL, Labels: req.Labels, Slots: req.Slots, MaxJobs: maxJobs}
+	for _, r := range resp.Registrations {
+		spec.Runners = append(spec.Runners, RunnerSpec{Name: r.Name, Token: r.Token})
+	}
+	ins, err := t.Launch(ctx, spec)
+	if err != nil {
+		// Nothing of the launch may keep working: its tokens go too.
+		sctx := context.WithoutCancel(ctx)
+		_, rerr := h.RevokeLaunch(sctx, resp.ID)
+		ferr := h.LaunchFailure(sctx, resp.ID, failureReason(err))
+		return resp, nil, errors.Join(fmt.Errorf("launch on %s: %w", req.Target, err), rerr, ferr)
+	}
+	if err := h.LaunchFailure(ctx, resp.ID, ""); err != nil {
+		log.Warn("launched, but could not clear the launch failure", "launch", resp.ID, "err", err)
+	}
+	return resp, ins, nil
+}
+
+// stop ends a runner (what says which): the target stops it or cleans
+// up after it (a container is removed, its log kept), and its launch is
+// revoked, so its runner token is good for nothing more.
+func (a *Autoscaler) stop(ctx context.Context, s *scaled, what string) {
 	err := a.Target.Stop(ctx, s.id)
 	if _, rerr := a.Hub.RevokeLaunch(ctx, s.id); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	if err != nil {
-		a.Log.Warn("autoscale: stop", "launch", s.id, "err", err)
+		a.Log.Warn("autoscale: stop "+what, "launch", s.id, "err", err)
 		return
 	}
-	a.Log.Info("autoscale: stopped an idle runner", "launch", s.id, "runner", s.name)
+	a.Log.Info("autoscale: stopped "+what, "launch", s.id, "runner", s.name)
 }
 
 // failureReason is err as the hub takes a launch failure: one line of
