@@ -270,45 +270,6 @@ func TestContainerTargetRefusesWithoutEngineOrImage(t *testing.T) {
 	}
 }
 
-// fakeFleetHub is the hub as an autoscaler sees it, recording launch
-// failures.
-type fakeFleetHub struct {
-	queued   int
-	launches int
-	failures chan string
-}
-
-func (h *fakeFleetHub) Demand(ctx context.Context, _ map[string]string, after uint64, wait time.Duration) (protocol.Demand, error) {
-	if after > 0 {
-		select {
-		case <-ctx.Done():
-			return protocol.Demand{}, ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-	return protocol.Demand{Queued: h.queued, Generation: after + 1}, nil
-}
-
-func (h *fakeFleetHub) Launch(_ context.Context, req protocol.LaunchRequest) (protocol.LaunchResponse, error) {
-	h.launches++
-	id := "l-" + string(rune('a'+h.launches))
-	return protocol.LaunchResponse{LaunchView: protocol.LaunchView{ID: id},
-		Registrations: []protocol.Registration{{Name: id + "-1", Token: "drr_tok"}}}, nil
-}
-
-func (h *fakeFleetHub) RevokeLaunch(context.Context, string) (protocol.LaunchView, error) {
-	return protocol.LaunchView{}, nil
-}
-
-func (h *fakeFleetHub) LaunchFailure(_ context.Context, _, reason string) error {
-	h.failures <- reason
-	return nil
-}
-
-func (h *fakeFleetHub) Runners(context.Context) (protocol.RunnerList, error) {
-	return protocol.RunnerList{}, nil
-}
-
 // A refused pull is a launch failure the hub is told, with the engine's
 // reason as one line of plain text, and no container is started.
 func TestContainerPullRefusedReachesTheHubAsALaunchFailure(t *testing.T) {
@@ -318,18 +279,24 @@ func TestContainerPullRefusedReachesTheHubAsALaunchFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub := &fakeFleetHub{queued: 1, failures: make(chan string, 10)}
+	hub := &steppedHub{ready: make(chan struct{}), queue: make(chan int), running: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := &Autoscaler{Hub: hub, Target: tg, TargetName: "docker", HubURL: "http://h", Max: 1, Slots: 1,
 		IdleGrace: time.Second, Log: slog.New(slog.DiscardHandler)}
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	reason := <-hub.failures
+	<-hub.ready
+	hub.queue <- 1
+	<-hub.ready
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if len(hub.reasons) != 1 || len(hub.revoked) != 1 {
+		t.Fatalf("reasons %q, revoked %q: want the failed launch reported and revoked", hub.reasons, hub.revoked)
+	}
+	reason := hub.reasons[0]
 	if !strings.Contains(reason, "image registry.example/private:1 is not here and pulling it failed") ||
 		!strings.Contains(reason, "pull access denied for registry.example/private:1") {
 		t.Fatalf("reason %q", reason)
