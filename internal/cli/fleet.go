@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,23 +19,29 @@ import (
 )
 
 func (a *app) fleetCmd() *cobra.Command {
-	var hostsFile string
+	ff := &fleetFlags{}
 	cmd := &cobra.Command{
 		Use:   "fleet",
-		Short: "Launch, list, stop runners on fleet targets (local, ssh)",
+		Short: "Launch, list, stop runners on fleet targets (local, ssh, docker, podman)",
 		Long: `Start runners on a target: 'local' (processes of this machine, each with its
 own state directory under $XDG_STATE_HOME/drover/fleet), or an SSH host
 the operator registered in the hosts file (--hosts-file, default
 $XDG_CONFIG_HOME/drover/fleet-hosts.json), where 'drover runner --stdio'
-runs with its connections to the hub tunnelled through the SSH session. A launch asks the
+runs with its connections to the hub tunnelled through the SSH session, or
+'docker'/'podman' (a container per runner, from --image or one built from
+--containerfile, default ./Containerfile; see deploy/Containerfile). A launch asks the
 hub for one single-use registration token per runner, scoped to you and to
 the launch's labels; each runner exchanges its token for a runner token of
 its own, with no login link to approve. Stopping a launch stops its runners
 and revokes them.`,
 		Args: noArgs,
 	}
-	cmd.PersistentFlags().StringVar(&hostsFile, "hosts-file", "", "the SSH hosts file (default $XDG_CONFIG_HOME/drover/fleet-hosts.json)")
-	cmd.AddCommand(a.fleetLaunchCmd(&hostsFile), a.fleetListCmd(), a.fleetLogsCmd(&hostsFile), a.fleetStopCmd(&hostsFile), a.fleetAutoscaleCmd(&hostsFile), a.fleetBridgeCmd())
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&ff.hosts, "hosts-file", "", "the SSH hosts file (default $XDG_CONFIG_HOME/drover/fleet-hosts.json)")
+	pf.StringVar(&ff.image, "image", "", "docker/podman: the runner image (drover, git, bubblewrap, the agent CLIs)")
+	pf.StringVar(&ff.containerfile, "containerfile", "Containerfile", "docker/podman without --image: the Containerfile the runner image is built from")
+	pf.StringVar(&ff.network, "network", "", "docker/podman: the network runner containers join (one that reaches the hub)")
+	cmd.AddCommand(a.fleetLaunchCmd(ff), a.fleetListCmd(), a.fleetLogsCmd(ff), a.fleetStopCmd(ff), a.fleetAutoscaleCmd(ff), a.fleetBridgeCmd())
 	return cmd
 }
 
@@ -65,8 +72,11 @@ func parseLabelList(s string) (map[string]string, error) {
 	return parseLabels(strings.Split(s, ","))
 }
 
+// fleetFlags are the fleet commands' settings of their targets.
+type fleetFlags struct{ hosts, image, containerfile, network string }
+
 // fleetTarget opens a target with this machine's settings.
-func (a *app) fleetTarget(name, hosts string) (fleet.Target, error) {
+func (a *app) fleetTarget(name string, ff *fleetFlags) (fleet.Target, error) {
 	dir, err := a.xdg("XDG_STATE_HOME", ".local/state", "fleet", name)
 	if err != nil {
 		return nil, err
@@ -75,15 +85,23 @@ func (a *app) fleetTarget(name, hosts string) (fleet.Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the drover binary: %w", err)
 	}
+	hosts := ff.hosts
 	if hosts == "" {
 		if hosts, err = a.xdg("XDG_CONFIG_HOME", ".config", "fleet-hosts.json"); err != nil {
 			return nil, err
 		}
 	}
-	return fleet.Open(name, fleet.Config{Binary: exe, StateDir: dir, Env: os.Environ(), HostsFile: hosts})
+	cf := ff.containerfile
+	if cf != "" {
+		if cf, err = filepath.Abs(cf); err != nil {
+			return nil, err
+		}
+	}
+	return fleet.Open(name, fleet.Config{Binary: exe, StateDir: dir, Env: os.Environ(), HostsFile: hosts,
+		Image: ff.image, Containerfile: cf, Network: ff.network})
 }
 
-func (a *app) fleetLaunchCmd(hosts *string) *cobra.Command {
+func (a *app) fleetLaunchCmd(ff *fleetFlags) *cobra.Command {
 	var on, labels string
 	var count, slots int
 	var ttl time.Duration
@@ -104,24 +122,14 @@ func (a *app) fleetLaunchCmd(hosts *string) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			t, c, s, lm, err := a.openFleet(ctx, on, *hosts, lm)
+			t, c, s, lm, err := a.openFleet(ctx, on, ff, lm)
 			if err != nil {
 				return err
 			}
-			resp, err := c.Launch(ctx, protocol.LaunchRequest{Target: on, Count: count, Slots: slots, Labels: lm,
-				TTLSeconds: int(ttl / time.Second)})
+			resp, ins, err := fleet.Start(ctx, a.log, c, t, protocol.LaunchRequest{Target: on, Count: count, Slots: slots, Labels: lm,
+				TTLSeconds: int(ttl / time.Second)}, s.Hub, 0)
 			if err != nil {
 				return err
-			}
-			spec := fleet.Spec{LaunchID: resp.ID, Hub: s.Hub, Labels: lm, Slots: slots}
-			for _, r := range resp.Registrations {
-				spec.Runners = append(spec.Runners, fleet.RunnerSpec{Name: r.Name, Token: r.Token})
-			}
-			ins, err := t.Launch(ctx, spec)
-			if err != nil {
-				// Nothing of the launch may keep working: its tokens go too.
-				_, rerr := c.RevokeLaunch(context.WithoutCancel(ctx), resp.ID)
-				return errors.Join(fmt.Errorf("launch on %s: %w", on, err), rerr)
 			}
 			if asJSON {
 				return printJSON(a.env.Stdout, resp.LaunchView)
@@ -133,7 +141,7 @@ func (a *app) fleetLaunchCmd(hosts *string) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&on, "on", "", "target: local, or an SSH host of the hosts file")
+	cmd.Flags().StringVar(&on, "on", "", "target: local, docker, podman, or an SSH host of the hosts file")
 	cmd.Flags().IntVar(&count, "count", 1, "runners to start")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs each runner runs at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels of the runners (and all they may report), k=v,k2=v2")
@@ -146,8 +154,8 @@ func (a *app) fleetLaunchCmd(hosts *string) *cobra.Command {
 // openFleet opens and checks the target (an unknown one, or one whose
 // tool is missing, fails before the hub mints anything), then the client,
 // and the labels of a launch on it.
-func (a *app) openFleet(ctx context.Context, on, hosts string, labels map[string]string) (fleet.Target, *client.Client, settings, map[string]string, error) {
-	t, err := a.fleetTarget(on, hosts)
+func (a *app) openFleet(ctx context.Context, on string, ff *fleetFlags, labels map[string]string) (fleet.Target, *client.Client, settings, map[string]string, error) {
+	t, err := a.fleetTarget(on, ff)
 	if err != nil {
 		return nil, nil, settings{}, nil, err
 	}
@@ -235,7 +243,7 @@ func launchOfRunner(ctx context.Context, c *client.Client, name string) (protoco
 	return protocol.LaunchView{}, fmt.Errorf("no launched runner %s of yours: 'drover fleet list' shows them", name)
 }
 
-func (a *app) fleetLogsCmd(hosts *string) *cobra.Command {
+func (a *app) fleetLogsCmd(ff *fleetFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "logs RUNNER",
 		Short: "Print what a launched runner printed",
@@ -249,7 +257,7 @@ func (a *app) fleetLogsCmd(hosts *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := a.fleetTarget(v.Target, *hosts)
+			t, err := a.fleetTarget(v.Target, ff)
 			if err != nil {
 				return err
 			}
@@ -276,7 +284,7 @@ func (s safeWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (a *app) fleetStopCmd(hosts *string) *cobra.Command {
+func (a *app) fleetStopCmd(ff *fleetFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stop LAUNCH",
 		Short: "Stop a launch's runners (their attempts go back to the queue) and revoke them",
@@ -291,7 +299,7 @@ func (a *app) fleetStopCmd(hosts *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := a.fleetTarget(v.Target, *hosts)
+			t, err := a.fleetTarget(v.Target, ff)
 			if err != nil {
 				return err
 			}
@@ -310,7 +318,7 @@ func (a *app) fleetStopCmd(hosts *string) *cobra.Command {
 	}
 }
 
-func (a *app) fleetAutoscaleCmd(hosts *string) *cobra.Command {
+func (a *app) fleetAutoscaleCmd(ff *fleetFlags) *cobra.Command {
 	var on, labels string
 	var lo, hi, slots int
 	var idle time.Duration
@@ -334,7 +342,7 @@ with backoff. On SIGINT or SIGTERM every runner it launched is stopped.`,
 			}
 			ctx, stop := a.signalContext(cmd.Context())
 			defer stop()
-			t, c, s, lm, err := a.openFleet(ctx, on, *hosts, lm)
+			t, c, s, lm, err := a.openFleet(ctx, on, ff, lm)
 			if err != nil {
 				return err
 			}
@@ -343,7 +351,7 @@ with backoff. On SIGINT or SIGTERM every runner it launched is stopped.`,
 			return as.Run(ctx)
 		},
 	}
-	cmd.Flags().StringVar(&on, "on", "", "target: local, or an SSH host of the hosts file")
+	cmd.Flags().StringVar(&on, "on", "", "target: local, docker, podman, or an SSH host of the hosts file")
 	cmd.Flags().IntVar(&lo, "min", 0, "runners to keep with nothing queued")
 	cmd.Flags().IntVar(&hi, "max", 0, "most runners at once")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs each runner runs at once")

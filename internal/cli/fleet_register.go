@@ -25,6 +25,11 @@ const registrationTokenEnv = "DROVER_REGISTRATION_TOKEN"
 func (a *app) fleetRunner(ctx context.Context, stdio bool, tokenFile string, cfg *runner.Config) (_ context.Context, done func(), err error) {
 	done = func() {}
 	tok := a.env.Getenv(registrationTokenEnv)
+	// Read once (a container target passes it so): nothing the runner
+	// starts inherits it.
+	if err := os.Unsetenv(registrationTokenEnv); err != nil {
+		return ctx, done, fmt.Errorf("drop $%s: %w", registrationTokenEnv, err)
+	}
 	if tokenFile != "" {
 		if tok, err = readTokenFile(tokenFile); err != nil {
 			return ctx, done, err

@@ -16,7 +16,8 @@ import (
 )
 
 // TestFleetAutoscaleLocalScalesUpAndBackToZero queues 20 jobs for an
-// autoscaler with --max 3: it launches three runners, every job runs once
+// autoscaler with --max 3: it keeps three ephemeral runners (each takes
+// one attempt and exits, and another is launched), every job runs once
 // (the runners' own journals), and once the queue is empty the runners are
 // stopped and no process of them is left.
 func TestFleetAutoscaleLocalScalesUpAndBackToZero(t *testing.T) {
@@ -98,6 +99,10 @@ func TestFleetAutoscaleLocalScalesUpAndBackToZero(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Ephemeral (--max-jobs 1): no runner took a second attempt.
+		if len(cs) > 1 {
+			t.Errorf("runner %s took %d attempts, want at most 1", filepath.Base(filepath.Dir(h)), len(cs))
+		}
 		for _, cl := range cs {
 			claims[cl.Job]++
 		}
@@ -107,8 +112,8 @@ func TestFleetAutoscaleLocalScalesUpAndBackToZero(t *testing.T) {
 			t.Errorf("job %s claimed %d times", id, claims[id])
 		}
 	}
-	if len(homes) < 3 {
-		t.Errorf("%d runners launched for 20 jobs", len(homes))
+	if len(homes) < len(ids) {
+		t.Errorf("%d ephemeral runners launched for %d jobs", len(homes), len(ids))
 	}
 	if err := scaler.Terminate(30 * time.Second); err != nil {
 		t.Fatalf("autoscale exit: %v\n%s", err, scaler.Output())

@@ -1,5 +1,5 @@
 // Package fleet starts and stops runners on targets: this machine, SSH
-// hosts. A target answers four questions (launch, stop, list, logs); the
+// hosts, docker or podman containers. A target answers four questions (launch, stop, list, logs); the
 // hub's part, the single-use registration tokens a launch hands its
 // runners, is the caller's. Every runner a target starts is an ordinary
 // runner with a login of its own, made from its token.
@@ -21,7 +21,10 @@ type Spec struct {
 	Hub      string // the URL the runners register with and dial
 	Labels   map[string]string
 	Slots    int
-	Runners  []RunnerSpec
+	// MaxJobs > 0 makes the runners ephemeral: each takes that many
+	// attempts, then exits.
+	MaxJobs int
+	Runners []RunnerSpec
 }
 
 // RunnerSpec is one runner to start: the name the hub gave it and its
@@ -73,12 +76,23 @@ type Config struct {
 	Env []string
 	// HostsFile is the operator's file of SSH hosts.
 	HostsFile string
+	// Image is the docker/podman target's runner image; without it the
+	// image is built from Containerfile.
+	Image         string
+	Containerfile string
+	// Network is the network runner containers join ("" for the engine's
+	// default).
+	Network string
 }
 
-// Open makes the named target: local, or an SSH host of the hosts file.
+// Open makes the named target: local, docker, podman, or an SSH host of
+// the hosts file.
 func Open(name string, c Config) (Target, error) {
-	if name == "local" {
+	switch name {
+	case "local":
 		return NewLocal(c)
+	case "docker", "podman":
+		return NewContainer(name, c)
 	}
 	hf, err := LoadHosts(c.HostsFile)
 	if err != nil {
@@ -88,7 +102,7 @@ func Open(name string, c Config) (Target, error) {
 		return NewSSH(c, h)
 	}
 	return nil, fmt.Errorf("unknown fleet target %q: use --on with one of %s (SSH hosts are registered in %s)",
-		name, strings.Join(append([]string{"local"}, hf.hostNames()...), ", "), c.HostsFile)
+		name, strings.Join(append([]string{"local", "docker", "podman"}, hf.hostNames()...), ", "), c.HostsFile)
 }
 
 // runnerArgs is the argv of a launched runner: never its token, which it
@@ -96,6 +110,9 @@ func Open(name string, c Config) (Target, error) {
 func runnerArgs(s Spec, home, tokenFile string) []string {
 	args := []string{"runner", "--hub", s.Hub, "--home", home, "--registration-token-file", tokenFile,
 		"--slots", fmt.Sprint(max(s.Slots, 1))}
+	if s.MaxJobs > 0 {
+		args = append(args, "--max-jobs", fmt.Sprint(s.MaxJobs))
+	}
 	if len(s.Labels) > 0 {
 		args = append(args, "--labels", protocol.FormatLabels(s.Labels))
 	}

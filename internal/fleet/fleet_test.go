@@ -20,7 +20,7 @@ func TestOpenNamesTheTargetsAndHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Config{Binary: "/bin/true", StateDir: dir, HostsFile: hosts}
-	if _, err := Open("nowhere", c); err == nil || !strings.Contains(err.Error(), "use --on with one of local, gpu-box") {
+	if _, err := Open("nowhere", c); err == nil || !strings.Contains(err.Error(), "use --on with one of local, docker, podman, gpu-box") {
 		t.Fatalf("unknown target: %v", err)
 	}
 	if tg, err := Open("gpu-box", c); err != nil {

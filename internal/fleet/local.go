@@ -75,10 +75,16 @@ func (l *procs) Check(ctx context.Context) error {
 }
 
 func (l *procs) runnerDir(launchID, name string) (string, error) {
+	return runnerDir(l.dir, launchID, name)
+}
+
+// runnerDir is a launched runner's directory under a target's state
+// directory.
+func runnerDir(root, launchID, name string) (string, error) {
 	if !protocol.ValidName(launchID) || !protocol.ValidName(name) {
 		return "", fmt.Errorf("launch %q / runner %q is not a valid name", launchID, name)
 	}
-	return filepath.Join(l.dir, launchID, name), nil
+	return filepath.Join(root, launchID, name), nil
 }
 
 func (l *procs) Launch(ctx context.Context, s Spec) ([]Instance, error) {

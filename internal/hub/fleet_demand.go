@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -150,32 +151,62 @@ func (h *Hub) demand(r *http.Request, p principal, labels map[string]string) (in
 
 // apiLaunchFailure records that a launch failed on its target (an image
 // missing, a host unreachable, a host key changed): the owner's waiting
-// jobs say so until a launch succeeds (an empty reason clears it).
+// jobs say so until a launch succeeds (an empty reason clears it). It is
+// stored, so a restarted hub still says so; fleetState holds a copy for
+// the job views.
 func (h *Hub) apiLaunchFailure(w http.ResponseWriter, r *http.Request, p principal) error {
 	var req protocol.LaunchFailure
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
-	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > 1000 {
-		return badRequest("reason must be at most 1000 characters of plain text")
+	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > protocol.MaxLaunchFailureReason {
+		return badRequest("reason must be at most %d bytes of plain text", protocol.MaxLaunchFailureReason)
 	}
 	var l store.Launch
 	var owner string
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+	now := h.now()
+	err := h.store.Write(r.Context(), func(tx store.Tx) error {
 		var err error
-		l, err = launchOf(tx, r.PathValue("id"), p)
+		if l, err = launchOf(tx, r.PathValue("id"), p); err != nil {
+			return err
+		}
 		owner = newNamer(tx).user(l.OwnerID)
-		return err
+		if req.Reason == "" {
+			return tx.ClearLaunchFailure(l.OwnerID)
+		}
+		return tx.PutLaunchFailure(store.LaunchFailure{OwnerID: l.OwnerID, LaunchID: l.ID, Target: l.Target,
+			Labels: l.Labels, Reason: req.Reason, FailedAt: now})
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("record the launch failure: %w", err)
 	}
-	text := ""
 	if req.Reason != "" {
-		text = fmt.Sprintf("launching a runner on %s failed (an infrastructure failure, retried): %s", l.Target, req.Reason)
 		h.log.Warn("fleet launch failed", "launch", l.ID, "target", l.Target, "reason", req.Reason)
 	}
-	h.fleet.fail(owner, l.Labels, text)
+	h.fleet.fail(owner, l.Labels, launchFailureText(l.Target, req.Reason))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// launchFailureText is what a waiting job shows of a launch failure ("" for none).
+func launchFailureText(target, reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return fmt.Sprintf("launching a runner on %s failed (an infrastructure failure, retried): %s", target, reason)
+}
+
+// loadLaunchFailures fills fleetState from the store at start.
+func (h *Hub) loadLaunchFailures(ctx context.Context) error {
+	return h.store.Read(ctx, func(tx store.Tx) error {
+		fs, err := tx.LaunchFailures()
+		if err != nil {
+			return fmt.Errorf("read the launch failures: %w", err)
+		}
+		n := newNamer(tx)
+		for _, f := range fs {
+			h.fleet.fail(n.user(f.OwnerID), f.Labels, launchFailureText(f.Target, f.Reason))
+		}
+		return nil
+	})
 }

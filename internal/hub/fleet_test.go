@@ -207,9 +207,18 @@ func TestDemandAnswersWhenTheQueueChanges(t *testing.T) {
 	if w := th.job(j.ID).Waiting; !strings.Contains(w, "infrastructure failure") || !strings.Contains(w, "host box unreachable") {
 		t.Fatalf("waiting: %q", w)
 	}
+	// It is stored: a restarted hub still says why the job waits.
+	th.reopen()
+	if w := th.job(j.ID).Waiting; !strings.Contains(w, "host box unreachable") {
+		t.Fatalf("waiting after a hub restart: %q", w)
+	}
 	report("")
 	if w := th.job(j.ID).Waiting; strings.Contains(w, "unreachable") {
 		t.Fatalf("waiting after the failure cleared: %q", w)
+	}
+	th.reopen()
+	if w := th.job(j.ID).Waiting; strings.Contains(w, "unreachable") {
+		t.Fatalf("waiting after the cleared failure and a restart: %q", w)
 	}
 	if code, _ := th.call(th.admin, "POST", "/fleet/launches/"+l.ID+"/failure", protocol.LaunchFailure{Reason: "\x1b[31mred"}, nil); code != http.StatusBadRequest {
 		t.Fatalf("a reason with control characters: %d", code)

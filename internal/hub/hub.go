@@ -137,6 +137,9 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	if err := h.recoverWhenSpace(ctx); err != nil {
 		return nil, err
 	}
+	if err := h.loadLaunchFailures(ctx); err != nil {
+		return nil, err
+	}
 	h.removeLeftovers()
 	bgctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel

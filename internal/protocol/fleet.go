@@ -92,7 +92,11 @@ type Demand struct {
 	Generation uint64 `json:"generation"`
 }
 
-// LaunchFailure reports why a launch failed on its target ("" clears).
+// MaxLaunchFailureReason is the most bytes of a launch failure's reason.
+const MaxLaunchFailureReason = 1000
+
+// LaunchFailure reports why a launch failed on its target ("" clears):
+// one line of plain text.
 type LaunchFailure struct {
 	Reason string `json:"reason"`
 }

@@ -17,14 +17,15 @@ import (
 // Boundary; nothing else may run them.
 func processStarters() map[string]string {
 	return map[string]string{
-		"internal/sandbox/":       "the execution boundary itself",
-		"internal/workspace/":     "the one package that runs git: fixed argv, sanitized environment, hooks and filters off; the trusted side, never a repository's commands",
-		"internal/cli/demo.go":    "starts drover's own hub and runner processes, git on the demo's own repository, and apt-get for --install-deps",
-		"internal/testkit/":       "starts drover's own processes for end-to-end tests",
-		"internal/bench/":         "benchmark harness: starts drover's own hub and plays a fake runner whose fixed `date` argv stands in for an agent",
-		"internal/chaos/procs.go": "the fault campaign: starts, signals and restarts drover's own hub and runner processes",
-		"internal/fleet/local.go": "the local fleet target: starts drover's own runner processes, detached, with fixed argv",
-		"internal/fleet/ssh.go":   "the ssh fleet target: runs the system ssh with fixed options and the operator's host, and drover's own bridge processes",
+		"internal/sandbox/":           "the execution boundary itself",
+		"internal/workspace/":         "the one package that runs git: fixed argv, sanitized environment, hooks and filters off; the trusted side, never a repository's commands",
+		"internal/cli/demo.go":        "starts drover's own hub and runner processes, git on the demo's own repository, and apt-get for --install-deps",
+		"internal/testkit/":           "starts drover's own processes for end-to-end tests",
+		"internal/bench/":             "benchmark harness: starts drover's own hub and plays a fake runner whose fixed `date` argv stands in for an agent",
+		"internal/chaos/procs.go":     "the fault campaign: starts, signals and restarts drover's own hub and runner processes",
+		"internal/fleet/container.go": "the docker/podman fleet target: runs the engine's CLI with fixed argv (the token in an env file)",
+		"internal/fleet/local.go":     "the local fleet target: starts drover's own runner processes, detached, with fixed argv",
+		"internal/fleet/ssh.go":       "the ssh fleet target: runs the system ssh with fixed options and the operator's host, and drover's own bridge processes",
 	}
 }
 

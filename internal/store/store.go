@@ -191,6 +191,12 @@ type Tx interface {
 	// (ErrNotFound for a runner a user approved).
 	RegistrationOfRunner(runnerID string) (Registration, error)
 	Registrations(launchID string) ([]Registration, error) // by name
+	// PutLaunchFailure records the owner's latest launch failure (one per
+	// owner: it replaces the one before); ClearLaunchFailure forgets it
+	// (nothing to forget is no error); LaunchFailures lists them by owner.
+	PutLaunchFailure(f LaunchFailure) error
+	ClearLaunchFailure(ownerID string) error
+	LaunchFailures() ([]LaunchFailure, error)
 	// UseRegistration marks an unused registration used by runnerID:
 	// ErrConflict when it was used already, ErrNotFound when missing.
 	UseRegistration(hash, runnerID string, at time.Time) error
@@ -458,6 +464,18 @@ type Launch struct {
 	Count     int
 	CreatedAt time.Time
 	RevokedAt *time.Time
+}
+
+// LaunchFailure is why an owner's latest launch failed on its target (an
+// infrastructure failure): shown on the owner's waiting jobs that runners
+// with Labels could run, until a launch succeeds.
+type LaunchFailure struct {
+	OwnerID  string
+	LaunchID string
+	Target   string
+	Labels   map[string]string
+	Reason   string
+	FailedAt time.Time
 }
 
 // Registration is a single-use, expiring registration token of a launch,

@@ -110,3 +110,13 @@ func (p *Process) Terminate(d time.Duration) error {
 
 // Output is what the command printed so far.
 func (p *Process) Output() string { return p.p.out.String() }
+
+// StartRegisteringRunner starts `drover runner` in home, registering with
+// a fleet registration token in $DROVER_REGISTRATION_TOKEN (as the
+// docker/podman target passes it).
+func (h *Hub) StartRegisteringRunner(t testing.TB, home, token string, args ...string) *Process {
+	t.Helper()
+	env := append(baseEnv(filepath.Join(home, "..")), "DROVER_REGISTRATION_TOKEN="+token)
+	all := append([]string{"runner", "--home", home, "--hub", h.URL, "--min-free", "1048576"}, args...)
+	return &Process{start(t, "runner "+filepath.Base(home), env, nil, h.bin, all...)}
+}

@@ -28,6 +28,7 @@ var copyTables = []struct{ name, cols string }{
 	{"shares", ShareCols},
 	{Launches.Name, Launches.List()},
 	{Registrations.Name, Registrations.List()},
+	{LaunchFailures.Name, LaunchFailures.List()},
 	{"project_secrets", "project, name, upstream, header, prefix, value, created_by, created_at"},
 }
 

@@ -9,8 +9,9 @@ import (
 
 // Launches and Registrations are the fleet's tables.
 var (
-	Launches      = Table{"launches", []string{"id", "owner_id", "target", "labels", "slots", "count", "created_at", "revoked_at"}}
-	Registrations = Table{"registrations", []string{"hash", "launch_id", "name", "created_at", "expires_at", "used_at", "runner_id"}}
+	Launches       = Table{"launches", []string{"id", "owner_id", "target", "labels", "slots", "count", "created_at", "revoked_at"}}
+	Registrations  = Table{"registrations", []string{"hash", "launch_id", "name", "created_at", "expires_at", "used_at", "runner_id"}}
+	LaunchFailures = Table{"launch_failures", []string{"owner_id", "launch_id", "target", "labels", "reason", "failed_at"}}
 )
 
 var launches = newTable(Launches)
@@ -96,4 +97,29 @@ func (t *tx) UseRegistration(hash, runnerID string, at time.Time) error {
 		return err
 	}
 	return fmt.Errorf("%s: used already: %w", what, store.ErrConflict)
+}
+
+var launchFailures = newTable(LaunchFailures)
+
+func scanLaunchFailure(s Scanner) (f store.LaunchFailure, err error) {
+	err = s.Scan(&f.OwnerID, &f.LaunchID, &f.Target, JSONCol{&f.Labels}, &f.Reason, TimeCol{&f.FailedAt})
+	return f, err
+}
+
+func (t *tx) PutLaunchFailure(f store.LaunchFailure) error {
+	_, err := t.exec("record the launch failure of "+f.LaunchID,
+		`INSERT INTO launch_failures (`+launchFailures.cols+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (owner_id) DO UPDATE SET launch_id = excluded.launch_id, target = excluded.target,
+			labels = excluded.labels, reason = excluded.reason, failed_at = excluded.failed_at`,
+		f.OwnerID, f.LaunchID, f.Target, JSONArg{f.Labels}, f.Reason, Millis(f.FailedAt))
+	return err
+}
+
+func (t *tx) ClearLaunchFailure(ownerID string) error {
+	_, err := t.exec("clear the launch failure of "+ownerID, `DELETE FROM launch_failures WHERE owner_id = ?`, ownerID)
+	return err
+}
+
+func (t *tx) LaunchFailures() ([]store.LaunchFailure, error) {
+	return all(t, "launch failures", scanLaunchFailure, launchFailures.query("ORDER BY owner_id"))
 }

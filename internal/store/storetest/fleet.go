@@ -63,4 +63,26 @@ func testFleet(t *testing.T, s store.Store) {
 	writeErr(t, s, "UseRegistration twice", store.ErrConflict, func(tx store.Tx) error { return tx.UseRegistration("h-1", "r-2", at(60)) })
 	equal(t, "Registration after a refused reuse", get(t, s, func(tx store.Tx) (store.Registration, error) { return tx.Registration("h-1") }), used)
 	writeErr(t, s, "UseRegistration(missing)", store.ErrNotFound, func(tx store.Tx) error { return tx.UseRegistration("h-9", "r-1", at(60)) })
+
+	testLaunchFailures(t, s)
+}
+
+// testLaunchFailures: one failure per owner, the latest; cleared by owner.
+func testLaunchFailures(t *testing.T, s store.Store) {
+	equal(t, "LaunchFailures(none)", get(t, s, func(tx store.Tx) ([]store.LaunchFailure, error) { return tx.LaunchFailures() }),
+		[]store.LaunchFailure(nil))
+	f1 := store.LaunchFailure{OwnerID: "u-1", LaunchID: "l-1", Target: "docker", Labels: map[string]string{"pool": "a"},
+		Reason: "image drover:dev is missing", FailedAt: at(60)}
+	f2 := store.LaunchFailure{OwnerID: "u-2", LaunchID: "l-2", Target: "ssh", Labels: map[string]string{}, Reason: "host unreachable", FailedAt: at(61)}
+	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.PutLaunchFailure(f1), tx.PutLaunchFailure(f2)) })
+	// A later failure of the same owner replaces the one before.
+	f1b := store.LaunchFailure{OwnerID: "u-1", LaunchID: "l-3", Target: "local", Labels: map[string]string{}, Reason: "pull refused", FailedAt: at(70)}
+	mustWrite(t, s, func(tx store.Tx) error { return tx.PutLaunchFailure(f1b) })
+	equal(t, "LaunchFailures, by owner", get(t, s, func(tx store.Tx) ([]store.LaunchFailure, error) { return tx.LaunchFailures() }),
+		[]store.LaunchFailure{f1b, f2})
+	mustWrite(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.ClearLaunchFailure("u-1"), tx.ClearLaunchFailure("u-9"))
+	})
+	equal(t, "LaunchFailures after a clear", get(t, s, func(tx store.Tx) ([]store.LaunchFailure, error) { return tx.LaunchFailures() }),
+		[]store.LaunchFailure{f2})
 }
