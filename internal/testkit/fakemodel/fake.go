@@ -94,7 +94,21 @@ type config struct {
 	key    string
 	limits map[int]time.Time
 	breaks map[int][]Breakage
+	// brokenStreamedTools and servedContext: see BrokenStreamedTools and
+	// ServedContext.
+	brokenStreamedTools bool
+	servedContext       int64
 }
+
+// BrokenStreamedTools makes the Chat fake stream every tool call broken,
+// the way Ollama has: a call with no id, no name and no arguments. Its
+// non-streamed answers are whole.
+func BrokenStreamedTools() Option { return func(c *config) { c.brokenStreamedTools = true } }
+
+// ServedContext makes the Chat fake report n as its models' context length
+// the way vLLM does (max_model_len in GET /v1/models) and Ollama does
+// (num_ctx in POST /api/show's parameters).
+func ServedContext(n int64) Option { return func(c *config) { c.servedContext = n } }
 
 // Breakage is how a fake answers a request it breaks.
 type Breakage int
@@ -216,6 +230,7 @@ type parsed struct {
 	exec bool
 	// truncated: the answer is cut at the token limit (Truncated).
 	truncated bool
+	cfg       *config
 }
 
 type toolCall struct {
@@ -325,6 +340,7 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Tools, rec.Results = p.tools, p.results
+	p.cfg = &f.cfg
 	if f.cfg.key != "" && rec.Key != f.cfg.key {
 		f.proto.unauthorized(sw)
 		return
