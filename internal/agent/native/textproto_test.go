@@ -186,3 +186,43 @@ func TestProbedContextWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestTextProtocolOnChatServer: on a Chat Completions server whose model
+// does not call tools, an account probed as such completes a task (read,
+// edit, deliver) through the text protocol; the server is offered no
+// tools and gets the results as text.
+func TestTextProtocolOnChatServer(t *testing.T) {
+	turns := []fakemodel.Turn{
+		fakemodel.Text("Looking first.\n" + block(toolRead, `{"path":"a.txt"}`)),
+		fakemodel.Text(block(toolEdit, `{"path":"a.txt","old_text":"world","new_text":"drover"}`)),
+		fakemodel.Text(block(tools.ToolDeliver, `{"summary":"greeted drover"}`)),
+	}
+	srv := fakemodel.NewFakeChat(t, turns, fakemodel.TextOnly())
+	p, err := model.New(model.Config{Provider: model.OpenAICompatible, BaseURL: srv.URL + "/v1", Model: "m", Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := model.Probe(context.Background(), p)
+	if err != nil || f.ToolCalls {
+		t.Fatalf("probe found %+v, %v", f, err)
+	}
+	srv = fakemodel.NewFakeChat(t, turns, fakemodel.TextOnly()) // a fresh script for the task
+	if p, err = model.New(model.Config{Provider: model.OpenAICompatible, BaseURL: srv.URL + "/v1", Model: "m", Retries: -1}); err != nil {
+		t.Fatal(err)
+	}
+	l, _, dir := newLoop(t, Limits{})
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("hello world\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.model = forAccount(p, &agent.Account{NoToolCalls: !f.ToolCalls})
+	if out := l.run(context.Background(), newTranscript()); out.End != EndDelivered {
+		t.Fatalf("ended %s (%s)\n%s", out.End, out.Reason, srv.Dump())
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(got) != "hello drover\n" {
+		t.Fatalf("file holds %q", got)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 3 || len(reqs[0].Tools) != 0 || !strings.Contains(string(reqs[2].Body), "Result of edit_file") {
+		t.Fatalf("requests:\n%s\nlast body %s", srv.Dump(), reqs[len(reqs)-1].Body)
+	}
+}

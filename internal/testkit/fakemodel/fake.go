@@ -98,7 +98,13 @@ type config struct {
 	// ServedContext.
 	brokenStreamedTools bool
 	servedContext       int64
+	textOnly            bool
 }
+
+// TextOnly makes the Chat fake a model without tool calling: every chat
+// request takes a script turn, offered tools or not, and is answered in
+// text (script it with Text turns).
+func TextOnly() Option { return func(c *config) { c.textOnly = true } }
 
 // BrokenStreamedTools makes the Chat fake stream every tool call broken,
 // the way Ollama has: a call with no id, no name and no arguments. Its
@@ -341,6 +347,9 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.Tools, rec.Results = p.tools, p.results
 	p.cfg = &f.cfg
+	if f.cfg.textOnly && r.URL.Path == "/v1/chat/completions" {
+		p.turn = true
+	}
 	if f.cfg.key != "" && rec.Key != f.cfg.key {
 		f.proto.unauthorized(sw)
 		return
