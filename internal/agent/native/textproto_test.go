@@ -226,3 +226,29 @@ func TestTextProtocolOnChatServer(t *testing.T) {
 		t.Fatalf("requests:\n%s\nlast body %s", srv.Dump(), reqs[len(reqs)-1].Body)
 	}
 }
+
+// TestCutMidCallOnChatServer: a Chat server's answer cut by
+// finish_reason=length halfway through a tool call's arguments is not run;
+// the model gets a tool error asking again, and its whole call then runs.
+func TestCutMidCallOnChatServer(t *testing.T) {
+	args := map[string]any{"path": "a.txt", "content": "whole"}
+	srv := fakemodel.NewFakeChat(t, []fakemodel.Turn{
+		fakemodel.CutCall(toolWrite, args), fakemodel.CallTool(toolWrite, args), fakemodel.Text("done"),
+	})
+	p, err := model.New(model.Config{Provider: model.OpenAICompatible, BaseURL: srv.URL + "/v1", Model: "m", Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, dir := newLoop(t, Limits{})
+	l.model = p
+	tr := newTranscript()
+	if out := l.run(context.Background(), tr); out.End != EndAnswered {
+		t.Fatalf("ended %s (%s)\n%s", out.End, out.Reason, srv.Dump())
+	}
+	if r, ok := srv.Result(0); !ok || !strings.Contains(r.Output, "cut off") {
+		t.Fatalf("the cut call got %+v, %v", r, ok)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(got) != "whole" {
+		t.Fatalf("file holds %q", got)
+	}
+}

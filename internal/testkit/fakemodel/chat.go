@@ -72,10 +72,15 @@ func (chat) reply(w http.ResponseWriter, p parsed, call *toolCall, text string) 
 	}
 	var msg map[string]any
 	if call != nil {
-		finish = "tool_calls"
+		args := argsJSON(call.args)
+		if p.truncated {
+			finish, args = "length", args[:len(args)/2]
+		} else {
+			finish = "tool_calls"
+		}
 		msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
 			"index": 0, "id": call.id, "type": "function",
-			"function": map[string]any{"name": call.name, "arguments": argsJSON(call.args)}}}}
+			"function": map[string]any{"name": call.name, "arguments": args}}}}
 	} else {
 		msg = map[string]any{"role": "assistant", "content": text}
 	}

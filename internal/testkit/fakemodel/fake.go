@@ -46,6 +46,7 @@ type Turn struct {
 	tool    string
 	args    map[string]any
 	text    string
+	cut     bool // CutCall
 }
 
 // WriteFile makes the model write content to path with its CLI's file tool
@@ -72,6 +73,12 @@ func Text(s string) Turn { return Turn{kind: kindText, text: s} }
 // "length", stop_reason "max_tokens", status "incomplete"), on the
 // Anthropic, Chat and Responses fakes.
 func Truncated(s string) Turn { return Turn{kind: kindTruncated, text: s} }
+
+// CutCall is CallTool cut off at the answer's token limit halfway through
+// its arguments (finish_reason "length"), on the Chat fake.
+func CutCall(name string, args map[string]any) Turn {
+	return Turn{kind: kindCall, tool: name, args: args, cut: true}
+}
 
 func (t Turn) isTool() bool { return t.kind != kindText && t.kind != kindTruncated }
 
@@ -368,7 +375,7 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Turn = i
-	p.truncated = i >= 0 && f.turns[i].kind == kindTruncated
+	p.truncated = i >= 0 && (f.turns[i].kind == kindTruncated || f.turns[i].cut)
 	f.proto.reply(sw, p, call, text)
 }
 
