@@ -335,7 +335,8 @@ func TestProbeFindings(t *testing.T) {
 		{"streamed", call, nil, Found{ToolCalls: true, StreamedToolCalls: true}},
 		{"broken stream", call, []fakemodel.Option{fakemodel.BrokenStreamedTools()}, Found{ToolCalls: true}},
 		{"text only", fakemodel.Text("I cannot call tools."), nil, Found{}},
-		{"served context", call, []fakemodel.Option{fakemodel.ServedContext(8192)}, Found{ToolCalls: true, StreamedToolCalls: true, ContextLength: 8192}},
+		{"vllm context", call, []fakemodel.Option{fakemodel.ServedContext(8192)}, Found{ToolCalls: true, StreamedToolCalls: true, ContextLength: 8192}},
+		{"ollama context", call, []fakemodel.Option{fakemodel.OllamaContext(2048)}, Found{ToolCalls: true, StreamedToolCalls: true, ContextLength: 2048}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := fakemodel.NewFakeChat(t, []fakemodel.Turn{tt.turn}, tt.opts...)

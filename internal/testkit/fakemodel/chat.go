@@ -109,9 +109,9 @@ func (chat) reply(w http.ResponseWriter, p parsed, call *toolCall, text string) 
 }
 
 func (c chat) side(w http.ResponseWriter, r *http.Request, p parsed) {
-	var n int64
+	var n, ollama int64
 	if p.cfg != nil {
-		n = p.cfg.servedContext
+		n, ollama = p.cfg.servedContext, p.cfg.ollamaContext
 	}
 	switch r.URL.Path {
 	case "/v1/models":
@@ -121,11 +121,11 @@ func (c chat) side(w http.ResponseWriter, r *http.Request, p parsed) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{m}})
 	case "/api/show":
-		if n == 0 {
+		if ollama == 0 {
 			http.NotFound(w, r)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"parameters": fmt.Sprintf("stop \"<|im_end|>\"\nnum_ctx %d", n)})
+		writeJSON(w, http.StatusOK, map[string]any{"parameters": fmt.Sprintf("stop \"<|im_end|>\"\nnum_ctx %d", ollama)})
 	default:
 		c.reply(w, p, nil, "Fake title")
 	}

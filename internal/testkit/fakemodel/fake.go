@@ -101,10 +101,11 @@ type config struct {
 	key    string
 	limits map[int]time.Time
 	breaks map[int][]Breakage
-	// brokenStreamedTools and servedContext: see BrokenStreamedTools and
-	// ServedContext.
+	// brokenStreamedTools, servedContext and ollamaContext: see the
+	// options of those names.
 	brokenStreamedTools bool
 	servedContext       int64
+	ollamaContext       int64
 	textOnly            bool
 }
 
@@ -119,9 +120,12 @@ func TextOnly() Option { return func(c *config) { c.textOnly = true } }
 func BrokenStreamedTools() Option { return func(c *config) { c.brokenStreamedTools = true } }
 
 // ServedContext makes the Chat fake report n as its models' context length
-// the way vLLM does (max_model_len in GET /v1/models) and Ollama does
-// (num_ctx in POST /api/show's parameters).
+// the way vLLM does: max_model_len in GET /v1/models.
 func ServedContext(n int64) Option { return func(c *config) { c.servedContext = n } }
+
+// OllamaContext makes the Chat fake report n as its models' context length
+// the way Ollama does: num_ctx in POST /api/show's parameters.
+func OllamaContext(n int64) Option { return func(c *config) { c.ollamaContext = n } }
 
 // Breakage is how a fake answers a request it breaks.
 type Breakage int
