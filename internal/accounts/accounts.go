@@ -86,6 +86,18 @@ type Account struct {
 	// Limits are the account's own spend limits, which its runner
 	// enforces alongside its own (limits.go).
 	Limits Limits `json:"limits,omitzero"`
+	// Capabilities are what the doctor's probe last found a native
+	// account's model does; nil: never probed (it is taken to do all).
+	Capabilities *Capabilities `json:"capabilities,omitempty"`
+}
+
+// Capabilities are what a probe (model.Probe) found of a native account's
+// model endpoint; the native agent talks to it accordingly.
+type Capabilities struct {
+	Probed            time.Time `json:"probed"`
+	ToolCalls         bool      `json:"tool_calls"`
+	StreamedToolCalls bool      `json:"streamed_tool_calls"`
+	ContextLength     int64     `json:"context_length,omitempty"` // tokens the server serves; 0: it said none
 }
 
 // NeedsAttention says whether the provider refused the account and its
@@ -349,22 +361,34 @@ func (s *Store) Key(id string) (string, error) {
 // it), with the provider's message.
 func (s *Store) SetLimited(id string, until time.Time, msg string) error {
 	msg = cleanMessage(msg)
+	if until.IsZero() {
+		msg = ""
+	}
+	return s.change(id, "set the limit", func(a *Account) { a.LimitedUntil, a.LimitMessage = until.UTC(), msg })
+}
+
+// change applies f to the account id names; what says what it was doing,
+// for the error.
+func (s *Store) change(id, what string, f func(*Account)) error {
 	err := s.update(func(ix *index) error {
 		for i := range ix.Accounts {
 			if ix.Accounts[i].ID == id {
-				if until.IsZero() {
-					msg = ""
-				}
-				ix.Accounts[i].LimitedUntil, ix.Accounts[i].LimitMessage = until.UTC(), msg
+				f(&ix.Accounts[i])
 				return nil
 			}
 		}
 		return errors.New("no such account")
 	}, nil)
 	if err != nil {
-		return fmt.Errorf("set limit of account %q: %w", id, err)
+		return fmt.Errorf("%s: account %q: %w", what, id, err)
 	}
 	return nil
+}
+
+// SetCapabilities records what a probe found of the account's model.
+func (s *Store) SetCapabilities(id string, c Capabilities) error {
+	c.Probed = c.Probed.UTC()
+	return s.change(id, "record the capabilities", func(a *Account) { a.Capabilities = &c })
 }
 
 // SetAttention marks the account as refused by its provider, with why;
@@ -374,19 +398,7 @@ func (s *Store) SetAttention(id, why string) error {
 	if why == "" {
 		why = "the provider refused the account"
 	}
-	err := s.update(func(ix *index) error {
-		for i := range ix.Accounts {
-			if ix.Accounts[i].ID == id {
-				ix.Accounts[i].Attention = why
-				return nil
-			}
-		}
-		return errors.New("no such account")
-	}, nil)
-	if err != nil {
-		return fmt.Errorf("mark account %q as needing attention: %w", id, err)
-	}
-	return nil
+	return s.change(id, "mark as needing attention", func(a *Account) { a.Attention = why })
 }
 
 // Reset clears the account ref names (an id, or a label only one account

@@ -89,6 +89,11 @@ type Account struct {
 	// Provider and Model are a native account's model API (package model).
 	Provider string
 	Model    string
+	// What the doctor's probe found of a native account's model; the zero
+	// value (never probed) takes it to do all.
+	NoToolCalls         bool  // it answers in text only: the text protocol
+	NoStreamedToolCalls bool  // its streamed tool calls break: whole answers
+	ContextLength       int64 // the context its server serves; 0: unknown
 }
 
 // ToolEndpoint reaches the attempt's tool server. Token only ever goes

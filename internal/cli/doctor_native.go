@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,18 +17,21 @@ import (
 const probeTimeout = 60 * time.Second
 
 // nativeCheck is what the doctor found of one native account's model
-// endpoint: it asks it once to call a tool. Its first fields are those of
+// endpoint: it asks it to call a tool (streamed, then whole) and what
+// context it serves, and records that on the account. Its first fields are those of
 // sandbox.Check, so that --json stays one list of checks.
 type nativeCheck struct {
 	Kind   string `json:"kind"` // "native:" + Account
-	OK     bool   `json:"ok"`   // it answered with a tool call
+	OK     bool   `json:"ok"`   // it answered the probe
 	Detail string `json:"detail"`
 	Fix    string `json:"fix,omitempty"`
 
-	Account   string `json:"account"`
-	Provider  string `json:"provider"`
-	Model     string `json:"model"`
-	ToolCalls bool   `json:"tool_calls"`
+	Account           string `json:"account"`
+	Provider          string `json:"provider"`
+	Model             string `json:"model"`
+	ToolCalls         bool   `json:"tool_calls"`
+	StreamedToolCalls bool   `json:"streamed_tool_calls"`
+	ContextLength     int64  `json:"context_length,omitempty"`
 }
 
 // nativeChecks probes every native account of the runner home at once.
@@ -81,7 +85,23 @@ func probeAccount(ctx context.Context, s *accounts.Store, acct accounts.Account,
 		}
 		return
 	}
-	c.OK, c.ToolCalls, c.Detail = f.ToolCalls, f.ToolCalls, f.String()
+	c.OK, c.ToolCalls, c.StreamedToolCalls, c.ContextLength, c.Detail = true, f.ToolCalls, f.StreamedToolCalls, f.ContextLength, f.String()
+	// Recorded for the native agent, which talks to the model accordingly.
+	if err := s.SetCapabilities(acct.ID, accounts.Capabilities{Probed: time.Now(), ToolCalls: f.ToolCalls,
+		StreamedToolCalls: f.StreamedToolCalls, ContextLength: f.ContextLength}); err != nil {
+		c.OK, c.Detail = false, err.Error()
+	}
+}
+
+// toolMode is how the native agent calls tools on an account c probed.
+func (c nativeCheck) toolMode() string {
+	switch {
+	case !c.ToolCalls:
+		return "text protocol"
+	case !c.StreamedToolCalls:
+		return "whole answers"
+	}
+	return "streamed"
 }
 
 func printNativeChecks(w io.Writer, checks []nativeCheck) error {
@@ -90,13 +110,16 @@ func printNativeChecks(w io.Writer, checks []nativeCheck) error {
 	}
 	fprintf(w, "\n")
 	tw := newTable(w)
-	fprintf(tw, "NATIVE ACCOUNT\tPROVIDER\tMODEL\tTOOL CALLS\tDETAIL\n")
+	fprintf(tw, "NATIVE ACCOUNT\tPROVIDER\tMODEL\tTOOL CALLS\tCONTEXT\tDETAIL\n")
 	for _, c := range checks {
-		tools := "no"
-		if c.ToolCalls {
-			tools = "yes"
+		mode, ctxLen := "-", "-"
+		if c.OK {
+			mode = c.toolMode()
 		}
-		fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Account, c.Provider, dash(c.Model), tools, c.Detail)
+		if c.ContextLength > 0 {
+			ctxLen = strconv.FormatInt(c.ContextLength, 10)
+		}
+		fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Account, c.Provider, dash(c.Model), mode, ctxLen, c.Detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -314,3 +314,43 @@ func TestNativeAgentFallsBackAndTheLimitedAccountSitsOut(t *testing.T) {
 		t.Fatalf("account states %v; want main limited, backup ready", runner)
 	}
 }
+
+// A model without tool calling, through a real hub and runner under
+// bubblewrap: the doctor probes the account as such (its two probe
+// requests get the script's first two answers) and records it; the job
+// then reads, edits and delivers through the text protocol's fenced
+// blocks, and drover fetch has the change.
+func TestNativeAgentTextProtocolAfterDoctor(t *testing.T) {
+	t.Parallel()
+	h, r := hubAndRunner(t, "r-native-text")
+	block := func(name, args string) fakemodel.Turn {
+		return fakemodel.Text("Next step.\n```drover-tool " + name + "\n" + args + "\n```")
+	}
+	fake := fakemodel.NewFakeChat(t, []fakemodel.Turn{
+		fakemodel.Text("I have no tools."), fakemodel.Text("Still no tools."), // the doctor's probe
+		block("read_file", `{"path":"a.txt"}`),
+		block("edit_file", `{"path":"a.txt","old_text":"one","new_text":"two"}`),
+		block("deliver", `{"summary":"a.txt says two"}`),
+	}, fakemodel.RequireKey(realKey), fakemodel.TextOnly(), fakemodel.ServedContext(32768))
+	addNativeAccount(t, r, "openai-compatible", fake.URL+"/v1", "--model", "plain-fake")
+	out, _ := r.CLI("", "doctor")
+	if !strings.Contains(out, "text protocol") || !strings.Contains(out, "32768") || strings.Contains(out, realKey) {
+		t.Fatalf("doctor printed:\n%s", out)
+	}
+	r.Start()
+	src := sourceCheckout(t)
+	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Change one to two in a.txt and deliver.")
+	c := h.Client()
+	v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
+	if v.State != job.Completed {
+		t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", v.ID, v.State, v.Reason, testkit.Log(t, c, v.ID, 0), fake.Dump())
+	}
+	if got := fetched(t, h, src, v.ID, "a.txt"); got["a.txt"] != "two" {
+		t.Fatalf("published a.txt = %q", got["a.txt"])
+	}
+	for _, req := range fake.Requests()[2:] {
+		if len(req.Tools) != 0 {
+			t.Fatalf("the job offered native tools to a model without tool calling:\n%s", fake.Dump())
+		}
+	}
+}

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
@@ -15,10 +16,14 @@ import (
 type chatCaller struct {
 	client openai.Client
 	model  string
+	// base, key and http reach the server's own API (servedContext).
+	base string
+	key  string
+	http *http.Client
 }
 
 func newChat(cfg Config) *chatCaller {
-	return &chatCaller{client: newOpenAIClient(cfg), model: cfg.Model}
+	return &chatCaller{client: newOpenAIClient(cfg), model: cfg.Model, base: cfg.BaseURL, key: cfg.Key, http: cfg.HTTP}
 }
 
 // newOpenAIClient is the client of both OpenAI protocols: no retries of
@@ -82,29 +87,24 @@ func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
 			params.Messages = append(params.Messages, openai.UserMessage(m.Text))
 		}
 	}
-	stream := c.client.Chat.Completions.NewStreaming(ctx, params)
-	defer stream.Close()
-	var acc openai.ChatCompletionAccumulator
-	finished := false
-	for stream.Next() {
-		chunk := stream.Current()
-		if !acc.AddChunk(chunk) {
-			return Response{}, errGarbled
+	var cc *openai.ChatCompletion
+	if req.NoStream {
+		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
+		var err error
+		if cc, err = c.client.Chat.Completions.New(ctx, params); err != nil {
+			return Response{}, openAIStreamErr(err)
 		}
-		for _, ch := range chunk.Choices {
-			if ch.FinishReason != "" {
-				finished = true
-			}
+	} else {
+		var err error
+		if cc, err = c.stream(ctx, params); err != nil {
+			return Response{}, err
 		}
 	}
-	if err := stream.Err(); err != nil {
-		return Response{}, openAIStreamErr(err)
-	}
-	if !finished || len(acc.Choices) == 0 {
-		// No finish_reason: the stream was cut mid-answer.
+	if len(cc.Choices) == 0 || cc.Choices[0].FinishReason == "" {
+		// No finish_reason: the answer was cut mid-way.
 		return Response{}, errGarbled
 	}
-	ch := acc.Choices[0]
+	ch := cc.Choices[0]
 	r := Response{Text: strings.TrimSpace(ch.Message.Content)}
 	for _, tc := range ch.Message.ToolCalls {
 		r.Calls = append(r.Calls, Call{ID: tc.ID, Name: tc.Function.Name, Args: tc.Function.Arguments})
@@ -121,8 +121,24 @@ func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
 			r.Stop = StopTools
 		}
 	}
-	u := acc.Usage
+	u := cc.Usage
 	cached := u.PromptTokensDetails.CachedTokens
 	r.Usage = Usage{InputTokens: u.PromptTokens - cached, OutputTokens: u.CompletionTokens, CacheReadTokens: cached}
 	return r, nil
+}
+
+// stream makes the call streamed and gathers the answer.
+func (c *chatCaller) stream(ctx context.Context, params openai.ChatCompletionNewParams) (*openai.ChatCompletion, error) {
+	stream := c.client.Chat.Completions.NewStreaming(ctx, params)
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		if !acc.AddChunk(stream.Current()) {
+			return nil, errGarbled
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, openAIStreamErr(err)
+	}
+	return &acc.ChatCompletion, nil
 }

@@ -83,6 +83,10 @@ type Request struct {
 	// and system text) and the moving tail, OpenAI's Responses API
 	// prompt_cache_key. "" sets no cache hints.
 	CacheKey string
+	// NoStream asks for the answer whole rather than streamed, on
+	// OpenAI-compatible servers whose streamed tool calls break (Ollama's
+	// have); the other providers always stream.
+	NoStream bool
 }
 
 // DefaultMaxTokens bounds one answer when the request names no limit.

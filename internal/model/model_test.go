@@ -319,3 +319,33 @@ func TestWireID(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeFindings: a server whose streamed tool calls arrive broken (as
+// Ollama's have) is found to take tool calls whole only; one that states
+// the context it serves has it found; one that answers in text takes no
+// tool calls.
+func TestProbeFindings(t *testing.T) {
+	call := fakemodel.CallTool("probe", map[string]any{"ok": true})
+	for _, tt := range []struct {
+		name string
+		turn fakemodel.Turn
+		opts []fakemodel.Option
+		want Found
+	}{
+		{"streamed", call, nil, Found{ToolCalls: true, StreamedToolCalls: true}},
+		{"broken stream", call, []fakemodel.Option{fakemodel.BrokenStreamedTools()}, Found{ToolCalls: true}},
+		{"text only", fakemodel.Text("I cannot call tools."), nil, Found{}},
+		{"vllm context", call, []fakemodel.Option{fakemodel.ServedContext(8192)}, Found{ToolCalls: true, StreamedToolCalls: true, ContextLength: 8192}},
+		{"ollama context", call, []fakemodel.Option{fakemodel.OllamaContext(2048)}, Found{ToolCalls: true, StreamedToolCalls: true, ContextLength: 2048}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := fakemodel.NewFakeChat(t, []fakemodel.Turn{tt.turn}, tt.opts...)
+			p := newProvider(t, Config{Provider: OpenAICompatible, BaseURL: srv.URL + "/v1", Model: "m", Retries: -1})
+			f, err := Probe(context.Background(), p)
+			f.Usage = Usage{}
+			if err != nil || f != tt.want {
+				t.Fatalf("got %+v, %v; want %+v\n%s", f, err, tt.want, srv.Dump())
+			}
+		})
+	}
+}

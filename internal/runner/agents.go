@@ -266,8 +266,12 @@ func (r *Runner) agentAccount(acct accounts.Account) (*agent.Account, error) {
 			return nil, fmt.Errorf("read the key of account %s: %w", acct.ID, err)
 		}
 	}
-	return &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL,
-		Provider: acct.Provider, Model: acct.Model}, nil
+	a := &agent.Account{ID: acct.ID, Dir: r.accts.Dir(acct.ID), Key: key, BaseURL: acct.BaseURL,
+		Provider: acct.Provider, Model: acct.Model}
+	if c := acct.Capabilities; c != nil {
+		a.NoToolCalls, a.NoStreamedToolCalls, a.ContextLength = !c.ToolCalls, !c.StreamedToolCalls, c.ContextLength
+	}
+	return a, nil
 }
 
 // attentionFix is how an account's owner makes a refused account usable

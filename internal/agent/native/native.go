@@ -82,6 +82,7 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	if err != nil {
 		return spawnFailed("%v", err), nil
 	}
+	prov = forAccount(prov, acct)
 	session := a.Resume
 	if session == "" {
 		session = a.NewSession
@@ -116,15 +117,16 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	if a.Tools != nil && a.Tools.Local != nil {
 		tb.drover = a.Tools.Local
 	}
-	lim := g.cfg.Limits
-	if t := a.Spec.Timeout.D(); t > 0 && (lim.MaxWall <= 0 || t < lim.MaxWall) {
-		lim.MaxWall = t
-	}
+	lim := g.limits(acct, a.Spec.Timeout.D())
 	l := &loop{model: prov, tools: tb, limits: lim, log: a.Output, events: a.Events,
 		save: j.save}
 	if fb := a.Fallback; fb != nil {
 		l.fallback = func() (model.Provider, error) {
-			return g.cfg.NewProvider(model.Config{Provider: fb.Provider, BaseURL: fb.BaseURL, Model: fb.Model, Key: fb.Key})
+			p, err := g.cfg.NewProvider(model.Config{Provider: fb.Provider, BaseURL: fb.BaseURL, Model: fb.Model, Key: fb.Key})
+			if err != nil {
+				return nil, err
+			}
+			return forAccount(p, fb), nil
 		}
 	}
 	out := l.run(ctx, tr)
@@ -141,6 +143,20 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 		}
 	}
 	return res, nil
+}
+
+// limits are the attempt's limits on acct with the job's timeout.
+func (g *Agent) limits(acct *agent.Account, timeout time.Duration) Limits {
+	lim := g.cfg.Limits
+	if acct.ContextLength > 0 {
+		// What the server said it serves, not what the operator guessed:
+		// past it a server may cut the prompt silently.
+		lim.ContextWindow = acct.ContextLength
+	}
+	if timeout > 0 && (lim.MaxWall <= 0 || timeout < lim.MaxWall) {
+		lim.MaxWall = timeout
+	}
+	return lim
 }
 
 // openLog opens where the attempt's transcript is recorded: the hub's

@@ -98,6 +98,10 @@ func (t *toolbox) call(ctx context.Context, c model.Call) (string, error) {
 		return "", fmt.Errorf("%w: the arguments are not valid JSON", errMalformed)
 	}
 	switch c.Name {
+	case badBlock:
+		var in struct{ Problem string }
+		_ = json.Unmarshal(args, &in)
+		return "", fmt.Errorf("%w: %s", errMalformed, in.Problem)
 	case toolRun:
 		var in struct {
 			Command string `json:"command"`

@@ -27,6 +27,9 @@ func (chat) key(r *http.Request) string {
 }
 
 func (chat) parse(r *http.Request, body []byte) (parsed, bool) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" || r.Method == http.MethodPost && r.URL.Path == "/api/show" {
+		return parsed{}, true // a side request: the model's listing
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		return parsed{}, false
 	}
@@ -69,10 +72,15 @@ func (chat) reply(w http.ResponseWriter, p parsed, call *toolCall, text string) 
 	}
 	var msg map[string]any
 	if call != nil {
-		finish = "tool_calls"
+		args := argsJSON(call.args)
+		if p.truncated {
+			finish, args = "length", args[:len(args)/2]
+		} else {
+			finish = "tool_calls"
+		}
 		msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
 			"index": 0, "id": call.id, "type": "function",
-			"function": map[string]any{"name": call.name, "arguments": argsJSON(call.args)}}}}
+			"function": map[string]any{"name": call.name, "arguments": args}}}}
 	} else {
 		msg = map[string]any{"role": "assistant", "content": text}
 	}
@@ -89,6 +97,10 @@ func (chat) reply(w http.ResponseWriter, p parsed, call *toolCall, text string) 
 		}
 		return c
 	}
+	if call != nil && p.cfg != nil && p.cfg.brokenStreamedTools {
+		msg = map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
+			"index": 0, "type": "function", "function": map[string]any{"name": "", "arguments": ""}}}}
+	}
 	s := startSSE(w)
 	s.send("", chunk([]any{map[string]any{"index": 0, "delta": msg, "finish_reason": nil}}, nil))
 	s.send("", chunk([]any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}, nil))
@@ -96,8 +108,27 @@ func (chat) reply(w http.ResponseWriter, p parsed, call *toolCall, text string) 
 	s.send("", "[DONE]")
 }
 
-func (c chat) side(w http.ResponseWriter, _ *http.Request, p parsed) {
-	c.reply(w, p, nil, "Fake title")
+func (c chat) side(w http.ResponseWriter, r *http.Request, p parsed) {
+	var n, ollama int64
+	if p.cfg != nil {
+		n, ollama = p.cfg.servedContext, p.cfg.ollamaContext
+	}
+	switch r.URL.Path {
+	case "/v1/models":
+		m := map[string]any{"id": "fake", "object": "model", "created": 0, "owned_by": "fakemodel"}
+		if n > 0 {
+			m["max_model_len"] = n
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{m}})
+	case "/api/show":
+		if ollama == 0 {
+			http.NotFound(w, r)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"parameters": fmt.Sprintf("stop \"<|im_end|>\"\nnum_ctx %d", ollama)})
+	default:
+		c.reply(w, p, nil, "Fake title")
+	}
 }
 
 func (chat) limited(w http.ResponseWriter, reset time.Time) { openAILimited(w, reset) }

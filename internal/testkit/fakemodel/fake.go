@@ -46,6 +46,7 @@ type Turn struct {
 	tool    string
 	args    map[string]any
 	text    string
+	cut     bool // CutCall
 }
 
 // WriteFile makes the model write content to path with its CLI's file tool
@@ -73,6 +74,12 @@ func Text(s string) Turn { return Turn{kind: kindText, text: s} }
 // Anthropic, Chat and Responses fakes.
 func Truncated(s string) Turn { return Turn{kind: kindTruncated, text: s} }
 
+// CutCall is CallTool cut off at the answer's token limit halfway through
+// its arguments (finish_reason "length"), on the Chat fake.
+func CutCall(name string, args map[string]any) Turn {
+	return Turn{kind: kindCall, tool: name, args: args, cut: true}
+}
+
 func (t Turn) isTool() bool { return t.kind != kindText && t.kind != kindTruncated }
 
 func (t Turn) String() string {
@@ -94,7 +101,31 @@ type config struct {
 	key    string
 	limits map[int]time.Time
 	breaks map[int][]Breakage
+	// brokenStreamedTools, servedContext and ollamaContext: see the
+	// options of those names.
+	brokenStreamedTools bool
+	servedContext       int64
+	ollamaContext       int64
+	textOnly            bool
 }
+
+// TextOnly makes the Chat fake a model without tool calling: every chat
+// request takes a script turn, offered tools or not, and is answered in
+// text (script it with Text turns).
+func TextOnly() Option { return func(c *config) { c.textOnly = true } }
+
+// BrokenStreamedTools makes the Chat fake stream every tool call broken,
+// the way Ollama has: a call with no id, no name and no arguments. Its
+// non-streamed answers are whole.
+func BrokenStreamedTools() Option { return func(c *config) { c.brokenStreamedTools = true } }
+
+// ServedContext makes the Chat fake report n as its models' context length
+// the way vLLM does: max_model_len in GET /v1/models.
+func ServedContext(n int64) Option { return func(c *config) { c.servedContext = n } }
+
+// OllamaContext makes the Chat fake report n as its models' context length
+// the way Ollama does: num_ctx in POST /api/show's parameters.
+func OllamaContext(n int64) Option { return func(c *config) { c.ollamaContext = n } }
 
 // Breakage is how a fake answers a request it breaks.
 type Breakage int
@@ -216,6 +247,7 @@ type parsed struct {
 	exec bool
 	// truncated: the answer is cut at the token limit (Truncated).
 	truncated bool
+	cfg       *config
 }
 
 type toolCall struct {
@@ -325,6 +357,10 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Tools, rec.Results = p.tools, p.results
+	p.cfg = &f.cfg
+	if f.cfg.textOnly && r.URL.Path == "/v1/chat/completions" {
+		p.turn = true
+	}
 	if f.cfg.key != "" && rec.Key != f.cfg.key {
 		f.proto.unauthorized(sw)
 		return
@@ -343,7 +379,7 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Turn = i
-	p.truncated = i >= 0 && f.turns[i].kind == kindTruncated
+	p.truncated = i >= 0 && (f.turns[i].kind == kindTruncated || f.turns[i].cut)
 	f.proto.reply(sw, p, call, text)
 }
 
