@@ -288,14 +288,27 @@ func interruptAndResume(t *testing.T, loseSession bool) {
 	}
 }
 
+// wroteStarted: the job's command on r has written started.txt in its
+// worktree. The shell creates the file empty before echo writes it, so a
+// stop between the two (seen under load) would publish it empty: the file
+// counts once it has its content (one write).
+func wroteStarted(r *testkit.Runner) bool {
+	m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
+	for _, f := range m {
+		if b, err := os.ReadFile(f); err == nil && len(b) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // stopOnceStarted stops r (SIGTERM) once job id's command is running (it
 // wrote started.txt), and checks that the attempt was released and the job
 // requeued.
 func stopOnceStarted(t *testing.T, c *client.Client, r *testkit.Runner, id string) {
 	t.Helper()
 	testkit.WaitJob(t, c, id, 2*time.Minute, func(protocol.JobView) bool {
-		m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
-		return len(m) > 0
+		return wroteStarted(r)
 	})
 	if err := r.Terminate(time.Minute); err != nil {
 		t.Fatalf("runner stop: %v", err)

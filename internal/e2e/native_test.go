@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -190,8 +189,7 @@ func startInterruptedAtTurn3(t *testing.T, h *testkit.Hub, r *testkit.Runner) *i
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Look around, then write four.txt.")
 	testkit.WaitJob(t, h.Client(), v.ID, 2*time.Minute, func(protocol.JobView) bool {
-		m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
-		return len(m) > 0
+		return wroteStarted(r)
 	})
 	return &interruptedAtTurn3{h: h, fake: fake, src: src, id: v.ID}
 }
