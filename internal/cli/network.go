@@ -24,13 +24,23 @@ func (a *app) projectConfigCmds() []*cobra.Command {
 		return checkName("project", args[0])
 	}
 	text := func(w io.Writer, c protocol.ProjectConfig) error { return printProjectConfig(w, c) }
-	show := answerCmd(a, &cobra.Command{
-		Use:   "config PROJECT [--json]",
+	var large bool
+	var show *cobra.Command
+	show = answerCmd(a, &cobra.Command{
+		Use:   "config PROJECT [--large[=false]] [--json]",
 		Short: "Show a project's network policies, setup and caches, and the hub's policies to choose from",
-		Args:  project,
+		Long: `Show a project's config. --large (its owner or an admin) marks the project as
+too large to clone whole: runners then fetch it as a partial clone
+(--filter=blob:none) and get each blob from the hub when a checkout needs it.
+--large=false makes later clones whole again.`,
+		Args: project,
 	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
+		if show.Flags().Changed("large") {
+			return c.SetProjectConfig(ctx, args[0], protocol.ProjectConfigRequest{Large: &large})
+		}
 		return c.ProjectConfig(ctx, args[0])
 	}, text)
+	show.Flags().BoolVar(&large, "large", false, "runners fetch the project as a partial clone (blobs on demand)")
 
 	var setupNet, agentNet string
 	network := answerCmd(a, &cobra.Command{
@@ -247,6 +257,9 @@ func printProjectConfig(w io.Writer, c protocol.ProjectConfig) error {
 		}
 	}
 	fprintf(t, "Caches:\t%s\n", dash(strings.Join(c.Caches, ",")))
+	if c.Large {
+		fprintf(t, "Clone:\tpartial (large: blobs fetched as checkouts need them)\n")
+	}
 	if err := t.Flush(); err != nil {
 		return err
 	}

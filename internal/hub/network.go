@@ -170,6 +170,9 @@ func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *prot
 			File: c.SetupFile, Credentials: creds}
 	}
 	spec.Caches = c.Caches
+	if spec.Repo != nil && !spec.Repo.Remote {
+		spec.Repo.Large = c.Large
+	}
 	return nil
 }
 
@@ -184,7 +187,7 @@ func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
 	}
 	return protocol.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
 		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
-		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile,
+		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile, Large: c.Large,
 		Policies: h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
 }
 
@@ -238,6 +241,9 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 			}
 		}
 		c.SetupFile = *req.SetupFile
+	}
+	if req.Large != nil {
+		c.Large = *req.Large
 	}
 	if req.Caches != nil {
 		if len(*req.Caches) > protocol.MaxCaches {

@@ -62,6 +62,7 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		"a bad key file":                      {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
 		"a setup file outside the repository": {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
 		"a member enables a setup file":       {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
+		"a member marks it large":             {bob, protocol.ProjectConfigRequest{Large: ptr(true)}, http.StatusForbidden},
 	} {
 		if code, e := set(tc.token, tc.req); code != tc.status || e.Message == "" {
 			t.Errorf("%s: %d %+v, want %d with a message", name, code, e, tc.status)
@@ -97,6 +98,22 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		t.Fatalf("offer setup = %+v", o.Spec.Setup)
 	} else {
 		runToEnd(t, box, o, "", 0)
+	}
+	// A large project's offers tell the runner to fetch a partial clone.
+	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(true)}); code != http.StatusOK {
+		t.Fatalf("owner marks the project large: %d %+v", code, e)
+	}
+	if c, _ := config(bob); !c.Large {
+		t.Fatalf("config after --large: %+v", c)
+	}
+	large := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	if o := box.offerFor(large.ID); o.Spec.Repo == nil || !o.Spec.Repo.Large {
+		t.Fatalf("offer of a large project: repo %+v", o.Spec.Repo)
+	} else {
+		runToEnd(t, box, o, "", 0)
+	}
+	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(false)}); code != http.StatusOK {
+		t.Fatalf("owner unmarks the project: %d %+v", code, e)
 	}
 	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr("")}); code != http.StatusOK {
 		t.Fatalf("owner turns the setup file off: %d %+v", code, e)

@@ -381,6 +381,7 @@ type ProjectConfig struct {
 	SetupKeys     []string `json:"setup_keys"`           // lockfiles whose contents key a reusable setup result
 	SetupFile     string   `json:"setup_file,omitempty"` // the repository's setup script the owner enabled
 	Caches        []string `json:"caches"`
+	Large         bool     `json:"large,omitempty"` // runners fetch it as a partial clone (--filter=blob:none)
 	// Policies lists the policies the hub's operator defines (name → host
 	// patterns), to choose from; AllowOpen says whether "open" is one.
 	Policies  map[string][]string `json:"policies,omitempty"`
@@ -397,6 +398,7 @@ type ProjectConfigRequest struct {
 	SetupKeys     *[]string `json:"setup_keys,omitempty"`
 	SetupFile     *string   `json:"setup_file,omitempty"` // "" disables it
 	Caches        *[]string `json:"caches,omitempty"`
+	Large         *bool     `json:"large,omitempty"`
 }
 
 // SecretRequest sets a project secret (PUT /projects/{name}/secrets/{secret};

@@ -417,6 +417,9 @@ type RepoSpec struct {
 	// is mapped to, fetched with the runner's own credentials (Remote true).
 	URL    string `json:"url"`
 	Remote bool   `json:"remote,omitempty"`
+	// Large says the hub serves the project as a partial clone: the runner
+	// fetches commits and trees, and blobs only as a checkout needs them.
+	Large bool `json:"large,omitempty"`
 }
 
 // ContextFile is one file attached to a job.

@@ -354,6 +354,9 @@ type ProjectConfig struct {
 	// of the setup (run after SetupCommands, in the sandbox): "" for none.
 	SetupFile string   `json:"setup_file,omitempty"`
 	Caches    []string `json:"caches,omitempty"`
+	// Large makes runners fetch the project as a partial clone (no
+	// blobs until a checkout needs them).
+	Large bool `json:"large,omitempty"`
 }
 
 // HasSetup reports whether the project's jobs run a setup phase.

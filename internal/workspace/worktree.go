@@ -102,7 +102,7 @@ func (w *Worktree) git(ctx context.Context, env []string, args ...string) (strin
 // gitRaw runs git on the worktree with stdin and returns its output as is.
 func (w *Worktree) gitRaw(ctx context.Context, env []string, stdin io.Reader, args ...string) ([]byte, error) {
 	full := append([]string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir()}, args...)
-	return w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Args: full, Env: env, Stdin: stdin})
+	return w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Args: full, Env: env, Stdin: stdin})
 }
 
 // Prepare hands an attempt of job the worktree it runs in, at head (the
@@ -128,6 +128,9 @@ func (c *Cache) prepare(ctx context.Context, src Source, job, head string) (*Wor
 	}
 	r, err := c.repoOf(src.Project)
 	if err != nil {
+		return nil, err
+	}
+	if r, err = r.withSource(src); err != nil {
 		return nil, err
 	}
 	start := c.now()
@@ -318,7 +321,7 @@ func (w *Worktree) add(ctx context.Context, head string) error {
 	// fetch that lists every worktree's HEAD meanwhile fails.
 	err := w.c.withLock(ctx, w.repo, lockTrees, func() error {
 		return w.c.withLock(ctx, w.repo, lockClone, func() error {
-			_, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "add", "--quiet", "--no-checkout", "--detach", w.Dir(), head}})
+			_, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "add", "--quiet", "--no-checkout", "--detach", w.Dir(), head}})
 			return err
 		})
 	})
@@ -599,7 +602,7 @@ func (w *Worktree) remove(ctx context.Context) error {
 	// fetch in another process reads them.
 	err := w.c.withLock(ctx, w.repo, lockClone, func() error {
 		if _, err := os.Stat(w.admin()); err == nil {
-			if _, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "remove", "--force", "--force", w.Dir()}}); err != nil {
+			if _, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "remove", "--force", "--force", w.Dir()}}); err != nil {
 				w.c.log.Warn("git worktree remove failed; removing the files", "dir", w.Dir(), "err", err)
 			}
 		}
@@ -681,9 +684,9 @@ func (c *Cache) checkTree(ctx context.Context, r repo, commit, since string) err
 		return nil
 	}
 	if since == "" || !c.hasCommit(ctx, r, since) {
-		return CheckSourceTree(ctx, c.git, r.dir, commit)
+		return CheckSourceTree(ctx, r.git, r.dir, commit)
 	}
-	out, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", since, commit}})
+	out, err := r.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", since, commit}})
 	if err != nil {
 		return fmt.Errorf("compare %s with %s: %w", short(commit), short(since), err)
 	}
@@ -698,7 +701,7 @@ func (c *Cache) checkTree(ctx context.Context, r repo, commit, since string) err
 		if filepath.Base(e.path) != ".gitattributes" {
 			continue
 		}
-		blob, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "blob", e.object}})
+		blob, err := r.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "blob", e.object}})
 		if err != nil {
 			return fmt.Errorf("read %s of %s: %w", e.path, short(commit), err)
 		}
