@@ -59,10 +59,12 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		"open while it is off":          {alice, protocol.ProjectConfigRequest{AgentNetwork: names("open")}, http.StatusBadRequest},
 		"a bad cache with a good policy": {alice, protocol.ProjectConfigRequest{AgentNetwork: names("npm"),
 			Caches: names("../x")}, http.StatusBadRequest},
-		"a bad key file":                      {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
-		"a setup file outside the repository": {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
-		"a member enables a setup file":       {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
-		"a member marks it large":             {bob, protocol.ProjectConfigRequest{Large: ptr(true)}, http.StatusForbidden},
+		"a bad key file":                       {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
+		"a setup file outside the repository":  {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
+		"a member enables a setup file":        {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
+		"a member marks it large":              {bob, protocol.ProjectConfigRequest{Large: ptr(true)}, http.StatusForbidden},
+		"a sparse path outside the repository": {alice, protocol.ProjectConfigRequest{Sparse: names("src", "../x")}, http.StatusBadRequest},
+		"a sparse pattern":                     {alice, protocol.ProjectConfigRequest{Sparse: names("src/*")}, http.StatusBadRequest},
 	} {
 		if code, e := set(tc.token, tc.req); code != tc.status || e.Message == "" {
 			t.Errorf("%s: %d %+v, want %d with a message", name, code, e, tc.status)
@@ -100,19 +102,19 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		runToEnd(t, box, o, "", 0)
 	}
 	// A large project's offers tell the runner to fetch a partial clone.
-	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(true)}); code != http.StatusOK {
-		t.Fatalf("owner marks the project large: %d %+v", code, e)
+	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(true), Sparse: names("src", "docs", "src")}); code != http.StatusOK {
+		t.Fatalf("owner marks the project large and sparse: %d %+v", code, e)
 	}
-	if c, _ := config(bob); !c.Large {
-		t.Fatalf("config after --large: %+v", c)
+	if c, _ := config(bob); !c.Large || !slices.Equal(c.Sparse, []string{"docs", "src"}) {
+		t.Fatalf("config after --large --sparse: %+v", c)
 	}
 	large := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
-	if o := box.offerFor(large.ID); o.Spec.Repo == nil || !o.Spec.Repo.Large {
+	if o := box.offerFor(large.ID); o.Spec.Repo == nil || !o.Spec.Repo.Large || !slices.Equal(o.Spec.Repo.Sparse, []string{"docs", "src"}) {
 		t.Fatalf("offer of a large project: repo %+v", o.Spec.Repo)
 	} else {
 		runToEnd(t, box, o, "", 0)
 	}
-	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(false)}); code != http.StatusOK {
+	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(false), Sparse: names()}); code != http.StatusOK {
 		t.Fatalf("owner unmarks the project: %d %+v", code, e)
 	}
 	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr("")}); code != http.StatusOK {

@@ -381,7 +381,8 @@ type ProjectConfig struct {
 	SetupKeys     []string `json:"setup_keys"`           // lockfiles whose contents key a reusable setup result
 	SetupFile     string   `json:"setup_file,omitempty"` // the repository's setup script the owner enabled
 	Caches        []string `json:"caches"`
-	Large         bool     `json:"large,omitempty"` // runners fetch it as a partial clone (--filter=blob:none)
+	Large         bool     `json:"large,omitempty"`  // runners fetch it as a partial clone (--filter=blob:none)
+	Sparse        []string `json:"sparse,omitempty"` // its jobs' worktrees hold only these folders (cone mode)
 	// Policies lists the policies the hub's operator defines (name → host
 	// patterns), to choose from; AllowOpen says whether "open" is one.
 	Policies  map[string][]string `json:"policies,omitempty"`
@@ -399,6 +400,7 @@ type ProjectConfigRequest struct {
 	SetupFile     *string   `json:"setup_file,omitempty"` // "" disables it
 	Caches        *[]string `json:"caches,omitempty"`
 	Large         *bool     `json:"large,omitempty"`
+	Sparse        *[]string `json:"sparse,omitempty"` // [] makes worktrees whole again
 }
 
 // SecretRequest sets a project secret (PUT /projects/{name}/secrets/{secret};

@@ -357,6 +357,9 @@ type ProjectConfig struct {
 	// Large makes runners fetch the project as a partial clone (no
 	// blobs until a checkout needs them).
 	Large bool `json:"large,omitempty"`
+	// Sparse makes its jobs' worktrees cone-mode sparse checkouts of
+	// these folders; empty: whole.
+	Sparse []string `json:"sparse,omitempty"`
 }
 
 // HasSetup reports whether the project's jobs run a setup phase.

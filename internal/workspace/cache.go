@@ -91,11 +91,14 @@ type Source struct {
 	// Large fetches a hub project as a partial clone (--filter=blob:none):
 	// blobs come from the hub, with Token, only when git needs them.
 	Large bool
+	// Sparse, when not empty, makes the job's worktree a cone-mode sparse
+	// checkout of these folders (checked by protocol.CheckSparsePaths).
+	Sparse []string
 }
 
 // SourceOf is the source of a job's repository; token is the runner's.
 func SourceOf(spec *protocol.RepoSpec, token string) Source {
-	s := Source{Project: spec.Project, URL: spec.URL, Remote: spec.Remote, Large: spec.Large && !spec.Remote}
+	s := Source{Project: spec.Project, URL: spec.URL, Remote: spec.Remote, Large: spec.Large && !spec.Remote, Sparse: spec.Sparse}
 	if !spec.Remote {
 		s.Token = token
 	}

@@ -83,7 +83,7 @@ func (w *Worktree) retire(ctx context.Context) error {
 			}
 		}
 		job := w.rec.Job
-		if pooled >= c.poolSize {
+		if pooled >= c.poolSize || len(w.rec.Sparse) > 0 {
 			if err := w.remove(ctx); err != nil {
 				return err
 			}
