@@ -173,6 +173,9 @@ func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *prot
 	if spec.Repo != nil {
 		spec.Repo.Large = c.Large && !spec.Repo.Remote
 		spec.Repo.Sparse = c.Sparse
+		if len(j.Sparse) > 0 {
+			spec.Repo.Sparse = j.Sparse
+		}
 	}
 	return nil
 }

@@ -78,9 +78,13 @@ func TestProjectNetworkPolicies(t *testing.T) {
 	// A job narrows, never widens; without a project only "none" is.
 	before := len(th.jobIDs(alice))
 	for name, req := range map[string]protocol.SubmitRequest{
-		"widen":            {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"npm"}},
-		"no project":       {Agent: "exec", Args: []string{"true"}, Network: []string{"go"}},
-		"none and another": {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"none", "go"}},
+		"widen":                  {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"npm"}},
+		"no project":             {Agent: "exec", Args: []string{"true"}, Network: []string{"go"}},
+		"none and another":       {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"none", "go"}},
+		"sparse, no repo":        {Agent: "exec", Args: []string{"true"}, Sparse: []string{"src"}},
+		"sparse outside":         {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Sparse: []string{"../src"}},
+		"sparse, no such folder": {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Sparse: []string{"src", "docs"}},
+		"sparse on a file":       {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Sparse: []string{"README"}},
 	} {
 		if code, e := th.call(alice, "POST", "/jobs", req, nil); code/100 != 4 || e.Message == "" {
 			t.Errorf("%s: %d %+v, want a refusal", name, code, e)
@@ -111,6 +115,13 @@ func TestProjectNetworkPolicies(t *testing.T) {
 	large := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
 	if o := box.offerFor(large.ID); o.Spec.Repo == nil || !o.Spec.Repo.Large || !slices.Equal(o.Spec.Repo.Sparse, []string{"docs", "src"}) {
 		t.Fatalf("offer of a large project: repo %+v", o.Spec.Repo)
+	} else {
+		runToEnd(t, box, o, "", 0)
+	}
+	// A job's own sparse folders win over the project's.
+	own := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base), Sparse: []string{"src"}})
+	if o := box.offerFor(own.ID); !slices.Equal(o.Spec.Repo.Sparse, []string{"src"}) {
+		t.Fatalf("offer of a job with its own sparse folders: repo %+v", o.Spec.Repo)
 	} else {
 		runToEnd(t, box, o, "", 0)
 	}

@@ -96,6 +96,9 @@ type SubmitRequest struct {
 	// label): when the account it runs under is limited or unavailable,
 	// it continues the same transcript there, on the same runner.
 	Fallback string `json:"fallback,omitempty"`
+	// Sparse makes the job's worktree a cone-mode sparse checkout of these
+	// folders of its repository (instead of its project's default).
+	Sparse []string `json:"sparse,omitempty"`
 }
 
 // ContextUpload is one context file sent with a submission.

@@ -328,6 +328,9 @@ type Job struct {
 	Model string
 	// Fallback is a native agent's job's fallback account (id or label).
 	Fallback string
+	// Sparse are the folders of the job's cone-mode sparse worktree; nil
+	// keeps its project's default.
+	Sparse []string
 }
 
 // Project is a source repository jobs name. Remote "" means hosted on the

@@ -187,7 +187,7 @@ func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error 
 			return err
 		}
 	}
-	if err := w.checkCone(ctx, head); err != nil {
+	if err := CheckCone(ctx, w.repo.git, w.repo.dir, head, w.rec.Sparse); err != nil {
 		return err
 	}
 	lap := c.stopwatch("check tree", "commit", short(head))
@@ -574,11 +574,12 @@ func conePatterns(dirs []string) []byte {
 	return []byte(b.String())
 }
 
-// checkCone refuses a sparse worktree whose folders head lacks.
-func (w *Worktree) checkCone(ctx context.Context, head string) error {
-	for _, d := range w.rec.Sparse {
-		if t, err := w.repo.git.Out(ctx, w.repo.dir, "cat-file", "-t", head+":"+d); err != nil || t != "tree" {
-			return refusef("sparse path %s is not a folder of %s; nothing would be checked out there", d, short(head))
+// CheckCone refuses sparse folders that commit (in repository dir) lacks:
+// nothing would be checked out there.
+func CheckCone(ctx context.Context, g Git, dir, commit string, dirs []string) error {
+	for _, d := range dirs {
+		if t, err := g.Out(ctx, dir, "cat-file", "-t", commit+":"+d); err != nil || t != "tree" {
+			return refusef("sparse path %s is not a folder of %s; nothing would be checked out there", d, short(commit))
 		}
 	}
 	return nil
