@@ -546,7 +546,7 @@ var adminFiles = map[string]bool{"gitdir": true, "commondir": true, "HEAD": true
 var worktreeConfig = []byte("[remote \"origin\"]\n\tpushurl = drover-push-disabled://publish-through-drover\n")
 
 // sparseConfig turns on a cone-mode sparse checkout in a worktree's config.
-var sparseConfig = []byte("[core]\n\tsparseCheckout = true\n\tsparseCheckoutCone = true\n")
+var sparseConfig = []byte("[core]\n\tsparseCheckout = true\n\tsparseCheckoutCone = true\n[index]\n\tsparse = true\n")
 
 // conePatterns is the sparse-checkout file of a cone of folders, as `git
 // sparse-checkout set` writes it: the top level's files, the files of
