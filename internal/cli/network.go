@@ -279,7 +279,7 @@ func printProjectConfig(w io.Writer, c protocol.ProjectConfig) error {
 		fprintf(t, "Clone:\tpartial (large: blobs fetched as checkouts need them)\n")
 	}
 	if len(c.Sparse) > 0 {
-		fprintf(t, "Sparse:\t%s\n", safe(strings.Join(c.Sparse, ",")))
+		fprintf(t, "Sparse:\t%s\n", strings.Join(c.Sparse, ","))
 	}
 	if err := t.Flush(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ func TestLargeSparseJobPublishesExactly(t *testing.T) {
 
 	v := runRepo(t, h, "--repo", src, "--sparse", "lib", "--agent", "exec", "--", "sh", "-c",
 		`test -f a.txt && test ! -e other && echo agent > lib/keep.txt`)
+	if !slices.Equal(v.Sparse, []string{"lib"}) {
+		t.Fatalf("submitted job's sparse folders: %v", v.Sparse)
+	}
 	c := h.Client()
 	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v protocol.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Completed || end.Head == base {

@@ -158,7 +158,8 @@ type JobView struct {
 	Head       string            `json:"head,omitempty"` // latest published commit (refs/drover/jobs/ID)
 	Mode       string            `json:"mode,omitempty"`
 	Tools      bool              `json:"tools,omitempty"`
-	Network    []string          `json:"network"` // the agent phase's policies the job asked for (nil: its project's)
+	Network    []string          `json:"network"`          // the agent phase's policies the job asked for (nil: its project's)
+	Sparse     []string          `json:"sparse,omitempty"` // the job's own sparse folders (none: its project's default)
 	// Questions the agent asked, oldest first, with their answers
 	// (approved or awaiting approval).
 	Questions []QuestionView `json:"questions,omitempty"`
