@@ -177,6 +177,9 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	if j.Tools {
 		row("Tools", "yes (completes only by deliver)")
 	}
+	if len(j.Sparse) > 0 {
+		row("Sparse", strings.Join(j.Sparse, ","))
+	}
 	if j.Network != nil {
 		row("Network", "agent narrowed to "+netpolicy.Describe(j.Network))
 	}

@@ -23,6 +23,7 @@ const (
 
 func (a *app) runCmd() *cobra.Command {
 	var agent, key, account, network, modelName, fallback string
+	var sparse []string
 	var labels []string
 	var wait, asJSON, tools bool
 	var src sourceOptions
@@ -76,6 +77,10 @@ widens its project's network.`,
 				return err
 			}
 			req.Tools, req.Account, req.Model, req.Fallback = tools, account, modelName, fallback
+			if err := protocol.CheckSparsePaths(sparse); err != nil {
+				return usagef("--sparse: %v", err)
+			}
+			req.Sparse = sparse
 			if cmd.Flags().Changed("network") {
 				if req.Network = splitList(network); len(req.Network) == 0 {
 					return usagef("--network names policies of the job's project, or none")
@@ -114,6 +119,7 @@ widens its project's network.`,
 	f.BoolVar(&wait, "wait", false, "follow the job to its end and exit with its exit code")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON")
 	f.BoolVar(&tools, "tools", false, "give the agent drover's tools; the job completes only by deliver")
+	f.StringSliceVar(&sparse, "sparse", nil, "the job's worktree holds only these folders of the repository (cone-mode sparse checkout; repeat or comma-separate)")
 	f.StringVar(&fallback, "fallback", "", "a native job's fallback account (id or label): when its account is limited or unavailable, the job continues its transcript there")
 	f.StringVar(&modelName, "model", "", "the model a native agent's job uses instead of its account's (the endpoint stays the runner operator's)")
 	f.StringVar(&network, "network", "", "narrow the agent's network: none, or some of the project's policies (comma-separated); never wider than the project allows")

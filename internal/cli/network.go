@@ -24,13 +24,41 @@ func (a *app) projectConfigCmds() []*cobra.Command {
 		return checkName("project", args[0])
 	}
 	text := func(w io.Writer, c protocol.ProjectConfig) error { return printProjectConfig(w, c) }
-	show := answerCmd(a, &cobra.Command{
-		Use:   "config PROJECT [--json]",
+	var large bool
+	var sparse string
+	var show *cobra.Command
+	show = answerCmd(a, &cobra.Command{
+		Use:   "config PROJECT [--large[=false]] [--sparse PATH,...|none] [--json]",
 		Short: "Show a project's network policies, setup and caches, and the hub's policies to choose from",
-		Args:  project,
+		Long: `Show a project's config. --large (its owner or an admin) marks the project as
+too large to clone whole: runners then fetch it as a partial clone
+(--filter=blob:none) and get each blob from the hub when a checkout needs it.
+--large=false makes later clones whole again. --sparse makes its jobs'
+worktrees cone-mode sparse checkouts of these folders (with the files of the
+top level and of the folders on the way); none makes them whole again.`,
+		Args: project,
 	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
-		return c.ProjectConfig(ctx, args[0])
+		var req protocol.ProjectConfigRequest
+		if show.Flags().Changed("large") {
+			req.Large = &large
+		}
+		if show.Flags().Changed("sparse") {
+			paths := []string{}
+			if sparse != "none" {
+				paths = splitList(sparse)
+			}
+			if err := protocol.CheckSparsePaths(paths); err != nil {
+				return protocol.ProjectConfig{}, usagef("%v", err)
+			}
+			req.Sparse = &paths
+		}
+		if req.Large == nil && req.Sparse == nil {
+			return c.ProjectConfig(ctx, args[0])
+		}
+		return c.SetProjectConfig(ctx, args[0], req)
 	}, text)
+	show.Flags().BoolVar(&large, "large", false, "runners fetch the project as a partial clone (blobs on demand)")
+	show.Flags().StringVar(&sparse, "sparse", "", "folders its jobs' worktrees hold (cone-mode sparse checkout), comma-separated, or none")
 
 	var setupNet, agentNet string
 	network := answerCmd(a, &cobra.Command{
@@ -247,6 +275,12 @@ func printProjectConfig(w io.Writer, c protocol.ProjectConfig) error {
 		}
 	}
 	fprintf(t, "Caches:\t%s\n", dash(strings.Join(c.Caches, ",")))
+	if c.Large {
+		fprintf(t, "Clone:\tpartial (large: blobs fetched as checkouts need them)\n")
+	}
+	if len(c.Sparse) > 0 {
+		fprintf(t, "Sparse:\t%s\n", strings.Join(c.Sparse, ","))
+	}
 	if err := t.Flush(); err != nil {
 		return err
 	}

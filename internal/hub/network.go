@@ -170,6 +170,13 @@ func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *prot
 			File: c.SetupFile, Credentials: creds}
 	}
 	spec.Caches = c.Caches
+	if spec.Repo != nil {
+		spec.Repo.Large = c.Large && !spec.Repo.Remote
+		spec.Repo.Sparse = c.Sparse
+		if len(j.Sparse) > 0 {
+			spec.Repo.Sparse = j.Sparse
+		}
+	}
 	return nil
 }
 
@@ -184,7 +191,7 @@ func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
 	}
 	return protocol.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
 		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
-		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile,
+		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile, Large: c.Large, Sparse: c.Sparse,
 		Policies: h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
 }
 
@@ -238,6 +245,15 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 			}
 		}
 		c.SetupFile = *req.SetupFile
+	}
+	if req.Large != nil {
+		c.Large = *req.Large
+	}
+	if req.Sparse != nil {
+		if err := protocol.CheckSparsePaths(*req.Sparse); err != nil {
+			return c, badRequest("%v", err)
+		}
+		c.Sparse = slices.Compact(slices.Sorted(slices.Values(*req.Sparse)))
 	}
 	if req.Caches != nil {
 		if len(*req.Caches) > protocol.MaxCaches {

@@ -59,9 +59,12 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		"open while it is off":          {alice, protocol.ProjectConfigRequest{AgentNetwork: names("open")}, http.StatusBadRequest},
 		"a bad cache with a good policy": {alice, protocol.ProjectConfigRequest{AgentNetwork: names("npm"),
 			Caches: names("../x")}, http.StatusBadRequest},
-		"a bad key file":                      {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
-		"a setup file outside the repository": {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
-		"a member enables a setup file":       {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
+		"a bad key file":                       {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
+		"a setup file outside the repository":  {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
+		"a member enables a setup file":        {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
+		"a member marks it large":              {bob, protocol.ProjectConfigRequest{Large: ptr(true)}, http.StatusForbidden},
+		"a sparse path outside the repository": {alice, protocol.ProjectConfigRequest{Sparse: names("src", "../x")}, http.StatusBadRequest},
+		"a sparse pattern":                     {alice, protocol.ProjectConfigRequest{Sparse: names("src/*")}, http.StatusBadRequest},
 	} {
 		if code, e := set(tc.token, tc.req); code != tc.status || e.Message == "" {
 			t.Errorf("%s: %d %+v, want %d with a message", name, code, e, tc.status)
@@ -75,9 +78,13 @@ func TestProjectNetworkPolicies(t *testing.T) {
 	// A job narrows, never widens; without a project only "none" is.
 	before := len(th.jobIDs(alice))
 	for name, req := range map[string]protocol.SubmitRequest{
-		"widen":            {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"npm"}},
-		"no project":       {Agent: "exec", Args: []string{"true"}, Network: []string{"go"}},
-		"none and another": {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"none", "go"}},
+		"widen":                  {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"npm"}},
+		"no project":             {Agent: "exec", Args: []string{"true"}, Network: []string{"go"}},
+		"none and another":       {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"none", "go"}},
+		"sparse, no repo":        {Agent: "exec", Args: []string{"true"}, Sparse: []string{"src"}},
+		"sparse outside":         {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Sparse: []string{"../src"}},
+		"sparse, no such folder": {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Sparse: []string{"src", "docs"}},
+		"sparse on a file":       {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Sparse: []string{"README"}},
 	} {
 		if code, e := th.call(alice, "POST", "/jobs", req, nil); code/100 != 4 || e.Message == "" {
 			t.Errorf("%s: %d %+v, want a refusal", name, code, e)
@@ -97,6 +104,29 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		t.Fatalf("offer setup = %+v", o.Spec.Setup)
 	} else {
 		runToEnd(t, box, o, "", 0)
+	}
+	// A large project's offers tell the runner to fetch a partial clone.
+	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(true), Sparse: names("src", "docs", "src")}); code != http.StatusOK {
+		t.Fatalf("owner marks the project large and sparse: %d %+v", code, e)
+	}
+	if c, _ := config(bob); !c.Large || !slices.Equal(c.Sparse, []string{"docs", "src"}) {
+		t.Fatalf("config after --large --sparse: %+v", c)
+	}
+	large := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	if o := box.offerFor(large.ID); o.Spec.Repo == nil || !o.Spec.Repo.Large || !slices.Equal(o.Spec.Repo.Sparse, []string{"docs", "src"}) {
+		t.Fatalf("offer of a large project: repo %+v", o.Spec.Repo)
+	} else {
+		runToEnd(t, box, o, "", 0)
+	}
+	// A job's own sparse folders win over the project's.
+	own := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base), Sparse: []string{"src"}})
+	if o := box.offerFor(own.ID); !slices.Equal(o.Spec.Repo.Sparse, []string{"src"}) {
+		t.Fatalf("offer of a job with its own sparse folders: repo %+v", o.Spec.Repo)
+	} else {
+		runToEnd(t, box, o, "", 0)
+	}
+	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(false), Sparse: names()}); code != http.StatusOK {
+		t.Fatalf("owner unmarks the project: %d %+v", code, e)
 	}
 	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr("")}); code != http.StatusOK {
 		t.Fatalf("owner turns the setup file off: %d %+v", code, e)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -89,8 +90,8 @@ func (h *Hub) checkSource(ctx context.Context, p principal, req protocol.SubmitR
 		return badRequest("%v", err)
 	}
 	if req.Repo == nil {
-		if req.Mode != "" || len(req.Context) > 0 {
-			return badRequest("a mode and context files need a job with a repository (drover run --repo)")
+		if req.Mode != "" || len(req.Context) > 0 || len(req.Sparse) > 0 {
+			return badRequest("a mode, context files and sparse paths need a job with a repository (drover run --repo)")
 		}
 		var err error
 		j.Network, err = jobNetwork(nil, req.Network)
@@ -102,6 +103,12 @@ func (h *Hub) checkSource(ctx context.Context, p principal, req protocol.SubmitR
 	}
 	if !workspace.ValidCommitID(base) {
 		return badRequest("base %q must be a full 40-hex commit id", base)
+	}
+	if err := protocol.CheckSparsePaths(req.Sparse); err != nil {
+		return badRequest("%v", err)
+	}
+	if len(req.Sparse) > 0 {
+		j.Sparse = slices.Compact(slices.Sorted(slices.Values(req.Sparse)))
 	}
 	mode := req.Mode
 	if mode == "" {
@@ -142,6 +149,9 @@ func (h *Hub) checkSource(ctx context.Context, p principal, req protocol.SubmitR
 		}
 		if err := workspace.CheckSourceTree(ctx, h.repos.Git, h.repos.Dir(project), base); err != nil {
 			return refusal(err, "source refused")
+		}
+		if err := workspace.CheckCone(ctx, h.repos.Git, h.repos.Dir(project), base, j.Sparse); err != nil {
+			return refusal(err, "sparse paths refused")
 		}
 	}
 	j.Project, j.Base, j.Head, j.Mode, j.RepoURL = project, base, base, mode, remote

@@ -63,7 +63,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 		Requester: n.user(j.RequesterID), Attempts: []protocol.AttemptView{},
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
 		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,
-		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools, Network: j.Network,
+		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools, Network: j.Network, Sparse: j.Sparse,
 	}
 	if v.Args == nil {
 		v.Args = []string{}

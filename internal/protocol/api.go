@@ -96,6 +96,9 @@ type SubmitRequest struct {
 	// label): when the account it runs under is limited or unavailable,
 	// it continues the same transcript there, on the same runner.
 	Fallback string `json:"fallback,omitempty"`
+	// Sparse makes the job's worktree a cone-mode sparse checkout of these
+	// folders of its repository (instead of its project's default).
+	Sparse []string `json:"sparse,omitempty"`
 }
 
 // ContextUpload is one context file sent with a submission.
@@ -155,7 +158,8 @@ type JobView struct {
 	Head       string            `json:"head,omitempty"` // latest published commit (refs/drover/jobs/ID)
 	Mode       string            `json:"mode,omitempty"`
 	Tools      bool              `json:"tools,omitempty"`
-	Network    []string          `json:"network"` // the agent phase's policies the job asked for (nil: its project's)
+	Network    []string          `json:"network"`          // the agent phase's policies the job asked for (nil: its project's)
+	Sparse     []string          `json:"sparse,omitempty"` // the job's own sparse folders (none: its project's default)
 	// Questions the agent asked, oldest first, with their answers
 	// (approved or awaiting approval).
 	Questions []QuestionView `json:"questions,omitempty"`
@@ -381,6 +385,8 @@ type ProjectConfig struct {
 	SetupKeys     []string `json:"setup_keys"`           // lockfiles whose contents key a reusable setup result
 	SetupFile     string   `json:"setup_file,omitempty"` // the repository's setup script the owner enabled
 	Caches        []string `json:"caches"`
+	Large         bool     `json:"large,omitempty"`  // runners fetch it as a partial clone (--filter=blob:none)
+	Sparse        []string `json:"sparse,omitempty"` // its jobs' worktrees hold only these folders (cone mode)
 	// Policies lists the policies the hub's operator defines (name → host
 	// patterns), to choose from; AllowOpen says whether "open" is one.
 	Policies  map[string][]string `json:"policies,omitempty"`
@@ -397,6 +403,8 @@ type ProjectConfigRequest struct {
 	SetupKeys     *[]string `json:"setup_keys,omitempty"`
 	SetupFile     *string   `json:"setup_file,omitempty"` // "" disables it
 	Caches        *[]string `json:"caches,omitempty"`
+	Large         *bool     `json:"large,omitempty"`
+	Sparse        *[]string `json:"sparse,omitempty"` // [] makes worktrees whole again
 }
 
 // SecretRequest sets a project secret (PUT /projects/{name}/secrets/{secret};

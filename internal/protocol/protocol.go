@@ -362,6 +362,29 @@ func CheckCacheName(name string) error {
 	return nil
 }
 
+// MaxSparsePaths bounds the folders of a sparse checkout.
+const MaxSparsePaths = 64
+
+// CheckSparsePaths accepts the folders of a cone-mode sparse checkout:
+// clean relative paths inside the repository, of letters, digits and
+// "._-+@/", at most 256 bytes each (no pattern characters, which cone
+// mode would take literally or refuse).
+func CheckSparsePaths(paths []string) error {
+	if len(paths) > MaxSparsePaths {
+		return fmt.Errorf("at most %d sparse paths", MaxSparsePaths)
+	}
+	for _, p := range paths {
+		ok := p != "" && len(p) <= 256 && path.Clean(p) == p && !path.IsAbs(p) && p != "." && p != ".." && !strings.HasPrefix(p, "../")
+		for _, r := range p {
+			ok = ok && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-+@/", r))
+		}
+		if !ok || p == ".git" || strings.HasPrefix(p, ".git/") {
+			return fmt.Errorf("sparse path %q: want a folder inside the repository (a clean relative path of letters, digits and ._-+@/)", p)
+		}
+	}
+	return nil
+}
+
 // CheckSecretName accepts a project secret's name: a lower-case letter,
 // then lower-case letters, digits and '_', at most 32.
 func CheckSecretName(name string) error {
@@ -417,6 +440,12 @@ type RepoSpec struct {
 	// is mapped to, fetched with the runner's own credentials (Remote true).
 	URL    string `json:"url"`
 	Remote bool   `json:"remote,omitempty"`
+	// Large says the hub serves the project as a partial clone: the runner
+	// fetches commits and trees, and blobs only as a checkout needs them.
+	Large bool `json:"large,omitempty"`
+	// Sparse makes the job's worktree a cone-mode sparse checkout of
+	// these folders (the project's default).
+	Sparse []string `json:"sparse,omitempty"`
 }
 
 // ContextFile is one file attached to a job.

@@ -192,10 +192,15 @@ func (aw *attemptWorkspace) makeGitDirs() error {
 		return fmt.Errorf("make the agent's git admin dir: %w", err)
 	}
 	_, admin := aw.wt.GitDirs()
-	for _, name := range []string{"HEAD", "index", "commondir", "gitdir", "config.worktree"} {
+	// A sparse worktree's cone (info/sparse-checkout) comes along, so the
+	// agent's git keeps to it.
+	for _, name := range []string{"HEAD", "index", "commondir", "gitdir", "config.worktree", "info/sparse-checkout"} {
 		b, err := os.ReadFile(filepath.Join(admin, name))
-		if errors.Is(err, fs.ErrNotExist) && name == "index" {
+		if errors.Is(err, fs.ErrNotExist) && (name == "index" || name == "info/sparse-checkout") {
 			continue
+		}
+		if err == nil && filepath.Dir(name) != "." {
+			err = os.MkdirAll(filepath.Join(aw.admin, filepath.Dir(name)), 0o700)
 		}
 		if err == nil {
 			err = os.WriteFile(filepath.Join(aw.admin, name), b, 0o600)

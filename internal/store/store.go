@@ -328,6 +328,9 @@ type Job struct {
 	Model string
 	// Fallback is a native agent's job's fallback account (id or label).
 	Fallback string
+	// Sparse are the folders of the job's cone-mode sparse worktree; nil
+	// keeps its project's default.
+	Sparse []string
 }
 
 // Project is a source repository jobs name. Remote "" means hosted on the
@@ -354,6 +357,12 @@ type ProjectConfig struct {
 	// of the setup (run after SetupCommands, in the sandbox): "" for none.
 	SetupFile string   `json:"setup_file,omitempty"`
 	Caches    []string `json:"caches,omitempty"`
+	// Large makes runners fetch the project as a partial clone (no
+	// blobs until a checkout needs them).
+	Large bool `json:"large,omitempty"`
+	// Sparse makes its jobs' worktrees cone-mode sparse checkouts of
+	// these folders; empty: whole.
+	Sparse []string `json:"sparse,omitempty"`
 }
 
 // HasSetup reports whether the project's jobs run a setup phase.

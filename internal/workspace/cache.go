@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"drover/internal/protocol"
@@ -86,11 +88,17 @@ type Source struct {
 	// remote, which is fetched with the runner user's own credentials.
 	Token  string
 	Remote bool
+	// Large fetches a hub project as a partial clone (--filter=blob:none):
+	// blobs come from the hub, with Token, only when git needs them.
+	Large bool
+	// Sparse, when not empty, makes the job's worktree a cone-mode sparse
+	// checkout of these folders (checked by protocol.CheckSparsePaths).
+	Sparse []string
 }
 
 // SourceOf is the source of a job's repository; token is the runner's.
 func SourceOf(spec *protocol.RepoSpec, token string) Source {
-	s := Source{Project: spec.Project, URL: spec.URL, Remote: spec.Remote}
+	s := Source{Project: spec.Project, URL: spec.URL, Remote: spec.Remote, Large: spec.Large && !spec.Remote, Sparse: spec.Sparse}
 	if !spec.Remote {
 		s.Token = token
 	}
@@ -121,6 +129,11 @@ type repo struct {
 	dir     string // HOME/repos/NAME.git, the bare clone
 	trees   string // HOME/trees/NAME: worktrees, their records, locks and saved indexes
 	locks   string // HOME/repos/NAME: prefix of the lock files
+	// git runs git on the clone and its worktrees: for a partial clone it
+	// carries the hub token (environment only), since any call may need
+	// a missing blob from the promisor, which the clone's config names.
+	git      Git
+	promisor string // URL of the hub a partial clone fetches blobs from; "" for a whole clone
 }
 
 func (r repo) lockPath(kind string) string { return r.locks + "." + kind + ".lock" }
@@ -134,7 +147,32 @@ func (c *Cache) repoOf(project string) (repo, error) {
 		dir:     filepath.Join(c.home, "repos", project+".git"),
 		trees:   filepath.Join(c.home, "trees", project),
 		locks:   filepath.Join(c.home, "repos", project),
+		git:     c.git,
 	}, nil
+}
+
+// promisorRemote names the hub in a partial clone's config.
+const promisorRemote = "drover-hub"
+
+// withSource makes r fetch from src: a hub project marked large, or a clone
+// already partial (the project was large once: its missing blobs are still
+// needed), is a partial clone, whose every git call gets the token.
+func (r repo) withSource(src Source) (repo, error) {
+	if src.Remote || !(src.Large || isPartial(r.dir)) {
+		return r, nil
+	}
+	if src.URL == "" || strings.ContainsAny(src.URL, "\"\\\n\x00") {
+		return r, fmt.Errorf("partial clone of %s: the hub URL %q cannot be written to the clone's config", r.project, src.URL)
+	}
+	r.promisor = src.URL
+	r.git.Env = append(slices.Clip(r.git.Env), headerEnv(src.Token)...)
+	return r, nil
+}
+
+// isPartial reports whether a clone holds packs fetched with a filter.
+func isPartial(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.promisor"))
+	return len(m) > 0
 }
 
 // withLock runs f holding the repository's lock of one kind.
@@ -153,7 +191,7 @@ func (c *Cache) withLock(ctx context.Context, r repo, kind string, f func() erro
 var (
 	// core.bare lives in the main worktree's config.worktree, or every
 	// linked worktree would believe it is bare (extensions.worktreeConfig).
-	cloneConfig = []byte(`[core]
+	cloneConfig = `[core]
 	repositoryformatversion = 1
 	filemode = true
 	symlinks = true
@@ -162,7 +200,7 @@ var (
 	worktreeConfig = true
 [gc]
 	auto = 0
-`)
+`
 	cloneWorktreeConfig = []byte("[core]\n\tbare = true\n")
 	// info/attributes wins over every .gitattributes: no filter driver
 	// runs, whatever a tree or an agent declares.
@@ -188,7 +226,7 @@ func (c *Cache) ensureClone(ctx context.Context, r repo) error {
 	if _, err := c.git.Run(ctx, Cmd{Dir: tmp, Args: []string{"init", "--quiet", "--bare", tmp}}); err != nil {
 		return fmt.Errorf("make clone of %s: %w", r.project, err)
 	}
-	if err := c.sanitize(repo{project: r.project, dir: tmp}); err != nil {
+	if err := c.sanitize(repo{project: r.project, dir: tmp, promisor: r.promisor}); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, r.dir); err != nil {
@@ -202,8 +240,14 @@ func (c *Cache) ensureClone(ctx context.Context, r repo) error {
 // removes what could change how git reads history (grafts, shallow,
 // alternates) or which files it sees (exclude, sparse-checkout).
 func (c *Cache) sanitize(r repo) error {
+	cfg := cloneConfig
+	if r.promisor != "" {
+		// The URL was checked by withSource: no quote, backslash or newline.
+		cfg += fmt.Sprintf("[extensions]\n\tpartialClone = %s\n[remote %q]\n\turl = \"%s\"\n\tpromisor = true\n\tpartialCloneFilter = blob:none\n",
+			promisorRemote, promisorRemote, r.promisor)
+	}
 	for name, want := range map[string][]byte{
-		"config":          cloneConfig,
+		"config":          []byte(cfg),
 		"config.worktree": cloneWorktreeConfig,
 		"info/attributes": cloneAttributes,
 	} {
@@ -264,7 +308,7 @@ func writeAtomic(path string, data []byte) error {
 
 // hasCommit reports whether the clone holds commit.
 func (c *Cache) hasCommit(ctx context.Context, r repo, commit string) bool {
-	_, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "-e", commit + "^{commit}"}})
+	_, err := r.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "-e", commit + "^{commit}"}})
 	return err == nil
 }
 
@@ -281,10 +325,16 @@ func (c *Cache) ensureCommit(ctx context.Context, r repo, src Source, commit str
 	start := c.now()
 	args := []string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", src.URL, commit}
 	cmd := Cmd{Dir: r.dir, Args: args, Env: headerEnv(src.Token)}
-	if src.Remote {
+	switch {
+	case src.Remote:
 		cmd.Env, cmd.OwnCredentials = c.remoteEnv, true
+	case r.promisor != "":
+		// Only the remote named in extensions.partialClone may filter;
+		// r.git already carries the token.
+		cmd.Args = []string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--filter=blob:none", promisorRemote, commit}
+		cmd.Env = nil
 	}
-	if _, err := c.git.Run(ctx, cmd); err != nil {
+	if _, err := r.git.Run(ctx, cmd); err != nil {
 		return fmt.Errorf("fetch %s from %s: %w", commit, src.URL, err)
 	}
 	if !c.hasCommit(ctx, r, commit) {

@@ -209,7 +209,9 @@ func (r HubRepos) HTTPBackend(write bool, stderr io.Writer) (http.Handler, error
 		bin = p
 	}
 	cfg := append(append([]string{}, safetyConfig...), hubRepoConfig...)
-	cfg = append(cfg, "http.uploadpack=true", "http.receivepack="+strconv.FormatBool(write))
+	// allowFilter serves runners of large projects partial clones; their
+	// later fetches of single blobs by id are reachable wants.
+	cfg = append(cfg, "uploadpack.allowFilter=true", "http.uploadpack=true", "http.receivepack="+strconv.FormatBool(write))
 	env := r.Git.env(configEnv(cfg))
 	env = append(env, "GIT_PROJECT_ROOT="+r.Root, "GIT_HTTP_EXPORT_ALL=1")
 	return &cgi.Handler{Path: bin, Args: []string{"http-backend"}, Dir: r.Root, Env: env, Stderr: stderr}, nil

@@ -83,7 +83,7 @@ func (w *Worktree) retire(ctx context.Context) error {
 			}
 		}
 		job := w.rec.Job
-		if pooled >= c.poolSize {
+		if pooled >= c.poolSize || len(w.rec.Sparse) > 0 {
 			if err := w.remove(ctx); err != nil {
 				return err
 			}
@@ -117,14 +117,14 @@ func (w *Worktree) saveOrphan(ctx context.Context) error {
 		}
 		defer snap.drop()
 		parents := []string{w.rec.Head}
-		if prev, err := w.c.git.Out(ctx, w.repo.dir, "rev-parse", "--verify", "--quiet", ref); err == nil && prev != "" {
+		if prev, err := w.repo.git.Out(ctx, w.repo.dir, "rev-parse", "--verify", "--quiet", ref); err == nil && prev != "" {
 			parents = append(parents, prev)
 		}
 		msg := fmt.Sprintf("drover: unpublished work of job %s\n\nThe runner recorded the job's worktree before discarding it.\n\nDrover-Job: %s\n", w.rec.Job, w.rec.Job)
 		if commit, err = w.commitTree(ctx, snap.tree, parents, "drover", msg); err != nil {
 			return err
 		}
-		_, err = w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", ref, commit}})
+		_, err = w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", ref, commit}})
 		return err
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func (w *Worktree) snapshot(ctx context.Context, parent string) (*snapshot, erro
 	if err != nil {
 		return nil, err
 	}
-	parentTree, err := w.c.git.Out(ctx, w.repo.dir, "rev-parse", "--verify", parent+"^{tree}")
+	parentTree, err := w.repo.git.Out(ctx, w.repo.dir, "rev-parse", "--verify", parent+"^{tree}")
 	if err != nil {
 		s.drop()
 		return nil, fmt.Errorf("read tree of %s: %w", short(parent), err)
@@ -202,7 +202,7 @@ func (w *Worktree) addPaths(ctx context.Context, env []string, s *snapshot, path
 	add := func(paths []string) error {
 		args := append(gitDirs, "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul")
 		in := strings.Join(paths, "\x00") + "\x00"
-		_, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: args, Stdin: strings.NewReader(in)})
+		_, err := w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: args, Stdin: strings.NewReader(in)})
 		return err
 	}
 	err := add(paths)
@@ -214,7 +214,7 @@ func (w *Worktree) addPaths(ctx context.Context, env []string, s *snapshot, path
 		return err
 	}
 	args := append(append(gitDirs, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--"), paths...)
-	out, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: args})
+	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: args})
 	if err != nil {
 		return fmt.Errorf("list changed paths: %w", err)
 	}
@@ -238,7 +238,7 @@ func (w *Worktree) addPaths(ctx context.Context, env []string, s *snapshot, path
 // dropGitlinks takes out of the temporary index the nested repositories
 // `git add` turned into gitlinks: drover publishes no submodules.
 func (w *Worktree) dropGitlinks(ctx context.Context, env []string, parent string) error {
-	out, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
+	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
 		"diff-index", "--cached", "-r", "-z", "--no-renames", parent}})
 	if err != nil {
 		return fmt.Errorf("list changes: %w", err)
@@ -258,7 +258,7 @@ func (w *Worktree) dropGitlinks(ctx context.Context, env []string, parent string
 	}
 	w.c.log.Warn("not publishing nested git repositories (submodules)", "job", w.rec.Job, "paths", drop)
 	in := strings.Join(drop, "\x00") + "\x00"
-	if _, err := w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Stdin: strings.NewReader(in), Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
+	if _, err := w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Stdin: strings.NewReader(in), Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
 		"update-index", "--force-remove", "-z", "--stdin"}}); err != nil {
 		return fmt.Errorf("leave out nested repositories: %w", err)
 	}
@@ -323,7 +323,7 @@ func (w *Worktree) commitTree(ctx context.Context, tree string, parents []string
 		"GIT_AUTHOR_NAME=" + author, "GIT_AUTHOR_EMAIL=" + author + "@drover",
 		"GIT_COMMITTER_NAME=drover", "GIT_COMMITTER_EMAIL=drover@drover",
 	}
-	out, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: args, Env: env, Stdin: strings.NewReader(msg)})
+	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: args, Env: env, Stdin: strings.NewReader(msg)})
 	if err != nil {
 		return "", fmt.Errorf("commit tree: %w", err)
 	}
@@ -364,11 +364,11 @@ func (w *Worktree) Bundle(ctx context.Context, commit, path string, limit int64)
 	}
 	cw := &cappedWriter{w: f, h: sha256.New(), limit: limit}
 	err = w.c.withLock(ctx, w.repo, lockClone, func() error {
-		if _, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", PublishRef, commit}}); err != nil {
+		if _, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", PublishRef, commit}}); err != nil {
 			return err
 		}
-		_, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdout: cw, Args: []string{"bundle", "create", "--quiet", "-", PublishRef, "^" + b.Parent}})
-		if _, derr := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", "-d", PublishRef}}); err == nil {
+		_, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdout: cw, Args: []string{"bundle", "create", "--quiet", "-", PublishRef, "^" + b.Parent}})
+		if _, derr := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", "-d", PublishRef}}); err == nil {
 			err = derr
 		}
 		return err
@@ -435,7 +435,7 @@ func (w *Worktree) Adopt(ctx context.Context, head string) error {
 		if err := w.c.ensureCommit(ctx, w.repo, w.src, head); err != nil {
 			return err
 		}
-		ok, err := ancestorIn(ctx, w.c.git, w.repo.dir, nil, w.rec.Head, head)
+		ok, err := ancestorIn(ctx, w.repo.git, w.repo.dir, nil, w.rec.Head, head)
 		if err == nil && !ok {
 			err = fmt.Errorf("the hub's head %s does not descend from %s, the last head this runner knew", short(head), short(w.rec.Head))
 		}
@@ -453,6 +453,6 @@ func (w *Worktree) Adopt(ctx context.Context, head string) error {
 // DiffStat summarizes what a commit changes against its first parent, for
 // the attempt's log.
 func (w *Worktree) DiffStat(ctx context.Context, commit string) (string, error) {
-	out, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"diff-tree", "--no-commit-id", "--shortstat", commit}})
+	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"diff-tree", "--no-commit-id", "--shortstat", commit}})
 	return string(bytes.TrimSpace(out)), err
 }

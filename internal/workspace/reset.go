@@ -26,7 +26,7 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 	}
 	known := map[string]bool{} // paths in from's index or in head, and the folders above them
 	if from != head {
-		out, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", from, head}})
+		out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", from, head}})
 		if err != nil {
 			return nil, fmt.Errorf("compare %s with %s: %w", short(head), short(from), err)
 		}

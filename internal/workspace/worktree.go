@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -39,11 +41,14 @@ type Worktree struct {
 // NAME.json so that a restarted runner (or another process sharing the
 // home) finds it again.
 type record struct {
-	Job       string    `json:"job,omitempty"`        // the job it belongs to; "" when pooled
-	Head      string    `json:"head,omitempty"`       // the job's head: the parent of its next publication
-	Checked   string    `json:"checked,omitempty"`    // last commit that passed the submodule and filter check
-	IndexHead string    `json:"index_head,omitempty"` // the commit the saved index (NAME.index) holds
-	Used      time.Time `json:"used"`
+	Job       string `json:"job,omitempty"`        // the job it belongs to; "" when pooled
+	Head      string `json:"head,omitempty"`       // the job's head: the parent of its next publication
+	Checked   string `json:"checked,omitempty"`    // last commit that passed the submodule and filter check
+	IndexHead string `json:"index_head,omitempty"` // the commit the saved index (NAME.index) holds
+	// Sparse are the folders of a sparse worktree's cone; such a worktree
+	// is never pooled, and is reset in whole (checkout applies the cone).
+	Sparse []string  `json:"sparse,omitempty"`
+	Used   time.Time `json:"used"`
 }
 
 // How claim found a worktree for a job.
@@ -102,7 +107,7 @@ func (w *Worktree) git(ctx context.Context, env []string, args ...string) (strin
 // gitRaw runs git on the worktree with stdin and returns its output as is.
 func (w *Worktree) gitRaw(ctx context.Context, env []string, stdin io.Reader, args ...string) ([]byte, error) {
 	full := append([]string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir()}, args...)
-	return w.c.git.Run(ctx, Cmd{Dir: w.Dir(), Args: full, Env: env, Stdin: stdin})
+	return w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Args: full, Env: env, Stdin: stdin})
 }
 
 // Prepare hands an attempt of job the worktree it runs in, at head (the
@@ -128,6 +133,9 @@ func (c *Cache) prepare(ctx context.Context, src Source, job, head string) (*Wor
 	}
 	r, err := c.repoOf(src.Project)
 	if err != nil {
+		return nil, err
+	}
+	if r, err = r.withSource(src); err != nil {
 		return nil, err
 	}
 	start := c.now()
@@ -179,6 +187,9 @@ func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error 
 			return err
 		}
 	}
+	if err := CheckCone(ctx, w.repo.git, w.repo.dir, head, w.rec.Sparse); err != nil {
+		return err
+	}
 	lap := c.stopwatch("check tree", "commit", short(head))
 	if kind == claimFresh {
 		// A fresh worktree has no checked commit to compare with, so the
@@ -208,7 +219,7 @@ func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error 
 		}
 	}
 	w.pending = nil
-	w.rec = record{Job: w.rec.Job, Head: head, Checked: head, IndexHead: head, Used: c.now()}
+	w.rec = record{Job: w.rec.Job, Head: head, Checked: head, IndexHead: head, Used: c.now(), Sparse: w.rec.Sparse}
 	return w.save()
 }
 
@@ -252,6 +263,9 @@ func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string)
 		w = &Worktree{c: c, repo: r, src: src}
 		break
 	}
+	if len(src.Sparse) > 0 {
+		clear(recs) // pooled worktrees are whole; a sparse one starts fresh
+	}
 	for _, name := range poolOrder(recs, head) {
 		unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
 		if err != nil {
@@ -282,7 +296,7 @@ func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string)
 		return nil, 0, fmt.Errorf("lock new worktree %s: %v", name, err)
 	}
 	w.name, w.unlock = name, unlock
-	w.rec = record{Job: job, Used: c.now()}
+	w.rec = record{Job: job, Used: c.now(), Sparse: src.Sparse}
 	if err := w.save(); err != nil {
 		unlock()
 		return nil, 0, err
@@ -318,7 +332,7 @@ func (w *Worktree) add(ctx context.Context, head string) error {
 	// fetch that lists every worktree's HEAD meanwhile fails.
 	err := w.c.withLock(ctx, w.repo, lockTrees, func() error {
 		return w.c.withLock(ctx, w.repo, lockClone, func() error {
-			_, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "add", "--quiet", "--no-checkout", "--detach", w.Dir(), head}})
+			_, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "add", "--quiet", "--no-checkout", "--detach", w.Dir(), head}})
 			return err
 		})
 	})
@@ -376,6 +390,9 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 	lap("restore admin")
 	if why == "" && from != w.rec.IndexHead {
 		why = "the saved index could not be restored"
+	}
+	if why == "" && len(w.rec.Sparse) > 0 {
+		why = "a sparse worktree" // the narrowed reset would write files outside the cone
 	}
 	if why == "" {
 		scope, err := w.resetPaths(ctx, from, head, changed)
@@ -528,6 +545,46 @@ var adminFiles = map[string]bool{"gitdir": true, "commondir": true, "HEAD": true
 // leave only as publications.
 var worktreeConfig = []byte("[remote \"origin\"]\n\tpushurl = drover-push-disabled://publish-through-drover\n")
 
+// sparseConfig turns on a cone-mode sparse checkout in a worktree's config.
+var sparseConfig = []byte("[core]\n\tsparseCheckout = true\n\tsparseCheckoutCone = true\n[index]\n\tsparse = true\n")
+
+// conePatterns is the sparse-checkout file of a cone of folders, as `git
+// sparse-checkout set` writes it: the top level's files, the files of
+// every folder on the way to each one, and everything under each.
+func conePatterns(dirs []string) []byte {
+	leaves := slices.Sorted(slices.Values(dirs))
+	leaves = slices.Compact(leaves)
+	leaves = slices.DeleteFunc(leaves, func(d string) bool {
+		return slices.ContainsFunc(leaves, func(o string) bool { return strings.HasPrefix(d, o+"/") })
+	})
+	parents := map[string]bool{}
+	for _, d := range leaves {
+		for p := path.Dir(d); p != "."; p = path.Dir(p) {
+			parents[p] = true
+		}
+	}
+	var b strings.Builder
+	b.WriteString("/*\n!/*/\n")
+	for _, p := range slices.Sorted(maps.Keys(parents)) {
+		fmt.Fprintf(&b, "/%s/\n!/%s/*/\n", p, p)
+	}
+	for _, d := range leaves {
+		fmt.Fprintf(&b, "/%s/\n", d)
+	}
+	return []byte(b.String())
+}
+
+// CheckCone refuses sparse folders that commit (in repository dir) lacks:
+// nothing would be checked out there.
+func CheckCone(ctx context.Context, g Git, dir, commit string, dirs []string) error {
+	for _, d := range dirs {
+		if t, err := g.Out(ctx, dir, "cat-file", "-t", commit+":"+d); err != nil || t != "tree" {
+			return refusef("sparse path %s is not a folder of %s; nothing would be checked out there", d, short(commit))
+		}
+	}
+	return nil
+}
+
 // writeAdmin writes the files that tie the worktree to its clone and the
 // worktree's config.
 func (w *Worktree) writeAdmin() error {
@@ -536,6 +593,10 @@ func (w *Worktree) writeAdmin() error {
 		filepath.Join(w.admin(), "gitdir"):          []byte(w.path("/.git") + "\n"),
 		filepath.Join(w.admin(), "commondir"):       []byte("../..\n"),
 		filepath.Join(w.admin(), "config.worktree"): worktreeConfig,
+	}
+	if len(w.rec.Sparse) > 0 {
+		files[filepath.Join(w.admin(), "config.worktree")] = append(slices.Clip(worktreeConfig), sparseConfig...)
+		files[filepath.Join(w.admin(), "info", "sparse-checkout")] = conePatterns(w.rec.Sparse)
 	}
 	for p, b := range files {
 		if fi, err := os.Lstat(p); err == nil && (fi.IsDir() || fi.Mode()&os.ModeSymlink != 0) {
@@ -599,7 +660,7 @@ func (w *Worktree) remove(ctx context.Context) error {
 	// fetch in another process reads them.
 	err := w.c.withLock(ctx, w.repo, lockClone, func() error {
 		if _, err := os.Stat(w.admin()); err == nil {
-			if _, err := w.c.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "remove", "--force", "--force", w.Dir()}}); err != nil {
+			if _, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"worktree", "remove", "--force", "--force", w.Dir()}}); err != nil {
 				w.c.log.Warn("git worktree remove failed; removing the files", "dir", w.Dir(), "err", err)
 			}
 		}
@@ -681,9 +742,9 @@ func (c *Cache) checkTree(ctx context.Context, r repo, commit, since string) err
 		return nil
 	}
 	if since == "" || !c.hasCommit(ctx, r, since) {
-		return CheckSourceTree(ctx, c.git, r.dir, commit)
+		return CheckSourceTree(ctx, r.git, r.dir, commit)
 	}
-	out, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", since, commit}})
+	out, err := r.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", since, commit}})
 	if err != nil {
 		return fmt.Errorf("compare %s with %s: %w", short(commit), short(since), err)
 	}
@@ -698,7 +759,7 @@ func (c *Cache) checkTree(ctx context.Context, r repo, commit, since string) err
 		if filepath.Base(e.path) != ".gitattributes" {
 			continue
 		}
-		blob, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "blob", e.object}})
+		blob, err := r.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "blob", e.object}})
 		if err != nil {
 			return fmt.Errorf("read %s of %s: %w", e.path, short(commit), err)
 		}

@@ -106,6 +106,7 @@ func newJob(id, requester string, state job.State, created int64) store.Job {
 		Head: "2222222222222222222222222222222222222222", Mode: "fix",
 		RepoURL: "https://git.example/drover.git", Checkpoints: 3,
 		Tools: true, ResumeAttempt: "a-0-" + id, Account: "work", Network: []string{"go", "npm"}, Model: "m-1",
+		Sparse: []string{"docs", "src/api"},
 	}
 }
 
@@ -419,6 +420,7 @@ func testJobs(t *testing.T, s store.Store) {
 	full.Head, full.Mode, full.Checkpoints, full.RepoURL = "3333333333333333333333333333333333333333", "observe", 4, ""
 	full.Tools, full.ResumeAttempt = false, ""
 	full.Network = []string{} // no network, which is not nil (the project's)
+	full.Sparse = nil
 	bare.ExitCode, bare.FinishedAt, bare.State = ptr(0), ptr(at(61)), job.Unknown
 	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.UpdateJob(full), tx.UpdateJob(bare)) })
 	for _, j := range []store.Job{full, bare} {
@@ -1063,7 +1065,8 @@ func testProjectConfig(t *testing.T, s store.Store) {
 	prj := store.Project{Name: "web", OwnerID: "u-1", CreatedAt: at(1), UpdatedAt: at(1)}
 	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.InsertUser(user("u-1", "alice")), tx.PutProject(prj)) })
 	cfg := store.ProjectConfig{SetupNetwork: []string{"go", "npm"}, AgentNetwork: []string{"go"},
-		SetupCommands: []string{"go mod download", "npm ci"}, SetupTimeout: 90 * time.Second, Caches: []string{"go", "vendor/x"}}
+		SetupCommands: []string{"go mod download", "npm ci"}, SetupTimeout: 90 * time.Second, Caches: []string{"go", "vendor/x"},
+		Large: true, Sparse: []string{"src"}}
 	mustWrite(t, s, func(tx store.Tx) error { return tx.SetProjectConfig("web", cfg, at(5)) })
 	prj.Config, prj.UpdatedAt = cfg, at(5)
 	equal(t, "Project(web) configured", get(t, s, func(tx store.Tx) (store.Project, error) { return tx.Project("web") }), prj)

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/testkit"
+	"drover/internal/workspace"
+)
+
+// A large project's job with sparse folders, on a real hub and runner: the
+// runner's clone is partial (history's blobs stay on the hub), the agent
+// sees only its cone, and the result keeps everything outside the cone.
+func TestLargeSparseJobPublishesExactly(t *testing.T) {
+	h := testkit.StartHub(t, bin)
+	r := h.StartRunner(t, "r1")
+	src := sourceCheckout(t)
+	if err := os.MkdirAll(filepath.Join(src, "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "other", "far.txt"), []byte("far\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "lib", "keep.txt"), []byte("keep 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitE(t, src, "add", "-A")
+	gitE(t, src, "commit", "--quiet", "-m", "second")
+	base := gitE(t, src, "rev-parse", "HEAD")
+
+	// The project exists on the hub (a user's first push) before any
+	// runner fetches it; then its owner marks it large.
+	co := workspace.Checkout{Git: workspace.Git{}, Dir: src}
+	if err := co.Push(context.Background(), h.URL+"/git/demo", h.Admin, base, workspace.UploadRefPrefix+"first"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.CLI("projects", "config", "demo", "--large"); err != nil || !strings.Contains(out, "partial") {
+		t.Fatalf("projects config --large: %v\n%s", err, out)
+	}
+	if out, err := h.CLI("run", "--repo", src, "--sparse", "nope", "--agent", "exec", "--", "true"); err == nil || !strings.Contains(out, "nope") {
+		t.Fatalf("a sparse folder the base lacks was accepted: %v\n%s", err, out)
+	}
+
+	v := runRepo(t, h, "--repo", src, "--sparse", "lib", "--agent", "exec", "--", "sh", "-c",
+		`test -f a.txt && test ! -e other && echo agent > lib/keep.txt`)
+	if !slices.Equal(v.Sparse, []string{"lib"}) {
+		t.Fatalf("submitted job's sparse folders: %v", v.Sparse)
+	}
+	c := h.Client()
+	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v protocol.JobView) bool { return v.State.Terminal() })
+	if end.State != job.Completed || end.Head == base {
+		t.Fatalf("job ended %s (head %s):\n%s", end.State, end.Head, testkit.Log(t, c, v.ID, 0))
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	gitE(t, src, "clone", "--quiet", src, clone)
+	if out, err := h.CLI("fetch", v.ID, "--repo", clone); err != nil {
+		t.Fatalf("drover fetch: %v\n%s", err, out)
+	}
+	if got := gitE(t, clone, "diff", "--name-status", base, "drover/"+v.ID); got != "M\tlib/keep.txt" {
+		t.Fatalf("result changes:\n%s", got)
+	}
+
+	var repo string
+	_ = filepath.WalkDir(r.Home, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == "demo.git" && filepath.Base(filepath.Dir(p)) == "repos" {
+			repo = p
+		}
+		return nil
+	})
+	if repo == "" {
+		t.Fatal("no clone of demo in the runner's home")
+	}
+	missing := 0
+	for _, l := range strings.Split(gitE(t, repo, "rev-list", "--objects", "--missing=print", base), "\n") {
+		if strings.HasPrefix(l, "?") {
+			missing++
+		}
+	}
+	if missing == 0 {
+		t.Fatal("the runner's clone of a large project misses no blob")
+	}
+}

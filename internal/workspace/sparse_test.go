@@ -1,0 +1,101 @@
+package workspace
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A sparse job's worktree holds only its cone (the top level's files, the
+// files of the folders on the way, everything under each folder), and its
+// publications are exact: what lies outside the cone stays as it is in the
+// result, through a second publication and a reset to a new head.
+func TestSparseWorktreePublishesExactly(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"top.txt": "t\n", "a/x.txt": "x\n", "a/b/y.txt": "y\n", "a/q/n.txt": "n\n", "c/z.txt": "z\n"})
+	src := f.source()
+	src.Sparse = []string{"a/b"}
+	w, err := f.cache.Prepare(f.ctx, src, "job1", base)
+	noErr(t, err)
+	have := func(w *Worktree) []string {
+		var files []string
+		noErr(t, filepath.WalkDir(w.Dir(), func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && d.Name() != ".git" {
+				rel, _ := filepath.Rel(w.Dir(), p)
+				files = append(files, filepath.ToSlash(rel))
+			}
+			return err
+		}))
+		slices.Sort(files)
+		return files
+	}
+	if got, want := have(w), []string{"a/b/y.txt", "a/x.txt", "top.txt"}; !slices.Equal(got, want) {
+		t.Fatalf("sparse worktree holds %v, want %v", got, want)
+	}
+	everything := func(commit string) string { return f.git(f.src, "ls-tree", "-r", "--name-only", commit) }
+
+	f.sh(w.Dir(), "echo y2 > a/b/y.txt && echo new > a/b/new.txt")
+	first, p := f.publish(w)
+	if first == "" {
+		t.Fatal("nothing published")
+	}
+	f.receive(p)
+	if got := everything(first); got != "a/b/new.txt\na/b/y.txt\na/q/n.txt\na/x.txt\nc/z.txt\ntop.txt" {
+		t.Fatalf("first publication holds\n%s", got)
+	}
+	noErr(t, w.Adopt(f.ctx, first))
+	// Without the saved index the publication scans the whole worktree:
+	// still nothing outside the cone is taken for deleted.
+	noErr(t, os.Remove(w.path(".index")))
+	f.sh(w.Dir(), "rm a/b/new.txt")
+	second, p := f.publish(w)
+	f.receive(p)
+	if got := everything(second); got != "a/b/y.txt\na/q/n.txt\na/x.txt\nc/z.txt\ntop.txt" {
+		t.Fatalf("second publication holds\n%s", got)
+	}
+	noErr(t, w.Adopt(f.ctx, second))
+	noErr(t, w.Keep())
+
+	// The next attempt starts from the base again: a whole reset that
+	// keeps the cone.
+	w, err = f.cache.Prepare(f.ctx, src, "job1", base)
+	noErr(t, err)
+	if got, want := have(w), []string{"a/b/y.txt", "a/x.txt", "top.txt"}; !slices.Equal(got, want) || w.resetHow != "full" {
+		t.Fatalf("reset sparse worktree holds %v (reset %q), want %v", got, w.resetHow, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.Dir(), "a/b/y.txt")); string(b) != "y\n" {
+		t.Fatalf("a/b/y.txt after reset = %q", b)
+	}
+	noErr(t, w.Release(f.ctx))
+	recs, err := f.cache.records(w.repo)
+	noErr(t, err)
+	if len(recs) != 0 {
+		t.Fatalf("a released sparse worktree was pooled: %v", recs)
+	}
+
+	// A whole job after it gets a whole worktree.
+	w = f.prepare(f.cache, "job2", base)
+	if got := have(w); len(got) != 5 {
+		t.Fatalf("whole worktree after a sparse one holds %v", got)
+	}
+	noErr(t, w.Release(f.ctx))
+}
+
+// A sparse path the commit lacks (or that is a file) fails the preparation
+// with a refusal that names it.
+func TestSparsePathMatchingNothingIsRefused(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"a/x.txt": "x\n", "file": "f\n"})
+	for _, p := range []string{"nope", "file", "a/x.txt"} {
+		src := f.source()
+		src.Sparse = []string{"a", p}
+		_, err := f.cache.Prepare(f.ctx, src, "job-"+strings.ReplaceAll(p, "/", "-"), base)
+		var r *Refusal
+		if !errors.As(err, &r) || !strings.Contains(r.Reason, p) {
+			t.Fatalf("sparse path %q: %v, want a refusal naming it", p, err)
+		}
+	}
+}
