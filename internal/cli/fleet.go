@@ -22,14 +22,17 @@ func (a *app) fleetCmd() *cobra.Command {
 	ff := &fleetFlags{}
 	cmd := &cobra.Command{
 		Use:   "fleet",
-		Short: "Launch, list, stop runners on fleet targets (local, ssh, docker, podman)",
+		Short: "Launch, list, stop runners on fleet targets (local, ssh, docker, podman, kubernetes)",
 		Long: `Start runners on a target: 'local' (processes of this machine, each with its
 own state directory under $XDG_STATE_HOME/drover/fleet), or an SSH host
 the operator registered in the hosts file (--hosts-file, default
 $XDG_CONFIG_HOME/drover/fleet-hosts.json), where 'drover runner --stdio'
 runs with its connections to the hub tunnelled through the SSH session, or
 'docker'/'podman' (a container per runner, from --image or one built from
---containerfile, default ./Containerfile; see deploy/Containerfile). A launch asks the
+--containerfile, default ./Containerfile; see deploy/Containerfile), or
+'kubernetes' (a Job per runner from --image, in --namespace of the cluster
+of --kubeconfig, $KUBECONFIG or the in-cluster config, its registration
+token in a Secret; see deploy/kubernetes). A launch asks the
 hub for one single-use registration token per runner, scoped to you and to
 the launch's labels; each runner exchanges its token for a runner token of
 its own, with no login link to approve. Stopping a launch stops its runners
@@ -41,6 +44,13 @@ and revokes them.`,
 	pf.StringVar(&ff.image, "image", "", "docker/podman: the runner image (drover, git, bubblewrap, the agent CLIs)")
 	pf.StringVar(&ff.containerfile, "containerfile", "Containerfile", "docker/podman without --image: the Containerfile the runner image is built from")
 	pf.StringVar(&ff.network, "network", "", "docker/podman: the network runner containers join (one that reaches the hub)")
+	pf.StringVar(&ff.kube.Kubeconfig, "kubeconfig", "", "kubernetes: the kubeconfig file (default $KUBECONFIG, ~/.kube/config, then the in-cluster config)")
+	pf.StringVar(&ff.kube.Namespace, "namespace", "", "kubernetes: the namespace of the runner Jobs (default the kubeconfig context's)")
+	d := fleet.DefaultKubeResources
+	pf.StringVar(&ff.kube.Resources.CPURequest, "cpu-request", d.CPURequest, "kubernetes: each runner pod's CPU request")
+	pf.StringVar(&ff.kube.Resources.MemoryRequest, "memory-request", d.MemoryRequest, "kubernetes: each runner pod's memory request")
+	pf.StringVar(&ff.kube.Resources.CPULimit, "cpu-limit", d.CPULimit, "kubernetes: each runner pod's CPU limit")
+	pf.StringVar(&ff.kube.Resources.MemoryLimit, "memory-limit", d.MemoryLimit, "kubernetes: each runner pod's memory limit")
 	cmd.AddCommand(a.fleetLaunchCmd(ff), a.fleetListCmd(), a.fleetLogsCmd(ff), a.fleetStopCmd(ff), a.fleetAutoscaleCmd(ff), a.fleetBridgeCmd())
 	return cmd
 }
@@ -73,7 +83,10 @@ func parseLabelList(s string) (map[string]string, error) {
 }
 
 // fleetFlags are the fleet commands' settings of their targets.
-type fleetFlags struct{ hosts, image, containerfile, network string }
+type fleetFlags struct {
+	hosts, image, containerfile, network string
+	kube                                 fleet.KubeConfig
+}
 
 // fleetTarget opens a target with this machine's settings.
 func (a *app) fleetTarget(name string, ff *fleetFlags) (fleet.Target, error) {
@@ -98,7 +111,7 @@ func (a *app) fleetTarget(name string, ff *fleetFlags) (fleet.Target, error) {
 		}
 	}
 	return fleet.Open(name, fleet.Config{Binary: exe, StateDir: dir, Env: os.Environ(), HostsFile: hosts,
-		Image: ff.image, Containerfile: cf, Network: ff.network})
+		Image: ff.image, Containerfile: cf, Network: ff.network, Kube: ff.kube})
 }
 
 func (a *app) fleetLaunchCmd(ff *fleetFlags) *cobra.Command {
@@ -141,7 +154,7 @@ func (a *app) fleetLaunchCmd(ff *fleetFlags) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&on, "on", "", "target: local, docker, podman, or an SSH host of the hosts file")
+	cmd.Flags().StringVar(&on, "on", "", "target: local, docker, podman, kubernetes, or an SSH host of the hosts file")
 	cmd.Flags().IntVar(&count, "count", 1, "runners to start")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs each runner runs at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels of the runners (and all they may report), k=v,k2=v2")
@@ -351,7 +364,7 @@ with backoff. On SIGINT or SIGTERM every runner it launched is stopped.`,
 			return as.Run(ctx)
 		},
 	}
-	cmd.Flags().StringVar(&on, "on", "", "target: local, docker, podman, or an SSH host of the hosts file")
+	cmd.Flags().StringVar(&on, "on", "", "target: local, docker, podman, kubernetes, or an SSH host of the hosts file")
 	cmd.Flags().IntVar(&lo, "min", 0, "runners to keep with nothing queued")
 	cmd.Flags().IntVar(&hi, "max", 0, "most runners at once")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs each runner runs at once")

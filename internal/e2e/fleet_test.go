@@ -24,6 +24,10 @@ func TestFleetLocalLaunchRunsJobsAndStopLeavesNothing(t *testing.T) {
 	if out, err := hub.CLI("fleet", "launch", "--on", "nowhere"); err == nil || !strings.Contains(out, `unknown fleet target "nowhere": use --on with one of local`) {
 		t.Fatalf("unknown target: %v\n%s", err, out)
 	}
+	if out, err := hub.CLI("fleet", "launch", "--on", "kubernetes", "--image", "registry.example/drover:1"); err == nil ||
+		!strings.Contains(out, "the kubernetes target needs a cluster config: pass --kubeconfig FILE, set $KUBECONFIG") {
+		t.Fatalf("no cluster config: %v\n%s", err, out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if l, err := c.Launches(ctx); err != nil || len(l.Launches) != 0 {

@@ -279,30 +279,10 @@ func TestContainerPullRefusedReachesTheHubAsALaunchFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub := &steppedHub{ready: make(chan struct{}), queue: make(chan int), running: map[string]int{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a := &Autoscaler{Hub: hub, Target: tg, TargetName: "docker", HubURL: "http://h", Max: 1, Slots: 1,
-		IdleGrace: time.Second, Log: slog.New(slog.DiscardHandler)}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	<-hub.ready
-	hub.queue <- 1
-	<-hub.ready
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if len(hub.reasons) != 1 || len(hub.revoked) != 1 {
-		t.Fatalf("reasons %q, revoked %q: want the failed launch reported and revoked", hub.reasons, hub.revoked)
-	}
-	reason := hub.reasons[0]
+	reason := failedLaunchReason(t, tg, "docker")
 	if !strings.Contains(reason, "image registry.example/private:1 is not here and pulling it failed") ||
 		!strings.Contains(reason, "pull access denied for registry.example/private:1") {
 		t.Fatalf("reason %q", reason)
-	}
-	if err := protocol.CheckPlainText("reason", reason, false); err != nil {
-		t.Fatalf("the reason is not one line of plain text: %v", err)
 	}
 	if r := d.calls(t, "run"); len(r) != 0 {
 		t.Fatalf("a container was started: %q", r)
@@ -333,4 +313,32 @@ func TestFailureReasonIsOneLineOfPlainTextTheHubTakes(t *testing.T) {
 			t.Fatalf("%q: %v", r, err)
 		}
 	}
+}
+
+// failedLaunchReason has an autoscaler launch one runner on tg for a
+// queued job, and returns the reason of the launch failure the hub was
+// told (one line of plain text), the launch revoked.
+func failedLaunchReason(t *testing.T, tg Target, target string) string {
+	t.Helper()
+	hub := &steppedHub{ready: make(chan struct{}), queue: make(chan int), running: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := &Autoscaler{Hub: hub, Target: tg, TargetName: target, HubURL: "http://h", Max: 1, Slots: 1,
+		IdleGrace: time.Second, Log: slog.New(slog.DiscardHandler)}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	<-hub.ready
+	hub.queue <- 1
+	<-hub.ready
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(hub.reasons) != 1 || len(hub.revoked) != 1 {
+		t.Fatalf("reasons %q, revoked %q: want the failed launch reported and revoked", hub.reasons, hub.revoked)
+	}
+	if err := protocol.CheckPlainText("reason", hub.reasons[0], false); err != nil {
+		t.Fatalf("the reason is not one line of plain text: %v", err)
+	}
+	return hub.reasons[0]
 }

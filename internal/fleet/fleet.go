@@ -1,5 +1,5 @@
 // Package fleet starts and stops runners on targets: this machine, SSH
-// hosts, docker or podman containers. A target answers four questions (launch, stop, list, logs); the
+// hosts, docker or podman containers, Kubernetes Jobs. A target answers four questions (launch, stop, list, logs); the
 // hub's part, the single-use registration tokens a launch hands its
 // runners, is the caller's. Every runner a target starts is an ordinary
 // runner with a login of its own, made from its token.
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"drover/internal/protocol"
 )
@@ -83,6 +84,18 @@ type Config struct {
 	// Network is the network runner containers join ("" for the engine's
 	// default).
 	Network string
+	// Kube is the kubernetes target's cluster and runner pods.
+	Kube KubeConfig
+}
+
+// KubeConfig is where kubernetes runners run and what they may use.
+type KubeConfig struct {
+	Kubeconfig string // "" for $KUBECONFIG, ~/.kube/config, in-cluster
+	Namespace  string // "" for the config's
+	Resources  KubeResources
+	// Poll and StartTimeout: how often pods are looked at, how long a
+	// launch waits for them to start (0 for the defaults).
+	Poll, StartTimeout time.Duration
 }
 
 // Open makes the named target: local, docker, podman, or an SSH host of
@@ -93,6 +106,8 @@ func Open(name string, c Config) (Target, error) {
 		return NewLocal(c)
 	case "docker", "podman":
 		return NewContainer(name, c)
+	case "kubernetes":
+		return NewKubernetes(c)
 	}
 	hf, err := LoadHosts(c.HostsFile)
 	if err != nil {
@@ -102,7 +117,7 @@ func Open(name string, c Config) (Target, error) {
 		return NewSSH(c, h)
 	}
 	return nil, fmt.Errorf("unknown fleet target %q: use --on with one of %s (SSH hosts are registered in %s)",
-		name, strings.Join(append([]string{"local", "docker", "podman"}, hf.hostNames()...), ", "), c.HostsFile)
+		name, strings.Join(append([]string{"local", "docker", "podman", "kubernetes"}, hf.hostNames()...), ", "), c.HostsFile)
 }
 
 // runnerArgs is the argv of a launched runner: never its token, which it

@@ -20,7 +20,7 @@ func TestOpenNamesTheTargetsAndHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Config{Binary: "/bin/true", StateDir: dir, HostsFile: hosts}
-	if _, err := Open("nowhere", c); err == nil || !strings.Contains(err.Error(), "use --on with one of local, docker, podman, gpu-box") {
+	if _, err := Open("nowhere", c); err == nil || !strings.Contains(err.Error(), "use --on with one of local, docker, podman, kubernetes, gpu-box") {
 		t.Fatalf("unknown target: %v", err)
 	}
 	if tg, err := Open("gpu-box", c); err != nil {
@@ -32,6 +32,11 @@ func TestOpenNamesTheTargetsAndHosts(t *testing.T) {
 		t.Fatal(err)
 	} else if _, ok := tg.(*Local); !ok {
 		t.Fatalf("local opened as %T", tg)
+	}
+	if tg, err := Open("kubernetes", c); err != nil {
+		t.Fatal(err)
+	} else if _, ok := tg.(*Kubernetes); !ok {
+		t.Fatalf("kubernetes opened as %T", tg)
 	}
 }
 
