@@ -197,9 +197,9 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 	}
 	fprintf(w, "\n")
 	t = newTable(w)
-	fprintf(t, "ATTEMPT\tSTATE\tRUNNER\tOFFERED AGO\tRAN FOR\tEXIT/REASON\tLOG\tISOLATION\tMESSAGE\n")
+	fprintf(t, "ATTEMPT\tSTATE\tRUNNER\tACCOUNT\tOFFERED AGO\tRAN FOR\tEXIT/REASON\tLOG\tISOLATION\tMESSAGE\n")
 	for _, a := range j.Attempts {
-		fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, dash(a.Runner), ago(a.OfferedAt, now),
+		fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, dash(a.Runner), dash(a.Account), ago(a.OfferedAt, now),
 			ran(a, now), outcome(a.ExitCode, a.Reason), strconv.FormatInt(a.LogSize, 10)+"B", isolation(a.Isolation),
 			dash(oneLine(a.Message)))
 	}

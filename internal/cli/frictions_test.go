@@ -56,10 +56,10 @@ func TestAttemptTableSaysWhatItMeasures(t *testing.T) {
 	now := time.Now()
 	started, finished := now.Add(-3*time.Second), now.Add(-time.Second)
 	h.jobs = []protocol.JobView{{ID: "j-1", State: job.Completed, Agent: "exec", Requester: "admin", CreatedAt: now,
-		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptCompleted, Runner: "r1", OfferedAt: now.Add(-4 * time.Second),
+		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptCompleted, Runner: "r1", Account: "acct_w", OfferedAt: now.Add(-4 * time.Second),
 			StartedAt: &started, FinishedAt: &finished}}}}
 	r := runCLI(t, map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}, "", "show", "j-1")
-	if !strings.Contains(r.stdout, "OFFERED AGO") || !strings.Contains(r.stdout, "RAN FOR") || !strings.Contains(r.stdout, " 2s ") {
+	if !strings.Contains(r.stdout, "OFFERED AGO") || !strings.Contains(r.stdout, "RAN FOR") || !strings.Contains(r.stdout, " 2s ") || !strings.Contains(r.stdout, " acct_w ") {
 		t.Errorf("show:\n%s", r.stdout)
 	}
 }
