@@ -191,12 +191,16 @@ func startHub(t testing.TB, bin, data string, args []string) *Hub {
 }
 
 // StartPeer starts another `drover hub` process with h's flags (so on h's
-// --db database) and a data directory of its own: a second hub of one
-// deployment. Users and runners are in the database, so h's admin token
-// works on it too.
-func (h *Hub) StartPeer(t testing.TB) *Hub {
+// --db database): a second hub of one deployment. Users and runners are in
+// the database, so h's admin token works on it too. data is its data
+// directory: "" for one of its own, h.Data to share h's (and so its
+// hosted repositories).
+func (h *Hub) StartPeer(t testing.TB, data string) *Hub {
 	t.Helper()
-	p := &Hub{t: t, bin: h.bin, Data: filepath.Join(t.TempDir(), "hub"), home: t.TempDir(), args: h.args, Admin: h.Admin, URL: freeURL(t)}
+	if data == "" {
+		data = filepath.Join(t.TempDir(), "hub")
+	}
+	p := &Hub{t: t, bin: h.bin, Data: data, home: t.TempDir(), args: h.args, Admin: h.Admin, URL: freeURL(t)}
 	p.start()
 	return p
 }
