@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,6 +52,33 @@ func TestFailsOverToAnotherHub(t *testing.T) {
 	c1.cut()
 	if c2 := h.waitConn(2); c2.host != c0.host {
 		t.Fatalf("after the second hub died the runner dialed %s; want the first, %s", c2.host, c0.host)
+	}
+}
+
+// TestRequestsGoToTheHubInUse: after a failover the attempt's context
+// download and publication go to the hub the runner is connected to, not
+// to the one it started with.
+func TestRequestsGoToTheHubInUse(t *testing.T) {
+	h := newRepoHub(t)
+	peer := h.addPeer()
+	base := h.commit(map[string]string{"a.txt": "a\n"})
+	h.context["brief.md"] = []byte("brief\n")
+	startRunner(t, h.fakeHub, "", func(c *Config) { c.Hubs = []string{h.srv.URL, peer.URL} })
+	c0 := h.waitConn(0)
+	h.setDown(c0.host, true)
+	c0.cut()
+	c1 := h.waitConn(1)
+	ref := newRef()
+	spec := h.spec(ref, base, protocol.ModeFix, `cp "$DROVER_CONTEXT_DIR/brief.md" brief.md`)
+	spec.Repo.URL = "http://" + c1.host + "/git/" + project // a hub names itself in its offers
+	spec.Context = []protocol.ContextFile{{Name: "brief.md", Size: 6}}
+	h.offer(ref, spec)
+	wantOutcome(t, h.waitFinish(ref.Attempt), job.AttemptCompleted, job.ReasonExited, intp(0))
+	h.mu.Lock()
+	asked := slices.Clone(h.asked)
+	h.mu.Unlock()
+	if len(asked) != 2 || asked[0] != c1.host || asked[1] != c1.host {
+		t.Fatalf("context and publication went to %v; want both to %s, the hub in use", asked, c1.host)
 	}
 }
 
