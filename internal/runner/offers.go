@@ -46,12 +46,20 @@ func (p pushes) Offer(o protocol.Offer) {
 	}
 	r.mu.Unlock()
 	r.log.Info("declining offer", "attempt", o.AttemptRef.String(), "reason", reason)
-	// Nobody waits on a decline: its reply only says whether the hub took it.
+	// Nobody waits on a decline: its reply only says whether the hub took
+	// it. It is queued before the reader goes on, in the order of frames.
+	queued, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		if e, _ := refusal(r.hubFor(nil).Decline(r.life, newRequestID(), protocol.Decline{AttemptRef: o.AttemptRef, Reason: reason})); e != nil {
+		defer close(done)
+		hub := protocol.Client{Caller: caller{r: r, queued: queued}}
+		if e, _ := refusal(hub.Decline(r.life, newRequestID(), protocol.Decline{AttemptRef: o.AttemptRef, Reason: reason})); e != nil {
 			r.log.Warn("hub refused a decline", "attempt", o.Attempt, "err", e)
 		}
 	}()
+	select {
+	case <-queued:
+	case <-done:
+	}
 }
 
 // Cancel stops an attempt on the hub's request; it then finishes as

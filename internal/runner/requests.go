@@ -31,7 +31,7 @@ var (
 // attempt waits on, a decline): each call waits for its reply across
 // reconnects, and gives up only when a is forgotten (errGone), the runner
 // stops (errStopped) or ctx ends.
-func (r *Runner) hubFor(a *attempt) protocol.Hub { return protocol.Client{Caller: caller{r, a}} }
+func (r *Runner) hubFor(a *attempt) protocol.Hub { return protocol.Client{Caller: caller{r: r, a: a}} }
 
 // newRequestID names a request for the hub's ledger.
 func newRequestID() string { return ids.New("rq") }
@@ -39,8 +39,9 @@ func newRequestID() string { return ids.New("rq") }
 // caller is the runner's transport of requests: the pending list that
 // every new connection resends.
 type caller struct {
-	r *Runner
-	a *attempt
+	r      *Runner
+	a      *attempt
+	queued chan struct{} // closed, when set, once the request is pending
 }
 
 func (c caller) Call(ctx context.Context, attempt string, f protocol.Frame) (protocol.Reply, error) {
@@ -60,6 +61,9 @@ func (c caller) Call(ctx context.Context, attempt string, f protocol.Frame) (pro
 		r.sess.push(f)
 	}
 	r.mu.Unlock()
+	if c.queued != nil {
+		close(c.queued)
+	}
 	select {
 	case rep := <-req.reply:
 		return rep, nil
