@@ -328,11 +328,19 @@ func (h *Hub) readLoop(ctx context.Context, c *conn) string {
 // reply. An error is a protocol violation that ends the connection; a
 // refused request is answered with an error reply instead.
 func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error {
-	out, err := protocol.ServeFrame(ctx, runnerAPI{h, c}, f)
-	if out != nil {
-		c.send(*out)
+	rep, err := protocol.ServeFrame(ctx, runnerAPI{h, c}, f)
+	if rep == nil {
+		return err
 	}
-	return err
+	if e := rep.Error; e != nil && e.Code != protocol.ErrOffset && e.Code != protocol.ErrLogIncomplete && e.Code != protocol.ErrNoSpace { // a full disk is logged once per interval
+		h.log.Info("runner request refused", "runner", c.name, "type", f.Type, "code", e.Code, "msg", e.Message)
+	}
+	out, err := protocol.ReplyFrame(f.ID, *rep)
+	if err != nil {
+		return err
+	}
+	c.send(out)
+	return nil
 }
 
 // heartbeat keeps the runner's leases fresh. Leases are written at most

@@ -70,21 +70,21 @@ func (s runnerAPI) Status(ctx context.Context, st protocol.Status) error {
 }
 
 func (s runnerAPI) Accept(ctx context.Context, id string, m protocol.Accept) error {
-	_, err := do(s, protocol.TypeAccept, m.AttemptRef, func() (json.RawMessage, error) { return s.h.accept(ctx, s.c, id, m.AttemptRef) })
+	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.accept(ctx, s.c, id, m.AttemptRef) })
 	return err
 }
 
 func (s runnerAPI) Decline(ctx context.Context, id string, m protocol.Decline) error {
-	_, err := do(s, protocol.TypeDecline, m.AttemptRef, func() (json.RawMessage, error) { return s.h.decline(ctx, s.c, id, m) })
+	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.decline(ctx, s.c, id, m) })
 	return err
 }
 
 func (s runnerAPI) Log(ctx context.Context, _ string, m protocol.Log) (protocol.LogAck, error) {
-	return do(s, protocol.TypeLog, m.AttemptRef, func() (protocol.LogAck, error) { return s.h.appendLog(ctx, s.c, m) })
+	return do(s, m.AttemptRef, func() (protocol.LogAck, error) { return s.h.appendLog(ctx, s.c, m) })
 }
 
 func (s runnerAPI) Finish(ctx context.Context, id string, m protocol.Finish) (protocol.FinishAck, error) {
-	return do(s, protocol.TypeFinish, m.AttemptRef, func() (protocol.FinishAck, error) {
+	return do(s, m.AttemptRef, func() (protocol.FinishAck, error) {
 		if err := checkFinish(m); err != nil {
 			return protocol.FinishAck{}, err
 		}
@@ -93,40 +93,40 @@ func (s runnerAPI) Finish(ctx context.Context, id string, m protocol.Finish) (pr
 }
 
 func (s runnerAPI) Ask(ctx context.Context, id string, m protocol.Ask) (protocol.AskAck, error) {
-	return do(s, protocol.TypeAsk, m.AttemptRef, func() (protocol.AskAck, error) {
+	return do(s, m.AttemptRef, func() (protocol.AskAck, error) {
 		return ledgerReply[protocol.AskAck](s.h.ask(ctx, s.c, id, m))
 	})
 }
 
 func (s runnerAPI) Deliver(ctx context.Context, id string, m protocol.Deliver) error {
-	_, err := do(s, protocol.TypeDeliver, m.AttemptRef, func() (json.RawMessage, error) { return s.h.deliver(ctx, s.c, id, m) })
+	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.deliver(ctx, s.c, id, m) })
 	return err
 }
 
 func (s runnerAPI) Context(ctx context.Context, _ string, m protocol.GetContext) (protocol.JobContext, error) {
-	return do(s, protocol.TypeContext, m.AttemptRef, func() (protocol.JobContext, error) { return s.h.jobContext(ctx, s.c, m.AttemptRef) })
+	return do(s, m.AttemptRef, func() (protocol.JobContext, error) { return s.h.jobContext(ctx, s.c, m.AttemptRef) })
 }
 
 func (s runnerAPI) Turns(ctx context.Context, id string, m protocol.Turns) error {
-	_, err := do(s, protocol.TypeTurns, m.AttemptRef, func() (json.RawMessage, error) { return s.h.recordTurns(ctx, s.c, id, m) })
+	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.recordTurns(ctx, s.c, id, m) })
 	return err
 }
 
 func (s runnerAPI) Transcript(ctx context.Context, _ string, m protocol.GetTranscript) (protocol.TranscriptPage, error) {
-	return do(s, protocol.TypeTranscript, m.AttemptRef, func() (protocol.TranscriptPage, error) { return s.h.transcript(ctx, s.c, m) })
+	return do(s, m.AttemptRef, func() (protocol.TranscriptPage, error) { return s.h.transcript(ctx, s.c, m) })
 }
 
 // do checks a request's attempt reference, applies it with fn and turns
 // its error into the protocol's refusal.
-func do[Rep any](s runnerAPI, typ string, ref protocol.AttemptRef, fn func() (Rep, error)) (Rep, error) {
+func do[Rep any](s runnerAPI, ref protocol.AttemptRef, fn func() (Rep, error)) (Rep, error) {
 	var zero Rep
 	err := ref.Validate()
 	if err != nil {
-		return zero, s.refused(typ, badRequest("%v", err))
+		return zero, s.refused(badRequest("%v", err))
 	}
 	rep, err := fn()
 	if err != nil {
-		return zero, s.refused(typ, err)
+		return zero, s.refused(err)
 	}
 	return rep, nil
 }
@@ -144,16 +144,12 @@ func ledgerReply[Rep any](body json.RawMessage, err error) (Rep, error) {
 }
 
 // refused turns the error of a runner request into the protocol's refusal
-// (nil stays nil) and logs it; offset and log resyncs are routine, and a
-// full disk is logged once per interval elsewhere.
-func (s runnerAPI) refused(typ string, err error) error {
+// (nil stays nil); the gateway logs it.
+func (s runnerAPI) refused(err error) error {
 	if err == nil {
 		return nil
 	}
 	ae := s.h.asAPIError(err)
-	if ae.code != protocol.ErrOffset && ae.code != protocol.ErrLogIncomplete && ae.code != protocol.ErrNoSpace {
-		s.h.log.Info("runner request refused", "runner", s.c.name, "type", typ, "code", ae.code, "msg", ae.msg)
-	}
 	return &protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}
 }
 

@@ -46,12 +46,12 @@ type Runner interface {
 }
 
 // ServeFrame applies one frame a runner sent after its hello to hub and
-// returns the reply frame to send (nil for a frame without reply). A
-// request whose body does not decode is refused with ErrBadRequest, as
-// are the refusals of hub; an error is a protocol violation that ends the
-// connection (an unknown type, a request without id, a status or
-// heartbeat hub refused).
-func ServeFrame(ctx context.Context, hub Hub, f Frame) (*Frame, error) {
+// returns the reply to send (nil for a frame without reply; ReplyFrame
+// encodes it). A request whose body does not decode is refused with
+// ErrBadRequest, as are the refusals of hub; an error is a protocol
+// violation that ends the connection (an unknown type, a request without
+// id, a status or heartbeat hub refused).
+func ServeFrame(ctx context.Context, hub Hub, f Frame) (*Reply, error) {
 	switch f.Type {
 	case TypeHeartbeat:
 		return nil, hub.Heartbeat(ctx)
@@ -79,12 +79,14 @@ func ServeFrame(ctx context.Context, hub Hub, f Frame) (*Frame, error) {
 	} else if rep.Body, err = json.Marshal(body); err != nil {
 		return nil, fmt.Errorf("encode %s reply: %w", f.Type, err)
 	}
-	out, err := NewFrame(TypeReply, "", rep)
-	if err != nil {
-		return nil, err
-	}
-	out.ReplyTo = f.ID
-	return &out, nil
+	return &rep, nil
+}
+
+// ReplyFrame is the frame that answers request id with rep.
+func ReplyFrame(id string, rep Reply) (Frame, error) {
+	f, err := NewFrame(TypeReply, "", rep)
+	f.ReplyTo = id
+	return f, err
 }
 
 // noBody is the reply body of requests that answer only ok: {}.

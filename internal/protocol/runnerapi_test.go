@@ -44,10 +44,10 @@ func TestServeFrameWireFormat(t *testing.T) {
 			if err := json.Unmarshal([]byte(c.in), &f); err != nil {
 				t.Fatal(err)
 			}
-			out, err := protocol.ServeFrame(context.Background(), hub, f)
+			rep, err := protocol.ServeFrame(context.Background(), hub, f)
 			if c.fails {
-				if err == nil || out != nil {
-					t.Fatalf("got %v, %v; want a protocol violation", out, err)
+				if err == nil || rep != nil {
+					t.Fatalf("got %v, %v; want a protocol violation", rep, err)
 				}
 				return
 			}
@@ -55,7 +55,11 @@ func TestServeFrameWireFormat(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := ""
-			if out != nil {
+			if rep != nil {
+				out, err := protocol.ReplyFrame(f.ID, *rep)
+				if err != nil {
+					t.Fatal(err)
+				}
 				b, err := json.Marshal(out)
 				if err != nil {
 					t.Fatal(err)

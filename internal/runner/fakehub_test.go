@@ -170,13 +170,12 @@ func (c *hubConn) answer(f protocol.Frame) {
 // apply applies a request to the fake hub; a repeated id gets the first
 // reply again.
 func (h *fakeHub) apply(f protocol.Frame) protocol.Reply {
-	var rep protocol.Reply
-	out, err := protocol.ServeFrame(context.Background(), h.fake, f)
+	rep, err := protocol.ServeFrame(context.Background(), h.fake, f)
 	h.expect(err)
-	if out != nil {
-		h.expect(out.Decode(&rep))
+	if rep == nil {
+		return protocol.Reply{}
 	}
-	return rep
+	return *rep
 }
 
 func errReply(code string, size int64) protocol.Reply {
@@ -184,9 +183,8 @@ func errReply(code string, size int64) protocol.Reply {
 }
 
 func (c *hubConn) writeReply(id string, rep protocol.Reply) {
-	f, err := protocol.NewFrame(protocol.TypeReply, "", rep)
+	f, err := protocol.ReplyFrame(id, rep)
 	c.h.expect(err)
-	f.ReplyTo = id
 	c.write(f)
 }
 

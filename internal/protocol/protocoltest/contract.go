@@ -109,15 +109,23 @@ func wantCode(t *testing.T, what, code string, err error) *protocol.Error {
 type Loopback struct{ Hub protocol.Hub }
 
 func (l Loopback) Call(ctx context.Context, _ string, f protocol.Frame) (protocol.Reply, error) {
-	out, err := l.serve(ctx, f)
+	rep, err := l.serve(ctx, f)
 	if err != nil {
 		return protocol.Reply{}, err
 	}
-	if out == nil || out.Type != protocol.TypeReply || out.ReplyTo != f.ID {
+	if rep == nil {
 		return protocol.Reply{}, fmt.Errorf("%s request got no reply", f.Type)
 	}
-	var rep protocol.Reply
-	return rep, out.Decode(&rep)
+	out, err := protocol.ReplyFrame(f.ID, *rep)
+	if err != nil {
+		return protocol.Reply{}, err
+	}
+	var back protocol.Frame
+	if err := roundTrip(out, &back); err != nil {
+		return protocol.Reply{}, err
+	}
+	var wire protocol.Reply
+	return wire, back.Decode(&wire)
 }
 
 func (l Loopback) Send(ctx context.Context, f protocol.Frame) error {
@@ -126,7 +134,7 @@ func (l Loopback) Send(ctx context.Context, f protocol.Frame) error {
 }
 
 // serve sends f through its JSON encoding, as the wire would.
-func (l Loopback) serve(ctx context.Context, f protocol.Frame) (*protocol.Frame, error) {
+func (l Loopback) serve(ctx context.Context, f protocol.Frame) (*protocol.Reply, error) {
 	var wire protocol.Frame
 	if err := roundTrip(f, &wire); err != nil {
 		return nil, err
