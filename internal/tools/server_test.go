@@ -131,7 +131,7 @@ func TestListTools(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string][]string{"ask": {"question"}, "checkpoint": {"message"}, "deliver": {"summary"}, "context": nil}
+		want := map[string][]string{"ask": {"question"}, "checkpoint": {"message"}, "deliver": {"summary"}, "context": nil, "sparse_add": {"paths"}}
 		if len(res.Tools) != len(want) {
 			t.Fatalf("%d tools, want %d", len(res.Tools), len(want))
 		}

@@ -40,7 +40,7 @@ func (w *Worktree) Widen(ctx context.Context, dirs []string) ([]string, error) {
 func (w *Worktree) widen(ctx context.Context, dirs []string) ([]string, error) {
 	old := w.rec.Sparse
 	if len(old) == 0 {
-		return nil, refusef("the job's worktree is not sparse: it holds every file already")
+		return nil, refusef("the job is not sparse (submitted without --sparse): its worktree holds every file already")
 	}
 	if len(dirs) == 0 {
 		return nil, refusef("name at least one folder to add to the sparse checkout")
