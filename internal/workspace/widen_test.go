@@ -188,4 +188,17 @@ func TestWidenFetchesBlobsOrChangesNothing(t *testing.T) {
 		t.Fatalf("publication changes\n%s", got)
 	}
 	noErr(t, w.Release(f.ctx))
+
+	// Widening is no change of the agent's: an observe-mode check after it
+	// finds none.
+	w, err = c.Prepare(f.ctx, src, "job2", base)
+	noErr(t, err)
+	_, err = w.Widen(f.ctx, []string{"far"})
+	noErr(t, err)
+	ch, err := w.Changes(f.ctx)
+	noErr(t, err)
+	if !ch.Empty() {
+		t.Fatalf("widening shows as changes: %s", ch)
+	}
+	noErr(t, w.Release(f.ctx))
 }
