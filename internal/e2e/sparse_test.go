@@ -112,14 +112,18 @@ func TestLargeSparseJobWidensItsCone(t *testing.T) {
 		if drover tool sparse add nope 2>refused.txt; then exit 5; fi
 		grep "not a folder" refused.txt && rm refused.txt
 		drover tool sparse add other/dir
+		git sparse-checkout reapply
 		test -f other/far.txt
 		echo agent >> other/dir/edit.txt
 		rm other/dir/gone.txt
+		git status --short --untracked-files=no
 		drover tool deliver "widened the cone and edited there"`)
 	c := h.Client()
 	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v protocol.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 0)
-	if end.State != job.Completed || !strings.Contains(log, "sparse checkout widened by other/dir") {
+	// The agent's own git keeps to the widened cone too.
+	if end.State != job.Completed || !strings.Contains(log, "sparse checkout widened by other/dir") ||
+		!strings.Contains(log, " M other/dir/edit.txt\n D other/dir/gone.txt\n") {
 		t.Fatalf("job ended %s (head %s):\n%s", end.State, end.Head, log)
 	}
 	clone := filepath.Join(t.TempDir(), "clone")

@@ -178,7 +178,7 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage) (st
 			return fmt.Sprintf("Nothing to add: your sparse checkout holds those folders already (it holds %s).", strings.Join(res.Cone, ", ")), nil
 		}
 		return fmt.Sprintf("Added %s to your sparse checkout: their files are in your working tree now (it holds %s). "+
-			"If your own git still shows them as outside the checkout, run `git sparse-checkout reapply`.",
+			"Run `git sparse-checkout reapply` before you change them, so that your own git shows your changes there too; drover publishes them either way.",
 			strings.Join(res.Added, ", "), strings.Join(res.Cone, ", ")), nil
 	}
 	return "", fmt.Errorf("%w %q", ErrUnknownTool, name)

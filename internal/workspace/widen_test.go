@@ -108,13 +108,30 @@ func TestWidenedSparseWorktreePublishesExactly(t *testing.T) {
 	noErr(t, w.Adopt(f.ctx, second))
 	noErr(t, w.Keep())
 
-	// The record on disk holds the new cone: the job's next attempt (in
-	// another process, say) resets with it, whatever the job's spec says.
-	recs, err := f.cache.newCacheLike(t).records(w.repo)
+	// The record on disk holds the new cone: after a runner restart the
+	// job's next attempt resumes the kept worktree with it, whatever the
+	// job's spec says, and still publishes exactly.
+	restarted := f.cache.newCacheLike(t)
+	recs, err := restarted.records(w.repo)
 	noErr(t, err)
 	if rec := recs[w.name]; !slices.Equal(rec.Sparse, []string{"a/b", "other/dir"}) {
 		t.Fatalf("saved record's cone %v", rec.Sparse)
 	}
+	w, err = restarted.Prepare(f.ctx, src, "job1", second)
+	noErr(t, err)
+	if !w.Resumed() {
+		t.Fatal("the kept worktree was not resumed")
+	}
+	f.sh(w.Dir(), "rm other/dir/sub/s.txt")
+	resumed, p := f.publish(w)
+	f.receive(p)
+	if got := changes(resumed); got != "M\ta/b/y.txt\nD\tother/dir/d.txt\nM\tother/dir/e.txt\nD\tother/dir/sub/s.txt" {
+		t.Fatalf("publication after a restart changes\n%s", got)
+	}
+	noErr(t, w.Adopt(f.ctx, resumed))
+	noErr(t, w.Keep())
+
+	// A reset to the base keeps the widened cone too.
 	w, err = f.cache.Prepare(f.ctx, src, "job1", base)
 	noErr(t, err)
 	if b, err := os.ReadFile(filepath.Join(w.Dir(), "other/dir/d.txt")); err != nil || string(b) != "d\n" {
