@@ -87,25 +87,15 @@ func TestWidenedSparseWorktreePublishesExactly(t *testing.T) {
 
 	f.sh(w.Dir(), "echo e2 > other/dir/e.txt && rm other/dir/d.txt")
 	f.bothTrees(w)
-	first, p := f.publish(w)
-	f.receive(p)
 	changes := func(commit string) string {
 		return f.git(f.src, "diff", "--name-status", "--no-renames", base, commit)
 	}
-	if got := changes(first); got != "M\ta/b/y.txt\nD\tother/dir/d.txt\nM\tother/dir/e.txt" {
-		t.Fatalf("publication after widening changes\n%s", got)
-	}
-	noErr(t, w.Adopt(f.ctx, first))
+	f.publishes(w, "true", changes, "M\ta/b/y.txt\nD\tother/dir/d.txt\nM\tother/dir/e.txt")
 
 	// Without the saved index, git's full scan keeps to the new cone too.
 	noErr(t, os.Remove(w.path(".index")))
-	f.sh(w.Dir(), "echo s2 > other/dir/sub/s.txt")
-	second, p := f.publish(w)
-	f.receive(p)
-	if got := changes(second); got != "M\ta/b/y.txt\nD\tother/dir/d.txt\nM\tother/dir/e.txt\nM\tother/dir/sub/s.txt" {
-		t.Fatalf("full-scan publication after widening changes\n%s", got)
-	}
-	noErr(t, w.Adopt(f.ctx, second))
+	second := f.publishes(w, "echo s2 > other/dir/sub/s.txt", changes,
+		"M\ta/b/y.txt\nD\tother/dir/d.txt\nM\tother/dir/e.txt\nM\tother/dir/sub/s.txt")
 	noErr(t, w.Keep())
 
 	// The record on disk holds the new cone: after a runner restart the
@@ -122,13 +112,8 @@ func TestWidenedSparseWorktreePublishesExactly(t *testing.T) {
 	if !w.Resumed() {
 		t.Fatal("the kept worktree was not resumed")
 	}
-	f.sh(w.Dir(), "rm other/dir/sub/s.txt")
-	resumed, p := f.publish(w)
-	f.receive(p)
-	if got := changes(resumed); got != "M\ta/b/y.txt\nD\tother/dir/d.txt\nM\tother/dir/e.txt\nD\tother/dir/sub/s.txt" {
-		t.Fatalf("publication after a restart changes\n%s", got)
-	}
-	noErr(t, w.Adopt(f.ctx, resumed))
+	f.publishes(w, "rm other/dir/sub/s.txt", changes,
+		"M\ta/b/y.txt\nD\tother/dir/d.txt\nM\tother/dir/e.txt\nD\tother/dir/sub/s.txt")
 	noErr(t, w.Keep())
 
 	// A reset to the base keeps the widened cone too.
@@ -152,6 +137,20 @@ func TestWidenedSparseWorktreePublishesExactly(t *testing.T) {
 		t.Fatalf("widening a whole worktree: %v", err)
 	}
 	noErr(t, w.Release(f.ctx))
+}
+
+// publishes runs script in the worktree, publishes, and fails unless
+// describe(the commit) is want; the worktree then adopts the commit.
+func (f *cacheFixture) publishes(w *Worktree, script string, describe func(string) string, want string) string {
+	f.t.Helper()
+	f.sh(w.Dir(), script)
+	commit, p := f.publish(w)
+	f.receive(p)
+	if got := describe(commit); got != want {
+		f.t.Fatalf("after %q the publication holds\n%s\nwant\n%s", script, got, want)
+	}
+	noErr(f.t, w.Adopt(f.ctx, commit))
+	return commit
 }
 
 // newCacheLike is another Cache on the same home, as a restarted runner
