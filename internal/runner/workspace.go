@@ -197,12 +197,18 @@ func (aw *attemptWorkspace) makeGitDirs() error {
 }
 
 // copyAdmin copies files of the worktree's admin dir to the agent's copy
-// of it. That copy is the agent's to write while it runs, so every file
-// is written through an os.Root: a symlink the agent put there cannot
-// lead the runner's write outside it.
+// of it.
 func (aw *attemptWorkspace) copyAdmin(names ...string) error {
 	_, admin := aw.wt.GitDirs()
-	root, err := os.OpenRoot(aw.admin)
+	return copyAdminFiles(admin, aw.admin, names...)
+}
+
+// copyAdminFiles copies the named files (index and info/sparse-checkout
+// may be missing) from admin to dst. dst is the agent's to write while it
+// runs, so every file is written through an os.Root: a symlink the agent
+// put there cannot lead the runner's write outside it.
+func copyAdminFiles(admin, dst string, names ...string) error {
+	root, err := os.OpenRoot(dst)
 	if err != nil {
 		return fmt.Errorf("open the agent's git admin dir: %w", err)
 	}
