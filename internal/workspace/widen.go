@@ -68,6 +68,12 @@ func (w *Worktree) widen(ctx context.Context, dirs []string) ([]string, error) {
 		if err := w.inTheWay(ctx, old, union, added); err != nil {
 			return err
 		}
+		// Without the saved index git would widen an empty one, and the
+		// next publication would take everything outside the cone for
+		// deleted.
+		if _, err := os.Stat(w.path(".index")); err != nil {
+			return fmt.Errorf("the worktree has no saved index; publish your work (checkpoint) first: %w", err)
+		}
 		from, err := w.restoreAdmin(w.rec.Head)
 		if err != nil {
 			return err

@@ -66,6 +66,18 @@ func TestWidenedSparseWorktreePublishesExactly(t *testing.T) {
 		t.Fatalf("refused widening changed the worktree:\n%v", after)
 	}
 	f.sh(w.Dir(), "rm -r c")
+	// Nor is a worktree widened whose saved index is gone.
+	before = widenState(t, w)
+	idx, err := os.ReadFile(w.path(".index"))
+	noErr(t, err)
+	noErr(t, os.Remove(w.path(".index")))
+	if _, err := w.Widen(f.ctx, []string{"other/dir"}); err == nil || !strings.Contains(err.Error(), "no saved index") {
+		t.Fatalf("widening without the saved index: %v", err)
+	}
+	write(t, w.path(".index"), string(idx), 0o600)
+	if after := widenState(t, w); !slices.Equal(before, after) {
+		t.Fatalf("refused widening changed the worktree:\n%v", after)
+	}
 
 	added, err := w.Widen(f.ctx, []string{"other/dir", "a/b/inner"})
 	noErr(t, err)
