@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -65,7 +67,8 @@ func (w *Worktree) widen(ctx context.Context, dirs []string) ([]string, error) {
 		return nil, err
 	}
 	err := w.c.withLock(ctx, w.repo, lockClone, func() error {
-		if err := w.inTheWay(ctx, old, union, added); err != nil {
+		in, err := w.entering(ctx, old, union, added)
+		if err != nil {
 			return err
 		}
 		// Without the saved index git would widen an empty one, and the
@@ -83,8 +86,12 @@ func (w *Worktree) widen(ctx context.Context, dirs []string) ([]string, error) {
 		}
 		args := append([]string{"sparse-checkout", "add", "--"}, added...)
 		if _, err := w.git(ctx, nil, args...); err != nil {
-			// git wrote nothing (it fetches every blob before it checks out
-			// one); its index and cone go back to the saved ones all the same.
+			// git fetches every blob before it checks out one, so a blob the
+			// hub cannot serve leaves nothing behind; a git stopped half-way
+			// (the attempt cancelled, say) may have, and a half-written file
+			// must not be published. The index and cone go back to the
+			// saved ones.
+			in.undo(w.Dir(), w.c.log)
 			if _, rerr := w.restoreAdmin(w.rec.Head); rerr != nil {
 				w.c.log.Warn("restore worktree admin after a failed widening", "dir", w.Dir(), "err", rerr)
 			}
@@ -109,11 +116,11 @@ func (w *Worktree) widen(ctx context.Context, dirs []string) ([]string, error) {
 	return added, nil
 }
 
-// inTheWay refuses the widening when the worktree already has something
-// where the tracked files entering the cone (in union, not in old) would
-// be checked out: git would leave such a file as it is and out of the
-// index, so its content would never be published.
-func (w *Worktree) inTheWay(ctx context.Context, old, union, added []string) error {
+// entering lists the tracked files that enter the cone (in union, not in
+// old) and refuses the widening when the worktree already has something
+// where one of them would be checked out: git would leave such a file as
+// it is and out of the index, so its content would never be published.
+func (w *Worktree) entering(ctx context.Context, old, union, added []string) (*newFiles, error) {
 	var parents []string
 	for _, d := range added {
 		for p := path.Dir(d); p != "." && !slices.Contains(parents, p+"/"); p = path.Dir(p) {
@@ -131,24 +138,57 @@ func (w *Worktree) inTheWay(ctx context.Context, old, union, added []string) err
 		args := append(append(append([]string{"--literal-pathspecs"}, list.args...), w.rec.Head, "--"), list.paths...)
 		out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: args})
 		if err != nil {
-			return fmt.Errorf("list the files of %s: %w", strings.Join(added, ", "), err)
+			return nil, fmt.Errorf("list the files of %s: %w", strings.Join(added, ", "), err)
 		}
 		es, err := parseTreeEntries(out)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		entries = append(entries, es...)
 	}
-	dirs := map[string]bool{}
+	in := &newFiles{existed: map[string]bool{}}
 	for _, e := range entries {
 		if e.mode == "040000" || e.mode == "160000" || inCone(old, e.path) || !inCone(union, e.path) {
 			continue
 		}
-		if p, ok := present(w.Dir(), e.path, dirs); ok {
-			return refusef("the worktree already has %s, where the widened sparse checkout would put %s; move it out of the way first", p, e.path)
+		if p, ok := present(w.Dir(), e.path, in.existed); ok {
+			return nil, refusef("the worktree already has %s, where the widened sparse checkout would put %s; move it out of the way first", p, e.path)
+		}
+		in.files = append(in.files, e.path)
+	}
+	return in, nil
+}
+
+// newFiles are the files a widening checks out, none of which the worktree
+// had, and the folders on their way that it had.
+type newFiles struct {
+	files   []string
+	existed map[string]bool
+}
+
+// undo removes what a failed widening may have checked out: those files,
+// and the folders on their way that it made, once empty. Through an
+// os.Root, as the agent may be changing the worktree meanwhile.
+func (n *newFiles) undo(dir string, log *slog.Logger) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		log.Warn("undo a failed widening", "dir", dir, "err", err)
+		return
+	}
+	defer root.Close()
+	made := map[string]bool{}
+	for _, f := range n.files {
+		if err := root.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("undo a failed widening", "dir", dir, "file", f, "err", err)
+		}
+		for p := path.Dir(f); p != "." && !n.existed[p]; p = path.Dir(p) {
+			made[p] = true
 		}
 	}
-	return nil
+	// Deepest first; a folder something else was put in stays.
+	for _, p := range slices.SortedFunc(maps.Keys(made), func(a, b string) int { return len(b) - len(a) }) {
+		_ = root.Remove(p)
+	}
 }
 
 // present reports the first part of rel (a file's path) that exists under

@@ -78,6 +78,19 @@ func TestWidenedSparseWorktreePublishesExactly(t *testing.T) {
 	if after := widenState(t, w); !slices.Equal(before, after) {
 		t.Fatalf("refused widening changed the worktree:\n%v", after)
 	}
+	// A git stopped after it checked the files out (here: one that fails
+	// once done) leaves nothing behind either.
+	stopped := filepath.Join(t.TempDir(), "git")
+	write(t, stopped, "#!/bin/sh\ngit \"$@\"; rc=$?\nfor a in \"$@\"; do [ \"$a\" = sparse-checkout ] && { echo stopped >&2; exit 1; }; done\nexit $rc\n", 0o755)
+	real := w.repo.git
+	w.repo.git.Bin = stopped
+	if _, err := w.Widen(f.ctx, []string{"other/dir"}); err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("widening with a git that stops: %v", err)
+	}
+	w.repo.git = real
+	if after := widenState(t, w); !slices.Equal(before, after) {
+		t.Fatalf("failed widening changed the worktree:\n%v\nwas\n%v", after, before)
+	}
 
 	added, err := w.Widen(f.ctx, []string{"other/dir", "a/b/inner"})
 	noErr(t, err)
