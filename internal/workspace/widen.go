@@ -30,7 +30,8 @@ func (w *Worktree) Sparse() []string { return slices.Clone(w.rec.Sparse) }
 // rule, that the job's head lacks, or where the agent already put files,
 // and a worktree that is not sparse, are refused (*Refusal) and nothing
 // changes; so does a blob the hub cannot serve (git checks every one out
-// only once all are fetched).
+// only once all are fetched), and a git stopped half-way (what it checked
+// out is removed).
 func (w *Worktree) Widen(ctx context.Context, dirs []string) ([]string, error) {
 	added, err := w.widen(ctx, dirs)
 	if err != nil {
