@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"drover/internal/buildinfo"
 	"drover/internal/job"
@@ -297,6 +298,34 @@ func (b *toolBackend) Context(ctx context.Context) (tools.JobContext, error) {
 		return tools.JobContext{}, toolErr(protocol.TypeContext, err)
 	}
 	return toolContext(jc, b.a.ws), nil
+}
+
+// SparseAdd widens the attempt's own sparse worktree. The runner does it
+// outside the sandbox: only it holds the token the hub wants for the new
+// part's blobs. The agent's copy of the admin dir gets the new cone too,
+// so that its git keeps to it.
+func (b *toolBackend) SparseAdd(ctx context.Context, paths []string) (tools.SparseResult, error) {
+	aw := b.a.ws
+	if aw == nil {
+		return tools.SparseResult{}, errors.New("this job has no repository, so no sparse checkout to widen")
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	added, err := aw.wt.Widen(ctx, paths)
+	if err != nil {
+		return tools.SparseResult{}, err
+	}
+	if len(added) > 0 {
+		fmt.Fprintf(b.out, "drover: sparse checkout widened by %s\n", strings.Join(added, ", "))
+		if aw.admin != "" {
+			if err := aw.copyAdmin("info/sparse-checkout"); err != nil {
+				// The widening stands (publications follow the runner's
+				// record); only the agent's own git misses the new cone.
+				fmt.Fprintf(b.out, "drover: the agent's git keeps the old cone: %v\n", err)
+			}
+		}
+	}
+	return tools.SparseResult{Added: added, Cone: aw.wt.Sparse()}, nil
 }
 
 // questionRecords maps the hub's questions to what the tools and the
