@@ -32,7 +32,7 @@ const toolTimeout = 5 * time.Minute
 
 func (a *app) toolCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "tool ask|checkpoint|deliver|context",
+		Use:   "tool ask|checkpoint|deliver|context|sparse",
 		Short: "Call drover's tools from inside a job (for exec agents' scripts)",
 		Long: `Call the tools of the attempt this command runs in: a job submitted with
 --tools has drover on its PATH and its tool server in $DROVER_MCP_CONFIG (the
@@ -44,6 +44,7 @@ script's turn: the job waits for 'drover answer' and then runs again.
 
   answer=$(drover tool ask "Add a changelog entry?" --choice yes --choice no)
   drover tool checkpoint "work in progress"
+  drover tool sparse add services/api
   drover tool deliver "what was done"`,
 		Args: noArgs,
 		RunE: showHelp,
@@ -73,7 +74,31 @@ script's turn: the job waits for 'drover answer' and then runs again.
 			},
 		}
 	}
-	cmd.AddCommand(ask,
+	sparse := &cobra.Command{
+		Use:   "sparse add PATH...",
+		Short: "Widen the job's sparse checkout",
+		Args:  noArgs,
+		RunE:  showHelp,
+	}
+	sparse.AddCommand(&cobra.Command{
+		Use:   "add PATH...",
+		Short: "Check out more folders of the repository (a job submitted with --sparse)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("want PATH..., the folders to add")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			text, err := a.callTool(cmd.Context(), tools.ToolSparseAdd, map[string]any{"paths": args})
+			if err != nil {
+				return err
+			}
+			fprintf(a.env.Stderr, "drover tool sparse add: %s\n", oneLine(text))
+			return nil
+		},
+	})
+	cmd.AddCommand(ask, sparse,
 		one(tools.ToolCheckpoint, "checkpoint MESSAGE", "Publish the work in progress as a commit of the job", "message"),
 		one(tools.ToolDeliver, "deliver SUMMARY", "Publish the work and complete the job with SUMMARY", "summary"),
 		&cobra.Command{

@@ -19,6 +19,14 @@ type toolBackend struct {
 	questions []tools.QuestionRecord
 	asked     []tools.Question
 	delivered string
+	widened   [][]string
+}
+
+func (b *toolBackend) SparseAdd(_ context.Context, paths []string) (tools.SparseResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.widened = append(b.widened, paths)
+	return tools.SparseResult{Added: paths, Cone: append([]string{"lib"}, paths...)}, nil
 }
 
 func (b *toolBackend) Ask(_ context.Context, q tools.Question) (tools.AskResult, error) {
@@ -112,5 +120,24 @@ func TestToolOutsideAJobSaysSo(t *testing.T) {
 	r = runCLI(t, map[string]string{"DROVER_MCP_CONFIG": cfg}, "", "tool", "deliver", "x")
 	if r.code != 1 || !strings.Contains(r.stderr, "names no drover server") {
 		t.Fatalf("%d %q", r.code, r.stderr)
+	}
+}
+
+// `drover tool sparse add` hands its folders to the sparse_add tool and
+// says what the checkout holds now; without a folder it is a usage error.
+func TestToolSparseAdd(t *testing.T) {
+	b := &toolBackend{}
+	cfg, _ := toolServer(t, b)
+	env := map[string]string{"DROVER_MCP_CONFIG": cfg}
+	r := runCLI(t, env, "", "tool", "sparse", "add", "other/dir", "more")
+	if r.code != 0 || !strings.Contains(r.stderr, "Added other/dir, more") || !strings.Contains(r.stderr, "lib, other/dir, more") {
+		t.Fatalf("sparse add: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, env, "", "tool", "sparse", "add")
+	if r.code != 2 || !strings.Contains(r.stderr, "PATH") {
+		t.Fatalf("sparse add without a folder: %d %q", r.code, r.stderr)
+	}
+	if len(b.widened) != 1 || strings.Join(b.widened[0], ",") != "other/dir,more" {
+		t.Fatalf("widened %v", b.widened)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,173 +324,22 @@ func (h *Hub) readLoop(ctx context.Context, c *conn) string {
 	}
 }
 
-// handleFrame handles one frame. An error is a protocol violation that ends
-// the connection; a refused request is answered with an error reply instead.
+// handleFrame hands one frame to the connection's runnerAPI and queues its
+// reply. An error is a protocol violation that ends the connection; a
+// refused request is answered with an error reply instead.
 func (h *Hub) handleFrame(ctx context.Context, c *conn, f protocol.Frame) error {
-	switch f.Type {
-	case protocol.TypeHeartbeat:
-		h.heartbeat(ctx, c)
-		return nil
-	case protocol.TypeStatus:
-		var st protocol.Status
-		if err := f.Decode(&st); err != nil {
-			return err
-		}
-		if len(st.Attempts) > protocol.MaxHeldReports || st.Slots < 0 || st.Slots > protocol.MaxSlots {
-			return fmt.Errorf("status out of bounds (slots 0-%d, attempts at most %d)", protocol.MaxSlots, protocol.MaxHeldReports)
-		}
-		if err := checkAgents(st.Agents, st.Accounts); err != nil {
-			return fmt.Errorf("status: %w", err)
-		}
-		if err := checkNotReady(st.NotReady); err != nil {
-			return fmt.Errorf("status: %w", err)
-		}
-		// Slots 0 means draining (the runner is shutting down): no offers
-		// (conn.draining).
-		h.mu.Lock()
-		grew := st.Slots > c.slots || c.cooldownUntil.After(h.now()) || c.notReady != st.NotReady // readiness changed: offer, or say why jobs wait
-		c.slots, c.cooldownUntil, c.notReady = st.Slots, time.Time{}, st.NotReady
-		changed := false
-		if st.Agents != nil {
-			for _, a := range st.Agents {
-				grew = grew || !slices.Contains(c.agents, a) // an account came back from its limit
-			}
-			changed = !slices.Equal(c.accounts, st.Accounts)
-			c.agents, c.accounts = st.Agents, st.Accounts
-		}
-		h.mu.Unlock()
-		if changed {
-			now := h.now()
-			if err := h.store.Write(ctx, func(tx store.Tx) error {
-				return tx.SyncRunnerAccounts(c.runnerID, storeAccounts(st.Accounts), now)
-			}); err != nil {
-				h.logFailed("record runner accounts", err, "runner", c.name)
-			}
-		}
-		if grew {
-			h.kick()
-		}
-		h.heartbeat(ctx, c)
-		h.notify(anyChange)
-		return nil
+	rep, err := protocol.ServeFrame(ctx, runnerAPI{h, c}, f)
+	if rep == nil {
+		return err
 	}
-	if !protocol.IsRequest(f.Type) {
-		return fmt.Errorf("unknown frame type %q", f.Type)
+	if e := rep.Error; e != nil && e.Code != protocol.ErrOffset && e.Code != protocol.ErrLogIncomplete && e.Code != protocol.ErrNoSpace { // a full disk is logged once per interval
+		h.log.Info("runner request refused", "runner", c.name, "type", f.Type, "code", e.Code, "msg", e.Message)
 	}
-	if f.ID == "" || len(f.ID) > 64 {
-		return fmt.Errorf("%s request needs an id of 1-64 characters", f.Type)
-	}
-	body, err := h.applyRequest(ctx, c, f)
-	rep := protocol.Reply{OK: err == nil, Body: body}
-	if err != nil {
-		ae := h.asAPIError(err)
-		rep.Error = &protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}
-		if ae.code != protocol.ErrOffset && ae.code != protocol.ErrLogIncomplete && ae.code != protocol.ErrNoSpace { // a full disk is logged once per interval
-			h.log.Info("runner request refused", "runner", c.name, "type", f.Type, "code", ae.code, "msg", ae.msg)
-		}
-	}
-	out, err := protocol.NewFrame(protocol.TypeReply, "", rep)
+	out, err := protocol.ReplyFrame(f.ID, *rep)
 	if err != nil {
 		return err
 	}
-	out.ReplyTo = f.ID
 	c.send(out)
-	return nil
-}
-
-func (h *Hub) applyRequest(ctx context.Context, c *conn, f protocol.Frame) (json.RawMessage, error) {
-	switch f.Type {
-	case protocol.TypeAccept:
-		var m protocol.Accept
-		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
-			return nil, err
-		}
-		return h.accept(ctx, c, f.ID, m.AttemptRef)
-	case protocol.TypeDecline:
-		var m protocol.Decline
-		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
-			return nil, err
-		}
-		return h.decline(ctx, c, f.ID, m)
-	case protocol.TypeLog:
-		var m protocol.Log
-		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
-			return nil, err
-		}
-		ack, err := h.appendLog(ctx, c, m)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(ack)
-	case protocol.TypeFinish:
-		var m protocol.Finish
-		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
-			return nil, err
-		}
-		if err := m.Outcome.Validate(); err != nil {
-			return nil, badRequest("%v", err)
-		}
-		if len(m.Session) > protocol.MaxSession {
-			return nil, argError("finish", &protocol.LimitError{What: "session", Size: len(m.Session), Limit: protocol.MaxSession})
-		}
-		if err := protocol.CheckPlainText("session", m.Session, false); err != nil {
-			return nil, argError("finish", err)
-		}
-		if m.Usage != nil {
-			if err := m.Usage.Check(); err != nil {
-				return nil, badRequest("%v", err)
-			}
-		}
-		return h.finish(ctx, c, f.ID, m)
-	case protocol.TypeAsk:
-		var m protocol.Ask
-		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
-			return nil, err
-		}
-		return h.ask(ctx, c, f.ID, m)
-	case protocol.TypeDeliver:
-		var m protocol.Deliver
-		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
-			return nil, err
-		}
-		return h.deliver(ctx, c, f.ID, m)
-	case protocol.TypeContext:
-		var m protocol.GetContext
-		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
-			return nil, err
-		}
-		jc, err := h.jobContext(ctx, c, m.AttemptRef)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(jc)
-	case protocol.TypeTurns:
-		var m protocol.Turns
-		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
-			return nil, err
-		}
-		return h.recordTurns(ctx, c, f.ID, m)
-	case protocol.TypeTranscript:
-		var m protocol.GetTranscript
-		if err := decodeRef(f, &m, &m.AttemptRef); err != nil {
-			return nil, err
-		}
-		page, err := h.transcript(ctx, c, m)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(page)
-	}
-	return nil, badRequest("unknown request %q", f.Type)
-}
-
-func decodeRef(f protocol.Frame, v any, ref *protocol.AttemptRef) error {
-	if err := f.Decode(v); err != nil {
-		return badRequest("%v", err)
-	}
-	if err := ref.Validate(); err != nil {
-		return badRequest("%v", err)
-	}
 	return nil
 }
 

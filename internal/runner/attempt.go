@@ -158,12 +158,12 @@ func (r *Runner) spoolPath(id string) string { return filepath.Join(r.cfg.Home, 
 // runOffered drives an offered attempt: accept, and only on the hub's ok
 // claim it durably and launch it.
 func (r *Runner) runOffered(a *attempt) error {
-	rep, err := r.call(a, protocol.TypeAccept, protocol.Accept{AttemptRef: a.ref})
+	e, err := refusal(r.hubFor(a).Accept(r.life, newRequestID(), protocol.Accept{AttemptRef: a.ref}))
 	if err != nil {
 		return err
 	}
-	if !rep.OK {
-		r.log.Info("hub refused the accept", "attempt", a.ref.String(), "err", replyErr(rep.Error))
+	if e != nil {
+		r.log.Info("hub refused the accept", "attempt", a.ref.String(), "err", e)
 		r.untake()
 		r.forget(a, false)
 		return nil
@@ -438,12 +438,13 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 	// which must not use up the re-uploads of a log the hub lacks.
 	reuploads, failures := 0, 0
 	for {
-		rep, err := r.call(a, protocol.TypeFinish, protocol.Finish{AttemptRef: a.ref, Outcome: rc.Outcome,
+		_, err := r.hubFor(a).Finish(r.life, newRequestID(), protocol.Finish{AttemptRef: a.ref, Outcome: rc.Outcome,
 			LogSize: rc.LogSize, LogSHA256: rc.LogSHA256, Isolation: rc.Isolation, Session: rc.Session, Usage: rc.Usage})
+		e, err := refusal(err)
 		if err != nil {
 			return err
 		}
-		if rep.OK {
+		if e == nil {
 			if err := r.jr.mark(a.ref.Attempt, extDone); err != nil {
 				r.log.Error("journal", "attempt", a.ref.String(), "err", err)
 			}
@@ -452,8 +453,7 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 			r.forget(a, false)
 			return nil
 		}
-		e := rep.Error
-		if e != nil && e.Code == protocol.ErrLogIncomplete && e.Size != nil && sp != nil && reuploads < maxTries-1 {
+		if e.Code == protocol.ErrLogIncomplete && e.Size != nil && sp != nil && reuploads < maxTries-1 {
 			reuploads++
 			r.log.Info("hub lacks part of the log; uploading it again", "attempt", a.ref.String(), "hub", *e.Size)
 			if _, err := r.upload(a, sp, *e.Size); err != nil {

@@ -306,25 +306,14 @@ func (r *Runner) readLoop(s *session) error {
 		if err != nil {
 			return err
 		}
-		switch f.Type {
-		case protocol.TypeReply:
+		if f.Type == protocol.TypeReply {
 			r.handleReply(f)
-		case protocol.TypeOffer:
-			r.handleOffer(f)
-		case protocol.TypeCancel:
-			r.handleCancel(f)
-		case protocol.TypeQueue:
-			r.handleQueue(f)
-		case protocol.TypeDrop:
-			var d protocol.DropOrder
-			if err := f.Decode(&d); err != nil {
-				r.log.Warn("ignoring malformed drop", "err", err)
-				continue
-			}
-			r.mu.Lock()
-			r.dropLocked(d)
-			r.mu.Unlock()
-		default:
+			continue
+		}
+		switch known, err := protocol.ServePush(pushes{r}, f); {
+		case err != nil:
+			r.log.Warn("ignoring a malformed frame", "type", f.Type, "err", err)
+		case !known:
 			r.log.Debug("ignoring frame", "type", f.Type) // newer hubs may send more
 		}
 	}

@@ -1,15 +1,16 @@
 package runner
 
 // fakeHub is a scripted stand-in for the hub's runner gateway, so that the
-// runner is tested against real sockets and real processes. By default it
-// behaves like a correct hub (offsets checked, each request id applied once,
-// finishes checked against the log); hooks script failures.
+// runner is tested against real sockets and real processes. Its requests
+// go to the one fake of the protocol, protocoltest.Hub, through the same
+// codec as the hub's (protocol.ServeFrame), so by default it behaves like a
+// correct hub (offsets checked, each request id applied once, fencing,
+// finishes checked against the log; protocoltest.Contract holds for both).
+// This file adds only the transport: real sockets, frames recorded, and
+// hooks that script failures.
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 
 	"drover/internal/auth"
 	"drover/internal/protocol"
+	"drover/internal/protocol/protocoltest"
 	"drover/internal/sandbox/sandboxtest"
 )
 
@@ -31,16 +33,15 @@ type fakeHub struct {
 	mux   *http.ServeMux // tests may add routes
 	token string
 
-	mu       sync.Mutex
-	welcome  protocol.Welcome
-	reject   int             // HTTP status for dials; 0 accepts
-	down     map[string]bool // hosts (of addPeer's servers) that refuse dials
-	dials    int
-	conns    []*hubConn
-	frames   []got
-	applied  map[string]protocol.Reply // request id → its reply: each id is applied once
-	logs     map[string][]byte
-	finishes map[string]protocol.Finish
+	fake *protocoltest.Hub // the hub's state
+
+	mu      sync.Mutex
+	welcome protocol.Welcome
+	reject  int             // HTTP status for dials; 0 accepts
+	down    map[string]bool // hosts (of addPeer's servers) that refuse dials
+	dials   int
+	conns   []*hubConn
+	frames  []got
 	// hook sees every request first; returning true means it handled it.
 	hook func(c *hubConn, f protocol.Frame) bool
 	// onWelcome may change the welcome of one connection.
@@ -77,9 +78,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 			LogChunkBytes:     64 << 10,
 			LogCap:            protocol.DefaultLogCap,
 		},
-		applied:  map[string]protocol.Reply{},
-		logs:     map[string][]byte{},
-		finishes: map[string]protocol.Finish{},
+		fake: protocoltest.NewHub(),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+protocol.APIPrefix+"/runner/connect", h.serveConnect)
@@ -155,6 +154,13 @@ func (h *fakeHub) serveConnect(w http.ResponseWriter, r *http.Request) {
 			}
 			var hello protocol.Hello
 			h.expect(f.Decode(&hello))
+			for _, held := range hello.Attempts { // a real hub knows what its runner holds
+				if held.Phase == protocol.PhaseOffered {
+					h.fake.Offered(held.AttemptRef)
+				} else {
+					h.fake.Held(held.AttemptRef)
+				}
+			}
 			h.mu.Lock()
 			wel := h.welcome
 			if h.onWelcome != nil {
@@ -184,45 +190,15 @@ func (c *hubConn) answer(f protocol.Frame) {
 	c.writeReply(f.ID, c.h.apply(f))
 }
 
-// apply applies a request once; a repeated id gets the first reply again.
+// apply applies a request to the fake hub; a repeated id gets the first
+// reply again.
 func (h *fakeHub) apply(f protocol.Frame) protocol.Reply {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if rep, ok := h.applied[f.ID]; ok {
-		return rep
+	rep, err := protocol.ServeFrame(context.Background(), h.fake, f)
+	h.expect(err)
+	if rep == nil {
+		return protocol.Reply{}
 	}
-	rep := protocol.Reply{OK: true}
-	switch f.Type {
-	case protocol.TypeLog:
-		var l protocol.Log
-		h.expect(f.Decode(&l))
-		have := int64(len(h.logs[l.Attempt]))
-		if l.Offset != have {
-			rep = errReply(protocol.ErrOffset, have)
-			break
-		}
-		h.logs[l.Attempt] = append(h.logs[l.Attempt], l.Data...)
-		rep.Body = h.json(protocol.LogAck{Size: int64(len(h.logs[l.Attempt]))})
-	case protocol.TypeFinish:
-		var fin protocol.Finish
-		h.expect(f.Decode(&fin))
-		log := h.logs[fin.Attempt]
-		if fin.LogSize != int64(len(log)) {
-			rep = errReply(protocol.ErrLogIncomplete, int64(len(log)))
-			break
-		}
-		if sum := sha256.Sum256(log); hex.EncodeToString(sum[:]) != fin.LogSHA256 {
-			h.t.Errorf("finish of %s: log sha256 differs from the uploaded log", fin.Attempt)
-		}
-		if err := fin.Outcome.Validate(); err != nil {
-			h.t.Errorf("finish of %s: %v", fin.Attempt, err)
-		}
-		_, again := h.finishes[fin.Attempt]
-		h.finishes[fin.Attempt] = fin
-		rep.Body = h.json(protocol.FinishAck{AlreadyFinished: again})
-	}
-	h.applied[f.ID] = rep
-	return rep
+	return *rep
 }
 
 func errReply(code string, size int64) protocol.Reply {
@@ -230,9 +206,8 @@ func errReply(code string, size int64) protocol.Reply {
 }
 
 func (c *hubConn) writeReply(id string, rep protocol.Reply) {
-	f, err := protocol.NewFrame(protocol.TypeReply, "", rep)
+	f, err := protocol.ReplyFrame(id, rep)
 	c.h.expect(err)
-	f.ReplyTo = id
 	c.write(f)
 }
 
@@ -255,6 +230,7 @@ func (c *hubConn) cut() { c.ws.CloseNow() }
 
 // offer sends an offer on the current connection.
 func (h *fakeHub) offer(ref protocol.AttemptRef, spec protocol.JobSpec) {
+	h.fake.Offered(ref)
 	h.current().send(protocol.TypeOffer, protocol.Offer{AttemptRef: ref, Spec: spec})
 }
 
@@ -304,29 +280,18 @@ func (h *fakeHub) received(typ string) []got {
 	return out
 }
 
-func (h *fakeHub) finish(attempt string) (protocol.Finish, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	f, ok := h.finishes[attempt]
-	return f, ok
-}
-
 func (h *fakeHub) waitFinish(attempt string) protocol.Finish {
 	h.t.Helper()
 	var f protocol.Finish
 	sandboxtest.WaitFor(h.t, "finish of "+attempt, func() bool {
 		var ok bool
-		f, ok = h.finish(attempt)
+		f, ok = h.fake.FinishOf(attempt)
 		return ok
 	})
 	return f
 }
 
-func (h *fakeHub) log(attempt string) []byte {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return bytes.Clone(h.logs[attempt])
-}
+func (h *fakeHub) log(attempt string) []byte { return h.fake.LogOf(attempt) }
 
 // once scripts the first request of type typ; later ones get the default.
 func (h *fakeHub) once(typ string, script func(c *hubConn, f protocol.Frame)) {
@@ -360,9 +325,7 @@ func (h *fakeHub) dialCount() int {
 
 // truncate cuts the hub's log of an attempt to n bytes and returns n.
 func (h *fakeHub) truncate(attempt string, n int64) int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.logs[attempt] = h.logs[attempt][:n]
+	h.fake.SetLog(attempt, h.fake.LogOf(attempt)[:n])
 	return n
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"drover/internal/protocol"
 )
 
 // Lifecycle flags end a runner on its own, for ephemeral and scale-to-zero
@@ -80,18 +78,6 @@ func (r *Runner) untake() {
 		r.lc.ending = ""
 		r.markDirtyLocked()
 	}
-}
-
-// handleQueue records what the hub says of its queue.
-func (r *Runner) handleQueue(f protocol.Frame) {
-	var q protocol.Queue
-	if err := f.Decode(&q); err != nil {
-		r.log.Warn("ignoring malformed queue frame", "err", err)
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.setQueueLocked(map[bool]int{true: queueWaiting, false: queueEmpty}[q.Waiting])
 }
 
 func (r *Runner) setQueueLocked(q int) {

@@ -4,14 +4,16 @@ import (
 	"drover/internal/protocol"
 )
 
-// handleOffer holds a new attempt and asks the hub to confirm it; the agent
+// pushes is the runner's side of what the hub pushes (protocol.Runner);
+// the connection's reader makes these calls, so none of them blocks.
+type pushes struct{ r *Runner }
+
+var _ protocol.Runner = pushes{}
+
+// Offer holds a new attempt and asks the hub to confirm it; the agent
 // starts only after the hub's ok. A repeated offer is the same attempt.
-func (r *Runner) handleOffer(f protocol.Frame) {
-	var o protocol.Offer
-	if err := f.Decode(&o); err != nil {
-		r.log.Warn("ignoring malformed offer", "err", err)
-		return
-	}
+func (p pushes) Offer(o protocol.Offer) {
+	r := p.r
 	if err := o.Validate(); err != nil || !ValidName(o.Attempt) {
 		r.log.Warn("ignoring offer with a malformed attempt reference", "attempt", o.Attempt)
 		return
@@ -44,19 +46,26 @@ func (r *Runner) handleOffer(f protocol.Frame) {
 	}
 	r.mu.Unlock()
 	r.log.Info("declining offer", "attempt", o.AttemptRef.String(), "reason", reason)
-	if _, err := r.send(nil, o.Attempt, protocol.TypeDecline, protocol.Decline{AttemptRef: o.AttemptRef, Reason: reason}); err != nil {
-		r.log.Error("decline", "attempt", o.AttemptRef.String(), "err", err)
+	// Nobody waits on a decline: its reply only says whether the hub took
+	// it. It is queued before the reader goes on, in the order of frames.
+	queued, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		hub := protocol.Client{Caller: caller{r: r, queued: queued}}
+		if e, _ := refusal(hub.Decline(r.life, newRequestID(), protocol.Decline{AttemptRef: o.AttemptRef, Reason: reason})); e != nil {
+			r.log.Warn("hub refused a decline", "attempt", o.Attempt, "err", e)
+		}
+	}()
+	select {
+	case <-queued:
+	case <-done:
 	}
 }
 
-// handleCancel stops an attempt on the hub's request; it then finishes as
+// Cancel stops an attempt on the hub's request; it then finishes as
 // cancelled. An attempt already finishing keeps its outcome.
-func (r *Runner) handleCancel(f protocol.Frame) {
-	var c protocol.CancelOrder
-	if err := f.Decode(&c); err != nil {
-		r.log.Warn("ignoring malformed cancel", "err", err)
-		return
-	}
+func (p pushes) Cancel(c protocol.CancelOrder) {
+	r := p.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.attempts[c.Attempt]
@@ -65,4 +74,19 @@ func (r *Runner) handleCancel(f protocol.Frame) {
 	}
 	r.log.Info("hub cancelled attempt", "attempt", a.ref.String(), "reason", c.Reason)
 	a.cancel(errCancelled)
+}
+
+// Drop forgets an attempt the hub says is not ours any more.
+func (p pushes) Drop(d protocol.DropOrder) {
+	p.r.mu.Lock()
+	defer p.r.mu.Unlock()
+	p.r.dropLocked(d)
+}
+
+// Queue records whether a job this runner may run waits (a draining
+// runner ends on it).
+func (p pushes) Queue(q protocol.Queue) {
+	p.r.mu.Lock()
+	defer p.r.mu.Unlock()
+	p.r.setQueueLocked(map[bool]int{true: queueWaiting, false: queueEmpty}[q.Waiting])
 }

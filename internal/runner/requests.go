@@ -1,7 +1,7 @@
 package runner
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,14 +11,15 @@ import (
 	"drover/internal/protocol"
 )
 
-// A request (accept, decline, log, finish) stays pending until the hub
-// replies, across any number of connections: after each welcome every
-// pending request is resent with its original id, in the original order,
-// and the hub applies each id once.
+// A request (accept, decline, log, finish, a tool's) stays pending until
+// the hub replies, across any number of connections: after each welcome
+// every pending request is resent with its original id, in the original
+// order, and the hub applies each id once.
 type request struct {
 	frame   protocol.Frame
 	attempt string
 	reply   chan protocol.Reply // buffered: the reader never waits
+	dropped chan struct{}       // closed when forgotten without a reply
 }
 
 var (
@@ -26,58 +27,88 @@ var (
 	errStopped = errors.New("runner stopped")
 )
 
-// send queues a request for an attempt. a may be nil for requests nobody
-// waits on (decline).
-func (r *Runner) send(a *attempt, attemptID, typ string, body any) (*request, error) {
-	f, err := protocol.NewFrame(typ, ids.New("rq"), body)
-	if err != nil {
-		return nil, err
-	}
-	req := &request{frame: f, attempt: attemptID, reply: make(chan protocol.Reply, 1)}
+// hubFor is the hub as the requests of a reach it (a nil: requests nobody's
+// attempt waits on, a decline): each call waits for its reply across
+// reconnects, and gives up only when a is forgotten (errGone), the runner
+// stops (errStopped) or ctx ends.
+func (r *Runner) hubFor(a *attempt) protocol.Hub { return protocol.Client{Caller: caller{r: r, a: a}} }
+
+// newRequestID names a request for the hub's ledger.
+func newRequestID() string { return ids.New("rq") }
+
+// caller is the runner's transport of requests: the pending list that
+// every new connection resends.
+type caller struct {
+	r      *Runner
+	a      *attempt
+	queued chan struct{} // closed, when set, once the request is pending
+}
+
+func (c caller) Call(ctx context.Context, attempt string, f protocol.Frame) (protocol.Reply, error) {
+	r, a := c.r, c.a
+	req := &request{frame: f, attempt: attempt, reply: make(chan protocol.Reply, 1), dropped: make(chan struct{})}
+	var gone chan struct{} // nil without an attempt: never ready
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if a != nil && a.forgotten {
-		return nil, errGone
+	if a != nil {
+		if a.forgotten {
+			r.mu.Unlock()
+			return protocol.Reply{}, errGone
+		}
+		gone = a.gone
 	}
 	r.pending = append(r.pending, req)
 	if r.sess != nil {
 		r.sess.push(f)
 	}
-	return req, nil
-}
-
-// call sends a request and waits for its reply. It gives up only when the
-// attempt is forgotten or the runner stops: a lost connection just delays
-// the reply.
-func (r *Runner) call(a *attempt, typ string, body any) (protocol.Reply, error) {
-	req, err := r.send(a, a.ref.Attempt, typ, body)
-	if err != nil {
-		return protocol.Reply{}, err
+	r.mu.Unlock()
+	if c.queued != nil {
+		close(c.queued)
 	}
 	select {
 	case rep := <-req.reply:
 		return rep, nil
-	case <-a.gone:
+	case <-req.dropped:
+		return protocol.Reply{}, errGone
+	case <-gone:
 		return protocol.Reply{}, errGone
 	case <-r.life.Done():
 		return protocol.Reply{}, errStopped
+	case <-ctx.Done():
+		if r.life.Err() != nil {
+			return protocol.Reply{}, errStopped
+		}
+		return protocol.Reply{}, ctx.Err()
 	}
 }
 
-// request makes one request of an attempt's (a tool's, the transcript's)
-// and decodes its reply into body (nil: none).
-func (r *Runner) request(a *attempt, typ string, req, body any) error {
-	rep, err := r.call(a, typ, req)
+// Send queues a frame without reply on the current connection, if any (a
+// new connection sends a fresh status anyway).
+func (c caller) Send(_ context.Context, f protocol.Frame) error {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	if c.r.sess != nil {
+		c.r.sess.push(f)
+	}
+	return nil
+}
+
+// refusal splits a request's error into the hub's refusal, and any other
+// error (no reply came: the attempt or the runner ended).
+func refusal(err error) (*protocol.Error, error) {
+	if e, ok := errors.AsType[*protocol.Error](err); ok {
+		return e, nil
+	}
+	return nil, err
+}
+
+// toolErr says why a tool's request to the hub failed.
+func toolErr(typ string, err error) error {
+	e, err := refusal(err)
+	if e != nil {
+		return fmt.Errorf("the hub refused %s: %w", typ, e)
+	}
 	if err != nil {
 		return fmt.Errorf("the attempt is over: %w", err)
-	}
-	if !rep.OK {
-		return fmt.Errorf("the hub refused %s: %w", typ, replyErr(rep.Error))
-	}
-	if body != nil {
-		if err := json.Unmarshal(rep.Body, body); err != nil {
-			return fmt.Errorf("the hub's %s reply: %w", typ, err)
-		}
 	}
 	return nil
 }
@@ -103,15 +134,18 @@ func (r *Runner) handleReply(f protocol.Frame) {
 		r.log.Debug("reply to no pending request", "reply_to", f.ReplyTo)
 		return
 	}
-	if !rep.OK && req.frame.Type == protocol.TypeDecline {
-		r.log.Warn("hub refused a decline", "attempt", req.attempt, "err", replyErr(rep.Error))
-	}
 	req.reply <- rep
 }
 
 // dropRequestsLocked forgets the pending requests of an attempt.
 func (r *Runner) dropRequestsLocked(attempt string) {
-	r.pending = slices.DeleteFunc(r.pending, func(p *request) bool { return p.attempt == attempt })
+	r.pending = slices.DeleteFunc(r.pending, func(p *request) bool {
+		if p.attempt == attempt {
+			close(p.dropped)
+			return true
+		}
+		return false
+	})
 }
 
 // refused handles a reply error that ends our hold on an attempt: fenced
@@ -123,7 +157,7 @@ func (r *Runner) refused(a *attempt, what string, e *protocol.Error) error {
 		r.forget(a, true)
 		return errGone
 	}
-	return r.abandon(a, fmt.Errorf("hub refused %s: %w", what, replyErr(e)))
+	return r.abandon(a, fmt.Errorf("hub refused %s: %w", what, e))
 }
 
 // abandon drops an attempt the runner cannot carry on with.
@@ -131,13 +165,6 @@ func (r *Runner) abandon(a *attempt, err error) error {
 	r.log.Error("dropping attempt", "attempt", a.ref.String(), "err", err)
 	r.forget(a, true)
 	return errGone
-}
-
-func replyErr(e *protocol.Error) error {
-	if e == nil {
-		return errors.New("refused without an error")
-	}
-	return e
 }
 
 // maxTries bounds the retries of one request on internal hub errors.

@@ -320,8 +320,10 @@ func TestRepeatedOfferRunsOnce(t *testing.T) {
 	h.offer(ref, spec)
 	h.offer(ref, spec)
 	h.waitFinish(ref.Attempt)
-	// Offered once more after it finished: reported again, never run again.
+	// Offered once more after it finished, by a hub that takes the accept
+	// as if it were offered again: reported again, never run again.
 	sandboxtest.WaitFor(t, "done and forgotten", func() bool { return tr.holds() == 0 })
+	h.once(protocol.TypeAccept, func(c *hubConn, f protocol.Frame) { c.writeReply(f.ID, protocol.Reply{OK: true}) })
 	h.offer(ref, spec)
 	sandboxtest.WaitFor(t, "the finish resent", func() bool { return len(h.requestsFor(protocol.TypeFinish, ref.Attempt)) == 2 })
 	b, err := os.ReadFile(marks)
@@ -542,7 +544,7 @@ func TestDropKillsWithoutFinish(t *testing.T) {
 		s, ok := h.lastStatus()
 		return ok && len(s.Attempts) == 0
 	})
-	if _, ok := h.finish(ref.Attempt); ok || len(h.requestsFor(protocol.TypeFinish, ref.Attempt)) != 0 {
+	if _, ok := h.fake.FinishOf(ref.Attempt); ok || len(h.requestsFor(protocol.TypeFinish, ref.Attempt)) != 0 {
 		t.Fatal("a dropped attempt was finished")
 	}
 	// The slot is free again.
@@ -601,7 +603,8 @@ func TestRecoversClaimWithoutReceipt(t *testing.T) {
 	ref := newRef()
 	writeJournal(t, home, ref, "partial output\n", nil)
 	// The hub already holds part of the log from before the crash.
-	h.logs[ref.Attempt] = []byte("partial ")
+	h.fake.Held(ref)
+	h.fake.SetLog(ref.Attempt, []byte("partial "))
 
 	var finishSeen = make(chan protocol.Frame, 1)
 	h.setHook(func(c *hubConn, f protocol.Frame) bool {
@@ -799,7 +802,7 @@ func TestGracefulStop(t *testing.T) {
 	if err := tr.stop(t); err != nil {
 		t.Fatalf("Run = %v, want nil after a graceful stop", err)
 	}
-	fin, ok := h.finish(ref.Attempt)
+	fin, ok := h.fake.FinishOf(ref.Attempt)
 	if !ok {
 		t.Fatal("no finish before Run returned")
 	}

@@ -3,7 +3,6 @@ package runner
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -239,35 +238,31 @@ func (r *Runner) upload(a *attempt, sp *spool, acked int64) (int64, error) {
 		if err != nil {
 			return acked, r.abandon(a, err)
 		}
-		rep, err := r.call(a, protocol.TypeLog, protocol.Log{AttemptRef: a.ref, Offset: acked, Data: data})
+		ack, err := r.hubFor(a).Log(r.life, newRequestID(), protocol.Log{AttemptRef: a.ref, Offset: acked, Data: data})
+		e, err := refusal(err)
 		if err != nil {
 			return acked, err
 		}
-		if rep.OK {
+		if e == nil {
 			if failures > 0 {
 				r.log.Info("the hub takes the attempt's log again", "attempt", a.ref.String(), "offset", acked)
 			}
 			failures = 0
-			var ack protocol.LogAck
-			if len(rep.Body) > 0 && json.Unmarshal(rep.Body, &ack) == nil {
-				acked = ack.Size
-			} else {
-				acked += int64(len(data))
-			}
+			acked = ack.Size
 			continue
 		}
-		if rep.Error != nil && rep.Error.Code == protocol.ErrOffset && rep.Error.Size != nil {
-			r.log.Info("log offset resync", "attempt", a.ref.String(), "sent", acked, "hub", *rep.Error.Size)
-			acked = *rep.Error.Size
+		if e.Code == protocol.ErrOffset && e.Size != nil {
+			r.log.Info("log offset resync", "attempt", a.ref.String(), "sent", acked, "hub", *e.Size)
+			acked = *e.Size
 			continue
 		}
 		failures++
-		again, err := r.retryLater(a, rep.Error, failures)
+		again, err := r.retryLater(a, e, failures)
 		if err != nil {
 			return acked, err
 		}
 		if !again {
-			return acked, r.refused(a, protocol.TypeLog, rep.Error)
+			return acked, r.refused(a, protocol.TypeLog, e)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"drover/internal/buildinfo"
 	"drover/internal/job"
@@ -255,18 +256,20 @@ func (b *toolBackend) publish(ctx context.Context, checkpoint bool) (string, err
 	return head, nil
 }
 
-func (b *toolBackend) request(typ string, req, body any) error {
-	return b.r.request(b.a, typ, req, body)
-}
+// hub is where the tools' requests go. They wait for their reply as long
+// as the attempt lives, whatever becomes of the tool call that made them,
+// so they take the runner's life, not the call's context.
+func (b *toolBackend) hub() (context.Context, protocol.Hub) { return b.r.life, b.r.hubFor(b.a) }
 
 func (b *toolBackend) Ask(ctx context.Context, q tools.Question) (tools.AskResult, error) {
 	head, err := b.publish(ctx, true)
 	if err != nil && !errors.Is(err, errNoRepo) {
 		return tools.AskResult{}, err
 	}
-	var ack protocol.AskAck
-	if err := b.request(protocol.TypeAsk, protocol.Ask{AttemptRef: b.a.ref, Question: q.Text, Choices: q.Choices}, &ack); err != nil {
-		return tools.AskResult{}, err
+	rctx, hub := b.hub()
+	ack, err := hub.Ask(rctx, newRequestID(), protocol.Ask{AttemptRef: b.a.ref, Question: q.Text, Choices: q.Choices})
+	if err != nil {
+		return tools.AskResult{}, toolErr(protocol.TypeAsk, err)
 	}
 	return tools.AskResult{QuestionID: ack.QuestionID, Head: head}, nil
 }
@@ -284,15 +287,45 @@ func (b *toolBackend) Deliver(ctx context.Context, summary string) error {
 	if _, err := b.publish(ctx, false); err != nil && !errors.Is(err, errNoRepo) {
 		return err
 	}
-	return b.request(protocol.TypeDeliver, protocol.Deliver{AttemptRef: b.a.ref, Summary: summary}, nil)
+	rctx, hub := b.hub()
+	return toolErr(protocol.TypeDeliver, hub.Deliver(rctx, newRequestID(), protocol.Deliver{AttemptRef: b.a.ref, Summary: summary}))
 }
 
 func (b *toolBackend) Context(ctx context.Context) (tools.JobContext, error) {
-	var jc protocol.JobContext
-	if err := b.request(protocol.TypeContext, protocol.GetContext{AttemptRef: b.a.ref}, &jc); err != nil {
-		return tools.JobContext{}, err
+	rctx, hub := b.hub()
+	jc, err := hub.Context(rctx, newRequestID(), protocol.GetContext{AttemptRef: b.a.ref})
+	if err != nil {
+		return tools.JobContext{}, toolErr(protocol.TypeContext, err)
 	}
 	return toolContext(jc, b.a.ws), nil
+}
+
+// SparseAdd widens the attempt's own sparse worktree. The runner does it
+// outside the sandbox: only it holds the token the hub wants for the new
+// part's blobs. The agent's copy of the admin dir gets the new cone too,
+// so that its git keeps to it.
+func (b *toolBackend) SparseAdd(ctx context.Context, paths []string) (tools.SparseResult, error) {
+	aw := b.a.ws
+	if aw == nil {
+		return tools.SparseResult{}, errors.New("this job has no repository, so no sparse checkout to widen")
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	added, err := aw.wt.Widen(ctx, paths)
+	if err != nil {
+		return tools.SparseResult{}, err
+	}
+	if len(added) > 0 {
+		fmt.Fprintf(b.out, "drover: sparse checkout widened by %s\n", strings.Join(added, ", "))
+		if aw.admin != "" {
+			if err := aw.copyAdmin("info/sparse-checkout"); err != nil {
+				// The widening stands (publications follow the runner's
+				// record); only the agent's own git misses the new cone.
+				fmt.Fprintf(b.out, "drover: the agent's git keeps the old cone: %v\n", err)
+			}
+		}
+	}
+	return tools.SparseResult{Added: added, Cone: aw.wt.Sparse()}, nil
 }
 
 // questionRecords maps the hub's questions to what the tools and the

@@ -234,3 +234,43 @@ func TestToolsShowDroverOnThePath(t *testing.T) {
 		t.Errorf("env %v", env)
 	}
 }
+
+// The agent of a sparse job widens its checkout through the sparse_add
+// tool: a folder the repository lacks is refused, the runner checks out
+// the new folder (its git's cone included), and the publication holds
+// exactly the agent's change and deletion there, nothing outside the cone
+// taken for deleted. A job that is not sparse is refused the tool.
+func TestToolsSparseAddWidensTheCheckout(t *testing.T) {
+	bin := buildMCPAgent(t)
+	h := newRepoHub(t)
+	h.setHook((&toolsHub{}).hook)
+	base := h.commit(map[string]string{"top.txt": "t\n", "lib/keep.txt": "k\n", "other/far.txt": "far\n",
+		"other/dir/e.txt": "e\n", "other/dir/d.txt": "d\n", "third/z.txt": "z\n"})
+	startRunner(t, h.fakeHub, "", nil)
+	h.waitConn(0)
+	run := func(sparse []string) (protocol.Finish, string, protocol.AttemptRef) {
+		ref := newRef()
+		spec := h.spec(ref, base, protocol.ModeFix, "")
+		spec.Args, spec.Tools, spec.Repo.Sparse = []string{bin, "sparse", "other/dir", "other/dir/e.txt", "other/dir/d.txt"}, true, sparse
+		h.offer(ref, spec)
+		return h.waitFinish(ref.Attempt), string(h.log(ref.Attempt)), ref
+	}
+
+	fin, log, ref := run([]string{"lib"})
+	wantOutcome(t, fin, job.AttemptCompleted, job.ReasonExited, intp(0))
+	for _, want := range []string{"sparse path no/such/folder is not a folder", "Added other/dir to your sparse checkout",
+		"drover: sparse checkout widened by other/dir", "agent cone: lib other/dir (<nil>)", "deliver: ok"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	head := h.head(ref.Job)
+	if got := h.hubGit("diff", "--name-status", "--no-renames", base, head); got != "D\tother/dir/d.txt\nM\tother/dir/e.txt" {
+		t.Fatalf("published changes:\n%s", got)
+	}
+
+	fin, log, _ = run(nil)
+	if fin.Outcome.State != job.AttemptFailed || !strings.Contains(log, "the job is not sparse") {
+		t.Fatalf("whole job's sparse_add: %+v\n%s", fin.Outcome, log)
+	}
+}

@@ -9,7 +9,8 @@ import (
 
 // turnLog keeps a native attempt's transcript in the hub (agent.TurnLog)
 // through the attempt's requests, which are resent across reconnects and
-// answered once (the hub's ledger).
+// answered once (the hub's ledger). They wait as long as the attempt
+// lives, so they take the runner's life, not the loop's context.
 type turnLog struct {
 	r *Runner
 	a *attempt
@@ -26,8 +27,8 @@ func (t turnLog) Append(_ context.Context, session string, recs []protocol.TurnR
 		if n == 0 {
 			return fmt.Errorf("a transcript record of %d bytes; the limit is %d", len(recs[0].Data), protocol.MaxTurnBatch)
 		}
-		if err := t.r.request(t.a, protocol.TypeTurns, protocol.Turns{AttemptRef: t.a.ref, Session: session, Records: recs[:n]}, nil); err != nil {
-			return err
+		if err := t.r.hubFor(t.a).Turns(t.r.life, newRequestID(), protocol.Turns{AttemptRef: t.a.ref, Session: session, Records: recs[:n]}); err != nil {
+			return toolErr(protocol.TypeTurns, err)
 		}
 		recs = recs[n:]
 	}
@@ -39,9 +40,9 @@ func (t turnLog) Load(_ context.Context, session string) ([]protocol.TurnRecord,
 	var out []protocol.TurnRecord
 	req := protocol.GetTranscript{AttemptRef: t.a.ref, Session: session}
 	for {
-		var page protocol.TranscriptPage
-		if err := t.r.request(t.a, protocol.TypeTranscript, req, &page); err != nil {
-			return nil, err
+		page, err := t.r.hubFor(t.a).Transcript(t.r.life, newRequestID(), req)
+		if err != nil {
+			return nil, toolErr(protocol.TypeTranscript, err)
 		}
 		out = append(out, page.Records...)
 		if !page.More {

@@ -191,19 +191,38 @@ func (aw *attemptWorkspace) makeGitDirs() error {
 	if err := os.Mkdir(aw.admin, 0o700); err != nil {
 		return fmt.Errorf("make the agent's git admin dir: %w", err)
 	}
-	_, admin := aw.wt.GitDirs()
 	// A sparse worktree's cone (info/sparse-checkout) comes along, so the
 	// agent's git keeps to it.
-	for _, name := range []string{"HEAD", "index", "commondir", "gitdir", "config.worktree", "info/sparse-checkout"} {
+	return aw.copyAdmin("HEAD", "index", "commondir", "gitdir", "config.worktree", "info/sparse-checkout")
+}
+
+// copyAdmin copies files of the worktree's admin dir to the agent's copy
+// of it.
+func (aw *attemptWorkspace) copyAdmin(names ...string) error {
+	_, admin := aw.wt.GitDirs()
+	return copyAdminFiles(admin, aw.admin, names...)
+}
+
+// copyAdminFiles copies the named files (index and info/sparse-checkout
+// may be missing) from admin to dst. dst is the agent's to write while it
+// runs, so every file is written through an os.Root: a symlink the agent
+// put there cannot lead the runner's write outside it.
+func copyAdminFiles(admin, dst string, names ...string) error {
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return fmt.Errorf("open the agent's git admin dir: %w", err)
+	}
+	defer root.Close()
+	for _, name := range names {
 		b, err := os.ReadFile(filepath.Join(admin, name))
 		if errors.Is(err, fs.ErrNotExist) && (name == "index" || name == "info/sparse-checkout") {
 			continue
 		}
 		if err == nil && filepath.Dir(name) != "." {
-			err = os.MkdirAll(filepath.Join(aw.admin, filepath.Dir(name)), 0o700)
+			err = root.MkdirAll(filepath.Dir(name), 0o700)
 		}
 		if err == nil {
-			err = os.WriteFile(filepath.Join(aw.admin, name), b, 0o600)
+			err = root.WriteFile(name, b, 0o600)
 		}
 		if err != nil {
 			return fmt.Errorf("copy the worktree's git admin dir: %w", err)

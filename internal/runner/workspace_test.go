@@ -400,3 +400,25 @@ func TestWorkspaceFailuresFailTheAttempt(t *testing.T) {
 		t.Fatalf("message %q does not say why", fin.Outcome.Message)
 	}
 }
+
+// The runner refreshes files in the agent's copy of the admin dir while
+// the agent runs (a widened cone): a symlink the agent put there leads
+// nowhere outside it.
+func TestCopyAdminStaysInTheAgentsCopy(t *testing.T) {
+	admin, dst, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(admin, "info"), 0o700))
+	must(t, os.WriteFile(filepath.Join(admin, "info", "sparse-checkout"), []byte("/*\n!/*/\n/lib/\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(admin, "HEAD"), []byte("abc\n"), 0o600))
+	must(t, copyAdminFiles(admin, dst, "HEAD", "index", "info/sparse-checkout"))
+	if b, err := os.ReadFile(filepath.Join(dst, "info", "sparse-checkout")); err != nil || !strings.Contains(string(b), "/lib/") {
+		t.Fatalf("copied cone %q, %v", b, err)
+	}
+	must(t, os.RemoveAll(filepath.Join(dst, "info")))
+	must(t, os.Symlink(outside, filepath.Join(dst, "info")))
+	if err := copyAdminFiles(admin, dst, "info/sparse-checkout"); err == nil {
+		t.Fatal("copied through the agent's symlink")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("the copy wrote outside the agent's admin dir: %v", ents)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Tool names. Claude Code shows them as mcp__drover__<name>.
@@ -15,6 +16,7 @@ const (
 	ToolCheckpoint = "checkpoint"
 	ToolDeliver    = "deliver"
 	ToolContext    = "context"
+	ToolSparseAdd  = "sparse_add"
 )
 
 // ErrUnknownTool is returned by Call for a name that is not one of the tools.
@@ -29,7 +31,7 @@ type Definition struct {
 	ReadOnly    bool            // changes nothing: safe to call at any time
 }
 
-// Definitions returns the four tools, in a fixed order. The limits are in
+// Definitions returns the tools, in a fixed order. The limits are in
 // the descriptions rather than as maxLength because JSON Schema counts
 // characters while drover counts bytes; Tools enforces them either way.
 func Definitions() []Definition {
@@ -74,6 +76,22 @@ func Definitions() []Definition {
 				"earlier questions with their approved answers, and how earlier attempts ended. Changes nothing.",
 			InputSchema: json.RawMessage(`{"type": "object", "properties": {}, "additionalProperties": false}`),
 			ReadOnly:    true,
+		},
+		{
+			Name: ToolSparseAdd,
+			Description: "Widen this job's sparse checkout (jobs submitted with --sparse) by more folders of the repository: " +
+				"each brings every file under it, and the files of the folders on the way to it. " +
+				"Changes and deletions there are then published like any other; files still outside the checkout stay as they are in the result. " +
+				"Use it when the task needs files your working tree lacks.",
+			InputSchema: json.RawMessage(fmt.Sprintf(`{
+	"type": "object",
+	"properties": {
+		"paths": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": %d,
+			"description": "Folders relative to the repository's top, such as \"services/api\" (no patterns)."}
+	},
+	"required": ["paths"],
+	"additionalProperties": false
+}`, MaxSparseAdd)),
 		},
 	}
 }
@@ -145,6 +163,23 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage) (st
 			return "", fmt.Errorf("context: encoding: %w", err)
 		}
 		return string(b), nil
+	case ToolSparseAdd:
+		var in struct {
+			Paths []string `json:"paths"`
+		}
+		if err := DecodeArgs(args, &in); err != nil {
+			return "", fmt.Errorf("sparse_add: %w", err)
+		}
+		res, err := t.SparseAdd(ctx, in.Paths)
+		if err != nil {
+			return "", err
+		}
+		if len(res.Added) == 0 {
+			return fmt.Sprintf("Nothing to add: your sparse checkout holds those folders already (it holds %s).", strings.Join(res.Cone, ", ")), nil
+		}
+		return fmt.Sprintf("Added %s to your sparse checkout: their files are in your working tree now (it holds %s). "+
+			"Run `git sparse-checkout reapply` before you change them, so that your own git shows your changes there too; drover publishes them either way.",
+			strings.Join(res.Added, ", "), strings.Join(res.Cone, ", ")), nil
 	}
 	return "", fmt.Errorf("%w %q", ErrUnknownTool, name)
 }

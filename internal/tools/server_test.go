@@ -131,7 +131,7 @@ func TestListTools(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string][]string{"ask": {"question"}, "checkpoint": {"message"}, "deliver": {"summary"}, "context": nil}
+		want := map[string][]string{"ask": {"question"}, "checkpoint": {"message"}, "deliver": {"summary"}, "context": nil, "sparse_add": {"paths"}}
 		if len(res.Tools) != len(want) {
 			t.Fatalf("%d tools, want %d", len(res.Tools), len(want))
 		}
@@ -272,6 +272,7 @@ func TestBackendErrorSurfaced(t *testing.T) {
 	cs := connect(t, h, "2025-06-18")
 	for name, args := range map[string]map[string]any{
 		"ask": {"question": "q?"}, "checkpoint": {"message": "m"}, "deliver": {"summary": "s"}, "context": nil,
+		"sparse_add": {"paths": []string{"lib"}},
 	} {
 		text, isErr := call(t, cs, name, args)
 		if !isErr || !strings.Contains(text, "fenced: this attempt was superseded") || !strings.HasPrefix(text, name+": ") {

@@ -1,5 +1,5 @@
-// Package tools is drover's agent tool set: ask, checkpoint, deliver and
-// context. The rules of the tools (argument limits, and that nothing mutates
+// Package tools is drover's agent tool set: ask, checkpoint, deliver,
+// context and sparse_add. The rules of the tools (argument limits, and that nothing mutates
 // the job after ask or deliver) live in Tools, in plain Go, so the MCP server
 // that vendor agents talk to and the built-in model loop behave the same.
 // What a tool does to the job is the Backend's business: the runner relays it
@@ -22,6 +22,9 @@ const (
 	MaxChoice   = 500      // bytes of one choice
 	MaxMessage  = 64 << 10 // bytes of a checkpoint message
 	MaxSummary  = 64 << 10 // bytes of a deliver summary
+	// MaxSparseAdd bounds the folders of one sparse_add; the runner checks
+	// them with the sparse path rule.
+	MaxSparseAdd = 64
 )
 
 // Backend carries out the tools for one attempt. Its errors reach the agent
@@ -37,6 +40,15 @@ type Backend interface {
 	Deliver(ctx context.Context, summary string) error
 	// Context reads the job's current context (not a snapshot).
 	Context(ctx context.Context) (JobContext, error)
+	// SparseAdd widens the attempt's sparse checkout by folders.
+	SparseAdd(ctx context.Context, paths []string) (SparseResult, error)
+}
+
+// SparseResult is what a sparse_add did: the folders it added (none when
+// the checkout held them all already) and the checkout's folders now.
+type SparseResult struct {
+	Added []string `json:"added"`
+	Cone  []string `json:"cone"`
 }
 
 // Question is what an agent asks; Choices are optional.
@@ -189,6 +201,24 @@ func (t *Tools) Deliver(ctx context.Context, summary string) error {
 	}
 	t.setStatus(Delivered)
 	return nil
+}
+
+// SparseAdd has the backend widen the sparse checkout by paths. It changes
+// the worktree, so it is refused once the turn is over.
+func (t *Tools) SparseAdd(ctx context.Context, paths []string) (SparseResult, error) {
+	release, err := t.begin(ctx, ToolSparseAdd)
+	if err != nil {
+		return SparseResult{}, err
+	}
+	defer release()
+	if len(paths) == 0 || len(paths) > MaxSparseAdd {
+		return SparseResult{}, fmt.Errorf("sparse_add: name 1 to %d folders", MaxSparseAdd)
+	}
+	res, err := t.backend.SparseAdd(ctx, paths)
+	if err != nil {
+		return SparseResult{}, fmt.Errorf("sparse_add: %w", err)
+	}
+	return res, nil
 }
 
 // Context reads the job's context from the backend, without answers that

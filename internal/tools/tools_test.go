@@ -21,6 +21,7 @@ type fakeBackend struct {
 	messages  []string
 	summaries []string
 	reads     int
+	sparse    [][]string
 	err       error            // returned by every call when set
 	job       tools.JobContext // what Context returns
 	askGate   chan struct{}    // when set, Ask waits for it to close
@@ -71,6 +72,16 @@ func (f *fakeBackend) Context(context.Context) (tools.JobContext, error) {
 	}
 	f.reads++
 	return f.job, nil
+}
+
+func (f *fakeBackend) SparseAdd(_ context.Context, paths []string) (tools.SparseResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return tools.SparseResult{}, f.err
+	}
+	f.sparse = append(f.sparse, paths)
+	return tools.SparseResult{Added: paths, Cone: append([]string{"lib"}, paths...)}, nil
 }
 
 // record is a copy of what reached a fakeBackend.
@@ -134,7 +145,7 @@ func TestDefinitions(t *testing.T) {
 			t.Errorf("%s: no description", d.Name)
 		}
 	}
-	if want := []string{"ask", "checkpoint", "deliver", "context"}; !slices.Equal(names, want) {
+	if want := []string{"ask", "checkpoint", "deliver", "context", "sparse_add"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 }
@@ -164,6 +175,18 @@ func TestCallWithoutMCP(t *testing.T) {
 	if got := f.mutations(); got != 1 {
 		t.Fatalf("backend saw %d mutations, want 1", got)
 	}
+	out, err = tl.Call(ctx, tools.ToolSparseAdd, json.RawMessage(`{"paths":["other/dir"]}`))
+	if err != nil || !strings.Contains(out, "Added other/dir") || !strings.Contains(out, "lib, other/dir") {
+		t.Fatalf("sparse_add: %q, %v", out, err)
+	}
+	for _, bad := range []string{`{}`, `{"paths":[]}`, `{"paths":"x"}`, `{"path":["x"]}`} {
+		if _, err := tl.Call(ctx, tools.ToolSparseAdd, json.RawMessage(bad)); err == nil {
+			t.Errorf("sparse_add %s: accepted", bad)
+		}
+	}
+	if len(f.sparse) != 1 || !slices.Equal(f.sparse[0], []string{"other/dir"}) {
+		t.Fatalf("backend widened by %v", f.sparse)
+	}
 
 	if _, err := tl.Call(ctx, tools.ToolDeliver, json.RawMessage(`{"summary":"fixed"}`)); err != nil {
 		t.Fatal(err)
@@ -174,6 +197,9 @@ func TestCallWithoutMCP(t *testing.T) {
 	_, err = tl.Call(ctx, tools.ToolAsk, json.RawMessage(`{"question":"really?"}`))
 	if err == nil || !strings.Contains(err.Error(), "already delivered") {
 		t.Fatalf("ask after deliver: %v", err)
+	}
+	if _, err := tl.Call(ctx, tools.ToolSparseAdd, json.RawMessage(`{"paths":["more"]}`)); err == nil || !strings.Contains(err.Error(), "already delivered") {
+		t.Fatalf("sparse_add after deliver: %v", err)
 	}
 	if _, err := tl.Context(ctx); err != nil {
 		t.Fatalf("context after deliver: %v", err)

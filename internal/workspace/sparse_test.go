@@ -37,26 +37,12 @@ func TestSparseWorktreePublishesExactly(t *testing.T) {
 	}
 	everything := func(commit string) string { return f.git(f.src, "ls-tree", "-r", "--name-only", commit) }
 
-	f.sh(w.Dir(), "echo y2 > a/b/y.txt && echo new > a/b/new.txt")
-	first, p := f.publish(w)
-	if first == "" {
-		t.Fatal("nothing published")
-	}
-	f.receive(p)
-	if got := everything(first); got != "a/b/new.txt\na/b/y.txt\na/q/n.txt\na/x.txt\nc/z.txt\ntop.txt" {
-		t.Fatalf("first publication holds\n%s", got)
-	}
-	noErr(t, w.Adopt(f.ctx, first))
+	f.publishes(w, "echo y2 > a/b/y.txt && echo new > a/b/new.txt", everything,
+		"a/b/new.txt\na/b/y.txt\na/q/n.txt\na/x.txt\nc/z.txt\ntop.txt")
 	// Without the saved index the publication scans the whole worktree:
 	// still nothing outside the cone is taken for deleted.
 	noErr(t, os.Remove(w.path(".index")))
-	f.sh(w.Dir(), "rm a/b/new.txt")
-	second, p := f.publish(w)
-	f.receive(p)
-	if got := everything(second); got != "a/b/y.txt\na/q/n.txt\na/x.txt\nc/z.txt\ntop.txt" {
-		t.Fatalf("second publication holds\n%s", got)
-	}
-	noErr(t, w.Adopt(f.ctx, second))
+	f.publishes(w, "rm a/b/new.txt", everything, "a/b/y.txt\na/q/n.txt\na/x.txt\nc/z.txt\ntop.txt")
 	noErr(t, w.Keep())
 
 	// The next attempt starts from the base again: a whole reset that

@@ -7,6 +7,9 @@
 //	                  (repo: a job with a repository; checkpoint before asking, and
 //	                  first.txt must still be there when resumed in the kept worktree)
 //	mcpagent partial  write partial.txt and end the turn without ask or deliver
+//	mcpagent sparse DIR EDIT DELETE
+//	                  sparse_add of a folder the repository lacks (refused), then of DIR;
+//	                  print the cone the agent's git sees, append to EDIT, remove DELETE, deliver
 package main
 
 import (
@@ -15,6 +18,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -98,6 +103,9 @@ func run(args []string) error {
 		return fmt.Errorf("context is not JSON: %w: %s", err, text)
 	}
 	fmt.Printf("context: %d question(s)\n", len(jc.Questions))
+	if len(args) == 4 && args[0] == "sparse" {
+		return widen(ctx, cs, args[1], args[2], args[3])
+	}
 	if h := os.Getenv("DROVER_HISTORY"); h != "" {
 		b, err := os.ReadFile(h)
 		if err != nil {
@@ -128,6 +136,38 @@ func run(args []string) error {
 		}
 	}
 	_, err = call(ctx, cs, "ask", map[string]any{"question": "which color?", "choices": []string{"red", "blue"}})
+	return err
+}
+
+// widen is the sparse mode's turn.
+func widen(ctx context.Context, cs *mcp.ClientSession, dir, edit, del string) error {
+	if _, err := call(ctx, cs, "sparse_add", map[string]any{"paths": []string{"no/such/folder"}}); err != nil {
+		fmt.Printf("sparse_add no/such/folder: %v\n", err)
+	} else {
+		return fmt.Errorf("sparse_add of a folder the repository lacks was accepted")
+	}
+	text, err := call(ctx, cs, "sparse_add", map[string]any{"paths": []string{dir}})
+	if err != nil {
+		return err
+	}
+	fmt.Println(text)
+	out, err := exec.CommandContext(ctx, "git", "sparse-checkout", "list").CombinedOutput()
+	fmt.Printf("agent cone: %s (%v)\n", strings.Join(strings.Fields(string(out)), " "), err)
+	f, err := os.OpenFile(edit, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("the widened part lacks %s: %w", edit, err)
+	}
+	_, err = f.WriteString("edited by the agent\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(del); err != nil {
+		return err
+	}
+	_, err = call(ctx, cs, "deliver", map[string]any{"summary": "widened and edited"})
 	return err
 }
 

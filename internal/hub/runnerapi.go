@@ -1,0 +1,173 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// runnerAPI is the hub's side of the runner protocol for one connection:
+// the state transitions a runner's requests make, whatever carried them.
+// Every method acts as c's runner, and the fencing checks (loadFenced)
+// compare each attempt against it. The gateway (gateway.go) only decodes
+// frames into these calls and encodes their replies.
+type runnerAPI struct {
+	h *Hub
+	c *conn
+}
+
+var _ protocol.Hub = runnerAPI{}
+
+func (s runnerAPI) Heartbeat(ctx context.Context) error {
+	s.h.heartbeat(ctx, s.c)
+	return nil
+}
+
+func (s runnerAPI) Status(ctx context.Context, st protocol.Status) error {
+	h, c := s.h, s.c
+	if len(st.Attempts) > protocol.MaxHeldReports || st.Slots < 0 || st.Slots > protocol.MaxSlots {
+		return fmt.Errorf("status out of bounds (slots 0-%d, attempts at most %d)", protocol.MaxSlots, protocol.MaxHeldReports)
+	}
+	if err := checkAgents(st.Agents, st.Accounts); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if err := checkNotReady(st.NotReady); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	// Slots 0 means draining (the runner is shutting down): no offers
+	// (conn.draining).
+	h.mu.Lock()
+	grew := st.Slots > c.slots || c.cooldownUntil.After(h.now()) || c.notReady != st.NotReady // readiness changed: offer, or say why jobs wait
+	c.slots, c.cooldownUntil, c.notReady = st.Slots, time.Time{}, st.NotReady
+	changed := false
+	if st.Agents != nil {
+		for _, a := range st.Agents {
+			grew = grew || !slices.Contains(c.agents, a) // an account came back from its limit
+		}
+		changed = !slices.Equal(c.accounts, st.Accounts)
+		c.agents, c.accounts = st.Agents, st.Accounts
+	}
+	h.mu.Unlock()
+	if changed {
+		now := h.now()
+		if err := h.store.Write(ctx, func(tx store.Tx) error {
+			return tx.SyncRunnerAccounts(c.runnerID, storeAccounts(st.Accounts), now)
+		}); err != nil {
+			h.logFailed("record runner accounts", err, "runner", c.name)
+		}
+	}
+	if grew {
+		h.kick()
+	}
+	h.heartbeat(ctx, c)
+	h.notify(anyChange)
+	return nil
+}
+
+func (s runnerAPI) Accept(ctx context.Context, id string, m protocol.Accept) error {
+	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.accept(ctx, s.c, id, m.AttemptRef) })
+	return err
+}
+
+func (s runnerAPI) Decline(ctx context.Context, id string, m protocol.Decline) error {
+	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.decline(ctx, s.c, id, m) })
+	return err
+}
+
+func (s runnerAPI) Log(ctx context.Context, _ string, m protocol.Log) (protocol.LogAck, error) {
+	return do(s, m.AttemptRef, func() (protocol.LogAck, error) { return s.h.appendLog(ctx, s.c, m) })
+}
+
+func (s runnerAPI) Finish(ctx context.Context, id string, m protocol.Finish) (protocol.FinishAck, error) {
+	return do(s, m.AttemptRef, func() (protocol.FinishAck, error) {
+		if err := checkFinish(m); err != nil {
+			return protocol.FinishAck{}, err
+		}
+		return ledgerReply[protocol.FinishAck](s.h.finish(ctx, s.c, id, m))
+	})
+}
+
+func (s runnerAPI) Ask(ctx context.Context, id string, m protocol.Ask) (protocol.AskAck, error) {
+	return do(s, m.AttemptRef, func() (protocol.AskAck, error) {
+		return ledgerReply[protocol.AskAck](s.h.ask(ctx, s.c, id, m))
+	})
+}
+
+func (s runnerAPI) Deliver(ctx context.Context, id string, m protocol.Deliver) error {
+	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.deliver(ctx, s.c, id, m) })
+	return err
+}
+
+func (s runnerAPI) Context(ctx context.Context, _ string, m protocol.GetContext) (protocol.JobContext, error) {
+	return do(s, m.AttemptRef, func() (protocol.JobContext, error) { return s.h.jobContext(ctx, s.c, m.AttemptRef) })
+}
+
+func (s runnerAPI) Turns(ctx context.Context, id string, m protocol.Turns) error {
+	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.recordTurns(ctx, s.c, id, m) })
+	return err
+}
+
+func (s runnerAPI) Transcript(ctx context.Context, _ string, m protocol.GetTranscript) (protocol.TranscriptPage, error) {
+	return do(s, m.AttemptRef, func() (protocol.TranscriptPage, error) { return s.h.transcript(ctx, s.c, m) })
+}
+
+// do checks a request's attempt reference, applies it with fn and turns
+// its error into the protocol's refusal.
+func do[Rep any](s runnerAPI, ref protocol.AttemptRef, fn func() (Rep, error)) (Rep, error) {
+	var zero Rep
+	err := ref.Validate()
+	if err != nil {
+		return zero, s.refused(badRequest("%v", err))
+	}
+	rep, err := fn()
+	if err != nil {
+		return zero, s.refused(err)
+	}
+	return rep, nil
+}
+
+// ledgerReply decodes a ledgered request's stored reply, so that a resent
+// request gets the first reply again.
+func ledgerReply[Rep any](body json.RawMessage, err error) (Rep, error) {
+	var rep Rep
+	if err == nil && len(body) > 0 {
+		if uerr := json.Unmarshal(body, &rep); uerr != nil {
+			err = fmt.Errorf("decode the ledger's reply: %w", uerr)
+		}
+	}
+	return rep, err
+}
+
+// refused turns the error of a runner request into the protocol's refusal
+// (nil stays nil); the gateway logs it.
+func (s runnerAPI) refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	ae := s.h.asAPIError(err)
+	return &protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}
+}
+
+// checkFinish bounds what a finish reports before anything is read.
+func checkFinish(m protocol.Finish) error {
+	if err := m.Outcome.Validate(); err != nil {
+		return badRequest("%v", err)
+	}
+	if len(m.Session) > protocol.MaxSession {
+		return argError("finish", &protocol.LimitError{What: "session", Size: len(m.Session), Limit: protocol.MaxSession})
+	}
+	if err := protocol.CheckPlainText("session", m.Session, false); err != nil {
+		return argError("finish", err)
+	}
+	if m.Usage != nil {
+		if err := m.Usage.Check(); err != nil {
+			return badRequest("%v", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Hub is the runner protocol as typed calls: what a connected runner asks
+// of its hub once hello and welcome are done. The hub implements it once
+// per connection (the connection's runner is the caller every method checks
+// against); the runner calls it through Client over the WebSocket gateway;
+// protocoltest.Hub fakes it. ServeFrame and Client are the one codec
+// between these calls and the frames of docs/protocol.md.
+//
+// id names a request in the hub's ledger: a request sent again with the
+// same id (after a reconnect) is applied once and gets the first reply. A
+// refusal is an *Error; any other error means no reply came (the request
+// may or may not have been applied).
+type Hub interface {
+	// Status reports what the runner holds and can run now; Heartbeat
+	// only says it is alive. Neither has a reply; an error from either
+	// is a protocol violation that ends the connection.
+	Status(ctx context.Context, st Status) error
+	Heartbeat(ctx context.Context) error
+
+	Accept(ctx context.Context, id string, m Accept) error
+	Decline(ctx context.Context, id string, m Decline) error
+	Log(ctx context.Context, id string, m Log) (LogAck, error)
+	Finish(ctx context.Context, id string, m Finish) (FinishAck, error)
+	Ask(ctx context.Context, id string, m Ask) (AskAck, error)
+	Deliver(ctx context.Context, id string, m Deliver) error
+	Context(ctx context.Context, id string, m GetContext) (JobContext, error)
+	Turns(ctx context.Context, id string, m Turns) error
+	Transcript(ctx context.Context, id string, m GetTranscript) (TranscriptPage, error)
+}
+
+// Runner is what a hub pushes to a connected runner. Pushes have no reply
+// and block nobody: the runner acts on them in the background.
+type Runner interface {
+	Offer(o Offer)
+	Cancel(c CancelOrder)
+	Drop(d DropOrder)
+	Queue(q Queue)
+}
+
+// ServeFrame applies one frame a runner sent after its hello to hub and
+// returns the reply to send (nil for a frame without reply; ReplyFrame
+// encodes it). A request whose body does not decode is refused with
+// ErrBadRequest, as are the refusals of hub; an error is a protocol
+// violation that ends the connection (an unknown type, a request without
+// id, a status or heartbeat hub refused).
+func ServeFrame(ctx context.Context, hub Hub, f Frame) (*Reply, error) {
+	switch f.Type {
+	case TypeHeartbeat:
+		return nil, hub.Heartbeat(ctx)
+	case TypeStatus:
+		var st Status
+		if err := f.Decode(&st); err != nil {
+			return nil, err
+		}
+		return nil, hub.Status(ctx, st)
+	}
+	if !IsRequest(f.Type) {
+		return nil, fmt.Errorf("unknown frame type %q", f.Type)
+	}
+	if f.ID == "" || len(f.ID) > 64 {
+		return nil, fmt.Errorf("%s request needs an id of 1-64 characters", f.Type)
+	}
+	body, err := serveRequest(ctx, hub, f)
+	rep := Reply{OK: err == nil}
+	if err != nil {
+		e, ok := errors.AsType[*Error](err)
+		if !ok {
+			e = &Error{Code: ErrInternal, Message: "internal error"}
+		}
+		rep.Error = e
+	} else if rep.Body, err = json.Marshal(body); err != nil {
+		return nil, fmt.Errorf("encode %s reply: %w", f.Type, err)
+	}
+	return &rep, nil
+}
+
+// ReplyFrame is the frame that answers request id with rep.
+func ReplyFrame(id string, rep Reply) (Frame, error) {
+	f, err := NewFrame(TypeReply, "", rep)
+	f.ReplyTo = id
+	return f, err
+}
+
+// noBody is the reply body of requests that answer only ok: {}.
+type noBody struct{}
+
+func serveRequest(ctx context.Context, hub Hub, f Frame) (any, error) {
+	switch f.Type {
+	case TypeAccept:
+		return serve(ctx, f, func(ctx context.Context, id string, m Accept) (noBody, error) {
+			return noBody{}, hub.Accept(ctx, id, m)
+		})
+	case TypeDecline:
+		return serve(ctx, f, func(ctx context.Context, id string, m Decline) (noBody, error) {
+			return noBody{}, hub.Decline(ctx, id, m)
+		})
+	case TypeLog:
+		return serve(ctx, f, hub.Log)
+	case TypeFinish:
+		return serve(ctx, f, hub.Finish)
+	case TypeAsk:
+		return serve(ctx, f, hub.Ask)
+	case TypeDeliver:
+		return serve(ctx, f, func(ctx context.Context, id string, m Deliver) (noBody, error) {
+			return noBody{}, hub.Deliver(ctx, id, m)
+		})
+	case TypeContext:
+		return serve(ctx, f, hub.Context)
+	case TypeTurns:
+		return serve(ctx, f, func(ctx context.Context, id string, m Turns) (noBody, error) {
+			return noBody{}, hub.Turns(ctx, id, m)
+		})
+	case TypeTranscript:
+		return serve(ctx, f, hub.Transcript)
+	}
+	return nil, &Error{Code: ErrBadRequest, Message: fmt.Sprintf("unknown request %q", f.Type)}
+}
+
+// serve decodes a request frame's body and makes the typed call.
+func serve[Req, Rep any](ctx context.Context, f Frame, call func(context.Context, string, Req) (Rep, error)) (any, error) {
+	var m Req
+	if err := f.Decode(&m); err != nil {
+		return nil, &Error{Code: ErrBadRequest, Message: err.Error()}
+	}
+	rep, err := call(ctx, f.ID, m)
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// ServePush hands one frame the hub sent to runner. It reports false for
+// a frame that is no push (a reply, a welcome, a type of a newer hub); an
+// error is a push whose body does not decode.
+func ServePush(runner Runner, f Frame) (bool, error) {
+	switch f.Type {
+	case TypeOffer:
+		return push(f, runner.Offer)
+	case TypeCancel:
+		return push(f, runner.Cancel)
+	case TypeDrop:
+		return push(f, runner.Drop)
+	case TypeQueue:
+		return push(f, runner.Queue)
+	}
+	return false, nil
+}
+
+func push[M any](f Frame, handle func(M)) (bool, error) {
+	var m M
+	if err := f.Decode(&m); err != nil {
+		return true, err
+	}
+	handle(m)
+	return true, nil
+}
+
+// Caller carries frames to the hub for Client: Call sends a request frame
+// and waits for its reply (across reconnects, resending it with the same
+// id, until ctx ends); attempt names the attempt the request is about, so
+// that the caller can drop an attempt's requests when the attempt goes.
+// Send queues a frame without reply.
+type Caller interface {
+	Call(ctx context.Context, attempt string, f Frame) (Reply, error)
+	Send(ctx context.Context, f Frame) error
+}
+
+// Client is Hub over a Caller: the runner's side of ServeFrame.
+type Client struct{ Caller Caller }
+
+var _ Hub = Client{}
+
+func (c Client) Status(ctx context.Context, st Status) error { return c.send(ctx, TypeStatus, st) }
+
+func (c Client) Heartbeat(ctx context.Context) error {
+	return c.Caller.Send(ctx, Frame{Type: TypeHeartbeat})
+}
+
+func (c Client) Accept(ctx context.Context, id string, m Accept) error {
+	return c.call(ctx, TypeAccept, id, m.AttemptRef, m, nil)
+}
+
+func (c Client) Decline(ctx context.Context, id string, m Decline) error {
+	return c.call(ctx, TypeDecline, id, m.AttemptRef, m, nil)
+}
+
+// Log: a reply without a body (an older hub) took the whole chunk.
+func (c Client) Log(ctx context.Context, id string, m Log) (LogAck, error) {
+	ack := LogAck{Size: -1}
+	if err := c.call(ctx, TypeLog, id, m.AttemptRef, m, &ack); err != nil {
+		return LogAck{}, err
+	}
+	if ack.Size < 0 {
+		ack.Size = m.Offset + int64(len(m.Data))
+	}
+	return ack, nil
+}
+
+func (c Client) Finish(ctx context.Context, id string, m Finish) (FinishAck, error) {
+	var ack FinishAck
+	return ack, c.call(ctx, TypeFinish, id, m.AttemptRef, m, &ack)
+}
+
+func (c Client) Ask(ctx context.Context, id string, m Ask) (AskAck, error) {
+	var ack AskAck
+	return ack, c.call(ctx, TypeAsk, id, m.AttemptRef, m, &ack)
+}
+
+func (c Client) Deliver(ctx context.Context, id string, m Deliver) error {
+	return c.call(ctx, TypeDeliver, id, m.AttemptRef, m, nil)
+}
+
+func (c Client) Context(ctx context.Context, id string, m GetContext) (JobContext, error) {
+	var jc JobContext
+	return jc, c.call(ctx, TypeContext, id, m.AttemptRef, m, &jc)
+}
+
+func (c Client) Turns(ctx context.Context, id string, m Turns) error {
+	return c.call(ctx, TypeTurns, id, m.AttemptRef, m, nil)
+}
+
+func (c Client) Transcript(ctx context.Context, id string, m GetTranscript) (TranscriptPage, error) {
+	var page TranscriptPage
+	return page, c.call(ctx, TypeTranscript, id, m.AttemptRef, m, &page)
+}
+
+func (c Client) send(ctx context.Context, typ string, body any) error {
+	f, err := NewFrame(typ, "", body)
+	if err != nil {
+		return err
+	}
+	return c.Caller.Send(ctx, f)
+}
+
+// call makes one request and decodes its reply's body into out (nil:
+// none). A refusal comes back as the reply's *Error.
+func (c Client) call(ctx context.Context, typ, id string, ref AttemptRef, body, out any) error {
+	f, err := NewFrame(typ, id, body)
+	if err != nil {
+		return err
+	}
+	rep, err := c.Caller.Call(ctx, ref.Attempt, f)
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		if rep.Error == nil {
+			return &Error{Code: ErrInternal, Message: "the hub refused " + typ + " without an error"}
+		}
+		return rep.Error
+	}
+	if out != nil && len(rep.Body) > 0 {
+		if err := json.Unmarshal(rep.Body, out); err != nil {
+			return fmt.Errorf("the hub's %s reply: %w", typ, err)
+		}
+	}
+	return nil
+}
