@@ -18,9 +18,10 @@ var bin string
 
 func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
 
-// shortCampaign runs the CI campaign (about a minute) and fails with the
-// seed and the command that replays it.
-func shortCampaign(t *testing.T, seed uint64) {
+// shortCampaign runs the CI campaign (about a minute) with the hub's state
+// in db ("": SQLite) and fails with the seed and the command that replays
+// it.
+func shortCampaign(t *testing.T, seed uint64, db string) {
 	if testing.Short() {
 		ciskip.Skipf(t, "-short: a fault campaign takes a minute")
 	}
@@ -28,8 +29,11 @@ func shortCampaign(t *testing.T, seed uint64) {
 		ciskip.Skipf(t, "runners need bwrap: %v", err)
 	}
 	o := chaos.Options{Binary: bin, Dir: t.TempDir(), Seed: seed, Jobs: 40, Runners: 3, Slots: 2,
-		Duration: 35 * time.Second, Settle: 2 * time.Minute}
+		Duration: 35 * time.Second, Settle: 2 * time.Minute, DB: db}
 	replay := "drover chaos --seed " + strconv.FormatUint(seed, 10) + " --jobs 40 --runners 3 --slots 2 --duration 35s"
+	if db != "" {
+		replay += " --db POSTGRES_URL"
+	}
 	t.Logf("campaign seed %d (replay: %s)", seed, replay)
 	var progress bytes.Buffer
 	o.Progress = &progress
@@ -51,8 +55,12 @@ func shortCampaign(t *testing.T, seed uint64) {
 }
 
 // TestCampaignFixedSeed runs the same planned campaign every time.
-func TestCampaignFixedSeed(t *testing.T) { shortCampaign(t, 20261201) }
+func TestCampaignFixedSeed(t *testing.T) { shortCampaign(t, 20261201, "") }
 
 // TestCampaignRandomSeed runs a new one each time; its seed is logged, and
 // in the failure message.
-func TestCampaignRandomSeed(t *testing.T) { shortCampaign(t, chaos.NewSeed()) }
+func TestCampaignRandomSeed(t *testing.T) { shortCampaign(t, chaos.NewSeed(), "") }
+
+// TestCampaignOnPostgres runs the fixed campaign against a hub on
+// Postgres, checked through the same store interface.
+func TestCampaignOnPostgres(t *testing.T) { shortCampaign(t, 20261201, testkit.StartPostgres(t)) }

@@ -91,6 +91,7 @@ type Options struct {
 	Duration time.Duration // how long faults are injected; jobs are submitted in its first 80% [45s]
 	Settle   time.Duration // longest wait for every job to end once faults stop [2m]
 	Faults   []string      // [DefaultFaults]
+	DB       string        // the hub's --db (a postgres:// URL); "" keeps SQLite in its data directory
 	Progress io.Writer     // progress lines [discarded]
 }
 
@@ -141,8 +142,12 @@ func (o *Options) normalize() error {
 // runners and offers resolve within it, long enough that a runner
 // restarted after a kill or a reconnect after a cut is back before its
 // lease runs out.
-func hubArgs() []string {
-	return []string{"--lease", "10s", "--heartbeat", "1s", "--offer-timeout", "5s"}
+func hubArgs(db string) []string {
+	args := []string{"--lease", "10s", "--heartbeat", "1s", "--offer-timeout", "5s"}
+	if db != "" {
+		args = append(args, "--db", db)
+	}
+	return args
 }
 
 // event is one planned fault.
@@ -373,7 +378,7 @@ func (c *campaign) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.hub = &hubProc{bin: c.o.Binary, dir: filepath.Join(c.o.Dir, "hub"), addr: addr, args: hubArgs()}
+	c.hub = &hubProc{bin: c.o.Binary, dir: filepath.Join(c.o.Dir, "hub"), addr: addr, db: c.o.DB, args: hubArgs(c.o.DB)}
 	if err := c.mount(c.hub.dir, hubDisk); err != nil {
 		return err
 	}

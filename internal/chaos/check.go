@@ -13,7 +13,6 @@ import (
 	"drover/internal/job"
 	"drover/internal/runner"
 	"drover/internal/store"
-	"drover/internal/store/sqlite"
 )
 
 // Rules the checker holds a campaign to.
@@ -78,7 +77,7 @@ type facts struct {
 }
 
 func (c *campaign) readFacts(ctx context.Context) (*facts, error) {
-	st, err := sqlite.Open(ctx, hub.StorePath(c.hub.dir))
+	st, err := hub.OpenStore(ctx, c.hub.dir, c.hub.db)
 	if err != nil {
 		return nil, fmt.Errorf("open the hub's store: %w", err)
 	}

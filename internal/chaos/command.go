@@ -83,6 +83,7 @@ exit status is non-zero when the checker found anything.`,
 	f.StringVar(&faults, "faults", strings.Join(DefaultFaults(), ","), "faults to inject, comma-separated; disk (root: small tmpfs disks filled and freed) is not in the default")
 	f.StringVar(&o.Dir, "dir", "", "directory for the hub's and runners' files, kept afterwards (default: a new temporary one)")
 	f.StringVar(&o.Binary, "binary", "", "drover binary to run the hub and runners from (default: this binary)")
+	f.StringVar(&o.DB, "db", "", "keep the campaign hub's state in this empty Postgres database (postgres://...); default SQLite in its data directory")
 	return cmd
 }
 

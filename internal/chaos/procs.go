@@ -91,6 +91,7 @@ func (p *proc) terminate(grace time.Duration) (killed bool) {
 // restarts.
 type hubProc struct {
 	bin, dir, addr string
+	db             string // --db: a Postgres URL, or "" for SQLite in dir
 	args           []string
 	p              *proc
 	admin          string

@@ -44,7 +44,7 @@ func (a *app) fleetRunner(ctx context.Context, stdio bool, tokenFile string, cfg
 		if err != nil {
 			return ctx, done, err
 		}
-		cfg.Hub = tun.URL
+		cfg.Hubs = []string{tun.URL}
 		if tun.Token != "" {
 			tok = tun.Token
 		}
@@ -60,10 +60,10 @@ func (a *app) fleetRunner(ctx context.Context, stdio bool, tokenFile string, cfg
 	if tok == "" {
 		return ctx, done, nil
 	}
-	if cfg.Hub == "" {
+	if len(cfg.Hubs) == 0 {
 		return ctx, done, usagef("registering with a fleet token needs --hub URL")
 	}
-	if err := runner.Register(ctx, runner.RegisterOptions{Hub: cfg.Hub, Home: cfg.Home, Token: tok, Labels: cfg.Labels}); err != nil {
+	if err := runner.Register(ctx, runner.RegisterOptions{Hubs: cfg.Hubs, Home: cfg.Home, Token: tok, Labels: cfg.Labels}); err != nil {
 		return ctx, done, err
 	}
 	if tokenFile != "" {

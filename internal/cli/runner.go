@@ -29,12 +29,15 @@ func (a *app) runnerCmd() *cobra.Command {
 	var sb sandboxOptions
 	var lf lifecycleFlags
 	cmd := &cobra.Command{
-		Use:   "runner [--hub URL] [--home DIR] [--slots N] [--min-free BYTES] [--cache-size BYTES] [--project-cache-size BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]... [--max-jobs N] [--idle-timeout D] [--drain]",
+		Use:   "runner [--hub URL[,URL...]] [--home DIR] [--slots N] [--min-free BYTES] [--cache-size BYTES] [--project-cache-size BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]... [--max-jobs N] [--idle-timeout D] [--drain]",
 		Short: "Run a runner: dial the hub, claim jobs and run them",
 		Long: `Run a runner logged in with 'drover runner login' until SIGINT or SIGTERM,
 then stop gracefully: agents get a grace period, their output reaches the hub
 and unfinished attempts go back to the queue. A second signal exits at once.
---hub overrides the hub URL saved at login. The home defaults to
+--hub overrides the hub URL saved at login; it may list several hubs of one
+deployment (on one database), URL1,URL2,...: the runner starts at a random
+one and, when its connection fails or that hub goes away, reconnects to the
+next with the usual backoff. The home defaults to
 $XDG_STATE_HOME/drover/runner (or ~/.local/state/drover/runner).
 
 While the home's file system has less than --min-free bytes free (default
@@ -100,8 +103,8 @@ model per agent (a custom endpoint for opencode needs one).`,
 				}
 			}
 			if a.hubFlag != "" {
-				if cfg.Hub, err = client.NormalizeURL(a.hubFlag); err != nil {
-					return err
+				if cfg.Hubs, err = protocol.HubURLs(a.hubFlag); err != nil {
+					return usagef("--hub: %v", err)
 				}
 			}
 			ctx, stop := a.signalContext(cmd.Context())

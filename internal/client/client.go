@@ -73,32 +73,8 @@ func New(hubURL, token string, opts ...Option) (*Client, error) {
 func (c *Client) Hub() string { return c.base }
 
 // NormalizeURL checks a hub URL and returns it without a trailing slash, so
-// that two spellings of one hub compare equal.
-func NormalizeURL(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return "", errors.New("hub URL is empty")
-	}
-	if !strings.Contains(s, "://") {
-		s = "http://" + s
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return "", fmt.Errorf("hub URL %q: %w", s, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("hub URL %q: scheme must be http or https", s)
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("hub URL %q has no host", s)
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("hub URL %q: only scheme, host, port and path are allowed", s)
-	}
-	u.Scheme = strings.ToLower(u.Scheme)
-	u.Host = strings.ToLower(u.Host)
-	return strings.TrimRight(u.String(), "/"), nil
-}
+// that two spellings of one hub compare equal (protocol.HubURL).
+func NormalizeURL(s string) (string, error) { return protocol.HubURL(s) }
 
 // APIError is an error answer of the hub: the decoded protocol error and the
 // HTTP status it came with. errors.As finds the *protocol.Error through it.

@@ -93,14 +93,21 @@ func Open(ctx context.Context, cfg Config) (*Hub, error) {
 	return h, nil
 }
 
-// openStore opens the store cfg names: Postgres for a postgres:// URL,
-// else SQLite in the data directory.
+// openStore opens the store cfg names.
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	return OpenStore(ctx, cfg.DataDir, cfg.Database)
+}
+
+// OpenStore opens the store of the hub with data directory dataDir and
+// --db database: Postgres for a postgres:// URL, else SQLite in the data
+// directory. Tools that read a stopped hub's state (the fault campaign's
+// checker) open it so too.
+func OpenStore(ctx context.Context, dataDir, database string) (store.Store, error) {
 	switch {
-	case cfg.Database == "":
-		return sqlite.Open(ctx, StorePath(cfg.DataDir))
-	case postgres.IsURL(cfg.Database):
-		return postgres.Open(ctx, cfg.Database)
+	case database == "":
+		return sqlite.Open(ctx, StorePath(dataDir))
+	case postgres.IsURL(database):
+		return postgres.Open(ctx, database)
 	}
 	return nil, errors.New("the database must be a postgres:// URL (without one the hub keeps SQLite in its data directory)")
 }

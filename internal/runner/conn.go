@@ -99,11 +99,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // connectLoop keeps a connection to the hub until ctx ends, the runner
-// closes, or the hub ends this runner (a fatalError).
+// closes, or the hub ends this runner (a fatalError). A connection that
+// fails or ends moves the runner on to the next hub of its list (the hub
+// may have died; any other serves it the same).
 func (r *Runner) connectLoop(ctx context.Context) error {
 	n := 0
 	for {
-		welcomed, err := r.connectOnce(ctx)
+		hub := r.hubs.current()
+		welcomed, err := r.connectOnce(ctx, hub)
 		if _, fatal := errors.AsType[*fatalError](err); fatal {
 			return err
 		}
@@ -113,9 +116,10 @@ func (r *Runner) connectLoop(ctx context.Context) error {
 		if welcomed {
 			n = 0
 		}
+		next := r.hubs.failed(hub)
 		d := r.jitter(backoff(n))
 		n++
-		r.log.Warn("hub connection lost; reconnecting", "err", err, "after", d.Round(time.Millisecond))
+		r.log.Warn("hub connection lost; reconnecting", "hub", hub, "err", err, "next", next, "after", d.Round(time.Millisecond))
 		if r.sleep(ctx, d) != nil {
 			return nil
 		}
@@ -130,18 +134,22 @@ func (r *Runner) isClosing() bool {
 
 // connectOnce runs one connection: dial, hello, welcome, then reader,
 // writer and pinger until it breaks. welcomed says whether it got that far.
-func (r *Runner) connectOnce(ctx context.Context) (welcomed bool, err error) {
+func (r *Runner) connectOnce(ctx context.Context, hub string) (welcomed bool, err error) {
+	wsURL, err := connectURL(hub)
+	if err != nil {
+		return false, err
+	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	conn, resp, err := websocket.Dial(dctx, r.wsURL, &websocket.DialOptions{
+	conn, resp, err := websocket.Dial(dctx, wsURL, &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + r.login.Token}},
 	})
 	cancel()
 	if err != nil {
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 			return false, fatalf("hub %s rejected the token of runner %s (revoked, or never approved): run `drover runner login` again",
-				r.hub, r.login.Name)
+				hub, r.login.Name)
 		}
-		return false, fmt.Errorf("connect to %s: %w", r.wsURL, err)
+		return false, fmt.Errorf("connect to %s: %w", wsURL, err)
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(protocol.MaxFrame)
@@ -168,7 +176,7 @@ func (r *Runner) connectOnce(ctx context.Context) (welcomed bool, err error) {
 	r.adoptName(w.RunnerName)
 	hb := r.adopt(s, w)
 	defer r.detach(s)
-	r.log.Info("connected to hub", "hub", r.hub, "runner_id", w.RunnerID)
+	r.log.Info("connected to hub", "hub", hub, "runner_id", w.RunnerID)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { r.writeLoop(s, hb) })

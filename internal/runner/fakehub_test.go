@@ -37,7 +37,8 @@ type fakeHub struct {
 
 	mu      sync.Mutex
 	welcome protocol.Welcome
-	reject  int // HTTP status for dials; 0 accepts
+	reject  int             // HTTP status for dials; 0 accepts
+	down    map[string]bool // hosts (of addPeer's servers) that refuse dials
 	dials   int
 	conns   []*hubConn
 	frames  []got
@@ -56,6 +57,7 @@ type got struct {
 type hubConn struct {
 	h      *fakeHub
 	n      int
+	host   string // the server it was dialed on
 	ws     *websocket.Conn
 	closed chan struct{}
 	status websocket.StatusCode // how the runner closed it, once closed
@@ -86,10 +88,31 @@ func newFakeHub(t *testing.T) *fakeHub {
 	return h
 }
 
+// addPeer serves the same hub on another address, as a second hub on the
+// same database would: one state, two URLs.
+func (h *fakeHub) addPeer() *httptest.Server {
+	srv := httptest.NewServer(h.mux)
+	h.t.Cleanup(srv.Close)
+	return srv
+}
+
+// setDown makes the server at host refuse dials (a dead hub) or take them.
+func (h *fakeHub) setDown(host string, down bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.down == nil {
+		h.down = map[string]bool{}
+	}
+	h.down[host] = down
+}
+
 func (h *fakeHub) serveConnect(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.dials++
 	reject := h.reject
+	if h.down[r.Host] {
+		reject = http.StatusServiceUnavailable
+	}
 	h.mu.Unlock()
 	if tok, err := auth.BearerToken(r.Header.Get("Authorization")); err != nil || tok != h.token {
 		reject = http.StatusUnauthorized
@@ -105,7 +128,7 @@ func (h *fakeHub) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(protocol.MaxFrame)
 	h.mu.Lock()
-	c := &hubConn{h: h, n: len(h.conns), ws: ws, closed: make(chan struct{})}
+	c := &hubConn{h: h, n: len(h.conns), host: r.Host, ws: ws, closed: make(chan struct{})}
 	h.conns = append(h.conns, c)
 	h.mu.Unlock()
 	defer close(c.closed)

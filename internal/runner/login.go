@@ -90,17 +90,8 @@ func (l Login) check() error {
 	return nil
 }
 
-// hubBase checks a hub URL and returns it without a trailing slash.
-func hubBase(hub string) (string, error) {
-	u, err := url.Parse(hub)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("hub URL %q must look like https://host[:port]", hub)
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("hub URL %q must not carry a query or fragment", hub)
-	}
-	return strings.TrimRight(hub, "/"), nil
-}
+// hubBase checks a hub URL and returns it normalized (protocol.HubURL).
+func hubBase(hub string) (string, error) { return protocol.HubURL(hub) }
 
 // DefaultLoginTimeout bounds the wait for approval when none is given.
 const DefaultLoginTimeout = 15 * time.Minute

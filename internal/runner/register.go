@@ -17,7 +17,7 @@ import (
 // RegisterOptions is what a runner a fleet target started needs to turn
 // its single-use registration token into a login of its own.
 type RegisterOptions struct {
-	Hub    string
+	Hubs   []string // one deployment's hubs: a try that fails goes to the next
 	Home   string
 	Token  string // the registration token (from a 0600 file or the environment)
 	Labels map[string]string
@@ -32,7 +32,7 @@ func Register(ctx context.Context, o RegisterOptions) error {
 	if _, err := LoadLogin(o.Home); err == nil {
 		return nil
 	}
-	hub, err := hubBase(o.Hub)
+	hubs, err := protocol.HubURLs(strings.Join(o.Hubs, ","))
 	if err != nil {
 		return err
 	}
@@ -46,15 +46,15 @@ func Register(ctx context.Context, o RegisterOptions) error {
 	}
 	client := &http.Client{Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	u := hub + protocol.APIPrefix + "/runner/register"
 	var lastErr error
 	for try := range 6 {
+		hub := hubs[try%len(hubs)]
 		if try > 0 {
 			if err := sleepCtx(ctx, backoff(try-1)); err != nil {
 				return fmt.Errorf("register with %s: %w", hub, err)
 			}
 		}
-		name, transient, err := registerOnce(ctx, client, u, o.Token, body)
+		name, transient, err := registerOnce(ctx, client, hub+protocol.APIPrefix+"/runner/register", o.Token, body)
 		if err == nil {
 			return SaveLogin(o.Home, Login{Hub: hub, Name: name, Token: own})
 		}

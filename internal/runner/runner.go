@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,8 +30,10 @@ import (
 
 // Config configures a runner.
 type Config struct {
-	Home      string            // runner home: login.json, journal/, spool/, work/
-	Hub       string            // overrides the hub URL saved at login
+	Home string // runner home: login.json, journal/, spool/, work/
+	// Hubs override the hub URL saved at login: the hubs of one deployment
+	// (protocol.HubURLs), tried in turn when one fails.
+	Hubs      []string
 	Slots     int               // concurrent attempts (default 1)
 	Labels    map[string]string // labels jobs can select
 	StopGrace time.Duration     // SIGTERM → SIGKILL grace (default 10s)
@@ -88,8 +91,7 @@ const (
 type Runner struct {
 	cfg    Config
 	login  Login
-	hub    string
-	wsURL  string
+	hubs   *hubList
 	log    *slog.Logger
 	jr     *journal
 	agents *agent.Registry
@@ -196,16 +198,15 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	hub := login.Hub
-	if cfg.Hub != "" {
-		hub = cfg.Hub
-	}
-	if hub, err = hubBase(hub); err != nil {
-		return nil, err
-	}
-	wsURL, err := connectURL(hub)
+	hub, err := hubBase(login.Hub)
 	if err != nil {
 		return nil, err
+	}
+	hubs := []string{hub}
+	if len(cfg.Hubs) > 0 {
+		if hubs, err = protocol.HubURLs(strings.Join(cfg.Hubs, ",")); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Slots == 0 {
 		cfg.Slots = 1
@@ -271,8 +272,7 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{
 		cfg:            cfg,
 		login:          login,
-		hub:            hub,
-		wsURL:          wsURL,
+		hubs:           newHubList(hubs),
 		log:            cfg.Logger.With("runner", login.Name),
 		jr:             &journal{dir: filepath.Join(home, "journal")},
 		agents:         agents,

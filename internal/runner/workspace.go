@@ -362,8 +362,10 @@ func (ws *workspaces) upload(ctx context.Context, r *Runner, ref protocol.Attemp
 	}
 	q := url.Values{"job": {ref.Job}, "attempt": {ref.Attempt}, "epoch": {strconv.FormatInt(ref.Epoch, 10)},
 		"commit": {p.Commit}, "sha256": {p.SHA256}, "checkpoint": {cp}}
-	u := r.hub + protocol.APIPrefix + "/runner/publish?" + q.Encode()
 	for tries := 1; ; tries++ {
+		// The hub in use now: after a failover the retry goes where the
+		// connection went.
+		u := r.hubs.current() + protocol.APIPrefix + "/runner/publish?" + q.Encode()
 		res, stale, retry, err := ws.uploadOnce(ctx, u, r.login.Token, p)
 		if err == nil || !retry || tries >= uploadTries {
 			return res, stale, err
@@ -416,7 +418,7 @@ func (ws *workspaces) uploadOnce(ctx context.Context, u, token string, p workspa
 // relative names, within the protocol's limits.
 func (r *Runner) fetchContext(a *attempt, dir string) error {
 	q := url.Values{"job": {a.ref.Job}, "attempt": {a.ref.Attempt}, "epoch": {strconv.FormatInt(a.ref.Epoch, 10)}}
-	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, r.hub+protocol.APIPrefix+"/runner/context?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, r.hubs.current()+protocol.APIPrefix+"/runner/context?"+q.Encode(), nil)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ type repoHub struct {
 	loseNext  int             // publications applied whose reply is then lost
 	refuse    *protocol.Error // refuse every publication with this
 	context   map[string][]byte
+	asked     []string // the hosts (hub addresses) publications and context downloads went to
 }
 
 type publication struct {
@@ -150,6 +151,7 @@ func (h *repoHub) servePublish(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.asked = append(h.asked, r.Host)
 	if h.refuse != nil {
 		writeTestJSON(w, http.StatusBadRequest, protocol.ErrorBody{Error: *h.refuse})
 		return
@@ -196,6 +198,7 @@ func (h *repoHub) servePublish(w http.ResponseWriter, r *http.Request) {
 func (h *repoHub) serveContext(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.asked = append(h.asked, r.Host)
 	tw := tar.NewWriter(w)
 	for name, data := range h.context {
 		h.expect(tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}))

@@ -41,6 +41,8 @@ var pg struct {
 
 type pgCluster struct {
 	dir  string // data, socket and log, removed at the end
+	bin  string // initdb's and postgres's directory
+	cred *syscall.Credential
 	port int
 	cmd  *exec.Cmd
 	out  *lockedBuffer
@@ -158,15 +160,14 @@ func startCluster() (*pgCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &pgCluster{dir: dir, out: &lockedBuffer{}, done: make(chan struct{})}
+	c := &pgCluster{dir: dir, bin: bin, cred: cred, out: &lockedBuffer{}}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
 	}
-	data, sock := filepath.Join(dir, "data"), dir
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "drover", "--auth=trust",
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", c.data(), "-U", "drover", "--auth=trust",
 		"--encoding=UTF8", "--no-locale", "--no-sync", "--no-instructions")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	initdb.Env = childproc.Env(dir)
@@ -181,25 +182,37 @@ func startCluster() (*pgCluster, error) {
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	c.port, _ = strconv.Atoi(port)
-	// Durable like the hub's SQLite (fsync, synchronous commit): the
-	// benchmarks compare the two as they would run.
-	c.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", port, "-k", sock,
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "shared_buffers=64MB")
-	c.cmd.Env = childproc.Env(dir)
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
-	// Its own process group, and SIGQUIT (immediate shutdown) if the test
-	// binary dies without stopping it.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGQUIT}
-	if err := c.cmd.Start(); err != nil {
+	if err := c.run(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return nil, err
 	}
-	go func() { _ = c.cmd.Wait(); close(c.done) }()
 	if err := c.ready(); err != nil {
 		c.stop()
 		return nil, err
 	}
 	return c, nil
+}
+
+func (c *pgCluster) data() string { return filepath.Join(c.dir, "data") }
+
+// run starts the server on the cluster's port.
+func (c *pgCluster) run() error {
+	// Durable like the hub's SQLite (fsync, synchronous commit): the
+	// benchmarks compare the two as they would run.
+	c.cmd = exec.Command(filepath.Join(c.bin, "postgres"), "-D", c.data(), "-p", strconv.Itoa(c.port), "-k", c.dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "shared_buffers=64MB")
+	c.cmd.Env = childproc.Env(c.dir)
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	// Its own process group, and SIGQUIT (immediate shutdown) if the test
+	// binary dies without stopping it.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Setpgid: true, Pdeathsig: syscall.SIGQUIT}
+	if err := c.cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	done := make(chan struct{})
+	c.done = done
+	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(done) }(c.cmd)
+	return nil
 }
 
 // ready waits for the server to take connections.
@@ -224,9 +237,17 @@ func (c *pgCluster) ready() error {
 	}
 }
 
-// stop shuts the server down fast (SIGINT: sessions end, no waiting for
-// clients) and removes its directory.
+// stop shuts the server down fast and removes its directory.
 func (c *pgCluster) stop() {
+	c.halt()
+	if err := os.RemoveAll(c.dir); err != nil && !strings.Contains(err.Error(), "no such file") {
+		fmt.Fprintf(os.Stderr, "testkit: remove Postgres directory: %v\n", err)
+	}
+}
+
+// halt shuts the server down fast (SIGINT: sessions end, no waiting for
+// clients) and waits until it is gone.
+func (c *pgCluster) halt() {
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-c.done:
@@ -234,7 +255,45 @@ func (c *pgCluster) stop() {
 		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 		<-c.done
 	}
-	if err := os.RemoveAll(c.dir); err != nil && !strings.Contains(err.Error(), "no such file") {
-		fmt.Fprintf(os.Stderr, "testkit: remove Postgres directory: %v\n", err)
+}
+
+// Postgres is a cluster of one test's own, for a test that restarts it
+// (StartPostgres's cluster is shared by the tests of a binary).
+type Postgres struct {
+	c   *pgCluster
+	URL string // of its one database
+}
+
+// StartPostgresCluster starts a cluster for t alone with one database,
+// stopped and removed when t ends. Without Postgres the test is skipped,
+// or with CI=true fails.
+func StartPostgresCluster(t testing.TB) *Postgres {
+	t.Helper()
+	c, err := startCluster()
+	if missing, ok := errors.AsType[*pgMissing](err); ok {
+		ciskip.Skipf(t, "%v; install it with %s", missing, postgresInstall)
+	}
+	if err != nil {
+		t.Fatalf("start Postgres: %v", err)
+	}
+	t.Cleanup(c.stop)
+	if err := c.admin(t.Context(), `CREATE DATABASE drover`); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	return &Postgres{c: c, URL: c.url("drover")}
+}
+
+// Restart stops the server (fast shutdown: every session is cut) and
+// starts it again on the same port and data, waiting until it takes
+// connections; down is how long it stays stopped.
+func (p *Postgres) Restart(t testing.TB, down time.Duration) {
+	t.Helper()
+	p.c.halt()
+	time.Sleep(down)
+	if err := p.c.run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.c.ready(); err != nil {
+		t.Fatalf("Postgres after a restart: %v", err)
 	}
 }

@@ -180,14 +180,7 @@ func StartHub(t testing.TB, bin string, args ...string) *Hub {
 
 func startHub(t testing.TB, bin, data string, args []string) *Hub {
 	t.Helper()
-	h := &Hub{t: t, bin: bin, Data: data, home: t.TempDir(), args: args}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	h.URL = "http://" + addr
+	h := &Hub{t: t, bin: bin, Data: data, home: t.TempDir(), args: args, URL: freeURL(t)}
 	h.start()
 	tok, err := os.ReadFile(filepath.Join(h.Data, "admin.token"))
 	if err != nil {
@@ -195,6 +188,32 @@ func startHub(t testing.TB, bin, data string, args []string) *Hub {
 	}
 	h.Admin = strings.TrimSpace(string(tok))
 	return h
+}
+
+// StartPeer starts another `drover hub` process with h's flags (so on h's
+// --db database): a second hub of one deployment. Users and runners are in
+// the database, so h's admin token works on it too. data is its data
+// directory: "" for one of its own, h.Data to share h's (and so its
+// hosted repositories).
+func (h *Hub) StartPeer(t testing.TB, data string) *Hub {
+	t.Helper()
+	if data == "" {
+		data = filepath.Join(t.TempDir(), "hub")
+	}
+	p := &Hub{t: t, bin: h.bin, Data: data, home: t.TempDir(), args: h.args, Admin: h.Admin, URL: freeURL(t)}
+	p.start()
+	return p
+}
+
+// freeURL is the http URL of a loopback port free now.
+func freeURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String()
 }
 
 func (h *Hub) start() {

@@ -117,11 +117,12 @@ func All() []Entry {
 
 // Lookup is the entry called name.
 func Lookup(name string) (Entry, bool) {
-	i := slices.IndexFunc(All(), func(e Entry) bool { return e.Name == name })
+	all := All() // built once: the dispatcher asks per runner per job
+	i := slices.IndexFunc(all, func(e Entry) bool { return e.Name == name })
 	if i < 0 {
 		return Entry{}, false
 	}
-	return All()[i], true
+	return all[i], true
 }
 
 // Names are the names of the catalogue's agents, in its order.
