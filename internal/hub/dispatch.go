@@ -398,8 +398,13 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 	var att store.Attempt
 	var waited time.Duration
 	err := h.store.Write(ctx, func(tx store.Tx) error {
-		j, err := tx.Job(jobID)
-		if err != nil {
+		// Claimed, and written back checked against the epoch read, so
+		// that dispatchers of two hubs never offer one job twice, and
+		// skip each other's rows rather than wait on them.
+		j, err := tx.ClaimQueued(jobID)
+		if errors.Is(err, store.ErrNotFound) {
+			return errNotQueued
+		} else if err != nil {
 			return err
 		}
 		next, err := job.Next(j.State, job.EvOffer)
@@ -415,8 +420,11 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 		if err := tx.InsertAttempt(att); err != nil {
 			return err
 		}
+		was := j.Epoch
 		j.State, j.Epoch, j.AttemptID, j.UpdatedAt = next, att.Epoch, att.ID, now
-		if err := tx.UpdateJob(j); err != nil {
+		if err := tx.UpdateJobAt(j, was); errors.Is(err, store.ErrConflict) {
+			return errNotQueued
+		} else if err != nil {
 			return err
 		}
 		if err := h.event(tx, j.ID, "offered", "", "attempt %d offered to %s", att.Epoch, c.name); err != nil {
