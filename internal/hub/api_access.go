@@ -68,10 +68,14 @@ func (h *Hub) refreshAccess(ctx context.Context, runnerID string) error {
 		return err
 	}
 	h.mu.Lock()
-	if c := h.conns[runnerID]; c != nil {
+	c := h.conns[runnerID]
+	if c != nil {
 		c.access = ra
 	}
 	h.mu.Unlock()
+	if c == nil {
+		h.hint(hintAccess + runnerID) // its hub reloads it
+	}
 	h.kick()
 	return nil
 }
@@ -79,6 +83,7 @@ func (h *Hub) refreshAccess(ctx context.Context, runnerID string) error {
 // refreshAllAccess reloads every connected runner's access (after a
 // change that may touch many: a user removed).
 func (h *Hub) refreshAllAccess(ctx context.Context) error {
+	h.hint(hintAccess)
 	for id := range h.connectedRunners() {
 		if err := h.refreshAccess(ctx, id); err != nil {
 			return err
