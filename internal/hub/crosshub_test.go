@@ -118,7 +118,7 @@ func TestCrossHubOfferIsHinted(t *testing.T) {
 		sr, _ := b.dial(a.registerRunner(fmt.Sprintf("r-%v", dropped)), protocol.Hello{})
 		// B's own pass (the connect's) is done once it offered its own job.
 		runToEnd(t, sr, sr.offer2(b, "true"), "", 0)
-		time.Sleep(100 * time.Millisecond) // let the finish's own kick pass (the baseline shows it offers nothing)
+		waitDispatchIdle(t, b) // the finish's own pass is over (the baseline shows it offers nothing)
 		start := time.Now()
 		j := a.submit("true")
 		f, err := sr.tryRead(wait)
@@ -143,6 +143,24 @@ func TestCrossHubOfferIsHinted(t *testing.T) {
 		t.Fatal("with hints lost and no cross sweep the runner on B was offered the job anyway: the test shows nothing")
 	}
 	t.Logf("offer across hubs by hint in %v; without hints none in %v", hinted, wait)
+}
+
+// waitDispatchIdle waits until th's dispatcher has no pass pending or
+// running: no kick waiting, no pass ended over two windows.
+func waitDispatchIdle(t *testing.T, th *testHub) {
+	t.Helper()
+	gen := func() uint64 { _, g := th.h.fleet.watch(); return g }
+	stable := 0
+	sandboxtest.WaitFor(t, "the dispatcher to idle", func() bool {
+		g := gen()
+		time.Sleep(150 * time.Millisecond)
+		if g == gen() && len(th.h.wake) == 0 {
+			stable++
+		} else {
+			stable = 0
+		}
+		return stable >= 2
+	})
 }
 
 // offer2 submits a job on hub th and returns its offer to sr.
@@ -377,4 +395,9 @@ func TestCrossHubDispatchRaceOffersOnce(t *testing.T) {
 	if len(offers) != jobs {
 		t.Errorf("%d jobs offered, want %d", len(offers), jobs)
 	}
+	var notifies int64
+	for _, th := range hs {
+		notifies += th.cfg.Hints.(*heardHints).NotifiesSent()
+	}
+	t.Logf("%d jobs (about %d commits) took %d NOTIFYs over 3 hubs", jobs, 4*jobs, notifies)
 }
