@@ -401,3 +401,20 @@ func TestCrossHubDispatchRaceOffersOnce(t *testing.T) {
 	}
 	t.Logf("%d jobs (about %d commits) took %d NOTIFYs over 3 hubs", jobs, 4*jobs, notifies)
 }
+
+// TestCrossHubShareReachesTheHoldingHub: bob shares his runner, held by
+// hub B, on hub A; B offers it alice's waiting job at once, and no longer
+// once he unshares it.
+func TestCrossHubShareReachesTheHoldingHub(t *testing.T) {
+	hs := startHubs(t, 2, Config{CrossSweep: noSweep}, false)
+	a, b := hs[0], hs[1]
+	alice, bob := a.addUser("alice"), a.addUser("bob")
+	box, _ := b.dial(a.registerRunnerOf(bob, "b-box"), protocol.Hello{Slots: 2})
+	j := a.submitAs(alice, protocol.SubmitRequest{})
+	b.waitQueued(j.ID, waitNotYours)
+	a.share(bob, "b-box", true, protocol.ShareRequest{User: "alice"})
+	runToEnd(t, box, box.offerFor(j.ID), "one\n", 0)
+	a.share(bob, "b-box", false, protocol.ShareRequest{User: "alice"})
+	j2 := a.submitAs(alice, protocol.SubmitRequest{})
+	b.waitQueued(j2.ID, waitNotYours)
+}

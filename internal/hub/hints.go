@@ -137,18 +137,16 @@ func (h *Hub) heard(ctx context.Context, keys []string) {
 // refreshAccessHere reloads the access of the runner held here (every
 // runner held here for "").
 func (h *Hub) refreshAccessHere(ctx context.Context, runnerID string) error {
-	if runnerID == "" {
-		for id := range h.connectedRunners() {
-			if err := h.refreshAccess(ctx, id); err != nil {
-				return err
-			}
+	var ids []string
+	for id := range h.connectedRunners() {
+		if runnerID == "" || id == runnerID {
+			ids = append(ids, id)
 		}
+	}
+	if len(ids) == 0 {
 		return nil
 	}
-	if !h.connected(runnerID) {
-		return nil
-	}
-	return h.refreshAccess(ctx, runnerID)
+	return h.refreshAccessOf(ctx, ids)
 }
 
 // wakeAll wakes every follower: each reads again what it follows.
