@@ -192,6 +192,28 @@ func TestCrossHubLostHintsStillComplete(t *testing.T) {
 		t.Fatalf("A's follower got %q", s)
 	}
 	a.waitJob(j.ID, func(v protocol.JobView) bool { return v.State == job.Completed })
+
+	// A cancel on A reaches the runner on B all the same, and so does a
+	// revoke.
+	k := a.submit("sleep", "100")
+	o = sr.offer()
+	if o.Job != k.ID {
+		t.Fatalf("offer for %s, want %s", o.Job, k.ID)
+	}
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	if code, e := a.call(a.admin, "POST", "/jobs/"+k.ID+"/cancel", nil, nil); code != 200 {
+		t.Fatalf("cancel on A: %d %v", code, e)
+	}
+	var co protocol.CancelOrder
+	if err := sr.expect(protocol.TypeCancel).Decode(&co); err != nil || co.Attempt != o.Attempt {
+		t.Fatalf("cancel order on B: %+v %v", co, err)
+	}
+	if code, e := a.call(a.admin, "POST", "/runners/r1/revoke", nil, nil); code != 200 {
+		t.Fatalf("revoke on A: %d %v", code, e)
+	}
+	if err := sr.closed(); websocket.CloseStatus(err) != protocol.CloseRevoked {
+		t.Fatalf("B's connection of the revoked runner: %v", err)
+	}
 }
 
 // TestCrossHubCancelAndFollow: on hub A a user follows the log of a job
@@ -239,6 +261,15 @@ func TestCrossHubCancelAndFollow(t *testing.T) {
 	}
 }
 
+// closed reads past every frame to the connection's end, and returns it.
+func (sr *scriptRunner) closed() error {
+	for {
+		if _, err := sr.tryRead(10 * time.Second); err != nil {
+			return err
+		}
+	}
+}
+
 // TestCrossHubRevoke: a runner revoked on hub A is disconnected by hub B.
 func TestCrossHubRevoke(t *testing.T) {
 	hs := startHubs(t, 2, Config{CrossSweep: noSweep}, false)
@@ -247,11 +278,7 @@ func TestCrossHubRevoke(t *testing.T) {
 	if code, e := a.call(a.admin, "POST", "/runners/box/revoke", nil, nil); code != 200 {
 		t.Fatalf("revoke on A: %d %v", code, e)
 	}
-	_, err := sr.tryRead(10 * time.Second)
-	for err == nil {
-		_, err = sr.tryRead(10 * time.Second)
-	}
-	if websocket.CloseStatus(err) != protocol.CloseRevoked {
+	if err := sr.closed(); websocket.CloseStatus(err) != protocol.CloseRevoked {
 		t.Fatalf("B's connection of the revoked runner: %v", err)
 	}
 }
