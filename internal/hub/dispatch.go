@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -411,6 +412,9 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 		if err != nil {
 			return errNotQueued
 		}
+		if ok, err := mayRunNow(tx, c.runnerID, j); err != nil || !ok {
+			return cmp.Or(err, errNotQueued)
+		}
 		now := h.now()
 		waited = now.Sub(j.UpdatedAt) // since it was queued (or requeued)
 		att = store.Attempt{
@@ -450,3 +454,18 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 }
 
 var errNotQueued = errors.New("job is no longer queued")
+
+// mayRunNow checks the runner's access as stored now, not as the pass saw
+// it: a share withdrawn a moment ago (on another hub, whose hint has yet to
+// arrive) holds for the offer.
+func mayRunNow(tx store.Tx, runnerID string, j store.Job) (bool, error) {
+	ra, err := loadRunnerAccess(tx, runnerID)
+	if err != nil {
+		return false, err
+	}
+	member, err := isMember(tx, j.Project, j.RequesterID)
+	if err != nil {
+		return false, err
+	}
+	return ra.mayRun(j.RequesterID, j.Project, member), nil
+}
