@@ -15,6 +15,7 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox/sandboxtest"
+	"drover/internal/store"
 	"drover/internal/store/postgres"
 	"drover/internal/testkit"
 )
@@ -444,4 +445,33 @@ func TestCrossHubShareReachesTheHoldingHub(t *testing.T) {
 	a.share(bob, "b-box", false, protocol.ShareRequest{User: "alice"})
 	j2 := a.submitAs(alice, protocol.SubmitRequest{})
 	b.waitQueued(j2.ID, waitNotYours)
+}
+
+// TestOfferChecksStoredAccess: a share withdrawn in the database (by
+// another hub, whose hint has not arrived) holds for the offer, whatever
+// access this hub still remembers for the runner.
+func TestOfferChecksStoredAccess(t *testing.T) {
+	th, alice, bob := startTenants(t)
+	box, _ := th.dial(th.registerRunnerOf(bob, "b-box", "alice"), protocol.Hello{})
+	var aliceID string
+	if err := th.h.store.Write(t.Context(), func(tx store.Tx) error {
+		u, err := tx.UserByName("alice")
+		if err != nil {
+			return err
+		}
+		rn, err := tx.RunnerByName("b-box")
+		if err != nil {
+			return err
+		}
+		aliceID = u.ID
+		return tx.DeleteShare(store.Share{RunnerID: rn.ID, Kind: store.ShareUser, Subject: u.ID})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	j := th.submitAs(alice, protocol.SubmitRequest{})
+	waitDispatchIdle(t, th)
+	box.noOfferYet()
+	if v := th.job(j.ID); v.State != job.Queued {
+		t.Fatalf("job of %s is %s on %q after the share was withdrawn", aliceID, v.State, v.Runner)
+	}
 }
