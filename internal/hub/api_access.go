@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -56,35 +58,47 @@ func ownedRunner(tx store.Tx, p principal, name string) (store.Runner, error) {
 // refreshAccess gives a connected runner its access as stored now, then
 // rings the dispatcher (a share may have opened it to queued jobs).
 func (h *Hub) refreshAccess(ctx context.Context, runnerID string) error {
+	return h.refreshAccessOf(ctx, []string{runnerID})
+}
+
+// refreshAccessOf is refreshAccess of several runners in one read; those
+// another hub holds are left to it (a hint).
+func (h *Hub) refreshAccessOf(ctx context.Context, runnerIDs []string) error {
 	// One refresh at a time, so a slower read of an older state never
 	// overwrites a newer one.
 	h.accessMu.Lock()
 	defer h.accessMu.Unlock()
-	var ra *runnerAccess
+	ras := make([]*runnerAccess, len(runnerIDs))
 	if err := h.store.Read(ctx, func(tx store.Tx) (err error) {
-		ra, err = loadRunnerAccess(tx, runnerID)
-		return err
+		for i, id := range runnerIDs {
+			if ras[i], err = loadRunnerAccess(tx, id); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
+	var elsewhere []string
 	h.mu.Lock()
-	if c := h.conns[runnerID]; c != nil {
-		c.access = ra
+	for i, id := range runnerIDs {
+		if c := h.conns[id]; c != nil {
+			c.access = ras[i]
+		} else {
+			elsewhere = append(elsewhere, hintAccess+id) // its hub reloads it
+		}
 	}
 	h.mu.Unlock()
+	h.hint(elsewhere...)
 	h.kick()
 	return nil
 }
 
 // refreshAllAccess reloads every connected runner's access (after a
-// change that may touch many: a user removed).
+// change that may touch many: a user removed), here and on other hubs.
 func (h *Hub) refreshAllAccess(ctx context.Context) error {
-	for id := range h.connectedRunners() {
-		if err := h.refreshAccess(ctx, id); err != nil {
-			return err
-		}
-	}
-	return nil
+	h.hint(hintAccess)
+	return h.refreshAccessOf(ctx, slices.Collect(maps.Keys(h.connectedRunners())))
 }
 
 // apiShareRunner serves POST /runners/{name}/share and /unshare.

@@ -25,6 +25,12 @@ type Config struct {
 	LogChunk     int           // largest log chunk (1 MiB)
 	LogCap       int64         // per-attempt log cap (64 MiB)
 	Sweep        time.Duration // slow safety sweep (30s)
+	// Hints carries hints between the hubs on one database (nil: the
+	// store's, when it has them, as Postgres does).
+	Hints Hints
+	// CrossSweep is how often a hub with other hubs beside it re-reads what
+	// their hints would have told it (5s): a lost hint costs at most that.
+	CrossSweep time.Duration
 	// TransferCap bounds one source push or result publication (64 MiB).
 	TransferCap int64
 	// PublicURL is the hub's URL as runners reach it, for the git URLs in
@@ -98,6 +104,9 @@ func (c *Config) defaults() {
 	}
 	if c.Sweep <= 0 {
 		c.Sweep = 30 * time.Second
+	}
+	if c.CrossSweep <= 0 {
+		c.CrossSweep = 5 * time.Second
 	}
 	if c.ReadHeaderTimeout <= 0 {
 		c.ReadHeaderTimeout = 10 * time.Second

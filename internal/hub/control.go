@@ -94,9 +94,7 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 	}
 	h.kick() // a slot freed, or a queued job gone: draining runners learn it
 	if order != nil {
-		if c := h.connFor(runnerID); c != nil {
-			c.send(*order)
-		}
+		h.pushOrder(runnerID, *order)
 	}
 	h.notify(id)
 	return nil

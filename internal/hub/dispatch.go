@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -398,13 +399,21 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 	var att store.Attempt
 	var waited time.Duration
 	err := h.store.Write(ctx, func(tx store.Tx) error {
-		j, err := tx.Job(jobID)
-		if err != nil {
+		// Claimed, and written back checked against the epoch read, so
+		// that dispatchers of two hubs never offer one job twice, and
+		// skip each other's rows rather than wait on them.
+		j, err := tx.ClaimQueued(jobID)
+		if errors.Is(err, store.ErrNotFound) {
+			return errNotQueued
+		} else if err != nil {
 			return err
 		}
 		next, err := job.Next(j.State, job.EvOffer)
 		if err != nil {
 			return errNotQueued
+		}
+		if ok, err := mayRunNow(tx, c.runnerID, j); err != nil || !ok {
+			return cmp.Or(err, errNotQueued)
 		}
 		now := h.now()
 		waited = now.Sub(j.UpdatedAt) // since it was queued (or requeued)
@@ -415,8 +424,11 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 		if err := tx.InsertAttempt(att); err != nil {
 			return err
 		}
+		was := j.Epoch
 		j.State, j.Epoch, j.AttemptID, j.UpdatedAt = next, att.Epoch, att.ID, now
-		if err := tx.UpdateJob(j); err != nil {
+		if err := tx.UpdateJobAt(j, was); errors.Is(err, store.ErrConflict) {
+			return errNotQueued
+		} else if err != nil {
 			return err
 		}
 		if err := h.event(tx, j.ID, "offered", "", "attempt %d offered to %s", att.Epoch, c.name); err != nil {
@@ -442,3 +454,18 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 }
 
 var errNotQueued = errors.New("job is no longer queued")
+
+// mayRunNow checks the runner's access as stored now, not as the pass saw
+// it: a share withdrawn a moment ago (on another hub, whose hint has yet to
+// arrive) holds for the offer.
+func mayRunNow(tx store.Tx, runnerID string, j store.Job) (bool, error) {
+	ra, err := loadRunnerAccess(tx, runnerID)
+	if err != nil {
+		return false, err
+	}
+	member, err := isMember(tx, j.Project, j.RequesterID)
+	if err != nil {
+		return false, err
+	}
+	return ra.mayRun(j.RequesterID, j.Project, member), nil
+}

@@ -428,13 +428,17 @@ func (h *Hub) connFor(runnerID string) *conn {
 func (h *Hub) closeConn(runnerID string, code websocket.StatusCode, reason string) {
 	if c := h.connFor(runnerID); c != nil {
 		c.close(code, reason)
+	} else {
+		h.hint(hintRunner + runnerID) // its hub closes it (syncRunners)
 	}
 }
 
 // closeConnIfStale closes a connection made with a token that is no longer
 // the runner's.
 func (h *Hub) closeConnIfStale(runnerID, tokenHash string) {
-	if c := h.connFor(runnerID); c != nil && c.tokenHash != tokenHash {
+	if c := h.connFor(runnerID); c == nil {
+		h.hint(hintRunner + runnerID)
+	} else if c.tokenHash != tokenHash {
 		c.close(protocol.CloseRevoked, "another login was approved with this runner's name (replace)")
 	}
 }

@@ -54,6 +54,7 @@ type Hub struct {
 	metrics  *metrics
 
 	fleet fleetState // what autoscalers wait on
+	x     crossHub   // the other hubs on the database (hints.go)
 
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository
@@ -131,6 +132,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		stalls:    map[string]*logStallInfo{},
 		repos:     workspace.HubRepos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
 		locks:     keyLocks{m: map[string]*keyLock{}},
+		x:         crossHub{hints: hintsFor(cfg, st), cancelled: map[string]bool{}},
 	}
 	h.metrics = newMetrics(h)
 	ws, err := web.New(dashboard{h}, web.Config{PublicURL: cfg.PublicURL, Logger: cfg.Logger})
@@ -153,6 +155,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.bg.Add(2)
 	go func() { defer h.bg.Done(); h.dispatchLoop(bgctx) }()
 	go func() { defer h.bg.Done(); h.sweepLoop(bgctx) }()
+	h.crossLoops(bgctx)
 	h.kick()
 	return h, nil
 }
@@ -322,8 +325,15 @@ func (h *Hub) Close() error {
 	return h.store.Close()
 }
 
-// kick wakes the dispatcher without blocking.
+// kick wakes the dispatcher without blocking, and the other hubs' (a job
+// may be offerable to a runner one of them holds).
 func (h *Hub) kick() {
+	h.kickLocal()
+	h.hint(hintQueued)
+}
+
+// kickLocal wakes this hub's dispatcher only.
+func (h *Hub) kickLocal() {
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -344,8 +354,15 @@ const anyChange = ""
 
 // notify wakes everyone waiting on a job (log followers), and those who
 // wait for any change; notify(anyChange) wakes only the latter (a runner
-// connected, reported or changed access).
+// connected, reported or changed access). The other hubs' followers are
+// woken by a hint.
 func (h *Hub) notify(jobID string) {
+	h.notifyLocal(jobID)
+	h.hint(hintJob + jobID)
+}
+
+// notifyLocal is notify for this hub's followers only.
+func (h *Hub) notifyLocal(jobID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, k := range []string{jobID, anyChange} {
@@ -388,6 +405,8 @@ func (h *Hub) addActiveLocked(runnerID, attemptID string) {
 func (h *Hub) removeActive(runnerID, attemptID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.x.removals++
+	delete(h.x.cancelled, attemptID)
 	if m := h.active[runnerID]; m != nil {
 		delete(m, attemptID)
 		if len(m) == 0 {

@@ -71,18 +71,27 @@ func startHubOn(t testing.TB, cfg Config, wrap func(store.Store) store.Store) *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	th := &testHub{t: t, h: h, srv: httptest.NewServer(h.Handler()), cfg: cfg}
+	return serveTestHub(t, h, cfg, "")
+}
+
+// serveTestHub serves h until the test ends, for the admin with token
+// admin ("": the one h's first start wrote).
+func serveTestHub(t testing.TB, h *Hub, cfg Config, admin string) *testHub {
+	t.Helper()
+	th := &testHub{t: t, h: h, srv: httptest.NewServer(h.Handler()), cfg: cfg, admin: admin}
 	// The fields, not the first hub: reopen replaces them.
 	t.Cleanup(func() {
 		th.srv.CloseClientConnections()
 		th.srv.Close()
 		th.h.Close()
 	})
-	tok, err := os.ReadFile(h.AdminTokenPath())
-	if err != nil {
-		t.Fatal(err)
+	if admin == "" {
+		tok, err := os.ReadFile(h.AdminTokenPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		th.admin = strings.TrimSpace(string(tok))
 	}
-	th.admin = strings.TrimSpace(string(tok))
 	return th
 }
 

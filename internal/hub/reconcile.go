@@ -130,13 +130,11 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 	h.mu.Lock()
 	old := h.conns[c.runnerID]
 	h.conns[c.runnerID] = c
+	// The slots it holds are the database's, whichever hub it was on
+	// before (this one's memory may be of another hub's time).
+	delete(h.active, c.runnerID)
 	for _, id := range keep {
 		h.addActiveLocked(c.runnerID, id)
-	}
-	for _, a := range lost {
-		if m := h.active[c.runnerID]; m != nil {
-			delete(m, a.ID)
-		}
 	}
 	// Queue under the lock so no dispatcher offer can overtake the welcome.
 	c.send(wf)

@@ -116,10 +116,10 @@ func (h *Hub) expire(ctx context.Context, attemptID string, online bool) error {
 		return err
 	}
 	h.removeActive(a.RunnerID, a.ID)
-	if c := h.connFor(a.RunnerID); c != nil {
-		c.sendBody(protocol.TypeDrop, protocol.DropOrder{
-			AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "offer expired",
-		})
+	if f, err := protocol.NewFrame(protocol.TypeDrop, "", protocol.DropOrder{
+		AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "offer expired",
+	}); err == nil {
+		h.pushOrder(a.RunnerID, f)
 	}
 	h.log.Info("attempt expired", "job", a.JobID, "attempt", a.ID, "now", a.State)
 	h.notify(a.JobID)

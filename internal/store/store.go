@@ -88,6 +88,14 @@ type Tx interface {
 	InsertJob(j Job) error
 	UpdateJob(j Job) error
 	Job(id string) (Job, error)
+	// ClaimQueued reads a queued job an offer means to claim and, where the
+	// engine has row locks, locks its row, skipping it while another
+	// transaction holds it (FOR UPDATE SKIP LOCKED): ErrNotFound when the
+	// job is not queued or another dispatcher is claiming it.
+	ClaimQueued(id string) (Job, error)
+	// UpdateJobAt is UpdateJob checked in the same statement: only while
+	// the stored job's epoch is still epoch; ErrConflict when it is not.
+	UpdateJobAt(j Job, epoch int64) error
 	JobByKey(requesterID, key string) (Job, error)
 	Jobs(f JobFilter) ([]Job, error) // newest first
 	// ActiveJobsOf lists the jobs of one requester that have not ended

@@ -53,6 +53,8 @@ const (
 type Store struct {
 	db    *sql.DB
 	write chan struct{} // one token: the Write that holds it runs
+	cfg   *pgx.ConnConfig
+	hints *hints // to and from the other hubs on the database (hints.go)
 }
 
 // IsURL says whether a --db value names a Postgres database.
@@ -76,7 +78,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := &Store{db: db, write: make(chan struct{}, 1)}
+	s := &Store{db: db, write: make(chan struct{}, 1), cfg: cfg, hints: newHints()}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open Postgres store at %s: %w", where, scrub(err, cfg.Password))
@@ -109,8 +111,11 @@ func scrub(err error, password string) error {
 	return errors.New(strings.ReplaceAll(err.Error(), password, "xxxxx"))
 }
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
+// Close sends the hints still pending and closes the pool.
+func (s *Store) Close() error {
+	s.closeHints()
+	return s.db.Close()
+}
 
 // Read runs fn in a read-only transaction that sees one consistent snapshot.
 // It runs again, a few times, on a connection that was lost.
@@ -161,7 +166,7 @@ func (s *Store) run(ctx context.Context, what string, tries int, opts *sql.TxOpt
 
 // dialect is how the shared statements run on Postgres: $N placeholders,
 // and no planner hints (it keeps statistics).
-var dialect = sqlstore.Dialect{Rebind: rebind, Err: storeErr, Retry: retryable}
+var dialect = sqlstore.Dialect{Rebind: rebind, Err: storeErr, Retry: retryable, SkipLocked: " FOR UPDATE SKIP LOCKED"}
 
 // rebind turns ? into $1, $2… in order, and ?N into $N.
 func rebind(q string) string {

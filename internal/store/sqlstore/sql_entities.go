@@ -106,6 +106,26 @@ func (t *tx) Job(id string) (store.Job, error) {
 	return one(t, "job "+id, ScanJob, jobs.query("WHERE id = ?"), id)
 }
 
+// ClaimQueued reads a queued job and, on an engine with row locks, locks
+// its row, skipping it when another dispatcher's transaction holds it.
+func (t *tx) ClaimQueued(id string) (store.Job, error) {
+	return one(t, "queued job "+id, ScanJob, jobs.query("WHERE id = ? AND state = 'queued'"+t.d.SkipLocked), id)
+}
+
+// UpdateJobAt rewrites the job only while its stored epoch is still epoch:
+// the check is in the UPDATE itself, so no other writer's offer can slip in.
+func (t *tx) UpdateJobAt(j store.Job, epoch int64) error {
+	args := JobArgs(j)
+	res, err := t.exec("update job "+j.ID, jobs.update+" AND epoch = ?", append(args[1:len(args):len(args)], args[0], epoch)...)
+	if err != nil {
+		return err
+	}
+	if err := affected(fmt.Sprintf("update job %s at epoch %d", j.ID, epoch), res); err != nil {
+		return fmt.Errorf("%w: %w", store.ErrConflict, err)
+	}
+	return nil
+}
+
 func (t *tx) JobByKey(requesterID, key string) (store.Job, error) {
 	return one(t, "job with key "+key+" of "+requesterID, ScanJob,
 		jobs.query("WHERE requester_id = ? AND key = ? AND key != ''"), requesterID, key)

@@ -33,6 +33,11 @@ type Dialect struct {
 	// where that condition would take a visibility arm through every job
 	// in one state ("+" in SQLite; "" where the planner weighs it itself).
 	NoIndex string
+	// SkipLocked ends a read of a row a write means to claim: it locks the
+	// row and skips one another transaction holds (" FOR UPDATE SKIP
+	// LOCKED"), so dispatchers of several hubs never queue on one row; ""
+	// where writes are serialized anyway.
+	SkipLocked string
 }
 
 // tx implements store.Tx. The interface's methods take no context, so the

@@ -60,3 +60,23 @@ func testActiveByRequester(t *testing.T, s store.Store) {
 	equal(t, "ActiveByRequester", get(t, s, func(tx store.Tx) (map[string]int, error) { return tx.ActiveByRequester() }),
 		map[string]int{"u-1": 2, "u-2": 1})
 }
+
+// testClaims: only a queued job can be claimed, and a write at an epoch
+// changes the job only while that is still its epoch.
+func testClaims(t *testing.T, s store.Store) {
+	seed(t, s) // j-1 is running
+	mustWrite(t, s, func(tx store.Tx) error { return tx.InsertJob(newJob("q-1", "u-1", job.Queued, 10)) })
+	var q store.Job
+	mustWrite(t, s, func(tx store.Tx) (err error) { q, err = tx.ClaimQueued("q-1"); return err }) // a claim locks: it writes
+	equal(t, "ClaimQueued", q, newJob("q-1", "u-1", job.Queued, 10))
+	writeErr(t, s, "ClaimQueued of a running job", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.ClaimQueued("j-1"); return err })
+	writeErr(t, s, "ClaimQueued of no job", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.ClaimQueued("nope"); return err })
+	offered := q
+	offered.State, offered.Epoch, offered.AttemptID = job.Offered, q.Epoch+1, "a-new"
+	writeErr(t, s, "UpdateJobAt its epoch", nil, func(tx store.Tx) error { return tx.UpdateJobAt(offered, q.Epoch) })
+	again := offered
+	again.AttemptID, again.Epoch = "a-other", q.Epoch+1
+	writeErr(t, s, "UpdateJobAt a passed epoch", store.ErrConflict, func(tx store.Tx) error { return tx.UpdateJobAt(again, q.Epoch) })
+	writeErr(t, s, "ClaimQueued of an offered job", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.ClaimQueued("q-1"); return err })
+	equal(t, "job after the fenced write", get(t, s, func(tx store.Tx) (store.Job, error) { return tx.Job("q-1") }), offered)
+}

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"JobListLimits", testJobListLimits},
 		{"QueuedHeads", testQueuedHeads},
 		{"ActiveByRequester", testActiveByRequester},
+		{"Claims", testClaims},
 		{"Attempts", testAttempts},
 		{"Leases", testLeases},
 		{"MissingReferences", testMissingReferences},

@@ -1,0 +1,328 @@
+package hub
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// Hints carries hints between the hubs of one database: a hub publishes
+// what it changed after the commit, and every other hub hears it and looks
+// at the database. A hint is never the truth and may be lost: each hub
+// also re-reads on its slow cross sweep (Config.CrossSweep) what hints
+// would have told it, so a lost one costs latency, never correctness.
+// The Postgres store implements it (LISTEN/NOTIFY, coalesced); a SQLite
+// hub is the only one on its database and needs none (the hub's own
+// doorbells, kick and notify, serve it in-process).
+type Hints interface {
+	// Publish queues keys for the other hubs; it must not block on I/O.
+	Publish(keys ...string)
+	// Listen calls fn with each batch of keys other hubs published, and
+	// with nil when some may have been missed (a reconnect), until ctx
+	// ends.
+	Listen(ctx context.Context, fn func(keys []string)) error
+}
+
+// The keys hubs publish.
+const (
+	// hintQueued: a job may be offerable (submitted, requeued, a slot
+	// freed): dispatch.
+	hintQueued = "q"
+	// hintJob + job id: the job changed (log followers and live pages
+	// wake); with no id, anything changed (the runners page).
+	hintJob = "j:"
+	// hintRunner + runner id: what the runner must be told may have
+	// changed (cancel, drop, revoke): its holding hub reads and sends it.
+	hintRunner = "r:"
+	// hintAccess + runner id: the runner's owner or shares changed; with
+	// no id, anyone's may have.
+	hintAccess = "a:"
+)
+
+// crossHub is what a hub keeps for the hubs beside it.
+type crossHub struct {
+	hints Hints // nil: the only hub on its database
+	// cancelled holds the attempts whose runner was sent a cancel by the
+	// cross sync (under Hub.mu), so each is sent once.
+	cancelled map[string]bool
+	// removals counts slot releases (under Hub.mu): a sync that read the
+	// database before one does not add back what it released.
+	removals uint64
+}
+
+// hintsFor is the hints a hub on st uses: cfg's, else the store's own when
+// it carries them.
+func hintsFor(cfg Config, st store.Store) Hints {
+	if cfg.Hints != nil {
+		return cfg.Hints
+	}
+	if hs, ok := st.(Hints); ok {
+		return hs
+	}
+	return nil
+}
+
+// hint tells the other hubs, if any.
+func (h *Hub) hint(keys ...string) {
+	if h.x.hints != nil {
+		h.x.hints.Publish(keys...)
+	}
+}
+
+// crossLoops listens to the other hubs and runs the cross sweep; without
+// other hubs it does nothing.
+func (h *Hub) crossLoops(ctx context.Context) {
+	if h.x.hints == nil {
+		return
+	}
+	h.bg.Add(2)
+	go func() {
+		defer h.bg.Done()
+		if err := h.x.hints.Listen(ctx, func(keys []string) { h.heard(ctx, keys) }); err != nil && ctx.Err() == nil {
+			h.logFailed("listen to the other hubs", err)
+		}
+	}()
+	go func() {
+		defer h.bg.Done()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(h.cfg.CrossSweep):
+				h.heard(ctx, nil)
+			}
+		}
+	}()
+}
+
+// heard acts on hints from other hubs; nil is everything: offer what can
+// be offered, wake every follower, and bring every runner held here up to
+// date with the database.
+func (h *Hub) heard(ctx context.Context, keys []string) {
+	if keys == nil {
+		h.kickLocal()
+		h.wakeAll()
+		if err := h.refreshAccessHere(ctx, ""); err != nil && ctx.Err() == nil {
+			h.logFailed("reload runners' access", err)
+		}
+		if err := h.syncRunners(ctx, ""); err != nil && ctx.Err() == nil {
+			h.logFailed("bring runners up to date", err)
+		}
+		return
+	}
+	for _, k := range keys {
+		var err error
+		switch {
+		case k == hintQueued:
+			h.kickLocal()
+		case strings.HasPrefix(k, hintJob):
+			h.notifyLocal(strings.TrimPrefix(k, hintJob))
+		case strings.HasPrefix(k, hintRunner):
+			if id := strings.TrimPrefix(k, hintRunner); id != "" && h.connected(id) {
+				err = h.syncRunners(ctx, id)
+			}
+		case strings.HasPrefix(k, hintAccess):
+			err = h.refreshAccessHere(ctx, strings.TrimPrefix(k, hintAccess))
+		}
+		if err != nil && ctx.Err() == nil {
+			h.logFailed("act on another hub's hint", err, "hint", k)
+		}
+	}
+}
+
+// refreshAccessHere reloads the access of the runner held here (every
+// runner held here for "").
+func (h *Hub) refreshAccessHere(ctx context.Context, runnerID string) error {
+	var ids []string
+	for id := range h.connectedRunners() {
+		if runnerID == "" || id == runnerID {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return h.refreshAccessOf(ctx, ids)
+}
+
+// wakeAll wakes every follower: each reads again what it follows.
+func (h *Hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, w := range h.waits {
+		close(w.ch)
+		delete(h.waits, k)
+	}
+}
+
+// pushOrder sends an order to a runner held here, or hints the hub that
+// holds it, which reads the same order from the database (syncRunners).
+func (h *Hub) pushOrder(runnerID string, f protocol.Frame) {
+	if c := h.connFor(runnerID); c != nil {
+		c.send(f)
+		return
+	}
+	h.hint(hintRunner + runnerID)
+}
+
+// syncRunners brings runners held here (runnerID, or all for "") up to
+// date with the database, for what other hubs changed: a connection whose
+// token was revoked or replaced is closed; an offer another hub ended
+// (cancelled, expired) is dropped, and one it made is sent; a running
+// attempt another hub's user cancelled is cancelled; the attempts holding
+// slots are the database's.
+func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
+	type held struct {
+		c   *conn
+		mem []string // attempt ids holding its slots here
+	}
+	h.mu.Lock()
+	local := map[string]held{}
+	for id, c := range h.conns {
+		if runnerID == "" || id == runnerID {
+			hd := held{c: c}
+			for a := range h.active[id] {
+				hd.mem = append(hd.mem, a)
+			}
+			local[id] = hd
+		}
+	}
+	removals := h.x.removals
+	h.mu.Unlock()
+	if len(local) == 0 {
+		return nil
+	}
+	runners := map[string]store.Runner{}
+	active := map[string][]store.Attempt{} // runner → its active attempts
+	ended := map[string]store.Attempt{}    // attempt held here → its record, no longer active
+	cancel := map[string]bool{}            // running attempts whose job is being cancelled
+	resend := map[string]protocol.Frame{}  // offers the database has for it and memory does not
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		clear(runners)
+		clear(active)
+		clear(ended)
+		clear(cancel)
+		clear(resend)
+		if runnerID != "" {
+			rn, err := tx.Runner(runnerID)
+			if err != nil {
+				return err
+			}
+			runners[rn.ID] = rn
+			if active[rn.ID], err = tx.RunnerActiveAttempts(rn.ID); err != nil {
+				return err
+			}
+		} else {
+			rns, err := tx.Runners()
+			if err != nil {
+				return err
+			}
+			for _, rn := range rns {
+				if _, ok := local[rn.ID]; ok {
+					runners[rn.ID] = rn
+				}
+			}
+			all, err := tx.ActiveAttempts()
+			if err != nil {
+				return err
+			}
+			for _, a := range all {
+				if _, ok := local[a.RunnerID]; ok {
+					active[a.RunnerID] = append(active[a.RunnerID], a)
+				}
+			}
+		}
+		for id, hd := range local {
+			now := map[string]bool{}
+			for _, a := range active[id] {
+				now[a.ID] = true
+				if a.State == job.AttemptOffered && !slices.Contains(hd.mem, a.ID) {
+					// Offered by a hub that held it then, or sent to a
+					// connection that was closing: send it again (a runner
+					// takes a repeated offer as the same attempt).
+					j, err := tx.Job(a.JobID)
+					if err != nil {
+						return err
+					}
+					if resend[a.ID], err = h.offerFrame(tx, hd.c, a, j, a.Account); err != nil {
+						return err
+					}
+				}
+				if a.State != job.AttemptRunning {
+					continue
+				}
+				j, err := tx.Job(a.JobID)
+				if err != nil {
+					return err
+				}
+				if j.Cancelling && j.AttemptID == a.ID {
+					cancel[a.ID] = true
+				}
+			}
+			for _, aid := range hd.mem {
+				if now[aid] {
+					continue
+				}
+				a, err := tx.Attempt(aid)
+				if err != nil {
+					return err
+				}
+				ended[aid] = a
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var revoked []*conn
+	h.mu.Lock()
+	for id, hd := range local {
+		c := hd.c
+		if h.conns[id] != c {
+			continue // gone or replaced meanwhile
+		}
+		if rn, ok := runners[id]; !ok || rn.RevokedAt != nil || rn.TokenHash != c.tokenHash {
+			revoked = append(revoked, c)
+			continue
+		}
+		for _, aid := range hd.mem {
+			a, ok := ended[aid]
+			if !ok || !h.active[id][aid] {
+				continue
+			}
+			delete(h.active[id], aid)
+			delete(h.x.cancelled, aid)
+			if a.AcceptedAt == nil {
+				// Ended before it started: the runner must not start it.
+				c.sendBody(protocol.TypeDrop, protocol.DropOrder{
+					AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "attempt " + string(a.State)})
+			}
+		}
+		for _, a := range active[id] {
+			if f, ok := resend[a.ID]; ok && !h.active[id][a.ID] && h.x.removals == removals {
+				c.send(f)
+			}
+			if h.x.removals == removals {
+				h.addActiveLocked(id, a.ID)
+			}
+			if cancel[a.ID] && !h.x.cancelled[a.ID] {
+				h.x.cancelled[a.ID] = true
+				c.sendBody(protocol.TypeCancel, protocol.CancelOrder{
+					AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "cancelled by a user"})
+			}
+		}
+		if len(h.active[id]) == 0 {
+			delete(h.active, id)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range revoked {
+		c.close(protocol.CloseRevoked, "runner token revoked")
+	}
+	return nil
+}
