@@ -25,6 +25,12 @@ type Config struct {
 	LogChunk     int           // largest log chunk (1 MiB)
 	LogCap       int64         // per-attempt log cap (64 MiB)
 	Sweep        time.Duration // slow safety sweep (30s)
+	// HubTTL is how long a hub not seen is still live, and a leader term
+	// lasts unrenewed (15s); a new leader takes over within it.
+	HubTTL time.Duration
+	// HubHeartbeat is how often a hub records itself and renews (or tries
+	// for) the leader term: HubTTL/3, and never more than that.
+	HubHeartbeat time.Duration
 	// TransferCap bounds one source push or result publication (64 MiB).
 	TransferCap int64
 	// PublicURL is the hub's URL as runners reach it, for the git URLs in
@@ -98,6 +104,12 @@ func (c *Config) defaults() {
 	}
 	if c.Sweep <= 0 {
 		c.Sweep = 30 * time.Second
+	}
+	if c.HubTTL <= 0 {
+		c.HubTTL = 15 * time.Second
+	}
+	if c.HubHeartbeat <= 0 || c.HubHeartbeat > c.HubTTL/3 {
+		c.HubHeartbeat = c.HubTTL / 3 // renewed well inside the trust window
 	}
 	if c.ReadHeaderTimeout <= 0 {
 		c.ReadHeaderTimeout = 10 * time.Second

@@ -458,3 +458,21 @@ func FormatLabels(m map[string]string) string {
 	}
 	return strings.Join(keys, ",")
 }
+
+// HubView is one live hub of those sharing the database, as GET /hubs
+// lists it: no runner names, only how many connections it holds.
+type HubView struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url,omitempty"` // its public URL ("" when it takes the runners')
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+	LastSeen  time.Time `json:"last_seen"`
+	Conns     int       `json:"connections"`
+	Leader    bool      `json:"leader,omitempty"` // it holds the leader term (runs the hub-wide duties)
+	Self      bool      `json:"self,omitempty"`   // the hub that answered
+}
+
+// HubList is the answer to GET /hubs: the live hubs, oldest start first.
+type HubList struct {
+	Hubs []HubView `json:"hubs"`
+}

@@ -30,6 +30,9 @@ var copyTables = []struct{ name, cols string }{
 	{Registrations.Name, Registrations.List()},
 	{LaunchFailures.Name, LaunchFailures.List()},
 	{"project_secrets", "project, name, upstream, header, prefix, value, created_by, created_at"},
+	{Hubs.Name, Hubs.List()},
+	{RunnerHubs.Name, RunnerHubs.List()},
+	{LeaderTerm.Name, LeaderTerm.List()},
 }
 
 // CopiedTables names the tables a copy moves, in copy order.
