@@ -255,6 +255,11 @@ func TestLeaderExpiresOnlyRunnersNoLiveHubHolds(t *testing.T) {
 	if v := a.job(jobID); v.State != job.Running {
 		t.Fatalf("leader expired a runner another live hub holds: %+v", v)
 	}
+	var rl protocol.RunnerList
+	if code, e := a.call(a.admin, "GET", "/runners", nil, &rl); code != http.StatusOK || len(rl.Runners) != 1 ||
+		!rl.Runners[0].Connected || rl.Runners[0].Hub != b.h.id {
+		t.Fatalf("runners on hub A: %d %v %+v", code, e, rl)
+	}
 	// B's row counts its connection from its next heartbeat on.
 	waitFor(t, "B's heartbeat counts its runner", func() bool { return a.hubs().Hubs[1].Conns == 1 })
 

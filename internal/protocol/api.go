@@ -268,6 +268,9 @@ type RunnerView struct {
 	// Version is the drover version the runner reported when it last
 	// connected.
 	Version string `json:"version,omitempty"`
+	// Hub is the id of the hub holding its connection (drover hubs), when
+	// connected: with several hubs on one database, maybe another one.
+	Hub string `json:"hub,omitempty"`
 	// Draining: the connected runner is stopping and takes no offers.
 	Draining  bool       `json:"draining,omitempty"`
 	LastSeen  *time.Time `json:"last_seen,omitempty"`
