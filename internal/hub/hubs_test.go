@@ -333,6 +333,13 @@ func alive(ths []*testHub) *testHub {
 	panic("no hub alive")
 }
 
+// startSQLiteHub is startHub on SQLite, whatever DROVER_HUB_TEST_STORE
+// says: the store as it is, not wrapped.
+func startSQLiteHub(t *testing.T, cfg Config) *testHub {
+	t.Helper()
+	return startHubOn(t, cfg, func(s store.Store) store.Store { return s })
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -347,7 +354,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // A SQLite hub restarted after a crash leads at once: the term and row its
 // dead predecessor left are known to be dead (SQLite has one hub).
 func TestSQLiteHubLeadsAtOnceAfterACrash(t *testing.T) {
-	th := startHub(t, Config{})
+	th := startSQLiteHub(t, Config{})
 	if !th.h.leading() {
 		t.Fatal("a SQLite hub does not lead")
 	}
@@ -374,7 +381,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		code, b := th.send("", "GET", path, nil)
 		return code, string(b)
 	}
-	th := startHub(t, Config{})
+	th := startSQLiteHub(t, Config{}) // it edits the database file
 	for _, tc := range []struct{ path, body string }{{"/healthz", "ok\n"}, {"/readyz", "ready\n"}} {
 		if code, body := probe(th, tc.path); code != http.StatusOK || body != tc.body {
 			t.Errorf("%s: %d %q", tc.path, code, body)
