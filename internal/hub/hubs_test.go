@@ -423,3 +423,21 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Errorf("readyz while shutting down: %d %q", code, body)
 	}
 }
+
+// A question expires under the leader only, even one asked through a
+// follower (whose own expiry kick finds nothing to do there).
+func TestQuestionsExpireOnlyUnderTheLeader(t *testing.T) {
+	_, ths := leaderAndFollower(t)
+	a, b := ths[0], ths[1]
+	j := b.waitOnExpiringQuestion(200 * time.Millisecond)
+	waitFor(t, "the question's expiry", func() bool { return time.Now().After(*j.Questions[0].ExpiresAt) })
+	var pruned time.Time
+	b.h.sweepPass(context.Background(), &pruned)
+	if v := a.job(j.ID); v.State != job.Waiting {
+		t.Fatalf("a follower expired a question: %+v", v)
+	}
+	a.h.sweepPass(context.Background(), &pruned)
+	if v := a.job(j.ID); v.State != job.Failed || v.Reason != job.ReasonQuestionExpired {
+		t.Fatalf("the leader did not expire the question: %+v", v)
+	}
+}

@@ -34,32 +34,38 @@ func (h *Hub) sweepLoop(ctx context.Context) {
 		case <-next.C:
 		case <-h.sweepWake:
 		}
-		lead := h.leading()
-		due, err := h.sweep(ctx, lead)
-		if err != nil && ctx.Err() == nil {
-			h.logFailed("sweep", err)
-		}
-		if !due.IsZero() {
+		if due := h.sweepPass(ctx, &lastPrune); !due.IsZero() {
 			next.Reset(max(due.Sub(h.now()), 0) + 50*time.Millisecond)
 		}
-		if !lead {
-			continue
-		}
-		if err := h.expireQuestions(ctx); err != nil && ctx.Err() == nil {
-			h.logFailed("expire questions", err)
-		}
-		if now := h.now(); now.Sub(lastPrune) > time.Hour {
-			lastPrune = now
-			if err := h.store.Write(ctx, func(tx store.Tx) error {
-				if err := tx.PruneHubs(now.Add(-hubKeep)); err != nil {
-					return err
-				}
-				return tx.PruneRequests(now.Add(-ledgerKeep))
-			}); err != nil && ctx.Err() == nil {
-				h.logFailed("prune request ledger and hubs gone", err)
+	}
+}
+
+// sweepPass is one pass of sweepLoop: the next lease deadline it saw (zero
+// for none); lastPrune is when the leader last pruned.
+func (h *Hub) sweepPass(ctx context.Context, lastPrune *time.Time) time.Time {
+	lead := h.leading()
+	due, err := h.sweep(ctx, lead)
+	if err != nil && ctx.Err() == nil {
+		h.logFailed("sweep", err)
+	}
+	if !lead {
+		return due
+	}
+	if err := h.expireQuestions(ctx); err != nil && ctx.Err() == nil {
+		h.logFailed("expire questions", err)
+	}
+	if now := h.now(); now.Sub(*lastPrune) > time.Hour {
+		*lastPrune = now
+		if err := h.store.Write(ctx, func(tx store.Tx) error {
+			if err := tx.PruneHubs(now.Add(-hubKeep)); err != nil {
+				return err
 			}
+			return tx.PruneRequests(now.Add(-ledgerKeep))
+		}); err != nil && ctx.Err() == nil {
+			h.logFailed("prune request ledger and hubs gone", err)
 		}
 	}
+	return due
 }
 
 // hubKeep is how long the row of a hub that stopped heartbeating is kept
