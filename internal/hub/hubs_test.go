@@ -20,11 +20,11 @@ import (
 	"drover/internal/testkit"
 )
 
-// hubsConfig has short hub heartbeats (a term lasts 1.5s, renewed every
-// 0.5s), and a lease and sweep timer long enough that only what a test
-// does expires anything.
+// hubsConfig has short hub heartbeats (a term lasts 3s, renewed every
+// second: room for a loaded machine), and a lease and sweep timer long
+// enough that only what a test does expires anything.
 func hubsConfig() Config {
-	return Config{HubTTL: 1500 * time.Millisecond, Lease: time.Hour, Sweep: time.Hour}
+	return Config{HubTTL: 3 * time.Second, Lease: time.Hour, Sweep: time.Hour}
 }
 
 // openHubOn starts one more hub on the database url with a data directory
@@ -165,7 +165,7 @@ func TestHubsOnOneDatabaseElectOneLeader(t *testing.T) {
 // renewal; one that closes hands over at once.
 func TestLeaderTakesOverWhenTheLeaderDies(t *testing.T) {
 	cfg := hubsConfig()
-	cfg.Lease = 5 * time.Second
+	cfg.Lease = 10 * time.Second
 	_, ths := pgHubs(t, 3, cfg)
 	old := waitLeader(t, ths)
 	old.crash()
@@ -221,8 +221,11 @@ func (th *testHub) attemptOf(jobID string) store.Attempt {
 	return a
 }
 
+// sweepNow sweeps once, as the leader if th leads (waiting for its trust
+// should a slow renewal have let it lapse) or else as a follower.
 func (th *testHub) sweepNow() {
 	th.t.Helper()
+	th.waitLeadIfLeader()
 	if _, err := th.h.sweep(context.Background(), th.h.leading()); err != nil {
 		th.t.Fatal(err)
 	}
@@ -310,6 +313,15 @@ func TestOnlyANewLeaderAfterAGapExtendsLeases(t *testing.T) {
 	}
 }
 
+// waitLeadIfLeader waits, when th holds the leader term, until it trusts
+// it (a renewal slowed by a loaded machine lets the trust lapse a moment).
+func (th *testHub) waitLeadIfLeader() {
+	th.t.Helper()
+	if th.leaderTerm().Holder == th.h.id {
+		waitFor(th.t, "the leader trusts its term", th.h.leading)
+	}
+}
+
 // holder is the hub holding the runner's connection, dead or alive.
 func (th *testHub) holder(runnerID string) string {
 	th.t.Helper()
@@ -340,7 +352,7 @@ func startSQLiteHub(t *testing.T, cfg Config) *testHub {
 	return startHubOn(t, cfg, func(s store.Store) store.Store { return s })
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -436,6 +448,7 @@ func TestQuestionsExpireOnlyUnderTheLeader(t *testing.T) {
 	if v := a.job(j.ID); v.State != job.Waiting {
 		t.Fatalf("a follower expired a question: %+v", v)
 	}
+	a.waitLeadIfLeader()
 	a.h.sweepPass(context.Background(), &pruned)
 	if v := a.job(j.ID); v.State != job.Failed || v.Reason != job.ReasonQuestionExpired {
 		t.Fatalf("the leader did not expire the question: %+v", v)
