@@ -401,7 +401,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 
 	// A database another, newer drover migrated further.
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(th.cfg.DataDir, "drover.db"))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(th.cfg.DataDir, "drover.db")+"?_pragma=busy_timeout(10000)") // the hub heartbeats meanwhile
 	if err != nil {
 		t.Fatal(err)
 	}
