@@ -106,7 +106,7 @@ func (a *app) newRoot() *cobra.Command {
 	root.AddCommand(
 		a.hubCmd(), a.upCmd(), a.demoCmd(),
 		a.loginCmd(), a.whoamiCmd(), a.usersCmd(),
-		a.runnerCmd(), a.runnersCmd(), a.accountsCmd(), a.fleetCmd(),
+		a.runnerCmd(), a.runnersCmd(), a.hubsCmd(), a.accountsCmd(), a.fleetCmd(),
 		a.runCmd(), a.jobsCmd(), a.showCmd(), a.logsCmd(), a.cancelCmd(), a.retryCmd(),
 		a.questionsCmd(), a.answerJobCmd(), a.approveCmd(), a.restartCmd(),
 		a.fetchCmd(), a.diffCmd(), a.projectsCmd(),

@@ -73,6 +73,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bogus"},
 		{"users", "bogus"},
 		{"runners", "bogus"},
+		{"hubs", "extra"},
 		{"show"},
 		{"show", "a", "b"},
 		{"jobs", "--nope"},

@@ -48,6 +48,7 @@ type fakeHub struct {
 	projects      []protocol.ProjectView
 	members       map[string][]string // project → members; an owner is ProjectView.Owner
 	memberChanges []string            // "add web bob", "remove web bob"
+	hubs          []protocol.HubView
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
@@ -248,6 +249,9 @@ func runCLI(t *testing.T, env map[string]string, stdin string, args ...string) c
 
 // tenancyRoutes are the users, sharing and membership routes.
 func (h *fakeHub) tenancyRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/hubs", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, protocol.HubList{Hubs: h.hubs})
+	})
 	mux.HandleFunc("GET /api/v1/users", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, 200, protocol.UserList{Users: h.userViews})
 	})

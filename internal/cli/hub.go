@@ -32,6 +32,7 @@ type hubOptions struct {
 	lease        time.Duration
 	heartbeat    time.Duration
 	offerTimeout time.Duration
+	hubTTL       time.Duration
 	logCap       int64
 	transferCap  int64
 	publicURL    string
@@ -57,6 +58,7 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f.DurationVar(&o.lease, "lease", 60*time.Second, "how long a runner may be gone before its attempts expire")
 	f.DurationVar(&o.heartbeat, "heartbeat", 20*time.Second, "runner heartbeat interval; three silent intervals close a connection")
 	f.DurationVar(&o.offerTimeout, "offer-timeout", 30*time.Second, "how long an offer may stay unaccepted")
+	f.DurationVar(&o.hubTTL, "hub-ttl", 15*time.Second, "with several hubs on one database: how long a silent hub still counts as live, and a leader term lasts unrenewed")
 	f.Int64Var(&o.logCap, "log-cap", protocol.DefaultLogCap, "per-attempt log cap in bytes")
 	f.Int64Var(&o.transferCap, "transfer-cap", protocol.DefaultTransferCap, "largest source push or result publication in bytes")
 	f.StringVar(&o.publicURL, "url", "", "the hub's URL as runners reach it, for the git URLs in offers (default: what each runner connected to)")
@@ -95,7 +97,7 @@ says where. On the same machine the CLI uses it by itself with the default
 
 // openHub opens the hub's state and its listener and says where both are.
 func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener, string, error) {
-	if o.lease < 0 || o.heartbeat < 0 || o.offerTimeout < 0 || o.logCap < 0 || o.transferCap < 0 || o.readTimeout < 0 || o.idleTimeout < 0 {
+	if o.lease < 0 || o.heartbeat < 0 || o.offerTimeout < 0 || o.hubTTL < 0 || o.logCap < 0 || o.transferCap < 0 || o.readTimeout < 0 || o.idleTimeout < 0 {
 		return nil, nil, "", usagef("durations, --log-cap and --transfer-cap must not be negative")
 	}
 	if o.publicURL != "" {
@@ -138,7 +140,7 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 		}
 	}
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Database: o.db, Lease: o.lease, Heartbeat: o.heartbeat,
-		OfferTimeout: o.offerTimeout, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
+		OfferTimeout: o.offerTimeout, HubTTL: o.hubTTL, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
 		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, MetricsToken: metricsToken, MetricsListen: o.metricsListen,
 		Logger: a.log, Network: file.Network, Credentials: file.Setup, CredentialRunners: file.Trusted})
 	if err != nil {

@@ -76,6 +76,10 @@ func (h *Hub) runnerViews(ctx context.Context, p principal) ([]protocol.RunnerVi
 		if err != nil {
 			return err
 		}
+		held, err := tx.HeldRunners(h.liveSince(h.now()))
+		if err != nil {
+			return err
+		}
 		n := newNamer(tx)
 		for _, rn := range rs {
 			ra := newRunnerAccess(rn, byRunner[rn.ID])
@@ -83,6 +87,8 @@ func (h *Hub) runnerViews(ctx context.Context, p principal) ([]protocol.RunnerVi
 				continue
 			}
 			v := h.runnerView(rn, n.user(rn.OwnerID))
+			v.Hub = held[rn.ID]
+			v.Connected = v.Connected || v.Hub != "" // to another hub on the database
 			if p.admin || rn.OwnerID == p.userID {
 				v.SharedWith = sharesView(n, byRunner[rn.ID], "")
 			} else {

@@ -31,6 +31,12 @@ type Config struct {
 	// CrossSweep is how often a hub with other hubs beside it re-reads what
 	// their hints would have told it (5s): a lost hint costs at most that.
 	CrossSweep time.Duration
+	// HubTTL is how long a hub not seen is still live, and a leader term
+	// lasts unrenewed (15s); a new leader takes over within it.
+	HubTTL time.Duration
+	// HubHeartbeat is how often a hub records itself and renews (or tries
+	// for) the leader term: HubTTL/3, and never more than that.
+	HubHeartbeat time.Duration
 	// TransferCap bounds one source push or result publication (64 MiB).
 	TransferCap int64
 	// PublicURL is the hub's URL as runners reach it, for the git URLs in
@@ -107,6 +113,12 @@ func (c *Config) defaults() {
 	}
 	if c.CrossSweep <= 0 {
 		c.CrossSweep = 5 * time.Second
+	}
+	if c.HubTTL <= 0 {
+		c.HubTTL = 15 * time.Second
+	}
+	if c.HubHeartbeat <= 0 || c.HubHeartbeat > c.HubTTL/3 {
+		c.HubHeartbeat = c.HubTTL / 3 // renewed well inside the trust window
 	}
 	if c.ReadHeaderTimeout <= 0 {
 		c.ReadHeaderTimeout = 10 * time.Second

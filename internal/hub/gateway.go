@@ -391,7 +391,10 @@ func (h *Hub) detach(c *conn, reason string) {
 			return err
 		}
 		rn.LastSeen = &now
-		return tx.UpdateRunner(rn)
+		if err := tx.UpdateRunner(rn); err != nil {
+			return err
+		}
+		return tx.ReleaseRunner(c.runnerID, h.id) // unless it connected to another hub since
 	})
 	// An offer can only start after the hub confirms its accept, so offers
 	// the runner had not accepted go back to the queue now, not after the

@@ -295,6 +295,7 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("DELETE "+p+"/projects/{name}/secrets/{secret}", h.handler(u, h.apiRemoveSecret))
 	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
 	mux.HandleFunc("GET /metrics", h.serveMetrics)
+	h.opsRoutes(mux)
 	h.web.Routes(mux) // the pages, and the approval page runner login links open
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, notFound("no such API route: %s %s", r.Method, r.URL.Path))

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"drover/internal/auth"
@@ -58,6 +59,11 @@ type Hub struct {
 
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository
+
+	id       string     // this process's hub id, new at every start
+	started  time.Time  // when it started
+	lead     leadership // its leader term
+	stopping atomic.Bool
 
 	bg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -133,7 +139,9 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		repos:     workspace.HubRepos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
 		locks:     keyLocks{m: map[string]*keyLock{}},
 		x:         crossHub{hints: hintsFor(cfg, st), cancelled: map[string]bool{}},
+		id:        ids.New("h"),
 	}
+	h.started = h.now()
 	h.metrics = newMetrics(h)
 	ws, err := web.New(dashboard{h}, web.Config{PublicURL: cfg.PublicURL, Logger: cfg.Logger})
 	if err != nil {
@@ -152,9 +160,10 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.removeLeftovers()
 	bgctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel
-	h.bg.Add(2)
+	h.bg.Add(3)
 	go func() { defer h.bg.Done(); h.dispatchLoop(bgctx) }()
 	go func() { defer h.bg.Done(); h.sweepLoop(bgctx) }()
+	go func() { defer h.bg.Done(); h.beatLoop(bgctx) }()
 	h.crossLoops(bgctx)
 	h.kick()
 	return h, nil
@@ -227,15 +236,15 @@ func (h *Hub) recoverWhenSpace(ctx context.Context) error {
 	}
 }
 
-// recover rebuilds the in-memory view after a start. The hub's downtime
-// does not count against runners: every active lease restarts now.
+// recover records this hub (its first heartbeat, which may make it the
+// leader: see beat for the leases a new leader restarts) and rebuilds the
+// in-memory view after a start.
 func (h *Hub) recover(ctx context.Context) error {
-	now := h.now()
+	if err := h.beat(ctx, true); err != nil {
+		return err
+	}
 	var active []store.Attempt
-	err := h.store.Write(ctx, func(tx store.Tx) error {
-		if err := tx.ExtendAllLeases(now.Add(h.cfg.Lease)); err != nil {
-			return err
-		}
+	err := h.store.Read(ctx, func(tx store.Tx) error {
 		var err error
 		active, err = tx.ActiveAttempts()
 		return err
@@ -306,6 +315,7 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve hub: %w", err)
 	case <-ctx.Done():
 	}
+	h.stopping.Store(true) // the load balancer's readiness probe fails from now
 	h.closeAllConns("hub shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -315,13 +325,16 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close stops background work and closes the store.
+// Close stops background work, removes the hub's record (releasing its
+// leader term) and closes the store.
 func (h *Hub) Close() error {
+	h.stopping.Store(true)
 	if h.cancel != nil {
 		h.cancel()
 	}
 	h.closeAllConns("hub shutting down")
 	h.bg.Wait()
+	h.leave()
 	return h.store.Close()
 }
 

@@ -56,6 +56,9 @@ func (th *testHub) dbDump() string {
 	rows.Close()
 	var b strings.Builder
 	for _, tbl := range tables {
+		if tbl == "hubs" || tbl == "leader" {
+			continue // heartbeats: they change with time, not with requests
+		}
 		rows, err := db.Query(`SELECT * FROM "` + tbl + `" ORDER BY rowid`)
 		if err != nil {
 			rows, err = db.Query(`SELECT * FROM "` + tbl + `"`) // WITHOUT ROWID

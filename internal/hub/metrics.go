@@ -77,13 +77,14 @@ var (
 	descDrain   = prometheus.NewDesc("drover_runners_draining", "Connected runners that are draining: stopping, they take no offers.", nil, nil)
 	descLimited = prometheus.NewDesc("drover_accounts_limited", "Accounts of connected runners that are rate-limited now.", nil, nil)
 	descUp      = prometheus.NewDesc("drover_store_up", "1 when the last scrape could read the store.", nil, nil)
+	descLeader  = prometheus.NewDesc("drover_hub_leader", "1 while this hub holds the leader term (runs the hub-wide sweeps).", nil, nil)
 )
 
 // hubCollector reads the gauges at scrape time.
 type hubCollector struct{ h *Hub }
 
 func (c hubCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descQueue, descOldest, descRunners, descDrain, descLimited, descUp} {
+	for _, d := range []*prometheus.Desc{descJobs, descQueue, descOldest, descRunners, descDrain, descLimited, descUp, descLeader} {
 		ch <- d
 	}
 }
@@ -106,6 +107,11 @@ func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRunners, prometheus.GaugeValue, float64(runners))
 	ch <- prometheus.MustNewConstMetric(descDrain, prometheus.GaugeValue, float64(draining))
 	ch <- prometheus.MustNewConstMetric(descLimited, prometheus.GaugeValue, float64(limited))
+	leader := 0.0
+	if h.leading() {
+		leader = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader)
 
 	// Collect has no context: a scrape's store read is bounded here.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -415,17 +415,26 @@ func TestBadAnswersChangeNothing(t *testing.T) {
 	}
 }
 
-func TestQuestionsExpire(t *testing.T) {
-	th := startHub(t, Config{Sweep: time.Hour}) // only the expiry's own kick sweeps
+// waitOnExpiringQuestion runs a tools job on a new runner of th until its
+// agent asks a question that expires in the given time: the waiting job.
+func (th *testHub) waitOnExpiringQuestion(in time.Duration) protocol.JobView {
+	th.t.Helper()
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	j := th.submitTools("task")
 	o := sr.offer()
-	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
-	wantOK(t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "Quick?", ExpiresIn: protocol.Duration(300 * time.Millisecond)}))
-	wantOK(t, finishAs(sr, o.AttemptRef, job.AttemptAsked, ""))
-	if v := th.job(j.ID); v.State != job.Waiting || v.Questions[0].ExpiresAt == nil {
-		t.Fatalf("waiting job: %+v", v)
+	wantOK(th.t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	wantOK(th.t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "Quick?", ExpiresIn: protocol.Duration(in)}))
+	wantOK(th.t, finishAs(sr, o.AttemptRef, job.AttemptAsked, ""))
+	v := th.job(j.ID)
+	if v.State != job.Waiting || v.Questions[0].ExpiresAt == nil {
+		th.t.Fatalf("waiting job: %+v", v)
 	}
+	return v
+}
+
+func TestQuestionsExpire(t *testing.T) {
+	th := startHub(t, Config{Sweep: time.Hour}) // only the expiry's own kick sweeps
+	j := th.waitOnExpiringQuestion(300 * time.Millisecond)
 	v := th.waitJob(j.ID, func(v protocol.JobView) bool { return v.State != job.Waiting })
 	if v.State != job.Failed || v.Reason != job.ReasonQuestionExpired || v.FinishedAt == nil {
 		t.Fatalf("expired job: %+v", v)

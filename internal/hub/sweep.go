@@ -15,32 +15,62 @@ const ledgerKeep = 24 * time.Hour
 
 // sweepLoop expires leases, offers and questions. It runs when kicked (a
 // runner left, an offer was made, a question with an expiry was asked: each
-// schedules a kick for when its deadline passes) and on a slow safety timer.
+// schedules a kick for when its deadline passes), at the next lease
+// deadline of an offline runner the last sweep saw, and on a slow safety
+// timer. Each hub expires the stale offers of the runners it holds; only
+// the leader does what no connection's hub can: leases of runners offline
+// everywhere, question expiry, pruning.
 func (h *Hub) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Sweep)
 	defer t.Stop()
+	next := time.NewTimer(h.cfg.Sweep)
+	defer next.Stop()
 	var lastPrune time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-next.C:
 		case <-h.sweepWake:
 		}
-		if err := h.sweep(ctx); err != nil && ctx.Err() == nil {
-			h.logFailed("sweep", err)
-		}
-		if err := h.expireQuestions(ctx); err != nil && ctx.Err() == nil {
-			h.logFailed("expire questions", err)
-		}
-		if now := h.now(); now.Sub(lastPrune) > time.Hour {
-			lastPrune = now
-			if err := h.store.Write(ctx, func(tx store.Tx) error { return tx.PruneRequests(now.Add(-ledgerKeep)) }); err != nil && ctx.Err() == nil {
-				h.logFailed("prune request ledger", err)
-			}
+		if due := h.sweepPass(ctx, &lastPrune); !due.IsZero() {
+			next.Reset(max(due.Sub(h.now()), 0) + 50*time.Millisecond)
 		}
 	}
 }
+
+// sweepPass is one pass of sweepLoop: the next lease deadline it saw (zero
+// for none); lastPrune is when the leader last pruned.
+func (h *Hub) sweepPass(ctx context.Context, lastPrune *time.Time) time.Time {
+	lead := h.leading()
+	due, err := h.sweep(ctx, lead)
+	if err != nil && ctx.Err() == nil {
+		h.logFailed("sweep", err)
+	}
+	if !lead {
+		return due
+	}
+	if err := h.expireQuestions(ctx); err != nil && ctx.Err() == nil {
+		h.logFailed("expire questions", err)
+	}
+	if now := h.now(); now.Sub(*lastPrune) > time.Hour {
+		*lastPrune = now
+		if err := h.store.Write(ctx, func(tx store.Tx) error {
+			if err := tx.PruneHubs(now.Add(-hubKeep)); err != nil {
+				return err
+			}
+			return tx.PruneRequests(now.Add(-ledgerKeep))
+		}); err != nil && ctx.Err() == nil {
+			h.logFailed("prune request ledger and hubs gone", err)
+		}
+	}
+	return due
+}
+
+// hubKeep is how long the row of a hub that stopped heartbeating is kept
+// (not listed: it is not live) before the leader removes it.
+const hubKeep = time.Hour
 
 func (h *Hub) kickSweep() {
 	select {
@@ -56,28 +86,45 @@ func (h *Hub) connected(runnerID string) bool {
 	return ok
 }
 
-func (h *Hub) sweep(ctx context.Context) error {
-	var active []store.Attempt
+// sweep expires the offers that went unaccepted too long on the runners
+// this hub holds and, on the leader (lead), the offers and leases of
+// runners no live hub holds. It returns the next lease deadline of such a
+// runner's attempt (zero when none), for the leader to sweep again then.
+func (h *Hub) sweep(ctx context.Context, lead bool) (time.Time, error) {
+	var (
+		active []store.Attempt
+		held   map[string]string // runner id → live hub holding it
+	)
 	if err := h.store.Read(ctx, func(tx store.Tx) error {
 		var err error
-		active, err = tx.ActiveAttempts()
-		return err
-	}); err != nil {
-		return err
-	}
-	now := h.now()
-	for _, a := range active {
-		online := h.connected(a.RunnerID)
-		offerStale := a.State == job.AttemptOffered && now.Sub(a.OfferedAt) > h.cfg.OfferTimeout
-		leaseGone := !online && now.After(a.LeaseUntil)
-		if !offerStale && !leaseGone {
-			continue
-		}
-		if err := h.expire(ctx, a.ID, online); err != nil {
+		if active, err = tx.ActiveAttempts(); err != nil {
 			return err
 		}
+		held, err = tx.HeldRunners(h.liveSince(h.now()))
+		return err
+	}); err != nil {
+		return time.Time{}, err
 	}
-	return nil
+	now := h.now()
+	var due time.Time
+	for _, a := range active {
+		local := h.connected(a.RunnerID)
+		if !local && (held[a.RunnerID] != "" || !lead) {
+			continue // another live hub's runner (its hub sweeps its offers), or the leader's duty
+		}
+		offerStale := a.State == job.AttemptOffered && now.Sub(a.OfferedAt) > h.cfg.OfferTimeout
+		leaseGone := !local && now.After(a.LeaseUntil)
+		if !offerStale && !leaseGone {
+			if !local && (due.IsZero() || a.LeaseUntil.Before(due)) {
+				due = a.LeaseUntil
+			}
+			continue
+		}
+		if err := h.expire(ctx, a.ID, local); err != nil {
+			return due, err
+		}
+	}
+	return due, nil
 }
 
 // expire ends one attempt whose offer or lease ran out: an offer goes back
@@ -107,6 +154,11 @@ func (h *Hub) expire(ctx context.Context, attemptID string, online bool) error {
 			changed = true
 			return h.event(tx, j.ID, "offer_expired", "", "attempt %d was not accepted (runner left or too slow); back in the queue", a.Epoch)
 		case a.State == job.AttemptRunning && !online && now.After(a.LeaseUntil):
+			// Connected to a hub since the sweep read (its attach extends
+			// the lease, but only the holder proves it is online anywhere).
+			if online, err := h.onlineIn(tx, a.RunnerID); err != nil || online {
+				return err
+			}
 			changed = true
 			return h.loseAttempt(tx, a, j, job.ReasonRunnerLost, "")
 		}

@@ -268,6 +268,9 @@ type RunnerView struct {
 	// Version is the drover version the runner reported when it last
 	// connected.
 	Version string `json:"version,omitempty"`
+	// Hub is the id of the hub holding its connection (drover hubs), when
+	// connected: with several hubs on one database, maybe another one.
+	Hub string `json:"hub,omitempty"`
 	// Draining: the connected runner is stopping and takes no offers.
 	Draining  bool       `json:"draining,omitempty"`
 	LastSeen  *time.Time `json:"last_seen,omitempty"`
@@ -457,4 +460,22 @@ func FormatLabels(m map[string]string) string {
 		keys[i] = k + "=" + m[k]
 	}
 	return strings.Join(keys, ",")
+}
+
+// HubView is one live hub of those sharing the database, as GET /hubs
+// lists it: no runner names, only how many connections it holds.
+type HubView struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url,omitempty"` // its public URL ("" when it takes the runners')
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+	LastSeen  time.Time `json:"last_seen"`
+	Conns     int       `json:"connections"`
+	Leader    bool      `json:"leader,omitempty"` // it holds the leader term (runs the hub-wide duties)
+	Self      bool      `json:"self,omitempty"`   // the hub that answered
+}
+
+// HubList is the answer to GET /hubs: the live hubs, oldest start first.
+type HubList struct {
+	Hubs []HubView `json:"hubs"`
 }

@@ -123,7 +123,40 @@ type Tx interface {
 	RunnerActiveAttempts(runnerID string) ([]Attempt, error) // offered or running, one runner
 	ExpiredAttempts(now time.Time) ([]Attempt, error)        // active with LeaseUntil before now
 	ExtendLeases(runnerID string, until time.Time) error     // active attempts of one runner
-	ExtendAllLeases(until time.Time) error
+	// ExtendOfflineLeases moves to until (never earlier) the leases of the
+	// active attempts whose runner no hub seen since liveSince holds: those
+	// of runners offline everywhere.
+	ExtendOfflineLeases(until, liveSince time.Time) error
+
+	// Hubs: the hub processes sharing the store. PutHub inserts or
+	// replaces a hub's row (its heartbeat); Hubs lists them, oldest start
+	// first; DeleteHub removes one's row and the runner connections it
+	// held (nothing to remove is no error); PruneHubs does so for every
+	// hub last seen before the given time.
+	PutHub(h Hub) error
+	Hubs() ([]Hub, error)
+	DeleteHub(id string) error
+	PruneHubs(before time.Time) error
+	// Runner connections: which hub holds each runner's. HoldRunner makes
+	// hubID the holder of runnerID's (replacing another's); ReleaseRunner
+	// forgets it only while hubID still holds it (the runner may have
+	// connected elsewhere since). HeldRunners maps every runner held by a
+	// hub seen since liveSince to that hub; RunnerHolder is that hub of
+	// one runner ("" when none holds it).
+	HoldRunner(runnerID, hubID string, at time.Time) error
+	ReleaseRunner(runnerID, hubID string) error
+	HeldRunners(liveSince time.Time) (map[string]string, error)
+	RunnerHolder(runnerID string, liveSince time.Time) (string, error)
+
+	// Leader term. Leader is the current term (ErrNotFound before the
+	// first). TakeLeader renews hubID's term to until, or starts a new
+	// one for hubID (Term+1) when the current has expired at now or was
+	// never taken; it returns the term as it then is, held by another hub
+	// when that one's has not expired. ReleaseLeader ends hubID's term at
+	// (any holder's with hubID ""), so the next TakeLeader starts a new one.
+	Leader() (Leader, error)
+	TakeLeader(hubID string, now, until time.Time) (Leader, error)
+	ReleaseLeader(hubID string, at time.Time) error
 
 	// Logs: append-only bytes per attempt. The caller checks the offset
 	// against Attempt.LogSize and updates the attempt in the same transaction.
@@ -274,6 +307,24 @@ type Runner struct {
 	Access string
 	// Version is the drover version it last reported on connecting.
 	Version string
+}
+
+// Hub is one hub process sharing the store, as it last recorded itself.
+type Hub struct {
+	ID        string // new at every start
+	URL       string // its public URL ("" when it takes the runners')
+	Version   string // drover version
+	StartedAt time.Time
+	LastSeen  time.Time // its last heartbeat
+	Conns     int       // runner connections it held then
+}
+
+// Leader is the leader term: Holder runs the hub-wide duties until Expires.
+type Leader struct {
+	Holder  string // hub id
+	Term    int64  // grows with every new holding
+	Since   time.Time
+	Expires time.Time
 }
 
 // ShareKind says what a share names.

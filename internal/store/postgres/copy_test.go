@@ -3,6 +3,7 @@ package postgres
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -47,6 +48,9 @@ func TestCopyFromSQLite(t *testing.T) {
 			tx.PutShare(store.Share{RunnerID: "r-1", Kind: store.ShareUser, Subject: "u-2", CreatedAt: now}),
 			tx.InsertContextFile("j-1", store.ContextFile{Name: "a.txt", Data: []byte("ctx")}),
 			tx.PutRequest("r-1", "q-1", []byte(`{"ok":true}`), now),
+			tx.PutHub(store.Hub{ID: "h-1", Version: "v1", StartedAt: now, LastSeen: later, Conns: 1}),
+			tx.HoldRunner("r-1", "h-1", now),
+			func() error { _, err := tx.TakeLeader("h-1", now, later); return err }(),
 		)
 	}); err != nil {
 		t.Fatal(err)
@@ -110,6 +114,23 @@ func TestCopyFromSQLite(t *testing.T) {
 		if !reflect.DeepEqual(got[k], w) {
 			t.Errorf("%s after copy = %+v, want %+v", k, got[k], w)
 		}
+	}
+	// The stopped source hub's own records are not moved: a hub on the
+	// target leads at once, and no runner counts as held.
+	if err := dst.Read(t.Context(), func(tx store.Tx) error {
+		hs, err := tx.Hubs()
+		if err != nil || len(hs) != 0 {
+			return fmt.Errorf("hubs after copy: %v %v", hs, err)
+		}
+		if holder, err := tx.RunnerHolder("r-1", time.Time{}); err != nil || holder != "" {
+			return fmt.Errorf("holder after copy: %q %v", holder, err)
+		}
+		if l, err := tx.Leader(); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("leader after copy: %+v %v", l, err)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 	if want["log"] != "hello\n" {
 		t.Errorf("source log = %q: the fixture is wrong", want["log"])

@@ -39,3 +39,16 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []sqlstore.Migration) e
 		applied_at BIGINT NOT NULL
 	)`, ms)
 }
+
+// CheckSchema reports whether the database is still at this drover's
+// schema version (the hub's readiness check).
+func (s *Store) CheckSchema(ctx context.Context) error {
+	ms, err := sqlstore.Migrations(migrationFS, "migrations")
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	return sqlstore.CheckSchema(ctx, s.db, "Postgres", len(ms))
+}
+
+// Shared says several hubs may use one Postgres database at once.
+func (s *Store) Shared() bool { return true }

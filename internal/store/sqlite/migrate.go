@@ -38,3 +38,13 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []migration) error {
 		applied_at INTEGER NOT NULL
 	) STRICT`, ms)
 }
+
+// CheckSchema reports whether the database is still at this drover's
+// schema version (the hub's readiness check).
+func (s *Store) CheckSchema(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	return sqlstore.CheckSchema(ctx, s.r, "SQLite", len(ms))
+}

@@ -30,6 +30,20 @@ var copyTables = []struct{ name, cols string }{
 	{Registrations.Name, Registrations.List()},
 	{LaunchFailures.Name, LaunchFailures.List()},
 	{"project_secrets", "project, name, upstream, header, prefix, value, created_by, created_at"},
+	{Hubs.Name, Hubs.List()},
+	{RunnerHubs.Name, RunnerHubs.List()},
+	{LeaderTerm.Name, LeaderTerm.List()},
+}
+
+// gone says a table's rows are not moved: they are what hub processes
+// recorded of themselves (membership, held connections, the leader term),
+// dead once the source hub stopped.
+func gone(table string) bool {
+	switch table {
+	case Hubs.Name, RunnerHubs.Name, LeaderTerm.Name:
+		return true
+	}
+	return false
 }
 
 // CopiedTables names the tables a copy moves, in copy order.
@@ -76,7 +90,11 @@ func Empty(ctx context.Context, tx *sql.Tx) (string, error) {
 func Copy(ctx context.Context, src, dst *sql.Tx, d *Dialect) (Copied, error) {
 	var out Copied
 	for _, t := range copyTables {
-		n, err := copyTable(ctx, src, dst, d, t.name, t.cols)
+		var n int64
+		var err error
+		if !gone(t.name) {
+			n, err = copyTable(ctx, src, dst, d, t.name, t.cols)
+		}
 		if err != nil {
 			return out, fmt.Errorf("copy %s: %w", t.name, err)
 		}

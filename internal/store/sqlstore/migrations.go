@@ -92,3 +92,17 @@ func Migrate(ctx context.Context, sqlTx *sql.Tx, d *Dialect, engine, createTable
 	}
 	return nil
 }
+
+// CheckSchema reports whether db's schema is at version known, the last
+// migration this drover has: a database another, newer drover migrated
+// since it was opened is not (the statements here may no longer fit it).
+func CheckSchema(ctx context.Context, db *sql.DB, engine string, known int) error {
+	var current int
+	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if current != known {
+		return fmt.Errorf("%s database schema version %d, this drover's is %d", engine, current, known)
+	}
+	return nil
+}

@@ -314,14 +314,6 @@ func (t *tx) ExtendLeases(runnerID string, until time.Time) error {
 	return err
 }
 
-func (t *tx) ExtendAllLeases(until time.Time) error {
-	ms := Millis(until)
-	_, err := t.exec("extend all leases",
-		"UPDATE attempts SET lease_until = ? WHERE "+activeState+" AND lease_until < ?",
-		append([]any{ms}, activeArgs(ms)...)...)
-	return err
-}
-
 var projects = newTable(Projects)
 
 // SetProjectConfig replaces a project's config.

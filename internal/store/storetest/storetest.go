@@ -65,6 +65,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CancelledContext", testCancelledContext},
 		{"ReadDuringWrite", testReadDuringWrite},
 		{"ConcurrentWrites", testConcurrentWrites},
+		{"Hubs", testHubs},
+		{"RunnerHolders", testRunnerHolders},
+		{"LeaderTerm", testLeaderTerm},
+		{"LeaderRace", testLeaderRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -624,8 +628,9 @@ func testLeases(t *testing.T, s store.Store) {
 	equal(t, "ExtendLeases never shortens", leases()["a-offered"], at(30_000))
 	mustWrite(t, s, func(tx store.Tx) error { return tx.ExtendLeases("r-9", at(90_000)) })
 
-	mustWrite(t, s, func(tx store.Tx) error { return tx.ExtendAllLeases(at(45_000)) })
-	equal(t, "leases after ExtendAllLeases(45s)", leases(), map[string]time.Time{
+	// No hub holds a runner: every runner is offline.
+	mustWrite(t, s, func(tx store.Tx) error { return tx.ExtendOfflineLeases(at(45_000), at(0)) })
+	equal(t, "leases after ExtendOfflineLeases(45s)", leases(), map[string]time.Time{
 		"a-offered": at(45_000), "a-running": at(60_000), "a-done": at(5_000), "a-other": at(45_000), "a-lost": at(1_000),
 	})
 }
