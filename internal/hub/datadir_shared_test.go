@@ -207,13 +207,27 @@ func TestSharedDataDirConcurrentFirstStartsMakeOneAdmin(t *testing.T) {
 			hubs := make([]*Hub, n)
 			errs := make([]error, n)
 			var wg sync.WaitGroup
+			var starts []func()
 			for i := range n {
 				d := one
 				if !shared {
 					d = t.TempDir()
 				}
 				cfg := Config{DataDir: d, Database: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-				wg.Go(func() { hubs[i], errs[i] = Open(context.Background(), cfg) })
+				// Stores first (migrations take turns), so that the
+				// bootstraps race.
+				st, err := openStore(t.Context(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				starts = append(starts, func() {
+					if hubs[i], errs[i] = New(context.Background(), cfg, st); errs[i] != nil {
+						st.Close()
+					}
+				})
+			}
+			for _, start := range starts {
+				wg.Go(start)
 			}
 			wg.Wait()
 			for i, h := range hubs {
