@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -208,12 +209,14 @@ func TestSharedDataDirConcurrentFirstStartsMakeOneAdmin(t *testing.T) {
 			errs := make([]error, n)
 			var wg sync.WaitGroup
 			var starts []func()
+			var logs [n]bytes.Buffer
+			var logMu [n]sync.Mutex
 			for i := range n {
 				d := one
 				if !shared {
 					d = t.TempDir()
 				}
-				cfg := Config{DataDir: d, Database: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+				cfg := Config{DataDir: d, Database: db, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu[i], &logs[i]}, nil))}
 				// Stores first (migrations take turns), so that the
 				// bootstraps race.
 				st, err := openStore(t.Context(), cfg)
@@ -238,14 +241,21 @@ func TestSharedDataDirConcurrentFirstStartsMakeOneAdmin(t *testing.T) {
 			}
 			var admins []store.User
 			var tokens int
-			for _, h := range hubs {
+			for i, h := range hubs {
 				if h == hubs[0] || !shared {
-					if tok, err := os.ReadFile(h.AdminTokenPath()); err == nil {
-						tokens++
-						p, err := h.authenticateToken(t.Context(), strings.TrimSpace(string(tok)))
-						if err != nil || !p.admin {
-							t.Errorf("the token in %s is not the admin's: %+v %v", h.AdminTokenPath(), p, err)
+					tok, err := os.ReadFile(h.AdminTokenPath())
+					if err != nil {
+						logMu[i].Lock()
+						if !strings.Contains(logs[i].String(), "in the data directory of the first hub started on this database") {
+							t.Errorf("hub %d has no token and does not say where it is:\n%s", i, logs[i].String())
 						}
+						logMu[i].Unlock()
+						continue
+					}
+					tokens++
+					p, err := h.authenticateToken(t.Context(), strings.TrimSpace(string(tok)))
+					if err != nil || !p.admin {
+						t.Errorf("the token in %s is not the admin's: %+v %v", h.AdminTokenPath(), p, err)
 					}
 				}
 			}
