@@ -157,7 +157,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 // bootstrapAdmin creates the admin user on first start and writes its token
 // once; later starts only say where it was written. Hubs sharing the data
 // directory take turns (the admin lock); hubs with their own directories
-// on one database are decided by the database (adminCreated): the loser
+// on one database are decided by the check in the admin's write: the loser
 // removes the token it wrote.
 func (h *Hub) bootstrapAdmin(ctx context.Context) error {
 	unlock, err := h.locks.lock(ctx, "admin")
