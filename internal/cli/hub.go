@@ -158,7 +158,10 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 		if p == "" {
 			p = filepath.Join(data, adminTokenFile)
 		}
-		fprintf(a.env.Stdout, "first start: the admin token is in %s (keep it secret)\n", p)
+		// A new data directory on a database another hub started holds no token.
+		if _, err := os.Stat(p); err == nil {
+			fprintf(a.env.Stdout, "first start: the admin token is in %s (keep it secret)\n", p)
+		}
 	}
 	return h, ln, url, nil
 }

@@ -171,9 +171,15 @@ func (h *Hub) restartJob(ctx context.Context, p principal, id string) error {
 // resetJobRef moves a restarted job's ref back to its recorded head.
 // Failing is harmless: the next publication repairs the ref (ensureJobRef).
 func (h *Hub) resetJobRef(ctx context.Context, j store.Job, from string) {
-	unlock := h.locks.lock("job:" + j.ID)
-	defer unlock()
-	if err := h.repos.UpdateRef(ctx, j.Project, workspace.JobRef(j.ID), j.Head, from); err != nil {
+	err := func() error {
+		unlock, err := h.locks.lock(ctx, "job:"+j.ID)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		return h.repos.UpdateRef(ctx, j.Project, workspace.JobRef(j.ID), j.Head, from)
+	}()
+	if err != nil {
 		h.log.Warn("could not move a restarted job's ref back to its base; the next publication repairs it", "job", j.ID, "err", err)
 	}
 }

@@ -37,6 +37,7 @@ func privatePaths(dir string) []privatePath {
 		{filepath.Join(dir, "admin.token"), 0o600},
 		{filepath.Join(dir, "repos"), 0o700},
 		{filepath.Join(dir, "tmp"), 0o700},
+		{filepath.Join(dir, "locks"), 0o700},
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -270,7 +269,7 @@ func (h *Hub) spoolGitBody(w http.ResponseWriter, r *http.Request, svc gitServic
 	if r.ContentLength > h.cfg.TransferCap {
 		return nil, 0, nothing, h.tooLargeTransfer(what)
 	}
-	dir := filepath.Join(h.cfg.DataDir, "tmp")
+	dir := h.scratch.dir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, 0, nothing, fmt.Errorf("spool git request: %w", err)
 	}

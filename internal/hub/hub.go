@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -59,6 +58,8 @@ type Hub struct {
 
 	repos workspace.HubRepos // one bare repository per hosted project
 	locks keyLocks           // serializes publications of a job and creation of a repository
+	// this hub's own directory for transient files (datadir_shared.go)
+	scratch *scratch
 
 	id       string     // this process's hub id, new at every start
 	started  time.Time  // when it started
@@ -137,7 +138,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		waits:     map[string]*waiter{},
 		stalls:    map[string]*logStallInfo{},
 		repos:     workspace.HubRepos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
-		locks:     keyLocks{m: map[string]*keyLock{}},
+		locks:     newKeyLocks(cfg.DataDir),
 		x:         crossHub{hints: hintsFor(cfg, st), cancelled: map[string]bool{}},
 		id:        ids.New("h"),
 	}
@@ -157,7 +158,10 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	if err := h.loadLaunchFailures(ctx); err != nil {
 		return nil, err
 	}
-	h.removeLeftovers()
+	if h.scratch, err = openScratch(ctx, cfg.DataDir, h.repos, h.log); err != nil {
+		return nil, fmt.Errorf("open hub: %w", err)
+	}
+	h.repos.Scratch = h.scratch.dir
 	bgctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel
 	h.bg.Add(3)
@@ -170,20 +174,22 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 }
 
 // bootstrapAdmin creates the admin user on first start and writes its token
-// once; later starts only say where it was written.
+// once; later starts only say where it was written. Hubs sharing the data
+// directory take turns (the admin lock); hubs with their own directories
+// on one database are decided by the check in the admin's write: the loser
+// removes the token it wrote.
 func (h *Hub) bootstrapAdmin(ctx context.Context) error {
-	var exists bool
-	if err := h.store.Read(ctx, func(tx store.Tx) error {
-		v, err := tx.Meta(metaAdmin)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		exists = v != ""
-		return nil
-	}); err != nil {
-		return fmt.Errorf("check admin user: %w", err)
+	unlock, err := h.locks.lock(ctx, "admin")
+	if err != nil {
+		return fmt.Errorf("create admin user: %w", err)
+	}
+	defer unlock()
+	exists, err := h.adminExists(ctx)
+	if err != nil {
+		return err
 	}
 	if exists {
+		h.logAdminToken()
 		return nil
 	}
 	token := auth.NewToken(auth.PrefixUser)
@@ -196,7 +202,12 @@ func (h *Hub) bootstrapAdmin(ctx context.Context) error {
 	}
 	now := h.now()
 	u := store.User{ID: ids.New("u"), Name: "admin", Admin: true, CreatedAt: now}
-	err := h.store.Write(ctx, func(tx store.Tx) error {
+	err = h.store.Write(ctx, func(tx store.Tx) error {
+		if v, err := tx.Meta(metaAdmin); err == nil && v != "" {
+			return errAdminExists
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 		if err := tx.InsertUser(u); err != nil {
 			return err
 		}
@@ -205,6 +216,9 @@ func (h *Hub) bootstrapAdmin(ctx context.Context) error {
 		}
 		return tx.SetMeta(metaAdmin, u.ID)
 	})
+	if errors.Is(err, errAdminExists) {
+		return h.lostAdminRace(path, token)
+	}
 	if err != nil {
 		return fmt.Errorf("create admin user: %w", err)
 	}
@@ -261,19 +275,6 @@ func (h *Hub) recover(ctx context.Context) error {
 		h.log.Info("recovered active attempts", "count", len(active))
 	}
 	return nil
-}
-
-// removeLeftovers clears what a crash mid-transfer leaves on disk: spooled
-// request bodies and publication quarantines. Nothing is in flight yet.
-func (h *Hub) removeLeftovers() {
-	if err := os.RemoveAll(filepath.Join(h.cfg.DataDir, "tmp")); err != nil {
-		h.log.Warn("could not remove spooled transfers", "err", err)
-	}
-	if n, err := h.repos.RemoveLeftovers(); err != nil {
-		h.log.Warn("could not remove publication quarantines", "err", err)
-	} else if n > 0 {
-		h.log.Info("removed leftovers of interrupted transfers", "count", n)
-	}
 }
 
 // AdminTokenPath is where the first start wrote the admin token.
@@ -335,6 +336,9 @@ func (h *Hub) Close() error {
 	h.closeAllConns("hub shutting down")
 	h.bg.Wait()
 	h.leave()
+	if h.scratch != nil {
+		h.scratch.release()
+	}
 	return h.store.Close()
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -127,7 +126,7 @@ func (h *Hub) spoolBundle(w http.ResponseWriter, r *http.Request, digest string)
 	if r.ContentLength > h.cfg.TransferCap {
 		return "", h.tooLargeTransfer("the publication")
 	}
-	dir := filepath.Join(h.cfg.DataDir, "tmp")
+	dir := h.scratch.dir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("spool publication: %w", err)
 	}
@@ -160,7 +159,10 @@ func (h *Hub) spoolBundle(w http.ResponseWriter, r *http.Request, digest string)
 // then the job's ref moved by compare-and-swap and the database updated
 // (the ref moved back if that fails). Publications of one job take turns.
 func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef, bundle, commit string, checkpoint bool) (protocol.PublishResult, error) {
-	unlock := h.locks.lock("job:" + ref.Job)
+	unlock, err := h.locks.lock(ctx, "job:"+ref.Job)
+	if err != nil {
+		return protocol.PublishResult{}, err
+	}
 	defer unlock()
 	j, err := h.publishable(ctx, p.runnerID, ref)
 	if err != nil {
@@ -293,7 +295,10 @@ func (h *Hub) ensureRepo(ctx context.Context, project string) error {
 	if h.repos.Exists(project) {
 		return nil
 	}
-	unlock := h.locks.lock("repo:" + project)
+	unlock, err := h.locks.lock(ctx, "repo:"+project)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	if err := h.repos.Create(ctx, project); err != nil {
 		return err

@@ -9,46 +9,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"unicode"
 
 	"drover/internal/protocol"
 	"drover/internal/store"
 	"drover/internal/workspace"
 )
-
-// keyLocks is a set of mutexes by name, each existing while someone holds
-// or waits for it.
-type keyLocks struct {
-	mu sync.Mutex
-	m  map[string]*keyLock
-}
-
-type keyLock struct {
-	mu    sync.Mutex
-	users int
-}
-
-// lock takes the named lock and returns its release.
-func (k *keyLocks) lock(name string) func() {
-	k.mu.Lock()
-	l := k.m[name]
-	if l == nil {
-		l = &keyLock{}
-		k.m[name] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.m, name)
-		}
-		k.mu.Unlock()
-	}
-}
 
 // gitURL is where c's runner fetches a hosted project.
 func (h *Hub) gitURL(c *conn, project string) string {

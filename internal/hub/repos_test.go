@@ -136,15 +136,24 @@ func (th *testHub) publish(token string, ref protocol.AttemptRef, commit string,
 	if digest == "" {
 		digest = sum(b)
 	}
+	a, err := publishTo(th.srv.URL, token, ref, commit, bytes.NewReader(b), digest, checkpoint)
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	return a
+}
+
+// publishTo sends a publication to the hub at base, from any goroutine.
+func publishTo(base, token string, ref protocol.AttemptRef, commit string, body io.Reader, digest string, checkpoint bool) (publishAnswer, error) {
 	q := url.Values{"job": {ref.Job}, "attempt": {ref.Attempt}, "epoch": {itoa(ref.Epoch)}, "commit": {commit}, "sha256": {digest}}
 	if checkpoint {
 		q.Set("checkpoint", "1")
 	}
-	req, _ := http.NewRequest("POST", th.srv.URL+protocol.APIPrefix+"/runner/publish?"+q.Encode(), bytes.NewReader(b))
+	req, _ := http.NewRequest("POST", base+protocol.APIPrefix+"/runner/publish?"+q.Encode(), body)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		th.t.Fatal(err)
+		return publishAnswer{}, err
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -154,7 +163,7 @@ func (th *testHub) publish(token string, ref protocol.AttemptRef, commit string,
 	if json.Unmarshal(data, &eb) == nil {
 		a.err = eb.Error
 	}
-	return a
+	return a, nil
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -335,10 +344,12 @@ func TestTamperedPublicationsAreRefused(t *testing.T) {
 			}
 		})
 	}
-	ents, _ := os.ReadDir(filepath.Join(th.repoDir("web"), "objects"))
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "incoming-") {
-			t.Fatalf("quarantine %s left behind", e.Name())
+	for _, dir := range []string{filepath.Join(th.repoDir("web"), "objects"), th.h.scratch.dir} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "incoming-") {
+				t.Fatalf("quarantine %s left behind in %s", e.Name(), dir)
+			}
 		}
 	}
 	// After all that, the good one goes through.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/fsutil"
 	"drover/internal/protocol"
 )
 
@@ -34,7 +35,7 @@ type Cache struct {
 	poolSize int
 	// remoteEnv is the runner user's git credentials, for mapped remotes.
 	remoteEnv []string
-	locks     locker
+	locks     fsutil.Locker
 	idle      *idleMonitors
 	now       func() time.Time
 	// pause, tests only, runs inside critical sections to widen the races
@@ -177,7 +178,7 @@ func isPartial(dir string) bool {
 
 // withLock runs f holding the repository's lock of one kind.
 func (c *Cache) withLock(ctx context.Context, r repo, kind string, f func() error) error {
-	unlock, err := c.locks.lock(ctx, r.lockPath(kind))
+	unlock, err := c.locks.Lock(ctx, r.lockPath(kind))
 	if err != nil {
 		return err
 	}
@@ -378,3 +379,11 @@ func (c *Cache) stopwatch(op string, attrs ...any) func(phase string) {
 		last = now
 	}
 }
+
+// Kinds of operation on a runner clone, each with its own lock file
+// (HOME/repos/PROJECT.KIND.lock), so that a fetch does not wait for a
+// worktree registration and vice versa.
+const (
+	lockClone = "clone" // create, fetch, write objects and refs, sanitize config
+	lockTrees = "trees" // the worktree registry: add, remove, prune, records and the pool
+)

@@ -117,7 +117,7 @@ func (c *Cache) gcBudget(ctx context.Context, repos []repo, budget int64) (GCRep
 			if !ok || rec.Job != "" {
 				return nil // claimed or gone meanwhile
 			}
-			unlock, ok, err := c.locks.tryLock(filepath.Join(p.r.trees, p.name+".lock"))
+			unlock, ok, err := c.locks.TryLock(filepath.Join(p.r.trees, p.name+".lock"))
 			if err != nil || !ok {
 				return err // in use
 			}
@@ -181,7 +181,7 @@ func (c *Cache) gcRepo(ctx context.Context, r repo, opts GCOptions) error {
 		pooled := 0
 		for _, name := range names {
 			rec := recs[name]
-			unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
+			unlock, ok, err := c.locks.TryLock(filepath.Join(r.trees, name+".lock"))
 			if err != nil {
 				return err
 			}
@@ -249,7 +249,7 @@ func (c *Cache) gcLeftovers(ctx context.Context, r repo, recs map[string]record)
 		}
 	}
 	for name, files := range leftovers {
-		unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
+		unlock, ok, err := c.locks.TryLock(filepath.Join(r.trees, name+".lock"))
 		if err != nil || !ok {
 			continue
 		}

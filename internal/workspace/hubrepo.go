@@ -81,6 +81,19 @@ var hubRepoConfig = []string{
 type HubRepos struct {
 	Root string
 	Git  Git
+	// Scratch holds half-made repositories and publication quarantines:
+	// a directory of this process's own (several hubs may share Root), on
+	// Root's file system. "" keeps them in Root.
+	Scratch string
+}
+
+// scratch is the parent of a transient directory: Scratch, or fallback
+// (in Root) without one.
+func (r HubRepos) scratch(fallback string) (string, error) {
+	if r.Scratch == "" {
+		return fallback, nil
+	}
+	return r.Scratch, os.MkdirAll(r.Scratch, 0o700)
 }
 
 // Dir is the repository directory of a project.
@@ -105,7 +118,11 @@ func (r HubRepos) Create(ctx context.Context, project string) error {
 	if err := os.MkdirAll(r.Root, 0o700); err != nil {
 		return fmt.Errorf("create repository %s: %w", project, err)
 	}
-	tmp, err := os.MkdirTemp(r.Root, ".new-"+project+"-")
+	parent, err := r.scratch(r.Root)
+	if err != nil {
+		return fmt.Errorf("create repository %s: %w", project, err)
+	}
+	tmp, err := os.MkdirTemp(parent, ".new-"+project+"-")
 	if err != nil {
 		return fmt.Errorf("create repository %s: %w", project, err)
 	}
@@ -246,9 +263,10 @@ func (r HubRepos) Projects() ([]string, error) {
 	return out, nil
 }
 
-// RemoveLeftovers deletes what a crash can leave behind: half-made
-// repositories and the quarantines of publications being verified. Call
-// it only while nothing else uses the repositories (at start).
+// RemoveLeftovers deletes what a crash can leave behind in Root (without a
+// Scratch, or from before one): half-made repositories and the quarantines
+// of publications being verified. Call it only while nothing else uses the
+// repositories (at start, with no other hub alive).
 func (r HubRepos) RemoveLeftovers() (int, error) {
 	var paths []string
 	for _, pattern := range []string{filepath.Join(r.Root, ".new-*"), filepath.Join(r.Root, "*.git", "objects", "incoming-*")} {

@@ -100,7 +100,7 @@ func judgeRace(t *testing.T, locked bool, bad []string) {
 	}
 }
 
-func withoutLocks(c *Cache) *Cache { c.locks.off = true; return c }
+func withoutLocks(c *Cache) *Cache { c.locks.Off = true; return c }
 
 func paused(c *Cache) *Cache { c.pause = func() { time.Sleep(racePause) }; return c }
 
@@ -168,7 +168,7 @@ func TestHelperProcess(t *testing.T) {
 	c, err := NewCache(CacheConfig{Home: req.Home})
 	noErr(t, err)
 	paused(c)
-	c.locks.off = !req.Locked
+	c.locks.Off = !req.Locked
 	for { // start together with the parent
 		if _, err := os.Stat(req.Go); err == nil {
 			break
@@ -205,7 +205,7 @@ func TestTwoProcessesShareOneHome(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &out, &out
 		noErr(t, cmd.Start())
 		c := paused(f.cache)
-		c.locks.off = !locked
+		c.locks.Off = !locked
 		noErr(t, os.WriteFile(start, nil, 0o600))
 		ps := racePrepare(f, []*Cache{c}, map[string]string{jobs[1]: heads[jobs[1]], jobs[2]: heads[jobs[2]]})
 		if err := cmd.Wait(); err != nil {

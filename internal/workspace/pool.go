@@ -147,7 +147,7 @@ func (c *Cache) sweepRefs(ctx context.Context, r repo, recs map[string]record, s
 		if name == self {
 			continue
 		}
-		unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
+		unlock, ok, err := c.locks.TryLock(filepath.Join(r.trees, name+".lock"))
 		if err != nil {
 			return err
 		}

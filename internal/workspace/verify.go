@@ -189,7 +189,11 @@ func (r HubRepos) Receive(ctx context.Context, project, bundlePath, commit strin
 		}
 		return nil, fmt.Errorf("verify bundle: %w", err)
 	}
-	q, err := os.MkdirTemp(filepath.Join(dir, "objects"), "incoming-")
+	parent, err := r.scratch(filepath.Join(dir, "objects"))
+	if err != nil {
+		return nil, fmt.Errorf("make quarantine: %w", err)
+	}
+	q, err := os.MkdirTemp(parent, "incoming-")
 	if err != nil {
 		return nil, fmt.Errorf("make quarantine: %w", err)
 	}

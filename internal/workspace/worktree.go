@@ -227,7 +227,7 @@ func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error 
 // locked for this attempt: the job's own kept one, else a pooled one (one
 // already at head first), else a new name.
 func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string) (*Worktree, claimKind, error) {
-	unlockTrees, err := c.locks.lock(ctx, r.lockPath(lockTrees))
+	unlockTrees, err := c.locks.Lock(ctx, r.lockPath(lockTrees))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -241,7 +241,7 @@ func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string)
 		if rec.Job != job {
 			continue
 		}
-		unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
+		unlock, ok, err := c.locks.TryLock(filepath.Join(r.trees, name+".lock"))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -267,7 +267,7 @@ func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string)
 		clear(recs) // pooled worktrees are whole; a sparse one starts fresh
 	}
 	for _, name := range poolOrder(recs, head) {
-		unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
+		unlock, ok, err := c.locks.TryLock(filepath.Join(r.trees, name+".lock"))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -291,7 +291,7 @@ func (c *Cache) claim(ctx context.Context, r repo, src Source, job, head string)
 	if err := os.MkdirAll(r.trees, 0o700); err != nil {
 		return nil, 0, fmt.Errorf("make worktree folder: %w", err)
 	}
-	unlock, ok, err := c.locks.tryLock(filepath.Join(r.trees, name+".lock"))
+	unlock, ok, err := c.locks.TryLock(filepath.Join(r.trees, name+".lock"))
 	if err != nil || !ok {
 		return nil, 0, fmt.Errorf("lock new worktree %s: %v", name, err)
 	}
