@@ -193,8 +193,19 @@ func (aw *attemptWorkspace) makeGitDirs() error {
 	}
 	_, admin := aw.wt.GitDirs()
 	// A sparse worktree's cone (info/sparse-checkout) comes along, so the
-	// agent's git keeps to it.
-	for _, name := range []string{"HEAD", "index", "commondir", "gitdir", "config.worktree", "info/sparse-checkout"} {
+	// agent's git keeps to it, and so does the shared part of a split index
+	// (copied, never linked: the agent's git must not write the runner's).
+	names := []string{"HEAD", "index", "commondir", "gitdir", "config.worktree", "info/sparse-checkout"}
+	ents, err := os.ReadDir(admin)
+	if err != nil {
+		return fmt.Errorf("copy the worktree's git admin dir: %w", err)
+	}
+	for _, e := range ents {
+		if workspace.IsSharedIndex(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	for _, name := range names {
 		b, err := os.ReadFile(filepath.Join(admin, name))
 		if errors.Is(err, fs.ErrNotExist) && (name == "index" || name == "info/sparse-checkout") {
 			continue

@@ -59,12 +59,7 @@ type monitor struct {
 	// reset or checkout; clean <= base.
 	cleanBased bool
 	clean      uint64
-	// What the first walk of the tree found, until the first event or
-	// census: its files (anything but a folder, the worktree's .git link
-	// aside) and its empty folders (a few).
-	walked   []string
-	empty    []string
-	censused bool
+	dirents    []byte // watchTree's listing buffer
 }
 
 const (
@@ -221,7 +216,6 @@ func (m *monitor) process(b []byte) {
 // event records one event. Call with mu held.
 func (m *monitor) event(wd int32, mask uint32, name string) {
 	m.seq++
-	m.walked, m.empty = nil, nil // the walk no longer describes the tree
 	if mask&unix.IN_Q_OVERFLOW != 0 {
 		// Events were dropped, so folders made meanwhile may be unwatched.
 		m.breakf("the kernel dropped events (inotify queue overflow)")
@@ -324,16 +318,13 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 			return
 		}
 		m.dirs[int32(wd)] = d
-		ents, err := readDirents(abs)
+		ents, err := m.readDirents(abs)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			continue
 		}
 		if err != nil {
 			m.breakf("list %s: %v", abs, err)
 			return
-		}
-		if seen != nil && len(ents) == 0 && len(m.empty) < 5 {
-			m.empty = append(m.empty, d+"/")
 		}
 		for _, e := range ents {
 			if d == "" && e.name == ".git" {
@@ -366,7 +357,6 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 					return
 				}
 				seen[e.ino] = true
-				m.walked = append(m.walked, p)
 			default:
 				m.pending[p] = true
 			}
@@ -381,15 +371,18 @@ type dirent struct {
 }
 
 // readDirents lists a folder with the inode number and type of each entry,
-// which os.ReadDir does not give.
-func readDirents(dir string) ([]dirent, error) {
+// which os.ReadDir does not give. Call with mu held (the buffer is shared).
+func (m *monitor) readDirents(dir string) ([]dirent, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
 	var out []dirent
-	buf := make([]byte, 32<<10)
+	if m.dirents == nil {
+		m.dirents = make([]byte, 32<<10)
+	}
+	buf := m.dirents
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if errors.Is(err, unix.EINTR) {
@@ -465,18 +458,6 @@ func (m *monitor) sync(f func(cut uint64)) (why string) {
 func (m *monitor) mark() (cut uint64, ok bool) {
 	why := m.sync(func(c uint64) { cut = c })
 	return cut, why == ""
-}
-
-// census reports, once, what the monitor's first walk of the tree found:
-// its files, unsorted, and a few empty folders; ok is false when anything
-// changed since (or the monitor broke, or the census was taken), so that
-// the walk no longer describes the tree.
-func (m *monitor) census() (files, empty []string, ok bool) {
-	why := m.sync(func(uint64) {
-		files, empty, ok = m.walked, m.empty, m.seq == 0 && !m.censused
-		m.walked, m.empty, m.censused = nil, nil, true
-	})
-	return files, empty, ok && why == ""
 }
 
 // narrow takes a cut and lists the paths changed since base (since clean,

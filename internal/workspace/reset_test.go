@@ -229,39 +229,6 @@ func TestIdleMonitorDroppedWhenTheSavedIndexChanged(t *testing.T) {
 	}
 }
 
-// The check that nothing untracked is left takes the file list from the
-// first walk of a monitor started on the finished tree instead of walking
-// it again with git, and still finds what does not belong.
-func TestCheckUntrackedFromTheMonitorsWalk(t *testing.T) {
-	files := map[string]string{".gitignore": "*.log\n", "a.txt": "a\n", "d/b.txt": "b\n", "link": "->a.txt"}
-	for _, tc := range []struct {
-		name, script string
-		bad          bool
-	}{
-		{name: "exactly the index", bad: false},
-		{name: "untracked file", script: "echo u > d/u.txt", bad: true},
-		{name: "ignored file", script: "echo l > x.log", bad: true},
-		{name: "empty folder", script: "mkdir -p e/f", bad: true},
-		{name: "untracked file in place of a missing tracked one", script: "rm a.txt && echo u > u.txt", bad: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f, base, w := startedJob(t, files)
-			if tc.script != "" {
-				f.sh(w.Dir(), tc.script)
-			}
-			w.unwatch()
-			w.watch()
-			err := w.checkUntracked(f.ctx, base, nil)
-			if (err != nil) != tc.bad {
-				t.Fatalf("check: %v", err)
-			}
-			if _, _, ok := w.mon.census(); ok {
-				t.Fatal("the census was taken twice")
-			}
-		})
-	}
-}
-
 // Writes through the sandbox's bind mount of the worktree are seen by the
 // monitor, so the narrowed reset undoes them as the full one does.
 func TestResetAfterWritesFromASandbox(t *testing.T) {
