@@ -330,7 +330,6 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 			if d == "" && e.name == ".git" {
 				continue // the worktree's link to its admin dir
 			}
-			p := path.Join(d, e.name)
 			if strings.EqualFold(e.name, ".git") {
 				// A nested repository: git records it as a gitlink, which
 				// drover leaves out, and never looks inside. Rather than
@@ -341,24 +340,26 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 			typ := e.typ
 			if typ == unix.DT_UNKNOWN {
 				var st unix.Stat_t
-				if err := unix.Lstat(filepath.Join(m.root, p), &st); err != nil {
+				if err := unix.Lstat(filepath.Join(m.root, d, e.name), &st); err != nil {
 					continue // gone: its removal is reported
 				}
 				if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 					typ = unix.DT_DIR
 				}
 			}
+			// The path is joined only where needed: the first walk meets
+			// 100,000 files.
 			switch {
 			case typ == unix.DT_DIR:
-				stack = append(stack, p)
+				stack = append(stack, path.Join(d, e.name))
 			case seen != nil:
 				if seen[e.ino] {
-					m.breakf("%s is one of several hard links of one file", p)
+					m.breakf("%s is one of several hard links of one file", path.Join(d, e.name))
 					return
 				}
 				seen[e.ino] = true
 			default:
-				m.pending[p] = true
+				m.pending[path.Join(d, e.name)] = true
 			}
 		}
 	}
