@@ -27,7 +27,7 @@ type resetScope struct {
 // checkout --force and clean -ffdx would do, in proportion to the change.
 // It returns those paths (the scope the checks look at) or why the whole
 // worktree must be reset instead.
-func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []string) (*resetScope, error) {
+func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []string, lap func(string)) (*resetScope, error) {
 	set := map[string]bool{}
 	for _, p := range changed {
 		set[p] = true
@@ -68,10 +68,12 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 	// The saved index holds exactly from's tree, so what it has at a path
 	// is what from has there: asked of the clone's objects, which spares
 	// reading the index of 100,000 entries once more.
+	lap("compare bases")
 	types, err := w.pathTypes(ctx, scope.paths, from, head)
 	if err != nil {
 		return nil, err
 	}
+	lap("look up paths")
 	scope.head = types[head]
 	var restore strings.Builder
 	for _, p := range scope.paths {

@@ -400,9 +400,9 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 		why = "a sparse worktree" // the narrowed reset would write files outside the cone
 	}
 	if why == "" {
-		scope, err := w.resetPaths(ctx, from, head, changed)
+		scope, err := w.resetPaths(ctx, from, head, changed, lap)
 		if err == nil {
-			lap("reset changed paths")
+			lap("restore changed paths")
 			if err = w.settle(ctx, head, lap, cut, watched, scope); err == nil {
 				w.resetHow = "changed paths"
 				w.c.log.Debug("reset narrowed by the file-system monitor", "dir", w.Dir(), "paths", len(scope.paths))
