@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -158,12 +159,26 @@ func hubServer(b *testing.B, root string) string {
 	return srv.URL
 }
 
+// measure1 times f, and prints that with the CPU time it took (this
+// process's and its finished children's, git's): on this shared machine
+// the wall time swings with other work, the CPU time much less.
 func measure1(b *testing.B, what string, f func()) time.Duration {
+	cpu0 := cpuTime(b)
 	start := time.Now()
 	f()
 	d := time.Since(start)
-	fmt.Fprintf(os.Stderr, "%-46s %10s\n", what, d.Round(time.Millisecond)) // b.Log truncates long benchmark output
+	fmt.Fprintf(os.Stderr, "%-46s %10s  cpu %s\n", what, d.Round(time.Millisecond), (cpuTime(b) - cpu0).Round(time.Millisecond)) // b.Log truncates long benchmark output
 	return d
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		noErr(b, syscall.Getrusage(who, &ru))
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return total
 }
 
 // minRun keeps the faster of the runs so far (i counts them from 0).
