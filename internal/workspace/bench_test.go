@@ -160,9 +160,10 @@ func hubServer(b *testing.B, root string) string {
 }
 
 // measure1 times f, and prints that with the CPU time it took (this
-// process's and its finished children's, git's): on this shared machine
-// the wall time swings with other work, the CPU time much less.
+// process's and its finished children's, git's). Dirty pages are written
+// out first, so that no step pays for the previous one's writes.
 func measure1(b *testing.B, what string, f func()) time.Duration {
+	syscall.Sync()
 	cpu0 := cpuTime(b)
 	start := time.Now()
 	f()
