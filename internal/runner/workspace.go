@@ -192,8 +192,20 @@ func (aw *attemptWorkspace) makeGitDirs() error {
 		return fmt.Errorf("make the agent's git admin dir: %w", err)
 	}
 	// A sparse worktree's cone (info/sparse-checkout) comes along, so the
-	// agent's git keeps to it.
-	return aw.copyAdmin("HEAD", "index", "commondir", "gitdir", "config.worktree", "info/sparse-checkout")
+	// agent's git keeps to it, and so does the shared part of a split index
+	// (copied, never linked: the agent's git must not write the runner's).
+	_, admin := aw.wt.GitDirs()
+	names := []string{"HEAD", "index", "commondir", "gitdir", "config.worktree", "info/sparse-checkout"}
+	ents, err := os.ReadDir(admin)
+	if err != nil {
+		return fmt.Errorf("copy the worktree's git admin dir: %w", err)
+	}
+	for _, e := range ents {
+		if workspace.IsSharedIndex(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return aw.copyAdmin(names...)
 }
 
 // copyAdmin copies files of the worktree's admin dir to the agent's copy

@@ -59,12 +59,7 @@ type monitor struct {
 	// reset or checkout; clean <= base.
 	cleanBased bool
 	clean      uint64
-	// What the first walk of the tree found, until the first event or
-	// census: its files (anything but a folder, the worktree's .git link
-	// aside) and its empty folders (a few).
-	walked   []string
-	empty    []string
-	censused bool
+	dirents    []byte // watchTree's listing buffer
 }
 
 const (
@@ -221,7 +216,6 @@ func (m *monitor) process(b []byte) {
 // event records one event. Call with mu held.
 func (m *monitor) event(wd int32, mask uint32, name string) {
 	m.seq++
-	m.walked, m.empty = nil, nil // the walk no longer describes the tree
 	if mask&unix.IN_Q_OVERFLOW != 0 {
 		// Events were dropped, so folders made meanwhile may be unwatched.
 		m.breakf("the kernel dropped events (inotify queue overflow)")
@@ -324,7 +318,7 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 			return
 		}
 		m.dirs[int32(wd)] = d
-		ents, err := readDirents(abs)
+		ents, err := m.readDirents(abs)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			continue
 		}
@@ -332,14 +326,10 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 			m.breakf("list %s: %v", abs, err)
 			return
 		}
-		if seen != nil && len(ents) == 0 && len(m.empty) < 5 {
-			m.empty = append(m.empty, d+"/")
-		}
 		for _, e := range ents {
 			if d == "" && e.name == ".git" {
 				continue // the worktree's link to its admin dir
 			}
-			p := path.Join(d, e.name)
 			if strings.EqualFold(e.name, ".git") {
 				// A nested repository: git records it as a gitlink, which
 				// drover leaves out, and never looks inside. Rather than
@@ -350,25 +340,26 @@ func (m *monitor) watchTree(fd int, rel string, seen map[uint64]bool) {
 			typ := e.typ
 			if typ == unix.DT_UNKNOWN {
 				var st unix.Stat_t
-				if err := unix.Lstat(filepath.Join(m.root, p), &st); err != nil {
+				if err := unix.Lstat(filepath.Join(m.root, d, e.name), &st); err != nil {
 					continue // gone: its removal is reported
 				}
 				if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 					typ = unix.DT_DIR
 				}
 			}
+			// The path is joined only where needed: the first walk meets
+			// 100,000 files.
 			switch {
 			case typ == unix.DT_DIR:
-				stack = append(stack, p)
+				stack = append(stack, path.Join(d, e.name))
 			case seen != nil:
 				if seen[e.ino] {
-					m.breakf("%s is one of several hard links of one file", p)
+					m.breakf("%s is one of several hard links of one file", path.Join(d, e.name))
 					return
 				}
 				seen[e.ino] = true
-				m.walked = append(m.walked, p)
 			default:
-				m.pending[p] = true
+				m.pending[path.Join(d, e.name)] = true
 			}
 		}
 	}
@@ -381,15 +372,18 @@ type dirent struct {
 }
 
 // readDirents lists a folder with the inode number and type of each entry,
-// which os.ReadDir does not give.
-func readDirents(dir string) ([]dirent, error) {
+// which os.ReadDir does not give. Call with mu held (the buffer is shared).
+func (m *monitor) readDirents(dir string) ([]dirent, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
 	var out []dirent
-	buf := make([]byte, 32<<10)
+	if m.dirents == nil {
+		m.dirents = make([]byte, 32<<10)
+	}
+	buf := m.dirents
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if errors.Is(err, unix.EINTR) {
@@ -465,18 +459,6 @@ func (m *monitor) sync(f func(cut uint64)) (why string) {
 func (m *monitor) mark() (cut uint64, ok bool) {
 	why := m.sync(func(c uint64) { cut = c })
 	return cut, why == ""
-}
-
-// census reports, once, what the monitor's first walk of the tree found:
-// its files, unsorted, and a few empty folders; ok is false when anything
-// changed since (or the monitor broke, or the census was taken), so that
-// the walk no longer describes the tree.
-func (m *monitor) census() (files, empty []string, ok bool) {
-	why := m.sync(func(uint64) {
-		files, empty, ok = m.walked, m.empty, m.seq == 0 && !m.censused
-		m.walked, m.empty, m.censused = nil, nil, true
-	})
-	return files, empty, ok && why == ""
 }
 
 // narrow takes a cut and lists the paths changed since base (since clean,

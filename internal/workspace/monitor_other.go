@@ -23,5 +23,4 @@ func (m *monitor) mark() (uint64, bool) { return 0, false }
 func (m *monitor) narrow(bool) ([]string, uint64, string) {
 	return nil, 0, "no file-system monitor on this platform"
 }
-func (m *monitor) rebase(uint64, bool)                {}
-func (m *monitor) census() ([]string, []string, bool) { return nil, nil, false }
+func (m *monitor) rebase(uint64, bool) {}

@@ -11,6 +11,14 @@ import (
 	"strings"
 )
 
+// resetScope is what a narrowed reset touched: its (folded, sorted)
+// paths, and what head has at each: "blob" (a file or symlink), "tree" (a
+// folder), or "" (nothing).
+type resetScope struct {
+	paths []string
+	head  map[string]string
+}
+
 // resetPaths is the narrowed reset: the worktree's index holds from (the
 // restored saved index), and every path where the files may differ from it
 // is in changed (the monitor vouches for that). It removes whatever is at
@@ -19,12 +27,11 @@ import (
 // checkout --force and clean -ffdx would do, in proportion to the change.
 // It returns those paths (the scope the checks look at) or why the whole
 // worktree must be reset instead.
-func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []string) ([]string, error) {
+func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []string, lap func(string)) (*resetScope, error) {
 	set := map[string]bool{}
 	for _, p := range changed {
 		set[p] = true
 	}
-	known := map[string]bool{} // paths in from's index or in head, and the folders above them
 	if from != head {
 		out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", from, head}})
 		if err != nil {
@@ -40,51 +47,55 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 				return nil, fmt.Errorf("%s changes %s", short(head), p)
 			}
 			set[p] = true
-			addKnown(known, p) // in from's index, or in head
 		}
 	}
-	var scope []string
+	scope := &resetScope{}
 	for p := range set {
 		if !coveredBy(set, p) {
-			scope = append(scope, p)
+			scope.paths = append(scope.paths, p)
 		}
 	}
-	sort.Strings(scope)
-	if len(scope) > maxNarrowPaths {
-		return nil, fmt.Errorf("%d paths to reset (more than %d)", len(scope), maxNarrowPaths)
+	sort.Strings(scope.paths)
+	if len(scope.paths) > maxNarrowPaths {
+		return nil, fmt.Errorf("%d paths to reset (more than %d)", len(scope.paths), maxNarrowPaths)
 	}
 	if err := writeAtomic(filepath.Join(w.admin(), "HEAD"), []byte(head+"\n")); err != nil {
 		return nil, fmt.Errorf("move HEAD to %s: %w", short(head), err)
 	}
-	if len(scope) == 0 {
+	if len(scope.paths) == 0 {
 		return scope, nil
 	}
-	listed, err := w.gitRaw(ctx, nil, nil, append([]string{"--literal-pathspecs", "ls-files", "--cached", "-z", "--"}, scope...)...)
+	// The saved index holds exactly from's tree, so what it has at a path
+	// is what from has there: asked of the clone's objects, which spares
+	// reading the index of 100,000 entries once more.
+	lap("compare bases")
+	types, err := w.pathTypes(ctx, scope.paths, from, head)
 	if err != nil {
-		return nil, fmt.Errorf("list the index's entries to reset: %w", err)
+		return nil, err
 	}
-	for _, p := range splitZ(string(listed)) {
-		addKnown(known, p)
-	}
+	lap("look up paths")
+	scope.head = types[head]
 	var restore strings.Builder
-	for _, p := range scope {
+	for _, p := range scope.paths {
 		if err := w.removeChanged(p); err != nil {
 			return nil, err
 		}
-		if known[p] { // git refuses a pathspec that matches nothing it knows
+		if types[from][p] != "" || types[head][p] != "" { // git refuses a pathspec that matches nothing it knows
 			restore.WriteString(p + "\x00")
 		}
 	}
 	if restore.Len() > 0 {
 		// No overlay (restore's default): entries under the paths that
-		// head lacks leave the index too.
-		if _, err := w.gitRaw(ctx, nil, strings.NewReader(restore.String()), "--literal-pathspecs", "restore", "--quiet",
+		// head lacks leave the index too. Preloading would stat every
+		// entry's file in threads; restore looks only at those under the
+		// paths.
+		if _, err := w.gitRaw(ctx, nil, strings.NewReader(restore.String()), "-c", "core.preloadIndex=false", "--literal-pathspecs", "restore", "--quiet",
 			"--source="+head, "--staged", "--worktree", "--no-recurse-submodules", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
 			return nil, fmt.Errorf("restore the changed paths from %s: %w", short(head), err)
 		}
 	}
 	// Folders left empty go, as checkout and clean -d remove them.
-	for _, p := range scope {
+	for _, p := range scope.paths {
 		for d := p; d != "." && d != "/"; d = path.Dir(d) {
 			abs := filepath.Join(w.Dir(), filepath.FromSlash(d))
 			fi, err := os.Lstat(abs)
@@ -99,11 +110,42 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 	return scope, nil
 }
 
-// addKnown adds p and every folder above it to known.
-func addKnown(known map[string]bool, p string) {
-	for ; p != "." && p != "/" && !known[p]; p = path.Dir(p) {
-		known[p] = true
+// pathTypes asks the clone, in one `cat-file --batch-check`, what each
+// commit has at each path: "blob", "tree" or "" (nothing; a path through
+// a file or symlink is nothing too).
+func (w *Worktree) pathTypes(ctx context.Context, paths []string, commits ...string) (map[string]map[string]string, error) {
+	var in strings.Builder
+	for _, c := range commits {
+		for _, p := range paths {
+			if strings.ContainsAny(p, "\n\x00") {
+				return nil, fmt.Errorf("path %q has a newline", p) // its answer could not be told apart
+			}
+			in.WriteString(c + ":" + p + "\x00")
+		}
 	}
+	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdin: strings.NewReader(in.String()),
+		Args: []string{"cat-file", "-z", "--batch-check=%(objecttype)"}})
+	if err != nil {
+		return nil, fmt.Errorf("look up the paths to reset: %w", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(commits)*len(paths) {
+		return nil, fmt.Errorf("look up the paths to reset: %d answers to %d questions", len(lines), len(commits)*len(paths))
+	}
+	types := map[string]map[string]string{}
+	for i, c := range commits {
+		types[c] = map[string]string{}
+		for j, p := range paths {
+			switch l := lines[i*len(paths)+j]; {
+			case l == "blob" || l == "tree":
+				types[c][p] = l
+			case strings.HasSuffix(l, " missing"):
+			default:
+				return nil, fmt.Errorf("look up %s in %s: %q", p, short(c), l)
+			}
+		}
+	}
+	return types, nil
 }
 
 // removeChanged removes what is at p (relative to the worktree), checking

@@ -37,7 +37,7 @@ func (f *cacheFixture) resetResult(w *Worktree) resetResult {
 		statFresh: dirty == nil,
 		files:     strings.Join(files, "\n"),
 		index:     f.git(w.Dir(), append(dirs, "ls-files", "--stage")...),
-		status:    f.git(w.Dir(), append(dirs, "--no-optional-locks", "status", "--porcelain", "--ignored", "--untracked-files=all")...),
+		status:    f.git(w.Dir(), append(dirs, "--no-optional-locks", "status", "--porcelain=v2", "--ignored", "--untracked-files=all")...),
 	}
 }
 
@@ -51,7 +51,8 @@ func (f *cacheFixture) bothResets(w *Worktree, head string) string {
 	f.t.Helper()
 	noErr(f.t, f.cache.withLock(f.ctx, w.repo, lockClone, func() error { return f.cache.ensureCommit(f.ctx, w.repo, w.src, head) }))
 	saved := filepath.Join(f.t.TempDir(), "saved")
-	f.sh(filepath.Dir(saved), "cp -a "+w.Dir()+" saved/ && cp -a "+w.path(".index")+" saved.index")
+	// The saved index's shared part too: the first reset may replace it.
+	f.sh(filepath.Dir(saved), "cp -a "+w.Dir()+" saved/ && cp -a "+w.path(".index")+" saved.index && mkdir shared && cp -a "+w.admin()+"/sharedindex.* shared/")
 	rec := w.rec
 	noErr(f.t, w.reset(f.ctx, head))
 	how := w.resetHow
@@ -59,7 +60,7 @@ func (f *cacheFixture) bothResets(w *Worktree, head string) string {
 
 	mon := w.mon
 	w.mon = nil
-	f.sh(filepath.Dir(saved), "rm -rf "+w.Dir()+" && cp -a saved/ "+w.Dir()+" && cp -a saved.index "+w.path(".index"))
+	f.sh(filepath.Dir(saved), "rm -rf "+w.Dir()+" && cp -a saved/ "+w.Dir()+" && cp -a saved.index "+w.path(".index")+" && cp -a shared/* "+w.admin())
 	w.rec = rec
 	noErr(f.t, w.reset(f.ctx, head))
 	if w.resetHow != "full" {
@@ -128,6 +129,8 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 		{name: "base turns a folder into a file", nextScript: "git rm -rq dir && echo file > dir && git add dir && git commit -qm file",
 			change: []string{"echo w > dir/new.txt"}, how: "changed paths"},
 		{name: "base empties a folder the agent wrote in", change: []string{"echo w > gone/agent.txt"}, how: "changed paths"},
+		{name: "base from unrelated history", nextScript: "git checkout -q --orphan side && git rm -rqf . && printf '*.log\\nbuild/\\n' > .gitignore && echo s > a.txt && mkdir -p dir/new && echo x > dir/new/x.txt && git add -A && git commit -qm unrelated",
+			change: []string{"echo changed > other/z.txt && rm b.txt"}, how: "changed paths"},
 		// Full resets: the monitor cannot vouch for these.
 		{name: "file made and deleted, one batch", change: []string{"echo t > made.txt && rm made.txt"}, held: true, how: "full"},
 		{name: "overflowed monitor", change: []string{"echo changed > a.txt"}, broken: true, how: "full"},
@@ -229,39 +232,6 @@ func TestIdleMonitorDroppedWhenTheSavedIndexChanged(t *testing.T) {
 	}
 }
 
-// The check that nothing untracked is left takes the file list from the
-// first walk of a monitor started on the finished tree instead of walking
-// it again with git, and still finds what does not belong.
-func TestCheckUntrackedFromTheMonitorsWalk(t *testing.T) {
-	files := map[string]string{".gitignore": "*.log\n", "a.txt": "a\n", "d/b.txt": "b\n", "link": "->a.txt"}
-	for _, tc := range []struct {
-		name, script string
-		bad          bool
-	}{
-		{name: "exactly the index", bad: false},
-		{name: "untracked file", script: "echo u > d/u.txt", bad: true},
-		{name: "ignored file", script: "echo l > x.log", bad: true},
-		{name: "empty folder", script: "mkdir -p e/f", bad: true},
-		{name: "untracked file in place of a missing tracked one", script: "rm a.txt && echo u > u.txt", bad: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f, base, w := startedJob(t, files)
-			if tc.script != "" {
-				f.sh(w.Dir(), tc.script)
-			}
-			w.unwatch()
-			w.watch()
-			err := w.checkUntracked(f.ctx, base, nil)
-			if (err != nil) != tc.bad {
-				t.Fatalf("check: %v", err)
-			}
-			if _, _, ok := w.mon.census(); ok {
-				t.Fatal("the census was taken twice")
-			}
-		})
-	}
-}
-
 // Writes through the sandbox's bind mount of the worktree are seen by the
 // monitor, so the narrowed reset undoes them as the full one does.
 func TestResetAfterWritesFromASandbox(t *testing.T) {
@@ -316,5 +286,55 @@ func TestIdleMonitorOfARemovedWorktreeIsDropped(t *testing.T) {
 	noErr(t, f.prepare(f.cache, "job3", base).Keep())
 	if n := f.cache.parked(); n != 1 {
 		t.Fatalf("%d idle monitors, want the kept worktree's only", n)
+	}
+}
+
+// The check for untracked files under a narrowed reset's paths finds
+// whatever head does not have there.
+func TestUntrackedUnderTheResetPaths(t *testing.T) {
+	f, base, w := startedJob(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n", "d/e/c.txt": "c\n", "link": "->a.txt"})
+	scope := &resetScope{paths: []string{"a.txt", "d", "gone.txt", "link"},
+		head: map[string]string{"a.txt": "blob", "d": "tree", "link": "blob"}}
+	for _, tc := range []struct{ name, script, want string }{
+		{name: "exactly head"},
+		{name: "file head lacks", script: "echo g > gone.txt", want: "gone.txt"},
+		{name: "folder where head has a file", script: "rm a.txt && mkdir a.txt", want: "a.txt/"},
+		{name: "untracked file in a folder", script: "echo u > d/e/u.txt", want: "d/e/u.txt"},
+		{name: "empty folder in a folder", script: "mkdir -p d/x/y", want: "d/x/"},
+		{name: "ignored-looking file", script: "echo o > d/build.o", want: "d/build.o"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.script != "" {
+				f.sh(w.Dir(), tc.script)
+				defer f.sh(w.Dir(), "git reset -q --hard && git clean -qffdx")
+			}
+			left, err := w.untrackedIn(f.ctx, base, scope)
+			noErr(t, err)
+			if got := strings.Join(left, " "); got != tc.want {
+				t.Fatalf("left %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A saved index whose shared part is gone cannot be read: the narrowed
+// reset fails, and so would the full checkout over it, which then checks
+// out without an index.
+func TestResetWithoutTheSharedIndex(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
+	next := f.commit(map[string]string{"a.txt": "A\n"})
+	w := f.prepare(f.cache, "job1", base)
+	noErr(t, w.Release(f.ctx))
+	f.sh(w.admin(), "ls sharedindex.* && rm sharedindex.*")
+	w = f.prepare(f.cache, "job2", next)
+	defer w.Keep()
+	if w.resetHow != "full" {
+		t.Fatalf("reset went %q", w.resetHow)
+	}
+	fresh := f.prepare(f.newCache(filepath.Join(t.TempDir(), "other")), "fresh", next)
+	defer fresh.Keep()
+	if got, want := f.resetResult(w), f.resetResult(fresh); got != want {
+		t.Fatalf("reset worktree:\n%+v\nfresh one:\n%+v", got, want)
 	}
 }

@@ -5,16 +5,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -350,7 +352,10 @@ func (w *Worktree) add(ctx context.Context, head string) error {
 	// Watched from after the checkout: its 100,000 new files would only
 	// flood the monitor's queue.
 	w.watch()
-	return w.settle(ctx, head, lap, 0, false, nil)
+	// Nothing to look for under any path: git made the folder (worktree
+	// add refuses one that is not empty), and the checkout from an empty
+	// index wrote head's files and nothing else.
+	return w.settle(ctx, head, lap, 0, false, &resetScope{})
 }
 
 // reset brings a used worktree to head so that it is indistinguishable
@@ -395,12 +400,12 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 		why = "a sparse worktree" // the narrowed reset would write files outside the cone
 	}
 	if why == "" {
-		scope, err := w.resetPaths(ctx, from, head, changed)
+		scope, err := w.resetPaths(ctx, from, head, changed, lap)
 		if err == nil {
-			lap("reset changed paths")
+			lap("restore changed paths")
 			if err = w.settle(ctx, head, lap, cut, watched, scope); err == nil {
 				w.resetHow = "changed paths"
-				w.c.log.Debug("reset narrowed by the file-system monitor", "dir", w.Dir(), "paths", len(scope))
+				w.c.log.Debug("reset narrowed by the file-system monitor", "dir", w.Dir(), "paths", len(scope.paths))
 				return nil
 			}
 		}
@@ -411,8 +416,20 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 	}
 	w.resetHow = "full"
 	w.c.log.Debug("reset checks out the whole worktree", "dir", w.Dir(), "why", why)
-	if _, err := w.git(ctx, nil, "checkout", "--quiet", "--detach", "--force", "--no-recurse-submodules", head); err != nil {
-		return fmt.Errorf("check out %s: %w", short(head), err)
+	checkout := func() error {
+		_, err := w.git(ctx, nil, "checkout", "--quiet", "--detach", "--force", "--no-recurse-submodules", head)
+		return err
+	}
+	if err := checkout(); err != nil {
+		// The restored index may be unreadable (its shared part gone, say);
+		// without one the checkout writes every file.
+		w.c.log.Warn("checkout over the saved index failed; checking out without it", "dir", w.Dir(), "err", err)
+		if err := w.dropIndex(head); err != nil {
+			return err
+		}
+		if err := checkout(); err != nil {
+			return fmt.Errorf("check out %s: %w", short(head), err)
+		}
 	}
 	lap("checkout")
 	if _, err := w.git(ctx, nil, "clean", "-ffdxq"); err != nil {
@@ -438,7 +455,7 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 // once its watches are in place: nothing writes to the worktree meanwhile
 // (the attempt holds it and its agent has not started), so the checks saw
 // what the cut does.
-func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cut uint64, watched bool, scope []string) error {
+func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cut uint64, watched bool, scope *resetScope) error {
 	if err := w.trimAdmin(); err != nil {
 		return err
 	}
@@ -453,6 +470,9 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cu
 	}
 	lap("verify")
 	err := copyFile(filepath.Join(w.admin(), "index"), w.path(".index"))
+	if err == nil {
+		err = w.dropSharedIndexes(ctx)
+	}
 	lap("save index")
 	if err != nil {
 		return err
@@ -478,41 +498,125 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cu
 	return nil
 }
 
-// checkUntracked fails if anything untracked or ignored is in the worktree
-// (under scope, when not nil; nothing to look at when it is empty). A
-// monitor whose first walk of the whole tree still describes it (nothing
-// changed since: a fresh checkout, watched once written) has listed the
-// files there: exactly the index's entries, and no empty folder, leave
-// nothing untracked, and spare git walking the tree a second time.
-func (w *Worktree) checkUntracked(ctx context.Context, head string, scope []string) error {
-	if scope != nil && len(scope) == 0 {
-		return nil
-	}
-	if scope == nil && w.mon != nil {
-		files, empty, ok := w.mon.census()
-		if ok && len(empty) > 0 {
-			return fmt.Errorf("worktree has empty folders %s does not after reset: %s", short(head), clipList(empty, 5))
-		}
-		if ok {
-			tracked, err := w.gitRaw(ctx, nil, nil, "ls-files", "--cached", "-z")
-			if err != nil {
-				return fmt.Errorf("list the index: %w", err)
-			}
-			sort.Strings(files)
-			if slices.Equal(files, splitZ(string(tracked))) {
-				return nil
-			}
-		}
-	}
-	args := []string{"--literal-pathspecs", "ls-files", "--others", "--directory", "-z", "--"}
-	left, err := w.git(ctx, nil, append(args, scope...)...)
+// dropSharedIndexes removes the shared index parts the worktree's index
+// (just saved, so the saved one too) does not use. Call with no
+// publication pending, whose index may use another.
+func (w *Worktree) dropSharedIndexes(ctx context.Context) error {
+	ents, err := os.ReadDir(w.admin())
 	if err != nil {
-		return fmt.Errorf("check worktree: %w", err)
+		return fmt.Errorf("list worktree admin: %w", err)
 	}
-	if left != "" {
-		return fmt.Errorf("worktree has files %s does not after reset: %s", short(head), clipList(splitZ(left), 5))
+	var shared []string
+	for _, e := range ents {
+		if IsSharedIndex(e.Name()) {
+			shared = append(shared, e.Name())
+		}
+	}
+	if len(shared) < 2 {
+		return nil // the one in use, if any: not worth a git call to ask
+	}
+	used, err := w.git(ctx, nil, "rev-parse", "--shared-index-path")
+	if err != nil {
+		return fmt.Errorf("find the index's shared part: %w", err)
+	}
+	for _, name := range shared {
+		if name != filepath.Base(used) {
+			if err := os.Remove(filepath.Join(w.admin(), name)); err != nil && !isNotExist(err) {
+				return fmt.Errorf("remove an unused shared index: %w", err)
+			}
+		}
 	}
 	return nil
+}
+
+// checkUntracked fails if anything untracked or ignored is in the worktree:
+// anywhere (git walks it) when scope is nil, else only under the paths a
+// narrowed reset touched, where the check compares what is there with what
+// head has (the index holds head's tree: settle checked it), without
+// reading the index again; the monitor vouches for the rest.
+func (w *Worktree) checkUntracked(ctx context.Context, head string, scope *resetScope) error {
+	var left []string
+	if scope == nil {
+		out, err := w.git(ctx, nil, "ls-files", "--others", "--directory", "-z")
+		if err != nil {
+			return fmt.Errorf("check worktree: %w", err)
+		}
+		left = splitZ(out)
+	} else {
+		var err error
+		if left, err = w.untrackedIn(ctx, head, scope); err != nil {
+			return fmt.Errorf("check worktree: %w", err)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("worktree has files %s does not after reset: %s", short(head), clipList(left, 5))
+	}
+	return nil
+}
+
+// untrackedIn lists what is under scope's paths and not in head: files
+// head lacks, and folders holding none of head's files.
+func (w *Worktree) untrackedIn(ctx context.Context, head string, scope *resetScope) ([]string, error) {
+	var left, trees []string
+	for _, p := range scope.paths {
+		fi, err := os.Lstat(filepath.Join(w.Dir(), filepath.FromSlash(p)))
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		case err != nil:
+			return nil, err
+		case !fi.IsDir():
+			if scope.head[p] != "blob" {
+				left = append(left, p)
+			}
+		case scope.head[p] == "tree":
+			trees = append(trees, p)
+		default:
+			left = append(left, p+"/")
+		}
+	}
+	if len(trees) == 0 {
+		return left, nil
+	}
+	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: append([]string{"--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only", head, "--"}, trees...)})
+	if err != nil {
+		return nil, fmt.Errorf("list %s under the reset folders: %w", short(head), err)
+	}
+	tracked, folders := map[string]bool{}, map[string]bool{}
+	for _, p := range splitZ(string(out)) {
+		tracked[p] = true
+		addFolders(folders, p)
+	}
+	for _, t := range trees {
+		err := filepath.WalkDir(filepath.Join(w.Dir(), filepath.FromSlash(t)), func(abs string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(w.Dir(), abs)
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			switch {
+			case d.IsDir() && !folders[rel]:
+				left = append(left, rel+"/")
+				return fs.SkipDir
+			case !d.IsDir() && !tracked[rel]:
+				left = append(left, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return left, nil
+}
+
+// addFolders adds every folder above p to folders.
+func addFolders(folders map[string]bool, p string) {
+	for d := path.Dir(p); d != "." && d != "/" && !folders[d]; d = path.Dir(d) {
+		folders[d] = true
+	}
 }
 
 // watch starts the worktree's file-system monitor unless it runs; its
@@ -544,6 +648,20 @@ var adminFiles = map[string]bool{"gitdir": true, "commondir": true, "HEAD": true
 // worktreeConfig makes `git push origin` from the worktree fail: results
 // leave only as publications.
 var worktreeConfig = []byte("[remote \"origin\"]\n\tpushurl = drover-push-disabled://publish-through-drover\n")
+
+// splitIndexConfig keeps a whole worktree's index in two files: a shared
+// part, rewritten only once much has changed, and a small file holding the
+// rest, so that a call changing a few entries of 100,000 does not hash and
+// write all of them. The runner removes the shared parts nothing refers to
+// (see dropSharedIndexes); git must not expire one a saved index needs.
+var splitIndexConfig = []byte("[core]\n\tsplitIndex = true\n[splitIndex]\n\tsharedIndexExpire = never\n")
+
+// IsSharedIndex reports that an admin dir entry is a split index's shared
+// part.
+func IsSharedIndex(name string) bool {
+	hex, ok := strings.CutPrefix(name, "sharedindex.")
+	return ok && ValidCommitID(hex)
+}
 
 // sparseConfig turns on a cone-mode sparse checkout in a worktree's config.
 var sparseConfig = []byte("[core]\n\tsparseCheckout = true\n\tsparseCheckoutCone = true\n[index]\n\tsparse = true\n")
@@ -592,9 +710,9 @@ func (w *Worktree) writeAdmin() error {
 		w.path("/.git"):                             []byte("gitdir: " + w.admin() + "\n"),
 		filepath.Join(w.admin(), "gitdir"):          []byte(w.path("/.git") + "\n"),
 		filepath.Join(w.admin(), "commondir"):       []byte("../..\n"),
-		filepath.Join(w.admin(), "config.worktree"): worktreeConfig,
+		filepath.Join(w.admin(), "config.worktree"): append(slices.Clip(worktreeConfig), splitIndexConfig...),
 	}
-	if len(w.rec.Sparse) > 0 {
+	if len(w.rec.Sparse) > 0 { // a sparse index, which cannot be split
 		files[filepath.Join(w.admin(), "config.worktree")] = append(slices.Clip(worktreeConfig), sparseConfig...)
 		files[filepath.Join(w.admin(), "info", "sparse-checkout")] = conePatterns(w.rec.Sparse)
 	}
@@ -618,7 +736,7 @@ func (w *Worktree) trimAdmin() error {
 		return fmt.Errorf("read worktree admin: %w", err)
 	}
 	for _, e := range ents {
-		if !adminFiles[e.Name()] {
+		if !adminFiles[e.Name()] && !IsSharedIndex(e.Name()) {
 			if err := os.RemoveAll(filepath.Join(w.admin(), e.Name())); err != nil {
 				return fmt.Errorf("clean worktree admin: %w", err)
 			}
@@ -639,15 +757,19 @@ func (w *Worktree) restoreAdmin(target string) (string, error) {
 	if err := w.trimAdmin(); err != nil {
 		return "", err
 	}
-	idx := filepath.Join(w.admin(), "index")
 	head := w.rec.IndexHead
-	if checkCommitID(head) != nil || copyFile(w.path(".index"), idx) != nil {
-		if err := os.Remove(idx); err != nil && !isNotExist(err) {
-			return "", fmt.Errorf("drop worktree index: %w", err)
-		}
-		head = target
+	if checkCommitID(head) != nil || copyFile(w.path(".index"), filepath.Join(w.admin(), "index")) != nil {
+		return target, w.dropIndex(target)
 	}
 	return head, writeAtomic(filepath.Join(w.admin(), "HEAD"), []byte(head+"\n"))
+}
+
+// dropIndex leaves the worktree without an index, HEAD at target.
+func (w *Worktree) dropIndex(target string) error {
+	if err := os.Remove(filepath.Join(w.admin(), "index")); err != nil && !isNotExist(err) {
+		return fmt.Errorf("drop worktree index: %w", err)
+	}
+	return writeAtomic(filepath.Join(w.admin(), "HEAD"), []byte(target+"\n"))
 }
 
 // remove deletes the worktree, its registration and its files. Call with
