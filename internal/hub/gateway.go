@@ -398,6 +398,7 @@ func (h *Hub) detach(c *conn, reason string) {
 		}
 		return tx.ReleaseRunner(c.runnerID, h.id) // unless it connected to another hub since
 	})
+	h.hint(hintLeft)
 	// An offer can only start after the hub confirms its accept, so offers
 	// the runner had not accepted go back to the queue now, not after the
 	// lease: a returning runner's late accept is fenced.

@@ -42,6 +42,9 @@ const (
 	// hintAccess + runner id: the runner's owner or shares changed; with
 	// no id, anyone's may have.
 	hintAccess = "a:"
+	// hintLeft: a runner left its hub, so its leases are now the leader's
+	// to expire: the leader sweeps to learn their deadlines.
+	hintLeft = "l"
 )
 
 // crossHub is what a hub keeps for the hubs beside it.
@@ -119,6 +122,10 @@ func (h *Hub) heard(ctx context.Context, keys []string) {
 		switch {
 		case k == hintQueued:
 			h.kickLocal()
+		case k == hintLeft:
+			if h.leading() {
+				h.kickSweep()
+			}
 		case strings.HasPrefix(k, hintJob):
 			h.notifyLocal(strings.TrimPrefix(k, hintJob))
 		case strings.HasPrefix(k, hintRunner):
