@@ -209,8 +209,12 @@ func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (protocol.R
 		if err != nil {
 			return err
 		}
+		holder, err := tx.RunnerHolder(rn.ID, h.liveSince(h.now()))
+		if err != nil {
+			return err
+		}
 		n := newNamer(tx)
-		v = h.runnerView(rn, n.user(rn.OwnerID))
+		v = h.runnerView(rn, n.user(rn.OwnerID), holder)
 		v.SharedWith = sharesView(n, shares, "")
 		return nil
 	})

@@ -144,10 +144,15 @@ func (h *Hub) connectedRunners() map[string]bool {
 
 // accountList is p's own accounts, best first, then the accounts others
 // shared with p or p's projects (in their owners' order), with their
-// runners' names and whether those are connected (by connectedRunners).
-// Whom an account is shared with is shown to its owner and admins only.
-func (h *Hub) accountList(tx store.Tx, p principal, connected map[string]bool) (protocol.AccountList, error) {
+// runners' names and whether those are connected (here: local, taken by
+// connectedRunners; or to another live hub). Whom an account is shared
+// with is shown to its owner and admins only.
+func (h *Hub) accountList(tx store.Tx, p principal, local map[string]bool) (protocol.AccountList, error) {
 	all, err := tx.Accounts()
+	if err != nil {
+		return protocol.AccountList{}, err
+	}
+	held, err := tx.HeldRunners(h.liveSince(h.now()))
 	if err != nil {
 		return protocol.AccountList{}, err
 	}
@@ -183,7 +188,7 @@ func (h *Hub) accountList(tx store.Tx, p principal, connected map[string]bool) (
 		}
 		v := protocol.AccountView{
 			Position: pos[a.OwnerID], Runner: n.runner(a.RunnerID), ID: a.ID, Agent: a.Agent, Label: a.Label,
-			Kind: a.Kind, State: a.State, LimitedUntil: utcPtr(a.LimitedUntil), Connected: connected[a.RunnerID],
+			Kind: a.Kind, State: a.State, LimitedUntil: utcPtr(a.LimitedUntil), Connected: connected(local[a.RunnerID], held[a.RunnerID]),
 			Owner: n.user(a.OwnerID),
 		}
 		if mine || p.admin {

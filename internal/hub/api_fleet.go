@@ -284,7 +284,7 @@ func (h *Hub) register(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("register runner: %w", err)
 	}
 	h.log.Info("fleet runner registered", "runner", rn.Name, "owner", owner)
-	writeJSON(w, http.StatusCreated, h.runnerView(rn, owner))
+	writeJSON(w, http.StatusCreated, h.runnerView(rn, owner, ""))
 	return nil
 }
 

@@ -86,9 +86,7 @@ func (h *Hub) runnerViews(ctx context.Context, p principal) ([]protocol.RunnerVi
 			if !mayUseRunner(p, ra, projects) {
 				continue
 			}
-			v := h.runnerView(rn, n.user(rn.OwnerID))
-			v.Hub = held[rn.ID]
-			v.Connected = v.Connected || v.Hub != "" // to another hub on the database
+			v := h.runnerView(rn, n.user(rn.OwnerID), held[rn.ID])
 			if p.admin || rn.OwnerID == p.userID {
 				v.SharedWith = sharesView(n, byRunner[rn.ID], "")
 			} else {
@@ -124,7 +122,7 @@ func (h *Hub) approve(ctx context.Context, p principal, req protocol.ApproveRequ
 		return protocol.ApproveResponse{}, err
 	}
 	h.log.Info("runner login approved", "runner", rn.Name, "owner", p.name, "replaced", replaced)
-	return protocol.ApproveResponse{RunnerView: h.runnerView(rn, p.name), Replaced: replaced}, nil
+	return protocol.ApproveResponse{RunnerView: h.runnerView(rn, p.name, ""), Replaced: replaced}, nil
 }
 
 // approveRunner binds a token hash to a runner owned by ownerID. The same
@@ -244,24 +242,25 @@ func (h *Hub) revokeRunner(ctx context.Context, p principal, name string) (proto
 	h.closeConn(rn.ID, protocol.CloseRevoked, "runner token revoked")
 	h.log.Info("runner revoked", "runner", rn.Name, "by", p.name)
 	h.notify(anyChange)
-	return h.runnerView(rn, owner), nil
+	return h.runnerView(rn, owner, ""), nil
 }
 
 func (h *Hub) apiRunnerLogin(w http.ResponseWriter, r *http.Request, p principal) error {
 	var rn store.Runner
-	var owner string
+	var owner, holder string
 	err := h.store.Read(r.Context(), func(tx store.Tx) error {
 		var err error
-		rn, err = tx.Runner(p.runnerID)
-		if err == nil {
-			owner = newNamer(tx).user(rn.OwnerID)
+		if rn, err = tx.Runner(p.runnerID); err != nil {
+			return err
 		}
+		owner = newNamer(tx).user(rn.OwnerID)
+		holder, err = tx.RunnerHolder(rn.ID, h.liveSince(h.now()))
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, h.runnerView(rn, owner))
+	writeJSON(w, http.StatusOK, h.runnerView(rn, owner, holder))
 	return nil
 }
 

@@ -22,7 +22,7 @@ func mayControl(p principal, j store.Job) error {
 // reports (a disconnected runner is told when it comes back).
 func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 	var (
-		order    *protocol.Frame
+		order    func(protocol.Runner) // the push to its runner, if any
 		runnerID string
 		freed    string
 	)
@@ -47,12 +47,8 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 				if err := tx.UpdateAttempt(a); err != nil {
 					return err
 				}
-				f, err := protocol.NewFrame(protocol.TypeDrop, "", protocol.DropOrder{
-					AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "job cancelled before it started"})
-				if err != nil {
-					return err
-				}
-				order, runnerID, freed = &f, a.RunnerID, a.ID
+				d := protocol.DropOrder{AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "job cancelled before it started"}
+				order, runnerID, freed = func(r protocol.Runner) { r.Drop(d) }, a.RunnerID, a.ID
 			}
 			next, err := job.Next(j.State, job.EvCancel)
 			if err != nil {
@@ -68,12 +64,8 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 			if err != nil {
 				return err
 			}
-			f, err := protocol.NewFrame(protocol.TypeCancel, "", protocol.CancelOrder{
-				AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "cancelled by " + p.name})
-			if err != nil {
-				return err
-			}
-			order, runnerID = &f, a.RunnerID
+			o := protocol.CancelOrder{AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "cancelled by " + p.name}
+			order, runnerID = func(r protocol.Runner) { r.Cancel(o) }, a.RunnerID
 			if j.Cancelling {
 				return nil // asked again: just tell the runner again
 			}
@@ -94,7 +86,7 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 	}
 	h.kick() // a slot freed, or a queued job gone: draining runners learn it
 	if order != nil {
-		h.pushOrder(runnerID, *order)
+		h.pushOrder(runnerID, order)
 	}
 	h.notify(id)
 	return nil

@@ -395,7 +395,7 @@ func (h *Hub) queuedWhy(jobID, shape string) string {
 // offer creates a new attempt of a queued job for a runner under a new
 // epoch and sends it. It reports false when the job was no longer queued.
 func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) (bool, error) {
-	var frame protocol.Frame
+	var offer protocol.Offer
 	var att store.Attempt
 	var waited time.Duration
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -434,7 +434,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 		if err := h.event(tx, j.ID, "offered", "", "attempt %d offered to %s", att.Epoch, c.name); err != nil {
 			return err
 		}
-		frame, err = h.offerFrame(tx, c, att, j, account)
+		offer, err = h.offerFor(tx, c, att, j, account)
 		return err
 	})
 	if errors.Is(err, errNotQueued) || errors.Is(err, errUntrusted) {
@@ -447,7 +447,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 	h.mu.Lock()
 	h.addActiveLocked(c.runnerID, att.ID)
 	h.mu.Unlock()
-	c.send(frame)
+	c.Offer(offer)
 	h.notify(jobID)
 	time.AfterFunc(h.cfg.OfferTimeout+50*time.Millisecond, h.kickSweep)
 	return true, nil

@@ -73,13 +73,15 @@ func (c *conn) send(f protocol.Frame) {
 	}
 }
 
-func (c *conn) sendBody(typ string, body any) {
-	f, err := protocol.NewFrame(typ, "", body)
-	if err != nil {
-		return
-	}
-	c.send(f)
-}
+// A conn is the protocol.Runner of its runner: each push is queued as
+// the frame the protocol's Pusher encodes.
+var _ protocol.Runner = (*conn)(nil)
+
+func (c *conn) pusher() protocol.Pusher       { return protocol.Pusher{Send: c.send} }
+func (c *conn) Offer(o protocol.Offer)        { c.pusher().Offer(o) }
+func (c *conn) Cancel(o protocol.CancelOrder) { c.pusher().Cancel(o) }
+func (c *conn) Drop(o protocol.DropOrder)     { c.pusher().Drop(o) }
+func (c *conn) Queue(q protocol.Queue)        { c.pusher().Queue(q) }
 
 // close ends the connection once; the close handshake runs in the background
 // because it waits for the peer.
@@ -396,6 +398,7 @@ func (h *Hub) detach(c *conn, reason string) {
 		}
 		return tx.ReleaseRunner(c.runnerID, h.id) // unless it connected to another hub since
 	})
+	h.hint(hintLeft)
 	// An offer can only start after the hub confirms its accept, so offers
 	// the runner had not accepted go back to the queue now, not after the
 	// lease: a returning runner's late accept is fenced.

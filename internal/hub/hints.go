@@ -42,6 +42,9 @@ const (
 	// hintAccess + runner id: the runner's owner or shares changed; with
 	// no id, anyone's may have.
 	hintAccess = "a:"
+	// hintLeft: a runner left its hub, so its leases are now the leader's
+	// to expire: the leader sweeps to learn their deadlines.
+	hintLeft = "l"
 )
 
 // crossHub is what a hub keeps for the hubs beside it.
@@ -119,6 +122,10 @@ func (h *Hub) heard(ctx context.Context, keys []string) {
 		switch {
 		case k == hintQueued:
 			h.kickLocal()
+		case k == hintLeft:
+			if h.leading() {
+				h.kickSweep()
+			}
 		case strings.HasPrefix(k, hintJob):
 			h.notifyLocal(strings.TrimPrefix(k, hintJob))
 		case strings.HasPrefix(k, hintRunner):
@@ -159,11 +166,11 @@ func (h *Hub) wakeAll() {
 	}
 }
 
-// pushOrder sends an order to a runner held here, or hints the hub that
+// pushOrder pushes an order to a runner held here, or hints the hub that
 // holds it, which reads the same order from the database (syncRunners).
-func (h *Hub) pushOrder(runnerID string, f protocol.Frame) {
+func (h *Hub) pushOrder(runnerID string, push func(protocol.Runner)) {
 	if c := h.connFor(runnerID); c != nil {
-		c.send(f)
+		push(c)
 		return
 	}
 	h.hint(hintRunner + runnerID)
@@ -200,7 +207,7 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 	active := map[string][]store.Attempt{} // runner → its active attempts
 	ended := map[string]store.Attempt{}    // attempt held here → its record, no longer active
 	cancel := map[string]bool{}            // running attempts whose job is being cancelled
-	resend := map[string]protocol.Frame{}  // offers the database has for it and memory does not
+	resend := map[string]protocol.Offer{}  // offers the database has for it and memory does not
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		clear(runners)
 		clear(active)
@@ -248,7 +255,7 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 					if err != nil {
 						return err
 					}
-					if resend[a.ID], err = h.offerFrame(tx, hd.c, a, j, a.Account); err != nil {
+					if resend[a.ID], err = h.offerFor(tx, hd.c, a, j, a.Account); err != nil {
 						return err
 					}
 				}
@@ -299,20 +306,20 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 			delete(h.x.cancelled, aid)
 			if a.AcceptedAt == nil {
 				// Ended before it started: the runner must not start it.
-				c.sendBody(protocol.TypeDrop, protocol.DropOrder{
+				c.Drop(protocol.DropOrder{
 					AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "attempt " + string(a.State)})
 			}
 		}
 		for _, a := range active[id] {
-			if f, ok := resend[a.ID]; ok && !h.active[id][a.ID] && h.x.removals == removals {
-				c.send(f)
+			if o, ok := resend[a.ID]; ok && !h.active[id][a.ID] && h.x.removals == removals {
+				c.Offer(o)
 			}
 			if h.x.removals == removals {
 				h.addActiveLocked(id, a.ID)
 			}
 			if cancel[a.ID] && !h.x.cancelled[a.ID] {
 				h.x.cancelled[a.ID] = true
-				c.sendBody(protocol.TypeCancel, protocol.CancelOrder{
+				c.Cancel(protocol.CancelOrder{
 					AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "cancelled by a user"})
 			}
 		}

@@ -20,7 +20,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 	}
 	var (
 		drops []protocol.DropOrder
-		after []protocol.Frame
+		after []func(protocol.Runner)
 		lost  []store.Attempt
 		keep  []string
 	)
@@ -72,11 +72,9 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 			if _, ok := held[a.ID]; ok {
 				keep = append(keep, a.ID)
 				if a.State == job.AttemptRunning && j.Cancelling {
-					f, err := protocol.NewFrame(protocol.TypeCancel, "", protocol.CancelOrder{AttemptRef: ref, Reason: "cancelled by a user"})
-					if err != nil {
-						return err
-					}
-					after = append(after, f)
+					after = append(after, func(r protocol.Runner) {
+						r.Cancel(protocol.CancelOrder{AttemptRef: ref, Reason: "cancelled by a user"})
+					})
 				}
 				continue
 			}
@@ -100,11 +98,11 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 					continue
 				}
 				keep = append(keep, a.ID)
-				f, err := h.offerFrame(tx, c, a, j, account)
+				o, err := h.offerFor(tx, c, a, j, account)
 				if err != nil {
 					return err
 				}
-				after = append(after, f)
+				after = append(after, func(r protocol.Runner) { r.Offer(o) })
 			case job.AttemptRunning:
 				// The runner no longer has it: whatever happened cannot be known.
 				if err := h.loseAttempt(tx, a, j, job.ReasonDropped, c.name); err != nil {
@@ -141,8 +139,8 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 	}
 	// Queue under the lock so no dispatcher offer can overtake the welcome.
 	c.send(wf)
-	for _, f := range after {
-		c.send(f)
+	for _, push := range after {
+		push(c)
 	}
 	h.mu.Unlock()
 	h.notify(anyChange)
@@ -245,29 +243,29 @@ func storeAccounts(in []protocol.AccountInfo) []store.Account {
 	return out
 }
 
-// offerFrame builds the offer for an attempt to c's runner; account is the
+// offerFor builds the offer for an attempt to c's runner; account is the
 // account the dispatcher chose ("" for none: the runner picks).
-func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, account string) (protocol.Frame, error) {
+func (h *Hub) offerFor(tx store.Tx, c *conn, a store.Attempt, j store.Job, account string) (protocol.Offer, error) {
 	u, err := tx.User(j.RequesterID)
 	if err != nil {
-		return protocol.Frame{}, err
+		return protocol.Offer{}, err
 	}
 	spec := protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap, Tools: j.Tools,
 		Account: j.Account, Model: j.Model}
 	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
-		return protocol.Frame{}, err
+		return protocol.Offer{}, err
 	}
 	h.mu.Lock()
 	ra := c.access
 	h.mu.Unlock()
 	if err := h.projectSpec(tx, ra, j, &spec); err != nil {
-		return protocol.Frame{}, err
+		return protocol.Offer{}, err
 	}
 	if j.Fallback != "" {
 		// Only an account of this runner the requester may use.
 		member, err := isMember(tx, j.Project, j.RequesterID)
 		if err != nil {
-			return protocol.Frame{}, err
+			return protocol.Offer{}, err
 		}
 		h.mu.Lock()
 		cd := candidate{c: c, accounts: c.accounts, access: c.access}
@@ -278,23 +276,23 @@ func (h *Hub) offerFrame(tx store.Tx, c *conn, a store.Attempt, j store.Job, acc
 	}
 	if j.ResumeAttempt != "" {
 		if spec.Resume, err = newNamer(tx).resumeSpec(j, c.runnerID); err != nil {
-			return protocol.Frame{}, err
+			return protocol.Offer{}, err
 		}
 		// A session lives in one account of its runner: resume it only if
 		// the requester may still use that account there.
 		if id, _, ok := strings.Cut(spec.Resume.Session, "/"); ok && spec.Resume.SameRunner {
 			member, err := isMember(tx, j.Project, j.RequesterID)
 			if err != nil {
-				return protocol.Frame{}, err
+				return protocol.Offer{}, err
 			}
 			if !ra.mayUseAccount(id, j.RequesterID, j.Project, member) {
 				spec.Resume.Session = ""
 			}
 		}
 	}
-	return protocol.NewFrame(protocol.TypeOffer, "", protocol.Offer{
+	return protocol.Offer{
 		AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch},
 		Spec:       spec,
 		Account:    account,
-	})
+	}, nil
 }

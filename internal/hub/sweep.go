@@ -168,11 +168,9 @@ func (h *Hub) expire(ctx context.Context, attemptID string, online bool) error {
 		return err
 	}
 	h.removeActive(a.RunnerID, a.ID)
-	if f, err := protocol.NewFrame(protocol.TypeDrop, "", protocol.DropOrder{
-		AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "offer expired",
-	}); err == nil {
-		h.pushOrder(a.RunnerID, f)
-	}
+	h.pushOrder(a.RunnerID, func(r protocol.Runner) {
+		r.Drop(protocol.DropOrder{AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "offer expired"})
+	})
 	h.log.Info("attempt expired", "job", a.JobID, "attempt", a.ID, "now", a.State)
 	h.notify(a.JobID)
 	h.kick()

@@ -157,23 +157,31 @@ func (h *Hub) addWhy(v *protocol.JobView, shape string) {
 	}
 }
 
-func (h *Hub) runnerView(r store.Runner, owner string) protocol.RunnerView {
+// runnerView is r as this hub knows it. holder is the live hub the
+// database names as holding r's connection (HeldRunners, RunnerHolder;
+// "" for none): r is connected when this hub or that one holds it, and
+// what it reported (agents, readiness) is known only to its holder.
+func (h *Hub) runnerView(r store.Runner, owner, holder string) protocol.RunnerView {
 	h.mu.Lock()
-	c, connected := h.conns[r.ID]
+	c, local := h.conns[r.ID]
 	running := len(h.active[r.ID])
 	var agents []string
 	var accounts []protocol.AccountInfo
 	notReady, draining := "", false
-	if connected {
+	if local {
 		agents, accounts, notReady, draining = c.agents, c.accounts, c.notReady, c.draining()
 	}
 	h.mu.Unlock()
 	return protocol.RunnerView{
-		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected, Revoked: r.RevokedAt != nil,
+		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected(local, holder), Hub: holder, Revoked: r.RevokedAt != nil,
 		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: agents, Accounts: accounts, NotReady: notReady, Draining: draining,
 		Version: r.Version, LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(), Access: access(r),
 	}
 }
+
+// connected is whether a runner is online: held by this hub (local) or
+// by another live hub on the database (holder).
+func connected(local bool, holder string) bool { return local || holder != "" }
 
 func access(r store.Runner) string {
 	if r.Access == protocol.AccessHub {

@@ -53,7 +53,7 @@ func (h *Hub) tellWaiting(cands []*candidate, queued []store.Job, taken, removed
 		cd.c.waiting = state
 		h.mu.Unlock()
 		if changed {
-			cd.c.sendBody(protocol.TypeQueue, protocol.Queue{Waiting: some[i]})
+			cd.c.Queue(protocol.Queue{Waiting: some[i]})
 		}
 	}
 }

@@ -163,6 +163,34 @@ func push[M any](f Frame, handle func(M)) (bool, error) {
 	return true, nil
 }
 
+// Pusher is Runner over a frame sink: the hub's side of ServePush, which
+// encodes each push to the frame ServePush decodes and hands it to Send.
+type Pusher struct{ Send func(Frame) }
+
+var _ Runner = Pusher{}
+
+func (p Pusher) Offer(o Offer)        { p.push(TypeOffer, o) }
+func (p Pusher) Cancel(c CancelOrder) { p.push(TypeCancel, c) }
+func (p Pusher) Drop(d DropOrder)     { p.push(TypeDrop, d) }
+func (p Pusher) Queue(q Queue)        { p.push(TypeQueue, q) }
+
+func (p Pusher) push(typ string, body any) {
+	f, err := NewFrame(typ, "", body)
+	if err != nil {
+		return // plain structs of strings, numbers and maps always encode
+	}
+	p.Send(f)
+}
+
+// StatusFrame and HeartbeatFrame are the frames of Hub.Status and
+// Hub.Heartbeat, for a runner that queues its frames itself.
+func StatusFrame(st Status) Frame {
+	f, _ := NewFrame(TypeStatus, "", st) // a Status always encodes
+	return f
+}
+
+func HeartbeatFrame() Frame { return Frame{Type: TypeHeartbeat} }
+
 // Caller carries frames to the hub for Client: Call sends a request frame
 // and waits for its reply (across reconnects, resending it with the same
 // id, until ctx ends); attempt names the attempt the request is about, so
@@ -178,11 +206,11 @@ type Client struct{ Caller Caller }
 
 var _ Hub = Client{}
 
-func (c Client) Status(ctx context.Context, st Status) error { return c.send(ctx, TypeStatus, st) }
-
-func (c Client) Heartbeat(ctx context.Context) error {
-	return c.Caller.Send(ctx, Frame{Type: TypeHeartbeat})
+func (c Client) Status(ctx context.Context, st Status) error {
+	return c.Caller.Send(ctx, StatusFrame(st))
 }
+
+func (c Client) Heartbeat(ctx context.Context) error { return c.Caller.Send(ctx, HeartbeatFrame()) }
 
 func (c Client) Accept(ctx context.Context, id string, m Accept) error {
 	return c.call(ctx, TypeAccept, id, m.AttemptRef, m, nil)
@@ -230,14 +258,6 @@ func (c Client) Turns(ctx context.Context, id string, m Turns) error {
 func (c Client) Transcript(ctx context.Context, id string, m GetTranscript) (TranscriptPage, error) {
 	var page TranscriptPage
 	return page, c.call(ctx, TypeTranscript, id, m.AttemptRef, m, &page)
-}
-
-func (c Client) send(ctx context.Context, typ string, body any) error {
-	f, err := NewFrame(typ, "", body)
-	if err != nil {
-		return err
-	}
-	return c.Caller.Send(ctx, f)
 }
 
 // call makes one request and decodes its reply's body into out (nil:

@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"drover/internal/protocol"
@@ -80,30 +81,57 @@ func (r *recorder) Cancel(c protocol.CancelOrder) { r.got = append(r.got, c) }
 func (r *recorder) Drop(d protocol.DropOrder)     { r.got = append(r.got, d) }
 func (r *recorder) Queue(q protocol.Queue)        { r.got = append(r.got, q) }
 
+// Each typed push goes out as the frame docs/protocol.md describes, byte
+// for byte as the hub built it by hand before, and ServePush hands the
+// same value back to the method of its type.
 func TestServePushHandsEachPushToItsMethod(t *testing.T) {
 	ref := protocol.AttemptRef{Job: "j-1", Attempt: "a-1", Epoch: 2}
-	pushes := []any{
-		protocol.Offer{AttemptRef: ref, Spec: protocol.JobSpec{Agent: "exec"}},
-		protocol.CancelOrder{AttemptRef: ref, Reason: "cancelled by a user"},
-		protocol.DropOrder{AttemptRef: ref, Reason: "fenced"},
-		protocol.Queue{Waiting: true},
+	refJSON := `"job":"j-1","attempt":"a-1","epoch":2`
+	pushes := []struct {
+		value any
+		push  func(protocol.Runner)
+		wire  string
+	}{
+		{protocol.Offer{AttemptRef: ref, Spec: protocol.JobSpec{Agent: "exec"}, Account: "acc-1"},
+			func(r protocol.Runner) {
+				r.Offer(protocol.Offer{AttemptRef: ref, Spec: protocol.JobSpec{Agent: "exec"}, Account: "acc-1"})
+			},
+			`{"type":"offer","body":{` + refJSON + `,"spec":{"agent":"exec","args":null,"requester":"","log_cap":0},"account":"acc-1"}}`},
+		{protocol.CancelOrder{AttemptRef: ref, Reason: "cancelled by a user"},
+			func(r protocol.Runner) {
+				r.Cancel(protocol.CancelOrder{AttemptRef: ref, Reason: "cancelled by a user"})
+			},
+			`{"type":"cancel","body":{` + refJSON + `,"reason":"cancelled by a user"}}`},
+		{protocol.DropOrder{AttemptRef: ref, Reason: "fenced"},
+			func(r protocol.Runner) { r.Drop(protocol.DropOrder{AttemptRef: ref, Reason: "fenced"}) },
+			`{"type":"drop","body":{` + refJSON + `,"reason":"fenced"}}`},
+		{protocol.Queue{Waiting: true},
+			func(r protocol.Runner) { r.Queue(protocol.Queue{Waiting: true}) },
+			`{"type":"queue","body":{"waiting":true}}`},
 	}
-	types := []string{protocol.TypeOffer, protocol.TypeCancel, protocol.TypeDrop, protocol.TypeQueue}
 	var r recorder
 	for i, p := range pushes {
-		f, err := protocol.NewFrame(types[i], "", p)
+		var sent []protocol.Frame
+		p.push(protocol.Pusher{Send: func(f protocol.Frame) { sent = append(sent, f) }})
+		if len(sent) != 1 {
+			t.Fatalf("push %d: %d frames sent, want 1", i, len(sent))
+		}
+		b, err := json.Marshal(sent[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if known, err := protocol.ServePush(&r, f); !known || err != nil {
-			t.Fatalf("%s: known %v, err %v", types[i], known, err)
+		if string(b) != p.wire {
+			t.Fatalf("push %d on the wire\n got %s\nwant %s", i, b, p.wire)
 		}
-	}
-	for i := range pushes {
-		a, _ := json.Marshal(pushes[i])
-		b, _ := json.Marshal(r.got[i])
-		if string(a) != string(b) {
-			t.Fatalf("push %d: got %s, want %s", i, b, a)
+		var f protocol.Frame
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatal(err)
+		}
+		if known, err := protocol.ServePush(&r, f); !known || err != nil {
+			t.Fatalf("%s: known %v, err %v", f.Type, known, err)
+		}
+		if !reflect.DeepEqual(r.got[i], p.value) {
+			t.Fatalf("push %d: handed %#v, want %#v", i, r.got[i], p.value)
 		}
 	}
 	if known, _ := protocol.ServePush(&r, protocol.Frame{Type: "newer"}); known {
@@ -114,5 +142,30 @@ func TestServePushHandsEachPushToItsMethod(t *testing.T) {
 	}
 	if len(r.got) != len(pushes) {
 		t.Fatalf("%d pushes handed on, want %d", len(r.got), len(pushes))
+	}
+}
+
+// The runner's status and heartbeat frames, which it queues itself, are
+// the ones Client sends and ServeFrame reads.
+func TestStatusAndHeartbeatFrames(t *testing.T) {
+	st := protocol.Status{Slots: 2, Attempts: []protocol.Held{}, NotReady: "no agent"}
+	for _, c := range []struct {
+		f    protocol.Frame
+		wire string
+	}{
+		{protocol.StatusFrame(st), `{"type":"status","body":{"slots":2,"attempts":[],"not_ready":"no agent"}}`},
+		{protocol.HeartbeatFrame(), `{"type":"heartbeat"}`},
+	} {
+		b, err := json.Marshal(c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != c.wire {
+			t.Fatalf("on the wire\n got %s\nwant %s", b, c.wire)
+		}
+	}
+	var back protocol.Status
+	if err := protocol.StatusFrame(st).Decode(&back); err != nil || !reflect.DeepEqual(back, st) {
+		t.Fatalf("status back %#v, %v; want %#v", back, err, st)
 	}
 }

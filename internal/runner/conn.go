@@ -331,7 +331,7 @@ func (r *Runner) writeLoop(s *session, hb time.Duration) {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			if r.write(s, protocol.Frame{Type: protocol.TypeHeartbeat}) != nil {
+			if r.write(s, protocol.HeartbeatFrame()) != nil {
 				return
 			}
 			continue

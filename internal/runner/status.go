@@ -63,8 +63,7 @@ func (r *Runner) statusLocked() protocol.Frame {
 	if r.stopping || r.lc.ending != "" {
 		st.Slots = 0
 	}
-	f, _ := protocol.NewFrame(protocol.TypeStatus, "", st) // a Status always encodes
-	return f
+	return protocol.StatusFrame(st)
 }
 
 // outgoing takes what the writer of s must send: queued frames, then the
