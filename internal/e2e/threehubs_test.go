@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
@@ -179,6 +181,8 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 	// rl starts at a random hub of its list: start it until it is on the
 	// leader.
 	rl := leader.LoginRunner(t, "rl", leader.URL)
+	rs := leader.LoginRunner(t, "rs", others[0].URL)
+	rk := leader.LoginRunner(t, "rk", others[1].URL)
 	rl.URL = hs[0].URL + "," + hs[1].URL + "," + hs[2].URL
 	for {
 		rl.Start() // its output starts anew
@@ -190,16 +194,14 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 		}
 	}
 	// One slot each, started one after the other: each job goes to the
-	// runner started before it.
-	argv, want := countdown(60)
+	// runner started before it (the first jobs last past the third's start).
+	argv, want := countdown(120)
 	sub := others[0]
 	jl := submit(t, sub.Client(), argv...)
 	waitRunningOn(t, sub, jl.ID, "rl")
-	rs := leader.LoginRunner(t, "rs", others[0].URL)
 	rs.Start()
 	js := submit(t, sub.Client(), argv...)
 	waitRunningOn(t, sub, js.ID, "rs")
-	rk := leader.LoginRunner(t, "rk", others[1].URL)
 	rk.Start()
 	jk := submit(t, sub.Client(), "sh", "-c", "echo started; sleep 120")
 	waitRunningOn(t, sub, jk.ID, "rk")
@@ -241,6 +243,17 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 		t.Errorf("killed runner's job: reason %s; want %s", v.Reason, job.ReasonRunnerLost)
 	}
 	wantShownOnce(t, others[1], jk.ID, job.AttemptUnknown)
+	expired := regexp.MustCompile(`msg="attempt expired" job=` + regexp.QuoteMeta(jk.ID) + `\b`)
+	var by []string
+	for _, h := range others {
+		if n := len(expired.FindAllString(h.Output(), -1)); n > 0 {
+			_, self, _ := leaderOf(t, h)
+			by = append(by, fmt.Sprintf("%s ×%d", self, n))
+		}
+	}
+	if len(by) != 1 || by[0] != next+" ×1" {
+		t.Errorf("the killed runner's attempt expired by %v; want once, by the new leader %s", by, next)
+	}
 }
 
 // waitRunningOn waits until job id runs on the named runner.
