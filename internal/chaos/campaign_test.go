@@ -21,7 +21,10 @@ func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
 // shortCampaign runs the CI campaign (about a minute) with the hub's state
 // in db ("": SQLite) and fails with the seed and the command that replays
 // it.
-func shortCampaign(t *testing.T, seed uint64, db string) {
+func shortCampaign(t *testing.T, seed uint64, db string) { shortCampaignOn(t, seed, db, 1) }
+
+// shortCampaignOn is shortCampaign with hubs hub processes on db.
+func shortCampaignOn(t *testing.T, seed uint64, db string, hubs int) {
 	if testing.Short() {
 		ciskip.Skipf(t, "-short: a fault campaign takes a minute")
 	}
@@ -29,10 +32,13 @@ func shortCampaign(t *testing.T, seed uint64, db string) {
 		ciskip.Skipf(t, "runners need bwrap: %v", err)
 	}
 	o := chaos.Options{Binary: bin, Dir: t.TempDir(), Seed: seed, Jobs: 40, Runners: 3, Slots: 2,
-		Duration: 35 * time.Second, Settle: 2 * time.Minute, DB: db}
+		Duration: 35 * time.Second, Settle: 2 * time.Minute, DB: db, Hubs: hubs}
 	replay := "drover chaos --seed " + strconv.FormatUint(seed, 10) + " --jobs 40 --runners 3 --slots 2 --duration 35s"
 	if db != "" {
 		replay += " --db POSTGRES_URL"
+	}
+	if hubs > 1 {
+		replay += " --hubs " + strconv.Itoa(hubs)
 	}
 	t.Logf("campaign seed %d (replay: %s)", seed, replay)
 	var progress bytes.Buffer
@@ -64,3 +70,10 @@ func TestCampaignRandomSeed(t *testing.T) { shortCampaign(t, chaos.NewSeed(), ""
 // TestCampaignOnPostgres runs the fixed campaign against a hub on
 // Postgres, checked through the same store interface.
 func TestCampaignOnPostgres(t *testing.T) { shortCampaign(t, 20261201, testkit.StartPostgres(t)) }
+
+// TestCampaignOnThreeHubs runs the fixed campaign against three hubs on
+// one Postgres, the runners given all three and the hub faults spread
+// over them, checked by the same checker.
+func TestCampaignOnThreeHubs(t *testing.T) {
+	shortCampaignOn(t, 20261201, testkit.StartPostgres(t), 3)
+}

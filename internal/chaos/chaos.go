@@ -1,5 +1,5 @@
 // Package chaos runs a replayable fault campaign against real drover
-// processes: a hub and several runners of one binary, the runners talking
+// processes: a hub (or several on one Postgres) and several runners of one binary, the runners talking
 // to the hub through a proxy that cuts connections and delays, duplicates
 // and drops WebSocket frames, while the campaign kills, terminates and
 // pauses runners, kills and restarts the hub, fills disks (as root, when
@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,6 +93,7 @@ type Options struct {
 	Settle   time.Duration // longest wait for every job to end once faults stop [2m]
 	Faults   []string      // [DefaultFaults]
 	DB       string        // the hub's --db (a postgres:// URL); "" keeps SQLite in its data directory
+	Hubs     int           // hub processes on DB (more than one needs DB) [1]
 	Progress io.Writer     // progress lines [discarded]
 }
 
@@ -118,6 +120,12 @@ func (o *Options) normalize() error {
 	if o.Duration == 0 {
 		o.Duration = 45 * time.Second
 	}
+	if o.Hubs == 0 {
+		o.Hubs = 1
+	}
+	if o.Hubs > 1 && o.DB == "" {
+		return errors.New("chaos: several hubs share one Postgres database: --hubs needs --db")
+	}
 	if o.Settle == 0 {
 		o.Settle = 2 * time.Minute
 	}
@@ -127,8 +135,8 @@ func (o *Options) normalize() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	if o.Jobs < 1 || o.Runners < 1 || o.Slots < 1 || o.Duration <= 0 || o.Settle <= 0 {
-		return errors.New("chaos: jobs, runners, slots, duration and settle must be positive")
+	if o.Jobs < 1 || o.Runners < 1 || o.Slots < 1 || o.Hubs < 1 || o.Duration <= 0 || o.Settle <= 0 {
+		return errors.New("chaos: jobs, runners, slots, hubs, duration and settle must be positive")
 	}
 	for _, f := range o.Faults {
 		if faultWeight(f) == 0 {
@@ -141,20 +149,50 @@ func (o *Options) normalize() error {
 // hubArgs is the hub's timing for a campaign: short enough that lost
 // runners and offers resolve within it, long enough that a runner
 // restarted after a kill or a reconnect after a cut is back before its
-// lease runs out.
-func hubArgs(db string) []string {
+// lease runs out. With several hubs a killed leader's term lapses well
+// within a lease. db is the --db URL without its password.
+func hubArgs(db string, hubs int) []string {
 	args := []string{"--lease", "10s", "--heartbeat", "1s", "--offer-timeout", "5s"}
 	if db != "" {
 		args = append(args, "--db", db)
 	}
+	if hubs > 1 {
+		args = append(args, "--hub-ttl", "3s")
+	}
 	return args
+}
+
+// hubDB splits a --db URL into what goes in the hub's argv and what goes
+// in its environment: argv is readable by every local user, so a password
+// travels as PGPASSWORD (which pgx reads), the URL's own or the one the
+// campaign was given in its environment.
+func hubDB(db string) (arg string, env []string, err error) {
+	if db == "" {
+		return "", nil, nil
+	}
+	pw, hasPW := os.LookupEnv("PGPASSWORD")
+	if strings.Contains(db, "://") {
+		u, err := url.Parse(db)
+		if err != nil {
+			return "", nil, errors.New("chaos: --db is not a URL") // the parse error would quote the password
+		}
+		if p, ok := u.User.Password(); ok {
+			pw, hasPW = p, true
+			u.User = url.User(u.User.Username())
+			db = u.String()
+		}
+	}
+	if hasPW {
+		env = []string{"PGPASSWORD=" + pw}
+	}
+	return db, env, nil
 }
 
 // event is one planned fault.
 type event struct {
 	At     time.Duration // from the start of the fault phase
 	Fault  string
-	Target int           // runner index, for runner faults; for disk, -1 is the hub's
+	Target int           // runner index, for runner faults; for disk, -1 is the hub's; hub (or its proxy) index, for hub and frame faults
 	Pause  time.Duration // how long the process stays down; the delay of a delayed frame
 	Beats  bool          // a frame fault a heartbeat may take
 }
@@ -185,7 +223,7 @@ func makePlan(o Options) plan {
 	}
 	downUntil := make([]time.Duration, o.Runners)
 	fullUntil := make([]time.Duration, o.Runners+1) // disks: the hub's, then the runners'
-	var hubDownUntil time.Duration
+	hubDownUntil := make([]time.Duration, o.Hubs)
 	for at := time.Duration(0); ; {
 		at += 300*time.Millisecond + time.Duration(r.Int64N(int64(900*time.Millisecond)))
 		if at >= o.Duration {
@@ -203,6 +241,7 @@ func makePlan(o Options) plan {
 		switch f {
 		case FaultDelay:
 			e.Pause = time.Duration(50+r.IntN(750)) * time.Millisecond
+			e.Target = pickHub(r, o.Hubs)
 		case FaultKill, FaultTerm:
 			e.Target = r.IntN(o.Runners)
 			e.Pause = time.Duration(200+r.IntN(2800)) * time.Millisecond
@@ -226,20 +265,33 @@ func makePlan(o Options) plan {
 			fullUntil[e.Target+1] = at + e.Pause + time.Second
 		case FaultHubPause:
 			e.Pause = time.Duration(1000+r.IntN(14000)) * time.Millisecond
-			if hubDownUntil > at {
+			e.Target = pickHub(r, o.Hubs)
+			if hubDownUntil[e.Target] > at {
 				continue
 			}
-			hubDownUntil = at + e.Pause + time.Second
+			hubDownUntil[e.Target] = at + e.Pause + time.Second
 		case FaultHubKill:
 			e.Pause = time.Duration(100+r.IntN(1900)) * time.Millisecond
-			if hubDownUntil > at {
+			e.Target = pickHub(r, o.Hubs)
+			if hubDownUntil[e.Target] > at {
 				continue
 			}
-			hubDownUntil = at + e.Pause + 3*time.Second
+			hubDownUntil[e.Target] = at + e.Pause + 3*time.Second
+		case FaultCut, FaultDrop, FaultDropReply, FaultDuplicate:
+			e.Target = pickHub(r, o.Hubs) // whose proxy
 		}
 		p.events = append(p.events, e)
 	}
 	return p
+}
+
+// pickHub picks one of n hubs; with one it draws nothing, so that a
+// one-hub seed plans what it always did.
+func pickHub(r *rand.Rand, n int) int {
+	if n == 1 {
+		return 0
+	}
+	return r.IntN(n)
 }
 
 // submission is what the campaign knows of one job it submitted.
@@ -262,12 +314,12 @@ type kill struct {
 
 // campaign is one run in progress.
 type campaign struct {
-	o     Options
-	log   *slog.Logger
-	plan  plan
-	hub   *hubProc
-	proxy *proxy
-	admin *client.Client
+	o       Options
+	log     *slog.Logger
+	plan    plan
+	hubs    []*hubProc // hubs[0] made the admin user
+	proxies []*proxy   // proxies[i] in front of hubs[i]
+	admins  []*client.Client
 
 	mu       sync.Mutex
 	runners  []*runnerProc
@@ -306,15 +358,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer lf.Close()
 	c := &campaign{o: o, log: slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		plan: makePlan(o), injected: map[string]int{}, retried: map[string]bool{}}
-	c.log.Info("campaign", "seed", o.Seed, "jobs", o.Jobs, "runners", o.Runners, "duration", o.Duration, "faults", o.Faults, "events", len(c.plan.events))
+	c.log.Info("campaign", "seed", o.Seed, "hubs", o.Hubs, "jobs", o.Jobs, "runners", o.Runners, "duration", o.Duration, "faults", o.Faults, "events", len(c.plan.events))
 	defer c.unmountAll()
 	defer c.stopAll()
 	start := time.Now()
 	if err := c.setUp(ctx); err != nil {
 		return nil, err
 	}
-	c.progress("%d jobs, %d runners × %d slots, %s of faults (%d planned: %s); files in %s",
-		o.Jobs, o.Runners, o.Slots, o.Duration, len(c.plan.events), planSummary(c.plan.events), o.Dir)
+	c.progress("%d hubs, %d jobs, %d runners × %d slots, %s of faults (%d planned: %s); files in %s",
+		o.Hubs, o.Jobs, o.Runners, o.Slots, o.Duration, len(c.plan.events), planSummary(c.plan.events), o.Dir)
 	faultStart := time.Now()
 	var wg sync.WaitGroup
 	subCtx, cancelSubs := context.WithTimeout(ctx, o.Duration+o.Settle)
@@ -348,8 +400,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Stuck = stuck
 	res.Wall = end.Sub(start)
 	res.Faulting = o.Duration
-	for k, v := range c.proxy.appliedCounts() {
-		res.Injected[k] += v
+	for _, p := range c.proxies {
+		for k, v := range p.appliedCounts() {
+			res.Injected[k] += v
+		}
 	}
 	return res, nil
 }
@@ -371,38 +425,56 @@ func planSummary(events []event) string {
 	return strings.Join(parts, ", ")
 }
 
-// setUp starts the hub, the proxy and the runners (approved by the admin
-// and logged in through the proxy).
+// setUp starts the hubs, a proxy in front of each and the runners
+// (approved by the admin, logged in through the first proxy, given every
+// proxy).
 func (c *campaign) setUp(ctx context.Context) error {
-	addr, err := childproc.FreeAddr()
+	db, env, err := hubDB(c.o.DB)
 	if err != nil {
 		return err
 	}
-	c.hub = &hubProc{bin: c.o.Binary, dir: filepath.Join(c.o.Dir, "hub"), addr: addr, db: c.o.DB, args: hubArgs(c.o.DB)}
-	if err := c.mount(c.hub.dir, hubDisk); err != nil {
-		return err
-	}
-	if err := c.hub.start(ctx); err != nil {
-		return err
-	}
-	c.admin, err = client.New(c.hub.url(), c.hub.admin, client.WithTimeout(30*time.Second))
-	if err != nil {
-		return fmt.Errorf("hub client: %w", err)
-	}
-	if c.proxy, err = newProxy(addr, c.log); err != nil {
-		return err
+	var urls []string
+	for i := range c.o.Hubs {
+		addr, err := childproc.FreeAddr()
+		if err != nil {
+			return err
+		}
+		name := "hub"
+		if i > 0 {
+			name = fmt.Sprintf("hub-%d", i)
+		}
+		h := &hubProc{bin: c.o.Binary, name: name, dir: filepath.Join(c.o.Dir, name), addr: addr, db: c.o.DB, env: env, args: hubArgs(db, c.o.Hubs)}
+		if i > 0 {
+			h.admin = c.hubs[0].admin // the admin user is in the shared database
+		}
+		if err := c.mount(h.dir, hubDisk); err != nil {
+			return err
+		}
+		if err := h.start(ctx); err != nil {
+			return err
+		}
+		a, err := client.New(h.url(), h.admin, client.WithTimeout(30*time.Second))
+		if err != nil {
+			return fmt.Errorf("hub client: %w", err)
+		}
+		p, err := newProxy(addr, c.log)
+		if err != nil {
+			return err
+		}
+		c.hubs, c.admins, c.proxies = append(c.hubs, h), append(c.admins, a), append(c.proxies, p)
+		urls = append(urls, p.url())
 	}
 	for i := range c.o.Runners {
 		r := &runnerProc{name: fmt.Sprintf("chaos-%d", i), home: filepath.Join(c.o.Dir, fmt.Sprintf("runner-%d", i)),
-			bin: c.o.Binary, hubURL: c.proxy.url(), slots: c.o.Slots}
+			bin: c.o.Binary, hubURL: strings.Join(urls, ","), slots: c.o.Slots}
 		if err := c.mount(r.home, runnerDisk); err != nil {
 			return err
 		}
 		tok := auth.NewToken(auth.PrefixRunner)
-		if _, err := c.admin.ApproveRunner(ctx, protocol.ApproveRequest{Name: r.name, Key: auth.Hash(tok)}); err != nil {
+		if _, err := c.admins[0].ApproveRunner(ctx, protocol.ApproveRequest{Name: r.name, Key: auth.Hash(tok)}); err != nil {
 			return fmt.Errorf("approve runner %s: %w", r.name, err)
 		}
-		if err := runner.SaveLogin(r.home, runner.Login{Hub: r.hubURL, Name: r.name, Token: tok}); err != nil {
+		if err := runner.SaveLogin(r.home, runner.Login{Hub: urls[0], Name: r.name, Token: tok}); err != nil {
 			return fmt.Errorf("log runner %s in: %w", r.name, err)
 		}
 		if err := r.start(); err != nil {
@@ -413,12 +485,25 @@ func (c *campaign) setUp(ctx context.Context) error {
 	return c.waitConnected(ctx, len(c.runners))
 }
 
+// jobs lists the jobs in state s from the first hub that answers (another
+// may be down), and that hub's client.
+func (c *campaign) jobs(ctx context.Context, s job.State) (protocol.JobList, *client.Client, error) {
+	var err error
+	for _, a := range c.admins {
+		var l protocol.JobList
+		if l, err = a.Jobs(ctx, client.JobFilter{State: s, Limit: 1000}); err == nil {
+			return l, a, nil
+		}
+	}
+	return protocol.JobList{}, nil, err
+}
+
 // waitConnected waits until n runners are connected.
 func (c *campaign) waitConnected(ctx context.Context, n int) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
-		l, err := c.admin.Runners(ctx)
+		l, err := c.admins[0].Runners(ctx) // all hubs run when it is called
 		if err == nil {
 			up := 0
 			for _, v := range l.Runners {
@@ -455,7 +540,7 @@ func (c *campaign) submit(ctx context.Context, i int, at time.Time) {
 	}
 	for {
 		s.Tries++
-		v, _, err := c.admin.Submit(ctx, req)
+		v, _, err := c.admins[i%len(c.admins)].Submit(ctx, req) // spread over the hubs
 		if err == nil {
 			s.Acked, s.JobID, s.Err = true, v.ID, ""
 			break
@@ -488,16 +573,16 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 		c.log.Info("fault", "fault", e.Fault, "target", e.Target, "pause", e.Pause)
 		switch e.Fault {
 		case FaultCut:
-			c.proxy.cut()
+			c.proxies[e.Target].cut()
 			c.count(e.Fault)
 		case FaultDelay:
-			c.proxy.arm(armed{kind: faultDelay, delay: e.Pause, beats: e.Beats})
+			c.proxies[e.Target].arm(armed{kind: faultDelay, delay: e.Pause, beats: e.Beats})
 		case FaultDuplicate:
-			c.proxy.arm(armed{kind: faultDuplicate, beats: e.Beats})
+			c.proxies[e.Target].arm(armed{kind: faultDuplicate, beats: e.Beats})
 		case FaultDrop:
-			c.proxy.arm(armed{kind: faultDrop, beats: e.Beats})
+			c.proxies[e.Target].arm(armed{kind: faultDrop, beats: e.Beats})
 		case FaultDropReply:
-			c.proxy.arm(armed{kind: faultDropReply})
+			c.proxies[e.Target].arm(armed{kind: faultDropReply})
 		case FaultKill, FaultTerm:
 			r, p := c.take(e.Target)
 			if p == nil {
@@ -522,7 +607,7 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 				}
 			}()
 		case FaultDisk:
-			dir := c.hub.dir
+			dir := c.hubs[0].dir
 			if e.Target >= 0 {
 				dir = c.runners[e.Target].home
 			}
@@ -563,7 +648,7 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 			}()
 		case FaultHubPause:
 			c.count(e.Fault)
-			p := c.hub.p // the plan kills no hub while it is paused
+			p := c.hubs[e.Target].p // the plan kills no hub while it is paused
 			restarts.Add(1)
 			go func() {
 				defer restarts.Done()
@@ -573,9 +658,10 @@ func (c *campaign) inject(ctx context.Context, start time.Time) error {
 			}()
 		case FaultHubKill:
 			c.count(e.Fault)
-			c.hub.p.kill()
+			h := c.hubs[e.Target]
+			h.p.kill()
 			time.Sleep(e.Pause)
-			if err := c.hub.start(ctx); err != nil {
+			if err := h.start(ctx); err != nil {
 				return fmt.Errorf("restart the hub: %w", err)
 			}
 		}
@@ -633,9 +719,11 @@ func (c *campaign) unmountAll() {
 
 // heal makes sure the hub and every runner run again after the faults.
 func (c *campaign) heal(ctx context.Context) error {
-	if !c.hub.p.alive() {
-		if err := c.hub.start(ctx); err != nil {
-			return fmt.Errorf("restart the hub: %w", err)
+	for _, h := range c.hubs {
+		if !h.p.alive() {
+			if err := h.start(ctx); err != nil {
+				return fmt.Errorf("restart the hub: %w", err)
+			}
 		}
 	}
 	c.mu.Lock()
@@ -665,7 +753,7 @@ func (c *campaign) retryUnknowns(ctx context.Context) {
 }
 
 func (c *campaign) retryUnknownOnce(ctx context.Context) {
-	l, err := c.admin.Jobs(ctx, client.JobFilter{State: job.Unknown, Limit: 1000})
+	l, admin, err := c.jobs(ctx, job.Unknown)
 	if err != nil {
 		return
 	}
@@ -677,7 +765,7 @@ func (c *campaign) retryUnknownOnce(ctx context.Context) {
 		if !ok || done || !c.plan.jobs[i].Retry {
 			continue
 		}
-		_, err := c.admin.Retry(ctx, v.ID)
+		_, err := admin.Retry(ctx, v.ID)
 		// Retry is not repeated: a failure to hear the answer may still
 		// have retried it, which the checker reads from the job's events.
 		c.mu.Lock()
@@ -707,7 +795,7 @@ func (c *campaign) settle(ctx context.Context) []string {
 		c.retryUnknownOnce(ctx)
 		var left []string
 		for _, s := range []job.State{job.Queued, job.Offered, job.Running, job.Waiting} { // none when settled
-			l, err := c.admin.Jobs(ctx, client.JobFilter{State: s, Limit: 1000})
+			l, _, err := c.jobs(ctx, s)
 			if err != nil {
 				left = append(left, "(list "+string(s)+": "+err.Error()+")")
 				continue
@@ -739,10 +827,12 @@ func (c *campaign) stopAll() {
 		go func() { defer wg.Done(); p.terminate(30 * time.Second) }()
 	}
 	wg.Wait()
-	if c.proxy != nil {
-		c.proxy.close()
+	for _, p := range c.proxies {
+		p.close()
 	}
-	if c.hub != nil && c.hub.p != nil {
-		c.hub.p.terminate(30 * time.Second)
+	for _, h := range c.hubs {
+		if h.p != nil {
+			h.p.terminate(30 * time.Second)
+		}
 	}
 }

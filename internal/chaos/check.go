@@ -77,7 +77,7 @@ type facts struct {
 }
 
 func (c *campaign) readFacts(ctx context.Context) (*facts, error) {
-	st, err := hub.OpenStore(ctx, c.hub.dir, c.hub.db)
+	st, err := hub.OpenStore(ctx, c.hubs[0].dir, c.hubs[0].db)
 	if err != nil {
 		return nil, fmt.Errorf("open the hub's store: %w", err)
 	}

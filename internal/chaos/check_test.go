@@ -193,3 +193,28 @@ func TestOneFaultAtATimePerRunner(t *testing.T) {
 		t.Fatal("a released runner could not be taken again")
 	}
 }
+
+// TestHubFaultsSpreadOverTheHubs: with three hubs the plan aims hub and
+// frame faults at each of them; several hubs need a shared database.
+func TestHubFaultsSpreadOverTheHubs(t *testing.T) {
+	o := Options{Binary: "drover", Dir: t.TempDir(), Seed: 20261201, Jobs: 40, Duration: 35 * time.Second, DB: "postgres://db/x", Hubs: 3}
+	if err := o.normalize(); err != nil {
+		t.Fatal(err)
+	}
+	hit := map[int]bool{}
+	for _, e := range makePlan(o).events {
+		if e.Fault == FaultHubKill || e.Fault == FaultHubPause {
+			if e.Target < 0 || e.Target >= o.Hubs {
+				t.Fatalf("%s aimed at hub %d of %d", e.Fault, e.Target, o.Hubs)
+			}
+			hit[e.Target] = true
+		}
+	}
+	if len(hit) < 2 {
+		t.Fatalf("hub faults hit hubs %v; want them spread", hit)
+	}
+	o = Options{Binary: "drover", Dir: t.TempDir(), Hubs: 3}
+	if err := o.normalize(); err == nil {
+		t.Fatal("three hubs on SQLite were accepted")
+	}
+}

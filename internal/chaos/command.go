@@ -35,6 +35,11 @@ with --faults naming it, disk (as root: the hub's data directory and each
 runner's home are small tmpfs mounts, filled to the last block for a few
 seconds, then freed).
 
+With --db and --hubs N, N hubs share that Postgres database, each behind its
+own proxy; the runners are given them all, submissions and hub faults are
+spread over them, and --db's password reaches the hubs as PGPASSWORD, never
+in their argv.
+
 Everything random comes from one seed, printed first; --seed replays the same
 jobs and schedule of faults. Once faults stop and every job has ended, the
 hub's store and the runners' journals are checked: every acknowledged
@@ -83,6 +88,7 @@ exit status is non-zero when the checker found anything.`,
 	f.StringVar(&faults, "faults", strings.Join(DefaultFaults(), ","), "faults to inject, comma-separated; disk (root: small tmpfs disks filled and freed) is not in the default")
 	f.StringVar(&o.Dir, "dir", "", "directory for the hub's and runners' files, kept afterwards (default: a new temporary one)")
 	f.StringVar(&o.Binary, "binary", "", "drover binary to run the hub and runners from (default: this binary)")
+	f.IntVar(&o.Hubs, "hubs", 1, "hub processes on the --db database, each behind its own proxy; runners are given them all and hub faults spread over them")
 	f.StringVar(&o.DB, "db", "", "keep the campaign hub's state in this empty Postgres database (postgres://...); default SQLite in its data directory")
 	return cmd
 }

@@ -90,21 +90,22 @@ func (p *proc) terminate(grace time.Duration) (killed bool) {
 // hubProc is the campaign's hub: one address and data directory across
 // restarts.
 type hubProc struct {
-	bin, dir, addr string
-	db             string // --db: a Postgres URL, or "" for SQLite in dir
-	args           []string
-	p              *proc
-	admin          string
+	bin, name, dir, addr string
+	db                   string   // a Postgres URL (with its password, for the checker), or "" for SQLite in dir
+	env                  []string // added to the hub's environment: PGPASSWORD, kept out of args
+	args                 []string
+	p                    *proc
+	admin                string
 }
 
 func (h *hubProc) url() string { return "http://" + h.addr }
 
-func (h *hubProc) logPath() string { return filepath.Join(h.dir, "..", "hub.log") }
+func (h *hubProc) logPath() string { return filepath.Join(h.dir, "..", h.name+".log") }
 
 // start runs `drover hub` and waits until it answers with the admin token.
 func (h *hubProc) start(ctx context.Context) error {
 	args := append([]string{"hub", "--listen", h.addr, "--data", h.dir}, h.args...)
-	p, err := startProc("hub", h.bin, h.logPath(), childproc.Env(filepath.Join(h.dir, "..", "hub-home")), args...)
+	p, err := startProc("hub", h.bin, h.logPath(), append(childproc.Env(filepath.Join(h.dir, "..", h.name+"-home")), h.env...), args...)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func TestCheckerReadsEitherEngine(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			camp := &campaign{hub: &hubProc{dir: dir, db: db}}
+			camp := &campaign{hubs: []*hubProc{{dir: dir, db: db}}}
 			f, err := camp.readFacts(ctx)
 			if err != nil {
 				t.Fatalf("read the facts of a hub on %s: %v", engine, err)

@@ -35,11 +35,7 @@ func eventKinds(t *testing.T, c *client.Client, id string) map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := map[string]int{}
-	for _, e := range evs.Events {
-		n[e.Kind]++
-	}
-	return n
+	return kindsOf(evs.Events)
 }
 
 // waitFor polls cond until it holds.

@@ -285,6 +285,17 @@ func (h *Hub) CLIWith(extra []string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// CLIOut is CLI with stdout and stderr apart (a log on stdout, the
+// separators and events on stderr).
+func (h *Hub) CLIOut(args ...string) (stdout, stderr string, err error) {
+	cmd := exec.Command(h.bin, args...)
+	cmd.Env = h.cliEnv()
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err = cmd.Run()
+	return out.String(), errs.String(), err
+}
+
 // cliEnv is the environment of a client command as the admin.
 func (h *Hub) cliEnv(extra ...string) []string {
 	return append(append(baseEnv(h.home), "DROVER_HUB="+h.URL, "DROVER_TOKEN="+h.Admin), extra...)
