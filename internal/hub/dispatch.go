@@ -445,9 +445,15 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 	}
 	h.metrics.dispatchLatency.Observe(max(0, waited.Seconds()))
 	h.mu.Lock()
+	// The cross sweep may have found the committed offer first and sent it
+	// (crossHub: an offered attempt memory lacks): a second frame would be
+	// a second offer of the same attempt.
+	sent := h.active[c.runnerID][att.ID]
 	h.addActiveLocked(c.runnerID, att.ID)
 	h.mu.Unlock()
-	c.Offer(offer)
+	if !sent {
+		c.Offer(offer)
+	}
 	h.notify(jobID)
 	time.AfterFunc(h.cfg.OfferTimeout+50*time.Millisecond, h.kickSweep)
 	return true, nil
