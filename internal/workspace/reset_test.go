@@ -198,6 +198,7 @@ func TestResetWritesFilesLikeCheckout(t *testing.T) {
 		{name: "base adds a file in new folders", next: map[string]string{"n/e/w.txt": "w\n", "a.txt": ""}, wrote: true},
 		{name: "agent deletes a folder", next: map[string]string{}, change: []string{"rm -r d"}, wrote: false},
 		{name: "base turns a file into a folder", next: map[string]string{"a.txt": "", "a.txt/in.txt": "i\n"}, wrote: false},
+		{name: "more bytes than the reset writes itself", next: map[string]string{"big.txt": strings.Repeat("big\n", maxWriteBytes/4+1)}, wrote: false},
 		{name: "an attribute file applies", next: map[string]string{"crlf/c.txt": "c\nd\n"}, change: []string{"echo agent > crlf/c.txt"}, wrote: false},
 	}
 	for _, tc := range cases {

@@ -76,18 +76,29 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 	mode := map[string]string{}
 	var blobs []string
 	if len(args) > 0 {
+		// -l gives each blob's size: the contents are read only when they
+		// fit in maxWriteBytes.
 		out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir,
-			Args: append([]string{"--literal-pathspecs", "ls-tree", "-z", "--full-tree", "--end-of-options", head, "--"}, args...)})
+			Args: append([]string{"--literal-pathspecs", "ls-tree", "-l", "-z", "--full-tree", "--end-of-options", head, "--"}, args...)})
 		if err != nil {
 			return nil, fmt.Errorf("list the paths to reset in %s: %w", short(head), err)
 		}
-		entries, err := parseEntries(out, false)
-		if err != nil {
-			return nil, err
-		}
 		oid := map[string]string{}
-		for _, e := range entries {
-			mode[e.path], oid[e.path] = e.mode, e.object
+		total := 0
+		for _, ent := range bytes.Split(bytes.TrimSuffix(out, []byte{0}), []byte{0}) {
+			meta, p, ok := strings.Cut(string(ent), "\t")
+			f := strings.Fields(meta) // mode type oid size
+			if !ok || len(f) != 4 {
+				return nil, fmt.Errorf("unexpected ls-tree line %q", ent)
+			}
+			n, err := strconv.Atoi(f[3])
+			if err != nil {
+				return nil, nil // "-": not a blob
+			}
+			if total += n; total > maxWriteBytes {
+				return nil, nil
+			}
+			mode[p], oid[p] = f[0], f[2]
 		}
 		for _, p := range args {
 			switch mode[p] {
@@ -105,7 +116,6 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 		return nil, fmt.Errorf("read the files to reset: %w", err)
 	}
 	content := map[string][]byte{}
-	total := 0
 	for i := 0; i < probes+len(blobs); i++ {
 		hdr, rest, ok := bytes.Cut(out, []byte{'\n'})
 		if !ok {
@@ -125,9 +135,6 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 		n, err := strconv.Atoi(f[2])
 		if err != nil || n < 0 || n+1 > len(rest) || rest[n] != '\n' {
 			return nil, fmt.Errorf("read %s of %s: bad size %q", blobs[i-probes], short(head), hdr)
-		}
-		if total += n; total > maxWriteBytes {
-			return nil, nil
 		}
 		content[blobs[i-probes]] = rest[:n]
 		out = rest[n+1:]
