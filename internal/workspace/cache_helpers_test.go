@@ -23,6 +23,7 @@ type cacheFixture struct {
 	src   string // source working tree
 	home  string
 	cache *Cache
+	wrote bool // the last bothResets' narrowed reset wrote the files itself
 }
 
 func newCacheFixture(t *testing.T) *cacheFixture {

@@ -12,19 +12,21 @@ import (
 )
 
 // resetScope is what a narrowed reset touched: its (folded, sorted)
-// paths, and what head has at each: "blob" (a file or symlink), "tree" (a
-// folder), or "" (nothing).
+// paths, what head has at each: "blob" (a file or symlink), "tree" (a
+// folder), or "" (nothing), and whether it wrote the files itself.
 type resetScope struct {
 	paths []string
 	head  map[string]string
+	wrote bool
 }
 
 // resetPaths is the narrowed reset: the worktree's index holds from (the
 // restored saved index), and every path where the files may differ from it
 // is in changed (the monitor vouches for that). It removes whatever is at
-// the changed paths and at those where from and head differ, then restores
-// head's entries there, index and files, in one `git restore`: what
-// checkout --force and clean -ffdx would do, in proportion to the change.
+// the changed paths and at those where from and head differ, then writes
+// head's entries there, index and files: itself when it can (headFiles),
+// else in one `git restore`. That is what checkout --force and clean -ffdx
+// would do, in proportion to the change.
 // It returns those paths (the scope the checks look at) or why the whole
 // worktree must be reset instead.
 func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []string, lap func(string)) (*resetScope, error) {
@@ -75,6 +77,11 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 	}
 	lap("look up paths")
 	scope.head = types[head]
+	files, err := w.headFiles(ctx, head, scope.paths, types)
+	if err != nil {
+		return nil, err
+	}
+	lap("read contents")
 	var restore strings.Builder
 	for _, p := range scope.paths {
 		if err := w.removeChanged(p); err != nil {
@@ -84,7 +91,14 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 			restore.WriteString(p + "\x00")
 		}
 	}
-	if restore.Len() > 0 {
+	switch {
+	case restore.Len() == 0:
+	case files != nil:
+		if err := w.writeFiles(ctx, files, restore.String()); err != nil {
+			return nil, err
+		}
+		scope.wrote = true
+	default:
 		// No overlay (restore's default): entries under the paths that
 		// head lacks leave the index too. Preloading would stat every
 		// entry's file in threads; restore looks only at those under the

@@ -55,7 +55,7 @@ func (f *cacheFixture) bothResets(w *Worktree, head string) string {
 	f.sh(filepath.Dir(saved), "cp -a "+w.Dir()+" saved/ && cp -a "+w.path(".index")+" saved.index && mkdir shared && cp -a "+w.admin()+"/sharedindex.* shared/")
 	rec := w.rec
 	noErr(f.t, w.reset(f.ctx, head))
-	how := w.resetHow
+	how, wrote := w.resetHow, w.resetWrote
 	fast := f.resetResult(w)
 
 	mon := w.mon
@@ -76,6 +76,7 @@ func (f *cacheFixture) bothResets(w *Worktree, head string) string {
 	if fast.status != "" || !fast.statFresh {
 		f.t.Fatalf("after the reset: git status %q, stat data fresh: %v", fast.status, fast.statFresh)
 	}
+	f.wrote = wrote
 	return how
 }
 
@@ -170,6 +171,43 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 			}
 			if how := f.bothResets(w, head); tc.how != "" && how != tc.how {
 				t.Errorf("reset went %q, want %q", how, tc.how)
+			}
+		})
+	}
+}
+
+// The narrowed reset writes head's files itself (no folder at a path in
+// either base, no attribute file that could apply) and ends exactly as the
+// full reset does; otherwise git restores them.
+func TestResetWritesFilesLikeCheckout(t *testing.T) {
+	files := map[string]string{"a.txt": "a\n", "tool*": "#!/bin/sh\n", "link": "->a.txt", "d/only.txt": "o\n",
+		"d/keep.txt": "k\n", "crlf/.gitattributes": "*.txt text eol=crlf\n", "crlf/c.txt": "c\n"}
+	cases := []struct {
+		name   string
+		next   map[string]string
+		change []string
+		wrote  bool
+	}{
+		{name: "file becomes a symlink and a symlink a file", next: map[string]string{"a.txt": "->tool", "link": "now a file\n"}, wrote: true},
+		{name: "agent swaps a symlink and a file", next: map[string]string{}, change: []string{"rm link a.txt && echo f > link && ln -s tool a.txt"}, wrote: true},
+		{name: "mode-only changes", next: map[string]string{"a.txt*": "a\n", "tool": "#!/bin/sh\n"}, wrote: true},
+		{name: "agent changes modes only", next: map[string]string{}, change: []string{"chmod +x a.txt && chmod -x tool"}, wrote: true},
+		{name: "agent replaces a file by a folder", next: map[string]string{"a.txt": "A\n"}, change: []string{"rm a.txt && mkdir -p a.txt/in && echo x > a.txt/in/x"}, wrote: true},
+		{name: "agent replaces a folder's file by a folder and back", next: map[string]string{}, change: []string{"rm d/keep.txt && mkdir d/keep.txt", "rmdir d/keep.txt && echo back > d/keep.txt"}, wrote: true},
+		{name: "base deletes the last file of a folder", next: map[string]string{"d/only.txt": "", "d/keep.txt": ""}, wrote: true},
+		{name: "base adds a file in new folders", next: map[string]string{"n/e/w.txt": "w\n", "a.txt": ""}, wrote: true},
+		{name: "agent deletes a folder", next: map[string]string{}, change: []string{"rm -r d"}, wrote: false},
+		{name: "base turns a file into a folder", next: map[string]string{"a.txt": "", "a.txt/in.txt": "i\n"}, wrote: false},
+		{name: "more bytes than the reset writes itself", next: map[string]string{"big.txt": strings.Repeat("big\n", maxWriteBytes/4+1)}, wrote: false},
+		{name: "an attribute file applies", next: map[string]string{"crlf/c.txt": "c\nd\n"}, change: []string{"echo agent > crlf/c.txt"}, wrote: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _, w := startedJob(t, files)
+			head := f.commit(tc.next)
+			f.change(w, tc.change, false, true)
+			if how := f.bothResets(w, head); how != "changed paths" || f.wrote != tc.wrote {
+				t.Errorf("reset went %q, wrote the files %v; want narrowed, wrote them %v", how, f.wrote, tc.wrote)
 			}
 		})
 	}

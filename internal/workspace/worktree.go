@@ -37,6 +37,9 @@ type Worktree struct {
 	// resetHow says how the last reset went: "changed paths" or "full",
 	// for tests and logs.
 	resetHow string
+	// resetWrote says the last narrowed reset wrote head's files itself
+	// (see writeFiles) rather than through `git restore`.
+	resetWrote bool
 }
 
 // record is what the runner knows about a worktree, kept next to it as
@@ -404,8 +407,8 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 		if err == nil {
 			lap("restore changed paths")
 			if err = w.settle(ctx, head, lap, cut, watched, scope); err == nil {
-				w.resetHow = "changed paths"
-				w.c.log.Debug("reset narrowed by the file-system monitor", "dir", w.Dir(), "paths", len(scope.paths))
+				w.resetHow, w.resetWrote = "changed paths", scope.wrote
+				w.c.log.Debug("reset narrowed by the file-system monitor", "dir", w.Dir(), "paths", len(scope.paths), "written", scope.wrote)
 				return nil
 			}
 		}
@@ -414,7 +417,7 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 			return err
 		}
 	}
-	w.resetHow = "full"
+	w.resetHow, w.resetWrote = "full", false
 	w.c.log.Debug("reset checks out the whole worktree", "dir", w.Dir(), "why", why)
 	checkout := func() error {
 		_, err := w.git(ctx, nil, "checkout", "--quiet", "--detach", "--force", "--no-recurse-submodules", head)
