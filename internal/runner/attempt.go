@@ -242,6 +242,11 @@ func (r *Runner) launch(a *attempt) error {
 			out = failedToStart(fmt.Errorf("prepare caches: %w", err))
 		}
 	}
+	if out.State == "" && a.ws != nil {
+		// The worktree's monitor made its first walk alongside the steps
+		// above; it must have ended before the setup or the agent writes.
+		a.ws.wt.Ready()
+	}
 	if out.State == "" && a.spec.Setup != nil {
 		out = r.runSetup(a, sp, dir)
 	}

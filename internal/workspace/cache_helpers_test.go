@@ -105,6 +105,7 @@ func (f *cacheFixture) prepare(c *Cache, job, head string) *Worktree {
 	if err != nil {
 		f.t.Fatalf("prepare %s: %v", job, err)
 	}
+	w.Ready() // as the runner does before its agent starts
 	return w
 }
 

@@ -3,6 +3,7 @@
 package workspace
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -343,5 +344,54 @@ func TestMonitorRefusesHardLinksFoundAtStart(t *testing.T) {
 	write(t, filepath.Join(w.Dir(), "a.txt"), "through-link\n", 0o644)
 	if tree, how := f.bothTrees(w); how != "full scan" || f.git(w.Dir(), "cat-file", "blob", tree+":d/b.txt") != "through-link" {
 		t.Fatalf("published by %s", how)
+	}
+}
+
+// Prepare returns before the monitor of a fresh worktree watches every
+// folder; what is written before Ready (here, while its first walk most
+// likely runs) is never left out: the publication scans the whole
+// worktree, and the next reset checks out all of it. After Ready the
+// monitor vouches again.
+func TestMonitorVouchesOnlyAfterReady(t *testing.T) {
+	f := newCacheFixture(t)
+	files := map[string]string{"a.txt": "a\n"}
+	for i := range 400 {
+		files[fmt.Sprintf("d%03d/e/f.txt", i)] = "f\n"
+	}
+	base := f.commit(files)
+	w, err := f.cache.Prepare(f.ctx, f.source(), "job1", base)
+	noErr(t, err)
+	walking := !w.mon.mu.TryLock()
+	if !walking {
+		w.mon.mu.Unlock()
+	}
+	// The walk goes through the folders from the last: these are among
+	// the first and last it reaches.
+	f.sh(w.Dir(), "for d in d000 d001 d200 d398 d399; do echo new > $d/e/new.txt; echo changed > $d/e/f.txt; done")
+	t.Logf("written while the first walk ran: %v", walking)
+	tree, how := f.bothTrees(w)
+	if how != "full scan" {
+		t.Fatalf("published before Ready by %s", how)
+	}
+	if got := f.git(w.Dir(), "show", tree+":d000/e/new.txt"); got != "new" {
+		t.Fatalf("the publication holds %q for d000/e/new.txt", got)
+	}
+	noErr(t, w.Release(f.ctx))
+
+	// The pooled worktree's reset cannot rely on the monitor either.
+	next := f.commit(map[string]string{"a.txt": "A\n"})
+	w, err = f.cache.Prepare(f.ctx, f.source(), "job2", next)
+	noErr(t, err)
+	defer w.Keep()
+	if w.resetHow != "full" {
+		t.Fatalf("the worktree written before Ready was reset %q", w.resetHow)
+	}
+	if _, err := os.Lstat(filepath.Join(w.Dir(), "d399/e/new.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the reset left d399/e/new.txt: %v", err)
+	}
+	w.Ready()
+	f.change(w, []string{"echo later > d100/e/later.txt"}, false, true)
+	if _, how := f.bothTrees(w); how != "narrowed" {
+		t.Fatalf("published after Ready by %s", how)
 	}
 }

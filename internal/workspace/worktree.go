@@ -40,6 +40,10 @@ type Worktree struct {
 	// resetWrote says the last narrowed reset wrote head's files itself
 	// (see writeFiles) rather than through `git restore`.
 	resetWrote bool
+
+	// unbased: mon was started by a fresh checkout and vouches for nothing
+	// until Ready takes its base.
+	unbased bool
 }
 
 // record is what the runner knows about a worktree, kept next to it as
@@ -353,8 +357,10 @@ func (w *Worktree) add(ctx context.Context, head string) error {
 	}
 	lap("checkout")
 	// Watched from after the checkout: its 100,000 new files would only
-	// flood the monitor's queue.
+	// flood the monitor's queue. Its watches are added while the rest of
+	// the preparation runs, and Ready takes its base.
 	w.watch()
+	w.unbased = w.mon != nil
 	// Nothing to look for under any path: git made the folder (worktree
 	// add refuses one that is not empty), and the checkout from an empty
 	// index wrote head's files and nothing else.
@@ -455,9 +461,9 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 //
 // Once the index is saved the monitor's base becomes cut, taken before the
 // checks (watched), or, for a monitor started during the preparation, taken
-// once its watches are in place: nothing writes to the worktree meanwhile
-// (the attempt holds it and its agent has not started), so the checks saw
-// what the cut does.
+// once its watches are in place (by Ready, for a fresh checkout's): nothing
+// writes to the worktree meanwhile (the attempt holds it and its agent has
+// not started), so the checks saw what the cut does.
 func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cut uint64, watched bool, scope *resetScope) error {
 	if err := w.trimAdmin(); err != nil {
 		return err
@@ -480,25 +486,57 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cu
 	if err != nil {
 		return err
 	}
-	if w.mon != nil && !watched {
-		if cut, watched = w.mon.mark(); !watched {
-			// It broke while the preparation changed the tree (lost
-			// events, or an inode number reused between two listings
-			// looked like a hard link): once more, now that nothing moves.
-			w.unwatch()
-			if m, err := startMonitor(w.Dir(), w.c.log); err == nil {
-				w.mon = m
-				cut, watched = m.mark()
-			} else {
-				w.c.log.Debug("no file-system monitor; publications scan the whole worktree", "dir", w.Dir(), "err", err)
-			}
-		}
+	if w.mon != nil && !watched && !w.unbased {
+		w.baseNewMonitor()
 		lap("watch")
+	} else if watched {
+		w.mon.rebase(cut, true)
+	}
+	return nil
+}
+
+// baseNewMonitor waits until the monitor started during the preparation
+// watches every folder and makes that moment its base (and its clean
+// mark). Call it only while nothing writes to the worktree since it was
+// verified: its checks saw what the cut does.
+func (w *Worktree) baseNewMonitor() {
+	cut, watched := w.mon.mark()
+	if !watched {
+		// It broke while the preparation changed the tree (lost
+		// events, or an inode number reused between two listings
+		// looked like a hard link): once more, now that nothing moves.
+		w.unwatch()
+		if m, err := startMonitor(w.Dir(), w.c.log); err == nil {
+			w.mon = m
+			cut, watched = m.mark()
+		} else {
+			w.c.log.Debug("no file-system monitor; publications scan the whole worktree", "dir", w.Dir(), "err", err)
+		}
 	}
 	if watched {
 		w.mon.rebase(cut, true)
 	}
-	return nil
+}
+
+// Ready waits until the file-system monitor of a freshly checked out
+// worktree watches every folder, and makes it vouch from then on. Prepare
+// returns before that (a few thousand folders take a few hundred
+// milliseconds) so that the runner's other preparations overlap it. Call
+// Ready after Prepare and before anything writes to the worktree (the
+// setup, the agent): the first walk lists a folder only once it watches
+// it, so it would miss what is written meanwhile in the folders it has
+// not reached. Until Ready the monitor vouches for nothing: publications
+// scan the whole worktree and a reset checks out all of it.
+func (w *Worktree) Ready() {
+	if !w.unbased {
+		return
+	}
+	w.unbased = false
+	if w.mon != nil {
+		lap := w.c.stopwatch("watch worktree", "dir", w.Dir())
+		w.baseNewMonitor()
+		lap("first walk")
+	}
 }
 
 // dropSharedIndexes removes the shared index parts the worktree's index
