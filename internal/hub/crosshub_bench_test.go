@@ -164,6 +164,13 @@ func statsPostgres(t *testing.T) *pgStats {
 	if _, err := ps.conn.Exec(ctx, `CREATE EXTENSION pg_stat_statements`); err != nil {
 		t.Fatal(err)
 	}
+	var settings string
+	if err := ps.conn.QueryRow(ctx, `SELECT version() || ': ' || string_agg(name || '=' || current_setting(name), ', ' ORDER BY name)
+		FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method', 'shared_buffers', 'max_connections',
+		'default_transaction_isolation', 'shared_preload_libraries', 'wal_level', 'max_wal_size', 'work_mem')`).Scan(&settings); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Postgres: %s", settings)
 	return ps
 }
 
