@@ -96,7 +96,7 @@ func benchOverHubs(t *testing.T, hubs []*testHub, runners, serial, burst int, pg
 		time.Sleep(benchIdle)
 		idle = pg.counts(t).minus(before, 1)
 		before = pg.counts(t)
-		t.Logf("%s: idle, per second: %s", what, idle.per(idle.took.Seconds()))
+		t.Logf("%s: idle, per second: %s; the most called:%s", what, idle.per(idle.took.Seconds()), idle.top(5, idle.took.Seconds()))
 	}
 	notifies0 = benchNotifies(hubs)
 	r.burst = fl.burst(t, burst, func(i int) string { return benchSubmit(t, hubs[i%n], nil) })
