@@ -48,11 +48,14 @@ func (droppedHints) Listen(ctx context.Context, _ func([]string)) error {
 	return nil
 }
 
-// startHubs starts n hubs on one new Postgres database; with dropped set
-// they hear nothing of each other but what their cross sweeps read.
+// startHubs starts n hubs on one Postgres database, cfg.Database or else a
+// new one; with dropped set they hear nothing of each other but what their
+// cross sweeps read.
 func startHubs(t *testing.T, n int, cfg Config, dropped bool) []*testHub {
 	t.Helper()
-	cfg.Database = testkit.StartPostgres(t)
+	if cfg.Database == "" {
+		cfg.Database = testkit.StartPostgres(t)
+	}
 	var hubs []*testHub
 	var heard []*heardHints
 	for range n {

@@ -29,10 +29,7 @@ import (
 // connections in this process speaking the real protocol: an offer is
 // accepted at once and, on the hub's ok, finished (completed, empty log).
 func TestBenchThousandRunners(t *testing.T) {
-	benchOnly(t)
-	runners := benchEnv(t, "DROVER_BENCH_RUNNERS", 1000)
-	burst := benchEnv(t, "DROVER_BENCH_JOBS", 2000)
-	const serial = 200
+	runners, burst, serial := benchSizes(t, 2000)
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			var cfg Config
@@ -40,69 +37,32 @@ func TestBenchThousandRunners(t *testing.T) {
 				cfg.Database = testkit.StartPostgres(t)
 			}
 			th := startHub(t, cfg)
-			tokens := make([]string, runners)
-			for i := range tokens {
-				tokens[i] = th.registerRunner(fmt.Sprintf("b%04d", i))
+			rs := make([]benchRunner, runners)
+			for i := range rs {
+				rs[i] = benchRunner{url: th.srv.URL, token: th.registerRunner(fmt.Sprintf("b%04d", i))}
 			}
-			fl := &benchFleet{offers: map[string]time.Time{}, done: map[string]time.Time{}}
+			fl := newBenchFleet()
 			defer fl.close()
+			fl.join(t, engine, rs, th.h.cfg.Heartbeat/2)
 
-			heap0, rss0 := memNow()
-			start := time.Now()
-			hellos := fl.connect(t, th.srv.URL, tokens)
-			connectWall := time.Since(start)
-			heap1, rss1 := memNow()
-			go fl.heartbeats(th.h.cfg.Heartbeat / 2)
-			h := benchQuantiles(hellos)
-			t.Logf("%s: %d runners connected in %v (hello → welcome p50 %v, p99 %v, 32 dialing at once)",
-				engine, runners, connectWall.Round(time.Millisecond), h.p50, h.p99)
-			t.Logf("%s: memory per connection (hub and fake runner, both in this process): heap %.1f KiB, RSS %.1f KiB",
-				engine, float64(heap1-heap0)/float64(runners)/1024, float64(rss1-rss0)/float64(runners)/1024)
-
-			// Latency: one job at a time, the next once the previous finished.
-			var lat []time.Duration
-			for range serial {
-				at := time.Now()
-				id := benchSubmit(t, th)
-				fl.waitDone(t, id)
-				lat = append(lat, fl.offerOf(id).Sub(at))
-			}
-			l := benchQuantiles(lat)
+			submit := func(int) string { return benchSubmit(t, th, nil) }
+			l := benchQuantiles(fl.serial(t, serial, submit))
 			t.Logf("%s: submit → offer, one job at a time (%d jobs): p50 %v, p99 %v, max %v", engine, serial, l.p50, l.p99, l.max)
-
-			// Throughput: a burst from 8 submitters at once.
-			starts := make([]time.Time, burst)
-			ids := make([]string, burst)
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			begin := time.Now()
-			for range 8 {
-				wg.Go(func() {
-					for i := int(next.Add(1) - 1); i < burst; i = int(next.Add(1) - 1) {
-						starts[i] = time.Now()
-						ids[i] = benchSubmit(t, th)
-					}
-				})
-			}
-			wg.Wait()
-			submitted := time.Since(begin)
-			for _, id := range ids {
-				fl.waitDone(t, id)
-			}
-			wall := time.Since(begin)
-			lat = lat[:0]
-			for i, id := range ids {
-				lat = append(lat, fl.offerOf(id).Sub(starts[i]))
-			}
-			b := benchQuantiles(lat)
-			t.Logf("%s: burst of %d jobs: submitted in %v (%.0f/s), all completed after %v: %.0f jobs/s; submit → offer p50 %v, p99 %v",
-				engine, burst, submitted.Round(time.Millisecond), float64(burst)/submitted.Seconds(), wall.Round(time.Millisecond),
-				float64(burst)/wall.Seconds(), b.p50, b.p99)
+			b := fl.burst(t, burst, submit)
+			t.Logf("%s: %v", engine, b)
 			if lost := fl.lost.Load(); lost > 0 {
 				t.Errorf("%d runner connections ended during the bench", lost)
 			}
 		})
 	}
+}
+
+// benchSizes skips the test unless DROVER_BENCH=1, and is a fleet bench's
+// DROVER_BENCH_RUNNERS (1,000) runners, burst of DROVER_BENCH_JOBS (jobs
+// by default) and 200 jobs one at a time.
+func benchSizes(t *testing.T, jobs int) (runners, burst, serial int) {
+	benchOnly(t)
+	return benchEnv(t, "DROVER_BENCH_RUNNERS", 1000), benchEnv(t, "DROVER_BENCH_JOBS", jobs), 200
 }
 
 func benchEnv(t *testing.T, name string, def int) int {
@@ -141,10 +101,10 @@ func memNow() (heap, rss int64) {
 	return int64(ms.HeapInuse), rss
 }
 
-// benchSubmit submits a trivial job from any goroutine (th.submit may only
-// fail the test from the test's own).
-func benchSubmit(t *testing.T, th *testHub) string {
-	body, _ := json.Marshal(protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}})
+// benchSubmit submits a trivial job needing labels on th, from any
+// goroutine (th.submit may only fail the test from the test's own).
+func benchSubmit(t *testing.T, th *testHub, labels map[string]string) string {
+	body, _ := json.Marshal(protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: labels})
 	req, _ := http.NewRequest("POST", th.srv.URL+protocol.APIPrefix+"/jobs", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+th.admin)
 	resp, err := http.DefaultClient.Do(req)
@@ -171,27 +131,57 @@ type benchFleet struct {
 	closed atomic.Bool
 }
 
-// connect connects a runner per token, 32 at a time, and returns each one's
+func newBenchFleet() *benchFleet {
+	return &benchFleet{offers: map[string]time.Time{}, done: map[string]time.Time{}}
+}
+
+// benchRunner is one runner of the fleet: the hub it dials, its token and
+// the labels it says in hello.
+type benchRunner struct {
+	url, token string
+	labels     map[string]string
+}
+
+// join connects rs, logs how long that took and the memory per
+// connection, and heartbeats for them every beat; it returns the heap in
+// use per connection in KiB.
+func (fl *benchFleet) join(t *testing.T, what string, rs []benchRunner, beat time.Duration) float64 {
+	heap0, rss0 := memNow()
+	start := time.Now()
+	hellos := fl.connect(t, rs)
+	wall := time.Since(start)
+	heap1, rss1 := memNow()
+	go fl.heartbeats(beat)
+	h := benchQuantiles(hellos)
+	t.Logf("%s: %d runners connected in %v (hello → welcome p50 %v, p99 %v, 32 dialing at once)",
+		what, len(rs), wall.Round(time.Millisecond), h.p50, h.p99)
+	heap := float64(heap1-heap0) / float64(len(rs)) / 1024
+	t.Logf("%s: memory per connection (hub and fake runner, both in this process): heap %.1f KiB, RSS %.1f KiB",
+		what, heap, float64(rss1-rss0)/float64(len(rs))/1024)
+	return heap
+}
+
+// connect connects each runner, 32 at a time, and returns each one's
 // hello → welcome time.
-func (fl *benchFleet) connect(t *testing.T, base string, tokens []string) []time.Duration {
-	out := make([]time.Duration, len(tokens))
+func (fl *benchFleet) connect(t *testing.T, rs []benchRunner) []time.Duration {
+	out := make([]time.Duration, len(rs))
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
-	for i, tok := range tokens {
+	for i, r := range rs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			at := time.Now()
-			ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+protocol.APIPrefix+"/runner/connect",
-				&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+			ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(r.url, "http")+protocol.APIPrefix+"/runner/connect",
+				&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + r.token}}})
 			if err != nil {
 				t.Errorf("dial: %v", err)
 				return
 			}
 			ws.SetReadLimit(protocol.MaxFrame)
-			if err := benchWrite(ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1}); err != nil {
+			if err := benchWrite(ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1, Labels: r.labels}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -278,6 +268,64 @@ func (fl *benchFleet) heartbeats(every time.Duration) {
 			_ = benchWrite(ws, protocol.TypeHeartbeat, "", nil)
 		}
 	}
+}
+
+// serial submits n jobs one at a time, the next once the previous
+// finished, and returns each one's submit → offer.
+func (fl *benchFleet) serial(t *testing.T, n int, submit func(i int) string) []time.Duration {
+	var lat []time.Duration
+	for i := range n {
+		at := time.Now()
+		id := submit(i)
+		fl.waitDone(t, id)
+		lat = append(lat, fl.offerOf(id).Sub(at))
+	}
+	return lat
+}
+
+// benchBurst is how a burst of jobs went.
+type benchBurst struct {
+	jobs            int
+	submitted, wall time.Duration // first submit → last submit returned, → last finish acknowledged
+	offer           benchStats    // submit → offer: mostly time in the queue
+}
+
+func (b benchBurst) String() string {
+	return fmt.Sprintf("burst of %d jobs: submitted in %v (%.0f/s), all completed after %v: %.0f jobs/s; submit → offer p50 %v, p99 %v",
+		b.jobs, b.submitted.Round(time.Millisecond), float64(b.jobs)/b.submitted.Seconds(), b.wall.Round(time.Millisecond),
+		b.perSecond(), b.offer.p50, b.offer.p99)
+}
+
+func (b benchBurst) perSecond() float64 { return float64(b.jobs) / b.wall.Seconds() }
+
+// burst submits n jobs from 8 clients at once and waits until all are
+// finished.
+func (fl *benchFleet) burst(t *testing.T, n int, submit func(i int) string) benchBurst {
+	starts := make([]time.Time, n)
+	ids := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range 8 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				starts[i] = time.Now()
+				ids[i] = submit(i)
+			}
+		})
+	}
+	wg.Wait()
+	b := benchBurst{jobs: n, submitted: time.Since(begin)}
+	for _, id := range ids {
+		fl.waitDone(t, id)
+	}
+	b.wall = time.Since(begin)
+	lat := make([]time.Duration, n)
+	for i, id := range ids {
+		lat[i] = fl.offerOf(id).Sub(starts[i])
+	}
+	b.offer = benchQuantiles(lat)
+	return b
 }
 
 func (fl *benchFleet) offerOf(id string) time.Time {
