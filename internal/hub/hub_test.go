@@ -83,7 +83,9 @@ func serveTestHub(t testing.TB, h *Hub, cfg Config, admin string) *testHub {
 	t.Cleanup(func() {
 		th.srv.CloseClientConnections()
 		th.srv.Close()
-		th.h.Close()
+		if th.h != nil { // nil once a test crashed it
+			th.h.Close()
+		}
 	})
 	if admin == "" {
 		tok, err := os.ReadFile(h.AdminTokenPath())

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,22 +37,7 @@ func openHubOn(t *testing.T, url, admin string, cfg Config) *testHub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th := &testHub{t: t, h: h, srv: httptest.NewServer(h.Handler()), cfg: cfg, admin: admin}
-	t.Cleanup(func() {
-		th.srv.CloseClientConnections()
-		th.srv.Close()
-		if th.h != nil {
-			th.h.Close()
-		}
-	})
-	if admin == "" {
-		tok, err := os.ReadFile(h.AdminTokenPath())
-		if err != nil {
-			t.Fatal(err)
-		}
-		th.admin = strings.TrimSpace(string(tok))
-	}
-	return th
+	return serveTestHub(t, h, cfg, admin)
 }
 
 // pgHubs starts n hubs on one new Postgres database, the first first (it
