@@ -64,6 +64,7 @@ type Hub struct {
 	id       string     // this process's hub id, new at every start
 	started  time.Time  // when it started
 	lead     leadership // its leader term
+	stall    stallWatch // its own process's stalls (stall.go)
 	stopping atomic.Bool
 
 	bg     sync.WaitGroup
@@ -143,6 +144,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		id:        ids.New("h"),
 	}
 	h.started = h.now()
+	h.stall.look(h.started)
 	h.metrics = newMetrics(h)
 	ws, err := web.New(dashboard{h}, web.Config{PublicURL: cfg.PublicURL, Logger: cfg.Logger})
 	if err != nil {
@@ -164,7 +166,8 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.repos.Scratch = h.scratch.dir
 	bgctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel
-	h.bg.Add(3)
+	h.bg.Add(4)
+	go func() { defer h.bg.Done(); h.stallLoop(bgctx) }()
 	go func() { defer h.bg.Done(); h.dispatchLoop(bgctx) }()
 	go func() { defer h.bg.Done(); h.sweepLoop(bgctx) }()
 	go func() { defer h.bg.Done(); h.beatLoop(bgctx) }()

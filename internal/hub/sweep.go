@@ -113,10 +113,11 @@ func (h *Hub) sweep(ctx context.Context, lead bool) (time.Time, error) {
 			continue // another live hub's runner (its hub sweeps its offers), or the leader's duty
 		}
 		offerStale := a.State == job.AttemptOffered && now.Sub(a.OfferedAt) > h.cfg.OfferTimeout
-		leaseGone := !local && now.After(a.LeaseUntil)
+		end := h.leaseEnd(a, now)
+		leaseGone := !local && now.After(end)
 		if !offerStale && !leaseGone {
-			if !local && (due.IsZero() || a.LeaseUntil.Before(due)) {
-				due = a.LeaseUntil
+			if !local && (due.IsZero() || end.Before(due)) {
+				due = end
 			}
 			continue
 		}
@@ -153,7 +154,7 @@ func (h *Hub) expire(ctx context.Context, attemptID string, online bool) error {
 			}
 			changed = true
 			return h.event(tx, j.ID, "offer_expired", "", "attempt %d was not accepted (runner left or too slow); back in the queue", a.Epoch)
-		case a.State == job.AttemptRunning && !online && now.After(a.LeaseUntil):
+		case a.State == job.AttemptRunning && !online && now.After(h.leaseEnd(a, now)):
 			// Connected to a hub since the sweep read (its attach extends
 			// the lease, but only the holder proves it is online anywhere).
 			if online, err := h.onlineIn(tx, a.RunnerID); err != nil || online {

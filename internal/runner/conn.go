@@ -82,6 +82,21 @@ func backoff(n int) time.Duration {
 	return min(d, maxBackoff)
 }
 
+// reconnectCeiling is the ceiling of the n-th reconnect delay. A runner
+// holding attempts tries at least every quarter lease however often it
+// failed: the hub gives its attempts up a lease after it last heard of it
+// (or after its own restart or stall), and a longer wait would lose work
+// that a hub back in time could have kept.
+func (r *Runner) reconnectCeiling(n int) time.Duration {
+	d := backoff(n)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.attempts) > 0 && r.timing.lease > 0 {
+		d = min(d, max(r.timing.lease/4, backoff(0)))
+	}
+	return d
+}
+
 // fullJitter picks a delay uniformly in [0, ceiling].
 func fullJitter(ceiling time.Duration) time.Duration {
 	return rand.N(ceiling + 1)
@@ -117,7 +132,7 @@ func (r *Runner) connectLoop(ctx context.Context) error {
 			n = 0
 		}
 		next := r.hubs.failed(hub)
-		d := r.jitter(backoff(n))
+		d := r.jitter(r.reconnectCeiling(n))
 		n++
 		r.log.Warn("hub connection lost; reconnecting", "hub", hub, "err", err, "next", next, "after", d.Round(time.Millisecond))
 		if r.sleep(ctx, d) != nil {

@@ -145,7 +145,8 @@ type timing struct {
 	batch     int
 	chunk     int
 	logCap    int64
-	transfer  int64 // largest publication bundle the hub takes
+	transfer  int64         // largest publication bundle the hub takes
+	lease     time.Duration // how long the hub keeps attempts of a runner away (0: not told)
 }
 
 func timingFrom(w protocol.Welcome) timing {
@@ -156,6 +157,7 @@ func timingFrom(w protocol.Welcome) timing {
 		chunk:     w.LogChunkBytes,
 		logCap:    w.LogCap,
 		transfer:  w.TransferCap,
+		lease:     w.Lease.D(),
 	}
 	if t.heartbeat <= 0 {
 		t.heartbeat = 20 * time.Second

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -949,5 +951,61 @@ func TestStopWhileHubUnreachable(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("stopping waited for the reconnect backoff")
+	}
+}
+
+// TestReconnectWithAttemptsComesBackWithinALease: however often its hub
+// refuses it, a runner holding an attempt retries at least every quarter
+// lease (the hub keeps the attempt a lease), while an idle runner backs
+// off further. Before, the 60 s backoff applied to both, and a hub down
+// (or stopped) a few seconds found the attempt's runner away past its
+// lease: the attempt was lost although nothing killed the runner.
+func TestReconnectWithAttemptsComesBackWithinALease(t *testing.T) {
+	const lease = 8 * time.Second
+	for _, holding := range []bool{true, false} {
+		t.Run(fmt.Sprintf("holding=%v", holding), func(t *testing.T) {
+			h := newFakeHub(t)
+			h.welcome.Lease = protocol.Duration(lease)
+			var (
+				mu       sync.Mutex
+				ceilings []time.Duration
+			)
+			startRunner(t, h, "", nil, func(r *Runner) {
+				r.jitter = func(c time.Duration) time.Duration {
+					mu.Lock()
+					defer mu.Unlock()
+					ceilings = append(ceilings, c)
+					return time.Millisecond
+				}
+			})
+			c := h.waitConn(0)
+			if holding {
+				h.offer(protocol.AttemptRef{Job: "j1", Attempt: "a1", Epoch: 1}, shSpec("exec sleep 1000"))
+				h.waitFrame("accept", func(g got) bool { return g.f.Type == protocol.TypeAccept })
+			}
+			h.mu.Lock()
+			h.reject = http.StatusServiceUnavailable
+			h.mu.Unlock()
+			c.ws.CloseNow()
+			deadline := time.Now().Add(30 * time.Second)
+			for h.dialCount() < 12 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			h.mu.Lock()
+			h.reject = 0 // back, so that the runner stops without waiting to report
+			h.mu.Unlock()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(ceilings) < 10 {
+				t.Fatalf("%d reconnect delays", len(ceilings))
+			}
+			top := slices.Max(ceilings)
+			if holding && top > lease/4 {
+				t.Fatalf("a runner holding an attempt waited up to %s between tries (lease %s): %v", top, lease, ceilings)
+			}
+			if !holding && top <= lease/4 {
+				t.Fatalf("an idle runner backed off only to %s: %v", top, ceilings)
+			}
+		})
 	}
 }
