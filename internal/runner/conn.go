@@ -97,6 +97,20 @@ func (r *Runner) reconnectCeiling(n int) time.Duration {
 	return d
 }
 
+// pingTimeout is how long the runner waits for its hub's pong before it
+// takes the hub for gone: three heartbeats, at least 10 s (a busy hub
+// answers late). A runner given several hubs waits at most a quarter
+// lease: a hung hub (stopped, frozen) keeps the connection open, the other
+// hubs count it dead after their --hub-ttl, and its runners' attempts are
+// lost unless they move to another hub within the lease.
+func (r *Runner) pingTimeout(hb time.Duration) time.Duration {
+	d := max(3*hb, 10*time.Second)
+	if lease := r.timings().lease; r.hubs.len() > 1 && lease > 0 {
+		d = min(d, max(lease/4, time.Second))
+	}
+	return d
+}
+
 // fullJitter picks a delay uniformly in [0, ceiling].
 func fullJitter(ceiling time.Duration) time.Duration {
 	return rand.N(ceiling + 1)
@@ -391,7 +405,7 @@ func (r *Runner) pingLoop(s *session, hb time.Duration) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, max(3*hb, 10*time.Second))
+		ctx, cancel := context.WithTimeout(s.ctx, r.pingTimeout(hb))
 		err := s.conn.Ping(ctx)
 		cancel()
 		if err != nil {

@@ -1009,3 +1009,24 @@ func TestReconnectWithAttemptsComesBackWithinALease(t *testing.T) {
 		})
 	}
 }
+
+func TestPingTimeout(t *testing.T) {
+	for _, c := range []struct {
+		hubs      int
+		hb, lease time.Duration
+		want      time.Duration
+	}{
+		{1, 20 * time.Second, time.Minute, time.Minute},             // one hub: nowhere else to go
+		{1, time.Second, 10 * time.Second, 10 * time.Second},        // at least 10 s
+		{3, 20 * time.Second, time.Minute, 15 * time.Second},        // a quarter lease
+		{3, time.Second, 10 * time.Second, 2500 * time.Millisecond}, // the campaigns' timing
+		{3, time.Second, 2 * time.Second, time.Second},              // never under a second
+		{3, time.Second, 0, 10 * time.Second},                       // no welcome yet
+	} {
+		urls := []string{"http://a", "http://b", "http://c"}[:c.hubs]
+		r := &Runner{hubs: newHubList(urls), timing: timing{heartbeat: c.hb, lease: c.lease}}
+		if got := r.pingTimeout(c.hb); got != c.want {
+			t.Errorf("%d hubs, heartbeat %s, lease %s: ping timeout %s, want %s", c.hubs, c.hb, c.lease, got, c.want)
+		}
+	}
+}
