@@ -1,0 +1,116 @@
+package hub
+
+import (
+	"context"
+
+	"drover/internal/store"
+)
+
+// The cross sweep's share of access (hints.go). A hub keeps the access of
+// the runners it holds in memory; a change made on another hub reaches it
+// by a hint, which may be lost. The store stamps every access change with
+// a new access version in the change's own transaction
+// (store.Tx.AccessVersion), so an idle sweep reads one number, and when it
+// moved reloads only the runners held here stamped since its last look.
+
+// accessFullEvery is how many cross sweeps may pass between two reloads of
+// every runner held here. The versions carry every change made through the
+// store; this net is for one made around it (an operator's SQL on shares
+// or users), because the dispatcher's account and credential decisions use
+// the access in memory (only mayRun is read again in the offer).
+const accessFullEvery = 120
+
+// accessLook is what the hub last learned of the access versions (under
+// Hub.accessMu).
+type accessLook struct {
+	seen   int64 // the version the runners held here were brought up to
+	known  bool  // seen was read: false until the first look
+	sweeps int   // looks since the last full reload
+}
+
+// refreshChangedAccess brings the access of the runners held here up to
+// the store's: of those whose access changed since the last look, or of
+// every one with all (hints may have been lost), on the first look, every
+// accessFullEvery looks, and when the version went back (another database
+// behind the same URL).
+func (h *Hub) refreshChangedAccess(ctx context.Context, all bool) error {
+	h.accessMu.Lock()
+	defer h.accessMu.Unlock()
+	look := &h.x.access
+	all = all || !look.known || look.sweeps+1 >= accessFullEvery
+	held := h.connectedRunners()
+	var seen int64
+	var full bool
+	n, _, err := h.loadAccessLocked(ctx, func(tx store.Tx) ([]string, error) {
+		v, err := tx.AccessVersion()
+		if err != nil {
+			return nil, err
+		}
+		seen, full = v, all || v < look.seen
+		var ids []string
+		switch {
+		case full:
+			for id := range held {
+				ids = append(ids, id)
+			}
+		case v > look.seen:
+			changed, err := tx.AccessChangedSince(look.seen)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range changed {
+				if held[id] {
+					ids = append(ids, id)
+				}
+			}
+		}
+		return ids, nil
+	})
+	if err != nil {
+		return err
+	}
+	look.seen, look.known, look.sweeps = seen, true, look.sweeps+1
+	if full {
+		look.sweeps = 0
+	}
+	if n > 0 {
+		h.kickLocal() // a share may have opened a runner to queued jobs
+	}
+	return nil
+}
+
+// loadAccessLocked reads in one read the access of the runners pick names
+// and gives each held here its own; it returns how many it read and those
+// not held here. The caller holds accessMu, so a slower read of an older
+// state never overwrites a newer one.
+func (h *Hub) loadAccessLocked(ctx context.Context, pick func(store.Tx) ([]string, error)) (int, []string, error) {
+	var ids []string
+	var ras []*runnerAccess
+	if err := h.store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		if ids, err = pick(tx); err != nil {
+			return err
+		}
+		ras = make([]*runnerAccess, len(ids))
+		for i, id := range ids {
+			if ras[i], err = loadRunnerAccess(tx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return 0, nil, err
+	}
+	h.metrics.accessLoads.Add(float64(len(ids)))
+	var elsewhere []string
+	h.mu.Lock()
+	for i, id := range ids {
+		if c := h.conns[id]; c != nil {
+			c.access = ras[i]
+		} else {
+			elsewhere = append(elsewhere, id)
+		}
+	}
+	h.mu.Unlock()
+	return len(ids), elsewhere, nil
+}
