@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 
 	"drover/internal/store"
 )
@@ -91,13 +92,8 @@ func (h *Hub) loadAccessLocked(ctx context.Context, pick func(store.Tx) ([]strin
 		if ids, err = pick(tx); err != nil {
 			return err
 		}
-		ras = make([]*runnerAccess, len(ids))
-		for i, id := range ids {
-			if ras[i], err = loadRunnerAccess(tx, id); err != nil {
-				return err
-			}
-		}
-		return nil
+		ras, err = loadRunnerAccesses(tx, ids)
+		return err
 	}); err != nil {
 		return 0, nil, err
 	}
@@ -113,4 +109,60 @@ func (h *Hub) loadAccessLocked(ctx context.Context, pick func(store.Tx) ([]strin
 	}
 	h.mu.Unlock()
 	return len(ids), elsewhere, nil
+}
+
+// accessTablesFrom is how many runners' access loadRunnerAccesses reads
+// from whole tables rather than one by one (three statements each).
+const accessTablesFrom = 8
+
+// loadRunnerAccesses reads the access of the runners ids: of a few one by
+// one, of more (a full reload) from the runners, shares and users tables,
+// three statements however many.
+func loadRunnerAccesses(tx store.Tx, ids []string) ([]*runnerAccess, error) {
+	ras := make([]*runnerAccess, len(ids))
+	if len(ids) < accessTablesFrom {
+		for i, id := range ids {
+			var err error
+			if ras[i], err = loadRunnerAccess(tx, id); err != nil {
+				return nil, err
+			}
+		}
+		return ras, nil
+	}
+	rns, err := tx.Runners()
+	if err != nil {
+		return nil, err
+	}
+	shares, err := tx.AllShares()
+	if err != nil {
+		return nil, err
+	}
+	users, err := tx.Users()
+	if err != nil {
+		return nil, err
+	}
+	runnerBy := make(map[string]store.Runner, len(rns))
+	for _, rn := range rns {
+		runnerBy[rn.ID] = rn
+	}
+	sharesOf := map[string][]store.Share{}
+	for _, sh := range shares {
+		sharesOf[sh.RunnerID] = append(sharesOf[sh.RunnerID], sh)
+	}
+	userBy := make(map[string]store.User, len(users))
+	for _, u := range users {
+		userBy[u.ID] = u
+	}
+	for i, id := range ids {
+		rn, ok := runnerBy[id]
+		if !ok {
+			return nil, fmt.Errorf("read runner %s: %w", id, store.ErrNotFound)
+		}
+		owner, ok := userBy[rn.OwnerID]
+		if !ok {
+			return nil, fmt.Errorf("read owner of runner %s: %w", rn.Name, store.ErrNotFound)
+		}
+		ras[i] = runnerAccessOf(rn, sharesOf[id], owner)
+	}
+	return ras, nil
 }

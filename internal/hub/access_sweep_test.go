@@ -2,6 +2,7 @@ package hub
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -124,5 +125,56 @@ func TestIdleCrossSweepReadsNoAccess(t *testing.T) {
 	b.h.crossSweep(ctx, true)
 	if got := accessLoads(b) - loads; got != runners {
 		t.Fatalf("a full sweep read %d runners' access, want all %d", got, runners)
+	}
+}
+
+// TestRunnerAccessesFromTables: the access of many runners read from
+// whole tables (a full reload) is what reading each one gives.
+func TestRunnerAccessesFromTables(t *testing.T) {
+	th, _, bob := startTenants(t)
+	for i := range accessTablesFrom + 2 {
+		name := fmt.Sprintf("r-%d", i)
+		switch {
+		case i%3 == 0:
+			th.registerRunnerOf(th.admin, name)
+			if i%2 == 0 {
+				th.share(th.admin, name, true, protocol.ShareRequest{Hub: true})
+			}
+		default:
+			th.registerRunnerOf(bob, name)
+			if i%2 == 1 {
+				th.share(bob, name, true, protocol.ShareRequest{User: "alice"})
+			}
+		}
+	}
+	if err := th.h.store.Read(t.Context(), func(tx store.Tx) error {
+		rns, err := tx.Runners()
+		if err != nil {
+			return err
+		}
+		var ids []string
+		var want []*runnerAccess
+		for _, rn := range rns {
+			ra, err := loadRunnerAccess(tx, rn.ID)
+			if err != nil {
+				return err
+			}
+			ids, want = append(ids, rn.ID), append(want, ra)
+		}
+		if len(ids) < accessTablesFrom {
+			t.Fatalf("%d runners: the tables are not read", len(ids))
+		}
+		got, err := loadRunnerAccesses(tx, ids)
+		if err != nil {
+			return err
+		}
+		for i := range ids {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Errorf("access of runner %s read from the tables: %+v, want %+v", ids[i], *got[i], *want[i])
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
