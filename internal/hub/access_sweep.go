@@ -26,6 +26,7 @@ const accessFullEvery = 120
 type accessLook struct {
 	seen   int64 // the version the runners held here were brought up to
 	known  bool  // seen was read: false until the first look
+	owed   bool  // a full reload is due and has not succeeded yet
 	sweeps int   // looks since the last full reload
 }
 
@@ -38,7 +39,7 @@ func (h *Hub) refreshChangedAccess(ctx context.Context, all bool) error {
 	h.accessMu.Lock()
 	defer h.accessMu.Unlock()
 	look := &h.x.access
-	all = all || !look.known || look.sweeps+1 >= accessFullEvery
+	look.owed = look.owed || all || !look.known || look.sweeps+1 >= accessFullEvery
 	held := h.connectedRunners()
 	var seen int64
 	var full bool
@@ -47,7 +48,7 @@ func (h *Hub) refreshChangedAccess(ctx context.Context, all bool) error {
 		if err != nil {
 			return nil, err
 		}
-		seen, full = v, all || v < look.seen
+		seen, full = v, look.owed || v < look.seen
 		var ids []string
 		switch {
 		case full:
@@ -72,7 +73,7 @@ func (h *Hub) refreshChangedAccess(ctx context.Context, all bool) error {
 	}
 	look.seen, look.known, look.sweeps = seen, true, look.sweeps+1
 	if full {
-		look.sweeps = 0
+		look.owed, look.sweeps = false, 0
 	}
 	if n > 0 {
 		h.kickLocal() // a share may have opened a runner to queued jobs

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -125,6 +126,18 @@ func TestIdleCrossSweepReadsNoAccess(t *testing.T) {
 	b.h.crossSweep(ctx, true)
 	if got := accessLoads(b) - loads; got != runners {
 		t.Fatalf("a full sweep read %d runners' access, want all %d", got, runners)
+	}
+	// A full reload that failed (the database away just after the
+	// listener reconnected) is owed: the next sweep does it.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := b.h.refreshChangedAccess(gone, true); err == nil {
+		t.Fatal("a reload without a database succeeded")
+	}
+	loads = accessLoads(b)
+	b.h.crossSweep(ctx, false)
+	if got := accessLoads(b) - loads; got != runners {
+		t.Fatalf("the sweep after a failed full reload read %d runners' access, want all %d", got, runners)
 	}
 }
 
