@@ -104,10 +104,15 @@ func loadRunnerAccess(tx store.Tx, runnerID string) (*runnerAccess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read owner of runner %s: %w", rn.Name, err)
 	}
+	return runnerAccessOf(rn, shares, owner), nil
+}
+
+// runnerAccessOf is the access of runner rn with its shares and owner.
+func runnerAccessOf(rn store.Runner, shares []store.Share, owner store.User) *runnerAccess {
 	ra := newRunnerAccess(rn, shares)
 	ra.ownerAdmin = owner.Admin && owner.RemovedAt == nil
 	ra.ident = owner.Name + "/" + rn.Name
-	return ra, nil
+	return ra
 }
 
 // credNeed is what credentials the setup of a job's project brings: their

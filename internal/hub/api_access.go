@@ -64,31 +64,15 @@ func (h *Hub) refreshAccess(ctx context.Context, runnerID string) error {
 // refreshAccessOf is refreshAccess of several runners in one read; those
 // another hub holds are left to it (a hint).
 func (h *Hub) refreshAccessOf(ctx context.Context, runnerIDs []string) error {
-	// One refresh at a time, so a slower read of an older state never
-	// overwrites a newer one.
 	h.accessMu.Lock()
 	defer h.accessMu.Unlock()
-	ras := make([]*runnerAccess, len(runnerIDs))
-	if err := h.store.Read(ctx, func(tx store.Tx) (err error) {
-		for i, id := range runnerIDs {
-			if ras[i], err = loadRunnerAccess(tx, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	_, elsewhere, err := h.loadAccessLocked(ctx, func(store.Tx) ([]string, error) { return runnerIDs, nil })
+	if err != nil {
 		return err
 	}
-	var elsewhere []string
-	h.mu.Lock()
-	for i, id := range runnerIDs {
-		if c := h.conns[id]; c != nil {
-			c.access = ras[i]
-		} else {
-			elsewhere = append(elsewhere, hintAccess+id) // its hub reloads it
-		}
+	for i, id := range elsewhere {
+		elsewhere[i] = hintAccess + id // its hub reloads it
 	}
-	h.mu.Unlock()
 	h.hint(elsewhere...)
 	h.kick()
 	return nil

@@ -56,17 +56,13 @@ const benchIdle = 10 * time.Second
 // set, is the hubs' database, whose counters it reads around the burst.
 func benchOverHubs(t *testing.T, hubs []*testHub, runners, serial, burst int, pg *pgStats) (r benchHubsResult) {
 	what, n := path.Base(t.Name()), len(hubs)
-	pin := func(i int) map[string]string { return map[string]string{"bench": fmt.Sprintf("b%04d", i)} }
-	rs := make([]benchRunner, runners)
-	for i := range rs {
-		rs[i] = benchRunner{url: hubs[i%n].srv.URL, token: hubs[0].registerRunner(fmt.Sprintf("b%04d", i)), labels: pin(i)}
-	}
 	fl := newBenchFleet()
 	defer fl.close()
-	r.heap = fl.join(t, what, rs, hubs[0].h.cfg.Heartbeat/2)
+	r.heap = benchJoinHubs(t, fl, hubs, runners)
 
 	// Job k goes to the one runner with label k·37 mod runners (so every
 	// hub's runners take some), submitted on the hub after that runner's.
+	pin := benchPin
 	runnerOf := func(k int) int { return k * 37 % runners }
 	notifies0 := benchNotifies(hubs)
 	start := time.Now()
@@ -113,6 +109,43 @@ func benchOverHubs(t *testing.T, hubs []*testHub, runners, serial, burst int, pg
 	}
 	return r
 }
+
+// benchPin is the label of its own bench runner i says.
+func benchPin(i int) map[string]string { return map[string]string{"bench": fmt.Sprintf("b%04d", i)} }
+
+// benchJoinHubs connects runners to fl, runner i on hub i mod len(hubs)
+// with the label benchPin(i), and returns the heap per connection.
+func benchJoinHubs(t *testing.T, fl *benchFleet, hubs []*testHub, runners int) float64 {
+	rs := make([]benchRunner, runners)
+	for i := range rs {
+		rs[i] = benchRunner{url: hubs[i%len(hubs)].srv.URL, token: hubs[0].registerRunner(fmt.Sprintf("b%04d", i)), labels: benchPin(i)}
+	}
+	return fl.join(t, path.Base(t.Name()), rs, hubs[0].h.cfg.Heartbeat/2)
+}
+
+// TestBenchIdleHubs: the statements three idle hubs on one Postgres run
+// per second with DROVER_BENCH_RUNNERS (1,000) runners spread over them,
+// over benchIdleSweeps cross sweeps (docs/benchmarks.md).
+func TestBenchIdleHubs(t *testing.T) {
+	runners, _, _ := benchSizes(t, 0)
+	pg := statsPostgres(t)
+	hubs := startHubs(t, 3, Config{Database: pg.url}, false)
+	fl := newBenchFleet()
+	defer fl.close()
+	benchJoinHubs(t, fl, hubs, runners)
+	time.Sleep(hubs[0].h.cfg.CrossSweep) // past the connects' own work
+	before := pg.counts(t)
+	time.Sleep(benchIdleSweeps * hubs[0].h.cfg.CrossSweep)
+	idle := pg.counts(t).minus(before, 1)
+	s := idle.took.Seconds()
+	t.Logf("3 hubs, %d runners, idle for %v, per second: %s; the most called:%s", runners, idle.took.Round(time.Millisecond), idle.per(s), idle.top(8, s))
+	if lost := fl.lost.Load(); lost > 0 {
+		t.Errorf("%d runner connections ended during the bench", lost)
+	}
+}
+
+// benchIdleSweeps is how many cross sweeps TestBenchIdleHubs counts over.
+const benchIdleSweeps = 6
 
 // benchNotifies is the NOTIFYs hubs sent so far (0 for a hub without
 // other hubs).

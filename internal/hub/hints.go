@@ -56,6 +56,7 @@ type crossHub struct {
 	// removals counts slot releases (under Hub.mu): a sync that read the
 	// database before one does not add back what it released.
 	removals uint64
+	access   accessLook // (under Hub.accessMu; access_sweep.go)
 }
 
 // hintsFor is the hints a hub on st uses: cfg's, else the store's own when
@@ -96,25 +97,33 @@ func (h *Hub) crossLoops(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 			case <-time.After(h.cfg.CrossSweep):
-				h.heard(ctx, nil)
+				h.crossSweep(ctx, false)
 			}
 		}
 	}()
 }
 
-// heard acts on hints from other hubs; nil is everything: offer what can
-// be offered, wake every follower, and bring every runner held here up to
-// date with the database.
+// crossSweep reads what hints would have told: it offers what can be
+// offered, wakes every follower, and brings every runner held here up to
+// date with the database; of their access, only what changed since the
+// last sweep, or, with all, everything.
+func (h *Hub) crossSweep(ctx context.Context, all bool) {
+	h.kickLocal()
+	h.wakeAll()
+	if err := h.refreshChangedAccess(ctx, all); err != nil && ctx.Err() == nil {
+		h.logFailed("reload runners' access", err)
+	}
+	if err := h.syncRunners(ctx, ""); err != nil && ctx.Err() == nil {
+		h.logFailed("bring runners up to date", err)
+	}
+}
+
+// heard acts on hints from other hubs; nil, after a reconnect that may
+// have lost some, is everything (crossSweep, the access of every runner
+// reloaded).
 func (h *Hub) heard(ctx context.Context, keys []string) {
 	if keys == nil {
-		h.kickLocal()
-		h.wakeAll()
-		if err := h.refreshAccessHere(ctx, ""); err != nil && ctx.Err() == nil {
-			h.logFailed("reload runners' access", err)
-		}
-		if err := h.syncRunners(ctx, ""); err != nil && ctx.Err() == nil {
-			h.logFailed("bring runners up to date", err)
-		}
+		h.crossSweep(ctx, true)
 		return
 	}
 	for _, k := range keys {

@@ -32,6 +32,7 @@ type metrics struct {
 	publishBytes    prometheus.Counter
 	egressDenials   *prometheus.CounterVec
 	requestErrors   *prometheus.CounterVec
+	accessLoads     prometheus.Counter
 }
 
 func newMetrics(h *Hub) *metrics {
@@ -62,8 +63,12 @@ func newMetrics(h *Hub) *metrics {
 			Name: "drover_http_request_errors_total",
 			Help: "HTTP requests answered with a 4xx or 5xx status, by route pattern and status.",
 		}, []string{"route", "code"}),
+		accessLoads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "drover_runner_access_loads_total",
+			Help: "Runners' access (owner, shares) the hub read from the store for the runners it holds: at changes, hints and cross sweeps.",
+		}),
 	}
-	m.reg.MustRegister(m.dispatchLatency, m.attempts, m.logBytes, m.publishBytes, m.egressDenials, m.requestErrors, hubCollector{h},
+	m.reg.MustRegister(m.dispatchLatency, m.attempts, m.logBytes, m.publishBytes, m.egressDenials, m.requestErrors, m.accessLoads, hubCollector{h},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -66,6 +66,16 @@ type Tx interface {
 	// user, or a project).
 	DeleteSharesOf(kind ShareKind, subject string) error
 
+	// Access versions, so a hub reloads only the runners whose access
+	// changed. Every write that changes what a runner's access is made of
+	// (its owner, name or access; its owner's user row; its or its
+	// accounts' shares) stamps the runner with a new version, greater than
+	// every earlier one. AccessVersion is the greatest (0 before any);
+	// AccessChangedSince lists the runners stamped after v, by id. A reader
+	// that sees a version sees every one below it.
+	AccessVersion() (int64, error)
+	AccessChangedSince(v int64) ([]string, error)
+
 	// Agent accounts runners report, in their owner's preference order.
 	//
 	// SyncRunnerAccounts makes accts (RunnerID, OwnerID and Rank ignored)

@@ -132,6 +132,14 @@ func TestWritesOfTwoStoresRetry(t *testing.T) {
 	storetest.ConcurrentWrites(t, a, a, b, swallowing{a}, swallowing{b})
 }
 
+// TestAccessVersionsOfStoresInOrder: hubs on one database changing
+// runners' access at once never stamp the same access version.
+func TestAccessVersionsOfStoresInOrder(t *testing.T) {
+	url := testkit.StartPostgres(t)
+	a, b, c := openTest(t, url), openTest(t, url), openTest(t, url)
+	storetest.AccessVersionRace(t, a, a, b, c, a, b, c)
+}
+
 // swallowing is a store whose Write callers ignore their statements'
 // errors, as hub code that goes on after an expected one does.
 type swallowing struct{ store.Store }

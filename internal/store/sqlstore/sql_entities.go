@@ -17,7 +17,7 @@ var users = newTable(Users)
 func (t *tx) InsertUser(u store.User) error { return t.insert(users, "user "+u.ID, UserArgs(u)) }
 
 // UpdateUser sets the user's name, admin flag and removal; the creation
-// time stays.
+// time stays; its runners get a new access version.
 func (t *tx) UpdateUser(u store.User) error {
 	what := "update user " + u.ID
 	res, err := t.exec(what, `UPDATE users SET name = ?, admin = ?, removed_at = ? WHERE id = ?`,
@@ -25,7 +25,11 @@ func (t *tx) UpdateUser(u store.User) error {
 	if err != nil {
 		return err
 	}
-	return affected(what, res)
+	if err := affected(what, res); err != nil {
+		return err
+	}
+	// Its runners' access names it and depends on its admin flag and removal.
+	return t.stampAccess("the runners of "+u.ID, "owner_id = ?", u.ID)
 }
 
 // Users lists every user by name, removed ones included.
@@ -80,7 +84,7 @@ func (t *tx) InsertRunner(r store.Runner) error {
 }
 
 func (t *tx) UpdateRunner(r store.Runner) error {
-	return t.update(runners, "runner "+r.ID, RunnerArgs(r))
+	return t.updateRow(runnerUpdate, "runner "+r.ID, RunnerArgs(r), r.OwnerID, r.Name, access(r.Access))
 }
 
 func (t *tx) Runner(id string) (store.Runner, error) {

@@ -32,10 +32,15 @@ func visibleArgs(userID string) []any {
 
 const shareCols = "SELECT " + ShareCols + " FROM shares "
 
+// PutShare, DeleteShare and DeleteSharesOf give the runners whose shares
+// they change a new access version.
 func (t *tx) PutShare(s store.Share) error {
-	return t.insertNew("put "+ShareWhat(s),
+	if err := t.insertNew("put "+ShareWhat(s),
 		`INSERT INTO shares (runner_id, account_id, kind, subject, created_at) VALUES (?, ?, ?, ?, ?)`+onConflict,
-		s.RunnerID, s.AccountID, s.Kind, s.Subject, Millis(s.CreatedAt))
+		s.RunnerID, s.AccountID, s.Kind, s.Subject, Millis(s.CreatedAt)); err != nil {
+		return err
+	}
+	return t.stampAccess("runner "+s.RunnerID, "id = ?", s.RunnerID)
 }
 
 func (t *tx) DeleteShare(s store.Share) error {
@@ -46,7 +51,10 @@ func (t *tx) DeleteShare(s store.Share) error {
 	if err != nil {
 		return err
 	}
-	return affected(what, res)
+	if err := affected(what, res); err != nil {
+		return err
+	}
+	return t.stampAccess("runner "+s.RunnerID, "id = ?", s.RunnerID)
 }
 
 // Shares lists the runner's shares and its accounts', oldest first (the
@@ -61,8 +69,11 @@ func (t *tx) AllShares() ([]store.Share, error) {
 }
 
 func (t *tx) DeleteSharesOf(kind store.ShareKind, subject string) error {
-	_, err := t.exec(fmt.Sprintf("delete shares with %s %s", kind, subject),
-		`DELETE FROM shares WHERE kind = ? AND subject = ?`, kind, subject)
+	what := fmt.Sprintf("shares with %s %s", kind, subject)
+	if err := t.stampAccess("the runners of "+what, "id IN (SELECT runner_id FROM shares WHERE kind = ? AND subject = ?)", kind, subject); err != nil {
+		return err
+	}
+	_, err := t.exec("delete "+what, `DELETE FROM shares WHERE kind = ? AND subject = ?`, kind, subject)
 	return err
 }
 

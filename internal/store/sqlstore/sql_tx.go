@@ -108,6 +108,8 @@ type table struct {
 	cols   string // comma-separated, for SELECT
 	insert string
 	update string
+	set    string // the update's assignments of every column but the key
+	key    string
 }
 
 func newTable(tb Table) table {
@@ -116,13 +118,27 @@ func newTable(tb Table) table {
 	for i, c := range cols[1:] {
 		set[i] = c + " = ?"
 	}
-	return table{
+	t := table{
 		name: name,
 		cols: strings.Join(cols, ", "),
 		insert: fmt.Sprintf("INSERT INTO %s (%s) VALUES (?%s)"+onConflict, name, strings.Join(cols, ", "),
 			strings.Repeat(", ?", len(cols)-1)),
-		update: fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", name, strings.Join(set, ", "), cols[0]),
+		set: strings.Join(set, ", "),
+		key: cols[0],
 	}
+	t.update = t.updateSetting("")
+	return t
+}
+
+// updateSetting is the update of one row that also makes extra's
+// assignments (a column the table's rows do not carry), whose placeholders
+// follow the columns' (see updateRow).
+func (tb table) updateSetting(extra string) string {
+	set := tb.set
+	if extra != "" {
+		set += ", " + extra
+	}
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", tb.name, set, tb.key)
 }
 
 // query returns a SELECT of all columns followed by rest (WHERE, ORDER BY…).
@@ -170,7 +186,14 @@ func (t *tx) insertNew(what, query string, args ...any) error {
 // update rewrites the row whose key is args[0] and reports ErrNotFound if
 // there is none.
 func (t *tx) update(tb table, what string, args []any) error {
-	res, err := t.exec("update "+what, tb.update, append(args[1:len(args):len(args)], args[0])...)
+	return t.updateRow(tb.update, what, args)
+}
+
+// updateRow runs query, an update of the row whose key is args[0], with
+// the columns' values args[1:] then extra's, and reports ErrNotFound if
+// there is none.
+func (t *tx) updateRow(query, what string, args []any, extra ...any) error {
+	res, err := t.exec("update "+what, query, append(append(args[1:len(args):len(args)], extra...), args[0])...)
 	if err != nil {
 		return err
 	}

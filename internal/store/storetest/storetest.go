@@ -56,6 +56,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AllAccounts", testAllAccounts},
 		{"Fleet", testFleet},
 		{"Shares", testShares},
+		{"AccessVersions", testAccessVersions},
+		{"AccessVersionRace", testAccessVersionRace},
 		{"ProjectMembers", testProjectMembers},
 		{"ProjectSecrets", testProjectSecrets},
 		{"ActiveJobs", testActiveJobs},
