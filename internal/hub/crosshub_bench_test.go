@@ -75,8 +75,9 @@ func benchOverHubs(t *testing.T, hubs []*testHub, runners, serial, burst int, pg
 	if n == 1 {
 		where = "on the runner's (only) hub"
 	}
-	t.Logf("%s: submit → offer, one job at a time %s (%d jobs): p50 %v, p99 %v, max %v; %d NOTIFYs in %v",
-		what, where, serial, r.serial.p50, r.serial.p99, r.serial.max, benchNotifies(hubs)-notifies0, took.Round(time.Millisecond))
+	notifies := benchNotifies(hubs) - notifies0
+	t.Logf("%s: submit → offer, one job at a time %s (%d jobs): p50 %v, p99 %v, max %v; %d NOTIFYs (%.2f per job) in %v",
+		what, where, serial, r.serial.p50, r.serial.p99, r.serial.max, notifies, float64(notifies)/float64(serial), took.Round(time.Millisecond))
 	if n > 1 {
 		same := benchQuantiles(fl.serial(t, serial, func(k int) string {
 			i := runnerOf(k)
@@ -96,7 +97,8 @@ func benchOverHubs(t *testing.T, hubs []*testHub, runners, serial, burst int, pg
 	}
 	notifies0 = benchNotifies(hubs)
 	r.burst = fl.burst(t, burst, func(i int) string { return benchSubmit(t, hubs[i%n], nil) })
-	t.Logf("%s: %v, submitted round robin over %d hub(s); %d NOTIFYs", what, r.burst, n, benchNotifies(hubs)-notifies0)
+	notifies = benchNotifies(hubs) - notifies0
+	t.Logf("%s: %v, submitted round robin over %d hub(s); %d NOTIFYs (%.2f per job)", what, r.burst, n, notifies, float64(notifies)/float64(burst))
 	if pg != nil {
 		d := pg.counts(t).minus(before, 1)
 		t.Logf("%s: burst, per job: %s", what, d.per(float64(burst)))

@@ -19,13 +19,14 @@ import (
 // correctness, so delivery is best effort.
 //
 // NOTIFY serializes the commits of every notifying session on the server,
-// so hints are never sent one per write: Publish buffers them and one
-// NOTIFY per hintWindow carries all of them (several when they exceed a
-// payload).
+// so hints are never sent one per write, and a hub sends at most one
+// NOTIFY per hintWindow (several when they exceed a payload): a hint
+// published when none went out in the last window goes at once, and those
+// published while one was just sent wait for the window's end and travel
+// together. An idle hub's hint pays no window; a busy hub's are coalesced.
 const (
 	hintChannel = "drover_hints"
-	// hintWindow bounds how long a hint waits for others to share its
-	// NOTIFY.
+	// hintWindow is the least time between two of a Store's NOTIFYs.
 	hintWindow = 20 * time.Millisecond
 	// hintPayload stays under the server's 8000-byte payload limit.
 	hintPayload = 7800
@@ -38,25 +39,31 @@ const (
 )
 
 // hints is a Store's side of the channel: what it has yet to send, and who
-// it is, so that its own hints are not handed back to it.
+// it is, so that its own hints are not handed back to it. One sender
+// goroutine runs while hints flow (busy) and ends after a window in which
+// none came.
 type hints struct {
 	origin  string
+	window  time.Duration // hintWindow; tests make it longer
 	mu      sync.Mutex
 	pending map[string]bool
 	order   []string // pending, in the order first published
-	timer   *time.Timer
+	busy    bool     // the sender runs: it sends what is pending
 	closed  bool
+	stop    chan struct{} // closed by closeHints: the sender cuts its window short
+	sender  sync.WaitGroup
 	sent    atomic.Int64 // NOTIFY statements sent
 }
 
 func newHints() *hints {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	return &hints{origin: hex.EncodeToString(b), pending: map[string]bool{}}
+	return &hints{origin: hex.EncodeToString(b), window: hintWindow, pending: map[string]bool{}, stop: make(chan struct{})}
 }
 
 // Publish queues hints for the other hubs on the database. It never
-// blocks on the server: they go out within hintWindow, coalesced.
+// blocks on the server: they go out at once when the Store is idle, else
+// at the end of the window of the NOTIFY just sent, coalesced.
 func (s *Store) Publish(keys ...string) {
 	h := s.hints
 	h.mu.Lock()
@@ -71,18 +78,42 @@ func (s *Store) Publish(keys ...string) {
 		h.pending[k] = true
 		h.order = append(h.order, k)
 	}
-	if h.timer == nil && len(h.order) > 0 {
-		h.timer = time.AfterFunc(hintWindow, s.flushHints)
+	if !h.busy && len(h.order) > 0 {
+		h.busy = true
+		h.sender.Add(1)
+		go s.sendHints()
 	}
 }
 
-// flushHints sends what is pending, in as few NOTIFYs as fit the payload.
-func (s *Store) flushHints() {
+// sendHints sends what is pending, then waits a window and sends what
+// came meanwhile, until a window passes with nothing new.
+func (s *Store) sendHints() {
 	h := s.hints
-	h.mu.Lock()
-	keys := h.order
-	h.order, h.pending, h.timer = nil, map[string]bool{}, nil
-	h.mu.Unlock()
+	defer h.sender.Done()
+	window := time.NewTimer(h.window)
+	defer window.Stop()
+	for {
+		h.mu.Lock()
+		keys := h.order
+		h.order, h.pending = nil, map[string]bool{}
+		if len(keys) == 0 {
+			h.busy = false
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+		s.notify(keys)
+		window.Reset(h.window)
+		select {
+		case <-window.C:
+		case <-h.stop:
+		}
+	}
+}
+
+// notify sends keys in as few NOTIFYs as fit the payload.
+func (s *Store) notify(keys []string) {
+	h := s.hints
 	for len(keys) > 0 {
 		var b strings.Builder
 		b.WriteString(h.origin)
@@ -102,16 +133,17 @@ func (s *Store) flushHints() {
 	}
 }
 
-// closeHints sends what is pending and stops publishing.
+// closeHints sends what is pending without waiting out the window, and
+// stops publishing.
 func (s *Store) closeHints() {
 	h := s.hints
 	h.mu.Lock()
-	h.closed = true
-	t := h.timer
-	h.mu.Unlock()
-	if t != nil && t.Stop() {
-		s.flushHints()
+	if !h.closed {
+		h.closed = true
+		close(h.stop)
 	}
+	h.mu.Unlock()
+	h.sender.Wait()
 }
 
 // NotifiesSent is how many NOTIFY statements this Store has sent (tests
