@@ -50,15 +50,20 @@ script's turn: the job waits for 'drover answer' and then runs again.
 		RunE: showHelp,
 	}
 	var choices []string
+	var expiresIn time.Duration
 	ask := &cobra.Command{
-		Use:   "ask QUESTION [--choice C]...",
+		Use:   "ask QUESTION [--choice C]... [--expires-in D]",
 		Short: "Print the approved answer to QUESTION, or ask it and exit 3",
 		Args:  exactArgs("QUESTION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.toolAsk(cmd.Context(), args[0], choices)
+			if expiresIn < 0 || expiresIn%time.Second != 0 {
+				return usagef("--expires-in %s: want a whole number of seconds, 0 for no expiry", expiresIn)
+			}
+			return a.toolAsk(cmd.Context(), args[0], choices, int64(expiresIn/time.Second))
 		},
 	}
 	ask.Flags().StringArrayVar(&choices, "choice", nil, "a choice to offer (repeatable)")
+	ask.Flags().DurationVar(&expiresIn, "expires-in", 0, "fail the job if nobody answers within this time (e.g. 2h; default: no expiry)")
 	one := func(name, use, short, key string) *cobra.Command {
 		return &cobra.Command{
 			Use:   use,
@@ -118,7 +123,7 @@ script's turn: the job waits for 'drover answer' and then runs again.
 
 // toolAsk prints the approved answer to question if the job has one, else
 // asks it.
-func (a *app) toolAsk(ctx context.Context, question string, choices []string) error {
+func (a *app) toolAsk(ctx context.Context, question string, choices []string, expiresInSeconds int64) error {
 	text, err := a.callTool(ctx, tools.ToolContext, map[string]any{})
 	if err != nil {
 		return err
@@ -135,6 +140,9 @@ func (a *app) toolAsk(ctx context.Context, question string, choices []string) er
 	args := map[string]any{"question": question}
 	if len(choices) > 0 {
 		args["choices"] = choices
+	}
+	if expiresInSeconds > 0 {
+		args["expires_in_seconds"] = expiresInSeconds
 	}
 	if _, err := a.callTool(ctx, tools.ToolAsk, args); err != nil {
 		return err

@@ -108,6 +108,26 @@ func TestToolAskAsksOnceThenPrintsTheAnswer(t *testing.T) {
 	}
 }
 
+// --expires-in reaches the ask tool in whole seconds; anything else is a
+// usage error that asks nothing.
+func TestToolAskExpiresIn(t *testing.T) {
+	b := &toolBackend{}
+	cfg, _ := toolServer(t, b)
+	env := map[string]string{"DROVER_MCP_CONFIG": cfg}
+	for _, bad := range []string{"1500ms", "-1s", "soon"} {
+		if r := runCLI(t, env, "", "tool", "ask", "Quick?", "--expires-in", bad); r.code != 2 {
+			t.Errorf("--expires-in %s: %d %q", bad, r.code, r.stderr)
+		}
+	}
+	if len(b.asked) != 0 {
+		t.Fatalf("a bad --expires-in asked %+v", b.asked)
+	}
+	r := runCLI(t, env, "", "tool", "ask", "Quick?", "--expires-in", "2m")
+	if r.code != exitAsked || len(b.asked) != 1 || b.asked[0].ExpiresInSeconds != 120 {
+		t.Fatalf("ask --expires-in 2m: %d %q, asked %+v", r.code, r.stderr, b.asked)
+	}
+}
+
 func TestToolOutsideAJobSaysSo(t *testing.T) {
 	r := runCLI(t, nil, "", "tool", "deliver", "x")
 	if r.code != 1 || !strings.Contains(r.stderr, "inside a job submitted with --tools") {

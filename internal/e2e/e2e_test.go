@@ -24,9 +24,15 @@ func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
 
 func submit(t *testing.T, c *client.Client, args ...string) protocol.JobView {
 	t.Helper()
+	return submitReq(t, c, protocol.SubmitRequest{Agent: "exec", Args: args})
+}
+
+// submitReq submits req with c.
+func submitReq(t *testing.T, c *client.Client, req protocol.SubmitRequest) protocol.JobView {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Args: args})
+	v, _, err := c.Submit(ctx, req)
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}

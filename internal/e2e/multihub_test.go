@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -143,26 +144,44 @@ func TestRunnerFailsOverWhenItsHubDies(t *testing.T) {
 	}
 }
 
-// TestJobSurvivesAPostgresRestart: Postgres restarts (every session cut)
-// while a job runs; the hub and the runner carry on and the job completes
-// once with its log byte-exact.
+// TestJobSurvivesAPostgresRestart: three hubs on one Postgres; a job
+// submitted on hub A runs on a runner of hub B when Postgres restarts
+// (every session of every hub cut). The hubs and the runner carry on: the
+// job completes once (one claim, one attempt) with its log byte-exact,
+// every hub is ready again and lists three hubs and one leader, and a job
+// submitted on hub C after it runs too.
 func TestJobSurvivesAPostgresRestart(t *testing.T) {
 	t.Parallel()
 	pg := testkit.StartPostgresCluster(t)
-	hub := testkit.StartHub(t, bin, "--db", pg.URL)
-	c := hub.Client()
-	r := hub.StartRunner(t, "r1")
+	hs := threeHubsOn(t, pg.URL)
+	a, b, c := hs[0], hs[1], hs[2]
+	r := a.LoginRunner(t, "r1", b.URL)
+	r.Start()
 	argv, want := countdown(40)
-	j := submit(t, c, argv...)
-	waitLog(t, c, j.ID, "line 5\n")
+	j := submit(t, a.Client(), argv...)
+	waitRunningOn(t, a, j.ID, "r1")
+	waitLog(t, a.Client(), j.ID, "line 5\n")
 	pg.Restart(t, time.Second)
-	v := testkit.WaitJob(t, c, j.ID, 2*time.Minute, state(job.Completed))
-	if got := wantOnce(t, c, r, v); got != want {
+	v := testkit.WaitJob(t, c.Client(), j.ID, 2*time.Minute, state(job.Completed))
+	if got := wantOnce(t, a.Client(), r, v); got != want {
 		t.Fatalf("log = %q\nwant %q", got, want)
 	}
-	// And it goes on taking jobs.
-	j2 := submit(t, c, "sh", "-c", "echo after")
-	testkit.WaitJob(t, c, j2.ID, time.Minute, state(job.Completed))
+	for _, h := range hs {
+		sandboxtest.WaitFor(t, "readyz and three hubs, one leader, on "+h.URL, func() bool {
+			code, _, err := h.Probe("/readyz")
+			if err != nil || code != http.StatusOK {
+				return false
+			}
+			leader, _, n := leaderOf(t, h)
+			return leader != "" && n == 3
+		})
+	}
+	// And they go on taking jobs.
+	j2 := submit(t, c.Client(), "sh", "-c", "echo after")
+	testkit.WaitJob(t, a.Client(), j2.ID, time.Minute, state(job.Completed))
+	if got := testkit.Log(t, b.Client(), j2.ID, 1); got != "after\n" {
+		t.Fatalf("log of a job after the restart = %q", got)
+	}
 }
 
 // TestRepoJobPublishesAfterItsHubDies: as above with a job of a hosted

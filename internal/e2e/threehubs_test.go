@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +24,13 @@ const threeHubLease = 6 * time.Second
 // sharing one data directory (the hosted repositories live there).
 func threeHubs(t *testing.T) [3]*testkit.Hub {
 	t.Helper()
-	a := testkit.StartHub(t, bin, "--db", testkit.StartPostgres(t),
+	return threeHubsOn(t, testkit.StartPostgres(t))
+}
+
+// threeHubsOn is threeHubs on the database url.
+func threeHubsOn(t *testing.T, url string) [3]*testkit.Hub {
+	t.Helper()
+	a := testkit.StartHub(t, bin, "--db", url,
 		"--lease", threeHubLease.String(), "--heartbeat", "1s", "--hub-ttl", "2s")
 	return [3]*testkit.Hub{a, a.StartPeer(t, a.Data), a.StartPeer(t, a.Data)}
 }
@@ -153,10 +161,13 @@ func TestThreeHubs(t *testing.T) {
 }
 
 // TestThreeHubsLeaderDies: three hubs; runner rl (given all three hubs) on
-// the leader, rs on another hub and rk on the third, each running a job.
-// SIGKILL the leader and rk: a new leader comes, rl moves to another hub
-// and its job completes once, rs's job completes untouched, and rk's
-// attempt is expired to unknown by the new leader, once.
+// the leader, rs on another hub and rk on the third, each running a job;
+// rk's agent of a second job has asked, through its follower hub, a
+// question that expires a few seconds on. SIGKILL the leader and rk: a new
+// leader comes, rl moves to another hub and its job completes once, rs's
+// job completes untouched, rk's attempt is expired to unknown by the new
+// leader, once, and so is the question: its job fails question_expired,
+// and a late answer is refused.
 func TestThreeHubsLeaderDies(t *testing.T) {
 	t.Parallel()
 	hs := threeHubs(t)
@@ -166,8 +177,10 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 		leaderID, _, _ = leaderOf(t, hs[0])
 		return leaderID != ""
 	})
+	ids := map[*testkit.Hub]string{} // asked while all live
 	for _, h := range hs {
-		if _, self, _ := leaderOf(t, h); self == leaderID {
+		_, ids[h], _ = leaderOf(t, h)
+		if ids[h] == leaderID {
 			leader = h
 		}
 	}
@@ -202,10 +215,19 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 	rs.Start()
 	js := submit(t, sub.Client(), argv...)
 	waitRunningOn(t, sub, js.ID, "rs")
-	rk.Start()
+	rk.Start("--slots", "2")
 	jk := submit(t, sub.Client(), "sh", "-c", "echo started; sleep 120")
 	waitRunningOn(t, sub, jk.ID, "rk")
 	waitLog(t, sub.Client(), jk.ID, "started\n")
+	// Its expiry outlasts the wait for the job to wait (a waiting job
+	// holds no slot of rk) and ends after the kill: the old leader, alive
+	// until then, must not be the one to expire it.
+	jq := submitReq(t, sub.Client(), protocol.SubmitRequest{Agent: "exec", Tools: true,
+		Args: []string{"sh", "-c", `drover tool ask "Still there?" --expires-in ` + questionExpiry.String()}})
+	wq := testkit.WaitJob(t, sub.Client(), jq.ID, time.Minute, func(v protocol.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
+	if wq.State != job.Waiting || len(wq.Questions) != 1 || wq.Questions[0].ExpiresAt == nil || wq.Attempts[0].Runner != "rk" {
+		t.Fatalf("the asking job: %+v\n%s", wq, testkit.Log(t, sub.Client(), jq.ID, 1))
+	}
 
 	killed := time.Now()
 	leader.Kill()
@@ -243,18 +265,56 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 		t.Errorf("killed runner's job: reason %s; want %s", v.Reason, job.ReasonRunnerLost)
 	}
 	wantShownOnce(t, others[1], jk.ID, job.AttemptUnknown)
-	expired := regexp.MustCompile(`msg="attempt expired" job=` + regexp.QuoteMeta(jk.ID) + `\b`)
-	var by []string
-	for _, h := range others {
-		if n := len(expired.FindAllString(h.Output(), -1)); n > 0 {
-			_, self, _ := leaderOf(t, h)
-			by = append(by, fmt.Sprintf("%s ×%d", self, n))
-		}
-	}
-	if len(by) != 1 || by[0] != next+" ×1" {
+	if by := loggedBy(ids, `msg="attempt expired" job=`+regexp.QuoteMeta(jk.ID)+`\b`); len(by) != 1 || by[0] != next+" ×1" {
 		t.Errorf("the killed runner's attempt expired by %v; want once, by the new leader %s", by, next)
 	}
+
+	// waiting → question_expired → failed (docs/states.md), once, under the
+	// new leader; its one attempt stays asked, nothing runs again, and the
+	// answer that comes too late changes nothing.
+	if killed.After(*wq.Questions[0].ExpiresAt) {
+		t.Fatalf("the question expired before the leader's kill (asked %s, killed %s): raise questionExpiry", wq.Questions[0].AskedAt, killed)
+	}
+	vq := testkit.WaitJob(t, others[1].Client(), jq.ID, time.Minute, func(v protocol.JobView) bool { return v.State != job.Waiting })
+	if vq.State != job.Failed || vq.Reason != job.ReasonQuestionExpired {
+		t.Errorf("the asking job after its question's expiry: %s (%s); want failed (%s)", vq.State, vq.Reason, job.ReasonQuestionExpired)
+	}
+	if out, err := others[0].CLI("answer", jq.ID, "yes"); err == nil || !strings.Contains(out, "conflict") && !strings.Contains(out, "failed") {
+		t.Errorf("drover answer after the expiry: %v\n%s; want it refused", err, out)
+	}
+	sq := showJSON(t, others[0], jq.ID)
+	if k := kindsOf(sq.Events); k["question_expired"] != 1 || k["offered"] != 1 || k["asked"] != 1 || k["answered"] != 0 {
+		t.Errorf("asking job's events %v; want one offered, asked and question_expired, none answered", k)
+	}
+	if len(sq.Attempts) != 1 || sq.Attempts[0].State != job.AttemptAsked || sq.State != job.Failed {
+		t.Errorf("asking job %s, attempts %+v; want failed with one asked attempt", sq.State, sq.Attempts)
+	}
+	if n := claimsOf(rl, rs, rk)[jq.ID]; n != 1 {
+		t.Errorf("the asking job was claimed %d times; want once", n)
+	}
+	if by := loggedBy(ids, `msg="question expired" job=`+regexp.QuoteMeta(jq.ID)+`\b`); len(by) != 1 || by[0] != next+" ×1" {
+		t.Errorf("the question expired by %v; want once, by the new leader %s", by, next)
+	}
 }
+
+// loggedBy lists the hubs (by id) whose log, the dead ones' included,
+// matches the pattern, each with how many times.
+func loggedBy(ids map[*testkit.Hub]string, pattern string) []string {
+	re := regexp.MustCompile(pattern)
+	var by []string
+	for h, id := range ids {
+		if n := len(re.FindAllString(h.Output(), -1)); n > 0 {
+			by = append(by, fmt.Sprintf("%s ×%d", id, n))
+		}
+	}
+	slices.Sort(by)
+	return by
+}
+
+// questionExpiry is how long the question asked before the leader's kill
+// waits: longer than reaching the kill takes, shorter than the test's wait
+// for the new leader's lease expiry after it.
+const questionExpiry = 5 * time.Second
 
 // waitRunningOn waits until job id runs on the named runner.
 func waitRunningOn(t *testing.T, h *testkit.Hub, id, runner string) {

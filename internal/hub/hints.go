@@ -45,6 +45,9 @@ const (
 	// hintLeft: a runner left its hub, so its leases are now the leader's
 	// to expire: the leader sweeps to learn their deadlines.
 	hintLeft = "l"
+	// hintDeadline: a question asked through another hub may have
+	// expired: the leader sweeps.
+	hintDeadline = "d"
 )
 
 // crossHub is what a hub keeps for the hubs beside it.
@@ -131,7 +134,7 @@ func (h *Hub) heard(ctx context.Context, keys []string) {
 		switch {
 		case k == hintQueued:
 			h.kickLocal()
-		case k == hintLeft:
+		case k == hintLeft || k == hintDeadline:
 			if h.leading() {
 				h.kickSweep()
 			}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -420,11 +421,24 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 }
 
+// leaderAndFollowerHinted is leaderAndFollower by startHubs: the hubs
+// hear each other's hints (none if dropped), and nothing else (no sweeps).
+func leaderAndFollowerHinted(t *testing.T, dropped bool) (leader, follower *testHub) {
+	t.Helper()
+	cfg := hubsConfig()
+	cfg.CrossSweep = noSweep
+	ths := startHubs(t, 2, cfg, dropped)
+	if a := waitLeader(t, ths); a != ths[0] {
+		return a, ths[0]
+	}
+	return ths[0], ths[1]
+}
+
 // A question expires under the leader only, even one asked through a
-// follower (whose own expiry kick finds nothing to do there).
+// follower (whose own expiry kick finds nothing to do there). The hints
+// are lost, so the leader sweeps only when the test says.
 func TestQuestionsExpireOnlyUnderTheLeader(t *testing.T) {
-	_, ths := leaderAndFollower(t)
-	a, b := ths[0], ths[1]
+	a, b := leaderAndFollowerHinted(t, true)
 	j := b.waitOnExpiringQuestion(200 * time.Millisecond)
 	waitFor(t, "the question's expiry", func() bool { return time.Now().After(*j.Questions[0].ExpiresAt) })
 	var pruned time.Time
@@ -436,5 +450,20 @@ func TestQuestionsExpireOnlyUnderTheLeader(t *testing.T) {
 	a.h.sweepPass(context.Background(), &pruned)
 	if v := a.job(j.ID); v.State != job.Failed || v.Reason != job.ReasonQuestionExpired {
 		t.Fatalf("the leader did not expire the question: %+v", v)
+	}
+}
+
+// A question asked through a follower expires when it is due, though the
+// leader's own sweep is an hour away: the follower's expiry kick reaches
+// the leader as a hint.
+func TestQuestionAskedThroughAFollowerExpiresWhenDue(t *testing.T) {
+	a, b := leaderAndFollowerHinted(t, false)
+	j := b.waitOnExpiringQuestion(300 * time.Millisecond)
+	v := a.waitJob(j.ID, func(v protocol.JobView) bool { return v.State != job.Waiting })
+	if v.State != job.Failed || v.Reason != job.ReasonQuestionExpired {
+		t.Fatalf("the job after its question's expiry: %+v", v)
+	}
+	if k := eventKinds(a, j.ID); k[len(k)-1] != "question_expired" || slices.Index(k, "question_expired") != len(k)-1 {
+		t.Fatalf("events %v; want one question_expired, last", k)
 	}
 }

@@ -112,7 +112,8 @@ func (h *Hub) ask(ctx context.Context, c *conn, reqID string, m protocol.Ask) (j
 		return protocol.AskAck{QuestionID: q.ID}, h.event(tx, j.ID, "asked", c.name, "attempt %d asked %s: %s", a.Epoch, q.ID, excerpt(q.Text))
 	})
 	if err == nil && m.ExpiresIn > 0 {
-		time.AfterFunc(m.ExpiresIn.D()+50*time.Millisecond, h.kickSweep)
+		// The leader expires it, maybe on another hub: tell them all.
+		time.AfterFunc(m.ExpiresIn.D()+50*time.Millisecond, func() { h.kickSweep(); h.hint(hintDeadline) })
 	}
 	return body, err
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"drover/internal/buildinfo"
 	"drover/internal/job"
@@ -262,16 +263,31 @@ func (b *toolBackend) publish(ctx context.Context, checkpoint bool) (string, err
 func (b *toolBackend) hub() (context.Context, protocol.Hub) { return b.r.life, b.r.hubFor(b.a) }
 
 func (b *toolBackend) Ask(ctx context.Context, q tools.Question) (tools.AskResult, error) {
+	ask, err := askOf(b.a.ref, q) // before publishing: a refused question publishes nothing
+	if err != nil {
+		return tools.AskResult{}, err
+	}
 	head, err := b.publish(ctx, true)
 	if err != nil && !errors.Is(err, errNoRepo) {
 		return tools.AskResult{}, err
 	}
 	rctx, hub := b.hub()
-	ack, err := hub.Ask(rctx, newRequestID(), protocol.Ask{AttemptRef: b.a.ref, Question: q.Text, Choices: q.Choices})
+	ack, err := hub.Ask(rctx, newRequestID(), ask)
 	if err != nil {
 		return tools.AskResult{}, toolErr(protocol.TypeAsk, err)
 	}
 	return tools.AskResult{QuestionID: ack.QuestionID, Head: head}, nil
+}
+
+// askOf is the ask request of the agent's question, checked against the
+// hub's limits.
+func askOf(ref protocol.AttemptRef, q tools.Question) (protocol.Ask, error) {
+	ask := protocol.Ask{AttemptRef: ref, Question: q.Text, Choices: q.Choices}
+	if max := int64(protocol.MaxQuestionExpiry / time.Second); q.ExpiresInSeconds > max { // more would overflow a Duration
+		return ask, fmt.Errorf("expires_in_seconds is %d; the limit is %d (a year)", q.ExpiresInSeconds, max)
+	}
+	ask.ExpiresIn = protocol.Duration(time.Duration(q.ExpiresInSeconds) * time.Second)
+	return ask, ask.Validate()
 }
 
 func (b *toolBackend) Checkpoint(ctx context.Context, message string) (tools.CheckpointResult, error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -272,5 +273,27 @@ func TestToolsSparseAddWidensTheCheckout(t *testing.T) {
 	fin, log, _ = run(nil)
 	if fin.Outcome.State != job.AttemptFailed || !strings.Contains(log, "the job is not sparse") {
 		t.Fatalf("whole job's sparse_add: %+v\n%s", fin.Outcome, log)
+	}
+}
+
+// The agent's expiry reaches the hub in its unit; beyond a year (or so far
+// it would overflow a Duration) it is refused before anything is sent.
+func TestAskOfExpiry(t *testing.T) {
+	ref := newRef()
+	for _, tc := range []struct {
+		seconds int64
+		want    time.Duration
+		ok      bool
+	}{
+		{0, 0, true},
+		{2, 2 * time.Second, true},
+		{int64(protocol.MaxQuestionExpiry / time.Second), protocol.MaxQuestionExpiry, true},
+		{int64(protocol.MaxQuestionExpiry/time.Second) + 1, 0, false},
+		{1 << 62, 0, false},
+	} {
+		a, err := askOf(ref, tools.Question{Text: "quick?", ExpiresInSeconds: tc.seconds})
+		if (err == nil) != tc.ok || tc.ok && (a.ExpiresIn.D() != tc.want || a.AttemptRef != ref) {
+			t.Errorf("askOf(%d s) = %+v, %v; want %s, ok %v", tc.seconds, a, err, tc.want, tc.ok)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -267,6 +268,20 @@ func (h *Hub) Client() *client.Client {
 		h.t.Fatal(err)
 	}
 	return c
+}
+
+// Probe GETs path (/healthz, /readyz) of the hub without a token, as a
+// load balancer does: the status code and body, or an error if the hub
+// did not answer.
+func (h *Hub) Probe(path string) (int, string, error) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(h.URL + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }
 
 // Output is everything the hub printed.

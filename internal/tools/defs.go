@@ -48,7 +48,9 @@ func Definitions() []Definition {
 	"properties": {
 		"question": {"type": "string", "description": "The question, with what the person needs to decide it (at most %d bytes)."},
 		"choices": {"type": "array", "items": {"type": "string"}, "maxItems": %d,
-			"description": "Optional answers to pick from (each at most %d bytes); the person may still answer in free text."}
+			"description": "Optional answers to pick from (each at most %d bytes); the person may still answer in free text."},
+		"expires_in_seconds": {"type": "integer", "minimum": 0,
+			"description": "Optional: fail the job if nobody answers within this many seconds (at most a year); without it the job waits as long as it takes."}
 	},
 	"required": ["question"],
 	"additionalProperties": false

@@ -206,12 +206,12 @@ func TestAskPausesAndRefusesLaterMutations(t *testing.T) {
 		h := start(t, f)
 		cs := connect(t, h, version)
 
-		text, isErr := call(t, cs, "ask", map[string]any{"question": "sqlite or postgres?", "choices": []string{"sqlite", "postgres"}})
+		text, isErr := call(t, cs, "ask", map[string]any{"question": "sqlite or postgres?", "choices": []string{"sqlite", "postgres"}, "expires_in_seconds": 3600})
 		if isErr || !strings.Contains(text, "q_1") || !strings.Contains(text, "paused") || !strings.Contains(text, "Stop now") {
 			t.Fatalf("ask: %v %s", isErr, text)
 		}
 		qs := f.recorded().questions
-		if len(qs) != 1 || qs[0].Text != "sqlite or postgres?" || !slices.Equal(qs[0].Choices, []string{"sqlite", "postgres"}) {
+		if len(qs) != 1 || qs[0].Text != "sqlite or postgres?" || !slices.Equal(qs[0].Choices, []string{"sqlite", "postgres"}) || qs[0].ExpiresInSeconds != 3600 {
 			t.Fatalf("backend questions %+v", qs)
 		}
 		if h.tools.Status() != tools.Waiting {
@@ -247,6 +247,7 @@ func TestOversizeArgumentsRefused(t *testing.T) {
 		{"ask", map[string]any{"question": "pick", "choices": make([]string, tools.MaxChoices+1)}, "21 choices"},
 		{"ask", map[string]any{"question": "pick", "choices": []string{"a", strings.Repeat("c", tools.MaxChoice+1)}}, "choice 2 is 501 bytes"},
 		{"ask", map[string]any{"question": "  "}, "question is required"},
+		{"ask", map[string]any{"question": "pick", "expires_in_seconds": -1}, "expires_in_seconds is -1"},
 		{"ask", map[string]any{}, "question is required"},
 		{"checkpoint", map[string]any{"message": strings.Repeat("m", tools.MaxMessage+1)}, "limit is 65536 bytes"},
 		{"deliver", map[string]any{"summary": strings.Repeat("s", tools.MaxSummary+1)}, "limit is 65536 bytes"},

@@ -55,6 +55,10 @@ type SparseResult struct {
 type Question struct {
 	Text    string   `json:"question"`
 	Choices []string `json:"choices,omitempty"`
+	// ExpiresInSeconds, when set, is how long the question may wait for an
+	// approved answer; after it the job fails with question_expired. The
+	// hub holds its upper bound.
+	ExpiresInSeconds int64 `json:"expires_in_seconds,omitempty"`
 }
 
 // AskResult is what the backend made of a question.
@@ -276,6 +280,9 @@ func checkQuestion(q Question) error {
 		if err := checkText(fmt.Sprintf("choice %d", i+1), c, MaxChoice); err != nil {
 			return err
 		}
+	}
+	if q.ExpiresInSeconds < 0 {
+		return fmt.Errorf("expires_in_seconds is %d; want 0 (no expiry) or more", q.ExpiresInSeconds)
 	}
 	return nil
 }
