@@ -120,7 +120,9 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 	}
 	// The answers' size is capped: a larger file than maxWriteBytes (its
 	// size unknown without ls-tree) stops cat-file, and git restores them.
-	capped := &cappedBuffer{max: maxWriteBytes + 128*(probes+len(blobs))}
+	// Beside the contents, each answer is a header (a "missing" one repeats
+	// the question).
+	capped := &cappedBuffer{max: maxWriteBytes + in.Len() + 128*(probes+len(blobs))}
 	_, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdin: strings.NewReader(in.String()), Stdout: capped,
 		Args: []string{"cat-file", "-z", "--batch"}})
 	if capped.over {
