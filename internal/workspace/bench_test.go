@@ -34,7 +34,7 @@ func BenchmarkWorkspace(b *testing.B) {
 	const files, changed = 100_000, 10
 	for b.Loop() {
 		tmp := b.TempDir()
-		g := Git{Env: []string{"GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=b@b"}}
+		g, names, base, next, bare := benchRepo(b, tmp, files, changed)
 		run := func(dir string, args ...string) string {
 			out, err := g.Out(b.Context(), dir, args...)
 			if err != nil {
@@ -42,22 +42,6 @@ func BenchmarkWorkspace(b *testing.B) {
 			}
 			return out
 		}
-		src := filepath.Join(tmp, "src")
-		genStart := time.Now()
-		names := generateTree(b, src, files)
-		run(src, "init", "--quiet")
-		run(src, "add", "--all")
-		run(src, "commit", "--quiet", "-m", "generated")
-		base := run(src, "rev-parse", "HEAD")
-		rng := rand.New(rand.NewPCG(2, 2))
-		for i := range changed {
-			write(b, filepath.Join(src, names[rng.IntN(len(names))]), fmt.Sprintf("changed %d\n", i), 0o644)
-		}
-		run(src, "commit", "--quiet", "-am", "ten files")
-		next := run(src, "rev-parse", "HEAD")
-		bare := filepath.Join(tmp, "bare.git")
-		run(tmp, "clone", "--quiet", "--bare", src, bare)
-		fmt.Fprintf(os.Stderr, "generated %d files and their repository in %s\n", files, time.Since(genStart).Round(time.Millisecond))
 
 		c, err := NewCache(CacheConfig{Home: filepath.Join(tmp, "home"), Git: Git{}, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		noErr(b, err)
@@ -155,6 +139,37 @@ func BenchmarkWorkspace(b *testing.B) {
 		b.ReportMetric(float64(pub.Size), "bundle-B")
 		b.ReportMetric(float64(resume.Milliseconds()), "resume-ms")
 	}
+}
+
+// benchRepo generates a repository of files files in tmp/src, commits
+// them (base), changes changed of them (next), and clones it bare
+// (tmp/bare.git); names are the files' paths.
+func benchRepo(b *testing.B, tmp string, files, changed int) (g Git, names []string, base, next, bare string) {
+	g = Git{Env: []string{"GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=b@b"}}
+	run := func(dir string, args ...string) string {
+		out, err := g.Out(b.Context(), dir, args...)
+		if err != nil {
+			b.Fatalf("git %v: %v", args, err)
+		}
+		return out
+	}
+	src := filepath.Join(tmp, "src")
+	genStart := time.Now()
+	names = generateTree(b, src, files)
+	run(src, "init", "--quiet")
+	run(src, "add", "--all")
+	run(src, "commit", "--quiet", "-m", "generated")
+	base = run(src, "rev-parse", "HEAD")
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := range changed {
+		write(b, filepath.Join(src, names[rng.IntN(len(names))]), fmt.Sprintf("changed %d\n", i), 0o644)
+	}
+	run(src, "commit", "--quiet", "-am", "ten files")
+	next = run(src, "rev-parse", "HEAD")
+	bare = filepath.Join(tmp, "bare.git")
+	run(tmp, "clone", "--quiet", "--bare", src, bare)
+	fmt.Fprintf(os.Stderr, "generated %d files and their repository in %s\n", files, time.Since(genStart).Round(time.Millisecond))
+	return g, names, base, next, bare
 }
 
 // hubServer serves the bare repositories under root over smart HTTP the

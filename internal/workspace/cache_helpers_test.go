@@ -1,15 +1,18 @@
 package workspace
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -76,7 +79,14 @@ func (f *cacheFixture) sh(dir, script string) string {
 // and commits them all.
 func (f *cacheFixture) commit(files map[string]string) string {
 	f.t.Helper()
-	for name, content := range files {
+	// Deletions ("") first, so that a file deleted makes way for a folder
+	// of the same name whatever the map's order.
+	names := slices.Sorted(maps.Keys(files))
+	slices.SortStableFunc(names, func(a, b string) int {
+		return cmp.Compare(min(len(files[a]), 1), min(len(files[b]), 1))
+	})
+	for _, name := range names {
+		content := files[name]
 		mode := os.FileMode(0o644)
 		if n, ok := strings.CutSuffix(name, "*"); ok {
 			name, mode = n, 0o755

@@ -88,7 +88,7 @@ func (w *Worktree) Changes(ctx context.Context) (Changes, error) {
 // tracked, staged, untracked and ignored.
 func (w *Worktree) Discard(ctx context.Context) error {
 	w.dropPending()
-	if err := w.reset(ctx, w.rec.Head); err != nil {
+	if err := w.reset(ctx, w.rec.Head, nil); err != nil {
 		return fmt.Errorf("discard changes of %s: %w", w.rec.Job, err)
 	}
 	w.rec.IndexHead = w.rec.Head

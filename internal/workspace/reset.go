@@ -27,23 +27,22 @@ type resetScope struct {
 // head's entries there, index and files: itself when it can (headFiles),
 // else in one `git restore`. That is what checkout --force and clean -ffdx
 // would do, in proportion to the change.
+// diff is the comparison of from and head when already read.
 // It returns those paths (the scope the checks look at) or why the whole
 // worktree must be reset instead.
-func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []string, lap func(string)) (*resetScope, error) {
+func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []string, diff *treeDiff, lap func(string)) (*resetScope, error) {
 	set := map[string]bool{}
 	for _, p := range changed {
 		set[p] = true
 	}
 	if from != head {
-		out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", from, head}})
-		if err != nil {
-			return nil, fmt.Errorf("compare %s with %s: %w", short(head), short(from), err)
+		if diff == nil || diff.from != from || diff.to != head {
+			var err error
+			if diff, err = diffTrees(ctx, w.repo, from, head); err != nil {
+				return nil, err
+			}
 		}
-		entries, err := parseEntries(out, true)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range entries {
+		for _, e := range diff.entries {
 			p := e.path
 			if rulesFile(p) {
 				return nil, fmt.Errorf("%s changes %s", short(head), p)
@@ -71,13 +70,16 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 	// is what from has there: asked of the clone's objects, which spares
 	// reading the index of 100,000 entries once more.
 	lap("compare bases")
-	types, err := w.pathTypes(ctx, scope.paths, from, head)
-	if err != nil {
-		return nil, err
+	types, known := typesFromDiff(scope.paths, diff, from, head)
+	if types == nil {
+		var err error
+		if types, err = w.pathTypes(ctx, scope.paths, from, head); err != nil {
+			return nil, err
+		}
 	}
 	lap("look up paths")
 	scope.head = types[head]
-	files, err := w.headFiles(ctx, head, scope.paths, types)
+	files, err := w.headFiles(ctx, head, scope.paths, types, known)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +124,49 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 		}
 	}
 	return scope, nil
+}
+
+// typesFromDiff is pathTypes and head's entries at the paths, read from
+// the bases' comparison, when every path is a file, a symlink or nothing
+// in each base there: each path is an entry of the comparison, with no
+// other entry under it (which would make it a folder on one side). Else
+// it returns nil.
+func typesFromDiff(paths []string, diff *treeDiff, from, head string) (map[string]map[string]string, map[string]treeEntry) {
+	if diff == nil || diff.from != from || diff.to != head {
+		return nil, nil
+	}
+	scope := map[string]bool{}
+	for _, p := range paths {
+		scope[p] = true
+	}
+	byPath := map[string]treeEntry{}
+	for _, e := range diff.entries {
+		if !scope[e.path] || coveredBy(scope, e.path) {
+			return nil, nil
+		}
+		byPath[e.path] = e
+	}
+	types := map[string]map[string]string{from: {}, head: {}}
+	known := map[string]treeEntry{}
+	for _, p := range paths {
+		e, ok := byPath[p]
+		if !ok {
+			return nil, nil
+		}
+		for c, m := range map[string]string{from: e.oldMode, head: e.mode} {
+			switch m {
+			case "000000":
+			case "100644", "100755", "120000":
+				types[c][p] = "blob"
+			default:
+				return nil, nil
+			}
+		}
+		if e.mode != "000000" {
+			known[p] = e
+		}
+	}
+	return types, known
 }
 
 // pathTypes asks the clone, in one `cat-file --batch-check`, what each

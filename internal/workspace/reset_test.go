@@ -54,7 +54,7 @@ func (f *cacheFixture) bothResets(w *Worktree, head string) string {
 	// The saved index's shared part too: the first reset may replace it.
 	f.sh(filepath.Dir(saved), "cp -a "+w.Dir()+" saved/ && cp -a "+w.path(".index")+" saved.index && mkdir shared && cp -a "+w.admin()+"/sharedindex.* shared/")
 	rec := w.rec
-	noErr(f.t, w.reset(f.ctx, head))
+	noErr(f.t, w.reset(f.ctx, head, nil))
 	how, wrote := w.resetHow, w.resetWrote
 	fast := f.resetResult(w)
 
@@ -62,7 +62,7 @@ func (f *cacheFixture) bothResets(w *Worktree, head string) string {
 	w.mon = nil
 	f.sh(filepath.Dir(saved), "rm -rf "+w.Dir()+" && cp -a saved/ "+w.Dir()+" && cp -a saved.index "+w.path(".index")+" && cp -a shared/* "+w.admin())
 	w.rec = rec
-	noErr(f.t, w.reset(f.ctx, head))
+	noErr(f.t, w.reset(f.ctx, head, nil))
 	if w.resetHow != "full" {
 		f.t.Fatalf("the reference reset went %q", w.resetHow)
 	}

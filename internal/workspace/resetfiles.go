@@ -3,12 +3,15 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // The narrowed reset writes head's files itself, and records them with one
@@ -33,7 +36,9 @@ type headFile struct {
 // anything that could make git convert a blob on checkout (eol, ident,
 // encoding): a .gitattributes above a path in head, a clone config or
 // info/attributes other than drover's own.
-func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, types map[string]map[string]string) ([]headFile, error) {
+// known, when not nil, is head's entry at each path that has one (from the
+// comparison of the bases): no `ls-tree` is needed for their modes.
+func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, types map[string]map[string]string, known map[string]treeEntry) ([]headFile, error) {
 	if len(paths) > maxWritePaths {
 		return nil, nil
 	}
@@ -73,9 +78,13 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 			args = append(args, p)
 		}
 	}
-	mode := map[string]string{}
+	mode, oid := map[string]string{}, map[string]string{}
 	var blobs []string
-	if len(args) > 0 {
+	if known != nil {
+		for _, p := range args {
+			mode[p], oid[p] = known[p].mode, known[p].object
+		}
+	} else if len(args) > 0 {
 		// -l gives each blob's size: the contents are read only when they
 		// fit in maxWriteBytes.
 		out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir,
@@ -83,7 +92,6 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 		if err != nil {
 			return nil, fmt.Errorf("list the paths to reset in %s: %w", short(head), err)
 		}
-		oid := map[string]string{}
 		total := 0
 		for _, ent := range bytes.Split(bytes.TrimSuffix(out, []byte{0}), []byte{0}) {
 			meta, p, ok := strings.Cut(string(ent), "\t")
@@ -100,21 +108,31 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 			}
 			mode[p], oid[p] = f[0], f[2]
 		}
-		for _, p := range args {
-			switch mode[p] {
-			case "100644", "100755", "120000":
-			default:
-				return nil, nil // a gitlink, or ls-tree saw it otherwise
-			}
-			in.WriteString(oid[p] + "\x00")
-			blobs = append(blobs, p)
-		}
 	}
-	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdin: strings.NewReader(in.String()),
+	for _, p := range args {
+		switch mode[p] {
+		case "100644", "100755", "120000":
+		default:
+			return nil, nil // a gitlink, or ls-tree saw it otherwise
+		}
+		in.WriteString(oid[p] + "\x00")
+		blobs = append(blobs, p)
+	}
+	// The answers' size is capped: a larger file than maxWriteBytes (its
+	// size unknown without ls-tree) stops cat-file, and git restores them.
+	// Beside the contents, each answer is a header (a "missing" one repeats
+	// the question).
+	capped := &cappedBuffer{max: maxWriteBytes + in.Len() + 128*(probes+len(blobs))}
+	_, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdin: strings.NewReader(in.String()), Stdout: capped,
 		Args: []string{"cat-file", "-z", "--batch"}})
+	if capped.over {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the files to reset: %w", err)
 	}
+	out := capped.b.Bytes()
+	total := 0
 	content := map[string][]byte{}
 	for i := 0; i < probes+len(blobs); i++ {
 		hdr, rest, ok := bytes.Cut(out, []byte{'\n'})
@@ -135,6 +153,9 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 		n, err := strconv.Atoi(f[2])
 		if err != nil || n < 0 || n+1 > len(rest) || rest[n] != '\n' {
 			return nil, fmt.Errorf("read %s of %s: bad size %q", blobs[i-probes], short(head), hdr)
+		}
+		if total += n; total > maxWriteBytes {
+			return nil, nil
 		}
 		content[blobs[i-probes]] = rest[:n]
 		out = rest[n+1:]
@@ -176,7 +197,69 @@ func (w *Worktree) writeFiles(ctx context.Context, files []headFile, known strin
 		"update-index", "--add", "--remove", "-z", "--stdin"); err != nil {
 		return fmt.Errorf("record the reset paths in the index: %w", err)
 	}
+	for _, f := range files {
+		if err := w.checkWritten(f); err != nil {
+			return fmt.Errorf("check %s after the reset: %w", f.path, err)
+		}
+	}
 	return nil
+}
+
+// checkWritten checks that what is at f.path is head's entry exactly: its
+// type, exec bit and bytes, or nothing. It stands in for comparing the
+// whole index with head (a second read of all its entries): the index
+// holds from's tree, which equals head's outside the reset paths, and
+// `update-index` has just recorded what is at each of them; with no
+// conversion (headFiles made sure) and the clone's filemode and symlinks
+// on, that is head's entry when the file is head's.
+func (w *Worktree) checkWritten(f headFile) error {
+	abs := filepath.Join(w.Dir(), filepath.FromSlash(f.path))
+	fi, err := os.Lstat(abs)
+	if f.mode == "" {
+		if err == nil {
+			return errors.New("something is there, the base has nothing")
+		}
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	var got []byte
+	switch {
+	case f.mode == "120000" && fi.Mode()&fs.ModeSymlink != 0:
+		var target string
+		target, err = os.Readlink(abs)
+		got = []byte(target)
+	case f.mode != "120000" && fi.Mode().IsRegular() && (fi.Mode()&0o100 != 0) == (f.mode == "100755"):
+		got, err = os.ReadFile(abs)
+	default:
+		return fmt.Errorf("mode %v, want %s", fi.Mode(), f.mode)
+	}
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, f.data) {
+		return errors.New("content differs from the base's")
+	}
+	return nil
+}
+
+// cappedBuffer keeps what is written up to max bytes, and refuses more.
+type cappedBuffer struct {
+	b    bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if c.b.Len()+len(p) > c.max {
+		c.over = true
+		return 0, errors.New("more than the files to reset may hold")
+	}
+	return c.b.Write(p)
 }
 
 func writeNew(name string, data []byte, perm os.FileMode) error {

@@ -207,7 +207,7 @@ func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error 
 		// worktree is removed should the check refuse the commit.
 		checked := make(chan error, 1)
 		go func() {
-			err := c.checkTree(ctx, w.repo, head, w.rec.Checked)
+			_, err := c.checkTree(ctx, w.repo, head, w.rec.Checked)
 			lap("submodules and filters")
 			checked <- err
 		}()
@@ -219,11 +219,12 @@ func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error 
 			return err
 		}
 	} else {
-		if err := c.checkTree(ctx, w.repo, head, w.rec.Checked); err != nil {
+		diff, err := c.checkTree(ctx, w.repo, head, w.rec.Checked)
+		if err != nil {
 			return err
 		}
 		lap("submodules and filters")
-		if err := w.reset(ctx, head); err != nil {
+		if err := w.reset(ctx, head, diff); err != nil {
 			return err
 		}
 	}
@@ -377,7 +378,9 @@ func (w *Worktree) add(ctx context.Context, head string) error {
 // the saved index's commit and head differ (see resetPaths); on any doubt,
 // or should that fail, the whole worktree is checked out, cleaned and
 // checked.
-func (w *Worktree) reset(ctx context.Context, head string) error {
+// diff, when not nil, is a comparison of two commits already read (the
+// narrowed reset uses it if it is from the saved index's commit to head).
+func (w *Worktree) reset(ctx context.Context, head string, diff *treeDiff) error {
 	lap := w.c.stopwatch("reset worktree", "dir", w.Dir())
 	// A running monitor (the attempt discards its changes) takes its cut
 	// now: the reset's own changes come after it, and so are among what
@@ -409,7 +412,7 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 		why = "a sparse worktree" // the narrowed reset would write files outside the cone
 	}
 	if why == "" {
-		scope, err := w.resetPaths(ctx, from, head, changed, lap)
+		scope, err := w.resetPaths(ctx, from, head, changed, diff, lap)
 		if err == nil {
 			lap("restore changed paths")
 			if err = w.settle(ctx, head, lap, cut, watched, scope); err == nil {
@@ -451,8 +454,9 @@ func (w *Worktree) reset(ctx context.Context, head string) error {
 // settle checks that the worktree is exactly head and saves its index as
 // the runner's trusted copy. What `git status --porcelain --ignored` would
 // report is checked in parts, without its second pass over every tracked
-// file: HEAD is head, the index holds head's tree, and nothing untracked or
-// ignored is left (under scope, when not nil: the paths a narrowed reset
+// file: HEAD is head, the index holds head's tree (or, after a narrowed
+// reset that wrote the files itself, each of them is head's: checkWritten),
+// and nothing untracked or ignored is left (under scope, when not nil: the paths a narrowed reset
 // touched; the monitor vouches for the rest). The tracked files themselves
 // match the index by construction: checkout --force and reset --hard
 // compare every one of them with what they stat (ctime included) and
@@ -471,8 +475,12 @@ func (w *Worktree) settle(ctx context.Context, head string, lap func(string), cu
 	if got, err := os.ReadFile(filepath.Join(w.admin(), "HEAD")); err != nil || strings.TrimSpace(string(got)) != head {
 		return fmt.Errorf("worktree HEAD is %q after checkout, want %s (%v)", got, head, err)
 	}
-	if _, err := w.git(ctx, nil, "diff-index", "--cached", "--quiet", "--no-renames", head); err != nil {
-		return fmt.Errorf("worktree index differs from %s after checkout: %w", short(head), err)
+	// A narrowed reset that wrote the files itself checked each of them
+	// against head instead (see checkWritten).
+	if scope == nil || !scope.wrote {
+		if _, err := w.git(ctx, nil, "diff-index", "--cached", "--quiet", "--no-renames", head); err != nil {
+			return fmt.Errorf("worktree index differs from %s after checkout: %w", short(head), err)
+		}
 	}
 	if err := w.checkUntracked(ctx, head, scope); err != nil {
 		return err
@@ -900,41 +908,64 @@ func newTreeName() (string, error) {
 // like): a bundle cannot carry their content and drover never runs filters.
 // Since a commit known to pass, only what changed is read, so that a
 // pooled worktree's reset stays in proportion to the difference.
-func (c *Cache) checkTree(ctx context.Context, r repo, commit, since string) error {
+// It returns the comparison it read, for the reset to reuse (nil when it
+// read none).
+func (c *Cache) checkTree(ctx context.Context, r repo, commit, since string) (*treeDiff, error) {
 	if since == commit {
-		return nil
+		return nil, nil
 	}
-	if since == "" || !c.hasCommit(ctx, r, since) {
-		return CheckSourceTree(ctx, r.git, r.dir, commit)
+	if since == "" {
+		return nil, CheckSourceTree(ctx, r.git, r.dir, commit)
 	}
-	out, err := r.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", since, commit}})
+	d, err := diffTrees(ctx, r, since, commit)
 	if err != nil {
-		return fmt.Errorf("compare %s with %s: %w", short(commit), short(since), err)
-	}
-	entries, err := parseTreeEntries(out)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.mode == "160000" {
-			return refusef("%s has a submodule (gitlink) at %s; drover does not support submodules", short(commit), e.path)
+		// Asked only now, sparing a git call when it is there.
+		if !c.hasCommit(ctx, r, since) {
+			return nil, CheckSourceTree(ctx, r.git, r.dir, commit)
 		}
-		if filepath.Base(e.path) != ".gitattributes" {
+		return nil, err
+	}
+	for _, e := range d.entries {
+		if e.mode == "160000" {
+			return nil, refusef("%s has a submodule (gitlink) at %s; drover does not support submodules", short(commit), e.path)
+		}
+		if e.mode == "000000" || filepath.Base(e.path) != ".gitattributes" {
 			continue
 		}
 		blob, err := r.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "blob", e.object}})
 		if err != nil {
-			return fmt.Errorf("read %s of %s: %w", e.path, short(commit), err)
+			return nil, fmt.Errorf("read %s of %s: %w", e.path, short(commit), err)
 		}
 		if pattern, filter, ok := declaredFilter(blob); ok {
-			return refusef("%s: %s assigns filter=%s to %q (e.g. Git LFS); drover does not run filters, so it refuses this repository",
+			return nil, refusef("%s: %s assigns filter=%s to %q (e.g. Git LFS); drover does not run filters, so it refuses this repository",
 				short(commit), e.path, filter, pattern)
 		}
 	}
-	return nil
+	return d, nil
 }
 
-type treeEntry struct{ mode, object, path string }
+// treeDiff is what changes from one commit's tree to another's: every
+// entry `diff-tree -r` reports, deletions (mode 000000) included.
+type treeDiff struct {
+	from, to string
+	entries  []treeEntry
+}
+
+func diffTrees(ctx context.Context, r repo, from, to string) (*treeDiff, error) {
+	out, err := r.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", from, to}})
+	if err != nil {
+		return nil, fmt.Errorf("compare %s with %s: %w", short(to), short(from), err)
+	}
+	entries, err := parseEntries(out, true)
+	if err != nil {
+		return nil, err
+	}
+	return &treeDiff{from: from, to: to, entries: entries}, nil
+}
+
+// treeEntry is an entry of ls-tree or diff-tree; oldMode is the mode
+// before, for diff-tree.
+type treeEntry struct{ oldMode, mode, object, path string }
 
 // parseTreeEntries reads `ls-tree -r -z` ("MODE TYPE OID\tPATH") or
 // `diff-tree -r -z` (":OLD NEW OLDOID NEWOID STATUS\0PATH") output; deleted
@@ -958,7 +989,7 @@ func parseEntries(out []byte, deleted bool) ([]treeEntry, error) {
 			}
 			i++
 			if deleted || parts[4] != "D" {
-				es = append(es, treeEntry{mode: parts[1], object: parts[3], path: string(fields[i])})
+				es = append(es, treeEntry{oldMode: parts[0], mode: parts[1], object: parts[3], path: string(fields[i])})
 			}
 			continue
 		}

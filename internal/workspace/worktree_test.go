@@ -214,3 +214,26 @@ func TestKeptWorktreeRemovedBehindOurBackIsReplaced(t *testing.T) {
 		t.Fatalf("replacement worktree: %q %v", b, err)
 	}
 }
+
+// A commit last checked that the clone no longer has (collected) makes the
+// check read the whole tree: it still refuses a gitlink, and passes a
+// clean tree.
+func TestCheckTreeSinceACommitGone(t *testing.T) {
+	f := newCacheFixture(t)
+	clean := f.commit(map[string]string{"a": "1"})
+	w := f.prepare(f.cache, "ok", clean)
+	defer w.Keep()
+	f.git(f.src, "update-index", "--add", "--cacheinfo", "160000,"+clean+",vendor/lib")
+	f.git(f.src, "commit", "--quiet", "-m", "gitlink")
+	gitlink := f.git(f.src, "rev-parse", "HEAD")
+	noErr(t, f.cache.withLock(f.ctx, w.repo, lockClone, func() error { return f.cache.ensureCommit(f.ctx, w.repo, w.src, gitlink) }))
+	gone := strings.Repeat("1", 40)
+	_, err := f.cache.checkTree(f.ctx, w.repo, gitlink, gone)
+	var ref *Refusal
+	if !errors.As(err, &ref) || !strings.Contains(err.Error(), "submodule (gitlink) at vendor/lib") {
+		t.Fatalf("since a commit gone: err = %v, want the gitlink refused", err)
+	}
+	if d, err := f.cache.checkTree(f.ctx, w.repo, clean, gone); err != nil || d != nil {
+		t.Fatalf("clean tree since a commit gone: %v, %v", d, err)
+	}
+}
