@@ -269,11 +269,19 @@ func (h *Hub) readLoop(ctx context.Context, c *conn) string {
 		timer.Load().Reset(window)
 	}
 	live := time.AfterFunc(window, func() {
-		// A timer that fires half a heartbeat late says the hub itself was
-		// stopped (SIGSTOP, a suspended VM): the runner's frames of that
-		// time may be waiting unread in the socket, so it gets another
-		// window rather than being taken for dead with every other runner.
-		if late := time.Since(start) - time.Duration(armed.Load()) - window; late > h.cfg.Heartbeat/2 {
+		// A frame read as the timer fired armed it again: not silent.
+		// A timer that fires half a heartbeat late, or after a stall of the
+		// hub's since it was armed, says the hub itself was stopped
+		// (SIGSTOP, a suspended VM): the runner's frames of that time may
+		// be waiting unread in the socket, so it gets another window rather
+		// than being taken for dead with every other runner.
+		now := time.Now()
+		armedAt := start.Add(time.Duration(armed.Load()))
+		quiet := now.Sub(armedAt)
+		if quiet < window {
+			return
+		}
+		if quiet-window > h.cfg.Heartbeat/2 || h.stall.look(now).After(armedAt) {
 			arm()
 			return
 		}
