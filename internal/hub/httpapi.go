@@ -12,6 +12,7 @@ import (
 
 	"drover/internal/auth"
 	"drover/internal/fsutil"
+	"drover/internal/githttp"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -293,7 +294,7 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("GET "+p+"/projects/{name}/secrets", h.handler(u, h.apiSecrets))
 	mux.Handle("PUT "+p+"/projects/{name}/secrets/{secret}", h.handler(u, h.apiSetSecret))
 	mux.Handle("DELETE "+p+"/projects/{name}/secrets/{secret}", h.handler(u, h.apiRemoveSecret))
-	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
+	mux.Handle(githttp.Prefix, h.gitServer())
 	mux.HandleFunc("GET /metrics", h.serveMetrics)
 	h.opsRoutes(mux)
 	h.web.Routes(mux) // the pages, and the approval page runner login links open

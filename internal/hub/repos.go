@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode"
 
+	"drover/internal/githttp"
 	"drover/internal/protocol"
 	"drover/internal/store"
 	"drover/internal/workspace"
@@ -22,7 +23,7 @@ func (h *Hub) gitURL(c *conn, project string) string {
 	if base == "" {
 		base = c.baseURL
 	}
-	return base + gitPrefix + project
+	return base + githttp.Prefix + project
 }
 
 // sourceSpec fills the repository, mode and context of an offer.
