@@ -229,8 +229,13 @@ func userPrincipal(tx store.Tx, userID string) (principal, error) {
 	return principal{kind: store.TokenUser, userID: u.ID, name: u.Name, admin: u.Admin}, nil
 }
 
+// httpAPI is the HTTP transport of the state layer's operations
+// (state_*.go): its handlers only decode, call and encode.
+type httpAPI struct{ h *Hub }
+
 // handler adapts a function that returns an error, with authentication of
-// the required kind.
+// the required kind; the error is answered by writeError, the one mapping
+// of refusals to HTTP statuses and bodies.
 func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p principal) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.authenticateAs(r.Context(), r.Header.Get("Authorization"), kind)
@@ -248,17 +253,18 @@ func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
 	u, rn := store.TokenUser, store.TokenRunner
 	p := protocol.APIPrefix
-	mux.Handle("POST "+p+"/jobs", h.handler(u, h.apiSubmit))
-	mux.Handle("GET "+p+"/jobs", h.handler(u, h.apiJobs))
-	mux.Handle("GET "+p+"/jobs/{id}", h.handler(u, h.apiJob))
-	mux.Handle("POST "+p+"/jobs/{id}/cancel", h.handler(u, h.apiJobAction(h.cancelJob)))
-	mux.Handle("POST "+p+"/jobs/{id}/retry", h.handler(u, h.apiJobAction(h.retryJob)))
+	api := httpAPI{h}
+	mux.Handle("POST "+p+"/jobs", h.handler(u, api.submitJob))
+	mux.Handle("GET "+p+"/jobs", h.handler(u, api.listJobs))
+	mux.Handle("GET "+p+"/jobs/{id}", h.handler(u, api.showJob))
+	mux.Handle("POST "+p+"/jobs/{id}/cancel", h.handler(u, api.actOnJob("cancel")))
+	mux.Handle("POST "+p+"/jobs/{id}/retry", h.handler(u, api.actOnJob("retry")))
 	mux.Handle("POST "+p+"/jobs/{id}/answer", h.handler(u, h.apiAnswer))
-	mux.Handle("POST "+p+"/jobs/{id}/approve", h.handler(u, h.apiJobAction(h.approveAnswer)))
-	mux.Handle("POST "+p+"/jobs/{id}/restart", h.handler(u, h.apiJobAction(h.restartJob)))
+	mux.Handle("POST "+p+"/jobs/{id}/approve", h.handler(u, api.actOnJob("approve")))
+	mux.Handle("POST "+p+"/jobs/{id}/restart", h.handler(u, api.actOnJob("restart")))
 	mux.Handle("GET "+p+"/questions", h.handler(u, h.apiQuestions))
 	mux.Handle("GET "+p+"/jobs/{id}/log", h.handler(u, h.apiLog))
-	mux.Handle("GET "+p+"/jobs/{id}/events", h.handler(u, h.apiEvents))
+	mux.Handle("GET "+p+"/jobs/{id}/events", h.handler(u, api.jobEvents))
 	mux.Handle("GET "+p+"/whoami", http.HandlerFunc(h.apiWhoami))
 	mux.Handle("POST "+p+"/users", h.handler(u, h.apiAddUser))
 	mux.Handle("GET "+p+"/users", h.handler(u, h.apiUsers))

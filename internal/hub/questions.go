@@ -497,5 +497,5 @@ func (h *Hub) apiAnswer(w http.ResponseWriter, r *http.Request, p principal) err
 	if err := h.answerJob(r.Context(), p, r.PathValue("id"), req); err != nil {
 		return err
 	}
-	return h.apiJob(w, r, p)
+	return httpAPI{h}.showJob(w, r, p)
 }
