@@ -35,36 +35,24 @@ func (a httpAPI) listJobs(w http.ResponseWriter, r *http.Request, p principal) e
 		return err
 	}
 	out, err := a.h.listJobs(r.Context(), p, listJobsRequest{State: job.State(r.URL.Query().Get("state")), Limit: int(limit)})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return reply(w, http.StatusOK, out, err)
 }
 
-// showJobRequest reads GET /jobs/{id}[?events=1].
+// showJobRequestOf reads GET /jobs/{id}[?events=1].
 func showJobRequestOf(r *http.Request) showJobRequest {
 	return showJobRequest{ID: r.PathValue("id"), Events: r.URL.Query().Get("events") == "1"}
 }
 
 func (a httpAPI) showJob(w http.ResponseWriter, r *http.Request, p principal) error {
 	v, err := a.h.showJob(r.Context(), p, showJobRequestOf(r))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return reply(w, http.StatusOK, v, err)
 }
 
 // actOnJob serves POST /jobs/{id}/ACTION: the action, then the job as it is.
 func (a httpAPI) actOnJob(action string) func(http.ResponseWriter, *http.Request, principal) error {
 	return func(w http.ResponseWriter, r *http.Request, p principal) error {
 		v, err := a.h.actOnJob(r.Context(), p, jobActionRequest{Action: action, Show: showJobRequestOf(r)})
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, v)
-		return nil
+		return reply(w, http.StatusOK, v, err)
 	}
 }
 
@@ -74,9 +62,5 @@ func (a httpAPI) jobEvents(w http.ResponseWriter, r *http.Request, p principal) 
 		return err
 	}
 	out, err := a.h.jobEvents(r.Context(), p, jobEventsRequest{ID: r.PathValue("id"), After: after})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return reply(w, http.StatusOK, out, err)
 }

@@ -106,7 +106,7 @@ func (d dashboard) Events(ctx context.Context, u web.User, id string, after int6
 }
 
 func (d dashboard) Log(ctx context.Context, u web.User, id string, attempt, offset int64) (web.LogSlice, error) {
-	s, err := d.h.readLog(ctx, as(u), id, attempt, offset)
+	s, err := d.h.readLog(ctx, as(u), logRequest{ID: id, Attempt: attempt, Offset: offset})
 	return web.LogSlice{Data: s.data, Attempt: s.attempt, Size: s.size, Complete: s.complete}, d.pageError(err)
 }
 

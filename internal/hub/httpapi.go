@@ -95,6 +95,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// reply encodes an operation's reply with status, or returns its error
+// for writeError.
+func reply[T any](w http.ResponseWriter, status int, out T, err error) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, out)
+	return nil
+}
+
 func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := h.refusal(r, err)
 	writeJSON(w, ae.status, protocol.ErrorBody{Error: protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}})
@@ -263,7 +273,7 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("POST "+p+"/jobs/{id}/approve", h.handler(u, api.actOnJob("approve")))
 	mux.Handle("POST "+p+"/jobs/{id}/restart", h.handler(u, api.actOnJob("restart")))
 	mux.Handle("GET "+p+"/questions", h.handler(u, h.apiQuestions))
-	mux.Handle("GET "+p+"/jobs/{id}/log", h.handler(u, h.apiLog))
+	mux.Handle("GET "+p+"/jobs/{id}/log", h.handler(u, api.followLog))
 	mux.Handle("GET "+p+"/jobs/{id}/events", h.handler(u, api.jobEvents))
 	mux.Handle("GET "+p+"/whoami", http.HandlerFunc(h.apiWhoami))
 	mux.Handle("POST "+p+"/users", h.handler(u, h.apiAddUser))
