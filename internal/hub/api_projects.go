@@ -1,0 +1,31 @@
+package hub
+
+import (
+	"net/http"
+
+	"drover/internal/protocol"
+)
+
+// The projects API's HTTP transport over the operations of
+// state_projects.go.
+
+func (a httpAPI) listProjects(w http.ResponseWriter, r *http.Request, p principal) error {
+	ps, err := a.h.projectViews(r.Context(), p)
+	return reply(w, http.StatusOK, protocol.ProjectList{Projects: ps}, err)
+}
+
+func (a httpAPI) mapProject(w http.ResponseWriter, r *http.Request, p principal) error {
+	// The remote must be given: a body of null or {} is a mistake, not a
+	// request to make the project hosted again (that is "remote": "").
+	var body struct {
+		Remote *string `json:"remote"`
+	}
+	if err := decodeBody(r, w, &body); err != nil {
+		return err
+	}
+	if body.Remote == nil {
+		return badRequest(`the body must be {"remote": URL}, or {"remote": ""} to make the project hosted again`)
+	}
+	out, err := a.h.mapProject(r.Context(), p, mapProjectRequest{Name: r.PathValue("name"), MapProjectRequest: protocol.MapProjectRequest{Remote: *body.Remote}})
+	return reply(w, http.StatusOK, out, err)
+}
