@@ -56,6 +56,21 @@ func (a httpAPI) actOnJob(action string) func(http.ResponseWriter, *http.Request
 	}
 }
 
+func (a httpAPI) answerJob(w http.ResponseWriter, r *http.Request, p principal) error {
+	req := jobActionRequest{Action: "answer", Show: showJobRequestOf(r)}
+	if err := decodeBody(r, w, &req.Answer); err != nil {
+		return err
+	}
+	v, err := a.h.actOnJob(r.Context(), p, req)
+	return reply(w, http.StatusOK, v, err)
+}
+
+// questions lists the open questions of the jobs the caller may see.
+func (a httpAPI) questions(w http.ResponseWriter, r *http.Request, p principal) error {
+	qs, err := a.h.openQuestions(r.Context(), p)
+	return reply(w, http.StatusOK, protocol.QuestionList{Questions: qs}, err)
+}
+
 func (a httpAPI) jobEvents(w http.ResponseWriter, r *http.Request, p principal) error {
 	after, err := queryInt(r.URL.Query(), "after", 0, math.MaxInt64)
 	if err != nil {

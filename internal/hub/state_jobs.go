@@ -210,10 +210,11 @@ func (h *Hub) showJob(ctx context.Context, p principal, req showJobRequest) (pro
 	return v, nil
 }
 
-// jobActionRequest changes a job by Action (cancel, retry, restart or
-// approve, its answer), then shows it.
+// jobActionRequest changes a job by Action (cancel, retry, restart,
+// answer its question with Answer, or approve its answer), then shows it.
 type jobActionRequest struct {
 	Action string
+	Answer protocol.AnswerRequest
 	Show   showJobRequest
 }
 
@@ -226,6 +227,8 @@ func (h *Hub) actOnJob(ctx context.Context, p principal, req jobActionRequest) (
 		do = h.retryJob
 	case "restart":
 		do = h.restartJob
+	case "answer":
+		do = func(ctx context.Context, p principal, id string) error { return h.answerJob(ctx, p, id, req.Answer) }
 	case "approve":
 		do = h.approveAnswer
 	default:
