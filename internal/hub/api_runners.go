@@ -14,37 +14,6 @@ import (
 	"drover/internal/store"
 )
 
-func (h *Hub) apiAddUser(w http.ResponseWriter, r *http.Request, p principal) error {
-	if !p.admin {
-		return forbidden("only an admin can add users")
-	}
-	var req protocol.NewUserRequest
-	if err := decodeBody(r, w, &req); err != nil {
-		return err
-	}
-	if !protocol.ValidName(req.Name) {
-		return badRequest("user name %q must be 1-64 letters, digits or ._- and start with a letter or digit", req.Name)
-	}
-	token := auth.NewToken(auth.PrefixUser)
-	now := h.now()
-	u := store.User{ID: ids.New("u"), Name: req.Name, Admin: req.Admin, CreatedAt: now}
-	err := h.store.Write(r.Context(), func(tx store.Tx) error {
-		if err := tx.InsertUser(u); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return conflict("a user named %q already exists", req.Name)
-			}
-			return err
-		}
-		return tx.InsertToken(store.Token{Hash: auth.Hash(token), Kind: store.TokenUser, OwnerID: u.ID, CreatedAt: now})
-	})
-	if err != nil {
-		return err
-	}
-	h.log.Info("user added", "user", u.Name, "admin", u.Admin, "by", p.name)
-	writeJSON(w, http.StatusCreated, protocol.NewUserResponse{Name: u.Name, Token: token})
-	return nil
-}
-
 // apiRunners lists the runners p owns or may use (an admin: all). Whom a
 // runner is shared with is shown to its owner and admins only.
 func (h *Hub) apiRunners(w http.ResponseWriter, r *http.Request, p principal) error {

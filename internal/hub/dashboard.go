@@ -91,26 +91,22 @@ func (d dashboard) Runners(ctx context.Context, u web.User) ([]protocol.RunnerVi
 }
 
 func (d dashboard) Jobs(ctx context.Context, u web.User, state string) ([]protocol.JobView, error) {
-	f := store.JobFilter{State: job.State(state), Limit: 500}
-	if f.State != "" && !f.State.Valid() {
-		return nil, d.pageError(badRequest("unknown state %q (one of %v)", f.State, job.States))
-	}
-	js, err := d.h.jobViews(ctx, as(u), f)
-	return js, d.pageError(err)
+	js, err := d.h.listJobs(ctx, as(u), listJobsRequest{State: job.State(state), Limit: 500})
+	return js.Jobs, d.pageError(err)
 }
 
 func (d dashboard) Job(ctx context.Context, u web.User, id string) (protocol.JobView, error) {
-	v, err := d.h.jobView(ctx, as(u), id)
+	v, err := d.h.showJob(ctx, as(u), showJobRequest{ID: id})
 	return v, d.pageError(err)
 }
 
 func (d dashboard) Events(ctx context.Context, u web.User, id string, after int64) ([]protocol.EventView, error) {
-	evs, err := d.h.events(ctx, as(u), id, after)
-	return evs, d.pageError(err)
+	evs, err := d.h.jobEvents(ctx, as(u), jobEventsRequest{ID: id, After: after})
+	return evs.Events, d.pageError(err)
 }
 
 func (d dashboard) Log(ctx context.Context, u web.User, id string, attempt, offset int64) (web.LogSlice, error) {
-	s, err := d.h.readLog(ctx, as(u), id, attempt, offset)
+	s, err := d.h.readLog(ctx, as(u), logRequest{ID: id, Attempt: attempt, Offset: offset})
 	return web.LogSlice{Data: s.data, Attempt: s.attempt, Size: s.size, Complete: s.complete}, d.pageError(err)
 }
 
@@ -142,13 +138,8 @@ func (d dashboard) MoveAccount(ctx context.Context, u web.User, req protocol.Mov
 }
 
 func (d dashboard) Act(ctx context.Context, u web.User, id, action string) error {
-	do := map[string]func(context.Context, principal, string) error{
-		"cancel": d.h.cancelJob, "retry": d.h.retryJob, "restart": d.h.restartJob, "approve": d.h.approveAnswer,
-	}[action]
-	if do == nil {
-		return d.pageError(notFound("no job action %q", action))
-	}
-	return d.pageError(do(ctx, as(u), id))
+	_, err := d.h.actOnJob(ctx, as(u), jobActionRequest{Action: action, Show: showJobRequest{ID: id}})
+	return d.pageError(err)
 }
 
 func (d dashboard) Answer(ctx context.Context, u web.User, id string, req protocol.AnswerRequest) error {

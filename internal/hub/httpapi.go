@@ -12,6 +12,7 @@ import (
 
 	"drover/internal/auth"
 	"drover/internal/fsutil"
+	"drover/internal/githttp"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -92,6 +93,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// reply encodes an operation's reply with status, or returns its error
+// for writeError.
+func reply[T any](w http.ResponseWriter, status int, out T, err error) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, out)
+	return nil
 }
 
 func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -228,8 +239,13 @@ func userPrincipal(tx store.Tx, userID string) (principal, error) {
 	return principal{kind: store.TokenUser, userID: u.ID, name: u.Name, admin: u.Admin}, nil
 }
 
+// httpAPI is the HTTP transport of the state layer's operations
+// (state_*.go): its handlers only decode, call and encode.
+type httpAPI struct{ h *Hub }
+
 // handler adapts a function that returns an error, with authentication of
-// the required kind.
+// the required kind; the error is answered by writeError, the one mapping
+// of refusals to HTTP statuses and bodies.
 func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p principal) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.authenticateAs(r.Context(), r.Header.Get("Authorization"), kind)
@@ -247,29 +263,30 @@ func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
 	u, rn := store.TokenUser, store.TokenRunner
 	p := protocol.APIPrefix
-	mux.Handle("POST "+p+"/jobs", h.handler(u, h.apiSubmit))
-	mux.Handle("GET "+p+"/jobs", h.handler(u, h.apiJobs))
-	mux.Handle("GET "+p+"/jobs/{id}", h.handler(u, h.apiJob))
-	mux.Handle("POST "+p+"/jobs/{id}/cancel", h.handler(u, h.apiJobAction(h.cancelJob)))
-	mux.Handle("POST "+p+"/jobs/{id}/retry", h.handler(u, h.apiJobAction(h.retryJob)))
-	mux.Handle("POST "+p+"/jobs/{id}/answer", h.handler(u, h.apiAnswer))
-	mux.Handle("POST "+p+"/jobs/{id}/approve", h.handler(u, h.apiJobAction(h.approveAnswer)))
-	mux.Handle("POST "+p+"/jobs/{id}/restart", h.handler(u, h.apiJobAction(h.restartJob)))
-	mux.Handle("GET "+p+"/questions", h.handler(u, h.apiQuestions))
-	mux.Handle("GET "+p+"/jobs/{id}/log", h.handler(u, h.apiLog))
-	mux.Handle("GET "+p+"/jobs/{id}/events", h.handler(u, h.apiEvents))
+	api := httpAPI{h}
+	mux.Handle("POST "+p+"/jobs", h.handler(u, api.submitJob))
+	mux.Handle("GET "+p+"/jobs", h.handler(u, api.listJobs))
+	mux.Handle("GET "+p+"/jobs/{id}", h.handler(u, api.showJob))
+	mux.Handle("POST "+p+"/jobs/{id}/cancel", h.handler(u, api.actOnJob("cancel")))
+	mux.Handle("POST "+p+"/jobs/{id}/retry", h.handler(u, api.actOnJob("retry")))
+	mux.Handle("POST "+p+"/jobs/{id}/answer", h.handler(u, api.answerJob))
+	mux.Handle("POST "+p+"/jobs/{id}/approve", h.handler(u, api.actOnJob("approve")))
+	mux.Handle("POST "+p+"/jobs/{id}/restart", h.handler(u, api.actOnJob("restart")))
+	mux.Handle("GET "+p+"/questions", h.handler(u, api.questions))
+	mux.Handle("GET "+p+"/jobs/{id}/log", h.handler(u, api.followLog))
+	mux.Handle("GET "+p+"/jobs/{id}/events", h.handler(u, api.jobEvents))
 	mux.Handle("GET "+p+"/whoami", http.HandlerFunc(h.apiWhoami))
-	mux.Handle("POST "+p+"/users", h.handler(u, h.apiAddUser))
-	mux.Handle("GET "+p+"/users", h.handler(u, h.apiUsers))
-	mux.Handle("DELETE "+p+"/users/{name}", h.handler(u, h.apiRemoveUser))
-	mux.Handle("POST "+p+"/users/{name}/token", h.handler(u, h.apiRotateToken))
+	mux.Handle("POST "+p+"/users", h.handler(u, api.addUser))
+	mux.Handle("GET "+p+"/users", h.handler(u, api.listUsers))
+	mux.Handle("DELETE "+p+"/users/{name}", h.handler(u, api.removeUser))
+	mux.Handle("POST "+p+"/users/{name}/token", h.handler(u, api.rotateToken))
 	mux.Handle("GET "+p+"/runners", h.handler(u, h.apiRunners))
 	mux.Handle("POST "+p+"/runners/approve", h.handler(u, h.apiApprove))
 	mux.Handle("POST "+p+"/runners/{name}/revoke", h.handler(u, h.apiRevoke))
 	mux.Handle("POST "+p+"/runners/{name}/share", h.handler(u, h.apiShareRunner(true)))
 	mux.Handle("POST "+p+"/runners/{name}/unshare", h.handler(u, h.apiShareRunner(false)))
-	mux.Handle("GET "+p+"/accounts", h.handler(u, h.apiAccounts))
-	mux.Handle("POST "+p+"/accounts/move", h.handler(u, h.apiMoveAccount))
+	mux.Handle("GET "+p+"/accounts", h.handler(u, api.accounts))
+	mux.Handle("POST "+p+"/accounts/move", h.handler(u, api.moveAccount))
 	mux.Handle("POST "+p+"/accounts/share", h.handler(u, h.apiShareAccount(true)))
 	mux.Handle("POST "+p+"/accounts/unshare", h.handler(u, h.apiShareAccount(false)))
 	mux.Handle("GET "+p+"/runner/login", h.handler(rn, h.apiRunnerLogin))
@@ -283,17 +300,17 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("POST "+p+"/fleet/launches/{id}/revoke", h.handler(u, h.apiRevokeLaunch))
 	mux.Handle("POST "+p+"/fleet/launches/{id}/failure", h.handler(u, h.apiLaunchFailure))
 	mux.Handle("GET "+p+"/fleet/demand", h.handler(u, h.apiDemand))
-	mux.Handle("GET "+p+"/projects", h.handler(u, h.apiProjects))
-	mux.Handle("PUT "+p+"/projects/{name}", h.handler(u, h.apiMapProject))
+	mux.Handle("GET "+p+"/projects", h.handler(u, api.listProjects))
+	mux.Handle("PUT "+p+"/projects/{name}", h.handler(u, api.mapProject))
 	mux.Handle("GET "+p+"/projects/{name}/members", h.handler(u, h.apiMembers))
 	mux.Handle("POST "+p+"/projects/{name}/members", h.handler(u, h.apiChangeMember(true)))
 	mux.Handle("DELETE "+p+"/projects/{name}/members/{user}", h.handler(u, h.apiChangeMember(false)))
-	mux.Handle("GET "+p+"/projects/{name}/config", h.handler(u, h.apiProjectConfig))
-	mux.Handle("PUT "+p+"/projects/{name}/config", h.handler(u, h.apiSetProjectConfig))
-	mux.Handle("GET "+p+"/projects/{name}/secrets", h.handler(u, h.apiSecrets))
-	mux.Handle("PUT "+p+"/projects/{name}/secrets/{secret}", h.handler(u, h.apiSetSecret))
-	mux.Handle("DELETE "+p+"/projects/{name}/secrets/{secret}", h.handler(u, h.apiRemoveSecret))
-	mux.Handle(gitPrefix, http.HandlerFunc(h.serveGit))
+	mux.Handle("GET "+p+"/projects/{name}/config", h.handler(u, api.projectConfig))
+	mux.Handle("PUT "+p+"/projects/{name}/config", h.handler(u, api.setProjectConfig))
+	mux.Handle("GET "+p+"/projects/{name}/secrets", h.handler(u, api.listSecrets))
+	mux.Handle("PUT "+p+"/projects/{name}/secrets/{secret}", h.handler(u, api.setSecret))
+	mux.Handle("DELETE "+p+"/projects/{name}/secrets/{secret}", h.handler(u, api.removeSecret))
+	mux.Handle(githttp.Prefix, h.gitServer())
 	mux.HandleFunc("GET /metrics", h.serveMetrics)
 	h.opsRoutes(mux)
 	h.web.Routes(mux) // the pages, and the approval page runner login links open

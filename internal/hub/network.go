@@ -1,9 +1,9 @@
 package hub
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -269,11 +269,18 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 	return c, nil
 }
 
-// apiProjectConfig serves GET /projects/{name}/config (members and admins).
-func (h *Hub) apiProjectConfig(w http.ResponseWriter, r *http.Request, p principal) error {
+// projectConfigRequest names a project and, to set it, its new config.
+type projectConfigRequest struct {
+	Project string
+	protocol.ProjectConfigRequest
+}
+
+// projectConfig is a project's network policies, setup and caches
+// (members and admins).
+func (h *Hub) projectConfig(ctx context.Context, p principal, req projectConfigRequest) (protocol.ProjectConfig, error) {
 	var out protocol.ProjectConfig
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
-		prj, err := readProject(tx, r.PathValue("name"))
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		prj, err := readProject(tx, req.Project)
 		if err != nil {
 			return err
 		}
@@ -283,23 +290,15 @@ func (h *Hub) apiProjectConfig(w http.ResponseWriter, r *http.Request, p princip
 		out = h.configView(prj)
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, err
 }
 
-// apiSetProjectConfig serves PUT /projects/{name}/config (owner and admins).
-func (h *Hub) apiSetProjectConfig(w http.ResponseWriter, r *http.Request, p principal) error {
-	var req protocol.ProjectConfigRequest
-	if err := decodeBody(r, w, &req); err != nil {
-		return err
-	}
+// setProjectConfig changes a project's config (owner and admins).
+func (h *Hub) setProjectConfig(ctx context.Context, p principal, req projectConfigRequest) (protocol.ProjectConfig, error) {
 	var out protocol.ProjectConfig
 	var before, after store.ProjectConfig
-	err := h.store.Write(r.Context(), func(tx store.Tx) error {
-		prj, err := readProject(tx, r.PathValue("name"))
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		prj, err := readProject(tx, req.Project)
 		if err != nil {
 			return err
 		}
@@ -307,7 +306,7 @@ func (h *Hub) apiSetProjectConfig(w http.ResponseWriter, r *http.Request, p prin
 			return err
 		}
 		before = prj.Config
-		if prj.Config, err = h.applyConfig(prj.Config, req); err != nil {
+		if prj.Config, err = h.applyConfig(prj.Config, req.ProjectConfigRequest); err != nil {
 			return err
 		}
 		after = prj.Config
@@ -318,15 +317,14 @@ func (h *Hub) apiSetProjectConfig(w http.ResponseWriter, r *http.Request, p prin
 		return nil
 	})
 	if err != nil {
-		return err
+		return out, err
 	}
 	h.kick() // the runners the project's jobs may go to may have changed
 	h.log.Info("project config changed", "project", out.Project, "by", p.name,
 		"setup_network", netpolicy.Describe(after.SetupNetwork), "agent_network", netpolicy.Describe(after.AgentNetwork),
 		"was_setup_network", netpolicy.Describe(before.SetupNetwork), "was_agent_network", netpolicy.Describe(before.AgentNetwork),
 		"setup_commands", len(after.SetupCommands), "caches", len(after.Caches))
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 func readProject(tx store.Tx, name string) (store.Project, error) {

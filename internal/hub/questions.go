@@ -451,15 +451,6 @@ func (h *Hub) expireQuestions(ctx context.Context) error {
 	return nil
 }
 
-func (h *Hub) apiQuestions(w http.ResponseWriter, r *http.Request, p principal) error {
-	qs, err := h.openQuestions(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, protocol.QuestionList{Questions: qs})
-	return nil
-}
-
 // openQuestions lists the open questions of the jobs p may see.
 func (h *Hub) openQuestions(ctx context.Context, p principal) ([]protocol.QuestionView, error) {
 	out := []protocol.QuestionView{}
@@ -488,15 +479,4 @@ func (h *Hub) openQuestions(ctx context.Context, p principal) ([]protocol.Questi
 		return nil
 	})
 	return out, err
-}
-
-func (h *Hub) apiAnswer(w http.ResponseWriter, r *http.Request, p principal) error {
-	var req protocol.AnswerRequest
-	if err := decodeBody(r, w, &req); err != nil {
-		return err
-	}
-	if err := h.answerJob(r.Context(), p, r.PathValue("id"), req); err != nil {
-		return err
-	}
-	return h.apiJob(w, r, p)
 }

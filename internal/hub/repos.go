@@ -8,9 +8,8 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strings"
-	"unicode"
 
+	"drover/internal/githttp"
 	"drover/internal/protocol"
 	"drover/internal/store"
 	"drover/internal/workspace"
@@ -22,7 +21,7 @@ func (h *Hub) gitURL(c *conn, project string) string {
 	if base == "" {
 		base = c.baseURL
 	}
-	return base + gitPrefix + project
+	return base + githttp.Prefix + project
 }
 
 // sourceSpec fills the repository, mode and context of an offer.
@@ -134,114 +133,6 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 	if err := h.repos.UpdateRef(ctx, j.Project, workspace.JobRef(j.ID), j.Base, ""); err != nil {
 		h.log.Warn("could not pin a job's base", "job", j.ID, "project", j.Project, "err", err)
 	}
-}
-
-// apiProjects lists the projects the caller is a member of (an admin: all).
-// A repository on disk that no accepted push made a project (a discovery
-// request's) is not one.
-func (h *Hub) apiProjects(w http.ResponseWriter, r *http.Request, p principal) error {
-	ps, err := h.projectViews(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, protocol.ProjectList{Projects: ps})
-	return nil
-}
-
-// projectViews lists the projects p is a member of (every one for admins).
-func (h *Hub) projectViews(ctx context.Context, p principal) ([]protocol.ProjectView, error) {
-	out := []protocol.ProjectView{}
-	err := h.store.Read(ctx, func(tx store.Tx) error {
-		rows, err := tx.Projects()
-		if err != nil {
-			return err
-		}
-		mine, err := userProjects(tx, p.userID)
-		if err != nil {
-			return err
-		}
-		n := newNamer(tx)
-		for _, pr := range rows {
-			if !p.admin && !mine[pr.Name] {
-				continue
-			}
-			out = append(out, protocol.ProjectView{Name: pr.Name, Remote: pr.Remote,
-				Hosted: h.repos.Exists(pr.Name), Owner: n.user(pr.OwnerID)})
-		}
-		return nil
-	})
-	return out, err
-}
-
-// checkRemoteURL refuses what cannot be a git URL to fetch from.
-func checkRemoteURL(u string) error {
-	switch {
-	case len(u) > 1024:
-		return fmt.Errorf("remote URL is over 1024 characters")
-	case strings.HasPrefix(u, "-"):
-		return fmt.Errorf("remote URL %q starts with '-'", u)
-	}
-	if err := protocol.CheckPlainText("remote URL", u, false); err != nil {
-		return err
-	}
-	if strings.IndexFunc(u, unicode.IsSpace) >= 0 {
-		return fmt.Errorf("remote URL %q has a space", u)
-	}
-	return nil
-}
-
-func (h *Hub) apiMapProject(w http.ResponseWriter, r *http.Request, p principal) error {
-	if !p.admin {
-		return forbidden("only an admin can map projects")
-	}
-	name := r.PathValue("name")
-	if !workspace.ValidProject(name) {
-		return badRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", name)
-	}
-	// The remote must be given: a body of null or {} is a mistake, not a
-	// request to make the project hosted again (that is "remote": "").
-	var body struct {
-		Remote *string `json:"remote"`
-	}
-	if err := decodeBody(r, w, &body); err != nil {
-		return err
-	}
-	if body.Remote == nil {
-		return badRequest(`the body must be {"remote": URL}, or {"remote": ""} to make the project hosted again`)
-	}
-	req := protocol.MapProjectRequest{Remote: *body.Remote}
-	if err := checkRemoteURL(req.Remote); err != nil {
-		return badRequest("%v", err)
-	}
-	now := h.now()
-	var owner string
-	if err := h.store.Write(r.Context(), func(tx store.Tx) error {
-		prj, err := tx.Project(name)
-		isNew := errors.Is(err, store.ErrNotFound)
-		if isNew {
-			// The admin who maps a new project owns it.
-			prj = store.Project{Name: name, OwnerID: p.userID, CreatedAt: now}
-		} else if err != nil {
-			return err
-		}
-		prj.Remote, prj.UpdatedAt = req.Remote, now
-		owner = newNamer(tx).user(prj.OwnerID)
-		if err := tx.PutProject(prj); err != nil {
-			return err
-		}
-		if isNew {
-			// The store may add the owner with the project.
-			if err := tx.AddMember(name, p.userID, now); err != nil && !errors.Is(err, store.ErrConflict) {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("map project %s: %w", name, err)
-	}
-	h.log.Info("project mapped", "project", name, "remote", req.Remote, "by", p.name)
-	writeJSON(w, http.StatusOK, protocol.ProjectView{Name: name, Remote: req.Remote, Hosted: h.repos.Exists(name), Owner: owner})
-	return nil
 }
 
 // fencedRef reads (job, attempt, epoch) from a runner call's query.

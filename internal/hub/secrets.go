@@ -1,9 +1,9 @@
 package hub
 
 import (
+	"context"
 	"errors"
 	"net"
-	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -107,38 +107,38 @@ func secretList(tx store.Tx, prj string) (protocol.SecretList, error) {
 	return out, nil
 }
 
-// apiSecrets serves GET /projects/{name}/secrets: names, hosts and dates.
-func (h *Hub) apiSecrets(w http.ResponseWriter, r *http.Request, p principal) error {
+// secretRequest names a project's secret (Name "": all of them) and,
+// to set it, its value and host.
+type secretRequest struct {
+	Project, Name string
+	protocol.SecretRequest
+}
+
+// listSecrets lists a project's secrets: names, hosts and dates, never
+// values.
+func (h *Hub) listSecrets(ctx context.Context, p principal, req secretRequest) (protocol.SecretList, error) {
 	var out protocol.SecretList
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
-		prj, err := secretProject(tx, p, r.PathValue("name"))
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		prj, err := secretProject(tx, p, req.Project)
 		if err != nil {
 			return err
 		}
 		out, err = secretList(tx, prj.Name)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, err
 }
 
-// apiSetSecret serves PUT /projects/{name}/secrets/{secret}.
-func (h *Hub) apiSetSecret(w http.ResponseWriter, r *http.Request, p principal) error {
-	var req protocol.SecretRequest
-	if err := decodeBody(r, w, &req); err != nil {
-		return err
-	}
+// setSecret sets a project's secret and lists them all.
+func (h *Hub) setSecret(ctx context.Context, p principal, req secretRequest) (protocol.SecretList, error) {
 	var out protocol.SecretList
 	var set store.ProjectSecret
-	err := h.store.Write(r.Context(), func(tx store.Tx) error {
-		prj, err := secretProject(tx, p, r.PathValue("name"))
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		prj, err := secretProject(tx, p, req.Project)
 		if err != nil {
 			return err
 		}
-		if set, err = checkSecret(prj.Name, r.PathValue("secret"), req); err != nil {
+		if set, err = checkSecret(prj.Name, req.Name, req.SecretRequest); err != nil {
 			return err
 		}
 		// A secret opens no host: the project's setup must reach it
@@ -168,12 +168,11 @@ func (h *Hub) apiSetSecret(w http.ResponseWriter, r *http.Request, p principal) 
 		return err
 	})
 	if err != nil {
-		return err
+		return out, err
 	}
 	h.kick() // what the project's jobs need of a runner may have changed
 	h.log.Info("project secret set", "project", set.Project, "secret", set.Name, "upstream", set.Upstream, "by", p.name)
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 func containsSecret(ss []store.ProjectSecret, name string) bool {
@@ -185,13 +184,13 @@ func containsSecret(ss []store.ProjectSecret, name string) bool {
 	return false
 }
 
-// apiRemoveSecret serves DELETE /projects/{name}/secrets/{secret}.
-func (h *Hub) apiRemoveSecret(w http.ResponseWriter, r *http.Request, p principal) error {
-	name := r.PathValue("secret")
+// removeSecret removes a project's secret and lists the others.
+func (h *Hub) removeSecret(ctx context.Context, p principal, req secretRequest) (protocol.SecretList, error) {
+	name := req.Name
 	var out protocol.SecretList
 	var project string
-	err := h.store.Write(r.Context(), func(tx store.Tx) error {
-		prj, err := secretProject(tx, p, r.PathValue("name"))
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		prj, err := secretProject(tx, p, req.Project)
 		if err != nil {
 			return err
 		}
@@ -205,10 +204,9 @@ func (h *Hub) apiRemoveSecret(w http.ResponseWriter, r *http.Request, p principa
 		return err
 	})
 	if err != nil {
-		return err
+		return out, err
 	}
 	h.kick()
 	h.log.Info("project secret removed", "project", project, "secret", name, "by", p.name)
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }

@@ -1,4 +1,10 @@
-package hub
+// Package githttp is the git smart HTTP transport of the hub: it serves
+// the hub's bare repositories to git fetch and git push, reads the
+// protocol's paths and push commands, refuses every ref update a user may
+// not make, and hands the rest to git http-backend (run by workspace, with
+// hooks and filters off). Who may read or write which repository, and what
+// an accepted push records, is the hub's: the Hub interface below.
+package githttp
 
 import (
 	"bufio"
@@ -17,13 +23,12 @@ import (
 
 	"drover/internal/auth"
 	"drover/internal/protocol"
-	"drover/internal/store"
 	"drover/internal/workspace"
 )
 
-// gitPrefix is where the hub serves its repositories over git's smart HTTP
+// Prefix is where the hub serves its repositories over git's smart HTTP
 // protocol: /git/PROJECT (or PROJECT.git) followed by the protocol's paths.
-const gitPrefix = "/git/"
+const Prefix = "/git/"
 
 // maxPushCommands bounds the ref updates of one push.
 const maxPushCommands = 16
@@ -31,6 +36,63 @@ const maxPushCommands = 16
 // maxPushHeader bounds the bytes of a push's command list (before its
 // pack), shallow lines included.
 const maxPushHeader = 1 << 20
+
+// Hub is what the transport needs of the hub it serves.
+type Hub interface {
+	// Authenticate resolves a token to its caller; an error is a refusal.
+	Authenticate(ctx context.Context, token string) (Caller, error)
+	// TooLarge is the refusal of a request body (what) over the transfer cap.
+	TooLarge(what string) error
+	// Refusal is err as the client may see it (errors not of this package).
+	Refusal(err error) *Error
+}
+
+// Caller is an authenticated client, as the hub sees it.
+type Caller interface {
+	// Name names the caller in logs.
+	Name() string
+	// Authorize refuses unless the caller may fetch from (write false) or
+	// push to project, whose repository must exist when it returns.
+	Authorize(ctx context.Context, project string, write bool) error
+	// Push records a push whose every ref update is allowed, before git
+	// receives it.
+	Push(ctx context.Context, project string) error
+}
+
+// Server serves git's smart HTTP protocol under Prefix.
+type Server struct {
+	Hub         Hub
+	Repos       workspace.HubRepos // where the bare repositories are, and the git that serves them
+	ScratchDir  string             // for spooled request bodies
+	TransferCap int64              // bytes of one request body
+	Log         *slog.Logger
+}
+
+// Error is a refusal: its HTTP status, error code and message, which git
+// shows its user.
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Msg }
+
+func errf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) *Error {
+	return errf(http.StatusBadRequest, protocol.ErrBadRequest, format, args...)
+}
+
+func notFound(format string, args ...any) *Error {
+	return errf(http.StatusNotFound, protocol.ErrNotFound, format, args...)
+}
+
+func forbidden(format string, args ...any) *Error {
+	return errf(http.StatusForbidden, protocol.ErrForbidden, format, args...)
+}
 
 // gitService is one of the two smart HTTP services.
 type gitService struct {
@@ -41,7 +103,7 @@ type gitService struct {
 // parseGitPath splits /git/PROJECT[.git]/REST and names the service the
 // request is for. Only the smart protocol's three paths are served.
 func parseGitPath(r *http.Request) (project, rest string, svc gitService, err error) {
-	p := strings.TrimPrefix(r.URL.Path, gitPrefix)
+	p := strings.TrimPrefix(r.URL.Path, Prefix)
 	project, rest, _ = strings.Cut(p, "/")
 	project = strings.TrimSuffix(project, ".git")
 	if !workspace.ValidProject(project) {
@@ -77,63 +139,63 @@ func gitToken(r *http.Request) (string, error) {
 	return "", errors.New("a token is needed (Bearer, or HTTP Basic with the token as password)")
 }
 
-// serveGit authenticates and authorizes a git request, checks what a push
-// would change, and hands the request to git http-backend.
+// ServeHTTP authenticates and authorizes a git request, checks what a
+// push would change, and hands the request to git http-backend.
 //
 // Users read every hosted project and push only new refs under
 // refs/drover/uploads/. Runners only read, and only projects of jobs they
 // hold an active attempt of.
-func (h *Hub) serveGit(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	project, rest, svc, err := parseGitPath(r)
 	if err != nil {
-		h.gitError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	tok, err := gitToken(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="drover"`)
-		h.gitError(w, r, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err))
+		s.fail(w, r, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err))
 		return
 	}
-	p, err := h.authenticateToken(r.Context(), tok)
+	c, err := s.Hub.Authenticate(r.Context(), tok)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="drover"`)
-		h.gitError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	if err := h.authorizeGit(r.Context(), p, project, svc); err != nil {
-		h.gitError(w, r, err)
+	if err := c.Authorize(r.Context(), project, svc.write); err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	body, size, cleanup, err := h.spoolGitBody(w, r, svc)
+	body, size, cleanup, err := s.spoolGitBody(w, r, svc)
 	if err != nil {
-		h.gitError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	defer cleanup()
 	if svc.write && r.Method == http.MethodPost {
 		ok, err := checkPush(w, body, r.Header.Get("Content-Encoding"))
 		if err != nil {
-			h.gitError(w, r, err)
+			s.fail(w, r, err)
 			return
 		}
 		if !ok {
-			h.log.Info("push refused", "project", project, "user", p.name)
+			s.Log.Info("push refused", "project", project, "user", c.Name())
 			return
 		}
 		if _, err := body.Seek(0, io.SeekStart); err != nil {
-			h.gitError(w, r, err)
+			s.fail(w, r, err)
 			return
 		}
-		if err := h.createProject(r.Context(), p, project); err != nil {
-			h.gitError(w, r, err)
+		if err := c.Push(r.Context(), project); err != nil {
+			s.fail(w, r, err)
 			return
 		}
-		h.log.Info("source push", "project", project, "user", p.name, "bytes", size)
+		s.Log.Info("source push", "project", project, "user", c.Name(), "bytes", size)
 	}
-	backend, err := h.repos.HTTPBackend(svc.write, slogWriter{h.log, project})
+	backend, err := s.Repos.HTTPBackend(svc.write, slogWriter{s.Log, project})
 	if err != nil {
-		h.gitError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	r2 := r.Clone(r.Context())
@@ -148,116 +210,9 @@ func (h *Hub) serveGit(w http.ResponseWriter, r *http.Request) {
 	backend.ServeHTTP(w, r2)
 }
 
-// authorizeGit applies the rules of serveGit: runners read the projects of
-// jobs they hold; users read and push to the projects they are members of.
-// A user's first accepted push (never the discovery before it) creates a
-// hosted project, with the pusher as its owner (serveGit, createProject).
-func (h *Hub) authorizeGit(ctx context.Context, p principal, project string, svc gitService) error {
-	switch {
-	case p.kind == store.TokenRunner && svc.write:
-		return forbidden("runners cannot push; results travel as publications")
-	case p.kind == store.TokenRunner:
-		ok, err := h.runnerHoldsProject(ctx, p.runnerID, project)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return forbidden("runner %s holds no attempt of a job on project %s", p.name, project)
-		}
-	default:
-		var exists bool
-		if err := h.store.Read(ctx, func(tx store.Tx) error {
-			prj, err := tx.Project(project)
-			if errors.Is(err, store.ErrNotFound) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			exists = true
-			return mayUseProject(tx, p, prj)
-		}); err != nil {
-			return err
-		}
-		switch {
-		case exists:
-		case !svc.write:
-			return notFound("no project %s on the hub (drover run --repo pushes one)", project)
-		default:
-			// git needs a repository to advertise to a first push; the
-			// project itself comes into being only with an accepted push
-			// (serveGit), never with the discovery before it.
-			if err := h.ensureRepo(ctx, project); err != nil {
-				return err
-			}
-		}
-	}
-	if !h.repos.Exists(project) {
-		return notFound("project %s has no repository on the hub (drover run --repo pushes one)", project)
-	}
-	return nil
-}
-
-// createProject records a hosted project pushed first by p, its owner. A
-// project someone else created in the meantime needs p's membership.
-func (h *Hub) createProject(ctx context.Context, p principal, project string) error {
-	created := false
-	err := h.store.Write(ctx, func(tx store.Tx) error {
-		created = false
-		prj, err := tx.Project(project)
-		if err == nil {
-			return mayUseProject(tx, p, prj)
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		now := h.now()
-		if err := tx.PutProject(store.Project{Name: project, OwnerID: p.userID, CreatedAt: now, UpdatedAt: now}); err != nil {
-			return err
-		}
-		created = true
-		// The store may add the owner with the project.
-		if err := tx.AddMember(project, p.userID, now); err != nil && !errors.Is(err, store.ErrConflict) {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("create project %s: %w", project, err)
-	}
-	if created {
-		h.log.Info("project created by its first push", "project", project, "owner", p.name)
-	}
-	return nil
-}
-
-// runnerHoldsProject reports whether the runner holds an active attempt of
-// a job on the project.
-func (h *Hub) runnerHoldsProject(ctx context.Context, runnerID, project string) (bool, error) {
-	var ok bool
-	err := h.store.Read(ctx, func(tx store.Tx) error {
-		as, err := tx.RunnerActiveAttempts(runnerID)
-		if err != nil {
-			return err
-		}
-		for _, a := range as {
-			j, err := tx.Job(a.JobID)
-			if err != nil {
-				return err
-			}
-			if j.Project == project && j.AttemptID == a.ID {
-				ok = true
-				return nil
-			}
-		}
-		return nil
-	})
-	return ok, err
-}
-
 // spoolGitBody copies a POST body to a temporary file within the transfer
 // cap: net/http/cgi takes no chunked body, and a push is read twice.
-func (h *Hub) spoolGitBody(w http.ResponseWriter, r *http.Request, svc gitService) (*os.File, int64, func(), error) {
+func (s *Server) spoolGitBody(w http.ResponseWriter, r *http.Request, svc gitService) (*os.File, int64, func(), error) {
 	nothing := func() {}
 	if r.Method != http.MethodPost {
 		return nil, 0, nothing, nil
@@ -266,10 +221,10 @@ func (h *Hub) spoolGitBody(w http.ResponseWriter, r *http.Request, svc gitServic
 	if svc.write {
 		what = "the push"
 	}
-	if r.ContentLength > h.cfg.TransferCap {
-		return nil, 0, nothing, h.tooLargeTransfer(what)
+	if r.ContentLength > s.TransferCap {
+		return nil, 0, nothing, s.Hub.TooLarge(what)
 	}
-	dir := h.scratch.dir
+	dir := s.ScratchDir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, 0, nothing, fmt.Errorf("spool git request: %w", err)
 	}
@@ -278,12 +233,12 @@ func (h *Hub) spoolGitBody(w http.ResponseWriter, r *http.Request, svc gitServic
 		return nil, 0, nothing, fmt.Errorf("spool git request: %w", err)
 	}
 	cleanup := func() { f.Close(); os.Remove(f.Name()) }
-	n, err := io.Copy(f, http.MaxBytesReader(w, r.Body, h.cfg.TransferCap))
+	n, err := io.Copy(f, http.MaxBytesReader(w, r.Body, s.TransferCap))
 	if err != nil {
 		cleanup()
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, 0, nothing, h.tooLargeTransfer(what)
+			return nil, 0, nothing, s.Hub.TooLarge(what)
 		}
 		return nil, 0, nothing, badRequest("read the request: %v", err)
 	}
@@ -444,16 +399,19 @@ func readPktLine(br *bufio.Reader) (string, bool, error) {
 	return string(buf), false, nil
 }
 
-// gitError answers a git request in plain text, which git shows its user
-// as "remote: ...".
-func (h *Hub) gitError(w http.ResponseWriter, r *http.Request, err error) {
-	ae := h.asAPIError(err)
-	if ae.status < 500 {
-		h.log.Info("git request refused", "method", r.Method, "path", r.URL.Path, "code", ae.code, "msg", ae.msg)
+// fail answers a git request in plain text, which git shows its user as
+// "remote: ...".
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e, ok := errors.AsType[*Error](err)
+	if !ok {
+		e = s.Hub.Refusal(err)
+	}
+	if e.Status < 500 {
+		s.Log.Info("git request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "msg", e.Msg)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(ae.status)
-	fmt.Fprintf(w, "drover: %s\n", ae.msg)
+	w.WriteHeader(e.Status)
+	fmt.Fprintf(w, "drover: %s\n", e.Msg)
 }
 
 // slogWriter logs what git http-backend writes on stderr.
@@ -464,7 +422,10 @@ type slogWriter struct {
 
 func (s slogWriter) Write(p []byte) (int, error) {
 	if msg := strings.TrimSpace(string(p)); msg != "" {
-		s.log.Warn("git http-backend", "project", s.project, "msg", truncate(msg, 2000))
+		if len(msg) > 2000 {
+			msg = strings.ToValidUTF8(msg[:2000], "")
+		}
+		s.log.Warn("git http-backend", "project", s.project, "msg", msg)
 	}
 	return len(p), nil
 }

@@ -1,0 +1,31 @@
+package hub
+
+import (
+	"net/http"
+)
+
+// The project secrets API's HTTP transport over the operations of
+// secrets.go: /projects/{name}/secrets[/{secret}].
+
+func secretRequestOf(r *http.Request) secretRequest {
+	return secretRequest{Project: r.PathValue("name"), Name: r.PathValue("secret")}
+}
+
+func (a httpAPI) listSecrets(w http.ResponseWriter, r *http.Request, p principal) error {
+	out, err := a.h.listSecrets(r.Context(), p, secretRequestOf(r))
+	return reply(w, http.StatusOK, out, err)
+}
+
+func (a httpAPI) setSecret(w http.ResponseWriter, r *http.Request, p principal) error {
+	req := secretRequestOf(r)
+	if err := decodeBody(r, w, &req.SecretRequest); err != nil {
+		return err
+	}
+	out, err := a.h.setSecret(r.Context(), p, req)
+	return reply(w, http.StatusOK, out, err)
+}
+
+func (a httpAPI) removeSecret(w http.ResponseWriter, r *http.Request, p principal) error {
+	out, err := a.h.removeSecret(r.Context(), p, secretRequestOf(r))
+	return reply(w, http.StatusOK, out, err)
+}

@@ -1,0 +1,183 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// The accounts' operations of the state layer (docs/architecture.md); the
+// HTTP API serves them in api_accounts.go, the runners page too.
+
+// accounts lists p's accounts across their runners, in the order the
+// dispatcher prefers them.
+func (h *Hub) accounts(ctx context.Context, p principal) (protocol.AccountList, error) {
+	var out protocol.AccountList
+	connected := h.connectedRunners()
+	err := h.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = h.accountList(tx, p, connected)
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("list accounts of %s: %w", p.name, err)
+	}
+	return out, nil
+}
+
+// namesAccount checks that a request names an account: its runner and
+// its id or label (what: what the account is named for, as " to move").
+func namesAccount(runner, account, what string) error {
+	switch {
+	case runner == "":
+		return badRequest("name the runner of the account%s", what)
+	case account == "":
+		return badRequest("name the account%s by its id or label", what)
+	}
+	return nil
+}
+
+// moveAccount moves one of p's accounts to a position in p's order (the
+// API's and the runners page's up/down controls).
+func (h *Hub) moveAccount(ctx context.Context, p principal, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
+	var out protocol.AccountList
+	if err := namesAccount(req.Runner, req.ID, " to move"); err != nil {
+		return out, err
+	}
+	if req.Position < 1 {
+		return out, badRequest("position %d: positions start at 1", req.Position)
+	}
+	var moved string
+	connected := h.connectedRunners()
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		rn, err := tx.RunnerByName(req.Runner)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && rn.OwnerID != p.userID) {
+			return notFound("you have no runner named %q", req.Runner)
+		}
+		if err != nil {
+			return err
+		}
+		accts, err := tx.AccountsOfOwner(p.userID)
+		if err != nil {
+			return err
+		}
+		moved, err = pickAccount(accts, rn, req.ID)
+		if err != nil {
+			return err
+		}
+		if err := tx.MoveAccount(p.userID, rn.ID, moved, req.Position); err != nil {
+			return err
+		}
+		out, err = h.accountList(tx, p, connected)
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("move account %s of runner %s: %w", req.ID, req.Runner, err)
+	}
+	// Queued jobs may now go to another account first.
+	h.kick()
+	h.log.Info("account moved", "runner", req.Runner, "account", moved, "position", req.Position, "by", p.name)
+	return out, nil
+}
+
+// pickAccount finds the id of the runner's account named by ref: its id, or
+// else its label if exactly one of the runner's accounts has it.
+func pickAccount(accts []store.Account, rn store.Runner, ref string) (string, error) {
+	var byLabel []string
+	for _, a := range accts {
+		if a.RunnerID != rn.ID {
+			continue
+		}
+		if a.ID == ref {
+			return a.ID, nil
+		}
+		if a.Label == ref {
+			byLabel = append(byLabel, a.ID)
+		}
+	}
+	switch len(byLabel) {
+	case 0:
+		return "", notFound("runner %q has no account with id or label %q", rn.Name, ref)
+	case 1:
+		return byLabel[0], nil
+	}
+	return "", badRequest("runner %q has %d accounts labelled %q (%s): name one by its id",
+		rn.Name, len(byLabel), ref, strings.Join(byLabel, ", "))
+}
+
+// connectedRunners is the set of ids of the runners connected now, taken
+// before a transaction so that h.mu is never held inside one.
+func (h *Hub) connectedRunners() map[string]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]bool, len(h.conns))
+	for id := range h.conns {
+		out[id] = true
+	}
+	return out
+}
+
+// accountList is p's own accounts, best first, then the accounts others
+// shared with p or p's projects (in their owners' order), with their
+// runners' names and whether those are connected (here: local, taken by
+// connectedRunners; or to another live hub). Whom an account is shared
+// with is shown to its owner and admins only.
+func (h *Hub) accountList(tx store.Tx, p principal, local map[string]bool) (protocol.AccountList, error) {
+	all, err := tx.Accounts()
+	if err != nil {
+		return protocol.AccountList{}, err
+	}
+	held, err := tx.HeldRunners(h.liveSince(h.now()))
+	if err != nil {
+		return protocol.AccountList{}, err
+	}
+	projects, err := userProjects(tx, p.userID)
+	if err != nil {
+		return protocol.AccountList{}, err
+	}
+	shares, err := tx.AllShares()
+	if err != nil {
+		return protocol.AccountList{}, err
+	}
+	byRunner := map[string][]store.Share{}
+	for _, sh := range shares {
+		if sh.AccountID != "" {
+			byRunner[sh.RunnerID] = append(byRunner[sh.RunnerID], sh)
+		}
+	}
+	access := map[string]*runnerAccess{}
+	n := newNamer(tx)
+	out := protocol.AccountList{Accounts: make([]protocol.AccountView, 0, len(all))}
+	var others []protocol.AccountView
+	pos := map[string]int{} // owner → position within the owner's order
+	for _, a := range all {
+		pos[a.OwnerID]++
+		ra, ok := access[a.RunnerID]
+		if !ok {
+			ra = newRunnerAccess(store.Runner{OwnerID: a.OwnerID}, byRunner[a.RunnerID])
+			access[a.RunnerID] = ra
+		}
+		mine := a.OwnerID == p.userID
+		if !mine && !mayUseAccountOf(p, ra, a.ID, projects) {
+			continue
+		}
+		v := protocol.AccountView{
+			Position: pos[a.OwnerID], Runner: n.runner(a.RunnerID), ID: a.ID, Agent: a.Agent, Label: a.Label,
+			Kind: a.Kind, State: a.State, LimitedUntil: utcPtr(a.LimitedUntil), Connected: connected(local[a.RunnerID], held[a.RunnerID]),
+			Owner: n.user(a.OwnerID),
+		}
+		if mine || p.admin {
+			v.SharedWith = sharesView(n, byRunner[a.RunnerID], a.ID)
+		}
+		if mine {
+			out.Accounts = append(out.Accounts, v)
+		} else {
+			others = append(others, v)
+		}
+	}
+	out.Accounts = append(out.Accounts, others...)
+	return out, nil
+}

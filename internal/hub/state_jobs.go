@@ -1,0 +1,271 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"drover/internal/agent/catalog"
+	"drover/internal/ids"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// agents the hub accepts jobs for. A job for an agent no runner has would
+// wait forever, so refuse it at the door.
+// The agents a job may name are those of the catalogue; every one but exec
+// takes a prompt and works with drover's tools (only its deliver completes
+// the job).
+// usesAccount says whether jobs of agent run under a runner's account (all
+// but exec; an agent the catalogue no longer knows is assumed to).
+func usesAccount(agent string) bool {
+	e, ok := catalog.Lookup(agent)
+	return !ok || e.Accounts()
+}
+
+func agentNames() string {
+	names := catalog.Names()
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+var labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
+
+func validateLabels(labels map[string]string) error {
+	if len(labels) > protocol.MaxLabels {
+		return fmt.Errorf("%d labels, the limit is %d", len(labels), protocol.MaxLabels)
+	}
+	for k, v := range labels {
+		if len(k) > protocol.MaxLabelLen || !labelKeyRE.MatchString(k) {
+			return fmt.Errorf("label key %q must be 1-%d characters of letters, digits and ._/-", k, protocol.MaxLabelLen)
+		}
+		if len(v) > protocol.MaxLabelLen {
+			return fmt.Errorf("label %s has a value over %d characters", k, protocol.MaxLabelLen)
+		}
+		if err := protocol.CheckPlainText("the value of label "+k, v, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateSubmit(req protocol.SubmitRequest) error {
+	entry, ok := catalog.Lookup(req.Agent)
+	if !ok {
+		return badRequest("unknown agent %q (known: %s)", req.Agent, agentNames())
+	}
+	if len(req.Args) == 0 && !entry.Prompt() {
+		return badRequest("the %s agent needs a command to run (drover run --agent %s -- COMMAND ARGS...)", req.Agent, req.Agent)
+	}
+	if strings.TrimSpace(strings.Join(req.Args, "")) == "" && entry.Prompt() {
+		return badRequest("the %s agent needs a prompt (drover run --agent %s -- PROMPT)", req.Agent, req.Agent)
+	}
+	if len(req.Args) > protocol.MaxArgs {
+		return badRequest("%d arguments, the limit is %d", len(req.Args), protocol.MaxArgs)
+	}
+	n := 0
+	for _, a := range req.Args {
+		n += len(a)
+	}
+	if n > protocol.MaxArgsBytes {
+		return badRequest("arguments take %d bytes, the limit is %d", n, protocol.MaxArgsBytes)
+	}
+	if err := validateLabels(req.Labels); err != nil {
+		return badRequest("%v", err)
+	}
+	if len(req.Key) > 128 {
+		return badRequest("idempotency key is over 128 characters")
+	}
+	if err := protocol.CheckPlainText("idempotency key", req.Key, false); err != nil {
+		return badRequest("%v", err)
+	}
+	if req.Account != "" && (!usesAccount(req.Agent) || len(req.Account) > 64) {
+		return badRequest("--account names a vendor agent's account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
+	}
+	if err := protocol.CheckPlainText("account", req.Account, false); err != nil {
+		return badRequest("%v", err)
+	}
+	if entry, _ := catalog.Lookup(req.Agent); req.Model != "" && (entry.Kind != catalog.Native || len(req.Model) > protocol.MaxModel) {
+		return badRequest("--model names a native agent's model (at most %d characters); %s jobs take theirs from the runner", protocol.MaxModel, req.Agent)
+	}
+	if err := protocol.CheckPlainText("model", req.Model, false); err != nil {
+		return badRequest("%v", err)
+	}
+	if entry, _ := catalog.Lookup(req.Agent); req.Fallback != "" && (entry.Kind != catalog.Native || len(req.Fallback) > 64) {
+		return badRequest("--fallback names a native job's fallback account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
+	}
+	if err := protocol.CheckPlainText("fallback", req.Fallback, false); err != nil {
+		return badRequest("%v", err)
+	}
+	return nil
+}
+
+// The jobs' operations of the state layer (docs/architecture.md): each is
+// (ctx, caller, typed request) -> (typed reply, error), checks who is
+// asking itself (access.go), and knows nothing of its transport; the HTTP
+// API (api_jobs.go) and the dashboard (dashboard.go) call them.
+
+// submitted is the reply to a submission: the job, and whether this call
+// created it (false: the idempotency key named an earlier one).
+type submitted struct {
+	Job     protocol.JobView
+	Created bool
+}
+
+// submitJob queues a new job for p, or finds the one p submitted earlier
+// with the same idempotency key.
+func (h *Hub) submitJob(ctx context.Context, p principal, req protocol.SubmitRequest) (submitted, error) {
+	if err := validateSubmit(req); err != nil {
+		return submitted{}, err
+	}
+	if entry, _ := catalog.Lookup(req.Agent); entry.Prompt() {
+		req.Tools = true
+	}
+	now := h.now()
+	j := store.Job{
+		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
+		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
+	}
+	if err := h.checkSource(ctx, p, req, &j); err != nil {
+		return submitted{}, err
+	}
+	created := true
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		if req.Key != "" {
+			old, err := tx.JobByKey(p.userID, req.Key)
+			if err == nil {
+				j, created = old, false
+				return nil
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		if err := tx.InsertJob(j); err != nil {
+			return err
+		}
+		for _, f := range req.Context {
+			if err := tx.InsertContextFile(j.ID, store.ContextFile{Name: f.Name, Data: f.Data}); err != nil {
+				return err
+			}
+		}
+		msg := fmt.Sprintf("%s job submitted", j.Agent)
+		if j.Project != "" {
+			msg += fmt.Sprintf(" on %s at %s (%s)", j.Project, j.Base, j.Mode)
+		}
+		_, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: "submitted", Actor: p.name, Message: msg})
+		return err
+	})
+	if err != nil {
+		return submitted{}, fmt.Errorf("submit job: %w", err)
+	}
+	if created {
+		h.pinBase(ctx, j)
+	}
+	view, err := h.jobView(ctx, p, j.ID)
+	if err != nil {
+		return submitted{}, err
+	}
+	if created {
+		h.log.Info("job submitted", "job", j.ID, "agent", j.Agent, "requester", p.name)
+		h.kick()
+	}
+	return submitted{Job: view, Created: created}, nil
+}
+
+// listJobsRequest asks for the jobs the caller may see.
+type listJobsRequest struct {
+	State job.State // only jobs in this state ("": every state)
+	Limit int       // at most this many (0: the store's default)
+}
+
+func (h *Hub) listJobs(ctx context.Context, p principal, req listJobsRequest) (protocol.JobList, error) {
+	if req.State != "" && !req.State.Valid() {
+		return protocol.JobList{}, badRequest("unknown state %q (one of %v)", req.State, job.States)
+	}
+	views, err := h.jobViews(ctx, p, store.JobFilter{State: req.State, Limit: req.Limit})
+	return protocol.JobList{Jobs: views}, err
+}
+
+// showJobRequest asks for one job, with its first events if Events.
+type showJobRequest struct {
+	ID     string
+	Events bool
+}
+
+func (h *Hub) showJob(ctx context.Context, p principal, req showJobRequest) (protocol.JobView, error) {
+	v, err := h.jobView(ctx, p, req.ID)
+	if err != nil {
+		return v, err
+	}
+	if req.Events {
+		if v.Events, err = h.events(ctx, p, req.ID, 0); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// jobActionRequest changes a job by Action (cancel, retry, restart,
+// answer its question with Answer, or approve its answer), then shows it.
+type jobActionRequest struct {
+	Action string
+	Answer protocol.AnswerRequest
+	Show   showJobRequest
+}
+
+func (h *Hub) actOnJob(ctx context.Context, p principal, req jobActionRequest) (protocol.JobView, error) {
+	var do func(context.Context, principal, string) error
+	switch req.Action {
+	case "cancel":
+		do = h.cancelJob
+	case "retry":
+		do = h.retryJob
+	case "restart":
+		do = h.restartJob
+	case "answer":
+		do = func(ctx context.Context, p principal, id string) error { return h.answerJob(ctx, p, id, req.Answer) }
+	case "approve":
+		do = h.approveAnswer
+	default:
+		return protocol.JobView{}, notFound("no job action %q", req.Action)
+	}
+	if err := do(ctx, p, req.Show.ID); err != nil {
+		return protocol.JobView{}, err
+	}
+	return h.showJob(ctx, p, req.Show)
+}
+
+// jobEventsRequest asks for a job's events after sequence number After.
+type jobEventsRequest struct {
+	ID    string
+	After int64
+}
+
+func (h *Hub) jobEvents(ctx context.Context, p principal, req jobEventsRequest) (protocol.EventList, error) {
+	evs, err := h.events(ctx, p, req.ID, req.After)
+	return protocol.EventList{Events: evs}, err
+}
+
+// events returns up to 1000 of a job's events after sequence number after.
+func (h *Hub) events(ctx context.Context, p principal, id string, after int64) ([]protocol.EventView, error) {
+	out := []protocol.EventView{}
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		if _, err := visibleJob(tx, p, id); err != nil {
+			return err
+		}
+		evs, err := tx.Events(id, after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			out = append(out, protocol.EventView{Seq: e.Seq, Job: e.JobID, At: e.At.UTC(), Kind: e.Kind, Actor: e.Actor, Message: e.Message})
+		}
+		return nil
+	})
+	return out, err
+}
