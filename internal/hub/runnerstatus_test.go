@@ -121,10 +121,15 @@ func TestCrossHubRunnerStatus(t *testing.T) {
 	held := []protocol.Held{{AttemptRef: o.AttemptRef, Phase: protocol.PhaseRunning}}
 	before := counted.n.Load()
 	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 2, Agents: agents, Accounts: accounts, Attempts: held})
+	accounts = []protocol.AccountInfo{{ID: "acct_1", Agent: "claude", Label: "work", Kind: "login", State: protocol.AccountLimited,
+		LimitedUntil: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}}
 	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 2, Agents: agents, Accounts: accounts, Attempts: held, NotReady: "disk full"})
 	waitFor(t, "A to show the runner not ready again", func() bool { return shows(view(a), "disk full", 1) })
 	if got := counted.n.Load() - before; got != 1 {
 		t.Fatalf("two statuses, one changing the runner, made %d status writes; want 1", got)
+	}
+	if vs := a.accounts(a.admin); len(vs) != 1 || vs[0].State != protocol.AccountLimited || !vs[0].Connected {
+		t.Fatalf("hub A's accounts: %+v", vs)
 	}
 
 	// Gone from B: A shows it offline, with nothing it reported.
