@@ -46,6 +46,7 @@ type conn struct {
 
 	// reader goroutine only
 	lastExtend time.Time
+	recorded   shown // what its holding row says (runnerstatus.go)
 
 	// guarded by Hub.mu
 	cooldownUntil time.Time
@@ -165,6 +166,7 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 		ws.Close(code, truncate(err.Error(), 120))
 		return nil
 	}
+	c.recorded = c.shown() // attach recorded it (holdRunner)
 	// A replace or revoke that committed after attach's check but before
 	// the connection was listed found nothing to close: look again.
 	h.closeIfTokenStale(ctx, c)

@@ -159,9 +159,12 @@ func (h *Hub) leave() {
 }
 
 // holdRunner records, in an attach's transaction, that this hub holds the
-// runner's connection.
-func (h *Hub) holdRunner(tx store.Tx, runnerID string, now time.Time) error {
-	return tx.HoldRunner(runnerID, h.id, now)
+// runner's connection, with what it reported in its hello.
+func (h *Hub) holdRunner(tx store.Tx, c *conn, now time.Time) error {
+	if err := tx.HoldRunner(c.runnerID, h.id, now); err != nil {
+		return err
+	}
+	return tx.SetRunnerStatus(c.runnerID, h.id, c.shown().status())
 }
 
 // onlineIn reports whether a runner is connected to this hub or to any

@@ -47,7 +47,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		if err := tx.ExtendLeases(c.runnerID, now.Add(h.cfg.Lease)); err != nil {
 			return err
 		}
-		if err := h.holdRunner(tx, c.runnerID, now); err != nil {
+		if err := h.holdRunner(tx, c, now); err != nil {
 			return err
 		}
 		for _, hd := range hello.Attempts {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"drover/internal/protocol"
-	"drover/internal/store"
 )
 
 // runnerAPI is the hub's side of the runner protocol for one connection:
@@ -52,13 +51,11 @@ func (s runnerAPI) Status(ctx context.Context, st protocol.Status) error {
 		changed = !slices.Equal(c.accounts, st.Accounts)
 		c.agents, c.accounts = st.Agents, st.Accounts
 	}
+	cur := c.shown()
 	h.mu.Unlock()
-	if changed {
-		now := h.now()
-		if err := h.store.Write(ctx, func(tx store.Tx) error {
-			return tx.SyncRunnerAccounts(c.runnerID, storeAccounts(st.Accounts), now)
-		}); err != nil {
-			h.logFailed("record runner accounts", err, "runner", c.name)
+	if shownChanged := !cur.equal(c.recorded); changed || shownChanged {
+		if err := h.recordStatus(ctx, c, cur, changed, shownChanged); err != nil {
+			h.logFailed("record runner status", err, "runner", c.name)
 		}
 	}
 	if grew {

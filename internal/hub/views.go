@@ -159,22 +159,25 @@ func (h *Hub) addWhy(v *protocol.JobView, shape string) {
 
 // runnerView is r as this hub knows it. holder is the live hub the
 // database names as holding r's connection (HeldRunners, RunnerHolder;
-// "" for none): r is connected when this hub or that one holds it, and
-// what it reported (agents, readiness) is known only to its holder.
+// "" for none): r is connected when this hub or that one holds it. What
+// it reported (agents, readiness) and its running attempts are this
+// hub's memory for a runner it holds, else what its live holder recorded
+// (r.Held).
 func (h *Hub) runnerView(r store.Runner, owner, holder string) protocol.RunnerView {
 	h.mu.Lock()
 	c, local := h.conns[r.ID]
 	running := len(h.active[r.ID])
-	var agents []string
-	var accounts []protocol.AccountInfo
-	notReady, draining := "", false
+	var s shown
 	if local {
-		agents, accounts, notReady, draining = c.agents, c.accounts, c.notReady, c.draining()
+		s = c.shown()
 	}
 	h.mu.Unlock()
+	if held := r.Held; !local && held != nil && holder != "" && held.Hub == holder {
+		s, running = shownOf(held.Status), held.Running
+	}
 	return protocol.RunnerView{
 		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected(local, holder), Hub: holder, Revoked: r.RevokedAt != nil,
-		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: agents, Accounts: accounts, NotReady: notReady, Draining: draining,
+		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: s.agents, Accounts: s.accounts, NotReady: s.notReady, Draining: s.draining,
 		Version: r.Version, LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(), Access: access(r),
 	}
 }

@@ -152,8 +152,11 @@ type Tx interface {
 	// forgets it only while hubID still holds it (the runner may have
 	// connected elsewhere since). HeldRunners maps every runner held by a
 	// hub seen since liveSince to that hub; RunnerHolder is that hub of
-	// one runner ("" when none holds it).
+	// one runner ("" when none holds it). SetRunnerStatus records the
+	// status of a runner hubID holds (a holding starts with none; nothing
+	// held is no error).
 	HoldRunner(runnerID, hubID string, at time.Time) error
+	SetRunnerStatus(runnerID, hubID string, st RunnerStatus) error
 	ReleaseRunner(runnerID, hubID string) error
 	HeldRunners(liveSince time.Time) (map[string]string, error)
 	RunnerHolder(runnerID string, liveSince time.Time) (string, error)
@@ -317,6 +320,26 @@ type Runner struct {
 	Access string
 	// Version is the drover version it last reported on connecting.
 	Version string
+	// Held is its holding as Runner, RunnerByName and Runners read it
+	// (nil while no hub holds it, live or not; never written back).
+	Held *RunnerHeld
+}
+
+// RunnerStatus is what a connected runner last reported, recorded by the
+// hub holding its connection so that every hub shows it.
+type RunnerStatus struct {
+	Agents   []string
+	Accounts []Account // RunnerID, OwnerID, Rank and UpdatedAt unset
+	NotReady string    // why it takes no offers ("" ready)
+	Draining bool
+}
+
+// RunnerHeld is a runner's holding row: its hub, the status that hub
+// recorded, and its offered or running attempts.
+type RunnerHeld struct {
+	Hub     string
+	Status  RunnerStatus
+	Running int
 }
 
 // Hub is one hub process sharing the store, as it last recorded itself.

@@ -88,16 +88,16 @@ func (t *tx) UpdateRunner(r store.Runner) error {
 }
 
 func (t *tx) Runner(id string) (store.Runner, error) {
-	return one(t, "runner "+id, ScanRunner, runners.query("WHERE id = ?"), id)
+	return one(t, "runner "+id, scanRunnerHeld, runnersHeld+"WHERE runners.id = ?", activeArgs(id)...)
 }
 
 func (t *tx) RunnerByName(name string) (store.Runner, error) {
-	return one(t, "runner named "+name, ScanRunner, runners.query("WHERE name = ?"), name)
+	return one(t, "runner named "+name, scanRunnerHeld, runnersHeld+"WHERE runners.name = ?", activeArgs(name)...)
 }
 
 // Runners lists all runners by name.
 func (t *tx) Runners() ([]store.Runner, error) {
-	return all(t, "runners", ScanRunner, runners.query("ORDER BY name"))
+	return all(t, "runners", scanRunnerHeld, runnersHeld+"ORDER BY runners.name", activeArgs()...)
 }
 
 var jobs = newTable(Jobs)

@@ -1,8 +1,10 @@
 package sqlstore
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"drover/internal/store"
@@ -12,7 +14,7 @@ import (
 // database: who is running, who holds which runner, who leads.
 var (
 	Hubs       = Table{"hubs", []string{"id", "url", "version", "started_at", "last_seen", "conns"}}
-	RunnerHubs = Table{"runner_hubs", []string{"runner_id", "hub_id", "since"}}
+	RunnerHubs = Table{"runner_hubs", []string{"runner_id", "hub_id", "since", "agents", "accounts", "not_ready", "draining"}}
 	LeaderTerm = Table{"leader", []string{"name", "holder", "term", "since", "expires_at"}}
 )
 
@@ -60,9 +62,58 @@ func (t *tx) PruneHubs(before time.Time) error {
 func (t *tx) HoldRunner(runnerID, hubID string, at time.Time) error {
 	_, err := t.exec("record that hub "+hubID+" holds runner "+runnerID,
 		`INSERT INTO runner_hubs (runner_id, hub_id, since) VALUES (?, ?, ?)
-		ON CONFLICT (runner_id) DO UPDATE SET hub_id = excluded.hub_id, since = excluded.since`,
+		ON CONFLICT (runner_id) DO UPDATE SET hub_id = excluded.hub_id, since = excluded.since,
+			agents = excluded.agents, accounts = excluded.accounts, not_ready = excluded.not_ready, draining = excluded.draining`,
 		runnerID, hubID, Millis(at))
 	return err
+}
+
+func (t *tx) SetRunnerStatus(runnerID, hubID string, st store.RunnerStatus) error {
+	_, err := t.exec("record the status of runner "+runnerID,
+		`UPDATE runner_hubs SET agents = ?, accounts = ?, not_ready = ?, draining = ? WHERE runner_id = ? AND hub_id = ?`,
+		JSONArg{orEmpty(st.Agents)}, JSONArg{orEmpty(st.Accounts)}, st.NotReady, st.Draining, runnerID, hubID)
+	return err
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// runnersHeld selects runners with their holding row (h) and, while held,
+// their active attempts; activeArgs come first.
+var runnersHeld = "SELECT runners." + strings.Join(Runners.Cols, ", runners.") +
+	", h.hub_id, h.agents, h.accounts, h.not_ready, h.draining, CASE WHEN h.hub_id IS NULL THEN 0 ELSE " +
+	"(SELECT COUNT(*) FROM attempts a WHERE a.runner_id = runners.id AND a." + activeState + ") END " +
+	"FROM runners LEFT JOIN runner_hubs h ON h.runner_id = runners.id "
+
+// scanMore scans the columns of a row that follow those s's user scans.
+type scanMore struct {
+	s    Scanner
+	more []any
+}
+
+func (m scanMore) Scan(dest ...any) error { return m.s.Scan(append(dest, m.more...)...) }
+
+func scanRunnerHeld(s Scanner) (store.Runner, error) {
+	var (
+		hub, agents, accounts, notReady sql.NullString
+		draining                        sql.NullBool
+		running                         int
+	)
+	r, err := ScanRunner(scanMore{s, []any{&hub, &agents, &accounts, &notReady, &draining, &running}})
+	if err != nil || !hub.Valid {
+		return r, err
+	}
+	held := &store.RunnerHeld{Hub: hub.String, Running: running,
+		Status: store.RunnerStatus{NotReady: notReady.String, Draining: draining.Bool}}
+	if err := errors.Join(JSONCol{&held.Status.Agents}.Scan(agents.String), JSONCol{&held.Status.Accounts}.Scan(accounts.String)); err != nil {
+		return r, fmt.Errorf("status of runner %s: %w", r.ID, err)
+	}
+	r.Held = held
+	return r, nil
 }
 
 func (t *tx) ReleaseRunner(runnerID, hubID string) error {

@@ -156,3 +156,47 @@ func readLeader(t *testing.T, s store.Store) (store.Leader, error) {
 	err := s.Read(ctx(t), func(tx store.Tx) (err error) { l, err = tx.Leader(); return err })
 	return l, err
 }
+
+// testRunnerStatus: the holding hub's recorded status and the runner's
+// active attempts come with the runner while it is held; another hub's
+// write changes nothing, a new holding starts with none, a release
+// clears it.
+func testRunnerStatus(t *testing.T, s store.Store) {
+	seed(t, s)
+	mustWrite(t, s, func(tx store.Tx) error {
+		return errors.Join(
+			tx.InsertRunner(runner("r-2", "box-2", "u-1")),
+			tx.PutHub(hubRow("h-a", 0, 10_000, 1)),
+			tx.PutHub(hubRow("h-b", 0, 10_000, 1)),
+			tx.InsertAttempt(attempt("a-1", "j-1", "r-1", 1, job.AttemptRunning, 2_000)),
+			tx.InsertAttempt(attempt("a-2", "j-1", "r-1", 2, job.AttemptOffered, 2_000)),
+			tx.InsertAttempt(attempt("a-3", "j-1", "r-1", 3, job.AttemptCompleted, 2_000)),
+			tx.HoldRunner("r-1", "h-b", at(1)),
+		)
+	})
+	held := func(id string) *store.RunnerHeld {
+		return get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.Runner(id) }).Held
+	}
+	equal(t, "a new holding", held("r-1"), &store.RunnerHeld{Hub: "h-b", Running: 2, Status: store.RunnerStatus{Agents: []string{}, Accounts: []store.Account{}}})
+	equal(t, "an unheld runner", held("r-2"), (*store.RunnerHeld)(nil))
+
+	until := at(9_000)
+	st := store.RunnerStatus{Agents: []string{"exec", "claude"}, NotReady: "no network",
+		Accounts: []store.Account{{ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "limited", LimitedUntil: &until}}}
+	mustWrite(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.SetRunnerStatus("r-1", "h-b", st), tx.SetRunnerStatus("r-1", "h-a", store.RunnerStatus{Draining: true}),
+			tx.SetRunnerStatus("r-2", "h-a", st))
+	})
+	want := &store.RunnerHeld{Hub: "h-b", Running: 2, Status: st}
+	equal(t, "the holder's status (the other hub's write ignored)", held("r-1"), want)
+	equal(t, "a status for an unheld runner", held("r-2"), (*store.RunnerHeld)(nil))
+	byName := get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.RunnerByName("box-1") })
+	equal(t, "by name", byName.Held, want)
+	list := get(t, s, func(tx store.Tx) ([]store.Runner, error) { return tx.Runners() })
+	equal(t, "listed", []*store.RunnerHeld{list[0].Held, list[1].Held}, []*store.RunnerHeld{want, nil})
+
+	mustWrite(t, s, func(tx store.Tx) error { return tx.HoldRunner("r-1", "h-a", at(2)) })
+	equal(t, "held by another hub", held("r-1"), &store.RunnerHeld{Hub: "h-a", Running: 2, Status: store.RunnerStatus{Agents: []string{}, Accounts: []store.Account{}}})
+	mustWrite(t, s, func(tx store.Tx) error { return tx.ReleaseRunner("r-1", "h-a") })
+	equal(t, "released", held("r-1"), (*store.RunnerHeld)(nil))
+}

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Hubs", testHubs},
 		{"RunnerHolders", testRunnerHolders},
+		{"RunnerStatus", testRunnerStatus},
 		{"LeaderTerm", testLeaderTerm},
 		{"LeaderRace", testLeaderRace},
 	}
