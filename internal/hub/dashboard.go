@@ -152,7 +152,7 @@ func (d dashboard) ApproveRunner(ctx context.Context, u web.User, req protocol.A
 }
 
 func (d dashboard) RevokeRunner(ctx context.Context, u web.User, name string) error {
-	_, err := d.h.revokeRunner(ctx, as(u), name)
+	_, err := d.h.revokeRunner(ctx, as(u), runnerRequest{Name: name})
 	return d.pageError(err)
 }
 
