@@ -275,7 +275,7 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("GET "+p+"/questions", h.handler(u, api.questions))
 	mux.Handle("GET "+p+"/jobs/{id}/log", h.handler(u, api.followLog))
 	mux.Handle("GET "+p+"/jobs/{id}/events", h.handler(u, api.jobEvents))
-	mux.Handle("GET "+p+"/whoami", http.HandlerFunc(h.apiWhoami))
+	mux.Handle("GET "+p+"/whoami", http.HandlerFunc(api.whoami))
 	mux.Handle("POST "+p+"/users", h.handler(u, api.addUser))
 	mux.Handle("GET "+p+"/users", h.handler(u, api.listUsers))
 	mux.Handle("DELETE "+p+"/users/{name}", h.handler(u, api.removeUser))
@@ -318,17 +318,4 @@ func (h *Hub) routes() http.Handler {
 		h.writeError(w, r, notFound("no such API route: %s %s", r.Method, r.URL.Path))
 	})
 	return h.metrics.countErrors(mux)
-}
-
-func (h *Hub) apiWhoami(w http.ResponseWriter, r *http.Request) {
-	p, err := h.authenticate(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	v := protocol.Whoami{Kind: string(p.kind), Name: p.name, Admin: p.admin}
-	if p.kind == store.TokenRunner {
-		v.Runner = p.name
-	}
-	writeJSON(w, http.StatusOK, v)
 }
