@@ -72,6 +72,11 @@ func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p principal) er
 	q := r.URL.Query()
 	req := publishRequest{Ref: ref, Commit: q.Get("commit"), Digest: q.Get("sha256"),
 		Spool: func(digest string) (string, error) { return a.spoolBundle(w, r, digest) }}
+	// Checked here too so that a bad id is refused before a bad checkpoint,
+	// as it always was.
+	if err := checkPublishIDs(req.Commit, req.Digest); err != nil {
+		return err
+	}
 	switch q.Get("checkpoint") {
 	case "", "0":
 	case "1":

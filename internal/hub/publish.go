@@ -75,15 +75,24 @@ type publishRequest struct {
 	Spool      func(digest string) (string, error)
 }
 
+// checkPublishIDs refuses a publication's commit id or SHA-256 that is
+// not one in full.
+func checkPublishIDs(commit, digest string) error {
+	if !workspace.ValidCommitID(commit) {
+		return badRequest("commit must be a full 40-hex commit id")
+	}
+	if b, err := hex.DecodeString(digest); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != digest {
+		return badRequest("sha256 must be 64 lower-case hex digits")
+	}
+	return nil
+}
+
 // publishBundle checks and publishes a runner's bundle (docs/protocol.md
 // has every check). A bundle that does not build on the job's head is
 // refused with a staleHead.
 func (h *Hub) publishBundle(ctx context.Context, p principal, req publishRequest) (protocol.PublishResult, error) {
-	if !workspace.ValidCommitID(req.Commit) {
-		return protocol.PublishResult{}, badRequest("commit must be a full 40-hex commit id")
-	}
-	if b, err := hex.DecodeString(req.Digest); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != req.Digest {
-		return protocol.PublishResult{}, badRequest("sha256 must be 64 lower-case hex digits")
+	if err := checkPublishIDs(req.Commit, req.Digest); err != nil {
+		return protocol.PublishResult{}, err
 	}
 	// Refuse a fenced attempt before reading a byte of the bundle.
 	if _, err := h.publishable(ctx, p.runnerID, req.Ref); err != nil {
