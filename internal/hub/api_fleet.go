@@ -1,324 +1,98 @@
 package hub
 
 import (
-	"errors"
-	"fmt"
-	"maps"
 	"net/http"
-	"slices"
+	"strconv"
 	"strings"
-	"time"
 
 	"drover/internal/auth"
-	"drover/internal/ids"
 	"drover/internal/protocol"
-	"drover/internal/store"
 )
 
-// A fleet launch gives a target one single-use, expiring registration token
-// per runner it starts. The runner exchanges it, once, for a runner token it
-// made itself (bindRunner, the rule an approved login follows too): the
-// runner is its launch owner's, named by the launch, and may report only
-// the launch's labels. Revoking the launch revokes its runners.
+// The fleet API's HTTP transport over the operations of state_fleet.go
+// and fleet_demand.go.
 
-func (h *Hub) apiLaunch(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) launch(w http.ResponseWriter, r *http.Request, p principal) error {
 	var req protocol.LaunchRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
-	if !protocol.ValidName(req.Target) {
-		return badRequest("target %q must be a name such as local or ssh", req.Target)
-	}
-	if req.Count < 1 || req.Count > protocol.MaxLaunchCount {
-		return badRequest("count must be 1 to %d", protocol.MaxLaunchCount)
-	}
-	if req.Slots < 1 || req.Slots > protocol.MaxSlots {
-		return badRequest("slots must be 1 to %d", protocol.MaxSlots)
-	}
-	if err := validateLabels(req.Labels); err != nil {
-		return badRequest("labels: %v", err)
-	}
-	ttl := protocol.DefaultRegistrationTTL
-	if req.TTLSeconds != 0 {
-		ttl = time.Duration(req.TTLSeconds) * time.Second
-		if ttl <= 0 || ttl > protocol.MaxRegistrationTTL {
-			return badRequest("ttl_seconds must be 1 to %d", int(protocol.MaxRegistrationTTL/time.Second))
-		}
-	}
-	now := h.now()
-	l := store.Launch{ID: ids.New("l"), OwnerID: p.userID, Target: req.Target, Labels: req.Labels,
-		Slots: req.Slots, Count: req.Count, CreatedAt: now}
-	if l.Labels == nil {
-		l.Labels = map[string]string{}
-	}
-	var regs []protocol.Registration
-	err := h.store.Write(r.Context(), func(tx store.Tx) error {
-		regs = nil
-		if err := tx.InsertLaunch(l); err != nil {
-			return err
-		}
-		for i := range l.Count {
-			tok := auth.NewToken(auth.PrefixRegistration)
-			g := store.Registration{Hash: auth.Hash(tok), LaunchID: l.ID, Name: fmt.Sprintf("%s-%d", l.ID, i+1),
-				CreatedAt: now, ExpiresAt: now.Add(ttl)}
-			if err := tx.InsertRegistration(g); err != nil {
-				return err
-			}
-			regs = append(regs, protocol.Registration{Name: g.Name, Token: tok, ExpiresAt: g.ExpiresAt})
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("launch on %s: %w", req.Target, err)
-	}
-	v, err := h.launchView(r, l.ID, p)
-	if err != nil {
+	out, err := a.h.launch(r.Context(), p, req)
+	return reply(w, http.StatusCreated, out, err)
+}
+
+func (a httpAPI) launches(w http.ResponseWriter, r *http.Request, p principal) error {
+	out, err := a.h.launches(r.Context(), p)
+	return reply(w, http.StatusOK, out, err)
+}
+
+func (a httpAPI) launchView(w http.ResponseWriter, r *http.Request, p principal) error {
+	out, err := a.h.launchView(r.Context(), p, launchRequest{ID: r.PathValue("id")})
+	return reply(w, http.StatusOK, out, err)
+}
+
+func (a httpAPI) revokeLaunch(w http.ResponseWriter, r *http.Request, p principal) error {
+	out, err := a.h.revokeLaunch(r.Context(), p, launchRequest{ID: r.PathValue("id")})
+	return reply(w, http.StatusOK, out, err)
+}
+
+func (a httpAPI) launchFailure(w http.ResponseWriter, r *http.Request, p principal) error {
+	req := launchFailureRequest{ID: r.PathValue("id")}
+	if err := decodeBody(r, w, &req.LaunchFailure); err != nil {
 		return err
 	}
-	h.log.Info("fleet launch", "launch", l.ID, "target", l.Target, "count", l.Count, "owner", p.name)
-	writeJSON(w, http.StatusCreated, protocol.LaunchResponse{LaunchView: v, Registrations: regs})
+	if err := a.h.recordLaunchFailure(r.Context(), p, req); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-func (h *Hub) apiLaunches(w http.ResponseWriter, r *http.Request, p principal) error {
-	owner := p.userID
-	if p.admin {
-		owner = ""
+// demand serves GET /fleet/demand?labels=k=v,...&after=GEN&wait=MS.
+func (a httpAPI) demand(w http.ResponseWriter, r *http.Request, p principal) error {
+	q := r.URL.Query()
+	req := demandRequest{Labels: map[string]string{}}
+	if s := q.Get("labels"); s != "" {
+		for _, kv := range strings.Split(s, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return badRequest("labels: want k=v,k2=v2")
+			}
+			req.Labels[k] = v
+		}
 	}
-	out := protocol.LaunchList{Launches: []protocol.LaunchView{}}
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
-		ls, err := tx.Launches(owner)
+	req.After, _ = strconv.ParseUint(q.Get("after"), 10, 64)
+	if s := q.Get("wait"); s != "" {
+		ms, err := strconv.Atoi(s)
 		if err != nil {
-			return err
+			ms = -1 // not milliseconds: waitDemand refuses it
 		}
-		n := newNamer(tx)
-		for _, l := range ls {
-			v, err := h.launchViewTx(tx, n, l)
-			if err != nil {
-				return err
-			}
-			out.Launches = append(out.Launches, v)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+		req.WaitMS = ms
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	out, err := a.h.waitDemand(r.Context(), p, req)
+	if err != nil && r.Context().Err() != nil {
+		return nil // the caller is gone: nothing to answer
+	}
+	return reply(w, http.StatusOK, out, err)
 }
 
-func (h *Hub) apiGetLaunch(w http.ResponseWriter, r *http.Request, p principal) error {
-	v, err := h.launchView(r, r.PathValue("id"), p)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
-}
-
-// launchOf is the launch p may manage: its owner's, or any for an admin.
-func launchOf(tx store.Tx, id string, p principal) (store.Launch, error) {
-	l, err := tx.Launch(id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && l.OwnerID != p.userID && !p.admin) {
-		return store.Launch{}, notFound("no launch %q of yours: `drover fleet list` shows them", id)
-	}
-	return l, err
-}
-
-func (h *Hub) launchView(r *http.Request, id string, p principal) (v protocol.LaunchView, err error) {
-	err = h.store.Read(r.Context(), func(tx store.Tx) error {
-		l, err := launchOf(tx, id, p)
-		if err != nil {
-			return err
-		}
-		v, err = h.launchViewTx(tx, newNamer(tx), l)
-		return err
-	})
-	return v, err
-}
-
-func (h *Hub) launchViewTx(tx store.Tx, n *namer, l store.Launch) (protocol.LaunchView, error) {
-	v := protocol.LaunchView{ID: l.ID, Owner: n.user(l.OwnerID), Target: l.Target, Count: l.Count, Slots: l.Slots,
-		Labels: l.Labels, CreatedAt: l.CreatedAt, Revoked: l.RevokedAt != nil, Runners: []protocol.LaunchRunner{}}
-	gs, err := tx.Registrations(l.ID)
-	if err != nil {
-		return v, err
-	}
-	for _, g := range gs {
-		lr := protocol.LaunchRunner{Name: g.Name, ExpiresAt: g.ExpiresAt, Registered: g.UsedAt != nil}
-		if g.RunnerID != "" {
-			rn, err := tx.Runner(g.RunnerID)
-			if err != nil {
-				return v, err
-			}
-			lr.Connected, lr.Revoked = h.connected(rn.ID), rn.RevokedAt != nil
-		}
-		v.Runners = append(v.Runners, lr)
-	}
-	return v, nil
-}
-
-// apiRevokeLaunch revokes the launch: its unused tokens stop working and its
-// runners are revoked and disconnected.
-func (h *Hub) apiRevokeLaunch(w http.ResponseWriter, r *http.Request, p principal) error {
-	id := r.PathValue("id")
-	now := h.now()
-	var revoked []string
-	err := h.store.Write(r.Context(), func(tx store.Tx) error {
-		revoked = nil
-		l, err := launchOf(tx, id, p)
-		if err != nil {
-			return err
-		}
-		if l.RevokedAt == nil {
-			l.RevokedAt = &now
-			if err := tx.UpdateLaunch(l); err != nil {
-				return err
-			}
-		}
-		gs, err := tx.Registrations(l.ID)
-		if err != nil {
-			return err
-		}
-		for _, g := range gs {
-			if g.RunnerID == "" {
-				continue
-			}
-			rn, err := tx.Runner(g.RunnerID)
-			if err != nil {
-				return err
-			}
-			if err := revokeRunner(tx, &rn, now); err != nil {
-				return err
-			}
-			revoked = append(revoked, rn.ID)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, id := range revoked {
-		h.closeConn(id, protocol.CloseRevoked, "the runner's fleet launch was revoked")
-	}
-	h.log.Info("fleet launch revoked", "launch", id, "runners", len(revoked), "by", p.name)
-	v, err := h.launchView(r, id, p)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
-}
-
-// registrationRefused is a registration token that cannot register a
-// runner: the launcher must launch again.
-func registrationRefused(format string, args ...any) *apiError {
-	return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, format+"; launch again (`drover fleet launch`) for a new token", args...)
-}
-
-// apiRegister exchanges a registration token (the bearer) for the runner
-// token whose hash the body carries, all in one transaction: a refusal
-// leaves nothing registered and the token as it was.
-func (h *Hub) apiRegister(w http.ResponseWriter, r *http.Request) {
-	if err := h.register(w, r); err != nil {
-		h.writeError(w, r, err)
-	}
-}
-
-func (h *Hub) register(w http.ResponseWriter, r *http.Request) error {
+// register serves POST /runner/register, whose bearer is a fleet
+// registration token rather than a user's or a runner's.
+func (a httpAPI) register(w http.ResponseWriter, r *http.Request) {
 	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
-	if err != nil || !strings.HasPrefix(tok, auth.PrefixRegistration) {
-		return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "registering a runner needs a fleet registration token")
-	}
-	var req protocol.RegisterRequest
-	if err := decodeBody(r, w, &req); err != nil {
-		return err
-	}
-	if err := validateLabels(req.Labels); err != nil {
-		return badRequest("labels: %v", err)
-	}
-	hash, now := auth.Hash(tok), h.now()
-	var rn store.Runner
-	var owner string
-	err = h.store.Write(r.Context(), func(tx store.Tx) error {
-		g, err := tx.Registration(hash)
-		if errors.Is(err, store.ErrNotFound) {
-			return registrationRefused("registration token not recognised")
-		} else if err != nil {
-			return err
-		}
-		l, err := tx.Launch(g.LaunchID)
-		if err != nil {
-			return err
-		}
-		switch {
-		case l.RevokedAt != nil:
-			return registrationRefused("launch %s was revoked", l.ID)
-		case g.UsedAt != nil:
-			// The same runner key again is a retry of a registration whose
-			// answer was lost: the same runner.
-			if prev, err := tx.Runner(g.RunnerID); err == nil && prev.TokenHash == req.Key && prev.RevokedAt == nil {
-				rn = prev
-				owner = newNamer(tx).user(rn.OwnerID)
-				return nil
-			}
-			return registrationRefused("registration token was used already (each registers one runner)")
-		case !now.Before(g.ExpiresAt):
-			return registrationRefused("registration token expired at %s", g.ExpiresAt.UTC().Format(time.RFC3339))
-		}
-		if err := labelsInScope(req.Labels, l.Labels); err != nil {
-			return forbidden("%v", err)
-		}
-		up, err := userPrincipal(tx, l.OwnerID)
-		if err != nil {
-			return err
-		}
-		if rn, _, err = bindRunner(tx, now, l.OwnerID, g.Name, req.Key, false); err != nil {
-			return err
-		}
-		owner = up.name
-		return tx.UseRegistration(hash, rn.ID, now)
-	})
 	if err != nil {
-		return fmt.Errorf("register runner: %w", err)
+		tok = ""
 	}
-	h.log.Info("fleet runner registered", "runner", rn.Name, "owner", owner)
-	writeJSON(w, http.StatusCreated, h.runnerView(rn, owner, ""))
-	return nil
-}
-
-// labelsInScope: every label a launched runner reports must be one of its
-// launch's, key and value.
-func labelsInScope(have, scope map[string]string) error {
-	for _, k := range slices.Sorted(maps.Keys(have)) {
-		if v, ok := scope[k]; !ok || v != have[k] {
-			return fmt.Errorf("label %s=%s is outside the launch's labels (%s): launch with it, or start the runner without it",
-				k, have[k], labelList(scope))
+	err = registrationToken(tok)
+	if err == nil {
+		var req protocol.RegisterRequest
+		if err = decodeBody(r, w, &req); err == nil {
+			var out protocol.RunnerView
+			out, err = a.h.register(r.Context(), tok, req)
+			err = reply(w, http.StatusCreated, out, err)
 		}
 	}
-	return nil
-}
-
-func labelList(m map[string]string) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	return protocol.FormatLabels(m)
-}
-
-// checkLaunchScope holds a launched runner to its launch's labels at every
-// connect, not only at registration.
-func checkLaunchScope(tx store.Tx, runnerID string, labels map[string]string) error {
-	g, err := tx.RegistrationOfRunner(runnerID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil // approved by a user: no launch scope
-	} else if err != nil {
-		return err
-	}
-	l, err := tx.Launch(g.LaunchID)
 	if err != nil {
-		return err
+		a.h.writeError(w, r, err)
 	}
-	return labelsInScope(labels, l.Labels)
 }

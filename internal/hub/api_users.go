@@ -31,3 +31,16 @@ func (a httpAPI) rotateToken(w http.ResponseWriter, r *http.Request, p principal
 	out, err := a.h.rotateToken(r.Context(), p, userRequest{Name: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
+
+// whoami serves GET /whoami, which takes a token of any kind.
+func (a httpAPI) whoami(w http.ResponseWriter, r *http.Request) {
+	p, err := a.h.authenticate(r)
+	if err == nil {
+		var out protocol.Whoami
+		out, err = a.h.whoami(r.Context(), p)
+		err = reply(w, http.StatusOK, out, err)
+	}
+	if err != nil {
+		a.h.writeError(w, r, err)
+	}
+}

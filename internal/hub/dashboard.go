@@ -123,7 +123,7 @@ func (d dashboard) Projects(ctx context.Context, u web.User) ([]protocol.Project
 }
 
 func (d dashboard) Members(ctx context.Context, u web.User, project string) (protocol.MemberList, error) {
-	ms, err := d.h.members(ctx, as(u), project)
+	ms, err := d.h.members(ctx, as(u), membersRequest{Project: project})
 	return ms, d.pageError(err)
 }
 
@@ -152,22 +152,22 @@ func (d dashboard) ApproveRunner(ctx context.Context, u web.User, req protocol.A
 }
 
 func (d dashboard) RevokeRunner(ctx context.Context, u web.User, name string) error {
-	_, err := d.h.revokeRunner(ctx, as(u), name)
+	_, err := d.h.revokeRunner(ctx, as(u), runnerRequest{Name: name})
 	return d.pageError(err)
 }
 
 func (d dashboard) ShareRunner(ctx context.Context, u web.User, name string, req protocol.ShareRequest, share bool) error {
-	_, err := d.h.shareRunner(ctx, as(u), name, req, share)
+	_, err := d.h.shareRunner(ctx, as(u), shareRunnerRequest{Name: name, Share: share, ShareRequest: req})
 	return d.pageError(err)
 }
 
 func (d dashboard) ShareAccount(ctx context.Context, u web.User, req protocol.AccountShareRequest, share bool) error {
-	_, err := d.h.shareAccount(ctx, as(u), req, share)
+	_, err := d.h.shareAccount(ctx, as(u), shareAccountRequest{Share: share, AccountShareRequest: req})
 	return d.pageError(err)
 }
 
 func (d dashboard) ChangeMember(ctx context.Context, u web.User, project, user string, add bool) error {
-	_, err := d.h.changeMember(ctx, as(u), project, user, add)
+	_, err := d.h.changeMember(ctx, as(u), changeMemberRequest{Project: project, User: user, Add: add})
 	return d.pageError(err)
 }
 

@@ -3,9 +3,6 @@ package hub
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -81,59 +78,47 @@ func (f *fleetState) annotate(owner string, labels map[string]string, why string
 
 const maxDemandWait = 60 * time.Second
 
-// apiDemand answers how many of the caller's queued jobs runners with the
+// demandRequest asks for the demand of runners with Labels, waiting up to
+// WaitMS (negative: not milliseconds) for a generation other than After.
+type demandRequest struct {
+	Labels map[string]string
+	After  uint64
+	WaitMS int
+}
+
+// waitDemand answers how many of the caller's queued jobs runners with the
 // given labels could take, at once when the generation differs from
 // after, else when the queue next changes (or wait ms pass): an
-// autoscaler's event, not a poll.
-func (h *Hub) apiDemand(w http.ResponseWriter, r *http.Request, p principal) error {
-	q := r.URL.Query()
-	labels := map[string]string{}
-	if s := q.Get("labels"); s != "" {
-		for _, kv := range strings.Split(s, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return badRequest("labels: want k=v,k2=v2")
-			}
-			labels[k] = v
-		}
+// autoscaler's event, not a poll. It returns ctx's error if ctx ends first.
+func (h *Hub) waitDemand(ctx context.Context, p principal, req demandRequest) (protocol.Demand, error) {
+	if err := validateLabels(req.Labels); err != nil {
+		return protocol.Demand{}, badRequest("labels: %v", err)
 	}
-	if err := validateLabels(labels); err != nil {
-		return badRequest("labels: %v", err)
+	if req.WaitMS < 0 {
+		return protocol.Demand{}, badRequest("wait must be milliseconds")
 	}
-	after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
-	wait := time.Duration(0)
-	if s := q.Get("wait"); s != "" {
-		ms, err := strconv.Atoi(s)
-		if err != nil || ms < 0 {
-			return badRequest("wait must be milliseconds")
-		}
-		wait = min(time.Duration(ms)*time.Millisecond, maxDemandWait)
-	}
+	after, wait := req.After, min(time.Duration(req.WaitMS)*time.Millisecond, maxDemandWait)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
 		ch, gen := h.fleet.watch()
 		if gen != after || wait == 0 {
-			n, err := h.demand(r, p, labels)
-			if err != nil {
-				return err
-			}
-			writeJSON(w, http.StatusOK, protocol.Demand{Queued: n, Generation: gen})
-			return nil
+			n, err := h.demand(ctx, p, req.Labels)
+			return protocol.Demand{Queued: n, Generation: gen}, err
 		}
 		select {
 		case <-ch:
 		case <-timer.C:
 			wait = 0
-		case <-r.Context().Done():
-			return nil
+		case <-ctx.Done():
+			return protocol.Demand{}, ctx.Err()
 		}
 	}
 }
 
-func (h *Hub) demand(r *http.Request, p principal, labels map[string]string) (int, error) {
+func (h *Hub) demand(ctx context.Context, p principal, labels map[string]string) (int, error) {
 	n := 0
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
+	err := h.store.Read(ctx, func(tx store.Tx) error {
 		js, err := tx.Jobs(store.JobFilter{State: job.Queued, RequesterID: p.userID, Limit: protocol.MaxDemand})
 		if err != nil {
 			return err
@@ -149,25 +134,27 @@ func (h *Hub) demand(r *http.Request, p principal, labels map[string]string) (in
 	return n, err
 }
 
-// apiLaunchFailure records that a launch failed on its target (an image
+// launchFailureRequest reports a failure of launch ID.
+type launchFailureRequest struct {
+	ID string
+	protocol.LaunchFailure
+}
+
+// recordLaunchFailure records that a launch failed on its target (an image
 // missing, a host unreachable, a host key changed): the owner's waiting
 // jobs say so until a launch succeeds (an empty reason clears it). It is
 // stored, so a restarted hub still says so; fleetState holds a copy for
 // the job views.
-func (h *Hub) apiLaunchFailure(w http.ResponseWriter, r *http.Request, p principal) error {
-	var req protocol.LaunchFailure
-	if err := decodeBody(r, w, &req); err != nil {
-		return err
-	}
+func (h *Hub) recordLaunchFailure(ctx context.Context, p principal, req launchFailureRequest) error {
 	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > protocol.MaxLaunchFailureReason {
 		return badRequest("reason must be at most %d bytes of plain text", protocol.MaxLaunchFailureReason)
 	}
 	var l store.Launch
 	var owner string
 	now := h.now()
-	err := h.store.Write(r.Context(), func(tx store.Tx) error {
+	err := h.store.Write(ctx, func(tx store.Tx) error {
 		var err error
-		if l, err = launchOf(tx, r.PathValue("id"), p); err != nil {
+		if l, err = launchOf(tx, req.ID, p); err != nil {
 			return err
 		}
 		owner = newNamer(tx).user(l.OwnerID)
@@ -184,7 +171,6 @@ func (h *Hub) apiLaunchFailure(w http.ResponseWriter, r *http.Request, p princip
 		h.log.Warn("fleet launch failed", "launch", l.ID, "target", l.Target, "reason", req.Reason)
 	}
 	h.fleet.fail(owner, l.Labels, launchFailureText(l.Target, req.Reason))
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -184,7 +183,7 @@ func (h *Hub) opsRoutes(mux *http.ServeMux) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", h.serveReady)
-	mux.Handle("GET "+protocol.APIPrefix+"/hubs", h.handler(store.TokenUser, h.apiHubs))
+	mux.Handle("GET "+protocol.APIPrefix+"/hubs", h.handler(store.TokenUser, httpAPI{h}.hubs))
 }
 
 // serveReady answers 200 when this hub can serve: its database answers,
@@ -220,40 +219,4 @@ func (h *Hub) notReady(ctx context.Context) string {
 		}
 	}
 	return ""
-}
-
-// apiHubs is GET /hubs: the live hubs. Any signed-in user may see them:
-// they name no runner, user or job, only counts (docs/operator.md).
-func (h *Hub) apiHubs(w http.ResponseWriter, r *http.Request, _ principal) error {
-	var (
-		hs []store.Hub
-		l  store.Leader
-	)
-	now := h.now()
-	err := h.store.Read(r.Context(), func(tx store.Tx) error {
-		var err error
-		if hs, err = tx.Hubs(); err != nil {
-			return err
-		}
-		if l, err = tx.Leader(); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	out := protocol.HubList{Hubs: []protocol.HubView{}}
-	live := h.liveSince(now)
-	for _, hb := range hs {
-		if hb.LastSeen.Before(live) {
-			continue
-		}
-		out.Hubs = append(out.Hubs, protocol.HubView{
-			ID: hb.ID, URL: hb.URL, Version: hb.Version, StartedAt: hb.StartedAt.UTC(), LastSeen: hb.LastSeen.UTC(),
-			Conns: hb.Conns, Leader: hb.ID == l.Holder && now.Before(l.Expires), Self: hb.ID == h.id,
-		})
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 
@@ -23,7 +22,7 @@ type staleHeadBody struct {
 	Head string `json:"head"`
 }
 
-// staleHead is the error apiPublish answers with when the hub holds a
+// staleHead is the error publishBundle answers with when the hub holds a
 // newer head than the one the runner built on.
 type staleHead struct{ head string }
 
@@ -65,93 +64,54 @@ func checkPublishable(a store.Attempt, j store.Job) error {
 	return nil
 }
 
-// apiPublish is POST /api/v1/runner/publish: a runner's result (or
-// checkpoint) as a git bundle. See docs/protocol.md for every check.
-func (h *Hub) apiPublish(w http.ResponseWriter, r *http.Request, p principal) error {
-	ref, err := fencedRef(r)
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	commit, digest := q.Get("commit"), q.Get("sha256")
+// publishRequest is a runner's result (or checkpoint) as a git bundle:
+// the commit it holds and its SHA-256. Spool stores the bundle, once the
+// attempt may publish, and returns the file's path.
+type publishRequest struct {
+	Ref        protocol.AttemptRef
+	Commit     string
+	Digest     string
+	Checkpoint bool
+	Spool      func(digest string) (string, error)
+}
+
+// checkPublishIDs refuses a publication's commit id or SHA-256 that is
+// not one in full.
+func checkPublishIDs(commit, digest string) error {
 	if !workspace.ValidCommitID(commit) {
 		return badRequest("commit must be a full 40-hex commit id")
 	}
 	if b, err := hex.DecodeString(digest); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != digest {
 		return badRequest("sha256 must be 64 lower-case hex digits")
 	}
-	var checkpoint bool
-	switch q.Get("checkpoint") {
-	case "", "0":
-	case "1":
-		checkpoint = true
-	default:
-		return badRequest("checkpoint must be 0 or 1")
+	return nil
+}
+
+// publishBundle checks and publishes a runner's bundle (docs/protocol.md
+// has every check). A bundle that does not build on the job's head is
+// refused with a staleHead.
+func (h *Hub) publishBundle(ctx context.Context, p principal, req publishRequest) (protocol.PublishResult, error) {
+	if err := checkPublishIDs(req.Commit, req.Digest); err != nil {
+		return protocol.PublishResult{}, err
 	}
-	ctx := r.Context()
 	// Refuse a fenced attempt before reading a byte of the bundle.
-	if _, err := h.publishable(ctx, p.runnerID, ref); err != nil {
-		return err
+	if _, err := h.publishable(ctx, p.runnerID, req.Ref); err != nil {
+		return protocol.PublishResult{}, err
 	}
-	bundle, err := h.spoolBundle(w, r, digest)
+	bundle, err := req.Spool(req.Digest)
 	if err != nil {
-		return err
+		return protocol.PublishResult{}, err
 	}
 	defer os.Remove(bundle)
 
-	res, err := h.publish(ctx, p, ref, bundle, commit, checkpoint)
-	var sh staleHead
-	if errors.As(err, &sh) {
-		h.log.Info("publication on a stale head", "job", ref.Job, "attempt", ref.Attempt, "commit", commit, "head", sh.head)
-		writeJSON(w, http.StatusConflict, staleHeadBody{
-			ErrorBody: protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrStaleHead,
-				Message: fmt.Sprintf("the job's head is %s, which %s does not build on: fetch it, check it descends from the head you knew, continue from it", sh.head, commit)}},
-			Head: sh.head,
-		})
-		return nil
-	}
+	res, err := h.publish(ctx, p, req.Ref, bundle, req.Commit, req.Checkpoint)
 	if err != nil {
-		return err
+		return res, err
 	}
 	if st, err := os.Stat(bundle); err == nil {
 		h.metrics.publishBytes.Add(float64(st.Size()))
 	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
-}
-
-// spoolBundle writes the request body to a temporary file, within the
-// transfer cap, and checks its SHA-256. It returns the file's path.
-func (h *Hub) spoolBundle(w http.ResponseWriter, r *http.Request, digest string) (string, error) {
-	if r.ContentLength > h.cfg.TransferCap {
-		return "", h.tooLargeTransfer("the publication")
-	}
-	dir := h.scratch.dir
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("spool publication: %w", err)
-	}
-	f, err := os.CreateTemp(dir, "publish-*.bundle")
-	if err != nil {
-		return "", fmt.Errorf("spool publication: %w", err)
-	}
-	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, sum), http.MaxBytesReader(w, r.Body, h.cfg.TransferCap))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return "", h.tooLargeTransfer("the publication")
-		}
-		return "", badRequest("read the publication: %v", err)
-	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != digest {
-		os.Remove(f.Name())
-		return "", badRequest("the publication's SHA-256 is %s, not the %s it was sent with (%d bytes arrived): the transfer was damaged; nothing was stored", got, digest, n)
-	}
-	return f.Name(), nil
+	return res, nil
 }
 
 // publish verifies a bundle and makes its commit the job's head: objects

@@ -1,12 +1,9 @@
 package hub
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"net/http"
 	"slices"
 
 	"drover/internal/githttp"
@@ -135,33 +132,11 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 	}
 }
 
-// fencedRef reads (job, attempt, epoch) from a runner call's query.
-func fencedRef(r *http.Request) (protocol.AttemptRef, error) {
-	q := r.URL.Query()
-	ref := protocol.AttemptRef{Job: q.Get("job"), Attempt: q.Get("attempt")}
-	if q.Get("epoch") == "" {
-		return ref, badRequest("epoch is required")
-	}
-	epoch, err := queryInt(q, "epoch", 1, math.MaxInt64)
-	if err != nil {
-		return ref, err
-	}
-	ref.Epoch = epoch
-	if err := ref.Validate(); err != nil {
-		return ref, badRequest("%v", err)
-	}
-	return ref, nil
-}
-
-// apiContext serves a job's context files as a tar to the runner holding
-// one of its active attempts.
-func (h *Hub) apiContext(w http.ResponseWriter, r *http.Request, p principal) error {
-	ref, err := fencedRef(r)
-	if err != nil {
-		return err
-	}
+// contextFiles are a job's context files, for the runner holding one of
+// its active attempts.
+func (h *Hub) contextFiles(ctx context.Context, p principal, ref protocol.AttemptRef) ([]store.ContextFile, error) {
 	var files []store.ContextFile
-	if err := h.store.Read(r.Context(), func(tx store.Tx) error {
+	err := h.store.Read(ctx, func(tx store.Tx) error {
 		a, j, err := loadFenced(tx, p.runnerID, ref)
 		if err != nil {
 			return err
@@ -171,21 +146,6 @@ func (h *Hub) apiContext(w http.ResponseWriter, r *http.Request, p principal) er
 		}
 		files, err = tx.ContextFiles(j.ID, true)
 		return err
-	}); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/x-tar")
-	w.WriteHeader(http.StatusOK)
-	tw := tar.NewWriter(w)
-	for _, f := range files {
-		hdr := &tar.Header{Name: f.Name, Mode: 0o644, Size: int64(len(f.Data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil // the client went away; the status is sent
-		}
-		if _, err := tw.Write(f.Data); err != nil {
-			return nil
-		}
-	}
-	_ = tw.Close()
-	return nil
+	})
+	return files, err
 }

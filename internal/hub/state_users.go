@@ -204,3 +204,12 @@ func (h *Hub) rotateToken(ctx context.Context, p principal, req userRequest) (pr
 	h.log.Info("user token rotated", "user", name, "by", p.name)
 	return protocol.NewUserResponse{Name: name, Token: token}, nil
 }
+
+// whoami is the caller as the hub knows it, for a token of any kind.
+func (h *Hub) whoami(_ context.Context, p principal) (protocol.Whoami, error) {
+	v := protocol.Whoami{Kind: string(p.kind), Name: p.name, Admin: p.admin}
+	if p.kind == store.TokenRunner {
+		v.Runner = p.name
+	}
+	return v, nil
+}

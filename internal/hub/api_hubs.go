@@ -1,0 +1,9 @@
+package hub
+
+import "net/http"
+
+// hubs serves GET /hubs over hubList (state_hubs.go).
+func (a httpAPI) hubs(w http.ResponseWriter, r *http.Request, p principal) error {
+	out, err := a.h.hubList(r.Context(), p)
+	return reply(w, http.StatusOK, out, err)
+}

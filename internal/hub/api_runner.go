@@ -1,0 +1,134 @@
+package hub
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+
+	"drover/internal/protocol"
+)
+
+// The runner's HTTP calls besides its WebSocket: their transport over the
+// operations of repos.go and publish.go.
+
+// fencedRef reads (job, attempt, epoch) from a runner call's query.
+func fencedRef(r *http.Request) (protocol.AttemptRef, error) {
+	q := r.URL.Query()
+	ref := protocol.AttemptRef{Job: q.Get("job"), Attempt: q.Get("attempt")}
+	if q.Get("epoch") == "" {
+		return ref, badRequest("epoch is required")
+	}
+	epoch, err := queryInt(q, "epoch", 1, math.MaxInt64)
+	if err != nil {
+		return ref, err
+	}
+	ref.Epoch = epoch
+	if err := ref.Validate(); err != nil {
+		return ref, badRequest("%v", err)
+	}
+	return ref, nil
+}
+
+// runnerContext serves a job's context files as a tar to the runner
+// holding one of its active attempts.
+func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p principal) error {
+	ref, err := fencedRef(r)
+	if err != nil {
+		return err
+	}
+	files, err := a.h.contextFiles(r.Context(), p, ref)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.WriteHeader(http.StatusOK)
+	tw := tar.NewWriter(w)
+	for _, f := range files {
+		hdr := &tar.Header{Name: f.Name, Mode: 0o644, Size: int64(len(f.Data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil // the client went away; the status is sent
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return nil
+		}
+	}
+	_ = tw.Close()
+	return nil
+}
+
+// publish serves POST /runner/publish: a runner's result (or checkpoint)
+// as a git bundle in the body.
+func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p principal) error {
+	ref, err := fencedRef(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	req := publishRequest{Ref: ref, Commit: q.Get("commit"), Digest: q.Get("sha256"),
+		Spool: func(digest string) (string, error) { return a.spoolBundle(w, r, digest) }}
+	// Checked here too so that a bad id is refused before a bad checkpoint,
+	// as it always was.
+	if err := checkPublishIDs(req.Commit, req.Digest); err != nil {
+		return err
+	}
+	switch q.Get("checkpoint") {
+	case "", "0":
+	case "1":
+		req.Checkpoint = true
+	default:
+		return badRequest("checkpoint must be 0 or 1")
+	}
+	res, err := a.h.publishBundle(r.Context(), p, req)
+	var sh staleHead
+	if errors.As(err, &sh) {
+		a.h.log.Info("publication on a stale head", "job", ref.Job, "attempt", ref.Attempt, "commit", req.Commit, "head", sh.head)
+		writeJSON(w, http.StatusConflict, staleHeadBody{
+			ErrorBody: protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrStaleHead,
+				Message: fmt.Sprintf("the job's head is %s, which %s does not build on: fetch it, check it descends from the head you knew, continue from it", sh.head, req.Commit)}},
+			Head: sh.head,
+		})
+		return nil
+	}
+	return reply(w, http.StatusOK, res, err)
+}
+
+// spoolBundle writes the request body to a temporary file, within the
+// transfer cap, and checks its SHA-256. It returns the file's path.
+func (a httpAPI) spoolBundle(w http.ResponseWriter, r *http.Request, digest string) (string, error) {
+	h := a.h
+	if r.ContentLength > h.cfg.TransferCap {
+		return "", h.tooLargeTransfer("the publication")
+	}
+	dir := h.scratch.dir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("spool publication: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "publish-*.bundle")
+	if err != nil {
+		return "", fmt.Errorf("spool publication: %w", err)
+	}
+	sum := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, sum), http.MaxBytesReader(w, r.Body, h.cfg.TransferCap))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return "", h.tooLargeTransfer("the publication")
+		}
+		return "", badRequest("read the publication: %v", err)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != digest {
+		os.Remove(f.Name())
+		return "", badRequest("the publication's SHA-256 is %s, not the %s it was sent with (%d bytes arrived): the transfer was damaged; nothing was stored", got, digest, n)
+	}
+	return f.Name(), nil
+}

@@ -1,0 +1,358 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// shareSubject resolves whom a share request names: exactly one user (who
+// exists and was not removed) or one project (that exists).
+func shareSubject(tx store.Tx, user, project string) (store.ShareKind, string, error) {
+	switch {
+	case (user == "") == (project == ""):
+		return "", "", badRequest("name exactly one user or one project to share with")
+	case user != "":
+		u, err := tx.UserByName(user)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
+			return "", "", notFound("no user named %q", user)
+		}
+		if err != nil {
+			return "", "", err
+		}
+		return store.ShareUser, u.ID, nil
+	default:
+		if _, err := tx.Project(project); errors.Is(err, store.ErrNotFound) {
+			return "", "", notFound("no project named %q", project)
+		} else if err != nil {
+			return "", "", err
+		}
+		return store.ShareProject, project, nil
+	}
+}
+
+// ownedRunner reads a runner that p owns (or any, for an admin).
+func ownedRunner(tx store.Tx, p principal, name string) (store.Runner, error) {
+	rn, err := tx.RunnerByName(name)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Runner{}, notFound("no runner named %q", name)
+	}
+	if err != nil {
+		return store.Runner{}, err
+	}
+	if rn.OwnerID != p.userID && !p.admin {
+		return store.Runner{}, forbidden("runner %s is not yours: only its owner or an admin can share it", name)
+	}
+	if rn.RevokedAt != nil {
+		return store.Runner{}, conflict("runner %s was revoked", name)
+	}
+	return rn, nil
+}
+
+// refreshAccess gives a connected runner its access as stored now, then
+// rings the dispatcher (a share may have opened it to queued jobs).
+func (h *Hub) refreshAccess(ctx context.Context, runnerID string) error {
+	return h.refreshAccessOf(ctx, []string{runnerID})
+}
+
+// refreshAccessOf is refreshAccess of several runners in one read; those
+// another hub holds are left to it (a hint).
+func (h *Hub) refreshAccessOf(ctx context.Context, runnerIDs []string) error {
+	h.accessMu.Lock()
+	defer h.accessMu.Unlock()
+	_, elsewhere, err := h.loadAccessLocked(ctx, func(store.Tx) ([]string, error) { return runnerIDs, nil })
+	if err != nil {
+		return err
+	}
+	for i, id := range elsewhere {
+		elsewhere[i] = hintAccess + id // its hub reloads it
+	}
+	h.hint(elsewhere...)
+	h.kick()
+	return nil
+}
+
+// refreshAllAccess reloads every connected runner's access (after a
+// change that may touch many: a user removed), here and on other hubs.
+func (h *Hub) refreshAllAccess(ctx context.Context) error {
+	h.hint(hintAccess)
+	return h.refreshAccessOf(ctx, slices.Collect(maps.Keys(h.connectedRunners())))
+}
+
+// shareRunnerRequest shares runner Name (Share) or unshares it.
+type shareRunnerRequest struct {
+	Name  string
+	Share bool
+	protocol.ShareRequest
+}
+
+// shareRunner shares a runner with (or unshares it from) a user, a
+// project or the hub (the API's and the runners page's): its owner or an
+// admin only; it answers with the runner as they see it.
+func (h *Hub) shareRunner(ctx context.Context, p principal, req shareRunnerRequest) (protocol.RunnerView, error) {
+	name, share := req.Name, req.Share
+	var rn store.Runner
+	var what string
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		var err error
+		if rn, err = ownedRunner(tx, p, name); err != nil {
+			return err
+		}
+		if req.Hub {
+			if req.User != "" || req.Project != "" {
+				return badRequest("share with the hub, a user or a project: one at a time")
+			}
+			if !p.admin {
+				return forbidden("only an admin can make a runner hub-wide")
+			}
+			if share {
+				// Another user's machine runs everyone's jobs only if
+				// they say so: its owner shares it with users or projects.
+				owner, err := tx.User(rn.OwnerID)
+				if err != nil {
+					return err
+				}
+				if !owner.Admin {
+					return forbidden("runner %s belongs to %s, who is not an admin: only an admin's own runners can be hub-wide", name, owner.Name)
+				}
+			}
+			if !share && access(rn) != protocol.AccessHub {
+				return notFound("runner %s is not hub-wide", name)
+			}
+			rn.Access, what = protocol.AccessPrivate, "private"
+			if share {
+				rn.Access, what = protocol.AccessHub, "hub-wide"
+			}
+			return tx.UpdateRunner(rn)
+		}
+		kind, subject, err := shareSubject(tx, req.User, req.Project)
+		if err != nil {
+			return err
+		}
+		if kind == store.ShareUser && subject == rn.OwnerID {
+			return badRequest("runner %s belongs to %s already", name, req.User)
+		}
+		sh := store.Share{RunnerID: rn.ID, Kind: kind, Subject: subject, CreatedAt: h.now()}
+		what = fmt.Sprintf("%s %s", kind, req.User+req.Project)
+		if share {
+			err = tx.PutShare(sh)
+			if errors.Is(err, store.ErrConflict) {
+				return nil // shared already: nothing to change
+			}
+			return err
+		}
+		if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
+			return notFound("runner %s is not shared with %s", name, what)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return protocol.RunnerView{}, err
+	}
+	if err := h.refreshAccess(ctx, rn.ID); err != nil {
+		return protocol.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", name, err)
+	}
+	verb := "shared with"
+	if !share {
+		verb = "unshared from"
+	}
+	if req.Hub {
+		verb = "made"
+	}
+	h.log.Info("runner access changed", "runner", name, "change", verb+" "+what, "by", p.name)
+	h.notify(anyChange)
+	return h.sharedRunnerView(ctx, rn.ID)
+}
+
+// sharedRunnerView is one runner with whom it is shared, as its owner and
+// admins see it.
+func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (protocol.RunnerView, error) {
+	var v protocol.RunnerView
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		rn, err := tx.Runner(runnerID)
+		if err != nil {
+			return err
+		}
+		shares, err := tx.Shares(rn.ID)
+		if err != nil {
+			return err
+		}
+		holder, err := tx.RunnerHolder(rn.ID, h.liveSince(h.now()))
+		if err != nil {
+			return err
+		}
+		n := newNamer(tx)
+		v = h.runnerView(rn, n.user(rn.OwnerID), holder)
+		v.SharedWith = sharesView(n, shares, "")
+		return nil
+	})
+	return v, err
+}
+
+// shareAccountRequest shares an account (Share) or unshares it.
+type shareAccountRequest struct {
+	Share bool
+	protocol.AccountShareRequest
+}
+
+// shareAccount shares one account of a runner with (or unshares it from) a
+// user or a project (the API's and the runners page's): the runner's owner
+// or an admin only; it answers with p's accounts.
+func (h *Hub) shareAccount(ctx context.Context, p principal, req shareAccountRequest) (protocol.AccountList, error) {
+	share := req.Share
+	var out protocol.AccountList
+	if err := namesAccount(req.Runner, req.Account, ""); err != nil {
+		return out, err
+	}
+	var rn store.Runner
+	connected := h.connectedRunners()
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		var err error
+		if rn, err = ownedRunner(tx, p, req.Runner); err != nil {
+			return err
+		}
+		accts, err := tx.AccountsOfOwner(rn.OwnerID)
+		if err != nil {
+			return err
+		}
+		id, err := pickAccount(accts, rn, req.Account)
+		if err != nil {
+			return err
+		}
+		kind, subject, err := shareSubject(tx, req.User, req.Project)
+		if err != nil {
+			return err
+		}
+		if kind == store.ShareUser && subject == rn.OwnerID {
+			return badRequest("account %s belongs to %s already", req.Account, req.User)
+		}
+		sh := store.Share{RunnerID: rn.ID, AccountID: id, Kind: kind, Subject: subject, CreatedAt: h.now()}
+		if share {
+			if err := tx.PutShare(sh); err != nil && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		} else if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
+			return notFound("account %s of runner %s is not shared with %s %s", req.Account, req.Runner, kind, req.User+req.Project)
+		} else if err != nil {
+			return err
+		}
+		out, err = h.accountList(tx, p, connected)
+		return err
+	})
+	if err != nil {
+		return out, err
+	}
+	if err := h.refreshAccess(ctx, rn.ID); err != nil {
+		return out, fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
+	}
+	h.log.Info("account access changed", "runner", rn.Name, "account", req.Account, "share", share,
+		"user", req.User, "project", req.Project, "by", p.name)
+	h.notify(anyChange)
+	return out, nil
+}
+
+// memberProject reads a project for a members call: anyone who may see it
+// lists, its owner and admins change.
+func memberProject(tx store.Tx, p principal, name string, change bool) (store.Project, error) {
+	prj, err := readProject(tx, name)
+	if err != nil {
+		return store.Project{}, err
+	}
+	if err := mayUseProject(tx, p, prj); err != nil {
+		return store.Project{}, err
+	}
+	if change && !p.admin && prj.OwnerID != p.userID {
+		return store.Project{}, forbidden("only project %s's owner, %s, or an admin can change its members", name, newNamer(tx).user(prj.OwnerID))
+	}
+	return prj, nil
+}
+
+func memberList(tx store.Tx, prj store.Project) (protocol.MemberList, error) {
+	ids, err := tx.Members(prj.Name)
+	if err != nil {
+		return protocol.MemberList{}, err
+	}
+	n := newNamer(tx)
+	out := protocol.MemberList{Project: prj.Name, Owner: n.user(prj.OwnerID), Members: make([]string, 0, len(ids))}
+	for _, id := range ids {
+		out.Members = append(out.Members, n.user(id))
+	}
+	return out, nil
+}
+
+// membersRequest names the project whose members are listed.
+type membersRequest struct{ Project string }
+
+// members lists a project's members for p (a member, or an admin).
+func (h *Hub) members(ctx context.Context, p principal, req membersRequest) (protocol.MemberList, error) {
+	project := req.Project
+	var out protocol.MemberList
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		prj, err := memberProject(tx, p, project, false)
+		if err != nil {
+			return err
+		}
+		out, err = memberList(tx, prj)
+		return err
+	})
+	return out, err
+}
+
+// changeMemberRequest adds User to Project (Add) or removes them.
+type changeMemberRequest struct {
+	Project, User string
+	Add           bool
+}
+
+// changeMember adds a user to a project or removes one (the API's and the
+// projects page's): the project's owner or an admin only.
+func (h *Hub) changeMember(ctx context.Context, p principal, req changeMemberRequest) (protocol.MemberList, error) {
+	name, user, add := req.Project, req.User, req.Add
+	var out protocol.MemberList
+	if user == "" {
+		return out, badRequest("name the user")
+	}
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		prj, err := memberProject(tx, p, name, true)
+		if err != nil {
+			return err
+		}
+		u, err := tx.UserByName(user)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
+			return notFound("no user named %q", user)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case add:
+			if err := tx.AddMember(prj.Name, u.ID, h.now()); err != nil && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		case u.ID == prj.OwnerID:
+			return badRequest("%s owns project %s and stays a member", user, prj.Name)
+		default:
+			if err := tx.RemoveMember(prj.Name, u.ID); errors.Is(err, store.ErrNotFound) {
+				return notFound("%s is not a member of project %s", user, prj.Name)
+			} else if err != nil {
+				return err
+			}
+		}
+		out, err = memberList(tx, prj)
+		return err
+	})
+	if err != nil {
+		return out, err
+	}
+	// Membership decides project shares: queued jobs may now fit.
+	h.kick()
+	h.log.Info("project members changed", "project", name, "user", user, "add", add, "by", p.name)
+	return out, nil
+}

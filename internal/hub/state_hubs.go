@@ -1,0 +1,44 @@
+package hub
+
+import (
+	"context"
+	"errors"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// hubList is the live hubs. Any signed-in user may see them: they name no
+// runner, user or job, only counts (docs/operator.md).
+func (h *Hub) hubList(ctx context.Context, _ principal) (protocol.HubList, error) {
+	var (
+		hs []store.Hub
+		l  store.Leader
+	)
+	now := h.now()
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		if hs, err = tx.Hubs(); err != nil {
+			return err
+		}
+		if l, err = tx.Leader(); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return protocol.HubList{}, err
+	}
+	out := protocol.HubList{Hubs: []protocol.HubView{}}
+	live := h.liveSince(now)
+	for _, hb := range hs {
+		if hb.LastSeen.Before(live) {
+			continue
+		}
+		out.Hubs = append(out.Hubs, protocol.HubView{
+			ID: hb.ID, URL: hb.URL, Version: hb.Version, StartedAt: hb.StartedAt.UTC(), LastSeen: hb.LastSeen.UTC(),
+			Conns: hb.Conns, Leader: hb.ID == l.Holder && now.Before(l.Expires), Self: hb.ID == h.id,
+		})
+	}
+	return out, nil
+}
