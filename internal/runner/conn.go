@@ -91,8 +91,8 @@ func (r *Runner) reconnectCeiling(n int) time.Duration {
 	d := backoff(n)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.attempts) > 0 && r.timing.lease > 0 {
-		d = min(d, max(r.timing.lease/4, backoff(0)))
+	if q := r.timing.quarterLease(); len(r.attempts) > 0 && q > 0 {
+		d = min(d, max(q, backoff(0)))
 	}
 	return d
 }
@@ -105,11 +105,16 @@ func (r *Runner) reconnectCeiling(n int) time.Duration {
 // lost unless they move to another hub within the lease.
 func (r *Runner) pingTimeout(hb time.Duration) time.Duration {
 	d := max(3*hb, 10*time.Second)
-	if lease := r.timings().lease; r.hubs.len() > 1 && lease > 0 {
-		d = min(d, max(lease/4, time.Second))
+	if q := r.timings().quarterLease(); r.hubs.len() > 1 && q > 0 {
+		d = min(d, max(q, time.Second))
 	}
 	return d
 }
+
+// quarterLease is the most a runner holding attempts lets pass without
+// trying its hubs (zero: no lease told yet): a hub keeps the attempts a
+// lease after it last heard of the runner.
+func (t timing) quarterLease() time.Duration { return t.lease / 4 }
 
 // fullJitter picks a delay uniformly in [0, ceiling].
 func fullJitter(ceiling time.Duration) time.Duration {
