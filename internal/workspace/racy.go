@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// unracySavedIndex has git rewrite the saved index once a second has passed
-// since it was written, so that no entry is racily clean any more and its
-// split index gets a fresh shared part. A fresh checkout saves its index
+// unracySavedIndex has git rewrite the saved index when a second has passed
+// since it was written (always, once an agent has run), so that no entry is
+// racily clean any more and its split index gets a fresh shared part. A fresh checkout saves its index
 // within the second its last files were written: git would otherwise
 // re-hash each of those entries (thousands) and copy it into the split part
 // at the next reset's index write. git smudges a racy entry whose file
@@ -25,14 +25,12 @@ func (w *Worktree) unracySavedIndex(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stat saved index: %w", err)
 	}
-	if wait := time.Until(st.ModTime().Truncate(time.Second).Add(time.Second)); wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+	if time.Now().Before(st.ModTime().Truncate(time.Second).Add(time.Second)) {
+		// Still racy: released within the second its index was saved,
+		// which only an attempt that ran nothing does. Waiting would hold
+		// the runner's slot; the next reset re-reads those entries.
+		w.c.log.Debug("saved index not rewritten: written less than a second ago", "dir", w.Dir())
+		return nil
 	}
 	tmp := filepath.Join(w.admin(), "index.unracy")
 	defer os.Remove(tmp)

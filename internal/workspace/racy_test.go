@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
-// Releasing a freshly checked out worktree has git rewrite its saved index
-// once no entry can be racily clean (the index newer than every file the
+// Releasing a freshly checked out worktree a second or more after its
+// checkout (as after any agent's run) has git rewrite its saved index so
+// that no entry can be racily clean (the index newer than every file the
 // checkout wrote), with a shared part the next reset keeps; writes racing
 // the rewrite (same size, so only git's racy check or the monitor can tell)
 // still leave the next pooled reset exactly like a fresh checkout.
@@ -30,6 +32,9 @@ func TestReleaseRewritesTheRacySavedIndex(t *testing.T) {
 		noErr(t, err)
 		newest = max(newest, st.ModTime().Unix())
 	}
+	st, err := os.Stat(w.path(".index"))
+	noErr(t, err)
+	time.Sleep(time.Until(st.ModTime().Truncate(time.Second).Add(time.Second))) // what an agent's run takes
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -46,11 +51,11 @@ func TestReleaseRewritesTheRacySavedIndex(t *testing.T) {
 			}
 		}
 	})
-	err := w.Release(f.ctx)
+	err = w.Release(f.ctx)
 	close(stop)
 	wg.Wait()
 	noErr(t, err)
-	st, err := os.Stat(w.path(".index"))
+	st, err = os.Stat(w.path(".index"))
 	noErr(t, err)
 	if st.ModTime().Unix() <= newest {
 		t.Fatalf("saved index written at %d, not after the checkout's last second %d: its entries stay racy", st.ModTime().Unix(), newest)
