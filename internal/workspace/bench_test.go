@@ -24,7 +24,8 @@ import (
 //	(c) Prepare with an empty pool (commit already fetched), and (c')
 //	    what Ready then waits for the monitor's first walk, which the
 //	    runner overlaps with its other preparations
-//	(d) a bare `git worktree add`, the floor for (c)
+//	(d) a bare `git worktree add`, the floor for (c), and (d') the same
+//	    with the parallel checkout drover's worktrees use
 //
 // and the publication of a one-file change, and resuming a kept worktree.
 // Run it alone, once:
@@ -57,27 +58,44 @@ func BenchmarkWorkspace(b *testing.B) {
 			return c.ensureCommit(b.Context(), r, src1, next)
 		}))
 
-		// Each step runs twice, interleaved with the others, and the faster
-		// run counts: this machine's disk is shared and its write speed
-		// varies several times over from one minute to the next.
+		// Each step runs more than once, interleaved with the others and
+		// in turn first, and the fastest run counts: this machine's disk is
+		// shared and its write speed varies several times over from one
+		// minute to the next.
 		hub := hubServer(b, tmp)
-		var clone, add, fresh, ready time.Duration
+		var clone, add, addPar, fresh, ready time.Duration
 		var ws []*Worktree
 		for i := range 2 {
 			clone = minRun(clone, i, measure1(b, "(a) git clone from the hub (smart HTTP)", func() {
 				run(tmp, "clone", "--quiet", hub+"/bare.git", filepath.Join(tmp, fmt.Sprint("clone", i)))
 			}))
-			add = minRun(add, i, measure1(b, "(d) git worktree add", func() {
-				run(r.dir, "worktree", "add", "--quiet", "--detach", filepath.Join(tmp, fmt.Sprint("plain-wt", i)), base)
-			}))
-			fresh = minRun(fresh, i, measure1(b, "(c) Prepare, empty pool", func() {
-				w, err := c.Prepare(b.Context(), src1, fmt.Sprint("job-c", i), base)
-				noErr(b, err)
-				ws = append(ws, w)
-			}))
-			// Right after, without measure1's sync, which would give the
-			// walk time to end.
-			ready = minRun(ready, i, timed(b, "(c') then Ready (the rest of the first walk)", ws[i].Ready))
+		}
+		steps := []func(i int){
+			func(i int) {
+				add = minRun(add, i, measure1(b, "(d) git worktree add", func() {
+					run(r.dir, "worktree", "add", "--quiet", "--detach", filepath.Join(tmp, fmt.Sprint("plain-wt", i)), base)
+				}))
+			},
+			func(i int) {
+				addPar = minRun(addPar, i, measure1(b, "(d') git worktree add, parallel checkout", func() {
+					run(r.dir, "-c", "checkout.workers=8", "worktree", "add", "--quiet", "--detach", filepath.Join(tmp, fmt.Sprint("par-wt", i)), base)
+				}))
+			},
+			func(i int) {
+				fresh = minRun(fresh, i, measure1(b, "(c) Prepare, empty pool", func() {
+					w, err := c.Prepare(b.Context(), src1, fmt.Sprint("job-c", i), base)
+					noErr(b, err)
+					ws = append(ws, w)
+				}))
+				// Right after, without measure1's sync, which would give
+				// the walk time to end.
+				ready = minRun(ready, i, timed(b, "(c') then Ready (the rest of the first walk)", ws[i].Ready))
+			},
+		}
+		for i := range len(steps) {
+			for k := range steps {
+				steps[(i+k)%len(steps)](i)
+			}
 		}
 		measure1(b, "(a') git clone file:// (for reference)", func() {
 			run(tmp, "clone", "--quiet", "file://"+bare, filepath.Join(tmp, "clone-file"))
@@ -126,12 +144,13 @@ func BenchmarkWorkspace(b *testing.B) {
 		}
 		b.Logf("(b) = %s, (b)/(a) = %.2f%% (target ≤ 50 ms, ≤ 1%%: %s)", pooled.Round(time.Millisecond), 100*pooled.Seconds()/clone.Seconds(),
 			verdict(pooled <= 50*time.Millisecond && pooled <= clone/100))
-		b.Logf("(c)/(d) = %.2f (target ≤ 1.1: %s), with (c') %.2f", fresh.Seconds()/add.Seconds(), verdict(fresh.Seconds() <= 1.1*add.Seconds()),
-			(fresh+ready).Seconds()/add.Seconds())
+		b.Logf("(c)/(d) = %.2f (target ≤ 1.1: %s), with (c') %.2f; against the same parallel checkout, (c)/(d') = %.2f", fresh.Seconds()/add.Seconds(), verdict(fresh.Seconds() <= 1.1*add.Seconds()),
+			(fresh+ready).Seconds()/add.Seconds(), fresh.Seconds()/addPar.Seconds())
 		b.Logf("publication: %s, bundle %d bytes (targets ≤ 200 ms, ≤ 16 KiB: %s)", publish.Round(time.Millisecond), pub.Size,
 			verdict(publish <= 200*time.Millisecond && pub.Size <= 16<<10))
 		b.ReportMetric(clone.Seconds(), "clone-s")
 		b.ReportMetric(add.Seconds(), "worktree-add-s")
+		b.ReportMetric(addPar.Seconds(), "worktree-add-par-s")
 		b.ReportMetric(fresh.Seconds(), "fresh-s")
 		b.ReportMetric(ready.Seconds(), "ready-s")
 		b.ReportMetric(pooled.Seconds(), "pooled-s")

@@ -71,6 +71,15 @@ func (w *Worktree) retire(ctx context.Context) error {
 		return err
 	}
 	c := w.c
+	// A worktree whose last reset was not narrowed (a fresh or full
+	// checkout) has thousands of racily clean entries: the pooled reset
+	// would pay for them. Should the rewrite fail, the index saved before
+	// is as good as ever, only slower.
+	if w.resetHow != "changed paths" && len(w.rec.Sparse) == 0 {
+		if err := w.unracySavedIndex(ctx); err != nil {
+			c.log.Warn("saved index not rewritten; the next reset re-reads racily clean entries", "dir", w.Dir(), "err", err)
+		}
+	}
 	return c.withLock(ctx, w.repo, lockTrees, func() error {
 		recs, err := c.records(w.repo)
 		if err != nil {

@@ -695,8 +695,11 @@ func (w *Worktree) unwatch() {
 var adminFiles = map[string]bool{"gitdir": true, "commondir": true, "HEAD": true, "index": true, "config.worktree": true}
 
 // worktreeConfig makes `git push origin` from the worktree fail: results
-// leave only as publications.
-var worktreeConfig = []byte("[remote \"origin\"]\n\tpushurl = drover-push-disabled://publish-through-drover\n")
+// leave only as publications. And it checks out with parallel workers
+// (git's own, from 100 files up): a checkout of many files waits on the
+// disk for each file it creates, and workers overlap those waits, which a
+// slow or shared disk makes most of the time a checkout takes.
+var worktreeConfig = []byte("[remote \"origin\"]\n\tpushurl = drover-push-disabled://publish-through-drover\n[checkout]\n\tworkers = 8\n")
 
 // splitIndexConfig keeps a whole worktree's index in two files: a shared
 // part, rewritten only once much has changed, and a small file holding the

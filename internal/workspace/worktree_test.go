@@ -237,3 +237,20 @@ func TestCheckTreeSinceACommitGone(t *testing.T) {
 		t.Fatalf("clean tree since a commit gone: %v, %v", d, err)
 	}
 }
+
+// Every worktree, whole or sparse, checks out with git's parallel
+// checkout, which overlaps the disk's waits of a large checkout.
+func TestWorktreesCheckOutInParallel(t *testing.T) {
+	f := newCacheFixture(t)
+	head := f.commit(map[string]string{"a/b/f.txt": "x\n", "c.txt": "y\n"})
+	whole := f.prepare(f.cache, "whole", head)
+	src := f.source()
+	src.Sparse = []string{"a/b"}
+	sparse, err := f.cache.Prepare(f.ctx, src, "sparse", head)
+	noErr(t, err)
+	for _, w := range []*Worktree{whole, sparse} {
+		if got := f.git(w.Dir(), "config", "--get", "checkout.workers"); got != "8" {
+			t.Errorf("%s: checkout.workers = %q, want 8", w.Job(), got)
+		}
+	}
+}
