@@ -21,18 +21,7 @@ func TestSparseWorktreePublishesExactly(t *testing.T) {
 	src.Sparse = []string{"a/b"}
 	w, err := f.cache.Prepare(f.ctx, src, "job1", base)
 	noErr(t, err)
-	have := func(w *Worktree) []string {
-		var files []string
-		noErr(t, filepath.WalkDir(w.Dir(), func(p string, d os.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && d.Name() != ".git" {
-				rel, _ := filepath.Rel(w.Dir(), p)
-				files = append(files, filepath.ToSlash(rel))
-			}
-			return err
-		}))
-		slices.Sort(files)
-		return files
-	}
+	have := func(w *Worktree) []string { return worktreeFiles(t, w) }
 	if got, want := have(w), []string{"a/b/y.txt", "a/x.txt", "top.txt"}; !slices.Equal(got, want) {
 		t.Fatalf("sparse worktree holds %v, want %v", got, want)
 	}
@@ -121,6 +110,16 @@ func TestSparsePublishesWhatTheAgentWroteOutsideTheCone(t *testing.T) {
 	noErr(t, w.Keep())
 	w, err = f.cache.Prepare(f.ctx, src, "job1", heads[0])
 	noErr(t, err)
+	files := worktreeFiles(t, w)
+	if want := []string{"a/b/n.txt", "top.txt"}; !slices.Equal(files, want) {
+		t.Fatalf("the next attempt's sparse worktree holds %v, want %v", files, want)
+	}
+	noErr(t, w.Release(f.ctx))
+}
+
+// worktreeFiles lists the files in a worktree (not .git), sorted.
+func worktreeFiles(t *testing.T, w *Worktree) []string {
+	t.Helper()
 	var files []string
 	noErr(t, filepath.WalkDir(w.Dir(), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && d.Name() != ".git" {
@@ -130,8 +129,5 @@ func TestSparsePublishesWhatTheAgentWroteOutsideTheCone(t *testing.T) {
 		return err
 	}))
 	slices.Sort(files)
-	if want := []string{"a/b/n.txt", "top.txt"}; !slices.Equal(files, want) {
-		t.Fatalf("the next attempt's sparse worktree holds %v, want %v", files, want)
-	}
-	noErr(t, w.Release(f.ctx))
+	return files
 }
