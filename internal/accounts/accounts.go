@@ -14,6 +14,7 @@
 package accounts
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -24,11 +25,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
-
-	"golang.org/x/sys/unix"
 
 	"drover/internal/agent/catalog"
 	"drover/internal/fsutil"
@@ -156,8 +154,8 @@ func (e *NoAccountError) Unwrap() error { return ErrNoAccount }
 // Store is the accounts of one runner home. Its methods are safe for
 // concurrent use, also by several processes sharing the home.
 type Store struct {
-	dir string     // home/accounts
-	mu  sync.Mutex // serializes this process's changes; the flock the processes'
+	dir   string        // home/accounts
+	locks fsutil.Locker // changes take turns, within this process and across processes
 }
 
 const (
@@ -484,9 +482,8 @@ func (s *Store) read() (index, error) {
 // When change fails nothing is written; when the write fails, undo (if
 // any) runs before the locks are released.
 func (s *Store) update(change func(*index) error, undo func()) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	unlock, err := s.flock()
+	// A change holds the lock for a few file operations: nothing to cancel.
+	unlock, err := s.locks.Lock(context.Background(), filepath.Join(s.dir, lockName))
 	if err != nil {
 		return err
 	}
@@ -509,27 +506,6 @@ func (s *Store) update(change func(*index) error, undo func()) error {
 		return err
 	}
 	return nil
-}
-
-// flock takes the inter-process lock on accounts/.lock. Changes hold it
-// for a few file operations, so it blocks.
-func (s *Store) flock() (func(), error) {
-	p := filepath.Join(s.dir, lockName)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open lock: %w", err)
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", p, err)
-	}
-	return func() { f.Close() }, nil // closing the file releases the lock
 }
 
 // newID is an id neither in the index nor on disk.

@@ -33,6 +33,8 @@ type PromptInput struct {
 	// Questions are earlier questions and their answers, for an attempt that
 	// starts a fresh session after the job waited on a question.
 	Questions []tools.QuestionRecord
+	// Sparse are the folders a sparse worktree holds (none: it is whole).
+	Sparse []string
 }
 
 // systemText maps habits of interactive use onto drover's tools; the CLIs'
@@ -54,6 +56,12 @@ func BuildPrompt(ctx context.Context, in PromptInput) (string, error) {
 	var b strings.Builder
 	b.WriteString(systemText)
 	b.WriteString("\n")
+	if len(in.Sparse) > 0 {
+		// Without it an agent takes the missing folders for missing code.
+		fmt.Fprintf(&b, "- This worktree is a sparse checkout: it holds only %s, with the files of the top folder and of the folders on the way. "+
+			"If the task needs files elsewhere, call %q with their folders; what you do not check out stays as it is in the result.\n",
+			promptText([]byte(strings.Join(in.Sparse, ", "))), tools.ToolSparseAdd)
+	}
 	var nested []string
 	if in.Worktree != "" { // a job without a repository has no instructions
 		for _, name := range append([]string{"AGENTS.md"}, in.RootFiles...) {

@@ -55,12 +55,14 @@ func TestBuildPrompt(t *testing.T) {
 		{"codex", PromptInput{Prompt: "Fix the bug.", Worktree: dir},
 			[]string{"working unattended for drover", `"checkpoint"`, "# AGENTS.md", "Run make test.", "- a/AGENTS.md\n- b/c/AGENTS.md\n",
 				"# The job\n\nFix the bug.\n"},
-			[]string{"Prefer small commits", "untracked", "Question:"}},
+			[]string{"Prefer small commits", "untracked", "Question:", "sparse"}},
 		{"claude with history", PromptInput{Prompt: "Fix the bug.", Worktree: dir, RootFiles: []string{"CLAUDE.md"},
 			Questions: []tools.QuestionRecord{{Question: "Which database?", Answer: answered}, {Question: "Which port?", Answer: pending}}},
 			[]string{"# CLAUDE.md", "Prefer small commits.", "Question: Which database?\nAnswer: use postgres\n",
 				"Question: Which port?\nAnswer: (none yet)\n"},
 			[]string{"use mysql"}},
+		{"sparse", PromptInput{Prompt: "Fix the bug.", Worktree: dir, Sparse: []string{"a", "b/c"}},
+			[]string{"sparse checkout: it holds only a, b/c,", `"sparse_add"`}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,7 +18,8 @@ import (
 
 // A large project's job with sparse folders, on a real hub and runner: the
 // runner's clone is partial (history's blobs stay on the hub), the agent
-// sees only its cone, and the result keeps everything outside the cone.
+// sees only its cone, and the result keeps everything outside the cone
+// that the agent did not write.
 func TestLargeSparseJobPublishesExactly(t *testing.T) {
 	h := testkit.StartHub(t, bin)
 	r := h.StartRunner(t, "r1")
@@ -28,7 +29,7 @@ func TestLargeSparseJobPublishesExactly(t *testing.T) {
 	}
 
 	v := runRepo(t, h, "--repo", src, "--sparse", "lib", "--agent", "exec", "--", "sh", "-c",
-		`test -f a.txt && test ! -e other && echo agent > lib/keep.txt`)
+		`test -f a.txt && test ! -e other && echo agent > lib/keep.txt && mkdir fresh && echo new > fresh/new.txt`)
 	if !slices.Equal(v.Sparse, []string{"lib"}) {
 		t.Fatalf("submitted job's sparse folders: %v", v.Sparse)
 	}
@@ -37,7 +38,8 @@ func TestLargeSparseJobPublishesExactly(t *testing.T) {
 	if end.State != job.Completed || end.Head == base {
 		t.Fatalf("job ended %s (head %s):\n%s", end.State, end.Head, testkit.Log(t, c, v.ID, 0))
 	}
-	if got := resultChanges(t, h, src, base, v.ID); got != "M\tlib/keep.txt" {
+	// A folder the agent made outside its cone is published too.
+	if got := resultChanges(t, h, src, base, v.ID); got != "A\tfresh/new.txt\nM\tlib/keep.txt" {
 		t.Fatalf("result changes:\n%s", got)
 	}
 

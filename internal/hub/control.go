@@ -169,6 +169,7 @@ func (h *Hub) resetJobRef(ctx context.Context, j store.Job, from string) {
 			return err
 		}
 		defer unlock()
+		h.clearRefLocks(j, workspace.JobRef(j.ID))
 		return h.repos.UpdateRef(ctx, j.Project, workspace.JobRef(j.ID), j.Head, from)
 	}()
 	if err != nil {

@@ -131,6 +131,7 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 	if commit == j.Head {
 		return protocol.PublishResult{Head: j.Head}, nil // published before: the reply was lost
 	}
+	h.clearRefLocks(j, workspace.JobRef(j.ID), workspace.CheckpointRef(j.ID, j.Checkpoints+1))
 	if err := h.ensureJobRef(ctx, j); err != nil {
 		return protocol.PublishResult{}, err
 	}
@@ -201,6 +202,24 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 	h.log.Info("published", "job", j.ID, "attempt", ref.Attempt, "head", commit, "checkpoint", res.Checkpoint)
 	h.notify(j.ID)
 	return res, nil
+}
+
+// clearRefLocks removes the lock files a hub killed while moving one of
+// the job's refs left behind, which would refuse every later publication.
+// Call it with the job's lock held (h.locks), which every hub sharing the
+// data directory takes before moving them.
+func (h *Hub) clearRefLocks(j store.Job, refs ...string) {
+	if j.Project == "" {
+		return
+	}
+	for _, ref := range refs {
+		cleared, err := h.repos.ClearRefLock(j.Project, ref)
+		if err != nil {
+			h.log.Warn("could not clear a job's stale ref lock", "job", j.ID, "ref", ref, "err", err)
+		} else if cleared {
+			h.log.Warn("removed a stale lock of a job's ref, left by a hub killed while moving it", "job", j.ID, "ref", ref)
+		}
+	}
 }
 
 // rollBackRefs undoes a publication's refs after the database refused it,

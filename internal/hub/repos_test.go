@@ -257,6 +257,34 @@ func TestPublicationMovesTheHeadOnce(t *testing.T) {
 	}
 }
 
+// A hub killed while git moved a job's ref leaves REF.lock beside it,
+// which git takes for another update in progress: the job's next
+// publication and checkpoint must still go through (they take the job's
+// lock, so no update can be in progress).
+func TestPublicationClearsAStaleRefLock(t *testing.T) {
+	rs := startRepoJob(t, Config{})
+	th, tok, dir, base, o := rs.th, rs.tok, rs.dir, rs.base, rs.o
+	for _, ref := range []string{workspace.JobRef(o.Job), workspace.CheckpointRef(o.Job, 1)} {
+		lock := filepath.Join(th.repoDir("web"), filepath.FromSlash(ref)+".lock")
+		if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(lock, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c1 := commitOn(t, dir, base, "src/main.go", "package main // fixed\n")
+	if a := th.publish(tok, o.AttemptRef, c1, bundle(t, dir, c1, base), "", true); a.code != http.StatusOK || a.res.Head != c1 || a.res.Checkpoint != 1 {
+		t.Fatalf("checkpoint over stale ref locks: %+v", a)
+	}
+	if got := th.jobRef("web", o.Job); got != c1 {
+		t.Fatalf("job ref = %s, want %s", got, c1)
+	}
+	if id, _ := th.h.repos.Ref(context.Background(), "web", workspace.CheckpointRef(o.Job, 1)); id != c1 {
+		t.Fatalf("checkpoint ref = %q, want %s", id, c1)
+	}
+}
+
 // brokenCommit writes, with hash-object --literally, a commit whose tree
 // has two entries of one name (fsck: duplicateEntries), on parent.
 func brokenCommit(t *testing.T, dir, parent string) string {

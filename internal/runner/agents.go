@@ -389,7 +389,7 @@ func (r *Runner) cliPrompt(a *attempt, c catalog.Entry, resumed bool) (string, e
 	}
 	in := agent.PromptInput{Prompt: strings.Join(a.spec.Args, " "), RootFiles: c.RootFiles()}
 	if a.ws != nil {
-		in.Worktree = a.ws.wt.Dir()
+		in.Worktree, in.Sparse = a.ws.wt.Dir(), a.ws.wt.Sparse()
 	}
 	if rs != nil {
 		in.Questions = questionRecords(rs.History)

@@ -18,11 +18,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/fsutil"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
@@ -475,15 +475,15 @@ func (r *Runner) closeConn() {
 
 // lockHome keeps a second runner off the same journal.
 func lockHome(home string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(home, "runner.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	var l fsutil.Locker
+	unlock, ok, err := l.TryLock(filepath.Join(home, "runner.lock"))
 	if err != nil {
 		return nil, fmt.Errorf("lock runner home: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("another runner is using %s: %w", home, err)
+	if !ok {
+		return nil, fmt.Errorf("another runner is using %s", home)
 	}
-	return func() { f.Close() }, nil
+	return unlock, nil
 }
 
 // boundary builds the sandbox of one attempt, whose agent runs in dir: the

@@ -11,10 +11,12 @@ import (
 	"net/http/cgi"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Refs the hub keeps in a project's repository.
@@ -198,6 +200,25 @@ func (r HubRepos) UpdateRef(ctx context.Context, project, ref, newID, oldID stri
 		return fmt.Errorf("update %s in %s: %w", ref, project, err)
 	}
 	return nil
+}
+
+// ClearRefLock removes the lock file git leaves beside a loose ref when it
+// is killed mid-update (REF.lock): until it is gone, every later update of
+// that ref is refused. Call it only while holding the ref's cross-process
+// lock, under which no git process of drover's can be updating the ref
+// (users push only under UploadRefPrefix). It reports whether there was one.
+func (r HubRepos) ClearRefLock(project, ref string) (bool, error) {
+	if !strings.HasPrefix(ref, "refs/drover/") || path.Clean(ref) != ref || strings.HasSuffix(ref, ".lock") {
+		return false, fmt.Errorf("clear the lock of %q: not a drover ref", ref)
+	}
+	err := os.Remove(filepath.Join(r.Dir(project), filepath.FromSlash(ref)+".lock"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("clear the stale lock of %s in %s: %w", ref, project, err)
+	}
+	return true, nil
 }
 
 // FetchCommit fetches one commit by id from url into ref, validating every

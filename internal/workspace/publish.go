@@ -156,6 +156,15 @@ func (w *Worktree) addChanges(ctx context.Context, env []string, s *snapshot, ex
 	}
 	s.how = "full scan"
 	w.c.log.Debug("publication scans the whole worktree", "dir", w.Dir(), "why", why)
+	if len(w.rec.Sparse) > 0 {
+		// git's add leaves alone every path outside the sparse checkout,
+		// so that what is not checked out is not taken for deleted, and
+		// refuses the whole add when the agent wrote files there. Those are
+		// first added (or updated) with --sparse, recording no removal.
+		if _, err := w.git(ctx, env, "add", "--sparse", "--ignore-removal", "--", "."); err != nil {
+			return fmt.Errorf("record the worktree's files outside the sparse checkout: %w", err)
+		}
+	}
 	if _, err := w.git(ctx, env, "add", "--all"); err != nil {
 		return fmt.Errorf("record the worktree's files: %w", err)
 	}

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,18 +21,7 @@ func TestSparseWorktreePublishesExactly(t *testing.T) {
 	src.Sparse = []string{"a/b"}
 	w, err := f.cache.Prepare(f.ctx, src, "job1", base)
 	noErr(t, err)
-	have := func(w *Worktree) []string {
-		var files []string
-		noErr(t, filepath.WalkDir(w.Dir(), func(p string, d os.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && d.Name() != ".git" {
-				rel, _ := filepath.Rel(w.Dir(), p)
-				files = append(files, filepath.ToSlash(rel))
-			}
-			return err
-		}))
-		slices.Sort(files)
-		return files
-	}
+	have := func(w *Worktree) []string { return worktreeFiles(t, w) }
 	if got, want := have(w), []string{"a/b/y.txt", "a/x.txt", "top.txt"}; !slices.Equal(got, want) {
 		t.Fatalf("sparse worktree holds %v, want %v", got, want)
 	}
@@ -84,4 +74,60 @@ func TestSparsePathMatchingNothingIsRefused(t *testing.T) {
 			t.Fatalf("sparse path %q: %v, want a refusal naming it", p, err)
 		}
 	}
+}
+
+// What the agent writes outside the cone is published like anything else
+// (a new folder, a file of the commit it wrote back), and what it did not
+// write there stays as it is; a publication refused for it lost the whole
+// attempt's work. Narrowed and full-scan publications alike, and the next
+// attempt's reset leaves the worktree the cone of the new head.
+func TestSparsePublishesWhatTheAgentWroteOutsideTheCone(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"top.txt": "t\n", "a/b/y.txt": "y\n", "c/z.txt": "z\n", "c/w.txt": "w\n"})
+	src := f.source()
+	src.Sparse = []string{"a/b"}
+	w, err := f.cache.Prepare(f.ctx, src, "job1", base)
+	noErr(t, err)
+	w.Ready()
+	var heads []string
+	for i, how := range []string{"narrowed", "full scan"} {
+		if how == "full scan" {
+			noErr(t, os.Remove(w.path(".index")))
+		}
+		script := fmt.Sprintf("mkdir -p d c && echo new%d > d/new.txt && echo mine%d > c/z.txt && echo n%d > a/b/n.txt", i, i, i)
+		if i == 0 {
+			script += " && rm a/b/y.txt"
+		}
+		commit := f.publishes(w, script, func(commit string) string { return f.git(f.src, "ls-tree", "-r", "--name-only", commit) },
+			"a/b/n.txt\nc/w.txt\nc/z.txt\nd/new.txt\ntop.txt")
+		for p, want := range map[string]string{"c/z.txt": fmt.Sprintf("mine%d\n", i), "d/new.txt": fmt.Sprintf("new%d\n", i), "c/w.txt": "w\n"} {
+			if got := f.git(f.src, "show", commit+":"+p); got+"\n" != want {
+				t.Fatalf("%s publication: %s = %q, want %q", how, p, got, want)
+			}
+		}
+		heads = append(heads, commit)
+	}
+	noErr(t, w.Keep())
+	w, err = f.cache.Prepare(f.ctx, src, "job1", heads[0])
+	noErr(t, err)
+	files := worktreeFiles(t, w)
+	if want := []string{"a/b/n.txt", "top.txt"}; !slices.Equal(files, want) {
+		t.Fatalf("the next attempt's sparse worktree holds %v, want %v", files, want)
+	}
+	noErr(t, w.Release(f.ctx))
+}
+
+// worktreeFiles lists the files in a worktree (not .git), sorted.
+func worktreeFiles(t *testing.T, w *Worktree) []string {
+	t.Helper()
+	var files []string
+	noErr(t, filepath.WalkDir(w.Dir(), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() != ".git" {
+			rel, _ := filepath.Rel(w.Dir(), p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	}))
+	slices.Sort(files)
+	return files
 }
