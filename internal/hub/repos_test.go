@@ -315,17 +315,7 @@ func TestPublicationWidensTheJobsCone(t *testing.T) {
 		t.Fatalf("offer's cone: %+v", o.Spec.Repo)
 	}
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
-	widened := func() int {
-		var evs protocol.EventList
-		th.call(th.admin, "GET", "/jobs/"+v.ID+"/events", nil, &evs)
-		n := 0
-		for _, e := range evs.Events {
-			if e.Kind == "sparse" {
-				n++
-			}
-		}
-		return n
-	}
+	widened := func() int { return th.countEvents(v.ID, "sparse") }
 
 	c1 := commitOn(t, dir, base, "docs/a.md", "a, edited\n")
 	if a := th.publish(tok, o.AttemptRef, c1, bundle(t, dir, c1, base), "", true, "docs", "src"); a.code != http.StatusOK {
