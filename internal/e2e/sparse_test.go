@@ -123,6 +123,11 @@ func TestLargeSparseJobWidensItsCone(t *testing.T) {
 		!strings.Contains(log, " M other/dir/edit.txt\n D other/dir/gone.txt\n") {
 		t.Fatalf("job ended %s (head %s):\n%s", end.State, end.Head, log)
 	}
+	// The hub took the widened cone from the publication: a later attempt
+	// (a retry, another runner) starts from it.
+	if !slices.Equal(end.Sparse, []string{"lib", "other/dir"}) {
+		t.Fatalf("the job's cone after widening: %v", end.Sparse)
+	}
 	clone := filepath.Join(t.TempDir(), "clone")
 	gitE(t, src, "clone", "--quiet", src, clone)
 	if out, err := h.CLI("fetch", v.ID, "--repo", clone); err != nil {

@@ -84,6 +84,12 @@ func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p principal) er
 	default:
 		return badRequest("checkpoint must be 0 or 1")
 	}
+	if sparse := q["sparse"]; len(sparse) > 0 {
+		if err := protocol.CheckSparsePaths(sparse); err != nil {
+			return badRequest("sparse: %v", err)
+		}
+		req.Sparse = sparse
+	}
 	res, err := a.h.publishBundle(r.Context(), p, req)
 	var sh staleHead
 	if errors.As(err, &sh) {

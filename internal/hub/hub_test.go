@@ -570,17 +570,23 @@ func TestRequestIDsAreAppliedOnce(t *testing.T) {
 	if v.State != job.Failed || len(v.Attempts) != 1 {
 		t.Fatalf("job: %+v", v)
 	}
+	if n := th.countEvents(j.ID, "finished"); n != 1 {
+		t.Fatalf("finish applied %d times", n)
+	}
+}
+
+// countEvents counts a job's events of one kind.
+func (th *testHub) countEvents(jobID, kind string) int {
+	th.t.Helper()
 	var evs protocol.EventList
-	th.call(th.admin, "GET", "/jobs/"+j.ID+"/events", nil, &evs)
+	th.call(th.admin, "GET", "/jobs/"+jobID+"/events", nil, &evs)
 	n := 0
 	for _, e := range evs.Events {
-		if e.Kind == "finished" {
+		if e.Kind == kind {
 			n++
 		}
 	}
-	if n != 1 {
-		t.Fatalf("finish applied %d times: %+v", n, evs.Events)
-	}
+	return n
 }
 
 func TestBadFramesCloseTheConnectionAndChangeNothing(t *testing.T) {

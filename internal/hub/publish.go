@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -72,7 +74,10 @@ type publishRequest struct {
 	Commit     string
 	Digest     string
 	Checkpoint bool
-	Spool      func(digest string) (string, error)
+	// Sparse is the runner's worktree's cone (none: whole), which the
+	// agent may have widened; checked with protocol.CheckSparsePaths.
+	Sparse []string
+	Spool  func(digest string) (string, error)
 }
 
 // checkPublishIDs refuses a publication's commit id or SHA-256 that is
@@ -104,7 +109,7 @@ func (h *Hub) publishBundle(ctx context.Context, p principal, req publishRequest
 	}
 	defer os.Remove(bundle)
 
-	res, err := h.publish(ctx, p, req.Ref, bundle, req.Commit, req.Checkpoint)
+	res, err := h.publish(ctx, p, req.Ref, bundle, req.Commit, req.Checkpoint, req.Sparse)
 	if err != nil {
 		return res, err
 	}
@@ -117,8 +122,9 @@ func (h *Hub) publishBundle(ctx context.Context, p principal, req publishRequest
 // publish verifies a bundle and makes its commit the job's head: objects
 // validated in quarantine, ancestry from the base and the current head,
 // then the job's ref moved by compare-and-swap and the database updated
-// (the ref moved back if that fails). Publications of one job take turns.
-func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef, bundle, commit string, checkpoint bool) (protocol.PublishResult, error) {
+// (the ref moved back if that fails), with the folders a sparse worktree's
+// agent added to its cone. Publications of one job take turns.
+func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef, bundle, commit string, checkpoint bool, sparse []string) (protocol.PublishResult, error) {
 	unlock, err := h.locks.lock(ctx, "job:"+ref.Job)
 	if err != nil {
 		return protocol.PublishResult{}, err
@@ -153,6 +159,7 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 	if err := in.Accept(); err != nil {
 		return protocol.PublishResult{}, err
 	}
+	widened := h.widenedFolders(ctx, j, commit, sparse)
 	jobRef := workspace.JobRef(j.ID)
 	if err := h.repos.UpdateRef(ctx, j.Project, jobRef, commit, j.Head); err != nil {
 		return protocol.PublishResult{}, err
@@ -190,8 +197,20 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 			jj.Checkpoints = res.Checkpoint
 			kind, what = "checkpoint", fmt.Sprintf("checkpoint %d:", res.Checkpoint)
 		}
+		cone, err := widenCone(tx, jj, widened)
+		if err != nil {
+			return err
+		}
+		if cone != nil {
+			jj.Sparse = cone
+		}
 		if err := tx.UpdateJob(jj); err != nil {
 			return err
+		}
+		if cone != nil {
+			if err := h.event(tx, j.ID, "sparse", p.name, "attempt %d widened the sparse checkout to %s", a.Epoch, strings.Join(cone, ", ")); err != nil {
+				return err
+			}
 		}
 		return h.event(tx, j.ID, kind, p.name, "attempt %d %s %s", a.Epoch, what, commit)
 	})
@@ -202,6 +221,51 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 	h.log.Info("published", "job", j.ID, "attempt", ref.Attempt, "head", commit, "checkpoint", res.Checkpoint)
 	h.notify(j.ID)
 	return res, nil
+}
+
+// widenedFolders are the folders of a publication's cone the job did not
+// name itself that are folders of its commit: what the agent added, and
+// the project's own folders (widenCone drops those). A folder the commit
+// lacks (the agent removed all of it) is left out, or the next attempt
+// would be refused for it.
+func (h *Hub) widenedFolders(ctx context.Context, j store.Job, commit string, sparse []string) []string {
+	var out []string
+	for _, d := range sparse {
+		if slices.Contains(j.Sparse, d) {
+			continue
+		}
+		if err := workspace.CheckCone(ctx, h.repos.Git, h.repos.Dir(j.Project), commit, []string{d}); err != nil {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// widenCone is the job's cone (its own folders, else its project's) with
+// the widened folders added, or nil when they add nothing to it, or when
+// the job is whole (a runner cannot make a whole job sparse), or the
+// union is over protocol.MaxSparsePaths.
+func widenCone(tx store.Tx, j store.Job, widened []string) ([]string, error) {
+	if len(widened) == 0 {
+		return nil, nil
+	}
+	cone := j.Sparse
+	if len(cone) == 0 {
+		prj, err := tx.Project(j.Project)
+		if err != nil {
+			return nil, fmt.Errorf("read project %s: %w", j.Project, err)
+		}
+		cone = prj.Config.Sparse
+	}
+	if len(cone) == 0 {
+		return nil, nil
+	}
+	union := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(cone), widened...))))
+	if len(union) == len(cone) || protocol.CheckSparsePaths(union) != nil {
+		return nil, nil
+	}
+	return union, nil
 }
 
 // clearRefLocks removes the lock files a hub killed while moving one of

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,12 +132,13 @@ type publishAnswer struct {
 }
 
 // publish posts a bundle with a given digest (sum of the bundle when "").
-func (th *testHub) publish(token string, ref protocol.AttemptRef, commit string, b []byte, digest string, checkpoint bool) publishAnswer {
+// sparse is the runner's worktree's cone.
+func (th *testHub) publish(token string, ref protocol.AttemptRef, commit string, b []byte, digest string, checkpoint bool, sparse ...string) publishAnswer {
 	th.t.Helper()
 	if digest == "" {
 		digest = sum(b)
 	}
-	a, err := publishTo(th.srv.URL, token, ref, commit, bytes.NewReader(b), digest, checkpoint)
+	a, err := publishTo(th.srv.URL, token, ref, commit, bytes.NewReader(b), digest, checkpoint, sparse...)
 	if err != nil {
 		th.t.Fatal(err)
 	}
@@ -144,8 +146,11 @@ func (th *testHub) publish(token string, ref protocol.AttemptRef, commit string,
 }
 
 // publishTo sends a publication to the hub at base, from any goroutine.
-func publishTo(base, token string, ref protocol.AttemptRef, commit string, body io.Reader, digest string, checkpoint bool) (publishAnswer, error) {
+func publishTo(base, token string, ref protocol.AttemptRef, commit string, body io.Reader, digest string, checkpoint bool, sparse ...string) (publishAnswer, error) {
 	q := url.Values{"job": {ref.Job}, "attempt": {ref.Attempt}, "epoch": {itoa(ref.Epoch)}, "commit": {commit}, "sha256": {digest}}
+	if len(sparse) > 0 {
+		q["sparse"] = sparse
+	}
 	if checkpoint {
 		q.Set("checkpoint", "1")
 	}
@@ -282,6 +287,69 @@ func TestPublicationClearsAStaleRefLock(t *testing.T) {
 	}
 	if id, _ := th.h.repos.Ref(context.Background(), "web", workspace.CheckpointRef(o.Job, 1)); id != c1 {
 		t.Fatalf("checkpoint ref = %q, want %s", id, c1)
+	}
+}
+
+// A sparse job's publication carries the runner's cone: folders the agent
+// added become the job's, so that its next attempts start from them; a
+// folder the commit lacks is left out, a malformed one refuses the
+// publication with nothing stored, and a cone adding nothing changes
+// nothing.
+func TestPublicationWidensTheJobsCone(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := th.registerRunner("r1")
+	sr, _ := th.dial(tok, protocol.Hello{})
+	dir, _ := sourceRepo(t)
+	writeFile(t, filepath.Join(dir, "docs/a.md"), "a\n")
+	writeFile(t, filepath.Join(dir, "lib/b.go"), "package lib\n")
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "commit", "--quiet", "-m", "more folders")
+	base := gitT(t, dir, "rev-parse", "HEAD")
+	th.push(dir, "web", base)
+	v, code, e := th.submitRepo(protocol.SubmitRequest{Repo: &protocol.SubmitRepo{Project: "web", Base: base}, Sparse: []string{"src"}})
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d %+v", code, e)
+	}
+	o := sr.offer()
+	if o.Spec.Repo == nil || !slices.Equal(o.Spec.Repo.Sparse, []string{"src"}) {
+		t.Fatalf("offer's cone: %+v", o.Spec.Repo)
+	}
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	widened := func() int { return th.countEvents(v.ID, "sparse") }
+
+	c1 := commitOn(t, dir, base, "docs/a.md", "a, edited\n")
+	if a := th.publish(tok, o.AttemptRef, c1, bundle(t, dir, c1, base), "", true, "docs", "src"); a.code != http.StatusOK {
+		t.Fatalf("publish with a widened cone: %+v", a)
+	}
+	if got := th.job(v.ID); got.Head != c1 || !slices.Equal(got.Sparse, []string{"docs", "src"}) || widened() != 1 {
+		t.Fatalf("after the widened publication: head %s, cone %v, %d sparse events", got.Head, got.Sparse, widened())
+	}
+
+	c2 := commitOn(t, dir, c1, "src/main.go", "package main // 2\n")
+	if a := th.publish(tok, o.AttemptRef, c2, bundle(t, dir, c2, c1), "", true, "../etc", "src"); a.code != http.StatusBadRequest || !strings.Contains(a.err.Message, "../etc") {
+		t.Fatalf("publish with a malformed cone: %+v", a)
+	}
+	if got := th.job(v.ID); got.Head != c1 {
+		t.Fatalf("a refused publication moved the head to %s", got.Head)
+	}
+
+	gitT(t, dir, "checkout", "--quiet", "--detach", c2)
+	gitT(t, dir, "rm", "--quiet", "-r", "lib")
+	gitT(t, dir, "commit", "--quiet", "-m", "no lib")
+	c3 := gitT(t, dir, "rev-parse", "HEAD")
+	for _, tc := range []struct {
+		commit, parent string
+		cone           []string
+	}{
+		{c2, c1, []string{"docs", "src"}},        // nothing new
+		{c3, c2, []string{"docs", "lib", "src"}}, // lib is not in c3
+	} {
+		if a := th.publish(tok, o.AttemptRef, tc.commit, bundle(t, dir, tc.commit, tc.parent), "", true, tc.cone...); a.code != http.StatusOK {
+			t.Fatalf("publish %v: %+v", tc.cone, a)
+		}
+	}
+	if got := th.job(v.ID); got.Head != c3 || !slices.Equal(got.Sparse, []string{"docs", "src"}) || widened() != 1 {
+		t.Fatalf("after publications adding nothing: head %s, cone %v, %d sparse events", got.Head, got.Sparse, widened())
 	}
 }
 

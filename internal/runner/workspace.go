@@ -342,7 +342,7 @@ func (r *Runner) publish(ctx context.Context, a *attempt, wt *workspace.Worktree
 		if err != nil {
 			return "", err
 		}
-		res, stale, err := r.ws.upload(ctx, r, a.ref, p, checkpoint)
+		res, stale, err := r.ws.upload(ctx, r, a.ref, p, checkpoint, wt.Sparse())
 		if err != nil {
 			return "", err
 		}
@@ -363,17 +363,23 @@ func (r *Runner) publish(ctx context.Context, a *attempt, wt *workspace.Worktree
 	return "", errors.New("the job's head kept moving under this attempt")
 }
 
-// upload posts a publication bundle. stale reports the hub's 409
+// upload posts a publication bundle, with the worktree's sparse folders
+// (none: it is whole). stale reports the hub's 409
 // stale_head, with its head in res. Transport failures and hub faults are
 // retried; the same bundle twice is harmless (publishing a commit again is
 // a no-op, and after a lost reply the hub answers with its newer head).
-func (ws *workspaces) upload(ctx context.Context, r *Runner, ref protocol.AttemptRef, p workspace.Publication, checkpoint bool) (res protocol.PublishResult, stale bool, err error) {
+func (ws *workspaces) upload(ctx context.Context, r *Runner, ref protocol.AttemptRef, p workspace.Publication, checkpoint bool, sparse []string) (res protocol.PublishResult, stale bool, err error) {
 	cp := "0"
 	if checkpoint {
 		cp = "1"
 	}
 	q := url.Values{"job": {ref.Job}, "attempt": {ref.Attempt}, "epoch": {strconv.FormatInt(ref.Epoch, 10)},
 		"commit": {p.Commit}, "sha256": {p.SHA256}, "checkpoint": {cp}}
+	if len(sparse) > 0 {
+		// The cone as the agent may have widened it: the job's next
+		// attempts start from it.
+		q["sparse"] = sparse
+	}
 	for tries := 1; ; tries++ {
 		// The hub in use now: after a failover the retry goes where the
 		// connection went.
