@@ -45,10 +45,12 @@ While the home's file system has less than --min-free bytes free (default
 them again once space returns. An attempt whose output the runner cannot
 write fails with reason runner_disk_full.
 
---cache-size is the most bytes the runner's pooled and kept worktrees may
-take (0, the default: no budget). Past it the runner's periodic collection
-removes pooled worktrees, least recently used first, and logs what it
-freed; a worktree kept for a job or in use is never removed for it.
+--cache-size is the most bytes the runner's pooled and kept worktrees and
+its clones' objects may take (0, the default: no budget). Past it the
+runner's periodic collection first deletes the clones' unreferenced objects
+(older than an hour), then removes pooled worktrees, least recently used
+first, and logs what it freed; a worktree kept for a job or in use is never
+removed for it.
 --project-cache-size does the same for the projects' dependency caches
 (HOME/caches): past it whole projects' caches go, least recently used first,
 never those of a project the runner is running a job of.
@@ -131,7 +133,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 	cmd.Flags().StringVar(&labels, "labels", "", "labels jobs can select, k=v,k2=v2")
 	cmd.Flags().StringArrayVar(&models, "agent-model", nil, "model of a vendor agent, AGENT=MODEL (repeatable)")
 	addMinFreeFlag(cmd, &minFree)
-	cmd.Flags().Int64Var(&cacheSize, "cache-size", 0, "bytes the pooled and kept worktrees may take: past it pooled ones go, least recently used first (0: no budget)")
+	cmd.Flags().Int64Var(&cacheSize, "cache-size", 0, "bytes the pooled and kept worktrees and the clones' objects may take: past it unreferenced objects go, then pooled worktrees, least recently used first (0: no budget)")
 	cmd.Flags().Int64Var(&projectCacheSize, "project-cache-size", 0, "bytes the projects' dependency caches may take together: past it the least recently used projects' caches go, never one in use (0: no budget)")
 	sb.addFlags(cmd)
 	lf.add(cmd)

@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"drover/internal/fsutil"
 )
 
 // DefaultMaxIdle is how long a job's kept worktree waits for another
@@ -24,20 +27,37 @@ type GCOptions struct {
 	// MaxIdle: a job's worktree unused this long while the job is not
 	// live is retired. Zero means DefaultMaxIdle.
 	MaxIdle time.Duration
-	// Budget is the most bytes the worktrees (pooled and kept) may take;
-	// zero means no budget. Past it, pooled worktrees are removed, least
-	// recently used first. A worktree kept for a job (whose next attempt
-	// may be waiting) or in use is never removed for the budget: a pooled
-	// one holds no unpublished work (retiring recorded it first).
+	// Budget is the most bytes the worktrees (pooled and kept) and the
+	// clones' objects may take; zero means no budget. Past it, the clones'
+	// unreferenced objects go first (see gcObjects), then pooled worktrees,
+	// least recently used first. A worktree kept for a job (whose next
+	// attempt may be waiting) or in use is never removed for the budget: a
+	// pooled one holds no unpublished work (retiring recorded it first).
 	Budget int64
 }
 
 // GCReport says what a collection found and freed.
 type GCReport struct {
-	Used    int64    // bytes the worktrees took before the budget was applied
-	Freed   int64    // bytes removed to meet the budget
+	Used    int64    // bytes the worktrees and objects took before the budget was applied
+	Freed   int64    // bytes removed to meet the budget, Pruned included
+	Pruned  int64    // of which the clones' unreferenced objects (and repacking)
 	Removed []string // the worktrees removed for it
 }
+
+// pruneExpiry is how old an unreferenced object must be for the budget to
+// delete it: a commit fetched for a preparation is unreferenced until its
+// worktree is added, a publication's objects until the worktree adopts it.
+const pruneExpiry = time.Hour
+
+// gcGrowth is how much a clone's objects must have grown since its last
+// collection for the budget to collect it again: git rewrites every pack,
+// which a budget that worktrees kept for jobs keep exceeded would
+// otherwise repeat every time.
+const gcGrowth = 1.25
+
+// gcMark is the file in a clone holding its objects' size after its last
+// collection.
+const gcMark = "drover-gc-size"
 
 // GC retires the worktrees of jobs that are gone (not live and idle past
 // MaxIdle): their unpublished work is recorded on refs/drover/orphans/JOB
@@ -95,6 +115,7 @@ func (c *Cache) gcBudget(ctx context.Context, repos []repo, budget int64) (GCRep
 		if err != nil {
 			return rep, err
 		}
+		rep.Used += diskUsage(filepath.Join(r.dir, "objects"))
 		for name, rec := range recs {
 			size := diskUsage(filepath.Join(r.trees, name))
 			rep.Used += size
@@ -102,6 +123,17 @@ func (c *Cache) gcBudget(ctx context.Context, repos []repo, budget int64) (GCRep
 				pool = append(pool, pooled{r: r, name: name, used: rec.Used, size: size})
 			}
 		}
+	}
+	for _, r := range repos {
+		if rep.Used-rep.Freed <= budget {
+			break
+		}
+		freed, err := c.gcObjects(ctx, r)
+		if err != nil {
+			return rep, fmt.Errorf("keep within %d bytes: %w", budget, err)
+		}
+		rep.Pruned += freed
+		rep.Freed += freed
 	}
 	sort.Slice(pool, func(i, j int) bool { return pool[i].used.Before(pool[j].used) })
 	for _, p := range pool {
@@ -134,14 +166,44 @@ func (c *Cache) gcBudget(ctx context.Context, repos []repo, budget int64) (GCRep
 			return rep, fmt.Errorf("keep worktrees within %d bytes: %w", budget, err)
 		}
 	}
-	if len(rep.Removed) > 0 {
-		c.log.Info("removed pooled worktrees to keep within the cache budget", "budget", budget, "used", rep.Used,
-			"freed", rep.Freed, "removed", len(rep.Removed))
+	if len(rep.Removed) > 0 || rep.Pruned != 0 {
+		c.log.Info("freed space to keep within the cache budget", "budget", budget, "used", rep.Used,
+			"freed", rep.Freed, "unreferenced_objects", rep.Pruned, "worktrees_removed", len(rep.Removed))
 	}
 	if left := rep.Used - rep.Freed; left > budget {
 		c.log.Warn("worktrees over the cache budget: the rest are kept for jobs or in use", "budget", budget, "used", left)
 	}
 	return rep, nil
+}
+
+// gcObjects has git delete a clone's unreferenced objects older than
+// pruneExpiry (those no ref, worktree HEAD or index reaches: bases of
+// removed worktrees, superseded publications) and repack the rest, if its
+// objects grew by gcGrowth since it last did. It returns the bytes that
+// freed. The clone lock keeps fetches out meanwhile; the expiry keeps what
+// a preparation or publication is about to reference.
+func (c *Cache) gcObjects(ctx context.Context, r repo) (int64, error) {
+	objects, mark := filepath.Join(r.dir, "objects"), filepath.Join(r.dir, gcMark)
+	var freed int64
+	err := c.withLock(ctx, r, lockClone, func() error {
+		before := diskUsage(objects)
+		if b, err := os.ReadFile(mark); err == nil {
+			if last, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && float64(before) < gcGrowth*float64(last) {
+				return nil
+			}
+		}
+		start := c.now()
+		prune := "--prune=" + start.Add(-pruneExpiry).UTC().Format(time.RFC3339)
+		if _, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"gc", "--quiet", prune}}); err != nil {
+			return fmt.Errorf("delete unreferenced objects of %s: %w", r.project, err)
+		}
+		after := diskUsage(objects)
+		freed = max(0, before-after) // repacking a clone with nothing to delete can add a few bytes
+		c.log.Info("deleted unreferenced objects", "project", r.project, "before", before, "after", after,
+			"took", c.now().Sub(start).Round(time.Millisecond))
+		return fsutil.WriteFileAtomic(mark, []byte(strconv.FormatInt(after, 10)+"\n"))
+	})
+	return freed, err
 }
 
 // diskUsage adds up the sizes of the files under dir (symlinks not

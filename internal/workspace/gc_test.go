@@ -1,6 +1,9 @@
 package workspace
 
 import (
+	"crypto/rand"
+	"encoding/base64"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,4 +126,69 @@ func TestGCKeepsWorktreesWithinTheBudget(t *testing.T) {
 	if !w.Resumed() {
 		t.Fatal("the waiting job's worktree was not kept")
 	}
+}
+
+// Over the budget, the clone's unreferenced objects go before any pooled
+// worktree: a commit fetched for a job whose worktree is gone is deleted
+// once older than pruneExpiry, while a fresh one (a preparation about to
+// add its worktree) and every worktree's base stay. A collection that
+// would find nothing new to delete (the objects did not grow) is skipped,
+// and the pooled worktree goes next.
+func TestGCDeletesUnreferencedObjectsFirst(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"a.txt": "a\n"})
+	random := make([]byte, 256<<10)
+	_, _ = rand.Read(random)
+	old := f.commit(map[string]string{"big.bin": base64.StdEncoding.EncodeToString(random)})
+	f.git(f.src, "checkout", "--quiet", "--detach", base) // fresh shares nothing with old
+	fresh := f.commit(map[string]string{"b.txt": "b\n"})
+	w := f.prepare(f.cache, "pooled", base)
+	dir := w.Dir()
+	noErr(t, w.Release(f.ctx))
+	r, err := f.cache.repoOf("proj")
+	noErr(t, err)
+	fetch := func(commit string) {
+		noErr(t, f.cache.withLock(f.ctx, r, lockClone, func() error { return f.cache.ensureCommit(f.ctx, r, f.source(), commit) }))
+	}
+	fetch(old)
+	objects := filepath.Join(r.dir, "objects")
+	longAgo := time.Now().Add(-2 * pruneExpiry)
+	noErr(t, filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
+		if err == nil {
+			err = os.Chtimes(p, longAgo, longAgo)
+		}
+		return err
+	}))
+	fetch(fresh)
+	has := func(commit string) bool {
+		_, err := f.cache.git.Run(f.ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "-e", commit + "^{tree}"}})
+		return err == nil
+	}
+
+	used := diskUsage(objects) + diskUsage(dir)
+	budget := used - 64<<10
+	rep, err := f.cache.GC(f.ctx, GCOptions{Budget: budget})
+	noErr(t, err)
+	if rep.Used != used || rep.Pruned < 128<<10 || rep.Freed != rep.Pruned || len(rep.Removed) != 0 {
+		t.Fatalf("report %+v; used %d, budget %d", rep, used, budget)
+	}
+	if has(old) || !has(fresh) || !has(base) {
+		t.Fatalf("after the collection: old %v (want deleted), fresh %v, base %v", has(old), has(fresh), has(base))
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the pooled worktree went although deleting objects met the budget: %v", err)
+	}
+
+	mark, err := os.Stat(filepath.Join(r.dir, gcMark))
+	noErr(t, err)
+	rep, err = f.cache.GC(f.ctx, GCOptions{Budget: 1})
+	noErr(t, err)
+	if rep.Pruned != 0 || !slices.Equal(rep.Removed, []string{dir}) {
+		t.Fatalf("second collection: %+v, want no objects deleted and %s removed", rep, dir)
+	}
+	if again, err := os.Stat(filepath.Join(r.dir, gcMark)); err != nil || !os.SameFile(mark, again) {
+		t.Fatalf("the objects, which did not grow, were collected again (%v)", err)
+	}
+	w = f.prepare(f.cache, "again", fresh) // the clone still works
+	noErr(t, w.Release(f.ctx))
 }
