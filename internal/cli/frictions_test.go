@@ -1,18 +1,17 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/testkit/syncbuf"
 )
 
 // What a first user trips over, one test each.
@@ -64,24 +63,6 @@ func TestAttemptTableSaysWhatItMeasures(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Ctrl-C in a client command ends it without a daemon's log line.
 func TestInterruptedClientPrintsNoLogLine(t *testing.T) {
 	h := newFakeHub(t)
@@ -90,7 +71,7 @@ func TestInterruptedClientPrintsNoLogLine(t *testing.T) {
 		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "r1", OfferedAt: now}}}}
 	h.logs["j-1"] = "working\n"
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token, "HOME": t.TempDir()}
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(context.Background(), []string{"logs", "-f", "j-1"}, Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,

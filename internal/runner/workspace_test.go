@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox/sandboxtest"
+	"drover/internal/testkit/syncbuf"
 	"drover/internal/workspace"
 )
 
@@ -259,6 +261,28 @@ func TestRepoJobPublishesItsWork(t *testing.T) {
 		t.Fatalf("publications %+v", pubs)
 	}
 	sandboxtest.WaitFor(t, "context folder removed", func() bool { return !exists(tr.contextPath(ref.Attempt)) })
+}
+
+// The runner lets the worktree's file-system monitor take its base before
+// the agent starts (Worktree.Ready): the attempt's publication is then
+// narrowed to the paths the agent wrote, not a scan of the whole worktree.
+func TestPublicationIsNarrowedByTheMonitor(t *testing.T) {
+	h := newRepoHub(t)
+	base := h.commit(map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
+	var logs syncbuf.Buffer
+	startRunner(t, h.fakeHub, "", func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), &logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	h.waitConn(0)
+	ref := newRef()
+	h.offer(ref, h.spec(ref, base, protocol.ModeFix, `echo changed > d/b.txt`))
+	wantOutcome(t, h.waitFinish(ref.Attempt), job.AttemptCompleted, job.ReasonExited, intp(0))
+	if h.head(ref.Job) == base {
+		t.Fatal("nothing was published")
+	}
+	if out := logs.String(); !strings.Contains(out, `msg="publication narrowed by the file-system monitor"`) {
+		t.Fatalf("the publication was not narrowed:\n%s", out)
+	}
 }
 
 // The hub applies a publication but its reply is lost: the runner sends the

@@ -21,6 +21,7 @@ import (
 
 	"drover/internal/childproc"
 	"drover/internal/testkit/ciskip"
+	"drover/internal/testkit/syncbuf"
 )
 
 // postgresInstall is what to run when the tests find no Postgres.
@@ -45,7 +46,7 @@ type pgCluster struct {
 	cred *syscall.Credential
 	port int
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 }
 
@@ -160,7 +161,7 @@ func startCluster() (*pgCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &pgCluster{dir: dir, bin: bin, cred: cred, out: &lockedBuffer{}}
+	c := &pgCluster{dir: dir, bin: bin, cred: cred, out: &syncbuf.Buffer{}}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			os.RemoveAll(dir)

@@ -17,7 +17,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"drover/internal/client"
 	"drover/internal/protocol"
 	"drover/internal/runner"
+	"drover/internal/testkit/syncbuf"
 )
 
 // Build compiles cmd/drover into dir (with -race when the tests run with
@@ -62,26 +62,9 @@ type proc struct {
 	t    testing.TB
 	name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // baseEnv is the environment of every child: nothing of the test's own
@@ -90,7 +73,7 @@ func baseEnv(home string) []string { return childproc.Env(home) }
 
 func start(t testing.TB, name string, env []string, stdout io.Writer, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, name: name, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = env
 	p.cmd.Stderr = p.out

@@ -4,18 +4,18 @@
 package sandboxtest
 
 import (
-	"bytes"
 	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"drover/internal/testkit/syncbuf"
 )
 
 // Alive reports whether pid is a running process. An unreaped zombie counts
@@ -47,22 +47,7 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // Buffer is an io.Writer that can be read while being written.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *Buffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *Buffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type Buffer = syncbuf.Buffer
 
 // EchoListener listens on a loopback port, echoes what each connection
 // sends and counts the connections: a "host" for network tests.
