@@ -95,11 +95,14 @@ type Source struct {
 	// Sparse, when not empty, makes the job's worktree a cone-mode sparse
 	// checkout of these folders (checked by protocol.CheckSparsePaths).
 	Sparse []string
+	// Base is the job's base commit ("" if unknown): past it, a sparse
+	// folder the head lacks stays in the cone instead of being refused.
+	Base string
 }
 
 // SourceOf is the source of a job's repository; token is the runner's.
 func SourceOf(spec *protocol.RepoSpec, token string) Source {
-	s := Source{Project: spec.Project, URL: spec.URL, Remote: spec.Remote, Large: spec.Large && !spec.Remote, Sparse: spec.Sparse}
+	s := Source{Project: spec.Project, URL: spec.URL, Remote: spec.Remote, Large: spec.Large && !spec.Remote, Sparse: spec.Sparse, Base: spec.Base}
 	if !spec.Remote {
 		s.Token = token
 	}

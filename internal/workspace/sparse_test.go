@@ -131,3 +131,29 @@ func worktreeFiles(t *testing.T, w *Worktree) []string {
 	slices.Sort(files)
 	return files
 }
+
+// A job whose attempt removed one of its sparse folders, then published,
+// still prepares at its new head: the folder stays in the cone, matching
+// nothing, and the publication keeps everything else. At the job's base
+// (or with no base known) a missing folder is still refused.
+func TestSparseFolderRemovedByTheJobStillPrepares(t *testing.T) {
+	f := newCacheFixture(t)
+	base := f.commit(map[string]string{"top.txt": "t\n", "a/y.txt": "y\n", "b/z.txt": "z\n", "c/w.txt": "w\n"})
+	head := f.commit(map[string]string{"a/y.txt": "", "b/z.txt": "z2\n"})
+	src := f.source()
+	src.Sparse, src.Base = []string{"a", "b"}, base
+	w, err := f.cache.Prepare(f.ctx, src, "job1", head)
+	noErr(t, err)
+	if got := worktreeFiles(t, w); !slices.Equal(got, []string{"b/z.txt", "top.txt"}) {
+		t.Fatalf("worktree holds %v", got)
+	}
+	f.publishes(w, "echo z3 > b/z.txt", func(c string) string { return f.git(f.src, "ls-tree", "-r", "--name-only", c) },
+		"b/z.txt\nc/w.txt\ntop.txt")
+	noErr(t, w.Keep())
+	for _, bad := range []string{"", head} {
+		src.Base = bad
+		if _, err := f.cache.Prepare(f.ctx, src, "job2", head); err == nil || !strings.Contains(err.Error(), "sparse path a ") {
+			t.Fatalf("base %q: a folder the head lacks: %v", bad, err)
+		}
+	}
+}

@@ -197,7 +197,14 @@ func (w *Worktree) fill(ctx context.Context, kind claimKind, head string) error 
 		}
 	}
 	if err := CheckCone(ctx, w.repo.git, w.repo.dir, head, w.rec.Sparse); err != nil {
-		return err
+		// Once the job has published (its head is not its base), a folder
+		// its head lacks was removed by one of its attempts: the cone
+		// keeps it, matching nothing (git takes that), or the job could
+		// never run again. At the base, it is bad input.
+		if w.src.Base == "" || w.src.Base == head {
+			return err
+		}
+		c.log.Info("the job's head lacks sparse folders (an attempt removed them); they stay in the cone", "job", w.rec.Job, "why", err)
 	}
 	lap := c.stopwatch("check tree", "commit", short(head))
 	if kind == claimFresh {
