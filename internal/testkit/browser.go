@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,11 +111,15 @@ func (b *Browser) Screenshot(name string) {
 }
 
 // Submit clicks the element (a form's button) and waits for the page that
-// answers it to load.
+// answers it to load. The click is the page's own, found and dispatched in
+// one step: a live page may re-render its buttons between a lookup of the
+// node and a click at its id (chromedp's "Could not find node with given
+// id").
 func (b *Browser) Submit(what, sel string) {
 	b.t.Helper()
-	b.Do(what, time.Minute, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))(ctx, t)
+	click := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) throw new Error("no element " + %q); e.click(); return true })()`, sel, sel)
+	b.Do(what, time.Minute, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Evaluate[bool](click))(ctx, t)
 		return err
 	}))
 }
