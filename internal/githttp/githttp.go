@@ -22,8 +22,9 @@ import (
 	"strings"
 
 	"drover/internal/auth"
+	"drover/internal/gitcmd"
+	"drover/internal/hubrepo"
 	"drover/internal/protocol"
-	"drover/internal/workspace"
 )
 
 // Prefix is where the hub serves its repositories over git's smart HTTP
@@ -62,9 +63,9 @@ type Caller interface {
 // Server serves git's smart HTTP protocol under Prefix.
 type Server struct {
 	Hub         Hub
-	Repos       workspace.HubRepos // where the bare repositories are, and the git that serves them
-	ScratchDir  string             // for spooled request bodies
-	TransferCap int64              // bytes of one request body
+	Repos       hubrepo.Repos // where the bare repositories are, and the git that serves them
+	ScratchDir  string        // for spooled request bodies
+	TransferCap int64         // bytes of one request body
 	Log         *slog.Logger
 }
 
@@ -106,7 +107,7 @@ func parseGitPath(r *http.Request) (project, rest string, svc gitService, err er
 	p := strings.TrimPrefix(r.URL.Path, Prefix)
 	project, rest, _ = strings.Cut(p, "/")
 	project = strings.TrimSuffix(project, ".git")
-	if !workspace.ValidProject(project) {
+	if !gitcmd.ValidProject(project) {
 		return "", "", svc, notFound("no project %q", project)
 	}
 	switch {
@@ -312,11 +313,11 @@ func readPushCommands(body io.Reader, encoding string) ([]pushCommand, []string,
 // users may only create refs under refs/drover/uploads/.
 func pushRefusal(c pushCommand) string {
 	switch {
-	case !workspace.ValidUploadRef(c.ref):
-		return "users may only create refs under " + workspace.UploadRefPrefix + " (drover run --repo does this)"
-	case c.new == workspace.ZeroID:
+	case !gitcmd.ValidUploadRef(c.ref):
+		return "users may only create refs under " + gitcmd.UploadRefPrefix + " (drover run --repo does this)"
+	case c.new == gitcmd.ZeroID:
 		return "refs cannot be deleted"
-	case c.old != workspace.ZeroID:
+	case c.old != gitcmd.ZeroID:
 		return "uploads are written once"
 	}
 	return ""

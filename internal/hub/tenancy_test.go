@@ -10,9 +10,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/gitcmd"
 	"drover/internal/job"
+	"drover/internal/localrepo"
 	"drover/internal/protocol"
-	"drover/internal/workspace"
 )
 
 // Tenancy: three users (admin, alice, bob) on one hub. Each rule of the
@@ -237,8 +238,8 @@ func (th *testHub) removeMember(token, project, user string) {
 // token, returning git's error.
 func (th *testHub) pushAs(token, dir, project, commit string) error {
 	th.t.Helper()
-	co := workspace.Checkout{Git: tgit, Dir: dir}
-	return co.Push(context.Background(), th.gitURL(project), token, commit, workspace.UploadRefPrefix+"t-"+commit[:8]+"-"+token[len(token)-6:])
+	co := localrepo.Checkout{Git: tgit, Dir: dir}
+	return co.Push(context.Background(), th.gitURL(project), token, commit, gitcmd.UploadRefPrefix+"t-"+commit[:8]+"-"+token[len(token)-6:])
 }
 
 // hostProject pushes a fresh source as the user with token, who becomes the
