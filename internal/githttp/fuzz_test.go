@@ -121,7 +121,7 @@ func FuzzReadPushCommands(f *testing.F) {
 		// checkPush lets a push through only when every update is allowed;
 		// a refusal with a status report is a whole pkt-line stream.
 		w := httptest.NewRecorder()
-		ok, err := checkPush(w, bytes.NewReader(data), "")
+		_, ok, err := checkPush(w, bytes.NewReader(data), "")
 		if gz {
 			return // checked above; the plain body may not parse
 		}
