@@ -399,7 +399,7 @@ func advertiseNothing(w http.ResponseWriter) {
 	var b bytes.Buffer
 	writePktLine(&b, "# service=git-receive-pack\n")
 	b.WriteString("0000")
-	writePktLine(&b, workspace.ZeroID+" capabilities^{}\x00report-status report-status-v2 side-band-64k quiet ofs-delta object-format=sha1\n")
+	writePktLine(&b, gitcmd.ZeroID+" capabilities^{}\x00report-status report-status-v2 side-band-64k quiet ofs-delta object-format=sha1\n")
 	b.WriteString("0000")
 	w.Header().Set("Content-Type", "application/x-git-receive-pack-advertisement")
 	w.Header().Set("Cache-Control", "no-cache")

@@ -659,7 +659,7 @@ func TestGitAccessFollowsProjectMembership(t *testing.T) {
 		t.Fatalf("a discovery left a repository: %v", err)
 	}
 	// A push that is refused (a ref users may not write) makes none either.
-	co := workspace.Checkout{Git: tgit, Dir: dir}
+	co := localrepo.Checkout{Git: tgit, Dir: dir}
 	if err := co.Push(context.Background(), th.gitURL("fresh"), bob, base, "refs/heads/main"); err == nil {
 		t.Fatal("a push to refs/heads/main was taken")
 	}
@@ -709,7 +709,7 @@ func TestGitAccessFollowsProjectMembership(t *testing.T) {
 	noise := make([]byte, 256<<10)
 	rand.Read(noise)
 	big := commitOn(t, dir, base, "noise.bin", string(noise))
-	if err := gitAs(t, dir, bob, "-c", "http.postBuffer=65520", "push", "--quiet", th.gitURL("big"), big+":"+workspace.UploadRefPrefix+"big"); err != nil {
+	if err := gitAs(t, dir, bob, "-c", "http.postBuffer=65520", "push", "--quiet", th.gitURL("big"), big+":"+gitcmd.UploadRefPrefix+"big"); err != nil {
 		t.Fatalf("a large first push: %v", err)
 	}
 	if l, code := th.members(bob, "big"); code != http.StatusOK || l.Owner != "bob" {
