@@ -83,7 +83,7 @@ func (a httpAPI) register(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		tok = ""
 	}
-	err = registrationToken(tok)
+	err = a.h.authenticateRegistration(r.Context(), tok)
 	if err == nil {
 		var req protocol.RegisterRequest
 		if err = decodeBody(r, w, &req); err == nil {

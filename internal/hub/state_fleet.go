@@ -210,6 +210,27 @@ func registrationToken(tok string) error {
 	return nil
 }
 
+// authenticateRegistration refuses a bearer token that is not a
+// registration token the hub issued: the caller of register is checked
+// before its request body is read, so that a stranger gets nothing
+// decoded. Whether the token may still register is register's to say.
+func (h *Hub) authenticateRegistration(ctx context.Context, tok string) error {
+	if err := registrationToken(tok); err != nil {
+		return err
+	}
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		_, err := tx.Registration(auth.Hash(tok))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return registrationRefused("registration token not recognised")
+	}
+	if err != nil {
+		return fmt.Errorf("look up the registration token: %w", err)
+	}
+	return nil
+}
+
 // register exchanges a registration token (the caller's bearer) for the
 // runner token whose hash req carries, all in one transaction: a refusal
 // leaves nothing registered and the token as it was.

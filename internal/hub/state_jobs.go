@@ -74,6 +74,13 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if n > protocol.MaxArgsBytes {
 		return badRequest("arguments take %d bytes, the limit is %d", n, protocol.MaxArgsBytes)
 	}
+	// Arguments are shown in terminals (drover show, the runner's log)
+	// and a prompt is one: multiline plain text.
+	for i, a := range req.Args {
+		if err := protocol.CheckPlainText(fmt.Sprintf("argument %d", i+1), a, true); err != nil {
+			return badRequest("%v", err)
+		}
+	}
 	if err := validateLabels(req.Labels); err != nil {
 		return badRequest("%v", err)
 	}

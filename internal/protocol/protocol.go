@@ -34,6 +34,10 @@ const (
 	MaxSlots       = 256  // slots one runner may offer
 	MaxNotReady    = 256  // bytes of a runner's not-ready reason
 	MaxVersion     = 64   // bytes of a runner's version
+	// MaxJSONDepth bounds how deeply the objects and arrays of a request
+	// body or frame nest (CheckJSON): far deeper than any message drover
+	// writes, and shallow enough that checking stays linear in the size.
+	MaxJSONDepth = 64
 )
 
 // WebSocket close codes the hub uses. The runner exits on CloseReplaced and
