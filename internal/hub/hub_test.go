@@ -651,7 +651,7 @@ func TestHelloIsChecked(t *testing.T) {
 		code  websocket.StatusCode
 	}{
 		{protocol.Hello{Protocol: 99, Slots: 1}, protocol.CloseVersion},
-		{protocol.Hello{Protocol: protocol.Version, Slots: 1, RunnerVersion: strings.Repeat("v", protocol.MaxVersion+1)}, protocol.CloseProtocol},
+		{protocol.Hello{Protocol: protocol.Version, Slots: 1, RunnerVersion: strings.Repeat("v", protocol.MaxVersion+1)}, protocol.CloseRefused},
 	} {
 		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
 			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})

@@ -33,7 +33,7 @@ func (h *Hub) launch(ctx context.Context, p principal, req protocol.LaunchReques
 	if req.Slots < 1 || req.Slots > protocol.MaxSlots {
 		return protocol.LaunchResponse{}, badRequest("slots must be 1 to %d", protocol.MaxSlots)
 	}
-	if err := validateLabels(req.Labels); err != nil {
+	if err := protocol.CheckLabels(req.Labels); err != nil {
 		return protocol.LaunchResponse{}, badRequest("labels: %v", err)
 	}
 	ttl := protocol.DefaultRegistrationTTL
@@ -238,7 +238,7 @@ func (h *Hub) register(ctx context.Context, tok string, req protocol.RegisterReq
 	if err := registrationToken(tok); err != nil {
 		return protocol.RunnerView{}, err
 	}
-	if err := validateLabels(req.Labels); err != nil {
+	if err := protocol.CheckLabels(req.Labels); err != nil {
 		return protocol.RunnerView{}, badRequest("labels: %v", err)
 	}
 	hash, now := auth.Hash(tok), h.now()
@@ -322,5 +322,8 @@ func checkLaunchScope(tx store.Tx, runnerID string, labels map[string]string) er
 	if err != nil {
 		return err
 	}
-	return labelsInScope(labels, l.Labels)
+	if err := labelsInScope(labels, l.Labels); err != nil {
+		return helloRefusal{err}
+	}
+	return nil
 }

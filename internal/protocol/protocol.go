@@ -40,14 +40,19 @@ const (
 	MaxJSONDepth = 64
 )
 
-// WebSocket close codes the hub uses. The runner exits on CloseReplaced and
-// CloseRevoked instead of reconnecting.
+// WebSocket close codes the hub uses. The runner exits on CloseReplaced,
+// CloseRevoked and CloseRefused instead of reconnecting.
 const (
 	CloseReplaced = 4000 // a newer connection of the same runner took over
 	CloseRevoked  = 4001 // the runner's token was revoked
 	CloseProtocol = 4002 // a malformed, oversize or unknown frame
 	CloseVersion  = 4003 // protocol versions differ
 	CloseDead     = 4004 // no heartbeat within the liveness window
+	// CloseRefused refuses a well-formed hello for what it says (its
+	// labels, slots, agents, accounts, version string, or labels outside
+	// a launch's): the same hello would be refused again, so the runner
+	// exits with the reason instead of reconnecting.
+	CloseRefused = 4005
 )
 
 // Frame types.

@@ -323,6 +323,12 @@ func (r *Runner) read(ctx context.Context, s *session) (protocol.Frame, error) {
 // closeErr turns the hub's close codes that end this runner into fatal
 // errors; every other failure means reconnect.
 func (r *Runner) closeErr(err error) error {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) && ce.Code == protocol.CloseRefused {
+		// The same hello would be refused again: reconnecting would only
+		// hide the reason in the log.
+		return fatalf("the hub refused runner %s: %s", r.login.Name, ce.Reason)
+	}
 	switch websocket.CloseStatus(err) {
 	case protocol.CloseReplaced:
 		return fatalf("replaced by a newer connection of runner %s", r.login.Name)

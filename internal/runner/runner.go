@@ -216,8 +216,8 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Slots < 1 || cfg.Slots > maxSlots {
 		return nil, fmt.Errorf("slots must be between 1 and %d", maxSlots)
 	}
-	if err := checkLabels(cfg.Labels); err != nil {
-		return nil, err
+	if err := protocol.CheckLabels(cfg.Labels); err != nil {
+		return nil, err // the hub would refuse the hello for it
 	}
 	if cfg.MinFree < 0 {
 		return nil, fmt.Errorf("the free-space floor (--min-free) is %d bytes; it must not be negative (0 turns it off)", cfg.MinFree)
@@ -291,18 +291,6 @@ func New(cfg Config) (*Runner, error) {
 		spend:          spend,
 		timing:         timingFrom(protocol.Welcome{}),
 	}, nil
-}
-
-func checkLabels(labels map[string]string) error {
-	if len(labels) > protocol.MaxLabels {
-		return fmt.Errorf("%d labels; at most %d", len(labels), protocol.MaxLabels)
-	}
-	for k, v := range labels {
-		if k == "" || len(k) > protocol.MaxLabelLen || len(v) > protocol.MaxLabelLen {
-			return fmt.Errorf("label %q=%q: keys must be 1-%d bytes, values at most %d", k, v, protocol.MaxLabelLen, protocol.MaxLabelLen)
-		}
-	}
-	return nil
 }
 
 // Run connects and works until ctx is cancelled (then it stops gracefully:
