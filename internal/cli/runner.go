@@ -120,10 +120,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if err != nil {
 				return fmt.Errorf("start runner: %w", err)
 			}
-			if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("runner: %w", err)
-			}
-			return nil
+			return a.runnerEnded(r.Run(ctx))
 		},
 	}
 	cmd.Flags().StringVar(&home, "home", "", "runner home (login, journal, work directories)")
@@ -375,4 +372,22 @@ func (f *shareFlags) check(cmd *cobra.Command) error {
 func addMinFreeFlag(cmd *cobra.Command, v *int64) {
 	cmd.Flags().Int64Var(v, "min-free", runner.DefaultMinFree,
 		"free bytes the runner's home must keep: below it the runner takes no jobs until space returns (0: no floor)")
+}
+
+// exitRunnerEnded is drover runner's exit code when the hub ended the
+// runner (refused its hello, revoked or replaced it): the service unit
+// tells systemd not to restart it (RestartPreventExitStatus).
+const exitRunnerEnded = 3
+
+// runnerEnded is what drover runner returns for Run's error: nil for a
+// graceful stop, exit 3 with the reason when the hub ended the runner.
+func (a *app) runnerEnded(err error) error {
+	switch {
+	case err == nil || errors.Is(err, context.Canceled):
+		return nil
+	case errors.Is(err, runner.ErrEnded):
+		fprintf(a.env.Stderr, "drover: runner: %s\n", err)
+		return exitCode(exitRunnerEnded)
+	}
+	return fmt.Errorf("runner: %w", err)
 }

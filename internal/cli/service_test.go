@@ -71,7 +71,7 @@ func TestServiceUnitsVerify(t *testing.T) {
 			if res.code != 0 {
 				t.Fatalf("exit %d: %s", res.code, res.stderr)
 			}
-			for _, w := range append(tc.want, "NoNewPrivileges=yes", "LimitNOFILE=", "Restart=on-failure", "KillMode=mixed") {
+			for _, w := range append(tc.want, "NoNewPrivileges=yes", "LimitNOFILE=", "Restart=on-failure", "RestartPreventExitStatus=3", "KillMode=mixed") {
 				if !strings.Contains(res.stdout, w) {
 					t.Errorf("unit lacks %q:\n%s", w, res.stdout)
 				}

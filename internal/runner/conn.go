@@ -25,11 +25,16 @@ const (
 	maxBackoff   = 60 * time.Second
 )
 
+// ErrEnded is what Run's error wraps when the hub ended this runner
+// (refused its hello, revoked or replaced it): starting it again as it is
+// cannot help, so a supervisor should not (drover runner exits 3).
+var ErrEnded = errors.New("the hub ended this runner")
+
 // fatalError ends Run instead of reconnecting.
 type fatalError struct{ err error }
 
-func (e *fatalError) Error() string { return e.err.Error() }
-func (e *fatalError) Unwrap() error { return e.err }
+func (e *fatalError) Error() string   { return e.err.Error() }
+func (e *fatalError) Unwrap() []error { return []error{e.err, ErrEnded} }
 
 func fatalf(format string, args ...any) error { return &fatalError{fmt.Errorf(format, args...)} }
 

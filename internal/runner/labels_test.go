@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -51,5 +52,7 @@ func TestRefusedHelloEndsRun(t *testing.T) {
 	}
 	if err := tr.wait(t); err == nil || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "refused runner r1") {
 		t.Fatalf("Run = %v, want the hub's reason", err)
+	} else if !errors.Is(err, ErrEnded) {
+		t.Fatalf("Run = %v, want it to wrap ErrEnded (drover runner exits 3, which systemd does not restart)", err)
 	}
 }
