@@ -209,8 +209,11 @@ $DROVER_SECRET_NAME_URL that carry the placeholder held in $DROVER_SECRET_NAME
 (NAME in capitals); the sandbox, the job's log and every answer of the hub only
 ever hold the placeholder. The host must be one the project's setup network
 reaches. Only runners owned by the project's owner or an admin receive a job
-whose setup brings a secret. The value is read from stdin or --value-file,
-never from an argument, and no command shows it again.`,
+whose setup brings a secret; a repository setup script (--from-repo) gets it
+only in a version the owner approved (drover projects setup --approve), and
+the proxy masks it in every answer of the upstream. The value (at least 8
+characters) is read from stdin or --value-file, never from an argument, and
+no command shows it again.`,
 		Args: noArgs,
 		RunE: showHelp,
 	}

@@ -546,13 +546,13 @@ func TestSetupScriptSecretNeedsApproval(t *testing.T) {
 	digest := hex.EncodeToString(sum[:])
 
 	v, log := wait(cb, runWith(t, bob.CLI, "--repo", src, "--agent", "exec", "--", "true").ID)
+	if got := reg.downloads("/project/bob"); len(got) != 1 || strings.Contains(got[0], "token=") {
+		t.Fatalf("the registry heard bob's unapproved script as %q, want one request without the token", got)
+	}
 	if v.State != job.Completed || !strings.Contains(log, "BOB-SCRIPT-RAN") || !strings.Contains(log, "OWN-LIB-PACKAGE") ||
 		!strings.Contains(log, ".drover/setup.sh runs WITHOUT the project's secrets") ||
 		!strings.Contains(log, "drover projects setup web --approve "+digest) {
 		t.Fatalf("bob's job with an unapproved script ended %s (%s):\n%s", v.State, v.Reason, log)
-	}
-	if got := reg.downloads("/project/bob"); len(got) != 1 || strings.Contains(got[0], "token=") {
-		t.Fatalf("the registry heard bob's unapproved script as %q, want one request without the token", got)
 	}
 	if got := reg.downloads("/project/own-lib.tgz"); len(got) != 1 || !strings.HasSuffix(got[0], "token="+projectToken) {
 		t.Fatalf("the owner's setup command reached the registry as %q, want with the token", got)

@@ -76,6 +76,12 @@ func TestSetupKey(t *testing.T) {
 	if f1 == absent || key(withFile) == f1 {
 		t.Error("the setup script's contents do not key the setup")
 	}
+	// A new approval may give it the project's secrets: it runs again.
+	approved := withFile
+	approved.FileApproved = []string{protocol.SetupFileHash([]byte("echo two\n"))}
+	if key(approved) == key(withFile) {
+		t.Error("the setup script's approvals do not key the setup")
+	}
 	if _, err := setupKey(&protocol.SetupSpec{KeyFiles: []string{"../x"}}, dir); err == nil {
 		t.Error("a key file outside the worktree was accepted")
 	}
