@@ -387,6 +387,9 @@ type ProjectConfig struct {
 	SetupTimeout  Duration `json:"setup_timeout"`
 	SetupKeys     []string `json:"setup_keys"`           // lockfiles whose contents key a reusable setup result
 	SetupFile     string   `json:"setup_file,omitempty"` // the repository's setup script the owner enabled
+	// SetupApproved are the digests (SetupFileHash) of the versions of
+	// SetupFile that run with the project's secrets.
+	SetupApproved []string `json:"setup_approved,omitempty"`
 	Caches        []string `json:"caches"`
 	Large         bool     `json:"large,omitempty"`  // runners fetch it as a partial clone (--filter=blob:none)
 	Sparse        []string `json:"sparse,omitempty"` // its jobs' worktrees hold only these folders (cone mode)
@@ -405,9 +408,13 @@ type ProjectConfigRequest struct {
 	SetupTimeout  *Duration `json:"setup_timeout,omitempty"`
 	SetupKeys     *[]string `json:"setup_keys,omitempty"`
 	SetupFile     *string   `json:"setup_file,omitempty"` // "" disables it
-	Caches        *[]string `json:"caches,omitempty"`
-	Large         *bool     `json:"large,omitempty"`
-	Sparse        *[]string `json:"sparse,omitempty"` // [] makes worktrees whole again
+	// ApproveSetup adds, UnapproveSetup removes digests of approved
+	// versions of the setup script (SetupFileHash).
+	ApproveSetup   []string  `json:"approve_setup,omitempty"`
+	UnapproveSetup []string  `json:"unapprove_setup,omitempty"`
+	Caches         *[]string `json:"caches,omitempty"`
+	Large          *bool     `json:"large,omitempty"`
+	Sparse         *[]string `json:"sparse,omitempty"` // [] makes worktrees whole again
 }
 
 // SecretRequest sets a project secret (PUT /projects/{name}/secrets/{secret};

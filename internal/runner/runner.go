@@ -477,11 +477,12 @@ func lockHome(home string) (func(), error) {
 // boundary builds the sandbox of one attempt, whose agent runs in dir: the
 // runner's policy with the attempt's worktree as root and the job's mode.
 func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Boundary, error) {
-	return r.phaseBoundary(a, dir, extra, netpolicy.PhaseAgent)
+	return r.phaseBoundary(a, dir, extra, netpolicy.PhaseAgent, nil)
 }
 
-// phaseBoundary is boundary for one phase (setup or agent) of the attempt.
-func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase string) (sandbox.Boundary, error) {
+// phaseBoundary is boundary for one phase (setup or agent) of the
+// attempt; the setup's proxy adds creds.
+func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase string, creds []protocol.SetupCredential) (sandbox.Boundary, error) {
 	p := r.cfg.Sandbox
 	p.Root = dir
 	// What a CLI adds: its install, its account, its home.
@@ -505,7 +506,7 @@ func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase 
 	if a.spec.Network != nil {
 		// The job's project chose policies: they decide what the phase
 		// reaches, and each refusal is counted for the finish.
-		p.Network = phaseNetwork(a.spec, phase, extra.Network)
+		p.Network = phaseNetwork(a.spec, phase, extra.Network, creds)
 		p.Evidence = evidence(phase, &a.denials, extra.Evidence, a.out)
 	}
 	if phase == netpolicy.PhaseSetup {

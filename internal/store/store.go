@@ -447,8 +447,12 @@ type ProjectConfig struct {
 	SetupKeys     []string      `json:"setup_keys,omitempty"` // lockfiles whose contents key a reusable setup
 	// SetupFile is a script in the repository the owner enabled as part
 	// of the setup (run after SetupCommands, in the sandbox): "" for none.
-	SetupFile string   `json:"setup_file,omitempty"`
-	Caches    []string `json:"caches,omitempty"`
+	SetupFile string `json:"setup_file,omitempty"`
+	// SetupApproved are the digests (protocol.SetupFileHash) of the
+	// versions of SetupFile the owner approved: only those run with the
+	// project's secrets.
+	SetupApproved []string `json:"setup_approved,omitempty"`
+	Caches        []string `json:"caches,omitempty"`
 	// Large makes runners fetch the project as a partial clone (no
 	// blobs until a checkout needs them).
 	Large bool `json:"large,omitempty"`
