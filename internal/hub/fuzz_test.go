@@ -279,6 +279,8 @@ var fuzzRoutes = []struct {
 	{"POST", "/runner/publish", true},
 	{"GET", "/runner/context", true},
 	{"GET", "/runner/login", true},
+	{"POST", "/runners/X/accept", false},
+	{"POST", "/runners/X/decline", false},
 }
 
 // FuzzAPIRequest sends fuzzed paths, queries and bodies to the HTTP API

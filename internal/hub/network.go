@@ -370,7 +370,7 @@ func (h *Hub) setProjectConfig(ctx context.Context, p principal, req projectConf
 func readProject(tx store.Tx, name string) (store.Project, error) {
 	prj, err := tx.Project(name)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Project{}, notFound("no project named %q", name)
+		return store.Project{}, noProject(name)
 	}
 	return prj, err
 }

@@ -231,6 +231,7 @@ func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 	own, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
 	bobs := th.registerRunnerOf(bob, "b-box")
 	th.share(bob, "b-box", true, protocol.ShareRequest{Project: "web"})
+	th.accept(alice, "b-box", "web")
 	shared, _ := th.dial(bobs, protocol.Hello{Slots: 1})
 
 	j := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
@@ -250,6 +251,7 @@ func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 
 	carols := th.registerRunnerOf(carol, "c-box")
 	th.share(carol, "c-box", true, protocol.ShareRequest{Project: "web"})
+	th.accept(alice, "c-box", "web")
 	named, _ := th.dial(carols, protocol.Hello{Slots: 1})
 	held := named.offerFor(j.ID)
 	if held.Spec.Setup == nil || len(held.Spec.Setup.Credentials) != 1 || held.Spec.Setup.Credentials[0].Key != key {
