@@ -141,9 +141,9 @@ type Config struct {
 	// Retries is how often a call that failed in transport (no answer, a
 	// cut or garbled stream) is tried again (default 2; negative: never).
 	Retries int
-	// Backoff is the wait before the first retry, doubled for each next
+	// RetryWait is the wait before the first retry, doubled for each next
 	// one (default 1s).
-	Backoff time.Duration
+	RetryWait time.Duration
 	Logger  *slog.Logger
 }
 
@@ -172,8 +172,8 @@ func New(cfg Config) (Provider, error) {
 	if cfg.Retries == 0 {
 		cfg.Retries = 2
 	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = time.Second
+	if cfg.RetryWait <= 0 {
+		cfg.RetryWait = time.Second
 	}
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{}
@@ -215,7 +215,7 @@ func (p *provider) Complete(ctx context.Context, req Request) (Response, error) 
 		req.MaxTokens = DefaultMaxTokens
 	}
 	var resp Response
-	pol := retry.Policy{First: p.cfg.Backoff, Tries: max(p.cfg.Retries, 0) + 1,
+	pol := retry.Policy{First: p.cfg.RetryWait, Tries: max(p.cfg.Retries, 0) + 1,
 		OnRetry: func(try int, err error, _ time.Duration) {
 			p.cfg.Logger.Warn("model call failed in transport; retrying", "provider", p.cfg.Provider,
 				"try", try, "err", err.Error())
