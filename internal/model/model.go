@@ -144,7 +144,7 @@ type Config struct {
 	// RetryWait is the wait before the first retry, doubled for each next
 	// one (default 1s).
 	RetryWait time.Duration
-	Logger  *slog.Logger
+	Logger    *slog.Logger
 }
 
 // DefaultModels are the models of providers that have an obvious default.
