@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,11 +24,6 @@ var sleepAllowed = []string{
 	"internal/testkit",             // test helpers
 	"internal/store/storetest",     // test helpers
 	"internal/sandbox/sandboxtest", // test helpers
-}
-
-// backoffAllowed are files that may still declare a backoff of their own.
-var backoffAllowed = []string{
-	"internal/runner/conn.go", // the runner's reconnect backoff: to be migrated to internal/retry
 }
 
 var backoffName = regexp.MustCompile(`(?i)backoff`)
@@ -67,7 +61,6 @@ func connect(try func() error) {
 `)
 	plant("internal/pkg/loop_test.go", "package pkg\nimport \"time\"\nfunc wait() { time.Sleep(1) }\n")
 	plant("internal/retry/retry.go", "package retry\nimport \"time\"\nfunc nap() { time.Sleep(1) }\nvar backoff int\n")
-	plant("internal/runner/conn.go", "package runner\nfunc backoff() {}\n")
 	plant("cmd/x/main.go", "package main\ntype Backoff struct{}\nfunc main() {}\n")
 	got := strings.Join(ownRetries(t, root), "\n")
 	for _, want := range []string{
@@ -80,7 +73,7 @@ func connect(try func() error) {
 		}
 	}
 	if n := strings.Count(got, "\n") + 1; n != 3 {
-		t.Errorf("the check found %d, want 3 (tests, internal/retry and the allowlist aside):\n%s", n, got)
+		t.Errorf("the check found %d, want 3 (tests and internal/retry aside):\n%s", n, got)
 	}
 }
 
@@ -122,7 +115,6 @@ func fileRetries(t *testing.T, path, rel string) []string {
 	if err != nil {
 		t.Fatalf("parse %s: %v", rel, err)
 	}
-	mayBackoff := slices.Contains(backoffAllowed, rel)
 	maySleep := false
 	for _, dir := range sleepAllowed {
 		maySleep = maySleep || strings.HasPrefix(rel, dir+"/")
@@ -133,7 +125,7 @@ func fileRetries(t *testing.T, path, rel string) []string {
 	}
 	declared := func(ids ...*ast.Ident) {
 		for _, id := range ids {
-			if id != nil && !mayBackoff && backoffName.MatchString(id.Name) {
+			if id != nil && backoffName.MatchString(id.Name) {
 				report(id, "declares "+id.Name)
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,13 +16,20 @@ import (
 
 	"drover/internal/buildinfo"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 const (
 	dialTimeout  = 30 * time.Second
 	writeTimeout = 30 * time.Second
-	maxBackoff   = 60 * time.Second
 )
+
+// reconnects is the runner's retry policy towards its hub (reconnects,
+// registration, hub calls of an attempt): 0.5 s doubling to a minute,
+// full jitter.
+func reconnects() retry.Policy {
+	return retry.Policy{First: 500 * time.Millisecond, Max: time.Minute, Jitter: retry.FullJitter}
+}
 
 // ErrEnded is what Run's error wraps when the hub ended this runner
 // (refused its hello, revoked or replaced it): starting it again as it is
@@ -78,14 +84,8 @@ func connectURL(hub string) (string, error) {
 	return u.String(), nil
 }
 
-// backoff is the ceiling of the n-th reconnect delay (n from 0).
-func backoff(n int) time.Duration {
-	d := 500 * time.Millisecond
-	for i := 0; i < n && d < maxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxBackoff)
-}
+// retryCeiling is the ceiling of the n-th reconnect delay (n from 0).
+func retryCeiling(n int) time.Duration { return reconnects().Ceiling(n) }
 
 // reconnectCeiling is the ceiling of the n-th reconnect delay. A runner
 // holding attempts tries at least every quarter lease however often it
@@ -93,11 +93,11 @@ func backoff(n int) time.Duration {
 // (or after its own restart or stall), and a longer wait would lose work
 // that a hub back in time could have kept.
 func (r *Runner) reconnectCeiling(n int) time.Duration {
-	d := backoff(n)
+	d := retryCeiling(n)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if q := r.timing.quarterLease(); len(r.attempts) > 0 && q > 0 {
-		d = min(d, max(q, backoff(0)))
+		d = min(d, max(q, retryCeiling(0)))
 	}
 	return d
 }
@@ -123,18 +123,7 @@ func (t timing) quarterLease() time.Duration { return t.lease / 4 }
 
 // fullJitter picks a delay uniformly in [0, ceiling].
 func fullJitter(ceiling time.Duration) time.Duration {
-	return rand.N(ceiling + 1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retry.Policy{First: ceiling, Jitter: retry.FullJitter}.Delay(0)
 }
 
 // connectLoop keeps a connection to the hub until ctx ends, the runner

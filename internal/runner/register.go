@@ -12,6 +12,7 @@ import (
 
 	"drover/internal/auth"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 // RegisterOptions is what a runner a fleet target started needs to turn
@@ -50,7 +51,7 @@ func Register(ctx context.Context, o RegisterOptions) error {
 	for try := range 6 {
 		hub := hubs[try%len(hubs)]
 		if try > 0 {
-			if err := sleepCtx(ctx, backoff(try-1)); err != nil {
+			if err := retry.Sleep(ctx, retryCeiling(try-1)); err != nil {
 				return fmt.Errorf("register with %s: %w", hub, err)
 			}
 		}

@@ -191,7 +191,7 @@ func (r *Runner) retryLater(a *attempt, e *protocol.Error, tries int) (bool, err
 	default:
 		return false, nil
 	}
-	return true, r.pause(a, r.jitter(backoff(tries)))
+	return true, r.pause(a, r.jitter(retryCeiling(tries)))
 }
 
 // pause waits d unless the attempt goes or the runner stops.

@@ -25,6 +25,7 @@ import (
 	"drover/internal/fsutil"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 	"drover/internal/sandbox"
 )
 
@@ -281,7 +282,7 @@ func New(cfg Config) (*Runner, error) {
 		accts:          accts,
 		ws:             ws,
 		now:            time.Now,
-		sleep:          sleepCtx,
+		sleep:          retry.Sleep,
 		jitter:         fullJitter,
 		stopWait:       stopWait,
 		welcomeTimeout: welcomeTimeout,

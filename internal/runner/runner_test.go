@@ -20,6 +20,7 @@ import (
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 	"drover/internal/sandbox"
 	"drover/internal/sandbox/sandboxtest"
 )
@@ -889,24 +890,24 @@ func TestRunRefusesSecondRunnerOnHome(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
+func TestReconnectWaits(t *testing.T) {
 	prev := time.Duration(0)
 	for n := range 12 {
-		d := backoff(n)
-		if d < prev || d > maxBackoff {
-			t.Fatalf("backoff(%d) = %s", n, d)
+		d := retryCeiling(n)
+		if d < prev || d > time.Minute {
+			t.Fatalf("retryCeiling(%d) = %s", n, d)
 		}
 		prev = d
 	}
-	if backoff(0) != 500*time.Millisecond || backoff(30) != maxBackoff {
-		t.Fatalf("backoff(0) = %s, backoff(30) = %s", backoff(0), backoff(30))
+	if retryCeiling(0) != 500*time.Millisecond || retryCeiling(30) != time.Minute {
+		t.Fatalf("retryCeiling(0) = %s, retryCeiling(30) = %s", retryCeiling(0), retryCeiling(30))
 	}
 	for range 100 {
 		if d := fullJitter(time.Second); d < 0 || d > time.Second {
 			t.Fatalf("jitter %s out of range", d)
 		}
 	}
-	if err := sleepCtx(canceled(), time.Hour); !errors.Is(err, context.Canceled) {
+	if err := retry.Sleep(canceled(), time.Hour); !errors.Is(err, context.Canceled) {
 		t.Fatalf("sleep ignored ctx: %v", err)
 	}
 }

@@ -389,7 +389,7 @@ func (ws *workspaces) upload(ctx context.Context, r *Runner, ref protocol.Attemp
 			return res, stale, err
 		}
 		r.log.Warn("publication upload failed; retrying", "attempt", ref.String(), "err", err)
-		if err := r.sleep(ctx, r.jitter(backoff(tries))); err != nil {
+		if err := r.sleep(ctx, r.jitter(retryCeiling(tries))); err != nil {
 			return res, false, err
 		}
 	}
