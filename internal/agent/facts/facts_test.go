@@ -59,10 +59,15 @@ func TestReadersLinkNoAgentCode(t *testing.T) {
 		if !slices.Contains(deps, pkg) {
 			t.Fatalf("go list -deps %s lists no %s: %v", pkg, pkg, deps)
 		}
+		var hits []string
 		for _, d := range deps {
 			if slices.Contains(packages, d) || slices.ContainsFunc(modules, func(m string) bool { return strings.HasPrefix(d, m) }) {
-				t.Errorf("%s reaches %s", pkg, d)
+				hits = append(hits, d)
 			}
+		}
+		if len(hits) > 0 {
+			slices.Sort(hits)
+			t.Errorf("%s reaches %d packages only the runner's agents need: %s", pkg, len(hits), strings.Join(hits[:min(len(hits), 8)], ", "))
 		}
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "drover/internal/agent/facts").Output()
