@@ -76,15 +76,20 @@ type Account struct {
 	// sits out until then.
 	LimitedUntil time.Time `json:"limited_until,omitzero"`
 	LimitMessage string    `json:"limit_message,omitempty"`
-	// Attention is why the provider refused the account (auth_failed);
-	// while it is set the account runs nothing, until its owner fixes it
-	// and resets it (Reset).
+	// Attention is why the provider refused the account; while it is set
+	// the account runs nothing, until its owner fixes it and resets it
+	// (Reset) or, for a native account, a probe passes (SetCapabilities).
 	Attention string `json:"attention,omitempty"`
+	// Refused is the job reason the refusal ended an attempt with:
+	// auth_failed (the key or login), model_not_found or endpoint_refused
+	// (a native account's model or endpoint); "" reads as auth_failed.
+	Refused string `json:"refused,omitempty"`
 	// Limits are the account's own spend limits, which its runner
 	// enforces alongside its own (limits.go).
 	Limits Limits `json:"limits,omitzero"`
-	// Capabilities are what the doctor's probe last found a native
-	// account's model does; nil: never probed (it is taken to do all).
+	// Capabilities are what the last probe (at 'account add', by the
+	// doctor, or learned by an attempt) found a native account's model
+	// does; nil: never probed (it is taken to do all).
 	Capabilities *Capabilities `json:"capabilities,omitempty"`
 }
 
@@ -382,20 +387,23 @@ func (s *Store) change(id, what string, f func(*Account)) error {
 	return nil
 }
 
-// SetCapabilities records what a probe found of the account's model.
+// SetCapabilities records what a probe found of the account's model. A
+// probe is a model call that went through: it clears the account's need
+// of attention.
 func (s *Store) SetCapabilities(id string, c Capabilities) error {
 	c.Probed = c.Probed.UTC()
-	return s.change(id, "record the capabilities", func(a *Account) { a.Capabilities = &c })
+	return s.change(id, "record the capabilities", func(a *Account) { a.Capabilities, a.Attention, a.Refused = &c, "", "" })
 }
 
-// SetAttention marks the account as refused by its provider, with why;
-// it runs nothing until Reset.
-func (s *Store) SetAttention(id, why string) error {
+// SetAttention marks the account as refused by its provider, with the job
+// reason it was refused with and why; it runs nothing until Reset (or,
+// for a native account, a probe that passes).
+func (s *Store) SetAttention(id, reason, why string) error {
 	why = cleanMessage(why)
 	if why == "" {
 		why = "the provider refused the account"
 	}
-	return s.change(id, "mark as needing attention", func(a *Account) { a.Attention = why })
+	return s.change(id, "mark as needing attention", func(a *Account) { a.Attention, a.Refused = why, reason })
 }
 
 // Reset clears the account ref names (an id, or a label only one account
@@ -420,7 +428,7 @@ func (s *Store) Reset(ref, key string) (Account, error) {
 				return fmt.Errorf("store the key: %w", err)
 			}
 		}
-		a.Attention, a.LimitedUntil, a.LimitMessage = "", time.Time{}, ""
+		a.Attention, a.Refused, a.LimitedUntil, a.LimitMessage = "", "", time.Time{}, ""
 		got = *a
 		return nil
 	}, nil)
@@ -530,6 +538,14 @@ func validID(id string) bool {
 	}
 	_, err := hex.DecodeString(h)
 	return err == nil && strings.ToLower(h) == h
+}
+
+// Validate checks an account to add as Add would, normalizing its base
+// URL, without storing it: for a caller that checks the account's
+// endpoint before adding it. Errors never quote the key.
+func Validate(a *Account, key string) error {
+	a.Label = strings.TrimSpace(a.Label)
+	return validate(a, key)
 }
 
 // validate checks an account to add. Errors never quote the key.

@@ -476,7 +476,7 @@ func TestAttentionAndReset(t *testing.T) {
 	a := mustAdd(t, s, Account{Agent: "codex", Kind: KindAPIKey, Label: "a"}, "sk-old-key")
 	b := mustAdd(t, s, Account{Agent: "codex", Kind: KindLogin, Label: "b"}, "")
 	now := time.Now()
-	if err := s.SetAttention(a.ID, "HTTP 401\nUnauthorized"); err != nil {
+	if err := s.SetAttention(a.ID, "auth_failed", "HTTP 401\nUnauthorized"); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Get(a.ID); !got.NeedsAttention() || got.Attention != "HTTP 401 Unauthorized" {

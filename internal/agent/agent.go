@@ -133,6 +133,18 @@ type Result struct {
 	// Passed are the limits of accounts the attempt moved off (a native
 	// job to its fallback) and went on: each sits out until its reset.
 	Passed []Limit
+	// Found is what a native attempt learned of its account's model
+	// server that its probe had not (it answers streamed requests whole,
+	// or refuses tools); the runner records it on the account. nil:
+	// nothing new.
+	Found *Found
+}
+
+// Found is how a native account's model server takes tool calls, as an
+// attempt found out.
+type Found struct {
+	NoToolCalls         bool // it refuses tools: the text protocol
+	NoStreamedToolCalls bool // it answers streamed requests whole: whole answers
 }
 
 // Capabilities are what an agent can do beyond running an attempt: facts

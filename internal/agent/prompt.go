@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"drover/internal/gitcmd"
 	"drover/internal/tools"
-	"drover/internal/workspace"
 )
 
 // MaxInstructionFile caps how much of one instruction file goes into the
@@ -138,7 +138,7 @@ func promptText(data []byte) []byte {
 // through the workspace's git runner (sanitized environment, hooks and
 // filters off): only that package runs git.
 func nestedAgentsFiles(ctx context.Context, worktree string) ([]string, error) {
-	out, err := workspace.Git{}.Run(ctx, workspace.Cmd{Dir: worktree,
+	out, err := gitcmd.Git{}.Run(ctx, gitcmd.Cmd{Dir: worktree,
 		Args: []string{"ls-files", "-z", "--", ":(glob)**/AGENTS.md"}})
 	if err != nil {
 		return nil, fmt.Errorf("prompt: list AGENTS.md files: %w", err)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -65,10 +66,10 @@ type openAccounts func() (*accounts.Store, string, error)
 
 func (a *app) accountAddCmd(open openAccounts) *cobra.Command {
 	var agentName, label, baseURL, provider, modelName string
-	var keyStdin, noKey bool
+	var keyStdin, noKey, noProbe bool
 	cmd := &cobra.Command{
 		Use: "add --agent AGENT [--label LABEL] [--api-key-stdin [--base-url URL]] [--home DIR]\n" +
-			"  add --agent native --provider anthropic|openai|openai-compatible [--base-url URL] [--model M] (--api-key-stdin | --no-key)",
+			"  add --agent native --provider anthropic|openai|openai-compatible [--base-url URL] [--model M] (--api-key-stdin | --no-key) [--no-probe]",
 		Short: "Add an account: a login (default) or an API key read from stdin",
 		Long: `Add an account for AGENT (` + strings.Join(accounts.Agents(), ", ") + `).
 
@@ -82,10 +83,15 @@ file of its own. --base-url points it at another API root (a gateway);
 plain http is accepted for loopback addresses only.
 
 A native account is drover's own agent on a model API: --provider names
-its protocol (anthropic: Messages; openai: Chat Completions;
-openai-compatible: a server such as Ollama, vLLM or llama.cpp, which needs
---base-url, e.g. http://127.0.0.1:11434/v1, and --model). Its key, if any,
-stays with the runner; --no-key is for a local server that takes none.`,
+its protocol (anthropic: Messages; openai: Responses; openai-compatible:
+Chat Completions, on a server such as Ollama, vLLM or llama.cpp, which
+needs --base-url, e.g. http://127.0.0.1:11434/v1, and --model). Its key,
+if any, stays with the runner; --no-key is for a local server that takes
+none. Before it is added, its endpoint is probed with tiny requests (as
+'drover runner doctor' does): how its model takes tool calls is recorded,
+a base URL without /v1 that answers 404 is stored with /v1 when that
+answers, and an endpoint that refuses the key, the model or the request is
+not added. --no-probe skips that (the doctor probes it later).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agentName == "" {
@@ -137,6 +143,14 @@ stays with the runner; --no-key is for a local server that takes none.`,
 				}
 				acct.Kind = accounts.KindAPIKey
 			}
+			var found *probed
+			note := ""
+			if isNative && !noProbe {
+				var err error
+				if found, note, err = probeToAdd(cmd.Context(), &acct, key); err != nil {
+					return err
+				}
+			}
 			s, _, err := open()
 			if err != nil {
 				return err
@@ -147,8 +161,13 @@ stays with the runner; --no-key is for a local server that takes none.`,
 			}
 			a.log.Debug("account added", "account", acct.String())
 			out := a.env.Stdout
+			if found != nil {
+				if err := s.SetCapabilities(acct.ID, found.capabilities()); err != nil {
+					return err
+				}
+			}
 			if acct.Kind != accounts.KindLogin {
-				_, err = fprintf(out, "added account %s; it is ready\n", acct)
+				_, err = fprintf(out, "added account %s; it is ready%s\n", acct, note)
 				return err
 			}
 			login := loginCommand(acct.Agent, s.Dir(acct.ID))
@@ -165,7 +184,38 @@ stays with the runner; --no-key is for a local server that takes none.`,
 	f.StringVar(&provider, "provider", "", "native: the model API, one of "+strings.Join(model.Providers(), ", "))
 	f.StringVar(&modelName, "model", "", "native: the model (default: the provider's, if it has one)")
 	f.BoolVar(&noKey, "no-key", false, "native: the model server takes no key (a local one)")
+	f.BoolVar(&noProbe, "no-probe", false, "native: add the account without probing its endpoint")
 	return cmd
+}
+
+// probeToAdd probes the endpoint of a native account about to be added
+// with key (acct is checked first, as Add would): its model's way with
+// tool calls, and the base URL that answers (stored in acct). An endpoint
+// that refuses the key, the model or the request is an error, and nothing
+// is added; one that cannot be reached, or is limited or failing now, is
+// added unprobed, and note says so.
+func probeToAdd(ctx context.Context, acct *accounts.Account, key string) (*probed, string, error) {
+	if err := accounts.Validate(acct, key); err != nil {
+		return nil, "", fmt.Errorf("add account: %w", err)
+	}
+	tried := acct.BaseURL
+	if tried == "" {
+		tried = "the provider's API"
+	}
+	p, err := probeNative(ctx, *acct, key)
+	var me *model.Error
+	switch {
+	case err == nil:
+		note := "; its model " + p.Found.String()
+		if p.BaseURL != acct.BaseURL {
+			note = fmt.Sprintf("; %s answered 404 and %s answers, so it uses that", acct.BaseURL, p.BaseURL) + note
+			acct.BaseURL = p.BaseURL
+		}
+		return &p, note, nil
+	case errors.As(err, &me) && (me.Kind == model.KindTransport || me.Kind == model.KindLimited || me.Kind == model.KindUnavailable):
+		return nil, fmt.Sprintf(" (unprobed: %v; 'drover runner doctor' probes it)", err), nil
+	}
+	return nil, "", fmt.Errorf("add account: the probe of %s failed, so it is not added: %w", tried, err)
 }
 
 // readAPIKey reads the key from stdin: one line typed or pasted into a
@@ -244,7 +294,7 @@ func (a *app) accountListCmd(open openAccounts) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list [--json] [--home DIR]",
-		Short: "List the runner's accounts and whether a rate limit holds them back; never keys",
+		Short: "List the runner's accounts, whether they are ready and how a native one's model takes tool calls; never keys",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, home, err := open()
@@ -269,10 +319,14 @@ func (a *app) accountListCmd(open openAccounts) *cobra.Command {
 				return err
 			}
 			tw := newTable(a.env.Stdout)
-			fprintf(tw, "ID\tAGENT\tLABEL\tKIND\tSTATE\tBASE URL\n")
+			fprintf(tw, "ID\tAGENT\tLABEL\tKIND\tSTATE\tBASE URL\tTOOL CALLS\n")
 			for _, acct := range as {
-				fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", acct.ID, acct.Agent, dash(acct.Label), acct.Kind,
-					accountState(acct, s.Dir(acct.ID), now), dash(acct.BaseURL))
+				mode := "-"
+				if acct.Agent == native.Name {
+					mode = toolMode(acct.Capabilities)
+				}
+				fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", acct.ID, acct.Agent, dash(acct.Label), acct.Kind,
+					accountState(acct, s.Dir(acct.ID), now), dash(acct.BaseURL), mode)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"drover/internal/accounts"
+	"drover/internal/testkit/fakemodel"
 )
 
 const testKey = "sk-cli-SECRET-0987654321"
@@ -246,7 +247,7 @@ func TestAccountNeedsLoginAndAttention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetAttention(x.ID, "codex: the provider at https://api.openai.com refused the account's key (HTTP 401 Unauthorized)"); err != nil {
+	if err := s.SetAttention(x.ID, "auth_failed", "codex: the provider at https://api.openai.com refused the account's key (HTTP 401 Unauthorized)"); err != nil {
 		t.Fatal(err)
 	}
 	state := func(id string) accountView {
@@ -307,12 +308,12 @@ func TestAccountNeedsLoginAndAttention(t *testing.T) {
 func TestAccountAddNative(t *testing.T) {
 	home := t.TempDir()
 	r := runCLI(t, nil, "", "runner", "account", "add", "--agent", "native", "--provider", "openai-compatible",
-		"--base-url", "http://127.0.0.1:11434/v1/", "--model", "qwen", "--no-key", "--home", home)
+		"--base-url", "http://127.0.0.1:11434/v1/", "--model", "qwen", "--no-key", "--no-probe", "--home", home)
 	if r.code != 0 || !strings.Contains(r.stdout, "ready") {
 		t.Fatalf("add: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = runCLI(t, nil, testKey+"\n", "runner", "account", "add", "--agent", "native", "--provider", "anthropic",
-		"--api-key-stdin", "--home", home)
+		"--api-key-stdin", "--no-probe", "--home", home)
 	if r.code != 0 {
 		t.Fatalf("add: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -336,5 +337,51 @@ func TestAccountAddNative(t *testing.T) {
 		if strings.Contains(r.stdout+r.stderr, testKey) {
 			t.Errorf("%q: the key is in the output", args)
 		}
+	}
+}
+
+// TestAccountAddProbesNative: 'account add' probes a native account's
+// endpoint and records how its model takes tool calls ('list' shows it);
+// a base URL without /v1 is stored with it when only that answers; an
+// endpoint that answers 404 (no such model, or no such path even with
+// /v1) or refuses the key is refused, naming the URL tried, and nothing is
+// added; the key is in no output.
+func TestAccountAddProbesNative(t *testing.T) {
+	call := fakemodel.CallTool("probe", map[string]any{"ok": true})
+	for _, tt := range []struct {
+		name, path, want string // want: the TOOL CALLS column, or "" for refused
+		turn             fakemodel.Turn
+		opts             []fakemodel.Option
+	}{
+		{"streamed", "/v1", "streamed", call, nil},
+		{"whole answers to streams", "/v1", "whole answers", call, []fakemodel.Option{fakemodel.WholeStreams()}},
+		{"tools refused", "/v1", "text protocol", fakemodel.Text("no tools"), []fakemodel.Option{fakemodel.RefuseTools()}},
+		{"without /v1", "", "streamed", call, nil},
+		{"model not found", "/v1", "", call, []fakemodel.Option{fakemodel.Models("other")}},
+		{"no such path", "/api", "", call, nil},
+		{"key refused", "/v1", "", call, []fakemodel.Option{fakemodel.RequireKey("another")}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			srv := fakemodel.NewFakeChat(t, []fakemodel.Turn{tt.turn, tt.turn}, tt.opts...)
+			r := runCLI(t, nil, testKey+"\n", "runner", "account", "add", "--agent", "native", "--provider", "openai-compatible",
+				"--base-url", srv.URL+tt.path, "--model", "m", "--api-key-stdin", "--home", home)
+			if strings.Contains(r.stdout+r.stderr, testKey) {
+				t.Fatalf("the key is in the output:\n%s%s", r.stdout, r.stderr)
+			}
+			vs := listAccounts(t, home)
+			if tt.want == "" {
+				if r.code == 0 || len(vs) != 0 || !strings.Contains(r.stderr, srv.URL+tt.path) {
+					t.Fatalf("add: exit %d, accounts %+v\n%s%s", r.code, vs, r.stdout, r.stderr)
+				}
+				return
+			}
+			if r.code != 0 || len(vs) != 1 || vs[0].BaseURL != srv.URL+"/v1" || vs[0].State != "ready" || toolMode(vs[0].Capabilities) != tt.want {
+				t.Fatalf("add: exit %d, accounts %+v\n%s%s\n%s", r.code, vs, r.stdout, r.stderr, srv.Dump())
+			}
+			if r := runCLI(t, nil, "", "runner", "account", "list", "--home", home); !strings.Contains(r.stdout, "TOOL CALLS") || !strings.Contains(r.stdout, tt.want) {
+				t.Fatalf("list:\n%s", r.stdout)
+			}
+		})
 	}
 }

@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,17 +69,11 @@ func probeAccount(ctx context.Context, s *accounts.Store, acct accounts.Account,
 			return
 		}
 	}
-	cfg := model.Config{Provider: acct.Provider, BaseURL: acct.BaseURL, Model: acct.Model, Key: key, Timeout: probeTimeout, Retries: -1}
-	if cfg.Model == "" {
-		cfg.Model = model.DefaultModel(acct.Provider)
+	c.Model = acct.Model
+	if c.Model == "" {
+		c.Model = model.DefaultModel(acct.Provider)
 	}
-	c.Model = cfg.Model
-	p, err := model.New(cfg)
-	if err != nil {
-		c.Detail = err.Error()
-		return
-	}
-	f, err := model.Probe(ctx, p)
+	p, err := probeNative(ctx, acct, key)
 	if err != nil {
 		c.Detail = err.Error()
 		var me *model.Error
@@ -85,23 +82,77 @@ func probeAccount(ctx context.Context, s *accounts.Store, acct accounts.Account,
 		}
 		return
 	}
+	if p.BaseURL != acct.BaseURL {
+		// The runner calls the URL stored, which would answer 404.
+		c.Detail = fmt.Sprintf("%s answers 404; %s answers", acct.BaseURL, p.BaseURL)
+		c.Fix = "remove the account and add it again with --base-url " + p.BaseURL
+		return
+	}
+	f := p.Found
 	c.OK, c.ToolCalls, c.StreamedToolCalls, c.ContextLength, c.Detail = true, f.ToolCalls, f.StreamedToolCalls, f.ContextLength, f.String()
-	// Recorded for the native agent, which talks to the model accordingly.
-	if err := s.SetCapabilities(acct.ID, accounts.Capabilities{Probed: time.Now(), ToolCalls: f.ToolCalls,
-		StreamedToolCalls: f.StreamedToolCalls, ContextLength: f.ContextLength}); err != nil {
+	// Recorded for the native agent, which talks to the model accordingly;
+	// a probe that passes also makes an account refused before ready.
+	if err := s.SetCapabilities(acct.ID, p.capabilities()); err != nil {
 		c.OK, c.Detail = false, err.Error()
 	}
 }
 
-// toolMode is how the native agent calls tools on an account c probed.
-func (c nativeCheck) toolMode() string {
+// probed is what a probe of a native account's endpoint found, and the
+// base URL it found it at.
+type probed struct {
+	Found   model.Found
+	BaseURL string
+}
+
+func (p probed) capabilities() accounts.Capabilities {
+	return accounts.Capabilities{Probed: time.Now(), ToolCalls: p.Found.ToolCalls, StreamedToolCalls: p.Found.StreamedToolCalls,
+		ContextLength: p.Found.ContextLength}
+}
+
+// probeNative asks acct's model endpoint, with key, to call a tool (see
+// model.Probe). An OpenAI-compatible base URL without /v1 that answers
+// 404 is tried again with /v1 (Ollama serves /v1/chat/completions); the
+// URL that answered is returned. An error names the URLs tried, never the
+// key.
+func probeNative(ctx context.Context, acct accounts.Account, key string) (probed, error) {
+	try := func(base string) (model.Found, error) {
+		p, err := model.New(model.Config{Provider: acct.Provider, BaseURL: base, Model: acct.Model, Key: key, Timeout: probeTimeout, Retries: -1})
+		if err != nil {
+			return model.Found{}, err
+		}
+		return model.Probe(ctx, p)
+	}
+	f, err := try(acct.BaseURL)
+	var me *model.Error
+	if err == nil || acct.Provider != model.OpenAICompatible || strings.HasSuffix(acct.BaseURL, "/v1") ||
+		!errors.As(err, &me) || me.Status != http.StatusNotFound {
+		return probed{f, acct.BaseURL}, err
+	}
+	v1 := acct.BaseURL + "/v1"
+	f, err2 := try(v1)
+	if err2 != nil {
+		return probed{}, fmt.Errorf("%s: %w; %s: %w", acct.BaseURL, err, v1, err2)
+	}
+	return probed{f, v1}, nil
+}
+
+// toolMode is how the native agent calls tools on an account with c
+// probed: "-" when never probed (taken as streamed).
+func toolMode(c *accounts.Capabilities) string {
 	switch {
+	case c == nil:
+		return "-"
 	case !c.ToolCalls:
 		return "text protocol"
 	case !c.StreamedToolCalls:
 		return "whole answers"
 	}
 	return "streamed"
+}
+
+// toolMode is how the native agent calls tools on an account c probed.
+func (c nativeCheck) toolMode() string {
+	return toolMode(&accounts.Capabilities{ToolCalls: c.ToolCalls, StreamedToolCalls: c.StreamedToolCalls})
 }
 
 func printNativeChecks(w io.Writer, checks []nativeCheck) error {

@@ -22,7 +22,7 @@ func TestDoctorProbesNativeAccounts(t *testing.T) {
 		fakemodel.BrokenStreamedTools(), fakemodel.ServedContext(4096))
 	for _, acct := range []struct{ label, url, stdin string }{{"tools", tools.URL, testKey + "\n"}, {"text", text.URL, ""}, {"whole", whole.URL, ""}} {
 		args := []string{"runner", "account", "add", "--agent", "native", "--label", acct.label, "--provider", "openai-compatible",
-			"--base-url", acct.url + "/v1", "--model", "m", "--home", home}
+			"--base-url", acct.url + "/v1", "--model", "m", "--no-probe", "--home", home}
 		if acct.stdin != "" {
 			args = append(args, "--api-key-stdin")
 		} else {

@@ -13,9 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"drover/internal/client"
+	"drover/internal/gitcmd"
 	"drover/internal/ids"
+	"drover/internal/localrepo"
 	"drover/internal/protocol"
-	"drover/internal/workspace"
 )
 
 // sourceOptions are the flags of `drover run` that give a job its source.
@@ -68,10 +69,10 @@ func (a *app) applySource(ctx context.Context, c *client.Client, o sourceOptions
 
 // checkout opens the working tree holding dir, honouring the user's global
 // ignore file.
-func (a *app) checkout(ctx context.Context, dir string) (workspace.Checkout, error) {
+func (a *app) checkout(ctx context.Context, dir string) (localrepo.Checkout, error) {
 	home, _ := a.home()
-	g := workspace.Git{} // sanitized, like every git call in drover
-	return workspace.OpenCheckout(ctx, g, dir, workspace.UserExcludesFile(ctx, g, home, a.env.Getenv("XDG_CONFIG_HOME")))
+	g := gitcmd.Git{} // sanitized, like every git call in drover
+	return localrepo.Open(ctx, g, dir, localrepo.UserExcludesFile(ctx, g, home, a.env.Getenv("XDG_CONFIG_HOME")))
 }
 
 // pinSource resolves the exact commit a job starts from, checks it, and
@@ -85,7 +86,7 @@ func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) 
 	if project == "" {
 		project = projectFromDir(co.Dir)
 	}
-	if !workspace.ValidProject(project) {
+	if !gitcmd.ValidProject(project) {
 		return nil, usagef("project name %q: use 1-64 lower-case letters, digits and ._- (--project NAME)", project)
 	}
 	// The committed tree is checked first, so that a submodule is reported
@@ -98,7 +99,7 @@ func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) 
 	if err != nil {
 		return nil, err
 	}
-	if err := workspace.CheckSourceTree(ctx, co.Git, co.Dir, startID); err != nil {
+	if err := gitcmd.CheckSourceTree(ctx, co.Git, co.Dir, startID); err != nil {
 		return nil, fmt.Errorf("cannot run on %s: %w", co.Dir, err)
 	}
 	commit, err := a.pinCommit(ctx, co, o, startID)
@@ -106,7 +107,7 @@ func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) 
 		return nil, err
 	}
 	if commit != startID {
-		if err := workspace.CheckSourceTree(ctx, co.Git, co.Dir, commit); err != nil {
+		if err := gitcmd.CheckSourceTree(ctx, co.Git, co.Dir, commit); err != nil {
 			return nil, fmt.Errorf("cannot run on the working tree of %s: %w", co.Dir, err)
 		}
 	}
@@ -122,7 +123,7 @@ func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) 
 	if err != nil {
 		return nil, err
 	}
-	upload := workspace.UploadRefPrefix + ids.New("up")
+	upload := gitcmd.UploadRefPrefix + ids.New("up")
 	if err := co.Push(ctx, c.GitURL(project), s.Token, commit, upload); err != nil {
 		if strings.Contains(err.Error(), " 413") {
 			return nil, fmt.Errorf("the source is over the hub's transfer cap: map the project to a remote URL runners fetch themselves "+
@@ -136,7 +137,7 @@ func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) 
 
 // pinCommit is start (--ref, or HEAD of a clean checkout), or with
 // --dirty a throwaway commit of the working tree.
-func (a *app) pinCommit(ctx context.Context, co workspace.Checkout, o sourceOptions, start string) (string, error) {
+func (a *app) pinCommit(ctx context.Context, co localrepo.Checkout, o sourceOptions, start string) (string, error) {
 	if o.ref != "" {
 		return start, nil
 	}
@@ -157,11 +158,11 @@ func (a *app) pinCommit(ctx context.Context, co workspace.Checkout, o sourceOpti
 	}
 	if len(tracked) > 0 {
 		return "", fmt.Errorf("%s has uncommitted changes to tracked files: %s; commit them, or pass --dirty to send the working tree as it is",
-			co.Dir, workspace.ListPaths(tracked))
+			co.Dir, localrepo.ListPaths(tracked))
 	}
 	if len(untracked) > 0 {
 		fprintf(a.env.Stderr, "note: %d untracked files are not part of the job (%s); --dirty would include them\n",
-			len(untracked), workspace.ListPaths(untracked))
+			len(untracked), localrepo.ListPaths(untracked))
 	}
 	return start, nil
 }
@@ -267,7 +268,7 @@ func readRegular(path string, checked fs.FileInfo, most int64) ([]byte, error) {
 // checks it: it must be the head the hub recorded and descend from the
 // job's base. Objects are validated as they arrive (fsck). done removes
 // the temporary ref.
-func (a *app) jobResult(ctx context.Context, c *client.Client, co workspace.Checkout, id string) (protocol.JobView, func(), error) {
+func (a *app) jobResult(ctx context.Context, c *client.Client, co localrepo.Checkout, id string) (protocol.JobView, func(), error) {
 	v, err := c.Job(ctx, id)
 	if err != nil {
 		return v, nil, err
@@ -281,7 +282,7 @@ func (a *app) jobResult(ctx context.Context, c *client.Client, co workspace.Chec
 	}
 	tmp := "refs/drover/fetch/" + id
 	done := func() { _ = co.DeleteRef(context.WithoutCancel(ctx), tmp) }
-	got, err := co.FetchRef(ctx, c.GitURL(v.Project), s.Token, workspace.JobRef(id), tmp)
+	got, err := co.FetchRef(ctx, c.GitURL(v.Project), s.Token, gitcmd.JobRef(id), tmp)
 	if err != nil {
 		done()
 		return v, nil, err
@@ -393,7 +394,7 @@ or working tree is touched.`,
 			co, err := a.checkout(ctx, repo)
 			if err != nil && !cmd.Flags().Changed("repo") {
 				var remove func()
-				co, remove, err = workspace.TempRepo(ctx, workspace.Git{})
+				co, remove, err = localrepo.TempRepo(ctx, gitcmd.Git{})
 				if err == nil {
 					defer remove()
 				}

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"drover/internal/gitcmd"
 	"drover/internal/hub"
 	"drover/internal/protocol"
-	"drover/internal/workspace"
 )
 
 // realHub starts an in-process hub behind an HTTP server and returns the
@@ -47,7 +47,7 @@ func realHub(t *testing.T, cfg ...hub.Config) (map[string]string, string) {
 
 func gitC(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, err := workspace.Git{}.Out(context.Background(), dir, args...)
+	out, err := gitcmd.Git{}.Out(context.Background(), dir, args...)
 	if err != nil {
 		t.Fatalf("git %v: %v", args, err)
 	}

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
-	"drover/internal/workspace"
 )
 
 // An agent in the default sandbox uses plain git in its worktree, a commit
@@ -62,7 +62,7 @@ func TestAgentUsesGitInsideTheSandbox(t *testing.T) {
 	}
 	runnerClone := filepath.Join(r.Home, "repos", "demo.git")
 	gitE(t, runnerClone, "cat-file", "-e", end.Head) // drover's publication is there
-	if _, err := (workspace.Git{}).Out(t.Context(), runnerClone, "cat-file", "-e", m[1]+"^{commit}"); err == nil {
+	if _, err := (gitcmd.Git{}).Out(t.Context(), runnerClone, "cat-file", "-e", m[1]+"^{commit}"); err == nil {
 		t.Fatal("the agent's commit is in the runner's clone")
 	}
 }

@@ -9,16 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/gitcmd"
 	"drover/internal/job"
+	"drover/internal/localrepo"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
-	"drover/internal/workspace"
 )
 
 // gitE runs git (sanitized, as drover does) in dir.
 func gitE(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, err := workspace.Git{}.Out(context.Background(), dir, args...)
+	out, err := gitcmd.Git{}.Out(context.Background(), dir, args...)
 	if err != nil {
 		t.Fatalf("git %v: %v", args, err)
 	}
@@ -119,8 +120,8 @@ func TestRepoJobPublishesExactlyItsChanges(t *testing.T) {
 	// Plain git reads the result too.
 	plain := t.TempDir()
 	gitE(t, plain, "init", "--quiet", "--bare", plain)
-	if _, err := (workspace.Checkout{Git: workspace.Git{}, Dir: plain}).FetchRef(context.Background(),
-		h.URL+"/git/demo", h.Admin, workspace.JobRef(v.ID), "refs/heads/result"); err != nil {
+	if _, err := (localrepo.Checkout{Git: gitcmd.Git{}, Dir: plain}).FetchRef(context.Background(),
+		h.URL+"/git/demo", h.Admin, gitcmd.JobRef(v.ID), "refs/heads/result"); err != nil {
 		t.Fatalf("plain git fetch: %v", err)
 	}
 }

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/gitcmd"
 	"drover/internal/job"
+	"drover/internal/localrepo"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
-	"drover/internal/workspace"
 )
 
 // A large project's job with sparse folders, on a real hub and runner: the
@@ -84,8 +85,8 @@ func largeSparseProject(t *testing.T, h *testkit.Hub) (src, base string) {
 
 	// The project exists on the hub (a user's first push) before any
 	// runner fetches it; then its owner marks it large.
-	co := workspace.Checkout{Git: workspace.Git{}, Dir: src}
-	if err := co.Push(context.Background(), h.URL+"/git/demo", h.Admin, base, workspace.UploadRefPrefix+"first"); err != nil {
+	co := localrepo.Checkout{Git: gitcmd.Git{}, Dir: src}
+	if err := co.Push(context.Background(), h.URL+"/git/demo", h.Admin, base, gitcmd.UploadRefPrefix+"first"); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := h.CLI("projects", "config", "demo", "--large"); err != nil || !strings.Contains(out, "partial") {

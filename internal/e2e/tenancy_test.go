@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"drover/internal/client"
+	"drover/internal/gitcmd"
 	"drover/internal/job"
+	"drover/internal/localrepo"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
-	"drover/internal/workspace"
 )
 
 // Three users on one hub: the admin (the hub's first user), alice and bob,
@@ -281,8 +282,8 @@ func TestTenancyPrivateProjectStaysWithItsMembers(t *testing.T) {
 	fetch := func(token, project string) error {
 		dir := t.TempDir()
 		gitE(t, dir, "init", "--quiet", "--bare", dir)
-		_, err := (workspace.Checkout{Git: workspace.Git{}, Dir: dir}).FetchRef(context.Background(),
-			h.URL+"/git/"+project, token, workspace.JobRef(v.ID), "refs/heads/result")
+		_, err := (localrepo.Checkout{Git: gitcmd.Git{}, Dir: dir}).FetchRef(context.Background(),
+			h.URL+"/git/"+project, token, gitcmd.JobRef(v.ID), "refs/heads/result")
 		return err
 	}
 	// alice reads it all.

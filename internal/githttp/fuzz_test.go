@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"drover/internal/workspace"
+	"drover/internal/gitcmd"
 )
 
 // Fuzz targets for what the transport reads from git clients: pkt-lines,
@@ -20,7 +20,7 @@ import (
 // hangs, that a refusal is a client error, and round-trips where the format
 // has one.
 
-const zeroID = workspace.ZeroID
+const zeroID = gitcmd.ZeroID
 
 func pkt(s string) string {
 	var b bytes.Buffer
@@ -121,7 +121,7 @@ func FuzzReadPushCommands(f *testing.F) {
 		// checkPush lets a push through only when every update is allowed;
 		// a refusal with a status report is a whole pkt-line stream.
 		w := httptest.NewRecorder()
-		ok, err := checkPush(w, bytes.NewReader(data), "")
+		_, ok, err := checkPush(w, bytes.NewReader(data), "")
 		if gz {
 			return // checked above; the plain body may not parse
 		}
@@ -135,7 +135,7 @@ func FuzzReadPushCommands(f *testing.F) {
 				if r := pushRefusal(c); r != "" {
 					t.Fatalf("push of %+v let through: %s", c, r)
 				}
-				if !workspace.ValidUploadRef(c.ref) || c.old != zeroID || c.new == zeroID {
+				if !gitcmd.ValidUploadRef(c.ref) || c.old != zeroID || c.new == zeroID {
 					t.Fatalf("push of %+v let through", c)
 				}
 			}
@@ -175,7 +175,7 @@ func FuzzParseGitPath(f *testing.F) {
 			}
 			return
 		}
-		if !workspace.ValidProject(project) || strings.Contains(project, "/") {
+		if !gitcmd.ValidProject(project) || strings.Contains(project, "/") {
 			t.Fatalf("project %q accepted", project)
 		}
 		if svc.name != "git-upload-pack" && svc.name != "git-receive-pack" || svc.write != (svc.name == "git-receive-pack") {

@@ -22,8 +22,9 @@ import (
 	"strings"
 
 	"drover/internal/auth"
+	"drover/internal/gitcmd"
+	"drover/internal/hubrepo"
 	"drover/internal/protocol"
-	"drover/internal/workspace"
 )
 
 // Prefix is where the hub serves its repositories over git's smart HTTP
@@ -52,19 +53,20 @@ type Caller interface {
 	// Name names the caller in logs.
 	Name() string
 	// Authorize refuses unless the caller may fetch from (write false) or
-	// push to project, whose repository must exist when it returns.
+	// push to project. The repository exists when it returns, except for
+	// a write that would create the project (a first push).
 	Authorize(ctx context.Context, project string, write bool) error
 	// Push records a push whose every ref update is allowed, before git
-	// receives it.
+	// receives it, and makes the project's repository if it has none.
 	Push(ctx context.Context, project string) error
 }
 
 // Server serves git's smart HTTP protocol under Prefix.
 type Server struct {
 	Hub         Hub
-	Repos       workspace.HubRepos // where the bare repositories are, and the git that serves them
-	ScratchDir  string             // for spooled request bodies
-	TransferCap int64              // bytes of one request body
+	Repos       hubrepo.Repos // where the bare repositories are, and the git that serves them
+	ScratchDir  string        // for spooled request bodies
+	TransferCap int64         // bytes of one request body
 	Log         *slog.Logger
 }
 
@@ -106,7 +108,7 @@ func parseGitPath(r *http.Request) (project, rest string, svc gitService, err er
 	p := strings.TrimPrefix(r.URL.Path, Prefix)
 	project, rest, _ = strings.Cut(p, "/")
 	project = strings.TrimSuffix(project, ".git")
-	if !workspace.ValidProject(project) {
+	if !gitcmd.ValidProject(project) {
 		return "", "", svc, notFound("no project %q", project)
 	}
 	switch {
@@ -167,6 +169,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// A first push is told of no refs, and nothing is made on disk until a
+	// push with ref updates, each allowed, arrives (c.Push): a discovery
+	// or a refused push of any valid name leaves no repository behind.
+	fresh := !s.Repos.Exists(project)
+	switch {
+	case fresh && !svc.write:
+		s.fail(w, r, notFound("project %s has no repository on the hub", project))
+		return
+	case fresh && r.Method == http.MethodGet:
+		advertiseNothing(w)
+		return
+	}
 	body, size, cleanup, err := s.spoolGitBody(w, r, svc)
 	if err != nil {
 		s.fail(w, r, err)
@@ -174,13 +188,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cleanup()
 	if svc.write && r.Method == http.MethodPost {
-		ok, err := checkPush(w, body, r.Header.Get("Content-Encoding"))
+		n, ok, err := checkPush(w, body, r.Header.Get("Content-Encoding"))
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
 		if !ok {
 			s.Log.Info("push refused", "project", project, "user", c.Name())
+			return
+		}
+		if fresh && n == 0 {
+			// git's probe before a large push: nothing to receive yet.
+			w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
+			w.WriteHeader(http.StatusOK)
 			return
 		}
 		if _, err := body.Seek(0, io.SeekStart); err != nil {
@@ -312,23 +332,24 @@ func readPushCommands(body io.Reader, encoding string) ([]pushCommand, []string,
 // users may only create refs under refs/drover/uploads/.
 func pushRefusal(c pushCommand) string {
 	switch {
-	case !workspace.ValidUploadRef(c.ref):
-		return "users may only create refs under " + workspace.UploadRefPrefix + " (drover run --repo does this)"
-	case c.new == workspace.ZeroID:
+	case !gitcmd.ValidUploadRef(c.ref):
+		return "users may only create refs under " + gitcmd.UploadRefPrefix + " (drover run --repo does this)"
+	case c.new == gitcmd.ZeroID:
 		return "refs cannot be deleted"
-	case c.old != workspace.ZeroID:
+	case c.old != gitcmd.ZeroID:
 		return "uploads are written once"
 	}
 	return ""
 }
 
-// checkPush refuses a push unless every ref update is allowed. A client
-// that asked for a status report gets one, so git shows each ref's reason
-// ("! [remote rejected] ... (reason)"); nothing reaches git http-backend.
-func checkPush(w http.ResponseWriter, body io.Reader, encoding string) (bool, error) {
+// checkPush refuses a push unless every ref update is allowed, and says
+// how many it has. A client that asked for a status report gets one, so
+// git shows each ref's reason ("! [remote rejected] ... (reason)");
+// nothing reaches git http-backend.
+func checkPush(w http.ResponseWriter, body io.Reader, encoding string) (int, bool, error) {
 	cmds, caps, err := readPushCommands(body, encoding)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	reasons := make([]string, len(cmds))
 	refused := ""
@@ -338,10 +359,10 @@ func checkPush(w http.ResponseWriter, body io.Reader, encoding string) (bool, er
 		}
 	}
 	if refused == "" {
-		return true, nil
+		return len(cmds), true, nil
 	}
 	if !slices.Contains(caps, "report-status") && !slices.Contains(caps, "report-status-v2") {
-		return false, forbidden("%s", refused)
+		return 0, false, forbidden("%s", refused)
 	}
 	var report bytes.Buffer
 	writePktLine(&report, "unpack ok\n")
@@ -368,7 +389,22 @@ func checkPush(w http.ResponseWriter, body io.Reader, encoding string) (bool, er
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
-	return false, nil
+	return 0, false, nil
+}
+
+// advertiseNothing answers a push's discovery as git receive-pack does for
+// an empty repository: no refs, and the capabilities every hub repository
+// (SHA-1, made by Push) takes.
+func advertiseNothing(w http.ResponseWriter) {
+	var b bytes.Buffer
+	writePktLine(&b, "# service=git-receive-pack\n")
+	b.WriteString("0000")
+	writePktLine(&b, gitcmd.ZeroID+" capabilities^{}\x00report-status report-status-v2 side-band-64k quiet ofs-delta object-format=sha1\n")
+	b.WriteString("0000")
+	w.Header().Set("Content-Type", "application/x-git-receive-pack-advertisement")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b.Bytes())
 }
 
 // writePktLine appends one pkt-line.

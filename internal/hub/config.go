@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/gitcmd"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
-	"drover/internal/workspace"
 )
 
 // Config is the hub's configuration. Zero values take the defaults below.
@@ -44,7 +44,7 @@ type Config struct {
 	// (X-Forwarded-Proto and X-Forwarded-Host honoured).
 	PublicURL string
 	// Git runs git for the hub's repositories (zero value: git from PATH).
-	Git workspace.Git
+	Git gitcmd.Git
 	// Connection timeouts of Serve's HTTP server. A request's headers must
 	// arrive within ReadHeaderTimeout (10s); its body may pause at most
 	// ReadTimeout between two reads (1m), however long the whole body

@@ -3,10 +3,10 @@ package hub
 import (
 	"context"
 
+	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
-	"drover/internal/workspace"
 )
 
 // mayControl: the requester or an admin may cancel or retry a job.
@@ -169,8 +169,8 @@ func (h *Hub) resetJobRef(ctx context.Context, j store.Job, from string) {
 			return err
 		}
 		defer unlock()
-		h.clearRefLocks(j, workspace.JobRef(j.ID))
-		return h.repos.UpdateRef(ctx, j.Project, workspace.JobRef(j.ID), j.Head, from)
+		h.clearRefLocks(j, gitcmd.JobRef(j.ID))
+		return h.repos.UpdateRef(ctx, j.Project, gitcmd.JobRef(j.ID), j.Head, from)
 	}()
 	if err != nil {
 		h.log.Warn("could not move a restarted job's ref back to its base; the next publication repairs it", "job", j.ID, "err", err)

@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"drover/internal/fsutil"
+	"drover/internal/hubrepo"
 	"drover/internal/store"
-	"drover/internal/workspace"
 )
 
 // Several hubs may share one data directory (on a shared file system, one
@@ -72,7 +72,7 @@ type scratch struct {
 // left in tmp/ and in the repositories). The claim lock makes "create and
 // lock" one step for a sweeping hub: it never finds a live hub's directory
 // not yet locked.
-func openScratch(ctx context.Context, dataDir string, repos workspace.HubRepos, log *slog.Logger) (*scratch, error) {
+func openScratch(ctx context.Context, dataDir string, repos hubrepo.Repos, log *slog.Logger) (*scratch, error) {
 	root := filepath.Join(dataDir, tmpDir)
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("make scratch directory: %w", err)
@@ -151,7 +151,7 @@ func removeDeadScratch(locks *fsutil.Locker, root string) (live, removed int, er
 // removeLegacyLeftovers removes what a drover from before scratch
 // directories left: spooled bodies directly in tmp/, quarantines and
 // half-made repositories in repos/. Only with no other hub alive.
-func removeLegacyLeftovers(root string, repos workspace.HubRepos) (int, error) {
+func removeLegacyLeftovers(root string, repos hubrepo.Repos) (int, error) {
 	ents, err := os.ReadDir(root)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("list %s: %w", root, err)

@@ -40,7 +40,12 @@ func (c gitCaller) Authorize(ctx context.Context, project string, write bool) er
 	return c.h.authorizeGit(ctx, c.p, project, write)
 }
 
+// Push makes the repository before the project, so a failure between the
+// two leaves a repository the next push adopts, never a project without one.
 func (c gitCaller) Push(ctx context.Context, project string) error {
+	if err := c.h.ensureRepo(ctx, project); err != nil {
+		return err
+	}
 	return c.h.createProject(ctx, c.p, project)
 }
 
@@ -51,8 +56,9 @@ func (h *Hub) gitServer() *githttp.Server {
 
 // authorizeGit applies the rules of git serving: runners read the projects
 // of jobs they hold; users read and push to the projects they are members
-// of. A user's first accepted push (never the discovery before it) creates
-// a hosted project, with the pusher as its owner (createProject).
+// of. A user's first accepted push (never the discovery before it, nor a
+// refused push) creates a hosted project and its repository, with the
+// pusher as its owner (gitCaller.Push).
 func (h *Hub) authorizeGit(ctx context.Context, p principal, project string, write bool) error {
 	switch {
 	case p.kind == store.TokenRunner && write:
@@ -85,12 +91,9 @@ func (h *Hub) authorizeGit(ctx context.Context, p principal, project string, wri
 		case !write:
 			return notFound("no project %s on the hub (drover run --repo pushes one)", project)
 		default:
-			// git needs a repository to advertise to a first push; the
-			// project itself comes into being only with an accepted push
-			// (gitCaller.Push), never with the discovery before it.
-			if err := h.ensureRepo(ctx, project); err != nil {
-				return err
-			}
+			// A first push: githttp tells it of no refs, and the project and
+			// its repository come into being only with an accepted push.
+			return nil
 		}
 	}
 	if !h.repos.Exists(project) {

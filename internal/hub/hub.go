@@ -18,12 +18,12 @@ import (
 
 	"drover/internal/auth"
 	"drover/internal/fsutil"
+	"drover/internal/hubrepo"
 	"drover/internal/ids"
 	"drover/internal/store"
 	"drover/internal/store/postgres"
 	"drover/internal/store/sqlite"
 	"drover/internal/web"
-	"drover/internal/workspace"
 )
 
 const metaAdmin = "admin_user_id"
@@ -56,8 +56,8 @@ type Hub struct {
 	fleet fleetState // what autoscalers wait on
 	x     crossHub   // the other hubs on the database (hints.go)
 
-	repos workspace.HubRepos // one bare repository per hosted project
-	locks keyLocks           // serializes publications of a job and creation of a repository
+	repos hubrepo.Repos // one bare repository per hosted project
+	locks keyLocks      // serializes publications of a job and creation of a repository
 	// this hub's own directory for transient files (datadir_shared.go)
 	scratch *scratch
 
@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		active:    map[string]map[string]bool{},
 		waits:     map[string]*waiter{},
 		stalls:    map[string]*logStallInfo{},
-		repos:     workspace.HubRepos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
+		repos:     hubrepo.Repos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
 		locks:     newKeyLocks(cfg.DataDir),
 		x:         crossHub{hints: hintsFor(cfg, st), cancelled: map[string]bool{}},
 		id:        ids.New("h"),

@@ -11,10 +11,10 @@ import (
 	"slices"
 	"strings"
 
+	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
-	"drover/internal/workspace"
 )
 
 // staleHeadBody is the 409 answer to a publication that does not build on
@@ -83,7 +83,7 @@ type publishRequest struct {
 // checkPublishIDs refuses a publication's commit id or SHA-256 that is
 // not one in full.
 func checkPublishIDs(commit, digest string) error {
-	if !workspace.ValidCommitID(commit) {
+	if !gitcmd.ValidCommitID(commit) {
 		return badRequest("commit must be a full 40-hex commit id")
 	}
 	if b, err := hex.DecodeString(digest); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != digest {
@@ -137,7 +137,7 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 	if commit == j.Head {
 		return protocol.PublishResult{Head: j.Head}, nil // published before: the reply was lost
 	}
-	h.clearRefLocks(j, workspace.JobRef(j.ID), workspace.CheckpointRef(j.ID, j.Checkpoints+1))
+	h.clearRefLocks(j, gitcmd.JobRef(j.ID), gitcmd.CheckpointRef(j.ID, j.Checkpoints+1))
 	if err := h.ensureJobRef(ctx, j); err != nil {
 		return protocol.PublishResult{}, err
 	}
@@ -160,7 +160,7 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 		return protocol.PublishResult{}, err
 	}
 	widened := h.widenedFolders(ctx, j, commit, sparse)
-	jobRef := workspace.JobRef(j.ID)
+	jobRef := gitcmd.JobRef(j.ID)
 	if err := h.repos.UpdateRef(ctx, j.Project, jobRef, commit, j.Head); err != nil {
 		return protocol.PublishResult{}, err
 	}
@@ -168,7 +168,7 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 	var cpRef string
 	if checkpoint {
 		res.Checkpoint = j.Checkpoints + 1
-		cpRef = workspace.CheckpointRef(j.ID, res.Checkpoint)
+		cpRef = gitcmd.CheckpointRef(j.ID, res.Checkpoint)
 		// A leftover of a crash between ref and database is overwritten:
 		// the database numbers checkpoints.
 		old, err := h.repos.Ref(ctx, j.Project, cpRef)
@@ -234,7 +234,7 @@ func (h *Hub) widenedFolders(ctx context.Context, j store.Job, commit string, sp
 		if slices.Contains(j.Sparse, d) {
 			continue
 		}
-		if err := workspace.CheckCone(ctx, h.repos.Git, h.repos.Dir(j.Project), commit, []string{d}); err != nil {
+		if err := gitcmd.CheckCone(ctx, h.repos.Git, h.repos.Dir(j.Project), commit, []string{d}); err != nil {
 			continue
 		}
 		out = append(out, d)
@@ -305,7 +305,7 @@ func (h *Hub) rollBackRefs(j store.Job, jobRef, commit, cpRef string) {
 // ref and committing may have left them apart. For a project mapped to a
 // remote, the hub first fetches the base it lacks from there.
 func (h *Hub) ensureJobRef(ctx context.Context, j store.Job) error {
-	jobRef := workspace.JobRef(j.ID)
+	jobRef := gitcmd.JobRef(j.ID)
 	if j.RepoURL != "" {
 		if err := h.ensureRepo(ctx, j.Project); err != nil {
 			return err
@@ -353,7 +353,7 @@ func (h *Hub) ensureRepo(ctx context.Context, project string) error {
 // refusal turns a workspace refusal into a 400 that says why; anything
 // else stays an internal error.
 func refusal(err error, prefix string) error {
-	var rf *workspace.Refusal
+	var rf *gitcmd.Refusal
 	if errors.As(err, &rf) {
 		return badRequest("%s: %s; nothing was stored", prefix, rf.Reason)
 	}

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"slices"
 
+	"drover/internal/gitcmd"
 	"drover/internal/githttp"
 	"drover/internal/protocol"
 	"drover/internal/store"
-	"drover/internal/workspace"
 )
 
 // gitURL is where c's runner fetches a hosted project.
@@ -60,10 +60,10 @@ func (h *Hub) checkSource(ctx context.Context, p principal, req protocol.SubmitR
 		return err
 	}
 	project, base := req.Repo.Project, req.Repo.Base
-	if !workspace.ValidProject(project) {
+	if !gitcmd.ValidProject(project) {
 		return badRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", project)
 	}
-	if !workspace.ValidCommitID(base) {
+	if !gitcmd.ValidCommitID(base) {
 		return badRequest("base %q must be a full 40-hex commit id", base)
 	}
 	if err := protocol.CheckSparsePaths(req.Sparse); err != nil {
@@ -109,10 +109,10 @@ func (h *Hub) checkSource(ctx context.Context, p principal, req protocol.SubmitR
 		if !ok {
 			return badRequest("the hub's %s repository has no commit %s: push the commit first (drover run --repo does it)", project, base)
 		}
-		if err := workspace.CheckSourceTree(ctx, h.repos.Git, h.repos.Dir(project), base); err != nil {
+		if err := gitcmd.CheckSourceTree(ctx, h.repos.Git, h.repos.Dir(project), base); err != nil {
 			return refusal(err, "source refused")
 		}
-		if err := workspace.CheckCone(ctx, h.repos.Git, h.repos.Dir(project), base, j.Sparse); err != nil {
+		if err := gitcmd.CheckCone(ctx, h.repos.Git, h.repos.Dir(project), base, j.Sparse); err != nil {
 			return refusal(err, "sparse paths refused")
 		}
 	}
@@ -127,7 +127,7 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 	if j.Project == "" || j.RepoURL != "" {
 		return
 	}
-	if err := h.repos.UpdateRef(ctx, j.Project, workspace.JobRef(j.ID), j.Base, ""); err != nil {
+	if err := h.repos.UpdateRef(ctx, j.Project, gitcmd.JobRef(j.ID), j.Base, ""); err != nil {
 		h.log.Warn("could not pin a job's base", "job", j.ID, "project", j.Project, "err", err)
 	}
 }

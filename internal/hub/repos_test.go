@@ -17,13 +17,14 @@ import (
 	"strings"
 	"testing"
 
+	"drover/internal/gitcmd"
+	"drover/internal/localrepo"
 	"drover/internal/protocol"
-	"drover/internal/workspace"
 )
 
 // Real git against a real hub: repositories, source pushes, publications.
 
-var tgit = workspace.Git{}
+var tgit = gitcmd.Git{}
 
 // gitT runs git in dir and returns its trimmed output.
 func gitT(t testing.TB, dir string, args ...string) string {
@@ -91,8 +92,8 @@ func (th *testHub) gitURL(project string) string { return th.srv.URL + "/git/" +
 // push sends commit from dir to the project as an upload.
 func (th *testHub) push(dir, project, commit string) {
 	th.t.Helper()
-	co := workspace.Checkout{Git: tgit, Dir: dir}
-	if err := co.Push(context.Background(), th.gitURL(project), th.admin, commit, workspace.UploadRefPrefix+"t-"+commit[:8]); err != nil {
+	co := localrepo.Checkout{Git: tgit, Dir: dir}
+	if err := co.Push(context.Background(), th.gitURL(project), th.admin, commit, gitcmd.UploadRefPrefix+"t-"+commit[:8]); err != nil {
 		th.t.Fatalf("push: %v", err)
 	}
 }
@@ -187,7 +188,7 @@ func (th *testHub) hubHas(project, id string) bool {
 
 func (th *testHub) jobRef(project, jobID string) string {
 	th.t.Helper()
-	id, err := th.h.repos.Ref(context.Background(), project, workspace.JobRef(jobID))
+	id, err := th.h.repos.Ref(context.Background(), project, gitcmd.JobRef(jobID))
 	if err != nil {
 		th.t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestPublicationMovesTheHeadOnce(t *testing.T) {
 	if a.code != http.StatusOK || a.res.Head != c2 || a.res.Checkpoint != 1 {
 		t.Fatalf("checkpoint: %+v", a)
 	}
-	if id, _ := th.h.repos.Ref(context.Background(), "web", workspace.CheckpointRef(o.Job, 1)); id != c2 {
+	if id, _ := th.h.repos.Ref(context.Background(), "web", gitcmd.CheckpointRef(o.Job, 1)); id != c2 {
 		t.Fatalf("checkpoint ref = %q, want %s", id, c2)
 	}
 
@@ -269,7 +270,7 @@ func TestPublicationMovesTheHeadOnce(t *testing.T) {
 func TestPublicationClearsAStaleRefLock(t *testing.T) {
 	rs := startRepoJob(t, Config{})
 	th, tok, dir, base, o := rs.th, rs.tok, rs.dir, rs.base, rs.o
-	for _, ref := range []string{workspace.JobRef(o.Job), workspace.CheckpointRef(o.Job, 1)} {
+	for _, ref := range []string{gitcmd.JobRef(o.Job), gitcmd.CheckpointRef(o.Job, 1)} {
 		lock := filepath.Join(th.repoDir("web"), filepath.FromSlash(ref)+".lock")
 		if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
 			t.Fatal(err)
@@ -285,7 +286,7 @@ func TestPublicationClearsAStaleRefLock(t *testing.T) {
 	if got := th.jobRef("web", o.Job); got != c1 {
 		t.Fatalf("job ref = %s, want %s", got, c1)
 	}
-	if id, _ := th.h.repos.Ref(context.Background(), "web", workspace.CheckpointRef(o.Job, 1)); id != c1 {
+	if id, _ := th.h.repos.Ref(context.Background(), "web", gitcmd.CheckpointRef(o.Job, 1)); id != c1 {
 		t.Fatalf("checkpoint ref = %q, want %s", id, c1)
 	}
 }
@@ -591,7 +592,7 @@ func gitAs(t *testing.T, dir, token string, args ...string) error {
 	if token != "" {
 		env = []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0=Authorization: Bearer " + token}
 	}
-	_, err := tgit.Run(context.Background(), workspace.Cmd{Dir: dir, Env: env, Args: args})
+	_, err := tgit.Run(context.Background(), gitcmd.Cmd{Dir: dir, Env: env, Args: args})
 	return err
 }
 
@@ -608,7 +609,7 @@ func TestGitHTTPAuthorization(t *testing.T) {
 		return gitAs(t, clone, token, "fetch", "--quiet", th.gitURL(project), "+"+what+":refs/t/x")
 	}
 	// A user reads with plain git, by ref or by id.
-	if err := fetch(th.admin, "web", workspace.JobRef(o.Job)); err != nil {
+	if err := fetch(th.admin, "web", gitcmd.JobRef(o.Job)); err != nil {
 		t.Fatalf("user fetch of the job ref: %v", err)
 	}
 	if got := gitT(t, clone, "rev-parse", "refs/t/x"); got != base {
@@ -636,9 +637,9 @@ func TestGitHTTPAuthorization(t *testing.T) {
 		{"runner push", gitAs(t, dir, tok, "push", "--quiet", th.gitURL("web"), base+":refs/drover/uploads/r"), "403"},
 		{"user push to a branch", gitAs(t, dir, th.admin, "push", "--quiet", th.gitURL("web"), base+":refs/heads/main"), "refs/drover/uploads"},
 		{"user push to a job ref", gitAs(t, dir, th.admin, "push", "--quiet", "--force", th.gitURL("web"),
-			commitOn(t, dir, base, "Y", "y")+":"+workspace.JobRef(o.Job)), "refs/drover/uploads"},
+			commitOn(t, dir, base, "Y", "y")+":"+gitcmd.JobRef(o.Job)), "refs/drover/uploads"},
 		{"user rewrite of an upload", gitAs(t, dir, th.admin, "push", "--quiet", "--force", th.gitURL("web"),
-			commitOn(t, dir, base, "Z", "z")+":"+workspace.UploadRefPrefix+"t-"+base[:8]), "written once"},
+			commitOn(t, dir, base, "Z", "z")+":"+gitcmd.UploadRefPrefix+"t-"+base[:8]), "written once"},
 		{"user fetch of a missing project", fetch(th.admin, "nope", base), "no project nope on the hub"},
 	}
 	for _, tt := range refused {
@@ -721,7 +722,7 @@ func TestLargePushesAndTheTransferCap(t *testing.T) {
 	th.push(dir, "web", small)
 	writeFile(t, filepath.Join(dir, "big.bin"), string(noise))
 	big := commitOn(t, dir, small, "y", "y")
-	err := (workspace.Checkout{Git: tgit, Dir: dir}).Push(context.Background(), th.gitURL("web"), th.admin, big, workspace.UploadRefPrefix+"big")
+	err := (localrepo.Checkout{Git: tgit, Dir: dir}).Push(context.Background(), th.gitURL("web"), th.admin, big, gitcmd.UploadRefPrefix+"big")
 	if err == nil || !strings.Contains(err.Error(), "413") {
 		t.Fatalf("push over the cap: %v", err)
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"unicode"
 
+	"drover/internal/gitcmd"
 	"drover/internal/protocol"
 	"drover/internal/store"
-	"drover/internal/workspace"
 )
 
 // The projects' operations of the state layer (docs/architecture.md); the
@@ -72,7 +72,7 @@ func (h *Hub) mapProject(ctx context.Context, p principal, req mapProjectRequest
 		return protocol.ProjectView{}, forbidden("only an admin can map projects")
 	}
 	name := req.Name
-	if !workspace.ValidProject(name) {
+	if !gitcmd.ValidProject(name) {
 		return protocol.ProjectView{}, badRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", name)
 	}
 	if err := checkRemoteURL(req.Remote); err != nil {

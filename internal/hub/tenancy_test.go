@@ -1,8 +1,14 @@
 package hub
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -10,9 +16,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/gitcmd"
 	"drover/internal/job"
+	"drover/internal/localrepo"
 	"drover/internal/protocol"
-	"drover/internal/workspace"
 )
 
 // Tenancy: three users (admin, alice, bob) on one hub. Each rule of the
@@ -237,8 +244,8 @@ func (th *testHub) removeMember(token, project, user string) {
 // token, returning git's error.
 func (th *testHub) pushAs(token, dir, project, commit string) error {
 	th.t.Helper()
-	co := workspace.Checkout{Git: tgit, Dir: dir}
-	return co.Push(context.Background(), th.gitURL(project), token, commit, workspace.UploadRefPrefix+"t-"+commit[:8]+"-"+token[len(token)-6:])
+	co := localrepo.Checkout{Git: tgit, Dir: dir}
+	return co.Push(context.Background(), th.gitURL(project), token, commit, gitcmd.UploadRefPrefix+"t-"+commit[:8]+"-"+token[len(token)-6:])
 }
 
 // hostProject pushes a fresh source as the user with token, who becomes the
@@ -642,9 +649,33 @@ func TestGitAccessFollowsProjectMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adv, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("discovery: %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusOK || !bytes.HasPrefix(adv, []byte("001f# service=git-receive-pack\n0000")) {
+		t.Fatalf("discovery: %d %q", resp.StatusCode, adv)
+	}
+	// Nor a repository: a name anyone may ask about costs no disk.
+	if _, err := os.Stat(th.h.repos.Dir("fresh")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a discovery left a repository: %v", err)
+	}
+	// A push that is refused (a ref users may not write) makes none either.
+	co := localrepo.Checkout{Git: tgit, Dir: dir}
+	if err := co.Push(context.Background(), th.gitURL("fresh"), bob, base, "refs/heads/main"); err == nil {
+		t.Fatal("a push to refs/heads/main was taken")
+	}
+	if _, err := os.Stat(th.h.repos.Dir("fresh")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused push left a repository: %v", err)
+	}
+	// Nor git's probe before a large push (no ref updates).
+	req, _ = http.NewRequest("POST", th.gitURL("fresh")+"/git-receive-pack", strings.NewReader("0000"))
+	req.Header.Set("Authorization", "Bearer "+bob)
+	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if _, err := os.Stat(th.h.repos.Dir("fresh")); resp.StatusCode != http.StatusOK || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("probe: %d, repository: %v", resp.StatusCode, err)
 	}
 	if p, ok := th.projectsOf(th.admin)["fresh"]; ok && p.Owner != "" {
 		t.Fatalf("a discovery made a project with an owner: %+v", p)
@@ -671,6 +702,18 @@ func TestGitAccessFollowsProjectMembership(t *testing.T) {
 	}
 	if err := th.pushAs(bob, dir, "fresh", base); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("bob's push to alice's new project: %v", err)
+	}
+
+	// A first push too large for git's buffer is probed before its pack is
+	// sent: the probe is answered without a repository, the push taken.
+	noise := make([]byte, 256<<10)
+	rand.Read(noise)
+	big := commitOn(t, dir, base, "noise.bin", string(noise))
+	if err := gitAs(t, dir, bob, "-c", "http.postBuffer=65520", "push", "--quiet", th.gitURL("big"), big+":"+gitcmd.UploadRefPrefix+"big"); err != nil {
+		t.Fatalf("a large first push: %v", err)
+	}
+	if l, code := th.members(bob, "big"); code != http.StatusOK || l.Owner != "bob" {
+		t.Fatalf("members after a large first push: %d %+v", code, l)
 	}
 }
 

@@ -96,6 +96,15 @@ const (
 	// The model API could not be reached (connection refused, DNS, TLS) at
 	// the URL drover resolved for the account.
 	ReasonEndpointUnreachable Reason = "endpoint_unreachable"
+	// A native account's model server does not serve its model (HTTP 404
+	// naming it): the account needs attention until its configuration
+	// changes or a probe passes.
+	ReasonModelNotFound Reason = "model_not_found"
+	// A native account's model server refused the request (another 4xx:
+	// an endpoint that is not there, such as a base URL missing /v1); the
+	// message has the status and what the server said. The account needs
+	// attention as for model_not_found.
+	ReasonEndpointRefused Reason = "endpoint_refused"
 	// The project's setup commands failed, timed out or were stopped
 	// before the agent ran (the message says which command and why).
 	ReasonSetupFailed Reason = "setup_failed"
@@ -104,7 +113,8 @@ const (
 var reasons = []Reason{ReasonExited, ReasonSpawnFailed, ReasonCancelled, ReasonTimeout, ReasonRunnerLost,
 	ReasonInterrupted, ReasonRunnerShutdown, ReasonOfferExpired, ReasonDeclined, ReasonDropped, ReasonRetried,
 	ReasonAgentError, ReasonObserveChanged, ReasonWorkspace, ReasonNotDelivered, ReasonQuestionExpired, ReasonLimited,
-	ReasonAuthFailed, ReasonEndpointUnreachable, ReasonRunnerDiskFull, ReasonSetupFailed, ReasonLimitTurns}
+	ReasonAuthFailed, ReasonEndpointUnreachable, ReasonRunnerDiskFull, ReasonSetupFailed, ReasonLimitTurns,
+	ReasonModelNotFound, ReasonEndpointRefused}
 
 // Valid reports whether r is a known reason (the empty reason included).
 func (r Reason) Valid() bool {

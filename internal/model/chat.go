@@ -2,7 +2,10 @@ package model
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -88,6 +91,7 @@ func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
 		}
 	}
 	var cc *openai.ChatCompletion
+	whole := false
 	if req.NoStream {
 		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
 		var err error
@@ -96,7 +100,7 @@ func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
 		}
 	} else {
 		var err error
-		if cc, err = c.stream(ctx, params); err != nil {
+		if cc, whole, err = c.stream(ctx, params); err != nil {
 			return Response{}, err
 		}
 	}
@@ -105,7 +109,7 @@ func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
 		return Response{}, errGarbled
 	}
 	ch := cc.Choices[0]
-	r := Response{Text: strings.TrimSpace(ch.Message.Content)}
+	r := Response{Text: strings.TrimSpace(ch.Message.Content), Whole: whole}
 	for _, tc := range ch.Message.ToolCalls {
 		r.Calls = append(r.Calls, Call{ID: tc.ID, Name: tc.Function.Name, Args: tc.Function.Arguments})
 	}
@@ -127,18 +131,48 @@ func (c *chatCaller) once(ctx context.Context, req Request) (Response, error) {
 	return r, nil
 }
 
-// stream makes the call streamed and gathers the answer.
-func (c *chatCaller) stream(ctx context.Context, params openai.ChatCompletionNewParams) (*openai.ChatCompletion, error) {
-	stream := c.client.Chat.Completions.NewStreaming(ctx, params)
+// maxWhole bounds a whole answer read in place of a stream.
+const maxWhole = 16 << 20
+
+// stream makes the call streamed and gathers the answer. A server that
+// answers with a whole JSON body instead (some local servers and gateways
+// do when the request carries tools) has that answer taken as it is;
+// whole says so.
+func (c *chatCaller) stream(ctx context.Context, params openai.ChatCompletionNewParams) (cc *openai.ChatCompletion, whole bool, err error) {
+	var body []byte
+	catch := option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		resp, err := next(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return resp, err
+		}
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
+			return resp, nil
+		}
+		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxWhole))
+		resp.Body.Close()
+		if rerr != nil {
+			return nil, rerr
+		}
+		body, resp.Body = b, io.NopCloser(strings.NewReader(""))
+		return resp, nil
+	})
+	stream := c.client.Chat.Completions.NewStreaming(ctx, params, catch)
 	defer stream.Close()
 	var acc openai.ChatCompletionAccumulator
 	for stream.Next() {
 		if !acc.AddChunk(stream.Current()) {
-			return nil, errGarbled
+			return nil, false, errGarbled
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return nil, openAIStreamErr(err)
+		return nil, false, openAIStreamErr(err)
 	}
-	return &acc.ChatCompletion, nil
+	if body != nil {
+		var w openai.ChatCompletion
+		if err := json.Unmarshal(body, &w); err != nil {
+			return nil, false, errGarbled
+		}
+		return &w, true, nil
+	}
+	return &acc.ChatCompletion, false, nil
 }

@@ -29,8 +29,14 @@ const (
 	// KindUnavailable: the provider is overloaded or failing (5xx, 529).
 	KindUnavailable Kind = "unavailable"
 	// KindRefused: the provider refused the request itself (another 4xx:
-	// a prompt too long, a model it does not serve).
+	// a prompt too long, an endpoint it does not serve).
 	KindRefused Kind = "refused"
+	// KindNoModel: the server does not serve the model (404 naming it).
+	KindNoModel Kind = "no_model"
+	// KindNoTools: the server refused the request's tools (400 "does not
+	// support tools", Ollama's for a model whose template has none): the
+	// model may still answer in text.
+	KindNoTools Kind = "no_tools"
 	// KindCancelled: the caller's context ended.
 	KindCancelled Kind = "cancelled"
 )
@@ -46,6 +52,21 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// AccountFault says whether the refusal is the account's configuration's
+// (a model or endpoint the server does not serve), not the request's: the
+// same call would fail for every job. A request too long for the model is
+// the job's.
+func (e *Error) AccountFault() bool {
+	switch e.Kind {
+	case KindNoModel, KindNoTools:
+		return true
+	case KindRefused:
+		m := strings.ToLower(e.Message)
+		return e.Status != http.StatusRequestEntityTooLarge && !strings.Contains(m, "too long") && !strings.Contains(m, "context")
+	}
+	return false
+}
 
 // statusError is what a caller makes of its SDK's HTTP error.
 type statusError struct {
@@ -102,6 +123,10 @@ func (p *provider) classify(ctx context.Context, err error) *Error {
 			e.RetryAt = statedReset(se.header, time.Now())
 		case se.status >= 500:
 			e.Kind = KindUnavailable
+		case se.status == http.StatusNotFound && strings.Contains(strings.ToLower(said), "model"):
+			e.Kind = KindNoModel
+		case se.status == http.StatusBadRequest && strings.Contains(strings.ToLower(said), "does not support tools"):
+			e.Kind = KindNoTools
 		default:
 			e.Kind = KindRefused
 		}

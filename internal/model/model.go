@@ -108,6 +108,9 @@ type Response struct {
 	Calls []Call
 	Stop  Stop
 	Usage Usage
+	// Whole: the request was streamed and the server answered it whole
+	// (a JSON body); the next ones are better asked for whole.
+	Whole bool
 }
 
 // Message is the response as a message of the conversation.

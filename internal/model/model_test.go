@@ -335,6 +335,8 @@ func TestProbeFindings(t *testing.T) {
 		{"streamed", call, nil, Found{ToolCalls: true, StreamedToolCalls: true}},
 		{"broken stream", call, []fakemodel.Option{fakemodel.BrokenStreamedTools()}, Found{ToolCalls: true}},
 		{"text only", fakemodel.Text("I cannot call tools."), nil, Found{}},
+		{"whole answer to a stream", call, []fakemodel.Option{fakemodel.WholeStreams()}, Found{ToolCalls: true}},
+		{"tools refused", fakemodel.Text("I cannot call tools."), []fakemodel.Option{fakemodel.RefuseTools()}, Found{}},
 		{"vllm context", call, []fakemodel.Option{fakemodel.ServedContext(8192)}, Found{ToolCalls: true, StreamedToolCalls: true, ContextLength: 8192}},
 		{"ollama context", call, []fakemodel.Option{fakemodel.OllamaContext(2048)}, Found{ToolCalls: true, StreamedToolCalls: true, ContextLength: 2048}},
 	} {
@@ -345,6 +347,50 @@ func TestProbeFindings(t *testing.T) {
 			f.Usage = Usage{}
 			if err != nil || f != tt.want {
 				t.Fatalf("got %+v, %v; want %+v\n%s", f, err, tt.want, srv.Dump())
+			}
+		})
+	}
+}
+
+// TestWholeAnswerToStream: a server that answers a streamed request
+// carrying tools with a whole JSON body has its answer taken, marked
+// Whole, not retried as garbled.
+func TestWholeAnswerToStream(t *testing.T) {
+	srv := fakemodel.NewFakeChat(t, []fakemodel.Turn{fakemodel.CallTool("read_file", map[string]any{"path": "a.txt"})}, fakemodel.WholeStreams())
+	p := newProvider(t, Config{Provider: OpenAICompatible, BaseURL: srv.URL + "/v1", Model: "m", Retries: -1})
+	r, err := p.Complete(context.Background(), prompt("read a.txt"))
+	if err != nil || !r.Whole || len(r.Calls) != 1 || r.Calls[0].Name != "read_file" || r.Stop != StopTools {
+		t.Fatalf("got %+v, %v\n%s", r, err, srv.Dump())
+	}
+}
+
+// TestRefusalKinds: a model the server does not serve (Ollama's 404) and
+// a model whose server refuses tools (Ollama's 400) are told apart from
+// an endpoint that is not there (a base URL without /v1: a bare 404), and
+// from each other; none is retried and none quotes the key.
+func TestRefusalKinds(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		opts  []fakemodel.Option
+		path  string
+		want  Kind
+		fault bool
+	}{
+		{"model not found", []fakemodel.Option{fakemodel.Models("other")}, "/v1", KindNoModel, true},
+		{"tools refused", []fakemodel.Option{fakemodel.RefuseTools()}, "/v1", KindNoTools, true},
+		{"no /v1", nil, "", KindRefused, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := fakemodel.NewFakeChat(t, []fakemodel.Turn{fakemodel.Text("x")}, tt.opts...)
+			_, err := newProvider(t, Config{Provider: OpenAICompatible, BaseURL: srv.URL + tt.path, Model: "m", Key: testKey}).
+				Complete(context.Background(), prompt("PROMPT-TEXT-XYZ"))
+			var e *Error
+			if !errors.As(err, &e) || e.Kind != tt.want || e.AccountFault() != tt.fault {
+				t.Fatalf("got %#v; want kind %s", err, tt.want)
+			}
+			checkRedacted(t, err)
+			if n := requests(srv, 1); n != 1 {
+				t.Fatalf("%d requests; a refusal is not retried", n)
 			}
 		})
 	}

@@ -17,7 +17,8 @@ type Found struct {
 	// uses its text protocol.
 	ToolCalls bool
 	// StreamedToolCalls: it did so in a streamed answer too. A stream
-	// whose call arrives broken or empty (Ollama's have) counts as not.
+	// whose call arrives broken or empty (Ollama's have), or a streamed
+	// request answered whole, counts as not.
 	StreamedToolCalls bool
 	// ContextLength is the context in tokens the server says it serves
 	// the model with; 0: it says none (the account's window stands).
@@ -33,13 +34,16 @@ type contextServer interface {
 
 // Probe asks p with tiny requests to call a tool, streamed and, when that
 // fails, whole, and asks its server for the context length it serves. An
-// error is the calls' (an *Error); a model that answers in text instead
-// is no error.
+// error is the calls' (an *Error); a model that answers in text instead,
+// or whose server refuses tools (KindNoTools), is no error.
 func Probe(ctx context.Context, p Provider) (Found, error) {
 	var f Found
 	streamed, err := probeCall(ctx, p, false, &f.Usage)
 	var me *Error
-	if err != nil && (!errors.As(err, &me) || me.Kind != KindTransport) {
+	switch {
+	case err != nil && errors.As(err, &me) && me.Kind == KindNoTools:
+		return f, nil
+	case err != nil && (me == nil || me.Kind != KindTransport):
 		return Found{}, err
 	}
 	f.ToolCalls, f.StreamedToolCalls = streamed, streamed
@@ -72,7 +76,8 @@ func probeCall(ctx context.Context, p Provider, whole bool, u *Usage) (bool, err
 	*u = u.Add(r.Usage)
 	for _, c := range r.Calls {
 		if _, err := ArgsObject(c.Args); c.Name == probeTool && err == nil {
-			return true, nil
+			// A streamed request answered whole did not stream its call.
+			return whole || !r.Whole, nil
 		}
 	}
 	return false, nil

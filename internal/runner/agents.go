@@ -218,14 +218,20 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e facts.Agent, att ag
 	if !e.Caps.Portable {
 		res.Session = sessionRef(acct.ID, res.Session)
 	}
-	if res.Reason == job.ReasonAuthFailed {
-		// The provider refused the account: it runs nothing more until its
-		// owner fixes the key or login and resets it.
-		if err := r.accts.SetAttention(acct.ID, res.Message); err != nil {
+	if f := res.Found; f != nil {
+		r.learned(acct, *f)
+	}
+	if refusesAccount(res.Reason) && (res.Reason != job.ReasonModelNotFound || a.spec.Model == "") {
+		// (A model the job named is the job's, not the account's.)
+		// The provider refused the account, or its model server the
+		// account's model or endpoint: the same would happen to every job,
+		// so it runs nothing more until its owner fixes it.
+		if err := r.accts.SetAttention(acct.ID, string(res.Reason), res.Message); err != nil {
 			r.log.Error("mark account as needing attention", "account", acct.ID, "err", err)
 		}
 		r.markDirty()
-		r.log.Warn("account refused by its provider", "account", acct.ID, "agent", c.Name())
+		r.log.Warn("account refused", "account", acct.ID, "agent", c.Name(), "reason", res.Reason)
+		acct.Refused = string(res.Reason)
 		res.Message = clip(fmt.Sprintf("account %s: %s; it needs attention: %s", acctName(acct), res.Message, attentionFix(acct)), 1024)
 		fmt.Fprintf(sp, "drover: %s\n", res.Message)
 	}
@@ -286,9 +292,35 @@ func (r *Runner) agentAccount(acct accounts.Account) (*agent.Account, error) {
 	return a, nil
 }
 
+// refusesAccount says whether an attempt that ended for reason leaves its
+// account needing attention: its provider refused the key or login, or a
+// native account's server its model or endpoint.
+func refusesAccount(reason job.Reason) bool {
+	return reason == job.ReasonAuthFailed || reason == job.ReasonModelNotFound || reason == job.ReasonEndpointRefused
+}
+
+// learned records on acct how its model server takes tool calls, as an
+// attempt found out: later attempts start that way.
+func (r *Runner) learned(acct accounts.Account, f agent.Found) {
+	c := accounts.Capabilities{ToolCalls: true, StreamedToolCalls: true}
+	if acct.Capabilities != nil {
+		c = *acct.Capabilities
+	}
+	c.Probed = r.now()
+	c.ToolCalls = c.ToolCalls && !f.NoToolCalls
+	c.StreamedToolCalls = c.StreamedToolCalls && c.ToolCalls && !f.NoStreamedToolCalls
+	if err := r.accts.SetCapabilities(acct.ID, c); err != nil {
+		r.log.Error("record what an attempt found of the account's model", "account", acct.ID, "err", err)
+	}
+}
+
 // attentionFix is how an account's owner makes a refused account usable
 // again.
 func attentionFix(a accounts.Account) string {
+	if a.Refused == string(job.ReasonModelNotFound) || a.Refused == string(job.ReasonEndpointRefused) {
+		return "fix its model server, or add the account again with the right --base-url or --model; " +
+			"'drover runner doctor' makes it ready once its probe passes"
+	}
 	if a.Kind == accounts.KindAPIKey {
 		return "give it a valid key with 'drover runner account reset " + a.ID + " --api-key-stdin'"
 	}

@@ -275,6 +275,11 @@ func (r *Runner) launch(a *attempt) error {
 			out = r.settleWorkspace(a, a.ws, sp, out)
 		}
 	}
+	if out.State == job.AttemptFailed && out.Message != "" {
+		// Why, where 'drover logs' and 'run --wait' show it too (a command
+		// that just exited non-zero has no why to add).
+		fmt.Fprintf(sp, "drover: the attempt failed (%s): %s\n", out.Reason, out.Message)
+	}
 	if err := sp.end(); err != nil {
 		// Whatever the agent did, its log is not all there: never completed.
 		r.log.Error("the attempt's output was not all kept; failing it", "attempt", a.ref.String(), "err", err)
@@ -491,7 +496,7 @@ func outcomeOf(res agent.Result, runErr, cause error) job.Outcome {
 		o = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonTimeout, ExitCode: &code}
 	case res.Reason == job.ReasonLimited:
 		o = job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: &code}
-	case res.Reason == job.ReasonAuthFailed || res.Reason == job.ReasonEndpointUnreachable:
+	case refusesAccount(res.Reason) || res.Reason == job.ReasonEndpointUnreachable:
 		o = job.Outcome{State: job.AttemptFailed, Reason: res.Reason, ExitCode: &code}
 	case errors.Is(cause, errTurns):
 		// Stopped by the runner's turn limit, whatever the agent made of it.

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/gitcmd"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
-	"drover/internal/workspace"
 )
 
 // attemptCaches are a project's caches on this runner, mounted into one
@@ -36,7 +36,7 @@ func setupKeysDir(home, project string) string { return filepath.Join(home, "set
 // per project under the runner's home, so that no other project's sandbox
 // ever has them.
 func (r *Runner) openCaches(project string, names []string) (*attemptCaches, error) {
-	if !workspace.ValidProject(project) {
+	if !gitcmd.ValidProject(project) {
 		return nil, fmt.Errorf("project name %q is not valid", project)
 	}
 	// Under cacheMu, so that the budget never removes what an attempt is

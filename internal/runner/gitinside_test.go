@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
 	"drover/internal/sandbox/sandboxtest"
-	"drover/internal/workspace"
 )
 
 // An agent in the default sandbox uses plain git in its worktree, commits
@@ -71,7 +71,7 @@ func TestAgentCommitsInsideTheSandbox(t *testing.T) {
 	if got := h.hubGit("show", head+":a.txt"); got != "x" {
 		t.Fatalf("a.txt published: %q", got)
 	}
-	g := workspace.Git{}
+	g := gitcmd.Git{}
 	if _, err := g.Out(t.Context(), clone, "cat-file", "-e", agentCommit+"^{commit}"); err == nil {
 		t.Fatal("the agent's commit is in the shared clone")
 	}

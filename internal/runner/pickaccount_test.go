@@ -39,7 +39,7 @@ func TestPickAccountUsesOnlyTheHubsChoice(t *testing.T) {
 	// them over.
 	nologin := add("nologin", false)
 	refused := add("refused", true)
-	if err := s.SetAttention(refused.ID, "HTTP 401"); err != nil {
+	if err := s.SetAttention(refused.ID, "auth_failed", "HTTP 401"); err != nil {
 		t.Fatal(err)
 	}
 	mine := add("mine", true)

@@ -15,11 +15,12 @@ import (
 	"testing"
 
 	"drover/internal/auth"
+	"drover/internal/gitcmd"
+	"drover/internal/hubrepo"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/testkit/syncbuf"
-	"drover/internal/workspace"
 )
 
 // repoHub extends the fake hub with what jobs with a repository need, on
@@ -28,7 +29,7 @@ import (
 // the hub's own workspace code) and the context endpoint.
 type repoHub struct {
 	*fakeHub
-	repos workspace.HubRepos
+	repos hubrepo.Repos
 	src   string // working repository the tests commit in
 
 	mu        sync.Mutex
@@ -49,7 +50,7 @@ type publication struct {
 const project = "proj"
 
 func newRepoHub(t *testing.T) *repoHub {
-	h := &repoHub{fakeHub: newFakeHub(t), repos: workspace.HubRepos{Root: t.TempDir()}, src: filepath.Join(t.TempDir(), "src"),
+	h := &repoHub{fakeHub: newFakeHub(t), repos: hubrepo.Repos{Root: t.TempDir()}, src: filepath.Join(t.TempDir(), "src"),
 		heads: map[string]string{}, context: map[string][]byte{}}
 	must(t, h.repos.Create(t.Context(), project))
 	must(t, os.MkdirAll(h.src, 0o755))
@@ -78,8 +79,8 @@ func (h *repoHub) authorized(next http.HandlerFunc) http.Handler {
 
 func (h *repoHub) git(args ...string) string {
 	h.t.Helper()
-	out, err := workspace.Git{Env: []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}}.
-		Run(h.t.Context(), workspace.Cmd{Dir: h.src, Args: args})
+	out, err := gitcmd.Git{Env: []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}}.
+		Run(h.t.Context(), gitcmd.Cmd{Dir: h.src, Args: args})
 	if err != nil {
 		h.t.Fatalf("git %v: %v", args, err)
 	}
@@ -88,7 +89,7 @@ func (h *repoHub) git(args ...string) string {
 
 func (h *repoHub) hubGit(args ...string) string {
 	h.t.Helper()
-	out, err := workspace.Git{}.Out(h.t.Context(), h.repos.Dir(project), args...)
+	out, err := gitcmd.Git{}.Out(h.t.Context(), h.repos.Dir(project), args...)
 	if err != nil {
 		h.t.Fatalf("git %v in the hub: %v", args, err)
 	}
@@ -111,7 +112,7 @@ func (h *repoHub) commit(files map[string]string) string {
 	h.git("add", "--all", "--force")
 	h.git("commit", "--quiet", "--allow-empty", "-m", "test")
 	id := h.git("rev-parse", "HEAD")
-	must(h.t, h.repos.FetchCommit(h.t.Context(), project, "file://"+h.src, id, workspace.UploadRefPrefix+id))
+	must(h.t, h.repos.FetchCommit(h.t.Context(), project, "file://"+h.src, id, gitcmd.UploadRefPrefix+id))
 	return id
 }
 
@@ -180,9 +181,9 @@ func (h *repoHub) servePublish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.expect(in.Accept())
-	cur, err := h.repos.Ref(r.Context(), project, workspace.JobRef(jobID))
+	cur, err := h.repos.Ref(r.Context(), project, gitcmd.JobRef(jobID))
 	h.expect(err)
-	h.expect(h.repos.UpdateRef(r.Context(), project, workspace.JobRef(jobID), commit, cur))
+	h.expect(h.repos.UpdateRef(r.Context(), project, gitcmd.JobRef(jobID), commit, cur))
 	h.heads[jobID] = commit
 	prereqs, _, _ := strings.Cut(string(body), "\nPACK")
 	h.published = append(h.published, publication{job: jobID, commit: commit, prereqs: prereqs, size: len(body)})

@@ -18,7 +18,8 @@ import (
 func processStarters() map[string]string {
 	return map[string]string{
 		"internal/sandbox/":           "the execution boundary itself",
-		"internal/workspace/":         "the one package that runs git: fixed argv, sanitized environment, hooks and filters off; the trusted side, never a repository's commands",
+		"internal/gitcmd/":            "the one package that runs git: fixed argv, sanitized environment, hooks and filters off; the trusted side, never a repository's commands",
+		"internal/hubrepo/":           "serves the hub's repositories through git http-backend (net/http/cgi) with gitcmd's sanitized environment and safety config",
 		"internal/cli/demo.go":        "starts drover's own hub and runner processes, git on the demo's own repository, and apt-get for --install-deps",
 		"internal/testkit/":           "starts drover's own processes for end-to-end tests",
 		"internal/bench/":             "benchmark harness: starts drover's own hub and plays a fake runner whose fixed `date` argv stands in for an agent",

@@ -4,6 +4,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,10 +60,24 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request, ss *session) error
 	return nil
 }
 
-// next is where to go after signing in: a path on this hub only.
+// next is where to go after signing in: one of the dashboard's pages
+// (pageRoots), else the jobs page. A browser drops tabs and newlines from
+// a Location and reads a backslash as a slash, so "/\t/evil.example" would
+// leave the hub: only a clean local path of printable ASCII without spaces
+// or backslashes passes, with its query.
 func next(v string) string {
-	if !strings.HasPrefix(v, "/") || strings.HasPrefix(v, "//") || strings.HasPrefix(v, "/\\") {
-		return "/jobs"
+	const home = "/jobs"
+	if strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '\\' }) ||
+		!strings.HasPrefix(v, "/") || strings.HasPrefix(v, "//") {
+		return home
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || path.Clean(u.Path) != u.Path {
+		return home
+	}
+	root, _, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+	if !slices.Contains(pageRoots(), root) {
+		return home
 	}
 	return v
 }

@@ -166,6 +166,10 @@ func New(b Backend, cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// pageRoots are the first segments of the pages Routes mounts that a
+// browser may be sent back to after signing in (next).
+func pageRoots() []string { return []string{"jobs", "runners", "questions", "projects"} }
+
 // Paths the hub mounts (each a ServeMux pattern).
 func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", s.page(s.home))

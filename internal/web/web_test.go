@@ -272,10 +272,10 @@ func serve(t *testing.T, f *fakeBackend, cfg Config) *httptest.Server {
 	return srv
 }
 
-// signIn returns a session cookie header for alice.
-func signIn(t *testing.T, srv *httptest.Server) string {
+// postSignin posts the sign-in form, following no redirect.
+func postSignin(t *testing.T, srv *httptest.Server, form url.Values) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest("POST", srv.URL+"/signin", strings.NewReader(url.Values{"token": {aliceToken}}.Encode()))
+	req, _ := http.NewRequest("POST", srv.URL+"/signin", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", srv.URL)
 	resp, err := (&http.Transport{}).RoundTrip(req)
@@ -283,6 +283,13 @@ func signIn(t *testing.T, srv *httptest.Server) string {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	return resp
+}
+
+// signIn returns a session cookie header for alice.
+func signIn(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	resp := postSignin(t, srv, url.Values{"token": {aliceToken}})
 	for _, c := range resp.Cookies() {
 		if c.Name == sessionCookie {
 			return c.Name + "=" + c.Value
@@ -695,6 +702,39 @@ func TestLiveJobPartFollowsTheJob(t *testing.T) {
 				t.Fatalf("the completed job's part: %s", ev.data)
 			}
 			break
+		}
+	}
+}
+
+// TestSignInReturnsOnlyToAPage: after signing in the browser goes back to
+// the page it came from, and to the jobs page for anything a browser could
+// read as another host (it drops tabs and newlines, and reads \ as /) or
+// that is not one of the dashboard's pages.
+func TestSignInReturnsOnlyToAPage(t *testing.T) {
+	srv := serve(t, newFake(), Config{})
+	for _, tt := range []struct{ next, want string }{
+		{"/jobs/j1?attempt=2&q=a%20b", "/jobs/j1?attempt=2&q=a%20b"},
+		{"/questions", "/questions"},
+		{"/runners", "/runners"},
+		{"/projects", "/projects"},
+		{"//x", "/jobs"},
+		{"/\\x", "/jobs"},
+		{"/\t/x", "/jobs"},
+		{"/\t/evil.example/", "/jobs"},
+		{"%2f%2fx", "/jobs"},
+		{"https://x", "/jobs"},
+		{"/ /x", "/jobs"},
+		{"/\r\n/x", "/jobs"},
+		{"/jobs\r\nSet-Cookie: a=b", "/jobs"},
+		{"/\u00a0/x", "/jobs"},
+		{"/jobs/../x", "/jobs"},
+		{"/nowhere", "/jobs"},
+		{"/static/app.js", "/jobs"},
+		{"", "/jobs"},
+	} {
+		resp := postSignin(t, srv, url.Values{"token": {aliceToken}, "next": {tt.next}})
+		if got := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || got != tt.want {
+			t.Errorf("next=%q: %d to %q; want %q", tt.next, resp.StatusCode, got, tt.want)
 		}
 	}
 }

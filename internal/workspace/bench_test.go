@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"drover/internal/gitcmd"
+	"drover/internal/hubrepo"
 )
 
 // BenchmarkWorkspace measures, side by side on one generated repository of
@@ -44,7 +47,7 @@ func BenchmarkWorkspace(b *testing.B) {
 			return out
 		}
 
-		c, err := NewCache(CacheConfig{Home: filepath.Join(tmp, "home"), Git: Git{}, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		c, err := NewCache(CacheConfig{Home: filepath.Join(tmp, "home"), Git: gitcmd.Git{}, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		noErr(b, err)
 		src1 := Source{Project: "bench", URL: "file://" + bare}
 		r, _ := c.repoOf("bench")
@@ -163,8 +166,8 @@ func BenchmarkWorkspace(b *testing.B) {
 // benchRepo generates a repository of files files in tmp/src, commits
 // them (base), changes changed of them (next), and clones it bare
 // (tmp/bare.git); names are the files' paths.
-func benchRepo(b *testing.B, tmp string, files, changed int) (g Git, names []string, base, next, bare string) {
-	g = Git{Env: []string{"GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=b@b"}}
+func benchRepo(b *testing.B, tmp string, files, changed int) (g gitcmd.Git, names []string, base, next, bare string) {
+	g = gitcmd.Git{Env: []string{"GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=b@b"}}
 	run := func(dir string, args ...string) string {
 		out, err := g.Out(b.Context(), dir, args...)
 		if err != nil {
@@ -192,9 +195,9 @@ func benchRepo(b *testing.B, tmp string, files, changed int) (g Git, names []str
 }
 
 // hubServer serves the bare repositories under root over smart HTTP the
-// way the hub does (HubRepos.HTTPBackend), on loopback.
+// way the hub does (hubrepo.Repos.HTTPBackend), on loopback.
 func hubServer(b *testing.B, root string) string {
-	h, err := HubRepos{Root: root}.HTTPBackend(false, io.Discard)
+	h, err := hubrepo.Repos{Root: root}.HTTPBackend(false, io.Discard)
 	noErr(b, err)
 	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)

@@ -1,11 +1,12 @@
+// Package workspace is the runner's side of git: one clone per project,
+// the worktrees attempts work in (prepared fresh, resumed, or reset from a
+// pool), and the publications made from them as bundles. Every git call
+// goes through gitcmd; untrusted repository content never runs here.
 package workspace
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"drover/internal/fsutil"
+	"drover/internal/gitcmd"
 	"drover/internal/protocol"
 )
 
@@ -29,7 +31,7 @@ const DefaultPoolSize = 2
 // that several slots, and several runner processes sharing one home, never
 // race on it.
 type Cache struct {
-	git      Git
+	git      gitcmd.Git
 	home     string
 	log      *slog.Logger
 	poolSize int
@@ -46,7 +48,7 @@ type Cache struct {
 // CacheConfig configures a Cache.
 type CacheConfig struct {
 	Home     string // runner home; repos/ and trees/ are made in it
-	Git      Git
+	Git      gitcmd.Git
 	Logger   *slog.Logger
 	PoolSize int // finished worktrees kept per repository: 0 means DefaultPoolSize, negative none
 	// RemoteEnv is what a fetch from a mapped remote gets to use the runner
@@ -136,14 +138,14 @@ type repo struct {
 	// git runs git on the clone and its worktrees: for a partial clone it
 	// carries the hub token (environment only), since any call may need
 	// a missing blob from the promisor, which the clone's config names.
-	git      Git
+	git      gitcmd.Git
 	promisor string // URL of the hub a partial clone fetches blobs from; "" for a whole clone
 }
 
 func (r repo) lockPath(kind string) string { return r.locks + "." + kind + ".lock" }
 
 func (c *Cache) repoOf(project string) (repo, error) {
-	if !ValidProject(project) {
+	if !gitcmd.ValidProject(project) {
 		return repo{}, fmt.Errorf("project name %q is not valid", project)
 	}
 	return repo{
@@ -169,7 +171,7 @@ func (r repo) withSource(src Source) (repo, error) {
 		return r, fmt.Errorf("partial clone of %s: the hub URL %q cannot be written to the clone's config", r.project, src.URL)
 	}
 	r.promisor = src.URL
-	r.git.Env = append(slices.Clip(r.git.Env), headerEnv(src.Token)...)
+	r.git.Env = append(slices.Clip(r.git.Env), gitcmd.HeaderEnv(src.Token)...)
 	return r, nil
 }
 
@@ -227,7 +229,7 @@ func (c *Cache) ensureClone(ctx context.Context, r repo) error {
 		return fmt.Errorf("make clone of %s: %w", r.project, err)
 	}
 	defer os.RemoveAll(tmp)
-	if _, err := c.git.Run(ctx, Cmd{Dir: tmp, Args: []string{"init", "--quiet", "--bare", tmp}}); err != nil {
+	if _, err := c.git.Run(ctx, gitcmd.Cmd{Dir: tmp, Args: []string{"init", "--quiet", "--bare", tmp}}); err != nil {
 		return fmt.Errorf("make clone of %s: %w", r.project, err)
 	}
 	if err := c.sanitize(repo{project: r.project, dir: tmp, promisor: r.promisor}); err != nil {
@@ -278,41 +280,9 @@ func (c *Cache) sanitize(r repo) error {
 	return nil
 }
 
-// ensureFile makes path hold exactly want (atomically, only when it differs).
-func ensureFile(path string, want []byte) error {
-	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
-		if err := os.RemoveAll(path); err != nil {
-			return err
-		}
-	}
-	return writeAtomic(path, want)
-}
-
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
-
 // hasCommit reports whether the clone holds commit.
 func (c *Cache) hasCommit(ctx context.Context, r repo, commit string) bool {
-	_, err := r.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "-e", commit + "^{commit}"}})
+	_, err := r.git.Run(ctx, gitcmd.Cmd{Dir: r.dir, Args: []string{"cat-file", "-e", commit + "^{commit}"}})
 	return err == nil
 }
 
@@ -328,7 +298,7 @@ func (c *Cache) ensureCommit(ctx context.Context, r repo, src Source, commit str
 	}
 	start := c.now()
 	args := []string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", src.URL, commit}
-	cmd := Cmd{Dir: r.dir, Args: args, Env: headerEnv(src.Token)}
+	cmd := gitcmd.Cmd{Dir: r.dir, Args: args, Env: gitcmd.HeaderEnv(src.Token)}
 	switch {
 	case src.Remote:
 		cmd.Env, cmd.OwnCredentials = c.remoteEnv, true
@@ -349,7 +319,7 @@ func (c *Cache) ensureCommit(ctx context.Context, r repo, src Source, commit str
 }
 
 func checkCommitID(id string) error {
-	if !ValidCommitID(id) {
+	if !gitcmd.ValidCommitID(id) {
 		return fmt.Errorf("%q is not a full commit id", id)
 	}
 	return nil
@@ -363,15 +333,6 @@ func checkJobID(job string) error {
 	}
 	return nil
 }
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
-func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
 // stopwatch logs, at debug level, how long each phase of an operation took.
 func (c *Cache) stopwatch(op string, attrs ...any) func(phase string) {

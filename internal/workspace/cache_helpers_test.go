@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"drover/internal/gitcmd"
 )
 
 // cacheFixture is a source repository (a plain non-bare one, served over
@@ -52,8 +54,8 @@ func (f *cacheFixture) source() Source { return Source{Project: "proj", URL: "fi
 // fixed identity.
 func (f *cacheFixture) git(dir string, args ...string) string {
 	f.t.Helper()
-	out, err := Git{Env: []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}}.
-		Run(f.ctx, Cmd{Dir: dir, Args: args})
+	out, err := gitcmd.Git{Env: []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}}.
+		Run(f.ctx, gitcmd.Cmd{Dir: dir, Args: args})
 	if err != nil {
 		f.t.Fatalf("git %v: %v", args, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"drover/internal/fsutil"
+	"drover/internal/gitcmd"
 )
 
 // DefaultMaxIdle is how long a job's kept worktree waits for another
@@ -194,7 +195,7 @@ func (c *Cache) gcObjects(ctx context.Context, r repo) (int64, error) {
 		}
 		start := c.now()
 		prune := "--prune=" + start.Add(-pruneExpiry).UTC().Format(time.RFC3339)
-		if _, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"gc", "--quiet", prune}}); err != nil {
+		if _, err := c.git.Run(ctx, gitcmd.Cmd{Dir: r.dir, Args: []string{"gc", "--quiet", prune}}); err != nil {
 			return fmt.Errorf("delete unreferenced objects of %s: %w", r.project, err)
 		}
 		after := diskUsage(objects)
@@ -332,7 +333,7 @@ func (c *Cache) gcLeftovers(ctx context.Context, r repo, recs map[string]record)
 		return nil
 	}
 	return c.withLock(ctx, r, lockClone, func() error {
-		if _, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"worktree", "prune"}}); err != nil {
+		if _, err := c.git.Run(ctx, gitcmd.Cmd{Dir: r.dir, Args: []string{"worktree", "prune"}}); err != nil {
 			return fmt.Errorf("prune worktree registrations: %w", err)
 		}
 		return nil

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"drover/internal/gitcmd"
 )
 
 func TestGCRetiresGoneJobsRecordingUnpublishedWork(t *testing.T) {
@@ -161,7 +163,7 @@ func TestGCDeletesUnreferencedObjectsFirst(t *testing.T) {
 	}))
 	fetch(fresh)
 	has := func(commit string) bool {
-		_, err := f.cache.git.Run(f.ctx, Cmd{Dir: r.dir, Args: []string{"cat-file", "-e", commit + "^{tree}"}})
+		_, err := f.cache.git.Run(f.ctx, gitcmd.Cmd{Dir: r.dir, Args: []string{"cat-file", "-e", commit + "^{tree}"}})
 		return err == nil
 	}
 

@@ -106,3 +106,68 @@ func coveredBy(set map[string]bool, p string) bool {
 	}
 	return false
 }
+
+// baseNewMonitor waits until the monitor started during the preparation
+// watches every folder and makes that moment its base (and its clean
+// mark). Call it only while nothing writes to the worktree since it was
+// verified: its checks saw what the cut does.
+func (w *Worktree) baseNewMonitor() {
+	cut, watched := w.mon.mark()
+	if !watched {
+		// It broke while the preparation changed the tree (lost
+		// events, or an inode number reused between two listings
+		// looked like a hard link): once more, now that nothing moves.
+		w.unwatch()
+		if m, err := startMonitor(w.Dir(), w.c.log); err == nil {
+			w.mon = m
+			cut, watched = m.mark()
+		} else {
+			w.c.log.Debug("no file-system monitor; publications scan the whole worktree", "dir", w.Dir(), "err", err)
+		}
+	}
+	if watched {
+		w.mon.rebase(cut, true)
+	}
+}
+
+// Ready waits until the file-system monitor of a freshly checked out
+// worktree watches every folder, and makes it vouch from then on. Prepare
+// returns before that (a few thousand folders take a few hundred
+// milliseconds) so that the runner's other preparations overlap it. Call
+// Ready after Prepare and before anything writes to the worktree (the
+// setup, the agent): the first walk lists a folder only once it watches
+// it, so it would miss what is written meanwhile in the folders it has
+// not reached. Until Ready the monitor vouches for nothing: publications
+// scan the whole worktree and a reset checks out all of it.
+func (w *Worktree) Ready() {
+	if !w.unbased {
+		return
+	}
+	w.unbased = false
+	if w.mon != nil {
+		lap := w.c.stopwatch("watch worktree", "dir", w.Dir())
+		w.baseNewMonitor()
+		lap("first walk")
+	}
+}
+
+// watch starts the worktree's file-system monitor unless it runs; its
+// watches are being added when this returns. Without a monitor every
+// publication scans the whole worktree.
+func (w *Worktree) watch() {
+	if w.mon != nil {
+		return
+	}
+	m, err := launchMonitor(w.Dir(), w.c.log)
+	if err != nil {
+		w.c.log.Debug("no file-system monitor; publications scan the whole worktree", "dir", w.Dir(), "err", err)
+		return
+	}
+	w.mon = m
+}
+
+// unwatch stops the monitor: its descriptor, watches and goroutine go.
+func (w *Worktree) unwatch() {
+	w.mon.stop()
+	w.mon = nil
+}

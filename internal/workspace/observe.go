@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"drover/internal/gitcmd"
 )
 
 // Changes is what an observe-mode attempt changed in its worktree.
@@ -72,7 +74,7 @@ func (w *Worktree) Changes(ctx context.Context) (Changes, error) {
 	// Refresh re-reads files whose stat data changed; exit 1 only means
 	// some need updating, which diff-files then lists.
 	if _, err := w.git(ctx, env, "update-index", "-q", "--refresh"); err != nil {
-		if ge, ok := err.(*Error); !ok || ge.Code != 1 {
+		if ge, ok := err.(*gitcmd.Error); !ok || ge.Code != 1 {
 			return ch, fmt.Errorf("refresh temporary index: %w", err)
 		}
 	}

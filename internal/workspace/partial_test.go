@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"drover/internal/hubrepo"
 )
 
 // A large project is fetched through the hub's own upload-pack as a
@@ -19,7 +21,7 @@ func TestLargeProjectIsAPartialClone(t *testing.T) {
 	f := newCacheFixture(t)
 	f.commit(map[string]string{"a.txt": "old a\n", "dir/b.txt": "old b\n"})
 	head := f.commit(map[string]string{"a.txt": "new a\n", "dir/c.txt": "c\n"})
-	backend, err := HubRepos{Root: filepath.Dir(f.src)}.HTTPBackend(false, os.Stderr)
+	backend, err := hubrepo.Repos{Root: filepath.Dir(f.src)}.HTTPBackend(false, os.Stderr)
 	noErr(t, err)
 	var unauthorized atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

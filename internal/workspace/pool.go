@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"drover/internal/gitcmd"
 )
 
 // poolOrder lists the pooled worktrees of recs: those already at head first
@@ -133,7 +135,7 @@ func (w *Worktree) saveOrphan(ctx context.Context) error {
 		if commit, err = w.commitTree(ctx, snap.tree, parents, "drover", msg); err != nil {
 			return err
 		}
-		_, err = w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", ref, commit}})
+		_, err = w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir, Args: []string{"update-ref", ref, commit}})
 		return err
 	})
 	if err != nil {
@@ -179,7 +181,7 @@ func (c *Cache) sweepRefs(ctx context.Context, r repo, recs map[string]record, s
 		if del.Len() == 0 {
 			return nil
 		}
-		if _, err := c.git.Run(ctx, Cmd{Dir: r.dir, Args: []string{"update-ref", "--no-deref", "--stdin"}, Stdin: strings.NewReader(del.String())}); err != nil {
+		if _, err := c.git.Run(ctx, gitcmd.Cmd{Dir: r.dir, Args: []string{"update-ref", "--no-deref", "--stdin"}, Stdin: strings.NewReader(del.String())}); err != nil {
 			return fmt.Errorf("delete refs agents made: %w", err)
 		}
 		c.log.Info("deleted refs agents made in the clone", "project", r.project, "refs", strings.Count(del.String(), "\n"))

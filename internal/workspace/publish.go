@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"drover/internal/gitcmd"
 	"drover/internal/protocol"
 )
 
@@ -53,7 +54,7 @@ func (w *Worktree) snapshot(ctx context.Context, parent string) (*snapshot, erro
 	parentTree, err := w.repo.git.Out(ctx, w.repo.dir, "rev-parse", "--verify", parent+"^{tree}")
 	if err != nil {
 		s.drop()
-		return nil, fmt.Errorf("read tree of %s: %w", short(parent), err)
+		return nil, fmt.Errorf("read tree of %s: %w", gitcmd.Short(parent), err)
 	}
 	if s.tree == parentTree {
 		s.drop()
@@ -122,7 +123,7 @@ func (w *Worktree) tempIndex(ctx context.Context, env []string, path, parent str
 		exact = true
 	}
 	if err != nil {
-		return false, fmt.Errorf("read %s into a temporary index: %w", short(parent), err)
+		return false, fmt.Errorf("read %s into a temporary index: %w", gitcmd.Short(parent), err)
 	}
 	return exact, nil
 }
@@ -211,7 +212,7 @@ func (w *Worktree) addPaths(ctx context.Context, env []string, s *snapshot, path
 	add := func(paths []string) error {
 		args := append(gitDirs, "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul")
 		in := strings.Join(paths, "\x00") + "\x00"
-		_, err := w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: args, Stdin: strings.NewReader(in)})
+		_, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.Dir(), Env: env, Args: args, Stdin: strings.NewReader(in)})
 		return err
 	}
 	err := add(paths)
@@ -223,7 +224,7 @@ func (w *Worktree) addPaths(ctx context.Context, env []string, s *snapshot, path
 		return err
 	}
 	args := append(append(gitDirs, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--"), paths...)
-	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: args})
+	out, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.Dir(), Env: env, Args: args})
 	if err != nil {
 		return fmt.Errorf("list changed paths: %w", err)
 	}
@@ -247,7 +248,7 @@ func (w *Worktree) addPaths(ctx context.Context, env []string, s *snapshot, path
 // dropGitlinks takes out of the temporary index the nested repositories
 // `git add` turned into gitlinks: drover publishes no submodules.
 func (w *Worktree) dropGitlinks(ctx context.Context, env []string, parent string) error {
-	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
+	out, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.Dir(), Env: env, Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
 		"diff-index", "--cached", "-r", "-z", "--no-renames", parent}})
 	if err != nil {
 		return fmt.Errorf("list changes: %w", err)
@@ -267,7 +268,7 @@ func (w *Worktree) dropGitlinks(ctx context.Context, env []string, parent string
 	}
 	w.c.log.Warn("not publishing nested git repositories (submodules)", "job", w.rec.Job, "paths", drop)
 	in := strings.Join(drop, "\x00") + "\x00"
-	if _, err := w.repo.git.Run(ctx, Cmd{Dir: w.Dir(), Env: env, Stdin: strings.NewReader(in), Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
+	if _, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.Dir(), Env: env, Stdin: strings.NewReader(in), Args: []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir(),
 		"update-index", "--force-remove", "-z", "--stdin"}}); err != nil {
 		return fmt.Errorf("leave out nested repositories: %w", err)
 	}
@@ -332,7 +333,7 @@ func (w *Worktree) commitTree(ctx context.Context, tree string, parents []string
 		"GIT_AUTHOR_NAME=" + author, "GIT_AUTHOR_EMAIL=" + author + "@drover",
 		"GIT_COMMITTER_NAME=drover", "GIT_COMMITTER_EMAIL=drover@drover",
 	}
-	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: args, Env: env, Stdin: strings.NewReader(msg)})
+	out, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir, Args: args, Env: env, Stdin: strings.NewReader(msg)})
 	if err != nil {
 		return "", fmt.Errorf("commit tree: %w", err)
 	}
@@ -361,7 +362,7 @@ var ErrTooLarge = errors.New("transfer too large")
 // one ref, PublishRef. A bundle over limit bytes is refused with ErrTooLarge.
 func (w *Worktree) Bundle(ctx context.Context, commit, path string, limit int64) (Publication, error) {
 	if w.pending == nil || w.pending.commit != commit {
-		return Publication{}, fmt.Errorf("bundle %s: not the worktree's pending publication", short(commit))
+		return Publication{}, fmt.Errorf("bundle %s: not the worktree's pending publication", gitcmd.Short(commit))
 	}
 	if limit <= 0 {
 		limit = protocol.DefaultTransferCap
@@ -369,15 +370,15 @@ func (w *Worktree) Bundle(ctx context.Context, commit, path string, limit int64)
 	b := Publication{Path: path, Commit: commit, Parent: w.pending.parent}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return b, fmt.Errorf("bundle %s: %w", short(commit), err)
+		return b, fmt.Errorf("bundle %s: %w", gitcmd.Short(commit), err)
 	}
 	cw := &cappedWriter{w: f, h: sha256.New(), limit: limit}
 	err = w.c.withLock(ctx, w.repo, lockClone, func() error {
-		if _, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", PublishRef, commit}}); err != nil {
+		if _, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir, Args: []string{"update-ref", PublishRef, commit}}); err != nil {
 			return err
 		}
-		_, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdout: cw, Args: []string{"bundle", "create", "--quiet", "-", PublishRef, "^" + b.Parent}})
-		if _, derr := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"update-ref", "-d", PublishRef}}); err == nil {
+		_, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir, Stdout: cw, Args: []string{"bundle", "create", "--quiet", "-", PublishRef, "^" + b.Parent}})
+		if _, derr := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir, Args: []string{"update-ref", "-d", PublishRef}}); err == nil {
 			err = derr
 		}
 		return err
@@ -391,7 +392,7 @@ func (w *Worktree) Bundle(ctx context.Context, commit, path string, limit int64)
 	}
 	if err != nil {
 		os.Remove(path)
-		return b, fmt.Errorf("bundle %s: %w", short(commit), err)
+		return b, fmt.Errorf("bundle %s: %w", gitcmd.Short(commit), err)
 	}
 	b.Size, b.SHA256 = cw.n, hex.EncodeToString(cw.h.Sum(nil))
 	return b, nil
@@ -444,16 +445,16 @@ func (w *Worktree) Adopt(ctx context.Context, head string) error {
 		if err := w.c.ensureCommit(ctx, w.repo, w.src, head); err != nil {
 			return err
 		}
-		ok, err := ancestorIn(ctx, w.repo.git, w.repo.dir, nil, w.rec.Head, head)
+		ok, err := gitcmd.IsAncestor(ctx, w.repo.git, w.repo.dir, nil, w.rec.Head, head)
 		if err == nil && !ok {
-			err = fmt.Errorf("the hub's head %s does not descend from %s, the last head this runner knew", short(head), short(w.rec.Head))
+			err = fmt.Errorf("the hub's head %s does not descend from %s, the last head this runner knew", gitcmd.Short(head), gitcmd.Short(w.rec.Head))
 		}
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("adopt head %s of %s: %w", short(head), w.rec.Job, err)
+		return fmt.Errorf("adopt head %s of %s: %w", gitcmd.Short(head), w.rec.Job, err)
 	}
-	w.c.log.Info("adopted the hub's newer head", "job", w.rec.Job, "from", short(w.rec.Head), "to", short(head))
+	w.c.log.Info("adopted the hub's newer head", "job", w.rec.Job, "from", gitcmd.Short(w.rec.Head), "to", gitcmd.Short(head))
 	w.dropPending()
 	w.rec.Head = head
 	return w.save()
@@ -462,6 +463,6 @@ func (w *Worktree) Adopt(ctx context.Context, head string) error {
 // DiffStat summarizes what a commit changes against its first parent, for
 // the attempt's log.
 func (w *Worktree) DiffStat(ctx context.Context, commit string) (string, error) {
-	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: []string{"diff-tree", "--no-commit-id", "--shortstat", commit}})
+	out, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir, Args: []string{"diff-tree", "--no-commit-id", "--shortstat", commit}})
 	return string(bytes.TrimSpace(out)), err
 }

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"drover/internal/gitcmd"
 	"errors"
 	"fmt"
 	"os"
@@ -45,7 +46,7 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 		for _, e := range diff.entries {
 			p := e.path
 			if rulesFile(p) {
-				return nil, fmt.Errorf("%s changes %s", short(head), p)
+				return nil, fmt.Errorf("%s changes %s", gitcmd.Short(head), p)
 			}
 			set[p] = true
 		}
@@ -61,7 +62,7 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 		return nil, fmt.Errorf("%d paths to reset (more than %d)", len(scope.paths), maxNarrowPaths)
 	}
 	if err := writeAtomic(filepath.Join(w.admin(), "HEAD"), []byte(head+"\n")); err != nil {
-		return nil, fmt.Errorf("move HEAD to %s: %w", short(head), err)
+		return nil, fmt.Errorf("move HEAD to %s: %w", gitcmd.Short(head), err)
 	}
 	if len(scope.paths) == 0 {
 		return scope, nil
@@ -107,7 +108,7 @@ func (w *Worktree) resetPaths(ctx context.Context, from, head string, changed []
 		// paths.
 		if _, err := w.gitRaw(ctx, nil, strings.NewReader(restore.String()), "-c", "core.preloadIndex=false", "--literal-pathspecs", "restore", "--quiet",
 			"--source="+head, "--staged", "--worktree", "--no-recurse-submodules", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
-			return nil, fmt.Errorf("restore the changed paths from %s: %w", short(head), err)
+			return nil, fmt.Errorf("restore the changed paths from %s: %w", gitcmd.Short(head), err)
 		}
 	}
 	// Folders left empty go, as checkout and clean -d remove them.
@@ -182,7 +183,7 @@ func (w *Worktree) pathTypes(ctx context.Context, paths []string, commits ...str
 			in.WriteString(c + ":" + p + "\x00")
 		}
 	}
-	out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdin: strings.NewReader(in.String()),
+	out, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir, Stdin: strings.NewReader(in.String()),
 		Args: []string{"cat-file", "-z", "--batch-check=%(objecttype)"}})
 	if err != nil {
 		return nil, fmt.Errorf("look up the paths to reset: %w", err)
@@ -200,7 +201,7 @@ func (w *Worktree) pathTypes(ctx context.Context, paths []string, commits ...str
 				types[c][p] = l
 			case strings.HasSuffix(l, " missing"):
 			default:
-				return nil, fmt.Errorf("look up %s in %s: %q", p, short(c), l)
+				return nil, fmt.Errorf("look up %s in %s: %q", p, gitcmd.Short(c), l)
 			}
 		}
 	}
@@ -233,4 +234,87 @@ func (w *Worktree) removeChanged(p string) error {
 		return fmt.Errorf("reset %s: %w", p, err)
 	}
 	return nil
+}
+
+// reset brings a used worktree to head so that it is indistinguishable
+// from a fresh one: git's view of it is restored from what the runner saved
+// (HEAD and the index, never what the agent left), the new base is checked
+// out over it, every untracked and ignored file is removed, and then
+// nothing may differ from head. When the worktree's monitor vouches for
+// every change since the saved index (the rule publications use, see
+// vouched), all of that is done only for the changed paths and those where
+// the saved index's commit and head differ (see resetPaths); on any doubt,
+// or should that fail, the whole worktree is checked out, cleaned and
+// checked.
+// diff, when not nil, is a comparison of two commits already read (the
+// narrowed reset uses it if it is from the saved index's commit to head).
+func (w *Worktree) reset(ctx context.Context, head string, diff *treeDiff) error {
+	lap := w.c.stopwatch("reset worktree", "dir", w.Dir())
+	// A running monitor (the attempt discards its changes) takes its cut
+	// now: the reset's own changes come after it, and so are among what
+	// changed since the index the reset saves. A new one adds its watches
+	// alongside the checkout, clean and checks, and takes its cut once they
+	// are done (see settle).
+	var cut uint64
+	watched := false
+	changed, why := []string(nil), "no file-system monitor"
+	if w.mon != nil {
+		if changed, cut, why = w.vouched(true); why != "" {
+			if cut, watched = w.mon.mark(); !watched {
+				w.unwatch() // broken (e.g. it lost events): a new one starts over
+			}
+		} else {
+			watched = true
+		}
+	}
+	w.watch()
+	from, err := w.restoreAdmin(head)
+	if err != nil {
+		return err
+	}
+	lap("restore admin")
+	if why == "" && from != w.rec.IndexHead {
+		why = "the saved index could not be restored"
+	}
+	if why == "" && len(w.rec.Sparse) > 0 {
+		why = "a sparse worktree" // the narrowed reset would write files outside the cone
+	}
+	if why == "" {
+		scope, err := w.resetPaths(ctx, from, head, changed, diff, lap)
+		if err == nil {
+			lap("restore changed paths")
+			if err = w.settle(ctx, head, lap, cut, watched, scope); err == nil {
+				w.resetHow, w.resetWrote = "changed paths", scope.wrote
+				w.c.log.Debug("reset narrowed by the file-system monitor", "dir", w.Dir(), "paths", len(scope.paths), "written", scope.wrote)
+				return nil
+			}
+		}
+		why = "the narrowed reset failed: " + err.Error()
+		if _, err := w.restoreAdmin(head); err != nil {
+			return err
+		}
+	}
+	w.resetHow, w.resetWrote = "full", false
+	w.c.log.Debug("reset checks out the whole worktree", "dir", w.Dir(), "why", why)
+	checkout := func() error {
+		_, err := w.git(ctx, nil, "checkout", "--quiet", "--detach", "--force", "--no-recurse-submodules", head)
+		return err
+	}
+	if err := checkout(); err != nil {
+		// The restored index may be unreadable (its shared part gone, say);
+		// without one the checkout writes every file.
+		w.c.log.Warn("checkout over the saved index failed; checking out without it", "dir", w.Dir(), "err", err)
+		if err := w.dropIndex(head); err != nil {
+			return err
+		}
+		if err := checkout(); err != nil {
+			return fmt.Errorf("check out %s: %w", gitcmd.Short(head), err)
+		}
+	}
+	lap("checkout")
+	if _, err := w.git(ctx, nil, "clean", "-ffdxq"); err != nil {
+		return fmt.Errorf("remove untracked files: %w", err)
+	}
+	lap("clean")
+	return w.settle(ctx, head, lap, cut, watched, nil)
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"drover/internal/gitcmd"
 )
 
 // BenchmarkPooledReset repeats step (b) of BenchmarkWorkspace alone: a
@@ -27,7 +29,7 @@ func BenchmarkPooledReset(b *testing.B) {
 	if os.Getenv("DROVER_BENCH_LOG") != "" {
 		out = os.Stderr
 	}
-	var g Git
+	var g gitcmd.Git
 	if f := os.Getenv("DROVER_BENCH_TRACE"); f != "" {
 		g.Env = []string{"GIT_TRACE2_PERF=" + f}
 	}

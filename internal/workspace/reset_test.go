@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"drover/internal/gitcmd"
 )
 
 // resetResult is what a reset leaves: the files (folders without their
@@ -32,7 +34,7 @@ func (f *cacheFixture) resetResult(w *Worktree) resetResult {
 		files = append(files, l)
 	}
 	dirs := []string{"--git-dir=" + w.admin(), "--work-tree=" + w.Dir()}
-	_, dirty := Git{}.Run(f.ctx, Cmd{Dir: w.Dir(), Args: append(dirs, "--no-optional-locks", "diff-files", "--quiet")})
+	_, dirty := gitcmd.Git{}.Run(f.ctx, gitcmd.Cmd{Dir: w.Dir(), Args: append(dirs, "--no-optional-locks", "diff-files", "--quiet")})
 	return resetResult{
 		statFresh: dirty == nil,
 		files:     strings.Join(files, "\n"),

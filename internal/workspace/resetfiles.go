@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"drover/internal/gitcmd"
 )
 
 // The narrowed reset writes head's files itself, and records them with one
@@ -87,10 +89,10 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 	} else if len(args) > 0 {
 		// -l gives each blob's size: the contents are read only when they
 		// fit in maxWriteBytes.
-		out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir,
+		out, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir,
 			Args: append([]string{"--literal-pathspecs", "ls-tree", "-l", "-z", "--full-tree", "--end-of-options", head, "--"}, args...)})
 		if err != nil {
-			return nil, fmt.Errorf("list the paths to reset in %s: %w", short(head), err)
+			return nil, fmt.Errorf("list the paths to reset in %s: %w", gitcmd.Short(head), err)
 		}
 		total := 0
 		for _, ent := range bytes.Split(bytes.TrimSuffix(out, []byte{0}), []byte{0}) {
@@ -123,7 +125,7 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 	// Beside the contents, each answer is a header (a "missing" one repeats
 	// the question).
 	capped := &cappedBuffer{max: maxWriteBytes + in.Len() + 128*(probes+len(blobs))}
-	_, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Stdin: strings.NewReader(in.String()), Stdout: capped,
+	_, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir, Stdin: strings.NewReader(in.String()), Stdout: capped,
 		Args: []string{"cat-file", "-z", "--batch"}})
 	if capped.over {
 		return nil, nil
@@ -148,11 +150,11 @@ func (w *Worktree) headFiles(ctx context.Context, head string, paths []string, t
 			continue
 		}
 		if len(f) != 3 || f[1] != "blob" {
-			return nil, fmt.Errorf("read %s of %s: %q", blobs[i-probes], short(head), hdr)
+			return nil, fmt.Errorf("read %s of %s: %q", blobs[i-probes], gitcmd.Short(head), hdr)
 		}
 		n, err := strconv.Atoi(f[2])
 		if err != nil || n < 0 || n+1 > len(rest) || rest[n] != '\n' {
-			return nil, fmt.Errorf("read %s of %s: bad size %q", blobs[i-probes], short(head), hdr)
+			return nil, fmt.Errorf("read %s of %s: bad size %q", blobs[i-probes], gitcmd.Short(head), hdr)
 		}
 		if total += n; total > maxWriteBytes {
 			return nil, nil

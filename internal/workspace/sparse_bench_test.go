@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"drover/internal/gitcmd"
 )
 
 // BenchmarkSparsePrepare measures Prepare of a job naming one folder of a
@@ -21,9 +23,9 @@ func BenchmarkSparsePrepare(b *testing.B) {
 	const folders, perFolder = 1000, 1000
 	for b.Loop() {
 		tmp := b.TempDir()
-		g := Git{}
+		g := gitcmd.Git{}
 		bare := filepath.Join(tmp, "src.git")
-		_, err := g.Run(b.Context(), Cmd{Dir: tmp, Args: []string{"init", "--quiet", "--bare", bare}})
+		_, err := g.Run(b.Context(), gitcmd.Cmd{Dir: tmp, Args: []string{"init", "--quiet", "--bare", bare}})
 		noErr(b, err)
 		var in bytes.Buffer
 		for i := range perFolder {
@@ -37,7 +39,7 @@ func BenchmarkSparsePrepare(b *testing.B) {
 			}
 		}
 		start := time.Now()
-		_, err = g.Run(b.Context(), Cmd{Dir: bare, Args: []string{"fast-import", "--quiet"}, Stdin: &in})
+		_, err = g.Run(b.Context(), gitcmd.Cmd{Dir: bare, Args: []string{"fast-import", "--quiet"}, Stdin: &in})
 		noErr(b, err)
 		head, err := g.Out(b.Context(), bare, "rev-parse", "refs/heads/main")
 		noErr(b, err)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"drover/internal/gitcmd"
 )
 
 // A sparse job's worktree holds only its cone (the top level's files, the
@@ -69,7 +71,7 @@ func TestSparsePathMatchingNothingIsRefused(t *testing.T) {
 		src := f.source()
 		src.Sparse = []string{"a", p}
 		_, err := f.cache.Prepare(f.ctx, src, "job-"+strings.ReplaceAll(p, "/", "-"), base)
-		var r *Refusal
+		var r *gitcmd.Refusal
 		if !errors.As(err, &r) || !strings.Contains(r.Reason, p) {
 			t.Fatalf("sparse path %q: %v, want a refusal naming it", p, err)
 		}

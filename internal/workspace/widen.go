@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"drover/internal/gitcmd"
 	"drover/internal/protocol"
 )
 
@@ -28,7 +29,7 @@ func (w *Worktree) Sparse() []string { return slices.Clone(w.rec.Sparse) }
 // outside it is taken for deleted. It returns the folders added (none when
 // the cone already holds them all). Folders that break the sparse path
 // rule, that the job's head lacks, or where the agent already put files,
-// and a worktree that is not sparse, are refused (*Refusal) and nothing
+// and a worktree that is not sparse, are refused (*gitcmd.Refusal) and nothing
 // changes; so does a blob the hub cannot serve (git checks every one out
 // only once all are fetched), and a git stopped half-way (what it checked
 // out is removed).
@@ -43,10 +44,10 @@ func (w *Worktree) Widen(ctx context.Context, dirs []string) ([]string, error) {
 func (w *Worktree) widen(ctx context.Context, dirs []string) ([]string, error) {
 	old := w.rec.Sparse
 	if len(old) == 0 {
-		return nil, refusef("the job is not sparse (submitted without --sparse): its worktree holds every file already")
+		return nil, gitcmd.Refusef("the job is not sparse (submitted without --sparse): its worktree holds every file already")
 	}
 	if len(dirs) == 0 {
-		return nil, refusef("name at least one folder to add to the sparse checkout")
+		return nil, gitcmd.Refusef("name at least one folder to add to the sparse checkout")
 	}
 	var added []string
 	for _, d := range dirs {
@@ -56,15 +57,15 @@ func (w *Worktree) widen(ctx context.Context, dirs []string) ([]string, error) {
 	}
 	union := append(slices.Clone(old), added...)
 	if err := protocol.CheckSparsePaths(union); err != nil {
-		return nil, &Refusal{Reason: err.Error()}
+		return nil, &gitcmd.Refusal{Reason: err.Error()}
 	}
 	if len(added) == 0 {
 		return nil, nil
 	}
 	if w.rec.IndexHead != w.rec.Head {
-		return nil, refusef("the worktree's saved index is not at the job's head %s; publish your work (checkpoint) first", short(w.rec.Head))
+		return nil, gitcmd.Refusef("the worktree's saved index is not at the job's head %s; publish your work (checkpoint) first", gitcmd.Short(w.rec.Head))
 	}
-	if err := CheckCone(ctx, w.repo.git, w.repo.dir, w.rec.Head, added); err != nil {
+	if err := gitcmd.CheckCone(ctx, w.repo.git, w.repo.dir, w.rec.Head, added); err != nil {
 		return nil, err
 	}
 	err := w.c.withLock(ctx, w.repo, lockClone, func() error {
@@ -137,7 +138,7 @@ func (w *Worktree) entering(ctx context.Context, old, union, added []string) (*n
 			continue
 		}
 		args := append(append(append([]string{"--literal-pathspecs"}, list.args...), w.rec.Head, "--"), list.paths...)
-		out, err := w.repo.git.Run(ctx, Cmd{Dir: w.repo.dir, Args: args})
+		out, err := w.repo.git.Run(ctx, gitcmd.Cmd{Dir: w.repo.dir, Args: args})
 		if err != nil {
 			return nil, fmt.Errorf("list the files of %s: %w", strings.Join(added, ", "), err)
 		}
@@ -153,7 +154,7 @@ func (w *Worktree) entering(ctx context.Context, old, union, added []string) (*n
 			continue
 		}
 		if p, ok := present(w.Dir(), e.path, in.existed); ok {
-			return nil, refusef("the worktree already has %s, where the widened sparse checkout would put %s; move it out of the way first", p, e.path)
+			return nil, gitcmd.Refusef("the worktree already has %s, where the widened sparse checkout would put %s; move it out of the way first", p, e.path)
 		}
 		in.files = append(in.files, e.path)
 	}

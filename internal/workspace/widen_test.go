@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"drover/internal/gitcmd"
+	"drover/internal/hubrepo"
 )
 
 // widenState is what a refused widening must leave as it was: the files,
@@ -44,7 +47,7 @@ func TestWidenedSparseWorktreePublishesExactly(t *testing.T) {
 	before := widenState(t, w)
 	for _, bad := range [][]string{{"../up"}, {"/abs"}, {"oth*"}, {"other/[d]ir"}, {".git"}, {"nope"}, {"a/x.txt"}, {"other/dir", "nope"}, {}} {
 		_, err := w.Widen(f.ctx, bad)
-		var r *Refusal
+		var r *gitcmd.Refusal
 		if !errors.As(err, &r) {
 			t.Fatalf("widen %q: %v, want a refusal", bad, err)
 		}
@@ -157,7 +160,7 @@ func TestWidenedSparseWorktreePublishesExactly(t *testing.T) {
 
 	// A whole worktree has nothing to widen.
 	w = f.prepare(f.cache, "job2", base)
-	var r *Refusal
+	var r *gitcmd.Refusal
 	if _, err := w.Widen(f.ctx, []string{"other/dir"}); !errors.As(err, &r) || !strings.Contains(err.Error(), "not sparse") {
 		t.Fatalf("widening a whole worktree: %v", err)
 	}
@@ -194,7 +197,7 @@ func (c *Cache) newCacheLike(t *testing.T) *Cache {
 func TestWidenFetchesBlobsOrChangesNothing(t *testing.T) {
 	f := newCacheFixture(t)
 	base := f.commit(map[string]string{"top.txt": "t\n", "a/y.txt": "y\n", "far/f.txt": "f\n", "far/g.txt": "g\n"})
-	backend, err := HubRepos{Root: filepath.Dir(f.src)}.HTTPBackend(false, os.Stderr)
+	backend, err := hubrepo.Repos{Root: filepath.Dir(f.src)}.HTTPBackend(false, os.Stderr)
 	noErr(t, err)
 	var down atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"drover/internal/gitcmd"
 )
 
 func TestPrepareFreshThenResumeWithoutCheckout(t *testing.T) {
@@ -166,7 +168,7 @@ func TestRefusesSubmodulesAndFilters(t *testing.T) {
 		"gitlink, fresh":          {gitlink, "submodule (gitlink) at vendor/lib", f.newCache(t.TempDir())},
 	} {
 		_, err := c.cache.Prepare(f.ctx, f.source(), "refused", c.commit)
-		var ref *Refusal
+		var ref *gitcmd.Refusal
 		if !errors.As(err, &ref) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want a refusal naming %q", name, err, c.want)
 		}
@@ -229,7 +231,7 @@ func TestCheckTreeSinceACommitGone(t *testing.T) {
 	noErr(t, f.cache.withLock(f.ctx, w.repo, lockClone, func() error { return f.cache.ensureCommit(f.ctx, w.repo, w.src, gitlink) }))
 	gone := strings.Repeat("1", 40)
 	_, err := f.cache.checkTree(f.ctx, w.repo, gitlink, gone)
-	var ref *Refusal
+	var ref *gitcmd.Refusal
 	if !errors.As(err, &ref) || !strings.Contains(err.Error(), "submodule (gitlink) at vendor/lib") {
 		t.Fatalf("since a commit gone: err = %v, want the gitlink refused", err)
 	}

@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Limits of the file tools: what one call may read, write or list.
@@ -55,14 +57,11 @@ func (f files) read(p string, offset, limit int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fh, err := f.root.Open(rel)
+	fh, err := f.open(rel, os.O_RDONLY, 0)
 	if err != nil {
-		return "", pathErr(err)
+		return "", err
 	}
 	defer fh.Close()
-	if st, err := fh.Stat(); err == nil && st.IsDir() {
-		return "", fmt.Errorf("%s is a directory: use list_dir", p)
-	}
 	if offset < 1 {
 		offset = 1
 	}
@@ -107,7 +106,19 @@ func (f files) write(p, content string) (string, error) {
 			return "", pathErr(err)
 		}
 	}
-	if err := f.root.WriteFile(rel, []byte(content), 0o644); err != nil {
+	// Truncated only once it is known to be a regular file.
+	fh, err := f.open(rel, os.O_WRONLY|os.O_CREATE, 0)
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	if err := fh.Truncate(0); err != nil {
+		return "", pathErr(err)
+	}
+	if _, err := fh.Write([]byte(content)); err != nil {
+		return "", pathErr(err)
+	}
+	if err := fh.Close(); err != nil {
 		return "", pathErr(err)
 	}
 	return fmt.Sprintf("wrote %d bytes to %s", len(content), p), nil
@@ -121,7 +132,14 @@ func (f files) edit(p, old, new string) (string, error) {
 	if old == "" {
 		return "", errors.New("old_text is empty: use write_file to create a file")
 	}
-	data, err := f.root.ReadFile(rel)
+	// Read and written through one descriptor: what is written is the
+	// file that was read, whatever a command renamed in between.
+	fh, err := f.open(rel, os.O_RDWR, 0)
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(fh)
 	if err != nil {
 		return "", pathErr(err)
 	}
@@ -136,7 +154,13 @@ func (f files) edit(p, old, new string) (string, error) {
 	if len(out) > maxWriteBytes {
 		return "", fmt.Errorf("the file would be %d bytes; the limit is %d", len(out), maxWriteBytes)
 	}
-	if err := f.root.WriteFile(rel, out, 0o644); err != nil {
+	if err := fh.Truncate(0); err != nil {
+		return "", pathErr(err)
+	}
+	if _, err := fh.WriteAt(out, 0); err != nil {
+		return "", pathErr(err)
+	}
+	if err := fh.Close(); err != nil {
 		return "", pathErr(err)
 	}
 	return "edited " + p, nil
@@ -147,7 +171,12 @@ func (f files) list(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ents, err := fs.ReadDir(f.root.FS(), rel)
+	dir, err := f.open(rel, os.O_RDONLY, fs.ModeDir)
+	if err != nil {
+		return "", err
+	}
+	defer dir.Close()
+	ents, err := dir.ReadDir(-1)
 	if err != nil {
 		return "", pathErr(err)
 	}
@@ -198,12 +227,15 @@ func (f files) search(pattern, p string) (string, error) {
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		if info, err := d.Info(); err != nil || info.Size() > maxSearchFile {
+		// Opened by name again after the walk saw it: checked again.
+		fh, err := f.open(name, os.O_RDONLY, 0)
+		if err != nil {
 			return nil
 		}
-		data, err := fs.ReadFile(fsys, name)
-		if err != nil || bytes.IndexByte(data, 0) >= 0 {
-			return nil // unreadable or binary
+		data, err := io.ReadAll(io.LimitReader(fh, maxSearchFile+1))
+		fh.Close()
+		if err != nil || len(data) > maxSearchFile || bytes.IndexByte(data, 0) >= 0 {
+			return nil // unreadable, too big or binary
 		}
 		for i, line := range strings.Split(string(data), "\n") {
 			if re.MatchString(line) {
@@ -226,6 +258,61 @@ func (f files) search(pattern, p string) (string, error) {
 		fmt.Fprintf(&b, "[... stopped at %d matches; narrow the pattern or the path]\n", maxMatches)
 	}
 	return b.String(), nil
+}
+
+// open opens rel, which must be a regular file (want 0) or a directory
+// (want fs.ModeDir), without ever blocking: open(2) of a FIFO waits for
+// its other end, and a command may plant one (or a socket, or a device)
+// where a tool looks. The type is checked on the descriptor itself, so
+// nothing swapped in after a check is opened; O_NONBLOCK is cleared once
+// the file is known to be one that never blocks.
+func (f files) open(rel string, flag int, want fs.FileMode) (*os.File, error) {
+	fh, err := f.root.OpenFile(rel, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o644)
+	if errors.Is(err, syscall.ENXIO) {
+		// A socket, or a FIFO opened for writing with no reader.
+		if st, serr := f.root.Stat(rel); serr == nil {
+			return nil, notAFile(rel, st.Mode(), want)
+		}
+	}
+	if err != nil {
+		return nil, pathErr(err)
+	}
+	st, err := fh.Stat()
+	if err == nil && st.Mode().Type() != want {
+		err = notAFile(rel, st.Mode(), want)
+	}
+	if err == nil {
+		var rc syscall.RawConn
+		if rc, err = fh.SyscallConn(); err == nil {
+			cerr := rc.Control(func(fd uintptr) { err = syscall.SetNonblock(int(fd), false) })
+			err = errors.Join(cerr, err)
+		}
+	}
+	if err != nil {
+		fh.Close()
+		return nil, pathErr(err)
+	}
+	return fh, nil
+}
+
+// notAFile refuses a file of mode m where a file of type want was asked for.
+func notAFile(rel string, m fs.FileMode, want fs.FileMode) error {
+	var what string
+	switch t := m.Type(); {
+	case t == fs.ModeDir:
+		return fmt.Errorf("%s is a directory: use list_dir", rel)
+	case want == fs.ModeDir && t == 0:
+		return fmt.Errorf("%s is a file, not a directory: use read_file", rel)
+	case t&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		what = "a socket"
+	case t&fs.ModeDevice != 0:
+		what = "a device"
+	default:
+		what = "not a regular file"
+	}
+	return fmt.Errorf("%s is %s: the file tools read and write regular files only", rel, what)
 }
 
 func clipLine(s string) string {

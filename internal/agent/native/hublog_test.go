@@ -284,7 +284,7 @@ func TestPromptOverTheWindowIsRefused(t *testing.T) {
 	if out.End != EndTooLong || !strings.Contains(out.Reason, "context window of 100") || len(sc.reqs) != 0 {
 		t.Fatalf("ended %s (%s) after %d requests", out.End, out.Reason, len(sc.reqs))
 	}
-	if r := result(out, time.Hour, time.Now()); r.ExitCode != 1 || !strings.Contains(r.Message, "refused") {
+	if r := result(out, true, time.Hour, time.Now()); r.ExitCode != 1 || !strings.Contains(r.Message, "refused") {
 		t.Fatalf("result %+v", r)
 	}
 }

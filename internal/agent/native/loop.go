@@ -22,7 +22,8 @@ type Limits struct {
 	MaxTokens int64         // input, output and cache tokens, summed
 	MaxCost   float64       // dollars, where the price is known
 	MaxWall   time.Duration // the whole loop
-	// MaxMalformed malformed tool calls in a row end the attempt.
+	// MaxMalformed malformed tool calls or empty answers in a row end the
+	// attempt.
 	MaxMalformed int
 	// MaxRepeats identical calls in a row end the attempt as stuck.
 	MaxRepeats int
@@ -121,6 +122,10 @@ func (t *Transcript) uniqueCalls(calls []model.Call) {
 	}
 }
 
+// emptyNudge answers an empty answer.
+const emptyNudge = "Your answer was empty. If you meant to call a tool, call one of the tools you were given, by its exact name, " +
+	"with arguments that are one JSON object; if you are done, end your turn as your instructions say."
+
 // End is how a loop ended.
 type End string
 
@@ -131,6 +136,7 @@ const (
 	EndLimit     End = "limit"     // a limit of Limits was reached
 	EndTimeout   End = "timeout"   // the wall-time limit was reached
 	EndMalformed End = "malformed" // too many malformed calls in a row
+	EndEmpty     End = "empty"     // too many malformed turns in a row, the last an empty answer
 	EndStuck     End = "stuck"     // the same call over and over
 	EndModel     End = "model"     // the model call failed (see Outcome.Err)
 	EndTooLong   End = "too_long"  // the request would not fit the context window
@@ -244,6 +250,18 @@ func (l *loop) run(ctx context.Context, tr *Transcript) Outcome {
 					return Outcome{End: EndMalformed, Reason: fmt.Sprintf("%d answers in a row were cut off at the token limit", malformed)}
 				}
 				tr.backfill("Your answer was cut off at the token limit. Answer shorter: one step at a time.")
+				continue
+			}
+			if resp.Text == "" {
+				// A malformed turn: behind Ollama a malformed or unknown
+				// tool call arrives as an empty answer.
+				malformed++
+				if malformed >= lim.MaxMalformed {
+					return Outcome{End: EndEmpty, Reason: fmt.Sprintf("%d malformed or empty answers in a row, the last empty "+
+						"(a server such as Ollama answers a malformed or unknown tool call with an empty one)", malformed)}
+				}
+				l.logf("turn %d: an empty answer; the model is asked again", tr.Turns)
+				tr.backfill(emptyNudge)
 				continue
 			}
 			return Outcome{End: EndAnswered, Reason: "the model ended its turn"}

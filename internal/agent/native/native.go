@@ -76,7 +76,8 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 	if err != nil {
 		return spawnFailed("%v", err), nil
 	}
-	prov = forAccount(prov, acct)
+	adapt := forAccount(prov, acct)
+	adapt.log = a.Output
 	session := a.Resume
 	if session == "" {
 		session = a.NewSession
@@ -112,7 +113,7 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 		tb.drover = a.Tools.Local
 	}
 	lim := g.limits(acct, a.Spec.Timeout.D())
-	l := &loop{model: prov, tools: tb, limits: lim, log: a.Output, events: a.Events,
+	l := &loop{model: adapt, tools: tb, limits: lim, log: a.Output, events: a.Events,
 		save: j.save}
 	if fb := a.Fallback; fb != nil {
 		l.fallback = func() (model.Provider, error) {
@@ -124,8 +125,8 @@ func (g *Agent) Run(ctx context.Context, a agent.Attempt) (agent.Result, error) 
 		}
 	}
 	out := l.run(ctx, tr)
-	res := result(out, lim.withDefaults().MaxWait, time.Now())
-	res.Session, res.Usage = session, tr.Usage
+	res := result(out, tb.drover != nil, lim.withDefaults().MaxWait, time.Now())
+	res.Session, res.Usage, res.Found = session, tr.Usage, adapt.Learned()
 	if fb := l.fellBack; fb != nil {
 		// The account it moved off sits out until a reset it stated; a
 		// limit the fallback then hit is the fallback's.
@@ -168,25 +169,39 @@ func (g *Agent) openLog(ctx context.Context, a agent.Attempt, tr *Transcript) (t
 	return openJournal(filepath.Join(dir, tr.Session+".jsonl"), tr, a.Resume != "")
 }
 
-// result is the attempt's result for a loop's outcome at now. A limit
-// parks the job (the runner sits the account out, holding no slot) only
-// until a reset the provider stated, and only one within the wait budget:
-// drover never sleeps for a guessed time.
-func result(o Outcome, maxWait time.Duration, now time.Time) agent.Result {
-	r := agent.Result{Reason: job.ReasonExited, Message: "native: " + o.Reason}
+// result is the attempt's result for a loop's outcome at now; tools says
+// whether drover's tools (deliver, ask) were on offer. One rule for the
+// exit code: 0 when the model ended the job's turn as it should (with
+// deliver or ask where they were on offer), -1 when the attempt was
+// stopped, else 1. A limit parks the job (the runner sits the account
+// out, holding no slot) only until a reset the provider stated, and only
+// one within the wait budget: drover never sleeps for a guessed time.
+func result(o Outcome, tools bool, maxWait time.Duration, now time.Time) agent.Result {
+	r := agent.Result{Reason: job.ReasonExited, Message: "native: " + o.Reason, ExitCode: 1}
 	switch o.End {
-	case EndAnswered, EndDelivered, EndAsked:
-		r.Message = ""
+	case EndDelivered, EndAsked:
+		r.Message, r.ExitCode = "", 0
+	case EndAnswered:
+		if !tools {
+			r.Message, r.ExitCode = "", 0
+		} else {
+			r.Message = "native: the model ended its turn without deliver or ask"
+		}
 	case EndCancelled:
 		r.ExitCode, r.Reason = -1, job.ReasonCancelled
 	case EndTimeout:
 		r.ExitCode, r.Reason = -1, job.ReasonTimeout
 	case EndModel:
-		r.ExitCode = 1
 		if o.Err != nil {
 			switch o.Err.Kind {
 			case model.KindAuth:
 				r.Reason = job.ReasonAuthFailed
+			case model.KindNoModel:
+				r.Reason = job.ReasonModelNotFound
+			case model.KindRefused, model.KindNoTools:
+				if o.Err.AccountFault() {
+					r.Reason = job.ReasonEndpointRefused
+				}
 			case model.KindLimited:
 				switch at := o.Err.RetryAt; {
 				case at.IsZero():
@@ -200,8 +215,6 @@ func result(o Outcome, maxWait time.Duration, now time.Time) agent.Result {
 				r.Reason = job.ReasonEndpointUnreachable
 			}
 		}
-	default:
-		r.ExitCode = 1
 	}
 	return r
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"drover/internal/agent"
+	"drover/internal/job"
 	"drover/internal/model"
 	"drover/internal/sandbox"
 	"drover/internal/tools"
@@ -280,7 +281,7 @@ func TestWallTime(t *testing.T) {
 	if out.End != EndTimeout {
 		t.Fatalf("ended %s (%s); want the time limit", out.End, out.Reason)
 	}
-	if r := result(out, time.Hour, time.Now()); r.Reason != "timeout" {
+	if r := result(out, true, time.Hour, time.Now()); r.Reason != "timeout" {
 		t.Fatalf("result %+v", r)
 	}
 }
@@ -353,6 +354,33 @@ func TestRunResumes(t *testing.T) {
 	for _, w := range []*strings.Builder{a.Output.(*strings.Builder), b.Output.(*strings.Builder)} {
 		if strings.Contains(w.String(), "sk-SECRET") {
 			t.Fatal("the key reached the job's log")
+		}
+	}
+}
+
+// TestExitCodeRule: one rule for a native attempt's exit code: 0 when the
+// model ended the turn as it should (deliver or ask where drover's tools
+// were on offer), -1 when stopped, else 1, whatever ended it; a refusal
+// of the account's model or endpoint has its own reason.
+func TestExitCodeRule(t *testing.T) {
+	for _, tt := range []struct {
+		out    Outcome
+		tools  bool
+		code   int
+		reason job.Reason
+	}{
+		{Outcome{End: EndDelivered}, true, 0, job.ReasonExited},
+		{Outcome{End: EndAnswered}, false, 0, job.ReasonExited},
+		{Outcome{End: EndAnswered}, true, 1, job.ReasonExited},
+		{Outcome{End: EndEmpty}, true, 1, job.ReasonExited},
+		{Outcome{End: EndStuck}, true, 1, job.ReasonExited},
+		{Outcome{End: EndModel, Err: &model.Error{Kind: model.KindNoModel}}, true, 1, job.ReasonModelNotFound},
+		{Outcome{End: EndModel, Err: &model.Error{Kind: model.KindRefused, Status: 404}}, true, 1, job.ReasonEndpointRefused},
+		{Outcome{End: EndModel, Err: &model.Error{Kind: model.KindRefused, Status: 400, Message: "HTTP 400: prompt is too long"}}, true, 1, job.ReasonExited},
+		{Outcome{End: EndCancelled}, true, -1, job.ReasonCancelled},
+	} {
+		if r := result(tt.out, tt.tools, time.Hour, time.Now()); r.ExitCode != tt.code || r.Reason != tt.reason {
+			t.Errorf("%s (tools %v): exit %d reason %s; want %d %s", tt.out.End, tt.tools, r.ExitCode, r.Reason, tt.code, tt.reason)
 		}
 	}
 }

@@ -3,7 +3,9 @@ package native
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -22,14 +24,65 @@ const badBlock = "drover-tool-block"
 // forAccount is p talking to the model the way acct's probe found it can:
 // native tool calls, whole answers (its streamed calls break), or the text
 // protocol (it takes no tool calls). The loop above is the same for all.
-func forAccount(p model.Provider, acct *agent.Account) model.Provider {
-	if acct.NoStreamedToolCalls || acct.NoToolCalls {
+// It learns as it goes (adapting): what the probe missed moves it on.
+func forAccount(p model.Provider, acct *agent.Account) *adapting {
+	a := &adapting{base: p, found: agent.Found{NoToolCalls: acct.NoToolCalls, NoStreamedToolCalls: acct.NoStreamedToolCalls}}
+	a.cur = a.mode()
+	return a
+}
+
+// adapting talks to a model in the mode found so far, and changes mode
+// when an answer shows the server needs another: a streamed request
+// answered whole moves it to whole answers, a server that refuses tools
+// (model.KindNoTools) to the text protocol, that call made again at once.
+// Learned is set once it changed; the runner records it on the account.
+// The loop calls it from one goroutine.
+type adapting struct {
+	base, cur model.Provider
+	found     agent.Found
+	learned   bool
+	log       io.Writer // the job's log; nil: none
+}
+
+func (a *adapting) mode() model.Provider {
+	p := a.base
+	if a.found.NoStreamedToolCalls || a.found.NoToolCalls {
 		p = wholeAnswers{p}
 	}
-	if acct.NoToolCalls {
+	if a.found.NoToolCalls {
 		p = textProtocol{p}
 	}
 	return p
+}
+
+func (a *adapting) Complete(ctx context.Context, req model.Request) (model.Response, error) {
+	resp, err := a.cur.Complete(ctx, req)
+	var me *model.Error
+	switch {
+	case err != nil && errors.As(err, &me) && me.Kind == model.KindNoTools && !a.found.NoToolCalls:
+		a.learn(func(f *agent.Found) { f.NoToolCalls = true }, "the model server refuses tools ("+me.Message+"): the agent uses its text protocol")
+		return a.cur.Complete(ctx, req)
+	case err == nil && resp.Whole && !a.found.NoStreamedToolCalls:
+		a.learn(func(f *agent.Found) { f.NoStreamedToolCalls = true }, "the model server answered a streamed request whole: the agent asks for whole answers")
+	}
+	return resp, err
+}
+
+func (a *adapting) learn(change func(*agent.Found), why string) {
+	change(&a.found)
+	a.learned, a.cur = true, a.mode()
+	if a.log != nil {
+		fmt.Fprintf(a.log, "drover: %s, and remembers it for this account\n", why)
+	}
+}
+
+// Learned is what it found that its account did not say; nil: nothing.
+func (a *adapting) Learned() *agent.Found {
+	if !a.learned {
+		return nil
+	}
+	f := a.found
+	return &f
 }
 
 // wholeAnswers asks for every answer whole rather than streamed.

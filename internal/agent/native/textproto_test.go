@@ -252,3 +252,78 @@ func TestCutMidCallOnChatServer(t *testing.T) {
 		t.Fatalf("file holds %q", got)
 	}
 }
+
+// chatLoop is a loop on a fresh worktree talking to a Chat fake with
+// turns through an account that was never probed.
+func chatLoop(t *testing.T, turns []fakemodel.Turn, opts ...fakemodel.Option) (*loop, *adapting, *fakemodel.FakeServer, string) {
+	t.Helper()
+	srv := fakemodel.NewFakeChat(t, turns, opts...)
+	p, err := model.New(model.Config{Provider: model.OpenAICompatible, BaseURL: srv.URL + "/v1", Model: "m", Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, dir := newLoop(t, Limits{})
+	ad := forAccount(p, &agent.Account{})
+	l.model = ad
+	return l, ad, srv, dir
+}
+
+// TestServerThatAnswersStreamsWhole: a server that answers a streamed
+// request carrying tools with a whole JSON body (as some local servers
+// and gateways do) gets its task done on an account never probed; the
+// loop asks for whole answers from then on and says so for the account.
+func TestServerThatAnswersStreamsWhole(t *testing.T) {
+	l, ad, srv, dir := chatLoop(t, []fakemodel.Turn{
+		fakemodel.CallTool(toolWrite, map[string]any{"path": "a.txt", "content": "whole"}), fakemodel.Text("done"),
+	}, fakemodel.WholeStreams())
+	out := l.run(context.Background(), newTranscript())
+	got, _ := os.ReadFile(filepath.Join(dir, "a.txt"))
+	if out.End != EndAnswered || string(got) != "whole" {
+		t.Fatalf("ended %s (%s), file %q\n%s", out.End, out.Reason, got, srv.Dump())
+	}
+	if f := ad.Learned(); f == nil || !f.NoStreamedToolCalls || f.NoToolCalls {
+		t.Fatalf("learned %+v; want whole answers", f)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[0].Body), `"stream":true`) || strings.Contains(string(reqs[1].Body), `"stream":true`) {
+		t.Fatalf("requests:\n%s", srv.Dump())
+	}
+}
+
+// TestServerThatRefusesTools: a model whose server refuses tools (Ollama's
+// 400 "does not support tools") gets the text protocol at once, on an
+// account never probed, and the task goes on; the loop says so for the
+// account.
+func TestServerThatRefusesTools(t *testing.T) {
+	l, ad, srv, dir := chatLoop(t, []fakemodel.Turn{
+		fakemodel.Text(block(toolWrite, `{"path":"a.txt","content":"text"}`)), fakemodel.Text("done"),
+	}, fakemodel.RefuseTools())
+	out := l.run(context.Background(), newTranscript())
+	got, _ := os.ReadFile(filepath.Join(dir, "a.txt"))
+	if out.End != EndAnswered || string(got) != "text" {
+		t.Fatalf("ended %s (%s), file %q\n%s", out.End, out.Reason, got, srv.Dump())
+	}
+	if f := ad.Learned(); f == nil || !f.NoToolCalls {
+		t.Fatalf("learned %+v; want the text protocol", f)
+	}
+}
+
+// TestEmptyAnswers: an empty answer (what Ollama makes of a malformed or
+// unknown tool call) is a malformed turn: the model is nudged and goes
+// on; the limit of them in a row ends the attempt with its own reason.
+func TestEmptyAnswers(t *testing.T) {
+	write := fakemodel.CallTool(toolWrite, map[string]any{"path": "a.txt", "content": "x"})
+	l, _, srv, dir := chatLoop(t, []fakemodel.Turn{fakemodel.Text(""), fakemodel.Text(""), write, fakemodel.Text("done")})
+	tr := newTranscript()
+	if out := l.run(context.Background(), tr); out.End != EndAnswered {
+		t.Fatalf("ended %s (%s)\n%s", out.End, out.Reason, srv.Dump())
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(got) != "x" || !strings.Contains(string(srv.Requests()[1].Body), "Your answer was empty") {
+		t.Fatalf("file %q; the model was not nudged:\n%s", got, srv.Requests()[1].Body)
+	}
+	l, _, srv, _ = chatLoop(t, []fakemodel.Turn{fakemodel.Text(""), fakemodel.Text(""), fakemodel.Text(""), fakemodel.Text("never")})
+	out := l.run(context.Background(), newTranscript())
+	if out.End != EndEmpty || !strings.Contains(out.Reason, "3 malformed or empty answers") || len(srv.Requests()) != 3 {
+		t.Fatalf("ended %s (%s)\n%s", out.End, out.Reason, srv.Dump())
+	}
+}

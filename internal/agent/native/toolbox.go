@@ -86,7 +86,38 @@ func (t *toolbox) definitions() []model.Tool {
 
 // call runs one tool call. A returned error is a tool error to show the
 // model; errMalformed-wrapped ones count towards the malformed limit.
+//
+// Once ctx ends (a cancel, the wall-time limit) call returns within the
+// attempt's grace whatever the tool does: a tool stuck in a system call
+// that ignores ctx must not hold the runner's slot. A result that comes
+// later is dropped.
 func (t *toolbox) call(ctx context.Context, c model.Call) (string, error) {
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := t.dispatch(ctx, c)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(t.cmds.grace)
+	defer grace.Stop()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-grace.C:
+		return "", fmt.Errorf("%s was abandoned: it had not ended %s after the attempt was stopped (%v)", c.Name, t.cmds.grace, context.Cause(ctx))
+	}
+}
+
+// dispatch runs one tool call to its end.
+func (t *toolbox) dispatch(ctx context.Context, c model.Call) (string, error) {
 	if len(c.Args) > maxArgs {
 		return "", fmt.Errorf("%w: arguments of %d bytes; the limit is %d", errMalformed, len(c.Args), maxArgs)
 	}

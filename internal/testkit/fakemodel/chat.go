@@ -85,7 +85,7 @@ func (chat) reply(w http.ResponseWriter, p parsed, call *toolCall, text string) 
 		msg = map[string]any{"role": "assistant", "content": text}
 	}
 	usage := map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-	if !p.stream {
+	if !p.stream || p.cfg != nil && p.cfg.wholeStreams && len(p.tools) > 0 {
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "chat.completion", "created": 0, "model": p.model,
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}, "usage": usage})
 		return

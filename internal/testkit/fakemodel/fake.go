@@ -107,7 +107,27 @@ type config struct {
 	servedContext       int64
 	ollamaContext       int64
 	textOnly            bool
+	// wholeStreams, refuseTools and models: see WholeStreams,
+	// RefuseTools and Models.
+	wholeStreams bool
+	refuseTools  bool
+	models       []string
 }
+
+// WholeStreams makes the Chat fake answer a streamed request that carries
+// tools with a whole JSON body (application/json, no events), as some
+// local servers and gateways do.
+func WholeStreams() Option { return func(c *config) { c.wholeStreams = true } }
+
+// RefuseTools makes the Chat fake a model whose server refuses tools the
+// way Ollama does for a model whose template has none: HTTP 400 "... does
+// not support tools" to every request carrying tools; a request without
+// takes a script turn, answered in text (as TextOnly).
+func RefuseTools() Option { return func(c *config) { c.refuseTools, c.textOnly = true, true } }
+
+// Models makes the Chat fake serve only the models named: a request for
+// another gets Ollama's HTTP 404 "model ... not found".
+func Models(names ...string) Option { return func(c *config) { c.models = names } }
 
 // TextOnly makes the Chat fake a model without tool calling: every chat
 // request takes a script turn, offered tools or not, and is answered in
@@ -126,6 +146,19 @@ func ServedContext(n int64) Option { return func(c *config) { c.servedContext = 
 // OllamaContext makes the Chat fake report n as its models' context length
 // the way Ollama does: num_ctx in POST /api/show's parameters.
 func OllamaContext(n int64) Option { return func(c *config) { c.ollamaContext = n } }
+
+// refusal is the Ollama-style error (message and status) a chat request
+// gets under Models or RefuseTools; status 0: none.
+func (c *config) refusal(p parsed) (string, int) {
+	switch {
+	case !p.turn:
+	case len(c.models) > 0 && !slices.Contains(c.models, p.model):
+		return fmt.Sprintf("model %q not found, try pulling it first", p.model), http.StatusNotFound
+	case c.refuseTools && len(p.tools) > 0:
+		return fmt.Sprintf("registry.ollama.ai/library/%s does not support tools", p.model), http.StatusBadRequest
+	}
+	return "", 0
+}
 
 // Breakage is how a fake answers a request it breaks.
 type Breakage int
@@ -363,6 +396,10 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.cfg.key != "" && rec.Key != f.cfg.key {
 		f.proto.unauthorized(sw)
+		return
+	}
+	if msg, status := f.cfg.refusal(p); status != 0 {
+		writeJSON(sw, status, map[string]any{"error": map[string]any{"message": msg, "type": "api_error", "param": nil, "code": nil}})
 		return
 	}
 	if !p.turn {

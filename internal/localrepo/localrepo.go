@@ -1,4 +1,6 @@
-package workspace
+// Package localrepo is the CLI's side of git: a user's own repository, the
+// source of `drover run --repo` and the target of `drover fetch`.
+package localrepo
 
 import (
 	"bytes"
@@ -9,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"drover/internal/gitcmd"
 )
 
 // Checkout is a user's repository on the machine the CLI runs on: the
@@ -16,13 +20,13 @@ import (
 // calls get the same sanitized environment as every other; the user's own
 // global ignore file is honoured when Excludes names it.
 type Checkout struct {
-	Git      Git
+	Git      gitcmd.Git
 	Dir      string // top level of the working tree (or a bare repository)
 	Excludes string // core.excludesFile to apply, "" for none
 }
 
-// OpenCheckout finds the working tree that holds dir.
-func OpenCheckout(ctx context.Context, g Git, dir, excludes string) (Checkout, error) {
+// Open finds the working tree that holds dir.
+func Open(ctx context.Context, g gitcmd.Git, dir, excludes string) (Checkout, error) {
 	top, err := g.Out(ctx, dir, "rev-parse", "--show-toplevel")
 	if err != nil || top == "" {
 		return Checkout{}, fmt.Errorf("%s is not inside a git working tree", dir)
@@ -33,13 +37,13 @@ func OpenCheckout(ctx context.Context, g Git, dir, excludes string) (Checkout, e
 // TempRepo makes an empty bare repository in a temporary directory, for
 // commands that need objects but no working tree (drover diff outside a
 // repository). remove deletes it.
-func TempRepo(ctx context.Context, g Git) (c Checkout, remove func(), err error) {
+func TempRepo(ctx context.Context, g gitcmd.Git) (c Checkout, remove func(), err error) {
 	dir, err := os.MkdirTemp("", "drover-repo-")
 	if err != nil {
 		return Checkout{}, nil, fmt.Errorf("make a temporary repository: %w", err)
 	}
 	remove = func() { os.RemoveAll(dir) }
-	if _, err := g.Run(ctx, Cmd{Dir: dir, Args: []string{"init", "--bare", "--quiet", dir}}); err != nil {
+	if _, err := g.Run(ctx, gitcmd.Cmd{Dir: dir, Args: []string{"init", "--bare", "--quiet", dir}}); err != nil {
 		remove()
 		return Checkout{}, nil, fmt.Errorf("make a temporary repository: %w", err)
 	}
@@ -51,14 +55,14 @@ func (c Checkout) run(ctx context.Context, env []string, stdout io.Writer, args 
 	if c.Excludes != "" {
 		args = append([]string{"-c", "core.excludesFile=" + c.Excludes}, args...)
 	}
-	out, err := c.Git.Run(ctx, Cmd{Dir: c.Dir, Env: env, Stdout: stdout, Args: args})
+	out, err := c.Git.Run(ctx, gitcmd.Cmd{Dir: c.Dir, Env: env, Stdout: stdout, Args: args})
 	return strings.TrimSpace(string(out)), err
 }
 
 // Resolve returns the full id of the commit rev names.
 func (c Checkout) Resolve(ctx context.Context, rev string) (string, error) {
 	id, err := c.run(ctx, nil, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
-	if err != nil || !ValidCommitID(id) {
+	if err != nil || !gitcmd.ValidCommitID(id) {
 		return "", fmt.Errorf("%q does not name a commit in %s", rev, c.Dir)
 	}
 	return id, nil
@@ -137,20 +141,11 @@ func (c Checkout) Snapshot(ctx context.Context, message string) (string, error) 
 	return id, nil
 }
 
-// headerEnv passes a token to git as an HTTP header through the
-// environment, never in argv (which every local user can read).
-func headerEnv(token string) []string {
-	if token == "" {
-		return nil
-	}
-	return configEnv([]string{"http.extraHeader=Authorization: Bearer " + token})
-}
-
 // Push sends commit to ref at url. Git's negotiation sends only the objects
 // the other side lacks.
 func (c Checkout) Push(ctx context.Context, url, token, commit, ref string) error {
-	if _, err := c.run(ctx, headerEnv(token), nil, "push", "--quiet", "--no-verify", "--end-of-options", url, commit+":"+ref); err != nil {
-		return fmt.Errorf("push %s to %s: %w", short(commit), url, err)
+	if _, err := c.run(ctx, gitcmd.HeaderEnv(token), nil, "push", "--quiet", "--no-verify", "--end-of-options", url, commit+":"+ref); err != nil {
+		return fmt.Errorf("push %s to %s: %w", gitcmd.Short(commit), url, err)
 	}
 	return nil
 }
@@ -158,11 +153,11 @@ func (c Checkout) Push(ctx context.Context, url, token, commit, ref string) erro
 // FetchRef fetches remoteRef from url into localRef (replacing it),
 // validating every object, and returns the commit it points at.
 func (c Checkout) FetchRef(ctx context.Context, url, token, remoteRef, localRef string) (string, error) {
-	if _, err := c.run(ctx, headerEnv(token), nil, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+	if _, err := c.run(ctx, gitcmd.HeaderEnv(token), nil, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
 		"--no-recurse-submodules", "--end-of-options", url, "+"+remoteRef+":"+localRef); err != nil {
 		return "", fmt.Errorf("fetch %s from %s: %w", remoteRef, url, err)
 	}
-	id, err := refValue(ctx, c.Git, c.Dir, localRef)
+	id, err := gitcmd.RefValue(ctx, c.Git, c.Dir, localRef)
 	if err != nil {
 		return "", err
 	}
@@ -182,7 +177,7 @@ func (c Checkout) DeleteRef(ctx context.Context, ref string) error {
 
 // IsAncestor reports whether commit a is an ancestor of (or equal to) b.
 func (c Checkout) IsAncestor(ctx context.Context, a, b string) (bool, error) {
-	return ancestorIn(ctx, c.Git, c.Dir, nil, a, b)
+	return gitcmd.IsAncestor(ctx, c.Git, c.Dir, nil, a, b)
 }
 
 // Branch outcomes of UpdateBranch.
@@ -196,19 +191,19 @@ const (
 // the branch, or fast-forwards it when commit contains its tip (updating
 // the working tree when the branch is checked out here and clean). A
 // branch that moved elsewhere, local changes, or the branch checked out in
-// another worktree are refused (a *Refusal); nothing is overwritten.
+// another worktree are refused (a *gitcmd.Refusal); nothing is overwritten.
 func (c Checkout) UpdateBranch(ctx context.Context, branch, commit string) (string, error) {
 	if _, err := c.run(ctx, nil, nil, "check-ref-format", "--branch", branch); err != nil || strings.HasPrefix(branch, "-") {
-		return "", refusef("%q is not a valid branch name", branch)
+		return "", gitcmd.Refusef("%q is not a valid branch name", branch)
 	}
 	ref := "refs/heads/" + branch
-	cur, err := refValue(ctx, c.Git, c.Dir, ref)
+	cur, err := gitcmd.RefValue(ctx, c.Git, c.Dir, ref)
 	if err != nil {
 		return "", err
 	}
 	switch {
 	case cur == "":
-		if _, err := c.run(ctx, nil, nil, "update-ref", "-m", "drover fetch", ref, commit, ZeroID); err != nil {
+		if _, err := c.run(ctx, nil, nil, "update-ref", "-m", "drover fetch", ref, commit, gitcmd.ZeroID); err != nil {
 			return "", fmt.Errorf("create branch %s: %w", branch, err)
 		}
 		return BranchCreated, nil
@@ -220,8 +215,8 @@ func (c Checkout) UpdateBranch(ctx context.Context, branch, commit string) (stri
 		return "", err
 	}
 	if !ok {
-		return "", refusef("branch %s has moved: its tip %s is not part of the result %s; nothing was changed (pick another --branch, or move the branch back)",
-			branch, short(cur), short(commit))
+		return "", gitcmd.Refusef("branch %s has moved: its tip %s is not part of the result %s; nothing was changed (pick another --branch, or move the branch back)",
+			branch, gitcmd.Short(cur), gitcmd.Short(commit))
 	}
 	where, err := c.checkedOutAt(ctx, ref)
 	if err != nil {
@@ -233,20 +228,20 @@ func (c Checkout) UpdateBranch(ctx context.Context, branch, commit string) (stri
 			return "", fmt.Errorf("fast-forward branch %s: %w", branch, err)
 		}
 	case filepath.Clean(where) != filepath.Clean(c.Dir):
-		return "", refusef("branch %s is checked out in %s; run drover fetch there, or pick another --branch", branch, where)
+		return "", gitcmd.Refusef("branch %s is checked out in %s; run drover fetch there, or pick another --branch", branch, where)
 	default:
 		tracked, _, err := c.Changes(ctx)
 		if err != nil {
 			return "", err
 		}
 		if len(tracked) > 0 {
-			return "", refusef("branch %s is checked out here with local changes (%s); commit or stash them first, nothing was changed",
+			return "", gitcmd.Refusef("branch %s is checked out here with local changes (%s); commit or stash them first, nothing was changed",
 				branch, ListPaths(tracked))
 		}
 		if _, err := c.run(ctx, nil, nil, "merge", "--ff-only", "--quiet", commit); err != nil {
-			var ge *Error
+			var ge *gitcmd.Error
 			if errors.As(err, &ge) {
-				return "", refusef("fast-forward of the checked-out branch %s failed: %s", branch, ge.Stderr)
+				return "", gitcmd.Refusef("fast-forward of the checked-out branch %s failed: %s", branch, ge.Stderr)
 			}
 			return "", err
 		}
@@ -275,7 +270,7 @@ func (c Checkout) checkedOutAt(ctx context.Context, ref string) (string, error) 
 // Diff writes the patch from base to head.
 func (c Checkout) Diff(ctx context.Context, base, head string, w io.Writer) error {
 	if _, err := c.run(ctx, nil, w, "diff", "--no-ext-diff", "--no-textconv", "--no-color", base, head, "--"); err != nil {
-		return fmt.Errorf("diff %s..%s: %w", short(base), short(head), err)
+		return fmt.Errorf("diff %s..%s: %w", gitcmd.Short(base), gitcmd.Short(head), err)
 	}
 	return nil
 }
@@ -292,7 +287,7 @@ func ListPaths(ps []string) string {
 // UserExcludesFile finds the user's global ignore file, which drover's
 // sanitized git calls would otherwise not read: core.excludesFile in
 // HOME/.gitconfig, else git's default XDG location. "" when there is none.
-func UserExcludesFile(ctx context.Context, g Git, home, xdgConfig string) string {
+func UserExcludesFile(ctx context.Context, g gitcmd.Git, home, xdgConfig string) string {
 	if home == "" {
 		return ""
 	}

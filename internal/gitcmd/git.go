@@ -1,9 +1,11 @@
-// Package workspace is the only code in drover that runs git. It keeps the
-// hub's bare repositories, the runner's caches and worktrees, and moves
-// commits between them as verified bundles. Untrusted repository content
-// never runs here: hooks are off, clean/smudge/process filters are
-// suppressed, and no GIT_* variable of the caller leaks into a git call.
-package workspace
+// Package gitcmd is how drover runs git, and the rules every side of it
+// shares: the hub's repositories (hubrepo), the runner's worktrees
+// (workspace) and the CLI's checkouts (checkout) all run git through Git,
+// name projects, commits and refs by the rules of names.go, and refuse a
+// source tree by those of sourcetree.go. Untrusted repository content never
+// runs here: hooks are off, clean/smudge/process filters are suppressed,
+// and no GIT_* variable of the caller leaks into a git call.
+package gitcmd
 
 import (
 	"bytes"
@@ -13,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 )
 
@@ -157,6 +160,33 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 		l.b.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// ConfigEnviron is the environment of a git process whose arguments drover
+// does not choose (git http-backend): the sanitized base, with the safety
+// config and then config passed through GIT_CONFIG_*.
+func (g Git) ConfigEnviron(config []string) []string {
+	return g.env(configEnv(append(append([]string{}, safetyConfig...), config...)))
+}
+
+// configEnv passes config through the environment (GIT_CONFIG_COUNT),
+// for git processes whose arguments drover does not choose.
+func configEnv(kvs []string) []string {
+	env := []string{"GIT_CONFIG_COUNT=" + strconv.Itoa(len(kvs))}
+	for i, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, k), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, v))
+	}
+	return env
+}
+
+// HeaderEnv passes a token to git as an HTTP header through the
+// environment, never in argv (which every local user can read).
+func HeaderEnv(token string) []string {
+	if token == "" {
+		return nil
+	}
+	return configEnv([]string{"http.extraHeader=Authorization: Bearer " + token})
 }
 
 // Available reports whether git can be run, with its version.

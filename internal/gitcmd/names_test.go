@@ -1,83 +1,37 @@
-package workspace
+package gitcmd
 
 import (
-	"bytes"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// Fuzz targets for what a runner or a user sends the hub's git side: a
-// publication's bundle header, project names, commit ids and upload refs.
+func TestNames(t *testing.T) {
+	for name, want := range map[string]bool{
+		"web": true, "a.b_c-d": true, "0x": true, strings.Repeat("a", 64): true,
+		"": false, "Web": false, "-web": false, ".web": false, "web.git": false, "a..b": false,
+		"a/b": false, "web.lock": false, strings.Repeat("a", 65): false,
+	} {
+		if ValidProject(name) != want {
+			t.Errorf("ValidProject(%q) = %v", name, !want)
+		}
+	}
+	for ref, want := range map[string]bool{
+		UploadRefPrefix + "up-123": true, UploadRefPrefix + "a": true,
+		UploadRefPrefix: false, UploadRefPrefix + "a/b": false, UploadRefPrefix + "x.lock": false,
+		"refs/heads/main": false, JobRef("j-1"): false, UploadRefPrefix + "..": false,
+	} {
+		if ValidUploadRef(ref) != want {
+			t.Errorf("ValidUploadRef(%q) = %v", ref, !want)
+		}
+	}
+}
+
+// Fuzz targets for what a runner or a user sends the hub's git side:
+// project names, commit ids and upload refs.
 
 const fuzzCommit = "0123456789abcdef0123456789abcdef01234567"
-
-var bundleSeeds = []string{
-	"# v2 git bundle\n" + fuzzCommit + " refs/heads/main\n\nPACK",
-	"# v3 git bundle\n@object-format=sha1\n-" + fuzzCommit + " parent\n" + fuzzCommit + " refs/drover/pub\n\n",
-	"# v3 git bundle\n@object-format=sha256\n\n",
-	"# v2 git bundle\n-" + strings.ToUpper(fuzzCommit) + "\n\n",
-	"# v2 git bundle\n" + fuzzCommit + "\n\n",
-	"# v2 git bundle\n" + fuzzCommit + " a\n" + fuzzCommit + " b\n",
-	"# v1 git bundle\n\n",
-	"PACK",
-	"",
-}
-
-// FuzzReadBundleHeader: the parser refuses with a *Refusal, never panics;
-// what it accepts is commit ids and non-empty names, and the header it read
-// written out again parses to the same bundle at the same pack offset.
-func FuzzReadBundleHeader(f *testing.F) {
-	for _, s := range bundleSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 1<<16 {
-			return
-		}
-		b, err := ReadBundleHeader(bytes.NewReader(data))
-		if err != nil {
-			if _, ok := err.(*Refusal); !ok {
-				t.Fatalf("refusal %T is not a *Refusal: %v", err, err)
-			}
-			return
-		}
-		if b.packOffset <= 0 || b.packOffset > int64(len(data)) {
-			t.Fatalf("pack offset %d of %d bytes", b.packOffset, len(data))
-		}
-		for _, p := range b.Prerequisites {
-			if !ValidCommitID(p) {
-				t.Fatalf("prerequisite %q accepted", p)
-			}
-		}
-		for _, r := range b.Refs {
-			if !ValidCommitID(r.ID) || r.Name == "" || strings.Contains(r.Name, "\n") {
-				t.Fatalf("ref %+v accepted", r)
-			}
-		}
-		// Round trip: the header as git would write it (capabilities are
-		// only sha1, which needs no line) parses the same.
-		var w bytes.Buffer
-		w.WriteString("# v3 git bundle\n")
-		for _, p := range b.Prerequisites {
-			w.WriteString("-" + p + "\n")
-		}
-		for _, r := range b.Refs {
-			w.WriteString(r.ID + " " + r.Name + "\n")
-		}
-		w.WriteString("\n")
-		b2, err := ReadBundleHeader(bytes.NewReader(w.Bytes()))
-		if err != nil || b2.packOffset != int64(w.Len()) || len(b2.Refs) != len(b.Refs) || len(b2.Prerequisites) != len(b.Prerequisites) {
-			t.Fatalf("header does not round-trip: %v\n%q", err, w.Bytes())
-		}
-		for i := range b.Refs {
-			if b.Refs[i] != b2.Refs[i] {
-				t.Fatalf("ref %+v reads back as %+v", b.Refs[i], b2.Refs[i])
-			}
-		}
-	})
-}
 
 // The documented rules, written out as references.
 var (
@@ -161,24 +115,4 @@ func TestUploadRefsPassGitCheckRefFormat(t *testing.T) {
 			t.Errorf("gitRefFormatOK(%q) = %v, git says %v", n, !gitOK, gitOK)
 		}
 	}
-}
-
-// FuzzDeclaredFilter: the .gitattributes scan never panics and reports a
-// filter only where a line names one.
-func FuzzDeclaredFilter(f *testing.F) {
-	for _, s := range []string{"*.bin filter=lfs diff=lfs\n", "# *.x filter=a\n", "*.c text\n", "x filter=\n", "\n\n", strings.Repeat("a", 70000) + " filter=x"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 1<<17 {
-			return
-		}
-		pattern, filter, ok := declaredFilter(data)
-		if !ok {
-			return
-		}
-		if !bytes.Contains(data, []byte("filter="+filter)) || pattern == "" || strings.HasPrefix(pattern, "#") {
-			t.Fatalf("filter %q for %q found in %q", filter, pattern, data)
-		}
-	})
 }

@@ -1,85 +1,18 @@
-package workspace
+package hubrepo
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"drover/internal/gitcmd"
 )
-
-// Refusal is a source or a transfer drover refuses, with a reason that is
-// safe and useful to show the sender. Anything else is an internal fault.
-type Refusal struct{ Reason string }
-
-func (e *Refusal) Error() string { return e.Reason }
-
-func refusef(format string, args ...any) error { return &Refusal{Reason: fmt.Sprintf(format, args...)} }
-
-// CheckSourceTree refuses a commit whose tree holds a gitlink (a submodule)
-// or a .gitattributes that assigns a filter (Git LFS and the like): a bundle
-// of the repository does not carry their content, and drover never runs
-// filters. dir is any repository holding the commit.
-func CheckSourceTree(ctx context.Context, g Git, dir, commit string) error {
-	var out bytes.Buffer
-	if _, err := g.Run(ctx, Cmd{Dir: dir, Stdout: &out,
-		Args: []string{"ls-tree", "-r", "-z", "--full-tree", "--end-of-options", commit}}); err != nil {
-		return fmt.Errorf("list the tree of %s: %w", commit, err)
-	}
-	var attrs []string // "oid path"
-	for _, ent := range bytes.Split(out.Bytes(), []byte{0}) {
-		meta, p, ok := strings.Cut(string(ent), "\t")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(meta) // mode type oid
-		if len(f) != 3 {
-			continue
-		}
-		if f[0] == "160000" {
-			return refusef("%s has a submodule (gitlink) at %s; drover does not support submodules", short(commit), p)
-		}
-		if path.Base(p) == ".gitattributes" && f[1] == "blob" {
-			attrs = append(attrs, f[2]+" "+p)
-		}
-	}
-	for _, a := range attrs {
-		oid, p, _ := strings.Cut(a, " ")
-		blob, err := g.Run(ctx, Cmd{Dir: dir, Args: []string{"cat-file", "blob", oid}})
-		if err != nil {
-			return fmt.Errorf("read %s of %s: %w", p, commit, err)
-		}
-		if pattern, filter, ok := declaredFilter(blob); ok {
-			return refusef("%s: %s assigns filter=%s to %q (e.g. Git LFS); drover does not run filters, so it refuses this repository",
-				short(commit), p, filter, pattern)
-		}
-	}
-	return nil
-}
-
-// declaredFilter finds the first "filter=NAME" attribute in a .gitattributes.
-func declaredFilter(b []byte) (pattern, filter string, ok bool) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		for _, attr := range f[1:] {
-			if name, ok := strings.CutPrefix(attr, "filter="); ok {
-				return f[0], name, true
-			}
-		}
-	}
-	return "", "", false
-}
 
 // Bundle is what the header of a git bundle says.
 type Bundle struct {
@@ -101,18 +34,18 @@ func ReadBundleHeader(r io.Reader) (Bundle, error) {
 	br := bufio.NewReader(io.LimitReader(r, maxBundleHeader))
 	line, err := br.ReadString('\n')
 	if err != nil {
-		return b, refusef("not a git bundle: %v", err)
+		return b, gitcmd.Refusef("not a git bundle: %v", err)
 	}
 	b.packOffset = int64(len(line))
 	switch line {
 	case "# v2 git bundle\n", "# v3 git bundle\n":
 	default:
-		return b, refusef("not a git bundle (it starts with %.30q)", line)
+		return b, gitcmd.Refusef("not a git bundle (it starts with %.30q)", line)
 	}
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
-			return b, refusef("bundle header is truncated or over %d bytes", maxBundleHeader)
+			return b, gitcmd.Refusef("bundle header is truncated or over %d bytes", maxBundleHeader)
 		}
 		b.packOffset += int64(len(line))
 		line = strings.TrimSuffix(line, "\n")
@@ -121,18 +54,18 @@ func ReadBundleHeader(r io.Reader) (Bundle, error) {
 			return b, nil
 		case strings.HasPrefix(line, "@"): // v3 capability
 			if line != "@object-format=sha1" {
-				return b, refusef("bundle capability %q is not supported", line)
+				return b, gitcmd.Refusef("bundle capability %q is not supported", line)
 			}
 		case strings.HasPrefix(line, "-"):
 			id, _, _ := strings.Cut(line[1:], " ")
-			if !ValidCommitID(id) {
-				return b, refusef("bundle prerequisite %q is not a commit id", id)
+			if !gitcmd.ValidCommitID(id) {
+				return b, gitcmd.Refusef("bundle prerequisite %q is not a commit id", id)
 			}
 			b.Prerequisites = append(b.Prerequisites, id)
 		default:
 			id, name, ok := strings.Cut(line, " ")
-			if !ok || !ValidCommitID(id) || name == "" {
-				return b, refusef("bundle header line %.80q is malformed", line)
+			if !ok || !gitcmd.ValidCommitID(id) || name == "" {
+				return b, gitcmd.Refusef("bundle header line %.80q is malformed", line)
 			}
 			b.Refs = append(b.Refs, BundleRef{ID: id, Name: name})
 		}
@@ -143,7 +76,7 @@ func ReadBundleHeader(r io.Reader) (Bundle, error) {
 // directory that sees the repository's objects but adds nothing to it until
 // Accept. Close discards what was not accepted.
 type Incoming struct {
-	g          Git
+	g          gitcmd.Git
 	dir        string // the repository
 	quarantine string // its objects/incoming-* directory
 	env        []string
@@ -151,12 +84,12 @@ type Incoming struct {
 }
 
 // Receive checks a bundle file against the project's repository and
-// imports its objects into quarantine. It refuses (with a *Refusal) a file
+// imports its objects into quarantine. It refuses (with a *gitcmd.Refusal) a file
 // that is not a bundle, advertises anything but exactly one ref pointing at
 // commit, needs commits the repository lacks, or carries an object that
 // fails validation (index-pack --strict: fsck of every object and of every
 // link it makes).
-func (r HubRepos) Receive(ctx context.Context, project, bundlePath, commit string) (*Incoming, error) {
+func (r Repos) Receive(ctx context.Context, project, bundlePath, commit string) (*Incoming, error) {
 	f, err := os.Open(bundlePath)
 	if err != nil {
 		return nil, fmt.Errorf("open bundle: %w", err)
@@ -168,9 +101,9 @@ func (r HubRepos) Receive(ctx context.Context, project, bundlePath, commit strin
 	}
 	switch {
 	case len(b.Refs) != 1:
-		return nil, refusef("the bundle advertises %d refs; a publication carries exactly one", len(b.Refs))
+		return nil, gitcmd.Refusef("the bundle advertises %d refs; a publication carries exactly one", len(b.Refs))
 	case b.Refs[0].ID != commit:
-		return nil, refusef("the bundle's ref %s points at %s, not at the published commit %s", b.Refs[0].Name, b.Refs[0].ID, commit)
+		return nil, gitcmd.Refusef("the bundle's ref %s points at %s, not at the published commit %s", b.Refs[0].Name, b.Refs[0].ID, commit)
 	}
 	dir := r.Dir(project)
 	for _, p := range b.Prerequisites {
@@ -179,13 +112,13 @@ func (r HubRepos) Receive(ctx context.Context, project, bundlePath, commit strin
 			return nil, fmt.Errorf("check bundle prerequisite %s: %w", p, err)
 		}
 		if !ok {
-			return nil, refusef("the bundle needs commit %s, which the hub does not have", p)
+			return nil, gitcmd.Refusef("the bundle needs commit %s, which the hub does not have", p)
 		}
 	}
-	if _, err := r.Git.Run(ctx, Cmd{Dir: dir, Args: []string{"bundle", "verify", "--quiet", bundlePath}}); err != nil {
-		var ge *Error
+	if _, err := r.Git.Run(ctx, gitcmd.Cmd{Dir: dir, Args: []string{"bundle", "verify", "--quiet", bundlePath}}); err != nil {
+		var ge *gitcmd.Error
 		if errors.As(err, &ge) {
-			return nil, refusef("git bundle verify refused the bundle: %s", ge.Stderr)
+			return nil, gitcmd.Refusef("git bundle verify refused the bundle: %s", ge.Stderr)
 		}
 		return nil, fmt.Errorf("verify bundle: %w", err)
 	}
@@ -209,19 +142,19 @@ func (r HubRepos) Receive(ctx context.Context, project, bundlePath, commit strin
 	}
 	// --fix-thin completes deltas against objects the repository has; a
 	// flipped byte fails the pack checksum or an object's inflation.
-	if _, err := r.Git.Run(ctx, Cmd{Dir: dir, Env: in.env, Stdin: f,
+	if _, err := r.Git.Run(ctx, gitcmd.Cmd{Dir: dir, Env: in.env, Stdin: f,
 		Args: []string{"index-pack", "--stdin", "--fix-thin", "--strict"}}); err != nil {
 		in.Close()
-		var ge *Error
+		var ge *gitcmd.Error
 		if errors.As(err, &ge) {
-			return nil, refusef("the bundle's objects failed validation: %s", ge.Stderr)
+			return nil, gitcmd.Refusef("the bundle's objects failed validation: %s", ge.Stderr)
 		}
 		return nil, fmt.Errorf("import bundle: %w", err)
 	}
-	typ, err := r.Git.Run(ctx, Cmd{Dir: dir, Env: in.env, Args: []string{"cat-file", "-t", commit}})
+	typ, err := r.Git.Run(ctx, gitcmd.Cmd{Dir: dir, Env: in.env, Args: []string{"cat-file", "-t", commit}})
 	if err != nil || strings.TrimSpace(string(typ)) != "commit" {
 		in.Close()
-		return nil, refusef("the published id %s is not a commit in the bundle", commit)
+		return nil, gitcmd.Refusef("the published id %s is not a commit in the bundle", commit)
 	}
 	return in, nil
 }
@@ -229,19 +162,7 @@ func (r HubRepos) Receive(ctx context.Context, project, bundlePath, commit strin
 // IsAncestor reports whether commit a is an ancestor of (or equal to) b,
 // seeing the quarantined objects.
 func (in *Incoming) IsAncestor(ctx context.Context, a, b string) (bool, error) {
-	return ancestorIn(ctx, in.g, in.dir, in.env, a, b)
-}
-
-func ancestorIn(ctx context.Context, g Git, dir string, env []string, a, b string) (bool, error) {
-	_, err := g.Run(ctx, Cmd{Dir: dir, Env: env, Args: []string{"merge-base", "--is-ancestor", a, b}})
-	var ge *Error
-	if errors.As(err, &ge) && ge.Code == 1 {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("check that %s descends from %s: %w", short(b), short(a), err)
-	}
-	return true, nil
+	return gitcmd.IsAncestor(ctx, in.g, in.dir, in.env, a, b)
 }
 
 // Accept moves the quarantined objects into the repository: packs before

@@ -1,0 +1,120 @@
+package archtest
+
+import (
+	"go/build"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// forbidden lists, for a package, module packages it must not depend on,
+// directly or through others (test files aside).
+var forbidden = map[string][]string{
+	"internal/hub":       {"internal/workspace"},
+	"internal/githttp":   {"internal/workspace"},
+	"internal/workspace": {"internal/hubrepo", "internal/hub", "internal/localrepo"},
+	"internal/hubrepo":   {"internal/workspace", "internal/localrepo"},
+	"internal/localrepo": {"internal/workspace", "internal/hubrepo"},
+}
+
+// leaves may import no other package of the module.
+var leaves = []string{"internal/gitcmd"}
+
+// small are the folders whose Go files must stay under maxLines, so that
+// each keeps to one responsibility.
+var small = []string{"internal/gitcmd", "internal/hubrepo", "internal/workspace", "internal/localrepo"}
+
+const maxLines = 600
+
+func TestDependenciesPointOneWay(t *testing.T) {
+	root, module := moduleRoot(t)
+	for pkg, bad := range forbidden {
+		deps := moduleDeps(t, root, module, pkg)
+		for _, b := range bad {
+			if deps[b] {
+				t.Errorf("%s depends on %s", pkg, b)
+			}
+		}
+	}
+	for _, pkg := range leaves {
+		if imps := moduleImports(t, root, module, pkg); len(imps) > 0 {
+			t.Errorf("%s is a leaf but imports %v", pkg, imps)
+		}
+	}
+}
+
+func TestGitPackagesFilesAreSmall(t *testing.T) {
+	root, _ := moduleRoot(t)
+	for _, dir := range small {
+		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no Go files in %s: %v", dir, err)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(b), "\n"); n > maxLines {
+				rel, _ := filepath.Rel(root, f)
+				t.Errorf("%s has %d lines, over %d: split it by responsibility", rel, n, maxLines)
+			}
+		}
+	}
+}
+
+// moduleDeps is every module package pkg depends on, itself excluded.
+func moduleDeps(t *testing.T, root, module, pkg string) map[string]bool {
+	seen := map[string]bool{}
+	todo := []string{pkg}
+	for len(todo) > 0 {
+		p := todo[0]
+		todo = todo[1:]
+		for _, imp := range moduleImports(t, root, module, p) {
+			if !seen[imp] {
+				seen[imp] = true
+				todo = append(todo, imp)
+			}
+		}
+	}
+	return seen
+}
+
+// moduleImports lists the module packages pkg's non-test files import, as
+// paths relative to the module root.
+func moduleImports(t *testing.T, root, module, pkg string) []string {
+	t.Helper()
+	bp, err := build.Default.ImportDir(filepath.Join(root, filepath.FromSlash(pkg)), 0)
+	if err != nil {
+		t.Fatalf("read package %s: %v", pkg, err)
+	}
+	var out []string
+	for _, imp := range bp.Imports {
+		if rel, ok := strings.CutPrefix(imp, module+"/"); ok {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// moduleRoot is the module's folder (two above this package's) and its
+// path, from go.mod.
+func moduleRoot(t *testing.T) (dir, module string) {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if m, ok := strings.CutPrefix(line, "module "); ok {
+			return dir, strings.TrimSpace(m)
+		}
+	}
+	t.Fatal("go.mod names no module")
+	return "", ""
+}
