@@ -1,9 +1,7 @@
 package facts
 
 import (
-	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -37,44 +35,5 @@ func TestFacts(t *testing.T) {
 		if p != OpenAICompatible && DefaultModel(p) == "" {
 			t.Errorf("provider %s has no default model", p)
 		}
-	}
-}
-
-// TestReadersLinkNoAgentCode: the packages that only read agents' facts
-// (the hub, the runner's accounts, and this one) link neither the model
-// SDKs, nor the Kubernetes client, nor the sandbox, nor the agents' code:
-// only the runner's catalogue does.
-func TestReadersLinkNoAgentCode(t *testing.T) {
-	// Modules by prefix; drover's packages exactly (the hub uses the
-	// egress proxy's package, drover/internal/sandbox/egress, which is
-	// none of these).
-	modules := []string{"github.com/openai/openai-go", "github.com/anthropics/anthropic-sdk-go", "k8s.io/client-go"}
-	packages := []string{"drover/internal/sandbox", "drover/internal/agent", "drover/internal/agent/catalog", "drover/internal/model"}
-	for _, pkg := range []string{"drover/internal/hub", "drover/internal/accounts", "drover/internal/agent/facts"} {
-		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", pkg, err)
-		}
-		deps := strings.Fields(string(out))
-		if !slices.Contains(deps, pkg) {
-			t.Fatalf("go list -deps %s lists no %s: %v", pkg, pkg, deps)
-		}
-		var hits []string
-		for _, d := range deps {
-			if slices.Contains(packages, d) || slices.ContainsFunc(modules, func(m string) bool { return strings.HasPrefix(d, m) }) {
-				hits = append(hits, d)
-			}
-		}
-		if len(hits) > 0 {
-			slices.Sort(hits)
-			t.Errorf("%s reaches %d packages only the runner's agents need: %s", pkg, len(hits), strings.Join(hits[:min(len(hits), 8)], ", "))
-		}
-	}
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "drover/internal/agent/facts").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Fields(string(out)); !slices.Equal(got, []string{"drover/internal/agent/facts"}) {
-		t.Errorf("package facts imports more than the standard library: %v", got)
 	}
 }
