@@ -24,7 +24,7 @@ var forbidden = map[string][]string{
 }
 
 // leaves may import no other package of the module.
-var leaves = []string{"internal/gitcmd", "internal/agent/facts"}
+var leaves = []string{"internal/gitcmd", "internal/retry", "internal/agent/facts"}
 
 // lean lists, for a package, module path prefixes outside drover it must
 // not link: the model SDKs and the Kubernetes client are most of the

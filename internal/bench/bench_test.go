@@ -241,7 +241,7 @@ func TestMixedLayout(t *testing.T) {
 			t.Errorf("hub-wide runner %s belongs to %s, not the admin", r.name, r.owner)
 		case r.kind == kindUsers && (len(r.users) < 1 || len(r.users) > 3 || slices.Contains(r.users, r.owner)):
 			t.Errorf("runner %s is shared with %v (owner %s)", r.name, r.users, r.owner)
-		case r.kind == kindProject && len(l.members[r.project]) < 2:
+		case r.kind == kindProject && (len(l.members[r.project]) < 2 || !slices.Contains(l.members[r.project], r.owner)):
 			t.Errorf("runner %s is shared with project %s of members %v", r.name, r.project, l.members[r.project])
 		}
 	}

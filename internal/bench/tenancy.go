@@ -140,7 +140,14 @@ func mixedLayout(n, owners int, seed uint64) (*layout, error) {
 				}
 			}
 		case kindProject:
-			r.project = l.projects[rng.IntN(len(l.projects))]
+			// A runner is shared only with a project its owner is a member of.
+			var mine []string
+			for _, p := range l.projects {
+				if slices.Contains(l.members[p], owner) {
+					mine = append(mine, p)
+				}
+			}
+			r.project = mine[rng.IntN(len(mine))]
 		}
 		l.runners = append(l.runners, r)
 	}
@@ -458,6 +465,17 @@ func (a *arm) setupTenancy(ctx context.Context, l *layout) error {
 		for _, sh := range shares {
 			if err := owner.call(ctx, http.MethodPost, "/runners/"+r.name+"/share", sh, nil); err != nil {
 				return fmt.Errorf("share runner %s: %w", r.name, err)
+			}
+			if sh.Hub {
+				continue
+			}
+			// Its recipient accepts: the user, or the admin (who owns every project).
+			by, answer := a.admin, protocol.AnswerShareRequest{Project: sh.Project}
+			if sh.User != "" {
+				by = a.as(sh.User)
+			}
+			if err := by.call(ctx, http.MethodPost, "/runners/"+r.name+"/accept", answer, nil); err != nil {
+				return fmt.Errorf("accept the share of runner %s: %w", r.name, err)
 			}
 		}
 		return nil

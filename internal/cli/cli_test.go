@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/protocol/protocoltest"
 )
 
 func TestParseLabels(t *testing.T) {
@@ -34,6 +36,33 @@ func TestParseLabels(t *testing.T) {
 		if (err != nil) != tt.wantErr || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("parseLabels(%q) = %v, %v", tt.in, got, err)
 		}
+	}
+	// The hub's rule, as the runner and the hub test it: a label the CLI
+	// takes is never one the hub refuses.
+	for _, tc := range protocoltest.LabelCases {
+		check := func(in string, err error) {
+			var ue usageError
+			if (err == nil) != tc.OK || err != nil && (!strings.Contains(err.Error(), tc.Why) || !errors.As(err, &ue)) {
+				t.Errorf("%s: %q: %v; want ok=%v (%q)", tc.Name, in, err, tc.OK, tc.Why)
+			}
+		}
+		item := tc.Key + "=" + tc.Value
+		_, err := parseLabels([]string{item})
+		check(item, err)
+		if !strings.Contains(item, ",") { // a list cannot hold a comma
+			_, err = parseLabelList("a=1," + item)
+			check("a=1,"+item, err)
+		}
+	}
+}
+
+// A runner started with a label the hub would refuse never dials: it
+// exits 2 naming the label, where it used to be disconnected by the hub
+// at every reconnect.
+func TestRunnerRefusesBadLabels(t *testing.T) {
+	r := runCLI(t, nil, "", "runner", "--labels", "zone=lab,gpu:x=1")
+	if r.code != 2 || !strings.Contains(r.stderr, `label key "gpu:x"`) {
+		t.Fatalf("runner --labels gpu:x=1: exit %d\n%s", r.code, r.stderr)
 	}
 }
 

@@ -278,6 +278,24 @@ func (h *fakeHub) tenancyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/runners", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, 200, protocol.RunnerList{Runners: h.runners})
 	})
+	for _, action := range []string{"accept", "decline"} {
+		mux.HandleFunc("POST /api/v1/runners/{name}/"+action, func(w http.ResponseWriter, r *http.Request) {
+			var req protocol.AnswerShareRequest
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+				fail(w, 400, protocol.ErrBadRequest, err.Error())
+				return
+			}
+			h.shares = append(h.shares, action+" "+r.PathValue("name")+" "+fmt.Sprintf("%+v", req))
+			i := slices.IndexFunc(h.runners, func(v protocol.RunnerView) bool { return v.Name == r.PathValue("name") })
+			if i < 0 {
+				fail(w, 404, protocol.ErrNotFound, "runner "+r.PathValue("name")+" is not shared with you")
+				return
+			}
+			v := &h.runners[i]
+			v.Offered = slices.DeleteFunc(v.Offered, func(s protocol.Share) bool { return s.Project == req.Project })
+			reply(w, 200, *v)
+		})
+	}
 	for _, action := range []string{"share", "unshare"} {
 		mux.HandleFunc("POST /api/v1/runners/{name}/"+action, func(w http.ResponseWriter, r *http.Request) {
 			var req protocol.ShareRequest

@@ -74,12 +74,14 @@ func (a *app) fleetBridgeCmd() *cobra.Command {
 	return cmd
 }
 
-// parseLabelList parses a --labels value, k=v,k2=v2 ("" for none).
+// parseLabelList parses a --labels value, k=v,k2=v2 ("" for none), by the
+// hub's rule (protocol.ParseLabelList).
 func parseLabelList(s string) (map[string]string, error) {
-	if s == "" {
-		return nil, nil
+	m, err := protocol.ParseLabelList(s)
+	if err != nil {
+		return nil, usagef("--labels: %v", err)
 	}
-	return parseLabels(strings.Split(s, ","))
+	return m, nil
 }
 
 // fleetFlags are the fleet commands' settings of their targets.

@@ -270,31 +270,54 @@ func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 		fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Owner, formatAccess(r), status, r.Slots, r.Running,
 			dash(formatAgents(r)), dash(formatLabels(r.Labels)), dash(r.Version), last)
 	}
-	return t.Flush()
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		for _, s := range r.Offered {
+			flag := ""
+			if s.Project != "" {
+				flag = " --project " + s.Project
+			}
+			fprintf(w, "%s's runner %s waits for your consent: drover runners accept %s%s (or decline)\n", r.Owner, r.Name, r.Name, flag)
+		}
+	}
+	return nil
 }
 
 // formatAccess says whose jobs a runner runs: "hub" (everyone's), "private"
-// (its owner's), or "shared: user:bob,project:web" (its owner's and theirs).
+// (its owner's), or "shared: user:bob,project:web" (its owner's and theirs;
+// a share its recipient has yet to accept "user:bob(pending)"); another's
+// runner waiting for the caller's consent "offered: user:alice(pending)".
 func formatAccess(r protocol.RunnerView) string {
 	switch {
 	case r.Access == protocol.AccessHub:
 		return "hub"
 	case len(r.SharedWith) > 0:
 		return "shared: " + formatShares(r.SharedWith)
+	case len(r.Offered) > 0:
+		return "offered: " + formatShares(r.Offered)
 	}
 	return dash(r.Access) // "-" from a hub that does not say
 }
 
-// formatShares lists shares compactly: "user:bob,project:web".
+// formatShares lists shares compactly: "user:bob,project:web(pending)".
 func formatShares(ss []protocol.Share) string {
 	out := make([]string, 0, len(ss))
 	for _, s := range ss {
+		var one string
 		switch {
 		case s.User != "":
-			out = append(out, "user:"+s.User)
+			one = "user:" + s.User
 		case s.Project != "":
-			out = append(out, "project:"+s.Project)
+			one = "project:" + s.Project
+		default:
+			continue
 		}
+		if s.Pending {
+			one += "(pending)"
+		}
+		out = append(out, one)
 	}
 	return strings.Join(out, ",")
 }

@@ -220,29 +220,12 @@ func submitRequest(agent string, labels []string, key string, args []string) (pr
 	return req, nil
 }
 
-// parseLabels reads k=v items into a map (nil for none).
+// parseLabels reads k=v items into a map (nil for none), by the hub's
+// rule (protocol.ParseLabels): a label it would refuse is a usage error.
 func parseLabels(items []string) (map[string]string, error) {
-	if len(items) == 0 {
-		return nil, nil
-	}
-	if len(items) > protocol.MaxLabels {
-		return nil, usagef("%d labels; the limit is %d", len(items), protocol.MaxLabels)
-	}
-	m := make(map[string]string, len(items))
-	for _, it := range items {
-		k, v, ok := strings.Cut(strings.TrimSpace(it), "=")
-		switch {
-		case !ok || k == "":
-			return nil, usagef("label %q: want k=v", it)
-		case len(k) > protocol.MaxLabelLen || len(v) > protocol.MaxLabelLen:
-			return nil, usagef("label %q: keys and values are at most %d bytes", it, protocol.MaxLabelLen)
-		case strings.ContainsAny(k, " \t\n,"):
-			return nil, usagef("label %q: the key has a space or comma", it)
-		}
-		if _, dup := m[k]; dup {
-			return nil, usagef("label %q is given twice", k)
-		}
-		m[k] = v
+	m, err := protocol.ParseLabels(items)
+	if err != nil {
+		return nil, usagef("%v", err)
 	}
 	return m, nil
 }

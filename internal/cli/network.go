@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -90,9 +91,11 @@ widens them.`,
 	var timeout time.Duration
 	var clear bool
 	var fromRepo string
+	var approve, approveFile, unapprove []string
 	var setup *cobra.Command
 	setup = answerCmd(a, &cobra.Command{
-		Use:   "setup PROJECT [--command CMD]... [--from-repo FILE] [--timeout D] [--key-file FILE]... [--clear] [--json]",
+		Use: "setup PROJECT [--command CMD]... [--from-repo FILE] [--approve SHA256|--approve-file FILE|--unapprove SHA256]... " +
+			"[--timeout D] [--key-file FILE]... [--clear] [--json]",
 		Short: "Set the commands a project's jobs run before their agent (its owner or an admin)",
 		Long: `Set the project's setup: shell commands run in order (sh -c) in each attempt's
 sandbox, in its worktree, before the agent, under the setup network policy and
@@ -104,6 +107,13 @@ attempt with reason setup_failed. --clear removes the setup.
 .drover/setup.sh): each attempt runs it with sh, after the commands, in its
 sandbox under the setup policy, as it is in the job's commit. It is off until
 the project's owner names it; --from-repo "" turns it off again.
+
+Any member's commit can change that script, so it gets the project's secrets
+(drover projects secrets) only in a version the owner approved: --approve
+takes its SHA-256 (sha256sum .drover/setup.sh; the job's log prints it when
+it ran without them), --approve-file hashes a local copy the owner has read,
+--unapprove takes an approval back. Any other version runs without the
+secrets, and the job's log says why. The commands above always get them.
 
 --key-file names the files the setup's result depends on (lockfiles: go.sum,
 package-lock.json): a runner that already ran the same commands successfully
@@ -137,8 +147,22 @@ result must then live in the project's caches (drover projects caches).`,
 		} else if len(keyFiles) > 0 {
 			req.SetupKeys = ptrTo(keyFiles)
 		}
-		if req.SetupCommands == nil && req.SetupTimeout == nil && req.SetupKeys == nil && req.SetupFile == nil {
-			return protocol.ProjectConfig{}, usagef("name --command, --from-repo, --timeout, --key-file or --clear")
+		req.ApproveSetup, req.UnapproveSetup = approve, unapprove
+		for _, f := range approveFile {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return protocol.ProjectConfig{}, usagef("--approve-file: %v", err)
+			}
+			req.ApproveSetup = append(req.ApproveSetup, protocol.SetupFileHash(b))
+		}
+		for _, h := range append(slices.Clone(req.ApproveSetup), req.UnapproveSetup...) {
+			if _, err := protocol.CheckSetupHash(h); err != nil {
+				return protocol.ProjectConfig{}, usagef("%v", err)
+			}
+		}
+		if req.SetupCommands == nil && req.SetupTimeout == nil && req.SetupKeys == nil && req.SetupFile == nil &&
+			len(req.ApproveSetup) == 0 && len(req.UnapproveSetup) == 0 {
+			return protocol.ProjectConfig{}, usagef("name --command, --from-repo, --approve, --unapprove, --timeout, --key-file or --clear")
 		}
 		return c.SetProjectConfig(ctx, args[0], req)
 	}, text)
@@ -147,6 +171,9 @@ result must then live in the project's caches (drover projects caches).`,
 	setup.Flags().StringArrayVar(&keyFiles, "key-file", nil, "a worktree file the setup's result depends on, e.g. go.sum (repeatable): with the same commands and contents, a runner reuses its last successful setup")
 	setup.Flags().BoolVar(&clear, "clear", false, "remove the project's setup")
 	setup.Flags().StringVar(&fromRepo, "from-repo", "", `a setup script of the repository, relative to its root, run after the commands ("" turns it off)`)
+	setup.Flags().StringArrayVar(&approve, "approve", nil, "the SHA-256 of a version of the repository's setup script that runs with the project's secrets (repeatable)")
+	setup.Flags().StringArrayVar(&approveFile, "approve-file", nil, "approve the version of the setup script in this local file (repeatable)")
+	setup.Flags().StringArrayVar(&unapprove, "unapprove", nil, "take back the approval of this SHA-256 (repeatable)")
 
 	caches := answerCmd(a, &cobra.Command{
 		Use:   "caches PROJECT [NAME...|none] [--json]",
@@ -182,8 +209,11 @@ $DROVER_SECRET_NAME_URL that carry the placeholder held in $DROVER_SECRET_NAME
 (NAME in capitals); the sandbox, the job's log and every answer of the hub only
 ever hold the placeholder. The host must be one the project's setup network
 reaches. Only runners owned by the project's owner or an admin receive a job
-whose setup brings a secret. The value is read from stdin or --value-file,
-never from an argument, and no command shows it again.`,
+whose setup brings a secret; a repository setup script (--from-repo) gets it
+only in a version the owner approved (drover projects setup --approve), and
+the proxy masks it in every answer of the upstream. The value (at least 8
+characters) is read from stdin or --value-file, never from an argument, and
+no command shows it again.`,
 		Args: noArgs,
 		RunE: showHelp,
 	}
@@ -272,6 +302,9 @@ func printProjectConfig(w io.Writer, c protocol.ProjectConfig) error {
 		}
 		if c.SetupFile != "" {
 			fprintf(t, "\t$ sh %s (from the repository)\n", c.SetupFile)
+		}
+		for _, h := range c.SetupApproved {
+			fprintf(t, "\tapproved with secrets: sha256 %s\n", h)
 		}
 	}
 	fprintf(t, "Caches:\t%s\n", dash(strings.Join(c.Caches, ",")))

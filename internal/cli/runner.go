@@ -125,10 +125,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if err != nil {
 				return fmt.Errorf("start runner: %w", err)
 			}
-			if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("runner: %w", err)
-			}
-			return nil
+			return a.runnerEnded(r.Run(ctx))
 		},
 	}
 	cmd.Flags().StringVar(&home, "home", "", "runner home (login, journal, work directories)")
@@ -288,7 +285,67 @@ func (a *app) runnersCmd() *cobra.Command {
 	}, func(w io.Writer, v protocol.RunnerView) error {
 		_, err := fprintf(w, "revoked runner %s\n", v.Name)
 		return err
-	}), a.runnerShareCmd("share"), a.runnerShareCmd("unshare"))
+	}), a.runnerShareCmd("share"), a.runnerShareCmd("unshare"), a.runnerAnswerCmd(true), a.runnerAnswerCmd(false))
+	return cmd
+}
+
+// runnerNameThen wants one argument, a runner's name, then checks flags.
+func runnerNameThen(flags func(*cobra.Command) error) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := exactArgs("NAME")(cmd, args); err != nil {
+			return err
+		}
+		if err := checkName("runner", args[0]); err != nil {
+			return err
+		}
+		return flags(cmd)
+	}
+}
+
+// runnerAnswerCmd is `runners accept` or `runners decline`.
+func (a *app) runnerAnswerCmd(accept bool) *cobra.Command {
+	var project string
+	action, short, long := "accept", "Accept a share of another's runner with you (or, --project, with a project you own)",
+		`Accept a share of another user's runner: from then on it may run your jobs
+(with --project, the jobs of that project's members; its owner or an admin
+only). A shared runner runs nothing until its recipient accepts: whoever runs
+a job reads its repository and reports its result. 'drover runners' lists the
+shares that wait for you. Your own runners still come first for your jobs.`
+	if !accept {
+		action, short, long = "decline", "Decline a share of another's runner with you (or, --project, with a project you own)",
+			`Decline a share of another user's runner, pending or accepted: it is
+removed, and the runner runs none of your jobs (with --project, of that
+project's members) unless its owner shares it again and you accept.`
+	}
+	cmd := answerCmd(a, &cobra.Command{
+		Use:   action + " NAME [--project PROJECT] [--json]",
+		Short: short,
+		Long:  long,
+		Args: runnerNameThen(func(cmd *cobra.Command) error {
+			if cmd.Flags().Changed("project") {
+				return checkName("project", project)
+			}
+			return nil
+		}),
+	}, func(ctx context.Context, c *client.Client, args []string) (protocol.RunnerView, error) {
+		req := protocol.AnswerShareRequest{Project: project}
+		if accept {
+			return c.AcceptShare(ctx, args[0], req)
+		}
+		return c.DeclineShare(ctx, args[0], req)
+	}, func(w io.Writer, v protocol.RunnerView) error {
+		whom := "you"
+		if project != "" {
+			whom = "project " + project
+		}
+		done := "accepted"
+		if !accept {
+			done = "declined"
+		}
+		_, err := fprintf(w, "%s the share of runner %s with %s\n", done, v.Name, whom)
+		return err
+	})
+	cmd.Flags().StringVar(&project, "project", "", "the project (you own) the runner is shared with")
 	return cmd
 }
 
@@ -309,15 +366,7 @@ and --hub-wide (admin only), which makes the runner private again.`
 		Use:   action + " NAME --user USER | --project PROJECT | --hub-wide [--json]",
 		Short: short,
 		Long:  long,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if err := exactArgs("NAME")(cmd, args); err != nil {
-				return err
-			}
-			if err := checkName("runner", args[0]); err != nil {
-				return err
-			}
-			return sf.check(cmd)
-		},
+		Args:  runnerNameThen(sf.check),
 	}, func(ctx context.Context, c *client.Client, args []string) (protocol.RunnerView, error) {
 		req := protocol.ShareRequest{User: sf.user, Project: sf.project, Hub: sf.hub}
 		if action == "unshare" {
@@ -380,4 +429,22 @@ func (f *shareFlags) check(cmd *cobra.Command) error {
 func addMinFreeFlag(cmd *cobra.Command, v *int64) {
 	cmd.Flags().Int64Var(v, "min-free", runner.DefaultMinFree,
 		"free bytes the runner's home must keep: below it the runner takes no jobs until space returns (0: no floor)")
+}
+
+// exitRunnerEnded is drover runner's exit code when the hub ended the
+// runner (refused its hello, revoked or replaced it): the service unit
+// tells systemd not to restart it (RestartPreventExitStatus).
+const exitRunnerEnded = 3
+
+// runnerEnded is what drover runner returns for Run's error: nil for a
+// graceful stop, exit 3 with the reason when the hub ended the runner.
+func (a *app) runnerEnded(err error) error {
+	switch {
+	case err == nil || errors.Is(err, context.Canceled):
+		return nil
+	case errors.Is(err, runner.ErrEnded):
+		fprintf(a.env.Stderr, "drover: runner: %s\n", err)
+		return exitCode(exitRunnerEnded)
+	}
+	return fmt.Errorf("runner: %w", err)
 }

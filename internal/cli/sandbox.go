@@ -43,16 +43,21 @@ func (o sandboxOptions) policy() sandbox.Policy {
 
 func (a *app) runnerDoctorCmd() *cobra.Command {
 	var asJSON bool
-	var kind string
+	var kind, labels string
 	cmd := &cobra.Command{
-		Use:   "doctor [--sandbox KIND] [--json]",
+		Use:   "doctor [--sandbox KIND] [--labels k=v,...] [--json]",
 		Short: "Say which sandboxes work on this machine, and how to fix the others",
 		Long: `Check each sandbox a runner can run jobs in (bwrap, docker, podman, none),
 how resource limits are enforced here, and git. Exits 1 when the sandbox
-named by --sandbox (default bwrap) does not work.`,
+named by --sandbox (default bwrap) does not work. With --labels, checks the
+runner's labels by the hub's rule, naming each it would refuse and why, and
+exits 1 if there is one.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			checks := sandbox.Doctor(cmd.Context())
+			if cmd.Flags().Changed("labels") {
+				checks = append(checks, labelCheck(labels))
+			}
 			if asJSON {
 				if err := printJSON(a.env.Stdout, checks); err != nil {
 					return err
@@ -60,16 +65,26 @@ named by --sandbox (default bwrap) does not work.`,
 			} else if err := printChecks(a, checks); err != nil {
 				return err
 			}
+			var failed exitCode
 			for _, c := range checks {
-				if c.Kind == kind && !c.OK {
+				switch {
+				case c.OK:
+				case c.Kind == kind:
 					fprintf(a.env.Stderr, "drover: --sandbox %s does not work here: %s\n", kind, c.Fix)
-					return exitCode(1)
+					failed = 1
+				case c.Kind == "labels":
+					fprintf(a.env.Stderr, "drover: --labels: the hub would refuse this runner: %s\n", c.Detail)
+					failed = 1
 				}
+			}
+			if failed != 0 {
+				return failed
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&kind, "sandbox", sandbox.KindBwrap, "the sandbox this runner will use: exit 1 if it does not work")
+	cmd.Flags().StringVar(&labels, "labels", "", "the labels this runner will use (as drover runner --labels): exit 1 if the hub would refuse one")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	return cmd
 }

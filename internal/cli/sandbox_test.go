@@ -62,3 +62,32 @@ func TestSandboxInitRunsTheCommand(t *testing.T) {
 		t.Fatal("a bad bridge was accepted")
 	}
 }
+
+// The doctor checks a runner's --labels by the hub's rule and names each
+// label the hub would refuse, and why.
+func TestRunnerDoctorNamesBadLabels(t *testing.T) {
+	labelsOf := func(r cliResult) sandbox.Check {
+		t.Helper()
+		var checks []sandbox.Check
+		if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
+			t.Fatalf("doctor --json printed %q: %v", r.stdout, err)
+		}
+		for _, c := range checks {
+			if c.Kind == "labels" {
+				return c
+			}
+		}
+		t.Fatalf("no labels check: %+v", checks)
+		return sandbox.Check{}
+	}
+	r := runCLI(t, nil, "", "runner", "doctor", "--sandbox", "none", "--json", "--labels", "zone=lab,gpu:x=1,note=a\x1bb")
+	c := labelsOf(r)
+	if r.code != 1 || c.OK || !strings.Contains(c.Detail, `label key "gpu:x"`) || !strings.Contains(c.Detail, "the value of label note has a control character") ||
+		strings.Contains(c.Detail, "zone") || c.Fix == "" || !strings.Contains(r.stderr, `gpu:x`) {
+		t.Fatalf("doctor --labels with bad ones: exit %d, %+v\n%s", r.code, c, r.stderr)
+	}
+	r = runCLI(t, nil, "", "runner", "doctor", "--sandbox", "none", "--json", "--labels", "zone=lab,gpu=a100")
+	if c := labelsOf(r); r.code != 0 || !c.OK || c.Detail != "2 labels: gpu=a100,zone=lab" {
+		t.Fatalf("doctor --labels with good ones: exit %d, %+v\n%s", r.code, c, r.stderr)
+	}
+}

@@ -79,6 +79,9 @@ func (u unit) render(userUnit bool, runAs string) string {
 	// on-failure: an ephemeral or draining runner that exits 0 is done.
 	line("Restart=on-failure")
 	line("RestartSec=5s")
+	// A runner the hub refused, revoked or replaced exits 3: starting it
+	// again every few seconds would only be refused again.
+	line("RestartPreventExitStatus=%d", exitRunnerEnded)
 	// SIGTERM to drover alone, which stops its agents with their grace
 	// and sends their output; SIGKILL to everything left at the timeout.
 	line("KillMode=mixed")

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +74,7 @@ func TestServiceUnitsVerify(t *testing.T) {
 			if res.code != 0 {
 				t.Fatalf("exit %d: %s", res.code, res.stderr)
 			}
-			for _, w := range append(tc.want, "NoNewPrivileges=yes", "LimitNOFILE=", "Restart=on-failure", "KillMode=mixed") {
+			for _, w := range append(tc.want, "NoNewPrivileges=yes", "LimitNOFILE=", "Restart=on-failure", "RestartPreventExitStatus=3", "KillMode=mixed") {
 				if !strings.Contains(res.stdout, w) {
 					t.Errorf("unit lacks %q:\n%s", w, res.stdout)
 				}
@@ -124,5 +127,29 @@ func TestServiceInstall(t *testing.T) {
 	res = runCLI(t, env, "", "hub", "service", "install", "--user", "--data", filepath.Join(t.TempDir(), "missing"))
 	if res.code != 1 || !strings.Contains(res.stderr, "install -d") {
 		t.Fatalf("hub install without its data directory: exit %d: %s", res.code, res.stderr)
+	}
+}
+
+// TestRunnerEndedExitsThree: the exit code the unit's
+// RestartPreventExitStatus names is the one a runner the hub ended exits with.
+func TestRunnerEndedExitsThree(t *testing.T) {
+	var stderr strings.Builder
+	a := newApp(Env{Stderr: &stderr})
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{context.Canceled, 0},
+		{fmt.Errorf("wait for welcome: %w", runner.ErrEnded), exitRunnerEnded},
+		{errors.New("dial: connection refused"), 1},
+	}
+	for _, tt := range tests {
+		if got := a.exit(nil, a.runnerEnded(tt.err)); got != tt.want {
+			t.Errorf("runnerEnded(%v): exit %d, want %d", tt.err, got, tt.want)
+		}
+	}
+	if !strings.Contains(stderr.String(), "drover: runner: wait for welcome: the hub ended this runner") {
+		t.Errorf("stderr %q does not say why", stderr.String())
 	}
 }

@@ -322,6 +322,63 @@ func TestRunnersSharing(t *testing.T) {
 	}
 }
 
+// Shares waiting for consent show as pending to the runner's owner and as
+// offered, with the command that accepts them, to their recipient;
+// `runners accept` and `decline` answer them.
+func TestRunnersAcceptAndDecline(t *testing.T) {
+	h := newFakeHub(t)
+	h.mu.Lock()
+	h.runners = []protocol.RunnerView{
+		{Name: "gpu1", Owner: "admin", Access: protocol.AccessPrivate, SharedWith: []protocol.Share{{User: "bob", Pending: true}, {Project: "web"}}},
+		{Name: "gpu4", Owner: "carol", Access: protocol.AccessPrivate, Offered: []protocol.Share{{User: "admin", Pending: true}, {Project: "web", Pending: true}}},
+	}
+	h.mu.Unlock()
+	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}
+	r := runCLI(t, env, "", "runners")
+	got := rows(r.stdout)
+	if r.code != 0 || len(got) != 5 {
+		t.Fatalf("runners: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for i, want := range [][]string{
+		{"gpu1", "admin", "shared:", "user:bob(pending),project:web", "offline"},
+		{"gpu4", "carol", "offered:", "user:admin(pending),project:web(pending)", "offline"},
+	} {
+		if !slices.Equal(got[i+1][:len(want)], want) {
+			t.Errorf("line %d: %q, want it to start with %q", i+1, got[i+1], want)
+		}
+	}
+	for _, want := range []string{"drover runners accept gpu4 (or decline)", "drover runners accept gpu4 --project web (or decline)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("runners output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runners", "accept", "gpu4"}, "accepted the share of runner gpu4 with you\n"},
+		{[]string{"runners", "decline", "gpu4", "--project", "web"}, "declined the share of runner gpu4 with project web\n"},
+	} {
+		if r := runCLI(t, env, "", tt.args...); r.code != 0 || r.stdout != tt.want {
+			t.Errorf("%q: code %d, stdout %q, want %q; stderr %q", tt.args, r.code, r.stdout, tt.want, r.stderr)
+		}
+	}
+	got2 := locked(h, func() []string { return slices.Clone(h.shares) })
+	if want := []string{"accept gpu4 {Project:}", "decline gpu4 {Project:web}"}; !slices.Equal(got2, want) {
+		t.Errorf("the hub got %q, want %q", got2, want)
+	}
+	if r := runCLI(t, env, "", "runners", "accept", "nope"); r.code != 1 || !strings.Contains(r.stderr, "not shared with you") {
+		t.Errorf("accept of an unknown runner: code %d, stderr %q", r.code, r.stderr)
+	}
+	wantUsageErrors(t, h, env, [][]string{
+		{"runners", "accept"},
+		{"runners", "accept", "gpu 4"},
+		{"runners", "decline", "gpu4", "--project", "a/b"},
+		{"runners", "accept", "gpu4", "gpu1"},
+	})
+}
+
 func TestAccountsSharing(t *testing.T) {
 	h := newAccountsHub(t, []protocol.AccountView{
 		{Runner: "gpu1", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Owner: "admin"},
@@ -350,8 +407,8 @@ func TestAccountsSharing(t *testing.T) {
 		}
 	}
 	got := locked(h, func() []string { return slices.Clone(h.acctShares) })
-	want := []string{"share gpu1/work {User:bob Project:}", "share gpu1/acc-2 {User: Project:web}",
-		"share gpu1/work {User: Project:web}", "unshare gpu1/work {User:bob Project:}"}
+	want := []string{"share gpu1/work {User:bob Project: Pending:false}", "share gpu1/acc-2 {User: Project:web Pending:false}",
+		"share gpu1/work {User: Project:web Pending:false}", "unshare gpu1/work {User:bob Project: Pending:false}"}
 	if !slices.Equal(got, want) {
 		t.Errorf("the hub got %q, want %q", got, want)
 	}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 const (
@@ -154,20 +154,14 @@ func retryable(err error) bool {
 
 // retry runs try as the policy of r allows, with jittered exponential backoff.
 func (c *Client) retry(ctx context.Context, r call, try func() error) error {
-	delay := c.minDelay
-	for n := 1; ; n++ {
+	p := retry.Policy{First: c.minDelay, Max: c.maxDelay, Jitter: retry.EqualJitter, Tries: r.tries()}
+	return retry.Do(ctx, p, func(context.Context) error {
 		err := try()
-		if err == nil || !retryable(err) || ctx.Err() != nil {
-			return err
+		if !retryable(err) {
+			return retry.Permanent(err)
 		}
-		if limit := r.tries(); limit > 0 && n >= limit {
-			return err
-		}
-		if sleep(ctx, delay/2+rand.N(delay/2+1)) != nil {
-			return err
-		}
-		delay = min(2*delay, c.maxDelay)
-	}
+		return err
+	})
 }
 
 // do sends r (retrying as its policy allows) and decodes a JSON answer into

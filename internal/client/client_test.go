@@ -248,6 +248,7 @@ func TestMutationsAreNotRetried(t *testing.T) {
 		"rotate":        func(c *Client) error { _, err := c.RotateToken(ctx, "bob"); return err },
 		"remove user":   func(c *Client) error { _, err := c.RemoveUser(ctx, "bob"); return err },
 		"share runner":  func(c *Client) error { _, err := c.ShareRunner(ctx, "r", protocol.ShareRequest{User: "u"}); return err },
+		"accept share":  func(c *Client) error { _, err := c.AcceptShare(ctx, "r", protocol.AnswerShareRequest{}); return err },
 		"remove member": func(c *Client) error { _, err := c.RemoveMember(ctx, "web", "bob"); return err },
 	} {
 		c, f := newTestClient(t, http.NotFoundHandler(), 5)

@@ -10,6 +10,7 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 // Submit creates a job. created is false when the request's Key matched a job
@@ -59,16 +60,15 @@ func (c *Client) Wait(ctx context.Context, id string) (protocol.JobView, error) 
 
 // pollJob gets the job, backing off up to 2s, until done says so or the job ended.
 func (c *Client) pollJob(ctx context.Context, id string, done func(protocol.JobView) bool) (protocol.JobView, error) {
-	delay := c.minDelay
-	for {
+	poll := retry.Policy{First: c.minDelay, Max: min(c.maxDelay, 2*time.Second)}
+	for n := 0; ; n++ {
 		j, err := c.job(ctx, id, true)
 		if err != nil || done(j) || j.State.Terminal() {
 			return j, err
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := retry.Sleep(ctx, poll.Delay(n)); err != nil {
 			return j, err
 		}
-		delay = min(2*delay, c.maxDelay, 2*time.Second)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 // LogWait is how long one followed log request lets the hub hold it for new bytes.
@@ -292,7 +293,7 @@ func (c *Client) followAttempt(ctx context.Context, jobID string, attempt, offse
 		case ch.Next == offset:
 			// Nothing new before the wait ran out; a hub that answers at
 			// once must not turn this loop into a busy one.
-			if err := sleep(ctx, c.minDelay); err != nil {
+			if err := retry.Sleep(ctx, c.minDelay); err != nil {
 				return err
 			}
 		}
@@ -327,15 +328,4 @@ func attemptAfter(j protocol.JobView, n int64) (protocol.AttemptView, bool) {
 		}
 	}
 	return best, best.Number > 0
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -37,6 +37,26 @@ func (c *Client) UnshareRunner(ctx context.Context, name string, req protocol.Sh
 }
 
 func (c *Client) shareRunner(ctx context.Context, name, action string, req protocol.ShareRequest) (protocol.RunnerView, error) {
-	return decode[protocol.RunnerView](ctx, c, call{method: http.MethodPost, path: "/runners/" + seg(name) + "/" + action, body: req},
-		action+" runner "+name)
+	return c.runnerAction(ctx, name, action, req, action+" runner "+name)
+}
+
+// runnerAction posts body to /runners/NAME/ACTION.
+func (c *Client) runnerAction(ctx context.Context, name, action string, body any, what string) (protocol.RunnerView, error) {
+	return decode[protocol.RunnerView](ctx, c, call{method: http.MethodPost, path: "/runners/" + seg(name) + "/" + action, body: body}, what)
+}
+
+// AcceptShare accepts a share of another's runner with the caller, or
+// (Project) with a project the caller owns: it runs their jobs from then.
+func (c *Client) AcceptShare(ctx context.Context, name string, req protocol.AnswerShareRequest) (protocol.RunnerView, error) {
+	return c.answerShare(ctx, name, "accept", req)
+}
+
+// DeclineShare declines (removes) a share of another's runner with the
+// caller, or with a project the caller owns, pending or accepted.
+func (c *Client) DeclineShare(ctx context.Context, name string, req protocol.AnswerShareRequest) (protocol.RunnerView, error) {
+	return c.answerShare(ctx, name, "decline", req)
+}
+
+func (c *Client) answerShare(ctx context.Context, name, action string, req protocol.AnswerShareRequest) (protocol.RunnerView, error) {
+	return c.runnerAction(ctx, name, action, req, action+" the share of runner "+name)
 }

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/client"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
@@ -43,10 +47,27 @@ func startRegistry(t *testing.T) *fakeRegistry {
 	}
 	reg := &fakeRegistry{addr: ln.Addr().String()}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		line := r.URL.Path + " auth=" + r.Header.Get("Authorization")
+		if tok := r.Header.Get("X-Registry-Token"); tok != "" {
+			line += " token=" + tok
+		}
 		reg.mu.Lock()
-		reg.log = append(reg.log, r.URL.Path+" auth="+r.Header.Get("Authorization"))
+		reg.log = append(reg.log, line)
 		reg.mu.Unlock()
 		switch {
+		case r.URL.Path == "/echo":
+			// A debugging endpoint: it reflects the request's headers in
+			// its own and in its body, as sent and base64-encoded.
+			for k, vs := range r.Header {
+				for _, v := range vs {
+					w.Header().Add("X-Echo-"+k, v)
+				}
+			}
+			for k, vs := range r.Header {
+				for _, v := range vs {
+					fmt.Fprintf(w, "ECHO %s: %s (%s)\n", k, v, base64.StdEncoding.EncodeToString([]byte("u:"+v)))
+				}
+			}
 		case r.URL.Path == "/pkg/big.tgz":
 			w.Write(make([]byte, 32<<20))
 		case r.URL.Path == "/pkg/left-pad-1.0.tgz":
@@ -393,17 +414,24 @@ func TestOpenPolicyIsRecordedAsOpen(t *testing.T) {
 	}
 }
 
-// A setup script of the repository runs only once the project's owner
-// enabled it, inside the sandbox under the setup policy (it reaches the
-// registry, not the runner's files), as the job's commit has it.
-func TestSetupFileFromRepository(t *testing.T) {
-	t.Parallel()
+// registryHub starts a registry and a hub whose one network policy,
+// "registry", reaches it.
+func registryHub(t *testing.T) (*fakeRegistry, *testkit.Hub) {
+	t.Helper()
 	reg := startRegistry(t)
 	cfg := filepath.Join(t.TempDir(), "hub.json")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{"network": {"policies": {"registry": [%q]}}}`, reg.addr)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := testkit.StartHub(t, bin, "--config", cfg)
+	return reg, testkit.StartHub(t, bin, "--config", cfg)
+}
+
+// A setup script of the repository runs only once the project's owner
+// enabled it, inside the sandbox under the setup policy (it reaches the
+// registry, not the runner's files), as the job's commit has it.
+func TestSetupFileFromRepository(t *testing.T) {
+	t.Parallel()
+	reg, h := registryHub(t)
 	alice, bob := h.AddUser(t, "alice"), h.AddUser(t, "bob")
 	alice.StartRunner(t, "r1")
 	c := alice.Client()
@@ -465,5 +493,102 @@ func TestSetupFileFromRepository(t *testing.T) {
 	must(t, alice.CLI, "projects", "setup", "web", "--from-repo", "")
 	if v, log := run(); v.State != job.Completed || strings.Contains(log, "drover setup") {
 		t.Fatalf("job after the script was turned off ended %s:\n%s", v.State, log)
+	}
+}
+
+// A repository's setup script that any member's commit can change gets the
+// project's secrets only in a version its owner approved by digest: a
+// member's unapproved script runs without them (the registry sees no
+// token, the log says why) while the owner's own setup commands keep
+// theirs; once approved it gets them. An upstream that echoes the request
+// puts no form of the token into the job's log or events: the proxy masks
+// it.
+func TestSetupScriptSecretNeedsApproval(t *testing.T) {
+	t.Parallel()
+	reg, h := registryHub(t)
+	alice, bob := h.AddUser(t, "alice"), h.AddUser(t, "bob")
+	r := alice.StartRunner(t, "r1")
+	ca, cb := alice.Client(), bob.Client()
+	src := checkout(t, "web")
+	wait := func(c *client.Client, id string) (protocol.JobView, string) {
+		t.Helper()
+		v := testkit.WaitJob(t, c, id, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		return v, testkit.Log(t, c, id, 0)
+	}
+	if v, _ := wait(ca, runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "true").ID); v.State != job.Completed {
+		t.Fatalf("first job ended %s", v.State)
+	}
+	valueFile := filepath.Join(t.TempDir(), "own.token")
+	if err := os.WriteFile(valueFile, []byte(projectToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(t, alice.CLI, "projects", "members", "add", "web", "bob")
+	must(t, alice.CLI, "runners", "share", "r1", "--project", "web")
+	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "none")
+	must(t, alice.CLI, "projects", "secrets", "set", "web", "own", "--host", "http://"+reg.addr, "--header", "X-Registry-Token",
+		"--value-file", valueFile)
+	must(t, alice.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh", "--command",
+		`curl -sf -H "X-Registry-Token: $DROVER_SECRET_OWN" "$DROVER_SECRET_OWN_URL/project/own-lib.tgz"`)
+
+	// bob's commit brings a script that spends the secret, and asks an
+	// echoing endpoint what it was sent.
+	script := fmt.Sprintf("curl -s -H \"X-Registry-Token: $DROVER_SECRET_OWN\" \"$DROVER_SECRET_OWN_URL/project/bob\" || "+
+		"curl -s http://%s/project/bob\ncurl -si -H \"X-Registry-Token: $DROVER_SECRET_OWN\" \"$DROVER_SECRET_OWN_URL/echo\"\necho BOB-SCRIPT-RAN\n", reg.addr)
+	if err := os.MkdirAll(filepath.Join(src, ".drover"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, ".drover", "setup.sh"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitE(t, src, "add", "-A")
+	gitE(t, src, "commit", "--quiet", "-m", "bob's setup")
+	sum := sha256.Sum256([]byte(script))
+	digest := hex.EncodeToString(sum[:])
+
+	v, log := wait(cb, runWith(t, bob.CLI, "--repo", src, "--agent", "exec", "--", "true").ID)
+	if got := reg.downloads("/project/bob"); len(got) != 1 || strings.Contains(got[0], "token=") {
+		t.Fatalf("the registry heard bob's unapproved script as %q, want one request without the token", got)
+	}
+	if v.State != job.Completed || !strings.Contains(log, "BOB-SCRIPT-RAN") || !strings.Contains(log, "OWN-LIB-PACKAGE") ||
+		!strings.Contains(log, ".drover/setup.sh runs WITHOUT the project's secrets") ||
+		!strings.Contains(log, "drover projects setup web --approve "+digest) {
+		t.Fatalf("bob's job with an unapproved script ended %s (%s):\n%s", v.State, v.Reason, log)
+	}
+	if got := reg.downloads("/project/own-lib.tgz"); len(got) != 1 || !strings.HasSuffix(got[0], "token="+projectToken) {
+		t.Fatalf("the owner's setup command reached the registry as %q, want with the token", got)
+	}
+
+	refused(t, bob.CLI, "projects", "setup", "web", "--approve", digest)
+	refused(t, alice.CLI, "projects", "setup", "web", "--approve", "not-a-digest")
+	approved := filepath.Join(t.TempDir(), "setup.sh")
+	if err := os.WriteFile(approved, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := must(t, alice.CLI, "projects", "setup", "web", "--approve-file", approved); !strings.Contains(out, "sha256 "+digest) {
+		t.Fatalf("projects setup --approve-file:\n%s", out)
+	}
+	v, log = wait(cb, runWith(t, bob.CLI, "--repo", src, "--agent", "exec", "--", "true").ID)
+	if v.State != job.Completed || !strings.Contains(log, "BOB-SCRIPT-RAN") ||
+		!strings.Contains(log, "is a version the project's owner approved: it runs with the project's secrets") {
+		t.Fatalf("bob's job with an approved script ended %s (%s):\n%s", v.State, v.Reason, log)
+	}
+	if got := reg.downloads("/project/bob"); len(got) != 2 || !strings.HasSuffix(got[1], "token="+projectToken) {
+		t.Fatalf("the registry heard bob's approved script as %q, want the token the second time", got)
+	}
+	// The echo answered (its headers and body went through), masked.
+	if got := reg.downloads("/echo"); len(got) != 1 || !strings.Contains(log, "X-Echo-X-Registry-Token: ****") ||
+		!strings.Contains(log, "ECHO X-Registry-Token: ****") {
+		t.Fatalf("the echo was asked %q; log:\n%s", got, log)
+	}
+	encoded := base64.StdEncoding.EncodeToString([]byte("u:" + projectToken))
+	view := must(t, bob.CLI, "show", v.ID, "--json")
+	for what, text := range map[string]string{"job log": log, "job view and events": view, "runner output": r.Output(), "hub output": h.Output()} {
+		if strings.Contains(text, projectToken) || strings.Contains(text, encoded[4:len(encoded)-4]) {
+			t.Fatalf("the secret is in the %s:\n%s", what, text)
+		}
+	}
+	must(t, alice.CLI, "projects", "setup", "web", "--unapprove", digest)
+	if out := must(t, alice.CLI, "projects", "config", "web"); strings.Contains(out, digest) {
+		t.Fatalf("the approval stayed:\n%s", out)
 	}
 }

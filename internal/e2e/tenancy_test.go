@@ -160,8 +160,13 @@ func TestTenancyRunnerRunsOnlyTheJobsItIsSharedFor(t *testing.T) {
 		t.Errorf("bob reading alice's job: %v, want 404", err)
 	}
 
-	// Shared with alice: with the most free slots, bob's runner takes some.
+	// Shared with alice, bob's runner takes none of her jobs until she
+	// accepts; then, once her own runner is busy, it takes some.
 	must(t, bob.CLI, "runners", "share", "bobs", "--user", "alice")
+	if out := must(t, alice.CLI, "runners"); !strings.Contains(out, "drover runners accept bobs") {
+		t.Errorf("alice's runner list does not offer bob's share:\n%s", out)
+	}
+	must(t, alice.CLI, "runners", "accept", "bobs")
 	rl := cliJSON[protocol.RunnerList](t, alice.CLI, "runners")
 	if i := slices.IndexFunc(rl.Runners, func(r protocol.RunnerView) bool { return r.Name == "bobs" }); i < 0 || rl.Runners[i].Owner != "bob" {
 		t.Errorf("alice's runner list lacks bob's shared runner: %+v", rl.Runners)
@@ -232,6 +237,7 @@ func TestTenancyVendorJobUsesOnlyAccountsSharedWithItsRequester(t *testing.T) {
 	t.Logf("bob's job, alice's runner private: %s", v.Waiting)
 
 	must(t, alice.CLI, "runners", "share", "alices", "--user", "bob")
+	must(t, bob.CLI, "runners", "accept", "alices")
 	v = testkit.WaitJob(t, bc, bj.ID, time.Minute, waiting("account"))
 	t.Logf("bob's job, alice's runner shared, her account not: %s", v.Waiting)
 
@@ -352,14 +358,15 @@ func TestTenancyRemovedUserAndRotatedTokens(t *testing.T) {
 	t.Parallel()
 	h, alice, bob := tenants(t)
 	ar := alice.StartRunner(t, "alices", "--slots", "1")
-	br := bob.StartRunner(t, "bobs", "--slots", "4")
+	br := bob.StartRunner(t, "bobs", "--slots", "4", "--labels", "box=bobs")
 	must(t, bob.CLI, "runners", "share", "bobs", "--user", "alice")
+	must(t, alice.CLI, "runners", "accept", "bobs")
 	ar.WaitConnected(time.Minute)
 	br.WaitConnected(time.Minute)
 	ac := alice.Client()
-	first := submitMany(t, alice, 1, "echo", "first")
+	first := []string{submitAs(t, alice, protocol.SubmitRequest{Args: []string{"echo", "first"}, Labels: map[string]string{"box": "bobs"}}).ID}
 	if on := completedOn(t, ac, first); !slices.Equal(on[first[0]], []string{"bobs"}) {
-		t.Fatalf("with more free slots, bob's shared runner should take alice's job; it ran on %v", on[first[0]])
+		t.Fatalf("bob's shared runner, the only one with the label, should take alice's job; it ran on %v", on[first[0]])
 	}
 	// Nobody has the label: bob's job waits.
 	stuck := submitAs(t, bob, protocol.SubmitRequest{Args: []string{"true"}, Labels: map[string]string{"tenancy": "nobody"}})

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 // Hub is what the autoscaler asks of the hub (the CLI's client).
@@ -50,6 +51,13 @@ type scaled struct {
 // has no event for a runner process that ended.
 const usedExitPoll = 500 * time.Millisecond
 
+// demandRetry is the wait before the queue is read again after it could
+// not be.
+const demandRetry = 2 * time.Second
+
+// launchRetry spaces the tries of a failing launch: 2s doubling to a minute.
+func launchRetry() retry.Policy { return retry.Policy{First: 2 * time.Second, Max: time.Minute} }
+
 // Run scales until ctx ends, then stops every runner it launched.
 func (a *Autoscaler) Run(ctx context.Context) error {
 	if a.Min < 0 || a.Max < 1 || a.Min > a.Max {
@@ -79,10 +87,8 @@ func (a *Autoscaler) Run(ctx context.Context) error {
 				a.Log.Warn("autoscale: cannot read the queue", "err", err)
 			}
 			lastWrong = err
-			select {
-			case <-ctx.Done():
+			if retry.Sleep(ctx, demandRetry) != nil {
 				return nil
-			case <-time.After(2 * time.Second):
 			}
 			continue
 		}
@@ -107,7 +113,7 @@ func (a *Autoscaler) Run(ctx context.Context) error {
 				s, err := a.launch(ctx)
 				if err != nil {
 					failures++
-					nextTry = now.Add(min(time.Second<<min(failures, 6), time.Minute))
+					nextTry = now.Add(launchRetry().Delay(failures - 1))
 					a.Log.Warn("autoscale: launch failed; retrying", "err", err, "at", nextTry.Format(time.TimeOnly))
 					break
 				}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 // Host is an SSH host the operator registered for the fleet.
@@ -241,6 +242,12 @@ type bridgeConfig struct {
 
 const bridgeFile = "bridge.json"
 
+// bridgeRetry spaces the restarts of a failing SSH session: 500ms doubling
+// to 30s (RunBridge starts again from the first after a long session).
+func bridgeRetry() retry.Policy {
+	return retry.Policy{First: 500 * time.Millisecond, Max: 30 * time.Second}
+}
+
 // Launch copies drover to the host when needed, then starts one bridge per
 // runner; each runs `drover runner --stdio` on the host.
 func (t *SSH) Launch(ctx context.Context, s Spec) ([]Instance, error) {
@@ -335,12 +342,10 @@ func RunBridge(ctx context.Context, dir string, log *slog.Logger) error {
 		if time.Since(start) > time.Minute {
 			n = 0
 		}
-		d := min(500*time.Millisecond<<min(n, 6), 30*time.Second)
+		d := bridgeRetry().Delay(n)
 		log.Warn("ssh session ended; reconnecting", "host", bc.Host.Name, "err", err, "after", d)
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, d) != nil {
 			return nil
-		case <-time.After(d):
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"drover/internal/retry"
 )
 
 // Locker serializes work on one lock file: first an in-process queue (one
@@ -140,19 +142,14 @@ func samePath(f *os.File, path string) (bool, error) {
 // interrupted by ctx. Only another process (or another Locker) makes it
 // wait: within one Locker the queue already serializes.
 func flockWait(ctx context.Context, path string) (*os.File, error) {
-	wait := time.Millisecond
-	for {
+	pol := retry.Policy{First: time.Millisecond, Max: 50 * time.Millisecond}
+	for n := 0; ; n++ {
 		f, ok, err := flockTry(path)
 		if err != nil || ok {
 			return f, err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if retry.Sleep(ctx, pol.Delay(n)) != nil {
 			return nil, fmt.Errorf("wait for lock %s: %w", path, context.Cause(ctx))
 		}
-		wait = min(2*wait, 50*time.Millisecond)
 	}
 }

@@ -15,6 +15,13 @@ import (
 //     jobs, those of the users it is shared with, those on the projects it
 //     is shared with (when their requester is a member), or everyone's when
 //     an admin made it hub-wide;
+//   - a runner's share takes effect only once its recipient accepted it (a
+//     user for themself; a project's owner or an admin for the project),
+//     since whoever runs a job reads its repository and reports its result;
+//     a project share needs the runner's owner to be a member of the
+//     project, and goes when they leave it;
+//   - a requester's own runners are offered their jobs before any shared
+//     with them (pickRunner);
 //   - a runner's accounts spend only for its owner's jobs, and for the users
 //     and projects the owner shared the account with (a hub-wide runner's
 //     accounts too);
@@ -67,7 +74,9 @@ func newRunnerAccess(rn store.Runner, shares []store.Share) *runnerAccess {
 	ra := &runnerAccess{owner: rn.OwnerID, hub: rn.Access == protocol.AccessHub, accounts: map[string]*shareSet{}}
 	for _, sh := range shares {
 		if sh.AccountID == "" {
-			ra.runner.add(sh)
+			if !sh.Pending() {
+				ra.runner.add(sh)
+			}
 			continue
 		}
 		s := ra.accounts[sh.AccountID]
@@ -280,17 +289,22 @@ func mayUseAccountOf(p principal, ra *runnerAccess, account string, projects map
 func sharesView(n *namer, shares []store.Share, account string) []protocol.Share {
 	var out []protocol.Share
 	for _, sh := range shares {
-		if sh.AccountID != account {
-			continue
-		}
-		switch sh.Kind {
-		case store.ShareUser:
-			out = append(out, protocol.Share{User: n.user(sh.Subject)})
-		case store.ShareProject:
-			out = append(out, protocol.Share{Project: sh.Subject})
+		if sh.AccountID == account {
+			out = append(out, shareView(n, sh))
 		}
 	}
 	return out
+}
+
+func shareView(n *namer, sh store.Share) protocol.Share {
+	v := protocol.Share{Pending: sh.Pending()}
+	switch sh.Kind {
+	case store.ShareUser:
+		v.User = n.user(sh.Subject)
+	case store.ShareProject:
+		v.Project = sh.Subject
+	}
+	return v
 }
 
 // userProjects is the set of projects the user is a member of.
@@ -304,6 +318,28 @@ func userProjects(tx store.Tx, userID string) (map[string]bool, error) {
 		out[p] = true
 	}
 	return out, nil
+}
+
+// noProject is the refusal of a project that does not exist and of one
+// the caller may not see alike.
+func noProject(name string) error { return notFound("no project named %q", name) }
+
+// visibleProject reads a project p may see (a member, or an admin); one
+// p may not see is "no project", exactly like one that does not exist.
+func visibleProject(tx store.Tx, p principal, name string) (store.Project, error) {
+	prj, err := readProject(tx, name)
+	if err != nil {
+		return store.Project{}, err
+	}
+	if p.admin {
+		return prj, nil
+	}
+	if ok, err := isMember(tx, name, p.userID); err != nil {
+		return store.Project{}, err
+	} else if !ok {
+		return store.Project{}, noProject(name)
+	}
+	return prj, nil
 }
 
 // mayUseProject: members of a project (and admins) read it, push to it and

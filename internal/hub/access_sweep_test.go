@@ -71,6 +71,7 @@ func TestCrossHubAccessChangeWithHintsLost(t *testing.T) {
 
 	loads := accessLoads(b)
 	a.share(bob, "b-box", true, protocol.ShareRequest{User: "alice"})
+	a.accept(alice, "b-box", "")
 	if mayRunHere(b, w.RunnerID, aliceID) {
 		t.Fatal("B knew of the share before its cross sweep: the hints were not lost")
 	}

@@ -80,8 +80,8 @@ func TestBadAgentListsCloseTheConnection(t *testing.T) {
 		sr := newScriptRunner(t, ws)
 		hello.Protocol, hello.Slots = protocol.Version, 1
 		sr.send(protocol.TypeHello, "", hello)
-		if _, err := sr.tryRead(5 * time.Second); websocket.CloseStatus(err) != protocol.CloseProtocol {
-			t.Errorf("hello %+v: want a protocol close, got %v", hello, err)
+		if _, err := sr.tryRead(5 * time.Second); websocket.CloseStatus(err) != protocol.CloseRefused {
+			t.Errorf("hello %+v: want a refusal, got %v", hello, err)
 		}
 	}
 	// A status reporting such an account closes the connection too, and

@@ -21,6 +21,18 @@ func (a httpAPI) shareRunner(share bool) func(http.ResponseWriter, *http.Request
 	}
 }
 
+// answerShare serves POST /runners/{name}/accept and /decline.
+func (a httpAPI) answerShare(accept bool) func(http.ResponseWriter, *http.Request, principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+		req := answerShareRequest{Name: r.PathValue("name"), Accept: accept}
+		if err := decodeBody(r, w, &req.AnswerShareRequest); err != nil {
+			return err
+		}
+		out, err := a.h.answerShare(r.Context(), p, req)
+		return reply(w, http.StatusOK, out, err)
+	}
+}
+
 // shareAccount serves POST /accounts/share and /accounts/unshare.
 func (a httpAPI) shareAccount(share bool) func(http.ResponseWriter, *http.Request, principal) error {
 	return func(w http.ResponseWriter, r *http.Request, p principal) error {

@@ -3,7 +3,6 @@ package hub
 import (
 	"net/http"
 	"strconv"
-	"strings"
 
 	"drover/internal/auth"
 	"drover/internal/protocol"
@@ -51,15 +50,10 @@ func (a httpAPI) launchFailure(w http.ResponseWriter, r *http.Request, p princip
 // demand serves GET /fleet/demand?labels=k=v,...&after=GEN&wait=MS.
 func (a httpAPI) demand(w http.ResponseWriter, r *http.Request, p principal) error {
 	q := r.URL.Query()
-	req := demandRequest{Labels: map[string]string{}}
-	if s := q.Get("labels"); s != "" {
-		for _, kv := range strings.Split(s, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return badRequest("labels: want k=v,k2=v2")
-			}
-			req.Labels[k] = v
-		}
+	var req demandRequest
+	var err error
+	if req.Labels, err = protocol.ParseLabelList(q.Get("labels")); err != nil {
+		return badRequest("labels: %v", err)
 	}
 	req.After, _ = strconv.ParseUint(q.Get("after"), 10, 64)
 	if s := q.Get("wait"); s != "" {
@@ -83,7 +77,7 @@ func (a httpAPI) register(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		tok = ""
 	}
-	err = registrationToken(tok)
+	err = a.h.authenticateRegistration(r.Context(), tok)
 	if err == nil {
 		var req protocol.RegisterRequest
 		if err = decodeBody(r, w, &req); err == nil {

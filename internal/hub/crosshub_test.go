@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -444,6 +445,12 @@ func TestCrossHubShareReachesTheHoldingHub(t *testing.T) {
 	j := a.submitAs(alice, protocol.SubmitRequest{})
 	b.waitQueued(j.ID, waitNotYours)
 	a.share(bob, "b-box", true, protocol.ShareRequest{User: "alice"})
+	// Pending until alice accepts, here on b: then b's runner gets the job.
+	if v := b.runnersOf(alice)["b-box"]; !slices.Equal(v.Offered, []protocol.Share{{User: "alice", Pending: true}}) {
+		t.Fatalf("alice sees on b %+v", v)
+	}
+	b.waitQueued(j.ID, waitNotYours)
+	b.accept(alice, "b-box", "")
 	runToEnd(t, box, box.offerFor(j.ID), "one\n", 0)
 	a.share(bob, "b-box", false, protocol.ShareRequest{User: "alice"})
 	j2 := a.submitAs(alice, protocol.SubmitRequest{})

@@ -491,7 +491,7 @@ func TestWebAccessControls(t *testing.T) {
 			t.Fatalf("%s: %d\n%s", c.path, resp.StatusCode, body)
 		}
 	}
-	if got, want := th.accessState(alice), "revoked=true access=private shares=[{carol }] account=[{carol }] members=[alice carol]"; got != want {
+	if got, want := th.accessState(alice), "revoked=true access=private shares=[{carol  true}] account=[{carol  false}] members=[alice carol]"; got != want {
 		t.Fatalf("after the controls: %s, want %s", got, want)
 	}
 	if _, body := bb.do("GET", "/projects", nil, nil); strings.Contains(body, `data-project="proj"`) {
@@ -530,7 +530,7 @@ func TestBrowserAccessControls(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#runner-box details.share-runner input[name=subject]`), "carol"),
 		chromedp.Click(chromedp.CSS(`#runner-box details.share-runner form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#runner-box small.share`)))
-	if got := shares("#runner-box"); got != "shared with carol" {
+	if got := shares("#runner-box"); got != "shared with carol (pending: not accepted yet)" {
 		t.Fatalf("runner shares shown: %q", got)
 	}
 	if got := th.runnersOf(th.admin)["box"].SharedWith; len(got) != 1 || got[0].User != "carol" {

@@ -116,8 +116,8 @@ func TestRunnerVersionIsShownAndPlainText(t *testing.T) {
 	}
 	for i, v := range []string{"v1\x1b[2J", strings.Repeat("v", protocol.MaxVersion+1)} {
 		sr := th.sayHello(th.srv.URL, th.registerRunner(fmt.Sprintf("bad%d", i)), protocol.Hello{RunnerVersion: v})
-		if code := sr.waitClosed(); code != protocol.CloseProtocol {
-			t.Errorf("hello with version %q: close %d, want %d", v[:min(len(v), 20)], code, protocol.CloseProtocol)
+		if code := sr.waitClosed(); code != protocol.CloseRefused {
+			t.Errorf("hello with version %q: close %d, want %d", v[:min(len(v), 20)], code, protocol.CloseRefused)
 		}
 	}
 }

@@ -159,7 +159,7 @@ func whyText(stage int, j store.Job, notReady string, need credNeed) string {
 	case whyBusy:
 		return "every runner that can take it is busy"
 	}
-	return "no connected runner runs your jobs (its owner must share it with you or your project)"
+	return "no connected runner runs your jobs (its owner must share it with you or your project, and you, or the project's owner, accept the share: drover runners)"
 }
 
 // shapeKey names a job's shape: the jobs of one requester, agent, labels,
@@ -320,12 +320,13 @@ func (h *Hub) dispatch(ctx context.Context) error {
 }
 
 // pickRunner is the candidate to offer j to, with the account to name, or
-// -1 and why none fits: the runner with the owner's most preferred ready
-// account of the job's agent (exec: the most free slots), or the runner
-// that asked, for a resumed session. A runner that may not receive the
-// credentials of the job's setup (need) is never chosen.
+// -1 and why none fits: the requester's own runners before any shared with
+// them, then the runner with the owner's most preferred ready account of
+// the job's agent (exec: the most free slots), or the runner that asked,
+// for a resumed session. A runner that may not receive the credentials of
+// the job's setup (need) is never chosen.
 func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]int64, prefer string, need credNeed) (int, string, string) {
-	best, account, bestRank, stage := -1, "", int64(0), whyNoRunner
+	best, account, bestRank, bestOwn, stage := -1, "", int64(0), false, whyNoRunner
 	notReady := "" // the first not-ready runner's reason
 	for i, cd := range cands {
 		got, acct, rank, ok := cd.fit(j, member, ranks, need)
@@ -347,8 +348,10 @@ func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]i
 		if cd.c.runnerID == prefer {
 			return i, acct, ""
 		}
-		if best < 0 || rank < bestRank || (rank == bestRank && cd.free > cands[best].free) {
-			best, account, bestRank = i, acct, rank
+		own := cd.access.owner == j.RequesterID
+		if best < 0 || (own && !bestOwn) ||
+			(own == bestOwn && (rank < bestRank || (rank == bestRank && cd.free > cands[best].free))) {
+			best, account, bestRank, bestOwn = i, acct, rank, own
 		}
 	}
 	if best < 0 {

@@ -91,7 +91,7 @@ type demandRequest struct {
 // after, else when the queue next changes (or wait ms pass): an
 // autoscaler's event, not a poll. It returns ctx's error if ctx ends first.
 func (h *Hub) waitDemand(ctx context.Context, p principal, req demandRequest) (protocol.Demand, error) {
-	if err := validateLabels(req.Labels); err != nil {
+	if err := protocol.CheckLabels(req.Labels); err != nil {
 		return protocol.Demand{}, badRequest("labels: %v", err)
 	}
 	if req.WaitMS < 0 {

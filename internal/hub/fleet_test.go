@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"drover/internal/auth"
 	"drover/internal/protocol"
 )
@@ -89,7 +87,7 @@ func TestRegistrationTokensAreSingleUseScopedAndRevocable(t *testing.T) {
 		t.Fatalf("registered runner: %+v", rv)
 	}
 	bad := dialRaw(t, th, own, protocol.Hello{Protocol: protocol.Version, Slots: 1, Labels: map[string]string{"pool": "b"}})
-	if st := bad.waitClosed(); st != websocket.StatusCode(protocol.CloseProtocol) {
+	if st := bad.waitClosed(); st != protocol.CloseRefused {
 		t.Fatalf("hello outside scope closed with %d", st)
 	}
 	sr, _ := th.dial(own, protocol.Hello{Labels: pool})

@@ -66,7 +66,7 @@ func FuzzNames(f *testing.F) {
 		if m := protocol.ValidName(k); m && (len(k) > 64 || strings.ContainsAny(k, "/\\ \n\x00")) {
 			t.Fatalf("runner name %q accepted", k)
 		}
-		err := validateLabels(map[string]string{k: v})
+		err := protocol.CheckLabels(map[string]string{k: v})
 		want := len(k) <= protocol.MaxLabelLen && refLabel.MatchString(k) && len(v) <= protocol.MaxLabelLen && refPlainLine(v)
 		if (err == nil) != want {
 			t.Fatalf("label %q=%q: %v, want ok=%v", k, v, err, want)
@@ -196,7 +196,7 @@ func FuzzGatewayFrame(f *testing.F) {
 			_, msg, err := ws.Read(ctx)
 			if err != nil {
 				switch st := websocket.CloseStatus(err); st {
-				case protocol.CloseProtocol, protocol.CloseVersion, websocket.StatusMessageTooBig:
+				case protocol.CloseProtocol, protocol.CloseRefused, protocol.CloseVersion, websocket.StatusMessageTooBig:
 				default:
 					t.Fatalf("connection ended with %v (%d), want a protocol close", err, st)
 				}
@@ -279,6 +279,8 @@ var fuzzRoutes = []struct {
 	{"POST", "/runner/publish", true},
 	{"GET", "/runner/context", true},
 	{"GET", "/runner/login", true},
+	{"POST", "/runners/X/accept", false},
+	{"POST", "/runners/X/decline", false},
 }
 
 // FuzzAPIRequest sends fuzzed paths, queries and bodies to the HTTP API

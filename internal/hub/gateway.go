@@ -162,6 +162,8 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 		code := websocket.StatusCode(protocol.CloseProtocol)
 		if errors.Is(err, errStaleToken) {
 			code = protocol.CloseRevoked
+		} else if _, ok := errors.AsType[helloRefusal](err); ok {
+			code = protocol.CloseRefused
 		}
 		ws.Close(code, truncate(err.Error(), 120))
 		return nil
@@ -182,6 +184,10 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	h.detach(c, reason)
 	return nil
 }
+
+// helloRefusal is a hello refused for what it says, which the same hello
+// would be again: closed with CloseRefused, on which the runner exits.
+type helloRefusal struct{ error }
 
 type closeErr struct {
 	code websocket.StatusCode
@@ -215,25 +221,25 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 		return hello, closeErr{protocol.CloseVersion, fmt.Sprintf("hub speaks protocol %d, runner %d: upgrade the older one", protocol.Version, hello.Protocol)}
 	}
 	if hello.Slots < 1 || hello.Slots > protocol.MaxSlots {
-		return hello, closeErr{protocol.CloseProtocol, fmt.Sprintf("slots must be 1 to %d", protocol.MaxSlots)}
+		return hello, closeErr{protocol.CloseRefused, fmt.Sprintf("slots must be 1 to %d", protocol.MaxSlots)}
 	}
-	if err := validateLabels(hello.Labels); err != nil {
-		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+	if err := protocol.CheckLabels(hello.Labels); err != nil {
+		return hello, closeErr{protocol.CloseRefused, truncate(err.Error(), 120)}
 	}
 	if len(hello.RunnerVersion) > protocol.MaxVersion {
-		return hello, closeErr{protocol.CloseProtocol, fmt.Sprintf("runner version of %d bytes; at most %d", len(hello.RunnerVersion), protocol.MaxVersion)}
+		return hello, closeErr{protocol.CloseRefused, fmt.Sprintf("runner version of %d bytes; at most %d", len(hello.RunnerVersion), protocol.MaxVersion)}
 	}
 	if len(hello.Attempts) > protocol.MaxHeldReports {
 		return hello, closeErr{protocol.CloseProtocol, "too many attempts in hello"}
 	}
 	if err := checkAgents(hello.Agents, hello.Accounts); err != nil {
-		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+		return hello, closeErr{protocol.CloseRefused, truncate(err.Error(), 120)}
 	}
 	if err := checkNotReady(hello.NotReady); err != nil {
-		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+		return hello, closeErr{protocol.CloseRefused, truncate(err.Error(), 120)}
 	}
 	if err := protocol.CheckPlainText("runner version", hello.RunnerVersion, false); err != nil {
-		return hello, closeErr{protocol.CloseProtocol, truncate(err.Error(), 120)}
+		return hello, closeErr{protocol.CloseRefused, truncate(err.Error(), 120)}
 	}
 	if hello.Agents == nil {
 		hello.Agents = []string{"exec"} // a runner from before agents were reported

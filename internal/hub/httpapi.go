@@ -285,6 +285,8 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("POST "+p+"/runners/{name}/revoke", h.handler(u, api.revokeRunner))
 	mux.Handle("POST "+p+"/runners/{name}/share", h.handler(u, api.shareRunner(true)))
 	mux.Handle("POST "+p+"/runners/{name}/unshare", h.handler(u, api.shareRunner(false)))
+	mux.Handle("POST "+p+"/runners/{name}/accept", h.handler(u, api.answerShare(true)))
+	mux.Handle("POST "+p+"/runners/{name}/decline", h.handler(u, api.answerShare(false)))
 	mux.Handle("GET "+p+"/accounts", h.handler(u, api.accounts))
 	mux.Handle("POST "+p+"/accounts/move", h.handler(u, api.moveAccount))
 	mux.Handle("POST "+p+"/accounts/share", h.handler(u, api.shareAccount(true)))

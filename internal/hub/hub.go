@@ -20,6 +20,7 @@ import (
 	"drover/internal/fsutil"
 	"drover/internal/hubrepo"
 	"drover/internal/ids"
+	"drover/internal/retry"
 	"drover/internal/store"
 	"drover/internal/store/postgres"
 	"drover/internal/store/sqlite"
@@ -245,10 +246,8 @@ func (h *Hub) recoverWhenSpace(ctx context.Context) error {
 			h.log.Error("the hub's disk is full: it starts once space is freed in its data directory",
 				"dir", h.cfg.DataDir, "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("open hub: gave up waiting for space (%w): %w", ctx.Err(), err)
-		case <-time.After(time.Second):
+		if serr := retry.Sleep(ctx, time.Second); serr != nil {
+			return fmt.Errorf("open hub: gave up waiting for space (%w): %w", serr, err)
 		}
 	}
 }

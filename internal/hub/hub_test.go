@@ -36,6 +36,9 @@ type testHub struct {
 	srv   *httptest.Server
 	cfg   Config
 	admin string
+	// tokens are the users addUser made, by name (a test that shares a
+	// runner with one accepts as them).
+	tokens map[string]string
 }
 
 // TestMain stops the Postgres cluster of DROVER_HUB_TEST_STORE=postgres.
@@ -191,6 +194,7 @@ func (th *testHub) registerRunnerOf(owner, name string, shareWith ...string) str
 		if code, e := th.call(owner, "POST", "/runners/"+name+"/share", protocol.ShareRequest{User: u}, nil); code != http.StatusOK {
 			th.t.Fatalf("share %s with %s: %d %v", name, u, code, e)
 		}
+		th.accept(th.tokenOf(u), name, "")
 	}
 	return tok
 }
@@ -651,7 +655,7 @@ func TestHelloIsChecked(t *testing.T) {
 		code  websocket.StatusCode
 	}{
 		{protocol.Hello{Protocol: 99, Slots: 1}, protocol.CloseVersion},
-		{protocol.Hello{Protocol: protocol.Version, Slots: 1, RunnerVersion: strings.Repeat("v", protocol.MaxVersion+1)}, protocol.CloseProtocol},
+		{protocol.Hello{Protocol: protocol.Version, Slots: 1, RunnerVersion: strings.Repeat("v", protocol.MaxVersion+1)}, protocol.CloseRefused},
 	} {
 		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
 			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,6 +143,9 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"duplicate escaped key", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"\u0061gent":"exec"}`, 400, `duplicate key "agent"`},
 		{"invalid UTF-8", "", "POST", "/jobs", "{\"agent\":\"exec\",\"args\":[\"true\xff\"]}", 400, "not valid UTF-8"},
 		{"unknown field", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"labelz":{"a":"b"}}`, 400, `unknown field "labelz"`},
+		{"keys differing in case", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"Agent":"claude"}`, 400, `duplicate key "Agent" in the object at $: it differs from "agent" only in case`},
+		{"nested keys differing in case", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"labels":{"gpu":"a","GPU":"b"}}`, 400, `duplicate key "GPU" in the object at $.labels`},
+		{"nesting past the limit", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"labels":` + strings.Repeat(`{"a":`, 64) + "1" + strings.Repeat("}", 65), 400, "nested deeper than 64 levels"},
 		{"empty body", "", "POST", "/jobs", ``, 400, "no JSON value"},
 		{"malformed", "", "POST", "/jobs", `{"agent":`, 400, "request body"},
 		// plain-text fields
@@ -152,6 +156,12 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"idempotency key with a newline", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"key":"k\n1"}`, 400, "idempotency key"},
 		{"idempotency key with DEL", "", "POST", "/jobs", `{"agent":"exec","args":["true"],"key":"k\u007f"}`, 400, "idempotency key"},
 		{"account with BEL", "", "POST", "/jobs", `{"agent":"claude","args":["hi"],"account":"a\u0007"}`, 400, "account"},
+		{"argument with a C1 CSI", "", "POST", "/jobs", `{"agent":"exec","args":["printf","\u009b31m"]}`, 400, "argument 2 has a control character (U+009B)"},
+		{"argument with a C1 NEL", "", "POST", "/jobs", `{"agent":"exec","args":["echo","a\u0085b"]}`, 400, "argument 2"},
+		{"argument with ESC", "", "POST", "/jobs", `{"agent":"exec","args":["printf","\u001b[1m"]}`, 400, "argument 2"},
+		{"argument with NUL", "", "POST", "/jobs", `{"agent":"exec","args":["a\u0000"]}`, 400, "argument 1"},
+		{"argument with a lone CR", "", "POST", "/jobs", `{"agent":"exec","args":["echo","a\rb"]}`, 400, "argument 2"},
+		{"prompt with a C1 CSI", "", "POST", "/jobs", `{"agent":"claude","args":["fix","it\u009b2J"]}`, 400, "argument 2"},
 		{"answer with ESC", "", "POST", "/jobs/" + waiting.ID + "/answer", `{"text":"yes\u001b[2J"}`, 400, "answer"},
 		{"answer with a lone CR", "", "POST", "/jobs/" + waiting.ID + "/answer", `{"text":"yes\rno"}`, 400, "answer"},
 		{"answer with a C1 CSI", "", "POST", "/jobs/" + waiting.ID + "/answer", `{"text":"\u009b31mred"}`, 400, "answer"},
@@ -212,12 +222,12 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		})
 	}
 
-	// Job arguments are not plain text: any character goes.
+	// Job arguments are multiline plain text: tab, newline and CRLF go.
 	var v protocol.JobView
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"printf", "\x1b[1m\u009b\r\x00"}}, &v); code != http.StatusCreated {
-		t.Fatalf("args with control characters: %d %+v", code, e)
+	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"printf", "a\tb\nc\r\n\u00a0é"}}, &v); code != http.StatusCreated {
+		t.Fatalf("args with tab, newline and CRLF: %d %+v", code, e)
 	}
-	if got := th.job(v.ID).Args; len(got) != 2 || got[1] != "\x1b[1m\u009b\r\x00" {
+	if got := th.job(v.ID).Args; len(got) != 2 || got[1] != "a\tb\nc\r\n\u00a0é" {
 		t.Fatalf("args came back as %q", got)
 	}
 	// An explicit empty remote still makes a project hosted again.
@@ -245,5 +255,74 @@ func TestLogFollowWithAHugeWait(t *testing.T) {
 	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("hello")}))
 	if s := <-got; s != "200 hello" {
 		t.Fatalf("follow got %q", s)
+	}
+}
+
+// watchedBody is a request body that counts the bytes a handler read.
+type watchedBody struct {
+	r    io.Reader
+	read int
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read += n
+	return n, err
+}
+
+func (b *watchedBody) Close() error { return nil }
+
+// Register checks its caller before it reads the body: a 549 KB body of
+// objects nested with 50-byte keys, sent with any bearer starting drv_g_,
+// took the hub from 66 MB to 2.58 GB before the token was looked up
+// (issue 24). A caller without a registration token the hub issued gets
+// 401 with nothing read; one with such a token gets 400 at the nesting
+// limit. Neither changes anything.
+func TestRegisterChecksTheTokenBeforeReadingTheBody(t *testing.T) {
+	th := startHub(t, Config{})
+	rtok := th.registerRunner("r1")
+	reg := th.launch(th.admin, protocol.LaunchRequest{Target: "local", Count: 1, Slots: 1}).Registrations[0].Token
+	key := `"` + strings.Repeat("k", 50) + `":`
+	deep := strings.Repeat("{"+key, 10000) + "0" + strings.Repeat("}", 10000)
+	tests := []struct {
+		name   string
+		bearer string // "" sends no Authorization
+		status int
+		code   string
+		msg    string
+		read   bool // whether the handler may read the body
+	}{
+		{"no bearer", "", 401, protocol.ErrUnauthorized, "needs a fleet registration token", false},
+		{"the bare prefix", auth.PrefixRegistration, 401, protocol.ErrUnauthorized, "registration token not recognised", false},
+		{"a registration token never issued", auth.NewToken(auth.PrefixRegistration), 401, protocol.ErrUnauthorized, "registration token not recognised", false},
+		{"a user token", th.admin, 401, protocol.ErrUnauthorized, "needs a fleet registration token", false},
+		{"a runner token", rtok, 401, protocol.ErrUnauthorized, "needs a fleet registration token", false},
+		{"an issued registration token", reg, 400, protocol.ErrBadRequest, "nested deeper than 64 levels", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := th.dbDump()
+			body := &watchedBody{r: strings.NewReader(deep)}
+			req := httptest.NewRequest("POST", protocol.APIPrefix+"/runner/register", body)
+			if tt.bearer != "" {
+				req.Header.Set("Authorization", "Bearer "+tt.bearer)
+			}
+			rec := httptest.NewRecorder()
+			th.h.Handler().ServeHTTP(rec, req)
+			var eb protocol.ErrorBody
+			_ = json.Unmarshal(rec.Body.Bytes(), &eb)
+			if rec.Code != tt.status || eb.Error.Code != tt.code || !strings.Contains(eb.Error.Message, tt.msg) {
+				t.Fatalf("got %d %+v, want %d %s with %q", rec.Code, eb.Error, tt.status, tt.code, tt.msg)
+			}
+			if !tt.read && body.read > 0 {
+				t.Fatalf("the hub read %d bytes of the body of a caller it refused", body.read)
+			}
+			if after := th.dbDump(); after != before {
+				t.Fatalf("the refusal changed the database: %s", firstDiff(before, after))
+			}
+		})
+	}
+	if _, code, e := th.registerWith(reg, nil); code != http.StatusCreated {
+		t.Fatalf("the token no longer registers after the refusals: %d %+v", code, e)
 	}
 }

@@ -168,6 +168,9 @@ func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *prot
 		}
 		spec.Setup = &protocol.SetupSpec{Commands: c.SetupCommands, Timeout: protocol.Duration(timeout), KeyFiles: c.SetupKeys,
 			File: c.SetupFile, Credentials: creds}
+		if c.SetupFile != "" {
+			spec.Setup.FileApproved = c.SetupApproved
+		}
 	}
 	spec.Caches = c.Caches
 	if spec.Repo != nil {
@@ -191,7 +194,7 @@ func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
 	}
 	return protocol.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
 		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
-		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile, Large: c.Large, Sparse: c.Sparse,
+		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile, SetupApproved: c.SetupApproved, Large: c.Large, Sparse: c.Sparse,
 		Policies: h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
 }
 
@@ -246,6 +249,9 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 		}
 		c.SetupFile = *req.SetupFile
 	}
+	if c.SetupApproved, err = applyApprovals(c.SetupApproved, req.ApproveSetup, req.UnapproveSetup); err != nil {
+		return c, err
+	}
 	if req.Large != nil {
 		c.Large = *req.Large
 	}
@@ -267,6 +273,39 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 		c.Caches = slices.Compact(slices.Sorted(slices.Values(*req.Caches)))
 	}
 	return c, nil
+}
+
+// applyApprovals adds and removes approved digests of the repository's
+// setup script: an approval is content, so it outlives a change of
+// SetupFile and matches that content under any name.
+func applyApprovals(have, add, remove []string) ([]string, error) {
+	if len(add) == 0 && len(remove) == 0 {
+		return have, nil
+	}
+	out := slices.Clone(have)
+	for _, h := range remove {
+		d, err := protocol.CheckSetupHash(h)
+		if err != nil {
+			return have, badRequest("%v", err)
+		}
+		i := slices.Index(out, d)
+		if i < 0 {
+			return have, badRequest("setup script digest %s is not approved", d)
+		}
+		out = slices.Delete(out, i, i+1)
+	}
+	for _, h := range add {
+		d, err := protocol.CheckSetupHash(h)
+		if err != nil {
+			return have, badRequest("%v", err)
+		}
+		out = append(out, d)
+	}
+	out = slices.Compact(slices.Sorted(slices.Values(out)))
+	if len(out) > protocol.MaxSetupApproved {
+		return have, badRequest("at most %d approved versions of the setup script (drop old ones with --unapprove)", protocol.MaxSetupApproved)
+	}
+	return out, nil
 }
 
 // projectConfigRequest names a project and, to set it, its new config.
@@ -323,14 +362,15 @@ func (h *Hub) setProjectConfig(ctx context.Context, p principal, req projectConf
 	h.log.Info("project config changed", "project", out.Project, "by", p.name,
 		"setup_network", netpolicy.Describe(after.SetupNetwork), "agent_network", netpolicy.Describe(after.AgentNetwork),
 		"was_setup_network", netpolicy.Describe(before.SetupNetwork), "was_agent_network", netpolicy.Describe(before.AgentNetwork),
-		"setup_commands", len(after.SetupCommands), "caches", len(after.Caches))
+		"setup_commands", len(after.SetupCommands), "setup_file", after.SetupFile, "setup_approved", after.SetupApproved,
+		"caches", len(after.Caches))
 	return out, nil
 }
 
 func readProject(tx store.Tx, name string) (store.Project, error) {
 	prj, err := tx.Project(name)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Project{}, notFound("no project named %q", name)
+		return store.Project{}, noProject(name)
 	}
 	return prj, err
 }

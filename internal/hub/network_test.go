@@ -48,6 +48,7 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		}
 	}
 	want()
+	digest := protocol.SetupFileHash([]byte("echo setup\n"))
 	for name, tc := range map[string]struct {
 		token  string
 		req    protocol.ProjectConfigRequest
@@ -59,10 +60,14 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		"open while it is off":          {alice, protocol.ProjectConfigRequest{AgentNetwork: names("open")}, http.StatusBadRequest},
 		"a bad cache with a good policy": {alice, protocol.ProjectConfigRequest{AgentNetwork: names("npm"),
 			Caches: names("../x")}, http.StatusBadRequest},
-		"a bad key file":                       {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
-		"a setup file outside the repository":  {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
-		"a member enables a setup file":        {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
-		"a member marks it large":              {bob, protocol.ProjectConfigRequest{Large: ptr(true)}, http.StatusForbidden},
+		"a bad key file":                      {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
+		"a setup file outside the repository": {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
+		"a member enables a setup file":       {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
+		"a member marks it large":             {bob, protocol.ProjectConfigRequest{Large: ptr(true)}, http.StatusForbidden},
+		"a member approves a setup script":    {bob, protocol.ProjectConfigRequest{ApproveSetup: []string{digest}}, http.StatusForbidden},
+		"a setup script digest that is not one": {alice, protocol.ProjectConfigRequest{ApproveSetup: []string{digest, "abc"}},
+			http.StatusBadRequest},
+		"unapproving a digest not approved":    {alice, protocol.ProjectConfigRequest{UnapproveSetup: []string{digest}}, http.StatusBadRequest},
 		"a sparse path outside the repository": {alice, protocol.ProjectConfigRequest{Sparse: names("src", "../x")}, http.StatusBadRequest},
 		"a sparse pattern":                     {alice, protocol.ProjectConfigRequest{Sparse: names("src/*")}, http.StatusBadRequest},
 	} {
@@ -94,13 +99,19 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		t.Fatalf("refused submissions made jobs: %d, were %d", n, before)
 	}
 
-	// A setup file alone is a setup, and the offer names it.
-	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}); code != http.StatusOK {
-		t.Fatalf("owner enables a setup file: %d %+v", code, e)
+	// A setup file alone is a setup, and the offer names it with the
+	// digests of its versions the owner approved.
+	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh"),
+		ApproveSetup: []string{strings.ToUpper(digest), digest}}); code != http.StatusOK {
+		t.Fatalf("owner enables and approves a setup file: %d %+v", code, e)
+	}
+	if c, _ := config(bob); !slices.Equal(c.SetupApproved, []string{digest}) {
+		t.Fatalf("config after --approve: %+v", c)
 	}
 	box, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
 	withFile := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
-	if o := box.offerFor(withFile.ID); o.Spec.Setup == nil || o.Spec.Setup.File != ".drover/setup.sh" || len(o.Spec.Setup.Commands) != 0 {
+	if o := box.offerFor(withFile.ID); o.Spec.Setup == nil || o.Spec.Setup.File != ".drover/setup.sh" || len(o.Spec.Setup.Commands) != 0 ||
+		!slices.Equal(o.Spec.Setup.FileApproved, []string{digest}) {
 		t.Fatalf("offer setup = %+v", o.Spec.Setup)
 	} else {
 		runToEnd(t, box, o, "", 0)
@@ -220,6 +231,7 @@ func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 	own, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
 	bobs := th.registerRunnerOf(bob, "b-box")
 	th.share(bob, "b-box", true, protocol.ShareRequest{Project: "web"})
+	th.accept(alice, "b-box", "web")
 	shared, _ := th.dial(bobs, protocol.Hello{Slots: 1})
 
 	j := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
@@ -239,6 +251,7 @@ func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 
 	carols := th.registerRunnerOf(carol, "c-box")
 	th.share(carol, "c-box", true, protocol.ShareRequest{Project: "web"})
+	th.accept(alice, "c-box", "web")
 	named, _ := th.dial(carols, protocol.Hello{Slots: 1})
 	held := named.offerFor(j.ID)
 	if held.Spec.Setup == nil || len(held.Spec.Setup.Credentials) != 1 || held.Spec.Setup.Credentials[0].Key != key {

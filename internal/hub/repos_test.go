@@ -707,7 +707,24 @@ func (th *testHub) addUser(name string) string {
 	if code, e := th.call(th.admin, "POST", "/users", protocol.NewUserRequest{Name: name}, &r); code != http.StatusCreated {
 		th.t.Fatalf("add user: %d %+v", code, e)
 	}
+	if th.tokens == nil {
+		th.tokens = map[string]string{}
+	}
+	th.tokens[name] = r.Token
 	return r.Token
+}
+
+// tokenOf is the token of the user addUser made (or the admin).
+func (th *testHub) tokenOf(name string) string {
+	th.t.Helper()
+	if name == "admin" {
+		return th.admin
+	}
+	tok, ok := th.tokens[name]
+	if !ok {
+		th.t.Fatalf("no token of user %s", name)
+	}
+	return tok
 }
 
 func TestLargePushesAndTheTransferCap(t *testing.T) {

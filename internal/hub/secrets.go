@@ -25,7 +25,7 @@ var headerRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 func secretCredential(s store.ProjectSecret) protocol.SetupCredential {
 	env := protocol.SecretEnv(s.Name)
 	return protocol.SetupCredential{Name: "secret " + s.Name, Upstream: s.Upstream, Header: s.Header, Prefix: s.Prefix,
-		Key: s.Value, KeyEnv: env, BaseURLEnv: env + "_URL"}
+		Key: s.Value, KeyEnv: env, BaseURLEnv: env + "_URL", Secret: true}
 }
 
 func secretView(n *namer, s store.ProjectSecret) protocol.SecretView {
@@ -61,8 +61,8 @@ func checkSecret(prj, name string, req protocol.SecretRequest) (store.ProjectSec
 	if len(s.Prefix) > 64 || strings.ContainsFunc(s.Prefix, func(r rune) bool { return r < ' ' || r > '~' }) {
 		return s, badRequest("secret %s: the prefix is at most 64 printable ASCII characters", name)
 	}
-	if s.Value == "" || len(s.Value) > protocol.MaxSecretLen || strings.ContainsFunc(s.Value, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return s, badRequest("secret %s: the value is 1 to %d bytes without control characters or line breaks", name, protocol.MaxSecretLen)
+	if len(s.Value) < protocol.MinSecretLen || len(s.Value) > protocol.MaxSecretLen || strings.ContainsFunc(s.Value, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return s, badRequest("secret %s: the value is %d to %d bytes without control characters or line breaks", name, protocol.MinSecretLen, protocol.MaxSecretLen)
 	}
 	if _, err := egress.CheckCredential(egress.FromSetup(secretCredential(s))); err != nil {
 		return s, badRequest("secret %s: %v", name, strings.Replace(err.Error(), `credential "secret `+name+`": `, "", 1))

@@ -87,6 +87,7 @@ func TestProjectSecrets(t *testing.T) {
 	th.share(alice, "a-box", true, protocol.ShareRequest{Project: "web"})
 	bobs := th.registerRunnerOf(bob, "b-box")
 	th.share(bob, "b-box", true, protocol.ShareRequest{Project: "web"})
+	th.accept(alice, "b-box", "web")
 	shared, _ := th.dial(bobs, protocol.Hello{Slots: 1})
 	busy := th.submitAs(alice, protocol.SubmitRequest{Args: []string{"sleep", "1"}})
 	hold := own.offerFor(busy.ID)

@@ -11,9 +11,11 @@ import (
 	"drover/internal/store"
 )
 
-// shareSubject resolves whom a share request names: exactly one user (who
-// exists and was not removed) or one project (that exists).
-func shareSubject(tx store.Tx, user, project string) (store.ShareKind, string, error) {
+// shareSubject resolves whom p's request to share runner rn names:
+// exactly one user (who exists and was not removed) or one project that p
+// may see (one p may not see is refused as one that does not exist) and
+// whose member rn's owner is: a project lets in only its members' runners.
+func shareSubject(tx store.Tx, p principal, rn store.Runner, user, project string) (store.ShareKind, string, error) {
 	switch {
 	case (user == "") == (project == ""):
 		return "", "", badRequest("name exactly one user or one project to share with")
@@ -27,13 +29,40 @@ func shareSubject(tx store.Tx, user, project string) (store.ShareKind, string, e
 		}
 		return store.ShareUser, u.ID, nil
 	default:
-		if _, err := tx.Project(project); errors.Is(err, store.ErrNotFound) {
-			return "", "", notFound("no project named %q", project)
-		} else if err != nil {
+		if _, err := visibleProject(tx, p, project); err != nil {
 			return "", "", err
+		}
+		if ok, err := isMember(tx, project, rn.OwnerID); err != nil {
+			return "", "", err
+		} else if !ok {
+			return "", "", forbidden("%s, who owns runner %s, is not a member of project %s: only its members' runners can be shared with it",
+				newNamer(tx).user(rn.OwnerID), rn.Name, project)
 		}
 		return store.ShareProject, project, nil
 	}
+}
+
+// mayAnswerShare: may p accept or decline sh, a share of another's runner?
+// A user answers for themself, a project's owner or an admin for a
+// project. A share p may not answer is refused as one that does not exist.
+func mayAnswerShare(tx store.Tx, p principal, sh store.Share, runner string) error {
+	switch sh.Kind {
+	case store.ShareUser:
+		if sh.Subject == p.userID {
+			return nil
+		}
+	case store.ShareProject:
+		prj, err := visibleProject(tx, p, sh.Subject)
+		if err != nil {
+			return err
+		}
+		if p.admin || prj.OwnerID == p.userID {
+			return nil
+		}
+		return forbidden("only project %s's owner, %s, or an admin can accept or decline runners shared with it",
+			prj.Name, newNamer(tx).user(prj.OwnerID))
+	}
+	return notFound("runner %s is not shared with you", runner)
 }
 
 // ownedRunner reads a runner that p owns (or any, for an admin).
@@ -130,7 +159,7 @@ func (h *Hub) shareRunner(ctx context.Context, p principal, req shareRunnerReque
 			}
 			return tx.UpdateRunner(rn)
 		}
-		kind, subject, err := shareSubject(tx, req.User, req.Project)
+		kind, subject, err := shareSubject(tx, p, rn, req.User, req.Project)
 		if err != nil {
 			return err
 		}
@@ -140,6 +169,11 @@ func (h *Hub) shareRunner(ctx context.Context, p principal, req shareRunnerReque
 		sh := store.Share{RunnerID: rn.ID, Kind: kind, Subject: subject, CreatedAt: h.now()}
 		what = fmt.Sprintf("%s %s", kind, req.User+req.Project)
 		if share {
+			// It waits for its recipient, unless the sharer is one who
+			// may accept it (a project's owner sharing with their project).
+			if mayAnswerShare(tx, p, sh, name) == nil {
+				sh.AcceptedAt = &sh.CreatedAt
+			}
 			err = tx.PutShare(sh)
 			if errors.Is(err, store.ErrConflict) {
 				return nil // shared already: nothing to change
@@ -196,6 +230,66 @@ func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (protocol.R
 	return v, err
 }
 
+// answerShareRequest accepts (Accept) or declines a share of runner Name
+// with its caller, or with Project.
+type answerShareRequest struct {
+	Name   string
+	Accept bool
+	protocol.AnswerShareRequest
+}
+
+// answerShare accepts or declines a share of another's runner (the API's):
+// its recipient only, a project's owner or an admin for a project; it
+// answers with the runner as the caller sees it now. Declining removes the
+// share, pending or accepted. A runner that is not shared with the caller
+// is "not shared with you" whether it exists or not.
+func (h *Hub) answerShare(ctx context.Context, p principal, req answerShareRequest) (protocol.RunnerView, error) {
+	var rn store.Runner
+	err := h.store.Write(ctx, func(tx store.Tx) error {
+		notShared := notFound("runner %s is not shared with you", req.Name)
+		if req.Project != "" {
+			notShared = notFound("runner %s is not shared with project %s", req.Name, req.Project)
+		}
+		var err error
+		if rn, err = tx.RunnerByName(req.Name); errors.Is(err, store.ErrNotFound) {
+			return notShared
+		} else if err != nil {
+			return err
+		}
+		sh := store.Share{RunnerID: rn.ID, Kind: store.ShareUser, Subject: p.userID}
+		if req.Project != "" {
+			sh.Kind, sh.Subject = store.ShareProject, req.Project
+		}
+		if err := mayAnswerShare(tx, p, sh, req.Name); err != nil {
+			return err
+		}
+		if !req.Accept {
+			err = tx.DeleteShare(sh)
+		} else if rn.RevokedAt != nil {
+			return conflict("runner %s was revoked", req.Name)
+		} else {
+			err = tx.AcceptShare(sh, h.now())
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return notShared
+		}
+		return err
+	})
+	if err != nil {
+		return protocol.RunnerView{}, err
+	}
+	if err := h.refreshAccess(ctx, rn.ID); err != nil {
+		return protocol.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
+	}
+	h.log.Info("runner share answered", "runner", rn.Name, "accept", req.Accept, "project", req.Project, "by", p.name)
+	h.notify(anyChange)
+	vs, err := h.runnerViewsOf(ctx, p, rn.ID)
+	if err != nil || len(vs) == 0 {
+		return protocol.RunnerView{Name: rn.Name}, err // declined: p may see it no longer
+	}
+	return vs[0], nil
+}
+
 // shareAccountRequest shares an account (Share) or unshares it.
 type shareAccountRequest struct {
 	Share bool
@@ -226,14 +320,17 @@ func (h *Hub) shareAccount(ctx context.Context, p principal, req shareAccountReq
 		if err != nil {
 			return err
 		}
-		kind, subject, err := shareSubject(tx, req.User, req.Project)
+		kind, subject, err := shareSubject(tx, p, rn, req.User, req.Project)
 		if err != nil {
 			return err
 		}
 		if kind == store.ShareUser && subject == rn.OwnerID {
 			return badRequest("account %s belongs to %s already", req.Account, req.User)
 		}
-		sh := store.Share{RunnerID: rn.ID, AccountID: id, Kind: kind, Subject: subject, CreatedAt: h.now()}
+		// An account's share needs no consent: it only lets a runner the
+		// recipient accepted spend for them.
+		now := h.now()
+		sh := store.Share{RunnerID: rn.ID, AccountID: id, Kind: kind, Subject: subject, CreatedAt: now, AcceptedAt: &now}
 		if share {
 			if err := tx.PutShare(sh); err != nil && !errors.Is(err, store.ErrConflict) {
 				return err
@@ -287,6 +384,37 @@ func memberList(tx store.Tx, prj store.Project) (protocol.MemberList, error) {
 	return out, nil
 }
 
+// unshareLeaver removes the shares with project of the runners (and their
+// accounts) of userID, who left it: a project lets in only its members'
+// runners. It returns the runners whose access changed.
+func unshareLeaver(tx store.Tx, project, userID string) ([]string, error) {
+	rs, err := tx.Runners()
+	if err != nil {
+		return nil, err
+	}
+	theirs := map[string]bool{}
+	for _, rn := range rs {
+		theirs[rn.ID] = rn.OwnerID == userID
+	}
+	shares, err := tx.AllShares()
+	if err != nil {
+		return nil, err
+	}
+	var changed []string
+	for _, sh := range shares {
+		if sh.Kind != store.ShareProject || sh.Subject != project || !theirs[sh.RunnerID] {
+			continue
+		}
+		if err := tx.DeleteShare(sh); err != nil {
+			return nil, fmt.Errorf("unshare runner %s from project %s: %w", sh.RunnerID, project, err)
+		}
+		if !slices.Contains(changed, sh.RunnerID) {
+			changed = append(changed, sh.RunnerID)
+		}
+	}
+	return changed, nil
+}
+
 // membersRequest names the project whose members are listed.
 type membersRequest struct{ Project string }
 
@@ -316,6 +444,7 @@ type changeMemberRequest struct {
 func (h *Hub) changeMember(ctx context.Context, p principal, req changeMemberRequest) (protocol.MemberList, error) {
 	name, user, add := req.Project, req.User, req.Add
 	var out protocol.MemberList
+	var unshared []string // runners whose shares with the project went
 	if user == "" {
 		return out, badRequest("name the user")
 	}
@@ -344,12 +473,20 @@ func (h *Hub) changeMember(ctx context.Context, p principal, req changeMemberReq
 			} else if err != nil {
 				return err
 			}
+			if unshared, err = unshareLeaver(tx, prj.Name, u.ID); err != nil {
+				return err
+			}
 		}
 		out, err = memberList(tx, prj)
 		return err
 	})
 	if err != nil {
 		return out, err
+	}
+	if len(unshared) > 0 {
+		if err := h.refreshAccessOf(ctx, unshared); err != nil {
+			return out, fmt.Errorf("reload access of %s's runners: %w", user, err)
+		}
 	}
 	// Membership decides project shares: queued jobs may now fit.
 	h.kick()

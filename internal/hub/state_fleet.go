@@ -33,7 +33,7 @@ func (h *Hub) launch(ctx context.Context, p principal, req protocol.LaunchReques
 	if req.Slots < 1 || req.Slots > protocol.MaxSlots {
 		return protocol.LaunchResponse{}, badRequest("slots must be 1 to %d", protocol.MaxSlots)
 	}
-	if err := validateLabels(req.Labels); err != nil {
+	if err := protocol.CheckLabels(req.Labels); err != nil {
 		return protocol.LaunchResponse{}, badRequest("labels: %v", err)
 	}
 	ttl := protocol.DefaultRegistrationTTL
@@ -210,6 +210,27 @@ func registrationToken(tok string) error {
 	return nil
 }
 
+// authenticateRegistration refuses a bearer token that is not a
+// registration token the hub issued: the caller of register is checked
+// before its request body is read, so that a stranger gets nothing
+// decoded. Whether the token may still register is register's to say.
+func (h *Hub) authenticateRegistration(ctx context.Context, tok string) error {
+	if err := registrationToken(tok); err != nil {
+		return err
+	}
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		_, err := tx.Registration(auth.Hash(tok))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return registrationRefused("registration token not recognised")
+	}
+	if err != nil {
+		return fmt.Errorf("look up the registration token: %w", err)
+	}
+	return nil
+}
+
 // register exchanges a registration token (the caller's bearer) for the
 // runner token whose hash req carries, all in one transaction: a refusal
 // leaves nothing registered and the token as it was.
@@ -217,7 +238,7 @@ func (h *Hub) register(ctx context.Context, tok string, req protocol.RegisterReq
 	if err := registrationToken(tok); err != nil {
 		return protocol.RunnerView{}, err
 	}
-	if err := validateLabels(req.Labels); err != nil {
+	if err := protocol.CheckLabels(req.Labels); err != nil {
 		return protocol.RunnerView{}, badRequest("labels: %v", err)
 	}
 	hash, now := auth.Hash(tok), h.now()
@@ -301,5 +322,8 @@ func checkLaunchScope(tx store.Tx, runnerID string, labels map[string]string) er
 	if err != nil {
 		return err
 	}
-	return labelsInScope(labels, l.Labels)
+	if err := labelsInScope(labels, l.Labels); err != nil {
+		return helloRefusal{err}
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -33,26 +32,6 @@ func agentNames() string {
 	return strings.Join(names, ", ")
 }
 
-var labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
-
-func validateLabels(labels map[string]string) error {
-	if len(labels) > protocol.MaxLabels {
-		return fmt.Errorf("%d labels, the limit is %d", len(labels), protocol.MaxLabels)
-	}
-	for k, v := range labels {
-		if len(k) > protocol.MaxLabelLen || !labelKeyRE.MatchString(k) {
-			return fmt.Errorf("label key %q must be 1-%d characters of letters, digits and ._/-", k, protocol.MaxLabelLen)
-		}
-		if len(v) > protocol.MaxLabelLen {
-			return fmt.Errorf("label %s has a value over %d characters", k, protocol.MaxLabelLen)
-		}
-		if err := protocol.CheckPlainText("the value of label "+k, v, false); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func validateSubmit(req protocol.SubmitRequest) error {
 	entry, ok := facts.Lookup(req.Agent)
 	if !ok {
@@ -74,7 +53,14 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if n > protocol.MaxArgsBytes {
 		return badRequest("arguments take %d bytes, the limit is %d", n, protocol.MaxArgsBytes)
 	}
-	if err := validateLabels(req.Labels); err != nil {
+	// Arguments are shown in terminals (drover show, the runner's log)
+	// and a prompt is one: multiline plain text.
+	for i, a := range req.Args {
+		if err := protocol.CheckPlainText(fmt.Sprintf("argument %d", i+1), a, true); err != nil {
+			return badRequest("%v", err)
+		}
+	}
+	if err := protocol.CheckLabels(req.Labels); err != nil {
 		return badRequest("%v", err)
 	}
 	if len(req.Key) > 128 {

@@ -13,10 +13,15 @@ import (
 	"drover/internal/store"
 )
 
-// runnerViews lists the runners p owns or may use (an admin: all), with
-// what p may see of each: whom a runner is shared with only its owner and
-// admins.
+// runnerViews lists the runners p owns or may use (an admin: all), and
+// those with a share p may accept, with what p may see of each: whom a
+// runner is shared with only its owner and admins.
 func (h *Hub) runnerViews(ctx context.Context, p principal) ([]protocol.RunnerView, error) {
+	return h.runnerViewsOf(ctx, p, "")
+}
+
+// runnerViewsOf is runnerViews of one runner (by id; "" for all).
+func (h *Hub) runnerViewsOf(ctx context.Context, p principal, runnerID string) ([]protocol.RunnerView, error) {
 	out := []protocol.RunnerView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rs, err := tx.Runners()
@@ -35,30 +40,63 @@ func (h *Hub) runnerViews(ctx context.Context, p principal) ([]protocol.RunnerVi
 		if err != nil {
 			return err
 		}
+		owned, err := ownedProjects(tx, p.userID)
+		if err != nil {
+			return err
+		}
 		held, err := tx.HeldRunners(h.liveSince(h.now()))
 		if err != nil {
 			return err
 		}
 		n := newNamer(tx)
 		for _, rn := range rs {
+			if runnerID != "" && rn.ID != runnerID {
+				continue
+			}
+			own := p.admin || rn.OwnerID == p.userID
+			var offered []protocol.Share
+			if !own {
+				for _, sh := range byRunner[rn.ID] {
+					if sh.AccountID == "" && sh.Pending() &&
+						((sh.Kind == store.ShareUser && sh.Subject == p.userID) || (sh.Kind == store.ShareProject && owned[sh.Subject])) {
+						offered = append(offered, shareView(n, sh))
+					}
+				}
+			}
 			ra := newRunnerAccess(rn, byRunner[rn.ID])
-			if !mayUseRunner(p, ra, projects) {
+			if !mayUseRunner(p, ra, projects) && len(offered) == 0 {
 				continue
 			}
 			v := h.runnerView(rn, n.user(rn.OwnerID), held[rn.ID])
-			if p.admin || rn.OwnerID == p.userID {
+			if own {
 				v.SharedWith = sharesView(n, byRunner[rn.ID], "")
 			} else {
 				// Others see only the accounts they may use.
 				v.Accounts = slices.DeleteFunc(slices.Clone(v.Accounts), func(a protocol.AccountInfo) bool {
 					return !mayUseAccountOf(p, ra, a.ID, projects)
 				})
+				v.Offered = offered
 			}
 			out = append(out, v)
 		}
 		return nil
 	})
 	return out, err
+}
+
+// ownedProjects is the set of projects the user owns.
+func ownedProjects(tx store.Tx, userID string) (map[string]bool, error) {
+	ps, err := tx.Projects()
+	if err != nil {
+		return nil, fmt.Errorf("read projects: %w", err)
+	}
+	out := map[string]bool{}
+	for _, prj := range ps {
+		if prj.OwnerID == userID {
+			out[prj.Name] = true
+		}
+	}
+	return out, nil
 }
 
 // approve is the one approval path of the API and the approval page.

@@ -152,6 +152,17 @@ func (th *testHub) share(token, runner string, share bool, req protocol.ShareReq
 	return v
 }
 
+// accept accepts, as the user with token, the share of runner with them
+// (project "") or with project.
+func (th *testHub) accept(token, runner, project string) protocol.RunnerView {
+	th.t.Helper()
+	var v protocol.RunnerView
+	if code, e := th.call(token, "POST", "/runners/"+runner+"/accept", protocol.AnswerShareRequest{Project: project}, &v); code != http.StatusOK {
+		th.t.Fatalf("accept %s (project %q): %d %+v", runner, project, code, e)
+	}
+	return v
+}
+
 // shareAccount shares or unshares a runner's account as the user with token.
 func (th *testHub) shareAccount(token string, share bool, req protocol.AccountShareRequest) protocol.AccountList {
 	th.t.Helper()
@@ -300,11 +311,12 @@ func TestDispatchFollowsRunnerAccess(t *testing.T) {
 	j3 := th.submitAs(alice, protocol.SubmitRequest{})
 	th.waitQueued(j3.ID, waitNotYours)
 
-	// Shared with alice, bob's runner is offered her job at once.
+	// Shared with alice, bob's runner is offered her job once she accepts.
 	if v := th.share(bob, "b-box", true, protocol.ShareRequest{User: "alice"}); v.Access != protocol.AccessPrivate ||
-		!slices.Equal(v.SharedWith, []protocol.Share{{User: "alice"}}) {
+		!slices.Equal(v.SharedWith, []protocol.Share{{User: "alice", Pending: true}}) {
 		t.Fatalf("shared runner: %+v", v)
 	}
+	th.accept(alice, "b-box", "")
 	runToEnd(t, bBox, bBox.offerFor(j3.ID), "three\n", 0)
 
 	// Unshared, it is private again.
@@ -343,6 +355,7 @@ func TestDispatchFollowsRunnerAccess(t *testing.T) {
 	// A runner unshared while it was away is checked again when it comes
 	// back: alice's older job is not offered, bob's newer one is.
 	th.share(bob, "b-box", true, protocol.ShareRequest{User: "alice"})
+	th.accept(alice, "b-box", "")
 	runToEnd(t, bBox, bBox.offerFor(j5.ID), "five\n", 0)
 	bBox.ws.CloseNow()
 	th.waitRunner("b-box", false)
@@ -400,6 +413,126 @@ func TestProjectShareRunsMembersJobsOnTheProject(t *testing.T) {
 	hers := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
 	aBox.offerFor(hers.ID)
 	th.wantQueued(noProject.ID, onWeb.ID, admins.ID)
+}
+
+// A share pushed onto a user runs none of their jobs until they accept it
+// (issue 24, item 8): alice's bigger runner, shared with bob unasked, would
+// otherwise take his jobs, read his repository and report results as his.
+// Once he accepts, it may run them, after his own runner; declined, it
+// runs none again.
+func TestShareRunsNothingUntilItsRecipientAccepts(t *testing.T) {
+	th, alice, bob := startTenants(t)
+	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 4})
+	bBox, _ := th.dial(th.registerRunnerOf(bob, "b-box"), protocol.Hello{Slots: 1})
+	pending := []protocol.Share{{User: "bob", Pending: true}}
+	if v := th.share(alice, "a-box", true, protocol.ShareRequest{User: "bob"}); !slices.Equal(v.SharedWith, pending) {
+		t.Fatalf("alice's unaccepted share: %+v", v.SharedWith)
+	}
+	// bob sees it waiting for him; alice sees it pending.
+	if v, ok := th.runnersOf(bob)["a-box"]; !ok || !slices.Equal(v.Offered, pending) || v.SharedWith != nil {
+		t.Fatalf("bob sees a-box %+v (listed %v), want it offered to him", v, ok)
+	}
+	if v := th.runnersOf(alice)["a-box"]; !slices.Equal(v.SharedWith, pending) || v.Offered != nil {
+		t.Fatalf("alice sees a-box %+v", v)
+	}
+
+	// bob's jobs go to his own runner, and wait for it while it is busy.
+	j1 := th.submitAs(bob, protocol.SubmitRequest{})
+	o1 := bBox.offerFor(j1.ID)
+	wantOK(t, bBox.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o1.AttemptRef}))
+	j2 := th.submitAs(bob, protocol.SubmitRequest{})
+	th.waitQueued(j2.ID, waitBusy)
+	aBox.noOfferYet()
+	// Nor may anyone else accept for him.
+	for _, tok := range []string{alice, th.admin} {
+		if code, e := th.call(tok, "POST", "/runners/a-box/accept", protocol.AnswerShareRequest{}, nil); code != http.StatusNotFound || e.Message == "" {
+			t.Fatalf("accept for bob by another: %d %+v", code, e)
+		}
+	}
+	th.waitQueued(j2.ID, waitBusy)
+
+	// Accepted, a-box takes the job his busy runner cannot.
+	if v := th.accept(bob, "a-box", ""); v.Name != "a-box" || v.Offered != nil {
+		t.Fatalf("bob's accept answers %+v", v)
+	}
+	if v := th.runnersOf(alice)["a-box"]; !slices.Equal(v.SharedWith, []protocol.Share{{User: "bob"}}) {
+		t.Fatalf("alice's accepted share: %+v", v.SharedWith)
+	}
+	o2 := aBox.offerFor(j2.ID)
+	runToEnd(t, bBox, o1, "one\n", 0)
+	runToEnd(t, aBox, o2, "two\n", 0)
+	// With both idle, his own runner comes first, however many slots
+	// the shared one has.
+	j3 := th.submitAs(bob, protocol.SubmitRequest{})
+	runToEnd(t, bBox, bBox.offerFor(j3.ID), "three\n", 0)
+
+	// Declined, the share is gone: a-box runs none of his jobs again.
+	th.call(bob, "POST", "/runners/a-box/decline", protocol.AnswerShareRequest{}, nil)
+	if _, ok := th.runnersOf(bob)["a-box"]; ok {
+		t.Fatal("bob still lists a-box after declining it")
+	}
+	if v := th.runnersOf(alice)["a-box"]; len(v.SharedWith) != 0 {
+		t.Fatalf("alice's declined share: %+v", v.SharedWith)
+	}
+	bBox.ws.CloseNow()
+	th.waitRunner("b-box", false)
+	j4 := th.submitAs(bob, protocol.SubmitRequest{})
+	th.waitQueued(j4.ID, waitNotYours)
+	if code, e := th.call(bob, "POST", "/runners/a-box/accept", protocol.AnswerShareRequest{}, nil); code != http.StatusNotFound || e.Message == "" {
+		t.Fatalf("accept a declined share: %d %+v", code, e)
+	}
+	th.waitQueued(j4.ID, waitNotYours)
+}
+
+// A runner is shared with a project only by a member of it, and runs its
+// jobs once the project's owner (or an admin) accepts; a project the
+// sharer may not see is refused exactly as one that does not exist
+// (issue 24, items 8 and 14), and the share goes when its owner leaves.
+func TestProjectShareNeedsMembershipAndTheOwnersConsent(t *testing.T) {
+	th, alice, bob := startTenants(t)
+	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 4})
+	shareWeb := func(token string) (int, []byte) {
+		return th.send(token, "POST", protocol.APIPrefix+"/runners/a-box/share", strings.NewReader(`{"project":"web"}`))
+	}
+	missingCode, missing := shareWeb(alice)
+	_, base := th.hostProject(bob, "web")
+	hiddenCode, hidden := shareWeb(alice)
+	if missingCode != http.StatusNotFound || hiddenCode != missingCode || string(hidden) != string(missing) {
+		t.Fatalf("share with a hidden project: %d %s; with a missing one: %d %s; want the same 404",
+			hiddenCode, hidden, missingCode, missing)
+	}
+	// An admin sees web, but alice is no member: refused too.
+	if code, e := th.call(th.admin, "POST", "/runners/a-box/share", protocol.ShareRequest{Project: "web"}, nil); code != http.StatusForbidden ||
+		!strings.Contains(e.Message, "not a member of project web") {
+		t.Fatalf("admin shares a non-member's runner with web: %d %+v", code, e)
+	}
+	if v := th.runnersOf(alice)["a-box"]; len(v.SharedWith) != 0 {
+		t.Fatalf("refused project shares changed a-box: %+v", v.SharedWith)
+	}
+
+	// A member's share waits for the project's owner.
+	th.addMember(bob, "web", "alice")
+	th.share(alice, "a-box", true, protocol.ShareRequest{Project: "web"})
+	onWeb := th.submitAs(bob, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	th.waitQueued(onWeb.ID, waitNotYours)
+	if v := th.runnersOf(bob)["a-box"]; !slices.Equal(v.Offered, []protocol.Share{{Project: "web", Pending: true}}) {
+		t.Fatalf("bob, web's owner, sees a-box %+v", v)
+	}
+	// alice, a member but not its owner, may not accept for it.
+	if code, e := th.call(alice, "POST", "/runners/a-box/accept", protocol.AnswerShareRequest{Project: "web"}, nil); code != http.StatusForbidden || e.Message == "" {
+		t.Fatalf("a member accepts for web: %d %+v", code, e)
+	}
+	th.waitQueued(onWeb.ID, waitNotYours)
+	th.accept(bob, "a-box", "web")
+	runToEnd(t, aBox, aBox.offerFor(onWeb.ID), "web\n", 0)
+
+	// alice leaves web: her runner's share with it goes.
+	th.removeMember(bob, "web", "alice")
+	if v := th.runnersOf(alice)["a-box"]; len(v.SharedWith) != 0 {
+		t.Fatalf("a-box still shared with web after alice left it: %+v", v.SharedWith)
+	}
+	again := th.submitAs(bob, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	th.waitQueued(again.ID, waitNotYours)
 }
 
 // A runner's accounts spend only for its owner's jobs and for whom the
@@ -828,11 +961,13 @@ func TestUsersRemoveAndRotate(t *testing.T) {
 		t.Fatalf("bob rotates his own token: %d, new %d, old %d", code, whoami(newBob), whoami(bob))
 	}
 	bob = newBob
+	th.tokens["bob"] = bob
 	newAlice, code := rotate(th.admin, "alice")
 	if code != http.StatusOK || whoami(newAlice) != http.StatusOK || whoami(alice) != http.StatusUnauthorized {
 		t.Fatalf("the admin rotates alice's token: %d, new %d, old %d", code, whoami(newAlice), whoami(alice))
 	}
 	alice = newAlice
+	th.tokens["alice"] = alice
 	if _, code := rotate(th.admin, "carol"); code != http.StatusNotFound {
 		t.Fatalf("rotate an unknown user: %d", code)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"drover/internal/agent/facts"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 // Provider kinds an account may name (package facts lists them).
@@ -141,10 +142,10 @@ type Config struct {
 	// Retries is how often a call that failed in transport (no answer, a
 	// cut or garbled stream) is tried again (default 2; negative: never).
 	Retries int
-	// Backoff is the wait before the first retry, doubled for each next
+	// RetryWait is the wait before the first retry, doubled for each next
 	// one (default 1s).
-	Backoff time.Duration
-	Logger  *slog.Logger
+	RetryWait time.Duration
+	Logger    *slog.Logger
 }
 
 // DefaultModel is the model of a provider an account that names none uses.
@@ -169,8 +170,8 @@ func New(cfg Config) (Provider, error) {
 	if cfg.Retries == 0 {
 		cfg.Retries = 2
 	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = time.Second
+	if cfg.RetryWait <= 0 {
+		cfg.RetryWait = time.Second
 	}
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{}
@@ -211,31 +212,37 @@ func (p *provider) Complete(ctx context.Context, req Request) (Response, error) 
 	if req.MaxTokens <= 0 {
 		req.MaxTokens = DefaultMaxTokens
 	}
-	wait := p.cfg.Backoff
-	for try := 0; ; try++ {
+	var resp Response
+	pol := retry.Policy{First: p.cfg.RetryWait, Tries: max(p.cfg.Retries, 0) + 1,
+		OnRetry: func(try int, err error, _ time.Duration) {
+			p.cfg.Logger.Warn("model call failed in transport; retrying", "provider", p.cfg.Provider,
+				"try", try, "err", err.Error())
+		}}
+	err := retry.Do(ctx, pol, func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-		resp, err := p.call.once(cctx, req)
+		r, err := p.call.once(cctx, req)
 		cancel()
 		if err == nil {
-			err = checkResponse(resp)
+			err = checkResponse(r)
 		}
 		if err == nil {
-			resp.Usage.CostUSD = Cost(p.cfg.Model, resp.Usage)
-			return resp, nil
+			resp = r
+			return nil
 		}
 		e := p.classify(ctx, err)
-		if e.Kind != KindTransport || try >= p.cfg.Retries || ctx.Err() != nil {
-			return Response{}, e
+		if e.Kind != KindTransport {
+			return retry.Permanent(e)
 		}
-		p.cfg.Logger.Warn("model call failed in transport; retrying", "provider", p.cfg.Provider,
-			"try", try+1, "err", e.Error())
-		select {
-		case <-ctx.Done():
+		return e
+	})
+	if err != nil {
+		if ctx.Err() != nil { // cancelled, perhaps during the wait: say so
 			return Response{}, p.classify(ctx, ctx.Err())
-		case <-time.After(wait):
 		}
-		wait *= 2
+		return Response{}, err
 	}
+	resp.Usage.CostUSD = Cost(p.cfg.Model, resp.Usage)
+	return resp, nil
 }
 
 // checkResponse refuses an answer no loop can use: tool calls without a

@@ -38,7 +38,7 @@ var fakes = []struct {
 
 func newProvider(t *testing.T, cfg Config) Provider {
 	t.Helper()
-	cfg.Backoff = time.Millisecond
+	cfg.RetryWait = time.Millisecond
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -279,6 +279,9 @@ type RunnerView struct {
 	// runner is shared with besides its owner (shown to the owner and admins).
 	Access     string  `json:"access"`
 	SharedWith []Share `json:"shared_with,omitempty"`
+	// Offered lists the pending shares of another's runner that the caller
+	// may accept or decline: with them, or with a project they own.
+	Offered []Share `json:"offered,omitempty"`
 }
 
 // RunnerList is the answer to GET /runners.
@@ -336,8 +339,19 @@ const (
 
 // Share names whom a runner or an account is shared with: one user, or one
 // project (the jobs on that project whose requester is a member of it).
+// Pending: the recipient (the user; the project's owner or an admin) has
+// not accepted the runner's share yet, so it runs none of their jobs.
 type Share struct {
 	User    string `json:"user,omitempty"`
+	Project string `json:"project,omitempty"`
+	Pending bool   `json:"pending,omitempty"`
+}
+
+// AnswerShareRequest accepts (POST /runners/{name}/accept) or declines
+// (POST /runners/{name}/decline) a share of another's runner: with the
+// caller when Project is "", else with Project (its owner or an admin).
+// Declining removes the share, accepted or not.
+type AnswerShareRequest struct {
 	Project string `json:"project,omitempty"`
 }
 
@@ -387,6 +401,9 @@ type ProjectConfig struct {
 	SetupTimeout  Duration `json:"setup_timeout"`
 	SetupKeys     []string `json:"setup_keys"`           // lockfiles whose contents key a reusable setup result
 	SetupFile     string   `json:"setup_file,omitempty"` // the repository's setup script the owner enabled
+	// SetupApproved are the digests (SetupFileHash) of the versions of
+	// SetupFile that run with the project's secrets.
+	SetupApproved []string `json:"setup_approved,omitempty"`
 	Caches        []string `json:"caches"`
 	Large         bool     `json:"large,omitempty"`  // runners fetch it as a partial clone (--filter=blob:none)
 	Sparse        []string `json:"sparse,omitempty"` // its jobs' worktrees hold only these folders (cone mode)
@@ -405,9 +422,13 @@ type ProjectConfigRequest struct {
 	SetupTimeout  *Duration `json:"setup_timeout,omitempty"`
 	SetupKeys     *[]string `json:"setup_keys,omitempty"`
 	SetupFile     *string   `json:"setup_file,omitempty"` // "" disables it
-	Caches        *[]string `json:"caches,omitempty"`
-	Large         *bool     `json:"large,omitempty"`
-	Sparse        *[]string `json:"sparse,omitempty"` // [] makes worktrees whole again
+	// ApproveSetup adds, UnapproveSetup removes digests of approved
+	// versions of the setup script (SetupFileHash).
+	ApproveSetup   []string  `json:"approve_setup,omitempty"`
+	UnapproveSetup []string  `json:"unapprove_setup,omitempty"`
+	Caches         *[]string `json:"caches,omitempty"`
+	Large          *bool     `json:"large,omitempty"`
+	Sparse         *[]string `json:"sparse,omitempty"` // [] makes worktrees whole again
 }
 
 // SecretRequest sets a project secret (PUT /projects/{name}/secrets/{secret};

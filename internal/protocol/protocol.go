@@ -8,6 +8,8 @@
 package protocol
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -34,16 +36,25 @@ const (
 	MaxSlots       = 256  // slots one runner may offer
 	MaxNotReady    = 256  // bytes of a runner's not-ready reason
 	MaxVersion     = 64   // bytes of a runner's version
+	// MaxJSONDepth bounds how deeply the objects and arrays of a request
+	// body or frame nest (CheckJSON): far deeper than any message drover
+	// writes, and shallow enough that checking stays linear in the size.
+	MaxJSONDepth = 64
 )
 
-// WebSocket close codes the hub uses. The runner exits on CloseReplaced and
-// CloseRevoked instead of reconnecting.
+// WebSocket close codes the hub uses. The runner exits on CloseReplaced,
+// CloseRevoked and CloseRefused instead of reconnecting.
 const (
 	CloseReplaced = 4000 // a newer connection of the same runner took over
 	CloseRevoked  = 4001 // the runner's token was revoked
 	CloseProtocol = 4002 // a malformed, oversize or unknown frame
 	CloseVersion  = 4003 // protocol versions differ
 	CloseDead     = 4004 // no heartbeat within the liveness window
+	// CloseRefused refuses a well-formed hello for what it says (its
+	// labels, slots, agents, accounts, version string, or labels outside
+	// a launch's): the same hello would be refused again, so the runner
+	// exits with the reason instead of reconnecting.
+	CloseRefused = 4005
 )
 
 // Frame types.
@@ -304,6 +315,10 @@ type SetupSpec struct {
 	// the project's owner enabled: run with sh after Commands, in the
 	// sandbox, from the job's commit. "" for none.
 	File string `json:"file,omitempty"`
+	// FileApproved are the SHA-256 digests (SetupFileHash) of the
+	// versions of File the project's owner approved: only such a version
+	// runs with the project's secrets (a member's commit can change it).
+	FileApproved []string `json:"file_approved,omitempty"`
 	// Credentials are the operator's registry credentials of the setup
 	// policies in force. They are the one secret an offer carries (over
 	// the runner's authenticated connection): the runner hands them to
@@ -324,6 +339,9 @@ type SetupCredential struct {
 	Key        string `json:"key"`
 	KeyEnv     string `json:"key_env"`
 	BaseURLEnv string `json:"base_url_env"`
+	// Secret marks a project secret (not an operator's credential): a
+	// repository setup script gets it only in a version its owner approved.
+	Secret bool `json:"secret,omitempty"`
 }
 
 // String never shows the key, so that a logged spec leaks nothing.
@@ -403,6 +421,27 @@ func CheckSecretName(name string) error {
 // its requests go to.
 func SecretEnv(name string) string { return "DROVER_SECRET_" + strings.ToUpper(name) }
 
+// SetupFileHash is the digest by which a project's owner approves a
+// version of its repository's setup script: the SHA-256 of its contents,
+// in hex (what sha256sum prints).
+func SetupFileHash(content []byte) string {
+	sum := sha256.Sum256(content)
+	return hex.EncodeToString(sum[:])
+}
+
+// CheckSetupHash accepts a setup script's digest (64 hex digits) and
+// returns it in lower case.
+func CheckSetupHash(h string) (string, error) {
+	l := strings.ToLower(strings.TrimSpace(h))
+	if len(l) != sha256.Size*2 || strings.Trim(l, "0123456789abcdef") != "" {
+		if len(h) > 80 {
+			h = h[:80] + "..."
+		}
+		return "", fmt.Errorf("setup script digest %q: want the SHA-256 of the script, 64 hex digits (sha256sum FILE)", h)
+	}
+	return l, nil
+}
+
 // CheckKeyFile accepts a setup key file: a clean relative path in the
 // worktree, without "..".
 func CheckKeyFile(name string) error {
@@ -420,6 +459,8 @@ const (
 	MaxCaches           = 16
 	MaxSecrets          = 16   // per project
 	MaxSecretLen        = 4096 // bytes of a secret's value
+	MinSecretLen        = 8    // shorter values could not be told from other text, so not stripped from answers
+	MaxSetupApproved    = 32   // approved versions of a project's setup script
 	DefaultSetupTimeout = 10 * time.Minute
 	MaxSetupTimeout     = 2 * time.Hour
 )

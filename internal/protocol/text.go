@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -62,22 +63,29 @@ func CheckText(what, s string, limit int) error {
 
 // CheckJSON refuses what encoding/json accepts silently: bytes that are
 // not UTF-8, data after the one JSON value, and an object key given twice
-// at any depth (which of the two a reader takes differs between parsers).
-// It also refuses malformed JSON, with the decoder's reason.
+// at any depth (which of the two a reader takes differs between parsers),
+// also when the two differ only in case (encoding/json fills one struct
+// field from both, the last winning). It also refuses nesting deeper than
+// MaxJSONDepth and malformed JSON, with the decoder's reason.
+//
+// What it holds grows with the input, never faster: per open container a
+// fixed-size entry, and each key once. The path a message names is built
+// only for the message.
 func CheckJSON(data []byte) error {
 	if !utf8.Valid(data) {
 		return errors.New("not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // no float parsing: the values are not needed here
-	type level struct {
-		keys    map[string]bool // nil for an array
-		wantKey bool            // an object's next token is a key
-		path    string          // where this container is, for messages
-		key     string          // the object's current key
-		index   int             // the array's next index
+	// keys maps each key seen, by its object and folded as encoding/json
+	// matches names to fields, to the key as given.
+	type objectKey struct {
+		object int
+		folded string
 	}
-	var stack []*level
+	keys := map[objectKey]string{}
+	var stack []jsonLevel
+	objects := 0
 	done := false
 	for !done {
 		tok, err := dec.Token()
@@ -90,45 +98,42 @@ func CheckJSON(data []byte) error {
 		if err != nil {
 			return err
 		}
-		var top *level
+		var top *jsonLevel
 		if len(stack) > 0 {
-			top = stack[len(stack)-1]
+			top = &stack[len(stack)-1]
 		}
 		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
 			stack = stack[:len(stack)-1]
 			done = len(stack) == 0
 			continue
 		}
-		if s, ok := tok.(string); ok && top != nil && top.keys != nil && top.wantKey {
-			if top.keys[s] {
-				return fmt.Errorf("duplicate key %q in the object at %s", s, top.path)
+		if s, ok := tok.(string); ok && top != nil && top.object != 0 && top.wantKey {
+			k := objectKey{top.object, foldKey(s)}
+			if prev, seen := keys[k]; seen && prev == s {
+				return fmt.Errorf("duplicate key %q in the object at %s", s, jsonPath(stack))
+			} else if seen {
+				return fmt.Errorf("duplicate key %q in the object at %s: it differs from %q only in case, and encoding/json takes the two as one", s, jsonPath(stack), prev)
 			}
-			top.keys[s] = true
+			keys[k] = s
 			top.key, top.wantKey = s, false
 			continue
 		}
 		// A value: the element of an array, the member of an object, or
-		// the whole message. Only a container needs its path.
-		d, container := tok.(json.Delim)
-		path := ""
-		switch {
-		case container && top == nil:
-			path = "$"
-		case container && top.keys != nil:
-			path = top.path + "." + top.key
-		case container:
-			path = top.path + "[" + strconv.Itoa(top.index) + "]"
-		}
-		if top != nil && top.keys != nil {
+		// the whole message.
+		if top != nil && top.object != 0 {
 			top.wantKey = true
 		} else if top != nil {
 			top.index++
 		}
+		d, container := tok.(json.Delim)
 		switch {
+		case container && len(stack) == MaxJSONDepth:
+			return fmt.Errorf("JSON nested deeper than %d levels (at byte %d)", MaxJSONDepth, dec.InputOffset())
 		case d == '{':
-			stack = append(stack, &level{keys: map[string]bool{}, wantKey: true, path: path})
+			objects++
+			stack = append(stack, jsonLevel{object: objects, wantKey: true})
 		case d == '[':
-			stack = append(stack, &level{path: path})
+			stack = append(stack, jsonLevel{index: -1})
 		default:
 			done = len(stack) == 0
 		}
@@ -137,6 +142,35 @@ func CheckJSON(data []byte) error {
 		return errors.New("data after the JSON value")
 	}
 	return nil
+}
+
+// jsonLevel is an open object or array of CheckJSON: where in it the
+// checker is, so that a message can name the path.
+type jsonLevel struct {
+	object  int    // the object's number, from 1; 0 for an array
+	wantKey bool   // an object's next token is a key
+	key     string // the object's current key
+	index   int    // the array's current element
+}
+
+// jsonPath is where the innermost of stack is, as $.key[index]...
+func jsonPath(stack []jsonLevel) string {
+	var b strings.Builder
+	b.WriteString("$")
+	for _, l := range stack[:max(len(stack)-1, 0)] {
+		if l.object != 0 {
+			b.WriteString("." + l.key)
+		} else {
+			b.WriteString("[" + strconv.Itoa(l.index) + "]")
+		}
+	}
+	return b.String()
+}
+
+// foldKey is s as encoding/json compares object keys with struct field
+// names: two keys with the same fold fill the same field.
+func foldKey(s string) string {
+	return strings.Map(func(r rune) rune { return unicode.ToUpper(unicode.ToLower(r)) }, s)
 }
 
 // namePattern is what runner and user names (and attempt ids) must look like.

@@ -25,11 +25,16 @@ const (
 	maxBackoff   = 60 * time.Second
 )
 
+// ErrEnded is what Run's error wraps when the hub ended this runner
+// (refused its hello, revoked or replaced it): starting it again as it is
+// cannot help, so a supervisor should not (drover runner exits 3).
+var ErrEnded = errors.New("the hub ended this runner")
+
 // fatalError ends Run instead of reconnecting.
 type fatalError struct{ err error }
 
-func (e *fatalError) Error() string { return e.err.Error() }
-func (e *fatalError) Unwrap() error { return e.err }
+func (e *fatalError) Error() string   { return e.err.Error() }
+func (e *fatalError) Unwrap() []error { return []error{e.err, ErrEnded} }
 
 func fatalf(format string, args ...any) error { return &fatalError{fmt.Errorf(format, args...)} }
 
@@ -323,6 +328,12 @@ func (r *Runner) read(ctx context.Context, s *session) (protocol.Frame, error) {
 // closeErr turns the hub's close codes that end this runner into fatal
 // errors; every other failure means reconnect.
 func (r *Runner) closeErr(err error) error {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) && ce.Code == protocol.CloseRefused {
+		// The same hello would be refused again: reconnecting would only
+		// hide the reason in the log.
+		return fatalf("the hub refused runner %s: %s", r.login.Name, ce.Reason)
+	}
 	switch websocket.CloseStatus(err) {
 	case protocol.CloseReplaced:
 		return fatalf("replaced by a newer connection of runner %s", r.login.Name)

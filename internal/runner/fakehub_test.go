@@ -46,6 +46,9 @@ type fakeHub struct {
 	hook func(c *hubConn, f protocol.Frame) bool
 	// onWelcome may change the welcome of one connection.
 	onWelcome func(c *hubConn, h protocol.Hello, w *protocol.Welcome)
+	// refuseHello, when it returns a reason, closes the connection with
+	// CloseRefused instead of welcoming it, as a hub refuses a hello.
+	refuseHello func(h protocol.Hello) string
 }
 
 // got is one frame the hub received, on connection n (from 0).
@@ -159,6 +162,15 @@ func (h *fakeHub) serveConnect(w http.ResponseWriter, r *http.Request) {
 					h.fake.Offered(held.AttemptRef)
 				} else {
 					h.fake.Held(held.AttemptRef)
+				}
+			}
+			h.mu.Lock()
+			refuse := h.refuseHello
+			h.mu.Unlock()
+			if refuse != nil {
+				if why := refuse(hello); why != "" {
+					ws.Close(protocol.CloseRefused, why)
+					return
 				}
 			}
 			h.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"drover/internal/auth"
 	"drover/internal/fsutil"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 // Login is what `drover runner login` saves under the runner home (0600).
@@ -164,21 +165,20 @@ func loginFlow(ctx context.Context, o LoginOptions, tm loginTiming) error {
 	defer cancel()
 	var (
 		outage time.Time // when the hub started failing; zero while it answers
-		delay  = tm.every
+		fails  int       // transient failures in a row
+		pol    = retry.Policy{First: tm.every, Max: tm.maxDelay}
 	)
 	for res.name == "" {
-		select {
-		case <-wctx.Done():
+		if retry.Sleep(wctx, pol.Delay(fails)) != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("waiting for approval of runner %s: %w", o.Name, ctx.Err())
 			}
 			return fmt.Errorf("runner %s was not approved within %s: run `drover runner login` again for a new link", o.Name, o.Timeout)
-		case <-time.After(delay):
 		}
 		res = p.once(wctx)
 		switch {
 		case res.err == nil:
-			outage, delay = time.Time{}, tm.every
+			outage, fails = time.Time{}, 0
 		case wctx.Err() != nil:
 			// Handled at the top of the loop.
 		case !res.transient:
@@ -193,7 +193,7 @@ func loginFlow(ctx context.Context, o LoginOptions, tm loginTiming) error {
 			if now.Sub(outage) > tm.maxOutage {
 				return fmt.Errorf("lost the hub for over %s while waiting for approval: %w", tm.maxOutage, res.err)
 			}
-			delay = min(2*delay, tm.maxDelay)
+			fails++
 		}
 	}
 	l.Name = res.name

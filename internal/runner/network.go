@@ -16,8 +16,9 @@ import (
 // phaseNetwork is the sandbox network of one phase of an attempt whose
 // job carries a network spec: extra (what a vendor CLI needs for its
 // model) plus what the phase's policies allow, with the policy named in
-// refusals and the command that widens it.
-func phaseNetwork(spec protocol.JobSpec, phase string, extra sandbox.Network) sandbox.Network {
+// refusals and the command that widens it. The setup phase's proxy adds
+// creds (of the job's setup).
+func phaseNetwork(spec protocol.JobSpec, phase string, extra sandbox.Network, creds []protocol.SetupCredential) sandbox.Network {
 	n := spec.Network
 	if n == nil {
 		return extra
@@ -28,11 +29,11 @@ func phaseNetwork(spec protocol.JobSpec, phase string, extra sandbox.Network) sa
 	}
 	out := extra
 	out.Allow = append(slices.Clone(extra.Allow), pn.Allow...)
-	if phase == netpolicy.PhaseSetup && spec.Setup != nil {
+	if phase == netpolicy.PhaseSetup {
 		// Registry keys of the setup only: the proxy adds them, the
 		// sandbox holds a placeholder.
 		out.Credentials = slices.Clone(extra.Credentials)
-		for _, c := range spec.Setup.Credentials {
+		for _, c := range creds {
 			out.Credentials = append(out.Credentials, egress.FromSetup(c))
 		}
 	}

@@ -211,8 +211,8 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Slots < 1 || cfg.Slots > maxSlots {
 		return nil, fmt.Errorf("slots must be between 1 and %d", maxSlots)
 	}
-	if err := checkLabels(cfg.Labels); err != nil {
-		return nil, err
+	if err := protocol.CheckLabels(cfg.Labels); err != nil {
+		return nil, err // the hub would refuse the hello for it
 	}
 	if cfg.MinFree < 0 {
 		return nil, fmt.Errorf("the free-space floor (--min-free) is %d bytes; it must not be negative (0 turns it off)", cfg.MinFree)
@@ -285,18 +285,6 @@ func New(cfg Config) (*Runner, error) {
 		spend:          spend,
 		timing:         timingFrom(protocol.Welcome{}),
 	}, nil
-}
-
-func checkLabels(labels map[string]string) error {
-	if len(labels) > protocol.MaxLabels {
-		return fmt.Errorf("%d labels; at most %d", len(labels), protocol.MaxLabels)
-	}
-	for k, v := range labels {
-		if k == "" || len(k) > protocol.MaxLabelLen || len(v) > protocol.MaxLabelLen {
-			return fmt.Errorf("label %q=%q: keys must be 1-%d bytes, values at most %d", k, v, protocol.MaxLabelLen, protocol.MaxLabelLen)
-		}
-	}
-	return nil
 }
 
 // Run connects and works until ctx is cancelled (then it stops gracefully:
@@ -483,11 +471,12 @@ func lockHome(home string) (func(), error) {
 // boundary builds the sandbox of one attempt, whose agent runs in dir: the
 // runner's policy with the attempt's worktree as root and the job's mode.
 func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Boundary, error) {
-	return r.phaseBoundary(a, dir, extra, netpolicy.PhaseAgent)
+	return r.phaseBoundary(a, dir, extra, netpolicy.PhaseAgent, nil)
 }
 
-// phaseBoundary is boundary for one phase (setup or agent) of the attempt.
-func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase string) (sandbox.Boundary, error) {
+// phaseBoundary is boundary for one phase (setup or agent) of the
+// attempt; the setup's proxy adds creds.
+func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase string, creds []protocol.SetupCredential) (sandbox.Boundary, error) {
 	p := r.cfg.Sandbox
 	p.Root = dir
 	// What a CLI adds: its install, its account, its home.
@@ -511,7 +500,7 @@ func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase 
 	if a.spec.Network != nil {
 		// The job's project chose policies: they decide what the phase
 		// reaches, and each refusal is counted for the finish.
-		p.Network = phaseNetwork(a.spec, phase, extra.Network)
+		p.Network = phaseNetwork(a.spec, phase, extra.Network, creds)
 		p.Evidence = evidence(phase, &a.denials, extra.Evidence, a.out)
 	}
 	if phase == netpolicy.PhaseSetup {

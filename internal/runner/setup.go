@@ -18,6 +18,7 @@ import (
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
+	"drover/internal/sandbox/egress"
 )
 
 // setupOutputCap bounds the output of each setup command in the log: a
@@ -43,7 +44,16 @@ func (a *attempt) dirEnv(dir string, env []string) (string, []string) {
 func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 	s := a.spec.Setup
 	dir, env := a.dirEnv(dir, jobEnv(a.ref, dir))
-	box, err := r.phaseBoundary(a, dir, agent.Extra{}, netpolicy.PhaseSetup)
+	// The proxy keeps every key out of what the sandbox hears; the log is
+	// masked as well, should a key come back some other way.
+	var needles []string
+	for _, c := range s.Credentials {
+		needles = append(needles, egress.Needles(egress.FromSetup(c))...)
+	}
+	masked := egress.NewScrubWriter(out, needles)
+	defer masked.Flush()
+	out = masked
+	box, err := r.phaseBoundary(a, dir, agent.Extra{}, netpolicy.PhaseSetup, s.Credentials)
 	if err != nil {
 		return job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSetupFailed, Message: clip("setup sandbox: "+err.Error(), 4096)}
 	}
@@ -93,6 +103,11 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 		if left <= 0 {
 			return fail("setup ran past its timeout of %s before command %d", timeout, i+1)
 		}
+		if st.repo {
+			if box, err = r.scriptBox(a, out, dir, box); err != nil {
+				return fail("setup sandbox of %s: %v", s.File, err)
+			}
+		}
 		p, err := box.Start(ctx, sandbox.Spec{Dir: dir, Argv: st.argv, Env: env, Output: out,
 			Timeout: left, Grace: r.cfg.StopGrace})
 		if err != nil {
@@ -124,6 +139,71 @@ func (r *Runner) runSetup(a *attempt, out io.Writer, dir string) job.Outcome {
 	return job.Outcome{}
 }
 
+// maxSetupFile bounds the repository setup script the runner hashes: a
+// larger one is no version its owner approved.
+const maxSetupFile = 1 << 20
+
+// scriptBox is the boundary the repository's setup script runs in: box,
+// unless the setup brings project secrets and the script, as it is now
+// (after the commands before it), is no version the project's owner
+// approved. Then it is one without the project's secrets, and the log
+// says why: any member's commit can change the script.
+func (r *Runner) scriptBox(a *attempt, out io.Writer, dir string, box sandbox.Boundary) (sandbox.Boundary, error) {
+	s := a.spec.Setup
+	isSecret := func(c protocol.SetupCredential) bool { return c.Secret }
+	if !slices.ContainsFunc(s.Credentials, isSecret) {
+		return box, nil
+	}
+	sum, err := fileHash(dir, s.File)
+	if err == nil && slices.Contains(s.FileApproved, sum) {
+		fmt.Fprintf(out, "=== drover setup: %s (sha256 %s) is a version the project's owner approved: it runs with the project's secrets ===\n",
+			s.File, sum)
+		return box, nil
+	}
+	project := ""
+	if a.spec.Repo != nil {
+		project = a.spec.Repo.Project
+	}
+	why := fmt.Sprintf("its sha256 %s is not one the project's owner approved; after reading it, the owner approves it with: drover projects setup %s --approve %s",
+		sum, project, sum)
+	if err != nil {
+		why = fmt.Sprintf("it could not be hashed (%v)", err)
+	}
+	fmt.Fprintf(out, "=== drover setup: %s runs WITHOUT the project's secrets: %s ===\n", s.File, why)
+	nb, err := r.phaseBoundary(a, dir, agent.Extra{}, netpolicy.PhaseSetup, slices.DeleteFunc(slices.Clone(s.Credentials), isSecret))
+	if err != nil {
+		return nil, err
+	}
+	a.box = nb
+	return nb, nil
+}
+
+// fileHash is protocol.SetupFileHash of the regular file name inside dir
+// (never outside it), of at most maxSetupFile bytes.
+func fileHash(dir, name string) (string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	f, err := root.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSetupFile+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxSetupFile {
+		return "", fmt.Errorf("%s is larger than %d bytes", name, maxSetupFile)
+	}
+	return protocol.SetupFileHash(b), nil
+}
+
 // lstatIn is os.Lstat of name inside dir, never outside it.
 func lstatIn(dir, name string) (os.FileInfo, error) {
 	root, err := os.OpenRoot(dir)
@@ -134,10 +214,12 @@ func lstatIn(dir, name string) (os.FileInfo, error) {
 	return root.Lstat(name)
 }
 
-// setupStep is one command of a setup: as the log shows it and as it runs.
+// setupStep is one command of a setup: as the log shows it and as it
+// runs, and whether it is the repository's script.
 type setupStep struct {
 	shown string
 	argv  []string
+	repo  bool
 }
 
 // setupSteps are the setup's commands, then its repository script.
@@ -147,7 +229,7 @@ func setupSteps(s *protocol.SetupSpec) []setupStep {
 		out = append(out, setupStep{shown: c, argv: []string{"/bin/sh", "-c", c}})
 	}
 	if s.File != "" {
-		out = append(out, setupStep{shown: "sh " + s.File, argv: []string{"/bin/sh", "--", s.File}})
+		out = append(out, setupStep{shown: "sh " + s.File, argv: []string{"/bin/sh", "--", s.File}, repo: true})
 	}
 	return out
 }
@@ -172,7 +254,8 @@ func setupKey(s *protocol.SetupSpec, dir string) (string, error) {
 	// The repository's script is keyed by its contents, like a lockfile.
 	files := s.KeyFiles
 	if s.File != "" {
-		fmt.Fprintf(h, "setup file %s\x00", s.File)
+		// Its approvals decide what it ran with: a new one runs it again.
+		fmt.Fprintf(h, "setup file %s\x00approved %s\x00", s.File, strings.Join(s.FileApproved, ","))
 		files = append(slices.Clone(files), s.File)
 	}
 	// Read through an os.Root: a repository's symlinked folder never takes

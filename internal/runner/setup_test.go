@@ -76,6 +76,12 @@ func TestSetupKey(t *testing.T) {
 	if f1 == absent || key(withFile) == f1 {
 		t.Error("the setup script's contents do not key the setup")
 	}
+	// A new approval may give it the project's secrets: it runs again.
+	approved := withFile
+	approved.FileApproved = []string{protocol.SetupFileHash([]byte("echo two\n"))}
+	if key(approved) == key(withFile) {
+		t.Error("the setup script's approvals do not key the setup")
+	}
 	if _, err := setupKey(&protocol.SetupSpec{KeyFiles: []string{"../x"}}, dir); err == nil {
 		t.Error("a key file outside the worktree was accepted")
 	}
@@ -95,20 +101,20 @@ func TestPhaseNetwork(t *testing.T) {
 			Upstream: "https://registry.example", Header: "Authorization", Key: "k", KeyEnv: "REG_KEY", BaseURLEnv: "REG_URL"}}},
 	}
 	extra := sandbox.Network{Allow: []string{"api.anthropic.com:443"}}
-	agent := phaseNetwork(spec, "agent", extra)
+	agent := phaseNetwork(spec, "agent", extra, nil)
 	if agent.Open || !slices.Equal(agent.Allow, []string{"api.anthropic.com:443", "proxy.golang.org:443"}) ||
 		agent.Policy != "agent: go" || len(agent.Credentials) != 0 ||
 		agent.Widen("registry.npmjs.org:443") != "drover projects network web --agent go,npm" {
 		t.Fatalf("agent network = %+v", agent)
 	}
-	setup := phaseNetwork(spec, "setup", sandbox.Network{})
+	setup := phaseNetwork(spec, "setup", sandbox.Network{}, spec.Setup.Credentials)
 	if !setup.Open || setup.Policy != "setup: OPEN (every host)" || len(setup.Credentials) != 1 || setup.Credentials[0].Key != "k" {
 		t.Fatalf("setup network = %+v", setup)
 	}
 	if got := describeNetwork(spec, true); got != "setup: OPEN (every host); agent: go" {
 		t.Fatalf("policy line = %q", got)
 	}
-	if got := phaseNetwork(protocol.JobSpec{}, "agent", extra); !slices.Equal(got.Allow, extra.Allow) || got.Policy != "" {
+	if got := phaseNetwork(protocol.JobSpec{}, "agent", extra, nil); !slices.Equal(got.Allow, extra.Allow) || got.Policy != "" {
 		t.Fatalf("without a network spec = %+v", got)
 	}
 }

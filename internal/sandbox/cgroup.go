@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"drover/internal/retry"
 )
 
 // cgroupRoot is where cgroup hierarchies are mounted.
@@ -172,22 +175,28 @@ func (cg *cgroup) attach(pid int) error {
 	return nil
 }
 
+// cgroupRemoveRetry spaces the tries of removing a busy cgroup: 100µs
+// doubling, 14 tries (about 800ms in all).
+func cgroupRemoveRetry() retry.Policy {
+	return retry.Policy{First: 100 * time.Microsecond, Tries: 14}
+}
+
 // remove deletes the cgroup once its processes are gone; exiting processes
-// can keep it busy for a moment.
+// can keep it busy for a moment. Cleanup has no context to end it: the
+// policy's tries bound it.
 func (cg *cgroup) remove() error {
 	var errs []error
 	for _, dir := range cg.dirs {
-		var err error
-		for delay := 100 * time.Microsecond; ; delay *= 2 {
-			if err = unix.Rmdir(dir); err == nil || errors.Is(err, syscall.ENOENT) {
-				err = nil
-				break
+		err := retry.Do(context.Background(), cgroupRemoveRetry(), func(context.Context) error {
+			err := unix.Rmdir(dir)
+			switch {
+			case err == nil || errors.Is(err, syscall.ENOENT):
+				return nil
+			case !errors.Is(err, syscall.EBUSY):
+				return retry.Permanent(err)
 			}
-			if !errors.Is(err, syscall.EBUSY) || delay > 500*time.Millisecond {
-				break
-			}
-			time.Sleep(delay)
-		}
+			return err
+		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
 		}

@@ -60,6 +60,9 @@ type Tx interface {
 	// exists is ErrConflict; DeleteShare of one that does not is ErrNotFound.
 	PutShare(s Share) error
 	DeleteShare(s Share) error
+	// AcceptShare records that the share's recipient accepted it (at; kept
+	// when it was accepted already); ErrNotFound when there is no such share.
+	AcceptShare(s Share, at time.Time) error
 	Shares(runnerID string) ([]Share, error) // the runner's and its accounts', oldest first
 	AllShares() ([]Share, error)             // every runner's, by runner then oldest first
 	// DeleteSharesOf removes every share naming the subject (a removed
@@ -369,14 +372,20 @@ const (
 )
 
 // Share lets a user, or the members' jobs on a project, use a runner
-// (AccountID "") or one of its accounts.
+// (AccountID "") or one of its accounts. A runner's share is pending
+// (AcceptedAt nil) until its recipient accepts it, and runs nothing until
+// then.
 type Share struct {
-	RunnerID  string
-	AccountID string
-	Kind      ShareKind
-	Subject   string
-	CreatedAt time.Time
+	RunnerID   string
+	AccountID  string
+	Kind       ShareKind
+	Subject    string
+	CreatedAt  time.Time
+	AcceptedAt *time.Time
 }
+
+// Pending: is the share waiting for its recipient's consent?
+func (s Share) Pending() bool { return s.AcceptedAt == nil }
 
 // Job is one unit of work.
 type Job struct {
@@ -447,8 +456,12 @@ type ProjectConfig struct {
 	SetupKeys     []string      `json:"setup_keys,omitempty"` // lockfiles whose contents key a reusable setup
 	// SetupFile is a script in the repository the owner enabled as part
 	// of the setup (run after SetupCommands, in the sandbox): "" for none.
-	SetupFile string   `json:"setup_file,omitempty"`
-	Caches    []string `json:"caches,omitempty"`
+	SetupFile string `json:"setup_file,omitempty"`
+	// SetupApproved are the digests (protocol.SetupFileHash) of the
+	// versions of SetupFile the owner approved: only those run with the
+	// project's secrets.
+	SetupApproved []string `json:"setup_approved,omitempty"`
+	Caches        []string `json:"caches,omitempty"`
 	// Large makes runners fetch the project as a partial clone (no
 	// blobs until a checkout needs them).
 	Large bool `json:"large,omitempty"`

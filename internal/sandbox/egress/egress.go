@@ -319,7 +319,7 @@ func (p *Proxy) proxy(w http.ResponseWriter, r *http.Request) {
 		p.tunnel(w, r, ev)
 		return
 	}
-	p.forward(w, r, ev, func(pr *httputil.ProxyRequest) {
+	p.forward(w, r, ev, nil, func(pr *httputil.ProxyRequest) {
 		pr.Out.URL = pr.In.URL
 		pr.Out.Host = pr.In.Host
 		pr.Out.Header.Del("Proxy-Authorization")
@@ -483,6 +483,7 @@ func (p *Proxy) credentialHandler(i int) http.Handler {
 		host = net.JoinHostPort(up.Hostname(), map[string]string{"https": "443", "http": "80"}[up.Scheme])
 	}
 	rule := "credential " + c.Name
+	needles := Needles(c)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ev := Event{Kind: "credential", Host: host, Rule: rule}
 		got := []byte(r.Header.Get(c.Header))
@@ -496,17 +497,28 @@ func (p *Proxy) credentialHandler(i int) http.Handler {
 				Message: fmt.Sprintf("requests to %s must carry the key from $%s in the %s header; the proxy adds the real one", c.Name, c.KeyEnv, c.Header)})
 			return
 		}
+		if r.Header.Get("Upgrade") != "" {
+			// An upgraded connection is spliced raw: its answer could not
+			// be checked for the key.
+			p.refuse(w, ev, http.StatusBadRequest, Refusal{Error: "bad_request", Rule: rule, Host: host,
+				Message: fmt.Sprintf("the %s endpoint does not upgrade connections (Upgrade: %s)", c.Name, reasonPhrase(r.Header.Get("Upgrade")))})
+			return
+		}
 		ev.Allowed = true
-		p.forward(w, r, ev, func(pr *httputil.ProxyRequest) {
+		p.forward(w, r, ev, newScrubber(needles), func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.Out.Header.Set(c.Header, c.Prefix+c.Key)
+			// The transport then asks for gzip itself and decodes it, so
+			// that the answer can be checked for the key.
+			pr.Out.Header.Del("Accept-Encoding")
 		})
 	})
 }
 
 // forward sends r upstream through the proxy's own transport and records
-// the bytes each way.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, rewrite func(*httputil.ProxyRequest)) {
+// the bytes each way. With scrub (a credential's request) every form of
+// the key is masked in the answer, its error and the event.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, scrub *scrubber, rewrite func(*httputil.ProxyRequest)) {
 	ev.Time = time.Now()
 	// Without full duplex, net/http drains and closes the request body as
 	// soon as the response headers go out; an upstream that answers before
@@ -538,17 +550,30 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, rewrit
 				ev.RetryAt = RetryAt(resp.Header, time.Now())
 			}
 			down.r = resp.Body
+			if scrub != nil {
+				if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+					return fmt.Errorf("the answer is encoded (%s), so the proxy cannot check it does not hold the key", ce)
+				}
+				down.r = &scrubBody{r: resp.Body, s: scrub, resp: resp}
+			}
 			resp.Body = &down
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			ev.Status, ev.Error = http.StatusBadGateway, err.Error()
+			msg := err.Error()
+			if scrub != nil {
+				msg = scrub.text(msg) // a malformed answer is quoted in the error
+			}
+			ev.Status, ev.Error = http.StatusBadGateway, msg
 			body, _ := json.Marshal(Refusal{Error: "upstream_unreachable", Rule: ev.Rule, Host: ev.Host, Allowed: p.allowed(),
-				Message: fmt.Sprintf("%s is allowed but the request failed: %v", ev.Host, err)})
+				Message: fmt.Sprintf("%s is allowed but the request failed: %s", ev.Host, msg)})
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadGateway)
 			w.Write(append(body, '\n'))
 		},
+	}
+	if scrub != nil {
+		w = scrubHeaders{w, scrub}
 	}
 	rp.ServeHTTP(w, r)
 	ev.Up, ev.Down = up.n.Load(), down.n.Load()

@@ -2,13 +2,19 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -487,5 +493,143 @@ func TestRefusalNamesPolicyAndWiden(t *testing.T) {
 	}
 	if _, resp := connect(t, serve(t, open, -1), denied); resp.StatusCode != http.StatusOK {
 		t.Fatalf("open policy: %s", resp.Status)
+	}
+}
+
+// An upstream that echoes what it was sent (a debugging endpoint, an error
+// page quoting the request) cannot hand the key to the sandbox: every form
+// of it is masked in the answer's headers, interim headers, body (split
+// across writes, gzipped, JSON- or base64-encoded) and trailers, and in an
+// error quoting a malformed answer; an answer in an encoding the proxy
+// cannot read is refused.
+func TestCredentialAnswerNeverHoldsTheKey(t *testing.T) {
+	const user, password = "deploy", "pw-5e8a1c7d"
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+	for name, tc := range map[string]struct {
+		prefix, key string
+		echo        func(w http.ResponseWriter, got string)
+		status      int // of the answer; 0: 200
+	}{
+		"headers and body": {key: "real-key-5f1c9a7e", echo: func(w http.ResponseWriter, got string) {
+			w.Header().Set("X-Echo", got)
+			w.Header().Set("X-Echo-"+got, "1")
+			w.Header().Set("Location", "/next?k="+url.QueryEscape(got))
+			fmt.Fprintf(w, "you sent %q, %s\n", got, base64.StdEncoding.EncodeToString([]byte("x"+got)))
+		}},
+		"split across writes": {key: "real-key-5f1c9a7e", echo: func(w http.ResponseWriter, got string) {
+			for i := range len(got) {
+				io.WriteString(w, got[i:i+1])
+				w.(http.Flusher).Flush()
+			}
+		}},
+		"json": {key: `real<key>&"5f1c"/9a`, echo: func(w http.ResponseWriter, got string) {
+			b, _ := json.Marshal(map[string]string{"got": got})
+			w.Write(b)
+		}},
+		"gzip": {key: "real-key-5f1c9a7e", echo: func(w http.ResponseWriter, got string) {
+			w.Header().Set("Content-Encoding", "gzip")
+			z := gzip.NewWriter(w)
+			fmt.Fprintf(z, "you sent %s\n", got)
+			z.Close()
+		}},
+		"an encoding the proxy cannot read": {key: "real-key-5f1c9a7e", status: http.StatusBadGateway,
+			echo: func(w http.ResponseWriter, got string) {
+				w.Header().Set("Content-Encoding", "br")
+				fmt.Fprintf(w, "you sent %s\n", got)
+			}},
+		"trailers": {key: "real-key-5f1c9a7e", echo: func(w http.ResponseWriter, got string) {
+			w.Header().Set("Trailer", "X-Echo")
+			io.WriteString(w, "ok\n")
+			w.Header().Set("X-Echo", got)
+		}},
+		"interim headers": {key: "real-key-5f1c9a7e", echo: func(w http.ResponseWriter, got string) {
+			w.Header().Set("Link", "</"+got+">; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("Link")
+			io.WriteString(w, "ok\n")
+		}},
+		"basic auth decoded": {prefix: "Basic ", key: basic, echo: func(w http.ResponseWriter, got string) {
+			u, p, _ := (&http.Request{Header: http.Header{"Authorization": {got}}}).BasicAuth()
+			fmt.Fprintf(w, "user %s, password %s, pair %s:%s\n", u, p, u, p)
+		}},
+		"a malformed answer": {key: "real-key-5f1c9a7e", status: http.StatusBadGateway, echo: func(w http.ResponseWriter, got string) {
+			c, brw, _ := http.NewResponseController(w).Hijack()
+			defer c.Close()
+			brw.WriteString(got + "\r\n\r\n") // no status line: the error quotes it
+			brw.Flush()
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tc.echo(w, r.Header.Get("Authorization"))
+			}))
+			defer up.Close()
+			var ev events
+			p, err := New(Config{Credentials: []Credential{{Name: "reg", Upstream: up.URL, Header: "Authorization", Prefix: tc.prefix,
+				Key: tc.key, KeyEnv: "REG_KEY", BaseURLEnv: "REG_URL"}}, Placeholder: testPlaceholder, Log: ev.log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sock := serve(t, p, 0)
+			var interim []string
+			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+				Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+					interim = append(interim, fmt.Sprint(h))
+					return nil
+				}})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:3129/echo", nil)
+			req.Header.Set("Authorization", tc.prefix+testPlaceholder)
+			req.Header.Set("Accept-Encoding", "gzip, br")
+			c := &http.Client{Transport: &http.Transport{DisableCompression: true,
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+				}}}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := cmp.Or(tc.status, http.StatusOK); resp.StatusCode != want {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, want, body)
+			}
+			if tc.status == http.StatusOK || tc.status == 0 {
+				if !bytes.Contains(body, []byte("****")) && !strings.Contains(fmt.Sprint(resp.Header, resp.Trailer, interim), "****") {
+					t.Fatalf("the echo holds no masked key: %s %v", body, resp.Header)
+				}
+			}
+			waitEvents(t, &ev, 1)
+			seen := fmt.Sprint(string(body), resp.Header, resp.Trailer, interim, ev.all())
+			for _, form := range []string{tc.key, password, user + ":" + password, url.QueryEscape(tc.key),
+				strings.Trim(string(must(json.Marshal(tc.key))), `"`), base64.StdEncoding.EncodeToString([]byte("x" + tc.key))[4:20]} {
+				if strings.Contains(seen, form) {
+					t.Fatalf("the answer holds %q:\n%s", form, seen)
+				}
+			}
+		})
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// The log writer masks a key written in pieces, and holds back only a
+// tail that could begin one.
+func TestScrubWriter(t *testing.T) {
+	var out bytes.Buffer
+	w := NewScrubWriter(&out, Needles(Credential{Key: "secret-value-1"}))
+	for _, piece := range []string{"a secret-", "val", "ue-1 and ", "secret-value-", "2\nsecret"} {
+		w.Write([]byte(piece))
+	}
+	if got := out.String(); got != "a ************** and secret-value-2\n" {
+		t.Fatalf("before the flush: %q", got)
+	}
+	w.Flush()
+	if got := out.String(); got != "a ************** and secret-value-2\nsecret" {
+		t.Fatalf("after the flush: %q", got)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"drover/internal/retry"
 )
 
 // Hints between the hubs of one database, by LISTEN/NOTIFY. A hint is a
@@ -32,10 +34,10 @@ const (
 	hintPayload = 7800
 	// hintSendTimeout bounds one NOTIFY on a struggling server.
 	hintSendTimeout = 5 * time.Second
-	// listenBackoff is the first and the longest wait before the listening
-	// connection is made again.
-	listenBackoffMin = 100 * time.Millisecond
-	listenBackoffMax = 5 * time.Second
+	// listenRetryFirst and listenRetryMax are the first and the longest
+	// wait before the listening connection is made again.
+	listenRetryFirst = 100 * time.Millisecond
+	listenRetryMax   = 5 * time.Second
 )
 
 // hints is a Store's side of the channel: what it has yet to send, and who
@@ -155,11 +157,12 @@ func (s *Store) NotifiesSent() int64 { return s.hints.sent.Load() }
 // again with backoff when lost; after each such gap, in which hints may
 // have been missed, fn gets nil: everything may have changed.
 func (s *Store) Listen(ctx context.Context, fn func(keys []string)) error {
-	backoff := listenBackoffMin
+	pol := retry.Policy{First: listenRetryFirst, Max: listenRetryMax}
+	fails := 0      // since the last connection that held
 	missed := false // hints may have been lost since the last connection
 	for {
 		err := s.listenOnce(ctx, func() {
-			backoff = listenBackoffMin
+			fails = 0
 			if missed {
 				fn(nil)
 			}
@@ -169,12 +172,10 @@ func (s *Store) Listen(ctx context.Context, fn func(keys []string)) error {
 			return nil
 		}
 		_ = err // the connection is made again; hubs log nothing per retry
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, pol.Delay(fails)) != nil {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, listenBackoffMax)
+		fails++
 		missed = true
 	}
 }

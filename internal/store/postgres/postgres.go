@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"drover/internal/retry"
 	"drover/internal/store"
 	"drover/internal/store/sqlstore"
 )
@@ -140,28 +140,32 @@ func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
 // failure that kept nothing: a serialization failure, or a connection
 // lost before the commit (database/sql then opens another).
 func (s *Store) run(ctx context.Context, what string, tries int, opts *sql.TxOptions, fn func(store.Tx) error) error {
-	for try := 1; ; try++ {
+	err := retry.Do(ctx, writeRetry(tries), func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("begin %s: %w", what, err)
+			return retry.Permanent(fmt.Errorf("begin %s: %w", what, err))
 		}
-		var retry bool
+		var again bool
 		sqlTx, err := s.db.BeginTx(ctx, opts)
 		if err != nil {
-			retry, err = retryable(err, false), fmt.Errorf("begin %s: %w", what, storeErr(err))
+			again, err = retryable(err, false), fmt.Errorf("begin %s: %w", what, storeErr(err))
 		} else {
-			retry, err = sqlstore.Run(ctx, sqlTx, &dialect, fn)
+			again, err = sqlstore.Run(ctx, sqlTx, &dialect, fn)
 		}
-		if !retry || try == tries {
-			return err
+		if !again {
+			return retry.Permanent(err)
 		}
-		// Jittered, growing backoff, so racing writers fall apart.
-		d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(try, 6)))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("retry %s: %w", what, ctx.Err())
-		case <-time.After(d):
-		}
+		return err
+	})
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("retry %s: %w", what, ctx.Err())
 	}
+	return err
+}
+
+// writeRetry spaces the tries of a transaction: jittered and growing (up
+// to 64ms), so racing writers fall apart.
+func writeRetry(tries int) retry.Policy {
+	return retry.Policy{First: 2 * time.Millisecond, Max: 64 * time.Millisecond, Jitter: retry.FullJitter, Tries: tries}
 }
 
 // dialect is how the shared statements run on Postgres: $N placeholders,

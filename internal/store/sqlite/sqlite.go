@@ -22,6 +22,7 @@ import (
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"drover/internal/retry"
 	"drover/internal/store"
 	"drover/internal/store/sqlstore"
 )
@@ -153,20 +154,22 @@ var dialect = sqlstore.Dialect{
 // beginWrite begins an IMMEDIATE transaction (see dsn), retrying a few times
 // if another process holds the write lock past busy_timeout.
 func beginWrite(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
-	for i := 0; ; i++ {
-		sqlTx, err := db.BeginTx(ctx, nil)
-		if err == nil {
-			return sqlTx, nil
+	var sqlTx *sql.Tx
+	pol := retry.Policy{First: 10 * time.Millisecond, Tries: beginRetries + 1}
+	err := retry.Do(ctx, pol, func(ctx context.Context) error {
+		var err error
+		if sqlTx, err = db.BeginTx(ctx, nil); err != nil && !isBusy(err) {
+			return retry.Permanent(err)
 		}
-		if !isBusy(err) || i == beginRetries {
-			return nil, fmt.Errorf("begin write: %w", noSpace(err))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("begin write: %w", ctx.Err())
-		case <-time.After(time.Duration(10<<i) * time.Millisecond):
-		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return sqlTx, nil
+	case ctx.Err() != nil && isBusy(err):
+		return nil, fmt.Errorf("begin write: %w", ctx.Err())
 	}
+	return nil, fmt.Errorf("begin write: %w", noSpace(err))
 }
 
 func sqliteCode(err error) (int, bool) {

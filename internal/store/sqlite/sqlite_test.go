@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -570,5 +571,47 @@ func TestFullDiskIsErrNoSpace(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestShareConsentMigration upgrades a version 22 database, whose shares
+// were made without their recipients' consent: account shares, and
+// runner shares with a project the runner's owner is a member of, stay in
+// effect; runner shares with a user, or with a project its owner is not
+// a member of, become pending.
+func TestShareConsentMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "drover.db")
+	db := openVersion(t, path, 22)
+	for _, q := range []string{
+		`INSERT INTO users (id, name, admin, created_at) VALUES ('u-1', 'alice', 0, 1), ('u-2', 'bob', 0, 2)`,
+		`INSERT INTO runners (id, name, owner_id, token_hash, slots, labels, created_at) VALUES ('r-1', 'box-1', 'u-1', 'h', 1, '{}', 4)`,
+		`INSERT INTO projects (name, remote, owner_id, created_at, updated_at) VALUES ('web', '', 'u-2', 5, 5), ('api', '', 'u-2', 5, 5)`,
+		`INSERT INTO project_members (project, user_id, created_at) VALUES ('web', 'u-2', 5), ('api', 'u-2', 5), ('web', 'u-1', 6)`,
+		`INSERT INTO shares (runner_id, account_id, kind, subject, created_at) VALUES
+			('r-1', '', 'user', 'u-2', 10), ('r-1', '', 'project', 'web', 11), ('r-1', '', 'project', 'api', 12),
+			('r-1', 'acc-a', 'user', 'u-2', 13)`,
+	} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			db.Close()
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, path)
+	got := map[string]bool{} // account/kind/subject → pending
+	if err := s.Read(t.Context(), func(tx store.Tx) error {
+		shs, err := tx.Shares("r-1")
+		for _, sh := range shs {
+			got[sh.AccountID+"/"+string(sh.Kind)+"/"+sh.Subject] = sh.Pending()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"/user/u-2": true, "/project/web": false, "/project/api": true, "acc-a/user/u-2": false}
+	if !maps.Equal(got, want) {
+		t.Errorf("pending after the upgrade = %v, want %v", got, want)
 	}
 }

@@ -171,10 +171,10 @@ func ScanQuestion(s Scanner) (q store.Question, err error) {
 }
 
 // ShareCols are a share's columns, for a SELECT scanned by ScanShare.
-const ShareCols = "runner_id, account_id, kind, subject, created_at"
+const ShareCols = "runner_id, account_id, kind, subject, created_at, accepted_at"
 
 func ScanShare(s Scanner) (sh store.Share, err error) {
-	err = s.Scan(&sh.RunnerID, &sh.AccountID, &sh.Kind, &sh.Subject, TimeCol{&sh.CreatedAt})
+	err = s.Scan(&sh.RunnerID, &sh.AccountID, &sh.Kind, &sh.Subject, TimeCol{&sh.CreatedAt}, OptTimeCol{&sh.AcceptedAt})
 	return sh, err
 }
 

@@ -32,12 +32,26 @@ func visibleArgs(userID string) []any {
 
 const shareCols = "SELECT " + ShareCols + " FROM shares "
 
-// PutShare, DeleteShare and DeleteSharesOf give the runners whose shares
-// they change a new access version.
+// PutShare, AcceptShare, DeleteShare and DeleteSharesOf give the runners
+// whose shares they change a new access version.
 func (t *tx) PutShare(s store.Share) error {
 	if err := t.insertNew("put "+ShareWhat(s),
-		`INSERT INTO shares (runner_id, account_id, kind, subject, created_at) VALUES (?, ?, ?, ?, ?)`+onConflict,
-		s.RunnerID, s.AccountID, s.Kind, s.Subject, Millis(s.CreatedAt)); err != nil {
+		`INSERT INTO shares (`+ShareCols+`) VALUES (?, ?, ?, ?, ?, ?)`+onConflict,
+		s.RunnerID, s.AccountID, s.Kind, s.Subject, Millis(s.CreatedAt), OptMillis(s.AcceptedAt)); err != nil {
+		return err
+	}
+	return t.stampAccess("runner "+s.RunnerID, "id = ?", s.RunnerID)
+}
+
+func (t *tx) AcceptShare(s store.Share, at time.Time) error {
+	what := "accept " + ShareWhat(s)
+	res, err := t.exec(what,
+		`UPDATE shares SET accepted_at = COALESCE(accepted_at, ?) WHERE runner_id = ? AND account_id = ? AND kind = ? AND subject = ?`,
+		Millis(at), s.RunnerID, s.AccountID, s.Kind, s.Subject)
+	if err != nil {
+		return err
+	}
+	if err := affected(what, res); err != nil {
 		return err
 	}
 	return t.stampAccess("runner "+s.RunnerID, "id = ?", s.RunnerID)

@@ -51,6 +51,8 @@ func testAccessVersions(t *testing.T, s store.Store) {
 		{"share a runner", func(tx store.Tx) error { return tx.PutShare(share("r-1", "", "u-2")) }, nil, []string{"r-1"}},
 		{"share an account", func(tx store.Tx) error { return tx.PutShare(share("r-2", "acc-a", "u-2")) }, nil, []string{"r-2"}},
 		{"share again (conflict)", func(tx store.Tx) error { return tx.PutShare(share("r-1", "", "u-2")) }, store.ErrConflict, nil},
+		{"accept a share", func(tx store.Tx) error { return tx.AcceptShare(share("r-1", "", "u-2"), at(60)) }, nil, []string{"r-1"}},
+		{"accept a missing share", func(tx store.Tx) error { return tx.AcceptShare(share("r-3", "", "u-1"), at(60)) }, store.ErrNotFound, nil},
 		{"unshare a missing share", func(tx store.Tx) error { return tx.DeleteShare(share("r-3", "", "u-1")) }, store.ErrNotFound, nil},
 		{"unshare", func(tx store.Tx) error { return tx.DeleteShare(share("r-1", "", "u-2")) }, nil, []string{"r-1"}},
 		{"connect: slots, labels, last seen, version", update("r-3", func(rn *store.Runner) {

@@ -52,6 +52,25 @@ func testShares(t *testing.T, s store.Store) {
 	again.CreatedAt = at(99)
 	writeErr(t, s, "PutShare of an existing share", store.ErrConflict, func(tx store.Tx) error { return tx.PutShare(again) })
 
+	// A share is pending until accepted; accepting again keeps the first
+	// time, and a share that does not exist is not accepted.
+	accepted := func(sh store.Share, ms int64) store.Share {
+		a := at(ms)
+		sh.AcceptedAt = &a
+		return sh
+	}
+	mustWrite(t, s, func(tx store.Tx) error { return tx.AcceptShare(s3, at(30)) })
+	mustWrite(t, s, func(tx store.Tx) error { return tx.AcceptShare(s3, at(40)) })
+	writeErr(t, s, "AcceptShare of a missing share", store.ErrNotFound, func(tx store.Tx) error {
+		return tx.AcceptShare(share("r-2", "", store.ShareUser, "u-2", 1), at(30))
+	})
+	equal(t, "Shares(r-2) after AcceptShare", shares("r-2"), []store.Share{accepted(s3, 30)})
+	s3 = accepted(s3, 30)
+	s6 := accepted(share("r-2", "", store.ShareUser, "u-1", 2), 3) // put accepted
+	mustWrite(t, s, func(tx store.Tx) error { return tx.PutShare(s6) })
+	equal(t, "Shares(r-2) with one put accepted", shares("r-2"), []store.Share{s3, s6})
+	mustWrite(t, s, func(tx store.Tx) error { return tx.DeleteShare(s6) })
+
 	// DeleteShare matches runner, account, kind and subject, not the time.
 	for _, tc := range []struct {
 		name string
