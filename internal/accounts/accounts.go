@@ -28,9 +28,8 @@ import (
 	"time"
 	"unicode"
 
-	"drover/internal/agent/catalog"
+	"drover/internal/agent/facts"
 	"drover/internal/fsutil"
-	"drover/internal/model"
 	"drover/internal/protocol"
 )
 
@@ -59,7 +58,7 @@ var ErrNoAccount = errors.New("no usable account")
 
 // Agents are the agents accounts can be for: those of the catalogue that
 // run under one.
-func Agents() []string { return catalog.AccountAgents() }
+func Agents() []string { return facts.AccountAgents() }
 
 // Account is one login or API key of an agent CLI. It holds no secret.
 type Account struct {
@@ -595,8 +594,7 @@ func validate(a *Account, key string) error {
 // validModel checks a native account's provider and model, and that other
 // accounts name neither.
 func validModel(a *Account) error {
-	e, _ := catalog.Lookup(a.Agent)
-	if e.Kind != catalog.Native {
+	if facts.Of(a.Agent).Kind != facts.KindNative {
 		if a.Provider != "" || a.Model != "" {
 			return fmt.Errorf("a %s account takes no provider or model: only native accounts do", a.Agent)
 		}
@@ -606,13 +604,13 @@ func validModel(a *Account) error {
 		return nil
 	}
 	switch {
-	case !slices.Contains(model.Providers(), a.Provider):
-		return fmt.Errorf("a native account needs a provider: one of %s", strings.Join(model.Providers(), ", "))
+	case !slices.Contains(facts.Providers(), a.Provider):
+		return fmt.Errorf("a native account needs a provider: one of %s", strings.Join(facts.Providers(), ", "))
 	case a.Kind == KindLogin:
 		return errors.New("a native account has an API key or none (--api-key-stdin or --no-key), not a login")
-	case a.Provider == model.OpenAICompatible && a.BaseURL == "":
+	case a.Provider == facts.OpenAICompatible && a.BaseURL == "":
 		return errors.New("an openai-compatible account needs its server's base URL (--base-url)")
-	case a.Model == "" && model.DefaultModel(a.Provider) == "":
+	case a.Model == "" && facts.DefaultModel(a.Provider) == "":
 		return fmt.Errorf("a %s account needs a model (--model)", a.Provider)
 	case len(a.Model) > protocol.MaxModel || protocol.CheckPlainText("model", a.Model, false) != nil:
 		return fmt.Errorf("model: at most %d plain characters", protocol.MaxModel)

@@ -9,11 +9,9 @@ type Adapter struct {
 	Name    string // the agent name jobs use, and the CLI's executable
 	Command func(Launch) (Command, error)
 	Parse   ParseFunc
-	Caps    Capabilities
-	// RootFiles are instruction files at the worktree's root given to the
-	// model in full besides AGENTS.md (CLAUDE.md for Claude Code).
-	RootFiles []string
-	Endpoint  Endpoint
+	// Endpoint is how the CLI reaches its model API; what else is known of
+	// the agent (capabilities, instruction files) is in package facts.
+	Endpoint Endpoint
 	// HomeDirs are directories of the account directory that the CLI
 	// expects in its home (Gemini CLI's .gemini), bound there in the
 	// sandbox, whose HOME is its own.

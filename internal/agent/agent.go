@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"drover/internal/agent/facts"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
@@ -146,15 +147,9 @@ type Found struct {
 	NoStreamedToolCalls bool // it answers streamed requests whole: whole answers
 }
 
-// Capabilities are what an agent can do beyond running an attempt.
-type Capabilities struct {
-	// CanResume: the agent continues Attempt.Resume's session rather than
-	// starting over, so a resumed job need not replay its history.
-	CanResume bool
-	// Portable: its sessions live in the hub (Attempt.Turns), not in an
-	// account's directory, so any runner and account may resume one.
-	Portable bool
-}
+// Capabilities are what an agent can do beyond running an attempt: facts
+// of the agent (package facts).
+type Capabilities = facts.Capabilities
 
 // CapabilitiesOf reports a's capabilities. Agents declare them with a
 // Capabilities method, which keeps the Agent interface itself small; an

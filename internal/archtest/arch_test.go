@@ -3,7 +3,9 @@ package archtest
 import (
 	"go/build"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -11,15 +13,27 @@ import (
 // forbidden lists, for a package, module packages it must not depend on,
 // directly or through others (test files aside).
 var forbidden = map[string][]string{
-	"internal/hub":       {"internal/workspace"},
 	"internal/githttp":   {"internal/workspace"},
 	"internal/workspace": {"internal/hubrepo", "internal/hub", "internal/localrepo"},
 	"internal/hubrepo":   {"internal/workspace", "internal/localrepo"},
 	"internal/localrepo": {"internal/workspace", "internal/hubrepo"},
+	// They read agents' facts only, never the runner's agent code (the
+	// hub's sandbox/egress is the proxy's rules, not the sandbox).
+	"internal/hub":      {"internal/workspace", "internal/sandbox", "internal/agent", "internal/agent/catalog", "internal/model"},
+	"internal/accounts": {"internal/sandbox", "internal/agent", "internal/agent/catalog", "internal/model"},
 }
 
 // leaves may import no other package of the module.
-var leaves = []string{"internal/gitcmd", "internal/retry"}
+var leaves = []string{"internal/gitcmd", "internal/retry", "internal/agent/facts"}
+
+// lean lists, for a package, module path prefixes outside drover it must
+// not link: the model SDKs and the Kubernetes client are most of the
+// binary, and only the runner's agents and the fleet's kubernetes target
+// need them.
+var lean = map[string][]string{
+	"internal/hub":      {"github.com/openai/openai-go", "github.com/anthropics/anthropic-sdk-go", "k8s.io/client-go"},
+	"internal/accounts": {"github.com/openai/openai-go", "github.com/anthropics/anthropic-sdk-go", "k8s.io/client-go"},
+}
 
 // small are the folders whose Go files must stay under maxLines, so that
 // each keeps to one responsibility.
@@ -40,6 +54,31 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	for _, pkg := range leaves {
 		if imps := moduleImports(t, root, module, pkg); len(imps) > 0 {
 			t.Errorf("%s is a leaf but imports %v", pkg, imps)
+		}
+	}
+}
+
+// TestLeanPackages: go list -deps, the linker's view, holds none of a
+// lean package's banned modules.
+func TestLeanPackages(t *testing.T) {
+	_, module := moduleRoot(t)
+	for pkg, bad := range lean {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"/"+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, module+"/"+pkg) {
+			t.Fatalf("go list -deps %s does not list it: %v", pkg, deps)
+		}
+		var hits []string
+		for _, d := range deps {
+			if slices.ContainsFunc(bad, func(m string) bool { return strings.HasPrefix(d, m) }) {
+				hits = append(hits, d)
+			}
+		}
+		if len(hits) > 0 {
+			t.Errorf("%s links %d packages of %v, e.g. %s", pkg, len(hits), bad, strings.Join(hits[:min(len(hits), 5)], ", "))
 		}
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"drover/internal/accounts"
-	"drover/internal/agent"
 	"drover/internal/agent/catalog"
+	"drover/internal/agent/facts"
 	"drover/internal/agent/native"
 	"drover/internal/model"
 	"drover/internal/protocol"
@@ -63,14 +63,6 @@ refused it (needs attention: fix its key or login, then 'account reset').`,
 }
 
 type openAccounts func() (*accounts.Store, string, error)
-
-// adapterOf is the vendor CLI adapter of an agent name.
-func adapterOf(name string) (agent.Adapter, bool) {
-	if e, ok := catalog.Lookup(name); ok && e.Adapter != nil {
-		return *e.Adapter, true
-	}
-	return agent.Adapter{}, false
-}
 
 func (a *app) accountAddCmd(open openAccounts) *cobra.Command {
 	var agentName, label, baseURL, provider, modelName string
@@ -131,7 +123,7 @@ not added. --no-probe skips that (the doctor probes it later).`,
 			} else if baseURL != "" {
 				// Stored as the root every CLI of the agent builds on, so
 				// that the list shows what the runner will use.
-				ad, _ := adapterOf(agentName)
+				ad, _ := catalog.Adapter(agentName)
 				u, err := ad.Endpoint.NormalizeBaseURL(baseURL)
 				if err != nil {
 					return fmt.Errorf("--base-url: %w", err)
@@ -271,32 +263,23 @@ func (a *app) readSecret(what string, maxLen int, file string) (string, error) {
 }
 
 // loginHelp is how an operator logs a login account in: the vendor CLI's
-// own login, with the account's directory where the agent adapters put it
-// (internal/agent/<name>: CLAUDE_CONFIG_DIR, CODEX_HOME, HOME for gemini,
-// XDG_DATA_HOME=<dir>/data for opencode).
+// own login, with the account's directory where the agent's adapter puts
+// it (facts.Login).
 type loginHelp struct {
 	command string
 	after   string
 }
 
 func loginCommand(agentName, dir string) loginHelp {
-	q := func(s string) string { return shellQuote([]string{s}) }
-	const ready = "The account is ready after that; running runners pick it up without a restart."
-	switch agentName {
-	case "claude":
-		return loginHelp{"CLAUDE_CONFIG_DIR=" + q(dir) + " claude auth login",
-			"(or start 'claude' with that variable and type /login.) " + ready}
-	case "codex":
-		return loginHelp{"CODEX_HOME=" + q(dir) + " codex login",
-			"(on a machine without a browser add --device-auth.) " + ready}
-	case "gemini":
-		return loginHelp{"HOME=" + q(dir) + " gemini",
-			"then choose \"Sign in with Google\", finish the login and leave with /quit. " + ready}
-	case "opencode":
-		return loginHelp{"XDG_DATA_HOME=" + q(filepath.Join(dir, "data")) + " opencode auth login",
-			"then choose the provider and follow its prompts. " + ready}
+	l := facts.Of(agentName).Login
+	if l.Command == "" {
+		return loginHelp{"(no known login command for " + agentName + ")", ""}
 	}
-	return loginHelp{"(no known login command for " + agentName + ")", ""}
+	if l.Sub != "" {
+		dir = filepath.Join(dir, l.Sub)
+	}
+	return loginHelp{l.Env + "=" + shellQuote([]string{dir}) + " " + l.Command,
+		l.After + " The account is ready after that; running runners pick it up without a restart."}
 }
 
 // accountView is an account as list --json prints it.
@@ -326,7 +309,7 @@ func (a *app) accountListCmd(open openAccounts) *cobra.Command {
 			if asJSON {
 				vs := make([]accountView, 0, len(as))
 				for _, acct := range as {
-					st, why, fix := runner.AccountState(acct, s.Dir(acct.ID), now)
+					st, why, fix := runner.AccountState(catalog.LoggedIn, acct, s.Dir(acct.ID), now)
 					vs = append(vs, accountView{acct, st, why, fix})
 				}
 				return printJSON(a.env.Stdout, vs)
@@ -349,7 +332,7 @@ func (a *app) accountListCmd(open openAccounts) *cobra.Command {
 				return err
 			}
 			for _, acct := range as {
-				if st, why, fix := runner.AccountState(acct, s.Dir(acct.ID), now); fix != "" {
+				if st, why, fix := runner.AccountState(catalog.LoggedIn, acct, s.Dir(acct.ID), now); fix != "" {
 					fprintf(a.env.Stdout, "%s %s: %s\n  fix: %s\n", acct.ID, st, why, fix)
 				}
 			}
@@ -363,7 +346,7 @@ func (a *app) accountListCmd(open openAccounts) *cobra.Command {
 // accountState is "ready", "needs login", "needs attention", or "limited
 // until T: message".
 func accountState(acct accounts.Account, dir string, now time.Time) string {
-	st, _, _ := runner.AccountState(acct, dir, now)
+	st, _, _ := runner.AccountState(catalog.LoggedIn, acct, dir, now)
 	if st != protocol.AccountLimited {
 		return st
 	}
@@ -411,7 +394,7 @@ func (a *app) accountLoginCmd(open openAccounts) *cobra.Command {
 			if acct.Kind != accounts.KindLogin {
 				return fmt.Errorf("account %s has an API key, no login: replace the key with 'drover runner account reset %s --api-key-stdin'", acct, acct.ID)
 			}
-			st, why, _ := runner.AccountState(acct, s.Dir(acct.ID), time.Now())
+			st, why, _ := runner.AccountState(catalog.LoggedIn, acct, s.Dir(acct.ID), time.Now())
 			if why == "" {
 				why = "logged in"
 			}
@@ -450,7 +433,7 @@ before resetting it.`,
 			if err != nil {
 				return err
 			}
-			st, why, fix := runner.AccountState(acct, s.Dir(acct.ID), time.Now())
+			st, why, fix := runner.AccountState(catalog.LoggedIn, acct, s.Dir(acct.ID), time.Now())
 			if fix != "" {
 				_, err = fprintf(a.env.Stdout, "reset account %s; it still %s (%s): %s\n", acct, st, why, fix)
 				return err

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"drover/internal/agent/catalog"
+	"drover/internal/agent/facts"
 	"drover/internal/sandbox"
 )
 
@@ -74,8 +74,7 @@ $GEMINI_API_KEY (gemini), passed on stdin, never as an argument.`,
 
 // demoKeyEnv is where the demo finds an API key for a vendor agent.
 func demoKeyEnv(name string) string {
-	e, _ := catalog.Lookup(name)
-	return e.KeyVar
+	return facts.Of(name).KeyVar
 }
 
 // check refuses what the demo cannot do, before anything starts.

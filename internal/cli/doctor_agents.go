@@ -20,6 +20,7 @@ import (
 	"drover/internal/accounts"
 	"drover/internal/agent"
 	"drover/internal/agent/catalog"
+	"drover/internal/agent/facts"
 	"drover/internal/protocol"
 	"drover/internal/runner"
 	"drover/internal/sandbox"
@@ -32,18 +33,12 @@ var versionRE = regexp.MustCompile(`\b\d+\.\d+`)
 const versionTimeout = 30 * time.Second
 
 // doctorAgents are the agent CLIs the doctor checks, in its order.
-func doctorAgents() []string {
-	var names []string
-	for _, ad := range catalog.CLIs() {
-		names = append(names, ad.Name)
-	}
-	return names
-}
+func doctorAgents() []string { return facts.CLIs() }
 
 // agentPackage is the npm package a vendor CLI ships in.
 func agentPackage(name string) string {
-	if e, ok := catalog.Lookup(name); ok && e.Package != "" {
-		return e.Package
+	if p := facts.Of(name).Package; p != "" {
+		return p
 	}
 	return name
 }
@@ -175,7 +170,7 @@ func (a *app) agentChecks(ctx context.Context, kind, path, home string) []agentC
 	var wg sync.WaitGroup
 	for i, name := range names {
 		checks[i] = agentCheck{Kind: "agent:" + name, Agent: name, Searched: path, Sandbox: kind, Accounts: counts[name]}
-		if ad, ok := adapterOf(name); ok {
+		if ad, ok := catalog.Adapter(name); ok {
 			ep := ad.Endpoint
 			root, from, err := ep.ResolveBaseURL("", a.env.Getenv(ep.UpstreamEnv))
 			checks[i].Endpoint, checks[i].EndpointFrom = root, from
@@ -317,7 +312,7 @@ func countAccounts(home string) (map[string]accountCounts, error) {
 	now := time.Now()
 	for _, acct := range as {
 		n := counts[acct.Agent]
-		switch st, _, _ := runner.AccountState(acct, s.Dir(acct.ID), now); st {
+		switch st, _, _ := runner.AccountState(catalog.LoggedIn, acct, s.Dir(acct.ID), now); st {
 		case protocol.AccountReady:
 			n.Ready++
 		case protocol.AccountLimited:

@@ -46,7 +46,7 @@ and revokes them.`,
 	pf.StringVar(&ff.network, "network", "", "docker/podman: the network runner containers join (one that reaches the hub)")
 	pf.StringVar(&ff.kube.Kubeconfig, "kubeconfig", "", "kubernetes: the kubeconfig file (default $KUBECONFIG, ~/.kube/config, then the in-cluster config)")
 	pf.StringVar(&ff.kube.Namespace, "namespace", "", "kubernetes: the namespace of the runner Jobs (default the kubeconfig context's)")
-	d := fleet.DefaultKubeResources
+	d := fleet.DefaultKubeResources()
 	pf.StringVar(&ff.kube.Resources.CPURequest, "cpu-request", d.CPURequest, "kubernetes: each runner pod's CPU request")
 	pf.StringVar(&ff.kube.Resources.MemoryRequest, "memory-request", d.MemoryRequest, "kubernetes: each runner pod's memory request")
 	pf.StringVar(&ff.kube.Resources.CPULimit, "cpu-limit", d.CPULimit, "kubernetes: each runner pod's CPU limit")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/agent/catalog"
 	"drover/internal/client"
 	"drover/internal/hub"
 	"drover/internal/protocol"
@@ -251,6 +252,9 @@ func (a *app) up(ctx context.Context, o hubOptions, rc runner.Config) error {
 		return stopAll(fmt.Errorf("save the local runner's login: %w", err))
 	}
 	rc.Logger, rc.Sandbox = a.log, o.sandbox.policy()
+	if rc.Agents, err = catalog.New(catalog.Config{}); err != nil {
+		return stopAll(fmt.Errorf("start the local runner: %w", err))
+	}
 	r, err := runner.New(rc)
 	if err != nil {
 		return stopAll(fmt.Errorf("start the local runner: %w", err))

@@ -79,17 +79,17 @@ model per agent (a custom endpoint for opencode needs one).`,
 			}
 			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(), MinFree: minFree, CacheSize: cacheSize,
 				ProjectCacheSize: projectCacheSize,
-				AgentPath:        a.env.Getenv("PATH"), AgentEnv: map[string]string{}, AgentModels: map[string]string{},
-				RemoteGitEnv: workspace.OwnCredentialEnv(a.env.Getenv)}
+				RemoteGitEnv:     workspace.OwnCredentialEnv(a.env.Getenv)}
+			ac := catalog.Config{Path: a.env.Getenv("PATH"), Env: map[string]string{}, Models: map[string]string{}}
 			if err := lf.apply(&cfg); err != nil {
 				return err
 			}
-			for _, ad := range catalog.CLIs() {
+			for _, ad := range catalog.Adapters() {
 				if v := a.env.Getenv(ad.Endpoint.UpstreamEnv); v != "" {
 					if _, err := ad.Endpoint.NormalizeBaseURL(v); err != nil {
 						return usagef("%s in the environment (for %s): %v", ad.Endpoint.UpstreamEnv, ad.Name, err)
 					}
-					cfg.AgentEnv[ad.Endpoint.UpstreamEnv] = v
+					ac.Env[ad.Endpoint.UpstreamEnv] = v
 				}
 			}
 			for _, m := range models {
@@ -97,7 +97,12 @@ model per agent (a custom endpoint for opencode needs one).`,
 				if !ok || name == "" || model == "" {
 					return usagef("--agent-model %q: want AGENT=MODEL", m)
 				}
-				cfg.AgentModels[name] = model
+				ac.Models[name] = model
+			}
+			// The runner's command composes its agents' code; the runner
+			// itself knows them only as runner.Agents.
+			if cfg.Agents, err = catalog.New(ac); err != nil {
+				return fmt.Errorf("start runner: %w", err)
 			}
 			if cfg.Home == "" {
 				if cfg.Home, err = a.runnerHome(); err != nil {

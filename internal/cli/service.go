@@ -290,7 +290,7 @@ so the service finds the same agent CLIs.`,
 				u.env = append(u.env, "PATH="+p)
 				u.reads = filepath.SplitList(p)
 			}
-			for _, ad := range catalog.CLIs() {
+			for _, ad := range catalog.Adapters() {
 				if v := a.env.Getenv(ad.Endpoint.UpstreamEnv); v != "" {
 					u.env = append(u.env, ad.Endpoint.UpstreamEnv+"="+v)
 				}

@@ -98,6 +98,15 @@ type KubeConfig struct {
 	Poll, StartTimeout time.Duration
 }
 
+// KubeResources are a runner pod's requests and limits, as quantities
+// ("500m", "1Gi").
+type KubeResources struct{ CPURequest, MemoryRequest, CPULimit, MemoryLimit string }
+
+// DefaultKubeResources leave room for an agent CLI and git.
+func DefaultKubeResources() KubeResources {
+	return KubeResources{CPURequest: "500m", MemoryRequest: "1Gi", CPULimit: "2", MemoryLimit: "4Gi"}
+}
+
 // Open makes the named target: local, docker, podman, or an SSH host of
 // the hosts file.
 func Open(name string, c Config) (Target, error) {
@@ -107,7 +116,7 @@ func Open(name string, c Config) (Target, error) {
 	case "docker", "podman":
 		return NewContainer(name, c)
 	case "kubernetes":
-		return NewKubernetes(c)
+		return openKubernetes(c)
 	}
 	hf, err := LoadHosts(c.HostsFile)
 	if err != nil {

@@ -33,11 +33,6 @@ func TestOpenNamesTheTargetsAndHosts(t *testing.T) {
 	} else if _, ok := tg.(*Local); !ok {
 		t.Fatalf("local opened as %T", tg)
 	}
-	if tg, err := Open("kubernetes", c); err != nil {
-		t.Fatal(err)
-	} else if _, ok := tg.(*Kubernetes); !ok {
-		t.Fatalf("kubernetes opened as %T", tg)
-	}
 }
 
 func TestHostsFileRefusesBadEntries(t *testing.T) {

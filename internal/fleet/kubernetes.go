@@ -1,3 +1,5 @@
+//go:build !drover_nokube
+
 package fleet
 
 import (
@@ -46,19 +48,22 @@ const (
 	kubePollDefault = 2 * time.Second
 )
 
-// KubeResources are a runner pod's requests and limits, as quantities
-// ("500m", "1Gi").
-type KubeResources struct{ CPURequest, MemoryRequest, CPULimit, MemoryLimit string }
-
-// DefaultKubeResources leave room for an agent CLI and git.
-var DefaultKubeResources = KubeResources{CPURequest: "500m", MemoryRequest: "1Gi", CPULimit: "2", MemoryLimit: "4Gi"}
+// openKubernetes is the kubernetes target of a build with Kubernetes
+// support (the default; see kubernetes_none.go).
+func openKubernetes(c Config) (Target, error) {
+	k, err := NewKubernetes(c)
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
 
 // NewKubernetes makes the kubernetes target; the cluster is reached only
 // by Check and the calls after it.
 func NewKubernetes(c Config) (*Kubernetes, error) {
 	r := c.Kube.Resources
 	if r == (KubeResources{}) {
-		r = DefaultKubeResources
+		r = DefaultKubeResources()
 	}
 	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
 	for _, q := range []struct {

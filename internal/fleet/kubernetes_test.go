@@ -1,3 +1,5 @@
+//go:build !drover_nokube
+
 package fleet
 
 import (
@@ -400,5 +402,15 @@ func TestKubernetesTargetRefusesWithoutClusterConfigOrImage(t *testing.T) {
 	}
 	if s, j, p := f.counts(); s+j+p != 0 {
 		t.Fatalf("something was created: %d secrets, %d jobs, %d pods", s, j, p)
+	}
+}
+
+// TestOpenKubernetes: a default build opens the kubernetes target.
+func TestOpenKubernetes(t *testing.T) {
+	c := Config{Binary: "/bin/true", StateDir: t.TempDir(), HostsFile: filepath.Join(t.TempDir(), "hosts.json")}
+	if tg, err := Open("kubernetes", c); err != nil {
+		t.Fatal(err)
+	} else if _, ok := tg.(*Kubernetes); !ok {
+		t.Fatalf("kubernetes opened as %T", tg)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"drover/internal/agent/catalog"
+	"drover/internal/agent/facts"
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -22,18 +22,18 @@ import (
 // usesAccount says whether jobs of agent run under a runner's account (all
 // but exec; an agent the catalogue no longer knows is assumed to).
 func usesAccount(agent string) bool {
-	e, ok := catalog.Lookup(agent)
+	e, ok := facts.Lookup(agent)
 	return !ok || e.Accounts()
 }
 
 func agentNames() string {
-	names := catalog.Names()
+	names := facts.Names()
 	slices.Sort(names)
 	return strings.Join(names, ", ")
 }
 
 func validateSubmit(req protocol.SubmitRequest) error {
-	entry, ok := catalog.Lookup(req.Agent)
+	entry, ok := facts.Lookup(req.Agent)
 	if !ok {
 		return badRequest("unknown agent %q (known: %s)", req.Agent, agentNames())
 	}
@@ -75,13 +75,13 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if err := protocol.CheckPlainText("account", req.Account, false); err != nil {
 		return badRequest("%v", err)
 	}
-	if entry, _ := catalog.Lookup(req.Agent); req.Model != "" && (entry.Kind != catalog.Native || len(req.Model) > protocol.MaxModel) {
+	if entry, _ := facts.Lookup(req.Agent); req.Model != "" && (entry.Kind != facts.KindNative || len(req.Model) > protocol.MaxModel) {
 		return badRequest("--model names a native agent's model (at most %d characters); %s jobs take theirs from the runner", protocol.MaxModel, req.Agent)
 	}
 	if err := protocol.CheckPlainText("model", req.Model, false); err != nil {
 		return badRequest("%v", err)
 	}
-	if entry, _ := catalog.Lookup(req.Agent); req.Fallback != "" && (entry.Kind != catalog.Native || len(req.Fallback) > 64) {
+	if entry, _ := facts.Lookup(req.Agent); req.Fallback != "" && (entry.Kind != facts.KindNative || len(req.Fallback) > 64) {
 		return badRequest("--fallback names a native job's fallback account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
 	}
 	if err := protocol.CheckPlainText("fallback", req.Fallback, false); err != nil {
@@ -108,7 +108,7 @@ func (h *Hub) submitJob(ctx context.Context, p principal, req protocol.SubmitReq
 	if err := validateSubmit(req); err != nil {
 		return submitted{}, err
 	}
-	if entry, _ := catalog.Lookup(req.Agent); entry.Prompt() {
+	if entry, _ := facts.Lookup(req.Agent); entry.Prompt() {
 		req.Tools = true
 	}
 	now := h.now()

@@ -17,19 +17,20 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/agent/facts"
 	"drover/internal/protocol"
 	"drover/internal/retry"
 )
 
-// Provider kinds an account may name.
+// Provider kinds an account may name (package facts lists them).
 const (
-	Anthropic        = "anthropic"
-	OpenAI           = "openai"
-	OpenAICompatible = "openai-compatible"
+	Anthropic        = facts.Anthropic
+	OpenAI           = facts.OpenAI
+	OpenAICompatible = facts.OpenAICompatible
 )
 
 // Providers are the provider kinds, in the order drover lists them.
-func Providers() []string { return []string{Anthropic, OpenAI, OpenAICompatible} }
+func Providers() []string { return facts.Providers() }
 
 // Role is who said a message.
 type Role string
@@ -147,11 +148,8 @@ type Config struct {
 	Logger    *slog.Logger
 }
 
-// DefaultModels are the models of providers that have an obvious default.
-var defaultModels = map[string]string{Anthropic: "claude-sonnet-4-5", OpenAI: "gpt-5"}
-
 // DefaultModel is the model of a provider an account that names none uses.
-func DefaultModel(provider string) string { return defaultModels[provider] }
+func DefaultModel(provider string) string { return facts.DefaultModel(provider) }
 
 // New is the provider cfg describes.
 func New(cfg Config) (Provider, error) {

@@ -10,34 +10,46 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
-	"drover/internal/agent/catalog"
 	agentexec "drover/internal/agent/exec"
+	"drover/internal/agent/facts"
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
 
-// newAgents registers every agent of the catalogue. A CLI that is not
-// installed stays registered (so a job naming it fails with that reason)
-// but is not reported to the hub, which then offers it no such job.
-func newAgents(cfg Config) (*agent.Registry, error) {
-	return catalog.Registry(catalog.Config{Path: cfg.AgentPath, Env: cfg.AgentEnv, Models: cfg.AgentModels})
+// Agents are the implementations of the agents a runner runs, keyed by
+// the names of package facts (package catalog has them; the runner's
+// command builds them). Every agent is registered, even a CLI that is not
+// installed (a job naming it fails with that reason), but only those
+// Available are reported to the hub, which offers no job to the others.
+type Agents interface {
+	Lookup(name string) (agent.Agent, bool)
+	Names() []string
+	// Available says whether the agent can run here: a vendor CLI must be
+	// installed.
+	Available(name string) error
+	// LoggedIn is a LoginCheck.
+	LoggedIn(name, dir string, now time.Time) error
 }
+
+// LoginCheck says, without the network, whether dir, a login account's
+// config directory, holds the vendor login of the agent called name: an
+// error when it is missing or expired; nil when it is there or cannot be
+// told (package catalog's LoggedIn).
+type LoginCheck func(name, dir string, now time.Time) error
 
 // AccountState is what is true of an account at now, the one rule for the
 // runner, its listing and the doctor: "needs attention" (its provider
 // refused it), "needs login" (a login account whose vendor login is
-// missing or expired in dir, its config directory, read without the
-// network), "limited", else "ready". Fix is the command that makes it
-// ready again, why what is wrong; both are empty when it is ready.
-func AccountState(acct accounts.Account, dir string, now time.Time) (state, why, fix string) {
+// missing or expired in dir, its config directory, as loggedIn reads it),
+// "limited", else "ready". Fix is the command that makes it ready again,
+// why what is wrong; both are empty when it is ready.
+func AccountState(loggedIn LoginCheck, acct accounts.Account, dir string, now time.Time) (state, why, fix string) {
 	switch {
 	case acct.NeedsAttention():
 		return protocol.AccountNeedsAttention, acct.Attention, attentionFix(acct)
 	case acct.Kind == accounts.KindLogin:
-		if e, ok := catalog.Lookup(acct.Agent); ok && e.Adapter != nil && e.Adapter.LoggedIn != nil {
-			if err := e.Adapter.LoggedIn(dir, now); err != nil {
-				return protocol.AccountNeedsLogin, err.Error(), "drover runner account login " + acct.ID
-			}
+		if err := loggedIn(acct.Agent, dir, now); err != nil {
+			return protocol.AccountNeedsLogin, err.Error(), "drover runner account login " + acct.ID
 		}
 	}
 	if acct.Limited(now) {
@@ -48,7 +60,7 @@ func AccountState(acct accounts.Account, dir string, now time.Time) (state, why,
 
 // usable says whether an account may run a job at now.
 func (r *Runner) usable(acct accounts.Account, now time.Time) bool {
-	st, _, _ := AccountState(acct, r.accts.Dir(acct.ID), now)
+	st, _, _ := AccountState(r.agents.LoggedIn, acct, r.accts.Dir(acct.ID), now)
 	return st == protocol.AccountReady
 }
 
@@ -66,7 +78,7 @@ func (r *Runner) agentsLocked() ([]string, []protocol.AccountInfo) {
 	ready := map[string]bool{}
 	var next time.Time
 	for _, acct := range list {
-		st, _, _ := AccountState(acct, r.accts.Dir(acct.ID), now)
+		st, _, _ := AccountState(r.agents.LoggedIn, acct, r.accts.Dir(acct.ID), now)
 		info := protocol.AccountInfo{ID: acct.ID, Agent: acct.Agent, Label: acct.Label, Kind: acct.Kind, State: st}
 		switch st {
 		case protocol.AccountLimited:
@@ -81,11 +93,11 @@ func (r *Runner) agentsLocked() ([]string, []protocol.AccountInfo) {
 			infos = append(infos, info)
 		}
 	}
-	for _, e := range catalog.All() {
+	for _, e := range facts.All() {
 		if !e.Accounts() || !ready[e.Name] {
 			continue
 		}
-		if err := e.Available(r.cfg.AgentPath); err == nil {
+		if err := r.agents.Available(e.Name); err == nil {
 			names = append(names, e.Name)
 		}
 	}
@@ -129,7 +141,7 @@ func (r *Runner) recheckLogins() {
 			continue
 		}
 		acct, err := r.accts.Get(info.ID)
-		if st, _, _ := AccountState(acct, r.accts.Dir(info.ID), now); err != nil || st != info.State {
+		if st, _, _ := AccountState(r.agents.LoggedIn, acct, r.accts.Dir(info.ID), now); err != nil || st != info.State {
 			r.markDirtyLocked()
 			return
 		}
@@ -150,7 +162,7 @@ func sessionRef(acct, session string) string {
 // native): it picks the account (the one holding the session when resuming
 // it), builds the prompt, and sits the account out when the agent reports a
 // limit, releasing the job to the queue.
-func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att agent.Attempt) (agent.Result, error) {
+func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e facts.Agent, att agent.Attempt) (agent.Result, error) {
 	sp := att.Output
 	acct, resume, err := r.pickAccount(a, e)
 	if err != nil {
@@ -203,7 +215,7 @@ func (r *Runner) runWithAccount(a *attempt, c agent.Agent, e catalog.Entry, att 
 	if err != nil {
 		return res, err
 	}
-	if !e.Capabilities().Portable {
+	if !e.Caps.Portable {
 		res.Session = sessionRef(acct.ID, res.Session)
 	}
 	if f := res.Found; f != nil {
@@ -329,14 +341,14 @@ func acctName(a accounts.Account) string {
 // limited; otherwise a fresh session starts (its prompt carries the
 // questions and answers so far) on any ready account. Such a running
 // session never moves to another account.
-func (r *Runner) pickAccount(a *attempt, c catalog.Entry) (accounts.Account, string, error) {
+func (r *Runner) pickAccount(a *attempt, c facts.Agent) (accounts.Account, string, error) {
 	now := r.now()
 	rs := a.spec.Resume
-	if rs != nil && c.Capabilities().Portable && protocol.CheckSessionID(rs.Session) == nil {
+	if rs != nil && c.Caps.Portable && protocol.CheckSessionID(rs.Session) == nil {
 		acct, err := r.pickNew(a, c, now)
 		return acct, rs.Session, err
 	}
-	if rs != nil && rs.Session != "" && c.Capabilities().CanResume && a.ws != nil && a.ws.wt.Resumed() {
+	if rs != nil && rs.Session != "" && c.Caps.CanResume && a.ws != nil && a.ws.wt.Resumed() {
 		if id, session, ok := strings.Cut(rs.Session, "/"); ok {
 			acct, err := r.accts.Get(id)
 			if err == nil && acct.Agent == c.Name && r.usable(acct, now) {
@@ -350,7 +362,7 @@ func (r *Runner) pickAccount(a *attempt, c catalog.Entry) (accounts.Account, str
 
 // pickNew chooses the account of an attempt that continues no session of
 // an account's own: the job's, the hub's choice, or any ready one.
-func (r *Runner) pickNew(a *attempt, c catalog.Entry, now time.Time) (accounts.Account, error) {
+func (r *Runner) pickNew(a *attempt, c facts.Agent, now time.Time) (accounts.Account, error) {
 	if pin := a.spec.Account; pin != "" {
 		// The job names its account: that one or none.
 		list, err := r.accts.List()
@@ -388,7 +400,7 @@ func (r *Runner) pickNew(a *attempt, c catalog.Entry, now time.Time) (accounts.A
 // notUsable says why acct (what names it) cannot run a job at now; nil
 // when it is ready.
 func (r *Runner) notUsable(acct accounts.Account, now time.Time, what string) error {
-	st, why, fix := AccountState(acct, r.accts.Dir(acct.ID), now)
+	st, why, fix := AccountState(r.agents.LoggedIn, acct, r.accts.Dir(acct.ID), now)
 	switch st {
 	case protocol.AccountReady:
 		return nil
@@ -401,7 +413,7 @@ func (r *Runner) notUsable(acct accounts.Account, now time.Time, what string) er
 // cliPrompt is what the CLI is told: on a resumed session only the answers
 // it waited for; otherwise the whole prompt, with the questions and answers
 // so far when the job asked before.
-func (r *Runner) cliPrompt(a *attempt, c catalog.Entry, resumed bool) (string, error) {
+func (r *Runner) cliPrompt(a *attempt, c facts.Agent, resumed bool) (string, error) {
 	rs := a.spec.Resume
 	if resumed && rs != nil {
 		var answers strings.Builder
@@ -419,7 +431,7 @@ func (r *Runner) cliPrompt(a *attempt, c catalog.Entry, resumed bool) (string, e
 		return "Your question was answered; continue the job. Remember: deliver when done, ask if you need a decision.\n" +
 			answers.String(), nil
 	}
-	in := agent.PromptInput{Prompt: strings.Join(a.spec.Args, " "), RootFiles: c.RootFiles()}
+	in := agent.PromptInput{Prompt: strings.Join(a.spec.Args, " "), RootFiles: c.Root}
 	if a.ws != nil {
 		in.Worktree, in.Sparse = a.ws.wt.Dir(), a.ws.wt.Sparse()
 	}

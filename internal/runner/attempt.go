@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"drover/internal/agent"
-	"drover/internal/agent/catalog"
+	"drover/internal/agent/facts"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox"
@@ -329,8 +329,8 @@ func (r *Runner) runAgent(a *attempt, sp *spool, dir string) (agent.Result, erro
 	if at := a.tools; at != nil {
 		att.Tools = &agent.ToolEndpoint{URL: at.url, Token: at.token, MCPConfig: at.config(), Local: at.tools}
 	}
-	e, ok := catalog.Lookup(ag.Name())
-	if ok && e.Capabilities().Portable {
+	e, ok := facts.Lookup(ag.Name())
+	if ok && e.Caps.Portable {
 		att.Turns = turnLog{r: r, a: a}
 	}
 	if ok && e.Accounts() {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"drover/internal/accounts"
-	"drover/internal/agent/catalog"
 	"drover/internal/agent/claude"
+	"drover/internal/agent/facts"
 	"drover/internal/protocol"
 )
 
@@ -48,8 +48,8 @@ func TestPickAccountUsesOnlyTheHubsChoice(t *testing.T) {
 	if err := s.SetLimited(shared.ID, now.Add(time.Hour), "limit"); err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{accts: s, now: func() time.Time { return now }}
-	c, _ := catalog.Lookup(claude.Name)
+	r := &Runner{accts: s, agents: newCatalog(t), now: func() time.Time { return now }}
+	c := facts.Of(claude.Name)
 	tests := []struct {
 		name    string
 		account string

@@ -43,14 +43,9 @@ type Config struct {
 	// zero Limits are sandbox.DefaultLimits). Root, Mode and Env are set
 	// per attempt.
 	Sandbox sandbox.Policy
-	// AgentPath is where the vendor CLIs are looked for (PATH-style).
-	AgentPath string
-	// AgentEnv holds the operator's endpoint variables of the vendor CLIs
-	// (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL): API-key
-	// accounts that name no endpoint of their own use these.
-	AgentEnv map[string]string
-	// AgentModels overrides the model per agent name.
-	AgentModels map[string]string
+	// Agents are the agents it runs, as its operator configured them
+	// (package catalog builds them); required.
+	Agents Agents
 	// RemoteGitEnv lets fetches from a project's mapped remote use the
 	// runner user's own git credentials (workspace.OwnCredentialEnv).
 	RemoteGitEnv []string
@@ -95,7 +90,7 @@ type Runner struct {
 	hubs   *hubList
 	log    *slog.Logger
 	jr     *journal
-	agents *agent.Registry
+	agents Agents
 	accts  *accounts.Store
 	ws     *workspaces // clones and worktrees of jobs with a repository
 
@@ -256,9 +251,8 @@ func New(cfg Config) (*Runner, error) {
 	if _, err := sandbox.New(context.Background(), probe); err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", cfg.Sandbox.Kind, err)
 	}
-	agents, err := newAgents(cfg)
-	if err != nil {
-		return nil, err
+	if cfg.Agents == nil {
+		return nil, errors.New("runner: no agents configured")
 	}
 	accts, err := accounts.Open(home)
 	if err != nil {
@@ -278,7 +272,7 @@ func New(cfg Config) (*Runner, error) {
 		hubs:           newHubList(hubs),
 		log:            cfg.Logger.With("runner", login.Name),
 		jr:             &journal{dir: filepath.Join(home, "journal")},
-		agents:         agents,
+		agents:         cfg.Agents,
 		accts:          accts,
 		ws:             ws,
 		now:            time.Now,

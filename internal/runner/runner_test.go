@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/agent/catalog"
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -32,6 +33,14 @@ type testRunner struct {
 	done   chan error
 }
 
+// newCatalog is every agent, as a runner that finds no vendor CLI has them.
+func newCatalog(t *testing.T) *catalog.Catalog {
+	t.Helper()
+	c, err := catalog.New(catalog.Config{})
+	must(t, err)
+	return c
+}
+
 // startRunner runs a runner against h. An empty home makes a fresh one.
 // prep may adjust the runner before it runs.
 func startRunner(t *testing.T, h *fakeHub, home string, tune func(*Config), prep ...func(*Runner)) *testRunner {
@@ -42,7 +51,7 @@ func startRunner(t *testing.T, h *fakeHub, home string, tune func(*Config), prep
 	}
 	// Unisolated: these tests watch the runner's mechanics through host
 	// paths and pids; sandbox_test.go runs attempts in bubblewrap.
-	cfg := Config{Home: home, StopGrace: 200 * time.Millisecond, Sandbox: sandbox.Policy{Kind: sandbox.KindNone},
+	cfg := Config{Home: home, StopGrace: 200 * time.Millisecond, Sandbox: sandbox.Policy{Kind: sandbox.KindNone}, Agents: newCatalog(t),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if tune != nil {
 		tune(&cfg)
@@ -883,7 +892,7 @@ func TestRunRefusesSecondRunnerOnHome(t *testing.T) {
 	h := newFakeHub(t)
 	tr := startRunner(t, h, "", nil)
 	h.waitConn(0)
-	r2, err := New(Config{Home: tr.home})
+	r2, err := New(Config{Home: tr.home, Agents: newCatalog(t)})
 	must(t, err)
 	if err := r2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "another runner") {
 		t.Fatalf("second Run = %v", err)

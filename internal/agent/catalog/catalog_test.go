@@ -2,36 +2,64 @@ package catalog
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"drover/internal/agent"
+	"drover/internal/agent/facts"
 )
 
-// TestCatalogue: names are unique, exec comes first, every vendor CLI has
-// its adapter and package, and the lists derived from it agree with it.
+// TestCatalogue: every agent of package facts has its implementation,
+// under its name and with its capabilities, and every adapter is a vendor
+// CLI of facts, listed in facts' order.
 func TestCatalogue(t *testing.T) {
-	names := Names()
-	if len(names) == 0 || names[0] != "exec" {
-		t.Fatalf("names %v: want exec first", names)
-	}
-	seen := map[string]bool{}
-	for _, e := range All() {
-		if seen[e.Name] {
-			t.Errorf("%s listed twice", e.Name)
-		}
-		seen[e.Name] = true
-		if e.Kind == CLI && (e.Adapter == nil || e.Adapter.Name != e.Name || e.Package == "") {
-			t.Errorf("%s: a CLI needs its adapter and npm package", e.Name)
-		}
-		if got, ok := Lookup(e.Name); !ok || got.Name != e.Name {
-			t.Errorf("Lookup(%s) = %v, %v", e.Name, got.Name, ok)
-		}
-	}
-	if slices.Contains(AccountAgents(), "exec") {
-		t.Errorf("exec runs under no account: %v", AccountAgents())
-	}
-	if len(CLIs())+1 > len(names) {
-		t.Errorf("%d CLIs of %d agents", len(CLIs()), len(names))
-	}
-	if _, err := Registry(Config{}); err != nil {
+	c, err := New(Config{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	names := c.Names()
+	slices.Sort(names)
+	want := facts.Names()
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Errorf("registered %v, facts name %v", names, want)
+	}
+	for _, f := range facts.All() {
+		a, ok := c.Lookup(f.Name)
+		if !ok {
+			t.Errorf("%s: not registered", f.Name)
+			continue
+		}
+		if got := agent.CapabilitiesOf(a); got != f.Caps {
+			t.Errorf("%s: capabilities %+v, facts say %+v", f.Name, got, f.Caps)
+		}
+		if _, ok := Adapter(f.Name); ok != (f.Kind == facts.KindCLI) {
+			t.Errorf("%s: has an adapter: %v, kind %d", f.Name, ok, f.Kind)
+		}
+	}
+	var ads []string
+	for _, ad := range Adapters() {
+		ads = append(ads, ad.Name)
+	}
+	if !slices.Equal(ads, facts.CLIs()) {
+		t.Errorf("adapters %v, want facts' CLIs %v", ads, facts.CLIs())
+	}
+}
+
+// TestAvailable: a vendor CLI is available only where it is installed; the
+// other agents always are.
+func TestAvailable(t *testing.T) {
+	c, err := New(Config{Path: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range facts.All() {
+		err := c.Available(f.Name)
+		if f.Kind == facts.KindCLI && (err == nil || !strings.Contains(err.Error(), f.Name)) {
+			t.Errorf("%s on an empty path: %v", f.Name, err)
+		}
+		if f.Kind != facts.KindCLI && err != nil {
+			t.Errorf("%s: %v", f.Name, err)
+		}
 	}
 }

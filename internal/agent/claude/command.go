@@ -5,19 +5,16 @@ import (
 	"time"
 
 	"drover/internal/agent"
+	"drover/internal/agent/facts"
 )
 
 // Name is the agent name jobs use.
-const Name = "claude"
-
-// Capabilities: Claude Code resumes a session by id from the same worktree.
-func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
+const Name = facts.Claude
 
 // Adapter is Claude Code as a drover agent.
 func Adapter() agent.Adapter {
 	return agent.Adapter{
-		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
-		RootFiles: []string{"CLAUDE.md"},
+		Name: Name, Command: Command, Parse: Parse,
 		// Claude Code keeps its OAuth login in .credentials.json; an
 		// expired access token is refreshed while a refresh token is there.
 		LoggedIn: func(dir string, now time.Time) error {

@@ -46,7 +46,7 @@ const benchKey = "sk-bench-0123456789abcdef"
 //
 //	go test ./internal/agent/cliagent -run XXX -bench CLIStart -benchtime 5x
 func BenchmarkCLIStart(b *testing.B) {
-	for _, ad := range catalog.CLIs() {
+	for _, ad := range catalog.Adapters() {
 		b.Run(ad.Name, func(b *testing.B) {
 			path := testkit.AgentCLI(b, ad.Name)
 			var drover, cli, direct time.Duration

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"drover/internal/agent"
+	"drover/internal/agent/facts"
 	"drover/internal/job"
 	"drover/internal/sandbox"
 	"drover/internal/sandbox/egress"
@@ -55,10 +56,10 @@ func New(ad agent.Adapter, cfg Config) *Agent {
 }
 
 func (g *Agent) Name() string                     { return g.ad.Name }
-func (g *Agent) Capabilities() agent.Capabilities { return g.ad.Caps }
+func (g *Agent) Capabilities() agent.Capabilities { return facts.Of(g.ad.Name).Caps }
 
 // RootFiles are the instruction files the prompt holds besides AGENTS.md.
-func (g *Agent) RootFiles() []string { return g.ad.RootFiles }
+func (g *Agent) RootFiles() []string { return facts.Of(g.ad.Name).Root }
 
 // Locate finds the CLI's executable on the configured path.
 func (g *Agent) Locate() (agent.Binary, error) { return agent.Locate(g.ad.Name, g.cfg.Path) }

@@ -8,19 +8,17 @@ import (
 	"time"
 
 	"drover/internal/agent"
+	"drover/internal/agent/facts"
 	"drover/internal/tools"
 )
 
 // Name is the agent name jobs use.
-const Name = "codex"
-
-// Capabilities: Codex resumes a thread by id.
-func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
+const Name = facts.Codex
 
 // Adapter is Codex as a drover agent.
 func Adapter() agent.Adapter {
 	return agent.Adapter{
-		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
+		Name: Name, Command: Command, Parse: Parse,
 		// `codex login` writes auth.json: a ChatGPT login's tokens or an
 		// API key.
 		LoggedIn: func(dir string, now time.Time) error {

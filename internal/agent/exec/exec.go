@@ -7,12 +7,13 @@ import (
 	"fmt"
 
 	"drover/internal/agent"
+	"drover/internal/agent/facts"
 	"drover/internal/job"
 	"drover/internal/sandbox"
 )
 
 // Name is the agent name jobs use.
-const Name = "exec"
+const Name = facts.Exec
 
 // Agent runs Spec.Args as argv through the attempt's boundary.
 type Agent struct{}

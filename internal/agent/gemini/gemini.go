@@ -10,19 +10,17 @@ import (
 	"time"
 
 	"drover/internal/agent"
+	"drover/internal/agent/facts"
 	"drover/internal/tools"
 )
 
 // Name is the agent name jobs use.
-const Name = "gemini"
-
-// Capabilities: Gemini CLI resumes a session by id.
-func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
+const Name = facts.Gemini
 
 // Adapter is Gemini CLI as a drover agent.
 func Adapter() agent.Adapter {
 	return agent.Adapter{
-		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
+		Name: Name, Command: Command, Parse: Parse,
 		Endpoint: agent.Endpoint{
 			Upstream: "https://generativelanguage.googleapis.com", Header: "x-goog-api-key",
 			KeyEnv: "GEMINI_API_KEY", BaseURLEnv: "GOOGLE_GEMINI_BASE_URL", UpstreamEnv: "GOOGLE_GEMINI_BASE_URL", Versions: []string{"v1beta", "v1"},

@@ -15,20 +15,14 @@ import (
 	"time"
 
 	"drover/internal/agent"
+	"drover/internal/agent/facts"
 	"drover/internal/job"
 	"drover/internal/model"
 	"drover/internal/protocol"
 )
 
 // Name is the agent name jobs use.
-const Name = "native"
-
-// RootFiles are the instruction files given in full besides AGENTS.md.
-func RootFiles() []string { return []string{"CLAUDE.md"} }
-
-// Capabilities: a native session (its transcript) is resumed from the
-// last recorded turn, on any runner when the hub keeps it.
-func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true, Portable: true} }
+const Name = facts.Native
 
 // Config is what the runner's operator decides for the native agent.
 type Config struct {
@@ -52,7 +46,7 @@ func New(cfg Config) *Agent {
 }
 
 func (*Agent) Name() string                     { return Name }
-func (*Agent) Capabilities() agent.Capabilities { return Capabilities() }
+func (*Agent) Capabilities() agent.Capabilities { return facts.Of(Name).Caps }
 
 // systemText tells the model its tools and how the job ends; the prompt
 // (agent.BuildPrompt) carries drover's rules, the repository's

@@ -10,14 +10,12 @@ import (
 	"time"
 
 	"drover/internal/agent"
+	"drover/internal/agent/facts"
 	"drover/internal/tools"
 )
 
 // Name is the agent name jobs use.
-const Name = "opencode"
-
-// Capabilities: opencode continues a session with -s.
-func Capabilities() agent.Capabilities { return agent.Capabilities{CanResume: true} }
+const Name = facts.OpenCode
 
 // keyEnv holds the key the generated provider sends (opencode reads it
 // through {env:...} in its config): inside a sandbox only a placeholder.
@@ -26,7 +24,7 @@ const keyEnv = "DROVER_OPENCODE_API_KEY"
 // Adapter is opencode as a drover agent.
 func Adapter() agent.Adapter {
 	return agent.Adapter{
-		Name: Name, Command: Command, Parse: Parse, Caps: Capabilities(),
+		Name: Name, Command: Command, Parse: Parse,
 		// `opencode auth login` keeps each provider's login in
 		// $XDG_DATA_HOME/opencode/auth.json.
 		LoggedIn: func(dir string, _ time.Time) error {

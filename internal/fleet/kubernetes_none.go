@@ -1,0 +1,13 @@
+//go:build drover_nokube
+
+package fleet
+
+import "errors"
+
+// openKubernetes refuses: this build leaves the Kubernetes client out
+// (kubernetes.go holds the target), so that a runner binary copied to
+// hosts is lean.
+func openKubernetes(Config) (Target, error) {
+	return nil, errors.New("this drover was built without Kubernetes support (-tags drover_nokube): " +
+		"run 'drover fleet --on kubernetes' from a default build")
+}
