@@ -374,10 +374,18 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	rec := Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(),
 		Body: body, Key: f.proto.key(r), Turn: -1}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	// The request takes its place on arrival, and its record is completed
+	// once answered: a client may read the answer and send its next
+	// request before this handler returns, and Requests must still list
+	// them in order, none missing.
+	f.mu.Lock()
+	at := len(f.requests)
+	f.requests = append(f.requests, rec)
+	f.mu.Unlock()
 	defer func() {
 		rec.Status = sw.status
 		f.mu.Lock()
-		f.requests = append(f.requests, rec)
+		f.requests[at] = rec
 		f.mu.Unlock()
 	}()
 	if r.Method == http.MethodHead {
