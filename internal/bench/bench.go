@@ -22,6 +22,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"drover/internal/retry"
 )
 
 // Options configure a run. Zero values take the defaults in brackets.
@@ -280,14 +282,10 @@ func progress(o Options, format string, args ...any) {
 
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("bench interrupted: %w", ctx.Err())
+	if err := retry.Sleep(ctx, d); err != nil {
+		return fmt.Errorf("bench interrupted: %w", err)
 	}
+	return nil
 }
 
 // runPush measures the design under test: runners connected over the
