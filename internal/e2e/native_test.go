@@ -16,7 +16,7 @@ import (
 func addNativeAccount(t *testing.T, r *testkit.Runner, provider, baseURL string, args ...string) {
 	t.Helper()
 	args = append([]string{"account", "add", "--agent", "native", "--label", "main", "--provider", provider,
-		"--base-url", baseURL, "--api-key-stdin"}, args...)
+		"--base-url", baseURL, "--api-key-stdin", "--no-probe"}, args...)
 	if out, err := r.CLI(realKey+"\n", args...); err != nil {
 		t.Fatalf("account add: %v\n%s", err, out)
 	}
@@ -290,7 +290,7 @@ func TestNativeAgentFallsBackAndTheLimitedAccountSitsOut(t *testing.T) {
 	})
 	addNativeAccount(t, r, "anthropic", primary.URL)
 	if out, err := r.CLI("", "account", "add", "--agent", "native", "--label", "backup", "--provider", "openai-compatible",
-		"--base-url", backup.URL+"/v1", "--model", "qwen-fake", "--no-key"); err != nil {
+		"--base-url", backup.URL+"/v1", "--model", "qwen-fake", "--no-key", "--no-probe"); err != nil {
 		t.Fatalf("account add: %v\n%s", err, out)
 	}
 	r.Start()

@@ -21,12 +21,12 @@ func TestNewChecksLabels(t *testing.T) {
 	must(t, SaveLogin(home, Login{Hub: "http://127.0.0.1:1", Name: "r1", Token: newFakeHub(t).token}))
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, tc := range protocoltest.LabelCases {
-		_, err := New(Config{Home: home, Labels: map[string]string{tc.Key: tc.Value}, Sandbox: sandbox.Policy{Kind: sandbox.KindNone}, Logger: quiet})
+		_, err := New(Config{Home: home, Labels: map[string]string{tc.Key: tc.Value}, Sandbox: sandbox.Policy{Kind: sandbox.KindNone}, Logger: quiet, Agents: newCatalog(t)})
 		if (err == nil) != tc.OK || err != nil && !strings.Contains(err.Error(), tc.Why) {
 			t.Errorf("%s: New with label %q=%q: %v; want ok=%v (%q)", tc.Name, tc.Key, tc.Value, err, tc.OK, tc.Why)
 		}
 	}
-	if _, err := New(Config{Home: home, Labels: protocoltest.TooManyLabels(), Sandbox: sandbox.Policy{Kind: sandbox.KindNone}}); err == nil {
+	if _, err := New(Config{Home: home, Labels: protocoltest.TooManyLabels(), Sandbox: sandbox.Policy{Kind: sandbox.KindNone}, Agents: newCatalog(t)}); err == nil {
 		t.Error("New with too many labels took them")
 	}
 }
