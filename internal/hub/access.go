@@ -199,12 +199,12 @@ func isMember(tx store.Tx, project, userID string) (bool, error) {
 // canSee reports whether p may see the job: its requester, an admin, a
 // member of its project, or, for a job without a project, the owner of a
 // runner that ran an attempt (a project's jobs stay with its members).
-func canSee(tx store.Tx, p principal, j store.Job) (bool, error) {
-	if p.admin || j.RequesterID == p.userID {
+func canSee(tx store.Tx, p Caller, j store.Job) (bool, error) {
+	if p.Admin || j.RequesterID == p.UserID {
 		return true, nil
 	}
 	if j.Project != "" {
-		return isMember(tx, j.Project, p.userID)
+		return isMember(tx, j.Project, p.UserID)
 	}
 	atts, err := tx.Attempts(j.ID)
 	if err != nil {
@@ -219,7 +219,7 @@ func canSee(tx store.Tx, p principal, j store.Job) (bool, error) {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return false, err
 		}
-		owners[a.RunnerID] = err == nil && rn.OwnerID == p.userID
+		owners[a.RunnerID] = err == nil && rn.OwnerID == p.UserID
 		if owners[a.RunnerID] {
 			return true, nil
 		}
@@ -229,7 +229,7 @@ func canSee(tx store.Tx, p principal, j store.Job) (bool, error) {
 
 // visibleJob reads a job the caller may see; one the caller may not see
 // is "no job", exactly like one that does not exist.
-func visibleJob(tx store.Tx, p principal, id string) (store.Job, error) {
+func visibleJob(tx store.Tx, p Caller, id string) (store.Job, error) {
 	j, err := tx.Job(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Job{}, notFound("no job %q", id)
@@ -248,17 +248,17 @@ func visibleJob(tx store.Tx, p principal, id string) (store.Job, error) {
 }
 
 // jobFilterFor narrows a job listing to what p may see.
-func jobFilterFor(p principal, f store.JobFilter) store.JobFilter {
-	if !p.admin {
-		f.VisibleTo = p.userID
+func jobFilterFor(p Caller, f store.JobFilter) store.JobFilter {
+	if !p.Admin {
+		f.VisibleTo = p.UserID
 	}
 	return f
 }
 
 // mayUseRunner: may p see the runner in listings (owner, admin, or a user
 // it is shared with, directly, hub-wide or through a project)?
-func mayUseRunner(p principal, ra *runnerAccess, projects map[string]bool) bool {
-	if p.admin || ra.mayRun(p.userID, "", false) {
+func mayUseRunner(p Caller, ra *runnerAccess, projects map[string]bool) bool {
+	if p.Admin || ra.mayRun(p.UserID, "", false) {
 		return true
 	}
 	for prj := range ra.runner.projects {
@@ -271,8 +271,8 @@ func mayUseRunner(p principal, ra *runnerAccess, projects map[string]bool) bool 
 
 // mayUseAccountOf: may p use the account (own it, or have it shared with
 // them or with one of their projects)?
-func mayUseAccountOf(p principal, ra *runnerAccess, account string, projects map[string]bool) bool {
-	if ra.mayUseAccount(account, p.userID, "", false) {
+func mayUseAccountOf(p Caller, ra *runnerAccess, account string, projects map[string]bool) bool {
+	if ra.mayUseAccount(account, p.UserID, "", false) {
 		return true
 	}
 	if s := ra.accounts[account]; s != nil {
@@ -326,15 +326,15 @@ func noProject(name string) error { return notFound("no project named %q", name)
 
 // visibleProject reads a project p may see (a member, or an admin); one
 // p may not see is "no project", exactly like one that does not exist.
-func visibleProject(tx store.Tx, p principal, name string) (store.Project, error) {
+func visibleProject(tx store.Tx, p Caller, name string) (store.Project, error) {
 	prj, err := readProject(tx, name)
 	if err != nil {
 		return store.Project{}, err
 	}
-	if p.admin {
+	if p.Admin {
 		return prj, nil
 	}
-	if ok, err := isMember(tx, name, p.userID); err != nil {
+	if ok, err := isMember(tx, name, p.UserID); err != nil {
 		return store.Project{}, err
 	} else if !ok {
 		return store.Project{}, noProject(name)
@@ -344,26 +344,26 @@ func visibleProject(tx store.Tx, p principal, name string) (store.Project, error
 
 // mayUseProject: members of a project (and admins) read it, push to it and
 // run jobs on it.
-func mayUseProject(tx store.Tx, p principal, prj store.Project) error {
-	if p.admin {
+func mayUseProject(tx store.Tx, p Caller, prj store.Project) error {
+	if p.Admin {
 		return nil
 	}
-	ok, err := isMember(tx, prj.Name, p.userID)
+	ok, err := isMember(tx, prj.Name, p.UserID)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		owner := newNamer(tx).user(prj.OwnerID)
 		return forbidden("you are not a member of project %s; its owner %s or an admin can add you (drover projects members add %s %s)",
-			prj.Name, owner, prj.Name, p.name)
+			prj.Name, owner, prj.Name, p.Name)
 	}
 	return nil
 }
 
 // mayConfigureProject: only a project's owner (and admins) choose its
 // network policies, setup and caches; members only read them.
-func mayConfigureProject(tx store.Tx, p principal, prj store.Project) error {
-	if p.admin || (prj.OwnerID != "" && prj.OwnerID == p.userID) {
+func mayConfigureProject(tx store.Tx, p Caller, prj store.Project) error {
+	if p.Admin || (prj.OwnerID != "" && prj.OwnerID == p.UserID) {
 		return nil
 	}
 	if err := mayUseProject(tx, p, prj); err != nil {

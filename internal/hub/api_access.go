@@ -10,8 +10,8 @@ import (
 // state_access.go.
 
 // shareRunner serves POST /runners/{name}/share and /unshare.
-func (a httpAPI) shareRunner(share bool) func(http.ResponseWriter, *http.Request, principal) error {
-	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) shareRunner(share bool) func(http.ResponseWriter, *http.Request, Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, p Caller) error {
 		req := shareRunnerRequest{Name: r.PathValue("name"), Share: share}
 		if err := decodeBody(r, w, &req.ShareRequest); err != nil {
 			return err
@@ -22,8 +22,8 @@ func (a httpAPI) shareRunner(share bool) func(http.ResponseWriter, *http.Request
 }
 
 // answerShare serves POST /runners/{name}/accept and /decline.
-func (a httpAPI) answerShare(accept bool) func(http.ResponseWriter, *http.Request, principal) error {
-	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) answerShare(accept bool) func(http.ResponseWriter, *http.Request, Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, p Caller) error {
 		req := answerShareRequest{Name: r.PathValue("name"), Accept: accept}
 		if err := decodeBody(r, w, &req.AnswerShareRequest); err != nil {
 			return err
@@ -34,8 +34,8 @@ func (a httpAPI) answerShare(accept bool) func(http.ResponseWriter, *http.Reques
 }
 
 // shareAccount serves POST /accounts/share and /accounts/unshare.
-func (a httpAPI) shareAccount(share bool) func(http.ResponseWriter, *http.Request, principal) error {
-	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) shareAccount(share bool) func(http.ResponseWriter, *http.Request, Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, p Caller) error {
 		req := shareAccountRequest{Share: share}
 		if err := decodeBody(r, w, &req.AccountShareRequest); err != nil {
 			return err
@@ -46,15 +46,15 @@ func (a httpAPI) shareAccount(share bool) func(http.ResponseWriter, *http.Reques
 }
 
 // members serves GET /projects/{name}/members.
-func (a httpAPI) members(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) members(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.members(r.Context(), p, membersRequest{Project: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
 // changeMember serves POST /projects/{name}/members (add) and DELETE
 // /projects/{name}/members/{user} (remove).
-func (a httpAPI) changeMember(add bool) func(http.ResponseWriter, *http.Request, principal) error {
-	return func(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) changeMember(add bool) func(http.ResponseWriter, *http.Request, Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, p Caller) error {
 		req := changeMemberRequest{Project: r.PathValue("name"), User: r.PathValue("user"), Add: add}
 		if add {
 			var body protocol.MemberRequest

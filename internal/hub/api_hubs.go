@@ -3,7 +3,7 @@ package hub
 import "net/http"
 
 // hubs serves GET /hubs over hubList (state_hubs.go).
-func (a httpAPI) hubs(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) hubs(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.hubList(r.Context(), p)
 	return reply(w, http.StatusOK, out, err)
 }

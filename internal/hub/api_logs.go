@@ -13,7 +13,7 @@ import (
 
 // followLog returns log bytes from an offset, holding the request with
 // wait=MS until there is something new (Hub.followLog).
-func (a httpAPI) followLog(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) followLog(w http.ResponseWriter, r *http.Request, p Caller) error {
 	q := r.URL.Query()
 	num, err := queryInt(q, "attempt", 0, math.MaxInt64)
 	if err != nil {

@@ -9,12 +9,12 @@ import (
 // The projects API's HTTP transport over the operations of
 // state_projects.go and, for a project's config, network.go.
 
-func (a httpAPI) listProjects(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) listProjects(w http.ResponseWriter, r *http.Request, p Caller) error {
 	ps, err := a.h.projectViews(r.Context(), p)
 	return reply(w, http.StatusOK, protocol.ProjectList{Projects: ps}, err)
 }
 
-func (a httpAPI) mapProject(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) mapProject(w http.ResponseWriter, r *http.Request, p Caller) error {
 	// The remote must be given: a body of null or {} is a mistake, not a
 	// request to make the project hosted again (that is "remote": "").
 	var body struct {
@@ -30,12 +30,12 @@ func (a httpAPI) mapProject(w http.ResponseWriter, r *http.Request, p principal)
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) projectConfig(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) projectConfig(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.projectConfig(r.Context(), p, projectConfigRequest{Project: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) setProjectConfig(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) setProjectConfig(w http.ResponseWriter, r *http.Request, p Caller) error {
 	req := projectConfigRequest{Project: r.PathValue("name")}
 	if err := decodeBody(r, w, &req.ProjectConfigRequest); err != nil {
 		return err

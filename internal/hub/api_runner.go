@@ -37,7 +37,7 @@ func fencedRef(r *http.Request) (protocol.AttemptRef, error) {
 
 // runnerContext serves a job's context files as a tar to the runner
 // holding one of its active attempts.
-func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p Caller) error {
 	ref, err := fencedRef(r)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p princip
 
 // publish serves POST /runner/publish: a runner's result (or checkpoint)
 // as a git bundle in the body.
-func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p Caller) error {
 	ref, err := fencedRef(r)
 	if err != nil {
 		return err

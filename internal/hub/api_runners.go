@@ -9,12 +9,12 @@ import (
 // The runners API's HTTP transport over the operations of
 // state_runners.go.
 
-func (a httpAPI) runners(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) runners(w http.ResponseWriter, r *http.Request, p Caller) error {
 	rs, err := a.h.runnerViews(r.Context(), p)
 	return reply(w, http.StatusOK, protocol.RunnerList{Runners: rs}, err)
 }
 
-func (a httpAPI) approve(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) approve(w http.ResponseWriter, r *http.Request, p Caller) error {
 	var req protocol.ApproveRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
@@ -23,13 +23,13 @@ func (a httpAPI) approve(w http.ResponseWriter, r *http.Request, p principal) er
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) revokeRunner(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) revokeRunner(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.revokeRunner(r.Context(), p, runnerRequest{Name: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
 // runnerLogin serves GET /runner/login, a runner token's check of itself.
-func (a httpAPI) runnerLogin(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) runnerLogin(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.runnerLogin(r.Context(), p)
 	return reply(w, http.StatusOK, out, err)
 }

@@ -11,12 +11,12 @@ func secretRequestOf(r *http.Request) secretRequest {
 	return secretRequest{Project: r.PathValue("name"), Name: r.PathValue("secret")}
 }
 
-func (a httpAPI) listSecrets(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) listSecrets(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.listSecrets(r.Context(), p, secretRequestOf(r))
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) setSecret(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) setSecret(w http.ResponseWriter, r *http.Request, p Caller) error {
 	req := secretRequestOf(r)
 	if err := decodeBody(r, w, &req.SecretRequest); err != nil {
 		return err
@@ -25,7 +25,7 @@ func (a httpAPI) setSecret(w http.ResponseWriter, r *http.Request, p principal) 
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) removeSecret(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) removeSecret(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.removeSecret(r.Context(), p, secretRequestOf(r))
 	return reply(w, http.StatusOK, out, err)
 }

@@ -8,7 +8,7 @@ import (
 
 // The users API's HTTP transport over the operations of state_users.go.
 
-func (a httpAPI) addUser(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) addUser(w http.ResponseWriter, r *http.Request, p Caller) error {
 	var req protocol.NewUserRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
@@ -17,17 +17,17 @@ func (a httpAPI) addUser(w http.ResponseWriter, r *http.Request, p principal) er
 	return reply(w, http.StatusCreated, out, err)
 }
 
-func (a httpAPI) listUsers(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) listUsers(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.listUsers(r.Context(), p)
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) removeUser(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) removeUser(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.removeUser(r.Context(), p, userRequest{Name: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) rotateToken(w http.ResponseWriter, r *http.Request, p principal) error {
+func (a httpAPI) rotateToken(w http.ResponseWriter, r *http.Request, p Caller) error {
 	out, err := a.h.rotateToken(r.Context(), p, userRequest{Name: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }

@@ -194,7 +194,7 @@ func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.
 		}
 		if l.Offset != a.LogSize {
 			size := a.LogSize
-			return &apiError{status: http.StatusConflict, code: protocol.ErrOffset, msg: fmt.Sprintf("log chunk at offset %d, the hub holds %d bytes", l.Offset, size), size: &size}
+			return &Refusal{Status: http.StatusConflict, Code: protocol.ErrOffset, Msg: fmt.Sprintf("log chunk at offset %d, the hub holds %d bytes", l.Offset, size), Size: &size}
 		}
 		if a.State != job.AttemptRunning && !lateResultAllowed(a, j) {
 			return fenced("attempt %s is %s and takes no more output", a.ID, a.State)
@@ -297,8 +297,8 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 		}
 		if fin.LogSize != a.LogSize || digest == "" {
 			size := a.LogSize
-			return nil, &apiError{status: http.StatusConflict, code: protocol.ErrLogIncomplete,
-				msg: fmt.Sprintf("finish says %d log bytes, the hub holds %d", fin.LogSize, size), size: &size}
+			return nil, &Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete,
+				Msg: fmt.Sprintf("finish says %d log bytes, the hub holds %d", fin.LogSize, size), Size: &size}
 		}
 		if fin.Isolation != nil {
 			if err := checkDenials(fin.Isolation.Denials); err != nil {
@@ -452,5 +452,5 @@ func (h *Hub) resetLog(ctx context.Context, c *conn, ref protocol.AttemptRef) er
 	}
 	h.log.Warn("log checksum mismatch; asked the runner to send the log again", "runner", c.name, "attempt", ref.Attempt)
 	zero := int64(0)
-	return &apiError{status: http.StatusConflict, code: protocol.ErrLogIncomplete, msg: "log checksum mismatch: send the log again from offset 0", size: &zero}
+	return &Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete, Msg: "log checksum mismatch: send the log again from offset 0", Size: &zero}
 }

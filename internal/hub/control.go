@@ -10,8 +10,8 @@ import (
 )
 
 // mayControl: the requester or an admin may cancel or retry a job.
-func mayControl(p principal, j store.Job) error {
-	if j.RequesterID != p.userID && !p.admin {
+func mayControl(p Caller, j store.Job) error {
+	if j.RequesterID != p.UserID && !p.Admin {
 		return forbidden("only the job's requester or an admin can do that")
 	}
 	return nil
@@ -20,7 +20,7 @@ func mayControl(p principal, j store.Job) error {
 // cancelJob stops a job: a queued or offered job ends at once; a running
 // one is marked and its runner told to stop it, and it ends when the runner
 // reports (a disconnected runner is told when it comes back).
-func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
+func (h *Hub) cancelJob(ctx context.Context, p Caller, id string) error {
 	var (
 		order    func(protocol.Runner) // the push to its runner, if any
 		runnerID string
@@ -58,13 +58,13 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 			if err := tx.UpdateJob(j); err != nil {
 				return err
 			}
-			return h.event(tx, j.ID, "cancelled", p.name, "cancelled by %s", p.name)
+			return h.event(tx, j.ID, "cancelled", p.Name, "cancelled by %s", p.Name)
 		case job.Running:
 			a, err := tx.Attempt(j.AttemptID)
 			if err != nil {
 				return err
 			}
-			o := protocol.CancelOrder{AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "cancelled by " + p.name}
+			o := protocol.CancelOrder{AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "cancelled by " + p.Name}
 			order, runnerID = func(r protocol.Runner) { r.Cancel(o) }, a.RunnerID
 			if j.Cancelling {
 				return nil // asked again: just tell the runner again
@@ -73,7 +73,7 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 			if err := tx.UpdateJob(j); err != nil {
 				return err
 			}
-			return h.event(tx, j.ID, "cancel_requested", p.name, "cancel requested by %s", p.name)
+			return h.event(tx, j.ID, "cancel_requested", p.Name, "cancel requested by %s", p.Name)
 		default:
 			return conflict("job %s is already %s", j.ID, j.State)
 		}
@@ -98,7 +98,7 @@ func (h *Hub) cancelJob(ctx context.Context, p principal, id string) error {
 //     unknown outcome requires), on its current head;
 //   - restart: also a waiting job, from its base (head and ref go back to
 //     it). It needs no approval: no other user's words reach the agent by it.
-func (h *Hub) rerunJob(ctx context.Context, p principal, id string, ev job.Event) error {
+func (h *Hub) rerunJob(ctx context.Context, p Caller, id string, ev job.Event) error {
 	var j store.Job
 	var oldHead string
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -139,7 +139,7 @@ func (h *Hub) rerunJob(ctx context.Context, p principal, id string, ev job.Event
 		if err := tx.UpdateJob(j); err != nil {
 			return err
 		}
-		return h.event(tx, j.ID, kind, p.name, "%s by %s (was %s)", what, p.name, prev)
+		return h.event(tx, j.ID, kind, p.Name, "%s by %s (was %s)", what, p.Name, prev)
 	})
 	if err != nil {
 		return err
@@ -152,11 +152,11 @@ func (h *Hub) rerunJob(ctx context.Context, p principal, id string, ev job.Event
 	return nil
 }
 
-func (h *Hub) retryJob(ctx context.Context, p principal, id string) error {
+func (h *Hub) retryJob(ctx context.Context, p Caller, id string) error {
 	return h.rerunJob(ctx, p, id, job.EvRetry)
 }
 
-func (h *Hub) restartJob(ctx context.Context, p principal, id string) error {
+func (h *Hub) restartJob(ctx context.Context, p Caller, id string) error {
 	return h.rerunJob(ctx, p, id, job.EvRestart)
 }
 

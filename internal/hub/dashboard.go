@@ -20,22 +20,22 @@ type dashboard struct{ h *Hub }
 var _ web.Backend = dashboard{}
 
 // as is the signed-in user as an API caller with a user token.
-func as(u web.User) principal {
-	return principal{kind: store.TokenUser, userID: u.ID, name: u.Name, admin: u.Admin}
+func as(u web.User) Caller {
+	return Caller{Kind: store.TokenUser, UserID: u.ID, Name: u.Name, Admin: u.Admin}
 }
 
-func asUser(p principal) web.User { return web.User{ID: p.userID, Name: p.name, Admin: p.admin} }
+func asUser(p Caller) web.User { return web.User{ID: p.UserID, Name: p.Name, Admin: p.Admin} }
 
 // pageError is err as the pages may show it, like the API's refusals.
 func (d dashboard) pageError(err error) error {
 	if err == nil {
 		return nil
 	}
-	ae := d.h.asAPIError(err)
-	if ae.status < 500 {
-		d.h.log.Info("web request refused", "code", ae.code, "msg", ae.msg)
+	ae := d.h.AsRefusal(err)
+	if ae.Status < 500 {
+		d.h.log.Info("web request refused", "code", ae.Code, "msg", ae.Msg)
 	}
-	return &web.Error{Status: ae.status, Msg: ae.msg}
+	return &web.Error{Status: ae.Status, Msg: ae.Msg}
 }
 
 func (d dashboard) UserOf(ctx context.Context, token string) (web.User, error) {
@@ -56,7 +56,7 @@ func (d dashboard) NewSession(ctx context.Context, u web.User) (string, time.Tim
 }
 
 func (d dashboard) Session(ctx context.Context, session string) (web.User, error) {
-	var p principal
+	var p Caller
 	err := d.h.store.Read(ctx, func(tx store.Tx) error {
 		t, err := tx.Token(auth.Hash(session))
 		switch {

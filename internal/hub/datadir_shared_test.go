@@ -254,7 +254,7 @@ func TestSharedDataDirConcurrentFirstStartsMakeOneAdmin(t *testing.T) {
 					}
 					tokens++
 					p, err := h.authenticateToken(t.Context(), strings.TrimSpace(string(tok)))
-					if err != nil || !p.admin {
+					if err != nil || !p.Admin {
 						t.Errorf("the token in %s is not the admin's: %+v %v", h.AdminTokenPath(), p, err)
 					}
 				}

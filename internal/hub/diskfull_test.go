@@ -25,13 +25,13 @@ func TestFullDiskIs507(t *testing.T) {
 		fmt.Errorf("write bundle: %w", &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}),
 		fmt.Errorf("write bundle: %w", syscall.EDQUOT),
 	} {
-		ae := h.asAPIError(err)
-		if ae.status != http.StatusInsufficientStorage || ae.code != protocol.ErrNoSpace || !strings.Contains(ae.msg, "disk is full") {
-			t.Errorf("%v: %d %s %q", err, ae.status, ae.code, ae.msg)
+		ae := h.AsRefusal(err)
+		if ae.Status != http.StatusInsufficientStorage || ae.Code != protocol.ErrNoSpace || !strings.Contains(ae.Msg, "disk is full") {
+			t.Errorf("%v: %d %s %q", err, ae.Status, ae.Code, ae.Msg)
 		}
 	}
-	if ae := h.asAPIError(errors.New("boom")); ae.status != http.StatusInternalServerError {
-		t.Errorf("another error: %d", ae.status)
+	if ae := h.AsRefusal(errors.New("boom")); ae.Status != http.StatusInternalServerError {
+		t.Errorf("another error: %d", ae.Status)
 	}
 }
 

@@ -90,7 +90,7 @@ type demandRequest struct {
 // given labels could take, at once when the generation differs from
 // after, else when the queue next changes (or wait ms pass): an
 // autoscaler's event, not a poll. It returns ctx's error if ctx ends first.
-func (h *Hub) waitDemand(ctx context.Context, p principal, req demandRequest) (protocol.Demand, error) {
+func (h *Hub) waitDemand(ctx context.Context, p Caller, req demandRequest) (protocol.Demand, error) {
 	if err := protocol.CheckLabels(req.Labels); err != nil {
 		return protocol.Demand{}, badRequest("labels: %v", err)
 	}
@@ -116,10 +116,10 @@ func (h *Hub) waitDemand(ctx context.Context, p principal, req demandRequest) (p
 	}
 }
 
-func (h *Hub) demand(ctx context.Context, p principal, labels map[string]string) (int, error) {
+func (h *Hub) demand(ctx context.Context, p Caller, labels map[string]string) (int, error) {
 	n := 0
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		js, err := tx.Jobs(store.JobFilter{State: job.Queued, RequesterID: p.userID, Limit: protocol.MaxDemand})
+		js, err := tx.Jobs(store.JobFilter{State: job.Queued, RequesterID: p.UserID, Limit: protocol.MaxDemand})
 		if err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ type launchFailureRequest struct {
 // jobs say so until a launch succeeds (an empty reason clears it). It is
 // stored, so a restarted hub still says so; fleetState holds a copy for
 // the job views.
-func (h *Hub) recordLaunchFailure(ctx context.Context, p principal, req launchFailureRequest) error {
+func (h *Hub) recordLaunchFailure(ctx context.Context, p Caller, req launchFailureRequest) error {
 	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > protocol.MaxLaunchFailureReason {
 		return badRequest("reason must be at most %d bytes of plain text", protocol.MaxLaunchFailureReason)
 	}

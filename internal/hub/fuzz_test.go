@@ -503,8 +503,8 @@ func FuzzQueryInt(f *testing.F) {
 			return
 		}
 		if err != nil {
-			var ae *apiError
-			if !errors.As(err, &ae) || ae.status != http.StatusBadRequest || !utf8.ValidString(ae.msg) {
+			var ae *Refusal
+			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !utf8.ValidString(ae.Msg) {
 				t.Fatalf("refusal of %q: %v", s, err)
 			}
 			return

@@ -121,7 +121,7 @@ func (c *conn) writeLoop() {
 }
 
 // serveRunner is the runner gateway: GET /api/v1/runner/connect.
-func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) error {
+func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p Caller) error {
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return nil // Accept has answered the request
@@ -133,7 +133,7 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	if err != nil {
 		var ce closeErr
 		if errors.As(err, &ce) {
-			h.log.Warn("runner connection refused", "runner", p.name, "err", err)
+			h.log.Warn("runner connection refused", "runner", p.Name, "err", err)
 			ws.Close(ce.code, ce.msg)
 			return nil
 		}
@@ -145,20 +145,20 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p principal) e
 	// reconnecting runner is offered only what its access allows now.
 	if err := h.store.Read(ctx, func(tx store.Tx) error {
 		var err error
-		access, err = loadRunnerAccess(tx, p.runnerID)
+		access, err = loadRunnerAccess(tx, p.RunnerID)
 		return err
 	}); err != nil {
-		h.log.Error("runner connection refused: cannot read its access", "runner", p.name, "err", err)
+		h.log.Error("runner connection refused: cannot read its access", "runner", p.Name, "err", err)
 		ws.Close(websocket.StatusTryAgainLater, "hub cannot read the runner's record; reconnect")
 		return nil
 	}
 	c := &conn{
-		runnerID: p.runnerID, name: p.name, tokenHash: p.tokenHash,
+		runnerID: p.RunnerID, name: p.Name, tokenHash: p.TokenHash,
 		slots: hello.Slots, labels: hello.Labels, version: hello.RunnerVersion, wantQueue: hello.WantQueue, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, ws: ws, baseURL: web.BaseURL(r),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
-		h.log.Warn("runner hello refused", "runner", p.name, "err", err)
+		h.log.Warn("runner hello refused", "runner", p.Name, "err", err)
 		code := websocket.StatusCode(protocol.CloseProtocol)
 		if errors.Is(err, errStaleToken) {
 			code = protocol.CloseRevoked

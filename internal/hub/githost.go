@@ -24,17 +24,17 @@ func (g gitHost) Authenticate(ctx context.Context, token string) (githttp.Caller
 func (g gitHost) TooLarge(what string) error { return g.h.tooLargeTransfer(what) }
 
 func (g gitHost) Refusal(err error) *githttp.Error {
-	ae := g.h.asAPIError(err)
-	return &githttp.Error{Status: ae.status, Code: ae.code, Msg: ae.msg}
+	ae := g.h.AsRefusal(err)
+	return &githttp.Error{Status: ae.Status, Code: ae.Code, Msg: ae.Msg}
 }
 
 // gitCaller is one authenticated git client.
 type gitCaller struct {
 	h *Hub
-	p principal
+	p Caller
 }
 
-func (c gitCaller) Name() string { return c.p.name }
+func (c gitCaller) Name() string { return c.p.Name }
 
 func (c gitCaller) Authorize(ctx context.Context, project string, write bool) error {
 	return c.h.authorizeGit(ctx, c.p, project, write)
@@ -59,17 +59,17 @@ func (h *Hub) gitServer() *githttp.Server {
 // of. A user's first accepted push (never the discovery before it, nor a
 // refused push) creates a hosted project and its repository, with the
 // pusher as its owner (gitCaller.Push).
-func (h *Hub) authorizeGit(ctx context.Context, p principal, project string, write bool) error {
+func (h *Hub) authorizeGit(ctx context.Context, p Caller, project string, write bool) error {
 	switch {
-	case p.kind == store.TokenRunner && write:
+	case p.Kind == store.TokenRunner && write:
 		return forbidden("runners cannot push; results travel as publications")
-	case p.kind == store.TokenRunner:
-		ok, err := h.runnerHoldsProject(ctx, p.runnerID, project)
+	case p.Kind == store.TokenRunner:
+		ok, err := h.runnerHoldsProject(ctx, p.RunnerID, project)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return forbidden("runner %s holds no attempt of a job on project %s", p.name, project)
+			return forbidden("runner %s holds no attempt of a job on project %s", p.Name, project)
 		}
 	default:
 		var exists bool
@@ -104,7 +104,7 @@ func (h *Hub) authorizeGit(ctx context.Context, p principal, project string, wri
 
 // createProject records a hosted project pushed first by p, its owner. A
 // project someone else created in the meantime needs p's membership.
-func (h *Hub) createProject(ctx context.Context, p principal, project string) error {
+func (h *Hub) createProject(ctx context.Context, p Caller, project string) error {
 	created := false
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		created = false
@@ -116,12 +116,12 @@ func (h *Hub) createProject(ctx context.Context, p principal, project string) er
 			return err
 		}
 		now := h.now()
-		if err := tx.PutProject(store.Project{Name: project, OwnerID: p.userID, CreatedAt: now, UpdatedAt: now}); err != nil {
+		if err := tx.PutProject(store.Project{Name: project, OwnerID: p.UserID, CreatedAt: now, UpdatedAt: now}); err != nil {
 			return err
 		}
 		created = true
 		// The store may add the owner with the project.
-		if err := tx.AddMember(project, p.userID, now); err != nil && !errors.Is(err, store.ErrConflict) {
+		if err := tx.AddMember(project, p.UserID, now); err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
 		}
 		return nil
@@ -130,7 +130,7 @@ func (h *Hub) createProject(ctx context.Context, p principal, project string) er
 		return fmt.Errorf("create project %s: %w", project, err)
 	}
 	if created {
-		h.log.Info("project created by its first push", "project", project, "owner", p.name)
+		h.log.Info("project created by its first push", "project", project, "owner", p.Name)
 	}
 	return nil
 }

@@ -19,58 +19,58 @@ import (
 
 const maxBody = 1 << 20
 
-// principal is an authenticated caller.
-type principal struct {
-	kind     store.TokenKind
-	userID   string
-	name     string
-	admin    bool
-	runnerID string
-	// tokenHash is the hash of the runner token the caller authenticated
+// Caller is an authenticated caller.
+type Caller struct {
+	Kind     store.TokenKind
+	UserID   string
+	Name     string
+	Admin    bool
+	RunnerID string
+	// TokenHash is the hash of the runner token the caller authenticated
 	// with: a connection made with it must end when it is replaced.
-	tokenHash string
+	TokenHash string
 }
 
 type ctxKey struct{}
 
-// apiError is an error with a code and HTTP status, safe to show the caller.
-type apiError struct {
-	status int
-	code   string
-	msg    string
-	size   *int64
+// Refusal is an error with a code and HTTP status, safe to show the caller.
+type Refusal struct {
+	Status int
+	Code   string
+	Msg    string
+	Size   *int64
 }
 
-func (e *apiError) Error() string { return e.code + ": " + e.msg }
+func (e *Refusal) Error() string { return e.Code + ": " + e.Msg }
 
-func errf(status int, code, format string, args ...any) *apiError {
-	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+func errf(status int, code, format string, args ...any) *Refusal {
+	return &Refusal{Status: status, Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-func badRequest(format string, args ...any) *apiError {
+func badRequest(format string, args ...any) *Refusal {
 	return errf(http.StatusBadRequest, protocol.ErrBadRequest, format, args...)
 }
 
-func notFound(format string, args ...any) *apiError {
+func notFound(format string, args ...any) *Refusal {
 	return errf(http.StatusNotFound, protocol.ErrNotFound, format, args...)
 }
 
-func conflict(format string, args ...any) *apiError {
+func conflict(format string, args ...any) *Refusal {
 	return errf(http.StatusConflict, protocol.ErrConflict, format, args...)
 }
 
-func forbidden(format string, args ...any) *apiError {
+func forbidden(format string, args ...any) *Refusal {
 	return errf(http.StatusForbidden, protocol.ErrForbidden, format, args...)
 }
 
-func fenced(format string, args ...any) *apiError {
+func fenced(format string, args ...any) *Refusal {
 	return errf(http.StatusConflict, protocol.ErrFenced, format, args...)
 }
 
-// asAPIError turns any error into one we can show: store errors keep their
+// AsRefusal turns any error into one we can show: store errors keep their
 // meaning, anything else is internal (and logged, not shown).
-func (h *Hub) asAPIError(err error) *apiError {
-	var ae *apiError
+func (h *Hub) AsRefusal(err error) *Refusal {
+	var ae *Refusal
 	if errors.As(err, &ae) {
 		return ae
 	}
@@ -107,14 +107,14 @@ func reply[T any](w http.ResponseWriter, status int, out T, err error) error {
 
 func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := h.refusal(r, err)
-	writeJSON(w, ae.status, protocol.ErrorBody{Error: protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}})
+	writeJSON(w, ae.Status, protocol.ErrorBody{Error: protocol.Error{Code: ae.Code, Message: ae.Msg, Size: ae.Size}})
 }
 
 // refusal is err as the caller may see it, logged once.
-func (h *Hub) refusal(r *http.Request, err error) *apiError {
-	ae := h.asAPIError(err)
-	if ae.status < 500 {
-		h.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.code, "msg", ae.msg)
+func (h *Hub) refusal(r *http.Request, err error) *Refusal {
+	ae := h.AsRefusal(err)
+	if ae.Status < 500 {
+		h.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "msg", ae.Msg)
 	}
 	return ae
 }
@@ -160,35 +160,35 @@ func decodeJSON(data []byte, v any, knownOnly bool) error {
 
 // authenticate resolves the bearer token to a principal. Revoked tokens and
 // tokens of revoked runners are refused.
-func (h *Hub) authenticate(r *http.Request) (principal, error) {
+func (h *Hub) authenticate(r *http.Request) (Caller, error) {
 	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
 	if err != nil {
-		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+		return Caller{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
 	}
 	return h.authenticateToken(r.Context(), tok)
 }
 
 // authenticateAs resolves an Authorization header value to a principal
 // holding a token of the given kind: every authenticated route's check.
-func (h *Hub) authenticateAs(ctx context.Context, header string, kind store.TokenKind) (principal, error) {
+func (h *Hub) authenticateAs(ctx context.Context, header string, kind store.TokenKind) (Caller, error) {
 	tok, err := auth.BearerToken(header)
 	if err != nil {
-		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+		return Caller{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
 	}
 	p, err := h.authenticateToken(ctx, tok)
 	if err != nil {
-		return principal{}, err
+		return Caller{}, err
 	}
-	if p.kind != kind {
-		return principal{}, forbidden("this call needs a %s token", kind)
+	if p.Kind != kind {
+		return Caller{}, forbidden("this call needs a %s token", kind)
 	}
 	return p, nil
 }
 
 // authenticateToken resolves a token to a principal.
-func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, error) {
+func (h *Hub) authenticateToken(ctx context.Context, tok string) (Caller, error) {
 	hash := auth.Hash(tok)
-	var p principal
+	var p Caller
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		t, err := tx.Token(hash)
 		if err != nil {
@@ -197,7 +197,7 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, err
 		if t.RevokedAt != nil {
 			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token was revoked")
 		}
-		p.kind = t.Kind
+		p.Kind = t.Kind
 		switch t.Kind {
 		case store.TokenUser:
 			up, err := userPrincipal(tx, t.OwnerID)
@@ -215,28 +215,28 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (principal, err
 			if rn.RevokedAt != nil || rn.TokenHash != hash {
 				return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "runner token was revoked")
 			}
-			p.runnerID, p.name, p.tokenHash = rn.ID, rn.Name, hash
+			p.RunnerID, p.Name, p.TokenHash = rn.ID, rn.Name, hash
 		default:
 			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "unknown token kind")
 		}
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token not recognised")
+		return Caller{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token not recognised")
 	}
 	return p, err
 }
 
 // userPrincipal is the live user as a caller with a user token.
-func userPrincipal(tx store.Tx, userID string) (principal, error) {
+func userPrincipal(tx store.Tx, userID string) (Caller, error) {
 	u, err := tx.User(userID)
 	if err != nil {
-		return principal{}, err
+		return Caller{}, err
 	}
 	if u.RemovedAt != nil {
-		return principal{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "user %s was removed", u.Name)
+		return Caller{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "user %s was removed", u.Name)
 	}
-	return principal{kind: store.TokenUser, userID: u.ID, name: u.Name, admin: u.Admin}, nil
+	return Caller{Kind: store.TokenUser, UserID: u.ID, Name: u.Name, Admin: u.Admin}, nil
 }
 
 // httpAPI is the HTTP transport of the state layer's operations
@@ -246,7 +246,7 @@ type httpAPI struct{ h *Hub }
 // handler adapts a function that returns an error, with authentication of
 // the required kind; the error is answered by writeError, the one mapping
 // of refusals to HTTP statuses and bodies.
-func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p principal) error) http.HandlerFunc {
+func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p Caller) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.authenticateAs(r.Context(), r.Header.Get("Authorization"), kind)
 		if err != nil {

@@ -316,7 +316,7 @@ type projectConfigRequest struct {
 
 // projectConfig is a project's network policies, setup and caches
 // (members and admins).
-func (h *Hub) projectConfig(ctx context.Context, p principal, req projectConfigRequest) (protocol.ProjectConfig, error) {
+func (h *Hub) projectConfig(ctx context.Context, p Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
 	var out protocol.ProjectConfig
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := readProject(tx, req.Project)
@@ -333,7 +333,7 @@ func (h *Hub) projectConfig(ctx context.Context, p principal, req projectConfigR
 }
 
 // setProjectConfig changes a project's config (owner and admins).
-func (h *Hub) setProjectConfig(ctx context.Context, p principal, req projectConfigRequest) (protocol.ProjectConfig, error) {
+func (h *Hub) setProjectConfig(ctx context.Context, p Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
 	var out protocol.ProjectConfig
 	var before, after store.ProjectConfig
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -359,7 +359,7 @@ func (h *Hub) setProjectConfig(ctx context.Context, p principal, req projectConf
 		return out, err
 	}
 	h.kick() // the runners the project's jobs may go to may have changed
-	h.log.Info("project config changed", "project", out.Project, "by", p.name,
+	h.log.Info("project config changed", "project", out.Project, "by", p.Name,
 		"setup_network", netpolicy.Describe(after.SetupNetwork), "agent_network", netpolicy.Describe(after.AgentNetwork),
 		"was_setup_network", netpolicy.Describe(before.SetupNetwork), "was_agent_network", netpolicy.Describe(before.AgentNetwork),
 		"setup_commands", len(after.SetupCommands), "setup_file", after.SetupFile, "setup_approved", after.SetupApproved,

@@ -31,7 +31,7 @@ type staleHead struct{ head string }
 func (e staleHead) Error() string { return "stale head; the hub's head is " + e.head }
 
 // tooLargeTransfer says what to do about a transfer over the cap.
-func (h *Hub) tooLargeTransfer(what string) *apiError {
+func (h *Hub) tooLargeTransfer(what string) *Refusal {
 	return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge,
 		"%s is over the hub's transfer cap of %d bytes: map the project to a remote URL that runners fetch themselves "+
 			"(drover projects map NAME URL), or raise the cap (drover hub --transfer-cap)", what, h.cfg.TransferCap)
@@ -95,12 +95,12 @@ func checkPublishIDs(commit, digest string) error {
 // publishBundle checks and publishes a runner's bundle (docs/protocol.md
 // has every check). A bundle that does not build on the job's head is
 // refused with a staleHead.
-func (h *Hub) publishBundle(ctx context.Context, p principal, req publishRequest) (protocol.PublishResult, error) {
+func (h *Hub) publishBundle(ctx context.Context, p Caller, req publishRequest) (protocol.PublishResult, error) {
 	if err := checkPublishIDs(req.Commit, req.Digest); err != nil {
 		return protocol.PublishResult{}, err
 	}
 	// Refuse a fenced attempt before reading a byte of the bundle.
-	if _, err := h.publishable(ctx, p.runnerID, req.Ref); err != nil {
+	if _, err := h.publishable(ctx, p.RunnerID, req.Ref); err != nil {
 		return protocol.PublishResult{}, err
 	}
 	bundle, err := req.Spool(req.Digest)
@@ -124,13 +124,13 @@ func (h *Hub) publishBundle(ctx context.Context, p principal, req publishRequest
 // then the job's ref moved by compare-and-swap and the database updated
 // (the ref moved back if that fails), with the folders a sparse worktree's
 // agent added to its cone. Publications of one job take turns.
-func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef, bundle, commit string, checkpoint bool, sparse []string) (protocol.PublishResult, error) {
+func (h *Hub) publish(ctx context.Context, p Caller, ref protocol.AttemptRef, bundle, commit string, checkpoint bool, sparse []string) (protocol.PublishResult, error) {
 	unlock, err := h.locks.lock(ctx, "job:"+ref.Job)
 	if err != nil {
 		return protocol.PublishResult{}, err
 	}
 	defer unlock()
-	j, err := h.publishable(ctx, p.runnerID, ref)
+	j, err := h.publishable(ctx, p.RunnerID, ref)
 	if err != nil {
 		return protocol.PublishResult{}, err
 	}
@@ -181,7 +181,7 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 		}
 	}
 	err = h.store.Write(ctx, func(tx store.Tx) error {
-		a, jj, err := loadFenced(tx, p.runnerID, ref)
+		a, jj, err := loadFenced(tx, p.RunnerID, ref)
 		if err != nil {
 			return err
 		}
@@ -208,11 +208,11 @@ func (h *Hub) publish(ctx context.Context, p principal, ref protocol.AttemptRef,
 			return err
 		}
 		if cone != nil {
-			if err := h.event(tx, j.ID, "sparse", p.name, "attempt %d widened the sparse checkout to %s", a.Epoch, strings.Join(cone, ", ")); err != nil {
+			if err := h.event(tx, j.ID, "sparse", p.Name, "attempt %d widened the sparse checkout to %s", a.Epoch, strings.Join(cone, ", ")); err != nil {
 				return err
 			}
 		}
-		return h.event(tx, j.ID, kind, p.name, "attempt %d %s %s", a.Epoch, what, commit)
+		return h.event(tx, j.ID, kind, p.Name, "attempt %d %s %s", a.Epoch, what, commit)
 	})
 	if err != nil {
 		h.rollBackRefs(j, jobRef, commit, cpRef)

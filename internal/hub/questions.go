@@ -297,7 +297,7 @@ func expired(q store.Question, now time.Time) bool {
 // requester's own answer is approved at once and requeues the job (in place
 // of another user's answer awaiting approval, if any); anyone else's waits
 // for the requester's approval.
-func (h *Hub) answerJob(ctx context.Context, p principal, id string, req protocol.AnswerRequest) error {
+func (h *Hub) answerJob(ctx context.Context, p Caller, id string, req protocol.AnswerRequest) error {
 	var requeued bool
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		requeued = false
@@ -317,13 +317,13 @@ func (h *Hub) answerJob(ctx context.Context, p principal, id string, req protoco
 		if err != nil {
 			return argError("answer", err)
 		}
-		mine := p.userID == j.RequesterID
+		mine := p.UserID == j.RequesterID
 		n := newNamer(tx)
 		if q.AnsweredBy != "" && !mine {
 			return conflict("question %s already has an answer by %s awaiting approval by the requester, %s",
 				q.ID, n.user(q.AnsweredBy), n.user(j.RequesterID))
 		}
-		q.Answer, q.Choice, q.AnsweredBy, q.AnsweredAt = text, nil, p.userID, &now
+		q.Answer, q.Choice, q.AnsweredBy, q.AnsweredAt = text, nil, p.UserID, &now
 		if req.Choice > 0 {
 			q.Choice = &req.Choice
 		}
@@ -331,15 +331,15 @@ func (h *Hub) answerJob(ctx context.Context, p principal, id string, req protoco
 			if err := tx.UpdateQuestion(q); err != nil {
 				return err
 			}
-			return h.event(tx, j.ID, "answered", p.name, "%s answered %s: %s; awaits approval by %s",
-				p.name, q.ID, excerpt(text), n.user(j.RequesterID))
+			return h.event(tx, j.ID, "answered", p.Name, "%s answered %s: %s; awaits approval by %s",
+				p.Name, q.ID, excerpt(text), n.user(j.RequesterID))
 		}
-		q.ApprovedBy, q.ApprovedAt = p.userID, &now
+		q.ApprovedBy, q.ApprovedAt = p.UserID, &now
 		requeued = true
 		if err := h.requeueAnswered(tx, &j, q); err != nil {
 			return err
 		}
-		return h.event(tx, j.ID, "answered", p.name, "%s answered %s: %s; back in the queue", p.name, q.ID, excerpt(text))
+		return h.event(tx, j.ID, "answered", p.Name, "%s answered %s: %s; back in the queue", p.Name, q.ID, excerpt(text))
 	})
 	if err != nil {
 		return err
@@ -352,14 +352,14 @@ func (h *Hub) answerJob(ctx context.Context, p principal, id string, req protoco
 }
 
 // approveAnswer approves another user's answer; only the requester may.
-func (h *Hub) approveAnswer(ctx context.Context, p principal, id string) error {
+func (h *Hub) approveAnswer(ctx context.Context, p Caller, id string) error {
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		j, err := visibleJob(tx, p, id)
 		if err != nil {
 			return err
 		}
 		n := newNamer(tx)
-		if p.userID != j.RequesterID {
+		if p.UserID != j.RequesterID {
 			return forbidden("only the job's requester, %s, can approve an answer", n.user(j.RequesterID))
 		}
 		q, err := pendingQuestion(tx, j)
@@ -373,12 +373,12 @@ func (h *Hub) approveAnswer(ctx context.Context, p principal, id string) error {
 		case expired(q, now):
 			return conflict("question %s expired at %s; nothing changed", q.ID, q.ExpiresAt.UTC().Format(time.RFC3339))
 		}
-		q.ApprovedBy, q.ApprovedAt = p.userID, &now
+		q.ApprovedBy, q.ApprovedAt = p.UserID, &now
 		if err := h.requeueAnswered(tx, &j, q); err != nil {
 			return err
 		}
-		return h.event(tx, j.ID, "approved", p.name, "%s approved %s's answer to %s; back in the queue",
-			p.name, n.user(q.AnsweredBy), q.ID)
+		return h.event(tx, j.ID, "approved", p.Name, "%s approved %s's answer to %s; back in the queue",
+			p.Name, n.user(q.AnsweredBy), q.ID)
 	})
 	if err != nil {
 		return err
@@ -452,11 +452,11 @@ func (h *Hub) expireQuestions(ctx context.Context) error {
 }
 
 // openQuestions lists the open questions of the jobs p may see.
-func (h *Hub) openQuestions(ctx context.Context, p principal) ([]protocol.QuestionView, error) {
+func (h *Hub) openQuestions(ctx context.Context, p Caller) ([]protocol.QuestionView, error) {
 	out := []protocol.QuestionView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		f := store.QuestionFilter{VisibleTo: p.userID}
-		if p.admin {
+		f := store.QuestionFilter{VisibleTo: p.UserID}
+		if p.Admin {
 			f.VisibleTo = "" // as GET /jobs: an admin sees every job
 		}
 		qs, err := tx.OpenQuestions(f)

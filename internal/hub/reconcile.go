@@ -187,9 +187,9 @@ func (h *Hub) resendAccount(tx store.Tx, c *conn, j store.Job) (string, bool, er
 func (h *Hub) checkHeld(tx store.Tx, c *conn, hd protocol.Held) (string, error) {
 	a, j, err := loadFenced(tx, c.runnerID, hd.AttemptRef)
 	if err != nil {
-		var ae *apiError
+		var ae *Refusal
 		if errors.As(err, &ae) {
-			return ae.msg, nil
+			return ae.Msg, nil
 		}
 		return "", err
 	}

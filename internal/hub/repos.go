@@ -47,7 +47,7 @@ const maxSubmitBody = maxBody + (protocol.MaxContextTotal+2)/3*4 + protocol.MaxC
 // checkSource validates a submission's context files, repository and mode
 // and fills the job's source fields. For a hosted project the base must
 // already be on the hub and its tree must be one drover supports.
-func (h *Hub) checkSource(ctx context.Context, p principal, req protocol.SubmitRequest, j *store.Job) error {
+func (h *Hub) checkSource(ctx context.Context, p Caller, req protocol.SubmitRequest, j *store.Job) error {
 	if err := protocol.CheckContextFiles(req.Context); err != nil {
 		return badRequest("%v", err)
 	}
@@ -134,10 +134,10 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 
 // contextFiles are a job's context files, for the runner holding one of
 // its active attempts.
-func (h *Hub) contextFiles(ctx context.Context, p principal, ref protocol.AttemptRef) ([]store.ContextFile, error) {
+func (h *Hub) contextFiles(ctx context.Context, p Caller, ref protocol.AttemptRef) ([]store.ContextFile, error) {
 	var files []store.ContextFile
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		a, j, err := loadFenced(tx, p.runnerID, ref)
+		a, j, err := loadFenced(tx, p.RunnerID, ref)
 		if err != nil {
 			return err
 		}

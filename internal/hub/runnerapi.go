@@ -146,8 +146,8 @@ func (s runnerAPI) refused(err error) error {
 	if err == nil {
 		return nil
 	}
-	ae := s.h.asAPIError(err)
-	return &protocol.Error{Code: ae.code, Message: ae.msg, Size: ae.size}
+	ae := s.h.AsRefusal(err)
+	return &protocol.Error{Code: ae.Code, Message: ae.Msg, Size: ae.Size}
 }
 
 // checkFinish bounds what a finish reports before anything is read.

@@ -86,7 +86,7 @@ func secretHost(upstream string) string {
 
 // secretProject reads the project whose secrets p manages: its owner's or
 // an admin's.
-func secretProject(tx store.Tx, p principal, name string) (store.Project, error) {
+func secretProject(tx store.Tx, p Caller, name string) (store.Project, error) {
 	prj, err := readProject(tx, name)
 	if err != nil {
 		return prj, err
@@ -116,7 +116,7 @@ type secretRequest struct {
 
 // listSecrets lists a project's secrets: names, hosts and dates, never
 // values.
-func (h *Hub) listSecrets(ctx context.Context, p principal, req secretRequest) (protocol.SecretList, error) {
+func (h *Hub) listSecrets(ctx context.Context, p Caller, req secretRequest) (protocol.SecretList, error) {
 	var out protocol.SecretList
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := secretProject(tx, p, req.Project)
@@ -130,7 +130,7 @@ func (h *Hub) listSecrets(ctx context.Context, p principal, req secretRequest) (
 }
 
 // setSecret sets a project's secret and lists them all.
-func (h *Hub) setSecret(ctx context.Context, p principal, req secretRequest) (protocol.SecretList, error) {
+func (h *Hub) setSecret(ctx context.Context, p Caller, req secretRequest) (protocol.SecretList, error) {
 	var out protocol.SecretList
 	var set store.ProjectSecret
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -160,7 +160,7 @@ func (h *Hub) setSecret(ctx context.Context, p principal, req secretRequest) (pr
 		if len(existing) >= protocol.MaxSecrets && !containsSecret(existing, set.Name) {
 			return badRequest("project %s has %d secrets already, the most it may have", prj.Name, protocol.MaxSecrets)
 		}
-		set.CreatedBy, set.CreatedAt = p.userID, h.now()
+		set.CreatedBy, set.CreatedAt = p.UserID, h.now()
 		if err := tx.PutProjectSecret(set); err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (h *Hub) setSecret(ctx context.Context, p principal, req secretRequest) (pr
 		return out, err
 	}
 	h.kick() // what the project's jobs need of a runner may have changed
-	h.log.Info("project secret set", "project", set.Project, "secret", set.Name, "upstream", set.Upstream, "by", p.name)
+	h.log.Info("project secret set", "project", set.Project, "secret", set.Name, "upstream", set.Upstream, "by", p.Name)
 	return out, nil
 }
 
@@ -185,7 +185,7 @@ func containsSecret(ss []store.ProjectSecret, name string) bool {
 }
 
 // removeSecret removes a project's secret and lists the others.
-func (h *Hub) removeSecret(ctx context.Context, p principal, req secretRequest) (protocol.SecretList, error) {
+func (h *Hub) removeSecret(ctx context.Context, p Caller, req secretRequest) (protocol.SecretList, error) {
 	name := req.Name
 	var out protocol.SecretList
 	var project string
@@ -207,6 +207,6 @@ func (h *Hub) removeSecret(ctx context.Context, p principal, req secretRequest) 
 		return out, err
 	}
 	h.kick()
-	h.log.Info("project secret removed", "project", project, "secret", name, "by", p.name)
+	h.log.Info("project secret removed", "project", project, "secret", name, "by", p.Name)
 	return out, nil
 }

@@ -15,7 +15,7 @@ import (
 // exactly one user (who exists and was not removed) or one project that p
 // may see (one p may not see is refused as one that does not exist) and
 // whose member rn's owner is: a project lets in only its members' runners.
-func shareSubject(tx store.Tx, p principal, rn store.Runner, user, project string) (store.ShareKind, string, error) {
+func shareSubject(tx store.Tx, p Caller, rn store.Runner, user, project string) (store.ShareKind, string, error) {
 	switch {
 	case (user == "") == (project == ""):
 		return "", "", badRequest("name exactly one user or one project to share with")
@@ -45,10 +45,10 @@ func shareSubject(tx store.Tx, p principal, rn store.Runner, user, project strin
 // mayAnswerShare: may p accept or decline sh, a share of another's runner?
 // A user answers for themself, a project's owner or an admin for a
 // project. A share p may not answer is refused as one that does not exist.
-func mayAnswerShare(tx store.Tx, p principal, sh store.Share, runner string) error {
+func mayAnswerShare(tx store.Tx, p Caller, sh store.Share, runner string) error {
 	switch sh.Kind {
 	case store.ShareUser:
-		if sh.Subject == p.userID {
+		if sh.Subject == p.UserID {
 			return nil
 		}
 	case store.ShareProject:
@@ -56,7 +56,7 @@ func mayAnswerShare(tx store.Tx, p principal, sh store.Share, runner string) err
 		if err != nil {
 			return err
 		}
-		if p.admin || prj.OwnerID == p.userID {
+		if p.Admin || prj.OwnerID == p.UserID {
 			return nil
 		}
 		return forbidden("only project %s's owner, %s, or an admin can accept or decline runners shared with it",
@@ -66,7 +66,7 @@ func mayAnswerShare(tx store.Tx, p principal, sh store.Share, runner string) err
 }
 
 // ownedRunner reads a runner that p owns (or any, for an admin).
-func ownedRunner(tx store.Tx, p principal, name string) (store.Runner, error) {
+func ownedRunner(tx store.Tx, p Caller, name string) (store.Runner, error) {
 	rn, err := tx.RunnerByName(name)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Runner{}, notFound("no runner named %q", name)
@@ -74,7 +74,7 @@ func ownedRunner(tx store.Tx, p principal, name string) (store.Runner, error) {
 	if err != nil {
 		return store.Runner{}, err
 	}
-	if rn.OwnerID != p.userID && !p.admin {
+	if rn.OwnerID != p.UserID && !p.Admin {
 		return store.Runner{}, forbidden("runner %s is not yours: only its owner or an admin can share it", name)
 	}
 	if rn.RevokedAt != nil {
@@ -123,7 +123,7 @@ type shareRunnerRequest struct {
 // shareRunner shares a runner with (or unshares it from) a user, a
 // project or the hub (the API's and the runners page's): its owner or an
 // admin only; it answers with the runner as they see it.
-func (h *Hub) shareRunner(ctx context.Context, p principal, req shareRunnerRequest) (protocol.RunnerView, error) {
+func (h *Hub) shareRunner(ctx context.Context, p Caller, req shareRunnerRequest) (protocol.RunnerView, error) {
 	name, share := req.Name, req.Share
 	var rn store.Runner
 	var what string
@@ -136,7 +136,7 @@ func (h *Hub) shareRunner(ctx context.Context, p principal, req shareRunnerReque
 			if req.User != "" || req.Project != "" {
 				return badRequest("share with the hub, a user or a project: one at a time")
 			}
-			if !p.admin {
+			if !p.Admin {
 				return forbidden("only an admin can make a runner hub-wide")
 			}
 			if share {
@@ -200,7 +200,7 @@ func (h *Hub) shareRunner(ctx context.Context, p principal, req shareRunnerReque
 	if req.Hub {
 		verb = "made"
 	}
-	h.log.Info("runner access changed", "runner", name, "change", verb+" "+what, "by", p.name)
+	h.log.Info("runner access changed", "runner", name, "change", verb+" "+what, "by", p.Name)
 	h.notify(anyChange)
 	return h.sharedRunnerView(ctx, rn.ID)
 }
@@ -243,7 +243,7 @@ type answerShareRequest struct {
 // answers with the runner as the caller sees it now. Declining removes the
 // share, pending or accepted. A runner that is not shared with the caller
 // is "not shared with you" whether it exists or not.
-func (h *Hub) answerShare(ctx context.Context, p principal, req answerShareRequest) (protocol.RunnerView, error) {
+func (h *Hub) answerShare(ctx context.Context, p Caller, req answerShareRequest) (protocol.RunnerView, error) {
 	var rn store.Runner
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		notShared := notFound("runner %s is not shared with you", req.Name)
@@ -256,7 +256,7 @@ func (h *Hub) answerShare(ctx context.Context, p principal, req answerShareReque
 		} else if err != nil {
 			return err
 		}
-		sh := store.Share{RunnerID: rn.ID, Kind: store.ShareUser, Subject: p.userID}
+		sh := store.Share{RunnerID: rn.ID, Kind: store.ShareUser, Subject: p.UserID}
 		if req.Project != "" {
 			sh.Kind, sh.Subject = store.ShareProject, req.Project
 		}
@@ -281,7 +281,7 @@ func (h *Hub) answerShare(ctx context.Context, p principal, req answerShareReque
 	if err := h.refreshAccess(ctx, rn.ID); err != nil {
 		return protocol.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
 	}
-	h.log.Info("runner share answered", "runner", rn.Name, "accept", req.Accept, "project", req.Project, "by", p.name)
+	h.log.Info("runner share answered", "runner", rn.Name, "accept", req.Accept, "project", req.Project, "by", p.Name)
 	h.notify(anyChange)
 	vs, err := h.runnerViewsOf(ctx, p, rn.ID)
 	if err != nil || len(vs) == 0 {
@@ -299,7 +299,7 @@ type shareAccountRequest struct {
 // shareAccount shares one account of a runner with (or unshares it from) a
 // user or a project (the API's and the runners page's): the runner's owner
 // or an admin only; it answers with p's accounts.
-func (h *Hub) shareAccount(ctx context.Context, p principal, req shareAccountRequest) (protocol.AccountList, error) {
+func (h *Hub) shareAccount(ctx context.Context, p Caller, req shareAccountRequest) (protocol.AccountList, error) {
 	share := req.Share
 	var out protocol.AccountList
 	if err := namesAccount(req.Runner, req.Account, ""); err != nil {
@@ -350,14 +350,14 @@ func (h *Hub) shareAccount(ctx context.Context, p principal, req shareAccountReq
 		return out, fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
 	}
 	h.log.Info("account access changed", "runner", rn.Name, "account", req.Account, "share", share,
-		"user", req.User, "project", req.Project, "by", p.name)
+		"user", req.User, "project", req.Project, "by", p.Name)
 	h.notify(anyChange)
 	return out, nil
 }
 
 // memberProject reads a project for a members call: anyone who may see it
 // lists, its owner and admins change.
-func memberProject(tx store.Tx, p principal, name string, change bool) (store.Project, error) {
+func memberProject(tx store.Tx, p Caller, name string, change bool) (store.Project, error) {
 	prj, err := readProject(tx, name)
 	if err != nil {
 		return store.Project{}, err
@@ -365,7 +365,7 @@ func memberProject(tx store.Tx, p principal, name string, change bool) (store.Pr
 	if err := mayUseProject(tx, p, prj); err != nil {
 		return store.Project{}, err
 	}
-	if change && !p.admin && prj.OwnerID != p.userID {
+	if change && !p.Admin && prj.OwnerID != p.UserID {
 		return store.Project{}, forbidden("only project %s's owner, %s, or an admin can change its members", name, newNamer(tx).user(prj.OwnerID))
 	}
 	return prj, nil
@@ -419,7 +419,7 @@ func unshareLeaver(tx store.Tx, project, userID string) ([]string, error) {
 type membersRequest struct{ Project string }
 
 // members lists a project's members for p (a member, or an admin).
-func (h *Hub) members(ctx context.Context, p principal, req membersRequest) (protocol.MemberList, error) {
+func (h *Hub) members(ctx context.Context, p Caller, req membersRequest) (protocol.MemberList, error) {
 	project := req.Project
 	var out protocol.MemberList
 	err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -441,7 +441,7 @@ type changeMemberRequest struct {
 
 // changeMember adds a user to a project or removes one (the API's and the
 // projects page's): the project's owner or an admin only.
-func (h *Hub) changeMember(ctx context.Context, p principal, req changeMemberRequest) (protocol.MemberList, error) {
+func (h *Hub) changeMember(ctx context.Context, p Caller, req changeMemberRequest) (protocol.MemberList, error) {
 	name, user, add := req.Project, req.User, req.Add
 	var out protocol.MemberList
 	var unshared []string // runners whose shares with the project went
@@ -490,6 +490,6 @@ func (h *Hub) changeMember(ctx context.Context, p principal, req changeMemberReq
 	}
 	// Membership decides project shares: queued jobs may now fit.
 	h.kick()
-	h.log.Info("project members changed", "project", name, "user", user, "add", add, "by", p.name)
+	h.log.Info("project members changed", "project", name, "user", user, "add", add, "by", p.Name)
 	return out, nil
 }

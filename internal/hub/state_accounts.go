@@ -15,7 +15,7 @@ import (
 
 // accounts lists p's accounts across their runners, in the order the
 // dispatcher prefers them.
-func (h *Hub) accounts(ctx context.Context, p principal) (protocol.AccountList, error) {
+func (h *Hub) accounts(ctx context.Context, p Caller) (protocol.AccountList, error) {
 	var out protocol.AccountList
 	connected := h.connectedRunners()
 	err := h.store.Read(ctx, func(tx store.Tx) (err error) {
@@ -23,7 +23,7 @@ func (h *Hub) accounts(ctx context.Context, p principal) (protocol.AccountList, 
 		return err
 	})
 	if err != nil {
-		return out, fmt.Errorf("list accounts of %s: %w", p.name, err)
+		return out, fmt.Errorf("list accounts of %s: %w", p.Name, err)
 	}
 	return out, nil
 }
@@ -42,7 +42,7 @@ func namesAccount(runner, account, what string) error {
 
 // moveAccount moves one of p's accounts to a position in p's order (the
 // API's and the runners page's up/down controls).
-func (h *Hub) moveAccount(ctx context.Context, p principal, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
+func (h *Hub) moveAccount(ctx context.Context, p Caller, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
 	var out protocol.AccountList
 	if err := namesAccount(req.Runner, req.ID, " to move"); err != nil {
 		return out, err
@@ -54,13 +54,13 @@ func (h *Hub) moveAccount(ctx context.Context, p principal, req protocol.MoveAcc
 	connected := h.connectedRunners()
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		rn, err := tx.RunnerByName(req.Runner)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && rn.OwnerID != p.userID) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && rn.OwnerID != p.UserID) {
 			return notFound("you have no runner named %q", req.Runner)
 		}
 		if err != nil {
 			return err
 		}
-		accts, err := tx.AccountsOfOwner(p.userID)
+		accts, err := tx.AccountsOfOwner(p.UserID)
 		if err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func (h *Hub) moveAccount(ctx context.Context, p principal, req protocol.MoveAcc
 		if err != nil {
 			return err
 		}
-		if err := tx.MoveAccount(p.userID, rn.ID, moved, req.Position); err != nil {
+		if err := tx.MoveAccount(p.UserID, rn.ID, moved, req.Position); err != nil {
 			return err
 		}
 		out, err = h.accountList(tx, p, connected)
@@ -79,7 +79,7 @@ func (h *Hub) moveAccount(ctx context.Context, p principal, req protocol.MoveAcc
 	}
 	// Queued jobs may now go to another account first.
 	h.kick()
-	h.log.Info("account moved", "runner", req.Runner, "account", moved, "position", req.Position, "by", p.name)
+	h.log.Info("account moved", "runner", req.Runner, "account", moved, "position", req.Position, "by", p.Name)
 	return out, nil
 }
 
@@ -125,7 +125,7 @@ func (h *Hub) connectedRunners() map[string]bool {
 // runners' names and whether those are connected (here: local, taken by
 // connectedRunners; or to another live hub). Whom an account is shared
 // with is shown to its owner and admins only.
-func (h *Hub) accountList(tx store.Tx, p principal, local map[string]bool) (protocol.AccountList, error) {
+func (h *Hub) accountList(tx store.Tx, p Caller, local map[string]bool) (protocol.AccountList, error) {
 	all, err := tx.Accounts()
 	if err != nil {
 		return protocol.AccountList{}, err
@@ -134,7 +134,7 @@ func (h *Hub) accountList(tx store.Tx, p principal, local map[string]bool) (prot
 	if err != nil {
 		return protocol.AccountList{}, err
 	}
-	projects, err := userProjects(tx, p.userID)
+	projects, err := userProjects(tx, p.UserID)
 	if err != nil {
 		return protocol.AccountList{}, err
 	}
@@ -160,7 +160,7 @@ func (h *Hub) accountList(tx store.Tx, p principal, local map[string]bool) (prot
 			ra = newRunnerAccess(store.Runner{OwnerID: a.OwnerID}, byRunner[a.RunnerID])
 			access[a.RunnerID] = ra
 		}
-		mine := a.OwnerID == p.userID
+		mine := a.OwnerID == p.UserID
 		if !mine && !mayUseAccountOf(p, ra, a.ID, projects) {
 			continue
 		}
@@ -169,7 +169,7 @@ func (h *Hub) accountList(tx store.Tx, p principal, local map[string]bool) (prot
 			Kind: a.Kind, State: a.State, LimitedUntil: utcPtr(a.LimitedUntil), Connected: connected(local[a.RunnerID], held[a.RunnerID]),
 			Owner: n.user(a.OwnerID),
 		}
-		if mine || p.admin {
+		if mine || p.Admin {
 			v.SharedWith = sharesView(n, byRunner[a.RunnerID], a.ID)
 		}
 		if mine {

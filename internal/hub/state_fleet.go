@@ -23,7 +23,7 @@ import (
 // the launch's labels. Revoking the launch revokes its runners.
 
 // launch creates a launch of p's and its registration tokens.
-func (h *Hub) launch(ctx context.Context, p principal, req protocol.LaunchRequest) (protocol.LaunchResponse, error) {
+func (h *Hub) launch(ctx context.Context, p Caller, req protocol.LaunchRequest) (protocol.LaunchResponse, error) {
 	if !protocol.ValidName(req.Target) {
 		return protocol.LaunchResponse{}, badRequest("target %q must be a name such as local or ssh", req.Target)
 	}
@@ -44,7 +44,7 @@ func (h *Hub) launch(ctx context.Context, p principal, req protocol.LaunchReques
 		}
 	}
 	now := h.now()
-	l := store.Launch{ID: ids.New("l"), OwnerID: p.userID, Target: req.Target, Labels: req.Labels,
+	l := store.Launch{ID: ids.New("l"), OwnerID: p.UserID, Target: req.Target, Labels: req.Labels,
 		Slots: req.Slots, Count: req.Count, CreatedAt: now}
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
@@ -73,14 +73,14 @@ func (h *Hub) launch(ctx context.Context, p principal, req protocol.LaunchReques
 	if err != nil {
 		return protocol.LaunchResponse{}, err
 	}
-	h.log.Info("fleet launch", "launch", l.ID, "target", l.Target, "count", l.Count, "owner", p.name)
+	h.log.Info("fleet launch", "launch", l.ID, "target", l.Target, "count", l.Count, "owner", p.Name)
 	return protocol.LaunchResponse{LaunchView: v, Registrations: regs}, nil
 }
 
 // launches lists p's launches (an admin: all).
-func (h *Hub) launches(ctx context.Context, p principal) (protocol.LaunchList, error) {
-	owner := p.userID
-	if p.admin {
+func (h *Hub) launches(ctx context.Context, p Caller) (protocol.LaunchList, error) {
+	owner := p.UserID
+	if p.Admin {
 		owner = ""
 	}
 	out := protocol.LaunchList{Launches: []protocol.LaunchView{}}
@@ -106,16 +106,16 @@ func (h *Hub) launches(ctx context.Context, p principal) (protocol.LaunchList, e
 type launchRequest struct{ ID string }
 
 // launchOf is the launch p may manage: its owner's, or any for an admin.
-func launchOf(tx store.Tx, id string, p principal) (store.Launch, error) {
+func launchOf(tx store.Tx, id string, p Caller) (store.Launch, error) {
 	l, err := tx.Launch(id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && l.OwnerID != p.userID && !p.admin) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && l.OwnerID != p.UserID && !p.Admin) {
 		return store.Launch{}, notFound("no launch %q of yours: `drover fleet list` shows them", id)
 	}
 	return l, err
 }
 
 // launchView is a launch p may manage.
-func (h *Hub) launchView(ctx context.Context, p principal, req launchRequest) (v protocol.LaunchView, err error) {
+func (h *Hub) launchView(ctx context.Context, p Caller, req launchRequest) (v protocol.LaunchView, err error) {
 	err = h.store.Read(ctx, func(tx store.Tx) error {
 		l, err := launchOf(tx, req.ID, p)
 		if err != nil {
@@ -150,7 +150,7 @@ func (h *Hub) launchViewTx(tx store.Tx, n *namer, l store.Launch) (protocol.Laun
 
 // revokeLaunch revokes the launch: its unused tokens stop working and its
 // runners are revoked and disconnected.
-func (h *Hub) revokeLaunch(ctx context.Context, p principal, req launchRequest) (protocol.LaunchView, error) {
+func (h *Hub) revokeLaunch(ctx context.Context, p Caller, req launchRequest) (protocol.LaunchView, error) {
 	id := req.ID
 	now := h.now()
 	var revoked []string
@@ -191,13 +191,13 @@ func (h *Hub) revokeLaunch(ctx context.Context, p principal, req launchRequest) 
 	for _, id := range revoked {
 		h.closeConn(id, protocol.CloseRevoked, "the runner's fleet launch was revoked")
 	}
-	h.log.Info("fleet launch revoked", "launch", id, "runners", len(revoked), "by", p.name)
+	h.log.Info("fleet launch revoked", "launch", id, "runners", len(revoked), "by", p.Name)
 	return h.launchView(ctx, p, req)
 }
 
 // registrationRefused is a registration token that cannot register a
 // runner: the launcher must launch again.
-func registrationRefused(format string, args ...any) *apiError {
+func registrationRefused(format string, args ...any) *Refusal {
 	return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, format+"; launch again (`drover fleet launch`) for a new token", args...)
 }
 
@@ -280,7 +280,7 @@ func (h *Hub) register(ctx context.Context, tok string, req protocol.RegisterReq
 		if rn, _, err = bindRunner(tx, now, l.OwnerID, g.Name, req.Key, false); err != nil {
 			return err
 		}
-		owner = up.name
+		owner = up.Name
 		return tx.UseRegistration(hash, rn.ID, now)
 	})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 // hubList is the live hubs. Any signed-in user may see them: they name no
 // runner, user or job, only counts (docs/operator.md).
-func (h *Hub) hubList(ctx context.Context, _ principal) (protocol.HubList, error) {
+func (h *Hub) hubList(ctx context.Context, _ Caller) (protocol.HubList, error) {
 	var (
 		hs []store.Hub
 		l  store.Leader

@@ -104,7 +104,7 @@ type submitted struct {
 
 // submitJob queues a new job for p, or finds the one p submitted earlier
 // with the same idempotency key.
-func (h *Hub) submitJob(ctx context.Context, p principal, req protocol.SubmitRequest) (submitted, error) {
+func (h *Hub) submitJob(ctx context.Context, p Caller, req protocol.SubmitRequest) (submitted, error) {
 	if err := validateSubmit(req); err != nil {
 		return submitted{}, err
 	}
@@ -114,7 +114,7 @@ func (h *Hub) submitJob(ctx context.Context, p principal, req protocol.SubmitReq
 	now := h.now()
 	j := store.Job{
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
-		RequesterID: p.userID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
+		RequesterID: p.UserID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
 	}
 	if err := h.checkSource(ctx, p, req, &j); err != nil {
 		return submitted{}, err
@@ -122,7 +122,7 @@ func (h *Hub) submitJob(ctx context.Context, p principal, req protocol.SubmitReq
 	created := true
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		if req.Key != "" {
-			old, err := tx.JobByKey(p.userID, req.Key)
+			old, err := tx.JobByKey(p.UserID, req.Key)
 			if err == nil {
 				j, created = old, false
 				return nil
@@ -143,7 +143,7 @@ func (h *Hub) submitJob(ctx context.Context, p principal, req protocol.SubmitReq
 		if j.Project != "" {
 			msg += fmt.Sprintf(" on %s at %s (%s)", j.Project, j.Base, j.Mode)
 		}
-		_, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: "submitted", Actor: p.name, Message: msg})
+		_, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: "submitted", Actor: p.Name, Message: msg})
 		return err
 	})
 	if err != nil {
@@ -157,7 +157,7 @@ func (h *Hub) submitJob(ctx context.Context, p principal, req protocol.SubmitReq
 		return submitted{}, err
 	}
 	if created {
-		h.log.Info("job submitted", "job", j.ID, "agent", j.Agent, "requester", p.name)
+		h.log.Info("job submitted", "job", j.ID, "agent", j.Agent, "requester", p.Name)
 		h.kick()
 	}
 	return submitted{Job: view, Created: created}, nil
@@ -169,7 +169,7 @@ type listJobsRequest struct {
 	Limit int       // at most this many (0: the store's default)
 }
 
-func (h *Hub) listJobs(ctx context.Context, p principal, req listJobsRequest) (protocol.JobList, error) {
+func (h *Hub) listJobs(ctx context.Context, p Caller, req listJobsRequest) (protocol.JobList, error) {
 	if req.State != "" && !req.State.Valid() {
 		return protocol.JobList{}, badRequest("unknown state %q (one of %v)", req.State, job.States)
 	}
@@ -183,7 +183,7 @@ type showJobRequest struct {
 	Events bool
 }
 
-func (h *Hub) showJob(ctx context.Context, p principal, req showJobRequest) (protocol.JobView, error) {
+func (h *Hub) showJob(ctx context.Context, p Caller, req showJobRequest) (protocol.JobView, error) {
 	v, err := h.jobView(ctx, p, req.ID)
 	if err != nil {
 		return v, err
@@ -204,8 +204,8 @@ type jobActionRequest struct {
 	Show   showJobRequest
 }
 
-func (h *Hub) actOnJob(ctx context.Context, p principal, req jobActionRequest) (protocol.JobView, error) {
-	var do func(context.Context, principal, string) error
+func (h *Hub) actOnJob(ctx context.Context, p Caller, req jobActionRequest) (protocol.JobView, error) {
+	var do func(context.Context, Caller, string) error
 	switch req.Action {
 	case "cancel":
 		do = h.cancelJob
@@ -214,7 +214,7 @@ func (h *Hub) actOnJob(ctx context.Context, p principal, req jobActionRequest) (
 	case "restart":
 		do = h.restartJob
 	case "answer":
-		do = func(ctx context.Context, p principal, id string) error { return h.answerJob(ctx, p, id, req.Answer) }
+		do = func(ctx context.Context, p Caller, id string) error { return h.answerJob(ctx, p, id, req.Answer) }
 	case "approve":
 		do = h.approveAnswer
 	default:
@@ -232,13 +232,13 @@ type jobEventsRequest struct {
 	After int64
 }
 
-func (h *Hub) jobEvents(ctx context.Context, p principal, req jobEventsRequest) (protocol.EventList, error) {
+func (h *Hub) jobEvents(ctx context.Context, p Caller, req jobEventsRequest) (protocol.EventList, error) {
 	evs, err := h.events(ctx, p, req.ID, req.After)
 	return protocol.EventList{Events: evs}, err
 }
 
 // events returns up to 1000 of a job's events after sequence number after.
-func (h *Hub) events(ctx context.Context, p principal, id string, after int64) ([]protocol.EventView, error) {
+func (h *Hub) events(ctx context.Context, p Caller, id string, after int64) ([]protocol.EventView, error) {
 	out := []protocol.EventView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		if _, err := visibleJob(tx, p, id); err != nil {

@@ -30,7 +30,7 @@ type logSlice struct {
 }
 
 // readLog reads the log req asks for at once, without waiting.
-func (h *Hub) readLog(ctx context.Context, p principal, req logRequest) (logSlice, error) {
+func (h *Hub) readLog(ctx context.Context, p Caller, req logRequest) (logSlice, error) {
 	jobID, number, offset := req.ID, req.Attempt, req.Offset
 	var s logSlice
 	err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -90,7 +90,7 @@ type logRequest struct {
 // there is something new, the log is complete or the wait ended, so
 // `drover logs -f` is a cheap long poll that resumes from any offset after
 // a disconnect.
-func (h *Hub) followLog(ctx context.Context, p principal, req logRequest) (logSlice, error) {
+func (h *Hub) followLog(ctx context.Context, p Caller, req logRequest) (logSlice, error) {
 	wait := min(req.Wait, maxLogWait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()

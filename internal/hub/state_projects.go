@@ -18,20 +18,20 @@ import (
 // projectViews lists the projects p is a member of (every one for admins).
 // A repository on disk that no accepted push made a project (a discovery
 // request's) is not one.
-func (h *Hub) projectViews(ctx context.Context, p principal) ([]protocol.ProjectView, error) {
+func (h *Hub) projectViews(ctx context.Context, p Caller) ([]protocol.ProjectView, error) {
 	out := []protocol.ProjectView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rows, err := tx.Projects()
 		if err != nil {
 			return err
 		}
-		mine, err := userProjects(tx, p.userID)
+		mine, err := userProjects(tx, p.UserID)
 		if err != nil {
 			return err
 		}
 		n := newNamer(tx)
 		for _, pr := range rows {
-			if !p.admin && !mine[pr.Name] {
+			if !p.Admin && !mine[pr.Name] {
 				continue
 			}
 			out = append(out, protocol.ProjectView{Name: pr.Name, Remote: pr.Remote,
@@ -67,8 +67,8 @@ type mapProjectRequest struct {
 
 // mapProject maps a project to the remote its runners fetch from (admins
 // only); a new project is owned by the admin who maps it.
-func (h *Hub) mapProject(ctx context.Context, p principal, req mapProjectRequest) (protocol.ProjectView, error) {
-	if !p.admin {
+func (h *Hub) mapProject(ctx context.Context, p Caller, req mapProjectRequest) (protocol.ProjectView, error) {
+	if !p.Admin {
 		return protocol.ProjectView{}, forbidden("only an admin can map projects")
 	}
 	name := req.Name
@@ -85,7 +85,7 @@ func (h *Hub) mapProject(ctx context.Context, p principal, req mapProjectRequest
 		isNew := errors.Is(err, store.ErrNotFound)
 		if isNew {
 			// The admin who maps a new project owns it.
-			prj = store.Project{Name: name, OwnerID: p.userID, CreatedAt: now}
+			prj = store.Project{Name: name, OwnerID: p.UserID, CreatedAt: now}
 		} else if err != nil {
 			return err
 		}
@@ -96,7 +96,7 @@ func (h *Hub) mapProject(ctx context.Context, p principal, req mapProjectRequest
 		}
 		if isNew {
 			// The store may add the owner with the project.
-			if err := tx.AddMember(name, p.userID, now); err != nil && !errors.Is(err, store.ErrConflict) {
+			if err := tx.AddMember(name, p.UserID, now); err != nil && !errors.Is(err, store.ErrConflict) {
 				return err
 			}
 		}
@@ -104,6 +104,6 @@ func (h *Hub) mapProject(ctx context.Context, p principal, req mapProjectRequest
 	}); err != nil {
 		return protocol.ProjectView{}, fmt.Errorf("map project %s: %w", name, err)
 	}
-	h.log.Info("project mapped", "project", name, "remote", req.Remote, "by", p.name)
+	h.log.Info("project mapped", "project", name, "remote", req.Remote, "by", p.Name)
 	return protocol.ProjectView{Name: name, Remote: req.Remote, Hosted: h.repos.Exists(name), Owner: owner}, nil
 }

@@ -16,12 +16,12 @@ import (
 // runnerViews lists the runners p owns or may use (an admin: all), and
 // those with a share p may accept, with what p may see of each: whom a
 // runner is shared with only its owner and admins.
-func (h *Hub) runnerViews(ctx context.Context, p principal) ([]protocol.RunnerView, error) {
+func (h *Hub) runnerViews(ctx context.Context, p Caller) ([]protocol.RunnerView, error) {
 	return h.runnerViewsOf(ctx, p, "")
 }
 
 // runnerViewsOf is runnerViews of one runner (by id; "" for all).
-func (h *Hub) runnerViewsOf(ctx context.Context, p principal, runnerID string) ([]protocol.RunnerView, error) {
+func (h *Hub) runnerViewsOf(ctx context.Context, p Caller, runnerID string) ([]protocol.RunnerView, error) {
 	out := []protocol.RunnerView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rs, err := tx.Runners()
@@ -36,11 +36,11 @@ func (h *Hub) runnerViewsOf(ctx context.Context, p principal, runnerID string) (
 		for _, sh := range shares {
 			byRunner[sh.RunnerID] = append(byRunner[sh.RunnerID], sh)
 		}
-		projects, err := userProjects(tx, p.userID)
+		projects, err := userProjects(tx, p.UserID)
 		if err != nil {
 			return err
 		}
-		owned, err := ownedProjects(tx, p.userID)
+		owned, err := ownedProjects(tx, p.UserID)
 		if err != nil {
 			return err
 		}
@@ -53,12 +53,12 @@ func (h *Hub) runnerViewsOf(ctx context.Context, p principal, runnerID string) (
 			if runnerID != "" && rn.ID != runnerID {
 				continue
 			}
-			own := p.admin || rn.OwnerID == p.userID
+			own := p.Admin || rn.OwnerID == p.UserID
 			var offered []protocol.Share
 			if !own {
 				for _, sh := range byRunner[rn.ID] {
 					if sh.AccountID == "" && sh.Pending() &&
-						((sh.Kind == store.ShareUser && sh.Subject == p.userID) || (sh.Kind == store.ShareProject && owned[sh.Subject])) {
+						((sh.Kind == store.ShareUser && sh.Subject == p.UserID) || (sh.Kind == store.ShareProject && owned[sh.Subject])) {
 						offered = append(offered, shareView(n, sh))
 					}
 				}
@@ -100,13 +100,13 @@ func ownedProjects(tx store.Tx, userID string) (map[string]bool, error) {
 }
 
 // approve is the one approval path of the API and the approval page.
-func (h *Hub) approve(ctx context.Context, p principal, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
-	rn, replaced, err := h.approveRunner(ctx, p.userID, req.Name, req.Key, req.Replace)
+func (h *Hub) approve(ctx context.Context, p Caller, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
+	rn, replaced, err := h.approveRunner(ctx, p.UserID, req.Name, req.Key, req.Replace)
 	if err != nil {
 		return protocol.ApproveResponse{}, err
 	}
-	h.log.Info("runner login approved", "runner", rn.Name, "owner", p.name, "replaced", replaced)
-	return protocol.ApproveResponse{RunnerView: h.runnerView(rn, p.name, ""), Replaced: replaced}, nil
+	h.log.Info("runner login approved", "runner", rn.Name, "owner", p.Name, "replaced", replaced)
+	return protocol.ApproveResponse{RunnerView: h.runnerView(rn, p.Name, ""), Replaced: replaced}, nil
 }
 
 // approveRunner binds a token hash to a runner owned by ownerID. The same
@@ -198,7 +198,7 @@ type runnerRequest struct{ Name string }
 
 // revokeRunner revokes a runner's tokens and closes its connection (the
 // API's and the runners page's revoke): its owner or an admin only.
-func (h *Hub) revokeRunner(ctx context.Context, p principal, req runnerRequest) (protocol.RunnerView, error) {
+func (h *Hub) revokeRunner(ctx context.Context, p Caller, req runnerRequest) (protocol.RunnerView, error) {
 	name := req.Name
 	now := h.now()
 	var rn store.Runner
@@ -209,7 +209,7 @@ func (h *Hub) revokeRunner(ctx context.Context, p principal, req runnerRequest) 
 		if err != nil {
 			return notFound("no runner named %q", name)
 		}
-		if rn.OwnerID != p.userID && !p.admin {
+		if rn.OwnerID != p.UserID && !p.Admin {
 			return forbidden("only the runner's owner or an admin can revoke it")
 		}
 		owner = newNamer(tx).user(rn.OwnerID)
@@ -219,18 +219,18 @@ func (h *Hub) revokeRunner(ctx context.Context, p principal, req runnerRequest) 
 		return protocol.RunnerView{}, err
 	}
 	h.closeConn(rn.ID, protocol.CloseRevoked, "runner token revoked")
-	h.log.Info("runner revoked", "runner", rn.Name, "by", p.name)
+	h.log.Info("runner revoked", "runner", rn.Name, "by", p.Name)
 	h.notify(anyChange)
 	return h.runnerView(rn, owner, ""), nil
 }
 
 // runnerLogin is the runner p authenticated as, as its login sees it.
-func (h *Hub) runnerLogin(ctx context.Context, p principal) (protocol.RunnerView, error) {
+func (h *Hub) runnerLogin(ctx context.Context, p Caller) (protocol.RunnerView, error) {
 	var rn store.Runner
 	var owner, holder string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		var err error
-		if rn, err = tx.Runner(p.runnerID); err != nil {
+		if rn, err = tx.Runner(p.RunnerID); err != nil {
 			return err
 		}
 		owner = newNamer(tx).user(rn.OwnerID)

@@ -16,8 +16,8 @@ import (
 // HTTP API serves them in api_users.go.
 
 // addUser adds a user (admin only) with their first token.
-func (h *Hub) addUser(ctx context.Context, p principal, req protocol.NewUserRequest) (protocol.NewUserResponse, error) {
-	if !p.admin {
+func (h *Hub) addUser(ctx context.Context, p Caller, req protocol.NewUserRequest) (protocol.NewUserResponse, error) {
+	if !p.Admin {
 		return protocol.NewUserResponse{}, forbidden("only an admin can add users")
 	}
 	if !protocol.ValidName(req.Name) {
@@ -38,12 +38,12 @@ func (h *Hub) addUser(ctx context.Context, p principal, req protocol.NewUserRequ
 	if err != nil {
 		return protocol.NewUserResponse{}, err
 	}
-	h.log.Info("user added", "user", u.Name, "admin", u.Admin, "by", p.name)
+	h.log.Info("user added", "user", u.Name, "admin", u.Admin, "by", p.Name)
 	return protocol.NewUserResponse{Name: u.Name, Token: token}, nil
 }
 
 // listUsers lists every user for an admin, the caller alone for anyone else.
-func (h *Hub) listUsers(ctx context.Context, p principal) (protocol.UserList, error) {
+func (h *Hub) listUsers(ctx context.Context, p Caller) (protocol.UserList, error) {
 	out := protocol.UserList{Users: []protocol.UserView{}}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		us, err := tx.Users()
@@ -61,7 +61,7 @@ func (h *Hub) listUsers(ctx context.Context, p principal) (protocol.UserList, er
 			}
 		}
 		for _, u := range us {
-			if !p.admin && u.ID != p.userID {
+			if !p.Admin && u.ID != p.UserID {
 				continue
 			}
 			out.Users = append(out.Users, protocol.UserView{Name: u.Name, Admin: u.Admin, CreatedAt: u.CreatedAt.UTC(),
@@ -91,8 +91,8 @@ type userRequest struct{ Name string }
 // once, their runners are revoked (and disconnected), whatever is shared
 // with them is unshared, and their unfinished jobs are cancelled. The row
 // stays, so history keeps their name.
-func (h *Hub) removeUser(ctx context.Context, p principal, req userRequest) (protocol.UserView, error) {
-	if !p.admin {
+func (h *Hub) removeUser(ctx context.Context, p Caller, req userRequest) (protocol.UserView, error) {
+	if !p.Admin {
 		return protocol.UserView{}, forbidden("only an admin can remove users")
 	}
 	name := req.Name
@@ -106,7 +106,7 @@ func (h *Hub) removeUser(ctx context.Context, p principal, req userRequest) (pro
 		if u, err = liveUser(tx, name); err != nil {
 			return err
 		}
-		if u.ID == p.userID {
+		if u.ID == p.UserID {
 			return badRequest("you cannot remove yourself; another admin can")
 		}
 		u.RemovedAt = &now
@@ -164,21 +164,21 @@ func (h *Hub) removeUser(ctx context.Context, p principal, req userRequest) (pro
 	for _, j := range jobs {
 		if err := h.cancelJob(ctx, p, j.ID); err != nil {
 			// Ended on its own since the read: nothing to cancel.
-			var ae *apiError
-			if errors.As(err, &ae) && ae.status == http.StatusConflict {
+			var ae *Refusal
+			if errors.As(err, &ae) && ae.Status == http.StatusConflict {
 				continue
 			}
 			return protocol.UserView{}, fmt.Errorf("cancel job %s of removed user %s: %w", j.ID, name, err)
 		}
 		cancelled++
 	}
-	h.log.Info("user removed", "user", name, "runners_revoked", len(runners), "jobs_cancelled", cancelled, "by", p.name)
+	h.log.Info("user removed", "user", name, "runners_revoked", len(runners), "jobs_cancelled", cancelled, "by", p.Name)
 	return protocol.UserView{Name: u.Name, Admin: u.Admin, CreatedAt: u.CreatedAt.UTC(), RemovedAt: utcPtr(u.RemovedAt)}, nil
 }
 
 // rotateToken gives a user a new token and revokes their others; a user
 // rotates their own, an admin anyone's.
-func (h *Hub) rotateToken(ctx context.Context, p principal, req userRequest) (protocol.NewUserResponse, error) {
+func (h *Hub) rotateToken(ctx context.Context, p Caller, req userRequest) (protocol.NewUserResponse, error) {
 	name := req.Name
 	token := auth.NewToken(auth.PrefixUser)
 	now := h.now()
@@ -187,7 +187,7 @@ func (h *Hub) rotateToken(ctx context.Context, p principal, req userRequest) (pr
 		if err != nil {
 			return err
 		}
-		if u.ID != p.userID && !p.admin {
+		if u.ID != p.UserID && !p.Admin {
 			return forbidden("you can rotate only your own token; an admin can rotate %s's", name)
 		}
 		if err := tx.RevokeTokens(store.TokenUser, u.ID, now); err != nil {
@@ -201,15 +201,15 @@ func (h *Hub) rotateToken(ctx context.Context, p principal, req userRequest) (pr
 	if err != nil {
 		return protocol.NewUserResponse{}, fmt.Errorf("rotate the token of %s: %w", name, err)
 	}
-	h.log.Info("user token rotated", "user", name, "by", p.name)
+	h.log.Info("user token rotated", "user", name, "by", p.Name)
 	return protocol.NewUserResponse{Name: name, Token: token}, nil
 }
 
 // whoami is the caller as the hub knows it, for a token of any kind.
-func (h *Hub) whoami(_ context.Context, p principal) (protocol.Whoami, error) {
-	v := protocol.Whoami{Kind: string(p.kind), Name: p.name, Admin: p.admin}
-	if p.kind == store.TokenRunner {
-		v.Runner = p.name
+func (h *Hub) whoami(_ context.Context, p Caller) (protocol.Whoami, error) {
+	v := protocol.Whoami{Kind: string(p.Kind), Name: p.Name, Admin: p.Admin}
+	if p.Kind == store.TokenRunner {
+		v.Runner = p.Name
 	}
 	return v, nil
 }

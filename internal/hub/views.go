@@ -106,7 +106,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 }
 
 // jobView is the job as p may see it (notFound when p may not see it).
-func (h *Hub) jobView(ctx context.Context, p principal, id string) (protocol.JobView, error) {
+func (h *Hub) jobView(ctx context.Context, p Caller, id string) (protocol.JobView, error) {
 	var v protocol.JobView
 	var shape string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -125,7 +125,7 @@ func (h *Hub) jobView(ctx context.Context, p principal, id string) (protocol.Job
 }
 
 // jobViews lists the jobs p may see.
-func (h *Hub) jobViews(ctx context.Context, p principal, f store.JobFilter) ([]protocol.JobView, error) {
+func (h *Hub) jobViews(ctx context.Context, p Caller, f store.JobFilter) ([]protocol.JobView, error) {
 	out := []protocol.JobView{}
 	var shapes []string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
