@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -199,7 +200,7 @@ func isMember(tx store.Tx, project, userID string) (bool, error) {
 // canSee reports whether p may see the job: its requester, an admin, a
 // member of its project, or, for a job without a project, the owner of a
 // runner that ran an attempt (a project's jobs stay with its members).
-func canSee(tx store.Tx, p Caller, j store.Job) (bool, error) {
+func canSee(tx store.Tx, p call.Caller, j store.Job) (bool, error) {
 	if p.Admin || j.RequesterID == p.UserID {
 		return true, nil
 	}
@@ -229,10 +230,10 @@ func canSee(tx store.Tx, p Caller, j store.Job) (bool, error) {
 
 // visibleJob reads a job the caller may see; one the caller may not see
 // is "no job", exactly like one that does not exist.
-func visibleJob(tx store.Tx, p Caller, id string) (store.Job, error) {
+func visibleJob(tx store.Tx, p call.Caller, id string) (store.Job, error) {
 	j, err := tx.Job(id)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Job{}, notFound("no job %q", id)
+		return store.Job{}, call.NotFound("no job %q", id)
 	}
 	if err != nil {
 		return store.Job{}, err
@@ -242,13 +243,13 @@ func visibleJob(tx store.Tx, p Caller, id string) (store.Job, error) {
 		return store.Job{}, err
 	}
 	if !ok {
-		return store.Job{}, notFound("no job %q", id)
+		return store.Job{}, call.NotFound("no job %q", id)
 	}
 	return j, nil
 }
 
 // jobFilterFor narrows a job listing to what p may see.
-func jobFilterFor(p Caller, f store.JobFilter) store.JobFilter {
+func jobFilterFor(p call.Caller, f store.JobFilter) store.JobFilter {
 	if !p.Admin {
 		f.VisibleTo = p.UserID
 	}
@@ -257,7 +258,7 @@ func jobFilterFor(p Caller, f store.JobFilter) store.JobFilter {
 
 // mayUseRunner: may p see the runner in listings (owner, admin, or a user
 // it is shared with, directly, hub-wide or through a project)?
-func mayUseRunner(p Caller, ra *runnerAccess, projects map[string]bool) bool {
+func mayUseRunner(p call.Caller, ra *runnerAccess, projects map[string]bool) bool {
 	if p.Admin || ra.mayRun(p.UserID, "", false) {
 		return true
 	}
@@ -271,7 +272,7 @@ func mayUseRunner(p Caller, ra *runnerAccess, projects map[string]bool) bool {
 
 // mayUseAccountOf: may p use the account (own it, or have it shared with
 // them or with one of their projects)?
-func mayUseAccountOf(p Caller, ra *runnerAccess, account string, projects map[string]bool) bool {
+func mayUseAccountOf(p call.Caller, ra *runnerAccess, account string, projects map[string]bool) bool {
 	if ra.mayUseAccount(account, p.UserID, "", false) {
 		return true
 	}
@@ -322,11 +323,11 @@ func userProjects(tx store.Tx, userID string) (map[string]bool, error) {
 
 // noProject is the refusal of a project that does not exist and of one
 // the caller may not see alike.
-func noProject(name string) error { return notFound("no project named %q", name) }
+func noProject(name string) error { return call.NotFound("no project named %q", name) }
 
 // visibleProject reads a project p may see (a member, or an admin); one
 // p may not see is "no project", exactly like one that does not exist.
-func visibleProject(tx store.Tx, p Caller, name string) (store.Project, error) {
+func visibleProject(tx store.Tx, p call.Caller, name string) (store.Project, error) {
 	prj, err := readProject(tx, name)
 	if err != nil {
 		return store.Project{}, err
@@ -344,7 +345,7 @@ func visibleProject(tx store.Tx, p Caller, name string) (store.Project, error) {
 
 // mayUseProject: members of a project (and admins) read it, push to it and
 // run jobs on it.
-func mayUseProject(tx store.Tx, p Caller, prj store.Project) error {
+func mayUseProject(tx store.Tx, p call.Caller, prj store.Project) error {
 	if p.Admin {
 		return nil
 	}
@@ -354,7 +355,7 @@ func mayUseProject(tx store.Tx, p Caller, prj store.Project) error {
 	}
 	if !ok {
 		owner := newNamer(tx).user(prj.OwnerID)
-		return forbidden("you are not a member of project %s; its owner %s or an admin can add you (drover projects members add %s %s)",
+		return call.Forbidden("you are not a member of project %s; its owner %s or an admin can add you (drover projects members add %s %s)",
 			prj.Name, owner, prj.Name, p.Name)
 	}
 	return nil
@@ -362,13 +363,13 @@ func mayUseProject(tx store.Tx, p Caller, prj store.Project) error {
 
 // mayConfigureProject: only a project's owner (and admins) choose its
 // network policies, setup and caches; members only read them.
-func mayConfigureProject(tx store.Tx, p Caller, prj store.Project) error {
+func mayConfigureProject(tx store.Tx, p call.Caller, prj store.Project) error {
 	if p.Admin || (prj.OwnerID != "" && prj.OwnerID == p.UserID) {
 		return nil
 	}
 	if err := mayUseProject(tx, p, prj); err != nil {
 		return err
 	}
-	return forbidden("only project %s's owner, %s, or an admin can change its network policies, setup and caches, and see or set its secrets",
+	return call.Forbidden("only project %s's owner, %s, or an admin can change its network policies, setup and caches, and see or set its secrets",
 		prj.Name, newNamer(tx).user(prj.OwnerID))
 }

@@ -3,6 +3,7 @@ package hub
 import (
 	"net/http"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 )
 
@@ -10,8 +11,8 @@ import (
 // state_access.go.
 
 // shareRunner serves POST /runners/{name}/share and /unshare.
-func (a httpAPI) shareRunner(share bool) func(http.ResponseWriter, *http.Request, Caller) error {
-	return func(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) shareRunner(share bool) func(http.ResponseWriter, *http.Request, call.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 		req := shareRunnerRequest{Name: r.PathValue("name"), Share: share}
 		if err := decodeBody(r, w, &req.ShareRequest); err != nil {
 			return err
@@ -22,8 +23,8 @@ func (a httpAPI) shareRunner(share bool) func(http.ResponseWriter, *http.Request
 }
 
 // answerShare serves POST /runners/{name}/accept and /decline.
-func (a httpAPI) answerShare(accept bool) func(http.ResponseWriter, *http.Request, Caller) error {
-	return func(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) answerShare(accept bool) func(http.ResponseWriter, *http.Request, call.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 		req := answerShareRequest{Name: r.PathValue("name"), Accept: accept}
 		if err := decodeBody(r, w, &req.AnswerShareRequest); err != nil {
 			return err
@@ -34,8 +35,8 @@ func (a httpAPI) answerShare(accept bool) func(http.ResponseWriter, *http.Reques
 }
 
 // shareAccount serves POST /accounts/share and /accounts/unshare.
-func (a httpAPI) shareAccount(share bool) func(http.ResponseWriter, *http.Request, Caller) error {
-	return func(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) shareAccount(share bool) func(http.ResponseWriter, *http.Request, call.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 		req := shareAccountRequest{Share: share}
 		if err := decodeBody(r, w, &req.AccountShareRequest); err != nil {
 			return err
@@ -46,15 +47,15 @@ func (a httpAPI) shareAccount(share bool) func(http.ResponseWriter, *http.Reques
 }
 
 // members serves GET /projects/{name}/members.
-func (a httpAPI) members(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) members(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.members(r.Context(), p, membersRequest{Project: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
 // changeMember serves POST /projects/{name}/members (add) and DELETE
 // /projects/{name}/members/{user} (remove).
-func (a httpAPI) changeMember(add bool) func(http.ResponseWriter, *http.Request, Caller) error {
-	return func(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) changeMember(add bool) func(http.ResponseWriter, *http.Request, call.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 		req := changeMemberRequest{Project: r.PathValue("name"), User: r.PathValue("user"), Add: add}
 		if add {
 			var body protocol.MemberRequest

@@ -5,13 +5,14 @@ import (
 	"strconv"
 
 	"drover/internal/auth"
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 )
 
 // The fleet API's HTTP transport over the operations of state_fleet.go
 // and fleet_demand.go.
 
-func (a httpAPI) launch(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) launch(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	var req protocol.LaunchRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
@@ -20,22 +21,22 @@ func (a httpAPI) launch(w http.ResponseWriter, r *http.Request, p Caller) error 
 	return reply(w, http.StatusCreated, out, err)
 }
 
-func (a httpAPI) launches(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) launches(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.launches(r.Context(), p)
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) launchView(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) launchView(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.launchView(r.Context(), p, launchRequest{ID: r.PathValue("id")})
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) revokeLaunch(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) revokeLaunch(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.revokeLaunch(r.Context(), p, launchRequest{ID: r.PathValue("id")})
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) launchFailure(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) launchFailure(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	req := launchFailureRequest{ID: r.PathValue("id")}
 	if err := decodeBody(r, w, &req.LaunchFailure); err != nil {
 		return err
@@ -48,12 +49,12 @@ func (a httpAPI) launchFailure(w http.ResponseWriter, r *http.Request, p Caller)
 }
 
 // demand serves GET /fleet/demand?labels=k=v,...&after=GEN&wait=MS.
-func (a httpAPI) demand(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) demand(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	q := r.URL.Query()
 	var req demandRequest
 	var err error
 	if req.Labels, err = protocol.ParseLabelList(q.Get("labels")); err != nil {
-		return badRequest("labels: %v", err)
+		return call.BadRequest("labels: %v", err)
 	}
 	req.After, _ = strconv.ParseUint(q.Get("after"), 10, 64)
 	if s := q.Get("wait"); s != "" {

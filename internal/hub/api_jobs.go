@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
@@ -12,7 +13,7 @@ import (
 // the one operation of state_jobs.go and encodes the reply; refusals
 // become statuses in writeError.
 
-func (a httpAPI) submitJob(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) submitJob(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	var req protocol.SubmitRequest
 	if err := decodeBodyMax(r, w, &req, maxSubmitBody); err != nil {
 		return err
@@ -29,7 +30,7 @@ func (a httpAPI) submitJob(w http.ResponseWriter, r *http.Request, p Caller) err
 	return nil
 }
 
-func (a httpAPI) listJobs(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) listJobs(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	limit, err := queryInt(r.URL.Query(), "limit", 1, 1000)
 	if err != nil {
 		return err
@@ -43,20 +44,20 @@ func showJobRequestOf(r *http.Request) showJobRequest {
 	return showJobRequest{ID: r.PathValue("id"), Events: r.URL.Query().Get("events") == "1"}
 }
 
-func (a httpAPI) showJob(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) showJob(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	v, err := a.h.showJob(r.Context(), p, showJobRequestOf(r))
 	return reply(w, http.StatusOK, v, err)
 }
 
 // actOnJob serves POST /jobs/{id}/ACTION: the action, then the job as it is.
-func (a httpAPI) actOnJob(action string) func(http.ResponseWriter, *http.Request, Caller) error {
-	return func(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) actOnJob(action string) func(http.ResponseWriter, *http.Request, call.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 		v, err := a.h.actOnJob(r.Context(), p, jobActionRequest{Action: action, Show: showJobRequestOf(r)})
 		return reply(w, http.StatusOK, v, err)
 	}
 }
 
-func (a httpAPI) answerJob(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) answerJob(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	req := jobActionRequest{Action: "answer", Show: showJobRequestOf(r)}
 	if err := decodeBody(r, w, &req.Answer); err != nil {
 		return err
@@ -66,12 +67,12 @@ func (a httpAPI) answerJob(w http.ResponseWriter, r *http.Request, p Caller) err
 }
 
 // questions lists the open questions of the jobs the caller may see.
-func (a httpAPI) questions(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) questions(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	qs, err := a.h.openQuestions(r.Context(), p)
 	return reply(w, http.StatusOK, protocol.QuestionList{Questions: qs}, err)
 }
 
-func (a httpAPI) jobEvents(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) jobEvents(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	after, err := queryInt(r.URL.Query(), "after", 0, math.MaxInt64)
 	if err != nil {
 		return err

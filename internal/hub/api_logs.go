@@ -8,12 +8,13 @@ import (
 	"strconv"
 	"time"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 )
 
 // followLog returns log bytes from an offset, holding the request with
 // wait=MS until there is something new (Hub.followLog).
-func (a httpAPI) followLog(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) followLog(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	q := r.URL.Query()
 	num, err := queryInt(q, "attempt", 0, math.MaxInt64)
 	if err != nil {
@@ -58,7 +59,7 @@ func queryInt(q url.Values, name string, lo, hi int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < lo || n > hi {
-		return 0, badRequest("%s must be a whole number from %d to %d, not %q", name, lo, hi, truncate(s, 40))
+		return 0, call.BadRequest("%s must be a whole number from %d to %d, not %q", name, lo, hi, call.Truncate(s, 40))
 	}
 	return n, nil
 }

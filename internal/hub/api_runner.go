@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 )
 
@@ -22,7 +23,7 @@ func fencedRef(r *http.Request) (protocol.AttemptRef, error) {
 	q := r.URL.Query()
 	ref := protocol.AttemptRef{Job: q.Get("job"), Attempt: q.Get("attempt")}
 	if q.Get("epoch") == "" {
-		return ref, badRequest("epoch is required")
+		return ref, call.BadRequest("epoch is required")
 	}
 	epoch, err := queryInt(q, "epoch", 1, math.MaxInt64)
 	if err != nil {
@@ -30,14 +31,14 @@ func fencedRef(r *http.Request) (protocol.AttemptRef, error) {
 	}
 	ref.Epoch = epoch
 	if err := ref.Validate(); err != nil {
-		return ref, badRequest("%v", err)
+		return ref, call.BadRequest("%v", err)
 	}
 	return ref, nil
 }
 
 // runnerContext serves a job's context files as a tar to the runner
 // holding one of its active attempts.
-func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	ref, err := fencedRef(r)
 	if err != nil {
 		return err
@@ -64,7 +65,7 @@ func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p Caller)
 
 // publish serves POST /runner/publish: a runner's result (or checkpoint)
 // as a git bundle in the body.
-func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	ref, err := fencedRef(r)
 	if err != nil {
 		return err
@@ -82,11 +83,11 @@ func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p Caller) error
 	case "1":
 		req.Checkpoint = true
 	default:
-		return badRequest("checkpoint must be 0 or 1")
+		return call.BadRequest("checkpoint must be 0 or 1")
 	}
 	if sparse := q["sparse"]; len(sparse) > 0 {
 		if err := protocol.CheckSparsePaths(sparse); err != nil {
-			return badRequest("sparse: %v", err)
+			return call.BadRequest("sparse: %v", err)
 		}
 		req.Sparse = sparse
 	}
@@ -130,11 +131,11 @@ func (a httpAPI) spoolBundle(w http.ResponseWriter, r *http.Request, digest stri
 		if errors.As(err, &mbe) {
 			return "", h.tooLargeTransfer("the publication")
 		}
-		return "", badRequest("read the publication: %v", err)
+		return "", call.BadRequest("read the publication: %v", err)
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != digest {
 		os.Remove(f.Name())
-		return "", badRequest("the publication's SHA-256 is %s, not the %s it was sent with (%d bytes arrived): the transfer was damaged; nothing was stored", got, digest, n)
+		return "", call.BadRequest("the publication's SHA-256 is %s, not the %s it was sent with (%d bytes arrived): the transfer was damaged; nothing was stored", got, digest, n)
 	}
 	return f.Name(), nil
 }

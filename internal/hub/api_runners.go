@@ -3,18 +3,19 @@ package hub
 import (
 	"net/http"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 )
 
 // The runners API's HTTP transport over the operations of
 // state_runners.go.
 
-func (a httpAPI) runners(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) runners(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	rs, err := a.h.runnerViews(r.Context(), p)
 	return reply(w, http.StatusOK, protocol.RunnerList{Runners: rs}, err)
 }
 
-func (a httpAPI) approve(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) approve(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	var req protocol.ApproveRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
@@ -23,13 +24,13 @@ func (a httpAPI) approve(w http.ResponseWriter, r *http.Request, p Caller) error
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) revokeRunner(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) revokeRunner(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.revokeRunner(r.Context(), p, runnerRequest{Name: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
 // runnerLogin serves GET /runner/login, a runner token's check of itself.
-func (a httpAPI) runnerLogin(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) runnerLogin(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.runnerLogin(r.Context(), p)
 	return reply(w, http.StatusOK, out, err)
 }

@@ -2,6 +2,8 @@ package hub
 
 import (
 	"net/http"
+
+	"drover/internal/hub/call"
 )
 
 // The project secrets API's HTTP transport over the operations of
@@ -11,12 +13,12 @@ func secretRequestOf(r *http.Request) secretRequest {
 	return secretRequest{Project: r.PathValue("name"), Name: r.PathValue("secret")}
 }
 
-func (a httpAPI) listSecrets(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) listSecrets(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.listSecrets(r.Context(), p, secretRequestOf(r))
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) setSecret(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) setSecret(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	req := secretRequestOf(r)
 	if err := decodeBody(r, w, &req.SecretRequest); err != nil {
 		return err
@@ -25,7 +27,7 @@ func (a httpAPI) setSecret(w http.ResponseWriter, r *http.Request, p Caller) err
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) removeSecret(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) removeSecret(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.removeSecret(r.Context(), p, secretRequestOf(r))
 	return reply(w, http.StatusOK, out, err)
 }

@@ -3,12 +3,13 @@ package hub
 import (
 	"net/http"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 )
 
 // The users API's HTTP transport over the operations of state_users.go.
 
-func (a httpAPI) addUser(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) addUser(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	var req protocol.NewUserRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
@@ -17,17 +18,17 @@ func (a httpAPI) addUser(w http.ResponseWriter, r *http.Request, p Caller) error
 	return reply(w, http.StatusCreated, out, err)
 }
 
-func (a httpAPI) listUsers(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) listUsers(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.listUsers(r.Context(), p)
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) removeUser(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) removeUser(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.removeUser(r.Context(), p, userRequest{Name: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
-func (a httpAPI) rotateToken(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (a httpAPI) rotateToken(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	out, err := a.h.rotateToken(r.Context(), p, userRequest{Name: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"drover/internal/fsutil"
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -54,18 +55,18 @@ func (h *Hub) ledgered(ctx context.Context, runnerID, reqID string, fn func(tx s
 func loadFenced(tx store.Tx, runnerID string, ref protocol.AttemptRef) (store.Attempt, store.Job, error) {
 	a, err := tx.Attempt(ref.Attempt)
 	if errors.Is(err, store.ErrNotFound) {
-		return a, store.Job{}, notFound("no attempt %s", ref.Attempt)
+		return a, store.Job{}, call.NotFound("no attempt %s", ref.Attempt)
 	} else if err != nil {
 		return a, store.Job{}, err
 	}
 	if a.JobID != ref.Job {
-		return a, store.Job{}, badRequest("attempt %s belongs to job %s, not %s", a.ID, a.JobID, ref.Job)
+		return a, store.Job{}, call.BadRequest("attempt %s belongs to job %s, not %s", a.ID, a.JobID, ref.Job)
 	}
 	if a.RunnerID != runnerID {
-		return a, store.Job{}, fenced("attempt %s belongs to another runner", a.ID)
+		return a, store.Job{}, call.Fenced("attempt %s belongs to another runner", a.ID)
 	}
 	if a.Epoch != ref.Epoch {
-		return a, store.Job{}, fenced("stale epoch %d for attempt %s (its epoch is %d)", ref.Epoch, a.ID, a.Epoch)
+		return a, store.Job{}, call.Fenced("stale epoch %d for attempt %s (its epoch is %d)", ref.Epoch, a.ID, a.Epoch)
 	}
 	j, err := tx.Job(a.JobID)
 	return a, j, err
@@ -92,11 +93,11 @@ func (h *Hub) accept(ctx context.Context, c *conn, reqID string, ref protocol.At
 			return struct{}{}, nil
 		}
 		if a.State != job.AttemptOffered || j.Epoch != a.Epoch {
-			return nil, fenced("attempt %s is %s and can no longer be accepted", a.ID, a.State)
+			return nil, call.Fenced("attempt %s is %s and can no longer be accepted", a.ID, a.State)
 		}
 		next, err := job.Next(j.State, job.EvAccept)
 		if err != nil {
-			return nil, fenced("%v", err)
+			return nil, call.Fenced("%v", err)
 		}
 		now := h.now()
 		a.State, a.AcceptedAt, a.LeaseUntil = job.AttemptRunning, &now, now.Add(h.cfg.Lease)
@@ -127,13 +128,13 @@ func (h *Hub) decline(ctx context.Context, c *conn, reqID string, d protocol.Dec
 			return struct{}{}, nil
 		}
 		if a.State != job.AttemptOffered {
-			return nil, conflict("attempt %s is %s; only an offer can be declined", a.ID, a.State)
+			return nil, call.Conflict("attempt %s is %s; only an offer can be declined", a.ID, a.State)
 		}
 		if err := h.expireOffer(tx, &a, &j, job.ReasonDeclined, job.EvDecline); err != nil {
 			return nil, err
 		}
 		freed = true
-		return struct{}{}, h.event(tx, j.ID, "declined", c.name, "%s declined the offer: %s", c.name, truncate(d.Reason, 200))
+		return struct{}{}, h.event(tx, j.ID, "declined", c.name, "%s declined the offer: %s", c.name, call.Truncate(d.Reason, 200))
 	})
 	if err == nil && !replay && freed {
 		h.removeActive(c.runnerID, d.Attempt)
@@ -169,14 +170,14 @@ func (h *Hub) expireOffer(tx store.Tx, a *store.Attempt, j *store.Job, reason jo
 
 func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.LogAck, error) {
 	if len(l.Data) > protocol.MaxLogChunk {
-		return protocol.LogAck{}, errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "log chunk of %d bytes is over %d", len(l.Data), protocol.MaxLogChunk)
+		return protocol.LogAck{}, call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "log chunk of %d bytes is over %d", len(l.Data), protocol.MaxLogChunk)
 	}
 	if l.Offset < 0 {
-		return protocol.LogAck{}, badRequest("negative log offset")
+		return protocol.LogAck{}, call.BadRequest("negative log offset")
 	}
 	if l.Offset > math.MaxInt64-int64(len(l.Data)) {
 		// The end would wrap around and pass for a chunk already held.
-		return protocol.LogAck{}, badRequest("log offset %d plus %d bytes is past the largest offset", l.Offset, len(l.Data))
+		return protocol.LogAck{}, call.BadRequest("log offset %d plus %d bytes is past the largest offset", l.Offset, len(l.Data))
 	}
 	var ack protocol.LogAck
 	var grew bool
@@ -194,13 +195,13 @@ func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.
 		}
 		if l.Offset != a.LogSize {
 			size := a.LogSize
-			return &Refusal{Status: http.StatusConflict, Code: protocol.ErrOffset, Msg: fmt.Sprintf("log chunk at offset %d, the hub holds %d bytes", l.Offset, size), Size: &size}
+			return &call.Refusal{Status: http.StatusConflict, Code: protocol.ErrOffset, Msg: fmt.Sprintf("log chunk at offset %d, the hub holds %d bytes", l.Offset, size), Size: &size}
 		}
 		if a.State != job.AttemptRunning && !lateResultAllowed(a, j) {
-			return fenced("attempt %s is %s and takes no more output", a.ID, a.State)
+			return call.Fenced("attempt %s is %s and takes no more output", a.ID, a.State)
 		}
 		if end > j.LogCap+logSlack {
-			return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "log would exceed the cap of %d bytes", j.LogCap)
+			return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "log would exceed the cap of %d bytes", j.LogCap)
 		}
 		if err := tx.AppendLog(a.ID, l.Offset, l.Data); err != nil {
 			return err
@@ -297,7 +298,7 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 		}
 		if fin.LogSize != a.LogSize || digest == "" {
 			size := a.LogSize
-			return nil, &Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete,
+			return nil, &call.Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete,
 				Msg: fmt.Sprintf("finish says %d log bytes, the hub holds %d", fin.LogSize, size), Size: &size}
 		}
 		if fin.Isolation != nil {
@@ -360,9 +361,9 @@ func finishable(a store.Attempt, j store.Job) (done bool, err error) {
 		if lateResultAllowed(a, j) {
 			return false, nil
 		}
-		return false, fenced("attempt %s was given up as unknown and the job has moved on", a.ID)
+		return false, call.Fenced("attempt %s was given up as unknown and the job has moved on", a.ID)
 	}
-	return false, fenced("attempt %s is %s and was never started", a.ID, a.State)
+	return false, call.Fenced("attempt %s is %s and was never started", a.ID, a.State)
 }
 
 // applyFinish records a runner's outcome on the attempt and moves the job.
@@ -374,7 +375,7 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 	o = toolOutcome(q, *a, *j, o)
 	now := h.now()
 	wasUnknown := a.State == job.AttemptUnknown
-	a.State, a.Reason, a.ExitCode, a.Message, a.FinishedAt, a.LogSHA256 = o.State, o.Reason, o.ExitCode, truncate(o.Message, 4096), &now, digest
+	a.State, a.Reason, a.ExitCode, a.Message, a.FinishedAt, a.LogSHA256 = o.State, o.Reason, o.ExitCode, call.Truncate(o.Message, 4096), &now, digest
 	if err := tx.UpdateAttempt(*a); err != nil {
 		return err
 	}
@@ -383,7 +384,7 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 	h.metrics.attempts.WithLabelValues(string(o.State)).Inc()
 	ev, err := job.FinishEvent(o.State)
 	if err != nil {
-		return badRequest("%v", err)
+		return call.BadRequest("%v", err)
 	}
 	next := j.State
 	switch {
@@ -393,7 +394,7 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 		next = job.Cancelled
 	default:
 		if next, err = job.Next(j.State, ev); err != nil {
-			return conflict("%v", err)
+			return call.Conflict("%v", err)
 		}
 	}
 	j.State, j.UpdatedAt = next, now
@@ -452,5 +453,5 @@ func (h *Hub) resetLog(ctx context.Context, c *conn, ref protocol.AttemptRef) er
 	}
 	h.log.Warn("log checksum mismatch; asked the runner to send the log again", "runner", c.name, "attempt", ref.Attempt)
 	zero := int64(0)
-	return &Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete, Msg: "log checksum mismatch: send the log again from offset 0", Size: &zero}
+	return &call.Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete, Msg: "log checksum mismatch: send the log again from offset 0", Size: &zero}
 }

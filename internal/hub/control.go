@@ -4,15 +4,16 @@ import (
 	"context"
 
 	"drover/internal/gitcmd"
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
 // mayControl: the requester or an admin may cancel or retry a job.
-func mayControl(p Caller, j store.Job) error {
+func mayControl(p call.Caller, j store.Job) error {
 	if j.RequesterID != p.UserID && !p.Admin {
-		return forbidden("only the job's requester or an admin can do that")
+		return call.Forbidden("only the job's requester or an admin can do that")
 	}
 	return nil
 }
@@ -20,7 +21,7 @@ func mayControl(p Caller, j store.Job) error {
 // cancelJob stops a job: a queued or offered job ends at once; a running
 // one is marked and its runner told to stop it, and it ends when the runner
 // reports (a disconnected runner is told when it comes back).
-func (h *Hub) cancelJob(ctx context.Context, p Caller, id string) error {
+func (h *Hub) cancelJob(ctx context.Context, p call.Caller, id string) error {
 	var (
 		order    func(protocol.Runner) // the push to its runner, if any
 		runnerID string
@@ -52,7 +53,7 @@ func (h *Hub) cancelJob(ctx context.Context, p Caller, id string) error {
 			}
 			next, err := job.Next(j.State, job.EvCancel)
 			if err != nil {
-				return conflict("%v", err)
+				return call.Conflict("%v", err)
 			}
 			j.State, j.Reason, j.FinishedAt, j.UpdatedAt = next, job.ReasonCancelled, &now, now
 			if err := tx.UpdateJob(j); err != nil {
@@ -75,7 +76,7 @@ func (h *Hub) cancelJob(ctx context.Context, p Caller, id string) error {
 			}
 			return h.event(tx, j.ID, "cancel_requested", p.Name, "cancel requested by %s", p.Name)
 		default:
-			return conflict("job %s is already %s", j.ID, j.State)
+			return call.Conflict("job %s is already %s", j.ID, j.State)
 		}
 	})
 	if err != nil {
@@ -98,7 +99,7 @@ func (h *Hub) cancelJob(ctx context.Context, p Caller, id string) error {
 //     unknown outcome requires), on its current head;
 //   - restart: also a waiting job, from its base (head and ref go back to
 //     it). It needs no approval: no other user's words reach the agent by it.
-func (h *Hub) rerunJob(ctx context.Context, p Caller, id string, ev job.Event) error {
+func (h *Hub) rerunJob(ctx context.Context, p call.Caller, id string, ev job.Event) error {
 	var j store.Job
 	var oldHead string
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -113,9 +114,9 @@ func (h *Hub) rerunJob(ctx context.Context, p Caller, id string, ev job.Event) e
 		next, err := job.Next(j.State, ev)
 		switch {
 		case err != nil && ev == job.EvRestart:
-			return conflict("only a waiting, failed, cancelled or unknown job can be restarted; job %s is %s", j.ID, j.State)
+			return call.Conflict("only a waiting, failed, cancelled or unknown job can be restarted; job %s is %s", j.ID, j.State)
 		case err != nil:
-			return conflict("only a failed, cancelled or unknown job can be retried; job %s is %s", j.ID, j.State)
+			return call.Conflict("only a failed, cancelled or unknown job can be retried; job %s is %s", j.ID, j.State)
 		}
 		prev := j.State
 		oldHead = j.Head
@@ -152,11 +153,11 @@ func (h *Hub) rerunJob(ctx context.Context, p Caller, id string, ev job.Event) e
 	return nil
 }
 
-func (h *Hub) retryJob(ctx context.Context, p Caller, id string) error {
+func (h *Hub) retryJob(ctx context.Context, p call.Caller, id string) error {
 	return h.rerunJob(ctx, p, id, job.EvRetry)
 }
 
-func (h *Hub) restartJob(ctx context.Context, p Caller, id string) error {
+func (h *Hub) restartJob(ctx context.Context, p call.Caller, id string) error {
 	return h.rerunJob(ctx, p, id, job.EvRestart)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"drover/internal/auth"
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -20,11 +21,11 @@ type dashboard struct{ h *Hub }
 var _ web.Backend = dashboard{}
 
 // as is the signed-in user as an API caller with a user token.
-func as(u web.User) Caller {
-	return Caller{Kind: store.TokenUser, UserID: u.ID, Name: u.Name, Admin: u.Admin}
+func as(u web.User) call.Caller {
+	return call.Caller{Kind: store.TokenUser, UserID: u.ID, Name: u.Name, Admin: u.Admin}
 }
 
-func asUser(p Caller) web.User { return web.User{ID: p.UserID, Name: p.Name, Admin: p.Admin} }
+func asUser(p call.Caller) web.User { return web.User{ID: p.UserID, Name: p.Name, Admin: p.Admin} }
 
 // pageError is err as the pages may show it, like the API's refusals.
 func (d dashboard) pageError(err error) error {
@@ -56,18 +57,18 @@ func (d dashboard) NewSession(ctx context.Context, u web.User) (string, time.Tim
 }
 
 func (d dashboard) Session(ctx context.Context, session string) (web.User, error) {
-	var p Caller
+	var p call.Caller
 	err := d.h.store.Read(ctx, func(tx store.Tx) error {
 		t, err := tx.Token(auth.Hash(session))
 		switch {
 		case errors.Is(err, store.ErrNotFound) || (err == nil && t.Kind != store.TokenSession):
-			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session is not known (signed out, or the hub forgot it)")
+			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session is not known (signed out, or the hub forgot it)")
 		case err != nil:
 			return err
 		case t.RevokedAt != nil:
-			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "you signed out, or your token was rotated")
+			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "you signed out, or your token was rotated")
 		case !d.h.now().Before(t.CreatedAt.Add(d.h.cfg.SessionTTL)):
-			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session expired")
+			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session expired")
 		}
 		p, err = userPrincipal(tx, t.OwnerID)
 		return err

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -90,12 +91,12 @@ type demandRequest struct {
 // given labels could take, at once when the generation differs from
 // after, else when the queue next changes (or wait ms pass): an
 // autoscaler's event, not a poll. It returns ctx's error if ctx ends first.
-func (h *Hub) waitDemand(ctx context.Context, p Caller, req demandRequest) (protocol.Demand, error) {
+func (h *Hub) waitDemand(ctx context.Context, p call.Caller, req demandRequest) (protocol.Demand, error) {
 	if err := protocol.CheckLabels(req.Labels); err != nil {
-		return protocol.Demand{}, badRequest("labels: %v", err)
+		return protocol.Demand{}, call.BadRequest("labels: %v", err)
 	}
 	if req.WaitMS < 0 {
-		return protocol.Demand{}, badRequest("wait must be milliseconds")
+		return protocol.Demand{}, call.BadRequest("wait must be milliseconds")
 	}
 	after, wait := req.After, min(time.Duration(req.WaitMS)*time.Millisecond, maxDemandWait)
 	timer := time.NewTimer(wait)
@@ -116,7 +117,7 @@ func (h *Hub) waitDemand(ctx context.Context, p Caller, req demandRequest) (prot
 	}
 }
 
-func (h *Hub) demand(ctx context.Context, p Caller, labels map[string]string) (int, error) {
+func (h *Hub) demand(ctx context.Context, p call.Caller, labels map[string]string) (int, error) {
 	n := 0
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		js, err := tx.Jobs(store.JobFilter{State: job.Queued, RequesterID: p.UserID, Limit: protocol.MaxDemand})
@@ -145,9 +146,9 @@ type launchFailureRequest struct {
 // jobs say so until a launch succeeds (an empty reason clears it). It is
 // stored, so a restarted hub still says so; fleetState holds a copy for
 // the job views.
-func (h *Hub) recordLaunchFailure(ctx context.Context, p Caller, req launchFailureRequest) error {
+func (h *Hub) recordLaunchFailure(ctx context.Context, p call.Caller, req launchFailureRequest) error {
 	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > protocol.MaxLaunchFailureReason {
-		return badRequest("reason must be at most %d bytes of plain text", protocol.MaxLaunchFailureReason)
+		return call.BadRequest("reason must be at most %d bytes of plain text", protocol.MaxLaunchFailureReason)
 	}
 	var l store.Launch
 	var owner string

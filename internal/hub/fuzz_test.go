@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"drover/internal/auth"
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 )
 
@@ -503,7 +504,7 @@ func FuzzQueryInt(f *testing.F) {
 			return
 		}
 		if err != nil {
-			var ae *Refusal
+			var ae *call.Refusal
 			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !utf8.ValidString(ae.Msg) {
 				t.Fatalf("refusal of %q: %v", s, err)
 			}

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -121,7 +121,7 @@ func (c *conn) writeLoop() {
 }
 
 // serveRunner is the runner gateway: GET /api/v1/runner/connect.
-func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p Caller) error {
+func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return nil // Accept has answered the request
@@ -165,7 +165,7 @@ func (h *Hub) serveRunner(w http.ResponseWriter, r *http.Request, p Caller) erro
 		} else if _, ok := errors.AsType[helloRefusal](err); ok {
 			code = protocol.CloseRefused
 		}
-		ws.Close(code, truncate(err.Error(), 120))
+		ws.Close(code, call.Truncate(err.Error(), 120))
 		return nil
 	}
 	c.recorded = c.shown() // attach recorded it (holdRunner)
@@ -208,8 +208,8 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 		return hello, closeErr{protocol.CloseProtocol, "frames must be JSON text messages"}
 	}
 	var f protocol.Frame
-	if err := decodeJSON(data, &f, false); err != nil {
-		return hello, closeErr{protocol.CloseProtocol, truncate("malformed frame: "+err.Error(), 120)}
+	if err := call.DecodeJSON(data, &f, false); err != nil {
+		return hello, closeErr{protocol.CloseProtocol, call.Truncate("malformed frame: "+err.Error(), 120)}
 	}
 	if f.Type != protocol.TypeHello {
 		return hello, closeErr{protocol.CloseProtocol, "the first frame must be hello"}
@@ -224,7 +224,7 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 		return hello, closeErr{protocol.CloseRefused, fmt.Sprintf("slots must be 1 to %d", protocol.MaxSlots)}
 	}
 	if err := protocol.CheckLabels(hello.Labels); err != nil {
-		return hello, closeErr{protocol.CloseRefused, truncate(err.Error(), 120)}
+		return hello, closeErr{protocol.CloseRefused, call.Truncate(err.Error(), 120)}
 	}
 	if len(hello.RunnerVersion) > protocol.MaxVersion {
 		return hello, closeErr{protocol.CloseRefused, fmt.Sprintf("runner version of %d bytes; at most %d", len(hello.RunnerVersion), protocol.MaxVersion)}
@@ -233,13 +233,13 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 		return hello, closeErr{protocol.CloseProtocol, "too many attempts in hello"}
 	}
 	if err := checkAgents(hello.Agents, hello.Accounts); err != nil {
-		return hello, closeErr{protocol.CloseRefused, truncate(err.Error(), 120)}
+		return hello, closeErr{protocol.CloseRefused, call.Truncate(err.Error(), 120)}
 	}
 	if err := checkNotReady(hello.NotReady); err != nil {
-		return hello, closeErr{protocol.CloseRefused, truncate(err.Error(), 120)}
+		return hello, closeErr{protocol.CloseRefused, call.Truncate(err.Error(), 120)}
 	}
 	if err := protocol.CheckPlainText("runner version", hello.RunnerVersion, false); err != nil {
-		return hello, closeErr{protocol.CloseRefused, truncate(err.Error(), 120)}
+		return hello, closeErr{protocol.CloseRefused, call.Truncate(err.Error(), 120)}
 	}
 	if hello.Agents == nil {
 		hello.Agents = []string{"exec"} // a runner from before agents were reported
@@ -250,15 +250,6 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 		}
 	}
 	return hello, nil
-}
-
-// truncate cuts s to at most n bytes without splitting a character: close
-// reasons must be UTF-8.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
 }
 
 // readLoop handles frames in order until the connection ends. Silence for
@@ -325,18 +316,18 @@ func (h *Hub) readLoop(ctx context.Context, c *conn) string {
 			return "protocol error"
 		}
 		var f protocol.Frame
-		err = decodeJSON(data, &f, false)
+		err = call.DecodeJSON(data, &f, false)
 		if err == nil && f.Type == "" {
 			err = errors.New("no type")
 		}
 		if err != nil {
 			h.log.Warn("runner sent a malformed frame", "runner", c.name, "err", err)
-			c.close(protocol.CloseProtocol, truncate("malformed frame: "+err.Error(), 120))
+			c.close(protocol.CloseProtocol, call.Truncate("malformed frame: "+err.Error(), 120))
 			return "protocol error"
 		}
 		if err := h.handleFrame(ctx, c, f); err != nil {
 			h.log.Warn("runner protocol error", "runner", c.name, "type", f.Type, "err", err)
-			c.close(protocol.CloseProtocol, truncate(err.Error(), 120))
+			c.close(protocol.CloseProtocol, call.Truncate(err.Error(), 120))
 			return "protocol error"
 		}
 	}
@@ -521,7 +512,7 @@ func checkAgents(agents []string, accounts []protocol.AccountInfo) error {
 	}
 	for _, a := range accounts {
 		if a.ID == "" || len(a.ID) > 64 || len(a.Agent) > 64 || len(a.Label) > 64 || len(a.Kind) > 16 || len(a.State) > 16 {
-			return fmt.Errorf("account %q out of bounds", truncate(a.ID, 64))
+			return fmt.Errorf("account %q out of bounds", call.Truncate(a.ID, 64))
 		}
 		// Users see these in `drover accounts`.
 		for _, f := range [][2]string{{"id", a.ID}, {"agent", a.Agent}, {"label", a.Label}, {"kind", a.Kind}, {"state", a.State}} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"drover/internal/githttp"
+	"drover/internal/hub/call"
 	"drover/internal/store"
 )
 
@@ -31,7 +32,7 @@ func (g gitHost) Refusal(err error) *githttp.Error {
 // gitCaller is one authenticated git client.
 type gitCaller struct {
 	h *Hub
-	p Caller
+	p call.Caller
 }
 
 func (c gitCaller) Name() string { return c.p.Name }
@@ -59,17 +60,17 @@ func (h *Hub) gitServer() *githttp.Server {
 // of. A user's first accepted push (never the discovery before it, nor a
 // refused push) creates a hosted project and its repository, with the
 // pusher as its owner (gitCaller.Push).
-func (h *Hub) authorizeGit(ctx context.Context, p Caller, project string, write bool) error {
+func (h *Hub) authorizeGit(ctx context.Context, p call.Caller, project string, write bool) error {
 	switch {
 	case p.Kind == store.TokenRunner && write:
-		return forbidden("runners cannot push; results travel as publications")
+		return call.Forbidden("runners cannot push; results travel as publications")
 	case p.Kind == store.TokenRunner:
 		ok, err := h.runnerHoldsProject(ctx, p.RunnerID, project)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return forbidden("runner %s holds no attempt of a job on project %s", p.Name, project)
+			return call.Forbidden("runner %s holds no attempt of a job on project %s", p.Name, project)
 		}
 	default:
 		var exists bool
@@ -89,7 +90,7 @@ func (h *Hub) authorizeGit(ctx context.Context, p Caller, project string, write 
 		switch {
 		case exists:
 		case !write:
-			return notFound("no project %s on the hub (drover run --repo pushes one)", project)
+			return call.NotFound("no project %s on the hub (drover run --repo pushes one)", project)
 		default:
 			// A first push: githttp tells it of no refs, and the project and
 			// its repository come into being only with an accepted push.
@@ -97,14 +98,14 @@ func (h *Hub) authorizeGit(ctx context.Context, p Caller, project string, write 
 		}
 	}
 	if !h.repos.Exists(project) {
-		return notFound("project %s has no repository on the hub (drover run --repo pushes one)", project)
+		return call.NotFound("project %s has no repository on the hub (drover run --repo pushes one)", project)
 	}
 	return nil
 }
 
 // createProject records a hosted project pushed first by p, its owner. A
 // project someone else created in the meantime needs p's membership.
-func (h *Hub) createProject(ctx context.Context, p Caller, project string) error {
+func (h *Hub) createProject(ctx context.Context, p call.Caller, project string) error {
 	created := false
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		created = false

@@ -1,92 +1,44 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"drover/internal/auth"
 	"drover/internal/fsutil"
 	"drover/internal/githttp"
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
 const maxBody = 1 << 20
 
-// Caller is an authenticated caller.
-type Caller struct {
-	Kind     store.TokenKind
-	UserID   string
-	Name     string
-	Admin    bool
-	RunnerID string
-	// TokenHash is the hash of the runner token the caller authenticated
-	// with: a connection made with it must end when it is replaced.
-	TokenHash string
-}
-
 type ctxKey struct{}
-
-// Refusal is an error with a code and HTTP status, safe to show the caller.
-type Refusal struct {
-	Status int
-	Code   string
-	Msg    string
-	Size   *int64
-}
-
-func (e *Refusal) Error() string { return e.Code + ": " + e.Msg }
-
-func errf(status int, code, format string, args ...any) *Refusal {
-	return &Refusal{Status: status, Code: code, Msg: fmt.Sprintf(format, args...)}
-}
-
-func badRequest(format string, args ...any) *Refusal {
-	return errf(http.StatusBadRequest, protocol.ErrBadRequest, format, args...)
-}
-
-func notFound(format string, args ...any) *Refusal {
-	return errf(http.StatusNotFound, protocol.ErrNotFound, format, args...)
-}
-
-func conflict(format string, args ...any) *Refusal {
-	return errf(http.StatusConflict, protocol.ErrConflict, format, args...)
-}
-
-func forbidden(format string, args ...any) *Refusal {
-	return errf(http.StatusForbidden, protocol.ErrForbidden, format, args...)
-}
-
-func fenced(format string, args ...any) *Refusal {
-	return errf(http.StatusConflict, protocol.ErrFenced, format, args...)
-}
 
 // AsRefusal turns any error into one we can show: store errors keep their
 // meaning, anything else is internal (and logged, not shown).
-func (h *Hub) AsRefusal(err error) *Refusal {
-	var ae *Refusal
+func (h *Hub) AsRefusal(err error) *call.Refusal {
+	var ae *call.Refusal
 	if errors.As(err, &ae) {
 		return ae
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("%v", err)
+		return call.NotFound("%v", err)
 	}
 	if fsutil.IsNoSpace(err) {
 		h.diskFull.report(h.log, h.now(), err)
-		return errf(http.StatusInsufficientStorage, protocol.ErrNoSpace,
+		return call.Errf(http.StatusInsufficientStorage, protocol.ErrNoSpace,
 			"the hub's disk is full, so it stored nothing of this request; retry later (the operator must free space in the hub's data directory)")
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return errf(http.StatusServiceUnavailable, protocol.ErrInternal, "request cancelled")
+		return call.Errf(http.StatusServiceUnavailable, protocol.ErrInternal, "request cancelled")
 	}
 	h.log.Error("internal error", "err", err)
-	return errf(http.StatusInternalServerError, protocol.ErrInternal, "internal error (see the hub's log)")
+	return call.Errf(http.StatusInternalServerError, protocol.ErrInternal, "internal error (see the hub's log)")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -111,7 +63,7 @@ func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // refusal is err as the caller may see it, logged once.
-func (h *Hub) refusal(r *http.Request, err error) *Refusal {
+func (h *Hub) refusal(r *http.Request, err error) *call.Refusal {
 	ae := h.AsRefusal(err)
 	if ae.Status < 500 {
 		h.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "msg", ae.Msg)
@@ -131,71 +83,54 @@ func decodeBodyMax(r *http.Request, w http.ResponseWriter, v any, limit int64) e
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "request body is over %d bytes", limit)
+			return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "request body is over %d bytes", limit)
 		}
-		return badRequest("read the request body: %v", err)
+		return call.BadRequest("read the request body: %v", err)
 	}
-	if err := decodeJSON(data, v, true); err != nil {
-		return badRequest("request body: %v", err)
-	}
-	return nil
-}
-
-// decodeJSON is the one decoder of what callers send the hub, request
-// bodies and runner frames: one JSON value, UTF-8, no key twice
-// (protocol.CheckJSON), and with knownOnly no field v does not have.
-func decodeJSON(data []byte, v any, knownOnly bool) error {
-	if err := protocol.CheckJSON(data); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if knownOnly {
-		dec.DisallowUnknownFields()
-	}
-	if err := dec.Decode(v); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	if err := call.DecodeJSON(data, v, true); err != nil {
+		return call.BadRequest("request body: %v", err)
 	}
 	return nil
 }
 
 // authenticate resolves the bearer token to a principal. Revoked tokens and
 // tokens of revoked runners are refused.
-func (h *Hub) authenticate(r *http.Request) (Caller, error) {
+func (h *Hub) authenticate(r *http.Request) (call.Caller, error) {
 	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
 	if err != nil {
-		return Caller{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+		return call.Caller{}, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
 	}
 	return h.authenticateToken(r.Context(), tok)
 }
 
 // authenticateAs resolves an Authorization header value to a principal
 // holding a token of the given kind: every authenticated route's check.
-func (h *Hub) authenticateAs(ctx context.Context, header string, kind store.TokenKind) (Caller, error) {
+func (h *Hub) authenticateAs(ctx context.Context, header string, kind store.TokenKind) (call.Caller, error) {
 	tok, err := auth.BearerToken(header)
 	if err != nil {
-		return Caller{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+		return call.Caller{}, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
 	}
 	p, err := h.authenticateToken(ctx, tok)
 	if err != nil {
-		return Caller{}, err
+		return call.Caller{}, err
 	}
 	if p.Kind != kind {
-		return Caller{}, forbidden("this call needs a %s token", kind)
+		return call.Caller{}, call.Forbidden("this call needs a %s token", kind)
 	}
 	return p, nil
 }
 
 // authenticateToken resolves a token to a principal.
-func (h *Hub) authenticateToken(ctx context.Context, tok string) (Caller, error) {
+func (h *Hub) authenticateToken(ctx context.Context, tok string) (call.Caller, error) {
 	hash := auth.Hash(tok)
-	var p Caller
+	var p call.Caller
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		t, err := tx.Token(hash)
 		if err != nil {
 			return err
 		}
 		if t.RevokedAt != nil {
-			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token was revoked")
+			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token was revoked")
 		}
 		p.Kind = t.Kind
 		switch t.Kind {
@@ -206,37 +141,37 @@ func (h *Hub) authenticateToken(ctx context.Context, tok string) (Caller, error)
 			}
 			p = up
 		case store.TokenSession:
-			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "a web session is not an API token; use a user token")
+			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "a web session is not an API token; use a user token")
 		case store.TokenRunner:
 			rn, err := tx.Runner(t.OwnerID)
 			if err != nil {
 				return err
 			}
 			if rn.RevokedAt != nil || rn.TokenHash != hash {
-				return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "runner token was revoked")
+				return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "runner token was revoked")
 			}
 			p.RunnerID, p.Name, p.TokenHash = rn.ID, rn.Name, hash
 		default:
-			return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "unknown token kind")
+			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "unknown token kind")
 		}
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return Caller{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token not recognised")
+		return call.Caller{}, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token not recognised")
 	}
 	return p, err
 }
 
 // userPrincipal is the live user as a caller with a user token.
-func userPrincipal(tx store.Tx, userID string) (Caller, error) {
+func userPrincipal(tx store.Tx, userID string) (call.Caller, error) {
 	u, err := tx.User(userID)
 	if err != nil {
-		return Caller{}, err
+		return call.Caller{}, err
 	}
 	if u.RemovedAt != nil {
-		return Caller{}, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "user %s was removed", u.Name)
+		return call.Caller{}, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "user %s was removed", u.Name)
 	}
-	return Caller{Kind: store.TokenUser, UserID: u.ID, Name: u.Name, Admin: u.Admin}, nil
+	return call.Caller{Kind: store.TokenUser, UserID: u.ID, Name: u.Name, Admin: u.Admin}, nil
 }
 
 // httpAPI is the HTTP transport of the state layer's operations
@@ -246,7 +181,7 @@ type httpAPI struct{ h *Hub }
 // handler adapts a function that returns an error, with authentication of
 // the required kind; the error is answered by writeError, the one mapping
 // of refusals to HTTP statuses and bodies.
-func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p Caller) error) http.HandlerFunc {
+func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p call.Caller) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.authenticateAs(r.Context(), r.Header.Get("Authorization"), kind)
 		if err != nil {
@@ -317,7 +252,7 @@ func (h *Hub) routes() http.Handler {
 	h.opsRoutes(mux)
 	h.web.Routes(mux) // the pages, and the approval page runner login links open
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
-		h.writeError(w, r, notFound("no such API route: %s %s", r.Method, r.URL.Path))
+		h.writeError(w, r, call.NotFound("no such API route: %s %s", r.Method, r.URL.Path))
 	})
 	return h.metrics.countErrors(mux)
 }

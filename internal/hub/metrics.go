@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"drover/internal/auth"
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -158,12 +159,12 @@ func (h *Hub) MetricsHandler() http.Handler {
 // operator's metrics token.
 func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.MetricsToken == "" {
-		h.writeError(w, r, notFound("metrics are not served here: the operator can set a metrics token or a metrics address (docs/operator.md)"))
+		h.writeError(w, r, call.NotFound("metrics are not served here: the operator can set a metrics token or a metrics address (docs/operator.md)"))
 		return
 	}
 	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
 	if err != nil || subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.MetricsToken)) != 1 {
-		h.writeError(w, r, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "GET /metrics needs the metrics token"))
+		h.writeError(w, r, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "GET /metrics needs the metrics token"))
 		return
 	}
 	h.MetricsHandler().ServeHTTP(w, r)

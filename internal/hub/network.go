@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/hub/call"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -26,17 +27,17 @@ func jobNetwork(prj *store.Project, req []string) ([]string, error) {
 		return nil, nil
 	}
 	if len(req) == 0 {
-		return nil, badRequest("--network names policies, or %s", netpolicy.None)
+		return nil, call.BadRequest("--network names policies, or %s", netpolicy.None)
 	}
 	if prj == nil {
 		if len(req) == 1 && req[0] == netpolicy.None {
 			return []string{}, nil
 		}
-		return nil, badRequest("a job without a project has no network; --network %s names policies of a project (drover run --repo)", strings.Join(req, ","))
+		return nil, call.BadRequest("a job without a project has no network; --network %s names policies of a project (drover run --repo)", strings.Join(req, ","))
 	}
 	out, err := netpolicy.Narrow(prj.Config.AgentNetwork, req)
 	if err != nil {
-		return nil, forbidden("%v; project %s's owner widens it (drover projects network %s --agent POLICY,...)", err, prj.Name, prj.Name)
+		return nil, call.Forbidden("%v; project %s's owner widens it (drover projects network %s --agent POLICY,...)", err, prj.Name, prj.Name)
 	}
 	return out, nil
 }
@@ -204,39 +205,39 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 	var err error
 	if req.SetupNetwork != nil {
 		if c.SetupNetwork, err = h.cfg.Network.Choose(*req.SetupNetwork); err != nil {
-			return c, badRequest("setup network: %v", err)
+			return c, call.BadRequest("setup network: %v", err)
 		}
 	}
 	if req.AgentNetwork != nil {
 		if c.AgentNetwork, err = h.cfg.Network.Choose(*req.AgentNetwork); err != nil {
-			return c, badRequest("agent network: %v", err)
+			return c, call.BadRequest("agent network: %v", err)
 		}
 	}
 	if req.SetupCommands != nil {
 		cmds := *req.SetupCommands
 		if len(cmds) > protocol.MaxSetupCommands {
-			return c, badRequest("at most %d setup commands", protocol.MaxSetupCommands)
+			return c, call.BadRequest("at most %d setup commands", protocol.MaxSetupCommands)
 		}
 		for _, cmd := range cmds {
 			if strings.TrimSpace(cmd) == "" || len(cmd) > protocol.MaxSetupCommand || strings.ContainsRune(cmd, 0) {
-				return c, badRequest("a setup command is a non-empty shell command line of at most %d bytes", protocol.MaxSetupCommand)
+				return c, call.BadRequest("a setup command is a non-empty shell command line of at most %d bytes", protocol.MaxSetupCommand)
 			}
 		}
 		c.SetupCommands = slices.Clone(cmds)
 	}
 	if req.SetupTimeout != nil {
 		if d := req.SetupTimeout.D(); d < 0 || d > protocol.MaxSetupTimeout {
-			return c, badRequest("setup timeout %s: want 0 (the default, %s) up to %s", d, protocol.DefaultSetupTimeout, protocol.MaxSetupTimeout)
+			return c, call.BadRequest("setup timeout %s: want 0 (the default, %s) up to %s", d, protocol.DefaultSetupTimeout, protocol.MaxSetupTimeout)
 		}
 		c.SetupTimeout = req.SetupTimeout.D()
 	}
 	if req.SetupKeys != nil {
 		if len(*req.SetupKeys) > protocol.MaxSetupCommands {
-			return c, badRequest("at most %d setup key files", protocol.MaxSetupCommands)
+			return c, call.BadRequest("at most %d setup key files", protocol.MaxSetupCommands)
 		}
 		for _, f := range *req.SetupKeys {
 			if err := protocol.CheckKeyFile(f); err != nil {
-				return c, badRequest("%v", err)
+				return c, call.BadRequest("%v", err)
 			}
 		}
 		c.SetupKeys = slices.Compact(slices.Sorted(slices.Values(*req.SetupKeys)))
@@ -244,7 +245,7 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 	if req.SetupFile != nil {
 		if f := *req.SetupFile; f != "" {
 			if err := protocol.CheckKeyFile(f); err != nil {
-				return c, badRequest("setup file: %v", err)
+				return c, call.BadRequest("setup file: %v", err)
 			}
 		}
 		c.SetupFile = *req.SetupFile
@@ -257,17 +258,17 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigReque
 	}
 	if req.Sparse != nil {
 		if err := protocol.CheckSparsePaths(*req.Sparse); err != nil {
-			return c, badRequest("%v", err)
+			return c, call.BadRequest("%v", err)
 		}
 		c.Sparse = slices.Compact(slices.Sorted(slices.Values(*req.Sparse)))
 	}
 	if req.Caches != nil {
 		if len(*req.Caches) > protocol.MaxCaches {
-			return c, badRequest("at most %d caches", protocol.MaxCaches)
+			return c, call.BadRequest("at most %d caches", protocol.MaxCaches)
 		}
 		for _, name := range *req.Caches {
 			if err := protocol.CheckCacheName(name); err != nil {
-				return c, badRequest("%v", err)
+				return c, call.BadRequest("%v", err)
 			}
 		}
 		c.Caches = slices.Compact(slices.Sorted(slices.Values(*req.Caches)))
@@ -286,24 +287,24 @@ func applyApprovals(have, add, remove []string) ([]string, error) {
 	for _, h := range remove {
 		d, err := protocol.CheckSetupHash(h)
 		if err != nil {
-			return have, badRequest("%v", err)
+			return have, call.BadRequest("%v", err)
 		}
 		i := slices.Index(out, d)
 		if i < 0 {
-			return have, badRequest("setup script digest %s is not approved", d)
+			return have, call.BadRequest("setup script digest %s is not approved", d)
 		}
 		out = slices.Delete(out, i, i+1)
 	}
 	for _, h := range add {
 		d, err := protocol.CheckSetupHash(h)
 		if err != nil {
-			return have, badRequest("%v", err)
+			return have, call.BadRequest("%v", err)
 		}
 		out = append(out, d)
 	}
 	out = slices.Compact(slices.Sorted(slices.Values(out)))
 	if len(out) > protocol.MaxSetupApproved {
-		return have, badRequest("at most %d approved versions of the setup script (drop old ones with --unapprove)", protocol.MaxSetupApproved)
+		return have, call.BadRequest("at most %d approved versions of the setup script (drop old ones with --unapprove)", protocol.MaxSetupApproved)
 	}
 	return out, nil
 }
@@ -316,7 +317,7 @@ type projectConfigRequest struct {
 
 // projectConfig is a project's network policies, setup and caches
 // (members and admins).
-func (h *Hub) projectConfig(ctx context.Context, p Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
+func (h *Hub) projectConfig(ctx context.Context, p call.Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
 	var out protocol.ProjectConfig
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := readProject(tx, req.Project)
@@ -333,7 +334,7 @@ func (h *Hub) projectConfig(ctx context.Context, p Caller, req projectConfigRequ
 }
 
 // setProjectConfig changes a project's config (owner and admins).
-func (h *Hub) setProjectConfig(ctx context.Context, p Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
+func (h *Hub) setProjectConfig(ctx context.Context, p call.Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
 	var out protocol.ProjectConfig
 	var before, after store.ProjectConfig
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -378,12 +379,12 @@ func readProject(tx store.Tx, name string) (store.Project, error) {
 // checkDenials bounds what a finish reports the proxy refused.
 func checkDenials(ds []protocol.Denial) error {
 	if len(ds) > protocol.MaxDenials {
-		return badRequest("at most %d denials", protocol.MaxDenials)
+		return call.BadRequest("at most %d denials", protocol.MaxDenials)
 	}
 	for _, d := range ds {
 		if _, _, ok := netpolicy.SplitTarget(d.Host); !ok || len(d.Host) > 300 || d.Count < 1 ||
 			(d.Phase != netpolicy.PhaseSetup && d.Phase != netpolicy.PhaseAgent) {
-			return badRequest("denial %q (%s phase, %d times) is malformed", d.Host, d.Phase, d.Count)
+			return call.BadRequest("denial %q (%s phase, %d times) is malformed", d.Host, d.Phase, d.Count)
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"drover/internal/gitcmd"
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -31,8 +32,8 @@ type staleHead struct{ head string }
 func (e staleHead) Error() string { return "stale head; the hub's head is " + e.head }
 
 // tooLargeTransfer says what to do about a transfer over the cap.
-func (h *Hub) tooLargeTransfer(what string) *Refusal {
-	return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge,
+func (h *Hub) tooLargeTransfer(what string) *call.Refusal {
+	return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge,
 		"%s is over the hub's transfer cap of %d bytes: map the project to a remote URL that runners fetch themselves "+
 			"(drover projects map NAME URL), or raise the cap (drover hub --transfer-cap)", what, h.cfg.TransferCap)
 }
@@ -55,13 +56,13 @@ func (h *Hub) publishable(ctx context.Context, runnerID string, ref protocol.Att
 
 func checkPublishable(a store.Attempt, j store.Job) error {
 	if (a.State != job.AttemptRunning || j.AttemptID != a.ID) && !lateResultAllowed(a, j) {
-		return fenced("attempt %s is %s and can no longer publish", a.ID, a.State)
+		return call.Fenced("attempt %s is %s and can no longer publish", a.ID, a.State)
 	}
 	switch {
 	case j.Project == "":
-		return badRequest("job %s has no repository to publish to", j.ID)
+		return call.BadRequest("job %s has no repository to publish to", j.ID)
 	case j.Mode != protocol.ModeFix:
-		return conflict("job %s is in %s mode and publishes nothing", j.ID, j.Mode)
+		return call.Conflict("job %s is in %s mode and publishes nothing", j.ID, j.Mode)
 	}
 	return nil
 }
@@ -84,10 +85,10 @@ type publishRequest struct {
 // not one in full.
 func checkPublishIDs(commit, digest string) error {
 	if !gitcmd.ValidCommitID(commit) {
-		return badRequest("commit must be a full 40-hex commit id")
+		return call.BadRequest("commit must be a full 40-hex commit id")
 	}
 	if b, err := hex.DecodeString(digest); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != digest {
-		return badRequest("sha256 must be 64 lower-case hex digits")
+		return call.BadRequest("sha256 must be 64 lower-case hex digits")
 	}
 	return nil
 }
@@ -95,7 +96,7 @@ func checkPublishIDs(commit, digest string) error {
 // publishBundle checks and publishes a runner's bundle (docs/protocol.md
 // has every check). A bundle that does not build on the job's head is
 // refused with a staleHead.
-func (h *Hub) publishBundle(ctx context.Context, p Caller, req publishRequest) (protocol.PublishResult, error) {
+func (h *Hub) publishBundle(ctx context.Context, p call.Caller, req publishRequest) (protocol.PublishResult, error) {
 	if err := checkPublishIDs(req.Commit, req.Digest); err != nil {
 		return protocol.PublishResult{}, err
 	}
@@ -124,7 +125,7 @@ func (h *Hub) publishBundle(ctx context.Context, p Caller, req publishRequest) (
 // then the job's ref moved by compare-and-swap and the database updated
 // (the ref moved back if that fails), with the folders a sparse worktree's
 // agent added to its cone. Publications of one job take turns.
-func (h *Hub) publish(ctx context.Context, p Caller, ref protocol.AttemptRef, bundle, commit string, checkpoint bool, sparse []string) (protocol.PublishResult, error) {
+func (h *Hub) publish(ctx context.Context, p call.Caller, ref protocol.AttemptRef, bundle, commit string, checkpoint bool, sparse []string) (protocol.PublishResult, error) {
 	unlock, err := h.locks.lock(ctx, "job:"+ref.Job)
 	if err != nil {
 		return protocol.PublishResult{}, err
@@ -149,7 +150,7 @@ func (h *Hub) publish(ctx context.Context, p Caller, ref protocol.AttemptRef, bu
 	if ok, err := in.IsAncestor(ctx, j.Base, commit); err != nil {
 		return protocol.PublishResult{}, err
 	} else if !ok {
-		return protocol.PublishResult{}, badRequest("publication refused: %s does not descend from the job's base %s; nothing was stored", commit, j.Base)
+		return protocol.PublishResult{}, call.BadRequest("publication refused: %s does not descend from the job's base %s; nothing was stored", commit, j.Base)
 	}
 	if ok, err := in.IsAncestor(ctx, j.Head, commit); err != nil {
 		return protocol.PublishResult{}, err
@@ -189,7 +190,7 @@ func (h *Hub) publish(ctx context.Context, p Caller, ref protocol.AttemptRef, bu
 			return err
 		}
 		if jj.Head != j.Head {
-			return conflict("job %s's head moved during the publication; publish again", j.ID)
+			return call.Conflict("job %s's head moved during the publication; publish again", j.ID)
 		}
 		jj.Head, jj.UpdatedAt = commit, h.now()
 		kind, what := "published", "published"
@@ -317,7 +318,7 @@ func (h *Hub) ensureJobRef(ctx context.Context, j store.Job) error {
 		if !ok {
 			if err := h.repos.FetchCommit(ctx, j.Project, j.RepoURL, j.Head, jobRef); err != nil {
 				h.log.Warn("could not fetch a mapped project's base", "job", j.ID, "project", j.Project, "err", err)
-				return conflict("the hub cannot read %s from %s, the remote project %s is mapped to (it fetches without credentials): %v",
+				return call.Conflict("the hub cannot read %s from %s, the remote project %s is mapped to (it fetches without credentials): %v",
 					j.Head, j.RepoURL, j.Project, err)
 			}
 		}
@@ -355,7 +356,7 @@ func (h *Hub) ensureRepo(ctx context.Context, project string) error {
 func refusal(err error, prefix string) error {
 	var rf *gitcmd.Refusal
 	if errors.As(err, &rf) {
-		return badRequest("%s: %s; nothing was stored", prefix, rf.Reason)
+		return call.BadRequest("%s: %s; nothing was stored", prefix, rf.Reason)
 	}
 	return err
 }

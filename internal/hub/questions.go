@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -25,16 +26,16 @@ import (
 func argError(what string, err error) error {
 	var le *protocol.LimitError
 	if errors.As(err, &le) {
-		return errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "%s: %v", what, err)
+		return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "%s: %v", what, err)
 	}
-	return badRequest("%s: %v", what, err)
+	return call.BadRequest("%s: %v", what, err)
 }
 
 // inTurn checks that an attempt may still use its tools: it is running and
 // is its job's current attempt.
 func inTurn(a store.Attempt, j store.Job, tool string) error {
 	if a.State != job.AttemptRunning || j.AttemptID != a.ID || j.State != job.Running {
-		return fenced("attempt %s is %s and can no longer %s", a.ID, a.State, tool)
+		return call.Fenced("attempt %s is %s and can no longer %s", a.ID, a.State, tool)
 	}
 	return nil
 }
@@ -94,11 +95,11 @@ func (h *Hub) ask(ctx context.Context, c *conn, reqID string, m protocol.Ask) (j
 		case err != nil:
 			return nil, err
 		case prev != nil:
-			return nil, conflict("attempt %d already asked question %s: end the turn and finish with outcome asked", a.Epoch, prev.ID)
+			return nil, call.Conflict("attempt %d already asked question %s: end the turn and finish with outcome asked", a.Epoch, prev.ID)
 		case a.Summary != "":
-			return nil, conflict("attempt %d already delivered; it cannot ask", a.Epoch)
+			return nil, call.Conflict("attempt %d already delivered; it cannot ask", a.Epoch)
 		case j.Cancelling:
-			return nil, conflict("job %s is being cancelled; nobody will answer", j.ID)
+			return nil, call.Conflict("job %s is being cancelled; nobody will answer", j.ID)
 		}
 		now := h.now()
 		q := store.Question{ID: ids.New("q"), JobID: j.ID, AttemptID: a.ID, Text: m.Question, Choices: m.Choices, AskedAt: now}
@@ -126,14 +127,14 @@ func (h *Hub) deliver(ctx context.Context, c *conn, reqID string, m protocol.Del
 		if q, err := questionOf(tx, j.ID, a.ID); err != nil {
 			return nil, err
 		} else if q != nil {
-			return nil, conflict("attempt %d asked question %s and waits for its answer; it cannot deliver", a.Epoch, q.ID)
+			return nil, call.Conflict("attempt %d asked question %s and waits for its answer; it cannot deliver", a.Epoch, q.ID)
 		}
 		switch a.Summary {
 		case m.Summary:
 			return struct{}{}, nil // delivered before with a lost reply
 		case "":
 		default:
-			return nil, conflict("attempt %d already delivered", a.Epoch)
+			return nil, call.Conflict("attempt %d already delivered", a.Epoch)
 		}
 		a.Summary = m.Summary
 		if err := tx.UpdateAttempt(a); err != nil {
@@ -264,7 +265,7 @@ func toolOutcome(q *store.Question, a store.Attempt, j store.Job, o job.Outcome)
 		if o.Message != "" {
 			msg += "; " + o.Message
 		}
-		o.State, o.Message = job.AttemptAsked, truncate(msg, 4096)
+		o.State, o.Message = job.AttemptAsked, call.Truncate(msg, 4096)
 	case q == nil && o.State == job.AttemptAsked:
 		o.State, o.Reason, o.Message = job.AttemptFailed, job.ReasonAgentError, "finished as asked without asking a question"
 	case o.State == job.AttemptCompleted && j.Tools && a.Summary == "":
@@ -277,14 +278,14 @@ func toolOutcome(q *store.Question, a store.Attempt, j store.Job, o job.Outcome)
 // current attempt asked.
 func pendingQuestion(tx store.Tx, j store.Job) (store.Question, error) {
 	if j.State != job.Waiting {
-		return store.Question{}, conflict("job %s is %s, not waiting for an answer", j.ID, j.State)
+		return store.Question{}, call.Conflict("job %s is %s, not waiting for an answer", j.ID, j.State)
 	}
 	q, err := questionOf(tx, j.ID, j.AttemptID)
 	if err != nil {
 		return store.Question{}, err
 	}
 	if q == nil {
-		return store.Question{}, conflict("job %s waits on no question", j.ID)
+		return store.Question{}, call.Conflict("job %s waits on no question", j.ID)
 	}
 	return *q, nil
 }
@@ -297,7 +298,7 @@ func expired(q store.Question, now time.Time) bool {
 // requester's own answer is approved at once and requeues the job (in place
 // of another user's answer awaiting approval, if any); anyone else's waits
 // for the requester's approval.
-func (h *Hub) answerJob(ctx context.Context, p Caller, id string, req protocol.AnswerRequest) error {
+func (h *Hub) answerJob(ctx context.Context, p call.Caller, id string, req protocol.AnswerRequest) error {
 	var requeued bool
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		requeued = false
@@ -311,7 +312,7 @@ func (h *Hub) answerJob(ctx context.Context, p Caller, id string, req protocol.A
 		}
 		now := h.now()
 		if expired(q, now) {
-			return conflict("question %s expired at %s; nothing changed", q.ID, q.ExpiresAt.UTC().Format(time.RFC3339))
+			return call.Conflict("question %s expired at %s; nothing changed", q.ID, q.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		text, err := req.Resolve(q.Choices)
 		if err != nil {
@@ -320,7 +321,7 @@ func (h *Hub) answerJob(ctx context.Context, p Caller, id string, req protocol.A
 		mine := p.UserID == j.RequesterID
 		n := newNamer(tx)
 		if q.AnsweredBy != "" && !mine {
-			return conflict("question %s already has an answer by %s awaiting approval by the requester, %s",
+			return call.Conflict("question %s already has an answer by %s awaiting approval by the requester, %s",
 				q.ID, n.user(q.AnsweredBy), n.user(j.RequesterID))
 		}
 		q.Answer, q.Choice, q.AnsweredBy, q.AnsweredAt = text, nil, p.UserID, &now
@@ -352,7 +353,7 @@ func (h *Hub) answerJob(ctx context.Context, p Caller, id string, req protocol.A
 }
 
 // approveAnswer approves another user's answer; only the requester may.
-func (h *Hub) approveAnswer(ctx context.Context, p Caller, id string) error {
+func (h *Hub) approveAnswer(ctx context.Context, p call.Caller, id string) error {
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		j, err := visibleJob(tx, p, id)
 		if err != nil {
@@ -360,7 +361,7 @@ func (h *Hub) approveAnswer(ctx context.Context, p Caller, id string) error {
 		}
 		n := newNamer(tx)
 		if p.UserID != j.RequesterID {
-			return forbidden("only the job's requester, %s, can approve an answer", n.user(j.RequesterID))
+			return call.Forbidden("only the job's requester, %s, can approve an answer", n.user(j.RequesterID))
 		}
 		q, err := pendingQuestion(tx, j)
 		if err != nil {
@@ -369,9 +370,9 @@ func (h *Hub) approveAnswer(ctx context.Context, p Caller, id string) error {
 		now := h.now()
 		switch {
 		case q.AnsweredBy == "":
-			return conflict("question %s has no answer awaiting approval; answer it with drover answer %s", q.ID, j.ID)
+			return call.Conflict("question %s has no answer awaiting approval; answer it with drover answer %s", q.ID, j.ID)
 		case expired(q, now):
-			return conflict("question %s expired at %s; nothing changed", q.ID, q.ExpiresAt.UTC().Format(time.RFC3339))
+			return call.Conflict("question %s expired at %s; nothing changed", q.ID, q.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		q.ApprovedBy, q.ApprovedAt = p.UserID, &now
 		if err := h.requeueAnswered(tx, &j, q); err != nil {
@@ -396,7 +397,7 @@ func (h *Hub) requeueAnswered(tx store.Tx, j *store.Job, q store.Question) error
 	}
 	next, err := job.Next(j.State, job.EvAnswer)
 	if err != nil {
-		return conflict("%v", err)
+		return call.Conflict("%v", err)
 	}
 	j.State, j.Reason, j.UpdatedAt = next, job.ReasonNone, h.now()
 	return tx.UpdateJob(*j)
@@ -452,7 +453,7 @@ func (h *Hub) expireQuestions(ctx context.Context) error {
 }
 
 // openQuestions lists the open questions of the jobs p may see.
-func (h *Hub) openQuestions(ctx context.Context, p Caller) ([]protocol.QuestionView, error) {
+func (h *Hub) openQuestions(ctx context.Context, p call.Caller) ([]protocol.QuestionView, error) {
 	out := []protocol.QuestionView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		f := store.QuestionFilter{VisibleTo: p.UserID}

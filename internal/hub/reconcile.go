@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -187,7 +188,7 @@ func (h *Hub) resendAccount(tx store.Tx, c *conn, j store.Job) (string, bool, er
 func (h *Hub) checkHeld(tx store.Tx, c *conn, hd protocol.Held) (string, error) {
 	a, j, err := loadFenced(tx, c.runnerID, hd.AttemptRef)
 	if err != nil {
-		var ae *Refusal
+		var ae *call.Refusal
 		if errors.As(err, &ae) {
 			return ae.Msg, nil
 		}

@@ -8,6 +8,7 @@ import (
 
 	"drover/internal/gitcmd"
 	"drover/internal/githttp"
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -47,13 +48,13 @@ const maxSubmitBody = maxBody + (protocol.MaxContextTotal+2)/3*4 + protocol.MaxC
 // checkSource validates a submission's context files, repository and mode
 // and fills the job's source fields. For a hosted project the base must
 // already be on the hub and its tree must be one drover supports.
-func (h *Hub) checkSource(ctx context.Context, p Caller, req protocol.SubmitRequest, j *store.Job) error {
+func (h *Hub) checkSource(ctx context.Context, p call.Caller, req protocol.SubmitRequest, j *store.Job) error {
 	if err := protocol.CheckContextFiles(req.Context); err != nil {
-		return badRequest("%v", err)
+		return call.BadRequest("%v", err)
 	}
 	if req.Repo == nil {
 		if req.Mode != "" || len(req.Context) > 0 || len(req.Sparse) > 0 {
-			return badRequest("a mode, context files and sparse paths need a job with a repository (drover run --repo)")
+			return call.BadRequest("a mode, context files and sparse paths need a job with a repository (drover run --repo)")
 		}
 		var err error
 		j.Network, err = jobNetwork(nil, req.Network)
@@ -61,13 +62,13 @@ func (h *Hub) checkSource(ctx context.Context, p Caller, req protocol.SubmitRequ
 	}
 	project, base := req.Repo.Project, req.Repo.Base
 	if !gitcmd.ValidProject(project) {
-		return badRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", project)
+		return call.BadRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", project)
 	}
 	if !gitcmd.ValidCommitID(base) {
-		return badRequest("base %q must be a full 40-hex commit id", base)
+		return call.BadRequest("base %q must be a full 40-hex commit id", base)
 	}
 	if err := protocol.CheckSparsePaths(req.Sparse); err != nil {
-		return badRequest("%v", err)
+		return call.BadRequest("%v", err)
 	}
 	if len(req.Sparse) > 0 {
 		j.Sparse = slices.Compact(slices.Sorted(slices.Values(req.Sparse)))
@@ -77,13 +78,13 @@ func (h *Hub) checkSource(ctx context.Context, p Caller, req protocol.SubmitRequ
 		mode = protocol.ModeFix
 	}
 	if mode != protocol.ModeFix && mode != protocol.ModeObserve {
-		return badRequest("mode %q: want %s or %s", mode, protocol.ModeFix, protocol.ModeObserve)
+		return call.BadRequest("mode %q: want %s or %s", mode, protocol.ModeFix, protocol.ModeObserve)
 	}
 	var remote string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := tx.Project(project)
 		if errors.Is(err, store.ErrNotFound) {
-			return badRequest("project %s has no repository on the hub: push the commit first (drover run --repo does it)", project)
+			return call.BadRequest("project %s has no repository on the hub: push the commit first (drover run --repo does it)", project)
 		}
 		if err != nil {
 			return err
@@ -100,14 +101,14 @@ func (h *Hub) checkSource(ctx context.Context, p Caller, req protocol.SubmitRequ
 	}
 	if remote == "" {
 		if !h.repos.Exists(project) {
-			return badRequest("project %s has no repository on the hub: push the commit first (drover run --repo does it)", project)
+			return call.BadRequest("project %s has no repository on the hub: push the commit first (drover run --repo does it)", project)
 		}
 		ok, err := h.repos.HasCommit(ctx, project, base)
 		if err != nil {
 			return fmt.Errorf("look up base %s of %s: %w", base, project, err)
 		}
 		if !ok {
-			return badRequest("the hub's %s repository has no commit %s: push the commit first (drover run --repo does it)", project, base)
+			return call.BadRequest("the hub's %s repository has no commit %s: push the commit first (drover run --repo does it)", project, base)
 		}
 		if err := gitcmd.CheckSourceTree(ctx, h.repos.Git, h.repos.Dir(project), base); err != nil {
 			return refusal(err, "source refused")
@@ -134,7 +135,7 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 
 // contextFiles are a job's context files, for the runner holding one of
 // its active attempts.
-func (h *Hub) contextFiles(ctx context.Context, p Caller, ref protocol.AttemptRef) ([]store.ContextFile, error) {
+func (h *Hub) contextFiles(ctx context.Context, p call.Caller, ref protocol.AttemptRef) ([]store.ContextFile, error) {
 	var files []store.ContextFile
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		a, j, err := loadFenced(tx, p.RunnerID, ref)
@@ -142,7 +143,7 @@ func (h *Hub) contextFiles(ctx context.Context, p Caller, ref protocol.AttemptRe
 			return err
 		}
 		if !a.State.Active() || j.AttemptID != a.ID {
-			return fenced("attempt %s is %s; its context is no longer served", a.ID, a.State)
+			return call.Fenced("attempt %s is %s; its context is no longer served", a.ID, a.State)
 		}
 		files, err = tx.ContextFiles(j.ID, true)
 		return err

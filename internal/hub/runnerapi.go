@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 )
 
@@ -119,7 +120,7 @@ func do[Rep any](s runnerAPI, ref protocol.AttemptRef, fn func() (Rep, error)) (
 	var zero Rep
 	err := ref.Validate()
 	if err != nil {
-		return zero, s.refused(badRequest("%v", err))
+		return zero, s.refused(call.BadRequest("%v", err))
 	}
 	rep, err := fn()
 	if err != nil {
@@ -153,7 +154,7 @@ func (s runnerAPI) refused(err error) error {
 // checkFinish bounds what a finish reports before anything is read.
 func checkFinish(m protocol.Finish) error {
 	if err := m.Outcome.Validate(); err != nil {
-		return badRequest("%v", err)
+		return call.BadRequest("%v", err)
 	}
 	if len(m.Session) > protocol.MaxSession {
 		return argError("finish", &protocol.LimitError{What: "session", Size: len(m.Session), Limit: protocol.MaxSession})
@@ -163,7 +164,7 @@ func checkFinish(m protocol.Finish) error {
 	}
 	if m.Usage != nil {
 		if err := m.Usage.Check(); err != nil {
-			return badRequest("%v", err)
+			return call.BadRequest("%v", err)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"drover/internal/hub/call"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/sandbox/egress"
@@ -38,12 +39,12 @@ func secretView(n *namer, s store.ProjectSecret) protocol.SecretView {
 // wrong with it (never quoting the value).
 func checkSecret(prj, name string, req protocol.SecretRequest) (store.ProjectSecret, error) {
 	if err := protocol.CheckSecretName(name); err != nil {
-		return store.ProjectSecret{}, badRequest("%v", err)
+		return store.ProjectSecret{}, call.BadRequest("%v", err)
 	}
 	s := store.ProjectSecret{Project: prj, Name: name, Upstream: strings.TrimSpace(req.Host), Header: req.Header, Prefix: req.Prefix,
 		Value: req.Value}
 	if s.Upstream == "" {
-		return s, badRequest("secret %s: name the host it is for (--host HOST[:PORT] or a base URL)", name)
+		return s, call.BadRequest("secret %s: name the host it is for (--host HOST[:PORT] or a base URL)", name)
 	}
 	if !strings.Contains(s.Upstream, "://") {
 		s.Upstream = "https://" + s.Upstream
@@ -56,16 +57,16 @@ func checkSecret(prj, name string, req protocol.SecretRequest) (store.ProjectSec
 		}
 	}
 	if !headerRE.MatchString(s.Header) {
-		return s, badRequest("secret %s: header %q is not a header name (letters, digits, '-')", name, s.Header)
+		return s, call.BadRequest("secret %s: header %q is not a header name (letters, digits, '-')", name, s.Header)
 	}
 	if len(s.Prefix) > 64 || strings.ContainsFunc(s.Prefix, func(r rune) bool { return r < ' ' || r > '~' }) {
-		return s, badRequest("secret %s: the prefix is at most 64 printable ASCII characters", name)
+		return s, call.BadRequest("secret %s: the prefix is at most 64 printable ASCII characters", name)
 	}
 	if len(s.Value) < protocol.MinSecretLen || len(s.Value) > protocol.MaxSecretLen || strings.ContainsFunc(s.Value, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return s, badRequest("secret %s: the value is %d to %d bytes without control characters or line breaks", name, protocol.MinSecretLen, protocol.MaxSecretLen)
+		return s, call.BadRequest("secret %s: the value is %d to %d bytes without control characters or line breaks", name, protocol.MinSecretLen, protocol.MaxSecretLen)
 	}
 	if _, err := egress.CheckCredential(egress.FromSetup(secretCredential(s))); err != nil {
-		return s, badRequest("secret %s: %v", name, strings.Replace(err.Error(), `credential "secret `+name+`": `, "", 1))
+		return s, call.BadRequest("secret %s: %v", name, strings.Replace(err.Error(), `credential "secret `+name+`": `, "", 1))
 	}
 	return s, nil
 }
@@ -86,7 +87,7 @@ func secretHost(upstream string) string {
 
 // secretProject reads the project whose secrets p manages: its owner's or
 // an admin's.
-func secretProject(tx store.Tx, p Caller, name string) (store.Project, error) {
+func secretProject(tx store.Tx, p call.Caller, name string) (store.Project, error) {
 	prj, err := readProject(tx, name)
 	if err != nil {
 		return prj, err
@@ -116,7 +117,7 @@ type secretRequest struct {
 
 // listSecrets lists a project's secrets: names, hosts and dates, never
 // values.
-func (h *Hub) listSecrets(ctx context.Context, p Caller, req secretRequest) (protocol.SecretList, error) {
+func (h *Hub) listSecrets(ctx context.Context, p call.Caller, req secretRequest) (protocol.SecretList, error) {
 	var out protocol.SecretList
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := secretProject(tx, p, req.Project)
@@ -130,7 +131,7 @@ func (h *Hub) listSecrets(ctx context.Context, p Caller, req secretRequest) (pro
 }
 
 // setSecret sets a project's secret and lists them all.
-func (h *Hub) setSecret(ctx context.Context, p Caller, req secretRequest) (protocol.SecretList, error) {
+func (h *Hub) setSecret(ctx context.Context, p call.Caller, req secretRequest) (protocol.SecretList, error) {
 	var out protocol.SecretList
 	var set store.ProjectSecret
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -149,7 +150,7 @@ func (h *Hub) setSecret(ctx context.Context, p Caller, req secretRequest) (proto
 			return err
 		}
 		if !reach.Allows(host) {
-			return badRequest("secret %s: project %s's setup network (%s) does not reach %s; %s", set.Name, prj.Name,
+			return call.BadRequest("secret %s: project %s's setup network (%s) does not reach %s; %s", set.Name, prj.Name,
 				netpolicy.Describe(prj.Config.SetupNetwork), host,
 				h.cfg.Network.WidenCommand(prj.Name, netpolicy.PhaseSetup, prj.Config.SetupNetwork, host))
 		}
@@ -158,7 +159,7 @@ func (h *Hub) setSecret(ctx context.Context, p Caller, req secretRequest) (proto
 			return err
 		}
 		if len(existing) >= protocol.MaxSecrets && !containsSecret(existing, set.Name) {
-			return badRequest("project %s has %d secrets already, the most it may have", prj.Name, protocol.MaxSecrets)
+			return call.BadRequest("project %s has %d secrets already, the most it may have", prj.Name, protocol.MaxSecrets)
 		}
 		set.CreatedBy, set.CreatedAt = p.UserID, h.now()
 		if err := tx.PutProjectSecret(set); err != nil {
@@ -185,7 +186,7 @@ func containsSecret(ss []store.ProjectSecret, name string) bool {
 }
 
 // removeSecret removes a project's secret and lists the others.
-func (h *Hub) removeSecret(ctx context.Context, p Caller, req secretRequest) (protocol.SecretList, error) {
+func (h *Hub) removeSecret(ctx context.Context, p call.Caller, req secretRequest) (protocol.SecretList, error) {
 	name := req.Name
 	var out protocol.SecretList
 	var project string
@@ -196,7 +197,7 @@ func (h *Hub) removeSecret(ctx context.Context, p Caller, req secretRequest) (pr
 		}
 		project = prj.Name
 		if err := tx.RemoveProjectSecret(prj.Name, name); errors.Is(err, store.ErrNotFound) {
-			return notFound("project %s has no secret %q", prj.Name, name)
+			return call.NotFound("project %s has no secret %q", prj.Name, name)
 		} else if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -15,14 +16,14 @@ import (
 // exactly one user (who exists and was not removed) or one project that p
 // may see (one p may not see is refused as one that does not exist) and
 // whose member rn's owner is: a project lets in only its members' runners.
-func shareSubject(tx store.Tx, p Caller, rn store.Runner, user, project string) (store.ShareKind, string, error) {
+func shareSubject(tx store.Tx, p call.Caller, rn store.Runner, user, project string) (store.ShareKind, string, error) {
 	switch {
 	case (user == "") == (project == ""):
-		return "", "", badRequest("name exactly one user or one project to share with")
+		return "", "", call.BadRequest("name exactly one user or one project to share with")
 	case user != "":
 		u, err := tx.UserByName(user)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
-			return "", "", notFound("no user named %q", user)
+			return "", "", call.NotFound("no user named %q", user)
 		}
 		if err != nil {
 			return "", "", err
@@ -35,7 +36,7 @@ func shareSubject(tx store.Tx, p Caller, rn store.Runner, user, project string) 
 		if ok, err := isMember(tx, project, rn.OwnerID); err != nil {
 			return "", "", err
 		} else if !ok {
-			return "", "", forbidden("%s, who owns runner %s, is not a member of project %s: only its members' runners can be shared with it",
+			return "", "", call.Forbidden("%s, who owns runner %s, is not a member of project %s: only its members' runners can be shared with it",
 				newNamer(tx).user(rn.OwnerID), rn.Name, project)
 		}
 		return store.ShareProject, project, nil
@@ -45,7 +46,7 @@ func shareSubject(tx store.Tx, p Caller, rn store.Runner, user, project string) 
 // mayAnswerShare: may p accept or decline sh, a share of another's runner?
 // A user answers for themself, a project's owner or an admin for a
 // project. A share p may not answer is refused as one that does not exist.
-func mayAnswerShare(tx store.Tx, p Caller, sh store.Share, runner string) error {
+func mayAnswerShare(tx store.Tx, p call.Caller, sh store.Share, runner string) error {
 	switch sh.Kind {
 	case store.ShareUser:
 		if sh.Subject == p.UserID {
@@ -59,26 +60,26 @@ func mayAnswerShare(tx store.Tx, p Caller, sh store.Share, runner string) error 
 		if p.Admin || prj.OwnerID == p.UserID {
 			return nil
 		}
-		return forbidden("only project %s's owner, %s, or an admin can accept or decline runners shared with it",
+		return call.Forbidden("only project %s's owner, %s, or an admin can accept or decline runners shared with it",
 			prj.Name, newNamer(tx).user(prj.OwnerID))
 	}
-	return notFound("runner %s is not shared with you", runner)
+	return call.NotFound("runner %s is not shared with you", runner)
 }
 
 // ownedRunner reads a runner that p owns (or any, for an admin).
-func ownedRunner(tx store.Tx, p Caller, name string) (store.Runner, error) {
+func ownedRunner(tx store.Tx, p call.Caller, name string) (store.Runner, error) {
 	rn, err := tx.RunnerByName(name)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Runner{}, notFound("no runner named %q", name)
+		return store.Runner{}, call.NotFound("no runner named %q", name)
 	}
 	if err != nil {
 		return store.Runner{}, err
 	}
 	if rn.OwnerID != p.UserID && !p.Admin {
-		return store.Runner{}, forbidden("runner %s is not yours: only its owner or an admin can share it", name)
+		return store.Runner{}, call.Forbidden("runner %s is not yours: only its owner or an admin can share it", name)
 	}
 	if rn.RevokedAt != nil {
-		return store.Runner{}, conflict("runner %s was revoked", name)
+		return store.Runner{}, call.Conflict("runner %s was revoked", name)
 	}
 	return rn, nil
 }
@@ -123,7 +124,7 @@ type shareRunnerRequest struct {
 // shareRunner shares a runner with (or unshares it from) a user, a
 // project or the hub (the API's and the runners page's): its owner or an
 // admin only; it answers with the runner as they see it.
-func (h *Hub) shareRunner(ctx context.Context, p Caller, req shareRunnerRequest) (protocol.RunnerView, error) {
+func (h *Hub) shareRunner(ctx context.Context, p call.Caller, req shareRunnerRequest) (protocol.RunnerView, error) {
 	name, share := req.Name, req.Share
 	var rn store.Runner
 	var what string
@@ -134,10 +135,10 @@ func (h *Hub) shareRunner(ctx context.Context, p Caller, req shareRunnerRequest)
 		}
 		if req.Hub {
 			if req.User != "" || req.Project != "" {
-				return badRequest("share with the hub, a user or a project: one at a time")
+				return call.BadRequest("share with the hub, a user or a project: one at a time")
 			}
 			if !p.Admin {
-				return forbidden("only an admin can make a runner hub-wide")
+				return call.Forbidden("only an admin can make a runner hub-wide")
 			}
 			if share {
 				// Another user's machine runs everyone's jobs only if
@@ -147,11 +148,11 @@ func (h *Hub) shareRunner(ctx context.Context, p Caller, req shareRunnerRequest)
 					return err
 				}
 				if !owner.Admin {
-					return forbidden("runner %s belongs to %s, who is not an admin: only an admin's own runners can be hub-wide", name, owner.Name)
+					return call.Forbidden("runner %s belongs to %s, who is not an admin: only an admin's own runners can be hub-wide", name, owner.Name)
 				}
 			}
 			if !share && access(rn) != protocol.AccessHub {
-				return notFound("runner %s is not hub-wide", name)
+				return call.NotFound("runner %s is not hub-wide", name)
 			}
 			rn.Access, what = protocol.AccessPrivate, "private"
 			if share {
@@ -164,7 +165,7 @@ func (h *Hub) shareRunner(ctx context.Context, p Caller, req shareRunnerRequest)
 			return err
 		}
 		if kind == store.ShareUser && subject == rn.OwnerID {
-			return badRequest("runner %s belongs to %s already", name, req.User)
+			return call.BadRequest("runner %s belongs to %s already", name, req.User)
 		}
 		sh := store.Share{RunnerID: rn.ID, Kind: kind, Subject: subject, CreatedAt: h.now()}
 		what = fmt.Sprintf("%s %s", kind, req.User+req.Project)
@@ -181,7 +182,7 @@ func (h *Hub) shareRunner(ctx context.Context, p Caller, req shareRunnerRequest)
 			return err
 		}
 		if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
-			return notFound("runner %s is not shared with %s", name, what)
+			return call.NotFound("runner %s is not shared with %s", name, what)
 		} else if err != nil {
 			return err
 		}
@@ -243,12 +244,12 @@ type answerShareRequest struct {
 // answers with the runner as the caller sees it now. Declining removes the
 // share, pending or accepted. A runner that is not shared with the caller
 // is "not shared with you" whether it exists or not.
-func (h *Hub) answerShare(ctx context.Context, p Caller, req answerShareRequest) (protocol.RunnerView, error) {
+func (h *Hub) answerShare(ctx context.Context, p call.Caller, req answerShareRequest) (protocol.RunnerView, error) {
 	var rn store.Runner
 	err := h.store.Write(ctx, func(tx store.Tx) error {
-		notShared := notFound("runner %s is not shared with you", req.Name)
+		notShared := call.NotFound("runner %s is not shared with you", req.Name)
 		if req.Project != "" {
-			notShared = notFound("runner %s is not shared with project %s", req.Name, req.Project)
+			notShared = call.NotFound("runner %s is not shared with project %s", req.Name, req.Project)
 		}
 		var err error
 		if rn, err = tx.RunnerByName(req.Name); errors.Is(err, store.ErrNotFound) {
@@ -266,7 +267,7 @@ func (h *Hub) answerShare(ctx context.Context, p Caller, req answerShareRequest)
 		if !req.Accept {
 			err = tx.DeleteShare(sh)
 		} else if rn.RevokedAt != nil {
-			return conflict("runner %s was revoked", req.Name)
+			return call.Conflict("runner %s was revoked", req.Name)
 		} else {
 			err = tx.AcceptShare(sh, h.now())
 		}
@@ -299,7 +300,7 @@ type shareAccountRequest struct {
 // shareAccount shares one account of a runner with (or unshares it from) a
 // user or a project (the API's and the runners page's): the runner's owner
 // or an admin only; it answers with p's accounts.
-func (h *Hub) shareAccount(ctx context.Context, p Caller, req shareAccountRequest) (protocol.AccountList, error) {
+func (h *Hub) shareAccount(ctx context.Context, p call.Caller, req shareAccountRequest) (protocol.AccountList, error) {
 	share := req.Share
 	var out protocol.AccountList
 	if err := namesAccount(req.Runner, req.Account, ""); err != nil {
@@ -325,7 +326,7 @@ func (h *Hub) shareAccount(ctx context.Context, p Caller, req shareAccountReques
 			return err
 		}
 		if kind == store.ShareUser && subject == rn.OwnerID {
-			return badRequest("account %s belongs to %s already", req.Account, req.User)
+			return call.BadRequest("account %s belongs to %s already", req.Account, req.User)
 		}
 		// An account's share needs no consent: it only lets a runner the
 		// recipient accepted spend for them.
@@ -336,7 +337,7 @@ func (h *Hub) shareAccount(ctx context.Context, p Caller, req shareAccountReques
 				return err
 			}
 		} else if err := tx.DeleteShare(sh); errors.Is(err, store.ErrNotFound) {
-			return notFound("account %s of runner %s is not shared with %s %s", req.Account, req.Runner, kind, req.User+req.Project)
+			return call.NotFound("account %s of runner %s is not shared with %s %s", req.Account, req.Runner, kind, req.User+req.Project)
 		} else if err != nil {
 			return err
 		}
@@ -357,7 +358,7 @@ func (h *Hub) shareAccount(ctx context.Context, p Caller, req shareAccountReques
 
 // memberProject reads a project for a members call: anyone who may see it
 // lists, its owner and admins change.
-func memberProject(tx store.Tx, p Caller, name string, change bool) (store.Project, error) {
+func memberProject(tx store.Tx, p call.Caller, name string, change bool) (store.Project, error) {
 	prj, err := readProject(tx, name)
 	if err != nil {
 		return store.Project{}, err
@@ -366,7 +367,7 @@ func memberProject(tx store.Tx, p Caller, name string, change bool) (store.Proje
 		return store.Project{}, err
 	}
 	if change && !p.Admin && prj.OwnerID != p.UserID {
-		return store.Project{}, forbidden("only project %s's owner, %s, or an admin can change its members", name, newNamer(tx).user(prj.OwnerID))
+		return store.Project{}, call.Forbidden("only project %s's owner, %s, or an admin can change its members", name, newNamer(tx).user(prj.OwnerID))
 	}
 	return prj, nil
 }
@@ -419,7 +420,7 @@ func unshareLeaver(tx store.Tx, project, userID string) ([]string, error) {
 type membersRequest struct{ Project string }
 
 // members lists a project's members for p (a member, or an admin).
-func (h *Hub) members(ctx context.Context, p Caller, req membersRequest) (protocol.MemberList, error) {
+func (h *Hub) members(ctx context.Context, p call.Caller, req membersRequest) (protocol.MemberList, error) {
 	project := req.Project
 	var out protocol.MemberList
 	err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -441,12 +442,12 @@ type changeMemberRequest struct {
 
 // changeMember adds a user to a project or removes one (the API's and the
 // projects page's): the project's owner or an admin only.
-func (h *Hub) changeMember(ctx context.Context, p Caller, req changeMemberRequest) (protocol.MemberList, error) {
+func (h *Hub) changeMember(ctx context.Context, p call.Caller, req changeMemberRequest) (protocol.MemberList, error) {
 	name, user, add := req.Project, req.User, req.Add
 	var out protocol.MemberList
 	var unshared []string // runners whose shares with the project went
 	if user == "" {
-		return out, badRequest("name the user")
+		return out, call.BadRequest("name the user")
 	}
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		prj, err := memberProject(tx, p, name, true)
@@ -455,7 +456,7 @@ func (h *Hub) changeMember(ctx context.Context, p Caller, req changeMemberReques
 		}
 		u, err := tx.UserByName(user)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
-			return notFound("no user named %q", user)
+			return call.NotFound("no user named %q", user)
 		}
 		if err != nil {
 			return err
@@ -466,10 +467,10 @@ func (h *Hub) changeMember(ctx context.Context, p Caller, req changeMemberReques
 				return err
 			}
 		case u.ID == prj.OwnerID:
-			return badRequest("%s owns project %s and stays a member", user, prj.Name)
+			return call.BadRequest("%s owns project %s and stays a member", user, prj.Name)
 		default:
 			if err := tx.RemoveMember(prj.Name, u.ID); errors.Is(err, store.ErrNotFound) {
-				return notFound("%s is not a member of project %s", user, prj.Name)
+				return call.NotFound("%s is not a member of project %s", user, prj.Name)
 			} else if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -15,7 +16,7 @@ import (
 
 // accounts lists p's accounts across their runners, in the order the
 // dispatcher prefers them.
-func (h *Hub) accounts(ctx context.Context, p Caller) (protocol.AccountList, error) {
+func (h *Hub) accounts(ctx context.Context, p call.Caller) (protocol.AccountList, error) {
 	var out protocol.AccountList
 	connected := h.connectedRunners()
 	err := h.store.Read(ctx, func(tx store.Tx) (err error) {
@@ -33,29 +34,29 @@ func (h *Hub) accounts(ctx context.Context, p Caller) (protocol.AccountList, err
 func namesAccount(runner, account, what string) error {
 	switch {
 	case runner == "":
-		return badRequest("name the runner of the account%s", what)
+		return call.BadRequest("name the runner of the account%s", what)
 	case account == "":
-		return badRequest("name the account%s by its id or label", what)
+		return call.BadRequest("name the account%s by its id or label", what)
 	}
 	return nil
 }
 
 // moveAccount moves one of p's accounts to a position in p's order (the
 // API's and the runners page's up/down controls).
-func (h *Hub) moveAccount(ctx context.Context, p Caller, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
+func (h *Hub) moveAccount(ctx context.Context, p call.Caller, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
 	var out protocol.AccountList
 	if err := namesAccount(req.Runner, req.ID, " to move"); err != nil {
 		return out, err
 	}
 	if req.Position < 1 {
-		return out, badRequest("position %d: positions start at 1", req.Position)
+		return out, call.BadRequest("position %d: positions start at 1", req.Position)
 	}
 	var moved string
 	connected := h.connectedRunners()
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		rn, err := tx.RunnerByName(req.Runner)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && rn.OwnerID != p.UserID) {
-			return notFound("you have no runner named %q", req.Runner)
+			return call.NotFound("you have no runner named %q", req.Runner)
 		}
 		if err != nil {
 			return err
@@ -100,11 +101,11 @@ func pickAccount(accts []store.Account, rn store.Runner, ref string) (string, er
 	}
 	switch len(byLabel) {
 	case 0:
-		return "", notFound("runner %q has no account with id or label %q", rn.Name, ref)
+		return "", call.NotFound("runner %q has no account with id or label %q", rn.Name, ref)
 	case 1:
 		return byLabel[0], nil
 	}
-	return "", badRequest("runner %q has %d accounts labelled %q (%s): name one by its id",
+	return "", call.BadRequest("runner %q has %d accounts labelled %q (%s): name one by its id",
 		rn.Name, len(byLabel), ref, strings.Join(byLabel, ", "))
 }
 
@@ -125,7 +126,7 @@ func (h *Hub) connectedRunners() map[string]bool {
 // runners' names and whether those are connected (here: local, taken by
 // connectedRunners; or to another live hub). Whom an account is shared
 // with is shown to its owner and admins only.
-func (h *Hub) accountList(tx store.Tx, p Caller, local map[string]bool) (protocol.AccountList, error) {
+func (h *Hub) accountList(tx store.Tx, p call.Caller, local map[string]bool) (protocol.AccountList, error) {
 	all, err := tx.Accounts()
 	if err != nil {
 		return protocol.AccountList{}, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"drover/internal/auth"
+	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -23,24 +24,24 @@ import (
 // the launch's labels. Revoking the launch revokes its runners.
 
 // launch creates a launch of p's and its registration tokens.
-func (h *Hub) launch(ctx context.Context, p Caller, req protocol.LaunchRequest) (protocol.LaunchResponse, error) {
+func (h *Hub) launch(ctx context.Context, p call.Caller, req protocol.LaunchRequest) (protocol.LaunchResponse, error) {
 	if !protocol.ValidName(req.Target) {
-		return protocol.LaunchResponse{}, badRequest("target %q must be a name such as local or ssh", req.Target)
+		return protocol.LaunchResponse{}, call.BadRequest("target %q must be a name such as local or ssh", req.Target)
 	}
 	if req.Count < 1 || req.Count > protocol.MaxLaunchCount {
-		return protocol.LaunchResponse{}, badRequest("count must be 1 to %d", protocol.MaxLaunchCount)
+		return protocol.LaunchResponse{}, call.BadRequest("count must be 1 to %d", protocol.MaxLaunchCount)
 	}
 	if req.Slots < 1 || req.Slots > protocol.MaxSlots {
-		return protocol.LaunchResponse{}, badRequest("slots must be 1 to %d", protocol.MaxSlots)
+		return protocol.LaunchResponse{}, call.BadRequest("slots must be 1 to %d", protocol.MaxSlots)
 	}
 	if err := protocol.CheckLabels(req.Labels); err != nil {
-		return protocol.LaunchResponse{}, badRequest("labels: %v", err)
+		return protocol.LaunchResponse{}, call.BadRequest("labels: %v", err)
 	}
 	ttl := protocol.DefaultRegistrationTTL
 	if req.TTLSeconds != 0 {
 		ttl = time.Duration(req.TTLSeconds) * time.Second
 		if ttl <= 0 || ttl > protocol.MaxRegistrationTTL {
-			return protocol.LaunchResponse{}, badRequest("ttl_seconds must be 1 to %d", int(protocol.MaxRegistrationTTL/time.Second))
+			return protocol.LaunchResponse{}, call.BadRequest("ttl_seconds must be 1 to %d", int(protocol.MaxRegistrationTTL/time.Second))
 		}
 	}
 	now := h.now()
@@ -78,7 +79,7 @@ func (h *Hub) launch(ctx context.Context, p Caller, req protocol.LaunchRequest) 
 }
 
 // launches lists p's launches (an admin: all).
-func (h *Hub) launches(ctx context.Context, p Caller) (protocol.LaunchList, error) {
+func (h *Hub) launches(ctx context.Context, p call.Caller) (protocol.LaunchList, error) {
 	owner := p.UserID
 	if p.Admin {
 		owner = ""
@@ -106,16 +107,16 @@ func (h *Hub) launches(ctx context.Context, p Caller) (protocol.LaunchList, erro
 type launchRequest struct{ ID string }
 
 // launchOf is the launch p may manage: its owner's, or any for an admin.
-func launchOf(tx store.Tx, id string, p Caller) (store.Launch, error) {
+func launchOf(tx store.Tx, id string, p call.Caller) (store.Launch, error) {
 	l, err := tx.Launch(id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && l.OwnerID != p.UserID && !p.Admin) {
-		return store.Launch{}, notFound("no launch %q of yours: `drover fleet list` shows them", id)
+		return store.Launch{}, call.NotFound("no launch %q of yours: `drover fleet list` shows them", id)
 	}
 	return l, err
 }
 
 // launchView is a launch p may manage.
-func (h *Hub) launchView(ctx context.Context, p Caller, req launchRequest) (v protocol.LaunchView, err error) {
+func (h *Hub) launchView(ctx context.Context, p call.Caller, req launchRequest) (v protocol.LaunchView, err error) {
 	err = h.store.Read(ctx, func(tx store.Tx) error {
 		l, err := launchOf(tx, req.ID, p)
 		if err != nil {
@@ -150,7 +151,7 @@ func (h *Hub) launchViewTx(tx store.Tx, n *namer, l store.Launch) (protocol.Laun
 
 // revokeLaunch revokes the launch: its unused tokens stop working and its
 // runners are revoked and disconnected.
-func (h *Hub) revokeLaunch(ctx context.Context, p Caller, req launchRequest) (protocol.LaunchView, error) {
+func (h *Hub) revokeLaunch(ctx context.Context, p call.Caller, req launchRequest) (protocol.LaunchView, error) {
 	id := req.ID
 	now := h.now()
 	var revoked []string
@@ -197,15 +198,15 @@ func (h *Hub) revokeLaunch(ctx context.Context, p Caller, req launchRequest) (pr
 
 // registrationRefused is a registration token that cannot register a
 // runner: the launcher must launch again.
-func registrationRefused(format string, args ...any) *Refusal {
-	return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, format+"; launch again (`drover fleet launch`) for a new token", args...)
+func registrationRefused(format string, args ...any) *call.Refusal {
+	return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, format+"; launch again (`drover fleet launch`) for a new token", args...)
 }
 
 // registrationToken refuses a bearer token ("" for none) that is not a
 // fleet registration token.
 func registrationToken(tok string) error {
 	if !strings.HasPrefix(tok, auth.PrefixRegistration) {
-		return errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "registering a runner needs a fleet registration token")
+		return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "registering a runner needs a fleet registration token")
 	}
 	return nil
 }
@@ -239,7 +240,7 @@ func (h *Hub) register(ctx context.Context, tok string, req protocol.RegisterReq
 		return protocol.RunnerView{}, err
 	}
 	if err := protocol.CheckLabels(req.Labels); err != nil {
-		return protocol.RunnerView{}, badRequest("labels: %v", err)
+		return protocol.RunnerView{}, call.BadRequest("labels: %v", err)
 	}
 	hash, now := auth.Hash(tok), h.now()
 	var rn store.Runner
@@ -271,7 +272,7 @@ func (h *Hub) register(ctx context.Context, tok string, req protocol.RegisterReq
 			return registrationRefused("registration token expired at %s", g.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		if err := labelsInScope(req.Labels, l.Labels); err != nil {
-			return forbidden("%v", err)
+			return call.Forbidden("%v", err)
 		}
 		up, err := userPrincipal(tx, l.OwnerID)
 		if err != nil {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
 // hubList is the live hubs. Any signed-in user may see them: they name no
 // runner, user or job, only counts (docs/operator.md).
-func (h *Hub) hubList(ctx context.Context, _ Caller) (protocol.HubList, error) {
+func (h *Hub) hubList(ctx context.Context, _ call.Caller) (protocol.HubList, error) {
 	var (
 		hs []store.Hub
 		l  store.Leader

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"drover/internal/agent/facts"
+	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -35,57 +36,57 @@ func agentNames() string {
 func validateSubmit(req protocol.SubmitRequest) error {
 	entry, ok := facts.Lookup(req.Agent)
 	if !ok {
-		return badRequest("unknown agent %q (known: %s)", req.Agent, agentNames())
+		return call.BadRequest("unknown agent %q (known: %s)", req.Agent, agentNames())
 	}
 	if len(req.Args) == 0 && !entry.Prompt() {
-		return badRequest("the %s agent needs a command to run (drover run --agent %s -- COMMAND ARGS...)", req.Agent, req.Agent)
+		return call.BadRequest("the %s agent needs a command to run (drover run --agent %s -- COMMAND ARGS...)", req.Agent, req.Agent)
 	}
 	if strings.TrimSpace(strings.Join(req.Args, "")) == "" && entry.Prompt() {
-		return badRequest("the %s agent needs a prompt (drover run --agent %s -- PROMPT)", req.Agent, req.Agent)
+		return call.BadRequest("the %s agent needs a prompt (drover run --agent %s -- PROMPT)", req.Agent, req.Agent)
 	}
 	if len(req.Args) > protocol.MaxArgs {
-		return badRequest("%d arguments, the limit is %d", len(req.Args), protocol.MaxArgs)
+		return call.BadRequest("%d arguments, the limit is %d", len(req.Args), protocol.MaxArgs)
 	}
 	n := 0
 	for _, a := range req.Args {
 		n += len(a)
 	}
 	if n > protocol.MaxArgsBytes {
-		return badRequest("arguments take %d bytes, the limit is %d", n, protocol.MaxArgsBytes)
+		return call.BadRequest("arguments take %d bytes, the limit is %d", n, protocol.MaxArgsBytes)
 	}
 	// Arguments are shown in terminals (drover show, the runner's log)
 	// and a prompt is one: multiline plain text.
 	for i, a := range req.Args {
 		if err := protocol.CheckPlainText(fmt.Sprintf("argument %d", i+1), a, true); err != nil {
-			return badRequest("%v", err)
+			return call.BadRequest("%v", err)
 		}
 	}
 	if err := protocol.CheckLabels(req.Labels); err != nil {
-		return badRequest("%v", err)
+		return call.BadRequest("%v", err)
 	}
 	if len(req.Key) > 128 {
-		return badRequest("idempotency key is over 128 characters")
+		return call.BadRequest("idempotency key is over 128 characters")
 	}
 	if err := protocol.CheckPlainText("idempotency key", req.Key, false); err != nil {
-		return badRequest("%v", err)
+		return call.BadRequest("%v", err)
 	}
 	if req.Account != "" && (!usesAccount(req.Agent) || len(req.Account) > 64) {
-		return badRequest("--account names a vendor agent's account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
+		return call.BadRequest("--account names a vendor agent's account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
 	}
 	if err := protocol.CheckPlainText("account", req.Account, false); err != nil {
-		return badRequest("%v", err)
+		return call.BadRequest("%v", err)
 	}
 	if entry, _ := facts.Lookup(req.Agent); req.Model != "" && (entry.Kind != facts.KindNative || len(req.Model) > protocol.MaxModel) {
-		return badRequest("--model names a native agent's model (at most %d characters); %s jobs take theirs from the runner", protocol.MaxModel, req.Agent)
+		return call.BadRequest("--model names a native agent's model (at most %d characters); %s jobs take theirs from the runner", protocol.MaxModel, req.Agent)
 	}
 	if err := protocol.CheckPlainText("model", req.Model, false); err != nil {
-		return badRequest("%v", err)
+		return call.BadRequest("%v", err)
 	}
 	if entry, _ := facts.Lookup(req.Agent); req.Fallback != "" && (entry.Kind != facts.KindNative || len(req.Fallback) > 64) {
-		return badRequest("--fallback names a native job's fallback account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
+		return call.BadRequest("--fallback names a native job's fallback account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
 	}
 	if err := protocol.CheckPlainText("fallback", req.Fallback, false); err != nil {
-		return badRequest("%v", err)
+		return call.BadRequest("%v", err)
 	}
 	return nil
 }
@@ -104,7 +105,7 @@ type submitted struct {
 
 // submitJob queues a new job for p, or finds the one p submitted earlier
 // with the same idempotency key.
-func (h *Hub) submitJob(ctx context.Context, p Caller, req protocol.SubmitRequest) (submitted, error) {
+func (h *Hub) submitJob(ctx context.Context, p call.Caller, req protocol.SubmitRequest) (submitted, error) {
 	if err := validateSubmit(req); err != nil {
 		return submitted{}, err
 	}
@@ -169,9 +170,9 @@ type listJobsRequest struct {
 	Limit int       // at most this many (0: the store's default)
 }
 
-func (h *Hub) listJobs(ctx context.Context, p Caller, req listJobsRequest) (protocol.JobList, error) {
+func (h *Hub) listJobs(ctx context.Context, p call.Caller, req listJobsRequest) (protocol.JobList, error) {
 	if req.State != "" && !req.State.Valid() {
-		return protocol.JobList{}, badRequest("unknown state %q (one of %v)", req.State, job.States)
+		return protocol.JobList{}, call.BadRequest("unknown state %q (one of %v)", req.State, job.States)
 	}
 	views, err := h.jobViews(ctx, p, store.JobFilter{State: req.State, Limit: req.Limit})
 	return protocol.JobList{Jobs: views}, err
@@ -183,7 +184,7 @@ type showJobRequest struct {
 	Events bool
 }
 
-func (h *Hub) showJob(ctx context.Context, p Caller, req showJobRequest) (protocol.JobView, error) {
+func (h *Hub) showJob(ctx context.Context, p call.Caller, req showJobRequest) (protocol.JobView, error) {
 	v, err := h.jobView(ctx, p, req.ID)
 	if err != nil {
 		return v, err
@@ -204,8 +205,8 @@ type jobActionRequest struct {
 	Show   showJobRequest
 }
 
-func (h *Hub) actOnJob(ctx context.Context, p Caller, req jobActionRequest) (protocol.JobView, error) {
-	var do func(context.Context, Caller, string) error
+func (h *Hub) actOnJob(ctx context.Context, p call.Caller, req jobActionRequest) (protocol.JobView, error) {
+	var do func(context.Context, call.Caller, string) error
 	switch req.Action {
 	case "cancel":
 		do = h.cancelJob
@@ -214,11 +215,11 @@ func (h *Hub) actOnJob(ctx context.Context, p Caller, req jobActionRequest) (pro
 	case "restart":
 		do = h.restartJob
 	case "answer":
-		do = func(ctx context.Context, p Caller, id string) error { return h.answerJob(ctx, p, id, req.Answer) }
+		do = func(ctx context.Context, p call.Caller, id string) error { return h.answerJob(ctx, p, id, req.Answer) }
 	case "approve":
 		do = h.approveAnswer
 	default:
-		return protocol.JobView{}, notFound("no job action %q", req.Action)
+		return protocol.JobView{}, call.NotFound("no job action %q", req.Action)
 	}
 	if err := do(ctx, p, req.Show.ID); err != nil {
 		return protocol.JobView{}, err
@@ -232,13 +233,13 @@ type jobEventsRequest struct {
 	After int64
 }
 
-func (h *Hub) jobEvents(ctx context.Context, p Caller, req jobEventsRequest) (protocol.EventList, error) {
+func (h *Hub) jobEvents(ctx context.Context, p call.Caller, req jobEventsRequest) (protocol.EventList, error) {
 	evs, err := h.events(ctx, p, req.ID, req.After)
 	return protocol.EventList{Events: evs}, err
 }
 
 // events returns up to 1000 of a job's events after sequence number after.
-func (h *Hub) events(ctx context.Context, p Caller, id string, after int64) ([]protocol.EventView, error) {
+func (h *Hub) events(ctx context.Context, p call.Caller, id string, after int64) ([]protocol.EventView, error) {
 	out := []protocol.EventView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		if _, err := visibleJob(tx, p, id); err != nil {

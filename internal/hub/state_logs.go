@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"drover/internal/hub/call"
 	"drover/internal/store"
 )
 
@@ -30,7 +31,7 @@ type logSlice struct {
 }
 
 // readLog reads the log req asks for at once, without waiting.
-func (h *Hub) readLog(ctx context.Context, p Caller, req logRequest) (logSlice, error) {
+func (h *Hub) readLog(ctx context.Context, p call.Caller, req logRequest) (logSlice, error) {
 	jobID, number, offset := req.ID, req.Attempt, req.Offset
 	var s logSlice
 	err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -58,11 +59,11 @@ func (h *Hub) readLog(ctx context.Context, p Caller, req logRequest) (logSlice, 
 			}
 		}
 		if a == nil {
-			return notFound("job %s has no attempt %d", jobID, number)
+			return call.NotFound("job %s has no attempt %d", jobID, number)
 		}
 		s.attempt, s.size = a.Epoch, a.LogSize
 		if offset > a.LogSize {
-			return badRequest("offset %d is past the end of the log (%d bytes)", offset, a.LogSize)
+			return call.BadRequest("offset %d is past the end of the log (%d bytes)", offset, a.LogSize)
 		}
 		s.data, err = tx.ReadLog(a.ID, offset, maxLogRead)
 		if err != nil {
@@ -90,7 +91,7 @@ type logRequest struct {
 // there is something new, the log is complete or the wait ended, so
 // `drover logs -f` is a cheap long poll that resumes from any offset after
 // a disconnect.
-func (h *Hub) followLog(ctx context.Context, p Caller, req logRequest) (logSlice, error) {
+func (h *Hub) followLog(ctx context.Context, p call.Caller, req logRequest) (logSlice, error) {
 	wait := min(req.Wait, maxLogWait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()

@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"drover/internal/gitcmd"
+	"drover/internal/hub/call"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -18,7 +19,7 @@ import (
 // projectViews lists the projects p is a member of (every one for admins).
 // A repository on disk that no accepted push made a project (a discovery
 // request's) is not one.
-func (h *Hub) projectViews(ctx context.Context, p Caller) ([]protocol.ProjectView, error) {
+func (h *Hub) projectViews(ctx context.Context, p call.Caller) ([]protocol.ProjectView, error) {
 	out := []protocol.ProjectView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rows, err := tx.Projects()
@@ -67,16 +68,16 @@ type mapProjectRequest struct {
 
 // mapProject maps a project to the remote its runners fetch from (admins
 // only); a new project is owned by the admin who maps it.
-func (h *Hub) mapProject(ctx context.Context, p Caller, req mapProjectRequest) (protocol.ProjectView, error) {
+func (h *Hub) mapProject(ctx context.Context, p call.Caller, req mapProjectRequest) (protocol.ProjectView, error) {
 	if !p.Admin {
-		return protocol.ProjectView{}, forbidden("only an admin can map projects")
+		return protocol.ProjectView{}, call.Forbidden("only an admin can map projects")
 	}
 	name := req.Name
 	if !gitcmd.ValidProject(name) {
-		return protocol.ProjectView{}, badRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", name)
+		return protocol.ProjectView{}, call.BadRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", name)
 	}
 	if err := checkRemoteURL(req.Remote); err != nil {
-		return protocol.ProjectView{}, badRequest("%v", err)
+		return protocol.ProjectView{}, call.BadRequest("%v", err)
 	}
 	now := h.now()
 	var owner string

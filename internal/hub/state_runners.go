@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"drover/internal/auth"
+	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -16,12 +17,12 @@ import (
 // runnerViews lists the runners p owns or may use (an admin: all), and
 // those with a share p may accept, with what p may see of each: whom a
 // runner is shared with only its owner and admins.
-func (h *Hub) runnerViews(ctx context.Context, p Caller) ([]protocol.RunnerView, error) {
+func (h *Hub) runnerViews(ctx context.Context, p call.Caller) ([]protocol.RunnerView, error) {
 	return h.runnerViewsOf(ctx, p, "")
 }
 
 // runnerViewsOf is runnerViews of one runner (by id; "" for all).
-func (h *Hub) runnerViewsOf(ctx context.Context, p Caller, runnerID string) ([]protocol.RunnerView, error) {
+func (h *Hub) runnerViewsOf(ctx context.Context, p call.Caller, runnerID string) ([]protocol.RunnerView, error) {
 	out := []protocol.RunnerView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rs, err := tx.Runners()
@@ -100,7 +101,7 @@ func ownedProjects(tx store.Tx, userID string) (map[string]bool, error) {
 }
 
 // approve is the one approval path of the API and the approval page.
-func (h *Hub) approve(ctx context.Context, p Caller, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
+func (h *Hub) approve(ctx context.Context, p call.Caller, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
 	rn, replaced, err := h.approveRunner(ctx, p.UserID, req.Name, req.Key, req.Replace)
 	if err != nil {
 		return protocol.ApproveResponse{}, err
@@ -135,27 +136,27 @@ func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string, repl
 // working); replaced says that happened.
 func bindRunner(tx store.Tx, now time.Time, ownerID, name, key string, replace bool) (_ store.Runner, replaced bool, _ error) {
 	if !protocol.ValidName(name) {
-		return store.Runner{}, false, badRequest("runner name %q must be 1-64 letters, digits or ._- and start with a letter or digit", name)
+		return store.Runner{}, false, call.BadRequest("runner name %q must be 1-64 letters, digits or ._- and start with a letter or digit", name)
 	}
 	if !auth.ValidHash(key) {
-		return store.Runner{}, false, badRequest("approval key must be the 64 hex digit SHA-256 printed by `drover runner login`")
+		return store.Runner{}, false, call.BadRequest("approval key must be the 64 hex digit SHA-256 printed by `drover runner login`")
 	}
 	if t, err := tx.Token(key); err == nil {
 		if t.Kind != store.TokenRunner {
-			return store.Runner{}, false, conflict("that key is not a runner login")
+			return store.Runner{}, false, call.Conflict("that key is not a runner login")
 		}
 		rn, err := tx.Runner(t.OwnerID)
 		if err != nil {
 			return store.Runner{}, false, err
 		}
 		if rn.OwnerID != ownerID {
-			return store.Runner{}, false, forbidden("that login was approved by another user")
+			return store.Runner{}, false, call.Forbidden("that login was approved by another user")
 		}
 		if rn.Name != name {
-			return store.Runner{}, false, conflict("that login was already approved as runner %q, not %q", rn.Name, name)
+			return store.Runner{}, false, call.Conflict("that login was already approved as runner %q, not %q", rn.Name, name)
 		}
 		if t.RevokedAt != nil {
-			return store.Runner{}, false, conflict("that login was revoked; run `drover runner login` again for a new one")
+			return store.Runner{}, false, call.Conflict("that login was revoked; run `drover runner login` again for a new one")
 		}
 		return rn, false, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -165,12 +166,12 @@ func bindRunner(tx store.Tx, now time.Time, ownerID, name, key string, replace b
 	switch {
 	case err == nil:
 		if rn.OwnerID != ownerID {
-			return store.Runner{}, false, conflict("runner name %q is taken by another user's runner; choose another name", name)
+			return store.Runner{}, false, call.Conflict("runner name %q is taken by another user's runner; choose another name", name)
 		}
 		// A revoked runner has no token left to take over.
 		if rn.RevokedAt == nil {
 			if !replace {
-				return store.Runner{}, false, conflict("runner name %q is taken by your runner of that name; approving this login with "+
+				return store.Runner{}, false, call.Conflict("runner name %q is taken by your runner of that name; approving this login with "+
 					"replace (`drover runner approve --replace`) revokes the old runner's token and disconnects it", name)
 			}
 			replaced = true
@@ -198,7 +199,7 @@ type runnerRequest struct{ Name string }
 
 // revokeRunner revokes a runner's tokens and closes its connection (the
 // API's and the runners page's revoke): its owner or an admin only.
-func (h *Hub) revokeRunner(ctx context.Context, p Caller, req runnerRequest) (protocol.RunnerView, error) {
+func (h *Hub) revokeRunner(ctx context.Context, p call.Caller, req runnerRequest) (protocol.RunnerView, error) {
 	name := req.Name
 	now := h.now()
 	var rn store.Runner
@@ -207,10 +208,10 @@ func (h *Hub) revokeRunner(ctx context.Context, p Caller, req runnerRequest) (pr
 		var err error
 		rn, err = tx.RunnerByName(name)
 		if err != nil {
-			return notFound("no runner named %q", name)
+			return call.NotFound("no runner named %q", name)
 		}
 		if rn.OwnerID != p.UserID && !p.Admin {
-			return forbidden("only the runner's owner or an admin can revoke it")
+			return call.Forbidden("only the runner's owner or an admin can revoke it")
 		}
 		owner = newNamer(tx).user(rn.OwnerID)
 		return revokeRunner(tx, &rn, now)
@@ -225,7 +226,7 @@ func (h *Hub) revokeRunner(ctx context.Context, p Caller, req runnerRequest) (pr
 }
 
 // runnerLogin is the runner p authenticated as, as its login sees it.
-func (h *Hub) runnerLogin(ctx context.Context, p Caller) (protocol.RunnerView, error) {
+func (h *Hub) runnerLogin(ctx context.Context, p call.Caller) (protocol.RunnerView, error) {
 	var rn store.Runner
 	var owner, holder string
 	err := h.store.Read(ctx, func(tx store.Tx) error {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"drover/internal/auth"
+	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -16,12 +17,12 @@ import (
 // HTTP API serves them in api_users.go.
 
 // addUser adds a user (admin only) with their first token.
-func (h *Hub) addUser(ctx context.Context, p Caller, req protocol.NewUserRequest) (protocol.NewUserResponse, error) {
+func (h *Hub) addUser(ctx context.Context, p call.Caller, req protocol.NewUserRequest) (protocol.NewUserResponse, error) {
 	if !p.Admin {
-		return protocol.NewUserResponse{}, forbidden("only an admin can add users")
+		return protocol.NewUserResponse{}, call.Forbidden("only an admin can add users")
 	}
 	if !protocol.ValidName(req.Name) {
-		return protocol.NewUserResponse{}, badRequest("user name %q must be 1-64 letters, digits or ._- and start with a letter or digit", req.Name)
+		return protocol.NewUserResponse{}, call.BadRequest("user name %q must be 1-64 letters, digits or ._- and start with a letter or digit", req.Name)
 	}
 	token := auth.NewToken(auth.PrefixUser)
 	now := h.now()
@@ -29,7 +30,7 @@ func (h *Hub) addUser(ctx context.Context, p Caller, req protocol.NewUserRequest
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		if err := tx.InsertUser(u); err != nil {
 			if errors.Is(err, store.ErrConflict) {
-				return conflict("a user named %q already exists", req.Name)
+				return call.Conflict("a user named %q already exists", req.Name)
 			}
 			return err
 		}
@@ -43,7 +44,7 @@ func (h *Hub) addUser(ctx context.Context, p Caller, req protocol.NewUserRequest
 }
 
 // listUsers lists every user for an admin, the caller alone for anyone else.
-func (h *Hub) listUsers(ctx context.Context, p Caller) (protocol.UserList, error) {
+func (h *Hub) listUsers(ctx context.Context, p call.Caller) (protocol.UserList, error) {
 	out := protocol.UserList{Users: []protocol.UserView{}}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		us, err := tx.Users()
@@ -79,7 +80,7 @@ func (h *Hub) listUsers(ctx context.Context, p Caller) (protocol.UserList, error
 func liveUser(tx store.Tx, name string) (store.User, error) {
 	u, err := tx.UserByName(name)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
-		return store.User{}, notFound("no user named %q", name)
+		return store.User{}, call.NotFound("no user named %q", name)
 	}
 	return u, err
 }
@@ -91,9 +92,9 @@ type userRequest struct{ Name string }
 // once, their runners are revoked (and disconnected), whatever is shared
 // with them is unshared, and their unfinished jobs are cancelled. The row
 // stays, so history keeps their name.
-func (h *Hub) removeUser(ctx context.Context, p Caller, req userRequest) (protocol.UserView, error) {
+func (h *Hub) removeUser(ctx context.Context, p call.Caller, req userRequest) (protocol.UserView, error) {
 	if !p.Admin {
-		return protocol.UserView{}, forbidden("only an admin can remove users")
+		return protocol.UserView{}, call.Forbidden("only an admin can remove users")
 	}
 	name := req.Name
 	now := h.now()
@@ -107,7 +108,7 @@ func (h *Hub) removeUser(ctx context.Context, p Caller, req userRequest) (protoc
 			return err
 		}
 		if u.ID == p.UserID {
-			return badRequest("you cannot remove yourself; another admin can")
+			return call.BadRequest("you cannot remove yourself; another admin can")
 		}
 		u.RemovedAt = &now
 		if err := tx.UpdateUser(u); err != nil {
@@ -164,7 +165,7 @@ func (h *Hub) removeUser(ctx context.Context, p Caller, req userRequest) (protoc
 	for _, j := range jobs {
 		if err := h.cancelJob(ctx, p, j.ID); err != nil {
 			// Ended on its own since the read: nothing to cancel.
-			var ae *Refusal
+			var ae *call.Refusal
 			if errors.As(err, &ae) && ae.Status == http.StatusConflict {
 				continue
 			}
@@ -178,7 +179,7 @@ func (h *Hub) removeUser(ctx context.Context, p Caller, req userRequest) (protoc
 
 // rotateToken gives a user a new token and revokes their others; a user
 // rotates their own, an admin anyone's.
-func (h *Hub) rotateToken(ctx context.Context, p Caller, req userRequest) (protocol.NewUserResponse, error) {
+func (h *Hub) rotateToken(ctx context.Context, p call.Caller, req userRequest) (protocol.NewUserResponse, error) {
 	name := req.Name
 	token := auth.NewToken(auth.PrefixUser)
 	now := h.now()
@@ -188,7 +189,7 @@ func (h *Hub) rotateToken(ctx context.Context, p Caller, req userRequest) (proto
 			return err
 		}
 		if u.ID != p.UserID && !p.Admin {
-			return forbidden("you can rotate only your own token; an admin can rotate %s's", name)
+			return call.Forbidden("you can rotate only your own token; an admin can rotate %s's", name)
 		}
 		if err := tx.RevokeTokens(store.TokenUser, u.ID, now); err != nil {
 			return err
@@ -206,7 +207,7 @@ func (h *Hub) rotateToken(ctx context.Context, p Caller, req userRequest) (proto
 }
 
 // whoami is the caller as the hub knows it, for a token of any kind.
-func (h *Hub) whoami(_ context.Context, p Caller) (protocol.Whoami, error) {
+func (h *Hub) whoami(_ context.Context, p call.Caller) (protocol.Whoami, error) {
 	v := protocol.Whoami{Kind: string(p.Kind), Name: p.Name, Admin: p.Admin}
 	if p.Kind == store.TokenRunner {
 		v.Runner = p.Name

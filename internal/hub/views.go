@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -106,7 +107,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 }
 
 // jobView is the job as p may see it (notFound when p may not see it).
-func (h *Hub) jobView(ctx context.Context, p Caller, id string) (protocol.JobView, error) {
+func (h *Hub) jobView(ctx context.Context, p call.Caller, id string) (protocol.JobView, error) {
 	var v protocol.JobView
 	var shape string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -125,7 +126,7 @@ func (h *Hub) jobView(ctx context.Context, p Caller, id string) (protocol.JobVie
 }
 
 // jobViews lists the jobs p may see.
-func (h *Hub) jobViews(ctx context.Context, p Caller, f store.JobFilter) ([]protocol.JobView, error) {
+func (h *Hub) jobViews(ctx context.Context, p call.Caller, f store.JobFilter) ([]protocol.JobView, error) {
 	out := []protocol.JobView{}
 	var shapes []string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
