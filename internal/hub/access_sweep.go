@@ -100,15 +100,15 @@ func (h *Hub) loadAccessLocked(ctx context.Context, pick func(store.Tx) ([]strin
 	}
 	h.metrics.accessLoads.Add(float64(len(ids)))
 	var elsewhere []string
-	h.mu.Lock()
+	h.reg.mu.Lock()
 	for i, id := range ids {
-		if c := h.conns[id]; c != nil {
+		if c := h.reg.conns[id]; c != nil {
 			c.access = ras[i]
 		} else {
 			elsewhere = append(elsewhere, id)
 		}
 	}
-	h.mu.Unlock()
+	h.reg.mu.Unlock()
 	return len(ids), elsewhere, nil
 }
 

@@ -33,9 +33,9 @@ func connectedLoads(t *testing.T, th *testHub, n int) {
 // mayRunHere: may the runner held by th run a job of the user, by the
 // access th keeps in memory?
 func mayRunHere(th *testHub, runnerID, userID string) bool {
-	th.h.mu.Lock()
-	defer th.h.mu.Unlock()
-	c := th.h.conns[runnerID]
+	th.h.reg.mu.Lock()
+	defer th.h.reg.mu.Unlock()
+	c := th.h.reg.conns[runnerID]
 	return c != nil && c.access.mayRun(userID, "", false)
 }
 

@@ -212,7 +212,7 @@ func TestStaleTokenIsRefusedAtHello(t *testing.T) {
 	if !errors.Is(err, errStaleToken) {
 		t.Fatalf("attach with a replaced token = %v, want errStaleToken", err)
 	}
-	if th.h.connFor(rv.ID) != nil {
+	if th.h.reg.get(rv.ID) != nil {
 		t.Fatal("the stale connection was listed")
 	}
 }

@@ -137,11 +137,11 @@ func (h *Hub) decline(ctx context.Context, c *conn, reqID string, d protocol.Dec
 		return struct{}{}, h.event(tx, j.ID, "declined", c.name, "%s declined the offer: %s", c.name, call.Truncate(d.Reason, 200))
 	})
 	if err == nil && !replay && freed {
-		h.removeActive(c.runnerID, d.Attempt)
+		h.reg.removeActive(c.runnerID, d.Attempt)
 		// The runner said it is full: leave it alone until its next status.
-		h.mu.Lock()
+		h.reg.mu.Lock()
 		c.cooldownUntil = h.now().Add(cooldown)
-		h.mu.Unlock()
+		h.reg.mu.Unlock()
 		h.notify(d.Job)
 		h.kick()
 	}
@@ -336,12 +336,12 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 	if fin.Outcome.State == job.AttemptReleased && fin.Outcome.Reason != job.ReasonLimited {
 		// A stopping runner releases work: offer it nothing more. (A
 		// limited account's runner says in its status what it can still run.)
-		h.mu.Lock()
+		h.reg.mu.Lock()
 		c.slots = 0
-		h.mu.Unlock()
+		h.reg.mu.Unlock()
 	}
 	if !replay {
-		h.removeActive(c.runnerID, fin.Attempt)
+		h.reg.removeActive(c.runnerID, fin.Attempt)
 		h.notify(fin.Job)
 		h.kick()
 	}

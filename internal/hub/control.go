@@ -83,7 +83,7 @@ func (h *Hub) cancelJob(ctx context.Context, p call.Caller, id string) error {
 		return err
 	}
 	if freed != "" {
-		h.removeActive(runnerID, freed)
+		h.reg.removeActive(runnerID, freed)
 	}
 	h.kick() // a slot freed, or a queued job gone: draining runners learn it
 	if order != nil {

@@ -101,19 +101,19 @@ func (cd *candidate) accountFor(j store.Job, member bool, ranks map[string]int64
 }
 
 func (h *Hub) candidates() ([]*candidate, time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.reg.mu.Lock()
+	defer h.reg.mu.Unlock()
 	now := h.now()
 	var out []*candidate
 	var retry time.Time
-	for id, c := range h.conns {
+	for id, c := range h.reg.conns {
 		if c.cooldownUntil.After(now) {
 			if retry.IsZero() || c.cooldownUntil.Before(retry) {
 				retry = c.cooldownUntil
 			}
 			continue
 		}
-		out = append(out, &candidate{c: c, free: max(c.slots-len(h.active[id]), 0), agents: c.agents, accounts: c.accounts, access: c.access, notReady: c.notReady})
+		out = append(out, &candidate{c: c, free: max(c.slots-len(h.reg.active[id]), 0), agents: c.agents, accounts: c.accounts, access: c.access, notReady: c.notReady})
 	}
 	return out, retry
 }
@@ -447,13 +447,13 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) 
 		return false, err
 	}
 	h.metrics.dispatchLatency.Observe(max(0, waited.Seconds()))
-	h.mu.Lock()
+	h.reg.mu.Lock()
 	// The cross sweep may have found the committed offer first and sent it
 	// (crossHub: an offered attempt memory lacks): a second frame would be
 	// a second offer of the same attempt.
-	sent := h.active[c.runnerID][att.ID]
-	h.addActiveLocked(c.runnerID, att.ID)
-	h.mu.Unlock()
+	sent := h.reg.active[c.runnerID][att.ID]
+	h.reg.addActiveLocked(c.runnerID, att.ID)
+	h.reg.mu.Unlock()
 	if !sent {
 		c.Offer(offer)
 	}

@@ -48,7 +48,7 @@ type conn struct {
 	lastExtend time.Time
 	recorded   shown // what its holding row says (runnerstatus.go)
 
-	// guarded by Hub.mu
+	// under the registry (registry.mu)
 	cooldownUntil time.Time
 	agents        []string               // what it can run now (Hello.Agents)
 	notReady      string                 // why it takes no offers now (Hello.NotReady); "": ready
@@ -359,9 +359,7 @@ func (h *Hub) heartbeat(ctx context.Context, c *conn) {
 	if now.Sub(c.lastExtend) < h.cfg.Lease/4 {
 		return
 	}
-	h.mu.Lock()
-	busy := len(h.active[c.runnerID]) > 0
-	h.mu.Unlock()
+	busy := h.reg.busy(c.runnerID)
 	if !busy {
 		c.lastExtend = now
 		return
@@ -381,12 +379,7 @@ func (c *conn) draining() bool { return c.slots == 0 }
 // detach forgets a closed connection. Its attempts keep their leases; the
 // sweep expires them if the runner does not come back in time.
 func (h *Hub) detach(c *conn, reason string) {
-	h.mu.Lock()
-	current := h.conns[c.runnerID] == c
-	if current {
-		delete(h.conns, c.runnerID)
-	}
-	h.mu.Unlock()
+	current := h.reg.remove(c)
 	c.close(websocket.StatusGoingAway, "")
 	if !current {
 		return
@@ -432,14 +425,8 @@ func (h *Hub) requeueOffers(runnerID string) {
 	}
 }
 
-func (h *Hub) connFor(runnerID string) *conn {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.conns[runnerID]
-}
-
 func (h *Hub) closeConn(runnerID string, code websocket.StatusCode, reason string) {
-	if c := h.connFor(runnerID); c != nil {
+	if c := h.reg.get(runnerID); c != nil {
 		c.close(code, reason)
 	} else {
 		h.hint(hintRunner + runnerID) // its hub closes it (syncRunners)
@@ -449,7 +436,7 @@ func (h *Hub) closeConn(runnerID string, code websocket.StatusCode, reason strin
 // closeConnIfStale closes a connection made with a token that is no longer
 // the runner's.
 func (h *Hub) closeConnIfStale(runnerID, tokenHash string) {
-	if c := h.connFor(runnerID); c == nil {
+	if c := h.reg.get(runnerID); c == nil {
 		h.hint(hintRunner + runnerID)
 	} else if c.tokenHash != tokenHash {
 		c.close(protocol.CloseRevoked, "another login was approved with this runner's name (replace)")
@@ -477,13 +464,7 @@ func (h *Hub) closeIfTokenStale(ctx context.Context, c *conn) {
 }
 
 func (h *Hub) closeAllConns(reason string) {
-	h.mu.Lock()
-	cs := make([]*conn, 0, len(h.conns))
-	for _, c := range h.conns {
-		cs = append(cs, c)
-	}
-	h.mu.Unlock()
-	for _, c := range cs {
+	for _, c := range h.reg.all() {
 		c.close(websocket.StatusGoingAway, reason)
 	}
 }

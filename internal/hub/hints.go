@@ -52,14 +52,8 @@ const (
 
 // crossHub is what a hub keeps for the hubs beside it.
 type crossHub struct {
-	hints Hints // nil: the only hub on its database
-	// cancelled holds the attempts whose runner was sent a cancel by the
-	// cross sync (under Hub.mu), so each is sent once.
-	cancelled map[string]bool
-	// removals counts slot releases (under Hub.mu): a sync that read the
-	// database before one does not add back what it released.
-	removals uint64
-	access   accessLook // (under Hub.accessMu; access_sweep.go)
+	hints  Hints      // nil: the only hub on its database
+	access accessLook // (under Hub.accessMu; access_sweep.go)
 }
 
 // hintsFor is the hints a hub on st uses: cfg's, else the store's own when
@@ -181,7 +175,7 @@ func (h *Hub) wakeAll() {
 // pushOrder pushes an order to a runner held here, or hints the hub that
 // holds it, which reads the same order from the database (syncRunners).
 func (h *Hub) pushOrder(runnerID string, push func(protocol.Runner)) {
-	if c := h.connFor(runnerID); c != nil {
+	if c := h.reg.get(runnerID); c != nil {
 		push(c)
 		return
 	}
@@ -199,19 +193,19 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 		c   *conn
 		mem []string // attempt ids holding its slots here
 	}
-	h.mu.Lock()
+	h.reg.mu.Lock()
 	local := map[string]held{}
-	for id, c := range h.conns {
+	for id, c := range h.reg.conns {
 		if runnerID == "" || id == runnerID {
 			hd := held{c: c}
-			for a := range h.active[id] {
+			for a := range h.reg.active[id] {
 				hd.mem = append(hd.mem, a)
 			}
 			local[id] = hd
 		}
 	}
-	removals := h.x.removals
-	h.mu.Unlock()
+	removals := h.reg.removals
+	h.reg.mu.Unlock()
 	if len(local) == 0 {
 		return nil
 	}
@@ -299,10 +293,10 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 		return err
 	}
 	var revoked []*conn
-	h.mu.Lock()
+	h.reg.mu.Lock()
 	for id, hd := range local {
 		c := hd.c
-		if h.conns[id] != c {
+		if h.reg.conns[id] != c {
 			continue // gone or replaced meanwhile
 		}
 		if rn, ok := runners[id]; !ok || rn.RevokedAt != nil || rn.TokenHash != c.tokenHash {
@@ -311,11 +305,11 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 		}
 		for _, aid := range hd.mem {
 			a, ok := ended[aid]
-			if !ok || !h.active[id][aid] {
+			if !ok || !h.reg.active[id][aid] {
 				continue
 			}
-			delete(h.active[id], aid)
-			delete(h.x.cancelled, aid)
+			delete(h.reg.active[id], aid)
+			delete(h.reg.cancelled, aid)
 			if a.AcceptedAt == nil {
 				// Ended before it started: the runner must not start it.
 				c.Drop(protocol.DropOrder{
@@ -323,23 +317,23 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 			}
 		}
 		for _, a := range active[id] {
-			if o, ok := resend[a.ID]; ok && !h.active[id][a.ID] && h.x.removals == removals {
+			if o, ok := resend[a.ID]; ok && !h.reg.active[id][a.ID] && h.reg.removals == removals {
 				c.Offer(o)
 			}
-			if h.x.removals == removals {
-				h.addActiveLocked(id, a.ID)
+			if h.reg.removals == removals {
+				h.reg.addActiveLocked(id, a.ID)
 			}
-			if cancel[a.ID] && !h.x.cancelled[a.ID] {
-				h.x.cancelled[a.ID] = true
+			if cancel[a.ID] && !h.reg.cancelled[a.ID] {
+				h.reg.cancelled[a.ID] = true
 				c.Cancel(protocol.CancelOrder{
 					AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "cancelled by a user"})
 			}
 		}
-		if len(h.active[id]) == 0 {
-			delete(h.active, id)
+		if len(h.reg.active[id]) == 0 {
+			delete(h.reg.active, id)
 		}
 	}
-	h.mu.Unlock()
+	h.reg.mu.Unlock()
 	for _, c := range revoked {
 		c.close(protocol.CloseRevoked, "runner token revoked")
 	}

@@ -41,11 +41,11 @@ type Hub struct {
 
 	accessMu sync.Mutex // serializes refreshAccess
 
-	mu     sync.Mutex
-	conns  map[string]*conn           // runner id → live connection
-	active map[string]map[string]bool // runner id → attempt ids holding a slot
-	waits  map[string]*waiter         // job id → followers waiting for the job's next change
-	why    map[string]string          // queued job id → why the last dispatch pass did not offer it
+	reg *registry // the connected runners, under a lock of their own
+
+	mu    sync.Mutex
+	waits map[string]*waiter // job id → followers waiting for the job's next change
+	why   map[string]string  // queued job id → why the last dispatch pass did not offer it
 	// shape → why the last pass offered none of its jobs (shapeKey)
 	whyShape map[string]string
 
@@ -135,13 +135,12 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		now:       time.Now,
 		wake:      make(chan struct{}, 1),
 		sweepWake: make(chan struct{}, 1),
-		conns:     map[string]*conn{},
-		active:    map[string]map[string]bool{},
+		reg:       newRegistry(),
 		waits:     map[string]*waiter{},
 		stalls:    map[string]*logStallInfo{},
 		repos:     hubrepo.Repos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
 		locks:     newKeyLocks(cfg.DataDir),
-		x:         crossHub{hints: hintsFor(cfg, st), cancelled: map[string]bool{}},
+		x:         crossHub{hints: hintsFor(cfg, st)},
 		id:        ids.New("h"),
 	}
 	h.started = h.now()
@@ -268,10 +267,8 @@ func (h *Hub) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover active attempts: %w", err)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	for _, a := range active {
-		h.addActiveLocked(a.RunnerID, a.ID)
+		h.reg.addActive(a.RunnerID, a.ID)
 	}
 	if len(active) > 0 {
 		h.log.Info("recovered active attempts", "count", len(active))
@@ -408,28 +405,6 @@ func (h *Hub) waitChan(jobID string) (<-chan struct{}, func()) {
 		defer h.mu.Unlock()
 		if w.n--; w.n == 0 && h.waits[jobID] == w {
 			delete(h.waits, jobID)
-		}
-	}
-}
-
-func (h *Hub) addActiveLocked(runnerID, attemptID string) {
-	m := h.active[runnerID]
-	if m == nil {
-		m = map[string]bool{}
-		h.active[runnerID] = m
-	}
-	m[attemptID] = true
-}
-
-func (h *Hub) removeActive(runnerID, attemptID string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.x.removals++
-	delete(h.x.cancelled, attemptID)
-	if m := h.active[runnerID]; m != nil {
-		delete(m, attemptID)
-		if len(m) == 0 {
-			delete(h.active, runnerID)
 		}
 	}
 }

@@ -60,9 +60,7 @@ func (h *Hub) liveSince(now time.Time) time.Time { return now.Add(-h.cfg.HubTTL)
 // docs/reliability.md). first is the beat at start.
 func (h *Hub) beat(ctx context.Context, first bool) error {
 	start := h.now()
-	h.mu.Lock()
-	conns := len(h.conns)
-	h.mu.Unlock()
+	conns := h.reg.count()
 	h.lead.mu.Lock()
 	had := h.lead.term
 	h.lead.mu.Unlock()

@@ -97,9 +97,9 @@ func (c hubCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
 	h := c.h
-	h.mu.Lock()
-	runners, draining, limited := len(h.conns), 0, 0
-	for _, cn := range h.conns {
+	h.reg.mu.Lock()
+	runners, draining, limited := len(h.reg.conns), 0, 0
+	for _, cn := range h.reg.conns {
 		if cn.draining() {
 			draining++
 		}
@@ -109,7 +109,7 @@ func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	h.mu.Unlock()
+	h.reg.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descRunners, prometheus.GaugeValue, float64(runners))
 	ch <- prometheus.MustNewConstMetric(descDrain, prometheus.GaugeValue, float64(draining))
 	ch <- prometheus.MustNewConstMetric(descLimited, prometheus.GaugeValue, float64(limited))

@@ -129,21 +129,21 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 	}
 	c.lastExtend = now
 
-	h.mu.Lock()
-	old := h.conns[c.runnerID]
-	h.conns[c.runnerID] = c
+	h.reg.mu.Lock()
+	old := h.reg.conns[c.runnerID]
+	h.reg.conns[c.runnerID] = c
 	// The slots it holds are the database's, whichever hub it was on
 	// before (this one's memory may be of another hub's time).
-	delete(h.active, c.runnerID)
+	delete(h.reg.active, c.runnerID)
 	for _, id := range keep {
-		h.addActiveLocked(c.runnerID, id)
+		h.reg.addActiveLocked(c.runnerID, id)
 	}
 	// Queue under the lock so no dispatcher offer can overtake the welcome.
 	c.send(wf)
 	for _, push := range after {
 		push(c)
 	}
-	h.mu.Unlock()
+	h.reg.mu.Unlock()
 	h.notify(anyChange)
 	if old != nil {
 		old.close(protocol.CloseReplaced, "replaced by a newer connection of this runner")
@@ -256,9 +256,9 @@ func (h *Hub) offerFor(tx store.Tx, c *conn, a store.Attempt, j store.Job, accou
 	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
 		return protocol.Offer{}, err
 	}
-	h.mu.Lock()
+	h.reg.mu.Lock()
 	ra := c.access
-	h.mu.Unlock()
+	h.reg.mu.Unlock()
 	if err := h.projectSpec(tx, ra, j, &spec); err != nil {
 		return protocol.Offer{}, err
 	}
@@ -268,9 +268,9 @@ func (h *Hub) offerFor(tx store.Tx, c *conn, a store.Attempt, j store.Job, accou
 		if err != nil {
 			return protocol.Offer{}, err
 		}
-		h.mu.Lock()
+		h.reg.mu.Lock()
 		cd := candidate{c: c, accounts: c.accounts, access: c.access}
-		h.mu.Unlock()
+		h.reg.mu.Unlock()
 		if id, _, ok := cd.bestAccount(j.Agent, j.Fallback, j.RequesterID, j.Project, member, nil); ok && id != account {
 			spec.Fallback = id
 		}

@@ -41,7 +41,7 @@ func (s runnerAPI) Status(ctx context.Context, st protocol.Status) error {
 	}
 	// Slots 0 means draining (the runner is shutting down): no offers
 	// (conn.draining).
-	h.mu.Lock()
+	h.reg.mu.Lock()
 	grew := st.Slots > c.slots || c.cooldownUntil.After(h.now()) || c.notReady != st.NotReady // readiness changed: offer, or say why jobs wait
 	c.slots, c.cooldownUntil, c.notReady = st.Slots, time.Time{}, st.NotReady
 	changed := false
@@ -53,7 +53,7 @@ func (s runnerAPI) Status(ctx context.Context, st protocol.Status) error {
 		c.agents, c.accounts = st.Agents, st.Accounts
 	}
 	cur := c.shown()
-	h.mu.Unlock()
+	h.reg.mu.Unlock()
 	if shownChanged := !cur.equal(c.recorded); changed || shownChanged {
 		if err := h.recordStatus(ctx, c, cur, changed, shownChanged); err != nil {
 			h.logFailed("record runner status", err, "runner", c.name)

@@ -112,13 +112,7 @@ func pickAccount(accts []store.Account, rn store.Runner, ref string) (string, er
 // connectedRunners is the set of ids of the runners connected now, taken
 // before a transaction so that h.mu is never held inside one.
 func (h *Hub) connectedRunners() map[string]bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make(map[string]bool, len(h.conns))
-	for id := range h.conns {
-		out[id] = true
-	}
-	return out
+	return h.reg.ids()
 }
 
 // accountList is p's own accounts, best first, then the accounts others

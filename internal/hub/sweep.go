@@ -80,10 +80,7 @@ func (h *Hub) kickSweep() {
 }
 
 func (h *Hub) connected(runnerID string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.conns[runnerID]
-	return ok
+	return h.reg.get(runnerID) != nil
 }
 
 // sweep expires the offers that went unaccepted too long on the runners
@@ -168,7 +165,7 @@ func (h *Hub) expire(ctx context.Context, attemptID string, online bool) error {
 	if err != nil || !changed {
 		return err
 	}
-	h.removeActive(a.RunnerID, a.ID)
+	h.reg.removeActive(a.RunnerID, a.ID)
 	h.pushOrder(a.RunnerID, func(r protocol.Runner) {
 		r.Drop(protocol.DropOrder{AttemptRef: protocol.AttemptRef{Job: a.JobID, Attempt: a.ID, Epoch: a.Epoch}, Reason: "offer expired"})
 	})

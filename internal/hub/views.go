@@ -165,14 +165,14 @@ func (h *Hub) addWhy(v *protocol.JobView, shape string) {
 // hub's memory for a runner it holds, else what its live holder recorded
 // (r.Held).
 func (h *Hub) runnerView(r store.Runner, owner, holder string) protocol.RunnerView {
-	h.mu.Lock()
-	c, local := h.conns[r.ID]
-	running := len(h.active[r.ID])
+	h.reg.mu.Lock()
+	c, local := h.reg.conns[r.ID]
+	running := len(h.reg.active[r.ID])
 	var s shown
 	if local {
 		s = c.shown()
 	}
-	h.mu.Unlock()
+	h.reg.mu.Unlock()
 	if held := r.Held; !local && held != nil && holder != "" && held.Hub == holder {
 		s, running = shownOf(held.Status), held.Running
 	}

@@ -48,10 +48,10 @@ func (h *Hub) tellWaiting(cands []*candidate, queued []store.Job, taken, removed
 		if some[i] {
 			state = waitSome
 		}
-		h.mu.Lock()
+		h.reg.mu.Lock()
 		changed := cd.c.waiting != state
 		cd.c.waiting = state
-		h.mu.Unlock()
+		h.reg.mu.Unlock()
 		if changed {
 			cd.c.Queue(protocol.Queue{Waiting: some[i]})
 		}
