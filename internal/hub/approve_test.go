@@ -197,6 +197,17 @@ func TestEnsureLocalRunnerReplacesItsOwnLogin(t *testing.T) {
 	}
 }
 
+// nopLink is a connection that pushes nowhere, for a test that calls the
+// core without a gateway.
+type nopLink struct{}
+
+func (nopLink) Offer(protocol.Offer)        {}
+func (nopLink) Cancel(protocol.CancelOrder) {}
+func (nopLink) Drop(protocol.DropOrder)     {}
+func (nopLink) Queue(protocol.Queue)        {}
+func (nopLink) Welcome(protocol.Welcome)    {}
+func (nopLink) Close(int, string)           {}
+
 // A connection authenticated just before its token was replaced or revoked
 // is refused at hello, before it reconciles anything.
 func TestStaleTokenIsRefusedAtHello(t *testing.T) {
@@ -204,7 +215,7 @@ func TestStaleTokenIsRefusedAtHello(t *testing.T) {
 	tok := th.registerRunner("box")
 	var rv protocol.RunnerView
 	th.call(tok, "GET", "/runner/login", nil, &rv)
-	c := &conn{runnerID: rv.ID, name: "box", tokenHash: auth.Hash(tok), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &conn{runnerID: rv.ID, name: "box", tokenHash: auth.Hash(tok), link: nopLink{}}
 	if _, code, e := th.approve(th.admin, protocol.ApproveRequest{Name: "box", Key: auth.Hash(auth.NewToken(auth.PrefixRunner)), Replace: true}); code != 200 {
 		t.Fatalf("replace: %d %+v", code, e)
 	}

@@ -227,7 +227,7 @@ func (h *Hub) routes() http.Handler {
 	mux.Handle("POST "+p+"/accounts/share", h.handler(u, api.shareAccount(true)))
 	mux.Handle("POST "+p+"/accounts/unshare", h.handler(u, api.shareAccount(false)))
 	mux.Handle("GET "+p+"/runner/login", h.handler(rn, api.runnerLogin))
-	mux.Handle("GET "+p+"/runner/connect", h.handler(rn, h.serveRunner))
+	mux.Handle("GET "+p+"/runner/connect", h.handler(rn, h.gateway.Serve))
 	mux.Handle("POST "+p+"/runner/publish", h.handler(rn, api.publish))
 	mux.Handle("GET "+p+"/runner/context", h.handler(rn, api.runnerContext))
 	mux.Handle("POST "+p+"/runner/register", http.HandlerFunc(api.register))

@@ -18,6 +18,7 @@ import (
 
 	"drover/internal/auth"
 	"drover/internal/fsutil"
+	"drover/internal/hub/gateway"
 	"drover/internal/hubrepo"
 	"drover/internal/ids"
 	"drover/internal/retry"
@@ -52,6 +53,7 @@ type Hub struct {
 	diskFull diskFullLog              // logs a full disk once per interval
 	stalls   map[string]*logStallInfo // attempt id → its log could not be stored (under mu)
 	web      *web.Server              // the dashboard's pages
+	gateway  *gateway.Gateway         // the runners' WebSocket
 	metrics  *metrics
 
 	fleet fleetState // what autoscalers wait on
@@ -151,6 +153,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		return nil, fmt.Errorf("start the hub's pages: %w", err)
 	}
 	h.web = ws
+	h.gateway = gateway.New(gatewayCore{h}, gateway.Config{Heartbeat: cfg.Heartbeat, BaseURL: web.BaseURL, Logger: cfg.Logger})
 	if err := h.bootstrapAdmin(ctx); err != nil {
 		return nil, err
 	}

@@ -123,10 +123,6 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		LogFlushInterval: protocol.Duration(h.cfg.LogFlush), LogBatchBytes: h.cfg.LogBatch,
 		LogChunkBytes: h.cfg.LogChunk, LogCap: h.cfg.LogCap, TransferCap: h.cfg.TransferCap, Drop: drops,
 	}
-	wf, err := protocol.NewFrame(protocol.TypeWelcome, "", w)
-	if err != nil {
-		return err
-	}
 	c.lastExtend = now
 
 	h.reg.mu.Lock()
@@ -139,7 +135,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 		h.reg.addActiveLocked(c.runnerID, id)
 	}
 	// Queue under the lock so no dispatcher offer can overtake the welcome.
-	c.send(wf)
+	c.link.Welcome(w)
 	for _, push := range after {
 		push(c)
 	}

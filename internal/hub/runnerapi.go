@@ -8,20 +8,24 @@ import (
 	"time"
 
 	"drover/internal/hub/call"
+	"drover/internal/hub/gateway"
 	"drover/internal/protocol"
 )
 
 // runnerAPI is the hub's side of the runner protocol for one connection:
 // the state transitions a runner's requests make, whatever carried them.
 // Every method acts as c's runner, and the fencing checks (loadFenced)
-// compare each attempt against it. The gateway (gateway.go) only decodes
+// compare each attempt against it. The gateway (package gateway) only decodes
 // frames into these calls and encodes their replies.
 type runnerAPI struct {
 	h *Hub
 	c *conn
 }
 
-var _ protocol.Hub = runnerAPI{}
+var _ gateway.Session = runnerAPI{}
+
+// Detach forgets the connection once it ended.
+func (s runnerAPI) Detach(reason string) { s.h.detach(s.c, reason) }
 
 func (s runnerAPI) Heartbeat(ctx context.Context) error {
 	s.h.heartbeat(ctx, s.c)

@@ -1,0 +1,125 @@
+// Package gateway is the runner gateway: the WebSocket a runner dials
+// (GET /api/v1/runner/connect), its frames, its send queue and its
+// liveness. It decodes frames into the typed calls of protocol.Hub on the
+// session the core gives it and encodes their replies; every decision is
+// the core's (Core), which it reaches only through the interfaces below.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/hub/call"
+	"drover/internal/protocol"
+)
+
+// Core is what the gateway needs of the hub's core.
+type Core interface {
+	// Attach registers the runner c (authenticated by its token) with
+	// what its hello says, reached at baseURL, pushing to it through link.
+	// The core queues the welcome on link before anything else. A refusal
+	// the same hello would meet again is a call.Closed with the code to
+	// close with; any other error closes with protocol.CloseProtocol.
+	Attach(ctx context.Context, c call.Caller, hello protocol.Hello, link call.Link, baseURL string) (Session, error)
+	// StalledAfter says whether the hub's own process was stopped (a
+	// suspended VM, SIGSTOP) after t: silence of that time is not the
+	// runner's.
+	StalledAfter(t time.Time) bool
+}
+
+// Session is one attached runner: its requests, and its end.
+type Session interface {
+	protocol.Hub
+	// Detach tells the core the connection ended, and why.
+	Detach(reason string)
+}
+
+// Config is how the gateway runs.
+type Config struct {
+	Heartbeat time.Duration                // the runner's; three of silence end a connection
+	BaseURL   func(r *http.Request) string // the hub's URL as a request reached it
+	Logger    *slog.Logger
+}
+
+// Gateway serves runner connections.
+type Gateway struct {
+	core Core
+	cfg  Config
+	log  *slog.Logger
+}
+
+// New is a gateway over core.
+func New(core Core, cfg Config) *Gateway {
+	return &Gateway{core: core, cfg: cfg, log: cfg.Logger}
+}
+
+// Serve takes one runner connection, authenticated as c, until it ends.
+func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, c call.Caller) error {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return nil // Accept has answered the request
+	}
+	ws.SetReadLimit(protocol.MaxFrame)
+	ctx := r.Context()
+
+	hello, err := readHello(ctx, ws)
+	if err != nil {
+		if ce, ok := errors.AsType[call.Closed](err); ok {
+			g.log.Warn("runner connection refused", "runner", c.Name, "err", err)
+			ws.Close(websocket.StatusCode(ce.Code), ce.Reason)
+			return nil
+		}
+		ws.CloseNow()
+		return nil
+	}
+	conn := newConn(ws, c.Name)
+	s, err := g.core.Attach(ctx, c, hello, conn, g.cfg.BaseURL(r))
+	if err != nil {
+		g.log.Warn("runner hello refused", "runner", c.Name, "err", err)
+		code, reason := protocol.CloseProtocol, err.Error()
+		if ce, ok := errors.AsType[call.Closed](err); ok {
+			code, reason = ce.Code, ce.Reason
+		}
+		ws.Close(websocket.StatusCode(code), call.Truncate(reason, 120))
+		return nil
+	}
+	go conn.writeLoop()
+	reason := g.readLoop(ctx, conn, s)
+	s.Detach(reason)
+	return nil
+}
+
+// readHello reads the first frame, which must be a hello of this
+// protocol version; what the hello says is the core's to check.
+func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) {
+	var hello protocol.Hello
+	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	typ, data, err := ws.Read(hctx)
+	if err != nil {
+		return hello, err
+	}
+	if typ != websocket.MessageText {
+		return hello, call.Closed{Code: protocol.CloseProtocol, Reason: "frames must be JSON text messages"}
+	}
+	var f protocol.Frame
+	if err := call.DecodeJSON(data, &f, false); err != nil {
+		return hello, call.Closed{Code: protocol.CloseProtocol, Reason: call.Truncate("malformed frame: "+err.Error(), 120)}
+	}
+	if f.Type != protocol.TypeHello {
+		return hello, call.Closed{Code: protocol.CloseProtocol, Reason: "the first frame must be hello"}
+	}
+	if err := f.Decode(&hello); err != nil {
+		return hello, call.Closed{Code: protocol.CloseProtocol, Reason: "malformed hello"}
+	}
+	if hello.Protocol != protocol.Version {
+		return hello, call.Closed{Code: protocol.CloseVersion, Reason: fmt.Sprintf("hub speaks protocol %d, runner %d: upgrade the older one", protocol.Version, hello.Protocol)}
+	}
+	return hello, nil
+}

@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/hub/call"
+	"drover/internal/protocol"
+	"drover/internal/protocol/protocoltest"
+)
+
+// fakeCore is a core for the gateway alone: it refuses with refuse when
+// set, else attaches the runner to the protocol's fake hub and records how
+// each session ended.
+type fakeCore struct {
+	refuse error
+	hub    *protocoltest.Hub
+
+	mu     sync.Mutex
+	hellos []protocol.Hello
+	ended  chan string
+}
+
+type fakeSession struct {
+	*protocoltest.Hub
+	ended chan string
+}
+
+func (s fakeSession) Detach(reason string) { s.ended <- reason }
+
+func (f *fakeCore) Attach(_ context.Context, c call.Caller, hello protocol.Hello, link call.Link, _ string) (Session, error) {
+	f.mu.Lock()
+	f.hellos = append(f.hellos, hello)
+	f.mu.Unlock()
+	if f.refuse != nil {
+		return nil, f.refuse
+	}
+	link.Welcome(protocol.Welcome{Protocol: protocol.Version, RunnerName: c.Name})
+	return fakeSession{f.hub, f.ended}, nil
+}
+
+func (f *fakeCore) StalledAfter(time.Time) bool { return false }
+
+func serve(t *testing.T, core Core) string {
+	t.Helper()
+	g := New(core, Config{Heartbeat: time.Minute, BaseURL: func(*http.Request) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = g.Serve(w, r, call.Caller{Name: "box", RunnerID: "r-1"})
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	ws, _, err := websocket.Dial(t.Context(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	return ws
+}
+
+func write(t *testing.T, ws *websocket.Conn, typ, id string, body any) {
+	t.Helper()
+	f, err := protocol.NewFrame(typ, id, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(f)
+	if err := ws.Write(t.Context(), websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, ws *websocket.Conn) protocol.Frame {
+	t.Helper()
+	_, b, err := ws.Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f protocol.Frame
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// The gateway only carries: the welcome the core queued comes first, a
+// request reaches the session and its reply comes back under its id, and
+// the end of the connection is the session's detach.
+func TestGatewayCarriesASession(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1)}
+	ref := protocol.AttemptRef{Job: "j-1", Attempt: "a-1", Epoch: 1}
+	core.hub.Offered(ref)
+	ws := dial(t, serve(t, core))
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	if f := read(t, ws); f.Type != protocol.TypeWelcome {
+		t.Fatalf("first frame %q, want the welcome", f.Type)
+	}
+	write(t, ws, protocol.TypeAccept, "q-1", protocol.Accept{AttemptRef: ref})
+	f := read(t, ws)
+	var rep protocol.Reply
+	if err := f.Decode(&rep); err != nil || f.Type != protocol.TypeReply || f.ReplyTo != "q-1" || !rep.OK {
+		t.Fatalf("reply %+v %+v %v", f, rep, err)
+	}
+	ws.Close(websocket.StatusNormalClosure, "bye")
+	if reason := <-core.ended; !strings.Contains(reason, "1000") {
+		t.Fatalf("detached with %q, want the runner's close", reason)
+	}
+}
+
+// A refusal of the core ends the connection with the code it names; a
+// hello of another protocol version never reaches the core.
+func TestGatewayClosesWithTheCoresCode(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		hello protocol.Hello
+		code  websocket.StatusCode
+		core  bool // the core saw the hello
+	}{
+		{"refused by the core", protocol.Hello{Protocol: protocol.Version, Slots: 1}, protocol.CloseRefused, true},
+		{"another version", protocol.Hello{Protocol: protocol.Version + 1, Slots: 1}, protocol.CloseVersion, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			core := &fakeCore{refuse: call.Closed{Code: protocol.CloseRefused, Reason: "label key gpu:x"}}
+			ws := dial(t, serve(t, core))
+			write(t, ws, protocol.TypeHello, "", c.hello)
+			_, _, err := ws.Read(t.Context())
+			if got := websocket.CloseStatus(err); got != c.code {
+				t.Fatalf("closed with %d (%v), want %d", got, err, c.code)
+			}
+			core.mu.Lock()
+			defer core.mu.Unlock()
+			if (len(core.hellos) > 0) != c.core {
+				t.Fatalf("the core saw %d hellos", len(core.hellos))
+			}
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/hub/call"
+	"drover/internal/protocol"
+)
+
+// readLoop handles frames in order until the connection ends. Silence for
+// three heartbeat intervals ends it too: the runner is not alive.
+func (g *Gateway) readLoop(ctx context.Context, c *conn, s Session) string {
+	// One liveness timer per connection, reset by every frame; reads use a
+	// context without a Done channel, which spares the WebSocket library a
+	// callback registration per frame (most of an idle runner's cost).
+	window := 3 * g.cfg.Heartbeat
+	var silent atomic.Bool
+	var timer atomic.Pointer[time.Timer]
+	var armed atomic.Int64 // when the timer was last armed, as time since start
+	start := time.Now()
+	arm := func() {
+		armed.Store(int64(time.Since(start)))
+		timer.Load().Reset(window)
+	}
+	live := time.AfterFunc(window, func() {
+		// A frame read as the timer fired armed it again: not silent.
+		// A timer that fires half a heartbeat late, or after a stall of the
+		// hub's since it was armed, says the hub itself was stopped
+		// (SIGSTOP, a suspended VM): the runner's frames of that time may
+		// be waiting unread in the socket, so it gets another window rather
+		// than being taken for dead with every other runner.
+		now := time.Now()
+		armedAt := start.Add(time.Duration(armed.Load()))
+		quiet := now.Sub(armedAt)
+		if quiet < window {
+			return
+		}
+		if quiet-window > g.cfg.Heartbeat/2 || g.core.StalledAfter(armedAt) {
+			arm()
+			return
+		}
+		silent.Store(true)
+		c.close(protocol.CloseDead, "no heartbeat")
+	})
+	timer.Store(live)
+	defer live.Stop()
+	for {
+		typ, data, err := c.ws.Read(context.Background())
+		arm()
+		if err != nil {
+			if silent.Load() {
+				return "no heartbeat"
+			}
+			select {
+			case <-c.done:
+				return "closed by hub"
+			default:
+			}
+			if websocket.CloseStatus(err) == websocket.StatusMessageTooBig {
+				g.log.Warn("runner sent an oversize frame", "runner", c.name)
+			}
+			c.close(websocket.StatusGoingAway, "")
+			if st := websocket.CloseStatus(err); st != -1 {
+				return fmt.Sprintf("runner closed the connection (%d)", st)
+			}
+			return err.Error()
+		}
+		if typ != websocket.MessageText {
+			g.log.Warn("runner sent a binary frame", "runner", c.name)
+			c.close(protocol.CloseProtocol, "frames must be JSON text messages")
+			return "protocol error"
+		}
+		var f protocol.Frame
+		err = call.DecodeJSON(data, &f, false)
+		if err == nil && f.Type == "" {
+			err = errors.New("no type")
+		}
+		if err != nil {
+			g.log.Warn("runner sent a malformed frame", "runner", c.name, "err", err)
+			c.close(protocol.CloseProtocol, call.Truncate("malformed frame: "+err.Error(), 120))
+			return "protocol error"
+		}
+		if err := g.handleFrame(ctx, c, s, f); err != nil {
+			g.log.Warn("runner protocol error", "runner", c.name, "type", f.Type, "err", err)
+			c.close(protocol.CloseProtocol, call.Truncate(err.Error(), 120))
+			return "protocol error"
+		}
+	}
+}
+
+// handleFrame hands one frame to the connection's session and queues its
+// reply. An error is a protocol violation that ends the connection; a
+// refused request is answered with an error reply instead.
+func (g *Gateway) handleFrame(ctx context.Context, c *conn, s Session, f protocol.Frame) error {
+	rep, err := protocol.ServeFrame(ctx, s, f)
+	if rep == nil {
+		return err
+	}
+	if e := rep.Error; e != nil && e.Code != protocol.ErrOffset && e.Code != protocol.ErrLogIncomplete && e.Code != protocol.ErrNoSpace { // a full disk is logged once per interval
+		g.log.Info("runner request refused", "runner", c.name, "type", f.Type, "code", e.Code, "msg", e.Message)
+	}
+	out, err := protocol.ReplyFrame(f.ID, *rep)
+	if err != nil {
+		return err
+	}
+	c.send(out)
+	return nil
+}

@@ -1,0 +1,297 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"drover/internal/hub/call"
+	"drover/internal/hub/gateway"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// conn is one runner connected to this hub, as the core sees it: who it
+// is, what its hello said, and what it reported since. The gateway
+// carries it (link).
+type conn struct {
+	runnerID  string
+	name      string
+	tokenHash string
+	labels    map[string]string
+	version   string    // Hello.RunnerVersion
+	wantQueue bool      // Hello.WantQueue: send it queue frames
+	baseURL   string    // the hub's URL as this runner reached it
+	link      call.Link // its connection's pushes and end
+
+	// its requests' goroutine only
+	lastExtend time.Time
+	recorded   shown // what its holding row says (runnerstatus.go)
+
+	// under the registry (registry.mu)
+	slots         int
+	cooldownUntil time.Time
+	agents        []string               // what it can run now (Hello.Agents)
+	notReady      string                 // why it takes no offers now (Hello.NotReady); "": ready
+	accounts      []protocol.AccountInfo // for display
+	access        *runnerAccess          // owner and shares; replaced, never changed in place
+	waiting       int                    // what it was last told of the queue (waiting.go)
+}
+
+// A conn is the protocol.Runner of its runner: pushes go to its link.
+var _ protocol.Runner = (*conn)(nil)
+
+func (c *conn) Offer(o protocol.Offer)        { c.link.Offer(o) }
+func (c *conn) Cancel(o protocol.CancelOrder) { c.link.Cancel(o) }
+func (c *conn) Drop(o protocol.DropOrder)     { c.link.Drop(o) }
+func (c *conn) Queue(q protocol.Queue)        { c.link.Queue(q) }
+func (c *conn) close(code int, reason string) { c.link.Close(code, reason) }
+
+// gatewayCore is the core as the runner gateway sees it.
+type gatewayCore struct{ h *Hub }
+
+var _ gateway.Core = gatewayCore{}
+
+func (g gatewayCore) StalledAfter(t time.Time) bool { return g.h.stall.look(g.h.now()).After(t) }
+
+// Attach checks a runner's hello, reads its access, reconciles what it
+// holds (attach) and registers it.
+func (g gatewayCore) Attach(ctx context.Context, p call.Caller, hello protocol.Hello, link call.Link, baseURL string) (gateway.Session, error) {
+	h := g.h
+	if err := checkHello(&hello); err != nil {
+		return nil, err
+	}
+	var access *runnerAccess
+	// The runner's owner and shares are read afresh at every connect, so a
+	// reconnecting runner is offered only what its access allows now.
+	if err := h.store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		access, err = loadRunnerAccess(tx, p.RunnerID)
+		return err
+	}); err != nil {
+		h.log.Error("runner connection refused: cannot read its access", "runner", p.Name, "err", err)
+		return nil, call.Closed{Code: call.CloseTryAgainLater, Reason: "hub cannot read the runner's record; reconnect"}
+	}
+	c := &conn{
+		runnerID: p.RunnerID, name: p.Name, tokenHash: p.TokenHash,
+		slots: hello.Slots, labels: hello.Labels, version: hello.RunnerVersion, wantQueue: hello.WantQueue, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, baseURL: baseURL,
+		link: link, access: access,
+	}
+	if err := h.attach(ctx, c, hello); err != nil {
+		if errors.Is(err, errStaleToken) {
+			return nil, call.Closed{Code: protocol.CloseRevoked, Reason: err.Error()}
+		} else if _, ok := errors.AsType[helloRefusal](err); ok {
+			return nil, call.Closed{Code: protocol.CloseRefused, Reason: err.Error()}
+		}
+		return nil, err
+	}
+	c.recorded = c.shown() // attach recorded it (holdRunner)
+	// A replace or revoke that committed after attach's check but before
+	// the connection was listed found nothing to close: look again.
+	h.closeIfTokenStale(ctx, c)
+	// A share changed between the read above and attach found no
+	// connection to update: read the access again now that it is attached.
+	if err := h.refreshAccess(ctx, c.runnerID); err != nil {
+		h.log.Warn("could not reload a runner's access", "runner", c.name, "err", err)
+	}
+	h.log.Info("runner connected", "runner", c.name, "slots", c.slots, "held", len(hello.Attempts))
+	h.kick()
+	return runnerAPI{h, c}, nil
+}
+
+// helloRefusal is a hello refused for what it says, which the same hello
+// would be again: closed with CloseRefused, on which the runner exits.
+type helloRefusal struct{ error }
+
+// checkHello checks what a hello says (the gateway checked its frame and
+// version) and fills in what older runners leave out.
+func checkHello(hello *protocol.Hello) error {
+	refuse := func(err error) error {
+		return call.Closed{Code: protocol.CloseRefused, Reason: call.Truncate(err.Error(), 120)}
+	}
+	if hello.Slots < 1 || hello.Slots > protocol.MaxSlots {
+		return refuse(fmt.Errorf("slots must be 1 to %d", protocol.MaxSlots))
+	}
+	if err := protocol.CheckLabels(hello.Labels); err != nil {
+		return refuse(err)
+	}
+	if len(hello.RunnerVersion) > protocol.MaxVersion {
+		return refuse(fmt.Errorf("runner version of %d bytes; at most %d", len(hello.RunnerVersion), protocol.MaxVersion))
+	}
+	if len(hello.Attempts) > protocol.MaxHeldReports {
+		return call.Closed{Code: protocol.CloseProtocol, Reason: "too many attempts in hello"}
+	}
+	if err := checkAgents(hello.Agents, hello.Accounts); err != nil {
+		return refuse(err)
+	}
+	if err := checkNotReady(hello.NotReady); err != nil {
+		return refuse(err)
+	}
+	if err := protocol.CheckPlainText("runner version", hello.RunnerVersion, false); err != nil {
+		return refuse(err)
+	}
+	if hello.Agents == nil {
+		hello.Agents = []string{"exec"} // a runner from before agents were reported
+	}
+	for _, a := range hello.Attempts {
+		if a.Validate() != nil {
+			return call.Closed{Code: protocol.CloseProtocol, Reason: "malformed attempt in hello"}
+		}
+	}
+	return nil
+}
+
+// heartbeat keeps the runner's leases fresh. Leases are written at most
+// every quarter lease, not on every heartbeat, to keep idle runners cheap.
+func (h *Hub) heartbeat(ctx context.Context, c *conn) {
+	now := h.now()
+	if now.Sub(c.lastExtend) < h.cfg.Lease/4 {
+		return
+	}
+	busy := h.reg.busy(c.runnerID)
+	if !busy {
+		c.lastExtend = now
+		return
+	}
+	err := h.store.Write(ctx, func(tx store.Tx) error { return tx.ExtendLeases(c.runnerID, now.Add(h.cfg.Lease)) })
+	if err != nil {
+		h.logFailed("extend leases", err, "runner", c.name)
+		return
+	}
+	c.lastExtend = now
+}
+
+// draining: the runner said it is stopping (a status with no slots); the
+// caller holds the registry's lock.
+func (c *conn) draining() bool { return c.slots == 0 }
+
+// detach forgets a closed connection. Its attempts keep their leases; the
+// sweep expires them if the runner does not come back in time.
+func (h *Hub) detach(c *conn, reason string) {
+	current := h.reg.remove(c)
+	c.close(call.CloseGoingAway, "")
+	if !current {
+		return
+	}
+	h.log.Info("runner disconnected", "runner", c.name, "reason", reason)
+	defer h.notify(anyChange)
+	now := h.now()
+	_ = h.store.Write(context.Background(), func(tx store.Tx) error {
+		rn, err := tx.Runner(c.runnerID)
+		if err != nil {
+			return err
+		}
+		rn.LastSeen = &now
+		if err := tx.UpdateRunner(rn); err != nil {
+			return err
+		}
+		return tx.ReleaseRunner(c.runnerID, h.id) // unless it connected to another hub since
+	})
+	h.hint(hintLeft)
+	// An offer can only start after the hub confirms its accept, so offers
+	// the runner had not accepted go back to the queue now, not after the
+	// lease: a returning runner's late accept is fenced.
+	h.requeueOffers(c.runnerID)
+	time.AfterFunc(h.cfg.Lease+100*time.Millisecond, h.kickSweep)
+}
+
+func (h *Hub) requeueOffers(runnerID string) {
+	ctx := context.Background()
+	var offered []string
+	_ = h.store.Read(ctx, func(tx store.Tx) error {
+		mine, err := tx.RunnerActiveAttempts(runnerID)
+		for _, a := range mine {
+			if a.State == job.AttemptOffered {
+				offered = append(offered, a.ID)
+			}
+		}
+		return err
+	})
+	for _, id := range offered {
+		if err := h.expire(ctx, id, false); err != nil {
+			h.logFailed("requeue offer of a disconnected runner", err, "attempt", id)
+		}
+	}
+}
+
+func (h *Hub) closeConn(runnerID string, code int, reason string) {
+	if c := h.reg.get(runnerID); c != nil {
+		c.close(code, reason)
+	} else {
+		h.hint(hintRunner + runnerID) // its hub closes it (syncRunners)
+	}
+}
+
+// closeConnIfStale closes a connection made with a token that is no longer
+// the runner's.
+func (h *Hub) closeConnIfStale(runnerID, tokenHash string) {
+	if c := h.reg.get(runnerID); c == nil {
+		h.hint(hintRunner + runnerID)
+	} else if c.tokenHash != tokenHash {
+		c.close(protocol.CloseRevoked, "another login was approved with this runner's name (replace)")
+	}
+}
+
+// errStaleToken refuses a connection whose token was replaced or revoked
+// after it was authenticated.
+var errStaleToken = errors.New("runner token was revoked or replaced")
+
+// closeIfTokenStale closes c when its token is no longer its runner's.
+func (h *Hub) closeIfTokenStale(ctx context.Context, c *conn) {
+	var stale bool
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		rn, err := tx.Runner(c.runnerID)
+		if err != nil {
+			return err
+		}
+		stale = rn.RevokedAt != nil || rn.TokenHash != c.tokenHash
+		return nil
+	})
+	if err != nil || stale {
+		c.close(protocol.CloseRevoked, errStaleToken.Error())
+	}
+}
+
+func (h *Hub) closeAllConns(reason string) {
+	for _, c := range h.reg.all() {
+		c.close(call.CloseGoingAway, reason)
+	}
+}
+
+// checkNotReady bounds a runner's reason for taking no offers: users see
+// it in `drover runners` and in why their jobs wait.
+func checkNotReady(why string) error {
+	if len(why) > protocol.MaxNotReady {
+		return fmt.Errorf("not-ready reason of %d bytes; at most %d", len(why), protocol.MaxNotReady)
+	}
+	return protocol.CheckPlainText("not-ready reason", why, false)
+}
+
+// checkAgents bounds what a runner says it can run.
+func checkAgents(agents []string, accounts []protocol.AccountInfo) error {
+	if len(agents) > protocol.MaxAgents || len(accounts) > protocol.MaxAccounts {
+		return fmt.Errorf("at most %d agents and %d accounts", protocol.MaxAgents, protocol.MaxAccounts)
+	}
+	for _, a := range agents {
+		if a == "" || len(a) > 64 {
+			return fmt.Errorf("agent name %q must be 1-64 bytes", a)
+		}
+		if err := protocol.CheckPlainText("agent name", a, false); err != nil {
+			return err
+		}
+	}
+	for _, a := range accounts {
+		if a.ID == "" || len(a.ID) > 64 || len(a.Agent) > 64 || len(a.Label) > 64 || len(a.Kind) > 16 || len(a.State) > 16 {
+			return fmt.Errorf("account %q out of bounds", call.Truncate(a.ID, 64))
+		}
+		// Users see these in `drover accounts`.
+		for _, f := range [][2]string{{"id", a.ID}, {"agent", a.Agent}, {"label", a.Label}, {"kind", a.Kind}, {"state", a.State}} {
+			if err := protocol.CheckPlainText("account "+f[0], f[1], false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
