@@ -1,6 +1,8 @@
 // Package client is a thin HTTP client for the hub's /api/v1 (see
-// protocol/api.go). It adds nothing of its own beyond decoding errors and one
-// retry policy, so what a command does is what the hub does.
+// protocol/api.go): the CLI's calls, and the runner's protocol.Transfers
+// (publication and context files). It adds nothing of its own beyond
+// decoding errors and one retry policy, so what a command does is what the
+// hub does.
 package client
 
 import (
