@@ -1,6 +1,8 @@
 // Package client is a thin HTTP client for the hub's /api/v1 (see
-// protocol/api.go). It adds nothing of its own beyond decoding errors and one
-// retry policy, so what a command does is what the hub does.
+// protocol/api.go): the CLI's calls, and the runner's protocol.Transfers
+// (publication and context files). It adds nothing of its own beyond
+// decoding errors and one retry policy, so what a command does is what the
+// hub does.
 package client
 
 import (
@@ -31,7 +33,8 @@ const (
 
 // Client talks to one hub with one token. It is safe for concurrent use.
 type Client struct {
-	base     string // scheme://host[:port][/prefix], no trailing slash
+	base     string        // scheme://host[:port][/prefix], no trailing slash
+	current  func() string // when set, the hub of each try instead of base
 	token    string
 	hc       *http.Client
 	timeout  time.Duration
@@ -53,6 +56,11 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = 
 func WithRetryDelay(first, most time.Duration) Option {
 	return func(c *Client) { c.minDelay, c.maxDelay = first, most }
 }
+
+// WithFailover sends each try to the hub current names (a normalized hub
+// URL): a runner's hub in use, which moves on failover, so that a retry
+// goes where the runner's connection went.
+func WithFailover(current func() string) Option { return func(c *Client) { c.current = current } }
 
 // New returns a client for the hub at hubURL ("http://host:port", a bare
 // "host:port" means http) authenticating with token.
@@ -107,15 +115,24 @@ type connError struct{ err error }
 func (e *connError) Error() string { return e.err.Error() }
 func (e *connError) Unwrap() error { return e.err }
 
+// hub is the hub a try goes to.
+func (c *Client) hub() string {
+	if c.current != nil {
+		return c.current()
+	}
+	return c.base
+}
+
 // call is one API request.
 type call struct {
-	method  string
-	path    string // below APIPrefix, path segments already escaped
-	query   url.Values
-	body    any  // sent as JSON when non-nil
-	keyed   bool // a POST the hub deduplicates (submit with an idempotency key)
-	follow  bool // part of following a log: wait out hub restarts
-	timeout time.Duration
+	method      string
+	path        string // below APIPrefix, path segments already escaped
+	query       url.Values
+	body        any    // sent as JSON when non-nil
+	contentType string // of a body that is no JSON (send's body)
+	keyed       bool   // a POST the hub deduplicates (submit with an idempotency key)
+	follow      bool   // part of following a log: wait out hub restarts
+	timeout     time.Duration
 }
 
 // tries is the retry policy, and the only place it is decided. A call is
@@ -177,7 +194,11 @@ func (c *Client) do(ctx context.Context, r call, out any) (int, error) {
 	}
 	var status int
 	err := c.retry(ctx, r, func() error {
-		return c.send(ctx, r, body, func(resp *http.Response) error {
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		return c.send(ctx, r, rd, func(resp *http.Response) error {
 			status = resp.StatusCode
 			data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody+1))
 			if err != nil {
@@ -223,9 +244,10 @@ func (c *Client) Reach(ctx context.Context) error {
 	return nil
 }
 
-// send makes one try of r. Error answers become *APIError; a 2xx answer goes
-// to handle, which may read the body until send returns.
-func (c *Client) send(ctx context.Context, r call, body []byte, handle func(*http.Response) error) error {
+// send makes one try of r with body (nil: none; of r.contentType, else
+// JSON). Error answers become *APIError; a 2xx answer goes to handle, which
+// may read the body until send returns.
+func (c *Client) send(ctx context.Context, r call, body io.Reader, handle func(*http.Response) error) error {
 	timeout := r.timeout
 	if timeout == 0 {
 		timeout = c.timeout
@@ -233,24 +255,27 @@ func (c *Client) send(ctx context.Context, r call, body []byte, handle func(*htt
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	u := c.base + protocol.APIPrefix + r.path
+	hub := c.hub()
+	u := hub + protocol.APIPrefix + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, r.method, u, rd)
+	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
 	if err != nil {
 		return fmt.Errorf("build request %s %s: %w", r.method, r.path, err)
+	}
+	if s, ok := body.(*io.SectionReader); ok {
+		req.ContentLength = s.Size() // the hub refuses one over its cap before reading it
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "drover-client")
-	if body != nil {
+	switch {
+	case r.contentType != "":
+		req.Header.Set("Content-Type", r.contentType)
+	case body != nil:
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.hc.Do(req)
@@ -259,7 +284,7 @@ func (c *Client) send(ctx context.Context, r call, body []byte, handle func(*htt
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return &connError{fmt.Errorf("cannot reach the hub at %s: %w", c.base, err)}
+		return &connError{fmt.Errorf("cannot reach the hub at %s: %w", hub, err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -268,13 +293,21 @@ func (c *Client) send(ctx context.Context, r call, body []byte, handle func(*htt
 	return handle(resp)
 }
 
-// decodeError turns an error answer into *APIError. A body that is not an
-// ErrorBody (a proxy's page, say) still gives a code from the status.
+// decodeError turns an error answer into *APIError (a stale head's into a
+// *protocol.StaleHeadError around it). A body that is not an ErrorBody (a
+// proxy's page, say) still gives a code from the status.
 func decodeError(resp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var eb protocol.ErrorBody
+	var eb struct {
+		protocol.ErrorBody
+		Head string `json:"head"` // with ErrStaleHead
+	}
 	if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
-		return &APIError{Status: resp.StatusCode, Err: &eb.Error}
+		err := &APIError{Status: resp.StatusCode, Err: &eb.Error}
+		if eb.Error.Code == protocol.ErrStaleHead && eb.Head != "" {
+			return &protocol.StaleHeadError{Head: eb.Head, Err: err}
+		}
+		return err
 	}
 	msg := strings.TrimSpace(string(data))
 	if msg == "" || len(msg) > 200 || strings.HasPrefix(msg, "<") {

@@ -1,8 +1,11 @@
 package protocol
 
 import (
+	"archive/tar"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"path"
 	"regexp"
 	"strings"
@@ -96,4 +99,37 @@ func CheckContextFiles(files []ContextUpload) error {
 		}
 	}
 	return nil
+}
+
+// ReadContextTar reads the body of GET /runner/context, a tar of the job's
+// context files, into file one file at a time. It is checked again as it
+// is read (a hub, or a man in the middle of a plain-HTTP one, might send
+// anything): only regular files with names CheckContextName accepts,
+// within MaxContextFiles, MaxContextFile and MaxContextTotal.
+func ReadContextTar(rd io.Reader, file func(name string, data io.Reader) error) error {
+	tr := tar.NewReader(io.LimitReader(rd, MaxContextTotal+MaxContextFiles*(64<<10)))
+	var n int
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read context files: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			return fmt.Errorf("context file %q is not a regular file", h.Name)
+		}
+		if err := CheckContextName(h.Name); err != nil {
+			return err
+		}
+		n, total = n+1, total+h.Size
+		if n > MaxContextFiles || h.Size > MaxContextFile || total > MaxContextTotal {
+			return fmt.Errorf("context files over the limits (%d files, %d bytes each, %d in all)", MaxContextFiles, MaxContextFile, MaxContextTotal)
+		}
+		if err := file(h.Name, io.LimitReader(tr, h.Size)); err != nil {
+			return err
+		}
+	}
 }

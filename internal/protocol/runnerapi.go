@@ -18,6 +18,11 @@ import (
 // same id (after a reconnect) is applied once and gets the first reply. A
 // refusal is an *Error; any other error means no reply came (the request
 // may or may not have been applied).
+//
+// Flow, for every method: one request frame, one reply frame (none for
+// Status and Heartbeat), both small; what is too large for a frame goes
+// through Transfers. Cancellation: ctx ends the wait for the reply, never
+// a request already sent, which the hub may still apply.
 type Hub interface {
 	// Status reports what the runner holds and can run now; Heartbeat
 	// only says it is alive. Neither has a reply; an error from either

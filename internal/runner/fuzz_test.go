@@ -3,6 +3,7 @@ package runner
 import (
 	"archive/tar"
 	"bytes"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -69,7 +70,9 @@ func FuzzExtractContext(f *testing.F) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		err := extractContext(bytes.NewReader(data), dir)
+		err := protocol.ReadContextTar(bytes.NewReader(data), func(name string, data io.Reader) error {
+			return writeContextFile(dir, name, data)
+		})
 		var total int64
 		n := 0
 		walkErr := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

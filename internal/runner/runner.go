@@ -22,6 +22,7 @@ import (
 
 	"drover/internal/accounts"
 	"drover/internal/agent"
+	"drover/internal/client"
 	"drover/internal/fsutil"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
@@ -262,14 +263,21 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := newWorkspaces(home, cfg.RemoteGitEnv, cfg.Logger.With("runner", login.Name))
+	hl := newHubList(hubs)
+	// Publications and context downloads go to the hub in use, as the
+	// connection does.
+	transfers, err := client.New(hl.current(), login.Token, client.WithFailover(hl.current))
+	if err != nil {
+		return nil, err
+	}
+	ws, err := newWorkspaces(home, cfg.RemoteGitEnv, transfers, cfg.Logger.With("runner", login.Name))
 	if err != nil {
 		return nil, err
 	}
 	return &Runner{
 		cfg:            cfg,
 		login:          login,
-		hubs:           newHubList(hubs),
+		hubs:           hl,
 		log:            cfg.Logger.With("runner", login.Name),
 		jr:             &journal{dir: filepath.Join(home, "journal")},
 		agents:         cfg.Agents,

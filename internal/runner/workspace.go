@@ -1,19 +1,14 @@
 package runner
 
 import (
-	"archive/tar"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -32,14 +27,13 @@ import (
 const (
 	publishTimeout = 10 * time.Minute // one publication, uploads and retries included
 	gcEvery        = 10 * time.Minute
-	uploadTries    = 4
 )
 
-// workspaces is the runner's cache of clones and worktrees, and the HTTP
-// client that moves context files and publications.
+// workspaces is the runner's cache of clones and worktrees, and the hub's
+// calls that move context files and publications.
 type workspaces struct {
 	cache *workspace.Cache
-	http  *http.Client
+	hub   protocol.Transfers
 
 	mu     sync.Mutex
 	lastGC time.Time
@@ -78,12 +72,12 @@ func (w *workspaces) hold(ctx context.Context, job string) (func(), error) {
 	}
 }
 
-func newWorkspaces(home string, remoteEnv []string, log *slog.Logger) (*workspaces, error) {
+func newWorkspaces(home string, remoteEnv []string, hub protocol.Transfers, log *slog.Logger) (*workspaces, error) {
 	c, err := workspace.NewCache(workspace.CacheConfig{Home: home, Logger: log, RemoteEnv: remoteEnv})
 	if err != nil {
 		return nil, err
 	}
-	return &workspaces{cache: c, http: &http.Client{}, busy: map[string]chan struct{}{}}, nil
+	return &workspaces{cache: c, hub: hub, busy: map[string]chan struct{}{}}, nil
 }
 
 // attemptWorkspace is what one attempt works with.
@@ -342,16 +336,16 @@ func (r *Runner) publish(ctx context.Context, a *attempt, wt *workspace.Worktree
 		if err != nil {
 			return "", err
 		}
-		res, stale, err := r.ws.upload(ctx, r, a.ref, p, checkpoint, wt.Sparse())
-		if err != nil {
-			return "", err
-		}
-		if stale {
-			fmt.Fprintf(out, "drover: the hub already holds %s (a reply was lost); continuing from it\n", res.Head)
-			if err := wt.Adopt(ctx, res.Head); err != nil {
+		res, err := r.ws.upload(ctx, a.ref, p, checkpoint, wt.Sparse())
+		if sh, stale := errors.AsType[*protocol.StaleHeadError](err); stale {
+			fmt.Fprintf(out, "drover: the hub already holds %s (a reply was lost); continuing from it\n", sh.Head)
+			if err := wt.Adopt(ctx, sh.Head); err != nil {
 				return "", err
 			}
 			continue
+		}
+		if err != nil {
+			return "", err
 		}
 		if err := wt.Adopt(ctx, res.Head); err != nil {
 			return "", err
@@ -363,144 +357,57 @@ func (r *Runner) publish(ctx context.Context, a *attempt, wt *workspace.Worktree
 	return "", errors.New("the job's head kept moving under this attempt")
 }
 
-// upload posts a publication bundle, with the worktree's sparse folders
-// (none: it is whole). stale reports the hub's 409
-// stale_head, with its head in res. Transport failures and hub faults are
-// retried; the same bundle twice is harmless (publishing a commit again is
-// a no-op, and after a lost reply the hub answers with its newer head).
-func (ws *workspaces) upload(ctx context.Context, r *Runner, ref protocol.AttemptRef, p workspace.Publication, checkpoint bool, sparse []string) (res protocol.PublishResult, stale bool, err error) {
-	cp := "0"
-	if checkpoint {
-		cp = "1"
-	}
-	q := url.Values{"job": {ref.Job}, "attempt": {ref.Attempt}, "epoch": {strconv.FormatInt(ref.Epoch, 10)},
-		"commit": {p.Commit}, "sha256": {p.SHA256}, "checkpoint": {cp}}
-	if len(sparse) > 0 {
-		// The cone as the agent may have widened it: the job's next
-		// attempts start from it.
-		q["sparse"] = sparse
-	}
-	for tries := 1; ; tries++ {
-		// The hub in use now: after a failover the retry goes where the
-		// connection went.
-		u := r.hubs.current() + protocol.APIPrefix + "/runner/publish?" + q.Encode()
-		res, stale, retry, err := ws.uploadOnce(ctx, u, r.login.Token, p)
-		if err == nil || !retry || tries >= uploadTries {
-			return res, stale, err
-		}
-		r.log.Warn("publication upload failed; retrying", "attempt", ref.String(), "err", err)
-		if err := r.sleep(ctx, r.jitter(retryCeiling(tries))); err != nil {
-			return res, false, err
-		}
-	}
-}
-
-func (ws *workspaces) uploadOnce(ctx context.Context, u, token string, p workspace.Publication) (res protocol.PublishResult, stale, retry bool, err error) {
+// upload publishes a bundle, with the worktree's sparse folders (none: it
+// is whole; else the cone as the agent may have widened it, which the
+// job's next attempts start from). A stale head comes back as a
+// *protocol.StaleHeadError.
+func (ws *workspaces) upload(ctx context.Context, ref protocol.AttemptRef, p workspace.Publication, checkpoint bool, sparse []string) (protocol.PublishResult, error) {
 	f, err := os.Open(p.Path)
 	if err != nil {
-		return res, false, false, fmt.Errorf("open bundle: %w", err)
+		return protocol.PublishResult{}, fmt.Errorf("open bundle: %w", err)
 	}
 	defer f.Close()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, f)
-	if err != nil {
-		return res, false, false, err
-	}
-	req.ContentLength = p.Size
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/x-git-bundle")
-	resp, err := ws.http.Do(req)
-	if err != nil {
-		return res, false, ctx.Err() == nil, fmt.Errorf("upload publication: %w", err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		protocol.PublishResult
-		Error *protocol.Error `json:"error"`
-	}
-	derr := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body)
-	switch {
-	case resp.StatusCode == http.StatusOK && derr == nil && body.Head != "":
-		return body.PublishResult, false, false, nil
-	case resp.StatusCode == http.StatusConflict && body.Error != nil && body.Error.Code == protocol.ErrStaleHead && body.Head != "":
-		return body.PublishResult, true, false, nil
-	case body.Error != nil:
-		return res, false, resp.StatusCode >= 500, fmt.Errorf("the hub refused the publication (%d): %w", resp.StatusCode, body.Error)
-	default:
-		return res, false, resp.StatusCode >= 500, fmt.Errorf("the hub answered the publication with %s", resp.Status)
-	}
+	return ws.hub.Publish(ctx, ref, protocol.Publication{Commit: p.Commit, SHA256: p.SHA256, Checkpoint: checkpoint,
+		Sparse: sparse, Bundle: f, Size: p.Size})
 }
 
 // fetchContext downloads the job's context files into dir, a folder
-// outside the worktree that the agent can read but not change. Names,
-// kinds and sizes are checked again here: only regular files with clean
-// relative names, within the protocol's limits.
+// outside the worktree that the agent can read but not change (their
+// names, kinds and sizes checked again by protocol.Transfers).
 func (r *Runner) fetchContext(a *attempt, dir string) error {
-	q := url.Values{"job": {a.ref.Job}, "attempt": {a.ref.Attempt}, "epoch": {strconv.FormatInt(a.ref.Epoch, 10)}}
-	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, r.hubs.current()+protocol.APIPrefix+"/runner/context?"+q.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+r.login.Token)
-	resp, err := r.ws.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("fetch context files: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var eb protocol.ErrorBody
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&eb)
-		return fmt.Errorf("fetch context files: %s: %s", resp.Status, eb.Error.Message)
-	}
 	if err := removeTree(dir); err != nil {
 		return err
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("make context folder: %w", err)
 	}
-	if err := extractContext(resp.Body, dir); err != nil {
+	if err := r.ws.hub.ContextFiles(a.ctx, a.ref, func(name string, data io.Reader) error {
+		return writeContextFile(dir, name, data)
+	}); err != nil {
 		return err
 	}
 	return readOnlyTree(dir)
 }
 
-func extractContext(rd io.Reader, dir string) error {
-	tr := tar.NewReader(io.LimitReader(rd, protocol.MaxContextTotal+protocol.MaxContextFiles*(64<<10)))
-	var n int
-	var total int64
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read context files: %w", err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			return fmt.Errorf("context file %q is not a regular file", h.Name)
-		}
-		if err := protocol.CheckContextName(h.Name); err != nil {
-			return err
-		}
-		n, total = n+1, total+h.Size
-		if n > protocol.MaxContextFiles || h.Size > protocol.MaxContextFile || total > protocol.MaxContextTotal {
-			return fmt.Errorf("context files over the limits (%d files, %d bytes each, %d in all)", protocol.MaxContextFiles, protocol.MaxContextFile, protocol.MaxContextTotal)
-		}
-		p := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return fmt.Errorf("write context file %s: %w", h.Name, err)
-		}
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return fmt.Errorf("write context file %s: %w", h.Name, err)
-		}
-		_, err = io.Copy(f, io.LimitReader(tr, h.Size))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("write context file %s: %w", h.Name, err)
-		}
+// writeContextFile writes one context file under dir, by a name already
+// checked (protocol.CheckContextName); no file is written twice.
+func writeContextFile(dir, name string, data io.Reader) error {
+	p := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("write context file %s: %w", name, err)
 	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write context file %s: %w", name, err)
+	}
+	_, err = io.Copy(f, data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write context file %s: %w", name, err)
+	}
+	return nil
 }
 
 // readOnlyTree makes a folder and everything in it read-only.

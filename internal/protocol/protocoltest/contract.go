@@ -1,23 +1,37 @@
 package protocoltest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"testing"
 
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
 
+// Work is what Contract publishes and expects of the attempt's job: a
+// commit the hub can take as the job's next head, a bundle of it, and the
+// job's context files (at least one).
+type Work struct {
+	Commit  string
+	Bundle  []byte
+	Context map[string]string
+}
+
 // Contract takes ref, an attempt just offered to the runner hub serves,
-// through what every implementation of protocol.Hub must agree on:
-// fencing, the ledger (a resent id gets the first reply), log offsets and
-// the finish's check of the log. The fake and the real hub both run it.
-func Contract(t *testing.T, hub protocol.Hub, ref protocol.AttemptRef) {
+// through what every implementation of protocol.Hub and of its Transfers
+// (tr) must agree on: fencing, the ledger (a resent id gets the first
+// reply), log offsets, publications (a damaged one refused, one resent
+// applied once), context files, and the finish's check of the log. The
+// fake and the real hub both run it.
+func Contract(t *testing.T, hub protocol.Hub, tr protocol.Transfers, ref protocol.AttemptRef, w Work) {
 	t.Helper()
 	ctx := context.Background()
 	stale := ref
@@ -32,10 +46,13 @@ func Contract(t *testing.T, hub protocol.Hub, ref protocol.AttemptRef) {
 	wantCode(t, "accept of a malformed reference", protocol.ErrBadRequest, hub.Accept(ctx, "c-3", protocol.Accept{AttemptRef: bad}))
 	_, err := hub.Log(ctx, "c-4", protocol.Log{AttemptRef: ref, Data: []byte("early")})
 	wantCode(t, "log before the accept", protocol.ErrFenced, err)
+	_, err = tr.Publish(ctx, ref, publication(w.Commit, w.Bundle, ""))
+	wantCode(t, "publication before the accept", protocol.ErrFenced, err)
 
 	for _, id := range []string{"c-5", "c-5", "c-6"} { // resent, then accepted again: all ok
 		wantCode(t, "accept "+id, "", hub.Accept(ctx, id, protocol.Accept{AttemptRef: ref}))
 	}
+	transfers(t, tr, ref, stale, unknown, w)
 	wantLog(t, hub, "c-7", ref, 0, "hello ", 6, "")
 	wantLog(t, hub, "c-7", ref, 0, "hello ", 6, "") // resent chunk
 	wantLog(t, hub, "c-8", ref, 3, "lo wor", 6, protocol.ErrOffset)
@@ -75,6 +92,55 @@ func Contract(t *testing.T, hub protocol.Hub, ref protocol.AttemptRef) {
 	_, err = hub.Log(ctx, "c-17", protocol.Log{AttemptRef: ref, Offset: 12, Data: []byte("late")})
 	wantCode(t, "log after the finish", protocol.ErrFenced, err)
 	wantCode(t, "decline after the finish", protocol.ErrConflict, hub.Decline(ctx, "c-18", protocol.Decline{AttemptRef: ref, Reason: "no"}))
+}
+
+// transfers checks publication and context files of a running attempt.
+func transfers(t *testing.T, tr protocol.Transfers, ref, stale, unknown protocol.AttemptRef, w Work) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range []struct {
+		what   string
+		ref    protocol.AttemptRef
+		digest string
+		code   string
+	}{
+		{"publication of a stale epoch", stale, "", protocol.ErrFenced},
+		{"publication of an unknown attempt", unknown, "", protocol.ErrNotFound},
+		{"a damaged publication", ref, digestOf([]byte("other bytes")), protocol.ErrBadRequest},
+		{"publication", ref, "", ""},
+		{"publication resent", ref, "", ""}, // its reply was lost: applied once
+	} {
+		res, err := tr.Publish(ctx, c.ref, publication(w.Commit, w.Bundle, c.digest))
+		if wantCode(t, c.what, c.code, err); c.code == "" && res.Head != w.Commit {
+			t.Fatalf("%s: head %s, want %s", c.what, res.Head, w.Commit)
+		}
+	}
+
+	got := map[string]string{}
+	err := tr.ContextFiles(ctx, ref, func(name string, data io.Reader) error {
+		b, err := io.ReadAll(data)
+		got[name] = string(b)
+		return err
+	})
+	if wantCode(t, "context files", "", err); !maps.Equal(got, w.Context) {
+		t.Fatalf("context files %v, want %v", got, w.Context)
+	}
+	none := func(string, io.Reader) error { return errors.New("a file of a refused download") }
+	wantCode(t, "context files of a stale epoch", protocol.ErrFenced, tr.ContextFiles(ctx, stale, none))
+	wantCode(t, "context files of an unknown attempt", protocol.ErrNotFound, tr.ContextFiles(ctx, unknown, none))
+}
+
+// publication is a bundle to publish, with its digest unless one is given.
+func publication(commit string, bundle []byte, digest string) protocol.Publication {
+	if digest == "" {
+		digest = digestOf(bundle)
+	}
+	return protocol.Publication{Commit: commit, SHA256: digest, Bundle: bytes.NewReader(bundle), Size: int64(len(bundle))}
+}
+
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 func wantLog(t *testing.T, hub protocol.Hub, id string, ref protocol.AttemptRef, off int64, data string, size int64, code string) {

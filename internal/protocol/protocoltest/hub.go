@@ -1,8 +1,9 @@
 // Package protocoltest holds the one fake of the runner protocol: Hub, an
-// in-memory protocol.Hub that keeps the rules a correct hub keeps (each
-// request id applied once, log offsets, fencing by runner and epoch,
-// finishes checked against the log), and Contract, the scenario the fake
-// and the real hub must both pass.
+// in-memory protocol.Hub and protocol.Transfers that keeps the rules a
+// correct hub keeps (each request id applied once, log offsets, fencing by
+// runner and epoch, finishes checked against the log, publications checked
+// against their digest and applied once per commit), and Contract, the
+// scenario the fake and the real hub must both pass.
 package protocoltest
 
 import (
@@ -11,6 +12,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"maps"
+	"regexp"
 	"slices"
 	"sync"
 
@@ -34,6 +38,14 @@ type Hub struct {
 	statuses  []protocol.Status
 	beats     int
 	questions int
+	jobs      map[string]*fakeJob
+}
+
+// fakeJob is what the fake holds of a job beyond its attempts.
+type fakeJob struct {
+	head        string
+	checkpoints int
+	context     map[string][]byte
 }
 
 type fakeAttempt struct {
@@ -46,11 +58,38 @@ type fakeAttempt struct {
 	sessions map[string][]protocol.TurnRecord
 }
 
-var _ protocol.Hub = (*Hub)(nil)
+var (
+	_ protocol.Hub       = (*Hub)(nil)
+	_ protocol.Transfers = (*Hub)(nil)
+)
 
 // NewHub returns a fake hub that knows no attempt.
 func NewHub() *Hub {
-	return &Hub{attempts: map[string]*fakeAttempt{}, applied: map[string]any{}}
+	return &Hub{attempts: map[string]*fakeAttempt{}, applied: map[string]any{}, jobs: map[string]*fakeJob{}}
+}
+
+// job is what the fake holds of job, made on first use; h.mu is held.
+func (h *Hub) job(id string) *fakeJob {
+	j := h.jobs[id]
+	if j == nil {
+		j = &fakeJob{context: map[string][]byte{}}
+		h.jobs[id] = j
+	}
+	return j
+}
+
+// SetContext gives a job its context files.
+func (h *Hub) SetContext(job string, files map[string][]byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.job(job).context = maps.Clone(files)
+}
+
+// HeadOf returns the head a job's publications moved it to ("": none).
+func (h *Hub) HeadOf(job string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.job(job).head
 }
 
 // Offered records that the hub offered ref to the runner (a repeated
@@ -285,6 +324,67 @@ func (h *Hub) Transcript(_ context.Context, _ string, m protocol.GetTranscript) 
 	from := min(int(max(m.After, 0)), len(recs))
 	return protocol.TranscriptPage{Records: slices.Clone(recs[from:]), Next: int64(len(recs))}, nil
 }
+
+// Publish checks what the hub checks before it would look into a bundle
+// (ids, fencing, the digest) and takes the commit as the job's head; it
+// knows no git, so it never answers a stale head.
+func (h *Hub) Publish(_ context.Context, ref protocol.AttemptRef, p protocol.Publication) (protocol.PublishResult, error) {
+	if !commitID.MatchString(p.Commit) || !digest.MatchString(p.SHA256) {
+		return protocol.PublishResult{}, refuse(protocol.ErrBadRequest, "commit must be 40 and sha256 64 lower-case hex digits")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, err := h.fenced(ref)
+	if err != nil {
+		return protocol.PublishResult{}, err
+	}
+	if err := inTurn(a, "publish"); err != nil {
+		return protocol.PublishResult{}, err
+	}
+	sum := sha256.New()
+	if _, err := io.Copy(sum, io.NewSectionReader(p.Bundle, 0, p.Size)); err != nil {
+		return protocol.PublishResult{}, refuse(protocol.ErrBadRequest, "read the publication: %v", err)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != p.SHA256 {
+		return protocol.PublishResult{}, refuse(protocol.ErrBadRequest, "the publication's SHA-256 is %s, not %s: the transfer was damaged", got, p.SHA256)
+	}
+	j := h.job(ref.Job)
+	if j.head == p.Commit {
+		return protocol.PublishResult{Head: j.head}, nil // the reply to an earlier one was lost
+	}
+	j.head = p.Commit
+	res := protocol.PublishResult{Head: j.head}
+	if p.Checkpoint {
+		j.checkpoints++
+		res.Checkpoint = j.checkpoints
+	}
+	return res, nil
+}
+
+// ContextFiles hands over the job's context files in name order.
+func (h *Hub) ContextFiles(_ context.Context, ref protocol.AttemptRef, file func(string, io.Reader) error) error {
+	h.mu.Lock()
+	a, err := h.fenced(ref)
+	if err == nil {
+		err = inTurn(a, "read its context files")
+	}
+	files := maps.Clone(h.job(ref.Job).context)
+	h.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := file(name, bytes.NewReader(files[name])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	commitID = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	digest   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
 
 // ledgered applies fn to the attempt ref names once per request id: a
 // resent id gets the first reply. Refusals are not kept (they changed
