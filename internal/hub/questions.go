@@ -120,7 +120,7 @@ func (h *Hub) ask(ctx context.Context, c *conn, reqID string, m protocol.Ask) (j
 }
 
 func (h *Hub) deliver(ctx context.Context, c *conn, reqID string, m protocol.Deliver) (json.RawMessage, error) {
-	if err := protocol.CheckText("summary", m.Summary, protocol.MaxSummary); err != nil {
+	if err := protocol.CheckSummary(m.Summary); err != nil {
 		return nil, argError("deliver", err)
 	}
 	return h.toolRequest(ctx, c, reqID, "deliver", m.AttemptRef, func(tx store.Tx, a store.Attempt, j store.Job) (any, error) {
@@ -254,23 +254,23 @@ func (n *namer) resumeSpec(j store.Job, runnerID string) (*protocol.ResumeSpec, 
 	return r, nil
 }
 
-// toolOutcome applies the tool rules to a runner's outcome: an attempt that
-// asked ends asked (its job waits for the answer, whatever the agent did
-// next), an attempt that did not ask cannot end asked, and a job with tools
-// completes only by deliver.
+// toolOutcome applies the tool rule (job.ToolOutcome) with what the hub
+// recorded, whatever the runner says: its question and its delivery. A job
+// without tools has neither, and can only be caught claiming it asked.
 func toolOutcome(q *store.Question, a store.Attempt, j store.Job, o job.Outcome) job.Outcome {
-	switch {
-	case q != nil && (o.State == job.AttemptCompleted || o.State == job.AttemptReleased):
+	if !j.Tools && o.State != job.AttemptAsked {
+		return o
+	}
+	was := o.State
+	o = job.ToolOutcome(o, q != nil, a.Summary != "")
+	if q != nil && o.State == job.AttemptAsked && was != job.AttemptAsked {
 		msg := "asked " + q.ID
 		if o.Message != "" {
 			msg += "; " + o.Message
 		}
-		o.State, o.Message = job.AttemptAsked, call.Truncate(msg, 4096)
-	case q == nil && o.State == job.AttemptAsked:
-		o.State, o.Reason, o.Message = job.AttemptFailed, job.ReasonAgentError, "finished as asked without asking a question"
-	case o.State == job.AttemptCompleted && j.Tools && a.Summary == "":
-		o.State, o.Reason, o.Message = job.AttemptFailed, job.ReasonNotDelivered, "the agent's turn ended without deliver or ask"
+		o.Message = msg
 	}
+	o.Message = call.Truncate(o.Message, 4096)
 	return o
 }
 

@@ -162,3 +162,33 @@ func (o Outcome) Validate() error {
 	}
 	return nil
 }
+
+// ToolOutcome is the one rule of what drover's tools make of an attempt's
+// outcome, applied by the runner (from its tool server's status) and again
+// by the hub (from the question and delivery it recorded). asked and
+// delivered say whether the attempt's ask or deliver succeeded.
+//
+// An attempt that asked ends asked, even if its agent failed afterwards,
+// unless it was cancelled: its job waits for the answer. One that did not
+// ask cannot end asked. Only deliver completes: a turn that ended without
+// deliver or ask fails not_delivered. A cancelled, released or timed-out
+// attempt keeps its outcome, except that an agent limited after it asked or
+// delivered fails: releasing the job would run it again.
+func ToolOutcome(o Outcome, asked, delivered bool) Outcome {
+	if o.Reason == ReasonLimited && (asked || delivered) {
+		o.State, o.Reason = AttemptFailed, ReasonExited
+	}
+	switch {
+	case asked && o.State != AttemptCancelled && o.State != AttemptUnknown:
+		return Outcome{State: AttemptAsked, ExitCode: o.ExitCode, Message: o.Message}
+	case !asked && o.State == AttemptAsked:
+		return Outcome{State: AttemptFailed, Reason: ReasonAgentError, ExitCode: o.ExitCode, Message: "finished as asked without asking a question"}
+	case delivered || o.Reason != ReasonExited:
+		return o
+	}
+	msg := "the agent's turn ended without deliver or ask"
+	if o.Message != "" {
+		msg += "; " + o.Message
+	}
+	return Outcome{State: AttemptFailed, Reason: ReasonNotDelivered, ExitCode: o.ExitCode, Message: msg}
+}

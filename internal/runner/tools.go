@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"drover/internal/buildinfo"
 	"drover/internal/job"
@@ -190,26 +189,12 @@ func (r *Runner) stopTools(a *attempt, at *attemptTools) tools.Status {
 	return at.tools.Status()
 }
 
-// toolsOutcome holds the agent's outcome to the tools: only deliver
-// completes (an agent that delivered and then exited non-zero still
-// failed), an ask ends the attempt asked, and a turn that ended without
-// either fails (after its work is published, by settleWorkspace). A
-// cancelled, released or timed-out attempt keeps its outcome.
+// toolsOutcome applies the tool rule (job.ToolOutcome) with what the
+// attempt's tool server saw.
 func toolsOutcome(o job.Outcome, st tools.Status) job.Outcome {
-	if o.Reason == job.ReasonLimited && (st == tools.Waiting || st == tools.Delivered) {
-		// The agent asked or delivered before the limit: that stands, and
-		// releasing the job would run it again.
-		o.State, o.Reason = job.AttemptFailed, job.ReasonExited
-	}
-	switch {
-	case st == tools.Waiting && o.State != job.AttemptCancelled:
-		// The question stands even if the agent failed after asking.
-		return job.Outcome{State: job.AttemptAsked, ExitCode: o.ExitCode, Message: o.Message}
-	case st == tools.Delivered || o.Reason != job.ReasonExited:
-		return o
-	}
-	return job.Outcome{State: job.AttemptFailed, Reason: job.ReasonNotDelivered, ExitCode: o.ExitCode,
-		Message: clip(joinMsg("the agent's turn ended without deliver or ask", o.Message), 4096)}
+	o = job.ToolOutcome(o, st == tools.Waiting, st == tools.Delivered)
+	o.Message = clip(o.Message, 4096)
+	return o
 }
 
 // writeHistory gives an agent that cannot resume its session the questions
@@ -283,10 +268,11 @@ func (b *toolBackend) Ask(ctx context.Context, q tools.Question) (tools.AskResul
 // hub's limits.
 func askOf(ref protocol.AttemptRef, q tools.Question) (protocol.Ask, error) {
 	ask := protocol.Ask{AttemptRef: ref, Question: q.Text, Choices: q.Choices}
-	if max := int64(protocol.MaxQuestionExpiry / time.Second); q.ExpiresInSeconds > max { // more would overflow a Duration
-		return ask, fmt.Errorf("expires_in_seconds is %d; the limit is %d (a year)", q.ExpiresInSeconds, max)
+	d, err := protocol.QuestionExpiry(q.ExpiresInSeconds)
+	if err != nil {
+		return ask, err
 	}
-	ask.ExpiresIn = protocol.Duration(time.Duration(q.ExpiresInSeconds) * time.Second)
+	ask.ExpiresIn = protocol.Duration(d)
 	return ask, ask.Validate()
 }
 

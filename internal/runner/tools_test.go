@@ -170,39 +170,6 @@ func TestToolsTurnWithoutDeliverFails(t *testing.T) {
 	wantOutcome(t, fin, job.AttemptFailed, job.ReasonNotDelivered, intp(0))
 }
 
-func TestToolsOutcome(t *testing.T) {
-	zero, one := intp(0), intp(1)
-	for _, c := range []struct {
-		name  string
-		in    job.Outcome
-		st    string
-		state job.AttemptState
-		why   job.Reason
-	}{
-		{"delivered", job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: zero}, "delivered", job.AttemptCompleted, job.ReasonExited},
-		{"delivered then exit 1", job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: one}, "delivered", job.AttemptFailed, job.ReasonExited},
-		{"asked", job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: zero}, "waiting", job.AttemptAsked, ""},
-		{"asked then failed", job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: one}, "waiting", job.AttemptAsked, ""},
-		{"exit 0 without deliver", job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: zero}, "working", job.AttemptFailed, job.ReasonNotDelivered},
-		{"exit 1 without deliver", job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: one}, "working", job.AttemptFailed, job.ReasonNotDelivered},
-		{"timeout", job.Outcome{State: job.AttemptFailed, Reason: job.ReasonTimeout}, "working", job.AttemptFailed, job.ReasonTimeout},
-		{"cancelled after ask", job.Outcome{State: job.AttemptCancelled, Reason: job.ReasonCancelled}, "waiting", job.AttemptCancelled, job.ReasonCancelled},
-		{"released", job.Outcome{State: job.AttemptReleased, Reason: job.ReasonRunnerShutdown}, "working", job.AttemptReleased, job.ReasonRunnerShutdown},
-		{"limited", job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: one}, "working", job.AttemptReleased, job.ReasonLimited},
-		// Requeueing a delivered job would run it twice.
-		{"limited after deliver", job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: one}, "delivered", job.AttemptFailed, job.ReasonExited},
-		{"limited after ask", job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, ExitCode: one}, "waiting", job.AttemptAsked, ""},
-	} {
-		got := toolsOutcome(c.in, tools.Status(c.st))
-		if got.State != c.state || got.Reason != c.why {
-			t.Errorf("%s: got %s/%s, want %s/%s", c.name, got.State, got.Reason, c.state, c.why)
-		}
-		if err := got.Validate(); err != nil {
-			t.Errorf("%s: %v", c.name, err)
-		}
-	}
-}
-
 // A job with tools finds drover first on its PATH: the runner's executable,
 // mounted read-only on the empty file in the tools folder after the folder
 // itself (a symlink to it without a sandbox).

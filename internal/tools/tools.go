@@ -1,6 +1,6 @@
 // Package tools is drover's agent tool set: ask, checkpoint, deliver,
-// context and sparse_add. The rules of the tools (argument limits, and that nothing mutates
-// the job after ask or deliver) live in Tools, in plain Go, so the MCP server
+// context and sparse_add. The rules of the tools (argument limits, the
+// protocol's, and that nothing mutates the job after ask or deliver) live in Tools, in plain Go, so the MCP server
 // that vendor agents talk to and the built-in model loop behave the same.
 // What a tool does to the job is the Backend's business: the runner relays it
 // to the hub.
@@ -9,22 +9,10 @@ package tools
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
-)
 
-// Argument limits. They bound what an agent can make the runner relay and
-// the hub store; the hub checks them again.
-const (
-	MaxQuestion = 8 << 10  // bytes of an ask question
-	MaxChoices  = 20       // choices offered with a question
-	MaxChoice   = 500      // bytes of one choice
-	MaxMessage  = 64 << 10 // bytes of a checkpoint message
-	MaxSummary  = 64 << 10 // bytes of a deliver summary
-	// MaxSparseAdd bounds the folders of one sparse_add; the runner checks
-	// them with the sparse path rule.
-	MaxSparseAdd = 64
+	"drover/internal/protocol"
 )
 
 // Backend carries out the tools for one attempt. Its errors reach the agent
@@ -180,7 +168,7 @@ func (t *Tools) Checkpoint(ctx context.Context, message string) (CheckpointResul
 		return CheckpointResult{}, err
 	}
 	defer release()
-	if err := checkText("message", message, MaxMessage); err != nil {
+	if err := protocol.CheckMessage(message); err != nil {
 		return CheckpointResult{}, fmt.Errorf("checkpoint: %w", err)
 	}
 	res, err := t.backend.Checkpoint(ctx, message)
@@ -197,7 +185,7 @@ func (t *Tools) Deliver(ctx context.Context, summary string) error {
 		return err
 	}
 	defer release()
-	if err := checkText("summary", summary, MaxSummary); err != nil {
+	if err := protocol.CheckSummary(summary); err != nil {
 		return fmt.Errorf("deliver: %w", err)
 	}
 	if err := t.backend.Deliver(ctx, summary); err != nil {
@@ -215,8 +203,8 @@ func (t *Tools) SparseAdd(ctx context.Context, paths []string) (SparseResult, er
 		return SparseResult{}, err
 	}
 	defer release()
-	if len(paths) == 0 || len(paths) > MaxSparseAdd {
-		return SparseResult{}, fmt.Errorf("sparse_add: name 1 to %d folders", MaxSparseAdd)
+	if err := protocol.CheckSparseAdd(paths); err != nil {
+		return SparseResult{}, fmt.Errorf("sparse_add: %w", err)
 	}
 	res, err := t.backend.SparseAdd(ctx, paths)
 	if err != nil {
@@ -269,30 +257,11 @@ func (t *Tools) setStatus(s Status) {
 	t.status = s
 }
 
+// checkQuestion checks a question against the limits the hub holds
+// (protocol.CheckQuestion).
 func checkQuestion(q Question) error {
-	if err := checkText("question", q.Text, MaxQuestion); err != nil {
+	if _, err := protocol.QuestionExpiry(q.ExpiresInSeconds); err != nil {
 		return err
 	}
-	if len(q.Choices) > MaxChoices {
-		return fmt.Errorf("%d choices given; the limit is %d", len(q.Choices), MaxChoices)
-	}
-	for i, c := range q.Choices {
-		if err := checkText(fmt.Sprintf("choice %d", i+1), c, MaxChoice); err != nil {
-			return err
-		}
-	}
-	if q.ExpiresInSeconds < 0 {
-		return fmt.Errorf("expires_in_seconds is %d; want 0 (no expiry) or more", q.ExpiresInSeconds)
-	}
-	return nil
-}
-
-func checkText(what, s string, limit int) error {
-	if strings.TrimSpace(s) == "" {
-		return fmt.Errorf("%s is required and must not be blank", what)
-	}
-	if len(s) > limit {
-		return fmt.Errorf("%s is %d bytes; the limit is %d bytes", what, len(s), limit)
-	}
-	return nil
+	return protocol.CheckQuestion(q.Text, q.Choices)
 }
