@@ -21,21 +21,27 @@ import (
 const logSlack = 4096
 
 // ledgered applies fn once per (runner, request id): a resent id gets the
-// response stored with the first application. Refusals are not stored (they
+// reply stored with the first application. Refusals are not stored (they
 // changed nothing, so applying the request again is harmless).
-func (h *Hub) ledgered(ctx context.Context, runnerID, reqID string, fn func(tx store.Tx) (any, error)) (json.RawMessage, bool, error) {
-	var out json.RawMessage
+func ledgered[T any](ctx context.Context, h *Hub, runnerID, reqID string, fn func(tx store.Tx) (T, error)) (T, bool, error) {
+	var out T
 	var replay bool
 	err := h.store.Write(ctx, func(tx store.Tx) error {
+		var zero T
+		out, replay = zero, false
 		resp, found, err := tx.Request(runnerID, reqID)
 		if err != nil {
 			return err
 		}
 		if found {
-			out, replay = resp, true
+			replay = true
+			if len(resp) > 0 {
+				if err := json.Unmarshal(resp, &out); err != nil {
+					return fmt.Errorf("decode the ledger's reply: %w", err)
+				}
+			}
 			return nil
 		}
-		replay = false
 		v, err := fn(tx)
 		if err != nil {
 			return err
@@ -44,7 +50,7 @@ func (h *Hub) ledgered(ctx context.Context, runnerID, reqID string, fn func(tx s
 		if err != nil {
 			return err
 		}
-		out = b
+		out = v
 		return tx.PutRequest(runnerID, reqID, b, h.now())
 	})
 	return out, replay, err
@@ -83,55 +89,55 @@ func (h *Hub) event(tx store.Tx, jobID, kind, actor, format string, args ...any)
 	return err
 }
 
-func (h *Hub) accept(ctx context.Context, c *conn, reqID string, ref protocol.AttemptRef) (json.RawMessage, error) {
-	body, replay, err := h.ledgered(ctx, c.runnerID, reqID, func(tx store.Tx) (any, error) {
+func (h *Hub) accept(ctx context.Context, c *conn, reqID string, ref protocol.AttemptRef) error {
+	_, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (struct{}, error) {
 		a, j, err := loadFenced(tx, c.runnerID, ref)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		if a.State == job.AttemptRunning {
 			return struct{}{}, nil
 		}
 		if a.State != job.AttemptOffered || j.Epoch != a.Epoch {
-			return nil, call.Fenced("attempt %s is %s and can no longer be accepted", a.ID, a.State)
+			return struct{}{}, call.Fenced("attempt %s is %s and can no longer be accepted", a.ID, a.State)
 		}
 		next, err := job.Next(j.State, job.EvAccept)
 		if err != nil {
-			return nil, call.Fenced("%v", err)
+			return struct{}{}, call.Fenced("%v", err)
 		}
 		now := h.now()
 		a.State, a.AcceptedAt, a.LeaseUntil = job.AttemptRunning, &now, now.Add(h.cfg.Lease)
 		j.State, j.UpdatedAt = next, now
 		if err := tx.UpdateAttempt(a); err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		if err := tx.UpdateJob(j); err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		return struct{}{}, h.event(tx, j.ID, "started", c.name, "attempt %d started on %s", a.Epoch, c.name)
 	})
 	if err == nil && !replay {
 		h.notify(ref.Job)
 	}
-	return body, err
+	return err
 }
 
-func (h *Hub) decline(ctx context.Context, c *conn, reqID string, d protocol.Decline) (json.RawMessage, error) {
+func (h *Hub) decline(ctx context.Context, c *conn, reqID string, d protocol.Decline) error {
 	var freed bool
-	body, replay, err := h.ledgered(ctx, c.runnerID, reqID, func(tx store.Tx) (any, error) {
+	_, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (struct{}, error) {
 		freed = false
 		a, j, err := loadFenced(tx, c.runnerID, d.AttemptRef)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		if a.State == job.AttemptExpired {
 			return struct{}{}, nil
 		}
 		if a.State != job.AttemptOffered {
-			return nil, call.Conflict("attempt %s is %s; only an offer can be declined", a.ID, a.State)
+			return struct{}{}, call.Conflict("attempt %s is %s; only an offer can be declined", a.ID, a.State)
 		}
 		if err := h.expireOffer(tx, &a, &j, job.ReasonDeclined, job.EvDecline); err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		freed = true
 		return struct{}{}, h.event(tx, j.ID, "declined", c.name, "%s declined the offer: %s", c.name, call.Truncate(d.Reason, 200))
@@ -145,7 +151,7 @@ func (h *Hub) decline(ctx context.Context, c *conn, reqID string, d protocol.Dec
 		h.notify(d.Job)
 		h.kick()
 	}
-	return body, err
+	return err
 }
 
 // expireOffer ends an offered attempt and puts its job back in the queue.
@@ -256,7 +262,7 @@ func (h *Hub) logDigest(ctx context.Context, attemptID string, n int64) (string,
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
-func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Finish) (json.RawMessage, error) {
+func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Finish) (protocol.FinishAck, error) {
 	// Check the log first, outside the write transaction; the transaction
 	// checks everything again.
 	var (
@@ -272,46 +278,46 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 		done, err = finishable(a, j)
 		return err
 	}); err != nil {
-		return nil, err
+		return protocol.FinishAck{}, err
 	}
 	var digest string
 	if !done && fin.LogSize == held {
 		var err error
 		if digest, err = h.logDigest(ctx, fin.Attempt, held); err != nil {
-			return nil, err
+			return protocol.FinishAck{}, err
 		}
 		if digest != fin.LogSHA256 {
 			// Same length, other bytes: the hub's copy cannot be trusted.
 			// Drop it and ask for the whole log again.
-			return nil, h.resetLog(ctx, c, fin.AttemptRef)
+			return protocol.FinishAck{}, h.resetLog(ctx, c, fin.AttemptRef)
 		}
 	}
-	body, replay, err := h.ledgered(ctx, c.runnerID, reqID, func(tx store.Tx) (any, error) {
+	ack, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (protocol.FinishAck, error) {
 		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
 		if err != nil {
-			return nil, err
+			return protocol.FinishAck{}, err
 		}
 		if done, err := finishable(a, j); err != nil {
-			return nil, err
+			return protocol.FinishAck{}, err
 		} else if done {
 			return protocol.FinishAck{AlreadyFinished: true}, nil
 		}
 		if fin.LogSize != a.LogSize || digest == "" {
 			size := a.LogSize
-			return nil, &call.Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete,
+			return protocol.FinishAck{}, &call.Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete,
 				Msg: fmt.Sprintf("finish says %d log bytes, the hub holds %d", fin.LogSize, size), Size: &size}
 		}
 		if fin.Isolation != nil {
 			if err := checkDenials(fin.Isolation.Denials); err != nil {
-				return nil, err
+				return protocol.FinishAck{}, err
 			}
 			b, err := json.Marshal(fin.Isolation)
 			if err != nil {
-				return nil, err
+				return protocol.FinishAck{}, err
 			}
 			a.Isolation = string(b)
 			if err := denialEvents(tx, j.ID, c.name, fin.Isolation, h.now()); err != nil {
-				return nil, err
+				return protocol.FinishAck{}, err
 			}
 			for _, d := range fin.Isolation.Denials { // counted once, as the attempts are below
 				h.metrics.egressDenials.WithLabelValues(d.Phase).Add(float64(d.Count))
@@ -323,14 +329,14 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 		if fin.Usage != nil {
 			b, err := json.Marshal(fin.Usage)
 			if err != nil {
-				return nil, err
+				return protocol.FinishAck{}, err
 			}
 			a.Usage = string(b)
 		}
-		return struct{}{}, h.applyFinish(tx, c.name, &a, &j, fin.Outcome, digest)
+		return protocol.FinishAck{}, h.applyFinish(tx, c.name, &a, &j, fin.Outcome, digest)
 	})
 	if err != nil {
-		return nil, err
+		return protocol.FinishAck{}, err
 	}
 	h.clearStall(fin.Attempt) // a finished attempt's log takes no more bytes
 	if fin.Outcome.State == job.AttemptReleased && fin.Outcome.Reason != job.ReasonLimited {
@@ -345,7 +351,7 @@ func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Fi
 		h.notify(fin.Job)
 		h.kick()
 	}
-	return body, nil
+	return ack, nil
 }
 
 // finishable says whether an attempt can take a finish: done when it already

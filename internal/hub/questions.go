@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -68,38 +67,39 @@ func excerpt(s string) string {
 
 // toolRequest applies a ledgered tool request of a running attempt: fn
 // runs with the attempt and its job, fenced, in the request's transaction.
-func (h *Hub) toolRequest(ctx context.Context, c *conn, reqID, tool string, ref protocol.AttemptRef,
-	fn func(tx store.Tx, a store.Attempt, j store.Job) (any, error)) (json.RawMessage, error) {
-	body, replay, err := h.ledgered(ctx, c.runnerID, reqID, func(tx store.Tx) (any, error) {
+func toolRequest[T any](ctx context.Context, h *Hub, c *conn, reqID, tool string, ref protocol.AttemptRef,
+	fn func(tx store.Tx, a store.Attempt, j store.Job) (T, error)) (T, error) {
+	rep, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (T, error) {
+		var zero T
 		a, j, err := loadFenced(tx, c.runnerID, ref)
 		if err != nil {
-			return nil, err
+			return zero, err
 		}
 		if err := inTurn(a, j, tool); err != nil {
-			return nil, err
+			return zero, err
 		}
 		return fn(tx, a, j)
 	})
 	if err == nil && !replay {
 		h.notify(ref.Job)
 	}
-	return body, err
+	return rep, err
 }
 
-func (h *Hub) ask(ctx context.Context, c *conn, reqID string, m protocol.Ask) (json.RawMessage, error) {
+func (h *Hub) ask(ctx context.Context, c *conn, reqID string, m protocol.Ask) (protocol.AskAck, error) {
 	if err := m.Validate(); err != nil {
-		return nil, argError("ask", err)
+		return protocol.AskAck{}, argError("ask", err)
 	}
-	body, err := h.toolRequest(ctx, c, reqID, "ask", m.AttemptRef, func(tx store.Tx, a store.Attempt, j store.Job) (any, error) {
+	ack, err := toolRequest(ctx, h, c, reqID, "ask", m.AttemptRef, func(tx store.Tx, a store.Attempt, j store.Job) (protocol.AskAck, error) {
 		switch prev, err := questionOf(tx, j.ID, a.ID); {
 		case err != nil:
-			return nil, err
+			return protocol.AskAck{}, err
 		case prev != nil:
-			return nil, call.Conflict("attempt %d already asked question %s: end the turn and finish with outcome asked", a.Epoch, prev.ID)
+			return protocol.AskAck{}, call.Conflict("attempt %d already asked question %s: end the turn and finish with outcome asked", a.Epoch, prev.ID)
 		case a.Summary != "":
-			return nil, call.Conflict("attempt %d already delivered; it cannot ask", a.Epoch)
+			return protocol.AskAck{}, call.Conflict("attempt %d already delivered; it cannot ask", a.Epoch)
 		case j.Cancelling:
-			return nil, call.Conflict("job %s is being cancelled; nobody will answer", j.ID)
+			return protocol.AskAck{}, call.Conflict("job %s is being cancelled; nobody will answer", j.ID)
 		}
 		now := h.now()
 		q := store.Question{ID: ids.New("q"), JobID: j.ID, AttemptID: a.ID, Text: m.Question, Choices: m.Choices, AskedAt: now}
@@ -108,7 +108,7 @@ func (h *Hub) ask(ctx context.Context, c *conn, reqID string, m protocol.Ask) (j
 			q.ExpiresAt = &exp
 		}
 		if err := tx.InsertQuestion(q); err != nil {
-			return nil, err
+			return protocol.AskAck{}, err
 		}
 		return protocol.AskAck{QuestionID: q.ID}, h.event(tx, j.ID, "asked", c.name, "attempt %d asked %s: %s", a.Epoch, q.ID, excerpt(q.Text))
 	})
@@ -116,32 +116,33 @@ func (h *Hub) ask(ctx context.Context, c *conn, reqID string, m protocol.Ask) (j
 		// The leader expires it, maybe on another hub: tell them all.
 		time.AfterFunc(m.ExpiresIn.D()+50*time.Millisecond, func() { h.kickSweep(); h.hint(hintDeadline) })
 	}
-	return body, err
+	return ack, err
 }
 
-func (h *Hub) deliver(ctx context.Context, c *conn, reqID string, m protocol.Deliver) (json.RawMessage, error) {
+func (h *Hub) deliver(ctx context.Context, c *conn, reqID string, m protocol.Deliver) error {
 	if err := protocol.CheckSummary(m.Summary); err != nil {
-		return nil, argError("deliver", err)
+		return argError("deliver", err)
 	}
-	return h.toolRequest(ctx, c, reqID, "deliver", m.AttemptRef, func(tx store.Tx, a store.Attempt, j store.Job) (any, error) {
+	_, err := toolRequest(ctx, h, c, reqID, "deliver", m.AttemptRef, func(tx store.Tx, a store.Attempt, j store.Job) (struct{}, error) {
 		if q, err := questionOf(tx, j.ID, a.ID); err != nil {
-			return nil, err
+			return struct{}{}, err
 		} else if q != nil {
-			return nil, call.Conflict("attempt %d asked question %s and waits for its answer; it cannot deliver", a.Epoch, q.ID)
+			return struct{}{}, call.Conflict("attempt %d asked question %s and waits for its answer; it cannot deliver", a.Epoch, q.ID)
 		}
 		switch a.Summary {
 		case m.Summary:
 			return struct{}{}, nil // delivered before with a lost reply
 		case "":
 		default:
-			return nil, call.Conflict("attempt %d already delivered", a.Epoch)
+			return struct{}{}, call.Conflict("attempt %d already delivered", a.Epoch)
 		}
 		a.Summary = m.Summary
 		if err := tx.UpdateAttempt(a); err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		return struct{}{}, h.event(tx, j.ID, "delivered", c.name, "attempt %d delivered: %s", a.Epoch, excerpt(m.Summary))
 	})
+	return err
 }
 
 // jobContext reads what the agent of a running attempt may know, live.

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -72,13 +71,11 @@ func (s runnerAPI) Status(ctx context.Context, st protocol.Status) error {
 }
 
 func (s runnerAPI) Accept(ctx context.Context, id string, m protocol.Accept) error {
-	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.accept(ctx, s.c, id, m.AttemptRef) })
-	return err
+	return done(s, m.AttemptRef, func() error { return s.h.accept(ctx, s.c, id, m.AttemptRef) })
 }
 
 func (s runnerAPI) Decline(ctx context.Context, id string, m protocol.Decline) error {
-	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.decline(ctx, s.c, id, m) })
-	return err
+	return done(s, m.AttemptRef, func() error { return s.h.decline(ctx, s.c, id, m) })
 }
 
 func (s runnerAPI) Log(ctx context.Context, _ string, m protocol.Log) (protocol.LogAck, error) {
@@ -90,19 +87,16 @@ func (s runnerAPI) Finish(ctx context.Context, id string, m protocol.Finish) (pr
 		if err := checkFinish(m); err != nil {
 			return protocol.FinishAck{}, err
 		}
-		return ledgerReply[protocol.FinishAck](s.h.finish(ctx, s.c, id, m))
+		return s.h.finish(ctx, s.c, id, m)
 	})
 }
 
 func (s runnerAPI) Ask(ctx context.Context, id string, m protocol.Ask) (protocol.AskAck, error) {
-	return do(s, m.AttemptRef, func() (protocol.AskAck, error) {
-		return ledgerReply[protocol.AskAck](s.h.ask(ctx, s.c, id, m))
-	})
+	return do(s, m.AttemptRef, func() (protocol.AskAck, error) { return s.h.ask(ctx, s.c, id, m) })
 }
 
 func (s runnerAPI) Deliver(ctx context.Context, id string, m protocol.Deliver) error {
-	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.deliver(ctx, s.c, id, m) })
-	return err
+	return done(s, m.AttemptRef, func() error { return s.h.deliver(ctx, s.c, id, m) })
 }
 
 func (s runnerAPI) Context(ctx context.Context, _ string, m protocol.GetContext) (protocol.JobContext, error) {
@@ -110,8 +104,7 @@ func (s runnerAPI) Context(ctx context.Context, _ string, m protocol.GetContext)
 }
 
 func (s runnerAPI) Turns(ctx context.Context, id string, m protocol.Turns) error {
-	_, err := do(s, m.AttemptRef, func() (json.RawMessage, error) { return s.h.recordTurns(ctx, s.c, id, m) })
-	return err
+	return done(s, m.AttemptRef, func() error { return s.h.recordTurns(ctx, s.c, id, m) })
 }
 
 func (s runnerAPI) Transcript(ctx context.Context, _ string, m protocol.GetTranscript) (protocol.TranscriptPage, error) {
@@ -133,16 +126,10 @@ func do[Rep any](s runnerAPI, ref protocol.AttemptRef, fn func() (Rep, error)) (
 	return rep, nil
 }
 
-// ledgerReply decodes a ledgered request's stored reply, so that a resent
-// request gets the first reply again.
-func ledgerReply[Rep any](body json.RawMessage, err error) (Rep, error) {
-	var rep Rep
-	if err == nil && len(body) > 0 {
-		if uerr := json.Unmarshal(body, &rep); uerr != nil {
-			err = fmt.Errorf("decode the ledger's reply: %w", uerr)
-		}
-	}
-	return rep, err
+// done is do for a request with no reply body.
+func done(s runnerAPI, ref protocol.AttemptRef, fn func() error) error {
+	_, err := do(s, ref, func() (struct{}, error) { return struct{}{}, fn() })
+	return err
 }
 
 // refused turns the error of a runner request into the protocol's refusal

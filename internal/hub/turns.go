@@ -12,30 +12,31 @@ import (
 // events, in the attempt's lease (a resent request is answered from the
 // ledger, so no record is stored twice). The first names the attempt's
 // session, so that a retry after an unknown outcome can resume it.
-func (h *Hub) recordTurns(ctx context.Context, c *conn, reqID string, m protocol.Turns) (json.RawMessage, error) {
+func (h *Hub) recordTurns(ctx context.Context, c *conn, reqID string, m protocol.Turns) error {
 	if err := m.Check(); err != nil {
-		return nil, argError("turns", err)
+		return argError("turns", err)
 	}
-	return h.toolRequest(ctx, c, reqID, "record its turns", m.AttemptRef, func(tx store.Tx, a store.Attempt, j store.Job) (any, error) {
+	_, err := toolRequest(ctx, h, c, reqID, "record its turns", m.AttemptRef, func(tx store.Tx, a store.Attempt, j store.Job) (struct{}, error) {
 		if a.Session == "" {
 			a.Session = m.Session
 			if err := tx.UpdateAttempt(a); err != nil {
-				return nil, err
+				return struct{}{}, err
 			}
 		}
 		now := h.now()
 		for _, r := range m.Records {
 			data, err := json.Marshal(protocol.TurnEvent{Session: m.Session, Attempt: a.Epoch, TurnRecord: r})
 			if err != nil {
-				return nil, err
+				return struct{}{}, err
 			}
 			if _, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: r.EventKind(), Actor: c.name,
 				Message: r.Summary, Data: string(data)}); err != nil {
-				return nil, err
+				return struct{}{}, err
 			}
 		}
 		return struct{}{}, nil
 	})
+	return err
 }
 
 // transcriptPageEvents is how many events one read of a transcript page
