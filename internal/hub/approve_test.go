@@ -215,7 +215,7 @@ func TestStaleTokenIsRefusedAtHello(t *testing.T) {
 	tok := th.registerRunner("box")
 	var rv protocol.RunnerView
 	th.call(tok, "GET", "/runner/login", nil, &rv)
-	c := &conn{runnerID: rv.ID, name: "box", tokenHash: auth.Hash(tok), link: nopLink{}}
+	c := &runnerSession{runnerID: rv.ID, name: "box", tokenHash: auth.Hash(tok), link: nopLink{}}
 	if _, code, e := th.approve(th.admin, protocol.ApproveRequest{Name: "box", Key: auth.Hash(auth.NewToken(auth.PrefixRunner)), Replace: true}); code != 200 {
 		t.Fatalf("replace: %d %+v", code, e)
 	}

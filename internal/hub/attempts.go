@@ -89,7 +89,7 @@ func (h *Hub) event(tx store.Tx, jobID, kind, actor, format string, args ...any)
 	return err
 }
 
-func (h *Hub) accept(ctx context.Context, c *conn, reqID string, ref protocol.AttemptRef) error {
+func (h *Hub) accept(ctx context.Context, c *runnerSession, reqID string, ref protocol.AttemptRef) error {
 	_, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (struct{}, error) {
 		a, j, err := loadFenced(tx, c.runnerID, ref)
 		if err != nil {
@@ -122,7 +122,7 @@ func (h *Hub) accept(ctx context.Context, c *conn, reqID string, ref protocol.At
 	return err
 }
 
-func (h *Hub) decline(ctx context.Context, c *conn, reqID string, d protocol.Decline) error {
+func (h *Hub) decline(ctx context.Context, c *runnerSession, reqID string, d protocol.Decline) error {
 	var freed bool
 	_, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (struct{}, error) {
 		freed = false
@@ -174,7 +174,7 @@ func (h *Hub) expireOffer(tx store.Tx, a *store.Attempt, j *store.Job, reason jo
 	return nil
 }
 
-func (h *Hub) appendLog(ctx context.Context, c *conn, l protocol.Log) (protocol.LogAck, error) {
+func (h *Hub) appendLog(ctx context.Context, c *runnerSession, l protocol.Log) (protocol.LogAck, error) {
 	if len(l.Data) > protocol.MaxLogChunk {
 		return protocol.LogAck{}, call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "log chunk of %d bytes is over %d", len(l.Data), protocol.MaxLogChunk)
 	}
@@ -262,7 +262,7 @@ func (h *Hub) logDigest(ctx context.Context, attemptID string, n int64) (string,
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
-func (h *Hub) finish(ctx context.Context, c *conn, reqID string, fin protocol.Finish) (protocol.FinishAck, error) {
+func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin protocol.Finish) (protocol.FinishAck, error) {
 	// Check the log first, outside the write transaction; the transaction
 	// checks everything again.
 	var (
@@ -442,7 +442,7 @@ func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.
 
 // resetLog drops the hub's copy of an attempt's log so the runner sends it
 // again from the start.
-func (h *Hub) resetLog(ctx context.Context, c *conn, ref protocol.AttemptRef) error {
+func (h *Hub) resetLog(ctx context.Context, c *runnerSession, ref protocol.AttemptRef) error {
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		a, _, err := loadFenced(tx, c.runnerID, ref)
 		if err != nil {

@@ -42,7 +42,7 @@ func (h *Hub) dispatchLoop(ctx context.Context) {
 // candidate is a connected runner, as seen at the start of a pass; free
 // may be 0 (a busy runner still tells a waiting job why it waits).
 type candidate struct {
-	c        *conn
+	c        *runnerSession
 	free     int
 	agents   []string               // c.agents when chosen
 	accounts []protocol.AccountInfo // c.accounts when chosen
@@ -397,7 +397,7 @@ func (h *Hub) queuedWhy(jobID, shape string) string {
 
 // offer creates a new attempt of a queued job for a runner under a new
 // epoch and sends it. It reports false when the job was no longer queued.
-func (h *Hub) offer(ctx context.Context, jobID string, c *conn, account string) (bool, error) {
+func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account string) (bool, error) {
 	var offer protocol.Offer
 	var att store.Attempt
 	var waited time.Duration

@@ -190,7 +190,7 @@ func (h *Hub) pushOrder(runnerID string, push func(protocol.Runner)) {
 // slots are the database's.
 func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 	type held struct {
-		c   *conn
+		c   *runnerSession
 		mem []string // attempt ids holding its slots here
 	}
 	h.reg.mu.Lock()
@@ -292,7 +292,7 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 	if err != nil {
 		return err
 	}
-	var revoked []*conn
+	var revoked []*runnerSession
 	h.reg.mu.Lock()
 	for id, hd := range local {
 		c := hd.c

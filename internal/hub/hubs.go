@@ -157,7 +157,7 @@ func (h *Hub) leave() {
 
 // holdRunner records, in an attach's transaction, that this hub holds the
 // runner's connection, with what it reported in its hello.
-func (h *Hub) holdRunner(tx store.Tx, c *conn, now time.Time) error {
+func (h *Hub) holdRunner(tx store.Tx, c *runnerSession, now time.Time) error {
 	if err := tx.HoldRunner(c.runnerID, h.id, now); err != nil {
 		return err
 	}

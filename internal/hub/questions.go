@@ -67,7 +67,7 @@ func excerpt(s string) string {
 
 // toolRequest applies a ledgered tool request of a running attempt: fn
 // runs with the attempt and its job, fenced, in the request's transaction.
-func toolRequest[T any](ctx context.Context, h *Hub, c *conn, reqID, tool string, ref protocol.AttemptRef,
+func toolRequest[T any](ctx context.Context, h *Hub, c *runnerSession, reqID, tool string, ref protocol.AttemptRef,
 	fn func(tx store.Tx, a store.Attempt, j store.Job) (T, error)) (T, error) {
 	rep, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (T, error) {
 		var zero T
@@ -86,7 +86,7 @@ func toolRequest[T any](ctx context.Context, h *Hub, c *conn, reqID, tool string
 	return rep, err
 }
 
-func (h *Hub) ask(ctx context.Context, c *conn, reqID string, m protocol.Ask) (protocol.AskAck, error) {
+func (h *Hub) ask(ctx context.Context, c *runnerSession, reqID string, m protocol.Ask) (protocol.AskAck, error) {
 	if err := m.Validate(); err != nil {
 		return protocol.AskAck{}, argError("ask", err)
 	}
@@ -119,7 +119,7 @@ func (h *Hub) ask(ctx context.Context, c *conn, reqID string, m protocol.Ask) (p
 	return ack, err
 }
 
-func (h *Hub) deliver(ctx context.Context, c *conn, reqID string, m protocol.Deliver) error {
+func (h *Hub) deliver(ctx context.Context, c *runnerSession, reqID string, m protocol.Deliver) error {
 	if err := protocol.CheckSummary(m.Summary); err != nil {
 		return argError("deliver", err)
 	}
@@ -146,7 +146,7 @@ func (h *Hub) deliver(ctx context.Context, c *conn, reqID string, m protocol.Del
 }
 
 // jobContext reads what the agent of a running attempt may know, live.
-func (h *Hub) jobContext(ctx context.Context, c *conn, ref protocol.AttemptRef) (protocol.JobContext, error) {
+func (h *Hub) jobContext(ctx context.Context, c *runnerSession, ref protocol.AttemptRef) (protocol.JobContext, error) {
 	var jc protocol.JobContext
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		a, j, err := loadFenced(tx, c.runnerID, ref)

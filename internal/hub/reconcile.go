@@ -14,7 +14,7 @@ import (
 // attach reconciles what a (re)connecting runner says it holds with what
 // the hub recorded, registers the connection (replacing an older one) and
 // queues the welcome, then resent offers and pending cancels, in that order.
-func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
+func (h *Hub) attach(ctx context.Context, c *runnerSession, hello protocol.Hello) error {
 	held := make(map[string]protocol.Held, len(hello.Attempts))
 	for _, a := range hello.Attempts {
 		held[a.Attempt] = a
@@ -156,7 +156,7 @@ func (h *Hub) attach(ctx context.Context, c *conn, hello protocol.Hello) error {
 // runner pick any account of its owner's); ok is false when c's access,
 // accounts or trust with the setup's credentials no longer allow the offer. c is not attached yet, so its fields
 // are read without h.mu.
-func (h *Hub) resendAccount(tx store.Tx, c *conn, j store.Job) (string, bool, error) {
+func (h *Hub) resendAccount(tx store.Tx, c *runnerSession, j store.Job) (string, bool, error) {
 	member, err := isMember(tx, j.Project, j.RequesterID)
 	if err != nil {
 		return "", false, err
@@ -181,7 +181,7 @@ func (h *Hub) resendAccount(tx store.Tx, c *conn, j store.Job) (string, bool, er
 
 // checkHeld decides whether a runner may keep an attempt it says it holds;
 // it returns the reason to drop it, or "".
-func (h *Hub) checkHeld(tx store.Tx, c *conn, hd protocol.Held) (string, error) {
+func (h *Hub) checkHeld(tx store.Tx, c *runnerSession, hd protocol.Held) (string, error) {
 	a, j, err := loadFenced(tx, c.runnerID, hd.AttemptRef)
 	if err != nil {
 		var ae *call.Refusal
@@ -242,7 +242,7 @@ func storeAccounts(in []protocol.AccountInfo) []store.Account {
 
 // offerFor builds the offer for an attempt to c's runner; account is the
 // account the dispatcher chose ("" for none: the runner picks).
-func (h *Hub) offerFor(tx store.Tx, c *conn, a store.Attempt, j store.Job, account string) (protocol.Offer, error) {
+func (h *Hub) offerFor(tx store.Tx, c *runnerSession, a store.Attempt, j store.Job, account string) (protocol.Offer, error) {
 	u, err := tx.User(j.RequesterID)
 	if err != nil {
 		return protocol.Offer{}, err

@@ -6,10 +6,10 @@ import "sync"
 // each one's slots. Its lock is its own, apart from Hub.mu (followers and
 // the dispatcher's reasons): the dispatcher, the runners' requests and the
 // sweeps take it briefly, never across a store call or a send that blocks.
-// Fields of a conn marked "under the registry" are guarded by it too.
+// Fields of a runnerSession marked "under the registry" are guarded by it too.
 type registry struct {
 	mu     sync.Mutex
-	conns  map[string]*conn           // runner id → live connection
+	conns  map[string]*runnerSession           // runner id → live connection
 	active map[string]map[string]bool // runner id → attempt ids holding a slot
 	// cancelled holds the attempts whose runner was sent a cancel by the
 	// cross sync, so each is sent once.
@@ -20,21 +20,21 @@ type registry struct {
 }
 
 func newRegistry() *registry {
-	return &registry{conns: map[string]*conn{}, active: map[string]map[string]bool{}, cancelled: map[string]bool{}}
+	return &registry{conns: map[string]*runnerSession{}, active: map[string]map[string]bool{}, cancelled: map[string]bool{}}
 }
 
 // get is the live connection of a runner, or nil.
-func (r *registry) get(runnerID string) *conn {
+func (r *registry) get(runnerID string) *runnerSession {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.conns[runnerID]
 }
 
 // all is every live connection.
-func (r *registry) all() []*conn {
+func (r *registry) all() []*runnerSession {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cs := make([]*conn, 0, len(r.conns))
+	cs := make([]*runnerSession, 0, len(r.conns))
 	for _, c := range r.conns {
 		cs = append(cs, c)
 	}
@@ -68,7 +68,7 @@ func (r *registry) busy(runnerID string) bool {
 
 // remove forgets c if it is still its runner's live connection, and says
 // whether it was.
-func (r *registry) remove(c *conn) bool {
+func (r *registry) remove(c *runnerSession) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.conns[c.runnerID] != c {

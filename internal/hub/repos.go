@@ -14,7 +14,7 @@ import (
 )
 
 // gitURL is where c's runner fetches a hosted project.
-func (h *Hub) gitURL(c *conn, project string) string {
+func (h *Hub) gitURL(c *runnerSession, project string) string {
 	base := h.cfg.PublicURL
 	if base == "" {
 		base = c.baseURL
@@ -23,7 +23,7 @@ func (h *Hub) gitURL(c *conn, project string) string {
 }
 
 // sourceSpec fills the repository, mode and context of an offer.
-func (h *Hub) sourceSpec(tx store.Tx, c *conn, j store.Job, spec *protocol.JobSpec) error {
+func (h *Hub) sourceSpec(tx store.Tx, c *runnerSession, j store.Job, spec *protocol.JobSpec) error {
 	if j.Project == "" {
 		return nil
 	}

@@ -18,7 +18,7 @@ import (
 // frames into these calls and encodes their replies.
 type runnerAPI struct {
 	h *Hub
-	c *conn
+	c *runnerSession
 }
 
 var _ gateway.Session = runnerAPI{}
@@ -43,7 +43,7 @@ func (s runnerAPI) Status(ctx context.Context, st protocol.Status) error {
 		return fmt.Errorf("status: %w", err)
 	}
 	// Slots 0 means draining (the runner is shutting down): no offers
-	// (conn.draining).
+	// (runnerSession.draining).
 	h.reg.mu.Lock()
 	grew := st.Slots > c.slots || c.cooldownUntil.After(h.now()) || c.notReady != st.NotReady // readiness changed: offer, or say why jobs wait
 	c.slots, c.cooldownUntil, c.notReady = st.Slots, time.Time{}, st.NotReady

@@ -21,7 +21,7 @@ type shown struct {
 }
 
 // shown is c's now (under h.mu, or before c is listed).
-func (c *conn) shown() shown {
+func (c *runnerSession) shown() shown {
 	return shown{agents: c.agents, accounts: c.accounts, notReady: c.notReady, draining: c.draining()}
 }
 
@@ -57,7 +57,7 @@ func shownOf(st store.RunnerStatus) shown {
 // recordStatus writes, in one transaction, the runner's accounts (when
 // they changed) and what other hubs show of it (when that changed), so a
 // status that changes neither writes nothing.
-func (h *Hub) recordStatus(ctx context.Context, c *conn, cur shown, accounts, status bool) error {
+func (h *Hub) recordStatus(ctx context.Context, c *runnerSession, cur shown, accounts, status bool) error {
 	at := h.now()
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		if accounts {

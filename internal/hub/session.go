@@ -13,10 +13,10 @@ import (
 	"drover/internal/store"
 )
 
-// conn is one runner connected to this hub, as the core sees it: who it
-// is, what its hello said, and what it reported since. The gateway
+// runnerSession is one runner connected to this hub, as the core sees it:
+// who it is, what its hello said, and what it reported since. The gateway
 // carries it (link).
-type conn struct {
+type runnerSession struct {
 	runnerID  string
 	name      string
 	tokenHash string
@@ -40,14 +40,14 @@ type conn struct {
 	waiting       int                    // what it was last told of the queue (waiting.go)
 }
 
-// A conn is the protocol.Runner of its runner: pushes go to its link.
-var _ protocol.Runner = (*conn)(nil)
+// A runnerSession is the protocol.Runner of its runner: pushes go to its link.
+var _ protocol.Runner = (*runnerSession)(nil)
 
-func (c *conn) Offer(o protocol.Offer)        { c.link.Offer(o) }
-func (c *conn) Cancel(o protocol.CancelOrder) { c.link.Cancel(o) }
-func (c *conn) Drop(o protocol.DropOrder)     { c.link.Drop(o) }
-func (c *conn) Queue(q protocol.Queue)        { c.link.Queue(q) }
-func (c *conn) close(code int, reason string) { c.link.Close(code, reason) }
+func (c *runnerSession) Offer(o protocol.Offer)        { c.link.Offer(o) }
+func (c *runnerSession) Cancel(o protocol.CancelOrder) { c.link.Cancel(o) }
+func (c *runnerSession) Drop(o protocol.DropOrder)     { c.link.Drop(o) }
+func (c *runnerSession) Queue(q protocol.Queue)        { c.link.Queue(q) }
+func (c *runnerSession) close(code int, reason string) { c.link.Close(code, reason) }
 
 // gatewayCore is the core as the runner gateway sees it.
 type gatewayCore struct{ h *Hub }
@@ -74,7 +74,7 @@ func (g gatewayCore) Attach(ctx context.Context, p call.Caller, hello protocol.H
 		h.log.Error("runner connection refused: cannot read its access", "runner", p.Name, "err", err)
 		return nil, call.Closed{Code: call.CloseTryAgainLater, Reason: "hub cannot read the runner's record; reconnect"}
 	}
-	c := &conn{
+	c := &runnerSession{
 		runnerID: p.RunnerID, name: p.Name, tokenHash: p.TokenHash,
 		slots: hello.Slots, labels: hello.Labels, version: hello.RunnerVersion, wantQueue: hello.WantQueue, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, baseURL: baseURL,
 		link: link, access: access,
@@ -145,7 +145,7 @@ func checkHello(hello *protocol.Hello) error {
 
 // heartbeat keeps the runner's leases fresh. Leases are written at most
 // every quarter lease, not on every heartbeat, to keep idle runners cheap.
-func (h *Hub) heartbeat(ctx context.Context, c *conn) {
+func (h *Hub) heartbeat(ctx context.Context, c *runnerSession) {
 	now := h.now()
 	if now.Sub(c.lastExtend) < h.cfg.Lease/4 {
 		return
@@ -165,11 +165,11 @@ func (h *Hub) heartbeat(ctx context.Context, c *conn) {
 
 // draining: the runner said it is stopping (a status with no slots); the
 // caller holds the registry's lock.
-func (c *conn) draining() bool { return c.slots == 0 }
+func (c *runnerSession) draining() bool { return c.slots == 0 }
 
 // detach forgets a closed connection. Its attempts keep their leases; the
 // sweep expires them if the runner does not come back in time.
-func (h *Hub) detach(c *conn, reason string) {
+func (h *Hub) detach(c *runnerSession, reason string) {
 	current := h.reg.remove(c)
 	c.close(call.CloseGoingAway, "")
 	if !current {
@@ -239,7 +239,7 @@ func (h *Hub) closeConnIfStale(runnerID, tokenHash string) {
 var errStaleToken = errors.New("runner token was revoked or replaced")
 
 // closeIfTokenStale closes c when its token is no longer its runner's.
-func (h *Hub) closeIfTokenStale(ctx context.Context, c *conn) {
+func (h *Hub) closeIfTokenStale(ctx context.Context, c *runnerSession) {
 	var stale bool
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rn, err := tx.Runner(c.runnerID)

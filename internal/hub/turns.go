@@ -12,7 +12,7 @@ import (
 // events, in the attempt's lease (a resent request is answered from the
 // ledger, so no record is stored twice). The first names the attempt's
 // session, so that a retry after an unknown outcome can resume it.
-func (h *Hub) recordTurns(ctx context.Context, c *conn, reqID string, m protocol.Turns) error {
+func (h *Hub) recordTurns(ctx context.Context, c *runnerSession, reqID string, m protocol.Turns) error {
 	if err := m.Check(); err != nil {
 		return argError("turns", err)
 	}
@@ -45,7 +45,7 @@ const transcriptPageEvents = 500
 
 // transcript reads a page of the turns of a session of the job, for the
 // attempt (in its lease) that resumes it.
-func (h *Hub) transcript(ctx context.Context, c *conn, m protocol.GetTranscript) (protocol.TranscriptPage, error) {
+func (h *Hub) transcript(ctx context.Context, c *runnerSession, m protocol.GetTranscript) (protocol.TranscriptPage, error) {
 	page := protocol.TranscriptPage{Records: []protocol.TurnRecord{}, Next: m.After}
 	if err := m.Check(); err != nil {
 		return page, argError("transcript", err)

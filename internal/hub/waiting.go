@@ -7,7 +7,7 @@ import (
 	"drover/internal/store"
 )
 
-// What a runner was last told of the queue (conn.waiting).
+// What a runner was last told of the queue (runnerSession.waiting).
 const (
 	waitUntold = iota
 	waitSome
