@@ -9,7 +9,7 @@ import "sync"
 // Fields of a runnerSession marked "under the registry" are guarded by it too.
 type registry struct {
 	mu     sync.Mutex
-	conns  map[string]*runnerSession           // runner id → live connection
+	conns  map[string]*runnerSession  // runner id → live connection
 	active map[string]map[string]bool // runner id → attempt ids holding a slot
 	// cancelled holds the attempts whose runner was sent a cancel by the
 	// cross sync, so each is sent once.
