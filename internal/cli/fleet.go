@@ -41,6 +41,7 @@ and revokes them.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&ff.hosts, "hosts-file", "", "the SSH hosts file (default $XDG_CONFIG_HOME/drover/fleet-hosts.json)")
+	pf.StringVar(&ff.hostBinary, "host-binary", "", "ssh: the drover binary copied to hosts (default this one; a lean one: go build -tags drover_nokube ./cmd/drover)")
 	pf.StringVar(&ff.image, "image", "", "docker/podman: the runner image (drover, git, bubblewrap, the agent CLIs)")
 	pf.StringVar(&ff.containerfile, "containerfile", "Containerfile", "docker/podman without --image: the Containerfile the runner image is built from")
 	pf.StringVar(&ff.network, "network", "", "docker/podman: the network runner containers join (one that reaches the hub)")
@@ -86,8 +87,8 @@ func parseLabelList(s string) (map[string]string, error) {
 
 // fleetFlags are the fleet commands' settings of their targets.
 type fleetFlags struct {
-	hosts, image, containerfile, network string
-	kube                                 fleet.KubeConfig
+	hosts, hostBinary, image, containerfile, network string
+	kube                                             fleet.KubeConfig
 }
 
 // fleetTarget opens a target with this machine's settings.
@@ -106,13 +107,22 @@ func (a *app) fleetTarget(name string, ff *fleetFlags) (fleet.Target, error) {
 			return nil, err
 		}
 	}
+	hostBin := ff.hostBinary
+	if hostBin != "" {
+		if hostBin, err = filepath.Abs(hostBin); err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(hostBin); err != nil || !fi.Mode().IsRegular() {
+			return nil, usagef("--host-binary %s: not a file", ff.hostBinary)
+		}
+	}
 	cf := ff.containerfile
 	if cf != "" {
 		if cf, err = filepath.Abs(cf); err != nil {
 			return nil, err
 		}
 	}
-	return fleet.Open(name, fleet.Config{Binary: exe, StateDir: dir, Env: os.Environ(), HostsFile: hosts,
+	return fleet.Open(name, fleet.Config{Binary: exe, HostBinary: hostBin, StateDir: dir, Env: os.Environ(), HostsFile: hosts,
 		Image: ff.image, Containerfile: cf, Network: ff.network, Kube: ff.kube})
 }
 

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"os"
@@ -51,8 +53,21 @@ func TestFleetSSHRunsOverTheStdioTunnel(t *testing.T) {
 	}
 	sshd.AddClientConfig(t, "ForwardAgent yes", "RemoteForward "+fwd+" "+strings.TrimPrefix(hub.URL, "http://"))
 	env := []string{"SSH_AUTH_SOCK=" + agentSock}
+	// The hosts get the binary --host-binary names, not the one launching
+	// (here drover with bytes appended, which runs the same and hashes
+	// differently).
+	hostBin := filepath.Join(t.TempDir(), "drover-host")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, "drover host binary"...)
+	if err := os.WriteFile(hostBin, data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hostSum := sha256.Sum256(data)
 	launch := func() (string, error) {
-		return hub.CLIWith(env, "fleet", "--hosts-file", hosts, "launch", "--on", "box", "--json")
+		return hub.CLIWith(env, "fleet", "--hosts-file", hosts, "--host-binary", hostBin, "launch", "--on", "box", "--json")
 	}
 
 	for _, tc := range []struct {
@@ -86,8 +101,9 @@ func TestFleetSSHRunsOverTheStdioTunnel(t *testing.T) {
 	}
 	connected := func(v protocol.LaunchView) bool { return len(v.Runners) == 1 && v.Runners[0].Connected }
 	waitLaunch(t, c, lv.ID, connected)
-	if bins, _ := filepath.Glob(filepath.Join(sshd.Home, ".cache", "drover", "bin", "drover-*")); len(bins) != 1 {
-		t.Fatalf("drover was not copied to the host: %v", bins)
+	if bins, _ := filepath.Glob(filepath.Join(sshd.Home, ".cache", "drover", "bin", "drover-*")); len(bins) != 1 ||
+		filepath.Base(bins[0]) != "drover-"+hex.EncodeToString(hostSum[:])[:16] {
+		t.Fatalf("the host binary was not copied to the host: %v", bins)
 	}
 
 	runJob := func(what string) protocol.JobView {

@@ -70,6 +70,10 @@ type Scoped interface {
 type Config struct {
 	// Binary is the drover binary runners run (this executable).
 	Binary string
+	// HostBinary is the drover binary the ssh target copies to its hosts
+	// ("": Binary); a build with -tags drover_nokube leaves the
+	// Kubernetes client, which no runner uses, out of it.
+	HostBinary string
 	// StateDir holds the local target's runner homes and logs (0700).
 	StateDir string
 	// Env is the environment local runners get; drover's own credentials

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -104,7 +105,8 @@ type SSH struct {
 	procs
 	host    Host
 	ssh     string // the ssh binary ("" when missing)
-	remote  string // this binary's path on the host (set by Check)
+	copied  string // the binary copied to the host (Config.HostBinary)
+	remote  string // its path on the host (set by Check)
 	present bool   // whether Check found it there
 	checked bool
 }
@@ -118,7 +120,7 @@ func NewSSH(c Config, h Host) (*SSH, error) {
 		return nil, err
 	}
 	bin, _ := exec.LookPath("ssh")
-	return &SSH{procs: p, host: h, ssh: bin}, nil
+	return &SSH{procs: p, host: h, ssh: bin, copied: cmp.Or(c.HostBinary, c.Binary)}, nil
 }
 
 // Labels are the host's, which its runners carry.
@@ -148,7 +150,7 @@ func (t *SSH) Check(ctx context.Context) error {
 		t.checked = err == nil
 		return err
 	}
-	sum, err := fileSHA256(t.bin)
+	sum, err := fileSHA256(t.copied)
 	if err != nil {
 		return fmt.Errorf("hash the drover binary: %w", err)
 	}
@@ -209,8 +211,9 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// command is drover on the host: the operator's, or this binary, copied
-// there unless Check found the same version there already.
+// command is drover on the host: the operator's, or the host binary
+// (this one unless Config.HostBinary names another), copied there unless
+// Check found the same file there already.
 func (t *SSH) command(ctx context.Context) (string, error) {
 	if t.host.Command != "" {
 		return t.host.Command, nil
@@ -218,7 +221,7 @@ func (t *SSH) command(ctx context.Context) (string, error) {
 	if t.present {
 		return t.remote, nil
 	}
-	f, err := os.Open(t.bin)
+	f, err := os.Open(t.copied)
 	if err != nil {
 		return "", err
 	}
