@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -47,9 +48,7 @@ func burstJob() protocol.SubmitRequest {
 }
 
 // isBurstJob tells a burst job's offer from any other.
-func isBurstJob(s protocol.JobSpec) bool {
-	return len(s.Labels) == 1 && s.Labels["bench"] == idleLabels()["bench"]
-}
+func isBurstJob(s protocol.JobSpec) bool { return maps.Equal(s.Labels, idleLabels()) }
 
 // burstLog is what the fleet's readers saw of burst jobs.
 type burstLog struct {
