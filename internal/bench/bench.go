@@ -37,6 +37,9 @@ type Options struct {
 	Dir          string        // where the hubs' data directories go [the system temp dir]
 	NoPoll       bool          // skip the polling baseline (and the no-client floor)
 	Progress     io.Writer     // progress lines [discarded]
+	// Burst > 0 adds a burst of that many jobs, submitted at once, for the
+	// idle runners to take once the CPU window is over (see Burst).
+	Burst int
 	// Owners > 0 runs the tenancy comparison instead (see runTenancy):
 	// dispatch latency at the largest Runners count with the runners owned
 	// by that many users and shared as Sharing says, beside the same fleet
@@ -90,6 +93,14 @@ func (o *Options) normalize() error {
 	case o.Owners > 0 && o.Sharing == "":
 		o.Sharing = SharingMixed
 	}
+	switch {
+	case o.Burst < 0:
+		return errors.New("bench: --burst must not be negative")
+	case o.Burst > 0 && o.Owners > 0:
+		return errors.New("bench: --burst is not measured with --owners")
+	case o.Burst > 0 && o.maxRunners() < 2:
+		return errors.New("bench: --burst needs idle runners to take the jobs: --runners at least 2")
+	}
 	if o.Owners > 0 && o.Sharing != SharingMixed {
 		return fmt.Errorf("bench: --sharing %q: the only mix is %q", o.Sharing, SharingMixed)
 	}
@@ -109,7 +120,11 @@ type Result struct {
 	Memory    []Memory      // one row per runner count
 	IdleCPU   CPU           // the largest runner count, idle, over Options.Idle
 	Poll      *Polling      // nil with NoPoll
-	Tenancy   *Tenancy      // the tenancy comparison (Options.Owners); then nothing else is measured
+	Burst     *Burst        // nil without Options.Burst
+	// HubMetrics is whether the hub served its Prometheus metrics
+	// (--metrics-listen), from which Memory's Go figures come.
+	HubMetrics bool
+	Tenancy    *Tenancy // the tenancy comparison (Options.Owners); then nothing else is measured
 }
 
 // Machine describes where the run happened.
@@ -157,6 +172,9 @@ type Memory struct {
 	Added   int   // idle runners connected in the step
 	Before  int64 // hub VmRSS before the step, bytes
 	After   int64 // hub VmRSS after the step settled, bytes
+	// The hub's Go runtime figures at the same moments (nil without
+	// Result.HubMetrics).
+	GoBefore, GoAfter *GoStats
 }
 
 // PerRunner is the step's RSS growth per added runner in bytes (0 if none were added).
@@ -165,6 +183,18 @@ func (m Memory) PerRunner() float64 {
 		return 0
 	}
 	return float64(m.After-m.Before) / float64(m.Added)
+}
+
+// GoPerRunner is the step's growth of the hub's heap in use, goroutine
+// stacks and goroutines per added runner (ok false if not measured or
+// none were added).
+func (m Memory) GoPerRunner() (heap, stack, goroutines float64, ok bool) {
+	if m.Added == 0 || m.GoBefore == nil || m.GoAfter == nil {
+		return 0, 0, 0, false
+	}
+	n := float64(m.Added)
+	return float64(m.GoAfter.HeapInuse-m.GoBefore.HeapInuse) / n, float64(m.GoAfter.StackInuse-m.GoBefore.StackInuse) / n,
+		float64(m.GoAfter.Goroutines-m.GoBefore.Goroutines) / n, true
 }
 
 // CPU is the hub's CPU time (user + system) over a window.
@@ -230,7 +260,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer os.RemoveAll(root)
 
-	res := &Result{Command: o.command(), Settle: o.Settle, NoFile: limit, Machine: machineInfo(root, o.Binary)}
+	res := &Result{Command: o.command(), Settle: o.Settle, NoFile: limit, Machine: machineInfo(root, o.Binary),
+		HubMetrics: o.Owners == 0 && hubHasMetrics(ctx, o.Binary)}
 	if o.Owners > 0 {
 		if err := runTenancy(ctx, o, root, res); err != nil {
 			return nil, err
@@ -273,6 +304,9 @@ func (o *Options) command() string {
 	if o.NoPoll {
 		s += " --no-poll"
 	}
+	if o.Burst > 0 {
+		s += fmt.Sprintf(" --burst %d", o.Burst)
+	}
 	return s
 }
 
@@ -293,7 +327,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func runPush(ctx context.Context, o Options, dir string, res *Result) (err error) {
 	most := o.maxRunners()
 	progress(o, "starting %s hub (data in %s)", o.Binary, dir)
-	hp, err := startHub(ctx, o.Binary, dir, res.Machine.ClockTick)
+	hp, err := startHub(ctx, o.Binary, dir, res.Machine.ClockTick, res.HubMetrics)
 	if err != nil {
 		return err
 	}
@@ -338,6 +372,10 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 		if err != nil {
 			return err
 		}
+		goBefore, err := hp.goStats(ctx)
+		if err != nil {
+			return err
+		}
 		have := 1 + fl.size()
 		if n > have {
 			progress(o, "connecting %d idle runners (%d connected in all)", n-have, n)
@@ -352,7 +390,11 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 		if err != nil {
 			return err
 		}
-		res.Memory = append(res.Memory, Memory{Runners: n, Added: n - have, Before: before, After: after})
+		goAfter, err := hp.goStats(ctx)
+		if err != nil {
+			return err
+		}
+		res.Memory = append(res.Memory, Memory{Runners: n, Added: n - have, Before: before, After: after, GoBefore: goBefore, GoAfter: goAfter})
 
 		progress(o, "%d jobs, one at a time, with %d runners connected", o.Jobs, n)
 		lat, err := measureLatency(ctx, tgt, api, n, o.Jobs)
@@ -375,6 +417,19 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 	}
 	c.Clients = most
 	res.IdleCPU = c
+	if err := checkFleet(hp, fl); err != nil {
+		return err
+	}
+	if o.Burst == 0 {
+		return nil
+	}
+	progress(o, "a burst of %d jobs, submitted at once, for the %d idle runners", o.Burst, fl.size())
+	b, err := runBurst(ctx, api, fl, o.Burst)
+	if err != nil {
+		return err
+	}
+	b.Runners = most
+	res.Burst = &b
 	return checkFleet(hp, fl)
 }
 
@@ -442,7 +497,7 @@ func measureCPU(ctx context.Context, hp *hubProc, window time.Duration, events f
 func runPoll(ctx context.Context, o Options, dir string, res *Result) (err error) {
 	n := o.maxRunners()
 	progress(o, "starting a fresh hub for the polling baseline")
-	hp, err := startHub(ctx, o.Binary, dir, res.Machine.ClockTick)
+	hp, err := startHub(ctx, o.Binary, dir, res.Machine.ClockTick, false)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +51,7 @@ func TestBenchSmoke(t *testing.T) {
 	res, err := Run(ctx, Options{
 		Binary: bin, Runners: []int{3, 1}, Jobs: 5, Idle: time.Second,
 		Settle: 200 * time.Millisecond, PollInterval: 100 * time.Millisecond,
-		Dir: t.TempDir(), Progress: &progress,
+		Dir: t.TempDir(), Progress: &progress, Burst: 7,
 	})
 	if err != nil {
 		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
@@ -74,6 +76,22 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("memory not measured: %+v", m)
 		}
 	}
+	if !res.HubMetrics {
+		t.Error("the hub's Go figures were not read, though this drover's hub has --metrics-listen")
+	}
+	// Only that they were read: with 2 runners added the growth is lost in
+	// what else the hub holds and frees (API connections closing, garbage).
+	for _, m := range res.Memory {
+		if m.GoBefore == nil || m.GoAfter == nil || m.GoBefore.HeapInuse <= 0 || m.GoAfter.StackInuse <= 0 || m.GoAfter.Goroutines <= 0 {
+			t.Errorf("Go figures at %d runners: %+v → %+v", m.Runners, m.GoBefore, m.GoAfter)
+		}
+	}
+	if _, _, _, ok := res.Memory[1].GoPerRunner(); !ok {
+		t.Error("no Go figures per added runner")
+	}
+	if b := res.Burst; b == nil || b.Jobs != 7 || b.Runners != 3 || b.Dispatched <= 0 || b.Completed < b.Dispatched || b.DispatchRate() <= 0 || b.Offer.P99 < b.Offer.P50 {
+		t.Errorf("burst: %+v", res.Burst)
+	}
 	if c := res.IdleCPU; c.Clients != 3 || c.Window < time.Second || c.Used < 0 {
 		t.Errorf("idle CPU: %+v", c)
 	}
@@ -88,19 +106,39 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("polling baseline: %+v", p)
 	}
 
-	var md, txt bytes.Buffer
+	var md, txt, js bytes.Buffer
 	if err := res.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	if err := res.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"### Against the targets", "### Dispatch latency", "### Hub memory", "### Hub CPU", "drover bench --runners 1,3 --jobs 5"} {
+	if err := res.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	// scripts/bench-compare reads these fields.
+	var back struct {
+		Latency []struct{ P50, P99 int64 }
+		Memory  []struct {
+			Added, Before, After int64
+			GoBefore, GoAfter    *struct{ HeapInuse, StackInuse int64 }
+		}
+		Burst *struct{ Jobs, Dispatched, Completed int64 }
+	}
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatalf("JSON report: %v\n%s", err, js.String())
+	}
+	if len(back.Latency) != 2 || back.Latency[1].P99 != int64(res.Latency[1].P99) || back.Memory[1].GoAfter == nil ||
+		back.Memory[1].GoAfter.HeapInuse != res.Memory[1].GoAfter.HeapInuse || back.Burst == nil || back.Burst.Dispatched != int64(res.Burst.Dispatched) {
+		t.Errorf("JSON report does not hold the result:\n%s", js.String())
+	}
+	for _, want := range []string{"### Against the targets", "### Dispatch latency", "### Hub memory", "### Hub CPU", "### Burst", "heap per added runner",
+		"drover bench --runners 1,3 --jobs 5 --idle 1s --poll-interval 100ms --settle 200ms --burst 7"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
 	}
-	if !strings.Contains(txt.String(), "dispatch latency") {
+	if !strings.Contains(txt.String(), "dispatch latency") || !strings.Contains(txt.String(), "burst of 7 jobs") {
 		t.Errorf("text report:\n%s", txt.String())
 	}
 	t.Logf("\n%s", md.String())
@@ -273,5 +311,134 @@ func TestMixedLayout(t *testing.T) {
 		return a.name == b.name && a.kind == b.kind && slices.Equal(a.users, b.users) && a.project == b.project
 	}) {
 		t.Error("the same seed gave another layout")
+	}
+}
+
+func TestParseGoStats(t *testing.T) {
+	const full = `# HELP go_goroutines Number of goroutines that currently exist.
+# TYPE go_goroutines gauge
+go_goroutines 2011
+# HELP go_memstats_heap_inuse_bytes Number of heap bytes that are in use.
+go_memstats_heap_inuse_bytes 3.5766272e+07
+go_memstats_heap_alloc_bytes 1.2e+07
+go_memstats_stack_inuse_bytes 2.1495808e+07
+go_memstats_stack_sys_bytes 9e+07
+`
+	got, err := parseGoStats(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (GoStats{HeapInuse: 35766272, StackInuse: 21495808, Goroutines: 2011}); *got != want {
+		t.Errorf("got %+v, want %+v", *got, want)
+	}
+	for name, text := range map[string]string{
+		"missing":   "go_goroutines 3\ngo_memstats_heap_inuse_bytes 10\n",
+		"malformed": "go_goroutines many\ngo_memstats_heap_inuse_bytes 10\ngo_memstats_stack_inuse_bytes 5\n",
+		"empty":     "",
+	} {
+		if s, err := parseGoStats(text); err == nil {
+			t.Errorf("%s: got %+v, want an error", name, s)
+		}
+	}
+}
+
+func TestHelpHasFlag(t *testing.T) {
+	const help = `Flags:
+      --listen string            address (default "127.0.0.1:8080")
+      --metrics-listen string    serve Prometheus metrics at /metrics on this address too
+      --metrics-token-file string`
+	for flag, want := range map[string]bool{"metrics-listen": true, "listen": true, "metrics": false, "metrics-token": false, "burst": false} {
+		if got := helpHasFlag(help, flag); got != want {
+			t.Errorf("helpHasFlag(--%s) = %v, want %v", flag, got, want)
+		}
+	}
+}
+
+func TestOptionsCheckBurst(t *testing.T) {
+	for name, o := range map[string]Options{
+		"negative":        {Runners: []int{10}, Burst: -1},
+		"with owners":     {Runners: []int{10}, Burst: 5, Owners: 2},
+		"no idle runners": {Runners: []int{1}, Burst: 5},
+	} {
+		o.Binary = "drover"
+		if err := o.normalize(); err == nil {
+			t.Errorf("%s: %+v accepted", name, o)
+		}
+	}
+	o := Options{Binary: "drover", Runners: []int{1, 10}, Burst: 5}
+	if err := o.normalize(); err != nil {
+		t.Errorf("a burst with 9 idle runners: %v", err)
+	}
+}
+
+// A burst's figures come from the offers and finishes the fleet logged:
+// rates over the last offer and the last finish, each job's queueing from
+// its own submit.
+func TestBurstSummary(t *testing.T) {
+	var l burstLog
+	l.init()
+	begin := time.Unix(1000, 0)
+	ids := []string{"j1", "j2", "j3", "j4"}
+	starts := make([]time.Time, len(ids))
+	for i, id := range ids {
+		starts[i] = begin.Add(time.Duration(i) * 10 * time.Millisecond)
+		l.offers[id] = starts[i].Add(time.Duration(i+1) * 100 * time.Millisecond)
+		l.done[id] = l.offers[id].Add(5 * time.Millisecond)
+	}
+	b, err := l.summarize(begin, ids, starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Jobs != 4 || b.Dispatched != 430*time.Millisecond || b.Completed != 435*time.Millisecond ||
+		b.Offer.P50 != 200*time.Millisecond || b.Offer.P99 != 400*time.Millisecond {
+		t.Errorf("summary %+v", b)
+	}
+	if r := b.DispatchRate(); r < 9.30 || r > 9.31 {
+		t.Errorf("dispatch rate %.3f, want 4 jobs / 0.43 s", r)
+	}
+	delete(l.done, "j3")
+	if _, err := l.summarize(begin, ids, starts); err == nil {
+		t.Error("a job that never finished was summarized")
+	}
+}
+
+// wait returns once every job finished, and fails at the first refusal.
+func TestBurstWait(t *testing.T) {
+	var l burstLog
+	l.init()
+	ids := []string{"a", "b", "c"}
+	for _, id := range ids {
+		l.offered(id)
+	}
+	go func() {
+		for _, id := range ids {
+			l.finished(id)
+		}
+	}()
+	if err := l.wait(context.Background(), ids); err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+
+	var refused burstLog
+	refused.init()
+	refusal := errors.New("the hub refused f-x")
+	go refused.failed(refusal)
+	if err := refused.wait(context.Background(), []string{"x"}); !errors.Is(err, refusal) {
+		t.Fatalf("wait after a refusal: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := new(burstLog).wait(ctx, []string{"x"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait with an ended context: %v", err)
+	}
+}
+
+func TestCommandTakesOneFormat(t *testing.T) {
+	cmd := Command()
+	cmd.SetArgs([]string{"--markdown", "--json"})
+	cmd.SetOut(new(bytes.Buffer))
+	cmd.SetErr(new(bytes.Buffer))
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Fatalf("--markdown --json: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ func Command() *cobra.Command {
 	var (
 		o        Options
 		markdown bool
+		asJSON   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -23,8 +25,11 @@ port with a temporary data directory), connect runners to it and measure:
   dispatch latency  from POST /api/v1/jobs returning to the agent process
                     running, one job at a time, with each --runners count
                     connected (one runner takes the jobs, the rest are idle);
-  hub memory        VmRSS growth per idle connected runner;
+  hub memory        VmRSS growth per idle connected runner (and Go heap,
+                    stacks and goroutines, from the hub's --metrics-listen);
   hub CPU           over --idle with the largest count of idle runners;
+  burst             with --burst N, N jobs submitted at once for the idle
+                    runners to take: jobs dispatched and completed per second;
 
 then the same hub memory and CPU for clients polling every --poll-interval
 (a fresh hub), the design the runner gateway replaced.
@@ -43,6 +48,9 @@ hub. Progress goes to stderr, the report to stdout (--markdown: a section
 for docs/benchmarks.md). Linux only: it reads /proc.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if markdown && asJSON {
+				return errors.New("bench: --markdown and --json are two formats of one report: give one")
+			}
 			ctx, stop, err := childproc.Start(cmd, &o.Binary)
 			if err != nil {
 				return err
@@ -53,8 +61,11 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 			if err != nil {
 				return err
 			}
-			if markdown {
+			switch {
+			case markdown:
 				return res.WriteMarkdown(cmd.OutOrStdout())
+			case asJSON:
+				return res.WriteJSON(cmd.OutOrStdout())
 			}
 			return res.WriteText(cmd.OutOrStdout())
 		},
@@ -70,6 +81,8 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 	f.BoolVar(&o.NoPoll, "no-poll", false, "skip the polling baseline")
 	f.IntVar(&o.Owners, "owners", 0, "instead: compare dispatch latency at the largest --runners count with the runners owned by this many users (access rules deciding) against the same fleet owned by the admin")
 	f.StringVar(&o.Sharing, "sharing", "", "with --owners, how the runners are shared: mixed (40% private, 30% with 1-3 users, 20% with a project, 10% hub-wide)")
+	f.IntVar(&o.Burst, "burst", 0, "also submit this many jobs at once after the CPU window, for the idle runners to take (dispatch and completion rate)")
 	f.BoolVar(&markdown, "markdown", false, "print the report as a Markdown section for docs/benchmarks.md")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON (durations in nanoseconds, sizes in bytes), for scripts such as scripts/bench-compare")
 	return cmd
 }

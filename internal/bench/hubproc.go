@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,14 +32,19 @@ type hubProc struct {
 	logf  string // the hub's stdout and stderr
 	admin string
 	ticks int64
+	// metrics is the hub's Prometheus endpoint on a loopback port of its
+	// own ("" when the hub binary has no --metrics-listen).
+	metrics string
 
 	exited  chan struct{}
 	waitErr error // set before exited is closed
 }
 
 // startHub runs `BINARY hub --listen 127.0.0.1:PORT --data DIR` and waits
-// until it answers the API with its admin token.
-func startHub(ctx context.Context, binary, dir string, ticks int64) (*hubProc, error) {
+// until it answers the API with its admin token. With metrics it adds
+// `--metrics-listen 127.0.0.1:PORT2`, so that goStats can read the hub's
+// Go runtime figures.
+func startHub(ctx context.Context, binary, dir string, ticks int64, metrics bool) (*hubProc, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create hub data directory: %w", err)
 	}
@@ -52,12 +58,23 @@ func startHub(ctx context.Context, binary, dir string, ticks int64) (*hubProc, e
 		return nil, fmt.Errorf("create hub log: %w", err)
 	}
 	defer lf.Close() // the child holds its own descriptor
-	cmd := exec.Command(binary, "hub", "--listen", addr, "--data", dir)
+	args := []string{"hub", "--listen", addr, "--data", dir}
+	var maddr string
+	if metrics {
+		if maddr, err = childproc.FreeAddr(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--metrics-listen", maddr)
+	}
+	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s hub: %w", binary, err)
 	}
 	hp := &hubProc{cmd: cmd, pid: cmd.Process.Pid, url: "http://" + addr, dir: dir, logf: logPath, ticks: ticks, exited: make(chan struct{})}
+	if metrics {
+		hp.metrics = "http://" + maddr + "/metrics"
+	}
 	go func() {
 		hp.waitErr = cmd.Wait()
 		close(hp.exited)
@@ -111,6 +128,86 @@ func (hp *hubProc) logTail() string {
 func (hp *hubProc) rss() (int64, error) { return readRSS(hp.pid) }
 
 func (hp *hubProc) cpu() (time.Duration, error) { return readCPU(hp.pid, hp.ticks) }
+
+// hubHasMetrics reports whether binary's hub command takes
+// --metrics-listen (hubs built before it existed do not; the bench then
+// measures their RSS only).
+func hubHasMetrics(ctx context.Context, binary string) bool {
+	out, err := exec.CommandContext(ctx, binary, "hub", "--help").Output()
+	return err == nil && helpHasFlag(string(out), "metrics-listen")
+}
+
+// helpHasFlag reports whether a cobra usage text lists --name.
+func helpHasFlag(help, name string) bool {
+	for _, f := range strings.Fields(help) {
+		if f == "--"+name {
+			return true
+		}
+	}
+	return false
+}
+
+// GoStats are the hub's Go runtime figures, as its Prometheus metrics give
+// them at one moment (nothing forced: no GC before reading).
+type GoStats struct {
+	HeapInuse  int64 // go_memstats_heap_inuse_bytes: heap spans in use, live and not yet collected objects
+	StackInuse int64 // go_memstats_stack_inuse_bytes: goroutine stacks
+	Goroutines int64 // go_goroutines
+}
+
+// goStats scrapes the hub's metrics; nil, nil when it serves none.
+func (hp *hubProc) goStats(ctx context.Context) (*GoStats, error) {
+	if hp.metrics == "" {
+		return nil, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hp.metrics, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the hub's metrics: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read the hub's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("read the hub's metrics: %s", resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read the hub's metrics: %w", err)
+	}
+	return parseGoStats(string(b))
+}
+
+// parseGoStats picks the Go runtime figures out of Prometheus' text format.
+func parseGoStats(text string) (*GoStats, error) {
+	var s GoStats
+	want := map[string]*int64{
+		"go_memstats_heap_inuse_bytes":  &s.HeapInuse,
+		"go_memstats_stack_inuse_bytes": &s.StackInuse,
+		"go_goroutines":                 &s.Goroutines,
+	}
+	for line := range strings.Lines(text) {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		dst, ok := want[f[0]]
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("hub metric %s: %w", f[0], err)
+		}
+		*dst = int64(v)
+		delete(want, f[0])
+	}
+	for name := range want {
+		return nil, fmt.Errorf("the hub's metrics lack %s", name)
+	}
+	return &s, nil
+}
 
 // alive fails if the hub has exited.
 func (hp *hubProc) alive() error {

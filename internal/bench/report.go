@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -190,6 +191,7 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 		p("| %d | %d | %s | %s | %s |", x.Runners, x.Added, mib(x.Before), mib(x.After), per)
 	}
 	p("")
+	r.writeGoMemory(p)
 	if r.Poll != nil {
 		p("Polling baseline (fresh hub): %d clients each keeping one keep-alive connection: hub RSS %s → %s, %s per client.",
 			r.Poll.Clients, mib(r.Poll.BaseRSS), mib(r.Poll.RSS), kib(r.Poll.PerClient()))
@@ -213,8 +215,64 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 		p("| %d clients polling every %s | %s | %d requests (%d failed) | %.2f s | %.3f%% |", pc.Clients, r.Poll.Interval, pc.Window.Round(time.Second), pc.Events, r.Poll.Failed, pc.Used.Seconds(), pc.Percent())
 	}
 	p("")
+	r.writeBurst(p)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeGoMemory writes the hub's Go heap beside its RSS, when its metrics
+// were read.
+func (r *Result) writeGoMemory(p func(format string, args ...any)) {
+	if !r.HubMetrics {
+		return
+	}
+	p("The hub's Go runtime at the same moments (its `/metrics` on `--metrics-listen`: `go_memstats_heap_inuse_bytes`,")
+	p("`go_memstats_stack_inuse_bytes`, `go_goroutines`; no GC forced, so the heap includes garbage not yet collected):")
+	p("")
+	p("| connected runners | heap in use before | after | heap per added runner | stacks per added runner | goroutines per added runner |")
+	p("|---:|---:|---:|---:|---:|---:|")
+	for _, x := range r.Memory {
+		if x.GoBefore == nil || x.GoAfter == nil {
+			continue
+		}
+		heap, stack, gr, ok := x.GoPerRunner()
+		if !ok {
+			p("| %d | %s | %s | — | — | — |", x.Runners, mib(x.GoBefore.HeapInuse), mib(x.GoAfter.HeapInuse))
+			continue
+		}
+		p("| %d | %s | %s | %s | %s | %.2f |", x.Runners, mib(x.GoBefore.HeapInuse), mib(x.GoAfter.HeapInuse), kib(heap), kib(stack), gr)
+	}
+	p("")
+}
+
+// writeBurst writes the burst section, when there was one.
+func (r *Result) writeBurst(p func(format string, args ...any)) {
+	bu := r.Burst
+	if bu == nil {
+		return
+	}
+	p("### Burst")
+	p("")
+	p("%d jobs (`exec true`, the idle runners' label) submitted at once by %d clients with %d runners connected; each", bu.Jobs, burstSubmitters, bu.Runners)
+	p("idle runner accepts an offer and finishes it at once (no process). Rates are jobs over the time from the first")
+	p("submit to the last offer at a runner (dispatched) and to the last finish acknowledged (completed).")
+	p("")
+	p("| jobs | submitted in | dispatched in | completed in | dispatched per s | completed per s | submit → offer p50 / p99 |")
+	p("|---:|---:|---:|---:|---:|---:|---:|")
+	p("| %d | %s | %s | %s | %.1f | %.1f | %s / %s |", bu.Jobs, bu.Submitted.Round(time.Millisecond), bu.Dispatched.Round(time.Millisecond),
+		bu.Completed.Round(time.Millisecond), bu.DispatchRate(), bu.CompleteRate(), ms(bu.Offer.P50), ms(bu.Offer.P99))
+	p("")
+}
+
+// WriteJSON writes the run as one JSON object (durations in nanoseconds,
+// memory in bytes), for scripts.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("bench: write the report as JSON: %w", err)
+	}
+	return nil
 }
 
 // WriteText writes a short plain summary.
@@ -244,6 +302,12 @@ func (r *Result) WriteText(w io.Writer) error {
 			p("  %5d runners: RSS %s", x.Runners, mib(x.After))
 		}
 	}
+	for _, x := range r.Memory {
+		if heap, stack, gr, ok := x.GoPerRunner(); ok {
+			p("  %5d runners: Go heap in use %s → %s, %s heap, %s stacks, %.2f goroutines per added runner", x.Runners,
+				mib(x.GoBefore.HeapInuse), mib(x.GoAfter.HeapInuse), kib(heap), kib(stack), gr)
+		}
+	}
 	if r.Poll != nil {
 		p("  %5d pollers: RSS %s → %s, %s per client", r.Poll.Clients, mib(r.Poll.BaseRSS), mib(r.Poll.RSS), kib(r.Poll.PerClient()))
 	}
@@ -255,6 +319,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	if r.Poll != nil {
 		p("  %5d pollers at %s: %.2f s over %s (%.3f%% of a core), %d requests, %d failed", r.Poll.Clients, r.Poll.Interval,
 			r.Poll.CPU.Used.Seconds(), r.Poll.CPU.Window.Round(time.Second), r.Poll.CPU.Percent(), r.Poll.CPU.Events, r.Poll.Failed)
+	}
+	if bu := r.Burst; bu != nil {
+		p("burst of %d jobs with %d runners: dispatched in %s (%.1f jobs/s), completed in %s (%.1f jobs/s); submit → offer p50 %s, p99 %s",
+			bu.Jobs, bu.Runners, bu.Dispatched.Round(time.Millisecond), bu.DispatchRate(), bu.Completed.Round(time.Millisecond), bu.CompleteRate(),
+			ms(bu.Offer.P50), ms(bu.Offer.P99))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

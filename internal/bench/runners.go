@@ -95,9 +95,14 @@ func heartbeats(ctx context.Context, ws *websocket.Conn, every time.Duration, se
 	}
 }
 
+// idleLabels are the idle runners' labels. Only burst jobs ask for them.
+func idleLabels() map[string]string { return map[string]string{"bench": "idle"} }
+
 // fleet is a set of idle runners: real WebSocket connections that said hello
 // and then only heartbeat at the hub's interval, as a runner without work
-// does. Each costs the bench two goroutines.
+// does. Each costs the bench two goroutines. An offer of a burst job (one
+// asking for idleLabels) is accepted and, on the hub's ok, finished at once
+// (completed, empty log, no process); any other offer is declined.
 type fleet struct {
 	url    string
 	ctx    context.Context // lifetime of the connections
@@ -109,8 +114,10 @@ type fleet struct {
 
 	closing    atomic.Bool
 	heartbeats atomic.Int64 // heartbeats written
-	offers     atomic.Int64 // offers received (declined; none are expected)
+	offers     atomic.Int64 // offers of other jobs received (declined; none are expected)
 	lost       atomic.Int64 // connections that ended while the bench still held them
+
+	burst burstLog
 }
 
 func newFleet(ctx context.Context, hubURL string) *fleet {
@@ -134,7 +141,7 @@ func (f *fleet) connect(ctx context.Context, tokens []string) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			ws, w, err := dialRunner(ctx, f.url, tok, map[string]string{"bench": "idle"})
+			ws, w, err := dialRunner(ctx, f.url, tok, idleLabels())
 			if err != nil {
 				errs <- err
 				return
@@ -159,9 +166,10 @@ func (f *fleet) add(ws *websocket.Conn, every time.Duration) {
 	go func() { defer f.wg.Done(); f.read(ws) }()
 }
 
-// read is the connection's one reader: it keeps control frames flowing and
-// declines any offer (jobs in the bench need a label idle runners lack).
+// read is the connection's one reader: it keeps control frames flowing,
+// takes burst jobs from offer to finish and declines any other offer.
 func (f *fleet) read(ws *websocket.Conn) {
+	held := map[string]protocol.AttemptRef{} // request id → its attempt
 	for {
 		_, data, err := ws.Read(f.ctx)
 		if err != nil {
@@ -171,13 +179,40 @@ func (f *fleet) read(ws *websocket.Conn) {
 			return
 		}
 		var fr protocol.Frame
-		if json.Unmarshal(data, &fr) != nil || fr.Type != protocol.TypeOffer {
+		if json.Unmarshal(data, &fr) != nil {
 			continue
 		}
-		f.offers.Add(1)
-		var o protocol.Offer
-		if fr.Decode(&o) == nil {
-			_ = writeFrame(f.ctx, ws, protocol.TypeDecline, "decline-"+o.Attempt, protocol.Decline{AttemptRef: o.AttemptRef, Reason: "bench idle runner"})
+		switch fr.Type {
+		case protocol.TypeOffer:
+			var o protocol.Offer
+			if fr.Decode(&o) != nil {
+				continue
+			}
+			if !isBurstJob(o.Spec) {
+				f.offers.Add(1)
+				_ = writeFrame(f.ctx, ws, protocol.TypeDecline, "decline-"+o.Attempt, protocol.Decline{AttemptRef: o.AttemptRef, Reason: "bench idle runner"})
+				continue
+			}
+			f.burst.offered(o.Job)
+			held["a-"+o.Attempt] = o.AttemptRef
+			_ = writeFrame(f.ctx, ws, protocol.TypeAccept, "a-"+o.Attempt, protocol.Accept{AttemptRef: o.AttemptRef})
+		case protocol.TypeReply:
+			ref, ok := held[fr.ReplyTo]
+			if !ok {
+				continue
+			}
+			delete(held, fr.ReplyTo)
+			var r protocol.Reply
+			if err := fr.Decode(&r); err != nil || !r.OK {
+				f.burst.failed(fmt.Errorf("burst job %s: the hub refused %s: %v %v", ref.Job, fr.ReplyTo, err, r.Error))
+				continue
+			}
+			if strings.HasPrefix(fr.ReplyTo, "a-") {
+				held["f-"+ref.Attempt] = ref
+				_ = writeFrame(f.ctx, ws, protocol.TypeFinish, "f-"+ref.Attempt, completedFinish(ref, nil))
+				continue
+			}
+			f.burst.finished(ref.Job)
 		}
 	}
 }

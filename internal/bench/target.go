@@ -215,6 +215,15 @@ func (t *target) claim(ref protocol.AttemptRef) error {
 	return nil
 }
 
+// completedFinish is the finish of an attempt whose agent exited 0 after
+// writing log, all of which the hub has.
+func completedFinish(ref protocol.AttemptRef, log []byte) protocol.Finish {
+	sum := sha256.Sum256(log)
+	exit := 0
+	return protocol.Finish{AttemptRef: ref, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: &exit},
+		LogSize: int64(len(log)), LogSHA256: hex.EncodeToString(sum[:])}
+}
+
 // sample is one job's timings.
 type sample struct {
 	job       string
@@ -304,11 +313,7 @@ func (t *target) runJobAs(ctx context.Context, api *apiClient, req protocol.Subm
 	if _, err := t.request(ctx, tc, protocol.TypeLog, protocol.Log{AttemptRef: ref, Offset: 0, Data: out.Bytes()}); err != nil {
 		return s, fmt.Errorf("job %s: %w", v.ID, err)
 	}
-	sum := sha256.Sum256(out.Bytes())
-	exit := 0
-	fin := protocol.Finish{AttemptRef: ref, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: &exit},
-		LogSize: int64(out.Len()), LogSHA256: hex.EncodeToString(sum[:])}
-	if _, err := t.request(ctx, tc, protocol.TypeFinish, fin); err != nil {
+	if _, err := t.request(ctx, tc, protocol.TypeFinish, completedFinish(ref, out.Bytes())); err != nil {
 		return s, fmt.Errorf("job %s: %w", v.ID, err)
 	}
 	if err := t.status(ctx, tc); err != nil {
