@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -83,6 +84,8 @@ LOCAL_ROOT_URL = http://%[5]s/
 APP_DATA_PATH = %[2]s/data
 ; Templates and options from the module source: the build has no bindata.
 STATIC_ROOT_PATH = %[6]s
+; Offline: 1.26 has no OFFLINE_MODE (its assets are local, Gravatar is off by default);
+; the update checker, which would call out, is off below.
 DISABLE_SSH = true
 START_SSH_SERVER = false
 LFS_START_SERVER = false
@@ -160,6 +163,9 @@ func giteaBinary(t testing.TB) (bin, static string) {
 			var out []byte
 			out, err = exec.Command(filepath.Join(root, "scripts", "gitea", "build"), "--cached").Output()
 			bin = strings.TrimSpace(string(out))
+			if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+				err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+			}
 		}
 		if err != nil {
 			ciskip.Skipf(t, "Gitea is not built (%v); run scripts/test or scripts/gitea/build (many minutes), or set DROVER_GITEA", err)
