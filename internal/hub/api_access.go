@@ -13,11 +13,11 @@ import (
 // shareRunner serves POST /runners/{name}/share and /unshare.
 func (a httpAPI) shareRunner(share bool) func(http.ResponseWriter, *http.Request, call.Caller) error {
 	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-		req := shareRunnerRequest{Name: r.PathValue("name"), Share: share}
+		req := call.ShareRunnerRequest{Name: r.PathValue("name"), Share: share}
 		if err := decodeBody(r, w, &req.ShareRequest); err != nil {
 			return err
 		}
-		out, err := a.h.shareRunner(r.Context(), p, req)
+		out, err := a.h.ShareRunner(r.Context(), p, req)
 		return reply(w, http.StatusOK, out, err)
 	}
 }
@@ -25,11 +25,11 @@ func (a httpAPI) shareRunner(share bool) func(http.ResponseWriter, *http.Request
 // answerShare serves POST /runners/{name}/accept and /decline.
 func (a httpAPI) answerShare(accept bool) func(http.ResponseWriter, *http.Request, call.Caller) error {
 	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-		req := answerShareRequest{Name: r.PathValue("name"), Accept: accept}
+		req := call.AnswerShareRequest{Name: r.PathValue("name"), Accept: accept}
 		if err := decodeBody(r, w, &req.AnswerShareRequest); err != nil {
 			return err
 		}
-		out, err := a.h.answerShare(r.Context(), p, req)
+		out, err := a.h.AnswerShare(r.Context(), p, req)
 		return reply(w, http.StatusOK, out, err)
 	}
 }
@@ -37,18 +37,18 @@ func (a httpAPI) answerShare(accept bool) func(http.ResponseWriter, *http.Reques
 // shareAccount serves POST /accounts/share and /accounts/unshare.
 func (a httpAPI) shareAccount(share bool) func(http.ResponseWriter, *http.Request, call.Caller) error {
 	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-		req := shareAccountRequest{Share: share}
+		req := call.ShareAccountRequest{Share: share}
 		if err := decodeBody(r, w, &req.AccountShareRequest); err != nil {
 			return err
 		}
-		out, err := a.h.shareAccount(r.Context(), p, req)
+		out, err := a.h.ShareAccount(r.Context(), p, req)
 		return reply(w, http.StatusOK, out, err)
 	}
 }
 
 // members serves GET /projects/{name}/members.
 func (a httpAPI) members(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.members(r.Context(), p, membersRequest{Project: r.PathValue("name")})
+	out, err := a.h.Members(r.Context(), p, call.MembersRequest{Project: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
@@ -56,7 +56,7 @@ func (a httpAPI) members(w http.ResponseWriter, r *http.Request, p call.Caller) 
 // /projects/{name}/members/{user} (remove).
 func (a httpAPI) changeMember(add bool) func(http.ResponseWriter, *http.Request, call.Caller) error {
 	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-		req := changeMemberRequest{Project: r.PathValue("name"), User: r.PathValue("user"), Add: add}
+		req := call.ChangeMemberRequest{Project: r.PathValue("name"), User: r.PathValue("user"), Add: add}
 		if add {
 			var body protocol.MemberRequest
 			if err := decodeBody(r, w, &body); err != nil {
@@ -64,7 +64,7 @@ func (a httpAPI) changeMember(add bool) func(http.ResponseWriter, *http.Request,
 			}
 			req.User = body.User
 		}
-		out, err := a.h.changeMember(r.Context(), p, req)
+		out, err := a.h.ChangeMember(r.Context(), p, req)
 		return reply(w, http.StatusOK, out, err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 // state_accounts.go.
 
 func (a httpAPI) accounts(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.accounts(r.Context(), p)
+	out, err := a.h.Accounts(r.Context(), p)
 	return reply(w, http.StatusOK, out, err)
 }
 
@@ -20,6 +20,6 @@ func (a httpAPI) moveAccount(w http.ResponseWriter, r *http.Request, p call.Call
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
-	out, err := a.h.moveAccount(r.Context(), p, req)
+	out, err := a.h.MoveAccount(r.Context(), p, req)
 	return reply(w, http.StatusOK, out, err)
 }

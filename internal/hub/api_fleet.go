@@ -17,31 +17,31 @@ func (a httpAPI) launch(w http.ResponseWriter, r *http.Request, p call.Caller) e
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
-	out, err := a.h.launch(r.Context(), p, req)
+	out, err := a.h.Launch(r.Context(), p, req)
 	return reply(w, http.StatusCreated, out, err)
 }
 
 func (a httpAPI) launches(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.launches(r.Context(), p)
+	out, err := a.h.Launches(r.Context(), p)
 	return reply(w, http.StatusOK, out, err)
 }
 
 func (a httpAPI) launchView(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.launchView(r.Context(), p, launchRequest{ID: r.PathValue("id")})
+	out, err := a.h.LaunchView(r.Context(), p, call.LaunchRequest{ID: r.PathValue("id")})
 	return reply(w, http.StatusOK, out, err)
 }
 
 func (a httpAPI) revokeLaunch(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.revokeLaunch(r.Context(), p, launchRequest{ID: r.PathValue("id")})
+	out, err := a.h.RevokeLaunch(r.Context(), p, call.LaunchRequest{ID: r.PathValue("id")})
 	return reply(w, http.StatusOK, out, err)
 }
 
 func (a httpAPI) launchFailure(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	req := launchFailureRequest{ID: r.PathValue("id")}
+	req := call.LaunchFailureRequest{ID: r.PathValue("id")}
 	if err := decodeBody(r, w, &req.LaunchFailure); err != nil {
 		return err
 	}
-	if err := a.h.recordLaunchFailure(r.Context(), p, req); err != nil {
+	if err := a.h.RecordLaunchFailure(r.Context(), p, req); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -51,7 +51,7 @@ func (a httpAPI) launchFailure(w http.ResponseWriter, r *http.Request, p call.Ca
 // demand serves GET /fleet/demand?labels=k=v,...&after=GEN&wait=MS.
 func (a httpAPI) demand(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	q := r.URL.Query()
-	var req demandRequest
+	var req call.DemandRequest
 	var err error
 	if req.Labels, err = protocol.ParseLabelList(q.Get("labels")); err != nil {
 		return call.BadRequest("labels: %v", err)
@@ -64,7 +64,7 @@ func (a httpAPI) demand(w http.ResponseWriter, r *http.Request, p call.Caller) e
 		}
 		req.WaitMS = ms
 	}
-	out, err := a.h.waitDemand(r.Context(), p, req)
+	out, err := a.h.WaitDemand(r.Context(), p, req)
 	if err != nil && r.Context().Err() != nil {
 		return nil // the caller is gone: nothing to answer
 	}
@@ -78,12 +78,12 @@ func (a httpAPI) register(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		tok = ""
 	}
-	err = a.h.authenticateRegistration(r.Context(), tok)
+	err = a.h.AuthenticateRegistration(r.Context(), tok)
 	if err == nil {
 		var req protocol.RegisterRequest
 		if err = decodeBody(r, w, &req); err == nil {
 			var out protocol.RunnerView
-			out, err = a.h.register(r.Context(), tok, req)
+			out, err = a.h.RegisterRunner(r.Context(), tok, req)
 			err = reply(w, http.StatusCreated, out, err)
 		}
 	}

@@ -18,7 +18,7 @@ func (a httpAPI) submitJob(w http.ResponseWriter, r *http.Request, p call.Caller
 	if err := decodeBodyMax(r, w, &req, maxSubmitBody); err != nil {
 		return err
 	}
-	out, err := a.h.submitJob(r.Context(), p, req)
+	out, err := a.h.SubmitJob(r.Context(), p, req)
 	if err != nil {
 		return err
 	}
@@ -35,41 +35,41 @@ func (a httpAPI) listJobs(w http.ResponseWriter, r *http.Request, p call.Caller)
 	if err != nil {
 		return err
 	}
-	out, err := a.h.listJobs(r.Context(), p, listJobsRequest{State: job.State(r.URL.Query().Get("state")), Limit: int(limit)})
+	out, err := a.h.ListJobs(r.Context(), p, call.ListJobsRequest{State: job.State(r.URL.Query().Get("state")), Limit: int(limit)})
 	return reply(w, http.StatusOK, out, err)
 }
 
 // showJobRequestOf reads GET /jobs/{id}[?events=1].
-func showJobRequestOf(r *http.Request) showJobRequest {
-	return showJobRequest{ID: r.PathValue("id"), Events: r.URL.Query().Get("events") == "1"}
+func showJobRequestOf(r *http.Request) call.ShowJobRequest {
+	return call.ShowJobRequest{ID: r.PathValue("id"), Events: r.URL.Query().Get("events") == "1"}
 }
 
 func (a httpAPI) showJob(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	v, err := a.h.showJob(r.Context(), p, showJobRequestOf(r))
+	v, err := a.h.ShowJob(r.Context(), p, showJobRequestOf(r))
 	return reply(w, http.StatusOK, v, err)
 }
 
 // actOnJob serves POST /jobs/{id}/ACTION: the action, then the job as it is.
 func (a httpAPI) actOnJob(action string) func(http.ResponseWriter, *http.Request, call.Caller) error {
 	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-		v, err := a.h.actOnJob(r.Context(), p, jobActionRequest{Action: action, Show: showJobRequestOf(r)})
+		v, err := a.h.ActOnJob(r.Context(), p, call.JobActionRequest{Action: action, Show: showJobRequestOf(r)})
 		return reply(w, http.StatusOK, v, err)
 	}
 }
 
 func (a httpAPI) answerJob(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	req := jobActionRequest{Action: "answer", Show: showJobRequestOf(r)}
+	req := call.JobActionRequest{Action: "answer", Show: showJobRequestOf(r)}
 	if err := decodeBody(r, w, &req.Answer); err != nil {
 		return err
 	}
-	v, err := a.h.actOnJob(r.Context(), p, req)
+	v, err := a.h.ActOnJob(r.Context(), p, req)
 	return reply(w, http.StatusOK, v, err)
 }
 
 // questions lists the open questions of the jobs the caller may see.
 func (a httpAPI) questions(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	qs, err := a.h.openQuestions(r.Context(), p)
-	return reply(w, http.StatusOK, protocol.QuestionList{Questions: qs}, err)
+	out, err := a.h.OpenQuestions(r.Context(), p)
+	return reply(w, http.StatusOK, out, err)
 }
 
 func (a httpAPI) jobEvents(w http.ResponseWriter, r *http.Request, p call.Caller) error {
@@ -77,6 +77,6 @@ func (a httpAPI) jobEvents(w http.ResponseWriter, r *http.Request, p call.Caller
 	if err != nil {
 		return err
 	}
-	out, err := a.h.jobEvents(r.Context(), p, jobEventsRequest{ID: r.PathValue("id"), After: after})
+	out, err := a.h.JobEvents(r.Context(), p, call.JobEventsRequest{ID: r.PathValue("id"), After: after})
 	return reply(w, http.StatusOK, out, err)
 }

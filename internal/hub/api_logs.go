@@ -29,9 +29,9 @@ func (a httpAPI) followLog(w http.ResponseWriter, r *http.Request, p call.Caller
 		return err
 	}
 	// Capped before the multiplication, which would overflow.
-	wait := time.Duration(min(waitMS, maxLogWait.Milliseconds())) * time.Millisecond
-	s, err := a.h.followLog(r.Context(), p, logRequest{ID: r.PathValue("id"), Attempt: num, Offset: offset, Wait: wait})
-	if errors.Is(err, errCallerGone) {
+	wait := time.Duration(min(waitMS, call.MaxLogWait.Milliseconds())) * time.Millisecond
+	s, err := a.h.FollowLog(r.Context(), p, call.LogRequest{ID: r.PathValue("id"), Attempt: num, Offset: offset, Wait: wait})
+	if errors.Is(err, call.ErrCallerGone) {
 		return nil
 	}
 	if err != nil {
@@ -39,14 +39,14 @@ func (a httpAPI) followLog(w http.ResponseWriter, r *http.Request, p call.Caller
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", "application/octet-stream")
-	hd.Set(protocol.HeaderLogAttempt, strconv.FormatInt(s.attempt, 10))
+	hd.Set(protocol.HeaderLogAttempt, strconv.FormatInt(s.Attempt, 10))
 	hd.Set(protocol.HeaderLogOffset, strconv.FormatInt(offset, 10))
-	hd.Set(protocol.HeaderLogSize, strconv.FormatInt(s.size, 10))
-	hd.Set(protocol.HeaderLogComplete, strconv.FormatBool(s.complete))
-	hd.Set(protocol.HeaderJobState, s.state)
-	hd.Set(protocol.HeaderLatest, strconv.FormatInt(s.latest, 10))
+	hd.Set(protocol.HeaderLogSize, strconv.FormatInt(s.Size, 10))
+	hd.Set(protocol.HeaderLogComplete, strconv.FormatBool(s.Complete))
+	hd.Set(protocol.HeaderJobState, s.State)
+	hd.Set(protocol.HeaderLatest, strconv.FormatInt(s.Latest, 10))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(s.data)
+	_, _ = w.Write(s.Data)
 	return nil
 }
 

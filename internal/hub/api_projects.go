@@ -11,7 +11,7 @@ import (
 // state_projects.go and, for a project's config, network.go.
 
 func (a httpAPI) listProjects(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	ps, err := a.h.projectViews(r.Context(), p)
+	ps, err := a.h.ProjectViews(r.Context(), p)
 	return reply(w, http.StatusOK, protocol.ProjectList{Projects: ps}, err)
 }
 
@@ -27,20 +27,20 @@ func (a httpAPI) mapProject(w http.ResponseWriter, r *http.Request, p call.Calle
 	if body.Remote == nil {
 		return call.BadRequest(`the body must be {"remote": URL}, or {"remote": ""} to make the project hosted again`)
 	}
-	out, err := a.h.mapProject(r.Context(), p, mapProjectRequest{Name: r.PathValue("name"), MapProjectRequest: protocol.MapProjectRequest{Remote: *body.Remote}})
+	out, err := a.h.MapProject(r.Context(), p, call.MapProjectRequest{Name: r.PathValue("name"), MapProjectRequest: protocol.MapProjectRequest{Remote: *body.Remote}})
 	return reply(w, http.StatusOK, out, err)
 }
 
 func (a httpAPI) projectConfig(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.projectConfig(r.Context(), p, projectConfigRequest{Project: r.PathValue("name")})
+	out, err := a.h.ProjectConfig(r.Context(), p, call.ProjectConfigRequest{Project: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
 func (a httpAPI) setProjectConfig(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	req := projectConfigRequest{Project: r.PathValue("name")}
+	req := call.ProjectConfigRequest{Project: r.PathValue("name")}
 	if err := decodeBody(r, w, &req.ProjectConfigRequest); err != nil {
 		return err
 	}
-	out, err := a.h.setProjectConfig(r.Context(), p, req)
+	out, err := a.h.SetProjectConfig(r.Context(), p, req)
 	return reply(w, http.StatusOK, out, err)
 }

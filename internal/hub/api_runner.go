@@ -43,7 +43,7 @@ func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p call.Ca
 	if err != nil {
 		return err
 	}
-	files, err := a.h.contextFiles(r.Context(), p, ref)
+	files, err := a.h.ContextFiles(r.Context(), p, ref)
 	if err != nil {
 		return err
 	}
@@ -71,11 +71,11 @@ func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p call.Caller) 
 		return err
 	}
 	q := r.URL.Query()
-	req := publishRequest{Ref: ref, Commit: q.Get("commit"), Digest: q.Get("sha256"),
+	req := call.PublishRequest{Ref: ref, Commit: q.Get("commit"), Digest: q.Get("sha256"),
 		Spool: func(digest string) (string, error) { return a.spoolBundle(w, r, digest) }}
 	// Checked here too so that a bad id is refused before a bad checkpoint,
 	// as it always was.
-	if err := checkPublishIDs(req.Commit, req.Digest); err != nil {
+	if err := req.CheckIDs(); err != nil {
 		return err
 	}
 	switch q.Get("checkpoint") {
@@ -91,14 +91,14 @@ func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p call.Caller) 
 		}
 		req.Sparse = sparse
 	}
-	res, err := a.h.publishBundle(r.Context(), p, req)
-	var sh staleHead
+	res, err := a.h.PublishBundle(r.Context(), p, req)
+	var sh call.StaleHead
 	if errors.As(err, &sh) {
-		a.h.log.Info("publication on a stale head", "job", ref.Job, "attempt", ref.Attempt, "commit", req.Commit, "head", sh.head)
+		a.h.log.Info("publication on a stale head", "job", ref.Job, "attempt", ref.Attempt, "commit", req.Commit, "head", sh.Head)
 		writeJSON(w, http.StatusConflict, staleHeadBody{
 			ErrorBody: protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrStaleHead,
-				Message: fmt.Sprintf("the job's head is %s, which %s does not build on: fetch it, check it descends from the head you knew, continue from it", sh.head, req.Commit)}},
-			Head: sh.head,
+				Message: fmt.Sprintf("the job's head is %s, which %s does not build on: fetch it, check it descends from the head you knew, continue from it", sh.Head, req.Commit)}},
+			Head: sh.Head,
 		})
 		return nil
 	}
@@ -110,7 +110,7 @@ func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p call.Caller) 
 func (a httpAPI) spoolBundle(w http.ResponseWriter, r *http.Request, digest string) (string, error) {
 	h := a.h
 	if r.ContentLength > h.cfg.TransferCap {
-		return "", h.tooLargeTransfer("the publication")
+		return "", h.TooLargeTransfer("the publication")
 	}
 	dir := h.scratch.dir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -129,7 +129,7 @@ func (a httpAPI) spoolBundle(w http.ResponseWriter, r *http.Request, digest stri
 		os.Remove(f.Name())
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return "", h.tooLargeTransfer("the publication")
+			return "", h.TooLargeTransfer("the publication")
 		}
 		return "", call.BadRequest("read the publication: %v", err)
 	}

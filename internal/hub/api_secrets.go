@@ -9,12 +9,12 @@ import (
 // The project secrets API's HTTP transport over the operations of
 // secrets.go: /projects/{name}/secrets[/{secret}].
 
-func secretRequestOf(r *http.Request) secretRequest {
-	return secretRequest{Project: r.PathValue("name"), Name: r.PathValue("secret")}
+func secretRequestOf(r *http.Request) call.SecretRequest {
+	return call.SecretRequest{Project: r.PathValue("name"), Name: r.PathValue("secret")}
 }
 
 func (a httpAPI) listSecrets(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.listSecrets(r.Context(), p, secretRequestOf(r))
+	out, err := a.h.ListSecrets(r.Context(), p, secretRequestOf(r))
 	return reply(w, http.StatusOK, out, err)
 }
 
@@ -23,11 +23,11 @@ func (a httpAPI) setSecret(w http.ResponseWriter, r *http.Request, p call.Caller
 	if err := decodeBody(r, w, &req.SecretRequest); err != nil {
 		return err
 	}
-	out, err := a.h.setSecret(r.Context(), p, req)
+	out, err := a.h.SetSecret(r.Context(), p, req)
 	return reply(w, http.StatusOK, out, err)
 }
 
 func (a httpAPI) removeSecret(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.removeSecret(r.Context(), p, secretRequestOf(r))
+	out, err := a.h.RemoveSecret(r.Context(), p, secretRequestOf(r))
 	return reply(w, http.StatusOK, out, err)
 }

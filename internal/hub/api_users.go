@@ -14,22 +14,22 @@ func (a httpAPI) addUser(w http.ResponseWriter, r *http.Request, p call.Caller) 
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
-	out, err := a.h.addUser(r.Context(), p, req)
+	out, err := a.h.AddUser(r.Context(), p, req)
 	return reply(w, http.StatusCreated, out, err)
 }
 
 func (a httpAPI) listUsers(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.listUsers(r.Context(), p)
+	out, err := a.h.ListUsers(r.Context(), p)
 	return reply(w, http.StatusOK, out, err)
 }
 
 func (a httpAPI) removeUser(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.removeUser(r.Context(), p, userRequest{Name: r.PathValue("name")})
+	out, err := a.h.RemoveUser(r.Context(), p, call.UserRequest{Name: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
 func (a httpAPI) rotateToken(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	out, err := a.h.rotateToken(r.Context(), p, userRequest{Name: r.PathValue("name")})
+	out, err := a.h.RotateToken(r.Context(), p, call.UserRequest{Name: r.PathValue("name")})
 	return reply(w, http.StatusOK, out, err)
 }
 
@@ -38,7 +38,7 @@ func (a httpAPI) whoami(w http.ResponseWriter, r *http.Request) {
 	p, err := a.h.authenticate(r)
 	if err == nil {
 		var out protocol.Whoami
-		out, err = a.h.whoami(r.Context(), p)
+		out, err = a.h.Whoami(r.Context(), p)
 		err = reply(w, http.StatusOK, out, err)
 	}
 	if err != nil {

@@ -96,21 +96,26 @@ func decodeBodyMax(r *http.Request, w http.ResponseWriter, v any, limit int64) e
 // authenticate resolves the bearer token to a principal. Revoked tokens and
 // tokens of revoked runners are refused.
 func (h *Hub) authenticate(r *http.Request) (call.Caller, error) {
-	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
+	tok, err := bearer(r)
 	if err != nil {
-		return call.Caller{}, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+		return call.Caller{}, err
 	}
-	return h.authenticateToken(r.Context(), tok)
+	return h.AuthenticateToken(r.Context(), tok)
 }
 
-// authenticateAs resolves an Authorization header value to a principal
-// holding a token of the given kind: every authenticated route's check.
-func (h *Hub) authenticateAs(ctx context.Context, header string, kind store.TokenKind) (call.Caller, error) {
-	tok, err := auth.BearerToken(header)
+// bearer is the request's bearer token; its absence is a 401.
+func bearer(r *http.Request) (string, error) {
+	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
 	if err != nil {
-		return call.Caller{}, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+		return "", call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
 	}
-	p, err := h.authenticateToken(ctx, tok)
+	return tok, nil
+}
+
+// AuthenticateAs resolves a token to a principal holding a token of the
+// given kind: every authenticated route's check, and the pages'.
+func (h *Hub) AuthenticateAs(ctx context.Context, tok string, kind store.TokenKind) (call.Caller, error) {
+	p, err := h.AuthenticateToken(ctx, tok)
 	if err != nil {
 		return call.Caller{}, err
 	}
@@ -120,8 +125,8 @@ func (h *Hub) authenticateAs(ctx context.Context, header string, kind store.Toke
 	return p, nil
 }
 
-// authenticateToken resolves a token to a principal.
-func (h *Hub) authenticateToken(ctx context.Context, tok string) (call.Caller, error) {
+// AuthenticateToken resolves a token to a principal.
+func (h *Hub) AuthenticateToken(ctx context.Context, tok string) (call.Caller, error) {
 	hash := auth.Hash(tok)
 	var p call.Caller
 	err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -183,7 +188,11 @@ type httpAPI struct{ h *Hub }
 // of refusals to HTTP statuses and bodies.
 func (h *Hub) handler(kind store.TokenKind, fn func(w http.ResponseWriter, r *http.Request, p call.Caller) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := h.authenticateAs(r.Context(), r.Header.Get("Authorization"), kind)
+		tok, err := bearer(r)
+		var p call.Caller
+		if err == nil {
+			p, err = h.AuthenticateAs(r.Context(), tok, kind)
+		}
 		if err != nil {
 			h.writeError(w, r, err)
 			return

@@ -133,9 +133,9 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 	}
 }
 
-// contextFiles are a job's context files, for the runner holding one of
+// ContextFiles are a job's context files, for the runner holding one of
 // its active attempts.
-func (h *Hub) contextFiles(ctx context.Context, p call.Caller, ref protocol.AttemptRef) ([]store.ContextFile, error) {
+func (h *Hub) ContextFiles(ctx context.Context, p call.Caller, ref protocol.AttemptRef) ([]store.ContextFile, error) {
 	var files []store.ContextFile
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		a, j, err := loadFenced(tx, p.RunnerID, ref)
