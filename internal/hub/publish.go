@@ -16,13 +16,6 @@ import (
 	"drover/internal/store"
 )
 
-// staleHeadBody is the 409 answer to a publication that does not build on
-// the job's head: an error body that also decodes as a PublishResult.
-type staleHeadBody struct {
-	protocol.ErrorBody
-	Head string `json:"head"`
-}
-
 // TooLargeTransfer says what to do about a transfer over the cap.
 func (h *Hub) TooLargeTransfer(what string) *call.Refusal {
 	return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge,

@@ -42,9 +42,6 @@ func (h *Hub) sourceSpec(tx store.Tx, c *conn, j store.Job, spec *protocol.JobSp
 	return nil
 }
 
-// maxSubmitBody leaves room for the context files (base64 in JSON).
-const maxSubmitBody = maxBody + (protocol.MaxContextTotal+2)/3*4 + protocol.MaxContextFiles*2048
-
 // checkSource validates a submission's context files, repository and mode
 // and fills the job's source fields. For a hosted project the base must
 // already be on the hub and its tree must be one drover supports.

@@ -12,7 +12,7 @@ import (
 )
 
 // The accounts' operations of the state layer (docs/architecture.md); the
-// HTTP API serves them in api_accounts.go, the runners page too.
+// HTTP API serves them in httpapi/accounts.go, the runners page too.
 
 // Accounts lists p's Accounts across their runners, in the order the
 // dispatcher prefers them.

@@ -94,7 +94,7 @@ func validateSubmit(req protocol.SubmitRequest) error {
 // The jobs' operations of the state layer (docs/architecture.md): each is
 // (ctx, caller, typed request) -> (typed reply, error), checks who is
 // asking itself (access.go), and knows nothing of its transport; the HTTP
-// API (api_jobs.go) and the dashboard (dashboard.go) call them.
+// API (httpapi/jobs.go) and the dashboard (dashboard.go) call them.
 
 // SubmitJob queues a new job for p, or finds the one p submitted earlier
 // with the same idempotency key.

@@ -9,7 +9,7 @@ import (
 )
 
 // The logs' operations of the state layer (docs/architecture.md): the
-// HTTP API (api_logs.go) and the dashboard read logs through them.
+// HTTP API (httpapi/logs.go) and the dashboard read logs through them.
 
 const maxLogRead = 1 << 20
 

@@ -14,7 +14,7 @@ import (
 )
 
 // The projects' operations of the state layer (docs/architecture.md); the
-// HTTP API serves them in api_projects.go, the projects page too.
+// HTTP API serves them in httpapi/projects.go, the projects page too.
 
 // ProjectViews lists the projects p is a member of (every one for admins).
 // A repository on disk that no accepted push made a project (a discovery

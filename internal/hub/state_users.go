@@ -14,7 +14,7 @@ import (
 )
 
 // The users' operations of the state layer (docs/architecture.md); the
-// HTTP API serves them in api_users.go.
+// HTTP API serves them in httpapi/users.go.
 
 // AddUser adds a user (admin only) with their first token.
 func (h *Hub) AddUser(ctx context.Context, p call.Caller, req protocol.NewUserRequest) (protocol.NewUserResponse, error) {
