@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/hub/httpapi"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -158,7 +159,7 @@ func TestAccountMovesRefused(t *testing.T) {
 		{"no account", th.admin, move("box-1", "", 1), http.StatusBadRequest, protocol.ErrBadRequest},
 		{"malformed body", th.admin, `{"runner": "box-1", "id": `, http.StatusBadRequest, protocol.ErrBadRequest},
 		{"wrongly typed body", th.admin, `{"runner": "box-1", "id": "acc-2", "position": "1"}`, http.StatusBadRequest, protocol.ErrBadRequest},
-		{"body too large", th.admin, move("box-1", strings.Repeat("x", maxBody+1), 1), http.StatusRequestEntityTooLarge, protocol.ErrTooLarge},
+		{"body too large", th.admin, move("box-1", strings.Repeat("x", httpapi.MaxBody+1), 1), http.StatusRequestEntityTooLarge, protocol.ErrTooLarge},
 		{"no token", "", move("box-1", "acc-2", 1), http.StatusUnauthorized, protocol.ErrUnauthorized},
 	} {
 		req, _ := http.NewRequest("POST", th.srv.URL+protocol.APIPrefix+"/accounts/move", strings.NewReader(tc.body))

@@ -79,19 +79,11 @@ func (f *fleetState) annotate(owner string, labels map[string]string, why string
 
 const maxDemandWait = 60 * time.Second
 
-// demandRequest asks for the demand of runners with Labels, waiting up to
-// WaitMS (negative: not milliseconds) for a generation other than After.
-type demandRequest struct {
-	Labels map[string]string
-	After  uint64
-	WaitMS int
-}
-
-// waitDemand answers how many of the caller's queued jobs runners with the
+// WaitDemand answers how many of the caller's queued jobs runners with the
 // given labels could take, at once when the generation differs from
 // after, else when the queue next changes (or wait ms pass): an
 // autoscaler's event, not a poll. It returns ctx's error if ctx ends first.
-func (h *Hub) waitDemand(ctx context.Context, p call.Caller, req demandRequest) (protocol.Demand, error) {
+func (h *Hub) WaitDemand(ctx context.Context, p call.Caller, req call.DemandRequest) (protocol.Demand, error) {
 	if err := protocol.CheckLabels(req.Labels); err != nil {
 		return protocol.Demand{}, call.BadRequest("labels: %v", err)
 	}
@@ -135,18 +127,12 @@ func (h *Hub) demand(ctx context.Context, p call.Caller, labels map[string]strin
 	return n, err
 }
 
-// launchFailureRequest reports a failure of launch ID.
-type launchFailureRequest struct {
-	ID string
-	protocol.LaunchFailure
-}
-
-// recordLaunchFailure records that a launch failed on its target (an image
+// RecordLaunchFailure records that a launch failed on its target (an image
 // missing, a host unreachable, a host key changed): the owner's waiting
 // jobs say so until a launch succeeds (an empty reason clears it). It is
 // stored, so a restarted hub still says so; fleetState holds a copy for
 // the job views.
-func (h *Hub) recordLaunchFailure(ctx context.Context, p call.Caller, req launchFailureRequest) error {
+func (h *Hub) RecordLaunchFailure(ctx context.Context, p call.Caller, req call.LaunchFailureRequest) error {
 	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > protocol.MaxLaunchFailureReason {
 		return call.BadRequest("reason must be at most %d bytes of plain text", protocol.MaxLaunchFailureReason)
 	}

@@ -309,15 +309,9 @@ func applyApprovals(have, add, remove []string) ([]string, error) {
 	return out, nil
 }
 
-// projectConfigRequest names a project and, to set it, its new config.
-type projectConfigRequest struct {
-	Project string
-	protocol.ProjectConfigRequest
-}
-
-// projectConfig is a project's network policies, setup and caches
+// ProjectConfig is a project's network policies, setup and caches
 // (members and admins).
-func (h *Hub) projectConfig(ctx context.Context, p call.Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
+func (h *Hub) ProjectConfig(ctx context.Context, p call.Caller, req call.ProjectConfigRequest) (protocol.ProjectConfig, error) {
 	var out protocol.ProjectConfig
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := readProject(tx, req.Project)
@@ -333,8 +327,8 @@ func (h *Hub) projectConfig(ctx context.Context, p call.Caller, req projectConfi
 	return out, err
 }
 
-// setProjectConfig changes a project's config (owner and admins).
-func (h *Hub) setProjectConfig(ctx context.Context, p call.Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
+// SetProjectConfig changes a project's config (owner and admins).
+func (h *Hub) SetProjectConfig(ctx context.Context, p call.Caller, req call.ProjectConfigRequest) (protocol.ProjectConfig, error) {
 	var out protocol.ProjectConfig
 	var before, after store.ProjectConfig
 	err := h.store.Write(ctx, func(tx store.Tx) error {

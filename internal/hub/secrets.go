@@ -108,16 +108,9 @@ func secretList(tx store.Tx, prj string) (protocol.SecretList, error) {
 	return out, nil
 }
 
-// secretRequest names a project's secret (Name "": all of them) and,
-// to set it, its value and host.
-type secretRequest struct {
-	Project, Name string
-	protocol.SecretRequest
-}
-
-// listSecrets lists a project's secrets: names, hosts and dates, never
+// ListSecrets lists a project's secrets: names, hosts and dates, never
 // values.
-func (h *Hub) listSecrets(ctx context.Context, p call.Caller, req secretRequest) (protocol.SecretList, error) {
+func (h *Hub) ListSecrets(ctx context.Context, p call.Caller, req call.SecretRequest) (protocol.SecretList, error) {
 	var out protocol.SecretList
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := secretProject(tx, p, req.Project)
@@ -130,8 +123,8 @@ func (h *Hub) listSecrets(ctx context.Context, p call.Caller, req secretRequest)
 	return out, err
 }
 
-// setSecret sets a project's secret and lists them all.
-func (h *Hub) setSecret(ctx context.Context, p call.Caller, req secretRequest) (protocol.SecretList, error) {
+// SetSecret sets a project's secret and lists them all.
+func (h *Hub) SetSecret(ctx context.Context, p call.Caller, req call.SecretRequest) (protocol.SecretList, error) {
 	var out protocol.SecretList
 	var set store.ProjectSecret
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -185,8 +178,8 @@ func containsSecret(ss []store.ProjectSecret, name string) bool {
 	return false
 }
 
-// removeSecret removes a project's secret and lists the others.
-func (h *Hub) removeSecret(ctx context.Context, p call.Caller, req secretRequest) (protocol.SecretList, error) {
+// RemoveSecret removes a project's secret and lists the others.
+func (h *Hub) RemoveSecret(ctx context.Context, p call.Caller, req call.SecretRequest) (protocol.SecretList, error) {
 	name := req.Name
 	var out protocol.SecretList
 	var project string

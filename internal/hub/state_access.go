@@ -114,17 +114,10 @@ func (h *Hub) refreshAllAccess(ctx context.Context) error {
 	return h.refreshAccessOf(ctx, slices.Collect(maps.Keys(h.connectedRunners())))
 }
 
-// shareRunnerRequest shares runner Name (Share) or unshares it.
-type shareRunnerRequest struct {
-	Name  string
-	Share bool
-	protocol.ShareRequest
-}
-
-// shareRunner shares a runner with (or unshares it from) a user, a
+// ShareRunner shares a runner with (or unshares it from) a user, a
 // project or the hub (the API's and the runners page's): its owner or an
 // admin only; it answers with the runner as they see it.
-func (h *Hub) shareRunner(ctx context.Context, p call.Caller, req shareRunnerRequest) (protocol.RunnerView, error) {
+func (h *Hub) ShareRunner(ctx context.Context, p call.Caller, req call.ShareRunnerRequest) (protocol.RunnerView, error) {
 	name, share := req.Name, req.Share
 	var rn store.Runner
 	var what string
@@ -231,20 +224,12 @@ func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (protocol.R
 	return v, err
 }
 
-// answerShareRequest accepts (Accept) or declines a share of runner Name
-// with its caller, or with Project.
-type answerShareRequest struct {
-	Name   string
-	Accept bool
-	protocol.AnswerShareRequest
-}
-
-// answerShare accepts or declines a share of another's runner (the API's):
+// AnswerShare accepts or declines a share of another's runner (the API's):
 // its recipient only, a project's owner or an admin for a project; it
 // answers with the runner as the caller sees it now. Declining removes the
 // share, pending or accepted. A runner that is not shared with the caller
 // is "not shared with you" whether it exists or not.
-func (h *Hub) answerShare(ctx context.Context, p call.Caller, req answerShareRequest) (protocol.RunnerView, error) {
+func (h *Hub) AnswerShare(ctx context.Context, p call.Caller, req call.AnswerShareRequest) (protocol.RunnerView, error) {
 	var rn store.Runner
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		notShared := call.NotFound("runner %s is not shared with you", req.Name)
@@ -291,16 +276,10 @@ func (h *Hub) answerShare(ctx context.Context, p call.Caller, req answerShareReq
 	return vs[0], nil
 }
 
-// shareAccountRequest shares an account (Share) or unshares it.
-type shareAccountRequest struct {
-	Share bool
-	protocol.AccountShareRequest
-}
-
-// shareAccount shares one account of a runner with (or unshares it from) a
+// ShareAccount shares one account of a runner with (or unshares it from) a
 // user or a project (the API's and the runners page's): the runner's owner
 // or an admin only; it answers with p's accounts.
-func (h *Hub) shareAccount(ctx context.Context, p call.Caller, req shareAccountRequest) (protocol.AccountList, error) {
+func (h *Hub) ShareAccount(ctx context.Context, p call.Caller, req call.ShareAccountRequest) (protocol.AccountList, error) {
 	share := req.Share
 	var out protocol.AccountList
 	if err := namesAccount(req.Runner, req.Account, ""); err != nil {
@@ -416,11 +395,8 @@ func unshareLeaver(tx store.Tx, project, userID string) ([]string, error) {
 	return changed, nil
 }
 
-// membersRequest names the project whose members are listed.
-type membersRequest struct{ Project string }
-
-// members lists a project's members for p (a member, or an admin).
-func (h *Hub) members(ctx context.Context, p call.Caller, req membersRequest) (protocol.MemberList, error) {
+// Members lists a project's Members for p (a member, or an admin).
+func (h *Hub) Members(ctx context.Context, p call.Caller, req call.MembersRequest) (protocol.MemberList, error) {
 	project := req.Project
 	var out protocol.MemberList
 	err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -434,15 +410,9 @@ func (h *Hub) members(ctx context.Context, p call.Caller, req membersRequest) (p
 	return out, err
 }
 
-// changeMemberRequest adds User to Project (Add) or removes them.
-type changeMemberRequest struct {
-	Project, User string
-	Add           bool
-}
-
-// changeMember adds a user to a project or removes one (the API's and the
+// ChangeMember adds a user to a project or removes one (the API's and the
 // projects page's): the project's owner or an admin only.
-func (h *Hub) changeMember(ctx context.Context, p call.Caller, req changeMemberRequest) (protocol.MemberList, error) {
+func (h *Hub) ChangeMember(ctx context.Context, p call.Caller, req call.ChangeMemberRequest) (protocol.MemberList, error) {
 	name, user, add := req.Project, req.User, req.Add
 	var out protocol.MemberList
 	var unshared []string // runners whose shares with the project went

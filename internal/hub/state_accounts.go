@@ -12,11 +12,11 @@ import (
 )
 
 // The accounts' operations of the state layer (docs/architecture.md); the
-// HTTP API serves them in api_accounts.go, the runners page too.
+// HTTP API serves them in httpapi/accounts.go, the runners page too.
 
-// accounts lists p's accounts across their runners, in the order the
+// Accounts lists p's Accounts across their runners, in the order the
 // dispatcher prefers them.
-func (h *Hub) accounts(ctx context.Context, p call.Caller) (protocol.AccountList, error) {
+func (h *Hub) Accounts(ctx context.Context, p call.Caller) (protocol.AccountList, error) {
 	var out protocol.AccountList
 	connected := h.connectedRunners()
 	err := h.store.Read(ctx, func(tx store.Tx) (err error) {
@@ -41,9 +41,9 @@ func namesAccount(runner, account, what string) error {
 	return nil
 }
 
-// moveAccount moves one of p's accounts to a position in p's order (the
+// MoveAccount moves one of p's accounts to a position in p's order (the
 // API's and the runners page's up/down controls).
-func (h *Hub) moveAccount(ctx context.Context, p call.Caller, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
+func (h *Hub) MoveAccount(ctx context.Context, p call.Caller, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
 	var out protocol.AccountList
 	if err := namesAccount(req.Runner, req.ID, " to move"); err != nil {
 		return out, err

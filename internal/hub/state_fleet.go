@@ -23,8 +23,8 @@ import (
 // runner is its launch owner's, named by the launch, and may report only
 // the launch's labels. Revoking the launch revokes its runners.
 
-// launch creates a launch of p's and its registration tokens.
-func (h *Hub) launch(ctx context.Context, p call.Caller, req protocol.LaunchRequest) (protocol.LaunchResponse, error) {
+// Launch creates a Launch of p's and its registration tokens.
+func (h *Hub) Launch(ctx context.Context, p call.Caller, req protocol.LaunchRequest) (protocol.LaunchResponse, error) {
 	if !protocol.ValidName(req.Target) {
 		return protocol.LaunchResponse{}, call.BadRequest("target %q must be a name such as local or ssh", req.Target)
 	}
@@ -70,7 +70,7 @@ func (h *Hub) launch(ctx context.Context, p call.Caller, req protocol.LaunchRequ
 	if err != nil {
 		return protocol.LaunchResponse{}, fmt.Errorf("launch on %s: %w", req.Target, err)
 	}
-	v, err := h.launchView(ctx, p, launchRequest{ID: l.ID})
+	v, err := h.LaunchView(ctx, p, call.LaunchRequest{ID: l.ID})
 	if err != nil {
 		return protocol.LaunchResponse{}, err
 	}
@@ -78,8 +78,8 @@ func (h *Hub) launch(ctx context.Context, p call.Caller, req protocol.LaunchRequ
 	return protocol.LaunchResponse{LaunchView: v, Registrations: regs}, nil
 }
 
-// launches lists p's launches (an admin: all).
-func (h *Hub) launches(ctx context.Context, p call.Caller) (protocol.LaunchList, error) {
+// Launches lists p's Launches (an admin: all).
+func (h *Hub) Launches(ctx context.Context, p call.Caller) (protocol.LaunchList, error) {
 	owner := p.UserID
 	if p.Admin {
 		owner = ""
@@ -103,9 +103,6 @@ func (h *Hub) launches(ctx context.Context, p call.Caller) (protocol.LaunchList,
 	return out, err
 }
 
-// launchRequest names a launch.
-type launchRequest struct{ ID string }
-
 // launchOf is the launch p may manage: its owner's, or any for an admin.
 func launchOf(tx store.Tx, id string, p call.Caller) (store.Launch, error) {
 	l, err := tx.Launch(id)
@@ -115,8 +112,8 @@ func launchOf(tx store.Tx, id string, p call.Caller) (store.Launch, error) {
 	return l, err
 }
 
-// launchView is a launch p may manage.
-func (h *Hub) launchView(ctx context.Context, p call.Caller, req launchRequest) (v protocol.LaunchView, err error) {
+// LaunchView is a launch p may manage.
+func (h *Hub) LaunchView(ctx context.Context, p call.Caller, req call.LaunchRequest) (v protocol.LaunchView, err error) {
 	err = h.store.Read(ctx, func(tx store.Tx) error {
 		l, err := launchOf(tx, req.ID, p)
 		if err != nil {
@@ -149,9 +146,9 @@ func (h *Hub) launchViewTx(tx store.Tx, n *namer, l store.Launch) (protocol.Laun
 	return v, nil
 }
 
-// revokeLaunch revokes the launch: its unused tokens stop working and its
+// RevokeLaunch revokes the launch: its unused tokens stop working and its
 // runners are revoked and disconnected.
-func (h *Hub) revokeLaunch(ctx context.Context, p call.Caller, req launchRequest) (protocol.LaunchView, error) {
+func (h *Hub) RevokeLaunch(ctx context.Context, p call.Caller, req call.LaunchRequest) (protocol.LaunchView, error) {
 	id := req.ID
 	now := h.now()
 	var revoked []string
@@ -193,7 +190,7 @@ func (h *Hub) revokeLaunch(ctx context.Context, p call.Caller, req launchRequest
 		h.closeConn(id, protocol.CloseRevoked, "the runner's fleet launch was revoked")
 	}
 	h.log.Info("fleet launch revoked", "launch", id, "runners", len(revoked), "by", p.Name)
-	return h.launchView(ctx, p, req)
+	return h.LaunchView(ctx, p, req)
 }
 
 // registrationRefused is a registration token that cannot register a
@@ -211,11 +208,11 @@ func registrationToken(tok string) error {
 	return nil
 }
 
-// authenticateRegistration refuses a bearer token that is not a
+// AuthenticateRegistration refuses a bearer token that is not a
 // registration token the hub issued: the caller of register is checked
 // before its request body is read, so that a stranger gets nothing
 // decoded. Whether the token may still register is register's to say.
-func (h *Hub) authenticateRegistration(ctx context.Context, tok string) error {
+func (h *Hub) AuthenticateRegistration(ctx context.Context, tok string) error {
 	if err := registrationToken(tok); err != nil {
 		return err
 	}
@@ -232,10 +229,10 @@ func (h *Hub) authenticateRegistration(ctx context.Context, tok string) error {
 	return nil
 }
 
-// register exchanges a registration token (the caller's bearer) for the
+// RegisterRunner exchanges a registration token (the caller's bearer) for the
 // runner token whose hash req carries, all in one transaction: a refusal
 // leaves nothing registered and the token as it was.
-func (h *Hub) register(ctx context.Context, tok string, req protocol.RegisterRequest) (protocol.RunnerView, error) {
+func (h *Hub) RegisterRunner(ctx context.Context, tok string, req protocol.RegisterRequest) (protocol.RunnerView, error) {
 	if err := registrationToken(tok); err != nil {
 		return protocol.RunnerView{}, err
 	}

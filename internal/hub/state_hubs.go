@@ -9,9 +9,9 @@ import (
 	"drover/internal/store"
 )
 
-// hubList is the live hubs. Any signed-in user may see them: they name no
+// HubList is the live hubs. Any signed-in user may see them: they name no
 // runner, user or job, only counts (docs/operator.md).
-func (h *Hub) hubList(ctx context.Context, _ call.Caller) (protocol.HubList, error) {
+func (h *Hub) HubList(ctx context.Context, _ call.Caller) (protocol.HubList, error) {
 	var (
 		hs []store.Hub
 		l  store.Leader

@@ -94,20 +94,13 @@ func validateSubmit(req protocol.SubmitRequest) error {
 // The jobs' operations of the state layer (docs/architecture.md): each is
 // (ctx, caller, typed request) -> (typed reply, error), checks who is
 // asking itself (access.go), and knows nothing of its transport; the HTTP
-// API (api_jobs.go) and the dashboard (dashboard.go) call them.
+// API (httpapi/jobs.go) and the dashboard (dashboard.go) call them.
 
-// submitted is the reply to a submission: the job, and whether this call
-// created it (false: the idempotency key named an earlier one).
-type submitted struct {
-	Job     protocol.JobView
-	Created bool
-}
-
-// submitJob queues a new job for p, or finds the one p submitted earlier
+// SubmitJob queues a new job for p, or finds the one p submitted earlier
 // with the same idempotency key.
-func (h *Hub) submitJob(ctx context.Context, p call.Caller, req protocol.SubmitRequest) (submitted, error) {
+func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req protocol.SubmitRequest) (call.Submitted, error) {
 	if err := validateSubmit(req); err != nil {
-		return submitted{}, err
+		return call.Submitted{}, err
 	}
 	if entry, _ := facts.Lookup(req.Agent); entry.Prompt() {
 		req.Tools = true
@@ -118,7 +111,7 @@ func (h *Hub) submitJob(ctx context.Context, p call.Caller, req protocol.SubmitR
 		RequesterID: p.UserID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
 	}
 	if err := h.checkSource(ctx, p, req, &j); err != nil {
-		return submitted{}, err
+		return call.Submitted{}, err
 	}
 	created := true
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -148,29 +141,23 @@ func (h *Hub) submitJob(ctx context.Context, p call.Caller, req protocol.SubmitR
 		return err
 	})
 	if err != nil {
-		return submitted{}, fmt.Errorf("submit job: %w", err)
+		return call.Submitted{}, fmt.Errorf("submit job: %w", err)
 	}
 	if created {
 		h.pinBase(ctx, j)
 	}
 	view, err := h.jobView(ctx, p, j.ID)
 	if err != nil {
-		return submitted{}, err
+		return call.Submitted{}, err
 	}
 	if created {
 		h.log.Info("job submitted", "job", j.ID, "agent", j.Agent, "requester", p.Name)
 		h.kick()
 	}
-	return submitted{Job: view, Created: created}, nil
+	return call.Submitted{Job: view, Created: created}, nil
 }
 
-// listJobsRequest asks for the jobs the caller may see.
-type listJobsRequest struct {
-	State job.State // only jobs in this state ("": every state)
-	Limit int       // at most this many (0: the store's default)
-}
-
-func (h *Hub) listJobs(ctx context.Context, p call.Caller, req listJobsRequest) (protocol.JobList, error) {
+func (h *Hub) ListJobs(ctx context.Context, p call.Caller, req call.ListJobsRequest) (protocol.JobList, error) {
 	if req.State != "" && !req.State.Valid() {
 		return protocol.JobList{}, call.BadRequest("unknown state %q (one of %v)", req.State, job.States)
 	}
@@ -178,13 +165,7 @@ func (h *Hub) listJobs(ctx context.Context, p call.Caller, req listJobsRequest) 
 	return protocol.JobList{Jobs: views}, err
 }
 
-// showJobRequest asks for one job, with its first events if Events.
-type showJobRequest struct {
-	ID     string
-	Events bool
-}
-
-func (h *Hub) showJob(ctx context.Context, p call.Caller, req showJobRequest) (protocol.JobView, error) {
+func (h *Hub) ShowJob(ctx context.Context, p call.Caller, req call.ShowJobRequest) (protocol.JobView, error) {
 	v, err := h.jobView(ctx, p, req.ID)
 	if err != nil {
 		return v, err
@@ -197,15 +178,7 @@ func (h *Hub) showJob(ctx context.Context, p call.Caller, req showJobRequest) (p
 	return v, nil
 }
 
-// jobActionRequest changes a job by Action (cancel, retry, restart,
-// answer its question with Answer, or approve its answer), then shows it.
-type jobActionRequest struct {
-	Action string
-	Answer protocol.AnswerRequest
-	Show   showJobRequest
-}
-
-func (h *Hub) actOnJob(ctx context.Context, p call.Caller, req jobActionRequest) (protocol.JobView, error) {
+func (h *Hub) ActOnJob(ctx context.Context, p call.Caller, req call.JobActionRequest) (protocol.JobView, error) {
 	var do func(context.Context, call.Caller, string) error
 	switch req.Action {
 	case "cancel":
@@ -224,16 +197,10 @@ func (h *Hub) actOnJob(ctx context.Context, p call.Caller, req jobActionRequest)
 	if err := do(ctx, p, req.Show.ID); err != nil {
 		return protocol.JobView{}, err
 	}
-	return h.showJob(ctx, p, req.Show)
+	return h.ShowJob(ctx, p, req.Show)
 }
 
-// jobEventsRequest asks for a job's events after sequence number After.
-type jobEventsRequest struct {
-	ID    string
-	After int64
-}
-
-func (h *Hub) jobEvents(ctx context.Context, p call.Caller, req jobEventsRequest) (protocol.EventList, error) {
+func (h *Hub) JobEvents(ctx context.Context, p call.Caller, req call.JobEventsRequest) (protocol.EventList, error) {
 	evs, err := h.events(ctx, p, req.ID, req.After)
 	return protocol.EventList{Events: evs}, err
 }
@@ -255,4 +222,10 @@ func (h *Hub) events(ctx context.Context, p call.Caller, id string, after int64)
 		return nil
 	})
 	return out, err
+}
+
+// OpenQuestions lists the open questions of the jobs p may see.
+func (h *Hub) OpenQuestions(ctx context.Context, p call.Caller) (protocol.QuestionList, error) {
+	qs, err := h.openQuestions(ctx, p)
+	return protocol.QuestionList{Questions: qs}, err
 }

@@ -14,12 +14,12 @@ import (
 )
 
 // The projects' operations of the state layer (docs/architecture.md); the
-// HTTP API serves them in api_projects.go, the projects page too.
+// HTTP API serves them in httpapi/projects.go, the projects page too.
 
-// projectViews lists the projects p is a member of (every one for admins).
+// ProjectViews lists the projects p is a member of (every one for admins).
 // A repository on disk that no accepted push made a project (a discovery
 // request's) is not one.
-func (h *Hub) projectViews(ctx context.Context, p call.Caller) ([]protocol.ProjectView, error) {
+func (h *Hub) ProjectViews(ctx context.Context, p call.Caller) ([]protocol.ProjectView, error) {
 	out := []protocol.ProjectView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rows, err := tx.Projects()
@@ -60,15 +60,9 @@ func checkRemoteURL(u string) error {
 	return nil
 }
 
-// mapProjectRequest maps project Name to a remote URL ("": hosted again).
-type mapProjectRequest struct {
-	Name string
-	protocol.MapProjectRequest
-}
-
-// mapProject maps a project to the remote its runners fetch from (admins
+// MapProject maps a project to the remote its runners fetch from (admins
 // only); a new project is owned by the admin who maps it.
-func (h *Hub) mapProject(ctx context.Context, p call.Caller, req mapProjectRequest) (protocol.ProjectView, error) {
+func (h *Hub) MapProject(ctx context.Context, p call.Caller, req call.MapProjectRequest) (protocol.ProjectView, error) {
 	if !p.Admin {
 		return protocol.ProjectView{}, call.Forbidden("only an admin can map projects")
 	}

@@ -14,10 +14,10 @@ import (
 	"drover/internal/store"
 )
 
-// runnerViews lists the runners p owns or may use (an admin: all), and
+// RunnerViews lists the runners p owns or may use (an admin: all), and
 // those with a share p may accept, with what p may see of each: whom a
 // runner is shared with only its owner and admins.
-func (h *Hub) runnerViews(ctx context.Context, p call.Caller) ([]protocol.RunnerView, error) {
+func (h *Hub) RunnerViews(ctx context.Context, p call.Caller) ([]protocol.RunnerView, error) {
 	return h.runnerViewsOf(ctx, p, "")
 }
 
@@ -100,8 +100,8 @@ func ownedProjects(tx store.Tx, userID string) (map[string]bool, error) {
 	return out, nil
 }
 
-// approve is the one approval path of the API and the approval page.
-func (h *Hub) approve(ctx context.Context, p call.Caller, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
+// Approve is the one approval path of the API and the approval page.
+func (h *Hub) Approve(ctx context.Context, p call.Caller, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
 	rn, replaced, err := h.approveRunner(ctx, p.UserID, req.Name, req.Key, req.Replace)
 	if err != nil {
 		return protocol.ApproveResponse{}, err
@@ -194,12 +194,9 @@ func bindRunner(tx store.Tx, now time.Time, ownerID, name, key string, replace b
 	return rn, replaced, tx.InsertToken(store.Token{Hash: key, Kind: store.TokenRunner, OwnerID: rn.ID, CreatedAt: now})
 }
 
-// runnerRequest names a runner.
-type runnerRequest struct{ Name string }
-
-// revokeRunner revokes a runner's tokens and closes its connection (the
+// RevokeRunner revokes a runner's tokens and closes its connection (the
 // API's and the runners page's revoke): its owner or an admin only.
-func (h *Hub) revokeRunner(ctx context.Context, p call.Caller, req runnerRequest) (protocol.RunnerView, error) {
+func (h *Hub) RevokeRunner(ctx context.Context, p call.Caller, req call.RunnerRequest) (protocol.RunnerView, error) {
 	name := req.Name
 	now := h.now()
 	var rn store.Runner
@@ -225,8 +222,8 @@ func (h *Hub) revokeRunner(ctx context.Context, p call.Caller, req runnerRequest
 	return h.runnerView(rn, owner, ""), nil
 }
 
-// runnerLogin is the runner p authenticated as, as its login sees it.
-func (h *Hub) runnerLogin(ctx context.Context, p call.Caller) (protocol.RunnerView, error) {
+// RunnerLogin is the runner p authenticated as, as its login sees it.
+func (h *Hub) RunnerLogin(ctx context.Context, p call.Caller) (protocol.RunnerView, error) {
 	var rn store.Runner
 	var owner, holder string
 	err := h.store.Read(ctx, func(tx store.Tx) error {

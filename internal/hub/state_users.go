@@ -14,10 +14,10 @@ import (
 )
 
 // The users' operations of the state layer (docs/architecture.md); the
-// HTTP API serves them in api_users.go.
+// HTTP API serves them in httpapi/users.go.
 
-// addUser adds a user (admin only) with their first token.
-func (h *Hub) addUser(ctx context.Context, p call.Caller, req protocol.NewUserRequest) (protocol.NewUserResponse, error) {
+// AddUser adds a user (admin only) with their first token.
+func (h *Hub) AddUser(ctx context.Context, p call.Caller, req protocol.NewUserRequest) (protocol.NewUserResponse, error) {
 	if !p.Admin {
 		return protocol.NewUserResponse{}, call.Forbidden("only an admin can add users")
 	}
@@ -43,8 +43,8 @@ func (h *Hub) addUser(ctx context.Context, p call.Caller, req protocol.NewUserRe
 	return protocol.NewUserResponse{Name: u.Name, Token: token}, nil
 }
 
-// listUsers lists every user for an admin, the caller alone for anyone else.
-func (h *Hub) listUsers(ctx context.Context, p call.Caller) (protocol.UserList, error) {
+// ListUsers lists every user for an admin, the caller alone for anyone else.
+func (h *Hub) ListUsers(ctx context.Context, p call.Caller) (protocol.UserList, error) {
 	out := protocol.UserList{Users: []protocol.UserView{}}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		us, err := tx.Users()
@@ -85,14 +85,11 @@ func liveUser(tx store.Tx, name string) (store.User, error) {
 	return u, err
 }
 
-// userRequest names a user to act on.
-type userRequest struct{ Name string }
-
-// removeUser removes a user (admin only): their tokens stop working at
+// RemoveUser removes a user (admin only): their tokens stop working at
 // once, their runners are revoked (and disconnected), whatever is shared
 // with them is unshared, and their unfinished jobs are cancelled. The row
 // stays, so history keeps their name.
-func (h *Hub) removeUser(ctx context.Context, p call.Caller, req userRequest) (protocol.UserView, error) {
+func (h *Hub) RemoveUser(ctx context.Context, p call.Caller, req call.UserRequest) (protocol.UserView, error) {
 	if !p.Admin {
 		return protocol.UserView{}, call.Forbidden("only an admin can remove users")
 	}
@@ -177,9 +174,9 @@ func (h *Hub) removeUser(ctx context.Context, p call.Caller, req userRequest) (p
 	return protocol.UserView{Name: u.Name, Admin: u.Admin, CreatedAt: u.CreatedAt.UTC(), RemovedAt: utcPtr(u.RemovedAt)}, nil
 }
 
-// rotateToken gives a user a new token and revokes their others; a user
+// RotateToken gives a user a new token and revokes their others; a user
 // rotates their own, an admin anyone's.
-func (h *Hub) rotateToken(ctx context.Context, p call.Caller, req userRequest) (protocol.NewUserResponse, error) {
+func (h *Hub) RotateToken(ctx context.Context, p call.Caller, req call.UserRequest) (protocol.NewUserResponse, error) {
 	name := req.Name
 	token := auth.NewToken(auth.PrefixUser)
 	now := h.now()
@@ -206,8 +203,8 @@ func (h *Hub) rotateToken(ctx context.Context, p call.Caller, req userRequest) (
 	return protocol.NewUserResponse{Name: name, Token: token}, nil
 }
 
-// whoami is the caller as the hub knows it, for a token of any kind.
-func (h *Hub) whoami(_ context.Context, p call.Caller) (protocol.Whoami, error) {
+// Whoami is the caller as the hub knows it, for a token of any kind.
+func (h *Hub) Whoami(_ context.Context, p call.Caller) (protocol.Whoami, error) {
 	v := protocol.Whoami{Kind: string(p.Kind), Name: p.Name, Admin: p.Admin}
 	if p.Kind == store.TokenRunner {
 		v.Runner = p.Name

@@ -1,4 +1,4 @@
-package hub
+package httpapi
 
 import (
 	"archive/tar"
@@ -16,7 +16,14 @@ import (
 )
 
 // The runner's HTTP calls besides its WebSocket: their transport over the
-// operations of repos.go and publish.go.
+// core's Transfers.
+
+// staleHeadBody is the 409 answer to a publication that does not build on
+// the job's head: an error body that also decodes as a PublishResult.
+type staleHeadBody struct {
+	protocol.ErrorBody
+	Head string `json:"head"`
+}
 
 // fencedRef reads (job, attempt, epoch) from a runner call's query.
 func fencedRef(r *http.Request) (protocol.AttemptRef, error) {
@@ -38,12 +45,12 @@ func fencedRef(r *http.Request) (protocol.AttemptRef, error) {
 
 // runnerContext serves a job's context files as a tar to the runner
 // holding one of its active attempts.
-func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p call.Caller) error {
+func (a *API) runnerContext(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	ref, err := fencedRef(r)
 	if err != nil {
 		return err
 	}
-	files, err := a.h.contextFiles(r.Context(), p, ref)
+	files, err := a.core.ContextFiles(r.Context(), p, ref)
 	if err != nil {
 		return err
 	}
@@ -65,17 +72,17 @@ func (a httpAPI) runnerContext(w http.ResponseWriter, r *http.Request, p call.Ca
 
 // publish serves POST /runner/publish: a runner's result (or checkpoint)
 // as a git bundle in the body.
-func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p call.Caller) error {
+func (a *API) publish(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	ref, err := fencedRef(r)
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	req := publishRequest{Ref: ref, Commit: q.Get("commit"), Digest: q.Get("sha256"),
+	req := call.PublishRequest{Ref: ref, Commit: q.Get("commit"), Digest: q.Get("sha256"),
 		Spool: func(digest string) (string, error) { return a.spoolBundle(w, r, digest) }}
 	// Checked here too so that a bad id is refused before a bad checkpoint,
 	// as it always was.
-	if err := checkPublishIDs(req.Commit, req.Digest); err != nil {
+	if err := req.CheckIDs(); err != nil {
 		return err
 	}
 	switch q.Get("checkpoint") {
@@ -91,14 +98,14 @@ func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p call.Caller) 
 		}
 		req.Sparse = sparse
 	}
-	res, err := a.h.publishBundle(r.Context(), p, req)
-	var sh staleHead
+	res, err := a.core.PublishBundle(r.Context(), p, req)
+	var sh call.StaleHead
 	if errors.As(err, &sh) {
-		a.h.log.Info("publication on a stale head", "job", ref.Job, "attempt", ref.Attempt, "commit", req.Commit, "head", sh.head)
+		a.cfg.Logger.Info("publication on a stale head", "job", ref.Job, "attempt", ref.Attempt, "commit", req.Commit, "head", sh.Head)
 		writeJSON(w, http.StatusConflict, staleHeadBody{
 			ErrorBody: protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrStaleHead,
-				Message: fmt.Sprintf("the job's head is %s, which %s does not build on: fetch it, check it descends from the head you knew, continue from it", sh.head, req.Commit)}},
-			Head: sh.head,
+				Message: fmt.Sprintf("the job's head is %s, which %s does not build on: fetch it, check it descends from the head you knew, continue from it", sh.Head, req.Commit)}},
+			Head: sh.Head,
 		})
 		return nil
 	}
@@ -107,12 +114,11 @@ func (a httpAPI) publish(w http.ResponseWriter, r *http.Request, p call.Caller) 
 
 // spoolBundle writes the request body to a temporary file, within the
 // transfer cap, and checks its SHA-256. It returns the file's path.
-func (a httpAPI) spoolBundle(w http.ResponseWriter, r *http.Request, digest string) (string, error) {
-	h := a.h
-	if r.ContentLength > h.cfg.TransferCap {
-		return "", h.tooLargeTransfer("the publication")
+func (a *API) spoolBundle(w http.ResponseWriter, r *http.Request, digest string) (string, error) {
+	if r.ContentLength > a.cfg.TransferCap {
+		return "", a.core.TooLargeTransfer("the publication")
 	}
-	dir := h.scratch.dir
+	dir := a.cfg.SpoolDir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("spool publication: %w", err)
 	}
@@ -121,7 +127,7 @@ func (a httpAPI) spoolBundle(w http.ResponseWriter, r *http.Request, digest stri
 		return "", fmt.Errorf("spool publication: %w", err)
 	}
 	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, sum), http.MaxBytesReader(w, r.Body, h.cfg.TransferCap))
+	n, err := io.Copy(io.MultiWriter(f, sum), http.MaxBytesReader(w, r.Body, a.cfg.TransferCap))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -129,7 +135,7 @@ func (a httpAPI) spoolBundle(w http.ResponseWriter, r *http.Request, digest stri
 		os.Remove(f.Name())
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return "", h.tooLargeTransfer("the publication")
+			return "", a.core.TooLargeTransfer("the publication")
 		}
 		return "", call.BadRequest("read the publication: %v", err)
 	}
