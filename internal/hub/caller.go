@@ -8,7 +8,7 @@ import (
 	"drover/internal/auth"
 	"drover/internal/fsutil"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -27,14 +27,14 @@ func (h *Hub) AsRefusal(err error) *call.Refusal {
 	}
 	if fsutil.IsNoSpace(err) {
 		h.diskFull.report(h.log, h.now(), err)
-		return call.Errf(http.StatusInsufficientStorage, protocol.ErrNoSpace,
+		return call.Errf(http.StatusInsufficientStorage, rules.ErrNoSpace,
 			"the hub's disk is full, so it stored nothing of this request; retry later (the operator must free space in the hub's data directory)")
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return call.Errf(http.StatusServiceUnavailable, protocol.ErrInternal, "request cancelled")
+		return call.Errf(http.StatusServiceUnavailable, rules.ErrInternal, "request cancelled")
 	}
 	h.log.Error("internal error", "err", err)
-	return call.Errf(http.StatusInternalServerError, protocol.ErrInternal, "internal error (see the hub's log)")
+	return call.Errf(http.StatusInternalServerError, rules.ErrInternal, "internal error (see the hub's log)")
 }
 
 // AuthenticateAs resolves a token to a principal holding a token of the
@@ -60,7 +60,7 @@ func (h *Hub) AuthenticateToken(ctx context.Context, tok string) (call.Caller, e
 			return err
 		}
 		if t.RevokedAt != nil {
-			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token was revoked")
+			return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "token was revoked")
 		}
 		p.Kind = t.Kind
 		switch t.Kind {
@@ -71,23 +71,23 @@ func (h *Hub) AuthenticateToken(ctx context.Context, tok string) (call.Caller, e
 			}
 			p = up
 		case store.TokenSession:
-			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "a web session is not an API token; use a user token")
+			return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "a web session is not an API token; use a user token")
 		case store.TokenRunner:
 			rn, err := tx.Runner(t.OwnerID)
 			if err != nil {
 				return err
 			}
 			if rn.RevokedAt != nil || rn.TokenHash != hash {
-				return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "runner token was revoked")
+				return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "runner token was revoked")
 			}
 			p.RunnerID, p.Name, p.TokenHash = rn.ID, rn.Name, hash
 		default:
-			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "unknown token kind")
+			return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "unknown token kind")
 		}
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return call.Caller{}, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token not recognised")
+		return call.Caller{}, call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "token not recognised")
 	}
 	return p, err
 }
@@ -99,7 +99,7 @@ func userPrincipal(tx store.Tx, userID string) (call.Caller, error) {
 		return call.Caller{}, err
 	}
 	if u.RemovedAt != nil {
-		return call.Caller{}, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "user %s was removed", u.Name)
+		return call.Caller{}, call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "user %s was removed", u.Name)
 	}
 	return call.Caller{Kind: store.TokenUser, UserID: u.ID, Name: u.Name, Admin: u.Admin}, nil
 }

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 	"drover/internal/web"
 )
@@ -62,13 +64,13 @@ func (d dashboard) Session(ctx context.Context, session string) (web.User, error
 		t, err := tx.Token(auth.Hash(session))
 		switch {
 		case errors.Is(err, store.ErrNotFound) || (err == nil && t.Kind != store.TokenSession):
-			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session is not known (signed out, or the hub forgot it)")
+			return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "the session is not known (signed out, or the hub forgot it)")
 		case err != nil:
 			return err
 		case t.RevokedAt != nil:
-			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "you signed out, or your token was rotated")
+			return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "you signed out, or your token was rotated")
 		case !d.h.now().Before(t.CreatedAt.Add(d.h.cfg.SessionTTL)):
-			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session expired")
+			return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "the session expired")
 		}
 		p, err = userPrincipal(tx, t.OwnerID)
 		return err
@@ -86,22 +88,22 @@ func (d dashboard) EndSession(ctx context.Context, session string) error {
 	return d.pageError(err)
 }
 
-func (d dashboard) Runners(ctx context.Context, u web.User) ([]protocol.RunnerView, error) {
+func (d dashboard) Runners(ctx context.Context, u web.User) ([]apitypes.RunnerView, error) {
 	rs, err := d.h.RunnerViews(ctx, as(u))
 	return rs, d.pageError(err)
 }
 
-func (d dashboard) Jobs(ctx context.Context, u web.User, state string) ([]protocol.JobView, error) {
+func (d dashboard) Jobs(ctx context.Context, u web.User, state string) ([]apitypes.JobView, error) {
 	js, err := d.h.ListJobs(ctx, as(u), call.ListJobsRequest{State: job.State(state), Limit: 500})
 	return js.Jobs, d.pageError(err)
 }
 
-func (d dashboard) Job(ctx context.Context, u web.User, id string) (protocol.JobView, error) {
+func (d dashboard) Job(ctx context.Context, u web.User, id string) (apitypes.JobView, error) {
 	v, err := d.h.ShowJob(ctx, as(u), call.ShowJobRequest{ID: id})
 	return v, d.pageError(err)
 }
 
-func (d dashboard) Events(ctx context.Context, u web.User, id string, after int64) ([]protocol.EventView, error) {
+func (d dashboard) Events(ctx context.Context, u web.User, id string, after int64) ([]apitypes.EventView, error) {
 	evs, err := d.h.JobEvents(ctx, as(u), call.JobEventsRequest{ID: id, After: after})
 	return evs.Events, d.pageError(err)
 }
@@ -118,22 +120,22 @@ func (d dashboard) Questions(ctx context.Context, u web.User) ([]protocol.Questi
 	return qs, d.pageError(err)
 }
 
-func (d dashboard) Projects(ctx context.Context, u web.User) ([]protocol.ProjectView, error) {
+func (d dashboard) Projects(ctx context.Context, u web.User) ([]apitypes.ProjectView, error) {
 	ps, err := d.h.ProjectViews(ctx, as(u))
 	return ps, d.pageError(err)
 }
 
-func (d dashboard) Members(ctx context.Context, u web.User, project string) (protocol.MemberList, error) {
+func (d dashboard) Members(ctx context.Context, u web.User, project string) (apitypes.MemberList, error) {
 	ms, err := d.h.Members(ctx, as(u), call.MembersRequest{Project: project})
 	return ms, d.pageError(err)
 }
 
-func (d dashboard) Accounts(ctx context.Context, u web.User) (protocol.AccountList, error) {
+func (d dashboard) Accounts(ctx context.Context, u web.User) (apitypes.AccountList, error) {
 	out, err := d.h.Accounts(ctx, as(u))
 	return out, d.pageError(err)
 }
 
-func (d dashboard) MoveAccount(ctx context.Context, u web.User, req protocol.MoveAccountRequest) error {
+func (d dashboard) MoveAccount(ctx context.Context, u web.User, req apitypes.MoveAccountRequest) error {
 	_, err := d.h.MoveAccount(ctx, as(u), req)
 	return d.pageError(err)
 }
@@ -143,11 +145,11 @@ func (d dashboard) Act(ctx context.Context, u web.User, id, action string) error
 	return d.pageError(err)
 }
 
-func (d dashboard) Answer(ctx context.Context, u web.User, id string, req protocol.AnswerRequest) error {
+func (d dashboard) Answer(ctx context.Context, u web.User, id string, req apitypes.AnswerRequest) error {
 	return d.pageError(d.h.answerJob(ctx, as(u), id, req))
 }
 
-func (d dashboard) ApproveRunner(ctx context.Context, u web.User, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
+func (d dashboard) ApproveRunner(ctx context.Context, u web.User, req apitypes.ApproveRequest) (apitypes.ApproveResponse, error) {
 	out, err := d.h.Approve(ctx, as(u), req)
 	return out, d.pageError(err)
 }
@@ -157,12 +159,12 @@ func (d dashboard) RevokeRunner(ctx context.Context, u web.User, name string) er
 	return d.pageError(err)
 }
 
-func (d dashboard) ShareRunner(ctx context.Context, u web.User, name string, req protocol.ShareRequest, share bool) error {
+func (d dashboard) ShareRunner(ctx context.Context, u web.User, name string, req apitypes.ShareRequest, share bool) error {
 	_, err := d.h.ShareRunner(ctx, as(u), call.ShareRunnerRequest{Name: name, Share: share, ShareRequest: req})
 	return d.pageError(err)
 }
 
-func (d dashboard) ShareAccount(ctx context.Context, u web.User, req protocol.AccountShareRequest, share bool) error {
+func (d dashboard) ShareAccount(ctx context.Context, u web.User, req apitypes.AccountShareRequest, share bool) error {
 	_, err := d.h.ShareAccount(ctx, as(u), call.ShareAccountRequest{Share: share, AccountShareRequest: req})
 	return d.pageError(err)
 }

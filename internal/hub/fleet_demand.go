@@ -6,9 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/job"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -83,12 +84,12 @@ const maxDemandWait = 60 * time.Second
 // given labels could take, at once when the generation differs from
 // after, else when the queue next changes (or wait ms pass): an
 // autoscaler's event, not a poll. It returns ctx's error if ctx ends first.
-func (h *Hub) WaitDemand(ctx context.Context, p call.Caller, req call.DemandRequest) (protocol.Demand, error) {
-	if err := protocol.CheckLabels(req.Labels); err != nil {
-		return protocol.Demand{}, call.BadRequest("labels: %v", err)
+func (h *Hub) WaitDemand(ctx context.Context, p call.Caller, req call.DemandRequest) (apitypes.Demand, error) {
+	if err := rules.CheckLabels(req.Labels); err != nil {
+		return apitypes.Demand{}, call.BadRequest("labels: %v", err)
 	}
 	if req.WaitMS < 0 {
-		return protocol.Demand{}, call.BadRequest("wait must be milliseconds")
+		return apitypes.Demand{}, call.BadRequest("wait must be milliseconds")
 	}
 	after, wait := req.After, min(time.Duration(req.WaitMS)*time.Millisecond, maxDemandWait)
 	timer := time.NewTimer(wait)
@@ -97,14 +98,14 @@ func (h *Hub) WaitDemand(ctx context.Context, p call.Caller, req call.DemandRequ
 		ch, gen := h.fleet.watch()
 		if gen != after || wait == 0 {
 			n, err := h.demand(ctx, p, req.Labels)
-			return protocol.Demand{Queued: n, Generation: gen}, err
+			return apitypes.Demand{Queued: n, Generation: gen}, err
 		}
 		select {
 		case <-ch:
 		case <-timer.C:
 			wait = 0
 		case <-ctx.Done():
-			return protocol.Demand{}, ctx.Err()
+			return apitypes.Demand{}, ctx.Err()
 		}
 	}
 }
@@ -112,7 +113,7 @@ func (h *Hub) WaitDemand(ctx context.Context, p call.Caller, req call.DemandRequ
 func (h *Hub) demand(ctx context.Context, p call.Caller, labels map[string]string) (int, error) {
 	n := 0
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		js, err := tx.Jobs(store.JobFilter{State: job.Queued, RequesterID: p.UserID, Limit: protocol.MaxDemand})
+		js, err := tx.Jobs(store.JobFilter{State: job.Queued, RequesterID: p.UserID, Limit: apitypes.MaxDemand})
 		if err != nil {
 			return err
 		}
@@ -133,8 +134,8 @@ func (h *Hub) demand(ctx context.Context, p call.Caller, labels map[string]strin
 // stored, so a restarted hub still says so; fleetState holds a copy for
 // the job views.
 func (h *Hub) RecordLaunchFailure(ctx context.Context, p call.Caller, req call.LaunchFailureRequest) error {
-	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > protocol.MaxLaunchFailureReason {
-		return call.BadRequest("reason must be at most %d bytes of plain text", protocol.MaxLaunchFailureReason)
+	if err := rules.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > apitypes.MaxLaunchFailureReason {
+		return call.BadRequest("reason must be at most %d bytes of plain text", apitypes.MaxLaunchFailureReason)
 	}
 	var l store.Launch
 	var owner string

@@ -18,6 +18,7 @@ import (
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -163,7 +164,7 @@ func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	}
 	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
 	if err != nil || subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.MetricsToken)) != 1 {
-		return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "GET /metrics needs the metrics token")
+		return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "GET /metrics needs the metrics token")
 	}
 	h.MetricsHandler().ServeHTTP(w, r)
 	return nil

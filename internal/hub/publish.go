@@ -13,12 +13,13 @@ import (
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
 // TooLargeTransfer says what to do about a transfer over the cap.
 func (h *Hub) TooLargeTransfer(what string) *call.Refusal {
-	return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge,
+	return call.Errf(http.StatusRequestEntityTooLarge, rules.ErrTooLarge,
 		"%s is over the hub's transfer cap of %d bytes: map the project to a remote URL that runners fetch themselves "+
 			"(drover projects map NAME URL), or raise the cap (drover hub --transfer-cap)", what, h.cfg.TransferCap)
 }

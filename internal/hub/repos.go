@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/githttp"
 	"drover/internal/hub/call"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -45,8 +47,8 @@ func (h *Hub) sourceSpec(tx store.Tx, c *runnerSession, j store.Job, spec *proto
 // checkSource validates a submission's context files, repository and mode
 // and fills the job's source fields. For a hosted project the base must
 // already be on the hub and its tree must be one drover supports.
-func (h *Hub) checkSource(ctx context.Context, p call.Caller, req protocol.SubmitRequest, j *store.Job) error {
-	if err := protocol.CheckContextFiles(req.Context); err != nil {
+func (h *Hub) checkSource(ctx context.Context, p call.Caller, req apitypes.SubmitRequest, j *store.Job) error {
+	if err := rules.CheckContextFiles(req.Context); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if req.Repo == nil {

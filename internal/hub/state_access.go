@@ -7,8 +7,8 @@ import (
 	"maps"
 	"slices"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
@@ -117,7 +117,7 @@ func (h *Hub) refreshAllAccess(ctx context.Context) error {
 // ShareRunner shares a runner with (or unshares it from) a user, a
 // project or the hub (the API's and the runners page's): its owner or an
 // admin only; it answers with the runner as they see it.
-func (h *Hub) ShareRunner(ctx context.Context, p call.Caller, req call.ShareRunnerRequest) (protocol.RunnerView, error) {
+func (h *Hub) ShareRunner(ctx context.Context, p call.Caller, req call.ShareRunnerRequest) (apitypes.RunnerView, error) {
 	name, share := req.Name, req.Share
 	var rn store.Runner
 	var what string
@@ -144,12 +144,12 @@ func (h *Hub) ShareRunner(ctx context.Context, p call.Caller, req call.ShareRunn
 					return call.Forbidden("runner %s belongs to %s, who is not an admin: only an admin's own runners can be hub-wide", name, owner.Name)
 				}
 			}
-			if !share && access(rn) != protocol.AccessHub {
+			if !share && access(rn) != apitypes.AccessHub {
 				return call.NotFound("runner %s is not hub-wide", name)
 			}
-			rn.Access, what = protocol.AccessPrivate, "private"
+			rn.Access, what = apitypes.AccessPrivate, "private"
 			if share {
-				rn.Access, what = protocol.AccessHub, "hub-wide"
+				rn.Access, what = apitypes.AccessHub, "hub-wide"
 			}
 			return tx.UpdateRunner(rn)
 		}
@@ -182,10 +182,10 @@ func (h *Hub) ShareRunner(ctx context.Context, p call.Caller, req call.ShareRunn
 		return nil
 	})
 	if err != nil {
-		return protocol.RunnerView{}, err
+		return apitypes.RunnerView{}, err
 	}
 	if err := h.refreshAccess(ctx, rn.ID); err != nil {
-		return protocol.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", name, err)
+		return apitypes.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", name, err)
 	}
 	verb := "shared with"
 	if !share {
@@ -201,8 +201,8 @@ func (h *Hub) ShareRunner(ctx context.Context, p call.Caller, req call.ShareRunn
 
 // sharedRunnerView is one runner with whom it is shared, as its owner and
 // admins see it.
-func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (protocol.RunnerView, error) {
-	var v protocol.RunnerView
+func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (apitypes.RunnerView, error) {
+	var v apitypes.RunnerView
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rn, err := tx.Runner(runnerID)
 		if err != nil {
@@ -229,7 +229,7 @@ func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (protocol.R
 // answers with the runner as the caller sees it now. Declining removes the
 // share, pending or accepted. A runner that is not shared with the caller
 // is "not shared with you" whether it exists or not.
-func (h *Hub) AnswerShare(ctx context.Context, p call.Caller, req call.AnswerShareRequest) (protocol.RunnerView, error) {
+func (h *Hub) AnswerShare(ctx context.Context, p call.Caller, req call.AnswerShareRequest) (apitypes.RunnerView, error) {
 	var rn store.Runner
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		notShared := call.NotFound("runner %s is not shared with you", req.Name)
@@ -262,16 +262,16 @@ func (h *Hub) AnswerShare(ctx context.Context, p call.Caller, req call.AnswerSha
 		return err
 	})
 	if err != nil {
-		return protocol.RunnerView{}, err
+		return apitypes.RunnerView{}, err
 	}
 	if err := h.refreshAccess(ctx, rn.ID); err != nil {
-		return protocol.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
+		return apitypes.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
 	}
 	h.log.Info("runner share answered", "runner", rn.Name, "accept", req.Accept, "project", req.Project, "by", p.Name)
 	h.notify(anyChange)
 	vs, err := h.runnerViewsOf(ctx, p, rn.ID)
 	if err != nil || len(vs) == 0 {
-		return protocol.RunnerView{Name: rn.Name}, err // declined: p may see it no longer
+		return apitypes.RunnerView{Name: rn.Name}, err // declined: p may see it no longer
 	}
 	return vs[0], nil
 }
@@ -279,9 +279,9 @@ func (h *Hub) AnswerShare(ctx context.Context, p call.Caller, req call.AnswerSha
 // ShareAccount shares one account of a runner with (or unshares it from) a
 // user or a project (the API's and the runners page's): the runner's owner
 // or an admin only; it answers with p's accounts.
-func (h *Hub) ShareAccount(ctx context.Context, p call.Caller, req call.ShareAccountRequest) (protocol.AccountList, error) {
+func (h *Hub) ShareAccount(ctx context.Context, p call.Caller, req call.ShareAccountRequest) (apitypes.AccountList, error) {
 	share := req.Share
-	var out protocol.AccountList
+	var out apitypes.AccountList
 	if err := namesAccount(req.Runner, req.Account, ""); err != nil {
 		return out, err
 	}
@@ -351,13 +351,13 @@ func memberProject(tx store.Tx, p call.Caller, name string, change bool) (store.
 	return prj, nil
 }
 
-func memberList(tx store.Tx, prj store.Project) (protocol.MemberList, error) {
+func memberList(tx store.Tx, prj store.Project) (apitypes.MemberList, error) {
 	ids, err := tx.Members(prj.Name)
 	if err != nil {
-		return protocol.MemberList{}, err
+		return apitypes.MemberList{}, err
 	}
 	n := newNamer(tx)
-	out := protocol.MemberList{Project: prj.Name, Owner: n.user(prj.OwnerID), Members: make([]string, 0, len(ids))}
+	out := apitypes.MemberList{Project: prj.Name, Owner: n.user(prj.OwnerID), Members: make([]string, 0, len(ids))}
 	for _, id := range ids {
 		out.Members = append(out.Members, n.user(id))
 	}
@@ -396,9 +396,9 @@ func unshareLeaver(tx store.Tx, project, userID string) ([]string, error) {
 }
 
 // Members lists a project's Members for p (a member, or an admin).
-func (h *Hub) Members(ctx context.Context, p call.Caller, req call.MembersRequest) (protocol.MemberList, error) {
+func (h *Hub) Members(ctx context.Context, p call.Caller, req call.MembersRequest) (apitypes.MemberList, error) {
 	project := req.Project
-	var out protocol.MemberList
+	var out apitypes.MemberList
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := memberProject(tx, p, project, false)
 		if err != nil {
@@ -412,9 +412,9 @@ func (h *Hub) Members(ctx context.Context, p call.Caller, req call.MembersReques
 
 // ChangeMember adds a user to a project or removes one (the API's and the
 // projects page's): the project's owner or an admin only.
-func (h *Hub) ChangeMember(ctx context.Context, p call.Caller, req call.ChangeMemberRequest) (protocol.MemberList, error) {
+func (h *Hub) ChangeMember(ctx context.Context, p call.Caller, req call.ChangeMemberRequest) (apitypes.MemberList, error) {
 	name, user, add := req.Project, req.User, req.Add
-	var out protocol.MemberList
+	var out apitypes.MemberList
 	var unshared []string // runners whose shares with the project went
 	if user == "" {
 		return out, call.BadRequest("name the user")

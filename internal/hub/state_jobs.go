@@ -8,10 +8,12 @@ import (
 	"strings"
 
 	"drover/internal/agent/facts"
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -33,7 +35,7 @@ func agentNames() string {
 	return strings.Join(names, ", ")
 }
 
-func validateSubmit(req protocol.SubmitRequest) error {
+func validateSubmit(req apitypes.SubmitRequest) error {
 	entry, ok := facts.Lookup(req.Agent)
 	if !ok {
 		return call.BadRequest("unknown agent %q (known: %s)", req.Agent, agentNames())
@@ -44,48 +46,48 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if strings.TrimSpace(strings.Join(req.Args, "")) == "" && entry.Prompt() {
 		return call.BadRequest("the %s agent needs a prompt (drover run --agent %s -- PROMPT)", req.Agent, req.Agent)
 	}
-	if len(req.Args) > protocol.MaxArgs {
-		return call.BadRequest("%d arguments, the limit is %d", len(req.Args), protocol.MaxArgs)
+	if len(req.Args) > rules.MaxArgs {
+		return call.BadRequest("%d arguments, the limit is %d", len(req.Args), rules.MaxArgs)
 	}
 	n := 0
 	for _, a := range req.Args {
 		n += len(a)
 	}
-	if n > protocol.MaxArgsBytes {
-		return call.BadRequest("arguments take %d bytes, the limit is %d", n, protocol.MaxArgsBytes)
+	if n > rules.MaxArgsBytes {
+		return call.BadRequest("arguments take %d bytes, the limit is %d", n, rules.MaxArgsBytes)
 	}
 	// Arguments are shown in terminals (drover show, the runner's log)
 	// and a prompt is one: multiline plain text.
 	for i, a := range req.Args {
-		if err := protocol.CheckPlainText(fmt.Sprintf("argument %d", i+1), a, true); err != nil {
+		if err := rules.CheckPlainText(fmt.Sprintf("argument %d", i+1), a, true); err != nil {
 			return call.BadRequest("%v", err)
 		}
 	}
-	if err := protocol.CheckLabels(req.Labels); err != nil {
+	if err := rules.CheckLabels(req.Labels); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if len(req.Key) > 128 {
 		return call.BadRequest("idempotency key is over 128 characters")
 	}
-	if err := protocol.CheckPlainText("idempotency key", req.Key, false); err != nil {
+	if err := rules.CheckPlainText("idempotency key", req.Key, false); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if req.Account != "" && (!usesAccount(req.Agent) || len(req.Account) > 64) {
 		return call.BadRequest("--account names a vendor agent's account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
 	}
-	if err := protocol.CheckPlainText("account", req.Account, false); err != nil {
+	if err := rules.CheckPlainText("account", req.Account, false); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if entry, _ := facts.Lookup(req.Agent); req.Model != "" && (entry.Kind != facts.KindNative || len(req.Model) > protocol.MaxModel) {
 		return call.BadRequest("--model names a native agent's model (at most %d characters); %s jobs take theirs from the runner", protocol.MaxModel, req.Agent)
 	}
-	if err := protocol.CheckPlainText("model", req.Model, false); err != nil {
+	if err := rules.CheckPlainText("model", req.Model, false); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if entry, _ := facts.Lookup(req.Agent); req.Fallback != "" && (entry.Kind != facts.KindNative || len(req.Fallback) > 64) {
 		return call.BadRequest("--fallback names a native job's fallback account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
 	}
-	if err := protocol.CheckPlainText("fallback", req.Fallback, false); err != nil {
+	if err := rules.CheckPlainText("fallback", req.Fallback, false); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	return nil
@@ -98,7 +100,7 @@ func validateSubmit(req protocol.SubmitRequest) error {
 
 // SubmitJob queues a new job for p, or finds the one p submitted earlier
 // with the same idempotency key.
-func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req protocol.SubmitRequest) (call.Submitted, error) {
+func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitRequest) (call.Submitted, error) {
 	if err := validateSubmit(req); err != nil {
 		return call.Submitted{}, err
 	}
@@ -157,15 +159,15 @@ func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req protocol.SubmitR
 	return call.Submitted{Job: view, Created: created}, nil
 }
 
-func (h *Hub) ListJobs(ctx context.Context, p call.Caller, req call.ListJobsRequest) (protocol.JobList, error) {
+func (h *Hub) ListJobs(ctx context.Context, p call.Caller, req call.ListJobsRequest) (apitypes.JobList, error) {
 	if req.State != "" && !req.State.Valid() {
-		return protocol.JobList{}, call.BadRequest("unknown state %q (one of %v)", req.State, job.States)
+		return apitypes.JobList{}, call.BadRequest("unknown state %q (one of %v)", req.State, job.States)
 	}
 	views, err := h.jobViews(ctx, p, store.JobFilter{State: req.State, Limit: req.Limit})
-	return protocol.JobList{Jobs: views}, err
+	return apitypes.JobList{Jobs: views}, err
 }
 
-func (h *Hub) ShowJob(ctx context.Context, p call.Caller, req call.ShowJobRequest) (protocol.JobView, error) {
+func (h *Hub) ShowJob(ctx context.Context, p call.Caller, req call.ShowJobRequest) (apitypes.JobView, error) {
 	v, err := h.jobView(ctx, p, req.ID)
 	if err != nil {
 		return v, err
@@ -178,7 +180,7 @@ func (h *Hub) ShowJob(ctx context.Context, p call.Caller, req call.ShowJobReques
 	return v, nil
 }
 
-func (h *Hub) ActOnJob(ctx context.Context, p call.Caller, req call.JobActionRequest) (protocol.JobView, error) {
+func (h *Hub) ActOnJob(ctx context.Context, p call.Caller, req call.JobActionRequest) (apitypes.JobView, error) {
 	var do func(context.Context, call.Caller, string) error
 	switch req.Action {
 	case "cancel":
@@ -192,22 +194,22 @@ func (h *Hub) ActOnJob(ctx context.Context, p call.Caller, req call.JobActionReq
 	case "approve":
 		do = h.approveAnswer
 	default:
-		return protocol.JobView{}, call.NotFound("no job action %q", req.Action)
+		return apitypes.JobView{}, call.NotFound("no job action %q", req.Action)
 	}
 	if err := do(ctx, p, req.Show.ID); err != nil {
-		return protocol.JobView{}, err
+		return apitypes.JobView{}, err
 	}
 	return h.ShowJob(ctx, p, req.Show)
 }
 
-func (h *Hub) JobEvents(ctx context.Context, p call.Caller, req call.JobEventsRequest) (protocol.EventList, error) {
+func (h *Hub) JobEvents(ctx context.Context, p call.Caller, req call.JobEventsRequest) (apitypes.EventList, error) {
 	evs, err := h.events(ctx, p, req.ID, req.After)
-	return protocol.EventList{Events: evs}, err
+	return apitypes.EventList{Events: evs}, err
 }
 
 // events returns up to 1000 of a job's events after sequence number after.
-func (h *Hub) events(ctx context.Context, p call.Caller, id string, after int64) ([]protocol.EventView, error) {
-	out := []protocol.EventView{}
+func (h *Hub) events(ctx context.Context, p call.Caller, id string, after int64) ([]apitypes.EventView, error) {
+	out := []apitypes.EventView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		if _, err := visibleJob(tx, p, id); err != nil {
 			return err
@@ -217,7 +219,7 @@ func (h *Hub) events(ctx context.Context, p call.Caller, id string, after int64)
 			return err
 		}
 		for _, e := range evs {
-			out = append(out, protocol.EventView{Seq: e.Seq, Job: e.JobID, At: e.At.UTC(), Kind: e.Kind, Actor: e.Actor, Message: e.Message})
+			out = append(out, apitypes.EventView{Seq: e.Seq, Job: e.JobID, At: e.At.UTC(), Kind: e.Kind, Actor: e.Actor, Message: e.Message})
 		}
 		return nil
 	})
@@ -225,7 +227,7 @@ func (h *Hub) events(ctx context.Context, p call.Caller, id string, after int64)
 }
 
 // OpenQuestions lists the open questions of the jobs p may see.
-func (h *Hub) OpenQuestions(ctx context.Context, p call.Caller) (protocol.QuestionList, error) {
+func (h *Hub) OpenQuestions(ctx context.Context, p call.Caller) (apitypes.QuestionList, error) {
 	qs, err := h.openQuestions(ctx, p)
-	return protocol.QuestionList{Questions: qs}, err
+	return apitypes.QuestionList{Questions: qs}, err
 }

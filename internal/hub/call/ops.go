@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -21,7 +22,7 @@ const MaxLogWait = 30 * time.Second
 // Submitted is the reply to a submission: the job, and whether this call
 // created it (false: the idempotency key named an earlier one).
 type Submitted struct {
-	Job     protocol.JobView
+	Job     apitypes.JobView
 	Created bool
 }
 
@@ -41,7 +42,7 @@ type ShowJobRequest struct {
 // answer its question with Answer, or approve its answer), then shows it.
 type JobActionRequest struct {
 	Action string
-	Answer protocol.AnswerRequest
+	Answer apitypes.AnswerRequest
 	Show   ShowJobRequest
 }
 
@@ -83,7 +84,7 @@ type RunnerRequest struct{ Name string }
 type ShareRunnerRequest struct {
 	Name  string
 	Share bool
-	protocol.ShareRequest
+	apitypes.ShareRequest
 }
 
 // AnswerShareRequest accepts (Accept) or declines a share of runner Name
@@ -91,13 +92,13 @@ type ShareRunnerRequest struct {
 type AnswerShareRequest struct {
 	Name   string
 	Accept bool
-	protocol.AnswerShareRequest
+	apitypes.AnswerShareRequest
 }
 
 // ShareAccountRequest shares an account (Share) or unshares it.
 type ShareAccountRequest struct {
 	Share bool
-	protocol.AccountShareRequest
+	apitypes.AccountShareRequest
 }
 
 // MembersRequest names the project whose members are listed.
@@ -112,20 +113,20 @@ type ChangeMemberRequest struct {
 // MapProjectRequest maps project Name to a remote URL ("": hosted again).
 type MapProjectRequest struct {
 	Name string
-	protocol.MapProjectRequest
+	apitypes.MapProjectRequest
 }
 
 // ProjectConfigRequest names a project and, to set it, its new config.
 type ProjectConfigRequest struct {
 	Project string
-	protocol.ProjectConfigRequest
+	apitypes.ProjectConfigRequest
 }
 
 // SecretRequest names a project's secret (Name "": all of them) and,
 // to set it, its value and host.
 type SecretRequest struct {
 	Project, Name string
-	protocol.SecretRequest
+	apitypes.SecretRequest
 }
 
 // LaunchRequest names a launch.
@@ -142,7 +143,7 @@ type DemandRequest struct {
 // LaunchFailureRequest reports a failure of launch ID.
 type LaunchFailureRequest struct {
 	ID string
-	protocol.LaunchFailure
+	apitypes.LaunchFailure
 }
 
 // StaleHead is the error PublishBundle answers with when the hub holds a

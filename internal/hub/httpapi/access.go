@@ -3,8 +3,8 @@ package httpapi
 import (
 	"net/http"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 )
 
 // The sharing and membership API's HTTP transport over the operations of
@@ -58,7 +58,7 @@ func (a *API) changeMember(add bool) func(http.ResponseWriter, *http.Request, ca
 	return func(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 		req := call.ChangeMemberRequest{Project: r.PathValue("name"), User: r.PathValue("user"), Add: add}
 		if add {
-			var body protocol.MemberRequest
+			var body apitypes.MemberRequest
 			if err := decodeBody(r, w, &body); err != nil {
 				return err
 			}

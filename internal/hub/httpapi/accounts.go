@@ -3,8 +3,8 @@ package httpapi
 import (
 	"net/http"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 )
 
 // The accounts API's HTTP transport over Accounts.
@@ -15,7 +15,7 @@ func (a *API) accounts(w http.ResponseWriter, r *http.Request, p call.Caller) er
 }
 
 func (a *API) moveAccount(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	var req protocol.MoveAccountRequest
+	var req apitypes.MoveAccountRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -37,12 +38,12 @@ type Auth interface {
 
 // Jobs are the jobs' operations.
 type Jobs interface {
-	SubmitJob(ctx context.Context, p call.Caller, req protocol.SubmitRequest) (call.Submitted, error)
-	ListJobs(ctx context.Context, p call.Caller, req call.ListJobsRequest) (protocol.JobList, error)
-	ShowJob(ctx context.Context, p call.Caller, req call.ShowJobRequest) (protocol.JobView, error)
-	ActOnJob(ctx context.Context, p call.Caller, req call.JobActionRequest) (protocol.JobView, error)
-	JobEvents(ctx context.Context, p call.Caller, req call.JobEventsRequest) (protocol.EventList, error)
-	OpenQuestions(ctx context.Context, p call.Caller) (protocol.QuestionList, error)
+	SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitRequest) (call.Submitted, error)
+	ListJobs(ctx context.Context, p call.Caller, req call.ListJobsRequest) (apitypes.JobList, error)
+	ShowJob(ctx context.Context, p call.Caller, req call.ShowJobRequest) (apitypes.JobView, error)
+	ActOnJob(ctx context.Context, p call.Caller, req call.JobActionRequest) (apitypes.JobView, error)
+	JobEvents(ctx context.Context, p call.Caller, req call.JobEventsRequest) (apitypes.EventList, error)
+	OpenQuestions(ctx context.Context, p call.Caller) (apitypes.QuestionList, error)
 }
 
 // Logs read a job's log, waiting for more when asked to.
@@ -52,64 +53,64 @@ type Logs interface {
 
 // Users are the users' operations.
 type Users interface {
-	AddUser(ctx context.Context, p call.Caller, req protocol.NewUserRequest) (protocol.NewUserResponse, error)
-	ListUsers(ctx context.Context, p call.Caller) (protocol.UserList, error)
-	RemoveUser(ctx context.Context, p call.Caller, req call.UserRequest) (protocol.UserView, error)
-	RotateToken(ctx context.Context, p call.Caller, req call.UserRequest) (protocol.NewUserResponse, error)
-	Whoami(ctx context.Context, p call.Caller) (protocol.Whoami, error)
+	AddUser(ctx context.Context, p call.Caller, req apitypes.NewUserRequest) (apitypes.NewUserResponse, error)
+	ListUsers(ctx context.Context, p call.Caller) (apitypes.UserList, error)
+	RemoveUser(ctx context.Context, p call.Caller, req call.UserRequest) (apitypes.UserView, error)
+	RotateToken(ctx context.Context, p call.Caller, req call.UserRequest) (apitypes.NewUserResponse, error)
+	Whoami(ctx context.Context, p call.Caller) (apitypes.Whoami, error)
 }
 
 // Runners are the runners' operations, their shares, and a runner's check
 // of its own token.
 type Runners interface {
-	RunnerViews(ctx context.Context, p call.Caller) ([]protocol.RunnerView, error)
-	Approve(ctx context.Context, p call.Caller, req protocol.ApproveRequest) (protocol.ApproveResponse, error)
-	RevokeRunner(ctx context.Context, p call.Caller, req call.RunnerRequest) (protocol.RunnerView, error)
-	RunnerLogin(ctx context.Context, p call.Caller) (protocol.RunnerView, error)
-	ShareRunner(ctx context.Context, p call.Caller, req call.ShareRunnerRequest) (protocol.RunnerView, error)
-	AnswerShare(ctx context.Context, p call.Caller, req call.AnswerShareRequest) (protocol.RunnerView, error)
+	RunnerViews(ctx context.Context, p call.Caller) ([]apitypes.RunnerView, error)
+	Approve(ctx context.Context, p call.Caller, req apitypes.ApproveRequest) (apitypes.ApproveResponse, error)
+	RevokeRunner(ctx context.Context, p call.Caller, req call.RunnerRequest) (apitypes.RunnerView, error)
+	RunnerLogin(ctx context.Context, p call.Caller) (apitypes.RunnerView, error)
+	ShareRunner(ctx context.Context, p call.Caller, req call.ShareRunnerRequest) (apitypes.RunnerView, error)
+	AnswerShare(ctx context.Context, p call.Caller, req call.AnswerShareRequest) (apitypes.RunnerView, error)
 }
 
 // Accounts are the runners' agent accounts as users see and move them.
 type Accounts interface {
-	Accounts(ctx context.Context, p call.Caller) (protocol.AccountList, error)
-	MoveAccount(ctx context.Context, p call.Caller, req protocol.MoveAccountRequest) (protocol.AccountList, error)
-	ShareAccount(ctx context.Context, p call.Caller, req call.ShareAccountRequest) (protocol.AccountList, error)
+	Accounts(ctx context.Context, p call.Caller) (apitypes.AccountList, error)
+	MoveAccount(ctx context.Context, p call.Caller, req apitypes.MoveAccountRequest) (apitypes.AccountList, error)
+	ShareAccount(ctx context.Context, p call.Caller, req call.ShareAccountRequest) (apitypes.AccountList, error)
 }
 
 // Projects are the projects' operations: mapping, config, members.
 type Projects interface {
-	ProjectViews(ctx context.Context, p call.Caller) ([]protocol.ProjectView, error)
-	MapProject(ctx context.Context, p call.Caller, req call.MapProjectRequest) (protocol.ProjectView, error)
-	ProjectConfig(ctx context.Context, p call.Caller, req call.ProjectConfigRequest) (protocol.ProjectConfig, error)
-	SetProjectConfig(ctx context.Context, p call.Caller, req call.ProjectConfigRequest) (protocol.ProjectConfig, error)
-	Members(ctx context.Context, p call.Caller, req call.MembersRequest) (protocol.MemberList, error)
-	ChangeMember(ctx context.Context, p call.Caller, req call.ChangeMemberRequest) (protocol.MemberList, error)
+	ProjectViews(ctx context.Context, p call.Caller) ([]apitypes.ProjectView, error)
+	MapProject(ctx context.Context, p call.Caller, req call.MapProjectRequest) (apitypes.ProjectView, error)
+	ProjectConfig(ctx context.Context, p call.Caller, req call.ProjectConfigRequest) (apitypes.ProjectConfig, error)
+	SetProjectConfig(ctx context.Context, p call.Caller, req call.ProjectConfigRequest) (apitypes.ProjectConfig, error)
+	Members(ctx context.Context, p call.Caller, req call.MembersRequest) (apitypes.MemberList, error)
+	ChangeMember(ctx context.Context, p call.Caller, req call.ChangeMemberRequest) (apitypes.MemberList, error)
 }
 
 // Secrets are a project's secrets; values go in, never out.
 type Secrets interface {
-	ListSecrets(ctx context.Context, p call.Caller, req call.SecretRequest) (protocol.SecretList, error)
-	SetSecret(ctx context.Context, p call.Caller, req call.SecretRequest) (protocol.SecretList, error)
-	RemoveSecret(ctx context.Context, p call.Caller, req call.SecretRequest) (protocol.SecretList, error)
+	ListSecrets(ctx context.Context, p call.Caller, req call.SecretRequest) (apitypes.SecretList, error)
+	SetSecret(ctx context.Context, p call.Caller, req call.SecretRequest) (apitypes.SecretList, error)
+	RemoveSecret(ctx context.Context, p call.Caller, req call.SecretRequest) (apitypes.SecretList, error)
 }
 
 // Fleet are the launches of runners, their registration and the demand.
 type Fleet interface {
-	Launch(ctx context.Context, p call.Caller, req protocol.LaunchRequest) (protocol.LaunchResponse, error)
-	Launches(ctx context.Context, p call.Caller) (protocol.LaunchList, error)
-	LaunchView(ctx context.Context, p call.Caller, req call.LaunchRequest) (protocol.LaunchView, error)
-	RevokeLaunch(ctx context.Context, p call.Caller, req call.LaunchRequest) (protocol.LaunchView, error)
+	Launch(ctx context.Context, p call.Caller, req apitypes.LaunchRequest) (apitypes.LaunchResponse, error)
+	Launches(ctx context.Context, p call.Caller) (apitypes.LaunchList, error)
+	LaunchView(ctx context.Context, p call.Caller, req call.LaunchRequest) (apitypes.LaunchView, error)
+	RevokeLaunch(ctx context.Context, p call.Caller, req call.LaunchRequest) (apitypes.LaunchView, error)
 	RecordLaunchFailure(ctx context.Context, p call.Caller, req call.LaunchFailureRequest) error
-	WaitDemand(ctx context.Context, p call.Caller, req call.DemandRequest) (protocol.Demand, error)
+	WaitDemand(ctx context.Context, p call.Caller, req call.DemandRequest) (apitypes.Demand, error)
 	// AuthenticateRegistration checks a registration token ("": none).
 	AuthenticateRegistration(ctx context.Context, token string) error
-	RegisterRunner(ctx context.Context, token string, req protocol.RegisterRequest) (protocol.RunnerView, error)
+	RegisterRunner(ctx context.Context, token string, req apitypes.RegisterRequest) (apitypes.RunnerView, error)
 }
 
 // Hubs lists the hubs sharing the database.
 type Hubs interface {
-	HubList(ctx context.Context, p call.Caller) (protocol.HubList, error)
+	HubList(ctx context.Context, p call.Caller) (apitypes.HubList, error)
 }
 
 // Transfers are a runner's calls besides its WebSocket: a job's context

@@ -4,15 +4,16 @@ import (
 	"net/http"
 	"strconv"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // The fleet API's HTTP transport over Fleet.
 
 func (a *API) launch(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	var req protocol.LaunchRequest
+	var req apitypes.LaunchRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func (a *API) demand(w http.ResponseWriter, r *http.Request, p call.Caller) erro
 	q := r.URL.Query()
 	var req call.DemandRequest
 	var err error
-	if req.Labels, err = protocol.ParseLabelList(q.Get("labels")); err != nil {
+	if req.Labels, err = rules.ParseLabelList(q.Get("labels")); err != nil {
 		return call.BadRequest("labels: %v", err)
 	}
 	req.After, _ = strconv.ParseUint(q.Get("after"), 10, 64)
@@ -80,7 +81,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) error {
 	if err := a.core.AuthenticateRegistration(r.Context(), tok); err != nil {
 		return err
 	}
-	var req protocol.RegisterRequest
+	var req apitypes.RegisterRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}

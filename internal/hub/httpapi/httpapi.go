@@ -14,9 +14,10 @@ import (
 	"net/url"
 	"strconv"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -24,7 +25,7 @@ import (
 const MaxBody = 1 << 20
 
 // maxSubmitBody leaves room for the context files (base64 in JSON).
-const maxSubmitBody = MaxBody + (protocol.MaxContextTotal+2)/3*4 + protocol.MaxContextFiles*2048
+const maxSubmitBody = MaxBody + (rules.MaxContextTotal+2)/3*4 + rules.MaxContextFiles*2048
 
 // Config is what the API needs besides the core.
 type Config struct {
@@ -76,7 +77,7 @@ func (a *API) Public(fn func(w http.ResponseWriter, r *http.Request) error) http
 // Register mounts every route of the API on mux.
 func (a *API) Register(mux *http.ServeMux) {
 	u, rn := store.TokenUser, store.TokenRunner
-	p := protocol.APIPrefix
+	p := apitypes.APIPrefix
 	mux.Handle("POST "+p+"/jobs", a.As(u, a.submitJob))
 	mux.Handle("GET "+p+"/jobs", a.As(u, a.listJobs))
 	mux.Handle("GET "+p+"/jobs/{id}", a.As(u, a.showJob))
@@ -131,7 +132,7 @@ func (a *API) Register(mux *http.ServeMux) {
 func bearer(r *http.Request) (string, error) {
 	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
 	if err != nil {
-		return "", call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err)
+		return "", call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "%v", err)
 	}
 	return tok, nil
 }
@@ -159,7 +160,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.Status < 500 {
 		a.cfg.Logger.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "msg", ae.Msg)
 	}
-	writeJSON(w, ae.Status, protocol.ErrorBody{Error: *ae.Body()})
+	writeJSON(w, ae.Status, apitypes.ErrorBody{Error: *ae.Body()})
 }
 
 func decodeBody(r *http.Request, w http.ResponseWriter, v any) error {
@@ -174,7 +175,7 @@ func decodeBodyMax(r *http.Request, w http.ResponseWriter, v any, limit int64) e
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "request body is over %d bytes", limit)
+			return call.Errf(http.StatusRequestEntityTooLarge, rules.ErrTooLarge, "request body is over %d bytes", limit)
 		}
 		return call.BadRequest("read the request body: %v", err)
 	}

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -26,7 +27,7 @@ type fakeCore struct {
 func (f fakeCore) AuthenticateToken(_ context.Context, tok string) (call.Caller, error) {
 	p, ok := f.callers[tok]
 	if !ok {
-		return call.Caller{}, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "token not recognised")
+		return call.Caller{}, call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "token not recognised")
 	}
 	return p, nil
 }
@@ -44,7 +45,7 @@ func (f fakeCore) AsRefusal(err error) *call.Refusal {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	return call.Errf(http.StatusInternalServerError, protocol.ErrInternal, "internal error")
+	return call.Errf(http.StatusInternalServerError, rules.ErrInternal, "internal error")
 }
 
 func testAPI() *API {
@@ -57,7 +58,7 @@ func testAPI() *API {
 // errorOf is the response's status and protocol error code ("" if none).
 func errorOf(t *testing.T, rec *httptest.ResponseRecorder) (int, string) {
 	t.Helper()
-	var b protocol.ErrorBody
+	var b apitypes.ErrorBody
 	if rec.Code >= 400 {
 		if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
 			t.Fatalf("error body %q: %v", rec.Body.String(), err)
@@ -76,10 +77,10 @@ func TestAs(t *testing.T) {
 		code         string
 	}{
 		{"user token", "Bearer u", http.StatusOK, ""},
-		{"no token", "", http.StatusUnauthorized, protocol.ErrUnauthorized},
-		{"not bearer", "Basic dTp1", http.StatusUnauthorized, protocol.ErrUnauthorized},
-		{"unknown token", "Bearer x", http.StatusUnauthorized, protocol.ErrUnauthorized},
-		{"runner token", "Bearer r", http.StatusForbidden, protocol.ErrForbidden},
+		{"no token", "", http.StatusUnauthorized, rules.ErrUnauthorized},
+		{"not bearer", "Basic dTp1", http.StatusUnauthorized, rules.ErrUnauthorized},
+		{"unknown token", "Bearer x", http.StatusUnauthorized, rules.ErrUnauthorized},
+		{"runner token", "Bearer r", http.StatusForbidden, rules.ErrForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ran := false
@@ -118,11 +119,11 @@ func TestDecodeBody(t *testing.T) {
 		code       string
 	}{
 		{"ok", `{"name":"a"}`, http.StatusOK, ""},
-		{"over the limit", `{"name":"` + strings.Repeat("x", 64) + `"}`, http.StatusRequestEntityTooLarge, protocol.ErrTooLarge},
-		{"unknown field", `{"nmae":"a"}`, http.StatusBadRequest, protocol.ErrBadRequest},
-		{"key twice", `{"name":"a","name":"b"}`, http.StatusBadRequest, protocol.ErrBadRequest},
-		{"two values", `{"name":"a"} {}`, http.StatusBadRequest, protocol.ErrBadRequest},
-		{"not UTF-8", "{\"name\":\"\xff\"}", http.StatusBadRequest, protocol.ErrBadRequest},
+		{"over the limit", `{"name":"` + strings.Repeat("x", 64) + `"}`, http.StatusRequestEntityTooLarge, rules.ErrTooLarge},
+		{"unknown field", `{"nmae":"a"}`, http.StatusBadRequest, rules.ErrBadRequest},
+		{"key twice", `{"name":"a","name":"b"}`, http.StatusBadRequest, rules.ErrBadRequest},
+		{"two values", `{"name":"a"} {}`, http.StatusBadRequest, rules.ErrBadRequest},
+		{"not UTF-8", "{\"name\":\"\xff\"}", http.StatusBadRequest, rules.ErrBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := testAPI().Public(func(w http.ResponseWriter, r *http.Request) error {

@@ -4,9 +4,9 @@ import (
 	"math"
 	"net/http"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/job"
-	"drover/internal/protocol"
 )
 
 // The jobs API's HTTP transport: each handler decodes its request, calls
@@ -14,7 +14,7 @@ import (
 // become statuses in writeError.
 
 func (a *API) submitJob(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	var req protocol.SubmitRequest
+	var req apitypes.SubmitRequest
 	if err := decodeBodyMax(r, w, &req, maxSubmitBody); err != nil {
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 )
 
 // followLog returns log bytes from an offset, holding the request with
@@ -38,12 +38,12 @@ func (a *API) followLog(w http.ResponseWriter, r *http.Request, p call.Caller) e
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", "application/octet-stream")
-	hd.Set(protocol.HeaderLogAttempt, strconv.FormatInt(s.Attempt, 10))
-	hd.Set(protocol.HeaderLogOffset, strconv.FormatInt(offset, 10))
-	hd.Set(protocol.HeaderLogSize, strconv.FormatInt(s.Size, 10))
-	hd.Set(protocol.HeaderLogComplete, strconv.FormatBool(s.Complete))
-	hd.Set(protocol.HeaderJobState, s.State)
-	hd.Set(protocol.HeaderLatest, strconv.FormatInt(s.Latest, 10))
+	hd.Set(apitypes.HeaderLogAttempt, strconv.FormatInt(s.Attempt, 10))
+	hd.Set(apitypes.HeaderLogOffset, strconv.FormatInt(offset, 10))
+	hd.Set(apitypes.HeaderLogSize, strconv.FormatInt(s.Size, 10))
+	hd.Set(apitypes.HeaderLogComplete, strconv.FormatBool(s.Complete))
+	hd.Set(apitypes.HeaderJobState, s.State)
+	hd.Set(apitypes.HeaderLatest, strconv.FormatInt(s.Latest, 10))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(s.Data)
 	return nil

@@ -3,15 +3,15 @@ package httpapi
 import (
 	"net/http"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 )
 
 // The projects API's HTTP transport over Projects.
 
 func (a *API) listProjects(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	ps, err := a.core.ProjectViews(r.Context(), p)
-	return reply(w, http.StatusOK, protocol.ProjectList{Projects: ps}, err)
+	return reply(w, http.StatusOK, apitypes.ProjectList{Projects: ps}, err)
 }
 
 func (a *API) mapProject(w http.ResponseWriter, r *http.Request, p call.Caller) error {
@@ -26,7 +26,7 @@ func (a *API) mapProject(w http.ResponseWriter, r *http.Request, p call.Caller) 
 	if body.Remote == nil {
 		return call.BadRequest(`the body must be {"remote": URL}, or {"remote": ""} to make the project hosted again`)
 	}
-	out, err := a.core.MapProject(r.Context(), p, call.MapProjectRequest{Name: r.PathValue("name"), MapProjectRequest: protocol.MapProjectRequest{Remote: *body.Remote}})
+	out, err := a.core.MapProject(r.Context(), p, call.MapProjectRequest{Name: r.PathValue("name"), MapProjectRequest: apitypes.MapProjectRequest{Remote: *body.Remote}})
 	return reply(w, http.StatusOK, out, err)
 }
 

@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"os"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // The runner's HTTP calls besides its WebSocket: their transport over the
@@ -21,7 +23,7 @@ import (
 // staleHeadBody is the 409 answer to a publication that does not build on
 // the job's head: an error body that also decodes as a PublishResult.
 type staleHeadBody struct {
-	protocol.ErrorBody
+	apitypes.ErrorBody
 	Head string `json:"head"`
 }
 
@@ -103,7 +105,7 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request, p call.Caller) err
 	if errors.As(err, &sh) {
 		a.cfg.Logger.Info("publication on a stale head", "job", ref.Job, "attempt", ref.Attempt, "commit", req.Commit, "head", sh.Head)
 		writeJSON(w, http.StatusConflict, staleHeadBody{
-			ErrorBody: protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrStaleHead,
+			ErrorBody: apitypes.ErrorBody{Error: rules.Error{Code: rules.ErrStaleHead,
 				Message: fmt.Sprintf("the job's head is %s, which %s does not build on: fetch it, check it descends from the head you knew, continue from it", sh.Head, req.Commit)}},
 			Head: sh.Head,
 		})

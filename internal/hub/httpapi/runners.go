@@ -3,19 +3,19 @@ package httpapi
 import (
 	"net/http"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 )
 
 // The runners API's HTTP transport over Runners.
 
 func (a *API) runners(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	rs, err := a.core.RunnerViews(r.Context(), p)
-	return reply(w, http.StatusOK, protocol.RunnerList{Runners: rs}, err)
+	return reply(w, http.StatusOK, apitypes.RunnerList{Runners: rs}, err)
 }
 
 func (a *API) approve(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	var req protocol.ApproveRequest
+	var req apitypes.ApproveRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}

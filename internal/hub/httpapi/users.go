@@ -3,14 +3,14 @@ package httpapi
 import (
 	"net/http"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 )
 
 // The users API's HTTP transport over Users.
 
 func (a *API) addUser(w http.ResponseWriter, r *http.Request, p call.Caller) error {
-	var req protocol.NewUserRequest
+	var req apitypes.NewUserRequest
 	if err := decodeBody(r, w, &req); err != nil {
 		return err
 	}

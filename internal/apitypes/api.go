@@ -1,12 +1,11 @@
-package protocol
+package apitypes
 
 import (
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // HTTP API under /api/v1. Every call carries "Authorization: Bearer TOKEN".
@@ -78,7 +77,7 @@ type SubmitRequest struct {
 	// Context files travel with the submission and are stored with the job
 	// (limits: MaxContextFiles, MaxContextFile, MaxContextTotal; see
 	// CheckContextFile).
-	Context []ContextUpload `json:"context,omitempty"`
+	Context []rules.ContextUpload `json:"context,omitempty"`
 	// Tools gives the agent drover's tool server; the job then completes
 	// only through deliver (see JobSpec.Tools).
 	Tools bool `json:"tools,omitempty"`
@@ -99,12 +98,6 @@ type SubmitRequest struct {
 	// Sparse makes the job's worktree a cone-mode sparse checkout of these
 	// folders of its repository (instead of its project's default).
 	Sparse []string `json:"sparse,omitempty"`
-}
-
-// ContextUpload is one context file sent with a submission.
-type ContextUpload struct {
-	Name string `json:"name"` // relative, clean, no ".."
-	Data []byte `json:"data"` // base64 in JSON
 }
 
 // ProjectView is a project as the API shows it: hosted on the hub (Remote
@@ -162,8 +155,8 @@ type JobView struct {
 	Sparse     []string          `json:"sparse,omitempty"` // the job's own sparse folders (none: its project's default)
 	// Questions the agent asked, oldest first, with their answers
 	// (approved or awaiting approval).
-	Questions []QuestionView `json:"questions,omitempty"`
-	Summary   string         `json:"summary,omitempty"` // the delivery of the latest attempt that delivered
+	Questions []protocol.QuestionView `json:"questions,omitempty"`
+	Summary   string                  `json:"summary,omitempty"` // the delivery of the latest attempt that delivered
 	// Events is the job's history (its first 1000 events), only with
 	// GET /jobs/{id}?events=1; GET /jobs/{id}/events?after=SEQ pages
 	// through it from any point.
@@ -172,23 +165,23 @@ type JobView struct {
 
 // AttemptView is one attempt of a job.
 type AttemptView struct {
-	ID         string           `json:"id"`
-	Number     int64            `json:"number"` // equals the epoch it was offered under
-	State      job.AttemptState `json:"state"`
-	Runner     string           `json:"runner"`
-	Account    string           `json:"account,omitempty"` // the runner's account the offer named
-	OfferedAt  time.Time        `json:"offered_at"`
-	StartedAt  *time.Time       `json:"started_at,omitempty"`
-	FinishedAt *time.Time       `json:"finished_at,omitempty"`
-	ExitCode   *int             `json:"exit_code,omitempty"`
-	Reason     job.Reason       `json:"reason,omitempty"`
-	Message    string           `json:"message,omitempty"`
-	LogSize    int64            `json:"log_size"`
-	LogSHA256  string           `json:"log_sha256,omitempty"`
-	Isolation  *Isolation       `json:"isolation,omitempty"`
-	Usage      *Usage           `json:"usage,omitempty"`   // what the agent reported it consumed
-	Session    string           `json:"session,omitempty"` // the agent's session id, as the runner reported it
-	Summary    string           `json:"summary,omitempty"` // what the agent delivered
+	ID         string              `json:"id"`
+	Number     int64               `json:"number"` // equals the epoch it was offered under
+	State      job.AttemptState    `json:"state"`
+	Runner     string              `json:"runner"`
+	Account    string              `json:"account,omitempty"` // the runner's account the offer named
+	OfferedAt  time.Time           `json:"offered_at"`
+	StartedAt  *time.Time          `json:"started_at,omitempty"`
+	FinishedAt *time.Time          `json:"finished_at,omitempty"`
+	ExitCode   *int                `json:"exit_code,omitempty"`
+	Reason     job.Reason          `json:"reason,omitempty"`
+	Message    string              `json:"message,omitempty"`
+	LogSize    int64               `json:"log_size"`
+	LogSHA256  string              `json:"log_sha256,omitempty"`
+	Isolation  *protocol.Isolation `json:"isolation,omitempty"`
+	Usage      *protocol.Usage     `json:"usage,omitempty"`   // what the agent reported it consumed
+	Session    string              `json:"session,omitempty"` // the agent's session id, as the runner reported it
+	Summary    string              `json:"summary,omitempty"` // what the agent delivered
 }
 
 // JobList is the answer to GET /jobs.
@@ -260,8 +253,8 @@ type RunnerView struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Running   int               `json:"running"`
 	// Agents and Accounts as the connected runner last reported them.
-	Agents   []string      `json:"agents,omitempty"`
-	Accounts []AccountInfo `json:"accounts,omitempty"`
+	Agents   []string               `json:"agents,omitempty"`
+	Accounts []protocol.AccountInfo `json:"accounts,omitempty"`
 	// NotReady says why a connected runner takes no jobs now (e.g. its
 	// disk is below its free-space floor); "" when it is ready.
 	NotReady string `json:"not_ready,omitempty"`
@@ -291,7 +284,7 @@ type RunnerList struct {
 
 // ErrorBody wraps an Error in HTTP responses.
 type ErrorBody struct {
-	Error Error `json:"error"`
+	Error rules.Error `json:"error"`
 }
 
 // AccountView is an agent account a runner reported, as its owner sees it:
@@ -394,13 +387,13 @@ type MemberList struct {
 // phases (names of the hub operator's policies; empty: no network), its
 // setup commands with their timeout, and its dependency caches.
 type ProjectConfig struct {
-	Project       string   `json:"project"`
-	SetupNetwork  []string `json:"setup_network"`
-	AgentNetwork  []string `json:"agent_network"`
-	SetupCommands []string `json:"setup_commands"`
-	SetupTimeout  Duration `json:"setup_timeout"`
-	SetupKeys     []string `json:"setup_keys"`           // lockfiles whose contents key a reusable setup result
-	SetupFile     string   `json:"setup_file,omitempty"` // the repository's setup script the owner enabled
+	Project       string            `json:"project"`
+	SetupNetwork  []string          `json:"setup_network"`
+	AgentNetwork  []string          `json:"agent_network"`
+	SetupCommands []string          `json:"setup_commands"`
+	SetupTimeout  protocol.Duration `json:"setup_timeout"`
+	SetupKeys     []string          `json:"setup_keys"`           // lockfiles whose contents key a reusable setup result
+	SetupFile     string            `json:"setup_file,omitempty"` // the repository's setup script the owner enabled
 	// SetupApproved are the digests (SetupFileHash) of the versions of
 	// SetupFile that run with the project's secrets.
 	SetupApproved []string `json:"setup_approved,omitempty"`
@@ -416,12 +409,12 @@ type ProjectConfig struct {
 // ProjectConfigRequest changes a project's config: a nil field stays as
 // it is. Only the project's owner or an admin may send it.
 type ProjectConfigRequest struct {
-	SetupNetwork  *[]string `json:"setup_network,omitempty"`
-	AgentNetwork  *[]string `json:"agent_network,omitempty"`
-	SetupCommands *[]string `json:"setup_commands,omitempty"`
-	SetupTimeout  *Duration `json:"setup_timeout,omitempty"`
-	SetupKeys     *[]string `json:"setup_keys,omitempty"`
-	SetupFile     *string   `json:"setup_file,omitempty"` // "" disables it
+	SetupNetwork  *[]string          `json:"setup_network,omitempty"`
+	AgentNetwork  *[]string          `json:"agent_network,omitempty"`
+	SetupCommands *[]string          `json:"setup_commands,omitempty"`
+	SetupTimeout  *protocol.Duration `json:"setup_timeout,omitempty"`
+	SetupKeys     *[]string          `json:"setup_keys,omitempty"`
+	SetupFile     *string            `json:"setup_file,omitempty"` // "" disables it
 	// ApproveSetup adds, UnapproveSetup removes digests of approved
 	// versions of the setup script (SetupFileHash).
 	ApproveSetup   []string  `json:"approve_setup,omitempty"`
@@ -471,16 +464,6 @@ type UserView struct {
 // caller alone for anyone else.
 type UserList struct {
 	Users []UserView `json:"users"`
-}
-
-// FormatLabels renders labels as k=v,k=v sorted by key, as the CLI takes
-// them.
-func FormatLabels(m map[string]string) string {
-	keys := slices.Sorted(maps.Keys(m))
-	for i, k := range keys {
-		keys[i] = k + "=" + m[k]
-	}
-	return strings.Join(keys, ",")
 }
 
 // HubView is one live hub of those sharing the database, as GET /hubs

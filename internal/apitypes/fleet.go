@@ -1,6 +1,8 @@
-package protocol
+package apitypes
 
-import "time"
+import (
+	"time"
+)
 
 // Fleet API (user tokens, except register):
 //
