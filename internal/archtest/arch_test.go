@@ -24,10 +24,16 @@ var forbidden = map[string][]string{
 	// The runner gateway carries frames: git and the pages are others'
 	// (and the core, TestHubTransportsDoNotImportTheCore).
 	"internal/hub/gateway": {"internal/hubrepo", "internal/web"},
+	// The runner wire does not know the HTTP API's bodies.
+	"internal/protocol": {"internal/apitypes"},
 }
 
 // leaves may import no other package of the module.
 var leaves = []string{"internal/gitcmd", "internal/retry", "internal/agent/facts"}
+
+// nearLeaves may import only the listed packages of the module: the rules
+// the runner wire and the HTTP API share sit below both.
+var nearLeaves = map[string][]string{"internal/rules": {"internal/job"}}
 
 // lean lists, for a package, module path prefixes outside drover it must
 // not link: the model SDKs and the Kubernetes client are most of the
@@ -57,6 +63,13 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	for _, pkg := range leaves {
 		if imps := moduleImports(t, root, module, pkg); len(imps) > 0 {
 			t.Errorf("%s is a leaf but imports %v", pkg, imps)
+		}
+	}
+	for pkg, ok := range nearLeaves {
+		for _, imp := range moduleImports(t, root, module, pkg) {
+			if !slices.Contains(ok, imp) {
+				t.Errorf("%s may import only %v of the module, but imports %s", pkg, ok, imp)
+			}
 		}
 	}
 }
