@@ -133,3 +133,9 @@ func ReadContextTar(rd io.Reader, file func(name string, data io.Reader) error) 
 		}
 	}
 }
+
+// ContextUpload is one context file sent with a submission.
+type ContextUpload struct {
+	Name string `json:"name"` // relative, clean, no ".."
+	Data []byte `json:"data"` // base64 in JSON
+}

@@ -81,3 +81,13 @@ func ParseLabelList(s string) (map[string]string, error) {
 	}
 	return ParseLabels(strings.Split(s, ","))
 }
+
+// FormatLabels renders labels as k=v,k=v sorted by key, as the CLI takes
+// them.
+func FormatLabels(m map[string]string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	for i, k := range keys {
+		keys[i] = k + "=" + m[k]
+	}
+	return strings.Join(keys, ",")
+}
