@@ -31,6 +31,7 @@ import (
 	"drover/internal/agent/facts"
 	"drover/internal/fsutil"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Kinds of account.
@@ -571,7 +572,7 @@ func validate(a *Account, key string) error {
 		if err := checkKey(key); err != nil {
 			return err
 		}
-		u, err := protocol.CheckBaseURL(a.BaseURL)
+		u, err := rules.CheckBaseURL(a.BaseURL)
 		if err != nil {
 			return err
 		}
@@ -580,7 +581,7 @@ func validate(a *Account, key string) error {
 		if key != "" {
 			return errors.New("a no-key account takes no key")
 		}
-		u, err := protocol.CheckBaseURL(a.BaseURL)
+		u, err := rules.CheckBaseURL(a.BaseURL)
 		if err != nil {
 			return err
 		}
@@ -612,7 +613,7 @@ func validModel(a *Account) error {
 		return errors.New("an openai-compatible account needs its server's base URL (--base-url)")
 	case a.Model == "" && facts.DefaultModel(a.Provider) == "":
 		return fmt.Errorf("a %s account needs a model (--model)", a.Provider)
-	case len(a.Model) > protocol.MaxModel || protocol.CheckPlainText("model", a.Model, false) != nil:
+	case len(a.Model) > protocol.MaxModel || rules.CheckPlainText("model", a.Model, false) != nil:
 		return fmt.Errorf("model: at most %d plain characters", protocol.MaxModel)
 	}
 	return nil

@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"errors"
 	"fmt"
 	"net/url"
@@ -20,7 +20,7 @@ import (
 // address (where nothing on the wire can read the key). Errors name the
 // host at most: a pasted URL may carry a secret. Empty stays empty.
 func (e Endpoint) NormalizeBaseURL(raw string) (string, error) {
-	checked, err := protocol.CheckBaseURL(raw)
+	checked, err := rules.CheckBaseURL(raw)
 	if err != nil || checked == "" {
 		return "", err
 	}

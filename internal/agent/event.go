@@ -12,6 +12,7 @@ import (
 
 	"drover/internal/fsutil"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // EventKind says what an Event carries.
@@ -153,7 +154,7 @@ func (s *Summary) add(e Event) {
 		// with a control character made the hub refuse the finish that
 		// carried it, and the attempt's result was lost (found by
 		// FuzzParse; the CLI's output is untrusted).
-		if protocol.CheckPlainText("session", e.Session, false) == nil {
+		if rules.CheckPlainText("session", e.Session, false) == nil {
 			s.Session = e.Session
 		}
 	case EventUsage:

@@ -21,14 +21,19 @@ var forbidden = map[string][]string{
 	// hub's sandbox/egress is the proxy's rules, not the sandbox).
 	"internal/hub":      {"internal/workspace", "internal/sandbox", "internal/agent", "internal/agent/catalog", "internal/model"},
 	"internal/accounts": {"internal/sandbox", "internal/agent", "internal/agent/catalog", "internal/model"},
-	// The hub's transports reach the core only through the interfaces
-	// they declare.
-	"internal/hub/gateway": {"internal/hub", "internal/hubrepo", "internal/web"},
-	"internal/hub/call":    {"internal/hub"},
+	// The runner gateway carries frames: git and the pages are others'
+	// (and the core, TestHubTransportsDoNotImportTheCore).
+	"internal/hub/gateway": {"internal/hubrepo", "internal/web"},
+	// The runner wire does not know the HTTP API's bodies.
+	"internal/protocol": {"internal/apitypes"},
 }
 
 // leaves may import no other package of the module.
 var leaves = []string{"internal/gitcmd", "internal/retry", "internal/agent/facts"}
+
+// nearLeaves may import only the listed packages of the module: the rules
+// the runner wire and the HTTP API share sit below both.
+var nearLeaves = map[string][]string{"internal/rules": {"internal/job"}}
 
 // lean lists, for a package, module path prefixes outside drover it must
 // not link: the model SDKs and the Kubernetes client are most of the
@@ -41,7 +46,7 @@ var lean = map[string][]string{
 
 // small are the folders whose Go files must stay under maxLines, so that
 // each keeps to one responsibility.
-var small = []string{"internal/gitcmd", "internal/hubrepo", "internal/workspace", "internal/localrepo", "internal/hub/gateway", "internal/hub/call"}
+var small = []string{"internal/gitcmd", "internal/hubrepo", "internal/workspace", "internal/localrepo", "internal/hub/gateway", "internal/hub/call", "internal/hub/httpapi"}
 
 const maxLines = 600
 
@@ -58,6 +63,41 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	for _, pkg := range leaves {
 		if imps := moduleImports(t, root, module, pkg); len(imps) > 0 {
 			t.Errorf("%s is a leaf but imports %v", pkg, imps)
+		}
+	}
+	for pkg, ok := range nearLeaves {
+		for _, imp := range moduleImports(t, root, module, pkg) {
+			if !slices.Contains(ok, imp) {
+				t.Errorf("%s may import only %v of the module, but imports %s", pkg, ok, imp)
+			}
+		}
+	}
+}
+
+// TestHubTransportsDoNotImportTheCore: every package under internal/hub
+// (call, and the transports: httpapi, gateway, ...) is mounted by the hub,
+// its composition root, and declares what it needs of the core; importing
+// the core would turn that around.
+func TestHubTransportsDoNotImportTheCore(t *testing.T) {
+	root, module := moduleRoot(t)
+	dirs, err := filepath.Glob(filepath.Join(root, "internal", "hub", "*", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := map[string]bool{}
+	for _, f := range dirs {
+		rel, err := filepath.Rel(root, filepath.Dir(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[filepath.ToSlash(rel)] = true
+	}
+	if !pkgs["internal/hub/httpapi"] || !pkgs["internal/hub/call"] {
+		t.Fatalf("the hub's packages are not where this test looks: %v", pkgs)
+	}
+	for pkg := range pkgs {
+		if moduleDeps(t, root, module, pkg)["internal/hub"] {
+			t.Errorf("%s depends on internal/hub, the core that mounts it", pkg)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 )
 
@@ -43,8 +44,8 @@ func (b Burst) DispatchRate() float64 { return perSecond(b.Jobs, b.Dispatched) }
 func (b Burst) CompleteRate() float64 { return perSecond(b.Jobs, b.Completed) }
 
 // burstJob is the job a burst submits: any idle runner may take it.
-func burstJob() protocol.SubmitRequest {
-	return protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: idleLabels()}
+func burstJob() apitypes.SubmitRequest {
+	return apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: idleLabels()}
 }
 
 // isBurstJob tells a burst job's offer from any other.
@@ -170,7 +171,7 @@ func runBurst(ctx context.Context, api *apiClient, fl *fleet, n int) (Burst, err
 	for w := range burstSubmitters {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				var v protocol.JobView
+				var v apitypes.JobView
 				start := time.Now()
 				code, err := api.callStatus(ctx, http.MethodPost, "/jobs", burstJob(), &v)
 				if err == nil && code != http.StatusCreated {

@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/childproc"
-	"drover/internal/protocol"
 )
 
 // hubProc is a `drover hub` running as a child process, so that its memory
@@ -96,7 +96,7 @@ func (hp *hubProc) waitReady(ctx context.Context) error {
 		if b, err := os.ReadFile(tokenPath); err == nil && len(bytes.TrimSpace(b)) > 0 {
 			tok := string(bytes.TrimSpace(b))
 			a := &apiClient{base: hp.url, token: tok, hc: hc}
-			var who protocol.Whoami
+			var who apitypes.Whoami
 			if err := a.call(ctx, http.MethodGet, "/whoami", nil, &who); err == nil && who.Admin {
 				hp.admin = tok
 				return nil
@@ -267,7 +267,7 @@ func (a *apiClient) callStatus(ctx context.Context, method, path string, body, o
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+protocol.APIPrefix+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, a.base+apitypes.APIPrefix+path, rd)
 	if err != nil {
 		return 0, fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -285,7 +285,7 @@ func (a *apiClient) callStatus(ctx context.Context, method, path string, body, o
 		return resp.StatusCode, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var eb protocol.ErrorBody
+		var eb apitypes.ErrorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
 			return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, eb.Error.Error())
 		}
@@ -315,7 +315,7 @@ func approveRunners(ctx context.Context, a *apiClient, names []string) ([]string
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			tok := auth.NewToken(auth.PrefixRunner)
-			if err := a.call(ctx, http.MethodPost, "/runners/approve", protocol.ApproveRequest{Name: name, Key: auth.Hash(tok)}, nil); err != nil {
+			if err := a.call(ctx, http.MethodPost, "/runners/approve", apitypes.ApproveRequest{Name: name, Key: auth.Hash(tok)}, nil); err != nil {
 				errs[i] = fmt.Errorf("approve runner %s: %w", name, err)
 				return
 			}

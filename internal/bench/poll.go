@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 )
 
 // pollers stand in for the design the gateway replaced: every runner asking
@@ -29,7 +29,7 @@ type pollers struct {
 func startPollers(ctx context.Context, hubURL string, tokens []string, every time.Duration) *pollers {
 	pctx, cancel := context.WithCancel(ctx)
 	p := &pollers{cancel: cancel}
-	url := hubURL + protocol.APIPrefix + "/runner/login"
+	url := hubURL + apitypes.APIPrefix + "/runner/login"
 	for _, tok := range tokens {
 		tr := &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 10 * time.Minute}
 		p.transports = append(p.transports, tr)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 )
 
@@ -25,7 +26,7 @@ func dialRunner(ctx context.Context, hubURL, token string, labels map[string]str
 	var w protocol.Welcome
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	u := "ws" + strings.TrimPrefix(hubURL, "http") + protocol.APIPrefix + "/runner/connect"
+	u := "ws" + strings.TrimPrefix(hubURL, "http") + apitypes.APIPrefix + "/runner/connect"
 	ws, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err != nil {
 		return nil, w, fmt.Errorf("dial the runner gateway: %w", err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
@@ -245,16 +246,16 @@ func (t *target) runJob(ctx context.Context, api *apiClient) (sample, error) {
 }
 
 // benchJob is the job every latency sample submits (a project may be added).
-func benchJob() protocol.SubmitRequest {
-	return protocol.SubmitRequest{Agent: "exec", Args: agentArgv(), Labels: targetLabels()}
+func benchJob() apitypes.SubmitRequest {
+	return apitypes.SubmitRequest{Agent: "exec", Args: agentArgv(), Labels: targetLabels()}
 }
 
 // runJobAs submits req with api's token and takes the job from offer to
 // finish on whichever target connection the hub offers it to.
-func (t *target) runJobAs(ctx context.Context, api *apiClient, req protocol.SubmitRequest) (sample, error) {
+func (t *target) runJobAs(ctx context.Context, api *apiClient, req apitypes.SubmitRequest) (sample, error) {
 	var s sample
 	start := time.Now()
-	var v protocol.JobView
+	var v apitypes.JobView
 	code, err := api.callStatus(ctx, http.MethodPost, "/jobs", req, &v)
 	if err != nil {
 		return s, fmt.Errorf("submit: %w", err)

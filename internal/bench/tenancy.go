@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
-	"drover/internal/protocol"
 )
 
 // The tenancy comparison (--owners N --sharing mixed): dispatch latency with
@@ -389,8 +389,8 @@ func (a *arm) as(user string) *apiClient {
 
 // remote is the URL a bench project is mapped to: never fetched (the bench's
 // runners do not fetch), so it only has to be well formed.
-func remote(project string) protocol.MapProjectRequest {
-	return protocol.MapProjectRequest{Remote: "https://example.invalid/bench/" + project + ".git"}
+func remote(project string) apitypes.MapProjectRequest {
+	return apitypes.MapProjectRequest{Remote: "https://example.invalid/bench/" + project + ".git"}
 }
 
 // setupBaseline maps the projects and approves every runner as the admin.
@@ -414,8 +414,8 @@ func (a *arm) setupBaseline(ctx context.Context, l *layout) error {
 func (a *arm) setupTenancy(ctx context.Context, l *layout) error {
 	var mu sync.Mutex
 	if err := parallel(ctx, len(l.users), func(i int) error {
-		var r protocol.NewUserResponse
-		if err := a.admin.call(ctx, http.MethodPost, "/users", protocol.NewUserRequest{Name: l.users[i]}, &r); err != nil {
+		var r apitypes.NewUserResponse
+		if err := a.admin.call(ctx, http.MethodPost, "/users", apitypes.NewUserRequest{Name: l.users[i]}, &r); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -438,7 +438,7 @@ func (a *arm) setupTenancy(ctx context.Context, l *layout) error {
 		}
 	}
 	if err := parallel(ctx, len(ms), func(i int) error {
-		return a.admin.call(ctx, http.MethodPost, "/projects/"+ms[i].project+"/members", protocol.MemberRequest{User: ms[i].user}, nil)
+		return a.admin.call(ctx, http.MethodPost, "/projects/"+ms[i].project+"/members", apitypes.MemberRequest{User: ms[i].user}, nil)
 	}); err != nil {
 		return err
 	}
@@ -447,20 +447,20 @@ func (a *arm) setupTenancy(ctx context.Context, l *layout) error {
 		r := l.runners[i]
 		owner := a.as(r.owner)
 		tok := auth.NewToken(auth.PrefixRunner)
-		if err := owner.call(ctx, http.MethodPost, "/runners/approve", protocol.ApproveRequest{Name: r.name, Key: auth.Hash(tok)}, nil); err != nil {
+		if err := owner.call(ctx, http.MethodPost, "/runners/approve", apitypes.ApproveRequest{Name: r.name, Key: auth.Hash(tok)}, nil); err != nil {
 			return fmt.Errorf("approve runner %s as %s: %w", r.name, r.owner, err)
 		}
 		a.tokens[i] = tok
-		var shares []protocol.ShareRequest
+		var shares []apitypes.ShareRequest
 		switch r.kind {
 		case kindUsers:
 			for _, u := range r.users {
-				shares = append(shares, protocol.ShareRequest{User: u})
+				shares = append(shares, apitypes.ShareRequest{User: u})
 			}
 		case kindProject:
-			shares = append(shares, protocol.ShareRequest{Project: r.project})
+			shares = append(shares, apitypes.ShareRequest{Project: r.project})
 		case kindHub:
-			shares = append(shares, protocol.ShareRequest{Hub: true})
+			shares = append(shares, apitypes.ShareRequest{Hub: true})
 		}
 		for _, sh := range shares {
 			if err := owner.call(ctx, http.MethodPost, "/runners/"+r.name+"/share", sh, nil); err != nil {
@@ -470,7 +470,7 @@ func (a *arm) setupTenancy(ctx context.Context, l *layout) error {
 				continue
 			}
 			// Its recipient accepts: the user, or the admin (who owns every project).
-			by, answer := a.admin, protocol.AnswerShareRequest{Project: sh.Project}
+			by, answer := a.admin, apitypes.AnswerShareRequest{Project: sh.Project}
 			if sh.User != "" {
 				by = a.as(sh.User)
 			}
@@ -503,19 +503,19 @@ func (a *arm) connect(ctx context.Context, l *layout, root string) error {
 // checkLayout compares the hub's runner list with the layout: every runner
 // connected, with its owner and access.
 func (a *arm) checkLayout(ctx context.Context, l *layout) error {
-	var rl protocol.RunnerList
+	var rl apitypes.RunnerList
 	if err := a.admin.call(ctx, http.MethodGet, "/runners", nil, &rl); err != nil {
 		return err
 	}
-	got := map[string]protocol.RunnerView{}
+	got := map[string]apitypes.RunnerView{}
 	for _, v := range rl.Runners {
 		got[v.Name] = v
 	}
 	for _, r := range l.runners {
 		v, ok := got[r.name]
-		owner, access, shares := r.owner, protocol.AccessPrivate, len(r.users)
+		owner, access, shares := r.owner, apitypes.AccessPrivate, len(r.users)
 		if owner == "" {
-			owner, access = "admin", protocol.AccessHub
+			owner, access = "admin", apitypes.AccessHub
 		}
 		if r.kind == kindProject {
 			shares = 1
@@ -543,7 +543,7 @@ func (a *arm) sample(ctx context.Context, l *layout, i int) (sample, error) {
 	}
 	req := benchJob()
 	if rt.project != "" {
-		req.Repo = &protocol.SubmitRepo{Project: rt.project, Base: benchBase}
+		req.Repo = &apitypes.SubmitRepo{Project: rt.project, Base: benchBase}
 	}
 	s, err := a.tgt.runJobAs(ctx, c, req)
 	if err != nil {

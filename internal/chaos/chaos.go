@@ -33,11 +33,11 @@ import (
 	"syscall"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/childproc"
 	"drover/internal/client"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/runner"
 )
 
@@ -471,7 +471,7 @@ func (c *campaign) setUp(ctx context.Context) error {
 			return err
 		}
 		tok := auth.NewToken(auth.PrefixRunner)
-		if _, err := c.admins[0].ApproveRunner(ctx, protocol.ApproveRequest{Name: r.name, Key: auth.Hash(tok)}); err != nil {
+		if _, err := c.admins[0].ApproveRunner(ctx, apitypes.ApproveRequest{Name: r.name, Key: auth.Hash(tok)}); err != nil {
 			return fmt.Errorf("approve runner %s: %w", r.name, err)
 		}
 		if err := runner.SaveLogin(r.home, runner.Login{Hub: urls[0], Name: r.name, Token: tok}); err != nil {
@@ -487,15 +487,15 @@ func (c *campaign) setUp(ctx context.Context) error {
 
 // jobs lists the jobs in state s from the first hub that answers (another
 // may be down), and that hub's client.
-func (c *campaign) jobs(ctx context.Context, s job.State) (protocol.JobList, *client.Client, error) {
+func (c *campaign) jobs(ctx context.Context, s job.State) (apitypes.JobList, *client.Client, error) {
 	var err error
 	for _, a := range c.admins {
-		var l protocol.JobList
+		var l apitypes.JobList
 		if l, err = a.Jobs(ctx, client.JobFilter{State: s, Limit: 1000}); err == nil {
 			return l, a, nil
 		}
 	}
-	return protocol.JobList{}, nil, err
+	return apitypes.JobList{}, nil, err
 }
 
 // waitConnected waits until n runners are connected.
@@ -534,7 +534,7 @@ func (c *campaign) submit(ctx context.Context, i int, at time.Time) {
 	case <-time.After(time.Until(at)):
 	}
 	s := submission{Spec: spec}
-	req := protocol.SubmitRequest{Agent: "exec", Args: spec.argv()}
+	req := apitypes.SubmitRequest{Agent: "exec", Args: spec.argv()}
 	if spec.Keyed {
 		req.Key = spec.key()
 	}

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/hub"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -43,7 +43,7 @@ func TestCheckerReadsEitherEngine(t *testing.T) {
 				t.Fatal(err)
 			}
 			argv := []string{"sh", "-c", "echo " + engine}
-			v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Args: argv, Key: "k-" + engine})
+			v, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec", Args: argv, Key: "k-" + engine})
 			if err != nil {
 				t.Fatal(err)
 			}

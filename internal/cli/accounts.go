@@ -20,6 +20,7 @@ import (
 	"drover/internal/agent/native"
 	"drover/internal/model"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/runner"
 )
 
@@ -115,7 +116,7 @@ not added. --no-probe skips that (the doctor probes it later).`,
 				return usagef("--base-url is for api-key accounts (--api-key-stdin)")
 			}
 			if isNative {
-				u, err := protocol.CheckBaseURL(baseURL)
+				u, err := rules.CheckBaseURL(baseURL)
 				if err != nil {
 					return fmt.Errorf("--base-url: %w", err)
 				}

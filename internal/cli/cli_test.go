@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/protocol/protocoltest"
+	"drover/internal/rules"
 )
 
 func TestParseLabels(t *testing.T) {
@@ -28,8 +29,8 @@ func TestParseLabels(t *testing.T) {
 		{in: []string{"=v"}, wantErr: true},
 		{in: []string{"a b=c"}, wantErr: true},
 		{in: []string{"a=1", "a=2"}, wantErr: true},
-		{in: []string{strings.Repeat("k", protocol.MaxLabelLen+1) + "=v"}, wantErr: true},
-		{in: make([]string, protocol.MaxLabels+1), wantErr: true},
+		{in: []string{strings.Repeat("k", rules.MaxLabelLen+1) + "=v"}, wantErr: true},
+		{in: make([]string, rules.MaxLabels+1), wantErr: true},
 	}
 	for _, tt := range tests {
 		got, err := parseLabels(tt.in)
@@ -161,7 +162,7 @@ func TestLogin(t *testing.T) {
 		t.Errorf("whoami after login: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 
-	h.who = protocol.Whoami{Kind: "runner", Name: "admin", Runner: "r1"}
+	h.who = apitypes.Whoami{Kind: "runner", Name: "admin", Runner: "r1"}
 	r = runCLI(t, env, h.token, "login", "--hub", h.URL)
 	if r.code != 1 || !strings.Contains(r.stderr, "runner token") {
 		t.Errorf("login with a runner token: code %d, stderr %q", r.code, r.stderr)
@@ -176,7 +177,7 @@ func TestUsersAddPrintsOnlyTheToken(t *testing.T) {
 	if r.code != 0 || r.stdout != "drv_u_bob\n" {
 		t.Errorf("code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if len(h.users) != 1 || h.users[0] != (protocol.NewUserRequest{Name: "bob", Admin: true}) {
+	if len(h.users) != 1 || h.users[0] != (apitypes.NewUserRequest{Name: "bob", Admin: true}) {
 		t.Errorf("requests %+v", h.users)
 	}
 }
@@ -186,7 +187,7 @@ func TestRunnerApprove(t *testing.T) {
 	key := strings.Repeat("0f", 32)
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}
 	r := runCLI(t, env, "", "runner", "approve", "http://elsewhere:7700/approve?name=gpu&key="+key)
-	if r.code != 0 || len(h.approvals) != 1 || h.approvals[0] != (protocol.ApproveRequest{Name: "gpu", Key: key}) {
+	if r.code != 0 || len(h.approvals) != 1 || h.approvals[0] != (apitypes.ApproveRequest{Name: "gpu", Key: key}) {
 		t.Errorf("code %d, stderr %q, approvals %+v", r.code, r.stderr, h.approvals)
 	}
 	if r.stdout != "approved runner gpu (owner admin)\n" {
@@ -214,13 +215,13 @@ func TestRunSubmits(t *testing.T) {
 	if r.code != 0 || r.stdout != "j-1\n" {
 		t.Fatalf("code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	want := protocol.SubmitRequest{Agent: "exec", Args: []string{"ls", "-la", "--", "x"},
+	want := apitypes.SubmitRequest{Agent: "exec", Args: []string{"ls", "-la", "--", "x"},
 		Labels: map[string]string{"os": "linux"}, Key: "k1"}
 	if !reflect.DeepEqual(h.submits[0], want) {
 		t.Errorf("submitted %+v, want %+v", h.submits[0], want)
 	}
 	r = runCLI(t, env, "", "run", "--json", "--agent", "exec", "--", "true")
-	var v protocol.JobView
+	var v apitypes.JobView
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.ID != "j-2" || !reflect.DeepEqual(v.Args, []string{"true"}) {
 		t.Errorf("--json printed %q: %v", r.stdout, err)
 	}
@@ -243,9 +244,9 @@ func TestRunWaitExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newFakeHub(t)
-			h.finish = func(v protocol.JobView) protocol.JobView {
+			h.finish = func(v apitypes.JobView) apitypes.JobView {
 				v.State, v.ExitCode, v.Runner = tt.state, tt.exit, "r1"
-				v.Attempts = []protocol.AttemptView{{Number: 1, Runner: "r1", State: job.AttemptCompleted}}
+				v.Attempts = []apitypes.AttemptView{{Number: 1, Runner: "r1", State: job.AttemptCompleted}}
 				h.logs[v.ID] = "hello\n"
 				return v
 			}
@@ -263,9 +264,9 @@ func TestRunWaitExitCodes(t *testing.T) {
 
 func TestReadCommands(t *testing.T) {
 	h := newFakeHub(t)
-	h.finish = func(v protocol.JobView) protocol.JobView {
+	h.finish = func(v apitypes.JobView) apitypes.JobView {
 		v.State, v.Runner = job.Completed, "r1"
-		v.Attempts = []protocol.AttemptView{{Number: 1, Runner: "r1", State: job.AttemptCompleted, LogSize: 6}}
+		v.Attempts = []apitypes.AttemptView{{Number: 1, Runner: "r1", State: job.AttemptCompleted, LogSize: 6}}
 		h.logs[v.ID] = "hello\n"
 		return v
 	}
@@ -275,7 +276,7 @@ func TestReadCommands(t *testing.T) {
 	}
 
 	r := runCLI(t, env, "", "jobs", "--json")
-	var l protocol.JobList
+	var l apitypes.JobList
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || len(l.Jobs) != 1 || l.Jobs[0].ID != "j-1" {
 		t.Errorf("jobs --json printed %q: %v", r.stdout, err)
 	}

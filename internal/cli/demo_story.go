@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/sandbox"
 )
 
@@ -154,7 +154,7 @@ func (d *demoRun) story(ctx context.Context) error {
 	if err := d.drover(ctx, "logs", "-f", id2); err != nil {
 		return err
 	}
-	if v, err := d.waitJob(ctx, id2, func(v protocol.JobView) bool { return v.State == job.Waiting }); err != nil {
+	if v, err := d.waitJob(ctx, id2, func(v apitypes.JobView) bool { return v.State == job.Waiting }); err != nil {
 		return err
 	} else if v.State != job.Waiting {
 		return fmt.Errorf("the asking job ended %s", describeEnd(v))
@@ -169,7 +169,7 @@ func (d *demoRun) story(ctx context.Context) error {
 	if err := d.drover(ctx, "logs", "-f", id2); err != nil {
 		return err
 	}
-	end, err := d.waitJob(ctx, id2, func(protocol.JobView) bool { return false })
+	end, err := d.waitJob(ctx, id2, func(apitypes.JobView) bool { return false })
 	if err != nil {
 		return err
 	}
@@ -199,10 +199,10 @@ func (d *demoRun) lastJob(ctx context.Context) (string, error) {
 }
 
 // waitJob waits until the job is in a state done accepts, or ended.
-func (d *demoRun) waitJob(ctx context.Context, id string, done func(protocol.JobView) bool) (protocol.JobView, error) {
+func (d *demoRun) waitJob(ctx context.Context, id string, done func(apitypes.JobView) bool) (apitypes.JobView, error) {
 	c, err := client.New(d.hub, d.token)
 	if err != nil {
-		return protocol.JobView{}, err
+		return apitypes.JobView{}, err
 	}
 	for {
 		v, err := c.Job(ctx, id)

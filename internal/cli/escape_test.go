@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
@@ -98,10 +99,10 @@ func TestUntrustedTextEscaped(t *testing.T) {
 		Question: "Pick one\x1b[2J\nsecond line \u009b31m", Choices: []string{"red\x1b[31m", "blue\u009b"},
 		Answer: &protocol.Answer{Text: "ans\x1b[0m\nmore\u009b", By: "mal\u009blory"}}
 	h.mu.Lock()
-	h.jobs = []protocol.JobView{{ID: "j-1", State: job.Waiting, Agent: "exec\x1b[2J", Requester: "ev\u009bil",
+	h.jobs = []apitypes.JobView{{ID: "j-1", State: job.Waiting, Agent: "exec\x1b[2J", Requester: "ev\u009bil",
 		Args: []string{"echo", "\x1b[2J", "\u009b31m", "bell\a"}, Labels: map[string]string{"k": "v\x1b"},
 		Runner: "r\x1b]0;title\x07", CreatedAt: now, Key: "k\u202e", Project: "web\x7f",
-		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptFailed, Runner: "r\x1b", OfferedAt: now,
+		Attempts: []apitypes.AttemptView{{Number: 1, State: job.AttemptFailed, Runner: "r\x1b", OfferedAt: now,
 			ExitCode: &code, Message: "boom\x1b[31m\u009b"}},
 		Summary: "done\x1b[2J\nline two\u009b", Questions: []protocol.QuestionView{q}}}
 	h.questions = []protocol.QuestionView{q}

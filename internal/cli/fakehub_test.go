@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // fakeHub answers the API calls the CLI makes, from canned state.
@@ -24,57 +26,57 @@ type fakeHub struct {
 
 	mu        sync.Mutex
 	token     string
-	who       protocol.Whoami
-	jobs      []protocol.JobView // newest first
+	who       apitypes.Whoami
+	jobs      []apitypes.JobView // newest first
 	logs      map[string]string  // job id → log of each of its attempts
-	finish    func(protocol.JobView) protocol.JobView
-	submits   []protocol.SubmitRequest
-	approvals []protocol.ApproveRequest
-	users     []protocol.NewUserRequest
+	finish    func(apitypes.JobView) apitypes.JobView
+	submits   []apitypes.SubmitRequest
+	approvals []apitypes.ApproveRequest
+	users     []apitypes.NewUserRequest
 	questions []protocol.QuestionView
-	answers   []protocol.AnswerRequest
+	answers   []apitypes.AnswerRequest
 	actions   []string                        // "approve j-1", "restart j-1"
-	events    map[string][]protocol.EventView // job id → its history
+	events    map[string][]apitypes.EventView // job id → its history
 	onLog     func(id string)                 // called as a log is served
-	accts     []protocol.AccountView          // the caller's accounts, in order
-	moves     []protocol.MoveAccountRequest
+	accts     []apitypes.AccountView          // the caller's accounts, in order
+	moves     []apitypes.MoveAccountRequest
 
 	requests      []string // "METHOD PATH" of every request that passed the token check
-	userViews     []protocol.UserView
+	userViews     []apitypes.UserView
 	rotations     []string // users whose token was rotated
-	runners       []protocol.RunnerView
+	runners       []apitypes.RunnerView
 	shares        []string // "share gpu1 {User:bob}", as the runner share routes got them
 	acctShares    []string // "share gpu1/work {User:bob}"
-	projects      []protocol.ProjectView
+	projects      []apitypes.ProjectView
 	members       map[string][]string // project → members; an owner is ProjectView.Owner
 	memberChanges []string            // "add web bob", "remove web bob"
-	hubs          []protocol.HubView
+	hubs          []apitypes.HubView
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
 	t.Helper()
-	h := &fakeHub{token: "drv_u_admin", who: protocol.Whoami{Kind: "user", Name: "admin", Admin: true},
-		logs: map[string]string{}, events: map[string][]protocol.EventView{}, members: map[string][]string{}}
+	h := &fakeHub{token: "drv_u_admin", who: apitypes.Whoami{Kind: "user", Name: "admin", Admin: true},
+		logs: map[string]string{}, events: map[string][]apitypes.EventView{}, members: map[string][]string{}}
 	mux := http.NewServeMux()
-	accountList := func() protocol.AccountList {
+	accountList := func() apitypes.AccountList {
 		for i := range h.accts {
 			h.accts[i].Position = i + 1
 		}
-		return protocol.AccountList{Accounts: h.accts}
+		return apitypes.AccountList{Accounts: h.accts}
 	}
 	mux.HandleFunc("GET /api/v1/accounts", func(w http.ResponseWriter, r *http.Request) { reply(w, 200, accountList()) })
 	mux.HandleFunc("POST /api/v1/accounts/move", func(w http.ResponseWriter, r *http.Request) {
-		var req protocol.MoveAccountRequest
+		var req apitypes.MoveAccountRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			fail(w, 400, protocol.ErrBadRequest, err.Error())
+			fail(w, 400, rules.ErrBadRequest, err.Error())
 			return
 		}
 		h.moves = append(h.moves, req)
-		i := slices.IndexFunc(h.accts, func(v protocol.AccountView) bool {
+		i := slices.IndexFunc(h.accts, func(v apitypes.AccountView) bool {
 			return v.Runner == req.Runner && (v.ID == req.ID || v.Label == req.ID)
 		})
 		if i < 0 {
-			fail(w, 404, protocol.ErrNotFound, "runner "+req.Runner+" has no account "+req.ID)
+			fail(w, 404, rules.ErrNotFound, "runner "+req.Runner+" has no account "+req.ID)
 			return
 		}
 		v := h.accts[i]
@@ -84,45 +86,45 @@ func newFakeHub(t *testing.T) *fakeHub {
 	})
 	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) { reply(w, 200, h.who) })
 	mux.HandleFunc("POST /api/v1/users", func(w http.ResponseWriter, r *http.Request) {
-		var req protocol.NewUserRequest
+		var req apitypes.NewUserRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		h.users = append(h.users, req)
 		if req.Name == "taken" {
-			fail(w, 409, protocol.ErrConflict, "user taken exists")
+			fail(w, 409, rules.ErrConflict, "user taken exists")
 			return
 		}
-		reply(w, 201, protocol.NewUserResponse{Name: req.Name, Token: "drv_u_" + req.Name})
+		reply(w, 201, apitypes.NewUserResponse{Name: req.Name, Token: "drv_u_" + req.Name})
 	})
 	mux.HandleFunc("POST /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
-		var req protocol.SubmitRequest
+		var req apitypes.SubmitRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		h.submits = append(h.submits, req)
-		v := protocol.JobView{ID: "j-" + strconv.Itoa(len(h.submits)), State: job.Queued, Agent: req.Agent,
+		v := apitypes.JobView{ID: "j-" + strconv.Itoa(len(h.submits)), State: job.Queued, Agent: req.Agent,
 			Args: req.Args, Labels: req.Labels, Key: req.Key, Requester: h.who.Name, CreatedAt: time.Now()}
 		if h.finish != nil {
 			v = h.finish(v)
 		}
-		h.jobs = append([]protocol.JobView{v}, h.jobs...)
+		h.jobs = append([]apitypes.JobView{v}, h.jobs...)
 		reply(w, 201, v)
 	})
 	mux.HandleFunc("GET /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, 200, protocol.JobList{Jobs: h.jobs})
+		reply(w, 200, apitypes.JobList{Jobs: h.jobs})
 	})
 	mux.HandleFunc("GET /api/v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if v, ok := h.job(r.PathValue("id")); ok {
 			reply(w, 200, v)
 			return
 		}
-		fail(w, 404, protocol.ErrNotFound, "no job "+r.PathValue("id"))
+		fail(w, 404, rules.ErrNotFound, "no job "+r.PathValue("id"))
 	})
 	mux.HandleFunc("GET /api/v1/questions", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, 200, protocol.QuestionList{Questions: h.questions})
+		reply(w, 200, apitypes.QuestionList{Questions: h.questions})
 	})
 	mux.HandleFunc("POST /api/v1/jobs/{id}/answer", func(w http.ResponseWriter, r *http.Request) {
-		var req protocol.AnswerRequest
+		var req apitypes.AnswerRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		h.answers = append(h.answers, req)
-		h.jobAction(w, r.PathValue("id"), func(v *protocol.JobView) {
+		h.jobAction(w, r.PathValue("id"), func(v *apitypes.JobView) {
 			if v.Requester == h.who.Name {
 				v.State = job.Queued
 			}
@@ -131,12 +133,12 @@ func newFakeHub(t *testing.T) *fakeHub {
 	for _, action := range []string{"approve", "restart"} {
 		mux.HandleFunc("POST /api/v1/jobs/{id}/"+action, func(w http.ResponseWriter, r *http.Request) {
 			h.actions = append(h.actions, action+" "+r.PathValue("id"))
-			h.jobAction(w, r.PathValue("id"), func(v *protocol.JobView) { v.State = job.Queued })
+			h.jobAction(w, r.PathValue("id"), func(v *apitypes.JobView) { v.State = job.Queued })
 		})
 	}
 	mux.HandleFunc("GET /api/v1/jobs/{id}/events", func(w http.ResponseWriter, r *http.Request) {
 		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
-		out := protocol.EventList{Events: []protocol.EventView{}}
+		out := apitypes.EventList{Events: []apitypes.EventView{}}
 		for _, e := range h.events[r.PathValue("id")] {
 			if e.Seq > after {
 				out.Events = append(out.Events, e)
@@ -150,40 +152,40 @@ func newFakeHub(t *testing.T) *fakeHub {
 		}
 		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
 		data := h.logs[r.PathValue("id")]
-		w.Header().Set(protocol.HeaderLogAttempt, r.URL.Query().Get("attempt"))
-		w.Header().Set(protocol.HeaderLogOffset, strconv.Itoa(off))
-		w.Header().Set(protocol.HeaderLogSize, strconv.Itoa(len(data)))
-		w.Header().Set(protocol.HeaderLogComplete, "true")
+		w.Header().Set(apitypes.HeaderLogAttempt, r.URL.Query().Get("attempt"))
+		w.Header().Set(apitypes.HeaderLogOffset, strconv.Itoa(off))
+		w.Header().Set(apitypes.HeaderLogSize, strconv.Itoa(len(data)))
+		w.Header().Set(apitypes.HeaderLogComplete, "true")
 		_, _ = w.Write([]byte(data[off:]))
 	})
 	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		v, ok := h.job(r.PathValue("id"))
 		switch {
 		case !ok:
-			fail(w, 404, protocol.ErrNotFound, "no job")
+			fail(w, 404, rules.ErrNotFound, "no job")
 		case v.State.Terminal():
-			fail(w, 409, protocol.ErrConflict, "the job already ended")
+			fail(w, 409, rules.ErrConflict, "the job already ended")
 		default:
 			v.State = job.Cancelled
 			reply(w, 200, v)
 		}
 	})
 	mux.HandleFunc("POST /api/v1/runners/approve", func(w http.ResponseWriter, r *http.Request) {
-		var req protocol.ApproveRequest
+		var req apitypes.ApproveRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		h.approvals = append(h.approvals, req)
 		if req.Name == "taken" && !req.Replace {
-			fail(w, 409, protocol.ErrConflict, `runner name "taken" is taken by your runner of that name; approving with replace revokes its token`)
+			fail(w, 409, rules.ErrConflict, `runner name "taken" is taken by your runner of that name; approving with replace revokes its token`)
 			return
 		}
-		reply(w, 200, protocol.ApproveResponse{RunnerView: protocol.RunnerView{Name: req.Name, Owner: h.who.Name}, Replaced: req.Name == "taken"})
+		reply(w, 200, apitypes.ApproveResponse{RunnerView: apitypes.RunnerView{Name: req.Name, Owner: h.who.Name}, Replaced: req.Name == "taken"})
 	})
 	h.tenancyRoutes(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if r.Header.Get("Authorization") != "Bearer "+h.token {
-			fail(w, 401, protocol.ErrUnauthorized, "bad token")
+			fail(w, 401, rules.ErrUnauthorized, "bad token")
 			return
 		}
 		h.requests = append(h.requests, r.Method+" "+r.URL.Path)
@@ -195,7 +197,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 }
 
 // jobAction changes a job as an action does and answers with it.
-func (h *fakeHub) jobAction(w http.ResponseWriter, id string, change func(*protocol.JobView)) {
+func (h *fakeHub) jobAction(w http.ResponseWriter, id string, change func(*apitypes.JobView)) {
 	for i := range h.jobs {
 		if h.jobs[i].ID == id {
 			change(&h.jobs[i])
@@ -203,16 +205,16 @@ func (h *fakeHub) jobAction(w http.ResponseWriter, id string, change func(*proto
 			return
 		}
 	}
-	fail(w, 404, protocol.ErrNotFound, "no job "+id)
+	fail(w, 404, rules.ErrNotFound, "no job "+id)
 }
 
-func (h *fakeHub) job(id string) (protocol.JobView, bool) {
+func (h *fakeHub) job(id string) (apitypes.JobView, bool) {
 	for _, v := range h.jobs {
 		if v.ID == id {
 			return v, true
 		}
 	}
-	return protocol.JobView{}, false
+	return apitypes.JobView{}, false
 }
 
 func reply(w http.ResponseWriter, status int, v any) {
@@ -222,7 +224,7 @@ func reply(w http.ResponseWriter, status int, v any) {
 }
 
 func fail(w http.ResponseWriter, status int, code, msg string) {
-	reply(w, status, protocol.ErrorBody{Error: protocol.Error{Code: code, Message: msg}})
+	reply(w, status, apitypes.ErrorBody{Error: rules.Error{Code: code, Message: msg}})
 }
 
 // cliResult is what one drover invocation printed and returned.
@@ -250,10 +252,10 @@ func runCLI(t *testing.T, env map[string]string, stdin string, args ...string) c
 // tenancyRoutes are the users, sharing and membership routes.
 func (h *fakeHub) tenancyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/hubs", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, 200, protocol.HubList{Hubs: h.hubs})
+		reply(w, 200, apitypes.HubList{Hubs: h.hubs})
 	})
 	mux.HandleFunc("GET /api/v1/users", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, 200, protocol.UserList{Users: h.userViews})
+		reply(w, 200, apitypes.UserList{Users: h.userViews})
 	})
 	mux.HandleFunc("DELETE /api/v1/users/{name}", func(w http.ResponseWriter, r *http.Request) {
 		for i := range h.userViews {
@@ -264,7 +266,7 @@ func (h *fakeHub) tenancyRoutes(mux *http.ServeMux) {
 				return
 			}
 		}
-		fail(w, 404, protocol.ErrNotFound, "no user "+r.PathValue("name"))
+		fail(w, 404, rules.ErrNotFound, "no user "+r.PathValue("name"))
 	})
 	mux.HandleFunc("POST /api/v1/users/{name}/token", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
@@ -273,91 +275,91 @@ func (h *fakeHub) tenancyRoutes(mux *http.ServeMux) {
 		if name == h.who.Name {
 			h.token = token // the old one stops working at once
 		}
-		reply(w, 200, protocol.NewUserResponse{Name: name, Token: token})
+		reply(w, 200, apitypes.NewUserResponse{Name: name, Token: token})
 	})
 	mux.HandleFunc("GET /api/v1/runners", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, 200, protocol.RunnerList{Runners: h.runners})
+		reply(w, 200, apitypes.RunnerList{Runners: h.runners})
 	})
 	for _, action := range []string{"accept", "decline"} {
 		mux.HandleFunc("POST /api/v1/runners/{name}/"+action, func(w http.ResponseWriter, r *http.Request) {
-			var req protocol.AnswerShareRequest
+			var req apitypes.AnswerShareRequest
 			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-				fail(w, 400, protocol.ErrBadRequest, err.Error())
+				fail(w, 400, rules.ErrBadRequest, err.Error())
 				return
 			}
 			h.shares = append(h.shares, action+" "+r.PathValue("name")+" "+fmt.Sprintf("%+v", req))
-			i := slices.IndexFunc(h.runners, func(v protocol.RunnerView) bool { return v.Name == r.PathValue("name") })
+			i := slices.IndexFunc(h.runners, func(v apitypes.RunnerView) bool { return v.Name == r.PathValue("name") })
 			if i < 0 {
-				fail(w, 404, protocol.ErrNotFound, "runner "+r.PathValue("name")+" is not shared with you")
+				fail(w, 404, rules.ErrNotFound, "runner "+r.PathValue("name")+" is not shared with you")
 				return
 			}
 			v := &h.runners[i]
-			v.Offered = slices.DeleteFunc(v.Offered, func(s protocol.Share) bool { return s.Project == req.Project })
+			v.Offered = slices.DeleteFunc(v.Offered, func(s apitypes.Share) bool { return s.Project == req.Project })
 			reply(w, 200, *v)
 		})
 	}
 	for _, action := range []string{"share", "unshare"} {
 		mux.HandleFunc("POST /api/v1/runners/{name}/"+action, func(w http.ResponseWriter, r *http.Request) {
-			var req protocol.ShareRequest
+			var req apitypes.ShareRequest
 			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-				fail(w, 400, protocol.ErrBadRequest, err.Error())
+				fail(w, 400, rules.ErrBadRequest, err.Error())
 				return
 			}
 			h.shares = append(h.shares, action+" "+r.PathValue("name")+" "+fmt.Sprintf("%+v", req))
-			i := slices.IndexFunc(h.runners, func(v protocol.RunnerView) bool { return v.Name == r.PathValue("name") })
+			i := slices.IndexFunc(h.runners, func(v apitypes.RunnerView) bool { return v.Name == r.PathValue("name") })
 			if i < 0 {
-				fail(w, 404, protocol.ErrNotFound, "no runner "+r.PathValue("name"))
+				fail(w, 404, rules.ErrNotFound, "no runner "+r.PathValue("name"))
 				return
 			}
 			v := &h.runners[i]
 			switch {
 			case req.Hub && action == "share":
-				v.Access = protocol.AccessHub
+				v.Access = apitypes.AccessHub
 			case req.Hub:
-				v.Access = protocol.AccessPrivate
+				v.Access = apitypes.AccessPrivate
 			default:
-				v.SharedWith = applyShare(v.SharedWith, action, protocol.Share{User: req.User, Project: req.Project})
+				v.SharedWith = applyShare(v.SharedWith, action, apitypes.Share{User: req.User, Project: req.Project})
 			}
 			reply(w, 200, *v)
 		})
 		mux.HandleFunc("POST /api/v1/accounts/"+action, func(w http.ResponseWriter, r *http.Request) {
-			var req protocol.AccountShareRequest
+			var req apitypes.AccountShareRequest
 			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-				fail(w, 400, protocol.ErrBadRequest, err.Error())
+				fail(w, 400, rules.ErrBadRequest, err.Error())
 				return
 			}
-			sh := protocol.Share{User: req.User, Project: req.Project}
+			sh := apitypes.Share{User: req.User, Project: req.Project}
 			h.acctShares = append(h.acctShares, action+" "+req.Runner+"/"+req.Account+" "+fmt.Sprintf("%+v", sh))
-			i := slices.IndexFunc(h.accts, func(v protocol.AccountView) bool {
+			i := slices.IndexFunc(h.accts, func(v apitypes.AccountView) bool {
 				return v.Runner == req.Runner && (v.ID == req.Account || v.Label == req.Account)
 			})
 			if i < 0 {
-				fail(w, 404, protocol.ErrNotFound, "runner "+req.Runner+" has no account "+req.Account)
+				fail(w, 404, rules.ErrNotFound, "runner "+req.Runner+" has no account "+req.Account)
 				return
 			}
 			h.accts[i].SharedWith = applyShare(h.accts[i].SharedWith, action, sh)
-			reply(w, 200, protocol.AccountList{Accounts: h.accts})
+			reply(w, 200, apitypes.AccountList{Accounts: h.accts})
 		})
 	}
 	mux.HandleFunc("GET /api/v1/projects", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, 200, protocol.ProjectList{Projects: h.projects})
+		reply(w, 200, apitypes.ProjectList{Projects: h.projects})
 	})
 	memberList := func(w http.ResponseWriter, name string) {
-		i := slices.IndexFunc(h.projects, func(p protocol.ProjectView) bool { return p.Name == name })
+		i := slices.IndexFunc(h.projects, func(p apitypes.ProjectView) bool { return p.Name == name })
 		if i < 0 {
-			fail(w, 404, protocol.ErrNotFound, "no project "+name)
+			fail(w, 404, rules.ErrNotFound, "no project "+name)
 			return
 		}
-		reply(w, 200, protocol.MemberList{Project: name, Owner: h.projects[i].Owner,
+		reply(w, 200, apitypes.MemberList{Project: name, Owner: h.projects[i].Owner,
 			Members: append([]string{h.projects[i].Owner}, h.members[name]...)})
 	}
 	mux.HandleFunc("GET /api/v1/projects/{name}/members", func(w http.ResponseWriter, r *http.Request) {
 		memberList(w, r.PathValue("name"))
 	})
 	mux.HandleFunc("POST /api/v1/projects/{name}/members", func(w http.ResponseWriter, r *http.Request) {
-		var req protocol.MemberRequest
+		var req apitypes.MemberRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			fail(w, 400, protocol.ErrBadRequest, err.Error())
+			fail(w, 400, rules.ErrBadRequest, err.Error())
 			return
 		}
 		name := r.PathValue("name")
@@ -376,8 +378,8 @@ func (h *fakeHub) tenancyRoutes(mux *http.ServeMux) {
 }
 
 // applyShare adds a share to ss, or takes it out.
-func applyShare(ss []protocol.Share, action string, s protocol.Share) []protocol.Share {
-	ss = slices.DeleteFunc(ss, func(x protocol.Share) bool { return x == s })
+func applyShare(ss []apitypes.Share, action string, s apitypes.Share) []apitypes.Share {
+	ss = slices.DeleteFunc(ss, func(x apitypes.Share) bool { return x == s })
 	if action == "share" {
 		ss = append(ss, s)
 	}

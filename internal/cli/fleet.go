@@ -13,9 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/fleet"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 func (a *app) fleetCmd() *cobra.Command {
@@ -78,7 +79,7 @@ func (a *app) fleetBridgeCmd() *cobra.Command {
 // parseLabelList parses a --labels value, k=v,k2=v2 ("" for none), by the
 // hub's rule (protocol.ParseLabelList).
 func parseLabelList(s string) (map[string]string, error) {
-	m, err := protocol.ParseLabelList(s)
+	m, err := rules.ParseLabelList(s)
 	if err != nil {
 		return nil, usagef("--labels: %v", err)
 	}
@@ -136,8 +137,8 @@ func (a *app) fleetLaunchCmd(ff *fleetFlags) *cobra.Command {
 		Short: "Start runners on a target, each registering with its own single-use token",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if count < 1 || count > protocol.MaxLaunchCount {
-				return usagef("--count must be 1 to %d", protocol.MaxLaunchCount)
+			if count < 1 || count > apitypes.MaxLaunchCount {
+				return usagef("--count must be 1 to %d", apitypes.MaxLaunchCount)
 			}
 			if slots < 1 {
 				return usagef("--slots must be at least 1")
@@ -151,7 +152,7 @@ func (a *app) fleetLaunchCmd(ff *fleetFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, ins, err := fleet.Start(ctx, a.log, c, t, protocol.LaunchRequest{Target: on, Count: count, Slots: slots, Labels: lm,
+			resp, ins, err := fleet.Start(ctx, a.log, c, t, apitypes.LaunchRequest{Target: on, Count: count, Slots: slots, Labels: lm,
 				TTLSeconds: int(ttl / time.Second)}, s.Hub, 0)
 			if err != nil {
 				return err
@@ -170,7 +171,7 @@ func (a *app) fleetLaunchCmd(ff *fleetFlags) *cobra.Command {
 	cmd.Flags().IntVar(&count, "count", 1, "runners to start")
 	cmd.Flags().IntVar(&slots, "slots", 1, "jobs each runner runs at once")
 	cmd.Flags().StringVar(&labels, "labels", "", "labels of the runners (and all they may report), k=v,k2=v2")
-	cmd.Flags().DurationVar(&ttl, "ttl", protocol.DefaultRegistrationTTL, "how long the registration tokens may wait to be used")
+	cmd.Flags().DurationVar(&ttl, "ttl", apitypes.DefaultRegistrationTTL, "how long the registration tokens may wait to be used")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the launch as JSON")
 	_ = cmd.MarkFlagRequired("on")
 	return cmd
@@ -222,9 +223,9 @@ func (a *app) fleetListCmd() *cobra.Command {
 		Use:   "list [--json]",
 		Short: "List your launches and their runners (an admin: all)",
 		Args:  noArgs,
-	}, func(ctx context.Context, c *client.Client, _ []string) (protocol.LaunchList, error) {
+	}, func(ctx context.Context, c *client.Client, _ []string) (apitypes.LaunchList, error) {
 		return c.Launches(ctx)
-	}, func(w io.Writer, l protocol.LaunchList) error {
+	}, func(w io.Writer, l apitypes.LaunchList) error {
 		if len(l.Launches) == 0 {
 			_, err := fprintf(w, "no launches; start runners with 'drover fleet launch --on local'\n")
 			return err
@@ -240,7 +241,7 @@ func (a *app) fleetListCmd() *cobra.Command {
 	})
 }
 
-func launchRunnerState(v protocol.LaunchView, r protocol.LaunchRunner) string {
+func launchRunnerState(v apitypes.LaunchView, r apitypes.LaunchRunner) string {
 	switch {
 	case r.Revoked || (v.Revoked && !r.Registered):
 		return "revoked"
@@ -253,10 +254,10 @@ func launchRunnerState(v protocol.LaunchView, r protocol.LaunchRunner) string {
 }
 
 // launchOfRunner is the launch a launched runner's name belongs to.
-func launchOfRunner(ctx context.Context, c *client.Client, name string) (protocol.LaunchView, error) {
+func launchOfRunner(ctx context.Context, c *client.Client, name string) (apitypes.LaunchView, error) {
 	l, err := c.Launches(ctx)
 	if err != nil {
-		return protocol.LaunchView{}, err
+		return apitypes.LaunchView{}, err
 	}
 	for _, v := range l.Launches {
 		for _, r := range v.Runners {
@@ -265,7 +266,7 @@ func launchOfRunner(ctx context.Context, c *client.Client, name string) (protoco
 			}
 		}
 	}
-	return protocol.LaunchView{}, fmt.Errorf("no launched runner %s of yours: 'drover fleet list' shows them", name)
+	return apitypes.LaunchView{}, fmt.Errorf("no launched runner %s of yours: 'drover fleet list' shows them", name)
 }
 
 func (a *app) fleetLogsCmd(ff *fleetFlags) *cobra.Command {

@@ -13,8 +13,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Text output of the read commands. --json prints the protocol types instead.
@@ -33,7 +35,7 @@ import (
 // the bidirectional formatting characters, which reorder the text around them.
 func escaped(r rune) bool {
 	switch {
-	case protocol.IsControl(r):
+	case rules.IsControl(r):
 		return true
 	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
 		return true
@@ -139,7 +141,7 @@ func jsonSafe(b []byte) []byte {
 	return out
 }
 
-func printJobs(w io.Writer, js []protocol.JobView, now time.Time) error {
+func printJobs(w io.Writer, js []apitypes.JobView, now time.Time) error {
 	t := newTable(w)
 	fprintf(t, "ID\tSTATE\tAGENT\tREQUESTER\tRUNNER\tATTEMPTS\tAGE\tEXIT/REASON\n")
 	for _, j := range js {
@@ -154,7 +156,7 @@ func printJobs(w io.Writer, js []protocol.JobView, now time.Time) error {
 }
 
 // printJob prints one job and its attempts, as `drover show` does.
-func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
+func printJob(w io.Writer, j apitypes.JobView, now time.Time) error {
 	t := newTable(w)
 	row := func(k, v string) {
 		if v != "" {
@@ -236,7 +238,7 @@ func printJob(w io.Writer, j protocol.JobView, now time.Time) error {
 
 // printTranscript prints a native agent's turns, one line each, from the
 // job's turn events.
-func printTranscript(w io.Writer, evs []protocol.EventView) {
+func printTranscript(w io.Writer, evs []apitypes.EventView) {
 	first := true
 	for _, e := range evs {
 		if e.Kind != protocol.KindTurn && e.Kind != protocol.KindCompaction {
@@ -250,7 +252,7 @@ func printTranscript(w io.Writer, evs []protocol.EventView) {
 	}
 }
 
-func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
+func printRunners(w io.Writer, rs []apitypes.RunnerView, now time.Time) error {
 	t := newTable(w)
 	fprintf(t, "NAME\tOWNER\tACCESS\tSTATUS\tSLOTS\tRUNNING\tAGENTS\tLABELS\tVERSION\tLAST SEEN\n")
 	for _, r := range rs {
@@ -289,9 +291,9 @@ func printRunners(w io.Writer, rs []protocol.RunnerView, now time.Time) error {
 // (its owner's), or "shared: user:bob,project:web" (its owner's and theirs;
 // a share its recipient has yet to accept "user:bob(pending)"); another's
 // runner waiting for the caller's consent "offered: user:alice(pending)".
-func formatAccess(r protocol.RunnerView) string {
+func formatAccess(r apitypes.RunnerView) string {
 	switch {
-	case r.Access == protocol.AccessHub:
+	case r.Access == apitypes.AccessHub:
 		return "hub"
 	case len(r.SharedWith) > 0:
 		return "shared: " + formatShares(r.SharedWith)
@@ -302,7 +304,7 @@ func formatAccess(r protocol.RunnerView) string {
 }
 
 // formatShares lists shares compactly: "user:bob,project:web(pending)".
-func formatShares(ss []protocol.Share) string {
+func formatShares(ss []apitypes.Share) string {
 	out := make([]string, 0, len(ss))
 	for _, s := range ss {
 		var one string
@@ -322,7 +324,7 @@ func formatShares(ss []protocol.Share) string {
 	return strings.Join(out, ",")
 }
 
-func jobState(j protocol.JobView) string {
+func jobState(j apitypes.JobView) string {
 	if j.Cancelling && !j.State.Terminal() {
 		return string(j.State) + " (cancelling)"
 	}
@@ -346,7 +348,7 @@ func outcome(code *int, r job.Reason) string {
 }
 
 // ran is how long an attempt's agent ran (so far).
-func ran(a protocol.AttemptView, now time.Time) string {
+func ran(a apitypes.AttemptView, now time.Time) string {
 	if a.StartedAt == nil {
 		return "-"
 	}
@@ -384,7 +386,7 @@ func stamp(t *time.Time, now time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05") + " (" + ago(*t, now) + " ago)"
 }
 
-func formatLabels(m map[string]string) string { return protocol.FormatLabels(m) }
+func formatLabels(m map[string]string) string { return rules.FormatLabels(m) }
 
 // shellQuote renders argv so that it could be pasted into a shell.
 func shellQuote(args []string) string {
@@ -429,7 +431,7 @@ func checkName(what, s string) error {
 
 // printEgress says under which network policies an attempt ran and which
 // hosts its egress proxy refused, each with the command that allows it.
-func printEgress(w io.Writer, a protocol.AttemptView) {
+func printEgress(w io.Writer, a apitypes.AttemptView) {
 	i := a.Isolation
 	if i == nil || (i.Policy == "" && len(i.Denials) == 0 && len(i.Caches) == 0) {
 		return
@@ -462,7 +464,7 @@ func isolation(i *protocol.Isolation) string {
 
 // formatAgents lists what a runner can run now, and its limited accounts:
 // "exec,claude (codex limited until 15:04)".
-func formatAgents(r protocol.RunnerView) string {
+func formatAgents(r apitypes.RunnerView) string {
 	s := strings.Join(r.Agents, ",")
 	var limited []string
 	for _, a := range r.Accounts {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit/syncbuf"
 )
 
@@ -54,8 +54,8 @@ func TestAttemptTableSaysWhatItMeasures(t *testing.T) {
 	h := newFakeHub(t)
 	now := time.Now()
 	started, finished := now.Add(-3*time.Second), now.Add(-time.Second)
-	h.jobs = []protocol.JobView{{ID: "j-1", State: job.Completed, Agent: "exec", Requester: "admin", CreatedAt: now,
-		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptCompleted, Runner: "r1", Account: "acct_w", OfferedAt: now.Add(-4 * time.Second),
+	h.jobs = []apitypes.JobView{{ID: "j-1", State: job.Completed, Agent: "exec", Requester: "admin", CreatedAt: now,
+		Attempts: []apitypes.AttemptView{{Number: 1, State: job.AttemptCompleted, Runner: "r1", Account: "acct_w", OfferedAt: now.Add(-4 * time.Second),
 			StartedAt: &started, FinishedAt: &finished}}}}
 	r := runCLI(t, map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}, "", "show", "j-1")
 	if !strings.Contains(r.stdout, "OFFERED AGO") || !strings.Contains(r.stdout, "RAN FOR") || !strings.Contains(r.stdout, " 2s ") || !strings.Contains(r.stdout, " acct_w ") {
@@ -67,8 +67,8 @@ func TestAttemptTableSaysWhatItMeasures(t *testing.T) {
 func TestInterruptedClientPrintsNoLogLine(t *testing.T) {
 	h := newFakeHub(t)
 	now := time.Now()
-	h.jobs = []protocol.JobView{{ID: "j-1", State: job.Running, Agent: "exec", Requester: "admin", CreatedAt: now,
-		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "r1", OfferedAt: now}}}}
+	h.jobs = []apitypes.JobView{{ID: "j-1", State: job.Running, Agent: "exec", Requester: "admin", CreatedAt: now,
+		Attempts: []apitypes.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "r1", OfferedAt: now}}}}
 	h.logs["j-1"] = "working\n"
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token, "HOME": t.TempDir()}
 	var out, errb syncbuf.Buffer

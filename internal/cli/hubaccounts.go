@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/protocol"
 )
@@ -15,10 +16,10 @@ import (
 // them, across all their runners. (`drover runner account` manages the
 // accounts of the runner on this machine.)
 func (a *app) accountsCmd() *cobra.Command {
-	list := func(ctx context.Context, c *client.Client, _ []string) (protocol.AccountList, error) {
+	list := func(ctx context.Context, c *client.Client, _ []string) (apitypes.AccountList, error) {
 		return c.Accounts(ctx)
 	}
-	text := func(w io.Writer, l protocol.AccountList) error { return printAccounts(w, l.Accounts) }
+	text := func(w io.Writer, l apitypes.AccountList) error { return printAccounts(w, l.Accounts) }
 	const long = `List your agent accounts across all your runners, in your order of
 preference: a job of a vendor agent (claude, codex, opencode, gemini) that
 runs on one of your runners gets your best account there that is ready.
@@ -45,9 +46,9 @@ new order. ACCOUNT is the account's id, or its label when that is unique
 among the runner's accounts. 1 is the best position; a position past the
 end puts the account last.`,
 		Args: moveAccountArgs,
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.AccountList, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.AccountList, error) {
 		pos, _ := strconv.Atoi(args[2]) // checked by moveAccountArgs
-		return c.MoveAccount(ctx, protocol.MoveAccountRequest{Runner: args[0], ID: args[1], Position: pos})
+		return c.MoveAccount(ctx, apitypes.MoveAccountRequest{Runner: args[0], ID: args[1], Position: pos})
 	}, text), a.accountShareCmd("share"), a.accountShareCmd("unshare"))
 	return cmd
 }
@@ -81,13 +82,13 @@ that is unique among the runner's accounts. Prints your accounts afterwards.`
 			}
 			return sf.check(cmd)
 		},
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.AccountList, error) {
-		req := protocol.AccountShareRequest{Runner: args[0], Account: args[1], User: sf.user, Project: sf.project}
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.AccountList, error) {
+		req := apitypes.AccountShareRequest{Runner: args[0], Account: args[1], User: sf.user, Project: sf.project}
 		if action == "unshare" {
 			return c.UnshareAccount(ctx, req)
 		}
 		return c.ShareAccount(ctx, req)
-	}, func(w io.Writer, l protocol.AccountList) error { return printAccounts(w, l.Accounts) })
+	}, func(w io.Writer, l apitypes.AccountList) error { return printAccounts(w, l.Accounts) })
 	sf.addFlags(cmd, false)
 	return cmd
 }
@@ -108,7 +109,7 @@ func moveAccountArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-func printAccounts(w io.Writer, vs []protocol.AccountView) error {
+func printAccounts(w io.Writer, vs []apitypes.AccountView) error {
 	if len(vs) == 0 {
 		_, err := fprintf(w, "No accounts: add one with 'drover runner account add' on a runner's machine.\n")
 		return err
@@ -140,7 +141,7 @@ func printAccounts(w io.Writer, vs []protocol.AccountView) error {
 
 // hubAccountState is "ready", "needs login", "needs attention" or "limited
 // until T" (local time).
-func hubAccountState(v protocol.AccountView) string {
+func hubAccountState(v apitypes.AccountView) string {
 	if v.State == protocol.AccountLimited && v.LimitedUntil != nil {
 		return "limited until " + v.LimitedUntil.Local().Format("2006-01-02 15:04:05")
 	}
@@ -149,7 +150,7 @@ func hubAccountState(v protocol.AccountView) string {
 
 // hubAccountFix is the command, run on the account's runner, that makes an
 // account that needs a login or attention ready again; "" for the others.
-func hubAccountFix(v protocol.AccountView) string {
+func hubAccountFix(v apitypes.AccountView) string {
 	switch v.State {
 	case protocol.AccountNeedsLogin:
 		return "on runner " + v.Runner + ", 'drover runner account login " + v.ID + "' prints how to log in"

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 )
 
 // newAccountsHub is the fake hub holding accts, the caller's accounts in
 // order.
-func newAccountsHub(t *testing.T, accts []protocol.AccountView) *fakeHub {
+func newAccountsHub(t *testing.T, accts []apitypes.AccountView) *fakeHub {
 	t.Helper()
 	h := newFakeHub(t)
 	h.mu.Lock()
@@ -23,9 +23,9 @@ func newAccountsHub(t *testing.T, accts []protocol.AccountView) *fakeHub {
 
 func TestHubAccounts(t *testing.T) {
 	reset := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	h := newAccountsHub(t, []protocol.AccountView{
+	h := newAccountsHub(t, []apitypes.AccountView{
 		{Runner: "gpu1", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Connected: true,
-			Owner: "admin", SharedWith: []protocol.Share{{User: "bob"}, {Project: "web"}}},
+			Owner: "admin", SharedWith: []apitypes.Share{{User: "bob"}, {Project: "web"}}},
 		{Runner: "gpu1", ID: "acc-2", Agent: "codex", Kind: "api-key", State: "limited", LimitedUntil: &reset, Connected: true,
 			Owner: "admin"},
 		{Runner: "gpu2", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Owner: "carol"},
@@ -51,7 +51,7 @@ func TestHubAccounts(t *testing.T) {
 		}
 	}
 	r := runCLI(t, env, "", "accounts", "--json")
-	var l protocol.AccountList
+	var l apitypes.AccountList
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || len(l.Accounts) != 3 ||
 		l.Accounts[1].LimitedUntil == nil || !l.Accounts[1].LimitedUntil.Equal(reset) {
 		t.Fatalf("accounts --json printed %q: %v", r.stdout, err)
@@ -68,7 +68,7 @@ func TestHubAccounts(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || l.Accounts[2].ID != "acc-2" || l.Accounts[2].Position != 3 {
 		t.Fatalf("move --json printed %q: %v", r.stdout, err)
 	}
-	want := []protocol.MoveAccountRequest{{Runner: "gpu2", ID: "work", Position: 1}, {Runner: "gpu1", ID: "acc-2", Position: 9}}
+	want := []apitypes.MoveAccountRequest{{Runner: "gpu2", ID: "work", Position: 1}, {Runner: "gpu1", ID: "acc-2", Position: 9}}
 	if !slices.Equal(h.moves, want) {
 		t.Errorf("moves sent %+v, want %+v", h.moves, want)
 	}
@@ -102,7 +102,7 @@ func TestHubAccounts(t *testing.T) {
 }
 
 func TestHubAccountsEmpty(t *testing.T) {
-	h := newAccountsHub(t, []protocol.AccountView{})
+	h := newAccountsHub(t, []apitypes.AccountView{})
 	r := runCLI(t, map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}, "", "accounts")
 	if r.code != 0 || !strings.Contains(r.stdout, "No accounts") {
 		t.Errorf("code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)

@@ -7,13 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
-	"drover/internal/protocol"
 )
 
 func (a *app) hubsCmd() *cobra.Command {
-	list := func(ctx context.Context, c *client.Client, _ []string) (protocol.HubList, error) { return c.Hubs(ctx) }
-	text := func(w io.Writer, l protocol.HubList) error { return printHubs(w, l.Hubs, time.Now()) }
+	list := func(ctx context.Context, c *client.Client, _ []string) (apitypes.HubList, error) { return c.Hubs(ctx) }
+	text := func(w io.Writer, l apitypes.HubList) error { return printHubs(w, l.Hubs, time.Now()) }
 	return answerCmd(a, &cobra.Command{
 		Use:   "hubs [--json]",
 		Short: "List the live hubs sharing the hub's database, and which one leads",
@@ -26,7 +26,7 @@ SQLite is the only one, and leads.`,
 	}, list, text)
 }
 
-func printHubs(w io.Writer, hs []protocol.HubView, now time.Time) error {
+func printHubs(w io.Writer, hs []apitypes.HubView, now time.Time) error {
 	t := newTable(w)
 	fprintf(t, "ID\tURL\tVERSION\tCONNECTIONS\tROLE\tSTARTED\tLAST SEEN\n")
 	for _, h := range hs {

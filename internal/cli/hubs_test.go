@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 )
 
 func TestHubsListsLiveHubsAndTheLeader(t *testing.T) {
 	h := newFakeHub(t)
 	started := time.Date(2030, 1, 2, 3, 4, 0, 0, time.Local)
 	h.mu.Lock()
-	h.hubs = []protocol.HubView{
+	h.hubs = []apitypes.HubView{
 		{ID: "h-1", URL: "https://hub1.example", Version: "v1.2.0", StartedAt: started, LastSeen: time.Now(), Conns: 12, Leader: true},
 		{ID: "h-2", URL: "https://hub2.example/\x1b[31m", Version: "v1.2.0", StartedAt: started, LastSeen: time.Now(), Conns: 3, Self: true},
 		{ID: "h-3", Version: "v1.3.0", StartedAt: started, LastSeen: time.Now()},
@@ -50,7 +50,7 @@ func TestHubsListsLiveHubsAndTheLeader(t *testing.T) {
 		}
 	}
 	r = runCLI(t, env, "", "hubs", "--json")
-	var l protocol.HubList
+	var l apitypes.HubList
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || len(l.Hubs) != 3 || !l.Hubs[0].Leader || l.Hubs[0].Conns != 12 {
 		t.Fatalf("hubs --json printed %q: %v", r.stdout, err)
 	}

@@ -10,9 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Exit codes of `run --wait` besides the job's own.
@@ -133,7 +135,7 @@ widens its project's network.`,
 func (a *app) waitRun(ctx context.Context, c *client.Client, id string, asJSON bool) error {
 	ctx, stop := a.interruptContext(ctx)
 	defer stop()
-	var end protocol.JobView
+	var end apitypes.JobView
 	var err error
 	if asJSON {
 		end, err = c.Wait(ctx, id)
@@ -194,23 +196,23 @@ func (a *app) sayWhyQueued(ctx context.Context, c *client.Client, id string) {
 }
 
 // submitRequest checks a submission as the hub will, to fail before a round trip.
-func submitRequest(agent string, labels []string, key string, args []string) (protocol.SubmitRequest, error) {
-	req := protocol.SubmitRequest{Agent: strings.TrimSpace(agent), Args: args, Key: key}
+func submitRequest(agent string, labels []string, key string, args []string) (apitypes.SubmitRequest, error) {
+	req := apitypes.SubmitRequest{Agent: strings.TrimSpace(agent), Args: args, Key: key}
 	if req.Agent == "" {
 		return req, usagef("--agent is required")
 	}
 	if req.Args == nil {
 		req.Args = []string{}
 	}
-	if len(args) > protocol.MaxArgs {
-		return req, usagef("%d arguments; the limit is %d", len(args), protocol.MaxArgs)
+	if len(args) > rules.MaxArgs {
+		return req, usagef("%d arguments; the limit is %d", len(args), rules.MaxArgs)
 	}
 	n := 0
 	for _, s := range args {
 		n += len(s)
 	}
-	if n > protocol.MaxArgsBytes {
-		return req, usagef("arguments are %d bytes; the limit is %d", n, protocol.MaxArgsBytes)
+	if n > rules.MaxArgsBytes {
+		return req, usagef("arguments are %d bytes; the limit is %d", n, rules.MaxArgsBytes)
 	}
 	lm, err := parseLabels(labels)
 	if err != nil {
@@ -223,7 +225,7 @@ func submitRequest(agent string, labels []string, key string, args []string) (pr
 // parseLabels reads k=v items into a map (nil for none), by the hub's
 // rule (protocol.ParseLabels): a label it would refuse is a usage error.
 func parseLabels(items []string) (map[string]string, error) {
-	m, err := protocol.ParseLabels(items)
+	m, err := rules.ParseLabels(items)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
@@ -232,15 +234,15 @@ func parseLabels(items []string) (map[string]string, error) {
 
 // follow writes a job's log to stdout, attempt by attempt with a separator
 // line on stderr, and returns the job once it ended.
-func (a *app) follow(ctx context.Context, c *client.Client, id string, opts ...client.FollowOption) (protocol.JobView, error) {
+func (a *app) follow(ctx context.Context, c *client.Client, id string, opts ...client.FollowOption) (apitypes.JobView, error) {
 	opts = append(opts, client.OnAttempt(a.attemptSeparator))
 	if err := c.FollowLog(ctx, id, 0, 0, a.env.Stdout, opts...); err != nil {
-		return protocol.JobView{}, err
+		return apitypes.JobView{}, err
 	}
 	return c.Job(ctx, id)
 }
 
-func (a *app) attemptSeparator(at protocol.AttemptView) {
+func (a *app) attemptSeparator(at apitypes.AttemptView) {
 	if at.Runner == "" {
 		fprintf(a.env.Stderr, "--- attempt %d ---\n", at.Number)
 		return
@@ -248,7 +250,7 @@ func (a *app) attemptSeparator(at protocol.AttemptView) {
 	fprintf(a.env.Stderr, "--- attempt %d on %s ---\n", at.Number, at.Runner)
 }
 
-func describeEnd(j protocol.JobView) string {
+func describeEnd(j apitypes.JobView) string {
 	if o := outcome(j.ExitCode, j.Reason); o != "-" {
 		return string(j.State) + " (" + o + ")"
 	}
@@ -256,7 +258,7 @@ func describeEnd(j protocol.JobView) string {
 }
 
 // jobExitCode is what `run --wait` exits with for a job that ended.
-func jobExitCode(j protocol.JobView) int {
+func jobExitCode(j apitypes.JobView) int {
 	switch j.State {
 	case job.Completed:
 		return 0
@@ -285,9 +287,9 @@ func (a *app) jobsCmd() *cobra.Command {
 			}
 			return nil
 		},
-	}, func(ctx context.Context, c *client.Client, _ []string) (protocol.JobList, error) {
+	}, func(ctx context.Context, c *client.Client, _ []string) (apitypes.JobList, error) {
 		return c.Jobs(ctx, client.JobFilter{State: job.State(state), Limit: limit})
-	}, func(w io.Writer, l protocol.JobList) error { return printJobs(w, l.Jobs, time.Now()) })
+	}, func(w io.Writer, l apitypes.JobList) error { return printJobs(w, l.Jobs, time.Now()) })
 	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: "+joinStates())
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs (0: the hub's default)")
 	return cmd
@@ -306,9 +308,9 @@ func (a *app) showCmd() *cobra.Command {
 		Use:   "show JOB [--json]",
 		Short: "Show a job, its attempts, questions and delivery (with --json, its events too)",
 		Args:  exactArgs("JOB"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.JobView, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.JobView, error) {
 		return c.JobWithEvents(ctx, args[0])
-	}, func(w io.Writer, v protocol.JobView) error { return printJob(w, v, time.Now()) })
+	}, func(w io.Writer, v apitypes.JobView) error { return printJob(w, v, time.Now()) })
 }
 
 func (a *app) cancelCmd() *cobra.Command {
@@ -329,20 +331,20 @@ to retry.`,
 
 // jobActionCmd makes `cancel` and `retry`, which differ only in the call.
 func (a *app) jobActionCmd(name, short, long string,
-	do func(*client.Client, context.Context, string) (protocol.JobView, error)) *cobra.Command {
+	do func(*client.Client, context.Context, string) (apitypes.JobView, error)) *cobra.Command {
 	return answerCmd(a, &cobra.Command{
 		Use:   name + " JOB [--json]",
 		Short: short,
 		Long:  long,
 		Args:  exactArgs("JOB"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.JobView, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.JobView, error) {
 		v, err := do(c, ctx, args[0])
-		var pe *protocol.Error
-		if errors.As(err, &pe) && pe.Code == protocol.ErrConflict {
+		var pe *rules.Error
+		if errors.As(err, &pe) && pe.Code == rules.ErrConflict {
 			return v, fmt.Errorf("cannot %s job %s: %s", name, args[0], pe.Message)
 		}
 		return v, err
-	}, func(w io.Writer, v protocol.JobView) error {
+	}, func(w io.Writer, v apitypes.JobView) error {
 		_, err := fprintf(w, "job %s %s\n", v.ID, jobState(v))
 		return err
 	})

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
-	"drover/internal/protocol"
 )
 
 func (a *app) loginCmd() *cobra.Command {
@@ -72,16 +72,16 @@ func (a *app) whoamiCmd() *cobra.Command {
 		Use:   "whoami [--json]",
 		Short: "Show who the token belongs to",
 		Args:  noArgs,
-	}, func(ctx context.Context, c *client.Client, _ []string) (protocol.Whoami, error) {
+	}, func(ctx context.Context, c *client.Client, _ []string) (apitypes.Whoami, error) {
 		hub = c.Hub()
 		return c.Whoami(ctx)
-	}, func(w io.Writer, who protocol.Whoami) error {
+	}, func(w io.Writer, who apitypes.Whoami) error {
 		_, err := fprintf(w, "%s on %s\n", describeWho(who), hub)
 		return err
 	})
 }
 
-func describeWho(w protocol.Whoami) string {
+func describeWho(w apitypes.Whoami) string {
 	s := w.Kind + " " + w.Name
 	if w.Runner != "" {
 		s += " (runner " + w.Runner + ")"

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 	"drover/internal/runner"
 )
 
@@ -96,7 +96,7 @@ func TestRunnerLoginTakesTheApprovedName(t *testing.T) {
 		t.Fatalf("saved login %+v, %v; want gpu2", l, err)
 	}
 	r := runCLI(t, env, "", "runners", "--json")
-	var rl protocol.RunnerList
+	var rl apitypes.RunnerList
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rl) != nil || len(rl.Runners) != 1 || rl.Runners[0].Name != "gpu2" {
 		t.Fatalf("runners: %d %s %s", r.code, r.stdout, r.stderr)
 	}

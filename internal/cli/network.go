@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
@@ -24,7 +25,7 @@ func (a *app) projectConfigCmds() []*cobra.Command {
 		}
 		return checkName("project", args[0])
 	}
-	text := func(w io.Writer, c protocol.ProjectConfig) error { return printProjectConfig(w, c) }
+	text := func(w io.Writer, c apitypes.ProjectConfig) error { return printProjectConfig(w, c) }
 	var large bool
 	var sparse string
 	var show *cobra.Command
@@ -38,8 +39,8 @@ too large to clone whole: runners then fetch it as a partial clone
 worktrees cone-mode sparse checkouts of these folders (with the files of the
 top level and of the folders on the way); none makes them whole again.`,
 		Args: project,
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
-		var req protocol.ProjectConfigRequest
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ProjectConfig, error) {
+		var req apitypes.ProjectConfigRequest
 		if show.Flags().Changed("large") {
 			req.Large = &large
 		}
@@ -49,7 +50,7 @@ top level and of the folders on the way); none makes them whole again.`,
 				paths = splitList(sparse)
 			}
 			if err := protocol.CheckSparsePaths(paths); err != nil {
-				return protocol.ProjectConfig{}, usagef("%v", err)
+				return apitypes.ProjectConfig{}, usagef("%v", err)
 			}
 			req.Sparse = &paths
 		}
@@ -71,8 +72,8 @@ reach. "none" is no network; "open" (every host) exists only when the operator
 enables it. A job narrows its agent's policies (drover run --network), never
 widens them.`,
 		Args: project,
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
-		var req protocol.ProjectConfigRequest
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ProjectConfig, error) {
+		var req apitypes.ProjectConfigRequest
 		if setupNet != "" {
 			req.SetupNetwork = ptrTo(splitList(setupNet))
 		}
@@ -80,7 +81,7 @@ widens them.`,
 			req.AgentNetwork = ptrTo(splitList(agentNet))
 		}
 		if req.SetupNetwork == nil && req.AgentNetwork == nil {
-			return protocol.ProjectConfig{}, usagef("name --setup or --agent policies (or none)")
+			return apitypes.ProjectConfig{}, usagef("name --setup or --agent policies (or none)")
 		}
 		return c.SetProjectConfig(ctx, args[0], req)
 	}, text)
@@ -120,18 +121,18 @@ package-lock.json): a runner that already ran the same commands successfully
 for the project, with the same contents of these files, skips the setup. Its
 result must then live in the project's caches (drover projects caches).`,
 		Args: project,
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
-		var req protocol.ProjectConfigRequest
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ProjectConfig, error) {
+		var req apitypes.ProjectConfigRequest
 		switch {
 		case clear && len(commands) > 0:
-			return protocol.ProjectConfig{}, usagef("--clear or --command, not both")
+			return apitypes.ProjectConfig{}, usagef("--clear or --command, not both")
 		case clear:
 			req.SetupCommands = ptrTo([]string{})
 		case len(commands) > 0:
 			req.SetupCommands = ptrTo(commands)
 		}
 		if clear && setup.Flags().Changed("from-repo") {
-			return protocol.ProjectConfig{}, usagef("--clear or --from-repo, not both")
+			return apitypes.ProjectConfig{}, usagef("--clear or --from-repo, not both")
 		}
 		if clear {
 			req.SetupFile = ptrTo("")
@@ -151,18 +152,18 @@ result must then live in the project's caches (drover projects caches).`,
 		for _, f := range approveFile {
 			b, err := os.ReadFile(f)
 			if err != nil {
-				return protocol.ProjectConfig{}, usagef("--approve-file: %v", err)
+				return apitypes.ProjectConfig{}, usagef("--approve-file: %v", err)
 			}
 			req.ApproveSetup = append(req.ApproveSetup, protocol.SetupFileHash(b))
 		}
 		for _, h := range append(slices.Clone(req.ApproveSetup), req.UnapproveSetup...) {
 			if _, err := protocol.CheckSetupHash(h); err != nil {
-				return protocol.ProjectConfig{}, usagef("%v", err)
+				return apitypes.ProjectConfig{}, usagef("%v", err)
 			}
 		}
 		if req.SetupCommands == nil && req.SetupTimeout == nil && req.SetupKeys == nil && req.SetupFile == nil &&
 			len(req.ApproveSetup) == 0 && len(req.UnapproveSetup) == 0 {
-			return protocol.ProjectConfig{}, usagef("name --command, --from-repo, --approve, --unapprove, --timeout, --key-file or --clear")
+			return apitypes.ProjectConfig{}, usagef("name --command, --from-repo, --approve, --unapprove, --timeout, --key-file or --clear")
 		}
 		return c.SetProjectConfig(ctx, args[0], req)
 	}, text)
@@ -188,12 +189,12 @@ $DROVER_CACHE_DIR/NAME). "none" removes them all.`,
 			}
 			return checkName("project", args[0])
 		},
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectConfig, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ProjectConfig, error) {
 		names := args[1:]
 		if len(names) == 1 && names[0] == netpolicy.None {
 			names = []string{}
 		}
-		return c.SetProjectConfig(ctx, args[0], protocol.ProjectConfigRequest{Caches: &names})
+		return c.SetProjectConfig(ctx, args[0], apitypes.ProjectConfigRequest{Caches: &names})
 	}, text)
 	return []*cobra.Command{show, network, setup, caches, a.secretsCmd()}
 }
@@ -217,22 +218,22 @@ no command shows it again.`,
 		Args: noArgs,
 		RunE: showHelp,
 	}
-	text := func(w io.Writer, l protocol.SecretList) error { return printSecrets(w, l) }
+	text := func(w io.Writer, l apitypes.SecretList) error { return printSecrets(w, l) }
 	args := func(names ...string) cobra.PositionalArgs { return projectArgs(protocol.CheckSecretName, names...) }
 	var host, header, prefix, valueFile string
 	set := answerCmd(a, &cobra.Command{
 		Use:   "set PROJECT NAME --host HOST[:PORT]|URL [--header H] [--prefix P] [--value-file F] [--json]",
 		Short: "Set a project secret, its value read from stdin or --value-file",
 		Args:  args("PROJECT", "NAME"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.SecretList, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.SecretList, error) {
 		if host == "" {
-			return protocol.SecretList{}, usagef("name the host the secret is for: --host HOST[:PORT] (https) or a base URL")
+			return apitypes.SecretList{}, usagef("name the host the secret is for: --host HOST[:PORT] (https) or a base URL")
 		}
 		value, err := a.readSecret("the secret's value", protocol.MaxSecretLen, valueFile)
 		if err != nil {
-			return protocol.SecretList{}, err
+			return apitypes.SecretList{}, err
 		}
-		return c.SetSecret(ctx, args[0], args[1], protocol.SecretRequest{Host: host, Header: header, Prefix: prefix, Value: value})
+		return c.SetSecret(ctx, args[0], args[1], apitypes.SecretRequest{Host: host, Header: header, Prefix: prefix, Value: value})
 	}, text)
 	set.Flags().StringVar(&host, "host", "", "the host (https) or base URL the secret's requests go to")
 	set.Flags().StringVar(&header, "header", "", `the header that carries the secret (default Authorization, with prefix "Bearer ")`)
@@ -242,19 +243,19 @@ no command shows it again.`,
 		Use:   "list PROJECT [--json]",
 		Short: "List a project's secrets: names, hosts and dates, never values",
 		Args:  args("PROJECT"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.SecretList, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.SecretList, error) {
 		return c.Secrets(ctx, args[0])
 	}, text), set, answerCmd(a, &cobra.Command{
 		Use:   "remove PROJECT NAME [--json]",
 		Short: "Remove a project secret",
 		Args:  args("PROJECT", "NAME"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.SecretList, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.SecretList, error) {
 		return c.RemoveSecret(ctx, args[0], args[1])
 	}, text))
 	return cmd
 }
 
-func printSecrets(w io.Writer, l protocol.SecretList) error {
+func printSecrets(w io.Writer, l apitypes.SecretList) error {
 	if len(l.Secrets) == 0 {
 		_, err := fprintf(w, "project %s has no secrets\n", l.Project)
 		return err
@@ -281,7 +282,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func printProjectConfig(w io.Writer, c protocol.ProjectConfig) error {
+func printProjectConfig(w io.Writer, c apitypes.ProjectConfig) error {
 	t := newTable(w)
 	fprintf(t, "Project:\t%s\n", c.Project)
 	fprintf(t, "Setup network:\t%s\n", netpolicy.Describe(c.SetupNetwork))

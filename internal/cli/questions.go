@@ -10,9 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // The person in the loop: questions agents asked, answers, approvals and
@@ -23,9 +25,9 @@ func (a *app) questionsCmd() *cobra.Command {
 		Use:   "questions [--json]",
 		Short: "List the questions your waiting jobs ask, and answers awaiting your approval",
 		Args:  noArgs,
-	}, func(ctx context.Context, c *client.Client, _ []string) (protocol.QuestionList, error) {
+	}, func(ctx context.Context, c *client.Client, _ []string) (apitypes.QuestionList, error) {
 		return c.Questions(ctx)
-	}, func(w io.Writer, l protocol.QuestionList) error { return printQuestions(w, l.Questions, time.Now()) })
+	}, func(w io.Writer, l apitypes.QuestionList) error { return printQuestions(w, l.Questions, time.Now()) })
 }
 
 func (a *app) answerJobCmd() *cobra.Command {
@@ -45,16 +47,16 @@ with it. Another user's answer waits until the job's requester approves it
 			return nil
 		},
 	}
-	cmd = answerCmd(a, cmd, func(ctx context.Context, c *client.Client, args []string) (protocol.JobView, error) {
+	cmd = answerCmd(a, cmd, func(ctx context.Context, c *client.Client, args []string) (apitypes.JobView, error) {
 		text, err := a.answerText(args[1:])
 		if err != nil {
-			return protocol.JobView{}, err
+			return apitypes.JobView{}, err
 		}
 		if strings.TrimSpace(text) == "" && choice == 0 {
-			return protocol.JobView{}, usagef("give an answer: TEXT, - (stdin) or --choice N")
+			return apitypes.JobView{}, usagef("give an answer: TEXT, - (stdin) or --choice N")
 		}
-		return c.Answer(ctx, args[0], protocol.AnswerRequest{Text: text, Choice: choice})
-	}, func(w io.Writer, v protocol.JobView) error {
+		return c.Answer(ctx, args[0], apitypes.AnswerRequest{Text: text, Choice: choice})
+	}, func(w io.Writer, v apitypes.JobView) error {
 		if v.State == job.Waiting {
 			_, err := fprintf(w, "answer recorded for job %s; it waits for approval by %s (drover approve %s)\n", v.ID, v.Requester, v.ID)
 			return err
@@ -71,12 +73,12 @@ func (a *app) answerText(words []string) (string, error) {
 	if len(words) != 1 || words[0] != "-" {
 		return strings.Join(words, " "), nil
 	}
-	b, err := io.ReadAll(io.LimitReader(a.env.Stdin, protocol.MaxAnswer+1))
+	b, err := io.ReadAll(io.LimitReader(a.env.Stdin, rules.MaxAnswer+1))
 	if err != nil {
 		return "", fmt.Errorf("read the answer from stdin: %w", err)
 	}
-	if len(b) > protocol.MaxAnswer {
-		return "", usagef("the answer is over %d bytes", protocol.MaxAnswer)
+	if len(b) > rules.MaxAnswer {
+		return "", usagef("the answer is over %d bytes", rules.MaxAnswer)
 	}
 	return strings.TrimRight(string(b), "\n"), nil
 }
@@ -92,7 +94,7 @@ func (a *app) restartCmd() *cobra.Command {
 }
 
 // printEvent writes one job event on stderr while a log is followed.
-func (a *app) printEvent(e protocol.EventView) {
+func (a *app) printEvent(e apitypes.EventView) {
 	actor := ""
 	if e.Actor != "" {
 		actor = " (" + e.Actor + ")"

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
@@ -16,11 +17,11 @@ func waitingJob(h *fakeHub, answer *protocol.Answer) protocol.QuestionView {
 	exp := now.Add(2 * time.Hour)
 	q := protocol.QuestionView{ID: "q-1", Job: "j-1", Attempt: 1, Question: "Which database?\nWe need one.",
 		Choices: []string{"sqlite", "postgres"}, AskedAt: now.Add(-5 * time.Minute), ExpiresAt: &exp, Requester: "admin", Answer: answer}
-	h.jobs = []protocol.JobView{{ID: "j-1", State: job.Waiting, Agent: "exec", Args: []string{"x"}, Requester: "admin",
+	h.jobs = []apitypes.JobView{{ID: "j-1", State: job.Waiting, Agent: "exec", Args: []string{"x"}, Requester: "admin",
 		Tools: true, CreatedAt: now, Questions: []protocol.QuestionView{q},
-		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptAsked, Runner: "r1", OfferedAt: now}}}}
+		Attempts: []apitypes.AttemptView{{Number: 1, State: job.AttemptAsked, Runner: "r1", OfferedAt: now}}}}
 	h.questions = []protocol.QuestionView{q}
-	h.events["j-1"] = []protocol.EventView{{Seq: 4, Job: "j-1", At: now, Kind: "asked", Actor: "r1", Message: "attempt 1 asked q-1: Which database?"}}
+	h.events["j-1"] = []apitypes.EventView{{Seq: 4, Job: "j-1", At: now, Kind: "asked", Actor: "r1", Message: "attempt 1 asked q-1: Which database?"}}
 	return q
 }
 
@@ -37,7 +38,7 @@ func TestQuestionsAndAnswers(t *testing.T) {
 		}
 	}
 	r = runCLI(t, env, "", "questions", "--json")
-	var l protocol.QuestionList
+	var l apitypes.QuestionList
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || len(l.Questions) != 1 || l.Questions[0].ID != "q-1" {
 		t.Errorf("questions --json printed %q: %v", r.stdout, err)
 	}
@@ -54,7 +55,7 @@ func TestQuestionsAndAnswers(t *testing.T) {
 	if r := runCLI(t, env, "line one\nline two\n", "answer", "j-1", "-"); r.code != 0 {
 		t.Errorf("answer -: %d %q", r.code, r.stderr)
 	}
-	want := []protocol.AnswerRequest{{Choice: 2}, {Text: "use sqlite"}, {Text: "line one\nline two"}}
+	want := []apitypes.AnswerRequest{{Choice: 2}, {Text: "use sqlite"}, {Text: "line one\nline two"}}
 	if len(h.answers) != len(want) {
 		t.Fatalf("answers sent: %+v", h.answers)
 	}
@@ -94,7 +95,7 @@ func TestShowPrintsQuestionsAnswersAndDelivery(t *testing.T) {
 		}
 	}
 	r = runCLI(t, env, "", "show", "--json", "j-1")
-	var v protocol.JobView
+	var v apitypes.JobView
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || len(v.Questions) != 1 || v.Questions[0].Answer.Approved {
 		t.Errorf("show --json printed %q: %v", r.stdout, err)
 	}
@@ -103,13 +104,13 @@ func TestShowPrintsQuestionsAnswersAndDelivery(t *testing.T) {
 func TestLogsFollowPrintsEvents(t *testing.T) {
 	h := newFakeHub(t)
 	now := time.Now()
-	h.jobs = []protocol.JobView{{ID: "j-1", State: job.Completed, Agent: "exec", Requester: "admin", CreatedAt: now,
-		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptCompleted, Runner: "r1", OfferedAt: now}}}}
+	h.jobs = []apitypes.JobView{{ID: "j-1", State: job.Completed, Agent: "exec", Requester: "admin", CreatedAt: now,
+		Attempts: []apitypes.AttemptView{{Number: 1, State: job.AttemptCompleted, Runner: "r1", OfferedAt: now}}}}
 	h.logs["j-1"] = "working\n"
-	h.events["j-1"] = []protocol.EventView{{Seq: 1, Job: "j-1", At: now, Kind: "submitted", Message: "old news"}}
+	h.events["j-1"] = []apitypes.EventView{{Seq: 1, Job: "j-1", At: now, Kind: "submitted", Message: "old news"}}
 	h.onLog = func(id string) {
 		if len(h.events[id]) == 1 {
-			h.events[id] = append(h.events[id], protocol.EventView{Seq: 2, Job: id, At: now, Kind: "delivered", Actor: "r1", Message: "attempt 1 delivered: done"})
+			h.events[id] = append(h.events[id], apitypes.EventView{Seq: 2, Job: id, At: now, Kind: "delivered", Actor: "r1", Message: "attempt 1 delivered: done"})
 		}
 	}
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}

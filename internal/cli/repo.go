@@ -12,11 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/gitcmd"
 	"drover/internal/ids"
 	"drover/internal/localrepo"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // sourceOptions are the flags of `drover run` that give a job its source.
@@ -41,7 +43,7 @@ func (o *sourceOptions) addFlags(cmd *cobra.Command) {
 
 // applySource adds the source and context files to a submission, pushing the
 // pinned commit to the hub first.
-func (a *app) applySource(ctx context.Context, c *client.Client, o sourceOptions, req *protocol.SubmitRequest) error {
+func (a *app) applySource(ctx context.Context, c *client.Client, o sourceOptions, req *apitypes.SubmitRequest) error {
 	if o.repo == "" && (o.ref != "" || o.project != "" || o.dirty || o.mode != "" || len(o.context) > 0) {
 		return usagef("--ref, --project, --dirty, --mode and --context need --repo")
 	}
@@ -77,7 +79,7 @@ func (a *app) checkout(ctx context.Context, dir string) (localrepo.Checkout, err
 
 // pinSource resolves the exact commit a job starts from, checks it, and
 // pushes it to the hub (unless the project is mapped to a remote).
-func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) (*protocol.SubmitRepo, error) {
+func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) (*apitypes.SubmitRepo, error) {
 	co, err := a.checkout(ctx, o.repo)
 	if err != nil {
 		return nil, err
@@ -117,7 +119,7 @@ func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) 
 	}
 	if remote != "" {
 		fprintf(a.env.Stderr, "project %s is mapped to %s: runners fetch %s from there (make sure it is pushed)\n", project, remote, commit)
-		return &protocol.SubmitRepo{Project: project, Base: commit}, nil
+		return &apitypes.SubmitRepo{Project: project, Base: commit}, nil
 	}
 	s, err := a.settings()
 	if err != nil {
@@ -132,7 +134,7 @@ func (a *app) pinSource(ctx context.Context, c *client.Client, o sourceOptions) 
 		return nil, err
 	}
 	fprintf(a.env.Stderr, "pinned %s at %s\n", project, commit)
-	return &protocol.SubmitRepo{Project: project, Base: commit}, nil
+	return &apitypes.SubmitRepo{Project: project, Base: commit}, nil
 }
 
 // pinCommit is start (--ref, or HEAD of a clean checkout), or with
@@ -198,18 +200,18 @@ func projectRemote(ctx context.Context, c *client.Client, project string) (strin
 // as the name in the job's context folder (it must not leave the current
 // directory); an absolute path keeps its base name. Symlinks, special
 // files, secrets by name or content and oversized sets are refused.
-func readContextFiles(paths []string) ([]protocol.ContextUpload, error) {
-	if len(paths) > protocol.MaxContextFiles {
-		return nil, fmt.Errorf("%d context files; the limit is %d", len(paths), protocol.MaxContextFiles)
+func readContextFiles(paths []string) ([]rules.ContextUpload, error) {
+	if len(paths) > rules.MaxContextFiles {
+		return nil, fmt.Errorf("%d context files; the limit is %d", len(paths), rules.MaxContextFiles)
 	}
-	var out []protocol.ContextUpload
+	var out []rules.ContextUpload
 	total := int64(0)
 	for _, p := range paths {
 		name := filepath.ToSlash(filepath.Clean(p))
 		if filepath.IsAbs(p) {
 			name = filepath.Base(p)
 		}
-		if err := protocol.CheckContextName(name); err != nil {
+		if err := rules.CheckContextName(name); err != nil {
 			return nil, fmt.Errorf("--context %s: %w", p, err)
 		}
 		st, err := os.Lstat(p)
@@ -221,19 +223,19 @@ func readContextFiles(paths []string) ([]protocol.ContextUpload, error) {
 			return nil, fmt.Errorf("--context %s is a symlink; name the file it points to", p)
 		case !st.Mode().IsRegular():
 			return nil, fmt.Errorf("--context %s is not a regular file (%s)", p, st.Mode().Type())
-		case st.Size() > protocol.MaxContextFile:
-			return nil, fmt.Errorf("--context %s is %d bytes; the limit is %d", p, st.Size(), protocol.MaxContextFile)
+		case st.Size() > rules.MaxContextFile:
+			return nil, fmt.Errorf("--context %s is %d bytes; the limit is %d", p, st.Size(), rules.MaxContextFile)
 		}
-		if total += st.Size(); total > protocol.MaxContextTotal {
-			return nil, fmt.Errorf("context files take more than %d bytes in all", protocol.MaxContextTotal)
+		if total += st.Size(); total > rules.MaxContextTotal {
+			return nil, fmt.Errorf("context files take more than %d bytes in all", rules.MaxContextTotal)
 		}
-		data, err := readRegular(p, st, protocol.MaxContextFile)
+		data, err := readRegular(p, st, rules.MaxContextFile)
 		if err != nil {
 			return nil, fmt.Errorf("--context %s: %w", p, err)
 		}
-		out = append(out, protocol.ContextUpload{Name: name, Data: data})
+		out = append(out, rules.ContextUpload{Name: name, Data: data})
 	}
-	if err := protocol.CheckContextFiles(out); err != nil {
+	if err := rules.CheckContextFiles(out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -268,7 +270,7 @@ func readRegular(path string, checked fs.FileInfo, most int64) ([]byte, error) {
 // checks it: it must be the head the hub recorded and descend from the
 // job's base. Objects are validated as they arrive (fsck). done removes
 // the temporary ref.
-func (a *app) jobResult(ctx context.Context, c *client.Client, co localrepo.Checkout, id string) (protocol.JobView, func(), error) {
+func (a *app) jobResult(ctx context.Context, c *client.Client, co localrepo.Checkout, id string) (apitypes.JobView, func(), error) {
 	v, err := c.Job(ctx, id)
 	if err != nil {
 		return v, nil, err
@@ -415,10 +417,10 @@ or working tree is touched.`,
 }
 
 func (a *app) projectsCmd() *cobra.Command {
-	list := func(ctx context.Context, c *client.Client, _ []string) (protocol.ProjectList, error) {
+	list := func(ctx context.Context, c *client.Client, _ []string) (apitypes.ProjectList, error) {
 		return c.Projects(ctx)
 	}
-	text := func(w io.Writer, l protocol.ProjectList) error {
+	text := func(w io.Writer, l apitypes.ProjectList) error {
 		t := newTable(w)
 		fprintf(t, "PROJECT\tOWNER\tHOSTED\tREMOTE\n")
 		for _, p := range l.Projects {
@@ -446,9 +448,9 @@ source to the hub: the way to run on a repository too large to transfer. The
 hub still keeps the results; it fetches a job's base from the remote (without
 credentials) when it lacks it. An empty URL makes the project hosted again.`,
 		Args: exactArgs("NAME", "URL"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.ProjectView, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ProjectView, error) {
 		return c.MapProject(ctx, args[0], args[1])
-	}, func(w io.Writer, p protocol.ProjectView) error {
+	}, func(w io.Writer, p apitypes.ProjectView) error {
 		if p.Remote == "" {
 			_, err := fprintf(w, "project %s is hosted on the hub\n", p.Name)
 			return err
@@ -472,7 +474,7 @@ Its owner and admins add and remove members; members see the list.`,
 		Args: noArgs,
 		RunE: showHelp,
 	}
-	text := func(w io.Writer, l protocol.MemberList) error { return printMembers(w, l) }
+	text := func(w io.Writer, l apitypes.MemberList) error { return printMembers(w, l) }
 	names := func(names ...string) cobra.PositionalArgs {
 		return projectArgs(func(s string) error { return checkName("user", s) }, names...)
 	}
@@ -480,19 +482,19 @@ Its owner and admins add and remove members; members see the list.`,
 		Use:   "list PROJECT [--json]",
 		Short: "List a project's owner and members",
 		Args:  names("PROJECT"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.MemberList, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.MemberList, error) {
 		return c.Members(ctx, args[0])
 	}, text), answerCmd(a, &cobra.Command{
 		Use:   "add PROJECT USER [--json]",
 		Short: "Make a user a member of a project (its owner or an admin)",
 		Args:  names("PROJECT", "USER"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.MemberList, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.MemberList, error) {
 		return c.AddMember(ctx, args[0], args[1])
 	}, text), answerCmd(a, &cobra.Command{
 		Use:   "remove PROJECT USER [--json]",
 		Short: "Take a user out of a project (its owner or an admin)",
 		Args:  names("PROJECT", "USER"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.MemberList, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.MemberList, error) {
 		return c.RemoveMember(ctx, args[0], args[1])
 	}, text))
 	return cmd
@@ -516,7 +518,7 @@ func projectArgs(second func(string) error, names ...string) cobra.PositionalArg
 }
 
 // printMembers lists a project's members, the owner first.
-func printMembers(w io.Writer, l protocol.MemberList) error {
+func printMembers(w io.Writer, l apitypes.MemberList) error {
 	if len(l.Members) == 0 && l.Owner == "" {
 		_, err := fprintf(w, "project %s has no members\n", l.Project)
 		return err

@@ -13,9 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/hub"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // realHub starts an in-process hub behind an HTTP server and returns the
@@ -67,13 +69,13 @@ func userRepo(t *testing.T) (string, string) {
 }
 
 // submitted runs `drover run --repo` and returns the job.
-func submitted(t *testing.T, env map[string]string, args ...string) protocol.JobView {
+func submitted(t *testing.T, env map[string]string, args ...string) apitypes.JobView {
 	t.Helper()
 	r := runCLI(t, env, "", append(append([]string{"run", "--json"}, args...), "--agent", "exec", "--", "true")...)
 	if r.code != 0 {
 		t.Fatalf("run: code %d, stderr %q", r.code, r.stderr)
 	}
-	var v protocol.JobView
+	var v apitypes.JobView
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
 		t.Fatalf("run printed %q: %v", r.stdout, err)
 	}
@@ -267,7 +269,7 @@ func TestContextFilesAreChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := big.Truncate(protocol.MaxContextFile + 1); err != nil {
+	if err := big.Truncate(rules.MaxContextFile + 1); err != nil {
 		t.Fatal(err)
 	}
 	big.Close()
@@ -285,7 +287,7 @@ func TestContextFilesAreChecked(t *testing.T) {
 	if err != nil || len(got) != 2 || got[1].Name != "docs/notes.txt" || string(got[1].Data) != "notes\n" {
 		t.Fatalf("relative files: %+v %v", got, err)
 	}
-	many := make([]string, protocol.MaxContextFiles+1)
+	many := make([]string, rules.MaxContextFiles+1)
 	for i := range many {
 		many[i] = "spec.md"
 	}

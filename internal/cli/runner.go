@@ -13,9 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"drover/internal/agent/catalog"
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/client"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/runner"
 	"drover/internal/workspace"
 )
@@ -110,7 +111,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 				}
 			}
 			if a.hubFlag != "" {
-				if cfg.Hubs, err = protocol.HubURLs(a.hubFlag); err != nil {
+				if cfg.Hubs, err = rules.HubURLs(a.hubFlag); err != nil {
 					return usagef("--hub: %v", err)
 				}
 			}
@@ -242,9 +243,9 @@ that revokes the old runner's token and disconnects it.`,
 // parseApproveCode reads what `drover runner login` prints: the link
 // URL/approve?name=N&key=K, or NAME:KEY. KEY is the SHA-256 of the runner's
 // token, never the token.
-func parseApproveCode(code string) (protocol.ApproveRequest, error) {
+func parseApproveCode(code string) (apitypes.ApproveRequest, error) {
 	code = strings.Trim(strings.TrimSpace(code), `'"`) // as pasted from the login's quoted command
-	var req protocol.ApproveRequest
+	var req apitypes.ApproveRequest
 	if strings.Contains(code, "://") {
 		u, err := url.Parse(code)
 		if err != nil {
@@ -263,10 +264,10 @@ func parseApproveCode(code string) (protocol.ApproveRequest, error) {
 }
 
 func (a *app) runnersCmd() *cobra.Command {
-	list := func(ctx context.Context, c *client.Client, _ []string) (protocol.RunnerList, error) {
+	list := func(ctx context.Context, c *client.Client, _ []string) (apitypes.RunnerList, error) {
 		return c.Runners(ctx)
 	}
-	text := func(w io.Writer, l protocol.RunnerList) error { return printRunners(w, l.Runners, time.Now()) }
+	text := func(w io.Writer, l apitypes.RunnerList) error { return printRunners(w, l.Runners, time.Now()) }
 	cmd := answerCmd(a, &cobra.Command{
 		Use:   "runners [--json]",
 		Short: "List the runners you own or may use, whom they run jobs for (same as 'runners list')",
@@ -280,9 +281,9 @@ func (a *app) runnersCmd() *cobra.Command {
 		Use:   "revoke NAME [--json]",
 		Short: "Revoke a runner's token; the hub disconnects it",
 		Args:  exactArgs("NAME"),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.RunnerView, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.RunnerView, error) {
 		return c.RevokeRunner(ctx, args[0])
-	}, func(w io.Writer, v protocol.RunnerView) error {
+	}, func(w io.Writer, v apitypes.RunnerView) error {
 		_, err := fprintf(w, "revoked runner %s\n", v.Name)
 		return err
 	}), a.runnerShareCmd("share"), a.runnerShareCmd("unshare"), a.runnerAnswerCmd(true), a.runnerAnswerCmd(false))
@@ -327,13 +328,13 @@ project's members) unless its owner shares it again and you accept.`
 			}
 			return nil
 		}),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.RunnerView, error) {
-		req := protocol.AnswerShareRequest{Project: project}
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.RunnerView, error) {
+		req := apitypes.AnswerShareRequest{Project: project}
 		if accept {
 			return c.AcceptShare(ctx, args[0], req)
 		}
 		return c.DeclineShare(ctx, args[0], req)
-	}, func(w io.Writer, v protocol.RunnerView) error {
+	}, func(w io.Writer, v apitypes.RunnerView) error {
 		whom := "you"
 		if project != "" {
 			whom = "project " + project
@@ -367,13 +368,13 @@ and --hub-wide (admin only), which makes the runner private again.`
 		Short: short,
 		Long:  long,
 		Args:  runnerNameThen(sf.check),
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.RunnerView, error) {
-		req := protocol.ShareRequest{User: sf.user, Project: sf.project, Hub: sf.hub}
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.RunnerView, error) {
+		req := apitypes.ShareRequest{User: sf.user, Project: sf.project, Hub: sf.hub}
 		if action == "unshare" {
 			return c.UnshareRunner(ctx, args[0], req)
 		}
 		return c.ShareRunner(ctx, args[0], req)
-	}, func(w io.Writer, v protocol.RunnerView) error {
+	}, func(w io.Writer, v apitypes.RunnerView) error {
 		_, err := fprintf(w, "runner %s access: %s\n", v.Name, formatAccess(v))
 		return err
 	})

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 )
 
 // rows splits a table into the fields of each line.
@@ -65,7 +65,7 @@ func TestUsersListAndRemove(t *testing.T) {
 	h := newFakeHub(t)
 	created := time.Date(2030, 1, 2, 3, 4, 0, 0, time.Local)
 	h.mu.Lock()
-	h.userViews = []protocol.UserView{{Name: "admin", Admin: true, CreatedAt: created, Runners: 2}, {Name: "bob", CreatedAt: created}}
+	h.userViews = []apitypes.UserView{{Name: "admin", Admin: true, CreatedAt: created, Runners: 2}, {Name: "bob", CreatedAt: created}}
 	h.mu.Unlock()
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}
 	header := []string{"NAME", "ADMIN", "RUNNERS", "CREATED", "REMOVED"}
@@ -75,7 +75,7 @@ func TestUsersListAndRemove(t *testing.T) {
 			{"bob", "no", "0", "2030-01-02", "03:04", "-"}})
 	}
 	r := runCLI(t, env, "", "users", "--json")
-	var l protocol.UserList
+	var l apitypes.UserList
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || len(l.Users) != 2 || !l.Users[0].Admin {
 		t.Fatalf("users --json printed %q: %v", r.stdout, err)
 	}
@@ -138,8 +138,8 @@ func TestUsersAddTokenOut(t *testing.T) {
 	if _, err := os.Lstat(refused); r.code != 1 || !os.IsNotExist(err) {
 		t.Errorf("refused add: code %d, stderr %q, file: %v", r.code, r.stderr, err)
 	}
-	users := locked(h, func() []protocol.NewUserRequest { return slices.Clone(h.users) })
-	want := []protocol.NewUserRequest{{Name: "alice"}, {Name: "carol", Admin: true}, {Name: "taken"}}
+	users := locked(h, func() []apitypes.NewUserRequest { return slices.Clone(h.users) })
+	want := []apitypes.NewUserRequest{{Name: "alice"}, {Name: "carol", Admin: true}, {Name: "taken"}}
 	if !slices.Equal(users, want) {
 		t.Errorf("the hub got %+v, want %+v", users, want)
 	}
@@ -233,10 +233,10 @@ func TestRotateToken(t *testing.T) {
 func TestRunnersSharing(t *testing.T) {
 	h := newFakeHub(t)
 	h.mu.Lock()
-	h.runners = []protocol.RunnerView{
-		{Name: "gpu1", Owner: "admin", Access: protocol.AccessPrivate, Slots: 2},
-		{Name: "gpu2", Owner: "bob", Access: protocol.AccessHub, Connected: true},
-		{Name: "gpu3", Owner: "admin", Access: protocol.AccessPrivate, SharedWith: []protocol.Share{{User: "bob"}, {Project: "web"}}},
+	h.runners = []apitypes.RunnerView{
+		{Name: "gpu1", Owner: "admin", Access: apitypes.AccessPrivate, Slots: 2},
+		{Name: "gpu2", Owner: "bob", Access: apitypes.AccessHub, Connected: true},
+		{Name: "gpu3", Owner: "admin", Access: apitypes.AccessPrivate, SharedWith: []apitypes.Share{{User: "bob"}, {Project: "web"}}},
 	}
 	h.mu.Unlock()
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}
@@ -279,7 +279,7 @@ func TestRunnersSharing(t *testing.T) {
 		}
 	}
 	r := runCLI(t, env, "", "runners", "share", "gpu1", "--user", "carol", "--json")
-	var v protocol.RunnerView
+	var v apitypes.RunnerView
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Name != "gpu1" || len(v.SharedWith) != 2 {
 		t.Errorf("share --json printed %q: %v", r.stdout, err)
 	}
@@ -328,9 +328,9 @@ func TestRunnersSharing(t *testing.T) {
 func TestRunnersAcceptAndDecline(t *testing.T) {
 	h := newFakeHub(t)
 	h.mu.Lock()
-	h.runners = []protocol.RunnerView{
-		{Name: "gpu1", Owner: "admin", Access: protocol.AccessPrivate, SharedWith: []protocol.Share{{User: "bob", Pending: true}, {Project: "web"}}},
-		{Name: "gpu4", Owner: "carol", Access: protocol.AccessPrivate, Offered: []protocol.Share{{User: "admin", Pending: true}, {Project: "web", Pending: true}}},
+	h.runners = []apitypes.RunnerView{
+		{Name: "gpu1", Owner: "admin", Access: apitypes.AccessPrivate, SharedWith: []apitypes.Share{{User: "bob", Pending: true}, {Project: "web"}}},
+		{Name: "gpu4", Owner: "carol", Access: apitypes.AccessPrivate, Offered: []apitypes.Share{{User: "admin", Pending: true}, {Project: "web", Pending: true}}},
 	}
 	h.mu.Unlock()
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}
@@ -380,7 +380,7 @@ func TestRunnersAcceptAndDecline(t *testing.T) {
 }
 
 func TestAccountsSharing(t *testing.T) {
-	h := newAccountsHub(t, []protocol.AccountView{
+	h := newAccountsHub(t, []apitypes.AccountView{
 		{Runner: "gpu1", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Owner: "admin"},
 		{Runner: "gpu1", ID: "acc-2", Agent: "codex", Kind: "api-key", State: "ready", Owner: "admin"},
 	})
@@ -436,7 +436,7 @@ func TestAccountsSharing(t *testing.T) {
 func TestProjectsAndMembers(t *testing.T) {
 	h := newFakeHub(t)
 	h.mu.Lock()
-	h.projects = []protocol.ProjectView{{Name: "web", Hosted: true, Owner: "alice"},
+	h.projects = []apitypes.ProjectView{{Name: "web", Hosted: true, Owner: "alice"},
 		{Name: "big", Remote: "https://git.example/big.git", Owner: "admin"}}
 	h.mu.Unlock()
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}
@@ -456,7 +456,7 @@ func TestProjectsAndMembers(t *testing.T) {
 	wantRows(t, "members remove", runCLI(t, env, "", "projects", "members", "remove", "web", "bob"),
 		[][]string{header, {"alice", "owner"}, {"carol", "member"}})
 	r := runCLI(t, env, "", "projects", "members", "list", "web", "--json")
-	var l protocol.MemberList
+	var l apitypes.MemberList
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || l.Owner != "alice" || !slices.Equal(l.Members, []string{"alice", "carol"}) {
 		t.Errorf("members list --json printed %q: %v", r.stdout, err)
 	}

@@ -12,16 +12,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/fsutil"
-	"drover/internal/protocol"
 )
 
 func (a *app) usersCmd() *cobra.Command {
-	list := func(ctx context.Context, c *client.Client, _ []string) (protocol.UserList, error) {
+	list := func(ctx context.Context, c *client.Client, _ []string) (apitypes.UserList, error) {
 		return c.Users(ctx)
 	}
-	text := func(w io.Writer, l protocol.UserList) error { return printUsers(w, l.Users) }
+	text := func(w io.Writer, l apitypes.UserList) error { return printUsers(w, l.Users) }
 	cmd := answerCmd(a, &cobra.Command{
 		Use:   "users [--json]",
 		Short: "List users (same as 'users list'); add and remove them (admin), rotate tokens",
@@ -63,7 +63,7 @@ this is the one time the token is shown.`,
 			if err != nil {
 				return err
 			}
-			r, err := c.AddUser(cmd.Context(), protocol.NewUserRequest{Name: name, Admin: admin})
+			r, err := c.AddUser(cmd.Context(), apitypes.NewUserRequest{Name: name, Admin: admin})
 			if err == nil && !tokenOK(r.Token) {
 				err = fmt.Errorf("add user %s: the hub answered without a usable token", name)
 			}
@@ -95,9 +95,9 @@ func (a *app) userRemoveCmd() *cobra.Command {
 			}
 			return checkName("user", args[0])
 		},
-	}, func(ctx context.Context, c *client.Client, args []string) (protocol.UserView, error) {
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.UserView, error) {
 		return c.RemoveUser(ctx, args[0])
-	}, func(w io.Writer, v protocol.UserView) error {
+	}, func(w io.Writer, v apitypes.UserView) error {
 		_, err := fprintf(w, "removed user %s: their tokens and runners are revoked and their unfinished jobs cancelled\n", v.Name)
 		return err
 	})
@@ -269,7 +269,7 @@ func tokenOK(t string) bool {
 	return true
 }
 
-func printUsers(w io.Writer, us []protocol.UserView) error {
+func printUsers(w io.Writer, us []apitypes.UserView) error {
 	t := newTable(w)
 	fprintf(t, "NAME\tADMIN\tRUNNERS\tCREATED\tREMOVED\n")
 	for _, u := range us {

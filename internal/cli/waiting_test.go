@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 )
 
 // TestQueuedJobsSayWhy: `drover jobs` and `drover show` print the hub's
@@ -15,7 +15,7 @@ func TestQueuedJobsSayWhy(t *testing.T) {
 	h := newFakeHub(t)
 	why := "no connected runner you may use has the labels gpu=a100"
 	h.mu.Lock()
-	h.jobs = []protocol.JobView{{ID: "j-1", State: job.Queued, Agent: "exec", Requester: "admin",
+	h.jobs = []apitypes.JobView{{ID: "j-1", State: job.Queued, Agent: "exec", Requester: "admin",
 		Args: []string{"true"}, CreatedAt: time.Now(), Waiting: why}}
 	h.mu.Unlock()
 	env := map[string]string{"DROVER_HUB": h.URL, "DROVER_TOKEN": h.token}

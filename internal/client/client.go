@@ -18,8 +18,10 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 	"drover/internal/retry"
+	"drover/internal/rules"
 )
 
 const (
@@ -82,13 +84,13 @@ func (c *Client) Hub() string { return c.base }
 
 // NormalizeURL checks a hub URL and returns it without a trailing slash, so
 // that two spellings of one hub compare equal (protocol.HubURL).
-func NormalizeURL(s string) (string, error) { return protocol.HubURL(s) }
+func NormalizeURL(s string) (string, error) { return rules.HubURL(s) }
 
 // APIError is an error answer of the hub: the decoded protocol error and the
 // HTTP status it came with. errors.As finds the *protocol.Error through it.
 type APIError struct {
 	Status int
-	Err    *protocol.Error
+	Err    *rules.Error
 }
 
 func (e *APIError) Error() string {
@@ -100,7 +102,7 @@ func (e *APIError) Unwrap() error { return e.Err }
 // Code returns the protocol error code in err, or "" when err is not an
 // answer of the hub.
 func Code(err error) string {
-	var pe *protocol.Error
+	var pe *rules.Error
 	if errors.As(err, &pe) {
 		return pe.Code
 	}
@@ -256,7 +258,7 @@ func (c *Client) send(ctx context.Context, r call, body io.Reader, handle func(*
 	defer cancel()
 
 	hub := c.hub()
-	u := hub + protocol.APIPrefix + r.path
+	u := hub + apitypes.APIPrefix + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
@@ -299,12 +301,12 @@ func (c *Client) send(ctx context.Context, r call, body io.Reader, handle func(*
 func decodeError(resp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var eb struct {
-		protocol.ErrorBody
+		apitypes.ErrorBody
 		Head string `json:"head"` // with ErrStaleHead
 	}
 	if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
 		err := &APIError{Status: resp.StatusCode, Err: &eb.Error}
-		if eb.Error.Code == protocol.ErrStaleHead && eb.Head != "" {
+		if eb.Error.Code == rules.ErrStaleHead && eb.Head != "" {
 			return &protocol.StaleHeadError{Head: eb.Head, Err: err}
 		}
 		return err
@@ -313,28 +315,28 @@ func decodeError(resp *http.Response) error {
 	if msg == "" || len(msg) > 200 || strings.HasPrefix(msg, "<") {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	return &APIError{Status: resp.StatusCode, Err: &protocol.Error{Code: codeForStatus(resp.StatusCode), Message: msg}}
+	return &APIError{Status: resp.StatusCode, Err: &rules.Error{Code: codeForStatus(resp.StatusCode), Message: msg}}
 }
 
 func codeForStatus(status int) string {
 	switch status {
 	case http.StatusBadRequest:
-		return protocol.ErrBadRequest
+		return rules.ErrBadRequest
 	case http.StatusUnauthorized:
-		return protocol.ErrUnauthorized
+		return rules.ErrUnauthorized
 	case http.StatusForbidden:
-		return protocol.ErrForbidden
+		return rules.ErrForbidden
 	case http.StatusNotFound:
-		return protocol.ErrNotFound
+		return rules.ErrNotFound
 	case http.StatusConflict:
-		return protocol.ErrConflict
+		return rules.ErrConflict
 	case http.StatusRequestEntityTooLarge:
-		return protocol.ErrTooLarge
+		return rules.ErrTooLarge
 	}
 	if status < 500 {
-		return protocol.ErrBadRequest
+		return rules.ErrBadRequest
 	}
-	return protocol.ErrInternal
+	return rules.ErrInternal
 }
 
 // seg escapes one path segment.

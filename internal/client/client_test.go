@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
+	"drover/internal/rules"
 )
 
 // flaky fails the first n round trips as if the hub could not be reached.
@@ -49,7 +50,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func TestRetryPolicy(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusCreated, protocol.JobView{ID: "j-1"})
+		writeJSON(w, http.StatusCreated, apitypes.JobView{ID: "j-1"})
 	})
 	ctx := context.Background()
 	tests := []struct {
@@ -60,11 +61,11 @@ func TestRetryPolicy(t *testing.T) {
 	}{
 		{"GET retries", func(c *Client) error { _, err := c.Job(ctx, "j-1"); return err }, 3, false},
 		{"keyed submit retries", func(c *Client) error {
-			_, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Key: "k"})
+			_, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec", Key: "k"})
 			return err
 		}, 3, false},
 		{"submit without key does not", func(c *Client) error {
-			_, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec"})
+			_, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec"})
 			return err
 		}, 1, true},
 		{"cancel does not", func(c *Client) error { _, err := c.Cancel(ctx, "j-1"); return err }, 1, true},
@@ -102,10 +103,10 @@ func TestErrorAnswers(t *testing.T) {
 		wantTries  int32
 		wantStatus int
 	}{
-		{"protocol error", 404, `{"error":{"code":"not_found","message":"no job j-9"}}`, protocol.ErrNotFound, 1, 404},
-		{"conflict", 409, `{"error":{"code":"conflict","message":"job ended"}}`, protocol.ErrConflict, 1, 409},
-		{"plain text", 401, "go away\n", protocol.ErrUnauthorized, 1, 401},
-		{"proxy page is retried", 502, "<html>bad gateway</html>", protocol.ErrInternal, boundedTries, 502},
+		{"protocol error", 404, `{"error":{"code":"not_found","message":"no job j-9"}}`, rules.ErrNotFound, 1, 404},
+		{"conflict", 409, `{"error":{"code":"conflict","message":"job ended"}}`, rules.ErrConflict, 1, 409},
+		{"plain text", 401, "go away\n", rules.ErrUnauthorized, 1, 401},
+		{"proxy page is retried", 502, "<html>bad gateway</html>", rules.ErrInternal, boundedTries, 502},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,7 +119,7 @@ func TestErrorAnswers(t *testing.T) {
 			if !errors.As(err, &ae) || ae.Status != tt.wantStatus {
 				t.Fatalf("err = %v, want an APIError with status %d", err, tt.wantStatus)
 			}
-			var pe *protocol.Error
+			var pe *rules.Error
 			if !errors.As(err, &pe) || pe.Code != tt.wantCode || Code(err) != tt.wantCode {
 				t.Errorf("code = %v, want %s", Code(err), tt.wantCode)
 			}
@@ -133,7 +134,7 @@ func TestRequestShape(t *testing.T) {
 	var gotAuth, gotPath, gotQuery string
 	c, _ := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotAuth, gotPath, gotQuery = r.Header.Get("Authorization"), r.URL.EscapedPath(), r.URL.RawQuery
-		writeJSON(w, 200, protocol.RunnerView{Name: "a b"})
+		writeJSON(w, 200, apitypes.RunnerView{Name: "a b"})
 	}), 0)
 	if _, err := c.RevokeRunner(context.Background(), "a b"); err != nil {
 		t.Fatal(err)
@@ -152,11 +153,11 @@ func TestRequestShape(t *testing.T) {
 func TestSubmitCreated(t *testing.T) {
 	status := http.StatusCreated
 	c, _ := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, status, protocol.JobView{ID: "j-1"})
+		writeJSON(w, status, apitypes.JobView{ID: "j-1"})
 	}), 0)
 	for _, st := range []int{http.StatusCreated, http.StatusOK} {
 		status = st
-		v, created, err := c.Submit(context.Background(), protocol.SubmitRequest{Agent: "exec", Key: "k"})
+		v, created, err := c.Submit(context.Background(), apitypes.SubmitRequest{Agent: "exec", Key: "k"})
 		if err != nil || v.ID != "j-1" || created != (st == http.StatusCreated) {
 			t.Errorf("status %d: got %v %v %v", st, v.ID, created, err)
 		}
@@ -196,19 +197,19 @@ func TestTenancyRoutes(t *testing.T) {
 		{"rotate token", func(c *Client) error { _, err := c.RotateToken(ctx, "bob"); return err },
 			"POST", "/api/v1/users/bob/token", ""},
 		{"share runner", func(c *Client) error {
-			_, err := c.ShareRunner(ctx, "gpu 1", protocol.ShareRequest{User: "bob"})
+			_, err := c.ShareRunner(ctx, "gpu 1", apitypes.ShareRequest{User: "bob"})
 			return err
 		}, "POST", "/api/v1/runners/gpu%201/share", `{"user":"bob"}`},
 		{"unshare runner", func(c *Client) error {
-			_, err := c.UnshareRunner(ctx, "gpu1", protocol.ShareRequest{Hub: true})
+			_, err := c.UnshareRunner(ctx, "gpu1", apitypes.ShareRequest{Hub: true})
 			return err
 		}, "POST", "/api/v1/runners/gpu1/unshare", `{"hub":true}`},
 		{"share account", func(c *Client) error {
-			_, err := c.ShareAccount(ctx, protocol.AccountShareRequest{Runner: "gpu1", Account: "work", Project: "web"})
+			_, err := c.ShareAccount(ctx, apitypes.AccountShareRequest{Runner: "gpu1", Account: "work", Project: "web"})
 			return err
 		}, "POST", "/api/v1/accounts/share", `{"runner":"gpu1","account":"work","project":"web"}`},
 		{"unshare account", func(c *Client) error {
-			_, err := c.UnshareAccount(ctx, protocol.AccountShareRequest{Runner: "gpu1", Account: "work", User: "bob"})
+			_, err := c.UnshareAccount(ctx, apitypes.AccountShareRequest{Runner: "gpu1", Account: "work", User: "bob"})
 			return err
 		}, "POST", "/api/v1/accounts/unshare", `{"runner":"gpu1","account":"work","user":"bob"}`},
 		{"members", func(c *Client) error { _, err := c.Members(ctx, "web"); return err },
@@ -247,8 +248,8 @@ func TestMutationsAreNotRetried(t *testing.T) {
 	for name, call := range map[string]func(c *Client) error{
 		"rotate":        func(c *Client) error { _, err := c.RotateToken(ctx, "bob"); return err },
 		"remove user":   func(c *Client) error { _, err := c.RemoveUser(ctx, "bob"); return err },
-		"share runner":  func(c *Client) error { _, err := c.ShareRunner(ctx, "r", protocol.ShareRequest{User: "u"}); return err },
-		"accept share":  func(c *Client) error { _, err := c.AcceptShare(ctx, "r", protocol.AnswerShareRequest{}); return err },
+		"share runner":  func(c *Client) error { _, err := c.ShareRunner(ctx, "r", apitypes.ShareRequest{User: "u"}); return err },
+		"accept share":  func(c *Client) error { _, err := c.AcceptShare(ctx, "r", apitypes.AnswerShareRequest{}); return err },
 		"remove member": func(c *Client) error { _, err := c.RemoveMember(ctx, "web", "bob"); return err },
 	} {
 		c, f := newTestClient(t, http.NotFoundHandler(), 5)

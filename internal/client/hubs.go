@@ -4,10 +4,10 @@ import (
 	"context"
 	"net/http"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 )
 
 // Hubs lists the live hubs sharing the database, and which leads.
-func (c *Client) Hubs(ctx context.Context) (protocol.HubList, error) {
-	return decode[protocol.HubList](ctx, c, call{method: http.MethodGet, path: "/hubs"}, "list hubs")
+func (c *Client) Hubs(ctx context.Context) (apitypes.HubList, error) {
+	return decode[apitypes.HubList](ctx, c, call{method: http.MethodGet, path: "/hubs"}, "list hubs")
 }

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/retry"
 )
 
@@ -93,12 +93,12 @@ type logHeaders struct {
 // parseLogHeaders reads the protocol.HeaderLog* headers; a missing one takes
 // what was asked for.
 func parseLogHeaders(h http.Header, attempt, offset int64) (logHeaders, error) {
-	lh := logHeaders{attempt: attempt, offset: offset, size: -1, complete: h.Get(protocol.HeaderLogComplete) == "true",
-		jobState: job.State(h.Get(protocol.HeaderJobState))}
+	lh := logHeaders{attempt: attempt, offset: offset, size: -1, complete: h.Get(apitypes.HeaderLogComplete) == "true",
+		jobState: job.State(h.Get(apitypes.HeaderJobState))}
 	for _, f := range []struct {
 		name string
 		dst  *int64
-	}{{protocol.HeaderLogAttempt, &lh.attempt}, {protocol.HeaderLogOffset, &lh.offset}, {protocol.HeaderLogSize, &lh.size}} {
+	}{{apitypes.HeaderLogAttempt, &lh.attempt}, {apitypes.HeaderLogOffset, &lh.offset}, {apitypes.HeaderLogSize, &lh.size}} {
 		v := h.Get(f.name)
 		if v == "" {
 			continue
@@ -131,15 +131,15 @@ func (cw *countingWriter) Write(p []byte) (int, error) {
 type FollowOption func(*followOptions)
 
 type followOptions struct {
-	onAttempt func(protocol.AttemptView)
+	onAttempt func(apitypes.AttemptView)
 	only      bool
-	onEvent   func(protocol.EventView)
+	onEvent   func(apitypes.EventView)
 	waiting   bool
 }
 
 // OnAttempt has FollowLog call fn before it writes the log of an attempt,
 // the first one included, so a caller can print a separator where it likes.
-func OnAttempt(fn func(protocol.AttemptView)) FollowOption {
+func OnAttempt(fn func(apitypes.AttemptView)) FollowOption {
 	return func(o *followOptions) { o.onAttempt = fn }
 }
 
@@ -155,7 +155,7 @@ func UntilWaiting() FollowOption { return func(o *followOptions) { o.waiting = t
 // deliveries, state changes) that happen while it follows, each once and in
 // order. They are read whenever the log or the job answers: within a log
 // long poll while an attempt runs, within a couple of seconds otherwise.
-func OnEvent(fn func(protocol.EventView)) FollowOption {
+func OnEvent(fn func(apitypes.EventView)) FollowOption {
 	return func(o *followOptions) { o.onEvent = fn }
 }
 
@@ -164,15 +164,15 @@ type eventFeed struct {
 	c     *Client
 	job   string
 	after int64
-	fn    func(protocol.EventView)
+	fn    func(apitypes.EventView)
 }
 
-func (c *Client) newEventFeed(ctx context.Context, jobID string, fn func(protocol.EventView)) (*eventFeed, error) {
+func (c *Client) newEventFeed(ctx context.Context, jobID string, fn func(apitypes.EventView)) (*eventFeed, error) {
 	if fn == nil {
 		return nil, nil
 	}
 	// Start after what already happened: following shows what comes next.
-	f := &eventFeed{c: c, job: jobID, fn: func(protocol.EventView) {}}
+	f := &eventFeed{c: c, job: jobID, fn: func(apitypes.EventView) {}}
 	if err := f.poll(ctx); err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func (f *eventFeed) poll(ctx context.Context) error {
 	}
 	for {
 		q := url.Values{"after": {itoa(f.after)}}
-		l, err := decode[protocol.EventList](ctx, f.c, call{method: http.MethodGet, path: "/jobs/" + seg(f.job) + "/events",
+		l, err := decode[apitypes.EventList](ctx, f.c, call{method: http.MethodGet, path: "/jobs/" + seg(f.job) + "/events",
 			query: q, follow: true}, "get events of job "+f.job)
 		if err != nil || len(l.Events) == 0 {
 			return err
@@ -242,8 +242,8 @@ func (c *Client) FollowLog(ctx context.Context, jobID string, attempt, offset in
 
 // startAttempt finds the attempt FollowLog starts with; ok is false when the
 // job ended without any.
-func (c *Client) startAttempt(ctx context.Context, jobID string, n int64) (protocol.AttemptView, bool, error) {
-	var j protocol.JobView
+func (c *Client) startAttempt(ctx context.Context, jobID string, n int64) (apitypes.AttemptView, bool, error) {
+	var j apitypes.JobView
 	var err error
 	if n > 0 {
 		j, err = c.job(ctx, jobID, true)
@@ -251,9 +251,9 @@ func (c *Client) startAttempt(ctx context.Context, jobID string, n int64) (proto
 		j, err = c.waitAttempt(ctx, jobID, 0, nil, false)
 	}
 	if err != nil {
-		return protocol.AttemptView{}, false, err
+		return apitypes.AttemptView{}, false, err
 	}
-	var latest protocol.AttemptView
+	var latest apitypes.AttemptView
 	for _, a := range j.Attempts {
 		if n > 0 && a.Number == n {
 			return a, true, nil
@@ -304,9 +304,9 @@ func (c *Client) followAttempt(ctx context.Context, jobID string, attempt, offse
 // waitAttempt polls the job until it has an attempt numbered above after or
 // has ended (or, with waiting, waits for an answer), reporting events as it
 // goes.
-func (c *Client) waitAttempt(ctx context.Context, jobID string, after int64, events *eventFeed, waiting bool) (protocol.JobView, error) {
+func (c *Client) waitAttempt(ctx context.Context, jobID string, after int64, events *eventFeed, waiting bool) (apitypes.JobView, error) {
 	var perr error
-	j, err := c.pollJob(ctx, jobID, func(j protocol.JobView) bool {
+	j, err := c.pollJob(ctx, jobID, func(j apitypes.JobView) bool {
 		if perr = events.poll(ctx); perr != nil {
 			return true
 		}
@@ -320,8 +320,8 @@ func (c *Client) waitAttempt(ctx context.Context, jobID string, after int64, eve
 }
 
 // attemptAfter returns the job's lowest-numbered attempt above n.
-func attemptAfter(j protocol.JobView, n int64) (protocol.AttemptView, bool) {
-	var best protocol.AttemptView
+func attemptAfter(j apitypes.JobView, n int64) (apitypes.AttemptView, bool) {
+	var best apitypes.AttemptView
 	for _, a := range j.Attempts {
 		if a.Number > n && (best.Number == 0 || a.Number < best.Number) {
 			best = a

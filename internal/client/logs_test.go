@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 )
 
 // logHub serves one job's view and its attempts' logs.
 type logHub struct {
 	mu        sync.Mutex
-	view      func(n int) protocol.JobView // n counts job requests from 1
+	view      func(n int) apitypes.JobView // n counts job requests from 1
 	jobGets   int
 	logs      map[int64]string
 	maxAnswer map[int64]int  // bytes per answer, for a log that grows
@@ -50,12 +50,12 @@ func (h *logHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			data, complete = data[:m], false
 			h.maxAnswer[att] = 0
 		}
-		w.Header().Set(protocol.HeaderLogAttempt, strconv.FormatInt(att, 10))
-		w.Header().Set(protocol.HeaderLogOffset, strconv.FormatInt(off, 10))
-		w.Header().Set(protocol.HeaderLogSize, strconv.Itoa(len(h.logs[att])))
-		w.Header().Set(protocol.HeaderLogComplete, strconv.FormatBool(complete))
+		w.Header().Set(apitypes.HeaderLogAttempt, strconv.FormatInt(att, 10))
+		w.Header().Set(apitypes.HeaderLogOffset, strconv.FormatInt(off, 10))
+		w.Header().Set(apitypes.HeaderLogSize, strconv.Itoa(len(h.logs[att])))
+		w.Header().Set(apitypes.HeaderLogComplete, strconv.FormatBool(complete))
 		if h.view != nil {
-			w.Header().Set(protocol.HeaderJobState, string(h.view(h.jobGets).State))
+			w.Header().Set(apitypes.HeaderJobState, string(h.view(h.jobGets).State))
 		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		if h.cutOnce[att] {
@@ -72,16 +72,16 @@ func (h *logHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // growing is a job that waits in the queue for two requests, runs its first
 // attempt, then ends with a second one.
-func growing(n int) protocol.JobView {
-	a1 := protocol.AttemptView{Number: 1, State: job.AttemptRunning, Runner: "r1"}
+func growing(n int) apitypes.JobView {
+	a1 := apitypes.AttemptView{Number: 1, State: job.AttemptRunning, Runner: "r1"}
 	switch {
 	case n <= 2:
-		return protocol.JobView{ID: "j-1", State: job.Queued}
+		return apitypes.JobView{ID: "j-1", State: job.Queued}
 	case n == 3:
-		return protocol.JobView{ID: "j-1", State: job.Running, Attempts: []protocol.AttemptView{a1}}
+		return apitypes.JobView{ID: "j-1", State: job.Running, Attempts: []apitypes.AttemptView{a1}}
 	}
 	a1.State = job.AttemptUnknown
-	return protocol.JobView{ID: "j-1", State: job.Completed, Attempts: []protocol.AttemptView{
+	return apitypes.JobView{ID: "j-1", State: job.Completed, Attempts: []apitypes.AttemptView{
 		{Number: 2, State: job.AttemptCompleted, Runner: "r2"}, a1,
 	}}
 }
@@ -104,7 +104,7 @@ func TestFollowLog(t *testing.T) {
 			c, _ := newTestClient(t, h, 0)
 			var out bytes.Buffer
 			var seen []string
-			err := c.FollowLog(context.Background(), "j-1", tt.attempt, 0, &out, OnAttempt(func(a protocol.AttemptView) {
+			err := c.FollowLog(context.Background(), "j-1", tt.attempt, 0, &out, OnAttempt(func(a apitypes.AttemptView) {
 				seen = append(seen, fmt.Sprintf("%d on %s", a.Number, a.Runner))
 			}))
 			if err != nil {
@@ -150,8 +150,8 @@ func TestFollowLogOnlyAttempt(t *testing.T) {
 
 func TestFollowLogUnknownJobEnds(t *testing.T) {
 	h := &logHub{neverDone: true, logs: map[int64]string{1: "partial"}, maxAnswer: map[int64]int{1: 3},
-		view: func(int) protocol.JobView {
-			return protocol.JobView{ID: "j-1", State: job.Unknown, Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptUnknown}}}
+		view: func(int) apitypes.JobView {
+			return apitypes.JobView{ID: "j-1", State: job.Unknown, Attempts: []apitypes.AttemptView{{Number: 1, State: job.AttemptUnknown}}}
 		}}
 	c, _ := newTestClient(t, h, 0)
 	var out bytes.Buffer
@@ -169,17 +169,17 @@ func TestFollowLogUnknownJobEnds(t *testing.T) {
 }
 
 func TestFollowLogJobEndedWithoutAttempts(t *testing.T) {
-	h := &logHub{view: func(int) protocol.JobView { return protocol.JobView{ID: "j-1", State: job.Cancelled} }}
+	h := &logHub{view: func(int) apitypes.JobView { return apitypes.JobView{ID: "j-1", State: job.Cancelled} }}
 	c, _ := newTestClient(t, h, 0)
 	called := false
-	err := c.FollowLog(context.Background(), "j-1", 0, 0, &bytes.Buffer{}, OnAttempt(func(protocol.AttemptView) { called = true }))
+	err := c.FollowLog(context.Background(), "j-1", 0, 0, &bytes.Buffer{}, OnAttempt(func(apitypes.AttemptView) { called = true }))
 	if err != nil || called || len(h.requests) != 0 {
 		t.Errorf("err %v, callback %v, log requests %v", err, called, h.requests)
 	}
 }
 
 func TestFollowLogStopsWithContext(t *testing.T) {
-	h := &logHub{view: func(int) protocol.JobView { return protocol.JobView{ID: "j-1", State: job.Queued} }}
+	h := &logHub{view: func(int) apitypes.JobView { return apitypes.JobView{ID: "j-1", State: job.Queued} }}
 	c, _ := newTestClient(t, h, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // transferTimeout bounds one try of a publication or a context download:
@@ -66,7 +67,7 @@ func (c *Client) ContextFiles(ctx context.Context, ref protocol.AttemptRef, file
 	err := c.retry(ctx, r, func() error {
 		return c.send(ctx, r, nil, func(resp *http.Response) error {
 			// Not a connError: once file saw a byte, a retry would repeat it.
-			return protocol.ReadContextTar(resp.Body, file)
+			return rules.ReadContextTar(resp.Body, file)
 		})
 	})
 	if err != nil {

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // A publication that could not reach the hub is sent again whole (the hub
@@ -21,15 +23,15 @@ func TestPublishRetriesWholeAndTypesAStaleHead(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		got = append(got, b)
 		q := r.URL.Query()
-		if r.Method != http.MethodPost || r.URL.Path != protocol.APIPrefix+"/runner/publish" || q.Get("epoch") != "3" ||
+		if r.Method != http.MethodPost || r.URL.Path != apitypes.APIPrefix+"/runner/publish" || q.Get("epoch") != "3" ||
 			q.Get("checkpoint") != "1" || q["sparse"][0] != "lib" || r.ContentLength != int64(len(bundle)) {
 			t.Errorf("request %s %s (%d bytes)", r.Method, r.URL, r.ContentLength)
 		}
 		if q.Get("commit") == "stale" {
 			writeJSON(w, http.StatusConflict, struct {
-				protocol.ErrorBody
+				apitypes.ErrorBody
 				Head string `json:"head"`
-			}{protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrStaleHead, Message: "stale"}}, "newer"})
+			}{apitypes.ErrorBody{Error: rules.Error{Code: rules.ErrStaleHead, Message: "stale"}}, "newer"})
 			return
 		}
 		writeJSON(w, http.StatusOK, protocol.PublishResult{Head: q.Get("commit"), Checkpoint: 1})
@@ -43,7 +45,7 @@ func TestPublishRetriesWholeAndTypesAStaleHead(t *testing.T) {
 	p.Commit = "stale"
 	_, err = c.Publish(context.Background(), ref, p)
 	sh, ok := errors.AsType[*protocol.StaleHeadError](err)
-	if pe, _ := errors.AsType[*protocol.Error](err); !ok || sh.Head != "newer" || pe == nil || pe.Code != protocol.ErrStaleHead {
+	if pe, _ := errors.AsType[*rules.Error](err); !ok || sh.Head != "newer" || pe == nil || pe.Code != rules.ErrStaleHead {
 		t.Fatalf("stale head: %v", err)
 	}
 }

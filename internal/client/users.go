@@ -4,30 +4,30 @@ import (
 	"context"
 	"net/http"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 )
 
 // Whoami describes the caller's token.
-func (c *Client) Whoami(ctx context.Context) (protocol.Whoami, error) {
-	return decode[protocol.Whoami](ctx, c, call{method: http.MethodGet, path: "/whoami"}, "whoami")
+func (c *Client) Whoami(ctx context.Context) (apitypes.Whoami, error) {
+	return decode[apitypes.Whoami](ctx, c, call{method: http.MethodGet, path: "/whoami"}, "whoami")
 }
 
 // AddUser creates a user (admin only). The answer carries the user's token,
 // which the hub shows only this once.
-func (c *Client) AddUser(ctx context.Context, req protocol.NewUserRequest) (protocol.NewUserResponse, error) {
-	return decode[protocol.NewUserResponse](ctx, c, call{method: http.MethodPost, path: "/users", body: req},
+func (c *Client) AddUser(ctx context.Context, req apitypes.NewUserRequest) (apitypes.NewUserResponse, error) {
+	return decode[apitypes.NewUserResponse](ctx, c, call{method: http.MethodPost, path: "/users", body: req},
 		"add user "+req.Name)
 }
 
 // Users lists the hub's users (an admin sees all, anyone else themselves).
-func (c *Client) Users(ctx context.Context) (protocol.UserList, error) {
-	return decode[protocol.UserList](ctx, c, call{method: http.MethodGet, path: "/users"}, "list users")
+func (c *Client) Users(ctx context.Context) (apitypes.UserList, error) {
+	return decode[apitypes.UserList](ctx, c, call{method: http.MethodGet, path: "/users"}, "list users")
 }
 
 // RemoveUser removes a user (admin only): the hub revokes their tokens and
 // runners and cancels their unfinished jobs.
-func (c *Client) RemoveUser(ctx context.Context, name string) (protocol.UserView, error) {
-	return decode[protocol.UserView](ctx, c, call{method: http.MethodDelete, path: "/users/" + seg(name)},
+func (c *Client) RemoveUser(ctx context.Context, name string) (apitypes.UserView, error) {
+	return decode[apitypes.UserView](ctx, c, call{method: http.MethodDelete, path: "/users/" + seg(name)},
 		"remove user "+name)
 }
 
@@ -35,7 +35,7 @@ func (c *Client) RemoveUser(ctx context.Context, name string) (protocol.UserView
 // themselves or an admin). The answer carries the new token, shown only
 // this once. It is not retried: a lost answer would leave a token nobody
 // holds, and a second rotation would revoke the first.
-func (c *Client) RotateToken(ctx context.Context, name string) (protocol.NewUserResponse, error) {
-	return decode[protocol.NewUserResponse](ctx, c, call{method: http.MethodPost, path: "/users/" + seg(name) + "/token"},
+func (c *Client) RotateToken(ctx context.Context, name string) (apitypes.NewUserResponse, error) {
+	return decode[apitypes.NewUserResponse](ctx, c, call{method: http.MethodPost, path: "/users/" + seg(name) + "/token"},
 		"rotate the token of user "+name)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -63,7 +64,7 @@ func script(home string) []fakemodel.Turn {
 func checkAgentJob(t *testing.T, h *testkit.Hub, fake *fakemodel.FakeServer, src, id string) {
 	t.Helper()
 	c := h.Client()
-	v := testkit.WaitJob(t, c, id, 4*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
+	v := testkit.WaitJob(t, c, id, 4*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
 	log := testkit.Log(t, c, id, 0)
 	if v.State != job.Completed {
 		t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", id, v.State, v.Reason, log, fake.Dump())
@@ -153,7 +154,7 @@ func TestClaudeAsksThenResumesItsSession(t *testing.T) {
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Write a greeting; ask which one first.")
 	c := h.Client()
-	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if w.State != job.Waiting {
 		t.Fatalf("job is %s/%s, want waiting\n%s\n%s", w.State, w.Reason, testkit.Log(t, c, v.ID, 0), fake.Dump())
 	}
@@ -163,7 +164,7 @@ func TestClaudeAsksThenResumesItsSession(t *testing.T) {
 	if out, err := h.CLI("answer", v.ID, "--choice", "2"); err != nil {
 		t.Fatalf("drover answer: %v\n%s", err, out)
 	}
-	checkDone := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	checkDone := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log2 := testkit.Log(t, c, v.ID, 2)
 	if checkDone.State != job.Completed {
 		t.Fatalf("job is %s/%s after the answer\n%s\n%s", checkDone.State, checkDone.Reason, log2, fake.Dump())
@@ -270,7 +271,7 @@ func interruptAndResume(t *testing.T, loseSession bool) {
 		}
 	}
 	r.Start()
-	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log1, log2 := testkit.Log(t, c, v.ID, 1), testkit.Log(t, c, v.ID, 2)
 	if done.State != job.Completed {
 		t.Fatalf("job %s/%s\n--- attempt 2:\n%s\n--- model:\n%s", done.State, done.Reason, log2, fake.Dump())
@@ -307,13 +308,13 @@ func wroteStarted(r *testkit.Runner) bool {
 // requeued.
 func stopOnceStarted(t *testing.T, c *client.Client, r *testkit.Runner, id string) {
 	t.Helper()
-	testkit.WaitJob(t, c, id, 2*time.Minute, func(protocol.JobView) bool {
+	testkit.WaitJob(t, c, id, 2*time.Minute, func(apitypes.JobView) bool {
 		return wroteStarted(r)
 	})
 	if err := r.Terminate(time.Minute); err != nil {
 		t.Fatalf("runner stop: %v", err)
 	}
-	w := testkit.WaitJob(t, c, id, time.Minute, func(v protocol.JobView) bool { return v.State == job.Queued || v.State.Terminal() })
+	w := testkit.WaitJob(t, c, id, time.Minute, func(v apitypes.JobView) bool { return v.State == job.Queued || v.State.Terminal() })
 	if w.State != job.Queued || w.Attempts[0].State != job.AttemptReleased {
 		t.Fatalf("after the stop: %s, attempt %s\n%s", w.State, w.Attempts[0].State, testkit.Log(t, c, id, 1))
 	}
@@ -332,7 +333,7 @@ func accountStates(t *testing.T, h *testkit.Hub, r *testkit.Runner) (runner, hub
 	for _, a := range list {
 		runner[a.Label] = a.State
 	}
-	var views protocol.AccountList
+	var views apitypes.AccountList
 	out, err = h.CLI("accounts", "--json")
 	if err != nil || json.Unmarshal([]byte(out), &views) != nil {
 		t.Fatalf("drover accounts: %v\n%s", err, out)
@@ -359,7 +360,7 @@ func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Write hello.txt, show it, and deliver.")
 	c := h.Client()
-	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 0)
 	msg := w.Attempts[len(w.Attempts)-1].Message
 	if w.State != job.Failed || w.Reason != job.ReasonAuthFailed || !strings.Contains(msg, "account bad") ||
@@ -379,7 +380,7 @@ func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
 	}
 	// Skipped: the next job is not offered at all.
 	v2 := runRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Again.")
-	if j := testkit.WaitJob(t, c, v2.ID, time.Minute, func(v protocol.JobView) bool { return v.Waiting != "" || v.State != job.Queued }); j.State != job.Queued || len(j.Attempts) != 0 {
+	if j := testkit.WaitJob(t, c, v2.ID, time.Minute, func(v apitypes.JobView) bool { return v.Waiting != "" || v.State != job.Queued }); j.State != job.Queued || len(j.Attempts) != 0 {
 		t.Fatalf("job after the refusal: %s, %d attempts; want it queued and never offered", j.State, len(j.Attempts))
 	}
 	// Fixed: a good key and a reset; the queued job runs.
@@ -387,7 +388,7 @@ func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
 		t.Fatalf("account reset: %v\n%s", err, out)
 	}
 	// (checkAgentJob would object to the wrong key the fake saw first.)
-	if w := testkit.WaitJob(t, c, v2.ID, 4*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() }); w.State != job.Completed {
+	if w := testkit.WaitJob(t, c, v2.ID, 4*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() }); w.State != job.Completed {
 		t.Fatalf("job after the reset: %s/%s\n%s", w.State, w.Reason, testkit.Log(t, c, v2.ID, 0))
 	}
 	if got := fetched(t, h, src, v2.ID, "hello.txt"); got["hello.txt"] != "hello from the agent" {
@@ -405,7 +406,7 @@ func TestLoginAccountWithoutLoginNeedsLogin(t *testing.T) {
 		t.Fatalf("account add: %v\n%s", err, out)
 	}
 	r.Start()
-	v, _, err := h.Client().Submit(t.Context(), protocol.SubmitRequest{Agent: "codex", Args: []string{"Do something."}})
+	v, _, err := h.Client().Submit(t.Context(), apitypes.SubmitRequest{Agent: "codex", Args: []string{"Do something."}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +424,7 @@ func TestLoginAccountWithoutLoginNeedsLogin(t *testing.T) {
 	if out, err := h.CLI("accounts"); err != nil || !strings.Contains(out, "needs login") || !strings.Contains(out, "drover runner account login ") {
 		t.Fatalf("drover accounts: %v\n%s", err, out)
 	}
-	j := testkit.WaitJob(t, h.Client(), v.ID, time.Minute, func(v protocol.JobView) bool { return v.Waiting != "" || v.State != job.Queued })
+	j := testkit.WaitJob(t, h.Client(), v.ID, time.Minute, func(v apitypes.JobView) bool { return v.Waiting != "" || v.State != job.Queued })
 	if j.State != job.Queued || len(j.Attempts) != 0 {
 		t.Fatalf("job %s, %d attempts (%s); want it queued and never offered", j.State, len(j.Attempts), j.Waiting)
 	}
@@ -480,14 +481,14 @@ func TestCodexDefaultModelAsksThroughExec(t *testing.T) {
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "codex", "--", "Write a greeting; ask which one first.")
 	c := h.Client()
-	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if w.State != job.Waiting {
 		t.Fatalf("job is %s/%s, want waiting\n%s\n%s", w.State, w.Reason, testkit.Log(t, c, v.ID, 0), fake.Dump())
 	}
 	if out, err := h.CLI("answer", v.ID, "--choice", "2"); err != nil {
 		t.Fatalf("drover answer: %v\n%s", err, out)
 	}
-	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if done.State != job.Completed {
 		t.Fatalf("job is %s/%s after the answer\n%s\n%s", done.State, done.Reason, testkit.Log(t, c, v.ID, 2), fake.Dump())
 	}
@@ -511,12 +512,12 @@ func TestUnreachableEndpointFailsEndpointUnreachable(t *testing.T) {
 	r := agentRunner(t, h, "r1", "claude")
 	addAccount(t, r, "claude", "main", root+"/v1/")
 	r.Start()
-	v, _, err := h.Client().Submit(t.Context(), protocol.SubmitRequest{Agent: "claude", Args: []string{"Say hi."}})
+	v, _, err := h.Client().Submit(t.Context(), apitypes.SubmitRequest{Agent: "claude", Args: []string{"Say hi."}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := h.Client()
-	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	msg := w.Attempts[len(w.Attempts)-1].Message
 	if w.State != job.Failed || w.Reason != job.ReasonEndpointUnreachable || !strings.Contains(msg, "cannot reach the model API at "+root+":") {
 		t.Fatalf("job %s/%s: %q, want failed/endpoint_unreachable naming %s\n%s", w.State, w.Reason, msg, root, testkit.Log(t, c, v.ID, 0))

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 	"drover/internal/testkit/disk"
 )
@@ -58,7 +58,7 @@ func TestHubDiskFullLosesNoLog(t *testing.T) {
 	r := hub.StartRunner(t, "r1")
 	args, want := stream(30, 2000, "0.2")
 	j := submit(t, c, args...)
-	testkit.WaitJob(t, c, j.ID, time.Minute, func(v protocol.JobView) bool {
+	testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return len(v.Attempts) == 1 && v.Attempts[0].LogSize > 0
 	})
 
@@ -67,7 +67,7 @@ func TestHubDiskFullLosesNoLog(t *testing.T) {
 	waitFor(t, time.Minute, "a write refused with 507", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}})
+		_, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}})
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Status == http.StatusInsufficientStorage {
 			if !strings.Contains(err.Error(), "disk is full") {
@@ -83,7 +83,7 @@ func TestHubDiskFullLosesNoLog(t *testing.T) {
 	time.Sleep(2 * time.Second) // the stall lasts: the runner retries meanwhile
 	free()
 
-	v := testkit.WaitJob(t, c, j.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	v := testkit.WaitJob(t, c, j.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if v.State != job.Completed || len(v.Attempts) != 1 {
 		t.Fatalf("job after the full disk: %s (%s), %d attempts\nhub:\n%s\nrunner:\n%s", v.State, v.Reason, len(v.Attempts), hub.Output(), r.Output())
 	}
@@ -109,7 +109,7 @@ func TestRunnerDiskFullFailsTheAttempt(t *testing.T) {
 	free := disk.Fill(t, mnt, 3<<20)
 	args, want := stream(1, 150000, "0") // 8 MB, more than the disk holds
 	j := submit(t, c, args...)
-	v := testkit.WaitJob(t, c, j.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	v := testkit.WaitJob(t, c, j.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if v.State != job.Failed || v.Reason != job.ReasonRunnerDiskFull || len(v.Attempts) != 1 || v.Attempts[0].State != job.AttemptFailed {
 		t.Fatalf("job on a full runner: %s (%s), attempts %+v\nrunner:\n%s", v.State, v.Reason, v.Attempts, r.Output())
 	}
@@ -143,7 +143,7 @@ func TestRunnerBelowFloorDeclinesUntilSpaceReturns(t *testing.T) {
 		return err == nil && strings.Contains(out, "not ready: disk full") && strings.Contains(out, "below its floor of 8.0 MiB")
 	})
 	j := submit(t, c, "echo", "hello")
-	v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v protocol.JobView) bool {
+	v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return v.State == job.Queued && strings.Contains(v.Waiting, "not ready") && strings.Contains(v.Waiting, "disk full")
 	})
 	if len(v.Attempts) != 0 {
@@ -171,7 +171,7 @@ func TestHubStartsOnceItsFullDiskHasSpace(t *testing.T) {
 	r := hub.StartRunner(t, "r1")
 	args, want := stream(20, 200, "0.2")
 	j := submit(t, c, args...)
-	testkit.WaitJob(t, c, j.ID, time.Minute, func(v protocol.JobView) bool {
+	testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return len(v.Attempts) == 1 && v.Attempts[0].LogSize > 0
 	})
 	hub.Kill()
@@ -184,7 +184,7 @@ func TestHubStartsOnceItsFullDiskHasSpace(t *testing.T) {
 	if !strings.Contains(hub.Output(), "it starts once space is freed") {
 		t.Fatalf("the hub did not say it waits for space:\n%s", hub.Output())
 	}
-	v := testkit.WaitJob(t, c, j.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	v := testkit.WaitJob(t, c, j.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if v.State != job.Completed || len(v.Attempts) != 1 {
 		t.Fatalf("job after the hub's restart on a full disk: %s (%s), %d attempts\nhub:\n%s\nrunner:\n%s", v.State, v.Reason, len(v.Attempts), hub.Output(), r.Output())
 	}

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -22,13 +22,13 @@ var bin string
 
 func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
 
-func submit(t *testing.T, c *client.Client, args ...string) protocol.JobView {
+func submit(t *testing.T, c *client.Client, args ...string) apitypes.JobView {
 	t.Helper()
-	return submitReq(t, c, protocol.SubmitRequest{Agent: "exec", Args: args})
+	return submitReq(t, c, apitypes.SubmitRequest{Agent: "exec", Args: args})
 }
 
 // submitReq submits req with c.
-func submitReq(t *testing.T, c *client.Client, req protocol.SubmitRequest) protocol.JobView {
+func submitReq(t *testing.T, c *client.Client, req apitypes.SubmitRequest) apitypes.JobView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -39,8 +39,8 @@ func submitReq(t *testing.T, c *client.Client, req protocol.SubmitRequest) proto
 	return v
 }
 
-func state(s job.State) func(protocol.JobView) bool {
-	return func(v protocol.JobView) bool { return v.State == s }
+func state(s job.State) func(apitypes.JobView) bool {
+	return func(v apitypes.JobView) bool { return v.State == s }
 }
 
 // claimsOf counts, per job, the attempts the runners' own journals say they
@@ -67,7 +67,7 @@ func TestRunnerKilledMidJobIsUnknownAndNeverRerun(t *testing.T) {
 	c := hub.Client()
 	r1 := hub.StartRunner(t, "r1")
 	j := submit(t, c, sleepFirst(120)...)
-	testkit.WaitJob(t, c, j.ID, time.Minute, func(v protocol.JobView) bool {
+	testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return v.State == job.Running && len(v.Attempts) == 1 && v.Attempts[0].LogSize > 0
 	})
 	r1.Kill()
@@ -112,7 +112,7 @@ func TestHubRestartMidJobLosesNothing(t *testing.T) {
 	r := hub.StartRunner(t, "r1")
 	const lines = 60
 	j := submit(t, c, "sh", "-c", fmt.Sprintf(`for i in $(seq 1 %d); do echo "line $i"; sleep 0.1; done`, lines))
-	testkit.WaitJob(t, c, j.ID, time.Minute, func(v protocol.JobView) bool {
+	testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return len(v.Attempts) == 1 && v.Attempts[0].LogSize > 20
 	})
 	hub.Kill()
@@ -149,7 +149,7 @@ func TestCutConnectionsResendRequestsAppliedOnce(t *testing.T) {
 		ids = append(ids, submit(t, c, "sh", "-c", fmt.Sprintf(`for i in $(seq 1 %d); do echo "out $i"; sleep 0.02; done`, lines)).ID)
 	}
 	for _, id := range ids {
-		testkit.WaitJob(t, c, id, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		testkit.WaitJob(t, c, id, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	}
 	stop()
 	if proxy.Cuts() < 3 {
@@ -215,7 +215,7 @@ func TestThreeRunnersThreeHundredJobsEachRunOnce(t *testing.T) {
 	}
 	wg.Wait()
 	for _, id := range ids {
-		testkit.WaitJob(t, c, id, 10*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		testkit.WaitJob(t, c, id, 10*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	}
 	claims := claimsOf(rs...)
 	if len(claims) != n {
@@ -251,7 +251,7 @@ func TestSIGTERMedRunnerHandsItsJobsToAnother(t *testing.T) {
 	a := submit(t, c, sleepFirst(120)...)
 	b := submit(t, c, sleepFirst(120)...)
 	for _, id := range []string{a.ID, b.ID} {
-		testkit.WaitJob(t, c, id, time.Minute, func(v protocol.JobView) bool {
+		testkit.WaitJob(t, c, id, time.Minute, func(v apitypes.JobView) bool {
 			return v.State == job.Running && v.Attempts[0].LogSize > 0
 		})
 	}
@@ -306,7 +306,7 @@ func TestStoppedHubKeepsItsRunners(t *testing.T) {
 	j := submit(t, c, "sh", "-c", `for i in $(seq 1 30); do echo "line $i"; sleep 0.2; done`)
 	testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Running))
 	hub.Pause(6 * time.Second) // past the 3 s liveness window and the 4 s lease
-	v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if v.State != job.Completed || len(v.Attempts) != 1 {
 		t.Fatalf("job %s with %d attempts after the hub's pause; want completed, once", v.State, len(v.Attempts))
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/fleet"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/runner"
 	"drover/internal/testkit"
 )
@@ -29,7 +29,7 @@ func TestFleetAutoscaleLocalScalesUpAndBackToZero(t *testing.T) {
 	pool := map[string]string{"pool": "auto"}
 	var ids []string
 	for i := range 20 {
-		v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Labels: pool,
+		v, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec", Labels: pool,
 			Args: []string{"sh", "-c", fmt.Sprintf("sleep 0.5; echo job %d", i)}})
 		if err != nil {
 			t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/fleet"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -39,7 +39,7 @@ func BenchmarkFleetLaunchToConnected(b *testing.B) {
 				if err != nil {
 					b.Fatalf("launch: %v\n%s", err, out)
 				}
-				var lv protocol.LaunchView
+				var lv apitypes.LaunchView
 				if err := json.Unmarshal([]byte(out), &lv); err != nil {
 					b.Fatal(err)
 				}
@@ -104,11 +104,11 @@ func BenchmarkAutoscaleQueuedToAgentStarted(b *testing.B) {
 		b.StopTimer()
 		empty()
 		b.StartTimer()
-		v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: map[string]string{"pool": "bench"}})
+		v, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: map[string]string{"pool": "bench"}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		done := testkit.WaitJob(b, c, v.ID, time.Minute, func(v protocol.JobView) bool {
+		done := testkit.WaitJob(b, c, v.ID, time.Minute, func(v apitypes.JobView) bool {
 			return len(v.Attempts) == 1 && v.Attempts[0].StartedAt != nil
 		})
 		total += done.Attempts[0].StartedAt.Sub(done.CreatedAt)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -23,13 +23,13 @@ func TestFleetRunnerRegistersFromItsEnvironmentAndDropsTheToken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pool := map[string]string{"pool": "envtok"}
-	resp, err := c.Launch(ctx, protocol.LaunchRequest{Target: "docker", Count: 1, Slots: 1, Labels: pool})
+	resp, err := c.Launch(ctx, apitypes.LaunchRequest{Target: "docker", Count: 1, Slots: 1, Labels: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tok := resp.Registrations[0].Token
 	r := hub.StartRegisteringRunner(t, filepath.Join(t.TempDir(), "home"), tok, "--labels", "pool=envtok")
-	v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Labels: pool, Args: []string{"sh", "-c", "env; echo env-done"}})
+	v, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec", Labels: pool, Args: []string{"sh", "-c", "env; echo env-done"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/childproc"
 	"drover/internal/fleet"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -95,20 +95,20 @@ func TestFleetSSHRunsOverTheStdioTunnel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("launch: %v\n%s", err, out)
 	}
-	var lv protocol.LaunchView
+	var lv apitypes.LaunchView
 	if err := json.Unmarshal([]byte(out), &lv); err != nil {
 		t.Fatalf("launch output: %v\n%s", err, out)
 	}
-	connected := func(v protocol.LaunchView) bool { return len(v.Runners) == 1 && v.Runners[0].Connected }
+	connected := func(v apitypes.LaunchView) bool { return len(v.Runners) == 1 && v.Runners[0].Connected }
 	waitLaunch(t, c, lv.ID, connected)
 	if bins, _ := filepath.Glob(filepath.Join(sshd.Home, ".cache", "drover", "bin", "drover-*")); len(bins) != 1 ||
 		filepath.Base(bins[0]) != "drover-"+hex.EncodeToString(hostSum[:])[:16] {
 		t.Fatalf("the host binary was not copied to the host: %v", bins)
 	}
 
-	runJob := func(what string) protocol.JobView {
+	runJob := func(what string) apitypes.JobView {
 		t.Helper()
-		v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Args: []string{"echo", what}, Labels: map[string]string{"site": "ssh"}})
+		v, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec", Args: []string{"echo", what}, Labels: map[string]string{"site": "ssh"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +163,7 @@ func TestFleetSSHRunsOverTheStdioTunnel(t *testing.T) {
 	if cut != 1 {
 		t.Fatalf("found %d ssh sessions of bridge %d", cut, bridges[0])
 	}
-	waitLaunch(t, c, lv.ID, func(v protocol.LaunchView) bool { return !connected(v) })
+	waitLaunch(t, c, lv.ID, func(v apitypes.LaunchView) bool { return !connected(v) })
 	waitLaunch(t, c, lv.ID, connected)
 	runJob("after the cut")
 

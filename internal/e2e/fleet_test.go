@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/fleet"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -38,14 +38,14 @@ func TestFleetLocalLaunchRunsJobsAndStopLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("launch: %v\n%s", err, out)
 	}
-	var lv protocol.LaunchView
+	var lv apitypes.LaunchView
 	if err := json.Unmarshal([]byte(out), &lv); err != nil {
 		t.Fatalf("launch output: %v\n%s", err, out)
 	}
 	if strings.Contains(out, "drv_g_") {
 		t.Fatal("the launch printed a registration token")
 	}
-	waitLaunch(t, c, lv.ID, func(v protocol.LaunchView) bool {
+	waitLaunch(t, c, lv.ID, func(v apitypes.LaunchView) bool {
 		return len(v.Runners) == 2 && v.Runners[0].Connected && v.Runners[1].Connected
 	})
 	if out, err := hub.CLI("fleet", "list"); err != nil || strings.Count(out, "connected") != 2 || !strings.Contains(out, lv.ID) {
@@ -70,7 +70,7 @@ func TestFleetLocalLaunchRunsJobsAndStopLeavesNothing(t *testing.T) {
 		}
 	}
 
-	v, _, err := c.Submit(ctx, protocol.SubmitRequest{Agent: "exec", Args: []string{"echo", "from the fleet"}, Labels: map[string]string{"pool": "e2e"}})
+	v, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec", Args: []string{"echo", "from the fleet"}, Labels: map[string]string{"pool": "e2e"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +102,8 @@ func TestFleetLocalLaunchRunsJobsAndStopLeavesNothing(t *testing.T) {
 }
 
 func waitLaunch(t *testing.T, c interface {
-	LaunchView(context.Context, string) (protocol.LaunchView, error)
-}, id string, cond func(protocol.LaunchView) bool) protocol.LaunchView {
+	LaunchView(context.Context, string) (apitypes.LaunchView, error)
+}, id string, cond func(apitypes.LaunchView) bool) apitypes.LaunchView {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -31,7 +31,7 @@ func TestAgentUsesGitInsideTheSandbox(t *testing.T) {
 		git -c user.name=a -c user.email=a@b commit -m x
 		echo "agent=$(git rev-parse HEAD)"`)
 	c := h.Client()
-	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 0)
 	if end.State != job.Completed || end.Head == base {
 		t.Fatalf("job ended %s (%s), head %s:\n%s", end.State, end.Reason, end.Head, log)

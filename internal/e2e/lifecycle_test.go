@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
 )
@@ -20,7 +20,7 @@ func TestEphemeralRunnerRunsOneJobThenExits(t *testing.T) {
 	t.Parallel()
 	hub := testkit.StartHub(t, bin)
 	c := hub.Client()
-	var jobs []protocol.JobView
+	var jobs []apitypes.JobView
 	for range 3 {
 		jobs = append(jobs, submit(t, c, "sh", "-c", "sleep 0.5; echo done"))
 	}
@@ -33,7 +33,7 @@ func TestEphemeralRunnerRunsOneJobThenExits(t *testing.T) {
 	}
 	done, queued := 0, 0
 	for _, j := range jobs {
-		v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v protocol.JobView) bool {
+		v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 			return v.State == job.Completed || v.State == job.Queued
 		})
 		switch v.State {
@@ -96,7 +96,7 @@ func TestTurnLimitStopsTheAgentAndPublishesItsWork(t *testing.T) {
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Write three files, then deliver.")
 	c := h.Client()
-	v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 0)
 	if v.State != job.Failed || v.Reason != job.ReasonLimitTurns {
 		t.Fatalf("job %s: %s/%s, want failed limit_turns\nlog:\n%s", v.ID, v.State, v.Reason, log)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -54,7 +54,7 @@ func TestRunnerLoginIntegrity(t *testing.T) {
 		t.Fatalf("the new runner claimed the job %d times", n)
 	}
 	out, err := hub.CLI("runners", "--json")
-	var l protocol.RunnerList
+	var l apitypes.RunnerList
 	if err != nil || json.Unmarshal([]byte(out), &l) != nil {
 		t.Fatalf("runners: %v\n%s", err, out)
 	}

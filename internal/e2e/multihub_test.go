@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/testkit"
 )
@@ -58,7 +58,7 @@ func waitLog(t *testing.T, c *client.Client, id, want string) {
 
 // wantOnce checks that the job has one attempt, claimed once, offered,
 // started and finished once, its events in order; it returns the log.
-func wantOnce(t *testing.T, c *client.Client, r *testkit.Runner, v protocol.JobView) string {
+func wantOnce(t *testing.T, c *client.Client, r *testkit.Runner, v apitypes.JobView) string {
 	t.Helper()
 	if len(v.Attempts) != 1 {
 		t.Errorf("job %s has %d attempts; want 1: %+v", v.ID, len(v.Attempts), v.Attempts)
@@ -199,7 +199,7 @@ func TestRepoJobPublishesAfterItsHubDies(t *testing.T) {
 	v := runRepo(t, on, "--repo", src, "--agent", "exec", "--", "sh", "-c", argv[2]+"; echo changed > a.txt")
 	waitLog(t, on.Client(), v.ID, "line 5\n")
 	on.Kill()
-	end := testkit.WaitJob(t, other.Client(), v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, other.Client(), v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Completed {
 		t.Fatalf("job ended %s:\n%s", end.State, testkit.Log(t, other.Client(), v.ID, 1))
 	}

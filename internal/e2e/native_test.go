@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
 )
@@ -77,7 +77,7 @@ func TestNativeAgentReadsEditsTestsDelivers(t *testing.T) {
 			}
 			v := runRepo(t, h, append(run, "--", "Change one to two in a.txt, check it, and deliver.")...)
 			c := h.Client()
-			v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
+			v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
 			log := testkit.Log(t, c, v.ID, 0)
 			if v.State != job.Completed {
 				t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", v.ID, v.State, v.Reason, log, fake.Dump())
@@ -148,7 +148,7 @@ func TestNativeAgentLimitedWaitsForTheResetAndContinues(t *testing.T) {
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Write two files across a limit.")
 	c := h.Client()
-	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log1, log2 := testkit.Log(t, c, v.ID, 1), testkit.Log(t, c, v.ID, 2)
 	if done.State != job.Completed || len(done.Attempts) != 2 || done.Attempts[0].State != job.AttemptReleased ||
 		done.Attempts[0].Reason != job.ReasonLimited {
@@ -188,7 +188,7 @@ func startInterruptedAtTurn3(t *testing.T, h *testkit.Hub, r *testkit.Runner) *i
 	r.Start()
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Look around, then write four.txt.")
-	testkit.WaitJob(t, h.Client(), v.ID, 2*time.Minute, func(protocol.JobView) bool {
+	testkit.WaitJob(t, h.Client(), v.ID, 2*time.Minute, func(apitypes.JobView) bool {
 		return wroteStarted(r)
 	})
 	return &interruptedAtTurn3{h: h, fake: fake, src: src, id: v.ID}
@@ -200,7 +200,7 @@ func startInterruptedAtTurn3(t *testing.T, h *testkit.Hub, r *testkit.Runner) *i
 func (j *interruptedAtTurn3) resumesOn(t *testing.T, name, want string) {
 	t.Helper()
 	c := j.h.Client()
-	done := testkit.WaitJob(t, c, j.id, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	done := testkit.WaitJob(t, c, j.id, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	last := done.Attempts[len(done.Attempts)-1]
 	log := testkit.Log(t, c, j.id, last.Number)
 	if done.State != job.Completed || last.Runner != name {
@@ -263,7 +263,7 @@ func TestNativeAgentRetryAfterUnknownResumes(t *testing.T) {
 	r1 := h.LoginRunner(t, "r-native-k1", h.URL)
 	j := startInterruptedAtTurn3(t, h, r1)
 	r1.Kill()
-	testkit.WaitJob(t, h.Client(), j.id, time.Minute, func(v protocol.JobView) bool { return v.State == job.Unknown })
+	testkit.WaitJob(t, h.Client(), j.id, time.Minute, func(v apitypes.JobView) bool { return v.State == job.Unknown })
 	r2 := h.LoginRunner(t, "r-native-k2", h.URL)
 	addNativeAccount(t, r2, "anthropic", j.fake.URL)
 	r2.Start()
@@ -297,7 +297,7 @@ func TestNativeAgentFallsBackAndTheLimitedAccountSitsOut(t *testing.T) {
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "native", "--account", "main", "--fallback", "backup", "--", "Write two files.")
 	c := h.Client()
-	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 1)
 	if done.State != job.Completed || len(done.Attempts) != 1 || !strings.Contains(log, "on the fallback account") {
 		t.Fatalf("job %s/%s, %d attempts\n%s\n--- backup:\n%s", done.State, done.Reason, len(done.Attempts), log, backup.Dump())
@@ -339,7 +339,7 @@ func TestNativeAgentTextProtocolAfterDoctor(t *testing.T) {
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Change one to two in a.txt and deliver.")
 	c := h.Client()
-	v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
+	v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
 	if v.State != job.Completed {
 		t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", v.ID, v.State, v.Reason, testkit.Log(t, c, v.ID, 0), fake.Dump())
 	}

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -141,9 +141,9 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	r := h.StartRunner(t, "r1")
 	must(t, h.CLI, "runners", "share", "r1", "--hub-wide")
 	c := alice.Client()
-	wait := func(id string) protocol.JobView {
+	wait := func(id string) apitypes.JobView {
 		t.Helper()
-		return testkit.WaitJob(t, c, id, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		return testkit.WaitJob(t, c, id, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	}
 
 	// The first push makes alice the owner of project web.
@@ -237,7 +237,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 		!strings.Contains(show, "denied "+reg.addr+" (agent phase, 1 time(s)); to allow it: drover projects network web --agent docs,registry") {
 		t.Fatalf("drover show:\n%s", show)
 	}
-	events := cliJSON[protocol.JobView](t, alice.CLI, "show", j1.ID)
+	events := cliJSON[apitypes.JobView](t, alice.CLI, "show", j1.ID)
 	denied := false
 	for _, e := range events.Events {
 		denied = denied || (e.Kind == "egress_denied" && strings.Contains(e.Message, reg.addr))
@@ -345,7 +345,7 @@ func TestSetupColdAgainstWarm(t *testing.T) {
 	attemptTime := func(project string) time.Duration {
 		t.Helper()
 		v := runWith(t, alice.CLI, "--repo", checkouts[project], "--agent", "exec", "--", "true")
-		v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 		a := v.Attempts[len(v.Attempts)-1]
 		if v.State != job.Completed || a.StartedAt == nil || a.FinishedAt == nil {
 			t.Fatalf("job on %s ended %s (%s)", project, v.State, v.Reason)
@@ -395,7 +395,7 @@ func TestOpenPolicyIsRecordedAsOpen(t *testing.T) {
 	must(t, alice.CLI, "run", "--repo", src, "--agent", "exec", "--wait", "--", "true")
 	must(t, alice.CLI, "projects", "network", "web", "--agent", "open")
 	v := runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "curl", "-sf", "http://"+reg.addr+"/pkg/left-pad-1.0.tgz")
-	v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if log := testkit.Log(t, c, v.ID, 0); v.State != job.Completed || !strings.Contains(log, "LEFT-PAD-PACKAGE-1.0") {
 		t.Fatalf("open job ended %s (%s):\n%s", v.State, v.Reason, log)
 	}
@@ -408,7 +408,7 @@ func TestOpenPolicyIsRecordedAsOpen(t *testing.T) {
 	}
 	// A job on it may still narrow to a named policy or to none.
 	n := runWith(t, alice.CLI, "--repo", src, "--network", "docs", "--agent", "exec", "--", "true")
-	n = testkit.WaitJob(t, c, n.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	n = testkit.WaitJob(t, c, n.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if n.State != job.Completed || n.Attempts[0].Isolation.Policy != "agent: docs" {
 		t.Fatalf("narrowed job ended %s, isolation %+v", n.State, n.Attempts[0].Isolation)
 	}
@@ -451,10 +451,10 @@ func TestSetupFileFromRepository(t *testing.T) {
 		gitE(t, src, "commit", "--quiet", "-m", "setup "+version)
 	}
 	script("v1")
-	run := func() (protocol.JobView, string) {
+	run := func() (apitypes.JobView, string) {
 		t.Helper()
 		v := runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "echo", "agent-ran")
-		v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 		return v, testkit.Log(t, c, v.ID, 0)
 	}
 	// Off until the owner enables it.
@@ -510,9 +510,9 @@ func TestSetupScriptSecretNeedsApproval(t *testing.T) {
 	r := alice.StartRunner(t, "r1")
 	ca, cb := alice.Client(), bob.Client()
 	src := checkout(t, "web")
-	wait := func(c *client.Client, id string) (protocol.JobView, string) {
+	wait := func(c *client.Client, id string) (apitypes.JobView, string) {
 		t.Helper()
-		v := testkit.WaitJob(t, c, id, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		v := testkit.WaitJob(t, c, id, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 		return v, testkit.Log(t, c, id, 0)
 	}
 	if v, _ := wait(ca, runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "true").ID); v.State != job.Completed {

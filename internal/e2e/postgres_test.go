@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/childproc"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -51,11 +51,11 @@ func TestCopyDBMovesAHubToPostgres(t *testing.T) {
 	j := submit(t, c, "sh", "-c", "echo copied")
 	testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Completed))
 	type seen struct {
-		Alice  protocol.Whoami
-		Users  protocol.UserList
-		Job    protocol.JobView
+		Alice  apitypes.Whoami
+		Users  apitypes.UserList
+		Job    apitypes.JobView
 		Log    string
-		Events protocol.EventList
+		Events apitypes.EventList
 	}
 	look := func() seen {
 		var s seen

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/localrepo"
@@ -49,19 +50,19 @@ func sourceCheckout(t *testing.T) string {
 }
 
 // runRepo submits `drover run --repo` through the real CLI.
-func runRepo(t *testing.T, h *testkit.Hub, args ...string) protocol.JobView {
+func runRepo(t *testing.T, h *testkit.Hub, args ...string) apitypes.JobView {
 	t.Helper()
 	return runWith(t, h.CLI, args...)
 }
 
 // runWith submits `drover run --json` with a user's CLI and returns the job.
-func runWith(t *testing.T, cli func(...string) (string, error), args ...string) protocol.JobView {
+func runWith(t *testing.T, cli func(...string) (string, error), args ...string) apitypes.JobView {
 	t.Helper()
 	out, err := cli(append([]string{"run", "--json"}, args...)...)
 	if err != nil {
 		t.Fatalf("drover run: %v\n%s", err, out)
 	}
-	var v protocol.JobView
+	var v apitypes.JobView
 	if i := strings.Index(out, "{"); i < 0 || json.Unmarshal([]byte(out[i:]), &v) != nil {
 		t.Fatalf("drover run printed:\n%s", out)
 	}
@@ -84,7 +85,7 @@ func TestRepoJobPublishesExactlyItsChanges(t *testing.T) {
 		t.Fatalf("submitted: %+v", v)
 	}
 	c := h.Client()
-	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Completed || end.Head == base || end.Head == "" {
 		t.Fatalf("job ended %s (head %s):\n%s", end.State, end.Head, testkit.Log(t, c, v.ID, 0))
 	}
@@ -134,7 +135,7 @@ func TestObserveJobThatChangesTheTreeFails(t *testing.T) {
 	src := sourceCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--mode", "observe", "--agent", "exec", "--", "sh", "-c", "echo tampered > a.txt")
 	c := h.Client()
-	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 1)
 	// The runner's check fails the attempt; an execution boundary that
 	// mounts the worktree read-only stops the write first. Either way the

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -42,7 +42,7 @@ func TestObserveWorktreeIsReadOnlyInTheSandbox(t *testing.T) {
 	h.StartRunner(t, "r1")
 	v := runRepo(t, h, "--repo", sourceCheckout(t), "--mode", "observe", "--agent", "exec", "--", "sh", "-c", "echo tampered > a.txt")
 	c := h.Client()
-	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 0)
 	if end.State != job.Failed || end.Head != end.Base || !strings.Contains(log, "Read-only file system") {
 		t.Fatalf("observe job ended %s (%s), head %s:\n%s", end.State, end.Reason, end.Head, log)

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/localrepo"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -35,7 +35,7 @@ func TestLargeSparseJobPublishesExactly(t *testing.T) {
 		t.Fatalf("submitted job's sparse folders: %v", v.Sparse)
 	}
 	c := h.Client()
-	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Completed || end.Head == base {
 		t.Fatalf("job ended %s (head %s):\n%s", end.State, end.Head, testkit.Log(t, c, v.ID, 0))
 	}
@@ -117,7 +117,7 @@ func TestLargeSparseJobWidensItsCone(t *testing.T) {
 		git status --short --untracked-files=no
 		drover tool deliver "widened the cone and edited there"`)
 	c := h.Client()
-	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 0)
 	// The agent's own git keeps to the widened cone too.
 	if end.State != job.Completed || !strings.Contains(log, "sparse checkout widened by other/dir") ||

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/localrepo"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
 )
@@ -64,7 +64,7 @@ func cliJSON[T any](t *testing.T, cli func(...string) (string, error), args ...s
 }
 
 // submitAs submits an exec job as u through the API.
-func submitAs(t *testing.T, u *testkit.User, req protocol.SubmitRequest) protocol.JobView {
+func submitAs(t *testing.T, u *testkit.User, req apitypes.SubmitRequest) apitypes.JobView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -83,7 +83,7 @@ func submitMany(t *testing.T, u *testkit.User, n int, argv ...string) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = submitAs(t, u, protocol.SubmitRequest{Args: argv}).ID
+		ids[i] = submitAs(t, u, apitypes.SubmitRequest{Args: argv}).ID
 	}
 	return ids
 }
@@ -94,7 +94,7 @@ func completedOn(t *testing.T, c *client.Client, ids []string) map[string][]stri
 	t.Helper()
 	on := map[string][]string{}
 	for _, id := range ids {
-		v := testkit.WaitJob(t, c, id, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+		v := testkit.WaitJob(t, c, id, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 		if v.State != job.Completed {
 			t.Fatalf("job %s ended %s (%s)", id, v.State, v.Reason)
 		}
@@ -107,8 +107,8 @@ func completedOn(t *testing.T, c *client.Client, ids []string) map[string][]stri
 
 // waiting is a WaitJob condition: queued, never offered, with a reason
 // that contains want.
-func waiting(want string) func(protocol.JobView) bool {
-	return func(v protocol.JobView) bool {
+func waiting(want string) func(apitypes.JobView) bool {
+	return func(v apitypes.JobView) bool {
 		return v.State == job.Queued && len(v.Attempts) == 0 && strings.Contains(v.Waiting, want)
 	}
 }
@@ -125,7 +125,7 @@ func TestTenancyRunnerRunsOnlyTheJobsItIsSharedFor(t *testing.T) {
 	br := bob.StartRunner(t, "bobs", "--slots", "4")
 
 	// bob's runner works: his own job runs there.
-	bj := submitAs(t, bob, protocol.SubmitRequest{Args: []string{"echo", "bob"}})
+	bj := submitAs(t, bob, apitypes.SubmitRequest{Args: []string{"echo", "bob"}})
 	if on := completedOn(t, bob.Client(), []string{bj.ID}); !slices.Equal(on[bj.ID], []string{"bobs"}) {
 		t.Fatalf("bob's job ran on %v", on[bj.ID])
 	}
@@ -134,7 +134,7 @@ func TestTenancyRunnerRunsOnlyTheJobsItIsSharedFor(t *testing.T) {
 	// Private: all of alice's jobs queue for her one slot while bob's
 	// runner has four free.
 	private := submitMany(t, alice, 6, "sh", "-c", "sleep 0.2; echo alice")
-	busy := testkit.WaitJob(t, ac, private[len(private)-1], time.Minute, func(v protocol.JobView) bool {
+	busy := testkit.WaitJob(t, ac, private[len(private)-1], time.Minute, func(v apitypes.JobView) bool {
 		return v.Waiting != "" || v.State != job.Queued
 	})
 	if busy.State == job.Queued && !strings.Contains(busy.Waiting, "busy") {
@@ -167,8 +167,8 @@ func TestTenancyRunnerRunsOnlyTheJobsItIsSharedFor(t *testing.T) {
 		t.Errorf("alice's runner list does not offer bob's share:\n%s", out)
 	}
 	must(t, alice.CLI, "runners", "accept", "bobs")
-	rl := cliJSON[protocol.RunnerList](t, alice.CLI, "runners")
-	if i := slices.IndexFunc(rl.Runners, func(r protocol.RunnerView) bool { return r.Name == "bobs" }); i < 0 || rl.Runners[i].Owner != "bob" {
+	rl := cliJSON[apitypes.RunnerList](t, alice.CLI, "runners")
+	if i := slices.IndexFunc(rl.Runners, func(r apitypes.RunnerView) bool { return r.Name == "bobs" }); i < 0 || rl.Runners[i].Owner != "bob" {
 		t.Errorf("alice's runner list lacks bob's shared runner: %+v", rl.Runners)
 	}
 	shared := submitMany(t, alice, 8, "sh", "-c", "sleep 1; echo alice")
@@ -243,14 +243,14 @@ func TestTenancyVendorJobUsesOnlyAccountsSharedWithItsRequester(t *testing.T) {
 
 	aj := alice.Run(t, "--agent", "claude", "--", "Say hello for alice.")
 	ac := alice.Client()
-	done := testkit.WaitJob(t, ac, aj.ID, 4*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	done := testkit.WaitJob(t, ac, aj.ID, 4*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	alog := testkit.Log(t, ac, aj.ID, 0)
 	if done.State != job.Completed || done.Attempts[0].Runner != "alices" || !strings.Contains(alog, "with account main") {
 		t.Fatalf("alice's job: %s/%s on %v\n%s\nmodel:\n%s", done.State, done.Reason, done.Attempts, alog, fake.Dump())
 	}
 
 	// Still: bob's job was never offered, claimed, or shown to the model.
-	shown := cliJSON[protocol.JobView](t, bob.CLI, "show", bj.ID)
+	shown := cliJSON[apitypes.JobView](t, bob.CLI, "show", bj.ID)
 	if shown.State != job.Queued || len(shown.Attempts) != 0 || !strings.Contains(shown.Waiting, "account") {
 		t.Fatalf("bob's job with alice's account unshared: %s, %d attempts, waiting %q", shown.State, len(shown.Attempts), shown.Waiting)
 	}
@@ -264,7 +264,7 @@ func TestTenancyVendorJobUsesOnlyAccountsSharedWithItsRequester(t *testing.T) {
 	}
 
 	must(t, alice.CLI, "accounts", "share", "alices", "main", "--user", "bob")
-	done = testkit.WaitJob(t, bc, bj.ID, 4*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	done = testkit.WaitJob(t, bc, bj.ID, 4*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if blog := testkit.Log(t, bc, bj.ID, 0); done.State != job.Completed || !strings.Contains(blog, "with account main") {
 		t.Fatalf("bob's job after alice shared her account: %s/%s\n%s\nmodel:\n%s", done.State, done.Reason, blog, fake.Dump())
 	}
@@ -281,7 +281,7 @@ func TestTenancyPrivateProjectStaysWithItsMembers(t *testing.T) {
 	const secret = "alice-secret-0c1d"
 	v := alice.Run(t, "--repo", src, "--agent", "exec", "--", "sh", "-c", "echo "+secret+" && echo "+secret+" > a.txt")
 	ac := alice.Client()
-	end := testkit.WaitJob(t, ac, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, ac, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Completed || end.Project != "demo" || end.Head == end.Base {
 		t.Fatalf("alice's job: %s on %q, head %s base %s", end.State, end.Project, end.Head, end.Base)
 	}
@@ -314,10 +314,10 @@ func TestTenancyPrivateProjectStaysWithItsMembers(t *testing.T) {
 	} else {
 		t.Logf("bob's git fetch: %v", err)
 	}
-	if jl := cliJSON[protocol.JobList](t, bob.CLI, "jobs"); slices.ContainsFunc(jl.Jobs, func(j protocol.JobView) bool { return j.ID == v.ID }) {
+	if jl := cliJSON[apitypes.JobList](t, bob.CLI, "jobs"); slices.ContainsFunc(jl.Jobs, func(j apitypes.JobView) bool { return j.ID == v.ID }) {
 		t.Errorf("bob's job list has alice's job")
 	}
-	if pl := cliJSON[protocol.ProjectList](t, bob.CLI, "projects"); slices.ContainsFunc(pl.Projects, func(p protocol.ProjectView) bool { return p.Name == "demo" }) {
+	if pl := cliJSON[apitypes.ProjectList](t, bob.CLI, "projects"); slices.ContainsFunc(pl.Projects, func(p apitypes.ProjectView) bool { return p.Name == "demo" }) {
 		t.Errorf("bob's project list has alice's project: %+v", pl.Projects)
 	}
 	// Nor can he push to it: his own checkout of the same name is refused.
@@ -333,7 +333,7 @@ func TestTenancyPrivateProjectStaysWithItsMembers(t *testing.T) {
 	if err := fetch(bob.Token, "nosuch"); err == nil {
 		t.Fatal("bob fetched from a project that does not exist")
 	}
-	if pl := cliJSON[protocol.ProjectList](t, h.CLI, "projects"); slices.ContainsFunc(pl.Projects, func(p protocol.ProjectView) bool { return p.Name == "nosuch" }) {
+	if pl := cliJSON[apitypes.ProjectList](t, h.CLI, "projects"); slices.ContainsFunc(pl.Projects, func(p apitypes.ProjectView) bool { return p.Name == "nosuch" }) {
 		t.Errorf("a git request made a project: %+v", pl.Projects)
 	}
 
@@ -364,12 +364,12 @@ func TestTenancyRemovedUserAndRotatedTokens(t *testing.T) {
 	ar.WaitConnected(time.Minute)
 	br.WaitConnected(time.Minute)
 	ac := alice.Client()
-	first := []string{submitAs(t, alice, protocol.SubmitRequest{Args: []string{"echo", "first"}, Labels: map[string]string{"box": "bobs"}}).ID}
+	first := []string{submitAs(t, alice, apitypes.SubmitRequest{Args: []string{"echo", "first"}, Labels: map[string]string{"box": "bobs"}}).ID}
 	if on := completedOn(t, ac, first); !slices.Equal(on[first[0]], []string{"bobs"}) {
 		t.Fatalf("bob's shared runner, the only one with the label, should take alice's job; it ran on %v", on[first[0]])
 	}
 	// Nobody has the label: bob's job waits.
-	stuck := submitAs(t, bob, protocol.SubmitRequest{Args: []string{"true"}, Labels: map[string]string{"tenancy": "nobody"}})
+	stuck := submitAs(t, bob, apitypes.SubmitRequest{Args: []string{"true"}, Labels: map[string]string{"tenancy": "nobody"}})
 	// bob cannot rotate alice's token.
 	refused(t, bob.CLI, "users", "token", "rotate", "alice")
 
@@ -383,11 +383,11 @@ func TestTenancyRemovedUserAndRotatedTokens(t *testing.T) {
 	if err := br.Wait(time.Minute); err == nil || !strings.Contains(br.Output(), "revoked") {
 		t.Fatalf("bob's runner after his removal: exit %v\n%s", err, br.Output())
 	}
-	if v := testkit.WaitJob(t, h.Client(), stuck.ID, time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() }); v.State != job.Cancelled {
+	if v := testkit.WaitJob(t, h.Client(), stuck.ID, time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() }); v.State != job.Cancelled {
 		t.Errorf("the removed user's queued job is %s, want cancelled", v.State)
 	}
-	ul := cliJSON[protocol.UserList](t, h.CLI, "users")
-	if i := slices.IndexFunc(ul.Users, func(u protocol.UserView) bool { return u.Name == "bob" }); i < 0 || ul.Users[i].RemovedAt == nil || ul.Users[i].Runners != 0 {
+	ul := cliJSON[apitypes.UserList](t, h.CLI, "users")
+	if i := slices.IndexFunc(ul.Users, func(u apitypes.UserView) bool { return u.Name == "bob" }); i < 0 || ul.Users[i].RemovedAt == nil || ul.Users[i].Runners != 0 {
 		t.Errorf("users after the removal: %+v", ul.Users)
 	}
 	after := submitMany(t, alice, 3, "echo", "after")

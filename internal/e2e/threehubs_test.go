@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/testkit"
 )
@@ -36,13 +36,13 @@ func threeHubsOn(t *testing.T, url string) [3]*testkit.Hub {
 }
 
 // hubsOn is `drover hubs --json` asked of h.
-func hubsOn(t *testing.T, h *testkit.Hub) protocol.HubList {
+func hubsOn(t *testing.T, h *testkit.Hub) apitypes.HubList {
 	t.Helper()
 	out, err := h.CLI("hubs", "--json")
 	if err != nil {
 		t.Fatalf("drover hubs on %s: %v\n%s", h.URL, err, out)
 	}
-	var l protocol.HubList
+	var l apitypes.HubList
 	if err := json.Unmarshal([]byte(out), &l); err != nil {
 		t.Fatalf("drover hubs --json: %v\n%s", err, out)
 	}
@@ -69,13 +69,13 @@ func leaderOf(t *testing.T, h *testkit.Hub) (leader, self string, hubs int) {
 }
 
 // showJSON is `drover show JOB --json` asked of h: the job with its events.
-func showJSON(t *testing.T, h *testkit.Hub, id string) protocol.JobView {
+func showJSON(t *testing.T, h *testkit.Hub, id string) apitypes.JobView {
 	t.Helper()
 	out, err := h.CLI("show", id, "--json")
 	if err != nil {
 		t.Fatalf("drover show %s on %s: %v\n%s", id, h.URL, err, out)
 	}
-	var v protocol.JobView
+	var v apitypes.JobView
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("drover show --json: %v\n%s", err, out)
 	}
@@ -83,7 +83,7 @@ func showJSON(t *testing.T, h *testkit.Hub, id string) protocol.JobView {
 }
 
 // kindsOf counts events by kind.
-func kindsOf(evs []protocol.EventView) map[string]int {
+func kindsOf(evs []apitypes.EventView) map[string]int {
 	n := map[string]int{}
 	for _, e := range evs {
 		n[e.Kind]++
@@ -93,7 +93,7 @@ func kindsOf(evs []protocol.EventView) map[string]int {
 
 // wantShownOnce checks, with `drover show --json` on h, that the job has
 // one attempt in state want, offered and started once.
-func wantShownOnce(t *testing.T, h *testkit.Hub, id string, want job.AttemptState) protocol.JobView {
+func wantShownOnce(t *testing.T, h *testkit.Hub, id string, want job.AttemptState) apitypes.JobView {
 	t.Helper()
 	v := showJSON(t, h, id)
 	if len(v.Attempts) != 1 || v.Attempts[0].State != want {
@@ -222,9 +222,9 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 	// Its expiry outlasts the wait for the job to wait (a waiting job
 	// holds no slot of rk) and ends after the kill: the old leader, alive
 	// until then, must not be the one to expire it.
-	jq := submitReq(t, sub.Client(), protocol.SubmitRequest{Agent: "exec", Tools: true,
+	jq := submitReq(t, sub.Client(), apitypes.SubmitRequest{Agent: "exec", Tools: true,
 		Args: []string{"sh", "-c", `drover tool ask "Still there?" --expires-in ` + questionExpiry.String()}})
-	wq := testkit.WaitJob(t, sub.Client(), jq.ID, time.Minute, func(v protocol.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
+	wq := testkit.WaitJob(t, sub.Client(), jq.ID, time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if wq.State != job.Waiting || len(wq.Questions) != 1 || wq.Questions[0].ExpiresAt == nil || wq.Attempts[0].Runner != "rk" {
 		t.Fatalf("the asking job: %+v\n%s", wq, testkit.Log(t, sub.Client(), jq.ID, 1))
 	}
@@ -275,7 +275,7 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 	if killed.After(*wq.Questions[0].ExpiresAt) {
 		t.Fatalf("the question expired before the leader's kill (asked %s, killed %s): raise questionExpiry", wq.Questions[0].AskedAt, killed)
 	}
-	vq := testkit.WaitJob(t, others[1].Client(), jq.ID, time.Minute, func(v protocol.JobView) bool { return v.State != job.Waiting })
+	vq := testkit.WaitJob(t, others[1].Client(), jq.ID, time.Minute, func(v apitypes.JobView) bool { return v.State != job.Waiting })
 	if vq.State != job.Failed || vq.Reason != job.ReasonQuestionExpired {
 		t.Errorf("the asking job after its question's expiry: %s (%s); want failed (%s)", vq.State, vq.Reason, job.ReasonQuestionExpired)
 	}
@@ -319,7 +319,7 @@ const questionExpiry = 5 * time.Second
 // waitRunningOn waits until job id runs on the named runner.
 func waitRunningOn(t *testing.T, h *testkit.Hub, id, runner string) {
 	t.Helper()
-	v := testkit.WaitJob(t, h.Client(), id, time.Minute, func(v protocol.JobView) bool {
+	v := testkit.WaitJob(t, h.Client(), id, time.Minute, func(v apitypes.JobView) bool {
 		return v.State == job.Running && len(v.Attempts) == 1
 	})
 	if got := v.Attempts[0].Runner; got != runner {

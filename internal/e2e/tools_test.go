@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -57,7 +57,7 @@ func TestAgentAsksWaitsAcrossRestartsAndDelivers(t *testing.T) {
 	src := toolsCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--tools", "--agent", "exec", "--", "./bin/mcpagent", "repo")
 	c := h.Client()
-	w := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
+	w := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if w.State != job.Waiting || w.Head == w.Base {
 		t.Fatalf("job is %s (head %s, base %s), want waiting with its work published:\n%s", w.State, w.Head, w.Base, testkit.Log(t, c, v.ID, 0))
 	}
@@ -80,7 +80,7 @@ func TestAgentAsksWaitsAcrossRestartsAndDelivers(t *testing.T) {
 	if out, err := h.CLI("answer", v.ID, "--choice", "2"); err != nil {
 		t.Fatalf("drover answer: %v\n%s", err, out)
 	}
-	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log2 := testkit.Log(t, c, v.ID, 2)
 	if end.State != job.Completed || end.Summary != "done" {
 		t.Fatalf("job ended %s (%s), summary %q:\n%s", end.State, end.Reason, end.Summary, log2)
@@ -109,7 +109,7 @@ func TestAgentWithoutDeliverFailsAndPublishes(t *testing.T) {
 	src := toolsCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--tools", "--agent", "exec", "--", "./bin/mcpagent", "partial")
 	c := h.Client()
-	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Failed || end.Reason != job.ReasonNotDelivered || end.Head == end.Base {
 		t.Fatalf("job ended %s (%s), head %s:\n%s", end.State, end.Reason, end.Head, testkit.Log(t, c, v.ID, 0))
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
 
@@ -144,7 +144,7 @@ func TestWebQuestionAnsweredInTheBrowser(t *testing.T) {
 	src := toolsCheckout(t)
 	v := runRepo(t, h, "--repo", src, "--tools", "--agent", "exec", "--", "./bin/mcpagent", "repo")
 	c := h.Client()
-	w := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v protocol.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
+	w := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if w.State != job.Waiting {
 		t.Fatalf("job is %s, want waiting:\n%s", w.State, testkit.Log(t, c, v.ID, 0))
 	}
@@ -170,7 +170,7 @@ func TestWebQuestionAnsweredInTheBrowser(t *testing.T) {
 	if testkit.Eval[bool](b, `!!document.querySelector("section.question button.approve")`) {
 		t.Fatal("ops, who did not request the job, is offered the approve button")
 	}
-	if got := testkit.WaitJob(t, c, v.ID, time.Minute, func(protocol.JobView) bool { return true }); got.State != job.Waiting {
+	if got := testkit.WaitJob(t, c, v.ID, time.Minute, func(apitypes.JobView) bool { return true }); got.State != job.Waiting {
 		t.Fatalf("an unapproved answer moved the job: %s", got.State)
 	}
 
@@ -180,7 +180,7 @@ func TestWebQuestionAnsweredInTheBrowser(t *testing.T) {
 	b.Do("the requester's inbox", time.Minute, chromedp.Navigate(h.URL+"/questions"), chromedp.WaitVisible(chromedp.CSS("section.question button.approve")))
 	b.Screenshot("questions-approve")
 	b.Do("approve", time.Minute, chromedp.Click(chromedp.CSS("section.question button.approve")), chromedp.WaitVisible(chromedp.CSS("main h1")))
-	end := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v protocol.JobView) bool { return v.State.Terminal() })
+	end := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Completed || end.Summary != "done" {
 		t.Fatalf("job ended %s (%s), summary %q:\n%s", end.State, end.Reason, end.Summary, testkit.Log(t, c, v.ID, 2))
 	}

@@ -9,15 +9,16 @@ import (
 	"time"
 	"unicode"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 	"drover/internal/retry"
+	"drover/internal/rules"
 )
 
 // Hub is what the autoscaler asks of the hub (the CLI's client).
 type Hub interface {
 	Launcher
-	Demand(ctx context.Context, labels map[string]string, after uint64, wait time.Duration) (protocol.Demand, error)
-	Runners(ctx context.Context) (protocol.RunnerList, error)
+	Demand(ctx context.Context, labels map[string]string, after uint64, wait time.Duration) (apitypes.Demand, error)
+	Runners(ctx context.Context) (apitypes.RunnerList, error)
 }
 
 // Autoscaler keeps min(Min + queued jobs its runners could run, Max - used)
@@ -158,7 +159,7 @@ func (a *Autoscaler) observe(ctx context.Context, live []*scaled, now time.Time)
 	for _, in := range ins {
 		running[in.Name] = running[in.Name] || in.Running
 	}
-	byName := map[string]protocol.RunnerView{}
+	byName := map[string]apitypes.RunnerView{}
 	for _, r := range rs.Runners {
 		byName[r.Name] = r
 	}
@@ -198,7 +199,7 @@ func (a *Autoscaler) scaleDown(ctx context.Context, live []*scaled, n int, now t
 }
 
 func (a *Autoscaler) launch(ctx context.Context) (*scaled, error) {
-	resp, _, err := Start(ctx, a.Log, a.Hub, a.Target, protocol.LaunchRequest{Target: a.TargetName, Count: 1, Slots: a.Slots, Labels: a.Labels},
+	resp, _, err := Start(ctx, a.Log, a.Hub, a.Target, apitypes.LaunchRequest{Target: a.TargetName, Count: 1, Slots: a.Slots, Labels: a.Labels},
 		a.HubURL, 1)
 	if err != nil {
 		return nil, err
@@ -210,8 +211,8 @@ func (a *Autoscaler) launch(ctx context.Context) (*scaled, error) {
 
 // Launcher is the hub's part of a launch.
 type Launcher interface {
-	Launch(ctx context.Context, req protocol.LaunchRequest) (protocol.LaunchResponse, error)
-	RevokeLaunch(ctx context.Context, id string) (protocol.LaunchView, error)
+	Launch(ctx context.Context, req apitypes.LaunchRequest) (apitypes.LaunchResponse, error)
+	RevokeLaunch(ctx context.Context, id string) (apitypes.LaunchView, error)
 	LaunchFailure(ctx context.Context, id, reason string) error
 }
 
@@ -220,7 +221,7 @@ type Launcher interface {
 // reason reported to the hub, which shows it on the owner's waiting jobs
 // (an infrastructure failure); a launch that starts clears it (logged to
 // log when it cannot: the runners run all the same).
-func Start(ctx context.Context, log *slog.Logger, h Launcher, t Target, req protocol.LaunchRequest, hubURL string, maxJobs int) (protocol.LaunchResponse, []Instance, error) {
+func Start(ctx context.Context, log *slog.Logger, h Launcher, t Target, req apitypes.LaunchRequest, hubURL string, maxJobs int) (apitypes.LaunchResponse, []Instance, error) {
 	resp, err := h.Launch(ctx, req)
 	if err != nil {
 		return resp, nil, err
@@ -261,9 +262,9 @@ func (a *Autoscaler) stop(ctx context.Context, s *scaled, what string) {
 // failureReason is err as the hub takes a launch failure: one line of
 // plain text (an engine's or ssh's message may hold anything), clipped.
 func failureReason(err error) string {
-	r := strings.Join(strings.FieldsFunc(err.Error(), func(r rune) bool { return unicode.IsSpace(r) || protocol.IsControl(r) }), " ")
-	if len(r) > protocol.MaxLaunchFailureReason {
-		r = strings.ToValidUTF8(r[:protocol.MaxLaunchFailureReason-3], "") + "..."
+	r := strings.Join(strings.FieldsFunc(err.Error(), func(r rune) bool { return unicode.IsSpace(r) || rules.IsControl(r) }), " ")
+	if len(r) > apitypes.MaxLaunchFailureReason {
+		r = strings.ToValidUTF8(r[:apitypes.MaxLaunchFailureReason-3], "") + "..."
 	}
 	return r
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 )
 
 // steppedHub is a hub an autoscaler test drives one Demand answer at a
@@ -26,34 +26,34 @@ type steppedHub struct {
 	reasons []string
 }
 
-func (h *steppedHub) Demand(ctx context.Context, _ map[string]string, after uint64, _ time.Duration) (protocol.Demand, error) {
+func (h *steppedHub) Demand(ctx context.Context, _ map[string]string, after uint64, _ time.Duration) (apitypes.Demand, error) {
 	select {
 	case h.ready <- struct{}{}:
 	case <-ctx.Done():
-		return protocol.Demand{}, ctx.Err()
+		return apitypes.Demand{}, ctx.Err()
 	}
 	select {
 	case q := <-h.queue:
-		return protocol.Demand{Queued: q, Generation: after + 1}, nil
+		return apitypes.Demand{Queued: q, Generation: after + 1}, nil
 	case <-ctx.Done():
-		return protocol.Demand{}, ctx.Err()
+		return apitypes.Demand{}, ctx.Err()
 	}
 }
 
-func (h *steppedHub) Launch(_ context.Context, req protocol.LaunchRequest) (protocol.LaunchResponse, error) {
+func (h *steppedHub) Launch(_ context.Context, req apitypes.LaunchRequest) (apitypes.LaunchResponse, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.n++
 	id := fmt.Sprintf("l-%d", h.n)
-	return protocol.LaunchResponse{LaunchView: protocol.LaunchView{ID: id},
-		Registrations: []protocol.Registration{{Name: id + "-1", Token: "drr_t"}}}, nil
+	return apitypes.LaunchResponse{LaunchView: apitypes.LaunchView{ID: id},
+		Registrations: []apitypes.Registration{{Name: id + "-1", Token: "drr_t"}}}, nil
 }
 
-func (h *steppedHub) RevokeLaunch(_ context.Context, id string) (protocol.LaunchView, error) {
+func (h *steppedHub) RevokeLaunch(_ context.Context, id string) (apitypes.LaunchView, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.revoked = append(h.revoked, id)
-	return protocol.LaunchView{}, nil
+	return apitypes.LaunchView{}, nil
 }
 
 func (h *steppedHub) LaunchFailure(_ context.Context, _, reason string) error {
@@ -63,12 +63,12 @@ func (h *steppedHub) LaunchFailure(_ context.Context, _, reason string) error {
 	return nil
 }
 
-func (h *steppedHub) Runners(context.Context) (protocol.RunnerList, error) {
+func (h *steppedHub) Runners(context.Context) (apitypes.RunnerList, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var l protocol.RunnerList
+	var l apitypes.RunnerList
 	for name, n := range h.running {
-		l.Runners = append(l.Runners, protocol.RunnerView{Name: name, Connected: true, Running: n})
+		l.Runners = append(l.Runners, apitypes.RunnerView{Name: name, Connected: true, Running: n})
 	}
 	return l, nil
 }

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Container runs each runner in a container of a docker or podman engine,
@@ -161,7 +161,7 @@ func (c *Container) start(ctx context.Context, s Spec, r RunnerSpec, image strin
 		args = append(args, "--max-jobs", fmt.Sprint(s.MaxJobs))
 	}
 	if len(s.Labels) > 0 {
-		args = append(args, "--labels", protocol.FormatLabels(s.Labels))
+		args = append(args, "--labels", rules.FormatLabels(s.Labels))
 	}
 	id, err := c.cli(ctx, args...)
 	if err != nil {
@@ -179,7 +179,7 @@ func shortID(id string) string {
 func (c *Container) containers(ctx context.Context, launchID string) ([]Instance, []string, error) {
 	filter := "label=" + labelRunner
 	if launchID != "" {
-		if !protocol.ValidName(launchID) {
+		if !rules.ValidName(launchID) {
 			return nil, nil, fmt.Errorf("launch %q is not a valid name", launchID)
 		}
 		filter = "label=" + labelLaunch + "=" + launchID
@@ -266,7 +266,7 @@ func (c *Container) logs(ctx context.Context, id string, w io.Writer) error {
 
 // Logs prints a runner's container log, or the one Stop kept.
 func (c *Container) Logs(ctx context.Context, name string, w io.Writer) error {
-	if !protocol.ValidName(name) {
+	if !rules.ValidName(name) {
 		return fmt.Errorf("runner %q is not a valid name", name)
 	}
 	out, err := c.cli(ctx, "ps", "--all", "--quiet", "--no-trunc", "--filter", "label="+labelRunner+"="+name)

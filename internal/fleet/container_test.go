@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
+	"drover/internal/rules"
 )
 
 // fakeContainerEngine stands in for docker and podman, which cannot run
@@ -305,11 +306,11 @@ func TestFailureReasonIsOneLineOfPlainTextTheHubTakes(t *testing.T) {
 		})
 	}
 	long := failureReason(errors.New(strings.Repeat("é", 2000)))
-	if len(long) > protocol.MaxLaunchFailureReason || !strings.HasSuffix(long, "...") {
+	if len(long) > apitypes.MaxLaunchFailureReason || !strings.HasSuffix(long, "...") {
 		t.Fatalf("long reason: %d bytes", len(long))
 	}
 	for _, r := range []string{long, failureReason(errors.New("x\x00y\x7f"))} {
-		if err := protocol.CheckPlainText("reason", r, false); err != nil {
+		if err := rules.CheckPlainText("reason", r, false); err != nil {
 			t.Fatalf("%q: %v", r, err)
 		}
 	}
@@ -337,7 +338,7 @@ func failedLaunchReason(t *testing.T, tg Target, target string) string {
 	if len(hub.reasons) != 1 || len(hub.revoked) != 1 {
 		t.Fatalf("reasons %q, revoked %q: want the failed launch reported and revoked", hub.reasons, hub.revoked)
 	}
-	if err := protocol.CheckPlainText("reason", hub.reasons[0], false); err != nil {
+	if err := rules.CheckPlainText("reason", hub.reasons[0], false); err != nil {
 		t.Fatalf("the reason is not one line of plain text: %v", err)
 	}
 	return hub.reasons[0]

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Spec is one launch: the runners to start, each with its registration
@@ -142,7 +142,7 @@ func runnerArgs(s Spec, home, tokenFile string) []string {
 		args = append(args, "--max-jobs", fmt.Sprint(s.MaxJobs))
 	}
 	if len(s.Labels) > 0 {
-		args = append(args, "--labels", protocol.FormatLabels(s.Labels))
+		args = append(args, "--labels", rules.FormatLabels(s.Labels))
 	}
 	return args
 }

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Kubernetes runs each runner as a Job of one pod, through the cluster's
@@ -272,7 +272,7 @@ func (k *Kubernetes) waitStarted(ctx context.Context, cs kubernetes.Interface, n
 func (k *Kubernetes) jobs(ctx context.Context, cs kubernetes.Interface, ns, launchID string) ([]batchv1.Job, error) {
 	sel := labelRunner
 	if launchID != "" {
-		if !protocol.ValidName(launchID) {
+		if !rules.ValidName(launchID) {
 			return nil, fmt.Errorf("launch %q is not a valid name", launchID)
 		}
 		sel = labelLaunch + "=" + launchID
@@ -354,7 +354,7 @@ func (k *Kubernetes) Stop(ctx context.Context, launchID string) error {
 
 // Logs prints the log of a runner's pod.
 func (k *Kubernetes) Logs(ctx context.Context, name string, w io.Writer) error {
-	if !protocol.ValidName(name) {
+	if !rules.ValidName(name) {
 		return fmt.Errorf("runner %q is not a valid name", name)
 	}
 	cs, ns, err := k.client()

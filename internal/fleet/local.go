@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Local runs runners as processes of this machine, detached from the
@@ -81,7 +81,7 @@ func (l *procs) runnerDir(launchID, name string) (string, error) {
 // runnerDir is a launched runner's directory under a target's state
 // directory.
 func runnerDir(root, launchID, name string) (string, error) {
-	if !protocol.ValidName(launchID) || !protocol.ValidName(name) {
+	if !rules.ValidName(launchID) || !rules.ValidName(name) {
 		return "", fmt.Errorf("launch %q / runner %q is not a valid name", launchID, name)
 	}
 	return filepath.Join(root, launchID, name), nil
@@ -159,7 +159,7 @@ func alive(pid int, dir string) bool {
 func (l *procs) instances(launchID string) ([]Instance, map[string]int, error) {
 	pattern := filepath.Join(l.dir, "*", "*", "pid")
 	if launchID != "" {
-		if !protocol.ValidName(launchID) {
+		if !rules.ValidName(launchID) {
 			return nil, nil, fmt.Errorf("launch %q is not a valid name", launchID)
 		}
 		pattern = filepath.Join(l.dir, launchID, "*", "pid")
@@ -233,7 +233,7 @@ func GroupAlive(pgid int) bool {
 }
 
 func (l *procs) Logs(ctx context.Context, name string, w io.Writer) error {
-	if !protocol.ValidName(name) {
+	if !rules.ValidName(name) {
 		return fmt.Errorf("runner %q is not a valid name", name)
 	}
 	files, err := filepath.Glob(filepath.Join(l.dir, "*", name, "runner.log"))

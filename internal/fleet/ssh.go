@@ -21,8 +21,8 @@ import (
 	"strings"
 	"time"
 
-	"drover/internal/protocol"
 	"drover/internal/retry"
+	"drover/internal/rules"
 )
 
 // Host is an SSH host the operator registered for the fleet.
@@ -63,7 +63,7 @@ func LoadHosts(path string) (HostsFile, error) {
 	}
 	for _, h := range hf.Hosts {
 		switch {
-		case !protocol.ValidName(h.Name) || h.Name == "local":
+		case !rules.ValidName(h.Name) || h.Name == "local":
 			return hf, fmt.Errorf("hosts file %s: host name %q must be a name other than local", path, h.Name)
 		case h.SSHHost == "" || strings.HasPrefix(h.SSHHost, "-"):
 			return hf, fmt.Errorf("hosts file %s: host %s needs an ssh_host (an alias of your SSH config)", path, h.Name)
@@ -276,7 +276,7 @@ func (t *SSH) Launch(ctx context.Context, s Spec) ([]Instance, error) {
 		remote := drover + ` runner --stdio --home "$HOME"/.local/state/drover/fleet/` + r.Name +
 			" --slots " + fmt.Sprint(max(s.Slots, 1))
 		if len(labels) > 0 {
-			remote += " --labels " + shellWord(protocol.FormatLabels(labels))
+			remote += " --labels " + shellWord(rules.FormatLabels(labels))
 		}
 		b, err := json.Marshal(bridgeConfig{Host: t.host, SSH: t.ssh, Remote: remote, Hub: s.Hub})
 		if err != nil {

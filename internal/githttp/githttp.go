@@ -24,7 +24,7 @@ import (
 	"drover/internal/auth"
 	"drover/internal/gitcmd"
 	"drover/internal/hubrepo"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Prefix is where the hub serves its repositories over git's smart HTTP
@@ -85,15 +85,15 @@ func errf(status int, code, format string, args ...any) *Error {
 }
 
 func badRequest(format string, args ...any) *Error {
-	return errf(http.StatusBadRequest, protocol.ErrBadRequest, format, args...)
+	return errf(http.StatusBadRequest, rules.ErrBadRequest, format, args...)
 }
 
 func notFound(format string, args ...any) *Error {
-	return errf(http.StatusNotFound, protocol.ErrNotFound, format, args...)
+	return errf(http.StatusNotFound, rules.ErrNotFound, format, args...)
 }
 
 func forbidden(format string, args ...any) *Error {
-	return errf(http.StatusForbidden, protocol.ErrForbidden, format, args...)
+	return errf(http.StatusForbidden, rules.ErrForbidden, format, args...)
 }
 
 // gitService is one of the two smart HTTP services.
@@ -156,7 +156,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok, err := gitToken(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="drover"`)
-		s.fail(w, r, errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "%v", err))
+		s.fail(w, r, errf(http.StatusUnauthorized, rules.ErrUnauthorized, "%v", err))
 		return
 	}
 	c, err := s.Hub.Authenticate(r.Context(), tok)

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
@@ -72,7 +72,7 @@ type runnerAccess struct {
 }
 
 func newRunnerAccess(rn store.Runner, shares []store.Share) *runnerAccess {
-	ra := &runnerAccess{owner: rn.OwnerID, hub: rn.Access == protocol.AccessHub, accounts: map[string]*shareSet{}}
+	ra := &runnerAccess{owner: rn.OwnerID, hub: rn.Access == apitypes.AccessHub, accounts: map[string]*shareSet{}}
 	for _, sh := range shares {
 		if sh.AccountID == "" {
 			if !sh.Pending() {
@@ -287,8 +287,8 @@ func mayUseAccountOf(p call.Caller, ra *runnerAccess, account string, projects m
 }
 
 // sharesView lists a share set for the API, with user names.
-func sharesView(n *namer, shares []store.Share, account string) []protocol.Share {
-	var out []protocol.Share
+func sharesView(n *namer, shares []store.Share, account string) []apitypes.Share {
+	var out []apitypes.Share
 	for _, sh := range shares {
 		if sh.AccountID == account {
 			out = append(out, shareView(n, sh))
@@ -297,8 +297,8 @@ func sharesView(n *namer, shares []store.Share, account string) []protocol.Share
 	return out
 }
 
-func shareView(n *namer, sh store.Share) protocol.Share {
-	v := protocol.Share{Pending: sh.Pending()}
+func shareView(n *namer, sh store.Share) apitypes.Share {
+	v := apitypes.Share{Pending: sh.Pending()}
 	switch sh.Kind {
 	case store.ShareUser:
 		v.User = n.user(sh.Subject)

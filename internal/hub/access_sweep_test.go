@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/store"
@@ -65,12 +66,12 @@ func TestCrossHubAccessChangeWithHintsLost(t *testing.T) {
 	box, w := b.dial(a.registerRunnerOf(bob, "b-box"), protocol.Hello{Slots: 2})
 	b.dial(a.registerRunnerOf(bob, "b-other"), protocol.Hello{}) // held by B too, never changed
 	connectedLoads(t, b, 2)
-	j := a.submitAs(alice, protocol.SubmitRequest{})
+	j := a.submitAs(alice, apitypes.SubmitRequest{})
 	b.h.crossSweep(ctx, false) // B's first look reloads both
 	b.waitQueued(j.ID, waitNotYours)
 
 	loads := accessLoads(b)
-	a.share(bob, "b-box", true, protocol.ShareRequest{User: "alice"})
+	a.share(bob, "b-box", true, apitypes.ShareRequest{User: "alice"})
 	a.accept(alice, "b-box", "")
 	if mayRunHere(b, w.RunnerID, aliceID) {
 		t.Fatal("B knew of the share before its cross sweep: the hints were not lost")
@@ -81,7 +82,7 @@ func TestCrossHubAccessChangeWithHintsLost(t *testing.T) {
 	}
 	runToEnd(t, box, box.offerFor(j.ID), "one\n", 0)
 
-	a.share(bob, "b-box", false, protocol.ShareRequest{User: "alice"})
+	a.share(bob, "b-box", false, apitypes.ShareRequest{User: "alice"})
 	if !mayRunHere(b, w.RunnerID, aliceID) {
 		t.Fatal("B knew of the unshare before its cross sweep: the hints were not lost")
 	}
@@ -152,12 +153,12 @@ func TestRunnerAccessesFromTables(t *testing.T) {
 		case i%3 == 0:
 			th.registerRunnerOf(th.admin, name)
 			if i%2 == 0 {
-				th.share(th.admin, name, true, protocol.ShareRequest{Hub: true})
+				th.share(th.admin, name, true, apitypes.ShareRequest{Hub: true})
 			}
 		default:
 			th.registerRunnerOf(bob, name)
 			if i%2 == 1 {
-				th.share(bob, name, true, protocol.ShareRequest{User: "alice"})
+				th.share(bob, name, true, apitypes.ShareRequest{User: "alice"})
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
@@ -18,8 +19,8 @@ import (
 // without draining the runner, which keeps running what it still can.
 func TestAgentJobsGoOnlyToRunnersThatHaveTheAgent(t *testing.T) {
 	th := startHub(t, Config{})
-	var v protocol.JobView
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"write hello.txt"}}, &v); code != http.StatusCreated {
+	var v apitypes.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "claude", Args: []string{"write hello.txt"}}, &v); code != http.StatusCreated {
 		t.Fatalf("submit: %d %v", code, e)
 	}
 	if !v.Tools {
@@ -40,7 +41,7 @@ func TestAgentJobsGoOnlyToRunnersThatHaveTheAgent(t *testing.T) {
 		Attempts: []protocol.Held{{AttemptRef: o.AttemptRef, Phase: protocol.PhaseRunning}}})
 	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
 		Outcome: job.Outcome{State: job.AttemptReleased, Reason: job.ReasonLimited, Message: "account limited"}, LogSHA256: sum(nil)}))
-	th.waitJob(v.ID, func(j protocol.JobView) bool { return j.State == job.Queued })
+	th.waitJob(v.ID, func(j apitypes.JobView) bool { return j.State == job.Queued })
 	// Its only claude account is limited: the job waits for another.
 	if f, err := sr.tryRead(300 * time.Millisecond); err == nil && f.Type == protocol.TypeOffer {
 		t.Fatalf("offered again to a runner whose claude accounts are limited")
@@ -72,7 +73,7 @@ func TestBadAgentListsCloseTheConnection(t *testing.T) {
 		{Accounts: []protocol.AccountInfo{{ID: "a1", Agent: "claude", Kind: "login", State: "ready\x00"}}},
 		{Labels: map[string]string{"zone": "lab\x1b[0m"}},
 	} {
-		ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+		ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(th.srv.URL, "http")+apitypes.APIPrefix+"/runner/connect",
 			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
 		if err != nil {
 			t.Fatal(err)
@@ -112,12 +113,12 @@ func TestDispatchPrefersTheOwnersAccountOrder(t *testing.T) {
 	}
 	sr1, _ := th.dial(th.registerRunner("r1"), hello("acct_a"))
 	sr2, _ := th.dial(th.registerRunner("r2"), hello("acct_b"))
-	var list protocol.AccountList
-	if code, e := th.call(th.admin, "POST", "/accounts/move", protocol.MoveAccountRequest{Runner: "r2", ID: "acct_b", Position: 1}, &list); code != http.StatusOK {
+	var list apitypes.AccountList
+	if code, e := th.call(th.admin, "POST", "/accounts/move", apitypes.MoveAccountRequest{Runner: "r2", ID: "acct_b", Position: 1}, &list); code != http.StatusOK {
 		t.Fatalf("move: %d %v", code, e)
 	}
-	var v protocol.JobView
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"hi"}}, &v); code != http.StatusCreated {
+	var v apitypes.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "claude", Args: []string{"hi"}}, &v); code != http.StatusCreated {
 		t.Fatalf("submit: %d %v", code, e)
 	}
 	if o := sr2.offer(); o.Job != v.ID || o.Account != "acct_b" {
@@ -127,7 +128,7 @@ func TestDispatchPrefersTheOwnersAccountOrder(t *testing.T) {
 		t.Fatal("r1 got the job too")
 	}
 	// With r2 busy, the next job takes r1's account.
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"again"}}, &v); code != http.StatusCreated {
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "claude", Args: []string{"again"}}, &v); code != http.StatusCreated {
 		t.Fatalf("submit: %d %v", code, e)
 	}
 	if o := sr1.offer(); o.Job != v.ID || o.Account != "acct_a" {
@@ -145,7 +146,7 @@ func TestJobPinnedToAnAccount(t *testing.T) {
 	}
 	sr1, _ := th.dial(th.registerRunner("r1"), hello("acct_a", "work"))
 	sr2, _ := th.dial(th.registerRunner("r2"), hello("acct_b", "personal"))
-	for _, bad := range []protocol.SubmitRequest{
+	for _, bad := range []apitypes.SubmitRequest{
 		{Agent: "exec", Args: []string{"true"}, Account: "work"},
 		{Agent: "claude", Args: []string{"hi"}, Account: strings.Repeat("x", 65)},
 	} {
@@ -153,8 +154,8 @@ func TestJobPinnedToAnAccount(t *testing.T) {
 			t.Errorf("submit %+v: %d, want 400", bad, code)
 		}
 	}
-	var v protocol.JobView
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"hi"}, Account: "personal"}, &v); code != http.StatusCreated {
+	var v apitypes.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "claude", Args: []string{"hi"}, Account: "personal"}, &v); code != http.StatusCreated {
 		t.Fatalf("submit: %d %v", code, e)
 	}
 	if v.Account != "personal" {
@@ -187,19 +188,19 @@ func TestDispatchSkipsAccountsThatNeedLoginOrAttention(t *testing.T) {
 		Accounts: []protocol.AccountInfo{acct("acct_l", protocol.AccountNeedsLogin), acct("acct_n", protocol.AccountNeedsAttention)}})
 	sr2, _ := th.dial(th.registerRunner("r2"), protocol.Hello{Slots: 1, Agents: []string{"exec", "claude"},
 		Accounts: []protocol.AccountInfo{acct("acct_x", protocol.AccountNeedsLogin), acct("acct_y", protocol.AccountNeedsAttention), acct("acct_r", protocol.AccountReady)}})
-	for _, move := range []protocol.MoveAccountRequest{{Runner: "r1", ID: "acct_l", Position: 1}, {Runner: "r2", ID: "acct_x", Position: 2}} {
+	for _, move := range []apitypes.MoveAccountRequest{{Runner: "r1", ID: "acct_l", Position: 1}, {Runner: "r2", ID: "acct_x", Position: 2}} {
 		if code, e := th.call(th.admin, "POST", "/accounts/move", move, nil); code != http.StatusOK {
 			t.Fatalf("move %+v: %d %v", move, code, e)
 		}
 	}
-	var v protocol.JobView
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"hi"}}, &v); code != http.StatusCreated {
+	var v apitypes.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "claude", Args: []string{"hi"}}, &v); code != http.StatusCreated {
 		t.Fatalf("submit: %d %v", code, e)
 	}
 	if o := sr2.offer(); o.Job != v.ID || o.Account != "acct_r" {
 		t.Fatalf("offer %+v, want job %s with r2's ready acct_r", o, v.ID)
 	}
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "claude", Args: []string{"again"}}, &v); code != http.StatusCreated {
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "claude", Args: []string{"again"}}, &v); code != http.StatusCreated {
 		t.Fatalf("submit: %d %v", code, e)
 	}
 	if f, err := sr1.tryRead(500 * time.Millisecond); err == nil && f.Type == protocol.TypeOffer {

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
+	"drover/internal/hub/httpapi"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -28,9 +31,9 @@ func (th *testHub) seedAccounts(name string, accts ...protocol.AccountInfo) {
 	}
 }
 
-func (th *testHub) accounts(token string) []protocol.AccountView {
+func (th *testHub) accounts(token string) []apitypes.AccountView {
 	th.t.Helper()
-	var l protocol.AccountList
+	var l apitypes.AccountList
 	if code, e := th.call(token, "GET", "/accounts", nil, &l); code != http.StatusOK {
 		th.t.Fatalf("list accounts: %d %+v", code, e)
 	}
@@ -38,7 +41,7 @@ func (th *testHub) accounts(token string) []protocol.AccountView {
 }
 
 // accountOrder is "RUNNER/ID" of each account, with its position checked.
-func accountOrder(t *testing.T, vs []protocol.AccountView) []string {
+func accountOrder(t *testing.T, vs []apitypes.AccountView) []string {
 	t.Helper()
 	out := []string{}
 	for i, v := range vs {
@@ -65,7 +68,7 @@ func TestAccountsListAndMove(t *testing.T) {
 	tok1 := th.registerRunner("box-1")
 	th.registerRunner("box-2")
 	bob := th.addUser("bob")
-	if code, e := th.call(bob, "POST", "/runners/approve", protocol.ApproveRequest{Name: "bobs-box", Key: strings.Repeat("ab", 32)}, nil); code != http.StatusOK {
+	if code, e := th.call(bob, "POST", "/runners/approve", apitypes.ApproveRequest{Name: "bobs-box", Key: strings.Repeat("ab", 32)}, nil); code != http.StatusOK {
 		t.Fatalf("bob approves his runner: %d %+v", code, e)
 	}
 	// box-1 is connected, box-2 is not.
@@ -75,7 +78,7 @@ func TestAccountsListAndMove(t *testing.T) {
 	th.seedAccounts("bobs-box", protocol.AccountInfo{ID: "acc-9", Agent: "claude", Kind: "login", State: protocol.AccountReady})
 
 	got := th.accounts(th.admin)
-	want := []protocol.AccountView{
+	want := []apitypes.AccountView{
 		{Position: 1, Runner: "box-1", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Connected: true, Owner: "admin"},
 		{Position: 2, Runner: "box-1", ID: "acc-2", Agent: "codex", Label: "home", Kind: "api-key", State: "limited", LimitedUntil: &reset, Connected: true, Owner: "admin"},
 		{Position: 3, Runner: "box-2", ID: "acc-1", Agent: "claude", Label: "work", Kind: "login", State: "ready", Owner: "admin"},
@@ -93,19 +96,19 @@ func TestAccountsListAndMove(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		req  protocol.MoveAccountRequest
+		req  apitypes.MoveAccountRequest
 		want string
 	}{
-		{"by label, to the top", protocol.MoveAccountRequest{Runner: "box-2", ID: "work", Position: 1},
+		{"by label, to the top", apitypes.MoveAccountRequest{Runner: "box-2", ID: "work", Position: 1},
 			"box-2/acc-1 box-1/acc-1 box-1/acc-2 box-2/acc-3 box-2/acc-4"},
-		{"by id, down", protocol.MoveAccountRequest{Runner: "box-1", ID: "acc-1", Position: 3},
+		{"by id, down", apitypes.MoveAccountRequest{Runner: "box-1", ID: "acc-1", Position: 3},
 			"box-2/acc-1 box-1/acc-2 box-1/acc-1 box-2/acc-3 box-2/acc-4"},
-		{"past the end", protocol.MoveAccountRequest{Runner: "box-2", ID: "acc-1", Position: 99},
+		{"past the end", apitypes.MoveAccountRequest{Runner: "box-2", ID: "acc-1", Position: 99},
 			"box-1/acc-2 box-1/acc-1 box-2/acc-3 box-2/acc-4 box-2/acc-1"},
-		{"a shared label by id", protocol.MoveAccountRequest{Runner: "box-2", ID: "acc-4", Position: 2},
+		{"a shared label by id", apitypes.MoveAccountRequest{Runner: "box-2", ID: "acc-4", Position: 2},
 			"box-1/acc-2 box-2/acc-4 box-1/acc-1 box-2/acc-3 box-2/acc-1"},
 	} {
-		var l protocol.AccountList
+		var l apitypes.AccountList
 		if code, e := th.call(th.admin, "POST", "/accounts/move", tc.req, &l); code != http.StatusOK {
 			t.Fatalf("%s: %d %+v", tc.name, code, e)
 		}
@@ -125,7 +128,7 @@ func TestAccountMovesRefused(t *testing.T) {
 	th := startHub(t, Config{})
 	th.registerRunner("box-1")
 	bob := th.addUser("bob")
-	if code, e := th.call(bob, "POST", "/runners/approve", protocol.ApproveRequest{Name: "bobs-box", Key: strings.Repeat("cd", 32)}, nil); code != http.StatusOK {
+	if code, e := th.call(bob, "POST", "/runners/approve", apitypes.ApproveRequest{Name: "bobs-box", Key: strings.Repeat("cd", 32)}, nil); code != http.StatusOK {
 		t.Fatalf("bob approves his runner: %d %+v", code, e)
 	}
 	th.seedAccounts("box-1",
@@ -137,7 +140,7 @@ func TestAccountMovesRefused(t *testing.T) {
 	bobs := strings.Join(accountOrder(t, th.accounts(bob)), " ")
 
 	move := func(runner, id string, pos int) string {
-		b, _ := json.Marshal(protocol.MoveAccountRequest{Runner: runner, ID: id, Position: pos})
+		b, _ := json.Marshal(apitypes.MoveAccountRequest{Runner: runner, ID: id, Position: pos})
 		return string(b)
 	}
 	for _, tc := range []struct {
@@ -147,21 +150,21 @@ func TestAccountMovesRefused(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"unknown runner", th.admin, move("box-9", "acc-1", 1), http.StatusNotFound, protocol.ErrNotFound},
-		{"another owner's runner", th.admin, move("bobs-box", "acc-9", 1), http.StatusNotFound, protocol.ErrNotFound},
-		{"my runner by another owner", bob, move("box-1", "acc-1", 1), http.StatusNotFound, protocol.ErrNotFound},
-		{"unknown account", th.admin, move("box-1", "acc-7", 1), http.StatusNotFound, protocol.ErrNotFound},
-		{"ambiguous label", th.admin, move("box-1", "spare", 1), http.StatusBadRequest, protocol.ErrBadRequest},
-		{"position 0", th.admin, move("box-1", "acc-2", 0), http.StatusBadRequest, protocol.ErrBadRequest},
-		{"negative position", th.admin, move("box-1", "acc-2", -1), http.StatusBadRequest, protocol.ErrBadRequest},
-		{"no runner", th.admin, move("", "acc-2", 1), http.StatusBadRequest, protocol.ErrBadRequest},
-		{"no account", th.admin, move("box-1", "", 1), http.StatusBadRequest, protocol.ErrBadRequest},
-		{"malformed body", th.admin, `{"runner": "box-1", "id": `, http.StatusBadRequest, protocol.ErrBadRequest},
-		{"wrongly typed body", th.admin, `{"runner": "box-1", "id": "acc-2", "position": "1"}`, http.StatusBadRequest, protocol.ErrBadRequest},
-		{"body too large", th.admin, move("box-1", strings.Repeat("x", maxBody+1), 1), http.StatusRequestEntityTooLarge, protocol.ErrTooLarge},
-		{"no token", "", move("box-1", "acc-2", 1), http.StatusUnauthorized, protocol.ErrUnauthorized},
+		{"unknown runner", th.admin, move("box-9", "acc-1", 1), http.StatusNotFound, rules.ErrNotFound},
+		{"another owner's runner", th.admin, move("bobs-box", "acc-9", 1), http.StatusNotFound, rules.ErrNotFound},
+		{"my runner by another owner", bob, move("box-1", "acc-1", 1), http.StatusNotFound, rules.ErrNotFound},
+		{"unknown account", th.admin, move("box-1", "acc-7", 1), http.StatusNotFound, rules.ErrNotFound},
+		{"ambiguous label", th.admin, move("box-1", "spare", 1), http.StatusBadRequest, rules.ErrBadRequest},
+		{"position 0", th.admin, move("box-1", "acc-2", 0), http.StatusBadRequest, rules.ErrBadRequest},
+		{"negative position", th.admin, move("box-1", "acc-2", -1), http.StatusBadRequest, rules.ErrBadRequest},
+		{"no runner", th.admin, move("", "acc-2", 1), http.StatusBadRequest, rules.ErrBadRequest},
+		{"no account", th.admin, move("box-1", "", 1), http.StatusBadRequest, rules.ErrBadRequest},
+		{"malformed body", th.admin, `{"runner": "box-1", "id": `, http.StatusBadRequest, rules.ErrBadRequest},
+		{"wrongly typed body", th.admin, `{"runner": "box-1", "id": "acc-2", "position": "1"}`, http.StatusBadRequest, rules.ErrBadRequest},
+		{"body too large", th.admin, move("box-1", strings.Repeat("x", httpapi.MaxBody+1), 1), http.StatusRequestEntityTooLarge, rules.ErrTooLarge},
+		{"no token", "", move("box-1", "acc-2", 1), http.StatusUnauthorized, rules.ErrUnauthorized},
 	} {
-		req, _ := http.NewRequest("POST", th.srv.URL+protocol.APIPrefix+"/accounts/move", strings.NewReader(tc.body))
+		req, _ := http.NewRequest("POST", th.srv.URL+apitypes.APIPrefix+"/accounts/move", strings.NewReader(tc.body))
 		if tc.token != "" {
 			req.Header.Set("Authorization", "Bearer "+tc.token)
 		}
@@ -171,7 +174,7 @@ func TestAccountMovesRefused(t *testing.T) {
 		}
 		data, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var eb protocol.ErrorBody
+		var eb apitypes.ErrorBody
 		_ = json.Unmarshal(data, &eb)
 		if resp.StatusCode != tc.status || eb.Error.Code != tc.code || eb.Error.Message == "" {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, resp.StatusCode, data, tc.status, tc.code)
@@ -185,8 +188,8 @@ func TestAccountMovesRefused(t *testing.T) {
 	}
 
 	// An id wins over another account's label.
-	var l protocol.AccountList
-	if code, e := th.call(th.admin, "POST", "/accounts/move", protocol.MoveAccountRequest{Runner: "box-1", ID: "acc-1", Position: 3}, &l); code != http.StatusOK {
+	var l apitypes.AccountList
+	if code, e := th.call(th.admin, "POST", "/accounts/move", apitypes.MoveAccountRequest{Runner: "box-1", ID: "acc-1", Position: 3}, &l); code != http.StatusOK {
 		t.Fatalf("move by id: %d %+v", code, e)
 	}
 	if got := strings.Join(accountOrder(t, l.Accounts), " "); got != "box-1/acc-2 box-1/acc-3 box-1/acc-1" {

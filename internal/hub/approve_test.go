@@ -10,13 +10,15 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
-func (th *testHub) approve(token string, req protocol.ApproveRequest) (protocol.ApproveResponse, int, protocol.Error) {
+func (th *testHub) approve(token string, req apitypes.ApproveRequest) (apitypes.ApproveResponse, int, rules.Error) {
 	th.t.Helper()
-	var v protocol.ApproveResponse
+	var v apitypes.ApproveResponse
 	code, e := th.call(token, "POST", "/runners/approve", req, &v)
 	return v, code, e
 }
@@ -25,7 +27,7 @@ func (th *testHub) approve(token string, req protocol.ApproveRequest) (protocol.
 // the HTTP status when it is not approved.
 func (th *testHub) loginName(tok string) (string, int) {
 	th.t.Helper()
-	var v protocol.RunnerView
+	var v apitypes.RunnerView
 	code, _ := th.call(tok, "GET", "/runner/login", nil, &v)
 	return v.Name, code
 }
@@ -47,7 +49,7 @@ func wantClosed(t *testing.T, sr *scriptRunner, code websocket.StatusCode) {
 func dialStatus(th *testHub, tok string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+apitypes.APIPrefix+"/runner/connect",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
 	if err == nil {
 		ws.CloseNow()
@@ -69,7 +71,7 @@ func TestApproveUnderAnotherName(t *testing.T) {
 	if _, code := th.loginName(tok); code != http.StatusUnauthorized {
 		t.Fatalf("unapproved login answered %d, want 401", code)
 	}
-	if v, code, e := th.approve(th.admin, protocol.ApproveRequest{Name: "gpu2", Key: key}); code != 200 || v.Name != "gpu2" {
+	if v, code, e := th.approve(th.admin, apitypes.ApproveRequest{Name: "gpu2", Key: key}); code != 200 || v.Name != "gpu2" {
 		t.Fatalf("approve as gpu2: %d %+v %+v", code, v, e)
 	}
 	if name, code := th.loginName(tok); code != 200 || name != "gpu2" {
@@ -79,11 +81,11 @@ func TestApproveUnderAnotherName(t *testing.T) {
 	if w.RunnerName != "gpu2" {
 		t.Fatalf("welcome names the runner %q, want gpu2", w.RunnerName)
 	}
-	_, code, e := th.approve(th.admin, protocol.ApproveRequest{Name: "gpu1", Key: key, Replace: true})
+	_, code, e := th.approve(th.admin, apitypes.ApproveRequest{Name: "gpu1", Key: key, Replace: true})
 	if code != http.StatusConflict || !strings.Contains(e.Message, `"gpu2"`) || !strings.Contains(e.Message, `"gpu1"`) {
 		t.Fatalf("re-approving under another name: %d %+v, want 409 naming both names", code, e)
 	}
-	var l protocol.RunnerList
+	var l apitypes.RunnerList
 	th.call(th.admin, "GET", "/runners", nil, &l)
 	if len(l.Runners) != 1 || l.Runners[0].Name != "gpu2" {
 		t.Fatalf("runners %+v, want only gpu2", l.Runners)
@@ -94,7 +96,7 @@ func TestApproveOverAnExistingName(t *testing.T) {
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
 	oldTok := auth.NewToken(auth.PrefixRunner)
-	first, code, e := th.approve(th.admin, protocol.ApproveRequest{Name: "box", Key: auth.Hash(oldTok)})
+	first, code, e := th.approve(th.admin, apitypes.ApproveRequest{Name: "box", Key: auth.Hash(oldTok)})
 	if code != 200 || first.Replaced {
 		t.Fatalf("first approval: %d %+v %+v", code, first, e)
 	}
@@ -105,17 +107,17 @@ func TestApproveOverAnExistingName(t *testing.T) {
 	refusals := []struct {
 		name    string
 		token   string
-		req     protocol.ApproveRequest
+		req     apitypes.ApproveRequest
 		status  int
 		message []string
 	}{
-		{"same owner without replace", th.admin, protocol.ApproveRequest{Name: "box", Key: newKey},
+		{"same owner without replace", th.admin, apitypes.ApproveRequest{Name: "box", Key: newKey},
 			409, []string{`"box" is taken`, "--replace", "revokes the old runner's token", "disconnects"}},
-		{"another owner", bob, protocol.ApproveRequest{Name: "box", Key: newKey},
+		{"another owner", bob, apitypes.ApproveRequest{Name: "box", Key: newKey},
 			409, []string{"another user's runner"}},
-		{"another owner with replace", bob, protocol.ApproveRequest{Name: "box", Key: newKey, Replace: true},
+		{"another owner with replace", bob, apitypes.ApproveRequest{Name: "box", Key: newKey, Replace: true},
 			409, []string{"another user's runner"}},
-		{"another owner re-approving the key", bob, protocol.ApproveRequest{Name: "box", Key: auth.Hash(oldTok)},
+		{"another owner re-approving the key", bob, apitypes.ApproveRequest{Name: "box", Key: auth.Hash(oldTok)},
 			403, []string{"another user"}},
 	}
 	for _, tt := range refusals {
@@ -141,13 +143,13 @@ func TestApproveOverAnExistingName(t *testing.T) {
 
 	// The same key again needs no replace and changes nothing.
 	for _, replace := range []bool{false, true} {
-		v, code, e := th.approve(th.admin, protocol.ApproveRequest{Name: "box", Key: auth.Hash(oldTok), Replace: replace})
+		v, code, e := th.approve(th.admin, apitypes.ApproveRequest{Name: "box", Key: auth.Hash(oldTok), Replace: replace})
 		if code != 200 || v.ID != first.ID || v.Replaced {
 			t.Fatalf("same key again (replace=%v): %d %+v %+v", replace, code, v, e)
 		}
 	}
 
-	v, code, e := th.approve(th.admin, protocol.ApproveRequest{Name: "box", Key: newKey, Replace: true})
+	v, code, e := th.approve(th.admin, apitypes.ApproveRequest{Name: "box", Key: newKey, Replace: true})
 	if code != 200 || !v.Replaced || v.ID != first.ID {
 		t.Fatalf("replace: %d %+v %+v", code, v, e)
 	}
@@ -162,7 +164,7 @@ func TestApproveOverAnExistingName(t *testing.T) {
 		t.Fatalf("new login: %q %d", name, code)
 	}
 	th.dial(newTok, protocol.Hello{})
-	if v, code, _ := th.approve(th.admin, protocol.ApproveRequest{Name: "box", Key: newKey}); code != 200 || v.Replaced {
+	if v, code, _ := th.approve(th.admin, apitypes.ApproveRequest{Name: "box", Key: newKey}); code != 200 || v.Replaced {
 		t.Fatalf("the new key again: %d %+v", code, v)
 	}
 
@@ -171,7 +173,7 @@ func TestApproveOverAnExistingName(t *testing.T) {
 		t.Fatalf("revoke: %d %+v", code, e)
 	}
 	third := auth.NewToken(auth.PrefixRunner)
-	if v, code, e := th.approve(th.admin, protocol.ApproveRequest{Name: "box", Key: auth.Hash(third)}); code != 200 || v.Replaced || v.Revoked {
+	if v, code, e := th.approve(th.admin, apitypes.ApproveRequest{Name: "box", Key: auth.Hash(third)}); code != 200 || v.Replaced || v.Revoked {
 		t.Fatalf("approve over a revoked runner: %d %+v %+v", code, v, e)
 	}
 }
@@ -213,10 +215,10 @@ func (nopLink) Close(int, string)           {}
 func TestStaleTokenIsRefusedAtHello(t *testing.T) {
 	th := startHub(t, Config{})
 	tok := th.registerRunner("box")
-	var rv protocol.RunnerView
+	var rv apitypes.RunnerView
 	th.call(tok, "GET", "/runner/login", nil, &rv)
 	c := &runnerSession{runnerID: rv.ID, name: "box", tokenHash: auth.Hash(tok), link: nopLink{}}
-	if _, code, e := th.approve(th.admin, protocol.ApproveRequest{Name: "box", Key: auth.Hash(auth.NewToken(auth.PrefixRunner)), Replace: true}); code != 200 {
+	if _, code, e := th.approve(th.admin, apitypes.ApproveRequest{Name: "box", Key: auth.Hash(auth.NewToken(auth.PrefixRunner)), Replace: true}); code != 200 {
 		t.Fatalf("replace: %d %+v", code, e)
 	}
 	err := th.h.attach(context.Background(), c, protocol.Hello{Protocol: protocol.Version, Slots: 1})

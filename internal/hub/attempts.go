@@ -14,6 +14,7 @@ import (
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -176,7 +177,7 @@ func (h *Hub) expireOffer(tx store.Tx, a *store.Attempt, j *store.Job, reason jo
 
 func (h *Hub) appendLog(ctx context.Context, c *runnerSession, l protocol.Log) (protocol.LogAck, error) {
 	if len(l.Data) > protocol.MaxLogChunk {
-		return protocol.LogAck{}, call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "log chunk of %d bytes is over %d", len(l.Data), protocol.MaxLogChunk)
+		return protocol.LogAck{}, call.Errf(http.StatusRequestEntityTooLarge, rules.ErrTooLarge, "log chunk of %d bytes is over %d", len(l.Data), protocol.MaxLogChunk)
 	}
 	if l.Offset < 0 {
 		return protocol.LogAck{}, call.BadRequest("negative log offset")
@@ -201,13 +202,13 @@ func (h *Hub) appendLog(ctx context.Context, c *runnerSession, l protocol.Log) (
 		}
 		if l.Offset != a.LogSize {
 			size := a.LogSize
-			return &call.Refusal{Status: http.StatusConflict, Code: protocol.ErrOffset, Msg: fmt.Sprintf("log chunk at offset %d, the hub holds %d bytes", l.Offset, size), Size: &size}
+			return &call.Refusal{Status: http.StatusConflict, Code: rules.ErrOffset, Msg: fmt.Sprintf("log chunk at offset %d, the hub holds %d bytes", l.Offset, size), Size: &size}
 		}
 		if a.State != job.AttemptRunning && !lateResultAllowed(a, j) {
 			return call.Fenced("attempt %s is %s and takes no more output", a.ID, a.State)
 		}
 		if end > j.LogCap+logSlack {
-			return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "log would exceed the cap of %d bytes", j.LogCap)
+			return call.Errf(http.StatusRequestEntityTooLarge, rules.ErrTooLarge, "log would exceed the cap of %d bytes", j.LogCap)
 		}
 		if err := tx.AppendLog(a.ID, l.Offset, l.Data); err != nil {
 			return err
@@ -304,7 +305,7 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		}
 		if fin.LogSize != a.LogSize || digest == "" {
 			size := a.LogSize
-			return protocol.FinishAck{}, &call.Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete,
+			return protocol.FinishAck{}, &call.Refusal{Status: http.StatusConflict, Code: rules.ErrLogIncomplete,
 				Msg: fmt.Sprintf("finish says %d log bytes, the hub holds %d", fin.LogSize, size), Size: &size}
 		}
 		if fin.Isolation != nil {
@@ -459,5 +460,5 @@ func (h *Hub) resetLog(ctx context.Context, c *runnerSession, ref protocol.Attem
 	}
 	h.log.Warn("log checksum mismatch; asked the runner to send the log again", "runner", c.name, "attempt", ref.Attempt)
 	zero := int64(0)
-	return &call.Refusal{Status: http.StatusConflict, Code: protocol.ErrLogIncomplete, Msg: "log checksum mismatch: send the log again from offset 0", Size: &zero}
+	return &call.Refusal{Status: http.StatusConflict, Code: rules.ErrLogIncomplete, Msg: "log checksum mismatch: send the log again from offset 0", Size: &zero}
 }

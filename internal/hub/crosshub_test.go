@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/sandbox/sandboxtest"
@@ -196,7 +197,7 @@ func TestCrossHubLostHintsStillComplete(t *testing.T) {
 	if s := <-got; s != "hi\n|false" && s != "hi\n|true" {
 		t.Fatalf("A's follower got %q", s)
 	}
-	a.waitJob(j.ID, func(v protocol.JobView) bool { return v.State == job.Completed })
+	a.waitJob(j.ID, func(v apitypes.JobView) bool { return v.State == job.Completed })
 
 	// A cancel on A reaches the runner on B all the same, and so does a
 	// revoke.
@@ -247,7 +248,7 @@ func TestCrossHubCancelAndFollow(t *testing.T) {
 	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
 		Outcome: job.Outcome{State: job.AttemptCancelled, Reason: job.ReasonCancelled, ExitCode: exit(143)},
 		LogSize: 5, LogSHA256: sum([]byte("hello"))}))
-	a.waitJob(j.ID, func(v protocol.JobView) bool { return v.State == job.Cancelled })
+	a.waitJob(j.ID, func(v apitypes.JobView) bool { return v.State == job.Cancelled })
 
 	// An offer not yet accepted, cancelled on A: B drops it.
 	q := a.submit("true")
@@ -320,7 +321,7 @@ func TestCrossHubReconnectResumes(t *testing.T) {
 	wantOK(t, sr2.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
 		Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)},
 		LogSize: 7, LogSHA256: sum([]byte("one two"))}))
-	if v := a.waitJob(j.ID, func(v protocol.JobView) bool { return v.State == job.Completed }); v.Attempts[0].LogSize != 7 {
+	if v := a.waitJob(j.ID, func(v apitypes.JobView) bool { return v.State == job.Completed }); v.Attempts[0].LogSize != 7 {
 		t.Fatalf("log size %d, want 7", v.Attempts[0].LogSize)
 	}
 	o2 := sr2.offer()
@@ -336,7 +337,7 @@ func TestCrossHubReconnectResumes(t *testing.T) {
 	runToEnd(t, sr2, o2, "", 0) // the accept above is applied once
 	sr2.ws.CloseNow()
 	gone(b)
-	a.waitJob(other.ID, func(v protocol.JobView) bool { return v.State == job.Completed })
+	a.waitJob(other.ID, func(v apitypes.JobView) bool { return v.State == job.Completed })
 	last := a.submit("true")
 	sr3, _ := c.dial(tok, protocol.Hello{})
 	if o3 := sr3.offer(); o3.Job != last.ID {
@@ -415,7 +416,7 @@ func TestCrossHubDispatchRaceOffersOnce(t *testing.T) {
 		ids = append(ids, hs[n%len(hs)].submit("true").ID)
 	}
 	for _, id := range ids {
-		hs[0].waitJob(id, func(v protocol.JobView) bool { return v.State == job.Completed })
+		hs[0].waitJob(id, func(v apitypes.JobView) bool { return v.State == job.Completed })
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -442,18 +443,18 @@ func TestCrossHubShareReachesTheHoldingHub(t *testing.T) {
 	a, b := hs[0], hs[1]
 	alice, bob := a.addUser("alice"), a.addUser("bob")
 	box, _ := b.dial(a.registerRunnerOf(bob, "b-box"), protocol.Hello{Slots: 2})
-	j := a.submitAs(alice, protocol.SubmitRequest{})
+	j := a.submitAs(alice, apitypes.SubmitRequest{})
 	b.waitQueued(j.ID, waitNotYours)
-	a.share(bob, "b-box", true, protocol.ShareRequest{User: "alice"})
+	a.share(bob, "b-box", true, apitypes.ShareRequest{User: "alice"})
 	// Pending until alice accepts, here on b: then b's runner gets the job.
-	if v := b.runnersOf(alice)["b-box"]; !slices.Equal(v.Offered, []protocol.Share{{User: "alice", Pending: true}}) {
+	if v := b.runnersOf(alice)["b-box"]; !slices.Equal(v.Offered, []apitypes.Share{{User: "alice", Pending: true}}) {
 		t.Fatalf("alice sees on b %+v", v)
 	}
 	b.waitQueued(j.ID, waitNotYours)
 	b.accept(alice, "b-box", "")
 	runToEnd(t, box, box.offerFor(j.ID), "one\n", 0)
-	a.share(bob, "b-box", false, protocol.ShareRequest{User: "alice"})
-	j2 := a.submitAs(alice, protocol.SubmitRequest{})
+	a.share(bob, "b-box", false, apitypes.ShareRequest{User: "alice"})
+	j2 := a.submitAs(alice, apitypes.SubmitRequest{})
 	b.waitQueued(j2.ID, waitNotYours)
 }
 
@@ -478,7 +479,7 @@ func TestOfferChecksStoredAccess(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	j := th.submitAs(alice, protocol.SubmitRequest{})
+	j := th.submitAs(alice, apitypes.SubmitRequest{})
 	waitDispatchIdle(t, th)
 	box.noOfferYet()
 	if v := th.job(j.ID); v.State != job.Queued {

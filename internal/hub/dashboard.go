@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 	"drover/internal/web"
 )
@@ -40,7 +42,7 @@ func (d dashboard) pageError(err error) error {
 }
 
 func (d dashboard) UserOf(ctx context.Context, token string) (web.User, error) {
-	p, err := d.h.authenticateAs(ctx, "Bearer "+token, store.TokenUser)
+	p, err := d.h.AuthenticateAs(ctx, token, store.TokenUser)
 	return asUser(p), d.pageError(err)
 }
 
@@ -62,13 +64,13 @@ func (d dashboard) Session(ctx context.Context, session string) (web.User, error
 		t, err := tx.Token(auth.Hash(session))
 		switch {
 		case errors.Is(err, store.ErrNotFound) || (err == nil && t.Kind != store.TokenSession):
-			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session is not known (signed out, or the hub forgot it)")
+			return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "the session is not known (signed out, or the hub forgot it)")
 		case err != nil:
 			return err
 		case t.RevokedAt != nil:
-			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "you signed out, or your token was rotated")
+			return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "you signed out, or your token was rotated")
 		case !d.h.now().Before(t.CreatedAt.Add(d.h.cfg.SessionTTL)):
-			return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "the session expired")
+			return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "the session expired")
 		}
 		p, err = userPrincipal(tx, t.OwnerID)
 		return err
@@ -86,29 +88,29 @@ func (d dashboard) EndSession(ctx context.Context, session string) error {
 	return d.pageError(err)
 }
 
-func (d dashboard) Runners(ctx context.Context, u web.User) ([]protocol.RunnerView, error) {
-	rs, err := d.h.runnerViews(ctx, as(u))
+func (d dashboard) Runners(ctx context.Context, u web.User) ([]apitypes.RunnerView, error) {
+	rs, err := d.h.RunnerViews(ctx, as(u))
 	return rs, d.pageError(err)
 }
 
-func (d dashboard) Jobs(ctx context.Context, u web.User, state string) ([]protocol.JobView, error) {
-	js, err := d.h.listJobs(ctx, as(u), listJobsRequest{State: job.State(state), Limit: 500})
+func (d dashboard) Jobs(ctx context.Context, u web.User, state string) ([]apitypes.JobView, error) {
+	js, err := d.h.ListJobs(ctx, as(u), call.ListJobsRequest{State: job.State(state), Limit: 500})
 	return js.Jobs, d.pageError(err)
 }
 
-func (d dashboard) Job(ctx context.Context, u web.User, id string) (protocol.JobView, error) {
-	v, err := d.h.showJob(ctx, as(u), showJobRequest{ID: id})
+func (d dashboard) Job(ctx context.Context, u web.User, id string) (apitypes.JobView, error) {
+	v, err := d.h.ShowJob(ctx, as(u), call.ShowJobRequest{ID: id})
 	return v, d.pageError(err)
 }
 
-func (d dashboard) Events(ctx context.Context, u web.User, id string, after int64) ([]protocol.EventView, error) {
-	evs, err := d.h.jobEvents(ctx, as(u), jobEventsRequest{ID: id, After: after})
+func (d dashboard) Events(ctx context.Context, u web.User, id string, after int64) ([]apitypes.EventView, error) {
+	evs, err := d.h.JobEvents(ctx, as(u), call.JobEventsRequest{ID: id, After: after})
 	return evs.Events, d.pageError(err)
 }
 
 func (d dashboard) Log(ctx context.Context, u web.User, id string, attempt, offset int64) (web.LogSlice, error) {
-	s, err := d.h.readLog(ctx, as(u), logRequest{ID: id, Attempt: attempt, Offset: offset})
-	return web.LogSlice{Data: s.data, Attempt: s.attempt, Size: s.size, Complete: s.complete}, d.pageError(err)
+	s, err := d.h.readLog(ctx, as(u), call.LogRequest{ID: id, Attempt: attempt, Offset: offset})
+	return web.LogSlice{Data: s.Data, Attempt: s.Attempt, Size: s.Size, Complete: s.Complete}, d.pageError(err)
 }
 
 func (d dashboard) Changed(id string) (<-chan struct{}, func()) { return d.h.waitChan(id) }
@@ -118,57 +120,57 @@ func (d dashboard) Questions(ctx context.Context, u web.User) ([]protocol.Questi
 	return qs, d.pageError(err)
 }
 
-func (d dashboard) Projects(ctx context.Context, u web.User) ([]protocol.ProjectView, error) {
-	ps, err := d.h.projectViews(ctx, as(u))
+func (d dashboard) Projects(ctx context.Context, u web.User) ([]apitypes.ProjectView, error) {
+	ps, err := d.h.ProjectViews(ctx, as(u))
 	return ps, d.pageError(err)
 }
 
-func (d dashboard) Members(ctx context.Context, u web.User, project string) (protocol.MemberList, error) {
-	ms, err := d.h.members(ctx, as(u), membersRequest{Project: project})
+func (d dashboard) Members(ctx context.Context, u web.User, project string) (apitypes.MemberList, error) {
+	ms, err := d.h.Members(ctx, as(u), call.MembersRequest{Project: project})
 	return ms, d.pageError(err)
 }
 
-func (d dashboard) Accounts(ctx context.Context, u web.User) (protocol.AccountList, error) {
-	out, err := d.h.accounts(ctx, as(u))
+func (d dashboard) Accounts(ctx context.Context, u web.User) (apitypes.AccountList, error) {
+	out, err := d.h.Accounts(ctx, as(u))
 	return out, d.pageError(err)
 }
 
-func (d dashboard) MoveAccount(ctx context.Context, u web.User, req protocol.MoveAccountRequest) error {
-	_, err := d.h.moveAccount(ctx, as(u), req)
+func (d dashboard) MoveAccount(ctx context.Context, u web.User, req apitypes.MoveAccountRequest) error {
+	_, err := d.h.MoveAccount(ctx, as(u), req)
 	return d.pageError(err)
 }
 
 func (d dashboard) Act(ctx context.Context, u web.User, id, action string) error {
-	_, err := d.h.actOnJob(ctx, as(u), jobActionRequest{Action: action, Show: showJobRequest{ID: id}})
+	_, err := d.h.ActOnJob(ctx, as(u), call.JobActionRequest{Action: action, Show: call.ShowJobRequest{ID: id}})
 	return d.pageError(err)
 }
 
-func (d dashboard) Answer(ctx context.Context, u web.User, id string, req protocol.AnswerRequest) error {
+func (d dashboard) Answer(ctx context.Context, u web.User, id string, req apitypes.AnswerRequest) error {
 	return d.pageError(d.h.answerJob(ctx, as(u), id, req))
 }
 
-func (d dashboard) ApproveRunner(ctx context.Context, u web.User, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
-	out, err := d.h.approve(ctx, as(u), req)
+func (d dashboard) ApproveRunner(ctx context.Context, u web.User, req apitypes.ApproveRequest) (apitypes.ApproveResponse, error) {
+	out, err := d.h.Approve(ctx, as(u), req)
 	return out, d.pageError(err)
 }
 
 func (d dashboard) RevokeRunner(ctx context.Context, u web.User, name string) error {
-	_, err := d.h.revokeRunner(ctx, as(u), runnerRequest{Name: name})
+	_, err := d.h.RevokeRunner(ctx, as(u), call.RunnerRequest{Name: name})
 	return d.pageError(err)
 }
 
-func (d dashboard) ShareRunner(ctx context.Context, u web.User, name string, req protocol.ShareRequest, share bool) error {
-	_, err := d.h.shareRunner(ctx, as(u), shareRunnerRequest{Name: name, Share: share, ShareRequest: req})
+func (d dashboard) ShareRunner(ctx context.Context, u web.User, name string, req apitypes.ShareRequest, share bool) error {
+	_, err := d.h.ShareRunner(ctx, as(u), call.ShareRunnerRequest{Name: name, Share: share, ShareRequest: req})
 	return d.pageError(err)
 }
 
-func (d dashboard) ShareAccount(ctx context.Context, u web.User, req protocol.AccountShareRequest, share bool) error {
-	_, err := d.h.shareAccount(ctx, as(u), shareAccountRequest{Share: share, AccountShareRequest: req})
+func (d dashboard) ShareAccount(ctx context.Context, u web.User, req apitypes.AccountShareRequest, share bool) error {
+	_, err := d.h.ShareAccount(ctx, as(u), call.ShareAccountRequest{Share: share, AccountShareRequest: req})
 	return d.pageError(err)
 }
 
 func (d dashboard) ChangeMember(ctx context.Context, u web.User, project, user string, add bool) error {
-	_, err := d.h.changeMember(ctx, as(u), changeMemberRequest{Project: project, User: user, Add: add})
+	_, err := d.h.ChangeMember(ctx, as(u), call.ChangeMemberRequest{Project: project, User: user, Add: add})
 	return d.pageError(err)
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
 )
@@ -29,7 +30,7 @@ func benchOnly(t *testing.T) {
 }
 
 // liveAttempt is a hub with a scripted runner running one job's attempt.
-func liveAttempt(t *testing.T) (*testHub, *scriptRunner, protocol.JobView, protocol.Offer) {
+func liveAttempt(t *testing.T) (*testHub, *scriptRunner, apitypes.JobView, protocol.Offer) {
 	t.Helper()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})

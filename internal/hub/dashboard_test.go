@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
@@ -166,7 +167,7 @@ func TestWebSignInSessionsAndForgedPosts(t *testing.T) {
 	if resp, body := b.do("POST", page+"/cancel", url.Values{"csrf": {token}}, b.same()); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("cancel: %d\n%s", resp.StatusCode, body)
 	}
-	th.waitJob(v.ID, func(v protocol.JobView) bool { return v.State == job.Cancelled })
+	th.waitJob(v.ID, func(v apitypes.JobView) bool { return v.State == job.Cancelled })
 
 	// Another user sees neither the job nor its log.
 	bob := th.browser()
@@ -380,7 +381,7 @@ func TestMetrics(t *testing.T) {
 func (th *testHub) accessState(owner string) string {
 	th.t.Helper()
 	rv := th.runnersOf(th.admin)["box"]
-	var acct []protocol.Share
+	var acct []apitypes.Share
 	for _, a := range th.accounts(owner) {
 		if a.Runner == "box" {
 			acct = a.SharedWith
@@ -655,7 +656,7 @@ func TestBrowserRunnersPageIsLive(t *testing.T) {
 // job says it is not found and offers nothing.
 func TestBrowserJobControls(t *testing.T) {
 	th, alice, bob := startTenants(t)
-	j := th.submitAs(alice, protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}})
+	j := th.submitAs(alice, apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}})
 	b := testkit.StartBrowser(t)
 	th.browserSignIn(b, alice)
 	page := th.srv.URL + "/jobs/" + j.ID

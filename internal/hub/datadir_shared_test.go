@@ -253,7 +253,7 @@ func TestSharedDataDirConcurrentFirstStartsMakeOneAdmin(t *testing.T) {
 						continue
 					}
 					tokens++
-					p, err := h.authenticateToken(t.Context(), strings.TrimSpace(string(tok)))
+					p, err := h.AuthenticateToken(t.Context(), strings.TrimSpace(string(tok)))
 					if err != nil || !p.Admin {
 						t.Errorf("the token in %s is not the admin's: %+v %v", h.AdminTokenPath(), p, err)
 					}

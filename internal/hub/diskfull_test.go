@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -26,7 +28,7 @@ func TestFullDiskIs507(t *testing.T) {
 		fmt.Errorf("write bundle: %w", syscall.EDQUOT),
 	} {
 		ae := h.AsRefusal(err)
-		if ae.Status != http.StatusInsufficientStorage || ae.Code != protocol.ErrNoSpace || !strings.Contains(ae.Msg, "disk is full") {
+		if ae.Status != http.StatusInsufficientStorage || ae.Code != rules.ErrNoSpace || !strings.Contains(ae.Msg, "disk is full") {
 			t.Errorf("%v: %d %s %q", err, ae.Status, ae.Code, ae.Msg)
 		}
 	}
@@ -75,7 +77,7 @@ func TestNotReadyRunnerIsOfferedNothing(t *testing.T) {
 		t.Run(why[:12], func(t *testing.T) {
 			th := startHub(t, Config{})
 			sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, NotReady: why})
-			j := th.submitAs(th.admin, protocol.SubmitRequest{})
+			j := th.submitAs(th.admin, apitypes.SubmitRequest{})
 			v := th.waitQueued(j.ID, "not ready (r1: "+why+")")
 			if len(v.Attempts) != 0 {
 				t.Fatalf("attempts of a job only a not-ready runner could take: %+v", v.Attempts)

@@ -13,6 +13,7 @@ import (
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -148,7 +149,7 @@ func whyText(stage int, j store.Job, notReady string, need credNeed) string {
 	case whyNotReady:
 		return "every runner that can take it is not ready (" + notReady + ")"
 	case whyLabels:
-		return fmt.Sprintf("no connected runner you may use has the labels %s", protocol.FormatLabels(j.Labels))
+		return fmt.Sprintf("no connected runner you may use has the labels %s", rules.FormatLabels(j.Labels))
 	case whyAgent:
 		return fmt.Sprintf("no connected runner you may use can run %s now (not installed, or every account limited)", j.Agent)
 	case whyAccount:
@@ -165,7 +166,7 @@ func whyText(stage int, j store.Job, notReady string, need credNeed) string {
 // shapeKey names a job's shape: the jobs of one requester, agent, labels,
 // project and account fit the same runners (store.Tx.QueuedHeads).
 func shapeKey(j store.Job) string {
-	return strings.Join([]string{j.RequesterID, j.Agent, protocol.FormatLabels(j.Labels), j.Project, j.Account}, "\x00")
+	return strings.Join([]string{j.RequesterID, j.Agent, rules.FormatLabels(j.Labels), j.Project, j.Account}, "\x00")
 }
 
 // perShape is how many queued jobs of one shape a pass reads: one shape's

@@ -6,9 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/job"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -79,24 +80,16 @@ func (f *fleetState) annotate(owner string, labels map[string]string, why string
 
 const maxDemandWait = 60 * time.Second
 
-// demandRequest asks for the demand of runners with Labels, waiting up to
-// WaitMS (negative: not milliseconds) for a generation other than After.
-type demandRequest struct {
-	Labels map[string]string
-	After  uint64
-	WaitMS int
-}
-
-// waitDemand answers how many of the caller's queued jobs runners with the
+// WaitDemand answers how many of the caller's queued jobs runners with the
 // given labels could take, at once when the generation differs from
 // after, else when the queue next changes (or wait ms pass): an
 // autoscaler's event, not a poll. It returns ctx's error if ctx ends first.
-func (h *Hub) waitDemand(ctx context.Context, p call.Caller, req demandRequest) (protocol.Demand, error) {
-	if err := protocol.CheckLabels(req.Labels); err != nil {
-		return protocol.Demand{}, call.BadRequest("labels: %v", err)
+func (h *Hub) WaitDemand(ctx context.Context, p call.Caller, req call.DemandRequest) (apitypes.Demand, error) {
+	if err := rules.CheckLabels(req.Labels); err != nil {
+		return apitypes.Demand{}, call.BadRequest("labels: %v", err)
 	}
 	if req.WaitMS < 0 {
-		return protocol.Demand{}, call.BadRequest("wait must be milliseconds")
+		return apitypes.Demand{}, call.BadRequest("wait must be milliseconds")
 	}
 	after, wait := req.After, min(time.Duration(req.WaitMS)*time.Millisecond, maxDemandWait)
 	timer := time.NewTimer(wait)
@@ -105,14 +98,14 @@ func (h *Hub) waitDemand(ctx context.Context, p call.Caller, req demandRequest) 
 		ch, gen := h.fleet.watch()
 		if gen != after || wait == 0 {
 			n, err := h.demand(ctx, p, req.Labels)
-			return protocol.Demand{Queued: n, Generation: gen}, err
+			return apitypes.Demand{Queued: n, Generation: gen}, err
 		}
 		select {
 		case <-ch:
 		case <-timer.C:
 			wait = 0
 		case <-ctx.Done():
-			return protocol.Demand{}, ctx.Err()
+			return apitypes.Demand{}, ctx.Err()
 		}
 	}
 }
@@ -120,7 +113,7 @@ func (h *Hub) waitDemand(ctx context.Context, p call.Caller, req demandRequest) 
 func (h *Hub) demand(ctx context.Context, p call.Caller, labels map[string]string) (int, error) {
 	n := 0
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		js, err := tx.Jobs(store.JobFilter{State: job.Queued, RequesterID: p.UserID, Limit: protocol.MaxDemand})
+		js, err := tx.Jobs(store.JobFilter{State: job.Queued, RequesterID: p.UserID, Limit: apitypes.MaxDemand})
 		if err != nil {
 			return err
 		}
@@ -135,20 +128,14 @@ func (h *Hub) demand(ctx context.Context, p call.Caller, labels map[string]strin
 	return n, err
 }
 
-// launchFailureRequest reports a failure of launch ID.
-type launchFailureRequest struct {
-	ID string
-	protocol.LaunchFailure
-}
-
-// recordLaunchFailure records that a launch failed on its target (an image
+// RecordLaunchFailure records that a launch failed on its target (an image
 // missing, a host unreachable, a host key changed): the owner's waiting
 // jobs say so until a launch succeeds (an empty reason clears it). It is
 // stored, so a restarted hub still says so; fleetState holds a copy for
 // the job views.
-func (h *Hub) recordLaunchFailure(ctx context.Context, p call.Caller, req launchFailureRequest) error {
-	if err := protocol.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > protocol.MaxLaunchFailureReason {
-		return call.BadRequest("reason must be at most %d bytes of plain text", protocol.MaxLaunchFailureReason)
+func (h *Hub) RecordLaunchFailure(ctx context.Context, p call.Caller, req call.LaunchFailureRequest) error {
+	if err := rules.CheckPlainText("reason", req.Reason, false); err != nil || len(req.Reason) > apitypes.MaxLaunchFailureReason {
+		return call.BadRequest("reason must be at most %d bytes of plain text", apitypes.MaxLaunchFailureReason)
 	}
 	var l store.Launch
 	var owner string

@@ -8,13 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
-func (th *testHub) launch(token string, req protocol.LaunchRequest) protocol.LaunchResponse {
+func (th *testHub) launch(token string, req apitypes.LaunchRequest) apitypes.LaunchResponse {
 	th.t.Helper()
-	var v protocol.LaunchResponse
+	var v apitypes.LaunchResponse
 	if code, e := th.call(token, "POST", "/fleet/launches", req, &v); code != http.StatusCreated {
 		th.t.Fatalf("launch: %d %v", code, e)
 	}
@@ -22,16 +24,16 @@ func (th *testHub) launch(token string, req protocol.LaunchRequest) protocol.Lau
 }
 
 // registerWith exchanges a registration token for a new runner token.
-func (th *testHub) registerWith(reg string, labels map[string]string) (string, int, protocol.Error) {
+func (th *testHub) registerWith(reg string, labels map[string]string) (string, int, rules.Error) {
 	th.t.Helper()
 	own := auth.NewToken(auth.PrefixRunner)
-	code, e := th.call(reg, "POST", "/runner/register", protocol.RegisterRequest{Key: auth.Hash(own), Labels: labels}, nil)
+	code, e := th.call(reg, "POST", "/runner/register", apitypes.RegisterRequest{Key: auth.Hash(own), Labels: labels}, nil)
 	return own, code, e
 }
 
-func (th *testHub) launchView(token, id string) protocol.LaunchView {
+func (th *testHub) launchView(token, id string) apitypes.LaunchView {
 	th.t.Helper()
-	var v protocol.LaunchView
+	var v apitypes.LaunchView
 	if code, e := th.call(token, "GET", "/fleet/launches/"+id, nil, &v); code != http.StatusOK {
 		th.t.Fatalf("launch %s: %d %v", id, code, e)
 	}
@@ -41,7 +43,7 @@ func (th *testHub) launchView(token, id string) protocol.LaunchView {
 func TestRegistrationTokensAreSingleUseScopedAndRevocable(t *testing.T) {
 	th := startHub(t, Config{Lease: 5 * time.Second, Heartbeat: time.Second})
 	pool := map[string]string{"pool": "a"}
-	l := th.launch(th.admin, protocol.LaunchRequest{Target: "local", Count: 2, Slots: 1, Labels: pool})
+	l := th.launch(th.admin, apitypes.LaunchRequest{Target: "local", Count: 2, Slots: 1, Labels: pool})
 	if len(l.Registrations) != 2 || !strings.HasPrefix(l.Registrations[0].Token, auth.PrefixRegistration) {
 		t.Fatalf("launch tokens: %+v", l.Registrations)
 	}
@@ -76,7 +78,7 @@ func TestRegistrationTokensAreSingleUseScopedAndRevocable(t *testing.T) {
 		t.Fatalf("reuse: %d %v", code, e)
 	}
 	// The same key again is a retry of the same registration.
-	if code, e := th.call(reg, "POST", "/runner/register", protocol.RegisterRequest{Key: auth.Hash(own), Labels: pool}, nil); code != http.StatusCreated {
+	if code, e := th.call(reg, "POST", "/runner/register", apitypes.RegisterRequest{Key: auth.Hash(own), Labels: pool}, nil); code != http.StatusCreated {
 		t.Fatalf("retry with the same key: %d %v", code, e)
 	}
 
@@ -97,7 +99,7 @@ func TestRegistrationTokensAreSingleUseScopedAndRevocable(t *testing.T) {
 	if code, _ := th.call(bob, "POST", "/fleet/launches/"+l.ID+"/revoke", nil, nil); code != http.StatusNotFound {
 		t.Fatalf("another user's revoke: %d", code)
 	}
-	var list protocol.LaunchList
+	var list apitypes.LaunchList
 	th.call(bob, "GET", "/fleet/launches", nil, &list)
 	if len(list.Launches) != 0 {
 		t.Fatalf("bob sees %+v", list.Launches)
@@ -123,7 +125,7 @@ func TestRegistrationTokensAreSingleUseScopedAndRevocable(t *testing.T) {
 
 func TestRegistrationTokensExpire(t *testing.T) {
 	th := startHub(t, Config{Lease: 5 * time.Second, Heartbeat: time.Second})
-	l := th.launch(th.admin, protocol.LaunchRequest{Target: "local", Count: 1, Slots: 1, TTLSeconds: 1})
+	l := th.launch(th.admin, apitypes.LaunchRequest{Target: "local", Count: 1, Slots: 1, TTLSeconds: 1})
 	time.Sleep(1100 * time.Millisecond)
 	if _, code, e := th.registerWith(l.Registrations[0].Token, nil); code != http.StatusUnauthorized || !strings.Contains(e.Message, "expired") {
 		t.Fatalf("expired token: %d %v", code, e)
@@ -131,7 +133,7 @@ func TestRegistrationTokensExpire(t *testing.T) {
 	if len(th.runnersOf(th.admin)) != 0 {
 		t.Fatal("an expired token registered a runner")
 	}
-	for _, req := range []protocol.LaunchRequest{
+	for _, req := range []apitypes.LaunchRequest{
 		{Target: "", Count: 1, Slots: 1},
 		{Target: "local", Count: 0, Slots: 1},
 		{Target: "local", Count: 1, Slots: 0},
@@ -157,19 +159,19 @@ func dialRaw(t *testing.T, th *testHub, token string, hello protocol.Hello) *scr
 
 func TestDemandAnswersWhenTheQueueChanges(t *testing.T) {
 	th := startHub(t, Config{Lease: 5 * time.Second, Heartbeat: time.Second})
-	var d0 protocol.Demand
+	var d0 apitypes.Demand
 	if code, e := th.call(th.admin, "GET", "/fleet/demand?labels=pool=a", nil, &d0); code != http.StatusOK || d0.Queued != 0 {
 		t.Fatalf("demand: %d %v %+v", code, e, d0)
 	}
-	got := make(chan protocol.Demand, 1)
+	got := make(chan apitypes.Demand, 1)
 	go func() {
-		var d protocol.Demand
+		var d apitypes.Demand
 		th.call(th.admin, "GET", fmt.Sprintf("/fleet/demand?labels=pool=a&after=%d&wait=30000", d0.Generation), nil, &d)
 		got <- d
 	}()
-	submit := func(labels map[string]string) protocol.JobView {
-		var v protocol.JobView
-		if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: labels}, &v); code != http.StatusCreated {
+	submit := func(labels map[string]string) apitypes.JobView {
+		var v apitypes.JobView
+		if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: labels}, &v); code != http.StatusCreated {
 			t.Fatalf("submit: %d %v", code, e)
 		}
 		return v
@@ -183,7 +185,7 @@ func TestDemandAnswersWhenTheQueueChanges(t *testing.T) {
 		}
 		// An earlier pass (the pool=b job's) may answer first: wait again.
 		go func() {
-			var d2 protocol.Demand
+			var d2 apitypes.Demand
 			th.call(th.admin, "GET", fmt.Sprintf("/fleet/demand?labels=pool=a&after=%d&wait=30000", d.Generation), nil, &d2)
 			got <- d2
 		}()
@@ -195,9 +197,9 @@ func TestDemandAnswersWhenTheQueueChanges(t *testing.T) {
 	}
 
 	// A launch failure shows on the waiting job, until cleared.
-	l := th.launch(th.admin, protocol.LaunchRequest{Target: "local", Count: 1, Slots: 1, Labels: map[string]string{"pool": "a"}})
+	l := th.launch(th.admin, apitypes.LaunchRequest{Target: "local", Count: 1, Slots: 1, Labels: map[string]string{"pool": "a"}})
 	report := func(reason string) {
-		if code, e := th.call(th.admin, "POST", "/fleet/launches/"+l.ID+"/failure", protocol.LaunchFailure{Reason: reason}, nil); code != http.StatusNoContent {
+		if code, e := th.call(th.admin, "POST", "/fleet/launches/"+l.ID+"/failure", apitypes.LaunchFailure{Reason: reason}, nil); code != http.StatusNoContent {
 			t.Fatalf("report: %d %v", code, e)
 		}
 	}
@@ -218,7 +220,7 @@ func TestDemandAnswersWhenTheQueueChanges(t *testing.T) {
 	if w := th.job(j.ID).Waiting; strings.Contains(w, "unreachable") {
 		t.Fatalf("waiting after the cleared failure and a restart: %q", w)
 	}
-	if code, _ := th.call(th.admin, "POST", "/fleet/launches/"+l.ID+"/failure", protocol.LaunchFailure{Reason: "\x1b[31mred"}, nil); code != http.StatusBadRequest {
+	if code, _ := th.call(th.admin, "POST", "/fleet/launches/"+l.ID+"/failure", apitypes.LaunchFailure{Reason: "\x1b[31mred"}, nil); code != http.StatusBadRequest {
 		t.Fatalf("a reason with control characters: %d", code)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,9 +20,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
-	"drover/internal/hub/call"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Fuzz targets for what the hub reads from runners and API clients: the
@@ -61,14 +61,14 @@ func FuzzNames(f *testing.F) {
 		if len(k)+len(v) > 4096 {
 			return
 		}
-		if protocol.ValidName(k) != refName.MatchString(k) {
-			t.Fatalf("ValidName(%q) = %v", k, protocol.ValidName(k))
+		if rules.ValidName(k) != refName.MatchString(k) {
+			t.Fatalf("ValidName(%q) = %v", k, rules.ValidName(k))
 		}
-		if m := protocol.ValidName(k); m && (len(k) > 64 || strings.ContainsAny(k, "/\\ \n\x00")) {
+		if m := rules.ValidName(k); m && (len(k) > 64 || strings.ContainsAny(k, "/\\ \n\x00")) {
 			t.Fatalf("runner name %q accepted", k)
 		}
-		err := protocol.CheckLabels(map[string]string{k: v})
-		want := len(k) <= protocol.MaxLabelLen && refLabel.MatchString(k) && len(v) <= protocol.MaxLabelLen && refPlainLine(v)
+		err := rules.CheckLabels(map[string]string{k: v})
+		want := len(k) <= rules.MaxLabelLen && refLabel.MatchString(k) && len(v) <= rules.MaxLabelLen && refPlainLine(v)
 		if (err == nil) != want {
 			t.Fatalf("label %q=%q: %v, want ok=%v", k, v, err, want)
 		}
@@ -95,8 +95,8 @@ func fuzzHub(f *testing.F) (*testHub, string) {
 	}
 	th.admin = strings.TrimSpace(string(tok))
 	runner := auth.NewToken(auth.PrefixRunner)
-	b, _ := json.Marshal(protocol.ApproveRequest{Name: "fuzz", Key: auth.Hash(runner)})
-	req, _ := http.NewRequest("POST", th.srv.URL+protocol.APIPrefix+"/runners/approve", bytes.NewReader(b))
+	b, _ := json.Marshal(apitypes.ApproveRequest{Name: "fuzz", Key: auth.Hash(runner)})
+	req, _ := http.NewRequest("POST", th.srv.URL+apitypes.APIPrefix+"/runners/approve", bytes.NewReader(b))
 	req.Header.Set("Authorization", "Bearer "+th.admin)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -169,7 +169,7 @@ func FuzzGatewayFrame(f *testing.F) {
 	f.Add([]byte(`{"type":"hello","body":{"protocol":1,"slots":1,"labels":{"":"x"}}}`), true)
 	f.Add([]byte(`{"type":"hello","body":{"protocol":1,"slots":1,"attempts":[{"job":"","epoch":0}]}}`), true)
 	th, tok := fuzzHub(f)
-	url := "ws" + strings.TrimPrefix(th.srv.URL, "http") + protocol.APIPrefix + "/runner/connect"
+	url := "ws" + strings.TrimPrefix(th.srv.URL, "http") + apitypes.APIPrefix + "/runner/connect"
 	hello, _ := json.Marshal(protocol.Frame{Type: protocol.TypeHello, Body: json.RawMessage(`{"protocol":1,"slots":1,"attempts":[]}`)})
 	probe, _ := json.Marshal(protocol.Frame{Type: protocol.TypeContext, ID: "fuzz-probe", Body: json.RawMessage(`{"job":"j","attempt":"a","epoch":1}`)})
 	f.Fuzz(func(t *testing.T, data []byte, first bool) {
@@ -214,7 +214,7 @@ func FuzzGatewayFrame(f *testing.F) {
 			if err := fr.Decode(&rep); err != nil {
 				t.Fatal(err)
 			}
-			if rep.Error != nil && rep.Error.Code == protocol.ErrInternal {
+			if rep.Error != nil && rep.Error.Code == rules.ErrInternal {
 				t.Fatalf("internal error for %q: %s", data, rep.Error.Message)
 			}
 			if fr.ReplyTo == "fuzz-probe" {
@@ -311,7 +311,7 @@ func FuzzAPIRequest(f *testing.F) {
 			return
 		}
 		rt := fuzzRoutes[int(route)%len(fuzzRoutes)]
-		target := protocol.APIPrefix + strings.ReplaceAll(rt.path, "X", url.PathEscape(seg))
+		target := apitypes.APIPrefix + strings.ReplaceAll(rt.path, "X", url.PathEscape(seg))
 		if query != "" {
 			target += "?" + query
 		}
@@ -336,7 +336,7 @@ func FuzzAPIRequest(f *testing.F) {
 			t.Fatalf("%s %s %q: %d %s", rt.method, target, body, w.Code, w.Body.Bytes())
 		}
 		if w.Code >= 400 {
-			var eb protocol.ErrorBody
+			var eb apitypes.ErrorBody
 			if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Error.Code == "" {
 				t.Fatalf("%s %s: %d with a body that is no JSON error: %q", rt.method, target, w.Code, w.Body.Bytes())
 			}
@@ -364,7 +364,7 @@ func FuzzLogAppend(f *testing.F) {
 	f.Add(uint8(1), int64(0), []byte{})
 	th, tok := fuzzHub(f)
 	ctx := context.Background()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+apitypes.APIPrefix+"/runner/connect",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
 	if err != nil {
 		f.Fatal(err)
@@ -400,14 +400,14 @@ func FuzzLogAppend(f *testing.F) {
 	if w := send(protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1}); w.Type != protocol.TypeWelcome {
 		f.Fatalf("want welcome, got %s", w.Type)
 	}
-	jb, _ := json.Marshal(protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}})
-	req, _ := http.NewRequest("POST", th.srv.URL+protocol.APIPrefix+"/jobs", bytes.NewReader(jb))
+	jb, _ := json.Marshal(apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}})
+	req, _ := http.NewRequest("POST", th.srv.URL+apitypes.APIPrefix+"/jobs", bytes.NewReader(jb))
 	req.Header.Set("Authorization", "Bearer "+th.admin)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		f.Fatal(err)
 	}
-	var jv protocol.JobView
+	var jv apitypes.JobView
 	_ = json.NewDecoder(resp.Body).Decode(&jv)
 	resp.Body.Close()
 	var o protocol.Offer
@@ -461,7 +461,7 @@ func FuzzLogAppend(f *testing.F) {
 				t.Fatalf("resent chunk %d+%d refused (hub holds %d): %+v", off, len(data), size, rep.Error)
 			}
 		default:
-			if rep.OK || rep.Error.Code != protocol.ErrOffset || rep.Error.Size == nil || *rep.Error.Size != size {
+			if rep.OK || rep.Error.Code != rules.ErrOffset || rep.Error.Size == nil || *rep.Error.Size != size {
 				t.Fatalf("chunk at %d (+%d, hub holds %d): %+v", off, len(data), size, rep)
 			}
 		}
@@ -471,7 +471,7 @@ func FuzzLogAppend(f *testing.F) {
 				t.Fatalf("ack %s, want size %d", rep.Body, len(model))
 			}
 		}
-		req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+o.Job+"/log?offset=0", nil)
+		req, _ := http.NewRequest("GET", th.srv.URL+apitypes.APIPrefix+"/jobs/"+o.Job+"/log?offset=0", nil)
 		req.Header.Set("Authorization", "Bearer "+th.admin)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -481,41 +481,6 @@ func FuzzLogAppend(f *testing.F) {
 		resp.Body.Close()
 		if !bytes.Equal(got, model) {
 			t.Fatalf("log holds %d bytes, want %d (%q...)", len(got), len(model), got[:min(len(got), 40)])
-		}
-	})
-}
-
-// FuzzQueryInt: a query number is 0 when absent, else a whole number in
-// [lo, hi] (never one that overflowed), else a 400 whose message is UTF-8.
-func FuzzQueryInt(f *testing.F) {
-	for _, s := range []string{"", "0", "1", "-1", "+5", "007", "1000", "1001", "9223372036854775807", "9223372036854775808", "-9223372036854775809", "1e3", "0x10", " 1", "１", "\xff"} {
-		f.Add(s, int64(0), int64(1000))
-	}
-	f.Add("5", int64(1), int64(9223372036854775807))
-	f.Fuzz(func(t *testing.T, s string, lo, hi int64) {
-		if len(s) > 1024 {
-			return
-		}
-		n, err := queryInt(url.Values{"n": {s}}, "n", lo, hi)
-		if s == "" {
-			if n != 0 || err != nil {
-				t.Fatalf("absent: %d %v", n, err)
-			}
-			return
-		}
-		if err != nil {
-			var ae *call.Refusal
-			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !utf8.ValidString(ae.Msg) {
-				t.Fatalf("refusal of %q: %v", s, err)
-			}
-			return
-		}
-		if n < lo || n > hi {
-			t.Fatalf("%q gave %d outside [%d, %d]", s, n, lo, hi)
-		}
-		want, perr := strconv.ParseInt(s, 10, 64)
-		if perr != nil || want != n {
-			t.Fatalf("%q gave %d (%v)", s, n, perr)
 		}
 	})
 }

@@ -15,14 +15,14 @@ import (
 type gitHost struct{ h *Hub }
 
 func (g gitHost) Authenticate(ctx context.Context, token string) (githttp.Caller, error) {
-	p, err := g.h.authenticateToken(ctx, token)
+	p, err := g.h.AuthenticateToken(ctx, token)
 	if err != nil {
 		return nil, err
 	}
 	return gitCaller{g.h, p}, nil
 }
 
-func (g gitHost) TooLarge(what string) error { return g.h.tooLargeTransfer(what) }
+func (g gitHost) TooLarge(what string) error { return g.h.TooLargeTransfer(what) }
 
 func (g gitHost) Refusal(err error) *githttp.Error {
 	ae := g.h.AsRefusal(err)

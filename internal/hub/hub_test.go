@@ -20,9 +20,11 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/store"
 	"drover/internal/store/sqlite"
@@ -101,16 +103,16 @@ func serveTestHub(t testing.TB, h *Hub, cfg Config, admin string) *testHub {
 }
 
 // call does one API request and decodes the JSON answer into out (if set).
-func (th *testHub) call(token, method, path string, body, out any) (int, protocol.Error) {
+func (th *testHub) call(token, method, path string, body, out any) (int, rules.Error) {
 	th.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	code, data := th.send(token, method, protocol.APIPrefix+path, rd)
+	code, data := th.send(token, method, apitypes.APIPrefix+path, rd)
 	if code >= 300 {
-		var eb protocol.ErrorBody
+		var eb apitypes.ErrorBody
 		_ = json.Unmarshal(data, &eb)
 		return code, eb.Error
 	}
@@ -119,7 +121,7 @@ func (th *testHub) call(token, method, path string, body, out any) (int, protoco
 			th.t.Fatalf("decode %s: %v", data, err)
 		}
 	}
-	return code, protocol.Error{}
+	return code, rules.Error{}
 }
 
 // send is a request to the hub's path with a bearer token ("": none): the
@@ -139,25 +141,25 @@ func (th *testHub) send(token, method, path string, body io.Reader) (int, []byte
 	return resp.StatusCode, data
 }
 
-func (th *testHub) submit(args ...string) protocol.JobView {
+func (th *testHub) submit(args ...string) apitypes.JobView {
 	th.t.Helper()
-	var v protocol.JobView
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: args}, &v); code != http.StatusCreated {
+	var v apitypes.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: args}, &v); code != http.StatusCreated {
 		th.t.Fatalf("submit: %d %v", code, e)
 	}
 	return v
 }
 
-func (th *testHub) job(id string) protocol.JobView {
+func (th *testHub) job(id string) apitypes.JobView {
 	th.t.Helper()
-	var v protocol.JobView
+	var v apitypes.JobView
 	if code, e := th.call(th.admin, "GET", "/jobs/"+id, nil, &v); code != http.StatusOK {
 		th.t.Fatalf("get job: %d %v", code, e)
 	}
 	return v
 }
 
-func (th *testHub) waitJob(id string, cond func(protocol.JobView) bool) protocol.JobView {
+func (th *testHub) waitJob(id string, cond func(apitypes.JobView) bool) apitypes.JobView {
 	th.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -176,7 +178,7 @@ func (th *testHub) waitJob(id string, cond func(protocol.JobView) bool) protocol
 func (th *testHub) registerRunner(name string) string {
 	th.t.Helper()
 	tok := auth.NewToken(auth.PrefixRunner)
-	if code, e := th.call(th.admin, "POST", "/runners/approve", protocol.ApproveRequest{Name: name, Key: auth.Hash(tok)}, nil); code != http.StatusOK {
+	if code, e := th.call(th.admin, "POST", "/runners/approve", apitypes.ApproveRequest{Name: name, Key: auth.Hash(tok)}, nil); code != http.StatusOK {
 		th.t.Fatalf("approve: %d %v", code, e)
 	}
 	return tok
@@ -187,11 +189,11 @@ func (th *testHub) registerRunner(name string) string {
 func (th *testHub) registerRunnerOf(owner, name string, shareWith ...string) string {
 	th.t.Helper()
 	tok := auth.NewToken(auth.PrefixRunner)
-	if code, e := th.call(owner, "POST", "/runners/approve", protocol.ApproveRequest{Name: name, Key: auth.Hash(tok)}, nil); code != http.StatusOK {
+	if code, e := th.call(owner, "POST", "/runners/approve", apitypes.ApproveRequest{Name: name, Key: auth.Hash(tok)}, nil); code != http.StatusOK {
 		th.t.Fatalf("approve: %d %v", code, e)
 	}
 	for _, u := range shareWith {
-		if code, e := th.call(owner, "POST", "/runners/"+name+"/share", protocol.ShareRequest{User: u}, nil); code != http.StatusOK {
+		if code, e := th.call(owner, "POST", "/runners/"+name+"/share", apitypes.ShareRequest{User: u}, nil); code != http.StatusOK {
 			th.t.Fatalf("share %s with %s: %d %v", name, u, code, e)
 		}
 		th.accept(th.tokenOf(u), name, "")
@@ -239,7 +241,7 @@ func (th *testHub) dial(token string, hello protocol.Hello) (*scriptRunner, prot
 // wsDial opens a runner connection to the hub at base with token.
 func wsDial(t testing.TB, ctx context.Context, base, token string) *websocket.Conn {
 	t.Helper()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+protocol.APIPrefix+"/runner/connect",
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+apitypes.APIPrefix+"/runner/connect",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
@@ -497,14 +499,14 @@ func TestRunnerMutationsAreFencedAndValidated(t *testing.T) {
 		body any
 		code string
 	}{
-		{"stale epoch", sr, protocol.TypeAccept, protocol.Accept{AttemptRef: stale}, protocol.ErrFenced},
-		{"another runner's attempt", other, protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}, protocol.ErrFenced},
-		{"no such attempt", sr, protocol.TypeAccept, protocol.Accept{AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: "a-nope", Epoch: 1}}, protocol.ErrNotFound},
-		{"mismatched job", sr, protocol.TypeAccept, protocol.Accept{AttemptRef: wrongJob}, protocol.ErrBadRequest},
-		{"malformed ref", sr, protocol.TypeAccept, protocol.Accept{}, protocol.ErrBadRequest},
-		{"log before accept", sr, protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("x")}, protocol.ErrFenced},
-		{"finish before accept", sr, protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: exit(1)}}, protocol.ErrFenced},
-		{"bad outcome", sr, protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, ExitCode: exit(3)}}, protocol.ErrBadRequest},
+		{"stale epoch", sr, protocol.TypeAccept, protocol.Accept{AttemptRef: stale}, rules.ErrFenced},
+		{"another runner's attempt", other, protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}, rules.ErrFenced},
+		{"no such attempt", sr, protocol.TypeAccept, protocol.Accept{AttemptRef: protocol.AttemptRef{Job: j.ID, Attempt: "a-nope", Epoch: 1}}, rules.ErrNotFound},
+		{"mismatched job", sr, protocol.TypeAccept, protocol.Accept{AttemptRef: wrongJob}, rules.ErrBadRequest},
+		{"malformed ref", sr, protocol.TypeAccept, protocol.Accept{}, rules.ErrBadRequest},
+		{"log before accept", sr, protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("x")}, rules.ErrFenced},
+		{"finish before accept", sr, protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: exit(1)}}, rules.ErrFenced},
+		{"bad outcome", sr, protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, ExitCode: exit(3)}}, rules.ErrBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -522,7 +524,7 @@ func TestRunnerMutationsAreFencedAndValidated(t *testing.T) {
 	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Data: []byte("abc")}))
 	// a chunk at a wrong offset gets the hub's size back
 	r := sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Offset: 10, Data: []byte("zz")})
-	wantErr(t, r, protocol.ErrOffset)
+	wantErr(t, r, rules.ErrOffset)
 	if r.Error.Size == nil || *r.Error.Size != 3 {
 		t.Fatalf("offset mismatch size: %+v", r.Error)
 	}
@@ -530,19 +532,19 @@ func TestRunnerMutationsAreFencedAndValidated(t *testing.T) {
 	wantOK(t, sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Offset: 0, Data: []byte("abc")}))
 	// an offset whose end overflows is no resent chunk
 	r = sr.request(protocol.TypeLog, protocol.Log{AttemptRef: o.AttemptRef, Offset: math.MaxInt64 - 1, Data: []byte("zz")})
-	wantErr(t, r, protocol.ErrBadRequest)
+	wantErr(t, r, rules.ErrBadRequest)
 	if !strings.Contains(r.Error.Message, "offset") {
 		t.Fatalf("overflowing offset: %+v", r.Error)
 	}
 	// finish with fewer bytes than sent: log_incomplete with the hub's size
 	r = sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSize: 5, LogSHA256: sum([]byte("abcde"))})
-	wantErr(t, r, protocol.ErrLogIncomplete)
+	wantErr(t, r, rules.ErrLogIncomplete)
 	if *r.Error.Size != 3 {
 		t.Fatalf("log_incomplete size: %+v", r.Error)
 	}
 	// same size, other bytes: the hub drops its copy and asks for all of it
 	r = sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSize: 3, LogSHA256: sum([]byte("xyz"))})
-	wantErr(t, r, protocol.ErrLogIncomplete)
+	wantErr(t, r, rules.ErrLogIncomplete)
 	if *r.Error.Size != 0 {
 		t.Fatalf("checksum mismatch should reset to 0: %+v", r.Error)
 	}
@@ -582,7 +584,7 @@ func TestRequestIDsAreAppliedOnce(t *testing.T) {
 // countEvents counts a job's events of one kind.
 func (th *testHub) countEvents(jobID, kind string) int {
 	th.t.Helper()
-	var evs protocol.EventList
+	var evs apitypes.EventList
 	th.call(th.admin, "GET", "/jobs/"+jobID+"/events", nil, &evs)
 	n := 0
 	for _, e := range evs.Events {
@@ -657,7 +659,7 @@ func TestHelloIsChecked(t *testing.T) {
 		{protocol.Hello{Protocol: 99, Slots: 1}, protocol.CloseVersion},
 		{protocol.Hello{Protocol: protocol.Version, Slots: 1, RunnerVersion: strings.Repeat("v", protocol.MaxVersion+1)}, protocol.CloseRefused},
 	} {
-		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(th.srv.URL, "http")+apitypes.APIPrefix+"/runner/connect",
 			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
 		if err != nil {
 			t.Fatal(err)
@@ -674,8 +676,8 @@ func TestHelloIsChecked(t *testing.T) {
 func TestTokensAreCheckedAtTheDoor(t *testing.T) {
 	th := startHub(t, Config{})
 	runnerTok := th.registerRunner("r1")
-	var created protocol.NewUserResponse
-	if code, e := th.call(th.admin, "POST", "/users", protocol.NewUserRequest{Name: "bob"}, &created); code != http.StatusCreated {
+	var created apitypes.NewUserResponse
+	if code, e := th.call(th.admin, "POST", "/users", apitypes.NewUserRequest{Name: "bob"}, &created); code != http.StatusCreated {
 		t.Fatalf("add user: %d %v", code, e)
 	}
 	tests := []struct {
@@ -690,14 +692,14 @@ func TestTokensAreCheckedAtTheDoor(t *testing.T) {
 		{"garbage token", "drv_u_nope", "GET", "/jobs", nil, 401},
 		{"runner token on a user route", runnerTok, "GET", "/jobs", nil, 403},
 		{"user token on the runner gateway", created.Token, "GET", "/runner/connect", nil, 403},
-		{"non-admin adds a user", created.Token, "POST", "/users", protocol.NewUserRequest{Name: "eve"}, 403},
-		{"duplicate user", th.admin, "POST", "/users", protocol.NewUserRequest{Name: "bob"}, 409},
-		{"bad user name", th.admin, "POST", "/users", protocol.NewUserRequest{Name: "../x"}, 400},
+		{"non-admin adds a user", created.Token, "POST", "/users", apitypes.NewUserRequest{Name: "eve"}, 403},
+		{"duplicate user", th.admin, "POST", "/users", apitypes.NewUserRequest{Name: "bob"}, 409},
+		{"bad user name", th.admin, "POST", "/users", apitypes.NewUserRequest{Name: "../x"}, 400},
 		{"unknown job", th.admin, "GET", "/jobs/j-nope", nil, 404},
-		{"unknown agent", th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "skynet", Args: []string{"x"}}, 400},
-		{"exec without argv", th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec"}, 400},
+		{"unknown agent", th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "skynet", Args: []string{"x"}}, 400},
+		{"exec without argv", th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec"}, 400},
 		{"bad state filter", th.admin, "GET", "/jobs?state=sleeping", nil, 400},
-		{"bad approval key", th.admin, "POST", "/runners/approve", protocol.ApproveRequest{Name: "x", Key: "abc"}, 400},
+		{"bad approval key", th.admin, "POST", "/runners/approve", apitypes.ApproveRequest{Name: "x", Key: "abc"}, 400},
 		{"revoke unknown runner", th.admin, "POST", "/runners/ghost/revoke", nil, 404},
 		{"another user's job is not there for bob", created.Token, "POST", "/jobs/" + th.submit("true").ID + "/cancel", nil, 404},
 		{"unknown route", th.admin, "GET", "/nothing", nil, 404},
@@ -719,9 +721,9 @@ func TestTokensAreCheckedAtTheDoor(t *testing.T) {
 
 func TestIdempotencyKey(t *testing.T) {
 	th := startHub(t, Config{})
-	var a, b protocol.JobView
-	c1, _ := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Key: "k1"}, &a)
-	c2, _ := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Key: "k1"}, &b)
+	var a, b apitypes.JobView
+	c1, _ := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Key: "k1"}, &a)
+	c2, _ := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Key: "k1"}, &b)
 	if c1 != 201 || c2 != 200 || a.ID != b.ID {
 		t.Fatalf("same key: %d %s, %d %s", c1, a.ID, c2, b.ID)
 	}
@@ -731,18 +733,18 @@ func TestRunnerApprovalAndRevocation(t *testing.T) {
 	th := startHub(t, Config{})
 	tok := auth.NewToken(auth.PrefixRunner)
 	key := auth.Hash(tok)
-	var r1, r2 protocol.RunnerView
-	th.call(th.admin, "POST", "/runners/approve", protocol.ApproveRequest{Name: "box", Key: key}, &r1)
-	th.call(th.admin, "POST", "/runners/approve", protocol.ApproveRequest{Name: "box", Key: key}, &r2)
+	var r1, r2 apitypes.RunnerView
+	th.call(th.admin, "POST", "/runners/approve", apitypes.ApproveRequest{Name: "box", Key: key}, &r1)
+	th.call(th.admin, "POST", "/runners/approve", apitypes.ApproveRequest{Name: "box", Key: key}, &r2)
 	if r1.ID == "" || r1.ID != r2.ID {
 		t.Fatalf("approving the same key twice made two runners: %s %s", r1.ID, r2.ID)
 	}
-	var bob protocol.NewUserResponse
-	th.call(th.admin, "POST", "/users", protocol.NewUserRequest{Name: "bob"}, &bob)
-	if code, _ := th.call(bob.Token, "POST", "/runners/approve", protocol.ApproveRequest{Name: "box", Key: key}, nil); code != 403 {
+	var bob apitypes.NewUserResponse
+	th.call(th.admin, "POST", "/users", apitypes.NewUserRequest{Name: "bob"}, &bob)
+	if code, _ := th.call(bob.Token, "POST", "/runners/approve", apitypes.ApproveRequest{Name: "box", Key: key}, nil); code != 403 {
 		t.Fatalf("another owner re-approving: %d", code)
 	}
-	if code, _ := th.call(bob.Token, "POST", "/runners/approve", protocol.ApproveRequest{Name: "box", Key: auth.Hash("other")}, nil); code != 409 {
+	if code, _ := th.call(bob.Token, "POST", "/runners/approve", apitypes.ApproveRequest{Name: "box", Key: auth.Hash("other")}, nil); code != 409 {
 		t.Fatalf("another owner taking the name: %d", code)
 	}
 	sr, _ := th.dial(tok, protocol.Hello{})
@@ -753,7 +755,7 @@ func TestRunnerApprovalAndRevocation(t *testing.T) {
 	if websocket.CloseStatus(err) != protocol.CloseRevoked {
 		t.Fatalf("revoked runner's connection: %v", err)
 	}
-	_, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+	_, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(th.srv.URL, "http")+apitypes.APIPrefix+"/runner/connect",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
 	if err == nil || resp == nil || resp.StatusCode != 401 {
 		t.Fatalf("revoked runner reconnect: %v %v", resp, err)
@@ -785,12 +787,12 @@ func TestLeaseExpiry(t *testing.T) {
 		t.Fatalf("second offer for %s", o2.Job)
 	}
 	sr.ws.CloseNow()
-	v := th.waitJob(started.ID, func(v protocol.JobView) bool { return v.State == job.Unknown })
+	v := th.waitJob(started.ID, func(v apitypes.JobView) bool { return v.State == job.Unknown })
 	if v.Reason != job.ReasonRunnerLost || v.Attempts[0].State != job.AttemptUnknown {
 		t.Fatalf("lost job: %+v", v)
 	}
 	// the never-accepted offer went back to the queue
-	th.waitJob(offered.ID, func(v protocol.JobView) bool { return v.State == job.Queued })
+	th.waitJob(offered.ID, func(v apitypes.JobView) bool { return v.State == job.Queued })
 	// a new runner gets the queued job, never the unknown one
 	sr2, _ := th.dial(th.registerRunner("r2"), protocol.Hello{Slots: 2})
 	sr2.keepAlive(50 * time.Millisecond)
@@ -887,7 +889,7 @@ func TestLogFollow(t *testing.T) {
 func (th *testHub) follow(base, id, wait string, show func(status int, body, complete string) string) <-chan string {
 	got := make(chan string, 1)
 	go func() {
-		req, _ := http.NewRequest("GET", base+protocol.APIPrefix+"/jobs/"+id+"/log?wait="+wait, nil)
+		req, _ := http.NewRequest("GET", base+apitypes.APIPrefix+"/jobs/"+id+"/log?wait="+wait, nil)
 		req.Header.Set("Authorization", "Bearer "+th.admin)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -896,7 +898,7 @@ func (th *testHub) follow(base, id, wait string, show func(status int, body, com
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		got <- show(resp.StatusCode, string(b), resp.Header.Get(protocol.HeaderLogComplete))
+		got <- show(resp.StatusCode, string(b), resp.Header.Get(apitypes.HeaderLogComplete))
 	}()
 	return got
 }
@@ -919,7 +921,7 @@ func TestLogReadsLeaveNoWaiters(t *testing.T) {
 	j := th.submit("true")
 	runToEnd(t, sr, sr.offer(), "out\n", 0)
 	for _, q := range []string{"", "?wait=50", "?attempt=1&offset=4&wait=50"} {
-		req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+j.ID+"/log"+q, nil)
+		req, _ := http.NewRequest("GET", th.srv.URL+apitypes.APIPrefix+"/jobs/"+j.ID+"/log"+q, nil)
 		req.Header.Set("Authorization", "Bearer "+th.admin)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -930,7 +932,7 @@ func TestLogReadsLeaveNoWaiters(t *testing.T) {
 	}
 	queued := th.submit("true") // no runner slot: its log read times out empty
 	sr.ws.CloseNow()
-	req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/jobs/"+queued.ID+"/log?wait=50", nil)
+	req, _ := http.NewRequest("GET", th.srv.URL+apitypes.APIPrefix+"/jobs/"+queued.ID+"/log?wait=50", nil)
 	req.Header.Set("Authorization", "Bearer "+th.admin)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()

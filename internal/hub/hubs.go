@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"drover/internal/buildinfo"
-	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
@@ -174,14 +173,13 @@ func (h *Hub) onlineIn(tx store.Tx, runnerID string) (bool, error) {
 	return holder != "", err
 }
 
-// opsRoutes are the load balancer's probes and the hub list.
+// opsRoutes are the load balancer's probes.
 func (h *Hub) opsRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", h.serveReady)
-	mux.Handle("GET "+protocol.APIPrefix+"/hubs", h.handler(store.TokenUser, httpAPI{h}.hubs))
 }
 
 // serveReady answers 200 when this hub can serve: its database answers,

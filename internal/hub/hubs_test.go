@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/buildinfo"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -104,9 +105,9 @@ func (th *testHub) leaderTerm() store.Leader {
 	return l
 }
 
-func (th *testHub) hubs() protocol.HubList {
+func (th *testHub) hubs() apitypes.HubList {
 	th.t.Helper()
-	var l protocol.HubList
+	var l apitypes.HubList
 	if code, e := th.call(th.admin, "GET", "/hubs", nil, &l); code != http.StatusOK {
 		th.t.Fatalf("list hubs: %d %v", code, e)
 	}
@@ -245,7 +246,7 @@ func TestLeaderExpiresOnlyRunnersNoLiveHubHolds(t *testing.T) {
 	if v := a.job(jobID); v.State != job.Running {
 		t.Fatalf("leader expired a runner another live hub holds: %+v", v)
 	}
-	var rl protocol.RunnerList
+	var rl apitypes.RunnerList
 	if code, e := a.call(a.admin, "GET", "/runners", nil, &rl); code != http.StatusOK || len(rl.Runners) != 1 ||
 		!rl.Runners[0].Connected || rl.Runners[0].Hub != b.h.id {
 		t.Fatalf("runners on hub A: %d %v %+v", code, e, rl)
@@ -461,7 +462,7 @@ func TestQuestionsExpireOnlyUnderTheLeader(t *testing.T) {
 func TestQuestionAskedThroughAFollowerExpiresWhenDue(t *testing.T) {
 	a, b := leaderAndFollowerHinted(t, false)
 	j := b.waitOnExpiringQuestion(300 * time.Millisecond)
-	v := a.waitJob(j.ID, func(v protocol.JobView) bool { return v.State != job.Waiting })
+	v := a.waitJob(j.ID, func(v apitypes.JobView) bool { return v.State != job.Waiting })
 	if v.State != job.Failed || v.Reason != job.ReasonQuestionExpired {
 		t.Fatalf("the job after its question's expiry: %+v", v)
 	}

@@ -12,21 +12,23 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // rawCall sends body as it is (nil: no body) and returns the status and
 // the error the hub answered, if any.
-func (th *testHub) rawCall(token, method, path string, body []byte) (int, protocol.Error) {
+func (th *testHub) rawCall(token, method, path string, body []byte) (int, rules.Error) {
 	th.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		rd = strings.NewReader(string(body))
 	}
-	code, data := th.send(token, method, protocol.APIPrefix+path, rd)
-	var eb protocol.ErrorBody
+	code, data := th.send(token, method, apitypes.APIPrefix+path, rd)
+	var eb apitypes.ErrorBody
 	if code >= 300 {
 		_ = json.Unmarshal(data, &eb)
 	}
@@ -118,7 +120,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	done := th.submit("true")
 	o := sr.offer()
 	runToEnd(t, sr, o, "out\n", 0)
-	if code, e := th.call(th.admin, "PUT", "/projects/lib", protocol.MapProjectRequest{Remote: "https://git.example/lib.git"}, nil); code != http.StatusOK {
+	if code, e := th.call(th.admin, "PUT", "/projects/lib", apitypes.MapProjectRequest{Remote: "https://git.example/lib.git"}, nil); code != http.StatusOK {
 		t.Fatalf("map: %d %+v", code, e)
 	}
 	th.addUser("bob")
@@ -213,7 +215,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			}
 			before := th.dbDump()
 			code, e := th.rawCall(tok, tt.method, tt.path, body)
-			if code != tt.status || e.Code != protocol.ErrBadRequest || !strings.Contains(e.Message, tt.want) {
+			if code != tt.status || e.Code != rules.ErrBadRequest || !strings.Contains(e.Message, tt.want) {
 				t.Fatalf("got %d %+v, want %d bad_request with %q in the message", code, e, tt.status, tt.want)
 			}
 			if after := th.dbDump(); after != before {
@@ -223,16 +225,16 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	}
 
 	// Job arguments are multiline plain text: tab, newline and CRLF go.
-	var v protocol.JobView
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"printf", "a\tb\nc\r\n\u00a0é"}}, &v); code != http.StatusCreated {
+	var v apitypes.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"printf", "a\tb\nc\r\n\u00a0é"}}, &v); code != http.StatusCreated {
 		t.Fatalf("args with tab, newline and CRLF: %d %+v", code, e)
 	}
 	if got := th.job(v.ID).Args; len(got) != 2 || got[1] != "a\tb\nc\r\n\u00a0é" {
 		t.Fatalf("args came back as %q", got)
 	}
 	// An explicit empty remote still makes a project hosted again.
-	var pv protocol.ProjectView
-	if code, e := th.call(th.admin, "PUT", "/projects/lib", protocol.MapProjectRequest{Remote: ""}, &pv); code != http.StatusOK || pv.Remote != "" {
+	var pv apitypes.ProjectView
+	if code, e := th.call(th.admin, "PUT", "/projects/lib", apitypes.MapProjectRequest{Remote: ""}, &pv); code != http.StatusOK || pv.Remote != "" {
 		t.Fatalf("unmap with an empty remote: %d %+v %+v", code, e, pv)
 	}
 }
@@ -281,7 +283,7 @@ func (b *watchedBody) Close() error { return nil }
 func TestRegisterChecksTheTokenBeforeReadingTheBody(t *testing.T) {
 	th := startHub(t, Config{})
 	rtok := th.registerRunner("r1")
-	reg := th.launch(th.admin, protocol.LaunchRequest{Target: "local", Count: 1, Slots: 1}).Registrations[0].Token
+	reg := th.launch(th.admin, apitypes.LaunchRequest{Target: "local", Count: 1, Slots: 1}).Registrations[0].Token
 	key := `"` + strings.Repeat("k", 50) + `":`
 	deep := strings.Repeat("{"+key, 10000) + "0" + strings.Repeat("}", 10000)
 	tests := []struct {
@@ -292,24 +294,24 @@ func TestRegisterChecksTheTokenBeforeReadingTheBody(t *testing.T) {
 		msg    string
 		read   bool // whether the handler may read the body
 	}{
-		{"no bearer", "", 401, protocol.ErrUnauthorized, "needs a fleet registration token", false},
-		{"the bare prefix", auth.PrefixRegistration, 401, protocol.ErrUnauthorized, "registration token not recognised", false},
-		{"a registration token never issued", auth.NewToken(auth.PrefixRegistration), 401, protocol.ErrUnauthorized, "registration token not recognised", false},
-		{"a user token", th.admin, 401, protocol.ErrUnauthorized, "needs a fleet registration token", false},
-		{"a runner token", rtok, 401, protocol.ErrUnauthorized, "needs a fleet registration token", false},
-		{"an issued registration token", reg, 400, protocol.ErrBadRequest, "nested deeper than 64 levels", true},
+		{"no bearer", "", 401, rules.ErrUnauthorized, "needs a fleet registration token", false},
+		{"the bare prefix", auth.PrefixRegistration, 401, rules.ErrUnauthorized, "registration token not recognised", false},
+		{"a registration token never issued", auth.NewToken(auth.PrefixRegistration), 401, rules.ErrUnauthorized, "registration token not recognised", false},
+		{"a user token", th.admin, 401, rules.ErrUnauthorized, "needs a fleet registration token", false},
+		{"a runner token", rtok, 401, rules.ErrUnauthorized, "needs a fleet registration token", false},
+		{"an issued registration token", reg, 400, rules.ErrBadRequest, "nested deeper than 64 levels", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := th.dbDump()
 			body := &watchedBody{r: strings.NewReader(deep)}
-			req := httptest.NewRequest("POST", protocol.APIPrefix+"/runner/register", body)
+			req := httptest.NewRequest("POST", apitypes.APIPrefix+"/runner/register", body)
 			if tt.bearer != "" {
 				req.Header.Set("Authorization", "Bearer "+tt.bearer)
 			}
 			rec := httptest.NewRecorder()
 			th.h.Handler().ServeHTTP(rec, req)
-			var eb protocol.ErrorBody
+			var eb apitypes.ErrorBody
 			_ = json.Unmarshal(rec.Body.Bytes(), &eb)
 			if rec.Code != tt.status || eb.Error.Code != tt.code || !strings.Contains(eb.Error.Message, tt.msg) {
 				t.Fatalf("got %d %+v, want %d %s with %q", rec.Code, eb.Error, tt.status, tt.code, tt.msg)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 	"drover/internal/protocol/protocoltest"
 )
@@ -27,7 +28,7 @@ func TestLabelRuleAtSubmitAndHello(t *testing.T) {
 		}
 		t.Run(tc.Name, func(t *testing.T) {
 			labels := map[string]string{tc.Key: tc.Value}
-			code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: labels}, nil)
+			code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: labels}, nil)
 			switch {
 			case tc.OK && code != http.StatusCreated:
 				t.Fatalf("submit: %d %v", code, e)
@@ -48,7 +49,7 @@ func TestLabelRuleAtSubmitAndHello(t *testing.T) {
 			}
 		})
 	}
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: protocoltest.TooManyLabels()}, nil); code != http.StatusBadRequest {
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: protocoltest.TooManyLabels()}, nil); code != http.StatusBadRequest {
 		t.Fatalf("submit with too many labels: %d %v", code, e)
 	}
 }

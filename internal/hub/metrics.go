@@ -18,6 +18,7 @@ import (
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -157,17 +158,16 @@ func (h *Hub) MetricsHandler() http.Handler {
 
 // serveMetrics is GET /metrics on the hub's own address: only with the
 // operator's metrics token.
-func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) {
+func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	if h.cfg.MetricsToken == "" {
-		h.writeError(w, r, call.NotFound("metrics are not served here: the operator can set a metrics token or a metrics address (docs/operator.md)"))
-		return
+		return call.NotFound("metrics are not served here: the operator can set a metrics token or a metrics address (docs/operator.md)")
 	}
 	tok, err := auth.BearerToken(r.Header.Get("Authorization"))
 	if err != nil || subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.MetricsToken)) != 1 {
-		h.writeError(w, r, call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "GET /metrics needs the metrics token"))
-		return
+		return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "GET /metrics needs the metrics token")
 	}
 	h.MetricsHandler().ServeHTTP(w, r)
+	return nil
 }
 
 // countErrors counts the requests answered with an error status by route

@@ -4,13 +4,14 @@ import (
 	"net/http"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 )
 
 // TestSubmitNative: native is an agent jobs may name, with a prompt; only
 // its jobs take --model, a name of bounded plain text.
 func TestSubmitNative(t *testing.T) {
-	ok := []protocol.SubmitRequest{
+	ok := []apitypes.SubmitRequest{
 		{Agent: "native", Args: []string{"fix it"}},
 		{Agent: "native", Args: []string{"fix it"}, Model: "qwen2.5-coder:32b"},
 		{Agent: "native", Args: []string{"fix it"}, Fallback: "local-gpu"},
@@ -20,7 +21,7 @@ func TestSubmitNative(t *testing.T) {
 			t.Errorf("%+v: %v", req, err)
 		}
 	}
-	bad := []protocol.SubmitRequest{
+	bad := []apitypes.SubmitRequest{
 		{Agent: "native"},
 		{Agent: "claude", Args: []string{"fix it"}, Model: "opus"},
 		{Agent: "exec", Args: []string{"true"}, Model: "m"},
@@ -54,8 +55,8 @@ func TestOfferNamesTheFallbackHere(t *testing.T) {
 		{"main", "main", ""},      // the account it runs under
 		{"main", "elsewhere", ""}, // not on this runner
 	} {
-		var v protocol.JobView
-		if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "native", Args: []string{"fix it"},
+		var v apitypes.JobView
+		if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "native", Args: []string{"fix it"},
 			Account: tc.pin, Fallback: tc.fallback}, &v); code != http.StatusCreated || v.Fallback != tc.fallback {
 			t.Fatalf("submit: %d %v %+v", code, e, v)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
@@ -185,7 +186,7 @@ func (h *Hub) projectSpec(tx store.Tx, ra *runnerAccess, j store.Job, spec *prot
 }
 
 // configView is a project's config as the API shows it.
-func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
+func (h *Hub) configView(prj store.Project) apitypes.ProjectConfig {
 	c := prj.Config
 	orEmpty := func(s []string) []string {
 		if s == nil {
@@ -193,7 +194,7 @@ func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
 		}
 		return s
 	}
-	return protocol.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
+	return apitypes.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
 		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
 		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile, SetupApproved: c.SetupApproved, Large: c.Large, Sparse: c.Sparse,
 		Policies: h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
@@ -201,7 +202,7 @@ func (h *Hub) configView(prj store.Project) protocol.ProjectConfig {
 
 // applyConfig changes c as req asks, or says what is wrong with it and
 // changes nothing.
-func (h *Hub) applyConfig(c store.ProjectConfig, req protocol.ProjectConfigRequest) (store.ProjectConfig, error) {
+func (h *Hub) applyConfig(c store.ProjectConfig, req apitypes.ProjectConfigRequest) (store.ProjectConfig, error) {
 	var err error
 	if req.SetupNetwork != nil {
 		if c.SetupNetwork, err = h.cfg.Network.Choose(*req.SetupNetwork); err != nil {
@@ -309,16 +310,10 @@ func applyApprovals(have, add, remove []string) ([]string, error) {
 	return out, nil
 }
 
-// projectConfigRequest names a project and, to set it, its new config.
-type projectConfigRequest struct {
-	Project string
-	protocol.ProjectConfigRequest
-}
-
-// projectConfig is a project's network policies, setup and caches
+// ProjectConfig is a project's network policies, setup and caches
 // (members and admins).
-func (h *Hub) projectConfig(ctx context.Context, p call.Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
-	var out protocol.ProjectConfig
+func (h *Hub) ProjectConfig(ctx context.Context, p call.Caller, req call.ProjectConfigRequest) (apitypes.ProjectConfig, error) {
+	var out apitypes.ProjectConfig
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := readProject(tx, req.Project)
 		if err != nil {
@@ -333,9 +328,9 @@ func (h *Hub) projectConfig(ctx context.Context, p call.Caller, req projectConfi
 	return out, err
 }
 
-// setProjectConfig changes a project's config (owner and admins).
-func (h *Hub) setProjectConfig(ctx context.Context, p call.Caller, req projectConfigRequest) (protocol.ProjectConfig, error) {
-	var out protocol.ProjectConfig
+// SetProjectConfig changes a project's config (owner and admins).
+func (h *Hub) SetProjectConfig(ctx context.Context, p call.Caller, req call.ProjectConfigRequest) (apitypes.ProjectConfig, error) {
+	var out apitypes.ProjectConfig
 	var before, after store.ProjectConfig
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		prj, err := readProject(tx, req.Project)
@@ -405,7 +400,7 @@ func denialEvents(tx store.Tx, jobID, runner string, iso *protocol.Isolation, at
 // addAllow says in each denial of a job's view the command that lets its
 // project reach the host, from the operator's policies and the project's
 // choice as they are now.
-func (h *Hub) addAllow(tx store.Tx, v *protocol.JobView) error {
+func (h *Hub) addAllow(tx store.Tx, v *apitypes.JobView) error {
 	if v.Project == "" {
 		return nil
 	}

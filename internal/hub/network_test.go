@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // A project's owner chooses its network from the operator's policies;
@@ -26,17 +28,17 @@ func TestProjectNetworkPolicies(t *testing.T) {
 	_, base := th.hostProject(alice, "web")
 	th.addMember(alice, "web", "bob")
 
-	config := func(token string) (protocol.ProjectConfig, int) {
-		var c protocol.ProjectConfig
+	config := func(token string) (apitypes.ProjectConfig, int) {
+		var c apitypes.ProjectConfig
 		code, _ := th.call(token, "GET", "/projects/web/config", nil, &c)
 		return c, code
 	}
-	set := func(token string, req protocol.ProjectConfigRequest) (int, protocol.Error) {
+	set := func(token string, req apitypes.ProjectConfigRequest) (int, rules.Error) {
 		return th.call(token, "PUT", "/projects/web/config", req, nil)
 	}
 	names := func(n ...string) *[]string { return &n }
 
-	if code, _ := set(alice, protocol.ProjectConfigRequest{SetupNetwork: names("npm", "go"), AgentNetwork: names("go")}); code != http.StatusOK {
+	if code, _ := set(alice, apitypes.ProjectConfigRequest{SetupNetwork: names("npm", "go"), AgentNetwork: names("go")}); code != http.StatusOK {
 		t.Fatalf("owner sets the network: %d", code)
 	}
 	want := func() {
@@ -51,25 +53,25 @@ func TestProjectNetworkPolicies(t *testing.T) {
 	digest := protocol.SetupFileHash([]byte("echo setup\n"))
 	for name, tc := range map[string]struct {
 		token  string
-		req    protocol.ProjectConfigRequest
+		req    apitypes.ProjectConfigRequest
 		status int
 	}{
-		"a member who is not the owner": {bob, protocol.ProjectConfigRequest{AgentNetwork: names("npm")}, http.StatusForbidden},
-		"a non-member":                  {carol, protocol.ProjectConfigRequest{AgentNetwork: names("npm")}, http.StatusForbidden},
-		"an unknown policy":             {alice, protocol.ProjectConfigRequest{AgentNetwork: names("pip")}, http.StatusBadRequest},
-		"open while it is off":          {alice, protocol.ProjectConfigRequest{AgentNetwork: names("open")}, http.StatusBadRequest},
-		"a bad cache with a good policy": {alice, protocol.ProjectConfigRequest{AgentNetwork: names("npm"),
+		"a member who is not the owner": {bob, apitypes.ProjectConfigRequest{AgentNetwork: names("npm")}, http.StatusForbidden},
+		"a non-member":                  {carol, apitypes.ProjectConfigRequest{AgentNetwork: names("npm")}, http.StatusForbidden},
+		"an unknown policy":             {alice, apitypes.ProjectConfigRequest{AgentNetwork: names("pip")}, http.StatusBadRequest},
+		"open while it is off":          {alice, apitypes.ProjectConfigRequest{AgentNetwork: names("open")}, http.StatusBadRequest},
+		"a bad cache with a good policy": {alice, apitypes.ProjectConfigRequest{AgentNetwork: names("npm"),
 			Caches: names("../x")}, http.StatusBadRequest},
-		"a bad key file":                      {alice, protocol.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
-		"a setup file outside the repository": {alice, protocol.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
-		"a member enables a setup file":       {bob, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
-		"a member marks it large":             {bob, protocol.ProjectConfigRequest{Large: ptr(true)}, http.StatusForbidden},
-		"a member approves a setup script":    {bob, protocol.ProjectConfigRequest{ApproveSetup: []string{digest}}, http.StatusForbidden},
-		"a setup script digest that is not one": {alice, protocol.ProjectConfigRequest{ApproveSetup: []string{digest, "abc"}},
+		"a bad key file":                      {alice, apitypes.ProjectConfigRequest{SetupKeys: names("/etc/passwd")}, http.StatusBadRequest},
+		"a setup file outside the repository": {alice, apitypes.ProjectConfigRequest{SetupFile: ptr("../setup.sh")}, http.StatusBadRequest},
+		"a member enables a setup file":       {bob, apitypes.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh")}, http.StatusForbidden},
+		"a member marks it large":             {bob, apitypes.ProjectConfigRequest{Large: ptr(true)}, http.StatusForbidden},
+		"a member approves a setup script":    {bob, apitypes.ProjectConfigRequest{ApproveSetup: []string{digest}}, http.StatusForbidden},
+		"a setup script digest that is not one": {alice, apitypes.ProjectConfigRequest{ApproveSetup: []string{digest, "abc"}},
 			http.StatusBadRequest},
-		"unapproving a digest not approved":    {alice, protocol.ProjectConfigRequest{UnapproveSetup: []string{digest}}, http.StatusBadRequest},
-		"a sparse path outside the repository": {alice, protocol.ProjectConfigRequest{Sparse: names("src", "../x")}, http.StatusBadRequest},
-		"a sparse pattern":                     {alice, protocol.ProjectConfigRequest{Sparse: names("src/*")}, http.StatusBadRequest},
+		"unapproving a digest not approved":    {alice, apitypes.ProjectConfigRequest{UnapproveSetup: []string{digest}}, http.StatusBadRequest},
+		"a sparse path outside the repository": {alice, apitypes.ProjectConfigRequest{Sparse: names("src", "../x")}, http.StatusBadRequest},
+		"a sparse pattern":                     {alice, apitypes.ProjectConfigRequest{Sparse: names("src/*")}, http.StatusBadRequest},
 	} {
 		if code, e := set(tc.token, tc.req); code != tc.status || e.Message == "" {
 			t.Errorf("%s: %d %+v, want %d with a message", name, code, e, tc.status)
@@ -82,7 +84,7 @@ func TestProjectNetworkPolicies(t *testing.T) {
 
 	// A job narrows, never widens; without a project only "none" is.
 	before := len(th.jobIDs(alice))
-	for name, req := range map[string]protocol.SubmitRequest{
+	for name, req := range map[string]apitypes.SubmitRequest{
 		"widen":                  {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"npm"}},
 		"no project":             {Agent: "exec", Args: []string{"true"}, Network: []string{"go"}},
 		"none and another":       {Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base), Network: []string{"none", "go"}},
@@ -101,7 +103,7 @@ func TestProjectNetworkPolicies(t *testing.T) {
 
 	// A setup file alone is a setup, and the offer names it with the
 	// digests of its versions the owner approved.
-	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh"),
+	if code, e := set(alice, apitypes.ProjectConfigRequest{SetupFile: ptr(".drover/setup.sh"),
 		ApproveSetup: []string{strings.ToUpper(digest), digest}}); code != http.StatusOK {
 		t.Fatalf("owner enables and approves a setup file: %d %+v", code, e)
 	}
@@ -109,7 +111,7 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		t.Fatalf("config after --approve: %+v", c)
 	}
 	box, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
-	withFile := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	withFile := th.submitAs(alice, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	if o := box.offerFor(withFile.ID); o.Spec.Setup == nil || o.Spec.Setup.File != ".drover/setup.sh" || len(o.Spec.Setup.Commands) != 0 ||
 		!slices.Equal(o.Spec.Setup.FileApproved, []string{digest}) {
 		t.Fatalf("offer setup = %+v", o.Spec.Setup)
@@ -117,32 +119,32 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		runToEnd(t, box, o, "", 0)
 	}
 	// A large project's offers tell the runner to fetch a partial clone.
-	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(true), Sparse: names("src", "docs", "src")}); code != http.StatusOK {
+	if code, e := set(alice, apitypes.ProjectConfigRequest{Large: ptr(true), Sparse: names("src", "docs", "src")}); code != http.StatusOK {
 		t.Fatalf("owner marks the project large and sparse: %d %+v", code, e)
 	}
 	if c, _ := config(bob); !c.Large || !slices.Equal(c.Sparse, []string{"docs", "src"}) {
 		t.Fatalf("config after --large --sparse: %+v", c)
 	}
-	large := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	large := th.submitAs(alice, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	if o := box.offerFor(large.ID); o.Spec.Repo == nil || !o.Spec.Repo.Large || !slices.Equal(o.Spec.Repo.Sparse, []string{"docs", "src"}) {
 		t.Fatalf("offer of a large project: repo %+v", o.Spec.Repo)
 	} else {
 		runToEnd(t, box, o, "", 0)
 	}
 	// A job's own sparse folders win over the project's.
-	own := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base), Sparse: []string{"src"}})
+	own := th.submitAs(alice, apitypes.SubmitRequest{Repo: onRepo("web", base), Sparse: []string{"src"}})
 	if o := box.offerFor(own.ID); !slices.Equal(o.Spec.Repo.Sparse, []string{"src"}) {
 		t.Fatalf("offer of a job with its own sparse folders: repo %+v", o.Spec.Repo)
 	} else {
 		runToEnd(t, box, o, "", 0)
 	}
-	if code, e := set(alice, protocol.ProjectConfigRequest{Large: ptr(false), Sparse: names()}); code != http.StatusOK {
+	if code, e := set(alice, apitypes.ProjectConfigRequest{Large: ptr(false), Sparse: names()}); code != http.StatusOK {
 		t.Fatalf("owner unmarks the project: %d %+v", code, e)
 	}
-	if code, e := set(alice, protocol.ProjectConfigRequest{SetupFile: ptr("")}); code != http.StatusOK {
+	if code, e := set(alice, apitypes.ProjectConfigRequest{SetupFile: ptr("")}); code != http.StatusOK {
 		t.Fatalf("owner turns the setup file off: %d %+v", code, e)
 	}
-	none := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base), Network: []string{"none"}})
+	none := th.submitAs(alice, apitypes.SubmitRequest{Repo: onRepo("web", base), Network: []string{"none"}})
 	if none.Network == nil || len(none.Network) != 0 {
 		t.Fatalf("job network = %#v, want none", none.Network)
 	}
@@ -154,7 +156,7 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		t.Fatalf("offer network = %+v", n)
 	}
 	runToEnd(t, box, o, "", 0)
-	def := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	def := th.submitAs(alice, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	o = box.offerFor(def.ID)
 	if !slices.Equal(o.Spec.Network.Agent.Allow, []string{"proxy.golang.org:443", "sum.golang.org:443"}) {
 		t.Fatalf("default agent network = %+v", o.Spec.Network.Agent)
@@ -171,7 +173,7 @@ func TestProjectNetworkPolicies(t *testing.T) {
 	}
 	fin.Isolation.Denials = []protocol.Denial{{Host: "registry.npmjs.org:443", Phase: "agent", Count: 2}, {Host: "example.org:443", Phase: "setup", Count: 1}}
 	wantOK(t, box.request(protocol.TypeFinish, fin))
-	var v protocol.JobView
+	var v apitypes.JobView
 	if code, e := th.call(alice, "GET", "/jobs/"+def.ID+"?events=1", nil, &v); code != http.StatusOK {
 		t.Fatalf("job view: %d %+v", code, e)
 	}
@@ -225,22 +227,22 @@ func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 	th.addMember(alice, "web", "bob")
 	th.addMember(alice, "web", "carol")
 	cmds, setupNet := []string{"fetch-deps"}, []string{"private"}
-	if code, e := th.call(alice, "PUT", "/projects/web/config", protocol.ProjectConfigRequest{SetupNetwork: &setupNet, SetupCommands: &cmds}, nil); code != http.StatusOK {
+	if code, e := th.call(alice, "PUT", "/projects/web/config", apitypes.ProjectConfigRequest{SetupNetwork: &setupNet, SetupCommands: &cmds}, nil); code != http.StatusOK {
 		t.Fatalf("set config: %d %+v", code, e)
 	}
 	own, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
 	bobs := th.registerRunnerOf(bob, "b-box")
-	th.share(bob, "b-box", true, protocol.ShareRequest{Project: "web"})
+	th.share(bob, "b-box", true, apitypes.ShareRequest{Project: "web"})
 	th.accept(alice, "b-box", "web")
 	shared, _ := th.dial(bobs, protocol.Hello{Slots: 1})
 
-	j := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	j := th.submitAs(alice, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	v := th.waitQueued(j.ID, "needs the hub's registry credential(s) corp, which only runners owned by an admin (or named for them in the hub's config) receive")
 	if strings.Contains(v.Waiting, key) {
 		t.Fatalf("the waiting reason holds the key: %q", v.Waiting)
 	}
 	// A job without setup credentials still runs on alice's own runner.
-	plain := th.submitAs(alice, protocol.SubmitRequest{Args: []string{"echo", "no-setup"}})
+	plain := th.submitAs(alice, apitypes.SubmitRequest{Args: []string{"echo", "no-setup"}})
 	runToEnd(t, own, own.offerFor(plain.ID), "", 0)
 	for name, sr := range map[string]*scriptRunner{"the project owner's runner": own, "a member's runner shared with the project": shared} {
 		if got := sr.heard(300 * time.Millisecond); strings.Contains(got, key) || strings.Contains(got, `"offer"`) {
@@ -250,17 +252,17 @@ func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
 	th.wantQueued(j.ID)
 
 	carols := th.registerRunnerOf(carol, "c-box")
-	th.share(carol, "c-box", true, protocol.ShareRequest{Project: "web"})
+	th.share(carol, "c-box", true, apitypes.ShareRequest{Project: "web"})
 	th.accept(alice, "c-box", "web")
 	named, _ := th.dial(carols, protocol.Hello{Slots: 1})
 	held := named.offerFor(j.ID)
 	if held.Spec.Setup == nil || len(held.Spec.Setup.Credentials) != 1 || held.Spec.Setup.Credentials[0].Key != key {
 		t.Fatalf("the runner the config names got setup %+v", held.Spec.Setup)
 	}
-	j2 := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	j2 := th.submitAs(alice, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	th.waitQueued(j2.ID, "every runner that can take it is busy")
 	admins := th.registerRunner("h-box")
-	th.share(th.admin, "h-box", true, protocol.ShareRequest{Hub: true})
+	th.share(th.admin, "h-box", true, apitypes.ShareRequest{Hub: true})
 	hub, _ := th.dial(admins, protocol.Hello{Slots: 1})
 	o := hub.offerFor(j2.ID)
 	if o.Spec.Setup == nil || len(o.Spec.Setup.Credentials) != 1 || o.Spec.Setup.Credentials[0].Key != key {

@@ -2,8 +2,6 @@ package hub
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,25 +13,13 @@ import (
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
-// staleHeadBody is the 409 answer to a publication that does not build on
-// the job's head: an error body that also decodes as a PublishResult.
-type staleHeadBody struct {
-	protocol.ErrorBody
-	Head string `json:"head"`
-}
-
-// staleHead is the error publishBundle answers with when the hub holds a
-// newer head than the one the runner built on.
-type staleHead struct{ head string }
-
-func (e staleHead) Error() string { return "stale head; the hub's head is " + e.head }
-
-// tooLargeTransfer says what to do about a transfer over the cap.
-func (h *Hub) tooLargeTransfer(what string) *call.Refusal {
-	return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge,
+// TooLargeTransfer says what to do about a transfer over the cap.
+func (h *Hub) TooLargeTransfer(what string) *call.Refusal {
+	return call.Errf(http.StatusRequestEntityTooLarge, rules.ErrTooLarge,
 		"%s is over the hub's transfer cap of %d bytes: map the project to a remote URL that runners fetch themselves "+
 			"(drover projects map NAME URL), or raise the cap (drover hub --transfer-cap)", what, h.cfg.TransferCap)
 }
@@ -67,37 +53,11 @@ func checkPublishable(a store.Attempt, j store.Job) error {
 	return nil
 }
 
-// publishRequest is a runner's result (or checkpoint) as a git bundle:
-// the commit it holds and its SHA-256. Spool stores the bundle, once the
-// attempt may publish, and returns the file's path.
-type publishRequest struct {
-	Ref        protocol.AttemptRef
-	Commit     string
-	Digest     string
-	Checkpoint bool
-	// Sparse is the runner's worktree's cone (none: whole), which the
-	// agent may have widened; checked with protocol.CheckSparsePaths.
-	Sparse []string
-	Spool  func(digest string) (string, error)
-}
-
-// checkPublishIDs refuses a publication's commit id or SHA-256 that is
-// not one in full.
-func checkPublishIDs(commit, digest string) error {
-	if !gitcmd.ValidCommitID(commit) {
-		return call.BadRequest("commit must be a full 40-hex commit id")
-	}
-	if b, err := hex.DecodeString(digest); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != digest {
-		return call.BadRequest("sha256 must be 64 lower-case hex digits")
-	}
-	return nil
-}
-
-// publishBundle checks and publishes a runner's bundle (docs/protocol.md
+// PublishBundle checks and publishes a runner's bundle (docs/protocol.md
 // has every check). A bundle that does not build on the job's head is
-// refused with a staleHead.
-func (h *Hub) publishBundle(ctx context.Context, p call.Caller, req publishRequest) (protocol.PublishResult, error) {
-	if err := checkPublishIDs(req.Commit, req.Digest); err != nil {
+// refused with a call.StaleHead.
+func (h *Hub) PublishBundle(ctx context.Context, p call.Caller, req call.PublishRequest) (protocol.PublishResult, error) {
+	if err := req.CheckIDs(); err != nil {
 		return protocol.PublishResult{}, err
 	}
 	// Refuse a fenced attempt before reading a byte of the bundle.
@@ -155,7 +115,7 @@ func (h *Hub) publish(ctx context.Context, p call.Caller, ref protocol.AttemptRe
 	if ok, err := in.IsAncestor(ctx, j.Head, commit); err != nil {
 		return protocol.PublishResult{}, err
 	} else if !ok {
-		return protocol.PublishResult{}, staleHead{head: j.Head}
+		return protocol.PublishResult{}, call.StaleHead{Head: j.Head}
 	}
 	if err := in.Accept(); err != nil {
 		return protocol.PublishResult{}, err

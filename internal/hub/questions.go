@@ -7,10 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -23,9 +25,9 @@ import (
 // argError answers a tool argument or an answer that breaks the limits:
 // too_large for a size, bad_request for the rest.
 func argError(what string, err error) error {
-	var le *protocol.LimitError
+	var le *rules.LimitError
 	if errors.As(err, &le) {
-		return call.Errf(http.StatusRequestEntityTooLarge, protocol.ErrTooLarge, "%s: %v", what, err)
+		return call.Errf(http.StatusRequestEntityTooLarge, rules.ErrTooLarge, "%s: %v", what, err)
 	}
 	return call.BadRequest("%s: %v", what, err)
 }
@@ -120,7 +122,7 @@ func (h *Hub) ask(ctx context.Context, c *runnerSession, reqID string, m protoco
 }
 
 func (h *Hub) deliver(ctx context.Context, c *runnerSession, reqID string, m protocol.Deliver) error {
-	if err := protocol.CheckSummary(m.Summary); err != nil {
+	if err := rules.CheckSummary(m.Summary); err != nil {
 		return argError("deliver", err)
 	}
 	_, err := toolRequest(ctx, h, c, reqID, "deliver", m.AttemptRef, func(tx store.Tx, a store.Attempt, j store.Job) (struct{}, error) {
@@ -299,7 +301,7 @@ func expired(q store.Question, now time.Time) bool {
 // requester's own answer is approved at once and requeues the job (in place
 // of another user's answer awaiting approval, if any); anyone else's waits
 // for the requester's approval.
-func (h *Hub) answerJob(ctx context.Context, p call.Caller, id string, req protocol.AnswerRequest) error {
+func (h *Hub) answerJob(ctx context.Context, p call.Caller, id string, req apitypes.AnswerRequest) error {
 	var requeued bool
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		requeued = false

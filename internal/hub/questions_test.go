@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Questions, answers, deliveries and restarts, driven through the gateway
@@ -34,10 +36,10 @@ func (th *testHub) reopen() {
 }
 
 // submitTools submits, as the admin, an exec job whose agent has the tools.
-func (th *testHub) submitTools(args ...string) protocol.JobView {
+func (th *testHub) submitTools(args ...string) apitypes.JobView {
 	th.t.Helper()
-	var v protocol.JobView
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: args, Tools: true}, &v); code != http.StatusCreated {
+	var v apitypes.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: args, Tools: true}, &v); code != http.StatusCreated {
 		th.t.Fatalf("submit: %d %v", code, e)
 	}
 	return v
@@ -79,7 +81,7 @@ func contextOf(t *testing.T, sr *scriptRunner, ref protocol.AttemptRef) protocol
 
 func (th *testHub) questions(token string) []protocol.QuestionView {
 	th.t.Helper()
-	var l protocol.QuestionList
+	var l apitypes.QuestionList
 	if code, e := th.call(token, "GET", "/questions", nil, &l); code != http.StatusOK {
 		th.t.Fatalf("questions: %d %+v", code, e)
 	}
@@ -88,7 +90,7 @@ func (th *testHub) questions(token string) []protocol.QuestionView {
 
 func eventKinds(th *testHub, id string) []string {
 	th.t.Helper()
-	var v protocol.JobView
+	var v apitypes.JobView
 	if code, e := th.call(th.admin, "GET", "/jobs/"+id+"?events=1", nil, &v); code != http.StatusOK {
 		th.t.Fatalf("job with events: %d %+v", code, e)
 	}
@@ -134,7 +136,7 @@ func TestAskWaitsWithoutASlotThenResumesAndDelivers(t *testing.T) {
 
 	// The requester's answer is approved at once and requeues the job,
 	// preferably on the runner that asked, resuming its session.
-	if code, e := th.call(th.admin, "POST", "/jobs/"+a.ID+"/answer", protocol.AnswerRequest{Choice: 2}, &v); code != http.StatusOK {
+	if code, e := th.call(th.admin, "POST", "/jobs/"+a.ID+"/answer", apitypes.AnswerRequest{Choice: 2}, &v); code != http.StatusOK {
 		t.Fatalf("answer: %d %+v", code, e)
 	}
 	if v.State != job.Queued && v.State != job.Offered {
@@ -184,8 +186,8 @@ func TestAnotherUsersAnswerWaitsForTheRequester(t *testing.T) {
 	j := th.submitTools("task")
 	qid := askAndFinish(t, sr, sr.offer(), "Go ahead?", nil, "")
 
-	var v protocol.JobView
-	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", protocol.AnswerRequest{Text: "yes, use sqlite"}, &v); code != http.StatusOK {
+	var v apitypes.JobView
+	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", apitypes.AnswerRequest{Text: "yes, use sqlite"}, &v); code != http.StatusOK {
 		t.Fatalf("bob's answer: %d %+v", code, e)
 	}
 	if ans := v.Questions[0].Answer; v.State != job.Waiting || ans == nil || ans.Approved || ans.By != "bob" {
@@ -204,7 +206,7 @@ func TestAnotherUsersAnswerWaitsForTheRequester(t *testing.T) {
 	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/approve", nil, nil); code != http.StatusForbidden || !strings.Contains(e.Message, "admin") {
 		t.Fatalf("approval by bob: %d %+v", code, e)
 	}
-	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", protocol.AnswerRequest{Text: "no"}, nil); code != http.StatusConflict {
+	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", apitypes.AnswerRequest{Text: "no"}, nil); code != http.StatusConflict {
 		t.Fatalf("second answer by bob: %d %+v", code, e)
 	}
 	if after := th.job(j.ID); !sameJob(before, after) {
@@ -228,7 +230,7 @@ func TestAnotherUsersAnswerWaitsForTheRequester(t *testing.T) {
 }
 
 // sameJob compares what a refused request must not change.
-func sameJob(a, b protocol.JobView) bool {
+func sameJob(a, b apitypes.JobView) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
@@ -240,12 +242,12 @@ func TestUnapprovedAnswersNeverReachTheAgent(t *testing.T) {
 	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{})
 	j := th.submitTools("task")
 	askAndFinish(t, sr, sr.offer(), "Which port?", nil, "sess-1")
-	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", protocol.AnswerRequest{Text: "rm -rf / first"}, nil); code != http.StatusOK {
+	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", apitypes.AnswerRequest{Text: "rm -rf / first"}, nil); code != http.StatusOK {
 		t.Fatalf("bob's answer: %d %+v", code, e)
 	}
 	// The requester starts over instead of approving: no approval needed,
 	// no session resumed, and bob's answer stays unseen.
-	var v protocol.JobView
+	var v apitypes.JobView
 	if code, e := th.call(th.admin, "POST", "/jobs/"+j.ID+"/restart", nil, &v); code != http.StatusOK {
 		t.Fatalf("restart: %d %+v", code, e)
 	}
@@ -288,13 +290,13 @@ func TestBadToolRequestsChangeNothing(t *testing.T) {
 	o := sr.offer()
 	other, _ := th.dial(th.registerRunner("r2"), protocol.Hello{})
 	// Before the accept the attempt has no turn.
-	wantErr(t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?"}), protocol.ErrFenced)
+	wantErr(t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?"}), rules.ErrFenced)
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 
 	stale := o.AttemptRef
 	stale.Epoch = 9
-	big := strings.Repeat("x", protocol.MaxQuestion+1)
-	many := make([]string, protocol.MaxChoices+1)
+	big := strings.Repeat("x", rules.MaxQuestion+1)
+	many := make([]string, rules.MaxChoices+1)
 	for i := range many {
 		many[i] = "c"
 	}
@@ -305,28 +307,28 @@ func TestBadToolRequestsChangeNothing(t *testing.T) {
 		body any
 		code string
 	}{
-		{"ask under a stale epoch", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: stale, Question: "?"}, protocol.ErrFenced},
-		{"ask from another runner", other, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?"}, protocol.ErrFenced},
-		{"deliver under a stale epoch", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: stale, Summary: "s"}, protocol.ErrFenced},
-		{"context of another runner's attempt", other, protocol.TypeContext, protocol.GetContext{AttemptRef: o.AttemptRef}, protocol.ErrFenced},
-		{"question too long", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: big}, protocol.ErrTooLarge},
-		{"too many choices", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", Choices: many}, protocol.ErrTooLarge},
-		{"choice too long", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", Choices: []string{strings.Repeat("c", protocol.MaxChoice+1)}}, protocol.ErrTooLarge},
-		{"blank question", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: " \n"}, protocol.ErrBadRequest},
-		{"control character", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "a\x1b[2J"}, protocol.ErrBadRequest},
-		{"C1 control character", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "a\u009b2J"}, protocol.ErrBadRequest},
-		{"lone CR", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "safe?\rrm -rf"}, protocol.ErrBadRequest},
-		{"choice over two lines", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", Choices: []string{"a\n2. b"}}, protocol.ErrBadRequest},
-		{"choice with ESC", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", Choices: []string{"a\x1b[8m"}}, protocol.ErrBadRequest},
-		{"summary with ESC", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "done\x1b]0;pwned\x07"}, protocol.ErrBadRequest},
-		{"summary with a C1 control", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "done\u0085"}, protocol.ErrBadRequest},
+		{"ask under a stale epoch", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: stale, Question: "?"}, rules.ErrFenced},
+		{"ask from another runner", other, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?"}, rules.ErrFenced},
+		{"deliver under a stale epoch", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: stale, Summary: "s"}, rules.ErrFenced},
+		{"context of another runner's attempt", other, protocol.TypeContext, protocol.GetContext{AttemptRef: o.AttemptRef}, rules.ErrFenced},
+		{"question too long", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: big}, rules.ErrTooLarge},
+		{"too many choices", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", Choices: many}, rules.ErrTooLarge},
+		{"choice too long", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", Choices: []string{strings.Repeat("c", rules.MaxChoice+1)}}, rules.ErrTooLarge},
+		{"blank question", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: " \n"}, rules.ErrBadRequest},
+		{"control character", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "a\x1b[2J"}, rules.ErrBadRequest},
+		{"C1 control character", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "a\u009b2J"}, rules.ErrBadRequest},
+		{"lone CR", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "safe?\rrm -rf"}, rules.ErrBadRequest},
+		{"choice over two lines", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", Choices: []string{"a\n2. b"}}, rules.ErrBadRequest},
+		{"choice with ESC", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", Choices: []string{"a\x1b[8m"}}, rules.ErrBadRequest},
+		{"summary with ESC", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "done\x1b]0;pwned\x07"}, rules.ErrBadRequest},
+		{"summary with a C1 control", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "done\u0085"}, rules.ErrBadRequest},
 		{"session with a control character", sr, protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Session: "acc/s\x1b",
-			Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSHA256: sum(nil)}, protocol.ErrBadRequest},
-		{"negative expiry", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", ExpiresIn: protocol.Duration(-time.Second)}, protocol.ErrBadRequest},
-		{"summary too long", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: strings.Repeat("s", protocol.MaxSummary+1)}, protocol.ErrTooLarge},
-		{"blank summary", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef}, protocol.ErrBadRequest},
+			Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSHA256: sum(nil)}, rules.ErrBadRequest},
+		{"negative expiry", sr, protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "?", ExpiresIn: protocol.Duration(-time.Second)}, rules.ErrBadRequest},
+		{"summary too long", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: strings.Repeat("s", rules.MaxSummary+1)}, rules.ErrTooLarge},
+		{"blank summary", sr, protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef}, rules.ErrBadRequest},
 		{"session too long", sr, protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Session: strings.Repeat("s", protocol.MaxSession+1),
-			Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSHA256: sum(nil)}, protocol.ErrTooLarge},
+			Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: exit(0)}, LogSHA256: sum(nil)}, rules.ErrTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -345,17 +347,17 @@ func TestBadToolRequestsChangeNothing(t *testing.T) {
 	// One question per attempt, and no delivery once it asked.
 	wantOK(t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "first?"}))
 	before := th.job(j.ID)
-	wantErr(t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "second?"}), protocol.ErrConflict)
-	wantErr(t, sr.request(protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "done"}), protocol.ErrConflict)
+	wantErr(t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "second?"}), rules.ErrConflict)
+	wantErr(t, sr.request(protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "done"}), rules.ErrConflict)
 	if after := th.job(j.ID); !sameJob(before, after) {
 		t.Fatalf("refused requests changed the job: %+v → %+v", before, after)
 	}
 	// Once the attempt finished, it is fenced out.
 	wantOK(t, finishAs(sr, o.AttemptRef, job.AttemptAsked, ""))
 	before = th.job(j.ID)
-	wantErr(t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "again?"}), protocol.ErrFenced)
-	wantErr(t, sr.request(protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "done"}), protocol.ErrFenced)
-	wantErr(t, sr.request(protocol.TypeContext, protocol.GetContext{AttemptRef: o.AttemptRef}), protocol.ErrFenced)
+	wantErr(t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "again?"}), rules.ErrFenced)
+	wantErr(t, sr.request(protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "done"}), rules.ErrFenced)
+	wantErr(t, sr.request(protocol.TypeContext, protocol.GetContext{AttemptRef: o.AttemptRef}), rules.ErrFenced)
 	if after := th.job(j.ID); !sameJob(before, after) || after.State != job.Waiting {
 		t.Fatalf("fenced requests changed the job: %+v → %+v", before, after)
 	}
@@ -379,17 +381,17 @@ func TestBadAnswersChangeNothing(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"answer a job that waits on nothing", th.admin, "/jobs/" + running.ID + "/answer", protocol.AnswerRequest{Text: "x"}, 409, protocol.ErrConflict},
-		{"answer an unknown job", th.admin, "/jobs/j-nope/answer", protocol.AnswerRequest{Text: "x"}, 404, protocol.ErrNotFound},
-		{"choice out of range", th.admin, "/jobs/" + waiting.ID + "/answer", protocol.AnswerRequest{Choice: 3}, 400, protocol.ErrBadRequest},
-		{"negative choice", th.admin, "/jobs/" + waiting.ID + "/answer", protocol.AnswerRequest{Choice: -1}, 400, protocol.ErrBadRequest},
-		{"blank answer", th.admin, "/jobs/" + waiting.ID + "/answer", protocol.AnswerRequest{Text: "  "}, 400, protocol.ErrBadRequest},
-		{"answer too long", th.admin, "/jobs/" + waiting.ID + "/answer", protocol.AnswerRequest{Text: strings.Repeat("a", protocol.MaxAnswer+1)}, 413, protocol.ErrTooLarge},
-		{"approval with nothing pending", th.admin, "/jobs/" + waiting.ID + "/approve", nil, 409, protocol.ErrConflict},
-		{"approval by someone else", bob, "/jobs/" + waiting.ID + "/approve", nil, 403, protocol.ErrForbidden},
-		{"restart by someone else", bob, "/jobs/" + waiting.ID + "/restart", nil, 403, protocol.ErrForbidden},
-		{"restart a running job", th.admin, "/jobs/" + running.ID + "/restart", nil, 409, protocol.ErrConflict},
-		{"retry a waiting job", th.admin, "/jobs/" + waiting.ID + "/retry", nil, 409, protocol.ErrConflict},
+		{"answer a job that waits on nothing", th.admin, "/jobs/" + running.ID + "/answer", apitypes.AnswerRequest{Text: "x"}, 409, rules.ErrConflict},
+		{"answer an unknown job", th.admin, "/jobs/j-nope/answer", apitypes.AnswerRequest{Text: "x"}, 404, rules.ErrNotFound},
+		{"choice out of range", th.admin, "/jobs/" + waiting.ID + "/answer", apitypes.AnswerRequest{Choice: 3}, 400, rules.ErrBadRequest},
+		{"negative choice", th.admin, "/jobs/" + waiting.ID + "/answer", apitypes.AnswerRequest{Choice: -1}, 400, rules.ErrBadRequest},
+		{"blank answer", th.admin, "/jobs/" + waiting.ID + "/answer", apitypes.AnswerRequest{Text: "  "}, 400, rules.ErrBadRequest},
+		{"answer too long", th.admin, "/jobs/" + waiting.ID + "/answer", apitypes.AnswerRequest{Text: strings.Repeat("a", rules.MaxAnswer+1)}, 413, rules.ErrTooLarge},
+		{"approval with nothing pending", th.admin, "/jobs/" + waiting.ID + "/approve", nil, 409, rules.ErrConflict},
+		{"approval by someone else", bob, "/jobs/" + waiting.ID + "/approve", nil, 403, rules.ErrForbidden},
+		{"restart by someone else", bob, "/jobs/" + waiting.ID + "/restart", nil, 403, rules.ErrForbidden},
+		{"restart a running job", th.admin, "/jobs/" + running.ID + "/restart", nil, 409, rules.ErrConflict},
+		{"retry a waiting job", th.admin, "/jobs/" + waiting.ID + "/retry", nil, 409, rules.ErrConflict},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -404,10 +406,10 @@ func TestBadAnswersChangeNothing(t *testing.T) {
 		})
 	}
 	// Answered and approved: a second answer is refused.
-	if code, e := th.call(th.admin, "POST", "/jobs/"+waiting.ID+"/answer", protocol.AnswerRequest{Choice: 1}, nil); code != 200 {
+	if code, e := th.call(th.admin, "POST", "/jobs/"+waiting.ID+"/answer", apitypes.AnswerRequest{Choice: 1}, nil); code != 200 {
 		t.Fatalf("answer: %d %+v", code, e)
 	}
-	if code, e := th.call(bob, "POST", "/jobs/"+waiting.ID+"/answer", protocol.AnswerRequest{Text: "late"}, nil); code != 409 {
+	if code, e := th.call(bob, "POST", "/jobs/"+waiting.ID+"/answer", apitypes.AnswerRequest{Text: "late"}, nil); code != 409 {
 		t.Fatalf("answer to an answered question: %d %+v", code, e)
 	}
 	if v := th.job(waiting.ID); v.Questions[0].ID != qid || v.Questions[0].Answer.Text != "a" || v.Questions[0].Answer.By != "admin" {
@@ -417,7 +419,7 @@ func TestBadAnswersChangeNothing(t *testing.T) {
 
 // waitOnExpiringQuestion runs a tools job on a new runner of th until its
 // agent asks a question that expires in the given time: the waiting job.
-func (th *testHub) waitOnExpiringQuestion(in time.Duration) protocol.JobView {
+func (th *testHub) waitOnExpiringQuestion(in time.Duration) apitypes.JobView {
 	th.t.Helper()
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	j := th.submitTools("task")
@@ -435,11 +437,11 @@ func (th *testHub) waitOnExpiringQuestion(in time.Duration) protocol.JobView {
 func TestQuestionsExpire(t *testing.T) {
 	th := startHub(t, Config{Sweep: time.Hour}) // only the expiry's own kick sweeps
 	j := th.waitOnExpiringQuestion(300 * time.Millisecond)
-	v := th.waitJob(j.ID, func(v protocol.JobView) bool { return v.State != job.Waiting })
+	v := th.waitJob(j.ID, func(v apitypes.JobView) bool { return v.State != job.Waiting })
 	if v.State != job.Failed || v.Reason != job.ReasonQuestionExpired || v.FinishedAt == nil {
 		t.Fatalf("expired job: %+v", v)
 	}
-	if code, e := th.call(th.admin, "POST", "/jobs/"+j.ID+"/answer", protocol.AnswerRequest{Text: "too late"}, nil); code != http.StatusConflict {
+	if code, e := th.call(th.admin, "POST", "/jobs/"+j.ID+"/answer", apitypes.AnswerRequest{Text: "too late"}, nil); code != http.StatusConflict {
 		t.Fatalf("answer after expiry: %d %+v", code, e)
 	}
 	if v := th.job(j.ID); v.Questions[0].Answer != nil {
@@ -457,7 +459,7 @@ func TestQuestionsExpire(t *testing.T) {
 	wantOK(t, sr2.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o2.AttemptRef, Question: "Quick?", ExpiresIn: protocol.Duration(time.Millisecond)}))
 	time.Sleep(5 * time.Millisecond)
 	wantOK(t, finishAs(sr2, o2.AttemptRef, job.AttemptAsked, ""))
-	if code, e := th2.call(th2.admin, "POST", "/jobs/"+j2.ID+"/answer", protocol.AnswerRequest{Text: "x"}, nil); code != http.StatusConflict || !strings.Contains(e.Message, "expired") && !strings.Contains(e.Message, "failed") {
+	if code, e := th2.call(th2.admin, "POST", "/jobs/"+j2.ID+"/answer", apitypes.AnswerRequest{Text: "x"}, nil); code != http.StatusConflict || !strings.Contains(e.Message, "expired") && !strings.Contains(e.Message, "failed") {
 		t.Fatalf("answer to an expired question: %d %+v", code, e)
 	}
 }
@@ -469,7 +471,7 @@ func TestWaitingJobSurvivesAHubRestart(t *testing.T) {
 	sr, _ := th.dial(tok, protocol.Hello{})
 	j := th.submitTools("task")
 	qid := askAndFinish(t, sr, sr.offer(), "Which branch?", []string{"main", "dev"}, "sess-9")
-	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", protocol.AnswerRequest{Choice: 2}, nil); code != 200 {
+	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", apitypes.AnswerRequest{Choice: 2}, nil); code != 200 {
 		t.Fatalf("bob's answer: %d %+v", code, e)
 	}
 	sr.ws.CloseNow()
@@ -534,7 +536,7 @@ func TestRestartGoesBackToTheBase(t *testing.T) {
 	if v := th.job(o.Job); v.State != job.Waiting || v.Head != c1 {
 		t.Fatalf("waiting job: %+v", v)
 	}
-	var v protocol.JobView
+	var v apitypes.JobView
 	if code, e := th.call(th.admin, "POST", "/jobs/"+o.Job+"/restart", nil, &v); code != http.StatusOK {
 		t.Fatalf("restart: %d %+v", code, e)
 	}
@@ -560,7 +562,7 @@ func TestResumePrefersTheRunnerThatAsked(t *testing.T) {
 	askAndFinish(t, r1, r1.offer(), "B?", nil, "sess-b")
 	// r2 has more free slots, which the dispatcher would otherwise prefer.
 	r2, _ := th.dial(th.registerRunner("r2"), protocol.Hello{Slots: 4})
-	if code, e := th.call(th.admin, "POST", "/jobs/"+a.ID+"/answer", protocol.AnswerRequest{Text: "go"}, nil); code != 200 {
+	if code, e := th.call(th.admin, "POST", "/jobs/"+a.ID+"/answer", apitypes.AnswerRequest{Text: "go"}, nil); code != 200 {
 		t.Fatalf("answer: %d %+v", code, e)
 	}
 	if o := r1.offer(); o.Job != a.ID || !o.Spec.Resume.SameRunner || o.Spec.Resume.Session != "sess-a" {
@@ -569,7 +571,7 @@ func TestResumePrefersTheRunnerThatAsked(t *testing.T) {
 	// With r1 gone, any matching runner takes it, without its worktree.
 	r1.ws.CloseNow()
 	th.waitRunner("r1", false)
-	if code, e := th.call(th.admin, "POST", "/jobs/"+b.ID+"/answer", protocol.AnswerRequest{Text: "go"}, nil); code != 200 {
+	if code, e := th.call(th.admin, "POST", "/jobs/"+b.ID+"/answer", apitypes.AnswerRequest{Text: "go"}, nil); code != 200 {
 		t.Fatalf("answer: %d %+v", code, e)
 	}
 	for {
@@ -588,7 +590,7 @@ func (th *testHub) waitRunner(name string, connected bool) {
 	th.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var l protocol.RunnerList
+		var l apitypes.RunnerList
 		th.call(th.admin, "GET", "/runners", nil, &l)
 		for _, r := range l.Runners {
 			if r.Name == name && r.Connected == connected {
@@ -608,10 +610,10 @@ func TestRequesterMayAnswerInsteadOfApproving(t *testing.T) {
 	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{})
 	j := th.submitTools("task")
 	askAndFinish(t, sr, sr.offer(), "Which port?", nil, "")
-	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", protocol.AnswerRequest{Text: "80"}, nil); code != 200 {
+	if code, e := th.call(bob, "POST", "/jobs/"+j.ID+"/answer", apitypes.AnswerRequest{Text: "80"}, nil); code != 200 {
 		t.Fatalf("bob's answer: %d %+v", code, e)
 	}
-	if code, e := th.call(th.admin, "POST", "/jobs/"+j.ID+"/answer", protocol.AnswerRequest{Text: "8080"}, nil); code != 200 {
+	if code, e := th.call(th.admin, "POST", "/jobs/"+j.ID+"/answer", apitypes.AnswerRequest{Text: "8080"}, nil); code != 200 {
 		t.Fatalf("requester's answer: %d %+v", code, e)
 	}
 	o := sr.offer()

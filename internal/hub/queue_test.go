@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -99,13 +100,13 @@ func TestUnrunnableJobsNeverHideARunnableOne(t *testing.T) {
 	th := startHubOn(t, Config{}, func(st store.Store) store.Store { return readsStore{st, reads} })
 	alice, bob := th.addUser("alice"), th.addUser("bob")
 	tok := th.registerRunner("shared")
-	if code, e := th.call(th.admin, "POST", "/runners/shared/share", protocol.ShareRequest{Hub: true}, nil); code != http.StatusOK {
+	if code, e := th.call(th.admin, "POST", "/runners/shared/share", apitypes.ShareRequest{Hub: true}, nil); code != http.StatusOK {
 		t.Fatalf("make the runner hub-wide: %d %+v", code, e)
 	}
 	sr, _ := th.dial(tok, protocol.Hello{Slots: 3})
 	startsAtOnce := func(who, token string) int {
 		t.Helper()
-		j := th.submitAs(token, protocol.SubmitRequest{})
+		j := th.submitAs(token, apitypes.SubmitRequest{})
 		o := sr.offer()
 		if o.Job != j.ID {
 			t.Fatalf("%s runnable job %s: the offer was for %s", who, j.ID, o.Job)
@@ -128,7 +129,7 @@ func TestUnrunnableJobsNeverHideARunnableOne(t *testing.T) {
 		}
 	}
 	// The unrunnable ones say why, read or not by the pass.
-	var l protocol.JobList
+	var l apitypes.JobList
 	if code, e := th.call(alice, "GET", "/jobs?state=queued&limit=1000", nil, &l); code != http.StatusOK {
 		t.Fatalf("list: %d %+v", code, e)
 	}
@@ -148,12 +149,12 @@ func TestRequestersTakeTurns(t *testing.T) {
 	th := startHub(t, Config{})
 	alice, bob := th.addUser("alice"), th.addUser("bob")
 	tok := th.registerRunner("shared")
-	if code, e := th.call(th.admin, "POST", "/runners/shared/share", protocol.ShareRequest{Hub: true}, nil); code != http.StatusOK {
+	if code, e := th.call(th.admin, "POST", "/runners/shared/share", apitypes.ShareRequest{Hub: true}, nil); code != http.StatusOK {
 		t.Fatalf("make the runner hub-wide: %d %+v", code, e)
 	}
 	var alices []string
 	for i := range 6 {
-		alices = append(alices, th.submitAs(alice, protocol.SubmitRequest{Args: []string{"echo", fmt.Sprint(i)}}).ID)
+		alices = append(alices, th.submitAs(alice, apitypes.SubmitRequest{Args: []string{"echo", fmt.Sprint(i)}}).ID)
 	}
 	sr, _ := th.dial(tok, protocol.Hello{Slots: 2})
 	first, second := sr.offer(), sr.offer()
@@ -161,7 +162,7 @@ func TestRequestersTakeTurns(t *testing.T) {
 		t.Fatalf("first offers %s, %s; want alice's oldest %s, %s", first.Job, second.Job, alices[0], alices[1])
 	}
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: second.AttemptRef}))
-	b := th.submitAs(bob, protocol.SubmitRequest{})
+	b := th.submitAs(bob, apitypes.SubmitRequest{})
 	th.waitQueued(b.ID, waitBusy)
 	// A slot frees: alice holds one job, bob none, so bob's is next.
 	runToEnd(t, sr, first, "0\n", 0)
@@ -212,7 +213,7 @@ func BenchmarkDispatchLatency(b *testing.B) {
 		th.addUser("alice")
 		th.queueUnrunnable("alice", unrunnable)
 		tok := th.registerRunner("r")
-		if code, e := th.call(th.admin, "POST", "/runners/r/share", protocol.ShareRequest{Hub: true}, nil); code != http.StatusOK {
+		if code, e := th.call(th.admin, "POST", "/runners/r/share", apitypes.ShareRequest{Hub: true}, nil); code != http.StatusOK {
 			b.Fatalf("make the runner hub-wide: %d %+v", code, e)
 		}
 		sr, _ := th.dial(tok, protocol.Hello{Slots: 1})

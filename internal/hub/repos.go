@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/githttp"
 	"drover/internal/hub/call"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -42,14 +44,11 @@ func (h *Hub) sourceSpec(tx store.Tx, c *runnerSession, j store.Job, spec *proto
 	return nil
 }
 
-// maxSubmitBody leaves room for the context files (base64 in JSON).
-const maxSubmitBody = maxBody + (protocol.MaxContextTotal+2)/3*4 + protocol.MaxContextFiles*2048
-
 // checkSource validates a submission's context files, repository and mode
 // and fills the job's source fields. For a hosted project the base must
 // already be on the hub and its tree must be one drover supports.
-func (h *Hub) checkSource(ctx context.Context, p call.Caller, req protocol.SubmitRequest, j *store.Job) error {
-	if err := protocol.CheckContextFiles(req.Context); err != nil {
+func (h *Hub) checkSource(ctx context.Context, p call.Caller, req apitypes.SubmitRequest, j *store.Job) error {
+	if err := rules.CheckContextFiles(req.Context); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if req.Repo == nil {
@@ -133,9 +132,9 @@ func (h *Hub) pinBase(ctx context.Context, j store.Job) {
 	}
 }
 
-// contextFiles are a job's context files, for the runner holding one of
+// ContextFiles are a job's context files, for the runner holding one of
 // its active attempts.
-func (h *Hub) contextFiles(ctx context.Context, p call.Caller, ref protocol.AttemptRef) ([]store.ContextFile, error) {
+func (h *Hub) ContextFiles(ctx context.Context, p call.Caller, ref protocol.AttemptRef) ([]store.ContextFile, error) {
 	var files []store.ContextFile
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		a, j, err := loadFenced(tx, p.RunnerID, ref)

@@ -17,9 +17,11 @@ import (
 	"strings"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/localrepo"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Real git against a real hub: repositories, source pushes, publications.
@@ -98,23 +100,23 @@ func (th *testHub) push(dir, project, commit string) {
 	}
 }
 
-func (th *testHub) submitRepo(req protocol.SubmitRequest) (protocol.JobView, int, protocol.Error) {
+func (th *testHub) submitRepo(req apitypes.SubmitRequest) (apitypes.JobView, int, rules.Error) {
 	th.t.Helper()
 	if req.Agent == "" {
 		req.Agent, req.Args = "exec", []string{"true"}
 	}
-	var v protocol.JobView
+	var v apitypes.JobView
 	code, e := th.call(th.admin, "POST", "/jobs", req, &v)
 	return v, code, e
 }
 
 // repoJob pushes a source, submits a fix job on it and has a runner accept
 // it. It returns the source directory, the base and the running offer.
-func (th *testHub) repoJob(sr *scriptRunner, project string, ctxFiles ...protocol.ContextUpload) (string, string, protocol.Offer) {
+func (th *testHub) repoJob(sr *scriptRunner, project string, ctxFiles ...rules.ContextUpload) (string, string, protocol.Offer) {
 	th.t.Helper()
 	dir, base := sourceRepo(th.t)
 	th.push(dir, project, base)
-	v, code, e := th.submitRepo(protocol.SubmitRequest{Repo: &protocol.SubmitRepo{Project: project, Base: base}, Context: ctxFiles})
+	v, code, e := th.submitRepo(apitypes.SubmitRequest{Repo: &apitypes.SubmitRepo{Project: project, Base: base}, Context: ctxFiles})
 	if code != http.StatusCreated {
 		th.t.Fatalf("submit: %d %+v", code, e)
 	}
@@ -129,7 +131,7 @@ func (th *testHub) repoJob(sr *scriptRunner, project string, ctxFiles ...protoco
 type publishAnswer struct {
 	code int
 	res  protocol.PublishResult
-	err  protocol.Error
+	err  rules.Error
 }
 
 // publish posts a bundle with a given digest (sum of the bundle when "").
@@ -155,7 +157,7 @@ func publishTo(base, token string, ref protocol.AttemptRef, commit string, body 
 	if checkpoint {
 		q.Set("checkpoint", "1")
 	}
-	req, _ := http.NewRequest("POST", base+protocol.APIPrefix+"/runner/publish?"+q.Encode(), body)
+	req, _ := http.NewRequest("POST", base+apitypes.APIPrefix+"/runner/publish?"+q.Encode(), body)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -165,7 +167,7 @@ func publishTo(base, token string, ref protocol.AttemptRef, commit string, body 
 	data, _ := io.ReadAll(resp.Body)
 	a := publishAnswer{code: resp.StatusCode}
 	_ = json.Unmarshal(data, &a.res) // a stale_head answer carries the head too
-	var eb protocol.ErrorBody
+	var eb apitypes.ErrorBody
 	if json.Unmarshal(data, &eb) == nil {
 		a.err = eb.Error
 	}
@@ -205,7 +207,7 @@ type repoSetup struct {
 	o         protocol.Offer
 }
 
-func startRepoJob(t *testing.T, cfg Config, ctxFiles ...protocol.ContextUpload) repoSetup {
+func startRepoJob(t *testing.T, cfg Config, ctxFiles ...rules.ContextUpload) repoSetup {
 	t.Helper()
 	th := startHub(t, cfg)
 	tok := th.registerRunner("r1")
@@ -255,7 +257,7 @@ func TestPublicationMovesTheHeadOnce(t *testing.T) {
 	// runner lost a reply): 409 stale_head, with the head to continue from.
 	c3 := commitOn(t, dir, c1, "OTHER", "x\n")
 	a = th.publish(tok, o.AttemptRef, c3, bundle(t, dir, c3, c1), "", false)
-	if a.code != http.StatusConflict || a.err.Code != protocol.ErrStaleHead || a.res.Head != c2 {
+	if a.code != http.StatusConflict || a.err.Code != rules.ErrStaleHead || a.res.Head != c2 {
 		t.Fatalf("stale head: %+v", a)
 	}
 	if v := th.job(o.Job); v.Head != c2 {
@@ -307,7 +309,7 @@ func TestPublicationWidensTheJobsCone(t *testing.T) {
 	gitT(t, dir, "commit", "--quiet", "-m", "more folders")
 	base := gitT(t, dir, "rev-parse", "HEAD")
 	th.push(dir, "web", base)
-	v, code, e := th.submitRepo(protocol.SubmitRequest{Repo: &protocol.SubmitRepo{Project: "web", Base: base}, Sparse: []string{"src"}})
+	v, code, e := th.submitRepo(apitypes.SubmitRequest{Repo: &apitypes.SubmitRepo{Project: "web", Base: base}, Sparse: []string{"src"}})
 	if code != http.StatusCreated {
 		t.Fatalf("submit: %d %+v", code, e)
 	}
@@ -411,17 +413,17 @@ func TestTamperedPublicationsAreRefused(t *testing.T) {
 		code   string
 		reason string
 	}{
-		{"wrong digest", tok, o.AttemptRef, good, goodBundle, sum([]byte("other")), 400, protocol.ErrBadRequest, "SHA-256"},
-		{"flipped byte, digest of the original", tok, o.AttemptRef, good, flipped, sum(goodBundle), 400, protocol.ErrBadRequest, "SHA-256"},
-		{"flipped byte, digest of what was sent", tok, o.AttemptRef, good, flipped, "", 400, protocol.ErrBadRequest, "validation"},
-		{"second ref", tok, o.AttemptRef, good, twoRefs, "", 400, protocol.ErrBadRequest, "2 refs"},
-		{"ref is not the commit", tok, o.AttemptRef, other, goodBundle, "", 400, protocol.ErrBadRequest, "not at the published commit"},
-		{"not descending from the base", tok, o.AttemptRef, unrelated, bundle(t, dir, unrelated), "", 400, protocol.ErrBadRequest, "does not descend from the job's base"},
-		{"object failing fsck", tok, o.AttemptRef, broken, bundle(t, dir, broken, base), "", 400, protocol.ErrBadRequest, "validation"},
-		{"not a bundle", tok, o.AttemptRef, good, []byte("hello"), "", 400, protocol.ErrBadRequest, "not a git bundle"},
-		{"stale epoch", tok, stale, good, goodBundle, "", 409, protocol.ErrFenced, "epoch"},
-		{"another runner", otherTok, o.AttemptRef, good, goodBundle, "", 409, protocol.ErrFenced, "another runner"},
-		{"user token", th.admin, o.AttemptRef, good, goodBundle, "", 403, protocol.ErrForbidden, "runner token"},
+		{"wrong digest", tok, o.AttemptRef, good, goodBundle, sum([]byte("other")), 400, rules.ErrBadRequest, "SHA-256"},
+		{"flipped byte, digest of the original", tok, o.AttemptRef, good, flipped, sum(goodBundle), 400, rules.ErrBadRequest, "SHA-256"},
+		{"flipped byte, digest of what was sent", tok, o.AttemptRef, good, flipped, "", 400, rules.ErrBadRequest, "validation"},
+		{"second ref", tok, o.AttemptRef, good, twoRefs, "", 400, rules.ErrBadRequest, "2 refs"},
+		{"ref is not the commit", tok, o.AttemptRef, other, goodBundle, "", 400, rules.ErrBadRequest, "not at the published commit"},
+		{"not descending from the base", tok, o.AttemptRef, unrelated, bundle(t, dir, unrelated), "", 400, rules.ErrBadRequest, "does not descend from the job's base"},
+		{"object failing fsck", tok, o.AttemptRef, broken, bundle(t, dir, broken, base), "", 400, rules.ErrBadRequest, "validation"},
+		{"not a bundle", tok, o.AttemptRef, good, []byte("hello"), "", 400, rules.ErrBadRequest, "not a git bundle"},
+		{"stale epoch", tok, stale, good, goodBundle, "", 409, rules.ErrFenced, "epoch"},
+		{"another runner", otherTok, o.AttemptRef, good, goodBundle, "", 409, rules.ErrFenced, "another runner"},
+		{"user token", th.admin, o.AttemptRef, good, goodBundle, "", 403, rules.ErrForbidden, "runner token"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -460,12 +462,12 @@ func TestPublicationLimitsAndModes(t *testing.T) {
 	th, tok, sr, dir, base, o := rs.th, rs.tok, rs.sr, rs.dir, rs.base, rs.o
 	big := commitOn(t, dir, base, "big.bin", strings.Repeat("random-ish content ", 4000)+o.Job)
 	a := th.publish(tok, o.AttemptRef, big, bundle(t, dir, big, base), "", false)
-	if a.code != http.StatusRequestEntityTooLarge || a.err.Code != protocol.ErrTooLarge || !strings.Contains(a.err.Message, "drover projects map") {
+	if a.code != http.StatusRequestEntityTooLarge || a.err.Code != rules.ErrTooLarge || !strings.Contains(a.err.Message, "drover projects map") {
 		t.Fatalf("over the cap: %+v", a)
 	}
 
 	// An observe-mode job publishes nothing.
-	v, code, e := th.submitRepo(protocol.SubmitRequest{Repo: &protocol.SubmitRepo{Project: "web", Base: base}, Mode: protocol.ModeObserve})
+	v, code, e := th.submitRepo(apitypes.SubmitRequest{Repo: &apitypes.SubmitRepo{Project: "web", Base: base}, Mode: protocol.ModeObserve})
 	if code != http.StatusCreated || v.Mode != protocol.ModeObserve {
 		t.Fatalf("observe submit: %d %+v", code, e)
 	}
@@ -473,11 +475,11 @@ func TestPublicationLimitsAndModes(t *testing.T) {
 	o2 := sr.offer()
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o2.AttemptRef}))
 	small := commitOn(t, dir, base, "x", "y")
-	if a := th.publish(tok, o2.AttemptRef, small, bundle(t, dir, small, base), "", false); a.code != http.StatusConflict || a.err.Code != protocol.ErrConflict {
+	if a := th.publish(tok, o2.AttemptRef, small, bundle(t, dir, small, base), "", false); a.code != http.StatusConflict || a.err.Code != rules.ErrConflict {
 		t.Fatalf("observe publish: %+v", a)
 	}
 	// A finished attempt can no longer publish.
-	if a := th.publish(tok, o.AttemptRef, small, bundle(t, dir, small, base), "", false); a.code != http.StatusConflict || a.err.Code != protocol.ErrFenced {
+	if a := th.publish(tok, o.AttemptRef, small, bundle(t, dir, small, base), "", false); a.code != http.StatusConflict || a.err.Code != rules.ErrFenced {
 		t.Fatalf("publish after finish: %+v", a)
 	}
 }
@@ -501,24 +503,24 @@ func TestSubmitWithARepositoryIsChecked(t *testing.T) {
 	withLFS := gitT(t, dir, "rev-parse", "HEAD")
 	th.push(dir, "web", withLFS)
 
-	repo := func(p, b string) *protocol.SubmitRepo { return &protocol.SubmitRepo{Project: p, Base: b} }
+	repo := func(p, b string) *apitypes.SubmitRepo { return &apitypes.SubmitRepo{Project: p, Base: b} }
 	tests := []struct {
 		name string
-		req  protocol.SubmitRequest
+		req  apitypes.SubmitRequest
 		want string
 	}{
-		{"no such project", protocol.SubmitRequest{Repo: repo("nope", base)}, "push the commit first"},
-		{"commit not pushed", protocol.SubmitRequest{Repo: repo("web", unpushed)}, "push the commit first"},
-		{"bad project name", protocol.SubmitRequest{Repo: repo("Web/x", base)}, "project name"},
-		{"short base", protocol.SubmitRequest{Repo: repo("web", base[:12])}, "40-hex"},
-		{"bad mode", protocol.SubmitRequest{Repo: repo("web", base), Mode: "yolo"}, "mode"},
-		{"mode without a repository", protocol.SubmitRequest{Mode: "fix"}, "repository"},
-		{"context without a repository", protocol.SubmitRequest{Context: []protocol.ContextUpload{{Name: "a", Data: []byte("x")}}}, "repository"},
-		{"submodule", protocol.SubmitRequest{Repo: repo("web", withSubmodule)}, "submodule"},
-		{"lfs filter", protocol.SubmitRequest{Repo: repo("web", withLFS)}, "filter=lfs"},
-		{".env context file", protocol.SubmitRequest{Repo: repo("web", base), Context: []protocol.ContextUpload{{Name: ".env", Data: []byte("A=1")}}}, ".env"},
-		{"escaping context file", protocol.SubmitRequest{Repo: repo("web", base), Context: []protocol.ContextUpload{{Name: "../x", Data: []byte("A=1")}}}, "clean relative path"},
-		{"private key context file", protocol.SubmitRequest{Repo: repo("web", base), Context: []protocol.ContextUpload{{Name: "notes.txt",
+		{"no such project", apitypes.SubmitRequest{Repo: repo("nope", base)}, "push the commit first"},
+		{"commit not pushed", apitypes.SubmitRequest{Repo: repo("web", unpushed)}, "push the commit first"},
+		{"bad project name", apitypes.SubmitRequest{Repo: repo("Web/x", base)}, "project name"},
+		{"short base", apitypes.SubmitRequest{Repo: repo("web", base[:12])}, "40-hex"},
+		{"bad mode", apitypes.SubmitRequest{Repo: repo("web", base), Mode: "yolo"}, "mode"},
+		{"mode without a repository", apitypes.SubmitRequest{Mode: "fix"}, "repository"},
+		{"context without a repository", apitypes.SubmitRequest{Context: []rules.ContextUpload{{Name: "a", Data: []byte("x")}}}, "repository"},
+		{"submodule", apitypes.SubmitRequest{Repo: repo("web", withSubmodule)}, "submodule"},
+		{"lfs filter", apitypes.SubmitRequest{Repo: repo("web", withLFS)}, "filter=lfs"},
+		{".env context file", apitypes.SubmitRequest{Repo: repo("web", base), Context: []rules.ContextUpload{{Name: ".env", Data: []byte("A=1")}}}, ".env"},
+		{"escaping context file", apitypes.SubmitRequest{Repo: repo("web", base), Context: []rules.ContextUpload{{Name: "../x", Data: []byte("A=1")}}}, "clean relative path"},
+		{"private key context file", apitypes.SubmitRequest{Repo: repo("web", base), Context: []rules.ContextUpload{{Name: "notes.txt",
 			Data: []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n")}}}, "private key"},
 	}
 	for _, tt := range tests {
@@ -529,7 +531,7 @@ func TestSubmitWithARepositoryIsChecked(t *testing.T) {
 			}
 		})
 	}
-	var list protocol.JobList
+	var list apitypes.JobList
 	th.call(th.admin, "GET", "/jobs", nil, &list)
 	if len(list.Jobs) != 0 {
 		t.Fatalf("refused submissions made %d jobs", len(list.Jobs))
@@ -537,15 +539,15 @@ func TestSubmitWithARepositoryIsChecked(t *testing.T) {
 }
 
 func TestContextFilesAreServedToTheAttempt(t *testing.T) {
-	rs := startRepoJob(t, Config{}, protocol.ContextUpload{Name: "spec.md", Data: []byte("# spec\n")},
-		protocol.ContextUpload{Name: "data/in.json", Data: []byte(`{"a":1}`)})
+	rs := startRepoJob(t, Config{}, rules.ContextUpload{Name: "spec.md", Data: []byte("# spec\n")},
+		rules.ContextUpload{Name: "data/in.json", Data: []byte(`{"a":1}`)})
 	th, tok, o := rs.th, rs.tok, rs.o
 	if len(o.Spec.Context) != 2 || o.Spec.Context[0].Name != "data/in.json" || o.Spec.Context[1].Size != 7 {
 		t.Fatalf("offer context: %+v", o.Spec.Context)
 	}
 	get := func(token string, ref protocol.AttemptRef) (int, map[string]string) {
 		q := url.Values{"job": {ref.Job}, "attempt": {ref.Attempt}, "epoch": {itoa(ref.Epoch)}}
-		req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+"/runner/context?"+q.Encode(), nil)
+		req, _ := http.NewRequest("GET", th.srv.URL+apitypes.APIPrefix+"/runner/context?"+q.Encode(), nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -667,16 +669,16 @@ func TestProjectsCanBeMappedToARemote(t *testing.T) {
 	sr, _ := th.dial(tok, protocol.Hello{})
 	remote, base := sourceRepo(t) // a remote the hub can read without credentials
 
-	var pv protocol.ProjectView
-	if code, e := th.call(th.admin, "PUT", "/projects/lib", protocol.MapProjectRequest{Remote: remote}, &pv); code != http.StatusOK || pv.Remote != remote {
+	var pv apitypes.ProjectView
+	if code, e := th.call(th.admin, "PUT", "/projects/lib", apitypes.MapProjectRequest{Remote: remote}, &pv); code != http.StatusOK || pv.Remote != remote {
 		t.Fatalf("map: %d %+v", code, e)
 	}
 	user := th.addUser("bob")
-	if code, _ := th.call(user, "PUT", "/projects/lib", protocol.MapProjectRequest{Remote: "x"}, nil); code != http.StatusForbidden {
+	if code, _ := th.call(user, "PUT", "/projects/lib", apitypes.MapProjectRequest{Remote: "x"}, nil); code != http.StatusForbidden {
 		t.Fatalf("non-admin map: %d", code)
 	}
 	// The base need not be on the hub: runners fetch it from the remote.
-	v, code, e := th.submitRepo(protocol.SubmitRequest{Repo: &protocol.SubmitRepo{Project: "lib", Base: base}})
+	v, code, e := th.submitRepo(apitypes.SubmitRequest{Repo: &apitypes.SubmitRepo{Project: "lib", Base: base}})
 	if code != http.StatusCreated {
 		t.Fatalf("submit on a mapped project: %d %+v", code, e)
 	}
@@ -693,7 +695,7 @@ func TestProjectsCanBeMappedToARemote(t *testing.T) {
 	if got := th.job(v.ID); got.Head != c1 {
 		t.Fatalf("head %s", got.Head)
 	}
-	var pl protocol.ProjectList
+	var pl apitypes.ProjectList
 	th.call(th.admin, "GET", "/projects", nil, &pl)
 	if len(pl.Projects) != 1 || pl.Projects[0].Name != "lib" || pl.Projects[0].Remote != remote || !pl.Projects[0].Hosted {
 		t.Fatalf("projects: %+v", pl)
@@ -703,8 +705,8 @@ func TestProjectsCanBeMappedToARemote(t *testing.T) {
 // addUser makes a user and returns its token.
 func (th *testHub) addUser(name string) string {
 	th.t.Helper()
-	var r protocol.NewUserResponse
-	if code, e := th.call(th.admin, "POST", "/users", protocol.NewUserRequest{Name: name}, &r); code != http.StatusCreated {
+	var r apitypes.NewUserResponse
+	if code, e := th.call(th.admin, "POST", "/users", apitypes.NewUserRequest{Name: name}, &r); code != http.StatusCreated {
 		th.t.Fatalf("add user: %d %+v", code, e)
 	}
 	if th.tokens == nil {

@@ -9,6 +9,7 @@ import (
 	"drover/internal/hub/call"
 	"drover/internal/hub/gateway"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // runnerAPI is the hub's side of the runner protocol for one connection:
@@ -139,7 +140,7 @@ func (s runnerAPI) refused(err error) error {
 		return nil
 	}
 	ae := s.h.AsRefusal(err)
-	return &protocol.Error{Code: ae.Code, Message: ae.Msg, Size: ae.Size}
+	return &rules.Error{Code: ae.Code, Message: ae.Msg, Size: ae.Size}
 }
 
 // checkFinish bounds what a finish reports before anything is read.
@@ -148,9 +149,9 @@ func checkFinish(m protocol.Finish) error {
 		return call.BadRequest("%v", err)
 	}
 	if len(m.Session) > protocol.MaxSession {
-		return argError("finish", &protocol.LimitError{What: "session", Size: len(m.Session), Limit: protocol.MaxSession})
+		return argError("finish", &rules.LimitError{What: "session", Size: len(m.Session), Limit: protocol.MaxSession})
 	}
-	if err := protocol.CheckPlainText("session", m.Session, false); err != nil {
+	if err := rules.CheckPlainText("session", m.Session, false); err != nil {
 		return argError("finish", err)
 	}
 	if m.Usage != nil {

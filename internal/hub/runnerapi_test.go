@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
 	"drover/internal/protocol"
 	"drover/internal/protocol/protocoltest"
+	"drover/internal/rules"
 )
 
 // wireCaller carries a protocol.Client's frames over a scripted runner's
@@ -33,8 +35,8 @@ func TestHubKeepsTheProtocolContract(t *testing.T) {
 	sr, _ := th.dial(tok, protocol.Hello{})
 	dir, base := sourceRepo(t)
 	th.push(dir, "web", base)
-	v, code, e := th.submitRepo(protocol.SubmitRequest{Repo: &protocol.SubmitRepo{Project: "web", Base: base},
-		Context: []protocol.ContextUpload{{Name: "notes/brief.md", Data: []byte("do it\n")}}})
+	v, code, e := th.submitRepo(apitypes.SubmitRequest{Repo: &apitypes.SubmitRepo{Project: "web", Base: base},
+		Context: []rules.ContextUpload{{Name: "notes/brief.md", Data: []byte("do it\n")}}})
 	if code != http.StatusCreated {
 		t.Fatalf("submit: %d %+v", code, e)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
@@ -104,8 +105,8 @@ func memNow() (heap, rss int64) {
 // benchSubmit submits a trivial job needing labels on th, from any
 // goroutine (th.submit may only fail the test from the test's own).
 func benchSubmit(t *testing.T, th *testHub, labels map[string]string) string {
-	body, _ := json.Marshal(protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: labels})
-	req, _ := http.NewRequest("POST", th.srv.URL+protocol.APIPrefix+"/jobs", bytes.NewReader(body))
+	body, _ := json.Marshal(apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: labels})
+	req, _ := http.NewRequest("POST", th.srv.URL+apitypes.APIPrefix+"/jobs", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+th.admin)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -113,7 +114,7 @@ func benchSubmit(t *testing.T, th *testHub, labels map[string]string) string {
 		return ""
 	}
 	defer resp.Body.Close()
-	var v protocol.JobView
+	var v apitypes.JobView
 	if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&v) != nil {
 		t.Errorf("submit: %s", resp.Status)
 	}
@@ -174,7 +175,7 @@ func (fl *benchFleet) connect(t *testing.T, rs []benchRunner) []time.Duration {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			at := time.Now()
-			ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(r.url, "http")+protocol.APIPrefix+"/runner/connect",
+			ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(r.url, "http")+apitypes.APIPrefix+"/runner/connect",
 				&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + r.token}}})
 			if err != nil {
 				t.Errorf("dial: %v", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 	"drover/internal/store"
 	"drover/internal/store/postgres"
@@ -74,8 +75,8 @@ func TestCrossHubRunnerStatus(t *testing.T) {
 	agents := []string{"exec", "claude"}
 	accounts := []protocol.AccountInfo{{ID: "acct_1", Agent: "claude", Label: "work", Kind: "login", State: protocol.AccountReady}}
 	sr, w := b.dial(a.registerRunner("r1"), protocol.Hello{Slots: 2, Agents: agents, Accounts: accounts, NotReady: "no network yet"})
-	view := func(th *testHub) protocol.RunnerView { return th.runnersOf(th.admin)["r1"] }
-	shows := func(v protocol.RunnerView, notReady string, running int) bool {
+	view := func(th *testHub) apitypes.RunnerView { return th.runnersOf(th.admin)["r1"] }
+	shows := func(v apitypes.RunnerView, notReady string, running int) bool {
 		return v.Connected && v.Hub == b.h.id && slices.Equal(v.Agents, agents) && slices.Equal(v.Accounts, accounts) &&
 			v.NotReady == notReady && v.Running == running && !v.Draining
 	}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
@@ -29,15 +30,15 @@ func secretCredential(s store.ProjectSecret) protocol.SetupCredential {
 		Key: s.Value, KeyEnv: env, BaseURLEnv: env + "_URL", Secret: true}
 }
 
-func secretView(n *namer, s store.ProjectSecret) protocol.SecretView {
+func secretView(n *namer, s store.ProjectSecret) apitypes.SecretView {
 	env := protocol.SecretEnv(s.Name)
-	return protocol.SecretView{Name: s.Name, Upstream: s.Upstream, Header: s.Header, KeyEnv: env, BaseURLEnv: env + "_URL",
+	return apitypes.SecretView{Name: s.Name, Upstream: s.Upstream, Header: s.Header, KeyEnv: env, BaseURLEnv: env + "_URL",
 		CreatedBy: n.user(s.CreatedBy), CreatedAt: s.CreatedAt}
 }
 
 // checkSecret turns a request into the secret it sets, or says what is
 // wrong with it (never quoting the value).
-func checkSecret(prj, name string, req protocol.SecretRequest) (store.ProjectSecret, error) {
+func checkSecret(prj, name string, req apitypes.SecretRequest) (store.ProjectSecret, error) {
 	if err := protocol.CheckSecretName(name); err != nil {
 		return store.ProjectSecret{}, call.BadRequest("%v", err)
 	}
@@ -95,30 +96,23 @@ func secretProject(tx store.Tx, p call.Caller, name string) (store.Project, erro
 	return prj, mayConfigureProject(tx, p, prj)
 }
 
-func secretList(tx store.Tx, prj string) (protocol.SecretList, error) {
+func secretList(tx store.Tx, prj string) (apitypes.SecretList, error) {
 	ss, err := tx.ProjectSecrets(prj, false)
 	if err != nil {
-		return protocol.SecretList{}, err
+		return apitypes.SecretList{}, err
 	}
 	n := newNamer(tx)
-	out := protocol.SecretList{Project: prj, Secrets: []protocol.SecretView{}}
+	out := apitypes.SecretList{Project: prj, Secrets: []apitypes.SecretView{}}
 	for _, s := range ss {
 		out.Secrets = append(out.Secrets, secretView(n, s))
 	}
 	return out, nil
 }
 
-// secretRequest names a project's secret (Name "": all of them) and,
-// to set it, its value and host.
-type secretRequest struct {
-	Project, Name string
-	protocol.SecretRequest
-}
-
-// listSecrets lists a project's secrets: names, hosts and dates, never
+// ListSecrets lists a project's secrets: names, hosts and dates, never
 // values.
-func (h *Hub) listSecrets(ctx context.Context, p call.Caller, req secretRequest) (protocol.SecretList, error) {
-	var out protocol.SecretList
+func (h *Hub) ListSecrets(ctx context.Context, p call.Caller, req call.SecretRequest) (apitypes.SecretList, error) {
+	var out apitypes.SecretList
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := secretProject(tx, p, req.Project)
 		if err != nil {
@@ -130,9 +124,9 @@ func (h *Hub) listSecrets(ctx context.Context, p call.Caller, req secretRequest)
 	return out, err
 }
 
-// setSecret sets a project's secret and lists them all.
-func (h *Hub) setSecret(ctx context.Context, p call.Caller, req secretRequest) (protocol.SecretList, error) {
-	var out protocol.SecretList
+// SetSecret sets a project's secret and lists them all.
+func (h *Hub) SetSecret(ctx context.Context, p call.Caller, req call.SecretRequest) (apitypes.SecretList, error) {
+	var out apitypes.SecretList
 	var set store.ProjectSecret
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		prj, err := secretProject(tx, p, req.Project)
@@ -185,10 +179,10 @@ func containsSecret(ss []store.ProjectSecret, name string) bool {
 	return false
 }
 
-// removeSecret removes a project's secret and lists the others.
-func (h *Hub) removeSecret(ctx context.Context, p call.Caller, req secretRequest) (protocol.SecretList, error) {
+// RemoveSecret removes a project's secret and lists the others.
+func (h *Hub) RemoveSecret(ctx context.Context, p call.Caller, req call.SecretRequest) (apitypes.SecretList, error) {
 	name := req.Name
-	var out protocol.SecretList
+	var out apitypes.SecretList
 	var project string
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		prj, err := secretProject(tx, p, req.Project)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 )
@@ -24,28 +25,28 @@ func TestProjectSecrets(t *testing.T) {
 	_, base := th.hostProject(alice, "web")
 	th.addMember(alice, "web", "bob")
 	cmds, setupNet := []string{"fetch-deps"}, []string{"private"}
-	if code, e := th.call(alice, "PUT", "/projects/web/config", protocol.ProjectConfigRequest{SetupNetwork: &setupNet, SetupCommands: &cmds}, nil); code != http.StatusOK {
+	if code, e := th.call(alice, "PUT", "/projects/web/config", apitypes.ProjectConfigRequest{SetupNetwork: &setupNet, SetupCommands: &cmds}, nil); code != http.StatusOK {
 		t.Fatalf("set config: %d %+v", code, e)
 	}
-	good := protocol.SecretRequest{Host: "registry.corp.example", Value: value}
-	with := func(f func(*protocol.SecretRequest)) protocol.SecretRequest { r := good; f(&r); return r }
+	good := apitypes.SecretRequest{Host: "registry.corp.example", Value: value}
+	with := func(f func(*apitypes.SecretRequest)) apitypes.SecretRequest { r := good; f(&r); return r }
 	for name, tc := range map[string]struct {
 		token, path string
-		req         protocol.SecretRequest
+		req         apitypes.SecretRequest
 		status      int
 	}{
 		"a member who is not the owner": {bob, "npm", good, http.StatusForbidden},
 		"a non-member":                  {carol, "npm", good, http.StatusForbidden},
 		"a bad name":                    {alice, "Bad-Name", good, http.StatusBadRequest},
-		"no host":                       {alice, "npm", with(func(r *protocol.SecretRequest) { r.Host = "" }), http.StatusBadRequest},
-		"a host the setup does not reach": {alice, "npm", with(func(r *protocol.SecretRequest) { r.Host = "other.example" }),
+		"no host":                       {alice, "npm", with(func(r *apitypes.SecretRequest) { r.Host = "" }), http.StatusBadRequest},
+		"a host the setup does not reach": {alice, "npm", with(func(r *apitypes.SecretRequest) { r.Host = "other.example" }),
 			http.StatusBadRequest},
-		"plain http off loopback": {alice, "npm", with(func(r *protocol.SecretRequest) { r.Host = "http://registry.corp.example" }),
+		"plain http off loopback": {alice, "npm", with(func(r *apitypes.SecretRequest) { r.Host = "http://registry.corp.example" }),
 			http.StatusBadRequest},
-		"a bad header":       {alice, "npm", with(func(r *protocol.SecretRequest) { r.Header = "X Token:" }), http.StatusBadRequest},
-		"no value":           {alice, "npm", with(func(r *protocol.SecretRequest) { r.Value = "" }), http.StatusBadRequest},
-		"a line break":       {alice, "npm", with(func(r *protocol.SecretRequest) { r.Value = value + "\r\nX-Evil: 1" }), http.StatusBadRequest},
-		"a value too long":   {alice, "npm", with(func(r *protocol.SecretRequest) { r.Value = strings.Repeat("x", protocol.MaxSecretLen+1) }), http.StatusBadRequest},
+		"a bad header":       {alice, "npm", with(func(r *apitypes.SecretRequest) { r.Header = "X Token:" }), http.StatusBadRequest},
+		"no value":           {alice, "npm", with(func(r *apitypes.SecretRequest) { r.Value = "" }), http.StatusBadRequest},
+		"a line break":       {alice, "npm", with(func(r *apitypes.SecretRequest) { r.Value = value + "\r\nX-Evil: 1" }), http.StatusBadRequest},
+		"a value too long":   {alice, "npm", with(func(r *apitypes.SecretRequest) { r.Value = strings.Repeat("x", protocol.MaxSecretLen+1) }), http.StatusBadRequest},
 		"an unknown project": {alice, "npm", good, http.StatusNotFound},
 	} {
 		before := th.dbDump()
@@ -66,7 +67,7 @@ func TestProjectSecrets(t *testing.T) {
 		}
 	}
 
-	var l protocol.SecretList
+	var l apitypes.SecretList
 	if code, e := th.call(alice, "PUT", "/projects/web/secrets/npm", good, &l); code != http.StatusOK {
 		t.Fatalf("owner sets a secret: %d %+v", code, e)
 	}
@@ -84,14 +85,14 @@ func TestProjectSecrets(t *testing.T) {
 	// Only the owner's runner (or an admin's) receives a job whose setup
 	// brings the secret.
 	own, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
-	th.share(alice, "a-box", true, protocol.ShareRequest{Project: "web"})
+	th.share(alice, "a-box", true, apitypes.ShareRequest{Project: "web"})
 	bobs := th.registerRunnerOf(bob, "b-box")
-	th.share(bob, "b-box", true, protocol.ShareRequest{Project: "web"})
+	th.share(bob, "b-box", true, apitypes.ShareRequest{Project: "web"})
 	th.accept(alice, "b-box", "web")
 	shared, _ := th.dial(bobs, protocol.Hello{Slots: 1})
-	busy := th.submitAs(alice, protocol.SubmitRequest{Args: []string{"sleep", "1"}})
+	busy := th.submitAs(alice, apitypes.SubmitRequest{Args: []string{"sleep", "1"}})
 	hold := own.offerFor(busy.ID)
-	j := th.submitAs(bob, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	j := th.submitAs(bob, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	th.waitQueued(j.ID, "every runner that can take it is busy")
 	if got := shared.heard(300 * time.Millisecond); strings.Contains(got, value) || strings.Contains(got, `"offer"`) {
 		t.Fatalf("a member's runner heard an offer or the secret: %s", got)
@@ -106,7 +107,7 @@ func TestProjectSecrets(t *testing.T) {
 	// With the owner's runner gone, the job waits and says for what.
 	own.ws.CloseNow()
 	th.waitRunner("a-box", false)
-	j2 := th.submitAs(bob, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	j2 := th.submitAs(bob, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	th.waitQueued(j2.ID, "needs project secret(s) npm, which only runners owned by an admin or the project's owner alice receive")
 
 	// Removing it takes it out of later offers; a second removal is 404.
@@ -127,7 +128,7 @@ func TestProjectSecrets(t *testing.T) {
 // rawGet is a GET whose answer the test reads as text.
 func (th *testHub) rawGet(token, path string) (int, string) {
 	th.t.Helper()
-	req, _ := http.NewRequest("GET", th.srv.URL+protocol.APIPrefix+path, nil)
+	req, _ := http.NewRequest("GET", th.srv.URL+apitypes.APIPrefix+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

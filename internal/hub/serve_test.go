@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 )
 
@@ -98,7 +99,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		if kind == "authenticated" {
 			auth = "Authorization: Bearer " + th.admin + "\r\n"
 		}
-		fmt.Fprintf(c, "GET %s/whoami HTTP/1.1\r\nHost: hub\r\n%s\r\n", protocol.APIPrefix, auth)
+		fmt.Fprintf(c, "GET %s/whoami HTTP/1.1\r\nHost: hub\r\n%s\r\n", apitypes.APIPrefix, auth)
 		resp, err := http.ReadResponse(conns[i].br, nil)
 		if err != nil {
 			t.Fatalf("connection %d (%s): %v", i, kind, err)
@@ -209,11 +210,11 @@ func TestSlowBodiesArePacedNotCut(t *testing.T) {
 	body := []byte(`{"agent":"exec","args":[` + args + `"true"]}`)
 	// 120 pieces an 80th of the timeout apart (room for a loaded machine):
 	// the whole body takes half as long again as the timeout.
-	if code, b := postSlowly(t, addr, protocol.APIPrefix+"/jobs", th.admin, body, 120, d/80, false); code != http.StatusCreated {
+	if code, b := postSlowly(t, addr, apitypes.APIPrefix+"/jobs", th.admin, body, 120, d/80, false); code != http.StatusCreated {
 		t.Fatalf("a slow but steady body: %d %s", code, b)
 	}
 	before := th.dbDump()
-	code, b := postSlowly(t, addr, protocol.APIPrefix+"/jobs", th.admin, body, 2, 0, true)
+	code, b := postSlowly(t, addr, apitypes.APIPrefix+"/jobs", th.admin, body, 2, 0, true)
 	if code != http.StatusBadRequest || !strings.Contains(b, "read the request body") {
 		t.Fatalf("a stalled body: %d %s", code, b)
 	}

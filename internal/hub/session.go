@@ -10,6 +10,7 @@ import (
 	"drover/internal/hub/gateway"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -114,7 +115,7 @@ func checkHello(hello *protocol.Hello) error {
 	if hello.Slots < 1 || hello.Slots > protocol.MaxSlots {
 		return refuse(fmt.Errorf("slots must be 1 to %d", protocol.MaxSlots))
 	}
-	if err := protocol.CheckLabels(hello.Labels); err != nil {
+	if err := rules.CheckLabels(hello.Labels); err != nil {
 		return refuse(err)
 	}
 	if len(hello.RunnerVersion) > protocol.MaxVersion {
@@ -129,7 +130,7 @@ func checkHello(hello *protocol.Hello) error {
 	if err := checkNotReady(hello.NotReady); err != nil {
 		return refuse(err)
 	}
-	if err := protocol.CheckPlainText("runner version", hello.RunnerVersion, false); err != nil {
+	if err := rules.CheckPlainText("runner version", hello.RunnerVersion, false); err != nil {
 		return refuse(err)
 	}
 	if hello.Agents == nil {
@@ -266,7 +267,7 @@ func checkNotReady(why string) error {
 	if len(why) > protocol.MaxNotReady {
 		return fmt.Errorf("not-ready reason of %d bytes; at most %d", len(why), protocol.MaxNotReady)
 	}
-	return protocol.CheckPlainText("not-ready reason", why, false)
+	return rules.CheckPlainText("not-ready reason", why, false)
 }
 
 // checkAgents bounds what a runner says it can run.
@@ -278,7 +279,7 @@ func checkAgents(agents []string, accounts []protocol.AccountInfo) error {
 		if a == "" || len(a) > 64 {
 			return fmt.Errorf("agent name %q must be 1-64 bytes", a)
 		}
-		if err := protocol.CheckPlainText("agent name", a, false); err != nil {
+		if err := rules.CheckPlainText("agent name", a, false); err != nil {
 			return err
 		}
 	}
@@ -288,7 +289,7 @@ func checkAgents(agents []string, accounts []protocol.AccountInfo) error {
 		}
 		// Users see these in `drover accounts`.
 		for _, f := range [][2]string{{"id", a.ID}, {"agent", a.Agent}, {"label", a.Label}, {"kind", a.Kind}, {"state", a.State}} {
-			if err := protocol.CheckPlainText("account "+f[0], f[1], false); err != nil {
+			if err := rules.CheckPlainText("account "+f[0], f[1], false); err != nil {
 				return err
 			}
 		}

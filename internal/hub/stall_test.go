@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
@@ -60,7 +61,7 @@ func TestHubStallDoesNotCountAgainstRunners(t *testing.T) {
 	if v := th.job(jobBack); v.State != job.Running {
 		t.Fatalf("job of the runner back within a lease: %s (%s)", v.State, v.Reason)
 	}
-	v := th.waitJob(jobGone, func(v protocol.JobView) bool { return v.State == job.Unknown })
+	v := th.waitJob(jobGone, func(v apitypes.JobView) bool { return v.State == job.Unknown })
 	if v.Reason != job.ReasonRunnerLost {
 		t.Fatalf("job of the runner that never came back: %+v", v)
 	}

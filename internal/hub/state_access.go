@@ -7,8 +7,8 @@ import (
 	"maps"
 	"slices"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
@@ -114,17 +114,10 @@ func (h *Hub) refreshAllAccess(ctx context.Context) error {
 	return h.refreshAccessOf(ctx, slices.Collect(maps.Keys(h.connectedRunners())))
 }
 
-// shareRunnerRequest shares runner Name (Share) or unshares it.
-type shareRunnerRequest struct {
-	Name  string
-	Share bool
-	protocol.ShareRequest
-}
-
-// shareRunner shares a runner with (or unshares it from) a user, a
+// ShareRunner shares a runner with (or unshares it from) a user, a
 // project or the hub (the API's and the runners page's): its owner or an
 // admin only; it answers with the runner as they see it.
-func (h *Hub) shareRunner(ctx context.Context, p call.Caller, req shareRunnerRequest) (protocol.RunnerView, error) {
+func (h *Hub) ShareRunner(ctx context.Context, p call.Caller, req call.ShareRunnerRequest) (apitypes.RunnerView, error) {
 	name, share := req.Name, req.Share
 	var rn store.Runner
 	var what string
@@ -151,12 +144,12 @@ func (h *Hub) shareRunner(ctx context.Context, p call.Caller, req shareRunnerReq
 					return call.Forbidden("runner %s belongs to %s, who is not an admin: only an admin's own runners can be hub-wide", name, owner.Name)
 				}
 			}
-			if !share && access(rn) != protocol.AccessHub {
+			if !share && access(rn) != apitypes.AccessHub {
 				return call.NotFound("runner %s is not hub-wide", name)
 			}
-			rn.Access, what = protocol.AccessPrivate, "private"
+			rn.Access, what = apitypes.AccessPrivate, "private"
 			if share {
-				rn.Access, what = protocol.AccessHub, "hub-wide"
+				rn.Access, what = apitypes.AccessHub, "hub-wide"
 			}
 			return tx.UpdateRunner(rn)
 		}
@@ -189,10 +182,10 @@ func (h *Hub) shareRunner(ctx context.Context, p call.Caller, req shareRunnerReq
 		return nil
 	})
 	if err != nil {
-		return protocol.RunnerView{}, err
+		return apitypes.RunnerView{}, err
 	}
 	if err := h.refreshAccess(ctx, rn.ID); err != nil {
-		return protocol.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", name, err)
+		return apitypes.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", name, err)
 	}
 	verb := "shared with"
 	if !share {
@@ -208,8 +201,8 @@ func (h *Hub) shareRunner(ctx context.Context, p call.Caller, req shareRunnerReq
 
 // sharedRunnerView is one runner with whom it is shared, as its owner and
 // admins see it.
-func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (protocol.RunnerView, error) {
-	var v protocol.RunnerView
+func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (apitypes.RunnerView, error) {
+	var v apitypes.RunnerView
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rn, err := tx.Runner(runnerID)
 		if err != nil {
@@ -231,20 +224,12 @@ func (h *Hub) sharedRunnerView(ctx context.Context, runnerID string) (protocol.R
 	return v, err
 }
 
-// answerShareRequest accepts (Accept) or declines a share of runner Name
-// with its caller, or with Project.
-type answerShareRequest struct {
-	Name   string
-	Accept bool
-	protocol.AnswerShareRequest
-}
-
-// answerShare accepts or declines a share of another's runner (the API's):
+// AnswerShare accepts or declines a share of another's runner (the API's):
 // its recipient only, a project's owner or an admin for a project; it
 // answers with the runner as the caller sees it now. Declining removes the
 // share, pending or accepted. A runner that is not shared with the caller
 // is "not shared with you" whether it exists or not.
-func (h *Hub) answerShare(ctx context.Context, p call.Caller, req answerShareRequest) (protocol.RunnerView, error) {
+func (h *Hub) AnswerShare(ctx context.Context, p call.Caller, req call.AnswerShareRequest) (apitypes.RunnerView, error) {
 	var rn store.Runner
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		notShared := call.NotFound("runner %s is not shared with you", req.Name)
@@ -277,32 +262,26 @@ func (h *Hub) answerShare(ctx context.Context, p call.Caller, req answerShareReq
 		return err
 	})
 	if err != nil {
-		return protocol.RunnerView{}, err
+		return apitypes.RunnerView{}, err
 	}
 	if err := h.refreshAccess(ctx, rn.ID); err != nil {
-		return protocol.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
+		return apitypes.RunnerView{}, fmt.Errorf("reload access of runner %s: %w", rn.Name, err)
 	}
 	h.log.Info("runner share answered", "runner", rn.Name, "accept", req.Accept, "project", req.Project, "by", p.Name)
 	h.notify(anyChange)
 	vs, err := h.runnerViewsOf(ctx, p, rn.ID)
 	if err != nil || len(vs) == 0 {
-		return protocol.RunnerView{Name: rn.Name}, err // declined: p may see it no longer
+		return apitypes.RunnerView{Name: rn.Name}, err // declined: p may see it no longer
 	}
 	return vs[0], nil
 }
 
-// shareAccountRequest shares an account (Share) or unshares it.
-type shareAccountRequest struct {
-	Share bool
-	protocol.AccountShareRequest
-}
-
-// shareAccount shares one account of a runner with (or unshares it from) a
+// ShareAccount shares one account of a runner with (or unshares it from) a
 // user or a project (the API's and the runners page's): the runner's owner
 // or an admin only; it answers with p's accounts.
-func (h *Hub) shareAccount(ctx context.Context, p call.Caller, req shareAccountRequest) (protocol.AccountList, error) {
+func (h *Hub) ShareAccount(ctx context.Context, p call.Caller, req call.ShareAccountRequest) (apitypes.AccountList, error) {
 	share := req.Share
-	var out protocol.AccountList
+	var out apitypes.AccountList
 	if err := namesAccount(req.Runner, req.Account, ""); err != nil {
 		return out, err
 	}
@@ -372,13 +351,13 @@ func memberProject(tx store.Tx, p call.Caller, name string, change bool) (store.
 	return prj, nil
 }
 
-func memberList(tx store.Tx, prj store.Project) (protocol.MemberList, error) {
+func memberList(tx store.Tx, prj store.Project) (apitypes.MemberList, error) {
 	ids, err := tx.Members(prj.Name)
 	if err != nil {
-		return protocol.MemberList{}, err
+		return apitypes.MemberList{}, err
 	}
 	n := newNamer(tx)
-	out := protocol.MemberList{Project: prj.Name, Owner: n.user(prj.OwnerID), Members: make([]string, 0, len(ids))}
+	out := apitypes.MemberList{Project: prj.Name, Owner: n.user(prj.OwnerID), Members: make([]string, 0, len(ids))}
 	for _, id := range ids {
 		out.Members = append(out.Members, n.user(id))
 	}
@@ -416,13 +395,10 @@ func unshareLeaver(tx store.Tx, project, userID string) ([]string, error) {
 	return changed, nil
 }
 
-// membersRequest names the project whose members are listed.
-type membersRequest struct{ Project string }
-
-// members lists a project's members for p (a member, or an admin).
-func (h *Hub) members(ctx context.Context, p call.Caller, req membersRequest) (protocol.MemberList, error) {
+// Members lists a project's Members for p (a member, or an admin).
+func (h *Hub) Members(ctx context.Context, p call.Caller, req call.MembersRequest) (apitypes.MemberList, error) {
 	project := req.Project
-	var out protocol.MemberList
+	var out apitypes.MemberList
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		prj, err := memberProject(tx, p, project, false)
 		if err != nil {
@@ -434,17 +410,11 @@ func (h *Hub) members(ctx context.Context, p call.Caller, req membersRequest) (p
 	return out, err
 }
 
-// changeMemberRequest adds User to Project (Add) or removes them.
-type changeMemberRequest struct {
-	Project, User string
-	Add           bool
-}
-
-// changeMember adds a user to a project or removes one (the API's and the
+// ChangeMember adds a user to a project or removes one (the API's and the
 // projects page's): the project's owner or an admin only.
-func (h *Hub) changeMember(ctx context.Context, p call.Caller, req changeMemberRequest) (protocol.MemberList, error) {
+func (h *Hub) ChangeMember(ctx context.Context, p call.Caller, req call.ChangeMemberRequest) (apitypes.MemberList, error) {
 	name, user, add := req.Project, req.User, req.Add
-	var out protocol.MemberList
+	var out apitypes.MemberList
 	var unshared []string // runners whose shares with the project went
 	if user == "" {
 		return out, call.BadRequest("name the user")

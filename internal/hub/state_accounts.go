@@ -6,18 +6,18 @@ import (
 	"fmt"
 	"strings"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
 // The accounts' operations of the state layer (docs/architecture.md); the
-// HTTP API serves them in api_accounts.go, the runners page too.
+// HTTP API serves them in httpapi/accounts.go, the runners page too.
 
-// accounts lists p's accounts across their runners, in the order the
+// Accounts lists p's Accounts across their runners, in the order the
 // dispatcher prefers them.
-func (h *Hub) accounts(ctx context.Context, p call.Caller) (protocol.AccountList, error) {
-	var out protocol.AccountList
+func (h *Hub) Accounts(ctx context.Context, p call.Caller) (apitypes.AccountList, error) {
+	var out apitypes.AccountList
 	connected := h.connectedRunners()
 	err := h.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = h.accountList(tx, p, connected)
@@ -41,10 +41,10 @@ func namesAccount(runner, account, what string) error {
 	return nil
 }
 
-// moveAccount moves one of p's accounts to a position in p's order (the
+// MoveAccount moves one of p's accounts to a position in p's order (the
 // API's and the runners page's up/down controls).
-func (h *Hub) moveAccount(ctx context.Context, p call.Caller, req protocol.MoveAccountRequest) (protocol.AccountList, error) {
-	var out protocol.AccountList
+func (h *Hub) MoveAccount(ctx context.Context, p call.Caller, req apitypes.MoveAccountRequest) (apitypes.AccountList, error) {
+	var out apitypes.AccountList
 	if err := namesAccount(req.Runner, req.ID, " to move"); err != nil {
 		return out, err
 	}
@@ -120,22 +120,22 @@ func (h *Hub) connectedRunners() map[string]bool {
 // runners' names and whether those are connected (here: local, taken by
 // connectedRunners; or to another live hub). Whom an account is shared
 // with is shown to its owner and admins only.
-func (h *Hub) accountList(tx store.Tx, p call.Caller, local map[string]bool) (protocol.AccountList, error) {
+func (h *Hub) accountList(tx store.Tx, p call.Caller, local map[string]bool) (apitypes.AccountList, error) {
 	all, err := tx.Accounts()
 	if err != nil {
-		return protocol.AccountList{}, err
+		return apitypes.AccountList{}, err
 	}
 	held, err := tx.HeldRunners(h.liveSince(h.now()))
 	if err != nil {
-		return protocol.AccountList{}, err
+		return apitypes.AccountList{}, err
 	}
 	projects, err := userProjects(tx, p.UserID)
 	if err != nil {
-		return protocol.AccountList{}, err
+		return apitypes.AccountList{}, err
 	}
 	shares, err := tx.AllShares()
 	if err != nil {
-		return protocol.AccountList{}, err
+		return apitypes.AccountList{}, err
 	}
 	byRunner := map[string][]store.Share{}
 	for _, sh := range shares {
@@ -145,8 +145,8 @@ func (h *Hub) accountList(tx store.Tx, p call.Caller, local map[string]bool) (pr
 	}
 	access := map[string]*runnerAccess{}
 	n := newNamer(tx)
-	out := protocol.AccountList{Accounts: make([]protocol.AccountView, 0, len(all))}
-	var others []protocol.AccountView
+	out := apitypes.AccountList{Accounts: make([]apitypes.AccountView, 0, len(all))}
+	var others []apitypes.AccountView
 	pos := map[string]int{} // owner → position within the owner's order
 	for _, a := range all {
 		pos[a.OwnerID]++
@@ -159,7 +159,7 @@ func (h *Hub) accountList(tx store.Tx, p call.Caller, local map[string]bool) (pr
 		if !mine && !mayUseAccountOf(p, ra, a.ID, projects) {
 			continue
 		}
-		v := protocol.AccountView{
+		v := apitypes.AccountView{
 			Position: pos[a.OwnerID], Runner: n.runner(a.RunnerID), ID: a.ID, Agent: a.Agent, Label: a.Label,
 			Kind: a.Kind, State: a.State, LimitedUntil: utcPtr(a.LimitedUntil), Connected: connected(local[a.RunnerID], held[a.RunnerID]),
 			Owner: n.user(a.OwnerID),

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -23,25 +25,25 @@ import (
 // runner is its launch owner's, named by the launch, and may report only
 // the launch's labels. Revoking the launch revokes its runners.
 
-// launch creates a launch of p's and its registration tokens.
-func (h *Hub) launch(ctx context.Context, p call.Caller, req protocol.LaunchRequest) (protocol.LaunchResponse, error) {
-	if !protocol.ValidName(req.Target) {
-		return protocol.LaunchResponse{}, call.BadRequest("target %q must be a name such as local or ssh", req.Target)
+// Launch creates a Launch of p's and its registration tokens.
+func (h *Hub) Launch(ctx context.Context, p call.Caller, req apitypes.LaunchRequest) (apitypes.LaunchResponse, error) {
+	if !rules.ValidName(req.Target) {
+		return apitypes.LaunchResponse{}, call.BadRequest("target %q must be a name such as local or ssh", req.Target)
 	}
-	if req.Count < 1 || req.Count > protocol.MaxLaunchCount {
-		return protocol.LaunchResponse{}, call.BadRequest("count must be 1 to %d", protocol.MaxLaunchCount)
+	if req.Count < 1 || req.Count > apitypes.MaxLaunchCount {
+		return apitypes.LaunchResponse{}, call.BadRequest("count must be 1 to %d", apitypes.MaxLaunchCount)
 	}
 	if req.Slots < 1 || req.Slots > protocol.MaxSlots {
-		return protocol.LaunchResponse{}, call.BadRequest("slots must be 1 to %d", protocol.MaxSlots)
+		return apitypes.LaunchResponse{}, call.BadRequest("slots must be 1 to %d", protocol.MaxSlots)
 	}
-	if err := protocol.CheckLabels(req.Labels); err != nil {
-		return protocol.LaunchResponse{}, call.BadRequest("labels: %v", err)
+	if err := rules.CheckLabels(req.Labels); err != nil {
+		return apitypes.LaunchResponse{}, call.BadRequest("labels: %v", err)
 	}
-	ttl := protocol.DefaultRegistrationTTL
+	ttl := apitypes.DefaultRegistrationTTL
 	if req.TTLSeconds != 0 {
 		ttl = time.Duration(req.TTLSeconds) * time.Second
-		if ttl <= 0 || ttl > protocol.MaxRegistrationTTL {
-			return protocol.LaunchResponse{}, call.BadRequest("ttl_seconds must be 1 to %d", int(protocol.MaxRegistrationTTL/time.Second))
+		if ttl <= 0 || ttl > apitypes.MaxRegistrationTTL {
+			return apitypes.LaunchResponse{}, call.BadRequest("ttl_seconds must be 1 to %d", int(apitypes.MaxRegistrationTTL/time.Second))
 		}
 	}
 	now := h.now()
@@ -50,7 +52,7 @@ func (h *Hub) launch(ctx context.Context, p call.Caller, req protocol.LaunchRequ
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
-	var regs []protocol.Registration
+	var regs []apitypes.Registration
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		regs = nil
 		if err := tx.InsertLaunch(l); err != nil {
@@ -63,28 +65,28 @@ func (h *Hub) launch(ctx context.Context, p call.Caller, req protocol.LaunchRequ
 			if err := tx.InsertRegistration(g); err != nil {
 				return err
 			}
-			regs = append(regs, protocol.Registration{Name: g.Name, Token: tok, ExpiresAt: g.ExpiresAt})
+			regs = append(regs, apitypes.Registration{Name: g.Name, Token: tok, ExpiresAt: g.ExpiresAt})
 		}
 		return nil
 	})
 	if err != nil {
-		return protocol.LaunchResponse{}, fmt.Errorf("launch on %s: %w", req.Target, err)
+		return apitypes.LaunchResponse{}, fmt.Errorf("launch on %s: %w", req.Target, err)
 	}
-	v, err := h.launchView(ctx, p, launchRequest{ID: l.ID})
+	v, err := h.LaunchView(ctx, p, call.LaunchRequest{ID: l.ID})
 	if err != nil {
-		return protocol.LaunchResponse{}, err
+		return apitypes.LaunchResponse{}, err
 	}
 	h.log.Info("fleet launch", "launch", l.ID, "target", l.Target, "count", l.Count, "owner", p.Name)
-	return protocol.LaunchResponse{LaunchView: v, Registrations: regs}, nil
+	return apitypes.LaunchResponse{LaunchView: v, Registrations: regs}, nil
 }
 
-// launches lists p's launches (an admin: all).
-func (h *Hub) launches(ctx context.Context, p call.Caller) (protocol.LaunchList, error) {
+// Launches lists p's Launches (an admin: all).
+func (h *Hub) Launches(ctx context.Context, p call.Caller) (apitypes.LaunchList, error) {
 	owner := p.UserID
 	if p.Admin {
 		owner = ""
 	}
-	out := protocol.LaunchList{Launches: []protocol.LaunchView{}}
+	out := apitypes.LaunchList{Launches: []apitypes.LaunchView{}}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		ls, err := tx.Launches(owner)
 		if err != nil {
@@ -103,9 +105,6 @@ func (h *Hub) launches(ctx context.Context, p call.Caller) (protocol.LaunchList,
 	return out, err
 }
 
-// launchRequest names a launch.
-type launchRequest struct{ ID string }
-
 // launchOf is the launch p may manage: its owner's, or any for an admin.
 func launchOf(tx store.Tx, id string, p call.Caller) (store.Launch, error) {
 	l, err := tx.Launch(id)
@@ -115,8 +114,8 @@ func launchOf(tx store.Tx, id string, p call.Caller) (store.Launch, error) {
 	return l, err
 }
 
-// launchView is a launch p may manage.
-func (h *Hub) launchView(ctx context.Context, p call.Caller, req launchRequest) (v protocol.LaunchView, err error) {
+// LaunchView is a launch p may manage.
+func (h *Hub) LaunchView(ctx context.Context, p call.Caller, req call.LaunchRequest) (v apitypes.LaunchView, err error) {
 	err = h.store.Read(ctx, func(tx store.Tx) error {
 		l, err := launchOf(tx, req.ID, p)
 		if err != nil {
@@ -128,15 +127,15 @@ func (h *Hub) launchView(ctx context.Context, p call.Caller, req launchRequest) 
 	return v, err
 }
 
-func (h *Hub) launchViewTx(tx store.Tx, n *namer, l store.Launch) (protocol.LaunchView, error) {
-	v := protocol.LaunchView{ID: l.ID, Owner: n.user(l.OwnerID), Target: l.Target, Count: l.Count, Slots: l.Slots,
-		Labels: l.Labels, CreatedAt: l.CreatedAt, Revoked: l.RevokedAt != nil, Runners: []protocol.LaunchRunner{}}
+func (h *Hub) launchViewTx(tx store.Tx, n *namer, l store.Launch) (apitypes.LaunchView, error) {
+	v := apitypes.LaunchView{ID: l.ID, Owner: n.user(l.OwnerID), Target: l.Target, Count: l.Count, Slots: l.Slots,
+		Labels: l.Labels, CreatedAt: l.CreatedAt, Revoked: l.RevokedAt != nil, Runners: []apitypes.LaunchRunner{}}
 	gs, err := tx.Registrations(l.ID)
 	if err != nil {
 		return v, err
 	}
 	for _, g := range gs {
-		lr := protocol.LaunchRunner{Name: g.Name, ExpiresAt: g.ExpiresAt, Registered: g.UsedAt != nil}
+		lr := apitypes.LaunchRunner{Name: g.Name, ExpiresAt: g.ExpiresAt, Registered: g.UsedAt != nil}
 		if g.RunnerID != "" {
 			rn, err := tx.Runner(g.RunnerID)
 			if err != nil {
@@ -149,9 +148,9 @@ func (h *Hub) launchViewTx(tx store.Tx, n *namer, l store.Launch) (protocol.Laun
 	return v, nil
 }
 
-// revokeLaunch revokes the launch: its unused tokens stop working and its
+// RevokeLaunch revokes the launch: its unused tokens stop working and its
 // runners are revoked and disconnected.
-func (h *Hub) revokeLaunch(ctx context.Context, p call.Caller, req launchRequest) (protocol.LaunchView, error) {
+func (h *Hub) RevokeLaunch(ctx context.Context, p call.Caller, req call.LaunchRequest) (apitypes.LaunchView, error) {
 	id := req.ID
 	now := h.now()
 	var revoked []string
@@ -187,35 +186,35 @@ func (h *Hub) revokeLaunch(ctx context.Context, p call.Caller, req launchRequest
 		return nil
 	})
 	if err != nil {
-		return protocol.LaunchView{}, err
+		return apitypes.LaunchView{}, err
 	}
 	for _, id := range revoked {
 		h.closeConn(id, protocol.CloseRevoked, "the runner's fleet launch was revoked")
 	}
 	h.log.Info("fleet launch revoked", "launch", id, "runners", len(revoked), "by", p.Name)
-	return h.launchView(ctx, p, req)
+	return h.LaunchView(ctx, p, req)
 }
 
 // registrationRefused is a registration token that cannot register a
 // runner: the launcher must launch again.
 func registrationRefused(format string, args ...any) *call.Refusal {
-	return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, format+"; launch again (`drover fleet launch`) for a new token", args...)
+	return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, format+"; launch again (`drover fleet launch`) for a new token", args...)
 }
 
 // registrationToken refuses a bearer token ("" for none) that is not a
 // fleet registration token.
 func registrationToken(tok string) error {
 	if !strings.HasPrefix(tok, auth.PrefixRegistration) {
-		return call.Errf(http.StatusUnauthorized, protocol.ErrUnauthorized, "registering a runner needs a fleet registration token")
+		return call.Errf(http.StatusUnauthorized, rules.ErrUnauthorized, "registering a runner needs a fleet registration token")
 	}
 	return nil
 }
 
-// authenticateRegistration refuses a bearer token that is not a
+// AuthenticateRegistration refuses a bearer token that is not a
 // registration token the hub issued: the caller of register is checked
 // before its request body is read, so that a stranger gets nothing
 // decoded. Whether the token may still register is register's to say.
-func (h *Hub) authenticateRegistration(ctx context.Context, tok string) error {
+func (h *Hub) AuthenticateRegistration(ctx context.Context, tok string) error {
 	if err := registrationToken(tok); err != nil {
 		return err
 	}
@@ -232,15 +231,15 @@ func (h *Hub) authenticateRegistration(ctx context.Context, tok string) error {
 	return nil
 }
 
-// register exchanges a registration token (the caller's bearer) for the
+// RegisterRunner exchanges a registration token (the caller's bearer) for the
 // runner token whose hash req carries, all in one transaction: a refusal
 // leaves nothing registered and the token as it was.
-func (h *Hub) register(ctx context.Context, tok string, req protocol.RegisterRequest) (protocol.RunnerView, error) {
+func (h *Hub) RegisterRunner(ctx context.Context, tok string, req apitypes.RegisterRequest) (apitypes.RunnerView, error) {
 	if err := registrationToken(tok); err != nil {
-		return protocol.RunnerView{}, err
+		return apitypes.RunnerView{}, err
 	}
-	if err := protocol.CheckLabels(req.Labels); err != nil {
-		return protocol.RunnerView{}, call.BadRequest("labels: %v", err)
+	if err := rules.CheckLabels(req.Labels); err != nil {
+		return apitypes.RunnerView{}, call.BadRequest("labels: %v", err)
 	}
 	hash, now := auth.Hash(tok), h.now()
 	var rn store.Runner
@@ -285,7 +284,7 @@ func (h *Hub) register(ctx context.Context, tok string, req protocol.RegisterReq
 		return tx.UseRegistration(hash, rn.ID, now)
 	})
 	if err != nil {
-		return protocol.RunnerView{}, fmt.Errorf("register runner: %w", err)
+		return apitypes.RunnerView{}, fmt.Errorf("register runner: %w", err)
 	}
 	h.log.Info("fleet runner registered", "runner", rn.Name, "owner", owner)
 	return h.runnerView(rn, owner, ""), nil
@@ -307,7 +306,7 @@ func labelList(m map[string]string) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	return protocol.FormatLabels(m)
+	return rules.FormatLabels(m)
 }
 
 // checkLaunchScope holds a launched runner to its launch's labels at every

@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
-// hubList is the live hubs. Any signed-in user may see them: they name no
+// HubList is the live hubs. Any signed-in user may see them: they name no
 // runner, user or job, only counts (docs/operator.md).
-func (h *Hub) hubList(ctx context.Context, _ call.Caller) (protocol.HubList, error) {
+func (h *Hub) HubList(ctx context.Context, _ call.Caller) (apitypes.HubList, error) {
 	var (
 		hs []store.Hub
 		l  store.Leader
@@ -28,15 +28,15 @@ func (h *Hub) hubList(ctx context.Context, _ call.Caller) (protocol.HubList, err
 		return nil
 	})
 	if err != nil {
-		return protocol.HubList{}, err
+		return apitypes.HubList{}, err
 	}
-	out := protocol.HubList{Hubs: []protocol.HubView{}}
+	out := apitypes.HubList{Hubs: []apitypes.HubView{}}
 	live := h.liveSince(now)
 	for _, hb := range hs {
 		if hb.LastSeen.Before(live) {
 			continue
 		}
-		out.Hubs = append(out.Hubs, protocol.HubView{
+		out.Hubs = append(out.Hubs, apitypes.HubView{
 			ID: hb.ID, URL: hb.URL, Version: hb.Version, StartedAt: hb.StartedAt.UTC(), LastSeen: hb.LastSeen.UTC(),
 			Conns: hb.Conns, Leader: hb.ID == l.Holder && now.Before(l.Expires), Self: hb.ID == h.id,
 		})

@@ -8,10 +8,12 @@ import (
 	"strings"
 
 	"drover/internal/agent/facts"
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -33,7 +35,7 @@ func agentNames() string {
 	return strings.Join(names, ", ")
 }
 
-func validateSubmit(req protocol.SubmitRequest) error {
+func validateSubmit(req apitypes.SubmitRequest) error {
 	entry, ok := facts.Lookup(req.Agent)
 	if !ok {
 		return call.BadRequest("unknown agent %q (known: %s)", req.Agent, agentNames())
@@ -44,48 +46,48 @@ func validateSubmit(req protocol.SubmitRequest) error {
 	if strings.TrimSpace(strings.Join(req.Args, "")) == "" && entry.Prompt() {
 		return call.BadRequest("the %s agent needs a prompt (drover run --agent %s -- PROMPT)", req.Agent, req.Agent)
 	}
-	if len(req.Args) > protocol.MaxArgs {
-		return call.BadRequest("%d arguments, the limit is %d", len(req.Args), protocol.MaxArgs)
+	if len(req.Args) > rules.MaxArgs {
+		return call.BadRequest("%d arguments, the limit is %d", len(req.Args), rules.MaxArgs)
 	}
 	n := 0
 	for _, a := range req.Args {
 		n += len(a)
 	}
-	if n > protocol.MaxArgsBytes {
-		return call.BadRequest("arguments take %d bytes, the limit is %d", n, protocol.MaxArgsBytes)
+	if n > rules.MaxArgsBytes {
+		return call.BadRequest("arguments take %d bytes, the limit is %d", n, rules.MaxArgsBytes)
 	}
 	// Arguments are shown in terminals (drover show, the runner's log)
 	// and a prompt is one: multiline plain text.
 	for i, a := range req.Args {
-		if err := protocol.CheckPlainText(fmt.Sprintf("argument %d", i+1), a, true); err != nil {
+		if err := rules.CheckPlainText(fmt.Sprintf("argument %d", i+1), a, true); err != nil {
 			return call.BadRequest("%v", err)
 		}
 	}
-	if err := protocol.CheckLabels(req.Labels); err != nil {
+	if err := rules.CheckLabels(req.Labels); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if len(req.Key) > 128 {
 		return call.BadRequest("idempotency key is over 128 characters")
 	}
-	if err := protocol.CheckPlainText("idempotency key", req.Key, false); err != nil {
+	if err := rules.CheckPlainText("idempotency key", req.Key, false); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if req.Account != "" && (!usesAccount(req.Agent) || len(req.Account) > 64) {
 		return call.BadRequest("--account names a vendor agent's account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
 	}
-	if err := protocol.CheckPlainText("account", req.Account, false); err != nil {
+	if err := rules.CheckPlainText("account", req.Account, false); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if entry, _ := facts.Lookup(req.Agent); req.Model != "" && (entry.Kind != facts.KindNative || len(req.Model) > protocol.MaxModel) {
 		return call.BadRequest("--model names a native agent's model (at most %d characters); %s jobs take theirs from the runner", protocol.MaxModel, req.Agent)
 	}
-	if err := protocol.CheckPlainText("model", req.Model, false); err != nil {
+	if err := rules.CheckPlainText("model", req.Model, false); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if entry, _ := facts.Lookup(req.Agent); req.Fallback != "" && (entry.Kind != facts.KindNative || len(req.Fallback) > 64) {
 		return call.BadRequest("--fallback names a native job's fallback account (an id or label of at most 64 characters); %s jobs have none", req.Agent)
 	}
-	if err := protocol.CheckPlainText("fallback", req.Fallback, false); err != nil {
+	if err := rules.CheckPlainText("fallback", req.Fallback, false); err != nil {
 		return call.BadRequest("%v", err)
 	}
 	return nil
@@ -94,20 +96,13 @@ func validateSubmit(req protocol.SubmitRequest) error {
 // The jobs' operations of the state layer (docs/architecture.md): each is
 // (ctx, caller, typed request) -> (typed reply, error), checks who is
 // asking itself (access.go), and knows nothing of its transport; the HTTP
-// API (api_jobs.go) and the dashboard (dashboard.go) call them.
+// API (httpapi/jobs.go) and the dashboard (dashboard.go) call them.
 
-// submitted is the reply to a submission: the job, and whether this call
-// created it (false: the idempotency key named an earlier one).
-type submitted struct {
-	Job     protocol.JobView
-	Created bool
-}
-
-// submitJob queues a new job for p, or finds the one p submitted earlier
+// SubmitJob queues a new job for p, or finds the one p submitted earlier
 // with the same idempotency key.
-func (h *Hub) submitJob(ctx context.Context, p call.Caller, req protocol.SubmitRequest) (submitted, error) {
+func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitRequest) (call.Submitted, error) {
 	if err := validateSubmit(req); err != nil {
-		return submitted{}, err
+		return call.Submitted{}, err
 	}
 	if entry, _ := facts.Lookup(req.Agent); entry.Prompt() {
 		req.Tools = true
@@ -118,7 +113,7 @@ func (h *Hub) submitJob(ctx context.Context, p call.Caller, req protocol.SubmitR
 		RequesterID: p.UserID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
 	}
 	if err := h.checkSource(ctx, p, req, &j); err != nil {
-		return submitted{}, err
+		return call.Submitted{}, err
 	}
 	created := true
 	err := h.store.Write(ctx, func(tx store.Tx) error {
@@ -148,43 +143,31 @@ func (h *Hub) submitJob(ctx context.Context, p call.Caller, req protocol.SubmitR
 		return err
 	})
 	if err != nil {
-		return submitted{}, fmt.Errorf("submit job: %w", err)
+		return call.Submitted{}, fmt.Errorf("submit job: %w", err)
 	}
 	if created {
 		h.pinBase(ctx, j)
 	}
 	view, err := h.jobView(ctx, p, j.ID)
 	if err != nil {
-		return submitted{}, err
+		return call.Submitted{}, err
 	}
 	if created {
 		h.log.Info("job submitted", "job", j.ID, "agent", j.Agent, "requester", p.Name)
 		h.kick()
 	}
-	return submitted{Job: view, Created: created}, nil
+	return call.Submitted{Job: view, Created: created}, nil
 }
 
-// listJobsRequest asks for the jobs the caller may see.
-type listJobsRequest struct {
-	State job.State // only jobs in this state ("": every state)
-	Limit int       // at most this many (0: the store's default)
-}
-
-func (h *Hub) listJobs(ctx context.Context, p call.Caller, req listJobsRequest) (protocol.JobList, error) {
+func (h *Hub) ListJobs(ctx context.Context, p call.Caller, req call.ListJobsRequest) (apitypes.JobList, error) {
 	if req.State != "" && !req.State.Valid() {
-		return protocol.JobList{}, call.BadRequest("unknown state %q (one of %v)", req.State, job.States)
+		return apitypes.JobList{}, call.BadRequest("unknown state %q (one of %v)", req.State, job.States)
 	}
 	views, err := h.jobViews(ctx, p, store.JobFilter{State: req.State, Limit: req.Limit})
-	return protocol.JobList{Jobs: views}, err
+	return apitypes.JobList{Jobs: views}, err
 }
 
-// showJobRequest asks for one job, with its first events if Events.
-type showJobRequest struct {
-	ID     string
-	Events bool
-}
-
-func (h *Hub) showJob(ctx context.Context, p call.Caller, req showJobRequest) (protocol.JobView, error) {
+func (h *Hub) ShowJob(ctx context.Context, p call.Caller, req call.ShowJobRequest) (apitypes.JobView, error) {
 	v, err := h.jobView(ctx, p, req.ID)
 	if err != nil {
 		return v, err
@@ -197,15 +180,7 @@ func (h *Hub) showJob(ctx context.Context, p call.Caller, req showJobRequest) (p
 	return v, nil
 }
 
-// jobActionRequest changes a job by Action (cancel, retry, restart,
-// answer its question with Answer, or approve its answer), then shows it.
-type jobActionRequest struct {
-	Action string
-	Answer protocol.AnswerRequest
-	Show   showJobRequest
-}
-
-func (h *Hub) actOnJob(ctx context.Context, p call.Caller, req jobActionRequest) (protocol.JobView, error) {
+func (h *Hub) ActOnJob(ctx context.Context, p call.Caller, req call.JobActionRequest) (apitypes.JobView, error) {
 	var do func(context.Context, call.Caller, string) error
 	switch req.Action {
 	case "cancel":
@@ -219,28 +194,22 @@ func (h *Hub) actOnJob(ctx context.Context, p call.Caller, req jobActionRequest)
 	case "approve":
 		do = h.approveAnswer
 	default:
-		return protocol.JobView{}, call.NotFound("no job action %q", req.Action)
+		return apitypes.JobView{}, call.NotFound("no job action %q", req.Action)
 	}
 	if err := do(ctx, p, req.Show.ID); err != nil {
-		return protocol.JobView{}, err
+		return apitypes.JobView{}, err
 	}
-	return h.showJob(ctx, p, req.Show)
+	return h.ShowJob(ctx, p, req.Show)
 }
 
-// jobEventsRequest asks for a job's events after sequence number After.
-type jobEventsRequest struct {
-	ID    string
-	After int64
-}
-
-func (h *Hub) jobEvents(ctx context.Context, p call.Caller, req jobEventsRequest) (protocol.EventList, error) {
+func (h *Hub) JobEvents(ctx context.Context, p call.Caller, req call.JobEventsRequest) (apitypes.EventList, error) {
 	evs, err := h.events(ctx, p, req.ID, req.After)
-	return protocol.EventList{Events: evs}, err
+	return apitypes.EventList{Events: evs}, err
 }
 
 // events returns up to 1000 of a job's events after sequence number after.
-func (h *Hub) events(ctx context.Context, p call.Caller, id string, after int64) ([]protocol.EventView, error) {
-	out := []protocol.EventView{}
+func (h *Hub) events(ctx context.Context, p call.Caller, id string, after int64) ([]apitypes.EventView, error) {
+	out := []apitypes.EventView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		if _, err := visibleJob(tx, p, id); err != nil {
 			return err
@@ -250,9 +219,15 @@ func (h *Hub) events(ctx context.Context, p call.Caller, id string, after int64)
 			return err
 		}
 		for _, e := range evs {
-			out = append(out, protocol.EventView{Seq: e.Seq, Job: e.JobID, At: e.At.UTC(), Kind: e.Kind, Actor: e.Actor, Message: e.Message})
+			out = append(out, apitypes.EventView{Seq: e.Seq, Job: e.JobID, At: e.At.UTC(), Kind: e.Kind, Actor: e.Actor, Message: e.Message})
 		}
 		return nil
 	})
 	return out, err
+}
+
+// OpenQuestions lists the open questions of the jobs p may see.
+func (h *Hub) OpenQuestions(ctx context.Context, p call.Caller) (apitypes.QuestionList, error) {
+	qs, err := h.openQuestions(ctx, p)
+	return apitypes.QuestionList{Questions: qs}, err
 }

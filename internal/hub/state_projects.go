@@ -7,20 +7,21 @@ import (
 	"strings"
 	"unicode"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/hub/call"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
 // The projects' operations of the state layer (docs/architecture.md); the
-// HTTP API serves them in api_projects.go, the projects page too.
+// HTTP API serves them in httpapi/projects.go, the projects page too.
 
-// projectViews lists the projects p is a member of (every one for admins).
+// ProjectViews lists the projects p is a member of (every one for admins).
 // A repository on disk that no accepted push made a project (a discovery
 // request's) is not one.
-func (h *Hub) projectViews(ctx context.Context, p call.Caller) ([]protocol.ProjectView, error) {
-	out := []protocol.ProjectView{}
+func (h *Hub) ProjectViews(ctx context.Context, p call.Caller) ([]apitypes.ProjectView, error) {
+	out := []apitypes.ProjectView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rows, err := tx.Projects()
 		if err != nil {
@@ -35,7 +36,7 @@ func (h *Hub) projectViews(ctx context.Context, p call.Caller) ([]protocol.Proje
 			if !p.Admin && !mine[pr.Name] {
 				continue
 			}
-			out = append(out, protocol.ProjectView{Name: pr.Name, Remote: pr.Remote,
+			out = append(out, apitypes.ProjectView{Name: pr.Name, Remote: pr.Remote,
 				Hosted: h.repos.Exists(pr.Name), Owner: n.user(pr.OwnerID)})
 		}
 		return nil
@@ -51,7 +52,7 @@ func checkRemoteURL(u string) error {
 	case strings.HasPrefix(u, "-"):
 		return fmt.Errorf("remote URL %q starts with '-'", u)
 	}
-	if err := protocol.CheckPlainText("remote URL", u, false); err != nil {
+	if err := rules.CheckPlainText("remote URL", u, false); err != nil {
 		return err
 	}
 	if strings.IndexFunc(u, unicode.IsSpace) >= 0 {
@@ -60,24 +61,18 @@ func checkRemoteURL(u string) error {
 	return nil
 }
 
-// mapProjectRequest maps project Name to a remote URL ("": hosted again).
-type mapProjectRequest struct {
-	Name string
-	protocol.MapProjectRequest
-}
-
-// mapProject maps a project to the remote its runners fetch from (admins
+// MapProject maps a project to the remote its runners fetch from (admins
 // only); a new project is owned by the admin who maps it.
-func (h *Hub) mapProject(ctx context.Context, p call.Caller, req mapProjectRequest) (protocol.ProjectView, error) {
+func (h *Hub) MapProject(ctx context.Context, p call.Caller, req call.MapProjectRequest) (apitypes.ProjectView, error) {
 	if !p.Admin {
-		return protocol.ProjectView{}, call.Forbidden("only an admin can map projects")
+		return apitypes.ProjectView{}, call.Forbidden("only an admin can map projects")
 	}
 	name := req.Name
 	if !gitcmd.ValidProject(name) {
-		return protocol.ProjectView{}, call.BadRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", name)
+		return apitypes.ProjectView{}, call.BadRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", name)
 	}
 	if err := checkRemoteURL(req.Remote); err != nil {
-		return protocol.ProjectView{}, call.BadRequest("%v", err)
+		return apitypes.ProjectView{}, call.BadRequest("%v", err)
 	}
 	now := h.now()
 	var owner string
@@ -103,8 +98,8 @@ func (h *Hub) mapProject(ctx context.Context, p call.Caller, req mapProjectReque
 		}
 		return nil
 	}); err != nil {
-		return protocol.ProjectView{}, fmt.Errorf("map project %s: %w", name, err)
+		return apitypes.ProjectView{}, fmt.Errorf("map project %s: %w", name, err)
 	}
 	h.log.Info("project mapped", "project", name, "remote", req.Remote, "by", p.Name)
-	return protocol.ProjectView{Name: name, Remote: req.Remote, Hosted: h.repos.Exists(name), Owner: owner}, nil
+	return apitypes.ProjectView{Name: name, Remote: req.Remote, Hosted: h.repos.Exists(name), Owner: owner}, nil
 }

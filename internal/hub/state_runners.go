@@ -7,23 +7,25 @@ import (
 	"slices"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
-// runnerViews lists the runners p owns or may use (an admin: all), and
+// RunnerViews lists the runners p owns or may use (an admin: all), and
 // those with a share p may accept, with what p may see of each: whom a
 // runner is shared with only its owner and admins.
-func (h *Hub) runnerViews(ctx context.Context, p call.Caller) ([]protocol.RunnerView, error) {
+func (h *Hub) RunnerViews(ctx context.Context, p call.Caller) ([]apitypes.RunnerView, error) {
 	return h.runnerViewsOf(ctx, p, "")
 }
 
 // runnerViewsOf is runnerViews of one runner (by id; "" for all).
-func (h *Hub) runnerViewsOf(ctx context.Context, p call.Caller, runnerID string) ([]protocol.RunnerView, error) {
-	out := []protocol.RunnerView{}
+func (h *Hub) runnerViewsOf(ctx context.Context, p call.Caller, runnerID string) ([]apitypes.RunnerView, error) {
+	out := []apitypes.RunnerView{}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		rs, err := tx.Runners()
 		if err != nil {
@@ -55,7 +57,7 @@ func (h *Hub) runnerViewsOf(ctx context.Context, p call.Caller, runnerID string)
 				continue
 			}
 			own := p.Admin || rn.OwnerID == p.UserID
-			var offered []protocol.Share
+			var offered []apitypes.Share
 			if !own {
 				for _, sh := range byRunner[rn.ID] {
 					if sh.AccountID == "" && sh.Pending() &&
@@ -100,14 +102,14 @@ func ownedProjects(tx store.Tx, userID string) (map[string]bool, error) {
 	return out, nil
 }
 
-// approve is the one approval path of the API and the approval page.
-func (h *Hub) approve(ctx context.Context, p call.Caller, req protocol.ApproveRequest) (protocol.ApproveResponse, error) {
+// Approve is the one approval path of the API and the approval page.
+func (h *Hub) Approve(ctx context.Context, p call.Caller, req apitypes.ApproveRequest) (apitypes.ApproveResponse, error) {
 	rn, replaced, err := h.approveRunner(ctx, p.UserID, req.Name, req.Key, req.Replace)
 	if err != nil {
-		return protocol.ApproveResponse{}, err
+		return apitypes.ApproveResponse{}, err
 	}
 	h.log.Info("runner login approved", "runner", rn.Name, "owner", p.Name, "replaced", replaced)
-	return protocol.ApproveResponse{RunnerView: h.runnerView(rn, p.Name, ""), Replaced: replaced}, nil
+	return apitypes.ApproveResponse{RunnerView: h.runnerView(rn, p.Name, ""), Replaced: replaced}, nil
 }
 
 // approveRunner binds a token hash to a runner owned by ownerID. The same
@@ -135,7 +137,7 @@ func (h *Hub) approveRunner(ctx context.Context, ownerID, name, key string, repl
 // runner of the same owner re-keys it only with replace (the old token stops
 // working); replaced says that happened.
 func bindRunner(tx store.Tx, now time.Time, ownerID, name, key string, replace bool) (_ store.Runner, replaced bool, _ error) {
-	if !protocol.ValidName(name) {
+	if !rules.ValidName(name) {
 		return store.Runner{}, false, call.BadRequest("runner name %q must be 1-64 letters, digits or ._- and start with a letter or digit", name)
 	}
 	if !auth.ValidHash(key) {
@@ -194,12 +196,9 @@ func bindRunner(tx store.Tx, now time.Time, ownerID, name, key string, replace b
 	return rn, replaced, tx.InsertToken(store.Token{Hash: key, Kind: store.TokenRunner, OwnerID: rn.ID, CreatedAt: now})
 }
 
-// runnerRequest names a runner.
-type runnerRequest struct{ Name string }
-
-// revokeRunner revokes a runner's tokens and closes its connection (the
+// RevokeRunner revokes a runner's tokens and closes its connection (the
 // API's and the runners page's revoke): its owner or an admin only.
-func (h *Hub) revokeRunner(ctx context.Context, p call.Caller, req runnerRequest) (protocol.RunnerView, error) {
+func (h *Hub) RevokeRunner(ctx context.Context, p call.Caller, req call.RunnerRequest) (apitypes.RunnerView, error) {
 	name := req.Name
 	now := h.now()
 	var rn store.Runner
@@ -217,7 +216,7 @@ func (h *Hub) revokeRunner(ctx context.Context, p call.Caller, req runnerRequest
 		return revokeRunner(tx, &rn, now)
 	})
 	if err != nil {
-		return protocol.RunnerView{}, err
+		return apitypes.RunnerView{}, err
 	}
 	h.closeConn(rn.ID, protocol.CloseRevoked, "runner token revoked")
 	h.log.Info("runner revoked", "runner", rn.Name, "by", p.Name)
@@ -225,8 +224,8 @@ func (h *Hub) revokeRunner(ctx context.Context, p call.Caller, req runnerRequest
 	return h.runnerView(rn, owner, ""), nil
 }
 
-// runnerLogin is the runner p authenticated as, as its login sees it.
-func (h *Hub) runnerLogin(ctx context.Context, p call.Caller) (protocol.RunnerView, error) {
+// RunnerLogin is the runner p authenticated as, as its login sees it.
+func (h *Hub) RunnerLogin(ctx context.Context, p call.Caller) (apitypes.RunnerView, error) {
 	var rn store.Runner
 	var owner, holder string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -239,7 +238,7 @@ func (h *Hub) runnerLogin(ctx context.Context, p call.Caller) (protocol.RunnerVi
 		return err
 	})
 	if err != nil {
-		return protocol.RunnerView{}, err
+		return apitypes.RunnerView{}, err
 	}
 	return h.runnerView(rn, owner, holder), nil
 }

@@ -6,23 +6,25 @@ import (
 	"fmt"
 	"net/http"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
 // The users' operations of the state layer (docs/architecture.md); the
-// HTTP API serves them in api_users.go.
+// HTTP API serves them in httpapi/users.go.
 
-// addUser adds a user (admin only) with their first token.
-func (h *Hub) addUser(ctx context.Context, p call.Caller, req protocol.NewUserRequest) (protocol.NewUserResponse, error) {
+// AddUser adds a user (admin only) with their first token.
+func (h *Hub) AddUser(ctx context.Context, p call.Caller, req apitypes.NewUserRequest) (apitypes.NewUserResponse, error) {
 	if !p.Admin {
-		return protocol.NewUserResponse{}, call.Forbidden("only an admin can add users")
+		return apitypes.NewUserResponse{}, call.Forbidden("only an admin can add users")
 	}
-	if !protocol.ValidName(req.Name) {
-		return protocol.NewUserResponse{}, call.BadRequest("user name %q must be 1-64 letters, digits or ._- and start with a letter or digit", req.Name)
+	if !rules.ValidName(req.Name) {
+		return apitypes.NewUserResponse{}, call.BadRequest("user name %q must be 1-64 letters, digits or ._- and start with a letter or digit", req.Name)
 	}
 	token := auth.NewToken(auth.PrefixUser)
 	now := h.now()
@@ -37,15 +39,15 @@ func (h *Hub) addUser(ctx context.Context, p call.Caller, req protocol.NewUserRe
 		return tx.InsertToken(store.Token{Hash: auth.Hash(token), Kind: store.TokenUser, OwnerID: u.ID, CreatedAt: now})
 	})
 	if err != nil {
-		return protocol.NewUserResponse{}, err
+		return apitypes.NewUserResponse{}, err
 	}
 	h.log.Info("user added", "user", u.Name, "admin", u.Admin, "by", p.Name)
-	return protocol.NewUserResponse{Name: u.Name, Token: token}, nil
+	return apitypes.NewUserResponse{Name: u.Name, Token: token}, nil
 }
 
-// listUsers lists every user for an admin, the caller alone for anyone else.
-func (h *Hub) listUsers(ctx context.Context, p call.Caller) (protocol.UserList, error) {
-	out := protocol.UserList{Users: []protocol.UserView{}}
+// ListUsers lists every user for an admin, the caller alone for anyone else.
+func (h *Hub) ListUsers(ctx context.Context, p call.Caller) (apitypes.UserList, error) {
+	out := apitypes.UserList{Users: []apitypes.UserView{}}
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		us, err := tx.Users()
 		if err != nil {
@@ -65,7 +67,7 @@ func (h *Hub) listUsers(ctx context.Context, p call.Caller) (protocol.UserList, 
 			if !p.Admin && u.ID != p.UserID {
 				continue
 			}
-			out.Users = append(out.Users, protocol.UserView{Name: u.Name, Admin: u.Admin, CreatedAt: u.CreatedAt.UTC(),
+			out.Users = append(out.Users, apitypes.UserView{Name: u.Name, Admin: u.Admin, CreatedAt: u.CreatedAt.UTC(),
 				RemovedAt: utcPtr(u.RemovedAt), Runners: owned[u.ID]})
 		}
 		return nil
@@ -85,16 +87,13 @@ func liveUser(tx store.Tx, name string) (store.User, error) {
 	return u, err
 }
 
-// userRequest names a user to act on.
-type userRequest struct{ Name string }
-
-// removeUser removes a user (admin only): their tokens stop working at
+// RemoveUser removes a user (admin only): their tokens stop working at
 // once, their runners are revoked (and disconnected), whatever is shared
 // with them is unshared, and their unfinished jobs are cancelled. The row
 // stays, so history keeps their name.
-func (h *Hub) removeUser(ctx context.Context, p call.Caller, req userRequest) (protocol.UserView, error) {
+func (h *Hub) RemoveUser(ctx context.Context, p call.Caller, req call.UserRequest) (apitypes.UserView, error) {
 	if !p.Admin {
-		return protocol.UserView{}, call.Forbidden("only an admin can remove users")
+		return apitypes.UserView{}, call.Forbidden("only an admin can remove users")
 	}
 	name := req.Name
 	now := h.now()
@@ -153,13 +152,13 @@ func (h *Hub) removeUser(ctx context.Context, p call.Caller, req userRequest) (p
 		return err
 	})
 	if err != nil {
-		return protocol.UserView{}, fmt.Errorf("remove user %s: %w", name, err)
+		return apitypes.UserView{}, fmt.Errorf("remove user %s: %w", name, err)
 	}
 	for _, rn := range runners {
 		h.closeConn(rn.ID, protocol.CloseRevoked, "runner's owner was removed")
 	}
 	if err := h.refreshAllAccess(ctx); err != nil {
-		return protocol.UserView{}, fmt.Errorf("reload runner access after removing %s: %w", name, err)
+		return apitypes.UserView{}, fmt.Errorf("reload runner access after removing %s: %w", name, err)
 	}
 	cancelled := 0
 	for _, j := range jobs {
@@ -169,17 +168,17 @@ func (h *Hub) removeUser(ctx context.Context, p call.Caller, req userRequest) (p
 			if errors.As(err, &ae) && ae.Status == http.StatusConflict {
 				continue
 			}
-			return protocol.UserView{}, fmt.Errorf("cancel job %s of removed user %s: %w", j.ID, name, err)
+			return apitypes.UserView{}, fmt.Errorf("cancel job %s of removed user %s: %w", j.ID, name, err)
 		}
 		cancelled++
 	}
 	h.log.Info("user removed", "user", name, "runners_revoked", len(runners), "jobs_cancelled", cancelled, "by", p.Name)
-	return protocol.UserView{Name: u.Name, Admin: u.Admin, CreatedAt: u.CreatedAt.UTC(), RemovedAt: utcPtr(u.RemovedAt)}, nil
+	return apitypes.UserView{Name: u.Name, Admin: u.Admin, CreatedAt: u.CreatedAt.UTC(), RemovedAt: utcPtr(u.RemovedAt)}, nil
 }
 
-// rotateToken gives a user a new token and revokes their others; a user
+// RotateToken gives a user a new token and revokes their others; a user
 // rotates their own, an admin anyone's.
-func (h *Hub) rotateToken(ctx context.Context, p call.Caller, req userRequest) (protocol.NewUserResponse, error) {
+func (h *Hub) RotateToken(ctx context.Context, p call.Caller, req call.UserRequest) (apitypes.NewUserResponse, error) {
 	name := req.Name
 	token := auth.NewToken(auth.PrefixUser)
 	now := h.now()
@@ -200,15 +199,15 @@ func (h *Hub) rotateToken(ctx context.Context, p call.Caller, req userRequest) (
 		return tx.InsertToken(store.Token{Hash: auth.Hash(token), Kind: store.TokenUser, OwnerID: u.ID, CreatedAt: now})
 	})
 	if err != nil {
-		return protocol.NewUserResponse{}, fmt.Errorf("rotate the token of %s: %w", name, err)
+		return apitypes.NewUserResponse{}, fmt.Errorf("rotate the token of %s: %w", name, err)
 	}
 	h.log.Info("user token rotated", "user", name, "by", p.Name)
-	return protocol.NewUserResponse{Name: name, Token: token}, nil
+	return apitypes.NewUserResponse{Name: name, Token: token}, nil
 }
 
-// whoami is the caller as the hub knows it, for a token of any kind.
-func (h *Hub) whoami(_ context.Context, p call.Caller) (protocol.Whoami, error) {
-	v := protocol.Whoami{Kind: string(p.Kind), Name: p.Name, Admin: p.Admin}
+// Whoami is the caller as the hub knows it, for a token of any kind.
+func (h *Hub) Whoami(_ context.Context, p call.Caller) (apitypes.Whoami, error) {
+	v := apitypes.Whoami{Kind: string(p.Kind), Name: p.Name, Admin: p.Admin}
 	if p.Kind == store.TokenRunner {
 		v.Runner = p.Name
 	}

@@ -16,10 +16,12 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/localrepo"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Tenancy: three users (admin, alice, bob) on one hub. Each rule of the
@@ -37,7 +39,7 @@ const (
 
 // submitAs submits a job as the user with token; an exec job running
 // "true" unless req says otherwise.
-func (th *testHub) submitAs(token string, req protocol.SubmitRequest) protocol.JobView {
+func (th *testHub) submitAs(token string, req apitypes.SubmitRequest) apitypes.JobView {
 	th.t.Helper()
 	if req.Agent == "" {
 		req.Agent = "exec"
@@ -45,7 +47,7 @@ func (th *testHub) submitAs(token string, req protocol.SubmitRequest) protocol.J
 	if len(req.Args) == 0 {
 		req.Args = []string{"true"}
 	}
-	var v protocol.JobView
+	var v apitypes.JobView
 	if code, e := th.call(token, "POST", "/jobs", req, &v); code != http.StatusCreated {
 		th.t.Fatalf("submit %+v: %d %+v", req, code, e)
 	}
@@ -55,7 +57,7 @@ func (th *testHub) submitAs(token string, req protocol.SubmitRequest) protocol.J
 // waitQueued waits until a dispatcher pass has looked at the queued job
 // and left it queued with a reason containing why. The job leaving the
 // queue fails the test at once.
-func (th *testHub) waitQueued(id, why string) protocol.JobView {
+func (th *testHub) waitQueued(id, why string) apitypes.JobView {
 	th.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -126,7 +128,7 @@ func (sr *scriptRunner) waitClosed() websocket.StatusCode {
 // of a refusal (0 when it connected).
 func (th *testHub) dialStatus(token string) int {
 	th.t.Helper()
-	ws, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(th.srv.URL, "http")+protocol.APIPrefix+"/runner/connect",
+	ws, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(th.srv.URL, "http")+apitypes.APIPrefix+"/runner/connect",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err == nil {
 		ws.CloseNow()
@@ -139,13 +141,13 @@ func (th *testHub) dialStatus(token string) int {
 }
 
 // share changes a runner's access as the user with token.
-func (th *testHub) share(token, runner string, share bool, req protocol.ShareRequest) protocol.RunnerView {
+func (th *testHub) share(token, runner string, share bool, req apitypes.ShareRequest) apitypes.RunnerView {
 	th.t.Helper()
 	path := "/runners/" + runner + "/share"
 	if !share {
 		path = "/runners/" + runner + "/unshare"
 	}
-	var v protocol.RunnerView
+	var v apitypes.RunnerView
 	if code, e := th.call(token, "POST", path, req, &v); code != http.StatusOK {
 		th.t.Fatalf("%s %+v: %d %+v", path, req, code, e)
 	}
@@ -154,23 +156,23 @@ func (th *testHub) share(token, runner string, share bool, req protocol.ShareReq
 
 // accept accepts, as the user with token, the share of runner with them
 // (project "") or with project.
-func (th *testHub) accept(token, runner, project string) protocol.RunnerView {
+func (th *testHub) accept(token, runner, project string) apitypes.RunnerView {
 	th.t.Helper()
-	var v protocol.RunnerView
-	if code, e := th.call(token, "POST", "/runners/"+runner+"/accept", protocol.AnswerShareRequest{Project: project}, &v); code != http.StatusOK {
+	var v apitypes.RunnerView
+	if code, e := th.call(token, "POST", "/runners/"+runner+"/accept", apitypes.AnswerShareRequest{Project: project}, &v); code != http.StatusOK {
 		th.t.Fatalf("accept %s (project %q): %d %+v", runner, project, code, e)
 	}
 	return v
 }
 
 // shareAccount shares or unshares a runner's account as the user with token.
-func (th *testHub) shareAccount(token string, share bool, req protocol.AccountShareRequest) protocol.AccountList {
+func (th *testHub) shareAccount(token string, share bool, req apitypes.AccountShareRequest) apitypes.AccountList {
 	th.t.Helper()
 	path := "/accounts/share"
 	if !share {
 		path = "/accounts/unshare"
 	}
-	var l protocol.AccountList
+	var l apitypes.AccountList
 	if code, e := th.call(token, "POST", path, req, &l); code != http.StatusOK {
 		th.t.Fatalf("%s %+v: %d %+v", path, req, code, e)
 	}
@@ -178,13 +180,13 @@ func (th *testHub) shareAccount(token string, share bool, req protocol.AccountSh
 }
 
 // runnersOf lists the runners as the user with token sees them, by name.
-func (th *testHub) runnersOf(token string) map[string]protocol.RunnerView {
+func (th *testHub) runnersOf(token string) map[string]apitypes.RunnerView {
 	th.t.Helper()
-	var l protocol.RunnerList
+	var l apitypes.RunnerList
 	if code, e := th.call(token, "GET", "/runners", nil, &l); code != http.StatusOK {
 		th.t.Fatalf("list runners: %d %+v", code, e)
 	}
-	out := map[string]protocol.RunnerView{}
+	out := map[string]apitypes.RunnerView{}
 	for _, r := range l.Runners {
 		out[r.Name] = r
 	}
@@ -192,13 +194,13 @@ func (th *testHub) runnersOf(token string) map[string]protocol.RunnerView {
 }
 
 // projectsOf lists the projects as the user with token sees them, by name.
-func (th *testHub) projectsOf(token string) map[string]protocol.ProjectView {
+func (th *testHub) projectsOf(token string) map[string]apitypes.ProjectView {
 	th.t.Helper()
-	var l protocol.ProjectList
+	var l apitypes.ProjectList
 	if code, e := th.call(token, "GET", "/projects", nil, &l); code != http.StatusOK {
 		th.t.Fatalf("list projects: %d %+v", code, e)
 	}
-	out := map[string]protocol.ProjectView{}
+	out := map[string]apitypes.ProjectView{}
 	for _, p := range l.Projects {
 		out[p.Name] = p
 	}
@@ -208,7 +210,7 @@ func (th *testHub) projectsOf(token string) map[string]protocol.ProjectView {
 // jobIDs lists the ids of the jobs the user with token sees.
 func (th *testHub) jobIDs(token string) []string {
 	th.t.Helper()
-	var l protocol.JobList
+	var l apitypes.JobList
 	if code, e := th.call(token, "GET", "/jobs", nil, &l); code != http.StatusOK {
 		th.t.Fatalf("list jobs: %d %+v", code, e)
 	}
@@ -228,9 +230,9 @@ func sortedIDs(ids ...string) []string {
 
 // members lists a project's members as the user with token; code is the
 // HTTP status.
-func (th *testHub) members(token, project string) (protocol.MemberList, int) {
+func (th *testHub) members(token, project string) (apitypes.MemberList, int) {
 	th.t.Helper()
-	var l protocol.MemberList
+	var l apitypes.MemberList
 	code, _ := th.call(token, "GET", "/projects/"+project+"/members", nil, &l)
 	return l, code
 }
@@ -238,7 +240,7 @@ func (th *testHub) members(token, project string) (protocol.MemberList, int) {
 // addMember adds user to project as the user with token.
 func (th *testHub) addMember(token, project, user string) {
 	th.t.Helper()
-	if code, e := th.call(token, "POST", "/projects/"+project+"/members", protocol.MemberRequest{User: user}, nil); code != http.StatusOK {
+	if code, e := th.call(token, "POST", "/projects/"+project+"/members", apitypes.MemberRequest{User: user}, nil); code != http.StatusOK {
 		th.t.Fatalf("add %s to %s: %d %+v", user, project, code, e)
 	}
 }
@@ -270,8 +272,8 @@ func (th *testHub) hostProject(token, project string) (string, string) {
 	return dir, base
 }
 
-func onRepo(project, base string) *protocol.SubmitRepo {
-	return &protocol.SubmitRepo{Project: project, Base: base}
+func onRepo(project, base string) *apitypes.SubmitRepo {
+	return &apitypes.SubmitRepo{Project: project, Base: base}
 }
 
 // startTenants starts a hub with alice and bob; it returns their tokens.
@@ -294,9 +296,9 @@ func TestDispatchFollowsRunnerAccess(t *testing.T) {
 
 	// bob's idle runner with four free slots never gets alice's jobs: they
 	// go to her one slot, and wait for it while it is busy.
-	j1 := th.submitAs(alice, protocol.SubmitRequest{})
+	j1 := th.submitAs(alice, apitypes.SubmitRequest{})
 	o1 := aBox.offerFor(j1.ID)
-	j2 := th.submitAs(alice, protocol.SubmitRequest{})
+	j2 := th.submitAs(alice, apitypes.SubmitRequest{})
 	th.waitQueued(j2.ID, waitBusy)
 	bBox.noOfferYet()
 	runToEnd(t, aBox, o1, "one\n", 0)
@@ -308,64 +310,64 @@ func TestDispatchFollowsRunnerAccess(t *testing.T) {
 	// With only bob's runner connected, alice's job waits, and says why.
 	aBox.ws.CloseNow()
 	th.waitRunner("a-box", false)
-	j3 := th.submitAs(alice, protocol.SubmitRequest{})
+	j3 := th.submitAs(alice, apitypes.SubmitRequest{})
 	th.waitQueued(j3.ID, waitNotYours)
 
 	// Shared with alice, bob's runner is offered her job once she accepts.
-	if v := th.share(bob, "b-box", true, protocol.ShareRequest{User: "alice"}); v.Access != protocol.AccessPrivate ||
-		!slices.Equal(v.SharedWith, []protocol.Share{{User: "alice", Pending: true}}) {
+	if v := th.share(bob, "b-box", true, apitypes.ShareRequest{User: "alice"}); v.Access != apitypes.AccessPrivate ||
+		!slices.Equal(v.SharedWith, []apitypes.Share{{User: "alice", Pending: true}}) {
 		t.Fatalf("shared runner: %+v", v)
 	}
 	th.accept(alice, "b-box", "")
 	runToEnd(t, bBox, bBox.offerFor(j3.ID), "three\n", 0)
 
 	// Unshared, it is private again.
-	if v := th.share(bob, "b-box", false, protocol.ShareRequest{User: "alice"}); len(v.SharedWith) != 0 {
+	if v := th.share(bob, "b-box", false, apitypes.ShareRequest{User: "alice"}); len(v.SharedWith) != 0 {
 		t.Fatalf("unshared runner: %+v", v)
 	}
-	j4 := th.submitAs(alice, protocol.SubmitRequest{})
+	j4 := th.submitAs(alice, apitypes.SubmitRequest{})
 	th.waitQueued(j4.ID, waitNotYours)
 
 	// Only an admin makes a runner hub-wide; then it runs everyone's jobs.
-	if code, e := th.call(bob, "POST", "/runners/b-box/share", protocol.ShareRequest{Hub: true}, nil); code != http.StatusForbidden || e.Message == "" {
+	if code, e := th.call(bob, "POST", "/runners/b-box/share", apitypes.ShareRequest{Hub: true}, nil); code != http.StatusForbidden || e.Message == "" {
 		t.Fatalf("bob makes his runner hub-wide: %d %+v", code, e)
 	}
-	if v := th.runnersOf(bob)["b-box"]; v.Access != protocol.AccessPrivate {
+	if v := th.runnersOf(bob)["b-box"]; v.Access != apitypes.AccessPrivate {
 		t.Fatalf("refused hub share changed the runner: %+v", v)
 	}
 	// Not even an admin makes bob's machine run everyone's jobs.
-	if code, e := th.call(th.admin, "POST", "/runners/b-box/share", protocol.ShareRequest{Hub: true}, nil); code != http.StatusForbidden || e.Message == "" {
+	if code, e := th.call(th.admin, "POST", "/runners/b-box/share", apitypes.ShareRequest{Hub: true}, nil); code != http.StatusForbidden || e.Message == "" {
 		t.Fatalf("the admin makes bob's runner hub-wide: %d %+v", code, e)
 	}
-	if v := th.runnersOf(bob)["b-box"]; v.Access != protocol.AccessPrivate {
+	if v := th.runnersOf(bob)["b-box"]; v.Access != apitypes.AccessPrivate {
 		t.Fatalf("refused hub share changed the runner: %+v", v)
 	}
 	th.waitQueued(j4.ID, waitNotYours)
 	hBox, _ := th.dial(th.registerRunner("h-box"), protocol.Hello{Slots: 1})
-	if v := th.share(th.admin, "h-box", true, protocol.ShareRequest{Hub: true}); v.Access != protocol.AccessHub {
+	if v := th.share(th.admin, "h-box", true, apitypes.ShareRequest{Hub: true}); v.Access != apitypes.AccessHub {
 		t.Fatalf("hub-wide runner: %+v", v)
 	}
 	runToEnd(t, hBox, hBox.offerFor(j4.ID), "four\n", 0)
-	if v := th.share(th.admin, "h-box", false, protocol.ShareRequest{Hub: true}); v.Access != protocol.AccessPrivate {
+	if v := th.share(th.admin, "h-box", false, apitypes.ShareRequest{Hub: true}); v.Access != apitypes.AccessPrivate {
 		t.Fatalf("runner made private again: %+v", v)
 	}
-	j5 := th.submitAs(alice, protocol.SubmitRequest{})
+	j5 := th.submitAs(alice, apitypes.SubmitRequest{})
 	th.waitQueued(j5.ID, waitNotYours)
 
 	// A runner unshared while it was away is checked again when it comes
 	// back: alice's older job is not offered, bob's newer one is.
-	th.share(bob, "b-box", true, protocol.ShareRequest{User: "alice"})
+	th.share(bob, "b-box", true, apitypes.ShareRequest{User: "alice"})
 	th.accept(alice, "b-box", "")
 	runToEnd(t, bBox, bBox.offerFor(j5.ID), "five\n", 0)
 	bBox.ws.CloseNow()
 	th.waitRunner("b-box", false)
-	th.share(bob, "b-box", false, protocol.ShareRequest{User: "alice"})
-	j6 := th.submitAs(alice, protocol.SubmitRequest{})
+	th.share(bob, "b-box", false, apitypes.ShareRequest{User: "alice"})
+	j6 := th.submitAs(alice, apitypes.SubmitRequest{})
 	th.waitQueued(j6.ID, waitNotYours)
 	bBox2, _ := th.dial(bTok, protocol.Hello{Slots: 4})
-	j7 := th.submitAs(alice, protocol.SubmitRequest{})
+	j7 := th.submitAs(alice, apitypes.SubmitRequest{})
 	th.waitQueued(j7.ID, waitNotYours)
-	mine := th.submitAs(bob, protocol.SubmitRequest{})
+	mine := th.submitAs(bob, apitypes.SubmitRequest{})
 	bBox2.offerFor(mine.ID)
 	th.wantQueued(j6.ID, j7.ID)
 }
@@ -377,12 +379,12 @@ func TestProjectShareRunsMembersJobsOnTheProject(t *testing.T) {
 	th, alice, bob := startTenants(t)
 	_, base := th.hostProject(alice, "web")
 	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
-	if v := th.share(alice, "a-box", true, protocol.ShareRequest{Project: "web"}); !slices.Equal(v.SharedWith, []protocol.Share{{Project: "web"}}) {
+	if v := th.share(alice, "a-box", true, apitypes.ShareRequest{Project: "web"}); !slices.Equal(v.SharedWith, []apitypes.Share{{Project: "web"}}) {
 		t.Fatalf("project share: %+v", v)
 	}
 
 	// A non-member cannot even submit on the project.
-	code, e := th.call(bob, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base)}, nil)
+	code, e := th.call(bob, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Repo: onRepo("web", base)}, nil)
 	if code != http.StatusForbidden || !strings.Contains(e.Message, "not a member of project web") {
 		t.Fatalf("non-member submit: %d %+v", code, e)
 	}
@@ -391,15 +393,15 @@ func TestProjectShareRunsMembersJobsOnTheProject(t *testing.T) {
 	}
 
 	th.addMember(alice, "web", "bob")
-	member := th.submitAs(bob, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	member := th.submitAs(bob, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	o := aBox.offerFor(member.ID)
 	wantOK(t, aBox.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 
 	// While a-box is busy: bob's job on web waits for it, his job without
 	// a project and the admin's (a non-member) on web wait for a runner.
-	noProject := th.submitAs(bob, protocol.SubmitRequest{})
-	onWeb := th.submitAs(bob, protocol.SubmitRequest{Repo: onRepo("web", base)})
-	admins := th.submitAs(th.admin, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	noProject := th.submitAs(bob, apitypes.SubmitRequest{})
+	onWeb := th.submitAs(bob, apitypes.SubmitRequest{Repo: onRepo("web", base)})
+	admins := th.submitAs(th.admin, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	th.waitQueued(noProject.ID, waitNotYours)
 	th.waitQueued(onWeb.ID, waitBusy)
 	th.waitQueued(admins.ID, waitNotYours)
@@ -410,7 +412,7 @@ func TestProjectShareRunsMembersJobsOnTheProject(t *testing.T) {
 
 	// The freed slot goes to alice's newer job, none of the older ones.
 	runToEnd(t, aBox, o, "x", 1)
-	hers := th.submitAs(alice, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	hers := th.submitAs(alice, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	aBox.offerFor(hers.ID)
 	th.wantQueued(noProject.ID, onWeb.ID, admins.ID)
 }
@@ -424,8 +426,8 @@ func TestShareRunsNothingUntilItsRecipientAccepts(t *testing.T) {
 	th, alice, bob := startTenants(t)
 	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 4})
 	bBox, _ := th.dial(th.registerRunnerOf(bob, "b-box"), protocol.Hello{Slots: 1})
-	pending := []protocol.Share{{User: "bob", Pending: true}}
-	if v := th.share(alice, "a-box", true, protocol.ShareRequest{User: "bob"}); !slices.Equal(v.SharedWith, pending) {
+	pending := []apitypes.Share{{User: "bob", Pending: true}}
+	if v := th.share(alice, "a-box", true, apitypes.ShareRequest{User: "bob"}); !slices.Equal(v.SharedWith, pending) {
 		t.Fatalf("alice's unaccepted share: %+v", v.SharedWith)
 	}
 	// bob sees it waiting for him; alice sees it pending.
@@ -437,15 +439,15 @@ func TestShareRunsNothingUntilItsRecipientAccepts(t *testing.T) {
 	}
 
 	// bob's jobs go to his own runner, and wait for it while it is busy.
-	j1 := th.submitAs(bob, protocol.SubmitRequest{})
+	j1 := th.submitAs(bob, apitypes.SubmitRequest{})
 	o1 := bBox.offerFor(j1.ID)
 	wantOK(t, bBox.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o1.AttemptRef}))
-	j2 := th.submitAs(bob, protocol.SubmitRequest{})
+	j2 := th.submitAs(bob, apitypes.SubmitRequest{})
 	th.waitQueued(j2.ID, waitBusy)
 	aBox.noOfferYet()
 	// Nor may anyone else accept for him.
 	for _, tok := range []string{alice, th.admin} {
-		if code, e := th.call(tok, "POST", "/runners/a-box/accept", protocol.AnswerShareRequest{}, nil); code != http.StatusNotFound || e.Message == "" {
+		if code, e := th.call(tok, "POST", "/runners/a-box/accept", apitypes.AnswerShareRequest{}, nil); code != http.StatusNotFound || e.Message == "" {
 			t.Fatalf("accept for bob by another: %d %+v", code, e)
 		}
 	}
@@ -455,7 +457,7 @@ func TestShareRunsNothingUntilItsRecipientAccepts(t *testing.T) {
 	if v := th.accept(bob, "a-box", ""); v.Name != "a-box" || v.Offered != nil {
 		t.Fatalf("bob's accept answers %+v", v)
 	}
-	if v := th.runnersOf(alice)["a-box"]; !slices.Equal(v.SharedWith, []protocol.Share{{User: "bob"}}) {
+	if v := th.runnersOf(alice)["a-box"]; !slices.Equal(v.SharedWith, []apitypes.Share{{User: "bob"}}) {
 		t.Fatalf("alice's accepted share: %+v", v.SharedWith)
 	}
 	o2 := aBox.offerFor(j2.ID)
@@ -463,11 +465,11 @@ func TestShareRunsNothingUntilItsRecipientAccepts(t *testing.T) {
 	runToEnd(t, aBox, o2, "two\n", 0)
 	// With both idle, his own runner comes first, however many slots
 	// the shared one has.
-	j3 := th.submitAs(bob, protocol.SubmitRequest{})
+	j3 := th.submitAs(bob, apitypes.SubmitRequest{})
 	runToEnd(t, bBox, bBox.offerFor(j3.ID), "three\n", 0)
 
 	// Declined, the share is gone: a-box runs none of his jobs again.
-	th.call(bob, "POST", "/runners/a-box/decline", protocol.AnswerShareRequest{}, nil)
+	th.call(bob, "POST", "/runners/a-box/decline", apitypes.AnswerShareRequest{}, nil)
 	if _, ok := th.runnersOf(bob)["a-box"]; ok {
 		t.Fatal("bob still lists a-box after declining it")
 	}
@@ -476,9 +478,9 @@ func TestShareRunsNothingUntilItsRecipientAccepts(t *testing.T) {
 	}
 	bBox.ws.CloseNow()
 	th.waitRunner("b-box", false)
-	j4 := th.submitAs(bob, protocol.SubmitRequest{})
+	j4 := th.submitAs(bob, apitypes.SubmitRequest{})
 	th.waitQueued(j4.ID, waitNotYours)
-	if code, e := th.call(bob, "POST", "/runners/a-box/accept", protocol.AnswerShareRequest{}, nil); code != http.StatusNotFound || e.Message == "" {
+	if code, e := th.call(bob, "POST", "/runners/a-box/accept", apitypes.AnswerShareRequest{}, nil); code != http.StatusNotFound || e.Message == "" {
 		t.Fatalf("accept a declined share: %d %+v", code, e)
 	}
 	th.waitQueued(j4.ID, waitNotYours)
@@ -492,7 +494,7 @@ func TestProjectShareNeedsMembershipAndTheOwnersConsent(t *testing.T) {
 	th, alice, bob := startTenants(t)
 	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 4})
 	shareWeb := func(token string) (int, []byte) {
-		return th.send(token, "POST", protocol.APIPrefix+"/runners/a-box/share", strings.NewReader(`{"project":"web"}`))
+		return th.send(token, "POST", apitypes.APIPrefix+"/runners/a-box/share", strings.NewReader(`{"project":"web"}`))
 	}
 	missingCode, missing := shareWeb(alice)
 	_, base := th.hostProject(bob, "web")
@@ -502,7 +504,7 @@ func TestProjectShareNeedsMembershipAndTheOwnersConsent(t *testing.T) {
 			hiddenCode, hidden, missingCode, missing)
 	}
 	// An admin sees web, but alice is no member: refused too.
-	if code, e := th.call(th.admin, "POST", "/runners/a-box/share", protocol.ShareRequest{Project: "web"}, nil); code != http.StatusForbidden ||
+	if code, e := th.call(th.admin, "POST", "/runners/a-box/share", apitypes.ShareRequest{Project: "web"}, nil); code != http.StatusForbidden ||
 		!strings.Contains(e.Message, "not a member of project web") {
 		t.Fatalf("admin shares a non-member's runner with web: %d %+v", code, e)
 	}
@@ -512,14 +514,14 @@ func TestProjectShareNeedsMembershipAndTheOwnersConsent(t *testing.T) {
 
 	// A member's share waits for the project's owner.
 	th.addMember(bob, "web", "alice")
-	th.share(alice, "a-box", true, protocol.ShareRequest{Project: "web"})
-	onWeb := th.submitAs(bob, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	th.share(alice, "a-box", true, apitypes.ShareRequest{Project: "web"})
+	onWeb := th.submitAs(bob, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	th.waitQueued(onWeb.ID, waitNotYours)
-	if v := th.runnersOf(bob)["a-box"]; !slices.Equal(v.Offered, []protocol.Share{{Project: "web", Pending: true}}) {
+	if v := th.runnersOf(bob)["a-box"]; !slices.Equal(v.Offered, []apitypes.Share{{Project: "web", Pending: true}}) {
 		t.Fatalf("bob, web's owner, sees a-box %+v", v)
 	}
 	// alice, a member but not its owner, may not accept for it.
-	if code, e := th.call(alice, "POST", "/runners/a-box/accept", protocol.AnswerShareRequest{Project: "web"}, nil); code != http.StatusForbidden || e.Message == "" {
+	if code, e := th.call(alice, "POST", "/runners/a-box/accept", apitypes.AnswerShareRequest{Project: "web"}, nil); code != http.StatusForbidden || e.Message == "" {
 		t.Fatalf("a member accepts for web: %d %+v", code, e)
 	}
 	th.waitQueued(onWeb.ID, waitNotYours)
@@ -531,7 +533,7 @@ func TestProjectShareNeedsMembershipAndTheOwnersConsent(t *testing.T) {
 	if v := th.runnersOf(alice)["a-box"]; len(v.SharedWith) != 0 {
 		t.Fatalf("a-box still shared with web after alice left it: %+v", v.SharedWith)
 	}
-	again := th.submitAs(bob, protocol.SubmitRequest{Repo: onRepo("web", base)})
+	again := th.submitAs(bob, apitypes.SubmitRequest{Repo: onRepo("web", base)})
 	th.waitQueued(again.ID, waitNotYours)
 }
 
@@ -550,13 +552,13 @@ func TestVendorJobsUseOnlyAccountsTheRequesterMayUse(t *testing.T) {
 	}
 	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box", "bob"), claude(ready("acct-1", "work"), ready("acct-2", "spare")))
 	// alice prefers acct-2.
-	if code, e := th.call(alice, "POST", "/accounts/move", protocol.MoveAccountRequest{Runner: "a-box", ID: "acct-2", Position: 1}, nil); code != http.StatusOK {
+	if code, e := th.call(alice, "POST", "/accounts/move", apitypes.MoveAccountRequest{Runner: "a-box", ID: "acct-2", Position: 1}, nil); code != http.StatusOK {
 		t.Fatalf("move: %d %+v", code, e)
 	}
 	// bob's own runner is offline; its account only shows in his list.
 	th.registerRunnerOf(bob, "b-box")
 	th.seedAccounts("b-box", ready("acct-b", ""))
-	prompt := protocol.SubmitRequest{Agent: "claude", Args: []string{"write hello.txt"}}
+	prompt := apitypes.SubmitRequest{Agent: "claude", Args: []string{"write hello.txt"}}
 
 	// a-box is shared with bob, its accounts are not: his job waits.
 	first := th.submitAs(bob, prompt)
@@ -565,7 +567,7 @@ func TestVendorJobsUseOnlyAccountsTheRequesterMayUse(t *testing.T) {
 
 	// Shared with bob, acct-1 is used for his job, alice's preference
 	// notwithstanding; alice's own job gets her best, acct-2.
-	l := th.shareAccount(alice, true, protocol.AccountShareRequest{Runner: "a-box", Account: "work", User: "bob"})
+	l := th.shareAccount(alice, true, apitypes.AccountShareRequest{Runner: "a-box", Account: "work", User: "bob"})
 	if got := accountOrder(t, l.Accounts); !slices.Equal(got, []string{"a-box/acct-2", "a-box/acct-1"}) {
 		t.Fatalf("alice's accounts after the share: %v", got)
 	}
@@ -590,29 +592,29 @@ func TestVendorJobsUseOnlyAccountsTheRequesterMayUse(t *testing.T) {
 	}
 	hers := th.accounts(alice)
 	if len(hers) != 2 || hers[0].ID != "acct-2" || hers[0].SharedWith != nil ||
-		hers[1].ID != "acct-1" || !slices.Equal(hers[1].SharedWith, []protocol.Share{{User: "bob"}}) || hers[1].Owner != "alice" {
+		hers[1].ID != "acct-1" || !slices.Equal(hers[1].SharedWith, []apitypes.Share{{User: "bob"}}) || hers[1].Owner != "alice" {
 		t.Fatalf("alice's accounts: %+v", hers)
 	}
 
 	// An admin's hub-wide runner runs bob's jobs, but spends its unshared
 	// account for none of them; neither does a-box once acct-1 is unshared.
 	hTok := th.registerRunner("h-box")
-	th.share(th.admin, "h-box", true, protocol.ShareRequest{Hub: true})
+	th.share(th.admin, "h-box", true, apitypes.ShareRequest{Hub: true})
 	hHello := claude(ready("acct-h", ""))
 	hHello.Labels = map[string]string{"box": "h"}
 	hBox, _ := th.dial(hTok, hHello)
-	l = th.shareAccount(alice, false, protocol.AccountShareRequest{Runner: "a-box", Account: "acct-1", User: "bob"})
+	l = th.shareAccount(alice, false, apitypes.AccountShareRequest{Runner: "a-box", Account: "acct-1", User: "bob"})
 	if a := l.Accounts[1]; a.ID != "acct-1" || a.SharedWith != nil {
 		t.Fatalf("unshared account: %+v", a)
 	}
-	exec := th.submitAs(bob, protocol.SubmitRequest{Labels: map[string]string{"box": "h"}})
+	exec := th.submitAs(bob, apitypes.SubmitRequest{Labels: map[string]string{"box": "h"}})
 	runToEnd(t, hBox, hBox.offerFor(exec.ID), "ok\n", 0)
 	second := th.submitAs(bob, prompt)
 	th.waitQueued(second.ID, waitNoAccount)
 	if got := th.accounts(bob); len(got) != 1 {
 		t.Fatalf("bob's accounts after the unshare: %+v", got)
 	}
-	th.shareAccount(th.admin, true, protocol.AccountShareRequest{Runner: "h-box", Account: "acct-h", User: "bob"})
+	th.shareAccount(th.admin, true, apitypes.AccountShareRequest{Runner: "h-box", Account: "acct-h", User: "bob"})
 	if o := hBox.offerFor(second.ID); o.Account != "acct-h" {
 		t.Fatalf("offer on the hub-wide runner names %q, want acct-h", o.Account)
 	}
@@ -626,7 +628,7 @@ func TestJobsAreVisibleOnlyToThoseAllowed(t *testing.T) {
 	th, alice, bob := startTenants(t)
 	_, base := th.hostProject(alice, "web")
 	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
-	tools := protocol.SubmitRequest{Agent: "exec", Args: []string{"work"}, Tools: true}
+	tools := apitypes.SubmitRequest{Agent: "exec", Args: []string{"work"}, Tools: true}
 
 	// alice's private job, waiting on its question.
 	private := th.submitAs(alice, tools)
@@ -647,14 +649,14 @@ func TestJobsAreVisibleOnlyToThoseAllowed(t *testing.T) {
 		{"events", "GET", "/events", nil},
 		{"cancel", "POST", "/cancel", nil},
 		{"retry", "POST", "/retry", nil},
-		{"answer", "POST", "/answer", protocol.AnswerRequest{Text: "8080"}},
+		{"answer", "POST", "/answer", apitypes.AnswerRequest{Text: "8080"}},
 		{"approve", "POST", "/approve", nil},
 		{"restart", "POST", "/restart", nil},
 	}
 	for _, c := range calls {
 		codeMissing, eMissing := th.call(bob, c.method, "/jobs/"+missing+c.suffix, c.body, nil)
 		code, e := th.call(bob, c.method, "/jobs/"+private.ID+c.suffix, c.body, nil)
-		if codeMissing != http.StatusNotFound || code != http.StatusNotFound || e.Code != protocol.ErrNotFound ||
+		if codeMissing != http.StatusNotFound || code != http.StatusNotFound || e.Code != rules.ErrNotFound ||
 			e.Message != strings.ReplaceAll(eMissing.Message, missing, private.ID) {
 			t.Errorf("bob's %s of alice's job: %d %+v; of a job that does not exist: %d %+v", c.name, code, e, codeMissing, eMissing)
 		}
@@ -671,9 +673,9 @@ func TestJobsAreVisibleOnlyToThoseAllowed(t *testing.T) {
 	}
 
 	// alice's job on web: hidden from bob until he is a member.
-	onWeb := th.submitAs(alice, protocol.SubmitRequest{Agent: "exec", Args: []string{"work"}, Tools: true, Repo: onRepo("web", base)})
+	onWeb := th.submitAs(alice, apitypes.SubmitRequest{Agent: "exec", Args: []string{"work"}, Tools: true, Repo: onRepo("web", base)})
 	askAndFinish(t, aBox, aBox.offerFor(onWeb.ID), "Which branch?", nil, "")
-	bobs := th.submitAs(bob, protocol.SubmitRequest{Labels: map[string]string{"gpu": "yes"}})
+	bobs := th.submitAs(bob, apitypes.SubmitRequest{Labels: map[string]string{"gpu": "yes"}})
 	if got, want := th.jobIDs(bob), sortedIDs(bobs.ID); !slices.Equal(got, want) {
 		t.Fatalf("bob lists %v, want only his %v", got, want)
 	}
@@ -700,13 +702,13 @@ func TestJobsAreVisibleOnlyToThoseAllowed(t *testing.T) {
 		t.Fatalf("member bob's questions: %+v", qs)
 	}
 	// His answer waits for alice's approval.
-	var v protocol.JobView
-	if code, e := th.call(bob, "POST", "/jobs/"+onWeb.ID+"/answer", protocol.AnswerRequest{Text: "main"}, &v); code != http.StatusOK || v.State != job.Waiting {
+	var v apitypes.JobView
+	if code, e := th.call(bob, "POST", "/jobs/"+onWeb.ID+"/answer", apitypes.AnswerRequest{Text: "main"}, &v); code != http.StatusOK || v.State != job.Waiting {
 		t.Fatalf("member bob answers: %d %+v %s", code, e, v.State)
 	}
 
 	// The owner of a runner that ran a job sees it, from its first offer.
-	ran := th.submitAs(alice, protocol.SubmitRequest{Labels: map[string]string{"box": "bob"}})
+	ran := th.submitAs(alice, apitypes.SubmitRequest{Labels: map[string]string{"box": "bob"}})
 	if code, _ := th.call(bob, "GET", "/jobs/"+ran.ID, nil, nil); code != http.StatusNotFound {
 		t.Fatalf("bob reads alice's job before his runner got it: %d", code)
 	}
@@ -720,7 +722,7 @@ func TestJobsAreVisibleOnlyToThoseAllowed(t *testing.T) {
 	}
 	// A project's jobs stay with its members, whoever's runner ran them.
 	_, apiBase := th.hostProject(alice, "api")
-	ranOnAPI := th.submitAs(alice, protocol.SubmitRequest{Labels: map[string]string{"box": "bob"}, Repo: onRepo("api", apiBase)})
+	ranOnAPI := th.submitAs(alice, apitypes.SubmitRequest{Labels: map[string]string{"box": "bob"}, Repo: onRepo("api", apiBase)})
 	runToEnd(t, bBox, bBox.offerFor(ranOnAPI.ID), "ran\n", 0)
 	if code, _ := th.call(bob, "GET", "/jobs/"+ranOnAPI.ID, nil, nil); code != http.StatusNotFound {
 		t.Fatalf("bob reads a job on a project he is not a member of, run by his runner: %d", code)
@@ -819,7 +821,7 @@ func TestGitAccessFollowsProjectMembership(t *testing.T) {
 	if _, code := th.members(th.admin, "fresh"); code != http.StatusNotFound {
 		t.Fatalf("members of a discovered name: %d", code)
 	}
-	if code, _ := th.call(bob, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Repo: onRepo("fresh", base)}, nil); code != http.StatusBadRequest {
+	if code, _ := th.call(bob, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Repo: onRepo("fresh", base)}, nil); code != http.StatusBadRequest {
 		t.Fatalf("submit on a discovered name: %d", code)
 	}
 
@@ -871,7 +873,7 @@ func TestProjectMembers(t *testing.T) {
 		}
 		want(members...)
 	}
-	add := func(user string) protocol.MemberRequest { return protocol.MemberRequest{User: user} }
+	add := func(user string) apitypes.MemberRequest { return apitypes.MemberRequest{User: user} }
 
 	refuse("non-member lists", bob, "GET", "/projects/web/members", nil, http.StatusForbidden, "alice")
 	refuse("non-member adds himself", bob, "POST", "/projects/web/members", add("bob"), http.StatusForbidden, "alice")
@@ -884,7 +886,7 @@ func TestProjectMembers(t *testing.T) {
 	refuse("remove a non-member", alice, "DELETE", "/projects/web/members/bob", nil, http.StatusNotFound, "alice")
 	refuse("remove an unknown user", alice, "DELETE", "/projects/web/members/carol", nil, http.StatusNotFound, "alice")
 
-	var l protocol.MemberList
+	var l apitypes.MemberList
 	if code, e := th.call(alice, "POST", "/projects/web/members", add("bob"), &l); code != http.StatusOK || !slices.Equal(l.Members, []string{"alice", "bob"}) {
 		t.Fatalf("owner adds bob: %d %+v %+v", code, e, l)
 	}
@@ -920,7 +922,7 @@ func TestUsersRemoveAndRotate(t *testing.T) {
 	th, alice, bob := startTenants(t)
 	names := func(token string) []string {
 		t.Helper()
-		var l protocol.UserList
+		var l apitypes.UserList
 		if code, e := th.call(token, "GET", "/users", nil, &l); code != http.StatusOK {
 			t.Fatalf("list users: %d %+v", code, e)
 		}
@@ -946,7 +948,7 @@ func TestUsersRemoveAndRotate(t *testing.T) {
 	}
 	rotate := func(token, name string) (string, int) {
 		t.Helper()
-		var r protocol.NewUserResponse
+		var r apitypes.NewUserResponse
 		code, _ := th.call(token, "POST", "/users/"+name+"/token", nil, &r)
 		return r.Token, code
 	}
@@ -976,10 +978,10 @@ func TestUsersRemoveAndRotate(t *testing.T) {
 	// accounts shared with him.
 	bTok := th.registerRunnerOf(bob, "b-box")
 	bBox, _ := th.dial(bTok, protocol.Hello{Slots: 1})
-	queued := th.submitAs(bob, protocol.SubmitRequest{Labels: map[string]string{"gpu": "yes"}})
+	queued := th.submitAs(bob, apitypes.SubmitRequest{Labels: map[string]string{"gpu": "yes"}})
 	th.registerRunnerOf(alice, "a-box", "bob")
 	th.seedAccounts("a-box", protocol.AccountInfo{ID: "acct-1", Agent: "claude", Kind: "login", State: protocol.AccountReady})
-	th.shareAccount(alice, true, protocol.AccountShareRequest{Runner: "a-box", Account: "acct-1", User: "bob"})
+	th.shareAccount(alice, true, apitypes.AccountShareRequest{Runner: "a-box", Account: "acct-1", User: "bob"})
 
 	for _, c := range []struct {
 		name, token, user string
@@ -998,7 +1000,7 @@ func TestUsersRemoveAndRotate(t *testing.T) {
 		t.Fatal("a refused removal changed something")
 	}
 
-	var removed protocol.UserView
+	var removed apitypes.UserView
 	if code, e := th.call(th.admin, "DELETE", "/users/bob", nil, &removed); code != http.StatusOK || removed.RemovedAt == nil {
 		t.Fatalf("remove bob: %d %+v %+v", code, e, removed)
 	}
@@ -1023,7 +1025,7 @@ func TestUsersRemoveAndRotate(t *testing.T) {
 	if v := th.runnersOf(th.admin)["b-box"]; !v.Revoked {
 		t.Fatalf("removed bob's runner: %+v", v)
 	}
-	var l protocol.UserList
+	var l apitypes.UserList
 	th.call(th.admin, "GET", "/users", nil, &l)
 	for _, u := range l.Users {
 		if (u.Name == "bob") != (u.RemovedAt != nil) {
@@ -1031,7 +1033,7 @@ func TestUsersRemoveAndRotate(t *testing.T) {
 		}
 	}
 	// A removed user is no one to share with, add, rotate or remove.
-	if code, _ := th.call(alice, "POST", "/runners/a-box/share", protocol.ShareRequest{User: "bob"}, nil); code != http.StatusNotFound {
+	if code, _ := th.call(alice, "POST", "/runners/a-box/share", apitypes.ShareRequest{User: "bob"}, nil); code != http.StatusNotFound {
 		t.Fatalf("share with a removed user: %d", code)
 	}
 	if _, code := rotate(th.admin, "bob"); code != http.StatusNotFound {
@@ -1050,39 +1052,39 @@ func TestShareRefusalsChangeNothing(t *testing.T) {
 	th.hostProject(alice, "web")
 	th.hostProject(alice, "api")
 	th.registerRunnerOf(alice, "a-box", "bob")
-	th.share(alice, "a-box", true, protocol.ShareRequest{Project: "web"})
+	th.share(alice, "a-box", true, apitypes.ShareRequest{Project: "web"})
 	th.registerRunnerOf(bob, "b-box")
 	th.seedAccounts("a-box", protocol.AccountInfo{ID: "acct-1", Agent: "claude", Kind: "login", State: protocol.AccountReady})
-	th.shareAccount(alice, true, protocol.AccountShareRequest{Runner: "a-box", Account: "acct-1", Project: "web"})
-	shared := []protocol.Share{{User: "bob"}, {Project: "web"}}
+	th.shareAccount(alice, true, apitypes.AccountShareRequest{Runner: "a-box", Account: "acct-1", Project: "web"})
+	shared := []apitypes.Share{{User: "bob"}, {Project: "web"}}
 
 	check := func(name string) {
 		t.Helper()
 		mine := th.runnersOf(alice)["a-box"]
-		if mine.Owner != "alice" || mine.Access != protocol.AccessPrivate || !slices.Equal(mine.SharedWith, shared) {
+		if mine.Owner != "alice" || mine.Access != apitypes.AccessPrivate || !slices.Equal(mine.SharedWith, shared) {
 			t.Fatalf("%s: alice sees a-box %+v", name, mine)
 		}
 		if v := th.runnersOf(th.admin)["a-box"]; !slices.Equal(v.SharedWith, shared) {
 			t.Fatalf("%s: the admin sees a-box %+v", name, v)
 		}
 		theirs, ok := th.runnersOf(bob)["a-box"]
-		if !ok || theirs.Owner != "alice" || theirs.Access != protocol.AccessPrivate || theirs.SharedWith != nil {
+		if !ok || theirs.Owner != "alice" || theirs.Access != apitypes.AccessPrivate || theirs.SharedWith != nil {
 			t.Fatalf("%s: bob sees a-box %+v (listed %v)", name, theirs, ok)
 		}
-		if v := th.runnersOf(bob)["b-box"]; v.Owner != "bob" || v.Access != protocol.AccessPrivate || len(v.SharedWith) != 0 {
+		if v := th.runnersOf(bob)["b-box"]; v.Owner != "bob" || v.Access != apitypes.AccessPrivate || len(v.SharedWith) != 0 {
 			t.Fatalf("%s: bob sees b-box %+v", name, v)
 		}
 		if _, ok := th.runnersOf(alice)["b-box"]; ok {
 			t.Fatalf("%s: alice lists bob's private runner", name)
 		}
-		if l := th.accounts(alice); len(l) != 1 || !slices.Equal(l[0].SharedWith, []protocol.Share{{Project: "web"}}) {
+		if l := th.accounts(alice); len(l) != 1 || !slices.Equal(l[0].SharedWith, []apitypes.Share{{Project: "web"}}) {
 			t.Fatalf("%s: alice's accounts %+v", name, l)
 		}
 	}
 	check("before")
 
-	type share = protocol.ShareRequest
-	type acct = protocol.AccountShareRequest
+	type share = apitypes.ShareRequest
+	type acct = apitypes.AccountShareRequest
 	for _, c := range []struct {
 		name, token, path string
 		body              any
@@ -1129,12 +1131,12 @@ func TestShareRefusalsChangeNothing(t *testing.T) {
 	// An admin's runner made hub-wide: the others see its access, not
 	// whom else it is shared with.
 	th.registerRunnerOf(th.admin, "h-box", "bob")
-	if v := th.share(th.admin, "h-box", true, share{Hub: true}); v.Access != protocol.AccessHub || v.Owner != "admin" ||
-		!slices.Equal(v.SharedWith, []protocol.Share{{User: "bob"}}) {
+	if v := th.share(th.admin, "h-box", true, share{Hub: true}); v.Access != apitypes.AccessHub || v.Owner != "admin" ||
+		!slices.Equal(v.SharedWith, []apitypes.Share{{User: "bob"}}) {
 		t.Fatalf("admin makes h-box hub-wide: %+v", v)
 	}
 	for _, token := range []string{alice, bob} {
-		if v, ok := th.runnersOf(token)["h-box"]; !ok || v.Access != protocol.AccessHub || v.Owner != "admin" || v.SharedWith != nil {
+		if v, ok := th.runnersOf(token)["h-box"]; !ok || v.Access != apitypes.AccessHub || v.Owner != "admin" || v.SharedWith != nil {
 			t.Fatalf("a user sees the hub-wide h-box: %+v (listed %v)", v, ok)
 		}
 	}
@@ -1153,8 +1155,8 @@ func TestResentOfferFollowsAccess(t *testing.T) {
 	}}
 	aTok := th.registerRunnerOf(alice, "a-box", "bob")
 	aBox, _ := th.dial(aTok, hello)
-	th.shareAccount(alice, true, protocol.AccountShareRequest{Runner: "a-box", Account: "acct-1", User: "bob"})
-	prompt := protocol.SubmitRequest{Agent: "claude", Args: []string{"write hello.txt"}}
+	th.shareAccount(alice, true, apitypes.AccountShareRequest{Runner: "a-box", Account: "acct-1", User: "bob"})
+	prompt := apitypes.SubmitRequest{Agent: "claude", Args: []string{"write hello.txt"}}
 
 	j := th.submitAs(bob, prompt)
 	o := aBox.offerFor(j.ID)
@@ -1170,7 +1172,7 @@ func TestResentOfferFollowsAccess(t *testing.T) {
 
 	// acct-1 unshared while the offer waits: the next connection is not
 	// sent it again; the job goes back to the queue and waits there.
-	th.shareAccount(alice, false, protocol.AccountShareRequest{Runner: "a-box", Account: "acct-1", User: "bob"})
+	th.shareAccount(alice, false, apitypes.AccountShareRequest{Runner: "a-box", Account: "acct-1", User: "bob"})
 	aBox3, _ := th.dial(aTok, hello)
 	th.waitQueued(j.ID, waitNoAccount)
 	// Its slot is free again: alice's own job is offered there.
@@ -1182,11 +1184,11 @@ func TestResentOfferFollowsAccess(t *testing.T) {
 	runToEnd(t, aBox3, o3, "x", 1)
 
 	// The runner unshared from bob while his offer waits: withdrawn too.
-	exec := th.submitAs(bob, protocol.SubmitRequest{})
+	exec := th.submitAs(bob, apitypes.SubmitRequest{})
 	aBox3.offerFor(exec.ID)
-	th.share(alice, "a-box", false, protocol.ShareRequest{User: "bob"})
+	th.share(alice, "a-box", false, apitypes.ShareRequest{User: "bob"})
 	aBox4, _ := th.dial(aTok, hello)
 	th.waitQueued(exec.ID, waitNotYours)
-	aBox4.offerFor(th.submitAs(alice, protocol.SubmitRequest{}).ID)
+	aBox4.offerFor(th.submitAs(alice, apitypes.SubmitRequest{}).ID)
 	th.wantQueued(j.ID, exec.ID)
 }

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 func turnRec(turn int, data string) protocol.TurnRecord {
@@ -36,7 +38,7 @@ func TestTurnsAreEventsTheNextAttemptReads(t *testing.T) {
 	j := th.submitTools("task")
 	o := sr.offer()
 	first := protocol.Turns{AttemptRef: o.AttemptRef, Session: "s-1", Records: []protocol.TurnRecord{turnRec(0, `{"session":"s-1"}`)}}
-	wantErr(t, sr.request(protocol.TypeTurns, first), protocol.ErrFenced) // no lease before the accept
+	wantErr(t, sr.request(protocol.TypeTurns, first), rules.ErrFenced) // no lease before the accept
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 	other, _ := th.dial(th.registerRunner("r2"), protocol.Hello{Slots: 1})
 
@@ -51,16 +53,16 @@ func TestTurnsAreEventsTheNextAttemptReads(t *testing.T) {
 		body protocol.Turns
 		code string
 	}{
-		{"another runner's attempt", other, bad(func(*protocol.Turns) {}), protocol.ErrFenced},
-		{"a session id naming a path", sr, bad(func(m *protocol.Turns) { m.Session = "../s" }), protocol.ErrBadRequest},
-		{"no records", sr, bad(func(m *protocol.Turns) { m.Records = nil }), protocol.ErrBadRequest},
-		{"no data", sr, bad(func(m *protocol.Turns) { m.Records[0].Data = nil }), protocol.ErrBadRequest},
-		{"a negative turn", sr, bad(func(m *protocol.Turns) { m.Records[0].Turn = -1 }), protocol.ErrBadRequest},
-		{"an unknown kind", sr, bad(func(m *protocol.Turns) { m.Records[0].Kind = "asked" }), protocol.ErrBadRequest},
-		{"a summary with ESC", sr, bad(func(m *protocol.Turns) { m.Records[0].Summary = "turn\x1b[2J" }), protocol.ErrBadRequest},
+		{"another runner's attempt", other, bad(func(*protocol.Turns) {}), rules.ErrFenced},
+		{"a session id naming a path", sr, bad(func(m *protocol.Turns) { m.Session = "../s" }), rules.ErrBadRequest},
+		{"no records", sr, bad(func(m *protocol.Turns) { m.Records = nil }), rules.ErrBadRequest},
+		{"no data", sr, bad(func(m *protocol.Turns) { m.Records[0].Data = nil }), rules.ErrBadRequest},
+		{"a negative turn", sr, bad(func(m *protocol.Turns) { m.Records[0].Turn = -1 }), rules.ErrBadRequest},
+		{"an unknown kind", sr, bad(func(m *protocol.Turns) { m.Records[0].Kind = "asked" }), rules.ErrBadRequest},
+		{"a summary with ESC", sr, bad(func(m *protocol.Turns) { m.Records[0].Summary = "turn\x1b[2J" }), rules.ErrBadRequest},
 		{"a record over the limit", sr, bad(func(m *protocol.Turns) {
 			m.Records[0].Data = json.RawMessage(`{"x":"` + strings.Repeat("x", protocol.MaxTurnRecord) + `"}`)
-		}), protocol.ErrBadRequest},
+		}), rules.ErrBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantErr(t, tc.c.request(protocol.TypeTurns, tc.body), tc.code) })
 	}
@@ -110,9 +112,9 @@ func TestTurnsAreEventsTheNextAttemptReads(t *testing.T) {
 		t.Fatalf("read turns %v in %d pages; want 0-5 in 2", turns, pages)
 	}
 	stale := o.AttemptRef // the released attempt reads nothing more
-	wantErr(t, other.request(protocol.TypeTranscript, protocol.GetTranscript{AttemptRef: stale, Session: "s-1"}), protocol.ErrFenced)
+	wantErr(t, other.request(protocol.TypeTranscript, protocol.GetTranscript{AttemptRef: stale, Session: "s-1"}), rules.ErrFenced)
 
-	var v protocol.JobView
+	var v apitypes.JobView
 	if code, e := th.call(th.admin, "GET", "/jobs/"+j.ID+"?events=1", nil, &v); code != http.StatusOK {
 		t.Fatalf("job with events: %d %+v", code, e)
 	}

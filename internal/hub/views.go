@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -54,14 +55,14 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
+func (n *namer) jobView(j store.Job) (apitypes.JobView, error) {
 	atts, err := n.tx.Attempts(j.ID)
 	if err != nil {
-		return protocol.JobView{}, err
+		return apitypes.JobView{}, err
 	}
-	v := protocol.JobView{
+	v := apitypes.JobView{
 		ID: j.ID, State: j.State, Agent: j.Agent, Args: j.Args, Labels: j.Labels, Account: j.Account, Fallback: j.Fallback,
-		Requester: n.user(j.RequesterID), Attempts: []protocol.AttemptView{},
+		Requester: n.user(j.RequesterID), Attempts: []apitypes.AttemptView{},
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
 		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,
 		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools, Network: j.Network, Sparse: j.Sparse,
@@ -70,7 +71,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 		v.Args = []string{}
 	}
 	for _, a := range atts {
-		av := protocol.AttemptView{
+		av := apitypes.AttemptView{
 			ID: a.ID, Number: a.Epoch, State: a.State, Runner: n.runner(a.RunnerID),
 			OfferedAt: a.OfferedAt.UTC(), StartedAt: utcPtr(a.AcceptedAt), FinishedAt: utcPtr(a.FinishedAt),
 			ExitCode: a.ExitCode, Reason: a.Reason, Message: a.Message, LogSize: a.LogSize, LogSHA256: a.LogSHA256,
@@ -98,7 +99,7 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 	}
 	qs, err := n.questionViews(j, false)
 	if err != nil {
-		return protocol.JobView{}, err
+		return apitypes.JobView{}, err
 	}
 	if len(qs) > 0 {
 		v.Questions = qs
@@ -107,8 +108,8 @@ func (n *namer) jobView(j store.Job) (protocol.JobView, error) {
 }
 
 // jobView is the job as p may see it (notFound when p may not see it).
-func (h *Hub) jobView(ctx context.Context, p call.Caller, id string) (protocol.JobView, error) {
-	var v protocol.JobView
+func (h *Hub) jobView(ctx context.Context, p call.Caller, id string) (apitypes.JobView, error) {
+	var v apitypes.JobView
 	var shape string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		j, err := visibleJob(tx, p, id)
@@ -126,8 +127,8 @@ func (h *Hub) jobView(ctx context.Context, p call.Caller, id string) (protocol.J
 }
 
 // jobViews lists the jobs p may see.
-func (h *Hub) jobViews(ctx context.Context, p call.Caller, f store.JobFilter) ([]protocol.JobView, error) {
-	out := []protocol.JobView{}
+func (h *Hub) jobViews(ctx context.Context, p call.Caller, f store.JobFilter) ([]apitypes.JobView, error) {
+	out := []apitypes.JobView{}
 	var shapes []string
 	err := h.store.Read(ctx, func(tx store.Tx) error {
 		jobs, err := tx.Jobs(jobFilterFor(p, f))
@@ -152,7 +153,7 @@ func (h *Hub) jobViews(ctx context.Context, p call.Caller, f store.JobFilter) ([
 }
 
 // addWhy says why a queued job waits, outside any transaction (h.mu).
-func (h *Hub) addWhy(v *protocol.JobView, shape string) {
+func (h *Hub) addWhy(v *apitypes.JobView, shape string) {
 	if v.State == job.Queued {
 		v.Waiting = h.fleet.annotate(v.Requester, v.Labels, h.queuedWhy(v.ID, shape))
 	}
@@ -164,7 +165,7 @@ func (h *Hub) addWhy(v *protocol.JobView, shape string) {
 // it reported (agents, readiness) and its running attempts are this
 // hub's memory for a runner it holds, else what its live holder recorded
 // (r.Held).
-func (h *Hub) runnerView(r store.Runner, owner, holder string) protocol.RunnerView {
+func (h *Hub) runnerView(r store.Runner, owner, holder string) apitypes.RunnerView {
 	h.reg.mu.Lock()
 	c, local := h.reg.conns[r.ID]
 	running := len(h.reg.active[r.ID])
@@ -176,7 +177,7 @@ func (h *Hub) runnerView(r store.Runner, owner, holder string) protocol.RunnerVi
 	if held := r.Held; !local && held != nil && holder != "" && held.Hub == holder {
 		s, running = shownOf(held.Status), held.Running
 	}
-	return protocol.RunnerView{
+	return apitypes.RunnerView{
 		ID: r.ID, Name: r.Name, Owner: owner, Connected: connected(local, holder), Hub: holder, Revoked: r.RevokedAt != nil,
 		Slots: r.Slots, Labels: r.Labels, Running: running, Agents: s.agents, Accounts: s.accounts, NotReady: s.notReady, Draining: s.draining,
 		Version: r.Version, LastSeen: utcPtr(r.LastSeen), CreatedAt: r.CreatedAt.UTC(), Access: access(r),
@@ -188,8 +189,8 @@ func (h *Hub) runnerView(r store.Runner, owner, holder string) protocol.RunnerVi
 func connected(local bool, holder string) bool { return local || holder != "" }
 
 func access(r store.Runner) string {
-	if r.Access == protocol.AccessHub {
-		return protocol.AccessHub
+	if r.Access == apitypes.AccessHub {
+		return apitypes.AccessHub
 	}
-	return protocol.AccessPrivate
+	return apitypes.AccessPrivate
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 )
 
@@ -45,8 +46,8 @@ func TestQueueFrameSaysWhatWaitsForTheRunner(t *testing.T) {
 	wantQueue(t, sr.nextOfInterest(), false)
 
 	// A job only a gpu runner may run: r1 hears nothing.
-	var gpu protocol.JobView
-	if code, e := th.call(th.admin, "POST", "/jobs", protocol.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: map[string]string{"gpu": "1"}}, &gpu); code != http.StatusCreated {
+	var gpu apitypes.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: map[string]string{"gpu": "1"}}, &gpu); code != http.StatusCreated {
 		t.Fatalf("submit: %d %v", code, e)
 	}
 	j1 := th.submit("echo", "one")

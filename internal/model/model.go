@@ -20,6 +20,7 @@ import (
 	"drover/internal/agent/facts"
 	"drover/internal/protocol"
 	"drover/internal/retry"
+	"drover/internal/rules"
 )
 
 // Provider kinds an account may name (package facts lists them).
@@ -159,7 +160,7 @@ func New(cfg Config) (Provider, error) {
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("model provider %s: no model (give the account --model)", cfg.Provider)
 	}
-	u, err := protocol.CheckBaseURL(cfg.BaseURL)
+	u, err := rules.CheckBaseURL(cfg.BaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("model provider %s: %w", cfg.Provider, err)
 	}

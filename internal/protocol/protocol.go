@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"drover/internal/job"
+	"drover/internal/rules"
 )
 
 // Version is the wire protocol version spoken on /api/v1/runner/connect.
@@ -28,18 +29,10 @@ const (
 	MaxFrame       = 2 << 20  // largest WebSocket frame either side accepts
 	MaxLogChunk    = 1 << 20  // largest log chunk in one log request
 	DefaultLogCap  = 64 << 20 // per-attempt log cap unless the hub says otherwise
-	MaxArgs        = 1024     // argv entries in a job
-	MaxArgsBytes   = 256 << 10
-	MaxLabels      = 64
-	MaxLabelLen    = 128
-	MaxHeldReports = 4096 // attempts in one hello or status
-	MaxSlots       = 256  // slots one runner may offer
-	MaxNotReady    = 256  // bytes of a runner's not-ready reason
-	MaxVersion     = 64   // bytes of a runner's version
-	// MaxJSONDepth bounds how deeply the objects and arrays of a request
-	// body or frame nest (CheckJSON): far deeper than any message drover
-	// writes, and shallow enough that checking stays linear in the size.
-	MaxJSONDepth = 64
+	MaxHeldReports = 4096     // attempts in one hello or status
+	MaxSlots       = 256      // slots one runner may offer
+	MaxNotReady    = 256      // bytes of a runner's not-ready reason
+	MaxVersion     = 64       // bytes of a runner's version
 )
 
 // WebSocket close codes the hub uses. The runner exits on CloseReplaced,
@@ -498,9 +491,6 @@ type ContextFile struct {
 // Publication limits.
 const (
 	DefaultTransferCap = 64 << 20 // source and result transfers
-	MaxContextFiles    = 100
-	MaxContextFile     = 8 << 20
-	MaxContextTotal    = 16 << 20
 )
 
 // PublishResult answers POST /api/v1/runner/publish: the job's head after
@@ -657,34 +647,9 @@ type FinishAck struct {
 // Reply answers one request.
 type Reply struct {
 	OK    bool            `json:"ok"`
-	Error *Error          `json:"error,omitempty"`
+	Error *rules.Error    `json:"error,omitempty"`
 	Body  json.RawMessage `json:"body,omitempty"`
 }
-
-// Error codes shared by the gateway and the HTTP API.
-const (
-	ErrBadRequest    = "bad_request"     // malformed input; nothing changed
-	ErrUnauthorized  = "unauthorized"    // missing, bad or revoked token
-	ErrForbidden     = "forbidden"       // valid token without the right
-	ErrNotFound      = "not_found"       // no such job, attempt, user or runner
-	ErrFenced        = "fenced"          // stale epoch or not this runner's attempt
-	ErrConflict      = "conflict"        // the request conflicts with the current state
-	ErrOffset        = "offset_mismatch" // log chunk at the wrong offset; Size holds the hub's
-	ErrLogIncomplete = "log_incomplete"  // finish before the whole log arrived; Size holds the hub's
-	ErrTooLarge      = "too_large"       // over a size limit
-	ErrStaleHead     = "stale_head"      // publish: the hub holds a newer head (in the body's "head")
-	ErrNoSpace       = "no_space"        // the hub's disk is full: nothing was stored; retry later (HTTP 507)
-	ErrInternal      = "internal"
-)
-
-// Error is the error body of a reply or an HTTP response.
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Size    *int64 `json:"size,omitempty"` // for ErrOffset and ErrLogIncomplete
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // Duration is a time.Duration that travels as integer milliseconds.
 type Duration time.Duration

@@ -3,10 +3,10 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"drover/internal/job"
+	"drover/internal/rules"
 )
 
 // The agent tools and the person in the loop: questions, answers,
@@ -17,15 +17,7 @@ import (
 // Limits on what an agent or a person may send. The runner's tool server
 // checks them first; the hub checks again what reaches it.
 const (
-	MaxQuestion       = 8 << 10  // bytes of a question
-	MaxChoices        = 20       // choices offered with a question
-	MaxChoice         = 500      // bytes of one choice
-	MaxAnswer         = 64 << 10 // bytes of an answer
-	MaxSummary        = 64 << 10 // bytes of a delivery summary
-	MaxMessage        = 64 << 10 // bytes of a checkpoint message
-	MaxSparseAdd      = 64       // folders of one sparse_add
-	MaxSession        = 1024     // bytes of an agent session id
-	MaxQuestionExpiry = 365 * 24 * time.Hour
+	MaxSession = 1024 // bytes of an agent session id
 	// HistoryBudget bounds the encoded questions an offer or a context reply
 	// carries, so that either fits in one frame with the job's argv; the
 	// oldest questions are left out first (see Omitted).
@@ -51,56 +43,11 @@ type AskAck struct {
 
 // Validate checks an ask's arguments against the limits.
 func (a Ask) Validate() error {
-	if err := CheckQuestion(a.Question, a.Choices); err != nil {
+	if err := rules.CheckQuestion(a.Question, a.Choices); err != nil {
 		return err
 	}
-	if a.ExpiresIn < 0 || a.ExpiresIn.D() > MaxQuestionExpiry {
-		return fmt.Errorf("expires_in_ms must be from 0 (no expiry) to %d", MaxQuestionExpiry.Milliseconds())
-	}
-	return nil
-}
-
-// CheckQuestion checks a question and its choices against the limits.
-func CheckQuestion(question string, choices []string) error {
-	if err := CheckText("question", question, MaxQuestion); err != nil {
-		return err
-	}
-	if len(choices) > MaxChoices {
-		return &LimitError{What: "choices", Size: len(choices), Limit: MaxChoices, Unit: "choices"}
-	}
-	for i, c := range choices {
-		// A choice is one line: a newline in one could fake another.
-		what := fmt.Sprintf("choice %d", i+1)
-		if err := CheckText(what, c, MaxChoice); err != nil {
-			return err
-		}
-		if err := CheckPlainText(what, c, false); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// QuestionExpiry is the wait of a question asked with expires_in_seconds
-// (the tools' unit), from 0 (no expiry) to MaxQuestionExpiry.
-func QuestionExpiry(seconds int64) (time.Duration, error) {
-	if max := int64(MaxQuestionExpiry / time.Second); seconds < 0 || seconds > max { // more would overflow a Duration
-		return 0, fmt.Errorf("expires_in_seconds is %d; want 0 (no expiry) to %d (a year)", seconds, max)
-	}
-	return time.Duration(seconds) * time.Second, nil
-}
-
-// CheckSummary checks a delivery's summary.
-func CheckSummary(s string) error { return CheckText("summary", s, MaxSummary) }
-
-// CheckMessage checks a checkpoint's message.
-func CheckMessage(s string) error { return CheckText("message", s, MaxMessage) }
-
-// CheckSparseAdd checks the number of folders one sparse_add names; the
-// runner checks each with the sparse path rule.
-func CheckSparseAdd(paths []string) error {
-	if len(paths) == 0 || len(paths) > MaxSparseAdd {
-		return fmt.Errorf("name 1 to %d folders", MaxSparseAdd)
+	if a.ExpiresIn < 0 || a.ExpiresIn.D() > rules.MaxQuestionExpiry {
+		return fmt.Errorf("expires_in_ms must be from 0 (no expiry) to %d", rules.MaxQuestionExpiry.Milliseconds())
 	}
 	return nil
 }
@@ -191,53 +138,9 @@ type Answer struct {
 	ApprovedAt *time.Time `json:"approved_at,omitempty"`
 }
 
-// AnswerRequest answers the question a waiting job asked
-// (POST /jobs/{id}/answer). Choice picks one of its choices (1-based);
-// Text may then be empty and becomes the choice's text.
-type AnswerRequest struct {
-	Text   string `json:"text"`
-	Choice int    `json:"choice,omitempty"`
-}
-
-// Resolve checks an answer against the question's choices and returns the
-// text to record.
-func (r AnswerRequest) Resolve(choices []string) (string, error) {
-	if r.Choice < 0 || r.Choice > len(choices) {
-		if len(choices) == 0 {
-			return "", fmt.Errorf("choice %d: the question offers no choices; answer in text", r.Choice)
-		}
-		return "", fmt.Errorf("choice %d is out of range: pick 1 to %d", r.Choice, len(choices))
-	}
-	text := r.Text
-	if strings.TrimSpace(text) == "" && r.Choice > 0 {
-		text = choices[r.Choice-1]
-	}
-	return text, CheckText("answer", text, MaxAnswer)
-}
-
-// QuestionList is the answer to GET /questions: what waits on the caller.
-type QuestionList struct {
-	Questions []QuestionView `json:"questions"`
-}
-
 // AwaitsApproval reports whether the question has an answer its job's
 // requester has not approved yet.
 func (q QuestionView) AwaitsApproval() bool { return q.Answer != nil && !q.Answer.Approved }
-
-// LimitError is an argument over a size limit (the hub answers too_large).
-type LimitError struct {
-	What        string
-	Size, Limit int
-	Unit        string // "" for bytes
-}
-
-func (e *LimitError) Error() string {
-	unit := e.Unit
-	if unit == "" {
-		unit = "bytes"
-	}
-	return fmt.Sprintf("%s: %d %s; the limit is %d", e.What, e.Size, unit, e.Limit)
-}
 
 // FitHistory keeps the newest questions whose JSON fits in budget bytes and
 // returns them with the number left out.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"drover/internal/rules"
 )
 
 // Hub is the runner protocol as typed calls: what a connected runner asks
@@ -76,9 +78,9 @@ func ServeFrame(ctx context.Context, hub Hub, f Frame) (*Reply, error) {
 	body, err := serveRequest(ctx, hub, f)
 	rep := Reply{OK: err == nil}
 	if err != nil {
-		e, ok := errors.AsType[*Error](err)
+		e, ok := errors.AsType[*rules.Error](err)
 		if !ok {
-			e = &Error{Code: ErrInternal, Message: "internal error"}
+			e = &rules.Error{Code: rules.ErrInternal, Message: "internal error"}
 		}
 		rep.Error = e
 	} else if rep.Body, err = json.Marshal(body); err != nil {
@@ -126,14 +128,14 @@ func serveRequest(ctx context.Context, hub Hub, f Frame) (any, error) {
 	case TypeTranscript:
 		return serve(ctx, f, hub.Transcript)
 	}
-	return nil, &Error{Code: ErrBadRequest, Message: fmt.Sprintf("unknown request %q", f.Type)}
+	return nil, &rules.Error{Code: rules.ErrBadRequest, Message: fmt.Sprintf("unknown request %q", f.Type)}
 }
 
 // serve decodes a request frame's body and makes the typed call.
 func serve[Req, Rep any](ctx context.Context, f Frame, call func(context.Context, string, Req) (Rep, error)) (any, error) {
 	var m Req
 	if err := f.Decode(&m); err != nil {
-		return nil, &Error{Code: ErrBadRequest, Message: err.Error()}
+		return nil, &rules.Error{Code: rules.ErrBadRequest, Message: err.Error()}
 	}
 	rep, err := call(ctx, f.ID, m)
 	if err != nil {
@@ -174,10 +176,13 @@ type Pusher struct{ Send func(Frame) }
 
 var _ Runner = Pusher{}
 
-func (p Pusher) Offer(o Offer)        { p.push(TypeOffer, o) }
+func (p Pusher) Offer(o Offer) { p.push(TypeOffer, o) }
+
 func (p Pusher) Cancel(c CancelOrder) { p.push(TypeCancel, c) }
-func (p Pusher) Drop(d DropOrder)     { p.push(TypeDrop, d) }
-func (p Pusher) Queue(q Queue)        { p.push(TypeQueue, q) }
+
+func (p Pusher) Drop(d DropOrder) { p.push(TypeDrop, d) }
+
+func (p Pusher) Queue(q Queue) { p.push(TypeQueue, q) }
 
 func (p Pusher) push(typ string, body any) {
 	f, err := NewFrame(typ, "", body)
@@ -278,7 +283,7 @@ func (c Client) call(ctx context.Context, typ, id string, ref AttemptRef, body, 
 	}
 	if !rep.OK {
 		if rep.Error == nil {
-			return &Error{Code: ErrInternal, Message: "the hub refused " + typ + " without an error"}
+			return &rules.Error{Code: rules.ErrInternal, Message: "the hub refused " + typ + " without an error"}
 		}
 		return rep.Error
 	}

@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+
+	"drover/internal/rules"
 )
 
 // A model loop run by the runner (the native agent) records its
@@ -53,7 +55,7 @@ func (t Turns) Check() error {
 		case len(r.Summary) > MaxTurnSummary:
 			return fmt.Errorf("turns: record %d: a summary over %d bytes", i, MaxTurnSummary)
 		}
-		if err := CheckPlainText("summary", r.Summary, false); err != nil {
+		if err := rules.CheckPlainText("summary", r.Summary, false); err != nil {
 			return fmt.Errorf("turns: record %d: %w", i, err)
 		}
 		total += len(r.Data)

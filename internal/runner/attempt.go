@@ -19,6 +19,7 @@ import (
 	"drover/internal/agent/facts"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/sandbox"
 )
 
@@ -463,7 +464,7 @@ func (r *Runner) finish(a *attempt, sp *spool, acked int64, out job.Outcome, rc 
 			r.forget(a, false)
 			return nil
 		}
-		if e.Code == protocol.ErrLogIncomplete && e.Size != nil && sp != nil && reuploads < maxTries-1 {
+		if e.Code == rules.ErrLogIncomplete && e.Size != nil && sp != nil && reuploads < maxTries-1 {
 			reuploads++
 			r.log.Info("hub lacks part of the log; uploading it again", "attempt", a.ref.String(), "hub", *e.Size)
 			if _, err := r.upload(a, sp, *e.Size); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/buildinfo"
 	"drover/internal/protocol"
 	"drover/internal/retry"
@@ -80,7 +81,7 @@ func connectURL(hub string) (string, error) {
 	default:
 		return "", fmt.Errorf("hub URL %q must start with http:// or https://", hub)
 	}
-	u.Path = strings.TrimRight(u.Path, "/") + protocol.APIPrefix + "/runner/connect"
+	u.Path = strings.TrimRight(u.Path, "/") + apitypes.APIPrefix + "/runner/connect"
 	return u.String(), nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/testkit/disk"
 )
@@ -26,7 +27,7 @@ func TestNoSpaceRetriedWhileTheAttemptLives(t *testing.T) {
 				if f.Type != typ || n.Add(1) > refusals {
 					return false
 				}
-				c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: protocol.ErrNoSpace, Message: "the hub's disk is full"}})
+				c.writeReply(f.ID, protocol.Reply{Error: &rules.Error{Code: rules.ErrNoSpace, Message: "the hub's disk is full"}})
 				return true
 			})
 			tr := startRunner(t, h, "", nil)
@@ -53,10 +54,10 @@ func TestNoSpaceFinishesLeaveReuploads(t *testing.T) {
 		}
 		switch k := n.Add(1); {
 		case k <= refusals:
-			c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: protocol.ErrNoSpace, Message: "the hub's disk is full"}})
+			c.writeReply(f.ID, protocol.Reply{Error: &rules.Error{Code: rules.ErrNoSpace, Message: "the hub's disk is full"}})
 		case k == refusals+1:
 			size := h.truncate(refAttempt(f), 0)
-			c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: protocol.ErrLogIncomplete, Message: "lost it", Size: &size}})
+			c.writeReply(f.ID, protocol.Reply{Error: &rules.Error{Code: rules.ErrLogIncomplete, Message: "lost it", Size: &size}})
 		default:
 			return false
 		}

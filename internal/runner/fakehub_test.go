@@ -21,9 +21,11 @@ import (
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/protocol"
 	"drover/internal/protocol/protocoltest"
+	"drover/internal/rules"
 	"drover/internal/sandbox/sandboxtest"
 )
 
@@ -84,7 +86,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 		fake: protocoltest.NewHub(),
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+protocol.APIPrefix+"/runner/connect", h.serveConnect)
+	mux.HandleFunc("GET "+apitypes.APIPrefix+"/runner/connect", h.serveConnect)
 	h.mux = mux
 	h.srv = httptest.NewServer(mux)
 	t.Cleanup(h.srv.Close)
@@ -122,7 +124,7 @@ func (h *fakeHub) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	if reject != 0 {
 		w.WriteHeader(reject)
-		json.NewEncoder(w).Encode(protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrUnauthorized, Message: "no"}})
+		json.NewEncoder(w).Encode(apitypes.ErrorBody{Error: rules.Error{Code: rules.ErrUnauthorized, Message: "no"}})
 		return
 	}
 	ws, err := websocket.Accept(w, r, nil)
@@ -214,7 +216,7 @@ func (h *fakeHub) apply(f protocol.Frame) protocol.Reply {
 }
 
 func errReply(code string, size int64) protocol.Reply {
-	return protocol.Reply{Error: &protocol.Error{Code: code, Message: code, Size: &size}}
+	return protocol.Reply{Error: &rules.Error{Code: code, Message: code, Size: &size}}
 }
 
 func (c *hubConn) writeReply(id string, rep protocol.Reply) {
@@ -324,7 +326,7 @@ func (h *fakeHub) refuse(typ, code string) {
 		if f.Type != typ {
 			return false
 		}
-		c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: code, Message: "refused by the test"}})
+		c.writeReply(f.ID, protocol.Reply{Error: &rules.Error{Code: code, Message: "refused by the test"}})
 		return true
 	})
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // tarOf builds a tar of the named files (name\x00data pairs).
@@ -70,7 +70,7 @@ func FuzzExtractContext(f *testing.F) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		err := protocol.ReadContextTar(bytes.NewReader(data), func(name string, data io.Reader) error {
+		err := rules.ReadContextTar(bytes.NewReader(data), func(name string, data io.Reader) error {
 			return writeContextFile(dir, name, data)
 		})
 		var total int64
@@ -90,7 +90,7 @@ func FuzzExtractContext(f *testing.F) {
 				t.Fatalf("extraction made %s of type %v", rel, d.Type())
 			}
 			if d.Type().IsRegular() {
-				if cerr := protocol.CheckContextName(filepath.ToSlash(rel)); cerr != nil {
+				if cerr := rules.CheckContextName(filepath.ToSlash(rel)); cerr != nil {
 					t.Fatalf("extraction wrote %q: %v", rel, cerr)
 				}
 				info, _ := d.Info()
@@ -102,7 +102,7 @@ func FuzzExtractContext(f *testing.F) {
 		if walkErr != nil {
 			t.Fatal(walkErr)
 		}
-		if n > protocol.MaxContextFiles || total > protocol.MaxContextTotal {
+		if n > rules.MaxContextFiles || total > rules.MaxContextTotal {
 			t.Fatalf("%d files of %d bytes extracted", n, total)
 		}
 		_ = err

@@ -7,6 +7,7 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/sandbox/sandboxtest"
 )
 
@@ -63,7 +64,7 @@ func TestMaxJobsTakesNThenExits(t *testing.T) {
 func TestMaxJobsRefusedAcceptIsNotCounted(t *testing.T) {
 	h := newFakeHub(t)
 	h.once(protocol.TypeAccept, func(c *hubConn, f protocol.Frame) {
-		c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: protocol.ErrFenced, Message: "stale"}})
+		c.writeReply(f.ID, protocol.Reply{Error: &rules.Error{Code: rules.ErrFenced, Message: "stale"}})
 	})
 	tr := startRunner(t, h, "", func(c *Config) { c.MaxJobs = 1 })
 	h.waitConn(0)

@@ -14,10 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/fsutil"
-	"drover/internal/protocol"
 	"drover/internal/retry"
+	"drover/internal/rules"
 )
 
 // Login is what `drover runner login` saves under the runner home (0600).
@@ -31,7 +32,7 @@ const loginFile = "login.json"
 
 // ValidName reports whether s can name a runner (or, since they become
 // file names, an attempt): protocol.ValidName.
-func ValidName(s string) bool { return protocol.ValidName(s) }
+func ValidName(s string) bool { return rules.ValidName(s) }
 
 // SaveLogin writes the login to home/login.json with mode 0600.
 func SaveLogin(home string, l Login) error {
@@ -92,7 +93,7 @@ func (l Login) check() error {
 }
 
 // hubBase checks a hub URL and returns it normalized (protocol.HubURL).
-func hubBase(hub string) (string, error) { return protocol.HubURL(hub) }
+func hubBase(hub string) (string, error) { return rules.HubURL(hub) }
 
 // DefaultLoginTimeout bounds the wait for approval when none is given.
 const DefaultLoginTimeout = 15 * time.Minute
@@ -140,7 +141,7 @@ func loginFlow(ctx context.Context, o LoginOptions, tm loginTiming) error {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultLoginTimeout
 	}
-	p := &loginPoll{url: hub + protocol.APIPrefix + "/runner/login", token: l.Token,
+	p := &loginPoll{url: hub + apitypes.APIPrefix + "/runner/login", token: l.Token,
 		client: &http.Client{Timeout: tm.request,
 			// A redirect would carry the token elsewhere and leave the login
 			// with a URL the runner cannot connect to.
@@ -242,17 +243,17 @@ func (p *loginPoll) once(ctx context.Context) pollResult {
 	notHub := func(why string) pollResult {
 		return pollResult{err: fmt.Errorf("%s is not a drover hub's runner login (%s): check --hub", p.url, why)}
 	}
-	var e protocol.ErrorBody
+	var e apitypes.ErrorBody
 	isJSON := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
 	droverErr := isJSON && json.Unmarshal(body, &e) == nil && e.Error.Code != ""
 	switch {
 	case resp.StatusCode == http.StatusOK:
-		var v protocol.RunnerView
+		var v apitypes.RunnerView
 		if !isJSON || json.Unmarshal(body, &v) != nil || !ValidName(v.Name) {
 			return notHub("HTTP 200 without a runner")
 		}
 		return pollResult{name: v.Name}
-	case resp.StatusCode == http.StatusUnauthorized && droverErr && e.Error.Code == protocol.ErrUnauthorized:
+	case resp.StatusCode == http.StatusUnauthorized && droverErr && e.Error.Code == rules.ErrUnauthorized:
 		return pollResult{}
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		return notHub(fmt.Sprintf("HTTP %s to %s; use that address", resp.Status, resp.Header.Get("Location")))

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/sandbox/sandboxtest"
 )
 
@@ -32,7 +33,7 @@ func replyJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func notApproved(w http.ResponseWriter) {
-	replyJSON(w, http.StatusUnauthorized, protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrUnauthorized, Message: "token not recognised"}})
+	replyJSON(w, http.StatusUnauthorized, apitypes.ErrorBody{Error: rules.Error{Code: rules.ErrUnauthorized, Message: "token not recognised"}})
 }
 
 func login(ctx context.Context, hub, name, home string, out io.Writer) error {
@@ -56,7 +57,7 @@ func TestLoginFlow(t *testing.T) {
 			notApproved(w)
 			return
 		}
-		replyJSON(w, http.StatusOK, protocol.RunnerView{Name: "box-1"})
+		replyJSON(w, http.StatusOK, apitypes.RunnerView{Name: "box-1"})
 	}))
 	defer srv.Close()
 
@@ -99,7 +100,7 @@ func TestLoginFlow(t *testing.T) {
 func TestLoginTakesTheApprovedName(t *testing.T) {
 	for _, tt := range []struct{ asked, approved string }{{"gpu1", "gpu1"}, {"gpu1", "gpu2"}} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			replyJSON(w, http.StatusOK, protocol.RunnerView{Name: tt.approved})
+			replyJSON(w, http.StatusOK, apitypes.RunnerView{Name: tt.approved})
 		}))
 		home := t.TempDir()
 		var out sandboxtest.Buffer
@@ -200,11 +201,11 @@ func TestLoginWaitAfterFirstContact(t *testing.T) {
 	wait := func(w http.ResponseWriter, r *http.Request) { notApproved(w) }
 	down := func(w http.ResponseWriter, r *http.Request) { http.Error(w, "bad gateway", http.StatusBadGateway) }
 	ok := func(w http.ResponseWriter, r *http.Request) {
-		replyJSON(w, http.StatusOK, protocol.RunnerView{Name: "r"})
+		replyJSON(w, http.StatusOK, apitypes.RunnerView{Name: "r"})
 	}
 	gone := func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }
 	refused := func(w http.ResponseWriter, r *http.Request) {
-		replyJSON(w, http.StatusForbidden, protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrForbidden, Message: "runner revoked"}})
+		replyJSON(w, http.StatusForbidden, apitypes.ErrorBody{Error: rules.Error{Code: rules.ErrForbidden, Message: "runner revoked"}})
 	}
 	tests := []struct {
 		name    string

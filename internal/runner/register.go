@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
-	"drover/internal/protocol"
 	"drover/internal/retry"
+	"drover/internal/rules"
 )
 
 // RegisterOptions is what a runner a fleet target started needs to turn
@@ -33,7 +34,7 @@ func Register(ctx context.Context, o RegisterOptions) error {
 	if _, err := LoadLogin(o.Home); err == nil {
 		return nil
 	}
-	hubs, err := protocol.HubURLs(strings.Join(o.Hubs, ","))
+	hubs, err := rules.HubURLs(strings.Join(o.Hubs, ","))
 	if err != nil {
 		return err
 	}
@@ -41,7 +42,7 @@ func Register(ctx context.Context, o RegisterOptions) error {
 		return fmt.Errorf("the registration token is not one: it starts with %s (made by `drover fleet launch`)", auth.PrefixRegistration)
 	}
 	own := auth.NewToken(auth.PrefixRunner)
-	body, err := json.Marshal(protocol.RegisterRequest{Key: auth.Hash(own), Labels: o.Labels})
+	body, err := json.Marshal(apitypes.RegisterRequest{Key: auth.Hash(own), Labels: o.Labels})
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func Register(ctx context.Context, o RegisterOptions) error {
 				return fmt.Errorf("register with %s: %w", hub, err)
 			}
 		}
-		name, transient, err := registerOnce(ctx, client, hub+protocol.APIPrefix+"/runner/register", o.Token, body)
+		name, transient, err := registerOnce(ctx, client, hub+apitypes.APIPrefix+"/runner/register", o.Token, body)
 		if err == nil {
 			return SaveLogin(o.Home, Login{Hub: hub, Name: name, Token: own})
 		}
@@ -81,13 +82,13 @@ func registerOnce(ctx context.Context, c *http.Client, u, token string, body []b
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode == http.StatusCreated {
-		var v protocol.RunnerView
+		var v apitypes.RunnerView
 		if json.Unmarshal(b, &v) != nil || !ValidName(v.Name) {
 			return "", false, fmt.Errorf("%s answered HTTP 201 without a runner: check --hub", u)
 		}
 		return v.Name, false, nil
 	}
-	var e protocol.ErrorBody
+	var e apitypes.ErrorBody
 	msg := "HTTP " + resp.Status
 	if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
 		msg = e.Error.Message

@@ -9,6 +9,7 @@ import (
 
 	"drover/internal/ids"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // A request (accept, decline, log, finish, a tool's) stays pending until
@@ -94,8 +95,8 @@ func (c caller) Send(_ context.Context, f protocol.Frame) error {
 
 // refusal splits a request's error into the hub's refusal, and any other
 // error (no reply came: the attempt or the runner ended).
-func refusal(err error) (*protocol.Error, error) {
-	if e, ok := errors.AsType[*protocol.Error](err); ok {
+func refusal(err error) (*rules.Error, error) {
+	if e, ok := errors.AsType[*rules.Error](err); ok {
 		return e, nil
 	}
 	return nil, err
@@ -151,8 +152,8 @@ func (r *Runner) dropRequestsLocked(attempt string) {
 // refused handles a reply error that ends our hold on an attempt: fenced
 // and not_found mean it is not ours any more; anything else is a bug on one
 // side, which retrying would not fix.
-func (r *Runner) refused(a *attempt, what string, e *protocol.Error) error {
-	if e != nil && (e.Code == protocol.ErrFenced || e.Code == protocol.ErrNotFound) {
+func (r *Runner) refused(a *attempt, what string, e *rules.Error) error {
+	if e != nil && (e.Code == rules.ErrFenced || e.Code == rules.ErrNotFound) {
 		r.log.Info("attempt is no longer ours; dropping it", "attempt", a.ref.String(), "request", what, "err", e.Error())
 		r.forget(a, true)
 		return errGone
@@ -177,16 +178,16 @@ const maxTries = 5
 // every byte, so the runner waits for space until the hub takes the
 // attempt away (fenced, dropped: its lease ran out and someone retried it)
 // or the runner stops; it never gives up output the hub has not taken.
-func (r *Runner) retryLater(a *attempt, e *protocol.Error, tries int) (bool, error) {
+func (r *Runner) retryLater(a *attempt, e *rules.Error, tries int) (bool, error) {
 	switch {
 	case e == nil:
 		return false, nil
-	case e.Code == protocol.ErrNoSpace:
+	case e.Code == rules.ErrNoSpace:
 		if tries == 1 {
 			r.log.Warn("the hub's disk is full; keeping the attempt's output and retrying until it has space",
 				"attempt", a.ref.String(), "err", e.Error())
 		}
-	case e.Code == protocol.ErrInternal && tries < maxTries:
+	case e.Code == rules.ErrInternal && tries < maxTries:
 		r.log.Warn("hub failed a request; retrying", "attempt", a.ref.String(), "err", e.Error())
 	default:
 		return false, nil

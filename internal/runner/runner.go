@@ -27,6 +27,7 @@ import (
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/retry"
+	"drover/internal/rules"
 	"drover/internal/sandbox"
 )
 
@@ -203,7 +204,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	hubs := []string{hub}
 	if len(cfg.Hubs) > 0 {
-		if hubs, err = protocol.HubURLs(strings.Join(cfg.Hubs, ",")); err != nil {
+		if hubs, err = rules.HubURLs(strings.Join(cfg.Hubs, ",")); err != nil {
 			return nil, err
 		}
 	}
@@ -213,7 +214,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Slots < 1 || cfg.Slots > maxSlots {
 		return nil, fmt.Errorf("slots must be between 1 and %d", maxSlots)
 	}
-	if err := protocol.CheckLabels(cfg.Labels); err != nil {
+	if err := rules.CheckLabels(cfg.Labels); err != nil {
 		return nil, err // the hub would refuse the hello for it
 	}
 	if cfg.MinFree < 0 {

@@ -22,6 +22,7 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/retry"
+	"drover/internal/rules"
 	"drover/internal/sandbox"
 	"drover/internal/sandbox/sandboxtest"
 )
@@ -428,7 +429,7 @@ func TestOffsetMismatchResyncs(t *testing.T) {
 		var l protocol.Log
 		h.expect(f.Decode(&l))
 		h.apply(f)
-		c.writeReply(f.ID, errReply(protocol.ErrOffset, h.truncate(l.Attempt, 3)))
+		c.writeReply(f.ID, errReply(rules.ErrOffset, h.truncate(l.Attempt, 3)))
 	})
 	startRunner(t, h, "", nil)
 	h.waitConn(0)
@@ -452,7 +453,7 @@ func TestLogIncompleteReuploads(t *testing.T) {
 		var fin protocol.Finish
 		h.expect(f.Decode(&fin))
 		// The hub lost the tail.
-		c.writeReply(f.ID, errReply(protocol.ErrLogIncomplete, h.truncate(fin.Attempt, 2)))
+		c.writeReply(f.ID, errReply(rules.ErrLogIncomplete, h.truncate(fin.Attempt, 2)))
 	})
 	startRunner(t, h, "", nil)
 	h.waitConn(0)
@@ -472,7 +473,7 @@ func TestRetriesInternalErrors(t *testing.T) {
 	for _, typ := range []string{protocol.TypeLog, protocol.TypeFinish} {
 		h := newFakeHub(t)
 		h.once(typ, func(c *hubConn, f protocol.Frame) {
-			c.writeReply(f.ID, protocol.Reply{Error: &protocol.Error{Code: protocol.ErrInternal, Message: "database busy"}})
+			c.writeReply(f.ID, protocol.Reply{Error: &rules.Error{Code: rules.ErrInternal, Message: "database busy"}})
 		})
 		startRunner(t, h, "", nil)
 		ref := runsEchoHi(t, h)
@@ -484,7 +485,7 @@ func TestRetriesInternalErrors(t *testing.T) {
 
 func TestBadRequestDropsAttempt(t *testing.T) {
 	h := newFakeHub(t)
-	h.refuse(protocol.TypeLog, protocol.ErrBadRequest)
+	h.refuse(protocol.TypeLog, rules.ErrBadRequest)
 	tr := startRunner(t, h, "", nil)
 	h.waitConn(0)
 	ref := newRef()
@@ -567,7 +568,7 @@ func TestDropKillsWithoutFinish(t *testing.T) {
 
 func TestFencedAcceptForgetsOffer(t *testing.T) {
 	h := newFakeHub(t)
-	h.refuse(protocol.TypeAccept, protocol.ErrFenced)
+	h.refuse(protocol.TypeAccept, rules.ErrFenced)
 	tr := startRunner(t, h, "", nil)
 	h.waitConn(0)
 	ref := newRef()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // spool is an attempt's output on disk (home/spool/ATTEMPT.log). The agent
@@ -251,7 +252,7 @@ func (r *Runner) upload(a *attempt, sp *spool, acked int64) (int64, error) {
 			acked = ack.Size
 			continue
 		}
-		if e.Code == protocol.ErrOffset && e.Size != nil {
+		if e.Code == rules.ErrOffset && e.Size != nil {
 			r.log.Info("log offset resync", "attempt", a.ref.String(), "sent", acked, "hub", *e.Size)
 			acked = *e.Size
 			continue

@@ -14,6 +14,7 @@ import (
 	"drover/internal/buildinfo"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/sandbox"
 	"drover/internal/tools"
 )
@@ -268,7 +269,7 @@ func (b *toolBackend) Ask(ctx context.Context, q tools.Question) (tools.AskResul
 // hub's limits.
 func askOf(ref protocol.AttemptRef, q tools.Question) (protocol.Ask, error) {
 	ask := protocol.Ask{AttemptRef: ref, Question: q.Text, Choices: q.Choices}
-	d, err := protocol.QuestionExpiry(q.ExpiresInSeconds)
+	d, err := rules.QuestionExpiry(q.ExpiresInSeconds)
 	if err != nil {
 		return ask, err
 	}

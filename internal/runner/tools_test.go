@@ -11,6 +11,7 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/sandbox"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/tools"
@@ -254,8 +255,8 @@ func TestAskOfExpiry(t *testing.T) {
 	}{
 		{0, 0, true},
 		{2, 2 * time.Second, true},
-		{int64(protocol.MaxQuestionExpiry / time.Second), protocol.MaxQuestionExpiry, true},
-		{int64(protocol.MaxQuestionExpiry/time.Second) + 1, 0, false},
+		{int64(rules.MaxQuestionExpiry / time.Second), rules.MaxQuestionExpiry, true},
+		{int64(rules.MaxQuestionExpiry/time.Second) + 1, 0, false},
 		{1 << 62, 0, false},
 	} {
 		a, err := askOf(ref, tools.Question{Text: "quick?", ExpiresInSeconds: tc.seconds})

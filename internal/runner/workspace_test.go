@@ -14,11 +14,13 @@ import (
 	"sync"
 	"testing"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
 	"drover/internal/gitcmd"
 	"drover/internal/hubrepo"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/testkit/syncbuf"
 )
@@ -35,8 +37,8 @@ type repoHub struct {
 	mu        sync.Mutex
 	heads     map[string]string // job → head
 	published []publication
-	loseNext  int             // publications applied whose reply is then lost
-	refuse    *protocol.Error // refuse every publication with this
+	loseNext  int          // publications applied whose reply is then lost
+	refuse    *rules.Error // refuse every publication with this
 	context   map[string][]byte
 	asked     []string // the hosts (hub addresses) publications and context downloads went to
 }
@@ -62,8 +64,8 @@ func newRepoHub(t *testing.T) *repoHub {
 		r.URL.Path = "/" + project + ".git" + rest
 		backend.ServeHTTP(w, r)
 	}))
-	h.mux.Handle("POST "+protocol.APIPrefix+"/runner/publish", h.authorized(h.servePublish))
-	h.mux.Handle("GET "+protocol.APIPrefix+"/runner/context", h.authorized(h.serveContext))
+	h.mux.Handle("POST "+apitypes.APIPrefix+"/runner/publish", h.authorized(h.servePublish))
+	h.mux.Handle("GET "+apitypes.APIPrefix+"/runner/context", h.authorized(h.serveContext))
 	return h
 }
 
@@ -156,7 +158,7 @@ func (h *repoHub) servePublish(w http.ResponseWriter, r *http.Request) {
 	defer h.mu.Unlock()
 	h.asked = append(h.asked, r.Host)
 	if h.refuse != nil {
-		writeTestJSON(w, http.StatusBadRequest, protocol.ErrorBody{Error: *h.refuse})
+		writeTestJSON(w, http.StatusBadRequest, apitypes.ErrorBody{Error: *h.refuse})
 		return
 	}
 	head := h.heads[jobID]
@@ -169,15 +171,15 @@ func (h *repoHub) servePublish(w http.ResponseWriter, r *http.Request) {
 	in, err := h.repos.Receive(r.Context(), project, path, commit)
 	if err != nil {
 		h.t.Errorf("publication refused: %v", err)
-		writeTestJSON(w, http.StatusBadRequest, protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrBadRequest, Message: err.Error()}})
+		writeTestJSON(w, http.StatusBadRequest, apitypes.ErrorBody{Error: rules.Error{Code: rules.ErrBadRequest, Message: err.Error()}})
 		return
 	}
 	defer in.Close()
 	if ok, err := in.IsAncestor(r.Context(), head, commit); err != nil || !ok {
 		writeTestJSON(w, http.StatusConflict, struct {
-			protocol.ErrorBody
+			apitypes.ErrorBody
 			Head string `json:"head"`
-		}{protocol.ErrorBody{Error: protocol.Error{Code: protocol.ErrStaleHead, Message: "stale"}}, head})
+		}{apitypes.ErrorBody{Error: rules.Error{Code: rules.ErrStaleHead, Message: "stale"}}, head})
 		return
 	}
 	h.expect(in.Accept())
@@ -413,7 +415,7 @@ func TestWorkspaceFailuresFailTheAttempt(t *testing.T) {
 
 	refused := newRef()
 	h.mu.Lock()
-	h.refuse = &protocol.Error{Code: protocol.ErrBadRequest, Message: "nope"}
+	h.refuse = &rules.Error{Code: rules.ErrBadRequest, Message: "nope"}
 	h.mu.Unlock()
 	h.offer(refused, h.spec(refused, base, protocol.ModeFix, "echo b > b.txt"))
 	fin = h.waitFinish(refused.Attempt)

@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/childproc"
 	"drover/internal/client"
-	"drover/internal/protocol"
 	"drover/internal/runner"
 	"drover/internal/testkit/syncbuf"
 )
@@ -461,10 +461,10 @@ func (r *Runner) Claims() []runner.Claim {
 }
 
 // WaitJob polls the job until cond holds.
-func WaitJob(t testing.TB, c *client.Client, id string, d time.Duration, cond func(protocol.JobView) bool) protocol.JobView {
+func WaitJob(t testing.TB, c *client.Client, id string, d time.Duration, cond func(apitypes.JobView) bool) apitypes.JobView {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	var last protocol.JobView
+	var last apitypes.JobView
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		v, err := c.Job(ctx, id)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/client"
-	"drover/internal/protocol"
 )
 
 // User is a user of a Hub other than its first admin, with a token of
@@ -31,7 +31,7 @@ func (h *Hub) AddUser(t testing.TB, name string) *User {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r, err := h.Client().AddUser(ctx, protocol.NewUserRequest{Name: name})
+	r, err := h.Client().AddUser(ctx, apitypes.NewUserRequest{Name: name})
 	if err != nil {
 		t.Fatalf("add user %s: %v", name, err)
 	}
@@ -86,13 +86,13 @@ func Status(err error) int {
 
 // Run submits a job with `drover run --json ARGS...` as the user and
 // returns the job the hub created.
-func (u *User) Run(t testing.TB, args ...string) protocol.JobView {
+func (u *User) Run(t testing.TB, args ...string) apitypes.JobView {
 	t.Helper()
 	out, err := u.CLI(append([]string{"run", "--json"}, args...)...)
 	if err != nil {
 		t.Fatalf("drover run as %s: %v\n%s", u.Name, err, out)
 	}
-	var v protocol.JobView
+	var v apitypes.JobView
 	if i := strings.Index(out, "{"); i < 0 || json.Unmarshal([]byte(out[i:]), &v) != nil || v.ID == "" {
 		t.Fatalf("drover run as %s printed:\n%s", u.Name, out)
 	}
@@ -108,7 +108,7 @@ func (r *Runner) WaitConnected(d time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		l, err := c.Runners(ctx)
 		cancel()
-		if err == nil && slices.ContainsFunc(l.Runners, func(v protocol.RunnerView) bool { return v.Name == r.Name && v.Connected }) {
+		if err == nil && slices.ContainsFunc(l.Runners, func(v apitypes.RunnerView) bool { return v.Name == r.Name && v.Connected }) {
 			return
 		}
 		if time.Now().After(deadline) {

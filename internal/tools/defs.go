@@ -9,7 +9,7 @@ import (
 	"io"
 	"strings"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Tool names. Claude Code shows them as mcp__drover__<name>.
@@ -56,7 +56,7 @@ func Definitions() []Definition {
 	},
 	"required": ["question"],
 	"additionalProperties": false
-}`, protocol.MaxQuestion, protocol.MaxChoices, protocol.MaxChoice)),
+}`, rules.MaxQuestion, rules.MaxChoices, rules.MaxChoice)),
 		},
 		{
 			Name: ToolCheckpoint,
@@ -64,7 +64,7 @@ func Definitions() []Definition {
 				"Returns the new head commit. " +
 				"Call it after each meaningful step so that nothing is lost if this session ends; the job keeps running.",
 			InputSchema: oneString("message",
-				fmt.Sprintf("What the work so far does, as a commit message (at most %d bytes).", protocol.MaxMessage)),
+				fmt.Sprintf("What the work so far does, as a commit message (at most %d bytes).", rules.MaxMessage)),
 		},
 		{
 			Name: ToolDeliver,
@@ -72,7 +72,7 @@ func Definitions() []Definition {
 				"This is the only way the job counts as completed; a turn that ends without deliver or ask fails. " +
 				"After this call, end your turn.",
 			InputSchema: oneString("summary",
-				fmt.Sprintf("What you did, how you checked it and anything left open (at most %d bytes).", protocol.MaxSummary)),
+				fmt.Sprintf("What you did, how you checked it and anything left open (at most %d bytes).", rules.MaxSummary)),
 		},
 		{
 			Name: ToolContext,
@@ -95,7 +95,7 @@ func Definitions() []Definition {
 	},
 	"required": ["paths"],
 	"additionalProperties": false
-}`, protocol.MaxSparseAdd)),
+}`, rules.MaxSparseAdd)),
 		},
 	}
 }

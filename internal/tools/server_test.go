@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/tools"
 )
 
@@ -162,7 +162,7 @@ func TestListTools(t *testing.T) {
 			}
 		}
 		props := res.Tools[0].InputSchema.(map[string]any)["properties"].(map[string]any)
-		if props["choices"].(map[string]any)["maxItems"] != float64(protocol.MaxChoices) {
+		if props["choices"].(map[string]any)["maxItems"] != float64(rules.MaxChoices) {
 			t.Errorf("ask choices schema: %v", props["choices"])
 		}
 	})
@@ -244,14 +244,14 @@ func TestOversizeArgumentsRefused(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{"ask", map[string]any{"question": strings.Repeat("q", protocol.MaxQuestion+1)}, "the limit is 8192"},
-		{"ask", map[string]any{"question": "pick", "choices": make([]string, protocol.MaxChoices+1)}, "21 choices"},
-		{"ask", map[string]any{"question": "pick", "choices": []string{"a", strings.Repeat("c", protocol.MaxChoice+1)}}, "choice 2: 501 bytes"},
+		{"ask", map[string]any{"question": strings.Repeat("q", rules.MaxQuestion+1)}, "the limit is 8192"},
+		{"ask", map[string]any{"question": "pick", "choices": make([]string, rules.MaxChoices+1)}, "21 choices"},
+		{"ask", map[string]any{"question": "pick", "choices": []string{"a", strings.Repeat("c", rules.MaxChoice+1)}}, "choice 2: 501 bytes"},
 		{"ask", map[string]any{"question": "  "}, "question is required"},
 		{"ask", map[string]any{"question": "pick", "expires_in_seconds": -1}, "expires_in_seconds is -1"},
 		{"ask", map[string]any{}, "question is required"},
-		{"checkpoint", map[string]any{"message": strings.Repeat("m", protocol.MaxMessage+1)}, "the limit is 65536"},
-		{"deliver", map[string]any{"summary": strings.Repeat("s", protocol.MaxSummary+1)}, "the limit is 65536"},
+		{"checkpoint", map[string]any{"message": strings.Repeat("m", rules.MaxMessage+1)}, "the limit is 65536"},
+		{"deliver", map[string]any{"summary": strings.Repeat("s", rules.MaxSummary+1)}, "the limit is 65536"},
 		{"deliver", map[string]any{"summary": "ok", "extra": 1}, "unknown field"},
 	}
 	f := &fakeBackend{}

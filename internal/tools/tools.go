@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Backend carries out the tools for one attempt. Its errors reach the agent
@@ -168,7 +168,7 @@ func (t *Tools) Checkpoint(ctx context.Context, message string) (CheckpointResul
 		return CheckpointResult{}, err
 	}
 	defer release()
-	if err := protocol.CheckMessage(message); err != nil {
+	if err := rules.CheckMessage(message); err != nil {
 		return CheckpointResult{}, fmt.Errorf("checkpoint: %w", err)
 	}
 	res, err := t.backend.Checkpoint(ctx, message)
@@ -185,7 +185,7 @@ func (t *Tools) Deliver(ctx context.Context, summary string) error {
 		return err
 	}
 	defer release()
-	if err := protocol.CheckSummary(summary); err != nil {
+	if err := rules.CheckSummary(summary); err != nil {
 		return fmt.Errorf("deliver: %w", err)
 	}
 	if err := t.backend.Deliver(ctx, summary); err != nil {
@@ -203,7 +203,7 @@ func (t *Tools) SparseAdd(ctx context.Context, paths []string) (SparseResult, er
 		return SparseResult{}, err
 	}
 	defer release()
-	if err := protocol.CheckSparseAdd(paths); err != nil {
+	if err := rules.CheckSparseAdd(paths); err != nil {
 		return SparseResult{}, fmt.Errorf("sparse_add: %w", err)
 	}
 	res, err := t.backend.SparseAdd(ctx, paths)
@@ -260,8 +260,8 @@ func (t *Tools) setStatus(s Status) {
 // checkQuestion checks a question against the limits the hub holds
 // (protocol.CheckQuestion).
 func checkQuestion(q Question) error {
-	if _, err := protocol.QuestionExpiry(q.ExpiresInSeconds); err != nil {
+	if _, err := rules.QuestionExpiry(q.ExpiresInSeconds); err != nil {
 		return err
 	}
-	return protocol.CheckQuestion(q.Text, q.Choices)
+	return rules.CheckQuestion(q.Text, q.Choices)
 }

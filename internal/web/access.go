@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 )
 
 // The runners and projects pages' access controls. Each posts the same
@@ -61,7 +61,7 @@ func (s *Server) shareRunner(w http.ResponseWriter, r *http.Request, ss *session
 	if err != nil {
 		return err
 	}
-	var req protocol.ShareRequest
+	var req apitypes.ShareRequest
 	if req.User, req.Project, req.Hub, err = shareWith(r.PostForm); err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (s *Server) shareAccount(w http.ResponseWriter, r *http.Request, ss *sessio
 	if err != nil {
 		return err
 	}
-	req := protocol.AccountShareRequest{Runner: r.PostForm.Get("runner"), Account: r.PostForm.Get("account")}
+	req := apitypes.AccountShareRequest{Runner: r.PostForm.Get("runner"), Account: r.PostForm.Get("account")}
 	var hub bool
 	if req.User, req.Project, hub, err = shareWith(r.PostForm); err != nil {
 		return err

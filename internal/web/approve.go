@@ -4,8 +4,9 @@ import (
 	"net/http"
 	"strings"
 
+	"drover/internal/apitypes"
 	"drover/internal/auth"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // approveData is what the approval page shows: the form for a well-formed
@@ -15,7 +16,7 @@ type approveData struct {
 	Form      bool // the name and key are well-formed: offer to approve them
 	Replace   bool
 	Error     string
-	Approved  *protocol.ApproveResponse
+	Approved  *apitypes.ApproveResponse
 }
 
 // approveFields reads a login's name and key and says whether they can be
@@ -23,7 +24,7 @@ type approveData struct {
 func approveFields(name, key string) (approveData, string) {
 	d := approveData{Name: name, Key: strings.ToLower(key)}
 	switch {
-	case !protocol.ValidName(d.Name):
+	case !rules.ValidName(d.Name):
 		return d, "This link is not a runner login: the runner name must be 1-64 letters, digits or ._- starting with a letter or digit."
 	case !auth.ValidHash(d.Key):
 		return d, "This link is not a runner login: the key must be the 64 hex digits `drover runner login` printed."
@@ -85,7 +86,7 @@ func (s *Server) postApprove(w http.ResponseWriter, r *http.Request) {
 		}
 		u = ss.User
 	}
-	out, err := s.b.ApproveRunner(r.Context(), u, protocol.ApproveRequest{Name: d.Name, Key: d.Key, Replace: d.Replace})
+	out, err := s.b.ApproveRunner(r.Context(), u, apitypes.ApproveRequest{Name: d.Name, Key: d.Key, Replace: d.Replace})
 	if err != nil {
 		fail(d, status(err), s.why(err))
 		return

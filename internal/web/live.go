@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 )
 
 // Log windows: the page holds at most maxLines lines of a log; it opens on
@@ -467,7 +467,7 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, ss *session)
 }
 
 // stateText is a job's state as its page shows it.
-func stateText(v protocol.JobView) string {
+func stateText(v apitypes.JobView) string {
 	s := string(v.State)
 	if v.Cancelling {
 		s += " (cancelling)"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
@@ -133,8 +134,8 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request, ss *session) er
 }
 
 type runnerRow struct {
-	protocol.RunnerView
-	Current []protocol.JobView // the running jobs on it the user may see
+	apitypes.RunnerView
+	Current []apitypes.JobView // the running jobs on it the user may see
 	// The controls the page offers (the hub still decides): Manage for
 	// its owner and admins, CanHub for an admin's own private runner.
 	Manage, HubWide, CanHub bool
@@ -152,7 +153,7 @@ type runnersData struct {
 // orderRow is one of the user's accounts in their order; Up and Down are
 // the positions its buttons move it to (0: no such button).
 type orderRow struct {
-	protocol.AccountView
+	apitypes.AccountView
 	Up, Down int
 	Moved    bool // the account the last control moved (highlighted)
 }
@@ -189,7 +190,7 @@ func (s *Server) runnersData(r *http.Request, ss *session) (runnersData, error) 
 		row := &d.Runners[i]
 		row.RunnerView = rv
 		row.Manage = rv.Owner == ss.Name || ss.Admin
-		row.HubWide = rv.Access == protocol.AccessHub
+		row.HubWide = rv.Access == apitypes.AccessHub
 		row.CanHub = ss.Admin && rv.Owner == ss.Name && !row.HubWide
 		d.Manage = d.Manage || (row.Manage && !rv.Revoked)
 		for _, j := range running {
@@ -222,7 +223,7 @@ func (s *Server) moveAccount(w http.ResponseWriter, r *http.Request, ss *session
 	if err != nil {
 		return &Error{Status: http.StatusBadRequest, Msg: "the position must be a number"}
 	}
-	req := protocol.MoveAccountRequest{Runner: r.PostForm.Get("runner"), ID: r.PostForm.Get("id"), Position: pos}
+	req := apitypes.MoveAccountRequest{Runner: r.PostForm.Get("runner"), ID: r.PostForm.Get("id"), Position: pos}
 	if err := s.b.MoveAccount(r.Context(), ss.User, req); err != nil {
 		return err
 	}
@@ -233,7 +234,7 @@ func (s *Server) moveAccount(w http.ResponseWriter, r *http.Request, ss *session
 type jobsData struct {
 	Filter JobFilter
 	States []job.State
-	Jobs   []protocol.JobView
+	Jobs   []apitypes.JobView
 }
 
 func (s *Server) jobs(w http.ResponseWriter, r *http.Request, ss *session) error {
@@ -243,7 +244,7 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request, ss *session) error
 	if err != nil {
 		return err
 	}
-	js = slices.DeleteFunc(js, func(v protocol.JobView) bool {
+	js = slices.DeleteFunc(js, func(v apitypes.JobView) bool {
 		return (f.Project != "" && v.Project != f.Project) || (f.Requester != "" && v.Requester != f.Requester) ||
 			(f.Agent != "" && v.Agent != f.Agent)
 	})
@@ -252,8 +253,8 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request, ss *session) error
 }
 
 type jobData struct {
-	Job       protocol.JobView
-	Events    []protocol.EventView
+	Job       apitypes.JobView
+	Events    []apitypes.EventView
 	LastEvent int64
 	Attempt   int64 // the attempt whose log is shown
 	Log       logWindow
@@ -270,7 +271,7 @@ type jobData struct {
 
 // jobLive is the part of the job page its events stream keeps current:
 // the job's facts, the actions its state allows, its attempts.
-func jobLive(v protocol.JobView) jobData {
+func jobLive(v apitypes.JobView) jobData {
 	d := jobData{Job: v}
 	if v.Head != "" && v.Head != v.Base {
 		d.Fetch = "drover fetch " + v.ID
@@ -355,7 +356,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request, ss *session) 
 	case "cancel", "retry", "restart", "approve":
 		err = s.b.Act(r.Context(), ss.User, id, action)
 	case "answer":
-		req := protocol.AnswerRequest{Text: r.PostForm.Get("text")}
+		req := apitypes.AnswerRequest{Text: r.PostForm.Get("text")}
 		if c := r.PostForm.Get("choice"); c != "" {
 			if req.Choice, err = strconv.Atoi(c); err != nil {
 				return &Error{Status: http.StatusBadRequest, Msg: "the choice must be a number"}
@@ -408,7 +409,7 @@ func answerOf(q protocol.QuestionView, ss *session, requester, next string) answ
 }
 
 type projectRow struct {
-	protocol.ProjectView
+	apitypes.ProjectView
 	Members []string
 	Manage  bool // its owner or an admin: offer the member controls
 }

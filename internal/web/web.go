@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 )
 
@@ -69,11 +70,11 @@ type Backend interface {
 	// EndSession revokes a session (sign-out).
 	EndSession(ctx context.Context, session string) error
 
-	Runners(ctx context.Context, u User) ([]protocol.RunnerView, error)
-	Jobs(ctx context.Context, u User, state string) ([]protocol.JobView, error)
-	Job(ctx context.Context, u User, id string) (protocol.JobView, error)
+	Runners(ctx context.Context, u User) ([]apitypes.RunnerView, error)
+	Jobs(ctx context.Context, u User, state string) ([]apitypes.JobView, error)
+	Job(ctx context.Context, u User, id string) (apitypes.JobView, error)
 	// Events are the job's events after sequence number after (a page).
-	Events(ctx context.Context, u User, id string, after int64) ([]protocol.EventView, error)
+	Events(ctx context.Context, u User, id string, after int64) ([]apitypes.EventView, error)
 	// Log reads attempt's log from offset (at most 1 MiB); attempt 0 is
 	// the latest.
 	Log(ctx context.Context, u User, id string, attempt, offset int64) (LogSlice, error)
@@ -84,26 +85,26 @@ type Backend interface {
 	// for id "" at any job's or runner's; call release when done waiting.
 	Changed(id string) (ch <-chan struct{}, release func())
 	Questions(ctx context.Context, u User) ([]protocol.QuestionView, error)
-	Projects(ctx context.Context, u User) ([]protocol.ProjectView, error)
-	Members(ctx context.Context, u User, project string) (protocol.MemberList, error)
+	Projects(ctx context.Context, u User) ([]apitypes.ProjectView, error)
+	Members(ctx context.Context, u User, project string) (apitypes.MemberList, error)
 
 	// Accounts are the user's accounts, best first, then those shared
 	// with the user; MoveAccount puts one of the user's own at a position
 	// of that order.
-	Accounts(ctx context.Context, u User) (protocol.AccountList, error)
-	MoveAccount(ctx context.Context, u User, req protocol.MoveAccountRequest) error
+	Accounts(ctx context.Context, u User) (apitypes.AccountList, error)
+	MoveAccount(ctx context.Context, u User, req apitypes.MoveAccountRequest) error
 
 	// Access: revoking and sharing a runner or one of its accounts (its
 	// owner or an admin), a project's members (its owner or an admin).
 	RevokeRunner(ctx context.Context, u User, name string) error
-	ShareRunner(ctx context.Context, u User, name string, req protocol.ShareRequest, share bool) error
-	ShareAccount(ctx context.Context, u User, req protocol.AccountShareRequest, share bool) error
+	ShareRunner(ctx context.Context, u User, name string, req apitypes.ShareRequest, share bool) error
+	ShareAccount(ctx context.Context, u User, req apitypes.AccountShareRequest, share bool) error
 	ChangeMember(ctx context.Context, u User, project, user string, add bool) error
 
 	// Job actions: "cancel", "retry", "restart", "approve" (an answer).
 	Act(ctx context.Context, u User, id, action string) error
-	Answer(ctx context.Context, u User, id string, req protocol.AnswerRequest) error
-	ApproveRunner(ctx context.Context, u User, req protocol.ApproveRequest) (protocol.ApproveResponse, error)
+	Answer(ctx context.Context, u User, id string, req apitypes.AnswerRequest) error
+	ApproveRunner(ctx context.Context, u User, req apitypes.ApproveRequest) (apitypes.ApproveResponse, error)
 }
 
 // Config configures the pages.

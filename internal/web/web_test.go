@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/protocol"
 )
@@ -29,7 +30,7 @@ type fakeBackend struct {
 	complete bool
 	changed  chan struct{}
 	acts     []string
-	order    []protocol.AccountView // alice's accounts, best first, then one bob shared
+	order    []apitypes.AccountView // alice's accounts, best first, then one bob shared
 	diff     []byte                 // j1's published change (nil: none)
 	reads    int                    // Log calls: what the store would be asked
 	hidden   bool                   // alice may no longer see j1 (Job refuses)
@@ -40,7 +41,7 @@ const aliceToken = "drv_u_alice"
 var alice = User{ID: "u-1", Name: "alice"}
 
 func newFake() *fakeBackend {
-	return &fakeBackend{sessions: map[string]bool{}, changed: make(chan struct{}), order: []protocol.AccountView{
+	return &fakeBackend{sessions: map[string]bool{}, changed: make(chan struct{}), order: []apitypes.AccountView{
 		{Position: 1, Runner: "box-1", ID: "acct_a", Agent: "claude", Label: "work", Owner: "alice", State: "ready"},
 		{Position: 2, Runner: "box-1", ID: "acct_b", Agent: "codex", Owner: "alice", State: "ready"},
 		{Position: 3, Runner: "box-2", ID: "acct_c", Agent: "claude", Label: "<i>spare</i>", Owner: "alice", State: "ready"},
@@ -90,20 +91,20 @@ func (f *fakeBackend) EndSession(_ context.Context, s string) error {
 	return nil
 }
 
-func (f *fakeBackend) Runners(context.Context, User) ([]protocol.RunnerView, error) {
-	return []protocol.RunnerView{{Name: "box-<b>1</b>", Owner: "alice", Connected: true, Slots: 2, Access: "private", NotReady: "disk <b>full</b>"},
+func (f *fakeBackend) Runners(context.Context, User) ([]apitypes.RunnerView, error) {
+	return []apitypes.RunnerView{{Name: "box-<b>1</b>", Owner: "alice", Connected: true, Slots: 2, Access: "private", NotReady: "disk <b>full</b>"},
 		{Name: "box-3", Owner: "alice", Connected: true, Slots: 2, Draining: true, Access: "private"}}, nil
 }
 
-func (f *fakeBackend) job() protocol.JobView {
+func (f *fakeBackend) job() apitypes.JobView {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := job.Running
 	if f.complete {
 		st = job.Completed
 	}
-	v := protocol.JobView{ID: "j1", State: st, Agent: "exec", Requester: "alice", CreatedAt: time.Now(),
-		Attempts: []protocol.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "box-1", LogSize: int64(len(f.log)),
+	v := apitypes.JobView{ID: "j1", State: st, Agent: "exec", Requester: "alice", CreatedAt: time.Now(),
+		Attempts: []apitypes.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "box-1", LogSize: int64(len(f.log)),
 			Usage:     &protocol.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 5, CostUSD: 0.0123},
 			Isolation: &protocol.Isolation{Kind: "bwrap", Network: "proxy", Denials: []protocol.Denial{{Host: "<b>evil</b>:443", Phase: "agent", Count: 2, Allow: "drover projects network web --agent x"}}}}}}
 	if f.diff != nil {
@@ -124,27 +125,27 @@ func (f *fakeBackend) Diff(_ context.Context, _ User, id string, max int) (Diff,
 	return Diff{Patch: f.diff}, nil
 }
 
-func (f *fakeBackend) Jobs(context.Context, User, string) ([]protocol.JobView, error) {
-	return []protocol.JobView{f.job()}, nil
+func (f *fakeBackend) Jobs(context.Context, User, string) ([]apitypes.JobView, error) {
+	return []apitypes.JobView{f.job()}, nil
 }
 
-func (f *fakeBackend) Job(_ context.Context, _ User, id string) (protocol.JobView, error) {
+func (f *fakeBackend) Job(_ context.Context, _ User, id string) (apitypes.JobView, error) {
 	f.mu.Lock()
 	hidden := f.hidden
 	f.mu.Unlock()
 	if id != "j1" || hidden {
-		return protocol.JobView{}, errNoJob
+		return apitypes.JobView{}, errNoJob
 	}
 	return f.job(), nil
 }
 
-func (f *fakeBackend) Events(_ context.Context, _ User, id string, after int64) ([]protocol.EventView, error) {
+func (f *fakeBackend) Events(_ context.Context, _ User, id string, after int64) ([]apitypes.EventView, error) {
 	if id != "j1" {
 		return nil, errNoJob
 	}
-	evs := []protocol.EventView{}
+	evs := []apitypes.EventView{}
 	if after < 1 {
-		evs = append(evs, protocol.EventView{Seq: 1, Job: "j1", Kind: "submitted", Message: "<img src=x onerror=alert(1)>"})
+		evs = append(evs, apitypes.EventView{Seq: 1, Job: "j1", Kind: "submitted", Message: "<img src=x onerror=alert(1)>"})
 	}
 	return evs, nil
 }
@@ -177,34 +178,34 @@ func (f *fakeBackend) Questions(context.Context, User) ([]protocol.QuestionView,
 	}, nil
 }
 
-func (f *fakeBackend) Projects(context.Context, User) ([]protocol.ProjectView, error) {
-	return []protocol.ProjectView{{Name: "demo", Owner: "alice", Hosted: true}}, nil
+func (f *fakeBackend) Projects(context.Context, User) ([]apitypes.ProjectView, error) {
+	return []apitypes.ProjectView{{Name: "demo", Owner: "alice", Hosted: true}}, nil
 }
 
-func (f *fakeBackend) Members(context.Context, User, string) (protocol.MemberList, error) {
-	return protocol.MemberList{Project: "demo", Owner: "alice", Members: []string{"alice", "<b>bob</b>"}}, nil
+func (f *fakeBackend) Members(context.Context, User, string) (apitypes.MemberList, error) {
+	return apitypes.MemberList{Project: "demo", Owner: "alice", Members: []string{"alice", "<b>bob</b>"}}, nil
 }
 
 func (f *fakeBackend) Act(_ context.Context, _ User, id, action string) error {
 	return f.act("%s %s", action, id)
 }
 
-func (f *fakeBackend) Answer(context.Context, User, string, protocol.AnswerRequest) error { return nil }
+func (f *fakeBackend) Answer(context.Context, User, string, apitypes.AnswerRequest) error { return nil }
 
-func (f *fakeBackend) Accounts(context.Context, User) (protocol.AccountList, error) {
+func (f *fakeBackend) Accounts(context.Context, User) (apitypes.AccountList, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return protocol.AccountList{Accounts: append([]protocol.AccountView(nil), f.order...)}, nil
+	return apitypes.AccountList{Accounts: append([]apitypes.AccountView(nil), f.order...)}, nil
 }
 
 // MoveAccount moves one of alice's accounts as the hub's store does:
 // to the position, the others renumbered.
-func (f *fakeBackend) MoveAccount(_ context.Context, _ User, req protocol.MoveAccountRequest) error {
+func (f *fakeBackend) MoveAccount(_ context.Context, _ User, req apitypes.MoveAccountRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acts = append(f.acts, fmt.Sprintf("move %s/%s %d", req.Runner, req.ID, req.Position))
-	var mine []protocol.AccountView
-	var moved *protocol.AccountView
+	var mine []apitypes.AccountView
+	var moved *apitypes.AccountView
 	for _, a := range f.order[:3] {
 		if a.Runner == req.Runner && a.ID == req.ID {
 			moved = &a
@@ -216,7 +217,7 @@ func (f *fakeBackend) MoveAccount(_ context.Context, _ User, req protocol.MoveAc
 		return &Error{Status: http.StatusNotFound, Msg: "no such account"}
 	}
 	at := min(max(req.Position, 1), len(mine)+1) - 1
-	mine = append(mine[:at], append([]protocol.AccountView{*moved}, mine[at:]...)...)
+	mine = append(mine[:at], append([]apitypes.AccountView{*moved}, mine[at:]...)...)
 	for i := range mine {
 		mine[i].Position = i + 1
 	}
@@ -235,11 +236,11 @@ func (f *fakeBackend) RevokeRunner(_ context.Context, _ User, name string) error
 	return f.act("revoke %s", name)
 }
 
-func (f *fakeBackend) ShareRunner(_ context.Context, _ User, name string, req protocol.ShareRequest, share bool) error {
+func (f *fakeBackend) ShareRunner(_ context.Context, _ User, name string, req apitypes.ShareRequest, share bool) error {
 	return f.act("share %s %v %+v", name, share, req)
 }
 
-func (f *fakeBackend) ShareAccount(_ context.Context, _ User, req protocol.AccountShareRequest, share bool) error {
+func (f *fakeBackend) ShareAccount(_ context.Context, _ User, req apitypes.AccountShareRequest, share bool) error {
 	return f.act("share account %v %+v", share, req)
 }
 
@@ -247,8 +248,8 @@ func (f *fakeBackend) ChangeMember(_ context.Context, _ User, project, user stri
 	return f.act("member %s %s %v", project, user, add)
 }
 
-func (f *fakeBackend) ApproveRunner(context.Context, User, protocol.ApproveRequest) (protocol.ApproveResponse, error) {
-	return protocol.ApproveResponse{}, nil
+func (f *fakeBackend) ApproveRunner(context.Context, User, apitypes.ApproveRequest) (apitypes.ApproveResponse, error) {
+	return apitypes.ApproveResponse{}, nil
 }
 
 func (f *fakeBackend) actions() []string {

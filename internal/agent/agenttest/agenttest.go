@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"drover/internal/agent"
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // ScanFile runs parse over the file at path and returns every event and the
@@ -120,7 +120,7 @@ func FuzzParse(f *testing.F, glob string, parse agent.ParseFunc, seeds ...string
 		if err := sum.Usage.Check(); err != nil {
 			t.Fatalf("summary usage the hub refuses: %v", err)
 		}
-		if err := protocol.CheckPlainText("session", sum.Session, false); err != nil {
+		if err := rules.CheckPlainText("session", sum.Session, false); err != nil {
 			t.Fatalf("summary session the hub refuses: %v", err)
 		}
 		var r agent.Result

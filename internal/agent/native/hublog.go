@@ -11,6 +11,7 @@ import (
 	"drover/internal/agent"
 	"drover/internal/model"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // inlineLimit is the longest text (a tool's output, a call's arguments,
@@ -181,7 +182,7 @@ func summary(turn int, m model.Message) string {
 // safeLine is s without control characters, at most n bytes.
 func safeLine(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
-		if protocol.IsControl(r) {
+		if rules.IsControl(r) {
 			return ' '
 		}
 		return r

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -35,8 +35,8 @@ type Refusal struct {
 func (e *Refusal) Error() string { return e.Code + ": " + e.Msg }
 
 // Body is the refusal as the protocol carries it.
-func (e *Refusal) Body() *protocol.Error {
-	return &protocol.Error{Code: e.Code, Message: e.Msg, Size: e.Size}
+func (e *Refusal) Body() *rules.Error {
+	return &rules.Error{Code: e.Code, Message: e.Msg, Size: e.Size}
 }
 
 // Errf is a refusal with any status and code.
@@ -45,22 +45,22 @@ func Errf(status int, code, format string, args ...any) *Refusal {
 }
 
 func BadRequest(format string, args ...any) *Refusal {
-	return Errf(http.StatusBadRequest, protocol.ErrBadRequest, format, args...)
+	return Errf(http.StatusBadRequest, rules.ErrBadRequest, format, args...)
 }
 
 func NotFound(format string, args ...any) *Refusal {
-	return Errf(http.StatusNotFound, protocol.ErrNotFound, format, args...)
+	return Errf(http.StatusNotFound, rules.ErrNotFound, format, args...)
 }
 
 func Conflict(format string, args ...any) *Refusal {
-	return Errf(http.StatusConflict, protocol.ErrConflict, format, args...)
+	return Errf(http.StatusConflict, rules.ErrConflict, format, args...)
 }
 
 func Forbidden(format string, args ...any) *Refusal {
-	return Errf(http.StatusForbidden, protocol.ErrForbidden, format, args...)
+	return Errf(http.StatusForbidden, rules.ErrForbidden, format, args...)
 }
 
 // Fenced refuses a request of an attempt that is no longer current.
 func Fenced(format string, args ...any) *Refusal {
-	return Errf(http.StatusConflict, protocol.ErrFenced, format, args...)
+	return Errf(http.StatusConflict, rules.ErrFenced, format, args...)
 }

@@ -6,14 +6,14 @@ import (
 	"errors"
 	"strings"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // DecodeJSON is the one decoder of what callers send the hub, request
 // bodies and runner frames: one JSON value, UTF-8, no key twice
 // (protocol.CheckJSON), and with knownOnly no field v does not have.
 func DecodeJSON(data []byte, v any, knownOnly bool) error {
-	if err := protocol.CheckJSON(data); err != nil {
+	if err := rules.CheckJSON(data); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -11,6 +11,7 @@ import (
 
 	"drover/internal/hub/call"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // readLoop handles frames in order until the connection ends. Silence for
@@ -102,7 +103,7 @@ func (g *Gateway) handleFrame(ctx context.Context, c *conn, s Session, f protoco
 	if rep == nil {
 		return err
 	}
-	if e := rep.Error; e != nil && e.Code != protocol.ErrOffset && e.Code != protocol.ErrLogIncomplete && e.Code != protocol.ErrNoSpace { // a full disk is logged once per interval
+	if e := rep.Error; e != nil && e.Code != rules.ErrOffset && e.Code != rules.ErrLogIncomplete && e.Code != rules.ErrNoSpace { // a full disk is logged once per interval
 		g.log.Info("runner request refused", "runner", c.name, "type", f.Type, "code", e.Code, "msg", e.Message)
 	}
 	out, err := protocol.ReplyFrame(f.ID, *rep)

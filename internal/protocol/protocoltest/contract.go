@@ -14,6 +14,7 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Work is what Contract publishes and expects of the attempt's job: a
@@ -41,13 +42,13 @@ func Contract(t *testing.T, hub protocol.Hub, tr protocol.Transfers, ref protoco
 	bad := ref
 	bad.Epoch = 0
 
-	wantCode(t, "accept of a stale epoch", protocol.ErrFenced, hub.Accept(ctx, "c-1", protocol.Accept{AttemptRef: stale}))
-	wantCode(t, "accept of an unknown attempt", protocol.ErrNotFound, hub.Accept(ctx, "c-2", protocol.Accept{AttemptRef: unknown}))
-	wantCode(t, "accept of a malformed reference", protocol.ErrBadRequest, hub.Accept(ctx, "c-3", protocol.Accept{AttemptRef: bad}))
+	wantCode(t, "accept of a stale epoch", rules.ErrFenced, hub.Accept(ctx, "c-1", protocol.Accept{AttemptRef: stale}))
+	wantCode(t, "accept of an unknown attempt", rules.ErrNotFound, hub.Accept(ctx, "c-2", protocol.Accept{AttemptRef: unknown}))
+	wantCode(t, "accept of a malformed reference", rules.ErrBadRequest, hub.Accept(ctx, "c-3", protocol.Accept{AttemptRef: bad}))
 	_, err := hub.Log(ctx, "c-4", protocol.Log{AttemptRef: ref, Data: []byte("early")})
-	wantCode(t, "log before the accept", protocol.ErrFenced, err)
+	wantCode(t, "log before the accept", rules.ErrFenced, err)
 	_, err = tr.Publish(ctx, ref, publication(w.Commit, w.Bundle, ""))
-	wantCode(t, "publication before the accept", protocol.ErrFenced, err)
+	wantCode(t, "publication before the accept", rules.ErrFenced, err)
 
 	for _, id := range []string{"c-5", "c-5", "c-6"} { // resent, then accepted again: all ok
 		wantCode(t, "accept "+id, "", hub.Accept(ctx, id, protocol.Accept{AttemptRef: ref}))
@@ -55,10 +56,10 @@ func Contract(t *testing.T, hub protocol.Hub, tr protocol.Transfers, ref protoco
 	transfers(t, tr, ref, stale, unknown, w)
 	wantLog(t, hub, "c-7", ref, 0, "hello ", 6, "")
 	wantLog(t, hub, "c-7", ref, 0, "hello ", 6, "") // resent chunk
-	wantLog(t, hub, "c-8", ref, 3, "lo wor", 6, protocol.ErrOffset)
+	wantLog(t, hub, "c-8", ref, 3, "lo wor", 6, rules.ErrOffset)
 	wantLog(t, hub, "c-9", ref, 6, "world\n", 12, "")
 	_, err = hub.Log(ctx, "c-10", protocol.Log{AttemptRef: stale, Offset: 12, Data: []byte("x")})
-	wantCode(t, "log of a stale epoch", protocol.ErrFenced, err)
+	wantCode(t, "log of a stale epoch", rules.ErrFenced, err)
 
 	jc, err := hub.Context(ctx, "c-11", protocol.GetContext{AttemptRef: ref})
 	wantCode(t, "context", "", err)
@@ -67,7 +68,7 @@ func Contract(t *testing.T, hub protocol.Hub, tr protocol.Transfers, ref protoco
 	}
 	wantCode(t, "deliver", "", hub.Deliver(ctx, "c-12", protocol.Deliver{AttemptRef: ref, Summary: "done"}))
 	wantCode(t, "deliver resent", "", hub.Deliver(ctx, "c-12", protocol.Deliver{AttemptRef: ref, Summary: "done"}))
-	wantCode(t, "a second deliver", protocol.ErrConflict, hub.Deliver(ctx, "c-13", protocol.Deliver{AttemptRef: ref, Summary: "other"}))
+	wantCode(t, "a second deliver", rules.ErrConflict, hub.Deliver(ctx, "c-13", protocol.Deliver{AttemptRef: ref, Summary: "other"}))
 
 	log := []byte("hello world\n")
 	sum := sha256.Sum256(log)
@@ -75,7 +76,7 @@ func Contract(t *testing.T, hub protocol.Hub, tr protocol.Transfers, ref protoco
 	fin := protocol.Finish{AttemptRef: ref, LogSize: 11, LogSHA256: hex.EncodeToString(sum[:]),
 		Outcome: job.Outcome{State: job.AttemptCompleted, Reason: job.ReasonExited, ExitCode: &zero}}
 	_, err = hub.Finish(ctx, "c-14", fin)
-	if e := wantCode(t, "finish short of the log", protocol.ErrLogIncomplete, err); e.Size == nil || *e.Size != 12 {
+	if e := wantCode(t, "finish short of the log", rules.ErrLogIncomplete, err); e.Size == nil || *e.Size != 12 {
 		t.Fatalf("finish short of the log: size %v, want 12", e.Size)
 	}
 	fin.LogSize = 12
@@ -90,8 +91,8 @@ func Contract(t *testing.T, hub protocol.Hub, tr protocol.Transfers, ref protoco
 		}
 	}
 	_, err = hub.Log(ctx, "c-17", protocol.Log{AttemptRef: ref, Offset: 12, Data: []byte("late")})
-	wantCode(t, "log after the finish", protocol.ErrFenced, err)
-	wantCode(t, "decline after the finish", protocol.ErrConflict, hub.Decline(ctx, "c-18", protocol.Decline{AttemptRef: ref, Reason: "no"}))
+	wantCode(t, "log after the finish", rules.ErrFenced, err)
+	wantCode(t, "decline after the finish", rules.ErrConflict, hub.Decline(ctx, "c-18", protocol.Decline{AttemptRef: ref, Reason: "no"}))
 }
 
 // transfers checks publication and context files of a running attempt.
@@ -104,9 +105,9 @@ func transfers(t *testing.T, tr protocol.Transfers, ref, stale, unknown protocol
 		digest string
 		code   string
 	}{
-		{"publication of a stale epoch", stale, "", protocol.ErrFenced},
-		{"publication of an unknown attempt", unknown, "", protocol.ErrNotFound},
-		{"a damaged publication", ref, digestOf([]byte("other bytes")), protocol.ErrBadRequest},
+		{"publication of a stale epoch", stale, "", rules.ErrFenced},
+		{"publication of an unknown attempt", unknown, "", rules.ErrNotFound},
+		{"a damaged publication", ref, digestOf([]byte("other bytes")), rules.ErrBadRequest},
 		{"publication", ref, "", ""},
 		{"publication resent", ref, "", ""}, // its reply was lost: applied once
 	} {
@@ -126,8 +127,8 @@ func transfers(t *testing.T, tr protocol.Transfers, ref, stale, unknown protocol
 		t.Fatalf("context files %v, want %v", got, w.Context)
 	}
 	none := func(string, io.Reader) error { return errors.New("a file of a refused download") }
-	wantCode(t, "context files of a stale epoch", protocol.ErrFenced, tr.ContextFiles(ctx, stale, none))
-	wantCode(t, "context files of an unknown attempt", protocol.ErrNotFound, tr.ContextFiles(ctx, unknown, none))
+	wantCode(t, "context files of a stale epoch", rules.ErrFenced, tr.ContextFiles(ctx, stale, none))
+	wantCode(t, "context files of an unknown attempt", rules.ErrNotFound, tr.ContextFiles(ctx, unknown, none))
 }
 
 // publication is a bundle to publish, with its digest unless one is given.
@@ -158,9 +159,9 @@ func wantLog(t *testing.T, hub protocol.Hub, id string, ref protocol.AttemptRef,
 
 // wantCode checks that err is a refusal with code ("" for none) and
 // returns it.
-func wantCode(t *testing.T, what, code string, err error) *protocol.Error {
+func wantCode(t *testing.T, what, code string, err error) *rules.Error {
 	t.Helper()
-	e, refused := errors.AsType[*protocol.Error](err)
+	e, refused := errors.AsType[*rules.Error](err)
 	switch {
 	case code == "" && err != nil:
 		t.Fatalf("%s: %v", what, err)

@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // Attempt states as the fake tracks them.
@@ -171,7 +172,7 @@ func (h *Hub) Accept(_ context.Context, id string, m protocol.Accept) error {
 			a.state = running
 			return struct{}{}, nil
 		}
-		return struct{}{}, refuse(protocol.ErrFenced, "attempt %s is %s and can no longer be accepted", a.ref.Attempt, a.state)
+		return struct{}{}, refuse(rules.ErrFenced, "attempt %s is %s and can no longer be accepted", a.ref.Attempt, a.state)
 	})
 	return err
 }
@@ -185,7 +186,7 @@ func (h *Hub) Decline(_ context.Context, id string, m protocol.Decline) error {
 			a.state = expired
 			return struct{}{}, nil
 		}
-		return struct{}{}, refuse(protocol.ErrConflict, "attempt %s is %s; only an offer can be declined", a.ref.Attempt, a.state)
+		return struct{}{}, refuse(rules.ErrConflict, "attempt %s is %s; only an offer can be declined", a.ref.Attempt, a.state)
 	})
 	return err
 }
@@ -194,10 +195,10 @@ func (h *Hub) Decline(_ context.Context, id string, m protocol.Decline) error {
 // offset never change, so a resent chunk is simply acknowledged.
 func (h *Hub) Log(_ context.Context, _ string, m protocol.Log) (protocol.LogAck, error) {
 	if len(m.Data) > protocol.MaxLogChunk {
-		return protocol.LogAck{}, refuse(protocol.ErrTooLarge, "log chunk of %d bytes is over %d", len(m.Data), protocol.MaxLogChunk)
+		return protocol.LogAck{}, refuse(rules.ErrTooLarge, "log chunk of %d bytes is over %d", len(m.Data), protocol.MaxLogChunk)
 	}
 	if m.Offset < 0 {
-		return protocol.LogAck{}, refuse(protocol.ErrBadRequest, "negative log offset")
+		return protocol.LogAck{}, refuse(rules.ErrBadRequest, "negative log offset")
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -211,10 +212,10 @@ func (h *Hub) Log(_ context.Context, _ string, m protocol.Log) (protocol.LogAck,
 		return protocol.LogAck{Size: held}, nil
 	}
 	if m.Offset != held {
-		return protocol.LogAck{}, refuseSize(protocol.ErrOffset, held, "log chunk at offset %d, the hub holds %d bytes", m.Offset, held)
+		return protocol.LogAck{}, refuseSize(rules.ErrOffset, held, "log chunk at offset %d, the hub holds %d bytes", m.Offset, held)
 	}
 	if a.state != running {
-		return protocol.LogAck{}, refuse(protocol.ErrFenced, "attempt %s is %s and takes no more output", a.ref.Attempt, a.state)
+		return protocol.LogAck{}, refuse(rules.ErrFenced, "attempt %s is %s and takes no more output", a.ref.Attempt, a.state)
 	}
 	a.log = append(a.log, m.Data...)
 	return protocol.LogAck{Size: end}, nil
@@ -222,7 +223,7 @@ func (h *Hub) Log(_ context.Context, _ string, m protocol.Log) (protocol.LogAck,
 
 func (h *Hub) Finish(_ context.Context, id string, m protocol.Finish) (protocol.FinishAck, error) {
 	if err := m.Outcome.Validate(); err != nil {
-		return protocol.FinishAck{}, refuse(protocol.ErrBadRequest, "%v", err)
+		return protocol.FinishAck{}, refuse(rules.ErrBadRequest, "%v", err)
 	}
 	return ledgered(h, id, m.AttemptRef, func(a *fakeAttempt) (protocol.FinishAck, error) {
 		switch a.state {
@@ -230,15 +231,15 @@ func (h *Hub) Finish(_ context.Context, id string, m protocol.Finish) (protocol.
 			return protocol.FinishAck{AlreadyFinished: true}, nil
 		case running:
 		default:
-			return protocol.FinishAck{}, refuse(protocol.ErrFenced, "attempt %s is %s and was never started", a.ref.Attempt, a.state)
+			return protocol.FinishAck{}, refuse(rules.ErrFenced, "attempt %s is %s and was never started", a.ref.Attempt, a.state)
 		}
 		held := int64(len(a.log))
 		if m.LogSize != held {
-			return protocol.FinishAck{}, refuseSize(protocol.ErrLogIncomplete, held, "finish says %d log bytes, the hub holds %d", m.LogSize, held)
+			return protocol.FinishAck{}, refuseSize(rules.ErrLogIncomplete, held, "finish says %d log bytes, the hub holds %d", m.LogSize, held)
 		}
 		if sum := sha256.Sum256(a.log); hex.EncodeToString(sum[:]) != m.LogSHA256 {
 			a.log = nil // the hub's copy cannot be trusted: send it all again
-			return protocol.FinishAck{}, refuseSize(protocol.ErrLogIncomplete, 0, "log checksum mismatch: send the log again from offset 0")
+			return protocol.FinishAck{}, refuseSize(rules.ErrLogIncomplete, 0, "log checksum mismatch: send the log again from offset 0")
 		}
 		a.state, a.finish = finished, &m
 		return protocol.FinishAck{}, nil
@@ -247,14 +248,14 @@ func (h *Hub) Finish(_ context.Context, id string, m protocol.Finish) (protocol.
 
 func (h *Hub) Ask(_ context.Context, id string, m protocol.Ask) (protocol.AskAck, error) {
 	if err := m.Validate(); err != nil {
-		return protocol.AskAck{}, refuse(protocol.ErrBadRequest, "ask: %v", err)
+		return protocol.AskAck{}, refuse(rules.ErrBadRequest, "ask: %v", err)
 	}
 	return ledgered(h, id, m.AttemptRef, func(a *fakeAttempt) (protocol.AskAck, error) {
 		if err := inTurn(a, "ask"); err != nil {
 			return protocol.AskAck{}, err
 		}
 		if a.asked != "" {
-			return protocol.AskAck{}, refuse(protocol.ErrConflict, "attempt %d already asked question %s", a.ref.Epoch, a.asked)
+			return protocol.AskAck{}, refuse(rules.ErrConflict, "attempt %d already asked question %s", a.ref.Epoch, a.asked)
 		}
 		h.questions++
 		a.asked = fmt.Sprintf("q-%d", h.questions)
@@ -274,7 +275,7 @@ func (h *Hub) Deliver(_ context.Context, id string, m protocol.Deliver) error {
 			a.summary = m.Summary
 			return struct{}{}, nil
 		}
-		return struct{}{}, refuse(protocol.ErrConflict, "attempt %d already delivered", a.ref.Epoch)
+		return struct{}{}, refuse(rules.ErrConflict, "attempt %d already delivered", a.ref.Epoch)
 	})
 	return err
 }
@@ -294,7 +295,7 @@ func (h *Hub) Context(_ context.Context, _ string, m protocol.GetContext) (proto
 
 func (h *Hub) Turns(_ context.Context, id string, m protocol.Turns) error {
 	if err := m.Check(); err != nil {
-		return refuse(protocol.ErrBadRequest, "turns: %v", err)
+		return refuse(rules.ErrBadRequest, "turns: %v", err)
 	}
 	_, err := ledgered(h, id, m.AttemptRef, func(a *fakeAttempt) (struct{}, error) {
 		if err := inTurn(a, "record its turns"); err != nil {
@@ -309,7 +310,7 @@ func (h *Hub) Turns(_ context.Context, id string, m protocol.Turns) error {
 // Transcript answers in one page; Next counts records.
 func (h *Hub) Transcript(_ context.Context, _ string, m protocol.GetTranscript) (protocol.TranscriptPage, error) {
 	if err := m.Check(); err != nil {
-		return protocol.TranscriptPage{}, refuse(protocol.ErrBadRequest, "transcript: %v", err)
+		return protocol.TranscriptPage{}, refuse(rules.ErrBadRequest, "transcript: %v", err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -330,7 +331,7 @@ func (h *Hub) Transcript(_ context.Context, _ string, m protocol.GetTranscript) 
 // knows no git, so it never answers a stale head.
 func (h *Hub) Publish(_ context.Context, ref protocol.AttemptRef, p protocol.Publication) (protocol.PublishResult, error) {
 	if !commitID.MatchString(p.Commit) || !digest.MatchString(p.SHA256) {
-		return protocol.PublishResult{}, refuse(protocol.ErrBadRequest, "commit must be 40 and sha256 64 lower-case hex digits")
+		return protocol.PublishResult{}, refuse(rules.ErrBadRequest, "commit must be 40 and sha256 64 lower-case hex digits")
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -343,10 +344,10 @@ func (h *Hub) Publish(_ context.Context, ref protocol.AttemptRef, p protocol.Pub
 	}
 	sum := sha256.New()
 	if _, err := io.Copy(sum, io.NewSectionReader(p.Bundle, 0, p.Size)); err != nil {
-		return protocol.PublishResult{}, refuse(protocol.ErrBadRequest, "read the publication: %v", err)
+		return protocol.PublishResult{}, refuse(rules.ErrBadRequest, "read the publication: %v", err)
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != p.SHA256 {
-		return protocol.PublishResult{}, refuse(protocol.ErrBadRequest, "the publication's SHA-256 is %s, not %s: the transfer was damaged", got, p.SHA256)
+		return protocol.PublishResult{}, refuse(rules.ErrBadRequest, "the publication's SHA-256 is %s, not %s: the transfer was damaged", got, p.SHA256)
 	}
 	j := h.job(ref.Job)
 	if j.head == p.Commit {
@@ -413,32 +414,32 @@ func ledgered[Rep any](h *Hub, id string, ref protocol.AttemptRef, fn func(*fake
 // fenced finds the attempt ref names under its epoch; h.mu is held.
 func (h *Hub) fenced(ref protocol.AttemptRef) (*fakeAttempt, error) {
 	if err := ref.Validate(); err != nil {
-		return nil, refuse(protocol.ErrBadRequest, "%v", err)
+		return nil, refuse(rules.ErrBadRequest, "%v", err)
 	}
 	a := h.attempts[ref.Attempt]
 	switch {
 	case a == nil:
-		return nil, refuse(protocol.ErrNotFound, "no attempt %s", ref.Attempt)
+		return nil, refuse(rules.ErrNotFound, "no attempt %s", ref.Attempt)
 	case a.ref.Job != ref.Job:
-		return nil, refuse(protocol.ErrBadRequest, "attempt %s belongs to job %s, not %s", ref.Attempt, a.ref.Job, ref.Job)
+		return nil, refuse(rules.ErrBadRequest, "attempt %s belongs to job %s, not %s", ref.Attempt, a.ref.Job, ref.Job)
 	case a.ref.Epoch != ref.Epoch:
-		return nil, refuse(protocol.ErrFenced, "stale epoch %d for attempt %s (its epoch is %d)", ref.Epoch, ref.Attempt, a.ref.Epoch)
+		return nil, refuse(rules.ErrFenced, "stale epoch %d for attempt %s (its epoch is %d)", ref.Epoch, ref.Attempt, a.ref.Epoch)
 	}
 	return a, nil
 }
 
 func inTurn(a *fakeAttempt, tool string) error {
 	if a.state != running {
-		return refuse(protocol.ErrFenced, "attempt %s is %s and can no longer %s", a.ref.Attempt, a.state, tool)
+		return refuse(rules.ErrFenced, "attempt %s is %s and can no longer %s", a.ref.Attempt, a.state, tool)
 	}
 	return nil
 }
 
-func refuse(code, format string, args ...any) *protocol.Error {
-	return &protocol.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+func refuse(code, format string, args ...any) *rules.Error {
+	return &rules.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-func refuseSize(code string, size int64, format string, args ...any) *protocol.Error {
+func refuseSize(code string, size int64, format string, args ...any) *rules.Error {
 	e := refuse(code, format, args...)
 	e.Size = &size
 	return e

@@ -3,7 +3,7 @@ package protocoltest
 import (
 	"strings"
 
-	"drover/internal/protocol"
+	"drover/internal/rules"
 )
 
 // LabelCase is one label and whether the label rule (protocol.CheckLabel)
@@ -26,7 +26,7 @@ var LabelCases = []LabelCase{
 	{Name: "key starting with a digit", Key: "9lives", Value: "x", OK: true},
 	{Name: "value with spaces, commas and =", Key: "note", Value: "a b=c", OK: true},
 	{Name: "value of unicode", Key: "city", Value: "Zürich", OK: true},
-	{Name: "longest key and value", Key: strings.Repeat("k", protocol.MaxLabelLen), Value: strings.Repeat("v", protocol.MaxLabelLen), OK: true},
+	{Name: "longest key and value", Key: strings.Repeat("k", rules.MaxLabelLen), Value: strings.Repeat("v", rules.MaxLabelLen), OK: true},
 
 	{Name: "colon in the key", Key: "gpu:x", Value: "1", Why: `label key "gpu:x"`},
 	{Name: "empty key", Key: "", Value: "v", Why: `label key ""`},
@@ -36,8 +36,8 @@ var LabelCases = []LabelCase{
 	{Name: "comma in the key", Key: "a,b", Value: "v", Why: `label key "a,b"`},
 	{Name: "non-ASCII key", Key: "zürich", Value: "v", Why: "label key"},
 	{Name: "control character in the key", Key: "g\x00", Value: "v", Why: "label key"},
-	{Name: "key too long", Key: strings.Repeat("k", protocol.MaxLabelLen+1), Value: "v", Why: "label key"},
-	{Name: "value too long", Key: "big", Value: strings.Repeat("v", protocol.MaxLabelLen+1), Why: "label big: the value is"},
+	{Name: "key too long", Key: strings.Repeat("k", rules.MaxLabelLen+1), Value: "v", Why: "label key"},
+	{Name: "value too long", Key: "big", Value: strings.Repeat("v", rules.MaxLabelLen+1), Why: "label big: the value is"},
 	{Name: "escape in the value", Key: "zone", Value: "lab\x1b[0m", Why: "the value of label zone has a control character"},
 	{Name: "C1 control in the value", Key: "zone", Value: "lab\u009b", Why: "the value of label zone has a control character"},
 	{Name: "tab in the value", Key: "zone", Value: "a\tb", Why: "control character"},
@@ -46,8 +46,8 @@ var LabelCases = []LabelCase{
 
 // TooManyLabels is one label more than a runner or job may have.
 func TooManyLabels() map[string]string {
-	m := make(map[string]string, protocol.MaxLabels+1)
-	for i := range protocol.MaxLabels + 1 {
+	m := make(map[string]string, rules.MaxLabels+1)
+	for i := range rules.MaxLabels + 1 {
 		m["k"+strings.Repeat("x", i)] = "v"
 	}
 	return m

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"drover/internal/protocol"
+	"drover/internal/apitypes"
 	"drover/internal/store"
 )
 
@@ -59,7 +59,7 @@ func testAccessVersions(t *testing.T, s store.Store) {
 			rn.Slots, rn.Labels, rn.LastSeen, rn.Version = 9, map[string]string{"os": "mac"}, ptr(at(50)), "v2"
 		}), nil, nil},
 		{"revoke, new token", update("r-3", func(rn *store.Runner) { rn.RevokedAt, rn.TokenHash = nil, "hash-new" }), nil, nil},
-		{"make private", update("r-3", func(rn *store.Runner) { rn.Access = protocol.AccessPrivate }), nil, []string{"r-3"}},
+		{"make private", update("r-3", func(rn *store.Runner) { rn.Access = apitypes.AccessPrivate }), nil, []string{"r-3"}},
 		{"rename", update("r-3", func(rn *store.Runner) { rn.Name = "box-3b" }), nil, []string{"r-3"}},
 		{"give to another owner", update("r-3", func(rn *store.Runner) { rn.OwnerID = "u-1" }), nil, []string{"r-3"}},
 		{"owner removed", func(tx store.Tx) error { return tx.UpdateUser(removed) }, nil, []string{"r-1", "r-2", "r-3"}},

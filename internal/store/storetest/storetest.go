@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
-	"drover/internal/protocol"
 	"drover/internal/store"
 )
 
@@ -99,7 +99,7 @@ func runner(id, name, owner string) store.Runner {
 	return store.Runner{
 		ID: id, Name: name, OwnerID: owner, TokenHash: "hash-" + id, Slots: 3,
 		Labels:    map[string]string{"os": "linux", "gpu": "none"},
-		CreatedAt: at(2), LastSeen: ptr(at(3)), RevokedAt: ptr(at(4)), Access: protocol.AccessHub, Version: "v1.2.3",
+		CreatedAt: at(2), LastSeen: ptr(at(3)), RevokedAt: ptr(at(4)), Access: apitypes.AccessHub, Version: "v1.2.3",
 	}
 }
 
@@ -373,7 +373,7 @@ func testRunners(t *testing.T, s store.Store) {
 		return errors.Join(tx.InsertUser(user("u-1", "alice")),
 			tx.InsertRunner(r1), tx.InsertRunner(r2), tx.InsertRunner(r3))
 	})
-	r2.Access = protocol.AccessPrivate // the default
+	r2.Access = apitypes.AccessPrivate // the default
 	for _, r := range []store.Runner{r1, r2, r3} {
 		equal(t, "Runner("+r.ID+")", get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.Runner(r.ID) }), r)
 		equal(t, "RunnerByName("+r.Name+")", get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.RunnerByName(r.Name) }), r)
@@ -385,10 +385,10 @@ func testRunners(t *testing.T, s store.Store) {
 	// Update sets every field, pointers both ways.
 	r1.Name, r1.TokenHash, r1.Slots = "box-1b", "h1b", 8
 	r1.Labels = map[string]string{"os": "darwin"}
-	r1.LastSeen, r1.RevokedAt, r1.Access = ptr(at(30)), ptr(at(31)), protocol.AccessPrivate
+	r1.LastSeen, r1.RevokedAt, r1.Access = ptr(at(30)), ptr(at(31)), apitypes.AccessPrivate
 	r3.LastSeen, r3.RevokedAt, r3.Labels, r3.Access = nil, nil, nil, ""
 	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.UpdateRunner(r1), tx.UpdateRunner(r3)) })
-	r3.Access = protocol.AccessPrivate // "" is the default
+	r3.Access = apitypes.AccessPrivate // "" is the default
 	for _, r := range []store.Runner{r1, r3} {
 		equal(t, "updated Runner("+r.ID+")", get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.Runner(r.ID) }), r)
 	}

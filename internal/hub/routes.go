@@ -1,0 +1,31 @@
+package hub
+
+import (
+	"net/http"
+
+	"drover/internal/apitypes"
+	"drover/internal/githttp"
+	"drover/internal/hub/call"
+	"drover/internal/hub/httpapi"
+	"drover/internal/store"
+)
+
+// The hub is the core of its transports (each in a package that never
+// imports it) and their composition root: routes mounts them.
+
+var _ httpapi.Core = (*Hub)(nil)
+
+func (h *Hub) routes() http.Handler {
+	mux := http.NewServeMux()
+	api := httpapi.New(h, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
+	api.Register(mux)
+	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", api.As(store.TokenRunner, h.gateway.Serve))
+	mux.Handle(githttp.Prefix, h.gitServer())
+	mux.Handle("GET /metrics", api.Public(h.serveMetrics))
+	h.opsRoutes(mux)
+	h.web.Routes(mux) // the pages, and the approval page runner login links open
+	mux.Handle(apitypes.APIPrefix+"/", api.Public(func(_ http.ResponseWriter, r *http.Request) error {
+		return call.NotFound("no such API route: %s %s", r.Method, r.URL.Path)
+	}))
+	return h.metrics.countErrors(mux)
+}
