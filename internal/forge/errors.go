@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"drover/internal/retry"
 	"drover/internal/rules"
 )
 
@@ -95,17 +96,11 @@ func statusError(op string, resp *http.Response, body []byte, now time.Time) *Er
 // retryAfter reads a Retry-After header (seconds or an HTTP date), bounded to
 // [0, maxRetryAfter]; 0 when it is absent or unreadable.
 func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
+	at, ok := retry.AtHeader(v, now)
+	if !ok {
 		return 0
 	}
-	var d time.Duration
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		d = time.Duration(min(max(s, 0), int64(maxRetryAfter/time.Second))) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), maxRetryAfter)
+	return min(max(at.Sub(now), 0), maxRetryAfter)
 }
 
 // message is a server's text as an Error carries it: one line, control characters escaped,
