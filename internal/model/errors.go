@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"drover/internal/retry"
 )
 
 // Kind says what went wrong with a model call, which decides what the
@@ -171,13 +173,8 @@ func (p *provider) redact(s string) string {
 // or as a date, or Anthropic's unified reset in Unix seconds); zero when
 // they state none.
 func statedReset(h http.Header, now time.Time) time.Time {
-	if v := h.Get("Retry-After"); v != "" {
-		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
-			return now.Add(time.Duration(s) * time.Second)
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return t
-		}
+	if at, ok := retry.AtHeader(h.Get("Retry-After"), now); ok {
+		return at
 	}
 	if v := h.Get("anthropic-ratelimit-unified-reset"); v != "" {
 		if s, err := strconv.ParseInt(v, 10, 64); err == nil {

@@ -27,6 +27,7 @@ import (
 
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 // Credential maps a provider to the real key the proxy adds for it. Keys
@@ -87,12 +88,8 @@ func RetryAt(h http.Header, now time.Time) time.Time {
 	if !at.IsZero() {
 		return at
 	}
-	if v := h.Get("Retry-After"); v != "" {
-		if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
-			later(now.Add(time.Duration(secs) * time.Second))
-		} else if t, err := http.ParseTime(v); err == nil {
-			later(t)
-		}
+	if t, ok := retry.AtHeader(h.Get("Retry-After"), now); ok {
+		later(t)
 	}
 	if !at.IsZero() {
 		return at

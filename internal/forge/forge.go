@@ -1,0 +1,176 @@
+// Package forge is drover's client of code forges (Gitea and Forgejo now): the forge-neutral
+// types of a repository and its pull requests, the Client the hub publishes results through,
+// and its errors. It never retries (callers wait through internal/retry, honouring
+// Error.RetryAfter), and the token it holds goes in the Authorization header only: never in a
+// URL, an error or a log line.
+package forge
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"drover/internal/rules"
+)
+
+// Client is the pull request operations drover needs of a forge. A repository's pull
+// requests are those whose base is in it; a head is a branch of that same repository.
+type Client interface {
+	// FindPR finds the open pull request from branch head into branch base.
+	FindPR(ctx context.Context, repo Repo, head, base string) (PR, bool, error)
+	// CreatePR opens a pull request, exactly once: when one from n.Head into n.Base is
+	// already open, from an earlier call or a concurrent one, it answers that one.
+	CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error)
+	// GetPR reads pull request number, open or not.
+	GetPR(ctx context.Context, repo Repo, number int) (PR, error)
+	// FindPRByHeadSHA finds the open pull request whose head is commit sha: an AGit pull
+	// request (pushed to refs/for/BASE) has no branch to find it by.
+	FindPRByHeadSHA(ctx context.Context, repo Repo, sha string) (PR, bool, error)
+}
+
+// Repo is a repository on a forge: OWNER/NAME.
+type Repo struct {
+	Owner, Name string
+}
+
+func (r Repo) String() string { return r.Owner + "/" + r.Name }
+
+// Name bounds: Gitea's user and organization names are at most 40 characters (GitHub's 39),
+// repository names at most 100 (both).
+const (
+	MaxOwner    = 40
+	MaxRepoName = 100
+)
+
+var (
+	ownerRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	repoNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+)
+
+// ParseRepo reads "OWNER/REPO" as Gitea and GitHub name them: letters, digits, '-', '_' and
+// '.', an owner starting with a letter or digit, no "..", and no ".git" (a clone URL's tail).
+func ParseRepo(s string) (Repo, error) {
+	owner, name, ok := strings.Cut(s, "/")
+	if !ok {
+		return Repo{}, fmt.Errorf("forge repository %q: want OWNER/REPO", clip(s))
+	}
+	r := Repo{Owner: owner, Name: name}
+	if err := r.Validate(); err != nil {
+		return Repo{}, err
+	}
+	return r, nil
+}
+
+// Validate checks both names by ParseRepo's rules.
+func (r Repo) Validate() error {
+	switch {
+	case r.Owner == "" || r.Name == "":
+		return fmt.Errorf("forge repository %q: want OWNER/REPO, both non-empty", clip(r.String()))
+	case len(r.Owner) > MaxOwner:
+		return fmt.Errorf("forge repository owner: %d bytes, at most %d", len(r.Owner), MaxOwner)
+	case len(r.Name) > MaxRepoName:
+		return fmt.Errorf("forge repository name: %d bytes, at most %d", len(r.Name), MaxRepoName)
+	case !ownerRE.MatchString(r.Owner):
+		return fmt.Errorf("forge repository owner %q: letters, digits, '-', '_' and '.' only, starting with a letter or digit", clip(r.Owner))
+	case !repoNameRE.MatchString(r.Name):
+		return fmt.Errorf("forge repository name %q: letters, digits, '-', '_' and '.' only", clip(r.Name))
+	case strings.Contains(r.String(), "..") || r.Name == ".":
+		return fmt.Errorf("forge repository %q: no \"..\" and no name \".\"", clip(r.String()))
+	case strings.HasSuffix(strings.ToLower(r.Name), ".git"):
+		return fmt.Errorf("forge repository %q: name it without \".git\"", clip(r.String()))
+	}
+	return nil
+}
+
+// PR is a pull request as drover reads it.
+type PR struct {
+	Number     int
+	URL        string // the page people open
+	HeadBranch string // the head's ref: a branch, or refs/pull/N/head for an AGit pull request
+	HeadSHA    string
+	Base       string // the base branch
+	State      string // open, closed or merged
+	Draft      bool
+}
+
+// NewPR is a pull request to open.
+type NewPR struct {
+	Head, Base  string // branches of the repository
+	Title, Body string
+	// Draft opens it as a work in progress (on Gitea, by the title prefix "WIP: ").
+	Draft bool
+}
+
+// Text bounds: Gitea keeps at most 255 characters of a title, and room is left for a draft's
+// prefix; GitHub refuses a body over 65536 characters.
+const (
+	MaxTitle = 250
+	MaxBody  = 65536
+)
+
+// Validate checks the branches by git's ref rules, a title of one line of plain text and a
+// body (which may be empty) of plain text, each within its bound.
+func (n NewPR) Validate() error {
+	if err := CheckBranch("head", n.Head); err != nil {
+		return err
+	}
+	if err := CheckBranch("base", n.Base); err != nil {
+		return err
+	}
+	if n.Head == n.Base {
+		return fmt.Errorf("pull request: head and base are both %q", n.Head)
+	}
+	if err := rules.CheckText("pull request title", n.Title, MaxTitle); err != nil {
+		return err
+	}
+	if err := rules.CheckPlainText("pull request title", n.Title, false); err != nil {
+		return err
+	}
+	if len(n.Body) > MaxBody {
+		return &rules.LimitError{What: "pull request body", Size: len(n.Body), Limit: MaxBody}
+	}
+	return rules.CheckPlainText("pull request body", n.Body, true)
+}
+
+// MaxBranch bounds a branch name (git's own limit is the file system's, often 255 bytes).
+const MaxBranch = 255
+
+// CheckBranch refuses what `git check-ref-format --branch` refuses, and more: names that are
+// not printable ASCII, and names starting with '-' (an option to git). what names the field.
+func CheckBranch(what, name string) error {
+	bad := func(why string) error { return fmt.Errorf("%s branch %q: %s", what, clip(name), why) }
+	switch {
+	case name == "":
+		return fmt.Errorf("%s branch is required", what)
+	case len(name) > MaxBranch:
+		return fmt.Errorf("%s branch: %d bytes, at most %d", what, len(name), MaxBranch)
+	case strings.HasPrefix(name, "-"):
+		return bad("must not start with '-'")
+	case name == "@" || name == "HEAD":
+		return bad("not a branch name")
+	case strings.Contains(name, "..") || strings.Contains(name, "@{"):
+		return bad(`must not hold ".." or "@{"`)
+	case strings.HasSuffix(name, "."):
+		return bad("must not end with '.'")
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`~^:?*[\`, c) >= 0 {
+			return bad(`printable ASCII only, without space, ~ ^ : ? * [ \`)
+		}
+	}
+	for part := range strings.SplitSeq(name, "/") {
+		switch {
+		case part == "":
+			return bad("no empty part (a leading, trailing or double '/')")
+		case strings.HasPrefix(part, "."):
+			return bad("no part may start with '.'")
+		case strings.HasSuffix(part, ".lock"):
+			return bad(`no part may end with ".lock"`)
+		}
+	}
+	return nil
+}
+
+// clip bounds what an error quotes of bad input.
+func clip(s string) string { return cut(escape(s), 80) }

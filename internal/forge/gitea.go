@@ -1,0 +1,266 @@
+package forge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"drover/internal/gitcmd"
+	"drover/internal/rules"
+)
+
+const (
+	// maxReply bounds an answer drover reads: a page of 50 pull requests with long bodies.
+	maxReply = 8 << 20
+	// pageSize is Gitea's default most items per page (MAX_RESPONSE_ITEMS).
+	pageSize = 50
+	// maxPages bounds a search through open pull requests.
+	maxPages = 100
+	// draftPrefix makes a Gitea pull request a work in progress (its default
+	// WORK_IN_PROGRESS_PREFIXES); its API takes no draft flag.
+	draftPrefix = "WIP: "
+	// defaultTimeout bounds a call when the caller gives no client of its own.
+	defaultTimeout = time.Minute
+)
+
+// gitea is the Client of a Gitea or Forgejo server, over its REST API v1.
+type gitea struct {
+	base  string // the server's root URL, no trailing slash
+	token string
+	http  *http.Client
+}
+
+// NewGitea is the Client of the Gitea or Forgejo server at baseURL (https, or http to a
+// loopback address), acting with token (a personal access token with the repository scope).
+// httpClient may be nil for one with a minute's timeout per call.
+func NewGitea(baseURL, token string, httpClient *http.Client) (Client, error) {
+	if strings.TrimSpace(baseURL) == "" {
+		return nil, errors.New("forge: a Gitea base URL is required")
+	}
+	base, err := rules.CheckBaseURL(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("forge: Gitea %w", err)
+	}
+	// The token is never quoted: an error must not carry it, even a wrong one.
+	if token == "" {
+		return nil, errors.New("forge: a Gitea token is required")
+	}
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c <= ' ' || c >= 0x7f {
+			return nil, errors.New("forge: the Gitea token holds a space or a character that is not printable ASCII")
+		}
+	}
+	if httpClient == nil {
+		httpClient = &http.Client{Timeout: defaultTimeout}
+	}
+	return &gitea{base: base, token: token, http: httpClient}, nil
+}
+
+// giteaPull is the part of Gitea's pull request drover reads.
+type giteaPull struct {
+	Number  int    `json:"number"`
+	HTMLURL string `json:"html_url"`
+	State   string `json:"state"`
+	Draft   bool   `json:"draft"`
+	Merged  bool   `json:"merged"`
+	Head    *struct {
+		Ref    string `json:"ref"`
+		SHA    string `json:"sha"`
+		RepoID int64  `json:"repo_id"`
+	} `json:"head"`
+	Base *struct {
+		Ref    string `json:"ref"`
+		RepoID int64  `json:"repo_id"`
+	} `json:"base"`
+}
+
+func (p giteaPull) pr(op string) (PR, error) {
+	if p.Number <= 0 || p.Head == nil || p.Base == nil {
+		return PR{}, &Error{Op: op, Code: CodeBadReply, Msg: "a pull request without a number, head or base"}
+	}
+	state := p.State
+	if p.Merged {
+		state = "merged"
+	}
+	return PR{Number: p.Number, URL: p.HTMLURL, HeadBranch: p.Head.Ref, HeadSHA: p.Head.SHA,
+		Base: p.Base.Ref, State: state, Draft: p.Draft}, nil
+}
+
+func (g *gitea) FindPR(ctx context.Context, repo Repo, head, base string) (PR, bool, error) {
+	if err := repo.Validate(); err != nil {
+		return PR{}, false, err
+	}
+	if err := CheckBranch("head", head); err != nil {
+		return PR{}, false, err
+	}
+	if err := CheckBranch("base", base); err != nil {
+		return PR{}, false, err
+	}
+	// A head in the base's own repository: a fork's branch of the same name is another's.
+	return g.findOpen(ctx, "find pull request", repo, base, func(p giteaPull) bool {
+		return p.Head.Ref == head && p.Base.Ref == base && p.Head.RepoID == p.Base.RepoID
+	})
+}
+
+func (g *gitea) FindPRByHeadSHA(ctx context.Context, repo Repo, sha string) (PR, bool, error) {
+	if err := repo.Validate(); err != nil {
+		return PR{}, false, err
+	}
+	if !gitcmd.ValidCommitID(sha) {
+		return PR{}, false, fmt.Errorf("find pull request by head: %q is not a full lower-case commit id", clip(sha))
+	}
+	return g.findOpen(ctx, "find pull request by head", repo, "", func(p giteaPull) bool {
+		return p.Head.SHA == sha
+	})
+}
+
+// findOpen pages through repo's open pull requests (into base, when given) for the first
+// that match takes.
+func (g *gitea) findOpen(ctx context.Context, op string, repo Repo, base string, match func(giteaPull) bool) (PR, bool, error) {
+	q := url.Values{"state": {"open"}, "limit": {strconv.Itoa(pageSize)}}
+	if base != "" {
+		q.Set("base_branch", base)
+	}
+	// Until an empty page: a server whose pages are smaller than asked still ends.
+	for page := 1; page <= maxPages; page++ {
+		q.Set("page", strconv.Itoa(page))
+		var pulls []giteaPull
+		if err := g.call(ctx, op, http.MethodGet, repoPath(repo, "pulls"), q, nil, &pulls); err != nil {
+			return PR{}, false, err
+		}
+		if len(pulls) == 0 {
+			return PR{}, false, nil
+		}
+		for _, p := range pulls {
+			if p.Head == nil || p.Base == nil {
+				return PR{}, false, &Error{Op: op, Code: CodeBadReply, Msg: "a pull request without a head or base"}
+			}
+			if match(p) {
+				pr, err := p.pr(op)
+				return pr, err == nil, err
+			}
+		}
+	}
+	return PR{}, false, &Error{Op: op, Code: CodeUnavailable,
+		Msg: fmt.Sprintf("more than %d open pull requests to search", maxPages*pageSize)}
+}
+
+func (g *gitea) CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error) {
+	if err := repo.Validate(); err != nil {
+		return PR{}, err
+	}
+	if err := n.Validate(); err != nil {
+		return PR{}, err
+	}
+	if pr, ok, err := g.FindPR(ctx, repo, n.Head, n.Base); err != nil || ok {
+		return pr, err
+	}
+	title := n.Title
+	if n.Draft {
+		title = draftPrefix + title
+	}
+	const op = "create pull request"
+	var p giteaPull
+	err := g.call(ctx, op, http.MethodPost, repoPath(repo, "pulls"), nil,
+		map[string]string{"head": n.Head, "base": n.Base, "title": title, "body": n.Body}, &p)
+	if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeConflict {
+		// Opened since the look above (Gitea refuses a second open pull request of a head
+		// and base): that one is the answer.
+		if pr, found, ferr := g.FindPR(ctx, repo, n.Head, n.Base); ferr != nil || found {
+			return pr, ferr
+		}
+	}
+	if err != nil {
+		return PR{}, err
+	}
+	return p.pr(op)
+}
+
+func (g *gitea) GetPR(ctx context.Context, repo Repo, number int) (PR, error) {
+	if err := repo.Validate(); err != nil {
+		return PR{}, err
+	}
+	if number <= 0 {
+		return PR{}, fmt.Errorf("get pull request: number %d, want 1 or more", number)
+	}
+	const op = "get pull request"
+	var p giteaPull
+	if err := g.call(ctx, op, http.MethodGet, repoPath(repo, "pulls", strconv.Itoa(number)), nil, nil, &p); err != nil {
+		return PR{}, err
+	}
+	return p.pr(op)
+}
+
+// repoPath is /repos/OWNER/REPO/parts..., each escaped.
+func repoPath(repo Repo, parts ...string) string {
+	p := "/repos/" + url.PathEscape(repo.Owner) + "/" + url.PathEscape(repo.Name)
+	for _, s := range parts {
+		p += "/" + url.PathEscape(s)
+	}
+	return p
+}
+
+// call sends one request to the API (path after /api/v1) with in as its JSON body (nil for
+// none) and decodes a 2xx answer into out. It never retries.
+func (g *gitea) call(ctx context.Context, op, method, path string, q url.Values, in, out any) error {
+	u := g.base + "/api/v1" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("forge: %s: encode the request: %w", op, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return fmt.Errorf("forge: %s: %w", op, err)
+	}
+	req.Header.Set("Authorization", "token "+g.token)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := g.http.Do(req)
+	if err != nil {
+		// Only the cause: the URL is ours, and the message is the transport's.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return &Error{Op: op, Code: CodeUnavailable, Msg: message(g.redact(err.Error())), err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
+	if err != nil {
+		return &Error{Op: op, Status: resp.StatusCode, Code: CodeUnavailable,
+			Msg: message("reading the answer: " + g.redact(err.Error())), err: err}
+	}
+	if len(b) > maxReply {
+		return &Error{Op: op, Status: resp.StatusCode, Code: CodeBadReply,
+			Msg: fmt.Sprintf("an answer over %d bytes", maxReply)}
+	}
+	if resp.StatusCode/100 != 2 {
+		// Redacted before the message is cut, which could leave a part of the token.
+		return statusError(op, resp, []byte(g.redact(string(b))), time.Now())
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return &Error{Op: op, Status: resp.StatusCode, Code: CodeBadReply,
+			Msg: message("not the JSON expected: " + g.redact(err.Error()))}
+	}
+	return nil
+}
+
+// redact takes the token out of s, should a server or a proxy echo it.
+func (g *gitea) redact(s string) string { return strings.ReplaceAll(s, g.token, "[redacted]") }
