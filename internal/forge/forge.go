@@ -27,7 +27,30 @@ type Client interface {
 	// FindPRByHeadSHA finds the open pull request whose head is commit sha: an AGit pull
 	// request (pushed to refs/for/BASE) has no branch to find it by.
 	FindPRByHeadSHA(ctx context.Context, repo Repo, sha string) (PR, bool, error)
+	// DefaultBranch is the repository's default branch: the base when none is given.
+	DefaultBranch(ctx context.Context, repo Repo) (string, error)
+	// Remote is how git reaches the repository to fetch and push. Its Header is a secret,
+	// minted for this use where the forge's tokens are short-lived (a GitHub App's).
+	Remote(ctx context.Context, repo Repo) (Remote, error)
 }
+
+// Remote is a repository as git reaches it over HTTPS.
+type Remote struct {
+	URL string // the clone URL, without credentials
+	// Header is the Authorization header's value ("Bearer ...", "Basic ..."): a secret that
+	// goes to git only through its environment (gitcmd.AuthEnv), never its argv or a log line.
+	Header string
+}
+
+// Kinds of forge.
+const (
+	KindGitea  = "gitea" // Gitea and Forgejo
+	KindGitHub = "github"
+	KindGitLab = "gitlab"
+)
+
+// Kinds lists them, in the order users read them.
+func Kinds() []string { return []string{KindGitHub, KindGitea, KindGitLab} }
 
 // Repo is a repository on a forge: OWNER/NAME.
 type Repo struct {

@@ -199,6 +199,33 @@ func (g *gitea) GetPR(ctx context.Context, repo Repo, number int) (PR, error) {
 	return p.pr(op)
 }
 
+func (g *gitea) DefaultBranch(ctx context.Context, repo Repo) (string, error) {
+	if err := repo.Validate(); err != nil {
+		return "", err
+	}
+	const op = "read repository"
+	var r struct {
+		DefaultBranch string `json:"default_branch"`
+	}
+	if err := g.call(ctx, op, http.MethodGet, repoPath(repo), nil, nil, &r); err != nil {
+		return "", err
+	}
+	if err := CheckBranch("default", r.DefaultBranch); err != nil {
+		return "", &Error{Op: op, Code: CodeBadReply, Msg: message(err.Error())}
+	}
+	return r.DefaultBranch, nil
+}
+
+// Remote is the repository's clone URL under the server's root, pushed to with the token as
+// a bearer (Gitea's git over HTTP takes its API tokens so).
+func (g *gitea) Remote(_ context.Context, repo Repo) (Remote, error) {
+	if err := repo.Validate(); err != nil {
+		return Remote{}, err
+	}
+	return Remote{URL: g.base + "/" + url.PathEscape(repo.Owner) + "/" + url.PathEscape(repo.Name) + ".git",
+		Header: "Bearer " + g.token}, nil
+}
+
 // repoPath is /repos/OWNER/REPO/parts..., each escaped.
 func repoPath(repo Repo, parts ...string) string {
 	p := "/repos/" + url.PathEscape(repo.Owner) + "/" + url.PathEscape(repo.Name)

@@ -186,7 +186,16 @@ func HeaderEnv(token string) []string {
 	if token == "" {
 		return nil
 	}
-	return configEnv([]string{"http.extraHeader=Authorization: Bearer " + token})
+	return AuthEnv("Bearer " + token)
+}
+
+// AuthEnv passes an Authorization header's value ("Bearer ...",
+// "Basic ...") to git through the environment, like HeaderEnv.
+func AuthEnv(value string) []string {
+	if value == "" {
+		return nil
+	}
+	return configEnv([]string{"http.extraHeader=Authorization: " + value})
 }
 
 // Available reports whether git can be run, with its version.

@@ -211,6 +211,23 @@ type Tx interface {
 	ProjectSecrets(project string, values bool) ([]ProjectSecret, error)
 	RemoveProjectSecret(project, name string) error
 
+	// Forge connections the hub holds. PutForge inserts one or replaces
+	// the one of that name (its CreatedAt and CreatedBy kept); Forges
+	// lists them by name, with their secrets only when secrets is true;
+	// RemoveForge of a missing one is ErrNotFound.
+	PutForge(f Forge) error
+	Forge(name string) (Forge, error)
+	Forges(secrets bool) ([]Forge, error)
+	RemoveForge(name string) error
+
+	// Publications of jobs' results to their projects' forges, one per
+	// job. PutPublication inserts it or replaces the job's (its
+	// CreatedAt kept); Publications lists those in state, oldest update
+	// first.
+	PutPublication(p Publication) error
+	Publication(jobID string) (Publication, error)
+	Publications(state PublicationState) ([]Publication, error)
+
 	// Project members (the owner is one too, added with the project).
 	// AddMember of a member is ErrConflict; RemoveMember of a non-member is
 	// ErrNotFound.
@@ -468,6 +485,16 @@ type ProjectConfig struct {
 	// Sparse makes its jobs' worktrees cone-mode sparse checkouts of
 	// these folders; empty: whole.
 	Sparse []string `json:"sparse,omitempty"`
+	// Forge and ForgeRepo map the project to a repository on one of the
+	// hub's forge connections (OWNER/REPO), where its results publish.
+	Forge     string `json:"forge,omitempty"`
+	ForgeRepo string `json:"forge_repo,omitempty"`
+	// Publish is what a completed job publishes by itself: "pr",
+	// "branch" or "" (nothing: drover publish does it).
+	Publish string `json:"publish,omitempty"`
+	// DirectPush lets a publication push to the repository's default
+	// branch or a pull request's base; refused otherwise.
+	DirectPush bool `json:"direct_push,omitempty"`
 }
 
 // HasSetup reports whether the project's jobs run a setup phase.
@@ -484,6 +511,59 @@ type ProjectSecret struct {
 	Value     string // "" when listed without values
 	CreatedBy string // user id
 	CreatedAt time.Time
+}
+
+// Forge is a forge connection the hub holds (forge.Conn is what it
+// dials). Secret is its token, or a GitHub App's private key (PEM): it
+// never leaves the hub's store but to the forge itself.
+type Forge struct {
+	Name      string
+	Kind      string // forge.KindGitHub, KindGitea, KindGitLab
+	URL       string // the forge's root
+	AppID     int64  // a GitHub App's id; 0 for a token
+	Secret    string // "" when listed without secrets
+	CreatedBy string // user id
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// PublicationState is where a job's publication to a forge is.
+type PublicationState string
+
+const (
+	// PublicationPending: the intent is recorded and the forge calls may
+	// have begun; the hub carries it on (on its next try or start).
+	PublicationPending PublicationState = "pending"
+	PublicationDone    PublicationState = "done"
+	PublicationFailed  PublicationState = "failed"
+)
+
+// Publication is a job's result published to its project's forge: the
+// intent, recorded before any forge call, then what came of it.
+type Publication struct {
+	JobID  string
+	Forge  string // the forge connection's name
+	Repo   string // OWNER/REPO on it
+	Mode   string // pr, branch, to_pr or agit (internal/publish)
+	Branch string // the head branch pushed to (drover/JOB unless given)
+	Base   string // the pull request's base ("" until known)
+	ToPR   int    // the pull request pushed to (to_pr)
+	Title  string
+	Draft  bool
+	Commit string // the job's head to publish
+	// Expect is the remote branch's commit drover last saw, which the
+	// push's lease names ("" for a branch that must not exist yet).
+	Expect    string
+	Pushed    string // the commit pushed, once pushed
+	PRNumber  int
+	PRURL     string
+	State     PublicationState
+	Code      string // the outcome's code ("" while pending, "ok" when done)
+	Reason    string // what went wrong, for people
+	Tries     int
+	By        string // the user who asked; "" for the project's default
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // ContextFile is a file attached to a job.
