@@ -45,6 +45,11 @@ import (
 //	GET  /api/v1/projects/{name}/members → MemberList (members and admin)
 //	POST /api/v1/projects/{name}/members MemberRequest → MemberList (owner or admin)
 //	DELETE /api/v1/projects/{name}/members/{user} → MemberList (owner or admin)
+//	GET  /api/v1/forges                → ForgeList (any user; never a credential)
+//	PUT  /api/v1/forges/{name}         ForgeRequest → ForgeView (admin only)
+//	DELETE /api/v1/forges/{name}       → ForgeView (admin only; refused while a project maps to it)
+//	POST /api/v1/jobs/{id}/publish     PublishRequest → PublicationView (the requester, the project's owner
+//	                                   or an admin; 202 while the forge is retried)
 //	GET  /api/v1/projects/{name}/config → ProjectConfig (members and admin)
 //	PUT  /api/v1/projects/{name}/config ProjectConfigRequest → ProjectConfig (owner or admin)
 //	GET|POST /approve?name=&key=       the runner login link's HTML page and its form (signed in, or a user token in the form)
@@ -157,6 +162,8 @@ type JobView struct {
 	// (approved or awaiting approval).
 	Questions []protocol.QuestionView `json:"questions,omitempty"`
 	Summary   string                  `json:"summary,omitempty"` // the delivery of the latest attempt that delivered
+	// Publication is where the job's result went on its project's forge.
+	Publication *PublicationView `json:"publication,omitempty"`
 	// Events is the job's history (its first 1000 events), only with
 	// GET /jobs/{id}?events=1; GET /jobs/{id}/events?after=SEQ pages
 	// through it from any point.
@@ -398,8 +405,12 @@ type ProjectConfig struct {
 	// SetupFile that run with the project's secrets.
 	SetupApproved []string `json:"setup_approved,omitempty"`
 	Caches        []string `json:"caches"`
-	Large         bool     `json:"large,omitempty"`  // runners fetch it as a partial clone (--filter=blob:none)
-	Sparse        []string `json:"sparse,omitempty"` // its jobs' worktrees hold only these folders (cone mode)
+	Large         bool     `json:"large,omitempty"`      // runners fetch it as a partial clone (--filter=blob:none)
+	Sparse        []string `json:"sparse,omitempty"`     // its jobs' worktrees hold only these folders (cone mode)
+	Forge         string   `json:"forge,omitempty"`      // the forge connection its results publish to
+	ForgeRepo     string   `json:"forge_repo,omitempty"` // OWNER/REPO on it
+	Publish       string   `json:"publish,omitempty"`    // what a completed job publishes by itself: pr or branch
+	DirectPush    bool     `json:"direct_push,omitempty"`
 	// Policies lists the policies the hub's operator defines (name → host
 	// patterns), to choose from; AllowOpen says whether "open" is one.
 	Policies  map[string][]string `json:"policies,omitempty"`
@@ -422,6 +433,83 @@ type ProjectConfigRequest struct {
 	Caches         *[]string `json:"caches,omitempty"`
 	Large          *bool     `json:"large,omitempty"`
 	Sparse         *[]string `json:"sparse,omitempty"` // [] makes worktrees whole again
+	// Forge and ForgeRepo map the project to OWNER/REPO on a forge
+	// connection ("" and "" unmap it); Publish is what a completed job
+	// publishes by itself: pr, branch or none; DirectPush lets it push to
+	// the default branch or a pull request's base.
+	Forge      *string `json:"forge,omitempty"`
+	ForgeRepo  *string `json:"forge_repo,omitempty"`
+	Publish    *string `json:"publish,omitempty"`
+	DirectPush *bool   `json:"direct_push,omitempty"`
+}
+
+// ForgeRequest adds a forge connection or replaces the one of that name
+// (PUT /forges/{name}, admins): a token, or a GitHub App's id and private
+// key (PEM). Neither ever comes back.
+type ForgeRequest struct {
+	Kind       string `json:"kind"` // github, gitea or gitlab
+	URL        string `json:"url"`  // the forge's root, e.g. https://github.com
+	Token      string `json:"token,omitempty"`
+	AppID      int64  `json:"app_id,omitempty"`
+	PrivateKey string `json:"private_key,omitempty"`
+}
+
+// ForgeView is a forge connection as the API shows it: never its
+// credential.
+type ForgeView struct {
+	Name      string    `json:"name"`
+	Kind      string    `json:"kind"`
+	URL       string    `json:"url"`
+	AppID     int64     `json:"app_id,omitempty"` // a GitHub App's; 0 for a token
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	Projects  []string  `json:"projects,omitempty"` // the projects mapped to it that the caller may see
+}
+
+// ForgeList is GET /forges.
+type ForgeList struct {
+	Forges []ForgeView `json:"forges"`
+}
+
+// Publication modes.
+const (
+	PublishPR     = "pr"     // push the branch, open (or find) its pull request
+	PublishBranch = "branch" // push the branch only
+	PublishToPR   = "to_pr"  // push onto an existing pull request's head, fast-forward only
+	PublishAGit   = "agit"   // Gitea/Forgejo: push to refs/for/BASE with a topic; no branch
+)
+
+// PublishRequest publishes a completed job's result to its project's
+// forge (POST /jobs/{id}/publish). Mode "" is pr. Branch "" is drover/JOB;
+// Base "" is the repository's default branch (or the pull request's).
+type PublishRequest struct {
+	Mode   string `json:"mode,omitempty"`
+	Branch string `json:"branch,omitempty"`
+	ToPR   int    `json:"to_pr,omitempty"`
+	Base   string `json:"base,omitempty"`
+	Draft  bool   `json:"draft,omitempty"`
+	Title  string `json:"title,omitempty"`
+}
+
+// PublicationView is a job's publication and its outcome. State is
+// pending (the hub carries it on), done or failed; Code says why a
+// failed one failed (remote_moved, forge_unauthorized, ...).
+type PublicationView struct {
+	Job       string    `json:"job"`
+	Forge     string    `json:"forge"`
+	Repo      string    `json:"repo"`
+	Mode      string    `json:"mode"`
+	Branch    string    `json:"branch,omitempty"`
+	Base      string    `json:"base,omitempty"`
+	Commit    string    `json:"commit"`
+	Pushed    string    `json:"pushed,omitempty"`
+	PR        int       `json:"pr,omitempty"`
+	URL       string    `json:"url,omitempty"`
+	State     string    `json:"state"`
+	Code      string    `json:"code,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Tries     int       `json:"tries"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // SecretRequest sets a project secret (PUT /projects/{name}/secrets/{secret};
