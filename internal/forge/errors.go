@@ -24,6 +24,7 @@ const (
 	CodeBadReply     = "bad_reply"    // an answer drover cannot read
 	CodeConflict     = "conflict"     // 409 or 422: the pull request cannot be made as asked
 	CodeRefused      = "refused"      // another 4xx
+	CodeNotReady     = "not_ready"    // a reply that the forge has not caught up with a push yet; retry soon
 )
 
 // Bounds on what an Error carries of the server's answer.

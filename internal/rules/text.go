@@ -179,3 +179,27 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // ValidName reports whether s can name a runner or a user: 1-64 letters,
 // digits or ._- starting with a letter or digit.
 func ValidName(s string) bool { return namePattern.MatchString(s) }
+
+// Escape writes what CheckPlainText refuses as Go escapes (\x1b, \u009b,
+// and \xff for a byte of invalid UTF-8), so that text from elsewhere (a
+// server's message, an agent's words) shows as text wherever it goes.
+// Multiline keeps tab, newline and the CR of a CRLF.
+func Escape(s string, multiline bool) string {
+	if CheckPlainText("", s, multiline) == nil {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case !IsControl(r),
+			multiline && (r == '\t' || r == '\n'),
+			multiline && r == '\r' && i+1 < len(s) && s[i+1] == '\n':
+			b.WriteRune(r)
+		default:
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		}
+	}
+	return b.String()
+}

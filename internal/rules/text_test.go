@@ -174,3 +174,27 @@ func TestCheckJSONMemoryIsLinear(t *testing.T) {
 		})
 	}
 }
+
+func TestEscape(t *testing.T) {
+	cases := []struct {
+		in        string
+		multiline bool
+		want      string
+	}{
+		{"plain", false, "plain"},
+		{"a\x1b[31mb", false, `a\x1b[31mb`},
+		{"line\nnext\r\nend\rover", true, "line\nnext\r\nend\\rover"},
+		{"line\nnext", false, `line\nnext`},
+		{"c1 \u009b2J", true, `c1 \u009b2J`},
+		{"bad \xff byte, kept \uFFFD", true, "bad \\xff byte, kept \uFFFD"},
+	}
+	for _, c := range cases {
+		got := Escape(c.in, c.multiline)
+		if got != c.want {
+			t.Errorf("Escape(%q, %v) = %q, want %q", c.in, c.multiline, got, c.want)
+		}
+		if err := CheckPlainText("x", got, c.multiline); err != nil {
+			t.Errorf("Escape(%q) is not plain text: %v", c.in, err)
+		}
+	}
+}

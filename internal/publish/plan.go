@@ -1,0 +1,183 @@
+package publish
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"drover/internal/apitypes"
+	"drover/internal/forge"
+	"drover/internal/hub/call"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/rules"
+	"drover/internal/store"
+)
+
+// BranchPrefix names a job's branch: drover/JOB, the same on every try and
+// every forge, which is what finds its pull request again.
+const BranchPrefix = "drover/"
+
+// defaultTitleLen bounds a title made from the job's prompt.
+const defaultTitleLen = 72
+
+// Modes are the publication modes, the first the default.
+func Modes() []string {
+	return []string{apitypes.PublishPR, apitypes.PublishBranch, apitypes.PublishToPR, apitypes.PublishAGit}
+}
+
+// plan checks a request against the job and its project and makes the
+// intent to record. by is the user who asks ("" for the project's
+// default).
+func (s *Service) plan(j Job, req apitypes.PublishRequest, by string) (store.Publication, error) {
+	v := j.View
+	switch {
+	case v.Project == "":
+		return store.Publication{}, call.BadRequest("job %s has no repository: nothing to publish", v.ID)
+	case v.Mode != protocol.ModeFix:
+		return store.Publication{}, call.Conflict("job %s is in %s mode and made no commit to publish", v.ID, v.Mode)
+	case v.State != job.Completed:
+		return store.Publication{}, call.Conflict("job %s is %s: only a completed job's result publishes", v.ID, v.State)
+	case v.Head == "" || v.Head == v.Base:
+		return store.Publication{}, call.Conflict("job %s made no commit: nothing to publish", v.ID)
+	case j.Config.Forge == "" || j.Config.ForgeRepo == "":
+		return store.Publication{}, call.Errf(409, CodeNotMapped,
+			"project %s is mapped to no forge; its owner or an admin maps it: drover projects config %s --forge NAME --forge-repo OWNER/REPO",
+			v.Project, v.Project)
+	}
+	mode := req.Mode
+	if mode == "" {
+		mode = apitypes.PublishPR
+	}
+	if !slices.Contains(Modes(), mode) {
+		return store.Publication{}, call.BadRequest("publication mode %q: want one of %s", rules.Escape(mode, false), strings.Join(Modes(), ", "))
+	}
+	p := store.Publication{JobID: v.ID, Forge: j.Config.Forge, Repo: j.Config.ForgeRepo, Mode: mode,
+		Base: req.Base, ToPR: req.ToPR, Draft: req.Draft, Commit: v.Head, State: store.PublicationPending, By: by}
+	switch {
+	case mode == apitypes.PublishToPR && req.ToPR <= 0:
+		return store.Publication{}, call.BadRequest("to_pr needs the pull request's number (--to-pr N)")
+	case mode != apitypes.PublishToPR && req.ToPR != 0:
+		return store.Publication{}, call.BadRequest("a pull request's number goes with mode to_pr only")
+	case mode == apitypes.PublishToPR && (req.Base != "" || req.Branch != ""):
+		return store.Publication{}, call.BadRequest("a push to pull request %d takes its branch and base from it: give neither", req.ToPR)
+	case mode == apitypes.PublishAGit && req.Branch != "":
+		return store.Publication{}, call.BadRequest("an AGit pull request has no branch: give none (its topic is drover-%s)", v.ID)
+	case req.Draft && mode != apitypes.PublishPR && mode != apitypes.PublishAGit:
+		return store.Publication{}, call.BadRequest("only a new pull request can be a draft")
+	}
+	if mode == apitypes.PublishPR || mode == apitypes.PublishBranch {
+		p.Branch = req.Branch
+		if p.Branch == "" {
+			p.Branch = BranchPrefix + v.ID
+		}
+		if err := forge.CheckBranch("head", p.Branch); err != nil {
+			return store.Publication{}, call.BadRequest("%v", err)
+		}
+	}
+	if p.Base != "" {
+		if err := forge.CheckBranch("base", p.Base); err != nil {
+			return store.Publication{}, call.BadRequest("%v", err)
+		}
+		if p.Base == p.Branch {
+			return store.Publication{}, call.BadRequest("the branch and the base are both %q", p.Base)
+		}
+	}
+	p.Title = req.Title
+	if p.Title == "" {
+		p.Title = defaultTitle(v)
+	} else if err := checkTitle(p.Title); err != nil {
+		return store.Publication{}, call.BadRequest("%v", err)
+	}
+	if _, err := forge.ParseRepo(p.Repo); err != nil {
+		return store.Publication{}, call.Conflict("project %s's forge repository: %v", v.Project, err)
+	}
+	return p, nil
+}
+
+func checkTitle(t string) error {
+	if err := rules.CheckText("pull request title", t, forge.MaxTitle); err != nil {
+		return err
+	}
+	return rules.CheckPlainText("pull request title", t, false)
+}
+
+// defaultTitle is the first line of the job's prompt, as plain text, cut.
+func defaultTitle(v apitypes.JobView) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(strings.Join(v.Args, " ")), "\n")
+	line = strings.TrimSpace(rules.Escape(line, false))
+	if len(line) > defaultTitleLen {
+		line = strings.TrimSpace(call.Truncate(line, defaultTitleLen-len("…"))) + "…"
+	}
+	if line == "" {
+		return "drover job " + v.ID
+	}
+	return line
+}
+
+// body is a pull request's description: what the job was asked, by whom,
+// its agent, attempts and cost, its page, and what the agent said it did.
+// The prompt and the agent's words go in code blocks (a fence longer than
+// any run of tildes in them), escaped as plain text: nothing from them is
+// rendered as markdown or HTML.
+func body(j Job) string {
+	v := j.View
+	var b strings.Builder
+	if j.URL != "" {
+		fmt.Fprintf(&b, "drover job [%s](%s) by %s.\n\n", v.ID, j.URL, mdText(v.Requester))
+	} else {
+		fmt.Fprintf(&b, "drover job %s by %s.\n\n", v.ID, mdText(v.Requester))
+	}
+	b.WriteString("Asked:\n\n")
+	writeBlock(&b, strings.Join(v.Args, " "))
+	var cost float64
+	var tokens int64
+	for _, a := range v.Attempts {
+		if a.Usage != nil {
+			cost += a.Usage.CostUSD
+			tokens += a.Usage.InputTokens + a.Usage.OutputTokens
+		}
+	}
+	fmt.Fprintf(&b, "\n| agent | attempts | tokens | cost |\n|---|---|---|---|\n| %s | %d | %d | $%.2f |\n",
+		mdText(v.Agent), len(v.Attempts), tokens, cost)
+	if v.Summary != "" {
+		b.WriteString("\nThe agent's summary:\n\n")
+		writeBlock(&b, v.Summary)
+	}
+	fmt.Fprintf(&b, "\nBase %s, head %s.\n", v.Base, v.Head)
+	out := b.String()
+	if len(out) > forge.MaxBody {
+		out = call.Truncate(out, forge.MaxBody-len("\n…\n")) + "\n…\n"
+	}
+	return out
+}
+
+// writeBlock writes text as a fenced code block that nothing in it ends.
+func writeBlock(b *strings.Builder, text string) {
+	text = rules.Escape(strings.TrimRight(text, "\n"), true)
+	longest, run := 0, 0
+	for _, r := range text {
+		if r == '~' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("~", max(3, longest+1))
+	fmt.Fprintf(b, "%stext\n%s\n%s\n", fence, text, fence)
+}
+
+// mdText is a short value of a table or sentence: one line, its markdown
+// and HTML characters escaped.
+func mdText(s string) string {
+	s = rules.Escape(s, false)
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune("\\`*_{}[]()<>#+-.!|~&", r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
