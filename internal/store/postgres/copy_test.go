@@ -48,6 +48,10 @@ func TestCopyFromSQLite(t *testing.T) {
 			tx.PutShare(store.Share{RunnerID: "r-1", Kind: store.ShareUser, Subject: "u-2", CreatedAt: now}),
 			tx.InsertContextFile("j-1", store.ContextFile{Name: "a.txt", Data: []byte("ctx")}),
 			tx.PutRequest("r-1", "q-1", []byte(`{"ok":true}`), now),
+			tx.PutForge(store.Forge{Name: "gh", Kind: "github", URL: "https://gh.example", AppID: 42, Secret: "key",
+				CreatedBy: "u-1", CreatedAt: now, UpdatedAt: later}),
+			tx.PutPublication(store.Publication{JobID: "j-1", Forge: "gh", Repo: "acme/web", Mode: "pr", Draft: true,
+				PRNumber: 3, State: store.PublicationDone, Tries: 1, CreatedAt: now, UpdatedAt: later}),
 			tx.PutHub(store.Hub{ID: "h-1", Version: "v1", StartedAt: now, LastSeen: later, Conns: 1}),
 			tx.HoldRunner("r-1", "h-1", now),
 			func() error { _, err := tx.TakeLeader("h-1", now, later); return err }(),
@@ -106,6 +110,10 @@ func TestCopyFromSQLite(t *testing.T) {
 			keep("meta", v12, err)
 			v13, err := tx.QueuedHeads(0)
 			keep("queue", v13, err)
+			v14, err := tx.Forges(true)
+			keep("forges", v14, err)
+			v15, err := tx.Publication("j-1")
+			keep("publication", v15, err)
 			return errors.Join(errs...)
 		}); err != nil {
 			t.Fatal(err)

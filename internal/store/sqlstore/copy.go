@@ -30,6 +30,8 @@ var copyTables = []struct{ name, cols string }{
 	{Registrations.Name, Registrations.List()},
 	{LaunchFailures.Name, LaunchFailures.List()},
 	{"project_secrets", "project, name, upstream, header, prefix, value, created_by, created_at"},
+	{Forges.Name, Forges.List()},
+	{Publications.Name, Publications.List()},
 	{Hubs.Name, Hubs.List()},
 	{RunnerHubs.Name, RunnerHubs.List()},
 	{LeaderTerm.Name, LeaderTerm.List()},

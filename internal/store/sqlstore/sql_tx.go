@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"drover/internal/store"
@@ -139,6 +140,20 @@ func (tb table) updateSetting(extra string) string {
 		set += ", " + extra
 	}
 	return fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", tb.name, set, tb.key)
+}
+
+// upsert is the insert of a row that replaces the one of its key, but for
+// the columns keep, which stay as the first insert wrote them.
+func (tb table) upsert(keep ...string) string {
+	cols := strings.Split(tb.cols, ", ")
+	var set []string
+	for _, c := range cols[1:] {
+		if !slices.Contains(keep, c) {
+			set = append(set, c+" = excluded."+c)
+		}
+	}
+	return fmt.Sprintf("INSERT INTO %s (%s) VALUES (?%s) ON CONFLICT (%s) DO UPDATE SET %s",
+		tb.name, tb.cols, strings.Repeat(", ?", len(cols)-1), tb.key, strings.Join(set, ", "))
 }
 
 // query returns a SELECT of all columns followed by rest (WHERE, ORDER BY…).

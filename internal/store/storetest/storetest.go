@@ -60,6 +60,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AccessVersionRace", testAccessVersionRace},
 		{"ProjectMembers", testProjectMembers},
 		{"ProjectSecrets", testProjectSecrets},
+		{"Forges", testForges},
+		{"Publications", testPublications},
 		{"ActiveJobs", testActiveJobs},
 		{"VisibleJobs", testVisibleJobs},
 		{"VisibleQuestions", testVisibleQuestions},
@@ -670,6 +672,9 @@ func testMissingReferences(t *testing.T, s store.Store) {
 		}},
 		{"share of missing runner", func(tx store.Tx) error {
 			return tx.PutShare(store.Share{RunnerID: "r-9", Kind: store.ShareUser, Subject: "u-1", CreatedAt: at(0)})
+		}},
+		{"publication of missing job", func(tx store.Tx) error {
+			return tx.PutPublication(publication("j-9", store.PublicationPending, 0))
 		}},
 		{"member of missing project", func(tx store.Tx) error { return tx.AddMember("nope", "u-1", at(0)) }},
 		{"missing member of project", func(tx store.Tx) error {
