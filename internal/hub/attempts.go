@@ -14,6 +14,7 @@ import (
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/publish"
 	"drover/internal/rules"
 	"drover/internal/store"
 )
@@ -334,7 +335,13 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 			}
 			a.Usage = string(b)
 		}
-		return protocol.FinishAck{}, h.applyFinish(tx, c.name, &a, &j, fin.Outcome, digest)
+		if err := h.applyFinish(tx, c.name, &a, &j, fin.Outcome, digest); err != nil {
+			return protocol.FinishAck{}, err
+		}
+		// The project's default publication is recorded with the
+		// completion: a hub that dies now still publishes it at its start.
+		_, err = publish.Intent(tx, j, h.now())
+		return protocol.FinishAck{}, err
 	})
 	if err != nil {
 		return protocol.FinishAck{}, err
@@ -351,6 +358,9 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		h.reg.removeActive(c.runnerID, fin.Attempt)
 		h.notify(fin.Job)
 		h.kick()
+		if fin.Outcome.State == job.AttemptCompleted {
+			h.publisher.JobCompleted(ctx, fin.Job)
+		}
 	}
 	return ack, nil
 }

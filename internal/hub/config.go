@@ -2,6 +2,7 @@ package hub
 
 import (
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -45,6 +46,9 @@ type Config struct {
 	PublicURL string
 	// Git runs git for the hub's repositories (zero value: git from PATH).
 	Git gitcmd.Git
+	// ForgeHTTP is the client of forges' APIs; nil for one with a
+	// minute's timeout per call.
+	ForgeHTTP *http.Client
 	// Connection timeouts of Serve's HTTP server. A request's headers must
 	// arrive within ReadHeaderTimeout (10s); its body may pause at most
 	// ReadTimeout between two reads (1m), however long the whole body

@@ -22,6 +22,7 @@ import (
 	"drover/internal/hubrepo"
 	"drover/internal/ids"
 	"drover/internal/retry"
+	"drover/internal/publish"
 	"drover/internal/store"
 	"drover/internal/store/postgres"
 	"drover/internal/store/sqlite"
@@ -54,6 +55,8 @@ type Hub struct {
 	stalls   map[string]*logStallInfo // attempt id → its log could not be stored (under mu)
 	web      *web.Server              // the dashboard's pages
 	gateway  *gateway.Gateway         // the runners' WebSocket
+	// publisher carries jobs' results to forges (internal/publish)
+	publisher *publish.Service
 	metrics  *metrics
 
 	fleet fleetState // what autoscalers wait on
@@ -169,7 +172,15 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.repos.Scratch = h.scratch.dir
 	bgctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel
-	h.bg.Add(4)
+	h.publisher = publish.New(bgctx, publishCore{h}, publish.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger,
+		HTTP: cfg.ForgeHTTP, Metrics: publish.NewMetrics(h.metrics.reg), Now: h.now})
+	h.bg.Add(5)
+	go func() {
+		defer h.bg.Done()
+		if err := h.publisher.Resume(bgctx); err != nil {
+			h.log.Error("could not resume the pending publications", "err", err)
+		}
+	}()
 	go func() { defer h.bg.Done(); h.stallLoop(bgctx) }()
 	go func() { defer h.bg.Done(); h.dispatchLoop(bgctx) }()
 	go func() { defer h.bg.Done(); h.sweepLoop(bgctx) }()
@@ -337,6 +348,9 @@ func (h *Hub) Close() error {
 	}
 	h.closeAllConns("hub shutting down")
 	h.bg.Wait()
+	if h.publisher != nil {
+		h.publisher.Wait()
+	}
 	h.leave()
 	if h.scratch != nil {
 		h.scratch.release()

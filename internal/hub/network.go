@@ -12,6 +12,7 @@ import (
 	"drover/internal/hub/call"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
+	"drover/internal/publish"
 	"drover/internal/store"
 )
 
@@ -197,6 +198,7 @@ func (h *Hub) configView(prj store.Project) apitypes.ProjectConfig {
 	return apitypes.ProjectConfig{Project: prj.Name, SetupNetwork: orEmpty(c.SetupNetwork), AgentNetwork: orEmpty(c.AgentNetwork),
 		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
 		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile, SetupApproved: c.SetupApproved, Large: c.Large, Sparse: c.Sparse,
+		Forge: c.Forge, ForgeRepo: c.ForgeRepo, Publish: c.Publish, DirectPush: c.DirectPush,
 		Policies: h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
 }
 
@@ -204,6 +206,20 @@ func (h *Hub) configView(prj store.Project) apitypes.ProjectConfig {
 // changes nothing.
 func (h *Hub) applyConfig(c store.ProjectConfig, req apitypes.ProjectConfigRequest) (store.ProjectConfig, error) {
 	var err error
+	for _, f := range []struct {
+		to   *string
+		from *string
+	}{{&c.Forge, req.Forge}, {&c.ForgeRepo, req.ForgeRepo}, {&c.Publish, req.Publish}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	if c.Publish == "none" {
+		c.Publish = ""
+	}
+	if req.DirectPush != nil {
+		c.DirectPush = *req.DirectPush
+	}
 	if req.SetupNetwork != nil {
 		if c.SetupNetwork, err = h.cfg.Network.Choose(*req.SetupNetwork); err != nil {
 			return c, call.BadRequest("setup network: %v", err)
@@ -345,6 +361,9 @@ func (h *Hub) SetProjectConfig(ctx context.Context, p call.Caller, req call.Proj
 			return err
 		}
 		after = prj.Config
+		if err := publish.CheckMapping(tx, prj.Config); err != nil {
+			return err
+		}
 		if err := tx.SetProjectConfig(prj.Name, prj.Config, h.now()); err != nil {
 			return err
 		}

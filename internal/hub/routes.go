@@ -7,17 +7,25 @@ import (
 	"drover/internal/githttp"
 	"drover/internal/hub/call"
 	"drover/internal/hub/httpapi"
+	"drover/internal/publish"
 	"drover/internal/store"
 )
 
 // The hub is the core of its transports (each in a package that never
 // imports it) and their composition root: routes mounts them.
 
-var _ httpapi.Core = (*Hub)(nil)
+// apiCore is what the API calls: the core's operations, and those of
+// the capabilities that are packages of their own.
+type apiCore struct {
+	*Hub
+	*publish.Service
+}
+
+var _ httpapi.Core = apiCore{}
 
 func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
-	api := httpapi.New(h, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
+	api := httpapi.New(apiCore{h, h.publisher}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
 	api.Register(mux)
 	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", api.As(store.TokenRunner, h.gateway.Serve))
 	mux.Handle(githttp.Prefix, h.gitServer())

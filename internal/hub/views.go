@@ -3,12 +3,14 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"drover/internal/apitypes"
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/publish"
 	"drover/internal/store"
 )
 
@@ -96,6 +98,12 @@ func (n *namer) jobView(j store.Job) (apitypes.JobView, error) {
 		if a.ID == j.AttemptID {
 			v.Runner = av.Runner
 		}
+	}
+	if pub, err := n.tx.Publication(j.ID); err == nil {
+		pv := publish.View(pub)
+		v.Publication = &pv
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return apitypes.JobView{}, err
 	}
 	qs, err := n.questionViews(j, false)
 	if err != nil {

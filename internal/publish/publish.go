@@ -29,6 +29,7 @@ import (
 	"drover/internal/gitcmd"
 	"drover/internal/hub/call"
 	"drover/internal/job"
+	"drover/internal/protocol"
 	"drover/internal/retry"
 	"drover/internal/store"
 )
@@ -193,27 +194,59 @@ func (s *Service) PublishJob(ctx context.Context, c call.Caller, id string, req 
 	return s.start(ctx, j, intent, c.Name)
 }
 
-// JobCompleted publishes a completed job by its project's default, if it
-// has one. The hub calls it once the completion is committed.
+// Intent records, in the transaction that completes job j, the
+// publication its project's default asks for (Config.Publish), so that a
+// hub that dies right after the completion still publishes it (Resume).
+// It records nothing for a project without a default or a job without a
+// commit of its own.
+func Intent(tx store.Tx, j store.Job, now time.Time) (bool, error) {
+	if j.State != job.Completed || j.Project == "" || j.Mode != protocol.ModeFix || j.Head == j.Base {
+		return false, nil
+	}
+	prj, err := tx.Project(j.Project)
+	if err != nil {
+		return false, fmt.Errorf("read project %s: %w", j.Project, err)
+	}
+	c := prj.Config
+	if (c.Publish != apitypes.PublishPR && c.Publish != apitypes.PublishBranch) || c.Forge == "" || c.ForgeRepo == "" {
+		return false, nil
+	}
+	if _, err := tx.Publication(j.ID); err == nil {
+		return false, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	// The title is made from the prompt when it runs (run).
+	p := store.Publication{JobID: j.ID, Forge: c.Forge, Repo: c.ForgeRepo, Mode: c.Publish, Branch: BranchPrefix + j.ID,
+		Commit: j.Head, State: store.PublicationPending, CreatedAt: now, UpdatedAt: now}
+	return true, tx.PutPublication(p)
+}
+
+// JobCompleted carries on the publication Intent recorded for job id. The
+// hub calls it once the completion is committed.
 func (s *Service) JobCompleted(ctx context.Context, id string) {
+	var p store.Publication
+	err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		p, err = tx.Publication(id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return
+	}
+	if err != nil {
+		s.cfg.Logger.Warn("could not read a completed job's publication", "job", id, "err", err)
+		return
+	}
+	if p.State != store.PublicationPending {
+		return
+	}
 	j, err := s.core.JobByID(ctx, id)
 	if err != nil {
 		s.cfg.Logger.Warn("could not read a completed job to publish it", "job", id, "err", err)
 		return
 	}
-	mode := j.Config.Publish
-	if mode == "" || mode == "none" || j.View.State != job.Completed || j.View.Head == j.View.Base || j.Config.Forge == "" {
-		return
-	}
-	intent, err := s.plan(j, apitypes.PublishRequest{Mode: mode}, "")
-	if err != nil {
-		s.cfg.Logger.Warn("a completed job's project publishes it, but the publication is refused", "job", id, "err", err)
-		_ = s.core.Event(ctx, id, "publish", "hub", "the project's default publication is refused: "+err.Error())
-		return
-	}
-	if _, err := s.start(ctx, j, intent, "hub"); err != nil {
-		s.cfg.Logger.Warn("could not publish a completed job", "job", id, "err", err)
-	}
+	s.background(j, p, "hub")
 }
 
 // Resume carries on the publications a hub left pending (it stopped, or

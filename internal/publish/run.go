@@ -23,6 +23,23 @@ func (s *Service) run(ctx context.Context, j Job, p store.Publication, actor str
 		return p // the hub is stopping; the next start resumes it
 	}
 	defer unlock()
+	// Another run (a resume, another hub) may have ended it meanwhile.
+	var cur store.Publication
+	if err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		cur, err = tx.Publication(p.JobID)
+		return err
+	}); err != nil {
+		s.cfg.Logger.Warn("could not read a publication to carry it on", "job", p.JobID, "err", err)
+		return p
+	}
+	if cur.State != store.PublicationPending {
+		return cur
+	}
+	p = cur
+	if p.Title == "" {
+		p.Title = defaultTitle(j.View)
+	}
 	p.Tries++
 	s.save(ctx, &p)
 	policy := s.cfg.Retry

@@ -23,6 +23,16 @@ type Core interface {
 	Fleet
 	Hubs
 	Transfers
+	Forges
+}
+
+// Forges are the forge connections and the publication of jobs' results
+// to them (internal/publish).
+type Forges interface {
+	ListForges(ctx context.Context, p call.Caller) (apitypes.ForgeList, error)
+	PutForge(ctx context.Context, p call.Caller, name string, req apitypes.ForgeRequest) (apitypes.ForgeView, error)
+	RemoveForge(ctx context.Context, p call.Caller, name string) (apitypes.ForgeView, error)
+	PublishJob(ctx context.Context, p call.Caller, id string, req apitypes.PublishRequest) (apitypes.PublicationView, error)
 }
 
 // Auth resolves tokens to callers and errors to refusals.

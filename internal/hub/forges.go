@@ -1,0 +1,88 @@
+package hub
+
+import (
+	"context"
+	"errors"
+
+	"drover/internal/apitypes"
+	"drover/internal/hub/call"
+	"drover/internal/publish"
+	"drover/internal/store"
+)
+
+// publishCore adapts the core to publish.Core: publishing a job's result
+// to a forge is a package of its own (internal/publish) over these.
+type publishCore struct{ h *Hub }
+
+var _ publish.Core = publishCore{}
+
+// Job reads a job c may see (else "no job"), which c may publish: its
+// requester, its project's owner or an admin.
+func (a publishCore) Job(ctx context.Context, c call.Caller, id string) (publish.Job, error) {
+	v, err := a.h.jobView(ctx, c, id)
+	if err != nil {
+		return publish.Job{}, err
+	}
+	return a.job(ctx, id, func(j store.Job, prj store.Project) error {
+		if c.Admin || j.RequesterID == c.UserID || (prj.OwnerID != "" && prj.OwnerID == c.UserID) {
+			return nil
+		}
+		return call.Forbidden("only job %s's requester, project %s's owner or an admin publishes its result", id, prj.Name)
+	}, v)
+}
+
+// JobByID reads a job for the hub itself.
+func (a publishCore) JobByID(ctx context.Context, id string) (publish.Job, error) {
+	v, err := a.h.jobView(ctx, call.Caller{Admin: true, Name: "hub"}, id)
+	if err != nil {
+		return publish.Job{}, err
+	}
+	return a.job(ctx, id, nil, v)
+}
+
+func (a publishCore) job(ctx context.Context, id string, may func(store.Job, store.Project) error, v apitypes.JobView) (publish.Job, error) {
+	out := publish.Job{View: v}
+	err := a.h.store.Read(ctx, func(tx store.Tx) error {
+		j, err := tx.Job(id)
+		if err != nil {
+			return err
+		}
+		if j.Project == "" {
+			return nil
+		}
+		prj, err := tx.Project(j.Project)
+		if errors.Is(err, store.ErrNotFound) {
+			return noProject(j.Project)
+		} else if err != nil {
+			return err
+		}
+		if may != nil {
+			if err := may(j, prj); err != nil {
+				return err
+			}
+		}
+		out.Config = prj.Config
+		out.RepoDir = a.h.repos.Dir(j.Project)
+		return nil
+	})
+	if a.h.cfg.PublicURL != "" {
+		out.URL = a.h.cfg.PublicURL + "/jobs/" + id
+	}
+	return out, err
+}
+
+// Event records an event of the job and tells its followers.
+func (a publishCore) Event(ctx context.Context, jobID, kind, actor, text string) error {
+	err := a.h.store.Write(ctx, func(tx store.Tx) error {
+		return a.h.event(tx, jobID, kind, actor, "%s", text)
+	})
+	if err == nil {
+		a.h.notify(jobID)
+	}
+	return err
+}
+
+// Lock takes a lock every hub on the data directory shares.
+func (a publishCore) Lock(ctx context.Context, name string) (func(), error) {
+	return a.h.locks.lock(ctx, name)
+}
