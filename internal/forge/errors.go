@@ -48,7 +48,7 @@ type Error struct {
 	Op         string // what drover was doing: "create pull request", ...
 	Status     int    // the HTTP status; 0 with no answer
 	Code       string
-	RetryAfter time.Duration // what a 429 or 503 asked for, at most 10 minutes; 0 when unsaid
+	RetryAfter time.Duration // what a rate limit or a 503 asked for, at most 10 minutes; 0 when unsaid
 	Msg        string
 	err        error // the transport's cause, for errors.Is (context.Canceled, ...)
 }

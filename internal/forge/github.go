@@ -280,7 +280,7 @@ func (g *ghClient) redact(s string) string {
 }
 
 func ghPR(op string, p *github.PullRequest) (PR, error) {
-	if p.GetNumber() <= 0 || p.Head == nil || p.Base == nil {
+	if p == nil || p.GetNumber() <= 0 || p.Head == nil || p.Base == nil {
 		return PR{}, &Error{Op: op, Code: CodeBadReply, Msg: "a pull request without a number, head or base"}
 	}
 	state := p.GetState()

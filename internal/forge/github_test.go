@@ -459,3 +459,31 @@ func TestOpenGitHub(t *testing.T) {
 		}
 	}
 }
+
+// TestGitHubAppConcurrent: calls at once as an App, each creating the same pull request,
+// share the client's installations without a race and open one pull request.
+func TestGitHubAppConcurrent(t *testing.T) {
+	f := newFakeGitHub(t)
+	c := withApp(t, f)
+	f.push("o/r", "drover/job-1", shaJob)
+	var wg sync.WaitGroup
+	prs := make([]forge.PR, 8)
+	for i := range prs {
+		wg.Go(func() {
+			pr, err := c.CreatePR(t.Context(), repoOR, forge.NewPR{Head: "drover/job-1", Base: "main", Title: "job 1"})
+			if f.seen(err) != nil {
+				t.Error(err)
+			}
+			prs[i] = pr
+		})
+	}
+	wg.Wait()
+	for _, pr := range prs {
+		if pr.Number != 1 {
+			t.Fatalf("CreatePR: %+v, want #1", pr)
+		}
+	}
+	if n := f.openPulls("o/r", "drover/job-1"); n != 1 {
+		t.Fatalf("%d open pull requests, want 1", n)
+	}
+}
