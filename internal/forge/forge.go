@@ -1,12 +1,14 @@
-// Package forge is drover's client of code forges (Gitea and Forgejo now): the forge-neutral
-// types of a repository and its pull requests, the Client the hub publishes results through,
-// and its errors. It never retries (callers wait through internal/retry, honouring
-// Error.RetryAfter), and the token it holds goes in the Authorization header only: never in a
-// URL, an error or a log line.
+// Package forge is drover's client of code forges (GitHub and GitHub Enterprise Server, Gitea
+// and Forgejo now): the forge-neutral types of a repository and its pull requests, the Client
+// the hub publishes results through, and its errors. It never retries (callers wait through
+// internal/retry, honouring Error.RetryAfter; a GitHub App's installation token the server
+// refused is the one exception: minted again once), and the token it holds goes in the
+// Authorization header only: never in a URL, an error or a log line.
 package forge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -190,6 +192,53 @@ func CheckBranch(what, name string) error {
 			return bad("no part may start with '.'")
 		case strings.HasSuffix(part, ".lock"):
 			return bad(`no part may end with ".lock"`)
+		}
+	}
+	return nil
+}
+
+// checkFind checks FindPR's arguments.
+func checkFind(repo Repo, head, base string) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	if err := CheckBranch("head", head); err != nil {
+		return err
+	}
+	return CheckBranch("base", base)
+}
+
+// createOnce is CreatePR on every forge: look for the pull request, open it with create when
+// there is none, and take a conflict (the head and base are taken) as one opened since the
+// look, by a concurrent call or an earlier one whose answer was lost: that one is the answer.
+func createOnce(ctx context.Context, c Client, repo Repo, n NewPR, create func() (PR, error)) (PR, error) {
+	if err := repo.Validate(); err != nil {
+		return PR{}, err
+	}
+	if err := n.Validate(); err != nil {
+		return PR{}, err
+	}
+	if pr, ok, err := c.FindPR(ctx, repo, n.Head, n.Base); err != nil || ok {
+		return pr, err
+	}
+	pr, err := create()
+	if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeConflict {
+		if pr, found, ferr := c.FindPR(ctx, repo, n.Head, n.Base); ferr != nil || found {
+			return pr, ferr
+		}
+	}
+	return pr, err
+}
+
+// checkToken refuses a token that cannot go in a header as it is. It never quotes the token:
+// an error must not carry it, even a wrong one. forge names the forge.
+func checkToken(forge, token string) error {
+	if token == "" {
+		return fmt.Errorf("forge: a %s token is required", forge)
+	}
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("forge: the %s token holds a space or a character that is not printable ASCII", forge)
 		}
 	}
 	return nil

@@ -49,14 +49,8 @@ func NewGitea(baseURL, token string, httpClient *http.Client) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("forge: Gitea %w", err)
 	}
-	// The token is never quoted: an error must not carry it, even a wrong one.
-	if token == "" {
-		return nil, errors.New("forge: a Gitea token is required")
-	}
-	for i := 0; i < len(token); i++ {
-		if c := token[i]; c <= ' ' || c >= 0x7f {
-			return nil, errors.New("forge: the Gitea token holds a space or a character that is not printable ASCII")
-		}
+	if err := checkToken("Gitea", token); err != nil {
+		return nil, err
 	}
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: defaultTimeout}
@@ -95,13 +89,7 @@ func (p giteaPull) pr(op string) (PR, error) {
 }
 
 func (g *gitea) FindPR(ctx context.Context, repo Repo, head, base string) (PR, bool, error) {
-	if err := repo.Validate(); err != nil {
-		return PR{}, false, err
-	}
-	if err := CheckBranch("head", head); err != nil {
-		return PR{}, false, err
-	}
-	if err := CheckBranch("base", base); err != nil {
+	if err := checkFind(repo, head, base); err != nil {
 		return PR{}, false, err
 	}
 	// A head in the base's own repository: a fork's branch of the same name is another's.
@@ -154,34 +142,19 @@ func (g *gitea) findOpen(ctx context.Context, op string, repo Repo, base string,
 }
 
 func (g *gitea) CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error) {
-	if err := repo.Validate(); err != nil {
-		return PR{}, err
-	}
-	if err := n.Validate(); err != nil {
-		return PR{}, err
-	}
-	if pr, ok, err := g.FindPR(ctx, repo, n.Head, n.Base); err != nil || ok {
-		return pr, err
-	}
-	title := n.Title
-	if n.Draft {
-		title = draftPrefix + title
-	}
-	const op = "create pull request"
-	var p giteaPull
-	err := g.call(ctx, op, http.MethodPost, repoPath(repo, "pulls"), nil,
-		map[string]string{"head": n.Head, "base": n.Base, "title": title, "body": n.Body}, &p)
-	if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeConflict {
-		// Opened since the look above (Gitea refuses a second open pull request of a head
-		// and base): that one is the answer.
-		if pr, found, ferr := g.FindPR(ctx, repo, n.Head, n.Base); ferr != nil || found {
-			return pr, ferr
+	return createOnce(ctx, g, repo, n, func() (PR, error) {
+		title := n.Title
+		if n.Draft {
+			title = draftPrefix + title
 		}
-	}
-	if err != nil {
-		return PR{}, err
-	}
-	return p.pr(op)
+		const op = "create pull request"
+		var p giteaPull
+		if err := g.call(ctx, op, http.MethodPost, repoPath(repo, "pulls"), nil,
+			map[string]string{"head": n.Head, "base": n.Base, "title": title, "body": n.Body}, &p); err != nil {
+			return PR{}, err
+		}
+		return p.pr(op)
+	})
 }
 
 func (g *gitea) GetPR(ctx context.Context, repo Repo, number int) (PR, error) {
@@ -261,12 +234,7 @@ func (g *gitea) call(ctx context.Context, op, method, path string, q url.Values,
 	}
 	resp, err := g.http.Do(req)
 	if err != nil {
-		// Only the cause: the URL is ours, and the message is the transport's.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return &Error{Op: op, Code: CodeUnavailable, Msg: message(g.redact(err.Error())), err: err}
+		return transportError(op, err, g.redact)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
