@@ -69,8 +69,13 @@ The credential is a token (--forge-token-file) or, on GitHub and
 recommended there, a GitHub App: its id (--app-id) and its private key
 (--private-key-file, the PEM file GitHub gave). A file of "-" is stdin.
 The credential goes to the hub only and stays there.`,
-		Args:    names,
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return checkFlagRules(cmd) },
+		Args: names,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if a.tokenFile == "-" && (tokenFile == "-" || keyFile == "-") {
+				return usagef("stdin can hold the API token (--token-file -) or the forge's credential, not both")
+			}
+			return checkFlagRules(cmd)
+		},
 	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ForgeView, error) {
 		req := apitypes.ForgeRequest{Kind: kind, URL: url, AppID: appID}
 		var err error

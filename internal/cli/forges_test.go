@@ -101,6 +101,7 @@ func TestForgesAddFlags(t *testing.T) {
 		{"no kind", []string{"forges", "add", "f", "--url", "https://x", "--forge-token-file", tok}, `"kind"`},
 		{"no url", []string{"forges", "add", "f", "--kind", "gitea", "--forge-token-file", tok}, `"url"`},
 		{"bad kind", []string{"forges", "add", "f", "--kind", "svn", "--url", "https://x", "--forge-token-file", tok}, "want one of github, gitea, gitlab"},
+		{"stdin twice", []string{"--token-file", "-", "forges", "add", "f", "--kind", "gitea", "--url", "https://x", "--forge-token-file", "-"}, "not both"},
 		{"bad name", []string{"forges", "add", "a/b", "--kind", "gitea", "--url", "https://x", "--forge-token-file", tok}, "no spaces"},
 	} {
 		r := runCLI(t, forgeEnv(h), "", tt.args...)
