@@ -109,7 +109,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.runnerCmd(), a.runnersCmd(), a.hubsCmd(), a.accountsCmd(), a.fleetCmd(),
 		a.runCmd(), a.jobsCmd(), a.showCmd(), a.logsCmd(), a.cancelCmd(), a.retryCmd(),
 		a.questionsCmd(), a.answerJobCmd(), a.approveCmd(), a.restartCmd(),
-		a.fetchCmd(), a.diffCmd(), a.projectsCmd(),
+		a.fetchCmd(), a.diffCmd(), a.publishCmd(), a.projectsCmd(), a.forgesCmd(),
 		a.sandboxInitCmd(), a.toolCmd(), a.versionCmd(),
 		bench.Command(),
 		chaos.Command(),

@@ -104,7 +104,9 @@ func TestUntrustedTextEscaped(t *testing.T) {
 		Runner: "r\x1b]0;title\x07", CreatedAt: now, Key: "k\u202e", Project: "web\x7f",
 		Attempts: []apitypes.AttemptView{{Number: 1, State: job.AttemptFailed, Runner: "r\x1b", OfferedAt: now,
 			ExitCode: &code, Message: "boom\x1b[31m\u009b"}},
-		Summary: "done\x1b[2J\nline two\u009b", Questions: []protocol.QuestionView{q}}}
+		Summary: "done\x1b[2J\nline two\u009b", Questions: []protocol.QuestionView{q},
+		Publication: &apitypes.PublicationView{State: "failed", URL: "https://x/\x1b]8;;https://evil\x07pr", Branch: "br\u009b",
+			Code: "forge\x1b[31m", Reason: "moved\x1b[2J\nagain"}}}
 	h.questions = []protocol.QuestionView{q}
 	h.logs["j-1"] = "raw \x1b[31mred\x1b[0m\n"
 	h.mu.Unlock()
@@ -116,7 +118,8 @@ func TestUntrustedTextEscaped(t *testing.T) {
 	}{
 		{[]string{"jobs"}, []string{`exec\x1b[2J`, `ev\u009bil`, `r\x1b]0;title\x07`}},
 		{[]string{"show", "j-1"}, []string{`'\x1b[2J' '\u009b31m' 'bell\x07'`, `k=v\x1b`, `k\u202e`, `web\x7f`,
-			`boom\x1b[31m\u009b`, `done\x1b[2J`, `line two\u009b`, `Pick one\x1b[2J`, `red\x1b[31m`, `ans\x1b[0m`}},
+			`boom\x1b[31m\u009b`, `done\x1b[2J`, `line two\u009b`, `Pick one\x1b[2J`, `red\x1b[31m`, `ans\x1b[0m`,
+			`https://x/\x1b]8;;https://evil\x07pr`, `br\u009b`, `forge\x1b[31m: moved\x1b[2J\nagain`}},
 		{[]string{"questions"}, []string{`Pick one\x1b[2J`, `second line \u009b31m`, `1) red\x1b[31m`, `2) blue\u009b`,
 			`answer by mal\u009blory`, `ans\x1b[0m`, `more\u009b`}},
 	} {

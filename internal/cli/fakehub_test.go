@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -51,12 +52,20 @@ type fakeHub struct {
 	members       map[string][]string // project → members; an owner is ProjectView.Owner
 	memberChanges []string            // "add web bob", "remove web bob"
 	hubs          []apitypes.HubView
+
+	forges       []apitypes.ForgeView
+	forgeBodies  []string                            // raw bodies of PUT /forges/{name}
+	publishes    []apitypes.PublishRequest           // as POST /jobs/{id}/publish got them
+	publications map[string]apitypes.PublicationView // job id → its answer to publish
+	configBodies []string                            // raw bodies of PUT /projects/{name}/config
+	configs      map[string]apitypes.ProjectConfig   // project → its config
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
 	t.Helper()
 	h := &fakeHub{token: "drv_u_admin", who: apitypes.Whoami{Kind: "user", Name: "admin", Admin: true},
-		logs: map[string]string{}, events: map[string][]apitypes.EventView{}, members: map[string][]string{}}
+		logs: map[string]string{}, events: map[string][]apitypes.EventView{}, members: map[string][]string{},
+		publications: map[string]apitypes.PublicationView{}, configs: map[string]apitypes.ProjectConfig{}}
 	mux := http.NewServeMux()
 	accountList := func() apitypes.AccountList {
 		for i := range h.accts {
@@ -181,6 +190,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 		reply(w, 200, apitypes.ApproveResponse{RunnerView: apitypes.RunnerView{Name: req.Name, Owner: h.who.Name}, Replaced: req.Name == "taken"})
 	})
 	h.tenancyRoutes(mux)
+	h.forgeRoutes(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -374,6 +384,82 @@ func (h *fakeHub) tenancyRoutes(mux *http.ServeMux) {
 		h.memberChanges = append(h.memberChanges, "remove "+name+" "+user)
 		h.members[name] = slices.DeleteFunc(h.members[name], func(m string) bool { return m == user })
 		memberList(w, name)
+	})
+}
+
+// forgeRoutes are the forge connection, publish and project config routes.
+func (h *fakeHub) forgeRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/forges", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, apitypes.ForgeList{Forges: h.forges})
+	})
+	mux.HandleFunc("PUT /api/v1/forges/{name}", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		h.forgeBodies = append(h.forgeBodies, string(b))
+		var req apitypes.ForgeRequest
+		if err := json.Unmarshal(b, &req); err != nil {
+			fail(w, 400, rules.ErrBadRequest, err.Error())
+			return
+		}
+		if r.PathValue("name") == "taken" {
+			fail(w, 409, rules.ErrConflict, "forge taken is in use")
+			return
+		}
+		v := apitypes.ForgeView{Name: r.PathValue("name"), Kind: req.Kind, URL: req.URL, AppID: req.AppID,
+			CreatedBy: h.who.Name, CreatedAt: time.Now()}
+		h.forges = append(h.forges, v)
+		reply(w, 200, v)
+	})
+	mux.HandleFunc("DELETE /api/v1/forges/{name}", func(w http.ResponseWriter, r *http.Request) {
+		i := slices.IndexFunc(h.forges, func(v apitypes.ForgeView) bool { return v.Name == r.PathValue("name") })
+		if i < 0 {
+			fail(w, 404, rules.ErrNotFound, "no forge "+r.PathValue("name"))
+			return
+		}
+		v := h.forges[i]
+		h.forges = slices.Delete(h.forges, i, i+1)
+		reply(w, 200, v)
+	})
+	mux.HandleFunc("POST /api/v1/jobs/{id}/publish", func(w http.ResponseWriter, r *http.Request) {
+		var req apitypes.PublishRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			fail(w, 400, rules.ErrBadRequest, err.Error())
+			return
+		}
+		h.publishes = append(h.publishes, req)
+		v, ok := h.publications[r.PathValue("id")]
+		switch {
+		case !ok:
+			fail(w, 404, rules.ErrNotFound, "no job "+r.PathValue("id"))
+		case v.State == "pending":
+			reply(w, 202, v)
+		default:
+			reply(w, 200, v)
+		}
+	})
+	mux.HandleFunc("GET /api/v1/projects/{name}/config", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, h.configs[r.PathValue("name")])
+	})
+	mux.HandleFunc("PUT /api/v1/projects/{name}/config", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		h.configBodies = append(h.configBodies, string(b))
+		var req apitypes.ProjectConfigRequest
+		if err := json.Unmarshal(b, &req); err != nil {
+			fail(w, 400, rules.ErrBadRequest, err.Error())
+			return
+		}
+		c := h.configs[r.PathValue("name")]
+		c.Project = r.PathValue("name")
+		if req.Forge != nil {
+			c.Forge, c.ForgeRepo = *req.Forge, *req.ForgeRepo
+		}
+		if req.Publish != nil {
+			c.Publish = *req.Publish
+		}
+		if req.DirectPush != nil {
+			c.DirectPush = *req.DirectPush
+		}
+		h.configs[c.Project] = c
+		reply(w, 200, c)
 	})
 }
 

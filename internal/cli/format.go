@@ -193,6 +193,12 @@ func printJob(w io.Writer, j apitypes.JobView, now time.Time) error {
 	if err := t.Flush(); err != nil {
 		return err
 	}
+	if j.Publication != nil {
+		fprintf(w, "\n")
+		if err := printPublication(w, *j.Publication); err != nil {
+			return err
+		}
+	}
 	if len(j.Attempts) == 0 {
 		_, err := fprintf(w, "\nNo attempts yet.\n")
 		return err

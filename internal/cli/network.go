@@ -26,21 +26,33 @@ func (a *app) projectConfigCmds() []*cobra.Command {
 		return checkName("project", args[0])
 	}
 	text := func(w io.Writer, c apitypes.ProjectConfig) error { return printProjectConfig(w, c) }
-	var large bool
-	var sparse string
+	var large, directPush bool
+	var sparse, forgeName, forgeRepo, publish string
 	var show *cobra.Command
 	show = answerCmd(a, &cobra.Command{
-		Use:   "config PROJECT [--large[=false]] [--sparse PATH,...|none] [--json]",
-		Short: "Show a project's network policies, setup and caches, and the hub's policies to choose from",
-		Long: `Show a project's config. --large (its owner or an admin) marks the project as
-too large to clone whole: runners then fetch it as a partial clone
-(--filter=blob:none) and get each blob from the hub when a checkout needs it.
---large=false makes later clones whole again. --sparse makes its jobs'
-worktrees cone-mode sparse checkouts of these folders (with the files of the
-top level and of the folders on the way); none makes them whole again.`,
+		Use: "config PROJECT [--large[=false]] [--sparse PATH,...|none] [--forge NAME --forge-repo OWNER/REPO] " +
+			"[--publish pr|branch|none] [--direct-push[=false]] [--json]",
+		Short: "Show a project's network policies, setup, caches and forge, and the hub's policies to choose from",
+		Long: `Show a project's config; its owner or an admin changes it with the flags.
+--large marks the project as too large to clone whole: runners then fetch it
+as a partial clone (--filter=blob:none) and get each blob from the hub when a
+checkout needs it. --large=false makes later clones whole again. --sparse
+makes its jobs' worktrees cone-mode sparse checkouts of these folders (with
+the files of the top level and of the folders on the way); none makes them
+whole again.
+
+--forge and --forge-repo map the project to repository OWNER/REPO on a forge
+connection (drover forges list): its jobs' results are published there
+(drover publish); --forge "" unmaps it. --publish is what a completed job
+publishes by itself: pr (a pull request), branch, or none (only drover
+publish does). --direct-push lets a publication push to the repository's
+default branch or a pull request's base.`,
 		Args: project,
 	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ProjectConfig, error) {
 		var req apitypes.ProjectConfigRequest
+		if err := forgeConfig(show, &req, forgeName, forgeRepo, publish, directPush); err != nil {
+			return apitypes.ProjectConfig{}, err
+		}
 		if show.Flags().Changed("large") {
 			req.Large = &large
 		}
@@ -54,13 +66,18 @@ top level and of the folders on the way); none makes them whole again.`,
 			}
 			req.Sparse = &paths
 		}
-		if req.Large == nil && req.Sparse == nil {
+		if req.Large == nil && req.Sparse == nil && req.Forge == nil && req.ForgeRepo == nil && req.Publish == nil &&
+			req.DirectPush == nil {
 			return c.ProjectConfig(ctx, args[0])
 		}
 		return c.SetProjectConfig(ctx, args[0], req)
 	}, text)
 	show.Flags().BoolVar(&large, "large", false, "runners fetch the project as a partial clone (blobs on demand)")
 	show.Flags().StringVar(&sparse, "sparse", "", "folders its jobs' worktrees hold (cone-mode sparse checkout), comma-separated, or none")
+	show.Flags().StringVar(&forgeName, "forge", "", `the forge connection its jobs' results are published to ("" unmaps the project)`)
+	show.Flags().StringVar(&forgeRepo, "forge-repo", "", "the repository on that forge: OWNER/REPO")
+	show.Flags().StringVar(&publish, "publish", "", "what a completed job publishes by itself: "+strings.Join(publishChoices, ", "))
+	show.Flags().BoolVar(&directPush, "direct-push", false, "publications may push to the default branch or a pull request's base")
 
 	var setupNet, agentNet string
 	network := answerCmd(a, &cobra.Command{
@@ -314,6 +331,10 @@ func printProjectConfig(w io.Writer, c apitypes.ProjectConfig) error {
 	}
 	if len(c.Sparse) > 0 {
 		fprintf(t, "Sparse:\t%s\n", strings.Join(c.Sparse, ","))
+	}
+	if c.Forge != "" {
+		fprintf(t, "Forge:\t%s on forge %s\n", c.ForgeRepo, c.Forge)
+		fprintf(t, "Publishes:\t%s\n", publishesBy(c))
 	}
 	if err := t.Flush(); err != nil {
 		return err

@@ -132,14 +132,15 @@ type call struct {
 	query       url.Values
 	body        any    // sent as JSON when non-nil
 	contentType string // of a body that is no JSON (send's body)
-	keyed       bool   // a POST the hub deduplicates (submit with an idempotency key)
+	keyed       bool   // a POST the hub deduplicates (submit with an idempotency key, publish)
 	follow      bool   // part of following a log: wait out hub restarts
 	timeout     time.Duration
 }
 
 // tries is the retry policy, and the only place it is decided. A call is
-// repeated only when repeating it cannot do anything twice: GETs, and a
-// submit carrying an idempotency key (the hub answers with the same job).
+// repeated only when repeating it cannot do anything twice: GETs, a submit
+// carrying an idempotency key (the hub answers with the same job), and a
+// job's publish (the hub keeps one publication per job).
 // Only failures to reach the hub are retried (see retryable); an answer is
 // the hub's decision. Following a log keeps trying until its context ends,
 // because a hub restart is something to wait out, not to report.
