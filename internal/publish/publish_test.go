@@ -226,7 +226,9 @@ func TestPublishPullRequestExactlyOnce(t *testing.T) {
 	if len(ps) != 1 || ps[0].Number != v.PR || ps[0].Head.Ref != "drover/j1" || ps[0].Head.Sha != j.View.Head || ps[0].Base.Ref != "main" {
 		t.Fatalf("pull requests on Gitea = %+v, want one for %+v", ps, v)
 	}
-	if strings.Contains(ps[0].Body, "<script>") || strings.Contains(ps[0].Body, "\x1b") || !strings.Contains(ps[0].Body, `\x1b[31m`) ||
+	// The prompt is text of a code block, its control characters escaped.
+	if !strings.Contains(ps[0].Body, "~~~text\nfix the *bug* <script>x</script>\\x1b[31m\n~~~\n") || strings.Contains(ps[0].Body, "\x1b") ||
+		!strings.Contains(ps[0].Body, "~~~~text\ndone ~~~ ```\n~~~~\n") ||
 		!strings.Contains(ps[0].Body, "http://hub.test/jobs/j1") || !strings.Contains(ps[0].Body, "$0.25") {
 		t.Errorf("pull request body is not the escaped summary of the job:\n%s", ps[0].Body)
 	}

@@ -35,6 +35,7 @@ type ForgeProxy struct {
 	counts map[string]int // "METHOD suffix-matched path" → requests
 	rules  []*forgeRule
 	seen   map[string]chan struct{}
+	closed chan struct{} // ends the requests held
 }
 
 type forgeRule struct {
@@ -50,9 +51,10 @@ func NewForgeProxy(t testing.TB, target string) *ForgeProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ForgeProxy{target: u, counts: map[string]int{}, seen: map[string]chan struct{}{}}
+	p := &ForgeProxy{target: u, counts: map[string]int{}, seen: map[string]chan struct{}{}, closed: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(p.closed) }) // first: Close waits for the handlers
 	p.URL = srv.URL
 	return p
 }
@@ -132,7 +134,12 @@ func (p *ForgeProxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	switch fault {
 	case Hold:
-		<-r.Context().Done()
+		// The body read, the server sees the caller go away.
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-p.closed:
+		}
 		return
 	case Fail:
 		w.Header().Set("Retry-After", "1")
