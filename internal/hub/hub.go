@@ -21,8 +21,8 @@ import (
 	"drover/internal/hub/gateway"
 	"drover/internal/hubrepo"
 	"drover/internal/ids"
-	"drover/internal/retry"
 	"drover/internal/publish"
+	"drover/internal/retry"
 	"drover/internal/store"
 	"drover/internal/store/postgres"
 	"drover/internal/store/sqlite"
@@ -57,7 +57,7 @@ type Hub struct {
 	gateway  *gateway.Gateway         // the runners' WebSocket
 	// publisher carries jobs' results to forges (internal/publish)
 	publisher *publish.Service
-	metrics  *metrics
+	metrics   *metrics
 
 	fleet fleetState // what autoscalers wait on
 	x     crossHub   // the other hubs on the database (hints.go)

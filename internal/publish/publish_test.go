@@ -151,7 +151,7 @@ func (b *bench) job(id string, cfg store.ProjectConfig) publish.Job {
 	j := publish.Job{View: apitypes.JobView{ID: id, State: job.Completed, Agent: "exec", Args: []string{"fix the *bug* <script>x</script>\x1b[31m"},
 		Requester: "alice", Project: "app", Base: b.base, Head: head, Mode: protocol.ModeFix,
 		Attempts: []apitypes.AttemptView{{Number: 1, Usage: &protocol.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.25}}},
-		Summary: "done ~~~ ```"}, Config: cfg, RepoDir: b.hubDir, URL: "http://hub.test/jobs/" + id}
+		Summary:  "done ~~~ ```"}, Config: cfg, RepoDir: b.hubDir, URL: "http://hub.test/jobs/" + id}
 	b.add(j)
 	return j
 }
