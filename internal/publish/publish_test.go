@@ -58,7 +58,7 @@ func (f *fakeCore) Lock(context.Context, string) (func(), error) { return func()
 // bench is a real Gitea behind a ForgeProxy, a store, and a "hub
 // repository" cloned from the Gitea repository.
 type bench struct {
-	t      *testing.T
+	t      testing.TB
 	g      *testkit.Gitea
 	proxy  *testkit.ForgeProxy
 	st     store.Store
@@ -71,7 +71,7 @@ type bench struct {
 	n      int
 }
 
-func newBench(t *testing.T) *bench {
+func newBench(t testing.TB) *bench {
 	t.Helper()
 	g := testkit.StartGitea(t)
 	g.CreateRepo(t, g.AdminUser, "app")
