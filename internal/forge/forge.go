@@ -1,4 +1,4 @@
-// Package forge is drover's client of code forges (Gitea and Forgejo now): the forge-neutral
+// Package forge is drover's client of code forges (Gitea and Forgejo, GitLab): the forge-neutral
 // types of a repository and its pull requests, the Client the hub publishes results through,
 // and its errors. It never retries (callers wait through internal/retry, honouring
 // Error.RetryAfter), and the token it holds goes in the Authorization header only: never in a
@@ -7,6 +7,7 @@ package forge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -32,6 +33,24 @@ type Client interface {
 	// Remote is how git reaches the repository to fetch and push. Its Header is a secret,
 	// minted for this use where the forge's tokens are short-lived (a GitHub App's).
 	Remote(ctx context.Context, repo Repo) (Remote, error)
+}
+
+// createOnce is how every Client's CreatePR opens a pull request exactly once: it looks
+// first, creates, and when the create is refused as a conflict (Gitea and GitLab refuse a
+// second open pull request of a head and base: one was opened since the look) or is
+// unavailable (the reply may be what was lost), it looks again and answers the one found. So
+// neither a lost race nor a lost reply makes a second pull request.
+func createOnce(ctx context.Context, find func(context.Context) (PR, bool, error), create func(context.Context) (PR, error)) (PR, error) {
+	if pr, ok, err := find(ctx); err != nil || ok {
+		return pr, err
+	}
+	pr, err := create(ctx)
+	if fe, ok := errors.AsType[*Error](err); ok && (fe.Code == CodeConflict || fe.Code == CodeUnavailable) {
+		if found, ok, ferr := find(ctx); ferr != nil || ok {
+			return found, ferr
+		}
+	}
+	return pr, err
 }
 
 // Remote is a repository as git reaches it over HTTPS.
@@ -121,14 +140,15 @@ type PR struct {
 type NewPR struct {
 	Head, Base  string // branches of the repository
 	Title, Body string
-	// Draft opens it as a work in progress (on Gitea, by the title prefix "WIP: ").
+	// Draft opens it as a work in progress (by the title prefix "WIP: " on Gitea, "Draft: " on
+	// GitLab).
 	Draft bool
 }
 
-// Text bounds: Gitea keeps at most 255 characters of a title, and room is left for a draft's
-// prefix; GitHub refuses a body over 65536 characters.
+// Text bounds: Gitea and GitLab keep at most 255 characters of a title, and room is left for
+// a draft's longest prefix (GitLab's "Draft: "); GitHub refuses a body over 65536 characters.
 const (
-	MaxTitle = 250
+	MaxTitle = 255 - len(gitlabDraftPrefix)
 	MaxBody  = 65536
 )
 

@@ -49,14 +49,8 @@ func NewGitea(baseURL, token string, httpClient *http.Client) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("forge: Gitea %w", err)
 	}
-	// The token is never quoted: an error must not carry it, even a wrong one.
-	if token == "" {
-		return nil, errors.New("forge: a Gitea token is required")
-	}
-	for i := 0; i < len(token); i++ {
-		if c := token[i]; c <= ' ' || c >= 0x7f {
-			return nil, errors.New("forge: the Gitea token holds a space or a character that is not printable ASCII")
-		}
+	if err := checkToken("Gitea", token); err != nil {
+		return nil, err
 	}
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: defaultTimeout}
@@ -160,28 +154,20 @@ func (g *gitea) CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error) {
 	if err := n.Validate(); err != nil {
 		return PR{}, err
 	}
-	if pr, ok, err := g.FindPR(ctx, repo, n.Head, n.Base); err != nil || ok {
-		return pr, err
-	}
 	title := n.Title
 	if n.Draft {
 		title = draftPrefix + title
 	}
-	const op = "create pull request"
-	var p giteaPull
-	err := g.call(ctx, op, http.MethodPost, repoPath(repo, "pulls"), nil,
-		map[string]string{"head": n.Head, "base": n.Base, "title": title, "body": n.Body}, &p)
-	if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeConflict {
-		// Opened since the look above (Gitea refuses a second open pull request of a head
-		// and base): that one is the answer.
-		if pr, found, ferr := g.FindPR(ctx, repo, n.Head, n.Base); ferr != nil || found {
-			return pr, ferr
-		}
-	}
-	if err != nil {
-		return PR{}, err
-	}
-	return p.pr(op)
+	return createOnce(ctx, func(ctx context.Context) (PR, bool, error) { return g.FindPR(ctx, repo, n.Head, n.Base) },
+		func(ctx context.Context) (PR, error) {
+			const op = "create pull request"
+			var p giteaPull
+			if err := g.call(ctx, op, http.MethodPost, repoPath(repo, "pulls"), nil,
+				map[string]string{"head": n.Head, "base": n.Base, "title": title, "body": n.Body}, &p); err != nil {
+				return PR{}, err
+			}
+			return p.pr(op)
+		})
 }
 
 func (g *gitea) GetPR(ctx context.Context, repo Repo, number int) (PR, error) {
@@ -266,13 +252,13 @@ func (g *gitea) call(ctx context.Context, op, method, path string, q url.Values,
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return &Error{Op: op, Code: CodeUnavailable, Msg: message(g.redact(err.Error())), err: err}
+		return &Error{Op: op, Code: CodeUnavailable, Msg: message(redact(err.Error(), g.token)), err: err}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
 	if err != nil {
 		return &Error{Op: op, Status: resp.StatusCode, Code: CodeUnavailable,
-			Msg: message("reading the answer: " + g.redact(err.Error())), err: err}
+			Msg: message("reading the answer: " + redact(err.Error(), g.token)), err: err}
 	}
 	if len(b) > maxReply {
 		return &Error{Op: op, Status: resp.StatusCode, Code: CodeBadReply,
@@ -280,14 +266,11 @@ func (g *gitea) call(ctx context.Context, op, method, path string, q url.Values,
 	}
 	if resp.StatusCode/100 != 2 {
 		// Redacted before the message is cut, which could leave a part of the token.
-		return statusError(op, resp, []byte(g.redact(string(b))), time.Now())
+		return statusError(op, resp, []byte(redact(string(b), g.token)), time.Now())
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return &Error{Op: op, Status: resp.StatusCode, Code: CodeBadReply,
-			Msg: message("not the JSON expected: " + g.redact(err.Error()))}
+			Msg: message("not the JSON expected: " + redact(err.Error(), g.token))}
 	}
 	return nil
 }
-
-// redact takes the token out of s, should a server or a proxy echo it.
-func (g *gitea) redact(s string) string { return strings.ReplaceAll(s, g.token, "[redacted]") }

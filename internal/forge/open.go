@@ -40,6 +40,20 @@ func (c Conn) Validate() error {
 	return nil
 }
 
+// checkToken refuses a token that is missing or could break out of its header. The token is
+// never quoted: an error must not carry it, even a wrong one.
+func checkToken(forge, token string) error {
+	if token == "" {
+		return fmt.Errorf("forge: a %s token is required", forge)
+	}
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("forge: the %s token holds a space or a character that is not printable ASCII", forge)
+		}
+	}
+	return nil
+}
+
 // Open is the Client of the connection. httpClient may be nil for one with a minute's timeout
 // per call.
 func Open(c Conn, httpClient *http.Client) (Client, error) {
