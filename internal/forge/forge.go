@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 
+	"drover/internal/gitcmd"
 	"drover/internal/rules"
 )
 
@@ -35,22 +36,92 @@ type Client interface {
 	Remote(ctx context.Context, repo Repo) (Remote, error)
 }
 
+// The checks every Client makes of its arguments before it calls out.
+
+func checkFind(repo Repo, head, base string) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	if err := CheckBranch("head", head); err != nil {
+		return err
+	}
+	return CheckBranch("base", base)
+}
+
+func checkHeadSHA(repo Repo, sha string) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	if !gitcmd.ValidCommitID(sha) {
+		return fmt.Errorf("find pull request by head: %q is not a full lower-case commit id", clip(sha))
+	}
+	return nil
+}
+
+func checkNumber(repo Repo, number int) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	if number <= 0 {
+		return fmt.Errorf("get pull request: number %d, want 1 or more", number)
+	}
+	return nil
+}
+
 // createOnce is how every Client's CreatePR opens a pull request exactly once: it looks
-// first, creates, and when the create is refused as a conflict (Gitea and GitLab refuse a
-// second open pull request of a head and base: one was opened since the look) or is
-// unavailable (the reply may be what was lost), it looks again and answers the one found. So
-// neither a lost race nor a lost reply makes a second pull request.
-func createOnce(ctx context.Context, find func(context.Context) (PR, bool, error), create func(context.Context) (PR, error)) (PR, error) {
-	if pr, ok, err := find(ctx); err != nil || ok {
+// first, creates (titled with draftPrefix for a draft), and when the create is refused as a
+// conflict (Gitea and GitLab refuse a second open pull request of a head and base: one was
+// opened since the look) or is unavailable (the reply may be what was lost), it looks again
+// and answers the one found. So neither a lost race nor a lost reply makes a second one.
+func createOnce(ctx context.Context, c Client, repo Repo, n NewPR, draftPrefix string,
+	create func(ctx context.Context, title string) (PR, error)) (PR, error) {
+	if err := repo.Validate(); err != nil {
+		return PR{}, err
+	}
+	if err := n.Validate(); err != nil {
+		return PR{}, err
+	}
+	if pr, ok, err := c.FindPR(ctx, repo, n.Head, n.Base); err != nil || ok {
 		return pr, err
 	}
-	pr, err := create(ctx)
+	title := n.Title
+	if n.Draft {
+		title = draftPrefix + title
+	}
+	pr, err := create(ctx, title)
 	if fe, ok := errors.AsType[*Error](err); ok && (fe.Code == CodeConflict || fe.Code == CodeUnavailable) {
-		if found, ok, ferr := find(ctx); ferr != nil || ok {
+		if found, ok, ferr := c.FindPR(ctx, repo, n.Head, n.Base); ferr != nil || ok {
 			return found, ferr
 		}
 	}
 	return pr, err
+}
+
+// maxPages bounds a search through open pull requests.
+const maxPages = 100
+
+// findOpen pages through open pull requests, from page 1 until an empty page (a server whose
+// pages are smaller than asked still ends), for the first that match takes. list reads a
+// page of at most pageSize; pr reads the one found.
+func findOpen[T any](ctx context.Context, op string, pageSize int, list func(ctx context.Context, page int) ([]T, error),
+	match func(T) bool, pr func(T) (PR, error)) (PR, bool, error) {
+	for page := 1; page <= maxPages; page++ {
+		items, err := list(ctx, page)
+		if err != nil {
+			return PR{}, false, err
+		}
+		if len(items) == 0 {
+			return PR{}, false, nil
+		}
+		for _, it := range items {
+			if match(it) {
+				p, err := pr(it)
+				return p, err == nil, err
+			}
+		}
+	}
+	return PR{}, false, &Error{Op: op, Code: CodeUnavailable,
+		Msg: fmt.Sprintf("more than %d open pull requests to search", maxPages*pageSize)}
 }
 
 // Remote is a repository as git reaches it over HTTPS.

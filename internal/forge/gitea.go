@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"drover/internal/gitcmd"
 	"drover/internal/rules"
 )
 
@@ -22,8 +21,6 @@ const (
 	maxReply = 8 << 20
 	// pageSize is Gitea's default most items per page (MAX_RESPONSE_ITEMS).
 	pageSize = 50
-	// maxPages bounds a search through open pull requests.
-	maxPages = 100
 	// draftPrefix makes a Gitea pull request a work in progress (its default
 	// WORK_IN_PROGRESS_PREFIXES); its API takes no draft flag.
 	draftPrefix = "WIP: "
@@ -89,13 +86,7 @@ func (p giteaPull) pr(op string) (PR, error) {
 }
 
 func (g *gitea) FindPR(ctx context.Context, repo Repo, head, base string) (PR, bool, error) {
-	if err := repo.Validate(); err != nil {
-		return PR{}, false, err
-	}
-	if err := CheckBranch("head", head); err != nil {
-		return PR{}, false, err
-	}
-	if err := CheckBranch("base", base); err != nil {
+	if err := checkFind(repo, head, base); err != nil {
 		return PR{}, false, err
 	}
 	// A head in the base's own repository: a fork's branch of the same name is another's.
@@ -105,77 +96,51 @@ func (g *gitea) FindPR(ctx context.Context, repo Repo, head, base string) (PR, b
 }
 
 func (g *gitea) FindPRByHeadSHA(ctx context.Context, repo Repo, sha string) (PR, bool, error) {
-	if err := repo.Validate(); err != nil {
+	if err := checkHeadSHA(repo, sha); err != nil {
 		return PR{}, false, err
-	}
-	if !gitcmd.ValidCommitID(sha) {
-		return PR{}, false, fmt.Errorf("find pull request by head: %q is not a full lower-case commit id", clip(sha))
 	}
 	return g.findOpen(ctx, "find pull request by head", repo, "", func(p giteaPull) bool {
 		return p.Head.SHA == sha
 	})
 }
 
-// findOpen pages through repo's open pull requests (into base, when given) for the first
-// that match takes.
+// findOpen searches repo's open pull requests (into base, when given).
 func (g *gitea) findOpen(ctx context.Context, op string, repo Repo, base string, match func(giteaPull) bool) (PR, bool, error) {
 	q := url.Values{"state": {"open"}, "limit": {strconv.Itoa(pageSize)}}
 	if base != "" {
 		q.Set("base_branch", base)
 	}
-	// Until an empty page: a server whose pages are smaller than asked still ends.
-	for page := 1; page <= maxPages; page++ {
+	list := func(ctx context.Context, page int) ([]giteaPull, error) {
 		q.Set("page", strconv.Itoa(page))
 		var pulls []giteaPull
 		if err := g.call(ctx, op, http.MethodGet, repoPath(repo, "pulls"), q, nil, &pulls); err != nil {
-			return PR{}, false, err
-		}
-		if len(pulls) == 0 {
-			return PR{}, false, nil
+			return nil, err
 		}
 		for _, p := range pulls {
 			if p.Head == nil || p.Base == nil {
-				return PR{}, false, &Error{Op: op, Code: CodeBadReply, Msg: "a pull request without a head or base"}
-			}
-			if match(p) {
-				pr, err := p.pr(op)
-				return pr, err == nil, err
+				return nil, &Error{Op: op, Code: CodeBadReply, Msg: "a pull request without a head or base"}
 			}
 		}
+		return pulls, nil
 	}
-	return PR{}, false, &Error{Op: op, Code: CodeUnavailable,
-		Msg: fmt.Sprintf("more than %d open pull requests to search", maxPages*pageSize)}
+	return findOpen(ctx, op, pageSize, list, match, func(p giteaPull) (PR, error) { return p.pr(op) })
 }
 
 func (g *gitea) CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error) {
-	if err := repo.Validate(); err != nil {
-		return PR{}, err
-	}
-	if err := n.Validate(); err != nil {
-		return PR{}, err
-	}
-	title := n.Title
-	if n.Draft {
-		title = draftPrefix + title
-	}
-	return createOnce(ctx, func(ctx context.Context) (PR, bool, error) { return g.FindPR(ctx, repo, n.Head, n.Base) },
-		func(ctx context.Context) (PR, error) {
-			const op = "create pull request"
-			var p giteaPull
-			if err := g.call(ctx, op, http.MethodPost, repoPath(repo, "pulls"), nil,
-				map[string]string{"head": n.Head, "base": n.Base, "title": title, "body": n.Body}, &p); err != nil {
-				return PR{}, err
-			}
-			return p.pr(op)
-		})
+	return createOnce(ctx, g, repo, n, draftPrefix, func(ctx context.Context, title string) (PR, error) {
+		const op = "create pull request"
+		var p giteaPull
+		if err := g.call(ctx, op, http.MethodPost, repoPath(repo, "pulls"), nil,
+			map[string]string{"head": n.Head, "base": n.Base, "title": title, "body": n.Body}, &p); err != nil {
+			return PR{}, err
+		}
+		return p.pr(op)
+	})
 }
 
 func (g *gitea) GetPR(ctx context.Context, repo Repo, number int) (PR, error) {
-	if err := repo.Validate(); err != nil {
+	if err := checkNumber(repo, number); err != nil {
 		return PR{}, err
-	}
-	if number <= 0 {
-		return PR{}, fmt.Errorf("get pull request: number %d, want 1 or more", number)
 	}
 	const op = "get pull request"
 	var p giteaPull

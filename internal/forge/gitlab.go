@@ -10,17 +10,17 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
 
-	"drover/internal/gitcmd"
 	"drover/internal/rules"
 )
 
 const (
-	// gitlabPageSize is the most merge requests GitLab answers per page.
+	// gitlabPageSize is the most merge requests GitLab answers a page.
 	gitlabPageSize = 100
 	// gitlabDraftPrefix makes a merge request a draft: GitLab's create takes no draft flag.
 	gitlabDraftPrefix = "Draft: "
@@ -135,13 +135,7 @@ func (g *gitlab) mr(op string, m *gl.BasicMergeRequest) (PR, error) {
 }
 
 func (g *gitlab) FindPR(ctx context.Context, repo Repo, head, base string) (PR, bool, error) {
-	if err := repo.Validate(); err != nil {
-		return PR{}, false, err
-	}
-	if err := CheckBranch("head", head); err != nil {
-		return PR{}, false, err
-	}
-	if err := CheckBranch("base", base); err != nil {
+	if err := checkFind(repo, head, base); err != nil {
 		return PR{}, false, err
 	}
 	opt := &gl.ListProjectMergeRequestsOptions{SourceBranch: gl.Ptr(head), TargetBranch: gl.Ptr(base)}
@@ -152,68 +146,43 @@ func (g *gitlab) FindPR(ctx context.Context, repo Repo, head, base string) (PR, 
 }
 
 func (g *gitlab) FindPRByHeadSHA(ctx context.Context, repo Repo, sha string) (PR, bool, error) {
-	if err := repo.Validate(); err != nil {
+	if err := checkHeadSHA(repo, sha); err != nil {
 		return PR{}, false, err
-	}
-	if !gitcmd.ValidCommitID(sha) {
-		return PR{}, false, fmt.Errorf("find pull request by head: %q is not a full lower-case commit id", clip(sha))
 	}
 	return g.findOpen(ctx, "find pull request by head", repo, &gl.ListProjectMergeRequestsOptions{},
 		func(m *gl.BasicMergeRequest) bool { return m.SHA == sha })
 }
 
-// findOpen pages through repo's open merge requests, filtered by opt, for the first that
-// match takes.
+// findOpen searches repo's open merge requests, filtered by opt.
 func (g *gitlab) findOpen(ctx context.Context, op string, repo Repo, opt *gl.ListProjectMergeRequestsOptions,
 	match func(*gl.BasicMergeRequest) bool) (PR, bool, error) {
 	opt.State = gl.Ptr("opened")
 	opt.PerPage = gitlabPageSize
-	// Until a page short of full: a proxy that drops the paging headers still ends.
-	for page := 1; page <= maxPages; page++ {
+	list := func(ctx context.Context, page int) ([]*gl.BasicMergeRequest, error) {
 		opt.Page = int64(page)
 		mrs, resp, err := g.api.MergeRequests.ListProjectMergeRequests(project(repo), opt, gl.WithContext(ctx))
 		if err != nil {
-			return PR{}, false, g.fail(op, resp, err)
+			return nil, g.fail(op, resp, err)
 		}
-		for _, m := range mrs {
-			if m == nil {
-				return PR{}, false, &Error{Op: op, Code: CodeBadReply, Msg: "a null merge request"}
-			}
-			if match(m) {
-				pr, err := g.mr(op, m)
-				return pr, err == nil, err
-			}
+		if slices.Contains(mrs, nil) {
+			return nil, &Error{Op: op, Code: CodeBadReply, Msg: "a null merge request"}
 		}
-		if len(mrs) < gitlabPageSize {
-			return PR{}, false, nil
-		}
+		return mrs, nil
 	}
-	return PR{}, false, &Error{Op: op, Code: CodeUnavailable,
-		Msg: fmt.Sprintf("more than %d open merge requests to search", maxPages*gitlabPageSize)}
+	return findOpen(ctx, op, gitlabPageSize, list, match, func(m *gl.BasicMergeRequest) (PR, error) { return g.mr(op, m) })
 }
 
 func (g *gitlab) CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error) {
-	if err := repo.Validate(); err != nil {
-		return PR{}, err
-	}
-	if err := n.Validate(); err != nil {
-		return PR{}, err
-	}
-	title := n.Title
-	if n.Draft {
-		title = gitlabDraftPrefix + title
-	}
-	opt := &gl.CreateMergeRequestOptions{Title: gl.Ptr(title), Description: gl.Ptr(n.Body),
-		SourceBranch: gl.Ptr(n.Head), TargetBranch: gl.Ptr(n.Base)}
-	return createOnce(ctx, func(ctx context.Context) (PR, bool, error) { return g.FindPR(ctx, repo, n.Head, n.Base) },
-		func(ctx context.Context) (PR, error) {
-			const op = "create pull request"
-			m, resp, err := g.api.MergeRequests.CreateMergeRequest(project(repo), opt, gl.WithContext(ctx))
-			if err != nil {
-				return PR{}, notReady(g.fail(op, resp, err))
-			}
-			return g.mr(op, &m.BasicMergeRequest)
-		})
+	return createOnce(ctx, g, repo, n, gitlabDraftPrefix, func(ctx context.Context, title string) (PR, error) {
+		const op = "create pull request"
+		opt := &gl.CreateMergeRequestOptions{Title: gl.Ptr(title), Description: gl.Ptr(n.Body),
+			SourceBranch: gl.Ptr(n.Head), TargetBranch: gl.Ptr(n.Base)}
+		m, resp, err := g.api.MergeRequests.CreateMergeRequest(project(repo), opt, gl.WithContext(ctx))
+		if err != nil {
+			return PR{}, notReady(g.fail(op, resp, err))
+		}
+		return g.mr(op, &m.BasicMergeRequest)
+	})
 }
 
 // noSourceBranch is how GitLab refuses a merge request whose source branch it does not have:
@@ -231,11 +200,8 @@ func notReady(err error) error {
 }
 
 func (g *gitlab) GetPR(ctx context.Context, repo Repo, number int) (PR, error) {
-	if err := repo.Validate(); err != nil {
+	if err := checkNumber(repo, number); err != nil {
 		return PR{}, err
-	}
-	if number <= 0 {
-		return PR{}, fmt.Errorf("get pull request: number %d, want 1 or more", number)
 	}
 	const op = "get pull request"
 	m, resp, err := g.api.MergeRequests.GetMergeRequest(project(repo), int64(number), nil, gl.WithContext(ctx))

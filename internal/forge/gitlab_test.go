@@ -199,8 +199,8 @@ func TestGitLabPages(t *testing.T) {
 	if pr, ok, err := c.FindPRByHeadSHA(t.Context(), repo, sha2); err != nil || ok {
 		t.Fatalf("FindPRByHeadSHA of a merged one: %+v, %v, %v; want none", pr, ok, err)
 	}
-	if got := f.called("GET list"); got != 4 {
-		t.Fatalf("%d pages read, want 2 a search", got)
+	if got := f.called("GET list"); got != 5 {
+		t.Fatalf("%d pages read, want 2, then 3 to an empty page", got)
 	}
 }
 
