@@ -1,9 +1,9 @@
 // Package forge is drover's client of code forges (GitHub and GitHub Enterprise Server, Gitea
-// and Forgejo now): the forge-neutral types of a repository and its pull requests, the Client
-// the hub publishes results through, and its errors. It never retries (callers wait through
-// internal/retry, honouring Error.RetryAfter; a GitHub App's installation token the server
-// refused is the one exception: minted again once), and the token it holds goes in the
-// Authorization header only: never in a URL, an error or a log line.
+// and Forgejo, GitLab): the forge-neutral types of a repository and its pull requests, the
+// Client the hub publishes results through, and its errors. It never retries (callers wait
+// through internal/retry, honouring Error.RetryAfter; a GitHub App's installation token the
+// server refused is the one exception: minted again once), and the token it holds goes in a
+// header only: never in a URL, an error or a log line.
 package forge
 
 import (
@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 
+	"drover/internal/gitcmd"
 	"drover/internal/rules"
 )
 
@@ -34,6 +35,94 @@ type Client interface {
 	// Remote is how git reaches the repository to fetch and push. Its Header is a secret,
 	// minted for this use where the forge's tokens are short-lived (a GitHub App's).
 	Remote(ctx context.Context, repo Repo) (Remote, error)
+}
+
+// The checks every Client makes of its arguments before it calls out.
+
+func checkFind(repo Repo, head, base string) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	if err := CheckBranch("head", head); err != nil {
+		return err
+	}
+	return CheckBranch("base", base)
+}
+
+func checkHeadSHA(repo Repo, sha string) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	if !gitcmd.ValidCommitID(sha) {
+		return fmt.Errorf("find pull request by head: %q is not a full lower-case commit id", clip(sha))
+	}
+	return nil
+}
+
+func checkNumber(repo Repo, number int) error {
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	if number <= 0 {
+		return fmt.Errorf("get pull request: number %d, want 1 or more", number)
+	}
+	return nil
+}
+
+// createOnce is how every Client's CreatePR opens a pull request exactly once: it looks
+// first, creates (titled with draftPrefix for a draft), and when the create is refused as a
+// conflict (Gitea and GitLab refuse a second open pull request of a head and base: one was
+// opened since the look) or is unavailable (the reply may be what was lost), it looks again
+// and answers the one found. So neither a lost race nor a lost reply makes a second one.
+func createOnce(ctx context.Context, c Client, repo Repo, n NewPR, draftPrefix string,
+	create func(ctx context.Context, title string) (PR, error)) (PR, error) {
+	if err := repo.Validate(); err != nil {
+		return PR{}, err
+	}
+	if err := n.Validate(); err != nil {
+		return PR{}, err
+	}
+	if pr, ok, err := c.FindPR(ctx, repo, n.Head, n.Base); err != nil || ok {
+		return pr, err
+	}
+	title := n.Title
+	if n.Draft {
+		title = draftPrefix + title
+	}
+	pr, err := create(ctx, title)
+	if fe, ok := errors.AsType[*Error](err); ok && (fe.Code == CodeConflict || fe.Code == CodeUnavailable) {
+		if found, ok, ferr := c.FindPR(ctx, repo, n.Head, n.Base); ferr != nil || ok {
+			return found, ferr
+		}
+	}
+	return pr, err
+}
+
+// maxPages bounds a search through open pull requests.
+const maxPages = 100
+
+// findOpen pages through open pull requests, from page 1 until an empty page (a server whose
+// pages are smaller than asked still ends), for the first that match takes. list reads a
+// page of at most pageSize; pr reads the one found.
+func findOpen[T any](ctx context.Context, op string, pageSize int, list func(ctx context.Context, page int) ([]T, error),
+	match func(T) bool, pr func(T) (PR, error)) (PR, bool, error) {
+	for page := 1; page <= maxPages; page++ {
+		items, err := list(ctx, page)
+		if err != nil {
+			return PR{}, false, err
+		}
+		if len(items) == 0 {
+			return PR{}, false, nil
+		}
+		for _, it := range items {
+			if match(it) {
+				p, err := pr(it)
+				return p, err == nil, err
+			}
+		}
+	}
+	return PR{}, false, &Error{Op: op, Code: CodeUnavailable,
+		Msg: fmt.Sprintf("more than %d open pull requests to search", maxPages*pageSize)}
 }
 
 // Remote is a repository as git reaches it over HTTPS.
@@ -123,14 +212,15 @@ type PR struct {
 type NewPR struct {
 	Head, Base  string // branches of the repository
 	Title, Body string
-	// Draft opens it as a work in progress (on Gitea, by the title prefix "WIP: ").
+	// Draft opens it as a work in progress (by the title prefix "WIP: " on Gitea, "Draft: " on
+	// GitLab).
 	Draft bool
 }
 
-// Text bounds: Gitea keeps at most 255 characters of a title, and room is left for a draft's
-// prefix; GitHub refuses a body over 65536 characters.
+// Text bounds: Gitea and GitLab keep at most 255 characters of a title, and room is left for
+// a draft's longest prefix (GitLab's "Draft: "); GitHub refuses a body over 65536 characters.
 const (
-	MaxTitle = 250
+	MaxTitle = 255 - len(gitlabDraftPrefix)
 	MaxBody  = 65536
 )
 
@@ -195,39 +285,6 @@ func CheckBranch(what, name string) error {
 		}
 	}
 	return nil
-}
-
-// checkFind checks FindPR's arguments.
-func checkFind(repo Repo, head, base string) error {
-	if err := repo.Validate(); err != nil {
-		return err
-	}
-	if err := CheckBranch("head", head); err != nil {
-		return err
-	}
-	return CheckBranch("base", base)
-}
-
-// createOnce is CreatePR on every forge: look for the pull request, open it with create when
-// there is none, and take a conflict (the head and base are taken) as one opened since the
-// look, by a concurrent call or an earlier one whose answer was lost: that one is the answer.
-func createOnce(ctx context.Context, c Client, repo Repo, n NewPR, create func() (PR, error)) (PR, error) {
-	if err := repo.Validate(); err != nil {
-		return PR{}, err
-	}
-	if err := n.Validate(); err != nil {
-		return PR{}, err
-	}
-	if pr, ok, err := c.FindPR(ctx, repo, n.Head, n.Base); err != nil || ok {
-		return pr, err
-	}
-	pr, err := create()
-	if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeConflict {
-		if pr, found, ferr := c.FindPR(ctx, repo, n.Head, n.Base); ferr != nil || found {
-			return pr, ferr
-		}
-	}
-	return pr, err
 }
 
 // checkToken refuses a token that cannot go in a header as it is. It never quotes the token:

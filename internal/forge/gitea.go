@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"drover/internal/gitcmd"
 	"drover/internal/rules"
 )
 
@@ -22,8 +21,6 @@ const (
 	maxReply = 8 << 20
 	// pageSize is Gitea's default most items per page (MAX_RESPONSE_ITEMS).
 	pageSize = 50
-	// maxPages bounds a search through open pull requests.
-	maxPages = 100
 	// draftPrefix makes a Gitea pull request a work in progress (its default
 	// WORK_IN_PROGRESS_PREFIXES); its API takes no draft flag.
 	draftPrefix = "WIP: "
@@ -99,54 +96,38 @@ func (g *gitea) FindPR(ctx context.Context, repo Repo, head, base string) (PR, b
 }
 
 func (g *gitea) FindPRByHeadSHA(ctx context.Context, repo Repo, sha string) (PR, bool, error) {
-	if err := repo.Validate(); err != nil {
+	if err := checkHeadSHA(repo, sha); err != nil {
 		return PR{}, false, err
-	}
-	if !gitcmd.ValidCommitID(sha) {
-		return PR{}, false, fmt.Errorf("find pull request by head: %q is not a full lower-case commit id", clip(sha))
 	}
 	return g.findOpen(ctx, "find pull request by head", repo, "", func(p giteaPull) bool {
 		return p.Head.SHA == sha
 	})
 }
 
-// findOpen pages through repo's open pull requests (into base, when given) for the first
-// that match takes.
+// findOpen searches repo's open pull requests (into base, when given).
 func (g *gitea) findOpen(ctx context.Context, op string, repo Repo, base string, match func(giteaPull) bool) (PR, bool, error) {
 	q := url.Values{"state": {"open"}, "limit": {strconv.Itoa(pageSize)}}
 	if base != "" {
 		q.Set("base_branch", base)
 	}
-	// Until an empty page: a server whose pages are smaller than asked still ends.
-	for page := 1; page <= maxPages; page++ {
+	list := func(ctx context.Context, page int) ([]giteaPull, error) {
 		q.Set("page", strconv.Itoa(page))
 		var pulls []giteaPull
 		if err := g.call(ctx, op, http.MethodGet, repoPath(repo, "pulls"), q, nil, &pulls); err != nil {
-			return PR{}, false, err
-		}
-		if len(pulls) == 0 {
-			return PR{}, false, nil
+			return nil, err
 		}
 		for _, p := range pulls {
 			if p.Head == nil || p.Base == nil {
-				return PR{}, false, &Error{Op: op, Code: CodeBadReply, Msg: "a pull request without a head or base"}
-			}
-			if match(p) {
-				pr, err := p.pr(op)
-				return pr, err == nil, err
+				return nil, &Error{Op: op, Code: CodeBadReply, Msg: "a pull request without a head or base"}
 			}
 		}
+		return pulls, nil
 	}
-	return PR{}, false, &Error{Op: op, Code: CodeUnavailable,
-		Msg: fmt.Sprintf("more than %d open pull requests to search", maxPages*pageSize)}
+	return findOpen(ctx, op, pageSize, list, match, func(p giteaPull) (PR, error) { return p.pr(op) })
 }
 
 func (g *gitea) CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error) {
-	return createOnce(ctx, g, repo, n, func() (PR, error) {
-		title := n.Title
-		if n.Draft {
-			title = draftPrefix + title
-		}
+	return createOnce(ctx, g, repo, n, draftPrefix, func(ctx context.Context, title string) (PR, error) {
 		const op = "create pull request"
 		var p giteaPull
 		if err := g.call(ctx, op, http.MethodPost, repoPath(repo, "pulls"), nil,
@@ -158,11 +139,8 @@ func (g *gitea) CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error) {
 }
 
 func (g *gitea) GetPR(ctx context.Context, repo Repo, number int) (PR, error) {
-	if err := repo.Validate(); err != nil {
+	if err := checkNumber(repo, number); err != nil {
 		return PR{}, err
-	}
-	if number <= 0 {
-		return PR{}, fmt.Errorf("get pull request: number %d, want 1 or more", number)
 	}
 	const op = "get pull request"
 	var p giteaPull
@@ -234,13 +212,13 @@ func (g *gitea) call(ctx context.Context, op, method, path string, q url.Values,
 	}
 	resp, err := g.http.Do(req)
 	if err != nil {
-		return transportError(op, err, g.redact)
+		return transportError(op, 0, err, g.token)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
 	if err != nil {
 		return &Error{Op: op, Status: resp.StatusCode, Code: CodeUnavailable,
-			Msg: message("reading the answer: " + g.redact(err.Error())), err: err}
+			Msg: message("reading the answer: " + redact(err.Error(), g.token)), err: err}
 	}
 	if len(b) > maxReply {
 		return &Error{Op: op, Status: resp.StatusCode, Code: CodeBadReply,
@@ -248,14 +226,11 @@ func (g *gitea) call(ctx context.Context, op, method, path string, q url.Values,
 	}
 	if resp.StatusCode/100 != 2 {
 		// Redacted before the message is cut, which could leave a part of the token.
-		return statusError(op, resp, []byte(g.redact(string(b))), time.Now())
+		return statusError(op, resp, []byte(redact(string(b), g.token)), time.Now())
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return &Error{Op: op, Status: resp.StatusCode, Code: CodeBadReply,
-			Msg: message("not the JSON expected: " + g.redact(err.Error()))}
+			Msg: message("not the JSON expected: " + redact(err.Error(), g.token))}
 	}
 	return nil
 }
-
-// redact takes the token out of s, should a server or a proxy echo it.
-func (g *gitea) redact(s string) string { return strings.ReplaceAll(s, g.token, "[redacted]") }

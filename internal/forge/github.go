@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v88/github"
 
-	"drover/internal/gitcmd"
 	"drover/internal/rules"
 )
 
@@ -34,10 +32,6 @@ const (
 	// githubAgent names drover to GitHub, which refuses requests without a User-Agent.
 	githubAgent = "drover"
 )
-
-// githubSecret is what GitHub's tokens and JWTs look like: redacted from every error, whether
-// drover holds it (a personal token) or minted it (an App's installation token, its JWT).
-var githubSecret = regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9_]{16,}|github_pat_[A-Za-z0-9_]{16,}|eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)`)
 
 // ghClient is the Client of GitHub or a GitHub Enterprise Server, over go-github.
 type ghClient struct {
@@ -234,7 +228,7 @@ func (g *ghClient) fail(op string, resp *github.Response, err error) *Error {
 	}
 	switch {
 	case hr == nil:
-		return transportError(op, err, g.redact)
+		return transportError(op, 0, err, g.token)
 	case hr.StatusCode/100 == 2: // the answer's body failed
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
@@ -243,40 +237,30 @@ func (g *ghClient) fail(op string, resp *github.Response, err error) *Error {
 			return &Error{Op: op, Status: hr.StatusCode, Code: CodeBadReply, Msg: fmt.Sprintf("an answer over %d bytes", maxReply)}
 		case errors.As(err, &se) || errors.As(err, &te):
 			return &Error{Op: op, Status: hr.StatusCode, Code: CodeBadReply,
-				Msg: message("not the JSON expected: " + g.redact(err.Error()))}
+				Msg: message("not the JSON expected: " + redact(err.Error(), g.token))}
 		}
-		e := transportError(op, err, g.redact)
-		e.Status = hr.StatusCode
-		return e
+		return transportError(op, hr.StatusCode, err, g.token)
 	}
 	// go-github read the body and put it back; the mint's is unread.
 	body, _ := io.ReadAll(io.LimitReader(hr.Body, maxReply))
 	hr.Body.Close()
-	e := statusError(op, hr, []byte(g.redact(string(body))), time.Now())
-	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && e.Status == http.StatusUnprocessableEntity && notReady(er) {
+	e := statusError(op, hr, []byte(redact(string(body), g.token)), time.Now())
+	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && e.Status == http.StatusUnprocessableEntity && ghNotReady(er) {
 		e.Code = CodeNotReady
 	}
 	return e
 }
 
-// notReady tells GitHub's 422s of a head it does not know yet, right after a push: its
+// ghNotReady tells GitHub's 422s of a head it does not know yet, right after a push: its
 // commits not yet compared ("No commits between main and drover/job-1"), or the branch not
 // yet seen (head invalid).
-func notReady(er *github.ErrorResponse) bool {
+func ghNotReady(er *github.ErrorResponse) bool {
 	for _, e := range er.Errors {
 		if strings.HasPrefix(e.Message, "No commits between") || e.Field == "head" && e.Code == "invalid" {
 			return true
 		}
 	}
 	return false
-}
-
-// redact takes secrets out of s, should a server or a proxy echo them.
-func (g *ghClient) redact(s string) string {
-	if g.token != "" {
-		s = strings.ReplaceAll(s, g.token, "[redacted]")
-	}
-	return githubSecret.ReplaceAllString(s, "[redacted]")
 }
 
 func ghPR(op string, p *github.PullRequest) (PR, error) {
@@ -304,61 +288,55 @@ func (g *ghClient) FindPR(ctx context.Context, repo Repo, head, base string) (PR
 }
 
 func (g *ghClient) FindPRByHeadSHA(ctx context.Context, repo Repo, sha string) (PR, bool, error) {
-	if err := repo.Validate(); err != nil {
+	if err := checkHeadSHA(repo, sha); err != nil {
 		return PR{}, false, err
-	}
-	if !gitcmd.ValidCommitID(sha) {
-		return PR{}, false, fmt.Errorf("find pull request by head: %q is not a full lower-case commit id", clip(sha))
 	}
 	return g.findOpen(ctx, "find pull request by head", repo, github.PullRequestListOptions{},
 		func(p *github.PullRequest) bool { return p.Head.GetSHA() == sha })
 }
 
-// findOpen pages through repo's open pull requests as opts filter them for the first that
-// match takes.
+// findOpen searches repo's open pull requests as opts filter them. A page GitHub says is
+// the last ends the search as an empty one would, without another call.
 func (g *ghClient) findOpen(ctx context.Context, op string, repo Repo, opts github.PullRequestListOptions, match func(*github.PullRequest) bool) (PR, bool, error) {
 	opts.State = "open"
 	opts.PerPage = githubPageSize
-	for page := 1; page <= maxPages; page++ {
+	last := false
+	list := func(ctx context.Context, page int) ([]*github.PullRequest, error) {
+		if last {
+			return nil, nil
+		}
 		opts.Page = page
 		var pulls []*github.PullRequest
-		var next int
 		err := g.do(ctx, op, repo, func(c *github.Client) (*github.Response, error) {
 			var resp *github.Response
 			var err error
 			pulls, resp, err = c.PullRequests.List(ctx, repo.Owner, repo.Name, &opts)
 			if resp != nil {
-				next = resp.NextPage
+				last = resp.NextPage == 0
 			}
 			return resp, err
 		})
 		if err != nil {
-			return PR{}, false, err
+			return nil, err
 		}
 		for _, p := range pulls {
 			if p == nil || p.Head == nil || p.Base == nil {
-				return PR{}, false, &Error{Op: op, Code: CodeBadReply, Msg: "a pull request without a head or base"}
-			}
-			if match(p) {
-				pr, err := ghPR(op, p)
-				return pr, err == nil, err
+				return nil, &Error{Op: op, Code: CodeBadReply, Msg: "a pull request without a head or base"}
 			}
 		}
-		if next == 0 || len(pulls) == 0 {
-			return PR{}, false, nil
-		}
+		return pulls, nil
 	}
-	return PR{}, false, &Error{Op: op, Code: CodeUnavailable,
-		Msg: fmt.Sprintf("more than %d open pull requests to search", maxPages*githubPageSize)}
+	return findOpen(ctx, op, githubPageSize, list, match, func(p *github.PullRequest) (PR, error) { return ghPR(op, p) })
 }
 
 func (g *ghClient) CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error) {
-	return createOnce(ctx, g, repo, n, func() (PR, error) {
+	// GitHub takes a draft flag: no title prefix.
+	return createOnce(ctx, g, repo, n, "", func(ctx context.Context, title string) (PR, error) {
 		const op = "create pull request"
 		var p *github.PullRequest
 		if err := g.do(ctx, op, repo, func(c *github.Client) (resp *github.Response, err error) {
 			p, resp, err = c.PullRequests.Create(ctx, repo.Owner, repo.Name, &github.NewPullRequest{
-				Title: &n.Title, Head: &n.Head, Base: &n.Base, Body: &n.Body, Draft: &n.Draft})
+				Title: &title, Head: &n.Head, Base: &n.Base, Body: &n.Body, Draft: &n.Draft})
 			return resp, err
 		}); err != nil {
 			return PR{}, err
@@ -368,11 +346,8 @@ func (g *ghClient) CreatePR(ctx context.Context, repo Repo, n NewPR) (PR, error)
 }
 
 func (g *ghClient) GetPR(ctx context.Context, repo Repo, number int) (PR, error) {
-	if err := repo.Validate(); err != nil {
+	if err := checkNumber(repo, number); err != nil {
 		return PR{}, err
-	}
-	if number <= 0 {
-		return PR{}, fmt.Errorf("get pull request: number %d, want 1 or more", number)
 	}
 	const op = "get pull request"
 	var p *github.PullRequest
@@ -422,44 +397,4 @@ func (g *ghClient) Remote(ctx context.Context, repo Repo) (Remote, error) {
 	}
 	return Remote{URL: g.web + "/" + url.PathEscape(repo.Owner) + "/" + url.PathEscape(repo.Name) + ".git",
 		Header: "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))}, nil
-}
-
-// errReplyTooLarge is an answer over maxReply bytes, which boundReplies stops reading.
-var errReplyTooLarge = fmt.Errorf("an answer over %d bytes", maxReply)
-
-// boundReplies stops reading an answer at maxReply bytes.
-type boundReplies struct{ next http.RoundTripper }
-
-func (b boundReplies) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := orDefault(b.next).RoundTrip(req)
-	if err == nil {
-		resp.Body = &boundBody{ReadCloser: resp.Body}
-	}
-	return resp, err
-}
-
-type boundBody struct {
-	io.ReadCloser
-	read int64
-}
-
-func (b *boundBody) Read(p []byte) (int, error) {
-	if b.read > maxReply {
-		return 0, errReplyTooLarge
-	}
-	// At most one byte past the bound, which tells a longer answer from one of maxReply
-	// bytes, and which the reader never sees.
-	p = p[:min(int64(len(p)), maxReply+1-b.read)]
-	n, err := b.ReadCloser.Read(p)
-	if b.read += int64(n); b.read > maxReply {
-		return n - 1, errReplyTooLarge
-	}
-	return n, err
-}
-
-func orDefault(rt http.RoundTripper) http.RoundTripper {
-	if rt == nil {
-		return http.DefaultTransport
-	}
-	return rt
 }

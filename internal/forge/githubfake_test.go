@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -325,21 +326,14 @@ func (f *fakeGitHub) listPulls(w http.ResponseWriter, r *http.Request) {
 		}
 		match = append(match, f.pullJSON(p))
 	}
-	per, _ := strconv.Atoi(q.Get("per_page"))
-	if per <= 0 || per > 100 {
-		per = 30
-	}
-	page, _ := strconv.Atoi(q.Get("page"))
-	page = max(page, 1)
-	from := min((page-1)*per, len(match))
-	to := min(from+per, len(match))
-	if to < len(match) {
+	items, page, _, more := fakePage(q, match, 30)
+	if more {
 		next := *r.URL
 		q.Set("page", strconv.Itoa(page+1))
 		next.RawQuery = q.Encode()
 		w.Header().Set("Link", fmt.Sprintf(`<%s%s>; rel="next"`, f.srv.URL, next.RequestURI()))
 	}
-	f.reply(w, http.StatusOK, append([]map[string]any{}, match[from:to]...))
+	f.reply(w, http.StatusOK, items)
 }
 
 func (f *fakeGitHub) getPull(w http.ResponseWriter, r *http.Request) {
@@ -447,4 +441,18 @@ func newAppKey(t *testing.T) (*rsa.PrivateKey, []byte) {
 		t.Fatal(err)
 	}
 	return k, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+}
+
+// fakePage is page ?page= of all, ?per_page= items a page (at most 100, else perDefault), as
+// the fake forges list: the page's items, its number and size, and whether more follow.
+func fakePage(q url.Values, all []map[string]any, perDefault int) (items []map[string]any, page, per int, more bool) {
+	per, _ = strconv.Atoi(q.Get("per_page"))
+	if per <= 0 || per > 100 {
+		per = perDefault
+	}
+	page, _ = strconv.Atoi(q.Get("page"))
+	page = max(page, 1)
+	from := min((page-1)*per, len(all))
+	to := min(from+per, len(all))
+	return append([]map[string]any{}, all[from:to]...), page, per, to < len(all)
 }

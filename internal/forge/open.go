@@ -3,6 +3,7 @@ package forge
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -54,4 +55,45 @@ func Open(c Conn, httpClient *http.Client) (Client, error) {
 	default:
 		return newGitLab(c, httpClient)
 	}
+}
+
+// errReplyTooLarge is an answer over maxReply bytes, which boundReplies stops reading.
+var errReplyTooLarge = fmt.Errorf("an answer over %d bytes", maxReply)
+
+// boundReplies stops reading an answer at maxReply bytes: the API clients (go-github,
+// GitLab's) read bodies whole.
+type boundReplies struct{ next http.RoundTripper }
+
+func (b boundReplies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := orDefault(b.next).RoundTrip(req)
+	if err == nil {
+		resp.Body = &boundBody{ReadCloser: resp.Body}
+	}
+	return resp, err
+}
+
+type boundBody struct {
+	io.ReadCloser
+	read int64
+}
+
+func (b *boundBody) Read(p []byte) (int, error) {
+	if b.read > maxReply {
+		return 0, errReplyTooLarge
+	}
+	// At most one byte past the bound, which tells a longer answer from one of maxReply
+	// bytes, and which the reader never sees.
+	p = p[:min(int64(len(p)), maxReply+1-b.read)]
+	n, err := b.ReadCloser.Read(p)
+	if b.read += int64(n); b.read > maxReply {
+		return n - 1, errReplyTooLarge
+	}
+	return n, err
+}
+
+func orDefault(rt http.RoundTripper) http.RoundTripper {
+	if rt == nil {
+		return http.DefaultTransport
+	}
+	return rt
 }
