@@ -118,6 +118,14 @@ func TestCreatePRLosesTheRace(t *testing.T) {
 			posts++
 			w.WriteHeader(http.StatusConflict)
 			w.Write([]byte(`{"message":"pull request already exists for these targets"}`))
+		case r.URL.Path == "/api/v1/repos/o/r/pulls/main/drover/job-1": // the lookup by base and head
+			lists++
+			if lists == 1 { // the look before the create: none yet
+				w.WriteHeader(http.StatusNotFound)
+				w.Write([]byte(`{"message":"The target couldn't be found."}`))
+				return
+			}
+			w.Write([]byte(pull))
 		case r.URL.Query().Get("page") != "1":
 			w.Write([]byte(`[]`))
 		default:

@@ -89,6 +89,29 @@ func (g *gitea) FindPR(ctx context.Context, repo Repo, head, base string) (PR, b
 	if err := checkFind(repo, head, base); err != nil {
 		return PR{}, false, err
 	}
+	// One call on the happy path: Gitea's lookup by base and head (both in the repository).
+	// It answers one pull request of the pair, which may be a closed one while another is
+	// open: then, and for a base with a '/' (which its route cannot take), the open ones are
+	// searched.
+	if !strings.Contains(base, "/") {
+		const op = "find pull request"
+		var p giteaPull
+		parts := []string{url.PathEscape(base)}
+		for seg := range strings.SplitSeq(head, "/") {
+			parts = append(parts, url.PathEscape(seg))
+		}
+		err := g.call(ctx, op, http.MethodGet, repoPath(repo, "pulls")+"/"+strings.Join(parts, "/"), nil, nil, &p)
+		if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeNotFound {
+			return PR{}, false, nil
+		}
+		if err != nil {
+			return PR{}, false, err
+		}
+		if p.State == "open" && !p.Merged && p.Head != nil && p.Base != nil && p.Head.RepoID == p.Base.RepoID {
+			pr, err := p.pr(op)
+			return pr, err == nil, err
+		}
+	}
 	// A head in the base's own repository: a fork's branch of the same name is another's.
 	return g.findOpen(ctx, "find pull request", repo, base, func(p giteaPull) bool {
 		return p.Head.Ref == head && p.Base.Ref == base && p.Head.RepoID == p.Base.RepoID

@@ -95,8 +95,11 @@ func TestGiteaPullRequests(t *testing.T) {
 	_, err = bad.CreatePR(ctx, repo, n)
 	wantCode(t, err, forge.CodeUnauthorized)
 
-	// A missing repository, and a missing pull request.
-	_, _, err = c.FindPR(ctx, forge.Repo{Owner: g.AdminUser, Name: "nope"}, "drover/job-1", "main")
+	// A missing repository (its pair lookup cannot tell it from a missing pull request, and
+	// the create that follows says it), and a missing pull request.
+	_, err = c.DefaultBranch(ctx, forge.Repo{Owner: g.AdminUser, Name: "nope"})
+	wantCode(t, err, forge.CodeNotFound)
+	_, err = c.CreatePR(ctx, forge.Repo{Owner: g.AdminUser, Name: "nope"}, n)
 	wantCode(t, err, forge.CodeNotFound)
 	_, err = c.GetPR(ctx, repo, 9999)
 	wantCode(t, err, forge.CodeNotFound)
