@@ -35,12 +35,23 @@ var funcs = template.FuncMap{
 	"inc":      func(i int) int { return i + 1 },
 	"maxLines": func() int { return maxLines },
 	"answerOf": answerOf,
+	"webURL":   webURL,
 	"short": func(s string) string {
 		if len(s) > 12 {
 			return s[:12]
 		}
 		return s
 	},
+}
+
+// webURL is s when it is an absolute http(s) URL, else "": a forge's
+// answer is untrusted, and the page links to nothing else of it.
+func webURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	return s
 }
 
 // age is a duration as a person reads it.

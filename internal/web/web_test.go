@@ -34,6 +34,7 @@ type fakeBackend struct {
 	diff     []byte                 // j1's published change (nil: none)
 	reads    int                    // Log calls: what the store would be asked
 	hidden   bool                   // alice may no longer see j1 (Job refuses)
+	pub      *apitypes.PublicationView
 }
 
 const aliceToken = "drv_u_alice"
@@ -107,6 +108,7 @@ func (f *fakeBackend) job() apitypes.JobView {
 		Attempts: []apitypes.AttemptView{{Number: 1, State: job.AttemptRunning, Runner: "box-1", LogSize: int64(len(f.log)),
 			Usage:     &protocol.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 5, CostUSD: 0.0123},
 			Isolation: &protocol.Isolation{Kind: "bwrap", Network: "proxy", Denials: []protocol.Denial{{Host: "<b>evil</b>:443", Phase: "agent", Count: 2, Allow: "drover projects network web --agent x"}}}}}}
+	v.Publication = f.pub
 	if f.diff != nil {
 		v.Base, v.Head = strings.Repeat("a", 40), strings.Repeat("b", 40)
 	}
@@ -577,6 +579,54 @@ func TestDiffView(t *testing.T) {
 	}
 	if i := strings.LastIndex(b, `<div class="da">`); !strings.HasPrefix(b[i:], `<div class="da">+line `) || !strings.Contains(b[i:i+100], " one page</div>") {
 		t.Fatalf("the diff ends on a half line: %q", b[i:i+100])
+	}
+}
+
+// The job page shows where the job was published, linking only to an
+// http(s) URL and escaping what the forge said.
+func TestJobPagePublication(t *testing.T) {
+	pushed := strings.Repeat("c", 40)
+	for _, tc := range []struct {
+		name      string
+		pub       *apitypes.PublicationView
+		want      []string
+		wantHref  bool
+		forbidden []string
+	}{
+		{name: "none", forbidden: []string{`id="publication"`}},
+		{name: "done", wantHref: true, pub: &apitypes.PublicationView{Job: "j1", Forge: "gh", Repo: "acme/web", Mode: "pr", Branch: "drover/j1", Base: "main",
+			Pushed: pushed, PR: 17, URL: "https://github.com/acme/web/pull/17", State: "done"},
+			want: []string{`<span class="badge s-done">done</span> <a href="https://github.com/acme/web/pull/17">#17</a> <code>drover/j1</code> &rarr; <code>main</code> at <code>cccccccccccc</code></dd>`}},
+		{name: "branch only", wantHref: true, pub: &apitypes.PublicationView{Mode: "branch", Branch: "fix/<b>x</b>", URL: "http://forge.example/acme/web/src/branch/fix", State: "pending"},
+			want: []string{`<span class="badge s-pending">pending</span> <a href="http://forge.example/acme/web/src/branch/fix">http://forge.example/acme/web/src/branch/fix</a> <code>fix/&lt;b&gt;x&lt;/b&gt;</code></dd>`}},
+		{name: "failed, hostile", pub: &apitypes.PublicationView{Mode: "pr", Branch: "drover/j1", Base: "main", PR: 3, URL: "javascript:alert(1)", State: "failed",
+			Code: "remote_moved", Reason: `<script>alert(1)</script> "moved"`},
+			want: []string{`<span class="badge s-failed">failed</span> #3 <code>javascript:alert(1)</code>`,
+				`<br><small class="reason">remote_moved: &lt;script&gt;alert(1)&lt;/script&gt; &#34;moved&#34;</small></dd>`},
+			forbidden: []string{"<script>alert", "ZgotmplZ"}},
+		{name: "no host", pub: &apitypes.PublicationView{URL: "https:///pull/1", PR: 1, State: "done"},
+			want: []string{`#1 <code>https:///pull/1</code>`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.pub = tc.pub
+			srv := serve(t, f, Config{})
+			_, b := get(t, srv, signIn(t, srv), "/jobs/j1")
+			for _, w := range tc.want {
+				if !strings.Contains(b, w) {
+					t.Errorf("job page lacks %q:\n%s", w, b)
+				}
+			}
+			for _, w := range tc.forbidden {
+				if strings.Contains(b, w) {
+					t.Errorf("job page has %q:\n%s", w, b)
+				}
+			}
+			dd := regexp.MustCompile(`<dd id="publication">.*?</dd>`).FindString(b)
+			if (dd != "") != (tc.pub != nil) || strings.Contains(dd, "href") != tc.wantHref {
+				t.Errorf("publication %q: a link %v, want %v", dd, !tc.wantHref, tc.wantHref)
+			}
+		})
 	}
 }
 
