@@ -130,6 +130,9 @@ type MapProjectRequest struct {
 type SubmitRepo struct {
 	Project string `json:"project"`
 	Base    string `json:"base"`
+	// FromPR starts the job at the head of pull request FromPR on the
+	// project's forge (Base empty) and publishes its result back onto it.
+	FromPR int `json:"from_pr,omitempty"`
 }
 
 // JobView is a job as the API shows it. Field names are stable.

@@ -29,6 +29,7 @@ type sourceOptions struct {
 	dirty   bool
 	mode    string
 	context []string
+	fromPR  int
 }
 
 func (o *sourceOptions) addFlags(cmd *cobra.Command) {
@@ -38,12 +39,33 @@ func (o *sourceOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.project, "project", "", "with --repo: the hub project (default: the checkout's directory name)")
 	f.BoolVar(&o.dirty, "dirty", false, "with --repo: send uncommitted changes and untracked files too, as a throwaway commit")
 	f.StringVar(&o.mode, "mode", "", "with --repo: fix (publish the agent's changes; default) or observe (the tree must stay unchanged)")
+	f.IntVar(&o.fromPR, "from-pr", 0, "start at the head of this pull request on the project's forge (with --project; no --repo) and publish the result back onto it")
 	f.StringArrayVar(&o.context, "context", nil, "with --repo: attach a file the agent can read in $DROVER_CONTEXT_DIR (repeatable; up to 100 files, 8 MiB each, 16 MiB in all)")
 }
 
 // applySource adds the source and context files to a submission, pushing the
 // pinned commit to the hub first.
 func (a *app) applySource(ctx context.Context, c *client.Client, o sourceOptions, req *apitypes.SubmitRequest) error {
+	if o.fromPR != 0 {
+		switch {
+		case o.fromPR < 0:
+			return usagef("--from-pr %d: want a pull request's number", o.fromPR)
+		case o.repo != "" || o.ref != "" || o.dirty:
+			return usagef("--from-pr starts at the pull request's head: it cannot go with --repo, --ref or --dirty")
+		case o.project == "":
+			return usagef("--from-pr needs --project, the hub project mapped to the pull request's repository")
+		case o.mode == protocol.ModeObserve:
+			return usagef("--from-pr publishes back onto the pull request: it runs in fix mode")
+		case !gitcmd.ValidProject(o.project):
+			return usagef("project name %q: use 1-64 lower-case letters, digits and ._- (--project NAME)", o.project)
+		}
+		files, err := readContextFiles(o.context)
+		if err != nil {
+			return err
+		}
+		req.Context, req.Repo = files, &apitypes.SubmitRepo{Project: o.project, FromPR: o.fromPR}
+		return nil
+	}
 	if o.repo == "" && (o.ref != "" || o.project != "" || o.dirty || o.mode != "" || len(o.context) > 0) {
 		return usagef("--ref, --project, --dirty, --mode and --context need --repo")
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 
 	"drover/internal/apitypes"
+	"drover/internal/gitcmd"
 	"drover/internal/hub/call"
+	"drover/internal/protocol"
 	"drover/internal/publish"
 	"drover/internal/store"
 )
@@ -85,4 +87,42 @@ func (a publishCore) Event(ctx context.Context, jobID, kind, actor, text string)
 // Lock takes a lock every hub on the data directory shares.
 func (a publishCore) Lock(ctx context.Context, name string) (func(), error) {
 	return a.h.locks.lock(ctx, name)
+}
+
+// startFromPR makes a submission that names a pull request start at its
+// head (req.Repo.Base), for a caller who may use the project, and answers
+// the publication back onto it that the job's completion carries out.
+func (h *Hub) startFromPR(ctx context.Context, p call.Caller, req *apitypes.SubmitRequest) (store.Publication, error) {
+	switch {
+	case req.Repo.Base != "":
+		return store.Publication{}, call.BadRequest("a job starts at a base commit or at a pull request's head, not both")
+	case req.Mode == protocol.ModeObserve:
+		return store.Publication{}, call.BadRequest("a job started from a pull request publishes back onto it: it runs in fix mode")
+	case !gitcmd.ValidProject(req.Repo.Project):
+		return store.Publication{}, call.BadRequest("project name %q must be 1-64 lower-case letters, digits or ._- starting with a letter or digit", req.Repo.Project)
+	}
+	var prj store.Project
+	err := h.store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		if prj, err = readProject(tx, req.Repo.Project); err != nil {
+			return err
+		}
+		return mayUseProject(tx, p, prj)
+	})
+	if err != nil {
+		return store.Publication{}, err
+	}
+	dir := ""
+	if prj.Remote == "" {
+		if err := h.ensureRepo(ctx, prj.Name); err != nil {
+			return store.Publication{}, err
+		}
+		dir = h.repos.Dir(prj.Name)
+	}
+	base, pub, err := h.publisher.FromPR(ctx, prj.Config, dir, req.Repo.FromPR)
+	if err != nil {
+		return store.Publication{}, err
+	}
+	req.Repo.Base = base
+	return pub, nil
 }

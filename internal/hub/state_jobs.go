@@ -112,6 +112,14 @@ func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitR
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
 		RequesterID: p.UserID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
 	}
+	var planned *store.Publication
+	if req.Repo != nil && req.Repo.FromPR != 0 {
+		pub, err := h.startFromPR(ctx, p, &req)
+		if err != nil {
+			return call.Submitted{}, err
+		}
+		planned = &pub
+	}
 	if err := h.checkSource(ctx, p, req, &j); err != nil {
 		return call.Submitted{}, err
 	}
@@ -129,6 +137,12 @@ func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitR
 		}
 		if err := tx.InsertJob(j); err != nil {
 			return err
+		}
+		if planned != nil {
+			planned.JobID = j.ID
+			if err := tx.PutPublication(*planned); err != nil {
+				return err
+			}
 		}
 		for _, f := range req.Context {
 			if err := tx.InsertContextFile(j.ID, store.ContextFile{Name: f.Name, Data: f.Data}); err != nil {

@@ -1,6 +1,8 @@
 package publish
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -180,4 +182,68 @@ func mdText(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// FromPR resolves pull request n of a project's forge repository for a
+// job that starts at its head: the head's commit, fetched into the hub's
+// repository of the project (repoDir; "" for a project whose runners fetch
+// from its remote), and the publication back onto the pull request that
+// the job's completion carries out (Intent).
+func (s *Service) FromPR(ctx context.Context, cfg store.ProjectConfig, repoDir string, n int) (string, store.Publication, error) {
+	if cfg.Forge == "" || cfg.ForgeRepo == "" {
+		return "", store.Publication{}, call.Errf(409, CodeNotMapped,
+			"the project is mapped to no forge, so it has no pull requests; its owner or an admin maps it (drover projects config P --forge NAME --forge-repo OWNER/REPO)")
+	}
+	if n <= 0 {
+		return "", store.Publication{}, call.BadRequest("pull request %d: want its number", n)
+	}
+	cl, err := s.client(ctx, cfg.Forge)
+	if err != nil {
+		return "", store.Publication{}, asRefusal(err)
+	}
+	repo, err := forge.ParseRepo(cfg.ForgeRepo)
+	if err != nil {
+		return "", store.Publication{}, call.Conflict("the project's forge repository: %v", err)
+	}
+	pr, err := cl.GetPR(ctx, repo, n)
+	if err != nil {
+		return "", store.Publication{}, asRefusal(err)
+	}
+	switch {
+	case pr.State != "open":
+		return "", store.Publication{}, call.Conflict("pull request %d of %s is %s", n, repo, pr.State)
+	case strings.HasPrefix(pr.HeadBranch, "refs/") || forge.CheckBranch("head", pr.HeadBranch) != nil:
+		return "", store.Publication{}, call.Conflict("pull request %d of %s has no branch a job could publish back to (an AGit pull request)", n, repo)
+	}
+	if repoDir != "" {
+		remote, err := cl.Remote(ctx, repo)
+		if err != nil {
+			return "", store.Publication{}, asRefusal(err)
+		}
+		g := remoteGit{git: s.cfg.Git, dir: repoDir, remote: remote}
+		if _, err := g.run(ctx, "fetch", "--no-tags", "--no-write-fetch-head", remote.URL, "refs/heads/"+pr.HeadBranch); err != nil {
+			return "", store.Publication{}, asRefusal(err)
+		}
+		if _, err := s.cfg.Git.Out(ctx, repoDir, "cat-file", "-e", pr.HeadSHA+"^{commit}"); err != nil {
+			return "", store.Publication{}, call.Conflict("pull request %d's head moved while the hub fetched it; try again", n)
+		}
+	}
+	now := s.cfg.Now()
+	return pr.HeadSHA, store.Publication{Forge: cfg.Forge, Repo: cfg.ForgeRepo, Mode: apitypes.PublishToPR, ToPR: n,
+		Branch: pr.HeadBranch, Base: pr.Base, Expect: pr.HeadSHA, PRNumber: pr.Number, PRURL: pr.URL,
+		State: store.PublicationPlanned, CreatedAt: now, UpdatedAt: now}, nil
+}
+
+// asRefusal is a forge's or git's failure as the caller of a request sees
+// it: its code and reason, never a credential.
+func asRefusal(err error) error {
+	if _, ok := errors.AsType[*call.Refusal](err); ok {
+		return err
+	}
+	code, reason := outcome(err)
+	status := 502
+	if code == "forge_"+forge.CodeNotFound {
+		status = 404
+	}
+	return call.Errf(status, code, "%s", reason)
 }

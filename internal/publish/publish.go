@@ -124,6 +124,7 @@ const (
 	CodePushRefused    = "push_refused"     // the forge refused the push (a protected branch, a hook)
 	CodeUnavailable    = "forge_unavailable"
 	CodeNotMapped      = "not_mapped" // the project maps to no forge, or to one that is gone
+	CodeNothing        = "nothing_to_publish"
 )
 
 // failure is a publication's end without success, with its code.
@@ -200,7 +201,25 @@ func (s *Service) PublishJob(ctx context.Context, c call.Caller, id string, req 
 // It records nothing for a project without a default or a job without a
 // commit of its own.
 func Intent(tx store.Tx, j store.Job, now time.Time) (bool, error) {
-	if j.State != job.Completed || j.Project == "" || j.Mode != protocol.ModeFix || j.Head == j.Base {
+	if j.State != job.Completed || j.Project == "" || j.Mode != protocol.ModeFix {
+		return false, nil
+	}
+	// A job started from a pull request publishes back onto it (FromPR).
+	if old, err := tx.Publication(j.ID); err == nil {
+		if old.State != store.PublicationPlanned {
+			return false, nil
+		}
+		old.UpdatedAt = now
+		if j.Head == j.Base {
+			old.State, old.Code, old.Reason = store.PublicationFailed, CodeNothing, "the job made no commit"
+			return false, tx.PutPublication(old)
+		}
+		old.State, old.Commit = store.PublicationPending, j.Head
+		return true, tx.PutPublication(old)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	if j.Head == j.Base {
 		return false, nil
 	}
 	prj, err := tx.Project(j.Project)
@@ -210,11 +229,6 @@ func Intent(tx store.Tx, j store.Job, now time.Time) (bool, error) {
 	c := prj.Config
 	if (c.Publish != apitypes.PublishPR && c.Publish != apitypes.PublishBranch) || c.Forge == "" || c.ForgeRepo == "" {
 		return false, nil
-	}
-	if _, err := tx.Publication(j.ID); err == nil {
-		return false, nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return false, err
 	}
 	// The title is made from the prompt when it runs (run).
 	p := store.Publication{JobID: j.ID, Forge: c.Forge, Repo: c.ForgeRepo, Mode: c.Publish, Branch: BranchPrefix + j.ID,

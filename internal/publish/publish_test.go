@@ -432,3 +432,66 @@ func TestPublishBadRequests(t *testing.T) {
 		t.Error("a refused request recorded a publication")
 	}
 }
+
+// TestFromPRPublishesBack: a job started from a pull request starts at its
+// head (fetched into the hub's repository) and, once completed, publishes
+// back onto it: the intent recorded with the completion, carried on after.
+func TestFromPRPublishesBack(t *testing.T) {
+	b := newBench(t)
+	s := b.service(t.Context())
+	feature := b.commit(b.base, "feature")
+	b.run(b.work, "push", "-q", b.g.URL+"/"+b.repo+".git", feature+":refs/heads/feature")
+	var pr pull
+	b.g.API(t, b.g.AdminToken, http.MethodPost, "/repos/"+b.repo+"/pulls",
+		map[string]string{"head": "feature", "base": "main", "title": "feature"}, &pr)
+	// The hub's repository has not seen the pull request's head.
+	b.run(b.hubDir, "update-ref", "-d", "refs/drover/jobs/"+feature[:8])
+	b.run(b.hubDir, "reflog", "expire", "--expire=now", "--all")
+	b.run(b.hubDir, "gc", "-q", "--prune=now")
+	if _, err := b.git.Out(t.Context(), b.hubDir, "cat-file", "-e", feature+"^{commit}"); err == nil {
+		t.Fatal("the hub's repository holds the head before FromPR")
+	}
+
+	cfg := store.ProjectConfig{Forge: "gitea", ForgeRepo: b.repo}
+	base, planned, err := s.FromPR(t.Context(), cfg, b.hubDir, pr.Number)
+	if err != nil || base != feature || planned.State != store.PublicationPlanned || planned.Branch != "feature" || planned.ToPR != pr.Number {
+		t.Fatalf("FromPR = %s, %+v, %v", base, planned, err)
+	}
+	if _, err := b.git.Out(t.Context(), b.hubDir, "cat-file", "-e", feature+"^{commit}"); err != nil {
+		t.Fatalf("the head was not fetched: %v", err)
+	}
+	if _, _, err := s.FromPR(t.Context(), cfg, b.hubDir, 999); err == nil || !strings.Contains(err.Error(), "not_found") {
+		t.Errorf("FromPR of a missing pull request: %v", err)
+	}
+
+	follow := b.commit(feature, "follow-up")
+	b.add(publish.Job{View: apitypes.JobView{ID: "jp", State: job.Completed, Args: []string{"review fixes"}, Project: "app",
+		Base: feature, Head: follow, Mode: protocol.ModeFix}, Config: cfg, RepoDir: b.hubDir})
+	planned.JobID = "jp"
+	now := time.Now()
+	err = b.st.Write(t.Context(), func(tx store.Tx) error {
+		if err := tx.PutPublication(planned); err != nil {
+			return err
+		}
+		ok, err := publish.Intent(tx, store.Job{ID: "jp", State: job.Completed, Project: "app", Base: feature, Head: follow, Mode: protocol.ModeFix}, now)
+		if err == nil && !ok {
+			err = fmt.Errorf("no intent recorded")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.JobCompleted(t.Context(), "jp")
+	s.Wait()
+	if sha := b.branch("feature"); sha != follow {
+		t.Fatalf("feature = %s, want the job's %s", sha, follow)
+	}
+	var p store.Publication
+	if err := b.st.Read(t.Context(), func(tx store.Tx) error { p, err = tx.Publication("jp"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if p.State != store.PublicationDone || p.PRNumber != pr.Number || len(b.pulls()) != 1 {
+		t.Fatalf("publication back = %+v; pull requests %d", p, len(b.pulls()))
+	}
+}

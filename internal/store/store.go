@@ -534,6 +534,9 @@ const (
 	// PublicationPending: the intent is recorded and the forge calls may
 	// have begun; the hub carries it on (on its next try or start).
 	PublicationPending PublicationState = "pending"
+	// PublicationPlanned: the job was started from a pull request and
+	// publishes back onto it once it completes.
+	PublicationPlanned PublicationState = "planned"
 	PublicationDone    PublicationState = "done"
 	PublicationFailed  PublicationState = "failed"
 )
