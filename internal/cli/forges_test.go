@@ -273,3 +273,42 @@ func TestProjectConfigForge(t *testing.T) {
 		})
 	}
 }
+
+// TestRunFromPR: drover run --from-pr sends the project and the pull
+// request, no base (the hub resolves the head), and refuses what cannot go
+// with it before sending anything.
+func TestRunFromPR(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want string // in stderr when refused
+	}{
+		{"sent", []string{"--project", "web", "--from-pr", "17"}, 0, ""},
+		{"no project", []string{"--from-pr", "17"}, 2, "needs --project"},
+		{"with repo", []string{"--repo", ".", "--project", "web", "--from-pr", "17"}, 2, "cannot go with --repo"},
+		{"observe", []string{"--project", "web", "--from-pr", "17", "--mode", "observe"}, 2, "fix mode"},
+		{"negative", []string{"--project", "web", "--from-pr", "-3"}, 2, "a pull request's number"},
+		{"bad project", []string{"--project", "Web!", "--from-pr", "3"}, 2, "project name"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newFakeHub(t)
+			args := append(append([]string{"run", "--agent", "exec"}, tt.args...), "true")
+			r := runCLI(t, forgeEnv(h), "", args...)
+			if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
+				t.Fatalf("code %d, want %d and %q in stderr %q", r.code, tt.code, tt.want, r.stderr)
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if tt.code != 0 {
+				if len(h.submits) != 0 {
+					t.Errorf("a refused run submitted %+v", h.submits)
+				}
+				return
+			}
+			if len(h.submits) != 1 || h.submits[0].Repo == nil || *h.submits[0].Repo != (apitypes.SubmitRepo{Project: "web", FromPR: 17}) {
+				t.Errorf("submitted %+v", h.submits)
+			}
+		})
+	}
+}

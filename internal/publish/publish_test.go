@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
 	"drover/internal/hub/call"
@@ -69,6 +71,7 @@ type bench struct {
 	base   string // main's commit
 	git    gitcmd.Git
 	n      int
+	reg    *prometheus.Registry // the last service's metrics
 }
 
 func newBench(t testing.TB) *bench {
@@ -163,7 +166,8 @@ var alice = call.Caller{Name: "alice", UserID: "u-alice"}
 // through the proxy, retrying quickly.
 func (b *bench) service(ctx context.Context) *publish.Service {
 	b.t.Helper()
-	s := publish.New(ctx, b.core, publish.Config{Store: b.st,
+	b.reg = prometheus.NewRegistry()
+	s := publish.New(ctx, b.core, publish.Config{Store: b.st, Metrics: publish.NewMetrics(b.reg),
 		Retry: retry.Policy{First: 50 * time.Millisecond, Max: time.Second, Tries: 6}})
 	if _, err := s.PutForge(ctx, admin, "gitea", apitypes.ForgeRequest{Kind: "gitea", URL: b.proxy.URL, Token: b.g.AdminToken}); err != nil {
 		b.t.Fatal(err)
@@ -245,6 +249,20 @@ func TestPublishPullRequestExactlyOnce(t *testing.T) {
 	}
 	if n := b.proxy.Count("", "") - before; n != 0 {
 		t.Errorf("publishing again made %d forge requests, want 0", n)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"drover_forge_requests_total", map[string]string{"forge": "gitea", "op": "create_pr", "code": "ok"}, 1},
+		{"drover_forge_requests_total", map[string]string{"forge": "gitea", "op": "create_pr", "code": "unavailable"}, 0},
+		{"drover_forge_requests_total", map[string]string{"forge": "gitea", "op": "default_branch", "code": "ok"}, 1},
+		{"drover_publications_total", map[string]string{"outcome": "ok"}, 1},
+	} {
+		if got := counter(t, b.reg, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
 	}
 	if _, err := s.PublishJob(t.Context(), call.Caller{Name: "mallory", UserID: "u-m"}, "j1", apitypes.PublishRequest{}); err == nil ||
 		!strings.Contains(err.Error(), "no job") {
@@ -375,6 +393,21 @@ func TestPublishToPullRequestAndBase(t *testing.T) {
 	if sha := b.branch("main"); sha != b.base {
 		t.Fatalf("main moved to %s", sha)
 	}
+
+	// A branch the forge protects: its refusal is the outcome, said once.
+	b.g.API(t, b.g.AdminToken, http.MethodPost, "/repos/"+b.repo+"/branch_protections",
+		map[string]any{"rule_name": "release", "enable_push": false}, nil)
+	pushes := b.proxy.Count(http.MethodPost, pushPath)
+	v, err = s.PublishJob(t.Context(), alice, "j6", apitypes.PublishRequest{Mode: "branch", Branch: "release"})
+	if err != nil || v.State != "failed" || v.Code != publish.CodePushRefused || !strings.Contains(v.Reason, "protected") {
+		t.Fatalf("a push to a protected branch = %+v, %v", v, err)
+	}
+	if n := b.proxy.Count(http.MethodPost, pushPath) - pushes; n != 1 {
+		t.Errorf("the refused push was tried %d times, want once", n)
+	}
+	if sha := b.branch("release"); sha != "" {
+		t.Fatalf("release was made at %s", sha)
+	}
 }
 
 // TestPublishAGit: an AGit publication opens a pull request with no
@@ -494,4 +527,29 @@ func TestFromPRPublishesBack(t *testing.T) {
 	if p.State != store.PublicationDone || p.PRNumber != pr.Number || len(b.pulls()) != 1 {
 		t.Fatalf("publication back = %+v; pull requests %d", p, len(b.pulls()))
 	}
+}
+
+// counter is the value of the counter name with labels in reg (0 when
+// there is none).
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
