@@ -10,7 +10,9 @@ import (
 	"drover/internal/apitypes"
 	"drover/internal/forge"
 	"drover/internal/gitcmd"
+	"drover/internal/hub/call"
 	"drover/internal/retry"
+	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -104,7 +106,7 @@ func (s *Service) once(ctx context.Context, j Job, p *store.Publication) error {
 	case apitypes.PublishToPR:
 		return s.toPR(ctx, cl, g, repo, p)
 	case apitypes.PublishAGit:
-		return s.agit(ctx, cl, g, repo, j, p)
+		return s.agit(ctx, cl, g, repo, p)
 	}
 	if p.Base == "" {
 		if p.Base, err = cl.DefaultBranch(ctx, repo); err != nil {
@@ -201,7 +203,7 @@ func (s *Service) toPR(ctx context.Context, cl forge.Client, g remoteGit, repo f
 // refs/for/BASE with the job's topic: no branch, no write access to one.
 // The topic is the job's, so a repeated push updates the same pull
 // request; it is looked for by the job's commit first.
-func (s *Service) agit(ctx context.Context, cl forge.Client, g remoteGit, repo forge.Repo, j Job, p *store.Publication) error {
+func (s *Service) agit(ctx context.Context, cl forge.Client, g remoteGit, repo forge.Repo, p *store.Publication) error {
 	var err error
 	if p.Base == "" {
 		if p.Base, err = cl.DefaultBranch(ctx, repo); err != nil {
@@ -238,7 +240,6 @@ func (s *Service) agit(ctx context.Context, cl forge.Client, g remoteGit, repo f
 		return &forge.Error{Op: "find the AGit pull request", Code: forge.CodeNotReady, Msg: "not listed yet"}
 	}
 	p.PRNumber, p.PRURL = pr.Number, pr.URL
-	_ = j
 	return nil
 }
 
@@ -295,10 +296,12 @@ func classify(err error) error {
 	return failf(CodePushRefused, "%s", gitcmdMessage(ge))
 }
 
+// gitcmdMessage is what git said, as a publication's reason may carry it:
+// one line of plain text, bounded.
 func gitcmdMessage(ge *gitcmd.Error) string {
-	line := strings.TrimSpace(ge.Stderr)
+	line := rules.Escape(strings.TrimSpace(ge.Stderr), false)
 	if len(line) > 300 {
-		line = line[:300] + "…"
+		line = call.Truncate(line, 300) + "…"
 	}
 	return fmt.Sprintf("git %s: %s", ge.Args[0], line)
 }
