@@ -3,7 +3,6 @@ package forge
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -12,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"drover/internal/retry"
 	"drover/internal/rules"
@@ -240,29 +238,7 @@ func redact(s, token string) string {
 func message(s string) string { return cut(escape(strings.TrimSpace(s)), maxMessage) }
 
 // escape writes control characters and invalid UTF-8 as Go escapes.
-func escape(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case rules.IsControl(r):
-			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+func escape(s string) string { return rules.Escape(s, false) }
 
-// cut bounds s to n bytes, cutting on a rune boundary and marking the cut.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	n -= len("…")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+// cut bounds s to n bytes, marking the cut.
+func cut(s string, n int) string { return rules.Clip(s, n) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"drover/internal/retry"
+	"drover/internal/rules"
 )
 
 // Kind says what went wrong with a model call, which decides what the
@@ -133,7 +134,7 @@ func (p *provider) classify(ctx context.Context, err error) *Error {
 			e.Kind = KindRefused
 		}
 		e.Message = fmt.Sprintf("%s: HTTP %d %s", where, se.status, http.StatusText(se.status))
-		if said = p.redact(clipText(said, maxMessage)); said != "" {
+		if said = p.redact(rules.Clip(said, maxMessage)); said != "" {
 			e.Message += ": " + said
 		}
 		return e
@@ -147,7 +148,7 @@ func (p *provider) classify(ctx context.Context, err error) *Error {
 		// Its URL is ours and holds no secret, but say only the cause.
 		err = ue.Err
 	}
-	return &Error{Kind: KindTransport, Message: where + ": " + p.redact(clipText(err.Error(), maxMessage))}
+	return &Error{Kind: KindTransport, Message: where + ": " + p.redact(rules.Clip(err.Error(), maxMessage))}
 }
 
 func (p *provider) host() string {
@@ -183,16 +184,3 @@ func statedReset(h http.Header, now time.Time) time.Time {
 	}
 	return time.Time{}
 }
-
-// clipText cuts s to n bytes (on a rune boundary) with an ellipsis.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8Start(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

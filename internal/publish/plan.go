@@ -108,9 +108,7 @@ func checkTitle(t string) error {
 func defaultTitle(v apitypes.JobView) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(strings.Join(v.Args, " ")), "\n")
 	line = strings.TrimSpace(rules.Escape(line, false))
-	if len(line) > defaultTitleLen {
-		line = strings.TrimSpace(call.Truncate(line, defaultTitleLen-len("…"))) + "…"
-	}
+	line = rules.Clip(line, defaultTitleLen)
 	if line == "" {
 		return "drover job " + v.ID
 	}
@@ -148,9 +146,7 @@ func body(j Job) string {
 	}
 	fmt.Fprintf(&b, "\nBase %s, head %s.\n", v.Base, v.Head)
 	out := b.String()
-	if len(out) > forge.MaxBody {
-		out = call.Truncate(out, forge.MaxBody-len("\n…\n")) + "\n…\n"
-	}
+	out = rules.Clip(out, forge.MaxBody)
 	return out
 }
 

@@ -10,7 +10,6 @@ import (
 	"drover/internal/apitypes"
 	"drover/internal/forge"
 	"drover/internal/gitcmd"
-	"drover/internal/hub/call"
 	"drover/internal/retry"
 	"drover/internal/rules"
 	"drover/internal/store"
@@ -300,10 +299,7 @@ func classify(err error) error {
 // one line of plain text, bounded.
 func gitcmdMessage(ge *gitcmd.Error) string {
 	line := rules.Escape(strings.TrimSpace(ge.Stderr), false)
-	if len(line) > 300 {
-		line = call.Truncate(line, 300) + "…"
-	}
-	return fmt.Sprintf("git %s: %s", ge.Args[0], line)
+	return fmt.Sprintf("git %s: %s", ge.Args[0], rules.Clip(line, 300))
 }
 
 // push moves ref to commit if it is at expect ("": absent).

@@ -203,3 +203,16 @@ func Escape(s string, multiline bool) string {
 	}
 	return b.String()
 }
+
+// Clip bounds s to n bytes, cutting on a rune boundary and marking the
+// cut with "…" (within the n bytes).
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n -= len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:max(n, 0)] + "…"
+}

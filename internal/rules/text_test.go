@@ -198,3 +198,21 @@ func TestEscape(t *testing.T) {
 		}
 	}
 }
+
+func TestClip(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"a longer text", 8, "a lon…"},
+		{"ééééé", 8, "éé…"}, // never half a character
+		{"abc", 2, "…"},
+	} {
+		if got := Clip(c.in, c.n); got != c.want || (len(c.in) > c.n && len(got) > max(c.n, len("…"))) {
+			t.Errorf("Clip(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
