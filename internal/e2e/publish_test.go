@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"bytes"
+	"database/sql"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -9,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	_ "modernc.org/sqlite"
+
 	"drover/internal/apitypes"
+	"drover/internal/hub"
 	"drover/internal/job"
 	"drover/internal/testkit"
 )
@@ -17,8 +24,11 @@ import (
 // TestPublishHubKilledBetweenPushAndPullRequest: a hub SIGKILLed while its
 // pull request call to the forge hangs, after the branch was pushed, carries
 // the publication on at its next start: exactly one push and one pull
-// request on a real Gitea, and the forge's token in no output, log, event
-// or argv.
+// request on a real Gitea. Then a job started from that pull request
+// publishes back onto it, and the forge's token (the canary) is found
+// nowhere but the hub's forges table: no output, log, event, argv, agent
+// environment, other table, file of the hub's data directory or home, or
+// file of the runner's home (its worktrees and sandbox leftovers).
 func TestPublishHubKilledBetweenPushAndPullRequest(t *testing.T) {
 	t.Parallel()
 	g := testkit.StartGitea(t)
@@ -28,13 +38,13 @@ func TestPublishHubKilledBetweenPushAndPullRequest(t *testing.T) {
 	proxy.On(http.MethodPost, "/pulls", -1, testkit.Hold)
 
 	hub := testkit.StartHub(t, bin)
-	hub.StartRunner(t, "r1")
+	r1 := hub.StartRunner(t, "r1")
 	c := hub.Client()
 
 	// The project shares its history with the forge's repository.
 	src := filepath.Join(t.TempDir(), "app")
 	gitE(t, t.TempDir(), "clone", "--quiet", g.URL+"/"+repo+".git", src)
-	v := runRepo(t, hub, "--repo", src, "--agent", "exec", "--", "sh", "-c", "echo from the job > job.txt")
+	v := runRepo(t, hub, "--repo", src, "--agent", "exec", "--", "sh", "-c", "env && echo from the job > job.txt")
 	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Completed || end.Head == "" || end.Head == end.Base {
 		t.Fatalf("job ended %s (head %s):\n%s", end.State, end.Head, testkit.Log(t, c, v.ID, 0))
@@ -112,17 +122,163 @@ func TestPublishHubKilledBetweenPushAndPullRequest(t *testing.T) {
 	if i := strings.Index(show, "{"); i < 0 || json.Unmarshal([]byte(show[i:]), &shown) != nil || shown.Publication == nil || shown.Publication.State != "done" {
 		t.Errorf("drover show --json carries no done publication:\n%s", show)
 	}
-	cli("logs", v.ID)
-	evs, err := c.Events(t.Context(), v.ID, 0)
-	if err != nil {
-		t.Fatal(err)
+
+	// A job from the pull request, once the project has its forge: the hub
+	// fetches the pull request's head with the token and pushes the result
+	// back onto it. Its agent prints its environment into its log.
+	fix := runRepo(t, hub, "--project", end.Project, "--from-pr", fmt.Sprint(pub.PR), "--agent", "exec", "--",
+		"sh", "-c", "env && echo fixed >> job.txt")
+	fixed := testkit.WaitJob(t, c, fix.ID, 3*time.Minute, func(v apitypes.JobView) bool {
+		return v.State.Terminal() && (v.State != job.Completed || v.Publication != nil && v.Publication.State != "pending")
+	})
+	if fixed.State != job.Completed || fixed.Publication == nil || fixed.Publication.State != "done" {
+		t.Fatalf("the job from pull request %d ended %s, publication %+v:\n%s", pub.PR, fixed.State, fixed.Publication, testkit.Log(t, c, fix.ID, 0))
 	}
-	evJSON, _ := json.Marshal(evs)
-	for name, s := range map[string]string{"hub output": hub.Output(), "CLI output": strings.Join(outs, "\n"), "events": string(evJSON)} {
+
+	var evJSON []byte
+	for _, id := range []string{v.ID, fix.ID} {
+		if log := cli("logs", id); !strings.Contains(log, "PATH=") {
+			t.Errorf("the log of %s shows no environment of its agent:\n%s", id, log)
+		}
+		evs, err := c.Events(t.Context(), id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(evs)
+		evJSON = append(evJSON, b...)
+	}
+	for name, s := range map[string]string{"hub output": hub.Output(), "runner output": r1.Output(), "CLI output (logs and agent environments too)": strings.Join(outs, "\n"), "events": string(evJSON)} {
 		if strings.Contains(s, g.AdminToken) {
 			t.Errorf("the forge's token is in the %s", name)
 		}
 	}
+	assertCanaryStoredOnlyInForges(t, hub, g.AdminToken)
+	for _, dir := range []struct {
+		name, path string
+		empty      bool // may hold no file at all
+	}{
+		{"hub's data directory", hub.Data, false},
+		{"hub's home", hub.Home(), true},
+		{"runner's home", r1.Home, false},
+	} {
+		files, searched := filesHolding(t, dir.path, g.AdminToken, hub.Data)
+		if len(files) != 0 {
+			t.Errorf("the forge's token is in files of the %s: %v", dir.name, files)
+		}
+		if searched == 0 && !dir.empty {
+			t.Errorf("no file in the %s (%s) to search", dir.name, dir.path)
+		}
+	}
+}
+
+// assertCanaryStoredOnlyInForges fails unless canary is in the secret of a
+// row of the hub's forges table and in no other column of any table.
+func assertCanaryStoredOnlyInForges(t *testing.T, h *testkit.Hub, canary string) {
+	t.Helper()
+	cells := dbCellsHolding(t, hub.StorePath(h.Data), canary)
+	if !cells["forges.secret"] {
+		t.Errorf("the forge's token is not in forges.secret (found in %v): the check is blind", cells)
+	}
+	delete(cells, "forges.secret")
+	if len(cells) != 0 {
+		t.Errorf("the forge's token is in columns of the hub's database: %v", cells)
+	}
+}
+
+// dbCellsHolding is every table.column of the SQLite database at path that
+// holds canary in some row, read without writing.
+func dbCellsHolding(t *testing.T, path, canary string) map[string]bool {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatalf("open the hub's database: %v", err)
+	}
+	defer db.Close()
+	var tables []string
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table'`)
+	if err != nil {
+		t.Fatalf("list the hub's tables: %v", err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, n)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, tbl := range tables {
+		rows, err := db.Query(`SELECT * FROM "` + tbl + `"`)
+		if err != nil {
+			t.Fatalf("dump table %s: %v", tbl, err)
+		}
+		cols, err := rows.Columns()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatalf("dump table %s: %v", tbl, err)
+			}
+			for i, v := range vals {
+				var cell []byte
+				switch v := v.(type) {
+				case string:
+					cell = []byte(v)
+				case []byte:
+					cell = v
+				}
+				if bytes.Contains(cell, []byte(canary)) {
+					found[tbl+"."+cols[i]] = true
+				}
+			}
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatalf("dump table %s: %v", tbl, err)
+		}
+	}
+	if len(tables) == 0 {
+		t.Fatalf("the hub's database at %s has no tables", path)
+	}
+	return found
+}
+
+// filesHolding is every file under root whose bytes hold canary, but the
+// database files of the hub whose data directory is data (its store is
+// where the token belongs; dbCellsHolding looks into it), and how many
+// files it searched.
+func filesHolding(t *testing.T, root, canary, data string) (found []string, searched int) {
+	t.Helper()
+	db := hub.StorePath(data)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() || path == db || path == db+"-wal" || path == db+"-shm" {
+			return nil
+		}
+		searched++
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte(canary)) {
+			found = append(found, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("search %s: %v", root, err)
+	}
+	return found, searched
 }
 
 // giteaPull is a pull request as Gitea lists it.

@@ -270,6 +270,9 @@ func (h *Hub) Probe(path string) (int, string, error) {
 // Output is everything the hub printed.
 func (h *Hub) Output() string { return h.p.out.String() }
 
+// Home is the HOME of the hub and of its CLI commands.
+func (h *Hub) Home() string { return h.home }
+
 // CLI runs a drover client command against this hub as the admin and
 // returns its stdout+stderr.
 func (h *Hub) CLI(args ...string) (string, error) { return h.CLIWith(nil, args...) }
