@@ -69,6 +69,8 @@ type bench struct {
 	base   string // main's commit
 	git    gitcmd.Git
 	n      int
+	key    string   // the hub's signing key (rewrite_test.go)
+	env    []string // more environment of git calls (fixed commit dates)
 }
 
 func newBench(t testing.TB) *bench {
@@ -111,7 +113,7 @@ func (b *bench) add(j publish.Job) {
 
 func (b *bench) run(dir string, args ...string) {
 	b.t.Helper()
-	if _, err := b.git.Run(b.t.Context(), gitcmd.Cmd{Dir: dir, Args: args, Env: gitcmd.HeaderEnv(b.g.AdminToken)}); err != nil {
+	if _, err := b.git.Run(b.t.Context(), gitcmd.Cmd{Dir: dir, Args: args, Env: append(gitcmd.HeaderEnv(b.g.AdminToken), b.env...)}); err != nil {
 		b.t.Fatalf("git %v: %v", args, err)
 	}
 }
@@ -163,7 +165,7 @@ var alice = call.Caller{Name: "alice", UserID: "u-alice"}
 // through the proxy, retrying quickly.
 func (b *bench) service(ctx context.Context) *publish.Service {
 	b.t.Helper()
-	s := publish.New(ctx, b.core, publish.Config{Store: b.st,
+	s := publish.New(ctx, b.core, publish.Config{Store: b.st, SigningKey: b.key,
 		Retry: retry.Policy{First: 50 * time.Millisecond, Max: time.Second, Tries: 6}})
 	if _, err := s.PutForge(ctx, admin, "gitea", apitypes.ForgeRequest{Kind: "gitea", URL: b.proxy.URL, Token: b.g.AdminToken}); err != nil {
 		b.t.Fatal(err)
