@@ -414,6 +414,9 @@ type ProjectConfig struct {
 	ForgeRepo     string   `json:"forge_repo,omitempty"` // OWNER/REPO on it
 	Publish       string   `json:"publish,omitempty"`    // what a completed job publishes by itself: pr or branch
 	DirectPush    bool     `json:"direct_push,omitempty"`
+	PublishAuthor string   `json:"publish_author,omitempty"` // "" (as the agent made them) or requester
+	PublishEmail  string   `json:"publish_email,omitempty"`  // the requester's email, {user} their name
+	PublishSign   bool     `json:"publish_sign,omitempty"`   // commits signed with the hub's key
 	// Policies lists the policies the hub's operator defines (name → host
 	// patterns), to choose from; AllowOpen says whether "open" is one.
 	Policies  map[string][]string `json:"policies,omitempty"`
@@ -444,6 +447,11 @@ type ProjectConfigRequest struct {
 	ForgeRepo  *string `json:"forge_repo,omitempty"`
 	Publish    *string `json:"publish,omitempty"`
 	DirectPush *bool   `json:"direct_push,omitempty"`
+	// PublishAuthor ("" or requester), PublishEmail and PublishSign say
+	// how a publication's commits are authored and signed.
+	PublishAuthor *string `json:"publish_author,omitempty"`
+	PublishEmail  *string `json:"publish_email,omitempty"`
+	PublishSign   *bool   `json:"publish_sign,omitempty"`
 }
 
 // ForgeRequest adds a forge connection or replaces the one of that name

@@ -458,6 +458,15 @@ func (h *fakeHub) forgeRoutes(mux *http.ServeMux) {
 		if req.DirectPush != nil {
 			c.DirectPush = *req.DirectPush
 		}
+		if req.PublishAuthor != nil {
+			c.PublishAuthor = *req.PublishAuthor
+		}
+		if req.PublishEmail != nil {
+			c.PublishEmail = *req.PublishEmail
+		}
+		if req.PublishSign != nil {
+			c.PublishSign = *req.PublishSign
+		}
 		h.configs[c.Project] = c
 		reply(w, 200, c)
 	})

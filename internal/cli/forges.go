@@ -301,7 +301,15 @@ func printPublication(w io.Writer, p apitypes.PublicationView) error {
 var publishChoices = []string{apitypes.PublishPR, apitypes.PublishBranch, "none"}
 
 // forgeConfig adds to req the forge flags of `projects config` the user set.
-func forgeConfig(cmd *cobra.Command, req *apitypes.ProjectConfigRequest, name, repo, publish string, directPush bool) error {
+// forgeFlags are the flags of drover projects config that say where and
+// how a project's results publish.
+type forgeFlags struct {
+	name, repo, publish, author, email string
+	directPush, sign                   bool
+}
+
+func forgeConfig(cmd *cobra.Command, req *apitypes.ProjectConfigRequest, f forgeFlags) error {
+	name, repo, publish, directPush := f.name, f.repo, f.publish, f.directPush
 	changed := cmd.Flags().Changed
 	switch {
 	case changed("forge") && name == "":
@@ -330,6 +338,23 @@ func forgeConfig(cmd *cobra.Command, req *apitypes.ProjectConfigRequest, name, r
 	if changed("direct-push") {
 		req.DirectPush = &directPush
 	}
+	if changed("publish-author") {
+		author := f.author
+		switch author {
+		case "agent":
+			author = ""
+		case "requester":
+		default:
+			return usagef("--publish-author %q: want requester or agent", author)
+		}
+		req.PublishAuthor = &author
+	}
+	if changed("publish-email") {
+		req.PublishEmail = &f.email
+	}
+	if changed("publish-sign") {
+		req.PublishSign = &f.sign
+	}
 	return nil
 }
 
@@ -344,6 +369,15 @@ func publishesBy(c apitypes.ProjectConfig) string {
 	}
 	if c.DirectPush {
 		s += "; may push to the default branch or a pull request's base"
+	}
+	if c.PublishAuthor != "" {
+		s += "; commits authored by the job's requester"
+		if c.PublishEmail != "" {
+			s += " (" + c.PublishEmail + ")"
+		}
+	}
+	if c.PublishSign {
+		s += "; commits signed with the hub's key"
 	}
 	return s
 }

@@ -143,7 +143,7 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Database: o.db, Lease: o.lease, Heartbeat: o.heartbeat,
 		OfferTimeout: o.offerTimeout, HubTTL: o.hubTTL, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
 		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, MetricsToken: metricsToken, MetricsListen: o.metricsListen,
-		Logger: a.log, Network: file.Network, Credentials: file.Setup, CredentialRunners: file.Trusted})
+		Logger: a.log, Network: file.Network, Credentials: file.Setup, CredentialRunners: file.Trusted, SigningKey: file.SigningKey})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}

@@ -26,12 +26,14 @@ func (a *app) projectConfigCmds() []*cobra.Command {
 		return checkName("project", args[0])
 	}
 	text := func(w io.Writer, c apitypes.ProjectConfig) error { return printProjectConfig(w, c) }
-	var large, directPush bool
-	var sparse, forgeName, forgeRepo, publish string
+	var large bool
+	var sparse string
+	var ff forgeFlags
 	var show *cobra.Command
 	show = answerCmd(a, &cobra.Command{
 		Use: "config PROJECT [--large[=false]] [--sparse PATH,...|none] [--forge NAME --forge-repo OWNER/REPO] " +
-			"[--publish pr|branch|none] [--direct-push[=false]] [--json]",
+			"[--publish pr|branch|none] [--direct-push[=false]] [--publish-author requester|agent] [--publish-email TEMPLATE] " +
+			"[--publish-sign[=false]] [--json]",
 		Short: "Show a project's network policies, setup, caches and forge, and the hub's policies to choose from",
 		Long: `Show a project's config; its owner or an admin changes it with the flags.
 --large marks the project as too large to clone whole: runners then fetch it
@@ -46,11 +48,17 @@ connection (drover forges list): its jobs' results are published there
 (drover publish); --forge "" unmaps it. --publish is what a completed job
 publishes by itself: pr (a pull request), branch, or none (only drover
 publish does). --direct-push lets a publication push to the repository's
-default branch or a pull request's base.`,
+default branch or a pull request's base. --publish-author requester rewrites
+a publication's commits with the job's requester as author (email
+--publish-email, its {user} the requester's name; default
+{user}@users.noreply.FORGE-HOST) and the agent in a Co-authored-by trailer;
+agent keeps them as the agent made them. --publish-sign signs them with the
+hub's key (the operator's signing_key), so rulesets that require signed
+commits accept them.`,
 		Args: project,
 	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ProjectConfig, error) {
 		var req apitypes.ProjectConfigRequest
-		if err := forgeConfig(show, &req, forgeName, forgeRepo, publish, directPush); err != nil {
+		if err := forgeConfig(show, &req, ff); err != nil {
 			return apitypes.ProjectConfig{}, err
 		}
 		if show.Flags().Changed("large") {
@@ -67,17 +75,20 @@ default branch or a pull request's base.`,
 			req.Sparse = &paths
 		}
 		if req.Large == nil && req.Sparse == nil && req.Forge == nil && req.ForgeRepo == nil && req.Publish == nil &&
-			req.DirectPush == nil {
+			req.DirectPush == nil && req.PublishAuthor == nil && req.PublishEmail == nil && req.PublishSign == nil {
 			return c.ProjectConfig(ctx, args[0])
 		}
 		return c.SetProjectConfig(ctx, args[0], req)
 	}, text)
 	show.Flags().BoolVar(&large, "large", false, "runners fetch the project as a partial clone (blobs on demand)")
 	show.Flags().StringVar(&sparse, "sparse", "", "folders its jobs' worktrees hold (cone-mode sparse checkout), comma-separated, or none")
-	show.Flags().StringVar(&forgeName, "forge", "", `the forge connection its jobs' results are published to ("" unmaps the project)`)
-	show.Flags().StringVar(&forgeRepo, "forge-repo", "", "the repository on that forge: OWNER/REPO")
-	show.Flags().StringVar(&publish, "publish", "", "what a completed job publishes by itself: "+strings.Join(publishChoices, ", "))
-	show.Flags().BoolVar(&directPush, "direct-push", false, "publications may push to the default branch or a pull request's base")
+	show.Flags().StringVar(&ff.name, "forge", "", `the forge connection its jobs' results are published to ("" unmaps the project)`)
+	show.Flags().StringVar(&ff.repo, "forge-repo", "", "the repository on that forge: OWNER/REPO")
+	show.Flags().StringVar(&ff.publish, "publish", "", "what a completed job publishes by itself: "+strings.Join(publishChoices, ", "))
+	show.Flags().BoolVar(&ff.directPush, "direct-push", false, "publications may push to the default branch or a pull request's base")
+	show.Flags().StringVar(&ff.author, "publish-author", "", "who authors published commits: requester (rewritten, the agent co-author) or agent (as made)")
+	show.Flags().StringVar(&ff.email, "publish-email", "", `the requester's email in rewritten commits, {user} their name ("" for {user}@users.noreply.FORGE-HOST)`)
+	show.Flags().BoolVar(&ff.sign, "publish-sign", false, "sign published commits with the hub's key (the operator's signing_key)")
 
 	var setupNet, agentNet string
 	network := answerCmd(a, &cobra.Command{

@@ -49,6 +49,9 @@ type Config struct {
 	// ForgeHTTP is the client of forges' APIs; nil for one with a
 	// minute's timeout per call.
 	ForgeHTTP *http.Client
+	// SigningKey is the path of the SSH private key (0600) that signs
+	// the published commits of projects that ask (File.SigningKey).
+	SigningKey string
 	// Connection timeouts of Serve's HTTP server. A request's headers must
 	// arrive within ReadHeaderTimeout (10s); its body may pause at most
 	// ReadTimeout between two reads (1m), however long the whole body

@@ -11,6 +11,7 @@ import (
 
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
+	"drover/internal/publish"
 	"drover/internal/sandbox/egress"
 )
 
@@ -31,6 +32,10 @@ type File struct {
 	// Trusted is, per credential name, the runners besides admins' that
 	// the operator trusts with it (FileCredential.Runners).
 	Trusted map[string][]string `json:"-"`
+	// SigningKey is the path of the SSH private key (0600) that signs
+	// the published commits of projects that ask for it (drover projects
+	// config P --publish-sign).
+	SigningKey string `json:"signing_key,omitempty"`
 }
 
 // FileCredential is one registry credential of the config file.
@@ -93,6 +98,11 @@ func ReadFile(path string) (File, error) {
 	}
 	if f.Setup, err = f.SetupCredentials(); err != nil {
 		return File{}, fmt.Errorf("hub config %s: %w", path, err)
+	}
+	if f.SigningKey != "" {
+		if err := publish.CheckSigningKey(f.SigningKey); err != nil {
+			return File{}, fmt.Errorf("hub config %s: %w", path, err)
+		}
 	}
 	f.Trusted = map[string][]string{}
 	for name, fc := range f.Credentials {

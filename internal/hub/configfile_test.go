@@ -14,13 +14,19 @@ func TestReadFile(t *testing.T) {
 	if err := os.WriteFile(key, []byte("s3cret-value\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	openKey := filepath.Join(dir, "open_ed25519")
+	if err := os.WriteFile(openKey, []byte("k\n"), 0o600); err != nil || os.Chmod(openKey, 0o644) != nil {
+		t.Fatal(err)
+	}
 	cred := `"credentials": {"private": {"policy": %q, "upstream": %q, "header": "Authorization", "prefix": "Bearer ",
 		"key_file": %q, "key_env": "REG_KEY", "base_url_env": "REG_URL"}}`
 	for _, tc := range []struct {
 		name, body, err string
 	}{
-		{"ok", `{"network": {"policies": {"go": ["proxy.golang.org"]}}, ` +
+		{"ok", `{"network": {"policies": {"go": ["proxy.golang.org"]}}, "signing_key": "` + key + `", ` +
 			fmt.Sprintf(cred, "go", "https://registry.example", key) + `}`, ""},
+		{"signing key others may read", `{"network": {}, "signing_key": "` + openKey + `"}`, "mode 0644, readable by others: make it 0600"},
+		{"signing key missing", `{"network": {}, "signing_key": "` + filepath.Join(dir, "nope") + `"}`, "signing key"},
 		{"every host", `{"network": {"policies": {"all": ["*"]}}}`, "every host"},
 		{"malformed", `{"network": {"policies": {"x": ["a b.com"]}}}`, "label"},
 		{"misspelt", `{"network": {"policys": {}}}`, "unknown field"},

@@ -173,7 +173,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	bgctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel
 	h.publisher = publish.New(bgctx, publishCore{h}, publish.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger,
-		HTTP: cfg.ForgeHTTP, Metrics: publish.NewMetrics(h.metrics.reg), Now: h.now})
+		HTTP: cfg.ForgeHTTP, Metrics: publish.NewMetrics(h.metrics.reg), SigningKey: cfg.SigningKey, Now: h.now})
 	h.bg.Add(5)
 	go func() {
 		defer h.bg.Done()

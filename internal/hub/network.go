@@ -199,6 +199,7 @@ func (h *Hub) configView(prj store.Project) apitypes.ProjectConfig {
 		SetupCommands: orEmpty(c.SetupCommands), SetupTimeout: protocol.Duration(c.SetupTimeout), Caches: orEmpty(c.Caches),
 		SetupKeys: orEmpty(c.SetupKeys), SetupFile: c.SetupFile, SetupApproved: c.SetupApproved, Large: c.Large, Sparse: c.Sparse,
 		Forge: c.Forge, ForgeRepo: c.ForgeRepo, Publish: c.Publish, DirectPush: c.DirectPush,
+		PublishAuthor: c.PublishAuthor, PublishEmail: c.PublishEmail, PublishSign: c.PublishSign,
 		Policies: h.cfg.Network.Policies, AllowOpen: h.cfg.Network.AllowOpen}
 }
 
@@ -209,7 +210,8 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req apitypes.ProjectConfigReque
 	for _, f := range []struct {
 		to   *string
 		from *string
-	}{{&c.Forge, req.Forge}, {&c.ForgeRepo, req.ForgeRepo}, {&c.Publish, req.Publish}} {
+	}{{&c.Forge, req.Forge}, {&c.ForgeRepo, req.ForgeRepo}, {&c.Publish, req.Publish},
+		{&c.PublishAuthor, req.PublishAuthor}, {&c.PublishEmail, req.PublishEmail}} {
 		if f.from != nil {
 			*f.to = *f.from
 		}
@@ -217,8 +219,13 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req apitypes.ProjectConfigReque
 	if c.Publish == "none" {
 		c.Publish = ""
 	}
-	if req.DirectPush != nil {
-		c.DirectPush = *req.DirectPush
+	for _, f := range []struct {
+		to   *bool
+		from *bool
+	}{{&c.DirectPush, req.DirectPush}, {&c.PublishSign, req.PublishSign}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
 	}
 	if req.SetupNetwork != nil {
 		if c.SetupNetwork, err = h.cfg.Network.Choose(*req.SetupNetwork); err != nil {

@@ -72,6 +72,9 @@ func TestProjectNetworkPolicies(t *testing.T) {
 		"unapproving a digest not approved":    {alice, apitypes.ProjectConfigRequest{UnapproveSetup: []string{digest}}, http.StatusBadRequest},
 		"a sparse path outside the repository": {alice, apitypes.ProjectConfigRequest{Sparse: names("src", "../x")}, http.StatusBadRequest},
 		"a sparse pattern":                     {alice, apitypes.ProjectConfigRequest{Sparse: names("src/*")}, http.StatusBadRequest},
+		"a publish author not requester":       {alice, apitypes.ProjectConfigRequest{PublishAuthor: ptr("bob")}, http.StatusBadRequest},
+		"a publish email not an address":       {alice, apitypes.ProjectConfigRequest{PublishEmail: ptr("{user} <x@y>")}, http.StatusBadRequest},
+		"a member asks for signed commits":     {bob, apitypes.ProjectConfigRequest{PublishSign: ptr(true)}, http.StatusForbidden},
 	} {
 		if code, e := set(tc.token, tc.req); code != tc.status || e.Message == "" {
 			t.Errorf("%s: %d %+v, want %d with a message", name, code, e, tc.status)
@@ -80,6 +83,13 @@ func TestProjectNetworkPolicies(t *testing.T) {
 	}
 	if _, code := config(carol); code != http.StatusForbidden {
 		t.Errorf("a non-member reads the config: %d", code)
+	}
+	if code, e := set(alice, apitypes.ProjectConfigRequest{PublishAuthor: ptr("requester"), PublishEmail: ptr("{user}@acme.test"),
+		PublishSign: ptr(true)}); code != http.StatusOK {
+		t.Fatalf("owner asks for requester-authored, signed commits: %d %+v", code, e)
+	}
+	if c, _ := config(bob); c.PublishAuthor != "requester" || c.PublishEmail != "{user}@acme.test" || !c.PublishSign {
+		t.Errorf("config after asking for signed commits: %+v", c)
 	}
 
 	// A job narrows, never widens; without a project only "none" is.

@@ -124,7 +124,8 @@ func (s *Service) RemoveForge(ctx context.Context, c call.Caller, name string) (
 
 // CheckMapping is the rule of a project's forge mapping: both or neither
 // of forge and repo, a forge connection that exists, a repository name by
-// forge.ParseRepo's rules, and a publish default of pr, branch or none.
+// forge.ParseRepo's rules, a publish default of pr, branch or none, and
+// commits' authoring by checkAuthoring's.
 // The core calls it inside the transaction that sets the project's config.
 func CheckMapping(tx store.Tx, cfg store.ProjectConfig) error {
 	switch {
@@ -132,7 +133,7 @@ func CheckMapping(tx store.Tx, cfg store.ProjectConfig) error {
 		if cfg.Publish != "" && cfg.Publish != "none" {
 			return call.BadRequest("publish %s needs a forge: map the project with --forge NAME --forge-repo OWNER/REPO", cfg.Publish)
 		}
-		return nil
+		return checkAuthoring(cfg)
 	case cfg.Forge == "" || cfg.ForgeRepo == "":
 		return call.BadRequest("a forge mapping needs both the forge's name and OWNER/REPO")
 	}
@@ -147,7 +148,7 @@ func CheckMapping(tx store.Tx, cfg store.ProjectConfig) error {
 	if !slices.Contains([]string{"", "none", apitypes.PublishPR, apitypes.PublishBranch}, cfg.Publish) {
 		return call.BadRequest("publish %q: want pr, branch or none", rules.Escape(call.Truncate(cfg.Publish, 40), false))
 	}
-	return nil
+	return checkAuthoring(cfg)
 }
 
 // mappedProjects are the projects c may see by the forge they map to.

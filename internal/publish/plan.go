@@ -238,8 +238,11 @@ func asRefusal(err error) error {
 	}
 	code, reason := outcome(err)
 	status := 502
-	if code == "forge_"+forge.CodeNotFound {
+	switch code {
+	case "forge_" + forge.CodeNotFound:
 		status = 404
+	case CodeRewrite:
+		status = 409
 	}
 	return call.Errf(status, code, "%s", reason)
 }

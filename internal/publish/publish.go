@@ -72,7 +72,11 @@ type Config struct {
 	Retry retry.Policy
 	// Metrics counts forge requests and publications; nil counts nothing.
 	Metrics *Metrics
-	Now     func() time.Time
+	// SigningKey is the path of the SSH private key (0600) that signs
+	// the commits of projects that ask (ProjectConfig.PublishSign); ""
+	// for none.
+	SigningKey string
+	Now        func() time.Time
 }
 
 // DefaultRetry gives a publication about five minutes before it ends as
@@ -191,6 +195,10 @@ func (s *Service) PublishJob(ctx context.Context, c call.Caller, id string, req 
 	intent, err := s.plan(j, req, c.UserID)
 	if err != nil {
 		return apitypes.PublicationView{}, err
+	}
+	// Rewritten before the record, so that asking again finds it done.
+	if intent.Commit, err = s.commitFor(ctx, j, intent.Forge); err != nil {
+		return apitypes.PublicationView{}, asRefusal(err)
 	}
 	return s.start(ctx, j, intent, c.Name)
 }

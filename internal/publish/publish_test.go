@@ -72,6 +72,8 @@ type bench struct {
 	git    gitcmd.Git
 	n      int
 	reg    *prometheus.Registry // the last service's metrics
+	key    string               // the hub's signing key (rewrite_test.go)
+	env    []string             // more environment of git calls (fixed commit dates)
 }
 
 func newBench(t testing.TB) *bench {
@@ -114,7 +116,7 @@ func (b *bench) add(j publish.Job) {
 
 func (b *bench) run(dir string, args ...string) {
 	b.t.Helper()
-	if _, err := b.git.Run(b.t.Context(), gitcmd.Cmd{Dir: dir, Args: args, Env: gitcmd.HeaderEnv(b.g.AdminToken)}); err != nil {
+	if _, err := b.git.Run(b.t.Context(), gitcmd.Cmd{Dir: dir, Args: args, Env: append(gitcmd.HeaderEnv(b.g.AdminToken), b.env...)}); err != nil {
 		b.t.Fatalf("git %v: %v", args, err)
 	}
 }
@@ -167,7 +169,7 @@ var alice = call.Caller{Name: "alice", UserID: "u-alice"}
 func (b *bench) service(ctx context.Context) *publish.Service {
 	b.t.Helper()
 	b.reg = prometheus.NewRegistry()
-	s := publish.New(ctx, b.core, publish.Config{Store: b.st, Metrics: publish.NewMetrics(b.reg),
+	s := publish.New(ctx, b.core, publish.Config{Store: b.st, Metrics: publish.NewMetrics(b.reg), SigningKey: b.key,
 		Retry: retry.Policy{First: 50 * time.Millisecond, Max: time.Second, Tries: 6}})
 	if _, err := s.PutForge(ctx, admin, "gitea", apitypes.ForgeRequest{Kind: "gitea", URL: b.proxy.URL, Token: b.g.AdminToken}); err != nil {
 		b.t.Fatal(err)

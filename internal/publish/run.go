@@ -101,6 +101,14 @@ func (s *Service) once(ctx context.Context, j Job, p *store.Publication) error {
 		return err
 	}
 	g := remoteGit{git: s.cfg.Git, dir: j.RepoDir, remote: remote}
+	if p.Commit == j.View.Head && p.Pushed == "" && rewrites(j.Config) {
+		// A publication its completion recorded (Intent); the rewrite is
+		// recorded before the push, and is the same if repeated.
+		if p.Commit, err = s.commitFor(ctx, j, p.Forge); err != nil {
+			return err
+		}
+		s.save(ctx, p)
+	}
 	switch p.Mode {
 	case apitypes.PublishToPR:
 		return s.toPR(ctx, cl, g, repo, p)

@@ -495,6 +495,18 @@ type ProjectConfig struct {
 	// DirectPush lets a publication push to the repository's default
 	// branch or a pull request's base; refused otherwise.
 	DirectPush bool `json:"direct_push,omitempty"`
+	// PublishAuthor is who authors a publication's commits: "" keeps
+	// them as the agent made them; "requester" rewrites them with the
+	// job's requester as author (email by PublishEmail) and the agent in
+	// a Co-authored-by trailer.
+	PublishAuthor string `json:"publish_author,omitempty"`
+	// PublishEmail is the requester's email in rewritten commits, its
+	// "{user}" replaced by the requester's name; "" for
+	// {user}@users.noreply.FORGE-HOST.
+	PublishEmail string `json:"publish_email,omitempty"`
+	// PublishSign signs a publication's commits with the hub's key (its
+	// operator's signing_key), rewriting them as PublishAuthor says.
+	PublishSign bool `json:"publish_sign,omitempty"`
 }
 
 // HasSetup reports whether the project's jobs run a setup phase.
