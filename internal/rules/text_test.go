@@ -2,9 +2,10 @@ package rules
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
+
+	"drover/internal/testkit/allocs"
 )
 
 func TestCheckPlainText(t *testing.T) {
@@ -102,22 +103,6 @@ func TestCheckJSON(t *testing.T) {
 	}
 }
 
-// allocated is how many bytes f allocates: the least of a few runs, so
-// that what other goroutines allocate meanwhile only rarely counts.
-func allocated(f func()) uint64 {
-	var least uint64
-	for i := range 3 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		f()
-		runtime.ReadMemStats(&after)
-		if n := after.TotalAlloc - before.TotalAlloc; i == 0 || n < least {
-			least = n
-		}
-	}
-	return least
-}
-
 // nestedJSON is objects nested depth deep, each with one key of keyLen
 // bytes: the shape of the attack of issue 24.
 func nestedJSON(keyLen, depth int) string {
@@ -161,8 +146,8 @@ func TestCheckJSONMemoryIsLinear(t *testing.T) {
 			if err := CheckJSON(flat); err != nil {
 				t.Fatal(err)
 			}
-			base := allocated(func() { _ = CheckJSON(flat) })
-			got := allocated(func() { _ = CheckJSON(body) })
+			base := allocs.Least(func() { _ = CheckJSON(flat) })
+			got := allocs.Least(func() { _ = CheckJSON(body) })
 			ratio := float64(got) / float64(base)
 			t.Logf("%d bytes: %d allocated, %d for a flat body of %d bytes: ratio %.2f", len(body), got, base, len(flat), ratio)
 			if err := CheckJSON(body); tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
