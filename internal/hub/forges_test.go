@@ -59,6 +59,17 @@ func TestSubmitFromPRRefusals(t *testing.T) {
 		cfg.Forge != "gh" || cfg.ForgeRepo != "acme/web" || cfg.Publish != "pr" {
 		t.Fatalf("mapping: %d %+v %+v", code, e, cfg)
 	}
+	// The project's owner may not point it at another repository of the
+	// admin's forge credential.
+	owner := th.addUser("olive")
+	if err := th.pushAs(owner, dir, "olives", base); err != nil {
+		t.Fatal(err)
+	}
+	other := "victim/repo"
+	if code, e := th.call(owner, "PUT", "/projects/olives/config", apitypes.ProjectConfigRequest{Forge: &forge, ForgeRepo: &other}, &cfg); code != http.StatusForbidden ||
+		!strings.Contains(e.Message, "only an admin") {
+		t.Errorf("a non-admin remapping the forge repository: %d %+v", code, e)
+	}
 	if code, e := th.call(th.admin, "DELETE", "/forges/gh", nil, &fv); code != http.StatusConflict || !strings.Contains(e.Message, "web") {
 		t.Errorf("removing a mapped forge: %d %+v", code, e)
 	}

@@ -368,6 +368,11 @@ func (h *Hub) SetProjectConfig(ctx context.Context, p call.Caller, req call.Proj
 			return err
 		}
 		after = prj.Config
+		// The forge's credential is the admin's: only an admin points a
+		// project at a repository it writes to.
+		if !p.Admin && (after.Forge != before.Forge || after.ForgeRepo != before.ForgeRepo) {
+			return call.Forbidden("only an admin maps a project to a forge repository (the forge's credential is the hub's)")
+		}
 		if err := publish.CheckMapping(tx, prj.Config); err != nil {
 			return err
 		}
