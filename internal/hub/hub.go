@@ -21,6 +21,7 @@ import (
 	"drover/internal/hub/gateway"
 	"drover/internal/hubrepo"
 	"drover/internal/ids"
+	"drover/internal/pipeline"
 	"drover/internal/publish"
 	"drover/internal/retry"
 	"drover/internal/store"
@@ -57,6 +58,8 @@ type Hub struct {
 	gateway  *gateway.Gateway         // the runners' WebSocket
 	// publisher carries jobs' results to forges (internal/publish)
 	publisher *publish.Service
+	// pipelines runs pipeline files' steps as jobs (internal/pipeline)
+	pipelines *pipeline.Engine
 	metrics   *metrics
 
 	fleet fleetState // what autoscalers wait on
@@ -174,6 +177,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.cancel = cancel
 	h.publisher = publish.New(bgctx, publishCore{h}, publish.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger,
 		HTTP: cfg.ForgeHTTP, Metrics: publish.NewMetrics(h.metrics.reg), SigningKey: cfg.SigningKey, Now: h.now})
+	h.pipelines = pipeline.New(bgctx, pipelineCore{h}, pipeline.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger, Now: h.now})
 	h.bg.Add(5)
 	go func() {
 		defer h.bg.Done()
@@ -350,6 +354,9 @@ func (h *Hub) Close() error {
 	h.bg.Wait()
 	if h.publisher != nil {
 		h.publisher.Wait()
+	}
+	if h.pipelines != nil {
+		h.pipelines.Wait()
 	}
 	h.leave()
 	if h.scratch != nil {

@@ -7,6 +7,7 @@ import (
 	"drover/internal/githttp"
 	"drover/internal/hub/call"
 	"drover/internal/hub/httpapi"
+	"drover/internal/pipeline"
 	"drover/internal/publish"
 	"drover/internal/store"
 )
@@ -19,13 +20,14 @@ import (
 type apiCore struct {
 	*Hub
 	*publish.Service
+	*pipeline.Engine
 }
 
 var _ httpapi.Core = apiCore{}
 
 func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
-	api := httpapi.New(apiCore{h, h.publisher}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
+	api := httpapi.New(apiCore{h, h.publisher, h.pipelines}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
 	api.Register(mux)
 	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", api.As(store.TokenRunner, h.gateway.Serve))
 	mux.Handle(githttp.Prefix, h.gitServer())

@@ -228,6 +228,33 @@ type Tx interface {
 	Publication(jobID string) (Publication, error)
 	Publications(state PublicationState) ([]Publication, error)
 
+	// Pipelines (internal/pipeline): a graph of steps, each an ordinary
+	// job. InsertPipeline of an id that exists is ErrConflict;
+	// PipelineByKey finds a requester's by its idempotency key;
+	// UpdatePipeline replaces State, Reason, Result and UpdatedAt
+	// (ErrNotFound when there is none); Pipelines lists those f selects,
+	// newest first.
+	InsertPipeline(p Pipeline) error
+	Pipeline(id string) (Pipeline, error)
+	PipelineByKey(requesterID, key string) (Pipeline, error)
+	UpdatePipeline(p Pipeline) error
+	Pipelines(f PipelineFilter) ([]Pipeline, error)
+	// A pipeline's runs of its steps, one per (pipeline, key).
+	// PutPipelineRun inserts one or replaces it (its CreatedAt kept);
+	// PipelineRuns lists a pipeline's by CreatedAt then key;
+	// PipelineRunByJob finds the run a job is (ErrNotFound for a job of
+	// no pipeline).
+	PutPipelineRun(r PipelineRun) error
+	PipelineRuns(pipelineID string) ([]PipelineRun, error)
+	PipelineRunByJob(jobID string) (PipelineRun, error)
+	// Step results a rerun replays, by project and step hash: the first
+	// put for a (project, hash) stays (a second is a no-op).
+	PutStepResult(r StepResult) error
+	StepResult(project, hash string) (StepResult, error)
+	// The pipeline's event log, numbered like jobs' events.
+	AddPipelineEvent(e PipelineEvent) (int64, error)
+	PipelineEvents(pipelineID string, after int64, limit int) ([]PipelineEvent, error)
+
 	// Project members (the owner is one too, added with the project).
 	// AddMember of a member is ErrConflict; RemoveMember of a non-member is
 	// ErrNotFound.
@@ -579,6 +606,115 @@ type Publication struct {
 	By        string // the user who asked; "" for the project's default
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// PipelineState is where a pipeline is.
+type PipelineState string
+
+const (
+	PipelineRunning PipelineState = "running"
+	PipelineDone    PipelineState = "done"
+	// PipelineNeedsHuman: a loop that did not converge (max_rounds,
+	// max_cost, max_wall, a repeated finding, a round with no change), a
+	// step's job that ended unknown, or an integration conflict; a person
+	// decides (pipeline retry STEP, or cancel).
+	PipelineNeedsHuman PipelineState = "needs_human"
+	PipelineFailed     PipelineState = "failed"
+	PipelineCancelled  PipelineState = "cancelled"
+)
+
+// Terminal says whether nothing more happens to a pipeline in s on its own.
+func (s PipelineState) Terminal() bool {
+	return s == PipelineDone || s == PipelineFailed || s == PipelineCancelled
+}
+
+// Pipeline is one run of a pipeline file on a project at a base commit.
+type Pipeline struct {
+	ID          string
+	Name        string // the file's name: field
+	File        string // the file's name, for messages
+	Project     string
+	Base        string // the commit the first steps start at
+	RequesterID string
+	Key         string // idempotency key, unique per requester when set
+	Spec        string // the parsed, valid spec.Pipeline as JSON (prompt files resolved)
+	Params      string // the params' values as a JSON object
+	Staged      bool   // run everything, publish nothing
+	State       PipelineState
+	Reason      string // why it needs a person, failed or was cancelled
+	Result      string // the commit its last step left, once done
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// PipelineFilter selects pipelines; zero values select all.
+type PipelineFilter struct {
+	RequesterID string
+	Project     string
+	State       PipelineState
+	Limit       int
+}
+
+// PipelineRunState is where one run of a step is.
+type PipelineRunState string
+
+const (
+	RunRunning    PipelineRunState = "running"     // its job is queued or running
+	RunDone       PipelineRunState = "done"        // completed (or replayed, or merged)
+	RunFailed     PipelineRunState = "failed"      // its job failed or was cancelled, or it could not start
+	RunUnknown    PipelineRunState = "unknown"     // its job's attempt ended unknown: a person retries it
+	RunNeedsHuman PipelineRunState = "needs_human" // a loop stopped, or a merge conflicted
+	RunWaiting    PipelineRunState = "waiting"     // a for_each item held back by max_parallel or touches
+	RunSkipped    PipelineRunState = "skipped"     // staged: a publish that did not happen
+)
+
+// PipelineRun is one job of a step: the step's, a loop round's, or a
+// for_each item's. Key is unique in its pipeline: "ID#ROUND" or
+// "ID[ITEM]#ROUND".
+type PipelineRun struct {
+	PipelineID string
+	Key        string
+	Step       string // the step's id
+	Round      int    // from 1
+	Item       int    // -1 outside a for_each
+	ItemValue  string
+	Hash       string // spec.Step.Hash of its definition and inputs
+	Input      string // the commit it started at
+	JobID      string // "" before its job exists, and for a replay of a result recorded without one
+	Tries      int    // jobs started for it so far (pipeline retry starts another)
+	State      PipelineRunState
+	Replayed   bool   // its result is a recorded one, at no cost
+	Commit     string // the commit it left (its job's head, or Input when it changed nothing)
+	Summary    string // what its job delivered (a verdict's JSON, feedback)
+	Reason     string
+	CostUSD    float64
+	Tokens     int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// StepResult is a finished step's recorded result, which a later run of
+// the same step (the same hash) on the project replays at no cost.
+type StepResult struct {
+	Project   string
+	Hash      string
+	JobID     string
+	Commit    string
+	Summary   string
+	CostUSD   float64 // what it cost when it ran
+	Tokens    int64
+	CreatedAt time.Time
+}
+
+// PipelineEvent is one entry of a pipeline's log.
+type PipelineEvent struct {
+	Seq        int64
+	PipelineID string
+	At         time.Time
+	Kind       string
+	Step       string // the run's key; "" for the pipeline's own
+	Actor      string
+	Message    string
 }
 
 // ContextFile is a file attached to a job.

@@ -24,6 +24,19 @@ type Core interface {
 	Hubs
 	Transfers
 	Forges
+	Pipelines
+}
+
+// Pipelines are graphs of steps run as jobs (internal/pipeline).
+// RunPipeline's bool says whether it started one (false: the same key's
+// earlier one).
+type Pipelines interface {
+	RunPipeline(ctx context.Context, p call.Caller, req apitypes.PipelineRunRequest) (apitypes.PipelineView, bool, error)
+	ListPipelines(ctx context.Context, p call.Caller, limit int) (apitypes.PipelineList, error)
+	ShowPipeline(ctx context.Context, p call.Caller, id string) (apitypes.PipelineView, error)
+	CancelPipeline(ctx context.Context, p call.Caller, id string) (apitypes.PipelineView, error)
+	RetryPipeline(ctx context.Context, p call.Caller, id string, req apitypes.PipelineRetryRequest) (apitypes.PipelineView, error)
+	PipelineEvents(ctx context.Context, p call.Caller, id string, after int64) (apitypes.PipelineEventList, error)
 }
 
 // Forges are the forge connections and the publication of jobs' results
