@@ -13,6 +13,7 @@ import (
 	"drover/internal/fsutil"
 	"drover/internal/hub/call"
 	"drover/internal/job"
+	"drover/internal/pipeline"
 	"drover/internal/protocol"
 	"drover/internal/publish"
 	"drover/internal/rules"
@@ -340,7 +341,11 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		}
 		// The project's default publication is recorded with the
 		// completion: a hub that dies now still publishes it at its start.
-		_, err = publish.Intent(tx, j, h.now())
+		// A pipeline's step publishes nothing on its own: its publish
+		// step does.
+		if !pipeline.OwnsKey(j.Key) {
+			_, err = publish.Intent(tx, j, h.now())
+		}
 		return protocol.FinishAck{}, err
 	})
 	if err != nil {

@@ -404,12 +404,15 @@ func (h *Hub) notify(jobID string) {
 // notifyLocal is notify for this hub's followers only.
 func (h *Hub) notifyLocal(jobID string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	for _, k := range []string{jobID, anyChange} {
 		if w, ok := h.waits[k]; ok {
 			close(w.ch)
 			delete(h.waits, k)
 		}
+	}
+	h.mu.Unlock()
+	if h.pipelines != nil {
+		h.pipelines.JobChanged(jobID) // a pipeline's step may be ready now
 	}
 }
 

@@ -30,6 +30,19 @@ func (a pipelineCore) Caller(ctx context.Context, userID string) (call.Caller, e
 	return c, err
 }
 
+func (a pipelineCore) MaySee(ctx context.Context, c call.Caller, project, requesterID string) (bool, error) {
+	if c.Admin || c.UserID == requesterID {
+		return true, nil
+	}
+	var ok bool
+	err := a.h.store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		ok, err = isMember(tx, project, c.UserID)
+		return err
+	})
+	return ok, err
+}
+
 // Source checks the project and base as a submission would, and returns
 // the hub's repository of a hosted project.
 func (a pipelineCore) Source(ctx context.Context, c call.Caller, project, base string) (string, error) {

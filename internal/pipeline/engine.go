@@ -2,52 +2,504 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
+	"time"
 
 	"drover/internal/apitypes"
 	"drover/internal/hub/call"
+	"drover/internal/ids"
+	"drover/internal/pipeline/spec"
+	"drover/internal/rules"
+	"drover/internal/store"
 )
 
 // Engine runs the hub's pipelines and answers the API's calls on them.
 type Engine struct {
 	core Core
 	cfg  Config
+	log  *slog.Logger
 	// ctx lives as long as the hub.
 	ctx context.Context
 	wg  sync.WaitGroup
+
+	mu sync.Mutex
+	// busy holds the pipelines being advanced; again, those changed while
+	// they were, which are advanced once more.
+	busy, again map[string]bool
+	// watch maps the jobs of running steps to their pipelines, so a job's
+	// change wakes its pipeline at once.
+	watch map[string]string
 }
 
 // New is an Engine over core, whose background work lives as long as ctx.
+// It starts the leader's sweep, which also carries on the pipelines a
+// stopped hub left running.
 func New(ctx context.Context, core Core, cfg Config) *Engine {
 	if cfg.Sweep == 0 {
 		cfg.Sweep = DefaultSweep
 	}
-	return &Engine{core: core, cfg: cfg, ctx: ctx}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{core: core, cfg: cfg, log: cfg.Logger, ctx: ctx,
+		busy: map[string]bool{}, again: map[string]bool{}, watch: map[string]string{}}
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.sweepLoop(ctx) }()
+	return e
 }
 
 // Wait waits for the background work once the hub's context ended.
-func (s *Engine) Wait() { s.wg.Wait() }
+func (e *Engine) Wait() { e.wg.Wait() }
 
-func (s *Engine) RunPipeline(ctx context.Context, p call.Caller, req apitypes.PipelineRunRequest) (apitypes.PipelineView, bool, error) {
-	return apitypes.PipelineView{}, false, call.BadRequest("pipelines are not available yet")
+// JobChanged wakes the pipeline a job belongs to, if any: the hub calls it
+// whenever a job changes.
+func (e *Engine) JobChanged(jobID string) {
+	e.mu.Lock()
+	id, ok := e.watch[jobID]
+	e.mu.Unlock()
+	if ok {
+		e.poke(id)
+	}
 }
 
-func (s *Engine) ListPipelines(ctx context.Context, p call.Caller, limit int) (apitypes.PipelineList, error) {
-	return apitypes.PipelineList{Pipelines: []apitypes.PipelineView{}}, nil
+// poke advances pipeline id in the background, once more if it is being
+// advanced now.
+func (e *Engine) poke(id string) {
+	if !e.core.Leading() || e.ctx.Err() != nil {
+		return
+	}
+	e.mu.Lock()
+	if e.busy[id] {
+		e.again[id] = true
+		e.mu.Unlock()
+		return
+	}
+	e.busy[id] = true
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for {
+			if err := e.advance(e.ctx, id); err != nil && e.ctx.Err() == nil {
+				e.log.Warn("could not advance a pipeline; the sweep tries again", "pipeline", id, "err", err)
+			}
+			e.mu.Lock()
+			if !e.again[id] || e.ctx.Err() != nil {
+				delete(e.busy, id)
+				delete(e.again, id)
+				e.mu.Unlock()
+				return
+			}
+			delete(e.again, id)
+			e.mu.Unlock()
+		}
+	}()
 }
 
-func (s *Engine) ShowPipeline(ctx context.Context, p call.Caller, id string) (apitypes.PipelineView, error) {
-	return apitypes.PipelineView{}, call.NotFound("no pipeline %s", id)
+// sweepLoop advances every running pipeline now and then while this hub
+// leads: at its start (a restarted hub or a new leader carries on), and
+// for changes it was not told of.
+func (e *Engine) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(e.cfg.Sweep)
+	defer t.Stop()
+	for {
+		e.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
-func (s *Engine) CancelPipeline(ctx context.Context, p call.Caller, id string) (apitypes.PipelineView, error) {
-	return apitypes.PipelineView{}, call.NotFound("no pipeline %s", id)
+func (e *Engine) sweep(ctx context.Context) {
+	if !e.core.Leading() {
+		return
+	}
+	var ps []store.Pipeline
+	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		ps, err = tx.Pipelines(store.PipelineFilter{State: store.PipelineRunning})
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("could not list the running pipelines", "err", err)
+		}
+		return
+	}
+	for _, p := range ps {
+		e.poke(p.ID)
+	}
 }
 
-func (s *Engine) RetryPipeline(ctx context.Context, p call.Caller, id string, req apitypes.PipelineRetryRequest) (apitypes.PipelineView, error) {
-	return apitypes.PipelineView{}, call.NotFound("no pipeline %s", id)
+// Limits on what a caller sends.
+const (
+	maxFiles = 64
+	// KeyPrefix starts the idempotency keys of the jobs pipelines submit;
+	// such a job publishes nothing on its own (the pipeline's publish step
+	// does).
+	KeyPrefix = "pipeline:"
+)
+
+// OwnsKey says whether a job's idempotency key is a pipeline step's.
+func OwnsKey(key string) bool { return strings.HasPrefix(key, KeyPrefix) }
+
+// RunPipeline checks a pipeline file whole and starts it: nothing is
+// queued when anything in it is wrong.
+func (e *Engine) RunPipeline(ctx context.Context, c call.Caller, req apitypes.PipelineRunRequest) (apitypes.PipelineView, bool, error) {
+	pl, params, err := e.check(req)
+	if err != nil {
+		return apitypes.PipelineView{}, false, err
+	}
+	if req.Key != "" {
+		if err := rules.CheckText("key", req.Key, 200); err != nil {
+			return apitypes.PipelineView{}, false, call.BadRequest("%v", err)
+		}
+		var old store.Pipeline
+		err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+			var err error
+			old, err = tx.PipelineByKey(c.UserID, req.Key)
+			return err
+		})
+		if err == nil {
+			v, err := e.view(ctx, old, true)
+			return v, false, err
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return apitypes.PipelineView{}, false, fmt.Errorf("look up pipeline key: %w", err)
+		}
+	}
+	if _, err := e.core.Source(ctx, c, req.Project, req.Base); err != nil {
+		return apitypes.PipelineView{}, false, err
+	}
+	specJSON, err := json.Marshal(pl)
+	if err != nil {
+		return apitypes.PipelineView{}, false, fmt.Errorf("encode pipeline: %w", err)
+	}
+	paramsJSON, err := json.Marshal(params)
+	if err != nil {
+		return apitypes.PipelineView{}, false, fmt.Errorf("encode params: %w", err)
+	}
+	now := e.cfg.Now()
+	p := store.Pipeline{
+		ID: ids.New("p"), Name: pl.Name, File: req.File, Project: req.Project, Base: req.Base, RequesterID: c.UserID,
+		Key: req.Key, Spec: string(specJSON), Params: string(paramsJSON), Staged: req.Staged,
+		State: store.PipelineRunning, CreatedAt: now, UpdatedAt: now,
+	}
+	msg := fmt.Sprintf("pipeline %s started on %s at %s with %d steps", pl.Name, p.Project, p.Base, len(pl.Steps))
+	if p.Staged {
+		msg += " (staged: it publishes nothing)"
+	}
+	started := true
+	err = e.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		if err := tx.InsertPipeline(p); errors.Is(err, store.ErrConflict) && req.Key != "" {
+			old, err := tx.PipelineByKey(c.UserID, req.Key)
+			p, started = old, false
+			return err
+		} else if err != nil {
+			return err
+		}
+		_, err := tx.AddPipelineEvent(store.PipelineEvent{PipelineID: p.ID, At: now, Kind: "started", Actor: c.Name, Message: msg})
+		return err
+	})
+	if err != nil {
+		return apitypes.PipelineView{}, false, fmt.Errorf("start pipeline: %w", err)
+	}
+	if started {
+		e.log.Info("pipeline started", "pipeline", p.ID, "name", p.Name, "requester", c.Name)
+		e.poke(p.ID)
+	}
+	v, err := e.view(ctx, p, true)
+	return v, started, err
 }
 
-func (s *Engine) PipelineEvents(ctx context.Context, p call.Caller, id string, after int64) (apitypes.PipelineEventList, error) {
-	return apitypes.PipelineEventList{}, call.NotFound("no pipeline %s", id)
+// check parses and checks a run request whole, and returns the pipeline
+// and the params' values (defaults filled in).
+func (e *Engine) check(req apitypes.PipelineRunRequest) (*spec.Pipeline, map[string]string, error) {
+	switch {
+	case len(req.Source) > spec.MaxFile:
+		return nil, nil, call.BadRequest("%s: %d bytes; the limit is %d", req.File, len(req.Source), spec.MaxFile)
+	case len(req.Files) > maxFiles:
+		return nil, nil, call.BadRequest("%d prompt files; the limit is %d", len(req.Files), maxFiles)
+	case req.Project == "" || req.Base == "":
+		return nil, nil, call.BadRequest("a pipeline runs on a project at a base commit (drover pipeline run --repo pushes it)")
+	}
+	if err := rules.CheckPlainText("file name", req.File, false); err != nil || req.File == "" {
+		return nil, nil, call.BadRequest("the file's name must be plain text, not empty")
+	}
+	read := func(path string) ([]byte, error) {
+		text, ok := req.Files[path]
+		if !ok {
+			return nil, fmt.Errorf("%s was not sent with the pipeline", path)
+		}
+		return []byte(text), nil
+	}
+	pl, err := spec.Parse(req.File, []byte(req.Source), read)
+	if err != nil {
+		return nil, nil, call.BadRequest("%v", err)
+	}
+	params := map[string]string{}
+	for name, v := range req.Params {
+		if !hasParam(pl, name) {
+			return nil, nil, call.BadRequest("param %q: %s declares no such param", name, req.File)
+		}
+		if err := rules.CheckPlainText("param "+name, v, true); err != nil {
+			return nil, nil, call.BadRequest("%v", err)
+		}
+		params[name] = v
+	}
+	for _, prm := range pl.Params {
+		if _, ok := params[prm.Name]; ok {
+			continue
+		}
+		if prm.Default == nil {
+			return nil, nil, call.BadRequest("param %q has no default: give it (--param %s=VALUE)", prm.Name, prm.Name)
+		}
+		params[prm.Name] = *prm.Default
+	}
+	for _, s := range pl.Steps {
+		if s.Kind == spec.KindGate {
+			return nil, nil, call.BadRequest("%s:%d: step %q: gate steps are not run by this hub yet", req.File, s.Line, s.ID)
+		}
+		if s.Loop != nil && s.ForEach != nil {
+			return nil, nil, call.BadRequest("%s:%d: step %q: a step either loops or fans out, not both", req.File, s.Line, s.ID)
+		}
+		if f := s.ForEach; f != nil && f.From == "" {
+			for _, it := range f.Items {
+				item := spec.Expand(it, func(name string) string { return lookupParam(params, name) })
+				if _, err := touches(f.Touches, item, params); err != nil {
+					return nil, nil, call.BadRequest("%s:%d: step %q: item %q: %v", req.File, s.Line, s.ID, item, err)
+				}
+			}
+		}
+	}
+	return pl, params, nil
+}
+
+func hasParam(pl *spec.Pipeline, name string) bool {
+	for _, p := range pl.Params {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func lookupParam(params map[string]string, name string) string {
+	if rest, ok := strings.CutPrefix(name, "params."); ok {
+		return params[rest]
+	}
+	return ""
+}
+
+// touches are an item's globs, with the item put in.
+func touches(globs []string, item string, params map[string]string) ([]string, error) {
+	out := make([]string, 0, len(globs))
+	for _, g := range globs {
+		g = spec.Expand(g, func(name string) string {
+			if name == "item" {
+				return item
+			}
+			return lookupParam(params, name)
+		})
+		if err := spec.CheckGlob(g); err != nil {
+			return nil, fmt.Errorf("touches %q: %w", g, err)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// load reads a pipeline c may see; one c may not reads as not found.
+func (e *Engine) load(ctx context.Context, c call.Caller, id string) (store.Pipeline, error) {
+	var p store.Pipeline
+	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		p, err = tx.Pipeline(id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return p, call.NotFound("no pipeline %q", id)
+	} else if err != nil {
+		return p, fmt.Errorf("read pipeline %s: %w", id, err)
+	}
+	ok, err := e.core.MaySee(ctx, c, p.Project, p.RequesterID)
+	if err != nil {
+		return p, err
+	}
+	if !ok {
+		return p, call.NotFound("no pipeline %q", id)
+	}
+	return p, nil
+}
+
+// mayControl says whether c may cancel or retry p: its requester or an
+// admin, as with jobs.
+func mayControl(c call.Caller, p store.Pipeline) error {
+	if c.Admin || c.UserID == p.RequesterID {
+		return nil
+	}
+	return call.Forbidden("only pipeline %s's requester or an admin may change it", p.ID)
+}
+
+func (e *Engine) ListPipelines(ctx context.Context, c call.Caller, limit int) (apitypes.PipelineList, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	var ps []store.Pipeline
+	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		f := store.PipelineFilter{}
+		if !c.Admin {
+			f.Limit = 0
+		} else {
+			f.Limit = limit
+		}
+		ps, err = tx.Pipelines(f)
+		return err
+	})
+	if err != nil {
+		return apitypes.PipelineList{}, fmt.Errorf("list pipelines: %w", err)
+	}
+	out := apitypes.PipelineList{Pipelines: []apitypes.PipelineView{}}
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if len(out.Pipelines) == limit {
+			break
+		}
+		k := p.Project + "\x00" + p.RequesterID
+		ok, cached := seen[k]
+		if !cached {
+			var err error
+			if ok, err = e.core.MaySee(ctx, c, p.Project, p.RequesterID); err != nil {
+				return out, err
+			}
+			seen[k] = ok
+		}
+		if !ok {
+			continue
+		}
+		v, err := e.view(ctx, p, false)
+		if err != nil {
+			return out, err
+		}
+		out.Pipelines = append(out.Pipelines, v)
+	}
+	return out, nil
+}
+
+func (e *Engine) ShowPipeline(ctx context.Context, c call.Caller, id string) (apitypes.PipelineView, error) {
+	p, err := e.load(ctx, c, id)
+	if err != nil {
+		return apitypes.PipelineView{}, err
+	}
+	return e.view(ctx, p, true)
+}
+
+// CancelPipeline stops a pipeline and cancels its running steps' jobs,
+// fenced as every cancel is.
+func (e *Engine) CancelPipeline(ctx context.Context, c call.Caller, id string) (apitypes.PipelineView, error) {
+	p, err := e.load(ctx, c, id)
+	if err != nil {
+		return apitypes.PipelineView{}, err
+	}
+	if err := mayControl(c, p); err != nil {
+		return apitypes.PipelineView{}, err
+	}
+	if !p.State.Terminal() {
+		if err := e.finish(ctx, p.ID, store.PipelineCancelled, "cancelled by "+c.Name, "", c.Name); err != nil {
+			return apitypes.PipelineView{}, err
+		}
+	}
+	if err := e.stopRuns(ctx, c, p.ID); err != nil {
+		return apitypes.PipelineView{}, err
+	}
+	return e.ShowPipeline(ctx, c, id)
+}
+
+// stopRuns cancels the jobs of a pipeline's running steps.
+func (e *Engine) stopRuns(ctx context.Context, c call.Caller, id string) error {
+	var runs []store.PipelineRun
+	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		runs, err = tx.PipelineRuns(id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read pipeline %s's steps: %w", id, err)
+	}
+	var errs []error
+	for _, r := range runs {
+		if r.State != store.RunRunning || r.JobID == "" {
+			continue
+		}
+		if err := e.core.Cancel(ctx, c, r.JobID); err != nil && !isRefusal(err) {
+			errs = append(errs, fmt.Errorf("cancel step %s's job %s: %w", r.Key, r.JobID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isRefusal(err error) bool {
+	var r *call.Refusal
+	return errors.As(err, &r)
+}
+
+// finish moves a pipeline that is not over to state, with an event.
+func (e *Engine) finish(ctx context.Context, id string, state store.PipelineState, reason, result, actor string) error {
+	changed := false
+	err := e.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		changed = false
+		p, err := tx.Pipeline(id)
+		if err != nil {
+			return err
+		}
+		if p.State.Terminal() || (p.State == state && p.Reason == reason) {
+			return nil
+		}
+		now := e.cfg.Now()
+		p.State, p.Reason, p.Result, p.UpdatedAt = state, reason, result, now
+		if err := tx.UpdatePipeline(p); err != nil {
+			return err
+		}
+		changed = true
+		msg := "pipeline " + string(state)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		_, err = tx.AddPipelineEvent(store.PipelineEvent{PipelineID: id, At: now, Kind: string(state), Actor: actor, Message: msg})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("end pipeline %s: %w", id, err)
+	}
+	if changed {
+		e.log.Info("pipeline "+string(state), "pipeline", id, "reason", reason)
+	}
+	return nil
+}
+
+func (e *Engine) PipelineEvents(ctx context.Context, c call.Caller, id string, after int64) (apitypes.PipelineEventList, error) {
+	if _, err := e.load(ctx, c, id); err != nil {
+		return apitypes.PipelineEventList{}, err
+	}
+	var evs []store.PipelineEvent
+	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		evs, err = tx.PipelineEvents(id, after, 1000)
+		return err
+	})
+	out := apitypes.PipelineEventList{Events: []apitypes.PipelineEventView{}}
+	for _, ev := range evs {
+		out.Events = append(out.Events, apitypes.PipelineEventView{Seq: ev.Seq, At: ev.At.UTC(), Kind: ev.Kind, Step: ev.Step, Actor: ev.Actor, Message: ev.Message})
+	}
+	return out, err
 }

@@ -31,6 +31,9 @@ type Core interface {
 	// Caller is user userID as a caller: the requester, on whose behalf
 	// the pipeline's steps run.
 	Caller(ctx context.Context, userID string) (call.Caller, error)
+	// MaySee says whether c may see a pipeline of requesterID on project:
+	// its requester, an admin, or a member of the project, as with jobs.
+	MaySee(ctx context.Context, c call.Caller, project, requesterID string) (bool, error)
 	// Source checks that c may run jobs on project at base, and returns
 	// the hub's bare repository of the project.
 	Source(ctx context.Context, c call.Caller, project, base string) (repoDir string, err error)

@@ -245,16 +245,17 @@ func (v *validator) forEach(s *Step) error {
 		}
 	}
 	for _, g := range f.Touches {
-		if err := checkGlob(g); err != nil {
+		if err := CheckGlob(g); err != nil {
 			return v.stepErr(s, "touches %q: %v", g, err)
 		}
 	}
 	return nil
 }
 
-// checkGlob refuses a touches glob that could name a file outside the
-// repository or that path.Match cannot read.
-func checkGlob(g string) error {
+// CheckGlob refuses a touches glob that could name a file outside the
+// repository or that path.Match cannot read. A glob with {{item}} is
+// checked again once the item is known.
+func CheckGlob(g string) error {
 	switch {
 	case g == "":
 		return fmt.Errorf("empty")
@@ -354,6 +355,7 @@ func (v *validator) inputs(s *Step, last bool) error {
 	texts := append([]string{s.Prompt}, s.Command...)
 	if s.ForEach != nil {
 		texts = append(texts, s.ForEach.Items...)
+		texts = append(texts, s.ForEach.Touches...)
 	}
 	for _, t := range texts {
 		if err := v.variables(s, t, up); err != nil {
@@ -368,6 +370,15 @@ func loopRepeat(s *Step) []string {
 		return nil
 	}
 	return s.Loop.Repeat
+}
+
+// Expand replaces the template variables of text (of a valid pipeline, so
+// every one is known) by lookup's values: "params.NAME", "steps.ID.commit",
+// "item". What a value holds is not expanded again.
+func Expand(text string, lookup func(name string) string) string {
+	return template.ReplaceAllStringFunc(text, func(m string) string {
+		return lookup(strings.TrimSpace(m[2 : len(m)-2]))
+	})
 }
 
 // variables checks the template variables of text.

@@ -1,0 +1,579 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"drover/internal/apitypes"
+	"drover/internal/gitcmd"
+	"drover/internal/hub/call"
+	"drover/internal/job"
+	"drover/internal/pipeline"
+	"drover/internal/store"
+	"drover/internal/store/sqlite"
+)
+
+var alice = call.Caller{UserID: "u-alice", Name: "alice", Kind: store.TokenUser}
+
+// fakeCore is the hub's core as pipelines see it: jobs that the test
+// finishes by hand (complete, fail), in a real git repository.
+type fakeCore struct {
+	t   *testing.T
+	dir string
+
+	mu        sync.Mutex
+	jobs      map[string]*apitypes.JobView
+	byKey     map[string]string
+	submitted []apitypes.SubmitRequest // every Submit that made a job
+	published []string
+	cancelled []string
+	mapped    bool // the project maps to a forge
+	n         int
+}
+
+func (f *fakeCore) Caller(context.Context, string) (call.Caller, error) { return alice, nil }
+func (f *fakeCore) MaySee(_ context.Context, c call.Caller, _, requester string) (bool, error) {
+	return c.Admin || c.UserID == requester, nil
+}
+func (f *fakeCore) Source(context.Context, call.Caller, string, string) (string, error) {
+	return f.dir, nil
+}
+func (f *fakeCore) Leading() bool { return true }
+
+func (f *fakeCore) Submit(_ context.Context, c call.Caller, req apitypes.SubmitRequest) (apitypes.JobView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id, ok := f.byKey[req.Key]; ok {
+		return *f.jobs[id], nil
+	}
+	f.n++
+	v := &apitypes.JobView{ID: fmt.Sprintf("j%d", f.n), State: job.Queued, Agent: req.Agent, Args: req.Args, Key: req.Key,
+		Base: req.Repo.Base, Head: req.Repo.Base, Mode: req.Mode}
+	f.jobs[v.ID], f.byKey[req.Key] = v, v.ID
+	f.submitted = append(f.submitted, req)
+	return *v, nil
+}
+
+func (f *fakeCore) Record(_ context.Context, c call.Caller, r pipeline.Recorded) (apitypes.JobView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id, ok := f.byKey[r.Key]; ok {
+		return *f.jobs[id], nil
+	}
+	f.n++
+	v := &apitypes.JobView{ID: fmt.Sprintf("j%d", f.n), State: job.Completed, Agent: r.Agent, Key: r.Key, Base: r.Base, Head: r.Head}
+	f.jobs[v.ID], f.byKey[r.Key] = v, v.ID
+	return *v, nil
+}
+
+func (f *fakeCore) Job(_ context.Context, id string) (apitypes.JobView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.jobs[id]
+	if !ok {
+		return apitypes.JobView{}, call.NotFound("no job %q", id)
+	}
+	return *v, nil
+}
+
+func (f *fakeCore) Cancel(_ context.Context, _ call.Caller, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v := f.jobs[id]; v != nil && !v.State.Terminal() {
+		v.State = job.Cancelled
+		f.cancelled = append(f.cancelled, id)
+	}
+	return nil
+}
+
+func (f *fakeCore) Retry(_ context.Context, _ call.Caller, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.jobs[id].State = job.Queued
+	return nil
+}
+
+func (f *fakeCore) Publish(_ context.Context, _ call.Caller, id string) (apitypes.PublicationView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.mapped {
+		return apitypes.PublicationView{}, call.Errf(409, "not_mapped", "project app maps to no forge")
+	}
+	f.published = append(f.published, id)
+	return apitypes.PublicationView{Job: id, State: "done", Commit: f.jobs[id].Head, Mode: "pr", Branch: "drover/" + id}, nil
+}
+
+// finish ends job id as the runner would: completed at head with summary,
+// or in state.
+func (f *fakeCore) finish(id string, state job.State, head, summary string) {
+	f.mu.Lock()
+	v := f.jobs[id]
+	v.State, v.Summary = state, summary
+	if head != "" {
+		v.Head = head
+	}
+	v.Attempts = append(v.Attempts, apitypes.AttemptView{Number: int64(len(v.Attempts) + 1)})
+	f.mu.Unlock()
+}
+
+// active are the jobs queued or running, by id.
+func (f *fakeCore) active() []apitypes.JobView {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []apitypes.JobView
+	for i := 1; i <= f.n; i++ {
+		if v := f.jobs[fmt.Sprintf("j%d", i)]; v != nil && !v.State.Terminal() {
+			out = append(out, *v)
+		}
+	}
+	return out
+}
+
+func (f *fakeCore) submissions() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.submitted)
+}
+
+// rig is an engine over a fake core, a real store and a real repository.
+type rig struct {
+	t    *testing.T
+	core *fakeCore
+	st   store.Store
+	e    *pipeline.Engine
+	base string
+	stop context.CancelFunc
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(dir, "README"), []byte("hello\n"), 0o600)
+	git(t, dir, "add", "README")
+	git(t, dir, "commit", "-q", "-m", "base")
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Write(t.Context(), func(tx store.Tx) error {
+		return tx.InsertUser(store.User{ID: alice.UserID, Name: alice.Name, CreatedAt: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, st: st, base: git(t, dir, "rev-parse", "HEAD"),
+		core: &fakeCore{t: t, dir: dir, jobs: map[string]*apitypes.JobView{}, byKey: map[string]string{}}}
+	r.restart()
+	return r
+}
+
+// restart stops the engine and starts another over the same store, as a
+// restarted hub does.
+func (r *rig) restart() {
+	if r.stop != nil {
+		r.stop()
+		r.e.Wait()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	r.e = pipeline.New(ctx, r.core, pipeline.Config{Store: r.st, Git: gitcmd.Git{}, Sweep: 20 * time.Millisecond})
+	r.t.Cleanup(func() { cancel(); r.e.Wait() })
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// commit makes a commit on parent that writes content to file.
+func (r *rig) commit(parent, file, content string) string {
+	dir := r.core.dir
+	git(r.t, dir, "checkout", "-q", "--detach", parent)
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, file)), 0o700); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	git(r.t, dir, "add", file)
+	git(r.t, dir, "commit", "-q", "-m", "write "+file)
+	return git(r.t, dir, "rev-parse", "HEAD")
+}
+
+func (r *rig) run(src string, params map[string]string) apitypes.PipelineView {
+	r.t.Helper()
+	v, _, err := r.e.RunPipeline(r.t.Context(), alice, apitypes.PipelineRunRequest{File: "p.yaml", Source: src, Project: "app", Base: r.base, Params: params})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return v
+}
+
+// waitJob waits for a queued job whose key names run key, and returns it.
+func (r *rig) waitJob(pipelineID, key string) apitypes.JobView {
+	r.t.Helper()
+	var found apitypes.JobView
+	r.waitFor("a job for "+key, func() bool {
+		for _, v := range r.core.active() {
+			if strings.HasPrefix(v.Key, pipeline.KeyPrefix+pipelineID+":"+key+":") {
+				found = v
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func (r *rig) waitFor(what string, cond func() bool) {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (r *rig) waitState(id string, want string) apitypes.PipelineView {
+	r.t.Helper()
+	var v apitypes.PipelineView
+	r.waitFor("pipeline "+want, func() bool {
+		var err error
+		v, err = r.e.ShowPipeline(r.t.Context(), alice, id)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		return v.State == want
+	})
+	return v
+}
+
+func (r *rig) done(v apitypes.JobView, head, summary string) {
+	r.core.finish(v.ID, job.Completed, head, summary)
+	r.e.JobChanged(v.ID)
+}
+
+const reviewLoop = `name: review
+params:
+  - name: goal
+    default: greet
+steps:
+  - id: build
+    kind: exec
+    command: [sh, build.sh, "{{params.goal}}"]
+  - id: fix
+    kind: exec
+    depends_on: [build]
+    command: [sh, fix.sh]
+  - id: review
+    kind: exec
+    depends_on: [fix]
+    command: [sh, review.sh]
+    loop:
+      until: verdict.approved
+      max_rounds: 3
+      repeat: [fix]
+  - id: merge
+    kind: integrate
+    depends_on: [review]
+    steps: [build, fix]
+  - id: publish
+    kind: publish
+    depends_on: [merge]
+`
+
+const (
+	reject  = `{"approved": false, "findings": [{"text": "no tests"}]}`
+	reject2 = `{"approved": false, "findings": [{"text": "no docs"}]}`
+	approve = `{"approved": true, "findings": []}`
+)
+
+func TestReviewLoopConvergesThenReplays(t *testing.T) {
+	r := newRig(t)
+	r.core.mapped = true
+	p := r.run(reviewLoop, nil)
+
+	build := r.waitJob(p.ID, "build#1")
+	if build.Base != r.base || build.Args[2] != "greet" {
+		t.Fatalf("build job %+v: want base %s and the goal param", build, r.base)
+	}
+	c1 := r.commit(r.base, "built.txt", "greet\n")
+	r.done(build, c1, "")
+	fix := r.waitJob(p.ID, "fix#1")
+	if fix.Base != c1 {
+		t.Fatalf("fix starts at %s, want build's commit %s", fix.Base, c1)
+	}
+	c2 := r.commit(c1, "built.txt", "greet\nfix 1\n")
+	r.done(fix, c2, "")
+	rev := r.waitJob(p.ID, "review#1")
+	if rev.Base != c2 {
+		t.Fatalf("review starts at %s, want %s", rev.Base, c2)
+	}
+	r.done(rev, c2, reject)
+	fix2 := r.waitJob(p.ID, "fix#2")
+	if fix2.Base != c2 {
+		t.Fatalf("fix round 2 starts at %s, want its own last commit %s", fix2.Base, c2)
+	}
+	r.core.mu.Lock()
+	last := r.core.submitted[len(r.core.submitted)-1]
+	r.core.mu.Unlock()
+	if len(last.Context) != 1 || string(last.Context[0].Data) != reject {
+		t.Fatalf("fix round 2 context %+v: want the verdict as feedback.json", last.Context)
+	}
+	c3 := r.commit(c2, "built.txt", "greet\nfix 2\n")
+	r.done(fix2, c3, "")
+	rev2 := r.waitJob(p.ID, "review#2")
+	if rev2.Base != c3 {
+		t.Fatalf("review round 2 starts at %s, want %s", rev2.Base, c3)
+	}
+	r.done(rev2, c3, approve)
+	v := r.waitState(p.ID, "done")
+	if v.Result != c3 {
+		t.Fatalf("result %s, want %s (build and fix merge as a fast-forward)", v.Result, c3)
+	}
+	if n := r.core.submissions(); n != 5 {
+		t.Fatalf("%d jobs submitted, want 5 (build, fix x2, review x2)", n)
+	}
+	if len(r.core.published) != 1 {
+		t.Fatalf("published %v, want one publication", r.core.published)
+	}
+	var review apitypes.PipelineStepView
+	for _, s := range v.Steps {
+		if s.ID == "review" {
+			review = s
+		}
+	}
+	if review.Rounds != 2 || review.MaxRounds != 3 || review.State != "done" || len(review.Runs) != 2 {
+		t.Fatalf("review step %+v: want 2 of 3 rounds, done", review)
+	}
+
+	// The same pipeline again: every step replays, no job runs.
+	p2 := r.run(reviewLoop, nil)
+	v2 := r.waitState(p2.ID, "done")
+	if n := r.core.submissions(); n != 5 {
+		t.Fatalf("%d jobs submitted after the rerun, want still 5", n)
+	}
+	if v2.Result != c3 {
+		t.Fatalf("rerun result %s, want %s", v2.Result, c3)
+	}
+	for _, s := range v2.Steps {
+		for _, run := range s.Runs {
+			if s.Kind != "integrate" && s.Kind != "publish" && !run.Replayed {
+				t.Fatalf("rerun's %s was not replayed", run.Key)
+			}
+		}
+	}
+
+	// A changed param changes build's inputs: it and what follows run again.
+	p3 := r.run(reviewLoop, map[string]string{"goal": "wave"})
+	b3 := r.waitJob(p3.ID, "build#1")
+	if b3.Args[2] != "wave" {
+		t.Fatalf("build args %v", b3.Args)
+	}
+}
+
+func TestLoopStopsForAPerson(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		max     int
+		second  string // review's verdict in round 2
+		change  bool   // fix round 2 makes a commit
+		wantWhy string
+	}{
+		{"max rounds", 1, "", true, "not approved in 1 rounds"},
+		{"repeated finding", 3, reject, true, "repeats a finding of round 1"},
+		{"no change", 3, "", false, "changed nothing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			src := strings.Replace(reviewLoop, "max_rounds: 3", fmt.Sprintf("max_rounds: %d", tc.max), 1)
+			p := r.run(src, nil)
+			c1 := r.commit(r.base, "a", "1")
+			r.done(r.waitJob(p.ID, "build#1"), c1, "")
+			r.done(r.waitJob(p.ID, "fix#1"), c1, "")
+			r.done(r.waitJob(p.ID, "review#1"), c1, reject)
+			if tc.max > 1 {
+				head := c1
+				if tc.change {
+					head = r.commit(c1, "a", "2")
+				}
+				r.done(r.waitJob(p.ID, "fix#2"), head, "")
+				if tc.change {
+					r.done(r.waitJob(p.ID, "review#2"), head, tc.second)
+				}
+			}
+			v := r.waitState(p.ID, "needs_human")
+			if !strings.Contains(v.Reason, tc.wantWhy) || !strings.Contains(v.Reason, "step review") {
+				t.Fatalf("reason %q, want %q", v.Reason, tc.wantWhy)
+			}
+			if len(r.core.published) != 0 {
+				t.Fatal("a loop that stopped published")
+			}
+		})
+	}
+}
+
+func TestLoopSilenceIsNotApproval(t *testing.T) {
+	r := newRig(t)
+	p := r.run(reviewLoop, nil)
+	r.done(r.waitJob(p.ID, "build#1"), r.base, "")
+	r.done(r.waitJob(p.ID, "fix#1"), r.base, "")
+	r.done(r.waitJob(p.ID, "review#1"), r.base, "looks fine to me")
+	v := r.waitState(p.ID, "failed")
+	if !strings.Contains(v.Reason, "no verdict") {
+		t.Fatalf("reason %q", v.Reason)
+	}
+}
+
+func TestBadFilesQueueNothing(t *testing.T) {
+	r := newRig(t)
+	for _, tc := range []struct{ name, src, want string }{
+		{"cycle", "name: c\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n    depends_on: [b]\n  - id: b\n    kind: exec\n    command: [x]\n    depends_on: [a]\n", "cycle"},
+		{"no max_rounds", "name: c\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n    loop:\n      until: verdict.approved\n", "p.yaml:"},
+		{"unknown variable", "name: c\nsteps:\n  - id: a\n    kind: exec\n    command: [\"{{params.nope}}\"]\n", "nope"},
+		{"touches outside", "name: c\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n    for_each:\n      items: [\"..\"]\n      max_parallel: 1\n      touches: [\"{{item}}/x\"]\n", "climbs out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := r.e.RunPipeline(t.Context(), alice, apitypes.PipelineRunRequest{File: "p.yaml", Source: tc.src, Project: "app", Base: r.base})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+	l, err := r.e.ListPipelines(t.Context(), alice, 0)
+	if err != nil || len(l.Pipelines) != 0 || r.core.submissions() != 0 {
+		t.Fatalf("after refusals: %d pipelines, %d jobs (%v)", len(l.Pipelines), r.core.submissions(), err)
+	}
+}
+
+const fanOut = `name: fan
+steps:
+  - id: items
+    kind: exec
+    command: [sh, each.sh, "{{item}}"]
+    for_each:
+      items: [a, b, c, d, e, a/x]
+      max_parallel: 3
+      touches: ["src/{{item}}/**"]
+  - id: merge
+    kind: integrate
+    depends_on: [items]
+    steps: [items]
+`
+
+func TestFanOutKeepsOverlapsApartAndNamesAConflict(t *testing.T) {
+	r := newRig(t)
+	p := r.run(fanOut, nil)
+	heads := map[string]string{}
+	for finished := 0; finished < 6; {
+		var act []apitypes.JobView
+		r.waitFor("items running", func() bool { act = r.core.active(); return len(act) > 0 })
+		if len(act) > 3 {
+			t.Fatalf("%d items at once, max_parallel 3", len(act))
+		}
+		items := map[string]bool{}
+		for _, v := range act {
+			items[v.Args[2]] = true
+		}
+		if items["a"] && items["a/x"] {
+			t.Fatal("items a and a/x, whose touches overlap, ran at once")
+		}
+		v := act[0]
+		item := v.Args[2]
+		file := "src/" + item + "/f"
+		content := item
+		if item == "b" || item == "d" { // a conflict planted: both write one file
+			file, content = "shared.txt", item
+		}
+		heads[item] = r.commit(r.base, file, content)
+		r.done(v, heads[item], "")
+		finished++
+	}
+	v := r.waitState(p.ID, "needs_human")
+	if !strings.Contains(v.Reason, "shared.txt") || !strings.Contains(v.Reason, "items item 3 (d)") {
+		t.Fatalf("reason %q: want the item and the file named", v.Reason)
+	}
+}
+
+func TestCancelStopsRunningSteps(t *testing.T) {
+	r := newRig(t)
+	p := r.run(fanOut, nil)
+	r.waitFor("three items", func() bool { return len(r.core.active()) == 3 })
+	v, err := r.e.CancelPipeline(t.Context(), alice, p.ID)
+	if err != nil || v.State != "cancelled" {
+		t.Fatalf("cancel: %v %+v", err, v.State)
+	}
+	if len(r.core.active()) != 0 || len(r.core.cancelled) != 3 {
+		t.Fatalf("after cancel: %d active, cancelled %v", len(r.core.active()), r.core.cancelled)
+	}
+	bob := call.Caller{UserID: "u-bob", Name: "bob"}
+	if _, err := r.e.ShowPipeline(t.Context(), bob, p.ID); err == nil || !strings.Contains(err.Error(), "no pipeline") {
+		t.Fatalf("bob sees alice's pipeline: %v", err)
+	}
+}
+
+func TestUnknownWaitsForAPersonAndRestartCarriesOn(t *testing.T) {
+	r := newRig(t)
+	r.core.mapped = true
+	p := r.run(reviewLoop, nil)
+	b := r.waitJob(p.ID, "build#1")
+	r.core.finish(b.ID, job.Unknown, "", "")
+	r.e.JobChanged(b.ID)
+	v := r.waitState(p.ID, "needs_human")
+	if !strings.Contains(v.Reason, "ended unknown") {
+		t.Fatalf("reason %q", v.Reason)
+	}
+	if n := r.core.submissions(); n != 1 {
+		t.Fatalf("%d jobs: an unknown step must never be re-run by itself", n)
+	}
+	if _, err := r.e.RetryPipeline(t.Context(), alice, p.ID, apitypes.PipelineRetryRequest{Step: "build"}); err != nil {
+		t.Fatal(err)
+	}
+	r.restart() // a hub that restarts carries on from the records
+	c1 := r.commit(r.base, "a", "1")
+	r.done(b, c1, "")
+	r.done(r.waitJob(p.ID, "fix#1"), c1, "")
+	r.done(r.waitJob(p.ID, "review#1"), c1, approve)
+	r.waitState(p.ID, "done")
+	if n := r.core.submissions(); n != 3 {
+		t.Fatalf("%d jobs, want 3: a retried job is the same job", n)
+	}
+}
+
+func TestStagedPublishesNothing(t *testing.T) {
+	r := newRig(t)
+	r.core.mapped = true
+	v, _, err := r.e.RunPipeline(t.Context(), alice, apitypes.PipelineRunRequest{File: "p.yaml", Source: reviewLoop, Project: "app", Base: r.base, Staged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1 := r.commit(r.base, "a", "1")
+	r.done(r.waitJob(v.ID, "build#1"), c1, "")
+	r.done(r.waitJob(v.ID, "fix#1"), c1, "")
+	r.done(r.waitJob(v.ID, "review#1"), c1, approve)
+	got := r.waitState(v.ID, "done")
+	if len(r.core.published) != 0 {
+		t.Fatal("a staged pipeline published")
+	}
+	last := got.Steps[len(got.Steps)-1]
+	if last.Publication == nil || !last.Publication.Staged || last.Publication.Commit != c1 {
+		t.Fatalf("publish step %+v: want what it would have published", last)
+	}
+}
