@@ -242,8 +242,8 @@ type Tx interface {
 	// A pipeline's runs of its steps, one per (pipeline, key).
 	// PutPipelineRun inserts one or replaces it (its CreatedAt kept);
 	// PipelineRuns lists a pipeline's by CreatedAt then key;
-	// PipelineRunByJob finds the run a job is (ErrNotFound for a job of
-	// no pipeline).
+	// PipelineRunByJob finds the run a job is, never a replay that names
+	// the job of its result (ErrNotFound for a job of no pipeline).
 	PutPipelineRun(r PipelineRun) error
 	PipelineRuns(pipelineID string) ([]PipelineRun, error)
 	PipelineRunByJob(jobID string) (PipelineRun, error)

@@ -14,7 +14,8 @@ var ErrNotEmpty = errors.New("the target database is not empty")
 
 // CopyFrom copies every row src reads (another store's database, at the
 // same logical schema) into this one, in one transaction: all or nothing.
-// The database must be empty; event numbers carry on after the copied ones.
+// The database must be empty; event numbers (jobs' and pipelines') carry
+// on after the copied ones.
 func (s *Store) CopyFrom(ctx context.Context, src *sql.Tx) (sqlstore.Copied, error) {
 	dst, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
 	if err != nil {
@@ -34,9 +35,10 @@ func (s *Store) CopyFrom(ctx context.Context, src *sql.Tx) (sqlstore.Copied, err
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dst.ExecContext(ctx,
-		`SELECT setval(pg_get_serial_sequence('events', 'seq'), coalesce(max(seq), 0) + 1, false) FROM events`); err != nil {
-		return nil, fmt.Errorf("carry on event numbers: %w", err)
+	for _, table := range []string{"events", "pipeline_events"} {
+		if _, err := dst.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence('`+table+`', 'seq'), coalesce(max(seq), 0) + 1, false) FROM `+table); err != nil {
+			return nil, fmt.Errorf("carry on the numbers of %s: %w", table, err)
+		}
 	}
 	if err := dst.Commit(); err != nil {
 		return nil, fmt.Errorf("commit copy: %w", storeErr(err))

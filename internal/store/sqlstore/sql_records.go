@@ -68,12 +68,17 @@ func (t *tx) DeleteLog(attemptID string) error {
 
 // AddEvent appends e (ignoring e.Seq) and returns its sequence number.
 func (t *tx) AddEvent(e store.Event) (int64, error) {
+	return t.insertSeq("add event to job "+e.JobID,
+		`INSERT INTO events (job_id, at, kind, actor, message, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
+		e.JobID, Millis(e.At), e.Kind, e.Actor, e.Message, e.Data)
+}
+
+// insertSeq runs query, an INSERT … RETURNING seq, and returns the number.
+func (t *tx) insertSeq(what, query string, args ...any) (int64, error) {
 	var seq int64
-	err := t.queryRow(`INSERT INTO events (job_id, at, kind, actor, message, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
-		e.JobID, Millis(e.At), e.Kind, e.Actor, e.Message, e.Data).Scan(&seq)
-	if err != nil {
+	if err := t.queryRow(query, args...).Scan(&seq); err != nil {
 		t.retryable(err)
-		return 0, fmt.Errorf("add event to job %s: %w", e.JobID, t.d.Err(err))
+		return 0, fmt.Errorf("%s: %w", what, t.d.Err(err))
 	}
 	return seq, nil
 }

@@ -144,16 +144,19 @@ func (tb table) updateSetting(extra string) string {
 
 // upsert is the insert of a row that replaces the one of its key, but for
 // the columns keep, which stay as the first insert wrote them.
-func (tb table) upsert(keep ...string) string {
+func (tb table) upsert(keep ...string) string { return tb.upsertOn(1, keep...) }
+
+// upsertOn is upsert for a table whose key is its first n columns.
+func (tb table) upsertOn(n int, keep ...string) string {
 	cols := strings.Split(tb.cols, ", ")
 	var set []string
-	for _, c := range cols[1:] {
+	for _, c := range cols[n:] {
 		if !slices.Contains(keep, c) {
 			set = append(set, c+" = excluded."+c)
 		}
 	}
 	return fmt.Sprintf("INSERT INTO %s (%s) VALUES (?%s) ON CONFLICT (%s) DO UPDATE SET %s",
-		tb.name, tb.cols, strings.Repeat(", ?", len(cols)-1), tb.key, strings.Join(set, ", "))
+		tb.name, tb.cols, strings.Repeat(", ?", len(cols)-1), strings.Join(cols[:n], ", "), strings.Join(set, ", "))
 }
 
 // query returns a SELECT of all columns followed by rest (WHERE, ORDER BY…).

@@ -62,6 +62,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ProjectSecrets", testProjectSecrets},
 		{"Forges", testForges},
 		{"Publications", testPublications},
+		{"Pipelines", testPipelines},
+		{"PipelineRuns", testPipelineRuns},
+		{"StepResults", testStepResults},
+		{"PipelineEvents", testPipelineEvents},
 		{"ActiveJobs", testActiveJobs},
 		{"VisibleJobs", testVisibleJobs},
 		{"VisibleQuestions", testVisibleQuestions},
@@ -676,6 +680,14 @@ func testMissingReferences(t *testing.T, s store.Store) {
 		{"publication of missing job", func(tx store.Tx) error {
 			return tx.PutPublication(publication("j-9", store.PublicationPending, 0))
 		}},
+		{"pipeline of missing requester", func(tx store.Tx) error {
+			return tx.InsertPipeline(pipeline("p-1", "u-9", "web", store.PipelineRunning, 0))
+		}},
+		{"run of missing pipeline", func(tx store.Tx) error { return tx.PutPipelineRun(pipelineRun("p-9", "fix#1", "j-1", 0)) }},
+		{"event of missing pipeline", func(tx store.Tx) error {
+			_, err := tx.AddPipelineEvent(store.PipelineEvent{PipelineID: "p-9", At: at(0), Kind: "started"})
+			return err
+		}},
 		{"member of missing project", func(tx store.Tx) error { return tx.AddMember("nope", "u-1", at(0)) }},
 		{"missing member of project", func(tx store.Tx) error {
 			return errors.Join(tx.PutProject(store.Project{Name: "web", CreatedAt: at(0), UpdatedAt: at(0)}),
@@ -789,27 +801,13 @@ func testLogsRandom(t *testing.T, s store.Store) {
 func testEvents(t *testing.T, s store.Store) {
 	seed(t, s)
 	mustWrite(t, s, func(tx store.Tx) error { return tx.InsertJob(newJob("j-2", "u-1", job.Queued, 0)) })
-	var want []store.Event
-	var seqs []int64
-	// Events of two jobs interleaved, some in one transaction.
-	for i, jobID := range []string{"j-1", "j-2", "j-1", "j-1", "j-2"} {
-		e := store.Event{JobID: jobID, At: at(int64(i)), Kind: fmt.Sprintf("kind-%d", i), Actor: "u-1", Message: "msg " + jobID}
-		mustWrite(t, s, func(tx store.Tx) error {
-			seq, err := tx.AddEvent(e)
-			e.Seq = seq
-			return err
-		})
-		seqs = append(seqs, e.Seq)
-		if jobID == "j-1" {
-			want = append(want, e)
-		}
-	}
-	for i := 1; i < len(seqs); i++ {
-		if seqs[i] <= seqs[i-1] {
-			t.Errorf("AddEvent sequence numbers %v do not increase", seqs)
-			break
-		}
-	}
+	// Events of two jobs interleaved.
+	want := addNumbered(t, s, "AddEvent", []string{"j-1", "j-2", "j-1", "j-1", "j-2"},
+		func(tx store.Tx, i int, jobID string) (e store.Event, err error) {
+			e = store.Event{JobID: jobID, At: at(int64(i)), Kind: fmt.Sprintf("kind-%d", i), Actor: "u-1", Message: "msg " + jobID}
+			e.Seq, err = tx.AddEvent(e)
+			return e, err
+		}, func(e store.Event) int64 { return e.Seq })
 	events := func(afterSeq int64, limit int) []store.Event {
 		return get(t, s, func(tx store.Tx) ([]store.Event, error) { return tx.Events("j-1", afterSeq, limit) })
 	}
@@ -818,6 +816,31 @@ func testEvents(t *testing.T, s store.Store) {
 	equal(t, "Events(j-1, after first)", events(want[0].Seq, 0), want[1:])
 	equal(t, "Events(j-1, after last)", len(events(want[2].Seq, 10)), 0)
 	equal(t, "Events(missing job)", len(get(t, s, func(tx store.Tx) ([]store.Event, error) { return tx.Events("j-9", 0, 0) })), 0)
+}
+
+// addNumbered adds one event per owner with add, each in its own
+// transaction, checks that their numbers (seq) increase, and returns the
+// events of owners[0].
+func addNumbered[E any](t *testing.T, s store.Store, what string, owners []string,
+	add func(tx store.Tx, i int, owner string) (E, error), seq func(E) int64) []E {
+	t.Helper()
+	var mine []E
+	var seqs []int64
+	for i, owner := range owners {
+		var e E
+		mustWrite(t, s, func(tx store.Tx) (err error) { e, err = add(tx, i, owner); return err })
+		seqs = append(seqs, seq(e))
+		if owner == owners[0] {
+			mine = append(mine, e)
+		}
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Errorf("%s sequence numbers %v do not increase", what, seqs)
+			break
+		}
+	}
+	return mine
 }
 
 func testRequests(t *testing.T, s store.Store) {
