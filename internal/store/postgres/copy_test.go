@@ -52,6 +52,11 @@ func TestCopyFromSQLite(t *testing.T) {
 				CreatedBy: "u-1", CreatedAt: now, UpdatedAt: later}),
 			tx.PutPublication(store.Publication{JobID: "j-1", Forge: "gh", Repo: "acme/web", Mode: "pr", Draft: true,
 				PRNumber: 3, State: store.PublicationDone, Tries: 1, CreatedAt: now, UpdatedAt: later}),
+			tx.InsertPipeline(store.Pipeline{ID: "p-1", Name: "loop", File: "loop.yaml", Project: "web", RequesterID: "u-1",
+				Key: "k", Spec: "{}", Params: "{}", Staged: true, State: store.PipelineDone, CreatedAt: now, UpdatedAt: later}),
+			tx.PutPipelineRun(store.PipelineRun{PipelineID: "p-1", Key: "fix#1", Step: "fix", Round: 1, Item: -1, JobID: "j-1",
+				Tries: 1, State: store.RunDone, Replayed: true, CostUSD: 0.25, Tokens: 9, CreatedAt: now, UpdatedAt: later}),
+			tx.PutStepResult(store.StepResult{Project: "web", Hash: "h", JobID: "j-1", CostUSD: 0.25, Tokens: 9, CreatedAt: now}),
 			tx.PutHub(store.Hub{ID: "h-1", Version: "v1", StartedAt: now, LastSeen: later, Conns: 1}),
 			tx.HoldRunner("r-1", "h-1", now),
 			func() error { _, err := tx.TakeLeader("h-1", now, later); return err }(),
@@ -62,7 +67,8 @@ func TestCopyFromSQLite(t *testing.T) {
 	for range 3 {
 		if err := src.Write(t.Context(), func(tx store.Tx) error {
 			_, err := tx.AddEvent(store.Event{JobID: "j-1", At: now, Kind: "created", Actor: "alice", Message: "m"})
-			return err
+			_, perr := tx.AddPipelineEvent(store.PipelineEvent{PipelineID: "p-1", At: now, Kind: "started", Step: "fix#1"})
+			return errors.Join(err, perr)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +120,14 @@ func TestCopyFromSQLite(t *testing.T) {
 			keep("forges", v14, err)
 			v15, err := tx.Publication("j-1")
 			keep("publication", v15, err)
+			v16, err := tx.Pipelines(store.PipelineFilter{})
+			keep("pipelines", v16, err)
+			v17, err := tx.PipelineRuns("p-1")
+			keep("runs", v17, err)
+			v18, err := tx.StepResult("web", "h")
+			keep("step result", v18, err)
+			v19, err := tx.PipelineEvents("p-1", 0, 0)
+			keep("pipeline events", v19, err)
 			return errors.Join(errs...)
 		}); err != nil {
 			t.Fatal(err)
@@ -146,12 +160,15 @@ func TestCopyFromSQLite(t *testing.T) {
 	if want["log"] != "hello\n" {
 		t.Errorf("source log = %q: the fixture is wrong", want["log"])
 	}
-	var seq int64
+	var seq, pseq int64
 	if err := dst.Write(t.Context(), func(tx store.Tx) (err error) {
 		seq, err = tx.AddEvent(store.Event{JobID: "j-1", At: now, Kind: "note"})
+		if err == nil {
+			pseq, err = tx.AddPipelineEvent(store.PipelineEvent{PipelineID: "p-1", At: now, Kind: "note"})
+		}
 		return err
-	}); err != nil || seq != 4 {
-		t.Errorf("first event after the copy: seq %d, %v; want 4", seq, err)
+	}); err != nil || seq != 4 || pseq != 4 {
+		t.Errorf("first events after the copy, a job's and a pipeline's: seq %d and %d, %v; want 4 and 4", seq, pseq, err)
 	}
 	if err := copyAll(); !errors.Is(err, ErrNotEmpty) {
 		t.Errorf("copy into a database with rows: %v, want ErrNotEmpty", err)

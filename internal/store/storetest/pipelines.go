@@ -165,9 +165,10 @@ func testPipelineRuns(t *testing.T, s store.Store) {
 	equal(t, "PipelineRuns after a replacement", runs("p-1"), []store.PipelineRun{retried, each, review})
 
 	// A replay names the job of the result it replays: not that job's run.
-	replay := pipelineRun("p-2", "each[0]#1", "j-3", 50)
-	replay.Replayed = true
-	mustWrite(t, s, func(tx store.Tx) error { return tx.PutPipelineRun(replay) })
+	for _, r := range []store.PipelineRun{pipelineRun("p-2", "each[0]#1", "j-3", 50), pipelineRun("p-2", "fix#2", "j-1", 60)} {
+		r.Replayed = true
+		mustWrite(t, s, func(tx store.Tx) error { return tx.PutPipelineRun(r) })
+	}
 	for _, tc := range []struct {
 		jobID string
 		want  store.PipelineRun
@@ -175,7 +176,7 @@ func testPipelineRuns(t *testing.T, s store.Store) {
 	}{
 		{"j-3", each, nil},
 		{"j-4", other, nil},
-		{"j-1", store.PipelineRun{}, store.ErrNotFound}, // retried: its job is now j-2, and a replay
+		{"j-1", store.PipelineRun{}, store.ErrNotFound}, // its run was retried as j-2; only a replay names it
 		{"", store.PipelineRun{}, store.ErrNotFound},
 		{"j-9", store.PipelineRun{}, store.ErrNotFound},
 	} {
