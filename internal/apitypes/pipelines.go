@@ -24,6 +24,10 @@ type PipelineRunRequest struct {
 	Key string `json:"key,omitempty"`
 }
 
+// MaxPipelineRequest bounds a PipelineRunRequest as JSON: the file and
+// its prompt files together (each at most spec.MaxFile).
+const MaxPipelineRequest = 4 << 20
+
 // PipelineRetryRequest starts a step again (POST /pipelines/{id}/retry):
 // one whose job failed or ended unknown, or a loop that stopped for a
 // person (it gets one more round).
