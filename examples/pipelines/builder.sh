@@ -1,9 +1,11 @@
 #!/bin/sh
-# Plays the builder of review-loop.yaml: writes the goal into a file, and on
-# later rounds adds a line for the adversary's last finding.
+# Plays the builder of review-loop.yaml: writes the goal into built.txt; in a
+# later round of the review loop, the review's verdict arrives as the
+# context file feedback.json, and the builder answers it.
 set -eu
-goal=${1:?usage: builder.sh GOAL [BASE]}
-printf '%s\n' "$goal" >>built.txt
-if [ -f .review-round ]; then
-	printf 'fixed round %s\n' "$(cat .review-round)" >>built.txt
+goal=${1:?usage: builder.sh GOAL}
+if [ -n "${DROVER_CONTEXT_DIR:-}" ] && [ -f "$DROVER_CONTEXT_DIR/feedback.json" ]; then
+	printf 'reviewed: answered %s\n' "$(tr -d '\n' <"$DROVER_CONTEXT_DIR/feedback.json" | cut -c1-200)" >>built.txt
+else
+	printf '%s\n' "$goal" >>built.txt
 fi
