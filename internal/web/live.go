@@ -475,15 +475,24 @@ func stateText(v apitypes.JobView) string {
 	return s
 }
 
-// runnersEvery is the least time between two updates of a runners page.
-const runnersEvery = time.Second
+// liveEvery is the least time between two updates of a live part
+// (the runners table, a pipeline): changes come in bursts.
+const liveEvery = time.Second
 
 // liveRunners is GET /runners/live: the runners table as the user may see
 // it, as a "runners" event of HTML whenever it changed (a runner came or
-// went, reported, took or ended an attempt), at most one a second. A
-// (re)connecting page gets the table at once: it is never left stale.
+// went, reported, took or ended an attempt).
 func (s *Server) liveRunners(w http.ResponseWriter, r *http.Request, ss *session) error {
-	if _, err := s.runnersData(r, ss); err != nil {
+	return s.liveFragment(w, r, ss, "runners", "runners-table", "runners", func() (any, error) { return s.runnersData(r, ss) })
+}
+
+// liveFragment streams the live part name of page, rendered from data, as
+// kind events of HTML whose id is its version: after any change on the
+// hub, when the part changed, at most one every liveEvery. A (re)connecting
+// page gets the part at once unless it has this version: it is never left
+// stale.
+func (s *Server) liveFragment(w http.ResponseWriter, r *http.Request, ss *session, page, name, kind string, data func() (any, error)) error {
+	if _, err := data(); err != nil {
 		return err // refused before the stream starts
 	}
 	// The version the page has: the one it was rendered with, or after a
@@ -494,22 +503,22 @@ func (s *Server) liveRunners(w http.ResponseWriter, r *http.Request, ss *session
 	}
 	e := startSSE(w)
 	err := s.follow(r, ss, "", e, func() (bool, error) {
-		d, err := s.runnersData(r, ss)
+		d, err := data()
 		if err != nil {
 			return true, err
 		}
-		html, version, err := s.fragment("runners", "runners-table", ss, d)
+		html, version, err := s.fragment(page, name, ss, d)
 		if err != nil {
 			return true, err
 		}
 		if version != have {
 			have = version
-			if err := e.event(version, "runners", html); err != nil {
+			if err := e.event(version, kind, html); err != nil {
 				return true, nil
 			}
 		}
-		select { // changes come in bursts: one update for each
-		case <-time.After(runnersEvery):
+		select {
+		case <-time.After(liveEvery):
 		case <-r.Context().Done():
 			return true, nil
 		}
