@@ -218,7 +218,8 @@ func TestPipelinePagesRender(t *testing.T) {
 }
 
 // The pipeline page's live part comes again when a step's state changes,
-// and not while the page has it as it is.
+// and not while the page has it as it is; the stream ends once the user
+// may not see the pipeline.
 func TestLivePipelineFollowsItsSteps(t *testing.T) {
 	f, srv, cookie, ctx := streamFixture(t, "", 20*time.Millisecond)
 	_, body := get(t, srv, cookie, "/pipelines/p1")
@@ -240,6 +241,24 @@ func TestLivePipelineFollowsItsSteps(t *testing.T) {
 	_, r = openStream(t, ctx, srv, cookie, "/pipelines/p1/live?version=old", "")
 	if ev2 := nextEvent(t, r); ev2.kind != "pipeline" || ev2.data != ev.data {
 		t.Fatalf("a page with an older part gets %+v", ev2)
+	}
+
+	// The user no longer sees the pipeline, and no job changed: the
+	// stream ends at a keep-alive, saying why.
+	f.mu.Lock()
+	f.pipes = nil
+	f.mu.Unlock()
+	for i := 0; ; i++ {
+		ev := readEvents(t, r, 1)[0]
+		if ev.kind == "failure" {
+			if ev.data != "no pipeline p1" {
+				t.Fatalf("the stream ends with %+v", ev)
+			}
+			break
+		}
+		if i > 20 {
+			t.Fatalf("after %d keep-alives the stream of a pipeline the user may not see is still open (%+v)", i, ev)
+		}
 	}
 }
 
