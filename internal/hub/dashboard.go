@@ -130,6 +130,19 @@ func (d dashboard) Members(ctx context.Context, u web.User, project string) (api
 	return ms, d.pageError(err)
 }
 
+// pipelinesShown bounds the pipelines page, newest first.
+const pipelinesShown = 100
+
+func (d dashboard) Pipelines(ctx context.Context, u web.User) ([]apitypes.PipelineView, error) {
+	l, err := d.h.pipelines.ListPipelines(ctx, as(u), pipelinesShown)
+	return l.Pipelines, d.pageError(err)
+}
+
+func (d dashboard) Pipeline(ctx context.Context, u web.User, id string) (apitypes.PipelineView, error) {
+	v, err := d.h.pipelines.ShowPipeline(ctx, as(u), id)
+	return v, d.pageError(err)
+}
+
 func (d dashboard) Accounts(ctx context.Context, u web.User) (apitypes.AccountList, error) {
 	out, err := d.h.Accounts(ctx, as(u))
 	return out, d.pageError(err)

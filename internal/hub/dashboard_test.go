@@ -722,3 +722,25 @@ func TestBrowserJobPageIsLive(t *testing.T) {
 		t.Fatal("the page was reloaded")
 	}
 }
+
+// The pipeline pages ask the hub's pipelines for the signed-in user: a
+// pipeline the engine does not show the user reads as not found, the page
+// and its stream alike; signed out, the page sends the browser to sign in
+// and back.
+func TestWebPipelinePages(t *testing.T) {
+	th := startHub(t, Config{})
+	if resp, _ := th.browser().do("GET", "/pipelines", nil, nil); resp.StatusCode != http.StatusSeeOther ||
+		resp.Header.Get("Location") != "/signin?next=%2Fpipelines" {
+		t.Fatalf("signed out: %d to %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	b := th.browser()
+	b.signIn(th.admin)
+	if resp, body := b.do("GET", "/pipelines", nil, nil); resp.StatusCode != 200 || !strings.Contains(body, `<a href="/pipelines" aria-current="page">Pipelines</a>`) {
+		t.Fatalf("the pipelines page: %d\n%s", resp.StatusCode, body)
+	}
+	for _, path := range []string{"/pipelines/p_nope", "/pipelines/p_nope/live"} {
+		if resp, body := b.do("GET", path, nil, nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no pipeline p_nope") {
+			t.Errorf("GET %s: %d\n%s", path, resp.StatusCode, body)
+		}
+	}
+}

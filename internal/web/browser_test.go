@@ -161,3 +161,27 @@ func TestBrowserAccountOrderControls(t *testing.T) {
 		t.Fatalf("moves posted: %v", acts)
 	}
 }
+
+// A pipeline's page draws a box per step in the SVG, runs none of the
+// text agents wrote, and follows the steps' states without a reload.
+func TestBrowserPipelineGraph(t *testing.T) {
+	f := newFake()
+	f.pipes[0].Steps[2].Reason = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`
+	srv := serve(t, f, Config{})
+	b := testkit.StartBrowser(t)
+	browserSignIn(b, srv.URL)
+	b.Do("the pipeline page", 30*time.Second, chromedp.Navigate(srv.URL+"/pipelines/p1"), chromedp.WaitVisible(chromedp.CSS("#graph g.node")))
+	if got := testkit.Eval[string](b, `[...document.querySelectorAll("#graph g.node")].map(g => g.dataset.step + ":" + g.getAttribute("class")).join(" ")`); got != "plan:node st-done impl:node st-running review:node st-needs_human ship:node st-pending" {
+		t.Fatalf("the graph's boxes: %q", got)
+	}
+	if n := testkit.Eval[int](b, `document.querySelectorAll("#graph path.edge").length`); n != 4 {
+		t.Fatalf("%d arrows, want 4", n)
+	}
+	testkit.Eval[bool](b, `(window.samePage = true)`)
+	f.setStep("review", "running")
+	b.Until("the review step runs", 20*time.Second, `document.querySelector('#graph g.node[data-step="review"]').classList.contains("st-running")`)
+	if got := testkit.Eval[string](b, `String(window.pwned) + String(window.samePage) + document.querySelectorAll("#pipeline-live img, #pipeline-live script").length`); got != "undefinedtrue0" {
+		t.Fatalf("agent text ran, became elements, or the page reloaded: %s", got)
+	}
+	b.Screenshot("pipeline-graph")
+}

@@ -246,8 +246,10 @@ func resumeFrom(r *http.Request, param string) (int64, error) {
 // follow calls step at once and after each change of the job, with a
 // keep-alive comment in quiet spells, until step says done or the client
 // goes away. At each keep-alive it checks the session again: a stream ends
-// soon after its session does (sign-out, expiry, a rotated token).
-func (s *Server) follow(r *http.Request, ss *session, id string, e *sse, step func() (done bool, err error)) error {
+// soon after its session does (sign-out, expiry, a rotated token). With
+// poll it calls step after each keep-alive too: what it reads may change
+// without a job's change (a pipeline's own state, the user's access).
+func (s *Server) follow(r *http.Request, ss *session, id string, e *sse, poll bool, step func() (done bool, err error)) error {
 	ka := time.NewTicker(s.cfg.KeepAlive)
 	defer ka.Stop()
 	for {
@@ -270,6 +272,7 @@ func (s *Server) follow(r *http.Request, ss *session, id string, e *sse, step fu
 					release()
 					return nil
 				}
+				waiting = !poll
 			case <-r.Context().Done():
 				release()
 				return nil
@@ -325,7 +328,7 @@ func (s *Server) liveLog(w http.ResponseWriter, r *http.Request, ss *session) er
 			case complete:
 				return e.event("", "end", strconv.FormatInt(off, 10))
 			case !ok && t.stopped():
-				return s.follow(r, ss, id, e, func() (bool, error) { return s.logStep(r, ss, e, id, attempt, &off) })
+				return s.follow(r, ss, id, e, false, func() (bool, error) { return s.logStep(r, ss, e, id, attempt, &off) })
 			}
 			select {
 			case <-wake:
@@ -419,7 +422,7 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, ss *session)
 	state, have := r.URL.Query().Get("state"), r.URL.Query().Get("version")
 	e := startSSE(w)
 	t := s.tmpl["job"]
-	err = s.follow(r, ss, id, e, func() (bool, error) {
+	err = s.follow(r, ss, id, e, false, func() (bool, error) {
 		for {
 			evs, err := s.b.Events(r.Context(), ss.User, id, after)
 			if err != nil {
@@ -475,15 +478,25 @@ func stateText(v apitypes.JobView) string {
 	return s
 }
 
-// runnersEvery is the least time between two updates of a runners page.
-const runnersEvery = time.Second
+// liveEvery is the least time between two updates of a live part
+// (the runners table, a pipeline): changes come in bursts.
+const liveEvery = time.Second
 
 // liveRunners is GET /runners/live: the runners table as the user may see
 // it, as a "runners" event of HTML whenever it changed (a runner came or
-// went, reported, took or ended an attempt), at most one a second. A
-// (re)connecting page gets the table at once: it is never left stale.
+// went, reported, took or ended an attempt).
 func (s *Server) liveRunners(w http.ResponseWriter, r *http.Request, ss *session) error {
-	if _, err := s.runnersData(r, ss); err != nil {
+	return s.liveFragment(w, r, ss, "runners", "runners-table", "runners", func() (any, error) { return s.runnersData(r, ss) })
+}
+
+// liveFragment streams the live part name of page, rendered from data, as
+// kind events of HTML whose id is its version: after any change on the
+// hub and at each keep-alive, when the part changed, at most one every
+// liveEvery. A (re)connecting page gets the part at once unless it has
+// this version: it is never left stale. A refusal of data (the user lost
+// access) ends the stream.
+func (s *Server) liveFragment(w http.ResponseWriter, r *http.Request, ss *session, page, name, kind string, data func() (any, error)) error {
+	if _, err := data(); err != nil {
 		return err // refused before the stream starts
 	}
 	// The version the page has: the one it was rendered with, or after a
@@ -493,23 +506,24 @@ func (s *Server) liveRunners(w http.ResponseWriter, r *http.Request, ss *session
 		have = v
 	}
 	e := startSSE(w)
-	err := s.follow(r, ss, "", e, func() (bool, error) {
-		d, err := s.runnersData(r, ss)
+	err := s.follow(r, ss, "", e, true, func() (bool, error) {
+		d, err := data()
 		if err != nil {
 			return true, err
 		}
-		html, version, err := s.fragment("runners", "runners-table", ss, d)
+		html, version, err := s.fragment(page, name, ss, d)
 		if err != nil {
 			return true, err
 		}
-		if version != have {
-			have = version
-			if err := e.event(version, "runners", html); err != nil {
-				return true, nil
-			}
+		if version == have {
+			return false, nil
+		}
+		have = version
+		if err := e.event(version, kind, html); err != nil {
+			return true, nil
 		}
 		select { // changes come in bursts: one update for each
-		case <-time.After(runnersEvery):
+		case <-time.After(liveEvery):
 		case <-r.Context().Done():
 			return true, nil
 		}

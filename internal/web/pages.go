@@ -36,6 +36,7 @@ var funcs = template.FuncMap{
 	"maxLines": func() int { return maxLines },
 	"answerOf": answerOf,
 	"webURL":   webURL,
+	"usd":      func(v float64) string { return "$" + strconv.FormatFloat(v, 'f', 4, 64) },
 	"short": func(s string) string {
 		if len(s) > 12 {
 			return s[:12]

@@ -1,7 +1,7 @@
 // Package web is the hub's dashboard: server-rendered pages (html/template,
 // assets embedded in the binary) for runners, jobs, a job's live log and
-// timeline, the questions inbox and the runner-login approval, with a
-// browser session made from a user token.
+// timeline, pipelines and their graphs, the questions inbox and the
+// runner-login approval, with a browser session made from a user token.
 //
 // The package knows nothing of the store or of the access rules: every read
 // and every action goes through Backend, which the hub implements with the
@@ -87,6 +87,12 @@ type Backend interface {
 	Questions(ctx context.Context, u User) ([]protocol.QuestionView, error)
 	Projects(ctx context.Context, u User) ([]apitypes.ProjectView, error)
 	Members(ctx context.Context, u User, project string) (apitypes.MemberList, error)
+	// Pipelines are the pipelines the user may see, newest first (their
+	// steps may be left out); Pipeline is one with its steps and runs, an
+	// unknown one and one the user may not see alike not found. A
+	// pipeline's page follows it through Changed(""): its steps are jobs.
+	Pipelines(ctx context.Context, u User) ([]apitypes.PipelineView, error)
+	Pipeline(ctx context.Context, u User, id string) (apitypes.PipelineView, error)
 
 	// Accounts are the user's accounts, best first, then those shared
 	// with the user; MoveAccount puts one of the user's own at a position
@@ -169,7 +175,7 @@ func New(b Backend, cfg Config) (*Server, error) {
 
 // pageRoots are the first segments of the pages Routes mounts that a
 // browser may be sent back to after signing in (next).
-func pageRoots() []string { return []string{"jobs", "runners", "questions", "projects"} }
+func pageRoots() []string { return []string{"jobs", "pipelines", "runners", "questions", "projects"} }
 
 // Paths the hub mounts (each a ServeMux pattern).
 func (s *Server) Routes(mux *http.ServeMux) {
@@ -193,6 +199,9 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /jobs/{id}/log/window", s.signedIn(s.logWindow))
 	mux.HandleFunc("GET /jobs/{id}/log/live", s.signedIn(s.liveLog))
 	mux.HandleFunc("GET /jobs/{id}/events/live", s.signedIn(s.liveEvents))
+	mux.HandleFunc("GET /pipelines", s.page(s.pipelines))
+	mux.HandleFunc("GET /pipelines/{id}", s.page(s.pipeline))
+	mux.HandleFunc("GET /pipelines/{id}/live", s.signedIn(s.livePipeline))
 	mux.HandleFunc("GET /questions", s.page(s.questions))
 	mux.HandleFunc("GET /projects", s.page(s.projects))
 	mux.HandleFunc("GET /approve", s.getApprove)

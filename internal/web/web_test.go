@@ -35,6 +35,7 @@ type fakeBackend struct {
 	reads    int                    // Log calls: what the store would be asked
 	hidden   bool                   // alice may no longer see j1 (Job refuses)
 	pub      *apitypes.PublicationView
+	pipes    []apitypes.PipelineView // the pipelines alice may see (fakePipeline)
 }
 
 const aliceToken = "drv_u_alice"
@@ -42,7 +43,7 @@ const aliceToken = "drv_u_alice"
 var alice = User{ID: "u-1", Name: "alice"}
 
 func newFake() *fakeBackend {
-	return &fakeBackend{sessions: map[string]bool{}, changed: make(chan struct{}), order: []apitypes.AccountView{
+	return &fakeBackend{sessions: map[string]bool{}, changed: make(chan struct{}), pipes: []apitypes.PipelineView{fakePipeline()}, order: []apitypes.AccountView{
 		{Position: 1, Runner: "box-1", ID: "acct_a", Agent: "claude", Label: "work", Owner: "alice", State: "ready"},
 		{Position: 2, Runner: "box-1", ID: "acct_b", Agent: "codex", Owner: "alice", State: "ready"},
 		{Position: 3, Runner: "box-2", ID: "acct_c", Agent: "claude", Label: "<i>spare</i>", Owner: "alice", State: "ready"},

@@ -1,8 +1,8 @@
 // The pages' live parts: the job page's log (a bounded window of lines,
 // the tail followed over server-sent events, earlier lines fetched by byte
-// range), timeline and the job's facts, actions and attempts, and the
-// runners table. Every piece of HTML it inserts was rendered, escaped, by
-// the hub; text it sets goes through textContent.
+// range), timeline and the job's facts, actions and attempts, the runners
+// table, and a pipeline's graph and steps. Every piece of HTML it inserts
+// was rendered, escaped, by the hub; text it sets goes through textContent.
 "use strict";
 (function () {
   var log = document.getElementById("log");
@@ -111,5 +111,13 @@
     var rs = new EventSource("/runners/live?version=" + encodeURIComponent(runners.dataset.version));
     liveRegion(runners, rs, "runners");
     rs.addEventListener("failure", function () { rs.close(); });
+  }
+
+  var pipeline = document.getElementById("pipeline-live");
+  if (pipeline) {
+    var ps = new EventSource("/pipelines/" + encodeURIComponent(pipeline.dataset.pipeline) + "/live?version=" +
+      encodeURIComponent(pipeline.dataset.version));
+    liveRegion(pipeline, ps, "pipeline");
+    ps.addEventListener("failure", function () { ps.close(); });
   }
 })();
