@@ -148,7 +148,7 @@ func (e *Engine) unwatch(runs []store.PipelineRun) {
 // run (a merge or a publication is the hub's own).
 func (ps *pass) followsJob(r store.PipelineRun) bool {
 	s := ps.byID[r.Step]
-	return s != nil && (s.Kind == spec.KindAgent || s.Kind == spec.KindExec)
+	return s != nil && s.Kind != spec.KindIntegrate && s.Kind != spec.KindPublish
 }
 
 // findDeliveries marks the steps whose delivery another step reads.
@@ -222,11 +222,28 @@ func (ps *pass) step(ctx context.Context, s *spec.Step) error {
 	}
 	// A loop's repeated step may have later rounds: its output is its
 	// latest round's, once that is done.
-	if r := ps.latestRun(s.ID); r != nil && ps.settled(s, r) {
-		ps.out[s.ID] = &output{commit: r.Commit, summary: r.Summary}
+	r := ps.latestRun(s.ID)
+	if r == nil || !ps.settled(s, r) {
+		return nil
 	}
+	if s.Kind == spec.KindGate {
+		if v, err := spec.ParseVerdict([]byte(r.Summary)); err != nil || !v.Approved {
+			ps.failed = fmt.Sprintf("step %s: the gate was not approved (job %s)", s.ID, r.JobID)
+			return nil
+		}
+	}
+	ps.out[s.ID] = &output{commit: r.Commit, summary: r.Summary}
 	return nil
 }
+
+// gateScript is a gate step's job: it asks its question through drover's
+// questions (the job waits for the answer, approved by the requester, then
+// runs again and finds it) and delivers the answer as a verdict.
+const gateScript = `a=$(drover tool ask "$1" --choice approve --choice reject) || exit $?
+if [ "$a" = approve ]; then
+	exec drover tool deliver '{"approved": true, "findings": []}'
+fi
+exec drover tool deliver '{"approved": false, "findings": [{"text": "rejected at the gate"}]}'`
 
 // latestRun is a step's run of the highest round (outside a for_each).
 func (ps *pass) latestRun(step string) *store.PipelineRun {
@@ -397,6 +414,10 @@ func (ps *pass) request(s *spec.Step, item, input, feedback string) (apitypes.Su
 		}
 		req.Tools = ps.delivers[s.ID]
 		text = strings.Join(req.Args, "\x00")
+	case spec.KindGate:
+		req.Agent, req.Mode, req.Tools = "exec", protocol.ModeObserve, true
+		text = spec.Expand(s.Prompt, look)
+		req.Args = []string{"sh", "-c", gateScript, "drover-gate", text}
 	default:
 		req.Agent, req.Model, req.Mode, req.Tools = s.Agent, s.Model, s.Mode, s.Tools || ps.delivers[s.ID]
 		text = spec.Expand(s.Prompt, look)

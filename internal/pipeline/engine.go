@@ -266,9 +266,6 @@ func (e *Engine) check(req apitypes.PipelineRunRequest) (*spec.Pipeline, map[str
 		params[prm.Name] = *prm.Default
 	}
 	for _, s := range pl.Steps {
-		if s.Kind == spec.KindGate {
-			return nil, nil, call.BadRequest("%s:%d: step %q: gate steps are not run by this hub yet", req.File, s.Line, s.ID)
-		}
 		if s.Loop != nil && s.ForEach != nil {
 			return nil, nil, call.BadRequest("%s:%d: step %q: a step either loops or fans out, not both", req.File, s.Line, s.ID)
 		}

@@ -577,3 +577,37 @@ func TestStagedPublishesNothing(t *testing.T) {
 		t.Fatalf("publish step %+v: want what it would have published", last)
 	}
 }
+
+const gated = `name: gated
+steps:
+  - id: build
+    kind: exec
+    command: [sh, build.sh]
+  - id: ok
+    kind: gate
+    depends_on: [build]
+    prompt: Publish {{steps.build.commit}}?
+  - id: publish
+    kind: publish
+    depends_on: [ok]
+`
+
+func TestGateAsksThroughQuestions(t *testing.T) {
+	for _, tc := range []struct {
+		verdict, want string
+	}{{approve, "done"}, {`{"approved": false, "findings": [{"text": "rejected at the gate"}]}`, "failed"}} {
+		r := newRig(t)
+		p := r.run(gated, nil)
+		c1 := r.commit(r.base, "a", "1")
+		r.done(r.waitJob(p.ID, "build#1"), c1, "")
+		g := r.waitJob(p.ID, "ok#1")
+		if g.Agent != "exec" || g.Mode != "observe" || len(g.Args) != 5 || g.Args[4] != "Publish "+c1+"?" {
+			t.Fatalf("gate job %+v: want an observing exec job asking the question", g)
+		}
+		r.done(g, c1, tc.verdict)
+		v := r.waitState(p.ID, tc.want)
+		if tc.want == "failed" && !strings.Contains(v.Reason, "gate was not approved") {
+			t.Fatalf("reason %q", v.Reason)
+		}
+	}
+}
