@@ -112,6 +112,9 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 			}
 		}
 	}
+	if err := ps.overtime(ctx); err != nil {
+		return err
+	}
 	for _, id := range ps.order() {
 		if ps.human != "" || ps.failed != "" {
 			break
@@ -474,7 +477,7 @@ func (ps *pass) refresh(ctx context.Context, r *store.PipelineRun) error {
 	default:
 		next = store.RunRunning
 	}
-	if next == r.State || (r.Replayed && next == store.RunDone) {
+	if next == r.State || (r.Replayed && next == store.RunDone) || r.State == store.RunNeedsHuman {
 		return nil
 	}
 	r.State, r.Reason, r.UpdatedAt = next, reason, ps.e.cfg.Now()
@@ -520,4 +523,39 @@ func usage(v apitypes.JobView) (float64, int64) {
 		}
 	}
 	return u.CostUSD, u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
+}
+
+// overtime cancels the jobs of runs past their step's max_wall, or past
+// their loop's: the step fails, or the loop stops for a person.
+func (ps *pass) overtime(ctx context.Context) error {
+	now := ps.e.cfg.Now()
+	for _, r := range ps.runs {
+		s := ps.byID[r.Step]
+		if r.State != store.RunRunning || r.JobID == "" || s == nil || !ps.followsJob(*r) {
+			continue
+		}
+		why := ""
+		if w := s.Limits.MaxWall; w > 0 && now.Sub(r.UpdatedAt) >= w {
+			why = fmt.Sprintf("ran past its max_wall of %s", w)
+		}
+		for _, l := range ps.pl.Steps {
+			if l.Loop == nil || l.Loop.MaxWall <= 0 || (l.ID != r.Step && !contains(l.Loop.Repeat, r.Step)) {
+				continue
+			}
+			if first := ps.runs[runKey(l.ID, -1, 1)]; first != nil && now.Sub(first.CreatedAt) >= l.Loop.MaxWall && (r.Round > 1 || r.Step == l.ID) {
+				why = fmt.Sprintf("loop %s ran past its max_wall of %s", l.ID, l.Loop.MaxWall)
+			}
+		}
+		if why == "" {
+			continue
+		}
+		if err := ps.e.core.Cancel(ctx, ps.c, r.JobID); err != nil && !isRefusal(err) {
+			return fmt.Errorf("cancel step %s's job %s: %w", r.Key, r.JobID, err)
+		}
+		r.State, r.Reason, r.UpdatedAt = store.RunNeedsHuman, why, now
+		if err := ps.save(ctx, r, "overtime", fmt.Sprintf("step %s: %s; job %s cancelled", r.Key, why, r.JobID)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -266,6 +266,9 @@ func (e *Engine) check(req apitypes.PipelineRunRequest) (*spec.Pipeline, map[str
 		params[prm.Name] = *prm.Default
 	}
 	for _, s := range pl.Steps {
+		if s.Limits.MaxTurns != 0 || s.Limits.MaxCost != 0 {
+			return nil, nil, call.BadRequest("%s:%d: step %q: limits max_turns and max_cost are not enforced per step by this hub (a loop's max_cost is); give max_wall, or set the agent account's limits", req.File, s.Line, s.ID)
+		}
 		if s.Loop != nil && s.ForEach != nil {
 			return nil, nil, call.BadRequest("%s:%d: step %q: a step either loops or fans out, not both", req.File, s.Line, s.ID)
 		}

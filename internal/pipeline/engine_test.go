@@ -611,3 +611,17 @@ func TestGateAsksThroughQuestions(t *testing.T) {
 		}
 	}
 }
+
+func TestStepPastItsMaxWallIsCancelled(t *testing.T) {
+	r := newRig(t)
+	p := r.run("name: slow\nsteps:\n  - id: a\n    kind: exec\n    command: [sleep, \"100\"]\n    limits:\n      max_wall: 1ms\n", nil)
+	v := r.waitState(p.ID, "needs_human")
+	if !strings.Contains(v.Reason, "max_wall") || len(r.core.cancelled) != 1 {
+		t.Fatalf("reason %q, cancelled %v", v.Reason, r.core.cancelled)
+	}
+	_, _, err := r.e.RunPipeline(t.Context(), alice, apitypes.PipelineRunRequest{File: "p.yaml", Project: "app", Base: r.base,
+		Source: "name: c\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n    limits:\n      max_cost: 2\n"})
+	if err == nil || !strings.Contains(err.Error(), "not enforced per step") {
+		t.Fatalf("a step's max_cost: %v", err)
+	}
+}

@@ -51,7 +51,8 @@ func (e *Engine) RetryPipeline(ctx context.Context, c call.Caller, id string, re
 	}
 	did := ""
 	for _, r := range mine {
-		if (r.State == store.RunFailed || r.State == store.RunUnknown) && r.JobID != "" && s.Kind != spec.KindPublish {
+		retriable := r.State == store.RunFailed || r.State == store.RunUnknown || (r.State == store.RunNeedsHuman && s.Kind != spec.KindIntegrate)
+		if retriable && r.JobID != "" && s.Kind != spec.KindPublish {
 			if err := e.core.Retry(ctx, c, r.JobID); err != nil {
 				return apitypes.PipelineView{}, err
 			}
