@@ -62,6 +62,19 @@ func TestQueueFrameSaysWhatWaitsForTheRunner(t *testing.T) {
 
 	// A queued job cancelled is no longer waiting.
 	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 0, Attempts: []protocol.Held{}})
+	// The status is read on the runner's connection, apart from the
+	// submission: wait until the hub took it (a busy machine offered j3
+	// first).
+	waitFor(t, "the runner's slots to be 0", func() bool {
+		th.h.reg.mu.Lock()
+		defer th.h.reg.mu.Unlock()
+		for _, c := range th.h.reg.conns {
+			if c.slots == 0 {
+				return true
+			}
+		}
+		return false
+	})
 	j3 := th.submit("echo", "three")
 	wantQueue(t, sr.nextOfInterest(), true)
 	if code, e := th.call(th.admin, "POST", "/jobs/"+j3.ID+"/cancel", nil, nil); code != http.StatusOK {
