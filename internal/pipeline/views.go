@@ -130,9 +130,6 @@ func (e *Engine) view(ctx context.Context, p store.Pipeline, steps bool) (apityp
 		v.CostUSD += r.CostUSD
 		v.Tokens += r.Tokens
 	}
-	if !steps {
-		return v, nil
-	}
 	var pl spec.Pipeline
 	if err := json.Unmarshal([]byte(p.Spec), &pl); err != nil {
 		return v, fmt.Errorf("read pipeline %s: %w", p.ID, err)
@@ -162,7 +159,7 @@ func (e *Engine) view(ctx context.Context, p store.Pipeline, steps bool) (apityp
 				item := r.Item
 				rv.Item = &item
 			}
-			if r.JobID != "" {
+			if r.JobID != "" && steps {
 				if jv, err := e.core.Job(ctx, r.JobID); err == nil {
 					rv.JobState, rv.Attempts = string(jv.State), len(jv.Attempts)
 				}
@@ -179,11 +176,17 @@ func (e *Engine) view(ctx context.Context, p store.Pipeline, steps bool) (apityp
 					sv.Verdict = json.RawMessage(last.Summary)
 				}
 			}
-			if s.Kind == spec.KindPublish {
+			if s.Kind == spec.KindPublish && steps {
 				sv.Publication = e.publication(ctx, mine[n-1])
 			}
 		}
-		v.Steps = append(v.Steps, sv)
+		v.StepsTotal++
+		if sv.State == "done" || sv.State == "skipped" {
+			v.StepsDone++
+		}
+		if steps {
+			v.Steps = append(v.Steps, sv)
+		}
 	}
 	return v, nil
 }

@@ -36,7 +36,13 @@ func (f *fakeBackend) Pipelines(context.Context, User) ([]apitypes.PipelineView,
 	defer f.mu.Unlock()
 	var out []apitypes.PipelineView
 	for _, p := range f.pipes {
-		p.Steps = nil // as the API's list: steps only on the pipeline itself
+		p.StepsTotal, p.StepsDone = len(p.Steps), 0
+		for _, st := range p.Steps {
+			if st.State == "done" || st.State == "skipped" {
+				p.StepsDone++
+			}
+		}
+		p.Steps = nil // as the API's list: counts, and steps only on the pipeline itself
 		out = append(out, p)
 	}
 	return out, nil
