@@ -625,3 +625,59 @@ func TestStepPastItsMaxWallIsCancelled(t *testing.T) {
 		t.Fatalf("a step's max_cost: %v", err)
 	}
 }
+
+func TestChangedInputRerunsOnlyWhatFollows(t *testing.T) {
+	r := newRig(t)
+	src := "name: two\nparams:\n  - name: x\n    default: one\nsteps:\n  - id: a\n    kind: exec\n    command: [sh, a.sh]\n  - id: b\n    kind: exec\n    depends_on: [a]\n    command: [sh, b.sh, \"{{params.x}}\"]\n"
+	p := r.run(src, nil)
+	c1 := r.commit(r.base, "a", "1")
+	r.done(r.waitJob(p.ID, "a#1"), c1, "")
+	r.done(r.waitJob(p.ID, "b#1"), r.commit(c1, "b", "1"), "")
+	r.waitState(p.ID, "done")
+
+	p2 := r.run(src, map[string]string{"x": "two"})
+	b2 := r.waitJob(p2.ID, "b#1")
+	if b2.Base != c1 || b2.Args[2] != "two" {
+		t.Fatalf("b reran at %s with %v: want a's recorded commit %s and the new param", b2.Base, b2.Args, c1)
+	}
+	if n := r.core.submissions(); n != 3 {
+		t.Fatalf("%d jobs, want 3: a replays, only b runs again", n)
+	}
+	v, err := r.e.ShowPipeline(t.Context(), alice, p2.ID)
+	if err != nil || !v.Steps[0].Runs[0].Replayed {
+		t.Fatalf("a not replayed: %+v %v", v.Steps[0], err)
+	}
+}
+
+func TestFanOutFromAnEarlierStep(t *testing.T) {
+	r := newRig(t)
+	src := "name: from\nsteps:\n  - id: plan\n    kind: exec\n    command: [sh, plan.sh]\n  - id: do\n    kind: exec\n    depends_on: [plan]\n    command: [sh, do.sh, \"{{item}}\"]\n    for_each:\n      from: plan\n      max_parallel: 5\n"
+	p := r.run(src, nil)
+	r.done(r.waitJob(p.ID, "plan#1"), r.base, `{"items": ["x", "y"]}`)
+	r.waitFor("two items", func() bool { return len(r.core.active()) == 2 })
+	for _, v := range r.core.active() {
+		r.done(v, r.commit(r.base, v.Args[2], v.Args[2]), "")
+	}
+	r.waitState(p.ID, "done")
+
+	bad := newRig(t)
+	p = bad.run(src, nil)
+	bad.done(bad.waitJob(p.ID, "plan#1"), bad.base, `{"things": 1}`)
+	v := bad.waitState(p.ID, "failed")
+	if !strings.Contains(v.Reason, "no list of items") {
+		t.Fatalf("reason %q", v.Reason)
+	}
+}
+
+func TestDivergingInputsAreRefused(t *testing.T) {
+	r := newRig(t)
+	src := "name: div\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n  - id: b\n    kind: exec\n    command: [x]\n  - id: c\n    kind: exec\n    depends_on: [a, b]\n    command: [x]\n"
+	p := r.run(src, nil)
+	ja, jb := r.waitJob(p.ID, "a#1"), r.waitJob(p.ID, "b#1")
+	r.done(ja, r.commit(r.base, "a", "1"), "")
+	r.done(jb, r.commit(r.base, "b", "1"), "")
+	v := r.waitState(p.ID, "failed")
+	if !strings.Contains(v.Reason, "diverging commits") {
+		t.Fatalf("reason %q", v.Reason)
+	}
+}
