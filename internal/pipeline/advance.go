@@ -76,6 +76,10 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	}
 	if p.State != store.PipelineRunning {
 		e.unwatch(runs)
+		if p.State == store.PipelineCancelled || p.State == store.PipelineFailed {
+			// A pass that raced the end may have started a job after it.
+			return e.stopRuns(ctx, call.Caller{Admin: true, Name: "hub"}, id, "the pipeline is "+string(p.State))
+		}
 		return nil
 	}
 	ps := &pass{e: e, p: p, runs: map[string]*store.PipelineRun{}, out: map[string]*output{}, byID: map[string]*spec.Step{}, delivers: map[string]bool{}}
@@ -128,7 +132,7 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 		if err := e.finish(ctx, id, store.PipelineFailed, ps.failed, "", "hub"); err != nil {
 			return err
 		}
-		return e.stopRuns(ctx, ps.c, id)
+		return e.stopRuns(ctx, ps.c, id, "another step failed")
 	case ps.human != "":
 		return e.finish(ctx, id, store.PipelineNeedsHuman, ps.human, "", "hub")
 	case len(ps.out) == len(ps.pl.Steps):

@@ -419,14 +419,16 @@ func (e *Engine) CancelPipeline(ctx context.Context, c call.Caller, id string) (
 			return apitypes.PipelineView{}, err
 		}
 	}
-	if err := e.stopRuns(ctx, c, p.ID); err != nil {
+	if err := e.stopRuns(ctx, c, p.ID, "the pipeline was cancelled by "+c.Name); err != nil {
 		return apitypes.PipelineView{}, err
 	}
 	return e.ShowPipeline(ctx, c, id)
 }
 
-// stopRuns cancels the jobs of a pipeline's running steps.
-func (e *Engine) stopRuns(ctx context.Context, c call.Caller, id string) error {
+// stopRuns cancels the jobs of a pipeline's running steps, and records
+// their runs as stopped for why (a retry of the pipeline starts them
+// again).
+func (e *Engine) stopRuns(ctx context.Context, c call.Caller, id, why string) error {
 	var runs []store.PipelineRun
 	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
 		var err error
@@ -443,10 +445,30 @@ func (e *Engine) stopRuns(ctx context.Context, c call.Caller, id string) error {
 		}
 		if err := e.core.Cancel(ctx, c, r.JobID); err != nil && !isRefusal(err) {
 			errs = append(errs, fmt.Errorf("cancel step %s's job %s: %w", r.Key, r.JobID, err))
+			continue
 		}
+		r.State, r.Reason, r.UpdatedAt = store.RunFailed, stoppedPrefix+why, e.cfg.Now()
+		err := e.cfg.Store.Write(ctx, func(tx store.Tx) error {
+			if err := tx.PutPipelineRun(r); err != nil {
+				return err
+			}
+			_, err := tx.AddPipelineEvent(store.PipelineEvent{PipelineID: id, At: r.UpdatedAt, Kind: "stopped", Step: r.Key, Actor: c.Name,
+				Message: fmt.Sprintf("step %s's job %s cancelled: %s", r.Key, r.JobID, why)})
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("record step %s stopped: %w", r.Key, err))
+		}
+		e.mu.Lock()
+		delete(e.watch, r.JobID)
+		e.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
+
+// stoppedPrefix starts the reason of a run whose job the pipeline itself
+// cancelled.
+const stoppedPrefix = "stopped: "
 
 func isRefusal(err error) bool {
 	var r *call.Refusal

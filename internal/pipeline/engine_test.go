@@ -523,6 +523,9 @@ func TestCancelStopsRunningSteps(t *testing.T) {
 	if len(r.core.active()) != 0 || len(r.core.cancelled) != 3 {
 		t.Fatalf("after cancel: %d active, cancelled %v", len(r.core.active()), r.core.cancelled)
 	}
+	if st := v.Steps[0]; st.State != "cancelled" {
+		t.Fatalf("the fan-out step is %s after the cancel, want cancelled", st.State)
+	}
 	bob := call.Caller{UserID: "u-bob", Name: "bob"}
 	if _, err := r.e.ShowPipeline(t.Context(), bob, p.ID); err == nil || !strings.Contains(err.Error(), "no pipeline") {
 		t.Fatalf("bob sees alice's pipeline: %v", err)
@@ -679,5 +682,31 @@ func TestDivergingInputsAreRefused(t *testing.T) {
 	v := r.waitState(p.ID, "failed")
 	if !strings.Contains(v.Reason, "diverging commits") {
 		t.Fatalf("reason %q", v.Reason)
+	}
+}
+
+func TestRetryAfterAFailureStartsWhatTheFailureStopped(t *testing.T) {
+	r := newRig(t)
+	p := r.run(fanOut, nil)
+	var act []apitypes.JobView
+	r.waitFor("three items", func() bool { act = r.core.active(); return len(act) == 3 })
+	r.core.finish(act[0].ID, job.Failed, "", "")
+	r.e.JobChanged(act[0].ID)
+	if v := r.waitState(p.ID, "failed"); !strings.Contains(v.Reason, "items[0]") {
+		t.Fatalf("reason %q", v.Reason)
+	}
+	r.waitFor("the other items stopped", func() bool { return len(r.core.active()) == 0 })
+	if _, err := r.e.RetryPipeline(t.Context(), alice, p.ID, apitypes.PipelineRetryRequest{Step: "items"}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("the three items again", func() bool { return len(r.core.active()) == 3 })
+	for i := 0; i < 6; i++ {
+		var a []apitypes.JobView
+		r.waitFor("an item", func() bool { a = r.core.active(); return len(a) > 0 })
+		r.done(a[0], r.commit(r.base, "src/"+a[0].Args[2]+"/f", "x"), "")
+	}
+	r.waitState(p.ID, "done")
+	if n := r.core.submissions(); n != 6 {
+		t.Fatalf("%d jobs, want 6: the retried and stopped items run again as the same jobs", n)
 	}
 }

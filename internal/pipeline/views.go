@@ -59,6 +59,16 @@ func (e *Engine) RetryPipeline(ctx context.Context, c call.Caller, id string, re
 			did = fmt.Sprintf("step %s's job %s retried by %s", r.Key, r.JobID, c.Name)
 		}
 	}
+	// The jobs the pipeline stopped when it failed start again with it.
+	if did != "" {
+		for _, r := range runs {
+			if r.Step != s.ID && r.State == store.RunFailed && strings.HasPrefix(r.Reason, stoppedPrefix) && r.JobID != "" {
+				if err := e.core.Retry(ctx, c, r.JobID); err != nil {
+					return apitypes.PipelineView{}, err
+				}
+			}
+		}
+	}
 	if did == "" && s.Loop != nil && p.State == store.PipelineNeedsHuman && len(mine) > 0 {
 		last := mine[0]
 		for _, r := range mine {
@@ -197,6 +207,13 @@ func stepState(p store.Pipeline, s spec.Step, runs []store.PipelineRun) (state, 
 		return "pending", "", ""
 	}
 	last := runs[len(runs)-1]
+	if p.State == store.PipelineCancelled {
+		for _, r := range runs {
+			if r.State == store.RunFailed && strings.HasPrefix(r.Reason, stoppedPrefix) {
+				return "cancelled", r.Reason, ""
+			}
+		}
+	}
 	for _, want := range []store.PipelineRunState{store.RunFailed, store.RunUnknown, store.RunNeedsHuman, store.RunRunning, store.RunWaiting} {
 		for _, r := range runs {
 			if r.State == want && (r.State != store.RunFailed || r.Key == last.Key || s.ForEach != nil) {
