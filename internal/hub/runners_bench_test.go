@@ -146,7 +146,7 @@ type benchRunner struct {
 // join connects rs, logs how long that took and the memory per
 // connection, and heartbeats for them every beat; it returns the heap in
 // use per connection in KiB.
-func (fl *benchFleet) join(t *testing.T, what string, rs []benchRunner, beat time.Duration) float64 {
+func (fl *benchFleet) join(t testing.TB, what string, rs []benchRunner, beat time.Duration) float64 {
 	heap0, rss0 := memNow()
 	start := time.Now()
 	hellos := fl.connect(t, rs)
@@ -164,7 +164,7 @@ func (fl *benchFleet) join(t *testing.T, what string, rs []benchRunner, beat tim
 
 // connect connects each runner, 32 at a time, and returns each one's
 // hello → welcome time.
-func (fl *benchFleet) connect(t *testing.T, rs []benchRunner) []time.Duration {
+func (fl *benchFleet) connect(t testing.TB, rs []benchRunner) []time.Duration {
 	out := make([]time.Duration, len(rs))
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
@@ -335,7 +335,7 @@ func (fl *benchFleet) offerOf(id string) time.Time {
 	return fl.offers[id]
 }
 
-func (fl *benchFleet) waitDone(t *testing.T, id string) {
+func (fl *benchFleet) waitDone(t testing.TB, id string) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {

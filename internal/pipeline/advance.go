@@ -110,7 +110,10 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	}
 	ps.findDeliveries()
 	for _, r := range runs {
-		if r.JobID != "" && ps.followsJob(r) {
+		// A done run's job completed, and a completed job changes no
+		// more: reading it again on every pass made a fan-out's passes
+		// grow with its items.
+		if r.JobID != "" && r.State != store.RunDone && ps.followsJob(r) {
 			if err := ps.refresh(ctx, ps.runs[r.Key]); err != nil {
 				return err
 			}
@@ -441,8 +444,19 @@ func (ps *pass) request(s *spec.Step, item, input, feedback string) (apitypes.Su
 
 // save records a run, with an event of the pipeline.
 func (ps *pass) save(ctx context.Context, r *store.PipelineRun, kind, msg string) error {
+	return ps.saveWith(ctx, r, kind, msg, nil)
+}
+
+// saveWith is save that also records a done run's result (when not nil),
+// in the same transaction: one write (one fsync) a step, not two.
+func (ps *pass) saveWith(ctx context.Context, r *store.PipelineRun, kind, msg string, result *store.StepResult) error {
 	ps.runs[r.Key] = r
 	err := ps.e.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		if result != nil {
+			if err := tx.PutStepResult(*result); err != nil {
+				return err
+			}
+		}
 		if err := tx.PutPipelineRun(*r); err != nil {
 			return err
 		}
@@ -487,6 +501,7 @@ func (ps *pass) refresh(ctx context.Context, r *store.PipelineRun) error {
 	r.State, r.Reason, r.UpdatedAt = next, reason, ps.e.cfg.Now()
 	r.CostUSD, r.Tokens = usage(v)
 	msg := fmt.Sprintf("step %s: job %s is %s", r.Key, v.ID, v.State)
+	var result *store.StepResult // recorded for replays in the run's own write
 	if next == store.RunDone {
 		r.Commit, r.Summary = v.Head, v.Summary
 		if r.Commit == "" {
@@ -496,13 +511,8 @@ func (ps *pass) refresh(ctx context.Context, r *store.PipelineRun) error {
 			r.Commit = r.Input
 		}
 		msg = fmt.Sprintf("step %s done: job %s left %s, cost $%.4f, %d tokens", r.Key, v.ID, short(r.Commit), r.CostUSD, r.Tokens)
-		err := ps.e.cfg.Store.Write(ctx, func(tx store.Tx) error {
-			return tx.PutStepResult(store.StepResult{Project: ps.p.Project, Hash: r.Hash, JobID: v.ID, Commit: r.Commit,
-				Summary: r.Summary, CostUSD: r.CostUSD, Tokens: r.Tokens, CreatedAt: r.UpdatedAt})
-		})
-		if err != nil {
-			return fmt.Errorf("record step %s's result: %w", r.Key, err)
-		}
+		result = &store.StepResult{Project: ps.p.Project, Hash: r.Hash, JobID: v.ID, Commit: r.Commit,
+			Summary: r.Summary, CostUSD: r.CostUSD, Tokens: r.Tokens, CreatedAt: r.UpdatedAt}
 	} else if reason != "" {
 		msg += ": " + reason
 	}
@@ -515,7 +525,7 @@ func (ps *pass) refresh(ctx context.Context, r *store.PipelineRun) error {
 		ps.e.watch[r.JobID] = ps.p.ID
 		ps.e.mu.Unlock()
 	}
-	return ps.save(ctx, r, "step_"+string(next), msg)
+	return ps.saveWith(ctx, r, "step_"+string(next), msg, result)
 }
 
 // usage is what a job's attempts consumed, all of them.

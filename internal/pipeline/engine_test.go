@@ -36,6 +36,8 @@ type fakeCore struct {
 	cancelled []string
 	mapped    bool // the project maps to a forge
 	n         int
+	// doneReads counts the reads of each job after it completed.
+	doneReads map[string]int
 }
 
 func (f *fakeCore) Caller(context.Context, string) (call.Caller, error) { return alice, nil }
@@ -79,6 +81,9 @@ func (f *fakeCore) Job(_ context.Context, id string) (apitypes.JobView, error) {
 	v, ok := f.jobs[id]
 	if !ok {
 		return apitypes.JobView{}, call.NotFound("no job %q", id)
+	}
+	if v.State == job.Completed {
+		f.doneReads[id]++
 	}
 	return *v, nil
 }
@@ -170,7 +175,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, st: st, base: git(t, dir, "rev-parse", "HEAD"),
-		core: &fakeCore{t: t, dir: dir, jobs: map[string]*apitypes.JobView{}, byKey: map[string]string{}}}
+		core: &fakeCore{t: t, dir: dir, jobs: map[string]*apitypes.JobView{}, byKey: map[string]string{}, doneReads: map[string]int{}}}
 	r.restart()
 	return r
 }
@@ -708,5 +713,46 @@ func TestRetryAfterAFailureStartsWhatTheFailureStopped(t *testing.T) {
 	r.waitState(p.ID, "done")
 	if n := r.core.submissions(); n != 6 {
 		t.Fatalf("%d jobs, want 6: the retried and stopped items run again as the same jobs", n)
+	}
+}
+
+// A pass reads the job of no step that is done: a completed job changes no
+// more, and reading every one again made each pass of a fan-out grow with
+// its items (issue 27's benchmark).
+func TestPassesReadNoDoneStepsJob(t *testing.T) {
+	r := newRig(t)
+	p := r.run(`name: chain
+steps:
+  - id: a
+    kind: exec
+    command: [sh, a.sh]
+  - id: b
+    kind: exec
+    depends_on: [a]
+    command: [sh, b.sh]
+  - id: c
+    kind: exec
+    depends_on: [b]
+    command: [sh, c.sh]
+`, nil)
+	for _, key := range []string{"a#1", "b#1", "c#1"} {
+		r.done(r.waitJob(p.ID, key), "", "")
+	}
+	// Waited for in the store: the pipeline's view reads its jobs too.
+	r.waitFor("pipeline done", func() bool {
+		var st store.PipelineState
+		err := r.st.Read(t.Context(), func(tx store.Tx) error {
+			got, err := tx.Pipeline(p.ID)
+			st = got.State
+			return err
+		})
+		return err == nil && st == store.PipelineDone
+	})
+	r.core.mu.Lock()
+	defer r.core.mu.Unlock()
+	for id, n := range r.core.doneReads {
+		if n > 1 {
+			t.Errorf("job %s read %d times once completed, want once", id, n)
+		}
 	}
 }
