@@ -700,7 +700,18 @@ func TestRetryAfterAFailureStartsWhatTheFailureStopped(t *testing.T) {
 	if v := r.waitState(p.ID, "failed"); !strings.Contains(v.Reason, "items[0]") {
 		t.Fatalf("reason %q", v.Reason)
 	}
-	r.waitFor("the other items stopped", func() bool { return len(r.core.active()) == 0 })
+	r.waitFor("the other items stopped and recorded so", func() bool {
+		v, err := r.e.ShowPipeline(t.Context(), alice, p.ID)
+		if err != nil || len(r.core.active()) != 0 {
+			return false
+		}
+		for _, run := range v.Steps[0].Runs {
+			if run.State == "running" {
+				return false
+			}
+		}
+		return true
+	})
 	if _, err := r.e.RetryPipeline(t.Context(), alice, p.ID, apitypes.PipelineRetryRequest{Step: "items"}); err != nil {
 		t.Fatal(err)
 	}
