@@ -53,6 +53,10 @@ type PipelineView struct {
 	CostUSD   float64            `json:"cost_usd"` // every job's, earlier attempts included; replays cost nothing
 	Tokens    int64              `json:"tokens"`
 	Steps     []PipelineStepView `json:"steps,omitempty"` // in the file's order; only on GET /pipelines/{id}
+	// StepsDone of StepsTotal steps are done: what a list shows of the
+	// steps it leaves out.
+	StepsDone  int `json:"steps_done"`
+	StepsTotal int `json:"steps_total"`
 }
 
 // PipelineStepView is one step of a pipeline and its runs (one per round

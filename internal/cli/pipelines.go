@@ -392,25 +392,28 @@ func printPipelines(w io.Writer, ps []apitypes.PipelineView, now time.Time) erro
 	t := newTable(w)
 	fprintf(t, "ID\tNAME\tPROJECT\tSTATE\tSTEPS\tCOST\tTOKENS\tAGE\n")
 	for _, p := range ps {
-		fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.ID, p.Name, p.Project, p.State, stepsDone(p.Steps),
+		fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.ID, p.Name, p.Project, p.State, stepsDone(p),
 			cost(p.CostUSD), p.Tokens, ago(p.CreatedAt, now))
 	}
 	return t.Flush()
 }
 
-// stepsDone is "done/total" of a pipeline's steps, "-" when the view has
-// none (a list's).
-func stepsDone(steps []apitypes.PipelineStepView) string {
-	if len(steps) == 0 {
-		return "-"
-	}
-	n := 0
-	for _, s := range steps {
-		if s.State == pipelineDone {
-			n++
+// stepsDone is "done/total" of a pipeline's steps: counted when the view
+// has them, else the hub's count (a list's).
+func stepsDone(p apitypes.PipelineView) string {
+	done, total := p.StepsDone, p.StepsTotal
+	if len(p.Steps) > 0 {
+		done, total = 0, len(p.Steps)
+		for _, s := range p.Steps {
+			if s.State == pipelineDone {
+				done++
+			}
 		}
 	}
-	return strconv.Itoa(n) + "/" + strconv.Itoa(len(steps))
+	if total == 0 {
+		return "-"
+	}
+	return strconv.Itoa(done) + "/" + strconv.Itoa(total)
 }
 
 func cost(usd float64) string { return fmt.Sprintf("$%.4f", usd) }

@@ -225,21 +225,23 @@ func TestPipelinesTable(t *testing.T) {
 	now := time.Now()
 	p := samplePipeline(now)
 	q := apitypes.PipelineView{ID: "p-2", Name: hostile, Project: "api", State: "running", CostUSD: 0.5, Tokens: 7,
-		CreatedAt: now.Add(-2 * time.Hour)}
-	h.pipelines = []apitypes.PipelineView{q, p}
+		CreatedAt: now.Add(-2 * time.Hour), StepsDone: 2, StepsTotal: 5}
+	o := apitypes.PipelineView{ID: "p-0", Name: "old", Project: "api", State: "failed", CreatedAt: now.Add(-72 * time.Hour)}
+	h.pipelines = []apitypes.PipelineView{q, p, o}
 	r := runCLI(t, forgeEnv(h), "", "pipelines", "--limit", "5")
 	if r.code != 0 {
 		t.Fatalf("code %d, stderr %q", r.code, r.stderr)
 	}
 	noControls(t, r.stdout)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		t.Fatalf("printed\n%s", r.stdout)
 	}
 	for i, want := range [][]string{
 		{"ID", "NAME", "PROJECT", "STATE", "STEPS", "COST", "TOKENS", "AGE"},
-		{"p-2", hostileShown, "api", "running", "-", "$0.5000", "7", "2h"},
+		{"p-2", hostileShown, "api", "running", "2/5", "$0.5000", "7", "2h"},
 		{"p-1", "review", "web", "needs_human", "1/3", "$1.2500", "4200", "5m"},
+		{"p-0", "old", "api", "failed", "-", "$0.0000", "0", "3d"},
 	} {
 		if got := strings.Fields(lines[i]); !reflect.DeepEqual(got, want) {
 			t.Errorf("line %d: %q, want %q", i, got, want)
