@@ -150,8 +150,10 @@ func parseParams(items []string) (map[string]string, error) {
 			return nil, usagef("--param %q: want NAME=VALUE", it)
 		case name == "":
 			return nil, usagef("--param %q: the name is empty", it)
-		case !utf8.ValidString(value):
-			return nil, usagef("--param %s: the value is not UTF-8 text", name)
+		}
+		// The hub's rule for a param's value (internal/pipeline).
+		if err := rules.CheckPlainText("--param "+name, value, true); err != nil {
+			return nil, usagef("%v", err)
 		}
 		if _, dup := out[name]; dup {
 			return nil, usagef("--param %s is given twice", name)

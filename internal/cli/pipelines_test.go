@@ -59,6 +59,7 @@ func TestPipelineRunRefusesBeforeAnything(t *testing.T) {
 			[]string{"--param", "goal=x", "--param", "speed=9"}, 2, `--param speed: p.yaml declares no such param`},
 		{"param without =", reviewPipeline("agents/r.md"), nil, "", false, []string{"--param", "goal"}, 2, `--param "goal": want NAME=VALUE`},
 		{"param without name", reviewPipeline("agents/r.md"), nil, "", false, []string{"--param", "=x"}, 2, `--param "=x": the name is empty`},
+		{"param with ESC", reviewPipeline("agents/r.md"), nil, "", false, []string{"--param", "goal=a\x1b[2J"}, 2, `--param goal`},
 		{"param twice", reviewPipeline("agents/r.md"), nil, "", false, []string{"--param", "goal=a", "--param", "goal=b"}, 2, `--param goal is given twice`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
