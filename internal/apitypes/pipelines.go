@@ -37,26 +37,26 @@ type PipelineRetryRequest struct {
 
 // PipelineView is a pipeline and its steps, with what they cost.
 type PipelineView struct {
-	ID        string             `json:"id"`
-	Name      string             `json:"name"`
-	File      string             `json:"file,omitempty"`
-	Project   string             `json:"project"`
-	Base      string             `json:"base"`
-	Requester string             `json:"requester"`
-	Staged    bool               `json:"staged,omitempty"`
-	State     string             `json:"state"` // running, done, needs_human, failed, cancelled
-	Reason    string             `json:"reason,omitempty"`
-	Result    string             `json:"result,omitempty"` // the commit its last step left, once done
-	Params    map[string]string  `json:"params,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	UpdatedAt time.Time          `json:"updated_at"`
-	CostUSD   float64            `json:"cost_usd"` // every job's, earlier attempts included; replays cost nothing
-	Tokens    int64              `json:"tokens"`
-	Steps     []PipelineStepView `json:"steps,omitempty"` // in the file's order; only on GET /pipelines/{id}
-	// StepsDone of StepsTotal steps are done: what a list shows of the
-	// steps it leaves out.
-	StepsDone  int `json:"steps_done"`
-	StepsTotal int `json:"steps_total"`
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	File      string            `json:"file,omitempty"`
+	Project   string            `json:"project"`
+	Base      string            `json:"base"`
+	Requester string            `json:"requester"`
+	Staged    bool              `json:"staged,omitempty"`
+	State     string            `json:"state"` // running, done, needs_human, failed, cancelled
+	Reason    string            `json:"reason,omitempty"`
+	Result    string            `json:"result,omitempty"` // the commit its last step left, once done
+	Params    map[string]string `json:"params,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
+	CostUSD   float64           `json:"cost_usd"` // every job's, earlier attempts included; replays cost nothing
+	Tokens    int64             `json:"tokens"`
+	// StepsDone of StepsTotal are done (or skipped: a publish that
+	// published nothing).
+	StepsDone  int                `json:"steps_done"`
+	StepsTotal int                `json:"steps_total"`
+	Steps      []PipelineStepView `json:"steps,omitempty"` // in the file's order; only on GET /pipelines/{id}
 }
 
 // PipelineStepView is one step of a pipeline and its runs (one per round

@@ -400,22 +400,12 @@ func printPipelines(w io.Writer, ps []apitypes.PipelineView, now time.Time) erro
 	return t.Flush()
 }
 
-// stepsDone is "done/total" of a pipeline's steps: counted when the view
-// has them, else the hub's count (a list's).
+// stepsDone is "done/total" of a pipeline's steps, as the hub counts them.
 func stepsDone(p apitypes.PipelineView) string {
-	done, total := p.StepsDone, p.StepsTotal
-	if len(p.Steps) > 0 {
-		done, total = 0, len(p.Steps)
-		for _, s := range p.Steps {
-			if s.State == pipelineDone {
-				done++
-			}
-		}
-	}
-	if total == 0 {
+	if p.StepsTotal == 0 {
 		return "-"
 	}
-	return strconv.Itoa(done) + "/" + strconv.Itoa(total)
+	return strconv.Itoa(p.StepsDone) + "/" + strconv.Itoa(p.StepsTotal)
 }
 
 func cost(usd float64) string { return fmt.Sprintf("$%.4f", usd) }

@@ -150,7 +150,7 @@ func samplePipeline(now time.Time) apitypes.PipelineView {
 	item := 1
 	return apitypes.PipelineView{ID: "p-1", Name: "review", Project: "web", Base: strings.Repeat("a", 40), Requester: "ann",
 		Staged: true, State: "needs_human", Reason: "loop verify: " + hostile, CreatedAt: now.Add(-5 * time.Minute),
-		CostUSD: 1.25, Tokens: 4200,
+		CostUSD: 1.25, Tokens: 4200, StepsDone: 2, StepsTotal: 3,
 		Steps: []apitypes.PipelineStepView{
 			{ID: "build", Kind: "agent", State: "done", CostUSD: 0.25, Tokens: 1000, Commit: strings.Repeat("b", 40),
 				Runs: []apitypes.PipelineRunView{{Key: "build", State: "done", Job: "j-1", JobState: "completed", Attempts: 1,
@@ -219,8 +219,8 @@ func noControls(t *testing.T, out string) {
 	}
 }
 
-// TestPipelinesTable: one row per pipeline, with its steps done of all
-// when the hub gave them, and escaped names.
+// TestPipelinesTable: one row per pipeline, with the hub's count of its
+// steps done of all, and escaped names.
 func TestPipelinesTable(t *testing.T) {
 	h := newFakeHub(t)
 	now := time.Now()
@@ -241,7 +241,7 @@ func TestPipelinesTable(t *testing.T) {
 	for i, want := range [][]string{
 		{"ID", "NAME", "PROJECT", "STATE", "STEPS", "COST", "TOKENS", "AGE"},
 		{"p-2", hostileShown, "api", "running", "2/5", "$0.5000", "7", "2h"},
-		{"p-1", "review", "web", "needs_human", "1/3", "$1.2500", "4200", "5m"},
+		{"p-1", "review", "web", "needs_human", "2/3", "$1.2500", "4200", "5m"},
 		{"p-0", "old", "api", "failed", "-", "$0.0000", "0", "3d"},
 	} {
 		if got := strings.Fields(lines[i]); !reflect.DeepEqual(got, want) {
