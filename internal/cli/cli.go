@@ -110,6 +110,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.runCmd(), a.jobsCmd(), a.showCmd(), a.logsCmd(), a.cancelCmd(), a.retryCmd(),
 		a.questionsCmd(), a.answerJobCmd(), a.approveCmd(), a.restartCmd(),
 		a.fetchCmd(), a.diffCmd(), a.publishCmd(), a.projectsCmd(), a.forgesCmd(),
+		a.pipelineCmd(), a.pipelinesCmd(),
 		a.sandboxInitCmd(), a.toolCmd(), a.versionCmd(),
 		bench.Command(),
 		chaos.Command(),

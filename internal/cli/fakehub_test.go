@@ -59,13 +59,22 @@ type fakeHub struct {
 	publications map[string]apitypes.PublicationView // job id → its answer to publish
 	configBodies []string                            // raw bodies of PUT /projects/{name}/config
 	configs      map[string]apitypes.ProjectConfig   // project → its config
+
+	reached         int                                       // every request, the token's refusals included
+	pipelines       []apitypes.PipelineView                   // newest first
+	pipelineRuns    []apitypes.PipelineRunRequest             // as POST /pipelines got them
+	pipelineActions []string                                  // "cancel p-1", "retry p-1 review"
+	pipelineEvents  map[string][]apitypes.PipelineEventView   // pipeline id → its log
+	onPipelineShow  func(v *apitypes.PipelineView, shows int) // changes a pipeline as GET /pipelines/{id} reads it
+	pipelineShows   int
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
 	t.Helper()
 	h := &fakeHub{token: "drv_u_admin", who: apitypes.Whoami{Kind: "user", Name: "admin", Admin: true},
 		logs: map[string]string{}, events: map[string][]apitypes.EventView{}, members: map[string][]string{},
-		publications: map[string]apitypes.PublicationView{}, configs: map[string]apitypes.ProjectConfig{}}
+		publications: map[string]apitypes.PublicationView{}, configs: map[string]apitypes.ProjectConfig{},
+		pipelineEvents: map[string][]apitypes.PipelineEventView{}}
 	mux := http.NewServeMux()
 	accountList := func() apitypes.AccountList {
 		for i := range h.accts {
@@ -191,9 +200,11 @@ func newFakeHub(t *testing.T) *fakeHub {
 	})
 	h.tenancyRoutes(mux)
 	h.forgeRoutes(mux)
+	h.pipelineRoutes(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		h.reached++
 		if r.Header.Get("Authorization") != "Bearer "+h.token {
 			fail(w, 401, rules.ErrUnauthorized, "bad token")
 			return
@@ -486,4 +497,84 @@ func (h *fakeHub) requestCount() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.requests)
+}
+
+// pipelineRoutes are the pipelines routes, over h.pipelines.
+func (h *fakeHub) pipelineRoutes(mux *http.ServeMux) {
+	find := func(w http.ResponseWriter, id string) *apitypes.PipelineView {
+		i := slices.IndexFunc(h.pipelines, func(v apitypes.PipelineView) bool { return v.ID == id })
+		if i < 0 {
+			fail(w, 404, rules.ErrNotFound, "no pipeline "+id)
+			return nil
+		}
+		return &h.pipelines[i]
+	}
+	mux.HandleFunc("POST /api/v1/pipelines", func(w http.ResponseWriter, r *http.Request) {
+		var req apitypes.PipelineRunRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			fail(w, 400, rules.ErrBadRequest, err.Error())
+			return
+		}
+		h.pipelineRuns = append(h.pipelineRuns, req)
+		if i := slices.IndexFunc(h.pipelines, func(v apitypes.PipelineView) bool { return req.Key != "" && v.ID == "p-"+req.Key }); i >= 0 {
+			reply(w, 200, h.pipelines[i])
+			return
+		}
+		id := "p-" + strconv.Itoa(len(h.pipelineRuns))
+		if req.Key != "" {
+			id = "p-" + req.Key
+		}
+		v := apitypes.PipelineView{ID: id, Name: "fake", File: req.File, Project: req.Project, Base: req.Base,
+			Requester: h.who.Name, Staged: req.Staged, State: "running", Params: req.Params, CreatedAt: time.Now()}
+		h.pipelines = append([]apitypes.PipelineView{v}, h.pipelines...)
+		reply(w, 201, v)
+	})
+	mux.HandleFunc("GET /api/v1/pipelines", func(w http.ResponseWriter, r *http.Request) {
+		out := h.pipelines
+		if n, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && n < len(out) {
+			out = out[:n]
+		}
+		reply(w, 200, apitypes.PipelineList{Pipelines: out})
+	})
+	mux.HandleFunc("GET /api/v1/pipelines/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if v := find(w, r.PathValue("id")); v != nil {
+			h.pipelineShows++
+			if h.onPipelineShow != nil {
+				h.onPipelineShow(v, h.pipelineShows)
+			}
+			reply(w, 200, *v)
+		}
+	})
+	mux.HandleFunc("GET /api/v1/pipelines/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		if find(w, r.PathValue("id")) == nil {
+			return
+		}
+		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+		out := apitypes.PipelineEventList{Events: []apitypes.PipelineEventView{}}
+		for _, e := range h.pipelineEvents[r.PathValue("id")] {
+			if e.Seq > after {
+				out.Events = append(out.Events, e)
+			}
+		}
+		reply(w, 200, out)
+	})
+	mux.HandleFunc("POST /api/v1/pipelines/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		h.pipelineActions = append(h.pipelineActions, "cancel "+r.PathValue("id"))
+		if v := find(w, r.PathValue("id")); v != nil {
+			v.State = "cancelled"
+			reply(w, 200, *v)
+		}
+	})
+	mux.HandleFunc("POST /api/v1/pipelines/{id}/retry", func(w http.ResponseWriter, r *http.Request) {
+		var req apitypes.PipelineRetryRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			fail(w, 400, rules.ErrBadRequest, err.Error())
+			return
+		}
+		h.pipelineActions = append(h.pipelineActions, "retry "+r.PathValue("id")+" "+req.Step)
+		if v := find(w, r.PathValue("id")); v != nil {
+			v.State = "running"
+			reply(w, 200, *v)
+		}
+	})
 }

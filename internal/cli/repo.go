@@ -270,6 +270,12 @@ func readRegular(path string, checked fs.FileInfo, most int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readOpened(f, checked, most)
+}
+
+// readOpened reads f, opened after it was checked, if it is still that
+// regular file, within most bytes, and closes it.
+func readOpened(f *os.File, checked fs.FileInfo, most int64) ([]byte, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
