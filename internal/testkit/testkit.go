@@ -466,11 +466,30 @@ func (r *Runner) Claims() []runner.Claim {
 // WaitJob polls the job until cond holds.
 func WaitJob(t testing.TB, c *client.Client, id string, d time.Duration, cond func(apitypes.JobView) bool) apitypes.JobView {
 	t.Helper()
+	return poll(t, d, func(ctx context.Context) (apitypes.JobView, error) { return c.Job(ctx, id) }, cond,
+		func(last apitypes.JobView, err error) string {
+			return fmt.Sprintf("job %s: condition not met within %s; last: state=%s attempts=%+v (err %v)", id, d, last.State, last.Attempts, err)
+		})
+}
+
+// WaitPipeline polls the pipeline until cond holds.
+func WaitPipeline(t testing.TB, c *client.Client, id string, d time.Duration, cond func(apitypes.PipelineView) bool) apitypes.PipelineView {
+	t.Helper()
+	return poll(t, d, func(ctx context.Context) (apitypes.PipelineView, error) { return c.Pipeline(ctx, id) }, cond,
+		func(last apitypes.PipelineView, err error) string {
+			return fmt.Sprintf("pipeline %s: condition not met within %s; last: state=%s %s steps=%+v (err %v)", id, d, last.State, last.Reason, last.Steps, err)
+		})
+}
+
+// poll reads with get until cond holds, failing the test with failure's
+// message after d.
+func poll[T any](t testing.TB, d time.Duration, get func(context.Context) (T, error), cond func(T) bool, failure func(T, error) string) T {
+	t.Helper()
 	deadline := time.Now().Add(d)
-	var last apitypes.JobView
+	var last T
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		v, err := c.Job(ctx, id)
+		v, err := get(ctx)
 		cancel()
 		if err == nil {
 			last = v
@@ -479,7 +498,7 @@ func WaitJob(t testing.TB, c *client.Client, id string, d time.Duration, cond fu
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job %s: condition not met within %s; last: state=%s attempts=%+v (err %v)", id, d, last.State, last.Attempts, err)
+			t.Fatal(failure(last, err))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -253,28 +253,66 @@ func TestHashKnownValue(t *testing.T) {
 	}
 }
 
-func TestExampleParses(t *testing.T) {
+// TestExamplesParse reads every example pipeline as drover would, so none
+// can rot: each parses, ends in a publish, names scripts that exist, and
+// bounds its loops.
+func TestExamplesParse(t *testing.T) {
 	root := filepath.Join("..", "..", "..")
-	name := "examples/pipelines/review-loop.yaml"
-	data, err := os.ReadFile(filepath.Join(root, name))
-	if err != nil {
-		t.Fatal(err)
+	names, err := filepath.Glob(filepath.Join(root, "examples", "pipelines", "*.yaml"))
+	if err != nil || len(names) < 2 {
+		t.Fatalf("examples: %v %v", names, err)
 	}
-	p, err := Parse(name, data, func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, p)) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := p.Steps[len(p.Steps)-1]; last.Kind != KindPublish {
-		t.Fatalf("last step %+v", last)
-	}
-	for _, s := range p.Steps {
-		if s.Loop != nil && s.Loop.MaxRounds != 3 {
-			t.Fatalf("loop %+v", s.Loop)
+	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, p)) }
+	parsed := map[string]*Pipeline{}
+	for _, path := range names {
+		name, _ := filepath.Rel(root, path)
+		name = filepath.ToSlash(name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if s.Kind == KindExec {
-			if _, err := os.Stat(filepath.Join(root, s.Command[1])); err != nil {
-				t.Errorf("step %s: %v", s.ID, err)
+		p, err := Parse(name, data, read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed[filepath.Base(name)] = p
+		if last := p.Steps[len(p.Steps)-1]; last.Kind != KindPublish {
+			t.Errorf("%s: last step %+v", name, last)
+		}
+		for _, s := range p.Steps {
+			if s.Loop != nil && (s.Loop.MaxRounds != 3 || len(s.Loop.Repeat) == 0) {
+				t.Errorf("%s: step %s: loop %+v", name, s.ID, s.Loop)
+			}
+			if s.Kind == KindExec {
+				if _, err := os.Stat(filepath.Join(root, s.Command[1])); err != nil {
+					t.Errorf("%s: step %s: %v", name, s.ID, err)
+				}
 			}
 		}
+	}
+	// seed-002: the builder's and the adversary's files set their agents
+	// and modes; the adversary only observes, and judges in a loop that
+	// reruns the builder.
+	seed := parsed["seed-002.yaml"]
+	if seed == nil {
+		t.Fatal("no seed-002.yaml")
+	}
+	type role struct{ id, agent, mode string }
+	var got []role
+	for _, s := range seed.Steps {
+		if s.Kind == KindAgent {
+			got = append(got, role{s.ID, s.Agent, s.Mode})
+		}
+	}
+	want := []role{{"specify", "claude", "fix"}, {"challenge", "gemini", "observe"}, {"plan", "claude", "fix"},
+		{"implement", "claude", "fix"}, {"verify", "gemini", "observe"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("seed-002's agent steps %+v, want %+v", got, want)
+	}
+	if v := seed.Steps[4]; v.Loop == nil || v.Loop.Until != UntilApproved || !reflect.DeepEqual(v.Loop.Repeat, []string{"implement"}) || !strings.Contains(v.Prompt, "deliver") {
+		t.Fatalf("seed-002's verify step: %+v", v)
+	}
+	if !strings.Contains(seed.Steps[2].Prompt, "{{steps.challenge.feedback}}") {
+		t.Fatalf("seed-002's plan does not read the challenge: %q", seed.Steps[2].Prompt)
 	}
 }
