@@ -204,8 +204,8 @@ func readPipeline(root, path string, params map[string]string) (apitypes.Pipelin
 	if len(req.Files) == 0 {
 		req.Files = nil
 	}
-	if err := checkParams(pl, params); err != nil {
-		return req, err
+	if _, err := pl.Bind(params); err != nil {
+		return req, usagef("%v", err)
 	}
 	if b, err := json.Marshal(req); err == nil && len(b) > apitypes.MaxPipelineRequest {
 		return req, fmt.Errorf("%s and its prompt files are %d bytes; the hub takes %d", req.File, len(b), apitypes.MaxPipelineRequest)
@@ -240,24 +240,6 @@ func pipelineName(root, path string) string {
 		}
 	}
 	return filepath.Base(path)
-}
-
-// checkParams refuses, before anything is pushed, a param the file does
-// not declare and a missing one without a default.
-func checkParams(pl *spec.Pipeline, params map[string]string) error {
-	declared := map[string]bool{}
-	for _, p := range pl.Params {
-		declared[p.Name] = true
-		if _, ok := params[p.Name]; !ok && p.Default == nil {
-			return usagef("%s:%d: param %s has no default: give it with --param %s=VALUE", pl.File, p.Line, p.Name, p.Name)
-		}
-	}
-	for name := range params {
-		if !declared[name] {
-			return usagef("--param %s: %s declares no such param", name, pl.File)
-		}
-	}
-	return nil
 }
 
 // waitPipeline prints a pipeline's events as they come until it ends, then

@@ -240,57 +240,21 @@ func (e *Engine) check(req apitypes.PipelineRunRequest) (*spec.Pipeline, map[str
 		if !ok {
 			return nil, fmt.Errorf("%s was not sent with the pipeline", path)
 		}
+		// The rule of context files: no .git, no secrets.
+		if err := rules.CheckContextFile(path, []byte(text)); err != nil {
+			return nil, err
+		}
 		return []byte(text), nil
 	}
 	pl, err := spec.Parse(req.File, []byte(req.Source), read)
 	if err != nil {
 		return nil, nil, call.BadRequest("%v", err)
 	}
-	params := map[string]string{}
-	for name, v := range req.Params {
-		if !hasParam(pl, name) {
-			return nil, nil, call.BadRequest("param %q: %s declares no such param", name, req.File)
-		}
-		if err := rules.CheckPlainText("param "+name, v, true); err != nil {
-			return nil, nil, call.BadRequest("%v", err)
-		}
-		params[name] = v
-	}
-	for _, prm := range pl.Params {
-		if _, ok := params[prm.Name]; ok {
-			continue
-		}
-		if prm.Default == nil {
-			return nil, nil, call.BadRequest("param %q has no default: give it (--param %s=VALUE)", prm.Name, prm.Name)
-		}
-		params[prm.Name] = *prm.Default
-	}
-	for _, s := range pl.Steps {
-		if s.Limits.MaxTurns != 0 || s.Limits.MaxCost != 0 {
-			return nil, nil, call.BadRequest("%s:%d: step %q: limits max_turns and max_cost are not enforced per step by this hub (a loop's max_cost is); give max_wall, or set the agent account's limits", req.File, s.Line, s.ID)
-		}
-		if s.Loop != nil && s.ForEach != nil {
-			return nil, nil, call.BadRequest("%s:%d: step %q: a step either loops or fans out, not both", req.File, s.Line, s.ID)
-		}
-		if f := s.ForEach; f != nil && f.From == "" {
-			for _, it := range f.Items {
-				item := spec.Expand(it, func(name string) string { return lookupParam(params, name) })
-				if _, err := touches(f.Touches, item, params); err != nil {
-					return nil, nil, call.BadRequest("%s:%d: step %q: item %q: %v", req.File, s.Line, s.ID, item, err)
-				}
-			}
-		}
+	params, err := pl.Bind(req.Params)
+	if err != nil {
+		return nil, nil, call.BadRequest("%v", err)
 	}
 	return pl, params, nil
-}
-
-func hasParam(pl *spec.Pipeline, name string) bool {
-	for _, p := range pl.Params {
-		if p.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func lookupParam(params map[string]string, name string) string {

@@ -24,7 +24,7 @@ func (r fakeRepo) read(p string) ([]byte, error) {
 }
 
 var repo = fakeRepo{
-	"agents/reviewer.md": "---\nagent: gemini\nmode: observe\nlimits:\n  max_turns: 30\n---\nReview {{steps.build.commit}}.\n",
+	"agents/reviewer.md": "---\nagent: gemini\nmode: observe\nlimits:\n  max_wall: 20m\n---\nReview {{steps.build.commit}}.\n",
 	"agents/bad.md":      "---\nagent: gemini\nsurprise: 1\n---\nbody\n",
 	"agents/nohead.md":   "just a prompt\n",
 }
@@ -84,6 +84,8 @@ func TestParseRefusals(t *testing.T) {
 		{"param twice", "name: p\nparams:\n  - name: x\n  - name: x\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n", "p.yaml:4: param \"x\" given twice"},
 		{"param unknown field", "name: p\nparams:\n  - name: x\n    type: int\nsteps: []\n", "p.yaml:4: param: unknown field \"type\""},
 		{"negative limits", "name: p\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n    limits: {max_turns: -2}\n", "limits must not be negative"},
+		{"unenforced limits", "name: p\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n    limits: {max_cost: 2}\n", "p.yaml:3: step \"a\": limits max_turns and max_cost are not enforced per step"},
+		{"loop and for_each", "name: p\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n    loop: {until: verdict.approved, max_rounds: 2}\n    for_each: {items: [x], max_parallel: 1}\n", "either loops or fans out"},
 		{"bad duration", "name: p\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n    loop: {until: verdict.approved, max_rounds: 2, max_wall: soon}\n", "p.yaml:6: step \"a\": loop max_wall:"},
 		{"control character", "name: p\nsteps:\n  - id: a\n    kind: exec\n    command: [\"x\\e[2J\"]\n", "p.yaml:3: step \"a\": command has a control character"},
 		{"prompt_file absolute", "name: p\nsteps:\n  - id: a\n    kind: agent\n    prompt_file: /etc/passwd\n", "p.yaml:5: step \"a\": prompt_file \"/etc/passwd\" must be a relative path inside the repository"},
@@ -130,7 +132,7 @@ steps:
     mode: fix
     tools: true
     prompt: "Build {{params.goal}} for {{params.target}}."
-    limits: {max_turns: 40, max_cost: 2.5, max_wall: 30m}
+    limits: {max_wall: 30m}
   - id: review
     kind: agent
     depends_on: [build]
@@ -166,7 +168,7 @@ func TestParseValid(t *testing.T) {
 	}
 	r := p.Steps[1]
 	// The header fills the step; its body is the prompt.
-	if r.Agent != "gemini" || r.Mode != "observe" || r.Limits.MaxTurns != 30 || r.Prompt != "Review {{steps.build.commit}}.\n" || r.Line != 15 {
+	if r.Agent != "gemini" || r.Mode != "observe" || r.Limits.MaxWall != 20*time.Minute || r.Prompt != "Review {{steps.build.commit}}.\n" || r.Line != 15 {
 		t.Fatalf("review step from its file: %+v", r)
 	}
 	if p.Steps[0].Limits.MaxWall != 30*time.Minute || p.Steps[1].Loop.MaxWall != time.Hour {

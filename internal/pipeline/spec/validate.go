@@ -220,8 +220,15 @@ func (v *validator) loop(s *Step) error {
 }
 
 func (v *validator) forEach(s *Step) error {
-	if s.Limits.MaxTurns < 0 || s.Limits.MaxCost < 0 || s.Limits.MaxWall < 0 {
+	switch {
+	case s.Limits.MaxTurns < 0 || s.Limits.MaxCost < 0 || s.Limits.MaxWall < 0:
 		return v.stepErr(s, "limits must not be negative")
+	case s.Limits.MaxTurns != 0 || s.Limits.MaxCost != 0:
+		// Only the hub's engine could bound them, and it sees a job's
+		// spend only once an attempt ends: refused rather than ignored.
+		return v.stepErr(s, "limits max_turns and max_cost are not enforced per step (a loop's max_cost is); give max_wall, or set the agent account's limits")
+	case s.Loop != nil && s.ForEach != nil:
+		return v.stepErr(s, "a step either loops or fans out, not both")
 	}
 	f := s.ForEach
 	if f == nil {
