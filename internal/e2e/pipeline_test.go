@@ -13,6 +13,7 @@ import (
 	"drover/internal/client"
 	"drover/internal/gitcmd"
 	"drover/internal/ids"
+	"drover/internal/job"
 	"drover/internal/localrepo"
 	"drover/internal/testkit"
 )
@@ -64,12 +65,18 @@ func startReviewLoop(t *testing.T, c *client.Client, dir, base, goal string) api
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startPipeline(t, c, apitypes.PipelineRunRequest{File: reviewLoop, Source: string(src), Project: "loop", Base: base,
+		Params: map[string]string{"goal": goal}})
+}
+
+// startPipeline starts a pipeline, which must be new.
+func startPipeline(t *testing.T, c *client.Client, req apitypes.PipelineRunRequest) apitypes.PipelineView {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	v, started, err := c.RunPipeline(ctx, apitypes.PipelineRunRequest{File: reviewLoop, Source: string(src), Project: "loop", Base: base,
-		Params: map[string]string{"goal": goal}})
+	v, started, err := c.RunPipeline(ctx, req)
 	if err != nil || !started {
-		t.Fatalf("run pipeline: started %v, %v", started, err)
+		t.Fatalf("run pipeline %s: started %v, %v", req.File, started, err)
 	}
 	return v
 }
@@ -231,5 +238,126 @@ func TestPipelineReviewLoopRunsEndToEnd(t *testing.T) {
 		if _, ok := before[id]; !ok && len(j.Attempts) > 0 {
 			t.Errorf("the replayed pipeline ran job %s (%s %v)", id, j.Agent, j.Args)
 		}
+	}
+}
+
+// runningJob finds a run of v whose job runs now.
+func runningJob(v apitypes.PipelineView) (apitypes.PipelineRunView, bool) {
+	for _, s := range v.Steps {
+		for _, r := range s.Runs {
+			if r.Job != "" && r.JobState == "running" {
+				return r, true
+			}
+		}
+	}
+	return apitypes.PipelineRunView{}, false
+}
+
+// The hub is SIGKILLed while the pipeline's first step's job waits in
+// the queue; started again, it carries the pipeline on to done, and no
+// step's job was submitted or run twice. (The job waits for a runner that
+// comes only after the restart: a runner fetching a job's source from the
+// hub when it dies fails that job, workspace_error, which is the runner's
+// matter and not the pipeline's.)
+func TestPipelineSurvivesHubKill(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	c := h.Client()
+	dir, base := pipelineCheckout(t, h)
+	const goal = "work that outlives its hub"
+	p := startReviewLoop(t, c, dir, base, goal)
+	mid := waitPipeline(t, c, p.ID, 2*time.Minute, func(v apitypes.PipelineView) bool {
+		s := stepOf(t, v, "build")
+		return len(s.Runs) == 1 && s.Runs[0].Job != "" || stopped(v)
+	})
+	if stopped(mid) {
+		t.Fatalf("the pipeline stopped before its first job:\n%s", pipelineJSON(mid))
+	}
+	first := stepOf(t, mid, "build").Runs[0].Job
+	h.Kill()
+	h.Restart()
+	r := h.StartRunner(t, "r1")
+	v := waitPipeline(t, c, p.ID, 5*time.Minute, stopped)
+	checkReviewLoopDone(t, h, dir, v, goal)
+
+	// Each run has a job of its own that ran once; a publication goes
+	// through a job that already exists; the hub holds no job but these.
+	ran := map[string]string{}
+	mine := map[string]bool{}
+	for _, s := range v.Steps {
+		for _, rv := range s.Runs {
+			if rv.Job == "" {
+				t.Errorf("run %s has no job: %+v", rv.Key, rv)
+				continue
+			}
+			mine[rv.Job] = true
+			if s.Kind != "exec" {
+				continue
+			}
+			if other, dup := ran[rv.Job]; dup {
+				t.Errorf("runs %s and %s share job %s", other, rv.Key, rv.Job)
+			}
+			ran[rv.Job] = rv.Key
+			if rv.Attempts != 1 || rv.Tries != 1 || rv.Replayed {
+				t.Errorf("run %s: %d attempts, %d tries, replayed %v", rv.Key, rv.Attempts, rv.Tries, rv.Replayed)
+			}
+		}
+	}
+	if len(ran) != 5 || ran[first] != "build#1" {
+		t.Errorf("exec runs' jobs %v; the job queued at the kill was %s", ran, first)
+	}
+	for id, j := range allJobs(t, c) {
+		if !mine[id] {
+			t.Errorf("job %s (%s %v) belongs to no run of the pipeline", id, j.Agent, j.Args)
+		}
+	}
+	for job, n := range claimsOf(r) {
+		if n != 1 {
+			t.Errorf("job %s (%s) claimed %d times", job, ran[job], n)
+		}
+	}
+}
+
+// slowPipeline is one exec step that runs until cancelled.
+const slowPipeline = `name: slow
+steps:
+  - id: slow
+    kind: exec
+    command: [sh, -c, "echo started; sleep 600"]
+`
+
+// Cancelling a pipeline cancels the job of the step that runs.
+func TestPipelineCancelStopsTheRunningStep(t *testing.T) {
+	t.Parallel()
+	h := testkit.StartHub(t, bin)
+	h.StartRunner(t, "r1")
+	c := h.Client()
+	_, base := pipelineCheckout(t, h)
+	p := startPipeline(t, c, apitypes.PipelineRunRequest{File: "slow.yaml", Source: slowPipeline, Project: "loop", Base: base})
+	mid := waitPipeline(t, c, p.ID, 5*time.Minute, func(v apitypes.PipelineView) bool {
+		_, ok := runningJob(v)
+		return ok || stopped(v)
+	})
+	run, ok := runningJob(mid)
+	if !ok {
+		t.Fatalf("the step's job was never seen running:\n%s", pipelineJSON(mid))
+	}
+	testkit.WaitJob(t, c, run.Job, time.Minute, func(v apitypes.JobView) bool {
+		return v.State.Terminal() || len(v.Attempts) == 1 && v.Attempts[0].LogSize > 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.CancelPipeline(ctx, p.ID); err != nil {
+		t.Fatalf("cancel pipeline: %v", err)
+	}
+	j := testkit.WaitJob(t, c, run.Job, time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
+	if j.State != job.Cancelled {
+		t.Fatalf("the step's job ended %s, want cancelled", j.State)
+	}
+	v := waitPipeline(t, c, p.ID, time.Minute, func(v apitypes.PipelineView) bool {
+		return stopped(v) && stepOf(t, v, "slow").Runs[0].JobState == string(job.Cancelled)
+	})
+	if s := stepOf(t, v, "slow"); v.State != "cancelled" || s.State != "cancelled" {
+		t.Fatalf("pipeline %s, its step %s; want both cancelled:\n%s", v.State, s.State, pipelineJSON(v))
 	}
 }
