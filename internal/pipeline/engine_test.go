@@ -108,6 +108,11 @@ func (f *fakeCore) Retry(_ context.Context, _ call.Caller, id string) error {
 func (f *fakeCore) Publish(_ context.Context, _ call.Caller, id string) (apitypes.PublicationView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// As the hub's publishing: a job that made no commit has nothing to
+	// publish, mapped or not.
+	if v := f.jobs[id]; v.Head == "" || v.Head == v.Base {
+		return apitypes.PublicationView{}, call.Conflict("job %s made no commit: nothing to publish", id)
+	}
 	if !f.mapped {
 		return apitypes.PublicationView{}, call.Errf(409, "not_mapped", "project app maps to no forge")
 	}
@@ -764,6 +769,51 @@ steps:
 	for id, n := range r.core.doneReads {
 		if n > 1 {
 			t.Errorf("job %s read %d times once completed, want once", id, n)
+		}
+	}
+}
+
+// checked is checks that make no commit after a step that made one.
+const checked = `name: checked
+params:
+  - name: n
+steps:
+  - id: make
+    kind: exec
+    command: [sh, make.sh, "{{params.n}}"]
+  - id: lint
+    kind: exec
+    depends_on: [make]
+    command: [sh, lint.sh, "{{params.n}}"]
+  - id: test
+    kind: exec
+    depends_on: [lint]
+    command: [sh, test.sh, "{{params.n}}"]
+  - id: publish
+    kind: publish
+    depends_on: [test]
+`
+
+// The publish step publishes through the job that made the commit, never
+// through a later one that left it as it found it (which has nothing to
+// publish). Many pipelines, as the runs are looked at in no set order.
+func TestPublishGoesThroughTheJobThatMadeTheCommit(t *testing.T) {
+	r := newRig(t)
+	r.core.mapped = true
+	for n := range 16 {
+		p := r.run(checked, map[string]string{"n": fmt.Sprint(n)})
+		mk := r.waitJob(p.ID, "make#1")
+		c := r.commit(r.base, "made.txt", fmt.Sprint(n))
+		r.done(mk, c, "")
+		r.done(r.waitJob(p.ID, "lint#1"), "", "")
+		r.done(r.waitJob(p.ID, "test#1"), "", "")
+		r.waitFor("pipeline "+p.ID+" to stop", func() bool {
+			v, err := r.e.ShowPipeline(t.Context(), alice, p.ID)
+			return err == nil && v.State != "running"
+		})
+		v, err := r.e.ShowPipeline(t.Context(), alice, p.ID)
+		if err != nil || v.State != "done" || v.Steps[3].Publication == nil || v.Steps[3].Publication.Job != mk.ID {
+			t.Fatalf("pipeline %d: %v %s (%s), publish step %+v; want done, published through %s", n, err, v.State, v.Reason, v.Steps[3], mk.ID)
 		}
 	}
 }

@@ -86,12 +86,13 @@ type staged struct {
 }
 
 // resultJob is a job of the requester whose head is commit: the run that
-// left it, or a job recorded for it.
+// made it (not a later one that left it as it found it, which has nothing
+// to publish), or a job recorded for it.
 func (ps *pass) resultJob(ctx context.Context, commit string) (string, error) {
 	for _, r := range ps.runs {
 		if r.State == store.RunDone && r.Commit == commit && r.JobID != "" && !r.Replayed {
 			v, err := ps.e.core.Job(ctx, r.JobID)
-			if err == nil && v.Head == commit {
+			if err == nil && v.Head == commit && v.Base != commit {
 				return v.ID, nil
 			}
 		}
