@@ -2,11 +2,14 @@ package pipeline
 
 import (
 	"bytes"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 
 	"drover/internal/gitcmd"
 	"drover/internal/pipeline/spec"
@@ -54,26 +57,38 @@ func (ps *pass) fanOut(ctx context.Context, s *spec.Step) error {
 			return nil // failed or unknown: settled said why
 		}
 	}
+	// Items recorded earlier replay first, at no cost and without a slot;
+	// the others start together (each submission checks its source).
+	var starts []int
 	for _, i := range waiting {
-		if len(active) >= f.MaxParallel {
+		if len(active)+len(starts) >= f.MaxParallel {
 			break
 		}
 		if overlapsAny(globs[i], active) {
 			continue
 		}
-		r, err := ps.ensure(ctx, s, i, items[i], 1, in, "")
-		if err != nil || r == nil {
+		r, err := ps.start(ctx, s, i, items[i], 1, in, "", false)
+		if err != nil {
 			return err
 		}
-		switch {
-		case r.State == store.RunRunning:
-			active = append(active, globs[i])
-		case ps.settled(s, r): // replayed
+		if r != nil {
 			commits[i] = r.Commit
 			done++
-		default:
-			return nil
+			continue
 		}
+		starts = append(starts, i)
+		active = append(active, globs[i])
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, i := range starts {
+		g.Go(func() error {
+			_, err := ps.ensure(gctx, s, i, items[i], 1, in, "")
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil || ps.failed != "" {
+		return err
 	}
 	if done == len(items) {
 		ps.out[s.ID] = &output{commit: in, items: commits}
