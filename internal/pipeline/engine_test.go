@@ -59,7 +59,7 @@ func (f *fakeCore) Submit(_ context.Context, c call.Caller, req apitypes.SubmitR
 	}
 	f.n++
 	v := &apitypes.JobView{ID: fmt.Sprintf("j%d", f.n), State: job.Queued, Agent: req.Agent, Args: req.Args, Key: req.Key,
-		Base: req.Repo.Base, Head: req.Repo.Base, Mode: req.Mode}
+		Base: req.Repo.Base, Head: req.Repo.Base, Mode: req.Mode, Requester: c.Name}
 	f.jobs[v.ID], f.byKey[req.Key] = v, v.ID
 	f.submitted = append(f.submitted, req)
 	if f.instant != nil {
@@ -78,7 +78,7 @@ func (f *fakeCore) Record(_ context.Context, c call.Caller, r pipeline.Recorded)
 		return *f.jobs[id], nil
 	}
 	f.n++
-	v := &apitypes.JobView{ID: fmt.Sprintf("j%d", f.n), State: job.Completed, Agent: r.Agent, Key: r.Key, Base: r.Base, Head: r.Head}
+	v := &apitypes.JobView{ID: fmt.Sprintf("j%d", f.n), State: job.Completed, Agent: r.Agent, Key: r.Key, Base: r.Base, Head: r.Head, Requester: c.Name}
 	f.jobs[v.ID], f.byKey[r.Key] = v, v.ID
 	return *v, nil
 }
@@ -384,18 +384,27 @@ func TestReviewLoopConvergesThenReplays(t *testing.T) {
 		t.Fatalf("review step %+v: want 2 of 3 rounds, done", review)
 	}
 
-	// The same pipeline again: every step replays, no job runs.
+	// The same pipeline again: every step replays, no job runs or is made.
+	r.core.mu.Lock()
+	jobs := r.core.n
+	r.core.mu.Unlock()
 	p2 := r.run(reviewLoop, nil)
 	v2 := r.waitState(p2.ID, "done")
 	if n := r.core.submissions(); n != 5 {
 		t.Fatalf("%d jobs submitted after the rerun, want still 5", n)
+	}
+	r.core.mu.Lock()
+	made := r.core.n - jobs
+	r.core.mu.Unlock()
+	if made != 0 {
+		t.Fatalf("the rerun made %d jobs (merge or result records), want none", made)
 	}
 	if v2.Result != c3 {
 		t.Fatalf("rerun result %s, want %s", v2.Result, c3)
 	}
 	for _, s := range v2.Steps {
 		for _, run := range s.Runs {
-			if s.Kind != "integrate" && s.Kind != "publish" && !run.Replayed {
+			if s.Kind != "publish" && !run.Replayed {
 				t.Fatalf("rerun's %s was not replayed", run.Key)
 			}
 		}
