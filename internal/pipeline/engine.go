@@ -178,6 +178,9 @@ func (e *Engine) sweep(ctx context.Context) {
 // Limits on what a caller sends.
 const (
 	maxFiles = 64
+	// maxListScan is how many of the newest pipelines a user's list looks
+	// through for those they may see.
+	maxListScan = 5000
 	// KeyPrefix starts the idempotency keys of the jobs pipelines submit;
 	// such a job publishes nothing on its own (the pipeline's publish step
 	// does).
@@ -355,11 +358,11 @@ func (e *Engine) ListPipelines(ctx context.Context, c call.Caller, limit int) (a
 	var ps []store.Pipeline
 	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
 		var err error
-		f := store.PipelineFilter{}
+		// An admin sees every pipeline; anyone else theirs and their
+		// projects', found among the newest (a bound on the reading).
+		f := store.PipelineFilter{Limit: limit}
 		if !c.Admin {
-			f.Limit = 0
-		} else {
-			f.Limit = limit
+			f.Limit = maxListScan
 		}
 		ps, err = tx.Pipelines(f)
 		return err
