@@ -46,6 +46,8 @@ type pass struct {
 	only map[string]bool
 	// moved says a run's state followed its job's this pass.
 	moved bool
+	// replays counts the runs the pass replayed.
+	replays int
 	// mu guards the pass's records while it starts a fan-out's items at
 	// once.
 	mu sync.Mutex
@@ -169,16 +171,28 @@ func (ps *pass) walk(ctx context.Context, runs []store.PipelineRun) error {
 	if err := ps.overtime(ctx); err != nil {
 		return err
 	}
-	for _, id := range ps.order() {
-		if ps.human != "" || ps.failed != "" {
-			break
+	// A replayed run wakes nothing (it has no job): the walk goes on
+	// while one makes another step ready, a loop's next round among them.
+	for range maxWalks {
+		before := ps.replays + len(ps.out)
+		for _, id := range ps.order() {
+			if ps.human != "" || ps.failed != "" {
+				return nil
+			}
+			if err := ps.step(ctx, ps.byID[id]); err != nil {
+				return err
+			}
 		}
-		if err := ps.step(ctx, ps.byID[id]); err != nil {
-			return err
+		if ps.replays+len(ps.out) == before {
+			break
 		}
 	}
 	return nil
 }
+
+// maxWalks bounds the walks of one pass (a pipeline replayed whole takes
+// one per loop round); a longer chain goes on at the next pass.
+const maxWalks = 2*spec.MaxRoundsCap + 2
 
 // flush writes what the pass changed, in one transaction.
 func (ps *pass) flush(ctx context.Context) error {
@@ -462,6 +476,9 @@ func (ps *pass) start(ctx context.Context, s *spec.Step, item int, itemValue str
 	switch {
 	case err == nil:
 		r.State, r.Replayed, r.JobID, r.Commit, r.Summary, r.UpdatedAt = store.RunDone, true, res.JobID, res.Commit, res.Summary, now
+		ps.mu.Lock()
+		ps.replays++
+		ps.mu.Unlock()
 		return r, ps.save(ctx, r, "replayed", fmt.Sprintf("step %s replayed the result of job %s (%s), at no cost", key, res.JobID, short(res.Commit)))
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("look up step %s's recorded result: %w", key, err)

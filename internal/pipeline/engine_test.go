@@ -849,3 +849,26 @@ func TestAJobThatEndsBeforeItIsWatchedIsSeen(t *testing.T) {
 	p := r.run("name: chain\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n  - id: b\n    kind: exec\n    depends_on: [a]\n    command: [x]\n", nil)
 	r.waitState(p.ID, "done")
 }
+
+// A pipeline replayed whole moves on by itself: its replayed runs have no
+// job to wake it, and a loop's rounds replay one after another in one pass,
+// not one per sweep.
+func TestReplayNeedsNoSweep(t *testing.T) {
+	r := newRig(t)
+	r.sweep = time.Hour
+	r.restart()
+	r.core.mapped = true
+	p := r.run(reviewLoop, nil)
+	c1 := r.commit(r.base, "a", "1")
+	r.done(r.waitJob(p.ID, "build#1"), c1, "")
+	r.done(r.waitJob(p.ID, "fix#1"), c1, "")
+	r.done(r.waitJob(p.ID, "review#1"), c1, reject)
+	c2 := r.commit(c1, "a", "2")
+	r.done(r.waitJob(p.ID, "fix#2"), c2, "")
+	r.done(r.waitJob(p.ID, "review#2"), c2, approve)
+	r.waitState(p.ID, "done")
+	p2 := r.run(reviewLoop, nil)
+	if v := r.waitState(p2.ID, "done"); v.Result != c2 {
+		t.Fatalf("replayed result %s, want %s", v.Result, c2)
+	}
+}

@@ -209,6 +209,7 @@ func (ps *pass) integrate(ctx context.Context, s *spec.Step) error {
 	switch {
 	case err == nil:
 		r.State, r.Replayed, r.JobID, r.Commit = store.RunDone, true, res.JobID, res.Commit
+		ps.replays++
 		if err := ps.save(ctx, r, "replayed", fmt.Sprintf("step %s replayed the merge of job %s (%s)", key, res.JobID, short(res.Commit))); err != nil {
 			return err
 		}
