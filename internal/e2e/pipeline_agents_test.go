@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/client"
 	"drover/internal/gitcmd"
 	"drover/internal/localrepo"
 	"drover/internal/testkit"
@@ -90,30 +91,9 @@ func TestPipelineAgentsReviewLoop(t *testing.T) {
 		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": verdictJSON(t, true)}),
 		fakemodel.Text("Approved."),
 	}
-	claude := fakemodel.NewFakeAnthropic(t, claudeTurns, fakemodel.RequireKey(realKey))
-	gemini := fakemodel.NewFakeGemini(t, geminiTurns, fakemodel.RequireKey(realKey))
-
-	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "claude")
-	testkit.AgentCLI(t, "gemini")
-	r.Env = append(r.Env, "GOOGLE_GEMINI_BASE_URL="+gemini.URL+"/v1beta/")
-	addAccount(t, r, "claude", "claude-main", claude.URL)
-	addAccount(t, r, "gemini", "gemini-main", "")
-	r.Start()
-
-	src := sourceCheckout(t)
-	base := gitE(t, src, "rev-parse", "HEAD")
-	ctx := context.Background()
-	if err := (localrepo.Checkout{Git: gitcmd.Git{}, Dir: src}).Push(ctx, h.URL+"/git/demo", h.Admin, base, gitcmd.UploadRefPrefix+"first"); err != nil {
-		t.Fatal(err)
-	}
-	c := h.Client()
-	p, started, err := c.RunPipeline(ctx, apitypes.PipelineRunRequest{File: "seed-short.yaml", Source: seedShort,
-		Project: "demo", Base: base, Params: map[string]string{"feature": "a greeting for the world"}})
-	if err != nil || !started {
-		t.Fatalf("run pipeline: started %v, %v", started, err)
-	}
-	end := testkit.WaitPipeline(t, c, p.ID, 8*time.Minute, func(v apitypes.PipelineView) bool { return v.State != "running" })
+	a := startAgentsPipeline(t, claudeTurns, geminiTurns)
+	claude, gemini, h, c, src := a.claude, a.gemini, a.h, a.c, a.src
+	end := testkit.WaitPipeline(t, c, a.pipeline, 8*time.Minute, func(v apitypes.PipelineView) bool { return v.State != "running" })
 	if end.State != "done" {
 		t.Fatalf("pipeline %s, want done:\n%s\nclaude:\n%s\ngemini:\n%s", end.State, describePipeline(t, c, end), claude.Dump(), gemini.Dump())
 	}
@@ -154,28 +134,8 @@ func TestPipelineAgentsReviewLoop(t *testing.T) {
 
 	// Each fake answered each of its turns exactly once: the model was
 	// asked for no turn twice, so nothing was paid for twice.
-	for name, f := range map[string]struct {
-		fake  *fakemodel.FakeServer
-		turns int
-	}{"claude": {claude, len(claudeTurns)}, "gemini": {gemini, len(geminiTurns)}} {
-		if !f.fake.Done() {
-			t.Errorf("%s: the script was not played to its end:\n%s", name, f.fake.Dump())
-		}
-		seen := map[int]int{}
-		for _, req := range f.fake.Requests() {
-			if req.Turn >= 0 {
-				seen[req.Turn]++
-			}
-		}
-		for i := range f.turns {
-			if seen[i] != 1 {
-				t.Errorf("%s: turn %d was answered %d times, want once:\n%s", name, i, seen[i], f.fake.Dump())
-			}
-		}
-		if len(seen) != f.turns {
-			t.Errorf("%s: %d turns answered, %d scripted", name, len(seen), f.turns)
-		}
-	}
+	eachTurnOnce(t, map[string]*fakemodel.FakeServer{"claude": claude, "gemini": gemini},
+		map[string]int{"claude": len(claudeTurns), "gemini": len(geminiTurns)})
 	// The verdict reached the builder's second round, in its prompt.
 	var second string
 	for _, req := range claude.Requests() {
@@ -185,6 +145,134 @@ func TestPipelineAgentsReviewLoop(t *testing.T) {
 	}
 	if !strings.Contains(second, greetFinding) {
 		t.Fatalf("the builder's second round did not see the finding:\n%.3000s", second)
+	}
+}
+
+// The hub is SIGKILLed while the builder's agent waits for its model
+// (its first turn answered, its second held at the fake) and started
+// again; the agent goes on, and its runner reports to the new hub
+// process. The pipeline ends done with each agent step's one job run in
+// one attempt, and each model turn asked for once: nothing paid twice.
+func TestPipelineAgentsSurviveHubKill(t *testing.T) {
+	t.Parallel()
+	claudeTurns := []fakemodel.Turn{
+		fakemodel.WriteFile("greeting.txt", "hello, world\n"),
+		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "wrote greeting.txt"}),
+		fakemodel.Text("Wrote greeting.txt."),
+	}
+	geminiTurns := []fakemodel.Turn{
+		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": verdictJSON(t, true)}),
+		fakemodel.Text("Approved."),
+	}
+	// Turn 1 comes once the file is written: the agent is mid-run.
+	gate := fakemodel.NewGate()
+	a := startAgentsPipeline(t, claudeTurns, geminiTurns, fakemodel.Hold(1, gate))
+	t.Cleanup(gate.Release)
+	select {
+	case <-gate.Arrived():
+	case <-time.After(5 * time.Minute):
+		v, _ := a.c.Pipeline(context.Background(), a.pipeline)
+		t.Fatalf("the builder never asked for its second turn:\n%s\nclaude:\n%s", describePipeline(t, a.c, v), a.claude.Dump())
+	}
+	if mid, _ := a.c.Pipeline(context.Background(), a.pipeline); stepOf(t, mid, "implement").Runs[0].JobState != "running" {
+		t.Fatalf("the builder's job is not running while its agent waits:\n%s", describePipeline(t, a.c, mid))
+	}
+	a.h.Kill()
+	a.h.Restart()
+	gate.Release()
+
+	c := a.c
+	end := testkit.WaitPipeline(t, c, a.pipeline, 5*time.Minute, func(v apitypes.PipelineView) bool { return v.State != "running" })
+	if end.State != "done" {
+		t.Fatalf("pipeline %s, want done:\n%s\nclaude:\n%s\ngemini:\n%s", end.State, describePipeline(t, c, end), a.claude.Dump(), a.gemini.Dump())
+	}
+	claims := claimsOf(a.r)
+	for _, s := range end.Steps {
+		if s.Kind != "agent" {
+			continue
+		}
+		if len(s.Runs) != 1 {
+			t.Errorf("step %s ran %d times, want once:\n%s", s.ID, len(s.Runs), describePipeline(t, c, end))
+			continue
+		}
+		run := s.Runs[0]
+		if run.Attempts != 1 || run.Tries != 1 || run.Replayed || run.State != "done" || claims[run.Job] != 1 {
+			t.Errorf("step %s run %s: %d attempts, %d tries, claimed %d times, replayed %v, %s:\n%s",
+				s.ID, run.Key, run.Attempts, run.Tries, claims[run.Job], run.Replayed, run.State, describePipeline(t, c, end))
+		}
+	}
+	if got := fetched(t, a.h, a.src, stepOf(t, end, "implement").Runs[0].Job, "greeting.txt"); got["greeting.txt"] != "hello, world" {
+		t.Fatalf("the builder left greeting.txt %q", got["greeting.txt"])
+	}
+	eachTurnOnce(t, map[string]*fakemodel.FakeServer{"claude": a.claude, "gemini": a.gemini},
+		map[string]int{"claude": len(claudeTurns), "gemini": len(geminiTurns)})
+}
+
+// agentsPipeline is seedShort running on a hub whose one runner has the
+// pinned Claude Code and Gemini CLI, each on a fake model server.
+type agentsPipeline struct {
+	h              *testkit.Hub
+	c              *client.Client
+	r              *testkit.Runner
+	claude, gemini *fakemodel.FakeServer
+	src            string // the checkout pushed as project demo
+	pipeline       string
+}
+
+// startAgentsPipeline starts seedShort with claude's and gemini's
+// scripts (and the options of claude's fake, after its key).
+func startAgentsPipeline(t *testing.T, claudeTurns, geminiTurns []fakemodel.Turn, claudeOpts ...fakemodel.Option) agentsPipeline {
+	t.Helper()
+	a := agentsPipeline{
+		claude: fakemodel.NewFakeAnthropic(t, claudeTurns, append([]fakemodel.Option{fakemodel.RequireKey(realKey)}, claudeOpts...)...),
+		gemini: fakemodel.NewFakeGemini(t, geminiTurns, fakemodel.RequireKey(realKey)),
+		h:      testkit.StartHub(t, bin),
+	}
+	a.r = agentRunner(t, a.h, "r1", "claude")
+	testkit.AgentCLI(t, "gemini")
+	a.r.Env = append(a.r.Env, "GOOGLE_GEMINI_BASE_URL="+a.gemini.URL+"/v1beta/")
+	addAccount(t, a.r, "claude", "claude-main", a.claude.URL)
+	addAccount(t, a.r, "gemini", "gemini-main", "")
+	a.r.Start()
+
+	a.src = sourceCheckout(t)
+	base := gitE(t, a.src, "rev-parse", "HEAD")
+	ctx := context.Background()
+	if err := (localrepo.Checkout{Git: gitcmd.Git{}, Dir: a.src}).Push(ctx, a.h.URL+"/git/demo", a.h.Admin, base, gitcmd.UploadRefPrefix+"first"); err != nil {
+		t.Fatal(err)
+	}
+	a.c = a.h.Client()
+	p, started, err := a.c.RunPipeline(ctx, apitypes.PipelineRunRequest{File: "seed-short.yaml", Source: seedShort,
+		Project: "demo", Base: base, Params: map[string]string{"feature": "a greeting for the world"}})
+	if err != nil || !started {
+		t.Fatalf("run pipeline: started %v, %v", started, err)
+	}
+	a.pipeline = p.ID
+	return a
+}
+
+// eachTurnOnce checks that each fake played its script to the end and
+// was asked for each of its turns (turns[name] of them) exactly once.
+func eachTurnOnce(t *testing.T, fakes map[string]*fakemodel.FakeServer, turns map[string]int) {
+	t.Helper()
+	for name, f := range fakes {
+		if !f.Done() {
+			t.Errorf("%s: the script was not played to its end:\n%s", name, f.Dump())
+		}
+		seen := map[int]int{}
+		for _, req := range f.Requests() {
+			if req.Turn >= 0 {
+				seen[req.Turn]++
+			}
+		}
+		for i := range turns[name] {
+			if seen[i] != 1 {
+				t.Errorf("%s: turn %d was answered %d times, want once:\n%s", name, i, seen[i], f.Dump())
+			}
+		}
+		if len(seen) != turns[name] {
+			t.Errorf("%s: %d turns answered, %d scripted", name, len(seen), turns[name])
+		}
 	}
 }
 

@@ -234,18 +234,10 @@ func TestPipelineReviewLoopRunsEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	// The merge and the publication record what they did as jobs that
-	// run nothing; no other job is new.
-	recorded := map[string]bool{}
-	for _, s := range w.Steps {
-		for _, r := range s.Runs {
-			if s.Kind == "integrate" || s.Kind == "publish" {
-				recorded[r.Job] = true
-			}
-		}
-	}
+	// The merge replays too, and the publication goes through the job
+	// recorded for the same commit before: no job is new.
 	for id, j := range allJobs(t, c) {
-		if _, ok := before[id]; !ok && (len(j.Attempts) > 0 || !recorded[id]) {
+		if _, ok := before[id]; !ok {
 			t.Errorf("the replayed pipeline made job %s (%s %v, %d attempts)", id, j.Agent, j.Args, len(j.Attempts))
 		}
 	}

@@ -58,6 +58,8 @@ type Hub struct {
 	gateway  *gateway.Gateway         // the runners' WebSocket
 	// publisher carries jobs' results to forges (internal/publish)
 	publisher *publish.Service
+	// sources remembers the commits whose source tree passed its check
+	sources checkedSources
 	// pipelines runs pipeline files' steps as jobs (internal/pipeline)
 	pipelines *pipeline.Engine
 	metrics   *metrics

@@ -57,6 +57,23 @@ func (a pipelineCore) Source(ctx context.Context, c call.Caller, project, base s
 	return a.h.repos.Dir(project), nil
 }
 
+func (a pipelineCore) Repo(ctx context.Context, c call.Caller, project string) (string, error) {
+	err := a.h.store.Read(ctx, func(tx store.Tx) error {
+		prj, err := readProject(tx, project)
+		if err != nil {
+			return err
+		}
+		if prj.Remote != "" {
+			return call.BadRequest("project %s is mapped to %s: pipelines run on projects hosted on the hub", project, prj.Remote)
+		}
+		return mayUseProject(tx, c, prj)
+	})
+	if err != nil {
+		return "", err
+	}
+	return a.h.repos.Dir(project), nil
+}
+
 func (a pipelineCore) Submit(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (apitypes.JobView, error) {
 	s, err := a.h.SubmitJob(ctx, c, req)
 	return s.Job, err

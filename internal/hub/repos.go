@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"drover/internal/apitypes"
 	"drover/internal/gitcmd"
@@ -102,15 +104,18 @@ func (h *Hub) checkSource(ctx context.Context, p call.Caller, req apitypes.Submi
 		if !h.repos.Exists(project) {
 			return call.BadRequest("project %s has no repository on the hub: push the commit first (drover run --repo does it)", project)
 		}
-		ok, err := h.repos.HasCommit(ctx, project, base)
-		if err != nil {
-			return fmt.Errorf("look up base %s of %s: %w", base, project, err)
-		}
-		if !ok {
-			return call.BadRequest("the hub's %s repository has no commit %s: push the commit first (drover run --repo does it)", project, base)
-		}
-		if err := gitcmd.CheckSourceTree(ctx, h.repos.Git, h.repos.Dir(project), base); err != nil {
-			return refusal(err, "source refused")
+		if !h.sources.passed(project, base, h.now()) {
+			ok, err := h.repos.HasCommit(ctx, project, base)
+			if err != nil {
+				return fmt.Errorf("look up base %s of %s: %w", base, project, err)
+			}
+			if !ok {
+				return call.BadRequest("the hub's %s repository has no commit %s: push the commit first (drover run --repo does it)", project, base)
+			}
+			if err := gitcmd.CheckSourceTree(ctx, h.repos.Git, h.repos.Dir(project), base); err != nil {
+				return refusal(err, "source refused")
+			}
+			h.sources.pass(project, base, h.now())
 		}
 		if err := gitcmd.CheckCone(ctx, h.repos.Git, h.repos.Dir(project), base, j.Sparse); err != nil {
 			return refusal(err, "sparse paths refused")
@@ -148,4 +153,36 @@ func (h *Hub) ContextFiles(ctx context.Context, p call.Caller, ref protocol.Atte
 		return err
 	})
 	return files, err
+}
+
+// checkedSources remembers, for a while, the commits of hosted projects
+// that are in the hub's repository and whose tree passed the source check:
+// the jobs of one base (a fan-out's items, a busy project's) then do not
+// list the same tree again, which a large repository makes slow. A commit
+// and its tree never change; the bound covers a project removed and made
+// again under its name.
+type checkedSources struct {
+	mu sync.Mutex
+	at map[string]time.Time // project NUL commit → when it passed
+}
+
+const (
+	checkedSourcesTTL = 10 * time.Minute
+	checkedSourcesMax = 4096
+)
+
+func (c *checkedSources) passed(project, commit string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.at[project+"\x00"+commit]
+	return ok && now.Sub(at) < checkedSourcesTTL
+}
+
+func (c *checkedSources) pass(project, commit string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at == nil || len(c.at) >= checkedSourcesMax {
+		c.at = map[string]time.Time{}
+	}
+	c.at[project+"\x00"+commit] = now
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"drover/internal/apitypes"
 	"drover/internal/hub/call"
@@ -40,6 +41,19 @@ type pass struct {
 	delivers map[string]bool
 	human    string // why the pipeline needs a person, once a step says so
 	failed   string // why it failed
+	// only are the jobs to read, those whose change woke the pass; nil
+	// for every running step's.
+	only map[string]bool
+	// moved says a run's state followed its job's this pass.
+	moved bool
+	// mu guards the pass's records while it starts a fan-out's items at
+	// once.
+	mu sync.Mutex
+	// What the pass changed, written in one transaction at its end
+	// (flush): the runs by key, the results to replay, the events.
+	dirty   map[string]bool
+	results []store.StepResult
+	events  []store.PipelineEvent
 }
 
 // output is what a finished step left.
@@ -82,7 +96,9 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 		}
 		return nil
 	}
-	ps := &pass{e: e, p: p, runs: map[string]*store.PipelineRun{}, out: map[string]*output{}, byID: map[string]*spec.Step{}, delivers: map[string]bool{}}
+	only := e.taken(id)
+	ps := &pass{e: e, p: p, only: only, runs: map[string]*store.PipelineRun{}, out: map[string]*output{}, byID: map[string]*spec.Step{},
+		delivers: map[string]bool{}, dirty: map[string]bool{}}
 	if err := json.Unmarshal([]byte(p.Spec), &ps.pl); err != nil {
 		return e.finish(ctx, id, store.PipelineFailed, "its recorded definition cannot be read: "+err.Error(), "", "hub")
 	}
@@ -95,7 +111,7 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	} else if err != nil {
 		return err
 	}
-	ps.dir, err = e.core.Source(ctx, ps.c, p.Project, p.Base)
+	ps.dir, err = e.core.Repo(ctx, ps.c, p.Project)
 	if isRefusal(err) {
 		return e.finish(ctx, id, store.PipelineFailed, "its project cannot be used any more: "+err.Error(), "", "hub")
 	} else if err != nil {
@@ -109,26 +125,14 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 		ps.byID[s.ID] = s
 	}
 	ps.findDeliveries()
-	for _, r := range runs {
-		// A done run's job completed, and a completed job changes no
-		// more: reading it again on every pass made a fan-out's passes
-		// grow with its items.
-		if r.JobID != "" && r.State != store.RunDone && ps.followsJob(r) {
-			if err := ps.refresh(ctx, ps.runs[r.Key]); err != nil {
-				return err
-			}
-		}
+	// Every action of the pass is idempotent, so its records can wait for
+	// its end: a pass cut short is made again, and finds the same jobs.
+	err = ps.walk(ctx, runs)
+	if ferr := ps.flush(ctx); ferr != nil {
+		return errors.Join(err, ferr)
 	}
-	if err := ps.overtime(ctx); err != nil {
+	if err != nil {
 		return err
-	}
-	for _, id := range ps.order() {
-		if ps.human != "" || ps.failed != "" {
-			break
-		}
-		if err := ps.step(ctx, ps.byID[id]); err != nil {
-			return err
-		}
 	}
 	switch {
 	case ps.failed != "":
@@ -142,6 +146,67 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 		last := ps.pl.Steps[len(ps.pl.Steps)-1].ID
 		return e.finish(ctx, id, store.PipelineDone, "", ps.out[last].commit, "hub")
 	}
+	return nil
+}
+
+// walk follows the runs' jobs, then the steps in the graph's order.
+func (ps *pass) walk(ctx context.Context, runs []store.PipelineRun) error {
+	for _, r := range runs {
+		// A done run's job completed, and a completed job changes no
+		// more: reading it again on every pass made a fan-out's passes
+		// grow with its items.
+		if r.JobID != "" && r.State != store.RunDone && ps.followsJob(r) && (ps.only == nil || ps.only[r.JobID]) {
+			if err := ps.refresh(ctx, ps.runs[r.Key]); err != nil {
+				return err
+			}
+		}
+	}
+	if ps.only != nil && !ps.moved {
+		// Woken by jobs that changed without ending (offered, started,
+		// logging): nothing is ready that was not before.
+		return nil
+	}
+	if err := ps.overtime(ctx); err != nil {
+		return err
+	}
+	for _, id := range ps.order() {
+		if ps.human != "" || ps.failed != "" {
+			break
+		}
+		if err := ps.step(ctx, ps.byID[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush writes what the pass changed, in one transaction.
+func (ps *pass) flush(ctx context.Context) error {
+	if len(ps.dirty) == 0 && len(ps.events) == 0 && len(ps.results) == 0 {
+		return nil
+	}
+	err := ps.e.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		for _, res := range ps.results {
+			if err := tx.PutStepResult(res); err != nil {
+				return err
+			}
+		}
+		for key := range ps.dirty {
+			if err := tx.PutPipelineRun(*ps.runs[key]); err != nil {
+				return err
+			}
+		}
+		for _, ev := range ps.events {
+			if _, err := tx.AddPipelineEvent(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record pipeline %s's steps: %w", ps.p.ID, err)
+	}
+	ps.dirty, ps.results, ps.events = map[string]bool{}, nil, nil
 	return nil
 }
 
@@ -269,6 +334,8 @@ func (ps *pass) latestRun(step string) *store.PipelineRun {
 // settled says whether run r of s is done, and otherwise records why the
 // pipeline cannot go on without a person or failed.
 func (ps *pass) settled(s *spec.Step, r *store.PipelineRun) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	switch r.State {
 	case store.RunDone, store.RunSkipped:
 		return true
@@ -366,8 +433,16 @@ func (ps *pass) lookup(item string) func(string) string {
 // loop's last round delivered, for a repeated step. nil when the run could
 // not start (the pass records why).
 func (ps *pass) ensure(ctx context.Context, s *spec.Step, item int, itemValue string, round int, input, feedback string) (*store.PipelineRun, error) {
+	return ps.start(ctx, s, item, itemValue, round, input, feedback, true)
+}
+
+// start is ensure; without submit, it only replays (nil when it cannot).
+// Runs of a fan-out start at once: it guards the pass's records.
+func (ps *pass) start(ctx context.Context, s *spec.Step, item int, itemValue string, round int, input, feedback string, submit bool) (*store.PipelineRun, error) {
 	key := runKey(s.ID, item, round)
+	ps.mu.Lock()
 	r := ps.runs[key]
+	ps.mu.Unlock()
 	if r != nil && (r.JobID != "" || r.State != store.RunWaiting) {
 		return r, nil
 	}
@@ -390,6 +465,8 @@ func (ps *pass) ensure(ctx context.Context, s *spec.Step, item int, itemValue st
 		return r, ps.save(ctx, r, "replayed", fmt.Sprintf("step %s replayed the result of job %s (%s), at no cost", key, res.JobID, short(res.Commit)))
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("look up step %s's recorded result: %w", key, err)
+	case !submit:
+		return nil, nil
 	}
 	req.Key = fmt.Sprintf("%s%s:%s:%d", KeyPrefix, ps.p.ID, key, r.Tries)
 	v, err := ps.e.core.Submit(ctx, ps.c, req)
@@ -406,6 +483,13 @@ func (ps *pass) ensure(ctx context.Context, s *spec.Step, item int, itemValue st
 	r.JobID, r.State, r.UpdatedAt = v.ID, store.RunRunning, now
 	ps.e.mu.Lock()
 	ps.e.watch[v.ID] = ps.p.ID
+	// The job may have ended before it was watched (a runner that was
+	// waiting for it): the pass after this one reads it once.
+	if ps.e.changed[ps.p.ID] == nil {
+		ps.e.changed[ps.p.ID] = map[string]bool{}
+	}
+	ps.e.changed[ps.p.ID][v.ID] = true
+	ps.e.again[ps.p.ID] = true
 	ps.e.mu.Unlock()
 	return r, ps.save(ctx, r, "step_started", fmt.Sprintf("step %s started: job %s at %s", key, v.ID, short(input)))
 }
@@ -442,30 +526,21 @@ func (ps *pass) request(s *spec.Step, item, input, feedback string) (apitypes.Su
 	return req, text
 }
 
-// save records a run, with an event of the pipeline.
-func (ps *pass) save(ctx context.Context, r *store.PipelineRun, kind, msg string) error {
-	return ps.saveWith(ctx, r, kind, msg, nil)
+// save records a run, with an event of the pipeline, at the pass's end.
+func (ps *pass) save(_ context.Context, r *store.PipelineRun, kind, msg string) error {
+	return ps.saveWith(nil, r, kind, msg, nil)
 }
 
-// saveWith is save that also records a done run's result (when not nil),
-// in the same transaction: one write (one fsync) a step, not two.
-func (ps *pass) saveWith(ctx context.Context, r *store.PipelineRun, kind, msg string, result *store.StepResult) error {
+// saveWith is save that also records a done run's result (when not nil).
+func (ps *pass) saveWith(_ context.Context, r *store.PipelineRun, kind, msg string, result *store.StepResult) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	ps.runs[r.Key] = r
-	err := ps.e.cfg.Store.Write(ctx, func(tx store.Tx) error {
-		if result != nil {
-			if err := tx.PutStepResult(*result); err != nil {
-				return err
-			}
-		}
-		if err := tx.PutPipelineRun(*r); err != nil {
-			return err
-		}
-		_, err := tx.AddPipelineEvent(store.PipelineEvent{PipelineID: ps.p.ID, At: ps.e.cfg.Now(), Kind: kind, Step: r.Key, Actor: "hub", Message: msg})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("record step %s of pipeline %s: %w", r.Key, ps.p.ID, err)
+	ps.dirty[r.Key] = true
+	if result != nil {
+		ps.results = append(ps.results, *result)
 	}
+	ps.events = append(ps.events, store.PipelineEvent{PipelineID: ps.p.ID, At: ps.e.cfg.Now(), Kind: kind, Step: r.Key, Actor: "hub", Message: msg})
 	return nil
 }
 
@@ -498,6 +573,7 @@ func (ps *pass) refresh(ctx context.Context, r *store.PipelineRun) error {
 	if next == r.State || (r.Replayed && next == store.RunDone) || r.State == store.RunNeedsHuman {
 		return nil
 	}
+	ps.moved = true
 	r.State, r.Reason, r.UpdatedAt = next, reason, ps.e.cfg.Now()
 	r.CostUSD, r.Tokens = usage(v)
 	msg := fmt.Sprintf("step %s: job %s is %s", r.Key, v.ID, v.State)

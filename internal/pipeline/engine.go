@@ -34,6 +34,11 @@ type Engine struct {
 	// watch maps the jobs of running steps to their pipelines, so a job's
 	// change wakes its pipeline at once.
 	watch map[string]string
+	// changed holds, by pipeline, the jobs whose change woke it: its next
+	// pass reads only those; full marks pipelines whose next pass reads
+	// every running step's job (a sweep, a start, a retry).
+	changed map[string]map[string]bool
+	full    map[string]bool
 }
 
 // New is an Engine over core, whose background work lives as long as ctx.
@@ -50,7 +55,8 @@ func New(ctx context.Context, core Core, cfg Config) *Engine {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{core: core, cfg: cfg, log: cfg.Logger, ctx: ctx,
-		busy: map[string]bool{}, again: map[string]bool{}, watch: map[string]string{}}
+		busy: map[string]bool{}, again: map[string]bool{}, watch: map[string]string{},
+		changed: map[string]map[string]bool{}, full: map[string]bool{}}
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.sweepLoop(ctx) }()
 	return e
@@ -64,15 +70,43 @@ func (e *Engine) Wait() { e.wg.Wait() }
 func (e *Engine) JobChanged(jobID string) {
 	e.mu.Lock()
 	id, ok := e.watch[jobID]
+	if ok {
+		if e.changed[id] == nil {
+			e.changed[id] = map[string]bool{}
+		}
+		e.changed[id][jobID] = true
+	}
 	e.mu.Unlock()
 	if ok {
-		e.poke(id)
+		e.wake(id)
 	}
 }
 
-// poke advances pipeline id in the background, once more if it is being
-// advanced now.
+// poke advances pipeline id in the background, reading every running
+// step's job, once more if it is being advanced now.
 func (e *Engine) poke(id string) {
+	e.mu.Lock()
+	e.full[id] = true
+	e.mu.Unlock()
+	e.wake(id)
+}
+
+// taken returns the jobs whose change woke pipeline id since its last
+// pass, nil for all of them.
+func (e *Engine) taken(id string) map[string]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	only := e.changed[id]
+	if e.full[id] || only == nil {
+		only = nil
+	}
+	delete(e.changed, id)
+	delete(e.full, id)
+	return only
+}
+
+// wake advances pipeline id in the background.
+func (e *Engine) wake(id string) {
 	if !e.core.Leading() || e.ctx.Err() != nil {
 		return
 	}
@@ -144,6 +178,9 @@ func (e *Engine) sweep(ctx context.Context) {
 // Limits on what a caller sends.
 const (
 	maxFiles = 64
+	// maxListScan is how many of the newest pipelines a user's list looks
+	// through for those they may see.
+	maxListScan = 5000
 	// KeyPrefix starts the idempotency keys of the jobs pipelines submit;
 	// such a job publishes nothing on its own (the pipeline's publish step
 	// does).
@@ -321,11 +358,11 @@ func (e *Engine) ListPipelines(ctx context.Context, c call.Caller, limit int) (a
 	var ps []store.Pipeline
 	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
 		var err error
-		f := store.PipelineFilter{}
+		// An admin sees every pipeline; anyone else theirs and their
+		// projects', found among the newest (a bound on the reading).
+		f := store.PipelineFilter{Limit: limit}
 		if !c.Admin {
-			f.Limit = 0
-		} else {
-			f.Limit = limit
+			f.Limit = maxListScan
 		}
 		ps, err = tx.Pipelines(f)
 		return err

@@ -35,6 +35,7 @@ type fakeCore struct {
 	published []string
 	cancelled []string
 	mapped    bool // the project maps to a forge
+	instant   func(jobID string)
 	n         int
 	// doneReads counts the reads of each job after it completed.
 	doneReads map[string]int
@@ -47,7 +48,8 @@ func (f *fakeCore) MaySee(_ context.Context, c call.Caller, _, requester string)
 func (f *fakeCore) Source(context.Context, call.Caller, string, string) (string, error) {
 	return f.dir, nil
 }
-func (f *fakeCore) Leading() bool { return true }
+func (f *fakeCore) Repo(context.Context, call.Caller, string) (string, error) { return f.dir, nil }
+func (f *fakeCore) Leading() bool                                             { return true }
 
 func (f *fakeCore) Submit(_ context.Context, c call.Caller, req apitypes.SubmitRequest) (apitypes.JobView, error) {
 	f.mu.Lock()
@@ -57,9 +59,15 @@ func (f *fakeCore) Submit(_ context.Context, c call.Caller, req apitypes.SubmitR
 	}
 	f.n++
 	v := &apitypes.JobView{ID: fmt.Sprintf("j%d", f.n), State: job.Queued, Agent: req.Agent, Args: req.Args, Key: req.Key,
-		Base: req.Repo.Base, Head: req.Repo.Base, Mode: req.Mode}
+		Base: req.Repo.Base, Head: req.Repo.Base, Mode: req.Mode, Requester: c.Name}
 	f.jobs[v.ID], f.byKey[req.Key] = v, v.ID
 	f.submitted = append(f.submitted, req)
+	if f.instant != nil {
+		// A runner that was waiting: the job ends, and the hub says so,
+		// before Submit returns.
+		v.State = job.Completed
+		f.instant(v.ID)
+	}
 	return *v, nil
 }
 
@@ -70,7 +78,7 @@ func (f *fakeCore) Record(_ context.Context, c call.Caller, r pipeline.Recorded)
 		return *f.jobs[id], nil
 	}
 	f.n++
-	v := &apitypes.JobView{ID: fmt.Sprintf("j%d", f.n), State: job.Completed, Agent: r.Agent, Key: r.Key, Base: r.Base, Head: r.Head}
+	v := &apitypes.JobView{ID: fmt.Sprintf("j%d", f.n), State: job.Completed, Agent: r.Agent, Key: r.Key, Base: r.Base, Head: r.Head, Requester: c.Name}
 	f.jobs[v.ID], f.byKey[r.Key] = v, v.ID
 	return *v, nil
 }
@@ -160,6 +168,8 @@ type rig struct {
 	e    *pipeline.Engine
 	base string
 	stop context.CancelFunc
+	// sweep is the engine's; the engine's restart takes a new value.
+	sweep time.Duration
 }
 
 func newRig(t *testing.T) *rig {
@@ -179,7 +189,7 @@ func newRig(t *testing.T) *rig {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, st: st, base: git(t, dir, "rev-parse", "HEAD"),
+	r := &rig{t: t, st: st, base: git(t, dir, "rev-parse", "HEAD"), sweep: 20 * time.Millisecond,
 		core: &fakeCore{t: t, dir: dir, jobs: map[string]*apitypes.JobView{}, byKey: map[string]string{}, doneReads: map[string]int{}}}
 	r.restart()
 	return r
@@ -194,7 +204,7 @@ func (r *rig) restart() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
-	r.e = pipeline.New(ctx, r.core, pipeline.Config{Store: r.st, Git: gitcmd.Git{}, Sweep: 20 * time.Millisecond})
+	r.e = pipeline.New(ctx, r.core, pipeline.Config{Store: r.st, Git: gitcmd.Git{}, Sweep: r.sweep})
 	r.t.Cleanup(func() { cancel(); r.e.Wait() })
 }
 
@@ -374,18 +384,27 @@ func TestReviewLoopConvergesThenReplays(t *testing.T) {
 		t.Fatalf("review step %+v: want 2 of 3 rounds, done", review)
 	}
 
-	// The same pipeline again: every step replays, no job runs.
+	// The same pipeline again: every step replays, no job runs or is made.
+	r.core.mu.Lock()
+	jobs := r.core.n
+	r.core.mu.Unlock()
 	p2 := r.run(reviewLoop, nil)
 	v2 := r.waitState(p2.ID, "done")
 	if n := r.core.submissions(); n != 5 {
 		t.Fatalf("%d jobs submitted after the rerun, want still 5", n)
+	}
+	r.core.mu.Lock()
+	made := r.core.n - jobs
+	r.core.mu.Unlock()
+	if made != 0 {
+		t.Fatalf("the rerun made %d jobs (merge or result records), want none", made)
 	}
 	if v2.Result != c3 {
 		t.Fatalf("rerun result %s, want %s", v2.Result, c3)
 	}
 	for _, s := range v2.Steps {
 		for _, run := range s.Runs {
-			if s.Kind != "integrate" && s.Kind != "publish" && !run.Replayed {
+			if s.Kind != "publish" && !run.Replayed {
 				t.Fatalf("rerun's %s was not replayed", run.Key)
 			}
 		}
@@ -656,10 +675,11 @@ func TestChangedInputRerunsOnlyWhatFollows(t *testing.T) {
 	if n := r.core.submissions(); n != 3 {
 		t.Fatalf("%d jobs, want 3: a replays, only b runs again", n)
 	}
-	v, err := r.e.ShowPipeline(t.Context(), alice, p2.ID)
-	if err != nil || !v.Steps[0].Runs[0].Replayed {
-		t.Fatalf("a not replayed: %+v %v", v.Steps[0], err)
-	}
+	// The pass records its runs after it submitted b's job.
+	r.waitFor("a's run replayed", func() bool {
+		v, err := r.e.ShowPipeline(t.Context(), alice, p2.ID)
+		return err == nil && len(v.Steps[0].Runs) == 1 && v.Steps[0].Runs[0].Replayed
+	})
 }
 
 func TestFanOutFromAnEarlierStep(t *testing.T) {
@@ -702,7 +722,7 @@ func TestRetryAfterAFailureStartsWhatTheFailureStopped(t *testing.T) {
 	r.waitFor("three items", func() bool { act = r.core.active(); return len(act) == 3 })
 	r.core.finish(act[0].ID, job.Failed, "", "")
 	r.e.JobChanged(act[0].ID)
-	if v := r.waitState(p.ID, "failed"); !strings.Contains(v.Reason, "items[0]") {
+	if v := r.waitState(p.ID, "failed"); !strings.Contains(v.Reason, "job "+act[0].ID+" failed") {
 		t.Fatalf("reason %q", v.Reason)
 	}
 	r.waitFor("the other items stopped and recorded so", func() bool {
@@ -816,4 +836,16 @@ func TestPublishGoesThroughTheJobThatMadeTheCommit(t *testing.T) {
 			t.Fatalf("pipeline %d: %v %s (%s), publish step %+v; want done, published through %s", n, err, v.State, v.Reason, v.Steps[3], mk.ID)
 		}
 	}
+}
+
+// A job that ends before the engine watches it (the hub's word of it comes
+// while Submit has not returned) still moves its pipeline on at once, not
+// at the next sweep.
+func TestAJobThatEndsBeforeItIsWatchedIsSeen(t *testing.T) {
+	r := newRig(t)
+	r.sweep = time.Hour
+	r.restart()
+	r.core.instant = r.e.JobChanged
+	p := r.run("name: chain\nsteps:\n  - id: a\n    kind: exec\n    command: [x]\n  - id: b\n    kind: exec\n    depends_on: [a]\n    command: [x]\n", nil)
+	r.waitState(p.ID, "done")
 }

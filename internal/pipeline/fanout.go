@@ -2,11 +2,14 @@ package pipeline
 
 import (
 	"bytes"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 
 	"drover/internal/gitcmd"
 	"drover/internal/pipeline/spec"
@@ -54,26 +57,38 @@ func (ps *pass) fanOut(ctx context.Context, s *spec.Step) error {
 			return nil // failed or unknown: settled said why
 		}
 	}
+	// Items recorded earlier replay first, at no cost and without a slot;
+	// the others start together (each submission checks its source).
+	var starts []int
 	for _, i := range waiting {
-		if len(active) >= f.MaxParallel {
+		if len(active)+len(starts) >= f.MaxParallel {
 			break
 		}
 		if overlapsAny(globs[i], active) {
 			continue
 		}
-		r, err := ps.ensure(ctx, s, i, items[i], 1, in, "")
-		if err != nil || r == nil {
+		r, err := ps.start(ctx, s, i, items[i], 1, in, "", false)
+		if err != nil {
 			return err
 		}
-		switch {
-		case r.State == store.RunRunning:
-			active = append(active, globs[i])
-		case ps.settled(s, r): // replayed
+		if r != nil {
 			commits[i] = r.Commit
 			done++
-		default:
-			return nil
+			continue
 		}
+		starts = append(starts, i)
+		active = append(active, globs[i])
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, i := range starts {
+		g.Go(func() error {
+			_, err := ps.ensure(gctx, s, i, items[i], 1, in, "")
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil || ps.failed != "" {
+		return err
 	}
 	if done == len(items) {
 		ps.out[s.ID] = &output{commit: in, items: commits}
@@ -178,6 +193,30 @@ func (ps *pass) integrate(ctx context.Context, s *spec.Step) error {
 	r := &store.PipelineRun{PipelineID: ps.p.ID, Key: key, Step: s.ID, Round: 1, Item: -1, Tries: 1, CreatedAt: now, UpdatedAt: now}
 	head := parts[0].commit
 	r.Input = head
+	inputs := make([]string, len(parts))
+	for i, pt := range parts {
+		inputs[i] = "merge=" + pt.commit
+	}
+	r.Hash = s.Hash(inputs...)
+	// The same commits merged before replay that merge and its job: a
+	// merge made again would differ by its date.
+	var res store.StepResult
+	err := ps.e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		res, err = tx.StepResult(ps.p.Project, r.Hash)
+		return err
+	})
+	switch {
+	case err == nil:
+		r.State, r.Replayed, r.JobID, r.Commit = store.RunDone, true, res.JobID, res.Commit
+		if err := ps.save(ctx, r, "replayed", fmt.Sprintf("step %s replayed the merge of job %s (%s)", key, res.JobID, short(res.Commit))); err != nil {
+			return err
+		}
+		ps.out[s.ID] = &output{commit: r.Commit}
+		return nil
+	case !errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("look up step %s's recorded merge: %w", key, err)
+	}
 	var names []string
 	for _, pt := range parts[1:] {
 		next, conflicts, err := ps.merge(ctx, head, pt.commit, fmt.Sprintf("Merge %s into the pipeline's work", pt.what))
@@ -204,7 +243,8 @@ func (ps *pass) integrate(ctx context.Context, s *spec.Step) error {
 		return fmt.Errorf("record step %s's merge: %w", key, err)
 	}
 	r.JobID, r.State, r.Commit = v.ID, store.RunDone, head
-	if err := ps.save(ctx, r, "merged", fmt.Sprintf("step %s merged %d commits into %s (job %s)", key, len(parts), short(head), v.ID)); err != nil {
+	if err := ps.saveWith(ctx, r, "merged", fmt.Sprintf("step %s merged %d commits into %s (job %s)", key, len(parts), short(head), v.ID),
+		&store.StepResult{Project: ps.p.Project, Hash: r.Hash, JobID: v.ID, Commit: head, CreatedAt: now}); err != nil {
 		return err
 	}
 	ps.out[s.ID] = &output{commit: head}

@@ -37,6 +37,10 @@ type Core interface {
 	// Source checks that c may run jobs on project at base, and returns
 	// the hub's bare repository of the project.
 	Source(ctx context.Context, c call.Caller, project, base string) (repoDir string, err error)
+	// Repo checks that c may still run jobs on project, hosted on the hub,
+	// and returns its repository: Source without the base's checks, for
+	// every pass (each job's submission checks its own base).
+	Repo(ctx context.Context, c call.Caller, project string) (repoDir string, err error)
 	// Submit queues a job for c, or finds the one c submitted with the
 	// same req.Key.
 	Submit(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (apitypes.JobView, error)

@@ -90,15 +90,19 @@ type staged struct {
 // to publish), or a job recorded for it.
 func (ps *pass) resultJob(ctx context.Context, commit string) (string, error) {
 	for _, r := range ps.runs {
-		if r.State == store.RunDone && r.Commit == commit && r.JobID != "" && !r.Replayed {
+		if r.State == store.RunDone && r.Commit == commit && r.JobID != "" {
+			// The job must have made the commit (a check that changed
+			// nothing ends at it too), and be the requester's (a replayed
+			// result may be another's job).
 			v, err := ps.e.core.Job(ctx, r.JobID)
-			if err == nil && v.Head == commit && v.Base != commit {
+			if err == nil && v.Head == commit && v.Base != commit && v.Requester == ps.c.Name {
 				return v.ID, nil
 			}
 		}
 	}
+	// Keyed by the commit, so a rerun finds the job recorded before.
 	v, err := ps.e.core.Record(ctx, ps.c, Recorded{
-		Key: fmt.Sprintf("%s%s:result", KeyPrefix, ps.p.ID), Project: ps.p.Project, Base: ps.p.Base, Head: commit,
+		Key: KeyPrefix + "result:" + commit, Project: ps.p.Project, Base: ps.p.Base, Head: commit,
 		Agent: "pipeline", Summary: fmt.Sprintf("the result of pipeline %s (%s)", ps.p.Name, ps.p.ID),
 	})
 	if err != nil {

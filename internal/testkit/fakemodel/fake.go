@@ -112,7 +112,36 @@ type config struct {
 	wholeStreams bool
 	refuseTools  bool
 	models       []string
+	// holds: see Hold.
+	holds map[int]*Gate
 }
+
+// Gate is where Hold stops a request: a test waits on Arrived to know the
+// request came, and Release lets it be answered. Make one with NewGate.
+type Gate struct {
+	arrived, release chan struct{}
+	arrivedOnce      sync.Once
+	releaseOnce      sync.Once
+}
+
+// NewGate is a closed gate, not yet reached.
+func NewGate() *Gate { return &Gate{arrived: make(chan struct{}), release: make(chan struct{})} }
+
+// Arrived is closed once the held request has come.
+func (g *Gate) Arrived() <-chan struct{} { return g.arrived }
+
+// Release lets the held request (and any later one the gate holds) be
+// answered.
+func (g *Gate) Release() { g.releaseOnce.Do(func() { close(g.release) }) }
+
+// Hold makes the first request that takes turn i wait at g before it is
+// answered, with the turn taken: a test can do something while a CLI waits
+// for its model (kill the hub that runs it), then release it. A request
+// whose client goes away while held is answered nothing but still counts
+// as having taken turn i (Request.Turn), and the turn is given again to
+// the next request (a retry), which counts too: a test that wants each
+// turn asked for once sees the repeat.
+func Hold(i int, g *Gate) Option { return func(c *config) { c.holds[i] = g } }
 
 // WholeStreams makes the Chat fake answer a streamed request that carries
 // tools with a whole JSON body (application/json, no events), as some
@@ -202,7 +231,8 @@ type Request struct {
 	Body   []byte
 	// Key is the API key the request carried ("" if none).
 	Key string
-	// Turn is the script turn the request was answered with, or -1: a side
+	// Turn is the script turn the request was answered with (or, held by
+	// Hold and given up by its client, took), or -1: a side
 	// request (HEAD, a title or routing request, a refused or rate-limited
 	// one, one past the end of the script).
 	Turn int
@@ -292,7 +322,7 @@ type toolCall struct {
 func newServer(t testing.TB, proto protocol, turns []Turn, opts []Option) *FakeServer {
 	t.Helper()
 	f := &FakeServer{t: t, proto: proto, turns: slices.Clone(turns), cur: -1,
-		cfg:     config{limits: map[int]time.Time{}, breaks: map[int][]Breakage{}},
+		cfg:     config{limits: map[int]time.Time{}, breaks: map[int][]Breakage{}, holds: map[int]*Gate{}},
 		callIDs: map[int]string{}, results: map[string]string{}, isErr: map[string]bool{}, seen: map[string]bool{}}
 	for _, o := range opts {
 		o(&f.cfg)
@@ -424,6 +454,17 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Turn = i
+	if g := f.hold(i); g != nil {
+		g.arrivedOnce.Do(func() { close(g.arrived) })
+		select {
+		case <-g.release:
+		case <-r.Context().Done():
+			f.mu.Lock()
+			f.giveBack(i, p)
+			f.mu.Unlock()
+			return
+		}
+	}
 	p.truncated = i >= 0 && (f.turns[i].kind == kindTruncated || f.turns[i].cut)
 	f.proto.reply(sw, p, call, text)
 }
@@ -474,6 +515,16 @@ func (f *FakeServer) next(p parsed) (i int, call *toolCall, text string, reset t
 	return i, &toolCall{id: id, name: name, args: args}, "", time.Time{}, false
 }
 
+// hold takes the gate set for turn i, if any: only the first request
+// given turn i waits at it.
+func (f *FakeServer) hold(i int) *Gate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := f.cfg.holds[i]
+	delete(f.cfg.holds, i)
+	return g
+}
+
 // broken takes the next breakage scheduled for turn i, if any; the turn is
 // given back so that the next request gets it again.
 func (f *FakeServer) broken(i int, p parsed) (Breakage, bool) {
@@ -484,11 +535,17 @@ func (f *FakeServer) broken(i int, p parsed) (Breakage, bool) {
 		return 0, false
 	}
 	f.cfg.breaks[i] = bs[1:]
+	f.giveBack(i, p)
+	return bs[0], true
+}
+
+// giveBack undoes the taking of turn i by a request that was not
+// answered, so that the next request gets it again. f.mu is held.
+func (f *FakeServer) giveBack(i int, p parsed) {
 	f.cur = i - 1
 	for _, r := range p.results {
 		delete(f.seen, r.CallID)
 	}
-	return bs[0], true
 }
 
 // breakAnswer answers with a stream that starts like an answer (in

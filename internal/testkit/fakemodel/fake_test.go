@@ -1,6 +1,7 @@
 package fakemodel_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -292,5 +293,70 @@ func TestResponsesExec(t *testing.T) {
 	}
 	if !f.Done() {
 		t.Error("the script was not walked to its end")
+	}
+}
+
+// TestHold: the request that takes the held turn waits until released; a
+// held request given up by its client gives the turn back to its retry,
+// and both count as having taken it.
+func TestHold(t *testing.T) {
+	w := wires[0]
+	g := fakemodel.NewGate()
+	f := w.new(t, []fakemodel.Turn{fakemodel.Text("hello")}, fakemodel.Hold(0, g))
+	body, err := json.Marshal(w.body(true, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.URL+w.path, strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gone <- err
+	}()
+	<-g.Arrived()
+	cancel()
+	if err := <-gone; err == nil {
+		t.Fatal("the held request was answered before its release")
+	}
+	// Its record is completed once its handler has given the turn back.
+	for f.Requests()[0].Status == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// The retry is not held (only the first request is) and gets the turn.
+	if status, _, body := w.post(t, f, "k", true, nil); status != http.StatusOK || !strings.Contains(body, "hello") || !f.Done() {
+		t.Fatalf("the retry: %d %s, done %v", status, body, f.Done())
+	}
+	var turns []int
+	for _, r := range f.Requests() {
+		turns = append(turns, r.Turn)
+	}
+	if want := []int{0, 0}; !slices.Equal(turns, want) {
+		t.Errorf("turns %v; want %v", turns, want)
+	}
+
+	// Released, a held request is answered.
+	g = fakemodel.NewGate()
+	f = w.new(t, []fakemodel.Turn{fakemodel.Text("hello")}, fakemodel.Hold(0, g))
+	answered := make(chan string, 1)
+	go func() {
+		_, _, body := w.post(t, f, "k", true, nil)
+		answered <- body
+	}()
+	<-g.Arrived()
+	select {
+	case body := <-answered:
+		t.Fatalf("answered while held: %s", body)
+	default:
+	}
+	g.Release()
+	if body := <-answered; !strings.Contains(body, "hello") {
+		t.Fatalf("the released request was answered %s", body)
 	}
 }
