@@ -32,6 +32,20 @@ func reconnects() retry.Policy {
 	return retry.Policy{First: 500 * time.Millisecond, Max: time.Minute, Jitter: retry.FullJitter}
 }
 
+// hubOutage bounds how long an attempt waits for a hub it cannot reach
+// (restarting, say) before the call that needs it fails the attempt.
+const hubOutage = 5 * time.Minute
+
+// hubWait is reconnects() for a call of an attempt that waits out an
+// unreachable hub, within hubOutage. Its jitter is the runner's (drawn as
+// retry's full jitter draws: uniformly in [0, ceiling]).
+func (r *Runner) hubWait() retry.Policy {
+	p := reconnects()
+	p.MaxElapsed = hubOutage
+	p.Rand = func(n int64) int64 { return int64(r.jitter(time.Duration(n - 1))) }
+	return p
+}
+
 // ErrEnded is what Run's error wraps when the hub ended this runner
 // (refused its hello, revoked or replaced it): starting it again as it is
 // cannot help, so a supervisor should not (drover runner exits 3).

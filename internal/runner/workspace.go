@@ -12,8 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 	"drover/internal/sandbox"
 	"drover/internal/workspace"
 )
@@ -126,7 +128,7 @@ func (r *Runner) prepareWorkspace(a *attempt, out io.Writer) (*attemptWorkspace,
 			release()
 		}
 	}()
-	wt, err := r.ws.cache.Prepare(a.ctx, workspace.SourceOf(spec, r.login.Token), a.ref.Job, head)
+	wt, err := r.prepareWorktree(a, out)
 	if err != nil {
 		fmt.Fprintf(out, "drover: cannot prepare the worktree: %v\n", err)
 		return nil, err
@@ -157,6 +159,33 @@ func (r *Runner) prepareWorkspace(a *attempt, out io.Writer) (*attemptWorkspace,
 	}
 	ok = true
 	return aw, nil
+}
+
+// prepareWorktree prepares the attempt's worktree, waiting out a hub that
+// cannot be reached for a while (a restart) instead of failing the job: its
+// fetch is tried again, as the runner's other calls to its hub are. A
+// refusal (a missing commit, 404, 403, a damaged pack) fails at once, and
+// so does a mapped remote, which is not the hub's to be back.
+func (r *Runner) prepareWorktree(a *attempt, out io.Writer) (*workspace.Worktree, error) {
+	spec := a.spec.Repo
+	src := workspace.SourceOf(spec, r.login.Token)
+	pol := r.hubWait()
+	pol.OnRetry = func(try int, err error, wait time.Duration) {
+		if try == 1 {
+			fmt.Fprintf(out, "drover: the hub is unreachable; fetching again…\n")
+		}
+		r.log.Warn("the hub is unreachable; fetching again", "attempt", a.ref.String(), "try", try, "after", wait.Round(time.Millisecond), "err", err)
+	}
+	var wt *workspace.Worktree
+	err := retry.Do(a.ctx, pol, func(ctx context.Context) error {
+		var err error
+		wt, err = r.ws.cache.Prepare(ctx, src, a.ref.Job, jobHead(spec))
+		if err != nil && (spec.Remote || !gitcmd.Unreachable(err)) {
+			return retry.Permanent(err)
+		}
+		return err
+	})
+	return wt, err
 }
 
 // env is what the agent's environment gains from the workspace: git

@@ -41,6 +41,11 @@ type repoHub struct {
 	refuse    *rules.Error // refuse every publication with this
 	context   map[string][]byte
 	asked     []string // the hosts (hub addresses) publications and context downloads went to
+	// fetches counts the git fetches asked of the hub (their ref
+	// discoveries); gitFault, when set, answers the n-th (from 1) in the
+	// backend's place when it returns true.
+	fetches  int
+	gitFault func(n int, w http.ResponseWriter) bool
 }
 
 type publication struct {
@@ -60,6 +65,15 @@ func newRepoHub(t *testing.T) *repoHub {
 	backend, err := h.repos.HTTPBackend(false, io.Discard)
 	must(t, err)
 	h.mux.Handle("/git/", h.authorized(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/info/refs") {
+			h.mu.Lock()
+			h.fetches++
+			n, fault := h.fetches, h.gitFault
+			h.mu.Unlock()
+			if fault != nil && fault(n, w) {
+				return
+			}
+		}
 		rest, _ := strings.CutPrefix(r.URL.Path, "/git/"+project)
 		r.URL.Path = "/" + project + ".git" + rest
 		backend.ServeHTTP(w, r)
@@ -447,5 +461,87 @@ func TestCopyAdminStaysInTheAgentsCopy(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 		t.Fatalf("the copy wrote outside the agent's admin dir: %v", ents)
+	}
+}
+
+// A hub that cannot be reached for a while (restarting: refusing, cutting
+// connections, or a proxy's 503) while an attempt fetches its base is
+// waited out: the fetch is tried again until it works, and the attempt
+// completes. A refusal (404, 403, a commit the hub lacks) fails the
+// attempt at once with workspace_error.
+func TestFetchWaitsOutAnUnreachableHub(t *testing.T) {
+	unavailable := func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) }
+	cut := func(w http.ResponseWriter) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}
+	status := func(code int) func(http.ResponseWriter) { return func(w http.ResponseWriter) { w.WriteHeader(code) } }
+	for _, tc := range []struct {
+		name    string
+		fail    func(http.ResponseWriter)
+		down    int  // fetches failed before the hub is back
+		missing bool // the job's base is a commit the hub lacks
+		want    job.AttemptState
+		tries   int
+	}{
+		{"503", unavailable, 3, false, job.AttemptCompleted, 4},
+		{"connection cut", cut, 2, false, job.AttemptCompleted, 3},
+		{"404", status(http.StatusNotFound), 1000, false, job.AttemptFailed, 1},
+		{"403", status(http.StatusForbidden), 1000, false, job.AttemptFailed, 1},
+		{"missing commit", nil, 0, true, job.AttemptFailed, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newRepoHub(t)
+			base := h.commit(map[string]string{"a.txt": "a\n"})
+			if tc.missing {
+				base = strings.Repeat("ab", 20)
+			}
+			h.gitFault = func(n int, w http.ResponseWriter) bool {
+				if n > tc.down {
+					return false
+				}
+				tc.fail(w)
+				return true
+			}
+			startRunner(t, h.fakeHub, "", nil)
+			h.waitConn(0)
+			ref := newRef()
+			h.offer(ref, h.spec(ref, base, protocol.ModeFix, "cat a.txt"))
+			fin := h.waitFinish(ref.Attempt)
+			log := string(h.log(ref.Attempt))
+			h.mu.Lock()
+			tries := h.fetches
+			h.mu.Unlock()
+			if fin.Outcome.State != tc.want || tries != tc.tries {
+				t.Fatalf("outcome %+v after %d fetches, want %s after %d\n%s", fin.Outcome, tries, tc.want, tc.tries, log)
+			}
+			waited := strings.Count(log, "drover: the hub is unreachable; fetching again")
+			if tc.want == job.AttemptCompleted && (waited != 1 || !strings.Contains(log, "a\n")) {
+				t.Fatalf("the log says %d times that it waits for the hub:\n%s", waited, log)
+			}
+			if tc.want == job.AttemptFailed && (fin.Outcome.Reason != job.ReasonWorkspace || waited != 0) {
+				t.Fatalf("a refusal: %+v\n%s", fin.Outcome, log)
+			}
+		})
+	}
+}
+
+// A cancel stops the wait for an unreachable hub.
+func TestCancelStopsTheWaitForTheHub(t *testing.T) {
+	h := newRepoHub(t)
+	base := h.commit(map[string]string{"a.txt": "a\n"})
+	h.gitFault = func(_ int, w http.ResponseWriter) bool { w.WriteHeader(http.StatusServiceUnavailable); return true }
+	startRunner(t, h.fakeHub, "", nil)
+	h.waitConn(0)
+	ref := newRef()
+	h.offer(ref, h.spec(ref, base, protocol.ModeFix, "echo should not run"))
+	sandboxtest.WaitFor(t, "the attempt waits for the hub", func() bool {
+		return strings.Contains(string(h.log(ref.Attempt)), "the hub is unreachable")
+	})
+	h.current().send(protocol.TypeCancel, protocol.CancelOrder{AttemptRef: ref, Reason: "user"})
+	if fin := h.waitFinish(ref.Attempt); fin.Outcome.State != job.AttemptCancelled {
+		t.Fatalf("outcome %+v\n%s", fin.Outcome, h.log(ref.Attempt))
 	}
 }
