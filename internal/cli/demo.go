@@ -20,7 +20,7 @@ import (
 )
 
 const (
-	demoTimeout = 2 * time.Minute
+	demoTimeout = 3 * time.Minute
 	stopGrace   = 45 * time.Second // a runner's graceful stop waits up to 30s for the hub's acks
 )
 
@@ -48,7 +48,11 @@ failing test, and then, printing each command as you would type it:
      (drover fetch) and show that branch's git log;
   3. run a job whose agent asks a question through drover's tools, list it
      (drover questions), answer it (drover answer), and follow the job as it
-     resumes and delivers.
+     resumes and delivers;
+  4. run a pipeline, the review-loop example (exec steps, whatever --agent):
+     a builder and an adversary that approves in round 2 (drover pipeline
+     run --wait), show it (drover pipeline show), and run it again to see
+     every step replayed at no cost.
 
 Then stop both processes and remove the directory (unless --keep). Needs git,
 and bubblewrap for the sandbox (apt-get install bubblewrap; --install-deps
@@ -311,12 +315,21 @@ func makeDemoRepo(ctx context.Context, git, dir string) error {
 			return fmt.Errorf("make the demo repository: %w", err)
 		}
 	}
-	for _, args := range [][]string{
-		{"-c", "init.defaultBranch=main", "init", "-q"},
-		{"add", "."},
-		{"-c", "user.name=drover demo", "-c", "user.email=demo@drover.invalid", "-c", "commit.gpgsign=false",
-			"commit", "-q", "-m", "greet the world (with a typo)"},
-	} {
+	return demoGitQuiet(ctx, git, dir, []string{"-c", "init.defaultBranch=main", "init", "-q"}, []string{"add", "."},
+		demoCommit("greet the world (with a typo)"))
+}
+
+// demoCommit is the git arguments of a commit in the demo's repository,
+// whatever the user's git identity and signing settings.
+func demoCommit(msg string) []string {
+	return []string{"-c", "user.name=drover demo", "-c", "user.email=demo@drover.invalid", "-c", "commit.gpgsign=false",
+		"commit", "-q", "-m", msg}
+}
+
+// demoGitQuiet runs git commands in the demo's repository, one after the
+// other, showing their output only when one fails.
+func demoGitQuiet(ctx context.Context, git, dir string, cmds ...[]string) error {
+	for _, args := range cmds {
 		out, err := exec.CommandContext(ctx, git, append([]string{"-C", dir}, args...)...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("git %s in the demo repository: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -63,6 +64,10 @@ func (d *demoRun) droverOut(ctx context.Context, args ...string) (string, error)
 		run[i+1] = d.repo
 	} else if len(run) > 0 && (run[0] == "fetch" || run[0] == "diff") {
 		run = append(run, "--repo", d.repo)
+	}
+	// A pipeline file is read from the current directory, here the checkout.
+	if len(run) > 2 && run[0] == "pipeline" && run[1] == "run" && !filepath.IsAbs(run[2]) {
+		run[2] = filepath.Join(d.repo, run[2])
 	}
 	var out bytes.Buffer
 	env := Env{
@@ -179,7 +184,10 @@ func (d *demoRun) story(ctx context.Context) error {
 	if err := d.drover(ctx, "show", id2); err != nil {
 		return err
 	}
-	return d.drover(ctx, "diff", id2)
+	if err := d.drover(ctx, "diff", id2); err != nil {
+		return err
+	}
+	return d.pipelineChapter(ctx)
 }
 
 // lastJob is the id of the newest job, the one `run --wait` just ran.

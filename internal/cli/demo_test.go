@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -20,6 +24,37 @@ func TestDemoRefusesWhatItCannotDo(t *testing.T) {
 	} {
 		if r := runCLI(t, nil, "", tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: %d %q", tc.args, r.code, r.stderr)
+		}
+	}
+}
+
+// The demo writes the review-loop example as examples/pipelines holds it,
+// with every script its commands name, at the path they name it by.
+func TestDemoWritesTheReviewLoopExample(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeReviewLoop(dir); err != nil {
+		t.Fatal(err)
+	}
+	yaml, err := os.ReadFile(filepath.Join(dir, "examples", "pipelines", "review-loop.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts := regexp.MustCompile(`examples/pipelines/[\w.-]+\.sh`).FindAllString(string(yaml), -1)
+	if len(scripts) < 2 {
+		t.Fatalf("the review loop names scripts %v", scripts)
+	}
+	for _, p := range append(scripts, "examples/pipelines/review-loop.yaml") {
+		got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(p)))
+		if err != nil {
+			t.Errorf("the demo did not write %s, which the review loop runs: %v", p, err)
+			continue
+		}
+		want, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("the demo's %s differs from the module's", p)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 // returns its output.
 func demo(t *testing.T, path string, env []string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"demo"}, args...)...)
 	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + path, "LANG=C.UTF-8"}, env...)
@@ -67,9 +68,9 @@ func TestDemo(t *testing.T) {
 				"State:      completed",
 				"Delivered:\n  CHANGELOG: yes",
 				"+- greet.sh: world, not wrold",
-				"stopping the runner and the hub",
 			}
-			inOrder(t, out, steps)
+			inOrder(t, out, append(steps, demoPipelineSteps...))
+			checkDemoReplayed(t, out)
 			// The delivery event is printed as the follower sees it: after
 			// the resumed attempt's log when it follows the attempt live,
 			// before it when that attempt ran to its end while the first
@@ -110,6 +111,34 @@ func TestDemoWithoutBubblewrap(t *testing.T) {
 	}
 	if out, err := demo(t, dir, nil, "--sandbox", "nonsense"); err == nil || !strings.Contains(out, "bwrap or none") {
 		t.Errorf("--sandbox nonsense: %v\n%s", err, out)
+	}
+}
+
+// demoPipelineSteps are the demo's pipeline chapter: the review loop took
+// 2 rounds and is done, show shows it, and it ran again done.
+var demoPipelineSteps = []string{
+	"$ drover pipeline run examples/pipelines/review-loop.yaml --repo . --wait",
+	"done: pipeline done",
+	" review-loop: done\n",
+	"review [exec] done, round 2/3,",
+	"$ drover pipeline show p-",
+	" review-loop: done\n",
+	"review [exec] done, round 2/3,",
+	"$ drover pipeline run examples/pipelines/review-loop.yaml --repo . --wait",
+	"replayed review#2: ",
+	" review-loop: done\n",
+	"stopping the runner and the hub",
+}
+
+// checkDemoReplayed checks that the demo's second run of the pipeline
+// replayed each of the exec steps' five runs.
+func checkDemoReplayed(t *testing.T, out string) {
+	t.Helper()
+	rerun := out[strings.LastIndex(out, "$ drover pipeline run "):]
+	for _, run := range []string{"build#1", "fix#1", "review#1", "fix#2", "review#2"} {
+		if !regexp.MustCompile(`(?m)^  - ` + run + `: done job j-\S+ completed, 1 attempt\(s\), replayed, commit `).MatchString(rerun) {
+			t.Errorf("the rerun did not replay %s:\n%s", run, rerun)
+		}
 	}
 }
 
@@ -158,6 +187,9 @@ func TestDemoWithClaude(t *testing.T) {
 		"Delivered:\n  CHANGELOG: yes",
 		"+- greet.sh: world, not wrold",
 	})
+	// The pipeline's steps are exec steps whatever the agent.
+	inOrder(t, out, demoPipelineSteps)
+	checkDemoReplayed(t, out)
 	if strings.Contains(out, realKey) {
 		t.Fatal("the API key was printed")
 	}
