@@ -428,7 +428,9 @@ func printPipeline(w io.Writer, v apitypes.PipelineView, now time.Time) error {
 		for _, r := range s.Runs {
 			printPipelineRun(w, r)
 		}
-		if p := s.Publication; p != nil {
+		// A publish step that published nothing (no forge mapped) says
+		// so in its reason.
+		if p := s.Publication; p != nil && (p.Staged || s.State != "skipped") {
 			printStepPublication(w, *p)
 		}
 	}
