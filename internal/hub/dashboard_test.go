@@ -739,7 +739,7 @@ func TestWebPipelinePages(t *testing.T) {
 		t.Fatalf("the pipelines page: %d\n%s", resp.StatusCode, body)
 	}
 	for _, path := range []string{"/pipelines/p_nope", "/pipelines/p_nope/live"} {
-		if resp, body := b.do("GET", path, nil, nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no pipeline p_nope") {
+		if resp, body := b.do("GET", path, nil, nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no pipeline") {
 			t.Errorf("GET %s: %d\n%s", path, resp.StatusCode, body)
 		}
 	}
