@@ -201,11 +201,8 @@ func isMember(tx store.Tx, project, userID string) (bool, error) {
 // member of its project, or, for a job without a project, the owner of a
 // runner that ran an attempt (a project's jobs stay with its members).
 func canSee(tx store.Tx, p call.Caller, j store.Job) (bool, error) {
-	if p.Admin || j.RequesterID == p.UserID {
-		return true, nil
-	}
-	if j.Project != "" {
-		return isMember(tx, j.Project, p.UserID)
+	if p.Admin || j.RequesterID == p.UserID || j.Project != "" {
+		return seesProjectWork(tx, p, j.RequesterID, j.Project)
 	}
 	atts, err := tx.Attempts(j.ID)
 	if err != nil {
@@ -246,6 +243,15 @@ func visibleJob(tx store.Tx, p call.Caller, id string) (store.Job, error) {
 		return store.Job{}, call.NotFound("no job %q", id)
 	}
 	return j, nil
+}
+
+// seesProjectWork says whether p may see work of requesterID on project
+// (a job, a pipeline): its requester, an admin, or a member of the project.
+func seesProjectWork(tx store.Tx, p call.Caller, requesterID, project string) (bool, error) {
+	if p.Admin || requesterID == p.UserID {
+		return true, nil
+	}
+	return isMember(tx, project, p.UserID)
 }
 
 // jobFilterFor narrows a job listing to what p may see.

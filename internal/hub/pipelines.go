@@ -31,13 +31,10 @@ func (a pipelineCore) Caller(ctx context.Context, userID string) (call.Caller, e
 }
 
 func (a pipelineCore) MaySee(ctx context.Context, c call.Caller, project, requesterID string) (bool, error) {
-	if c.Admin || c.UserID == requesterID {
-		return true, nil
-	}
 	var ok bool
 	err := a.h.store.Read(ctx, func(tx store.Tx) error {
 		var err error
-		ok, err = isMember(tx, project, c.UserID)
+		ok, err = seesProjectWork(tx, c, requesterID, project)
 		return err
 	})
 	return ok, err

@@ -646,7 +646,7 @@ func (ps *pass) overtime(ctx context.Context) error {
 			why = fmt.Sprintf("ran past its max_wall of %s", w)
 		}
 		for _, l := range ps.pl.Steps {
-			if l.Loop == nil || l.Loop.MaxWall <= 0 || (l.ID != r.Step && !contains(l.Loop.Repeat, r.Step)) {
+			if l.Loop == nil || l.Loop.MaxWall <= 0 || (l.ID != r.Step && !slices.Contains(l.Loop.Repeat, r.Step)) {
 				continue
 			}
 			if first := ps.runs[runKey(l.ID, -1, 1)]; first != nil && now.Sub(first.CreatedAt) >= l.Loop.MaxWall && (r.Round > 1 || r.Step == l.ID) {

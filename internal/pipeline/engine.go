@@ -294,31 +294,6 @@ func (e *Engine) check(req apitypes.PipelineRunRequest) (*spec.Pipeline, map[str
 	return pl, params, nil
 }
 
-func lookupParam(params map[string]string, name string) string {
-	if rest, ok := strings.CutPrefix(name, "params."); ok {
-		return params[rest]
-	}
-	return ""
-}
-
-// touches are an item's globs, with the item put in.
-func touches(globs []string, item string, params map[string]string) ([]string, error) {
-	out := make([]string, 0, len(globs))
-	for _, g := range globs {
-		g = spec.Expand(g, func(name string) string {
-			if name == "item" {
-				return item
-			}
-			return lookupParam(params, name)
-		})
-		if err := spec.CheckGlob(g); err != nil {
-			return nil, fmt.Errorf("touches %q: %w", g, err)
-		}
-		out = append(out, g)
-	}
-	return out, nil
-}
-
 // load reads a pipeline c may see; one c may not reads as not found.
 func (e *Engine) load(ctx context.Context, c call.Caller, id string) (store.Pipeline, error) {
 	var p store.Pipeline

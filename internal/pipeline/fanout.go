@@ -34,7 +34,7 @@ func (ps *pass) fanOut(ctx context.Context, s *spec.Step) error {
 	}
 	globs := make([][]string, len(items))
 	for i, it := range items {
-		if globs[i], err = touches(f.Touches, it, ps.params); err != nil {
+		if globs[i], err = spec.Touches(f.Touches, it, ps.params); err != nil {
 			ps.failed = fmt.Sprintf("step %s: item %q: %v", s.ID, it, err)
 			return nil
 		}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"drover/internal/pipeline/spec"
@@ -112,7 +113,7 @@ func (ps *pass) stop(s *spec.Step, rounds []*store.PipelineRun, v spec.Verdict) 
 	if l.MaxCost > 0 {
 		cost := 0.0
 		for _, r := range ps.runs {
-			if r.Step == s.ID || contains(l.Repeat, r.Step) {
+			if r.Step == s.ID || slices.Contains(l.Repeat, r.Step) {
 				cost += r.CostUSD
 			}
 		}
@@ -126,15 +127,6 @@ func (ps *pass) stop(s *spec.Step, rounds []*store.PipelineRun, v spec.Verdict) 
 		}
 	}
 	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // findings is the last verdict's findings, for the reason a loop stopped.
@@ -157,7 +149,7 @@ func findings(v spec.Verdict) string {
 func (ps *pass) repeatOrder(ids []string) []string {
 	var out []string
 	for _, id := range ps.order() {
-		if contains(ids, id) {
+		if slices.Contains(ids, id) {
 			out = append(out, id)
 		}
 	}

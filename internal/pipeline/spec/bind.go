@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"drover/internal/rules"
 )
@@ -38,28 +39,15 @@ func (pl *Pipeline) Bind(given map[string]string) (map[string]string, error) {
 		}
 		values[p.Name] = *p.Default
 	}
-	lookup := func(item string) func(string) string {
-		return func(name string) string {
-			if name == "item" {
-				return item
-			}
-			if len(name) > len("params.") && name[:len("params.")] == "params." {
-				return values[name[len("params."):]]
-			}
-			return ""
-		}
-	}
 	for _, s := range pl.Steps {
 		f := s.ForEach
 		if f == nil || f.From != "" {
 			continue
 		}
 		for _, it := range f.Items {
-			item := Expand(it, lookup(""))
-			for _, g := range f.Touches {
-				if err := CheckGlob(Expand(g, lookup(item))); err != nil {
-					return nil, fmt.Errorf("%s:%d: step %q: item %q: touches %q: %v", pl.File, s.Line, s.ID, item, g, err)
-				}
+			item := Expand(it, func(name string) string { return paramValue(values, name) })
+			if _, err := Touches(f.Touches, item, values); err != nil {
+				return nil, fmt.Errorf("%s:%d: step %q: item %q: %v", pl.File, s.Line, s.ID, item, err)
 			}
 		}
 	}
@@ -73,4 +61,33 @@ func (pl *Pipeline) hasParam(name string) bool {
 		}
 	}
 	return false
+}
+
+// Touches are a for_each item's touches globs with the item and the params
+// put in, each checked (CheckGlob): the hub keeps apart the items whose
+// globs overlap.
+func Touches(globs []string, item string, params map[string]string) ([]string, error) {
+	out := make([]string, 0, len(globs))
+	for _, g := range globs {
+		g = Expand(g, func(name string) string {
+			if name == "item" {
+				return item
+			}
+			return paramValue(params, name)
+		})
+		if err := CheckGlob(g); err != nil {
+			return nil, fmt.Errorf("touches %q: %w", g, err)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// paramValue is the value of template variable name when it is a
+// param's, "" otherwise.
+func paramValue(params map[string]string, name string) string {
+	if rest, ok := strings.CutPrefix(name, "params."); ok {
+		return params[rest]
+	}
+	return ""
 }
