@@ -62,6 +62,10 @@ type Hub struct {
 	sources checkedSources
 	// pipelines runs pipeline files' steps as jobs (internal/pipeline)
 	pipelines *pipeline.Engine
+	// watchers are the capability packages woken at every change of a job
+	// this hub makes or hears of (pipelines, and any later one); each
+	// JobChanged returns at once.
+	watchers []jobWatcher
 	metrics   *metrics
 
 	fleet fleetState // what autoscalers wait on
@@ -180,6 +184,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.publisher = publish.New(bgctx, publishCore{h}, publish.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger,
 		HTTP: cfg.ForgeHTTP, Metrics: publish.NewMetrics(h.metrics.reg), SigningKey: cfg.SigningKey, Now: h.now})
 	h.pipelines = pipeline.New(bgctx, pipelineCore{h}, pipeline.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger, Now: h.now})
+	h.watchers = append(h.watchers, h.pipelines) // a pipeline's step may be ready now
 	h.bg.Add(5)
 	go func() {
 		defer h.bg.Done()
@@ -413,9 +418,15 @@ func (h *Hub) notifyLocal(jobID string) {
 		}
 	}
 	h.mu.Unlock()
-	if h.pipelines != nil {
-		h.pipelines.JobChanged(jobID) // a pipeline's step may be ready now
+	for _, w := range h.watchers {
+		w.JobChanged(jobID)
 	}
+}
+
+// jobWatcher is a capability package that acts on jobs' changes: it is
+// told which job changed and reads what it needs itself.
+type jobWatcher interface {
+	JobChanged(jobID string)
 }
 
 // waitChan returns a channel closed at the next change to the job, and the
