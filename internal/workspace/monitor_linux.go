@@ -49,12 +49,16 @@ type monitor struct {
 	dirs    map[int32]string  // watch descriptor → folder, relative to root ("" is root)
 	paths   map[string]uint64 // changed path → seq of its latest change
 	pending map[string]bool   // non-folders created since the last drain, whose link count is still to check
-	seq     uint64
-	lost    uint64 // seq of the latest change that paths may lack (0: none)
-	lostWhy string
-	broken  string // the monitor can no longer vouch for anything
-	based   bool   // base is meaningful: the monitor ran since the saved index was written
-	base    uint64
+	// movedOut are pending files renamed within a drain, by the rename's
+	// cookie: its IN_MOVED_TO (the new name, pending in turn) settles one;
+	// a rename out of the tree never comes, and the file is unchecked.
+	movedOut map[uint32]string
+	seq      uint64
+	lost     uint64 // seq of the latest change that paths may lack (0: none)
+	lostWhy  string
+	broken   string // the monitor can no longer vouch for anything
+	based    bool   // base is meaningful: the monitor ran since the saved index was written
+	base     uint64
 	// clean is meaningful (cleanBased): the monitor ran since a verified
 	// reset or checkout; clean <= base.
 	cleanBased bool
@@ -106,7 +110,8 @@ func launchMonitor(root string, log *slog.Logger) (*monitor, error) {
 		return nil, fmt.Errorf("watch worktree: %w", err)
 	}
 	m := &monitor{root: root, log: log, f: f, rc: rc, fd: fd, done: make(chan struct{}),
-		buf: make([]byte, 64<<10), dirs: map[int32]string{}, paths: map[string]uint64{}, pending: map[string]bool{}}
+		buf: make([]byte, 64<<10), dirs: map[int32]string{}, paths: map[string]uint64{}, pending: map[string]bool{},
+		movedOut: map[uint32]string{}}
 	m.mu.Lock() // until every watch is in place
 	go m.run()
 	return m, nil
@@ -174,9 +179,43 @@ func (m *monitor) stop() {
 	<-m.done
 }
 
+// maxRechecks bounds how often one drain reads again for the events that
+// explain a file gone before its check (a writer renaming temporary files
+// in a loop would otherwise hold mu).
+const maxRechecks = 3
+
 // drain reads and records every queued event, then checks the link counts
-// of the files created meanwhile. Call with mu held.
+// of the files created meanwhile. A file gone by then (a temporary file
+// renamed into place, the common way to write one) or renamed in the batch
+// is settled by the events its rename queued: they are read too, so only a
+// file deleted, or moved out of the tree, unchecked costs the narrowing.
+// Call with mu held.
 func (m *monitor) drain(fd int) {
+	m.readQueued(fd)
+	for try := 0; m.broken == ""; try++ {
+		gone := m.checkLinks()
+		if len(gone) == 0 && len(m.movedOut) == 0 {
+			return
+		}
+		if try == maxRechecks {
+			for _, p := range gone {
+				delete(m.pending, p)
+				m.lose("%s was made and removed before its link count could be checked", p)
+			}
+			for c, p := range m.movedOut {
+				delete(m.movedOut, c)
+				m.lose("%s was moved out of the worktree before its link count could be checked", p)
+			}
+			return
+		}
+		// The rename or deletion that explains each was queued before the
+		// check looked; a rename's second half may follow a moment later.
+		m.readQueued(fd)
+	}
+}
+
+// readQueued reads and records the events queued now. Call with mu held.
+func (m *monitor) readQueued(fd int) {
 	for m.broken == "" {
 		n, err := unix.Read(fd, m.buf)
 		if errors.Is(err, unix.EINTR) {
@@ -191,7 +230,6 @@ func (m *monitor) drain(fd int) {
 		}
 		m.process(m.buf[:n])
 	}
-	m.checkLinks()
 }
 
 // process records one read's events.
@@ -199,6 +237,7 @@ func (m *monitor) process(b []byte) {
 	for len(b) >= unix.SizeofInotifyEvent && m.broken == "" {
 		wd := int32(binary.NativeEndian.Uint32(b[0:]))
 		mask := binary.NativeEndian.Uint32(b[4:])
+		cookie := binary.NativeEndian.Uint32(b[8:])
 		n := int(binary.NativeEndian.Uint32(b[12:]))
 		if unix.SizeofInotifyEvent+n > len(b) {
 			m.breakf("short inotify event")
@@ -208,13 +247,13 @@ func (m *monitor) process(b []byte) {
 		if i := strings.IndexByte(string(name), 0); i >= 0 {
 			name = name[:i]
 		}
-		m.event(wd, mask, string(name))
+		m.event(wd, mask, cookie, string(name))
 		b = b[unix.SizeofInotifyEvent+n:]
 	}
 }
 
 // event records one event. Call with mu held.
-func (m *monitor) event(wd int32, mask uint32, name string) {
+func (m *monitor) event(wd int32, mask, cookie uint32, name string) {
 	m.seq++
 	if mask&unix.IN_Q_OVERFLOW != 0 {
 		// Events were dropped, so folders made meanwhile may be unwatched.
@@ -267,8 +306,12 @@ func (m *monitor) event(wd int32, mask uint32, name string) {
 		m.watchTree(m.fd, p, nil)
 	case !isDir && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
 		m.pending[p] = true
-	case !isDir && mask&unix.IN_MOVED_FROM != 0:
-		delete(m.pending, p) // its new name, if in the tree, comes as IN_MOVED_TO
+		if mask&unix.IN_MOVED_TO != 0 {
+			delete(m.movedOut, cookie) // checked under its new name
+		}
+	case !isDir && mask&unix.IN_MOVED_FROM != 0 && m.pending[p]:
+		delete(m.pending, p)
+		m.movedOut[cookie] = p
 	case !isDir && mask&unix.IN_DELETE != 0 && m.pending[p]:
 		// It might have been a hard link to a file elsewhere in the tree,
 		// written through and dropped: that file changed unreported.
@@ -279,21 +322,25 @@ func (m *monitor) event(wd int32, mask uint32, name string) {
 
 // checkLinks looks at the files created since the last drain: a hard link
 // to a file of the tree hides writes to that file (inotify reports the
-// name written through), so the monitor gives up. Call with mu held.
-func (m *monitor) checkLinks() {
+// name written through), so the monitor gives up. It returns the files
+// gone before their check, left pending. Call with mu held.
+func (m *monitor) checkLinks() (gone []string) {
 	for p := range m.pending {
-		delete(m.pending, p)
 		var st unix.Stat_t
 		err := unix.Lstat(filepath.Join(m.root, p), &st)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			gone = append(gone, p) // still pending: see drain
+			continue
+		}
+		delete(m.pending, p)
 		switch {
-		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
-			m.lose("%s was made and removed before its link count could be checked", p)
 		case err != nil:
 			m.breakf("check %s: %v", p, err)
 		case st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1:
 			m.breakf("%s is a hard link", p)
 		}
 	}
+	return gone
 }
 
 // watchTree watches the folder rel and every folder under it: the watch

@@ -101,7 +101,8 @@ func TestMonitorNarrowedPublicationEqualsFullScan(t *testing.T) {
 		{name: "tracked file that matches an ignore rule", change: []string{"echo more >> keep.log"}, how: "narrowed"},
 		{name: "names that look like patterns", change: []string{"echo s > 'dir/*' && echo q > 'dir/[a].txt' && echo c > ':(glob)x'"},
 			how: "narrowed", has: []string{"dir/*", "dir/[a].txt", ":(glob)x"}},
-		{name: "temporary file written and renamed into place", change: []string{"echo new > a.tmp && mv a.tmp a.txt"}, how: ""},
+		{name: "temporary file written and renamed into place", change: []string{"echo new > a.tmp && mv a.tmp a.txt"}, how: "narrowed"},
+		{name: "symlink replaced in place (ln -sf renames a temporary link)", change: []string{"ln -s a.txt l && ln -sf b.txt l"}, how: "narrowed"},
 		{name: "temporary file renamed, one batch", change: []string{"echo new > a.tmp && mv a.tmp a.txt"}, held: true, how: "narrowed"},
 		{name: "file made and deleted", change: []string{"echo t > gone.txt && rm gone.txt"}, how: ""},
 		{name: "file made, seen, then deleted", change: []string{"echo t > gone.txt", "rm gone.txt"}, how: "narrowed", lacks: []string{"gone.txt"}},
@@ -117,6 +118,8 @@ func TestMonitorNarrowedPublicationEqualsFullScan(t *testing.T) {
 			held: true, how: "full scan"},
 		{name: "file made and deleted, one batch", change: []string{"echo t > gone.txt && rm gone.txt"}, held: true, how: "full scan"},
 		{name: "hard link in a new folder, one batch", change: []string{"mkdir n && ln a.txt n/alias"}, held: true, how: "full scan"},
+		{name: "hard link written through and moved out of the tree, one batch",
+			change: []string{"ln a.txt dir/alias && echo through-link > dir/alias && mv dir/alias ../alias.outside"}, held: true, how: "full scan"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,6 +141,28 @@ func TestMonitorNarrowedPublicationEqualsFullScan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A file renamed after its creation was read but before its link count
+// was checked (a temporary file renamed into place while the reader ran)
+// is settled by its rename's events: the publication stays narrowed.
+func TestMonitorFileRenamedBeforeItsCheck(t *testing.T) {
+	f, _, w := startedJob(t, map[string]string{"a.txt": "a\n"})
+	m := w.mon
+	m.mu.Lock()
+	f.sh(w.Dir(), "echo new > a.tmp")
+	noErr(t, m.rc.Control(func(fd uintptr) { m.readQueued(int(fd)) }))
+	f.sh(w.Dir(), "mv a.tmp a.txt")
+	noErr(t, m.rc.Control(func(fd uintptr) {
+		if gone := m.checkLinks(); len(gone) != 1 || gone[0] != "a.tmp" {
+			t.Errorf("gone before the check: %q, want a.tmp", gone)
+		}
+		m.drain(int(fd))
+	}))
+	m.mu.Unlock()
+	if tree, how := f.bothTrees(w); how != "narrowed" || f.git(w.Dir(), "cat-file", "blob", tree+":a.txt") != "new" {
+		t.Fatalf("published by %s", how)
 	}
 }
 
@@ -204,7 +229,7 @@ func TestMonitorOverflowFallsBack(t *testing.T) {
 	f, _, w := startedJob(t, map[string]string{"a.txt": "a\n"})
 	m := w.mon
 	m.mu.Lock()
-	m.event(-1, unix.IN_Q_OVERFLOW, "")
+	m.event(-1, unix.IN_Q_OVERFLOW, 0, "")
 	m.mu.Unlock()
 	write(t, filepath.Join(w.Dir(), "a.txt"), "after the overflow\n", 0o644) // wakes the reader, which sees the monitor broken
 	select {

@@ -126,7 +126,7 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 		{name: "names that look like patterns", change: []string{"echo s > 'dir/*' && echo q > 'dir/[a].txt' && echo c > ':(glob)x' && echo sp > ' lead'"},
 			how: "changed paths"},
 		{name: "file made, seen, then deleted", change: []string{"echo t > made.txt", "rm made.txt"}, how: "changed paths"},
-		{name: "temporary file written and renamed into place", change: []string{"echo new > a.tmp && mv a.tmp a.txt"}, how: ""},
+		{name: "temporary file written and renamed into place", change: []string{"echo new > a.tmp && mv a.tmp a.txt"}, how: "changed paths"},
 		{name: "base turns a file into a folder", nextScript: "git rm -q other/z.txt && mkdir -p other/z.txt && echo i > other/z.txt/in && git add other && git commit -qm folder",
 			change: []string{"echo w > other/z.txt"}, how: "changed paths"},
 		{name: "base turns a folder into a file", nextScript: "git rm -rq dir && echo file > dir && git add dir && git commit -qm file",
@@ -168,7 +168,7 @@ func TestResetNarrowedEqualsFullReset(t *testing.T) {
 			}
 			if tc.broken {
 				w.mon.mu.Lock()
-				w.mon.event(-1, unix.IN_Q_OVERFLOW, "")
+				w.mon.event(-1, unix.IN_Q_OVERFLOW, 0, "")
 				w.mon.mu.Unlock()
 			}
 			if how := f.bothResets(w, head); tc.how != "" && how != tc.how {
