@@ -285,16 +285,10 @@ func (g remoteGit) run(ctx context.Context, args ...string) (string, error) {
 // classify tells a transport failure (worth another try) from a refusal.
 func classify(err error) error {
 	var ge *gitcmd.Error
-	if !errors.As(err, &ge) {
+	if !errors.As(err, &ge) || gitcmd.Unreachable(err) {
 		return &transportError{err: err}
 	}
 	msg := strings.ToLower(ge.Stderr)
-	for _, w := range []string{"unable to access", "could not resolve", "connection", "timed out", "returned error: 5",
-		"returned error: 429", "early eof", "the remote end hung up", "rpc failed"} {
-		if strings.Contains(msg, w) {
-			return &transportError{err: err}
-		}
-	}
 	for _, w := range []string{"returned error: 401", "returned error: 403", "authentication failed", "could not read username"} {
 		if strings.Contains(msg, w) {
 			return failf("forge_"+forge.CodeUnauthorized, "git was refused by the forge: %s", gitcmdMessage(ge))
