@@ -66,7 +66,7 @@ type Hub struct {
 	// this hub makes or hears of (pipelines, and any later one); each
 	// JobChanged returns at once.
 	watchers []jobWatcher
-	metrics   *metrics
+	metrics  *metrics
 
 	fleet fleetState // what autoscalers wait on
 	x     crossHub   // the other hubs on the database (hints.go)
