@@ -101,7 +101,7 @@ func (g *gitea) FindPR(ctx context.Context, repo Repo, head, base string) (PR, b
 			parts = append(parts, url.PathEscape(seg))
 		}
 		err := g.call(ctx, op, http.MethodGet, repoPath(repo, "pulls")+"/"+strings.Join(parts, "/"), nil, nil, &p)
-		if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeNotFound {
+		if notFound(err) {
 			return PR{}, false, nil
 		}
 		if err != nil {

@@ -2,7 +2,6 @@ package forge
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -275,7 +274,7 @@ func (g *gitea) Permission(ctx context.Context, repo Repo, login string) (Permis
 		Permission string `json:"permission"`
 	}
 	err := g.call(ctx, "read permission", http.MethodGet, repoPath(repo, "collaborators", login, "permission"), nil, nil, &p)
-	if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeNotFound {
+	if notFound(err) {
 		// A user Gitea does not know; the repository's absence shows on every other call.
 		return PermNone, nil
 	}
@@ -349,7 +348,7 @@ func (g *gitea) DeleteHook(ctx context.Context, repo Repo, id int64) error {
 		return err
 	}
 	err := g.call(ctx, "delete hook", http.MethodDelete, repoPath(repo, "hooks", strconv.FormatInt(id, 10)), nil, nil, nil)
-	if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeNotFound {
+	if notFound(err) {
 		return nil
 	}
 	return err

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -409,7 +408,7 @@ func (g *ghClient) Permission(ctx context.Context, repo Repo, login string) (Per
 		p, resp, err = c.Repositories.GetPermissionLevel(ctx, repo.Owner, repo.Name, login)
 		return resp, err
 	})
-	if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeNotFound {
+	if notFound(err) {
 		return PermNone, nil
 	}
 	if err != nil {
@@ -471,7 +470,7 @@ func (g *ghClient) DeleteHook(ctx context.Context, repo Repo, id int64) error {
 	err := g.do(ctx, "delete hook", repo, func(c *github.Client) (*github.Response, error) {
 		return c.Repositories.DeleteHook(ctx, repo.Owner, repo.Name, id)
 	})
-	if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeNotFound {
+	if notFound(err) {
 		return nil
 	}
 	return err

@@ -133,6 +133,16 @@ var (
 		Threads
 		Hooks
 	} = (*gitea)(nil)
+	_ interface {
+		Client
+		Threads
+		Hooks
+	} = (*ghClient)(nil)
+	_ interface {
+		Client
+		Threads
+		Hooks
+	} = (*gitlab)(nil)
 )
 
 // Bounds on what drover reads of a thread: texts are cut (marked), lists longer than
@@ -366,6 +376,12 @@ func reviewState(s string) (state string, ok bool) {
 		return ReviewCommented, true
 	}
 	return "", false
+}
+
+// notFound tells an Error of something the forge does not have.
+func notFound(err error) bool {
+	fe, ok := errors.AsType[*Error](err)
+	return ok && fe.Code == CodeNotFound
 }
 
 // mine finds, in comments, the first by self whose body holds tag.
