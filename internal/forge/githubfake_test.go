@@ -418,12 +418,7 @@ func (f *fakeGitHub) createPull(w http.ResponseWriter, r *http.Request) {
 	if f.dropCreates > 0 {
 		f.dropCreates--
 		// Created, and the answer lost: the connection closes before a byte of it.
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			f.t.Errorf("fake GitHub: hijack: %v", err)
-			return
-		}
-		conn.Close()
+		hangUp(f.t, w)
 		return
 	}
 	f.reply(w, http.StatusCreated, f.pullJSON(p))

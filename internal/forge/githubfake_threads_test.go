@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -210,17 +211,18 @@ func (f *fakeGitHub) postComment(w http.ResponseWriter, r *http.Request) {
 	c := f.comment(n, f.threads.login, in.Body)
 	if f.threads.dropComments > 0 {
 		f.threads.dropComments--
-		f.drop(w)
+		hangUp(f.t, w)
 		return
 	}
 	f.reply(w, http.StatusCreated, c.json(f))
 }
 
-// drop closes the connection without an answer: what was asked is done, its reply lost.
-func (f *fakeGitHub) drop(w http.ResponseWriter) {
+// hangUp closes the connection of w without an answer: what was asked is done, its reply
+// lost. Both fake forges' faults.
+func hangUp(t *testing.T, w http.ResponseWriter) {
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		f.t.Errorf("fake GitHub: hijack: %v", err)
+		t.Errorf("fake forge: hijack: %v", err)
 		return
 	}
 	conn.Close()
@@ -295,7 +297,7 @@ func (f *fakeGitHub) postHook(w http.ResponseWriter, r *http.Request) {
 	f.threads.hooks = append(f.threads.hooks, h)
 	if f.threads.dropHooks > 0 {
 		f.threads.dropHooks--
-		f.drop(w)
+		hangUp(f.t, w)
 		return
 	}
 	f.reply(w, http.StatusCreated, h.json())
