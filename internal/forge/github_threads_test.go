@@ -162,3 +162,23 @@ func TestGitHubThreads(t *testing.T) {
 		t.Fatalf("Comments when rate limited: %v", f.seen(err))
 	}
 }
+
+// TestGitHubAppCommentOnce: an App comments as its bot, SLUG[bot], and finds that comment
+// again after a lost reply.
+func TestGitHubAppCommentOnce(t *testing.T) {
+	f := newFakeGitHub(t)
+	c := withApp(t, f).(forge.Threads)
+	f.mu.Lock()
+	f.threads.issues[7] = &fakeGitHubIssue{number: 7, title: "fix it", user: "alice", state: "open"}
+	f.comment(7, "drover-bot", "<!-- drover:job-1 --> a user's, not the App's")
+	f.threads.dropComments = 1
+	f.mu.Unlock()
+	first, err := c.CommentOnce(t.Context(), repoOR, 7, "job-1", "queued")
+	if f.seen(err) != nil || first.Author != "drover-app[bot]" {
+		t.Fatalf("CommentOnce as an App after a lost reply: %+v, %v", first, err)
+	}
+	again, err := c.CommentOnce(t.Context(), repoOR, 7, "job-1", "queued")
+	if f.seen(err) != nil || again.ID != first.ID || f.threads.posts != 1 {
+		t.Fatalf("CommentOnce as an App again: %+v, %v, %d posts", again, err, f.threads.posts)
+	}
+}

@@ -68,6 +68,13 @@ func (f *fakeGitHub) threadRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /user", f.locked(func(w http.ResponseWriter, r *http.Request) {
 		f.reply(w, http.StatusOK, map[string]any{"login": f.threads.login, "id": 1, "type": "User"})
 	}, false))
+	mux.HandleFunc("GET /app", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.app(w, r) {
+			f.reply(w, http.StatusOK, map[string]any{"id": f.appID, "slug": "drover-app", "name": "drover app"})
+		}
+	})
 	mux.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}", f.locked(f.getIssue, true))
 	// GET issues/N/comments and issues/comments/ID: one pattern, which ServeMux tells apart only so.
 	mux.HandleFunc("GET /repos/{owner}/{repo}/issues/{a}/{b}", f.locked(func(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +215,11 @@ func (f *fakeGitHub) postComment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.threads.posts++
-	c := f.comment(n, f.threads.login, in.Body)
+	author := f.threads.login
+	if _, minted := f.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "token ")]; minted {
+		author = "drover-app[bot]" // an App's installation comments as its bot
+	}
+	c := f.comment(n, author, in.Body)
 	if f.threads.dropComments > 0 {
 		f.threads.dropComments--
 		hangUp(f.t, w)
