@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -152,6 +153,7 @@ const (
 	maxField  = 1024    // a name, login, URL, path or state
 	maxItems  = 5000    // comments, reviews, threads or checks
 	maxMarker = 64
+	maxHookURL = 2048
 	// MaxHookSecret bounds a hook's secret; the forges take far longer ones than drover makes.
 	MaxHookSecret = 256
 )
@@ -228,17 +230,28 @@ func checkLogin(repo Repo, login string) error {
 	return nil
 }
 
-// checkHook checks a hook to make and answers its URL as the forges will hold it.
+// checkHook checks a hook to make and answers its URL as the forges will hold it: as given
+// (the hub routes it as it is), https or http to a loopback address, without credentials or
+// a fragment; a query may name the connection.
 func checkHook(repo Repo, h NewHook) (string, error) {
 	if err := repo.Validate(); err != nil {
 		return "", err
 	}
-	u, err := rules.CheckBaseURL(h.URL)
-	if err != nil {
+	if h.URL == "" {
+		return "", errors.New("forge: a hook URL is required")
+	}
+	if len(h.URL) > maxHookURL {
+		return "", fmt.Errorf("forge: hook URL: %d bytes, at most %d", len(h.URL), maxHookURL)
+	}
+	if err := rules.CheckPlainText("forge: hook URL", h.URL, false); err != nil || strings.ContainsAny(h.URL, " #") {
+		return "", fmt.Errorf("forge: hook URL %q: no spaces, control characters or fragment", clip(h.URL))
+	}
+	base, query, _ := strings.Cut(h.URL, "?")
+	if _, err := rules.CheckBaseURL(base); err != nil {
 		return "", fmt.Errorf("forge: hook URL: %w", err)
 	}
-	if u == "" {
-		return "", errors.New("forge: a hook URL is required")
+	if _, err := url.ParseQuery(query); err != nil {
+		return "", fmt.Errorf("forge: hook URL %q: its query: %w", clip(h.URL), err)
 	}
 	switch {
 	case h.Secret == "":
@@ -248,18 +261,15 @@ func checkHook(repo Repo, h NewHook) (string, error) {
 	case len(h.Events) == 0:
 		return "", errors.New("forge: a hook needs one event or more")
 	}
-	// Never quoted: a secret.
-	for i := 0; i < len(h.Secret); i++ {
-		if c := h.Secret[i]; c <= ' ' || c >= 0x7f {
-			return "", errors.New("forge: the hook secret holds a space or a character that is not printable ASCII")
-		}
+	if !printable(h.Secret) { // never quoted: a secret
+		return "", errors.New("forge: the hook secret holds a space or a character that is not printable ASCII")
 	}
 	for _, e := range h.Events {
 		if !slices.Contains([]string{HookIssues, HookComments, HookReviews}, e) {
 			return "", fmt.Errorf("forge: hook event %q: want %s, %s or %s", clip(e), HookIssues, HookComments, HookReviews)
 		}
 	}
-	return u, nil
+	return h.URL, nil
 }
 
 func checkHookID(repo Repo, id int64) error {

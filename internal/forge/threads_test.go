@@ -79,6 +79,18 @@ func TestThreadsArguments(t *testing.T) {
 			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "https://u:p@hub.example.com/hooks" }))
 			return err
 		}},
+		{"hook with a fragment", "fragment", func(c threadsClient) error {
+			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "https://hub.example.com/hooks#x" }))
+			return err
+		}},
+		{"hook with a bad query", "query", func(c threadsClient) error {
+			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "https://hub.example.com/hooks?a=%zz" }))
+			return err
+		}},
+		{"hook to ftp", "want http", func(c threadsClient) error {
+			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "ftp://hub.example.com/hooks" }))
+			return err
+		}},
 		{"hook to no URL", "URL is required", func(c threadsClient) error {
 			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "" }))
 			return err
