@@ -149,10 +149,10 @@ var (
 // Bounds on what drover reads of a thread: texts are cut (marked), lists longer than
 // maxItems are an Error.
 const (
-	maxText   = MaxBody // a title, body or comment
-	maxField  = 1024    // a name, login, URL, path or state
-	maxItems  = 5000    // comments, reviews, threads or checks
-	maxMarker = 64
+	maxText    = MaxBody // a title, body or comment
+	maxField   = 1024    // a name, login, URL, path or state
+	maxItems   = 5000    // comments, reviews, threads or checks
+	maxMarker  = 64
 	maxHookURL = 2048
 	// MaxHookSecret bounds a hook's secret; the forges take far longer ones than drover makes.
 	MaxHookSecret = 256

@@ -31,6 +31,9 @@ func TestThreadsArguments(t *testing.T) {
 		edit(&h)
 		return h
 	}
+	createHook := func(edit func(*forge.NewHook)) func(c threadsClient) error {
+		return func(c threadsClient) error { _, err := c.CreateHook(t.Context(), repoOR, hook(edit)); return err }
+	}
 	bad := forge.Repo{Owner: "o", Name: "../x"}
 	cases := []struct {
 		name, want string
@@ -71,46 +74,16 @@ func TestThreadsArguments(t *testing.T) {
 		{"blank edit", "blank", func(c threadsClient) error { return c.EditComment(t.Context(), repoOR, 1, "") }},
 		{"empty login", "login is required", func(c threadsClient) error { _, err := c.Permission(t.Context(), repoOR, ""); return err }},
 		{"login with a slash", "login", func(c threadsClient) error { _, err := c.Permission(t.Context(), repoOR, "a/../b"); return err }},
-		{"hook to plain http elsewhere", "loopback", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "http://hub.example.com/hooks" }))
-			return err
-		}},
-		{"hook with credentials in its URL", "credentials", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "https://u:p@hub.example.com/hooks" }))
-			return err
-		}},
-		{"hook with a fragment", "fragment", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "https://hub.example.com/hooks#x" }))
-			return err
-		}},
-		{"hook with a bad query", "query", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "https://hub.example.com/hooks?a=%zz" }))
-			return err
-		}},
-		{"hook to ftp", "want http", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "ftp://hub.example.com/hooks" }))
-			return err
-		}},
-		{"hook to no URL", "URL is required", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.URL = "" }))
-			return err
-		}},
-		{"hook without a secret", "secret is required", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.Secret = "" }))
-			return err
-		}},
-		{"hook secret with a newline", "printable ASCII", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.Secret = "a\nb" }))
-			return err
-		}},
-		{"hook of no events", "one event", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.Events = nil }))
-			return err
-		}},
-		{"hook of an unknown event", "push", func(c threadsClient) error {
-			_, err := c.CreateHook(t.Context(), repoOR, hook(func(h *forge.NewHook) { h.Events = []string{"push"} }))
-			return err
-		}},
+		{"hook to plain http elsewhere", "loopback", createHook(func(h *forge.NewHook) { h.URL = "http://hub.example.com/hooks" })},
+		{"hook with credentials in its URL", "credentials", createHook(func(h *forge.NewHook) { h.URL = "https://u:p@hub.example.com/hooks" })},
+		{"hook with a fragment", "fragment", createHook(func(h *forge.NewHook) { h.URL = "https://hub.example.com/hooks#x" })},
+		{"hook with a bad query", "query", createHook(func(h *forge.NewHook) { h.URL = "https://hub.example.com/hooks?a=%zz" })},
+		{"hook to ftp", "want http", createHook(func(h *forge.NewHook) { h.URL = "ftp://hub.example.com/hooks" })},
+		{"hook to no URL", "URL is required", createHook(func(h *forge.NewHook) { h.URL = "" })},
+		{"hook without a secret", "secret is required", createHook(func(h *forge.NewHook) { h.Secret = "" })},
+		{"hook secret with a newline", "printable ASCII", createHook(func(h *forge.NewHook) { h.Secret = "a\nb" })},
+		{"hook of no events", "one event", createHook(func(h *forge.NewHook) { h.Events = nil })},
+		{"hook of an unknown event", "push", createHook(func(h *forge.NewHook) { h.Events = []string{"push"} })},
 		{"delete of hook 0", "hook id 0", func(c threadsClient) error { return c.DeleteHook(t.Context(), repoOR, 0) }},
 	}
 	for _, kind := range forge.Kinds() {
