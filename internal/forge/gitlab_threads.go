@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -97,8 +98,19 @@ func (g *gitlab) Issue(ctx context.Context, repo Repo, number int) (Issue, error
 	return is.bounded(), nil
 }
 
-func glComment(n *gl.Note) Comment {
-	return Comment{ID: n.ID, Author: n.Author.Username, Body: n.Body, CreatedAt: glTime(n.CreatedAt), UpdatedAt: glTime(n.UpdatedAt)}.bounded()
+// glComment is note n of the issue or merge request whose page is at page.
+func glComment(n *gl.Note, page string) Comment {
+	return Comment{ID: n.ID, Author: n.Author.Username, Body: n.Body, URL: page + "#note_" + strconv.FormatInt(n.ID, 10),
+		CreatedAt: glTime(n.CreatedAt), UpdatedAt: glTime(n.UpdatedAt)}.bounded()
+}
+
+// page is the web page of issue or merge request iid.
+func (g *gitlab) page(repo Repo, iid int64, isMR bool) string {
+	kind := "issues"
+	if isMR {
+		kind = "merge_requests"
+	}
+	return g.base + "/" + url.PathEscape(repo.Owner) + "/" + url.PathEscape(repo.Name) + "/-/" + kind + "/" + strconv.FormatInt(iid, 10)
 }
 
 func (g *gitlab) Comments(ctx context.Context, repo Repo, number int) ([]Comment, error) {
@@ -125,7 +137,7 @@ func (g *gitlab) Comments(ctx context.Context, repo Repo, number int) ([]Comment
 	var out []Comment
 	for _, n := range notes {
 		if n != nil && !n.System {
-			out = append(out, glComment(n))
+			out = append(out, glComment(n, g.page(repo, iid, isMR)))
 		}
 	}
 	return oldestFirst(out), nil
@@ -186,7 +198,7 @@ func (g *gitlab) ReviewThreads(ctx context.Context, repo Repo, number int) ([]Re
 					t.Path, t.Line = clipField(p.OldPath), int(p.OldLine)
 				}
 			}
-			t.Comments = append(t.Comments, glComment(n))
+			t.Comments = append(t.Comments, glComment(n, g.page(repo, int64(number%gitlabMRBase), true)))
 		}
 		if resolvable && !resolved {
 			out = append(out, t)
@@ -271,7 +283,7 @@ func (g *gitlab) CommentOnce(ctx context.Context, repo Repo, number int, marker,
 		if err != nil {
 			return Comment{}, g.fail(op, resp, err)
 		}
-		return glComment(n), nil
+		return glComment(n, g.page(repo, iid, isMR)), nil
 	})
 }
 

@@ -78,7 +78,8 @@ func TestGitLabThreads(t *testing.T) {
 		t.Fatalf("Issue(GitLabMergeRequest(2)): %+v, %v; want the merge request", is, err)
 	}
 	comments, err := th.Comments(ctx, repoOR, 7)
-	if err != nil || len(comments) != 45 || comments[0].Body != "comment 0" || comments[44].Body != "comment 44" {
+	if err != nil || len(comments) != 45 || comments[0].Body != "comment 0" || comments[44].Body != "comment 44" ||
+		comments[0].URL != fmt.Sprintf("%s/o/r/-/issues/7#note_%d", f.srv.URL, comments[0].ID) {
 		t.Fatalf("Comments(7): %d, %v; want 45 oldest first", len(comments), err)
 	}
 	if comments, err := th.Comments(ctx, repoOR, forge.GitLabMergeRequest(2)); err != nil || len(comments) != 1 || comments[0].Author != "bob" {

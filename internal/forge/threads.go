@@ -153,6 +153,7 @@ const (
 	maxField   = 1024    // a name, login, URL, path or state
 	maxItems   = 5000    // comments, reviews, threads or checks
 	maxMarker  = 64
+	maxLabels  = 100 // GitHub's most labels of an issue
 	maxHookURL = 2048
 	// MaxHookSecret bounds a hook's secret; the forges take far longer ones than drover makes.
 	MaxHookSecret = 256
@@ -437,8 +438,8 @@ func (c Comment) bounded() Comment {
 func (i Issue) bounded() Issue {
 	i.Title, i.Body, i.Author, i.State, i.URL = clipText(i.Title), clipText(i.Body), clipField(i.Author), clipField(i.State), clipField(i.URL)
 	i.HeadSHA, i.HeadBranch, i.BaseBranch = clipField(i.HeadSHA), clipField(i.HeadBranch), clipField(i.BaseBranch)
-	if len(i.Labels) > maxPages {
-		i.Labels = i.Labels[:maxPages]
+	if len(i.Labels) > maxLabels {
+		i.Labels = i.Labels[:maxLabels]
 	}
 	for k, l := range i.Labels {
 		i.Labels[k] = clipField(l)
