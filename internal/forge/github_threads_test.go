@@ -182,3 +182,20 @@ func TestGitHubAppCommentOnce(t *testing.T) {
 		t.Fatalf("CommentOnce as an App again: %+v, %v, %d posts", again, err, f.threads.posts)
 	}
 }
+
+// TestGitHubCommentsBounded: a thread longer than drover reads is an error saying so, not
+// its first comments as if they were all.
+func TestGitHubCommentsBounded(t *testing.T) {
+	f := newFakeGitHub(t)
+	c := withToken(t, f).(forge.Threads)
+	f.mu.Lock()
+	f.threads.issues[7] = &fakeGitHubIssue{number: 7, title: "long", user: "alice", state: "open"}
+	for range 5001 {
+		f.comment(7, "alice", "+1")
+	}
+	f.mu.Unlock()
+	list, err := c.Comments(t.Context(), repoOR, 7)
+	if code(f.seen(err)) != forge.CodeBadReply || !strings.Contains(err.Error(), "more than 5000") || list != nil {
+		t.Fatalf("Comments of 5001: %d, %v; want a bad_reply saying more than 5000", len(list), err)
+	}
+}
