@@ -253,7 +253,7 @@ func (g *gitea) EditComment(ctx context.Context, repo Repo, id int64, body strin
 	if err := checkCommentID(repo, id); err != nil {
 		return err
 	}
-	if err := checkCommentBody(body, maxMarker+20); err != nil {
+	if err := checkCommentBody(body, markerRoom); err != nil {
 		return err
 	}
 	const op = "edit comment"

@@ -385,7 +385,7 @@ func (g *ghClient) EditComment(ctx context.Context, repo Repo, id int64, body st
 	if err := checkCommentID(repo, id); err != nil {
 		return err
 	}
-	if err := checkCommentBody(body, maxMarker+20); err != nil {
+	if err := checkCommentBody(body, markerRoom); err != nil {
 		return err
 	}
 	return g.do(ctx, "edit comment", repo, func(c *github.Client) (*github.Response, error) {

@@ -293,7 +293,7 @@ func (g *gitlab) EditComment(ctx context.Context, repo Repo, id int64, body stri
 	if err := checkCommentID(repo, id); err != nil {
 		return err
 	}
-	if err := checkCommentBody(body, maxMarker+20); err != nil {
+	if err := checkCommentBody(body, markerRoom); err != nil {
 		return err
 	}
 	const op = "edit comment"

@@ -101,11 +101,11 @@ const (
 )
 
 // Threads is what drover reads and writes in an issue's or pull request's conversation.
-// A number is an issue's or a pull request's (on GitLab see gitlab's doc: a merge request's
-// iid when the project has no issue of that number).
+// A number is an issue's or a pull request's (on GitLab an issue's iid, else a merge
+// request's: see GitLabMergeRequest).
 type Threads interface {
 	Issue(ctx context.Context, repo Repo, number int) (Issue, error)
-	// Comments is every comment, oldest first, at most maxItems (more is an Error, never a
+	// Comments is every comment, oldest first, at most 5,000 (more is an Error, never a
 	// silent cut).
 	Comments(ctx context.Context, repo Repo, number int) ([]Comment, error)
 	Reviews(ctx context.Context, repo Repo, number int) ([]Review, error)
@@ -149,10 +149,12 @@ var (
 // Bounds on what drover reads of a thread: texts are cut (marked), lists longer than
 // maxItems are an Error.
 const (
-	maxText    = MaxBody // a title, body or comment
-	maxField   = 1024    // a name, login, URL, path or state
-	maxItems   = 5000    // comments, reviews, threads or checks
-	maxMarker  = 64
+	maxText   = MaxBody // a title, body or comment
+	maxField  = 1024    // a name, login, URL, path or state
+	maxItems  = 5000    // comments, reviews, threads or checks
+	maxMarker = 64
+	// markerRoom is what a marker adds to a body: "\n\n" and its tag.
+	markerRoom = len("\n\n<!-- drover: -->") + maxMarker
 	maxLabels  = 100 // GitHub's most labels of an issue
 	maxHookURL = 2048
 	// MaxHookSecret bounds a hook's secret; the forges take far longer ones than drover makes.
@@ -201,7 +203,10 @@ func checkCommentID(repo Repo, id int64) error {
 // checkCommentBody refuses a comment drover would post that is blank, not plain text, or
 // longer than room leaves of MaxBody (room: what drover adds, its marker).
 func checkCommentBody(body string, room int) error {
-	return rules.CheckText("comment", body, MaxBody-room)
+	if err := rules.CheckText("comment", body, MaxBody-room); err != nil {
+		return fmt.Errorf("forge: %w", err)
+	}
+	return nil
 }
 
 func checkMarker(marker string) error {
@@ -310,10 +315,10 @@ func commentOnce(ctx context.Context, repo Repo, number int, marker, body string
 	if err := checkMarker(marker); err != nil {
 		return Comment{}, err
 	}
-	tag := markerTag(marker)
-	if err := checkCommentBody(body, len(tag)+2); err != nil {
-		return Comment{}, fmt.Errorf("forge: %w", err)
+	if err := checkCommentBody(body, markerRoom); err != nil {
+		return Comment{}, err
 	}
+	tag := markerTag(marker)
 	if c, ok, err := find(ctx, tag); err != nil || ok {
 		return c, err
 	}
