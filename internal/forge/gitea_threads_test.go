@@ -198,6 +198,28 @@ func TestGiteaThreads(t *testing.T) {
 		t.Fatalf("hooks after DeleteHook: %+v", list)
 	}
 
+	// Lost replies, behind a proxy that forwards the post and drops its answer: one comment of
+	// the marker, one hook of the URL.
+	proxy := testkit.NewForgeProxy(t, g.URL)
+	lossy, err := forge.Open(forge.Conn{Kind: forge.KindGitea, URL: proxy.URL, Token: g.AdminToken}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.On(http.MethodPost, fmt.Sprintf("/issues/%d/comments", issue.Number), 1, testkit.LoseReply)
+	proxy.On(http.MethodPost, "/hooks", 1, testkit.LoseReply)
+	lost, err := lossy.(forge.Threads).CommentOnce(ctx, repo, issue.Number, "job-2", "lost once")
+	if err != nil || lost.ID == 0 || proxy.Count(http.MethodPost, fmt.Sprintf("/issues/%d/comments", issue.Number)) != 1 {
+		t.Fatalf("CommentOnce after a lost reply: %+v, %v", lost, err)
+	}
+	hid, err := lossy.(forge.Hooks).CreateHook(ctx, repo, nh)
+	if err != nil || hid == 0 || proxy.Count(http.MethodPost, "/hooks") != 1 {
+		t.Fatalf("CreateHook after a lost reply: %d, %v", hid, err)
+	}
+	g.API(t, g.AdminToken, http.MethodGet, "/repos/"+repo.String()+"/hooks", nil, &list)
+	if len(list) != 1 || list[0].ID != hid {
+		t.Fatalf("hooks after a lost reply: %+v, want just %d", list, hid)
+	}
+
 	// Not found: an issue, and a missing repository's comments.
 	_, err = th.Issue(ctx, repo, 9999)
 	wantCode(t, err, forge.CodeNotFound)

@@ -334,8 +334,8 @@ func commentOnce(ctx context.Context, repo Repo, number int, marker, body string
 // hookOnce is every Client's CreateHook: the hook of the URL found is updated (its secret
 // and events, which cannot be read back to compare; update answers its id, which may be a
 // new one) and answered; else one is created and, when the create is refused as a conflict
-// or unanswered, looked for again, so that neither a lost race nor a lost reply makes a
-// second hook of a URL.
+// (then the one found is updated) or unanswered (then it is this create's), looked for again,
+// so that neither a lost race nor a lost reply makes a second hook of a URL.
 func hookOnce(ctx context.Context, find func(ctx context.Context) (int64, bool, error),
 	update func(ctx context.Context, id int64) (int64, error), create func(ctx context.Context) (int64, error)) (int64, error) {
 	id, ok, err := find(ctx)
@@ -347,11 +347,13 @@ func hookOnce(ctx context.Context, find func(ctx context.Context) (int64, bool, 
 	}
 	id, err = create(ctx)
 	if fe, ok := errors.AsType[*Error](err); ok && (fe.Code == CodeConflict || fe.Code == CodeUnavailable) {
-		if found, ok, ferr := find(ctx); ferr != nil || ok {
-			if ferr != nil {
-				return 0, ferr
-			}
+		switch found, ok, ferr := find(ctx); {
+		case ferr != nil:
+			return 0, ferr
+		case ok && fe.Code == CodeConflict: // another's, since the look: given this secret too
 			return update(ctx, found)
+		case ok: // this create's, its reply lost
+			return found, nil
 		}
 	}
 	if err == nil && id <= 0 {
