@@ -132,20 +132,37 @@ func TestGitHubThreads(t *testing.T) {
 	if id2, err := hooks.CreateHook(ctx, repoOR, nh); f.seen(err) != nil || id2 != id {
 		t.Fatalf("CreateHook again: %d, %v; want %d", id2, err, id)
 	}
+	// Read under the lock, checked after it: a test that fails holding it would hang the fake's cleanup.
 	f.mu.Lock()
-	if len(f.threads.hooks) != 1 || f.threads.hookPosts != 1 {
-		t.Fatalf("%d hooks after %d posts, want one of one", len(f.threads.hooks), f.threads.hookPosts)
+	hs, posts := append([]*fakeGitHubHook{}, f.threads.hooks...), f.threads.hookPosts
+	f.mu.Unlock()
+	if len(hs) != 1 || posts != 1 {
+		t.Fatalf("%d hooks after %d posts, want one of one", len(hs), posts)
 	}
-	h := f.threads.hooks[0]
-	if h.secret != "second" || h.ctype != "json" || h.insecureSSL != "0" || !h.active ||
+	if h := *hs[0]; h.secret != "second" || h.ctype != "json" || h.insecureSSL != "0" || !h.active ||
 		strings.Join(h.events, ",") != "issues,issue_comment,pull_request_review,pull_request_review_comment" {
 		t.Fatalf("hook: %+v", h)
 	}
-	f.mu.Unlock()
 	for range 2 {
 		if err := hooks.DeleteHook(ctx, repoOR, id); f.seen(err) != nil {
 			t.Fatalf("DeleteHook: %v", err)
 		}
+	}
+
+	// A lost race: the hook another made since the look is given this secret and these events.
+	f.mu.Lock()
+	f.threads.raceHook = true
+	f.mu.Unlock()
+	raced, err := hooks.CreateHook(ctx, repoOR, nh)
+	f.mu.Lock()
+	hs = nil
+	for _, h := range f.threads.hooks {
+		c := *h
+		hs = append(hs, &c)
+	}
+	f.mu.Unlock()
+	if f.seen(err) != nil || len(hs) != 1 || hs[0].id != raced || hs[0].secret != "second" || hs[0].ctype != "json" {
+		t.Fatalf("CreateHook after a lost race: %d, %v; hooks %+v", raced, err, hs)
 	}
 
 	// A rate limit is told as one, with its wait.

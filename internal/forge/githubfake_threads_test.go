@@ -27,6 +27,7 @@ type fakeGitHubThreads struct {
 	nextID   int64
 	// Faults: posts of a comment or a hook answered by a dropped connection, after they are made.
 	dropComments, dropHooks int
+	raceHook                bool // another makes the hook of the URL just before the next post
 	posts, hookPosts        int
 }
 
@@ -295,6 +296,12 @@ func (f *fakeGitHub) postHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.threads.hookPosts++
+	if f.threads.raceHook {
+		f.threads.raceHook = false
+		f.threads.nextID++
+		f.threads.hooks = append(f.threads.hooks, &fakeGitHubHook{id: f.threads.nextID, url: in.Config.URL, ctype: "form",
+			secret: "theirs", events: []string{"push"}, active: true})
+	}
 	for _, h := range f.threads.hooks {
 		if h.url == in.Config.URL {
 			f.fail(w, http.StatusUnprocessableEntity, "Validation Failed",

@@ -142,16 +142,18 @@ func TestGitLabThreads(t *testing.T) {
 	if id2, err := hooks.CreateHook(ctx, repoOR, nh); err != nil || id2 != id {
 		t.Fatalf("CreateHook again: %d, %v; want %d", id2, err, id)
 	}
+	// Read under the lock, checked after it: a test that fails holding it would hang.
 	f.mu.Lock()
-	if len(f.threads.hooks) != 1 || f.threads.hookPosts != 1 {
-		t.Fatalf("%d hooks after %d posts, want one of one", len(f.threads.hooks), f.threads.hookPosts)
+	hs, posts := append([]map[string]any{}, f.threads.hooks...), f.threads.hookPosts
+	f.mu.Unlock()
+	if len(hs) != 1 || posts != 1 {
+		t.Fatalf("%d hooks after %d posts, want one of one", len(hs), posts)
 	}
-	h := f.threads.hooks[0]
+	h := hs[0]
 	if h["token"] != "second" || h["url"] != nh.URL || h["issues_events"] != false || h["note_events"] != true ||
 		h["merge_requests_events"] != true || h["push_events"] != false {
 		t.Fatalf("hook: %+v", h)
 	}
-	f.mu.Unlock()
 	for range 2 {
 		if err := hooks.DeleteHook(ctx, repoOR, id); err != nil {
 			t.Fatalf("DeleteHook: %v", err)
