@@ -293,12 +293,21 @@ func checkToken(forge, token string) error {
 	if token == "" {
 		return fmt.Errorf("forge: a %s token is required", forge)
 	}
-	for i := 0; i < len(token); i++ {
-		if c := token[i]; c <= ' ' || c >= 0x7f {
-			return fmt.Errorf("forge: the %s token holds a space or a character that is not printable ASCII", forge)
-		}
+	if !printable(token) {
+		return fmt.Errorf("forge: the %s token holds a space or a character that is not printable ASCII", forge)
 	}
 	return nil
+}
+
+// printable tells a secret that can go in a header or a form as it is: printable ASCII, no
+// space.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // clip bounds what an error quotes of bad input.

@@ -101,7 +101,7 @@ func (g *gitea) FindPR(ctx context.Context, repo Repo, head, base string) (PR, b
 			parts = append(parts, url.PathEscape(seg))
 		}
 		err := g.call(ctx, op, http.MethodGet, repoPath(repo, "pulls")+"/"+strings.Join(parts, "/"), nil, nil, &p)
-		if fe, ok := errors.AsType[*Error](err); ok && fe.Code == CodeNotFound {
+		if notFound(err) {
 			return PR{}, false, nil
 		}
 		if err != nil {
@@ -210,7 +210,7 @@ func repoPath(repo Repo, parts ...string) string {
 }
 
 // call sends one request to the API (path after /api/v1) with in as its JSON body (nil for
-// none) and decodes a 2xx answer into out. It never retries.
+// none) and decodes a 2xx answer into out (nil to drop it). It never retries.
 func (g *gitea) call(ctx context.Context, op, method, path string, q url.Values, in, out any) error {
 	u := g.base + "/api/v1" + path
 	if len(q) > 0 {
@@ -250,6 +250,9 @@ func (g *gitea) call(ctx context.Context, op, method, path string, q url.Values,
 	if resp.StatusCode/100 != 2 {
 		// Redacted before the message is cut, which could leave a part of the token.
 		return statusError(op, resp, []byte(redact(string(b), g.token)), time.Now())
+	}
+	if out == nil {
+		return nil
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return &Error{Op: op, Status: resp.StatusCode, Code: CodeBadReply,

@@ -42,6 +42,7 @@ type fakeGitHub struct {
 	dropCreates int                                               // creates answered by a dropped connection, after creating
 	raceCreate  bool                                              // another opens the pull request just before the next create
 	answer      func(w http.ResponseWriter, r *http.Request) bool // answers a request in GitHub's place when it returns true
+	threads     fakeGitHubThreads                                 // issues, comments, reviews, checks, collaborators, hooks
 	// What it saw.
 	creates, mints, listCalls int
 	paths                     []string // every request's path, as received
@@ -82,6 +83,7 @@ func newFakeGitHub(t *testing.T) *fakeGitHub {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", f.getPull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", f.getInstallation)
 	mux.HandleFunc("POST /app/installations/{id}/access_tokens", f.mint)
+	f.threadRoutes(mux)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.paths = append(f.paths, r.URL.Path)
@@ -326,14 +328,29 @@ func (f *fakeGitHub) listPulls(w http.ResponseWriter, r *http.Request) {
 		}
 		match = append(match, f.pullJSON(p))
 	}
-	items, page, _, more := fakePage(q, match, 30)
+	f.replyPage(w, r, match)
+}
+
+// replyPage answers a page of all, 30 a page unless ?per_page= says, with GitHub's Link
+// header to the next.
+func (f *fakeGitHub) replyPage(w http.ResponseWriter, r *http.Request, all []map[string]any) {
+	f.reply(w, http.StatusOK, f.page(w, r, all))
+}
+
+// page is the page of all the request asks for, its Link header set.
+func (f *fakeGitHub) page(w http.ResponseWriter, r *http.Request, all []map[string]any) []map[string]any {
+	q := r.URL.Query()
+	items, page, _, more := fakePage(q, all, 30)
 	if more {
 		next := *r.URL
 		q.Set("page", strconv.Itoa(page+1))
 		next.RawQuery = q.Encode()
 		w.Header().Set("Link", fmt.Sprintf(`<%s%s>; rel="next"`, f.srv.URL, next.RequestURI()))
 	}
-	f.reply(w, http.StatusOK, items)
+	if items == nil {
+		items = []map[string]any{}
+	}
+	return items
 }
 
 func (f *fakeGitHub) getPull(w http.ResponseWriter, r *http.Request) {
@@ -401,12 +418,7 @@ func (f *fakeGitHub) createPull(w http.ResponseWriter, r *http.Request) {
 	if f.dropCreates > 0 {
 		f.dropCreates--
 		// Created, and the answer lost: the connection closes before a byte of it.
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			f.t.Errorf("fake GitHub: hijack: %v", err)
-			return
-		}
-		conn.Close()
+		hangUp(f.t, w)
 		return
 	}
 	f.reply(w, http.StatusCreated, f.pullJSON(p))

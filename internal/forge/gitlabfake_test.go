@@ -35,6 +35,8 @@ type fakeGitLab struct {
 	dropCreateReply bool
 	// limited, when set, answers every call 429 with these headers.
 	limited http.Header
+
+	threads fakeGitLabThreads // notes, discussions, approvals, statuses, members, hooks
 }
 
 type fakeGitLabProject struct {
@@ -56,7 +58,7 @@ type fakeGitLabMR struct {
 
 func startFakeGitLab(t *testing.T, token string) *fakeGitLab {
 	f := &fakeGitLab{t: t, token: token, projects: map[string]*fakeGitLabProject{},
-		byID: map[int64]*fakeGitLabProject{}, calls: map[string]int{}}
+		byID: map[int64]*fakeGitLabProject{}, calls: map[string]int{}, threads: newFakeGitLabThreads()}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -162,6 +164,9 @@ func (f *fakeGitLab) serve(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("Retry later\n"))
 		return
 	}
+	if f.serveUsers(w, r, answer) {
+		return
+	}
 	// /api/v4/projects/ID[/merge_requests[/IID]], ID a URL-escaped path or a number.
 	parts := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/api/v4/"), "/")
 	if len(parts) < 2 || parts[0] != "projects" {
@@ -204,7 +209,9 @@ func (f *fakeGitLab) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		answer(http.StatusNotFound, map[string]string{"message": "404 Not found"})
 	default:
-		answer(http.StatusNotFound, map[string]string{"error": "404 Not Found"})
+		if !f.serveThreads(w, r, p, parts[2:], answer) {
+			answer(http.StatusNotFound, map[string]string{"error": "404 Not Found"})
+		}
 	}
 }
 
@@ -218,6 +225,12 @@ func (f *fakeGitLab) list(w http.ResponseWriter, r *http.Request, p *fakeGitLabP
 			all = append(all, f.json(m))
 		}
 	}
+	replyPage(w, q, all, answer)
+}
+
+// replyPage answers a page of all, 20 a page unless ?per_page= says, with GitLab's paging
+// headers.
+func replyPage(w http.ResponseWriter, q url.Values, all []map[string]any, answer func(int, any)) {
 	items, page, perPage, more := fakePage(q, all, 20)
 	next := ""
 	if more {
@@ -227,6 +240,9 @@ func (f *fakeGitLab) list(w http.ResponseWriter, r *http.Request, p *fakeGitLabP
 	w.Header().Set("X-Per-Page", strconv.Itoa(perPage))
 	w.Header().Set("X-Next-Page", next)
 	w.Header().Set("X-Total", strconv.Itoa(len(all)))
+	if items == nil {
+		items = []map[string]any{}
+	}
 	answer(http.StatusOK, items)
 }
 
@@ -265,12 +281,7 @@ func (f *fakeGitLab) create(w http.ResponseWriter, r *http.Request, p *fakeGitLa
 	m := f.insert(p, p, in.SourceBranch, in.TargetBranch, in.Title, in.Description, p.branches[in.SourceBranch])
 	if f.dropCreateReply {
 		f.dropCreateReply = false
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			f.t.Errorf("hijack: %v", err)
-			return
-		}
-		conn.Close()
+		hangUp(f.t, w)
 		return
 	}
 	answer(http.StatusCreated, f.json(m))

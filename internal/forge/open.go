@@ -41,8 +41,8 @@ func (c Conn) Validate() error {
 	return nil
 }
 
-// Open is the Client of the connection. httpClient may be nil for one with a minute's timeout
-// per call.
+// Open is the Client of the connection, which is also Threads and Hooks (each forge's client
+// is, checked as it compiles). httpClient may be nil for one with a minute's timeout per call.
 func Open(c Conn, httpClient *http.Client) (Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
