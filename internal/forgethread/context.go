@@ -40,7 +40,14 @@ func (s *Service) Context(ctx context.Context, jobID string) (*protocol.ForgeCon
 	fc := &protocol.ForgeContext{Forge: th.Forge, Repo: th.Repo, Number: th.Number, IsPR: th.IsPR}
 	f, err := s.core.Forge(ctx, th.Forge)
 	if err != nil {
-		fc.Notes = append(fc.Notes, "the forge could not be read: "+noteOf(err))
+		msg := "the forge connection could not be opened"
+		switch {
+		case errors.Is(err, ErrNoThreads):
+			msg = ErrNoThreads.Error()
+		case errors.Is(err, store.ErrNotFound):
+			msg = "the forge connection " + th.Forge + " is gone"
+		}
+		fc.Notes = append(fc.Notes, msg)
 		return fc, nil
 	}
 	// The agent waits on this call: a slow forge costs it notes, not time.
@@ -157,13 +164,10 @@ func keepNewest[T, V any](r *reader, what string, items []T, view func(T) (V, bo
 }
 
 // noteOf is a forge's error as a note to the agent: what forge.Error says
-// (never a credential), or that the forge cannot read threads.
+// (never a credential).
 func noteOf(err error) string {
 	if fe, ok := errors.AsType[*forge.Error](err); ok {
 		return fe.Error()
-	}
-	if errors.Is(err, ErrNoThreads) {
-		return ErrNoThreads.Error()
 	}
 	return "the forge did not answer"
 }

@@ -72,8 +72,8 @@ type fakeForge struct {
 	markers  map[string]int64
 	posts    int
 	edits    int
-	down     int  // calls that fail, unavailable
-	lose     int  // posts whose reply is lost
+	down     int   // calls that fail, unavailable
+	lose     int   // posts whose reply is lost
 	readErr  error // the reads' error
 	issue    forgethread.Issue
 	reviews  []forgethread.Review

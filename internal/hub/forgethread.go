@@ -38,6 +38,9 @@ func (a threadCore) Forge(ctx context.Context, name string) (forgethread.Forge, 
 	if err != nil {
 		return nil, fmt.Errorf("read forge %s: %w", name, err)
 	}
+	if a.h.cfg.threadForge != nil {
+		return a.h.cfg.threadForge(f)
+	}
 	cl, err := publish.Open(f, a.h.cfg.ForgeHTTP)
 	if err != nil {
 		return nil, fmt.Errorf("forge %s: %w", name, err)
