@@ -371,3 +371,20 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+func TestDeletedStatusCommentIsPostedAgain(t *testing.T) {
+	fx := newFixture(t, "j-1")
+	if err := fx.s.Attach(t.Context(), "j-1", target); err != nil {
+		t.Fatal(err)
+	}
+	fx.shows(t, "j-1", "queued")
+	fx.ff.mu.Lock()
+	fx.ff.comments, fx.ff.markers = nil, map[string]int64{} // deleted on the forge
+	fx.ff.mu.Unlock()
+	fx.core.set(apitypes.JobView{ID: "j-1", State: job.Cancelled})
+	fx.s.JobChanged("j-1")
+	th := fx.shows(t, "j-1", "cancelled")
+	if _, _, bodies := fx.ff.state(); th.StatusID != 1 || len(bodies) != 1 || !strings.Contains(bodies[0], "🚫 cancelled.") {
+		t.Errorf("status comment after its deletion: %+v %q", th, bodies)
+	}
+}

@@ -264,7 +264,11 @@ func (s *Service) update(ctx context.Context, jobID string) error {
 	body := st.render(jobID, url)
 	err = s.try(ctx, func(ctx context.Context) error {
 		if th.StatusID != 0 {
-			return f.EditComment(ctx, t.Repo, th.StatusID, body)
+			err := f.EditComment(ctx, t.Repo, th.StatusID, body)
+			if fe, ok := errors.AsType[*forge.Error](err); !ok || fe.Code != forge.CodeNotFound {
+				return err
+			}
+			th.StatusID = 0 // someone deleted it: post it again
 		}
 		// Posted once whatever is lost: a reply lost after the post finds
 		// it, which may show an older state than body.
