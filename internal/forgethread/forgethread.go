@@ -110,8 +110,8 @@ type Config struct {
 	// DefaultSweep.
 	Sweep time.Duration
 	// Retry is how one update waits through a forge's outage or rate
-	// limit; without Tries or MaxElapsed it is DefaultRetry. After it the thread waits
-	// for a later sweep, longer after each failure (up to MaxBackoff).
+	// limit; without Tries or MaxElapsed it is DefaultRetry. After it the
+	// thread waits for a later sweep, longer after each failure (Later).
 	Retry retry.Policy
 }
 
@@ -119,9 +119,11 @@ type Config struct {
 // see (a job changed on another hub, a thread attached there).
 const DefaultSweep = 5 * time.Second
 
-// MaxBackoff bounds how long a thread whose updates keep failing waits
-// between sweeps.
-const MaxBackoff = 10 * time.Minute
+// Later is how long the sweep leaves a thread whose updates failed n times
+// in a row: from a sweep's period, doubling, up to 10 minutes.
+func Later(sweep time.Duration) retry.Policy {
+	return retry.Policy{First: sweep, Max: 10 * time.Minute, Jitter: retry.EqualJitter}
+}
 
 // DefaultRetry is how an update waits through a forge's trouble.
 func DefaultRetry() retry.Policy {

@@ -166,7 +166,7 @@ func (s *Service) failed(jobID string, err error) {
 	}
 	n := s.failures[jobID] + 1
 	s.failures[jobID] = n
-	wait := min(MaxBackoff, s.cfg.Sweep<<min(n, 16))
+	wait := Later(s.cfg.Sweep).Delay(n)
 	s.until[jobID] = s.cfg.Now().Add(wait)
 	s.log.Warn("could not update a job's forge thread; trying again later", "job", jobID, "failures", n, "wait", wait, "err", err)
 }
