@@ -72,6 +72,9 @@ func (a threadCore) Leading() bool { return a.h.leading() }
 // forgeContext adds the job's forge thread, read now, to an agent's
 // context; the store failing leaves it out rather than fail the call.
 func (h *Hub) forgeContext(ctx context.Context, jc *protocol.JobContext) {
+	if h.threads == nil {
+		return
+	}
 	fc, err := h.threads.Context(ctx, jc.Job)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
