@@ -6,9 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"drover/internal/forgethread"
 	"drover/internal/gitcmd"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
+	"drover/internal/store"
 )
 
 // Config is the hub's configuration. Zero values take the defaults below.
@@ -81,6 +83,10 @@ type Config struct {
 	// CredentialRunners names, per credential, the runners ("OWNER/RUNNER")
 	// besides admins' that may receive it (File.Trusted).
 	CredentialRunners map[string][]string
+
+	// threadForge opens a forge connection's threads in tests, in place
+	// of its client, until package forge's clients read threads.
+	threadForge func(f store.Forge) (forgethread.Forge, error)
 }
 
 func (c *Config) defaults() {

@@ -67,10 +67,17 @@ func (a publishCore) job(ctx context.Context, id string, may func(store.Job, sto
 		out.RepoDir = a.h.repos.Dir(j.Project)
 		return nil
 	})
-	if a.h.cfg.PublicURL != "" {
-		out.URL = a.h.cfg.PublicURL + "/jobs/" + id
-	}
+	out.URL = a.h.jobURL(id)
 	return out, err
+}
+
+// jobURL is job id's page on the dashboard, "" when the hub has no public
+// URL.
+func (h *Hub) jobURL(id string) string {
+	if h.cfg.PublicURL == "" {
+		return ""
+	}
+	return h.cfg.PublicURL + "/jobs/" + id
 }
 
 // Event records an event of the job and tells its followers.

@@ -161,6 +161,11 @@ func (h *Hub) jobContext(ctx context.Context, c *runnerSession, ref protocol.Att
 		jc, err = newNamer(tx).jobContext(j, a)
 		return err
 	})
+	if err == nil {
+		// Read from the forge outside the transaction, for the fenced
+		// attempt's own job only.
+		h.forgeContext(ctx, &jc)
+	}
 	return jc, err
 }
 

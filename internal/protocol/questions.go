@@ -86,6 +86,68 @@ type JobContext struct {
 	Omitted   int            `json:"omitted,omitempty"` // oldest questions left out (HistoryBudget)
 	// Attempts are the job's earlier attempts, oldest first.
 	Attempts []AttemptOutcome `json:"attempts,omitempty"`
+	// Forge is the issue or pull request the job works for, read from the
+	// forge at the call (absent for a job started elsewhere). Everything in
+	// it was written on the forge: untrusted text, never instructions.
+	Forge *ForgeContext `json:"forge,omitempty"`
+}
+
+// ForgeContext is a forge thread as the hub read it for an agent, bounded
+// (ForgeBudget): what did not fit or could not be read is said in Notes,
+// and the rest is still there.
+type ForgeContext struct {
+	Forge      string              `json:"forge"` // the forge connection's name
+	Repo       string              `json:"repo"`  // OWNER/NAME
+	Number     int                 `json:"number"`
+	IsPR       bool                `json:"is_pr,omitempty"`
+	URL        string              `json:"url,omitempty"`
+	Title      string              `json:"title,omitempty"`
+	Body       string              `json:"body,omitempty"`
+	Author     string              `json:"author,omitempty"`
+	State      string              `json:"state,omitempty"`
+	Labels     []string            `json:"labels,omitempty"`
+	HeadSHA    string              `json:"head_sha,omitempty"` // a pull request's
+	HeadBranch string              `json:"head_branch,omitempty"`
+	BaseBranch string              `json:"base_branch,omitempty"`
+	Comments   []ForgeComment      `json:"comments,omitempty"` // oldest first
+	Reviews    []ForgeReview       `json:"reviews,omitempty"`
+	Threads    []ForgeReviewThread `json:"review_threads,omitempty"` // unresolved only
+	Checks     []ForgeCheck        `json:"checks,omitempty"`         // at the head
+	Notes      []string            `json:"notes,omitempty"`
+}
+
+// ForgeBudget bounds the text of a ForgeContext, in bytes.
+const ForgeBudget = 64 << 10
+
+// ForgeComment is one comment in a forge thread.
+type ForgeComment struct {
+	Author    string    `json:"author"`
+	Body      string    `json:"body"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+}
+
+// ForgeReview is one review of a pull request.
+type ForgeReview struct {
+	Author   string `json:"author"`
+	State    string `json:"state"`
+	Body     string `json:"body,omitempty"`
+	CommitID string `json:"commit_id,omitempty"`
+}
+
+// ForgeReviewThread is an unresolved conversation on a line of a pull
+// request's change.
+type ForgeReviewThread struct {
+	Path     string         `json:"path"`
+	Line     int            `json:"line,omitempty"`
+	Comments []ForgeComment `json:"comments"`
+}
+
+// ForgeCheck is one check at a pull request's head.
+type ForgeCheck struct {
+	Name       string `json:"name"`
+	Status     string `json:"status"`
+	Conclusion string `json:"conclusion,omitempty"`
+	URL        string `json:"url,omitempty"`
 }
 
 // AttemptOutcome is how one attempt ended, as an agent sees it.

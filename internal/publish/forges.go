@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -191,17 +192,23 @@ func (s *Service) client(ctx context.Context, name string) (forge.Client, error)
 	if err != nil {
 		return nil, fmt.Errorf("read forge %s: %w", name, err)
 	}
+	cl, err := Open(f, s.cfg.HTTP)
+	if err != nil {
+		return nil, failf(CodeNotMapped, "forge %s: %v", name, err)
+	}
+	return counted{Client: cl, forge: name, m: s.cfg.Metrics}, nil
+}
+
+// Open is the client of forge connection f, with its credential (a token
+// or a GitHub App's key). httpClient may be nil (forge.Open).
+func Open(f store.Forge, httpClient *http.Client) (forge.Client, error) {
 	conn := forge.Conn{Kind: f.Kind, URL: f.URL, AppID: f.AppID}
 	if f.AppID != 0 {
 		conn.PrivateKey = []byte(f.Secret)
 	} else {
 		conn.Token = f.Secret
 	}
-	cl, err := forge.Open(conn, s.cfg.HTTP)
-	if err != nil {
-		return nil, failf(CodeNotMapped, "forge %s: %v", name, err)
-	}
-	return counted{Client: cl, forge: name, m: s.cfg.Metrics}, nil
+	return forge.Open(conn, httpClient)
 }
 
 // Metrics are publishing's Prometheus metrics.

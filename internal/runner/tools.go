@@ -356,6 +356,10 @@ func toolContext(jc protocol.JobContext, aw *attemptWorkspace) tools.JobContext 
 		tc.ContextFiles = append(tc.ContextFiles, tools.ContextFile{Name: f.Name, Size: f.Size})
 	}
 	tc.Questions = questionRecords(jc.Questions)
+	if jc.Forge != nil {
+		// The tools show it as the hub read it; it cannot fail to encode.
+		tc.Forge, _ = json.Marshal(jc.Forge)
+	}
 	for _, at := range jc.Attempts {
 		msg := at.Message
 		if at.Summary != "" {

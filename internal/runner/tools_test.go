@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -263,5 +265,19 @@ func TestAskOfExpiry(t *testing.T) {
 		if (err == nil) != tc.ok || tc.ok && (a.ExpiresIn.D() != tc.want || a.AttemptRef != ref) {
 			t.Errorf("askOf(%d s) = %+v, %v; want %s, ok %v", tc.seconds, a, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// The hub's forge section passes through to the context tool whole.
+func TestToolContextCarriesTheForgeSection(t *testing.T) {
+	fc := &protocol.ForgeContext{Forge: "gt", Repo: "acme/web", Number: 7, Title: "t",
+		Comments: []protocol.ForgeComment{{Author: "carol", Body: "@bob <b>hi</b>"}}, Notes: []string{"n"}}
+	tc := toolContext(protocol.JobContext{Job: "j-1", Forge: fc}, nil)
+	var got protocol.ForgeContext
+	if err := json.Unmarshal(tc.Forge, &got); err != nil || !reflect.DeepEqual(&got, fc) {
+		t.Fatalf("forge section %s: %+v %v", tc.Forge, got, err)
+	}
+	if tc := toolContext(protocol.JobContext{Job: "j-2"}, nil); tc.Forge != nil {
+		t.Errorf("a job without a thread got a forge section: %s", tc.Forge)
 	}
 }

@@ -301,6 +301,16 @@ type Tx interface {
 	// UseRegistration marks an unused registration used by runnerID:
 	// ErrConflict when it was used already, ErrNotFound when missing.
 	UseRegistration(hash, runnerID string, at time.Time) error
+
+	// Forge threads (internal/forgethread): the issue or pull request a
+	// job works for, one per job. PutForgeThread inserts one or replaces
+	// the job's (its CreatedAt kept); ForgeThreadsOf lists the jobs of a
+	// thread, newest first; UnsettledForgeThreads lists those whose status
+	// comment does not show a settled outcome yet, oldest update first.
+	PutForgeThread(t ForgeThread) error
+	ForgeThread(jobID string) (ForgeThread, error)
+	ForgeThreadsOf(forge, repo string, number int) ([]ForgeThread, error)
+	UnsettledForgeThreads() ([]ForgeThread, error)
 }
 
 // User is a person (or script) that submits jobs.
@@ -604,6 +614,26 @@ type Publication struct {
 	Reason    string // what went wrong, for people
 	Tries     int
 	By        string // the user who asked; "" for the project's default
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ForgeThread ties a job to the issue or pull request it works for on a
+// forge, and keeps what the bot wrote there: its status comment (StatusID,
+// 0 until posted), what that comment shows (Shown; Settled once it shows
+// an outcome nothing more changes) and the comment of each question
+// posted (question id -> comment id).
+type ForgeThread struct {
+	JobID     string
+	Project   string
+	Forge     string // the forge connection's name
+	Repo      string // OWNER/NAME on the forge
+	Number    int
+	IsPR      bool
+	StatusID  int64
+	Shown     string
+	Settled   bool
+	Questions map[string]int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

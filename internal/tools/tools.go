@@ -8,6 +8,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -72,6 +73,10 @@ type JobContext struct {
 	ContextFiles []ContextFile    `json:"context_files,omitempty"`
 	Questions    []QuestionRecord `json:"questions,omitempty"`
 	Attempts     []AttemptRecord  `json:"attempts,omitempty"` // earlier attempts, oldest first
+	// Forge is the issue or pull request the job works for, as the hub
+	// read it from the forge (its shape: protocol.ForgeContext). It is
+	// untrusted text written by anyone on the forge: never instructions.
+	Forge json.RawMessage `json:"forge,omitempty"`
 }
 
 // ContextFile is one file attached to the job.

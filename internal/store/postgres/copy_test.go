@@ -52,6 +52,8 @@ func TestCopyFromSQLite(t *testing.T) {
 				CreatedBy: "u-1", CreatedAt: now, UpdatedAt: later}),
 			tx.PutPublication(store.Publication{JobID: "j-1", Forge: "gh", Repo: "acme/web", Mode: "pr", Draft: true,
 				PRNumber: 3, State: store.PublicationDone, Tries: 1, CreatedAt: now, UpdatedAt: later}),
+			tx.PutForgeThread(store.ForgeThread{JobID: "j-1", Project: "web", Forge: "gh", Repo: "acme/web", Number: 3, IsPR: true,
+				StatusID: 9, Shown: "done", Settled: true, Questions: map[string]int64{"q-1": 10}, CreatedAt: now, UpdatedAt: later}),
 			tx.InsertPipeline(store.Pipeline{ID: "p-1", Name: "loop", File: "loop.yaml", Project: "web", RequesterID: "u-1",
 				Key: "k", Spec: "{}", Params: "{}", Staged: true, State: store.PipelineDone, CreatedAt: now, UpdatedAt: later}),
 			tx.PutPipelineRun(store.PipelineRun{PipelineID: "p-1", Key: "fix#1", Step: "fix", Round: 1, Item: -1, JobID: "j-1",
@@ -128,6 +130,8 @@ func TestCopyFromSQLite(t *testing.T) {
 			keep("step result", v18, err)
 			v19, err := tx.PipelineEvents("p-1", 0, 0)
 			keep("pipeline events", v19, err)
+			v20, err := tx.ForgeThread("j-1")
+			keep("forge thread", v20, err)
 			return errors.Join(errs...)
 		}); err != nil {
 			t.Fatal(err)

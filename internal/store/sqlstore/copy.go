@@ -36,6 +36,7 @@ var copyTables = []struct{ name, cols string }{
 	{PipelineRuns.Name, PipelineRuns.List()},
 	{StepResults.Name, StepResults.List()},
 	{"pipeline_events", PipelineEventCols},
+	{ForgeThreads.Name, ForgeThreads.List()},
 	{Hubs.Name, Hubs.List()},
 	{RunnerHubs.Name, RunnerHubs.List()},
 	{LeaderTerm.Name, LeaderTerm.List()},
