@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"drover/internal/auth"
+	"drover/internal/forgework"
 	"drover/internal/fsutil"
 	"drover/internal/hub/gateway"
 	"drover/internal/hubrepo"
@@ -66,7 +67,9 @@ type Hub struct {
 	// this hub makes or hears of (pipelines, and any later one); each
 	// JobChanged returns at once.
 	watchers []jobWatcher
-	metrics   *metrics
+	metrics  *metrics
+	// forgework turns forge events into jobs (internal/forgework)
+	forgework *forgework.Triggers
 
 	fleet fleetState // what autoscalers wait on
 	x     crossHub   // the other hubs on the database (hints.go)
@@ -185,6 +188,8 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		HTTP: cfg.ForgeHTTP, Metrics: publish.NewMetrics(h.metrics.reg), SigningKey: cfg.SigningKey, Now: h.now})
 	h.pipelines = pipeline.New(bgctx, pipelineCore{h}, pipeline.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger, Now: h.now})
 	h.watchers = append(h.watchers, h.pipelines) // a pipeline's step may be ready now
+	h.forgework = forgework.New(bgctx, forgeworkCore{h}, forgework.Config{Store: st, Logger: cfg.Logger, Now: h.now,
+		Metrics: forgework.NewMetrics(h.metrics.reg)})
 	h.bg.Add(5)
 	go func() {
 		defer h.bg.Done()
@@ -364,6 +369,9 @@ func (h *Hub) Close() error {
 	}
 	if h.pipelines != nil {
 		h.pipelines.Wait()
+	}
+	if h.forgework != nil {
+		h.forgework.Wait()
 	}
 	h.leave()
 	if h.scratch != nil {

@@ -177,6 +177,17 @@ func forgeView(f store.Forge, projects []string) apitypes.ForgeView {
 		CreatedAt: f.CreatedAt, Projects: projects}
 }
 
+// Conn is what dials the forge connection the hub stores as f.
+func Conn(f store.Forge) forge.Conn {
+	conn := forge.Conn{Kind: f.Kind, URL: f.URL, AppID: f.AppID}
+	if f.AppID != 0 {
+		conn.PrivateKey = []byte(f.Secret)
+	} else {
+		conn.Token = f.Secret
+	}
+	return conn
+}
+
 // client opens forge connection name, counting its requests.
 func (s *Service) client(ctx context.Context, name string) (forge.Client, error) {
 	var f store.Forge
@@ -191,13 +202,7 @@ func (s *Service) client(ctx context.Context, name string) (forge.Client, error)
 	if err != nil {
 		return nil, fmt.Errorf("read forge %s: %w", name, err)
 	}
-	conn := forge.Conn{Kind: f.Kind, URL: f.URL, AppID: f.AppID}
-	if f.AppID != 0 {
-		conn.PrivateKey = []byte(f.Secret)
-	} else {
-		conn.Token = f.Secret
-	}
-	cl, err := forge.Open(conn, s.cfg.HTTP)
+	cl, err := forge.Open(Conn(f), s.cfg.HTTP)
 	if err != nil {
 		return nil, failf(CodeNotMapped, "forge %s: %v", name, err)
 	}

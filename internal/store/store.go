@@ -889,6 +889,7 @@ type ForgeTrigger struct {
 	Command   string // the comment command's prefix; "" for none
 	Reviews   bool   // a review asking for changes starts a round on the PR
 	Assign    string // the bot's login: an assignment to it starts a job; "" for none
+	Agent     string // the agent of the jobs it starts (a command's --agent aside)
 	CreatedBy string // user id
 	CreatedAt time.Time
 	UpdatedAt time.Time

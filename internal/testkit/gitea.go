@@ -120,6 +120,10 @@ REPO_INDEXER_ENABLED = false
 [actions]
 ENABLED = false
 
+[webhook]
+; Hooks go to the test's own receivers, on loopback.
+ALLOWED_HOST_LIST = loopback
+
 [session]
 PROVIDER = memory
 

@@ -9,7 +9,7 @@ import (
 // The tables of forge triggers (internal/forgework).
 var (
 	ForgeTriggers = Table{"forge_triggers", []string{"project", "hook_id", "secret", "forge", "kind", "repo", "remote_id",
-		"label", "command", "reviews", "assign", "created_by", "created_at", "updated_at"}}
+		"label", "command", "reviews", "assign", "agent", "created_by", "created_at", "updated_at"}}
 	ForgeLinks      = Table{"forge_links", []string{"id", "forge", "login", "user_id", "created_by", "created_at"}}
 	ForgeDeliveries = Table{"forge_deliveries", []string{"id", "hook_id", "delivery", "event", "state", "job_id", "reason",
 		"tries", "created_at", "updated_at"}}
@@ -31,13 +31,13 @@ func pairKey(a, b string) string { return a + " " + b }
 
 func scanForgeTrigger(s Scanner) (f store.ForgeTrigger, err error) {
 	err = s.Scan(&f.Project, &f.HookID, &f.Secret, &f.Forge, &f.Kind, &f.Repo, &f.RemoteID, &f.Label, &f.Command,
-		&f.Reviews, &f.Assign, &f.CreatedBy, TimeCol{&f.CreatedAt}, TimeCol{&f.UpdatedAt})
+		&f.Reviews, &f.Assign, &f.Agent, &f.CreatedBy, TimeCol{&f.CreatedAt}, TimeCol{&f.UpdatedAt})
 	return f, err
 }
 
 func (t *tx) PutForgeTrigger(f store.ForgeTrigger) error {
 	_, err := t.exec("put the forge triggers of project "+f.Project, putForgeTrigger,
-		f.Project, f.HookID, f.Secret, f.Forge, f.Kind, f.Repo, f.RemoteID, f.Label, f.Command, f.Reviews, f.Assign,
+		f.Project, f.HookID, f.Secret, f.Forge, f.Kind, f.Repo, f.RemoteID, f.Label, f.Command, f.Reviews, f.Assign, f.Agent,
 		f.CreatedBy, Millis(f.CreatedAt), Millis(f.UpdatedAt))
 	return err
 }

@@ -18,7 +18,7 @@ func testForgeWork(t *testing.T, s store.Store) {
 
 	// Triggers: one per project, found by hook, replaced keeping creation.
 	tr := store.ForgeTrigger{Project: "web", HookID: "hk-1", Secret: "sec", Forge: "gt", Kind: "gitea", Repo: "acme/web",
-		RemoteID: 17, Label: "drover:fix", Command: "/drover", Reviews: true, Assign: "bot", CreatedBy: "u-1",
+		RemoteID: 17, Label: "drover:fix", Command: "/drover", Reviews: true, Assign: "bot", Agent: "claude", CreatedBy: "u-1",
 		CreatedAt: at(1), UpdatedAt: at(2)}
 	mustWrite(t, s, func(tx store.Tx) error { return tx.PutForgeTrigger(tr) })
 	equal(t, "ForgeTrigger", get(t, s, func(tx store.Tx) (store.ForgeTrigger, error) { return tx.ForgeTrigger("web") }), tr)

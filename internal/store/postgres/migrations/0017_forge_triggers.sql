@@ -13,6 +13,7 @@ CREATE TABLE forge_triggers (
     command    TEXT NOT NULL,
     reviews    BOOLEAN NOT NULL,
     assign     TEXT NOT NULL,
+    agent      TEXT NOT NULL,
     created_by TEXT NOT NULL,
     created_at BIGINT NOT NULL,
     updated_at BIGINT NOT NULL
