@@ -44,7 +44,7 @@ func (s *Triggers) SetTriggers(ctx context.Context, c call.Caller, project strin
 	}
 	pub := s.core.PublicURL()
 	if pub == "" {
-		return apitypes.ForgeTriggersView{}, call.Conflict("the hub has no public URL for the forge to deliver to: its operator sets one (drover hub --public-url URL)")
+		return apitypes.ForgeTriggersView{}, call.Conflict("the hub has no public URL for the forge to deliver to: its operator sets one (drover hub --url URL)")
 	}
 	repo, err := forge.ParseRepo(cfg.ForgeRepo)
 	if err != nil {
