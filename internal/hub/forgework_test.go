@@ -166,6 +166,7 @@ func TestForgeTriggersOnGitea(t *testing.T) {
 	if !strings.Contains(j.Args[0], fmt.Sprintf("issue #%d of %s", issue.Number, frepo)) || !strings.Contains(j.Args[0], "Typo in the help") || j.Requester != "bob" {
 		t.Fatalf("job %+v", j)
 	}
+	th.waitDeliveries() // the target is recorded once the job is submitted
 	target, ok, err := th.h.forgework.ForgeTarget(t.Context(), j.ID)
 	if err != nil || !ok || target.Number != issue.Number || target.Repo != frepo || target.IsPR {
 		t.Fatalf("target %+v %v %v", target, ok, err)
@@ -259,6 +260,18 @@ func (th *testHub) waitForgeJobs(n int) []apitypes.JobView {
 		select {
 		case <-th.t.Context().Done():
 			th.t.Fatalf("%d forge jobs, want %d", len(out), n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitDeliveries waits until the hub acted on every delivery it recorded.
+func (th *testHub) waitDeliveries() {
+	th.t.Helper()
+	for th.pendingDeliveries() > 0 {
+		select {
+		case <-th.t.Context().Done():
+			th.t.Fatal("deliveries still pending")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
