@@ -170,7 +170,7 @@ func (c *fakeCore) submissions() []apitypes.SubmitRequest {
 }
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	st   store.Store
 	core *fakeCore
 	f    *fakeForge
@@ -180,7 +180,13 @@ type env struct {
 
 var owner = call.Caller{UserID: "u-owner", Name: "owner"}
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	return newEnvWith(t, func(c *fakeCore) forgework.Core { return c })
+}
+
+// newEnvWith is newEnv whose service runs over wrap's core.
+func newEnvWith(t testing.TB, wrap func(*fakeCore) forgework.Core) *env {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
 	if err != nil {
@@ -206,7 +212,7 @@ func newEnv(t *testing.T) *env {
 		perms: map[string]forge.Permission{"alice": forge.PermAdmin, "bob": forge.PermWrite, "reader": forge.PermRead, "eve": forge.PermWrite}}
 	core := &fakeCore{st: st, f: f, publicURL: "https://hub.example", byKey: map[string]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
-	svc := forgework.New(ctx, core, forgework.Config{Store: st, Sweep: time.Hour})
+	svc := forgework.New(ctx, wrap(core), forgework.Config{Store: st, Sweep: time.Hour})
 	t.Cleanup(func() { cancel(); svc.Wait() })
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /hooks/{kind}/{hook}", svc.Hook)
@@ -290,7 +296,7 @@ func (e *env) on(req apitypes.ForgeTriggersRequest) {
 	}
 }
 
-func sample(t *testing.T, name string) []byte {
+func sample(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "forgehook", "testdata", name))
 	if err != nil {
@@ -300,7 +306,7 @@ func sample(t *testing.T, name string) []byte {
 }
 
 // labeled is Gitea's issue_label delivery by sender on issue 3.
-func labeled(t *testing.T, sender string) []byte {
+func labeled(t testing.TB, sender string) []byte {
 	return bytes.ReplaceAll(sample(t, "gitea_issue_label.json"), []byte(`"login": "alice", "username": "alice"},
   "commit_id"`), []byte(`"login": "`+sender+`", "username": "`+sender+`"},
   "commit_id"`))
