@@ -384,7 +384,7 @@ func TestLabelStartsOneJob(t *testing.T) {
 	}
 	tr := e.trigger()
 	s := subs[0]
-	if s.Key != "forge:"+tr.HookID+":d-1" || s.Repo.Base != base || s.Repo.Project != "web" || s.Agent != forgework.DefaultAgent ||
+	if s.Key != "forge:"+tr.HookID+":d-1" || s.Repo.Base != base || s.Repo.Project != "web" || s.Agent != forgework.DefaultAgent || !s.Tools ||
 		!strings.Contains(s.Args[0], "issue #3 of alice/tools") || !strings.Contains(s.Args[0], "Typo in the help text") ||
 		!strings.Contains(s.Args[0], "context tool") || strings.Contains(s.Args[0], "recieve") {
 		t.Fatalf("submission %+v", s)
@@ -400,6 +400,15 @@ func TestLabelStartsOneJob(t *testing.T) {
 	e.settled()
 	if n := len(e.core.submissions()); n != 1 {
 		t.Fatalf("a redelivery made %d submissions", n)
+	}
+	// Gitea's next label change (any label) while the trigger's is on: no
+	// second job for the issue.
+	if code := e.deliver("issue_label", "d-3", body); code != http.StatusAccepted {
+		t.Fatalf("second label change: status %d", code)
+	}
+	e.settled()
+	if n := len(e.core.submissions()); n != 1 {
+		t.Fatalf("a second label change on Gitea made %d submissions", n)
 	}
 	// A forged signature: refused, nothing recorded.
 	if code, _ := e.post("/hooks/gitea/"+tr.HookID, "issue_label", "d-2", body, "not-the-secret"); code != http.StatusUnauthorized {

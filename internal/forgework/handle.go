@@ -133,6 +133,21 @@ func (s *Triggers) act(ctx context.Context, d store.ForgeDelivery) (jobID, refus
 		}
 		return t.JobID, "", nil
 	}
+	if ev.Type == forgehook.Labeled && ev.Label == "" {
+		// Gitea sends the labels after any change, not the one added: only
+		// an issue without a job from drover yet starts one so.
+		var t store.ForgeTarget
+		err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
+			var err error
+			t, err = tx.LatestForgeTarget(tr.Forge, tr.Repo, ev.Number)
+			return err
+		})
+		if err == nil && t.Delivery != d.Delivery {
+			return "", fmt.Sprintf("the issue's labels changed, and it has job %s already (%s retry starts it again)", t.JobID, tr.Command), nil
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return "", "", err
+		}
+	}
 	req, err := s.submission(ctx, tr, d, ev, act)
 	if err != nil {
 		return th.refusal(ctx, "d:"+d.Delivery, err)
@@ -165,8 +180,10 @@ func (s *Triggers) submission(ctx context.Context, tr store.ForgeTrigger, d stor
 	if act.cmd.Agent != "" {
 		agent = act.cmd.Agent
 	}
+	// Tools: the agent reads the thread with drover's context tool, and
+	// asks and delivers there.
 	req := apitypes.SubmitRequest{Agent: agent, Args: []string{Prompt(tr.Repo, ev, act.cmd)}, Key: Key(d.HookID, d.Delivery),
-		Repo: &apitypes.SubmitRepo{Project: tr.Project}}
+		Repo: &apitypes.SubmitRepo{Project: tr.Project}, Tools: true}
 	if ev.IsPR {
 		req.Repo.FromPR = ev.Number
 		return req, nil
