@@ -93,6 +93,8 @@ type fakeCore struct {
 	st        store.Store
 	f         *fakeForge
 	publicURL string
+	// forgeName and repo are project web's mapping.
+	forgeName, repo string
 
 	mu        sync.Mutex
 	submitted []apitypes.SubmitRequest
@@ -108,7 +110,7 @@ func (c *fakeCore) Project(_ context.Context, p call.Caller, name string, manage
 	if name != "web" {
 		return store.Project{}, call.NotFound("no project %s", name)
 	}
-	prj := store.Project{Name: "web", OwnerID: "u-owner", Config: store.ProjectConfig{Forge: "gt", ForgeRepo: "alice/tools"}}
+	prj := store.Project{Name: "web", OwnerID: "u-owner", Config: store.ProjectConfig{Forge: c.forgeName, ForgeRepo: c.repo}}
 	switch {
 	case p.Admin || p.UserID == "u-owner":
 	case p.UserID == "u-bob" && !manage:
@@ -203,14 +205,19 @@ func newEnvWith(t testing.TB, wrap func(*fakeCore) forgework.Core) *env {
 		if err := tx.PutProject(store.Project{Name: "web", OwnerID: "u-owner", CreatedAt: now, UpdatedAt: now}); err != nil {
 			return err
 		}
-		return tx.PutForge(store.Forge{Name: "gt", Kind: forge.KindGitea, URL: "http://gitea.local", Secret: "t", CreatedAt: now, UpdatedAt: now})
+		for name, kind := range map[string]string{"gt": forge.KindGitea, "gh": forge.KindGitHub, "gl": forge.KindGitLab} {
+			if err := tx.PutForge(store.Forge{Name: name, Kind: kind, URL: "http://" + name + ".local", Secret: "t", CreatedAt: now, UpdatedAt: now}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fakeForge{hooks: map[int64]forge.NewHook{}, comments: map[string]string{},
 		perms: map[string]forge.Permission{"alice": forge.PermAdmin, "bob": forge.PermWrite, "reader": forge.PermRead, "eve": forge.PermWrite}}
-	core := &fakeCore{st: st, f: f, publicURL: "https://hub.example", byKey: map[string]string{}}
+	core := &fakeCore{st: st, f: f, publicURL: "https://hub.example", forgeName: "gt", repo: "alice/tools", byKey: map[string]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	svc := forgework.New(ctx, wrap(core), forgework.Config{Store: st, Sweep: time.Hour})
 	t.Cleanup(func() { cancel(); svc.Wait() })
@@ -224,7 +231,7 @@ func newEnvWith(t testing.TB, wrap func(*fakeCore) forgework.Core) *env {
 func (e *env) link(user, login string) {
 	e.t.Helper()
 	if _, err := e.svc.LinkUser(e.t.Context(), call.Caller{Admin: true, UserID: "u-admin"}, user,
-		apitypes.ForgeLinkRequest{Forge: "gt", Login: login}); err != nil {
+		apitypes.ForgeLinkRequest{Forge: e.core.forgeName, Login: login}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -581,5 +588,58 @@ func TestPendingDeliveriesResume(t *testing.T) {
 	next.Wait()
 	if subs := e.core.submissions(); len(subs) != 1 || subs[0].Key != forgework.Key(tr.HookID, "k-1") {
 		t.Fatalf("submissions %+v", subs)
+	}
+}
+
+// TestGitHubAndGitLab: their documented payloads, signed as they sign
+// them, start jobs too; GitLab's token must match.
+func TestGitHubAndGitLab(t *testing.T) {
+	for _, tc := range []struct {
+		forge, kind, repo, file, actor string
+		header                         func(secret string, body []byte) http.Header
+		number                         int
+	}{
+		{"gh", forge.KindGitHub, "octo-org/widgets", "github_issues_labeled.json", "maintainer", func(secret string, body []byte) http.Header {
+			return http.Header{"X-Github-Event": {"issues"}, "X-Github-Delivery": {"72d3162e-cc78-11e3-81ab-4c9367dc0958"},
+				"X-Hub-Signature-256": {forgehook.Sign([]byte(secret), body)}}
+		}, 42},
+		{"gl", forge.KindGitLab, "team/api", "gitlab_issue_labeled.json", "carol", func(secret string, _ []byte) http.Header {
+			return http.Header{"X-Gitlab-Event": {"Issue Hook"}, "X-Gitlab-Event-Uuid": {"13792a34-cac6-4fda-95a8-c58e00a3954e"},
+				"X-Gitlab-Token": {secret}}
+		}, 23},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			e := newEnv(t)
+			e.core.forgeName, e.core.repo = tc.forge, tc.repo
+			e.f.perms[tc.actor] = forge.PermWrite
+			e.on(apitypes.ForgeTriggersRequest{Label: "drover:fix"})
+			e.link("bob", tc.actor)
+			tr := e.trigger()
+			body := sample(t, tc.file)
+			send := func(h http.Header) int {
+				req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/hooks/"+tc.kind+"/"+tr.HookID, bytes.NewReader(body))
+				req.Header = h
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if code := send(tc.header("wrong", body)); code != http.StatusUnauthorized {
+				t.Fatalf("a wrong secret: %d", code)
+			}
+			if code := send(tc.header(tr.Secret, body)); code != http.StatusAccepted {
+				t.Fatalf("status %d", code)
+			}
+			if code := send(tc.header(tr.Secret, body)); code != http.StatusOK {
+				t.Fatalf("redelivery: %d", code)
+			}
+			e.settled()
+			subs := e.core.submissions()
+			if len(subs) != 1 || !strings.Contains(subs[0].Args[0], fmt.Sprintf("issue #%d of %s", tc.number, tc.repo)) {
+				t.Fatalf("submissions %+v", subs)
+			}
+		})
 	}
 }
