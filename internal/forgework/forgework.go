@@ -199,7 +199,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "drover_forge_deliveries_total",
-		Help: "Webhook deliveries from forges, by outcome: accepted, duplicate, ignored, ping, unknown_hook, bad_signature, malformed, unmapped, too_large, and once acted on: started, acted, refused.",
+		Help: "Webhook deliveries from forges, by outcome: accepted, duplicate, ignored, ping, unknown_hook, bad_signature, malformed, unmapped, too_large, error (the store failed: the forge sends it again), and once acted on: started, acted, refused.",
 	}, []string{"outcome"})}
 	reg.MustRegister(m.deliveries)
 	return m
