@@ -467,6 +467,7 @@ func (a *app) projectsCmd() *cobra.Command {
 		Args:  noArgs,
 	}, list, text), a.membersCmd())
 	cmd.AddCommand(a.projectConfigCmds()...)
+	cmd.AddCommand(a.projectTriggersCmd())
 	mapCmd := answerCmd(a, &cobra.Command{
 		Use:   "map NAME URL",
 		Short: "Map a project to a remote git URL (admin only)",

@@ -34,6 +34,7 @@ and removes users; a user rotates their own token, an admin anyone's.`,
 		Short: "List users (an admin sees all, anyone else themselves)",
 		Args:  noArgs,
 	}, list, text), a.userAddCmd(), a.userRemoveCmd(), a.userTokenCmd())
+	cmd.AddCommand(a.userLinkCmd())
 	return cmd
 }
 

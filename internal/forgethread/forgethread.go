@@ -46,7 +46,7 @@ type Core interface {
 
 // ErrNoThreads is a forge connection whose client cannot read or write
 // issue and pull request threads.
-var ErrNoThreads = errors.New("this forge cannot read threads yet")
+var ErrNoThreads = errors.New("this forge cannot read threads")
 
 // Forge is the part of a forge client (forge.Threads) threads use.
 type Forge interface {

@@ -355,7 +355,7 @@ func TestNoThreadsForgeWaitsWithoutPosting(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc, err := fx.s.Context(t.Context(), "j-1")
-	if err != nil || fc == nil || len(fc.Notes) != 1 || !strings.Contains(fc.Notes[0], "cannot read threads yet") {
+	if err != nil || fc == nil || len(fc.Notes) != 1 || !strings.Contains(fc.Notes[0], "cannot read threads") {
 		t.Fatalf("context of a forge without threads: %+v, %v", fc, err)
 	}
 	if th := fx.thread(t, "j-1"); th.Shown != "" || th.StatusID != 0 {

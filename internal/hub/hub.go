@@ -18,6 +18,7 @@ import (
 
 	"drover/internal/auth"
 	"drover/internal/forgethread"
+	"drover/internal/forgework"
 	"drover/internal/fsutil"
 	"drover/internal/hub/gateway"
 	"drover/internal/hubrepo"
@@ -70,6 +71,8 @@ type Hub struct {
 	// threads keeps the forge threads jobs work for (internal/forgethread)
 	threads *forgethread.Service
 	metrics *metrics
+	// forgework turns forge events into jobs (internal/forgework)
+	forgework *forgework.Triggers
 
 	fleet fleetState // what autoscalers wait on
 	x     crossHub   // the other hubs on the database (hints.go)
@@ -190,6 +193,8 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.watchers = append(h.watchers, h.pipelines) // a pipeline's step may be ready now
 	h.threads = forgethread.New(bgctx, threadCore{h}, forgethread.Config{Store: st, Logger: cfg.Logger, Now: h.now})
 	h.watchers = append(h.watchers, h.threads) // a thread's status comment may show a change
+	h.forgework = forgework.New(bgctx, forgeworkCore{h}, forgework.Config{Store: st, Logger: cfg.Logger, Now: h.now,
+		Metrics: forgework.NewMetrics(h.metrics.reg)})
 	h.bg.Add(5)
 	go func() {
 		defer h.bg.Done()
@@ -372,6 +377,9 @@ func (h *Hub) Close() error {
 	}
 	if h.threads != nil {
 		h.threads.Wait()
+	}
+	if h.forgework != nil {
+		h.forgework.Wait()
 	}
 	h.leave()
 	if h.scratch != nil {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"drover/internal/apitypes"
+	"drover/internal/forgework"
 	"drover/internal/githttp"
 	"drover/internal/hub/call"
 	"drover/internal/hub/httpapi"
@@ -21,17 +22,20 @@ type apiCore struct {
 	*Hub
 	*publish.Service
 	*pipeline.Engine
+	*forgework.Triggers
 }
 
 var _ httpapi.Core = apiCore{}
 
 func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
-	api := httpapi.New(apiCore{h, h.publisher, h.pipelines}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
+	api := httpapi.New(apiCore{h, h.publisher, h.pipelines, h.forgework}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
 	api.Register(mux)
 	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", api.As(store.TokenRunner, h.gateway.Serve))
 	mux.Handle(githttp.Prefix, h.gitServer())
 	mux.Handle("GET /metrics", api.Public(h.serveMetrics))
+	// A forge's webhook: its signature is its authentication (forgework).
+	mux.HandleFunc("POST /hooks/{kind}/{hook}", h.forgework.Hook)
 	h.opsRoutes(mux)
 	h.web.Routes(mux) // the pages, and the approval page runner login links open
 	mux.Handle(apitypes.APIPrefix+"/", api.Public(func(_ http.ResponseWriter, r *http.Request) error {

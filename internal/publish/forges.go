@@ -178,6 +178,17 @@ func forgeView(f store.Forge, projects []string) apitypes.ForgeView {
 		CreatedAt: f.CreatedAt, Projects: projects}
 }
 
+// Conn is what dials the forge connection the hub stores as f.
+func Conn(f store.Forge) forge.Conn {
+	conn := forge.Conn{Kind: f.Kind, URL: f.URL, AppID: f.AppID}
+	if f.AppID != 0 {
+		conn.PrivateKey = []byte(f.Secret)
+	} else {
+		conn.Token = f.Secret
+	}
+	return conn
+}
+
 // client opens forge connection name, counting its requests.
 func (s *Service) client(ctx context.Context, name string) (forge.Client, error) {
 	var f store.Forge
@@ -202,13 +213,7 @@ func (s *Service) client(ctx context.Context, name string) (forge.Client, error)
 // Open is the client of forge connection f, with its credential (a token
 // or a GitHub App's key). httpClient may be nil (forge.Open).
 func Open(f store.Forge, httpClient *http.Client) (forge.Client, error) {
-	conn := forge.Conn{Kind: f.Kind, URL: f.URL, AppID: f.AppID}
-	if f.AppID != 0 {
-		conn.PrivateKey = []byte(f.Secret)
-	} else {
-		conn.Token = f.Secret
-	}
-	return forge.Open(conn, httpClient)
+	return forge.Open(Conn(f), httpClient)
 }
 
 // Metrics are publishing's Prometheus metrics.

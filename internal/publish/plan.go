@@ -9,6 +9,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/forge"
+	"drover/internal/gitcmd"
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -228,6 +229,50 @@ func (s *Service) FromPR(ctx context.Context, cfg store.ProjectConfig, repoDir s
 	return pr.HeadSHA, store.Publication{Forge: cfg.Forge, Repo: cfg.ForgeRepo, Mode: apitypes.PublishToPR, ToPR: n,
 		Branch: pr.HeadBranch, Base: pr.Base, Expect: pr.HeadSHA, PRNumber: pr.Number, PRURL: pr.URL,
 		State: store.PublicationPlanned, CreatedAt: now, UpdatedAt: now}, nil
+}
+
+// DefaultHead is the head of the default branch of the project's forge
+// repository: where a job started from an issue on the forge begins. For
+// a project hosted on the hub (repoDir not "") it is fetched there first;
+// a mapped project's runners fetch it themselves.
+func (s *Service) DefaultHead(ctx context.Context, cfg store.ProjectConfig, repoDir string) (string, error) {
+	if cfg.Forge == "" || cfg.ForgeRepo == "" {
+		return "", call.Errf(409, CodeNotMapped, "the project is mapped to no forge")
+	}
+	cl, err := s.client(ctx, cfg.Forge)
+	if err != nil {
+		return "", asRefusal(err)
+	}
+	repo, err := forge.ParseRepo(cfg.ForgeRepo)
+	if err != nil {
+		return "", call.Conflict("the project's forge repository: %v", err)
+	}
+	branch, err := cl.DefaultBranch(ctx, repo)
+	if err != nil {
+		return "", asRefusal(err)
+	}
+	remote, err := cl.Remote(ctx, repo)
+	if err != nil {
+		return "", asRefusal(err)
+	}
+	g := remoteGit{git: s.cfg.Git, dir: repoDir, remote: remote}
+	out, err := g.run(ctx, "ls-remote", "--", remote.URL, "refs/heads/"+branch)
+	if err != nil {
+		return "", asRefusal(err)
+	}
+	head, _, _ := strings.Cut(strings.TrimSpace(out), "\t")
+	if !gitcmd.ValidCommitID(head) {
+		return "", call.Conflict("%s has no branch %s to start from", repo, branch)
+	}
+	if repoDir != "" {
+		if _, err := g.run(ctx, "fetch", "--no-tags", "--no-write-fetch-head", remote.URL, "refs/heads/"+branch); err != nil {
+			return "", asRefusal(err)
+		}
+		if _, err := s.cfg.Git.Out(ctx, repoDir, "cat-file", "-e", head+"^{commit}"); err != nil {
+			return "", call.Conflict("%s's branch %s moved while the hub fetched it; try again", repo, branch)
+		}
+	}
+	return head, nil
 }
 
 // asRefusal is a forge's or git's failure as the caller of a request sees

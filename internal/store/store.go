@@ -311,6 +311,8 @@ type Tx interface {
 	ForgeThread(jobID string) (ForgeThread, error)
 	ForgeThreadsOf(forge, repo string, number int) ([]ForgeThread, error)
 	UnsettledForgeThreads() ([]ForgeThread, error)
+	// Forge triggers, links, deliveries and targets (internal/forgework).
+	ForgeTx
 }
 
 // User is a person (or script) that submits jobs.
@@ -863,4 +865,104 @@ type Registration struct {
 	ExpiresAt time.Time
 	UsedAt    *time.Time
 	RunnerID  string // "" until used
+}
+
+// Forge triggers (internal/forgework): the forge events that start jobs.
+type ForgeTx interface {
+	// A project's triggers, one per project and one per hook id.
+	// PutForgeTrigger inserts them or replaces the project's (CreatedAt
+	// and CreatedBy kept); ForgeTrigger and ForgeTriggerByHook carry the
+	// secret; RemoveForgeTrigger of a project without is ErrNotFound.
+	PutForgeTrigger(t ForgeTrigger) error
+	ForgeTrigger(project string) (ForgeTrigger, error)
+	ForgeTriggerByHook(hookID string) (ForgeTrigger, error)
+	RemoveForgeTrigger(project string) error
+	// Links of forge logins to users, unique per (forge, login):
+	// PutForgeLink of a linked login is ErrConflict; ForgeLinksOf lists a
+	// user's by forge then login; RemoveForgeLink of a missing one is
+	// ErrNotFound.
+	PutForgeLink(l ForgeLink) error
+	ForgeLink(forge, login string) (ForgeLink, error)
+	ForgeLinksOf(userID string) ([]ForgeLink, error)
+	RemoveForgeLink(forge, login string) error
+	// Deliveries of a hook, one per (hook, delivery id): InsertForgeDelivery
+	// of one received before is ErrConflict; UpdateForgeDelivery replaces
+	// its State, JobID, Reason, Tries and UpdatedAt; ForgeDeliveries lists
+	// those in state, oldest first, at most limit; PruneForgeDeliveries
+	// removes the finished ones last updated before.
+	InsertForgeDelivery(d ForgeDelivery) error
+	ForgeDelivery(hookID, delivery string) (ForgeDelivery, error)
+	UpdateForgeDelivery(d ForgeDelivery) error
+	ForgeDeliveries(state ForgeDeliveryState, limit int) ([]ForgeDelivery, error)
+	PruneForgeDeliveries(before time.Time) (int64, error)
+	// The issue or pull request a job was started from: PutForgeTarget of
+	// a job that has one is ErrConflict; LatestForgeTarget is the newest
+	// job's of (forge, repo, number).
+	PutForgeTarget(t ForgeTarget) error
+	ForgeTarget(jobID string) (ForgeTarget, error)
+	LatestForgeTarget(forge, repo string, number int) (ForgeTarget, error)
+}
+
+// ForgeTrigger is what starts a project's jobs from its forge repository,
+// and the hook registered there to hear of it.
+type ForgeTrigger struct {
+	Project string
+	HookID  string // random: the hook's URL is /hooks/KIND/HOOKID
+	Secret  string // the hook's HMAC secret or GitLab token: a secret
+	Forge   string // the connection the hook was registered through
+	Kind    string // its kind, which says how deliveries are signed
+	Repo    string // OWNER/REPO
+	// RemoteID is the forge's id of the hook (what deletes it).
+	RemoteID  int64
+	Label     string // a label that starts a job on an issue; "" for none
+	Command   string // the comment command's prefix; "" for none
+	Reviews   bool   // a review asking for changes starts a round on the PR
+	Assign    string // the bot's login: an assignment to it starts a job; "" for none
+	Agent     string // the agent of the jobs it starts (a command's --agent aside)
+	CreatedBy string // user id
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ForgeLink maps a forge login to the drover user it acts as.
+type ForgeLink struct {
+	Forge     string
+	Login     string
+	UserID    string
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+// ForgeDeliveryState is where a hook's delivery is.
+type ForgeDeliveryState string
+
+const (
+	DeliveryPending ForgeDeliveryState = "pending" // recorded; the leader acts on it
+	DeliveryDone    ForgeDeliveryState = "done"    // it started a job (JobID), or acted on one
+	DeliveryRefused ForgeDeliveryState = "refused" // it starts nothing: Reason says why
+)
+
+// ForgeDelivery is one delivery of a hook, recorded before it is acted on.
+type ForgeDelivery struct {
+	HookID    string
+	Delivery  string
+	Event     string // the forgehook.Event as JSON
+	State     ForgeDeliveryState
+	JobID     string
+	Reason    string
+	Tries     int
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ForgeTarget is the issue or pull request a job was started from.
+type ForgeTarget struct {
+	JobID     string
+	Forge     string
+	Repo      string
+	Number    int
+	IsPR      bool
+	HookID    string
+	Delivery  string
+	CreatedAt time.Time
 }

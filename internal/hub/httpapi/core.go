@@ -25,6 +25,18 @@ type Core interface {
 	Transfers
 	Forges
 	Pipelines
+	ForgeWork
+}
+
+// ForgeWork is forge triggers and the links of forge logins to users
+// (internal/forgework).
+type ForgeWork interface {
+	SetTriggers(ctx context.Context, p call.Caller, project string, req apitypes.ForgeTriggersRequest) (apitypes.ForgeTriggersView, error)
+	ShowTriggers(ctx context.Context, p call.Caller, project string) (apitypes.ForgeTriggersView, error)
+	RemoveTriggers(ctx context.Context, p call.Caller, project string) (apitypes.ForgeTriggersView, error)
+	LinkUser(ctx context.Context, p call.Caller, name string, req apitypes.ForgeLinkRequest) (apitypes.ForgeLinkView, error)
+	UnlinkUser(ctx context.Context, p call.Caller, name, forge, login string) (apitypes.ForgeLinkView, error)
+	Links(ctx context.Context, p call.Caller, name string) (apitypes.ForgeLinkList, error)
 }
 
 // Pipelines are graphs of steps run as jobs (internal/pipeline).

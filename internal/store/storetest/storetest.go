@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StepResults", testStepResults},
 		{"PipelineEvents", testPipelineEvents},
 		{"ForgeThreads", testForgeThreads},
+		{"ForgeWork", testForgeWork},
 		{"ActiveJobs", testActiveJobs},
 		{"VisibleJobs", testVisibleJobs},
 		{"VisibleQuestions", testVisibleQuestions},

@@ -1,0 +1,309 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"drover/internal/apitypes"
+	"drover/internal/forge"
+	"drover/internal/forgework"
+	"drover/internal/store"
+	"drover/internal/testkit"
+)
+
+// hookCapture keeps the forge deliveries a hub received, to send one
+// again as the forge would.
+type hookCapture struct {
+	next http.Handler
+	mu   sync.Mutex
+	got  []capturedHook
+}
+
+type capturedHook struct {
+	path   string
+	header http.Header
+	body   []byte
+	status int
+}
+
+func (c *hookCapture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.URL.Path, "/hooks/") {
+		c.next.ServeHTTP(w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	c.next.ServeHTTP(rec, r)
+	c.mu.Lock()
+	c.got = append(c.got, capturedHook{path: r.URL.Path, header: r.Header.Clone(), body: body, status: rec.Code})
+	c.mu.Unlock()
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+func (c *hookCapture) find(event string) (capturedHook, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range c.got {
+		if h.header.Get("X-Gitea-Event-Type") == event && h.status == http.StatusAccepted {
+			return h, true
+		}
+	}
+	return capturedHook{}, false
+}
+
+// startHubWithURL is startHub whose public URL is its own server's, as a
+// forge delivering hooks to it needs, with the deliveries captured.
+func startHubWithURL(t *testing.T) (*testHub, *hookCapture) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{DataDir: t.TempDir(), PublicURL: "http://" + ln.Addr().String(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capt := &hookCapture{next: h.Handler()}
+	srv := httptest.NewUnstartedServer(capt)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	tok, err := os.ReadFile(h.AdminTokenPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := &testHub{t: t, h: h, srv: srv, cfg: cfg, admin: strings.TrimSpace(string(tok))}
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); th.h.Close() })
+	return th, capt
+}
+
+// TestForgeTriggersOnGitea: a real Gitea delivers real webhooks to a hub
+// on loopback. Triggers register the hook on Gitea; a linked user with
+// write access labels an issue: one job, the issue in its prompt, its
+// target recorded; the same delivery again starts none, nor does a forged
+// signature; an unlinked and a read-only user start none and get one
+// reply each.
+func TestForgeTriggersOnGitea(t *testing.T) {
+	g := testkit.StartGitea(t)
+	th, capt := startHubWithURL(t)
+	if _, ok := any(mustOpenGitea(t, g)).(forgework.Forge); !ok {
+		t.Fatal("the Gitea client cannot register hooks or reply in threads")
+	}
+	owner := g.AdminUser
+	g.CreateRepo(t, owner, "tools")
+	repo := "/repos/" + owner + "/tools"
+	tokens := map[string]string{}
+	for _, u := range []string{"bob", "reader", "stranger"} {
+		tokens[u] = g.CreateUser(t, u)
+	}
+	g.API(t, g.AdminToken, http.MethodPut, repo+"/collaborators/bob", map[string]any{"permission": "write"}, nil)
+	g.API(t, g.AdminToken, http.MethodPut, repo+"/collaborators/reader", map[string]any{"permission": "read"}, nil)
+	var label struct {
+		ID int64 `json:"id"`
+	}
+	g.API(t, g.AdminToken, http.MethodPost, repo+"/labels", map[string]any{"name": "drover:fix", "color": "#00aabb"}, &label)
+
+	// The hub: a hosted project mapped to the repository; bob and reader
+	// are drover users, members, linked to their Gitea logins.
+	dir, base := sourceRepo(t)
+	th.push(dir, "web", base)
+	var fv apitypes.ForgeView
+	if code, e := th.call(th.admin, "PUT", "/forges/gt", apitypes.ForgeRequest{Kind: forge.KindGitea, URL: g.URL, Token: g.AdminToken}, &fv); code != http.StatusOK {
+		t.Fatalf("add forge: %d %+v", code, e)
+	}
+	fname, frepo := "gt", owner+"/tools"
+	var cfg apitypes.ProjectConfig
+	if code, e := th.call(th.admin, "PUT", "/projects/web/config", apitypes.ProjectConfigRequest{Forge: &fname, ForgeRepo: &frepo}, &cfg); code != http.StatusOK {
+		t.Fatalf("map: %d %+v", code, e)
+	}
+	for _, u := range []string{"bob", "reader"} {
+		th.addUser(u)
+		if code, e := th.call(th.admin, "POST", "/projects/web/members", apitypes.MemberRequest{User: u}, nil); code != http.StatusOK {
+			t.Fatalf("member %s: %d %+v", u, code, e)
+		}
+		if code, e := th.call(th.admin, "POST", "/users/"+u+"/links", apitypes.ForgeLinkRequest{Forge: "gt", Login: u}, nil); code != http.StatusOK {
+			t.Fatalf("link %s: %d %+v", u, code, e)
+		}
+	}
+	var tv apitypes.ForgeTriggersView
+	if code, e := th.call(th.admin, "PUT", "/projects/web/triggers", apitypes.ForgeTriggersRequest{Label: "drover:fix", Command: "/drover"}, &tv); code != http.StatusOK {
+		t.Fatalf("triggers: %d %+v", code, e)
+	}
+	var hooks []struct {
+		Config map[string]string `json:"config"`
+	}
+	g.API(t, g.AdminToken, http.MethodGet, repo+"/hooks", nil, &hooks)
+	if len(hooks) != 1 || hooks[0].Config["url"] != tv.HookURL {
+		t.Fatalf("hooks on Gitea %+v, want one to %s", hooks, tv.HookURL)
+	}
+
+	// bob labels an issue: one job, the issue in its prompt.
+	var issue struct {
+		Number int `json:"number"`
+	}
+	g.API(t, g.AdminToken, http.MethodPost, repo+"/issues", map[string]any{"title": "Typo in the help", "body": "It says recieve."}, &issue)
+	g.API(t, tokens["bob"], http.MethodPost, fmt.Sprintf("%s/issues/%d/labels", repo, issue.Number), map[string]any{"labels": []int64{label.ID}}, nil)
+	jobs := th.waitForgeJobs(1)
+	j := jobs[0]
+	if !strings.Contains(j.Args[0], fmt.Sprintf("issue #%d of %s", issue.Number, frepo)) || !strings.Contains(j.Args[0], "Typo in the help") || j.Requester != "bob" {
+		t.Fatalf("job %+v", j)
+	}
+	th.waitDeliveries() // the target is recorded once the job is submitted
+	target, ok, err := th.h.forgework.ForgeTarget(t.Context(), j.ID)
+	if err != nil || !ok || target.Number != issue.Number || target.Repo != frepo || target.IsPR {
+		t.Fatalf("target %+v %v %v", target, ok, err)
+	}
+
+	// The same delivery again, as Gitea would resend it: no second job.
+	d, ok := capt.find("issue_label")
+	if !ok {
+		t.Fatal("no label delivery captured")
+	}
+	if code := th.redeliver(d, nil); code != http.StatusOK {
+		t.Fatalf("redelivery: %d", code)
+	}
+	forged := d.header.Clone()
+	forged.Set("X-Gitea-Delivery", "forged-1")
+	forged.Set("X-Gitea-Signature", strings.Repeat("ab", 32))
+	forged.Del("X-Hub-Signature-256")
+	if code := th.redeliver(d, forged); code != http.StatusUnauthorized {
+		t.Fatalf("forged: %d", code)
+	}
+
+	// An unlinked and a read-only user, twice each: no job, one reply each.
+	for _, u := range []string{"stranger", "reader", "stranger", "reader"} {
+		g.API(t, tokens[u], http.MethodPost, fmt.Sprintf("%s/issues/%d/comments", repo, issue.Number), map[string]any{"body": "/drover run fix it"}, nil)
+	}
+	var comments []struct {
+		Body string `json:"body"`
+		User struct {
+			Login string `json:"login"`
+		} `json:"user"`
+	}
+	for {
+		g.API(t, g.AdminToken, http.MethodGet, fmt.Sprintf("%s/issues/%d/comments", repo, issue.Number), nil, &comments)
+		replies := 0
+		for _, c := range comments {
+			if c.User.Login == owner {
+				replies++
+			}
+		}
+		if replies >= 2 && th.pendingDeliveries() == 0 && len(capt.got) >= 6 {
+			break
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("replies %+v", comments)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	var stranger, reader int
+	for _, c := range comments {
+		if c.User.Login == owner {
+			stranger += strings.Count(c.Body, "@stranger")
+			reader += strings.Count(c.Body, "@reader")
+		}
+	}
+	if stranger != 1 || reader != 1 {
+		t.Fatalf("replies to stranger %d, reader %d, want one each: %+v", stranger, reader, comments)
+	}
+	if jobs := th.waitForgeJobs(1); len(jobs) != 1 {
+		t.Fatalf("jobs %+v", jobs)
+	}
+}
+
+func mustOpenGitea(t *testing.T, g *testkit.Gitea) forge.Client {
+	t.Helper()
+	cl, err := forge.Open(forge.Conn{Kind: forge.KindGitea, URL: g.URL, Token: g.AdminToken}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// waitForgeJobs waits until the hub holds n jobs started from the forge,
+// and returns them.
+func (th *testHub) waitForgeJobs(n int) []apitypes.JobView {
+	th.t.Helper()
+	for {
+		var list apitypes.JobList
+		if code, e := th.call(th.admin, "GET", "/jobs", nil, &list); code != http.StatusOK {
+			th.t.Fatalf("jobs: %d %+v", code, e)
+		}
+		var out []apitypes.JobView
+		for _, j := range list.Jobs {
+			if strings.HasPrefix(j.Key, forgework.KeyPrefix) {
+				out = append(out, th.job(j.ID))
+			}
+		}
+		if len(out) >= n {
+			return out
+		}
+		select {
+		case <-th.t.Context().Done():
+			th.t.Fatalf("%d forge jobs, want %d", len(out), n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitDeliveries waits until the hub acted on every delivery it recorded.
+func (th *testHub) waitDeliveries() {
+	th.t.Helper()
+	for th.pendingDeliveries() > 0 {
+		select {
+		case <-th.t.Context().Done():
+			th.t.Fatal("deliveries still pending")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (th *testHub) pendingDeliveries() int {
+	th.t.Helper()
+	var n int
+	err := th.h.store.Read(th.t.Context(), func(tx store.Tx) error {
+		ds, err := tx.ForgeDeliveries("pending", 100)
+		n = len(ds)
+		return err
+	})
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	return n
+}
+
+// redeliver posts a captured delivery again, with header instead of its
+// own when given.
+func (th *testHub) redeliver(d capturedHook, header http.Header) int {
+	th.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, th.srv.URL+d.path, bytes.NewReader(d.body))
+	if header == nil {
+		header = d.header
+	}
+	req.Header = header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
