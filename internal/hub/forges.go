@@ -67,9 +67,7 @@ func (a publishCore) job(ctx context.Context, id string, may func(store.Job, sto
 		out.RepoDir = a.h.repos.Dir(j.Project)
 		return nil
 	})
-	if a.h.cfg.PublicURL != "" {
-		out.URL = a.h.cfg.PublicURL + "/jobs/" + id
-	}
+	out.URL = a.h.jobURL(id)
 	return out, err
 }
 

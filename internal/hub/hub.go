@@ -28,6 +28,7 @@ import (
 	"drover/internal/store/postgres"
 	"drover/internal/store/sqlite"
 	"drover/internal/web"
+	"drover/internal/webhook"
 )
 
 const metaAdmin = "admin_user_id"
@@ -66,7 +67,9 @@ type Hub struct {
 	// this hub makes or hears of (pipelines, and any later one); each
 	// JobChanged returns at once.
 	watchers []jobWatcher
-	metrics   *metrics
+	metrics  *metrics
+	// webhooks sends outbound webhooks of jobs' changes (internal/webhook)
+	webhooks *webhook.Hooks
 
 	fleet fleetState // what autoscalers wait on
 	x     crossHub   // the other hubs on the database (hints.go)
@@ -185,6 +188,10 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		HTTP: cfg.ForgeHTTP, Metrics: publish.NewMetrics(h.metrics.reg), SigningKey: cfg.SigningKey, Now: h.now})
 	h.pipelines = pipeline.New(bgctx, pipelineCore{h}, pipeline.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger, Now: h.now})
 	h.watchers = append(h.watchers, h.pipelines) // a pipeline's step may be ready now
+	whc := cfg.Webhooks
+	whc.Store, whc.Logger, whc.Now = st, cfg.Logger, h.now
+	h.webhooks = webhook.New(bgctx, webhookCore{h}, whc)
+	h.watchers = append(h.watchers, h.webhooks) // the job's change is in the outbox: send it
 	h.bg.Add(5)
 	go func() {
 		defer h.bg.Done()
@@ -364,6 +371,9 @@ func (h *Hub) Close() error {
 	}
 	if h.pipelines != nil {
 		h.pipelines.Wait()
+	}
+	if h.webhooks != nil {
+		h.webhooks.Wait()
 	}
 	h.leave()
 	if h.scratch != nil {

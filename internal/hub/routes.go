@@ -10,6 +10,7 @@ import (
 	"drover/internal/pipeline"
 	"drover/internal/publish"
 	"drover/internal/store"
+	"drover/internal/webhook"
 )
 
 // The hub is the core of its transports (each in a package that never
@@ -21,13 +22,14 @@ type apiCore struct {
 	*Hub
 	*publish.Service
 	*pipeline.Engine
+	*webhook.Hooks
 }
 
 var _ httpapi.Core = apiCore{}
 
 func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
-	api := httpapi.New(apiCore{h, h.publisher, h.pipelines}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
+	api := httpapi.New(apiCore{h, h.publisher, h.pipelines, h.webhooks}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
 	api.Register(mux)
 	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", api.As(store.TokenRunner, h.gateway.Serve))
 	mux.Handle(githttp.Prefix, h.gitServer())

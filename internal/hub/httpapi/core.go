@@ -25,6 +25,15 @@ type Core interface {
 	Transfers
 	Forges
 	Pipelines
+	Webhooks
+}
+
+// Webhooks are users' outbound webhooks of jobs' events (internal/webhook).
+type Webhooks interface {
+	AddWebhook(ctx context.Context, p call.Caller, req apitypes.WebhookRequest) (apitypes.WebhookView, error)
+	ListWebhooks(ctx context.Context, p call.Caller) (apitypes.WebhookList, error)
+	RemoveWebhook(ctx context.Context, p call.Caller, id string) (apitypes.WebhookView, error)
+	WebhookDeliveries(ctx context.Context, p call.Caller, id string, limit int) (apitypes.WebhookDeliveryList, error)
 }
 
 // Pipelines are graphs of steps run as jobs (internal/pipeline).

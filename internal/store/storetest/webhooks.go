@@ -102,7 +102,9 @@ func testJobChanges(t *testing.T, s store.Store) {
 			t.Errorf("changes out of order: %+v", got)
 		}
 	}
-	mustWrite(t, s, func(tx store.Tx) error { return errors.Join(tx.DoneJobChange(got[0].Seq), tx.DoneJobChange(got[0].Seq)) })
+	mustWrite(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.DoneJobChange(got[0].Seq), tx.DoneJobChange(got[0].Seq))
+	})
 	equal(t, "changes after one is done", len(changes()), 2)
 	equal(t, "JobChanges(1)", get(t, s, func(tx store.Tx) ([]store.JobChange, error) { return tx.JobChanges(1) }), got[1:2])
 }
