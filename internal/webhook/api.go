@@ -72,6 +72,9 @@ func checkURL(raw string) error {
 	if len(raw) > MaxURL {
 		return call.BadRequest("the URL is %d bytes long; the limit is %d", len(raw), MaxURL)
 	}
+	if err := rules.CheckPlainText("the URL", raw, false); err != nil {
+		return call.BadRequest("%v", err)
+	}
 	u, err := url.Parse(raw)
 	if err != nil || raw == "" {
 		return call.BadRequest("the URL must be an http or https URL (like https://example.com/hook)")
@@ -85,9 +88,6 @@ func checkURL(raw string) error {
 		return call.BadRequest("the URL has no host")
 	case u.Fragment != "":
 		return call.BadRequest("the URL has a fragment (#…), which is never sent")
-	}
-	if err := rules.CheckPlainText("URL", raw, false); err != nil {
-		return call.BadRequest("%v", err)
 	}
 	return nil
 }

@@ -28,7 +28,11 @@ type Hooks struct {
 	wg   sync.WaitGroup
 
 	mu       sync.Mutex
-	inFlight map[string]bool // delivery ids being sent
+	inFlight map[string]bool // delivery ids being sent, or sent since the last read of the due ones
+	// sent are the in-flight ids whose outcome is recorded: they leave
+	// inFlight before the next read (which sees the record), not at once
+	// (a read begun before the record would send them again).
+	sent []string
 }
 
 // New is a Hooks over core, whose background work (the leader's) lives
@@ -237,6 +241,12 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // sendDue starts sending the deliveries due now, a bounded number at a
 // time; each one done wakes the loop (the next of its job may be due).
 func (s *Hooks) sendDue(ctx context.Context) error {
+	s.mu.Lock()
+	for _, id := range s.sent {
+		delete(s.inFlight, id)
+	}
+	s.sent = nil
+	s.mu.Unlock()
 	var ds []store.WebhookDelivery
 	err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
 		var err error
@@ -261,7 +271,7 @@ func (s *Hooks) sendDue(ctx context.Context) error {
 				s.log.Warn("could not record a webhook delivery; it is sent again", "delivery", d.ID, "err", err)
 			}
 			s.mu.Lock()
-			delete(s.inFlight, d.ID)
+			s.sent = append(s.sent, d.ID)
 			s.mu.Unlock()
 			s.kick()
 		}()
