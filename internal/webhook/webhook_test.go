@@ -421,7 +421,10 @@ func TestAddRefusals(t *testing.T) {
 	if err != nil || len(l.Webhooks) != 0 {
 		t.Fatalf("refusals added %+v (%v)", l.Webhooks, err)
 	}
-	v := e.add(t, alice, with(func(r *apitypes.WebhookRequest) { r.Project = "web"; r.Events = []string{"job.finished", "job.queued", "job.finished"} }))
+	v := e.add(t, alice, with(func(r *apitypes.WebhookRequest) {
+		r.Project = "web"
+		r.Events = []string{"job.finished", "job.queued", "job.finished"}
+	}))
 	if !slices.Equal(v.Events, []string{"job.queued", "job.finished"}) || v.Format != "json" {
 		t.Errorf("added %+v", v)
 	}
