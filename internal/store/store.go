@@ -323,6 +323,10 @@ type Tx interface {
 	// nothing), as is one of a hook removed meanwhile.
 	AddWebhookDelivery(d WebhookDelivery) error
 	UpdateWebhookDelivery(d WebhookDelivery) error // by ID: State, Attempts, Status, Error, NextAt, UpdatedAt
+	// ClaimWebhookDelivery moves a delivery that is pending and due at
+	// now to until, the claim of one try: ErrNotFound when it is not
+	// (delivered, given up, or claimed by another try meanwhile).
+	ClaimWebhookDelivery(id string, now, until time.Time) error
 	// DueWebhookDeliveries lists pending deliveries due at now that no
 	// earlier pending one of the same hook and job holds back (each
 	// job's events go to a hook in order), soonest due first.

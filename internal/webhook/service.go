@@ -28,11 +28,7 @@ type Hooks struct {
 	wg   sync.WaitGroup
 
 	mu       sync.Mutex
-	inFlight map[string]bool // delivery ids being sent, or sent since the last read of the due ones
-	// sent are the in-flight ids whose outcome is recorded: they leave
-	// inFlight before the next read (which sees the record), not at once
-	// (a read begun before the record would send them again).
-	sent []string
+	inFlight map[string]bool // delivery ids being sent by this process
 }
 
 // New is a Hooks over core, whose background work (the leader's) lives
@@ -241,12 +237,6 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // sendDue starts sending the deliveries due now, a bounded number at a
 // time; each one done wakes the loop (the next of its job may be due).
 func (s *Hooks) sendDue(ctx context.Context) error {
-	s.mu.Lock()
-	for _, id := range s.sent {
-		delete(s.inFlight, id)
-	}
-	s.sent = nil
-	s.mu.Unlock()
 	var ds []store.WebhookDelivery
 	err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
 		var err error
@@ -271,7 +261,7 @@ func (s *Hooks) sendDue(ctx context.Context) error {
 				s.log.Warn("could not record a webhook delivery; it is sent again", "delivery", d.ID, "err", err)
 			}
 			s.mu.Lock()
-			s.sent = append(s.sent, d.ID)
+			delete(s.inFlight, d.ID)
 			s.mu.Unlock()
 			s.kick()
 		}()
@@ -279,11 +269,21 @@ func (s *Hooks) sendDue(ctx context.Context) error {
 	return nil
 }
 
-// deliver makes one try of d and records what came of it.
+// deliver makes one try of d and records what came of it. The try first
+// claims d in the store (moves its next try past this one's timeout): a
+// read of the due deliveries begun before an earlier try's record, or
+// another hub's sender while leadership changes hands, then finds it
+// claimed and sends nothing, so a job's deliveries never go out of order.
+// A hub that dies mid-try leaves the claim to lapse; the next leader
+// sends d again, with the same id.
 func (s *Hooks) deliver(ctx context.Context, d store.WebhookDelivery) error {
 	var h store.Webhook
 	var j store.Job
-	err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
+	now := s.cfg.Now()
+	err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		if err := tx.ClaimWebhookDelivery(d.ID, now, now.Add(s.cfg.Timeout+claimMargin)); err != nil {
+			return err
+		}
 		var err error
 		if h, err = tx.Webhook(d.HookID); err != nil {
 			return err
@@ -292,9 +292,8 @@ func (s *Hooks) deliver(ctx context.Context, d store.WebhookDelivery) error {
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) && h.ID == "" {
-		return nil // the hook was removed, its deliveries with it
+		return nil // claimed or done meanwhile, or its hook was removed with it
 	}
-	now := s.cfg.Now()
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return s.record(ctx, d, store.DeliveryFailed, 0, "the job is gone", now)

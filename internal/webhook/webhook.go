@@ -113,6 +113,8 @@ const (
 	sendBatch     = 64
 	maxInFlight   = 8
 	maxDeliveries = 1000 // listed at once
+	// claimMargin is how long past its timeout a try's claim lasts.
+	claimMargin = 5 * time.Second
 )
 
 // Formats are the body shapes a hook may ask for: the event as JSON, or a

@@ -135,6 +135,16 @@ func (t *tx) UpdateWebhookDelivery(d store.WebhookDelivery) error {
 	return affected(what, res)
 }
 
+func (t *tx) ClaimWebhookDelivery(id string, now, until time.Time) error {
+	what := "claim delivery " + id
+	res, err := t.exec(what, `UPDATE webhook_deliveries SET next_at = ? WHERE id = ? AND state = 'pending' AND next_at <= ?`,
+		Millis(until), id, Millis(now))
+	if err != nil {
+		return err
+	}
+	return affected(what, res)
+}
+
 func (t *tx) DueWebhookDeliveries(now time.Time, limit int) ([]store.WebhookDelivery, error) {
 	return all(t, "due webhook deliveries", scanWebhookDelivery, webhookDeliveries.query(`d WHERE d.state = 'pending' AND d.next_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.hook_id = d.hook_id AND e.job_id = d.job_id

@@ -143,9 +143,19 @@ func testWebhookDeliveries(t *testing.T, s store.Store) {
 	equal(t, "due at 10", due(10), []string{"d-3", "d-1"})
 	equal(t, "due at 100", due(100), []string{"d-3", "d-1", "d-4"})
 
+	mustWrite(t, s, func(tx store.Tx) error { return tx.ClaimWebhookDelivery("d-4", at(100), at(200)) })
+	equal(t, "due once d-4 is claimed", due(100), []string{"d-3", "d-1"})
+	equal(t, "due once d-4's claim lapsed", due(200), []string{"d-3", "d-1", "d-4"})
+	for _, c := range []struct {
+		id  string
+		now int64
+	}{{"d-4", 100}, {"d-5", 100}, {"d-9", 100}} {
+		writeErr(t, s, "ClaimWebhookDelivery("+c.id+") claimed, delivered or missing", store.ErrNotFound,
+			func(tx store.Tx) error { return tx.ClaimWebhookDelivery(c.id, at(c.now), at(300)) })
+	}
 	d1.State, d1.Attempts, d1.Status, d1.Error, d1.NextAt, d1.UpdatedAt = store.DeliveryDelivered, 3, 204, "", at(11), at(12)
 	mustWrite(t, s, func(tx store.Tx) error { return tx.UpdateWebhookDelivery(d1) })
-	equal(t, "due once d-1 was delivered", due(100), []string{"d-2", "d-3", "d-4"})
+	equal(t, "due once d-1 was delivered", due(200), []string{"d-2", "d-3", "d-4"})
 	writeErr(t, s, "UpdateWebhookDelivery(missing)", store.ErrNotFound, func(tx store.Tx) error {
 		return tx.UpdateWebhookDelivery(delivery("d-9", "w-1", "j-1", 1, store.DeliveryPending, 0))
 	})
