@@ -333,6 +333,10 @@ type Tx interface {
 	DueWebhookDeliveries(now time.Time, limit int) ([]WebhookDelivery, error)
 	// WebhookDeliveries lists a hook's deliveries, newest first.
 	WebhookDeliveries(hookID string, limit int) ([]WebhookDelivery, error)
+	// PruneWebhookDeliveries removes up to limit delivered or given-up
+	// deliveries whose NextAt (for them, when they ended) is before
+	// before, and says how many it removed.
+	PruneWebhookDeliveries(before time.Time, limit int) (int64, error)
 }
 
 // User is a person (or script) that submits jobs.

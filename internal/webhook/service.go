@@ -87,7 +87,12 @@ func (s *Hooks) kick() {
 func (s *Hooks) loop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.Sweep)
 	defer t.Stop()
+	var pruned time.Time
 	for {
+		if now := s.cfg.Now(); s.core.Leading() && now.Sub(pruned) >= pruneEvery {
+			pruned = now
+			s.prune(ctx, now)
+		}
 		if s.core.Leading() {
 			if err := s.expand(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("could not expand jobs' changes into webhook deliveries; the next pass tries again", "err", err)
@@ -101,6 +106,28 @@ func (s *Hooks) loop(ctx context.Context) {
 			return
 		case <-s.wake:
 		case <-t.C:
+		}
+	}
+}
+
+// prune removes the deliveries that ended more than KeepLog ago, a batch
+// at a time.
+func (s *Hooks) prune(ctx context.Context, now time.Time) {
+	for ctx.Err() == nil {
+		var n int64
+		err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
+			var err error
+			n, err = tx.PruneWebhookDeliveries(now.Add(-KeepLog), pruneBatch)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("could not prune the webhooks' delivery logs", "err", err)
+			}
+			return
+		}
+		if n < pruneBatch {
+			return
 		}
 	}
 }

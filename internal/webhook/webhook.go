@@ -94,6 +94,8 @@ type Config struct {
 
 // Defaults.
 const (
+	// KeepLog is how long a delivery's record is kept once it ended.
+	KeepLog        = 7 * 24 * time.Hour
 	DefaultTimeout = 10 * time.Second
 	DefaultSweep   = time.Second
 )
@@ -113,6 +115,8 @@ const (
 	sendBatch     = 64
 	maxInFlight   = 8
 	maxDeliveries = 1000 // listed at once
+	pruneEvery    = 10 * time.Minute
+	pruneBatch    = 1000
 	// claimMargin is how long past its timeout a try's claim lasts.
 	claimMargin = 5 * time.Second
 )

@@ -156,3 +156,19 @@ func (t *tx) WebhookDeliveries(hookID string, limit int) ([]store.WebhookDeliver
 	return all(t, "deliveries of webhook "+hookID, scanWebhookDelivery,
 		webhookDeliveries.query("WHERE hook_id = ? ORDER BY change_seq DESC, id LIMIT ?"), hookID, noLimit(limit))
 }
+
+// PruneWebhookDeliveries finds what it removes by the due index: an ended
+// delivery's next_at is when it ended.
+func (t *tx) PruneWebhookDeliveries(before time.Time, limit int) (int64, error) {
+	what := "prune webhook deliveries"
+	res, err := t.exec(what, `DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries
+		WHERE state IN ('delivered', 'failed') AND next_at < ? LIMIT ?)`, Millis(before), noLimit(limit))
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	return n, nil
+}

@@ -163,6 +163,16 @@ func testWebhookDeliveries(t *testing.T, s store.Store) {
 	equal(t, "delivery log", len(log), 4)
 	equal(t, "newest delivery", log[0].ID, "d-2")
 	equal(t, "a delivery as updated", log[2], d1)
+	prune := func(before int64) (n int64) {
+		mustWrite(t, s, func(tx store.Tx) (err error) { n, err = tx.PruneWebhookDeliveries(at(before), 0); return err })
+		return n
+	}
+	equal(t, "pruned before 5 (d-5: ended at 0)", prune(5), int64(1))
+	equal(t, "pruned before 1000 (d-1: ended at 11; the rest pending)", prune(1000), int64(1))
+	equal(t, "delivery log after pruning", len(get(t, s, func(tx store.Tx) ([]store.WebhookDelivery, error) {
+		return tx.WebhookDeliveries("w-1", 0)
+	})), 2)
+	equal(t, "due after pruning", due(200), []string{"d-2", "d-3", "d-4"})
 	equal(t, "WebhookDeliveries(2)", len(get(t, s, func(tx store.Tx) ([]store.WebhookDelivery, error) {
 		return tx.WebhookDeliveries("w-1", 2)
 	})), 2)
