@@ -20,7 +20,9 @@ import (
 	"drover/internal/job"
 	"drover/internal/retry"
 	"drover/internal/store"
+	"drover/internal/store/postgres"
 	"drover/internal/store/sqlite"
+	"drover/internal/testkit"
 	"drover/internal/webhook"
 )
 
@@ -129,6 +131,12 @@ type env struct {
 func newEnv(t *testing.T, p retry.Policy) *env {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
+	return newEnvOn(t, p, st, err)
+}
+
+// newEnvOn is newEnv on a store opened already.
+func newEnvOn(t *testing.T, p retry.Policy, st store.Store, err error) *env {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,9 +482,17 @@ func TestFormats(t *testing.T) {
 }
 
 // TestExpandsOnce: two senders on one store (a leader change's overlap)
-// and a change expanded by both still make one delivery per hook.
+// and a change expanded by both still make one delivery per hook, and a
+// job's events go out in order.
 func TestExpandsOnce(t *testing.T) {
-	e := newEnv(t, fastRetry)
+	t.Run("sqlite", func(t *testing.T) { expandsOnce(t, newEnv(t, fastRetry)) })
+	t.Run("postgres", func(t *testing.T) {
+		st, err := postgres.Open(t.Context(), testkit.StartPostgres(t))
+		expandsOnce(t, newEnvOn(t, fastRetry, st, err))
+	})
+}
+
+func expandsOnce(t *testing.T, e *env) {
 	e.start(t, fastRetry)
 	rc := newReceiver(t)
 	h := e.add(t, alice, apitypes.WebhookRequest{URL: rc.srv.URL, Events: webhook.Events})
