@@ -11,6 +11,7 @@ import (
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
 	"drover/internal/store"
+	"drover/internal/webhook"
 )
 
 // Config is the hub's configuration. Zero values take the defaults below.
@@ -54,6 +55,9 @@ type Config struct {
 	// SigningKey is the path of the SSH private key (0600) that signs
 	// the published commits of projects that ask (File.SigningKey).
 	SigningKey string
+	// Webhooks tunes outbound webhooks' sending (timeout, retries,
+	// sweep); the hub sets its Store, Logger and Now.
+	Webhooks webhook.Config
 	// Connection timeouts of Serve's HTTP server. A request's headers must
 	// arrive within ReadHeaderTimeout (10s); its body may pause at most
 	// ReadTimeout between two reads (1m), however long the whole body

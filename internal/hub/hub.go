@@ -30,6 +30,7 @@ import (
 	"drover/internal/store/postgres"
 	"drover/internal/store/sqlite"
 	"drover/internal/web"
+	"drover/internal/webhook"
 )
 
 const metaAdmin = "admin_user_id"
@@ -73,6 +74,8 @@ type Hub struct {
 	metrics *metrics
 	// forgework turns forge events into jobs (internal/forgework)
 	forgework *forgework.Triggers
+	// webhooks sends outbound webhooks of jobs' changes (internal/webhook)
+	webhooks *webhook.Hooks
 
 	fleet fleetState // what autoscalers wait on
 	x     crossHub   // the other hubs on the database (hints.go)
@@ -195,6 +198,10 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.watchers = append(h.watchers, h.threads) // a thread's status comment may show a change
 	h.forgework = forgework.New(bgctx, forgeworkCore{h}, forgework.Config{Store: st, Logger: cfg.Logger, Now: h.now,
 		Metrics: forgework.NewMetrics(h.metrics.reg)})
+	whc := cfg.Webhooks
+	whc.Store, whc.Logger, whc.Now = st, cfg.Logger, h.now
+	h.webhooks = webhook.New(bgctx, webhookCore{h}, whc)
+	h.watchers = append(h.watchers, h.webhooks) // the job's change is in the outbox: send it
 	h.bg.Add(5)
 	go func() {
 		defer h.bg.Done()
@@ -380,6 +387,9 @@ func (h *Hub) Close() error {
 	}
 	if h.forgework != nil {
 		h.forgework.Wait()
+	}
+	if h.webhooks != nil {
+		h.webhooks.Wait()
 	}
 	h.leave()
 	if h.scratch != nil {

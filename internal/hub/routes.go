@@ -11,6 +11,7 @@ import (
 	"drover/internal/pipeline"
 	"drover/internal/publish"
 	"drover/internal/store"
+	"drover/internal/webhook"
 )
 
 // The hub is the core of its transports (each in a package that never
@@ -23,13 +24,14 @@ type apiCore struct {
 	*publish.Service
 	*pipeline.Engine
 	*forgework.Triggers
+	*webhook.Hooks
 }
 
 var _ httpapi.Core = apiCore{}
 
 func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
-	api := httpapi.New(apiCore{h, h.publisher, h.pipelines, h.forgework}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
+	api := httpapi.New(apiCore{h, h.publisher, h.pipelines, h.forgework, h.webhooks}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
 	api.Register(mux)
 	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", api.As(store.TokenRunner, h.gateway.Serve))
 	mux.Handle(githttp.Prefix, h.gitServer())

@@ -313,6 +313,41 @@ type Tx interface {
 	UnsettledForgeThreads() ([]ForgeThread, error)
 	// Forge triggers, links, deliveries and targets (internal/forgework).
 	ForgeTx
+	// Outbound webhooks (internal/webhook). Every write of a job that
+	// changes its state (InsertJob, UpdateJob, UpdateJobAt) records a
+	// JobChange in the same transaction while any webhook exists: the
+	// outbox nothing can lose. InsertWebhook of an id that exists is
+	// ErrConflict; Webhooks lists an owner's ("" for all), oldest first,
+	// without their secrets (Webhook reads one with its secret);
+	// RemoveWebhook removes one and its deliveries (ErrNotFound when
+	// missing).
+	InsertWebhook(w Webhook) error
+	Webhook(id string) (Webhook, error)
+	Webhooks(ownerID string) ([]Webhook, error)
+	RemoveWebhook(id string) error
+	// JobChanges lists the recorded changes not yet expanded, oldest
+	// first; DoneJobChange forgets one (nothing to forget is no error).
+	JobChanges(limit int) ([]JobChange, error)
+	DoneJobChange(seq int64) error
+	// AddWebhookDelivery inserts a delivery; a second one of the same
+	// hook and change is a no-op (so an expansion that runs twice adds
+	// nothing), as is one of a hook removed meanwhile.
+	AddWebhookDelivery(d WebhookDelivery) error
+	UpdateWebhookDelivery(d WebhookDelivery) error // by ID: State, Attempts, Status, Error, NextAt, UpdatedAt
+	// ClaimWebhookDelivery moves a delivery that is pending and due at
+	// now to until, the claim of one try: ErrNotFound when it is not
+	// (delivered, given up, or claimed by another try meanwhile).
+	ClaimWebhookDelivery(id string, now, until time.Time) error
+	// DueWebhookDeliveries lists pending deliveries due at now that no
+	// earlier pending one of the same hook and job holds back (each
+	// job's events go to a hook in order), soonest due first.
+	DueWebhookDeliveries(now time.Time, limit int) ([]WebhookDelivery, error)
+	// WebhookDeliveries lists a hook's deliveries, newest first.
+	WebhookDeliveries(hookID string, limit int) ([]WebhookDelivery, error)
+	// PruneWebhookDeliveries removes up to limit delivered or given-up
+	// deliveries whose NextAt (for them, when they ended) is before
+	// before, and says how many it removed.
+	PruneWebhookDeliveries(before time.Time, limit int) (int64, error)
 }
 
 // User is a person (or script) that submits jobs.
@@ -965,4 +1000,55 @@ type ForgeTarget struct {
 	HookID    string
 	Delivery  string
 	CreatedAt time.Time
+}
+
+// Webhook is a user's outbound webhook: the events of jobs it hears of,
+// POSTed to URL signed with Secret (which only the hub reads: never listed,
+// logged or sent but as a signature's key).
+type Webhook struct {
+	ID        string
+	OwnerID   string
+	URL       string
+	Events    []string // event names (webhook.Events)
+	Project   string   // "" for the owner's own jobs
+	Format    string   // "json", "slack" or "matrix"
+	Secret    string
+	CreatedAt time.Time
+}
+
+// JobChange is a job's move to State, recorded in the transaction that
+// made it. Seq orders one job's changes as they were committed.
+type JobChange struct {
+	Seq   int64
+	JobID string
+	State job.State
+	At    time.Time
+}
+
+// WebhookDeliveryState is where one delivery is.
+type WebhookDeliveryState string
+
+const (
+	WebhookPending   WebhookDeliveryState = "pending"
+	WebhookDelivered WebhookDeliveryState = "delivered"
+	WebhookFailed    WebhookDeliveryState = "failed" // given up (or no longer the owner's to see)
+)
+
+// WebhookDelivery is one event of one job for one hook. ID is the
+// delivery id receivers see on every try; Payload is the event as JSON,
+// which the hook's format renders at each try.
+type WebhookDelivery struct {
+	ID        string
+	HookID    string
+	JobID     string
+	ChangeSeq int64 // the JobChange it came from: unique per hook, the order of a job's events
+	Event     string
+	Payload   string
+	State     WebhookDeliveryState
+	Attempts  int
+	Status    int    // the last try's HTTP status (0: none)
+	Error     string // the last try's error
+	NextAt    time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }

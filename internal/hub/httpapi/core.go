@@ -26,6 +26,7 @@ type Core interface {
 	Forges
 	Pipelines
 	ForgeWork
+	Webhooks
 }
 
 // ForgeWork is forge triggers and the links of forge logins to users
@@ -37,6 +38,14 @@ type ForgeWork interface {
 	LinkUser(ctx context.Context, p call.Caller, name string, req apitypes.ForgeLinkRequest) (apitypes.ForgeLinkView, error)
 	UnlinkUser(ctx context.Context, p call.Caller, name, forge, login string) (apitypes.ForgeLinkView, error)
 	Links(ctx context.Context, p call.Caller, name string) (apitypes.ForgeLinkList, error)
+}
+
+// Webhooks are users' outbound webhooks of jobs' events (internal/webhook).
+type Webhooks interface {
+	AddWebhook(ctx context.Context, p call.Caller, req apitypes.WebhookRequest) (apitypes.WebhookView, error)
+	ListWebhooks(ctx context.Context, p call.Caller) (apitypes.WebhookList, error)
+	RemoveWebhook(ctx context.Context, p call.Caller, id string) (apitypes.WebhookView, error)
+	WebhookDeliveries(ctx context.Context, p call.Caller, id string, limit int) (apitypes.WebhookDeliveryList, error)
 }
 
 // Pipelines are graphs of steps run as jobs (internal/pipeline).

@@ -35,7 +35,7 @@ func (s *Store) CopyFrom(ctx context.Context, src *sql.Tx) (sqlstore.Copied, err
 	if err != nil {
 		return nil, err
 	}
-	for _, table := range []string{"events", "pipeline_events"} {
+	for _, table := range []string{"events", "pipeline_events", "job_changes"} {
 		if _, err := dst.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence('`+table+`', 'seq'), coalesce(max(seq), 0) + 1, false) FROM `+table); err != nil {
 			return nil, fmt.Errorf("carry on the numbers of %s: %w", table, err)
 		}

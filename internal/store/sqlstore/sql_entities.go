@@ -102,9 +102,23 @@ func (t *tx) Runners() ([]store.Runner, error) {
 
 var jobs = newTable(Jobs)
 
-func (t *tx) InsertJob(j store.Job) error { return t.insert(jobs, "job "+j.ID, JobArgs(j)) }
+func (t *tx) InsertJob(j store.Job) error {
+	if err := t.insert(jobs, "job "+j.ID, JobArgs(j)); err != nil {
+		return err
+	}
+	return t.noteJobState(j.ID, "", j.State, j.UpdatedAt)
+}
 
-func (t *tx) UpdateJob(j store.Job) error { return t.update(jobs, "job "+j.ID, JobArgs(j)) }
+func (t *tx) UpdateJob(j store.Job) error {
+	old, hooks, err := t.jobStateIfHooks(j.ID)
+	if err != nil {
+		return err
+	}
+	if err := t.update(jobs, "job "+j.ID, JobArgs(j)); err != nil || !hooks {
+		return err
+	}
+	return t.noteJobState(j.ID, old, j.State, j.UpdatedAt)
+}
 
 func (t *tx) Job(id string) (store.Job, error) {
 	return one(t, "job "+id, ScanJob, jobs.query("WHERE id = ?"), id)
@@ -119,6 +133,10 @@ func (t *tx) ClaimQueued(id string) (store.Job, error) {
 // UpdateJobAt rewrites the job only while its stored epoch is still epoch:
 // the check is in the UPDATE itself, so no other writer's offer can slip in.
 func (t *tx) UpdateJobAt(j store.Job, epoch int64) error {
+	old, hooks, err := t.jobStateIfHooks(j.ID)
+	if err != nil {
+		return err
+	}
 	args := JobArgs(j)
 	res, err := t.exec("update job "+j.ID, jobs.update+" AND epoch = ?", append(args[1:len(args):len(args)], args[0], epoch)...)
 	if err != nil {
@@ -127,7 +145,10 @@ func (t *tx) UpdateJobAt(j store.Job, epoch int64) error {
 	if err := affected(fmt.Sprintf("update job %s at epoch %d", j.ID, epoch), res); err != nil {
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
-	return nil
+	if !hooks {
+		return nil
+	}
+	return t.noteJobState(j.ID, old, j.State, j.UpdatedAt)
 }
 
 func (t *tx) JobByKey(requesterID, key string) (store.Job, error) {

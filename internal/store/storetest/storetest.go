@@ -80,6 +80,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RunnerStatus", testRunnerStatus},
 		{"LeaderTerm", testLeaderTerm},
 		{"LeaderRace", testLeaderRace},
+		// Outbound webhooks.
+		{"Webhooks", testWebhooks},
+		{"JobChanges", testJobChanges},
+		{"WebhookDeliveries", testWebhookDeliveries},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
