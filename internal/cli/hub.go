@@ -19,6 +19,7 @@ import (
 	"drover/internal/hub"
 	"drover/internal/protocol"
 	"drover/internal/runner"
+	"drover/internal/webhook"
 )
 
 // listeningPrefix starts the line `drover hub` prints on stdout once it
@@ -37,9 +38,11 @@ type hubOptions struct {
 	logCap       int64
 	transferCap  int64
 	publicURL    string
-	readTimeout  time.Duration
-	idleTimeout  time.Duration
-	config       string
+	// webhookPrivate lets users' webhooks reach loopback and private addresses
+	webhookPrivate bool
+	readTimeout    time.Duration
+	idleTimeout    time.Duration
+	config         string
 	// metricsListen serves /metrics there, to anyone who reaches it;
 	// metricsTokenFile holds a token that lets /metrics in on --listen.
 	metricsListen    string
@@ -62,6 +65,7 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	f.DurationVar(&o.hubTTL, "hub-ttl", 15*time.Second, "with several hubs on one database: how long a silent hub still counts as live, and a leader term lasts unrenewed")
 	f.Int64Var(&o.logCap, "log-cap", protocol.DefaultLogCap, "per-attempt log cap in bytes")
 	f.Int64Var(&o.transferCap, "transfer-cap", protocol.DefaultTransferCap, "largest source push or result publication in bytes")
+	f.BoolVar(&o.webhookPrivate, "webhook-private", false, "let users' webhooks post to loopback, private and link-local addresses (the hub's own host and network)")
 	f.StringVar(&o.publicURL, "url", "", "the hub's URL as runners reach it, for the git URLs in offers (default: what each runner connected to)")
 	f.DurationVar(&o.readTimeout, "read-timeout", time.Minute, "longest pause while a request body arrives; a slower client is cut off")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
@@ -143,7 +147,8 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Database: o.db, Lease: o.lease, Heartbeat: o.heartbeat,
 		OfferTimeout: o.offerTimeout, HubTTL: o.hubTTL, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
 		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, MetricsToken: metricsToken, MetricsListen: o.metricsListen,
-		Logger: a.log, Network: file.Network, Credentials: file.Setup, CredentialRunners: file.Trusted, SigningKey: file.SigningKey})
+		Logger: a.log, Network: file.Network, Credentials: file.Setup, CredentialRunners: file.Trusted, SigningKey: file.SigningKey,
+		Webhooks: webhook.Config{AllowPrivate: o.webhookPrivate}})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open hub in %s: %w", data, err)
 	}

@@ -50,7 +50,7 @@ func TestWebhookHubKilledMidSend(t *testing.T) {
 	defer rc.Close()
 	defer close(release)
 
-	hub := testkit.StartHub(t, bin)
+	hub := testkit.StartHub(t, bin, "--webhook-private") // the receiver is on loopback
 	hub.StartRunner(t, "r1")
 	c := hub.Client()
 	secret, stderr, err := hub.CLIOut("webhooks", "add", rc.URL, "--events", "job.finished")

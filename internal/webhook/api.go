@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -23,7 +24,7 @@ const SecretPrefix = "whsec_"
 // AddWebhook checks a hook whole and adds it for c; the answer carries
 // its secret, shown this once.
 func (s *Hooks) AddWebhook(ctx context.Context, c call.Caller, req apitypes.WebhookRequest) (apitypes.WebhookView, error) {
-	if err := checkURL(req.URL); err != nil {
+	if err := checkURL(req.URL, s.cfg.AllowPrivate); err != nil {
 		return apitypes.WebhookView{}, err
 	}
 	events, err := checkEvents(req.Events)
@@ -68,7 +69,7 @@ func (s *Hooks) AddWebhook(ctx context.Context, c call.Caller, req apitypes.Webh
 
 // checkURL refuses what the hub must not POST to: another scheme, a URL
 // with credentials in it, one without a host, or a very long one.
-func checkURL(raw string) error {
+func checkURL(raw string, allowPrivate bool) error {
 	if len(raw) > MaxURL {
 		return call.BadRequest("the URL is %d bytes long; the limit is %d", len(raw), MaxURL)
 	}
@@ -88,6 +89,8 @@ func checkURL(raw string) error {
 		return call.BadRequest("the URL has no host")
 	case u.Fragment != "":
 		return call.BadRequest("the URL has a fragment (#…), which is never sent")
+	case !allowPrivate && (strings.EqualFold(u.Hostname(), "localhost") || checkDestination(net.JoinHostPort(u.Hostname(), "0")) == ErrPrivateDestination):
+		return call.BadRequest("%v", ErrPrivateDestination) // a name is checked again at each send, once resolved
 	}
 	return nil
 }

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 
 	"drover/internal/ids"
@@ -52,11 +55,44 @@ func New(ctx context.Context, core Core, cfg Config) *Hooks {
 	s := &Hooks{core: core, cfg: cfg, log: cfg.Logger, http: cfg.HTTP, wake: make(chan struct{}, 1),
 		inFlight: map[string]bool{}}
 	if s.http == nil {
-		s.http = &http.Client{Timeout: cfg.Timeout, CheckRedirect: sameHost}
+		s.http = &http.Client{Timeout: cfg.Timeout, CheckRedirect: sameHost, Transport: transport(cfg.AllowPrivate)}
 	}
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.loop(ctx) }()
 	return s
+}
+
+// transport dials only public addresses unless allowPrivate. The check is
+// on the address dialled, after name resolution, so neither a name that
+// resolves to one nor a redirect reaches the hub's own network.
+func transport(allowPrivate bool) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		d.Control = func(_, address string, _ syscall.RawConn) error { return checkDestination(address) }
+	}
+	t.DialContext = d.DialContext
+	return t
+}
+
+// ErrPrivateDestination is a hook's address the hub does not send to.
+var ErrPrivateDestination = errors.New("the hook's address is loopback, private or link-local; the hub's operator allows those with drover hub --webhook-private")
+
+func checkDestination(address string) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("webhook destination: %w", err)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("webhook destination: %w", err)
+	}
+	ip = ip.Unmap()
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
+		ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+		return ErrPrivateDestination
+	}
+	return nil
 }
 
 // sameHost follows a few redirects, to the same host only: a receiver
@@ -343,6 +379,9 @@ func (s *Hooks) deliver(ctx context.Context, d store.WebhookDelivery) error {
 	now = s.cfg.Now()
 	if sendErr == nil {
 		return s.record(ctx, d, store.WebhookDelivered, status, "", now)
+	}
+	if errors.Is(sendErr, ErrPrivateDestination) {
+		return s.record(ctx, d, store.WebhookFailed, 0, "refused: "+ErrPrivateDestination.Error(), now)
 	}
 	p, tries := s.cfg.Retry, d.Attempts+1
 	if (p.Tries > 0 && tries >= p.Tries) || (p.MaxElapsed > 0 && now.Sub(d.CreatedAt) >= p.MaxElapsed) {

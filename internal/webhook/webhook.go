@@ -90,6 +90,10 @@ type Config struct {
 	// Sweep is how often the leader looks for changes and due deliveries
 	// besides when told of a job's change; 0 is DefaultSweep.
 	Sweep time.Duration
+	// AllowPrivate lets the default client send to loopback, private and
+	// link-local addresses. Without it a user's hook cannot make the hub
+	// post to the services on its own host or network.
+	AllowPrivate bool
 }
 
 // Defaults.

@@ -161,7 +161,7 @@ func newEnvOn(t *testing.T, p retry.Policy, st store.Store, err error) *env {
 // start starts another Hooks on the environment's store.
 func (e *env) start(t *testing.T, p retry.Policy) *webhook.Hooks {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	h := webhook.New(ctx, e.core, webhook.Config{Store: e.st, Retry: p, Sweep: 20 * time.Millisecond})
+	h := webhook.New(ctx, e.core, webhook.Config{Store: e.st, Retry: p, Sweep: 20 * time.Millisecond, AllowPrivate: true})
 	t.Cleanup(func() { cancel(); h.Wait() })
 	return h
 }
