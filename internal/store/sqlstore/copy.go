@@ -40,7 +40,6 @@ var copyTables = []struct{ name, cols string }{
 	{ForgeTriggers.Name, ForgeTriggers.List()},
 	{ForgeLinks.Name, ForgeLinks.List()},
 	{ForgeDeliveries.Name, ForgeDeliveries.List()},
-	{ForgeTargets.Name, ForgeTargets.List()},
 	{Hubs.Name, Hubs.List()},
 	{RunnerHubs.Name, RunnerHubs.List()},
 	{LeaderTerm.Name, LeaderTerm.List()},
