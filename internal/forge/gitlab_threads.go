@@ -27,6 +27,17 @@ const gitlabMRBase = 1 << 40
 // GitLabMergeRequest is the number Threads takes on GitLab for merge request iid.
 func GitLabMergeRequest(iid int) int { return gitlabMRBase + iid }
 
+// ThreadNumber is the number Threads takes, on a forge of kind, for issue
+// or pull request number (isPR): on GitLab a merge request's is
+// GitLabMergeRequest's, as an issue may have the same iid; elsewhere they
+// share one numbering.
+func ThreadNumber(kind string, number int, isPR bool) int {
+	if kind == KindGitLab && isPR && number < gitlabMRBase {
+		return GitLabMergeRequest(number)
+	}
+	return number
+}
+
 // glList reads every page of a list of the GitLab client.
 func glList[T any](ctx context.Context, g *gitlab, op string, list func(o gl.ListOptions) ([]T, *gl.Response, error)) ([]T, error) {
 	return pages(ctx, op, func(ctx context.Context, page int) ([]T, bool, error) {

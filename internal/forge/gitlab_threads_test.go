@@ -168,3 +168,44 @@ func TestGitLabThreads(t *testing.T) {
 		t.Fatalf("Comments when rate limited: %v", err)
 	}
 }
+
+// TestThreadNumberOnGitLab: a merge request's thread numbered by ThreadNumber takes its
+// note on the merge request, though an issue has the same iid; an issue's stays the issue's,
+// and other forges number both alike.
+func TestThreadNumberOnGitLab(t *testing.T) {
+	f := startFakeGitLab(t, glToken)
+	f.addProject("o/r", "main", shaMain)
+	f.push("o/r", "drover/job-1", shaJob)
+	th := openGitLab(t, f, glToken).(forge.Threads)
+	f.openMR("o/r", "o/r", "drover/job-1", "main", shaJob) // !1
+	f.mu.Lock()
+	f.threads.issues["o/r#1"] = map[string]any{"id": 101, "iid": 1, "title": "issue one", "description": "",
+		"state": "opened", "author": map[string]any{"username": "alice"}, "labels": []string{},
+		"web_url": f.srv.URL + "/o/r/-/issues/1"}
+	f.mu.Unlock()
+	for _, tc := range []struct {
+		isPR   bool
+		marker string
+		want   string
+	}{{true, "job-mr", "o/r!1"}, {false, "job-issue", "o/r#1"}} {
+		if _, err := th.CommentOnce(t.Context(), repoOR, forge.ThreadNumber(forge.KindGitLab, 1, tc.isPR), tc.marker, "status"); err != nil {
+			t.Fatalf("CommentOnce (pr %v): %v", tc.isPR, err)
+		}
+		f.mu.Lock()
+		var on []string
+		for _, n := range f.threads.notes {
+			if strings.Contains(n.body, tc.marker) {
+				on = append(on, n.thread)
+			}
+		}
+		f.mu.Unlock()
+		if len(on) != 1 || on[0] != tc.want {
+			t.Fatalf("the note of %s is on %v, want %s", tc.marker, on, tc.want)
+		}
+	}
+	for _, kind := range []string{forge.KindGitea, forge.KindGitHub} {
+		if n := forge.ThreadNumber(kind, 1, true); n != 1 {
+			t.Fatalf("ThreadNumber(%s, 1, PR) = %d", kind, n)
+		}
+	}
+}

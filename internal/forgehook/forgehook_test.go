@@ -90,6 +90,18 @@ func TestParseSamples(t *testing.T) {
 	}
 }
 
+// TestGitLabDiffNoteIsAReviewComment: a note on a merge request's diff is a
+// review comment, never a conversation comment (which may answer a job's
+// question).
+func TestGitLabDiffNoteIsAReviewComment(t *testing.T) {
+	body := bytes.Replace(read(t, "gitlab_note_mr.json"), []byte(`"noteable_type": "MergeRequest",`),
+		[]byte(`"noteable_type": "MergeRequest", "type": "DiffNote",`), 1)
+	ev, err := forgehook.Parse(forge.KindGitLab, header("X-Gitlab-Event", "Note Hook", "Idempotency-Key", "l-3"), body)
+	if err != nil || ev.Type != forgehook.ReviewComment || ev.Number != 4 || !ev.IsPR {
+		t.Fatalf("a DiffNote: %+v, %v", ev, err)
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	gh := header("X-GitHub-Event", "issues", "X-GitHub-Delivery", "d-1")
 	labeled := read(t, "github_issues_labeled.json")

@@ -220,6 +220,7 @@ type glPayload struct {
 		Action       string `json:"action"`
 		Note         string `json:"note"`
 		NoteableType string `json:"noteable_type"`
+		Type         string `json:"type"` // a note's: DiffNote on a merge request's diff, a review comment
 		LastCommit   *struct {
 			ID string `json:"id"`
 		} `json:"last_commit"`
@@ -285,6 +286,9 @@ func parseGitLab(event string, body []byte, ev *Event) error {
 			return nil
 		}
 		ev.Type, ev.CommentID, ev.Body = Commented, p.Attrs.ID, p.Attrs.Note
+		if p.Attrs.Type == "DiffNote" {
+			ev.Type = ReviewComment
+		}
 		return nil
 	case "Merge Request Hook":
 		ev.IsPR, ev.HeadBranch = true, p.Attrs.SourceBranch

@@ -38,7 +38,7 @@ func (s *Service) Context(ctx context.Context, jobID string) (*protocol.ForgeCon
 	}
 	t := targetOf(th)
 	fc := &protocol.ForgeContext{Forge: th.Forge, Repo: th.Repo, Number: th.Number, IsPR: th.IsPR}
-	f, err := s.core.Forge(ctx, th.Forge)
+	f, kind, err := s.core.Forge(ctx, th.Forge)
 	if err != nil {
 		msg := "the forge connection could not be opened"
 		switch {
@@ -54,7 +54,8 @@ func (s *Service) Context(ctx context.Context, jobID string) (*protocol.ForgeCon
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	r := reader{fc: fc, budget: protocol.ForgeBudget}
-	is, err := f.Issue(ctx, t.Repo, t.Number)
+	n := forge.ThreadNumber(kind, t.Number, t.IsPR)
+	is, err := f.Issue(ctx, t.Repo, n)
 	if r.ok("the issue", err) {
 		fc.URL, fc.Title, fc.Author, fc.State, fc.IsPR = is.URL, r.text(is.Title), is.Author, is.State, is.IsPR
 		fc.Body, fc.Labels = r.text(is.Body), is.Labels
@@ -75,7 +76,7 @@ func (s *Service) Context(ctx context.Context, jobID string) (*protocol.ForgeCon
 		r.spend(fc.Checks)
 	}
 	if fc.IsPR {
-		rts, err := f.ReviewThreads(ctx, t.Repo, t.Number)
+		rts, err := f.ReviewThreads(ctx, t.Repo, n)
 		if r.ok("the review threads", err) {
 			fc.Threads = keepNewest(&r, "unresolved review threads", rts, func(rt ReviewThread) (protocol.ForgeReviewThread, bool) {
 				ft := protocol.ForgeReviewThread{Path: rt.Path, Line: rt.Line}
@@ -85,14 +86,14 @@ func (s *Service) Context(ctx context.Context, jobID string) (*protocol.ForgeCon
 				return ft, !rt.Resolved
 			})
 		}
-		rvs, err := f.Reviews(ctx, t.Repo, t.Number)
+		rvs, err := f.Reviews(ctx, t.Repo, n)
 		if r.ok("the reviews", err) {
 			fc.Reviews = keepNewest(&r, "reviews", rvs, func(rv Review) (protocol.ForgeReview, bool) {
 				return protocol.ForgeReview{Author: rv.Author, State: rv.State, Body: r.text(rv.Body), CommitID: rv.CommitID}, true
 			})
 		}
 	}
-	cs, err := f.Comments(ctx, t.Repo, t.Number)
+	cs, err := f.Comments(ctx, t.Repo, n)
 	if r.ok("the comments", err) {
 		fc.Comments = keepNewest(&r, "comments", cs, func(c Comment) (protocol.ForgeComment, bool) { return r.comment(c), true })
 	}

@@ -33,9 +33,10 @@ type Core interface {
 	// JobURL is the job's page on the dashboard, "" when the hub has no
 	// public URL.
 	JobURL(id string) string
-	// Forge opens forge connection name with the hub's credential;
+	// Forge opens forge connection name with the hub's credential, and
+	// says its kind (which numbers threads: forge.ThreadNumber);
 	// ErrNoThreads when that forge cannot read or write threads.
-	Forge(ctx context.Context, name string) (Forge, error)
+	Forge(ctx context.Context, name string) (f Forge, kind string, err error)
 	// Answer answers the question job jobID waits on as user userID,
 	// through the hub's own answer path and its approval rule.
 	Answer(ctx context.Context, userID, jobID, text string) error

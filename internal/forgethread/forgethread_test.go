@@ -27,6 +27,7 @@ var target = forgethread.Target{Forge: "gt", Repo: forge.Repo{Owner: "acme", Nam
 // hand, and the answers given through it.
 type fakeCore struct {
 	forge *fakeForge
+	kind  string // the forge's kind; "" is one that numbers issues and pull requests alike
 
 	mu      sync.Mutex
 	jobs    map[string]apitypes.JobView
@@ -44,11 +45,11 @@ func (c *fakeCore) Job(_ context.Context, id string) (apitypes.JobView, error) {
 	return v, nil
 }
 func (c *fakeCore) JobURL(id string) string { return "https://hub.example/jobs/" + id }
-func (c *fakeCore) Forge(context.Context, string) (forgethread.Forge, error) {
+func (c *fakeCore) Forge(context.Context, string) (forgethread.Forge, string, error) {
 	if c.noForge {
-		return nil, forgethread.ErrNoThreads
+		return nil, "", forgethread.ErrNoThreads
 	}
-	return c.forge, nil
+	return c.forge, c.kind, nil
 }
 func (c *fakeCore) Answer(_ context.Context, userID, jobID, text string) error {
 	c.mu.Lock()
@@ -80,9 +81,18 @@ type fakeForge struct {
 	threads  []forgethread.ReviewThread
 	checks   []forgethread.Check
 	checkSHA string
+	numbers  map[int]bool // the thread numbers the calls took
 }
 
-func newFakeForge() *fakeForge { return &fakeForge{markers: map[string]int64{}} }
+func newFakeForge() *fakeForge {
+	return &fakeForge{markers: map[string]int64{}, numbers: map[int]bool{}}
+}
+
+func (f *fakeForge) took(n int) {
+	f.mu.Lock()
+	f.numbers[n] = true
+	f.mu.Unlock()
+}
 
 var errDown = &forge.Error{Op: "comment", Status: 503, Code: forge.CodeUnavailable}
 
@@ -94,7 +104,8 @@ func (f *fakeForge) fail() error {
 	return nil
 }
 
-func (f *fakeForge) CommentOnce(_ context.Context, _ forge.Repo, _ int, marker, body string) (forgethread.Comment, error) {
+func (f *fakeForge) CommentOnce(_ context.Context, _ forge.Repo, n int, marker, body string) (forgethread.Comment, error) {
+	f.took(n)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail(); err != nil {
@@ -130,10 +141,12 @@ func (f *fakeForge) EditComment(_ context.Context, _ forge.Repo, id int64, body 
 	return nil
 }
 
-func (f *fakeForge) Issue(context.Context, forge.Repo, int) (forgethread.Issue, error) {
+func (f *fakeForge) Issue(_ context.Context, _ forge.Repo, n int) (forgethread.Issue, error) {
+	f.took(n)
 	return f.issue, f.readErr
 }
-func (f *fakeForge) Comments(context.Context, forge.Repo, int) ([]forgethread.Comment, error) {
+func (f *fakeForge) Comments(_ context.Context, _ forge.Repo, n int) ([]forgethread.Comment, error) {
+	f.took(n)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]forgethread.Comment(nil), f.comments...), f.readErr
@@ -386,5 +399,26 @@ func TestDeletedStatusCommentIsPostedAgain(t *testing.T) {
 	th := fx.shows(t, "j-1", "cancelled")
 	if _, _, bodies := fx.ff.state(); th.StatusID != 1 || len(bodies) != 1 || !strings.Contains(bodies[0], "🚫 cancelled.") {
 		t.Errorf("status comment after its deletion: %+v %q", th, bodies)
+	}
+}
+
+// TestGitLabMergeRequestThread: on GitLab the thread of a merge request is
+// written and read by forge.ThreadNumber's number, never the bare iid an
+// issue may share.
+func TestGitLabMergeRequestThread(t *testing.T) {
+	fx := newFixture(t, "j-1")
+	fx.core.kind = forge.KindGitLab
+	mr := forgethread.Target{Forge: "gl", Repo: target.Repo, Number: 7, IsPR: true}
+	if err := fx.s.Attach(t.Context(), "j-1", mr); err != nil {
+		t.Fatal(err)
+	}
+	fx.shows(t, "j-1", "queued")
+	if _, err := fx.s.Context(t.Context(), "j-1"); err != nil {
+		t.Fatal(err)
+	}
+	fx.ff.mu.Lock()
+	defer fx.ff.mu.Unlock()
+	if want := forge.GitLabMergeRequest(7); len(fx.ff.numbers) != 1 || !fx.ff.numbers[want] {
+		t.Fatalf("numbers %v, want only %d", fx.ff.numbers, want)
 	}
 }

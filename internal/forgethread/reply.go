@@ -33,6 +33,9 @@ func (s *Service) Reply(ctx context.Context, t Target, actorUserID string, comme
 		return false, fmt.Errorf("find the jobs of %s: %w", t, err)
 	}
 	for _, th := range ts {
+		if th.IsPR != t.IsPR {
+			continue // on GitLab an issue and a merge request may share a number
+		}
 		v, err := s.core.Job(ctx, th.JobID)
 		if err != nil {
 			return false, fmt.Errorf("read job %s of %s: %w", th.JobID, t, err)

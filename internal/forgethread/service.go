@@ -235,16 +235,17 @@ func (s *Service) update(ctx context.Context, jobID string) error {
 		return nil
 	}
 	t := targetOf(th)
-	f, err := s.core.Forge(ctx, th.Forge)
+	f, kind, err := s.core.Forge(ctx, th.Forge)
 	if err != nil {
 		return fmt.Errorf("open forge %s for job %s: %w", th.Forge, jobID, err)
 	}
+	n := forge.ThreadNumber(kind, t.Number, t.IsPR)
 	url := s.core.JobURL(jobID)
 	if q != nil && !posted {
 		var c Comment
 		err := s.try(ctx, func(ctx context.Context) error {
 			var err error
-			c, err = f.CommentOnce(ctx, t.Repo, t.Number, questionMarker(q.ID), renderQuestion(jobID, url, *q))
+			c, err = f.CommentOnce(ctx, t.Repo, n, questionMarker(q.ID), renderQuestion(jobID, url, *q))
 			return err
 		})
 		if err != nil {
@@ -272,7 +273,7 @@ func (s *Service) update(ctx context.Context, jobID string) error {
 		}
 		// Posted once whatever is lost: a reply lost after the post finds
 		// it, which may show an older state than body.
-		c, err := f.CommentOnce(ctx, t.Repo, t.Number, statusMarker(jobID), body)
+		c, err := f.CommentOnce(ctx, t.Repo, n, statusMarker(jobID), body)
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/forge"
+	"drover/internal/forgethread"
 	"drover/internal/hub/call"
 	"drover/internal/store"
 )
@@ -51,6 +52,14 @@ type Core interface {
 	PublicURL() string
 	// Leading says whether this hub runs the hub-wide duties now.
 	Leading() bool
+	// Attach ties job jobID to the thread it was started from, once
+	// (again to the same thread changes nothing): its conversation on the
+	// forge is internal/forgethread's, and so is the record of which jobs
+	// a thread has (forge_threads).
+	Attach(ctx context.Context, jobID string, t forgethread.Target) error
+	// Reply answers, as user userID, with comment commentID of thread t,
+	// the question a job of t waits on; handled false when none does.
+	Reply(ctx context.Context, t forgethread.Target, userID string, commentID int64, body string) (handled bool, err error)
 }
 
 // Forge is what forge triggers do on a forge (forge.Threads and

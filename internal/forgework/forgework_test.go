@@ -17,6 +17,7 @@ import (
 	"drover/internal/apitypes"
 	"drover/internal/forge"
 	"drover/internal/forgehook"
+	"drover/internal/forgethread"
 	"drover/internal/forgework"
 	"drover/internal/hub/call"
 	"drover/internal/job"
@@ -100,6 +101,10 @@ type fakeCore struct {
 	submitted []apitypes.SubmitRequest
 	byKey     map[string]string
 	acted     []string // "retry j-..." / "cancel j-..."
+	// asking is the job that waits on a question; replies are the
+	// comments that answered it.
+	asking  string
+	replies []string
 }
 
 func (c *fakeCore) Caller(_ context.Context, userID string) (call.Caller, error) {
@@ -164,6 +169,48 @@ func (c *fakeCore) Retry(_ context.Context, _ call.Caller, id string) error {
 func (c *fakeCore) Forge(context.Context, string) (forgework.Forge, error) { return c.f, nil }
 func (c *fakeCore) PublicURL() string                                      { return c.publicURL }
 func (c *fakeCore) Leading() bool                                          { return true }
+
+// Attach records the thread as forgethread does: once per job.
+func (c *fakeCore) Attach(ctx context.Context, jobID string, t forgethread.Target) error {
+	return c.st.Write(ctx, func(tx store.Tx) error {
+		if _, err := tx.ForgeThread(jobID); err == nil {
+			return nil
+		}
+		now := time.Now()
+		return tx.PutForgeThread(store.ForgeThread{JobID: jobID, Project: "web", Forge: t.Forge, Repo: t.Repo.String(),
+			Number: t.Number, IsPR: t.IsPR, CreatedAt: now, UpdatedAt: now})
+	})
+}
+
+func (c *fakeCore) Reply(_ context.Context, t forgethread.Target, userID string, commentID int64, body string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.asking == "" {
+		return false, nil
+	}
+	c.replies = append(c.replies, fmt.Sprintf("%s %s #%d %s %d %s", c.asking, t.Repo, t.Number, userID, commentID, body))
+	return true, nil
+}
+
+func (c *fakeCore) answered() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.replies...)
+}
+
+// thread is the thread job jobID was attached to.
+func (e *env) thread(jobID string) store.ForgeThread {
+	e.t.Helper()
+	var th store.ForgeThread
+	if err := e.st.Read(e.t.Context(), func(tx store.Tx) error {
+		var err error
+		th, err = tx.ForgeThread(jobID)
+		return err
+	}); err != nil {
+		e.t.Fatalf("thread of %s: %v", jobID, err)
+	}
+	return th
+}
 
 func (c *fakeCore) submissions() []apitypes.SubmitRequest {
 	c.mu.Lock()
@@ -396,9 +443,8 @@ func TestLabelStartsOneJob(t *testing.T) {
 		!strings.Contains(s.Args[0], "context tool") || strings.Contains(s.Args[0], "recieve") {
 		t.Fatalf("submission %+v", s)
 	}
-	target, ok, err := e.svc.ForgeTarget(t.Context(), "j-1")
-	if err != nil || !ok || target.Repo != "alice/tools" || target.Number != 3 || target.IsPR || target.Delivery != "d-1" {
-		t.Fatalf("target %+v %v %v", target, ok, err)
+	if th := e.thread("j-1"); th.Forge != "gt" || th.Repo != "alice/tools" || th.Number != 3 || th.IsPR {
+		t.Fatalf("thread %+v", th)
 	}
 	// The same delivery again starts nothing.
 	if code := e.deliver("issue_label", "d-1", body); code != http.StatusOK {
@@ -422,7 +468,7 @@ func TestLabelStartsOneJob(t *testing.T) {
 		t.Fatalf("forged: status %d", code)
 	}
 	var d store.ForgeDelivery
-	err = e.st.Read(t.Context(), func(tx store.Tx) (err error) { d, err = tx.ForgeDelivery(tr.HookID, "d-2"); return err })
+	err := e.st.Read(t.Context(), func(tx store.Tx) (err error) { d, err = tx.ForgeDelivery(tr.HookID, "d-2"); return err })
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a forged delivery was recorded: %+v %v", d, err)
 	}
@@ -473,9 +519,9 @@ func TestCommands(t *testing.T) {
 	if got := strings.Join(e.core.acted, ","); got != "retry j-1,cancel j-1" {
 		t.Fatalf("acted %q", got)
 	}
-	// Not commands: nothing recorded.
+	// Not commands, in a thread without a job: nothing recorded.
 	for i, body := range []string{"> /drover run quoted", "```\n/drover run fenced\n```", "please /drover run this", "thanks"} {
-		must(e.deliver("issue_comment", fmt.Sprint("n-", i), comment(body, "bob", 5, false)), http.StatusAccepted)
+		must(e.deliver("issue_comment", fmt.Sprint("n-", i), comment(body, "bob", 8, false)), http.StatusAccepted)
 	}
 	// Malformed commands: a reply, no job.
 	must(e.deliver("issue_comment", "b-1", comment("/drover run fix; rm -rf /", "bob", 6, false)), http.StatusAccepted)
@@ -493,6 +539,61 @@ func TestCommands(t *testing.T) {
 	_ = e.st.Read(t.Context(), func(tx store.Tx) (err error) { ds, err = tx.ForgeDeliveries(store.DeliveryRefused, 100); return err })
 	if len(ds) != 3 {
 		t.Fatalf("%d refused deliveries, want 3 (and none for the comments that are no command)", len(ds))
+	}
+}
+
+// TestRepliesAnswer: a comment that is no command, by a linked user with
+// write access, in the thread of a job that asks, answers it (through the
+// core's Reply); commands keep their path, and neither a review comment,
+// an unlinked login nor a read-only one answers, nor does the bot reply to
+// them.
+func TestRepliesAnswer(t *testing.T) {
+	e := newEnv(t)
+	e.on(apitypes.ForgeTriggersRequest{Command: "/drover", Reviews: true})
+	e.link("bob", "bob")
+	e.link("eve", "reader")
+	if code := e.deliver("pull_request_comment", "c-1", comment("/drover run fix the typo", "bob", 9, true)); code != http.StatusAccepted {
+		t.Fatalf("status %d", code)
+	}
+	e.settled()
+	if len(e.core.submissions()) != 1 {
+		t.Fatalf("submissions %+v", e.core.submissions())
+	}
+	// No question waits: a remark answers nothing and is not replied to.
+	if code := e.deliver("pull_request_comment", "a-0", comment("looks good", "bob", 9, true)); code != http.StatusAccepted {
+		t.Fatalf("status %d", code)
+	}
+	e.settled()
+	e.core.mu.Lock()
+	e.core.asking = "j-1"
+	e.core.mu.Unlock()
+	for _, d := range []struct{ event, id, body, login string }{
+		{"pull_request_comment", "a-1", "stranger's words", "stranger"},
+		{"pull_request_comment", "a-2", "reader's words", "reader"},
+		{"pull_request_review_comment", "a-3", "a review comment", "bob"},
+		{"pull_request_comment", "a-4", "/drover retry", "bob"},
+		{"pull_request_comment", "a-5", "> the question\nUse v2.", "bob"},
+	} {
+		body := comment(d.body, d.login, 9, true)
+		if d.event == "pull_request_review_comment" {
+			body = bytes.Replace(body, []byte(`"is_pull"`), fmt.Appendf(nil, `"review":{"type":"comment","content":%q},"is_pull"`, d.body), 1)
+		}
+		if code := e.deliver(d.event, d.id, body); code != http.StatusAccepted {
+			t.Fatalf("%s: status %d", d.id, code)
+		}
+	}
+	e.settled()
+	if got := e.core.answered(); len(got) != 1 || got[0] != "j-1 alice/tools #9 u-bob 77 > the question\nUse v2." {
+		t.Fatalf("answers %q", got)
+	}
+	if got := strings.Join(e.core.acted, ","); got != "retry j-1" {
+		t.Fatalf("acted %q", got)
+	}
+	if r := e.f.replies(9); len(r) != 0 {
+		t.Fatalf("the bot replied to comments that are no command: %q", r)
+	}
+	if n := len(e.core.submissions()); n != 1 {
+		t.Fatalf("%d submissions", n)
 	}
 }
 
@@ -517,8 +618,8 @@ func TestReviewRound(t *testing.T) {
 	if len(subs) != 1 || subs[0].Repo.FromPR != 9 || subs[0].Repo.Base != "" || !strings.Contains(subs[0].Args[0], "> Also fix 'adress'.") {
 		t.Fatalf("submissions %+v", subs)
 	}
-	if tg, ok, _ := e.svc.ForgeTarget(t.Context(), "j-1"); !ok || !tg.IsPR || tg.Number != 9 {
-		t.Fatalf("target %+v", tg)
+	if th := e.thread("j-1"); !th.IsPR || th.Number != 9 {
+		t.Fatalf("thread %+v", th)
 	}
 	// "/drover address" on the pull request: a round too.
 	if code := e.deliver("pull_request_comment", "r-3", comment("/drover address", "alice", 9, true)); code != http.StatusAccepted {

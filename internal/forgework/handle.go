@@ -12,6 +12,7 @@ import (
 	"drover/internal/apitypes"
 	"drover/internal/forge"
 	"drover/internal/forgehook"
+	"drover/internal/forgethread"
 	"drover/internal/hub/call"
 	"drover/internal/rules"
 	"drover/internal/store"
@@ -87,24 +88,52 @@ func (s *Triggers) act(ctx context.Context, d store.ForgeDelivery) (jobID, refus
 	if act.err != nil {
 		return th.refuse(ctx, "d:"+d.Delivery, fmt.Sprintf("@%s, drover did not take that command: %v", ev.Actor, act.err))
 	}
+	target := forgethread.Target{Forge: tr.Forge, Repo: repo, Number: ev.Number, IsPR: ev.IsPR}
+	jobs, err := s.jobsOf(ctx, target)
+	if err != nil {
+		return "", "", err
+	}
+	if act.verb == verbAnswer && len(jobs) == 0 {
+		return "", "a comment in a thread with no job of drover", nil
+	}
 	var link store.ForgeLink
 	err = s.cfg.Store.Read(ctx, func(tx store.Tx) error {
 		var err error
 		link, err = tx.ForgeLink(tr.Forge, ev.Actor)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	switch {
+	case errors.Is(err, store.ErrNotFound) && act.verb == verbAnswer:
+		// Only a command earns an unlinked user a reply: a remark in a
+		// job's thread is no request.
+		return "", "a comment by " + ev.Actor + ", who is linked to no user", nil
+	case errors.Is(err, store.ErrNotFound):
 		return th.refuse(ctx, "unlinked:"+ev.Actor, fmt.Sprintf("@%s, your account on this forge is not linked to a drover user, "+
 			"so drover starts nothing for you. A drover admin links it: drover users link NAME --forge %s --login %s", ev.Actor, tr.Forge, ev.Actor))
-	} else if err != nil {
+	case err != nil:
 		return "", "", err
 	}
 	perm, err := cl.Permission(ctx, repo, ev.Actor)
 	if err != nil {
 		return "", "", err
 	}
-	if perm != forge.PermWrite && perm != forge.PermAdmin {
+	switch {
+	case perm != forge.PermWrite && perm != forge.PermAdmin && act.verb == verbAnswer:
+		return "", "a comment by " + ev.Actor + ", who may not write to the repository", nil
+	case perm != forge.PermWrite && perm != forge.PermAdmin:
 		return th.refuse(ctx, "readonly:"+ev.Actor, fmt.Sprintf("@%s, drover starts work only for those who may write to this repository.", ev.Actor))
+	}
+	if act.verb == verbAnswer {
+		// The answer goes through the core's answer path, whose approval
+		// rule and refusals are the requester's business, not the thread's.
+		handled, err := s.core.Reply(ctx, target, link.UserID, ev.CommentID, ev.Body)
+		if err != nil {
+			return "", "", err
+		}
+		if !handled {
+			return "", "a comment that answers no question a job of the thread waits on", nil
+		}
+		return jobs[0], "", nil
 	}
 	c, err := s.core.Caller(ctx, link.UserID)
 	if err != nil {
@@ -112,43 +141,41 @@ func (s *Triggers) act(ctx context.Context, d store.ForgeDelivery) (jobID, refus
 	}
 	switch act.verb {
 	case forgehook.VerbRetry, forgehook.VerbCancel:
-		var t store.ForgeTarget
-		err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
-			var err error
-			t, err = tx.LatestForgeTarget(tr.Forge, tr.Repo, ev.Number)
-			return err
-		})
-		if errors.Is(err, store.ErrNotFound) {
+		if len(jobs) == 0 {
 			return th.refuse(ctx, "d:"+d.Delivery, fmt.Sprintf("@%s, drover started no job from this thread to %s.", ev.Actor, act.verb))
-		} else if err != nil {
-			return "", "", err
 		}
 		if act.verb == forgehook.VerbRetry {
-			err = s.core.Retry(ctx, c, t.JobID)
+			err = s.core.Retry(ctx, c, jobs[0])
 		} else {
-			err = s.core.Cancel(ctx, c, t.JobID)
+			err = s.core.Cancel(ctx, c, jobs[0])
 		}
 		if err != nil {
 			return th.refusal(ctx, "d:"+d.Delivery, err)
 		}
-		return t.JobID, "", nil
+		return jobs[0], "", nil
 	}
-	if ev.Type == forgehook.Labeled && ev.Label == "" {
+	key := Key(d.HookID, d.Delivery)
+	if ev.Type == forgehook.Labeled && ev.Label == "" && len(jobs) > 0 {
 		// Gitea sends the labels after any change, not the one added: only
-		// an issue without a job from drover yet starts one so.
-		var t store.ForgeTarget
+		// an issue without a job from drover yet starts one so (or this
+		// delivery's own, submitted before a stop).
+		var own bool
 		err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
-			var err error
-			t, err = tx.LatestForgeTarget(tr.Forge, tr.Repo, ev.Number)
+			_, err := tx.JobByKey(link.UserID, key)
+			own = err == nil
+			if errors.Is(err, store.ErrNotFound) {
+				err = nil
+			}
 			return err
 		})
-		if err == nil && t.Delivery != d.Delivery {
-			return "", fmt.Sprintf("the issue's labels changed, and it has job %s already (%s retry starts it again)", t.JobID, tr.Command), nil
-		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err != nil {
 			return "", "", err
 		}
+		if !own {
+			return "", fmt.Sprintf("the issue's labels changed, and it has job %s already (%s retry starts it again)", jobs[0], tr.Command), nil
+		}
 	}
-	req, err := s.submission(ctx, tr, d, ev, act)
+	req, err := s.submission(ctx, tr, key, ev, act)
 	if err != nil {
 		return th.refusal(ctx, "d:"+d.Delivery, err)
 	}
@@ -156,16 +183,9 @@ func (s *Triggers) act(ctx context.Context, d store.ForgeDelivery) (jobID, refus
 	if err != nil {
 		return th.refusal(ctx, "d:"+d.Delivery, err)
 	}
-	now := s.cfg.Now()
-	err = s.cfg.Store.Write(ctx, func(tx store.Tx) error {
-		err := tx.PutForgeTarget(store.ForgeTarget{JobID: j.ID, Forge: tr.Forge, Repo: tr.Repo, Number: ev.Number, IsPR: ev.IsPR,
-			HookID: d.HookID, Delivery: d.Delivery, CreatedAt: now})
-		if errors.Is(err, store.ErrConflict) {
-			return nil // recorded on an earlier try
-		}
-		return err
-	})
-	if err != nil {
+	// Attached after the submission, and again when a stop came between:
+	// attaching is idempotent.
+	if err := s.core.Attach(ctx, j.ID, target); err != nil {
 		return "", "", err
 	}
 	s.cfg.Metrics.count("started")
@@ -175,14 +195,14 @@ func (s *Triggers) act(ctx context.Context, d store.ForgeDelivery) (jobID, refus
 // submission is the job a delivery starts: on an issue, at the head of
 // the repository's default branch; on a pull request, at its head,
 // publishing back onto it.
-func (s *Triggers) submission(ctx context.Context, tr store.ForgeTrigger, d store.ForgeDelivery, ev forgehook.Event, act action) (apitypes.SubmitRequest, error) {
+func (s *Triggers) submission(ctx context.Context, tr store.ForgeTrigger, key string, ev forgehook.Event, act action) (apitypes.SubmitRequest, error) {
 	agent := tr.Agent
 	if act.cmd.Agent != "" {
 		agent = act.cmd.Agent
 	}
 	// Tools: the agent reads the thread with drover's context tool, and
 	// asks and delivers there.
-	req := apitypes.SubmitRequest{Agent: agent, Args: []string{Prompt(tr.Repo, ev, act.cmd)}, Key: Key(d.HookID, d.Delivery),
+	req := apitypes.SubmitRequest{Agent: agent, Args: []string{Prompt(tr.Repo, ev, act.cmd)}, Key: key,
 		Repo: &apitypes.SubmitRepo{Project: tr.Project}, Tools: true}
 	if ev.IsPR {
 		req.Repo.FromPR = ev.Number
@@ -194,6 +214,26 @@ func (s *Triggers) submission(ctx context.Context, tr store.ForgeTrigger, d stor
 	}
 	req.Repo.Base = base
 	return req, nil
+}
+
+// jobsOf is the jobs started from thread t, newest first: forgethread's
+// record of them (forge_threads) is the one there is.
+func (s *Triggers) jobsOf(ctx context.Context, t forgethread.Target) ([]string, error) {
+	var ids []string
+	err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		ts, err := tx.ForgeThreadsOf(t.Forge, t.Repo.String(), t.Number)
+		for _, th := range ts {
+			// On GitLab an issue and a merge request may share a number.
+			if th.IsPR == t.IsPR {
+				ids = append(ids, th.JobID)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the jobs of %s: %w", t, err)
+	}
+	return ids, nil
 }
 
 // Key is the idempotency key of the job a delivery starts.

@@ -104,34 +104,3 @@ func user(tx store.Tx, name string) (store.User, error) {
 	}
 	return u, err
 }
-
-// Target is the issue or pull request a job was started from: what the
-// job's conversation on the forge and its agent's forge context read
-// (internal/forgethread).
-type Target struct {
-	JobID  string
-	Forge  string // the forge connection's name
-	Repo   string // OWNER/REPO
-	Number int
-	IsPR   bool
-	// HookID and Delivery are the delivery that started it.
-	HookID, Delivery string
-}
-
-// ForgeTarget is job jobID's Target; found false for a job no forge event
-// started.
-func (s *Triggers) ForgeTarget(ctx context.Context, jobID string) (t Target, found bool, err error) {
-	var ft store.ForgeTarget
-	err = s.cfg.Store.Read(ctx, func(tx store.Tx) error {
-		var err error
-		ft, err = tx.ForgeTarget(jobID)
-		return err
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return Target{}, false, nil
-	} else if err != nil {
-		return Target{}, false, fmt.Errorf("read the forge target of job %s: %w", jobID, err)
-	}
-	return Target{JobID: ft.JobID, Forge: ft.Forge, Repo: ft.Repo, Number: ft.Number, IsPR: ft.IsPR,
-		HookID: ft.HookID, Delivery: ft.Delivery}, true, nil
-}

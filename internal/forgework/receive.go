@@ -1,6 +1,7 @@
 package forgework
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"slices"
 	"strings"
 
+	"drover/internal/forge"
 	"drover/internal/forgehook"
+	"drover/internal/forgethread"
 	"drover/internal/store"
 )
 
@@ -62,8 +65,11 @@ func (s *Triggers) receive(r *http.Request) (status int, outcome, msg string) {
 	case !strings.EqualFold(ev.Repo, tr.Repo):
 		return http.StatusUnprocessableEntity, "unmapped", fmt.Sprintf("repository %s is not the one project %s maps", ev.Repo, tr.Project)
 	}
-	if decide(tr, ev).verb == "" {
+	switch act := decide(tr, ev); {
+	case act.verb == "":
 		return http.StatusAccepted, "ignored", "ignored: no trigger of the project matches"
+	case act.verb == verbAnswer && !s.hasJobs(r.Context(), tr, ev):
+		return http.StatusAccepted, "ignored", "ignored: a comment in a thread with no job of drover"
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
@@ -91,6 +97,10 @@ type action struct {
 	err error
 }
 
+// verbAnswer is a comment that is no command: an answer to the question
+// a job of its thread waits on, if one does.
+const verbAnswer = "answer"
+
 // decide is the rule of which events start or act on jobs, under a
 // project's triggers.
 func decide(tr store.ForgeTrigger, ev forgehook.Event) action {
@@ -110,13 +120,20 @@ func decide(tr store.ForgeTrigger, ev forgehook.Event) action {
 		}
 		fallthrough // a review's body may be a command too
 	case forgehook.Commented, forgehook.ReviewComment:
+		// A conversation comment that is no command may answer a job's
+		// question; a review comment never does (its ids are not the
+		// conversation's, which the answer's order rests on).
+		reply := action{}
+		if ev.Type == forgehook.Commented {
+			reply = action{verb: verbAnswer}
+		}
 		if tr.Command == "" {
-			return action{}
+			return reply
 		}
 		cmd, ok, err := forgehook.ParseCommand(tr.Command, ev.Body)
 		switch {
 		case !ok:
-			return action{}
+			return reply
 		case err != nil:
 			return action{verb: "reply", err: err}
 		case cmd.Verb == forgehook.VerbAddress && !(tr.Reviews && ev.IsPR):
@@ -125,4 +142,16 @@ func decide(tr store.ForgeTrigger, ev forgehook.Event) action {
 		return action{verb: cmd.Verb, cmd: cmd}
 	}
 	return action{}
+}
+
+// hasJobs says whether ev's thread may have a job of drover: every comment
+// in the repository is delivered, and only those in a job's thread are
+// worth recording. A failed read says yes; acting on it reads again.
+func (s *Triggers) hasJobs(ctx context.Context, tr store.ForgeTrigger, ev forgehook.Event) bool {
+	repo, err := forge.ParseRepo(tr.Repo)
+	if err != nil {
+		return true
+	}
+	jobs, err := s.jobsOf(ctx, forgethread.Target{Forge: tr.Forge, Repo: repo, Number: ev.Number, IsPR: ev.IsPR})
+	return err != nil || len(jobs) > 0
 }

@@ -28,7 +28,7 @@ func (a threadCore) JobURL(id string) string { return a.h.jobURL(id) }
 
 // Forge opens a forge connection with the hub's credential, as publishing
 // does; a client without the thread operations cannot serve threads.
-func (a threadCore) Forge(ctx context.Context, name string) (forgethread.Forge, error) {
+func (a threadCore) Forge(ctx context.Context, name string) (forgethread.Forge, string, error) {
 	var f store.Forge
 	err := a.h.store.Read(ctx, func(tx store.Tx) error {
 		var err error
@@ -36,20 +36,21 @@ func (a threadCore) Forge(ctx context.Context, name string) (forgethread.Forge, 
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read forge %s: %w", name, err)
+		return nil, "", fmt.Errorf("read forge %s: %w", name, err)
 	}
 	if a.h.cfg.threadForge != nil {
-		return a.h.cfg.threadForge(f)
+		th, err := a.h.cfg.threadForge(f)
+		return th, f.Kind, err
 	}
 	cl, err := publish.Open(f, a.h.cfg.ForgeHTTP)
 	if err != nil {
-		return nil, fmt.Errorf("forge %s: %w", name, err)
+		return nil, "", fmt.Errorf("forge %s: %w", name, err)
 	}
 	th, ok := cl.(forgethread.Forge)
 	if !ok {
-		return nil, fmt.Errorf("forge %s: %w", name, forgethread.ErrNoThreads)
+		return nil, "", fmt.Errorf("forge %s: %w", name, forgethread.ErrNoThreads)
 	}
-	return th, nil
+	return th, f.Kind, nil
 }
 
 // Answer answers as user userID through answerJob, so its approval rule

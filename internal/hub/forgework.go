@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"drover/internal/apitypes"
+	"drover/internal/forgethread"
 	"drover/internal/forgework"
 	"drover/internal/hub/call"
 	"drover/internal/publish"
@@ -97,3 +98,13 @@ func (a forgeworkCore) Forge(ctx context.Context, name string) (forgework.Forge,
 func (a forgeworkCore) PublicURL() string { return a.h.cfg.PublicURL }
 
 func (a forgeworkCore) Leading() bool { return a.h.leading() }
+
+// Attach and Reply are the forge thread's (internal/forgethread): a job a
+// forge event started has its conversation there, one record of it.
+func (a forgeworkCore) Attach(ctx context.Context, jobID string, t forgethread.Target) error {
+	return a.h.threads.Attach(ctx, jobID, t)
+}
+
+func (a forgeworkCore) Reply(ctx context.Context, t forgethread.Target, userID string, commentID int64, body string) (bool, error) {
+	return a.h.threads.Reply(ctx, t, userID, commentID, body)
+}

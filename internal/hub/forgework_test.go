@@ -18,6 +18,8 @@ import (
 	"drover/internal/apitypes"
 	"drover/internal/forge"
 	"drover/internal/forgework"
+	"drover/internal/job"
+	"drover/internal/protocol"
 	"drover/internal/store"
 	"drover/internal/testkit"
 )
@@ -97,10 +99,13 @@ func startHubWithURL(t *testing.T) (*testHub, *hookCapture) {
 
 // TestForgeTriggersOnGitea: a real Gitea delivers real webhooks to a hub
 // on loopback. Triggers register the hook on Gitea; a linked user with
-// write access labels an issue: one job, the issue in its prompt, its
-// target recorded; the same delivery again starts none, nor does a forged
-// signature; an unlinked and a read-only user start none and get one
-// reply each.
+// write access labels an issue: one job, the issue in its prompt, the
+// bot's one status comment in the issue; the same delivery again starts
+// none, nor does a forged signature; an unlinked and a read-only user
+// start none and get one reply each. The job's agent (a scripted runner)
+// reads the issue in its context and asks; the question is a comment, the
+// requester's reply comment answers it, the job delivers, and the status
+// comment is edited to show it.
 func TestForgeTriggersOnGitea(t *testing.T) {
 	g := testkit.StartGitea(t)
 	th, capt := startHubWithURL(t)
@@ -134,8 +139,9 @@ func TestForgeTriggersOnGitea(t *testing.T) {
 	if code, e := th.call(th.admin, "PUT", "/projects/web/config", apitypes.ProjectConfigRequest{Forge: &fname, ForgeRepo: &frepo}, &cfg); code != http.StatusOK {
 		t.Fatalf("map: %d %+v", code, e)
 	}
+	droverTokens := map[string]string{}
 	for _, u := range []string{"bob", "reader"} {
-		th.addUser(u)
+		droverTokens[u] = th.addUser(u)
 		if code, e := th.call(th.admin, "POST", "/projects/web/members", apitypes.MemberRequest{User: u}, nil); code != http.StatusOK {
 			t.Fatalf("member %s: %d %+v", u, code, e)
 		}
@@ -166,10 +172,13 @@ func TestForgeTriggersOnGitea(t *testing.T) {
 	if !strings.Contains(j.Args[0], fmt.Sprintf("issue #%d of %s", issue.Number, frepo)) || !strings.Contains(j.Args[0], "Typo in the help") || j.Requester != "bob" {
 		t.Fatalf("job %+v", j)
 	}
-	th.waitDeliveries() // the target is recorded once the job is submitted
-	target, ok, err := th.h.forgework.ForgeTarget(t.Context(), j.ID)
-	if err != nil || !ok || target.Number != issue.Number || target.Repo != frepo || target.IsPR {
-		t.Fatalf("target %+v %v %v", target, ok, err)
+	// The job is attached to the issue's thread: the bot's one status
+	// comment there names it.
+	status := waitGiteaComments(t, g, repo, issue.Number, func(cs []giteaComment) bool {
+		return len(botComments(cs, owner, j.ID)) > 0
+	})
+	if n := len(botComments(status, owner, j.ID)); n != 1 {
+		t.Fatalf("%d status comments of job %s: %+v", n, j.ID, status)
 	}
 
 	// The same delivery again, as Gitea would resend it: no second job.
@@ -228,6 +237,80 @@ func TestForgeTriggersOnGitea(t *testing.T) {
 	if jobs := th.waitForgeJobs(1); len(jobs) != 1 {
 		t.Fatalf("jobs %+v", jobs)
 	}
+
+	// The job's agent (a scripted runner) finds the issue's text in its
+	// context and asks; the question is a comment in the issue; bob's reply
+	// there answers it (he is the requester: approved), the job runs again
+	// and completes, and the status comment shows it.
+	sr, _ := th.dial(th.registerRunnerOf(droverTokens["bob"], "r1"), protocol.Hello{Agents: []string{"exec", forgework.DefaultAgent}})
+	o := sr.offerFor(j.ID)
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	if f := contextOf(t, sr, o.AttemptRef).Forge; f == nil || f.Number != issue.Number || !strings.Contains(f.Body, "It says recieve.") {
+		t.Fatalf("the forge section of the job's context: %+v", f)
+	}
+	wantOK(t, sr.request(protocol.TypeAsk, protocol.Ask{AttemptRef: o.AttemptRef, Question: "Which file holds the help text?"}))
+	wantOK(t, finishAs(sr, o.AttemptRef, job.AttemptAsked, ""))
+	th.waitJob(j.ID, func(v apitypes.JobView) bool { return v.State == job.Waiting })
+	waitGiteaComments(t, g, repo, issue.Number, func(cs []giteaComment) bool {
+		return len(botComments(cs, owner, "Which file holds the help text?")) >= 2 // the question, and the status showing it
+	})
+	g.API(t, tokens["bob"], http.MethodPost, fmt.Sprintf("%s/issues/%d/comments", repo, issue.Number), map[string]any{"body": "> Which file?\nhelp.txt"}, nil)
+	v := th.waitJob(j.ID, func(v apitypes.JobView) bool { return v.State != job.Waiting })
+	if a := v.Questions[0].Answer; v.State != job.Queued || a == nil || !a.Approved || a.By != "bob" || a.Text != "help.txt" {
+		t.Fatalf("after bob's reply: %s, answer %+v", v.State, a)
+	}
+	o = sr.offerFor(j.ID)
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	if qs := contextOf(t, sr, o.AttemptRef).Questions; len(qs) != 1 || qs[0].Answer == nil || qs[0].Answer.Text != "help.txt" {
+		t.Fatalf("the answer in the job's context: %+v", qs)
+	}
+	wantOK(t, sr.request(protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "Fixed the typo in help.txt."}))
+	wantOK(t, finishAs(sr, o.AttemptRef, job.AttemptCompleted, ""))
+	th.waitJob(j.ID, func(v apitypes.JobView) bool { return v.State == job.Completed })
+	final := waitGiteaComments(t, g, repo, issue.Number, func(cs []giteaComment) bool {
+		return len(botComments(cs, owner, "✅ done")) == 1 && len(botComments(cs, owner, "Fixed the typo in help.txt.")) == 1
+	})
+	if n := len(botComments(final, owner, "drover:job:"+j.ID)); n != 1 {
+		t.Fatalf("%d status comments, want the one edited: %+v", n, final)
+	}
+}
+
+// giteaComment is a comment as Gitea's API reads it.
+type giteaComment struct {
+	ID   int64  `json:"id"`
+	Body string `json:"body"`
+	User struct {
+		Login string `json:"login"`
+	} `json:"user"`
+}
+
+// waitGiteaComments waits until the comments of issue number of repo
+// ("/repos/OWNER/NAME") satisfy ok, and returns them.
+func waitGiteaComments(t *testing.T, g *testkit.Gitea, repo string, number int, ok func([]giteaComment) bool) []giteaComment {
+	t.Helper()
+	for {
+		var cs []giteaComment
+		g.API(t, g.AdminToken, http.MethodGet, fmt.Sprintf("%s/issues/%d/comments", repo, number), nil, &cs)
+		if ok(cs) {
+			return cs
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("comments of #%d: %+v", number, cs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// botComments are the comments of login bot that hold text.
+func botComments(cs []giteaComment, bot, text string) []giteaComment {
+	var out []giteaComment
+	for _, c := range cs {
+		if c.User.Login == bot && strings.Contains(c.Body, text) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func mustOpenGitea(t *testing.T, g *testkit.Gitea) forge.Client {

@@ -930,12 +930,6 @@ type ForgeTx interface {
 	UpdateForgeDelivery(d ForgeDelivery) error
 	ForgeDeliveries(state ForgeDeliveryState, limit int) ([]ForgeDelivery, error)
 	PruneForgeDeliveries(before time.Time) (int64, error)
-	// The issue or pull request a job was started from: PutForgeTarget of
-	// a job that has one is ErrConflict; LatestForgeTarget is the newest
-	// job's of (forge, repo, number).
-	PutForgeTarget(t ForgeTarget) error
-	ForgeTarget(jobID string) (ForgeTarget, error)
-	LatestForgeTarget(forge, repo string, number int) (ForgeTarget, error)
 }
 
 // ForgeTrigger is what starts a project's jobs from its forge repository,
@@ -988,18 +982,6 @@ type ForgeDelivery struct {
 	Tries     int
 	CreatedAt time.Time
 	UpdatedAt time.Time
-}
-
-// ForgeTarget is the issue or pull request a job was started from.
-type ForgeTarget struct {
-	JobID     string
-	Forge     string
-	Repo      string
-	Number    int
-	IsPR      bool
-	HookID    string
-	Delivery  string
-	CreatedAt time.Time
 }
 
 // Webhook is a user's outbound webhook: the events of jobs it hears of,

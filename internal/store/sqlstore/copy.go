@@ -40,7 +40,6 @@ var copyTables = []struct{ name, cols string }{
 	{ForgeTriggers.Name, ForgeTriggers.List()},
 	{ForgeLinks.Name, ForgeLinks.List()},
 	{ForgeDeliveries.Name, ForgeDeliveries.List()},
-	{ForgeTargets.Name, ForgeTargets.List()},
 	{Webhooks.Name, Webhooks.List()},
 	{"job_changes", JobChangeCols},
 	{WebhookDeliveries.Name, WebhookDeliveries.List()},

@@ -13,7 +13,6 @@ var (
 	ForgeLinks      = Table{"forge_links", []string{"id", "forge", "login", "user_id", "created_by", "created_at"}}
 	ForgeDeliveries = Table{"forge_deliveries", []string{"id", "hook_id", "delivery", "event", "state", "job_id", "reason",
 		"tries", "created_at", "updated_at"}}
-	ForgeTargets = Table{"forge_targets", []string{"job_id", "forge", "repo", "number", "is_pr", "hook_id", "delivery", "created_at"}}
 )
 
 var (
@@ -21,7 +20,6 @@ var (
 	putForgeTrigger = forgeTriggers.upsert("created_by", "created_at")
 	forgeLinks      = newTable(ForgeLinks)
 	forgeDeliveries = newTable(ForgeDeliveries)
-	forgeTargets    = newTable(ForgeTargets)
 )
 
 // pairKey is the one-column key of a row keyed by two names (neither
@@ -132,24 +130,4 @@ func (t *tx) PruneForgeDeliveries(before time.Time) (int64, error) {
 		return 0, err
 	}
 	return res.RowsAffected()
-}
-
-func scanForgeTarget(s Scanner) (f store.ForgeTarget, err error) {
-	err = s.Scan(&f.JobID, &f.Forge, &f.Repo, &f.Number, &f.IsPR, &f.HookID, &f.Delivery, TimeCol{&f.CreatedAt})
-	return f, err
-}
-
-func (t *tx) PutForgeTarget(f store.ForgeTarget) error {
-	return t.insert(forgeTargets, "forge target of job "+f.JobID,
-		[]any{f.JobID, f.Forge, f.Repo, f.Number, f.IsPR, f.HookID, f.Delivery, Millis(f.CreatedAt)})
-}
-
-func (t *tx) ForgeTarget(jobID string) (store.ForgeTarget, error) {
-	return one(t, "forge target of job "+jobID, scanForgeTarget, forgeTargets.query("WHERE job_id = ?"), jobID)
-}
-
-func (t *tx) LatestForgeTarget(forge, repo string, number int) (store.ForgeTarget, error) {
-	return one(t, "the latest job of "+repo+" #", scanForgeTarget,
-		forgeTargets.query("WHERE forge = ? AND repo = ? AND number = ? ORDER BY created_at DESC, job_id DESC LIMIT 1"),
-		forge, repo, number)
 }

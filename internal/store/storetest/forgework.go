@@ -64,15 +64,4 @@ func testForgeWork(t *testing.T, s store.Store) {
 		return tx.ForgeDeliveries(store.DeliveryPending, 10)
 	}), []store.ForgeDelivery{d1})
 
-	// Targets: one per job; the latest of a thread.
-	t1 := store.ForgeTarget{JobID: "j-1", Forge: "gt", Repo: "acme/web", Number: 3, HookID: "hk-1", Delivery: "d-1", CreatedAt: at(1)}
-	t2 := store.ForgeTarget{JobID: "j-2", Forge: "gt", Repo: "acme/web", Number: 3, IsPR: true, HookID: "hk-1", Delivery: "d-2", CreatedAt: at(2)}
-	mustWrite(t, s, func(tx store.Tx) error { return tx.PutForgeTarget(t1) })
-	mustWrite(t, s, func(tx store.Tx) error { return tx.PutForgeTarget(t2) })
-	writeErr(t, s, "a second target", store.ErrConflict, func(tx store.Tx) error { return tx.PutForgeTarget(t1) })
-	equal(t, "ForgeTarget", get(t, s, func(tx store.Tx) (store.ForgeTarget, error) { return tx.ForgeTarget("j-1") }), t1)
-	equal(t, "LatestForgeTarget", get(t, s, func(tx store.Tx) (store.ForgeTarget, error) {
-		return tx.LatestForgeTarget("gt", "acme/web", 3)
-	}), t2)
-	readErr(t, s, "no target", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.LatestForgeTarget("gt", "acme/web", 4); return err })
 }

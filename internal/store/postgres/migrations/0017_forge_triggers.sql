@@ -45,16 +45,3 @@ CREATE TABLE forge_deliveries (
     updated_at BIGINT NOT NULL
 );
 CREATE INDEX forge_deliveries_state ON forge_deliveries (state, created_at);
-
--- The issue or pull request a job was started from.
-CREATE TABLE forge_targets (
-    job_id     TEXT PRIMARY KEY REFERENCES jobs (id),
-    forge      TEXT NOT NULL,
-    repo       TEXT NOT NULL,
-    number     BIGINT NOT NULL,
-    is_pr      BOOLEAN NOT NULL,
-    hook_id    TEXT NOT NULL,
-    delivery   TEXT NOT NULL,
-    created_at BIGINT NOT NULL
-);
-CREATE INDEX forge_targets_thread ON forge_targets (forge, repo, number, created_at);
