@@ -40,11 +40,7 @@ func agentCLIDir() (string, error) {
 	if d := os.Getenv("DROVER_AGENT_CLIS"); d != "" {
 		return d, nil
 	}
-	root, err := findModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	pins, err := os.ReadFile(filepath.Join(root, "scripts", "agent-clis.txt"))
+	pins, err := AgentCLIPins()
 	if err != nil {
 		return "", err
 	}
@@ -64,20 +60,44 @@ func agentCLIDir() (string, error) {
 }
 
 // pinKey names the cache directory of a pin list: the first 12 hex digits
-// of the SHA-256 of its package lines, trimmed, each ending in a newline
-// (comments and blank lines do not count). scripts/test computes the same.
-func pinKey(pins []byte) string {
+// of the SHA-256 of its package lines, each ending in a newline.
+// scripts/test computes the same.
+func pinKey(pins []string) string {
 	var b bytes.Buffer
+	for _, l := range pins {
+		b.WriteString(l + "\n")
+	}
+	sum := sha256.Sum256(b.Bytes())
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// pinLines is a pin list's package@version lines, trimmed; comments and
+// blank lines do not count.
+func pinLines(pins []byte) []string {
+	var lines []string
 	sc := bufio.NewScanner(bytes.NewReader(pins))
 	for sc.Scan() {
 		l := strings.TrimSpace(sc.Text())
 		if l == "" || strings.HasPrefix(l, "#") {
 			continue
 		}
-		b.WriteString(l + "\n")
+		lines = append(lines, l)
 	}
-	sum := sha256.Sum256(b.Bytes())
-	return hex.EncodeToString(sum[:])[:12]
+	return lines
+}
+
+// AgentCLIPins is scripts/agent-clis.txt's npm package@version lines: the
+// agent CLIs the suite runs, which deploy/Containerfile installs too.
+func AgentCLIPins() ([]string, error) {
+	root, err := findModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	pins, err := os.ReadFile(filepath.Join(root, "scripts", "agent-clis.txt"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the agent CLI pins: %w", err)
+	}
+	return pinLines(pins), nil
 }
 
 // findModuleRoot walks up from the working directory (a test runs in its
