@@ -35,19 +35,7 @@ func eventKinds(t *testing.T, c *client.Client, id string) map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kindsOf(evs.Events)
-}
-
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return testkit.EventKinds(evs.Events)
 }
 
 func TestHubDiskFullLosesNoLog(t *testing.T) {
@@ -64,7 +52,7 @@ func TestHubDiskFullLosesNoLog(t *testing.T) {
 
 	free := disk.Fill(t, mnt, 0)
 	// Writes the hub cannot store are refused with 507 and say why.
-	waitFor(t, time.Minute, "a write refused with 507", func() bool {
+	testkit.WaitFor(t, time.Minute, "a write refused with 507", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _, err := c.Submit(ctx, apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}})
@@ -77,7 +65,7 @@ func TestHubDiskFullLosesNoLog(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, time.Minute, "the runner to hold its output", func() bool {
+	testkit.WaitFor(t, time.Minute, "the runner to hold its output", func() bool {
 		return strings.Contains(r.Output(), "the hub's disk is full")
 	})
 	time.Sleep(2 * time.Second) // the stall lasts: the runner retries meanwhile
@@ -125,7 +113,7 @@ func TestRunnerDiskFullFailsTheAttempt(t *testing.T) {
 	// Space returns: the runner takes work again.
 	free()
 	ok2 := submit(t, c, "echo", "again")
-	testkit.WaitJob(t, c, ok2.ID, 2*time.Minute, state(job.Completed))
+	testkit.WaitJob(t, c, ok2.ID, 2*time.Minute, testkit.InState(job.Completed))
 	if got := testkit.Log(t, c, ok2.ID, 1); got != "again\n" {
 		t.Fatalf("log after space returned: %q", got)
 	}
@@ -138,7 +126,7 @@ func TestRunnerBelowFloorDeclinesUntilSpaceReturns(t *testing.T) {
 	mnt := disk.Tmpfs(t, 16<<20)
 	hub.StartRunnerIn(t, "r1", mnt+"/runner", "--min-free", "8388608")
 	free := disk.Fill(t, mnt, 4<<20)
-	waitFor(t, time.Minute, "drover runners to show the runner not ready", func() bool {
+	testkit.WaitFor(t, time.Minute, "drover runners to show the runner not ready", func() bool {
 		out, err := hub.CLI("runners")
 		return err == nil && strings.Contains(out, "not ready: disk full") && strings.Contains(out, "below its floor of 8.0 MiB")
 	})
@@ -154,7 +142,7 @@ func TestRunnerBelowFloorDeclinesUntilSpaceReturns(t *testing.T) {
 	}
 
 	free()
-	testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Completed))
+	testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
 	if out, err := hub.CLI("runners"); err != nil || strings.Contains(out, "not ready") {
 		t.Fatalf("runners after space returned: %v\n%s", err, out)
 	}

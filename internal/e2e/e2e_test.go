@@ -24,23 +24,12 @@ func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
 
 func submit(t *testing.T, c *client.Client, args ...string) apitypes.JobView {
 	t.Helper()
-	return submitReq(t, c, apitypes.SubmitRequest{Agent: "exec", Args: args})
+	return testkit.Submit(t, c, apitypes.SubmitRequest{Agent: "exec", Args: args})
 }
 
-// submitReq submits req with c.
 func submitReq(t *testing.T, c *client.Client, req apitypes.SubmitRequest) apitypes.JobView {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	v, _, err := c.Submit(ctx, req)
-	if err != nil {
-		t.Fatalf("submit: %v", err)
-	}
-	return v
-}
-
-func state(s job.State) func(apitypes.JobView) bool {
-	return func(v apitypes.JobView) bool { return v.State == s }
+	return testkit.Submit(t, c, req)
 }
 
 // claimsOf counts, per job, the attempts the runners' own journals say they
@@ -71,7 +60,7 @@ func TestRunnerKilledMidJobIsUnknownAndNeverRerun(t *testing.T) {
 		return v.State == job.Running && len(v.Attempts) == 1 && v.Attempts[0].LogSize > 0
 	})
 	r1.Kill()
-	v := testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Unknown))
+	v := testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Unknown))
 	if v.Reason != job.ReasonRunnerLost || v.Attempts[0].State != job.AttemptUnknown {
 		t.Fatalf("lost job: reason %s, attempt %s", v.Reason, v.Attempts[0].State)
 	}
@@ -79,12 +68,12 @@ func TestRunnerKilledMidJobIsUnknownAndNeverRerun(t *testing.T) {
 	// Another runner takes new work but never the unknown job.
 	r2 := hub.StartRunner(t, "r2")
 	other := submit(t, c, "echo", "other")
-	testkit.WaitJob(t, c, other.ID, time.Minute, state(job.Completed))
+	testkit.WaitJob(t, c, other.ID, time.Minute, testkit.InState(job.Completed))
 	// The killed runner comes back: it finds its claim without a receipt,
 	// reports it interrupted, and does not launch it again.
 	r1.Start()
 	time.Sleep(2 * time.Second) // give a wrong re-run every chance to happen
-	v = testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Unknown))
+	v = testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Unknown))
 	if len(v.Attempts) != 1 {
 		t.Fatalf("unknown job got %d attempts", len(v.Attempts))
 	}
@@ -96,7 +85,7 @@ func TestRunnerKilledMidJobIsUnknownAndNeverRerun(t *testing.T) {
 	if out, err := hub.CLI("retry", j.ID); err != nil {
 		t.Fatalf("retry: %v\n%s", err, out)
 	}
-	v = testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Completed))
+	v = testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
 	if len(v.Attempts) != 2 || v.Attempts[0].State != job.AttemptUnknown {
 		t.Fatalf("after retry: %+v", v.Attempts)
 	}
@@ -118,7 +107,7 @@ func TestHubRestartMidJobLosesNothing(t *testing.T) {
 	hub.Kill()
 	time.Sleep(time.Second)
 	hub.Restart()
-	v := testkit.WaitJob(t, c, j.ID, 2*time.Minute, state(job.Completed))
+	v := testkit.WaitJob(t, c, j.ID, 2*time.Minute, testkit.InState(job.Completed))
 	if len(v.Attempts) != 1 {
 		t.Fatalf("%d attempts", len(v.Attempts))
 	}
@@ -161,7 +150,7 @@ func TestCutConnectionsResendRequestsAppliedOnce(t *testing.T) {
 	}
 	claims := claimsOf(r)
 	for _, id := range ids {
-		v := testkit.WaitJob(t, c, id, time.Minute, state(job.Completed))
+		v := testkit.WaitJob(t, c, id, time.Minute, testkit.InState(job.Completed))
 		// An offer whose connection was cut before the accept arrived goes
 		// back to the queue (it never started); exactly one attempt ran.
 		last := v.Attempts[len(v.Attempts)-1]
@@ -260,7 +249,7 @@ func TestSIGTERMedRunnerHandsItsJobsToAnother(t *testing.T) {
 		t.Fatalf("runner did not stop cleanly on SIGTERM: %v", err)
 	}
 	for _, id := range []string{a.ID, b.ID} {
-		v := testkit.WaitJob(t, c, id, 2*time.Minute, state(job.Completed))
+		v := testkit.WaitJob(t, c, id, 2*time.Minute, testkit.InState(job.Completed))
 		if len(v.Attempts) != 2 || v.Attempts[0].State != job.AttemptReleased || v.Attempts[1].Runner != "r2" {
 			t.Fatalf("job %s attempts: %+v", id, v.Attempts)
 		}
@@ -275,7 +264,7 @@ func TestRevokedRunnerIsDisconnectedAndCannotReconnect(t *testing.T) {
 	hub := testkit.StartHub(t, bin)
 	r := hub.StartRunner(t, "r1")
 	c := hub.Client()
-	testkit.WaitJob(t, c, submit(t, c, "true").ID, time.Minute, state(job.Completed))
+	testkit.WaitJob(t, c, submit(t, c, "true").ID, time.Minute, testkit.InState(job.Completed))
 	if out, err := hub.CLI("runners", "revoke", "r1"); err != nil {
 		t.Fatalf("revoke: %v\n%s", err, out)
 	}
@@ -304,7 +293,7 @@ func TestStoppedHubKeepsItsRunners(t *testing.T) {
 	r := hub.StartRunner(t, "r1")
 	r.WaitConnected(time.Minute)
 	j := submit(t, c, "sh", "-c", `for i in $(seq 1 30); do echo "line $i"; sleep 0.2; done`)
-	testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Running))
+	testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Running))
 	hub.Pause(6 * time.Second) // past the 3 s liveness window and the 4 s lease
 	v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if v.State != job.Completed || len(v.Attempts) != 1 {

@@ -49,7 +49,7 @@ func TestEphemeralRunnerRunsOneJobThenExits(t *testing.T) {
 
 	r2 := hub.StartRunner(t, "steady")
 	for _, j := range jobs {
-		testkit.WaitJob(t, c, j.ID, 2*time.Minute, state(job.Completed))
+		testkit.WaitJob(t, c, j.ID, 2*time.Minute, testkit.InState(job.Completed))
 	}
 	claims := claimsOf(r1, r2)
 	for _, j := range jobs {

@@ -49,7 +49,7 @@ func TestRunnerLoginIntegrity(t *testing.T) {
 
 	r.Start()
 	j := submit(t, c, "true")
-	testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Completed))
+	testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
 	if n := claimsOf(r)[j.ID]; n != 1 {
 		t.Fatalf("the new runner claimed the job %d times", n)
 	}

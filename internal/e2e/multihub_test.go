@@ -133,7 +133,7 @@ func TestRunnerFailsOverWhenItsHubDies(t *testing.T) {
 	if got := waitConnections(t, r, 2)[1]; got != other.URL {
 		t.Fatalf("after its hub %s died the runner connected to %s; want %s", on.URL, got, other.URL)
 	}
-	v := testkit.WaitJob(t, other.Client(), j.ID, 2*time.Minute, state(job.Completed))
+	v := testkit.WaitJob(t, other.Client(), j.ID, 2*time.Minute, testkit.InState(job.Completed))
 	if got := wantOnce(t, other.Client(), r, v); got != want {
 		t.Fatalf("log = %q\nwant %q", got, want)
 	}
@@ -162,7 +162,7 @@ func TestJobSurvivesAPostgresRestart(t *testing.T) {
 	waitRunningOn(t, a, j.ID, "r1")
 	waitLog(t, a.Client(), j.ID, "line 5\n")
 	pg.Restart(t, time.Second)
-	v := testkit.WaitJob(t, c.Client(), j.ID, 2*time.Minute, state(job.Completed))
+	v := testkit.WaitJob(t, c.Client(), j.ID, 2*time.Minute, testkit.InState(job.Completed))
 	if got := wantOnce(t, a.Client(), r, v); got != want {
 		t.Fatalf("log = %q\nwant %q", got, want)
 	}
@@ -178,7 +178,7 @@ func TestJobSurvivesAPostgresRestart(t *testing.T) {
 	}
 	// And they go on taking jobs.
 	j2 := submit(t, c.Client(), "sh", "-c", "echo after")
-	testkit.WaitJob(t, a.Client(), j2.ID, time.Minute, state(job.Completed))
+	testkit.WaitJob(t, a.Client(), j2.ID, time.Minute, testkit.InState(job.Completed))
 	if got := testkit.Log(t, b.Client(), j2.ID, 1); got != "after\n" {
 		t.Fatalf("log of a job after the restart = %q", got)
 	}

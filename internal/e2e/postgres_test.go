@@ -25,7 +25,7 @@ func TestHubOnPostgresRunsAJob(t *testing.T) {
 	c := hub.Client()
 	r := hub.StartRunner(t, "r1")
 	j := submit(t, c, "sh", "-c", `for i in 1 2 3; do echo "line $i"; done`)
-	v := testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Completed))
+	v := testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
 	const want = "line 1\nline 2\nline 3\n"
 	if got := testkit.Log(t, c, j.ID, 1); got != want {
 		t.Fatalf("log = %q, want %q", got, want)
@@ -49,7 +49,7 @@ func TestCopyDBMovesAHubToPostgres(t *testing.T) {
 	alice := hub.AddUser(t, "alice")
 	hub.StartRunner(t, "r1")
 	j := submit(t, c, "sh", "-c", "echo copied")
-	testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Completed))
+	testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
 	type seen struct {
 		Alice  apitypes.Whoami
 		Users  apitypes.UserList
@@ -96,7 +96,7 @@ func TestCopyDBMovesAHubToPostgres(t *testing.T) {
 	}
 	// It goes on: the runner reconnects and runs a new job.
 	j2 := submit(t, c, "sh", "-c", "echo after")
-	testkit.WaitJob(t, c, j2.ID, time.Minute, state(job.Completed))
+	testkit.WaitJob(t, c, j2.ID, time.Minute, testkit.InState(job.Completed))
 	if got := testkit.Log(t, c, j2.ID, 1); got != "after\n" {
 		t.Fatalf("log of a job after the move = %q", got)
 	}

@@ -20,7 +20,7 @@ func TestJobsRunSandboxedByDefault(t *testing.T) {
 	c := h.Client()
 	token := filepath.Join(r.Home, "login.json")
 	j := submit(t, c, "sh", "-c", "id -u; cat "+token+" || echo no-token; touch /usr/x || echo no-write")
-	v := testkit.WaitJob(t, c, j.ID, time.Minute, state(job.Completed))
+	v := testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
 	log := testkit.Log(t, c, j.ID, 1)
 	if !strings.HasPrefix(log, "1000\n") || !strings.Contains(log, "no-token\n") || !strings.HasSuffix(log, "no-write\n") {
 		t.Fatalf("log:\n%s", log)

@@ -83,14 +83,6 @@ func showJSON(t *testing.T, h *testkit.Hub, id string) apitypes.JobView {
 }
 
 // kindsOf counts events by kind.
-func kindsOf(evs []apitypes.EventView) map[string]int {
-	n := map[string]int{}
-	for _, e := range evs {
-		n[e.Kind]++
-	}
-	return n
-}
-
 // wantShownOnce checks, with `drover show --json` on h, that the job has
 // one attempt in state want, offered and started once.
 func wantShownOnce(t *testing.T, h *testkit.Hub, id string, want job.AttemptState) apitypes.JobView {
@@ -99,7 +91,7 @@ func wantShownOnce(t *testing.T, h *testkit.Hub, id string, want job.AttemptStat
 	if len(v.Attempts) != 1 || v.Attempts[0].State != want {
 		t.Errorf("job %s (%s) has attempts %+v; want one %s", id, v.State, v.Attempts, want)
 	}
-	if k := kindsOf(v.Events); k["offered"] != 1 || k["started"] != 1 {
+	if k := testkit.EventKinds(v.Events); k["offered"] != 1 || k["started"] != 1 {
 		t.Errorf("job %s events %v; want one offered and one started", id, k)
 	}
 	return v
@@ -136,9 +128,9 @@ func TestThreeHubs(t *testing.T) {
 		if out != want {
 			t.Fatalf("drover logs -f on C = %q\nwant %q", out, want)
 		}
-		testkit.WaitJob(t, c.Client(), j.ID, time.Minute, state(job.Completed))
+		testkit.WaitJob(t, c.Client(), j.ID, time.Minute, testkit.InState(job.Completed))
 		v := wantShownOnce(t, a, j.ID, job.AttemptCompleted)
-		if k := kindsOf(v.Events); k["finished"] != 1 {
+		if k := testkit.EventKinds(v.Events); k["finished"] != 1 {
 			t.Errorf("events %v; want one finished", k)
 		}
 		if n := claimsOf(r)[j.ID]; n != 1 {
@@ -152,7 +144,7 @@ func TestThreeHubs(t *testing.T) {
 		if out, err := a.CLI("cancel", j.ID); err != nil {
 			t.Fatalf("drover cancel on A: %v\n%s", err, out)
 		}
-		testkit.WaitJob(t, b.Client(), j.ID, time.Minute, state(job.Cancelled))
+		testkit.WaitJob(t, b.Client(), j.ID, time.Minute, testkit.InState(job.Cancelled))
 		wantShownOnce(t, c, j.ID, job.AttemptCancelled)
 		if log := testkit.Log(t, b.Client(), j.ID, 1); log != "started\n" {
 			t.Errorf("cancelled job's log = %q", log)
@@ -247,9 +239,9 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 		t.Fatalf("rl reconnected to the dead leader")
 	}
 	for _, id := range []string{jl.ID, js.ID} {
-		testkit.WaitJob(t, others[1].Client(), id, 2*time.Minute, state(job.Completed))
+		testkit.WaitJob(t, others[1].Client(), id, 2*time.Minute, testkit.InState(job.Completed))
 		v := wantShownOnce(t, others[1], id, job.AttemptCompleted)
-		if k := kindsOf(v.Events); k["finished"] != 1 {
+		if k := testkit.EventKinds(v.Events); k["finished"] != 1 {
 			t.Errorf("job %s events %v; want one finished", id, k)
 		}
 		if got := testkit.Log(t, others[0].Client(), id, 1); got != want {
@@ -260,7 +252,7 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 		t.Errorf("claims %v; want each job once", n)
 	}
 
-	v := testkit.WaitJob(t, others[0].Client(), jk.ID, 2*time.Minute, state(job.Unknown))
+	v := testkit.WaitJob(t, others[0].Client(), jk.ID, 2*time.Minute, testkit.InState(job.Unknown))
 	if v.Reason != job.ReasonRunnerLost {
 		t.Errorf("killed runner's job: reason %s; want %s", v.Reason, job.ReasonRunnerLost)
 	}
@@ -283,7 +275,7 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 		t.Errorf("drover answer after the expiry: %v\n%s; want it refused", err, out)
 	}
 	sq := showJSON(t, others[0], jq.ID)
-	if k := kindsOf(sq.Events); k["question_expired"] != 1 || k["offered"] != 1 || k["asked"] != 1 || k["answered"] != 0 {
+	if k := testkit.EventKinds(sq.Events); k["question_expired"] != 1 || k["offered"] != 1 || k["asked"] != 1 || k["answered"] != 0 {
 		t.Errorf("asking job's events %v; want one offered, asked and question_expired, none answered", k)
 	}
 	if len(sq.Attempts) != 1 || sq.Attempts[0].State != job.AttemptAsked || sq.State != job.Failed {

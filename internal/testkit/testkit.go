@@ -24,6 +24,7 @@ import (
 	"drover/internal/apitypes"
 	"drover/internal/childproc"
 	"drover/internal/client"
+	"drover/internal/job"
 	"drover/internal/runner"
 	"drover/internal/testkit/syncbuf"
 )
@@ -542,4 +543,42 @@ func MainWithBinary(m *testing.M, bin *string) {
 	StopPostgres()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// WaitFor polls cond until it holds, failing the test after d.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// EventKinds counts a job's events by kind.
+func EventKinds(evs []apitypes.EventView) map[string]int {
+	n := map[string]int{}
+	for _, e := range evs {
+		n[e.Kind]++
+	}
+	return n
+}
+
+// InState is WaitJob's condition that the job is in state s.
+func InState(s job.State) func(apitypes.JobView) bool {
+	return func(v apitypes.JobView) bool { return v.State == s }
+}
+
+// Submit submits req with c, failing the test on an error.
+func Submit(t testing.TB, c *client.Client, req apitypes.SubmitRequest) apitypes.JobView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, _, err := c.Submit(ctx, req)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return v
 }

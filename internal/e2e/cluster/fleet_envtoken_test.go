@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func TestFleetRunnerRegistersFromItsEnvironmentAndDropsTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the job completes", func() bool {
+	testkit.WaitFor(t, time.Minute, "the job completes", func() bool {
 		j, err := c.Job(ctx, v.ID)
 		if err != nil || (j.State.Terminal() && j.State != job.Completed) {
 			t.Fatalf("job %+v %v\n%s", j, err, r.Output())

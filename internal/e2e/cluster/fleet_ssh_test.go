@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"context"
@@ -112,7 +112,7 @@ func TestFleetSSHRunsOverTheStdioTunnel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := testkit.WaitJob(t, c, v.ID, 2*time.Minute, state(job.Completed))
+		done := testkit.WaitJob(t, c, v.ID, 2*time.Minute, testkit.InState(job.Completed))
 		if done.Attempts[0].Runner != lv.Runners[0].Name {
 			t.Fatalf("job ran on %q", done.Attempts[0].Runner)
 		}

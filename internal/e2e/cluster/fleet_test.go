@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func TestFleetLocalLaunchRunsJobsAndStopLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := testkit.WaitJob(t, c, v.ID, time.Minute, state(job.Completed))
+	done := testkit.WaitJob(t, c, v.ID, time.Minute, testkit.InState(job.Completed))
 	if !strings.HasPrefix(done.Attempts[0].Runner, lv.ID) {
 		t.Fatalf("job ran on %q, not a launched runner", done.Attempts[0].Runner)
 	}

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -62,7 +62,7 @@ func TestWebhookHubKilledMidSend(t *testing.T) {
 		t.Fatalf("webhooks add printed %q", secret)
 	}
 
-	v := submit(t, c, "sh", "-c", "echo done")
+	v := testkit.Submit(t, c, apitypes.SubmitRequest{Agent: "exec", Args: []string{"sh", "-c", "echo done"}})
 	testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	select {
 	case <-held:
@@ -72,7 +72,7 @@ func TestWebhookHubKilledMidSend(t *testing.T) {
 	hub.Kill()
 	hub.Restart()
 
-	waitFor(t, 2*time.Minute, "the delivery after the restart", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "the delivery after the restart", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) >= 2
@@ -100,7 +100,7 @@ func TestWebhookHubKilledMidSend(t *testing.T) {
 		t.Fatalf("webhooks list: %v\n%s", err, out)
 	}
 	var ds apitypes.WebhookDeliveryList
-	waitFor(t, 30*time.Second, "the delivery log", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the delivery log", func() bool {
 		out, err := hub.CLI("webhooks", "deliveries", l.Webhooks[0].ID, "--json")
 		return err == nil && json.Unmarshal([]byte(out), &ds) == nil && len(ds.Deliveries) == 1 && ds.Deliveries[0].State == "delivered"
 	})
