@@ -48,6 +48,7 @@ import (
 //	GET  /api/v1/forges                → ForgeList (any user; never a credential)
 //	PUT  /api/v1/forges/{name}         ForgeRequest → ForgeView (admin only)
 //	DELETE /api/v1/forges/{name}       → ForgeView (admin only; refused while a project maps to it)
+//	PUT  /api/v1/forges/{name}/oauth   ForgeOAuthRequest → ForgeOAuthView (admin only; the secret never comes back)
 //	POST /api/v1/jobs/{id}/publish     PublishRequest → PublicationView (the requester, the project's owner
 //	                                   or an admin; 202 while the forge is retried)
 //	GET  /api/v1/projects/{name}/config → ProjectConfig (members and admin)

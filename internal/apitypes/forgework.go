@@ -46,3 +46,23 @@ type ForgeLinkView struct {
 type ForgeLinkList struct {
 	Links []ForgeLinkView `json:"links"`
 }
+
+// ForgeOAuthRequest sets a forge connection's sign-in (PUT
+// /forges/{name}/oauth, admins): its OAuth application's client id and
+// secret, or Off to turn it off. The secret never comes back.
+type ForgeOAuthRequest struct {
+	ClientID     string `json:"client_id,omitempty"`
+	ClientSecret string `json:"client_secret,omitempty"`
+	Off          bool   `json:"off,omitempty"`
+}
+
+// ForgeOAuthView is a forge's sign-in: Callback is the redirect URI to
+// register with its application (NoPublicURL: the hub has none, so no
+// sign-in is offered).
+type ForgeOAuthView struct {
+	Forge       string `json:"forge"`
+	ClientID    string `json:"client_id,omitempty"`
+	On          bool   `json:"on"`
+	Callback    string `json:"callback,omitempty"`
+	NoPublicURL bool   `json:"no_public_url,omitempty"`
+}

@@ -23,7 +23,7 @@ const maxForgeCredential = 64 << 10
 // forges that jobs' results are published to.
 func (a *app) forgesCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "forges list|add|remove",
+		Use:   "forges list|add|remove|oauth",
 		Short: "List, add and remove the hub's forge connections (GitHub, Gitea/Forgejo, GitLab)",
 		Long: `A forge connection is a forge (GitHub, Gitea or Forgejo, GitLab) and the
 credential the hub publishes jobs' results with: it pushes their branches and
@@ -122,7 +122,60 @@ The credential goes to the hub only and stays there.`,
 		_, err := fprintf(w, "forge %s removed\n", v.Name)
 		return err
 	})
-	cmd.AddCommand(list, add, remove)
+	cmd.AddCommand(list, add, remove, a.forgeOAuthCmd(names))
+	return cmd
+}
+
+// forgeOAuthCmd is drover forges oauth: signing in to the dashboard with
+// the forge (internal/signin).
+func (a *app) forgeOAuthCmd(names cobra.PositionalArgs) *cobra.Command {
+	var clientID, secretFile string
+	var off bool
+	cmd := answerCmd(a, &cobra.Command{
+		Use:   "oauth NAME (--client-id ID --client-secret-file F | --off) [--json]",
+		Short: "Let users sign in to the dashboard with the forge, through its OAuth application (admin only)",
+		Long: `Let users sign in to the dashboard with the forge (admin only): register
+an OAuth application on the forge with the redirect URI this command prints
+(the hub's --url + /auth/forge/NAME/callback), then give its client id and
+secret here. The secret is read from a file (or stdin, "-"), never from an
+argument, and stays in the hub. A forge account signs in only as the drover
+user an admin linked it to (drover users link USER --forge NAME --login L).
+--off turns it off.`,
+		Args: names,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if a.tokenFile == "-" && secretFile == "-" {
+				return usagef("stdin can hold the API token (--token-file -) or the client secret, not both")
+			}
+			return checkFlagRules(cmd)
+		},
+	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ForgeOAuthView, error) {
+		req := apitypes.ForgeOAuthRequest{ClientID: clientID, Off: off}
+		if !off {
+			var err error
+			if req.ClientSecret, err = a.readSecret("the OAuth application's client secret", maxForgeCredential, secretFile); err != nil {
+				return apitypes.ForgeOAuthView{}, err
+			}
+		}
+		return c.SetForgeOAuth(ctx, args[0], req)
+	}, func(w io.Writer, v apitypes.ForgeOAuthView) error {
+		switch {
+		case !v.On:
+			_, err := fprintf(w, "forge %s: sign-in off\n", v.Forge)
+			return err
+		case v.NoPublicURL:
+			_, err := fprintf(w, "forge %s: sign-in set, but the hub has no public URL (drover hub --url), so the dashboard offers none\n", v.Forge)
+			return err
+		}
+		_, err := fprintf(w, "forge %s: sign-in set; the application's redirect URI is %s\n", v.Forge, v.Callback)
+		return err
+	})
+	f := cmd.Flags()
+	f.StringVar(&clientID, "client-id", "", "the OAuth application's client id")
+	f.StringVar(&secretFile, "client-secret-file", "", `a file holding its client secret ("-": stdin)`)
+	f.BoolVar(&off, "off", false, "turn the forge's sign-in off")
+	cmd.MarkFlagsRequiredTogether("client-id", "client-secret-file")
+	cmd.MarkFlagsOneRequired("client-id", "off")
+	cmd.MarkFlagsMutuallyExclusive("client-id", "off")
 	return cmd
 }
 

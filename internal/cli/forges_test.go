@@ -62,18 +62,25 @@ func TestForgesAddCredentialNeverShown(t *testing.T) {
 			if r.code != tt.wantCode {
 				t.Fatalf("code %d, want %d; stderr %q", r.code, tt.wantCode, r.stderr)
 			}
-			if strings.Contains(r.stdout+r.stderr, canary) {
-				t.Errorf("the credential was printed:\nstdout %q\nstderr %q", r.stdout, r.stderr)
-			}
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			switch {
-			case tt.wantBody == "" && len(h.forgeBodies) > 0:
-				t.Errorf("sent %q", h.forgeBodies)
-			case tt.wantBody != "" && (len(h.forgeBodies) != 1 || strings.TrimSpace(h.forgeBodies[0]) != tt.wantBody):
-				t.Errorf("sent %q, want %s", h.forgeBodies, tt.wantBody)
-			}
+			secretOnlyInBody(t, h, r, canary, tt.wantBody)
 		})
+	}
+}
+
+// secretOnlyInBody checks that the run printed no secret and sent the hub
+// the one body wantBody ("" for none).
+func secretOnlyInBody(t *testing.T, h *fakeHub, r cliResult, secret, wantBody string) {
+	t.Helper()
+	if strings.Contains(r.stdout+r.stderr, secret) {
+		t.Errorf("the secret was printed:\nstdout %q\nstderr %q", r.stdout, r.stderr)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case wantBody == "" && len(h.forgeBodies) > 0:
+		t.Errorf("sent %q", h.forgeBodies)
+	case wantBody != "" && (len(h.forgeBodies) != 1 || strings.TrimSpace(h.forgeBodies[0]) != wantBody):
+		t.Errorf("sent %q, want %s", h.forgeBodies, wantBody)
 	}
 }
 
@@ -314,6 +321,40 @@ func TestRunFromPR(t *testing.T) {
 			if len(h.submits) != 1 || h.submits[0].Repo == nil || *h.submits[0].Repo != (apitypes.SubmitRepo{Project: "web", FromPR: 17}) {
 				t.Errorf("submitted %+v", h.submits)
 			}
+		})
+	}
+}
+
+// TestForgesOAuth: the client secret goes from its file to the hub's body
+// only, never argv or output; the flags that do not fit are usage errors
+// before anything is sent.
+func TestForgesOAuth(t *testing.T) {
+	const canary = "canary-oauth-secret-41c2"
+	for _, tt := range []struct {
+		name     string
+		stdin    string
+		args     []string
+		wantCode int
+		wantBody string // "" for no request
+		wantOut  string
+	}{
+		{"set", "", []string{"forges", "oauth", "gt", "--client-id", "cid", "--client-secret-file", tempFile(t, "s", canary+"\n")}, 0,
+			`{"client_id":"cid","client_secret":"` + canary + `"}`, "redirect URI is https://hub.example/auth/forge/gt/callback"},
+		{"secret on stdin", canary, []string{"forges", "oauth", "gt", "--client-id", "cid", "--client-secret-file", "-"}, 0,
+			`{"client_id":"cid","client_secret":"` + canary + `"}`, "sign-in set"},
+		{"off", "", []string{"forges", "oauth", "gt", "--off"}, 0, `{"off":true}`, "sign-in off"},
+		{"no secret", "", []string{"forges", "oauth", "gt", "--client-id", "cid"}, 2, "", ""},
+		{"neither", "", []string{"forges", "oauth", "gt"}, 2, "", ""},
+		{"id and off", "", []string{"forges", "oauth", "gt", "--off", "--client-id", "cid", "--client-secret-file", tempFile(t, "s", canary)}, 2, "", ""},
+		{"empty secret", "", []string{"forges", "oauth", "gt", "--client-id", "cid", "--client-secret-file", tempFile(t, "s", "\n")}, 1, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newFakeHub(t)
+			r := runCLI(t, forgeEnv(h), tt.stdin, append([]string{"--log-level", "debug"}, tt.args...)...)
+			if r.code != tt.wantCode || !strings.Contains(r.stdout, tt.wantOut) {
+				t.Fatalf("code %d, want %d; stdout %q; stderr %q", r.code, tt.wantCode, r.stdout, r.stderr)
+			}
+			secretOnlyInBody(t, h, r, canary, tt.wantBody)
 		})
 	}
 }

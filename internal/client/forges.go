@@ -27,6 +27,13 @@ func (c *Client) RemoveForge(ctx context.Context, name string) (apitypes.ForgeVi
 		"remove forge "+name)
 }
 
+// SetForgeOAuth sets or turns off a forge's sign-in (admins). The client
+// secret in req goes in the body only; no error repeats it.
+func (c *Client) SetForgeOAuth(ctx context.Context, name string, req apitypes.ForgeOAuthRequest) (apitypes.ForgeOAuthView, error) {
+	return decode[apitypes.ForgeOAuthView](ctx, c, call{method: http.MethodPut, path: "/forges/" + seg(name) + "/oauth", body: req},
+		"set the sign-in of forge "+name)
+}
+
 // PublishJob publishes a completed job's result to its project's forge. The
 // hub answers 200 with a publication done or failed, 202 with one pending
 // that it carries on by itself; both are the view. It is sent again when

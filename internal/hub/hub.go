@@ -26,6 +26,7 @@ import (
 	"drover/internal/pipeline"
 	"drover/internal/publish"
 	"drover/internal/retry"
+	"drover/internal/signin"
 	"drover/internal/store"
 	"drover/internal/store/postgres"
 	"drover/internal/store/sqlite"
@@ -76,6 +77,8 @@ type Hub struct {
 	forgework *forgework.Triggers
 	// webhooks sends outbound webhooks of jobs' changes (internal/webhook)
 	webhooks *webhook.Hooks
+	// signin signs users in to the dashboard with a forge (internal/signin)
+	signin *signin.Flow
 
 	fleet fleetState // what autoscalers wait on
 	x     crossHub   // the other hubs on the database (hints.go)
@@ -169,11 +172,13 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.started = h.now()
 	h.stall.look(h.started)
 	h.metrics = newMetrics(h)
-	ws, err := web.New(dashboard{h}, web.Config{PublicURL: cfg.PublicURL, Logger: cfg.Logger})
+	ws, err := web.New(dashboard{h}, web.Config{PublicURL: cfg.PublicURL, Logger: cfg.Logger,
+		ForgeButtons: func(ctx context.Context, next string) []web.ForgeButton { return h.signin.Buttons(ctx, next) }})
 	if err != nil {
 		return nil, fmt.Errorf("start the hub's pages: %w", err)
 	}
 	h.web = ws
+	h.signin = signin.New(ws, signin.Config{Store: st, PublicURL: cfg.PublicURL, HTTP: cfg.ForgeHTTP, Logger: cfg.Logger, Now: h.now})
 	h.gateway = gateway.New(gatewayCore{h}, gateway.Config{Heartbeat: cfg.Heartbeat, BaseURL: web.BaseURL, Logger: cfg.Logger})
 	if err := h.bootstrapAdmin(ctx); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"drover/internal/hub/httpapi"
 	"drover/internal/pipeline"
 	"drover/internal/publish"
+	"drover/internal/signin"
 	"drover/internal/store"
 	"drover/internal/webhook"
 )
@@ -25,13 +26,14 @@ type apiCore struct {
 	*pipeline.Engine
 	*forgework.Triggers
 	*webhook.Hooks
+	*signin.Flow
 }
 
 var _ httpapi.Core = apiCore{}
 
 func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
-	api := httpapi.New(apiCore{h, h.publisher, h.pipelines, h.forgework, h.webhooks}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
+	api := httpapi.New(apiCore{h, h.publisher, h.pipelines, h.forgework, h.webhooks, h.signin}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
 	api.Register(mux)
 	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", api.As(store.TokenRunner, h.gateway.Serve))
 	mux.Handle(githttp.Prefix, h.gitServer())
@@ -39,7 +41,8 @@ func (h *Hub) routes() http.Handler {
 	// A forge's webhook: its signature is its authentication (forgework).
 	mux.HandleFunc("POST /hooks/{kind}/{hook}", h.forgework.Hook)
 	h.opsRoutes(mux)
-	h.web.Routes(mux) // the pages, and the approval page runner login links open
+	h.web.Routes(mux)    // the pages, and the approval page runner login links open
+	h.signin.Routes(mux) // signing in to the pages with a forge
 	mux.Handle(apitypes.APIPrefix+"/", api.Public(func(_ http.ResponseWriter, r *http.Request) error {
 		return call.NotFound("no such API route: %s %s", r.Method, r.URL.Path)
 	}))

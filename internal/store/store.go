@@ -348,6 +348,27 @@ type Tx interface {
 	// deliveries whose NextAt (for them, when they ended) is before
 	// before, and says how many it removed.
 	PruneWebhookDeliveries(before time.Time, limit int) (int64, error)
+
+	// Sign-in with a forge (internal/signin): a forge connection's OAuth
+	// application. PutForgeOAuth inserts or replaces the forge's (a forge
+	// that is not held is an error); ForgeOAuths lists all, by forge;
+	// RemoveForgeOAuth of a forge without one is ErrNotFound. Removing the
+	// forge removes its application.
+	PutForgeOAuth(o ForgeOAuth) error
+	ForgeOAuth(forge string) (ForgeOAuth, error)
+	ForgeOAuths() ([]ForgeOAuth, error)
+	RemoveForgeOAuth(forge string) error
+}
+
+// ForgeOAuth is the OAuth application users of a forge connection sign in
+// to the dashboard through. Secret is its client secret: it never leaves
+// the hub's store but to the forge itself.
+type ForgeOAuth struct {
+	Forge     string
+	ClientID  string
+	Secret    string
+	UpdatedBy string // user id
+	UpdatedAt time.Time
 }
 
 // User is a person (or script) that submits jobs.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -122,4 +123,25 @@ func (b *Browser) Submit(what, sel string) {
 		_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Evaluate[bool](click))(ctx, t)
 		return err
 	}))
+}
+
+// DismissDialogs accepts every JavaScript dialog the browser's pages open
+// from now on: a page that alerts (Gitea built without its frontend assets
+// alerts that they are missing) would otherwise block every later step.
+func (b *Browser) DismissDialogs() {
+	opening := chromedp.Events(b.Ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range opening {
+			if err != nil {
+				return
+			}
+			// Answered from another goroutine than the one reading events.
+			go func() {
+				_ = chromedp.Do(b.Ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+					_, err := cdp.Call(ctx, t, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+					return err
+				}))
+			}()
+		}
+	}()
 }

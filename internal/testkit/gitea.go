@@ -300,9 +300,17 @@ func (g *Gitea) CreateRepo(t testing.TB, owner, name string) {
 // every scope.
 func (g *Gitea) CreateUser(t testing.TB, name string) string {
 	t.Helper()
+	tok, _ := g.CreateLogin(t, name)
+	return tok
+}
+
+// CreateLogin is CreateUser that also returns the user's password, for a test that signs in on
+// Gitea's own pages.
+func (g *Gitea) CreateLogin(t testing.TB, name string) (token, password string) {
+	t.Helper()
 	var pw [16]byte
 	rand.Read(pw[:])
-	password := hex.EncodeToString(pw[:])
+	password = hex.EncodeToString(pw[:])
 	g.API(t, g.AdminToken, http.MethodPost, "/admin/users", map[string]any{
 		"username": name, "email": name + "@drover.test", "password": password, "must_change_password": false,
 	}, nil)
@@ -315,5 +323,5 @@ func (g *Gitea) CreateUser(t testing.TB, name string) string {
 	if tok.SHA1 == "" {
 		t.Fatalf("Gitea made no token for %s", name)
 	}
-	return tok.SHA1
+	return tok.SHA1, password
 }

@@ -97,11 +97,19 @@ func next(v string) string {
 
 type signinData struct {
 	Next, Error string
+	Forges      []ForgeButton
 }
+
+// ForgeButton is a "Sign in with NAME" on the sign-in page: URL starts
+// the forge's sign-in.
+type ForgeButton struct{ Name, URL string }
 
 func (s *Server) getSignin(w http.ResponseWriter, r *http.Request) {
 	ss, _ := s.current(r)
 	d := signinData{Next: next(r.URL.Query().Get("next"))}
+	if s.cfg.ForgeButtons != nil {
+		d.Forges = s.cfg.ForgeButtons(r.Context(), d.Next)
+	}
 	if ss == nil && r.URL.Query().Get("ended") != "" {
 		d.Error = "Your session ended (it expired, you signed out, or your token was rotated): sign in again."
 	}
@@ -122,6 +130,15 @@ func (s *Server) postSignin(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, status(err), "signin", nil, d)
 		return
 	}
+	s.SignIn(w, r, u, d.Next, false)
+}
+
+// SignIn makes a browser session for u (the one way a session is made:
+// the token paste and a forge's sign-in alike) and sends the browser on to
+// next. A SameSite=Strict cookie set in a navigation another site started
+// (a forge's redirect back, crossSite) is not sent on that navigation's
+// next redirect, so the browser goes on from a page of the hub's own.
+func (s *Server) SignIn(w http.ResponseWriter, r *http.Request, u User, next string, crossSite bool) {
 	sess, exp, err := s.b.NewSession(r.Context(), u)
 	if err != nil {
 		s.fail(w, r, nil, err)
@@ -132,8 +149,23 @@ func (s *Server) postSignin(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(BaseURL(r), "https:"),
 	})
 	s.log.Info("web sign-in", "user", u.Name)
-	http.Redirect(w, r, d.Next, http.StatusSeeOther)
+	if crossSite {
+		s.render(w, r, http.StatusOK, "signedin", nil, signedInData{Name: u.Name, Next: next})
+		return
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
+
+type signedInData struct{ Name, Next string }
+
+// ErrorPage shows a refusal: no session, nothing else on the page.
+func (s *Server) ErrorPage(w http.ResponseWriter, r *http.Request, status int, title, why string) {
+	s.render(w, r, status, "error", nil, errorData{Title: title, Why: why})
+}
+
+// Next is where a sign-in may send the browser back to: next, if it is one
+// of the dashboard's pages, else the jobs page.
+func Next(v string) string { return next(v) }
 
 func (s *Server) signout(w http.ResponseWriter, r *http.Request, ss *session) error {
 	if err := s.b.EndSession(r.Context(), ss.token); err != nil {

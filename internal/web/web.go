@@ -119,6 +119,9 @@ type Config struct {
 	// besides the one the request reached.
 	PublicURL string
 	Logger    *slog.Logger
+	// ForgeButtons are the forges one may sign in with, for a sign-in that
+	// goes on to next (nil: none).
+	ForgeButtons func(ctx context.Context, next string) []ForgeButton
 	// KeepAlive is the interval of the live streams' comments (15s).
 	KeepAlive time.Duration
 }

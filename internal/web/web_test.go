@@ -790,3 +790,56 @@ func TestSignInReturnsOnlyToAPage(t *testing.T) {
 		}
 	}
 }
+
+// TestForgeSignIn: the sign-in page offers the forges next to the token
+// paste; a sign-in a forge's redirect ends (crossSite) makes the same
+// session cookie and goes on from a page of the hub's own.
+func TestForgeSignIn(t *testing.T) {
+	f := newFake()
+	cfg := Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ForgeButtons: func(_ context.Context, next string) []ForgeButton {
+			return []ForgeButton{{Name: "gt", URL: "/auth/forge/gt?next=" + url.QueryEscape(next)}}
+		}}
+	s, err := New(f, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	mux.HandleFunc("GET /test/forge-done", func(w http.ResponseWriter, r *http.Request) {
+		s.SignIn(w, r, alice, Next(r.URL.Query().Get("next")), true)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	resp, err := http.Get(srv.URL + "/signin?next=/runners")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`href="/auth/forge/gt?next=%2Frunners"`, "Sign in with gt", `id="token"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the sign-in page has no %q:\n%s", want, b)
+		}
+	}
+
+	for next, want := range map[string]string{"/runners": "/runners", "//evil.example": "/jobs"} {
+		resp, err = http.Get(srv.URL + "/test/forge-done?next=" + url.QueryEscape(next))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var sess *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == sessionCookie {
+				sess = c
+			}
+		}
+		if resp.StatusCode != http.StatusOK || sess == nil || !sess.HttpOnly || sess.SameSite != http.SameSiteStrictMode ||
+			!strings.Contains(string(b), `content="0;url=`+want+`"`) || !strings.Contains(string(b), "alice") {
+			t.Errorf("next %s: %d, cookie %+v, page:\n%s", next, resp.StatusCode, sess, b)
+		}
+	}
+}

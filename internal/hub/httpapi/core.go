@@ -27,6 +27,12 @@ type Core interface {
 	Pipelines
 	ForgeWork
 	Webhooks
+	SignIn
+}
+
+// SignIn is signing in to the dashboard with a forge (internal/signin).
+type SignIn interface {
+	SetOAuth(ctx context.Context, p call.Caller, forge string, req apitypes.ForgeOAuthRequest) (apitypes.ForgeOAuthView, error)
 }
 
 // ForgeWork is forge triggers and the links of forge logins to users

@@ -29,6 +29,15 @@ func (a *API) removeForge(w http.ResponseWriter, r *http.Request, p call.Caller)
 	return reply(w, http.StatusOK, out, err)
 }
 
+func (a *API) setForgeOAuth(w http.ResponseWriter, r *http.Request, p call.Caller) error {
+	var req apitypes.ForgeOAuthRequest
+	if err := decodeBody(r, w, &req); err != nil {
+		return err
+	}
+	out, err := a.core.SetOAuth(r.Context(), p, r.PathValue("name"), req)
+	return reply(w, http.StatusOK, out, err)
+}
+
 // publishJob answers 202 while the publication is still pending.
 func (a *API) publishJob(w http.ResponseWriter, r *http.Request, p call.Caller) error {
 	var req apitypes.PublishRequest

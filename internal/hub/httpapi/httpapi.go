@@ -90,6 +90,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("GET "+p+"/forges", a.As(u, a.listForges))
 	mux.Handle("PUT "+p+"/forges/{name}", a.As(u, a.putForge))
 	mux.Handle("DELETE "+p+"/forges/{name}", a.As(u, a.removeForge))
+	mux.Handle("PUT "+p+"/forges/{name}/oauth", a.As(u, a.setForgeOAuth))
 	mux.Handle("POST "+p+"/pipelines", a.As(u, a.runPipeline))
 	mux.Handle("GET "+p+"/pipelines", a.As(u, a.listPipelines))
 	mux.Handle("GET "+p+"/pipelines/{id}", a.As(u, a.showPipeline))

@@ -31,6 +31,7 @@ var copyTables = []struct{ name, cols string }{
 	{LaunchFailures.Name, LaunchFailures.List()},
 	{"project_secrets", "project, name, upstream, header, prefix, value, created_by, created_at"},
 	{Forges.Name, Forges.List()},
+	{ForgeOAuth.Name, ForgeOAuth.List()},
 	{Publications.Name, Publications.List()},
 	{Pipelines.Name, Pipelines.List()},
 	{PipelineRuns.Name, PipelineRuns.List()},

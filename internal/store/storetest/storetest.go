@@ -84,6 +84,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Webhooks", testWebhooks},
 		{"JobChanges", testJobChanges},
 		{"WebhookDeliveries", testWebhookDeliveries},
+		// Sign-in with a forge.
+		{"ForgeOAuth", testForgeOAuth},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
