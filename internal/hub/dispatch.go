@@ -284,6 +284,11 @@ func (h *Hub) dispatch(ctx context.Context) error {
 						continue
 					}
 					ok, err := h.offer(ctx, j.ID, cands[best].c, account)
+					if errors.Is(err, errNoRoom) {
+						cands[best].free = 0 // and the job goes to another runner, or waits
+						list = append([]store.Job{j}, list...)
+						continue
+					}
 					if err != nil {
 						return err
 					}
@@ -398,7 +403,18 @@ func (h *Hub) queuedWhy(jobID, shape string) string {
 
 // offer creates a new attempt of a queued job for a runner under a new
 // epoch and sends it. It reports false when the job was no longer queued.
+// errNoRoom is an offer not made: the runner has no free slot now.
+var errNoRoom = errors.New("the runner has no free slot")
+
 func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account string) (bool, error) {
+	// The pass read the runner's free slots when it began; a status taken
+	// since (slots 0: draining) must not be answered with an offer.
+	h.reg.mu.Lock()
+	room := c.slots > len(h.reg.active[c.runnerID])
+	h.reg.mu.Unlock()
+	if !room {
+		return false, errNoRoom
+	}
 	var offer protocol.Offer
 	var att store.Attempt
 	var waited time.Duration

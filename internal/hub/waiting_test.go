@@ -1,10 +1,12 @@
 package hub
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 
 	"drover/internal/apitypes"
+	"drover/internal/job"
 	"drover/internal/protocol"
 )
 
@@ -81,4 +83,37 @@ func TestQueueFrameSaysWhatWaitsForTheRunner(t *testing.T) {
 		t.Fatalf("cancel: %d %v", code, e)
 	}
 	wantQueue(t, sr.nextOfInterest(), false)
+}
+
+// A dispatch pass reads the runners' free slots when it begins: an offer it
+// makes after a runner said it has none (draining) is not made, and the job
+// stays queued. (On a busy machine a pass begun before the status offered a
+// job submitted after it.)
+func TestNoOfferToARunnerThatTookItsSlotsBack(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, WantQueue: true})
+	sr.keepAlive(th.h.cfg.Heartbeat / 2)
+	wantQueue(t, sr.nextOfInterest(), false)
+	sr.send(protocol.TypeStatus, "", protocol.Status{Slots: 0, Attempts: []protocol.Held{}})
+	var c *runnerSession
+	waitFor(t, "the runner's slots to be 0", func() bool {
+		th.h.reg.mu.Lock()
+		defer th.h.reg.mu.Unlock()
+		for _, rc := range th.h.reg.conns {
+			if rc.slots == 0 {
+				c = rc
+				return true
+			}
+		}
+		return false
+	})
+	j := th.submit("echo", "late")
+	ok, err := th.h.offer(t.Context(), j.ID, c, "")
+	if ok || !errors.Is(err, errNoRoom) {
+		t.Fatalf("offer to a runner without slots: ok %v, err %v", ok, err)
+	}
+	var v apitypes.JobView
+	if code, e := th.call(th.admin, "GET", "/jobs/"+j.ID, nil, &v); code != http.StatusOK || v.State != job.Queued {
+		t.Fatalf("the job: %d %v %s", code, e, v.State)
+	}
 }
