@@ -33,14 +33,9 @@ func (s *Triggers) Hook(w http.ResponseWriter, r *http.Request) {
 
 func (s *Triggers) receive(r *http.Request) (status int, outcome, msg string) {
 	kind, hookID := r.PathValue("kind"), r.PathValue("hook")
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, forgehook.MaxBody))
-	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a delivery is at most %d bytes", forgehook.MaxBody)
-	} else if err != nil {
-		return http.StatusBadRequest, "malformed", "could not read the delivery"
-	}
+	// The hook first: a request naming none costs the hub no body read.
 	var tr store.ForgeTrigger
-	err = s.cfg.Store.Read(r.Context(), func(tx store.Tx) error {
+	err := s.cfg.Store.Read(r.Context(), func(tx store.Tx) error {
 		var err error
 		tr, err = tx.ForgeTriggerByHook(hookID)
 		return err
@@ -49,6 +44,12 @@ func (s *Triggers) receive(r *http.Request) (status int, outcome, msg string) {
 		return http.StatusNotFound, "unknown_hook", "no such hook"
 	} else if err != nil {
 		return http.StatusServiceUnavailable, "error", "the hub could not read the hook; the forge sends it again"
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, forgehook.MaxBody))
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a delivery is at most %d bytes", forgehook.MaxBody)
+	} else if err != nil {
+		return http.StatusBadRequest, "malformed", "could not read the delivery"
 	}
 	if err := forgehook.Verify(kind, []byte(tr.Secret), r.Header, body); err != nil {
 		return http.StatusUnauthorized, "bad_signature", err.Error()
