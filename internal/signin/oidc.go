@@ -105,11 +105,7 @@ func (s *Flow) startOIDC(w http.ResponseWriter, r *http.Request) {
 
 func (s *Flow) callbackOIDC(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	fail := func(status int, why string) {
-		s.cfg.Logger.Info("OIDC sign-in refused", "provider", name, "why", why)
-		s.pages.ErrorPage(w, r, status, "Not signed in", why)
-	}
-	f, code, ok := s.endFlow(w, r, oidcPath, "provider", fail)
+	f, code, fail, ok := s.endFlow(w, r, oidcPath, "provider")
 	if !ok {
 		return
 	}

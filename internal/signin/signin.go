@@ -221,9 +221,14 @@ func (s *Flow) newFlow(w http.ResponseWriter, r *http.Request, path, name string
 // endFlow checks a callback to path against the flow its browser started,
 // and ends that flow whatever comes of the callback (a state is good
 // once). On a refusal it has answered, and ok is false; else the code is
-// the authorization code to exchange.
-func (s *Flow) endFlow(w http.ResponseWriter, r *http.Request, path, who string, fail func(int, string)) (f flow, code string, ok bool) {
+// the authorization code to exchange. fail answers the callback's
+// refusals (who: the forge or the provider).
+func (s *Flow) endFlow(w http.ResponseWriter, r *http.Request, path, who string) (f flow, code string, fail func(int, string), ok bool) {
 	name := r.PathValue("name")
+	fail = func(status int, why string) {
+		s.cfg.Logger.Info("sign-in refused", who, name, "why", why)
+		s.pages.ErrorPage(w, r, status, "Not signed in", why)
+	}
 	f, ok = s.flowOf(r)
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: path, MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(s.cfg.PublicURL, "https:")})
@@ -231,18 +236,18 @@ func (s *Flow) endFlow(w http.ResponseWriter, r *http.Request, path, who string,
 	switch {
 	case !ok || f.Forge != name || q.Get("state") == "" || q.Get("state") != f.State || (path == oidcPath) != (f.Nonce != ""):
 		fail(http.StatusBadRequest, "This sign-in was not started in this browser, or it expired: start again from the sign-in page.")
-		return flow{}, "", false
+		return flow{}, "", fail, false
 	case !s.useState(f.State):
 		fail(http.StatusBadRequest, "This sign-in was used already: start again from the sign-in page.")
-		return flow{}, "", false
+		return flow{}, "", fail, false
 	case q.Get("error") != "":
 		fail(http.StatusForbidden, "The "+who+" did not sign you in ("+rules.Clip(rules.Escape(q.Get("error"), false), 60)+").")
-		return flow{}, "", false
+		return flow{}, "", fail, false
 	case q.Get("code") == "":
 		fail(http.StatusBadRequest, "The "+who+" sent no authorization code: start again from the sign-in page.")
-		return flow{}, "", false
+		return flow{}, "", fail, false
 	}
-	return f, q.Get("code"), true
+	return f, q.Get("code"), fail, true
 }
 
 // exchange trades a flow's code for its tokens; on a refusal it has
@@ -285,11 +290,7 @@ func (s *Flow) refuse(w http.ResponseWriter, r *http.Request, name, doing string
 
 func (s *Flow) callback(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	fail := func(status int, why string) {
-		s.cfg.Logger.Info("forge sign-in refused", "forge", name, "why", why)
-		s.pages.ErrorPage(w, r, status, "Not signed in", why)
-	}
-	f, code, ok := s.endFlow(w, r, forgePath, "forge", fail)
+	f, code, fail, ok := s.endFlow(w, r, forgePath, "forge")
 	if !ok {
 		return
 	}
