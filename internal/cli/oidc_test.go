@@ -1,9 +1,6 @@
 package cli
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // TestSigninOIDCAdd: a provider's client secret goes from its file to the
 // hub's body only, never argv or output; missing flags are usage errors
@@ -11,14 +8,7 @@ import (
 func TestSigninOIDCAdd(t *testing.T) {
 	const canary = "canary-oidc-secret-7d1e"
 	add := []string{"signin", "oidc", "add", "corp", "--issuer", "https://id.example", "--client-id", "cid"}
-	for _, tt := range []struct {
-		name     string
-		stdin    string
-		args     []string
-		wantCode int
-		wantBody string // "" for no request
-		wantOut  string
-	}{
+	runSecretCases(t, canary, []secretCase{
 		{"add", "", append(add, "--client-secret-file", tempFile(t, "s", canary+"\n")), 0,
 			`{"issuer":"https://id.example","client_id":"cid","client_secret":"` + canary + `"}`,
 			"redirect URI is https://hub.example/auth/oidc/corp/callback"},
@@ -29,14 +19,5 @@ func TestSigninOIDCAdd(t *testing.T) {
 		{"bad name", "", []string{"signin", "oidc", "add", "a/b", "--issuer", "https://id.example", "--client-id", "cid",
 			"--client-secret-file", tempFile(t, "s", canary)}, 2, "", ""},
 		{"empty secret", "", append(add, "--client-secret-file", tempFile(t, "s", "\n")), 1, "", ""},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newFakeHub(t)
-			r := runCLI(t, forgeEnv(h), tt.stdin, append([]string{"--log-level", "debug"}, tt.args...)...)
-			if r.code != tt.wantCode || !strings.Contains(r.stdout, tt.wantOut) {
-				t.Fatalf("code %d, want %d; stdout %q; stderr %q", r.code, tt.wantCode, r.stdout, r.stderr)
-			}
-			secretOnlyInBody(t, h, r, canary, tt.wantBody)
-		})
-	}
+	})
 }
