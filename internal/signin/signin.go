@@ -128,8 +128,8 @@ func (s *Flow) Callback(name string) string {
 
 // Routes mounts the flow's two pages.
 func (s *Flow) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /auth/forge/{name}", s.start)
-	mux.HandleFunc("GET /auth/forge/{name}/callback", s.callback)
+	mux.HandleFunc("GET "+forgePath+"{name}", s.start)
+	mux.HandleFunc("GET "+forgePath+"{name}/callback", s.callback)
 	mux.HandleFunc("GET "+oidcPath+"{name}", s.startOIDC)
 	mux.HandleFunc("GET "+oidcPath+"{name}/callback", s.callbackOIDC)
 }
