@@ -49,6 +49,12 @@ import (
 //	PUT  /api/v1/forges/{name}         ForgeRequest → ForgeView (admin only)
 //	DELETE /api/v1/forges/{name}       → ForgeView (admin only; refused while a project maps to it)
 //	PUT  /api/v1/forges/{name}/oauth   ForgeOAuthRequest → ForgeOAuthView (admin only; the secret never comes back)
+//	GET  /api/v1/oidc                  → OIDCProviderList (any user; never a secret)
+//	PUT  /api/v1/oidc/{name}           OIDCProviderRequest → OIDCProviderView (admin only; the secret never comes back)
+//	DELETE /api/v1/oidc/{name}         → OIDCProviderView (admin only; removes its links)
+//	GET  /api/v1/users/{name}/oidc-links → OIDCLinkList (admin or the user)
+//	POST /api/v1/users/{name}/oidc-links OIDCLinkRequest → OIDCLinkView (admin only)
+//	DELETE /api/v1/users/{name}/oidc-links/{provider}?subject= → OIDCLinkView (admin only)
 //	POST /api/v1/jobs/{id}/publish     PublishRequest → PublicationView (the requester, the project's owner
 //	                                   or an admin; 202 while the forge is retried)
 //	GET  /api/v1/projects/{name}/config → ProjectConfig (members and admin)

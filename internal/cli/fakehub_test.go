@@ -431,6 +431,28 @@ func (h *fakeHub) forgeRoutes(mux *http.ServeMux) {
 		reply(w, 200, apitypes.ForgeOAuthView{Forge: r.PathValue("name"), ClientID: req.ClientID, On: !req.Off,
 			Callback: "https://hub.example/auth/forge/" + r.PathValue("name") + "/callback"})
 	})
+	mux.HandleFunc("PUT /api/v1/oidc/{name}", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		h.forgeBodies = append(h.forgeBodies, string(b))
+		var req apitypes.OIDCProviderRequest
+		if err := json.Unmarshal(b, &req); err != nil {
+			fail(w, 400, rules.ErrBadRequest, err.Error())
+			return
+		}
+		reply(w, 200, apitypes.OIDCProviderView{Name: r.PathValue("name"), Issuer: req.Issuer, ClientID: req.ClientID,
+			Callback: "https://hub.example/auth/oidc/" + r.PathValue("name") + "/callback"})
+	})
+	mux.HandleFunc("POST /api/v1/users/{name}/oidc-links", func(w http.ResponseWriter, r *http.Request) {
+		var req apitypes.OIDCLinkRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			fail(w, 400, rules.ErrBadRequest, err.Error())
+			return
+		}
+		reply(w, 200, apitypes.OIDCLinkView{User: r.PathValue("name"), Provider: req.Provider, Subject: req.Subject})
+	})
+	mux.HandleFunc("DELETE /api/v1/users/{name}/oidc-links/{provider}", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, apitypes.OIDCLinkView{User: r.PathValue("name"), Provider: r.PathValue("provider"), Subject: r.URL.Query().Get("subject")})
+	})
 	mux.HandleFunc("DELETE /api/v1/forges/{name}", func(w http.ResponseWriter, r *http.Request) {
 		i := slices.IndexFunc(h.forges, func(v apitypes.ForgeView) bool { return v.Name == r.PathValue("name") })
 		if i < 0 {

@@ -330,14 +330,7 @@ func TestRunFromPR(t *testing.T) {
 // before anything is sent.
 func TestForgesOAuth(t *testing.T) {
 	const canary = "canary-oauth-secret-41c2"
-	for _, tt := range []struct {
-		name     string
-		stdin    string
-		args     []string
-		wantCode int
-		wantBody string // "" for no request
-		wantOut  string
-	}{
+	runSecretCases(t, canary, []secretCase{
 		{"set", "", []string{"forges", "oauth", "gt", "--client-id", "cid", "--client-secret-file", tempFile(t, "s", canary+"\n")}, 0,
 			`{"client_id":"cid","client_secret":"` + canary + `"}`, "redirect URI is https://hub.example/auth/forge/gt/callback"},
 		{"secret on stdin", canary, []string{"forges", "oauth", "gt", "--client-id", "cid", "--client-secret-file", "-"}, 0,
@@ -347,7 +340,23 @@ func TestForgesOAuth(t *testing.T) {
 		{"neither", "", []string{"forges", "oauth", "gt"}, 2, "", ""},
 		{"id and off", "", []string{"forges", "oauth", "gt", "--off", "--client-id", "cid", "--client-secret-file", tempFile(t, "s", canary)}, 2, "", ""},
 		{"empty secret", "", []string{"forges", "oauth", "gt", "--client-id", "cid", "--client-secret-file", tempFile(t, "s", "\n")}, 1, "", ""},
-	} {
+	})
+}
+
+// secretCase is a command given a secret (canary) from a file or stdin.
+type secretCase struct {
+	name     string
+	stdin    string
+	args     []string
+	wantCode int
+	wantBody string // "" for no request
+	wantOut  string
+}
+
+// runSecretCases runs each case against a fake hub: its exit code and
+// output, and canary in the hub's body only (wantBody).
+func runSecretCases(t *testing.T, canary string, cases []secretCase) {
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newFakeHub(t)
 			r := runCLI(t, forgeEnv(h), tt.stdin, append([]string{"--log-level", "debug"}, tt.args...)...)

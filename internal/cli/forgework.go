@@ -71,31 +71,62 @@ the thread.`,
 	return cmd
 }
 
-// userLinkCmd is `drover users link`: which forge logins act as a user.
+// userLinks is what drover users link answers: forge logins and provider
+// identities.
+type userLinks struct {
+	Links []apitypes.ForgeLinkView `json:"links"`
+	OIDC  []apitypes.OIDCLinkView  `json:"oidc_links,omitempty"`
+}
+
+// userLinkCmd is `drover users link`: which forge logins act as a user,
+// and which identities of sign-in providers sign in as them.
 func (a *app) userLinkCmd() *cobra.Command {
 	var req apitypes.ForgeLinkRequest
+	var oreq apitypes.OIDCLinkRequest
 	var unlink bool
 	cmd := answerCmd(a, &cobra.Command{
-		Use:   "link NAME [--forge F --login L [--unlink]] [--json]",
-		Short: "List a user's forge logins; link or unlink one (admin only)",
+		Use:   "link NAME [--forge F --login L | --oidc P --subject S] [--unlink] [--json]",
+		Short: "List a user's forge logins and sign-in identities; link or unlink one (admin only)",
 		Long: `Without --forge and --login, list the forge logins linked to user NAME (an
 admin, or the user themself). With them, link login L on forge connection F
 to NAME, or with --unlink remove that link (admin only): what L does on the
-forge that starts or acts on jobs, drover does as NAME.`,
+forge that starts or acts on jobs, drover does as NAME.
+
+With --oidc and --subject, link the identity S (the ID token's "sub") of
+sign-in provider P (drover signin oidc list) to NAME, or with --unlink
+remove that link (admin only): that identity signs in to the dashboard as
+NAME.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := exactArgs("NAME")(cmd, args); err != nil {
 				return err
 			}
 			return checkName("user", args[0])
 		},
-	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.ForgeLinkList, error) {
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return checkFlagRules(cmd) },
+	}, func(ctx context.Context, c *client.Client, args []string) (userLinks, error) {
 		switch {
 		case (req.Forge == "") != (req.Login == ""):
-			return apitypes.ForgeLinkList{}, errors.New("give both --forge and --login")
-		case req.Forge == "" && unlink:
-			return apitypes.ForgeLinkList{}, errors.New("--unlink needs --forge and --login")
+			return userLinks{}, errors.New("give both --forge and --login")
+		case (oreq.Provider == "") != (oreq.Subject == ""):
+			return userLinks{}, errors.New("give both --oidc and --subject")
+		case req.Forge == "" && oreq.Provider == "" && unlink:
+			return userLinks{}, errors.New("--unlink needs --forge and --login, or --oidc and --subject")
+		case oreq.Provider != "":
+			var v apitypes.OIDCLinkView
+			var err error
+			if unlink {
+				v, err = c.UnlinkOIDC(ctx, args[0], oreq.Provider, oreq.Subject)
+			} else {
+				v, err = c.LinkOIDC(ctx, args[0], oreq)
+			}
+			return userLinks{Links: []apitypes.ForgeLinkView{}, OIDC: []apitypes.OIDCLinkView{v}}, err
 		case req.Forge == "":
-			return c.Links(ctx, args[0])
+			l, err := c.Links(ctx, args[0])
+			if err != nil {
+				return userLinks{}, err
+			}
+			o, err := c.OIDCLinks(ctx, args[0])
+			return userLinks{Links: l.Links, OIDC: o.Links}, err
 		}
 		var v apitypes.ForgeLinkView
 		var err error
@@ -104,21 +135,38 @@ forge that starts or acts on jobs, drover does as NAME.`,
 		} else {
 			v, err = c.LinkUser(ctx, args[0], req)
 		}
-		return apitypes.ForgeLinkList{Links: []apitypes.ForgeLinkView{v}}, err
-	}, func(w io.Writer, l apitypes.ForgeLinkList) error {
-		if unlink && len(l.Links) == 1 {
+		return userLinks{Links: []apitypes.ForgeLinkView{v}}, err
+	}, func(w io.Writer, l userLinks) error {
+		switch {
+		case unlink && len(l.Links) == 1:
 			_, err := fprintf(w, "unlinked %s on %s from %s\n", l.Links[0].Login, l.Links[0].Forge, l.Links[0].User)
+			return err
+		case unlink && len(l.OIDC) == 1:
+			_, err := fprintf(w, "unlinked %s of %s from %s\n", l.OIDC[0].Subject, l.OIDC[0].Provider, l.OIDC[0].User)
 			return err
 		}
 		t := newTable(w)
-		fprintf(t, "USER\tFORGE\tLOGIN\tLINKED\n")
-		for _, v := range l.Links {
-			fprintf(t, "%s\t%s\t%s\t%s\n", v.User, v.Forge, v.Login, day(v.CreatedAt))
+		if len(l.Links) > 0 || len(l.OIDC) == 0 {
+			fprintf(t, "USER\tFORGE\tLOGIN\tLINKED\n")
+			for _, v := range l.Links {
+				fprintf(t, "%s\t%s\t%s\t%s\n", v.User, v.Forge, v.Login, day(v.CreatedAt))
+			}
+		}
+		if len(l.OIDC) > 0 {
+			fprintf(t, "USER\tOIDC PROVIDER\tSUBJECT\tLINKED\n")
+			for _, v := range l.OIDC {
+				fprintf(t, "%s\t%s\t%s\t%s\n", v.User, v.Provider, v.Subject, day(v.CreatedAt))
+			}
 		}
 		return t.Flush()
 	})
-	cmd.Flags().StringVar(&req.Forge, "forge", "", "the forge connection's name (drover forges list)")
-	cmd.Flags().StringVar(&req.Login, "login", "", "the user's login on that forge")
-	cmd.Flags().BoolVar(&unlink, "unlink", false, "remove the link instead")
+	f := cmd.Flags()
+	f.StringVar(&req.Forge, "forge", "", "the forge connection's name (drover forges list)")
+	f.StringVar(&req.Login, "login", "", "the user's login on that forge")
+	f.StringVar(&oreq.Provider, "oidc", "", "the sign-in provider's name (drover signin oidc list)")
+	f.StringVar(&oreq.Subject, "subject", "", "the identity's subject there (the ID token's sub)")
+	f.BoolVar(&unlink, "unlink", false, "remove the link instead")
+	cmd.MarkFlagsMutuallyExclusive("forge", "oidc")
+	cmd.MarkFlagsMutuallyExclusive("login", "subject")
 	return cmd
 }

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,11 +42,19 @@ func TestBrowserSignInWithGitea(t *testing.T) {
 		t.Fatalf("link: %d %+v", code, e)
 	}
 
+	signInThroughGitea(t, th, password, "Sign in with gt", "signed-in-with-gitea")
+}
+
+// signInThroughGitea signs in from the dashboard's only sign-in button,
+// which reads label, through Gitea's login form as alice (password), and
+// checks the dashboard is then bob's.
+func signInThroughGitea(t *testing.T, th *testHub, password, label, shot string) {
+	t.Helper()
 	b := testkit.StartBrowser(t)
 	b.DismissDialogs()
 	b.Do("the sign-in page", time.Minute, chromedp.Navigate(th.srv.URL+"/signin?next=/runners"),
 		chromedp.WaitVisible(chromedp.CSS(`.forge-signin a`)))
-	if got := testkit.Eval[string](b, `document.querySelector(".forge-signin a").textContent`); got != "Sign in with gt" {
+	if got := testkit.Eval[string](b, `document.querySelector(".forge-signin a").textContent`); got != label {
 		t.Fatalf("the button reads %q", got)
 	}
 	if !testkit.Eval[bool](b, `document.querySelector("#token") !== null`) {
@@ -69,8 +78,41 @@ func TestBrowserSignInWithGitea(t *testing.T) {
 	if path := testkit.Eval[string](b, `location.pathname`); path != "/runners" {
 		t.Fatalf("landed on %s, want /runners", path)
 	}
-	b.Screenshot("signed-in-with-gitea")
+	b.Screenshot(shot)
 	if who := testkit.Eval[string](b, `document.querySelector(".who").textContent`); strings.TrimSpace(who) != "bob" {
 		t.Fatalf("signed in as %q, want bob", who)
 	}
+}
+
+// TestBrowserSignInWithOIDC: the same real Gitea as a generic OpenID
+// Connect provider (discovery at its issuer, an ID token for the openid
+// scope), its user alice's subject linked to drover user bob. "Sign in
+// with gitea-id" goes through Gitea's login to the dashboard, signed in as
+// bob.
+func TestBrowserSignInWithOIDC(t *testing.T) {
+	g := testkit.StartGitea(t)
+	th, _ := startHubWithURL(t)
+	_, password := g.CreateLogin(t, "alice")
+	callback := th.cfg.PublicURL + "/auth/oidc/gitea-id/callback"
+	var app struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	g.API(t, g.AdminToken, http.MethodPost, "/user/applications/oauth2", map[string]any{
+		"name": "drover-oidc", "redirect_uris": []string{callback}, "confidential_client": true}, &app)
+	var v apitypes.OIDCProviderView
+	if code, e := th.call(th.admin, "PUT", "/oidc/gitea-id", apitypes.OIDCProviderRequest{Issuer: g.URL, ClientID: app.ClientID,
+		ClientSecret: app.ClientSecret}, &v); code != http.StatusOK || v.Callback != callback {
+		t.Fatalf("add the provider: %d %+v %+v", code, e, v)
+	}
+	var alice struct {
+		ID int64 `json:"id"`
+	}
+	g.API(t, g.AdminToken, http.MethodGet, "/users/alice", nil, &alice)
+	th.addUser("bob")
+	if code, e := th.call(th.admin, "POST", "/users/bob/oidc-links", apitypes.OIDCLinkRequest{Provider: "gitea-id",
+		Subject: strconv.FormatInt(alice.ID, 10)}, nil); code != http.StatusOK {
+		t.Fatalf("link: %d %+v", code, e)
+	}
+	signInThroughGitea(t, th, password, "Sign in with gitea-id", "signed-in-with-oidc")
 }

@@ -1,7 +1,8 @@
 // Package signin is signing in to the dashboard with a forge account: the
 // OAuth2 authorization code flow (state and PKCE) with a forge connection's
 // OAuth application, mapped to a drover user only through a link an admin
-// made (drover users link). The browser session it ends in is the
+// made (drover users link); or with an OpenID Connect provider's identity
+// the same way (oidc.go). The browser session it ends in is the
 // dashboard's own (Pages.SignIn), the one a pasted token makes.
 //
 // The forge's access token is used once, to read who signed in, and then
@@ -127,12 +128,14 @@ func (s *Flow) Callback(name string) string {
 
 // Routes mounts the flow's two pages.
 func (s *Flow) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /auth/forge/{name}", s.start)
-	mux.HandleFunc("GET /auth/forge/{name}/callback", s.callback)
+	mux.HandleFunc("GET "+forgePath+"{name}", s.start)
+	mux.HandleFunc("GET "+forgePath+"{name}/callback", s.callback)
+	mux.HandleFunc("GET "+oidcPath+"{name}", s.startOIDC)
+	mux.HandleFunc("GET "+oidcPath+"{name}/callback", s.callbackOIDC)
 }
 
-// Buttons are the forges one may sign in with: those with an application,
-// and none without a public URL.
+// Buttons are the forges (those with an application) and the OpenID
+// Connect providers one may sign in with; none without a public URL.
 func (s *Flow) Buttons(ctx context.Context, next string) []web.ForgeButton {
 	if s.cfg.PublicURL == "" {
 		return nil
@@ -145,14 +148,14 @@ func (s *Flow) Buttons(ctx context.Context, next string) []web.ForgeButton {
 	})
 	if err != nil {
 		s.cfg.Logger.Warn("list forges to sign in with", "err", err)
-		return nil
+		return s.oidcButtons(ctx, next)
 	}
 	out := make([]web.ForgeButton, 0, len(os))
 	for _, o := range os {
 		out = append(out, web.ForgeButton{Name: o.Forge,
 			URL: "/auth/forge/" + url.PathEscape(o.Forge) + "?next=" + url.QueryEscape(next)})
 	}
-	return out
+	return append(out, s.oidcButtons(ctx, next)...)
 }
 
 // app is a forge's application as the flow uses it.
@@ -184,12 +187,79 @@ func (s *Flow) app(ctx context.Context, name string) (app, error) {
 		RedirectURL: s.Callback(name), Scopes: scopes(f.Kind)}, userURL: userURL}, nil
 }
 
-// flow is what the state cookie carries.
+// flow is what the state cookie carries. Forge is the forge's or the
+// OIDC provider's name (the cookie's path tells which).
 type flow struct {
 	Forge    string `json:"f"`
 	State    string `json:"s"`
 	Verifier string `json:"v"`
+	Nonce    string `json:"o,omitempty"` // OIDC's
 	Next     string `json:"n"`
+}
+
+// Each kind's flow is under its own path: its state cookie is sent to
+// that kind's callback only.
+const (
+	forgePath = "/auth/forge/"
+	oidcPath  = "/auth/oidc/"
+)
+
+// newFlow starts a flow with name in the browser: its state cookie, bound
+// to path.
+func (s *Flow) newFlow(w http.ResponseWriter, r *http.Request, path, name string) flow {
+	f := flow{Forge: name, State: random(), Verifier: oauth2.GenerateVerifier(), Next: web.Next(r.URL.Query().Get("next"))}
+	if path == oidcPath {
+		f.Nonce = random()
+	}
+	b, _ := json.Marshal(f)
+	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: base64.RawURLEncoding.EncodeToString(b),
+		Path: path, MaxAge: int(stateTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: strings.HasPrefix(s.cfg.PublicURL, "https:")})
+	return f
+}
+
+// endFlow checks a callback to path against the flow its browser started,
+// and ends that flow whatever comes of the callback (a state is good
+// once). On a refusal it has answered, and ok is false; else the code is
+// the authorization code to exchange. fail answers the callback's
+// refusals (who: the forge or the provider).
+func (s *Flow) endFlow(w http.ResponseWriter, r *http.Request, path, who string) (f flow, code string, fail func(int, string), ok bool) {
+	name := r.PathValue("name")
+	fail = func(status int, why string) {
+		s.cfg.Logger.Info("sign-in refused", who, name, "why", why)
+		s.pages.ErrorPage(w, r, status, "Not signed in", why)
+	}
+	f, ok = s.flowOf(r)
+	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: path, MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(s.cfg.PublicURL, "https:")})
+	q := r.URL.Query()
+	switch {
+	case !ok || f.Forge != name || q.Get("state") == "" || q.Get("state") != f.State || (path == oidcPath) != (f.Nonce != ""):
+		fail(http.StatusBadRequest, "This sign-in was not started in this browser, or it expired: start again from the sign-in page.")
+		return flow{}, "", fail, false
+	case !s.useState(f.State):
+		fail(http.StatusBadRequest, "This sign-in was used already: start again from the sign-in page.")
+		return flow{}, "", fail, false
+	case q.Get("error") != "":
+		fail(http.StatusForbidden, "The "+who+" did not sign you in ("+rules.Clip(rules.Escape(q.Get("error"), false), 60)+").")
+		return flow{}, "", fail, false
+	case q.Get("code") == "":
+		fail(http.StatusBadRequest, "The "+who+" sent no authorization code: start again from the sign-in page.")
+		return flow{}, "", fail, false
+	}
+	return f, q.Get("code"), fail, true
+}
+
+// exchange trades a flow's code for its tokens; on a refusal it has
+// answered.
+func (s *Flow) exchange(ctx context.Context, conf oauth2.Config, f flow, code, who string, fail func(int, string)) (*oauth2.Token, bool) {
+	tok, err := conf.Exchange(ctx, code, oauth2.VerifierOption(f.Verifier))
+	if err != nil {
+		s.cfg.Logger.Info("sign-in: code refused", "by", who, "name", f.Forge, "err", exchangeError(err))
+		fail(http.StatusForbidden, "The "+who+" refused the sign-in (its authorization code or this hub's application): start again from the sign-in page.")
+		return nil, false
+	}
+	return tok, true
 }
 
 func (s *Flow) start(w http.ResponseWriter, r *http.Request) {
@@ -203,11 +273,7 @@ func (s *Flow) start(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, name, "read the forge's sign-in", err)
 		return
 	}
-	f := flow{Forge: name, State: random(), Verifier: oauth2.GenerateVerifier(), Next: web.Next(r.URL.Query().Get("next"))}
-	b, _ := json.Marshal(f)
-	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: base64.RawURLEncoding.EncodeToString(b),
-		Path: "/auth/forge/", MaxAge: int(stateTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: strings.HasPrefix(s.cfg.PublicURL, "https:")})
+	f := s.newFlow(w, r, forgePath, name)
 	http.Redirect(w, r, a.conf.AuthCodeURL(f.State, oauth2.S256ChallengeOption(f.Verifier)), http.StatusSeeOther)
 }
 
@@ -224,27 +290,8 @@ func (s *Flow) refuse(w http.ResponseWriter, r *http.Request, name, doing string
 
 func (s *Flow) callback(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	fail := func(status int, why string) {
-		s.cfg.Logger.Info("forge sign-in refused", "forge", name, "why", why)
-		s.pages.ErrorPage(w, r, status, "Not signed in", why)
-	}
-	f, ok := s.flowOf(r)
-	// The cookie goes whatever comes of the callback: a state is good once.
-	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/auth/forge/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(s.cfg.PublicURL, "https:")})
-	q := r.URL.Query()
-	switch {
-	case !ok || f.Forge != name || q.Get("state") == "" || q.Get("state") != f.State:
-		fail(http.StatusBadRequest, "This sign-in was not started in this browser, or it expired: start again from the sign-in page.")
-		return
-	case !s.useState(f.State):
-		fail(http.StatusBadRequest, "This sign-in was used already: start again from the sign-in page.")
-		return
-	case q.Get("error") != "":
-		fail(http.StatusForbidden, "The forge did not sign you in ("+rules.Clip(rules.Escape(q.Get("error"), false), 60)+").")
-		return
-	case q.Get("code") == "":
-		fail(http.StatusBadRequest, "The forge sent no authorization code: start again from the sign-in page.")
+	f, code, fail, ok := s.endFlow(w, r, forgePath, "forge")
+	if !ok {
 		return
 	}
 	a, err := s.app(r.Context(), name)
@@ -253,10 +300,8 @@ func (s *Flow) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithValue(r.Context(), oauth2.HTTPClient, s.cfg.HTTP)
-	tok, err := a.conf.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(f.Verifier))
-	if err != nil {
-		s.cfg.Logger.Info("forge sign-in: code refused", "forge", name, "err", exchangeError(err))
-		fail(http.StatusForbidden, "The forge refused the sign-in (its authorization code or this hub's application): start again from the sign-in page.")
+	tok, ok := s.exchange(ctx, a.conf, f, code, "forge", fail)
+	if !ok {
 		return
 	}
 	login, err := s.login(ctx, a, tok.AccessToken)
@@ -278,16 +323,16 @@ func (s *Flow) callback(w http.ResponseWriter, r *http.Request) {
 	s.pages.SignIn(w, r, u, f.Next, true)
 }
 
-// exchangeError is a refused exchange without the forge's reply body (an
-// error page of the forge might echo what was sent).
+// exchangeError is a refused exchange without the server's reply body
+// (its error page might echo what was sent).
 func exchangeError(err error) string {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		if re.ErrorCode != "" {
-			return "the forge answered " + re.ErrorCode
+			return "it answered " + re.ErrorCode
 		}
 		if re.Response != nil {
-			return "the forge answered " + re.Response.Status
+			return "it answered " + re.Response.Status
 		}
 	}
 	return "the exchange failed"
@@ -359,20 +404,30 @@ func (s *Flow) login(ctx context.Context, a app, token string) (string, error) {
 // linked is the drover user forge login is linked to, or why it may not
 // sign in.
 func (s *Flow) linked(ctx context.Context, name, login string) (web.User, string, error) {
+	return s.linkedUser(ctx, func(tx store.Tx) (string, error) {
+		l, err := tx.ForgeLink(name, login)
+		return l.UserID, err
+	}, fmt.Sprintf("The forge account %s on %s is not linked to a drover user; an admin links it with drover users link USER --forge %s --login %s.",
+		login, name, name, login), fmt.Sprintf("The drover user linked to %s on %s was removed.", login, name))
+}
+
+// linkedUser is the user a link find reads names, or why there is none to
+// sign in as: unlinked when there is no link, removed when its user is
+// gone.
+func (s *Flow) linkedUser(ctx context.Context, find func(tx store.Tx) (string, error), unlinked, removed string) (web.User, string, error) {
 	var u store.User
 	why := ""
 	err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
-		l, err := tx.ForgeLink(name, login)
+		id, err := find(tx)
 		if errors.Is(err, store.ErrNotFound) {
-			why = fmt.Sprintf("The forge account %s on %s is not linked to a drover user; an admin links it with drover users link USER --forge %s --login %s.",
-				login, name, name, login)
+			why = unlinked
 			return nil
 		} else if err != nil {
 			return err
 		}
-		u, err = tx.User(l.UserID)
+		u, err = tx.User(id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && u.RemovedAt != nil) {
-			why = fmt.Sprintf("The drover user linked to %s on %s was removed.", login, name)
+			why = removed
 			return nil
 		}
 		return err
@@ -402,11 +457,8 @@ func (s *Flow) SetOAuth(ctx context.Context, c call.Caller, name string, req api
 		s.cfg.Logger.Info("forge sign-in off", "forge", name, "by", c.Name)
 		return apitypes.ForgeOAuthView{Forge: name}, nil
 	}
-	switch {
-	case req.ClientID == "" || len(req.ClientID) > 256 || strings.ContainsFunc(req.ClientID, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
-		return apitypes.ForgeOAuthView{}, call.BadRequest("a client id is 1-256 printable characters without spaces")
-	case req.ClientSecret == "" || len(req.ClientSecret) > maxSecret:
-		return apitypes.ForgeOAuthView{}, call.BadRequest("a client secret is 1-%d bytes", maxSecret)
+	if err := checkClient(req.ClientID, req.ClientSecret); err != nil {
+		return apitypes.ForgeOAuthView{}, err
 	}
 	now := s.cfg.Now()
 	err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
@@ -428,4 +480,15 @@ func (s *Flow) SetOAuth(ctx context.Context, c call.Caller, name string, req api
 	s.cfg.Logger.Info("forge sign-in set", "forge", name, "by", c.Name)
 	return apitypes.ForgeOAuthView{Forge: name, ClientID: req.ClientID, On: true, Callback: s.Callback(name),
 		NoPublicURL: s.cfg.PublicURL == ""}, nil
+}
+
+// checkClient checks an application's client id and secret.
+func checkClient(id, secret string) error {
+	switch {
+	case id == "" || len(id) > 256 || strings.ContainsFunc(id, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
+		return call.BadRequest("a client id is 1-256 printable characters without spaces")
+	case secret == "" || len(secret) > maxSecret:
+		return call.BadRequest("a client secret is 1-%d bytes", maxSecret)
+	}
+	return nil
 }

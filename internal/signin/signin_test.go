@@ -146,7 +146,6 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := call.Caller{Kind: store.TokenUser, UserID: "u-admin", Name: "admin", Admin: true}
 	if _, err := e.flow.SetOAuth(t.Context(), admin, "gt", apitypes.ForgeOAuthRequest{ClientID: "cid", ClientSecret: "s3cret"}); err != nil {
 		t.Fatal(err)
 	}
@@ -252,22 +251,11 @@ func TestSignInRefusals(t *testing.T) {
 	}
 }
 
-// startOnly starts a flow in b without following the forge's redirect,
-// and returns the authorization URL's state.
+// startOnly starts a forge's flow in b without following the forge's
+// redirect, and returns the authorization URL's state.
 func startOnly(t *testing.T, e *env, b *http.Client) string {
 	t.Helper()
-	nb := *b
-	nb.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := nb.Get(e.hub.URL + "/auth/forge/gt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	loc, err := url.Parse(resp.Header.Get("Location"))
-	if err != nil || loc.Query().Get("state") == "" || loc.Query().Get("code_challenge_method") != "S256" {
-		t.Fatalf("start: %d %v", resp.StatusCode, loc)
-	}
-	return loc.Query().Get("state")
+	return startAt(t, e, b, "/auth/forge/gt")
 }
 
 func mismatch(t *testing.T, e *env) (int, string) {
@@ -279,7 +267,11 @@ func mismatch(t *testing.T, e *env) (int, string) {
 }
 
 // replay sends a finished flow's callback again with its cookie.
-func replay(t *testing.T, e *env) (int, string) {
+func replay(t *testing.T, e *env) (int, string) { return replayAt(t, e, "/auth/forge/gt") }
+
+// replayAt signs in from path, then sends the finished flow's callback
+// again with its cookie.
+func replayAt(t *testing.T, e *env, path string) (int, string) {
 	b := browser(t)
 	nb := *b
 	var cb *http.Request
@@ -289,7 +281,7 @@ func replay(t *testing.T, e *env) (int, string) {
 		}
 		return nil
 	}
-	if c, body, _ := get(t, &nb, e.hub.URL+"/auth/forge/gt"); c != http.StatusOK {
+	if c, body, _ := get(t, &nb, e.hub.URL+path); c != http.StatusOK {
 		t.Fatalf("first sign-in: %d %q", c, body)
 	}
 	e.pages.signed = nil

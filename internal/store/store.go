@@ -358,6 +358,43 @@ type Tx interface {
 	ForgeOAuth(forge string) (ForgeOAuth, error)
 	ForgeOAuths() ([]ForgeOAuth, error)
 	RemoveForgeOAuth(forge string) error
+
+	// Sign-in with an OpenID Connect provider (internal/signin).
+	// PutOIDCProvider inserts or replaces one; OIDCProviders lists all, by
+	// name; RemoveOIDCProvider of one not held is ErrNotFound, and removes
+	// its links. PutOIDCLink of a linked subject is ErrConflict;
+	// OIDCLinksOf lists a user's by provider then subject; RemoveOIDCLink
+	// of a missing one is ErrNotFound.
+	PutOIDCProvider(p OIDCProvider) error
+	OIDCProvider(name string) (OIDCProvider, error)
+	OIDCProviders() ([]OIDCProvider, error)
+	RemoveOIDCProvider(name string) error
+	PutOIDCLink(l OIDCLink) error
+	OIDCLink(provider, subject string) (OIDCLink, error)
+	OIDCLinksOf(userID string) ([]OIDCLink, error)
+	RemoveOIDCLink(provider, subject string) error
+}
+
+// OIDCProvider is an OpenID Connect provider users sign in to the
+// dashboard with. Secret is this hub's client secret there: it never
+// leaves the hub's store but to the provider itself.
+type OIDCProvider struct {
+	Name      string
+	Issuer    string
+	ClientID  string
+	Secret    string
+	UpdatedBy string // user id
+	UpdatedAt time.Time
+}
+
+// OIDCLink maps an identity of a provider (its issuer's subject) to the
+// drover user it signs in as.
+type OIDCLink struct {
+	Provider  string
+	Subject   string
+	UserID    string
+	CreatedBy string
+	CreatedAt time.Time
 }
 
 // ForgeOAuth is the OAuth application users of a forge connection sign in

@@ -798,7 +798,8 @@ func TestForgeSignIn(t *testing.T) {
 	f := newFake()
 	cfg := Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ForgeButtons: func(_ context.Context, next string) []ForgeButton {
-			return []ForgeButton{{Name: "gt", URL: "/auth/forge/gt?next=" + url.QueryEscape(next)}}
+			return []ForgeButton{{Name: "gt", URL: "/auth/forge/gt?next=" + url.QueryEscape(next)},
+				{Name: "<b>corp</b>", URL: "/auth/oidc/corp?next=" + url.QueryEscape(next)}}
 		}}
 	s, err := New(f, cfg)
 	if err != nil {
@@ -818,10 +819,14 @@ func TestForgeSignIn(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`href="/auth/forge/gt?next=%2Frunners"`, "Sign in with gt", `id="token"`} {
+	for _, want := range []string{`href="/auth/forge/gt?next=%2Frunners"`, "Sign in with gt", `id="token"`,
+		`href="/auth/oidc/corp?next=%2Frunners"`, "Sign in with &lt;b&gt;corp&lt;/b&gt;"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the sign-in page has no %q:\n%s", want, b)
 		}
+	}
+	if strings.Contains(string(b), "<b>corp") {
+		t.Error("a provider's name is on the sign-in page unescaped")
 	}
 
 	for next, want := range map[string]string{"/runners": "/runners", "//evil.example": "/jobs"} {

@@ -28,6 +28,7 @@ type Core interface {
 	ForgeWork
 	Webhooks
 	SignIn
+	OIDC
 }
 
 // SignIn is signing in to the dashboard with a forge (internal/signin).

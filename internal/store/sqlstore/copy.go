@@ -32,6 +32,8 @@ var copyTables = []struct{ name, cols string }{
 	{"project_secrets", "project, name, upstream, header, prefix, value, created_by, created_at"},
 	{Forges.Name, Forges.List()},
 	{ForgeOAuth.Name, ForgeOAuth.List()},
+	{OIDCProviders.Name, OIDCProviders.List()},
+	{OIDCLinks.Name, OIDCLinks.List()},
 	{Publications.Name, Publications.List()},
 	{Pipelines.Name, Pipelines.List()},
 	{PipelineRuns.Name, PipelineRuns.List()},

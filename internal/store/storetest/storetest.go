@@ -86,6 +86,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WebhookDeliveries", testWebhookDeliveries},
 		// Sign-in with a forge.
 		{"ForgeOAuth", testForgeOAuth},
+		// Sign-in with an OpenID Connect provider.
+		{"OIDC", testOIDC},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
