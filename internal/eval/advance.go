@@ -173,8 +173,11 @@ func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p P
 		it.Head = in.BaseCommit
 	}
 	graded, patch, err := e.gradedCommit(ctx, c, ev, it, in)
-	if isRefusal(err) {
-		it.State, it.Reason = store.ItemUnresolved, rules.Clip(err.Error(), 300)
+	if err != nil && ctx.Err() == nil && (!errors.Is(err, errRecord) || isRefusal(err)) {
+		// A result git cannot grade (or a project gone) is the sample's
+		// end, not the evaluation's: it would fail again at every pass.
+		e.log.Warn("could not make an evaluation item's graded commit", "eval", it.EvalID, "item", it.Key, "err", err)
+		it.State, it.Reason = store.ItemUnresolved, "could not make the graded commit: "+rules.Clip(err.Error(), 300)
 		return e.put(ctx, it)
 	} else if err != nil {
 		return err

@@ -3,6 +3,7 @@ package eval
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -86,18 +87,21 @@ func (e *Evals) gradedCommit(ctx context.Context, c call.Caller, ev store.Eval, 
 	inBase := map[string]string{}
 	for _, l := range strings.Split(listed, "\x00") {
 		meta, name, ok := strings.Cut(l, "\t")
-		if f := strings.Fields(meta); ok && len(f) == 3 {
+		if f := strings.Fields(meta); ok && len(f) == 3 && f[1] == "blob" {
 			inBase[name] = f[0] + " " + f[2]
 		}
 	}
-	var info bytes.Buffer
+	// NUL-terminated (a path may hold a newline), removals first (a folder
+	// the agent made a file gives way to the base's files in it).
+	var removals, restores bytes.Buffer
 	for _, t := range tests {
 		if v, ok := inBase[t]; ok {
-			fmt.Fprintf(&info, "%s\t%s\n", v, t)
+			fmt.Fprintf(&restores, "%s\t%s\x00", v, t)
 		} else {
-			fmt.Fprintf(&info, "0 %s\t%s\n", strings.Repeat("0", 40), t)
+			fmt.Fprintf(&removals, "0 %s\t%s\x00", strings.Repeat("0", 40), t)
 		}
 	}
+	info := append(removals.Bytes(), restores.Bytes()...)
 	idx, err := os.CreateTemp("", "drover-eval-index-")
 	if err != nil {
 		return "", "", fmt.Errorf("item %s: grading index: %w", it.Key, err)
@@ -108,7 +112,7 @@ func (e *Evals) gradedCommit(ctx context.Context, c call.Caller, ev store.Eval, 
 	if _, err := git(env, nil, "read-tree", head); err != nil {
 		return "", "", err
 	}
-	if _, err := git(env, info.Bytes(), "update-index", "--index-info"); err != nil {
+	if _, err := git(env, info, "update-index", "-z", "--index-info"); err != nil {
 		return "", "", err
 	}
 	tree, err := git(env, nil, "write-tree")
@@ -130,10 +134,14 @@ func (e *Evals) gradedCommit(ctx context.Context, c call.Caller, ev store.Eval, 
 	v, err := e.core.Record(ctx, c, Recorded{Key: jobKey(it, "graded"), Project: in.Repo, Base: base, Head: graded,
 		Summary: fmt.Sprintf("%s's result without its changes to tests: %s", it.AgentJob, strings.Join(tests, ", "))})
 	if err != nil {
-		return "", "", fmt.Errorf("item %s: record the graded commit: %w", it.Key, err)
+		return "", "", fmt.Errorf("item %s: %w: %w", it.Key, errRecord, err)
 	}
 	return v.Head, patch, nil
 }
+
+// errRecord is a failure to record the graded commit: the store's, tried
+// again at the next pass.
+var errRecord = errors.New("record the graded commit")
 
 // exitWall is how the grading script ends when a test ran past its wall
 // limit (timeout(1)'s code).
