@@ -129,7 +129,7 @@ func (e *Evals) StartEval(ctx context.Context, c call.Caller, req apitypes.EvalR
 				if !errors.As(err, &r) {
 					return apitypes.EvalView{}, false, fmt.Errorf("check instance %s: %w", l.InstanceID, err)
 				}
-				l.Refused = rules.Clip(err.Error(), 500)
+				l.Refused = rules.Clip(r.Msg, 500)
 			}
 		}
 		if l.Refused != "" {
