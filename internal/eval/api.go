@@ -68,8 +68,10 @@ func params(req apitypes.EvalRunRequest) (Params, error) {
 	case len(req.Lines) == 0 || len(req.Lines) > dataset.MaxInstances:
 		return p, call.BadRequest("a dataset of 1-%d lines", dataset.MaxInstances)
 	}
-	if err := rules.CheckText("key", req.Key, 200); err != nil {
-		return p, call.BadRequest("%v", err)
+	if req.Key != "" {
+		if err := rules.CheckText("key", req.Key, 200); err != nil {
+			return p, call.BadRequest("%v", err)
+		}
 	}
 	if err := rules.CheckPlainText("name", req.Name, false); err != nil || len(req.Name) > 200 {
 		return p, call.BadRequest("name: plain text of up to 200 bytes")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,10 +95,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// An evaluation refuses the instances the hub refuses, runs one sample at
-// a time under max_parallel 1, grades each in a job of its own (exec, no
-// network, observe), and a restarted engine submits nothing twice.
-func TestEvalRunsEachSampleOnceAndGradesItApart(t *testing.T) {
+// newStore is a hub's store with alice in it.
+func newStore(t *testing.T) store.Store {
+	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -108,12 +108,35 @@ func TestEvalRunsEachSampleOnceAndGradesItApart(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+func newFakeJobsCore() *fakeJobsCore {
+	return &fakeJobsCore{jobs: map[string]*apitypes.JobView{}, reqs: map[string]apitypes.SubmitRequest{}, byKey: map[string]string{}, subs: map[string]int{}}
+}
+
+func inst(id, base string) *apitypes.EvalInstance {
+	return &apitypes.EvalInstance{InstanceID: id, Repo: "web", BaseCommit: base, ProblemStatement: "fix " + id, TestCmd: "make test"}
+}
+
+// set moves the job of key to state, as a usage window parks it or a
+// question makes it wait.
+func (f *fakeJobsCore) set(key string, state job.State) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := f.jobs[f.byKey[key]]
+	v.State = state
+	return v.ID
+}
+
+// An evaluation refuses the instances the hub refuses, runs one sample at
+// a time under max_parallel 1, grades each in a job of its own (exec, no
+// network, observe), and a restarted engine submits nothing twice.
+func TestEvalRunsEachSampleOnceAndGradesItApart(t *testing.T) {
+	st := newStore(t)
 	core := &fakeJobsCore{jobs: map[string]*apitypes.JobView{}, reqs: map[string]apitypes.SubmitRequest{}, byKey: map[string]string{}, subs: map[string]int{}}
 	ctx, stop := context.WithCancel(t.Context())
 	e := New(ctx, core, Config{Store: st, Sweep: 10 * time.Millisecond})
-	inst := func(id, base string) *apitypes.EvalInstance {
-		return &apitypes.EvalInstance{InstanceID: id, Repo: "web", BaseCommit: base, ProblemStatement: "fix " + id, TestCmd: "make test"}
-	}
 	req := apitypes.EvalRunRequest{Key: "k", Agent: "claude", MaxParallel: 1, Lines: []apitypes.EvalLine{
 		{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", missingBase)},
 	}}
@@ -170,5 +193,52 @@ func TestEvalRunsEachSampleOnceAndGradesItApart(t *testing.T) {
 	defer core.mu.Unlock()
 	if len(core.jobs) != 4 {
 		t.Errorf("%d jobs, want 4: %v", len(core.jobs), core.byKey)
+	}
+}
+
+// A sample whose agent job waits (parked on a usage window, or on a
+// question) waits with it, never counted as failed; once the agents spent
+// max_cost, the samples not started are skipped, not counted.
+func TestEvalWaitsWithParkedJobsAndSkipsPastMaxCost(t *testing.T) {
+	core := newFakeJobsCore()
+	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: 10 * time.Millisecond})
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 2, MaxCostUSD: 0.4,
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	waitFor(t, "a's and b's agent jobs", func() bool { return core.has(key("a", "agent")) && core.has(key("b", "agent")) })
+	e.JobChanged(core.set(key("a", "agent"), job.Waiting))
+	e.JobChanged(core.end(key("b", "agent"), job.Completed, 0))
+	waitFor(t, "b's grading job", func() bool { return core.has(key("b", "grade")) })
+	e.JobChanged(core.end(key("b", "grade"), job.Completed, 0))
+	show := func() apitypes.EvalView {
+		v, err := e.ShowEval(t.Context(), alice, v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	waitFor(t, "b resolved and c skipped", func() bool {
+		c := show().Counts
+		return c["resolved"] == 1 && c["skipped"] == 1
+	})
+	if got := show(); got.Items[0].State != "agent" || got.State != "running" {
+		t.Fatalf("a's job waits: a is %s, the evaluation %s", got.Items[0].State, got.State)
+	}
+	if core.has(key("c", "agent")) {
+		t.Fatal("c started past max_cost")
+	}
+	e.JobChanged(core.set(key("a", "agent"), job.Queued)) // parked again
+	e.JobChanged(core.end(key("a", "agent"), job.Failed, 2))
+	waitFor(t, "the evaluation's end", func() bool { return show().State == "done" })
+	r, err := e.EvalReport(t.Context(), alice, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Resolved != 1 || r.Total != 2 || r.Skipped != 1 || !strings.Contains(r.Eval.Items[2].Reason, "max cost of $0.40") ||
+		r.Eval.Items[0].State != "unresolved" || !strings.HasPrefix(r.Eval.Items[0].Reason, "the agent's job failed") {
+		t.Fatalf("report: %d/%d, %d skipped; items %+v", r.Resolved, r.Total, r.Skipped, r.Eval.Items)
 	}
 }
