@@ -62,6 +62,9 @@ prints its report (drover eval report).`,
 		Args: exactArgs("DATASET"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if req.Agent == "" {
+				return usagef("an evaluation needs --agent")
+			}
 			req.GradeWallS = int(wall / time.Second)
 			if wall != 0 && req.GradeWallS < 1 {
 				return usagef("--grade-wall %s: at least one second", wall)
