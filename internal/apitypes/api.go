@@ -589,3 +589,15 @@ type HubView struct {
 type HubList struct {
 	Hubs []HubView `json:"hubs"`
 }
+
+// Spent is what a job's attempts consumed, all of them: its cost and its
+// tokens of every kind.
+func (v JobView) Spent() (costUSD float64, tokens int64) {
+	var u protocol.Usage
+	for _, a := range v.Attempts {
+		if a.Usage != nil {
+			u = u.Add(*a.Usage)
+		}
+	}
+	return u.CostUSD, u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
+}

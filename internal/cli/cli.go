@@ -111,6 +111,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.questionsCmd(), a.answerJobCmd(), a.approveCmd(), a.restartCmd(),
 		a.fetchCmd(), a.diffCmd(), a.publishCmd(), a.projectsCmd(), a.forgesCmd(),
 		a.pipelineCmd(), a.pipelinesCmd(),
+		a.evalCmd(),
 		a.webhooksCmd(),
 		a.signinCmd(),
 		a.sandboxInitCmd(), a.toolCmd(), a.versionCmd(),

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 
+	"drover/internal/eval"
 	"drover/internal/fsutil"
 	"drover/internal/hub/call"
 	"drover/internal/job"
@@ -342,8 +343,8 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		// The project's default publication is recorded with the
 		// completion: a hub that dies now still publishes it at its start.
 		// A pipeline's step publishes nothing on its own: its publish
-		// step does.
-		if !pipeline.OwnsKey(j.Key) {
+		// step does; nor does an evaluation's job.
+		if !pipeline.OwnsKey(j.Key) && !eval.OwnsKey(j.Key) {
 			_, err = publish.Intent(tx, j, h.now())
 		}
 		return protocol.FinishAck{}, err

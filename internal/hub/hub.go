@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"drover/internal/auth"
+	"drover/internal/eval"
 	"drover/internal/forgethread"
 	"drover/internal/forgework"
 	"drover/internal/fsutil"
@@ -66,6 +67,8 @@ type Hub struct {
 	sources checkedSources
 	// pipelines runs pipeline files' steps as jobs (internal/pipeline)
 	pipelines *pipeline.Engine
+	// evals runs evaluations over datasets (internal/eval)
+	evals *eval.Evals
 	// watchers are the capability packages woken at every change of a job
 	// this hub makes or hears of (pipelines, and any later one); each
 	// JobChanged returns at once.
@@ -199,6 +202,8 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		HTTP: cfg.ForgeHTTP, Metrics: publish.NewMetrics(h.metrics.reg), SigningKey: cfg.SigningKey, Now: h.now})
 	h.pipelines = pipeline.New(bgctx, pipelineCore{h}, pipeline.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger, Now: h.now})
 	h.watchers = append(h.watchers, h.pipelines) // a pipeline's step may be ready now
+	h.evals = eval.New(bgctx, evalCore{pipelineCore{h}}, eval.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger, Now: h.now})
+	h.watchers = append(h.watchers, h.evals) // an evaluation's item may be ready to grade
 	h.threads = forgethread.New(bgctx, threadCore{h}, forgethread.Config{Store: st, Logger: cfg.Logger, Now: h.now})
 	h.watchers = append(h.watchers, h.threads) // a thread's status comment may show a change
 	h.forgework = forgework.New(bgctx, forgeworkCore{h}, forgework.Config{Store: st, Logger: cfg.Logger, Now: h.now,
@@ -386,6 +391,9 @@ func (h *Hub) Close() error {
 	}
 	if h.pipelines != nil {
 		h.pipelines.Wait()
+	}
+	if h.evals != nil {
+		h.evals.Wait()
 	}
 	if h.threads != nil {
 		h.threads.Wait()

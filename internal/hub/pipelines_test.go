@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/eval"
 	"drover/internal/job"
 	"drover/internal/pipeline"
 	"drover/internal/protocol"
@@ -48,10 +49,11 @@ func TestPipelineStepsSkipTheProjectsDefaultPublication(t *testing.T) {
 		return v.ID
 	}
 	step, plain := run(pipeline.KeyPrefix+"p-1:build#1:1"), run("")
+	sample := run(eval.KeyPrefix + "e-1:a#1#1:agent") // nor does an evaluation's
 	for _, c := range []struct {
 		id   string
 		want bool
-	}{{step, false}, {plain, true}} {
+	}{{step, false}, {plain, true}, {sample, false}} {
 		err := th.h.store.Read(t.Context(), func(tx store.Tx) error {
 			_, err := tx.Publication(c.id)
 			return err

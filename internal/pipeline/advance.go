@@ -592,7 +592,7 @@ func (ps *pass) refresh(ctx context.Context, r *store.PipelineRun) error {
 	}
 	ps.moved = true
 	r.State, r.Reason, r.UpdatedAt = next, reason, ps.e.cfg.Now()
-	r.CostUSD, r.Tokens = usage(v)
+	r.CostUSD, r.Tokens = v.Spent()
 	msg := fmt.Sprintf("step %s: job %s is %s", r.Key, v.ID, v.State)
 	var result *store.StepResult // recorded for replays in the run's own write
 	if next == store.RunDone {
@@ -619,17 +619,6 @@ func (ps *pass) refresh(ctx context.Context, r *store.PipelineRun) error {
 		ps.e.mu.Unlock()
 	}
 	return ps.saveWith(ctx, r, "step_"+string(next), msg, result)
-}
-
-// usage is what a job's attempts consumed, all of them.
-func usage(v apitypes.JobView) (float64, int64) {
-	var u protocol.Usage
-	for _, a := range v.Attempts {
-		if a.Usage != nil {
-			u = u.Add(*a.Usage)
-		}
-	}
-	return u.CostUSD, u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 }
 
 // overtime cancels the jobs of runs past their step's max_wall, or past

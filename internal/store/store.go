@@ -255,6 +255,20 @@ type Tx interface {
 	AddPipelineEvent(e PipelineEvent) (int64, error)
 	PipelineEvents(pipelineID string, after int64, limit int) ([]PipelineEvent, error)
 
+	// Evaluations (internal/eval). InsertEval of an id, or of a
+	// requester's key, that exists is ErrConflict; UpdateEval replaces
+	// State, Reason and UpdatedAt (ErrNotFound when there is none); Evals
+	// lists those in state (all for ""), newest first. PutEvalItem
+	// inserts an item or replaces it (its CreatedAt kept); EvalItems lists
+	// an evaluation's by line, then key.
+	InsertEval(e Eval) error
+	Eval(id string) (Eval, error)
+	EvalByKey(requesterID, key string) (Eval, error)
+	UpdateEval(e Eval) error
+	Evals(state EvalState, limit int) ([]Eval, error)
+	PutEvalItem(i EvalItem) error
+	EvalItems(evalID string) ([]EvalItem, error)
+
 	// Project members (the owner is one too, added with the project).
 	// AddMember of a member is ErrConflict; RemoveMember of a non-member is
 	// ErrNotFound.
@@ -1091,4 +1105,68 @@ type WebhookDelivery struct {
 	NextAt    time.Time
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// EvalState is where an evaluation is.
+type EvalState string
+
+const (
+	EvalRunning   EvalState = "running"
+	EvalDone      EvalState = "done" // every item ended
+	EvalCancelled EvalState = "cancelled"
+)
+
+// Eval is one evaluation: a dataset's instances run by one agent.
+type Eval struct {
+	ID          string
+	RequesterID string
+	Key         string
+	Agent       string
+	Name        string // model_name_or_path of its predictions
+	Params      string // internal/eval's settings as JSON
+	State       EvalState
+	Reason      string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// EvalItemState is where one sample of an instance is.
+type EvalItemState string
+
+const (
+	ItemQueued     EvalItemState = "queued"     // not started: max_parallel holds it back
+	ItemAgent      EvalItemState = "agent"      // its agent job is queued, parked or running
+	ItemGrading    EvalItemState = "grading"    // its grading job is queued or running
+	ItemResolved   EvalItemState = "resolved"   // graded: every test passed
+	ItemUnresolved EvalItemState = "unresolved" // graded: a test failed, or the agent failed
+	ItemRefused    EvalItemState = "refused"    // bad input: never run, not counted
+	ItemSkipped    EvalItemState = "skipped"    // never run: the evaluation was cancelled or its max cost spent
+)
+
+// Terminal says whether an item is over.
+func (s EvalItemState) Terminal() bool {
+	return s != ItemQueued && s != ItemAgent && s != ItemGrading
+}
+
+// EvalItem is one sample of an instance (Key "INSTANCE#REPEAT#ATTEMPT"),
+// or a refused dataset line (Repeat 0).
+type EvalItem struct {
+	EvalID     string
+	Key        string
+	InstanceID string
+	Repeat     int
+	Attempt    int
+	Line       int    // its line in the dataset
+	Instance   string // the instance as checked, JSON
+	State      EvalItemState
+	AgentJob   string
+	Head       string // the commit the agent left
+	Graded     string // the commit graded: the base with the agent's changes to files other than tests
+	GradeJob   string
+	Patch      string // model_patch: the agent's diff against the base
+	Reason     string
+	CostUSD    float64
+	Tokens     int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }

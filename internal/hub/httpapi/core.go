@@ -29,6 +29,7 @@ type Core interface {
 	Webhooks
 	SignIn
 	OIDC
+	Evals
 }
 
 // SignIn is signing in to the dashboard with a forge (internal/signin).
@@ -171,4 +172,14 @@ type Transfers interface {
 	PublishBundle(ctx context.Context, p call.Caller, req call.PublishRequest) (protocol.PublishResult, error)
 	// TooLargeTransfer says what to do about a transfer over the cap.
 	TooLargeTransfer(what string) *call.Refusal
+}
+
+// Evals are evaluations over datasets of instances (internal/eval).
+// StartEval's bool says whether it started one (false: the same key's).
+type Evals interface {
+	StartEval(ctx context.Context, p call.Caller, req apitypes.EvalRunRequest) (apitypes.EvalView, bool, error)
+	ListEvals(ctx context.Context, p call.Caller, limit int) (apitypes.EvalList, error)
+	ShowEval(ctx context.Context, p call.Caller, id string) (apitypes.EvalView, error)
+	EvalReport(ctx context.Context, p call.Caller, id string) (apitypes.EvalReport, error)
+	CancelEval(ctx context.Context, p call.Caller, id string) (apitypes.EvalView, error)
 }

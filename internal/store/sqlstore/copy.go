@@ -39,6 +39,8 @@ var copyTables = []struct{ name, cols string }{
 	{PipelineRuns.Name, PipelineRuns.List()},
 	{StepResults.Name, StepResults.List()},
 	{"pipeline_events", PipelineEventCols},
+	{Evals.Name, Evals.List()},
+	{EvalItems.Name, EvalItems.List()},
 	{ForgeThreads.Name, ForgeThreads.List()},
 	{ForgeTriggers.Name, ForgeTriggers.List()},
 	{ForgeLinks.Name, ForgeLinks.List()},

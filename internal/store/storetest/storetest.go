@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PipelineRuns", testPipelineRuns},
 		{"StepResults", testStepResults},
 		{"PipelineEvents", testPipelineEvents},
+		{"Evals", testEvals},
 		{"ForgeThreads", testForgeThreads},
 		{"ForgeWork", testForgeWork},
 		{"ActiveJobs", testActiveJobs},

@@ -1,0 +1,1 @@
+printf 'add() { echo $(($1 + $2)); }\n' > calc.sh

@@ -1,0 +1,2 @@
+double() { echo $1; }
+half() { echo $(($1 / 2)); }

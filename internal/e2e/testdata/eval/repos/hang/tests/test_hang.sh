@@ -1,0 +1,1 @@
+while :; do sleep 1; done

@@ -1,0 +1,1 @@
+printf 'mul() { echo $(($1 * $2)); }\n' > calc.sh

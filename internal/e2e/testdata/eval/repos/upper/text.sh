@@ -1,0 +1,1 @@
+upper() { printf '%s\n' "$1"; }

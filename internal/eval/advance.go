@@ -1,0 +1,275 @@
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"drover/internal/apitypes"
+	"drover/internal/hub/call"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/rules"
+	"drover/internal/store"
+)
+
+// advance brings a running evaluation's items up to date with their jobs,
+// starts the queued ones that max_parallel and max_cost allow, and ends
+// the evaluation when every item has.
+func (e *Evals) advance(ctx context.Context, id string) error {
+	var ev store.Eval
+	var items []store.EvalItem
+	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		if ev, err = tx.Eval(id); err != nil {
+			return err
+		}
+		items, err = tx.EvalItems(id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read evaluation %s: %w", id, err)
+	}
+	c, err := e.core.Caller(ctx, ev.RequesterID)
+	if err != nil {
+		return fmt.Errorf("evaluation %s's requester: %w", id, err)
+	}
+	if ev.State == store.EvalCancelled {
+		return e.stopItems(ctx, c, ev, items, ev.Reason)
+	}
+	if ev.State != store.EvalRunning {
+		return nil
+	}
+	var p Params
+	if err := json.Unmarshal([]byte(ev.Params), &p); err != nil {
+		return fmt.Errorf("evaluation %s's settings: %w", id, err)
+	}
+	running, spent := 0, 0.0
+	for i := range items {
+		it := &items[i]
+		switch it.State {
+		case store.ItemAgent:
+			err = e.agentDone(ctx, c, ev, p, it)
+		case store.ItemGrading:
+			err = e.graded(ctx, it)
+		}
+		if err != nil {
+			return err
+		}
+		if it.State == store.ItemAgent || it.State == store.ItemGrading {
+			running++
+		}
+		spent += it.CostUSD
+	}
+	open := running
+	for i := range items {
+		it := &items[i]
+		if it.State != store.ItemQueued {
+			continue
+		}
+		if p.MaxCostUSD > 0 && spent >= p.MaxCostUSD {
+			it.State, it.Reason = store.ItemSkipped, fmt.Sprintf("the evaluation's max cost of $%.2f was spent ($%.2f)", p.MaxCostUSD, spent)
+			if err := e.put(ctx, it); err != nil {
+				return err
+			}
+			continue
+		}
+		open++
+		if running >= p.MaxParallel {
+			continue
+		}
+		if err := e.startAgent(ctx, c, ev, p, it); err != nil {
+			return err
+		}
+		running++
+	}
+	if open > 0 {
+		return nil
+	}
+	ev.State, ev.UpdatedAt = store.EvalDone, e.cfg.Now()
+	if err := e.cfg.Store.Write(ctx, func(tx store.Tx) error { return tx.UpdateEval(ev) }); err != nil {
+		return fmt.Errorf("end evaluation %s: %w", id, err)
+	}
+	e.log.Info("evaluation done", "eval", id)
+	return nil
+}
+
+// put records an item as it is now.
+func (e *Evals) put(ctx context.Context, it *store.EvalItem) error {
+	it.UpdatedAt = e.cfg.Now()
+	if err := e.cfg.Store.Write(ctx, func(tx store.Tx) error { return tx.PutEvalItem(*it) }); err != nil {
+		return fmt.Errorf("record item %s of evaluation %s: %w", it.Key, it.EvalID, err)
+	}
+	return nil
+}
+
+func instanceOf(it *store.EvalItem) (apitypes.EvalInstance, error) {
+	var in apitypes.EvalInstance
+	if err := json.Unmarshal([]byte(it.Instance), &in); err != nil {
+		return in, fmt.Errorf("item %s's instance: %w", it.Key, err)
+	}
+	return in, nil
+}
+
+// jobKey is the idempotency key of an item's job of kind what.
+func jobKey(it *store.EvalItem, what string) string {
+	return fmt.Sprintf("%s%s:%s:%s", KeyPrefix, it.EvalID, it.Key, what)
+}
+
+// startAgent submits an item's agent job at its base, the problem
+// statement its prompt.
+func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem) error {
+	in, err := instanceOf(it)
+	if err != nil {
+		return err
+	}
+	req := apitypes.SubmitRequest{Agent: ev.Agent, Model: p.Model, Key: jobKey(it, "agent"),
+		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: in.BaseCommit}, Args: []string{in.ProblemStatement}}
+	if ev.Agent == "exec" {
+		req.Model, req.Args = "", []string{"sh", "-c", p.Exec, "drover-eval", in.ProblemStatement}
+	}
+	v, err := e.core.Submit(ctx, c, req)
+	if isRefusal(err) {
+		it.State, it.Reason = store.ItemUnresolved, "its agent job was refused: "+rules.Clip(err.Error(), 300)
+		return e.put(ctx, it)
+	} else if err != nil {
+		return fmt.Errorf("submit item %s's agent job: %w", it.Key, err)
+	}
+	it.State, it.AgentJob = store.ItemAgent, v.ID
+	e.watchJob(v.ID, it.EvalID)
+	if err := e.put(ctx, it); err != nil {
+		return err
+	}
+	// It may have ended before it was watched.
+	e.wake(it.EvalID)
+	return nil
+}
+
+// agentDone moves an item whose agent job ended: its patch is kept and
+// its grading job started; an agent that failed leaves it unresolved. A
+// job queued, parked on a usage window or running leaves it as it is.
+func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem) error {
+	v, err := e.core.Job(ctx, it.AgentJob)
+	if err != nil {
+		return fmt.Errorf("read item %s's agent job %s: %w", it.Key, it.AgentJob, err)
+	}
+	it.CostUSD, it.Tokens = v.Spent()
+	if !v.State.Terminal() {
+		e.watchJob(v.ID, it.EvalID)
+		return nil
+	}
+	e.unwatch(v.ID)
+	if v.State != job.Completed {
+		it.State, it.Reason = store.ItemUnresolved, "the agent's job "+ended(v)
+		return e.put(ctx, it)
+	}
+	in, err := instanceOf(it)
+	if err != nil {
+		return err
+	}
+	it.Head = v.Head
+	if it.Head == "" {
+		it.Head = in.BaseCommit
+	}
+	graded, patch, err := e.gradedCommit(ctx, c, ev, it, in)
+	if err != nil && ctx.Err() == nil && (!errors.Is(err, errRecord) || isRefusal(err)) {
+		// A result git cannot grade (or a project gone) is the sample's
+		// end, not the evaluation's: it would fail again at every pass.
+		e.log.Warn("could not make an evaluation item's graded commit", "eval", it.EvalID, "item", it.Key, "err", err)
+		it.State, it.Reason = store.ItemUnresolved, "could not make the graded commit: "+rules.Clip(err.Error(), 300)
+		return e.put(ctx, it)
+	} else if err != nil {
+		return err
+	}
+	it.Graded = graded
+	if len(patch) <= MaxPatch {
+		it.Patch = patch
+	} else {
+		it.Reason = fmt.Sprintf("model_patch of %d bytes not kept (over %d)", len(patch), MaxPatch)
+	}
+	req := apitypes.SubmitRequest{Agent: "exec", Key: jobKey(it, "grade"), Mode: protocol.ModeObserve, Network: []string{"none"},
+		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: graded}, Args: gradeArgs(in, p.GradeWallS)}
+	g, err := e.core.Submit(ctx, c, req)
+	if isRefusal(err) {
+		it.State, it.Reason = store.ItemUnresolved, "its grading job was refused: "+rules.Clip(err.Error(), 300)
+		return e.put(ctx, it)
+	} else if err != nil {
+		return fmt.Errorf("submit item %s's grading job: %w", it.Key, err)
+	}
+	it.State, it.GradeJob = store.ItemGrading, g.ID
+	e.watchJob(g.ID, it.EvalID)
+	if err := e.put(ctx, it); err != nil {
+		return err
+	}
+	e.wake(it.EvalID)
+	return nil
+}
+
+// graded moves an item whose grading job ended: resolved when every test
+// passed.
+func (e *Evals) graded(ctx context.Context, it *store.EvalItem) error {
+	v, err := e.core.Job(ctx, it.GradeJob)
+	if err != nil {
+		return fmt.Errorf("read item %s's grading job %s: %w", it.Key, it.GradeJob, err)
+	}
+	if !v.State.Terminal() {
+		e.watchJob(v.ID, it.EvalID)
+		return nil
+	}
+	e.unwatch(v.ID)
+	switch {
+	case v.State == job.Completed:
+		it.State = store.ItemResolved
+	case v.ExitCode != nil && *v.ExitCode == exitWall:
+		it.State, it.Reason = store.ItemUnresolved, "a test ran past the grading wall limit"
+	case v.ExitCode != nil && v.Reason == job.ReasonExited:
+		it.State, it.Reason = store.ItemUnresolved, fmt.Sprintf("tests failed (exit %d)", *v.ExitCode)
+	default:
+		it.State, it.Reason = store.ItemUnresolved, "the grading job "+ended(v)
+	}
+	return e.put(ctx, it)
+}
+
+// stopItems cancels the jobs of an evaluation's items not over and skips
+// them, for why.
+func (e *Evals) stopItems(ctx context.Context, c call.Caller, ev store.Eval, items []store.EvalItem, why string) error {
+	var errs []error
+	for i := range items {
+		it := &items[i]
+		if it.State.Terminal() {
+			continue
+		}
+		for _, id := range []string{it.AgentJob, it.GradeJob} {
+			if id == "" {
+				continue
+			}
+			if err := e.core.Cancel(ctx, c, id); err != nil && !isRefusal(err) {
+				errs = append(errs, fmt.Errorf("cancel item %s's job %s: %w", it.Key, id, err))
+			}
+			e.unwatch(id)
+		}
+		it.State, it.Reason = store.ItemSkipped, why
+		if err := e.put(ctx, it); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ended says how a job that did not complete ended.
+func ended(v apitypes.JobView) string {
+	s := string(v.State)
+	if v.Reason != "" {
+		s += " (" + string(v.Reason) + ")"
+	}
+	if n := len(v.Attempts); n > 0 && v.Attempts[n-1].Message != "" {
+		s += ": " + rules.Clip(v.Attempts[n-1].Message, 300)
+	}
+	return s
+}
+
+func isRefusal(err error) bool {
+	var r *call.Refusal
+	return errors.As(err, &r)
+}

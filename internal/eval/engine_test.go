@@ -1,0 +1,244 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"drover/internal/apitypes"
+	"drover/internal/hub/call"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+	"drover/internal/store/sqlite"
+)
+
+var (
+	alice = call.Caller{UserID: "u-1", Name: "alice"}
+	bob   = call.Caller{UserID: "u-2", Name: "bob"}
+)
+
+const (
+	goodBase    = "1111111111111111111111111111111111111111"
+	missingBase = "2222222222222222222222222222222222222222"
+)
+
+// fakeJobsCore is the hub's core as evaluations see it: jobs the test
+// ends by hand, found again by key as the hub finds them; a base other
+// than goodBase is refused as the hub refuses one the project lacks.
+type fakeJobsCore struct {
+	Core
+	mu    sync.Mutex
+	jobs  map[string]*apitypes.JobView
+	reqs  map[string]apitypes.SubmitRequest
+	byKey map[string]string
+	subs  map[string]int // Submit calls by key
+}
+
+func (f *fakeJobsCore) Caller(context.Context, string) (call.Caller, error) { return alice, nil }
+func (f *fakeJobsCore) Leading() bool                                       { return true }
+func (f *fakeJobsCore) Source(_ context.Context, _ call.Caller, project, base string) (string, error) {
+	if base != goodBase {
+		return "", call.BadRequest("base %s is not a commit of project %s", base, project)
+	}
+	return "", nil
+}
+
+func (f *fakeJobsCore) Submit(_ context.Context, _ call.Caller, req apitypes.SubmitRequest) (apitypes.JobView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subs[req.Key]++
+	if id, ok := f.byKey[req.Key]; ok {
+		return *f.jobs[id], nil
+	}
+	v := &apitypes.JobView{ID: fmt.Sprintf("j-%d", len(f.jobs)+1), State: job.Queued, Key: req.Key}
+	f.jobs[v.ID], f.reqs[v.ID], f.byKey[req.Key] = v, req, v.ID
+	return *v, nil
+}
+
+func (f *fakeJobsCore) Job(_ context.Context, id string) (apitypes.JobView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return *f.jobs[id], nil
+}
+
+// end ends the job of key as state with exit code.
+func (f *fakeJobsCore) end(key string, state job.State, code int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := f.jobs[f.byKey[key]]
+	v.State, v.ExitCode, v.Reason = state, &code, job.ReasonExited
+	v.Attempts = []apitypes.AttemptView{{Usage: &protocol.Usage{CostUSD: 0.5, InputTokens: 10}}}
+	return v.ID
+}
+
+func (f *fakeJobsCore) has(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.byKey[key]
+	return ok
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// newStore is a hub's store with alice in it.
+func newStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Write(t.Context(), func(tx store.Tx) error {
+		return tx.InsertUser(store.User{ID: alice.UserID, Name: alice.Name, CreatedAt: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func newFakeJobsCore() *fakeJobsCore {
+	return &fakeJobsCore{jobs: map[string]*apitypes.JobView{}, reqs: map[string]apitypes.SubmitRequest{}, byKey: map[string]string{}, subs: map[string]int{}}
+}
+
+func inst(id, base string) *apitypes.EvalInstance {
+	return &apitypes.EvalInstance{InstanceID: id, Repo: "web", BaseCommit: base, ProblemStatement: "fix " + id, TestCmd: "make test"}
+}
+
+// set moves the job of key to state, as a usage window parks it or a
+// question makes it wait.
+func (f *fakeJobsCore) set(key string, state job.State) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := f.jobs[f.byKey[key]]
+	v.State = state
+	return v.ID
+}
+
+// An evaluation refuses the instances the hub refuses, runs one sample at
+// a time under max_parallel 1, grades each in a job of its own (exec, no
+// network, observe), and a restarted engine submits nothing twice.
+func TestEvalRunsEachSampleOnceAndGradesItApart(t *testing.T) {
+	st := newStore(t)
+	core := &fakeJobsCore{jobs: map[string]*apitypes.JobView{}, reqs: map[string]apitypes.SubmitRequest{}, byKey: map[string]string{}, subs: map[string]int{}}
+	ctx, stop := context.WithCancel(t.Context())
+	e := New(ctx, core, Config{Store: st, Sweep: 10 * time.Millisecond})
+	req := apitypes.EvalRunRequest{Key: "k", Agent: "claude", MaxParallel: 1, Lines: []apitypes.EvalLine{
+		{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", missingBase)},
+	}}
+	v, started, err := e.StartEval(t.Context(), alice, req)
+	if err != nil || !started {
+		t.Fatalf("start: %v %v", started, err)
+	}
+	if again, started, err := e.StartEval(t.Context(), alice, req); err != nil || started || again.ID != v.ID {
+		t.Fatalf("start again: %s %v %v, want %s not started", again.ID, started, err, v.ID)
+	}
+	if _, err := e.ShowEval(t.Context(), bob, v.ID); !errors.As(err, new(*call.Refusal)) {
+		t.Fatalf("bob sees alice's evaluation: %v", err)
+	}
+	if v.Counts["refused"] != 1 || v.Items[2].Reason != "base "+missingBase+" is not a commit of project web" {
+		t.Fatalf("refused: %+v", v.Items)
+	}
+
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	waitFor(t, "a's agent job", func() bool { return core.has(key("a", "agent")) })
+	if core.has(key("b", "agent")) {
+		t.Fatal("b started beside a under max_parallel 1")
+	}
+	e.JobChanged(core.end(key("a", "agent"), job.Completed, 0))
+	waitFor(t, "a's grading job", func() bool { return core.has(key("a", "grade")) })
+	g := core.reqs[core.byKey[key("a", "grade")]]
+	if g.Agent != "exec" || g.Mode != protocol.ModeObserve || len(g.Network) != 1 || g.Network[0] != "none" || g.Repo.Base != goodBase {
+		t.Fatalf("grading job: %+v", g)
+	}
+
+	// A restarted engine carries on and submits nothing anew.
+	stop()
+	e.Wait()
+	e = New(t.Context(), core, Config{Store: st, Sweep: 10 * time.Millisecond})
+	e.JobChanged(core.end(key("a", "grade"), job.Completed, 0))
+	waitFor(t, "b's agent job", func() bool { return core.has(key("b", "agent")) })
+	e.JobChanged(core.end(key("b", "agent"), job.Completed, 0))
+	waitFor(t, "b's grading job", func() bool { return core.has(key("b", "grade")) })
+	e.JobChanged(core.end(key("b", "grade"), job.Failed, 1))
+	waitFor(t, "the evaluation's end", func() bool {
+		v, err := e.ShowEval(t.Context(), alice, v.ID)
+		return err == nil && v.State == "done"
+	})
+	r, err := e.EvalReport(t.Context(), alice, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Resolved != 1 || r.Total != 2 || r.Refused != 1 || r.CostUSD != 1 || r.Tokens != 20 {
+		t.Fatalf("report: %d/%d resolved, %d refused, $%v, %d tokens", r.Resolved, r.Total, r.Refused, r.CostUSD, r.Tokens)
+	}
+	if r.Eval.Items[1].Reason != "tests failed (exit 1)" {
+		t.Errorf("b's reason: %q", r.Eval.Items[1].Reason)
+	}
+	core.mu.Lock()
+	defer core.mu.Unlock()
+	if len(core.jobs) != 4 {
+		t.Errorf("%d jobs, want 4: %v", len(core.jobs), core.byKey)
+	}
+}
+
+// A sample whose agent job waits (parked on a usage window, or on a
+// question) waits with it, never counted as failed; once the agents spent
+// max_cost, the samples not started are skipped, not counted.
+func TestEvalWaitsWithParkedJobsAndSkipsPastMaxCost(t *testing.T) {
+	core := newFakeJobsCore()
+	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: 10 * time.Millisecond})
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 2, MaxCostUSD: 0.4,
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	waitFor(t, "a's and b's agent jobs", func() bool { return core.has(key("a", "agent")) && core.has(key("b", "agent")) })
+	e.JobChanged(core.set(key("a", "agent"), job.Waiting))
+	e.JobChanged(core.end(key("b", "agent"), job.Completed, 0))
+	waitFor(t, "b's grading job", func() bool { return core.has(key("b", "grade")) })
+	e.JobChanged(core.end(key("b", "grade"), job.Completed, 0))
+	show := func() apitypes.EvalView {
+		v, err := e.ShowEval(t.Context(), alice, v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	waitFor(t, "b resolved and c skipped", func() bool {
+		c := show().Counts
+		return c["resolved"] == 1 && c["skipped"] == 1
+	})
+	if got := show(); got.Items[0].State != "agent" || got.State != "running" {
+		t.Fatalf("a's job waits: a is %s, the evaluation %s", got.Items[0].State, got.State)
+	}
+	if core.has(key("c", "agent")) {
+		t.Fatal("c started past max_cost")
+	}
+	e.JobChanged(core.set(key("a", "agent"), job.Queued)) // parked again
+	e.JobChanged(core.end(key("a", "agent"), job.Failed, 2))
+	waitFor(t, "the evaluation's end", func() bool { return show().State == "done" })
+	r, err := e.EvalReport(t.Context(), alice, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Resolved != 1 || r.Total != 2 || r.Skipped != 1 || !strings.Contains(r.Eval.Items[2].Reason, "max cost of $0.40") ||
+		r.Eval.Items[0].State != "unresolved" || !strings.HasPrefix(r.Eval.Items[0].Reason, "the agent's job failed") {
+		t.Fatalf("report: %d/%d, %d skipped; items %+v", r.Resolved, r.Total, r.Skipped, r.Eval.Items)
+	}
+}

@@ -1,0 +1,200 @@
+// Package eval runs evaluations on the hub: a dataset of SWE-bench-shaped
+// instances, each run by one agent (attempts × repeats samples), each
+// sample's result graded by a job of its own. It is a capability over the
+// hub's core: it declares what it needs (Core), keeps its records in the
+// store (evals and their items), and the hub mounts its operations.
+//
+// Nothing runs twice. Every job is submitted with an idempotency key made
+// of the evaluation, the instance, the repeat and the attempt, before the
+// item records it, so a hub that dies between the two finds the same job
+// when it carries on. The grade cannot be moved by the agent: the graded
+// commit is the base with the agent's changes to files other than tests
+// (its changes to tests are dropped), and the grading job is an exec job
+// with no network and no agent that runs the base's tests there.
+package eval
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"drover/internal/apitypes"
+	"drover/internal/gitcmd"
+	"drover/internal/hub/call"
+	"drover/internal/store"
+)
+
+// Core is what evaluations need of the hub's core.
+type Core interface {
+	// Caller is user userID as a caller: the requester, on whose behalf
+	// the evaluation's jobs run.
+	Caller(ctx context.Context, userID string) (call.Caller, error)
+	// Source checks that c may run jobs on project at base, and returns
+	// the hub's bare repository of the project.
+	Source(ctx context.Context, c call.Caller, project, base string) (repoDir string, err error)
+	// Submit queues a job for c, or finds the one c submitted with the
+	// same req.Key.
+	Submit(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (apitypes.JobView, error)
+	// Record makes a completed job of c at a commit the hub made (the
+	// graded commit), or finds the one with the same key; the job's ref
+	// keeps the commit.
+	Record(ctx context.Context, c call.Caller, r Recorded) (apitypes.JobView, error)
+	// Job reads a job.
+	Job(ctx context.Context, id string) (apitypes.JobView, error)
+	// Cancel cancels a job as c, fenced.
+	Cancel(ctx context.Context, c call.Caller, id string) error
+	// Leading says whether this hub runs the hub-wide duties now: only
+	// the leader advances evaluations.
+	Leading() bool
+}
+
+// Recorded is a commit the hub made: Head, from Base on Project.
+type Recorded struct {
+	Key, Project, Base, Head, Summary string
+}
+
+// Config is what an Evals needs besides the core.
+type Config struct {
+	Store  store.Store
+	Git    gitcmd.Git
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Sweep is how often the leader looks at every running evaluation,
+	// besides when one of its jobs changes; 0 is DefaultSweep.
+	Sweep time.Duration
+}
+
+// DefaultSweep bounds how long an evaluation waits on a change this hub
+// did not see.
+const DefaultSweep = 5 * time.Second
+
+// KeyPrefix starts the idempotency keys of the jobs evaluations submit;
+// such a job publishes nothing.
+const KeyPrefix = "eval:"
+
+// OwnsKey says whether a job's idempotency key is an evaluation's.
+func OwnsKey(key string) bool { return strings.HasPrefix(key, KeyPrefix) }
+
+// Evals runs the hub's evaluations and answers the API's calls on them.
+type Evals struct {
+	core Core
+	cfg  Config
+	log  *slog.Logger
+	ctx  context.Context
+	wg   sync.WaitGroup
+
+	mu sync.Mutex
+	// busy holds the evaluations being advanced; again, those changed
+	// while they were.
+	busy, again map[string]bool
+	// watch maps the jobs of running items to their evaluations.
+	watch map[string]string
+}
+
+// New is an Evals over core, whose background work lives as long as ctx.
+func New(ctx context.Context, core Core, cfg Config) *Evals {
+	if cfg.Sweep == 0 {
+		cfg.Sweep = DefaultSweep
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Evals{core: core, cfg: cfg, log: cfg.Logger, ctx: ctx,
+		busy: map[string]bool{}, again: map[string]bool{}, watch: map[string]string{}}
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.sweepLoop(ctx) }()
+	return e
+}
+
+// Wait waits for the background work once the hub's context ended.
+func (e *Evals) Wait() { e.wg.Wait() }
+
+// JobChanged wakes the evaluation a job belongs to, if any.
+func (e *Evals) JobChanged(jobID string) {
+	e.mu.Lock()
+	id, ok := e.watch[jobID]
+	e.mu.Unlock()
+	if ok {
+		e.wake(id)
+	}
+}
+
+func (e *Evals) watchJob(jobID, evalID string) {
+	e.mu.Lock()
+	e.watch[jobID] = evalID
+	e.mu.Unlock()
+}
+
+func (e *Evals) unwatch(jobID string) {
+	e.mu.Lock()
+	delete(e.watch, jobID)
+	e.mu.Unlock()
+}
+
+// wake advances evaluation id in the background, once more if it is
+// being advanced now.
+func (e *Evals) wake(id string) {
+	if !e.core.Leading() || e.ctx.Err() != nil {
+		return
+	}
+	e.mu.Lock()
+	if e.busy[id] {
+		e.again[id] = true
+		e.mu.Unlock()
+		return
+	}
+	e.busy[id] = true
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for {
+			if err := e.advance(e.ctx, id); err != nil && e.ctx.Err() == nil {
+				e.log.Warn("could not advance an evaluation; the sweep tries again", "eval", id, "err", err)
+			}
+			e.mu.Lock()
+			if !e.again[id] || e.ctx.Err() != nil {
+				delete(e.busy, id)
+				delete(e.again, id)
+				e.mu.Unlock()
+				return
+			}
+			delete(e.again, id)
+			e.mu.Unlock()
+		}
+	}()
+}
+
+// sweepLoop advances every running evaluation now and then while this
+// hub leads: at its start (a restarted hub carries on), and for changes
+// it was not told of.
+func (e *Evals) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(e.cfg.Sweep)
+	defer t.Stop()
+	for {
+		if e.core.Leading() {
+			var evs []store.Eval
+			err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+				var err error
+				evs, err = tx.Evals(store.EvalRunning, 0)
+				return err
+			})
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("could not list the running evaluations", "err", err)
+			}
+			for _, ev := range evs {
+				e.wake(ev.ID)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,42 @@
+-- Evaluations (internal/eval): a dataset of instances run by one agent,
+-- each instance's samples (repeat × attempt) an agent job and a grading
+-- job. params is the run's settings as JSON.
+CREATE TABLE evals (
+    id           TEXT PRIMARY KEY,
+    requester_id TEXT NOT NULL REFERENCES users (id),
+    key          TEXT NOT NULL,
+    agent        TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    params       TEXT NOT NULL,
+    state        TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    created_at   BIGINT NOT NULL,
+    updated_at   BIGINT NOT NULL
+);
+CREATE INDEX evals_state ON evals (state, created_at, id);
+CREATE UNIQUE INDEX evals_requester_key ON evals (requester_id, key) WHERE key != '';
+
+-- One sample of an instance (key "INSTANCE#REPEAT#ATTEMPT"), or a refused
+-- dataset line (repeat 0). Its jobs' ids have no foreign key: '' until
+-- they exist.
+CREATE TABLE eval_items (
+    eval_id     TEXT NOT NULL REFERENCES evals (id),
+    key         TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    repeat      BIGINT NOT NULL,
+    attempt     BIGINT NOT NULL,
+    line        BIGINT NOT NULL,
+    instance    TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    agent_job   TEXT NOT NULL,
+    head        TEXT NOT NULL,
+    graded      TEXT NOT NULL,
+    grade_job   TEXT NOT NULL,
+    patch       TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    cost_usd    DOUBLE PRECISION NOT NULL,
+    tokens      BIGINT NOT NULL,
+    created_at  BIGINT NOT NULL,
+    updated_at  BIGINT NOT NULL,
+    PRIMARY KEY (eval_id, key)
+);

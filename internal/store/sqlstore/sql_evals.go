@@ -1,0 +1,75 @@
+package sqlstore
+
+import (
+	"drover/internal/store"
+)
+
+// Evals and EvalItems are the tables of evaluations (internal/eval).
+var (
+	Evals = Table{"evals", []string{
+		"id", "requester_id", "key", "agent", "name", "params", "state", "reason", "created_at", "updated_at"}}
+	EvalItems = Table{"eval_items", []string{
+		"eval_id", "key", "instance_id", "repeat", "attempt", "line", "instance", "state", "agent_job", "head",
+		"graded", "grade_job", "patch", "reason", "cost_usd", "tokens", "created_at", "updated_at"}}
+)
+
+var (
+	evals       = newTable(Evals)
+	evalItems   = newTable(EvalItems)
+	putEvalItem = evalItems.upsertOn(2, "created_at")
+)
+
+func scanEval(s Scanner) (e store.Eval, err error) {
+	err = s.Scan(&e.ID, &e.RequesterID, &e.Key, &e.Agent, &e.Name, &e.Params, &e.State, &e.Reason,
+		TimeCol{&e.CreatedAt}, TimeCol{&e.UpdatedAt})
+	return e, err
+}
+
+func (t *tx) InsertEval(e store.Eval) error {
+	return t.insert(evals, "evaluation "+e.ID, []any{
+		e.ID, e.RequesterID, e.Key, e.Agent, e.Name, e.Params, string(e.State), e.Reason, Millis(e.CreatedAt), Millis(e.UpdatedAt)})
+}
+
+func (t *tx) Eval(id string) (store.Eval, error) {
+	return one(t, "evaluation "+id, scanEval, evals.query("WHERE id = ?"), id)
+}
+
+func (t *tx) EvalByKey(requesterID, key string) (store.Eval, error) {
+	return one(t, "evaluation with key "+key+" of "+requesterID, scanEval,
+		evals.query("WHERE requester_id = ? AND key = ? AND key != ''"), requesterID, key)
+}
+
+func (t *tx) UpdateEval(e store.Eval) error {
+	what := "update evaluation " + e.ID
+	res, err := t.exec(what, `UPDATE evals SET state = ?, reason = ?, updated_at = ? WHERE id = ?`,
+		string(e.State), e.Reason, Millis(e.UpdatedAt), e.ID)
+	if err != nil {
+		return err
+	}
+	return affected(what, res)
+}
+
+func (t *tx) Evals(state store.EvalState, limit int) ([]store.Eval, error) {
+	if state == "" {
+		return all(t, "evaluations", scanEval, evals.query("ORDER BY created_at DESC, id DESC LIMIT ?"), noLimit(limit))
+	}
+	return all(t, "evaluations", scanEval, evals.query("WHERE state = ? ORDER BY created_at DESC, id DESC LIMIT ?"),
+		string(state), noLimit(limit))
+}
+
+func scanEvalItem(s Scanner) (i store.EvalItem, err error) {
+	err = s.Scan(&i.EvalID, &i.Key, &i.InstanceID, &i.Repeat, &i.Attempt, &i.Line, &i.Instance, &i.State, &i.AgentJob,
+		&i.Head, &i.Graded, &i.GradeJob, &i.Patch, &i.Reason, &i.CostUSD, &i.Tokens, TimeCol{&i.CreatedAt}, TimeCol{&i.UpdatedAt})
+	return i, err
+}
+
+func (t *tx) PutEvalItem(i store.EvalItem) error {
+	_, err := t.exec("put item "+i.Key+" of evaluation "+i.EvalID, putEvalItem,
+		i.EvalID, i.Key, i.InstanceID, i.Repeat, i.Attempt, i.Line, i.Instance, string(i.State), i.AgentJob,
+		i.Head, i.Graded, i.GradeJob, i.Patch, i.Reason, i.CostUSD, i.Tokens, Millis(i.CreatedAt), Millis(i.UpdatedAt))
+	return err
+}
+
+func (t *tx) EvalItems(evalID string) ([]store.EvalItem, error) {
+	return all(t, "items of evaluation "+evalID, scanEvalItem, evalItems.query("WHERE eval_id = ? ORDER BY line, key"), evalID)
+}

@@ -1,0 +1,65 @@
+package storetest
+
+import (
+	"testing"
+
+	"drover/internal/store"
+)
+
+// evalRun has every field set; created is its CreatedAt.
+func evalRun(id, requester string, state store.EvalState, created int64) store.Eval {
+	return store.Eval{ID: id, RequesterID: requester, Key: "key-" + id, Agent: "native:acct", Name: "ünïcode-model",
+		Params: `{"attempts":2}`, State: state, Reason: "why", CreatedAt: at(created), UpdatedAt: at(created + 1)}
+}
+
+// evalItem has every field set; created is its CreatedAt.
+func evalItem(evalID, key string, line int, created int64) store.EvalItem {
+	return store.EvalItem{EvalID: evalID, Key: key, InstanceID: "inst-" + key, Repeat: 2, Attempt: 3, Line: line,
+		Instance: `{"instance_id":"x"}`, State: store.ItemGrading, AgentJob: "j-1", Head: "3333333333333333333333333333333333333333",
+		Graded: "4444444444444444444444444444444444444444", GradeJob: "j-2", Patch: "diff --git a/ü b/ü\n", Reason: "r",
+		CostUSD: 0.25, Tokens: 1 << 40, CreatedAt: at(created), UpdatedAt: at(created + 1)}
+}
+
+func testEvals(t *testing.T, s store.Store) {
+	seed(t, s)
+	one := func(id string) store.Eval {
+		return get(t, s, func(tx store.Tx) (store.Eval, error) { return tx.Eval(id) })
+	}
+	list := func(state store.EvalState) []store.Eval {
+		return get(t, s, func(tx store.Tx) ([]store.Eval, error) { return tx.Evals(state, 0) })
+	}
+	readErr(t, s, "Eval of a missing id", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.Eval("e-1"); return err })
+	e1, e2 := evalRun("e-1", "u-1", store.EvalRunning, 10), evalRun("e-2", "u-1", store.EvalDone, 20)
+	for _, e := range []store.Eval{e1, e2} {
+		mustWrite(t, s, func(tx store.Tx) error { return tx.InsertEval(e) })
+	}
+	equal(t, "Eval", one("e-1"), e1)
+	dup := evalRun("e-3", "u-1", store.EvalRunning, 30)
+	dup.Key = e1.Key
+	writeErr(t, s, "InsertEval of a requester's key again", store.ErrConflict, func(tx store.Tx) error { return tx.InsertEval(dup) })
+	writeErr(t, s, "InsertEval of an existing id", store.ErrConflict, func(tx store.Tx) error { return tx.InsertEval(e1) })
+	equal(t, "EvalByKey", get(t, s, func(tx store.Tx) (store.Eval, error) { return tx.EvalByKey("u-1", e2.Key) }), e2)
+	equal(t, "Evals", list(""), []store.Eval{e2, e1})
+	equal(t, "Evals running", list(store.EvalRunning), []store.Eval{e1})
+
+	e1.State, e1.Reason, e1.UpdatedAt = store.EvalCancelled, "cancelled by alice", at(50)
+	mustWrite(t, s, func(tx store.Tx) error { return tx.UpdateEval(e1) })
+	equal(t, "Eval after UpdateEval", one("e-1"), e1)
+	writeErr(t, s, "UpdateEval of a missing id", store.ErrNotFound, func(tx store.Tx) error { return tx.UpdateEval(dup) })
+
+	items := func(id string) []store.EvalItem {
+		return get(t, s, func(tx store.Tx) ([]store.EvalItem, error) { return tx.EvalItems(id) })
+	}
+	equal(t, "EvalItems of none", items("e-1"), nil)
+	a, b, c := evalItem("e-1", "b#1#1", 2, 10), evalItem("e-1", "a#1#1", 2, 11), evalItem("e-1", "z#0#0", 1, 12)
+	other := evalItem("e-2", "a#1#1", 1, 10)
+	for _, i := range []store.EvalItem{a, b, c, other} {
+		mustWrite(t, s, func(tx store.Tx) error { return tx.PutEvalItem(i) })
+	}
+	equal(t, "EvalItems", items("e-1"), []store.EvalItem{c, b, a})
+	moved := a
+	moved.State, moved.Reason, moved.CreatedAt, moved.UpdatedAt = store.ItemResolved, "", at(99), at(99)
+	mustWrite(t, s, func(tx store.Tx) error { return tx.PutEvalItem(moved) })
+	moved.CreatedAt = a.CreatedAt
+	equal(t, "EvalItems after a replacement", items("e-1"), []store.EvalItem{c, b, moved})
+}
