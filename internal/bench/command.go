@@ -15,6 +15,8 @@ func Command() *cobra.Command {
 		o        Options
 		markdown bool
 		asJSON   bool
+
+		profileName string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -51,6 +53,13 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 			if markdown && asJSON {
 				return errors.New("bench: --markdown and --json are two formats of one report: give one")
 			}
+			if profileName != "" {
+				pr, err := profileNamed(profileName)
+				if err != nil {
+					return err
+				}
+				pr.apply(&o, cmd.Flags().Changed)
+			}
 			ctx, stop, err := childproc.Start(cmd, &o.Binary)
 			if err != nil {
 				return err
@@ -82,6 +91,7 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 	f.IntVar(&o.Owners, "owners", 0, "instead: compare dispatch latency at the largest --runners count with the runners owned by this many users (access rules deciding) against the same fleet owned by the admin")
 	f.StringVar(&o.Sharing, "sharing", "", "with --owners, how the runners are shared: mixed (40% private, 30% with 1-3 users, 20% with a project, 10% hub-wide)")
 	f.IntVar(&o.Burst, "burst", 0, "also submit this many jobs at once after the CPU window, for the idle runners to take (dispatch and completion rate)")
+	f.StringVar(&profileName, "profile", "", "a published set of settings (quick, burst, idle10k; docs/benchmarks.md): bursts at every runner count, a hub restart (quick, idle10k), no polling baseline; flags given as well override its counts and durations")
 	f.BoolVar(&markdown, "markdown", false, "print the report as a Markdown section for docs/benchmarks.md")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (durations in nanoseconds, sizes in bytes), for scripts such as scripts/bench-compare")
 	return cmd
