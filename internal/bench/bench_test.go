@@ -504,7 +504,7 @@ func TestProfiles(t *testing.T) {
 	if err := o.normalize(); err != nil {
 		t.Fatal(err)
 	}
-	if o.maxRunners() != 10000 || o.Jobs != 7 || !o.NoPoll || !o.BurstEach || !o.Reconnect || o.Burst != 2000 {
+	if o.maxRunners() != 10000 || o.Jobs != 7 || !o.NoPoll || !o.BurstEach || !o.Reconnect || o.Burst != 0 {
 		t.Errorf("idle10k with --jobs 7: %+v", o)
 	}
 	for name, o := range map[string]Options{

@@ -46,7 +46,9 @@ const (
 type Store struct {
 	w *sql.DB // one connection; BEGIN IMMEDIATE
 	r *sql.DB // query-only connections
-	ws, rs *sqlstore.Stmts // each pool's statements, counted
+	// Each pool's statements, counted and kept prepared: SQLite would
+	// parse every statement of every transaction again.
+	ws, rs *sqlstore.Stmts
 }
 
 // Open opens (creating if needed) the database at path and applies any
@@ -79,7 +81,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{w: w, r: r, ws: sqlstore.NewStmts(w, false), rs: sqlstore.NewStmts(r, false)}, nil
+	return &Store{w: w, r: r, ws: sqlstore.NewStmts(w, true), rs: sqlstore.NewStmts(r, true)}, nil
 }
 
 // dsn builds the driver's connection string. Pragmas go in the DSN because
