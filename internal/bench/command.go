@@ -44,6 +44,13 @@ approved them and shared them in a mix (private, with named users, with a
 project, hub-wide), with the jobs submitted by users each of whom may use a
 target runner one of those ways. Samples alternate between the hubs.
 
+--profile NAME takes a published set of settings (docs/benchmarks.md,
+"Issue 30"): quick (CI-sized), burst (2,000 jobs with 10 and with 1,000
+runners connected, the ratio in one run) and idle10k (10,000 idle runners,
+a hub restart they all come back from, dispatch among them). A profile
+measures the burst at every runner count and the statements per job, and
+prints a summary table first.
+
 The bench raises its open file limit to the hard limit; the largest
 --runners count needs about that many descriptors in the bench and in the
 hub. Progress goes to stderr, the report to stdout (--markdown: a section
