@@ -40,6 +40,22 @@ func (s *Stmts) Run() int64 {
 	return s.run.Load()
 }
 
+// Prepared is how many statements are kept prepared now.
+func (s *Stmts) Prepared() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, st := range s.cached {
+		if st != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Close closes the prepared statements (before their database).
 func (s *Stmts) Close() {
 	if s == nil {
