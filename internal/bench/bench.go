@@ -47,6 +47,15 @@ type Options struct {
 	// baseline are not measured then.
 	Owners  int
 	Sharing string // [SharingMixed], the only mix so far
+
+	// Profile names the settings a --profile gave (profiles), "" for none.
+	Profile string
+	// BurstEach measures the burst at every runner count (the idle runners
+	// of that count take it), instead of once at the largest.
+	BurstEach bool
+	// Reconnect restarts the hub after the CPU window and measures the
+	// idle fleet's return (Reconnect).
+	Reconnect bool
 }
 
 const warmupJobs = 5
@@ -98,6 +107,10 @@ func (o *Options) normalize() error {
 		return errors.New("bench: --burst must not be negative")
 	case o.Burst > 0 && o.Owners > 0:
 		return errors.New("bench: --burst is not measured with --owners")
+	case o.BurstEach && o.Burst > 0 && o.Runners[0] < 2:
+		return errors.New("bench: a burst at every runner count needs idle runners at each: every --runners count at least 2")
+	case o.Reconnect && o.maxRunners() < 2:
+		return errors.New("bench: the hub restart needs idle runners: --runners at least 2")
 	case o.Burst > 0 && o.maxRunners() < 2:
 		return errors.New("bench: --burst needs idle runners to take the jobs: --runners at least 2")
 	}
@@ -120,7 +133,10 @@ type Result struct {
 	Memory    []Memory      // one row per runner count
 	IdleCPU   CPU           // the largest runner count, idle, over Options.Idle
 	Poll      *Polling      // nil with NoPoll
-	Burst     *Burst        // nil without Options.Burst
+	Burst     *Burst        // nil without Options.Burst; with BurstEach, the largest count's
+	Profile   string        // Options.Profile
+	Bursts    []Burst       // with Options.BurstEach, one per runner count
+	Reconnect *Reconnect    // nil without Options.Reconnect
 	// HubMetrics is whether the hub served its Prometheus metrics
 	// (--metrics-listen), from which Memory's Go figures come.
 	HubMetrics bool
@@ -168,10 +184,11 @@ func stageOf(ds []time.Duration) Stage {
 // Memory is the hub's resident memory before and after idle runners were
 // added to reach Runners connections.
 type Memory struct {
-	Runners int   // connected after the step
-	Added   int   // idle runners connected in the step
-	Before  int64 // hub VmRSS before the step, bytes
-	After   int64 // hub VmRSS after the step settled, bytes
+	Runners int           // connected after the step
+	Added   int           // idle runners connected in the step
+	Connect time.Duration // connecting them, first dial → last welcome
+	Before  int64         // hub VmRSS before the step, bytes
+	After   int64         // hub VmRSS after the step settled, bytes
 	// The hub's Go runtime figures at the same moments (nil without
 	// Result.HubMetrics).
 	GoBefore, GoAfter *GoStats
@@ -260,7 +277,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer os.RemoveAll(root)
 
-	res := &Result{Command: o.command(), Settle: o.Settle, NoFile: limit, Machine: machineInfo(root, o.Binary),
+	res := &Result{Command: o.command(), Profile: o.Profile, Settle: o.Settle, NoFile: limit, Machine: machineInfo(root, o.Binary),
 		HubMetrics: o.Owners == 0 && hubHasMetrics(ctx, o.Binary)}
 	if o.Owners > 0 {
 		if err := runTenancy(ctx, o, root, res); err != nil {
@@ -306,6 +323,10 @@ func (o *Options) command() string {
 	}
 	if o.Burst > 0 {
 		s += fmt.Sprintf(" --burst %d", o.Burst)
+	}
+	if o.Profile != "" {
+		// The profile's own settings are the flags above; this says so.
+		s = fmt.Sprintf("drover bench --profile %s  # = %s", o.Profile, s)
 	}
 	return s
 }
@@ -377,11 +398,14 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 			return err
 		}
 		have := 1 + fl.size()
+		var took time.Duration
 		if n > have {
 			progress(o, "connecting %d idle runners (%d connected in all)", n-have, n)
+			t0 := time.Now()
 			if err := fl.connect(ctx, tokens[have:n]); err != nil {
 				return err
 			}
+			took = time.Since(t0)
 			if err := sleep(ctx, o.Settle); err != nil {
 				return err
 			}
@@ -394,7 +418,7 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 		if err != nil {
 			return err
 		}
-		res.Memory = append(res.Memory, Memory{Runners: n, Added: n - have, Before: before, After: after, GoBefore: goBefore, GoAfter: goAfter})
+		res.Memory = append(res.Memory, Memory{Runners: n, Added: n - have, Connect: took, Before: before, After: after, GoBefore: goBefore, GoAfter: goAfter})
 
 		progress(o, "%d jobs, one at a time, with %d runners connected", o.Jobs, n)
 		lat, err := measureLatency(ctx, tgt, api, n, o.Jobs)
@@ -404,6 +428,14 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 		res.Latency = append(res.Latency, lat)
 		if err := checkFleet(hp, fl); err != nil {
 			return err
+		}
+		if o.BurstEach && o.Burst > 0 {
+			b, err := burstAt(ctx, o, hp, api, fl, n)
+			if err != nil {
+				return err
+			}
+			res.Bursts = append(res.Bursts, b)
+			res.Burst = &res.Bursts[len(res.Bursts)-1]
 		}
 	}
 
@@ -420,17 +452,46 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 	if err := checkFleet(hp, fl); err != nil {
 		return err
 	}
-	if o.Burst == 0 {
+	if o.Reconnect {
+		rc, err := measureReconnect(ctx, o, hp, fl)
+		if err != nil {
+			return err
+		}
+		res.Reconnect = &rc
+		if err := checkFleet(hp, fl); err != nil {
+			return err
+		}
+	}
+	if o.Burst == 0 || o.BurstEach {
 		return nil
 	}
-	progress(o, "a burst of %d jobs, submitted at once, for the %d idle runners", o.Burst, fl.size())
-	b, err := runBurst(ctx, api, fl, o.Burst)
+	b, err := burstAt(ctx, o, hp, api, fl, most)
 	if err != nil {
 		return err
 	}
-	b.Runners = most
 	res.Burst = &b
-	return checkFleet(hp, fl)
+	return nil
+}
+
+// burstAt runs a burst for the fleet's idle runners with runners connected
+// in all, counting the hub's statements over it.
+func burstAt(ctx context.Context, o Options, hp *hubProc, api *apiClient, fl *fleet, runners int) (Burst, error) {
+	progress(o, "a burst of %d jobs, submitted at once, for the %d idle runners", o.Burst, fl.size())
+	st0, err := hp.statements(ctx)
+	if err != nil {
+		return Burst{}, err
+	}
+	b, err := runBurst(ctx, api, fl, o.Burst)
+	if err != nil {
+		return b, err
+	}
+	b.Runners, b.Statements = runners, -1
+	if st1, err := hp.statements(ctx); err != nil {
+		return b, err
+	} else if st0 >= 0 && st1 >= 0 {
+		b.Statements = st1 - st0
+	}
+	return b, checkFleet(hp, fl)
 }
 
 // checkFleet fails if the hub died or dropped an idle runner.

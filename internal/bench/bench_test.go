@@ -35,9 +35,10 @@ func droverBinary(t *testing.T) string {
 	return bin
 }
 
-// TestBenchSmoke runs the whole bench at a tiny size. It checks that every
-// number was produced and every job finished, never how fast anything was.
-func TestBenchSmoke(t *testing.T) {
+// smokeSetup skips a test that runs the bench where it cannot run (or
+// under -short), and gives it a freshly built drover and a deadline.
+func smokeSetup(t *testing.T) (string, context.Context) {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("the bench reads /proc")
 	}
@@ -46,7 +47,14 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	bin := droverBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
+	return bin, ctx
+}
+
+// TestBenchSmoke runs the whole bench at a tiny size. It checks that every
+// number was produced and every job finished, never how fast anything was.
+func TestBenchSmoke(t *testing.T) {
+	bin, ctx := smokeSetup(t)
 	var progress bytes.Buffer
 	res, err := Run(ctx, Options{
 		Binary: bin, Runners: []int{3, 1}, Jobs: 5, Idle: time.Second,
@@ -206,15 +214,7 @@ func TestRatioHandlesZero(t *testing.T) {
 // TestBenchTenancySmoke runs the tenancy comparison at a tiny size: both
 // hubs, every job completed, every route sampled. No timing is checked.
 func TestBenchTenancySmoke(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the bench reads /proc")
-	}
-	if testing.Short() {
-		t.Skip("starts hub processes")
-	}
-	bin := droverBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	bin, ctx := smokeSetup(t)
 	var progress bytes.Buffer
 	res, err := Run(ctx, Options{
 		Binary: bin, Runners: []int{20}, Jobs: 8, Owners: 4,
@@ -440,5 +440,80 @@ func TestCommandTakesOneFormat(t *testing.T) {
 	cmd.SetErr(new(bytes.Buffer))
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "give one") {
 		t.Fatalf("--markdown --json: %v", err)
+	}
+}
+
+// TestBenchProfileSmoke runs a profile's steps at a tiny size: a burst at
+// each runner count with the hub's statements counted, and a hub restart
+// the whole fleet comes back from. It checks that every figure was
+// produced, never a speed.
+func TestBenchProfileSmoke(t *testing.T) {
+	bin, ctx := smokeSetup(t)
+	pr, err := profileNamed("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Binary: bin, Dir: t.TempDir()}
+	given := map[string]bool{"runners": true, "jobs": true, "burst": true, "idle": true, "settle": true}
+	o.Runners, o.Jobs, o.Burst, o.Idle, o.Settle = []int{2, 4}, 3, 6, time.Second, 200*time.Millisecond
+	pr.apply(&o, func(f string) bool { return given[f] })
+	var progress bytes.Buffer
+	o.Progress = &progress
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
+	}
+	if res.Profile != "quick" || res.Poll != nil {
+		t.Errorf("profile %q, polling baseline %v: want quick, none", res.Profile, res.Poll)
+	}
+	if len(res.Bursts) != 2 || res.Bursts[0].Runners != 2 || res.Bursts[1].Runners != 4 {
+		t.Fatalf("bursts: %+v", res.Bursts)
+	}
+	for _, b := range res.Bursts {
+		if b.Jobs != 6 || b.CompleteRate() <= 0 || b.Statements <= 0 {
+			t.Errorf("burst with %d runners: %+v", b.Runners, b)
+		}
+	}
+	if rc := res.Reconnect; rc == nil || rc.Runners != 3 || rc.All < rc.Down || rc.Down <= 0 || rc.Refused != 0 {
+		t.Errorf("reconnect: %+v", res.Reconnect)
+	}
+	if m := res.Memory[1]; m.Added != 2 || m.Connect <= 0 {
+		t.Errorf("connect time not measured: %+v", m)
+	}
+	var md bytes.Buffer
+	if err := res.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### Summary (profile quick)", "burst rate with 4 runners ÷ with 2", "hub restart: all 3 runners", "statements per burst job"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}
+
+func TestProfiles(t *testing.T) {
+	if _, err := profileNamed("nope"); err == nil || !strings.Contains(err.Error(), "idle10k") {
+		t.Errorf("unknown profile: %v; want an error naming the profiles", err)
+	}
+	pr, err := profileNamed("idle10k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Binary: "drover", Jobs: 7}
+	pr.apply(&o, func(f string) bool { return f == "jobs" })
+	if err := o.normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if o.maxRunners() != 10000 || o.Jobs != 7 || !o.NoPoll || !o.BurstEach || !o.Reconnect || o.Burst != 0 {
+		t.Errorf("idle10k with --jobs 7: %+v", o)
+	}
+	for name, o := range map[string]Options{
+		"burst each, one runner": {Runners: []int{1, 10}, Burst: 5, BurstEach: true},
+		"restart, no idle":       {Runners: []int{1}, Reconnect: true},
+	} {
+		o.Binary = "drover"
+		if err := o.normalize(); err == nil {
+			t.Errorf("%s: %+v accepted", name, o)
+		}
 	}
 }

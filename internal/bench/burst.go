@@ -28,6 +28,9 @@ type Burst struct {
 	Dispatched time.Duration // first submit sent → last offer at a runner
 	Completed  time.Duration // first submit sent → last finish acknowledged
 	Offer      Stage         // each job's submit sent → its offer at a runner: mostly time in the queue
+	// Statements is how many SQL statements the hub ran over the burst
+	// (its drover_store_statements_total), -1 when it does not count them.
+	Statements int64
 }
 
 func perSecond(n int, d time.Duration) float64 {

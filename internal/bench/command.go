@@ -15,6 +15,8 @@ func Command() *cobra.Command {
 		o        Options
 		markdown bool
 		asJSON   bool
+
+		profileName string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -42,6 +44,13 @@ approved them and shared them in a mix (private, with named users, with a
 project, hub-wide), with the jobs submitted by users each of whom may use a
 target runner one of those ways. Samples alternate between the hubs.
 
+--profile NAME takes a published set of settings (docs/benchmarks.md,
+"Issue 30"): quick (CI-sized), burst (2,000 jobs with 10 and with 1,000
+runners connected, the ratio in one run) and idle10k (10,000 idle runners,
+a hub restart they all come back from, dispatch among them). A profile
+measures the burst at every runner count and the statements per job, and
+prints a summary table first.
+
 The bench raises its open file limit to the hard limit; the largest
 --runners count needs about that many descriptors in the bench and in the
 hub. Progress goes to stderr, the report to stdout (--markdown: a section
@@ -50,6 +59,13 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if markdown && asJSON {
 				return errors.New("bench: --markdown and --json are two formats of one report: give one")
+			}
+			if profileName != "" {
+				pr, err := profileNamed(profileName)
+				if err != nil {
+					return err
+				}
+				pr.apply(&o, cmd.Flags().Changed)
 			}
 			ctx, stop, err := childproc.Start(cmd, &o.Binary)
 			if err != nil {
@@ -82,6 +98,7 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 	f.IntVar(&o.Owners, "owners", 0, "instead: compare dispatch latency at the largest --runners count with the runners owned by this many users (access rules deciding) against the same fleet owned by the admin")
 	f.StringVar(&o.Sharing, "sharing", "", "with --owners, how the runners are shared: mixed (40% private, 30% with 1-3 users, 20% with a project, 10% hub-wide)")
 	f.IntVar(&o.Burst, "burst", 0, "also submit this many jobs at once after the CPU window, for the idle runners to take (dispatch and completion rate)")
+	f.StringVar(&profileName, "profile", "", "a published set of settings (quick, burst, idle10k; docs/benchmarks.md): bursts at every runner count, a hub restart (quick, idle10k), no polling baseline; flags given as well override its counts and durations")
 	f.BoolVar(&markdown, "markdown", false, "print the report as a Markdown section for docs/benchmarks.md")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (durations in nanoseconds, sizes in bytes), for scripts such as scripts/bench-compare")
 	return cmd

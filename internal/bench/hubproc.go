@@ -25,13 +25,15 @@ import (
 // hubProc is a `drover hub` running as a child process, so that its memory
 // and CPU time can be read from /proc/PID apart from the bench's own.
 type hubProc struct {
-	cmd   *exec.Cmd
-	pid   int
-	url   string // http://127.0.0.1:PORT
-	dir   string
-	logf  string // the hub's stdout and stderr
-	admin string
-	ticks int64
+	binary      string
+	addr, maddr string // --listen and --metrics-listen ("" without metrics)
+	cmd         *exec.Cmd
+	pid         int
+	url         string // http://127.0.0.1:PORT
+	dir         string
+	logf        string // the hub's stdout and stderr
+	admin       string
+	ticks       int64
 	// metrics is the hub's Prometheus endpoint on a loopback port of its
 	// own ("" when the hub binary has no --metrics-listen).
 	metrics string
@@ -52,38 +54,59 @@ func startHub(ctx context.Context, binary, dir string, ticks int64, metrics bool
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(dir, "hub.log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("create hub log: %w", err)
-	}
-	defer lf.Close() // the child holds its own descriptor
-	args := []string{"hub", "--listen", addr, "--data", dir}
 	var maddr string
 	if metrics {
 		if maddr, err = childproc.FreeAddr(); err != nil {
 			return nil, err
 		}
-		args = append(args, "--metrics-listen", maddr)
 	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s hub: %w", binary, err)
-	}
-	hp := &hubProc{cmd: cmd, pid: cmd.Process.Pid, url: "http://" + addr, dir: dir, logf: logPath, ticks: ticks, exited: make(chan struct{})}
+	hp := &hubProc{binary: binary, addr: addr, maddr: maddr, url: "http://" + addr, dir: dir, logf: filepath.Join(dir, "hub.log"), ticks: ticks}
 	if metrics {
 		hp.metrics = "http://" + maddr + "/metrics"
 	}
-	go func() {
-		hp.waitErr = cmd.Wait()
-		close(hp.exited)
-	}()
-	if err := hp.waitReady(ctx); err != nil {
-		hp.stop()
+	if err := hp.spawn(ctx); err != nil {
 		return nil, err
 	}
 	return hp, nil
+}
+
+// spawn starts the hub process on hp's addresses and data directory and
+// waits until it is ready; its output is appended to the hub's log.
+func (hp *hubProc) spawn(ctx context.Context) error {
+	lf, err := os.OpenFile(hp.logf, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("create hub log: %w", err)
+	}
+	defer lf.Close() // the child holds its own descriptor
+	args := []string{"hub", "--listen", hp.addr, "--data", hp.dir}
+	if hp.maddr != "" {
+		args = append(args, "--metrics-listen", hp.maddr)
+	}
+	cmd := exec.Command(hp.binary, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s hub: %w", hp.binary, err)
+	}
+	hp.cmd, hp.pid, hp.exited = cmd, cmd.Process.Pid, make(chan struct{})
+	exited := hp.exited
+	go func() {
+		hp.waitErr = cmd.Wait()
+		close(exited)
+	}()
+	if err := hp.waitReady(ctx); err != nil {
+		hp.stop()
+		return err
+	}
+	return nil
+}
+
+// restart stops the hub (SIGTERM) and starts it again on the same
+// addresses and data, as an operator's upgrade does.
+func (hp *hubProc) restart(ctx context.Context) error {
+	if err := hp.stop(); err != nil {
+		return err
+	}
+	return hp.spawn(ctx)
 }
 
 // waitReady waits for the admin token file and a successful whoami with it.
@@ -157,26 +180,57 @@ type GoStats struct {
 
 // goStats scrapes the hub's metrics; nil, nil when it serves none.
 func (hp *hubProc) goStats(ctx context.Context) (*GoStats, error) {
+	text, err := hp.scrape(ctx)
+	if err != nil || text == "" {
+		return nil, err
+	}
+	return parseGoStats(text)
+}
+
+// statements is the hub's count of SQL statements run, -1 when its
+// metrics do not have it (no --metrics-listen, or a hub from before the
+// count).
+func (hp *hubProc) statements(ctx context.Context) (int64, error) {
+	text, err := hp.scrape(ctx)
+	if err != nil {
+		return -1, err
+	}
+	for line := range strings.Lines(text) {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "drover_store_statements_total" {
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return -1, fmt.Errorf("hub metric %s: %w", f[0], err)
+			}
+			return int64(v), nil
+		}
+	}
+	return -1, nil
+}
+
+// scrape reads the hub's metrics in Prometheus' text format ("" when it
+// serves none).
+func (hp *hubProc) scrape(ctx context.Context) (string, error) {
 	if hp.metrics == "" {
-		return nil, nil
+		return "", nil
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hp.metrics, nil)
 	if err != nil {
-		return nil, fmt.Errorf("read the hub's metrics: %w", err)
+		return "", fmt.Errorf("read the hub's metrics: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("read the hub's metrics: %w", err)
+		return "", fmt.Errorf("read the hub's metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("read the hub's metrics: %s", resp.Status)
+		return "", fmt.Errorf("read the hub's metrics: %s", resp.Status)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return nil, fmt.Errorf("read the hub's metrics: %w", err)
+		return "", fmt.Errorf("read the hub's metrics: %w", err)
 	}
-	return parseGoStats(string(b))
+	return string(b), nil
 }
 
 // parseGoStats picks the Go runtime figures out of Prometheus' text format.

@@ -116,6 +116,7 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
+	r.writeProfile(p)
 	iv := r.interval()
 	l, mem := r.largest()
 
@@ -247,20 +248,29 @@ func (r *Result) writeGoMemory(p func(format string, args ...any)) {
 
 // writeBurst writes the burst section, when there was one.
 func (r *Result) writeBurst(p func(format string, args ...any)) {
-	bu := r.Burst
-	if bu == nil {
+	bursts := r.Bursts
+	if len(bursts) == 0 && r.Burst != nil {
+		bursts = []Burst{*r.Burst}
+	}
+	if len(bursts) == 0 {
 		return
 	}
 	p("### Burst")
 	p("")
-	p("%d jobs (`exec true`, the idle runners' label) submitted at once by %d clients with %d runners connected; each", bu.Jobs, burstSubmitters, bu.Runners)
-	p("idle runner accepts an offer and finishes it at once (no process). Rates are jobs over the time from the first")
-	p("submit to the last offer at a runner (dispatched) and to the last finish acknowledged (completed).")
+	p("Jobs (`exec true`, the idle runners' label) submitted at once by %d clients; each idle runner accepts an", burstSubmitters)
+	p("offer and finishes it at once (no process). Rates are jobs over the time from the first submit to the last offer")
+	p("at a runner (dispatched) and to the last finish acknowledged (completed).")
 	p("")
-	p("| jobs | submitted in | dispatched in | completed in | dispatched per s | completed per s | submit → offer p50 / p99 |")
-	p("|---:|---:|---:|---:|---:|---:|---:|")
-	p("| %d | %s | %s | %s | %.1f | %.1f | %s / %s |", bu.Jobs, bu.Submitted.Round(time.Millisecond), bu.Dispatched.Round(time.Millisecond),
-		bu.Completed.Round(time.Millisecond), bu.DispatchRate(), bu.CompleteRate(), ms(bu.Offer.P50), ms(bu.Offer.P99))
+	p("| connected runners | jobs | submitted in | dispatched in | completed in | dispatched per s | completed per s | submit → offer p50 / p99 | statements per job |")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, bu := range bursts {
+		st := "n/a"
+		if bu.Statements >= 0 {
+			st = fmt.Sprintf("%.1f", float64(bu.Statements)/float64(bu.Jobs))
+		}
+		p("| %d | %d | %s | %s | %s | %.1f | %.1f | %s / %s | %s |", bu.Runners, bu.Jobs, bu.Submitted.Round(time.Millisecond), bu.Dispatched.Round(time.Millisecond),
+			bu.Completed.Round(time.Millisecond), bu.DispatchRate(), bu.CompleteRate(), ms(bu.Offer.P50), ms(bu.Offer.P99), st)
+	}
 	p("")
 }
 

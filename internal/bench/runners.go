@@ -15,6 +15,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/protocol"
+	"drover/internal/retry"
 )
 
 // writeTimeout bounds one frame write to the hub.
@@ -103,7 +104,9 @@ func idleLabels() map[string]string { return map[string]string{"bench": "idle"} 
 // and then only heartbeat at the hub's interval, as a runner without work
 // does. Each costs the bench two goroutines. An offer of a burst job (one
 // asking for idleLabels) is accepted and, on the hub's ok, finished at once
-// (completed, empty log, no process); any other offer is declined.
+// (completed, empty log, no process); any other offer is declined. With
+// reconnect set, a runner whose connection ends dials again as a runner
+// does (reconnectPolicy) instead of counting as lost.
 type fleet struct {
 	url    string
 	ctx    context.Context // lifetime of the connections
@@ -111,25 +114,47 @@ type fleet struct {
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
-	conns []*websocket.Conn
+	conns map[string]*websocket.Conn // token → its current connection
 
 	closing    atomic.Bool
+	reconnect  atomic.Bool
 	heartbeats atomic.Int64 // heartbeats written
 	offers     atomic.Int64 // offers of other jobs received (declined; none are expected)
 	lost       atomic.Int64 // connections that ended while the bench still held them
+	redialed   atomic.Int64 // connections made again after one ended (reconnect)
+	refused    atomic.Int64 // runners the hub refused for good (revoked, refused hello)
+	tries      atomic.Int64 // dials that failed and were tried again (reconnect)
 
 	burst burstLog
 }
 
+// reconnectPolicy is internal/runner's reconnects(): exponential from
+// 500 ms to a minute with full jitter, which is what spreads a fleet's
+// return after a hub restart.
+var reconnectPolicy = retry.Policy{First: 500 * time.Millisecond, Max: time.Minute, Jitter: retry.FullJitter}
+
 func newFleet(ctx context.Context, hubURL string) *fleet {
 	fctx, cancel := context.WithCancel(ctx)
-	return &fleet{url: hubURL, ctx: fctx, cancel: cancel}
+	return &fleet{url: hubURL, ctx: fctx, cancel: cancel, conns: map[string]*websocket.Conn{}}
 }
 
 func (f *fleet) size() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.conns)
+}
+
+// connected is how many runners hold a connection now.
+func (f *fleet) connected() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, ws := range f.conns {
+		if ws != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // connect connects one idle runner per token, a few at a time.
@@ -147,7 +172,7 @@ func (f *fleet) connect(ctx context.Context, tokens []string) error {
 				errs <- err
 				return
 			}
-			f.add(ws, w.HeartbeatInterval.D())
+			f.add(tok, ws, w.HeartbeatInterval.D())
 		}()
 	}
 	wg.Wait()
@@ -158,13 +183,70 @@ func (f *fleet) connect(ctx context.Context, tokens []string) error {
 	return nil
 }
 
-func (f *fleet) add(ws *websocket.Conn, every time.Duration) {
+func (f *fleet) add(tok string, ws *websocket.Conn, every time.Duration) {
 	f.mu.Lock()
-	f.conns = append(f.conns, ws)
+	f.conns[tok] = ws
 	f.mu.Unlock()
-	f.wg.Add(2)
-	go func() { defer f.wg.Done(); heartbeats(f.ctx, ws, every, &f.heartbeats) }()
-	go func() { defer f.wg.Done(); f.read(ws) }()
+	f.wg.Go(func() { f.member(tok, ws, every) })
+}
+
+// member runs one runner's connections: heartbeats and the reader on each,
+// and with reconnect a new dial after each ends.
+func (f *fleet) member(tok string, ws *websocket.Conn, every time.Duration) {
+	for {
+		cctx, stop := context.WithCancel(f.ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); heartbeats(cctx, ws, every, &f.heartbeats) }()
+		f.read(ws)
+		stop()
+		<-done
+		if f.closing.Load() {
+			return
+		}
+		if !f.reconnect.Load() {
+			f.lost.Add(1)
+			return
+		}
+		f.mu.Lock()
+		f.conns[tok] = nil
+		f.mu.Unlock()
+		var err error
+		if ws, every, err = f.redial(tok); err != nil {
+			if f.ctx.Err() == nil {
+				f.refused.Add(1)
+			}
+			return
+		}
+		f.mu.Lock()
+		f.conns[tok] = ws
+		f.mu.Unlock()
+		f.redialed.Add(1)
+	}
+}
+
+// redial dials until the hub takes the runner back, as a runner does: it
+// gives up only when the hub refuses it for good (or the fleet closes).
+func (f *fleet) redial(tok string) (*websocket.Conn, time.Duration, error) {
+	var ws *websocket.Conn
+	var every time.Duration
+	p := reconnectPolicy
+	p.OnRetry = func(int, error, time.Duration) { f.tries.Add(1) }
+	err := retry.Do(f.ctx, p, func(ctx context.Context) error {
+		if err := retry.Sleep(ctx, p.Delay(0)); err != nil {
+			return retry.Permanent(err)
+		}
+		c, w, err := dialRunner(ctx, f.url, tok, idleLabels())
+		if err != nil {
+			switch websocket.CloseStatus(err) {
+			case protocol.CloseRefused, protocol.CloseRevoked:
+				return retry.Permanent(err)
+			}
+			return err
+		}
+		ws, every = c, w.HeartbeatInterval.D()
+		return nil
+	})
+	return ws, every, err
 }
 
 // read is the connection's one reader: it keeps control frames flowing,
@@ -174,10 +256,7 @@ func (f *fleet) read(ws *websocket.Conn) {
 	for {
 		_, data, err := ws.Read(f.ctx)
 		if err != nil {
-			if !f.closing.Load() {
-				f.lost.Add(1)
-			}
-			return
+			return // member counts it lost or dials again
 		}
 		var fr protocol.Frame
 		if json.Unmarshal(data, &fr) != nil {
@@ -223,8 +302,13 @@ func (f *fleet) read(ws *websocket.Conn) {
 func (f *fleet) close() {
 	f.closing.Store(true)
 	f.mu.Lock()
-	conns := f.conns
-	f.conns = nil
+	var conns []*websocket.Conn
+	for _, ws := range f.conns {
+		if ws != nil {
+			conns = append(conns, ws)
+		}
+	}
+	f.conns = map[string]*websocket.Conn{}
 	f.mu.Unlock()
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup

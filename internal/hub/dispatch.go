@@ -101,22 +101,35 @@ func (cd *candidate) accountFor(j store.Job, member bool, ranks map[string]int64
 	return acct, rank, ok
 }
 
-func (h *Hub) candidates() ([]*candidate, time.Time) {
+// candidates are the connected runners out of their cooldown, when to
+// look again at those in it, and the most free slots any has.
+func (h *Hub) candidates(onlyWantQueue bool) ([]*candidate, time.Time, int) {
 	h.reg.mu.Lock()
 	defer h.reg.mu.Unlock()
 	now := h.now()
-	var out []*candidate
+	// Two allocations per pass, not one per connected runner: a pass runs
+	// at every submit, connect and finish.
+	all := make([]candidate, 0, len(h.reg.conns))
 	var retry time.Time
+	top := 0
 	for id, c := range h.reg.conns {
+		if onlyWantQueue && !c.wantQueue {
+			continue
+		}
 		if c.cooldownUntil.After(now) {
 			if retry.IsZero() || c.cooldownUntil.Before(retry) {
 				retry = c.cooldownUntil
 			}
 			continue
 		}
-		out = append(out, &candidate{c: c, free: max(c.slots-len(h.reg.active[id]), 0), agents: c.agents, accounts: c.accounts, access: c.access, notReady: c.notReady})
+		all = append(all, candidate{c: c, free: max(c.slots-len(h.reg.active[id]), 0), agents: c.agents, accounts: c.accounts, access: c.access, notReady: c.notReady})
+		top = max(top, all[len(all)-1].free)
 	}
-	return out, retry
+	out := make([]*candidate, len(all))
+	for i := range all {
+		out[i] = &all[i]
+	}
+	return out, retry, top
 }
 
 func labelsMatch(want, have map[string]string) bool {
@@ -180,10 +193,6 @@ const perShape = 16
 // so one user's thousand jobs do not starve another's one.
 func (h *Hub) dispatch(ctx context.Context) error {
 	for {
-		cands, retry := h.candidates()
-		if !retry.IsZero() {
-			time.AfterFunc(time.Until(retry), h.kick)
-		}
 		var queued []store.Job
 		// A job resuming an agent session prefers the runner that ran the
 		// asking attempt: it may still have that session and worktree.
@@ -243,6 +252,13 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
+		// With nothing queued only runners that want queue frames matter
+		// (to hear that nothing waits): a runner's connect, or a finish,
+		// costs no pass over the whole fleet.
+		cands, retry, top := h.candidates(len(queued) == 0)
+		if !retry.IsZero() {
+			time.AfterFunc(time.Until(retry), h.kick)
+		}
 		// Each requester's jobs, oldest first, and the requesters in the
 		// order of their oldest job.
 		byReq := map[string][]store.Job{}
@@ -278,7 +294,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 						why[j.ID] = whyShape[key]
 						continue
 					}
-					best, account, w := pickRunner(j, cands, member[[2]string{j.Project, j.RequesterID}], ranks, prefer[j.ID], needs[j.Project])
+					best, account, w := pickRunner(j, cands, top, member[[2]string{j.Project, j.RequesterID}], ranks, prefer[j.ID], needs[j.Project])
 					if best < 0 {
 						whyShape[key], why[j.ID] = w, w
 						continue
@@ -331,10 +347,32 @@ func (h *Hub) dispatch(ctx context.Context) error {
 // the job's agent (exec: the most free slots), or the runner that asked,
 // for a resumed session. A runner that may not receive the credentials of
 // the job's setup (need) is never chosen.
-func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]int64, prefer string, need credNeed) (int, string, string) {
+// top bounds the free slots of any candidate (slots are only taken during
+// a pass).
+func pickRunner(j store.Job, cands []*candidate, top int, member bool, ranks map[string]int64, prefer string, need credNeed) (int, string, string) {
+	// Only runners with a free slot can be chosen: look at them first, and
+	// at the whole fleet only to say why none fits. A burst keeps most
+	// runners busy, and the busy ones then cost a pass nothing.
+	if best, account, _ := pickAmong(j, cands, top, member, ranks, prefer, need, true); best >= 0 {
+		return best, account, ""
+	}
+	return pickAmong(j, cands, top, member, ranks, prefer, need, false)
+}
+
+// pickAmong is pickRunner over every candidate, or with freeOnly over
+// those ready with a free slot (then the why it gives may say too little).
+func pickAmong(j store.Job, cands []*candidate, top int, member bool, ranks map[string]int64, prefer string, need credNeed, freeOnly bool) (int, string, string) {
 	best, account, bestRank, bestOwn, stage := -1, "", int64(0), false, whyNoRunner
+	// A job without an account (exec) ranks every runner 0: the first of
+	// the requester's own runners with top free slots is one no later
+	// runner beats (ties keep the first), so the scan may stop there
+	// rather than read the whole fleet for every job.
+	unranked := prefer == "" && !usesAccount(j.Agent)
 	notReady := "" // the first not-ready runner's reason
 	for i, cd := range cands {
+		if freeOnly && (cd.free <= 0 || cd.notReady != "") {
+			continue
+		}
 		got, acct, rank, ok := cd.fit(j, member, ranks, need)
 		stage = max(stage, got)
 		if !ok {
@@ -358,6 +396,9 @@ func pickRunner(j store.Job, cands []*candidate, member bool, ranks map[string]i
 		if best < 0 || (own && !bestOwn) ||
 			(own == bestOwn && (rank < bestRank || (rank == bestRank && cd.free > cands[best].free))) {
 			best, account, bestRank, bestOwn = i, acct, rank, own
+		}
+		if unranked && own && cd.free >= top {
+			break
 		}
 	}
 	if best < 0 {

@@ -99,6 +99,9 @@ type Hub struct {
 
 	bg     sync.WaitGroup
 	cancel context.CancelFunc
+
+	// admit limits the hellos attached at once (admission.go)
+	admit admission
 }
 
 // Open opens (or creates) the hub's state: its store (the SQLite database
@@ -173,6 +176,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		id:        ids.New("h"),
 	}
 	h.started = h.now()
+	h.admit = newAdmission()
 	h.stall.look(h.started)
 	h.metrics = newMetrics(h)
 	ws, err := web.New(dashboard{h}, web.Config{PublicURL: cfg.PublicURL, Logger: cfg.Logger,
@@ -224,6 +228,8 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	go func() { defer h.bg.Done(); h.sweepLoop(bgctx) }()
 	go func() { defer h.bg.Done(); h.beatLoop(bgctx) }()
 	h.crossLoops(bgctx)
+	h.bg.Add(1)
+	go func() { defer h.bg.Done(); h.nofileLoop(bgctx) }()
 	h.kick()
 	return h, nil
 }

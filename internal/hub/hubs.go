@@ -119,18 +119,12 @@ func (h *Hub) beat(ctx context.Context, first bool) error {
 // beatLoop heartbeats until ctx ends. A failed beat is logged; the
 // leader's trust then lapses on its own.
 func (h *Hub) beatLoop(ctx context.Context) {
-	t := time.NewTicker(h.cfg.HubHeartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	ticking(ctx, h.cfg.HubHeartbeat, func() bool {
 		if err := h.beat(ctx, false); err != nil && ctx.Err() == nil {
 			h.logFailed("hub heartbeat", err)
 		}
-	}
+		return true
+	})
 }
 
 // leave removes this hub's row, with the runners it held, and releases

@@ -72,8 +72,17 @@ func newMetrics(h *Hub) *metrics {
 	}
 	m.reg.MustRegister(m.dispatchLatency, m.attempts, m.logBytes, m.publishBytes, m.egressDenials, m.requestErrors, m.accessLoads, hubCollector{h},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if sc, ok := h.store.(statementCounter); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "drover_store_statements_total",
+			Help: "SQL statements the hub's store ran (commits and rollbacks not counted).",
+		}, func() float64 { return float64(sc.Statements()) }))
+	}
 	return m
 }
+
+// statementCounter is a store that counts its statements (the SQL stores).
+type statementCounter interface{ Statements() int64 }
 
 var (
 	descJobs   = prometheus.NewDesc("drover_jobs", "Jobs by state.", []string{"state"}, nil)

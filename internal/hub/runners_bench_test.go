@@ -128,12 +128,14 @@ type benchFleet struct {
 	conns  []*websocket.Conn
 	offers map[string]time.Time // job → when its offer arrived
 	done   map[string]time.Time // job → when the hub acknowledged its finish
+	count  map[string]int       // job → offers of it received
+	astray atomic.Int64         // offers of a job whose labels the runner lacks
 	lost   atomic.Int64
 	closed atomic.Bool
 }
 
 func newBenchFleet() *benchFleet {
-	return &benchFleet{offers: map[string]time.Time{}, done: map[string]time.Time{}}
+	return &benchFleet{offers: map[string]time.Time{}, done: map[string]time.Time{}, count: map[string]int{}}
 }
 
 // benchRunner is one runner of the fleet: the hub it dials, its token and
@@ -194,7 +196,7 @@ func (fl *benchFleet) connect(t testing.TB, rs []benchRunner) []time.Duration {
 			fl.mu.Lock()
 			fl.conns = append(fl.conns, ws)
 			fl.mu.Unlock()
-			go fl.read(ws)
+			go fl.read(ws, r.labels)
 		})
 	}
 	wg.Wait()
@@ -212,8 +214,9 @@ func benchWrite(ws *websocket.Conn, typ, id string, body any) error {
 	return ws.Write(ctx, websocket.MessageText, b)
 }
 
-// read is one runner: accept each offer, finish it on the hub's ok.
-func (fl *benchFleet) read(ws *websocket.Conn) {
+// read is one runner with labels: accept each offer, finish it on the
+// hub's ok.
+func (fl *benchFleet) read(ws *websocket.Conn, labels map[string]string) {
 	held := map[string]protocol.AttemptRef{} // request id → its attempt
 	empty := sum(nil)
 	for {
@@ -234,8 +237,12 @@ func (fl *benchFleet) read(ws *websocket.Conn) {
 			if f.Decode(&o) != nil {
 				continue
 			}
+			if !labelsMatch(o.Spec.Labels, labels) {
+				fl.astray.Add(1)
+			}
 			fl.mu.Lock()
 			fl.offers[o.Job] = time.Now()
+			fl.count[o.Job]++
 			fl.mu.Unlock()
 			held["a-"+o.Attempt] = o.AttemptRef
 			_ = benchWrite(ws, protocol.TypeAccept, "a-"+o.Attempt, protocol.Accept{AttemptRef: o.AttemptRef})
@@ -346,7 +353,11 @@ func (fl *benchFleet) waitDone(t testing.TB, id string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job %s not finished within 2 minutes", id)
+			fl.mu.Lock()
+			offered, done := len(fl.offers), len(fl.done)
+			_, got := fl.offers[id]
+			fl.mu.Unlock()
+			t.Fatalf("job %s (offered: %v) not finished within 2 minutes; the fleet has had %d jobs offered, %d finished", id, got, offered, done)
 		}
 		time.Sleep(time.Millisecond)
 	}

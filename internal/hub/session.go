@@ -64,6 +64,11 @@ func (g gatewayCore) Attach(ctx context.Context, p call.Caller, hello protocol.H
 	if err := checkHello(&hello); err != nil {
 		return nil, err
 	}
+	release, err := h.admit.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var access *runnerAccess
 	// The runner's owner and shares are read afresh at every connect, so a
 	// reconnecting runner is offered only what its access allows now.

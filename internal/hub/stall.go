@@ -45,14 +45,21 @@ func (s *stallWatch) look(now time.Time) time.Time {
 
 // stallLoop looks every stallTick until ctx ends.
 func (h *Hub) stallLoop(ctx context.Context) {
-	t := time.NewTicker(stallTick)
+	ticking(ctx, stallTick, func() bool { h.stall.look(h.now()); return true })
+}
+
+// ticking calls fn every interval until ctx ends or fn returns false.
+func ticking(ctx context.Context, every time.Duration, fn func() bool) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			h.stall.look(h.now())
+		}
+		if !fn() {
+			return
 		}
 	}
 }

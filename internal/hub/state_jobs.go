@@ -25,9 +25,20 @@ import (
 // usesAccount says whether jobs of agent run under a runner's account (all
 // but exec; an agent the catalogue no longer knows is assumed to).
 func usesAccount(agent string) bool {
-	e, ok := facts.Lookup(agent)
-	return !ok || e.Accounts()
+	a, ok := accountAgents[agent]
+	return !ok || a
 }
+
+// accountAgents is each catalogue agent's Accounts(), read once: the
+// dispatcher asks for every candidate runner of every job, and
+// facts.Lookup builds the whole catalogue each time. Never written after.
+var accountAgents = func() map[string]bool {
+	m := map[string]bool{}
+	for _, a := range facts.All() {
+		m[a.Name] = a.Accounts()
+	}
+	return m
+}()
 
 func agentNames() string {
 	names := facts.Names()

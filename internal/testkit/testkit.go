@@ -582,3 +582,8 @@ func Submit(t testing.TB, c *client.Client, req apitypes.SubmitRequest) apitypes
 	}
 	return v
 }
+
+// Race is whether the tests run under the race detector, for a test that
+// must size its load to it (the pure-Go SQLite commits many times slower
+// there).
+const Race = raceEnabled

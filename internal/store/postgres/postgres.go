@@ -54,7 +54,8 @@ type Store struct {
 	db    *sql.DB
 	write chan struct{} // one token: the Write that holds it runs
 	cfg   *pgx.ConnConfig
-	hints *hints // to and from the other hubs on the database (hints.go)
+	hints *hints          // to and from the other hubs on the database (hints.go)
+	stmts *sqlstore.Stmts // counted only: pgx keeps its statements prepared itself
 }
 
 // IsURL says whether a --db value names a Postgres database.
@@ -78,7 +79,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := &Store{db: db, write: make(chan struct{}, 1), cfg: cfg, hints: newHints()}
+	s := &Store{db: db, write: make(chan struct{}, 1), cfg: cfg, hints: newHints(), stmts: sqlstore.NewStmts(db, false)}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open Postgres store at %s: %w", where, scrub(err, cfg.Password))
@@ -117,6 +118,9 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
+// Statements is how many statements the store has run (the hub's metrics).
+func (s *Store) Statements() int64 { return s.stmts.Run() }
+
 // Read runs fn in a read-only transaction that sees one consistent snapshot.
 // It runs again, a few times, on a connection that was lost.
 func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
@@ -149,7 +153,7 @@ func (s *Store) run(ctx context.Context, what string, tries int, opts *sql.TxOpt
 		if err != nil {
 			again, err = retryable(err, false), fmt.Errorf("begin %s: %w", what, storeErr(err))
 		} else {
-			again, err = sqlstore.Run(ctx, sqlTx, &dialect, fn)
+			again, err = sqlstore.Run(ctx, sqlTx, &dialect, s.stmts, fn)
 		}
 		if !again {
 			return retry.Permanent(err)

@@ -46,6 +46,9 @@ const (
 type Store struct {
 	w *sql.DB // one connection; BEGIN IMMEDIATE
 	r *sql.DB // query-only connections
+	// Each pool's statements, counted and kept prepared: SQLite would
+	// parse every statement of every transaction again.
+	ws, rs *sqlstore.Stmts
 }
 
 // Open opens (creating if needed) the database at path and applies any
@@ -78,7 +81,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{w: w, r: r}, nil
+	return &Store{w: w, r: r, ws: sqlstore.NewStmts(w, true), rs: sqlstore.NewStmts(r, true)}, nil
 }
 
 // dsn builds the driver's connection string. Pragmas go in the DSN because
@@ -116,8 +119,13 @@ func openPool(ctx context.Context, dsn string, conns int) (*sql.DB, error) {
 // Close closes the database. Readers close first so that the writer is the
 // last connection and checkpoints the WAL into the main file.
 func (s *Store) Close() error {
+	s.rs.Close()
+	s.ws.Close()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
+
+// Statements is how many statements the store has run (the hub's metrics).
+func (s *Store) Statements() int64 { return s.ws.Run() + s.rs.Run() }
 
 // Read runs fn in a read-only transaction that sees one consistent snapshot.
 func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
@@ -125,7 +133,7 @@ func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
-	_, err = sqlstore.Run(ctx, sqlTx, &dialect, fn)
+	_, err = sqlstore.Run(ctx, sqlTx, &dialect, s.rs, fn)
 	return err
 }
 
@@ -138,7 +146,7 @@ func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	_, err = sqlstore.Run(ctx, sqlTx, &dialect, fn)
+	_, err = sqlstore.Run(ctx, sqlTx, &dialect, s.ws, fn)
 	return err
 }
 

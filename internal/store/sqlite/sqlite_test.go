@@ -615,3 +615,43 @@ func TestShareConsentMigration(t *testing.T) {
 		t.Errorf("pending after the upgrade = %v, want %v", got, want)
 	}
 }
+
+// Statements are prepared once beside the transaction that first runs
+// them (which holds the write pool's only connection) and then bound by
+// later transactions: reads and writes give the same rows either way, and
+// every statement is counted.
+func TestPreparedStatements(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	round := func(i int) {
+		t.Helper()
+		k, v := fmt.Sprintf("k%d", i%3), fmt.Sprint(i)
+		if err := s.Write(t.Context(), func(tx store.Tx) error { return tx.SetMeta(k, v) }); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := s.Read(t.Context(), func(tx store.Tx) error {
+			var err error
+			got, err = tx.Meta(k)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got != v {
+			t.Fatalf("round %d: %s = %q, want %q", i, k, got, v)
+		}
+	}
+	round(0)
+	for i := 1; s.ws.Prepared() == 0 || s.rs.Prepared() == 0; i++ {
+		if i > 10000 {
+			t.Fatalf("no statement prepared after %d rounds (write pool %d, read pool %d)", i, s.ws.Prepared(), s.rs.Prepared())
+		}
+		round(i)
+	}
+	before := s.Statements()
+	for i := range 20 {
+		round(100 + i)
+	}
+	if n := s.Statements() - before; n < 40 {
+		t.Errorf("20 rounds of a write and a read ran %d statements; want at least 40 counted", n)
+	}
+}

@@ -47,16 +47,19 @@ type tx struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	d     *Dialect
-	retry bool // a statement failed so (see Dialect.Retry) that the transaction may run again
+	stmts *Stmts               // nil: statements run as text, uncounted
+	bound map[string]*sql.Stmt // stmts' statements bound to tx
+	retry bool                 // a statement failed so (see Dialect.Retry) that the transaction may run again
 }
 
 // Run runs fn in sqlTx and commits it. If fn returns an error the
 // transaction is rolled back and that error returned (mapped by the
 // dialect). retry reports a failure after which the caller may run it all
 // again (Dialect.Retry), of any statement, even one fn did not return, or
-// of the commit.
-func Run(ctx context.Context, sqlTx *sql.Tx, d *Dialect, fn func(store.Tx) error) (retry bool, err error) {
-	t := &tx{ctx: ctx, tx: sqlTx, d: d}
+// of the commit. stmts (nil: none) counts the statements and may keep
+// them prepared.
+func Run(ctx context.Context, sqlTx *sql.Tx, d *Dialect, stmts *Stmts, fn func(store.Tx) error) (retry bool, err error) {
+	t := &tx{ctx: ctx, tx: sqlTx, d: d, stmts: stmts}
 	defer func() {
 		// Roll back on a panic too; the connection must go back clean.
 		if p := recover(); p != nil {
@@ -91,12 +94,41 @@ func (t *tx) q(query string) string {
 	return t.d.Rebind(query)
 }
 
+// prepared is query bound to the transaction when t's Stmts keep it
+// prepared, else nil (run it as text).
+func (t *tx) prepared(query string) *sql.Stmt {
+	st := t.stmts.stmt(query)
+	if st == nil {
+		return nil
+	}
+	if b, ok := t.bound[query]; ok {
+		return b
+	}
+	if t.bound == nil {
+		t.bound = map[string]*sql.Stmt{}
+	}
+	b := t.tx.StmtContext(t.ctx, st)
+	t.bound[query] = b
+	return b
+}
+
 func (t *tx) queryRow(query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(t.ctx, t.q(query), args...)
+	q := t.q(query)
+	if st := t.prepared(q); st != nil {
+		return st.QueryRowContext(t.ctx, args...)
+	}
+	return t.tx.QueryRowContext(t.ctx, q, args...)
 }
 
 func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
-	rows, err := t.tx.QueryContext(t.ctx, t.q(query), args...)
+	q := t.q(query)
+	var rows *sql.Rows
+	var err error
+	if st := t.prepared(q); st != nil {
+		rows, err = st.QueryContext(t.ctx, args...)
+	} else {
+		rows, err = t.tx.QueryContext(t.ctx, q, args...)
+	}
 	t.retryable(err)
 	return rows, err
 }
@@ -165,7 +197,14 @@ func (t table) query(rest string) string {
 }
 
 func (t *tx) exec(what, query string, args ...any) (sql.Result, error) {
-	res, err := t.tx.ExecContext(t.ctx, t.q(query), args...)
+	q := t.q(query)
+	var res sql.Result
+	var err error
+	if st := t.prepared(q); st != nil {
+		res, err = st.ExecContext(t.ctx, args...)
+	} else {
+		res, err = t.tx.ExecContext(t.ctx, q, args...)
+	}
 	if err != nil {
 		t.retryable(err)
 		return nil, fmt.Errorf("%s: %w", what, t.d.Err(err))

@@ -1,0 +1,63 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"drover/internal/hub/call"
+)
+
+// A hello that finds every slot taken for the whole wait is told to come
+// back later (never refused for good), and gets a slot once one is given
+// back.
+func TestAdmissionHelloFlood(t *testing.T) {
+	a := admission{slots: make(chan struct{}, 2), wait: 20 * time.Millisecond}
+	ctx := context.Background()
+	r1, err1 := a.enter(ctx)
+	_, err2 := a.enter(ctx)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("the first two hellos: %v, %v", err1, err2)
+	}
+	_, err := a.enter(ctx)
+	var cl call.Closed
+	if !errors.As(err, &cl) || cl.Code != call.CloseTryAgainLater {
+		t.Fatalf("a third hello with both slots taken: %v; want a close with CloseTryAgainLater", err)
+	}
+	r1()
+	if _, err := a.enter(ctx); err != nil {
+		t.Errorf("a hello after a slot was given back: %v", err)
+	}
+}
+
+// The descriptor warning is logged once when the hub crosses 80 % of its
+// limit, and cleared below 70 %.
+func TestNofileWarning(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	for _, step := range []struct {
+		open, limit   uint64
+		before, after bool   // warned before and after the check
+		want          string // in the log, "" for nothing
+	}{
+		{open: 700, limit: 1000},
+		{open: 800, limit: 1000, after: true, want: "near the limit"},
+		{open: 900, limit: 1000, before: true, after: true},
+		{open: 750, limit: 1000, before: true, after: true},
+		{open: 650, limit: 1000, before: true, want: "back below"},
+		{open: 5, limit: 0},
+	} {
+		buf.Reset()
+		got := nofileCheck(log, step.open, step.limit, step.before)
+		if step.want == "" && buf.Len() > 0 || step.want != "" && !strings.Contains(buf.String(), step.want) {
+			t.Errorf("%d of %d open: logged %q, want %q", step.open, step.limit, buf.String(), step.want)
+		}
+		if got != step.after {
+			t.Errorf("%d of %d open: warned %v, want %v", step.open, step.limit, got, step.after)
+		}
+	}
+}
