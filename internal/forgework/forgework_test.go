@@ -744,3 +744,35 @@ func TestGitHubAndGitLab(t *testing.T) {
 		})
 	}
 }
+
+// A second label delivery on an issue with a job starts none, and the
+// reason names a way to run it again that exists: the comment command
+// when the project has one, the CLI's retry when it has none.
+func TestRelabelledIssueSaysHowToRetry(t *testing.T) {
+	for _, command := range []string{"", "/drover"} {
+		e := newEnv(t)
+		e.on(apitypes.ForgeTriggersRequest{Label: "drover:fix", Command: command})
+		e.link("bob", "alice")
+		for _, d := range []string{"first", "second"} {
+			if code := e.deliver("issue_label", d, labeled(t, "alice")); code != http.StatusAccepted {
+				t.Fatalf("%s: status %d", d, code)
+			}
+			e.settled()
+		}
+		var ds []store.ForgeDelivery
+		if err := e.st.Read(t.Context(), func(tx store.Tx) error {
+			var err error
+			ds, err = tx.ForgeDeliveries(store.DeliveryRefused, 10)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := "(drover retry j-"
+		if command != "" {
+			want = "(" + command + " retry starts it again)"
+		}
+		if len(ds) != 1 || !strings.Contains(ds[0].Reason, want) {
+			t.Fatalf("command %q: refused deliveries %+v, want one saying %q", command, ds, want)
+		}
+	}
+}

@@ -172,7 +172,11 @@ func (s *Triggers) act(ctx context.Context, d store.ForgeDelivery) (jobID, refus
 			return "", "", err
 		}
 		if !own {
-			return "", fmt.Sprintf("the issue's labels changed, and it has job %s already (%s retry starts it again)", jobs[0], tr.Command), nil
+			again := "drover retry " + jobs[0]
+			if tr.Command != "" {
+				again = tr.Command + " retry"
+			}
+			return "", fmt.Sprintf("the issue's labels changed, and it has job %s already (%s starts it again)", jobs[0], again), nil
 		}
 	}
 	req, err := s.submission(ctx, tr, key, ev, act)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"drover/internal/forgethread"
+	"drover/internal/forgework"
 	"drover/internal/gitcmd"
 	"drover/internal/netpolicy"
 	"drover/internal/protocol"
@@ -91,6 +92,9 @@ type Config struct {
 	// threadForge opens a forge connection's threads in tests, in place
 	// of its client, until package forge's clients read threads.
 	threadForge func(f store.Forge) (forgethread.Forge, error)
+	// wrapForgework, in tests, stands between forge triggers and the
+	// hub's core (a load test's forge in memory).
+	wrapForgework func(forgework.Core) forgework.Core
 }
 
 func (c *Config) defaults() {

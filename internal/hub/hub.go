@@ -210,7 +210,11 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.watchers = append(h.watchers, h.evals) // an evaluation's item may be ready to grade
 	h.threads = forgethread.New(bgctx, threadCore{h}, forgethread.Config{Store: st, Logger: cfg.Logger, Now: h.now})
 	h.watchers = append(h.watchers, h.threads) // a thread's status comment may show a change
-	h.forgework = forgework.New(bgctx, forgeworkCore{h}, forgework.Config{Store: st, Logger: cfg.Logger, Now: h.now,
+	var fwCore forgework.Core = forgeworkCore{h}
+	if cfg.wrapForgework != nil {
+		fwCore = cfg.wrapForgework(fwCore)
+	}
+	h.forgework = forgework.New(bgctx, fwCore, forgework.Config{Store: st, Logger: cfg.Logger, Now: h.now,
 		Metrics: forgework.NewMetrics(h.metrics.reg)})
 	whc := cfg.Webhooks
 	whc.Store, whc.Logger, whc.Now = st, cfg.Logger, h.now
