@@ -18,9 +18,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"drover/internal/bench"
-	"drover/internal/chaos"
-
 	"drover/internal/client"
 )
 
@@ -104,7 +101,6 @@ func (a *app) newRoot() *cobra.Command {
 	pf.StringVar(&a.logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
 
 	root.AddCommand(
-		a.hubCmd(), a.upCmd(), a.demoCmd(),
 		a.loginCmd(), a.whoamiCmd(), a.usersCmd(),
 		a.runnerCmd(), a.runnersCmd(), a.hubsCmd(), a.accountsCmd(), a.fleetCmd(),
 		a.runCmd(), a.jobsCmd(), a.showCmd(), a.logsCmd(), a.cancelCmd(), a.retryCmd(),
@@ -115,9 +111,8 @@ func (a *app) newRoot() *cobra.Command {
 		a.webhooksCmd(),
 		a.signinCmd(),
 		a.sandboxInitCmd(), a.toolCmd(), a.versionCmd(),
-		bench.Command(),
-		chaos.Command(),
 	)
+	root.AddCommand(a.hubRoleCmds()...)
 	return root
 }
 

@@ -1,3 +1,5 @@
+//go:build !drover_runner
+
 package cli
 
 import (

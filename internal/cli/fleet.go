@@ -42,7 +42,7 @@ and revokes them.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&ff.hosts, "hosts-file", "", "the SSH hosts file (default $XDG_CONFIG_HOME/drover/fleet-hosts.json)")
-	pf.StringVar(&ff.hostBinary, "host-binary", "", "ssh: the drover binary copied to hosts (default this one; a lean one: go build -tags drover_nokube ./cmd/drover)")
+	pf.StringVar(&ff.hostBinary, "host-binary", "", "ssh: the drover binary copied to hosts (default this one; the lean one a runner host needs: drover-runner-*.tar.gz of scripts/release)")
 	pf.StringVar(&ff.image, "image", "", "docker/podman: the runner image (drover, git, bubblewrap, the agent CLIs)")
 	pf.StringVar(&ff.containerfile, "containerfile", "Containerfile", "docker/podman without --image: the Containerfile the runner image is built from")
 	pf.StringVar(&ff.network, "network", "", "docker/podman: the network runner containers join (one that reaches the hub)")

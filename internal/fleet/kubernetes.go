@@ -1,4 +1,4 @@
-//go:build !drover_nokube
+//go:build !drover_nokube && !drover_runner
 
 package fleet
 

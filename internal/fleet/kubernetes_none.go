@@ -1,4 +1,4 @@
-//go:build drover_nokube
+//go:build drover_nokube || drover_runner
 
 package fleet
 
@@ -8,6 +8,6 @@ import "errors"
 // (kubernetes.go holds the target), so that a runner binary copied to
 // hosts is lean.
 func openKubernetes(Config) (Target, error) {
-	return nil, errors.New("this drover was built without Kubernetes support (-tags drover_nokube): " +
+	return nil, errors.New("this drover was built without Kubernetes support (the runner host's build, or -tags drover_nokube): " +
 		"run 'drover fleet --on kubernetes' from a default build")
 }

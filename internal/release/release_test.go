@@ -48,9 +48,9 @@ func release(t *testing.T, dir string, args ...string) (stdout, stderr string, e
 	return o.String(), e.String(), err
 }
 
-// A release of the host's architecture: the archive and SHA256SUMS agree,
-// the binary in it reports the version given, and a second run at the same
-// commit writes the same bytes.
+// A release of the host's architecture: the two archives (the full build
+// and the runner host's) and SHA256SUMS agree, each binary reports the
+// version given, and a second run at the same commit writes the same bytes.
 func TestReleaseArchive(t *testing.T) {
 	if testing.Short() {
 		ciskip.Skipf(t, "-short: compiles the release binary")
@@ -60,7 +60,10 @@ func TestReleaseArchive(t *testing.T) {
 	}
 	needTools(t)
 	root := repoRoot(t)
-	name := "drover-" + testVersion + "-linux-" + runtime.GOARCH + ".tar.gz"
+	names := []string{
+		"drover-" + testVersion + "-linux-" + runtime.GOARCH + ".tar.gz",
+		"drover-runner-" + testVersion + "-linux-" + runtime.GOARCH + ".tar.gz",
+	}
 
 	var sums []string
 	for i := range 2 {
@@ -70,37 +73,85 @@ func TestReleaseArchive(t *testing.T) {
 		if _, stderr, err := release(t, root, "--allow-dirty", "--arch", runtime.GOARCH, "--version", testVersion, "--out", out); err != nil {
 			t.Fatalf("run %d: scripts/release: %v\n%s", i+1, err, stderr)
 		}
-		archive, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Fatalf("run %d: %v", i+1, err)
+		var want strings.Builder
+		for _, name := range names {
+			archive, err := os.ReadFile(filepath.Join(out, name))
+			if err != nil {
+				t.Fatalf("run %d: %v", i+1, err)
+			}
+			sum := sha256.Sum256(archive)
+			want.WriteString(hex.EncodeToString(sum[:]) + "  " + name + "\n")
 		}
-		sum := sha256.Sum256(archive)
-		want := hex.EncodeToString(sum[:]) + "  " + name + "\n"
 		got, err := os.ReadFile(filepath.Join(out, "SHA256SUMS"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(got) != want {
-			t.Fatalf("run %d: SHA256SUMS = %q, want %q", i+1, got, want)
+		if string(got) != want.String() {
+			t.Fatalf("run %d: SHA256SUMS = %q, want %q", i+1, got, want.String())
 		}
 		sums = append(sums, string(got))
 		if i > 0 {
 			continue
 		}
-		bin := extract(t, filepath.Join(out, name), strings.TrimSuffix(name, ".tar.gz")+"/drover")
-		cmd := exec.Command(bin, "version")
-		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-		v, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("drover version: %v", err)
+		for _, name := range names {
+			bin := extract(t, filepath.Join(out, name), strings.TrimSuffix(name, ".tar.gz")+"/drover")
+			if v := runDrover(t, bin, "version"); !strings.Contains(v, testVersion) {
+				t.Errorf("%s: drover version = %q, want %s", name, v, testVersion)
+			}
 		}
-		if !strings.Contains(string(v), testVersion) {
-			t.Errorf("drover version = %q, want %s", v, testVersion)
-		}
+		checkRunnerBuild(t, extract(t, filepath.Join(out, names[1]), strings.TrimSuffix(names[1], ".tar.gz")+"/drover"))
 	}
 	if sums[0] != sums[1] {
 		t.Errorf("two runs at the same commit differ:\n%s%s", sums[0], sums[1])
 	}
+}
+
+// runnerHostLimit is issue 30's bound on the binary a runner host gets.
+const runnerHostLimit = 80 << 20
+
+// checkRunnerBuild: the runner host's build runs a runner and drover's
+// tools but links none of the hub's store drivers or the Kubernetes client,
+// says where the hub is when asked for one, and stays under the bound.
+func checkRunnerBuild(t *testing.T, bin string) {
+	t.Helper()
+	fi, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("runner host's build: %d bytes", fi.Size())
+	if fi.Size() >= runnerHostLimit {
+		t.Errorf("the runner host's build is %d bytes, want under %d (80 MiB)", fi.Size(), runnerHostLimit)
+	}
+	mods, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	for _, m := range []string{"k8s.io/client-go", "modernc.org/sqlite", "github.com/jackc/pgx", "github.com/prometheus/client_golang"} {
+		if strings.Contains(string(mods), "\t"+m) {
+			t.Errorf("the runner host's build links %s", m)
+		}
+	}
+	for _, args := range [][]string{{"runner", "--help"}, {"tool", "--help"}, {"sandbox", "--help"}} {
+		runDrover(t, bin, args...)
+	}
+	cmd := exec.Command(bin, "hub")
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not in this build") {
+		t.Errorf("drover hub in the runner host's build: %v, %q; want a refusal saying it is not in this build", err, out)
+	}
+}
+
+// runDrover runs bin with args in an empty home and returns its stdout.
+func runDrover(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("drover %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
 }
 
 // extract writes member of the .tar.gz archive to a temporary file and
