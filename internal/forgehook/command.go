@@ -28,7 +28,8 @@ type Command struct {
 	Verb  string
 	Agent string // run's --agent; "" for the project's default
 	// Prompt is run's: the rest of the first line, then the comment's
-	// other lines. Untrusted text for the agent.
+	// other lines; address's: the other lines. Untrusted text for the
+	// agent.
 	Prompt string
 }
 
@@ -85,6 +86,14 @@ func ParseCommand(prefix, body string) (cmd Command, ok bool, err error) {
 	case VerbRetry, VerbCancel, VerbAddress:
 		if len(words) > 0 {
 			return Command{}, true, fmt.Errorf("%s %s takes nothing after it, not %q", prefix, cmd.Verb, rules.Clip(words[0], 40))
+		}
+		if cmd.Verb == VerbAddress {
+			// The review's words below the command reach the agent, as a
+			// review's requesting changes do.
+			cmd.Prompt = strings.TrimSpace(rest)
+			if err := rules.CheckPlainText("prompt", cmd.Prompt, true); err != nil {
+				return Command{}, true, err
+			}
 		}
 		return cmd, true, nil
 	case VerbRun:

@@ -65,7 +65,8 @@ func (a publishCore) job(ctx context.Context, id string, may func(store.Job, sto
 		}
 		out.Config = prj.Config
 		out.RepoDir = a.h.repos.Dir(j.Project)
-		return nil
+		out.Issue, err = publish.Issue(tx, id, prj.Config)
+		return err
 	})
 	out.URL = a.h.jobURL(id)
 	return out, err

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -104,8 +105,12 @@ func startHubWithURL(t *testing.T) (*testHub, *hookCapture) {
 // none, nor does a forged signature; an unlinked and a read-only user
 // start none and get one reply each. The job's agent (a scripted runner)
 // reads the issue in its context and asks; the question is a comment, the
-// requester's reply comment answers it, the job delivers, and the status
-// comment is edited to show it.
+// requester's reply comment answers it, the job delivers a commit, which
+// becomes a pull request closing the issue (the project publishes nothing
+// by itself), and the status comment is edited to link it. A review
+// comment /drover address on that pull request starts a second job from
+// its head, whose commit moves the same pull request's head: one pull
+// request; the review's delivery again starts nothing.
 func TestForgeTriggersOnGitea(t *testing.T) {
 	g := testkit.StartGitea(t)
 	th, capt := startHubWithURL(t)
@@ -150,7 +155,7 @@ func TestForgeTriggersOnGitea(t *testing.T) {
 		}
 	}
 	var tv apitypes.ForgeTriggersView
-	if code, e := th.call(th.admin, "PUT", "/projects/web/triggers", apitypes.ForgeTriggersRequest{Label: "drover:fix", Command: "/drover"}, &tv); code != http.StatusOK {
+	if code, e := th.call(th.admin, "PUT", "/projects/web/triggers", apitypes.ForgeTriggersRequest{Label: "drover:fix", Command: "/drover", Reviews: true}, &tv); code != http.StatusOK {
 		t.Fatalf("triggers: %d %+v", code, e)
 	}
 	var hooks []struct {
@@ -242,7 +247,8 @@ func TestForgeTriggersOnGitea(t *testing.T) {
 	// context and asks; the question is a comment in the issue; bob's reply
 	// there answers it (he is the requester: approved), the job runs again
 	// and completes, and the status comment shows it.
-	sr, _ := th.dial(th.registerRunnerOf(droverTokens["bob"], "r1"), protocol.Hello{Agents: []string{"exec", forgework.DefaultAgent}})
+	rtok := th.registerRunnerOf(droverTokens["bob"], "r1")
+	sr, _ := th.dial(rtok, protocol.Hello{Agents: []string{"exec", forgework.DefaultAgent}})
 	o := sr.offerFor(j.ID)
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 	if f := contextOf(t, sr, o.AttemptRef).Forge; f == nil || f.Number != issue.Number || !strings.Contains(f.Body, "It says recieve.") {
@@ -264,14 +270,121 @@ func TestForgeTriggersOnGitea(t *testing.T) {
 	if qs := contextOf(t, sr, o.AttemptRef).Questions; len(qs) != 1 || qs[0].Answer == nil || qs[0].Answer.Text != "help.txt" {
 		t.Fatalf("the answer in the job's context: %+v", qs)
 	}
+	// The agent's commit, on the head of the repository's main that the
+	// job started at.
+	parent := t.TempDir()
+	gitT(t, parent, "clone", "--quiet", g.URL+"/"+frepo+".git", "tools")
+	clone := filepath.Join(parent, "tools")
+	if head := gitT(t, clone, "rev-parse", "HEAD"); head != j.Base {
+		t.Fatalf("the job starts at %s, not main's head %s", j.Base, head)
+	}
+	fix := commitOn(t, clone, j.Base, "help.txt", "receive\n")
+	if a := th.publish(rtok, o.AttemptRef, fix, bundle(t, clone, fix, j.Base), "", false); a.code != http.StatusOK {
+		t.Fatalf("publish: %+v", a)
+	}
 	wantOK(t, sr.request(protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "Fixed the typo in help.txt."}))
 	wantOK(t, finishAs(sr, o.AttemptRef, job.AttemptCompleted, ""))
-	th.waitJob(j.ID, func(v apitypes.JobView) bool { return v.State == job.Completed })
+
+	// A job started from an issue ends as a pull request that closes it;
+	// the status comment is edited to link it.
+	pub := waitPublished(th, j.ID)
+	pr := onePR(t, g, repo)
+	if pub.Mode != apitypes.PublishPR || pub.PR != pr.Number || pr.Head.Ref != pub.Branch || pr.Head.SHA != fix ||
+		!strings.Contains(pr.Body, fmt.Sprintf("Closes #%d", issue.Number)) {
+		t.Fatalf("publication %+v, pull request %+v", pub, pr)
+	}
 	final := waitGiteaComments(t, g, repo, issue.Number, func(cs []giteaComment) bool {
-		return len(botComments(cs, owner, "✅ done")) == 1 && len(botComments(cs, owner, "Fixed the typo in help.txt.")) == 1
+		return len(botComments(cs, owner, "pull request #"+fmt.Sprint(pr.Number)+"]("+pr.URL+")")) == 1
 	})
-	if n := len(botComments(final, owner, "drover:job:"+j.ID)); n != 1 {
+	if n := len(botComments(final, owner, "drover:job:"+j.ID)); n != 1 || len(botComments(final, owner, "Fixed the typo in help.txt.")) != 1 {
 		t.Fatalf("%d status comments, want the one edited: %+v", n, final)
+	}
+
+	// A review on the pull request asks for more: a second job, from the
+	// pull request's head, whose result goes onto the same pull request.
+	g.API(t, tokens["bob"], http.MethodPost, fmt.Sprintf("%s/pulls/%d/reviews", repo, pr.Number),
+		map[string]any{"event": "COMMENT", "body": "/drover address\nSpell it in the README too."}, nil)
+	jobs = th.waitForgeJobs(2)
+	j2 := jobs[0]
+	if j2.ID == j.ID {
+		j2 = jobs[1]
+	}
+	if j2.Base != fix || j2.Requester != "bob" || !strings.Contains(j2.Args[0], fmt.Sprintf("pull request #%d of %s", pr.Number, frepo)) ||
+		!strings.Contains(j2.Args[0], "Spell it in the README too.") {
+		t.Fatalf("the review's job %+v", j2)
+	}
+	o = sr.offerFor(j2.ID)
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	if f := contextOf(t, sr, o.AttemptRef).Forge; f == nil || f.Number != pr.Number {
+		t.Fatalf("the forge section of the review's job's context: %+v", f)
+	}
+	more := commitOn(t, clone, fix, "README.md", "receive\n")
+	if a := th.publish(rtok, o.AttemptRef, more, bundle(t, clone, more, fix), "", false); a.code != http.StatusOK {
+		t.Fatalf("publish: %+v", a)
+	}
+	wantOK(t, sr.request(protocol.TypeDeliver, protocol.Deliver{AttemptRef: o.AttemptRef, Summary: "The README too."}))
+	wantOK(t, finishAs(sr, o.AttemptRef, job.AttemptCompleted, ""))
+	pub2 := waitPublished(th, j2.ID)
+	pr2 := onePR(t, g, repo)
+	if pub2.PR != pr.Number || pr2.Number != pr.Number || pr2.Head.Ref != pr.Head.Ref || pr2.Head.SHA != more {
+		t.Fatalf("the review's publication %+v, pull request %+v, want #%d's head moved to %s", pub2, pr2, pr.Number, more)
+	}
+
+	// The review's delivery again starts nothing.
+	d, ok = capt.find("pull_request_review_comment")
+	if !ok {
+		t.Fatal("no review delivery captured")
+	}
+	if code := th.redeliver(d, nil); code != http.StatusOK {
+		t.Fatalf("the review's redelivery: %d", code)
+	}
+	th.waitDeliveries()
+	if jobs := th.waitForgeJobs(2); len(jobs) != 2 {
+		t.Fatalf("jobs after the review's redelivery %+v", jobs)
+	}
+}
+
+// giteaPR is a pull request as Gitea's API reads it.
+type giteaPR struct {
+	Number int    `json:"number"`
+	URL    string `json:"html_url"`
+	Body   string `json:"body"`
+	Head   struct {
+		Ref string `json:"ref"`
+		SHA string `json:"sha"`
+	} `json:"head"`
+}
+
+// onePR is the one pull request of repo ("/repos/OWNER/NAME"), open or not.
+func onePR(t *testing.T, g *testkit.Gitea, repo string) giteaPR {
+	t.Helper()
+	var prs []giteaPR
+	g.API(t, g.AdminToken, http.MethodGet, repo+"/pulls?state=all", nil, &prs)
+	if len(prs) != 1 {
+		t.Fatalf("pull requests %+v, want one", prs)
+	}
+	return prs[0]
+}
+
+// waitPublished waits (minutes, on a busy machine) until job id is
+// completed and its publication ended, and returns it: done, or the test
+// fails.
+func waitPublished(th *testHub, id string) apitypes.PublicationView {
+	th.t.Helper()
+	deadline := time.After(3 * time.Minute)
+	for {
+		v := th.job(id)
+		if p := v.Publication; v.State == job.Completed && p != nil && p.State != string(store.PublicationPending) && p.State != string(store.PublicationPlanned) {
+			if p.State != string(store.PublicationDone) {
+				th.t.Fatalf("job %s's publication: %+v", id, p)
+			}
+			return *p
+		}
+		select {
+		case <-deadline:
+			th.t.Fatalf("job %s is %s, its publication %+v", id, v.State, v.Publication)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
@@ -326,6 +439,7 @@ func mustOpenGitea(t *testing.T, g *testkit.Gitea) forge.Client {
 // and returns them.
 func (th *testHub) waitForgeJobs(n int) []apitypes.JobView {
 	th.t.Helper()
+	deadline := time.After(3 * time.Minute)
 	for {
 		var list apitypes.JobList
 		if code, e := th.call(th.admin, "GET", "/jobs", nil, &list); code != http.StatusOK {
@@ -341,8 +455,8 @@ func (th *testHub) waitForgeJobs(n int) []apitypes.JobView {
 			return out
 		}
 		select {
-		case <-th.t.Context().Done():
-			th.t.Fatalf("%d forge jobs, want %d", len(out), n)
+		case <-deadline:
+			th.t.Fatalf("%d forge jobs, want %d; deliveries %s", len(out), n, th.deliveries())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -358,6 +472,28 @@ func (th *testHub) waitDeliveries() {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// deliveries says what came of each delivery the hub recorded.
+func (th *testHub) deliveries() string {
+	th.t.Helper()
+	var b strings.Builder
+	err := th.h.store.Read(th.t.Context(), func(tx store.Tx) error {
+		for _, st := range []store.ForgeDeliveryState{store.DeliveryPending, store.DeliveryDone, store.DeliveryRefused} {
+			ds, err := tx.ForgeDeliveries(st, 100)
+			if err != nil {
+				return err
+			}
+			for _, d := range ds {
+				fmt.Fprintf(&b, "\n%s %s job %q: %s (%d tries) %s", d.State, d.Delivery, d.JobID, d.Reason, d.Tries, d.Event)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	return b.String()
 }
 
 func (th *testHub) pendingDeliveries() int {

@@ -117,7 +117,8 @@ func defaultTitle(v apitypes.JobView) string {
 }
 
 // body is a pull request's description: what the job was asked, by whom,
-// its agent, attempts and cost, its page, and what the agent said it did.
+// the issue it closes, its agent, attempts and cost, its page, and what
+// the agent said it did.
 // The prompt and the agent's words go in code blocks (a fence longer than
 // any run of tildes in them), escaped as plain text: nothing from them is
 // rendered as markdown or HTML.
@@ -128,6 +129,11 @@ func body(j Job) string {
 		fmt.Fprintf(&b, "drover job [%s](%s) by %s.\n\n", v.ID, j.URL, mdText(v.Requester))
 	} else {
 		fmt.Fprintf(&b, "drover job %s by %s.\n\n", v.ID, mdText(v.Requester))
+	}
+	if j.Issue > 0 {
+		// The forges' closing keyword: the issue links the pull request,
+		// and merging it closes the issue.
+		fmt.Fprintf(&b, "Closes #%d.\n\n", j.Issue)
 	}
 	b.WriteString("Asked:\n\n")
 	writeBlock(&b, strings.Join(v.Args, " "))

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +56,7 @@ type Job struct {
 	View    apitypes.JobView
 	Config  store.ProjectConfig // its project's
 	RepoDir string              // the hub's bare repository of its project
+	Issue   int                 // the issue of its project's forge repository it was started from (Issue); 0 for none
 	URL     string              // its page on the hub; "" when the hub has no public URL
 }
 
@@ -235,13 +237,40 @@ func Intent(tx store.Tx, j store.Job, now time.Time) (bool, error) {
 		return false, fmt.Errorf("read project %s: %w", j.Project, err)
 	}
 	c := prj.Config
-	if (c.Publish != apitypes.PublishPR && c.Publish != apitypes.PublishBranch) || c.Forge == "" || c.ForgeRepo == "" {
+	if c.Forge == "" || c.ForgeRepo == "" {
 		return false, nil
 	}
+	mode := c.Publish
+	if mode != apitypes.PublishPR && mode != apitypes.PublishBranch {
+		// A job started from an issue on the forge ends as a pull request
+		// that closes it (body), though the project publishes nothing by
+		// itself: the issue's thread is where its requester looks for it.
+		n, err := Issue(tx, j.ID, c)
+		if err != nil || n == 0 {
+			return false, err
+		}
+		mode = apitypes.PublishPR
+	}
 	// The title is made from the prompt when it runs (run).
-	p := store.Publication{JobID: j.ID, Forge: c.Forge, Repo: c.ForgeRepo, Mode: c.Publish, Branch: BranchPrefix + j.ID,
+	p := store.Publication{JobID: j.ID, Forge: c.Forge, Repo: c.ForgeRepo, Mode: mode, Branch: BranchPrefix + j.ID,
 		Commit: j.Head, State: store.PublicationPending, CreatedAt: now, UpdatedAt: now}
 	return true, tx.PutPublication(p)
+}
+
+// Issue is the issue of the project's forge repository that job jobID was
+// started from (its thread, as internal/forgethread records it), 0 for
+// none: the pull request of its result closes that issue.
+func Issue(tx store.Tx, jobID string, cfg store.ProjectConfig) (int, error) {
+	t, err := tx.ForgeThread(jobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("read job %s's forge thread: %w", jobID, err)
+	}
+	if t.IsPR || t.Forge != cfg.Forge || !strings.EqualFold(t.Repo, cfg.ForgeRepo) {
+		return 0, nil
+	}
+	return t.Number, nil
 }
 
 // JobCompleted carries on the publication Intent recorded for job id. The
