@@ -493,6 +493,7 @@ type ForgeList struct {
 const (
 	PublishPR     = "pr"     // push the branch, open (or find) its pull request
 	PublishBranch = "branch" // push the branch only
+	PublishNone   = "none"   // nothing by itself, not even an issue's job (unset, "", lets those open one)
 	PublishToPR   = "to_pr"  // push onto an existing pull request's head, fast-forward only
 	PublishAGit   = "agit"   // Gitea/Forgejo: push to refs/for/BASE with a topic; no branch
 )

@@ -216,9 +216,6 @@ func (h *Hub) applyConfig(c store.ProjectConfig, req apitypes.ProjectConfigReque
 			*f.to = *f.from
 		}
 	}
-	if c.Publish == "none" {
-		c.Publish = ""
-	}
 	for _, f := range []struct {
 		to   *bool
 		from *bool

@@ -33,6 +33,7 @@ func TestIntentOfAJobFromAnIssue(t *testing.T) {
 		{"an issue's job", "", issue, apitypes.PublishPR, 7},
 		{"an issue's job, the repository spelled in another case", "", &store.ForgeThread{Forge: "gt", Repo: "Acme/Tools", Number: 7}, apitypes.PublishPR, 7},
 		{"an issue's job, a project that publishes branches", apitypes.PublishBranch, issue, apitypes.PublishBranch, 7},
+		{"an issue's job, a project set to publish nothing", apitypes.PublishNone, issue, "", 7},
 		{"a pull request's job", "", &store.ForgeThread{Forge: "gt", Repo: repo, Number: 7, IsPR: true}, "", 0},
 		{"another repository's issue", "", &store.ForgeThread{Forge: "gt", Repo: "acme/other", Number: 7}, "", 0},
 		{"another forge's issue", "", &store.ForgeThread{Forge: "gh", Repo: repo, Number: 7}, "", 0},

@@ -241,10 +241,14 @@ func Intent(tx store.Tx, j store.Job, now time.Time) (bool, error) {
 		return false, nil
 	}
 	mode := c.Publish
+	if mode == apitypes.PublishNone {
+		return false, nil
+	}
 	if mode != apitypes.PublishPR && mode != apitypes.PublishBranch {
 		// A job started from an issue on the forge ends as a pull request
-		// that closes it (body), though the project publishes nothing by
-		// itself: the issue's thread is where its requester looks for it.
+		// that closes it (body), though the project sets no default (an
+		// explicit none is kept): the issue's thread is where its
+		// requester looks for it.
 		n, err := Issue(tx, j.ID, c)
 		if err != nil || n == 0 {
 			return false, err

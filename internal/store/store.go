@@ -636,7 +636,8 @@ type ProjectConfig struct {
 	Forge     string `json:"forge,omitempty"`
 	ForgeRepo string `json:"forge_repo,omitempty"`
 	// Publish is what a completed job publishes by itself: "pr",
-	// "branch" or "" (nothing: drover publish does it).
+	// "branch", "none" (nothing: drover publish does it), or "" (as none,
+	// but a job started from an issue opens a pull request).
 	Publish string `json:"publish,omitempty"`
 	// DirectPush lets a publication push to the repository's default
 	// branch or a pull request's base; refused otherwise.
