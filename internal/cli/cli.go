@@ -112,6 +112,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.fetchCmd(), a.diffCmd(), a.publishCmd(), a.projectsCmd(), a.forgesCmd(),
 		a.pipelineCmd(), a.pipelinesCmd(),
 		a.webhooksCmd(),
+		a.compareCmd(), a.pickCmd(),
 		a.sandboxInitCmd(), a.toolCmd(), a.versionCmd(),
 		bench.Command(),
 		chaos.Command(),

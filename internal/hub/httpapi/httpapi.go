@@ -142,6 +142,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("PUT "+p+"/projects/{name}/secrets/{secret}", a.As(u, a.setSecret))
 	mux.Handle("DELETE "+p+"/projects/{name}/secrets/{secret}", a.As(u, a.removeSecret))
 	a.registerForgeWork(mux)
+	a.registerGroups(mux)
 }
 
 // bearer is the request's bearer token; its absence is a 401.
