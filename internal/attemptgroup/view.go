@@ -75,7 +75,7 @@ func (g *Groups) attempt(ctx context.Context, pv apitypes.PipelineView, k int, s
 		return a, nil
 	}
 	dir := g.core.Dir(pv.Project)
-	stat, err := g.cfg.Git.Out(ctx, dir, "diff", "--numstat", pv.Base, a.Commit)
+	stat, err := g.cfg.Git.Out(ctx, dir, "diff", "--no-ext-diff", "--no-textconv", "--numstat", pv.Base, a.Commit)
 	if err != nil {
 		return a, fmt.Errorf("diff attempt %d: %w", k, err)
 	}
@@ -90,7 +90,7 @@ func (g *Groups) attempt(ctx context.Context, pv apitypes.PipelineView, k int, s
 		del, _ := strconv.Atoi(f[1])
 		a.Added, a.Deleted = a.Added+add, a.Deleted+del
 	}
-	diff, err := g.cfg.Git.Out(ctx, dir, "diff", pv.Base, a.Commit)
+	diff, err := g.cfg.Git.Out(ctx, dir, "diff", "--no-ext-diff", "--no-textconv", pv.Base, a.Commit)
 	if err != nil {
 		return a, fmt.Errorf("diff attempt %d: %w", k, err)
 	}
