@@ -112,12 +112,17 @@ published as a pull request the usual way (drover publish). Only the group's
 requester or an admin picks; a group has one result: picking it again
 carries on its publication. An attempt that did not complete, or changed
 nothing, cannot be picked.`,
-		Args: exactArgs("GROUP", "ATTEMPT"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := exactArgs("GROUP", "ATTEMPT")(cmd, args); err != nil {
+				return err
+			}
+			if k, err := strconv.Atoi(args[1]); err != nil || k < 1 {
+				return usagef("ATTEMPT %q: want an attempt's number, from 1", args[1])
+			}
+			return nil
+		},
 	}, func(ctx context.Context, c *client.Client, args []string) (apitypes.GroupView, error) {
-		k, err := strconv.Atoi(args[1])
-		if err != nil || k < 1 {
-			return apitypes.GroupView{}, usagef("ATTEMPT %q: want an attempt's number, from 1", args[1])
-		}
+		k, _ := strconv.Atoi(args[1]) // checked by Args
 		return c.PickGroup(ctx, args[0], k)
 	}, func(w io.Writer, v apitypes.GroupView) error { return printGroup(w, v, false) })
 }
