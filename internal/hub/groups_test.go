@@ -267,3 +267,27 @@ func TestBadGroupRequestsStartNothing(t *testing.T) {
 		t.Fatalf("jobs after refusals: %d %v %+v", code, e, jobs)
 	}
 }
+
+// A group started again with the same key is the same group: its attempts
+// are not submitted twice.
+func TestGroupKeyStartsOnce(t *testing.T) {
+	th := startHub(t, Config{})
+	dir, base := sourceRepo(t)
+	th.push(dir, "web", base)
+	req := apitypes.GroupRequest{Project: "web", Base: base, Prompt: "p", Attempts: 2, Agent: "claude", Key: "k1"}
+	var first, again apitypes.GroupView
+	if code, e := th.call(th.admin, "POST", "/groups", req, &first); code != http.StatusCreated {
+		t.Fatalf("start: %d %v", code, e)
+	}
+	if code, e := th.call(th.admin, "POST", "/groups", req, &again); code != http.StatusOK || again.ID != first.ID {
+		t.Fatalf("start again: %d %v %s, want 200 and group %s", code, e, again.ID, first.ID)
+	}
+	var jobs apitypes.JobList
+	waitFor(t, "the attempts' jobs", func() bool {
+		th.call(th.admin, "GET", "/jobs", nil, &jobs)
+		return len(jobs.Jobs) >= 2
+	})
+	if code, e := th.call(th.admin, "GET", "/jobs", nil, &jobs); code != http.StatusOK || len(jobs.Jobs) != 2 {
+		t.Fatalf("jobs: %d %v, %d of them, want 2", code, e, len(jobs.Jobs))
+	}
+}
