@@ -320,7 +320,9 @@ func (ps *pass) step(ctx context.Context, s *spec.Step) error {
 	// A loop's repeated step may have later rounds: its output is its
 	// latest round's, once that is done.
 	r := ps.latestRun(s.ID)
-	if r != nil && r.State == store.RunFailed && s.Optional {
+	// An optional step that failed or ended unknown did not succeed: only
+	// what depends on it is skipped, and no person is waited for.
+	if r != nil && (r.State == store.RunFailed || r.State == store.RunUnknown) && s.Optional {
 		ps.out[s.ID] = &output{failed: true}
 		return nil
 	}
@@ -385,6 +387,9 @@ func (ps *pass) settled(s *spec.Step, r *store.PipelineRun) bool {
 		}
 		ps.failed = fmt.Sprintf("step %s (%s) failed: %s", s.ID, r.Key, r.Reason)
 	case store.RunUnknown:
+		if s.Optional {
+			return false // as a failure: the step's own walk records it
+		}
 		ps.human = fmt.Sprintf("step %s's job %s ended unknown: it may have run; check it, then drover pipeline retry %s %s", s.ID, r.JobID, ps.p.ID, s.ID)
 	case store.RunNeedsHuman:
 		ps.human = fmt.Sprintf("step %s: %s", s.ID, r.Reason)
