@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,7 +123,7 @@ func check(req apitypes.GroupRequest) ([]attempt, error) {
 	}
 	names := req.Agents
 	if len(names) == 0 {
-		names = slicesRepeat(strings.TrimSpace(req.Agent), n)
+		names = slices.Repeat([]string{strings.TrimSpace(req.Agent)}, n)
 	}
 	out := make([]attempt, n)
 	for i, s := range names {
@@ -139,14 +140,6 @@ func check(req apitypes.GroupRequest) ([]attempt, error) {
 		out[i] = attempt{agent: ag, account: acct}
 	}
 	return out, nil
-}
-
-func slicesRepeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
-	}
-	return out
 }
 
 // stepID names attempt k's steps.
