@@ -110,6 +110,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.evalCmd(),
 		a.webhooksCmd(),
 		a.signinCmd(),
+		a.compareCmd(), a.pickCmd(),
 		a.sandboxInitCmd(), a.toolCmd(), a.versionCmd(),
 	)
 	root.AddCommand(a.hubRoleCmds()...)

@@ -29,8 +29,9 @@ func (a *app) runCmd() *cobra.Command {
 	var labels []string
 	var wait, asJSON, tools bool
 	var src sourceOptions
+	var group groupOptions
 	cmd := &cobra.Command{
-		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--network none|POLICY,...] [--model M] [--label k=v]... [--key K] [--wait] [--json] -- ARGS...",
+		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--network none|POLICY,...] [--model M] [--label k=v]... [--key K] [--wait] [--json] [--attempts N [--agents A,B,...] [--verify CMD]] -- ARGS...",
 		Short: "Submit a job and print its id",
 		Long: `Submit a job and print its id (or, with --json, the job).
 
@@ -71,9 +72,21 @@ transcript on it (on the same runner, if you may use it there).
 --network narrows what the agent of a job on a project may reach: none, or
 some of the network policies its project's owner chose (drover projects
 config PROJECT). A policy the project does not allow is refused: a job never
-widens its project's network.`,
+widens its project's network.
+
+--attempts N runs N attempts at the prompt side by side on the same base
+(--repo): N sibling jobs, each in its own worktree, spread across runners,
+with --agent for all or --agents one per attempt (AGENT or AGENT:ACCOUNT,
+e.g. claude,codex,native:local). --verify CMD runs CMD at each attempt's
+commit in its own sandbox. It prints the group's id: drover compare GROUP
+shows the attempts side by side, drover pick GROUP ATTEMPT keeps one.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if group.on(cmd) {
+				return a.runGroup(cmd, group, src, agent, key, modelName, asJSON, args)
+			} else if cmd.Flags().Changed("verify") {
+				return usagef("--verify goes with --attempts N")
+			}
 			req, err := submitRequest(agent, labels, key, args)
 			if err != nil {
 				return err
@@ -127,6 +140,7 @@ widens its project's network.`,
 	f.StringVar(&network, "network", "", "narrow the agent's network: none, or some of the project's policies (comma-separated); never wider than the project allows")
 	f.StringVar(&account, "account", "", "run a vendor agent's job only under this runner account (id or label; see drover accounts)")
 	src.addFlags(cmd)
+	group.addFlags(cmd)
 	return cmd
 }
 

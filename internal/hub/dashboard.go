@@ -143,6 +143,11 @@ func (d dashboard) Pipeline(ctx context.Context, u web.User, id string) (apitype
 	return v, d.pageError(err)
 }
 
+func (d dashboard) Group(ctx context.Context, u web.User, id string) (apitypes.GroupView, error) {
+	v, err := d.h.groups.CompareGroup(ctx, as(u), id)
+	return v, d.pageError(err)
+}
+
 func (d dashboard) Accounts(ctx context.Context, u web.User) (apitypes.AccountList, error) {
 	out, err := d.h.Accounts(ctx, as(u))
 	return out, d.pageError(err)

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"drover/internal/attemptgroup"
 	"drover/internal/auth"
 	"drover/internal/eval"
 	"drover/internal/forgethread"
@@ -82,6 +83,9 @@ type Hub struct {
 	webhooks *webhook.Hooks
 	// signin signs users in to the dashboard with a forge (internal/signin)
 	signin *signin.Flow
+	// groups are several attempts side by side, each a pipeline's step
+	// (internal/attemptgroup)
+	groups *attemptgroup.Groups
 
 	fleet fleetState // what autoscalers wait on
 	x     crossHub   // the other hubs on the database (hints.go)
@@ -220,6 +224,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	whc.Store, whc.Logger, whc.Now = st, cfg.Logger, h.now
 	h.webhooks = webhook.New(bgctx, webhookCore{h}, whc)
 	h.watchers = append(h.watchers, h.webhooks) // the job's change is in the outbox: send it
+	h.groups = attemptgroup.New(groupCore{h}, attemptgroup.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger, Now: h.now})
 	h.bg.Add(5)
 	go func() {
 		defer h.bg.Done()

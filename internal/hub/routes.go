@@ -2,6 +2,7 @@ package hub
 
 import (
 	"drover/internal/eval"
+	"drover/internal/attemptgroup"
 	"net/http"
 
 	"drover/internal/apitypes"
@@ -29,13 +30,14 @@ type apiCore struct {
 	*webhook.Hooks
 	*signin.Flow
 	*eval.Evals
+	*attemptgroup.Groups
 }
 
 var _ httpapi.Core = apiCore{}
 
 func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
-	api := httpapi.New(apiCore{h, h.publisher, h.pipelines, h.forgework, h.webhooks, h.signin, h.evals}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
+	api := httpapi.New(apiCore{h, h.publisher, h.pipelines, h.forgework, h.webhooks, h.signin, h.evals, h.groups}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
 	api.Register(mux)
 	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", api.As(store.TokenRunner, h.gateway.Serve))
 	mux.Handle(githttp.Prefix, h.gitServer())

@@ -63,6 +63,9 @@ type output struct {
 	commit  string
 	summary string
 	items   []string // a for_each step's items' commits, in item order
+	// failed: an optional step that failed, or a step skipped for one;
+	// the steps that depend on it are skipped.
+	failed bool
 }
 
 // runKey names a run: "ID#ROUND", or "ID[ITEM]#ROUND".
@@ -292,6 +295,11 @@ func (ps *pass) step(ctx context.Context, s *spec.Step) error {
 			return nil
 		}
 	}
+	for _, d := range s.DependsOn {
+		if ps.out[d].failed {
+			return ps.skip(ctx, s, d)
+		}
+	}
 	switch {
 	case s.Kind == spec.KindIntegrate:
 		return ps.integrate(ctx, s)
@@ -312,6 +320,12 @@ func (ps *pass) step(ctx context.Context, s *spec.Step) error {
 	// A loop's repeated step may have later rounds: its output is its
 	// latest round's, once that is done.
 	r := ps.latestRun(s.ID)
+	// An optional step that failed or ended unknown did not succeed: only
+	// what depends on it is skipped, and no person is waited for.
+	if r != nil && (r.State == store.RunFailed || r.State == store.RunUnknown) && s.Optional {
+		ps.out[s.ID] = &output{failed: true}
+		return nil
+	}
 	if r == nil || !ps.settled(s, r) {
 		return nil
 	}
@@ -323,6 +337,20 @@ func (ps *pass) step(ctx context.Context, s *spec.Step) error {
 	}
 	ps.out[s.ID] = &output{commit: r.Commit, summary: r.Summary}
 	return nil
+}
+
+// skip records step s skipped because dep, which it depends on, failed
+// (an optional step) or was skipped itself.
+func (ps *pass) skip(ctx context.Context, s *spec.Step, dep string) error {
+	ps.out[s.ID] = &output{failed: true}
+	key := runKey(s.ID, -1, 1)
+	if r := ps.runs[key]; r != nil && r.State == store.RunSkipped {
+		return nil
+	}
+	now := ps.e.cfg.Now()
+	r := &store.PipelineRun{PipelineID: ps.p.ID, Key: key, Step: s.ID, Round: 1, Item: -1, State: store.RunSkipped,
+		Reason: fmt.Sprintf("step %s did not succeed", dep), CreatedAt: now, UpdatedAt: now}
+	return ps.save(ctx, r, "step_skipped", fmt.Sprintf("step %s skipped: step %s did not succeed", key, dep))
 }
 
 // gateScript is a gate step's job: it asks its question through drover's
@@ -354,8 +382,14 @@ func (ps *pass) settled(s *spec.Step, r *store.PipelineRun) bool {
 	case store.RunDone, store.RunSkipped:
 		return true
 	case store.RunFailed:
+		if s.Optional {
+			return false // the step's own walk records it failed
+		}
 		ps.failed = fmt.Sprintf("step %s (%s) failed: %s", s.ID, r.Key, r.Reason)
 	case store.RunUnknown:
+		if s.Optional {
+			return false // as a failure: the step's own walk records it
+		}
 		ps.human = fmt.Sprintf("step %s's job %s ended unknown: it may have run; check it, then drover pipeline retry %s %s", s.ID, r.JobID, ps.p.ID, s.ID)
 	case store.RunNeedsHuman:
 		ps.human = fmt.Sprintf("step %s: %s", s.ID, r.Reason)
@@ -469,6 +503,9 @@ func (ps *pass) start(ctx context.Context, s *spec.Step, item int, itemValue str
 	r.Hash = s.Hash("input="+input, "text="+text, "feedback="+feedback)
 	var res store.StepResult
 	err := ps.e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		if s.Fresh {
+			return store.ErrNotFound // a fresh step runs its own job
+		}
 		var err error
 		res, err = tx.StepResult(ps.p.Project, r.Hash)
 		return err
@@ -531,6 +568,7 @@ func (ps *pass) request(s *spec.Step, item, input, feedback string) (apitypes.Su
 		req.Args = []string{"sh", "-c", gateScript, "drover-gate", text}
 	default:
 		req.Agent, req.Model, req.Mode, req.Tools = s.Agent, s.Model, s.Mode, s.Tools || ps.delivers[s.ID]
+		req.Account = s.Account
 		text = spec.Expand(s.Prompt, look)
 		if feedback != "" {
 			text += "\n\nThe review of your last round found the following (JSON); address every finding:\n\n" + feedback
@@ -604,8 +642,10 @@ func (ps *pass) refresh(ctx context.Context, r *store.PipelineRun) error {
 			r.Commit = r.Input
 		}
 		msg = fmt.Sprintf("step %s done: job %s left %s, cost $%.4f, %d tokens", r.Key, v.ID, short(r.Commit), r.CostUSD, r.Tokens)
-		result = &store.StepResult{Project: ps.p.Project, Hash: r.Hash, JobID: v.ID, Commit: r.Commit,
-			Summary: r.Summary, CostUSD: r.CostUSD, Tokens: r.Tokens, CreatedAt: r.UpdatedAt}
+		if s := ps.byID[r.Step]; s == nil || !s.Fresh {
+			result = &store.StepResult{Project: ps.p.Project, Hash: r.Hash, JobID: v.ID, Commit: r.Commit,
+				Summary: r.Summary, CostUSD: r.CostUSD, Tokens: r.Tokens, CreatedAt: r.UpdatedAt}
+		}
 	} else if reason != "" {
 		msg += ": " + reason
 	}

@@ -872,3 +872,65 @@ func TestReplayNeedsNoSweep(t *testing.T) {
 		t.Fatalf("replayed result %s, want %s", v.Result, c2)
 	}
 }
+
+const siblings = `name: siblings
+steps:
+  - id: a1
+    kind: exec
+    command: [sh, try.sh]
+    optional: true
+    fresh: true
+  - id: a2
+    kind: exec
+    command: [sh, try.sh, again]
+    optional: true
+    fresh: true
+  - id: v1
+    kind: exec
+    depends_on: [a1]
+    command: [sh, verify.sh]
+    optional: true
+  - id: v2
+    kind: exec
+    depends_on: [a2]
+    command: [sh, verify.sh]
+    optional: true
+`
+
+// An optional step's failure (here an unknown end, which would otherwise
+// wait for a person) fails no sibling: the pipeline ends done, the steps
+// after it skipped; and a fresh step runs its own job every time,
+// never replaying an earlier run's.
+func TestOptionalFailureSkipsOnlyWhatFollowsAndFreshNeverReplays(t *testing.T) {
+	r := newRig(t)
+	v := r.run(siblings, nil)
+	a1, a2 := r.waitJob(v.ID, "a1#1"), r.waitJob(v.ID, "a2#1")
+	r.core.finish(a1.ID, job.Unknown, "", "")
+	r.e.JobChanged(a1.ID)
+	r.done(a2, r.commit(r.base, "a.txt", "two\n"), "")
+	r.done(r.waitJob(v.ID, "v2#1"), "", "")
+	got := r.waitState(v.ID, "done")
+	states := map[string]string{}
+	for _, s := range got.Steps {
+		states[s.ID] = s.State
+	}
+	want := map[string]string{"a1": "unknown", "a2": "done", "v1": "skipped", "v2": "done"}
+	for id, w := range want {
+		if states[id] != w {
+			t.Errorf("step %s is %q, want %q (all: %v)", id, states[id], w, states)
+		}
+	}
+	if len(r.core.cancelled) != 0 {
+		t.Errorf("a sibling's failure cancelled %v", r.core.cancelled)
+	}
+	// The same file again: the fresh steps run new jobs; v2's verify of
+	// the same commit is not fresh, but a2 makes a new job, so nothing
+	// replays before it ends.
+	before := r.core.submissions()
+	w := r.run(siblings, nil)
+	r.waitJob(w.ID, "a1#1")
+	r.waitJob(w.ID, "a2#1")
+	if n := r.core.submissions() - before; n != 2 {
+		t.Errorf("the second run submitted %d jobs, want 2 (fresh steps never replay)", n)
+	}
+}

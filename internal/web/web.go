@@ -93,6 +93,9 @@ type Backend interface {
 	// pipeline's page follows it through Changed(""): its steps are jobs.
 	Pipelines(ctx context.Context, u User) ([]apitypes.PipelineView, error)
 	Pipeline(ctx context.Context, u User, id string) (apitypes.PipelineView, error)
+	// Group is a group of attempts side by side, with their diffs; an
+	// unknown one and one the user may not see alike not found.
+	Group(ctx context.Context, u User, id string) (apitypes.GroupView, error)
 
 	// Accounts are the user's accounts, best first, then those shared
 	// with the user; MoveAccount puts one of the user's own at a position
@@ -205,6 +208,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /pipelines", s.page(s.pipelines))
 	mux.HandleFunc("GET /pipelines/{id}", s.page(s.pipeline))
 	mux.HandleFunc("GET /pipelines/{id}/live", s.signedIn(s.livePipeline))
+	mux.HandleFunc("GET /groups/{id}", s.page(s.group))
 	mux.HandleFunc("GET /questions", s.page(s.questions))
 	mux.HandleFunc("GET /projects", s.page(s.projects))
 	mux.HandleFunc("GET /approve", s.getApprove)

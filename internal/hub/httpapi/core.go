@@ -30,6 +30,14 @@ type Core interface {
 	SignIn
 	OIDC
 	Evals
+	Groups
+}
+
+// Groups are several attempts side by side (internal/attemptgroup).
+type Groups interface {
+	StartGroup(ctx context.Context, p call.Caller, req apitypes.GroupRequest) (apitypes.GroupView, bool, error)
+	CompareGroup(ctx context.Context, p call.Caller, id string) (apitypes.GroupView, error)
+	PickGroup(ctx context.Context, p call.Caller, id string, req apitypes.GroupPickRequest) (apitypes.GroupView, error)
 }
 
 // SignIn is signing in to the dashboard with a forge (internal/signin).

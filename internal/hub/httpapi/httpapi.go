@@ -148,6 +148,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("DELETE "+p+"/projects/{name}/secrets/{secret}", a.As(u, a.removeSecret))
 	a.registerForgeWork(mux)
 	a.registerOIDC(mux)
+	a.registerGroups(mux)
 }
 
 // bearer is the request's bearer token; its absence is a 401.

@@ -81,6 +81,15 @@ type Step struct {
 	Loop    *Loop    `yaml:"loop,omitempty" json:"loop,omitempty"`
 	ForEach *ForEach `yaml:"for_each,omitempty" json:"for_each,omitempty"`
 	Limits  Limits   `yaml:"limits,omitempty" json:"limits,omitempty"`
+	// Account pins an agent step's job to one runner account (its id or
+	// label), as drover run --account does.
+	Account string `yaml:"account,omitempty" json:"account,omitempty"`
+	// Optional: the step's failure does not fail the pipeline; the steps
+	// that depend on it are skipped (best-of-N attempts, each verified).
+	Optional bool `yaml:"optional,omitempty" json:"optional,omitempty"`
+	// Fresh: the step always runs its own job; it neither replays a
+	// recorded result nor records one (sibling attempts of one task).
+	Fresh bool `yaml:"fresh,omitempty" json:"fresh,omitempty"`
 
 	// Line is where the step starts in its file, for messages.
 	Line int `yaml:"-" json:"-"`

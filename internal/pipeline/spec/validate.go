@@ -114,17 +114,18 @@ func (v *validator) step(s *Step) error {
 		"agent": s.Agent != "", "model": s.Model != "", "mode": s.Mode != "", "tools": s.Tools,
 		"prompt": s.Prompt != "", "prompt_file": s.PromptFile != "", "command": len(s.Command) > 0,
 		"steps": len(s.Steps) > 0, "loop": s.Loop != nil, "for_each": s.ForEach != nil,
-		"limits": s.Limits != Limits{},
+		"limits": s.Limits != Limits{}, "account": s.Account != "",
+		"optional": s.Optional, "fresh": s.Fresh,
 	}
 	var takes []string
 	switch s.Kind {
 	case KindAgent:
-		takes = []string{"agent", "model", "mode", "tools", "prompt", "prompt_file", "loop", "for_each", "limits"}
+		takes = []string{"agent", "model", "mode", "tools", "prompt", "prompt_file", "loop", "for_each", "limits", "account", "optional", "fresh"}
 		if err := v.agent(s); err != nil {
 			return err
 		}
 	case KindExec:
-		takes = []string{"command", "loop", "for_each", "limits"}
+		takes = []string{"command", "loop", "for_each", "limits", "optional", "fresh"}
 		if len(s.Command) == 0 {
 			return v.stepErr(s, "an exec step needs a command")
 		}
@@ -166,6 +167,9 @@ func (v *validator) step(s *Step) error {
 			return v.stepErr(s, "a %s step takes no %s", s.Kind, k)
 		}
 	}
+	if (s.Optional || s.Fresh) && (s.Loop != nil || s.ForEach != nil) {
+		return v.stepErr(s, "optional and fresh are for a plain step, not a loop or a for_each")
+	}
 	if err := v.loop(s); err != nil {
 		return err
 	}
@@ -183,6 +187,8 @@ func (v *validator) agent(s *Step) error {
 		return v.stepErr(s, "mode %q is not %s or %s", s.Mode, protocol.ModeObserve, protocol.ModeFix)
 	case s.Model != "" && rules.CheckPlainText("model", s.Model, false) != nil:
 		return v.stepErr(s, "%v", rules.CheckPlainText("model", s.Model, false))
+	case s.Account != "" && rules.CheckPlainText("account", s.Account, false) != nil:
+		return v.stepErr(s, "%v", rules.CheckPlainText("account", s.Account, false))
 	case strings.TrimSpace(s.Prompt) == "":
 		return v.stepErr(s, "an agent step needs a prompt or a prompt_file")
 	}

@@ -1,2 +1,2 @@
--- Placeholder on the eval branch only: the oidc/attempts branches own this number; delete this file when merging them.
+-- Unused: this number was kept for a branch that needed no migration; migrations stay numbered without gaps.
 SELECT 1;
