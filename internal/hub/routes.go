@@ -1,8 +1,8 @@
 package hub
 
 import (
-	"drover/internal/eval"
 	"drover/internal/attemptgroup"
+	"drover/internal/eval"
 	"net/http"
 
 	"drover/internal/apitypes"
