@@ -1,11 +1,11 @@
 package hub
 
 import (
-	"drover/internal/attemptgroup"
-	"drover/internal/eval"
 	"net/http"
 
 	"drover/internal/apitypes"
+	"drover/internal/attemptgroup"
+	"drover/internal/eval"
 	"drover/internal/forgework"
 	"drover/internal/githttp"
 	"drover/internal/hub/call"
