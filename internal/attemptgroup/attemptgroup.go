@@ -18,21 +18,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
-	"drover/internal/agent/facts"
 	"drover/internal/apitypes"
+	"drover/internal/attemptgroup/request"
 	"drover/internal/gitcmd"
 	"drover/internal/hub/call"
 	"drover/internal/pipeline/spec"
 	"drover/internal/protocol"
 	"drover/internal/publish"
-	"drover/internal/rules"
 	"drover/internal/store"
 )
 
@@ -62,11 +59,7 @@ type Config struct {
 	Now    func() time.Time
 }
 
-// Limits on a group.
 const (
-	MaxAttempts = 10
-	// MaxDiff bounds each attempt's diff in a comparison.
-	MaxDiff = 256 << 10
 	// file is the name of a group's pipeline, which marks it as a group.
 	file = "drover-attempts"
 	name = "attempts"
@@ -93,61 +86,12 @@ func New(core Core, cfg Config) *Groups {
 	return &Groups{core: core, cfg: cfg}
 }
 
-// attempt is one attempt's agent, as a group's request names it.
-type attempt struct{ agent, account string }
-
-// Check checks a group request as the hub will (the CLI checks before it
-// pushes anything): nothing starts when any of it is wrong.
-func Check(req apitypes.GroupRequest) error {
-	_, err := check(req)
-	return err
-}
-
-// check reads a group request whole, and returns its attempts' agents.
-func check(req apitypes.GroupRequest) ([]attempt, error) {
-	n := req.Attempts
-	if n == 0 {
-		n = len(req.Agents)
-	}
-	switch {
-	case n < 1:
-		return nil, call.BadRequest("a group needs at least one attempt (--attempts N)")
-	case n > MaxAttempts:
-		return nil, call.BadRequest("%d attempts; the limit is %d", n, MaxAttempts)
-	case len(req.Agents) > 0 && len(req.Agents) != n:
-		return nil, call.BadRequest("%d agents for %d attempts: name one agent per attempt, or none", len(req.Agents), n)
-	case len(req.Agents) == 0 && strings.TrimSpace(req.Agent) == "":
-		return nil, call.BadRequest("the attempts need an agent (--agent, or --agents one per attempt)")
-	case strings.TrimSpace(req.Prompt) == "":
-		return nil, call.BadRequest("the attempts need a prompt")
-	}
-	names := req.Agents
-	if len(names) == 0 {
-		names = slices.Repeat([]string{strings.TrimSpace(req.Agent)}, n)
-	}
-	out := make([]attempt, n)
-	for i, s := range names {
-		ag, acct, _ := strings.Cut(strings.TrimSpace(s), ":")
-		e, ok := facts.Lookup(ag)
-		switch {
-		case !ok:
-			return nil, call.BadRequest("attempt %d: unknown agent %q (known: %s)", i+1, ag, strings.Join(facts.Names(), ", "))
-		case !e.Prompt():
-			return nil, call.BadRequest("attempt %d: agent %q takes no prompt", i+1, ag)
-		case strings.Contains(s, ":") && rules.CheckPlainText("account", acct, false) != nil:
-			return nil, call.BadRequest("attempt %d: account of %q: %v", i+1, s, rules.CheckPlainText("account", acct, false))
-		}
-		out[i] = attempt{agent: ag, account: acct}
-	}
-	return out, nil
-}
-
 // stepID names attempt k's steps.
 func stepID(kind string, k int) string { return kind + "-" + strconv.Itoa(k) }
 
 // pipelineOf is the pipeline file of a group. The prompt and the verify
 // command are params, so nothing in them is read as a template.
-func pipelineOf(req apitypes.GroupRequest, as []attempt) ([]byte, map[string]string, error) {
+func pipelineOf(req apitypes.GroupRequest, as []request.Attempt) ([]byte, map[string]string, error) {
 	pl := spec.Pipeline{Name: name, Params: []spec.Param{{Name: "prompt"}}}
 	params := map[string]string{"prompt": req.Prompt}
 	if req.Verify != "" {
@@ -156,7 +100,7 @@ func pipelineOf(req apitypes.GroupRequest, as []attempt) ([]byte, map[string]str
 	}
 	for i, a := range as {
 		k := i + 1
-		pl.Steps = append(pl.Steps, spec.Step{ID: stepID("attempt", k), Kind: spec.KindAgent, Agent: a.agent, Account: a.account,
+		pl.Steps = append(pl.Steps, spec.Step{ID: stepID("attempt", k), Kind: spec.KindAgent, Agent: a.Agent, Account: a.Account,
 			Model: req.Model, Mode: protocol.ModeFix, Prompt: "{{params.prompt}}", Optional: true, Fresh: true})
 	}
 	if req.Verify != "" {
@@ -174,7 +118,7 @@ func pipelineOf(req apitypes.GroupRequest, as []attempt) ([]byte, map[string]str
 
 // StartGroup checks a group request and starts its pipeline.
 func (g *Groups) StartGroup(ctx context.Context, c call.Caller, req apitypes.GroupRequest) (apitypes.GroupView, bool, error) {
-	as, err := check(req)
+	as, err := request.Check(req)
 	if err != nil {
 		return apitypes.GroupView{}, false, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/attemptgroup/request"
 )
 
 // view is a group from its pipeline: each attempt's step and verify step,
@@ -94,8 +95,8 @@ func (g *Groups) attempt(ctx context.Context, pv apitypes.PipelineView, k int, s
 	if err != nil {
 		return a, fmt.Errorf("diff attempt %d: %w", k, err)
 	}
-	if len(diff) > MaxDiff {
-		diff, a.DiffTruncated = strings.ToValidUTF8(diff[:MaxDiff], ""), true
+	if len(diff) > request.MaxDiff {
+		diff, a.DiffTruncated = strings.ToValidUTF8(diff[:request.MaxDiff], ""), true
 	}
 	a.Diff = diff
 	return a, nil

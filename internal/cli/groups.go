@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"drover/internal/apitypes"
-	"drover/internal/attemptgroup"
+	"drover/internal/attemptgroup/request"
 	"drover/internal/client"
 	"drover/internal/hub/call"
 )
@@ -26,7 +26,7 @@ type groupOptions struct {
 
 func (o *groupOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.IntVar(&o.attempts, "attempts", 0, fmt.Sprintf("run N attempts side by side on the same base (at most %d); see drover compare, drover pick", attemptgroup.MaxAttempts))
+	f.IntVar(&o.attempts, "attempts", 0, fmt.Sprintf("run N attempts side by side on the same base (at most %d); see drover compare, drover pick", request.MaxAttempts))
 	f.StringSliceVar(&o.agents, "agents", nil, "with --attempts: each attempt's agent, AGENT or AGENT:ACCOUNT (native:ACCOUNT), one per attempt")
 	f.StringVar(&o.verify, "verify", "", "with --attempts: a shell command run at each attempt's commit in its own sandbox, e.g. \"go test ./...\"")
 }
@@ -53,7 +53,7 @@ func (a *app) runGroup(cmd *cobra.Command, o groupOptions, src sourceOptions, ag
 	}
 	req := apitypes.GroupRequest{Attempts: o.attempts, Agents: o.agents, Agent: strings.TrimSpace(agent), Model: modelName,
 		Verify: o.verify, Key: key, Prompt: strings.Join(args, " ")}
-	if err := attemptgroup.Check(req); err != nil {
+	if _, err := request.Check(req); err != nil {
 		var r *call.Refusal
 		if errors.As(err, &r) {
 			return usagef("%s", r.Msg)
@@ -172,7 +172,7 @@ func printGroup(w io.Writer, v apitypes.GroupView, diffs bool) error {
 			fprintf(w, "%s\n", strings.TrimSuffix(line, "\n"))
 		}
 		if at.DiffTruncated {
-			fprintf(w, "(diff cut at %d bytes: drover diff %s shows it whole)\n", attemptgroup.MaxDiff, at.Job)
+			fprintf(w, "(diff cut at %d bytes: drover diff %s shows it whole)\n", request.MaxDiff, at.Job)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/attemptgroup"
+	"drover/internal/attemptgroup/request"
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -242,7 +243,7 @@ func TestBadGroupRequestsStartNothing(t *testing.T) {
 	for name, mod := range map[string]func(*apitypes.GroupRequest){
 		"no attempts":      func(r *apitypes.GroupRequest) { r.Attempts = 0 },
 		"negative":         func(r *apitypes.GroupRequest) { r.Attempts = -1 },
-		"too many":         func(r *apitypes.GroupRequest) { r.Attempts = attemptgroup.MaxAttempts + 1 },
+		"too many":         func(r *apitypes.GroupRequest) { r.Attempts = request.MaxAttempts + 1 },
 		"unknown agent":    func(r *apitypes.GroupRequest) { r.Agent = "nosuch" },
 		"agents count":     func(r *apitypes.GroupRequest) { r.Agents = []string{"claude", "codex", "claude"} },
 		"agent in agents":  func(r *apitypes.GroupRequest) { r.Agents = []string{"claude", "nosuch"} },

@@ -1,0 +1,66 @@
+// Package request is the rule of an attempt group's request, one rule for
+// the CLI (which checks before it pushes anything) and the hub: a light
+// package, so that the CLI of a runner host's build links none of the
+// hub's.
+package request
+
+import (
+	"slices"
+	"strings"
+
+	"drover/internal/agent/facts"
+	"drover/internal/apitypes"
+	"drover/internal/hub/call"
+	"drover/internal/rules"
+)
+
+// Limits on a group.
+const (
+	MaxAttempts = 10
+	// MaxDiff bounds each attempt's diff in a comparison.
+	MaxDiff = 256 << 10
+)
+
+// Attempt is one attempt's agent, as a group's request names it.
+type Attempt struct{ Agent, Account string }
+
+// Check checks a group request as the hub will (the CLI checks before it
+// pushes anything): nothing starts when any of it is wrong.
+// It returns the attempts' agents.
+func Check(req apitypes.GroupRequest) ([]Attempt, error) {
+	n := req.Attempts
+	if n == 0 {
+		n = len(req.Agents)
+	}
+	switch {
+	case n < 1:
+		return nil, call.BadRequest("a group needs at least one attempt (--attempts N)")
+	case n > MaxAttempts:
+		return nil, call.BadRequest("%d attempts; the limit is %d", n, MaxAttempts)
+	case len(req.Agents) > 0 && len(req.Agents) != n:
+		return nil, call.BadRequest("%d agents for %d attempts: name one agent per attempt, or none", len(req.Agents), n)
+	case len(req.Agents) == 0 && strings.TrimSpace(req.Agent) == "":
+		return nil, call.BadRequest("the attempts need an agent (--agent, or --agents one per attempt)")
+	case strings.TrimSpace(req.Prompt) == "":
+		return nil, call.BadRequest("the attempts need a prompt")
+	}
+	names := req.Agents
+	if len(names) == 0 {
+		names = slices.Repeat([]string{strings.TrimSpace(req.Agent)}, n)
+	}
+	out := make([]Attempt, n)
+	for i, s := range names {
+		ag, acct, _ := strings.Cut(strings.TrimSpace(s), ":")
+		e, ok := facts.Lookup(ag)
+		switch {
+		case !ok:
+			return nil, call.BadRequest("attempt %d: unknown agent %q (known: %s)", i+1, ag, strings.Join(facts.Names(), ", "))
+		case !e.Prompt():
+			return nil, call.BadRequest("attempt %d: agent %q takes no prompt", i+1, ag)
+		case strings.Contains(s, ":") && rules.CheckPlainText("account", acct, false) != nil:
+			return nil, call.BadRequest("attempt %d: account of %q: %v", i+1, s, rules.CheckPlainText("account", acct, false))
+		}
+		out[i] = Attempt{Agent: ag, Account: acct}
+	}
+	return out, nil
+}
