@@ -523,10 +523,16 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, scrub 
 	// parses) would then have its request cut and its stream with it. The
 	// proxy serves HTTP/1.1, whose writer supports it.
 	http.NewResponseController(w).EnableFullDuplex()
-	var up, down countingReader
+	var down countingReader
+	up := &fencedBody{}
 	if r.Body != nil && r.Body != http.NoBody {
 		up.r = r.Body
-		r.Body = &up
+		r.Body = up
+		// The transport may still read the body when the proxy answers
+		// (an upstream it could not reach); net/http reads the client's
+		// next request as the handler returns, and two reads of one
+		// connection at once panic: no read outlives the handler.
+		defer up.fence()
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -575,6 +581,42 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, scrub 
 	rp.ServeHTTP(w, r)
 	ev.Up, ev.Down = up.n.Load(), down.n.Load()
 	p.cfg.Log(ev)
+}
+
+// fencedBody is a request body whose reads end with its handler: fence
+// waits (boundedly) for a read in progress, and reads after it fail.
+type fencedBody struct {
+	mu     sync.Mutex
+	r      io.ReadCloser
+	n      atomic.Int64
+	fenced bool
+}
+
+func (f *fencedBody) Read(b []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fenced {
+		return 0, io.ErrClosedPipe
+	}
+	n, err := f.r.Read(b)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func (f *fencedBody) Close() error { return f.r.Close() }
+
+// fence waits up to a second for a read in progress: one blocked on a
+// client that sends no more is left to end with the connection.
+func (f *fencedBody) fence() {
+	deadline := time.Now().Add(time.Second)
+	for !f.mu.TryLock() {
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.fenced = true
+	f.mu.Unlock()
 }
 
 type countingReader struct {
