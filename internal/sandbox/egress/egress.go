@@ -586,9 +586,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, scrub 
 // fencedBody is a request body whose reads end with its handler: fence
 // waits (boundedly) for a read in progress, and reads after it fail.
 type fencedBody struct {
-	mu     sync.Mutex
-	r      io.ReadCloser
-	n      atomic.Int64
+	mu sync.Mutex
+	countingReader
 	fenced bool
 }
 
@@ -598,12 +597,8 @@ func (f *fencedBody) Read(b []byte) (int, error) {
 	if f.fenced {
 		return 0, io.ErrClosedPipe
 	}
-	n, err := f.r.Read(b)
-	f.n.Add(int64(n))
-	return n, err
+	return f.countingReader.Read(b)
 }
-
-func (f *fencedBody) Close() error { return f.r.Close() }
 
 // fence waits up to a second for a read in progress: one blocked on a
 // client that sends no more is left to end with the connection.
