@@ -524,7 +524,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, scrub 
 	// proxy serves HTTP/1.1, whose writer supports it.
 	http.NewResponseController(w).EnableFullDuplex()
 	var down countingReader
-	up := &fencedBody{}
+	up := newFencedBody()
 	if r.Body != nil && r.Body != http.NoBody {
 		up.r = r.Body
 		r.Body = up
@@ -586,14 +586,18 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev Event, scrub 
 // fencedBody is a request body whose reads end with its handler: fence
 // waits (boundedly) for a read in progress, and reads after it fail.
 type fencedBody struct {
-	mu sync.Mutex
+	// turn is a one-slot lock: a read holds it, and fence can give up
+	// waiting for it, which sync.Mutex cannot.
+	turn chan struct{}
 	countingReader
 	fenced bool
 }
 
+func newFencedBody() *fencedBody { return &fencedBody{turn: make(chan struct{}, 1)} }
+
 func (f *fencedBody) Read(b []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.turn <- struct{}{}
+	defer func() { <-f.turn }()
 	if f.fenced {
 		return 0, io.ErrClosedPipe
 	}
@@ -603,15 +607,14 @@ func (f *fencedBody) Read(b []byte) (int, error) {
 // fence waits up to a second for a read in progress: one blocked on a
 // client that sends no more is left to end with the connection.
 func (f *fencedBody) fence() {
-	deadline := time.Now().Add(time.Second)
-	for !f.mu.TryLock() {
-		if time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(time.Millisecond)
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case f.turn <- struct{}{}:
+		f.fenced = true
+		<-f.turn
+	case <-t.C:
 	}
-	f.fenced = true
-	f.mu.Unlock()
 }
 
 type countingReader struct {
