@@ -87,9 +87,10 @@ func (g Git) env(extra []string) []string {
 	return append(env, extra...)
 }
 
-// Run runs git and returns its stdout (unless c.Stdout is set). A failure
-// carries git's stderr in the error.
-func (g Git) Run(ctx context.Context, c Cmd) ([]byte, error) {
+// Command is the git process of c, with the safety config and sanitized
+// environment, not yet started: for a caller that talks to it while it
+// runs (c.Stdout is not used).
+func (g Git) Command(ctx context.Context, c Cmd) *exec.Cmd {
 	bin := g.Bin
 	if bin == "" {
 		bin = "git"
@@ -106,24 +107,42 @@ func (g Git) Run(ctx context.Context, c Cmd) ([]byte, error) {
 	cmd.Dir = c.Dir
 	cmd.Env = g.env(c.Env)
 	cmd.Stdin = c.Stdin
+	return cmd
+}
+
+// Run runs git and returns its stdout (unless c.Stdout is set). A failure
+// carries git's stderr in the error.
+func (g Git) Run(ctx context.Context, c Cmd) ([]byte, error) {
+	cmd := g.Command(ctx, c)
 	var out, errb bytes.Buffer
 	cmd.Stdout = &out
 	if c.Stdout != nil {
 		cmd.Stdout = c.Stdout
 	}
-	cmd.Stderr = &limitedBuffer{b: &errb, max: 64 << 10}
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(errb.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return out.Bytes(), &Error{Args: c.Args, Code: ee.ExitCode(), Stderr: msg}
-		}
-		return out.Bytes(), fmt.Errorf("git %s: %w", firstArg(c.Args), err)
+	cmd.Stderr = LimitedWriter(&errb)
+	err := cmd.Run()
+	return out.Bytes(), ExitError(c.Args, err, errb.String())
+}
+
+// LimitedWriter keeps the first 64 KiB written to b: git's stderr, quoted
+// in errors.
+func LimitedWriter(b *bytes.Buffer) io.Writer { return &limitedBuffer{b: b, max: 64 << 10} }
+
+// ExitError is the error of a git process with args that ended with err
+// (nil: none) and wrote stderr.
+func ExitError(args []string, err error, stderr string) error {
+	if err == nil {
+		return nil
 	}
-	return out.Bytes(), nil
+	msg := strings.TrimSpace(stderr)
+	if msg == "" {
+		msg = err.Error()
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &Error{Args: args, Code: ee.ExitCode(), Stderr: msg}
+	}
+	return fmt.Errorf("git %s: %w", firstArg(args), err)
 }
 
 // Out runs git in dir and returns its trimmed stdout.

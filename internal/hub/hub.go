@@ -174,7 +174,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		reg:       newRegistry(),
 		waits:     map[string]*waiter{},
 		stalls:    map[string]*logStallInfo{},
-		repos:     hubrepo.Repos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git},
+		repos:     hubrepo.Repos{Root: filepath.Join(cfg.DataDir, "repos"), Git: cfg.Git, Refs: &hubrepo.RefSessions{Git: cfg.Git}},
 		locks:     newKeyLocks(cfg.DataDir),
 		x:         crossHub{hints: hintsFor(cfg, st)},
 		id:        ids.New("h"),
@@ -420,6 +420,7 @@ func (h *Hub) Close() error {
 		h.webhooks.Wait()
 	}
 	h.leave()
+	h.repos.Refs.Close()
 	if h.scratch != nil {
 		h.scratch.release()
 	}

@@ -46,6 +46,8 @@ type Repos struct {
 	// a directory of this process's own (several hubs may share Root), on
 	// Root's file system. "" keeps them in Root.
 	Scratch string
+	// Refs, when set, moves refs through long-lived git processes.
+	Refs *RefSessions
 }
 
 // scratch is the parent of a transient directory: Scratch, or fallback
@@ -138,6 +140,14 @@ func (r Repos) Ref(ctx context.Context, project, ref string) (string, error) {
 func (r Repos) UpdateRef(ctx context.Context, project, ref, newID, oldID string) error {
 	if oldID == "" {
 		oldID = gitcmd.ZeroID
+	}
+	if r.Refs != nil {
+		if ok, err := r.Refs.Update(ctx, r.Dir(project), ref, newID, oldID); ok {
+			if err != nil {
+				return fmt.Errorf("update %s in %s: %w", ref, project, err)
+			}
+			return nil
+		}
 	}
 	args := []string{"update-ref", "-m", "drover", ref, newID, oldID}
 	if newID == "" {
