@@ -5,7 +5,8 @@
 // nil survives a power cut, not only a crash. Writes go through a pool of one
 // connection whose transactions begin IMMEDIATE, so they are serialized in
 // the process and take the database write lock up front (no deadlocking
-// upgrade from a read lock). Reads use a separate query-only pool; under WAL
+// upgrade from a read lock); writes that wait meanwhile commit together
+// (group.go). Reads use a separate query-only pool; under WAL
 // they see the last commit and never wait for the writer.
 package sqlite
 
@@ -49,6 +50,7 @@ type Store struct {
 	// Each pool's statements, counted and kept prepared: SQLite would
 	// parse every statement of every transaction again.
 	ws, rs *sqlstore.Stmts
+	g      groups // writes waiting to commit together (group.go)
 }
 
 // Open opens (creating if needed) the database at path and applies any
@@ -134,19 +136,6 @@ func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	_, err = sqlstore.Run(ctx, sqlTx, &dialect, s.rs, fn)
-	return err
-}
-
-// Write runs fn in a write transaction and commits it durably. If fn returns
-// an error the transaction is rolled back and that error returned as is.
-// fn runs at most once. Do not call Write from inside fn: the write pool has
-// one connection, so a nested Write waits forever (until ctx ends).
-func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
-	sqlTx, err := beginWrite(ctx, s.w)
-	if err != nil {
-		return err
-	}
-	_, err = sqlstore.Run(ctx, sqlTx, &dialect, s.ws, fn)
 	return err
 }
 

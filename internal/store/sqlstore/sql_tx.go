@@ -312,3 +312,28 @@ func noLimit(limit int) int64 {
 	}
 	return int64(limit)
 }
+
+// RunPart runs fn in sqlTx inside a savepoint and does not commit: the
+// writes of several callers then share one commit. fn's error undoes its
+// own writes only, and is returned mapped by the dialect. broken reports
+// that sqlTx cannot go on (the savepoint could not be taken or undone):
+// the caller rolls it all back.
+func RunPart(ctx context.Context, sqlTx *sql.Tx, d *Dialect, stmts *Stmts, fn func(store.Tx) error) (err error, broken bool) {
+	if _, err := sqlTx.ExecContext(ctx, "SAVEPOINT part"); err != nil {
+		return d.Err(err), true
+	}
+	t := &tx{ctx: ctx, tx: sqlTx, d: d, stmts: stmts}
+	if err := fn(t); err != nil {
+		if _, rerr := sqlTx.ExecContext(ctx, "ROLLBACK TO part"); rerr != nil {
+			return d.Err(err), true
+		}
+		if _, rerr := sqlTx.ExecContext(ctx, "RELEASE part"); rerr != nil {
+			return d.Err(err), true
+		}
+		return d.Err(err), false
+	}
+	if _, err := sqlTx.ExecContext(ctx, "RELEASE part"); err != nil {
+		return d.Err(err), true
+	}
+	return nil, false
+}
