@@ -56,6 +56,9 @@ type Options struct {
 	// Reconnect restarts the hub after the CPU window and measures the
 	// idle fleet's return (Reconnect).
 	Reconnect bool
+	// Abuse > 0 measures the API under hostile clients after the CPU
+	// window, with that many slow clients (see Abuse).
+	Abuse int
 }
 
 const warmupJobs = 5
@@ -105,6 +108,10 @@ func (o *Options) normalize() error {
 	switch {
 	case o.Burst < 0:
 		return errors.New("bench: --burst must not be negative")
+	case o.Abuse < 0:
+		return errors.New("bench: --abuse must not be negative")
+	case o.Abuse > 0 && o.Owners > 0:
+		return errors.New("bench: --abuse is not measured with --owners")
 	case o.Burst > 0 && o.Owners > 0:
 		return errors.New("bench: --burst is not measured with --owners")
 	case o.BurstEach && o.Burst > 0 && o.Runners[0] < 2:
@@ -137,6 +144,7 @@ type Result struct {
 	Profile   string        // Options.Profile
 	Bursts    []Burst       // with Options.BurstEach, one per runner count
 	Reconnect *Reconnect    // nil without Options.Reconnect
+	Abuse     *Abuse        // nil without Options.Abuse
 	// HubMetrics is whether the hub served its Prometheus metrics
 	// (--metrics-listen), from which Memory's Go figures come.
 	HubMetrics bool
@@ -263,7 +271,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.Binary = bin
 	// Per runner: one WebSocket in the bench, one in the hub (same limit,
 	// inherited); pollers come later, after the runners are gone.
-	need := uint64(o.maxRunners()) + 256
+	need := uint64(o.maxRunners()) + uint64(o.Abuse) + 256
 	if o.Owners > 0 {
 		need += uint64(o.maxRunners()) // two hubs at once
 	}
@@ -323,6 +331,9 @@ func (o *Options) command() string {
 	}
 	if o.Burst > 0 {
 		s += fmt.Sprintf(" --burst %d", o.Burst)
+	}
+	if o.Abuse > 0 {
+		s += fmt.Sprintf(" --abuse %d", o.Abuse)
 	}
 	if o.Profile != "" {
 		// The profile's own settings are the flags above; this says so.
@@ -451,6 +462,16 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 	res.IdleCPU = c
 	if err := checkFleet(hp, fl); err != nil {
 		return err
+	}
+	if o.Abuse > 0 {
+		ab, err := measureAbuse(ctx, o, hp, api)
+		if err != nil {
+			return err
+		}
+		res.Abuse = &ab
+		if err := checkFleet(hp, fl); err != nil {
+			return err
+		}
 	}
 	if o.Reconnect {
 		rc, err := measureReconnect(ctx, o, hp, fl)

@@ -454,8 +454,8 @@ func TestBenchProfileSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{Binary: bin, Dir: t.TempDir()}
-	given := map[string]bool{"runners": true, "jobs": true, "burst": true, "idle": true, "settle": true}
-	o.Runners, o.Jobs, o.Burst, o.Idle, o.Settle = []int{2, 4}, 3, 6, time.Second, 200*time.Millisecond
+	given := map[string]bool{"runners": true, "jobs": true, "burst": true, "idle": true, "settle": true, "abuse": true}
+	o.Runners, o.Jobs, o.Burst, o.Idle, o.Settle, o.Abuse = []int{2, 4}, 3, 6, time.Second, 200*time.Millisecond, 5
 	pr.apply(&o, func(f string) bool { return given[f] })
 	var progress bytes.Buffer
 	o.Progress = &progress
@@ -477,6 +477,9 @@ func TestBenchProfileSmoke(t *testing.T) {
 	if rc := res.Reconnect; rc == nil || rc.Runners != 3 || rc.All < rc.Down || rc.Down <= 0 || rc.Refused != 0 {
 		t.Errorf("reconnect: %+v", res.Reconnect)
 	}
+	if ab := res.Abuse; ab == nil || ab.Slow != 5 || ab.Churned == 0 || ab.Quiet.P99 <= 0 || ab.Churn.P99 <= 0 || ab.Slowed.P99 <= 0 || ab.FDs[2] <= ab.FDs[0] {
+		t.Errorf("abuse: %+v; want every phase timed, the slow clients' descriptors counted", res.Abuse)
+	}
 	if m := res.Memory[1]; m.Added != 2 || m.Connect <= 0 {
 		t.Errorf("connect time not measured: %+v", m)
 	}
@@ -484,7 +487,8 @@ func TestBenchProfileSmoke(t *testing.T) {
 	if err := res.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"### Summary (profile quick)", "burst rate with 4 runners ÷ with 2", "hub restart: all 3 runners", "statements per burst job"} {
+	for _, want := range []string{"### Summary (profile quick)", "burst rate with 4 runners ÷ with 2", "hub restart: all 3 runners", "statements per burst job",
+		"GET /api/v1/jobs p99 quiet / a runner churning / 5 slow clients", "### The API under hostile clients"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
@@ -510,6 +514,7 @@ func TestProfiles(t *testing.T) {
 	for name, o := range map[string]Options{
 		"burst each, one runner": {Runners: []int{1, 10}, Burst: 5, BurstEach: true},
 		"restart, no idle":       {Runners: []int{1}, Reconnect: true},
+		"negative abuse":         {Runners: []int{1}, Abuse: -1},
 	} {
 		o.Binary = "drover"
 		if err := o.normalize(); err == nil {

@@ -46,8 +46,10 @@ target runner one of those ways. Samples alternate between the hubs.
 
 --profile NAME takes a published set of settings (docs/benchmarks.md,
 "Issue 30"): quick (CI-sized), burst (2,000 jobs with 10 and with 1,000
-runners connected, the ratio in one run) and idle10k (10,000 idle runners,
-a hub restart they all come back from, dispatch among them). A profile
+runners connected, the ratio in one run), abuse (the API's latency while a
+runner churns its connection and 1,000 slow clients hold connections) and
+idle10k (10,000 idle runners, a hub restart they all come back from,
+dispatch among them). A profile
 measures the burst at every runner count and the statements per job, and
 prints a summary table first.
 
@@ -98,7 +100,8 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 	f.IntVar(&o.Owners, "owners", 0, "instead: compare dispatch latency at the largest --runners count with the runners owned by this many users (access rules deciding) against the same fleet owned by the admin")
 	f.StringVar(&o.Sharing, "sharing", "", "with --owners, how the runners are shared: mixed (40% private, 30% with 1-3 users, 20% with a project, 10% hub-wide)")
 	f.IntVar(&o.Burst, "burst", 0, "also submit this many jobs at once after the CPU window, for the idle runners to take (dispatch and completion rate)")
-	f.StringVar(&profileName, "profile", "", "a published set of settings (quick, burst, idle10k; docs/benchmarks.md): bursts at every runner count, a hub restart (quick, idle10k), no polling baseline; flags given as well override its counts and durations")
+	f.IntVar(&o.Abuse, "abuse", 0, "also time GET /api/v1/jobs after the CPU window: quiet, while a runner opens and drops its connection in a loop, and while this many slow clients hold connections with unfinished headers")
+	f.StringVar(&profileName, "profile", "", "a published set of settings (quick, burst, abuse, idle10k; docs/benchmarks.md): bursts at every runner count, a hub restart (quick, idle10k), no polling baseline; flags given as well override its counts and durations")
 	f.BoolVar(&markdown, "markdown", false, "print the report as a Markdown section for docs/benchmarks.md")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (durations in nanoseconds, sizes in bytes), for scripts such as scripts/bench-compare")
 	return cmd

@@ -18,6 +18,7 @@ type profile struct {
 	settle      time.Duration
 	burst       int
 	reconnect   bool
+	abuse       int
 }
 
 // profiles are the published settings (docs/benchmarks.md, "Issue 30").
@@ -26,9 +27,11 @@ type profile struct {
 // polling baseline.
 var profiles = []profile{
 	{name: "quick", about: "CI-sized: 10 and 100 runners, 20 latency jobs, a 100-job burst at each, a hub restart",
-		runners: []int{10, 100}, jobs: 20, idle: 2 * time.Second, settle: time.Second, burst: 100, reconnect: true},
+		runners: []int{10, 100}, jobs: 20, idle: 2 * time.Second, settle: time.Second, burst: 100, reconnect: true, abuse: 20},
 	{name: "burst", about: "bursts that should not depend on the fleet: 2,000 jobs with 10 and with 1,000 runners connected",
 		runners: []int{10, 1000}, jobs: 50, idle: 5 * time.Second, settle: 2 * time.Second, burst: 2000},
+	{name: "abuse", about: "the API under hostile clients with 1,000 runners connected: a runner churning its connection, 1,000 slow clients",
+		runners: []int{10, 1000}, jobs: 20, idle: 5 * time.Second, settle: 2 * time.Second, abuse: 1000},
 	{name: "idle10k", about: "10,000 idle runners: connect, idle CPU and memory, a hub restart, dispatch to one among them (no burst: see burst)",
 		runners: []int{10, 10000}, jobs: 100, idle: 60 * time.Second, settle: 5 * time.Second, reconnect: true},
 }
@@ -59,6 +62,7 @@ func (p profile) apply(o *Options, given func(flag string) bool) {
 	set("idle", func() { o.Idle = p.idle })
 	set("settle", func() { o.Settle = p.settle })
 	set("burst", func() { o.Burst = p.burst })
+	set("abuse", func() { o.Abuse = p.abuse })
 	o.Reconnect = p.reconnect
 }
 
@@ -144,6 +148,9 @@ func (r *Result) writeProfile(p func(format string, args ...any)) {
 				p("| statements per burst job, %d runners | %.1f | — |", b.Runners, float64(b.Statements)/float64(b.Jobs))
 			}
 		}
+	}
+	if ab := r.Abuse; ab != nil {
+		p("| GET /api/v1/jobs p99 quiet / a runner churning / %d slow clients | %s / %s / %s | reported |", ab.Slow, ms(ab.Quiet.P99), ms(ab.Churn.P99), ms(ab.Slowed.P99))
 	}
 	p("")
 }

@@ -217,6 +217,9 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 	}
 	p("")
 	r.writeBurst(p)
+	if r.Abuse != nil {
+		r.Abuse.writeMarkdown(p)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -334,6 +337,11 @@ func (r *Result) WriteText(w io.Writer) error {
 		p("burst of %d jobs with %d runners: dispatched in %s (%.1f jobs/s), completed in %s (%.1f jobs/s); submit → offer p50 %s, p99 %s",
 			bu.Jobs, bu.Runners, bu.Dispatched.Round(time.Millisecond), bu.DispatchRate(), bu.Completed.Round(time.Millisecond), bu.CompleteRate(),
 			ms(bu.Offer.P50), ms(bu.Offer.P99))
+	}
+	if ab := r.Abuse; ab != nil {
+		p("GET /api/v1/jobs p50 / p99: quiet %s / %s; a runner churning (%d connections) %s / %s; %d slow clients %s / %s; %d failed; hub descriptors %v of %s",
+			ms(ab.Quiet.P50), ms(ab.Quiet.P99), ab.Churned, ms(ab.Churn.P50), ms(ab.Churn.P99), ab.Slow, ms(ab.Slowed.P50), ms(ab.Slowed.P99),
+			ab.Failed, ab.FDs, limitText(ab.MaxFDs))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
