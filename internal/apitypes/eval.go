@@ -85,6 +85,7 @@ type EvalItemView struct {
 	Graded     string  `json:"graded,omitempty"`
 	CostUSD    float64 `json:"cost_usd"`
 	Tokens     int64   `json:"tokens"`
+	PatchBytes int     `json:"patch_bytes"` // the size of its model_patch
 }
 
 // EvalView is an evaluation and its items.
@@ -98,7 +99,16 @@ type EvalView struct {
 	Repeats   int            `json:"repeats"`
 	CreatedAt time.Time      `json:"created_at"`
 	Counts    map[string]int `json:"counts"` // items by state
-	Items     []EvalItemView `json:"items,omitempty"`
+	// Done of Total items ended (refused lines are items that ended);
+	// Resolved of Graded samples passed their tests. CostUSD and Tokens
+	// are the agents' so far.
+	Done     int            `json:"done"`
+	Total    int            `json:"total"`
+	Resolved int            `json:"resolved"`
+	Graded   int            `json:"graded"`
+	CostUSD  float64        `json:"cost_usd"`
+	Tokens   int64          `json:"tokens"`
+	Items    []EvalItemView `json:"items,omitempty"`
 }
 
 // EvalRepeat is one repeat's share of resolved samples.
