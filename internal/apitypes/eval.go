@@ -63,7 +63,10 @@ type EvalRunRequest struct {
 	Exec  string `json:"exec,omitempty"`
 	Model string `json:"model,omitempty"`
 	// Name is the predictions' model_name_or_path (default: the agent).
-	Name        string     `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Dataset names the dataset for the list (the CLI sends its file's
+	// name); it is not part of the default key.
+	Dataset     string     `json:"dataset,omitempty"`
 	Attempts    int        `json:"attempts,omitempty"`
 	Repeats     int        `json:"repeats,omitempty"`
 	MaxParallel int        `json:"max_parallel,omitempty"`
@@ -95,6 +98,7 @@ type EvalView struct {
 	Reason    string         `json:"reason,omitempty"`
 	Agent     string         `json:"agent"`
 	Name      string         `json:"name"`
+	Dataset   string         `json:"dataset,omitempty"`
 	Attempts  int            `json:"attempts"`
 	Repeats   int            `json:"repeats"`
 	CreatedAt time.Time      `json:"created_at"`

@@ -24,6 +24,7 @@ type Params struct {
 	MaxParallel int     `json:"max_parallel"`
 	MaxCostUSD  float64 `json:"max_cost_usd,omitempty"`
 	GradeWallS  int     `json:"grade_wall_s"`
+	Dataset     string  `json:"dataset,omitempty"`
 }
 
 // Limits and defaults of a run's settings.
@@ -42,7 +43,7 @@ const (
 // params checks a request's settings and fills in the defaults.
 func params(req apitypes.EvalRunRequest) (Params, error) {
 	p := Params{Exec: req.Exec, Model: req.Model, Attempts: req.Attempts, Repeats: req.Repeats,
-		MaxParallel: req.MaxParallel, MaxCostUSD: req.MaxCostUSD, GradeWallS: req.GradeWallS}
+		MaxParallel: req.MaxParallel, MaxCostUSD: req.MaxCostUSD, GradeWallS: req.GradeWallS, Dataset: req.Dataset}
 	p.Attempts, p.Repeats = max(p.Attempts, 1), max(p.Repeats, 1)
 	if p.MaxParallel == 0 {
 		p.MaxParallel = DefaultMaxParallel
@@ -73,8 +74,10 @@ func params(req apitypes.EvalRunRequest) (Params, error) {
 			return p, call.BadRequest("%v", err)
 		}
 	}
-	if err := rules.CheckPlainText("name", req.Name, false); err != nil || len(req.Name) > 200 {
-		return p, call.BadRequest("name: plain text of up to 200 bytes")
+	for _, f := range []struct{ name, v string }{{"name", req.Name}, {"dataset", req.Dataset}} {
+		if err := rules.CheckPlainText(f.name, f.v, false); err != nil || len(f.v) > 200 {
+			return p, call.BadRequest("%s: plain text of up to 200 bytes", f.name)
+		}
 	}
 	return p, nil
 }
@@ -269,7 +272,7 @@ func summary(ev store.Eval, ts []store.EvalTally) apitypes.EvalView {
 	var p Params
 	_ = json.Unmarshal([]byte(ev.Params), &p) // written by params
 	v := apitypes.EvalView{ID: ev.ID, State: string(ev.State), Reason: ev.Reason, Agent: ev.Agent, Name: ev.Name,
-		Attempts: p.Attempts, Repeats: p.Repeats, CreatedAt: ev.CreatedAt.UTC(), Counts: map[string]int{}}
+		Dataset: p.Dataset, Attempts: p.Attempts, Repeats: p.Repeats, CreatedAt: ev.CreatedAt.UTC(), Counts: map[string]int{}}
 	for _, t := range ts {
 		v.Counts[string(t.State)] += t.Items
 		v.Total += t.Items
