@@ -86,7 +86,11 @@ prints its report (drover eval report).`,
 			if req.Key == "" {
 				req.Key = evalKey(req)
 			}
-			req.Dataset = rules.Clip(filepath.Base(args[0]), 200)
+			// The list's name for it; a file name no one could read is left out
+			// rather than refusing the run.
+			if name := rules.Clip(filepath.Base(args[0]), 200); rules.CheckPlainText("dataset", name, false) == nil {
+				req.Dataset = name
+			}
 			v, started, err := c.StartEval(ctx, req)
 			if err != nil {
 				return err

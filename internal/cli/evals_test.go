@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/rules"
 )
 
 // An instance's repo is a local checkout when it names a folder beside the
@@ -46,6 +49,45 @@ func (h *fakeHub) evalRoutes(mux *http.ServeMux) {
 		h.evalLimits = append(h.evalLimits, r.URL.Query().Get("limit"))
 		reply(w, 200, apitypes.EvalList{Evals: h.evals})
 	})
+	mux.HandleFunc("POST /api/v1/evals", func(w http.ResponseWriter, r *http.Request) {
+		var req apitypes.EvalRunRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			fail(w, 400, rules.ErrBadRequest, err.Error())
+			return
+		}
+		h.evalRuns = append(h.evalRuns, req)
+		reply(w, 201, apitypes.EvalView{ID: "e-" + strconv.Itoa(len(h.evalRuns)), State: "running"})
+	})
+}
+
+// eval run names the dataset by its file's name, which is not part of the
+// default key (the same dataset under another name is the same run); a
+// name that is not plain text is left out, not refused.
+func TestEvalRunNamesItsDataset(t *testing.T) {
+	h := newFakeHub(t)
+	dir := t.TempDir()
+	line := `{"instance_id":"a","repo":"web","base_commit":"` + strings.Repeat("1", 40) + `","problem_statement":"fix","test_cmd":"true"}` + "\n"
+	for _, name := range []string{"lite.jsonl", "copy.jsonl", "bad\x1b[2J.jsonl"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := runCLI(t, forgeEnv(h), "", "eval", "run", filepath.Join(dir, name), "--agent", "claude"); r.code != 0 {
+			t.Fatalf("eval run %q: code %d, stderr %q", name, r.code, r.stderr)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.evalRuns) != 3 {
+		t.Fatalf("%d runs", len(h.evalRuns))
+	}
+	for i, want := range []string{"lite.jsonl", "copy.jsonl", ""} {
+		if got := h.evalRuns[i].Dataset; got != want {
+			t.Errorf("run %d: dataset %q, want %q", i, got, want)
+		}
+		if h.evalRuns[i].Key != h.evalRuns[0].Key {
+			t.Errorf("run %d: key %q, want %q: the file's name changed it", i, h.evalRuns[i].Key, h.evalRuns[0].Key)
+		}
+	}
 }
 
 // eval list: one line per evaluation with its dataset, agent, state,

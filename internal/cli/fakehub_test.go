@@ -68,8 +68,9 @@ type fakeHub struct {
 	onPipelineShow  func(v *apitypes.PipelineView, shows int) // changes a pipeline as GET /pipelines/{id} reads it
 	pipelineShows   int
 
-	evals      []apitypes.EvalView // newest first
-	evalLimits []string            // the limit GET /evals got, each time
+	evals      []apitypes.EvalView       // newest first
+	evalLimits []string                  // the limit GET /evals got, each time
+	evalRuns   []apitypes.EvalRunRequest // as POST /evals got them
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
