@@ -63,7 +63,10 @@ type EvalRunRequest struct {
 	Exec  string `json:"exec,omitempty"`
 	Model string `json:"model,omitempty"`
 	// Name is the predictions' model_name_or_path (default: the agent).
-	Name        string     `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Dataset names the dataset for the list (the CLI sends its file's
+	// name); it is not part of the default key.
+	Dataset     string     `json:"dataset,omitempty"`
 	Attempts    int        `json:"attempts,omitempty"`
 	Repeats     int        `json:"repeats,omitempty"`
 	MaxParallel int        `json:"max_parallel,omitempty"`
@@ -85,6 +88,7 @@ type EvalItemView struct {
 	Graded     string  `json:"graded,omitempty"`
 	CostUSD    float64 `json:"cost_usd"`
 	Tokens     int64   `json:"tokens"`
+	PatchBytes int     `json:"patch_bytes"` // the size of its model_patch
 }
 
 // EvalView is an evaluation and its items.
@@ -94,11 +98,21 @@ type EvalView struct {
 	Reason    string         `json:"reason,omitempty"`
 	Agent     string         `json:"agent"`
 	Name      string         `json:"name"`
+	Dataset   string         `json:"dataset,omitempty"`
 	Attempts  int            `json:"attempts"`
 	Repeats   int            `json:"repeats"`
 	CreatedAt time.Time      `json:"created_at"`
 	Counts    map[string]int `json:"counts"` // items by state
-	Items     []EvalItemView `json:"items,omitempty"`
+	// Done of Total items ended (refused lines are items that ended);
+	// Resolved of Graded samples passed their tests. CostUSD and Tokens
+	// are the agents' so far.
+	Done     int            `json:"done"`
+	Total    int            `json:"total"`
+	Resolved int            `json:"resolved"`
+	Graded   int            `json:"graded"`
+	CostUSD  float64        `json:"cost_usd"`
+	Tokens   int64          `json:"tokens"`
+	Items    []EvalItemView `json:"items,omitempty"`
 }
 
 // EvalRepeat is one repeat's share of resolved samples.

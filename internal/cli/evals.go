@@ -30,7 +30,7 @@ func (a *app) evalCmd() *cobra.Command {
 		Args:  noArgs,
 		RunE:  showHelp,
 	}
-	cmd.AddCommand(a.evalRunCmd(), a.evalReportCmd(), a.evalCancelCmd())
+	cmd.AddCommand(a.evalRunCmd(), a.evalReportCmd(), a.evalCancelCmd(), a.evalListCmd())
 	return cmd
 }
 
@@ -85,6 +85,11 @@ prints its report (drover eval report).`,
 			req.Lines = a.pushInstances(ctx, c, filepath.Dir(args[0]), lines)
 			if req.Key == "" {
 				req.Key = evalKey(req)
+			}
+			// The list's name for it; a file name no one could read is left out
+			// rather than refusing the run.
+			if name := rules.Clip(filepath.Base(args[0]), 200); rules.CheckPlainText("dataset", name, false) == nil {
+				req.Dataset = name
 			}
 			v, started, err := c.StartEval(ctx, req)
 			if err != nil {
@@ -329,4 +334,33 @@ func (a *app) evalCancelCmd() *cobra.Command {
 			return err
 		},
 	}
+}
+
+func (a *app) evalListCmd() *cobra.Command {
+	var limit int
+	return withLimit(answerCmd(a, &cobra.Command{
+		Use:   "list [--limit N] [--json]",
+		Short: "List the evaluations you may see, newest first",
+		Long: `List the evaluations you may see (yours; an admin sees everyone's),
+newest first, one a line: its id, dataset, agent, state, items ended of
+all (DONE), samples resolved of those graded (RESOLVED), what its agents
+cost so far, and when it started.`,
+		Args: noArgs,
+	}, func(ctx context.Context, c *client.Client, _ []string) (apitypes.EvalList, error) {
+		return c.Evals(ctx, limit)
+	}, func(w io.Writer, l apitypes.EvalList) error { return printEvals(w, l.Evals, time.Now()) }), &limit, "evaluations")
+}
+
+func printEvals(w io.Writer, evs []apitypes.EvalView, now time.Time) error {
+	t := newTable(w)
+	fprintf(t, "ID\tDATASET\tAGENT\tSTATE\tDONE\tRESOLVED\tCOST\tCREATED\n")
+	for _, v := range evs {
+		dataset := v.Dataset
+		if dataset == "" {
+			dataset = "-" // started by an API call that named none
+		}
+		fprintf(t, "%s\t%s\t%s\t%s\t%d/%d\t%d/%d\t%s\t%s\n", v.ID, dataset, v.Agent, v.State, v.Done, v.Total,
+			v.Resolved, v.Graded, cost(v.CostUSD), ago(v.CreatedAt, now))
+	}
+	return t.Flush()
 }

@@ -67,6 +67,10 @@ type fakeHub struct {
 	pipelineEvents  map[string][]apitypes.PipelineEventView   // pipeline id → its log
 	onPipelineShow  func(v *apitypes.PipelineView, shows int) // changes a pipeline as GET /pipelines/{id} reads it
 	pipelineShows   int
+
+	evals      []apitypes.EvalView       // newest first
+	evalLimits []string                  // the limit GET /evals got, each time
+	evalRuns   []apitypes.EvalRunRequest // as POST /evals got them
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
@@ -201,6 +205,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 	h.tenancyRoutes(mux)
 	h.forgeRoutes(mux)
 	h.pipelineRoutes(mux)
+	h.evalRoutes(mux)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		defer h.mu.Unlock()

@@ -320,20 +320,25 @@ func pipelineExitCode(state string) int {
 
 func (a *app) pipelinesCmd() *cobra.Command {
 	var limit int
-	cmd := answerCmd(a, &cobra.Command{
+	return withLimit(answerCmd(a, &cobra.Command{
 		Use:   "pipelines [--limit N] [--json]",
 		Short: "List pipelines, newest first",
 		Args:  noArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			if limit < 0 {
-				return usagef("--limit must not be negative")
-			}
-			return nil
-		},
 	}, func(ctx context.Context, c *client.Client, _ []string) (apitypes.PipelineList, error) {
 		return c.Pipelines(ctx, limit)
-	}, func(w io.Writer, l apitypes.PipelineList) error { return printPipelines(w, l.Pipelines, time.Now()) })
-	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many pipelines (0: the hub's default)")
+	}, func(w io.Writer, l apitypes.PipelineList) error { return printPipelines(w, l.Pipelines, time.Now()) }), &limit, "pipelines")
+}
+
+// withLimit gives a list command --limit (50 by default; 0 the hub's
+// default), refusing a negative one before it asks the hub.
+func withLimit(cmd *cobra.Command, limit *int, what string) *cobra.Command {
+	cmd.Flags().IntVar(limit, "limit", 50, "at most this many "+what+" (0: the hub's default)")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if *limit < 0 {
+			return usagef("--limit must not be negative")
+		}
+		return nil
+	}
 	return cmd
 }
 

@@ -219,6 +219,22 @@ func noControls(t *testing.T, out string) {
 	}
 }
 
+// wantTable checks a printed table's lines, field by field, and that it
+// printed no control characters.
+func wantTable(t *testing.T, out string, want [][]string) {
+	t.Helper()
+	noControls(t, out)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("printed\n%s", out)
+	}
+	for i, w := range want {
+		if got := strings.Fields(lines[i]); !reflect.DeepEqual(got, w) {
+			t.Errorf("line %d: %q, want %q", i, got, w)
+		}
+	}
+}
+
 // TestPipelinesTable: one row per pipeline, with the hub's count of its
 // steps done of all, and escaped names.
 func TestPipelinesTable(t *testing.T) {
@@ -233,21 +249,12 @@ func TestPipelinesTable(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("code %d, stderr %q", r.code, r.stderr)
 	}
-	noControls(t, r.stdout)
-	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("printed\n%s", r.stdout)
-	}
-	for i, want := range [][]string{
+	wantTable(t, r.stdout, [][]string{
 		{"ID", "NAME", "PROJECT", "STATE", "STEPS", "COST", "TOKENS", "AGE"},
 		{"p-2", hostileShown, "api", "running", "2/5", "$0.5000", "7", "2h"},
 		{"p-1", "review", "web", "needs_human", "2/3", "$1.2500", "4200", "5m"},
 		{"p-0", "old", "api", "failed", "-", "$0.0000", "0", "3d"},
-	} {
-		if got := strings.Fields(lines[i]); !reflect.DeepEqual(got, want) {
-			t.Errorf("line %d: %q, want %q", i, got, want)
-		}
-	}
+	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if last := h.requests[len(h.requests)-1]; last != "GET /api/v1/pipelines" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"drover/internal/apitypes"
 )
@@ -33,4 +35,14 @@ func (c *Client) EvalReport(ctx context.Context, id string) (apitypes.EvalReport
 func (c *Client) CancelEval(ctx context.Context, id string) (apitypes.EvalView, error) {
 	return decode[apitypes.EvalView](ctx, c, call{method: http.MethodPost, path: "/evals/" + seg(id) + "/cancel"},
 		"cancel evaluation "+id)
+}
+
+// Evals lists the evaluations the caller may see, newest first; limit 0
+// is the hub's default.
+func (c *Client) Evals(ctx context.Context, limit int) (apitypes.EvalList, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return decode[apitypes.EvalList](ctx, c, call{method: http.MethodGet, path: "/evals", query: q}, "list evaluations")
 }

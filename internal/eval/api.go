@@ -24,6 +24,7 @@ type Params struct {
 	MaxParallel int     `json:"max_parallel"`
 	MaxCostUSD  float64 `json:"max_cost_usd,omitempty"`
 	GradeWallS  int     `json:"grade_wall_s"`
+	Dataset     string  `json:"dataset,omitempty"`
 }
 
 // Limits and defaults of a run's settings.
@@ -42,7 +43,7 @@ const (
 // params checks a request's settings and fills in the defaults.
 func params(req apitypes.EvalRunRequest) (Params, error) {
 	p := Params{Exec: req.Exec, Model: req.Model, Attempts: req.Attempts, Repeats: req.Repeats,
-		MaxParallel: req.MaxParallel, MaxCostUSD: req.MaxCostUSD, GradeWallS: req.GradeWallS}
+		MaxParallel: req.MaxParallel, MaxCostUSD: req.MaxCostUSD, GradeWallS: req.GradeWallS, Dataset: req.Dataset}
 	p.Attempts, p.Repeats = max(p.Attempts, 1), max(p.Repeats, 1)
 	if p.MaxParallel == 0 {
 		p.MaxParallel = DefaultMaxParallel
@@ -73,8 +74,10 @@ func params(req apitypes.EvalRunRequest) (Params, error) {
 			return p, call.BadRequest("%v", err)
 		}
 	}
-	if err := rules.CheckPlainText("name", req.Name, false); err != nil || len(req.Name) > 200 {
-		return p, call.BadRequest("name: plain text of up to 200 bytes")
+	for _, f := range []struct{ name, v string }{{"name", req.Name}, {"dataset", req.Dataset}} {
+		if err := rules.CheckPlainText(f.name, f.v, false); err != nil || len(f.v) > 200 {
+			return p, call.BadRequest("%s: plain text of up to 200 bytes", f.name)
+		}
 	}
 	return p, nil
 }
@@ -101,7 +104,7 @@ func (e *Evals) StartEval(ctx context.Context, c call.Caller, req apitypes.EvalR
 			return err
 		})
 		if err == nil {
-			v, err := e.view(ctx, old, true)
+			v, err := e.view(ctx, old)
 			return v, false, err
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return apitypes.EvalView{}, false, fmt.Errorf("look up evaluation key: %w", err)
@@ -173,12 +176,26 @@ func (e *Evals) StartEval(ctx context.Context, c call.Caller, req apitypes.EvalR
 		e.log.Info("evaluation started", "eval", ev.ID, "agent", ev.Agent, "items", len(items), "requester", c.Name)
 		e.wake(ev.ID)
 	}
-	v, err := e.view(ctx, ev, true)
+	v, err := e.view(ctx, ev)
 	return v, started, err
 }
 
-// load reads an evaluation c may see: its requester's, or any for an
-// admin; another reads as not found.
+// scope is the requester whose evaluations c may see: c itself, or
+// everyone ("") for an admin. It is the one rule of who sees an
+// evaluation; another reads as not found.
+func scope(c call.Caller) string {
+	if c.Admin {
+		return ""
+	}
+	return c.UserID
+}
+
+func maySee(c call.Caller, ev store.Eval) bool {
+	s := scope(c)
+	return s == "" || s == ev.RequesterID
+}
+
+// load reads an evaluation c may see (scope).
 func (e *Evals) load(ctx context.Context, c call.Caller, id string) (store.Eval, []store.EvalItem, error) {
 	var ev store.Eval
 	var items []store.EvalItem
@@ -190,7 +207,7 @@ func (e *Evals) load(ctx context.Context, c call.Caller, id string) (store.Eval,
 		items, err = tx.EvalItems(id)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !c.Admin && c.UserID != ev.RequesterID) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !maySee(c, ev)) {
 		return ev, nil, call.NotFound("no evaluation %q", id)
 	} else if err != nil {
 		return ev, nil, fmt.Errorf("read evaluation %s: %w", id, err)
@@ -203,10 +220,10 @@ func (e *Evals) ShowEval(ctx context.Context, c call.Caller, id string) (apitype
 	if err != nil {
 		return apitypes.EvalView{}, err
 	}
-	return viewOf(ev, items, true), nil
+	return viewOf(ev, items), nil
 }
 
-func (e *Evals) view(ctx context.Context, ev store.Eval, full bool) (apitypes.EvalView, error) {
+func (e *Evals) view(ctx context.Context, ev store.Eval) (apitypes.EvalView, error) {
 	var items []store.EvalItem
 	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
 		var err error
@@ -216,51 +233,88 @@ func (e *Evals) view(ctx context.Context, ev store.Eval, full bool) (apitypes.Ev
 	if err != nil {
 		return apitypes.EvalView{}, fmt.Errorf("read evaluation %s: %w", ev.ID, err)
 	}
-	return viewOf(ev, items, full), nil
+	return viewOf(ev, items), nil
 }
 
-func viewOf(ev store.Eval, items []store.EvalItem, full bool) apitypes.EvalView {
+// viewOf is an evaluation with its items (its list's summary and them).
+func viewOf(ev store.Eval, items []store.EvalItem) apitypes.EvalView {
+	v := summary(ev, tallies(items))
+	for _, it := range items {
+		v.Items = append(v.Items, apitypes.EvalItemView{InstanceID: it.InstanceID, Line: it.Line, Repeat: it.Repeat, Attempt: it.Attempt,
+			State: string(it.State), Reason: it.Reason, AgentJob: it.AgentJob, GradeJob: it.GradeJob, Graded: it.Graded,
+			CostUSD: it.CostUSD, Tokens: it.Tokens, PatchBytes: len(it.Patch)})
+	}
+	return v
+}
+
+// tallies counts items as the store's EvalTallies does.
+func tallies(items []store.EvalItem) []store.EvalTally {
+	at := map[store.EvalItemState]int{}
+	var out []store.EvalTally
+	for _, it := range items {
+		i, ok := at[it.State]
+		if !ok {
+			i = len(out)
+			at[it.State] = i
+			out = append(out, store.EvalTally{State: it.State})
+		}
+		t := &out[i]
+		t.Items++
+		t.CostUSD += it.CostUSD
+		t.Tokens += it.Tokens
+	}
+	return out
+}
+
+// summary is an evaluation without its items: the counts of its items'
+// tallies.
+func summary(ev store.Eval, ts []store.EvalTally) apitypes.EvalView {
 	var p Params
 	_ = json.Unmarshal([]byte(ev.Params), &p) // written by params
 	v := apitypes.EvalView{ID: ev.ID, State: string(ev.State), Reason: ev.Reason, Agent: ev.Agent, Name: ev.Name,
-		Attempts: p.Attempts, Repeats: p.Repeats, CreatedAt: ev.CreatedAt.UTC(), Counts: map[string]int{}}
-	for _, it := range items {
-		v.Counts[string(it.State)]++
-		if full {
-			v.Items = append(v.Items, apitypes.EvalItemView{InstanceID: it.InstanceID, Line: it.Line, Repeat: it.Repeat, Attempt: it.Attempt,
-				State: string(it.State), Reason: it.Reason, AgentJob: it.AgentJob, GradeJob: it.GradeJob, Graded: it.Graded,
-				CostUSD: it.CostUSD, Tokens: it.Tokens})
+		Dataset: p.Dataset, Attempts: p.Attempts, Repeats: p.Repeats, CreatedAt: ev.CreatedAt.UTC(), Counts: map[string]int{}}
+	for _, t := range ts {
+		v.Counts[string(t.State)] += t.Items
+		v.Total += t.Items
+		v.CostUSD += t.CostUSD
+		v.Tokens += t.Tokens
+		if t.State.Terminal() {
+			v.Done += t.Items
+		}
+		switch t.State {
+		case store.ItemResolved:
+			v.Resolved += t.Items
+			v.Graded += t.Items
+		case store.ItemUnresolved:
+			v.Graded += t.Items
 		}
 	}
 	return v
 }
 
-// ListEvals lists the evaluations c may see, newest first.
+// ListEvals lists the evaluations c may see (scope), newest first, at
+// most limit (1-1000, default 100).
 func (e *Evals) ListEvals(ctx context.Context, c call.Caller, limit int) (apitypes.EvalList, error) {
 	if limit <= 0 || limit > 1000 {
 		limit = 100
 	}
-	var evs []store.Eval
 	out := apitypes.EvalList{Evals: []apitypes.EvalView{}}
 	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
-		var err error
-		evs, err = tx.Evals("", 5000)
-		return err
+		evs, err := tx.EvalsOf(scope(c), limit)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			ts, err := tx.EvalTallies(ev.ID)
+			if err != nil {
+				return err
+			}
+			out.Evals = append(out.Evals, summary(ev, ts))
+		}
+		return nil
 	})
 	if err != nil {
-		return out, fmt.Errorf("list evaluations: %w", err)
-	}
-	for _, ev := range evs {
-		if len(out.Evals) == limit {
-			break
-		}
-		if c.Admin || c.UserID == ev.RequesterID {
-			v, err := e.view(ctx, ev, false)
-			if err != nil {
-				return out, err
-			}
-			out.Evals = append(out.Evals, v)
-		}
+		return apitypes.EvalList{Evals: []apitypes.EvalView{}}, fmt.Errorf("list evaluations: %w", err)
 	}
 	return out, nil
 }
@@ -273,7 +327,7 @@ func (e *Evals) CancelEval(ctx context.Context, c call.Caller, id string) (apity
 		return apitypes.EvalView{}, err
 	}
 	if ev.State != store.EvalRunning {
-		return viewOf(ev, items, true), nil
+		return viewOf(ev, items), nil
 	}
 	now := e.cfg.Now()
 	ev.State, ev.Reason, ev.UpdatedAt = store.EvalCancelled, "cancelled by "+c.Name, now

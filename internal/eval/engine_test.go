@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,5 +241,76 @@ func TestEvalWaitsWithParkedJobsAndSkipsPastMaxCost(t *testing.T) {
 	if r.Resolved != 1 || r.Total != 2 || r.Skipped != 1 || !strings.Contains(r.Eval.Items[2].Reason, "max cost of $0.40") ||
 		r.Eval.Items[0].State != "unresolved" || !strings.HasPrefix(r.Eval.Items[0].Reason, "the agent's job failed") {
 		t.Fatalf("report: %d/%d, %d skipped; items %+v", r.Resolved, r.Total, r.Skipped, r.Eval.Items)
+	}
+}
+
+// The list holds the evaluations the caller may see (scope: a user's own,
+// every one for an admin), newest first within the limit, each with the
+// same counts as its own view; another user's reads as not found.
+func TestListEvalsKeepsToWhatTheCallerMaySee(t *testing.T) {
+	st := newStore(t)
+	if err := st.Write(t.Context(), func(tx store.Tx) error {
+		return tx.InsertUser(store.User{ID: bob.UserID, Name: bob.Name, CreatedAt: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var clock atomic.Int64 // seconds: each evaluation is newer than the last
+	e := New(t.Context(), newFakeJobsCore(), Config{Store: st, Sweep: time.Hour, Now: func() time.Time {
+		return time.Unix(1000+clock.Add(1), 0)
+	}})
+	start := func(c call.Caller, lines ...apitypes.EvalLine) string {
+		v, _, err := e.StartEval(t.Context(), c, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 1, Lines: lines})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.ID
+	}
+	older := start(alice, apitypes.EvalLine{Line: 1, Instance: inst("a", goodBase)}, apitypes.EvalLine{Line: 2, Instance: inst("b", missingBase)})
+	bobs := start(bob, apitypes.EvalLine{Line: 1, Instance: inst("a", goodBase)})
+	newer := start(alice, apitypes.EvalLine{Line: 1, Instance: inst("c", goodBase)})
+	admin := call.Caller{UserID: "u-9", Name: "root", Admin: true}
+	ids := func(c call.Caller, limit int) []string {
+		l, err := e.ListEvals(t.Context(), c, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, v := range l.Evals {
+			out = append(out, v.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		who   call.Caller
+		limit int
+		want  []string
+	}{
+		{alice, 0, []string{newer, older}},
+		{alice, 1, []string{newer}},
+		{bob, 0, []string{bobs}},
+		{admin, 0, []string{newer, bobs, older}},
+		{admin, 2, []string{newer, bobs}},
+	} {
+		if got := ids(tc.who, tc.limit); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s's list (limit %d) = %v, want %v", tc.who.Name, tc.limit, got, tc.want)
+		}
+	}
+	if _, err := e.EvalReport(t.Context(), bob, older); !errors.As(err, new(*call.Refusal)) {
+		t.Errorf("bob reads alice's report: %v", err)
+	}
+	var full apitypes.EvalView
+	waitFor(t, "a's agent job (the item stays there)", func() bool {
+		var err error
+		full, err = e.ShowEval(t.Context(), alice, older)
+		return err == nil && full.Counts["agent"] == 1
+	})
+	l, err := e.ListEvals(t.Context(), alice, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.Evals[1]
+	full.Items = nil
+	if fmt.Sprint(got) != fmt.Sprint(full) || got.Total != 2 || got.Done != 1 || got.Counts["refused"] != 1 {
+		t.Errorf("listed %+v, shown %+v", got, full)
 	}
 }

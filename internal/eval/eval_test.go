@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,5 +125,30 @@ func TestGradeScript(t *testing.T) {
 				t.Errorf("exit %d, want %d:\n%s", code, c.want, out)
 			}
 		})
+	}
+}
+
+// A run's name and dataset are plain text of up to 200 bytes: anything
+// else is refused before anything is kept.
+func TestParamsRefuseBadNames(t *testing.T) {
+	ok := apitypes.EvalRunRequest{Agent: "claude", Name: "claude/opus", Dataset: "lite.jsonl", Lines: []apitypes.EvalLine{{Line: 1, Refused: "x"}}}
+	if p, err := params(ok); err != nil || p.Dataset != "lite.jsonl" {
+		t.Fatalf("good request: %+v %v", p, err)
+	}
+	for _, tc := range []struct {
+		name string
+		bad  func(*apitypes.EvalRunRequest)
+		want string
+	}{
+		{"name with ESC", func(r *apitypes.EvalRunRequest) { r.Name = "x\x1b[2J" }, "name:"},
+		{"long name", func(r *apitypes.EvalRunRequest) { r.Name = strings.Repeat("n", 201) }, "name:"},
+		{"dataset with a newline", func(r *apitypes.EvalRunRequest) { r.Dataset = "a\nb" }, "dataset:"},
+		{"long dataset", func(r *apitypes.EvalRunRequest) { r.Dataset = strings.Repeat("d", 201) }, "dataset:"},
+	} {
+		req := ok
+		tc.bad(&req)
+		if _, err := params(req); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a refusal of %s", tc.name, err, tc.want)
+		}
 	}
 }

@@ -24,7 +24,7 @@ func (e *Evals) EvalReport(ctx context.Context, c call.Caller, id string) (apity
 // samples are listed, never counted; a sample whose agent failed counts
 // as not resolved.
 func report(ev store.Eval, items []store.EvalItem) apitypes.EvalReport {
-	v := viewOf(ev, items, true)
+	v := viewOf(ev, items)
 	r := apitypes.EvalReport{Eval: v, N: max(v.Attempts, 1), Repeats: []apitypes.EvalRepeat{}, Predictions: []apitypes.EvalPrediction{}}
 	type tally struct{ n, c int }
 	byInstance := map[string]*tally{}

@@ -211,3 +211,16 @@ func (d dashboard) Diff(ctx context.Context, u web.User, id string, max int) (we
 	}
 	return web.Diff{Patch: patch, Cut: cut}, d.pageError(err)
 }
+
+// evalsShown bounds the evaluations page, newest first.
+const evalsShown = 100
+
+func (d dashboard) Evals(ctx context.Context, u web.User) ([]apitypes.EvalView, error) {
+	l, err := d.h.evals.ListEvals(ctx, as(u), evalsShown)
+	return l.Evals, d.pageError(err)
+}
+
+func (d dashboard) EvalReport(ctx context.Context, u web.User, id string) (apitypes.EvalReport, error) {
+	r, err := d.h.evals.EvalReport(ctx, as(u), id)
+	return r, d.pageError(err)
+}

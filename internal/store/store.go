@@ -387,6 +387,22 @@ type Tx interface {
 	OIDCLink(provider, subject string) (OIDCLink, error)
 	OIDCLinksOf(userID string) ([]OIDCLink, error)
 	RemoveOIDCLink(provider, subject string) error
+
+	// Evaluations' lists (internal/eval). EvalsOf lists a requester's
+	// evaluations (everyone's for ""), newest first, at most limit (0: no
+	// bound); EvalTallies counts an evaluation's items in each state,
+	// with their cost and tokens, by state.
+	EvalsOf(requesterID string, limit int) ([]Eval, error)
+	EvalTallies(evalID string) ([]EvalTally, error)
+}
+
+// EvalTally is how many items of an evaluation are in State, and what
+// they cost.
+type EvalTally struct {
+	State   EvalItemState
+	Items   int
+	CostUSD float64
+	Tokens  int64
 }
 
 // OIDCProvider is an OpenID Connect provider users sign in to the

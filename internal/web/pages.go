@@ -37,6 +37,7 @@ var funcs = template.FuncMap{
 	"answerOf": answerOf,
 	"webURL":   webURL,
 	"usd":      func(v float64) string { return "$" + strconv.FormatFloat(v, 'f', 4, 64) },
+	"pct":      func(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" },
 	"short": func(s string) string {
 		if len(s) > 12 {
 			return s[:12]

@@ -1,7 +1,7 @@
 // Package web is the hub's dashboard: server-rendered pages (html/template,
 // assets embedded in the binary) for runners, jobs, a job's live log and
-// timeline, pipelines and their graphs, the questions inbox and the
-// runner-login approval, with a browser session made from a user token.
+// timeline, pipelines and their graphs, evaluations and their numbers, the
+// questions inbox and the runner-login approval, with a browser session made from a user token.
 //
 // The package knows nothing of the store or of the access rules: every read
 // and every action goes through Backend, which the hub implements with the
@@ -96,6 +96,12 @@ type Backend interface {
 	// Group is a group of attempts side by side, with their diffs; an
 	// unknown one and one the user may not see alike not found.
 	Group(ctx context.Context, u User, id string) (apitypes.GroupView, error)
+	// Evals are the evaluations the user may see, newest first, without
+	// their items; EvalReport is one's numbers and items, an unknown one
+	// and one the user may not see alike not found. An evaluation's page
+	// follows it through Changed(""): its items are jobs.
+	Evals(ctx context.Context, u User) ([]apitypes.EvalView, error)
+	EvalReport(ctx context.Context, u User, id string) (apitypes.EvalReport, error)
 
 	// Accounts are the user's accounts, best first, then those shared
 	// with the user; MoveAccount puts one of the user's own at a position
@@ -181,7 +187,9 @@ func New(b Backend, cfg Config) (*Server, error) {
 
 // pageRoots are the first segments of the pages Routes mounts that a
 // browser may be sent back to after signing in (next).
-func pageRoots() []string { return []string{"jobs", "pipelines", "runners", "questions", "projects"} }
+func pageRoots() []string {
+	return []string{"jobs", "pipelines", "runners", "questions", "projects", "evals"}
+}
 
 // Paths the hub mounts (each a ServeMux pattern).
 func (s *Server) Routes(mux *http.ServeMux) {
@@ -209,6 +217,9 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /pipelines/{id}", s.page(s.pipeline))
 	mux.HandleFunc("GET /pipelines/{id}/live", s.signedIn(s.livePipeline))
 	mux.HandleFunc("GET /groups/{id}", s.page(s.group))
+	mux.HandleFunc("GET /evals", s.page(s.evals))
+	mux.HandleFunc("GET /evals/{id}", s.page(s.eval))
+	mux.HandleFunc("GET /evals/{id}/live", s.signedIn(s.liveEval))
 	mux.HandleFunc("GET /questions", s.page(s.questions))
 	mux.HandleFunc("GET /projects", s.page(s.projects))
 	mux.HandleFunc("GET /approve", s.getApprove)

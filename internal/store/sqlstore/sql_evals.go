@@ -51,7 +51,7 @@ func (t *tx) UpdateEval(e store.Eval) error {
 
 func (t *tx) Evals(state store.EvalState, limit int) ([]store.Eval, error) {
 	if state == "" {
-		return all(t, "evaluations", scanEval, evals.query("ORDER BY created_at DESC, id DESC LIMIT ?"), noLimit(limit))
+		return t.EvalsOf("", limit)
 	}
 	return all(t, "evaluations", scanEval, evals.query("WHERE state = ? ORDER BY created_at DESC, id DESC LIMIT ?"),
 		string(state), noLimit(limit))
@@ -72,4 +72,23 @@ func (t *tx) PutEvalItem(i store.EvalItem) error {
 
 func (t *tx) EvalItems(evalID string) ([]store.EvalItem, error) {
 	return all(t, "items of evaluation "+evalID, scanEvalItem, evalItems.query("WHERE eval_id = ? ORDER BY line, key"), evalID)
+}
+
+func (t *tx) EvalsOf(requesterID string, limit int) ([]store.Eval, error) {
+	if requesterID == "" {
+		return all(t, "evaluations", scanEval, evals.query("ORDER BY created_at DESC, id DESC LIMIT ?"), noLimit(limit))
+	}
+	// No index of its own: a hub holds few evaluations (each one a whole
+	// dataset's run), and the rows are small.
+	return all(t, "evaluations of "+requesterID, scanEval,
+		evals.query("WHERE requester_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"), requesterID, noLimit(limit))
+}
+
+func (t *tx) EvalTallies(evalID string) ([]store.EvalTally, error) {
+	// SUM of a BIGINT is a NUMERIC on Postgres: cast back.
+	return all(t, "tallies of evaluation "+evalID, func(s Scanner) (c store.EvalTally, err error) {
+		err = s.Scan(&c.State, &c.Items, &c.CostUSD, &c.Tokens)
+		return c, err
+	}, `SELECT state, COUNT(*), COALESCE(SUM(cost_usd), 0), CAST(COALESCE(SUM(tokens), 0) AS BIGINT)
+		FROM eval_items WHERE eval_id = ? GROUP BY state ORDER BY state`, evalID)
 }

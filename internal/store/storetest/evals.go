@@ -62,4 +62,36 @@ func testEvals(t *testing.T, s store.Store) {
 	mustWrite(t, s, func(tx store.Tx) error { return tx.PutEvalItem(moved) })
 	moved.CreatedAt = a.CreatedAt
 	equal(t, "EvalItems after a replacement", items("e-1"), []store.EvalItem{c, b, moved})
+	testEvalLists(t, s, e1, e2)
+}
+
+// testEvalLists: EvalsOf keeps to a requester and its limit; EvalTallies
+// sums an evaluation's items by state. e1 and e2 are u-1's, as
+// testEvals left them.
+func testEvalLists(t *testing.T, s store.Store, e1, e2 store.Eval) {
+	bobs := evalRun("e-4", "u-2", store.EvalRunning, 40)
+	mustWrite(t, s, func(tx store.Tx) error {
+		if err := tx.InsertUser(user("u-2", "bob")); err != nil {
+			return err
+		}
+		return tx.InsertEval(bobs)
+	})
+	of := func(requester string, limit int) []store.Eval {
+		return get(t, s, func(tx store.Tx) ([]store.Eval, error) { return tx.EvalsOf(requester, limit) })
+	}
+	equal(t, "EvalsOf alice", of("u-1", 0), []store.Eval{e2, e1})
+	equal(t, "EvalsOf alice, limit 1", of("u-1", 1), []store.Eval{e2})
+	equal(t, "EvalsOf bob", of("u-2", 0), []store.Eval{bobs})
+	equal(t, "EvalsOf everyone", of("", 0), []store.Eval{bobs, e2, e1})
+	equal(t, "EvalsOf everyone, limit 2", of("", 2), []store.Eval{bobs, e2})
+	equal(t, "EvalsOf nobody", of("u-9", 0), []store.Eval{})
+
+	tallies := func(id string) []store.EvalTally {
+		return get(t, s, func(tx store.Tx) ([]store.EvalTally, error) { return tx.EvalTallies(id) })
+	}
+	// e-1: two items grading and one resolved, each 0.25 USD and 2^40 tokens.
+	equal(t, "EvalTallies", tallies("e-1"), []store.EvalTally{
+		{State: store.ItemGrading, Items: 2, CostUSD: 0.5, Tokens: 2 << 40},
+		{State: store.ItemResolved, Items: 1, CostUSD: 0.25, Tokens: 1 << 40}})
+	equal(t, "EvalTallies of one without items", tallies("e-4"), []store.EvalTally{})
 }

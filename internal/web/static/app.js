@@ -1,8 +1,9 @@
 // The pages' live parts: the job page's log (a bounded window of lines,
 // the tail followed over server-sent events, earlier lines fetched by byte
 // range), timeline and the job's facts, actions and attempts, the runners
-// table, and a pipeline's graph and steps. Every piece of HTML it inserts
-// was rendered, escaped, by the hub; text it sets goes through textContent.
+// table, a pipeline's graph and steps, and an evaluation's numbers and
+// items. Every piece of HTML it inserts was rendered, escaped, by the hub;
+// text it sets goes through textContent.
 "use strict";
 (function () {
   var log = document.getElementById("log");
@@ -119,5 +120,13 @@
       encodeURIComponent(pipeline.dataset.version));
     liveRegion(pipeline, ps, "pipeline");
     ps.addEventListener("failure", function () { ps.close(); });
+  }
+
+  var evalLive = document.getElementById("eval-live");
+  if (evalLive) {
+    var es = new EventSource("/evals/" + encodeURIComponent(evalLive.dataset.eval) + "/live?version=" +
+      encodeURIComponent(evalLive.dataset.version));
+    liveRegion(evalLive, es, "eval");
+    es.addEventListener("failure", function () { es.close(); });
   }
 })();

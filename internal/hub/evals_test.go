@@ -1,0 +1,82 @@
+package hub
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"drover/internal/apitypes"
+)
+
+// startRefusedEval starts, as token, an evaluation of one instance of a
+// project that does not exist: the line is refused and the evaluation
+// ends, a record to list without a runner.
+func (th *testHub) startRefusedEval(token, dataset string) apitypes.EvalView {
+	th.t.Helper()
+	var v apitypes.EvalView
+	req := apitypes.EvalRunRequest{Agent: "claude", Dataset: dataset, Lines: []apitypes.EvalLine{{Line: 1, InstanceID: "x-1",
+		Instance: &apitypes.EvalInstance{InstanceID: "x-1", Repo: "nosuch", BaseCommit: strings.Repeat("a", 40), ProblemStatement: "fix", TestCmd: "true"}}}}
+	if code, e := th.call(token, "POST", "/evals", req, &v); code != http.StatusCreated {
+		th.t.Fatalf("start an evaluation: %d %+v", code, e)
+	}
+	return v
+}
+
+// The evaluations list keeps to what its caller may see (a user's own,
+// everyone's for an admin) in the API and on the dashboard alike, and
+// another user's evaluation reads as not found: its report, its page and
+// its page's stream.
+func TestEvalListAndPagesKeepToTheirUser(t *testing.T) {
+	th := startHub(t, Config{})
+	alice, bob := th.addUser("alice"), th.addUser("bob")
+	a := th.startRefusedEval(alice, "alice-set.jsonl")
+	b := th.startRefusedEval(bob, "bob-set.jsonl")
+	list := func(token, query string) []string {
+		t.Helper()
+		var l apitypes.EvalList
+		if code, e := th.call(token, "GET", "/evals"+query, nil, &l); code != http.StatusOK {
+			t.Fatalf("list evaluations: %d %+v", code, e)
+		}
+		var ids []string
+		for _, v := range l.Evals {
+			ids = append(ids, v.ID)
+			if v.Total != 1 || v.Counts["refused"] != 1 || v.Items != nil {
+				t.Errorf("listed %+v: want its one refused item counted, no items", v)
+			}
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		who, token, query string
+		want              []string
+	}{
+		{"alice", alice, "", []string{a.ID}},
+		{"bob", bob, "", []string{b.ID}},
+		{"the admin", th.admin, "", []string{b.ID, a.ID}},
+		{"the admin, limit 1", th.admin, "?limit=1", []string{b.ID}},
+	} {
+		if got := list(tc.token, tc.query); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s's list: %v, want %v", tc.who, got, tc.want)
+		}
+	}
+	if code, _ := th.call(bob, "GET", "/evals/"+a.ID+"/report", nil, nil); code != http.StatusNotFound {
+		t.Errorf("bob reads alice's report: %d", code)
+	}
+
+	br := th.browser()
+	br.signIn(bob)
+	if resp, body := br.do("GET", "/evals", nil, nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, "bob-set.jsonl") ||
+		strings.Contains(body, a.ID) || strings.Contains(body, "alice-set") {
+		t.Errorf("bob's evaluations page: %d\n%s", resp.StatusCode, body)
+	}
+	if resp, body := br.do("GET", "/evals/"+b.ID, nil, nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, "x-1") {
+		t.Errorf("bob's evaluation's page: %d\n%s", resp.StatusCode, body)
+	}
+	for _, path := range []string{"/evals/" + a.ID, "/evals/" + a.ID + "/live", "/evals/e_nope"} {
+		if resp, body := br.do("GET", path, nil, nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no evaluation") ||
+			strings.Contains(body, "alice-set") {
+			t.Errorf("bob GET %s: %d\n%s", path, resp.StatusCode, body)
+		}
+	}
+}
