@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"drover/internal/apitypes"
+	"drover/internal/attemptgroup/request"
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -128,6 +129,9 @@ func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p 
 		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: in.BaseCommit}, Args: []string{in.ProblemStatement}}
 	if ev.Agent == "exec" {
 		req.Model, req.Args = "", []string{"sh", "-c", p.Exec, "drover-eval", in.ProblemStatement}
+	} else if a, err := request.ParseAgent(ev.Agent); err == nil {
+		// AGENT:ACCOUNT pins the job to the account (checked at the start).
+		req.Agent, req.Account = a.Agent, a.Account
 	}
 	v, err := e.core.Submit(ctx, c, req)
 	if isRefusal(err) {

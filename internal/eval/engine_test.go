@@ -242,3 +242,34 @@ func TestEvalWaitsWithParkedJobsAndSkipsPastMaxCost(t *testing.T) {
 		t.Fatalf("report: %d/%d, %d skipped; items %+v", r.Resolved, r.Total, r.Skipped, r.Eval.Items)
 	}
 }
+
+// An evaluation's agent named AGENT:ACCOUNT (as --agent native:ACCOUNT
+// says) submits each agent job as that agent pinned to that account; an
+// agent the hub does not know, or one that takes no prompt, is refused
+// before anything starts.
+func TestEvalAgentWithAnAccountPinsIt(t *testing.T) {
+	core := newFakeJobsCore()
+	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: 10 * time.Millisecond})
+	for _, agent := range []string{"nosuch", "nosuch:acct", "native:bad\x1b", "shell"} {
+		if _, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: agent,
+			Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}}}); !errors.As(err, new(*call.Refusal)) {
+			t.Errorf("agent %q: %v, want refused", agent, err)
+		}
+	}
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "native:oai", Model: "qwen-fake",
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "eval:" + v.ID + ":a#1#1:agent"
+	waitFor(t, "a's agent job", func() bool { return core.has(key) })
+	core.mu.Lock()
+	req := core.reqs[core.byKey[key]]
+	core.mu.Unlock()
+	if req.Agent != "native" || req.Account != "oai" || req.Model != "qwen-fake" {
+		t.Fatalf("agent job: agent %q account %q model %q; want native, oai, qwen-fake", req.Agent, req.Account, req.Model)
+	}
+	if v.Name != "native:oai/qwen-fake" {
+		t.Errorf("model_name_or_path %q", v.Name)
+	}
+}
