@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"drover/internal/apitypes"
 	"drover/internal/attemptgroup/request"
@@ -46,24 +47,30 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	if err := json.Unmarshal([]byte(ev.Params), &p); err != nil {
 		return fmt.Errorf("evaluation %s's settings: %w", id, err)
 	}
+	var busy []*store.EvalItem
+	for i := range items {
+		if s := items[i].State; s == store.ItemAgent || s == store.ItemGrading {
+			busy = append(busy, &items[i])
+		}
+	}
+	if err := each(busy, func(it *store.EvalItem) error {
+		if it.State == store.ItemAgent {
+			return e.agentDone(ctx, c, ev, p, it)
+		}
+		return e.graded(ctx, it)
+	}); err != nil {
+		return err
+	}
 	running, spent := 0, 0.0
 	for i := range items {
 		it := &items[i]
-		switch it.State {
-		case store.ItemAgent:
-			err = e.agentDone(ctx, c, ev, p, it)
-		case store.ItemGrading:
-			err = e.graded(ctx, it)
-		}
-		if err != nil {
-			return err
-		}
 		if it.State == store.ItemAgent || it.State == store.ItemGrading {
 			running++
 		}
 		spent += it.CostUSD
 	}
 	open := running
+	var starts []*store.EvalItem
 	for i := range items {
 		it := &items[i]
 		if it.State != store.ItemQueued {
@@ -80,10 +87,11 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 		if running >= p.MaxParallel {
 			continue
 		}
-		if err := e.startAgent(ctx, c, ev, p, it); err != nil {
-			return err
-		}
+		starts = append(starts, it)
 		running++
+	}
+	if err := each(starts, func(it *store.EvalItem) error { return e.startAgent(ctx, c, ev, p, it) }); err != nil {
+		return err
 	}
 	if open > 0 {
 		return nil
@@ -94,6 +102,27 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	}
 	e.log.Info("evaluation done", "eval", id)
 	return nil
+}
+
+// submitters bounds the items one pass moves at once.
+const submitters = 8
+
+// each runs f on every item, submitters at a time: the items are apart,
+// and moving one mostly waits (on a job's submission, a git process), so
+// one at a time an evaluation would go at the pace of one job at a time.
+func each(its []*store.EvalItem, f func(*store.EvalItem) error) error {
+	errs := make([]error, len(its))
+	sem := make(chan struct{}, submitters)
+	var wg sync.WaitGroup
+	for i, it := range its {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = f(it)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // put records an item as it is now.

@@ -273,3 +273,74 @@ func TestEvalAgentWithAnAccountPinsIt(t *testing.T) {
 		t.Errorf("model_name_or_path %q", v.Name)
 	}
 }
+
+// barrierCore holds each Submit until want of them are in flight (or a
+// while has passed), and records the most in flight at once.
+type barrierCore struct {
+	*fakeJobsCore
+	want     int
+	mu       sync.Mutex
+	in, most int
+	all      chan struct{} // closed once want are in flight
+}
+
+func (b *barrierCore) Submit(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (apitypes.JobView, error) {
+	b.mu.Lock()
+	b.in++
+	b.most = max(b.most, b.in)
+	all := b.all
+	if b.in == b.want {
+		close(all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-all:
+	case <-time.After(3 * time.Second):
+	}
+	defer func() { b.mu.Lock(); b.in--; b.mu.Unlock() }()
+	return b.fakeJobsCore.Submit(ctx, c, req)
+}
+
+// The samples max_parallel lets start are submitted at once, not one
+// after another: a submission waits on the store and a git process, and
+// one at a time an evaluation went at the pace of one job at a time
+// (BenchmarkEvalOverhead); so are the grading jobs of samples whose
+// agents ended together.
+func TestEvalSubmitsTheSamplesItStartsAtOnce(t *testing.T) {
+	core := &barrierCore{fakeJobsCore: newFakeJobsCore(), want: 3, all: make(chan struct{})}
+	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: time.Hour})
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 3,
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	waitFor(t, "three agent jobs", func() bool {
+		return core.has(key("a", "agent")) && core.has(key("b", "agent")) && core.has(key("c", "agent"))
+	})
+	core.mu.Lock()
+	most := core.most
+	core.most, core.all = 0, make(chan struct{})
+	core.mu.Unlock()
+	if most != 3 {
+		t.Fatalf("at most %d agent jobs submitted at once, want 3", most)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		core.end(key(id, "agent"), job.Completed, 0)
+	}
+	e.JobChanged(core.byKeyID(key("a", "agent")))
+	waitFor(t, "three grading jobs", func() bool {
+		return core.has(key("a", "grade")) && core.has(key("b", "grade")) && core.has(key("c", "grade"))
+	})
+	core.mu.Lock()
+	defer core.mu.Unlock()
+	if core.most != 3 {
+		t.Fatalf("at most %d grading jobs submitted at once, want 3", core.most)
+	}
+}
+
+func (f *fakeJobsCore) byKeyID(key string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byKey[key]
+}
