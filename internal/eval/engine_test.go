@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,4 +344,52 @@ func (f *fakeJobsCore) byKeyID(key string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.byKey[key]
+}
+
+// countingStore counts its write transactions.
+type countingStore struct {
+	store.Store
+	writes atomic.Int64
+}
+
+func (s *countingStore) Write(ctx context.Context, fn func(store.Tx) error) error {
+	s.writes.Add(1)
+	return s.Store.Write(ctx, fn)
+}
+
+// A pass that starts three samples, or grades three, records them in one
+// write transaction, not one each: each of SQLite's commits waits on the
+// disk, and one a sample made an evaluation slower than the same jobs
+// plain (BenchmarkEvalOverhead).
+func TestEvalRecordsAPassInOneWrite(t *testing.T) {
+	core := newFakeJobsCore()
+	st := &countingStore{Store: newStore(t)}
+	e := New(t.Context(), core, Config{Store: st, Sweep: time.Hour})
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 3,
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := func() map[string]int {
+		v, err := e.ShowEval(t.Context(), alice, v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Counts
+	}
+	started := st.writes.Load() // the evaluation's start
+	waitFor(t, "three samples at their agents", func() bool { return counts()["agent"] == 3 })
+	if n := st.writes.Load() - started; n != 1 {
+		t.Fatalf("%d writes to start three samples, want 1", n)
+	}
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	for _, id := range []string{"a", "b", "c"} {
+		core.end(key(id, "agent"), job.Completed, 0)
+	}
+	at := st.writes.Load()
+	e.JobChanged(core.byKeyID(key("a", "agent")))
+	waitFor(t, "three samples grading", func() bool { return counts()["grading"] == 3 })
+	if n := st.writes.Load() - at; n != 1 {
+		t.Fatalf("%d writes to grade three samples, want 1", n)
+	}
 }
