@@ -153,7 +153,28 @@ func TestEvalOfTheSyntheticSetSurvivesHubKill(t *testing.T) {
 
 	// The predictions: one a line, each instance's first sample; the
 	// agent's whole diff, its rewrite of the test included.
-	data, err := os.ReadFile(preds)
+	got, data := readPredictions(t, preds)
+	if len(got) != len(evalPlanted) || got["calc__add-1"].ModelNameOrPath != "exec" ||
+		!strings.Contains(got["calc__add-1"].ModelPatch, "+add() { echo $(($1 + $2)); }") ||
+		!strings.Contains(got["calc__sub-1"].ModelPatch, "tests/test_sub.sh") || got["text__upper-1"].ModelPatch != "" {
+		t.Fatalf("predictions:\n%s", data)
+	}
+
+	// Nothing ran twice: one job per key, and each key the item's.
+	perKey := evalJobKeys(t, c)
+	for k := range perKey {
+		if !strings.HasPrefix(k, "eval:"+id+":") {
+			t.Errorf("a job has key %q, not the evaluation's", k)
+		}
+	}
+	checkEachItemOneJobEach(t, perKey, v)
+}
+
+// readPredictions reads a predictions file, SWE-bench JSONL, by
+// instance; and its text.
+func readPredictions(t *testing.T, path string) (map[string]apitypes.EvalPrediction, []byte) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,13 +186,12 @@ func TestEvalOfTheSyntheticSetSurvivesHubKill(t *testing.T) {
 		}
 		got[p.InstanceID] = p
 	}
-	if len(got) != len(evalPlanted) || got["calc__add-1"].ModelNameOrPath != "exec" ||
-		!strings.Contains(got["calc__add-1"].ModelPatch, "+add() { echo $(($1 + $2)); }") ||
-		!strings.Contains(got["calc__sub-1"].ModelPatch, "tests/test_sub.sh") || got["text__upper-1"].ModelPatch != "" {
-		t.Fatalf("predictions:\n%s", data)
-	}
+	return got, data
+}
 
-	// Nothing ran twice: one job per key, and each key the item's.
+// evalJobKeys counts the hub's jobs by idempotency key.
+func evalJobKeys(t *testing.T, c *client.Client) map[string]int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	l, err := c.Jobs(ctx, client.JobFilter{Limit: 1000})
@@ -180,13 +200,17 @@ func TestEvalOfTheSyntheticSetSurvivesHubKill(t *testing.T) {
 	}
 	perKey := map[string]int{}
 	for _, j := range l.Jobs {
-		if !strings.HasPrefix(j.Key, "eval:"+id+":") {
-			t.Errorf("job %s has key %q, not the evaluation's", j.ID, j.Key)
-		}
 		perKey[j.Key]++
 	}
+	return perKey
+}
+
+// checkEachItemOneJobEach checks that each of v's keys has one job, and
+// each item not refused one agent job and one grading job.
+func checkEachItemOneJobEach(t *testing.T, perKey map[string]int, v apitypes.EvalView) {
+	t.Helper()
 	for k, n := range perKey {
-		if n != 1 {
+		if strings.HasPrefix(k, "eval:"+v.ID+":") && n != 1 {
 			t.Errorf("key %s: %d jobs", k, n)
 		}
 	}
@@ -195,7 +219,7 @@ func TestEvalOfTheSyntheticSetSurvivesHubKill(t *testing.T) {
 			continue
 		}
 		for _, what := range []string{"agent", "grade"} {
-			if k := "eval:" + id + ":" + it.InstanceID + "#" + strconv.Itoa(it.Repeat) + "#1:" + what; perKey[k] != 1 {
+			if k := "eval:" + v.ID + ":" + it.InstanceID + "#" + strconv.Itoa(it.Repeat) + "#1:" + what; perKey[k] != 1 {
 				t.Errorf("item %s#%d: %d jobs of key %s", it.InstanceID, it.Repeat, perKey[k], k)
 			}
 		}

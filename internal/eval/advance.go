@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"drover/internal/apitypes"
+	"drover/internal/attemptgroup/request"
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -45,24 +47,30 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	if err := json.Unmarshal([]byte(ev.Params), &p); err != nil {
 		return fmt.Errorf("evaluation %s's settings: %w", id, err)
 	}
+	var busy []*store.EvalItem
+	for i := range items {
+		if s := items[i].State; s == store.ItemAgent || s == store.ItemGrading {
+			busy = append(busy, &items[i])
+		}
+	}
+	if err := e.move(ctx, busy, func(it *store.EvalItem) error {
+		if it.State == store.ItemAgent {
+			return e.agentDone(ctx, c, ev, p, it)
+		}
+		return e.graded(ctx, it)
+	}); err != nil {
+		return err
+	}
 	running, spent := 0, 0.0
 	for i := range items {
 		it := &items[i]
-		switch it.State {
-		case store.ItemAgent:
-			err = e.agentDone(ctx, c, ev, p, it)
-		case store.ItemGrading:
-			err = e.graded(ctx, it)
-		}
-		if err != nil {
-			return err
-		}
 		if it.State == store.ItemAgent || it.State == store.ItemGrading {
 			running++
 		}
 		spent += it.CostUSD
 	}
 	open := running
+	var starts []*store.EvalItem
 	for i := range items {
 		it := &items[i]
 		if it.State != store.ItemQueued {
@@ -79,10 +87,11 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 		if running >= p.MaxParallel {
 			continue
 		}
-		if err := e.startAgent(ctx, c, ev, p, it); err != nil {
-			return err
-		}
+		starts = append(starts, it)
 		running++
+	}
+	if err := e.move(ctx, starts, func(it *store.EvalItem) error { return e.startAgent(ctx, c, ev, p, it) }); err != nil {
+		return err
 	}
 	if open > 0 {
 		return nil
@@ -93,6 +102,57 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	}
 	e.log.Info("evaluation done", "eval", id)
 	return nil
+}
+
+// submitters bounds the items one pass moves at once.
+const submitters = 8
+
+// move runs f on every item, submitters at a time, and records those it
+// moved to another state in one transaction; an item f failed on is left
+// as it was, for the next pass. The items are apart, and moving one mostly
+// waits (on a job's submission, a git process, a commit): one at a time,
+// each recorded in a commit of its own, an evaluation went at the pace of
+// one job at a time. A job is submitted with its key before its item
+// records it, so a pass cut short finds the same job the next time.
+func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.EvalItem) error) error {
+	before := make([]store.EvalItem, len(its))
+	errs := make([]error, len(its)+1)
+	sem := make(chan struct{}, submitters)
+	var wg sync.WaitGroup
+	for i, it := range its {
+		before[i] = *it
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = f(it)
+		})
+	}
+	wg.Wait()
+	var moved []store.EvalItem
+	now := e.cfg.Now()
+	for i, it := range its {
+		switch {
+		case errs[i] != nil:
+			*it = before[i]
+		case it.State != before[i].State:
+			it.UpdatedAt = now
+			moved = append(moved, *it)
+		}
+	}
+	if len(moved) > 0 {
+		errs[len(its)] = e.cfg.Store.Write(ctx, func(tx store.Tx) error {
+			for _, it := range moved {
+				if err := tx.PutEvalItem(it); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if errs[len(its)] != nil {
+			errs[len(its)] = fmt.Errorf("record %d items of evaluation %s: %w", len(moved), moved[0].EvalID, errs[len(its)])
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // put records an item as it is now.
@@ -118,7 +178,8 @@ func jobKey(it *store.EvalItem, what string) string {
 }
 
 // startAgent submits an item's agent job at its base, the problem
-// statement its prompt.
+// statement its prompt. Like agentDone and graded, it moves the item and
+// leaves recording it to move.
 func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem) error {
 	in, err := instanceOf(it)
 	if err != nil {
@@ -128,19 +189,19 @@ func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p 
 		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: in.BaseCommit}, Args: []string{in.ProblemStatement}}
 	if ev.Agent == "exec" {
 		req.Model, req.Args = "", []string{"sh", "-c", p.Exec, "drover-eval", in.ProblemStatement}
+	} else if a, err := request.ParseAgent(ev.Agent); err == nil {
+		// AGENT:ACCOUNT pins the job to the account (checked at the start).
+		req.Agent, req.Account = a.Agent, a.Account
 	}
 	v, err := e.core.Submit(ctx, c, req)
 	if isRefusal(err) {
 		it.State, it.Reason = store.ItemUnresolved, "its agent job was refused: "+rules.Clip(err.Error(), 300)
-		return e.put(ctx, it)
+		return nil
 	} else if err != nil {
 		return fmt.Errorf("submit item %s's agent job: %w", it.Key, err)
 	}
 	it.State, it.AgentJob = store.ItemAgent, v.ID
 	e.watchJob(v.ID, it.EvalID)
-	if err := e.put(ctx, it); err != nil {
-		return err
-	}
 	// It may have ended before it was watched.
 	e.wake(it.EvalID)
 	return nil
@@ -162,7 +223,7 @@ func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p P
 	e.unwatch(v.ID)
 	if v.State != job.Completed {
 		it.State, it.Reason = store.ItemUnresolved, "the agent's job "+ended(v)
-		return e.put(ctx, it)
+		return nil
 	}
 	in, err := instanceOf(it)
 	if err != nil {
@@ -178,7 +239,7 @@ func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p P
 		// end, not the evaluation's: it would fail again at every pass.
 		e.log.Warn("could not make an evaluation item's graded commit", "eval", it.EvalID, "item", it.Key, "err", err)
 		it.State, it.Reason = store.ItemUnresolved, "could not make the graded commit: "+rules.Clip(err.Error(), 300)
-		return e.put(ctx, it)
+		return nil
 	} else if err != nil {
 		return err
 	}
@@ -193,15 +254,12 @@ func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p P
 	g, err := e.core.Submit(ctx, c, req)
 	if isRefusal(err) {
 		it.State, it.Reason = store.ItemUnresolved, "its grading job was refused: "+rules.Clip(err.Error(), 300)
-		return e.put(ctx, it)
+		return nil
 	} else if err != nil {
 		return fmt.Errorf("submit item %s's grading job: %w", it.Key, err)
 	}
 	it.State, it.GradeJob = store.ItemGrading, g.ID
 	e.watchJob(g.ID, it.EvalID)
-	if err := e.put(ctx, it); err != nil {
-		return err
-	}
 	e.wake(it.EvalID)
 	return nil
 }
@@ -228,7 +286,7 @@ func (e *Evals) graded(ctx context.Context, it *store.EvalItem) error {
 	default:
 		it.State, it.Reason = store.ItemUnresolved, "the grading job "+ended(v)
 	}
-	return e.put(ctx, it)
+	return nil
 }
 
 // stopItems cancels the jobs of an evaluation's items not over and skips

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"drover/internal/apitypes"
+	"drover/internal/attemptgroup/request"
 	"drover/internal/eval/dataset"
 	"drover/internal/hub/call"
 	"drover/internal/ids"
@@ -58,6 +59,8 @@ func params(req apitypes.EvalRunRequest) (Params, error) {
 		return p, call.BadRequest("an exec agent needs its command (--exec CMD, run with the problem statement as $1)")
 	case req.Agent != "exec" && req.Exec != "":
 		return p, call.BadRequest("--exec is the command of an exec agent (--agent exec)")
+	case req.Agent != "exec" && agentErr(req.Agent) != nil:
+		return p, agentErr(req.Agent)
 	case p.Attempts > MaxAttempts || p.Repeats > MaxRepeats:
 		return p, call.BadRequest("attempts 1-%d and repeats 1-%d", MaxAttempts, MaxRepeats)
 	case p.MaxParallel < 1 || p.MaxParallel > MaxParallel:
@@ -80,6 +83,15 @@ func params(req apitypes.EvalRunRequest) (Params, error) {
 		}
 	}
 	return p, nil
+}
+
+// agentErr says why an evaluation's agent other than exec is not one
+// (AGENT or AGENT:ACCOUNT, taking the problem statement as its prompt).
+func agentErr(agent string) error {
+	if _, err := request.ParseAgent(agent); err != nil {
+		return err
+	}
+	return nil
 }
 
 // itemKey names a sample of an instance.

@@ -314,3 +314,153 @@ func TestListEvalsKeepsToWhatTheCallerMaySee(t *testing.T) {
 		t.Errorf("listed %+v, shown %+v", got, full)
 	}
 }
+
+// An evaluation's agent named AGENT:ACCOUNT (as --agent native:ACCOUNT
+// says) submits each agent job as that agent pinned to that account; an
+// agent the hub does not know, or one that takes no prompt, is refused
+// before anything starts.
+func TestEvalAgentWithAnAccountPinsIt(t *testing.T) {
+	core := newFakeJobsCore()
+	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: 10 * time.Millisecond})
+	for _, agent := range []string{"nosuch", "nosuch:acct", "native:bad\x1b", "shell"} {
+		if _, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: agent,
+			Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}}}); !errors.As(err, new(*call.Refusal)) {
+			t.Errorf("agent %q: %v, want refused", agent, err)
+		}
+	}
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "native:oai", Model: "qwen-fake",
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "eval:" + v.ID + ":a#1#1:agent"
+	waitFor(t, "a's agent job", func() bool { return core.has(key) })
+	core.mu.Lock()
+	req := core.reqs[core.byKey[key]]
+	core.mu.Unlock()
+	if req.Agent != "native" || req.Account != "oai" || req.Model != "qwen-fake" {
+		t.Fatalf("agent job: agent %q account %q model %q; want native, oai, qwen-fake", req.Agent, req.Account, req.Model)
+	}
+	if v.Name != "native:oai/qwen-fake" {
+		t.Errorf("model_name_or_path %q", v.Name)
+	}
+}
+
+// barrierCore holds each Submit until want of them are in flight (or a
+// while has passed), and records the most in flight at once.
+type barrierCore struct {
+	*fakeJobsCore
+	want     int
+	mu       sync.Mutex
+	in, most int
+	all      chan struct{} // closed once want are in flight
+}
+
+func (b *barrierCore) Submit(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (apitypes.JobView, error) {
+	b.mu.Lock()
+	b.in++
+	b.most = max(b.most, b.in)
+	all := b.all
+	if b.in == b.want {
+		close(all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-all:
+	case <-time.After(3 * time.Second):
+	}
+	defer func() { b.mu.Lock(); b.in--; b.mu.Unlock() }()
+	return b.fakeJobsCore.Submit(ctx, c, req)
+}
+
+// The samples max_parallel lets start are submitted at once, not one
+// after another: a submission waits on the store and a git process, and
+// one at a time an evaluation went at the pace of one job at a time
+// (BenchmarkEvalOverhead); so are the grading jobs of samples whose
+// agents ended together.
+func TestEvalSubmitsTheSamplesItStartsAtOnce(t *testing.T) {
+	core := &barrierCore{fakeJobsCore: newFakeJobsCore(), want: 3, all: make(chan struct{})}
+	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: time.Hour})
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 3,
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	waitFor(t, "three agent jobs", func() bool {
+		return core.has(key("a", "agent")) && core.has(key("b", "agent")) && core.has(key("c", "agent"))
+	})
+	core.mu.Lock()
+	most := core.most
+	core.most, core.all = 0, make(chan struct{})
+	core.mu.Unlock()
+	if most != 3 {
+		t.Fatalf("at most %d agent jobs submitted at once, want 3", most)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		core.end(key(id, "agent"), job.Completed, 0)
+	}
+	e.JobChanged(core.byKeyID(key("a", "agent")))
+	waitFor(t, "three grading jobs", func() bool {
+		return core.has(key("a", "grade")) && core.has(key("b", "grade")) && core.has(key("c", "grade"))
+	})
+	core.mu.Lock()
+	defer core.mu.Unlock()
+	if core.most != 3 {
+		t.Fatalf("at most %d grading jobs submitted at once, want 3", core.most)
+	}
+}
+
+func (f *fakeJobsCore) byKeyID(key string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byKey[key]
+}
+
+// countingStore counts its write transactions.
+type countingStore struct {
+	store.Store
+	writes atomic.Int64
+}
+
+func (s *countingStore) Write(ctx context.Context, fn func(store.Tx) error) error {
+	s.writes.Add(1)
+	return s.Store.Write(ctx, fn)
+}
+
+// A pass that starts three samples, or grades three, records them in one
+// write transaction, not one each: each of SQLite's commits waits on the
+// disk, and one a sample made an evaluation slower than the same jobs
+// plain (BenchmarkEvalOverhead).
+func TestEvalRecordsAPassInOneWrite(t *testing.T) {
+	core := newFakeJobsCore()
+	st := &countingStore{Store: newStore(t)}
+	e := New(t.Context(), core, Config{Store: st, Sweep: time.Hour})
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 3,
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := func() map[string]int {
+		v, err := e.ShowEval(t.Context(), alice, v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Counts
+	}
+	started := st.writes.Load() // the evaluation's start
+	waitFor(t, "three samples at their agents", func() bool { return counts()["agent"] == 3 })
+	if n := st.writes.Load() - started; n != 1 {
+		t.Fatalf("%d writes to start three samples, want 1", n)
+	}
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	for _, id := range []string{"a", "b", "c"} {
+		core.end(key(id, "agent"), job.Completed, 0)
+	}
+	at := st.writes.Load()
+	e.JobChanged(core.byKeyID(key("a", "agent")))
+	waitFor(t, "three samples grading", func() bool { return counts()["grading"] == 3 })
+	if n := st.writes.Load() - at; n != 1 {
+		t.Fatalf("%d writes to grade three samples, want 1", n)
+	}
+}

@@ -31,7 +31,7 @@ type pipeBench struct {
 	n    int // jobs submitted so far, to keep their commands apart
 }
 
-func newPipeBench(b *testing.B, runners int) *pipeBench {
+func newPipeBench(b testing.TB, runners int) *pipeBench {
 	th := startHub(b, Config{})
 	_, base := th.hostProject(th.admin, "bench")
 	rs := make([]benchRunner, runners)
@@ -274,7 +274,7 @@ func (pb *pipeBench) size(b *testing.B, id string) pipeSize {
 }
 
 // rowSizes runs query and returns its rows and their values' bytes.
-func rowSizes(b *testing.B, db *sql.DB, query string, args ...any) (rows, bytes int) {
+func rowSizes(b testing.TB, db *sql.DB, query string, args ...any) (rows, bytes int) {
 	rs, err := db.Query(query, args...)
 	if err != nil {
 		b.Fatal(err)

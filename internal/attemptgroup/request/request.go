@@ -50,17 +50,28 @@ func Check(req apitypes.GroupRequest) ([]Attempt, error) {
 	}
 	out := make([]Attempt, n)
 	for i, s := range names {
-		ag, acct, _ := strings.Cut(strings.TrimSpace(s), ":")
-		e, ok := facts.Lookup(ag)
-		switch {
-		case !ok:
-			return nil, call.BadRequest("attempt %d: unknown agent %q (known: %s)", i+1, ag, strings.Join(facts.Names(), ", "))
-		case !e.Prompt():
-			return nil, call.BadRequest("attempt %d: agent %q takes no prompt", i+1, ag)
-		case strings.Contains(s, ":") && rules.CheckPlainText("account", acct, false) != nil:
-			return nil, call.BadRequest("attempt %d: account of %q: %v", i+1, s, rules.CheckPlainText("account", acct, false))
+		a, err := ParseAgent(s)
+		if err != nil {
+			return nil, call.BadRequest("attempt %d: %s", i+1, err.Msg)
 		}
-		out[i] = Attempt{Agent: ag, Account: acct}
+		out[i] = a
 	}
 	return out, nil
+}
+
+// ParseAgent reads an agent as a request names it, AGENT or AGENT:ACCOUNT
+// (the account pins its jobs): an agent that takes a prompt (the one rule
+// of attempt groups and evaluations).
+func ParseAgent(s string) (Attempt, *call.Refusal) {
+	ag, acct, _ := strings.Cut(strings.TrimSpace(s), ":")
+	e, ok := facts.Lookup(ag)
+	switch {
+	case !ok:
+		return Attempt{}, call.BadRequest("unknown agent %q (known: %s)", ag, strings.Join(facts.Names(), ", "))
+	case !e.Prompt():
+		return Attempt{}, call.BadRequest("agent %q takes no prompt", ag)
+	case strings.Contains(s, ":") && rules.CheckPlainText("account", acct, false) != nil:
+		return Attempt{}, call.BadRequest("account of %q: %v", s, rules.CheckPlainText("account", acct, false))
+	}
+	return Attempt{Agent: ag, Account: acct}, nil
 }

@@ -1,0 +1,211 @@
+package hub
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"drover/internal/apitypes"
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// Issue 29's benchmark (docs/benchmarks.md): an evaluation of trivial
+// instances against the same work as plain jobs, in the same run, on the
+// fleet of runners_bench_test.go (an offer is accepted at once and
+// finished with exit 0, no result: each agent leaves the base as it was,
+// so grading needs no git). Nothing asserts a time.
+
+// evalBenchInstances is DROVER_BENCH_INSTANCES, 500 by default.
+func evalBenchInstances(b *testing.B) int {
+	v := os.Getenv("DROVER_BENCH_INSTANCES")
+	if v == "" {
+		return 500
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("DROVER_BENCH_INSTANCES=%q: want a positive count", v)
+	}
+	return n
+}
+
+// evalOverhead is what BenchmarkEvalOverhead measured, summed over its
+// iterations.
+type evalOverhead struct {
+	instances                             int
+	evalWall, plainWall, started          time.Duration
+	evalEvents, plainEvents, heap, itemBs int64
+}
+
+// BenchmarkEvalOverhead: an evaluation of N trivial instances (exec
+// agent, test_cmd true), max_parallel 20, on 20 runners, from StartEval
+// to the evaluation done (the time in StartEval, which checks every
+// instance's base, apart too); against, in the same iteration, the same
+// jobs submitted plainly by 20 clients, each taking an instance at a time:
+// its agent-like job (exec at the base, keyed), and once that finished its
+// grading-like job (exec, observe, no network, keyed), to the last one
+// finished (issue 29, target ≤ 1.1×). Also the hub's heap retained per
+// instance once the evaluation ended, the events stored per instance
+// beside the plain jobs', and the bytes of its item's row. The two go
+// first in turn: -benchtime=2x (or any even count) runs each first once.
+func BenchmarkEvalOverhead(b *testing.B) {
+	const parallel = 20
+	n := evalBenchInstances(b)
+	pb := newPipeBench(b, parallel)
+	var m evalOverhead
+	for b.Loop() {
+		pb.evalOverhead(b, n, parallel, &m)
+	}
+	per := float64(m.instances)
+	b.ReportMetric(m.evalWall.Seconds()*1e3/float64(b.N), "eval-ms")
+	b.ReportMetric(m.plainWall.Seconds()*1e3/float64(b.N), "plain-ms")
+	b.ReportMetric(float64(m.evalWall)/float64(m.plainWall), "ratio")
+	b.ReportMetric(m.started.Seconds()*1e3/float64(b.N), "start-ms")
+	b.ReportMetric(float64(m.heap)/per/1024, "heap-KiB/instance")
+	b.ReportMetric(float64(m.evalEvents)/per, "events/instance")
+	b.ReportMetric(float64(m.plainEvents)/per, "plain-events/instance")
+	b.ReportMetric(float64(m.itemBs)/per, "item-bytes/instance")
+	b.Logf("%d instances, max_parallel %d, on %d runners: %v per evaluation (%v of it in StartEval), %v for the same %d jobs plain (%.2f×); "+
+		"heap retained %.1f KiB per instance; %.1f events stored per instance (plain: %.1f), and an item of %.0f bytes",
+		n, parallel, parallel, (m.evalWall / time.Duration(b.N)).Round(time.Millisecond), (m.started / time.Duration(b.N)).Round(time.Millisecond),
+		(m.plainWall / time.Duration(b.N)).Round(time.Millisecond), 2*n, float64(m.evalWall)/float64(m.plainWall),
+		float64(m.heap)/per/1024, float64(m.evalEvents)/per, float64(m.plainEvents)/per, float64(m.itemBs)/per)
+}
+
+// The benchmark's body at a tiny size, so that it keeps working: every
+// instance resolved, each job's events counted; no time is checked.
+func TestEvalOverheadSmoke(t *testing.T) {
+	t.Parallel()
+	pb := newPipeBench(t, 2)
+	var m evalOverhead
+	pb.evalOverhead(t, 3, 2, &m)
+	pb.evalOverhead(t, 3, 2, &m)
+	if m.instances != 6 || m.evalEvents == 0 || m.evalEvents != m.plainEvents || m.itemBs == 0 {
+		t.Fatalf("%+v; want 6 instances, as many events as the plain jobs', item bytes", m)
+	}
+}
+
+// evalOverhead runs one iteration: an evaluation of n trivial instances
+// and the same jobs plain, parallel at a time, the one or the other first.
+func (pb *pipeBench) evalOverhead(t testing.TB, n, parallel int, m *evalOverhead) {
+	pb.n++
+	run := pb.n
+	lines := make([]apitypes.EvalLine, n)
+	for i := range lines {
+		lines[i] = apitypes.EvalLine{Line: i + 1, Instance: &apitypes.EvalInstance{InstanceID: fmt.Sprintf("bench__%d-%d", run, i),
+			Repo: "bench", BaseCommit: pb.base, ProblemStatement: fmt.Sprintf("instance %d of run %d", i, run), TestCmd: "true"}}
+	}
+	evalRun := func() {
+		heap0, _ := memNow()
+		at := time.Now()
+		v, _, err := pb.th.h.evals.StartEval(t.Context(), pb.c, apitypes.EvalRunRequest{Agent: "exec", Exec: "true",
+			MaxParallel: parallel, Lines: lines})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.started += time.Since(at)
+		pb.waitEval(t, v.ID)
+		m.evalWall += time.Since(at)
+		heap1, _ := memNow()
+		m.heap += heap1 - heap0
+		m.evalEvents += pb.events(t, "eval:"+v.ID+":%")
+		m.itemBs += pb.itemBytes(t, v.ID)
+	}
+	plainRun := func() {
+		repo := &apitypes.SubmitRepo{Project: "bench", Base: pb.base}
+		at := time.Now()
+		var wg sync.WaitGroup
+		for w := range parallel {
+			wg.Go(func() {
+				for i := w; i < n; i += parallel {
+					key := fmt.Sprintf("plain:%d:%d:", run, i)
+					pb.fl.waitDone(t, pb.submitReq(t, apitypes.SubmitRequest{Agent: "exec", Key: key + "agent",
+						Args: []string{"sh", "-c", "true", "plain", fmt.Sprint(i)}, Repo: repo}))
+					pb.fl.waitDone(t, pb.submitReq(t, apitypes.SubmitRequest{Agent: "exec", Key: key + "grade", Mode: protocol.ModeObserve,
+						Network: []string{"none"}, Args: []string{"sh", "-c", "true", "grade", fmt.Sprint(i)}, Repo: repo}))
+				}
+			})
+		}
+		wg.Wait()
+		m.plainWall += time.Since(at)
+		m.plainEvents += pb.events(t, fmt.Sprintf("plain:%d:%%", run))
+	}
+	// Every job makes the hub's tables larger: the two go first in turn,
+	// so that neither gains by going first.
+	if run%2 == 1 {
+		evalRun()
+		plainRun()
+	} else {
+		plainRun()
+		evalRun()
+	}
+	m.instances += n
+}
+
+// submitReq submits req as the bench's caller, from any goroutine.
+func (pb *pipeBench) submitReq(t testing.TB, req apitypes.SubmitRequest) string {
+	s, err := pb.th.h.SubmitJob(context.Background(), pb.c, req)
+	if err != nil {
+		t.Errorf("submit: %v", err)
+	}
+	return s.Job.ID
+}
+
+// waitEval waits for evaluation id to end, polling its one row every 5
+// ms (the bench's reads must not crowd the hub's); every item must have
+// been resolved.
+func (pb *pipeBench) waitEval(t testing.TB, id string) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var ev store.Eval
+		err := pb.th.h.store.Read(t.Context(), func(tx store.Tx) error {
+			var err error
+			ev, err = tx.Eval(id)
+			return err
+		})
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case ev.State != store.EvalRunning:
+			v, err := pb.th.h.evals.ShowEval(t.Context(), pb.c, id)
+			if err != nil || v.Counts["resolved"] != len(v.Items) {
+				t.Fatalf("evaluation %s %s: %v %v", id, ev.State, v.Counts, err)
+			}
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("evaluation %s not done within 10 minutes", id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// storeDB opens the hub's SQLite file to read.
+func (pb *pipeBench) storeDB(t testing.TB) *sql.DB {
+	db, err := sql.Open("sqlite", "file:"+StorePath(pb.th.cfg.DataDir)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// events counts the events stored of the jobs whose key is LIKE pattern.
+func (pb *pipeBench) events(t testing.TB, pattern string) int64 {
+	var n int64
+	if err := pb.storeDB(t).QueryRow(`SELECT COUNT(*) FROM events e JOIN jobs j ON j.id = e.job_id WHERE j.key LIKE ?`, pattern).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// itemBytes is the bytes of evaluation id's items' rows (each value's
+// size: text's length, 8 for a number).
+func (pb *pipeBench) itemBytes(t testing.TB, id string) int64 {
+	_, n := rowSizes(t, pb.storeDB(t), "SELECT * FROM eval_items WHERE eval_id = ?", id)
+	return int64(n)
+}
