@@ -21,6 +21,13 @@ func TestRunAttemptsBadInput(t *testing.T) {
 		{"give --repo", []string{"run", "--agent", "claude", "--attempts", "2", "--", "p"}},
 		{"--wait does not go with --attempts", []string{"run", "--repo", ".", "--agent", "claude", "--attempts", "2", "--wait", "--", "p"}},
 		{"--verify goes with --attempts", []string{"run", "--agent", "exec", "--verify", "true", "--", "true"}},
+		{"--judge goes with --attempts", []string{"run", "--agent", "claude", "--judge", "claude", "--", "p"}},
+		{"--pick-by-judge goes with --attempts", []string{"run", "--agent", "claude", "--pick-by-judge", "--", "p"}},
+		{"--pick-by-judge needs a judge", []string{"run", "--repo", ".", "--agent", "claude", "--attempts", "2", "--verify", "true", "--pick-by-judge", "--", "p"}},
+		{"--pick-by-judge needs --verify", []string{"run", "--repo", ".", "--agent", "claude", "--attempts", "2", "--judge", "claude", "--pick-by-judge", "--", "p"}},
+		{`the judge: unknown agent "nosuch"`, []string{"run", "--repo", ".", "--agent", "claude", "--attempts", "2", "--judge", "nosuch", "--", "p"}},
+		{`the judge: agent "exec" takes no prompt`, []string{"run", "--repo", ".", "--agent", "claude", "--attempts", "2", "--judge", "exec", "--", "p"}},
+		{"--judge names an agent", []string{"run", "--repo", ".", "--agent", "claude", "--attempts", "2", "--judge", " ", "--", "p"}},
 		{"want an attempt's number", []string{"pick", "p-1", "zero"}},
 		{"want GROUP", []string{"compare"}},
 	} {

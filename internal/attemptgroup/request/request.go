@@ -5,6 +5,7 @@
 package request
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -26,23 +27,28 @@ type Attempt struct{ Agent, Account string }
 
 // Check checks a group request as the hub will (the CLI checks before it
 // pushes anything): nothing starts when any of it is wrong.
-// It returns the attempts' agents.
-func Check(req apitypes.GroupRequest) ([]Attempt, error) {
+// It returns the attempts' agents, and the judge's (the zero Attempt for
+// none).
+func Check(req apitypes.GroupRequest) ([]Attempt, Attempt, error) {
 	n := req.Attempts
 	if n == 0 {
 		n = len(req.Agents)
 	}
 	switch {
 	case n < 1:
-		return nil, call.BadRequest("a group needs at least one attempt (--attempts N)")
+		return nil, Attempt{}, call.BadRequest("a group needs at least one attempt (--attempts N)")
 	case n > MaxAttempts:
-		return nil, call.BadRequest("%d attempts; the limit is %d", n, MaxAttempts)
+		return nil, Attempt{}, call.BadRequest("%d attempts; the limit is %d", n, MaxAttempts)
 	case len(req.Agents) > 0 && len(req.Agents) != n:
-		return nil, call.BadRequest("%d agents for %d attempts: name one agent per attempt, or none", len(req.Agents), n)
+		return nil, Attempt{}, call.BadRequest("%d agents for %d attempts: name one agent per attempt, or none", len(req.Agents), n)
 	case len(req.Agents) == 0 && strings.TrimSpace(req.Agent) == "":
-		return nil, call.BadRequest("the attempts need an agent (--agent, or --agents one per attempt)")
+		return nil, Attempt{}, call.BadRequest("the attempts need an agent (--agent, or --agents one per attempt)")
 	case strings.TrimSpace(req.Prompt) == "":
-		return nil, call.BadRequest("the attempts need a prompt")
+		return nil, Attempt{}, call.BadRequest("the attempts need a prompt")
+	case req.PickByJudge && strings.TrimSpace(req.Judge) == "":
+		return nil, Attempt{}, call.BadRequest("--pick-by-judge needs a judge (--judge AGENT)")
+	case req.PickByJudge && strings.TrimSpace(req.Verify) == "":
+		return nil, Attempt{}, call.BadRequest("--pick-by-judge needs --verify CMD: only an attempt whose verify passed is picked")
 	}
 	names := req.Agents
 	if len(names) == 0 {
@@ -50,17 +56,34 @@ func Check(req apitypes.GroupRequest) ([]Attempt, error) {
 	}
 	out := make([]Attempt, n)
 	for i, s := range names {
-		ag, acct, _ := strings.Cut(strings.TrimSpace(s), ":")
-		e, ok := facts.Lookup(ag)
-		switch {
-		case !ok:
-			return nil, call.BadRequest("attempt %d: unknown agent %q (known: %s)", i+1, ag, strings.Join(facts.Names(), ", "))
-		case !e.Prompt():
-			return nil, call.BadRequest("attempt %d: agent %q takes no prompt", i+1, ag)
-		case strings.Contains(s, ":") && rules.CheckPlainText("account", acct, false) != nil:
-			return nil, call.BadRequest("attempt %d: account of %q: %v", i+1, s, rules.CheckPlainText("account", acct, false))
+		a, err := agentOf(fmt.Sprintf("attempt %d", i+1), s)
+		if err != nil {
+			return nil, Attempt{}, err
 		}
-		out[i] = Attempt{Agent: ag, Account: acct}
+		out[i] = a
 	}
-	return out, nil
+	var judge Attempt
+	if strings.TrimSpace(req.Judge) != "" {
+		var err error
+		if judge, err = agentOf("the judge", req.Judge); err != nil {
+			return nil, Attempt{}, err
+		}
+	}
+	return out, judge, nil
+}
+
+// agentOf reads what's agent, AGENT or AGENT:ACCOUNT: an agent that takes
+// a prompt, and an account in plain text.
+func agentOf(what, s string) (Attempt, error) {
+	ag, acct, _ := strings.Cut(strings.TrimSpace(s), ":")
+	e, ok := facts.Lookup(ag)
+	switch {
+	case !ok:
+		return Attempt{}, call.BadRequest("%s: unknown agent %q (known: %s)", what, ag, strings.Join(facts.Names(), ", "))
+	case !e.Prompt():
+		return Attempt{}, call.BadRequest("%s: agent %q takes no prompt", what, ag)
+	case strings.Contains(s, ":") && rules.CheckPlainText("account", acct, false) != nil:
+		return Attempt{}, call.BadRequest("%s: account of %q: %v", what, s, rules.CheckPlainText("account", acct, false))
+	}
+	return Attempt{Agent: ag, Account: acct}, nil
 }
