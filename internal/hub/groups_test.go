@@ -2,7 +2,6 @@ package hub
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -103,18 +102,7 @@ func TestGroupOfThreeAttemptsIsComparedAndOnePicked(t *testing.T) {
 	srs, toks := groupRunners(th)
 	dir, base := sourceRepo(t)
 	th.push(dir, "web", base)
-	forge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "no", http.StatusForbidden) }))
-	t.Cleanup(forge.Close)
-	now := time.Now()
-	if err := th.h.store.Write(t.Context(), func(tx store.Tx) error {
-		// A forge that refuses: the publication is recorded, and fails.
-		if err := tx.PutForge(store.Forge{Name: "f", Kind: "gitea", URL: forge.URL, Secret: "s", CreatedAt: now, UpdatedAt: now}); err != nil {
-			return err
-		}
-		return tx.SetProjectConfig("web", store.ProjectConfig{Forge: "f", ForgeRepo: "o/r"}, now)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	refusingForge(t, th)
 	var g apitypes.GroupView
 	req := apitypes.GroupRequest{Project: "web", Base: base, Prompt: "make a.txt say hello", Attempts: 3, Agent: "claude", Verify: "grep -q hello a.txt"}
 	if code, e := th.call(th.admin, "POST", "/groups", req, &g); code != http.StatusCreated {
