@@ -34,11 +34,10 @@ func refusingForge(t *testing.T, th *testHub) {
 	}
 }
 
-// judgedGroup runs a group of three attempts with a judge to its end:
-// the attempts write "hello one", "hello two" and "bye three" (whose
-// verify fails); the judge, offered once all of them ended, is given
-// every attempt's outcome and diff, and delivers verdict(attempt number
-// of each text).
+// judgedGroup runs a group of three attempts (playAttempts) with a judge
+// to its end: the judge, offered once all of them ended, is given every
+// attempt's outcome and diff, and delivers verdict(attempt number of each
+// text).
 func judgedGroup(t *testing.T, pick bool, verdict func(byText map[string]int) string) (*testHub, apitypes.GroupView) {
 	th := startHub(t, Config{})
 	srs, toks := groupRunners(th)
@@ -54,34 +53,7 @@ func judgedGroup(t *testing.T, pick bool, verdict func(byText map[string]int) st
 	if g.Judge == nil || g.Judge.Agent != "claude" || g.Judge.PickByJudge != pick || g.Judge.State != "pending" {
 		t.Fatalf("the started group's judge: %+v", g.Judge)
 	}
-	type offered struct {
-		o protocol.Offer
-		i int
-	}
-	var offers []offered
-	content := map[string]string{}
-	for i, c := range []string{"hello one\n", "hello two\n", "bye three\n"} {
-		o, r := nextOffer(t, srs)
-		if o.Spec.Agent != "claude" || o.Spec.Mode == protocol.ModeObserve {
-			t.Fatalf("offer %d: %+v, want an attempt", i, o.Spec)
-		}
-		content[o.Job] = c
-		offers = append(offers, offered{o, r})
-	}
-	for _, o := range offers {
-		runOffer(t, th, srs[o.i], toks[o.i], o.o, dir, base, content[o.o.Job], 0)
-	}
-	for range 3 {
-		o, r := nextOffer(t, srs)
-		if o.Spec.Agent != "exec" {
-			t.Fatalf("offer %+v, want a verify exec job", o.Spec)
-		}
-		code := 0
-		if strings.HasPrefix(th.gitOut("web", "show", o.Spec.Repo.Base+":a.txt"), "bye") {
-			code = 1
-		}
-		runOffer(t, th, srs[r], toks[r], o, dir, o.Spec.Repo.Base, "", code)
-	}
+	content := playAttempts(t, th, srs, toks, dir, base)
 	v, _ := th.group(th.admin, g.ID)
 	byText := map[string]int{}
 	for _, a := range v.Attempts {
