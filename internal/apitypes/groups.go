@@ -22,6 +22,56 @@ type GroupRequest struct {
 	Verify string `json:"verify,omitempty"`
 	// Key makes the start idempotent, as a pipeline's.
 	Key string `json:"key,omitempty"`
+	// Judge is an agent, AGENT or AGENT:ACCOUNT, that ranks the attempts
+	// once they and their verify ended: in observe mode, given each
+	// attempt's diff and verify result, it delivers a GroupVerdict. It
+	// ranks; it picks nothing unless PickByJudge.
+	Judge string `json:"judge,omitempty"`
+	// PickByJudge picks the attempt the judge ranked first, as drover pick
+	// does, when the verdict is valid and that attempt's verify passed.
+	PickByJudge bool `json:"pick_by_judge,omitempty"`
+}
+
+// GroupVerdict is what a group's judge delivers, as its summary: every
+// attempt once, by name (attempt-1 to attempt-N), best first, each with a
+// short reason. Anything else is an invalid verdict, never trusted.
+type GroupVerdict struct {
+	Ranking []GroupRank `json:"ranking"`
+}
+
+// GroupRank is one attempt's place in a verdict.
+type GroupRank struct {
+	Attempt string `json:"attempt"`
+	Reason  string `json:"reason"`
+}
+
+// GroupJudge is a group's judge and its verdict.
+type GroupJudge struct {
+	Agent   string `json:"agent"`
+	Account string `json:"account,omitempty"`
+	// State is the judge step's: pending, running, done, failed,
+	// unknown, needs_human.
+	State   string  `json:"state"`
+	Reason  string  `json:"reason,omitempty"`
+	Job     string  `json:"job,omitempty"`
+	Tokens  int64   `json:"tokens"`
+	CostUSD float64 `json:"cost_usd"`
+	// Verdict is valid or invalid once the judge delivered ("" before);
+	// Invalid says why one is not trusted. Ranking is a valid one's, best
+	// first; its reasons are the judge's text, untrusted.
+	Verdict string        `json:"verdict,omitempty"`
+	Invalid string        `json:"invalid,omitempty"`
+	Ranking []GroupRanked `json:"ranking,omitempty"`
+	// PickByJudge: the group picks what the judge ranked first; Pick says
+	// what came of it once the group settled.
+	PickByJudge bool   `json:"pick_by_judge,omitempty"`
+	Pick        string `json:"pick,omitempty"`
+}
+
+// GroupRanked is an attempt in a valid verdict's ranking.
+type GroupRanked struct {
+	Attempt int    `json:"attempt"` // its number, from 1
+	Reason  string `json:"reason"`
 }
 
 // GroupPickRequest makes one attempt the group's result
@@ -50,6 +100,8 @@ type GroupView struct {
 	Ref         string           `json:"ref,omitempty"`
 	Publication *PublicationView `json:"publication,omitempty"`
 	Attempts    []GroupAttempt   `json:"attempts"`
+	// Judge is the group's judge, when it has one.
+	Judge *GroupJudge `json:"judge,omitempty"`
 }
 
 // GroupAttempt is one attempt of a group.

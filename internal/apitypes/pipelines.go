@@ -65,6 +65,9 @@ type PipelineStepView struct {
 	ID        string   `json:"id"`
 	Kind      string   `json:"kind"`
 	DependsOn []string `json:"depends_on,omitempty"`
+	// Reads are the steps whose outcomes this one is given; it waits for
+	// them too.
+	Reads []string `json:"reads,omitempty"`
 	// State: pending (its inputs are not ready), running, done,
 	// needs_human, failed, unknown, cancelled, skipped (staged publish).
 	State     string            `json:"state"`

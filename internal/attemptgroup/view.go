@@ -47,6 +47,13 @@ func (g *Groups) view(ctx context.Context, pv apitypes.PipelineView) (apitypes.G
 		}
 		v.Attempts = append(v.Attempts, a)
 	}
+	if s, ok := steps[judgeStep]; ok {
+		notes, err := g.notes(ctx, pv.ID)
+		if err != nil {
+			return v, err
+		}
+		v.Judge = judgeOf(pv, s, len(v.Attempts), notes)
+	}
 	return v, nil
 }
 

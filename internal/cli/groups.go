@@ -15,20 +15,28 @@ import (
 	"drover/internal/attemptgroup/request"
 	"drover/internal/client"
 	"drover/internal/hub/call"
+	"drover/internal/rules"
 )
 
 // groupOptions are drover run's flags for several attempts side by side.
 type groupOptions struct {
-	attempts int
-	agents   []string
-	verify   string
+	attempts    int
+	agents      []string
+	verify      string
+	judge       string
+	pickByJudge bool
 }
+
+// groupOnly are drover run's flags that only a group takes.
+var groupOnly = []string{"verify", "judge", "pick-by-judge"}
 
 func (o *groupOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.IntVar(&o.attempts, "attempts", 0, fmt.Sprintf("run N attempts side by side on the same base (at most %d); see drover compare, drover pick", request.MaxAttempts))
 	f.StringSliceVar(&o.agents, "agents", nil, "with --attempts: each attempt's agent, AGENT or AGENT:ACCOUNT (native:ACCOUNT), one per attempt")
 	f.StringVar(&o.verify, "verify", "", "with --attempts: a shell command run at each attempt's commit in its own sandbox, e.g. \"go test ./...\"")
+	f.StringVar(&o.judge, "judge", "", "with --attempts: an agent, AGENT or AGENT:ACCOUNT, that ranks the attempts once they ended (in observe mode; it picks nothing)")
+	f.BoolVar(&o.pickByJudge, "pick-by-judge", false, "with --judge and --verify: pick the attempt the judge ranked first, when its verdict is valid and that attempt's verify passed")
 }
 
 // on says whether drover run starts a group instead of a job.
@@ -51,9 +59,12 @@ func (a *app) runGroup(cmd *cobra.Command, o groupOptions, src sourceOptions, ag
 	if cmd.Flags().Changed("attempts") && o.attempts < 1 {
 		return usagef("--attempts %d: want at least 1", o.attempts)
 	}
+	if cmd.Flags().Changed("judge") && strings.TrimSpace(o.judge) == "" {
+		return usagef("--judge names an agent, AGENT or AGENT:ACCOUNT")
+	}
 	req := apitypes.GroupRequest{Attempts: o.attempts, Agents: o.agents, Agent: strings.TrimSpace(agent), Model: modelName,
-		Verify: o.verify, Key: key, Prompt: strings.Join(args, " ")}
-	if _, err := request.Check(req); err != nil {
+		Verify: o.verify, Key: key, Prompt: strings.Join(args, " "), Judge: strings.TrimSpace(o.judge), PickByJudge: o.pickByJudge}
+	if _, _, err := request.Check(req); err != nil {
 		var r *call.Refusal
 		if errors.As(err, &r) {
 			return usagef("%s", r.Msg)
@@ -160,6 +171,7 @@ func printGroup(w io.Writer, v apitypes.GroupView, diffs bool) error {
 			fprintf(w, "publication: %s %s %s\n", p.State, p.Mode, dash(p.URL))
 		}
 	}
+	printJudge(w, v.Judge)
 	if !diffs {
 		return nil
 	}
@@ -176,4 +188,38 @@ func printGroup(w io.Writer, v apitypes.GroupView, diffs bool) error {
 		}
 	}
 	return nil
+}
+
+// printJudge prints a group's judge and its verdict; the verdict's words
+// are the judge's, escaped.
+func printJudge(w io.Writer, j *apitypes.GroupJudge) {
+	if j == nil {
+		return
+	}
+	agent := j.Agent
+	if j.Account != "" {
+		agent += ":" + j.Account
+	}
+	fprintf(w, "judge: %s, %s", agent, j.State)
+	if j.Job != "" {
+		fprintf(w, " (job %s)", j.Job)
+	}
+	if j.PickByJudge {
+		fprintf(w, ", picks the attempt it ranks first")
+	}
+	fprintf(w, "\n")
+	if j.Reason != "" {
+		fprintf(w, "  %s\n", rules.Escape(j.Reason, false))
+	}
+	switch j.Verdict {
+	case "valid":
+		for i, r := range j.Ranking {
+			fprintf(w, "  %d. attempt %d: %s\n", i+1, r.Attempt, rules.Escape(r.Reason, false))
+		}
+	case "invalid":
+		fprintf(w, "  verdict invalid, not trusted: %s\n", rules.Escape(j.Invalid, false))
+	}
+	if j.Pick != "" {
+		fprintf(w, "  %s\n", rules.Escape(j.Pick, false))
+	}
 }

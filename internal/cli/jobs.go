@@ -31,7 +31,7 @@ func (a *app) runCmd() *cobra.Command {
 	var src sourceOptions
 	var group groupOptions
 	cmd := &cobra.Command{
-		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--network none|POLICY,...] [--model M] [--label k=v]... [--key K] [--wait] [--json] [--attempts N [--agents A,B,...] [--verify CMD]] -- ARGS...",
+		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--network none|POLICY,...] [--model M] [--label k=v]... [--key K] [--wait] [--json] [--attempts N [--agents A,B,...] [--verify CMD] [--judge AGENT [--pick-by-judge]]] -- ARGS...",
 		Short: "Submit a job and print its id",
 		Long: `Submit a job and print its id (or, with --json, the job).
 
@@ -79,13 +79,22 @@ widens its project's network.
 with --agent for all or --agents one per attempt (AGENT or AGENT:ACCOUNT,
 e.g. claude,codex,native:local). --verify CMD runs CMD at each attempt's
 commit in its own sandbox. It prints the group's id: drover compare GROUP
-shows the attempts side by side, drover pick GROUP ATTEMPT keeps one.`,
+shows the attempts side by side, drover pick GROUP ATTEMPT keeps one.
+--judge AGENT[:ACCOUNT] adds a judge: once the attempts and their verify
+ended, that agent, in observe mode, reads every attempt's diff and verify
+result and ranks them; drover compare shows its verdict. It picks nothing
+unless --pick-by-judge (which needs --verify): then the attempt it ranked
+first is picked, as drover pick does, when its verdict is valid and that
+attempt's verify passed.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if group.on(cmd) {
 				return a.runGroup(cmd, group, src, agent, key, modelName, asJSON, args)
-			} else if cmd.Flags().Changed("verify") {
-				return usagef("--verify goes with --attempts N")
+			}
+			for _, fl := range groupOnly {
+				if cmd.Flags().Changed(fl) {
+					return usagef("--%s goes with --attempts N", fl)
+				}
 			}
 			req, err := submitRequest(agent, labels, key, args)
 			if err != nil {

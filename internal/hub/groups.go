@@ -35,3 +35,9 @@ func (a groupCore) CreateRef(ctx context.Context, project, ref, commit string) e
 func (a groupCore) Publish(ctx context.Context, c call.Caller, jobID string) (apitypes.PublicationView, error) {
 	return a.h.publisher.PublishJob(ctx, c, jobID, apitypes.PublishRequest{})
 }
+
+// Settle lets a group act on its judge before its pipeline ends (pick by
+// the judge's ranking); any other pipeline settles as it is.
+func (a pipelineCore) Settle(ctx context.Context, c call.Caller, id, file string) error {
+	return a.h.groups.Settle(ctx, c, id, file)
+}

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +71,46 @@ func runOffer(t *testing.T, th *testHub, sr *scriptRunner, tok string, o protoco
 	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef, Outcome: out, LogSHA256: sum(nil)}))
 }
 
+// playAttempts plays a group's three attempts and their verify: the
+// attempts, three jobs offered at once, one on each runner, each at the
+// base, write "hello one", "hello two" and "bye three" to a.txt; then
+// each attempt's verify, an exec job at its attempt's commit, passes but
+// for the one that says bye. It returns each attempt's job's text.
+func playAttempts(t *testing.T, th *testHub, srs []*scriptRunner, toks []string, dir, base string) map[string]string {
+	t.Helper()
+	content := map[string]string{}
+	type offered struct {
+		o protocol.Offer
+		i int
+	}
+	var offers []offered
+	seen := map[int]bool{}
+	for i, c := range []string{"hello one\n", "hello two\n", "bye three\n"} {
+		o, r := nextOffer(t, srs)
+		if o.Spec.Agent != "claude" || o.Spec.Mode == protocol.ModeObserve || o.Spec.Repo == nil || o.Spec.Repo.Base != base || seen[r] {
+			t.Fatalf("offer %d on runner %d: %+v, want a claude attempt at the base, one per runner", i, r, o.Spec)
+		}
+		seen[r] = true
+		content[o.Job] = c
+		offers = append(offers, offered{o, r})
+	}
+	for _, o := range offers {
+		runOffer(t, th, srs[o.i], toks[o.i], o.o, dir, base, content[o.o.Job], 0)
+	}
+	for range 3 {
+		o, r := nextOffer(t, srs)
+		if o.Spec.Agent != "exec" {
+			t.Fatalf("offer %+v, want a verify exec job", o.Spec)
+		}
+		code := 0
+		if strings.HasPrefix(th.gitOut("web", "show", o.Spec.Repo.Base+":a.txt"), "bye") {
+			code = 1
+		}
+		runOffer(t, th, srs[r], toks[r], o, dir, o.Spec.Repo.Base, "", code)
+	}
+	return content
+}
+
 // gitOut runs git in the hub's repository of project.
 func (th *testHub) gitOut(project string, args ...string) string {
 	th.t.Helper()
@@ -103,18 +142,7 @@ func TestGroupOfThreeAttemptsIsComparedAndOnePicked(t *testing.T) {
 	srs, toks := groupRunners(th)
 	dir, base := sourceRepo(t)
 	th.push(dir, "web", base)
-	forge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "no", http.StatusForbidden) }))
-	t.Cleanup(forge.Close)
-	now := time.Now()
-	if err := th.h.store.Write(t.Context(), func(tx store.Tx) error {
-		// A forge that refuses: the publication is recorded, and fails.
-		if err := tx.PutForge(store.Forge{Name: "f", Kind: "gitea", URL: forge.URL, Secret: "s", CreatedAt: now, UpdatedAt: now}); err != nil {
-			return err
-		}
-		return tx.SetProjectConfig("web", store.ProjectConfig{Forge: "f", ForgeRepo: "o/r"}, now)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	refusingForge(t, th)
 	var g apitypes.GroupView
 	req := apitypes.GroupRequest{Project: "web", Base: base, Prompt: "make a.txt say hello", Attempts: 3, Agent: "claude", Verify: "grep -q hello a.txt"}
 	if code, e := th.call(th.admin, "POST", "/groups", req, &g); code != http.StatusCreated {
@@ -123,40 +151,7 @@ func TestGroupOfThreeAttemptsIsComparedAndOnePicked(t *testing.T) {
 	if len(g.Attempts) != 3 {
 		t.Fatalf("%d attempts, want 3: %+v", len(g.Attempts), g)
 	}
-	// The attempts are three jobs offered at once, one on each runner,
-	// each at the base.
-	content := map[string]string{}
-	type offered struct {
-		o protocol.Offer
-		i int
-	}
-	var offers []offered
-	seen := map[int]bool{}
-	for i, c := range []string{"hello one\n", "hello two\n", "bye three\n"} {
-		o, r := nextOffer(t, srs)
-		if o.Spec.Agent != "claude" || o.Spec.Repo == nil || o.Spec.Repo.Base != base || seen[r] {
-			t.Fatalf("offer %d on runner %d: %+v, want a claude job at the base, one per runner", i, r, o.Spec)
-		}
-		seen[r] = true
-		content[o.Job] = c
-		offers = append(offers, offered{o, r})
-	}
-	for _, o := range offers {
-		runOffer(t, th, srs[o.i], toks[o.i], o.o, dir, base, content[o.o.Job], 0)
-	}
-	// Then each attempt's verify, an exec job at its attempt's commit:
-	// the one that says bye fails.
-	for range 3 {
-		o, r := nextOffer(t, srs)
-		if o.Spec.Agent != "exec" {
-			t.Fatalf("offer %+v, want a verify exec job", o.Spec)
-		}
-		code := 0
-		if strings.HasPrefix(th.gitOut("web", "show", o.Spec.Repo.Base+":a.txt"), "bye") {
-			code = 1
-		}
-		runOffer(t, th, srs[r], toks[r], o, dir, o.Spec.Repo.Base, "", code)
-	}
+	content := playAttempts(t, th, srs, toks, dir, base)
 	var v apitypes.GroupView
 	waitFor(t, "the group to end", func() bool {
 		v, _ = th.group(th.admin, g.ID)

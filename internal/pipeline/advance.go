@@ -148,6 +148,12 @@ func (e *Engine) advance(ctx context.Context, id string) error {
 	case ps.human != "":
 		return e.finish(ctx, id, store.PipelineNeedsHuman, ps.human, "", "hub")
 	case len(ps.out) == len(ps.pl.Steps):
+		// What its maker does with the steps' results comes before the
+		// pipeline's end: an error leaves it running, settled again by
+		// the next pass.
+		if err := e.core.Settle(ctx, ps.c, id, p.File); err != nil {
+			return fmt.Errorf("settle pipeline %s: %w", id, err)
+		}
 		last := ps.pl.Steps[len(ps.pl.Steps)-1].ID
 		return e.finish(ctx, id, store.PipelineDone, "", ps.out[last].commit, "hub")
 	}
@@ -276,7 +282,7 @@ func (ps *pass) order() []string {
 				continue
 			}
 			ready := true
-			for _, d := range s.DependsOn {
+			for _, d := range s.After() {
 				ready = ready && done[d]
 			}
 			if ready {
@@ -290,7 +296,7 @@ func (ps *pass) order() []string {
 
 // step advances one step whose inputs may be ready.
 func (ps *pass) step(ctx context.Context, s *spec.Step) error {
-	for _, d := range s.DependsOn {
+	for _, d := range s.After() {
 		if ps.out[d] == nil {
 			return nil
 		}
@@ -499,8 +505,14 @@ func (ps *pass) start(ctx context.Context, s *spec.Step, item int, itemValue str
 		r = &store.PipelineRun{PipelineID: ps.p.ID, Key: key, Step: s.ID, Round: round, Item: item, ItemValue: itemValue, CreatedAt: now}
 	}
 	req, text := ps.request(s, itemValue, input, feedback)
+	reads := ps.readOutcomes(s)
+	inputs := []string{"input=" + input, "text=" + text, "feedback=" + feedback}
+	for _, o := range reads {
+		// The diffs a step is given follow from these.
+		inputs = append(inputs, fmt.Sprintf("read:%s=%s:%s..%s", o.Step, o.State, o.from, o.Commit))
+	}
 	r.Input, r.Tries = input, max(r.Tries, 1)
-	r.Hash = s.Hash("input="+input, "text="+text, "feedback="+feedback)
+	r.Hash = s.Hash(inputs...)
 	var res store.StepResult
 	err := ps.e.cfg.Store.Read(ctx, func(tx store.Tx) error {
 		if s.Fresh {
@@ -521,6 +533,13 @@ func (ps *pass) start(ctx context.Context, s *spec.Step, item int, itemValue str
 		return nil, fmt.Errorf("look up step %s's recorded result: %w", key, err)
 	case !submit:
 		return nil, nil
+	}
+	if len(reads) > 0 {
+		files, err := ps.readFiles(ctx, reads)
+		if err != nil {
+			return nil, err
+		}
+		req.Context = append(req.Context, files...)
 	}
 	req.Key = fmt.Sprintf("%s%s:%s:%d", KeyPrefix, ps.p.ID, key, r.Tries)
 	v, err := ps.e.core.Submit(ctx, ps.c, req)

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"drover/internal/hub/call"
 	"drover/internal/job"
 	"drover/internal/pipeline"
+	"drover/internal/pipeline/spec"
 	"drover/internal/store"
 	"drover/internal/store/sqlite"
 )
@@ -39,6 +41,19 @@ type fakeCore struct {
 	n         int
 	// doneReads counts the reads of each job after it completed.
 	doneReads map[string]int
+	// settled are the pipelines settled, each time; settleErr fails the
+	// next settle.
+	settled   []string
+	settleErr error
+}
+
+func (f *fakeCore) Settle(_ context.Context, _ call.Caller, id, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settled = append(f.settled, id)
+	err := f.settleErr
+	f.settleErr = nil
+	return err
 }
 
 func (f *fakeCore) Caller(context.Context, string) (call.Caller, error) { return alice, nil }
@@ -932,5 +947,96 @@ func TestOptionalFailureSkipsOnlyWhatFollowsAndFreshNeverReplays(t *testing.T) {
 	r.waitJob(w.ID, "a2#1")
 	if n := r.core.submissions() - before; n != 2 {
 		t.Errorf("the second run submitted %d jobs, want 2 (fresh steps never replay)", n)
+	}
+}
+
+const judged = `name: judged
+steps:
+  - id: a1
+    kind: exec
+    command: [sh, try.sh]
+    optional: true
+  - id: a2
+    kind: exec
+    command: [sh, try.sh, again]
+    optional: true
+  - id: judge
+    kind: exec
+    command: [sh, judge.sh, "{{steps.a1.commit}}"]
+    reads: [a1, a2]
+    optional: true
+`
+
+// request is the request of the job submitted with key.
+func (f *fakeCore) request(key string) apitypes.SubmitRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, req := range f.submitted {
+		if req.Key == key {
+			return req
+		}
+	}
+	f.t.Fatalf("no job submitted with key %s", key)
+	return apitypes.SubmitRequest{}
+}
+
+// A step that reads others starts once they all ended, however they
+// ended, at the base, and its job is given how each ended and the diff of
+// each one's change; it replays only when every one of them ended the
+// same. The pipeline is settled before it ends, again after an error.
+func TestReadsGetsEveryOutcomeAndReplaysOnlyTheSame(t *testing.T) {
+	r := newRig(t)
+	r.core.settleErr = fmt.Errorf("not now")
+	v := r.run(judged, nil)
+	c1 := r.commit(r.base, "a.txt", "one\n")
+	r.done(r.waitJob(v.ID, "a1#1"), c1, "")
+	a2 := r.waitJob(v.ID, "a2#1")
+	r.core.finish(a2.ID, job.Failed, "", "")
+	r.e.JobChanged(a2.ID)
+	j := r.waitJob(v.ID, "judge#1")
+	req := r.core.request(j.Key)
+	if req.Repo.Base != r.base || len(req.Args) != 3 || req.Args[2] != c1 {
+		t.Fatalf("the judge's job %+v, want it at the base with a1's commit", req)
+	}
+	files := map[string]string{}
+	for _, f := range req.Context {
+		files[f.Name] = string(f.Data)
+	}
+	var outcomes []spec.ReadOutcome
+	if err := json.Unmarshal([]byte(files[spec.ReadsFile]), &outcomes); err != nil {
+		t.Fatalf("%s: %v (files %v)", spec.ReadsFile, err, files)
+	}
+	want := []spec.ReadOutcome{{Step: "a1", State: "done", Commit: c1, Diff: "a1.diff"}, {Step: "a2", State: "failed"}}
+	if fmt.Sprint(outcomes) != fmt.Sprint(want) || len(files) != 2 || !strings.Contains(files["a1.diff"], "+one") {
+		t.Fatalf("the judge was given %v, %v; want %v and a1's diff", outcomes, files, want)
+	}
+	r.done(j, "", `{"ranking": []}`)
+	r.waitState(v.ID, "done")
+	if n := len(r.core.settled); n != 2 {
+		t.Errorf("settled %d times, want 2 (once refused, then again)", n)
+	}
+
+	// Again: a1 replays, a2 runs again and now succeeds, so the judge
+	// reads something new and runs again.
+	before := r.core.submissions()
+	w := r.run(judged, nil)
+	c2 := r.commit(r.base, "a.txt", "two\n")
+	r.done(r.waitJob(w.ID, "a2#1"), c2, "")
+	r.done(r.waitJob(w.ID, "judge#1"), "", `{"ranking": []}`)
+	r.waitState(w.ID, "done")
+	if n := r.core.submissions() - before; n != 2 {
+		t.Errorf("the second run submitted %d jobs, want 2 (a2 and the judge)", n)
+	}
+	// And again: nothing changed, everything replays.
+	before = r.core.submissions()
+	x := r.run(judged, nil)
+	got := r.waitState(x.ID, "done")
+	if n := r.core.submissions() - before; n != 0 {
+		t.Errorf("the third run submitted %d jobs, want none (all replayed)", n)
+	}
+	for _, s := range got.Steps {
+		if len(s.Runs) != 1 || !s.Runs[0].Replayed {
+			t.Errorf("step %s: %+v, want replayed", s.ID, s.Runs)
+		}
 	}
 }

@@ -60,6 +60,12 @@ type Core interface {
 	// Leading says whether this hub runs the hub-wide duties now: only
 	// the leader advances pipelines.
 	Leading() bool
+	// Settle is told, on the leader, that pipeline id (of file) has all
+	// its steps done, before it is marked done: its maker may act on the
+	// results as c (an attempt group picks what its judge ranked first).
+	// It must be idempotent: an error leaves the pipeline running, and
+	// its next pass settles it again.
+	Settle(ctx context.Context, c call.Caller, id, file string) error
 }
 
 // Recorded is a job the hub did itself: it completed at Head, made from

@@ -151,7 +151,7 @@ func (e *Engine) view(ctx context.Context, p store.Pipeline, steps bool) (apityp
 		return a.Round - b.Round
 	})
 	for _, s := range pl.Steps {
-		sv := apitypes.PipelineStepView{ID: s.ID, Kind: s.Kind, DependsOn: s.DependsOn, State: "pending"}
+		sv := apitypes.PipelineStepView{ID: s.ID, Kind: s.Kind, DependsOn: s.DependsOn, Reads: s.Reads, State: "pending"}
 		if s.Loop != nil {
 			sv.MaxRounds = s.Loop.MaxRounds
 		}

@@ -75,7 +75,7 @@ func layout(steps []apitypes.PipelineStepView) graph {
 			return -1 // the edge that closes a cycle adds no depth
 		}
 		mark[i] = visiting
-		for _, dep := range steps[i].DependsOn {
+		for _, dep := range after(steps[i]) {
 			if j, ok := index[dep]; ok {
 				depth[i] = max(depth[i], visit(j)+1)
 			}
@@ -112,7 +112,7 @@ func layout(steps []apitypes.PipelineStepView) graph {
 	}
 	for i, st := range steps {
 		to := g.Nodes[i]
-		for _, dep := range st.DependsOn {
+		for _, dep := range after(st) {
 			j, ok := index[dep]
 			if !ok {
 				continue
@@ -143,4 +143,10 @@ func cut(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// after are the steps st waits for: those it depends on and those it
+// reads.
+func after(st apitypes.PipelineStepView) []string {
+	return append(slices.Clone(st.DependsOn), st.Reads...)
 }

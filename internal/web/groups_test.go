@@ -24,7 +24,11 @@ func (f *fakeBackend) Group(_ context.Context, _ User, id string) (apitypes.Grou
 	if id != fakeGroup.ID {
 		return apitypes.GroupView{}, &Error{Status: http.StatusNotFound, Msg: "no attempt group " + id}
 	}
-	return fakeGroup, nil
+	g := fakeGroup
+	f.mu.Lock()
+	g.Judge = f.judge
+	f.mu.Unlock()
+	return g, nil
 }
 
 // A group's page shows its attempts side by side, each diff escaped (an
@@ -49,5 +53,35 @@ func TestGroupPageRenders(t *testing.T) {
 	}
 	if code, _ := get(t, srv, cookie, "/groups/p-nosuch"); code != http.StatusNotFound {
 		t.Errorf("an unknown group: %d, want 404", code)
+	}
+}
+
+// A group's judge shows with its ranking, the judge's words escaped, and
+// an invalid verdict says why it is not trusted.
+func TestGroupPageShowsTheJudge(t *testing.T) {
+	f := newFake()
+	srv := serve(t, f, Config{})
+	cookie := signIn(t, srv)
+	judge := func(j *apitypes.GroupJudge) {
+		f.mu.Lock()
+		f.judge = j
+		f.mu.Unlock()
+	}
+	judge(&apitypes.GroupJudge{Agent: "claude", State: "done", Job: "j-4", Verdict: "valid", PickByJudge: true,
+		Pick:    "attempt 2, ranked first by the judge, picked as the group's result",
+		Ranking: []apitypes.GroupRanked{{Attempt: 2, Reason: "passes <i>its</i> tests"}, {Attempt: 1, Reason: "r1"}, {Attempt: 3, Reason: "r3"}}})
+	_, b := get(t, srv, cookie, "/groups/p-g1")
+	for _, want := range []string{`id="ranking"`, `<li data-attempt="2">Attempt 2: passes &lt;i&gt;its&lt;/i&gt; tests</li>`, "ranked first by the judge", "picks the attempt it ranks first", "/jobs/j-4"} {
+		if !strings.Contains(b, want) {
+			t.Errorf("want %q in\n%s", want, b)
+		}
+	}
+	if strings.Contains(b, "<i>its") {
+		t.Errorf("the judge's words unescaped in\n%s", b)
+	}
+	judge(&apitypes.GroupJudge{Agent: "claude", State: "done", Verdict: "invalid", Invalid: `not a JSON verdict: <b>x</b>`})
+	_, b = get(t, srv, cookie, "/groups/p-g1")
+	if !strings.Contains(b, "invalid, not trusted: not a JSON verdict: &lt;b&gt;x&lt;/b&gt;") || strings.Contains(b, `id="ranking"`) {
+		t.Errorf("an invalid verdict in\n%s", b)
 	}
 }

@@ -98,6 +98,7 @@ func TestPipelineLayout(t *testing.T) {
 		{"across two columns", []apitypes.PipelineStepView{step("a"), step("b", "a"), step("b2", "a"), step("c", "b"), step("d", "c", "a")}, "a@0,0 b@1,0 b2@1,1 c@2,0 d@3,0", "a>b a>b2 b>c c>d a>d"},
 		{"unknown dependency", []apitypes.PipelineStepView{step("a", "ghost")}, "a@0,0", ""},
 		{"cycle is cut", []apitypes.PipelineStepView{step("a", "b"), step("b", "a")}, "a@1,0 b@0,0", "b>a a>b"},
+		{"reads", []apitypes.PipelineStepView{step("a"), step("v", "a"), {ID: "judge", Reads: []string{"a", "v"}, State: "pending"}}, "a@0,0 v@1,0 judge@2,0", "a>v a>judge v>judge"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := layout(tt.steps)

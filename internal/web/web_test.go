@@ -36,6 +36,7 @@ type fakeBackend struct {
 	hidden   bool                   // alice may no longer see j1 (Job refuses)
 	pub      *apitypes.PublicationView
 	pipes    []apitypes.PipelineView // the pipelines alice may see (fakePipeline)
+	judge    *apitypes.GroupJudge    // fakeGroup's judge
 }
 
 const aliceToken = "drv_u_alice"

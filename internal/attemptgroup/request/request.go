@@ -5,6 +5,7 @@
 package request
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -26,23 +27,28 @@ type Attempt struct{ Agent, Account string }
 
 // Check checks a group request as the hub will (the CLI checks before it
 // pushes anything): nothing starts when any of it is wrong.
-// It returns the attempts' agents.
-func Check(req apitypes.GroupRequest) ([]Attempt, error) {
+// It returns the attempts' agents, and the judge's (the zero Attempt for
+// none).
+func Check(req apitypes.GroupRequest) ([]Attempt, Attempt, error) {
 	n := req.Attempts
 	if n == 0 {
 		n = len(req.Agents)
 	}
 	switch {
 	case n < 1:
-		return nil, call.BadRequest("a group needs at least one attempt (--attempts N)")
+		return nil, Attempt{}, call.BadRequest("a group needs at least one attempt (--attempts N)")
 	case n > MaxAttempts:
-		return nil, call.BadRequest("%d attempts; the limit is %d", n, MaxAttempts)
+		return nil, Attempt{}, call.BadRequest("%d attempts; the limit is %d", n, MaxAttempts)
 	case len(req.Agents) > 0 && len(req.Agents) != n:
-		return nil, call.BadRequest("%d agents for %d attempts: name one agent per attempt, or none", len(req.Agents), n)
+		return nil, Attempt{}, call.BadRequest("%d agents for %d attempts: name one agent per attempt, or none", len(req.Agents), n)
 	case len(req.Agents) == 0 && strings.TrimSpace(req.Agent) == "":
-		return nil, call.BadRequest("the attempts need an agent (--agent, or --agents one per attempt)")
+		return nil, Attempt{}, call.BadRequest("the attempts need an agent (--agent, or --agents one per attempt)")
 	case strings.TrimSpace(req.Prompt) == "":
-		return nil, call.BadRequest("the attempts need a prompt")
+		return nil, Attempt{}, call.BadRequest("the attempts need a prompt")
+	case req.PickByJudge && strings.TrimSpace(req.Judge) == "":
+		return nil, Attempt{}, call.BadRequest("--pick-by-judge needs a judge (--judge AGENT)")
+	case req.PickByJudge && strings.TrimSpace(req.Verify) == "":
+		return nil, Attempt{}, call.BadRequest("--pick-by-judge needs --verify CMD: only an attempt whose verify passed is picked")
 	}
 	names := req.Agents
 	if len(names) == 0 {
@@ -50,13 +56,29 @@ func Check(req apitypes.GroupRequest) ([]Attempt, error) {
 	}
 	out := make([]Attempt, n)
 	for i, s := range names {
-		a, err := ParseAgent(s)
+		a, err := agentOf(fmt.Sprintf("attempt %d", i+1), s)
 		if err != nil {
-			return nil, call.BadRequest("attempt %d: %s", i+1, err.Msg)
+			return nil, Attempt{}, err
 		}
 		out[i] = a
 	}
-	return out, nil
+	var judge Attempt
+	if strings.TrimSpace(req.Judge) != "" {
+		var err error
+		if judge, err = agentOf("the judge", req.Judge); err != nil {
+			return nil, Attempt{}, err
+		}
+	}
+	return out, judge, nil
+}
+
+// agentOf is ParseAgent's reading of what's agent, its refusal naming what.
+func agentOf(what, s string) (Attempt, error) {
+	a, err := ParseAgent(s)
+	if err != nil {
+		return Attempt{}, call.BadRequest("%s: %s", what, err.Msg)
+	}
+	return a, nil
 }
 
 // ParseAgent reads an agent as a request names it, AGENT or AGENT:ACCOUNT

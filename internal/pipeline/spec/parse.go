@@ -184,7 +184,7 @@ func (p *parser) params(n *yaml.Node, pl *Pipeline) error {
 
 // The fields of a step, and those a step file's header may set.
 var (
-	stepFields   = []string{"id", "kind", "depends_on", "agent", "model", "mode", "tools", "prompt", "prompt_file", "command", "steps", "loop", "for_each", "limits", "account", "optional", "fresh"}
+	stepFields   = []string{"id", "kind", "depends_on", "agent", "model", "mode", "tools", "prompt", "prompt_file", "command", "steps", "loop", "for_each", "limits", "account", "optional", "fresh", "reads"}
 	headerFields = []string{"agent", "model", "mode", "tools", "limits"}
 )
 
@@ -204,7 +204,7 @@ func (p *parser) step(n *yaml.Node) (Step, error) {
 	}{
 		{"id", &s.ID}, {"kind", &s.Kind}, {"depends_on", &s.DependsOn}, {"prompt", &s.Prompt},
 		{"prompt_file", &s.PromptFile}, {"command", &s.Command}, {"steps", &s.Steps},
-		{"account", &s.Account}, {"optional", &s.Optional}, {"fresh", &s.Fresh},
+		{"account", &s.Account}, {"optional", &s.Optional}, {"fresh", &s.Fresh}, {"reads", &s.Reads},
 	} {
 		if err := p.decode(f[fd.key], what+": "+fd.key, fd.dst); err != nil {
 			return s, err

@@ -32,7 +32,26 @@ const (
 	MaxItems     = 1000 // static for_each items
 	MaxParallel  = 100
 	MaxTouches   = 64
+	MaxReads     = 40
+	// MaxReadDiff bounds each diff a step that reads others is given;
+	// MaxReads of them fit a job's context files.
+	MaxReadDiff = 256 << 10
 )
+
+// ReadsFile is the context file that tells a step that reads others how
+// each ended (ReadOutcome, in the order of reads).
+const ReadsFile = "steps.json"
+
+// ReadOutcome is how a step read by another ended.
+type ReadOutcome struct {
+	Step   string `json:"step"`
+	State  string `json:"state"` // done, failed, unknown, skipped
+	Commit string `json:"commit,omitempty"`
+	// Diff names the context file with the diff of the step's change
+	// (from its input to its commit), when it changed something.
+	Diff          string `json:"diff,omitempty"`
+	DiffTruncated bool   `json:"diff_truncated,omitempty"`
+}
 
 // Pipeline is a parsed, valid pipeline file.
 type Pipeline struct {
@@ -90,6 +109,12 @@ type Step struct {
 	// Fresh: the step always runs its own job; it neither replays a
 	// recorded result nor records one (sibling attempts of one task).
 	Fresh bool `yaml:"fresh,omitempty" json:"fresh,omitempty"`
+	// Reads are steps whose outcomes this one is given, however they
+	// ended: it starts once they all have, neither takes their commits
+	// nor is skipped when one failed, and its job gets ReadsFile (each
+	// one's state and commit) and, for each that changed something, the
+	// diff of its change as ID.diff (a judge of sibling attempts).
+	Reads []string `yaml:"reads,omitempty" json:"reads,omitempty"`
 
 	// Line is where the step starts in its file, for messages.
 	Line int `yaml:"-" json:"-"`

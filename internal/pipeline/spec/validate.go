@@ -108,6 +108,9 @@ func (v *validator) step(s *Step) error {
 	if err := v.known(s, "depends_on", s.DependsOn); err != nil {
 		return err
 	}
+	if err := v.reads(s); err != nil {
+		return err
+	}
 	// Which fields each kind takes; any other set is refused, so nothing
 	// written in the file is silently ignored.
 	set := map[string]bool{
@@ -115,17 +118,17 @@ func (v *validator) step(s *Step) error {
 		"prompt": s.Prompt != "", "prompt_file": s.PromptFile != "", "command": len(s.Command) > 0,
 		"steps": len(s.Steps) > 0, "loop": s.Loop != nil, "for_each": s.ForEach != nil,
 		"limits": s.Limits != Limits{}, "account": s.Account != "",
-		"optional": s.Optional, "fresh": s.Fresh,
+		"optional": s.Optional, "fresh": s.Fresh, "reads": len(s.Reads) > 0,
 	}
 	var takes []string
 	switch s.Kind {
 	case KindAgent:
-		takes = []string{"agent", "model", "mode", "tools", "prompt", "prompt_file", "loop", "for_each", "limits", "account", "optional", "fresh"}
+		takes = []string{"agent", "model", "mode", "tools", "prompt", "prompt_file", "loop", "for_each", "limits", "account", "optional", "fresh", "reads"}
 		if err := v.agent(s); err != nil {
 			return err
 		}
 	case KindExec:
-		takes = []string{"command", "loop", "for_each", "limits", "optional", "fresh"}
+		takes = []string{"command", "loop", "for_each", "limits", "optional", "fresh", "reads"}
 		if len(s.Command) == 0 {
 			return v.stepErr(s, "an exec step needs a command")
 		}
@@ -174,6 +177,30 @@ func (v *validator) step(s *Step) error {
 		return err
 	}
 	return v.forEach(s)
+}
+
+// reads checks what a step reads: known steps, at most MaxReads, each
+// once, not itself, and only by a plain step.
+func (v *validator) reads(s *Step) error {
+	switch {
+	case len(s.Reads) == 0:
+		return nil
+	case len(s.Reads) > MaxReads:
+		return v.stepErr(s, "reads %d steps; the limit is %d", len(s.Reads), MaxReads)
+	case slices.Contains(s.Reads, s.ID):
+		return v.stepErr(s, "reads itself")
+	case s.Loop != nil || s.ForEach != nil:
+		return v.stepErr(s, "reads is for a plain step, not a loop or a for_each")
+	}
+	return v.known(s, "reads", s.Reads)
+}
+
+// after is what s waits for: the steps it depends on, then those it reads.
+func (s *Step) After() []string {
+	if len(s.Reads) == 0 {
+		return s.DependsOn
+	}
+	return append(slices.Clone(s.DependsOn), s.Reads...)
 }
 
 func (v *validator) agent(s *Step) error {
@@ -306,7 +333,7 @@ func (v *validator) acyclic() error {
 		}
 		state[id] = open
 		stack = append(stack, id)
-		for _, d := range v.byID[id].DependsOn {
+		for _, d := range v.byID[id].After() {
 			if err := visit(d); err != nil {
 				return err
 			}
@@ -330,7 +357,7 @@ func (v *validator) up(id string) map[string]bool {
 		return u
 	}
 	u := map[string]bool{}
-	for _, d := range v.byID[id].DependsOn {
+	for _, d := range v.byID[id].After() {
 		u[d] = true
 		for x := range v.up(d) {
 			u[x] = true
@@ -361,7 +388,7 @@ func (v *validator) inputs(s *Step, last bool) error {
 		return v.stepErr(s, "a publish step must be the last step")
 	}
 	for _, o := range v.pl.Steps {
-		if o.Kind == KindPublish && o.ID != s.ID && slices.Contains(s.DependsOn, o.ID) {
+		if o.Kind == KindPublish && o.ID != s.ID && slices.Contains(s.After(), o.ID) {
 			return v.stepErr(s, "depends on publish step %q; nothing runs after a publish", o.ID)
 		}
 	}
