@@ -7,6 +7,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,14 +50,19 @@ type Config struct {
 
 // Gateway serves runner connections.
 type Gateway struct {
-	core Core
-	cfg  Config
-	log  *slog.Logger
+	core      Core
+	cfg       Config
+	log       *slog.Logger
+	heartbeat []byte // a heartbeat frame as runners encode it
 }
 
 // New is a gateway over core.
 func New(core Core, cfg Config) *Gateway {
-	return &Gateway{core: core, cfg: cfg, log: cfg.Logger}
+	hb, err := json.Marshal(protocol.HeartbeatFrame())
+	if err != nil {
+		panic(err) // a constant frame
+	}
+	return &Gateway{core: core, cfg: cfg, log: cfg.Logger, heartbeat: hb}
 }
 
 // Serve takes one runner connection, authenticated as c, until it ends.
@@ -79,7 +85,16 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, c call.Caller) e
 		return nil
 	}
 	conn := newConn(ws, c.Name)
-	s, err := g.core.Attach(ctx, c, hello, conn, g.cfg.BaseURL(r))
+	// Attach runs on a goroutine of its own: its store calls grow a stack
+	// deep, and the connection's reader, which lives as long as the
+	// runner, would keep that stack while it idles.
+	var s Session
+	attached := make(chan struct{})
+	go func() {
+		defer close(attached)
+		s, err = g.core.Attach(ctx, c, hello, conn, g.cfg.BaseURL(r))
+	}()
+	<-attached
 	if err != nil {
 		g.log.Warn("runner hello refused", "runner", c.Name, "err", err)
 		code, reason := protocol.CloseProtocol, err.Error()
@@ -89,7 +104,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, c call.Caller) e
 		ws.Close(websocket.StatusCode(code), call.Truncate(reason, 120))
 		return nil
 	}
-	go conn.writeLoop()
+	conn.start()
 	reason := g.readLoop(ctx, conn, s)
 	s.Detach(reason)
 	return nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -147,5 +148,66 @@ func TestGatewayClosesWithTheCoresCode(t *testing.T) {
 				t.Fatalf("the core saw %d hellos", len(core.hellos))
 			}
 		})
+	}
+}
+
+// An idle connection costs the hub one goroutine, its reader: the writer
+// runs only while frames wait (it parked beside every idle runner, with
+// its stack, 2 goroutines a connection).
+func TestIdleConnectionHoldsOneGoroutine(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 100)}
+	url := serve(t, core)
+	ws := dial(t, url) // the test server's own goroutines, before counting
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	read(t, ws)
+	const n = 20
+	base := runtime.NumGoroutine()
+	for range n {
+		ws := dial(t, url)
+		write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+		if f := read(t, ws); f.Type != protocol.TypeWelcome {
+			t.Fatalf("first frame %q, want the welcome", f.Type)
+		}
+	}
+	// The welcome's writer ends once it wrote: wait for that, generously.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		grown := runtime.NumGoroutine() - base
+		if grown <= n+n/4 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle connections hold %d goroutines; want about one each", n, grown)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A heartbeat reaches the session however the runner encoded it (the
+// common encoding skips the JSON checks), and a malformed frame that
+// says heartbeat is still refused.
+func TestGatewayHeartbeats(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1)}
+	ws := dial(t, serve(t, core))
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	read(t, ws)
+	for _, b := range []string{`{"type":"heartbeat"}`, `{ "type": "heartbeat" }`, `{"type":"heartbeat","id":"h-1"}`} {
+		if err := ws.Write(t.Context(), websocket.MessageText, []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for core.hub.Beats() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 heartbeats reached the session", core.hub.Beats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := ws.Write(t.Context(), websocket.MessageText, []byte(`{"type":"heartbeat","type":"heartbeat"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := ws.Read(t.Context())
+	if got := websocket.CloseStatus(err); got != protocol.CloseProtocol {
+		t.Fatalf("a frame with a key twice: closed with %d (%v), want %d", got, err, protocol.CloseProtocol)
 	}
 }
