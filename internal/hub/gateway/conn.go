@@ -16,9 +16,9 @@ import (
 // falls this far behind is disconnected rather than buffered without end.
 const sendQueue = 256
 
-// conn is one live runner connection. The HTTP handler goroutine reads;
-// one writer goroutine writes, so nothing blocks on a slow peer. It is the
-// core's call.Link of its runner.
+// conn is one live runner connection. One goroutine reads; a writer
+// goroutine writes while frames wait, so nothing blocks on a slow peer.
+// It is the core's call.Link of its runner.
 type conn struct {
 	name      string // the runner's, for logs
 	ws        *websocket.Conn

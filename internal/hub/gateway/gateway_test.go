@@ -25,6 +25,7 @@ import (
 // each session ended.
 type fakeCore struct {
 	refuse error
+	name   string // the welcome's runner name; "": the caller's
 	hub    *protocoltest.Hub
 
 	mu     sync.Mutex
@@ -46,7 +47,11 @@ func (f *fakeCore) Attach(_ context.Context, c call.Caller, hello protocol.Hello
 	if f.refuse != nil {
 		return nil, f.refuse
 	}
-	link.Welcome(protocol.Welcome{Protocol: protocol.Version, RunnerName: c.Name})
+	name := c.Name
+	if f.name != "" {
+		name = f.name
+	}
+	link.Welcome(protocol.Welcome{Protocol: protocol.Version, RunnerName: name})
 	return fakeSession{f.hub, f.ended}, nil
 }
 
@@ -191,15 +196,16 @@ func TestGatewayHeartbeats(t *testing.T) {
 	ws := dial(t, serve(t, core))
 	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
 	read(t, ws)
-	for _, b := range []string{`{"type":"heartbeat"}`, `{ "type": "heartbeat" }`, `{"type":"heartbeat","id":"h-1"}`} {
+	padded := `{"type":"heartbeat","body":{"pad":"` + strings.Repeat("x", 20*frameBuffer) + `"}}` // past the read buffer
+	for _, b := range []string{`{"type":"heartbeat"}`, `{ "type": "heartbeat" }`, `{"type":"heartbeat","id":"h-1"}`, padded} {
 		if err := ws.Write(t.Context(), websocket.MessageText, []byte(b)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for core.hub.Beats() < 3 {
+	for core.hub.Beats() < 4 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of 3 heartbeats reached the session", core.hub.Beats())
+			t.Fatalf("%d of 4 heartbeats reached the session", core.hub.Beats())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -209,5 +215,17 @@ func TestGatewayHeartbeats(t *testing.T) {
 	_, _, err := ws.Read(t.Context())
 	if got := websocket.CloseStatus(err); got != protocol.CloseProtocol {
 		t.Fatalf("a frame with a key twice: closed with %d (%v), want %d", got, err, protocol.CloseProtocol)
+	}
+}
+
+// A frame larger than the connection's write buffer reaches the runner
+// whole.
+func TestGatewayWritesPastItsBuffer(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1), name: strings.Repeat("n", 20*frameBuffer)}
+	ws := dial(t, serve(t, core))
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	var w protocol.Welcome
+	if err := read(t, ws).Decode(&w); err != nil || w.RunnerName != core.name {
+		t.Fatalf("welcome of %d bytes of name (%v), want %d", len(w.RunnerName), err, len(core.name))
 	}
 }
