@@ -229,3 +229,36 @@ func TestGatewayWritesPastItsBuffer(t *testing.T) {
 		t.Fatalf("welcome of %d bytes of name (%v), want %d", len(w.RunnerName), err, len(core.name))
 	}
 }
+
+// Serve returns once the runner is attached, the connection read on: net/http
+// then frees what it held for the request (it held it for the life of
+// every idle runner's connection).
+func TestServeReturnsWhileTheConnectionLives(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1)}
+	g := New(core, Config{Heartbeat: time.Minute, BaseURL: func(*http.Request) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	returned := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = g.Serve(w, r, call.Caller{Name: "box", RunnerID: "r-1"})
+		returned <- struct{}{}
+	}))
+	t.Cleanup(srv.Close)
+	ws := dial(t, "ws"+strings.TrimPrefix(srv.URL, "http"))
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	read(t, ws)
+	select {
+	case <-returned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve still runs with the runner attached")
+	}
+	ref := protocol.AttemptRef{Job: "j-1", Attempt: "a-1", Epoch: 1}
+	core.hub.Offered(ref)
+	write(t, ws, protocol.TypeAccept, "q-1", protocol.Accept{AttemptRef: ref})
+	if f := read(t, ws); f.Type != protocol.TypeReply || f.ReplyTo != "q-1" {
+		t.Fatalf("after Serve returned: %+v, want the accept's reply", f)
+	}
+	ws.Close(websocket.StatusNormalClosure, "bye")
+	if reason := <-core.ended; !strings.Contains(reason, "1000") {
+		t.Fatalf("detached with %q, want the runner's close", reason)
+	}
+}
