@@ -75,3 +75,30 @@ func TestIdleSweepReadsNoRunnerRows(t *testing.T) {
 		t.Fatal("the sweep did not read who holds a runner that left with a running attempt")
 	}
 }
+
+// BenchmarkPickAmongIdleFleet times choosing the runner of a job whose
+// label only one idle runner has, among 10 and among 10,000 idle runners
+// (the dispatch latency to one idle runner among many): the choice reads
+// every candidate, so the ratio of the two is the fleet's share of it.
+//
+//	go test -run XXX -bench PickAmongIdleFleet ./internal/hub
+func BenchmarkPickAmongIdleFleet(b *testing.B) {
+	for _, n := range []int{10, 10_000} {
+		b.Run(fmt.Sprintf("runners=%d", n), func(b *testing.B) {
+			cands := make([]*candidate, n)
+			for i := range cands {
+				c := &runnerSession{runnerID: fmt.Sprint("r", i), name: fmt.Sprint("idle", i), slots: 1,
+					labels: map[string]string{"bench": fmt.Sprint("idle", i)}, agents: []string{"exec"},
+					access: &runnerAccess{owner: "admin"}}
+				cands[i] = &candidate{c: c, free: 1, agents: c.agents, access: c.access}
+			}
+			j := store.Job{ID: "j", Agent: "exec", RequesterID: "admin", Labels: map[string]string{"bench": fmt.Sprint("idle", n-1)}}
+			b.ResetTimer()
+			for range b.N {
+				if best, _, why := pickRunner(j, cands, 1, false, nil, "", credNeed{}); best != n-1 {
+					b.Fatalf("picked %d (%s), want the last", best, why)
+				}
+			}
+		})
+	}
+}
