@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"drover/internal/job"
@@ -96,6 +97,13 @@ func (h *Hub) sweep(ctx context.Context, lead bool) (time.Time, error) {
 		var err error
 		if active, err = tx.ActiveAttempts(); err != nil {
 			return err
+		}
+		// Who holds a runner matters only for attempts of runners not
+		// connected here: an idle fleet (nothing active) or one hub's own
+		// runners cost no read of every held runner (a row per runner,
+		// at every sweep).
+		if !slices.ContainsFunc(active, func(a store.Attempt) bool { return !h.connected(a.RunnerID) }) {
+			return nil
 		}
 		held, err = tx.HeldRunners(h.liveSince(h.now()))
 		return err

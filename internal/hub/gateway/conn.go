@@ -16,24 +16,27 @@ import (
 // falls this far behind is disconnected rather than buffered without end.
 const sendQueue = 256
 
-// conn is one live runner connection. The HTTP handler goroutine reads;
-// one writer goroutine writes, so nothing blocks on a slow peer. It is the
-// core's call.Link of its runner.
+// conn is one live runner connection. One goroutine reads; a writer
+// goroutine writes while frames wait, so nothing blocks on a slow peer.
+// It is the core's call.Link of its runner.
 type conn struct {
 	name      string // the runner's, for logs
 	ws        *websocket.Conn
 	done      chan struct{}
 	closeOnce sync.Once
 
-	// The send queue is a slice, not a buffered channel, so an idle runner
-	// costs no queue memory; wake tells the writer there is something.
-	qmu  sync.Mutex
-	q    []protocol.Frame
-	wake chan struct{}
+	// The send queue is a slice, not a buffered channel, and its writer a
+	// goroutine that runs only while there is something to write, so an
+	// idle runner costs neither queue memory nor a parked goroutine and
+	// its stack (a third of an idle connection's memory).
+	qmu     sync.Mutex
+	q       []protocol.Frame
+	open    bool // writes may start: the core attached the runner
+	writing bool // a writer goroutine is running
 }
 
 func newConn(ws *websocket.Conn, name string) *conn {
-	return &conn{name: name, ws: ws, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &conn{name: name, ws: ws, done: make(chan struct{})}
 }
 
 func (c *conn) send(f protocol.Frame) {
@@ -41,15 +44,29 @@ func (c *conn) send(f protocol.Frame) {
 	full := len(c.q) >= sendQueue
 	if !full {
 		c.q = append(c.q, f)
+		c.startWriterLocked()
 	}
 	c.qmu.Unlock()
 	if full {
 		c.close(websocket.StatusTryAgainLater, "runner is not reading; reconnect")
-		return
 	}
-	select {
-	case c.wake <- struct{}{}:
-	default:
+}
+
+// start lets the frames queued so far (the welcome first) and every later
+// one be written; until then a refused hello writes nothing but its close.
+func (c *conn) start() {
+	c.qmu.Lock()
+	c.open = true
+	c.startWriterLocked()
+	c.qmu.Unlock()
+}
+
+// startWriterLocked starts the writer when there is something to write and
+// none runs; the caller holds qmu.
+func (c *conn) startWriterLocked() {
+	if c.open && !c.writing && len(c.q) > 0 {
+		c.writing = true
+		go c.writeLoop()
 	}
 }
 
@@ -81,18 +98,26 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 	})
 }
 
+// writeLoop writes the queued frames in order and ends when the queue is
+// empty (the next send starts another) or the connection is closed.
 func (c *conn) writeLoop() {
 	for {
-		select {
-		case <-c.done:
-			return
-		case <-c.wake:
-		}
 		c.qmu.Lock()
 		batch := c.q
 		c.q = nil
+		if len(batch) == 0 {
+			c.writing = false
+		}
 		c.qmu.Unlock()
+		if len(batch) == 0 {
+			return
+		}
 		for _, f := range batch {
+			select {
+			case <-c.done:
+				return // writing stays true: nothing more is written
+			default:
+			}
 			b, err := json.Marshal(f)
 			if err != nil {
 				continue

@@ -6,10 +6,13 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -49,19 +52,25 @@ type Config struct {
 
 // Gateway serves runner connections.
 type Gateway struct {
-	core Core
-	cfg  Config
-	log  *slog.Logger
+	core      Core
+	cfg       Config
+	log       *slog.Logger
+	heartbeat []byte // a heartbeat frame as runners encode it
 }
 
 // New is a gateway over core.
 func New(core Core, cfg Config) *Gateway {
-	return &Gateway{core: core, cfg: cfg, log: cfg.Logger}
+	hb, err := json.Marshal(protocol.HeartbeatFrame())
+	if err != nil {
+		panic(err) // a constant frame
+	}
+	return &Gateway{core: core, cfg: cfg, log: cfg.Logger, heartbeat: hb}
 }
 
-// Serve takes one runner connection, authenticated as c, until it ends.
+// Serve takes one runner connection, authenticated as c, and reads it
+// until it ends on a goroutine of its own.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, c call.Caller) error {
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return nil // Accept has answered the request
 	}
@@ -89,9 +98,18 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, c call.Caller) e
 		ws.Close(websocket.StatusCode(code), call.Truncate(reason, 120))
 		return nil
 	}
-	go conn.writeLoop()
-	reason := g.readLoop(ctx, conn, s)
-	s.Detach(reason)
+	conn.start()
+	// The connection is read on a goroutine of its own and the handler
+	// returns: net/http then lets go of what it held for the request (its
+	// 4 KiB read and write buffers, the request, the handler's stack,
+	// grown by the token lookup and the hello), which an idle runner's
+	// reader kept for the life of the connection. Its frames are no
+	// longer cancelled with the server's context: the hub closes every
+	// connection before it stops.
+	rctx := context.WithoutCancel(ctx)
+	go func() {
+		s.Detach(g.readLoop(rctx, conn, s))
+	}()
 	return nil
 }
 
@@ -122,4 +140,24 @@ func readHello(ctx context.Context, ws *websocket.Conn) (protocol.Hello, error) 
 		return hello, call.Closed{Code: protocol.CloseVersion, Reason: fmt.Sprintf("hub speaks protocol %d, runner %d: upgrade the older one", protocol.Version, hello.Protocol)}
 	}
 	return hello, nil
+}
+
+// frameBuffer is the size of a connection's read and write buffers. An
+// idle runner's frames (a heartbeat, about 20 bytes) and most others fit;
+// a larger frame is read and written past the buffer, directly. The 4 KiB
+// pair net/http hands over was a third of an idle connection's heap.
+const frameBuffer = 512
+
+// smallBuffers hands the WebSocket library a hijacked connection with
+// buffers of frameBuffer bytes rather than net/http's.
+type smallBuffers struct{ http.ResponseWriter }
+
+func (w smallBuffers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil || brw.Reader.Buffered() > 0 {
+		return conn, brw, err // bytes the client sent early stay with the reader that holds them
+	}
+	return conn, bufio.NewReadWriter(bufio.NewReaderSize(conn, frameBuffer), bufio.NewWriterSize(conn, frameBuffer)), nil
 }

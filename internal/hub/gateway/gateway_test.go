@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ import (
 // each session ended.
 type fakeCore struct {
 	refuse error
+	name   string // the welcome's runner name; "": the caller's
 	hub    *protocoltest.Hub
 
 	mu     sync.Mutex
@@ -45,7 +47,11 @@ func (f *fakeCore) Attach(_ context.Context, c call.Caller, hello protocol.Hello
 	if f.refuse != nil {
 		return nil, f.refuse
 	}
-	link.Welcome(protocol.Welcome{Protocol: protocol.Version, RunnerName: c.Name})
+	name := c.Name
+	if f.name != "" {
+		name = f.name
+	}
+	link.Welcome(protocol.Welcome{Protocol: protocol.Version, RunnerName: name})
 	return fakeSession{f.hub, f.ended}, nil
 }
 
@@ -147,5 +153,112 @@ func TestGatewayClosesWithTheCoresCode(t *testing.T) {
 				t.Fatalf("the core saw %d hellos", len(core.hellos))
 			}
 		})
+	}
+}
+
+// An idle connection costs the hub one goroutine, its reader: the writer
+// runs only while frames wait (it parked beside every idle runner, with
+// its stack, 2 goroutines a connection).
+func TestIdleConnectionHoldsOneGoroutine(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 100)}
+	url := serve(t, core)
+	ws := dial(t, url) // the test server's own goroutines, before counting
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	read(t, ws)
+	const n = 20
+	base := runtime.NumGoroutine()
+	for range n {
+		ws := dial(t, url)
+		write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+		if f := read(t, ws); f.Type != protocol.TypeWelcome {
+			t.Fatalf("first frame %q, want the welcome", f.Type)
+		}
+	}
+	// The welcome's writer ends once it wrote: wait for that, generously.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		grown := runtime.NumGoroutine() - base
+		if grown <= n+n/4 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle connections hold %d goroutines; want about one each", n, grown)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A heartbeat reaches the session however the runner encoded it (the
+// common encoding skips the JSON checks), and a malformed frame that
+// says heartbeat is still refused.
+func TestGatewayHeartbeats(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1)}
+	ws := dial(t, serve(t, core))
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	read(t, ws)
+	padded := `{"type":"heartbeat","body":{"pad":"` + strings.Repeat("x", 20*frameBuffer) + `"}}` // past the read buffer
+	for _, b := range []string{`{"type":"heartbeat"}`, `{ "type": "heartbeat" }`, `{"type":"heartbeat","id":"h-1"}`, padded} {
+		if err := ws.Write(t.Context(), websocket.MessageText, []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for core.hub.Beats() < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 4 heartbeats reached the session", core.hub.Beats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := ws.Write(t.Context(), websocket.MessageText, []byte(`{"type":"heartbeat","type":"heartbeat"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := ws.Read(t.Context())
+	if got := websocket.CloseStatus(err); got != protocol.CloseProtocol {
+		t.Fatalf("a frame with a key twice: closed with %d (%v), want %d", got, err, protocol.CloseProtocol)
+	}
+}
+
+// A frame larger than the connection's write buffer reaches the runner
+// whole.
+func TestGatewayWritesPastItsBuffer(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1), name: strings.Repeat("n", 20*frameBuffer)}
+	ws := dial(t, serve(t, core))
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	var w protocol.Welcome
+	if err := read(t, ws).Decode(&w); err != nil || w.RunnerName != core.name {
+		t.Fatalf("welcome of %d bytes of name (%v), want %d", len(w.RunnerName), err, len(core.name))
+	}
+}
+
+// Serve returns once the runner is attached, the connection read on: net/http
+// then frees what it held for the request (it held it for the life of
+// every idle runner's connection).
+func TestServeReturnsWhileTheConnectionLives(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1)}
+	g := New(core, Config{Heartbeat: time.Minute, BaseURL: func(*http.Request) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	returned := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = g.Serve(w, r, call.Caller{Name: "box", RunnerID: "r-1"})
+		returned <- struct{}{}
+	}))
+	t.Cleanup(srv.Close)
+	ws := dial(t, "ws"+strings.TrimPrefix(srv.URL, "http"))
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	read(t, ws)
+	select {
+	case <-returned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve still runs with the runner attached")
+	}
+	ref := protocol.AttemptRef{Job: "j-1", Attempt: "a-1", Epoch: 1}
+	core.hub.Offered(ref)
+	write(t, ws, protocol.TypeAccept, "q-1", protocol.Accept{AttemptRef: ref})
+	if f := read(t, ws); f.Type != protocol.TypeReply || f.ReplyTo != "q-1" {
+		t.Fatalf("after Serve returned: %+v, want the accept's reply", f)
+	}
+	ws.Close(websocket.StatusNormalClosure, "bye")
+	if reason := <-core.ended; !strings.Contains(reason, "1000") {
+		t.Fatalf("detached with %q, want the runner's close", reason)
 	}
 }

@@ -146,6 +146,13 @@ func (h *Hub) Statuses() []protocol.Status {
 	return slices.Clone(h.statuses)
 }
 
+// Beats is how many heartbeats h received.
+func (h *Hub) Beats() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.beats
+}
+
 func (h *Hub) Heartbeat(context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,0 +1,104 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"drover/internal/protocol"
+	"drover/internal/store"
+)
+
+// heldReadsStore counts the reads of every held runner (HeldRunners), a
+// row per connected runner.
+type heldReadsStore struct {
+	store.Store
+	n *atomic.Int64
+}
+
+func (s heldReadsStore) Read(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.Read(ctx, func(tx store.Tx) error { return fn(heldReadsTx{tx, s.n}) })
+}
+
+type heldReadsTx struct {
+	store.Tx
+	n *atomic.Int64
+}
+
+func (t heldReadsTx) HeldRunners(liveSince time.Time) (map[string]string, error) {
+	t.n.Add(1)
+	return t.Tx.HeldRunners(liveSince)
+}
+
+// TestIdleSweepReadsNoRunnerRows: a sweep over an idle fleet (nothing
+// offered or running) reads no row per runner; it read every held runner
+// at each pass, a sweep costing the hub more the more runners idled on
+// it. An attempt of a runner that left still has its holder read.
+func TestIdleSweepReadsNoRunnerRows(t *testing.T) {
+	var held atomic.Int64
+	th := startHubOn(t, Config{}, func(st store.Store) store.Store { return heldReadsStore{st, &held} })
+	var runners []*scriptRunner
+	for i := range 3 {
+		sr, _ := th.dial(th.registerRunner(fmt.Sprintf("idle%d", i)), protocol.Hello{Slots: 1})
+		runners = append(runners, sr)
+	}
+	ctx := context.Background()
+	before := held.Load()
+	for range 3 {
+		if _, err := th.h.sweep(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := held.Load() - before; n != 0 {
+		t.Fatalf("3 sweeps of an idle fleet read every held runner %d times; want 0", n)
+	}
+
+	// A running attempt of a runner that left: its holder decides who
+	// sweeps it, so it is read.
+	j := th.submit("true")
+	o := runners[0].offer()
+	if o.Job != j.ID {
+		t.Fatalf("offer for %s, want %s", o.Job, j.ID)
+	}
+	wantOK(t, runners[0].request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	runners[0].ws.Close(websocket.StatusNormalClosure, "")
+	th.waitRunner("idle0", false)
+	before = held.Load()
+	if _, err := th.h.sweep(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if held.Load() == before {
+		t.Fatal("the sweep did not read who holds a runner that left with a running attempt")
+	}
+}
+
+// BenchmarkPickAmongIdleFleet times choosing the runner of a job whose
+// label only one idle runner has, among 10 and among 10,000 idle runners
+// (the dispatch latency to one idle runner among many): the choice reads
+// every candidate, so the ratio of the two is the fleet's share of it.
+//
+//	go test -run XXX -bench PickAmongIdleFleet ./internal/hub
+func BenchmarkPickAmongIdleFleet(b *testing.B) {
+	for _, n := range []int{10, 10_000} {
+		b.Run(fmt.Sprintf("runners=%d", n), func(b *testing.B) {
+			cands := make([]*candidate, n)
+			for i := range cands {
+				c := &runnerSession{runnerID: fmt.Sprint("r", i), name: fmt.Sprint("idle", i), slots: 1,
+					labels: map[string]string{"bench": fmt.Sprint("idle", i)}, agents: []string{"exec"},
+					access: &runnerAccess{owner: "admin"}}
+				cands[i] = &candidate{c: c, free: 1, agents: c.agents, access: c.access}
+			}
+			j := store.Job{ID: "j", Agent: "exec", RequesterID: "admin", Labels: map[string]string{"bench": fmt.Sprint("idle", n-1)}}
+			b.ResetTimer()
+			for range b.N {
+				if best, _, why := pickRunner(j, cands, 1, false, nil, "", credNeed{}); best != n-1 {
+					b.Fatalf("picked %d (%s), want the last", best, why)
+				}
+			}
+		})
+	}
+}
