@@ -3,12 +3,14 @@ package hub
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"drover/internal/apitypes"
 	"drover/internal/protocol"
 	"drover/internal/store"
 )
@@ -43,7 +45,7 @@ func TestIdleSweepReadsNoRunnerRows(t *testing.T) {
 	th := startHubOn(t, Config{}, func(st store.Store) store.Store { return heldReadsStore{st, &held} })
 	var runners []*scriptRunner
 	for i := range 3 {
-		sr, _ := th.dial(th.registerRunner(fmt.Sprintf("idle%d", i)), protocol.Hello{Slots: 1})
+		sr, _ := th.dial(th.registerRunner(fmt.Sprintf("idle%d", i)), protocol.Hello{Slots: 1, Labels: map[string]string{"idle": fmt.Sprint(i)}})
 		runners = append(runners, sr)
 	}
 	ctx := context.Background()
@@ -59,7 +61,11 @@ func TestIdleSweepReadsNoRunnerRows(t *testing.T) {
 
 	// A running attempt of a runner that left: its holder decides who
 	// sweeps it, so it is read.
-	j := th.submit("true")
+	// Labelled for runner 0: an unlabelled job may go to any of the three.
+	var j apitypes.JobView
+	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: map[string]string{"idle": "0"}}, &j); code != http.StatusCreated {
+		t.Fatalf("submit: %d %v", code, e)
+	}
 	o := runners[0].offer()
 	if o.Job != j.ID {
 		t.Fatalf("offer for %s, want %s", o.Job, j.ID)
