@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/coalesce"
 	"drover/internal/gitcmd"
 	"drover/internal/hub/call"
 	"drover/internal/store"
@@ -85,10 +86,10 @@ type Evals struct {
 	ctx  context.Context
 	wg   sync.WaitGroup
 
+	// adv advances an evaluation, one pass at a time.
+	adv *coalesce.Runner
+
 	mu sync.Mutex
-	// busy holds the evaluations being advanced; again, those changed
-	// while they were.
-	busy, again map[string]bool
 	// watch maps the jobs of running items to their evaluations.
 	watch map[string]string
 }
@@ -105,14 +106,22 @@ func New(ctx context.Context, core Core, cfg Config) *Evals {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Evals{core: core, cfg: cfg, log: cfg.Logger, ctx: ctx,
-		busy: map[string]bool{}, again: map[string]bool{}, watch: map[string]string{}}
+		watch: map[string]string{}}
+	e.adv = coalesce.New(ctx, func(ctx context.Context, id string) {
+		if err := e.advance(ctx, id); err != nil && ctx.Err() == nil {
+			e.log.Warn("could not advance an evaluation; the sweep tries again", "eval", id, "err", err)
+		}
+	})
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.sweepLoop(ctx) }()
 	return e
 }
 
 // Wait waits for the background work once the hub's context ended.
-func (e *Evals) Wait() { e.wg.Wait() }
+func (e *Evals) Wait() {
+	e.wg.Wait()
+	e.adv.Wait()
+}
 
 // JobChanged wakes the evaluation a job belongs to, if any.
 func (e *Evals) JobChanged(jobID string) {
@@ -139,35 +148,9 @@ func (e *Evals) unwatch(jobID string) {
 // wake advances evaluation id in the background, once more if it is
 // being advanced now.
 func (e *Evals) wake(id string) {
-	if !e.core.Leading() || e.ctx.Err() != nil {
-		return
+	if e.core.Leading() {
+		e.adv.Wake(id)
 	}
-	e.mu.Lock()
-	if e.busy[id] {
-		e.again[id] = true
-		e.mu.Unlock()
-		return
-	}
-	e.busy[id] = true
-	e.mu.Unlock()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		for {
-			if err := e.advance(e.ctx, id); err != nil && e.ctx.Err() == nil {
-				e.log.Warn("could not advance an evaluation; the sweep tries again", "eval", id, "err", err)
-			}
-			e.mu.Lock()
-			if !e.again[id] || e.ctx.Err() != nil {
-				delete(e.busy, id)
-				delete(e.again, id)
-				e.mu.Unlock()
-				return
-			}
-			delete(e.again, id)
-			e.mu.Unlock()
-		}
-	}()
 }
 
 // sweepLoop advances every running evaluation now and then while this

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/coalesce"
 	"drover/internal/forge"
 	"drover/internal/job"
 	"drover/internal/protocol"
@@ -24,14 +25,13 @@ type Service struct {
 	log  *slog.Logger
 	ctx  context.Context // lives as long as the hub
 	wg   sync.WaitGroup
+	// upd updates a job's thread, one update at a time.
+	upd *coalesce.Runner
 
 	mu sync.Mutex
 	// known holds the jobs this hub knows to have a thread: only their
 	// changes are worth a look (a job changes at every log chunk).
 	known map[string]bool
-	// busy holds the threads being updated; again, those changed while
-	// they were, which are updated once more.
-	busy, again map[string]bool
 	// failures counts a thread's failed updates in a row; until holds
 	// when the sweep tries it again.
 	failures map[string]int
@@ -55,14 +55,18 @@ func New(ctx context.Context, core Core, cfg Config) *Service {
 		cfg.Retry = DefaultRetry()
 	}
 	s := &Service{core: core, cfg: cfg, log: cfg.Logger, ctx: ctx, known: map[string]bool{},
-		busy: map[string]bool{}, again: map[string]bool{}, failures: map[string]int{}, until: map[string]time.Time{}}
+		failures: map[string]int{}, until: map[string]time.Time{}}
+	s.upd = coalesce.New(ctx, func(ctx context.Context, jobID string) { s.failed(jobID, s.update(ctx, jobID)) })
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.sweepLoop(ctx) }()
 	return s
 }
 
 // Wait waits for the background work once the hub's context ended.
-func (s *Service) Wait() { s.wg.Wait() }
+func (s *Service) Wait() {
+	s.wg.Wait()
+	s.upd.Wait()
+}
 
 // JobChanged updates the job's thread, if it has one: the hub calls it
 // whenever a job changes.
@@ -119,36 +123,12 @@ func targetOf(f store.ForgeThread) Target {
 	return Target{Forge: f.Forge, Repo: r, Number: f.Number, IsPR: f.IsPR}
 }
 
-// wake updates job jobID's thread in the background.
+// wake updates job jobID's thread in the background, once more if it is
+// being updated now.
 func (s *Service) wake(jobID string) {
-	if !s.core.Leading() || s.ctx.Err() != nil {
-		return
+	if s.core.Leading() {
+		s.upd.Wake(jobID)
 	}
-	s.mu.Lock()
-	if s.busy[jobID] {
-		s.again[jobID] = true
-		s.mu.Unlock()
-		return
-	}
-	s.busy[jobID] = true
-	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			err := s.update(s.ctx, jobID)
-			s.failed(jobID, err)
-			s.mu.Lock()
-			if !s.again[jobID] || s.ctx.Err() != nil {
-				delete(s.busy, jobID)
-				delete(s.again, jobID)
-				s.mu.Unlock()
-				return
-			}
-			delete(s.again, jobID)
-			s.mu.Unlock()
-		}
-	}()
 }
 
 // failed notes how an update went: after a failure the sweep waits longer

@@ -562,8 +562,8 @@ func (ps *pass) start(ctx context.Context, s *spec.Step, item int, itemValue str
 		ps.e.changed[ps.p.ID] = map[string]bool{}
 	}
 	ps.e.changed[ps.p.ID][v.ID] = true
-	ps.e.again[ps.p.ID] = true
 	ps.e.mu.Unlock()
+	ps.e.adv.Wake(ps.p.ID) // in a pass: the one after it
 	return r, ps.save(ctx, r, "step_started", fmt.Sprintf("step %s started: job %s at %s", key, v.ID, short(input)))
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/coalesce"
 	"drover/internal/hub/call"
 	"drover/internal/ids"
 	"drover/internal/pipeline/spec"
@@ -27,10 +28,10 @@ type Engine struct {
 	ctx context.Context
 	wg  sync.WaitGroup
 
+	// adv advances a pipeline, one pass at a time.
+	adv *coalesce.Runner
+
 	mu sync.Mutex
-	// busy holds the pipelines being advanced; again, those changed while
-	// they were, which are advanced once more.
-	busy, again map[string]bool
 	// watch maps the jobs of running steps to their pipelines, so a job's
 	// change wakes its pipeline at once.
 	watch map[string]string
@@ -55,15 +56,22 @@ func New(ctx context.Context, core Core, cfg Config) *Engine {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{core: core, cfg: cfg, log: cfg.Logger, ctx: ctx,
-		busy: map[string]bool{}, again: map[string]bool{}, watch: map[string]string{},
-		changed: map[string]map[string]bool{}, full: map[string]bool{}}
+		watch: map[string]string{}, changed: map[string]map[string]bool{}, full: map[string]bool{}}
+	e.adv = coalesce.New(ctx, func(ctx context.Context, id string) {
+		if err := e.advance(ctx, id); err != nil && ctx.Err() == nil {
+			e.log.Warn("could not advance a pipeline; the sweep tries again", "pipeline", id, "err", err)
+		}
+	})
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.sweepLoop(ctx) }()
 	return e
 }
 
 // Wait waits for the background work once the hub's context ended.
-func (e *Engine) Wait() { e.wg.Wait() }
+func (e *Engine) Wait() {
+	e.wg.Wait()
+	e.adv.Wait()
+}
 
 // JobChanged wakes the pipeline a job belongs to, if any: the hub calls it
 // whenever a job changes.
@@ -105,37 +113,12 @@ func (e *Engine) taken(id string) map[string]bool {
 	return only
 }
 
-// wake advances pipeline id in the background.
+// wake advances pipeline id in the background, once more if it is being
+// advanced now.
 func (e *Engine) wake(id string) {
-	if !e.core.Leading() || e.ctx.Err() != nil {
-		return
+	if e.core.Leading() {
+		e.adv.Wake(id)
 	}
-	e.mu.Lock()
-	if e.busy[id] {
-		e.again[id] = true
-		e.mu.Unlock()
-		return
-	}
-	e.busy[id] = true
-	e.mu.Unlock()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		for {
-			if err := e.advance(e.ctx, id); err != nil && e.ctx.Err() == nil {
-				e.log.Warn("could not advance a pipeline; the sweep tries again", "pipeline", id, "err", err)
-			}
-			e.mu.Lock()
-			if !e.again[id] || e.ctx.Err() != nil {
-				delete(e.busy, id)
-				delete(e.again, id)
-				e.mu.Unlock()
-				return
-			}
-			delete(e.again, id)
-			e.mu.Unlock()
-		}
-	}()
 }
 
 // sweepLoop advances every running pipeline now and then while this hub
