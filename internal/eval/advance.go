@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"drover/internal/apitypes"
@@ -18,38 +19,37 @@ import (
 
 // advance brings a running evaluation's items up to date with their jobs,
 // starts the queued ones that max_parallel and max_cost allow, and ends
-// the evaluation when every item has.
+// the evaluation when every item has. It reads only the items it may move
+// (EvalOpenItems): it runs at every change of the evaluation's jobs.
 func (e *Evals) advance(ctx context.Context, id string) error {
 	var ev store.Eval
-	var items []store.EvalItem
-	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
-		var err error
-		if ev, err = tx.Eval(id); err != nil {
-			return err
-		}
-		items, err = tx.EvalItems(id)
-		return err
-	})
-	if err != nil {
+	if err := e.cfg.Store.Read(ctx, func(tx store.Tx) (err error) { ev, err = tx.Eval(id); return err }); err != nil {
 		return fmt.Errorf("read evaluation %s: %w", id, err)
+	}
+	if ev.State != store.EvalRunning && ev.State != store.EvalCancelled {
+		return nil
 	}
 	c, err := e.core.Caller(ctx, ev.RequesterID)
 	if err != nil {
 		return fmt.Errorf("evaluation %s's requester: %w", id, err)
 	}
 	if ev.State == store.EvalCancelled {
-		return e.stopItems(ctx, c, ev, items, ev.Reason)
-	}
-	if ev.State != store.EvalRunning {
-		return nil
+		return e.skip(ctx, c, id, "the evaluation was "+ev.Reason, true, nil)
 	}
 	var p Params
 	if err := json.Unmarshal([]byte(ev.Params), &p); err != nil {
 		return fmt.Errorf("evaluation %s's settings: %w", id, err)
 	}
-	var busy []*store.EvalItem
+	// At most max_parallel queued items can start in one pass.
+	items, err := e.openItems(ctx, id, p.MaxParallel)
+	if err != nil {
+		return err
+	}
+	var busy, queued []*store.EvalItem
 	for i := range items {
-		if s := items[i].State; s == store.ItemAgent || s == store.ItemGrading {
+		if items[i].State == store.ItemQueued {
+			queued = append(queued, &items[i])
+		} else {
 			busy = append(busy, &items[i])
 		}
 	}
@@ -61,36 +61,30 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	}); err != nil {
 		return err
 	}
-	running, spent := 0, 0.0
-	for i := range items {
-		it := &items[i]
-		if it.State == store.ItemAgent || it.State == store.ItemGrading {
+	running := 0
+	for _, it := range busy {
+		if !it.State.Terminal() {
 			running++
 		}
-		spent += it.CostUSD
 	}
-	open := running
-	var starts []*store.EvalItem
-	for i := range items {
-		it := &items[i]
-		if it.State != store.ItemQueued {
-			continue
+	if len(queued) > 0 && p.MaxCostUSD > 0 {
+		spent, err := e.spent(ctx, id, busy)
+		if err != nil {
+			return err
 		}
-		if p.MaxCostUSD > 0 && spent >= p.MaxCostUSD {
-			it.State, it.Reason = store.ItemSkipped, fmt.Sprintf("the evaluation's max cost of $%.2f was spent ($%.2f)", p.MaxCostUSD, spent)
-			if err := e.put(ctx, it); err != nil {
+		if spent >= p.MaxCostUSD {
+			if err := e.skip(ctx, c, id, fmt.Sprintf("the evaluation's max cost of $%.2f was spent ($%.2f)", p.MaxCostUSD, spent), false, nil); err != nil {
 				return err
 			}
-			continue
+			e.wake(id) // the running ones end it
+			return nil
 		}
-		open++
-		if running >= p.MaxParallel {
-			continue
-		}
-		starts = append(starts, it)
-		running++
 	}
-	if err := e.move(ctx, starts, func(it *store.EvalItem) error { return e.startAgent(ctx, c, ev, p, it) }); err != nil {
+	open := running + len(queued)
+	if n := p.MaxParallel - running; n < len(queued) {
+		queued = queued[:max(n, 0)]
+	}
+	if err := e.move(ctx, queued, func(it *store.EvalItem) error { return e.startAgent(ctx, c, ev, p, it) }); err != nil {
 		return err
 	}
 	if open > 0 {
@@ -102,6 +96,38 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	}
 	e.log.Info("evaluation done", "eval", id)
 	return nil
+}
+
+// openItems reads an evaluation's items at their agent or grading, and its
+// first queued ones up to queued.
+func (e *Evals) openItems(ctx context.Context, id string, queued int) ([]store.EvalItem, error) {
+	var items []store.EvalItem
+	if err := e.cfg.Store.Read(ctx, func(tx store.Tx) (err error) { items, err = tx.EvalOpenItems(id, queued); return err }); err != nil {
+		return nil, fmt.Errorf("read the open items of evaluation %s: %w", id, err)
+	}
+	return items, nil
+}
+
+// spent is what an evaluation's items cost so far: the recorded cost of
+// those not running, and what the running ones (busy, as this pass left
+// them) have spent until now.
+func (e *Evals) spent(ctx context.Context, id string, busy []*store.EvalItem) (float64, error) {
+	var tallies []store.EvalTally
+	if err := e.cfg.Store.Read(ctx, func(tx store.Tx) (err error) { tallies, err = tx.EvalTallies(id); return err }); err != nil {
+		return 0, fmt.Errorf("read what evaluation %s spent: %w", id, err)
+	}
+	spent := 0.0
+	for _, t := range tallies {
+		if t.State.Terminal() || t.State == store.ItemQueued {
+			spent += t.CostUSD
+		}
+	}
+	for _, it := range busy {
+		if !it.State.Terminal() {
+			spent += it.CostUSD
+		}
+	}
+	return spent, nil
 }
 
 // submitters bounds the items one pass moves at once.
@@ -141,7 +167,17 @@ func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.E
 	}
 	if len(moved) > 0 {
 		errs[len(its)] = e.cfg.Store.Write(ctx, func(tx store.Tx) error {
+			ev, err := tx.Eval(moved[0].EvalID)
+			if err != nil {
+				return err
+			}
 			for _, it := range moved {
+				if ev.State != store.EvalRunning && it.State.Terminal() {
+					// Cancelled meanwhile: the cancel skipped the item (or the
+					// next pass does); what this pass saw of its jobs ending
+					// is the cancel's doing, not a result.
+					continue
+				}
 				if err := tx.PutEvalItem(it); err != nil {
 					return err
 				}
@@ -153,15 +189,6 @@ func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.E
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// put records an item as it is now.
-func (e *Evals) put(ctx context.Context, it *store.EvalItem) error {
-	it.UpdatedAt = e.cfg.Now()
-	if err := e.cfg.Store.Write(ctx, func(tx store.Tx) error { return tx.PutEvalItem(*it) }); err != nil {
-		return fmt.Errorf("record item %s of evaluation %s: %w", it.Key, it.EvalID, err)
-	}
-	return nil
 }
 
 func instanceOf(it *store.EvalItem) (apitypes.EvalInstance, error) {
@@ -289,28 +316,49 @@ func (e *Evals) graded(ctx context.Context, it *store.EvalItem) error {
 	return nil
 }
 
-// stopItems cancels the jobs of an evaluation's items not over and skips
-// them, for why.
-func (e *Evals) stopItems(ctx context.Context, c call.Caller, ev store.Eval, items []store.EvalItem, why string) error {
-	var errs []error
-	for i := range items {
-		it := &items[i]
-		if it.State.Terminal() {
-			continue
+// skip skips an evaluation's queued items, and with running those at
+// their agent or grading too, cancelling their jobs, for why. It reads
+// the items in the write that skips them (after first, if given): a pass
+// recording at the same moment is either seen here, or finds the
+// evaluation no longer running and leaves the rest to the pass after it.
+func (e *Evals) skip(ctx context.Context, c call.Caller, id, why string, running bool, first func(store.Tx) error) error {
+	var jobs []string
+	now := e.cfg.Now()
+	err := e.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		jobs = jobs[:0]
+		if first != nil {
+			if err := first(tx); err != nil {
+				return err
+			}
 		}
-		for _, id := range []string{it.AgentJob, it.GradeJob} {
-			if id == "" {
+		items, err := tx.EvalOpenItems(id, math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if it.State != store.ItemQueued && !running {
 				continue
 			}
-			if err := e.core.Cancel(ctx, c, id); err != nil && !isRefusal(err) {
-				errs = append(errs, fmt.Errorf("cancel item %s's job %s: %w", it.Key, id, err))
+			jobs = append(jobs, it.AgentJob, it.GradeJob)
+			it.State, it.Reason, it.UpdatedAt = store.ItemSkipped, why, now
+			if err := tx.PutEvalItem(it); err != nil {
+				return err
 			}
-			e.unwatch(id)
 		}
-		it.State, it.Reason = store.ItemSkipped, why
-		if err := e.put(ctx, it); err != nil {
-			errs = append(errs, err)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("skip the items of evaluation %s: %w", id, err)
+	}
+	var errs []error
+	for _, j := range jobs {
+		if j == "" {
+			continue
 		}
+		if err := e.core.Cancel(ctx, c, j); err != nil && !isRefusal(err) {
+			errs = append(errs, fmt.Errorf("cancel job %s of evaluation %s: %w", j, id, err))
+		}
+		e.unwatch(j)
 	}
 	return errors.Join(errs...)
 }

@@ -341,13 +341,23 @@ func (e *Evals) CancelEval(ctx context.Context, c call.Caller, id string) (apity
 	if ev.State != store.EvalRunning {
 		return viewOf(ev, items), nil
 	}
-	now := e.cfg.Now()
-	ev.State, ev.Reason, ev.UpdatedAt = store.EvalCancelled, "cancelled by "+c.Name, now
-	if err := e.cfg.Store.Write(ctx, func(tx store.Tx) error { return tx.UpdateEval(ev) }); err != nil {
+	ev.State, ev.Reason, ev.UpdatedAt = store.EvalCancelled, "cancelled by "+c.Name, e.cfg.Now()
+	err = e.skip(ctx, c, id, "the evaluation was "+ev.Reason, true, func(tx store.Tx) error {
+		if cur, err := tx.Eval(id); err != nil {
+			return err
+		} else if cur.State != store.EvalRunning {
+			return errEnded
+		}
+		return tx.UpdateEval(ev)
+	})
+	// A pass under way may record a sample it started after that write:
+	// the next pass, which finds the evaluation cancelled, stops it.
+	e.wake(id)
+	if err != nil && !errors.Is(err, errEnded) {
 		return apitypes.EvalView{}, fmt.Errorf("cancel evaluation %s: %w", id, err)
-	}
-	if err := e.stopItems(ctx, c, ev, items, "the evaluation was cancelled by "+c.Name); err != nil {
-		return apitypes.EvalView{}, err
 	}
 	return e.ShowEval(ctx, c, id)
 }
+
+// errEnded: an evaluation ended before the write that would have changed it.
+var errEnded = errors.New("the evaluation has ended")

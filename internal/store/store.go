@@ -260,7 +260,9 @@ type Tx interface {
 	// State, Reason and UpdatedAt (ErrNotFound when there is none); Evals
 	// lists those in state (all for ""), newest first. PutEvalItem
 	// inserts an item or replaces it (its CreatedAt kept); EvalItems lists
-	// an evaluation's by line, then key.
+	// an evaluation's by line, then key; EvalOpenItems lists, in the same
+	// order, its items at their agent or grading and the first queued ones
+	// up to queued (0: none), which is all an evaluation's pass reads.
 	InsertEval(e Eval) error
 	Eval(id string) (Eval, error)
 	EvalByKey(requesterID, key string) (Eval, error)
@@ -268,6 +270,7 @@ type Tx interface {
 	Evals(state EvalState, limit int) ([]Eval, error)
 	PutEvalItem(i EvalItem) error
 	EvalItems(evalID string) ([]EvalItem, error)
+	EvalOpenItems(evalID string, queued int) ([]EvalItem, error)
 
 	// Project members (the owner is one too, added with the project).
 	// AddMember of a member is ErrConflict; RemoveMember of a non-member is

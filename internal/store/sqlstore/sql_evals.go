@@ -1,6 +1,10 @@
 package sqlstore
 
 import (
+	"cmp"
+	"slices"
+	"strings"
+
 	"drover/internal/store"
 )
 
@@ -72,6 +76,29 @@ func (t *tx) PutEvalItem(i store.EvalItem) error {
 
 func (t *tx) EvalItems(evalID string) ([]store.EvalItem, error) {
 	return all(t, "items of evaluation "+evalID, scanEvalItem, evalItems.query("WHERE eval_id = ? ORDER BY line, key"), evalID)
+}
+
+func (t *tx) EvalOpenItems(evalID string, queued int) ([]store.EvalItem, error) {
+	// Two reads, each narrowed by the (eval_id, state, line, key) index: the
+	// pass that reads these runs at every change of an evaluation's jobs,
+	// and reading every item (its patch too) made it cost the dataset's
+	// size each time.
+	what := "open items of evaluation " + evalID
+	busy, err := all(t, what, scanEvalItem, evalItems.query("WHERE eval_id = ? AND state IN (?, ?) ORDER BY line, key"),
+		evalID, string(store.ItemAgent), string(store.ItemGrading))
+	if err != nil || queued <= 0 {
+		return busy, err
+	}
+	next, err := all(t, what, scanEvalItem, evalItems.query("WHERE eval_id = ? AND state = ? ORDER BY line, key LIMIT ?"),
+		evalID, string(store.ItemQueued), queued)
+	if err != nil {
+		return nil, err
+	}
+	out := append(busy, next...)
+	slices.SortStableFunc(out, func(a, b store.EvalItem) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), strings.Compare(a.Key, b.Key))
+	})
+	return out, nil
 }
 
 func (t *tx) EvalsOf(requesterID string, limit int) ([]store.Eval, error) {

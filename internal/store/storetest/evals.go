@@ -63,6 +63,7 @@ func testEvals(t *testing.T, s store.Store) {
 	moved.CreatedAt = a.CreatedAt
 	equal(t, "EvalItems after a replacement", items("e-1"), []store.EvalItem{c, b, moved})
 	testEvalLists(t, s, e1, e2)
+	testEvalOpenItems(t, s)
 }
 
 // testEvalLists: EvalsOf keeps to a requester and its limit; EvalTallies
@@ -94,4 +95,28 @@ func testEvalLists(t *testing.T, s store.Store, e1, e2 store.Eval) {
 		{State: store.ItemGrading, Items: 2, CostUSD: 0.5, Tokens: 2 << 40},
 		{State: store.ItemResolved, Items: 1, CostUSD: 0.25, Tokens: 1 << 40}})
 	equal(t, "EvalTallies of one without items", tallies("e-4"), []store.EvalTally{})
+}
+
+// testEvalOpenItems: EvalOpenItems reads the items at their agent or
+// grading and the first queued ones, by line then key, of one evaluation.
+func testEvalOpenItems(t *testing.T, s store.Store) {
+	mustWrite(t, s, func(tx store.Tx) error { return tx.InsertEval(evalRun("e-5", "u-2", store.EvalRunning, 60)) })
+	item := func(key string, line int, state store.EvalItemState) store.EvalItem {
+		i := evalItem("e-5", key, line, 60)
+		i.State = state
+		return i
+	}
+	q1, q2, q3 := item("q1", 1, store.ItemQueued), item("q2", 5, store.ItemQueued), item("q3", 6, store.ItemQueued)
+	ag, gr := item("ag", 4, store.ItemAgent), item("gr", 2, store.ItemGrading)
+	done, skip := item("done", 3, store.ItemResolved), item("skip", 0, store.ItemSkipped)
+	for _, i := range []store.EvalItem{q3, q2, q1, ag, gr, done, skip} {
+		mustWrite(t, s, func(tx store.Tx) error { return tx.PutEvalItem(i) })
+	}
+	open := func(queued int) []store.EvalItem {
+		return get(t, s, func(tx store.Tx) ([]store.EvalItem, error) { return tx.EvalOpenItems("e-5", queued) })
+	}
+	equal(t, "EvalOpenItems, no queued", open(0), []store.EvalItem{gr, ag})
+	equal(t, "EvalOpenItems, 2 queued", open(2), []store.EvalItem{q1, gr, ag, q2})
+	equal(t, "EvalOpenItems, all queued", open(10), []store.EvalItem{q1, gr, ag, q2, q3})
+	equal(t, "EvalOpenItems of none", get(t, s, func(tx store.Tx) ([]store.EvalItem, error) { return tx.EvalOpenItems("e-9", 5) }), nil)
 }
