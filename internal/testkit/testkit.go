@@ -31,7 +31,18 @@ import (
 
 // Build compiles cmd/drover into dir (with -race when the tests run with
 // it) and returns the binary's path. Call it once from TestMain.
+//
+// With DROVER_TEST_BINARY set (scripts/test builds it once before the
+// tests), that binary is used instead: the e2e packages run side by side,
+// and each linking its own race-enabled binary, or compiling its packages
+// anew from an empty build cache, costs minutes of the suite's 2 cores.
 func Build(dir string) (string, error) {
+	if prebuilt := os.Getenv("DROVER_TEST_BINARY"); prebuilt != "" {
+		if fi, err := os.Stat(prebuilt); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("DROVER_TEST_BINARY=%s is not an executable file (%v)", prebuilt, err)
+		}
+		return prebuilt, nil
+	}
 	bin := filepath.Join(dir, "drover")
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
