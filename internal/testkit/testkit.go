@@ -269,7 +269,7 @@ func (h *Hub) Client() *client.Client {
 // load balancer does: the status code and body, or an error if the hub
 // did not answer.
 func (h *Hub) Probe(path string) (int, string, error) {
-	c := &http.Client{Timeout: 10 * time.Second}
+	c := &http.Client{Timeout: 60 * time.Second} // as Client's: a busy machine is slow, not down
 	resp, err := c.Get(h.URL + path)
 	if err != nil {
 		return 0, "", err

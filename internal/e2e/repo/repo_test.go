@@ -18,6 +18,7 @@ import (
 )
 
 func TestRepoJobPublishesExactlyItsChanges(t *testing.T) {
+	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	h.StartRunner(t, "r1")
 	src := e2ekit.SourceCheckout(t)
@@ -76,6 +77,7 @@ func TestRepoJobPublishesExactlyItsChanges(t *testing.T) {
 }
 
 func TestObserveJobThatChangesTheTreeFails(t *testing.T) {
+	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	// Unisolated, so that the write happens and the check after the run is
 	// what fails the job (a sandbox mounts an observe worktree read-only).

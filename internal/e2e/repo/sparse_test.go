@@ -23,6 +23,7 @@ import (
 // sees only its cone, and the result keeps everything outside the cone
 // that the agent did not write.
 func TestLargeSparseJobPublishesExactly(t *testing.T) {
+	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	r := h.StartRunner(t, "r1")
 	src, base := largeSparseProject(t, h)
@@ -102,6 +103,7 @@ func largeSparseProject(t *testing.T, h *testkit.Hub) (src, base string) {
 // hub, and the result differs from the base by exactly the agent's change
 // and deletion there.
 func TestLargeSparseJobWidensItsCone(t *testing.T) {
+	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	h.StartRunner(t, "r1")
 	src, base := largeSparseProject(t, h)
