@@ -100,10 +100,12 @@ func ClaimsOf(rs ...*testkit.Runner) map[string]int {
 	return n
 }
 
+// Deliver is the fake model's turn that calls drover's deliver tool.
 func Deliver(summary string) fakemodel.Turn {
 	return fakemodel.CallTool("deliver", map[string]any{"summary": summary})
 }
 
+// connectedRE finds the hub of each "connected to hub" line of a runner's log.
 var connectedRE = regexp.MustCompile(`msg="connected to hub" [^\n]*?hub=(\S+)`)
 
 // Connections lists the hubs the runner connected to, in order.
@@ -152,6 +154,7 @@ func Checkout(t *testing.T, name string) string {
 	return dir
 }
 
+// Stopped is a pipeline wait's condition that the pipeline no longer runs.
 func Stopped(v apitypes.PipelineView) bool { return v.State != "running" }
 
 // Git runs git (sanitized, as drover does) in dir.
