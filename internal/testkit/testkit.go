@@ -214,6 +214,13 @@ func freeURL(t testing.TB) string {
 
 func (h *Hub) start() {
 	h.t.Helper()
+	h.startWhen("", nil)
+}
+
+// startWhen starts the hub and waits until it listens; with said, it calls
+// do once the hub's output holds said (before it listens).
+func (h *Hub) startWhen(said string, do func()) {
+	h.t.Helper()
 	lines := make(chan string, 16)
 	pr, pw := io.Pipe()
 	go func() {
@@ -227,9 +234,17 @@ func (h *Hub) start() {
 	}()
 	args := append([]string{"hub", "--listen", strings.TrimPrefix(h.URL, "http://"), "--data", h.Data}, h.args...)
 	h.p = start(h.t, "hub", baseEnv(h.home), pw, h.bin, args...)
-	deadline := time.After(60 * time.Second)
+	// Generous: a race-enabled hub on a busy machine starts slowly.
+	deadline := time.After(3 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			if do != nil && strings.Contains(h.p.out.String(), said) {
+				do()
+				do = nil
+			}
 		case l := <-lines:
 			if listenRE.MatchString(l) {
 				return
@@ -255,6 +270,11 @@ func (h *Hub) Pause(d time.Duration) {
 
 // Restart starts the hub again on the same address and data directory.
 func (h *Hub) Restart() { h.p.kill(); h.start() }
+
+// RestartWhen restarts the hub like Restart and calls do once the starting
+// hub has said said, for a test that changes the hub's world at that point
+// (frees the full disk it waits on) rather than after a fixed time.
+func (h *Hub) RestartWhen(said string, do func()) { h.p.kill(); h.startWhen(said, do) }
 
 // Client is an API client with the admin token.
 func (h *Hub) Client() *client.Client {
@@ -389,10 +409,10 @@ func (h *Hub) loginRunnerAt(t testing.TB, name, hubURL, home string, approve fun
 		approve(code)
 	case <-login.done:
 		t.Fatalf("runner login exited early: %v\n%s", login.err, login.out.String())
-	case <-time.After(60 * time.Second):
+	case <-time.After(3 * time.Minute): // generous: a busy machine is slow
 		t.Fatalf("runner login printed no approval code:\n%s", login.out.String())
 	}
-	if err := login.wait(60 * time.Second); err != nil {
+	if err := login.wait(3 * time.Minute); err != nil {
 		t.Fatalf("runner login: %v\n%s", err, login.out.String())
 	}
 	l, err := runner.LoadLogin(r.Home)
