@@ -31,7 +31,7 @@ func pipelineCheckout(t *testing.T, h *testkit.Hub) (dir, base string) {
 	dir = filepath.Join(t.TempDir(), "loop")
 	e2ekit.Git(t, t.TempDir(), "init", "--quiet", dir)
 	for _, name := range []string{reviewLoop, "examples/pipelines/builder.sh", "examples/pipelines/adversary.sh"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", name))
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", name))
 		if err != nil {
 			t.Fatal(err)
 		}
