@@ -2,8 +2,8 @@
 // processes of the real binary, talking over loopback sockets, with real
 // SQLite and real agent processes. This package holds the fault tests
 // (killed runners, restarted hubs, cut connections), logins, lifecycle,
-// Postgres, full disks and the sandbox; its subpackages (agents, eval, hubs,
-// pipeline, repo, cluster) hold the rest by theme, so that they run in
+// Postgres, full disks and the sandbox; its subpackages (agents, native, eval,
+// hubs, pipeline, repo, cluster) hold the rest by theme, so that they run in
 // parallel, and share their helpers through internal/e2e/e2ekit.
 package e2e
 

@@ -251,27 +251,13 @@ func interruptAndResume(t *testing.T, loseSession bool) {
 	}
 }
 
-// wroteStarted: the job's command on r has written started.txt in its
-// worktree. The shell creates the file empty before echo writes it, so a
-// stop between the two (seen under load) would publish it empty: the file
-// counts once it has its content (one write).
-func wroteStarted(r *testkit.Runner) bool {
-	m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
-	for _, f := range m {
-		if b, err := os.ReadFile(f); err == nil && len(b) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // stopOnceStarted stops r (SIGTERM) once job id's command is running (it
 // wrote started.txt), and checks that the attempt was released and the job
 // requeued.
 func stopOnceStarted(t *testing.T, c *client.Client, r *testkit.Runner, id string) {
 	t.Helper()
 	testkit.WaitJob(t, c, id, 2*time.Minute, func(apitypes.JobView) bool {
-		return wroteStarted(r)
+		return e2ekit.WroteStarted(r)
 	})
 	if err := r.Terminate(time.Minute); err != nil {
 		t.Fatalf("runner stop: %v", err)
@@ -280,30 +266,6 @@ func stopOnceStarted(t *testing.T, c *client.Client, r *testkit.Runner, id strin
 	if w.State != job.Queued || w.Attempts[0].State != job.AttemptReleased {
 		t.Fatalf("after the stop: %s, attempt %s\n%s", w.State, w.Attempts[0].State, testkit.Log(t, c, id, 1))
 	}
-}
-
-// accountStates are the states of r's accounts by label, as the runner
-// lists them and as the hub's 'drover accounts' does.
-func accountStates(t *testing.T, h *testkit.Hub, r *testkit.Runner) (runner, hub map[string]string) {
-	t.Helper()
-	var list []struct{ Label, State, Fix string }
-	out, err := r.CLI("", "account", "list", "--json")
-	if err != nil || json.Unmarshal([]byte(out), &list) != nil {
-		t.Fatalf("account list: %v\n%s", err, out)
-	}
-	runner, hub = map[string]string{}, map[string]string{}
-	for _, a := range list {
-		runner[a.Label] = a.State
-	}
-	var views apitypes.AccountList
-	out, err = h.CLI("accounts", "--json")
-	if err != nil || json.Unmarshal([]byte(out), &views) != nil {
-		t.Fatalf("drover accounts: %v\n%s", err, out)
-	}
-	for _, v := range views.Accounts {
-		hub[v.Label] = v.State
-	}
-	return runner, hub
 }
 
 // A wrong key is the provider's 401, not a model that failed to deliver:
@@ -331,7 +293,7 @@ func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		rs, hs := accountStates(t, h, r)
+		rs, hs := e2ekit.AccountStates(t, h, r)
 		if rs["bad"] == protocol.AccountNeedsAttention && hs["bad"] == protocol.AccountNeedsAttention {
 			break
 		}
@@ -374,7 +336,7 @@ func TestLoginAccountWithoutLoginNeedsLogin(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		rs, hs := accountStates(t, h, r)
+		rs, hs := e2ekit.AccountStates(t, h, r)
 		if rs["sub"] == protocol.AccountNeedsLogin && hs["sub"] == protocol.AccountNeedsLogin {
 			break
 		}
@@ -484,7 +446,7 @@ func TestUnreachableEndpointFailsEndpointUnreachable(t *testing.T) {
 	if w.State != job.Failed || w.Reason != job.ReasonEndpointUnreachable || !strings.Contains(msg, "cannot reach the model API at "+root+":") {
 		t.Fatalf("job %s/%s: %q, want failed/endpoint_unreachable naming %s\n%s", w.State, w.Reason, msg, root, testkit.Log(t, c, v.ID, 0))
 	}
-	if rs, _ := accountStates(t, h, r); rs["main"] != protocol.AccountReady {
+	if rs, _ := e2ekit.AccountStates(t, h, r); rs["main"] != protocol.AccountReady {
 		t.Fatalf("account states %v; want main still ready", rs)
 	}
 }

@@ -266,3 +266,41 @@ func Fetched(t *testing.T, h *testkit.Hub, src, jobID string, files ...string) m
 	}
 	return got
 }
+
+// WroteStarted: the job's command on r has written started.txt in its
+// worktree. The shell creates the file empty before echo writes it, so a
+// stop between the two (seen under load) would publish it empty: the file
+// counts once it has its content (one write).
+func WroteStarted(r *testkit.Runner) bool {
+	m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
+	for _, f := range m {
+		if b, err := os.ReadFile(f); err == nil && len(b) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// AccountStates are the states of r's accounts by label, as the runner
+// lists them and as the hub's 'drover accounts' does.
+func AccountStates(t *testing.T, h *testkit.Hub, r *testkit.Runner) (runner, hub map[string]string) {
+	t.Helper()
+	var list []struct{ Label, State, Fix string }
+	out, err := r.CLI("", "account", "list", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("account list: %v\n%s", err, out)
+	}
+	runner, hub = map[string]string{}, map[string]string{}
+	for _, a := range list {
+		runner[a.Label] = a.State
+	}
+	var views apitypes.AccountList
+	out, err = h.CLI("accounts", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &views) != nil {
+		t.Fatalf("drover accounts: %v\n%s", err, out)
+	}
+	for _, v := range views.Accounts {
+		hub[v.Label] = v.State
+	}
+	return runner, hub
+}

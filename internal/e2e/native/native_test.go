@@ -1,4 +1,4 @@
-package agents
+package native
 
 import (
 	"strings"
@@ -179,7 +179,7 @@ func startInterruptedAtTurn3(t *testing.T, h *testkit.Hub, r *testkit.Runner) *i
 	src := e2ekit.SourceCheckout(t)
 	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "native", "--", "Look around, then write four.txt.")
 	testkit.WaitJob(t, h.Client(), v.ID, 2*time.Minute, func(apitypes.JobView) bool {
-		return wroteStarted(r)
+		return e2ekit.WroteStarted(r)
 	})
 	return &interruptedAtTurn3{h: h, fake: fake, src: src, id: v.ID}
 }
@@ -298,7 +298,7 @@ func TestNativeAgentFallsBackAndTheLimitedAccountSitsOut(t *testing.T) {
 	if strings.Contains(log, e2ekit.RealKey) {
 		t.Fatal("the key reached the log")
 	}
-	if runner, _ := accountStates(t, h, r); runner["main"] != "limited" || runner["backup"] != "ready" {
+	if runner, _ := e2ekit.AccountStates(t, h, r); runner["main"] != "limited" || runner["backup"] != "ready" {
 		t.Fatalf("account states %v; want main limited, backup ready", runner)
 	}
 }
