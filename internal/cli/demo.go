@@ -32,12 +32,13 @@ type demoOptions struct {
 	agent       string
 	sandbox     string
 	installDeps bool
+	timeout     time.Duration
 }
 
 func (a *app) demoCmd() *cobra.Command {
 	var o demoOptions
 	cmd := &cobra.Command{
-		Use:   "demo [--agent AGENT] [--sandbox bwrap|none] [--install-deps] [--keep]",
+		Use:   "demo [--agent AGENT] [--sandbox bwrap|none] [--install-deps] [--keep] [--timeout D]",
 		Short: "Start a hub and a runner and show what drover does, step by step",
 		Long: `Show drover working on this machine, in a throwaway directory: start
 'drover hub' and 'drover runner' as separate processes (the runner logged in
@@ -75,6 +76,7 @@ $GEMINI_API_KEY (gemini), passed on stdin, never as an argument.`,
 		"where the runner runs jobs: bwrap (isolated, the default) or none (UNISOLATED: no namespaces, "+
 			"no read-only system, no network cut-off; the job can do all you can)")
 	f.BoolVar(&o.installDeps, "install-deps", false, "as root, install what the demo lacks (bubblewrap) with apt-get")
+	f.DurationVar(&o.timeout, "timeout", demoTimeout, "how long the whole demo may take (a busy or slow machine needs more)")
 	return cmd
 }
 
@@ -101,6 +103,9 @@ func (o demoOptions) check(getenv func(string) string) error {
 	}
 	if o.sandbox != sandbox.KindBwrap && o.sandbox != sandbox.KindNone {
 		return usagef("--sandbox %q: the demo runs with bwrap or none", o.sandbox)
+	}
+	if o.timeout <= 0 {
+		return usagef("--timeout %s: want a positive duration", o.timeout)
 	}
 	return nil
 }
@@ -158,7 +163,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) (err error) {
 	}
 	ctx, stop := a.interruptContext(ctx)
 	defer stop()
-	ctx, cancel := context.WithTimeoutCause(ctx, demoTimeout, fmt.Errorf("the demo took longer than %s", demoTimeout))
+	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("the demo took longer than %s (--timeout)", o.timeout))
 	defer cancel()
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)

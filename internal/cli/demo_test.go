@@ -23,6 +23,7 @@ func TestDemoRefusesWhatItCannotDo(t *testing.T) {
 		{[]string{"demo", "--agent", "nobody"}, 2, "want exec, claude"},
 		{[]string{"demo", "--agent", "claude"}, 1, "$ANTHROPIC_API_KEY"},
 		{[]string{"demo", "--sandbox", "docker"}, 2, "bwrap or none"},
+		{[]string{"demo", "--timeout", "0s"}, 2, "want a positive duration"},
 	} {
 		if r := runCLI(t, nil, "", tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: %d %q", tc.args, r.code, r.stderr)

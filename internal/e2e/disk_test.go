@@ -11,6 +11,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/client"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 	"drover/internal/testkit/disk"
@@ -45,7 +46,7 @@ func TestHubDiskFullLosesNoLog(t *testing.T) {
 	c := hub.Client()
 	r := hub.StartRunner(t, "r1")
 	args, want := stream(30, 2000, "0.2")
-	j := submit(t, c, args...)
+	j := e2ekit.Submit(t, c, args...)
 	testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return len(v.Attempts) == 1 && v.Attempts[0].LogSize > 0
 	})
@@ -96,7 +97,7 @@ func TestRunnerDiskFullFailsTheAttempt(t *testing.T) {
 	r := hub.StartRunnerIn(t, "r1", mnt+"/runner", "--min-free", "1048576")
 	free := disk.Fill(t, mnt, 3<<20)
 	args, want := stream(1, 150000, "0") // 8 MB, more than the disk holds
-	j := submit(t, c, args...)
+	j := e2ekit.Submit(t, c, args...)
 	v := testkit.WaitJob(t, c, j.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if v.State != job.Failed || v.Reason != job.ReasonRunnerDiskFull || len(v.Attempts) != 1 || v.Attempts[0].State != job.AttemptFailed {
 		t.Fatalf("job on a full runner: %s (%s), attempts %+v\nrunner:\n%s", v.State, v.Reason, v.Attempts, r.Output())
@@ -112,7 +113,7 @@ func TestRunnerDiskFullFailsTheAttempt(t *testing.T) {
 
 	// Space returns: the runner takes work again.
 	free()
-	ok2 := submit(t, c, "echo", "again")
+	ok2 := e2ekit.Submit(t, c, "echo", "again")
 	testkit.WaitJob(t, c, ok2.ID, 2*time.Minute, testkit.InState(job.Completed))
 	if got := testkit.Log(t, c, ok2.ID, 1); got != "again\n" {
 		t.Fatalf("log after space returned: %q", got)
@@ -130,7 +131,7 @@ func TestRunnerBelowFloorDeclinesUntilSpaceReturns(t *testing.T) {
 		out, err := hub.CLI("runners")
 		return err == nil && strings.Contains(out, "not ready: disk full") && strings.Contains(out, "below its floor of 8.0 MiB")
 	})
-	j := submit(t, c, "echo", "hello")
+	j := e2ekit.Submit(t, c, "echo", "hello")
 	v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return v.State == job.Queued && strings.Contains(v.Waiting, "not ready") && strings.Contains(v.Waiting, "disk full")
 	})
@@ -158,17 +159,16 @@ func TestHubStartsOnceItsFullDiskHasSpace(t *testing.T) {
 	c := hub.Client()
 	r := hub.StartRunner(t, "r1")
 	args, want := stream(20, 200, "0.2")
-	j := submit(t, c, args...)
+	j := e2ekit.Submit(t, c, args...)
 	testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return len(v.Attempts) == 1 && v.Attempts[0].LogSize > 0
 	})
 	hub.Kill()
 	free := disk.Fill(t, mnt, 0)
-	go func() {
-		time.Sleep(5 * time.Second) // the restarted hub meets the full disk first
-		free()
-	}()
-	hub.Restart() // fails the test if the hub exits
+	// The restarted hub meets the full disk first: space comes back once it
+	// says it waits (a fixed wait lost that race on a busy machine). It
+	// fails the test if the hub exits.
+	hub.RestartWhen("it starts once space is freed", free)
 	if !strings.Contains(hub.Output(), "it starts once space is freed") {
 		t.Fatalf("the hub did not say it waits for space:\n%s", hub.Output())
 	}

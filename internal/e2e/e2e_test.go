@@ -1,6 +1,10 @@
 // Package e2e runs drover as users do: a hub and runners as separate OS
 // processes of the real binary, talking over loopback sockets, with real
-// SQLite and real agent processes.
+// SQLite and real agent processes. This package holds the fault tests
+// (killed runners, restarted hubs, cut connections), logins, lifecycle,
+// Postgres, full disks and the sandbox; its subpackages (agents, native, eval,
+// hubs, pipeline, repo, cluster) hold the rest by theme, so that they run in
+// parallel, and share their helpers through internal/e2e/e2ekit.
 package e2e
 
 import (
@@ -12,7 +16,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
-	"drover/internal/client"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 )
@@ -21,28 +25,6 @@ import (
 var bin string
 
 func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
-
-func submit(t *testing.T, c *client.Client, args ...string) apitypes.JobView {
-	t.Helper()
-	return testkit.Submit(t, c, apitypes.SubmitRequest{Agent: "exec", Args: args})
-}
-
-func submitReq(t *testing.T, c *client.Client, req apitypes.SubmitRequest) apitypes.JobView {
-	t.Helper()
-	return testkit.Submit(t, c, req)
-}
-
-// claimsOf counts, per job, the attempts the runners' own journals say they
-// claimed.
-func claimsOf(rs ...*testkit.Runner) map[string]int {
-	n := map[string]int{}
-	for _, r := range rs {
-		for _, c := range r.Claims() {
-			n[c.Job]++
-		}
-	}
-	return n
-}
 
 // sleepFirst runs `sleep` only in the first attempt, so a retried or
 // requeued job ends quickly.
@@ -55,7 +37,7 @@ func TestRunnerKilledMidJobIsUnknownAndNeverRerun(t *testing.T) {
 	hub := testkit.StartHub(t, bin, "--lease", "2s", "--heartbeat", "200ms")
 	c := hub.Client()
 	r1 := hub.StartRunner(t, "r1")
-	j := submit(t, c, sleepFirst(120)...)
+	j := e2ekit.Submit(t, c, sleepFirst(120)...)
 	testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return v.State == job.Running && len(v.Attempts) == 1 && v.Attempts[0].LogSize > 0
 	})
@@ -67,7 +49,7 @@ func TestRunnerKilledMidJobIsUnknownAndNeverRerun(t *testing.T) {
 
 	// Another runner takes new work but never the unknown job.
 	r2 := hub.StartRunner(t, "r2")
-	other := submit(t, c, "echo", "other")
+	other := e2ekit.Submit(t, c, "echo", "other")
 	testkit.WaitJob(t, c, other.ID, time.Minute, testkit.InState(job.Completed))
 	// The killed runner comes back: it finds its claim without a receipt,
 	// reports it interrupted, and does not launch it again.
@@ -77,7 +59,7 @@ func TestRunnerKilledMidJobIsUnknownAndNeverRerun(t *testing.T) {
 	if len(v.Attempts) != 1 {
 		t.Fatalf("unknown job got %d attempts", len(v.Attempts))
 	}
-	if n := claimsOf(r1, r2)[j.ID]; n != 1 {
+	if n := e2ekit.ClaimsOf(r1, r2)[j.ID]; n != 1 {
 		t.Fatalf("job claimed %d times by the runners", n)
 	}
 
@@ -100,7 +82,7 @@ func TestHubRestartMidJobLosesNothing(t *testing.T) {
 	c := hub.Client()
 	r := hub.StartRunner(t, "r1")
 	const lines = 60
-	j := submit(t, c, "sh", "-c", fmt.Sprintf(`for i in $(seq 1 %d); do echo "line $i"; sleep 0.1; done`, lines))
+	j := e2ekit.Submit(t, c, "sh", "-c", fmt.Sprintf(`for i in $(seq 1 %d); do echo "line $i"; sleep 0.1; done`, lines))
 	testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool {
 		return len(v.Attempts) == 1 && v.Attempts[0].LogSize > 20
 	})
@@ -118,7 +100,7 @@ func TestHubRestartMidJobLosesNothing(t *testing.T) {
 	if got := testkit.Log(t, c, j.ID, 1); got != want.String() {
 		t.Fatalf("log after hub restart differs:\n got %q\nwant %q", got, want.String())
 	}
-	if n := claimsOf(r)[j.ID]; n != 1 {
+	if n := e2ekit.ClaimsOf(r)[j.ID]; n != 1 {
 		t.Fatalf("claimed %d times", n)
 	}
 }
@@ -135,7 +117,7 @@ func TestCutConnectionsResendRequestsAppliedOnce(t *testing.T) {
 	const jobs, lines = 4, 150
 	var ids []string
 	for range jobs {
-		ids = append(ids, submit(t, c, "sh", "-c", fmt.Sprintf(`for i in $(seq 1 %d); do echo "out $i"; sleep 0.02; done`, lines)).ID)
+		ids = append(ids, e2ekit.Submit(t, c, "sh", "-c", fmt.Sprintf(`for i in $(seq 1 %d); do echo "out $i"; sleep 0.02; done`, lines)).ID)
 	}
 	for _, id := range ids {
 		testkit.WaitJob(t, c, id, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
@@ -148,7 +130,7 @@ func TestCutConnectionsResendRequestsAppliedOnce(t *testing.T) {
 	for i := 1; i <= lines; i++ {
 		fmt.Fprintf(&want, "out %d\n", i)
 	}
-	claims := claimsOf(r)
+	claims := e2ekit.ClaimsOf(r)
 	for _, id := range ids {
 		v := testkit.WaitJob(t, c, id, time.Minute, testkit.InState(job.Completed))
 		// An offer whose connection was cut before the accept arrived goes
@@ -199,14 +181,14 @@ func TestThreeRunnersThreeHundredJobsEachRunOnce(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			ids[i] = submit(t, c, "echo", fmt.Sprintf("job-%d", i)).ID
+			ids[i] = e2ekit.Submit(t, c, "echo", fmt.Sprintf("job-%d", i)).ID
 		}()
 	}
 	wg.Wait()
 	for _, id := range ids {
 		testkit.WaitJob(t, c, id, 10*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	}
-	claims := claimsOf(rs...)
+	claims := e2ekit.ClaimsOf(rs...)
 	if len(claims) != n {
 		t.Fatalf("runners claimed %d distinct jobs, want %d", len(claims), n)
 	}
@@ -237,8 +219,8 @@ func TestSIGTERMedRunnerHandsItsJobsToAnother(t *testing.T) {
 	hub := testkit.StartHub(t, bin)
 	c := hub.Client()
 	r1 := hub.StartRunner(t, "r1", "--slots", "2")
-	a := submit(t, c, sleepFirst(120)...)
-	b := submit(t, c, sleepFirst(120)...)
+	a := e2ekit.Submit(t, c, sleepFirst(120)...)
+	b := e2ekit.Submit(t, c, sleepFirst(120)...)
 	for _, id := range []string{a.ID, b.ID} {
 		testkit.WaitJob(t, c, id, time.Minute, func(v apitypes.JobView) bool {
 			return v.State == job.Running && v.Attempts[0].LogSize > 0
@@ -254,7 +236,7 @@ func TestSIGTERMedRunnerHandsItsJobsToAnother(t *testing.T) {
 			t.Fatalf("job %s attempts: %+v", id, v.Attempts)
 		}
 	}
-	if claimsOf(r1, r2)[a.ID] != 2 {
+	if e2ekit.ClaimsOf(r1, r2)[a.ID] != 2 {
 		t.Fatalf("want one claim on each runner")
 	}
 }
@@ -264,18 +246,18 @@ func TestRevokedRunnerIsDisconnectedAndCannotReconnect(t *testing.T) {
 	hub := testkit.StartHub(t, bin)
 	r := hub.StartRunner(t, "r1")
 	c := hub.Client()
-	testkit.WaitJob(t, c, submit(t, c, "true").ID, time.Minute, testkit.InState(job.Completed))
+	testkit.WaitJob(t, c, e2ekit.Submit(t, c, "true").ID, time.Minute, testkit.InState(job.Completed))
 	if out, err := hub.CLI("runners", "revoke", "r1"); err != nil {
 		t.Fatalf("revoke: %v\n%s", err, out)
 	}
-	if err := r.Wait(30 * time.Second); err == nil {
+	if err := r.Wait(2 * time.Minute); err == nil {
 		t.Fatalf("revoked runner exited 0")
 	}
 	if !strings.Contains(r.Output(), "revoked") {
 		t.Fatalf("runner did not say it was revoked:\n%s", r.Output())
 	}
 	r.Start()
-	if err := r.Wait(30 * time.Second); err == nil || !strings.Contains(r.Output(), "login") {
+	if err := r.Wait(2 * time.Minute); err == nil || !strings.Contains(r.Output(), "login") {
 		t.Fatalf("revoked runner restarted: err %v\n%s", err, r.Output())
 	}
 }
@@ -292,7 +274,7 @@ func TestStoppedHubKeepsItsRunners(t *testing.T) {
 	c := hub.Client()
 	r := hub.StartRunner(t, "r1")
 	r.WaitConnected(time.Minute)
-	j := submit(t, c, "sh", "-c", `for i in $(seq 1 30); do echo "line $i"; sleep 0.2; done`)
+	j := e2ekit.Submit(t, c, "sh", "-c", `for i in $(seq 1 30); do echo "line $i"; sleep 0.2; done`)
 	testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Running))
 	hub.Pause(6 * time.Second) // past the 3 s liveness window and the 4 s lease
 	v := testkit.WaitJob(t, c, j.ID, time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
@@ -22,7 +23,7 @@ func TestEphemeralRunnerRunsOneJobThenExits(t *testing.T) {
 	c := hub.Client()
 	var jobs []apitypes.JobView
 	for range 3 {
-		jobs = append(jobs, submit(t, c, "sh", "-c", "sleep 0.5; echo done"))
+		jobs = append(jobs, e2ekit.Submit(t, c, "sh", "-c", "sleep 0.5; echo done"))
 	}
 	r1 := hub.StartRunner(t, "ephemeral", "--max-jobs", "1", "--slots", "2")
 	if err := r1.Wait(2 * time.Minute); err != nil {
@@ -51,7 +52,7 @@ func TestEphemeralRunnerRunsOneJobThenExits(t *testing.T) {
 	for _, j := range jobs {
 		testkit.WaitJob(t, c, j.ID, 2*time.Minute, testkit.InState(job.Completed))
 	}
-	claims := claimsOf(r1, r2)
+	claims := e2ekit.ClaimsOf(r1, r2)
 	for _, j := range jobs {
 		if claims[j.ID] != 1 {
 			t.Fatalf("job %s claimed %d times", j.ID, claims[j.ID])
@@ -90,18 +91,18 @@ func TestTurnLimitStopsTheAgentAndPublishesItsWork(t *testing.T) {
 		fakemodel.CallTool("write_file", map[string]any{"path": "third.txt", "content": "turn three\n"}),
 		fakemodel.CallTool("deliver", map[string]any{"summary": "three files"}),
 		fakemodel.Text("Done."),
-	}, fakemodel.RequireKey(realKey))
-	addNativeAccount(t, r, "anthropic", fake.URL)
+	}, fakemodel.RequireKey(e2ekit.RealKey))
+	e2ekit.AddNativeAccount(t, r, "anthropic", fake.URL)
 	r.Start("--max-turns", "2")
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Write three files, then deliver.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "native", "--", "Write three files, then deliver.")
 	c := h.Client()
 	v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 0)
 	if v.State != job.Failed || v.Reason != job.ReasonLimitTurns {
 		t.Fatalf("job %s: %s/%s, want failed limit_turns\nlog:\n%s", v.ID, v.State, v.Reason, log)
 	}
-	got := fetched(t, h, src, v.ID, "first.txt", "second.txt", "third.txt")
+	got := e2ekit.Fetched(t, h, src, v.ID, "first.txt", "second.txt", "third.txt")
 	if got["first.txt"] != "turn one" || got["second.txt"] != "turn two" {
 		t.Fatalf("published %v, want the files of the two allowed turns\nlog:\n%s", got, log)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 )
@@ -43,14 +44,14 @@ func TestRunnerLoginIntegrity(t *testing.T) {
 	if r.Name != "gpu1" {
 		t.Fatalf("the runner saved name %q, the hub approved gpu1", r.Name)
 	}
-	if err := old.Wait(30 * time.Second); err == nil || !strings.Contains(old.Output(), "revoked") {
+	if err := old.Wait(2 * time.Minute); err == nil || !strings.Contains(old.Output(), "revoked") {
 		t.Fatalf("the replaced runner did not stop as revoked: %v\n%s", err, old.Output())
 	}
 
 	r.Start()
-	j := submit(t, c, "true")
+	j := e2ekit.Submit(t, c, "true")
 	testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
-	if n := claimsOf(r)[j.ID]; n != 1 {
+	if n := e2ekit.ClaimsOf(r)[j.ID]; n != 1 {
 		t.Fatalf("the new runner claimed the job %d times", n)
 	}
 	out, err := hub.CLI("runners", "--json")

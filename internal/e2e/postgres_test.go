@@ -11,6 +11,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/childproc"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 )
@@ -24,13 +25,13 @@ func TestHubOnPostgresRunsAJob(t *testing.T) {
 	hub := testkit.StartHub(t, bin, "--db", url)
 	c := hub.Client()
 	r := hub.StartRunner(t, "r1")
-	j := submit(t, c, "sh", "-c", `for i in 1 2 3; do echo "line $i"; done`)
+	j := e2ekit.Submit(t, c, "sh", "-c", `for i in 1 2 3; do echo "line $i"; done`)
 	v := testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
 	const want = "line 1\nline 2\nline 3\n"
 	if got := testkit.Log(t, c, j.ID, 1); got != want {
 		t.Fatalf("log = %q, want %q", got, want)
 	}
-	if n := claimsOf(r)[j.ID]; n != 1 || len(v.Attempts) != 1 {
+	if n := e2ekit.ClaimsOf(r)[j.ID]; n != 1 || len(v.Attempts) != 1 {
 		t.Fatalf("claimed %d times, %d attempts; want once", n, len(v.Attempts))
 	}
 	hub.Restart()
@@ -48,7 +49,7 @@ func TestCopyDBMovesAHubToPostgres(t *testing.T) {
 	c := hub.Client()
 	alice := hub.AddUser(t, "alice")
 	hub.StartRunner(t, "r1")
-	j := submit(t, c, "sh", "-c", "echo copied")
+	j := e2ekit.Submit(t, c, "sh", "-c", "echo copied")
 	testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
 	type seen struct {
 		Alice  apitypes.Whoami
@@ -95,7 +96,7 @@ func TestCopyDBMovesAHubToPostgres(t *testing.T) {
 		t.Fatalf("the hub on Postgres sees\n%+v\nwant what the SQLite hub saw\n%+v", after, before)
 	}
 	// It goes on: the runner reconnects and runs a new job.
-	j2 := submit(t, c, "sh", "-c", "echo after")
+	j2 := e2ekit.Submit(t, c, "sh", "-c", "echo after")
 	testkit.WaitJob(t, c, j2.ID, time.Minute, testkit.InState(job.Completed))
 	if got := testkit.Log(t, c, j2.ID, 1); got != "after\n" {
 		t.Fatalf("log of a job after the move = %q", got)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 )
@@ -19,7 +20,7 @@ func TestJobsRunSandboxedByDefault(t *testing.T) {
 	r := h.StartRunner(t, "r1")
 	c := h.Client()
 	token := filepath.Join(r.Home, "login.json")
-	j := submit(t, c, "sh", "-c", "id -u; cat "+token+" || echo no-token; touch /usr/x || echo no-write")
+	j := e2ekit.Submit(t, c, "sh", "-c", "id -u; cat "+token+" || echo no-token; touch /usr/x || echo no-write")
 	v := testkit.WaitJob(t, c, j.ID, time.Minute, testkit.InState(job.Completed))
 	log := testkit.Log(t, c, j.ID, 1)
 	if !strings.HasPrefix(log, "1000\n") || !strings.Contains(log, "no-token\n") || !strings.HasSuffix(log, "no-write\n") {
@@ -40,7 +41,7 @@ func TestObserveWorktreeIsReadOnlyInTheSandbox(t *testing.T) {
 	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	h.StartRunner(t, "r1")
-	v := runRepo(t, h, "--repo", sourceCheckout(t), "--mode", "observe", "--agent", "exec", "--", "sh", "-c", "echo tampered > a.txt")
+	v := e2ekit.RunRepo(t, h, "--repo", e2ekit.SourceCheckout(t), "--mode", "observe", "--agent", "exec", "--", "sh", "-c", "echo tampered > a.txt")
 	c := h.Client()
 	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 0)

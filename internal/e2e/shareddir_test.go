@@ -57,7 +57,7 @@ func TestHubsShareADataDirectory(t *testing.T) {
 		return strings.Contains(out, "removed leftovers of interrupted transfers") &&
 			strings.Contains(out, "sharing the data directory with other live hubs")
 	}
-	for deadline := time.Now().Add(10 * time.Second); !said() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(time.Minute); !said() && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if !said() {

@@ -1,4 +1,4 @@
-package e2e
+package repo
 
 import (
 	"os/exec"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 )
@@ -17,33 +18,15 @@ import (
 // inside the worktree is where a sandboxed job can run it.
 func toolsCheckout(t *testing.T) string {
 	t.Helper()
-	src := sourceCheckout(t)
+	src := e2ekit.SourceCheckout(t)
 	out, err := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(src, "bin", "mcpagent"),
 		"drover/internal/e2e/testdata/mcpagent").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build mcpagent: %v\n%s", err, out)
 	}
-	gitE(t, src, "add", "bin/mcpagent")
-	gitE(t, src, "commit", "--quiet", "-m", "agent")
+	e2ekit.Git(t, src, "add", "bin/mcpagent")
+	e2ekit.Git(t, src, "commit", "--quiet", "-m", "agent")
 	return src
-}
-
-// fetched fetches a job's result into a clone of src and returns the
-// content of each file of the result (a missing one is "").
-func fetched(t *testing.T, h *testkit.Hub, src, jobID string, files ...string) map[string]string {
-	t.Helper()
-	clone := filepath.Join(t.TempDir(), "clone")
-	gitE(t, src, "clone", "--quiet", src, clone)
-	if out, err := h.CLI("fetch", jobID, "--repo", clone); err != nil {
-		t.Fatalf("drover fetch: %v\n%s", err, out)
-	}
-	got := map[string]string{}
-	for _, f := range files {
-		if out, err := exec.Command("git", "-C", clone, "show", "drover/"+jobID+":"+f).Output(); err == nil {
-			got[f] = strings.TrimSpace(string(out))
-		}
-	}
-	return got
 }
 
 // The agent asks through the MCP tools in a bubblewrap sandbox; the job
@@ -55,7 +38,7 @@ func TestAgentAsksWaitsAcrossRestartsAndDelivers(t *testing.T) {
 	h := testkit.StartHub(t, bin)
 	r := h.StartRunner(t, "r1")
 	src := toolsCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--tools", "--agent", "exec", "--", "./bin/mcpagent", "repo")
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--tools", "--agent", "exec", "--", "./bin/mcpagent", "repo")
 	c := h.Client()
 	w := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if w.State != job.Waiting || w.Head == w.Base {
@@ -96,7 +79,7 @@ func TestAgentAsksWaitsAcrossRestartsAndDelivers(t *testing.T) {
 	if len(end.Questions) != 1 || end.Questions[0].Answer == nil || end.Questions[0].Answer.Text != "blue" {
 		t.Errorf("questions = %+v", end.Questions)
 	}
-	if got := fetched(t, h, src, v.ID, "first.txt", "answer.txt"); got["first.txt"] != "first turn" || got["answer.txt"] != "blue" {
+	if got := e2ekit.Fetched(t, h, src, v.ID, "first.txt", "answer.txt"); got["first.txt"] != "first turn" || got["answer.txt"] != "blue" {
 		t.Fatalf("fetched result: %q", got)
 	}
 }
@@ -107,13 +90,13 @@ func TestAgentWithoutDeliverFailsAndPublishes(t *testing.T) {
 	h := testkit.StartHub(t, bin)
 	h.StartRunner(t, "r1")
 	src := toolsCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--tools", "--agent", "exec", "--", "./bin/mcpagent", "partial")
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--tools", "--agent", "exec", "--", "./bin/mcpagent", "partial")
 	c := h.Client()
 	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Failed || end.Reason != job.ReasonNotDelivered || end.Head == end.Base {
 		t.Fatalf("job ended %s (%s), head %s:\n%s", end.State, end.Reason, end.Head, testkit.Log(t, c, v.ID, 0))
 	}
-	if got := fetched(t, h, src, v.ID, "partial.txt"); got["partial.txt"] != "partial work" {
+	if got := e2ekit.Fetched(t, h, src, v.ID, "partial.txt"); got["partial.txt"] != "partial work" {
 		t.Fatalf("fetched result: %q", got)
 	}
 }

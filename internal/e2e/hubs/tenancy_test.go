@@ -1,8 +1,7 @@
-package e2e
+package hubs
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/client"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/localrepo"
@@ -29,38 +29,6 @@ func tenants(t *testing.T) (*testkit.Hub, *testkit.User, *testkit.User) {
 	t.Helper()
 	h := testkit.StartHub(t, bin)
 	return h, h.AddUser(t, "alice"), h.AddUser(t, "bob")
-}
-
-// must runs a CLI command that has to succeed and returns its output.
-func must(t *testing.T, cli func(...string) (string, error), args ...string) string {
-	t.Helper()
-	out, err := cli(args...)
-	if err != nil {
-		t.Fatalf("drover %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-// refused runs a CLI command that has to fail and returns its output.
-func refused(t *testing.T, cli func(...string) (string, error), args ...string) string {
-	t.Helper()
-	out, err := cli(args...)
-	if err == nil {
-		t.Fatalf("drover %s succeeded, want a refusal:\n%s", strings.Join(args, " "), out)
-	}
-	t.Logf("drover %s: refused: %s", strings.Join(args, " "), strings.TrimSpace(out))
-	return out
-}
-
-// cliJSON runs a CLI command with --json and decodes its answer.
-func cliJSON[T any](t *testing.T, cli func(...string) (string, error), args ...string) T {
-	t.Helper()
-	out := must(t, cli, append(args, "--json")...)
-	var v T
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatalf("drover %s --json: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return v
 }
 
 // submitAs submits an exec job as u through the API.
@@ -105,14 +73,6 @@ func completedOn(t *testing.T, c *client.Client, ids []string) map[string][]stri
 	return on
 }
 
-// waiting is a WaitJob condition: queued, never offered, with a reason
-// that contains want.
-func waiting(want string) func(apitypes.JobView) bool {
-	return func(v apitypes.JobView) bool {
-		return v.State == job.Queued && len(v.Attempts) == 0 && strings.Contains(v.Waiting, want)
-	}
-}
-
 // bob's runner, with more free slots than alice's, never gets her private
 // jobs; once bob shares it with alice it runs some of them, and once he
 // takes the share back it runs none again. The runners' own journals say
@@ -145,7 +105,7 @@ func TestTenancyRunnerRunsOnlyTheJobsItIsSharedFor(t *testing.T) {
 			t.Errorf("alice's private job %s was offered to %v", id, on)
 		}
 	}
-	claims, bobs := claimsOf(ar, br), claimsOf(br)
+	claims, bobs := e2ekit.ClaimsOf(ar, br), e2ekit.ClaimsOf(br)
 	for _, id := range private {
 		if bobs[id] != 0 {
 			t.Errorf("bob's runner claimed alice's private job %s", id)
@@ -162,12 +122,12 @@ func TestTenancyRunnerRunsOnlyTheJobsItIsSharedFor(t *testing.T) {
 
 	// Shared with alice, bob's runner takes none of her jobs until she
 	// accepts; then, once her own runner is busy, it takes some.
-	must(t, bob.CLI, "runners", "share", "bobs", "--user", "alice")
-	if out := must(t, alice.CLI, "runners"); !strings.Contains(out, "drover runners accept bobs") {
+	e2ekit.Must(t, bob.CLI, "runners", "share", "bobs", "--user", "alice")
+	if out := e2ekit.Must(t, alice.CLI, "runners"); !strings.Contains(out, "drover runners accept bobs") {
 		t.Errorf("alice's runner list does not offer bob's share:\n%s", out)
 	}
-	must(t, alice.CLI, "runners", "accept", "bobs")
-	rl := cliJSON[apitypes.RunnerList](t, alice.CLI, "runners")
+	e2ekit.Must(t, alice.CLI, "runners", "accept", "bobs")
+	rl := e2ekit.CLIJSON[apitypes.RunnerList](t, alice.CLI, "runners")
 	if i := slices.IndexFunc(rl.Runners, func(r apitypes.RunnerView) bool { return r.Name == "bobs" }); i < 0 || rl.Runners[i].Owner != "bob" {
 		t.Errorf("alice's runner list lacks bob's shared runner: %+v", rl.Runners)
 	}
@@ -181,7 +141,7 @@ func TestTenancyRunnerRunsOnlyTheJobsItIsSharedFor(t *testing.T) {
 			onBob++
 		}
 	}
-	bobClaims := claimsOf(br)
+	bobClaims := e2ekit.ClaimsOf(br)
 	n := 0
 	for _, id := range shared {
 		n += bobClaims[id]
@@ -198,10 +158,10 @@ func TestTenancyRunnerRunsOnlyTheJobsItIsSharedFor(t *testing.T) {
 	}
 
 	// Unshared: private again.
-	must(t, bob.CLI, "runners", "unshare", "bobs", "--user", "alice")
+	e2ekit.Must(t, bob.CLI, "runners", "unshare", "bobs", "--user", "alice")
 	again := submitMany(t, alice, 3, "sh", "-c", "sleep 0.2; echo alice")
 	done := completedOn(t, ac, again)
-	bobs = claimsOf(br)
+	bobs = e2ekit.ClaimsOf(br)
 	for id, on := range done {
 		if !slices.Equal(on, []string{"alices"}) || bobs[id] != 0 {
 			t.Errorf("after the unshare alice's job %s was offered to %v", id, on)
@@ -224,21 +184,21 @@ func TestTenancyVendorJobUsesOnlyAccountsSharedWithItsRequester(t *testing.T) {
 	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
 		deliver("alice"), fakemodel.Text("Done."),
 		deliver("bob"), fakemodel.Text("Done."),
-	}, fakemodel.RequireKey(realKey))
+	}, fakemodel.RequireKey(e2ekit.RealKey))
 	ar := alice.LoginRunner(t, "alices", h.URL)
 	ar.Env = []string{"PATH=" + testkit.AgentCLI(t, "claude") + ":" + os.Getenv("PATH")}
-	addAccount(t, ar, "claude", "main", fake.URL)
+	e2ekit.AddAccount(t, ar, "claude", "main", fake.URL)
 	ar.Start()
 	bc := bob.Client()
 
 	const bobPrompt = "Say hello for bob-7f3e."
 	bj := bob.Run(t, "--agent", "claude", "--", bobPrompt)
-	v := testkit.WaitJob(t, bc, bj.ID, time.Minute, waiting("runs your jobs"))
+	v := testkit.WaitJob(t, bc, bj.ID, time.Minute, e2ekit.Waiting("runs your jobs"))
 	t.Logf("bob's job, alice's runner private: %s", v.Waiting)
 
-	must(t, alice.CLI, "runners", "share", "alices", "--user", "bob")
-	must(t, bob.CLI, "runners", "accept", "alices")
-	v = testkit.WaitJob(t, bc, bj.ID, time.Minute, waiting("account"))
+	e2ekit.Must(t, alice.CLI, "runners", "share", "alices", "--user", "bob")
+	e2ekit.Must(t, bob.CLI, "runners", "accept", "alices")
+	v = testkit.WaitJob(t, bc, bj.ID, time.Minute, e2ekit.Waiting("account"))
 	t.Logf("bob's job, alice's runner shared, her account not: %s", v.Waiting)
 
 	aj := alice.Run(t, "--agent", "claude", "--", "Say hello for alice.")
@@ -250,11 +210,11 @@ func TestTenancyVendorJobUsesOnlyAccountsSharedWithItsRequester(t *testing.T) {
 	}
 
 	// Still: bob's job was never offered, claimed, or shown to the model.
-	shown := cliJSON[apitypes.JobView](t, bob.CLI, "show", bj.ID)
+	shown := e2ekit.CLIJSON[apitypes.JobView](t, bob.CLI, "show", bj.ID)
 	if shown.State != job.Queued || len(shown.Attempts) != 0 || !strings.Contains(shown.Waiting, "account") {
 		t.Fatalf("bob's job with alice's account unshared: %s, %d attempts, waiting %q", shown.State, len(shown.Attempts), shown.Waiting)
 	}
-	if n := claimsOf(ar)[bj.ID]; n != 0 {
+	if n := e2ekit.ClaimsOf(ar)[bj.ID]; n != 0 {
 		t.Fatalf("alice's runner claimed bob's job %d times", n)
 	}
 	for _, r := range fake.Requests() {
@@ -263,7 +223,7 @@ func TestTenancyVendorJobUsesOnlyAccountsSharedWithItsRequester(t *testing.T) {
 		}
 	}
 
-	must(t, alice.CLI, "accounts", "share", "alices", "main", "--user", "bob")
+	e2ekit.Must(t, alice.CLI, "accounts", "share", "alices", "main", "--user", "bob")
 	done = testkit.WaitJob(t, bc, bj.ID, 4*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if blog := testkit.Log(t, bc, bj.ID, 0); done.State != job.Completed || !strings.Contains(blog, "with account main") {
 		t.Fatalf("bob's job after alice shared her account: %s/%s\n%s\nmodel:\n%s", done.State, done.Reason, blog, fake.Dump())
@@ -277,7 +237,7 @@ func TestTenancyPrivateProjectStaysWithItsMembers(t *testing.T) {
 	t.Parallel()
 	h, alice, bob := tenants(t)
 	alice.StartRunner(t, "alices")
-	src := sourceCheckout(t)
+	src := e2ekit.SourceCheckout(t)
 	const secret = "alice-secret-0c1d"
 	v := alice.Run(t, "--repo", src, "--agent", "exec", "--", "sh", "-c", "echo "+secret+" && echo "+secret+" > a.txt")
 	ac := alice.Client()
@@ -287,13 +247,13 @@ func TestTenancyPrivateProjectStaysWithItsMembers(t *testing.T) {
 	}
 	fetch := func(token, project string) error {
 		dir := t.TempDir()
-		gitE(t, dir, "init", "--quiet", "--bare", dir)
+		e2ekit.Git(t, dir, "init", "--quiet", "--bare", dir)
 		_, err := (localrepo.Checkout{Git: gitcmd.Git{}, Dir: dir}).FetchRef(context.Background(),
 			h.URL+"/git/"+project, token, gitcmd.JobRef(v.ID), "refs/heads/result")
 		return err
 	}
 	// alice reads it all.
-	if log := must(t, alice.CLI, "logs", v.ID); !strings.Contains(log, secret) {
+	if log := e2ekit.Must(t, alice.CLI, "logs", v.ID); !strings.Contains(log, secret) {
 		t.Fatalf("alice's log:\n%s", log)
 	}
 	if err := fetch(alice.Token, "demo"); err != nil {
@@ -302,7 +262,7 @@ func TestTenancyPrivateProjectStaysWithItsMembers(t *testing.T) {
 
 	// bob reads nothing of it.
 	for _, args := range [][]string{{"show", v.ID}, {"show", v.ID, "--json"}, {"logs", v.ID}, {"projects", "members", "list", "demo"}} {
-		if out := refused(t, bob.CLI, args...); strings.Contains(out, secret) {
+		if out := e2ekit.Refused(t, bob.CLI, args...); strings.Contains(out, secret) {
 			t.Fatalf("drover %v as bob shows alice's output:\n%s", args, out)
 		}
 	}
@@ -314,32 +274,32 @@ func TestTenancyPrivateProjectStaysWithItsMembers(t *testing.T) {
 	} else {
 		t.Logf("bob's git fetch: %v", err)
 	}
-	if jl := cliJSON[apitypes.JobList](t, bob.CLI, "jobs"); slices.ContainsFunc(jl.Jobs, func(j apitypes.JobView) bool { return j.ID == v.ID }) {
+	if jl := e2ekit.CLIJSON[apitypes.JobList](t, bob.CLI, "jobs"); slices.ContainsFunc(jl.Jobs, func(j apitypes.JobView) bool { return j.ID == v.ID }) {
 		t.Errorf("bob's job list has alice's job")
 	}
-	if pl := cliJSON[apitypes.ProjectList](t, bob.CLI, "projects"); slices.ContainsFunc(pl.Projects, func(p apitypes.ProjectView) bool { return p.Name == "demo" }) {
+	if pl := e2ekit.CLIJSON[apitypes.ProjectList](t, bob.CLI, "projects"); slices.ContainsFunc(pl.Projects, func(p apitypes.ProjectView) bool { return p.Name == "demo" }) {
 		t.Errorf("bob's project list has alice's project: %+v", pl.Projects)
 	}
 	// Nor can he push to it: his own checkout of the same name is refused.
 	bobsrc := filepath.Join(t.TempDir(), "demo")
-	gitE(t, src, "clone", "--quiet", src, bobsrc)
+	e2ekit.Git(t, src, "clone", "--quiet", src, bobsrc)
 	if err := os.WriteFile(filepath.Join(bobsrc, "b.txt"), []byte("bob\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gitE(t, bobsrc, "add", "-A")
-	gitE(t, bobsrc, "commit", "--quiet", "-m", "bob's")
-	refused(t, bob.CLI, "run", "--repo", bobsrc, "--agent", "exec", "--", "true")
+	e2ekit.Git(t, bobsrc, "add", "-A")
+	e2ekit.Git(t, bobsrc, "commit", "--quiet", "-m", "bob's")
+	e2ekit.Refused(t, bob.CLI, "run", "--repo", bobsrc, "--agent", "exec", "--", "true")
 	// A discovery request for a project nobody pushed creates nothing.
 	if err := fetch(bob.Token, "nosuch"); err == nil {
 		t.Fatal("bob fetched from a project that does not exist")
 	}
-	if pl := cliJSON[apitypes.ProjectList](t, h.CLI, "projects"); slices.ContainsFunc(pl.Projects, func(p apitypes.ProjectView) bool { return p.Name == "nosuch" }) {
+	if pl := e2ekit.CLIJSON[apitypes.ProjectList](t, h.CLI, "projects"); slices.ContainsFunc(pl.Projects, func(p apitypes.ProjectView) bool { return p.Name == "nosuch" }) {
 		t.Errorf("a git request made a project: %+v", pl.Projects)
 	}
 
 	// A member reads it.
-	must(t, alice.CLI, "projects", "members", "add", "demo", "bob")
-	if log := must(t, bob.CLI, "logs", v.ID); !strings.Contains(log, secret) {
+	e2ekit.Must(t, alice.CLI, "projects", "members", "add", "demo", "bob")
+	if log := e2ekit.Must(t, bob.CLI, "logs", v.ID); !strings.Contains(log, secret) {
 		t.Fatalf("bob as a member reads the log:\n%s", log)
 	}
 	if err := fetch(bob.Token, "demo"); err != nil {
@@ -359,8 +319,8 @@ func TestTenancyRemovedUserAndRotatedTokens(t *testing.T) {
 	h, alice, bob := tenants(t)
 	ar := alice.StartRunner(t, "alices", "--slots", "1")
 	br := bob.StartRunner(t, "bobs", "--slots", "4", "--labels", "box=bobs")
-	must(t, bob.CLI, "runners", "share", "bobs", "--user", "alice")
-	must(t, alice.CLI, "runners", "accept", "bobs")
+	e2ekit.Must(t, bob.CLI, "runners", "share", "bobs", "--user", "alice")
+	e2ekit.Must(t, alice.CLI, "runners", "accept", "bobs")
 	ar.WaitConnected(time.Minute)
 	br.WaitConnected(time.Minute)
 	ac := alice.Client()
@@ -371,22 +331,22 @@ func TestTenancyRemovedUserAndRotatedTokens(t *testing.T) {
 	// Nobody has the label: bob's job waits.
 	stuck := submitAs(t, bob, apitypes.SubmitRequest{Args: []string{"true"}, Labels: map[string]string{"tenancy": "nobody"}})
 	// bob cannot rotate alice's token.
-	refused(t, bob.CLI, "users", "token", "rotate", "alice")
+	e2ekit.Refused(t, bob.CLI, "users", "token", "rotate", "alice")
 
-	out := must(t, h.CLI, "users", "remove", "bob")
+	out := e2ekit.Must(t, h.CLI, "users", "remove", "bob")
 	t.Logf("users remove: %s", strings.TrimSpace(out))
 	ctx := context.Background()
 	if _, err := bob.Client().Whoami(ctx); testkit.Status(err) != http.StatusUnauthorized {
 		t.Fatalf("bob's token right after his removal: %v, want 401", err)
 	}
-	refused(t, bob.CLI, "jobs")
+	e2ekit.Refused(t, bob.CLI, "jobs")
 	if err := br.Wait(time.Minute); err == nil || !strings.Contains(br.Output(), "revoked") {
 		t.Fatalf("bob's runner after his removal: exit %v\n%s", err, br.Output())
 	}
 	if v := testkit.WaitJob(t, h.Client(), stuck.ID, time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() }); v.State != job.Cancelled {
 		t.Errorf("the removed user's queued job is %s, want cancelled", v.State)
 	}
-	ul := cliJSON[apitypes.UserList](t, h.CLI, "users")
+	ul := e2ekit.CLIJSON[apitypes.UserList](t, h.CLI, "users")
 	if i := slices.IndexFunc(ul.Users, func(u apitypes.UserView) bool { return u.Name == "bob" }); i < 0 || ul.Users[i].RemovedAt == nil || ul.Users[i].Runners != 0 {
 		t.Errorf("users after the removal: %+v", ul.Users)
 	}
@@ -396,16 +356,16 @@ func TestTenancyRemovedUserAndRotatedTokens(t *testing.T) {
 			t.Errorf("after bob's removal alice's job %s was offered to %v", id, on)
 		}
 	}
-	if claims := claimsOf(br); len(claims) != 1 || claims[first[0]] != 1 {
+	if claims := e2ekit.ClaimsOf(br); len(claims) != 1 || claims[first[0]] != 1 {
 		t.Errorf("bob's runner claimed %v, want only alice's first job", claims)
 	}
-	if claims := claimsOf(ar); len(claims) != len(after) {
+	if claims := e2ekit.ClaimsOf(ar); len(claims) != len(after) {
 		t.Errorf("alice's runner claimed %v, want her %d jobs after the removal", claims, len(after))
 	}
 
 	// alice rotates her own token: the new one works, the old one not.
 	old := alice.Token
-	rot := must(t, alice.CLI, "users", "token", "rotate")
+	rot := e2ekit.Must(t, alice.CLI, "users", "token", "rotate")
 	alice.Token = tokenRE.FindString(rot)
 	if alice.Token == "" {
 		t.Fatalf("users token rotate printed no token:\n%s", rot)
@@ -420,12 +380,12 @@ func TestTenancyRemovedUserAndRotatedTokens(t *testing.T) {
 	if _, err := oldc.Whoami(ctx); testkit.Status(err) != http.StatusUnauthorized {
 		t.Fatalf("alice's token before the rotation: %v, want 401", err)
 	}
-	must(t, alice.CLI, "jobs")
+	e2ekit.Must(t, alice.CLI, "jobs")
 
 	// The admin rotates hers; alice cannot rotate the admin's.
-	refused(t, alice.CLI, "users", "token", "rotate", "admin")
+	e2ekit.Refused(t, alice.CLI, "users", "token", "rotate", "admin")
 	prev := alice.Token
-	alice.Token = tokenRE.FindString(must(t, h.CLI, "users", "token", "rotate", "alice"))
+	alice.Token = tokenRE.FindString(e2ekit.Must(t, h.CLI, "users", "token", "rotate", "alice"))
 	if _, err := alice.Client().Whoami(ctx); err != nil {
 		t.Fatalf("the token the admin gave alice: %v", err)
 	}

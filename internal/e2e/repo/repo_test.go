@@ -1,8 +1,7 @@
-package e2e
+package repo
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/localrepo"
@@ -17,69 +17,18 @@ import (
 	"drover/internal/testkit"
 )
 
-// gitE runs git (sanitized, as drover does) in dir.
-func gitE(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	out, err := gitcmd.Git{}.Out(context.Background(), dir, args...)
-	if err != nil {
-		t.Fatalf("git %v: %v", args, err)
-	}
-	return out
-}
-
-// sourceCheckout makes a small repository: a file to edit, a script whose
-// mode the job changes, an ignore rule, one commit.
-func sourceCheckout(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "demo")
-	gitE(t, t.TempDir(), "init", "--quiet", dir)
-	for name, content := range map[string]string{
-		"a.txt": "one\n", "script.sh": "echo hi\n", ".gitignore": "*.log\n", "lib/keep.txt": "keep\n",
-	} {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitE(t, dir, "add", "-A")
-	gitE(t, dir, "commit", "--quiet", "-m", "base")
-	return dir
-}
-
-// runRepo submits `drover run --repo` through the real CLI.
-func runRepo(t *testing.T, h *testkit.Hub, args ...string) apitypes.JobView {
-	t.Helper()
-	return runWith(t, h.CLI, args...)
-}
-
-// runWith submits `drover run --json` with a user's CLI and returns the job.
-func runWith(t *testing.T, cli func(...string) (string, error), args ...string) apitypes.JobView {
-	t.Helper()
-	out, err := cli(append([]string{"run", "--json"}, args...)...)
-	if err != nil {
-		t.Fatalf("drover run: %v\n%s", err, out)
-	}
-	var v apitypes.JobView
-	if i := strings.Index(out, "{"); i < 0 || json.Unmarshal([]byte(out[i:]), &v) != nil {
-		t.Fatalf("drover run printed:\n%s", out)
-	}
-	return v
-}
-
 func TestRepoJobPublishesExactlyItsChanges(t *testing.T) {
+	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	h.StartRunner(t, "r1")
-	src := sourceCheckout(t)
-	base := gitE(t, src, "rev-parse", "HEAD")
+	src := e2ekit.SourceCheckout(t)
+	base := e2ekit.Git(t, src, "rev-parse", "HEAD")
 
 	notes := filepath.Join(t.TempDir(), "notes.md")
 	if err := os.WriteFile(notes, []byte("from the context\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	v := runRepo(t, h, "--repo", src, "--context", notes, "--agent", "exec", "--", "sh", "-c",
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--context", notes, "--agent", "exec", "--", "sh", "-c",
 		`echo changed > a.txt && cp "$DROVER_CONTEXT_DIR/notes.md" added.txt && chmod +x script.sh && echo noise > build.log`)
 	if v.Project != "demo" || v.Base != base || v.Mode != protocol.ModeFix {
 		t.Fatalf("submitted: %+v", v)
@@ -91,27 +40,27 @@ func TestRepoJobPublishesExactlyItsChanges(t *testing.T) {
 	}
 
 	clone := filepath.Join(t.TempDir(), "clone")
-	gitE(t, src, "clone", "--quiet", src, clone)
+	e2ekit.Git(t, src, "clone", "--quiet", src, clone)
 	if out, err := h.CLI("fetch", v.ID, "--repo", clone); err != nil {
 		t.Fatalf("drover fetch: %v\n%s", err, out)
 	}
 	branch := "drover/" + v.ID
-	if got := gitE(t, clone, "rev-parse", branch); got != end.Head {
+	if got := e2ekit.Git(t, clone, "rev-parse", branch); got != end.Head {
 		t.Fatalf("branch at %s, want %s", got, end.Head)
 	}
-	if got := gitE(t, clone, "rev-parse", branch+"^"); got != base {
+	if got := e2ekit.Git(t, clone, "rev-parse", branch+"^"); got != base {
 		t.Fatalf("result's parent is %s, want the base %s", got, base)
 	}
-	if got := gitE(t, clone, "diff", "--name-status", base, branch); got != "M\ta.txt\nA\tadded.txt\nM\tscript.sh" {
+	if got := e2ekit.Git(t, clone, "diff", "--name-status", base, branch); got != "M\ta.txt\nA\tadded.txt\nM\tscript.sh" {
 		t.Fatalf("result changes:\n%s", got)
 	}
-	if got := gitE(t, clone, "ls-tree", branch, "script.sh"); !strings.HasPrefix(got, "100755 ") {
+	if got := e2ekit.Git(t, clone, "ls-tree", branch, "script.sh"); !strings.HasPrefix(got, "100755 ") {
 		t.Fatalf("script.sh in the result: %s", got)
 	}
-	if got := gitE(t, clone, "show", branch+":a.txt"); got != "changed" {
+	if got := e2ekit.Git(t, clone, "show", branch+":a.txt"); got != "changed" {
 		t.Fatalf("a.txt in the result: %q", got)
 	}
-	if got := gitE(t, clone, "show", branch+":added.txt"); got != "from the context" {
+	if got := e2ekit.Git(t, clone, "show", branch+":added.txt"); got != "from the context" {
 		t.Fatalf("added.txt (a copy of the context file) in the result: %q", got)
 	}
 	diff, err := h.CLI("diff", v.ID, "--repo", clone)
@@ -120,7 +69,7 @@ func TestRepoJobPublishesExactlyItsChanges(t *testing.T) {
 	}
 	// Plain git reads the result too.
 	plain := t.TempDir()
-	gitE(t, plain, "init", "--quiet", "--bare", plain)
+	e2ekit.Git(t, plain, "init", "--quiet", "--bare", plain)
 	if _, err := (localrepo.Checkout{Git: gitcmd.Git{}, Dir: plain}).FetchRef(context.Background(),
 		h.URL+"/git/demo", h.Admin, gitcmd.JobRef(v.ID), "refs/heads/result"); err != nil {
 		t.Fatalf("plain git fetch: %v", err)
@@ -128,12 +77,13 @@ func TestRepoJobPublishesExactlyItsChanges(t *testing.T) {
 }
 
 func TestObserveJobThatChangesTheTreeFails(t *testing.T) {
+	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	// Unisolated, so that the write happens and the check after the run is
 	// what fails the job (a sandbox mounts an observe worktree read-only).
 	h.StartRunner(t, "r1", "--sandbox", "none")
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--mode", "observe", "--agent", "exec", "--", "sh", "-c", "echo tampered > a.txt")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--mode", "observe", "--agent", "exec", "--", "sh", "-c", "echo tampered > a.txt")
 	c := h.Client()
 	end := testkit.WaitJob(t, c, v.ID, 120*time.Second, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 1)

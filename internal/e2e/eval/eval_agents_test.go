@@ -1,4 +1,4 @@
-package e2e
+package eval
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
 )
@@ -22,10 +23,6 @@ type evalScript struct {
 	changed  map[string]string // instance -> a line its model_patch holds; none: no change
 }
 
-func deliver(summary string) fakemodel.Turn {
-	return fakemodel.CallTool("deliver", map[string]any{"summary": summary})
-}
-
 func writeFile(path, content string) fakemodel.Turn {
 	return fakemodel.CallTool("write_file", map[string]any{"path": path, "content": content})
 }
@@ -37,23 +34,23 @@ var evalScriptA = evalScript{
 	turns: map[string][]fakemodel.Turn{
 		"add 2 3 gives -1": {
 			fakemodel.CallTool("edit_file", map[string]any{"path": "calc.sh", "old_text": "$1 - $2", "new_text": "$1 + $2"}),
-			deliver("add adds"),
+			e2ekit.Deliver("add adds"),
 		},
-		"mul adds":                  {writeFile("calc.sh", "mul() { echo $(($1 * $2)); }\n"), deliver("mul multiplies")},
-		"upper does not upper-case": {deliver("I could not find the bug")},
-		"rev2 does not reverse":     {writeFile("text.sh", "rev2() { printf '%s%s\\n' \"$1\" \"$1\"; }\n"), deliver("rev2 reverses")},
+		"mul adds":                  {writeFile("calc.sh", "mul() { echo $(($1 * $2)); }\n"), e2ekit.Deliver("mul multiplies")},
+		"upper does not upper-case": {e2ekit.Deliver("I could not find the bug")},
+		"rev2 does not reverse":     {writeFile("text.sh", "rev2() { printf '%s%s\\n' \"$1\" \"$1\"; }\n"), e2ekit.Deliver("rev2 reverses")},
 		"sub adds": {
 			writeFile("tests/test_sub.sh", "exit 0\n"),
 			fakemodel.CallTool("run_command", map[string]any{"command": "sh tests/test_sub.sh && echo AGENT-TESTS-PASS"}),
-			deliver("the tests pass"),
+			e2ekit.Deliver("the tests pass"),
 		},
 		"neg is the identity": {
 			fakemodel.CallTool("edit_file", map[string]any{"path": "calc.sh", "old_text": "neg() { echo $1; }", "new_text": "neg() { echo $((0 - $1)); }"}),
-			deliver("neg negates"),
+			e2ekit.Deliver("neg negates"),
 		},
-		"double does not double": {writeFile("calc.sh", "double() { echo $(($1 * 2)); }\nhalf() { echo $1; }\n"), deliver("double doubles")},
-		"one is slow":            {deliver("nothing to do")},
-		"inc does not increment": {writeFile("calc.sh", "inc() { echo $(($1 + 1)); }\n"), writeFile("tests/test_inc.sh", "exit 0\n"), deliver("inc increments")},
+		"double does not double": {writeFile("calc.sh", "double() { echo $(($1 * 2)); }\nhalf() { echo $1; }\n"), e2ekit.Deliver("double doubles")},
+		"one is slow":            {e2ekit.Deliver("nothing to do")},
+		"inc does not increment": {writeFile("calc.sh", "inc() { echo $(($1 + 1)); }\n"), writeFile("tests/test_inc.sh", "exit 0\n"), e2ekit.Deliver("inc increments")},
 	},
 	resolved: map[string]bool{"calc__add-1": true, "calc__mul-1": true, "calc__neg-1": true, "calc__inc-1": true},
 	changed: map[string]string{"calc__add-1": "+add() { echo $(($1 + $2)); }", "calc__mul-1": "+mul() { echo $(($1 * $2)); }",
@@ -67,22 +64,22 @@ var evalScriptB = evalScript{
 	turns: map[string][]fakemodel.Turn{
 		"add 2 3 gives -1": {
 			fakemodel.CallTool("edit_file", map[string]any{"path": "calc.sh", "old_text": "$1 - $2", "new_text": "$1 + $2"}),
-			deliver("add adds"),
+			e2ekit.Deliver("add adds"),
 		},
-		"mul adds":                  {deliver("mul looks right to me")},
-		"upper does not upper-case": {writeFile("text.sh", "upper() { printf '%s\\n' \"$1\" | tr a-z A-Z; }\n"), deliver("upper upper-cases")},
+		"mul adds":                  {e2ekit.Deliver("mul looks right to me")},
+		"upper does not upper-case": {writeFile("text.sh", "upper() { printf '%s\\n' \"$1\" | tr a-z A-Z; }\n"), e2ekit.Deliver("upper upper-cases")},
 		"rev2 does not reverse": {
 			writeFile("text.sh", "rev2() { a=${1%?} b=${1#?}; printf '%s%s\\n' \"$b\" \"$a\"; }\n"),
-			deliver("rev2 reverses two letters"),
+			e2ekit.Deliver("rev2 reverses two letters"),
 		},
 		"sub adds": {
 			fakemodel.CallTool("edit_file", map[string]any{"path": "calc.sh", "old_text": "$1 + $2", "new_text": "$1 - $2"}),
-			deliver("sub subtracts"),
+			e2ekit.Deliver("sub subtracts"),
 		},
-		"neg is the identity":    {deliver("neg looks right to me")},
-		"double does not double": {writeFile("calc.sh", "double() { echo $(($1 * 2)); }\nhalf() { echo $(($1 / 2)); }\n"), deliver("double doubles")},
-		"one is slow":            {deliver("nothing to do")},
-		"inc does not increment": {writeFile("tests/test_inc.sh", "exit 0\n"), deliver("the test passes")},
+		"neg is the identity":    {e2ekit.Deliver("neg looks right to me")},
+		"double does not double": {writeFile("calc.sh", "double() { echo $(($1 * 2)); }\nhalf() { echo $(($1 / 2)); }\n"), e2ekit.Deliver("double doubles")},
+		"one is slow":            {e2ekit.Deliver("nothing to do")},
+		"inc does not increment": {writeFile("tests/test_inc.sh", "exit 0\n"), e2ekit.Deliver("the test passes")},
 	},
 	resolved: map[string]bool{"calc__add-1": true, "text__upper-1": true, "text__rev-1": true, "calc__sub-1": true, "calc__double-1": true},
 	changed: map[string]string{"calc__add-1": "+add() { echo $(($1 + $2)); }", "text__upper-1": "tr a-z A-Z",
@@ -95,7 +92,7 @@ func (s evalScript) fakes(t *testing.T, fake func(testing.TB, []fakemodel.Turn, 
 	servers := map[string]*fakemodel.FakeServer{}
 	var routes []fakemodel.Route
 	for statement, turns := range s.turns {
-		servers[statement] = fake(t, turns, fakemodel.RequireKey(realKey))
+		servers[statement] = fake(t, turns, fakemodel.RequireKey(e2ekit.RealKey))
 		routes = append(routes, fakemodel.Route{Key: statement, Server: servers[statement]})
 	}
 	return fakemodel.NewRouter(t, routes...), servers
@@ -126,7 +123,7 @@ func TestEvalOfTheSyntheticSetByTwoAgents(t *testing.T) {
 		var router *fakemodel.Router
 		router, a.servers = a.script.fakes(t, a.fake)
 		r := h.LoginRunner(t, "r-eval-"+a.name, h.URL)
-		if out, err := r.CLI(realKey+"\n", "account", "add", "--agent", "native", "--label", a.name, "--provider", a.provider,
+		if out, err := r.CLI(e2ekit.RealKey+"\n", "account", "add", "--agent", "native", "--label", a.name, "--provider", a.provider,
 			"--base-url", router.URL+a.form, "--model", a.model, "--api-key-stdin", "--no-probe"); err != nil {
 			t.Fatalf("account add: %v\n%s", err, out)
 		}

@@ -1,30 +1,17 @@
-package e2e
+package pipeline
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
 )
-
-// demo runs `drover demo` with args in a fresh home, PATH and env, and
-// returns its output.
-func demo(t *testing.T, path string, env []string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"demo"}, args...)...)
-	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + path, "LANG=C.UTF-8"}, env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
 
 // The demo tells the whole story, each step with its command: the fix job's
 // live log, the diff, the fetched branch and its log, the question, its
@@ -35,7 +22,7 @@ func TestDemo(t *testing.T) {
 	for _, sb := range []string{"bwrap", "none"} {
 		t.Run(sb, func(t *testing.T) {
 			t.Parallel()
-			out, err := demo(t, os.Getenv("PATH"), nil, "--sandbox", sb)
+			out, err := e2ekit.Demo(t, bin, os.Getenv("PATH"), nil, "--sandbox", sb)
 			if err != nil {
 				t.Fatalf("drover demo: %v\n%s", err, out)
 			}
@@ -100,7 +87,7 @@ func TestDemoWithoutBubblewrap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, err := demo(t, dir, nil)
+	out, err := e2ekit.Demo(t, bin, dir, nil)
 	if err == nil {
 		t.Fatalf("the demo ran without bubblewrap:\n%s", out)
 	}
@@ -109,7 +96,7 @@ func TestDemoWithoutBubblewrap(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if out, err := demo(t, dir, nil, "--sandbox", "nonsense"); err == nil || !strings.Contains(out, "bwrap or none") {
+	if out, err := e2ekit.Demo(t, bin, dir, nil, "--sandbox", "nonsense"); err == nil || !strings.Contains(out, "bwrap or none") {
 		t.Errorf("--sandbox nonsense: %v\n%s", err, out)
 	}
 }
@@ -170,8 +157,8 @@ func TestDemoWithClaude(t *testing.T) {
 		fakemodel.RunCommand("echo '- greet.sh: world, not wrold' >> CHANGELOG.md"),
 		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "CHANGELOG: yes"}),
 		fakemodel.Text("Done."),
-	}, fakemodel.RequireKey(realKey))
-	out, err := demo(t, dir+":"+os.Getenv("PATH"), []string{"ANTHROPIC_API_KEY=" + realKey, "ANTHROPIC_BASE_URL=" + fake.URL}, "--agent", "claude")
+	}, fakemodel.RequireKey(e2ekit.RealKey))
+	out, err := e2ekit.Demo(t, bin, dir+":"+os.Getenv("PATH"), []string{"ANTHROPIC_API_KEY=" + e2ekit.RealKey, "ANTHROPIC_BASE_URL=" + fake.URL}, "--agent", "claude")
 	if err != nil {
 		t.Fatalf("drover demo --agent claude: %v\n%s\n%s", err, out, fake.Dump())
 	}
@@ -190,7 +177,7 @@ func TestDemoWithClaude(t *testing.T) {
 	// The pipeline's steps are exec steps whatever the agent.
 	inOrder(t, out, demoPipelineSteps)
 	checkDemoReplayed(t, out)
-	if strings.Contains(out, realKey) {
+	if strings.Contains(out, e2ekit.RealKey) {
 		t.Fatal("the API key was printed")
 	}
 }

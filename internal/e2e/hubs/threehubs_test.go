@@ -1,4 +1,4 @@
-package e2e
+package hubs
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/testkit"
@@ -120,7 +121,7 @@ func TestThreeHubs(t *testing.T) {
 
 	t.Run("submitted on A, run on B, followed on C", func(t *testing.T) {
 		argv, want := countdown(30)
-		j := submit(t, a.Client(), argv...)
+		j := e2ekit.Submit(t, a.Client(), argv...)
 		out, errs, err := c.CLIOut("logs", "-f", j.ID)
 		if err != nil {
 			t.Fatalf("drover logs -f on C: %v\n%s%s", err, out, errs)
@@ -133,13 +134,13 @@ func TestThreeHubs(t *testing.T) {
 		if k := testkit.EventKinds(v.Events); k["finished"] != 1 {
 			t.Errorf("events %v; want one finished", k)
 		}
-		if n := claimsOf(r)[j.ID]; n != 1 {
+		if n := e2ekit.ClaimsOf(r)[j.ID]; n != 1 {
 			t.Errorf("runner claimed %s %d times; want once", j.ID, n)
 		}
 	})
 
 	t.Run("cancel on A reaches the runner on B", func(t *testing.T) {
-		j := submit(t, a.Client(), "sh", "-c", "echo started; sleep 120; echo never")
+		j := e2ekit.Submit(t, a.Client(), "sh", "-c", "echo started; sleep 120; echo never")
 		waitLog(t, a.Client(), j.ID, "started\n")
 		if out, err := a.CLI("cancel", j.ID); err != nil {
 			t.Fatalf("drover cancel on A: %v\n%s", err, out)
@@ -202,19 +203,19 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 	// runner started before it (the first jobs last past the third's start).
 	argv, want := countdown(120)
 	sub := others[0]
-	jl := submit(t, sub.Client(), argv...)
+	jl := e2ekit.Submit(t, sub.Client(), argv...)
 	waitRunningOn(t, sub, jl.ID, "rl")
 	rs.Start()
-	js := submit(t, sub.Client(), argv...)
+	js := e2ekit.Submit(t, sub.Client(), argv...)
 	waitRunningOn(t, sub, js.ID, "rs")
 	rk.Start("--slots", "2")
-	jk := submit(t, sub.Client(), "sh", "-c", "echo started; sleep 120")
+	jk := e2ekit.Submit(t, sub.Client(), "sh", "-c", "echo started; sleep 120")
 	waitRunningOn(t, sub, jk.ID, "rk")
 	waitLog(t, sub.Client(), jk.ID, "started\n")
 	// Its expiry outlasts the wait for the job to wait (a waiting job
 	// holds no slot of rk) and ends after the kill: the old leader, alive
 	// until then, must not be the one to expire it.
-	jq := submitReq(t, sub.Client(), apitypes.SubmitRequest{Agent: "exec", Tools: true,
+	jq := e2ekit.SubmitReq(t, sub.Client(), apitypes.SubmitRequest{Agent: "exec", Tools: true,
 		Args: []string{"sh", "-c", `drover tool ask "Still there?" --expires-in ` + questionExpiry.String()}})
 	wq := testkit.WaitJob(t, sub.Client(), jq.ID, time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if wq.State != job.Waiting || len(wq.Questions) != 1 || wq.Questions[0].ExpiresAt == nil || wq.Attempts[0].Runner != "rk" {
@@ -248,7 +249,7 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 			t.Errorf("job %s log = %q\nwant %q", id, got, want)
 		}
 	}
-	if n := claimsOf(rl, rs, rk); n[jl.ID] != 1 || n[js.ID] != 1 || n[jk.ID] != 1 {
+	if n := e2ekit.ClaimsOf(rl, rs, rk); n[jl.ID] != 1 || n[js.ID] != 1 || n[jk.ID] != 1 {
 		t.Errorf("claims %v; want each job once", n)
 	}
 
@@ -281,7 +282,7 @@ func TestThreeHubsLeaderDies(t *testing.T) {
 	if len(sq.Attempts) != 1 || sq.Attempts[0].State != job.AttemptAsked || sq.State != job.Failed {
 		t.Errorf("asking job %s, attempts %+v; want failed with one asked attempt", sq.State, sq.Attempts)
 	}
-	if n := claimsOf(rl, rs, rk)[jq.ID]; n != 1 {
+	if n := e2ekit.ClaimsOf(rl, rs, rk)[jq.ID]; n != 1 {
 		t.Errorf("the asking job was claimed %d times; want once", n)
 	}
 	if by := loggedBy(ids, `msg="question expired" job=`+regexp.QuoteMeta(jq.ID)+`\b`); len(by) != 1 || by[0] != next+" ×1" {

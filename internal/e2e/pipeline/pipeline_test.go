@@ -1,4 +1,4 @@
-package e2e
+package pipeline
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/client"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/gitcmd"
 	"drover/internal/ids"
 	"drover/internal/job"
@@ -28,9 +29,9 @@ const reviewLoop = "examples/pipelines/review-loop.yaml"
 func pipelineCheckout(t *testing.T, h *testkit.Hub) (dir, base string) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "loop")
-	gitE(t, t.TempDir(), "init", "--quiet", dir)
+	e2ekit.Git(t, t.TempDir(), "init", "--quiet", dir)
 	for _, name := range []string{reviewLoop, "examples/pipelines/builder.sh", "examples/pipelines/adversary.sh"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", name))
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,9 +43,9 @@ func pipelineCheckout(t *testing.T, h *testkit.Hub) (dir, base string) {
 			t.Fatal(err)
 		}
 	}
-	gitE(t, dir, "add", "-A")
-	gitE(t, dir, "commit", "--quiet", "-m", "the review loop")
-	base = gitE(t, dir, "rev-parse", "HEAD")
+	e2ekit.Git(t, dir, "add", "-A")
+	e2ekit.Git(t, dir, "commit", "--quiet", "-m", "the review loop")
+	base = e2ekit.Git(t, dir, "rev-parse", "HEAD")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	co, err := localrepo.Open(ctx, gitcmd.Git{}, dir, "")
@@ -102,8 +103,6 @@ func waitPipeline(t *testing.T, c *client.Client, id string, d time.Duration, co
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
-func stopped(v apitypes.PipelineView) bool { return v.State != "running" }
 
 // pipelineJSON shows a pipeline in a failure message.
 func pipelineJSON(v apitypes.PipelineView) string {
@@ -191,7 +190,7 @@ func checkReviewLoopDone(t *testing.T, h *testkit.Hub, dir string, v apitypes.Pi
 	if merge.Commit != v.Result || len(merge.Runs) != 1 || merge.Runs[0].Job == "" {
 		t.Fatalf("merge step: %+v; result %s", merge, v.Result)
 	}
-	built := fetched(t, h, dir, merge.Runs[0].Job, "built.txt")["built.txt"]
+	built := e2ekit.Fetched(t, h, dir, merge.Runs[0].Job, "built.txt")["built.txt"]
 	lines := strings.Split(built, "\n")
 	if len(lines) != 3 || lines[0] != goal || lines[1] != goal || !strings.HasPrefix(lines[2], "reviewed: answered ") ||
 		!strings.Contains(lines[2], "does not say the work was reviewed") {
@@ -212,7 +211,7 @@ func TestPipelineReviewLoopRunsEndToEnd(t *testing.T) {
 	const goal = "a greeting for the end-to-end test"
 
 	first := startReviewLoop(t, c, dir, base, goal)
-	v := waitPipeline(t, c, first.ID, 5*time.Minute, stopped)
+	v := waitPipeline(t, c, first.ID, 5*time.Minute, e2ekit.Stopped)
 	checkReviewLoopDone(t, h, dir, v, goal)
 
 	before := allJobs(t, c)
@@ -220,7 +219,7 @@ func TestPipelineReviewLoopRunsEndToEnd(t *testing.T) {
 	if again.ID == first.ID {
 		t.Fatalf("the second run is the first pipeline %s", first.ID)
 	}
-	w := waitPipeline(t, c, again.ID, 2*time.Minute, stopped)
+	w := waitPipeline(t, c, again.ID, 2*time.Minute, e2ekit.Stopped)
 	if w.State != "done" || w.Result != v.Result {
 		t.Fatalf("second run ended %s (%s), result %s, want done at %s:\n%s", w.State, w.Reason, w.Result, v.Result, pipelineJSON(w))
 	}
@@ -270,16 +269,16 @@ func TestPipelineSurvivesHubKill(t *testing.T) {
 	p := startReviewLoop(t, c, dir, base, goal)
 	mid := waitPipeline(t, c, p.ID, 2*time.Minute, func(v apitypes.PipelineView) bool {
 		s := stepOf(t, v, "build")
-		return len(s.Runs) == 1 && s.Runs[0].Job != "" || stopped(v)
+		return len(s.Runs) == 1 && s.Runs[0].Job != "" || e2ekit.Stopped(v)
 	})
-	if stopped(mid) {
+	if e2ekit.Stopped(mid) {
 		t.Fatalf("the pipeline stopped before its first job:\n%s", pipelineJSON(mid))
 	}
 	first := stepOf(t, mid, "build").Runs[0].Job
 	h.Kill()
 	h.Restart()
 	r := h.StartRunner(t, "r1")
-	v := waitPipeline(t, c, p.ID, 5*time.Minute, stopped)
+	v := waitPipeline(t, c, p.ID, 5*time.Minute, e2ekit.Stopped)
 	checkReviewLoopDone(t, h, dir, v, goal)
 
 	// Each run has a job of its own that ran once; a publication goes
@@ -313,7 +312,7 @@ func TestPipelineSurvivesHubKill(t *testing.T) {
 			t.Errorf("job %s (%s %v) belongs to no run of the pipeline", id, j.Agent, j.Args)
 		}
 	}
-	for job, n := range claimsOf(r) {
+	for job, n := range e2ekit.ClaimsOf(r) {
 		if n != 1 {
 			t.Errorf("job %s (%s) claimed %d times", job, ran[job], n)
 		}
@@ -338,7 +337,7 @@ func TestPipelineCancelStopsTheRunningStep(t *testing.T) {
 	p := startPipeline(t, c, apitypes.PipelineRunRequest{File: "slow.yaml", Source: slowPipeline, Project: "loop", Base: base})
 	mid := waitPipeline(t, c, p.ID, 5*time.Minute, func(v apitypes.PipelineView) bool {
 		_, ok := runningJob(v)
-		return ok || stopped(v)
+		return ok || e2ekit.Stopped(v)
 	})
 	run, ok := runningJob(mid)
 	if !ok {
@@ -357,7 +356,7 @@ func TestPipelineCancelStopsTheRunningStep(t *testing.T) {
 		t.Fatalf("the step's job ended %s, want cancelled", j.State)
 	}
 	v := waitPipeline(t, c, p.ID, time.Minute, func(v apitypes.PipelineView) bool {
-		return stopped(v) && stepOf(t, v, "slow").Runs[0].JobState == string(job.Cancelled)
+		return e2ekit.Stopped(v) && stepOf(t, v, "slow").Runs[0].JobState == string(job.Cancelled)
 	})
 	if s := stepOf(t, v, "slow"); v.State != "cancelled" || s.State != "cancelled" {
 		t.Fatalf("pipeline %s, its step %s; want both cancelled:\n%s", v.State, s.State, pipelineJSON(v))

@@ -1,4 +1,4 @@
-package e2e
+package repo
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/localrepo"
@@ -22,6 +23,7 @@ import (
 // sees only its cone, and the result keeps everything outside the cone
 // that the agent did not write.
 func TestLargeSparseJobPublishesExactly(t *testing.T) {
+	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	r := h.StartRunner(t, "r1")
 	src, base := largeSparseProject(t, h)
@@ -29,7 +31,7 @@ func TestLargeSparseJobPublishesExactly(t *testing.T) {
 		t.Fatalf("a sparse folder the base lacks was accepted: %v\n%s", err, out)
 	}
 
-	v := runRepo(t, h, "--repo", src, "--sparse", "lib", "--agent", "exec", "--", "sh", "-c",
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--sparse", "lib", "--agent", "exec", "--", "sh", "-c",
 		`test -f a.txt && test ! -e other && echo agent > lib/keep.txt && mkdir fresh && echo new > fresh/new.txt`)
 	if !slices.Equal(v.Sparse, []string{"lib"}) {
 		t.Fatalf("submitted job's sparse folders: %v", v.Sparse)
@@ -40,7 +42,7 @@ func TestLargeSparseJobPublishesExactly(t *testing.T) {
 		t.Fatalf("job ended %s (head %s):\n%s", end.State, end.Head, testkit.Log(t, c, v.ID, 0))
 	}
 	// A folder the agent made outside its cone is published too.
-	if got := resultChanges(t, h, src, base, v.ID); got != "A\tfresh/new.txt\nM\tlib/keep.txt" {
+	if got := e2ekit.ResultChanges(t, h, src, base, v.ID); got != "A\tfresh/new.txt\nM\tlib/keep.txt" {
 		t.Fatalf("result changes:\n%s", got)
 	}
 
@@ -55,7 +57,7 @@ func TestLargeSparseJobPublishesExactly(t *testing.T) {
 		t.Fatal("no clone of demo in the runner's home")
 	}
 	missing := 0
-	for _, l := range strings.Split(gitE(t, repo, "rev-list", "--objects", "--missing=print", base), "\n") {
+	for _, l := range strings.Split(e2ekit.Git(t, repo, "rev-list", "--objects", "--missing=print", base), "\n") {
 		if strings.HasPrefix(l, "?") {
 			missing++
 		}
@@ -70,7 +72,7 @@ func TestLargeSparseJobPublishesExactly(t *testing.T) {
 // and the base commit.
 func largeSparseProject(t *testing.T, h *testkit.Hub) (src, base string) {
 	t.Helper()
-	src = sourceCheckout(t)
+	src = e2ekit.SourceCheckout(t)
 	for name, content := range map[string]string{"other/far.txt": "far\n", "other/dir/edit.txt": "edit\n", "other/dir/gone.txt": "gone\n", "lib/keep.txt": "keep 2\n"} {
 		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(name)), 0o755); err != nil {
 			t.Fatal(err)
@@ -79,9 +81,9 @@ func largeSparseProject(t *testing.T, h *testkit.Hub) (src, base string) {
 			t.Fatal(err)
 		}
 	}
-	gitE(t, src, "add", "-A")
-	gitE(t, src, "commit", "--quiet", "-m", "second")
-	base = gitE(t, src, "rev-parse", "HEAD")
+	e2ekit.Git(t, src, "add", "-A")
+	e2ekit.Git(t, src, "commit", "--quiet", "-m", "second")
+	base = e2ekit.Git(t, src, "rev-parse", "HEAD")
 
 	// The project exists on the hub (a user's first push) before any
 	// runner fetches it; then its owner marks it large.
@@ -101,10 +103,11 @@ func largeSparseProject(t *testing.T, h *testkit.Hub) (src, base string) {
 // hub, and the result differs from the base by exactly the agent's change
 // and deletion there.
 func TestLargeSparseJobWidensItsCone(t *testing.T) {
+	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	h.StartRunner(t, "r1")
 	src, base := largeSparseProject(t, h)
-	v := runRepo(t, h, "--repo", src, "--sparse", "lib", "--tools", "--agent", "exec", "--", "sh", "-c", `
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--sparse", "lib", "--tools", "--agent", "exec", "--", "sh", "-c", `
 		set -e
 		test ! -e other
 		if drover tool sparse add nope 2>refused.txt; then exit 5; fi
@@ -130,14 +133,14 @@ func TestLargeSparseJobWidensItsCone(t *testing.T) {
 		t.Fatalf("the job's cone after widening: %v", end.Sparse)
 	}
 	clone := filepath.Join(t.TempDir(), "clone")
-	gitE(t, src, "clone", "--quiet", src, clone)
+	e2ekit.Git(t, src, "clone", "--quiet", src, clone)
 	if out, err := h.CLI("fetch", v.ID, "--repo", clone); err != nil {
 		t.Fatalf("drover fetch: %v\n%s", err, out)
 	}
-	if got := gitE(t, clone, "diff", "--name-status", "--no-renames", base, "drover/"+v.ID); got != "M\tother/dir/edit.txt\nD\tother/dir/gone.txt" {
+	if got := e2ekit.Git(t, clone, "diff", "--name-status", "--no-renames", base, "drover/"+v.ID); got != "M\tother/dir/edit.txt\nD\tother/dir/gone.txt" {
 		t.Fatalf("result changes:\n%s", got)
 	}
-	if got := gitE(t, clone, "show", "drover/"+v.ID+":other/dir/edit.txt"); got != "edit\nagent" {
+	if got := e2ekit.Git(t, clone, "show", "drover/"+v.ID+":other/dir/edit.txt"); got != "edit\nagent" {
 		t.Fatalf("other/dir/edit.txt in the result: %q", got)
 	}
 }

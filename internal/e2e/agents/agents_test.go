@@ -1,4 +1,4 @@
-package e2e
+package agents
 
 import (
 	"encoding/json"
@@ -13,50 +13,12 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/client"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
 )
-
-// realKey is the API key only the runner's config and the fake model
-// server know: the sandboxed CLI must never see it.
-const realKey = "sk-test-real-key-0123456789abcdef"
-
-// agentRunner logs in a runner whose PATH holds the pinned vendor CLIs.
-func agentRunner(t *testing.T, h *testkit.Hub, name, cli string) *testkit.Runner {
-	t.Helper()
-	dir := testkit.AgentCLI(t, cli)
-	r := h.LoginRunner(t, name, h.URL)
-	r.Env = []string{"PATH=" + dir + ":" + os.Getenv("PATH")}
-	return r
-}
-
-// addAccount gives r an API-key account of cli at baseURL ("": the
-// runner's environment decides).
-func addAccount(t *testing.T, r *testkit.Runner, cli, label, baseURL string) {
-	t.Helper()
-	args := []string{"account", "add", "--agent", cli, "--label", label, "--api-key-stdin"}
-	if baseURL != "" {
-		args = append(args, "--base-url", baseURL)
-	}
-	if out, err := r.CLI(realKey+"\n", args...); err != nil {
-		t.Fatalf("account add: %v\n%s", err, out)
-	}
-}
-
-// script is what the fake model does in every CLI's test: write a file,
-// run a command that shows it, the sandbox's environment and whether the
-// runner's login (under home) is visible, deliver through drover's tool,
-// and end.
-func script(home string) []fakemodel.Turn {
-	return []fakemodel.Turn{
-		fakemodel.WriteFile("hello.txt", "hello from the agent\n"),
-		fakemodel.RunCommand("cat hello.txt && env && ls -a; cat " + home + "/login.json && echo RUNNER-LOGIN-VISIBLE; true"),
-		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "wrote hello.txt"}),
-		fakemodel.Text("Done."),
-	}
-}
 
 // checkAgentJob waits for the job, then checks that it completed with a
 // commit holding the file, that the command's output reached the model,
@@ -75,21 +37,21 @@ func checkAgentJob(t *testing.T, h *testkit.Hub, fake *fakemodel.FakeServer, src
 	if u := v.Attempts[len(v.Attempts)-1].Usage; u == nil || u.InputTokens == 0 || u.OutputTokens == 0 {
 		t.Fatalf("the attempt recorded no usage: %+v", u)
 	}
-	if got := fetched(t, h, src, id, "hello.txt"); got["hello.txt"] != "hello from the agent" {
+	if got := e2ekit.Fetched(t, h, src, id, "hello.txt"); got["hello.txt"] != "hello from the agent" {
 		t.Fatalf("published hello.txt = %q", got["hello.txt"])
 	}
 	res, ok := fake.Result(1)
 	if !ok || !strings.Contains(res.Output, "hello from the agent") {
 		t.Fatalf("the command's output did not reach the model: %+v\n%s", res, fake.Dump())
 	}
-	if strings.Contains(res.Output, realKey) || strings.Contains(log, realKey) {
+	if strings.Contains(res.Output, e2ekit.RealKey) || strings.Contains(log, e2ekit.RealKey) {
 		t.Fatal("the real key reached the sandbox or the log")
 	}
 	if strings.Contains(res.Output, "drv_") || strings.Contains(res.Output, "RUNNER-LOGIN-VISIBLE") {
 		t.Fatalf("a drover token or the runner's login is visible in the sandbox:\n%s", res.Output)
 	}
 	for _, k := range fake.Keys() {
-		if k != realKey {
+		if k != e2ekit.RealKey {
 			t.Fatalf("the model server saw key %q, want only the real one (swapped in by the egress proxy)", k)
 		}
 	}
@@ -117,17 +79,17 @@ func TestRealAgentCLIsRunJobsOffline(t *testing.T) {
 		t.Run(tc.cli, func(t *testing.T) {
 			// One CLI at a time: four start-ups at once on a 2-core machine
 			// (with the rest of the suite) only make the timing noisier.
-			r := agentRunner(t, h, "r-"+tc.cli, tc.cli)
-			fake := tc.fake(t, script(r.Home), fakemodel.RequireKey(realKey))
+			r := e2ekit.AgentRunner(t, h, "r-"+tc.cli, tc.cli)
+			fake := tc.fake(t, e2ekit.Script(r.Home), fakemodel.RequireKey(e2ekit.RealKey))
 			if tc.env != "" {
 				r.Env = append(r.Env, tc.env+"="+fake.URL+tc.form)
-				addAccount(t, r, tc.cli, "main", "")
+				e2ekit.AddAccount(t, r, tc.cli, "main", "")
 			} else {
-				addAccount(t, r, tc.cli, "main", fake.URL+tc.form)
+				e2ekit.AddAccount(t, r, tc.cli, "main", fake.URL+tc.form)
 			}
 			r.Start(tc.args...)
-			src := sourceCheckout(t)
-			v := runRepo(t, h, "--repo", src, "--agent", tc.cli, "--", "Write hello.txt, show it, and deliver.")
+			src := e2ekit.SourceCheckout(t)
+			v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", tc.cli, "--", "Write hello.txt, show it, and deliver.")
 			checkAgentJob(t, h, fake, src, v.ID)
 		})
 	}
@@ -146,13 +108,13 @@ func TestClaudeAsksThenResumesItsSession(t *testing.T) {
 		fakemodel.WriteFile("greeting.txt", "hi\n"),
 		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "greeting written"}),
 		fakemodel.Text("Done."),
-	}, fakemodel.RequireKey(realKey))
+	}, fakemodel.RequireKey(e2ekit.RealKey))
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "claude")
-	addAccount(t, r, "claude", "main", fake.URL)
+	r := e2ekit.AgentRunner(t, h, "r1", "claude")
+	e2ekit.AddAccount(t, r, "claude", "main", fake.URL)
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Write a greeting; ask which one first.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "claude", "--", "Write a greeting; ask which one first.")
 	c := h.Client()
 	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if w.State != job.Waiting {
@@ -182,7 +144,7 @@ func TestClaudeAsksThenResumesItsSession(t *testing.T) {
 	if !strings.Contains(last, "Which greeting?") || !strings.Contains(last, "hi") {
 		t.Fatalf("the resumed session's request lacks its history:\n%.2000s", last)
 	}
-	got := fetched(t, h, src, v.ID, "greeting.txt", "draft.txt")
+	got := e2ekit.Fetched(t, h, src, v.ID, "greeting.txt", "draft.txt")
 	if got["greeting.txt"] != "hi" || got["draft.txt"] != "draft" {
 		t.Fatalf("published %v", got)
 	}
@@ -194,15 +156,15 @@ func TestClaudeAsksThenResumesItsSession(t *testing.T) {
 func TestClaudeLimitedAccountSitsOutAndTheJobMoves(t *testing.T) {
 	t.Parallel()
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "claude")
+	r := e2ekit.AgentRunner(t, h, "r1", "claude")
 	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
-	limited := fakemodel.NewFakeAnthropic(t, script(r.Home), fakemodel.RequireKey(realKey), fakemodel.RateLimit(0, reset))
-	spare := fakemodel.NewFakeAnthropic(t, script(r.Home), fakemodel.RequireKey(realKey))
-	addAccount(t, r, "claude", "first", limited.URL)
-	addAccount(t, r, "claude", "second", spare.URL)
+	limited := fakemodel.NewFakeAnthropic(t, e2ekit.Script(r.Home), fakemodel.RequireKey(e2ekit.RealKey), fakemodel.RateLimit(0, reset))
+	spare := fakemodel.NewFakeAnthropic(t, e2ekit.Script(r.Home), fakemodel.RequireKey(e2ekit.RealKey))
+	e2ekit.AddAccount(t, r, "claude", "first", limited.URL)
+	e2ekit.AddAccount(t, r, "claude", "second", spare.URL)
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Write hello.txt, show it, and deliver.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "claude", "--", "Write hello.txt, show it, and deliver.")
 	checkAgentJob(t, h, spare, src, v.ID)
 	c := h.Client()
 	if log1 := testkit.Log(t, c, v.ID, 1); !strings.Contains(log1, "account first") || !strings.Contains(log1, "is limited until") {
@@ -246,7 +208,7 @@ func TestClaudeInterruptedJobResumesItsSession(t *testing.T) {
 
 func interruptAndResume(t *testing.T, loseSession bool) {
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "claude")
+	r := e2ekit.AgentRunner(t, h, "r1", "claude")
 	fake := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
 		// The resumed session asks for this turn again (the interrupted
 		// call has no result); the second time it returns at once.
@@ -254,11 +216,11 @@ func interruptAndResume(t *testing.T, loseSession bool) {
 		fakemodel.WriteFile("after.txt", "after the interruption\n"),
 		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "done after resuming"}),
 		fakemodel.Text("Done."),
-	}, fakemodel.RequireKey(realKey))
-	addAccount(t, r, "claude", "main", fake.URL)
+	}, fakemodel.RequireKey(e2ekit.RealKey))
+	e2ekit.AddAccount(t, r, "claude", "main", fake.URL)
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "claude", "--", "Start, then finish.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "claude", "--", "Start, then finish.")
 	c := h.Client()
 	stopOnceStarted(t, c, r, v.ID)
 	if loseSession {
@@ -283,24 +245,10 @@ func interruptAndResume(t *testing.T, loseSession bool) {
 	if lost := strings.Contains(log2, "could not resume session"); lost != loseSession {
 		t.Fatalf("attempt 2 started a new session: %v, want %v:\n%s", lost, loseSession, log2)
 	}
-	got := fetched(t, h, src, v.ID, "started.txt", "after.txt")
+	got := e2ekit.Fetched(t, h, src, v.ID, "started.txt", "after.txt")
 	if got["started.txt"] != "started" || got["after.txt"] != "after the interruption" {
 		t.Fatalf("published %v", got)
 	}
-}
-
-// wroteStarted: the job's command on r has written started.txt in its
-// worktree. The shell creates the file empty before echo writes it, so a
-// stop between the two (seen under load) would publish it empty: the file
-// counts once it has its content (one write).
-func wroteStarted(r *testkit.Runner) bool {
-	m, _ := filepath.Glob(filepath.Join(r.Home, "trees", "*", "*", "started.txt"))
-	for _, f := range m {
-		if b, err := os.ReadFile(f); err == nil && len(b) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // stopOnceStarted stops r (SIGTERM) once job id's command is running (it
@@ -309,7 +257,7 @@ func wroteStarted(r *testkit.Runner) bool {
 func stopOnceStarted(t *testing.T, c *client.Client, r *testkit.Runner, id string) {
 	t.Helper()
 	testkit.WaitJob(t, c, id, 2*time.Minute, func(apitypes.JobView) bool {
-		return wroteStarted(r)
+		return e2ekit.WroteStarted(r)
 	})
 	if err := r.Terminate(time.Minute); err != nil {
 		t.Fatalf("runner stop: %v", err)
@@ -320,45 +268,21 @@ func stopOnceStarted(t *testing.T, c *client.Client, r *testkit.Runner, id strin
 	}
 }
 
-// accountStates are the states of r's accounts by label, as the runner
-// lists them and as the hub's 'drover accounts' does.
-func accountStates(t *testing.T, h *testkit.Hub, r *testkit.Runner) (runner, hub map[string]string) {
-	t.Helper()
-	var list []struct{ Label, State, Fix string }
-	out, err := r.CLI("", "account", "list", "--json")
-	if err != nil || json.Unmarshal([]byte(out), &list) != nil {
-		t.Fatalf("account list: %v\n%s", err, out)
-	}
-	runner, hub = map[string]string{}, map[string]string{}
-	for _, a := range list {
-		runner[a.Label] = a.State
-	}
-	var views apitypes.AccountList
-	out, err = h.CLI("accounts", "--json")
-	if err != nil || json.Unmarshal([]byte(out), &views) != nil {
-		t.Fatalf("drover accounts: %v\n%s", err, out)
-	}
-	for _, v := range views.Accounts {
-		hub[v.Label] = v.State
-	}
-	return runner, hub
-}
-
 // A wrong key is the provider's 401, not a model that failed to deliver:
 // the job fails auth_failed naming the account, which needs attention and
 // gets no further job until its owner resets it with a good key.
 func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
 	t.Parallel()
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "opencode")
-	fake := fakemodel.NewFakeChat(t, script(r.Home), fakemodel.RequireKey(realKey))
+	r := e2ekit.AgentRunner(t, h, "r1", "opencode")
+	fake := fakemodel.NewFakeChat(t, e2ekit.Script(r.Home), fakemodel.RequireKey(e2ekit.RealKey))
 	if out, err := r.CLI("sk-wrong-key-0000\n", "account", "add", "--agent", "opencode", "--label", "bad",
 		"--api-key-stdin", "--base-url", fake.URL+"/v1"); err != nil {
 		t.Fatalf("account add: %v\n%s", err, out)
 	}
 	r.Start("--agent-model", "opencode=fake-model")
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Write hello.txt, show it, and deliver.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Write hello.txt, show it, and deliver.")
 	c := h.Client()
 	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 0)
@@ -369,7 +293,7 @@ func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		rs, hs := accountStates(t, h, r)
+		rs, hs := e2ekit.AccountStates(t, h, r)
 		if rs["bad"] == protocol.AccountNeedsAttention && hs["bad"] == protocol.AccountNeedsAttention {
 			break
 		}
@@ -379,19 +303,19 @@ func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	// Skipped: the next job is not offered at all.
-	v2 := runRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Again.")
+	v2 := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "opencode", "--", "Again.")
 	if j := testkit.WaitJob(t, c, v2.ID, time.Minute, func(v apitypes.JobView) bool { return v.Waiting != "" || v.State != job.Queued }); j.State != job.Queued || len(j.Attempts) != 0 {
 		t.Fatalf("job after the refusal: %s, %d attempts; want it queued and never offered", j.State, len(j.Attempts))
 	}
 	// Fixed: a good key and a reset; the queued job runs.
-	if out, err := r.CLI(realKey+"\n", "account", "reset", "bad", "--api-key-stdin"); err != nil || !strings.Contains(out, "it is ready") {
+	if out, err := r.CLI(e2ekit.RealKey+"\n", "account", "reset", "bad", "--api-key-stdin"); err != nil || !strings.Contains(out, "it is ready") {
 		t.Fatalf("account reset: %v\n%s", err, out)
 	}
 	// (checkAgentJob would object to the wrong key the fake saw first.)
 	if w := testkit.WaitJob(t, c, v2.ID, 4*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() }); w.State != job.Completed {
 		t.Fatalf("job after the reset: %s/%s\n%s", w.State, w.Reason, testkit.Log(t, c, v2.ID, 0))
 	}
-	if got := fetched(t, h, src, v2.ID, "hello.txt"); got["hello.txt"] != "hello from the agent" {
+	if got := e2ekit.Fetched(t, h, src, v2.ID, "hello.txt"); got["hello.txt"] != "hello from the agent" {
 		t.Fatalf("published hello.txt = %q", got["hello.txt"])
 	}
 }
@@ -401,7 +325,7 @@ func TestWrongKeyFailsAuthFailedAndTheAccountNeedsAttention(t *testing.T) {
 func TestLoginAccountWithoutLoginNeedsLogin(t *testing.T) {
 	t.Parallel()
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "codex")
+	r := e2ekit.AgentRunner(t, h, "r1", "codex")
 	if out, err := r.CLI("", "account", "add", "--agent", "codex", "--label", "sub"); err != nil {
 		t.Fatalf("account add: %v\n%s", err, out)
 	}
@@ -412,7 +336,7 @@ func TestLoginAccountWithoutLoginNeedsLogin(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		rs, hs := accountStates(t, h, r)
+		rs, hs := e2ekit.AccountStates(t, h, r)
 		if rs["sub"] == protocol.AccountNeedsLogin && hs["sub"] == protocol.AccountNeedsLogin {
 			break
 		}
@@ -437,12 +361,12 @@ func TestLoginAccountWithoutLoginNeedsLogin(t *testing.T) {
 func TestCodexDefaultModelDeliversThroughExec(t *testing.T) {
 	t.Parallel()
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "codex")
-	fake := fakemodel.NewFakeResponses(t, script(r.Home), fakemodel.RequireKey(realKey))
-	addAccount(t, r, "codex", "main", fake.URL)
+	r := e2ekit.AgentRunner(t, h, "r1", "codex")
+	fake := fakemodel.NewFakeResponses(t, e2ekit.Script(r.Home), fakemodel.RequireKey(e2ekit.RealKey))
+	e2ekit.AddAccount(t, r, "codex", "main", fake.URL)
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "codex", "--", "Write hello.txt, show it, and deliver.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "codex", "--", "Write hello.txt, show it, and deliver.")
 	checkAgentJob(t, h, fake, src, v.ID)
 	// It ran on the default model, whose only way to the tools is exec
 	// (the job completes only by deliver, so the deliver went through it).
@@ -473,13 +397,13 @@ func TestCodexDefaultModelAsksThroughExec(t *testing.T) {
 		fakemodel.WriteFile("greeting.txt", "hi\n"),
 		fakemodel.CallTool("mcp__drover__deliver", map[string]any{"summary": "greeting written"}),
 		fakemodel.Text("Done."),
-	}, fakemodel.RequireKey(realKey))
+	}, fakemodel.RequireKey(e2ekit.RealKey))
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "codex")
-	addAccount(t, r, "codex", "main", fake.URL)
+	r := e2ekit.AgentRunner(t, h, "r1", "codex")
+	e2ekit.AddAccount(t, r, "codex", "main", fake.URL)
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "codex", "--", "Write a greeting; ask which one first.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "codex", "--", "Write a greeting; ask which one first.")
 	c := h.Client()
 	w := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if w.State != job.Waiting {
@@ -492,7 +416,7 @@ func TestCodexDefaultModelAsksThroughExec(t *testing.T) {
 	if done.State != job.Completed {
 		t.Fatalf("job is %s/%s after the answer\n%s\n%s", done.State, done.Reason, testkit.Log(t, c, v.ID, 2), fake.Dump())
 	}
-	if got := fetched(t, h, src, v.ID, "greeting.txt", "draft.txt"); got["greeting.txt"] != "hi" || got["draft.txt"] != "draft" {
+	if got := e2ekit.Fetched(t, h, src, v.ID, "greeting.txt", "draft.txt"); got["greeting.txt"] != "hi" || got["draft.txt"] != "draft" {
 		t.Fatalf("published %v", got)
 	}
 }
@@ -509,8 +433,8 @@ func TestUnreachableEndpointFailsEndpointUnreachable(t *testing.T) {
 	root := "http://" + l.Addr().String()
 	l.Close() // nothing listens there now
 	h := testkit.StartHub(t, bin)
-	r := agentRunner(t, h, "r1", "claude")
-	addAccount(t, r, "claude", "main", root+"/v1/")
+	r := e2ekit.AgentRunner(t, h, "r1", "claude")
+	e2ekit.AddAccount(t, r, "claude", "main", root+"/v1/")
 	r.Start()
 	v, _, err := h.Client().Submit(t.Context(), apitypes.SubmitRequest{Agent: "claude", Args: []string{"Say hi."}})
 	if err != nil {
@@ -522,7 +446,7 @@ func TestUnreachableEndpointFailsEndpointUnreachable(t *testing.T) {
 	if w.State != job.Failed || w.Reason != job.ReasonEndpointUnreachable || !strings.Contains(msg, "cannot reach the model API at "+root+":") {
 		t.Fatalf("job %s/%s: %q, want failed/endpoint_unreachable naming %s\n%s", w.State, w.Reason, msg, root, testkit.Log(t, c, v.ID, 0))
 	}
-	if rs, _ := accountStates(t, h, r); rs["main"] != protocol.AccountReady {
+	if rs, _ := e2ekit.AccountStates(t, h, r); rs["main"] != protocol.AccountReady {
 		t.Fatalf("account states %v; want main still ready", rs)
 	}
 }

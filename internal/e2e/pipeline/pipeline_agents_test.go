@@ -1,4 +1,4 @@
-package e2e
+package pipeline
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/client"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/gitcmd"
 	"drover/internal/localrepo"
 	"drover/internal/testkit"
@@ -123,7 +124,7 @@ func TestPipelineAgentsReviewLoop(t *testing.T) {
 	if last.Commit != end.Result {
 		t.Fatalf("the pipeline's result %s is not the builder's last commit %s", end.Result, last.Commit)
 	}
-	if got := fetched(t, h, src, last.Job, "greeting.txt"); got["greeting.txt"] != "hello, world" {
+	if got := e2ekit.Fetched(t, h, src, last.Job, "greeting.txt"); got["greeting.txt"] != "hello, world" {
 		t.Fatalf("the builder's last round left greeting.txt %q", got["greeting.txt"])
 	}
 	for _, run := range steps["verify"].Runs {
@@ -186,7 +187,7 @@ func TestPipelineAgentsSurviveHubKill(t *testing.T) {
 	if end.State != "done" {
 		t.Fatalf("pipeline %s, want done:\n%s\nclaude:\n%s\ngemini:\n%s", end.State, describePipeline(t, c, end), a.claude.Dump(), a.gemini.Dump())
 	}
-	claims := claimsOf(a.r)
+	claims := e2ekit.ClaimsOf(a.r)
 	for _, s := range end.Steps {
 		if s.Kind != "agent" {
 			continue
@@ -201,7 +202,7 @@ func TestPipelineAgentsSurviveHubKill(t *testing.T) {
 				s.ID, run.Key, run.Attempts, run.Tries, claims[run.Job], run.Replayed, run.State, describePipeline(t, c, end))
 		}
 	}
-	if got := fetched(t, a.h, a.src, stepOf(t, end, "implement").Runs[0].Job, "greeting.txt"); got["greeting.txt"] != "hello, world" {
+	if got := e2ekit.Fetched(t, a.h, a.src, stepOf(t, end, "implement").Runs[0].Job, "greeting.txt"); got["greeting.txt"] != "hello, world" {
 		t.Fatalf("the builder left greeting.txt %q", got["greeting.txt"])
 	}
 	eachTurnOnce(t, map[string]*fakemodel.FakeServer{"claude": a.claude, "gemini": a.gemini},
@@ -224,19 +225,19 @@ type agentsPipeline struct {
 func startAgentsPipeline(t *testing.T, claudeTurns, geminiTurns []fakemodel.Turn, claudeOpts ...fakemodel.Option) agentsPipeline {
 	t.Helper()
 	a := agentsPipeline{
-		claude: fakemodel.NewFakeAnthropic(t, claudeTurns, append([]fakemodel.Option{fakemodel.RequireKey(realKey)}, claudeOpts...)...),
-		gemini: fakemodel.NewFakeGemini(t, geminiTurns, fakemodel.RequireKey(realKey)),
+		claude: fakemodel.NewFakeAnthropic(t, claudeTurns, append([]fakemodel.Option{fakemodel.RequireKey(e2ekit.RealKey)}, claudeOpts...)...),
+		gemini: fakemodel.NewFakeGemini(t, geminiTurns, fakemodel.RequireKey(e2ekit.RealKey)),
 		h:      testkit.StartHub(t, bin),
 	}
-	a.r = agentRunner(t, a.h, "r1", "claude")
+	a.r = e2ekit.AgentRunner(t, a.h, "r1", "claude")
 	testkit.AgentCLI(t, "gemini")
 	a.r.Env = append(a.r.Env, "GOOGLE_GEMINI_BASE_URL="+a.gemini.URL+"/v1beta/")
-	addAccount(t, a.r, "claude", "claude-main", a.claude.URL)
-	addAccount(t, a.r, "gemini", "gemini-main", "")
+	e2ekit.AddAccount(t, a.r, "claude", "claude-main", a.claude.URL)
+	e2ekit.AddAccount(t, a.r, "gemini", "gemini-main", "")
 	a.r.Start()
 
-	a.src = sourceCheckout(t)
-	base := gitE(t, a.src, "rev-parse", "HEAD")
+	a.src = e2ekit.SourceCheckout(t)
+	base := e2ekit.Git(t, a.src, "rev-parse", "HEAD")
 	ctx := context.Background()
 	if err := (localrepo.Checkout{Git: gitcmd.Git{}, Dir: a.src}).Push(ctx, a.h.URL+"/git/demo", a.h.Admin, base, gitcmd.UploadRefPrefix+"first"); err != nil {
 		t.Fatal(err)

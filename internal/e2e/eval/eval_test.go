@@ -1,4 +1,4 @@
-package e2e
+package eval
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/client"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/testkit"
 )
 
@@ -37,10 +38,10 @@ func evalSet(t *testing.T) string {
 	text := string(data)
 	for _, r := range repos {
 		dir := filepath.Join(dst, "repos", r.Name())
-		gitE(t, dir, "init", "--quiet")
-		gitE(t, dir, "add", "-A")
-		gitE(t, dir, "commit", "--quiet", "-m", "planted bug "+r.Name())
-		text = strings.ReplaceAll(text, "BASE_"+r.Name(), gitE(t, dir, "rev-parse", "HEAD"))
+		e2ekit.Git(t, dir, "init", "--quiet")
+		e2ekit.Git(t, dir, "add", "-A")
+		e2ekit.Git(t, dir, "commit", "--quiet", "-m", "planted bug "+r.Name())
+		text = strings.ReplaceAll(text, "BASE_"+r.Name(), e2ekit.Git(t, dir, "rev-parse", "HEAD"))
 	}
 	path := filepath.Join(dst, "dataset.jsonl")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {

@@ -1,4 +1,4 @@
-package e2e
+package native
 
 import (
 	"strings"
@@ -6,21 +6,11 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
 )
-
-// addNativeAccount gives r a native account of provider at baseURL with
-// the real key.
-func addNativeAccount(t *testing.T, r *testkit.Runner, provider, baseURL string, args ...string) {
-	t.Helper()
-	args = append([]string{"account", "add", "--agent", "native", "--label", "main", "--provider", provider,
-		"--base-url", baseURL, "--api-key-stdin", "--no-probe"}, args...)
-	if out, err := r.CLI(realKey+"\n", args...); err != nil {
-		t.Fatalf("account add: %v\n%s", err, out)
-	}
-}
 
 // hubAndRunner starts a hub and logs a runner called name in to it.
 func hubAndRunner(t *testing.T, name string) (*testkit.Hub, *testkit.Runner) {
@@ -63,19 +53,19 @@ func TestNativeAgentReadsEditsTestsDelivers(t *testing.T) {
 				fakemodel.CallTool("run_command", map[string]any{"command": "rm planted"}),
 				fakemodel.CallTool("deliver", map[string]any{"summary": "a.txt says two; checked with grep"}),
 				fakemodel.Text("Done."),
-			}, fakemodel.RequireKey(realKey))
+			}, fakemodel.RequireKey(e2ekit.RealKey))
 			var model []string
 			if tc.model != "" {
 				model = []string{"--model", tc.model}
 			}
-			addNativeAccount(t, r, tc.provider, fake.URL+tc.form, model...)
+			e2ekit.AddNativeAccount(t, r, tc.provider, fake.URL+tc.form, model...)
 			r.Start()
-			src := sourceCheckout(t)
+			src := e2ekit.SourceCheckout(t)
 			run := []string{"--repo", src, "--agent", "native"}
 			if tc.jobModel != "" {
 				run = append(run, "--model", tc.jobModel)
 			}
-			v := runRepo(t, h, append(run, "--", "Change one to two in a.txt, check it, and deliver.")...)
+			v := e2ekit.RunRepo(t, h, append(run, "--", "Change one to two in a.txt, check it, and deliver.")...)
 			c := h.Client()
 			v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
 			log := testkit.Log(t, c, v.ID, 0)
@@ -83,7 +73,7 @@ func TestNativeAgentReadsEditsTestsDelivers(t *testing.T) {
 				t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", v.ID, v.State, v.Reason, log, fake.Dump())
 			}
 			t.Logf("the job's log:\n%s", log)
-			if got := fetched(t, h, src, v.ID, "a.txt"); got["a.txt"] != "two" {
+			if got := e2ekit.Fetched(t, h, src, v.ID, "a.txt"); got["a.txt"] != "two" {
 				t.Fatalf("published a.txt = %q", got["a.txt"])
 			}
 			read, _ := fake.Result(0)
@@ -91,7 +81,7 @@ func TestNativeAgentReadsEditsTestsDelivers(t *testing.T) {
 			if !strings.Contains(read.Output, "one") || !ok || !strings.Contains(ran.Output, "TEST-OK") {
 				t.Fatalf("the model saw read %q, command %q\n%s", read.Output, ran.Output, fake.Dump())
 			}
-			if strings.Contains(ran.Output, realKey) || strings.Contains(log, realKey) || strings.Contains(ran.Output, "RUNNER-LOGIN-VISIBLE") {
+			if strings.Contains(ran.Output, e2ekit.RealKey) || strings.Contains(log, e2ekit.RealKey) || strings.Contains(ran.Output, "RUNNER-LOGIN-VISIBLE") {
 				t.Fatalf("the key or the runner's login reached the sandbox or the log:\n%s\n%s", ran.Output, log)
 			}
 			if planted, ok := fake.Result(4); !ok || strings.Contains(planted.Output, "drv_") ||
@@ -125,7 +115,7 @@ func TestNativeAgentResumesAfterRunnerStop(t *testing.T) {
 	}
 	r.Start()
 	j.resumesOn(t, "r-native", "exit code")
-	if got := fetched(t, h, j.src, j.id, "started.txt"); got["started.txt"] != "started" {
+	if got := e2ekit.Fetched(t, h, j.src, j.id, "started.txt"); got["started.txt"] != "started" {
 		t.Fatalf("published %v; want the kept worktree's started.txt", got)
 	}
 }
@@ -142,11 +132,11 @@ func TestNativeAgentLimitedWaitsForTheResetAndContinues(t *testing.T) {
 		fakemodel.CallTool("write_file", map[string]any{"path": "second.txt", "content": "after the limit\n"}),
 		fakemodel.CallTool("deliver", map[string]any{"summary": "done across a limit"}),
 		fakemodel.Text("Done."),
-	}, fakemodel.RequireKey(realKey), fakemodel.RateLimit(1, time.Now().Add(2*time.Second)))
-	addNativeAccount(t, r, "anthropic", fake.URL)
+	}, fakemodel.RequireKey(e2ekit.RealKey), fakemodel.RateLimit(1, time.Now().Add(2*time.Second)))
+	e2ekit.AddNativeAccount(t, r, "anthropic", fake.URL)
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Write two files across a limit.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "native", "--", "Write two files across a limit.")
 	c := h.Client()
 	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log1, log2 := testkit.Log(t, c, v.ID, 1), testkit.Log(t, c, v.ID, 2)
@@ -154,10 +144,10 @@ func TestNativeAgentLimitedWaitsForTheResetAndContinues(t *testing.T) {
 		done.Attempts[0].Reason != job.ReasonLimited {
 		t.Fatalf("job %s/%s, attempts %+v\n--- 1:\n%s\n--- 2:\n%s\n--- model:\n%s", done.State, done.Reason, done.Attempts, log1, log2, fake.Dump())
 	}
-	if !strings.Contains(log2, "native resumes session") || strings.Contains(log1+log2, realKey) {
+	if !strings.Contains(log2, "native resumes session") || strings.Contains(log1+log2, e2ekit.RealKey) {
 		t.Fatalf("attempt 2 did not resume the session (or a log holds the key):\n%s", log2)
 	}
-	if got := fetched(t, h, src, v.ID, "first.txt", "second.txt"); got["first.txt"] != "before the limit" || got["second.txt"] != "after the limit" {
+	if got := e2ekit.Fetched(t, h, src, v.ID, "first.txt", "second.txt"); got["first.txt"] != "before the limit" || got["second.txt"] != "after the limit" {
 		t.Fatalf("published %v", got)
 	}
 }
@@ -183,13 +173,13 @@ func startInterruptedAtTurn3(t *testing.T, h *testkit.Hub, r *testkit.Runner) *i
 		fakemodel.CallTool("write_file", map[string]any{"path": "four.txt", "content": "turn four\n"}),
 		fakemodel.CallTool("deliver", map[string]any{"summary": "done on another runner"}),
 		fakemodel.Text("Done."),
-	}, fakemodel.RequireKey(realKey))
-	addNativeAccount(t, r, "anthropic", fake.URL)
+	}, fakemodel.RequireKey(e2ekit.RealKey))
+	e2ekit.AddNativeAccount(t, r, "anthropic", fake.URL)
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Look around, then write four.txt.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "native", "--", "Look around, then write four.txt.")
 	testkit.WaitJob(t, h.Client(), v.ID, 2*time.Minute, func(apitypes.JobView) bool {
-		return wroteStarted(r)
+		return e2ekit.WroteStarted(r)
 	})
 	return &interruptedAtTurn3{h: h, fake: fake, src: src, id: v.ID}
 }
@@ -225,14 +215,14 @@ func (j *interruptedAtTurn3) resumesOn(t *testing.T, name, want string) {
 	if n != 1 {
 		t.Fatalf("turn 4 was asked %d times\n%s", n, j.fake.Dump())
 	}
-	if got := fetched(t, j.h, j.src, j.id, "four.txt"); got["four.txt"] != "turn four" {
+	if got := e2ekit.Fetched(t, j.h, j.src, j.id, "four.txt"); got["four.txt"] != "turn four" {
 		t.Fatalf("published %v", got)
 	}
 	out, err := j.h.CLI("show", j.id)
 	if err != nil || !strings.Contains(out, "Transcript:") || !strings.Contains(out, "turn 3 assistant: run_command") {
 		t.Fatalf("drover show has no transcript: %v\n%s", err, out)
 	}
-	if out, _ = j.h.CLI("show", "--json", j.id); strings.Contains(out+log, realKey) {
+	if out, _ = j.h.CLI("show", "--json", j.id); strings.Contains(out+log, e2ekit.RealKey) {
 		t.Fatal("the key reached the job's events or log")
 	}
 }
@@ -249,7 +239,7 @@ func TestNativeAgentResumesOnAnotherRunnerAfterStop(t *testing.T) {
 		t.Fatalf("runner stop: %v", err)
 	}
 	r2 := h.LoginRunner(t, "r-native-2", h.URL)
-	addNativeAccount(t, r2, "anthropic", j.fake.URL)
+	e2ekit.AddNativeAccount(t, r2, "anthropic", j.fake.URL)
 	r2.Start()
 	j.resumesOn(t, "r-native-2", "exit code")
 }
@@ -265,7 +255,7 @@ func TestNativeAgentRetryAfterUnknownResumes(t *testing.T) {
 	r1.Kill()
 	testkit.WaitJob(t, h.Client(), j.id, time.Minute, func(v apitypes.JobView) bool { return v.State == job.Unknown })
 	r2 := h.LoginRunner(t, "r-native-k2", h.URL)
-	addNativeAccount(t, r2, "anthropic", j.fake.URL)
+	e2ekit.AddNativeAccount(t, r2, "anthropic", j.fake.URL)
 	r2.Start()
 	if out, err := h.CLI("retry", j.id); err != nil || !strings.Contains(out, "queued") {
 		t.Fatalf("retry: %v\n%s", err, out)
@@ -282,33 +272,33 @@ func TestNativeAgentFallsBackAndTheLimitedAccountSitsOut(t *testing.T) {
 	primary := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
 		fakemodel.CallTool("write_file", map[string]any{"path": "first.txt", "content": "on the main account\n"}),
 		fakemodel.Text("never reached"),
-	}, fakemodel.RequireKey(realKey), fakemodel.RateLimit(1, time.Now().Add(time.Hour)))
+	}, fakemodel.RequireKey(e2ekit.RealKey), fakemodel.RateLimit(1, time.Now().Add(time.Hour)))
 	backup := fakemodel.NewFakeChat(t, []fakemodel.Turn{
 		fakemodel.CallTool("write_file", map[string]any{"path": "second.txt", "content": "on the fallback\n"}),
 		fakemodel.CallTool("deliver", map[string]any{"summary": "done on the fallback"}),
 		fakemodel.Text("Done."),
 	})
-	addNativeAccount(t, r, "anthropic", primary.URL)
+	e2ekit.AddNativeAccount(t, r, "anthropic", primary.URL)
 	if out, err := r.CLI("", "account", "add", "--agent", "native", "--label", "backup", "--provider", "openai-compatible",
 		"--base-url", backup.URL+"/v1", "--model", "qwen-fake", "--no-key", "--no-probe"); err != nil {
 		t.Fatalf("account add: %v\n%s", err, out)
 	}
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "native", "--account", "main", "--fallback", "backup", "--", "Write two files.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "native", "--account", "main", "--fallback", "backup", "--", "Write two files.")
 	c := h.Client()
 	done := testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	log := testkit.Log(t, c, v.ID, 1)
 	if done.State != job.Completed || len(done.Attempts) != 1 || !strings.Contains(log, "on the fallback account") {
 		t.Fatalf("job %s/%s, %d attempts\n%s\n--- backup:\n%s", done.State, done.Reason, len(done.Attempts), log, backup.Dump())
 	}
-	if got := fetched(t, h, src, v.ID, "first.txt", "second.txt"); got["first.txt"] != "on the main account" || got["second.txt"] != "on the fallback" {
+	if got := e2ekit.Fetched(t, h, src, v.ID, "first.txt", "second.txt"); got["first.txt"] != "on the main account" || got["second.txt"] != "on the fallback" {
 		t.Fatalf("published %v", got)
 	}
-	if strings.Contains(log, realKey) {
+	if strings.Contains(log, e2ekit.RealKey) {
 		t.Fatal("the key reached the log")
 	}
-	if runner, _ := accountStates(t, h, r); runner["main"] != "limited" || runner["backup"] != "ready" {
+	if runner, _ := e2ekit.AccountStates(t, h, r); runner["main"] != "limited" || runner["backup"] != "ready" {
 		t.Fatalf("account states %v; want main limited, backup ready", runner)
 	}
 }
@@ -329,21 +319,21 @@ func TestNativeAgentTextProtocolAfterDoctor(t *testing.T) {
 		block("read_file", `{"path":"a.txt"}`),
 		block("edit_file", `{"path":"a.txt","old_text":"one","new_text":"two"}`),
 		block("deliver", `{"summary":"a.txt says two"}`),
-	}, fakemodel.RequireKey(realKey), fakemodel.TextOnly(), fakemodel.ServedContext(32768))
-	addNativeAccount(t, r, "openai-compatible", fake.URL+"/v1", "--model", "plain-fake")
+	}, fakemodel.RequireKey(e2ekit.RealKey), fakemodel.TextOnly(), fakemodel.ServedContext(32768))
+	e2ekit.AddNativeAccount(t, r, "openai-compatible", fake.URL+"/v1", "--model", "plain-fake")
 	out, _ := r.CLI("", "doctor")
-	if !strings.Contains(out, "text protocol") || !strings.Contains(out, "32768") || strings.Contains(out, realKey) {
+	if !strings.Contains(out, "text protocol") || !strings.Contains(out, "32768") || strings.Contains(out, e2ekit.RealKey) {
 		t.Fatalf("doctor printed:\n%s", out)
 	}
 	r.Start()
-	src := sourceCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--agent", "native", "--", "Change one to two in a.txt and deliver.")
+	src := e2ekit.SourceCheckout(t)
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "native", "--", "Change one to two in a.txt and deliver.")
 	c := h.Client()
 	v = testkit.WaitJob(t, c, v.ID, 3*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() || v.State == job.Waiting })
 	if v.State != job.Completed {
 		t.Fatalf("job %s: %s/%s\nlog:\n%s\nmodel:\n%s", v.ID, v.State, v.Reason, testkit.Log(t, c, v.ID, 0), fake.Dump())
 	}
-	if got := fetched(t, h, src, v.ID, "a.txt"); got["a.txt"] != "two" {
+	if got := e2ekit.Fetched(t, h, src, v.ID, "a.txt"); got["a.txt"] != "two" {
 		t.Fatalf("published a.txt = %q", got["a.txt"])
 	}
 	for _, req := range fake.Requests()[2:] {

@@ -1,4 +1,4 @@
-package e2e
+package repo
 
 import (
 	"crypto/sha256"
@@ -16,6 +16,7 @@ import (
 
 	"drover/internal/apitypes"
 	"drover/internal/client"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 )
@@ -100,20 +101,6 @@ func (r *fakeRegistry) downloads(path string) []string {
 	return out
 }
 
-// checkout makes a one-commit repository in a directory named name (the
-// project's name).
-func checkout(t *testing.T, name string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	gitE(t, t.TempDir(), "init", "--quiet", dir)
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), []byte("left-pad 1.0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitE(t, dir, "add", "-A")
-	gitE(t, dir, "commit", "--quiet", "-m", "base")
-	return dir
-}
-
 // A project's owner picks operator-defined policies: setup fetches a
 // package from a registry under the setup policy into the project's cache;
 // the agent, under a policy without the registry, is refused with a
@@ -139,7 +126,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	// The operator's registry credential reaches only an admin's runner:
 	// alice's jobs run on one shared hub-wide.
 	r := h.StartRunner(t, "r1")
-	must(t, h.CLI, "runners", "share", "r1", "--hub-wide")
+	e2ekit.Must(t, h.CLI, "runners", "share", "r1", "--hub-wide")
 	c := alice.Client()
 	wait := func(id string) apitypes.JobView {
 		t.Helper()
@@ -147,8 +134,8 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	}
 
 	// The first push makes alice the owner of project web.
-	web := checkout(t, "web")
-	first := runWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "true")
+	web := e2ekit.Checkout(t, "web")
+	first := e2ekit.RunWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "true")
 	if v := wait(first.ID); v.State != job.Completed {
 		t.Fatalf("first job ended %s (%s)", v.State, v.Reason)
 	}
@@ -160,16 +147,16 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 		{"projects", "network", "web", "--agent", "registry,none"},
 		{"projects", "caches", "web", "../up"},
 	} {
-		refused(t, alice.CLI, bad...)
+		e2ekit.Refused(t, alice.CLI, bad...)
 	}
-	must(t, alice.CLI, "projects", "members", "add", "web", "bob")
-	if out := refused(t, bob.CLI, "projects", "network", "web", "--agent", "registry"); !strings.Contains(out, "owner") {
+	e2ekit.Must(t, alice.CLI, "projects", "members", "add", "web", "bob")
+	if out := e2ekit.Refused(t, bob.CLI, "projects", "network", "web", "--agent", "registry"); !strings.Contains(out, "owner") {
 		t.Fatalf("a member who is not the owner: %s", out)
 	}
 
 	url := "http://" + reg.addr + "/pkg/left-pad-1.0.tgz"
-	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "docs")
-	must(t, alice.CLI, "projects", "caches", "web", "deps")
+	e2ekit.Must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "docs")
+	e2ekit.Must(t, alice.CLI, "projects", "caches", "web", "deps")
 	// A project secret: only its owner sets or sees it, its value read
 	// from a file.
 	valueFile := filepath.Join(t.TempDir(), "own.token")
@@ -178,14 +165,14 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	}
 	secret := []string{"projects", "secrets", "set", "web", "own", "--host", "http://" + reg.addr, "--header", "X-Registry-Token",
 		"--value-file", valueFile}
-	refused(t, bob.CLI, secret...)
-	refused(t, bob.CLI, "projects", "secrets", "list", "web")
-	must(t, alice.CLI, secret...)
-	if out := must(t, alice.CLI, "projects", "secrets", "list", "web"); !strings.Contains(out, "$DROVER_SECRET_OWN_URL") ||
+	e2ekit.Refused(t, bob.CLI, secret...)
+	e2ekit.Refused(t, bob.CLI, "projects", "secrets", "list", "web")
+	e2ekit.Must(t, alice.CLI, secret...)
+	if out := e2ekit.Must(t, alice.CLI, "projects", "secrets", "list", "web"); !strings.Contains(out, "$DROVER_SECRET_OWN_URL") ||
 		strings.Contains(out, projectToken) {
 		t.Fatalf("projects secrets list:\n%s", out)
 	}
-	must(t, alice.CLI, "projects", "setup", "web", "--timeout", "1m", "--key-file", "go.sum", "--command",
+	e2ekit.Must(t, alice.CLI, "projects", "setup", "web", "--timeout", "1m", "--key-file", "go.sum", "--command",
 		`test -s "$DROVER_CACHE_DIR/deps/left-pad.tgz" || curl -sf -o "$DROVER_CACHE_DIR/deps/left-pad.tgz" `+url,
 		"--command", `curl -sf -H "Authorization: Bearer $PRIVATE_REGISTRY_KEY" -o "$DROVER_CACHE_DIR/deps/secret-lib.tgz" `+
 			`"$PRIVATE_REGISTRY_URL/private/secret-lib.tgz" && cat "$DROVER_CACHE_DIR/deps/secret-lib.tgz"`,
@@ -193,7 +180,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 			`"$DROVER_SECRET_OWN_URL/project/own-lib.tgz" && cat "$DROVER_CACHE_DIR/deps/own-lib.tgz"`,
 		"--command", `env | sort; grep -rlF -e "$(printf %s%s `+registryToken[:6]+` `+registryToken[6:]+`)" `+
 			`-e "$(printf %s%s `+projectToken[:6]+` `+projectToken[6:]+`)" "$HOME" /tmp . "$DROVER_CACHE_DIR" || echo TOKEN-NOT-IN-FILES`)
-	out := must(t, alice.CLI, "projects", "config", "web")
+	out := e2ekit.Must(t, alice.CLI, "projects", "config", "web")
 	for _, want := range []string{"Setup network:", "registry", "Agent network:", "docs", "deps", reg.addr} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("projects config lacks %q:\n%s", want, out)
@@ -201,7 +188,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	}
 
 	agent := `cat "$DROVER_CACHE_DIR/deps/left-pad.tgz"; curl -s ` + url + `; echo`
-	j1 := runWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "sh", "-c", agent)
+	j1 := e2ekit.RunWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "sh", "-c", agent)
 	v1 := wait(j1.ID)
 	log1 := testkit.Log(t, c, j1.ID, 0)
 	if v1.State != job.Completed || !strings.Contains(log1, "=== drover setup: 4 command(s), network registry") ||
@@ -232,12 +219,12 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 		iso.Denials[0].Phase != "agent" {
 		t.Fatalf("job 1 isolation = %+v", iso)
 	}
-	show := must(t, alice.CLI, "show", j1.ID)
+	show := e2ekit.Must(t, alice.CLI, "show", j1.ID)
 	if !strings.Contains(show, "network policy: setup: registry; agent: docs") ||
 		!strings.Contains(show, "denied "+reg.addr+" (agent phase, 1 time(s)); to allow it: drover projects network web --agent docs,registry") {
 		t.Fatalf("drover show:\n%s", show)
 	}
-	events := cliJSON[apitypes.JobView](t, alice.CLI, "show", j1.ID)
+	events := e2ekit.CLIJSON[apitypes.JobView](t, alice.CLI, "show", j1.ID)
 	denied := false
 	for _, e := range events.Events {
 		denied = denied || (e.Kind == "egress_denied" && strings.Contains(e.Message, reg.addr))
@@ -248,7 +235,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 
 	// Job 2 of the project finds the packages in its cache, and its setup
 	// (same commands, same go.sum) is reused instead of run again.
-	j2 := runWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "sh", "-c", `cat "$DROVER_CACHE_DIR/deps/"*.tgz`)
+	j2 := e2ekit.RunWith(t, alice.CLI, "--repo", web, "--agent", "exec", "--", "sh", "-c", `cat "$DROVER_CACHE_DIR/deps/"*.tgz`)
 	v2 := wait(j2.ID)
 	log2 := testkit.Log(t, c, j2.ID, 0)
 	if v2.State != job.Completed || !strings.Contains(log2, "LEFT-PAD-PACKAGE-1.0") || !strings.Contains(log2, "SECRET-LIB-PACKAGE") ||
@@ -259,15 +246,15 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 		reg.downloads("/project/own-lib.tgz")...); len(got) != 3 {
 		t.Fatalf("registry log after job 2 = %q, want still one download of each", got)
 	}
-	if show := must(t, alice.CLI, "show", j2.ID); !strings.Contains(show, "caches: deps (setup result reused)") {
+	if show := e2ekit.Must(t, alice.CLI, "show", j2.ID); !strings.Contains(show, "caches: deps (setup result reused)") {
 		t.Fatalf("drover show of job 2:\n%s", show)
 	}
 
 	// A job never widens its project's network; --network none is none.
-	if out := refused(t, alice.CLI, "run", "--repo", web, "--network", "registry", "--agent", "exec", "--", "true"); !strings.Contains(out, "never widens") {
+	if out := e2ekit.Refused(t, alice.CLI, "run", "--repo", web, "--network", "registry", "--agent", "exec", "--", "true"); !strings.Contains(out, "never widens") {
 		t.Fatalf("widening refusal: %s", out)
 	}
-	j3 := runWith(t, alice.CLI, "--repo", web, "--network", "none", "--agent", "exec", "--", "sh", "-c",
+	j3 := e2ekit.RunWith(t, alice.CLI, "--repo", web, "--network", "none", "--agent", "exec", "--", "sh", "-c",
 		`env | grep -i _proxy || echo NO-PROXY; curl -s -m 5 `+url+` || echo NO-NETWORK`)
 	v3 := wait(j3.ID)
 	log3 := testkit.Log(t, c, j3.ID, 0)
@@ -277,11 +264,11 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	}
 
 	// Another project's job has a cache of its own and cannot see web's.
-	api := checkout(t, "api")
-	must(t, alice.CLI, "run", "--repo", api, "--agent", "exec", "--wait", "--", "true")
-	must(t, alice.CLI, "projects", "caches", "api", "deps")
+	api := e2ekit.Checkout(t, "api")
+	e2ekit.Must(t, alice.CLI, "run", "--repo", api, "--agent", "exec", "--wait", "--", "true")
+	e2ekit.Must(t, alice.CLI, "projects", "caches", "api", "deps")
 	webCache := filepath.Join(r.Home, "caches", "web")
-	j4 := runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "sh", "-c",
+	j4 := e2ekit.RunWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "sh", "-c",
 		`ls -A "$DROVER_CACHE_DIR/deps"; echo "dir=$DROVER_CACHE_DIR"; ls `+webCache+` 2>/dev/null || echo WEB-HIDDEN`)
 	v4 := wait(j4.ID)
 	log4 := testkit.Log(t, c, j4.ID, 0)
@@ -291,15 +278,15 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	}
 
 	for what, text := range map[string]string{"hub output": h.Output(), "runner output": r.Output(),
-		"job view": must(t, alice.CLI, "show", j1.ID, "--json"), "job 2 log": testkit.Log(t, c, j2.ID, 0)} {
+		"job view": e2ekit.Must(t, alice.CLI, "show", j1.ID, "--json"), "job 2 log": testkit.Log(t, c, j2.ID, 0)} {
 		if strings.Contains(text, registryToken) || strings.Contains(text, projectToken) {
 			t.Fatalf("a registry token is in the %s", what)
 		}
 	}
 
 	// A setup that hangs fails the attempt at its timeout and frees the slot.
-	must(t, alice.CLI, "projects", "setup", "api", "--timeout", "2s", "--command", "sleep 600")
-	j5 := runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "agent-ran")
+	e2ekit.Must(t, alice.CLI, "projects", "setup", "api", "--timeout", "2s", "--command", "sleep 600")
+	j5 := e2ekit.RunWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "agent-ran")
 	v5 := wait(j5.ID)
 	log5 := testkit.Log(t, c, j5.ID, 0)
 	if v5.State != job.Failed || v5.Reason != job.ReasonSetupFailed || strings.Contains(log5, "agent-ran") ||
@@ -308,16 +295,16 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 	}
 	// One that floods its output is cut in the log and fails at its
 	// timeout too; the runner's one slot is free for the next job.
-	must(t, alice.CLI, "projects", "setup", "api", "--timeout", "3s", "--command", "yes flood")
-	j6 := runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "agent-ran")
+	e2ekit.Must(t, alice.CLI, "projects", "setup", "api", "--timeout", "3s", "--command", "yes flood")
+	j6 := e2ekit.RunWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "agent-ran")
 	v6 := wait(j6.ID)
 	log6 := testkit.Log(t, c, j6.ID, 0)
 	if v6.State != job.Failed || v6.Reason != job.ReasonSetupFailed || strings.Contains(log6, "agent-ran") || len(log6) > 9<<20 ||
 		!strings.Contains(v6.Attempts[0].Message, "timeout") {
 		t.Fatalf("flooding setup: job ended %s (%s) %q with %d log bytes", v6.State, v6.Reason, v6.Attempts[0].Message, len(log6))
 	}
-	must(t, alice.CLI, "projects", "setup", "api", "--clear")
-	if v := wait(runWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "next-ran").ID); v.State != job.Completed {
+	e2ekit.Must(t, alice.CLI, "projects", "setup", "api", "--clear")
+	if v := wait(e2ekit.RunWith(t, alice.CLI, "--repo", api, "--agent", "exec", "--", "echo", "next-ran").ID); v.State != job.Completed {
 		t.Fatalf("the job after the failed setups ended %s (%s)", v.State, v.Reason)
 	}
 }
@@ -325,7 +312,7 @@ func TestNetworkPoliciesSetupAndCaches(t *testing.T) {
 // The issue's start-to-agent measurement, in one run: the attempt time of
 // a job whose setup downloads 32 MiB into a cold cache, against the same
 // job with a warm cache and a reused setup. It reports; it asserts no
-// time. DROVER_BENCH_SETUP=1 go test ./internal/e2e -run TestSetupColdAgainstWarm -v
+// time. DROVER_BENCH_SETUP=1 go test ./internal/e2e/repo -run TestSetupColdAgainstWarm -v
 func TestSetupColdAgainstWarm(t *testing.T) {
 	if os.Getenv("DROVER_BENCH_SETUP") == "" {
 		t.Skip("a measurement: set DROVER_BENCH_SETUP=1 to run it")
@@ -344,7 +331,7 @@ func TestSetupColdAgainstWarm(t *testing.T) {
 	setup := `test -s "$DROVER_CACHE_DIR/deps/big.tgz" || curl -sf -o "$DROVER_CACHE_DIR/deps/big.tgz" ` + url
 	attemptTime := func(project string) time.Duration {
 		t.Helper()
-		v := runWith(t, alice.CLI, "--repo", checkouts[project], "--agent", "exec", "--", "true")
+		v := e2ekit.RunWith(t, alice.CLI, "--repo", checkouts[project], "--agent", "exec", "--", "true")
 		v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 		a := v.Attempts[len(v.Attempts)-1]
 		if v.State != job.Completed || a.StartedAt == nil || a.FinishedAt == nil {
@@ -359,11 +346,11 @@ func TestSetupColdAgainstWarm(t *testing.T) {
 		if i == n {
 			project = "warm"
 		}
-		checkouts[project] = checkout(t, project)
-		must(t, alice.CLI, "run", "--repo", checkouts[project], "--agent", "exec", "--wait", "--", "true")
-		must(t, alice.CLI, "projects", "network", project, "--setup", "registry", "--agent", "none")
-		must(t, alice.CLI, "projects", "caches", project, "deps")
-		must(t, alice.CLI, "projects", "setup", project, "--key-file", "go.sum", "--command", setup)
+		checkouts[project] = e2ekit.Checkout(t, project)
+		e2ekit.Must(t, alice.CLI, "run", "--repo", checkouts[project], "--agent", "exec", "--wait", "--", "true")
+		e2ekit.Must(t, alice.CLI, "projects", "network", project, "--setup", "registry", "--agent", "none")
+		e2ekit.Must(t, alice.CLI, "projects", "caches", project, "deps")
+		e2ekit.Must(t, alice.CLI, "projects", "setup", project, "--key-file", "go.sum", "--command", setup)
 		if i < n {
 			cold += attemptTime(project)
 		}
@@ -391,10 +378,10 @@ func TestOpenPolicyIsRecordedAsOpen(t *testing.T) {
 	alice := h.AddUser(t, "alice")
 	alice.StartRunner(t, "r1")
 	c := alice.Client()
-	src := checkout(t, "web")
-	must(t, alice.CLI, "run", "--repo", src, "--agent", "exec", "--wait", "--", "true")
-	must(t, alice.CLI, "projects", "network", "web", "--agent", "open")
-	v := runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "curl", "-sf", "http://"+reg.addr+"/pkg/left-pad-1.0.tgz")
+	src := e2ekit.Checkout(t, "web")
+	e2ekit.Must(t, alice.CLI, "run", "--repo", src, "--agent", "exec", "--wait", "--", "true")
+	e2ekit.Must(t, alice.CLI, "projects", "network", "web", "--agent", "open")
+	v := e2ekit.RunWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "curl", "-sf", "http://"+reg.addr+"/pkg/left-pad-1.0.tgz")
 	v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if log := testkit.Log(t, c, v.ID, 0); v.State != job.Completed || !strings.Contains(log, "LEFT-PAD-PACKAGE-1.0") {
 		t.Fatalf("open job ended %s (%s):\n%s", v.State, v.Reason, log)
@@ -403,11 +390,11 @@ func TestOpenPolicyIsRecordedAsOpen(t *testing.T) {
 	if iso == nil || iso.Policy != "agent: OPEN (every host)" || !strings.Contains(iso.Network, "OPEN") {
 		t.Fatalf("isolation = %+v", iso)
 	}
-	if show := must(t, alice.CLI, "show", v.ID); !strings.Contains(show, "network policy: agent: OPEN (every host)") {
+	if show := e2ekit.Must(t, alice.CLI, "show", v.ID); !strings.Contains(show, "network policy: agent: OPEN (every host)") {
 		t.Fatalf("drover show:\n%s", show)
 	}
 	// A job on it may still narrow to a named policy or to none.
-	n := runWith(t, alice.CLI, "--repo", src, "--network", "docs", "--agent", "exec", "--", "true")
+	n := e2ekit.RunWith(t, alice.CLI, "--repo", src, "--network", "docs", "--agent", "exec", "--", "true")
 	n = testkit.WaitJob(t, c, n.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if n.State != job.Completed || n.Attempts[0].Isolation.Policy != "agent: docs" {
 		t.Fatalf("narrowed job ended %s, isolation %+v", n.State, n.Attempts[0].Isolation)
@@ -436,7 +423,7 @@ func TestSetupFileFromRepository(t *testing.T) {
 	alice.StartRunner(t, "r1")
 	c := alice.Client()
 	outside := t.TempDir() // the runner's machine, outside every sandbox
-	src := checkout(t, "web")
+	src := e2ekit.Checkout(t, "web")
 	script := func(version string) {
 		t.Helper()
 		body := fmt.Sprintf("echo SETUP-SCRIPT-%s\ncurl -sf http://%s/pkg/left-pad-1.0.tgz\n"+
@@ -447,13 +434,13 @@ func TestSetupFileFromRepository(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(src, ".drover", "setup.sh"), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		gitE(t, src, "add", "-A")
-		gitE(t, src, "commit", "--quiet", "-m", "setup "+version)
+		e2ekit.Git(t, src, "add", "-A")
+		e2ekit.Git(t, src, "commit", "--quiet", "-m", "setup "+version)
 	}
 	script("v1")
 	run := func() (apitypes.JobView, string) {
 		t.Helper()
-		v := runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "echo", "agent-ran")
+		v := e2ekit.RunWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "echo", "agent-ran")
 		v = testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 		return v, testkit.Log(t, c, v.ID, 0)
 	}
@@ -461,12 +448,12 @@ func TestSetupFileFromRepository(t *testing.T) {
 	if v, log := run(); v.State != job.Completed || strings.Contains(log, "SETUP-SCRIPT") || strings.Contains(log, "drover setup") {
 		t.Fatalf("a job before the script was enabled ended %s:\n%s", v.State, log)
 	}
-	must(t, alice.CLI, "projects", "members", "add", "web", "bob")
-	refused(t, bob.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh")
-	refused(t, alice.CLI, "projects", "setup", "web", "--from-repo", "../setup.sh")
-	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "none")
-	must(t, alice.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh")
-	if out := must(t, alice.CLI, "projects", "config", "web"); !strings.Contains(out, "sh .drover/setup.sh (from the repository)") {
+	e2ekit.Must(t, alice.CLI, "projects", "members", "add", "web", "bob")
+	e2ekit.Refused(t, bob.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh")
+	e2ekit.Refused(t, alice.CLI, "projects", "setup", "web", "--from-repo", "../setup.sh")
+	e2ekit.Must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "none")
+	e2ekit.Must(t, alice.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh")
+	if out := e2ekit.Must(t, alice.CLI, "projects", "config", "web"); !strings.Contains(out, "sh .drover/setup.sh (from the repository)") {
 		t.Fatalf("projects config:\n%s", out)
 	}
 	v, log := run()
@@ -484,13 +471,13 @@ func TestSetupFileFromRepository(t *testing.T) {
 	}
 	// A commit without the script fails its setup, saying why; the agent
 	// never runs.
-	gitE(t, src, "rm", "--quiet", "-r", ".drover")
-	gitE(t, src, "commit", "--quiet", "-m", "no script")
+	e2ekit.Git(t, src, "rm", "--quiet", "-r", ".drover")
+	e2ekit.Git(t, src, "commit", "--quiet", "-m", "no script")
 	if v, log := run(); v.State != job.Failed || v.Reason != job.ReasonSetupFailed || strings.Contains(log, "agent-ran") ||
 		!strings.Contains(v.Attempts[0].Message, "setup file .drover/setup.sh is not a file in the job's commit") {
 		t.Fatalf("job without the script ended %s (%s) %q:\n%s", v.State, v.Reason, v.Attempts[0].Message, log)
 	}
-	must(t, alice.CLI, "projects", "setup", "web", "--from-repo", "")
+	e2ekit.Must(t, alice.CLI, "projects", "setup", "web", "--from-repo", "")
 	if v, log := run(); v.State != job.Completed || strings.Contains(log, "drover setup") {
 		t.Fatalf("job after the script was turned off ended %s:\n%s", v.State, log)
 	}
@@ -509,25 +496,25 @@ func TestSetupScriptSecretNeedsApproval(t *testing.T) {
 	alice, bob := h.AddUser(t, "alice"), h.AddUser(t, "bob")
 	r := alice.StartRunner(t, "r1")
 	ca, cb := alice.Client(), bob.Client()
-	src := checkout(t, "web")
+	src := e2ekit.Checkout(t, "web")
 	wait := func(c *client.Client, id string) (apitypes.JobView, string) {
 		t.Helper()
 		v := testkit.WaitJob(t, c, id, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 		return v, testkit.Log(t, c, id, 0)
 	}
-	if v, _ := wait(ca, runWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "true").ID); v.State != job.Completed {
+	if v, _ := wait(ca, e2ekit.RunWith(t, alice.CLI, "--repo", src, "--agent", "exec", "--", "true").ID); v.State != job.Completed {
 		t.Fatalf("first job ended %s", v.State)
 	}
 	valueFile := filepath.Join(t.TempDir(), "own.token")
 	if err := os.WriteFile(valueFile, []byte(projectToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	must(t, alice.CLI, "projects", "members", "add", "web", "bob")
-	must(t, alice.CLI, "runners", "share", "r1", "--project", "web")
-	must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "none")
-	must(t, alice.CLI, "projects", "secrets", "set", "web", "own", "--host", "http://"+reg.addr, "--header", "X-Registry-Token",
+	e2ekit.Must(t, alice.CLI, "projects", "members", "add", "web", "bob")
+	e2ekit.Must(t, alice.CLI, "runners", "share", "r1", "--project", "web")
+	e2ekit.Must(t, alice.CLI, "projects", "network", "web", "--setup", "registry", "--agent", "none")
+	e2ekit.Must(t, alice.CLI, "projects", "secrets", "set", "web", "own", "--host", "http://"+reg.addr, "--header", "X-Registry-Token",
 		"--value-file", valueFile)
-	must(t, alice.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh", "--command",
+	e2ekit.Must(t, alice.CLI, "projects", "setup", "web", "--from-repo", ".drover/setup.sh", "--command",
 		`curl -sf -H "X-Registry-Token: $DROVER_SECRET_OWN" "$DROVER_SECRET_OWN_URL/project/own-lib.tgz"`)
 
 	// bob's commit brings a script that spends the secret, and asks an
@@ -540,12 +527,12 @@ func TestSetupScriptSecretNeedsApproval(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, ".drover", "setup.sh"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gitE(t, src, "add", "-A")
-	gitE(t, src, "commit", "--quiet", "-m", "bob's setup")
+	e2ekit.Git(t, src, "add", "-A")
+	e2ekit.Git(t, src, "commit", "--quiet", "-m", "bob's setup")
 	sum := sha256.Sum256([]byte(script))
 	digest := hex.EncodeToString(sum[:])
 
-	v, log := wait(cb, runWith(t, bob.CLI, "--repo", src, "--agent", "exec", "--", "true").ID)
+	v, log := wait(cb, e2ekit.RunWith(t, bob.CLI, "--repo", src, "--agent", "exec", "--", "true").ID)
 	if got := reg.downloads("/project/bob"); len(got) != 1 || strings.Contains(got[0], "token=") {
 		t.Fatalf("the registry heard bob's unapproved script as %q, want one request without the token", got)
 	}
@@ -558,16 +545,16 @@ func TestSetupScriptSecretNeedsApproval(t *testing.T) {
 		t.Fatalf("the owner's setup command reached the registry as %q, want with the token", got)
 	}
 
-	refused(t, bob.CLI, "projects", "setup", "web", "--approve", digest)
-	refused(t, alice.CLI, "projects", "setup", "web", "--approve", "not-a-digest")
+	e2ekit.Refused(t, bob.CLI, "projects", "setup", "web", "--approve", digest)
+	e2ekit.Refused(t, alice.CLI, "projects", "setup", "web", "--approve", "not-a-digest")
 	approved := filepath.Join(t.TempDir(), "setup.sh")
 	if err := os.WriteFile(approved, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out := must(t, alice.CLI, "projects", "setup", "web", "--approve-file", approved); !strings.Contains(out, "sha256 "+digest) {
+	if out := e2ekit.Must(t, alice.CLI, "projects", "setup", "web", "--approve-file", approved); !strings.Contains(out, "sha256 "+digest) {
 		t.Fatalf("projects setup --approve-file:\n%s", out)
 	}
-	v, log = wait(cb, runWith(t, bob.CLI, "--repo", src, "--agent", "exec", "--", "true").ID)
+	v, log = wait(cb, e2ekit.RunWith(t, bob.CLI, "--repo", src, "--agent", "exec", "--", "true").ID)
 	if v.State != job.Completed || !strings.Contains(log, "BOB-SCRIPT-RAN") ||
 		!strings.Contains(log, "is a version the project's owner approved: it runs with the project's secrets") {
 		t.Fatalf("bob's job with an approved script ended %s (%s):\n%s", v.State, v.Reason, log)
@@ -581,14 +568,14 @@ func TestSetupScriptSecretNeedsApproval(t *testing.T) {
 		t.Fatalf("the echo was asked %q; log:\n%s", got, log)
 	}
 	encoded := base64.StdEncoding.EncodeToString([]byte("u:" + projectToken))
-	view := must(t, bob.CLI, "show", v.ID, "--json")
+	view := e2ekit.Must(t, bob.CLI, "show", v.ID, "--json")
 	for what, text := range map[string]string{"job log": log, "job view and events": view, "runner output": r.Output(), "hub output": h.Output()} {
 		if strings.Contains(text, projectToken) || strings.Contains(text, encoded[4:len(encoded)-4]) {
 			t.Fatalf("the secret is in the %s:\n%s", what, text)
 		}
 	}
-	must(t, alice.CLI, "projects", "setup", "web", "--unapprove", digest)
-	if out := must(t, alice.CLI, "projects", "config", "web"); strings.Contains(out, digest) {
+	e2ekit.Must(t, alice.CLI, "projects", "setup", "web", "--unapprove", digest)
+	if out := e2ekit.Must(t, alice.CLI, "projects", "config", "web"); strings.Contains(out, digest) {
 		t.Fatalf("the approval stayed:\n%s", out)
 	}
 }

@@ -1,17 +1,16 @@
-package e2e
+package hubs
 
 import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"drover/internal/apitypes"
 	"drover/internal/client"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/sandbox/sandboxtest"
 	"drover/internal/testkit"
@@ -27,23 +26,12 @@ func countdown(n int) (argv []string, log string) {
 	return []string{"sh", "-c", fmt.Sprintf(`for i in $(seq 1 %d); do echo "line $i"; sleep 0.1; done`, n)}, b.String()
 }
 
-var connectedRE = regexp.MustCompile(`msg="connected to hub" [^\n]*?hub=(\S+)`)
-
-// connections lists the hubs the runner connected to, in order.
-func connections(r *testkit.Runner) []string {
-	var out []string
-	for _, m := range connectedRE.FindAllStringSubmatch(r.Output(), -1) {
-		out = append(out, m[1])
-	}
-	return out
-}
-
 // waitConnections waits until the runner connected n times and returns
 // the hubs it connected to.
 func waitConnections(t *testing.T, r *testkit.Runner, n int) []string {
 	t.Helper()
-	sandboxtest.WaitFor(t, fmt.Sprintf("connection %d of runner %s", n, r.Name), func() bool { return len(connections(r)) >= n })
-	return connections(r)
+	sandboxtest.WaitFor(t, fmt.Sprintf("connection %d of runner %s", n, r.Name), func() bool { return len(e2ekit.Connections(r)) >= n })
+	return e2ekit.Connections(r)
 }
 
 // waitLog waits until the job's first attempt logged want.
@@ -63,7 +51,7 @@ func wantOnce(t *testing.T, c *client.Client, r *testkit.Runner, v apitypes.JobV
 	if len(v.Attempts) != 1 {
 		t.Errorf("job %s has %d attempts; want 1: %+v", v.ID, len(v.Attempts), v.Attempts)
 	}
-	if n := claimsOf(r)[v.ID]; n != 1 {
+	if n := e2ekit.ClaimsOf(r)[v.ID]; n != 1 {
 		t.Errorf("runner claimed job %s %d times; want once", v.ID, n)
 	}
 	ev, err := c.Events(t.Context(), v.ID, 0)
@@ -105,18 +93,6 @@ func twoHubs(t *testing.T, shareData bool) (on, other *testkit.Hub, r *testkit.R
 	return b, a, r
 }
 
-// resultChanges fetches job id's result into a clone of src with `drover
-// fetch` on h and lists its changes from base (git diff --name-status).
-func resultChanges(t *testing.T, h *testkit.Hub, src, base, id string) string {
-	t.Helper()
-	clone := filepath.Join(t.TempDir(), "clone")
-	gitE(t, src, "clone", "--quiet", src, clone)
-	if out, err := h.CLI("fetch", id, "--repo", clone); err != nil {
-		t.Fatalf("drover fetch: %v\n%s", err, out)
-	}
-	return gitE(t, clone, "diff", "--name-status", base, "drover/"+id)
-}
-
 // TestRunnerFailsOverWhenItsHubDies: two hub processes on one Postgres; a
 // runner given both; SIGKILL the hub it is on while its job runs. The
 // runner reconnects to the other hub, the job completes there once with
@@ -127,7 +103,7 @@ func TestRunnerFailsOverWhenItsHubDies(t *testing.T) {
 	argv, want := countdown(40)
 	// Submitted on the runner's hub: offers to a runner held by another hub
 	// are another part of the multi-hub work.
-	j := submit(t, on.Client(), argv...)
+	j := e2ekit.Submit(t, on.Client(), argv...)
 	waitLog(t, on.Client(), j.ID, "line 5\n")
 	on.Kill()
 	if got := waitConnections(t, r, 2)[1]; got != other.URL {
@@ -158,7 +134,7 @@ func TestJobSurvivesAPostgresRestart(t *testing.T) {
 	r := a.LoginRunner(t, "r1", b.URL)
 	r.Start()
 	argv, want := countdown(40)
-	j := submit(t, a.Client(), argv...)
+	j := e2ekit.Submit(t, a.Client(), argv...)
 	waitRunningOn(t, a, j.ID, "r1")
 	waitLog(t, a.Client(), j.ID, "line 5\n")
 	pg.Restart(t, time.Second)
@@ -177,7 +153,7 @@ func TestJobSurvivesAPostgresRestart(t *testing.T) {
 		})
 	}
 	// And they go on taking jobs.
-	j2 := submit(t, c.Client(), "sh", "-c", "echo after")
+	j2 := e2ekit.Submit(t, c.Client(), "sh", "-c", "echo after")
 	testkit.WaitJob(t, a.Client(), j2.ID, time.Minute, testkit.InState(job.Completed))
 	if got := testkit.Log(t, b.Client(), j2.ID, 1); got != "after\n" {
 		t.Fatalf("log of a job after the restart = %q", got)
@@ -193,10 +169,10 @@ func TestJobSurvivesAPostgresRestart(t *testing.T) {
 func TestRepoJobPublishesAfterItsHubDies(t *testing.T) {
 	t.Parallel()
 	on, other, r := twoHubs(t, true)
-	src := sourceCheckout(t)
-	base := gitE(t, src, "rev-parse", "HEAD")
+	src := e2ekit.SourceCheckout(t)
+	base := e2ekit.Git(t, src, "rev-parse", "HEAD")
 	argv, want := countdown(40)
-	v := runRepo(t, on, "--repo", src, "--agent", "exec", "--", "sh", "-c", argv[2]+"; echo changed > a.txt")
+	v := e2ekit.RunRepo(t, on, "--repo", src, "--agent", "exec", "--", "sh", "-c", argv[2]+"; echo changed > a.txt")
 	waitLog(t, on.Client(), v.ID, "line 5\n")
 	on.Kill()
 	end := testkit.WaitJob(t, other.Client(), v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
@@ -207,7 +183,7 @@ func TestRepoJobPublishesAfterItsHubDies(t *testing.T) {
 	if prep, rest, _ := strings.Cut(got, "\n"); !strings.HasPrefix(prep, "drover: worktree of demo") || !strings.HasPrefix(rest, want+"drover: published ") {
 		t.Fatalf("log = %q\nwant the worktree, the job's lines, then its publication", got)
 	}
-	if got := resultChanges(t, other, src, base, v.ID); got != "M\ta.txt" {
+	if got := e2ekit.ResultChanges(t, other, src, base, v.ID); got != "M\ta.txt" {
 		t.Fatalf("result changes:\n%s", got)
 	}
 }

@@ -1,4 +1,4 @@
-package e2e
+package repo
 
 import (
 	"fmt"
@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/job"
 	"drover/internal/testkit"
 )
@@ -142,7 +143,7 @@ func TestWebQuestionAnsweredInTheBrowser(t *testing.T) {
 	h := testkit.StartHub(t, bin)
 	h.StartRunner(t, "r1")
 	src := toolsCheckout(t)
-	v := runRepo(t, h, "--repo", src, "--tools", "--agent", "exec", "--", "./bin/mcpagent", "repo")
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--tools", "--agent", "exec", "--", "./bin/mcpagent", "repo")
 	c := h.Client()
 	w := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State == job.Waiting || v.State.Terminal() })
 	if w.State != job.Waiting {

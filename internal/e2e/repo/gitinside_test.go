@@ -1,4 +1,4 @@
-package e2e
+package repo
 
 import (
 	"path/filepath"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/gitcmd"
 	"drover/internal/job"
 	"drover/internal/testkit"
@@ -20,9 +21,9 @@ func TestAgentUsesGitInsideTheSandbox(t *testing.T) {
 	t.Parallel()
 	h := testkit.StartHub(t, bin)
 	r := h.StartRunner(t, "r1")
-	src := sourceCheckout(t)
-	base := gitE(t, src, "rev-parse", "HEAD")
-	v := runRepo(t, h, "--repo", src, "--agent", "exec", "--", "sh", "-c", `set -e
+	src := e2ekit.SourceCheckout(t)
+	base := e2ekit.Git(t, src, "rev-parse", "HEAD")
+	v := e2ekit.RunRepo(t, h, "--repo", src, "--agent", "exec", "--", "sh", "-c", `set -e
 		echo "status<$(git status --porcelain)>"
 		echo "log=$(git log -1 --format=%H)"
 		echo edited > a.txt
@@ -46,22 +47,22 @@ func TestAgentUsesGitInsideTheSandbox(t *testing.T) {
 	}
 
 	clone := filepath.Join(t.TempDir(), "clone")
-	gitE(t, src, "clone", "--quiet", src, clone)
+	e2ekit.Git(t, src, "clone", "--quiet", src, clone)
 	if out, err := h.CLI("fetch", v.ID, "--repo", clone); err != nil {
 		t.Fatalf("drover fetch: %v\n%s", err, out)
 	}
 	branch := "drover/" + v.ID
-	if got := gitE(t, clone, "log", "-1", "--format=%H|%P|%cn", branch); got != end.Head+"|"+base+"|drover" || end.Head == m[1] {
+	if got := e2ekit.Git(t, clone, "log", "-1", "--format=%H|%P|%cn", branch); got != end.Head+"|"+base+"|drover" || end.Head == m[1] {
 		t.Fatalf("fetched %s, want drover's publication %s on %s (the agent committed %s)", got, end.Head, base, m[1])
 	}
-	if got := gitE(t, clone, "diff", "--name-status", base, branch); got != "M\ta.txt" {
+	if got := e2ekit.Git(t, clone, "diff", "--name-status", base, branch); got != "M\ta.txt" {
 		t.Fatalf("result changes: %s", got)
 	}
-	if got := gitE(t, clone, "show", branch+":a.txt"); got != "edited" {
+	if got := e2ekit.Git(t, clone, "show", branch+":a.txt"); got != "edited" {
 		t.Fatalf("a.txt in the result: %q", got)
 	}
 	runnerClone := filepath.Join(r.Home, "repos", "demo.git")
-	gitE(t, runnerClone, "cat-file", "-e", end.Head) // drover's publication is there
+	e2ekit.Git(t, runnerClone, "cat-file", "-e", end.Head) // drover's publication is there
 	if _, err := (gitcmd.Git{}).Out(t.Context(), runnerClone, "cat-file", "-e", m[1]+"^{commit}"); err == nil {
 		t.Fatal("the agent's commit is in the runner's clone")
 	}

@@ -1,4 +1,4 @@
-package e2e
+package repo
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"drover/internal/apitypes"
+	"drover/internal/e2e/e2ekit"
 	"drover/internal/hub"
 	"drover/internal/job"
 	"drover/internal/testkit"
@@ -43,8 +44,8 @@ func TestPublishHubKilledBetweenPushAndPullRequest(t *testing.T) {
 
 	// The project shares its history with the forge's repository.
 	src := filepath.Join(t.TempDir(), "app")
-	gitE(t, t.TempDir(), "clone", "--quiet", g.URL+"/"+repo+".git", src)
-	v := runRepo(t, hub, "--repo", src, "--agent", "exec", "--", "sh", "-c", "env && echo from the job > job.txt")
+	e2ekit.Git(t, t.TempDir(), "clone", "--quiet", g.URL+"/"+repo+".git", src)
+	v := e2ekit.RunRepo(t, hub, "--repo", src, "--agent", "exec", "--", "sh", "-c", "env && echo from the job > job.txt")
 	end := testkit.WaitJob(t, c, v.ID, 2*time.Minute, func(v apitypes.JobView) bool { return v.State.Terminal() })
 	if end.State != job.Completed || end.Head == "" || end.Head == end.Base {
 		t.Fatalf("job ended %s (head %s):\n%s", end.State, end.Head, testkit.Log(t, c, v.ID, 0))
@@ -126,7 +127,7 @@ func TestPublishHubKilledBetweenPushAndPullRequest(t *testing.T) {
 	// A job from the pull request, once the project has its forge: the hub
 	// fetches the pull request's head with the token and pushes the result
 	// back onto it. Its agent prints its environment into its log.
-	fix := runRepo(t, hub, "--project", end.Project, "--from-pr", fmt.Sprint(pub.PR), "--agent", "exec", "--",
+	fix := e2ekit.RunRepo(t, hub, "--project", end.Project, "--from-pr", fmt.Sprint(pub.PR), "--agent", "exec", "--",
 		"sh", "-c", "env && echo fixed >> job.txt")
 	fixed := testkit.WaitJob(t, c, fix.ID, 3*time.Minute, func(v apitypes.JobView) bool {
 		return v.State.Terminal() && (v.State != job.Completed || v.Publication != nil && v.Publication.State != "pending")

@@ -1,0 +1,17 @@
+// Package hubs runs drover as users do, like package e2e, for what spans
+// several hubs and several users: hubs sharing one database or one data
+// directory, leases moving between them, tenants' isolation. It is a package
+// of its own so that its tests run beside the other e2e packages' rather
+// than after them (shared helpers: internal/e2e/e2ekit).
+package hubs
+
+import (
+	"testing"
+
+	"drover/internal/testkit"
+)
+
+// bin is the drover binary built once for this package by TestMain.
+var bin string
+
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }

@@ -1,0 +1,17 @@
+// Package native runs drover as users do, like package e2e, with drover's
+// native agent against fake model servers: reading, editing and testing,
+// rate limits and fallbacks, and resuming after stops. It is a package of
+// its own so that its tests run beside the other e2e packages' rather than
+// after them (shared helpers: internal/e2e/e2ekit).
+package native
+
+import (
+	"testing"
+
+	"drover/internal/testkit"
+)
+
+// bin is the drover binary built once for this package by TestMain.
+var bin string
+
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
