@@ -497,7 +497,10 @@ func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase 
 	p := r.cfg.Sandbox
 	p.Root = dir
 	if a.spec.Image != "" {
-		// launch checked it (imageRefusal)
+		// launch refused it already; checked again where it is used.
+		if why := r.imageRefusal(a.spec.Image); why != "" {
+			return nil, errors.New(why)
+		}
 		p.Image = a.spec.Image
 	}
 	// What a CLI adds: its install, its account, its home.
