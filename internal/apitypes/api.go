@@ -110,6 +110,9 @@ type SubmitRequest struct {
 	// Sparse makes the job's worktree a cone-mode sparse checkout of these
 	// folders of its repository (instead of its project's default).
 	Sparse []string `json:"sparse,omitempty"`
+	// Image is the container image the job runs in (rules.CheckImage); it
+	// is offered only to a runner whose allow-list offers that image.
+	Image string `json:"image,omitempty"`
 }
 
 // ProjectView is a project as the API shows it: hosted on the hub (Remote
@@ -168,6 +171,7 @@ type JobView struct {
 	Tools      bool              `json:"tools,omitempty"`
 	Network    []string          `json:"network"`          // the agent phase's policies the job asked for (nil: its project's)
 	Sparse     []string          `json:"sparse,omitempty"` // the job's own sparse folders (none: its project's default)
+	Image      string            `json:"image,omitempty"`  // the container image it asked for (none: the runner's own)
 	// Questions the agent asked, oldest first, with their answers
 	// (approved or awaiting approval).
 	Questions []protocol.QuestionView `json:"questions,omitempty"`

@@ -18,6 +18,10 @@ type EvalInstance struct {
 	TestCmd          string     `json:"test_cmd,omitempty"`
 	FailToPass       StringList `json:"FAIL_TO_PASS,omitempty"`
 	PassToPass       StringList `json:"PASS_TO_PASS,omitempty"`
+	// Image is the container image both the instance's agent job and its
+	// grading job run in (as SWE-bench's per-instance images); "" for the
+	// runner's own sandbox.
+	Image string `json:"image,omitempty"`
 }
 
 // StringList reads a JSON list of strings, or a string holding one (as

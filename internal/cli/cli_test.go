@@ -111,6 +111,8 @@ func TestUsageErrors(t *testing.T) {
 		{"hub", "extra"},
 		{"run"},
 		{"run", "--agent", "exec", "--label", "nokv"},
+		{"run", "--agent", "exec", "--image", "-v", "true"},
+		{"run", "--agent", "exec", "--image", "Bad Image", "true"},
 		{"runner", "--slots", "0"},
 		{"runner", "login"},
 		{"runner", "approve", "not-a-code"},
@@ -220,9 +222,13 @@ func TestRunSubmits(t *testing.T) {
 	if !reflect.DeepEqual(h.submits[0], want) {
 		t.Errorf("submitted %+v, want %+v", h.submits[0], want)
 	}
+	if r := runCLI(t, env, "", "run", "--agent", "exec", "--image", "swebench/sweb.eval.x86_64.a-1", "true"); r.code != 0 ||
+		h.submits[1].Image != "swebench/sweb.eval.x86_64.a-1" {
+		t.Fatalf("--image: code %d, stderr %q, submitted %+v", r.code, r.stderr, h.submits[1])
+	}
 	r = runCLI(t, env, "", "run", "--json", "--agent", "exec", "--", "true")
 	var v apitypes.JobView
-	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.ID != "j-2" || !reflect.DeepEqual(v.Args, []string{"true"}) {
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.ID != "j-3" || !reflect.DeepEqual(v.Args, []string{"true"}) {
 		t.Errorf("--json printed %q: %v", r.stdout, err)
 	}
 }

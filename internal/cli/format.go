@@ -179,6 +179,7 @@ func printJob(w io.Writer, j apitypes.JobView, now time.Time) error {
 	if j.Tools {
 		row("Tools", "yes (completes only by deliver)")
 	}
+	row("Image", j.Image)
 	if len(j.Sparse) > 0 {
 		row("Sparse", strings.Join(j.Sparse, ","))
 	}

@@ -259,6 +259,7 @@ func (a *app) up(ctx context.Context, o hubOptions, rc runner.Config) error {
 		return stopAll(fmt.Errorf("save the local runner's login: %w", err))
 	}
 	rc.Logger, rc.Sandbox = a.log, o.sandbox.policy()
+	rc.Images = o.sandbox.images
 	if rc.Agents, err = catalog.New(catalog.Config{}); err != nil {
 		return stopAll(fmt.Errorf("start the local runner: %w", err))
 	}

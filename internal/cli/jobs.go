@@ -24,14 +24,14 @@ const (
 )
 
 func (a *app) runCmd() *cobra.Command {
-	var agent, key, account, network, modelName, fallback string
+	var agent, key, account, network, modelName, fallback, image string
 	var sparse []string
 	var labels []string
 	var wait, asJSON, tools bool
 	var src sourceOptions
 	var group groupOptions
 	cmd := &cobra.Command{
-		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--network none|POLICY,...] [--model M] [--label k=v]... [--key K] [--wait] [--json] [--attempts N [--agents A,B,...] [--verify CMD] [--judge AGENT [--pick-by-judge]]] -- ARGS...",
+		Use:   "run --agent AGENT [--repo PATH [--ref REF] [--dirty] [--mode fix|observe]] [--context FILE]... [--tools] [--account ID|LABEL] [--network none|POLICY,...] [--model M] [--image REF] [--label k=v]... [--key K] [--wait] [--json] [--attempts N [--agents A,B,...] [--verify CMD] [--judge AGENT [--pick-by-judge]]] -- ARGS...",
 		Short: "Submit a job and print its id",
 		Long: `Submit a job and print its id (or, with --json, the job).
 
@@ -74,6 +74,12 @@ some of the network policies its project's owner chose (drover projects
 config PROJECT). A policy the project does not allow is refused: a job never
 widens its project's network.
 
+--image runs the job in that container image
+([registry[:port]/]name[:tag][@sha256:digest]) instead of its runner's
+sandbox: it is offered only to a runner started with --sandbox docker or
+podman whose --images allow that image, and waits, saying so, while none is
+connected.
+
 --attempts N runs N attempts at the prompt side by side on the same base
 (--repo): N sibling jobs, each in its own worktree, spread across runners,
 with --agent for all or --agents one per attempt (AGENT or AGENT:ACCOUNT,
@@ -89,6 +95,9 @@ attempt's verify passed.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if group.on(cmd) {
+				if cmd.Flags().Changed("image") {
+					return usagef("--image does not go with --attempts")
+				}
 				return a.runGroup(cmd, group, src, agent, key, modelName, asJSON, args)
 			}
 			for _, fl := range groupOnly {
@@ -105,6 +114,12 @@ attempt's verify passed.`,
 				return usagef("--sparse: %v", err)
 			}
 			req.Sparse = sparse
+			if cmd.Flags().Changed("image") {
+				if err := rules.CheckImage(image); err != nil {
+					return usagef("--image: %v", err)
+				}
+				req.Image = image
+			}
 			if cmd.Flags().Changed("network") {
 				if req.Network = splitList(network); len(req.Network) == 0 {
 					return usagef("--network names policies of the job's project, or none")
@@ -148,6 +163,7 @@ attempt's verify passed.`,
 	f.StringVar(&modelName, "model", "", "the model a native agent's job uses instead of its account's (the endpoint stays the runner operator's)")
 	f.StringVar(&network, "network", "", "narrow the agent's network: none, or some of the project's policies (comma-separated); never wider than the project allows")
 	f.StringVar(&account, "account", "", "run a vendor agent's job only under this runner account (id or label; see drover accounts)")
+	f.StringVar(&image, "image", "", "the container image the job runs in, offered only to runners whose --images allow it")
 	src.addFlags(cmd)
 	group.addFlags(cmd)
 	return cmd

@@ -30,7 +30,7 @@ func (a *app) runnerCmd() *cobra.Command {
 	var sb sandboxOptions
 	var lf lifecycleFlags
 	cmd := &cobra.Command{
-		Use:   "runner [--hub URL[,URL...]] [--home DIR] [--slots N] [--min-free BYTES] [--cache-size BYTES] [--project-cache-size BYTES] [--labels k=v,...] [--sandbox KIND] [--agent-model AGENT=MODEL]... [--max-jobs N] [--idle-timeout D] [--drain]",
+		Use:   "runner [--hub URL[,URL...]] [--home DIR] [--slots N] [--min-free BYTES] [--cache-size BYTES] [--project-cache-size BYTES] [--labels k=v,...] [--sandbox KIND [--images PATTERN,...]] [--agent-model AGENT=MODEL]... [--max-jobs N] [--idle-timeout D] [--drain]",
 		Short: "Run a runner: dial the hub, claim jobs and run them",
 		Long: `Run a runner logged in with 'drover runner login' until SIGINT or SIGTERM,
 then stop gracefully: agents get a grace period, their output reaches the hub
@@ -78,7 +78,7 @@ model per agent (a custom endpoint for opencode needs one).`,
 			if err != nil {
 				return err
 			}
-			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(), MinFree: minFree, CacheSize: cacheSize,
+			cfg := runner.Config{Home: home, Slots: slots, Labels: lm, Logger: a.log, Sandbox: sb.policy(), Images: sb.images, MinFree: minFree, CacheSize: cacheSize,
 				ProjectCacheSize: projectCacheSize,
 				RemoteGitEnv:     workspace.OwnCredentialEnv(a.env.Getenv)}
 			ac := catalog.Config{Path: a.env.Getenv("PATH"), Env: map[string]string{}, Models: map[string]string{}}

@@ -6,14 +6,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"drover/internal/rules"
 	"drover/internal/sandbox"
 )
 
 // sandboxOptions are the flags that choose where a runner's jobs run.
 type sandboxOptions struct {
-	kind  string
-	image string
-	pull  bool
+	kind   string
+	image  string
+	pull   bool
+	images []string // the images jobs may name (rules.CheckImagePatterns)
 }
 
 func (o *sandboxOptions) addFlags(cmd *cobra.Command) {
@@ -22,6 +24,7 @@ func (o *sandboxOptions) addFlags(cmd *cobra.Command) {
 		"where jobs run: bwrap (isolated, the default), docker or podman (containers), none (UNISOLATED: the job can do all the runner can)")
 	f.StringVar(&o.image, "sandbox-image", "", "image jobs run in with --sandbox docker or podman")
 	f.BoolVar(&o.pull, "sandbox-pull", false, "let the container engine pull the image when it is missing")
+	f.StringSliceVar(&o.images, "images", nil, "with --sandbox docker or podman: the images a job may name (drover run --image), each exact or a prefix ending in '*', e.g. swebench/sweb.eval.x86_64.*")
 }
 
 // check refuses a sandbox drover does not know, before anything starts.
@@ -31,6 +34,12 @@ func (o sandboxOptions) check() error {
 	}
 	if o.image != "" && o.kind != sandbox.KindDocker && o.kind != sandbox.KindPodman {
 		return usagef("--sandbox-image is for --sandbox docker or podman")
+	}
+	if len(o.images) > 0 && o.kind != sandbox.KindDocker && o.kind != sandbox.KindPodman {
+		return usagef("--images is for --sandbox docker or podman: a %s sandbox runs no image", o.kind)
+	}
+	if err := rules.CheckImagePatterns(o.images); err != nil {
+		return usagef("--images: %v", err)
 	}
 	return nil
 }

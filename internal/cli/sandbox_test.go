@@ -46,8 +46,10 @@ func TestSandboxFlagsAreChecked(t *testing.T) {
 		{"runner", "--sandbox", "chroot"},
 		{"up", "--sandbox", "lxc"},
 		{"runner", "--sandbox-image", "alpine"},
+		{"runner", "--images", "a/*"},
+		{"runner", "--sandbox", "podman", "--images", "a/*,-x*"},
 	} {
-		if r := runCLI(t, nil, "", args...); r.code != 2 || !strings.Contains(r.stderr, "--sandbox") {
+		if r := runCLI(t, nil, "", args...); r.code != 2 || !strings.Contains(r.stderr, "--sandbox") && !strings.Contains(r.stderr, "--images") {
 			t.Errorf("%q: exit %d, %s", args, r.code, r.stderr)
 		}
 	}

@@ -213,7 +213,7 @@ func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p 
 		return err
 	}
 	req := apitypes.SubmitRequest{Agent: ev.Agent, Model: p.Model, Key: jobKey(it, "agent"),
-		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: in.BaseCommit}, Args: []string{in.ProblemStatement}}
+		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: in.BaseCommit}, Args: []string{in.ProblemStatement}, Image: in.Image}
 	if ev.Agent == "exec" {
 		req.Model, req.Args = "", []string{"sh", "-c", p.Exec, "drover-eval", in.ProblemStatement}
 	} else if a, err := request.ParseAgent(ev.Agent); err == nil {
@@ -277,7 +277,7 @@ func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p P
 		it.Reason = fmt.Sprintf("model_patch of %d bytes not kept (over %d)", len(patch), MaxPatch)
 	}
 	req := apitypes.SubmitRequest{Agent: "exec", Key: jobKey(it, "grade"), Mode: protocol.ModeObserve, Network: []string{"none"},
-		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: graded}, Args: gradeArgs(in, p.GradeWallS)}
+		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: graded}, Args: gradeArgs(in, p.GradeWallS), Image: in.Image}
 	g, err := e.core.Submit(ctx, c, req)
 	if isRefusal(err) {
 		it.State, it.Reason = store.ItemUnresolved, "its grading job was refused: "+rules.Clip(err.Error(), 300)

@@ -589,3 +589,32 @@ func TestCancelEvalStopsWhatIsNotOver(t *testing.T) {
 		}
 	}
 }
+
+// An instance's image reaches both its agent job and its grading job; a
+// line whose image is bad is refused with the reason and the run goes on.
+func TestEvalInstanceImageRunsBothJobs(t *testing.T) {
+	core := newFakeJobsCore()
+	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: 10 * time.Millisecond})
+	good, bad := inst("a", goodBase), inst("b", goodBase)
+	good.Image, bad.Image = "swebench/sweb.eval.x86_64.a-1", "--privileged"
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude",
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: good}, {Line: 2, Instance: bad}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Counts["refused"] != 1 || !strings.Contains(v.Items[1].Reason, `image "--privileged"`) {
+		t.Fatalf("items: %+v", v.Items)
+	}
+	key := func(what string) string { return "eval:" + v.ID + ":a#1#1:" + what }
+	waitFor(t, "a's agent job", func() bool { return core.has(key("agent")) })
+	e.JobChanged(core.end(key("agent"), job.Completed, 0))
+	waitFor(t, "a's grading job", func() bool { return core.has(key("grade")) })
+	core.mu.Lock()
+	defer core.mu.Unlock()
+	if a, g := core.reqs[core.byKey[key("agent")]], core.reqs[core.byKey[key("grade")]]; a.Image != good.Image || g.Image != good.Image {
+		t.Fatalf("agent job image %q, grading job image %q; want %q for both", a.Image, g.Image, good.Image)
+	}
+	if len(core.jobs) != 2 {
+		t.Fatalf("%d jobs, want a's two: %v", len(core.jobs), core.byKey)
+	}
+}

@@ -147,6 +147,7 @@ const (
 	whyNoRunner = iota
 	whyTrust
 	whyLabels
+	whyImage
 	whyAgent
 	whyAccount
 	whyNotReady
@@ -163,6 +164,8 @@ func whyText(stage int, j store.Job, notReady string, need credNeed) string {
 		return "every runner that can take it is not ready (" + notReady + ")"
 	case whyLabels:
 		return fmt.Sprintf("no connected runner you may use has the labels %s", rules.FormatLabels(j.Labels))
+	case whyImage:
+		return fmt.Sprintf("no connected runner you may use offers the image %s (drover runner --images)", j.Image)
 	case whyAgent:
 		return fmt.Sprintf("no connected runner you may use can run %s now (not installed, or every account limited)", j.Agent)
 	case whyAccount:
@@ -177,9 +180,9 @@ func whyText(stage int, j store.Job, notReady string, need credNeed) string {
 }
 
 // shapeKey names a job's shape: the jobs of one requester, agent, labels,
-// project and account fit the same runners (store.Tx.QueuedHeads).
+// project, account and image fit the same runners (store.Tx.QueuedHeads).
 func shapeKey(j store.Job) string {
-	return strings.Join([]string{j.RequesterID, j.Agent, rules.FormatLabels(j.Labels), j.Project, j.Account}, "\x00")
+	return strings.Join([]string{j.RequesterID, j.Agent, rules.FormatLabels(j.Labels), j.Project, j.Account, j.Image}, "\x00")
 }
 
 // perShape is how many queued jobs of one shape a pass reads: one shape's
@@ -420,6 +423,9 @@ func (cd *candidate) fit(j store.Job, member bool, ranks map[string]int64, need 
 	}
 	if !labelsMatch(j.Labels, cd.c.labels) {
 		return whyLabels, "", 0, false
+	}
+	if !rules.ImageAllowed(j.Image, cd.c.images) {
+		return whyImage, "", 0, false
 	}
 	// A runner without the job's agent (not installed, or every account
 	// limited) is not offered it.

@@ -248,7 +248,7 @@ func (h *Hub) offerFor(tx store.Tx, c *runnerSession, a store.Attempt, j store.J
 		return protocol.Offer{}, err
 	}
 	spec := protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap, Tools: j.Tools,
-		Account: j.Account, Model: j.Model}
+		Account: j.Account, Model: j.Model, Image: j.Image}
 	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
 		return protocol.Offer{}, err
 	}

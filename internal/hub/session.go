@@ -22,6 +22,7 @@ type runnerSession struct {
 	name      string
 	tokenHash string
 	labels    map[string]string
+	images    []string  // Hello.Images: the images its jobs may name
 	version   string    // Hello.RunnerVersion
 	wantQueue bool      // Hello.WantQueue: send it queue frames
 	baseURL   string    // the hub's URL as this runner reached it
@@ -83,7 +84,8 @@ func (g gatewayCore) Attach(ctx context.Context, p call.Caller, hello protocol.H
 	c := &runnerSession{
 		runnerID: p.RunnerID, name: p.Name, tokenHash: p.TokenHash,
 		slots: hello.Slots, labels: hello.Labels, version: hello.RunnerVersion, wantQueue: hello.WantQueue, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, baseURL: baseURL,
-		link: link, access: access,
+		images: hello.Images,
+		link:   link, access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
 		if errors.Is(err, errStaleToken) {
@@ -121,6 +123,9 @@ func checkHello(hello *protocol.Hello) error {
 		return refuse(fmt.Errorf("slots must be 1 to %d", protocol.MaxSlots))
 	}
 	if err := rules.CheckLabels(hello.Labels); err != nil {
+		return refuse(err)
+	}
+	if err := rules.CheckImagePatterns(hello.Images); err != nil {
 		return refuse(err)
 	}
 	if len(hello.RunnerVersion) > protocol.MaxVersion {

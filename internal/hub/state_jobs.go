@@ -101,6 +101,11 @@ func validateSubmit(req apitypes.SubmitRequest) error {
 	if err := rules.CheckPlainText("fallback", req.Fallback, false); err != nil {
 		return call.BadRequest("%v", err)
 	}
+	if req.Image != "" {
+		if err := rules.CheckImage(req.Image); err != nil {
+			return call.BadRequest("%v", err)
+		}
+	}
 	return nil
 }
 
@@ -122,6 +127,7 @@ func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitR
 	j := store.Job{
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
 		RequesterID: p.UserID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
+		Image: req.Image,
 	}
 	var planned *store.Publication
 	if req.Repo != nil && req.Repo.FromPR != 0 {

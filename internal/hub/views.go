@@ -67,7 +67,7 @@ func (n *namer) jobView(j store.Job) (apitypes.JobView, error) {
 		Requester: n.user(j.RequesterID), Attempts: []apitypes.AttemptView{},
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
 		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,
-		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools, Network: j.Network, Sparse: j.Sparse,
+		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools, Network: j.Network, Sparse: j.Sparse, Image: j.Image,
 	}
 	if v.Args == nil {
 		v.Args = []string{}

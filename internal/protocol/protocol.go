@@ -168,6 +168,11 @@ type Hello struct {
 	// WantQueue asks the hub for queue frames (Queue): a draining runner
 	// exits on them.
 	WantQueue bool `json:"want_queue,omitempty"`
+	// Images are the container images a job may name on this runner
+	// (rules.CheckImagePatterns: exact, or a prefix ending in '*'). None
+	// (an older runner, or one without containers): it takes only jobs
+	// that name no image.
+	Images []string `json:"images,omitempty"`
 }
 
 // AccountInfo is one agent account of a runner as the hub sees it.
@@ -276,6 +281,10 @@ type JobSpec struct {
 	// between attempts and mounts read-write into its sandbox: go, npm,
 	// pip, cargo, or a directory name of the project's own.
 	Caches []string `json:"caches,omitempty"`
+	// Image is the container image the job's sandbox runs ("": the
+	// runner's own); the hub offers it only to a runner whose Hello.Images
+	// allow it, and the runner refuses one they do not.
+	Image string `json:"image,omitempty"`
 }
 
 // NetworkSpec is the network of each phase of an attempt.

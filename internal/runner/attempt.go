@@ -225,7 +225,10 @@ func (r *Runner) launch(a *attempt) error {
 		up <- uploaded{n, err}
 	}()
 	var out job.Outcome
-	if a.spec.Repo != nil {
+	if why := r.imageRefusal(a.spec.Image); why != "" {
+		out = job.Outcome{State: job.AttemptFailed, Reason: job.ReasonSpawnFailed, Message: why}
+	}
+	if out.State == "" && a.spec.Repo != nil {
 		// The agent works in the job's worktree; the work dir stays its home.
 		if a.ws, err = r.prepareWorkspace(a, sp); err != nil {
 			out = startFailed(job.Outcome{State: job.AttemptFailed, Reason: job.ReasonWorkspace, Message: clip(err.Error(), 4096)}, context.Cause(a.ctx))

@@ -202,7 +202,8 @@ func (r *Runner) connectOnce(ctx context.Context, hub string) (welcomed bool, er
 
 	r.mu.Lock()
 	hello := protocol.Hello{Protocol: protocol.Version, RunnerVersion: buildinfo.Version(), Slots: r.cfg.Slots,
-		Labels: r.cfg.Labels, Attempts: r.heldLocked(), NotReady: r.notReadyLocked(), WantQueue: r.cfg.Drain}
+		Labels: r.cfg.Labels, Attempts: r.heldLocked(), NotReady: r.notReadyLocked(), WantQueue: r.cfg.Drain,
+		Images: r.cfg.Images}
 	hello.Agents, hello.Accounts = r.agentsLocked()
 	r.mu.Unlock()
 	f, err := protocol.NewFrame(protocol.TypeHello, "", hello)

@@ -45,6 +45,10 @@ type Config struct {
 	// zero Limits are sandbox.DefaultLimits). Root, Mode and Env are set
 	// per attempt.
 	Sandbox sandbox.Policy
+	// Images are the container images a job may name instead of
+	// Sandbox.Image (rules.CheckImagePatterns; docker and podman only).
+	// The hub offers only such jobs, and the runner refuses any other.
+	Images []string
 	// Agents are the agents it runs, as its operator configured them
 	// (package catalog builds them); required.
 	Agents Agents
@@ -245,6 +249,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.Sandbox.Limits == (sandbox.Limits{}) {
 		cfg.Sandbox.Limits = sandbox.DefaultLimits()
+	}
+	if err := checkImages(cfg.Sandbox.Kind, cfg.Images); err != nil {
+		return nil, err
 	}
 	// A sandbox that cannot work here fails the start, with the fix, not
 	// every job.
@@ -489,6 +496,13 @@ func (r *Runner) boundary(a *attempt, dir string, extra agent.Extra) (sandbox.Bo
 func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase string, creds []protocol.SetupCredential) (sandbox.Boundary, error) {
 	p := r.cfg.Sandbox
 	p.Root = dir
+	if a.spec.Image != "" {
+		// launch refused it already; checked again where it is used.
+		if why := r.imageRefusal(a.spec.Image); why != "" {
+			return nil, errors.New(why)
+		}
+		p.Image = a.spec.Image
+	}
 	// What a CLI adds: its install, its account, its home.
 	p.ReadOnly = append(p.ReadOnly[:len(p.ReadOnly):len(p.ReadOnly)], extra.ReadOnly...)
 	p.ReadWrite = append(p.ReadWrite[:len(p.ReadWrite):len(p.ReadWrite)], extra.ReadWrite...)

@@ -36,7 +36,8 @@ func newEngine(ctx context.Context, p Policy) (Boundary, error) {
 	}
 	bin, _ := exec.LookPath(p.Kind) // engineCheck found it
 	e := &engineBox{p: p, bin: bin, version: version, uid: os.Getuid(), gid: os.Getgid()}
-	if _, err := engineOutput(ctx, bin, engineEnv(), "image", "inspect", "--format", "{{.Id}}", p.Image); err != nil && !p.AllowPull {
+	// "--": whatever the image is called, it is never read as a flag.
+	if _, err := engineOutput(ctx, bin, engineEnv(), "image", "inspect", "--format", "{{.Id}}", "--", p.Image); err != nil && !p.AllowPull {
 		return nil, &FixError{Problem: fmt.Sprintf("image %s is not on this machine and the runner may not pull images", p.Image),
 			Fix: fmt.Sprintf("run `%s pull %s` here, or allow pulls", p.Kind, p.Image)}
 	}
@@ -181,7 +182,7 @@ func (e *engineBox) args(name, dir string, env []string, bridge *bridgePlan, com
 	for _, kv := range env {
 		a = append(a, "--env", kv)
 	}
-	a = append(a, e.p.Image)
+	a = append(a, "--", e.p.Image)
 	return append(a, command...)
 }
 

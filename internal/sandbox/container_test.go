@@ -15,73 +15,10 @@ import (
 	"drover/internal/sandbox/sandboxtest"
 )
 
-// No container engine works on this project's machines (the docker CLI is
-// there, its daemon is not), so these tests run docker and podman boundaries
-// against a FAKE engine: a shell script that records its argv and, for
-// `run`, runs the command after the image directly on the host. They check
-// the exact command line drover gives the engine, not container isolation.
-
-const fakeEngine = `#!/bin/sh
-for a in "$@"; do printf '%s\037' "$a"; done >> "$DOCKER_FAKE_LOG"
-printf '\n' >> "$DOCKER_FAKE_LOG"
-case "$1" in
-version) [ -n "$DOCKER_FAKE_DOWN" ] && { echo "Cannot connect to the engine" >&2; exit 1; }; echo 24.0.7-fake ;;
-image) [ "$5" = "$DOCKER_FAKE_IMAGE" ] || { echo "No such image: $5" >&2; exit 1; }; echo sha256:fake ;;
-run)
-	shift
-	while [ "$#" -gt 0 ] && [ "$1" != "$DOCKER_FAKE_IMAGE" ]; do
-		[ "$1" = --workdir ] && cd "$2"
-		shift
-	done
-	shift
-	exec "$@" ;;
-esac
-`
-
-type engine struct {
-	log string
-}
-
-// fakeEngineOnPath installs the fake engine as docker and podman.
-func fakeEngineOnPath(t *testing.T, image string) engine {
-	dir := t.TempDir()
-	for _, name := range []string{"docker", "podman"} {
-		must(t, os.WriteFile(filepath.Join(dir, name), []byte(fakeEngine), 0o755))
-	}
-	e := engine{log: filepath.Join(dir, "argv.log")}
-	t.Setenv("PATH", dir+":/usr/bin:/bin")
-	t.Setenv("DOCKER_FAKE_LOG", e.log)
-	t.Setenv("DOCKER_FAKE_IMAGE", image)
-	return e
-}
-
-// calls returns every recorded engine command line.
-func (e engine) calls(t *testing.T) [][]string {
-	b, err := os.ReadFile(e.log)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	var out [][]string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if line != "" {
-			out = append(out, strings.Split(strings.TrimSuffix(line, "\x1f"), "\x1f"))
-		}
-	}
-	return out
-}
-
-func (e engine) find(t *testing.T, sub string) []string {
-	for _, c := range e.calls(t) {
-		if len(c) > 0 && c[0] == sub {
-			return c
-		}
-	}
-	t.Fatalf("no %q call in %q", sub, e.calls(t))
-	return nil
-}
+// The docker and podman boundaries run against sandboxtest's fake engine.
 
 func TestContainerRunArgv(t *testing.T) {
-	e := fakeEngineOnPath(t, "drover/job:1")
+	e := sandboxtest.FakeEngineOnPath(t, "drover/job:1")
 	ro := t.TempDir()
 	root := t.TempDir()
 	b, _ := box(t, Policy{Kind: KindDocker, Root: root, Image: "drover/job:1", Env: []string{"DROVER_JOB"},
@@ -96,7 +33,7 @@ func TestContainerRunArgv(t *testing.T) {
 		t.Fatalf("exit %+v %v, output %q", ex, err, out.String())
 	}
 	uidgid := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
-	got := e.find(t, "run")
+	got := e.Find(t, "run")
 	name := got[slices.Index(got, "--name")+1]
 	if !strings.HasPrefix(name, "drover-") {
 		t.Fatalf("container name %q", name)
@@ -110,11 +47,11 @@ func TestContainerRunArgv(t *testing.T) {
 		"--mount", "type=bind,source=" + root + ",target=" + root,
 		"--mount", "type=bind,source=" + ro + ",target=/context,readonly",
 		"--workdir", root, "--env", "PATH=/usr/bin:/bin", "--env", "DROVER_JOB=jb1", "--env", "HOME=/home/sandbox",
-		"drover/job:1", "echo", "hello"}
+		"--", "drover/job:1", "echo", "hello"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("engine argv\n got %q\nwant %q", got, want)
 	}
-	if rm := e.find(t, "rm"); !slices.Equal(rm, []string{"rm", "--force", name}) {
+	if rm := e.Find(t, "rm"); !slices.Equal(rm, []string{"rm", "--force", name}) {
 		t.Fatalf("cleanup %q", rm)
 	}
 	d := b.Describe()
@@ -125,7 +62,7 @@ func TestContainerRunArgv(t *testing.T) {
 }
 
 func TestContainerObserveStopAndPull(t *testing.T) {
-	e := fakeEngineOnPath(t, "img")
+	e := sandboxtest.FakeEngineOnPath(t, "img")
 	b, root := box(t, Policy{Kind: KindPodman, Mode: ModeObserve, Image: "img", AllowPull: true})
 	var out sandboxtest.Buffer
 	p, err := b.Start(context.Background(), Spec{Dir: root, Argv: []string{"sh", "-c", "echo up; exec sleep 1000"}, Env: testEnv,
@@ -138,14 +75,14 @@ func TestContainerObserveStopAndPull(t *testing.T) {
 	if ex, _ := p.Wait(); !ex.Stopped {
 		t.Fatalf("exit %+v", ex)
 	}
-	run := e.find(t, "run")
+	run := e.Find(t, "run")
 	name := run[slices.Index(run, "--name")+1]
 	if run[0] != "run" || !slices.Contains(run, "type=bind,source="+root+",target="+root+",readonly") ||
 		run[slices.Index(run, "--pull")+1] != "missing" {
 		t.Fatalf("podman argv %q", run)
 	}
 	var kills [][]string
-	for _, c := range e.calls(t) {
+	for _, c := range e.Calls(t) {
 		if c[0] == "kill" {
 			kills = append(kills, c)
 		}
@@ -157,7 +94,7 @@ func TestContainerObserveStopAndPull(t *testing.T) {
 }
 
 func TestContainerBridgeArgv(t *testing.T) {
-	e := fakeEngineOnPath(t, "img")
+	e := sandboxtest.FakeEngineOnPath(t, "img")
 	init := filepath.Join(t.TempDir(), "drover")
 	must(t, os.WriteFile(init, []byte("#!/bin/sh\n"), 0o755))
 	b, root := box(t, Policy{Kind: KindDocker, Image: "img", InitBinary: init, Network: Network{
@@ -167,14 +104,14 @@ func TestContainerBridgeArgv(t *testing.T) {
 	p, err := b.Start(context.Background(), Spec{Dir: root, Argv: []string{"agent"}, Env: testEnv})
 	must(t, err)
 	p.Wait() // the fake engine cannot run the init; only the argv matters
-	run := e.find(t, "run")
+	run := e.Find(t, "run")
 	s := strings.Join(run, " ")
 	for _, want := range []string{
 		"--network none",
 		",target=/run/drover,readonly",
 		"type=bind,source=" + init + ",target=/run/drover/drover,readonly",
 		"--env X_API_KEY=drover-placeholder-", "--env X_BASE_URL=http://127.0.0.1:3129",
-		"img /run/drover/drover sandbox-init --bridge 127.0.0.1:3128=/run/drover/egress.sock --proxy 127.0.0.1:3128 " +
+		"-- img /run/drover/drover sandbox-init --bridge 127.0.0.1:3128=/run/drover/egress.sock --proxy 127.0.0.1:3128 " +
 			"--bridge 127.0.0.1:3129=/run/drover/credential-0.sock -- agent",
 	} {
 		if !strings.Contains(s, want) {
@@ -187,7 +124,7 @@ func TestContainerBridgeArgv(t *testing.T) {
 }
 
 func TestContainerEngineThatDoesNotWork(t *testing.T) {
-	fakeEngineOnPath(t, "img")
+	sandboxtest.FakeEngineOnPath(t, "img")
 	root := t.TempDir()
 	for name, c := range map[string]struct {
 		p    Policy

@@ -614,6 +614,9 @@ type Job struct {
 	// Sparse are the folders of the job's cone-mode sparse worktree; nil
 	// keeps its project's default.
 	Sparse []string
+	// Image is the container image the job runs in ("": the runner's
+	// own); part of its queue shape, since it decides which runners fit.
+	Image string
 }
 
 // Project is a source repository jobs name. Remote "" means hosted on the

@@ -132,6 +132,11 @@ func Instance(in apitypes.EvalInstance) error {
 			return fmt.Errorf("an empty test in FAIL_TO_PASS/PASS_TO_PASS")
 		}
 	}
+	if in.Image != "" {
+		if err := rules.CheckImage(in.Image); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

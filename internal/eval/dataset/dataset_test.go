@@ -21,6 +21,8 @@ func TestReadRefusesBadLinesAndKeepsTheRest(t *testing.T) {
 		`{"instance_id": "e#1", "repo": "web", "base_commit": "` + base + `", "problem_statement": "p", "test_cmd": "true"}`,
 		`{"repo": "web"} {"repo": "web"}`,
 		`{"instance_id": "f-1", "repo": "", "base_commit": "` + base + `", "problem_statement": " ", "test_cmd": "true"}`,
+		`{"instance_id": "g-1", "repo": "web", "base_commit": "` + base + `", "problem_statement": "p", "test_cmd": "true", "image": "swebench/sweb.eval.x86_64.g-1"}`,
+		`{"instance_id": "h-1", "repo": "web", "base_commit": "` + base + `", "problem_statement": "p", "test_cmd": "true", "image": "img -v /:/host"}`,
 	}, "\n")
 	lines, err := Read(strings.NewReader(in))
 	if err != nil {
@@ -40,6 +42,8 @@ func TestReadRefusesBadLinesAndKeepsTheRest(t *testing.T) {
 		{8, "e#1", "without # or :"},
 		{9, "", "more than one JSON value"},
 		{10, "f-1", "missing repo, problem_statement"},
+		{11, "g-1", ""},
+		{12, "h-1", `image "img -v /:/host"`},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d: %+v", len(lines), len(want), lines)
@@ -52,5 +56,8 @@ func TestReadRefusesBadLinesAndKeepsTheRest(t *testing.T) {
 	}
 	if got := Tests(*lines[5].Instance); strings.Join(got, ",") != "t1,t2" {
 		t.Errorf("tests of d-1: %q", got)
+	}
+	if got := lines[9].Instance.Image; got != "swebench/sweb.eval.x86_64.g-1" {
+		t.Errorf("image of g-1: %q", got)
 	}
 }

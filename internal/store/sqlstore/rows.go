@@ -74,13 +74,13 @@ func ScanRunner(s Scanner) (r store.Runner, err error) {
 var Jobs = Table{"jobs", []string{
 	"id", "state", "agent", "args", "labels", "requester_id", "key", "epoch", "attempt_id",
 	"cancelling", "reason", "exit_code", "log_cap", "created_at", "updated_at", "finished_at",
-	"project", "base", "head", "mode", "repo_url", "checkpoints", "tools", "resume_attempt", "account", "network", "model", "fallback", "sparse"}}
+	"project", "base", "head", "mode", "repo_url", "checkpoints", "tools", "resume_attempt", "account", "network", "model", "fallback", "sparse", "image"}}
 
 func JobArgs(j store.Job) []any {
 	return []any{j.ID, string(j.State), j.Agent, JSONArg{j.Args}, JSONArg{j.Labels}, j.RequesterID, j.Key, j.Epoch,
 		j.AttemptID, j.Cancelling, string(j.Reason), OptInt(j.ExitCode), j.LogCap,
 		Millis(j.CreatedAt), Millis(j.UpdatedAt), OptMillis(j.FinishedAt),
-		j.Project, j.Base, j.Head, j.Mode, j.RepoURL, j.Checkpoints, j.Tools, j.ResumeAttempt, j.Account, JSONArg{j.Network}, j.Model, j.Fallback, JSONArg{j.Sparse}}
+		j.Project, j.Base, j.Head, j.Mode, j.RepoURL, j.Checkpoints, j.Tools, j.ResumeAttempt, j.Account, JSONArg{j.Network}, j.Model, j.Fallback, JSONArg{j.Sparse}, j.Image}
 }
 
 func ScanJob(s Scanner) (j store.Job, err error) {
@@ -88,7 +88,7 @@ func ScanJob(s Scanner) (j store.Job, err error) {
 		&j.Epoch, &j.AttemptID, &j.Cancelling, &j.Reason, OptIntCol{&j.ExitCode}, &j.LogCap,
 		TimeCol{&j.CreatedAt}, TimeCol{&j.UpdatedAt}, OptTimeCol{&j.FinishedAt},
 		&j.Project, &j.Base, &j.Head, &j.Mode, &j.RepoURL, &j.Checkpoints, &j.Tools, &j.ResumeAttempt, &j.Account,
-		JSONCol{&j.Network}, &j.Model, &j.Fallback, JSONCol{&j.Sparse})
+		JSONCol{&j.Network}, &j.Model, &j.Fallback, JSONCol{&j.Sparse}, &j.Image)
 	return j, err
 }
 

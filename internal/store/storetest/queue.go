@@ -17,6 +17,8 @@ func testQueuedHeads(t *testing.T, s store.Store) {
 		j.Agent, j.Labels, j.Project, j.Account = agent, map[string]string{"gpu": label}, project, account
 		return j
 	}
+	imaged := shaped("q-10", "u-1", "claude", "a100", "", "", job.Queued, 1000) // another image: another shape
+	imaged.Image = "swebench/sweb.eval.x86_64.a-1"
 	mustWrite(t, s, func(tx store.Tx) error {
 		return errors.Join(
 			tx.InsertUser(user("u-2", "bob")),
@@ -33,14 +35,16 @@ func testQueuedHeads(t *testing.T, s store.Store) {
 			tx.InsertJob(shaped("q-7", "u-1", "claude", "a100", "web", "", job.Queued, 700)),
 			tx.InsertJob(shaped("q-8", "u-1", "claude", "a100", "", "acct", job.Queued, 800)),
 			tx.InsertJob(shaped("q-9", "u-1", "claude", "a100", "", "", job.Running, 900)),
+			tx.InsertJob(imaged),
 		)
 	})
 	heads := func(n int) []string {
 		return jobIDs(get(t, s, func(tx store.Tx) ([]store.Job, error) { return tx.QueuedHeads(n) }))
 	}
-	equal(t, "QueuedHeads(1)", heads(1), []string{"q-1", "q-4", "q-5", "q-6", "q-7", "q-8"})
-	equal(t, "QueuedHeads(2)", heads(2), []string{"q-1", "q-2", "q-4", "q-5", "q-6", "q-7", "q-8"})
-	equal(t, "QueuedHeads(0)", heads(0), []string{"q-1", "q-2", "q-3", "q-4", "q-5", "q-6", "q-7", "q-8"})
+	equal(t, "QueuedHeads(1)", heads(1), []string{"q-1", "q-4", "q-5", "q-6", "q-7", "q-8", "q-10"})
+	equal(t, "QueuedHeads(2)", heads(2), []string{"q-1", "q-2", "q-4", "q-5", "q-6", "q-7", "q-8", "q-10"})
+	equal(t, "QueuedHeads(0)", heads(0), []string{"q-1", "q-2", "q-3", "q-4", "q-5", "q-6", "q-7", "q-8", "q-10"})
+	equal(t, "the image job", get(t, s, func(tx store.Tx) (store.Job, error) { return tx.Job("q-10") }), imaged)
 	equal(t, "QueuedHeads(1)[0]", get(t, s, func(tx store.Tx) ([]store.Job, error) { return tx.QueuedHeads(1) })[0],
 		shaped("q-1", "u-1", "claude", "a100", "", "", job.Queued, 100))
 }
