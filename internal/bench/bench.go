@@ -134,6 +134,7 @@ type Result struct {
 	Command   string        // a command line that repeats the run
 	Machine   Machine       //
 	Heartbeat time.Duration // the hub's heartbeat interval (from welcome)
+	IdleBeat  time.Duration // the hub's idle heartbeat interval (from welcome; 0: none)
 	Settle    time.Duration // wait before each memory reading
 	NoFile    uint64        // the bench's open file limit
 	Latency   []Latency     // one row per runner count
@@ -387,6 +388,7 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 	}
 	defer tgt.close()
 	res.Heartbeat = tgt.welcome.HeartbeatInterval.D()
+	res.IdleBeat = tgt.welcome.IdleHeartbeatInterval.D()
 	progress(o, "warming up with %d jobs", warmupJobs)
 	for range warmupJobs {
 		if _, err := tgt.runJob(ctx, api); err != nil {
