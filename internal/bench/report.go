@@ -99,7 +99,11 @@ func (r *Result) writeMachine(p func(format string, args ...any)) {
 	} else {
 		p("| Go | hub %s, bench %s |", m.GoHub, m.GoBench)
 	}
-	p("| hub data | %s; SQLite in WAL mode with synchronous=FULL, so every commit fsyncs |", m.DataFS)
+	if r.Postgres {
+		p("| hub data | Postgres (`--db`), on this machine; the hub's files on %s |", m.DataFS)
+	} else {
+		p("| hub data | %s; SQLite in WAL mode with synchronous=FULL, so every commit fsyncs |", m.DataFS)
+	}
 	p("| open files | soft limit %d (the bench raises it to the hard limit; the hub inherits it) |", r.NoFile)
 	p("| hub | `drover hub` as its own process, default settings: heartbeat every %s%s |", r.Heartbeat, r.idleBeat())
 	p("")
