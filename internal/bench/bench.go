@@ -59,6 +59,10 @@ type Options struct {
 	// Abuse > 0 measures the API under hostile clients after the CPU
 	// window, with that many slow clients (see Abuse).
 	Abuse int
+	// Database, a postgres:// URL of an empty database, keeps the measured
+	// hub's state in Postgres (`drover hub --db`); the polling baseline's
+	// hub stays on SQLite. Not with Owners.
+	Database string
 }
 
 const warmupJobs = 5
@@ -112,6 +116,8 @@ func (o *Options) normalize() error {
 		return errors.New("bench: --abuse must not be negative")
 	case o.Abuse > 0 && o.Owners > 0:
 		return errors.New("bench: --abuse is not measured with --owners")
+	case o.Database != "" && o.Owners > 0:
+		return errors.New("bench: --db is not measured with --owners")
 	case o.Burst > 0 && o.Owners > 0:
 		return errors.New("bench: --burst is not measured with --owners")
 	case o.BurstEach && o.Burst > 0 && o.Runners[0] < 2:
@@ -134,6 +140,8 @@ type Result struct {
 	Command   string        // a command line that repeats the run
 	Machine   Machine       //
 	Heartbeat time.Duration // the hub's heartbeat interval (from welcome)
+	IdleBeat  time.Duration // the hub's idle heartbeat interval (from welcome; 0: none)
+	Postgres  bool          // the measured hub kept its state in Postgres (--db)
 	Settle    time.Duration // wait before each memory reading
 	NoFile    uint64        // the bench's open file limit
 	Latency   []Latency     // one row per runner count
@@ -359,7 +367,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func runPush(ctx context.Context, o Options, dir string, res *Result) (err error) {
 	most := o.maxRunners()
 	progress(o, "starting %s hub (data in %s)", o.Binary, dir)
-	hp, err := startHub(ctx, o.Binary, dir, res.Machine.ClockTick, res.HubMetrics)
+	hp, err := startHub(ctx, o.Binary, dir, res.Machine.ClockTick, res.HubMetrics, o.Database)
 	if err != nil {
 		return err
 	}
@@ -387,6 +395,8 @@ func runPush(ctx context.Context, o Options, dir string, res *Result) (err error
 	}
 	defer tgt.close()
 	res.Heartbeat = tgt.welcome.HeartbeatInterval.D()
+	res.IdleBeat = tgt.welcome.IdleHeartbeatInterval.D()
+	res.Postgres = o.Database != ""
 	progress(o, "warming up with %d jobs", warmupJobs)
 	for range warmupJobs {
 		if _, err := tgt.runJob(ctx, api); err != nil {
@@ -579,7 +589,7 @@ func measureCPU(ctx context.Context, hp *hubProc, window time.Duration, events f
 func runPoll(ctx context.Context, o Options, dir string, res *Result) (err error) {
 	n := o.maxRunners()
 	progress(o, "starting a fresh hub for the polling baseline")
-	hp, err := startHub(ctx, o.Binary, dir, res.Machine.ClockTick, false)
+	hp, err := startHub(ctx, o.Binary, dir, res.Machine.ClockTick, false, "")
 	if err != nil {
 		return err
 	}

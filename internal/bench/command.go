@@ -97,6 +97,7 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 	f.StringVar(&o.Binary, "binary", "", "drover binary to start the hub from (default: this binary)")
 	f.StringVar(&o.Dir, "dir", "", "directory for the hubs' temporary data (its filesystem's fsync speed matters; default: the temp dir)")
 	f.BoolVar(&o.NoPoll, "no-poll", false, "skip the polling baseline")
+	f.StringVar(&o.Database, "db", "", "postgres:// URL of an empty database for the measured hub's state (default: SQLite in its data directory)")
 	f.IntVar(&o.Owners, "owners", 0, "instead: compare dispatch latency at the largest --runners count with the runners owned by this many users (access rules deciding) against the same fleet owned by the admin")
 	f.StringVar(&o.Sharing, "sharing", "", "with --owners, how the runners are shared: mixed (40% private, 30% with 1-3 users, 20% with a project, 10% hub-wide)")
 	f.IntVar(&o.Burst, "burst", 0, "also submit this many jobs at once after the CPU window, for the idle runners to take (dispatch and completion rate)")

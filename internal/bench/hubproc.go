@@ -40,13 +40,17 @@ type hubProc struct {
 
 	exited  chan struct{}
 	waitErr error // set before exited is closed
+
+	db string // the hub's --db ("": SQLite in dir)
 }
 
 // startHub runs `BINARY hub --listen 127.0.0.1:PORT --data DIR` and waits
 // until it answers the API with its admin token. With metrics it adds
 // `--metrics-listen 127.0.0.1:PORT2`, so that goStats can read the hub's
 // Go runtime figures.
-func startHub(ctx context.Context, binary, dir string, ticks int64, metrics bool) (*hubProc, error) {
+// With db (a postgres:// URL of an empty database) the hub keeps its
+// state there (`--db`).
+func startHub(ctx context.Context, binary, dir string, ticks int64, metrics bool, db string) (*hubProc, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create hub data directory: %w", err)
 	}
@@ -60,7 +64,7 @@ func startHub(ctx context.Context, binary, dir string, ticks int64, metrics bool
 			return nil, err
 		}
 	}
-	hp := &hubProc{binary: binary, addr: addr, maddr: maddr, url: "http://" + addr, dir: dir, logf: filepath.Join(dir, "hub.log"), ticks: ticks}
+	hp := &hubProc{binary: binary, addr: addr, maddr: maddr, url: "http://" + addr, dir: dir, logf: filepath.Join(dir, "hub.log"), ticks: ticks, db: db}
 	if metrics {
 		hp.metrics = "http://" + maddr + "/metrics"
 	}
@@ -81,6 +85,9 @@ func (hp *hubProc) spawn(ctx context.Context) error {
 	args := []string{"hub", "--listen", hp.addr, "--data", hp.dir}
 	if hp.maddr != "" {
 		args = append(args, "--metrics-listen", hp.maddr)
+	}
+	if hp.db != "" {
+		args = append(args, "--db", hp.db)
 	}
 	cmd := exec.Command(hp.binary, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf

@@ -75,6 +75,7 @@ type Reconnect struct {
 	Down    time.Duration // SIGTERM sent → the new hub answering the API
 	All     time.Duration // SIGTERM sent → every runner connected again
 	Retries int64         // dials that failed and were tried again
+	Later   int64         // of those, dials the hub told when to come back (before their hello)
 	Refused int64         // runners the hub refused for good (must be 0)
 }
 
@@ -84,7 +85,7 @@ func measureReconnect(ctx context.Context, o Options, hp *hubProc, fl *fleet) (R
 	r := Reconnect{Runners: fl.size()}
 	fl.reconnect.Store(true)
 	defer fl.reconnect.Store(false)
-	redialed0, tries0 := fl.redialed.Load(), fl.tries.Load()
+	redialed0, tries0, later0 := fl.redialed.Load(), fl.tries.Load(), fl.toldLater.Load()
 	progress(o, "restarting the hub with %d idle runners connected", r.Runners)
 	begin := time.Now()
 	if err := hp.restart(ctx); err != nil {
@@ -108,6 +109,7 @@ func measureReconnect(ctx context.Context, o Options, hp *hubProc, fl *fleet) (R
 	}
 	r.All = time.Since(begin)
 	r.Retries = fl.tries.Load() - tries0
+	r.Later = fl.toldLater.Load() - later0
 	return r, nil
 }
 
@@ -131,8 +133,8 @@ func (r *Result) writeProfile(p func(format string, args ...any)) {
 	}
 	p("| hub CPU with %d idle runners over %s | %.2f%% of a core | ≤ 1%% |", r.IdleCPU.Clients, r.IdleCPU.Window.Round(time.Second), r.IdleCPU.Percent())
 	if rc := r.Reconnect; rc != nil {
-		p("| hub restart: all %d runners connected again (hub down and up again in %s; %d dials retried) | %s | ≤ 60 s, none refused for good (%d refused) |",
-			rc.Runners, rc.Down.Round(time.Millisecond), rc.Retries, rc.All.Round(time.Millisecond), rc.Refused)
+		p("| hub restart: all %d runners connected again (hub down and up again in %s; %d dials retried, %d of them told when to come back) | %s | ≤ 60 s, none refused for good (%d refused) |",
+			rc.Runners, rc.Down.Round(time.Millisecond), rc.Retries, rc.Later, rc.All.Round(time.Millisecond), rc.Refused)
 	}
 	p("| dispatch to one idle runner among %d, p50 / p99 | %s / %s | p99 ≤ 25 ms |", l.Runners, ms(l.P50), ms(l.P99))
 	if n := len(r.Bursts); n > 0 {

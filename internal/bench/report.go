@@ -99,9 +99,13 @@ func (r *Result) writeMachine(p func(format string, args ...any)) {
 	} else {
 		p("| Go | hub %s, bench %s |", m.GoHub, m.GoBench)
 	}
-	p("| hub data | %s; SQLite in WAL mode with synchronous=FULL, so every commit fsyncs |", m.DataFS)
+	if r.Postgres {
+		p("| hub data | Postgres (`--db`), on this machine; the hub's files on %s |", m.DataFS)
+	} else {
+		p("| hub data | %s; SQLite in WAL mode with synchronous=FULL, so every commit fsyncs |", m.DataFS)
+	}
 	p("| open files | soft limit %d (the bench raises it to the hard limit; the hub inherits it) |", r.NoFile)
-	p("| hub | `drover hub` as its own process, default settings: heartbeat every %s |", r.Heartbeat)
+	p("| hub | `drover hub` as its own process, default settings: heartbeat every %s%s |", r.Heartbeat, r.idleBeat())
 	p("")
 }
 
@@ -210,7 +214,7 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 		p("| fresh hub, no clients (floor) | %s | — | %.2f s | %.3f%% |", f.Window.Round(time.Second), f.Used.Seconds(), f.Percent())
 	}
 	c := r.IdleCPU
-	p("| %d idle runners, heartbeat every %s | %s | %d heartbeats | %.2f s | %.3f%% |", c.Clients, r.Heartbeat, c.Window.Round(time.Second), c.Events, c.Used.Seconds(), c.Percent())
+	p("| %d idle runners, heartbeat every %s%s | %s | %d heartbeats | %.2f s | %.3f%% |", c.Clients, r.Heartbeat, r.idleBeat(), c.Window.Round(time.Second), c.Events, c.Used.Seconds(), c.Percent())
 	if r.Poll != nil {
 		pc := r.Poll.CPU
 		p("| %d clients polling every %s | %s | %d requests (%d failed) | %.2f s | %.3f%% |", pc.Clients, r.Poll.Interval, pc.Window.Round(time.Second), pc.Events, r.Poll.Failed, pc.Used.Seconds(), pc.Percent())
@@ -345,4 +349,12 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// idleBeat says how seldom an idle runner heartbeats, if the hub lets it.
+func (r *Result) idleBeat() string {
+	if r.IdleBeat <= r.Heartbeat {
+		return ""
+	}
+	return fmt.Sprintf(" (idle: every %s)", r.IdleBeat)
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -28,8 +29,11 @@ func dialRunner(ctx context.Context, hubURL, token string, labels map[string]str
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	u := "ws" + strings.TrimPrefix(hubURL, "http") + apitypes.APIPrefix + "/runner/connect"
-	ws, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	ws, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err != nil {
+		if d, ok := protocol.RetryAfter(resp); ok {
+			return nil, w, comeBack{d}
+		}
 		return nil, w, fmt.Errorf("dial the runner gateway: %w", err)
 	}
 	ws.SetReadLimit(protocol.MaxFrame)
@@ -77,23 +81,66 @@ func writeFrame(ctx context.Context, ws *websocket.Conn, typ, id string, body an
 	return nil
 }
 
-// heartbeats writes a heartbeat every interval until ctx ends or a write
-// fails. The first one comes after a random part of the interval, so that a
+// comeBack is a dial the hub refused for now, saying when to come back.
+type comeBack struct{ after time.Duration }
+
+func (e comeBack) Error() string { return fmt.Sprintf("hub busy: come back in %s", e.after) }
+
+// beat is how a connection heartbeats, as internal/runner's writeLoop
+// does: every interval, or with an idle interval (the welcome's, for a
+// runner holding nothing) an idle heartbeat that seldom, and once more
+// within the interval after any other frame (other, set by the reader).
+type beat struct {
+	every, idle time.Duration
+	other       *atomic.Bool // nil: the connection never heartbeats idle
+}
+
+func idleBeat(w protocol.Welcome, other *atomic.Bool) beat {
+	return beat{every: w.HeartbeatInterval.D(), idle: w.IdleHeartbeatInterval.D(), other: other}
+}
+
+// heartbeats writes heartbeats as b says until ctx ends or a write fails.
+// The first one comes after a random part of the interval, so that a
 // fleet connected in a burst spreads out like independent machines.
-func heartbeats(ctx context.Context, ws *websocket.Conn, every time.Duration, sent *atomic.Int64) {
-	t := time.NewTimer(rand.N(every))
+func heartbeats(ctx context.Context, ws *websocket.Conn, b beat, sent *atomic.Int64) {
+	t := time.NewTimer(rand.N(b.every))
 	defer t.Stop()
+	frame := protocol.HeartbeatFrame()
+	if b.other != nil && b.idle > b.every {
+		frame = protocol.IdleHeartbeatFrame()
+	} else {
+		b.other = nil
+	}
+	enc, err := json.Marshal(frame)
+	if err != nil {
+		return
+	}
+	var last time.Time // of the last idle heartbeat
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if writeFrame(ctx, ws, protocol.TypeHeartbeat, "", nil) != nil {
+		t.Reset(b.every)
+		if b.other != nil && !b.other.Swap(false) && !last.IsZero() && time.Since(last)+b.every/2 < b.idle {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		err := ws.Write(wctx, websocket.MessageText, enc)
+		cancel()
+		if err != nil {
 			return
 		}
 		sent.Add(1)
-		t.Reset(every)
+		first := last.IsZero()
+		last = time.Now()
+		if b.other != nil && first {
+			// The next idle heartbeat comes after a random part of the idle
+			// interval, so that the fleet's are spread as independent
+			// machines' are in the steady state, not bunched by the connect.
+			last = last.Add(-rand.N(b.idle))
+		}
 	}
 }
 
@@ -124,6 +171,7 @@ type fleet struct {
 	redialed   atomic.Int64 // connections made again after one ended (reconnect)
 	refused    atomic.Int64 // runners the hub refused for good (revoked, refused hello)
 	tries      atomic.Int64 // dials that failed and were tried again (reconnect)
+	toldLater  atomic.Int64 // of those, dials the hub answered with when to come back
 
 	burst burstLog
 }
@@ -172,7 +220,7 @@ func (f *fleet) connect(ctx context.Context, tokens []string) error {
 				errs <- err
 				return
 			}
-			f.add(tok, ws, w.HeartbeatInterval.D())
+			f.add(tok, ws, w)
 		}()
 	}
 	wg.Wait()
@@ -183,21 +231,22 @@ func (f *fleet) connect(ctx context.Context, tokens []string) error {
 	return nil
 }
 
-func (f *fleet) add(tok string, ws *websocket.Conn, every time.Duration) {
+func (f *fleet) add(tok string, ws *websocket.Conn, w protocol.Welcome) {
 	f.mu.Lock()
 	f.conns[tok] = ws
 	f.mu.Unlock()
-	f.wg.Go(func() { f.member(tok, ws, every) })
+	f.wg.Go(func() { f.member(tok, ws, w) })
 }
 
 // member runs one runner's connections: heartbeats and the reader on each,
 // and with reconnect a new dial after each ends.
-func (f *fleet) member(tok string, ws *websocket.Conn, every time.Duration) {
+func (f *fleet) member(tok string, ws *websocket.Conn, w protocol.Welcome) {
+	var other atomic.Bool // the reader wrote a frame: the next heartbeat is due within the interval
 	for {
 		cctx, stop := context.WithCancel(f.ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); heartbeats(cctx, ws, every, &f.heartbeats) }()
-		f.read(ws)
+		go func() { defer close(done); heartbeats(cctx, ws, idleBeat(w, &other), &f.heartbeats) }()
+		f.read(ws, &other)
 		stop()
 		<-done
 		if f.closing.Load() {
@@ -211,7 +260,7 @@ func (f *fleet) member(tok string, ws *websocket.Conn, every time.Duration) {
 		f.conns[tok] = nil
 		f.mu.Unlock()
 		var err error
-		if ws, every, err = f.redial(tok); err != nil {
+		if ws, w, err = f.redial(tok); err != nil {
 			if f.ctx.Err() == nil {
 				f.refused.Add(1)
 			}
@@ -224,34 +273,42 @@ func (f *fleet) member(tok string, ws *websocket.Conn, every time.Duration) {
 	}
 }
 
-// redial dials until the hub takes the runner back, as a runner does: it
-// gives up only when the hub refuses it for good (or the fleet closes).
-func (f *fleet) redial(tok string) (*websocket.Conn, time.Duration, error) {
-	var ws *websocket.Conn
-	var every time.Duration
-	p := reconnectPolicy
-	p.OnRetry = func(int, error, time.Duration) { f.tries.Add(1) }
-	err := retry.Do(f.ctx, p, func(ctx context.Context) error {
-		if err := retry.Sleep(ctx, p.Delay(0)); err != nil {
-			return retry.Permanent(err)
+// redial dials until the hub takes the runner back, as a runner does
+// (internal/runner's connectLoop): after a jittered wait, again with its
+// backoff, or when a busy hub said to come back (protocol.RetryAfter, no
+// backoff then); it gives up only when the hub refuses it for good (or the
+// fleet closes).
+func (f *fleet) redial(tok string) (*websocket.Conn, protocol.Welcome, error) {
+	wait := reconnectPolicy.Delay(0)
+	for n := 1; ; {
+		if err := retry.Sleep(f.ctx, wait); err != nil {
+			return nil, protocol.Welcome{}, err
 		}
-		c, w, err := dialRunner(ctx, f.url, tok, idleLabels())
-		if err != nil {
-			switch websocket.CloseStatus(err) {
-			case protocol.CloseRefused, protocol.CloseRevoked:
-				return retry.Permanent(err)
-			}
-			return err
+		ws, w, err := dialRunner(f.ctx, f.url, tok, idleLabels())
+		if err == nil {
+			return ws, w, nil
 		}
-		ws, every = c, w.HeartbeatInterval.D()
-		return nil
-	})
-	return ws, every, err
+		switch websocket.CloseStatus(err) {
+		case protocol.CloseRefused, protocol.CloseRevoked:
+			return nil, w, err
+		}
+		f.tries.Add(1)
+		if cb, ok := errors.AsType[comeBack](err); ok {
+			f.toldLater.Add(1)
+			wait = cb.after + rand.N(time.Second)
+			continue
+		}
+		wait = reconnectPolicy.Delay(n)
+		if protocol.NotListening(err) {
+			wait = rand.N(min(reconnectPolicy.Ceiling(n), protocol.NotListeningCeiling))
+		}
+		n++
+	}
 }
 
 // read is the connection's one reader: it keeps control frames flowing,
 // takes burst jobs from offer to finish and declines any other offer.
-func (f *fleet) read(ws *websocket.Conn) {
+func (f *fleet) read(ws *websocket.Conn, other *atomic.Bool) {
 	held := map[string]protocol.AttemptRef{} // request id → its attempt
 	for {
 		_, data, err := ws.Read(f.ctx)
@@ -270,11 +327,13 @@ func (f *fleet) read(ws *websocket.Conn) {
 			}
 			if !isBurstJob(o.Spec) {
 				f.offers.Add(1)
+				other.Store(true)
 				_ = writeFrame(f.ctx, ws, protocol.TypeDecline, "decline-"+o.Attempt, protocol.Decline{AttemptRef: o.AttemptRef, Reason: "bench idle runner"})
 				continue
 			}
 			f.burst.offered(o.Job)
 			held["a-"+o.Attempt] = o.AttemptRef
+			other.Store(true)
 			_ = writeFrame(f.ctx, ws, protocol.TypeAccept, "a-"+o.Attempt, protocol.Accept{AttemptRef: o.AttemptRef})
 		case protocol.TypeReply:
 			ref, ok := held[fr.ReplyTo]
@@ -289,6 +348,7 @@ func (f *fleet) read(ws *websocket.Conn) {
 			}
 			if strings.HasPrefix(fr.ReplyTo, "a-") {
 				held["f-"+ref.Attempt] = ref
+				other.Store(true)
 				_ = writeFrame(f.ctx, ws, protocol.TypeFinish, "f-"+ref.Attempt, completedFinish(ref, nil))
 				continue
 			}

@@ -81,7 +81,7 @@ func dialTarget(ctx context.Context, hubURL string, tokens, names []string, jour
 		tc := &targetConn{ws: ws, name: names[i]}
 		t.conns, t.welcome = append(t.conns, tc), w
 		t.wg.Add(2)
-		go func() { defer t.wg.Done(); heartbeats(lctx, ws, w.HeartbeatInterval.D(), &t.hb) }()
+		go func() { defer t.wg.Done(); heartbeats(lctx, ws, beat{every: w.HeartbeatInterval.D()}, &t.hb) }()
 		go func() { defer t.wg.Done(); t.read(lctx, tc) }()
 	}
 	return t, nil

@@ -267,7 +267,7 @@ func runTenancy(ctx context.Context, o Options, root string, res *Result) (err e
 	}()
 	for i, name := range []string{"baseline", "tenancy"} {
 		progress(o, "starting the %s hub (data in %s)", name, filepath.Join(root, name))
-		hp, err := startHub(ctx, o.Binary, filepath.Join(root, name, "hub"), res.Machine.ClockTick, false)
+		hp, err := startHub(ctx, o.Binary, filepath.Join(root, name, "hub"), res.Machine.ClockTick, false, "")
 		if err != nil {
 			return err
 		}

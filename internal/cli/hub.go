@@ -35,6 +35,7 @@ type hubOptions struct {
 	db           string
 	lease        time.Duration
 	heartbeat    time.Duration
+	idleBeat     time.Duration
 	offerTimeout time.Duration
 	hubTTL       time.Duration
 	logCap       int64
@@ -63,6 +64,7 @@ func (o *hubOptions) addFlags(cmd *cobra.Command, all bool) {
 	}
 	f.DurationVar(&o.lease, "lease", 60*time.Second, "how long a runner may be gone before its attempts expire")
 	f.DurationVar(&o.heartbeat, "heartbeat", 20*time.Second, "runner heartbeat interval; three silent intervals close a connection")
+	f.DurationVar(&o.idleBeat, "idle-heartbeat", 0, "heartbeat interval of a runner holding no attempts (default 6 × --heartbeat; -1s: --heartbeat)")
 	f.DurationVar(&o.offerTimeout, "offer-timeout", 30*time.Second, "how long an offer may stay unaccepted")
 	f.DurationVar(&o.hubTTL, "hub-ttl", 15*time.Second, "with several hubs on one database: how long a silent hub still counts as live, and a leader term lasts unrenewed")
 	f.Int64Var(&o.logCap, "log-cap", protocol.DefaultLogCap, "per-attempt log cap in bytes")
@@ -146,7 +148,7 @@ func (a *app) openHub(ctx context.Context, o hubOptions) (*hub.Hub, net.Listener
 			return nil, nil, "", usagef("--metrics-token-file %s is empty", o.metricsTokenFile)
 		}
 	}
-	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Database: o.db, Lease: o.lease, Heartbeat: o.heartbeat,
+	h, err := hub.Open(ctx, hub.Config{Listen: o.listen, DataDir: data, Database: o.db, Lease: o.lease, Heartbeat: o.heartbeat, IdleHeartbeat: o.idleBeat,
 		OfferTimeout: o.offerTimeout, HubTTL: o.hubTTL, LogCap: o.logCap, TransferCap: o.transferCap, PublicURL: o.publicURL,
 		ReadTimeout: o.readTimeout, IdleTimeout: o.idleTimeout, MetricsToken: metricsToken, MetricsListen: o.metricsListen,
 		Logger: a.log, Network: file.Network, Credentials: file.Setup, CredentialRunners: file.Trusted, SigningKey: file.SigningKey,

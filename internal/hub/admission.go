@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // until it runs out. So only helloSlots hellos are attached at once, and a
 // hello that waits helloWait for a slot is told to come back later
 // (CloseTryAgainLater): the runner reconnects after its jittered backoff,
-// and is never refused for good.
+// and is never refused for good. Past that, dials are told when to come
+// back before they say hello (helloBook).
 const (
 	helloSlots = 32
 	helloWait  = 5 * time.Second
@@ -30,10 +32,31 @@ var errHelloBusy = call.Closed{Code: call.CloseTryAgainLater, Reason: "hub busy 
 type admission struct {
 	slots chan struct{}
 	wait  time.Duration // helloWait
+	book  *helloBook
 }
 
+// helloBook spreads a fleet that comes back at once over the time the hub
+// needs for it. At most twice helloSlots dials are let in to say hello at
+// once (attached, or waiting for a slot); past that a runner dialing is
+// told when to come back, before its upgrade (gateway.Core.AdmitHello): a
+// refused wait cost the hub an upgrade and a hello, and the runner a
+// backoff growing towards a minute. The time told is the next free place
+// in a schedule at the rate the hub attaches hellos (slots ÷ the mean time
+// a hello holds one), so the runners told return one after another
+// instead of together.
+type helloBook struct {
+	mu     sync.Mutex
+	inside int           // dials let in whose hello is not attached or refused yet
+	held   time.Duration // mean time a hello holds a slot (moving average)
+	next   time.Time     // the last place given in the schedule
+}
+
+// helloHeld is the first guess of the time a hello holds a slot, until
+// hellos are measured.
+const helloHeld = 100 * time.Millisecond
+
 func newAdmission() admission {
-	return admission{slots: make(chan struct{}, helloSlots), wait: helloWait}
+	return admission{slots: make(chan struct{}, helloSlots), wait: helloWait, book: &helloBook{held: helloHeld}}
 }
 
 // enter waits for a hello slot; release gives it back.
@@ -42,12 +65,49 @@ func (a admission) enter(ctx context.Context) (release func(), err error) {
 	defer t.Stop()
 	select {
 	case a.slots <- struct{}{}:
-		return func() { <-a.slots }, nil
+		start := time.Now()
+		return func() {
+			<-a.slots
+			a.book.took(time.Since(start))
+		}, nil
 	case <-t.C:
 		return nil, errHelloBusy
 	case <-ctx.Done():
 		return nil, errors.Join(errHelloBusy, ctx.Err())
 	}
+}
+
+// door lets a dial in to say hello (leave, called once its hello is
+// attached or refused) or says after how long to come back (leave nil).
+func (a admission) door(now time.Time) (leave func(), after time.Duration) {
+	b := a.book
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inside < 2*helloSlots {
+		b.inside++
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				b.mu.Lock()
+				b.inside--
+				b.mu.Unlock()
+			})
+		}, 0
+	}
+	// Those inside take about two more holds of every slot; after them,
+	// one place per slot's share of a hold.
+	if first := now.Add(2 * b.held); b.next.Before(first) {
+		b.next = first
+	}
+	b.next = b.next.Add(b.held / helloSlots)
+	return nil, b.next.Sub(now)
+}
+
+// took counts a hello that held a slot for d.
+func (b *helloBook) took(d time.Duration) {
+	b.mu.Lock()
+	b.held += (d - b.held) / 8
+	b.mu.Unlock()
 }
 
 // Open descriptors against the limit: warned of at nofileWarn of the soft

@@ -16,7 +16,8 @@ import (
 // back later (never refused for good), and gets a slot once one is given
 // back.
 func TestAdmissionHelloFlood(t *testing.T) {
-	a := admission{slots: make(chan struct{}, 2), wait: 20 * time.Millisecond}
+	a := newAdmission()
+	a.slots, a.wait = make(chan struct{}, 2), 20*time.Millisecond
 	ctx := context.Background()
 	r1, err1 := a.enter(ctx)
 	_, err2 := a.enter(ctx)
@@ -31,6 +32,40 @@ func TestAdmissionHelloFlood(t *testing.T) {
 	r1()
 	if _, err := a.enter(ctx); err != nil {
 		t.Errorf("a hello after a slot was given back: %v", err)
+	}
+}
+
+// Past twice helloSlots hellos in hand, a dial is told when to come back:
+// each a place further in a schedule at the rate hellos are attached (the
+// first after those in hand), so a fleet told at once returns spread out;
+// once a hello leaves, a dial is let in again.
+func TestHelloDoorSpreadsAFleet(t *testing.T) {
+	a := newAdmission()
+	now := time.Now()
+	var leaves []func()
+	for range 2 * helloSlots {
+		leave, _ := a.door(now)
+		if leave == nil {
+			t.Fatalf("dial %d of %d turned away", len(leaves)+1, 2*helloSlots)
+		}
+		leaves = append(leaves, leave)
+	}
+	step := helloHeld / helloSlots
+	prev := 2 * helloHeld
+	for i := range 100 {
+		leave, after := a.door(now)
+		if leave != nil || after != prev+step {
+			t.Fatalf("dial %d past the limit: let in %v, come back after %v; want after %v", i, leave != nil, after, prev+step)
+		}
+		prev = after
+	}
+	leaves[0]()
+	leaves[0]() // once only
+	if leave, _ := a.door(now); leave == nil {
+		t.Fatal("a dial after a hello left was turned away")
+	}
+	if leave, _ := a.door(now); leave != nil {
+		t.Fatal("a second dial got the one place left")
 	}
 }
 

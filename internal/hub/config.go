@@ -95,6 +95,11 @@ type Config struct {
 	// wrapForgework, in tests, stands between forge triggers and the
 	// hub's core (a load test's forge in memory).
 	wrapForgework func(forgework.Core) forgework.Core
+
+	// IdleHeartbeat is how seldom a runner holding no attempts heartbeats
+	// (6 × Heartbeat, 2 min by default; negative: as often as Heartbeat).
+	// docs/reliability.md, "A runner's liveness".
+	IdleHeartbeat time.Duration
 }
 
 func (c *Config) defaults() {
@@ -106,6 +111,12 @@ func (c *Config) defaults() {
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 20 * time.Second
+	}
+	switch {
+	case c.IdleHeartbeat == 0:
+		c.IdleHeartbeat = 6 * c.Heartbeat
+	case c.IdleHeartbeat < c.Heartbeat:
+		c.IdleHeartbeat = c.Heartbeat // offered to no runner (protocol.LivenessWindow)
 	}
 	if c.OfferTimeout <= 0 {
 		c.OfferTimeout = 30 * time.Second

@@ -190,7 +190,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	}
 	h.web = ws
 	h.signin = signin.New(ws, signin.Config{Store: st, PublicURL: cfg.PublicURL, HTTP: cfg.ForgeHTTP, Logger: cfg.Logger, Now: h.now})
-	h.gateway = gateway.New(gatewayCore{h}, gateway.Config{Heartbeat: cfg.Heartbeat, BaseURL: web.BaseURL, Logger: cfg.Logger})
+	h.gateway = gateway.New(gatewayCore{h}, gateway.Config{Heartbeat: cfg.Heartbeat, Idle: cfg.IdleHeartbeat, BaseURL: web.BaseURL, Logger: cfg.Logger})
 	if err := h.bootstrapAdmin(ctx); err != nil {
 		return nil, err
 	}

@@ -123,6 +123,9 @@ func (h *Hub) attach(ctx context.Context, c *runnerSession, hello protocol.Hello
 		LogFlushInterval: protocol.Duration(h.cfg.LogFlush), LogBatchBytes: h.cfg.LogBatch,
 		LogChunkBytes: h.cfg.LogChunk, LogCap: h.cfg.LogCap, TransferCap: h.cfg.TransferCap, Drop: drops,
 	}
+	if h.cfg.IdleHeartbeat > h.cfg.Heartbeat {
+		w.IdleHeartbeatInterval = protocol.Duration(h.cfg.IdleHeartbeat)
+	}
 	c.lastExtend = now
 
 	h.reg.mu.Lock()

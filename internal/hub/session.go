@@ -58,6 +58,8 @@ var _ gateway.Core = gatewayCore{}
 
 func (g gatewayCore) StalledAfter(t time.Time) bool { return g.h.stall.look(g.h.now()).After(t) }
 
+func (g gatewayCore) AdmitHello() (func(), time.Duration) { return g.h.admit.door(time.Now()) }
+
 // Attach checks a runner's hello, reads its access, reconciles what it
 // holds (attach) and registers it.
 func (g gatewayCore) Attach(ctx context.Context, p call.Caller, hello protocol.Hello, link call.Link, baseURL string) (gateway.Session, error) {

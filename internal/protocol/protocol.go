@@ -219,6 +219,10 @@ type Welcome struct {
 	LogCap            int64       `json:"log_cap"`
 	TransferCap       int64       `json:"transfer_cap,omitempty"` // largest source or result transfer (bytes)
 	Drop              []DropOrder `json:"drop,omitempty"`
+	// IdleHeartbeatInterval, when set, lets a runner holding no attempts
+	// heartbeat this seldom, with IdleHeartbeatFrame (docs/protocol.md,
+	// Liveness). A hub that leaves it out expects HeartbeatInterval always.
+	IdleHeartbeatInterval Duration `json:"idle_heartbeat_interval,omitempty"`
 }
 
 // Status is sent whenever what the runner holds changes (coalesced). Listing

@@ -5,6 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
 
 	"drover/internal/rules"
 )
@@ -200,6 +205,64 @@ func StatusFrame(st Status) Frame {
 }
 
 func HeartbeatFrame() Frame { return Frame{Type: TypeHeartbeat} }
+
+// IdleHeartbeatFrame is the heartbeat of a runner that holds no attempts
+// and whose hub offered an idle interval (Welcome.IdleHeartbeatInterval):
+// its next frame may come that much later. Any other frame means the next
+// one comes within HeartbeatInterval.
+func IdleHeartbeatFrame() Frame {
+	return Frame{Type: TypeHeartbeat, Body: json.RawMessage(`{"idle":true}`)}
+}
+
+// KeepAlive is the TCP keepalive both ends set on a runner connection: the
+// kernel probes a connection silent for two and a quarter heartbeats and
+// drops it after three unanswered probes a quarter heartbeat apart, so a
+// peer whose host or network vanished is noticed within three heartbeat
+// intervals of its last sign of life however seldom it heartbeats, and
+// without waking the process.
+func KeepAlive(heartbeat time.Duration) net.KeepAliveConfig {
+	q := max(heartbeat/4, time.Second) // the kernel counts in seconds
+	return net.KeepAliveConfig{Enable: true, Idle: 2*heartbeat + q, Interval: q, Count: 3}
+}
+
+// MaxRetryAfter bounds a hub's "come back later" that a runner honours.
+const MaxRetryAfter = 5 * time.Minute
+
+// RetryAfter reads a hub's answer to a runner's dial that refused it for
+// now: 503 with Retry-After in seconds, the time the hub expects to have
+// room for its hello (a fleet back after a restart is given times spread
+// over what the hub can take, not left to back off). Not one: ok false.
+func RetryAfter(resp *http.Response) (d time.Duration, ok bool) {
+	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	n, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return min(time.Duration(n)*time.Second, MaxRetryAfter), true
+}
+
+// NotListeningCeiling bounds a runner's reconnect backoff while its hub's
+// address refuses connections (nothing listens: a hub restarting): asking
+// costs that host's kernel a reset and the hub nothing, and a longer wait
+// only delays the fleet's return once the hub listens again, where its
+// hellos are paced by RetryAfter.
+const NotListeningCeiling = 4 * time.Second
+
+// NotListening says whether a dial failed because nothing listens at the
+// hub's address.
+func NotListening(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// LivenessWindow is how long a hub waits for a runner's next frame after
+// one: three heartbeat intervals, or after an idle heartbeat its idle
+// interval plus two heartbeat intervals (the same slack for a late frame).
+func LivenessWindow(heartbeat, idle time.Duration, idleBeat bool) time.Duration {
+	if idleBeat && idle > heartbeat {
+		return idle + 2*heartbeat
+	}
+	return 3 * heartbeat
+}
 
 // Caller carries frames to the hub for Client: Call sends a request frame
 // and waits for its reply (across reconnects, resending it with the same

@@ -51,6 +51,12 @@ func (r *Runner) hubWait() retry.Policy {
 // cannot help, so a supervisor should not (drover runner exits 3).
 var ErrEnded = errors.New("the hub ended this runner")
 
+// comeBack is a dial the hub refused for now, saying when to come back
+// (protocol.RetryAfter).
+type comeBack struct{ after time.Duration }
+
+func (e comeBack) Error() string { return fmt.Sprintf("hub busy: come back in %s", e.after) }
+
 // fatalError ends Run instead of reconnecting.
 type fatalError struct{ err error }
 
@@ -108,7 +114,12 @@ func retryCeiling(n int) time.Duration { return reconnects().Ceiling(n) }
 // (or after its own restart or stall), and a longer wait would lose work
 // that a hub back in time could have kept.
 func (r *Runner) reconnectCeiling(n int) time.Duration {
-	d := retryCeiling(n)
+	return r.boundWait(retryCeiling(n))
+}
+
+// boundWait is d, or the quarter lease if shorter while the runner holds
+// attempts (see reconnectCeiling).
+func (r *Runner) boundWait(d time.Duration) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if q := r.timing.quarterLease(); len(r.attempts) > 0 && q > 0 {
@@ -159,8 +170,23 @@ func (r *Runner) connectLoop(ctx context.Context) error {
 		if welcomed {
 			n = 0
 		}
+		if cb, ok := errors.AsType[comeBack](err); ok {
+			// The hub said when it has room: that time, spread over the
+			// second after it, with no further backoff, and not beyond
+			// what the runner's attempts can wait (reconnectCeiling).
+			d := r.boundWait(cb.after) + r.jitter(time.Second)
+			r.log.Info("hub busy; coming back when it said", "hub", hub, "after", d.Round(time.Millisecond))
+			if r.sleep(ctx, d) != nil {
+				return nil
+			}
+			continue
+		}
 		next := r.hubs.failed(hub)
-		d := r.jitter(r.reconnectCeiling(n))
+		ceiling := r.reconnectCeiling(n)
+		if protocol.NotListening(err) {
+			ceiling = min(ceiling, protocol.NotListeningCeiling)
+		}
+		d := r.jitter(ceiling)
 		n++
 		r.log.Warn("hub connection lost; reconnecting", "hub", hub, "err", err, "next", next, "after", d.Round(time.Millisecond))
 		if r.sleep(ctx, d) != nil {
@@ -184,6 +210,7 @@ func (r *Runner) connectOnce(ctx context.Context, hub string) (welcomed bool, er
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	conn, resp, err := websocket.Dial(dctx, wsURL, &websocket.DialOptions{
+		HTTPClient: hubClient(r.timings().heartbeat),
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + r.login.Token}},
 	})
 	cancel()
@@ -191,6 +218,9 @@ func (r *Runner) connectOnce(ctx context.Context, hub string) (welcomed bool, er
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 			return false, fatalf("hub %s rejected the token of runner %s (revoked, or never approved): run `drover runner login` again",
 				hub, r.login.Name)
+		}
+		if d, ok := protocol.RetryAfter(resp); ok {
+			return false, comeBack{d}
 		}
 		return false, fmt.Errorf("connect to %s: %w", wsURL, err)
 	}
@@ -370,19 +400,30 @@ func (r *Runner) readLoop(s *session) error {
 }
 
 // writeLoop is the connection's only writer: queued frames in order, then
-// the status, and a heartbeat every interval.
+// the status, and a heartbeat every interval; while the runner holds no
+// attempts and its hub offers an idle interval, an idle heartbeat that
+// seldom instead (each heartbeat is a wakeup of the hub's).
 func (r *Runner) writeLoop(s *session, hb time.Duration) {
 	defer s.cancel()
 	t := time.NewTicker(hb)
 	defer t.Stop()
+	var idleBeat time.Time // when the last frame, an idle heartbeat, went (zero: another frame was last)
 	for {
 		final := false
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			if r.write(s, protocol.HeartbeatFrame()) != nil {
+			f, due := r.heartbeatDue(hb, idleBeat, time.Now())
+			if !due {
+				continue
+			}
+			if r.write(s, f) != nil {
 				return
+			}
+			idleBeat = time.Time{}
+			if len(f.Body) > 0 {
+				idleBeat = time.Now()
 			}
 			continue
 		case <-s.kick:
@@ -393,6 +434,7 @@ func (r *Runner) writeLoop(s *session, hb time.Duration) {
 			if r.write(s, f) != nil {
 				return
 			}
+			idleBeat = time.Time{}
 		}
 		if final {
 			s.conn.Close(websocket.StatusNormalClosure, "runner stopping")
@@ -415,8 +457,41 @@ func (r *Runner) write(s *session, f protocol.Frame) error {
 	return nil
 }
 
-// pingLoop notices a hub that vanished without closing the connection, which
-// writes alone would only find out about once the kernel gives up.
+// heartbeatDue is the heartbeat to send at a tick of the heartbeat timer,
+// if one is due: the idle one while the runner holds no attempts and the
+// hub offered an idle interval (again once that interval has nearly
+// passed since the last, lastIdle), else the regular one. After any other
+// frame the next heartbeat goes at once: the hub waits only three
+// heartbeat intervals after a frame that is not an idle heartbeat.
+func (r *Runner) heartbeatDue(hb time.Duration, lastIdle, now time.Time) (protocol.Frame, bool) {
+	r.mu.Lock()
+	idle := r.timing.idle
+	holds := len(r.attempts) > 0
+	r.mu.Unlock()
+	if holds || idle <= hb {
+		return protocol.HeartbeatFrame(), true
+	}
+	if !lastIdle.IsZero() && now.Sub(lastIdle)+hb/2 < idle {
+		return protocol.Frame{}, false
+	}
+	return protocol.IdleHeartbeatFrame(), true
+}
+
+// needsPing says whether a ping is worth the hub's wakeup and pong. A hub
+// whose host or network vanished is noticed by TCP (hubDialer's user
+// timeout and keepalive) without one; a ping finds what TCP cannot, a hub
+// process that hangs (stopped, deadlocked) while its kernel still
+// acknowledges. That matters only to a runner holding attempts (their
+// leases run while it waits) or one given other hubs to move to.
+func (r *Runner) needsPing() bool {
+	r.mu.Lock()
+	holds := len(r.attempts) > 0
+	r.mu.Unlock()
+	return holds || r.hubs.len() > 1
+}
+
+// pingLoop notices a hub that hangs with the connection open, which TCP
+// does not (see needsPing).
 func (r *Runner) pingLoop(s *session, hb time.Duration) {
 	t := time.NewTicker(hb)
 	defer t.Stop()
@@ -425,6 +500,9 @@ func (r *Runner) pingLoop(s *session, hb time.Duration) {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		}
+		if !r.needsPing() {
+			continue
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, r.pingTimeout(hb))
 		err := s.conn.Ping(ctx)

@@ -42,6 +42,7 @@ type fakeHub struct {
 	reject  int             // HTTP status for dials; 0 accepts
 	down    map[string]bool // hosts (of addPeer's servers) that refuse dials
 	dials   int
+	pings   int // WebSocket pings received
 	conns   []*hubConn
 	frames  []got
 	// hook sees every request first; returning true means it handled it.
@@ -127,7 +128,12 @@ func (h *fakeHub) serveConnect(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(apitypes.ErrorBody{Error: rules.Error{Code: rules.ErrUnauthorized, Message: "no"}})
 		return
 	}
-	ws, err := websocket.Accept(w, r, nil)
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OnPingReceived: func(context.Context, []byte) bool {
+		h.mu.Lock()
+		h.pings++
+		h.mu.Unlock()
+		return true
+	}})
 	if err != nil {
 		return
 	}
@@ -391,4 +397,10 @@ func (h *fakeHub) json(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	h.expect(err)
 	return b
+}
+
+func (h *fakeHub) pingCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pings
 }

@@ -149,6 +149,7 @@ type timing struct {
 	logCap    int64
 	transfer  int64         // largest publication bundle the hub takes
 	lease     time.Duration // how long the hub keeps attempts of a runner away (0: not told)
+	idle      time.Duration // heartbeat interval while holding no attempts (0: the hub offers none)
 }
 
 func timingFrom(w protocol.Welcome) timing {
@@ -160,6 +161,7 @@ func timingFrom(w protocol.Welcome) timing {
 		logCap:    w.LogCap,
 		transfer:  w.TransferCap,
 		lease:     w.Lease.D(),
+		idle:      w.IdleHeartbeatInterval.D(),
 	}
 	if t.heartbeat <= 0 {
 		t.heartbeat = 20 * time.Second

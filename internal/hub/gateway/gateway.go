@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/coder/websocket"
@@ -34,6 +35,11 @@ type Core interface {
 	// suspended VM, SIGSTOP) after t: silence of that time is not the
 	// runner's.
 	StalledAfter(t time.Time) bool
+	// AdmitHello lets a runner dialing now in to say hello (leave is
+	// called once, when its hello is attached or refused), or says after
+	// how long to come back (leave nil): the hub has as many hellos in
+	// hand as it can soon attach.
+	AdmitHello() (leave func(), after time.Duration)
 }
 
 // Session is one attached runner: its requests, and its end.
@@ -46,6 +52,7 @@ type Session interface {
 // Config is how the gateway runs.
 type Config struct {
 	Heartbeat time.Duration                // the runner's; three of silence end a connection
+	Idle      time.Duration                // a runner's heartbeat interval while it holds no attempts (protocol.LivenessWindow)
 	BaseURL   func(r *http.Request) string // the hub's URL as a request reached it
 	Logger    *slog.Logger
 }
@@ -56,6 +63,7 @@ type Gateway struct {
 	cfg       Config
 	log       *slog.Logger
 	heartbeat []byte // a heartbeat frame as runners encode it
+	idleBeat  []byte // an idle heartbeat frame, likewise
 }
 
 // New is a gateway over core.
@@ -64,13 +72,28 @@ func New(core Core, cfg Config) *Gateway {
 	if err != nil {
 		panic(err) // a constant frame
 	}
-	return &Gateway{core: core, cfg: cfg, log: cfg.Logger, heartbeat: hb}
+	idle, err := json.Marshal(protocol.IdleHeartbeatFrame())
+	if err != nil {
+		panic(err) // a constant frame
+	}
+	return &Gateway{core: core, cfg: cfg, log: cfg.Logger, heartbeat: hb, idleBeat: idle}
 }
 
 // Serve takes one runner connection, authenticated as c, and reads it
 // until it ends on a goroutine of its own.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, c call.Caller) error {
-	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	leave, after := g.core.AdmitHello()
+	if leave == nil {
+		// Before the upgrade, so a fleet coming back at once costs the hub
+		// no WebSocket and no hello per runner it cannot take yet; the
+		// runner comes back when told (protocol.RetryAfter), an older one
+		// after its backoff.
+		w.Header().Set("Retry-After", strconv.Itoa(int(after/time.Second)))
+		http.Error(w, "hub busy with other runners' hellos; come back later", http.StatusServiceUnavailable)
+		return nil
+	}
+	defer leave() // the hello is attached or refused when Serve returns
+	ws, err := websocket.Accept(smallBuffers{w, protocol.KeepAlive(g.cfg.Heartbeat)}, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return nil // Accept has answered the request
 	}
@@ -150,12 +173,21 @@ const frameBuffer = 512
 
 // smallBuffers hands the WebSocket library a hijacked connection with
 // buffers of frameBuffer bytes rather than net/http's.
-type smallBuffers struct{ http.ResponseWriter }
+// It also sets the runner connection's TCP keepalive (protocol.KeepAlive),
+// which notices a runner whose host or network vanished between its
+// heartbeats without waking the hub.
+type smallBuffers struct {
+	http.ResponseWriter
+	keepAlive net.KeepAliveConfig
+}
 
 func (w smallBuffers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if tc, ok := conn.(*net.TCPConn); ok && err == nil {
+		_ = tc.SetKeepAliveConfig(w.keepAlive) // best effort: the heartbeat window still holds
+	}
 	if err != nil || brw.Reader.Buffered() > 0 {
 		return conn, brw, err // bytes the client sent early stay with the reader that holds them
 	}

@@ -25,7 +25,8 @@ import (
 // each session ended.
 type fakeCore struct {
 	refuse error
-	name   string // the welcome's runner name; "": the caller's
+	busy   time.Duration // > 0: every dial is told to come back after it
+	name   string        // the welcome's runner name; "": the caller's
 	hub    *protocoltest.Hub
 
 	mu     sync.Mutex
@@ -56,6 +57,13 @@ func (f *fakeCore) Attach(_ context.Context, c call.Caller, hello protocol.Hello
 }
 
 func (f *fakeCore) StalledAfter(time.Time) bool { return false }
+
+func (f *fakeCore) AdmitHello() (func(), time.Duration) {
+	if f.busy > 0 {
+		return nil, f.busy
+	}
+	return func() {}, 0
+}
 
 func serve(t *testing.T, core Core) string {
 	t.Helper()
@@ -260,5 +268,62 @@ func TestServeReturnsWhileTheConnectionLives(t *testing.T) {
 	ws.Close(websocket.StatusNormalClosure, "bye")
 	if reason := <-core.ended; !strings.Contains(reason, "1000") {
 		t.Fatalf("detached with %q, want the runner's close", reason)
+	}
+}
+
+// A hub with as many hellos in hand as it can soon attach answers a dial
+// before the upgrade with 503 and when to come back, which the runner
+// reads (protocol.RetryAfter); no hello reaches the core.
+func TestBusyHubSaysWhenToComeBack(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1), busy: 7*time.Second + 300*time.Millisecond}
+	_, resp, err := websocket.Dial(t.Context(), serve(t, core), nil)
+	if err == nil {
+		t.Fatal("a busy hub took the connection")
+	}
+	if d, ok := protocol.RetryAfter(resp); !ok || d != 7*time.Second {
+		t.Fatalf("come back after %v (%v), want 7s; %v", d, ok, err)
+	}
+	if len(core.hellos) != 0 {
+		t.Fatal("a hello reached the core")
+	}
+}
+
+// After an idle heartbeat the hub waits the idle interval and two
+// heartbeats for the next frame, not three heartbeats; after any other
+// frame three heartbeats again, and a runner silent past that is closed.
+func TestIdleHeartbeatWindow(t *testing.T) {
+	const hb = 400 * time.Millisecond
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1)}
+	g := New(core, Config{Heartbeat: hb, Idle: time.Hour, BaseURL: func(*http.Request) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = g.Serve(w, r, call.Caller{Name: "box", RunnerID: "r-1"})
+	}))
+	t.Cleanup(srv.Close)
+	ws := dial(t, "ws"+strings.TrimPrefix(srv.URL, "http"))
+	write(t, ws, protocol.TypeHello, "", protocol.Hello{Protocol: protocol.Version, Slots: 1})
+	read(t, ws)
+	closed := make(chan error, 1)
+	go func() { _, _, err := ws.Read(context.Background()); closed <- err }() // answers the hub's close
+	idle, _ := json.Marshal(protocol.IdleHeartbeatFrame())
+	if err := ws.Write(t.Context(), websocket.MessageText, idle); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("closed within 10 heartbeats of an idle heartbeat: %v", err)
+	case <-time.After(10 * hb):
+	}
+	if core.hub.Beats() != 1 {
+		t.Fatalf("%d heartbeats reached the session, want the idle one", core.hub.Beats())
+	}
+	write(t, ws, protocol.TypeHeartbeat, "", nil)
+	select {
+	case err := <-closed:
+		if websocket.CloseStatus(err) != protocol.CloseDead {
+			t.Fatalf("closed with %v, want %d (no heartbeat)", err, protocol.CloseDead)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a runner silent after a heartbeat was not closed")
 	}
 }

@@ -16,21 +16,26 @@ import (
 )
 
 // readLoop handles frames in order until the connection ends. Silence for
-// three heartbeat intervals ends it too: the runner is not alive.
+// three heartbeat intervals ends it too (after an idle heartbeat, for the
+// idle interval and two heartbeats): the runner is not alive.
 func (g *Gateway) readLoop(ctx context.Context, c *conn, s Session) string {
 	// One liveness timer per connection, reset by every frame; reads use a
 	// context without a Done channel, which spares the WebSocket library a
 	// callback registration per frame (most of an idle runner's cost).
-	window := 3 * g.cfg.Heartbeat
+	short := protocol.LivenessWindow(g.cfg.Heartbeat, g.cfg.Idle, false)
+	long := protocol.LivenessWindow(g.cfg.Heartbeat, g.cfg.Idle, true)
 	var silent atomic.Bool
 	var timer atomic.Pointer[time.Timer]
-	var armed atomic.Int64 // when the timer was last armed, as time since start
+	var armed atomic.Int64  // when the timer was last armed, as time since start
+	var window atomic.Int64 // the window it was armed with
+	window.Store(int64(short))
 	start := time.Now()
-	arm := func() {
+	arm := func(w time.Duration) {
+		window.Store(int64(w))
 		armed.Store(int64(time.Since(start)))
-		timer.Load().Reset(window)
+		timer.Load().Reset(w)
 	}
-	live := time.AfterFunc(window, func() {
+	live := time.AfterFunc(short, func() {
 		// A frame read as the timer fired armed it again: not silent.
 		// A timer that fires half a heartbeat late, or after a stall of the
 		// hub's since it was armed, says the hub itself was stopped
@@ -39,12 +44,12 @@ func (g *Gateway) readLoop(ctx context.Context, c *conn, s Session) string {
 		// than being taken for dead with every other runner.
 		now := time.Now()
 		armedAt := start.Add(time.Duration(armed.Load()))
-		quiet := now.Sub(armedAt)
-		if quiet < window {
+		quiet, w := now.Sub(armedAt), time.Duration(window.Load())
+		if quiet < w {
 			return
 		}
-		if quiet-window > g.cfg.Heartbeat/2 || g.core.StalledAfter(armedAt) {
-			arm()
+		if quiet-w > g.cfg.Heartbeat/2 || g.core.StalledAfter(armedAt) {
+			arm(w)
 			return
 		}
 		silent.Store(true)
@@ -54,7 +59,11 @@ func (g *Gateway) readLoop(ctx context.Context, c *conn, s Session) string {
 	defer live.Stop()
 	for {
 		typ, data, err := c.ws.Read(context.Background())
-		arm()
+		if err == nil && bytes.Equal(data, g.idleBeat) {
+			arm(long)
+		} else {
+			arm(short)
+		}
 		if err != nil {
 			if silent.Load() {
 				return "no heartbeat"
@@ -79,7 +88,7 @@ func (g *Gateway) readLoop(ctx context.Context, c *conn, s Session) string {
 			return "protocol error"
 		}
 		var f protocol.Frame
-		if bytes.Equal(data, g.heartbeat) {
+		if bytes.Equal(data, g.heartbeat) || bytes.Equal(data, g.idleBeat) {
 			// Most of what an idle runner sends, exactly as every runner
 			// encodes it: neither the JSON checks nor a decode.
 			f = protocol.HeartbeatFrame()
