@@ -45,15 +45,28 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	var busy, queued []*store.EvalItem
+	// Only the running items whose job changed since a pass read it are
+	// read again: a pass runs at every change of one of them.
+	full := e.fullPass(id)
+	var busy, check, queued []*store.EvalItem
 	for i := range items {
-		if items[i].State == store.ItemQueued {
-			queued = append(queued, &items[i])
-		} else {
-			busy = append(busy, &items[i])
+		it := &items[i]
+		switch it.State {
+		case store.ItemQueued:
+			queued = append(queued, it)
+		case store.ItemAgent:
+			busy = append(busy, it)
+			if e.toRead(it.AgentJob, id, full) {
+				check = append(check, it)
+			}
+		default:
+			busy = append(busy, it)
+			if e.toRead(it.GradeJob, id, full) {
+				check = append(check, it)
+			}
 		}
 	}
-	if err := e.move(ctx, busy, func(it *store.EvalItem) error {
+	if err := e.move(ctx, check, func(it *store.EvalItem) error {
 		if it.State == store.ItemAgent {
 			return e.agentDone(ctx, c, ev, p, it)
 		}
@@ -228,9 +241,8 @@ func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p 
 		return fmt.Errorf("submit item %s's agent job: %w", it.Key, err)
 	}
 	it.State, it.AgentJob = store.ItemAgent, v.ID
-	e.watchJob(v.ID, it.EvalID)
-	// It may have ended before it was watched.
-	e.wake(it.EvalID)
+	e.wake(it.EvalID) // the next pass reads the new job
+
 	return nil
 }
 
@@ -244,7 +256,6 @@ func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p P
 	}
 	it.CostUSD, it.Tokens = v.Spent()
 	if !v.State.Terminal() {
-		e.watchJob(v.ID, it.EvalID)
 		return nil
 	}
 	e.unwatch(v.ID)
@@ -286,8 +297,7 @@ func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p P
 		return fmt.Errorf("submit item %s's grading job: %w", it.Key, err)
 	}
 	it.State, it.GradeJob = store.ItemGrading, g.ID
-	e.watchJob(g.ID, it.EvalID)
-	e.wake(it.EvalID)
+	e.wake(it.EvalID) // the next pass reads the new job
 	return nil
 }
 
@@ -299,7 +309,6 @@ func (e *Evals) graded(ctx context.Context, it *store.EvalItem) error {
 		return fmt.Errorf("read item %s's grading job %s: %w", it.Key, it.GradeJob, err)
 	}
 	if !v.State.Terminal() {
-		e.watchJob(v.ID, it.EvalID)
 		return nil
 	}
 	e.unwatch(v.ID)

@@ -39,6 +39,7 @@ type fakeJobsCore struct {
 	reqs  map[string]apitypes.SubmitRequest
 	byKey map[string]string
 	subs  map[string]int // Submit calls by key
+	reads atomic.Int64   // Job calls
 }
 
 func (f *fakeJobsCore) Caller(context.Context, string) (call.Caller, error) { return alice, nil }
@@ -63,6 +64,7 @@ func (f *fakeJobsCore) Submit(_ context.Context, _ call.Caller, req apitypes.Sub
 }
 
 func (f *fakeJobsCore) Job(_ context.Context, id string) (apitypes.JobView, error) {
+	f.reads.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return *f.jobs[id], nil
@@ -458,6 +460,9 @@ func TestEvalRecordsAPassInOneWrite(t *testing.T) {
 		core.end(key(id, "agent"), job.Completed, 0)
 	}
 	at := st.writes.Load()
+	e.mu.Lock()
+	e.full[v.ID] = true // one pass reads the three ended jobs, as the sweep's does
+	e.mu.Unlock()
 	e.JobChanged(core.byKeyID(key("a", "agent")))
 	waitFor(t, "three samples grading", func() bool { return counts()["grading"] == 3 })
 	if n := st.writes.Load() - at; n != 1 {
@@ -616,5 +621,38 @@ func TestEvalInstanceImageRunsBothJobs(t *testing.T) {
 	}
 	if len(core.jobs) != 2 {
 		t.Fatalf("%d jobs, want a's two: %v", len(core.jobs), core.byKey)
+	}
+}
+
+// A pass reads the job of a running sample only when it changed since a
+// pass last read it (or on the sweep's full pass): with 3 samples
+// running, the end of one costs one read of a job, not three.
+func TestEvalPassReadsOnlyTheJobsThatChanged(t *testing.T) {
+	core := newFakeJobsCore()
+	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: time.Hour})
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 3,
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	counts := func() map[string]int {
+		v, err := e.ShowEval(t.Context(), alice, v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Counts
+	}
+	waitFor(t, "three samples at their agents", func() bool { return counts()["agent"] == 3 })
+	// Every job was read once since it was submitted.
+	waitFor(t, "the passes after the submissions", func() bool { return core.reads.Load() >= 3 })
+	e.JobChanged(core.byKeyID(key("a", "agent"))) // settle: nothing ended
+	waitFor(t, "a pass", func() bool { return core.reads.Load() >= 4 })
+	before := core.reads.Load()
+	e.JobChanged(core.end(key("b", "agent"), job.Completed, 0))
+	waitFor(t, "b grading", func() bool { return counts()["grading"] == 1 })
+	waitFor(t, "the pass that reads b's grading job", func() bool { return core.has(key("b", "grade")) })
+	if n := core.reads.Load() - before; n > 2 {
+		t.Fatalf("%d reads of jobs after b's agent job ended, want b's and its grading job's (2)", n)
 	}
 }

@@ -90,8 +90,13 @@ type Evals struct {
 	adv *coalesce.Runner
 
 	mu sync.Mutex
-	// watch maps the jobs of running items to their evaluations.
-	watch map[string]string
+	// watch maps the jobs of running items to their evaluations, from the
+	// pass that first read them; changed holds those of them that changed
+	// since a pass last read them, full the evaluations whose next pass
+	// reads every running item's job (the sweep's).
+	watch   map[string]string
+	changed map[string]bool
+	full    map[string]bool
 }
 
 // New is an Evals over core, whose background work lives as long as ctx.
@@ -106,7 +111,7 @@ func New(ctx context.Context, core Core, cfg Config) *Evals {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Evals{core: core, cfg: cfg, log: cfg.Logger, ctx: ctx,
-		watch: map[string]string{}}
+		watch: map[string]string{}, changed: map[string]bool{}, full: map[string]bool{}}
 	e.adv = coalesce.New(ctx, func(ctx context.Context, id string) {
 		if err := e.advance(ctx, id); err != nil && ctx.Err() == nil {
 			e.log.Warn("could not advance an evaluation; the sweep tries again", "eval", id, "err", err)
@@ -127,21 +132,43 @@ func (e *Evals) Wait() {
 func (e *Evals) JobChanged(jobID string) {
 	e.mu.Lock()
 	id, ok := e.watch[jobID]
+	if ok {
+		e.changed[jobID] = true
+	}
 	e.mu.Unlock()
 	if ok {
 		e.wake(id)
 	}
 }
 
-func (e *Evals) watchJob(jobID, evalID string) {
+// toRead says whether a pass of evaluation evalID must read job jobID: a
+// job no pass has read yet (just submitted, or this hub has just started
+// to lead), one that changed since, or any on a full pass. It watches the
+// job before the pass reads it, so a change after that read is not lost.
+func (e *Evals) toRead(jobID, evalID string, full bool) bool {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, watched := e.watch[jobID]
+	changed := e.changed[jobID]
 	e.watch[jobID] = evalID
-	e.mu.Unlock()
+	delete(e.changed, jobID)
+	return full || !watched || changed
+}
+
+// fullPass takes whether evaluation id's pass is to read every running
+// item's job.
+func (e *Evals) fullPass(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	full := e.full[id]
+	delete(e.full, id)
+	return full
 }
 
 func (e *Evals) unwatch(jobID string) {
 	e.mu.Lock()
 	delete(e.watch, jobID)
+	delete(e.changed, jobID)
 	e.mu.Unlock()
 }
 
@@ -171,6 +198,9 @@ func (e *Evals) sweepLoop(ctx context.Context) {
 				e.log.Warn("could not list the running evaluations", "err", err)
 			}
 			for _, ev := range evs {
+				e.mu.Lock()
+				e.full[ev.ID] = true // for changes it was not told of
+				e.mu.Unlock()
 				e.wake(ev.ID)
 			}
 		}

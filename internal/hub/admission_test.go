@@ -35,7 +35,7 @@ func TestAdmissionHelloFlood(t *testing.T) {
 	}
 }
 
-// Past twice helloSlots hellos in hand, a dial is told when to come back:
+// Past doorInside hellos in hand, a dial is told when to come back:
 // each a place further in a schedule at the rate hellos are attached (the
 // first after those in hand), so a fleet told at once returns spread out;
 // once a hello leaves, a dial is let in again.
@@ -43,15 +43,15 @@ func TestHelloDoorSpreadsAFleet(t *testing.T) {
 	a := newAdmission()
 	now := time.Now()
 	var leaves []func()
-	for range 2 * helloSlots {
+	for range doorInside {
 		leave, _ := a.door(now)
 		if leave == nil {
-			t.Fatalf("dial %d of %d turned away", len(leaves)+1, 2*helloSlots)
+			t.Fatalf("dial %d of %d turned away", len(leaves)+1, doorInside)
 		}
 		leaves = append(leaves, leave)
 	}
-	step := helloHeld / helloSlots
-	prev := 2 * helloHeld
+	step := helloHeld / (2 * helloSlots)
+	prev := helloHeld
 	for i := range 100 {
 		leave, after := a.door(now)
 		if leave != nil || after != prev+step {
