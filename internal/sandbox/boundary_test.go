@@ -22,6 +22,7 @@ func processStarters() map[string]string {
 		"internal/hubrepo/":           "serves the hub's repositories through git http-backend (net/http/cgi) with gitcmd's sanitized environment and safety config",
 		"internal/cli/demo.go":        "starts drover's own hub and runner processes, git on the demo's own repository, and apt-get for --install-deps",
 		"internal/testkit/":           "starts drover's own processes for end-to-end tests",
+		"internal/e2e/e2ekit/":        "the end-to-end tests' helpers: run drover demo and git on the tests' own repositories",
 		"internal/bench/":             "benchmark harness: starts drover's own hub and plays a fake runner whose fixed `date` argv stands in for an agent",
 		"internal/chaos/procs.go":     "the fault campaign: starts, signals and restarts drover's own hub and runner processes",
 		"internal/fleet/container.go": "the docker/podman fleet target: runs the engine's CLI with fixed argv (the token in an env file)",
