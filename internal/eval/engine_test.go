@@ -419,6 +419,15 @@ func (f *fakeJobsCore) byKeyID(key string) string {
 	return f.byKey[key]
 }
 
+// itemCounts is evaluation id's items by state.
+func itemCounts(t *testing.T, e *Evals, id string) map[string]int {
+	v, err := e.ShowEval(t.Context(), alice, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Counts
+}
+
 // countingStore counts its write transactions.
 type countingStore struct {
 	store.Store
@@ -443,13 +452,7 @@ func TestEvalRecordsAPassInOneWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts := func() map[string]int {
-		v, err := e.ShowEval(t.Context(), alice, v.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Counts
-	}
+	counts := func() map[string]int { return itemCounts(t, e, v.ID) }
 	started := st.writes.Load() // the evaluation's start
 	waitFor(t, "three samples at their agents", func() bool { return counts()["agent"] == 3 })
 	if n := st.writes.Load() - started; n != 1 {
@@ -467,6 +470,33 @@ func TestEvalRecordsAPassInOneWrite(t *testing.T) {
 	waitFor(t, "three samples grading", func() bool { return counts()["grading"] == 3 })
 	if n := st.writes.Load() - at; n != 1 {
 		t.Fatalf("%d writes to grade three samples, want 1", n)
+	}
+}
+
+// A pass that sees a sample graded and starts the next one records both in
+// one write: it recorded the ended samples, then submitted the next ones
+// and recorded them in a second write, each commit waiting on the disk
+// while the evaluation's next pass waited on it (BenchmarkEvalOverhead).
+func TestEvalPassEndsAndStartsInOneWrite(t *testing.T) {
+	core := newFakeJobsCore()
+	st := &countingStore{Store: newStore(t)}
+	e := New(t.Context(), core, Config{Store: st, Sweep: time.Hour})
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 1,
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	waitFor(t, "a's agent job", func() bool { return core.has(key("a", "agent")) })
+	e.JobChanged(core.end(key("a", "agent"), job.Completed, 0))
+	waitFor(t, "a's grading job", func() bool { return core.has(key("a", "grade")) })
+	counts := func() map[string]int { return itemCounts(t, e, v.ID) }
+	waitFor(t, "a grading", func() bool { return counts()["grading"] == 1 })
+	at := st.writes.Load()
+	e.JobChanged(core.end(key("a", "grade"), job.Completed, 0))
+	waitFor(t, "a resolved and b at its agent", func() bool { c := counts(); return c["resolved"] == 1 && c["agent"] == 1 })
+	if n := st.writes.Load() - at; n != 1 {
+		t.Fatalf("%d writes to record a's grade and b's start, want 1", n)
 	}
 }
 
@@ -636,13 +666,7 @@ func TestEvalPassReadsOnlyTheJobsThatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
-	counts := func() map[string]int {
-		v, err := e.ShowEval(t.Context(), alice, v.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Counts
-	}
+	counts := func() map[string]int { return itemCounts(t, e, v.ID) }
 	waitFor(t, "three samples at their agents", func() bool { return counts()["agent"] == 3 })
 	// Every job was read once since it was submitted.
 	waitFor(t, "the passes after the submissions", func() bool { return core.reads.Load() >= 3 })
