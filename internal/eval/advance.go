@@ -143,28 +143,32 @@ type step struct {
 	runs bool
 }
 
-// ended reads the jobs of running items, submitters at a time, and
-// returns the steps of those whose job ended. An item whose job could not
-// be read is left for the next pass.
+// ended reads the jobs of running items, in one read, and returns the
+// steps of those whose job ended. An item whose job could not be read is
+// left for the next pass.
 func (e *Evals) ended(ctx context.Context, c call.Caller, ev store.Eval, p Params, its []*store.EvalItem) (map[*store.EvalItem]step, error) {
-	views := make([]apitypes.JobView, len(its))
-	errs := make([]error, len(its))
-	sem := make(chan struct{}, submitters)
-	var wg sync.WaitGroup
+	ids := make([]string, len(its))
 	for i, it := range its {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			id := it.GradeJob
-			if it.State == store.ItemAgent {
-				id = it.AgentJob
-			}
-			if views[i], errs[i] = e.core.Job(ctx, id); errs[i] != nil {
-				errs[i] = fmt.Errorf("read item %s's job %s: %w", it.Key, id, errs[i])
-			}
-		})
+		ids[i] = it.GradeJob
+		if it.State == store.ItemAgent {
+			ids[i] = it.AgentJob
+		}
 	}
-	wg.Wait()
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	views, err := e.core.Jobs(ctx, ids)
+	if err != nil {
+		e.reread(ids...)
+		return nil, fmt.Errorf("read %d jobs of evaluation %s: %w", len(ids), ev.ID, err)
+	}
+	errs := make([]error, len(its))
+	for i, it := range its {
+		if views[i].ID == "" {
+			e.reread(ids[i])
+			errs[i] = fmt.Errorf("item %s's job %s: %w", it.Key, ids[i], store.ErrNotFound)
+		}
+	}
 	ending := map[*store.EvalItem]step{}
 	for i, it := range its {
 		v := views[i]
