@@ -93,7 +93,7 @@ func TestEvalJobsReadAsTheirViews(t *testing.T) {
 	o := sr.offerFor(failed.ID)
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
-		Outcome: job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: exit(3), Message: "it broke"},
+		Outcome:   job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: exit(3), Message: "it broke"},
 		LogSHA256: sum(nil), Usage: &protocol.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.5}}))
 	ids := []string{failed.ID, "j_nosuch", queued.ID}
 	got, err := evalCore{pipelineCore{th.h}}.Jobs(t.Context(), ids)
