@@ -21,10 +21,31 @@ import (
 // starts the queued ones that max_parallel and max_cost allow, and ends
 // the evaluation when every item has. It reads only the items it may move
 // (EvalOpenItems): it runs at every change of the evaluation's jobs.
+//
+// A pass commits once: it first reads the jobs of its running items (no
+// commit), so it knows which end and how many keep running, then submits
+// the grading jobs of those whose agent ended and the agent jobs of the
+// queued items that may start, all at once, and records every item it
+// moved in one write. A pass recorded the ended ones, then submitted the
+// next ones and recorded them: four commits one after the other, while
+// every change of the evaluation's jobs waited for the pass to end.
 func (e *Evals) advance(ctx context.Context, id string) error {
 	var ev store.Eval
-	if err := e.cfg.Store.Read(ctx, func(tx store.Tx) (err error) { ev, err = tx.Eval(id); return err }); err != nil {
-		return fmt.Errorf("read evaluation %s: %w", id, err)
+	var items []store.EvalItem
+	err := e.cfg.Store.Read(ctx, func(tx store.Tx) (err error) {
+		if ev, err = tx.Eval(id); err != nil || ev.State != store.EvalRunning {
+			return err
+		}
+		var p Params
+		if err := json.Unmarshal([]byte(ev.Params), &p); err != nil {
+			return nil // reported below
+		}
+		// At most max_parallel queued items can start in one pass.
+		items, err = tx.EvalOpenItems(id, p.MaxParallel)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read evaluation %s and its open items: %w", id, err)
 	}
 	if ev.State != store.EvalRunning && ev.State != store.EvalCancelled {
 		return nil
@@ -39,11 +60,6 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	var p Params
 	if err := json.Unmarshal([]byte(ev.Params), &p); err != nil {
 		return fmt.Errorf("evaluation %s's settings: %w", id, err)
-	}
-	// At most max_parallel queued items can start in one pass.
-	items, err := e.openItems(ctx, id, p.MaxParallel)
-	if err != nil {
-		return err
 	}
 	// Only the running items whose job changed since a pass read it are
 	// read again: a pass runs at every change of one of them.
@@ -66,39 +82,47 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 			}
 		}
 	}
-	if err := e.move(ctx, check, func(it *store.EvalItem) error {
-		if it.State == store.ItemAgent {
-			return e.agentDone(ctx, c, ev, p, it)
-		}
-		return e.graded(ctx, it)
-	}); err != nil {
-		return err
-	}
-	running := 0
+	ending, readErr := e.ended(ctx, c, ev, p, check)
+	running := len(busy)
 	for _, it := range busy {
-		if !it.State.Terminal() {
-			running++
+		if s, ok := ending[it]; ok && !s.runs {
+			running--
+		}
+	}
+	do := func(it *store.EvalItem) error {
+		if s, ok := ending[it]; ok {
+			return s.move(it)
+		}
+		return e.startAgent(ctx, c, ev, p, it)
+	}
+	var moving []*store.EvalItem
+	for _, it := range busy {
+		if _, ok := ending[it]; ok {
+			moving = append(moving, it)
 		}
 	}
 	if len(queued) > 0 && p.MaxCostUSD > 0 {
 		spent, err := e.spent(ctx, id, busy)
 		if err != nil {
-			return err
+			return errors.Join(readErr, err)
 		}
 		if spent >= p.MaxCostUSD {
+			if err := e.move(ctx, moving, do); err != nil {
+				return errors.Join(readErr, err)
+			}
 			if err := e.skip(ctx, c, id, fmt.Sprintf("the evaluation's max cost of $%.2f was spent ($%.2f)", p.MaxCostUSD, spent), false, nil); err != nil {
-				return err
+				return errors.Join(readErr, err)
 			}
 			e.wake(id) // the running ones end it
-			return nil
+			return readErr
 		}
 	}
 	open := running + len(queued)
 	if n := p.MaxParallel - running; n < len(queued) {
 		queued = queued[:max(n, 0)]
 	}
-	if err := e.move(ctx, queued, func(it *store.EvalItem) error { return e.startAgent(ctx, c, ev, p, it) }); err != nil {
-		return err
+	if err := e.move(ctx, append(moving, queued...), do); err != nil || readErr != nil {
+		return errors.Join(readErr, err)
 	}
 	if open > 0 {
 		return nil
@@ -109,6 +133,68 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	}
 	e.log.Info("evaluation done", "eval", id)
 	return nil
+}
+
+// step is how a pass moves a running item whose job ended.
+type step struct {
+	move func(*store.EvalItem) error
+	// runs says whether the item is still running after it: its grading
+	// starts.
+	runs bool
+}
+
+// ended reads the jobs of running items, in one read, and returns the
+// steps of those whose job ended. An item whose job could not be read is
+// left for the next pass.
+func (e *Evals) ended(ctx context.Context, c call.Caller, ev store.Eval, p Params, its []*store.EvalItem) (map[*store.EvalItem]step, error) {
+	ids := make([]string, len(its))
+	for i, it := range its {
+		ids[i] = it.GradeJob
+		if it.State == store.ItemAgent {
+			ids[i] = it.AgentJob
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	views, err := e.core.Jobs(ctx, ids)
+	if err != nil {
+		e.reread(ids...)
+		return nil, fmt.Errorf("read %d jobs of evaluation %s: %w", len(ids), ev.ID, err)
+	}
+	errs := make([]error, len(its))
+	for i, it := range its {
+		if views[i].ID == "" {
+			e.reread(ids[i])
+			errs[i] = fmt.Errorf("item %s's job %s: %w", it.Key, ids[i], store.ErrNotFound)
+		}
+	}
+	ending := map[*store.EvalItem]step{}
+	for i, it := range its {
+		v := views[i]
+		if errs[i] != nil {
+			continue
+		}
+		if it.State == store.ItemAgent {
+			it.CostUSD, it.Tokens = v.Spent()
+		}
+		if !v.State.Terminal() {
+			continue
+		}
+		e.unwatch(v.ID)
+		switch {
+		case it.State != store.ItemAgent:
+			ending[it] = step{move: func(it *store.EvalItem) error { gradedBy(it, v); return nil }}
+		case v.State != job.Completed:
+			ending[it] = step{move: func(it *store.EvalItem) error {
+				it.State, it.Reason = store.ItemUnresolved, "the agent's job "+ended(v)
+				return nil
+			}}
+		default:
+			ending[it] = step{move: func(it *store.EvalItem) error { return e.agentDone(ctx, c, ev, p, it, v) }, runs: true}
+		}
+	}
+	return ending, errors.Join(errs...)
 }
 
 // openItems reads an evaluation's items at their agent or grading, and its
@@ -246,23 +332,19 @@ func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p 
 	return nil
 }
 
-// agentDone moves an item whose agent job ended: its patch is kept and
-// its grading job started; an agent that failed leaves it unresolved. A
-// job queued, parked on a usage window or running leaves it as it is.
-func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem) error {
-	v, err := e.core.Job(ctx, it.AgentJob)
-	if err != nil {
-		return fmt.Errorf("read item %s's agent job %s: %w", it.Key, it.AgentJob, err)
+// agentDone moves an item whose agent job v completed: its patch is kept
+// and its grading job started. When it cannot be graded it ends
+// unresolved, and the evaluation is woken, a place freed that its pass
+// counted as taken.
+func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView) error {
+	err := e.grade(ctx, c, ev, p, it, v)
+	if err == nil && it.State.Terminal() {
+		e.wake(it.EvalID)
 	}
-	it.CostUSD, it.Tokens = v.Spent()
-	if !v.State.Terminal() {
-		return nil
-	}
-	e.unwatch(v.ID)
-	if v.State != job.Completed {
-		it.State, it.Reason = store.ItemUnresolved, "the agent's job "+ended(v)
-		return nil
-	}
+	return err
+}
+
+func (e *Evals) grade(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView) error {
 	in, err := instanceOf(it)
 	if err != nil {
 		return err
@@ -301,17 +383,9 @@ func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p P
 	return nil
 }
 
-// graded moves an item whose grading job ended: resolved when every test
-// passed.
-func (e *Evals) graded(ctx context.Context, it *store.EvalItem) error {
-	v, err := e.core.Job(ctx, it.GradeJob)
-	if err != nil {
-		return fmt.Errorf("read item %s's grading job %s: %w", it.Key, it.GradeJob, err)
-	}
-	if !v.State.Terminal() {
-		return nil
-	}
-	e.unwatch(v.ID)
+// gradedBy moves an item whose grading job v ended: resolved when every
+// test passed.
+func gradedBy(it *store.EvalItem, v apitypes.JobView) {
 	switch {
 	case v.State == job.Completed:
 		it.State = store.ItemResolved
@@ -322,7 +396,6 @@ func (e *Evals) graded(ctx context.Context, it *store.EvalItem) error {
 	default:
 		it.State, it.Reason = store.ItemUnresolved, "the grading job "+ended(v)
 	}
-	return nil
 }
 
 // skip skips an evaluation's queued items, and with running those at

@@ -39,7 +39,7 @@ type fakeJobsCore struct {
 	reqs  map[string]apitypes.SubmitRequest
 	byKey map[string]string
 	subs  map[string]int // Submit calls by key
-	reads atomic.Int64   // Job calls
+	reads atomic.Int64   // jobs read
 }
 
 func (f *fakeJobsCore) Caller(context.Context, string) (call.Caller, error) { return alice, nil }
@@ -64,10 +64,22 @@ func (f *fakeJobsCore) Submit(_ context.Context, _ call.Caller, req apitypes.Sub
 }
 
 func (f *fakeJobsCore) Job(_ context.Context, id string) (apitypes.JobView, error) {
-	f.reads.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return *f.jobs[id], nil
+}
+
+func (f *fakeJobsCore) Jobs(_ context.Context, ids []string) ([]apitypes.JobView, error) {
+	f.reads.Add(int64(len(ids)))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	vs := make([]apitypes.JobView, len(ids))
+	for i, id := range ids {
+		if v, ok := f.jobs[id]; ok {
+			vs[i] = *v
+		}
+	}
+	return vs, nil
 }
 
 // end ends the job of key as state with exit code.
@@ -419,6 +431,15 @@ func (f *fakeJobsCore) byKeyID(key string) string {
 	return f.byKey[key]
 }
 
+// itemCounts is evaluation id's items by state.
+func itemCounts(t *testing.T, e *Evals, id string) map[string]int {
+	v, err := e.ShowEval(t.Context(), alice, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Counts
+}
+
 // countingStore counts its write transactions.
 type countingStore struct {
 	store.Store
@@ -438,22 +459,18 @@ func TestEvalRecordsAPassInOneWrite(t *testing.T) {
 	core := newFakeJobsCore()
 	st := &countingStore{Store: newStore(t)}
 	e := New(t.Context(), core, Config{Store: st, Sweep: time.Hour})
+	// The evaluation's start is one write; its first pass may record the
+	// three samples before StartEval returns.
+	started := st.writes.Load()
 	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 3,
 		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts := func() map[string]int {
-		v, err := e.ShowEval(t.Context(), alice, v.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Counts
-	}
-	started := st.writes.Load() // the evaluation's start
+	counts := func() map[string]int { return itemCounts(t, e, v.ID) }
 	waitFor(t, "three samples at their agents", func() bool { return counts()["agent"] == 3 })
-	if n := st.writes.Load() - started; n != 1 {
-		t.Fatalf("%d writes to start three samples, want 1", n)
+	if n := st.writes.Load() - started; n != 2 {
+		t.Fatalf("%d writes to start the evaluation and three samples, want 2", n)
 	}
 	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
 	for _, id := range []string{"a", "b", "c"} {
@@ -467,6 +484,33 @@ func TestEvalRecordsAPassInOneWrite(t *testing.T) {
 	waitFor(t, "three samples grading", func() bool { return counts()["grading"] == 3 })
 	if n := st.writes.Load() - at; n != 1 {
 		t.Fatalf("%d writes to grade three samples, want 1", n)
+	}
+}
+
+// A pass that sees a sample graded and starts the next one records both in
+// one write: it recorded the ended samples, then submitted the next ones
+// and recorded them in a second write, each commit waiting on the disk
+// while the evaluation's next pass waited on it (BenchmarkEvalOverhead).
+func TestEvalPassEndsAndStartsInOneWrite(t *testing.T) {
+	core := newFakeJobsCore()
+	st := &countingStore{Store: newStore(t)}
+	e := New(t.Context(), core, Config{Store: st, Sweep: time.Hour})
+	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 1,
+		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
+	waitFor(t, "a's agent job", func() bool { return core.has(key("a", "agent")) })
+	e.JobChanged(core.end(key("a", "agent"), job.Completed, 0))
+	waitFor(t, "a's grading job", func() bool { return core.has(key("a", "grade")) })
+	counts := func() map[string]int { return itemCounts(t, e, v.ID) }
+	waitFor(t, "a grading", func() bool { return counts()["grading"] == 1 })
+	at := st.writes.Load()
+	e.JobChanged(core.end(key("a", "grade"), job.Completed, 0))
+	waitFor(t, "a resolved and b at its agent", func() bool { c := counts(); return c["resolved"] == 1 && c["agent"] == 1 })
+	if n := st.writes.Load() - at; n != 1 {
+		t.Fatalf("%d writes to record a's grade and b's start, want 1", n)
 	}
 }
 
@@ -636,13 +680,7 @@ func TestEvalPassReadsOnlyTheJobsThatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := func(id, what string) string { return "eval:" + v.ID + ":" + id + "#1#1:" + what }
-	counts := func() map[string]int {
-		v, err := e.ShowEval(t.Context(), alice, v.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Counts
-	}
+	counts := func() map[string]int { return itemCounts(t, e, v.ID) }
 	waitFor(t, "three samples at their agents", func() bool { return counts()["agent"] == 3 })
 	// Every job was read once since it was submitted.
 	waitFor(t, "the passes after the submissions", func() bool { return core.reads.Load() >= 3 })

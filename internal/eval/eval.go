@@ -42,8 +42,10 @@ type Core interface {
 	// graded commit), or finds the one with the same key; the job's ref
 	// keeps the commit.
 	Record(ctx context.Context, c call.Caller, r Recorded) (apitypes.JobView, error)
-	// Job reads a job.
-	Job(ctx context.Context, id string) (apitypes.JobView, error)
+	// Jobs reads jobs, in the order of ids, as much of each as a pass
+	// needs: its state, reason, exit code and head, and its attempts'
+	// usage and messages. A job that does not exist has an empty ID.
+	Jobs(ctx context.Context, ids []string) ([]apitypes.JobView, error)
 	// Cancel cancels a job as c, fenced.
 	Cancel(ctx context.Context, c call.Caller, id string) error
 	// Leading says whether this hub runs the hub-wide duties now: only
@@ -163,6 +165,17 @@ func (e *Evals) fullPass(id string) bool {
 	full := e.full[id]
 	delete(e.full, id)
 	return full
+}
+
+// reread has the next pass read jobs a pass could not.
+func (e *Evals) reread(jobIDs ...string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range jobIDs {
+		if _, ok := e.watch[id]; ok {
+			e.changed[id] = true
+		}
+	}
 }
 
 func (e *Evals) unwatch(jobID string) {

@@ -2,11 +2,14 @@ package hub
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"drover/internal/apitypes"
 	"drover/internal/eval"
 	"drover/internal/hub/call"
 	"drover/internal/pipeline"
+	"drover/internal/store"
 )
 
 // evalCore adapts the core to eval.Core: evaluations are a package of
@@ -21,4 +24,38 @@ var _ eval.Core = evalCore{}
 func (a evalCore) Record(ctx context.Context, c call.Caller, r eval.Recorded) (apitypes.JobView, error) {
 	return a.pipelineCore.Record(ctx, c, pipeline.Recorded{Key: r.Key, Project: r.Project, Base: r.Base, Head: r.Head,
 		Agent: "eval", Summary: r.Summary})
+}
+
+// Jobs reads jobs ids in one transaction, as much of each as an
+// evaluation's pass reads: its state and result, and its attempts' usage
+// and messages. A pass read each job's whole view (its runners' and
+// requester's names, its publication and questions) in a transaction of
+// its own, the most of what an evaluation cost the hub beside the same
+// jobs plain (BenchmarkEvalOverhead).
+func (a evalCore) Jobs(ctx context.Context, ids []string) ([]apitypes.JobView, error) {
+	vs := make([]apitypes.JobView, len(ids))
+	err := a.h.store.Read(ctx, func(tx store.Tx) error {
+		for i, id := range ids {
+			j, err := tx.Job(id)
+			if errors.Is(err, store.ErrNotFound) {
+				vs[i] = apitypes.JobView{}
+				continue
+			} else if err != nil {
+				return fmt.Errorf("read job %s: %w", id, err)
+			}
+			atts, err := tx.Attempts(id)
+			if err != nil {
+				return fmt.Errorf("read job %s's attempts: %w", id, err)
+			}
+			v := apitypes.JobView{ID: j.ID, State: j.State, Reason: j.Reason, ExitCode: j.ExitCode, Head: j.Head,
+				Attempts: make([]apitypes.AttemptView, len(atts))}
+			for k, at := range atts {
+				v.Attempts[k] = apitypes.AttemptView{ID: at.ID, Number: at.Epoch, State: at.State, Reason: at.Reason,
+					Message: at.Message, Usage: attemptUsage(at)}
+			}
+			vs[i] = v
+		}
+		return nil
+	})
+	return vs, err
 }

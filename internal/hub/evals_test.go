@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"drover/internal/apitypes"
+	"drover/internal/job"
+	"drover/internal/protocol"
 )
 
 // startRefusedEval starts, as token, an evaluation of one instance of a
@@ -78,5 +80,51 @@ func TestEvalListAndPagesKeepToTheirUser(t *testing.T) {
 			strings.Contains(body, "alice-set") {
 			t.Errorf("bob GET %s: %d\n%s", path, resp.StatusCode, body)
 		}
+	}
+}
+
+// What a pass reads of its jobs in one read (evalCore.Jobs) is what their
+// whole views say of them: state, reason, exit code, head, the attempts'
+// messages and what they spent; a job that does not exist reads empty.
+func TestEvalJobsReadAsTheirViews(t *testing.T) {
+	th := startHub(t, Config{})
+	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
+	failed, queued := th.submit("false"), th.submit("true")
+	o := sr.offerFor(failed.ID)
+	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
+		Outcome:   job.Outcome{State: job.AttemptFailed, Reason: job.ReasonExited, ExitCode: exit(3), Message: "it broke"},
+		LogSHA256: sum(nil), Usage: &protocol.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.5}}))
+	ids := []string{failed.ID, "j_nosuch", queued.ID}
+	got, err := evalCore{pipelineCore{th.h}}.Jobs(t.Context(), ids)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("%d jobs read, %v", len(got), err)
+	}
+	if got[1].ID != "" {
+		t.Errorf("a job that does not exist read as %+v", got[1])
+	}
+	for _, i := range []int{0, 2} {
+		want, err := pipelineCore{th.h}.Job(t.Context(), ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := func(v apitypes.JobView) string {
+			cost, tokens := v.Spent()
+			msg := ""
+			if n := len(v.Attempts); n > 0 {
+				msg = v.Attempts[n-1].Message
+			}
+			code := -1
+			if v.ExitCode != nil {
+				code = *v.ExitCode
+			}
+			return fmt.Sprintf("%s %s %s %d %q %d %.2f %d", v.ID, v.State, v.Reason, code, v.Head, len(v.Attempts), cost, tokens) + " " + msg
+		}
+		if g, w := seen(got[i]), seen(want); g != w {
+			t.Errorf("job %d read as %s, its view says %s", i, g, w)
+		}
+	}
+	if got[0].State != job.Failed || got[0].Attempts[0].Message != "it broke" {
+		t.Errorf("the failed job read as %+v", got[0])
 	}
 }

@@ -29,10 +29,19 @@ type pipeBench struct {
 	c    call.Caller
 	base string
 	n    int // jobs submitted so far, to keep their commands apart
+	// counts counts the hub's transactions, when the bench asked for it
+	// (newCountedPipeBench).
+	counts *storeCounts
 }
 
 func newPipeBench(b testing.TB, runners int) *pipeBench {
-	th := startHub(b, Config{})
+	return newPipeBenchOn(b, runners, nil)
+}
+
+// newPipeBenchOn is newPipeBench with the hub's store seen through wrap
+// (startHubOn).
+func newPipeBenchOn(b testing.TB, runners int, wrap func(store.Store) store.Store) *pipeBench {
+	th := startHubOn(b, Config{}, wrap)
 	_, base := th.hostProject(th.admin, "bench")
 	rs := make([]benchRunner, runners)
 	for i := range rs {

@@ -14,6 +14,15 @@ import (
 	"drover/internal/store"
 )
 
+// attemptUsage is what attempt a reported it used, nil when nothing.
+func attemptUsage(a store.Attempt) *protocol.Usage {
+	var u protocol.Usage
+	if a.Usage == "" || json.Unmarshal([]byte(a.Usage), &u) != nil {
+		return nil
+	}
+	return &u
+}
+
 // namer resolves ids to names once per transaction.
 type namer struct {
 	tx      store.Tx
@@ -82,12 +91,7 @@ func (n *namer) jobView(j store.Job) (apitypes.JobView, error) {
 		if a.Summary != "" {
 			v.Summary = a.Summary
 		}
-		if a.Usage != "" {
-			var u protocol.Usage
-			if json.Unmarshal([]byte(a.Usage), &u) == nil {
-				av.Usage = &u
-			}
-		}
+		av.Usage = attemptUsage(a)
 		if a.Isolation != "" {
 			var iso protocol.Isolation
 			if json.Unmarshal([]byte(a.Isolation), &iso) == nil {
