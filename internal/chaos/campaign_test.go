@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -31,7 +32,18 @@ func shortCampaignOn(t *testing.T, seed uint64, db string, hubs int) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		ciskip.Skipf(t, "runners need bwrap: %v", err)
 	}
-	o := chaos.Options{Binary: bin, Dir: t.TempDir(), Seed: seed, Jobs: 40, Runners: 3, Slots: 2,
+	// A failed campaign keeps its files (the hubs' and runners' logs, the
+	// campaign's own): a flake under load is diagnosed from them.
+	dir, err := os.MkdirTemp("", "drover-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		}
+	})
+	o := chaos.Options{Binary: bin, Dir: dir, Seed: seed, Jobs: 40, Runners: 3, Slots: 2,
 		Duration: 35 * time.Second, Settle: 2 * time.Minute, DB: db, Hubs: hubs}
 	replay := "drover chaos --seed " + strconv.FormatUint(seed, 10) + " --jobs 40 --runners 3 --slots 2 --duration 35s"
 	if db != "" {
@@ -47,13 +59,13 @@ func shortCampaignOn(t *testing.T, seed uint64, db string, hubs int) {
 	defer cancel()
 	res, err := chaos.Run(ctx, o)
 	if err != nil {
-		t.Fatalf("campaign with seed %d could not run: %v\n%s(replay: %s)", seed, err, progress.String(), replay)
+		t.Fatalf("campaign with seed %d could not run: %v\n%s(replay: %s; files kept in %s)", seed, err, progress.String(), replay, dir)
 	}
 	var sum bytes.Buffer
 	res.WriteSummary(&sum)
 	t.Logf("\n%s", sum.String())
 	if !res.OK() {
-		t.Fatalf("campaign with seed %d broke drover's promises (replay: %s):\n%s", seed, replay, sum.String())
+		t.Fatalf("campaign with seed %d broke drover's promises (replay: %s; files kept in %s):\n%s", seed, replay, dir, sum.String())
 	}
 	if res.Outcomes["completed"] == 0 {
 		t.Fatalf("campaign with seed %d completed no job (replay: %s)", seed, replay)

@@ -103,13 +103,21 @@ func (h *hubProc) url() string { return "http://" + h.addr }
 func (h *hubProc) logPath() string { return filepath.Join(h.dir, "..", h.name+".log") }
 
 // start runs `drover hub` and waits until it answers with the admin token.
-func (h *hubProc) start(ctx context.Context) error {
+// A hub that does not answer is stopped: the campaign may not know it yet
+// (its setup fails before the hub is listed), and a stray hub would go on
+// writing to a database that is gone.
+func (h *hubProc) start(ctx context.Context) (err error) {
 	args := append([]string{"hub", "--listen", h.addr, "--data", h.dir}, h.args...)
 	p, err := startProc("hub", h.bin, h.logPath(), append(childproc.Env(filepath.Join(h.dir, "..", h.name+"-home")), h.env...), args...)
 	if err != nil {
 		return err
 	}
 	h.p = p
+	defer func() {
+		if err != nil {
+			p.terminate(10 * time.Second)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
