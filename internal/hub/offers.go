@@ -39,13 +39,16 @@ func (b *offerBatch) add(jobID string, c *runnerSession, account string) {
 
 // send makes the planned offers and says how many were made, and the first
 // error (a job no longer queued, or a runner with no room left, is none:
-// the job waits for the next pass).
+// the job waits for the next pass, which a runner with no room left asks
+// for at once: made one after another, its job went to another runner in
+// the same pass).
 func (b *offerBatch) send(ctx context.Context) (int, error) {
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		made int
-		errs error
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		made   int
+		errs   error
+		noRoom bool
 	)
 	sem := make(chan struct{}, maxOffersInFlight)
 	for _, c := range b.runners {
@@ -55,9 +58,12 @@ func (b *offerBatch) send(ctx context.Context) (int, error) {
 			for _, p := range b.byRunner[c] {
 				ok, err := b.h.offer(ctx, p.jobID, c, p.account)
 				mu.Lock()
-				if ok {
+				switch {
+				case ok:
 					made++
-				} else if err != nil && !errors.Is(err, errNoRoom) && errs == nil {
+				case errors.Is(err, errNoRoom):
+					noRoom = true
+				case err != nil && errs == nil:
 					errs = err
 				}
 				mu.Unlock()
@@ -68,5 +74,8 @@ func (b *offerBatch) send(ctx context.Context) (int, error) {
 		})
 	}
 	wg.Wait()
+	if noRoom {
+		b.h.kickLocal()
+	}
 	return made, errs
 }
