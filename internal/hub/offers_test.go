@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,9 +15,9 @@ import (
 )
 
 // passProbe holds the dispatcher's read of the queue while hold is set, and
-// counts the writes in flight at once while want is set: each such write
-// waits until want of them are in flight (or patience runs out), so writes
-// made one after another never overlap and writes made side by side do.
+// counts the offers' writes in flight at once while want is set: each
+// waits until want of them are in flight (or patience runs out), so offers
+// made one after another never overlap and offers made side by side do.
 type passProbe struct {
 	mu       sync.Mutex
 	hold     chan struct{} // non-nil: a read of the queue waits for it to close
@@ -26,7 +28,7 @@ type passProbe struct {
 	together chan struct{} // closed once want writes were in flight
 }
 
-const probePatience = 20 * time.Second
+const probePatience = 10 * time.Second
 
 type passProbeStore struct {
 	store.Store
@@ -40,7 +42,7 @@ func (s passProbeStore) Read(ctx context.Context, fn func(store.Tx) error) error
 func (s passProbeStore) Write(ctx context.Context, fn func(store.Tx) error) error {
 	p := s.p
 	p.mu.Lock()
-	if p.want == 0 {
+	if p.want == 0 || !offering() {
 		p.mu.Unlock()
 		return s.Store.Write(ctx, fn)
 	}
@@ -66,6 +68,22 @@ func (s passProbeStore) Write(ctx context.Context, fn func(store.Tx) error) erro
 	p.inflight--
 	p.mu.Unlock()
 	return err
+}
+
+// offering says whether the write is an offer's (the hub's own writes,
+// its liveness and sweeps, go on meanwhile and are not counted).
+func offering() bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, ".(*Hub).offer") {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 type passProbeTx struct {
