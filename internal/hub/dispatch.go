@@ -274,7 +274,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			byReq[j.RequesterID] = append(byReq[j.RequesterID], j)
 			heads[shapeKey(j)]++
 		}
-		offered := 0
+		batch := h.newOfferBatch()
 		taken := map[string]bool{}          // job ids offered in this pass
 		why := make(map[string]string)      // job id → why it was not offered
 		whyShape := make(map[string]string) // shape → why its jobs are not offered
@@ -302,29 +302,27 @@ func (h *Hub) dispatch(ctx context.Context) error {
 						whyShape[key], why[j.ID] = w, w
 						continue
 					}
-					ok, err := h.offer(ctx, j.ID, cands[best].c, account)
-					if errors.Is(err, errNoRoom) {
+					if !h.hasRoom(cands[best].c) {
 						cands[best].free = 0 // and the job goes to another runner, or waits
 						list = append([]store.Job{j}, list...)
 						continue
 					}
-					if err != nil {
-						return err
-					}
-					if ok {
-						taken[j.ID] = true
-						cands[best].free--
-						offered++
-						active[rq]++
-						progressed = true
-						break // one job per requester per turn
-					}
+					batch.add(j.ID, cands[best].c, account)
+					taken[j.ID] = true
+					cands[best].free--
+					active[rq]++
+					progressed = true
+					break // one job per requester per turn
 				}
 				byReq[rq] = list
 			}
 			if !progressed {
 				break
 			}
+		}
+		offered, err := batch.send(ctx)
+		if err != nil {
+			return err
 		}
 		h.mu.Lock()
 		h.why, h.whyShape = why, whyShape
@@ -454,12 +452,7 @@ func (h *Hub) queuedWhy(jobID, shape string) string {
 var errNoRoom = errors.New("the runner has no free slot")
 
 func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account string) (bool, error) {
-	// The pass read the runner's free slots when it began; a status taken
-	// since (slots 0: draining) must not be answered with an offer.
-	h.reg.mu.Lock()
-	room := c.slots > len(h.reg.active[c.runnerID])
-	h.reg.mu.Unlock()
-	if !room {
+	if !h.hasRoom(c) {
 		return false, errNoRoom
 	}
 	var offer protocol.Offer
@@ -527,6 +520,15 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account
 }
 
 var errNotQueued = errors.New("job is no longer queued")
+
+// hasRoom says whether c has a free slot now: the pass read the runner's
+// free slots when it began, and a status taken since (slots 0: draining)
+// must not be answered with an offer.
+func (h *Hub) hasRoom(c *runnerSession) bool {
+	h.reg.mu.Lock()
+	defer h.reg.mu.Unlock()
+	return c.slots > len(h.reg.active[c.runnerID])
+}
 
 // mayRunNow checks the runner's access as stored now, not as the pass saw
 // it: a share withdrawn a moment ago (on another hub, whose hint has yet to
