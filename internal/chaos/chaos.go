@@ -51,7 +51,7 @@ const (
 	FaultKill      = "kill"       // SIGKILL a runner; restart it later
 	FaultTerm      = "term"       // SIGTERM a runner; restart it once it exited
 	FaultHubKill   = "hub-kill"   // SIGKILL the hub; restart it on the same data
-	FaultPause     = "pause"      // SIGSTOP a runner for 1-15 s (past its lease at times), then SIGCONT
+	FaultPause     = "pause"      // SIGSTOP a runner for 1-22 s (past its lease at times), then SIGCONT
 	FaultHubPause  = "hub-pause"  // SIGSTOP the hub for 1-15 s, then SIGCONT
 	FaultDisk      = "disk"       // fill the hub's or a runner's disk (a small tmpfs; root only), free it later
 )
@@ -150,9 +150,14 @@ func (o *Options) normalize() error {
 // runners and offers resolve within it, long enough that a runner
 // restarted after a kill or a reconnect after a cut is back before its
 // lease runs out. With several hubs a killed leader's term lapses well
-// within a lease. db is the --db URL without its password.
+// within a lease. The lease is 15 s, not 10: a runner whose follower hub
+// is paused notices within about 3.5 s and must be attached to another hub
+// before its last renewal's lease ends (a follower's stall gives its
+// runners no extra time), and with 10 s that left about 3 s for a dial, a
+// hello and a write, which a loaded machine could take (TestCampaignOnThreeHubs
+// saw such an attempt lost). db is the --db URL without its password.
 func hubArgs(db string, hubs int) []string {
-	args := []string{"--lease", "10s", "--heartbeat", "1s", "--offer-timeout", "5s"}
+	args := []string{"--lease", "15s", "--heartbeat", "1s", "--offer-timeout", "5s"}
 	if db != "" {
 		args = append(args, "--db", db)
 	}
@@ -251,7 +256,8 @@ func makePlan(o Options) plan {
 			downUntil[e.Target] = at + e.Pause + 5*time.Second // a SIGTERMed runner takes its time
 		case FaultPause:
 			e.Target = r.IntN(o.Runners)
-			e.Pause = time.Duration(1000+r.IntN(14000)) * time.Millisecond
+			// Up to 22 s: past the campaign's 15 s lease at times.
+			e.Pause = time.Duration(1000+r.IntN(21000)) * time.Millisecond
 			if downUntil[e.Target] > at {
 				continue
 			}

@@ -29,7 +29,7 @@ injecting faults: cut (every connection through the proxy), delay, duplicate,
 drop (a WebSocket frame, and its connection), drop-reply (a hub reply after
 the hub applied the request), kill and term (SIGKILL or SIGTERM a runner,
 restarted later), hub-kill (SIGKILL the hub, restarted on its data), pause
-(SIGSTOP a runner for 1-15 s, then SIGCONT), hub-pause (the same to the
+(SIGSTOP a runner for 1-22 s, then SIGCONT), hub-pause (the same to the
 hub), and
 with --faults naming it, disk (as root: the hub's data directory and each
 runner's home are small tmpfs mounts, filled to the last block for a few
