@@ -148,3 +148,19 @@ func TestStopDetachesInBatches(t *testing.T) {
 		t.Errorf("the job accepted by a runner of the stopped hub is %s, want still running (its lease holds)", v.State)
 	}
 }
+
+// TestStoppingHubTakesNoHello: the runners a stopping hub closed dial
+// again at once; it tells each to come back (503 before the upgrade)
+// rather than attach a runner it would have to detach again, while its
+// server waited for those hellos before it stopped.
+func TestStoppingHubTakesNoHello(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := th.registerRunner("late")
+	th.h.stopping.Store(true)
+	if code := th.dialStatus(tok); code != http.StatusServiceUnavailable {
+		t.Fatalf("a dial to a stopping hub: status %d, want 503", code)
+	}
+	if n := th.h.reg.count(); n != 0 {
+		t.Fatalf("%d runners attached to a stopping hub", n)
+	}
+}

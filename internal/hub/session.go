@@ -58,7 +58,19 @@ var _ gateway.Core = gatewayCore{}
 
 func (g gatewayCore) StalledAfter(t time.Time) bool { return g.h.stall.look(g.h.now()).After(t) }
 
-func (g gatewayCore) AdmitHello() (func(), time.Duration) { return g.h.admit.door(time.Now()) }
+func (g gatewayCore) AdmitHello() (func(), time.Duration) {
+	if g.h.stopping.Load() {
+		// The runners it just closed dial again at once: a stopping hub
+		// takes none of them in (it would have to detach them too, and
+		// its server waits for requests in hand before it stops).
+		return nil, stoppingRetry
+	}
+	return g.h.admit.door(time.Now())
+}
+
+// stoppingRetry is when a stopping hub tells a dial to come back: its
+// successor is about to listen.
+const stoppingRetry = time.Second
 
 // Attach checks a runner's hello, reads its access, reconciles what it
 // holds (attach) and registers it.
@@ -66,6 +78,9 @@ func (g gatewayCore) Attach(ctx context.Context, p call.Caller, hello protocol.H
 	h := g.h
 	if err := checkHello(&hello); err != nil {
 		return nil, err
+	}
+	if h.stopping.Load() {
+		return nil, call.Closed{Code: call.CloseTryAgainLater, Reason: "hub shutting down; reconnect"}
 	}
 	release, err := h.admit.enter(ctx)
 	if err != nil {
