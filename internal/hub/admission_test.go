@@ -71,6 +71,25 @@ func TestHelloDoorSpreadsAFleet(t *testing.T) {
 
 // The descriptor warning is logged once when the hub crosses 80 % of its
 // limit, and cleared below 70 %.
+// TestNofileSkip: a hub far below the warning level counts its
+// descriptors once a minute, one near it at every tick.
+func TestNofileSkip(t *testing.T) {
+	for _, c := range []struct {
+		open, limit uint64
+		want        int
+	}{
+		{open: 10_000, limit: 1 << 20, want: 5},
+		{open: 399, limit: 1000, want: 5},
+		{open: 400, limit: 1000, want: 0},
+		{open: 900, limit: 1000, want: 0},
+		{open: 5, limit: 0, want: 0},
+	} {
+		if got := nofileSkip(c.open, c.limit); got != c.want {
+			t.Errorf("%d of %d open: skip %d checks, want %d", c.open, c.limit, got, c.want)
+		}
+	}
+}
+
 func TestNofileWarning(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))

@@ -101,35 +101,23 @@ func (cd *candidate) accountFor(j store.Job, member bool, ranks map[string]int64
 	return acct, rank, ok
 }
 
-// candidates are the connected runners out of their cooldown, when to
-// look again at those in it, and the most free slots any has.
-func (h *Hub) candidates(onlyWantQueue bool) ([]*candidate, time.Time, int) {
-	h.reg.mu.Lock()
-	defer h.reg.mu.Unlock()
-	now := h.now()
-	// Two allocations per pass, not one per connected runner: a pass runs
-	// at every submit, connect and finish.
-	all := make([]candidate, 0, len(h.reg.conns))
-	var retry time.Time
-	top := 0
-	for id, c := range h.reg.conns {
-		if onlyWantQueue && !c.wantQueue {
-			continue
-		}
-		if c.cooldownUntil.After(now) {
-			if retry.IsZero() || c.cooldownUntil.Before(retry) {
-				retry = c.cooldownUntil
+// candidates are the connected runners out of their cooldown that may
+// take one of queued (its shape fits one: fleetindex.go) or want queue
+// frames (all that want them when nothing is queued), when to look again
+// at those in their cooldown, and the most free slots any has.
+func (h *Hub) candidates(queued []store.Job) ([]*candidate, time.Time, int) {
+	wantQueue := func(c *runnerSession) bool { return c.wantQueue }
+	return h.gather(func(each func(*runnerSession)) {
+		if len(queued) == 0 {
+			for _, c := range h.reg.conns {
+				if c.wantQueue {
+					each(c)
+				}
 			}
-			continue
+			return
 		}
-		all = append(all, candidate{c: c, free: max(c.slots-len(h.reg.active[id]), 0), agents: c.agents, accounts: c.accounts, access: c.access, notReady: c.notReady})
-		top = max(top, all[len(all)-1].free)
-	}
-	out := make([]*candidate, len(all))
-	for i := range all {
-		out[i] = &all[i]
-	}
-	return out, retry, top
+		h.reg.eachFor(queued, wantQueue, each)
+	})
 }
 
 func labelsMatch(want, have map[string]string) bool {
@@ -258,7 +246,8 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		// With nothing queued only runners that want queue frames matter
 		// (to hear that nothing waits): a runner's connect, or a finish,
 		// costs no pass over the whole fleet.
-		cands, retry, top := h.candidates(len(queued) == 0)
+		cands, retry, top := h.candidates(queued)
+		var others []*candidate // the rest of the fleet, read only to say why a job waits
 		if !retry.IsZero() {
 			time.AfterFunc(time.Until(retry), h.kick)
 		}
@@ -299,6 +288,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 					}
 					best, account, w := pickRunner(j, cands, top, member[[2]string{j.Project, j.RequesterID}], ranks, prefer[j.ID], needs[j.Project])
 					if best < 0 {
+						w = h.whyOverAll(j, cands, top, &others, queued, member[[2]string{j.Project, j.RequesterID}], ranks, needs[j.Project], w)
 						whyShape[key], why[j.ID] = w, w
 						continue
 					}
@@ -419,11 +409,8 @@ func (cd *candidate) fit(j store.Job, member bool, ranks map[string]int64, need 
 	if !cd.access.mayReceive(need) {
 		return whyTrust, "", 0, false
 	}
-	if !labelsMatch(j.Labels, cd.c.labels) {
-		return whyLabels, "", 0, false
-	}
-	if !rules.ImageAllowed(j.Image, cd.c.images) {
-		return whyImage, "", 0, false
+	if stage, ok := fitsShape(j, cd.c.labels, cd.c.images); !ok {
+		return stage, "", 0, false
 	}
 	// A runner without the job's agent (not installed, or every account
 	// limited) is not offered it.
@@ -432,6 +419,19 @@ func (cd *candidate) fit(j store.Job, member bool, ranks map[string]int64, need 
 	}
 	acct, rank, ok = cd.accountFor(j, member, ranks)
 	return whyAccount, acct, rank, ok
+}
+
+// fitsShape is fit's check of what a runner's hello fixed for its
+// connection, its labels and images (the dispatcher's index groups runners
+// by them: runnerShape): ok, or the stage it failed at.
+func fitsShape(j store.Job, labels map[string]string, images []string) (stage int, ok bool) {
+	if !labelsMatch(j.Labels, labels) {
+		return whyLabels, false
+	}
+	if !rules.ImageAllowed(j.Image, images) {
+		return whyImage, false
+	}
+	return 0, true
 }
 
 // queuedWhy is why the last dispatch pass did not offer a queued job: its

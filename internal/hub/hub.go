@@ -383,7 +383,7 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	h.stopping.Store(true) // the load balancer's readiness probe fails from now
-	h.closeAllConns("hub shutting down")
+	h.detachAll("hub shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -399,7 +399,7 @@ func (h *Hub) Close() error {
 	if h.cancel != nil {
 		h.cancel()
 	}
-	h.closeAllConns("hub shutting down")
+	h.detachAll("hub shutting down")
 	h.bg.Wait()
 	if h.publisher != nil {
 		h.publisher.Wait()

@@ -61,7 +61,7 @@ func (th *testHub) crash() {
 	th.srv.Close()
 	th.h.cancel()
 	th.h.store.Close() // first: nothing it does from now on is kept
-	th.h.closeAllConns("crash")
+	th.h.detachAll("crash")
 	th.h.bg.Wait()
 	th.h = nil
 }

@@ -129,8 +129,7 @@ func (h *Hub) attach(ctx context.Context, c *runnerSession, hello protocol.Hello
 	c.lastExtend = now
 
 	h.reg.mu.Lock()
-	old := h.reg.conns[c.runnerID]
-	h.reg.conns[c.runnerID] = c
+	old := h.reg.putLocked(c)
 	// The slots it holds are the database's, whichever hub it was on
 	// before (this one's memory may be of another hub's time).
 	delete(h.reg.active, c.runnerID)

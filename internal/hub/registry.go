@@ -10,6 +10,7 @@ import "sync"
 type registry struct {
 	mu     sync.Mutex
 	conns  map[string]*runnerSession  // runner id → live connection
+	shapes map[string]*runnerShape    // the live connections by labels and images (fleetindex.go)
 	active map[string]map[string]bool // runner id → attempt ids holding a slot
 	// cancelled holds the attempts whose runner was sent a cancel by the
 	// cross sync, so each is sent once.
@@ -20,7 +21,7 @@ type registry struct {
 }
 
 func newRegistry() *registry {
-	return &registry{conns: map[string]*runnerSession{}, active: map[string]map[string]bool{}, cancelled: map[string]bool{}}
+	return &registry{conns: map[string]*runnerSession{}, shapes: map[string]*runnerShape{}, active: map[string]map[string]bool{}, cancelled: map[string]bool{}}
 }
 
 // get is the live connection of a runner, or nil.
@@ -38,6 +39,21 @@ func (r *registry) all() []*runnerSession {
 	for _, c := range r.conns {
 		cs = append(cs, c)
 	}
+	return cs
+}
+
+// takeAll forgets every live connection and returns them: a stopping hub
+// detaches them together (detachAll), and their readers' detach then finds
+// nothing left to do.
+func (r *registry) takeAll() []*runnerSession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cs := make([]*runnerSession, 0, len(r.conns))
+	for _, c := range r.conns {
+		cs = append(cs, c)
+	}
+	clear(r.conns)
+	clear(r.shapes)
 	return cs
 }
 
@@ -75,6 +91,7 @@ func (r *registry) remove(c *runnerSession) bool {
 		return false
 	}
 	delete(r.conns, c.runnerID)
+	r.unshapeLocked(c)
 	return true
 }
 

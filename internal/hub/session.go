@@ -8,7 +8,6 @@ import (
 
 	"drover/internal/hub/call"
 	"drover/internal/hub/gateway"
-	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/rules"
 	"drover/internal/store"
@@ -23,6 +22,7 @@ type runnerSession struct {
 	tokenHash string
 	labels    map[string]string
 	images    []string  // Hello.Images: the images its jobs may name
+	shape     string    // its labels' and images' key (shapeOf)
 	version   string    // Hello.RunnerVersion
 	wantQueue bool      // Hello.WantQueue: send it queue frames
 	baseURL   string    // the hub's URL as this runner reached it
@@ -58,7 +58,19 @@ var _ gateway.Core = gatewayCore{}
 
 func (g gatewayCore) StalledAfter(t time.Time) bool { return g.h.stall.look(g.h.now()).After(t) }
 
-func (g gatewayCore) AdmitHello() (func(), time.Duration) { return g.h.admit.door(time.Now()) }
+func (g gatewayCore) AdmitHello() (func(), time.Duration) {
+	if g.h.stopping.Load() {
+		// The runners it just closed dial again at once: a stopping hub
+		// takes none of them in (it would have to detach them too, and
+		// its server waits for requests in hand before it stops).
+		return nil, stoppingRetry
+	}
+	return g.h.admit.door(time.Now())
+}
+
+// stoppingRetry is when a stopping hub tells a dial to come back: its
+// successor is about to listen.
+const stoppingRetry = time.Second
 
 // Attach checks a runner's hello, reads its access, reconciles what it
 // holds (attach) and registers it.
@@ -66,6 +78,9 @@ func (g gatewayCore) Attach(ctx context.Context, p call.Caller, hello protocol.H
 	h := g.h
 	if err := checkHello(&hello); err != nil {
 		return nil, err
+	}
+	if h.stopping.Load() {
+		return nil, call.Closed{Code: call.CloseTryAgainLater, Reason: "hub shutting down; reconnect"}
 	}
 	release, err := h.admit.enter(ctx)
 	if err != nil {
@@ -86,8 +101,8 @@ func (g gatewayCore) Attach(ctx context.Context, p call.Caller, hello protocol.H
 	c := &runnerSession{
 		runnerID: p.RunnerID, name: p.Name, tokenHash: p.TokenHash,
 		slots: hello.Slots, labels: hello.Labels, version: hello.RunnerVersion, wantQueue: hello.WantQueue, agents: hello.Agents, accounts: hello.Accounts, notReady: hello.NotReady, baseURL: baseURL,
-		images: hello.Images,
-		link:   link, access: access,
+		images: hello.Images, shape: shapeOf(hello.Labels, hello.Images),
+		link: link, access: access,
 	}
 	if err := h.attach(ctx, c, hello); err != nil {
 		if errors.Is(err, errStaleToken) {
@@ -189,44 +204,7 @@ func (h *Hub) detach(c *runnerSession, reason string) {
 		return
 	}
 	h.log.Info("runner disconnected", "runner", c.name, "reason", reason)
-	defer h.notify(anyChange)
-	now := h.now()
-	_ = h.store.Write(context.Background(), func(tx store.Tx) error {
-		rn, err := tx.Runner(c.runnerID)
-		if err != nil {
-			return err
-		}
-		rn.LastSeen = &now
-		if err := tx.UpdateRunner(rn); err != nil {
-			return err
-		}
-		return tx.ReleaseRunner(c.runnerID, h.id) // unless it connected to another hub since
-	})
-	h.hint(hintLeft)
-	// An offer can only start after the hub confirms its accept, so offers
-	// the runner had not accepted go back to the queue now, not after the
-	// lease: a returning runner's late accept is fenced.
-	h.requeueOffers(c.runnerID)
-	time.AfterFunc(h.cfg.Lease+100*time.Millisecond, h.kickSweep)
-}
-
-func (h *Hub) requeueOffers(runnerID string) {
-	ctx := context.Background()
-	var offered []string
-	_ = h.store.Read(ctx, func(tx store.Tx) error {
-		mine, err := tx.RunnerActiveAttempts(runnerID)
-		for _, a := range mine {
-			if a.State == job.AttemptOffered {
-				offered = append(offered, a.ID)
-			}
-		}
-		return err
-	})
-	for _, id := range offered {
-		if err := h.expire(ctx, id, false); err != nil {
-			h.logFailed("requeue offer of a disconnected runner", err, "attempt", id)
-		}
-	}
+	h.departed([]*runnerSession{c})
 }
 
 func (h *Hub) closeConn(runnerID string, code int, reason string) {
@@ -264,12 +242,6 @@ func (h *Hub) closeIfTokenStale(ctx context.Context, c *runnerSession) {
 	})
 	if err != nil || stale {
 		c.close(protocol.CloseRevoked, errStaleToken.Error())
-	}
-}
-
-func (h *Hub) closeAllConns(reason string) {
-	for _, c := range h.reg.all() {
-		c.close(call.CloseGoingAway, reason)
 	}
 }
 

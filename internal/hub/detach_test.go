@@ -1,0 +1,166 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"drover/internal/apitypes"
+	"drover/internal/auth"
+	"drover/internal/job"
+	"drover/internal/protocol"
+	"drover/internal/store"
+	"drover/internal/testkit"
+)
+
+// releasesStore counts the write transactions that release a runner's
+// connection (ReleaseRunner): a detach's record.
+type releasesStore struct {
+	store.Store
+	n *atomic.Int64
+}
+
+func (s releasesStore) Write(ctx context.Context, fn func(store.Tx) error) error {
+	var released bool
+	err := s.Store.Write(ctx, func(tx store.Tx) error { return fn(releasesTx{tx, &released}) })
+	if released {
+		s.n.Add(1)
+	}
+	return err
+}
+
+type releasesTx struct {
+	store.Tx
+	released *bool
+}
+
+func (t releasesTx) ReleaseRunner(runnerID, hubID string) error {
+	*t.released = true
+	return t.Tx.ReleaseRunner(runnerID, hubID)
+}
+
+// TestStopDetachesInBatches: a hub that stops with many runners connected
+// closes every connection and records their departures in a few write
+// transactions, not one per runner (which took a hub with 10,000 runners
+// longer to stop than a supervisor waits). What a detach promises holds
+// for each: its last contact and release are recorded, an offer it had
+// not accepted goes back to the queue, and an accepted attempt keeps its
+// lease (the runner may bring it to the next hub).
+func TestStopDetachesInBatches(t *testing.T) {
+	n := detachBatch + 100 // two batches
+	if testing.Short() {
+		n = 300
+	}
+	var writes atomic.Int64
+	// Heartbeats and leases longer than connecting the fleet takes under
+	// -race on a busy machine: the fleet's light clients do not heartbeat.
+	th := startHubOn(t, Config{Heartbeat: 2 * time.Minute, Lease: 10 * time.Minute}, func(st store.Store) store.Store { return releasesStore{st, &writes} })
+	ctx := t.Context()
+
+	// Two scripted runners: one holds an offer it has not accepted, the
+	// other an attempt it accepted.
+	offered, _ := th.dial(th.registerRunner("offered"), protocol.Hello{Slots: 1, Labels: map[string]string{"r": "offered"}})
+	running, _ := th.dial(th.registerRunner("running"), protocol.Hello{Slots: 1, Labels: map[string]string{"r": "running"}})
+	submit := func(label string) apitypes.JobView {
+		var v apitypes.JobView
+		if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: map[string]string{"r": label}}, &v); code != http.StatusCreated {
+			t.Fatalf("submit: %d %v", code, e)
+		}
+		return v
+	}
+	jOffered, jRunning := submit("offered"), submit("running")
+	if o := offered.offer(); o.Job != jOffered.ID {
+		t.Fatalf("offer of %s, want %s", o.Job, jOffered.ID)
+	}
+	o := running.offer()
+	wantOK(t, running.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
+
+	// The idle fleet, registered in one transaction.
+	var admin string
+	rs := make([]benchRunner, n)
+	ids := map[string]bool{}
+	if err := th.h.store.Write(ctx, func(tx store.Tx) error {
+		var err error
+		if admin, err = tx.Meta(metaAdmin); err != nil {
+			return err
+		}
+		for i := range rs {
+			tok := auth.NewToken(auth.PrefixRunner)
+			rn, _, err := bindRunner(tx, th.h.now(), admin, fmt.Sprintf("idle%04d", i), auth.Hash(tok), false)
+			if err != nil {
+				return err
+			}
+			ids[rn.ID] = true
+			rs[i] = benchRunner{url: th.srv.URL, token: tok, labels: map[string]string{"r": "idle"}}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fl := newBenchFleet()
+	defer fl.close()
+	fl.connect(t, rs)
+	if got := th.h.reg.count(); got != n+2 {
+		t.Fatalf("%d runners connected, want %d", got, n+2)
+	}
+
+	before := writes.Load()
+	th.h.detachAll("hub shutting down")
+	if got := th.h.reg.count(); got != 0 {
+		t.Fatalf("%d runners still registered after the stop's detach", got)
+	}
+	// Every departure recorded: nobody held by this hub, each last seen.
+	testkit.WaitFor(t, 2*time.Minute, "every runner's departure recorded", func() bool {
+		var held map[string]string
+		var seen int
+		if err := th.h.store.Read(ctx, func(tx store.Tx) error {
+			var err error
+			if held, err = tx.HeldRunners(time.Time{}); err != nil {
+				return err
+			}
+			all, err := tx.Runners()
+			for _, rn := range all {
+				if ids[rn.ID] && rn.LastSeen != nil && !rn.LastSeen.Before(th.h.started) {
+					seen++
+				}
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return len(held) == 0 && seen == n
+	})
+	// A transaction per thousand runners.
+	if got, want := writes.Load()-before, int64((n+2+detachBatch-1)/detachBatch); got != want {
+		t.Errorf("the stop's detach of %d runners took %d write transactions; want at most %d", n+2, got, want)
+	}
+	testkit.WaitFor(t, 2*time.Minute, "every idle runner's connection closed", func() bool { return fl.lost.Load() == int64(n) })
+	if c := offered.waitClosed(); c != 1001 {
+		t.Errorf("closed with %d, want 1001 (going away)", c)
+	}
+	if v := th.job(jOffered.ID); v.State != job.Queued {
+		t.Errorf("the job offered to a runner of the stopped hub is %s, want queued again", v.State)
+	}
+	if v := th.job(jRunning.ID); v.State != job.Running {
+		t.Errorf("the job accepted by a runner of the stopped hub is %s, want still running (its lease holds)", v.State)
+	}
+}
+
+// TestStoppingHubTakesNoHello: the runners a stopping hub closed dial
+// again at once; it tells each to come back (503 before the upgrade)
+// rather than attach a runner it would have to detach again, while its
+// server waited for those hellos before it stopped.
+func TestStoppingHubTakesNoHello(t *testing.T) {
+	th := startHub(t, Config{})
+	tok := th.registerRunner("late")
+	th.h.stopping.Store(true)
+	if code := th.dialStatus(tok); code != http.StatusServiceUnavailable {
+		t.Fatalf("a dial to a stopping hub: status %d, want 503", code)
+	}
+	if n := th.h.reg.count(); n != 0 {
+		t.Fatalf("%d runners attached to a stopping hub", n)
+	}
+}
