@@ -89,7 +89,13 @@ func TestEvalListAndPagesKeepToTheirUser(t *testing.T) {
 func TestEvalJobsReadAsTheirViews(t *testing.T) {
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
-	failed, queued := th.submit("false"), th.submit("true")
+	failed := th.submit("false")
+	// A label no runner offers keeps the second job queued: offered to r1
+	// once the first ended, its view and the read below could differ.
+	queued, code, e := th.submitRepo(apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Labels: map[string]string{"gpu": "none"}})
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d %v", code, e)
+	}
 	o := sr.offerFor(failed.ID)
 	wantOK(t, sr.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 	wantOK(t, sr.request(protocol.TypeFinish, protocol.Finish{AttemptRef: o.AttemptRef,
