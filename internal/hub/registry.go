@@ -1,6 +1,10 @@
 package hub
 
-import "sync"
+import (
+	"maps"
+	"slices"
+	"sync"
+)
 
 // registry is the runners connected to this hub and the attempts holding
 // each one's slots. Its lock is its own, apart from Hub.mu (followers and
@@ -35,10 +39,7 @@ func (r *registry) get(runnerID string) *runnerSession {
 func (r *registry) all() []*runnerSession {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cs := make([]*runnerSession, 0, len(r.conns))
-	for _, c := range r.conns {
-		cs = append(cs, c)
-	}
+	cs := slices.Collect(maps.Values(r.conns))
 	return cs
 }
 
@@ -48,10 +49,7 @@ func (r *registry) all() []*runnerSession {
 func (r *registry) takeAll() []*runnerSession {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cs := make([]*runnerSession, 0, len(r.conns))
-	for _, c := range r.conns {
-		cs = append(cs, c)
-	}
+	cs := slices.Collect(maps.Values(r.conns))
 	clear(r.conns)
 	clear(r.shapes)
 	return cs
