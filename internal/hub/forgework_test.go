@@ -59,6 +59,12 @@ func (c *hookCapture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(rec.Body.Bytes())
 }
 
+func (c *hookCapture) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.got)
+}
+
 func (c *hookCapture) find(event string) (capturedHook, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -220,7 +226,7 @@ func TestForgeTriggersOnGitea(t *testing.T) {
 				replies++
 			}
 		}
-		if replies >= 2 && th.pendingDeliveries() == 0 && len(capt.got) >= 6 {
+		if replies >= 2 && th.pendingDeliveries() == 0 && capt.count() >= 6 {
 			break
 		}
 		select {
