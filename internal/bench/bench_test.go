@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"drover/internal/testkit/plainbuild"
 )
 
 // droverBinary builds cmd/drover into a temporary directory, or returns
@@ -22,15 +22,9 @@ func droverBinary(t *testing.T) string {
 	if bin := os.Getenv("DROVER_BENCH_BINARY"); bin != "" {
 		return bin
 	}
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || len(bytes.TrimSpace(gomod)) == 0 {
-		t.Fatalf("find the module root: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "drover")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/drover")
-	cmd.Dir = filepath.Dir(string(bytes.TrimSpace(gomod)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/drover: %v\n%s", err, out)
+	bin, err := plainbuild.Build(t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -3,9 +3,10 @@ package buildinfo
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"drover/internal/testkit/plainbuild"
 )
 
 // A version set with -ldflags is what the binary reports.
@@ -13,10 +14,9 @@ func TestLdflagsVersion(t *testing.T) {
 	if Version() == "" {
 		t.Fatal("empty version")
 	}
-	bin := filepath.Join(t.TempDir(), "drover")
-	out, err := exec.Command("go", "build", "-o", bin, "-ldflags", "-X drover/internal/buildinfo.version=v9.8.7-test", "drover/cmd/drover").CombinedOutput()
+	bin, err := plainbuild.Build(t.TempDir(), "-X drover/internal/buildinfo.version=v9.8.7-test")
 	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		cmd := exec.Command(bin, args...)
