@@ -269,32 +269,9 @@ func (h *Hub) logDigest(ctx context.Context, attemptID string, n int64) (string,
 func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin protocol.Finish) (protocol.FinishAck, error) {
 	// Check the log first, outside the write transaction; the transaction
 	// checks everything again.
-	var (
-		held int64
-		done bool
-	)
-	if err := h.store.Read(ctx, func(tx store.Tx) error {
-		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
-		if err != nil {
-			return err
-		}
-		held = a.LogSize
-		done, err = finishable(a, j)
-		return err
-	}); err != nil {
+	digest, err := h.finishDigest(ctx, c, fin)
+	if err != nil {
 		return protocol.FinishAck{}, err
-	}
-	var digest string
-	if !done && fin.LogSize == held {
-		var err error
-		if digest, err = h.logDigest(ctx, fin.Attempt, held); err != nil {
-			return protocol.FinishAck{}, err
-		}
-		if digest != fin.LogSHA256 {
-			// Same length, other bytes: the hub's copy cannot be trusted.
-			// Drop it and ask for the whole log again.
-			return protocol.FinishAck{}, h.resetLog(ctx, c, fin.AttemptRef)
-		}
 	}
 	ack, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (protocol.FinishAck, error) {
 		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
@@ -371,6 +348,51 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 	return ack, nil
 }
 
+// emptyLogSHA256 is the digest of an attempt that wrote no log.
+var emptyLogSHA256 = func() string { s := sha256.Sum256(nil); return hex.EncodeToString(s[:]) }()
+
+// finishDigest is the digest of the log the hub holds of a finishing
+// attempt, read outside the write transaction that checks everything
+// again ("" when that check should refuse the finish: the sizes differ, or
+// the attempt ended already); the refusal that asks for the log again
+// when the hub's copy differs.
+func (h *Hub) finishDigest(ctx context.Context, c *runnerSession, fin protocol.Finish) (string, error) {
+	if fin.LogSize == 0 && fin.LogSHA256 == emptyLogSHA256 {
+		// An empty log's digest is known: the transaction's check of the
+		// size held is the whole check (a trivial job's finish costs no
+		// read before it).
+		return emptyLogSHA256, nil
+	}
+	var (
+		held int64
+		done bool
+	)
+	if err := h.store.Read(ctx, func(tx store.Tx) error {
+		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
+		if err != nil {
+			return err
+		}
+		held = a.LogSize
+		done, err = finishable(a, j)
+		return err
+	}); err != nil {
+		return "", err
+	}
+	if done || fin.LogSize != held {
+		return "", nil
+	}
+	digest, err := h.logDigest(ctx, fin.Attempt, held)
+	if err != nil {
+		return "", err
+	}
+	if digest != fin.LogSHA256 {
+		// Same length, other bytes: the hub's copy cannot be trusted.
+		// Drop it and ask for the whole log again.
+		return "", h.resetLog(ctx, c, fin.AttemptRef)
+	}
+	return digest, nil
+}
+
 // finishable says whether an attempt can take a finish: done when it already
 // ended (a finish is then acknowledged as already finished), an error when
 // it is not the runner's to finish.
@@ -391,9 +413,12 @@ func finishable(a store.Attempt, j store.Job) (done bool, err error) {
 
 // applyFinish records a runner's outcome on the attempt and moves the job.
 func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.Job, o job.Outcome, digest string) error {
-	q, err := questionOf(tx, j.ID, a.ID)
-	if err != nil {
-		return err
+	var q *store.Question
+	if toolFinish(*j, o) {
+		var err error
+		if q, err = questionOf(tx, j.ID, a.ID); err != nil {
+			return err
+		}
 	}
 	o = toolOutcome(q, *a, *j, o)
 	now := h.now()
