@@ -273,7 +273,9 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 	if err != nil {
 		return protocol.FinishAck{}, err
 	}
+	intended := false // a publication recorded with the completion, for JobCompleted
 	ack, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (protocol.FinishAck, error) {
+		intended = false
 		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
 		if err != nil {
 			return protocol.FinishAck{}, err
@@ -322,7 +324,7 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		// A pipeline's step publishes nothing on its own: its publish
 		// step does; nor does an evaluation's job.
 		if !pipeline.OwnsKey(j.Key) && !eval.OwnsKey(j.Key) {
-			_, err = publish.Intent(tx, j, h.now())
+			intended, err = publish.Intent(tx, j, h.now())
 		}
 		return protocol.FinishAck{}, err
 	})
@@ -341,7 +343,10 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		h.reg.removeActive(c.runnerID, fin.Attempt)
 		h.notify(fin.Job)
 		h.kick()
-		if fin.Outcome.State == job.AttemptCompleted {
+		if intended {
+			// Only a publication recorded with the completion waits
+			// for it (a publish request needs a completed job): any
+			// other finish would read for none.
 			h.publisher.JobCompleted(ctx, fin.Job)
 		}
 	}
