@@ -25,8 +25,11 @@ type statementsByText interface {
 // and the failure lists the statements that ran, most run first.
 func TestBurstStatementsPerJob(t *testing.T) {
 	// 44 per job before session 18 cut the submit's view, the finish's
-	// read of an empty log and its question; 35-36 since.
-	const most = 38.0
+	// read of an empty log, its question and publication, and the
+	// webhook sender's read of due deliveries at every change; 32-34
+	// since (the dispatch passes' reads vary with how many jobs a pass
+	// finds).
+	const most = 36.0
 	// Larger with DROVER_BENCH_RUNNERS and DROVER_BENCH_JOBS, to profile
 	// the hub in a burst (go test -cpuprofile).
 	runners, jobs := benchEnv(t, "DROVER_BENCH_RUNNERS", 10), benchEnv(t, "DROVER_BENCH_JOBS", 200)
