@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -27,38 +28,56 @@ const logSlack = 4096
 // ledgered applies fn once per (runner, request id): a resent id gets the
 // reply stored with the first application. Refusals are not stored (they
 // changed nothing, so applying the request again is harmless).
+//
+// fn runs first and the ledger is read only when its entry cannot be
+// added, or fn refused: a resent id (rare) is found there, fn's writes
+// undone and the stored reply given; a first one (every request) costs no
+// read of the ledger.
 func ledgered[T any](ctx context.Context, h *Hub, runnerID, reqID string, fn func(tx store.Tx) (T, error)) (T, bool, error) {
 	var out T
 	var replay bool
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		var zero T
 		out, replay = zero, false
-		resp, found, err := tx.Request(runnerID, reqID)
-		if err != nil {
-			return err
-		}
-		if found {
-			replay = true
-			if len(resp) > 0 {
-				if err := json.Unmarshal(resp, &out); err != nil {
-					return fmt.Errorf("decode the ledger's reply: %w", err)
-				}
+		v, refused := fn(tx)
+		if refused == nil {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return err
 			}
-			return nil
+			err = tx.PutRequest(runnerID, reqID, b, h.now())
+			if err == nil {
+				out = v
+				return nil
+			}
+			if !errors.Is(err, store.ErrConflict) {
+				return err
+			}
 		}
-		v, err := fn(tx)
-		if err != nil {
-			return err
+		resp, found, err := tx.Request(runnerID, reqID)
+		switch {
+		case err != nil:
+			return cmp.Or(refused, err)
+		case !found:
+			// fn refused (an entry that could not be added is found).
+			return cmp.Or(refused, fmt.Errorf("request %s of runner %s: the ledger's entry is neither new nor there", reqID, runnerID))
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
+		replay = true
+		if len(resp) > 0 {
+			if err := json.Unmarshal(resp, &out); err != nil {
+				return fmt.Errorf("decode the ledger's reply: %w", err)
+			}
 		}
-		out = v
-		return tx.PutRequest(runnerID, reqID, b, h.now())
+		return errReplayed // undoes what fn wrote again
 	})
+	if errors.Is(err, errReplayed) {
+		return out, true, nil
+	}
 	return out, replay, err
 }
+
+// errReplayed ends the transaction of a request already in the ledger.
+var errReplayed = errors.New("request applied already")
 
 // loadFenced loads the attempt a runner names and checks it is that
 // runner's, under that epoch.
