@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -27,38 +28,56 @@ const logSlack = 4096
 // ledgered applies fn once per (runner, request id): a resent id gets the
 // reply stored with the first application. Refusals are not stored (they
 // changed nothing, so applying the request again is harmless).
+//
+// fn runs first and the ledger is read only when its entry cannot be
+// added, or fn refused: a resent id (rare) is found there, fn's writes
+// undone and the stored reply given; a first one (every request) costs no
+// read of the ledger.
 func ledgered[T any](ctx context.Context, h *Hub, runnerID, reqID string, fn func(tx store.Tx) (T, error)) (T, bool, error) {
 	var out T
 	var replay bool
 	err := h.store.Write(ctx, func(tx store.Tx) error {
 		var zero T
 		out, replay = zero, false
-		resp, found, err := tx.Request(runnerID, reqID)
-		if err != nil {
-			return err
-		}
-		if found {
-			replay = true
-			if len(resp) > 0 {
-				if err := json.Unmarshal(resp, &out); err != nil {
-					return fmt.Errorf("decode the ledger's reply: %w", err)
-				}
+		v, refused := fn(tx)
+		if refused == nil {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return err
 			}
-			return nil
+			err = tx.PutRequest(runnerID, reqID, b, h.now())
+			if err == nil {
+				out = v
+				return nil
+			}
+			if !errors.Is(err, store.ErrConflict) {
+				return err
+			}
 		}
-		v, err := fn(tx)
-		if err != nil {
-			return err
+		resp, found, err := tx.Request(runnerID, reqID)
+		switch {
+		case err != nil:
+			return cmp.Or(refused, err)
+		case !found:
+			// fn refused (an entry that could not be added is found).
+			return cmp.Or(refused, fmt.Errorf("request %s of runner %s: the ledger's entry is neither new nor there", reqID, runnerID))
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
+		replay = true
+		if len(resp) > 0 {
+			if err := json.Unmarshal(resp, &out); err != nil {
+				return fmt.Errorf("decode the ledger's reply: %w", err)
+			}
 		}
-		out = v
-		return tx.PutRequest(runnerID, reqID, b, h.now())
+		return errReplayed // undoes what fn wrote again
 	})
+	if errors.Is(err, errReplayed) {
+		return out, true, nil
+	}
 	return out, replay, err
 }
+
+// errReplayed ends the transaction of a request already in the ledger.
+var errReplayed = errors.New("request applied already")
 
 // loadFenced loads the attempt a runner names and checks it is that
 // runner's, under that epoch.
@@ -269,34 +288,13 @@ func (h *Hub) logDigest(ctx context.Context, attemptID string, n int64) (string,
 func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin protocol.Finish) (protocol.FinishAck, error) {
 	// Check the log first, outside the write transaction; the transaction
 	// checks everything again.
-	var (
-		held int64
-		done bool
-	)
-	if err := h.store.Read(ctx, func(tx store.Tx) error {
-		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
-		if err != nil {
-			return err
-		}
-		held = a.LogSize
-		done, err = finishable(a, j)
-		return err
-	}); err != nil {
+	digest, err := h.finishDigest(ctx, c, fin)
+	if err != nil {
 		return protocol.FinishAck{}, err
 	}
-	var digest string
-	if !done && fin.LogSize == held {
-		var err error
-		if digest, err = h.logDigest(ctx, fin.Attempt, held); err != nil {
-			return protocol.FinishAck{}, err
-		}
-		if digest != fin.LogSHA256 {
-			// Same length, other bytes: the hub's copy cannot be trusted.
-			// Drop it and ask for the whole log again.
-			return protocol.FinishAck{}, h.resetLog(ctx, c, fin.AttemptRef)
-		}
-	}
+	intended := false // a publication recorded with the completion, for JobCompleted
 	ack, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (protocol.FinishAck, error) {
+		intended = false
 		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
 		if err != nil {
 			return protocol.FinishAck{}, err
@@ -345,7 +343,7 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		// A pipeline's step publishes nothing on its own: its publish
 		// step does; nor does an evaluation's job.
 		if !pipeline.OwnsKey(j.Key) && !eval.OwnsKey(j.Key) {
-			_, err = publish.Intent(tx, j, h.now())
+			intended, err = publish.Intent(tx, j, h.now())
 		}
 		return protocol.FinishAck{}, err
 	})
@@ -364,11 +362,59 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		h.reg.removeActive(c.runnerID, fin.Attempt)
 		h.notify(fin.Job)
 		h.kick()
-		if fin.Outcome.State == job.AttemptCompleted {
+		if intended {
+			// Only a publication recorded with the completion waits
+			// for it (a publish request needs a completed job): any
+			// other finish would read for none.
 			h.publisher.JobCompleted(ctx, fin.Job)
 		}
 	}
 	return ack, nil
+}
+
+// emptyLogSHA256 is the digest of an attempt that wrote no log.
+var emptyLogSHA256 = func() string { s := sha256.Sum256(nil); return hex.EncodeToString(s[:]) }()
+
+// finishDigest is the digest of the log the hub holds of a finishing
+// attempt, read outside the write transaction that checks everything
+// again ("" when that check should refuse the finish: the sizes differ, or
+// the attempt ended already); the refusal that asks for the log again
+// when the hub's copy differs.
+func (h *Hub) finishDigest(ctx context.Context, c *runnerSession, fin protocol.Finish) (string, error) {
+	if fin.LogSize == 0 && fin.LogSHA256 == emptyLogSHA256 {
+		// An empty log's digest is known: the transaction's check of the
+		// size held is the whole check (a trivial job's finish costs no
+		// read before it).
+		return emptyLogSHA256, nil
+	}
+	var (
+		held int64
+		done bool
+	)
+	if err := h.store.Read(ctx, func(tx store.Tx) error {
+		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
+		if err != nil {
+			return err
+		}
+		held = a.LogSize
+		done, err = finishable(a, j)
+		return err
+	}); err != nil {
+		return "", err
+	}
+	if done || fin.LogSize != held {
+		return "", nil
+	}
+	digest, err := h.logDigest(ctx, fin.Attempt, held)
+	if err != nil {
+		return "", err
+	}
+	if digest != fin.LogSHA256 {
+		// Same length, other bytes: the hub's copy cannot be trusted.
+		// Drop it and ask for the whole log again.
+		return "", h.resetLog(ctx, c, fin.AttemptRef)
+	}
+	return digest, nil
 }
 
 // finishable says whether an attempt can take a finish: done when it already
@@ -391,9 +437,12 @@ func finishable(a store.Attempt, j store.Job) (done bool, err error) {
 
 // applyFinish records a runner's outcome on the attempt and moves the job.
 func (h *Hub) applyFinish(tx store.Tx, actor string, a *store.Attempt, j *store.Job, o job.Outcome, digest string) error {
-	q, err := questionOf(tx, j.ID, a.ID)
-	if err != nil {
-		return err
+	var q *store.Question
+	if toolFinish(*j, o) {
+		var err error
+		if q, err = questionOf(tx, j.ID, a.ID); err != nil {
+			return err
+		}
 	}
 	o = toolOutcome(q, *a, *j, o)
 	now := h.now()

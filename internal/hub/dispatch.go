@@ -191,6 +191,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		var ranks map[string]int64     // account preference, read only for vendor agents' jobs
 		member := map[[2]string]bool{} // (project, user) of queued jobs' requesters
 		removed := map[string]bool{}   // requester → removed (their jobs are being cancelled)
+		names := map[string]string{}   // requester → name (their offers' spec)
 		var active map[string]int      // requester → jobs offered or running now
 		needs := map[string]credNeed{} // project → what its setup's credentials need of a runner
 		if err := h.store.Read(ctx, func(tx store.Tx) error {
@@ -214,6 +215,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 						return err
 					}
 					removed[j.RequesterID] = u.RemovedAt != nil
+					names[j.RequesterID] = u.Name
 				}
 				if _, ok := needs[j.Project]; j.Project != "" && !ok {
 					if needs[j.Project], err = h.jobNeed(tx, j); err != nil {
@@ -297,7 +299,7 @@ func (h *Hub) dispatch(ctx context.Context) error {
 						list = append([]store.Job{j}, list...)
 						continue
 					}
-					batch.add(j.ID, cands[best].c, account)
+					batch.add(j.ID, cands[best].c, account, names[rq])
 					taken[j.ID] = true
 					cands[best].free--
 					active[rq]++
@@ -451,7 +453,7 @@ func (h *Hub) queuedWhy(jobID, shape string) string {
 // errNoRoom is an offer not made: the runner has no free slot now.
 var errNoRoom = errors.New("the runner has no free slot")
 
-func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account string) (bool, error) {
+func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account, requester string) (bool, error) {
 	if !h.hasRoom(c) {
 		return false, errNoRoom
 	}
@@ -494,7 +496,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account
 		if err := h.event(tx, j.ID, "offered", "", "attempt %d offered to %s", att.Epoch, c.name); err != nil {
 			return err
 		}
-		offer, err = h.offerFor(tx, c, att, j, account)
+		offer, err = h.offerNaming(tx, c, att, j, account, requester)
 		return err
 	})
 	if errors.Is(err, errNotQueued) || errors.Is(err, errUntrusted) {

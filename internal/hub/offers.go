@@ -23,18 +23,19 @@ type offerBatch struct {
 	byRunner map[*runnerSession][]plannedOffer
 }
 
-type plannedOffer struct{ jobID, account string }
+type plannedOffer struct{ jobID, account, requester string }
 
 func (h *Hub) newOfferBatch() *offerBatch {
 	return &offerBatch{h: h, byRunner: map[*runnerSession][]plannedOffer{}}
 }
 
-// add plans an offer of jobID to c naming account.
-func (b *offerBatch) add(jobID string, c *runnerSession, account string) {
+// add plans an offer of jobID to c naming account and requester (its
+// requester's name).
+func (b *offerBatch) add(jobID string, c *runnerSession, account, requester string) {
 	if _, ok := b.byRunner[c]; !ok {
 		b.runners = append(b.runners, c)
 	}
-	b.byRunner[c] = append(b.byRunner[c], plannedOffer{jobID, account})
+	b.byRunner[c] = append(b.byRunner[c], plannedOffer{jobID, account, requester})
 }
 
 // send makes the planned offers and says how many were made, and the first
@@ -56,7 +57,7 @@ func (b *offerBatch) send(ctx context.Context) (int, error) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			for _, p := range b.byRunner[c] {
-				ok, err := b.h.offer(ctx, p.jobID, c, p.account)
+				ok, err := b.h.offer(ctx, p.jobID, c, p.account, p.requester)
 				mu.Lock()
 				switch {
 				case ok:

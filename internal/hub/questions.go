@@ -266,7 +266,7 @@ func (n *namer) resumeSpec(j store.Job, runnerID string) (*protocol.ResumeSpec, 
 // recorded, whatever the runner says: its question and its delivery. A job
 // without tools has neither, and can only be caught claiming it asked.
 func toolOutcome(q *store.Question, a store.Attempt, j store.Job, o job.Outcome) job.Outcome {
-	if !j.Tools && o.State != job.AttemptAsked {
+	if !toolFinish(j, o) {
 		return o
 	}
 	was := o.State
@@ -281,6 +281,11 @@ func toolOutcome(q *store.Question, a store.Attempt, j store.Job, o job.Outcome)
 	o.Message = call.Truncate(o.Message, 4096)
 	return o
 }
+
+// toolFinish says whether a finish of j with o is a tool job's (whose
+// outcome its question decides, toolOutcome): only then is the question
+// read.
+func toolFinish(j store.Job, o job.Outcome) bool { return j.Tools || o.State == job.AttemptAsked }
 
 // pendingQuestion is the question a waiting job waits on: the one its
 // current attempt asked.

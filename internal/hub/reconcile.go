@@ -249,7 +249,13 @@ func (h *Hub) offerFor(tx store.Tx, c *runnerSession, a store.Attempt, j store.J
 	if err != nil {
 		return protocol.Offer{}, err
 	}
-	spec := protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: u.Name, LogCap: j.LogCap, Tools: j.Tools,
+	return h.offerNaming(tx, c, a, j, account, u.Name)
+}
+
+// offerNaming is offerFor with the requester's name known (a dispatch
+// pass read it for every requester it offers for).
+func (h *Hub) offerNaming(tx store.Tx, c *runnerSession, a store.Attempt, j store.Job, account, requester string) (protocol.Offer, error) {
+	spec := protocol.JobSpec{Agent: j.Agent, Args: j.Args, Labels: j.Labels, Requester: requester, LogCap: j.LogCap, Tools: j.Tools,
 		Account: j.Account, Model: j.Model, Image: j.Image}
 	if err := h.sourceSpec(tx, c, j, &spec); err != nil {
 		return protocol.Offer{}, err
@@ -274,6 +280,7 @@ func (h *Hub) offerFor(tx store.Tx, c *runnerSession, a store.Attempt, j store.J
 		}
 	}
 	if j.ResumeAttempt != "" {
+		var err error
 		if spec.Resume, err = newNamer(tx).resumeSpec(j, c.runnerID); err != nil {
 			return protocol.Offer{}, err
 		}

@@ -13,6 +13,7 @@ import (
 	"drover/internal/ids"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/publish"
 	"drover/internal/rules"
 	"drover/internal/store"
 )
@@ -179,7 +180,7 @@ func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitR
 	if created {
 		h.pinBase(ctx, j)
 	}
-	view, err := h.jobView(ctx, p, j.ID)
+	view, err := h.submittedView(ctx, p, j, created, planned)
 	if err != nil {
 		return call.Submitted{}, err
 	}
@@ -188,6 +189,23 @@ func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitR
 		h.kick()
 	}
 	return call.Submitted{Job: view, Created: created}, nil
+}
+
+// submittedView is the view of job j that p submitted: a job just
+// created is its view as committed (it has no attempt, question or
+// publication but the one planned with it; read again, it cost the submit
+// five reads), one found by its key is read.
+func (h *Hub) submittedView(ctx context.Context, p call.Caller, j store.Job, created bool, planned *store.Publication) (apitypes.JobView, error) {
+	if !created || p.Kind != store.TokenUser || p.UserID != j.RequesterID {
+		return h.jobView(ctx, p, j.ID)
+	}
+	v := bareJobView(j, p.Name)
+	if planned != nil {
+		pv := publish.View(*planned)
+		v.Publication = &pv
+	}
+	h.addWhy(&v, shapeKey(j))
+	return v, nil
 }
 
 func (h *Hub) ListJobs(ctx context.Context, p call.Caller, req call.ListJobsRequest) (apitypes.JobList, error) {

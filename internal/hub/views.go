@@ -71,16 +71,7 @@ func (n *namer) jobView(j store.Job) (apitypes.JobView, error) {
 	if err != nil {
 		return apitypes.JobView{}, err
 	}
-	v := apitypes.JobView{
-		ID: j.ID, State: j.State, Agent: j.Agent, Args: j.Args, Labels: j.Labels, Account: j.Account, Fallback: j.Fallback,
-		Requester: n.user(j.RequesterID), Attempts: []apitypes.AttemptView{},
-		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
-		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,
-		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools, Network: j.Network, Sparse: j.Sparse, Image: j.Image,
-	}
-	if v.Args == nil {
-		v.Args = []string{}
-	}
+	v := bareJobView(j, n.user(j.RequesterID))
 	for _, a := range atts {
 		av := apitypes.AttemptView{
 			ID: a.ID, Number: a.Epoch, State: a.State, Runner: n.runner(a.RunnerID),
@@ -117,6 +108,22 @@ func (n *namer) jobView(j store.Job) (apitypes.JobView, error) {
 		v.Questions = qs
 	}
 	return v, nil
+}
+
+// bareJobView is j's view without what other rows add (attempts, its
+// publication, questions): all of a job just submitted.
+func bareJobView(j store.Job, requester string) apitypes.JobView {
+	v := apitypes.JobView{
+		ID: j.ID, State: j.State, Agent: j.Agent, Args: j.Args, Labels: j.Labels, Account: j.Account, Fallback: j.Fallback,
+		Requester: requester, Attempts: []apitypes.AttemptView{},
+		CreatedAt: j.CreatedAt.UTC(), FinishedAt: utcPtr(j.FinishedAt), ExitCode: j.ExitCode,
+		Reason: j.Reason, Key: j.Key, Cancelling: j.Cancelling,
+		Project: j.Project, Base: j.Base, Head: j.Head, Mode: j.Mode, Tools: j.Tools, Network: j.Network, Sparse: j.Sparse, Image: j.Image,
+	}
+	if v.Args == nil {
+		v.Args = []string{}
+	}
+	return v
 }
 
 // jobView is the job as p may see it (notFound when p may not see it).

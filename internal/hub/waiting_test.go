@@ -108,7 +108,7 @@ func TestNoOfferToARunnerThatTookItsSlotsBack(t *testing.T) {
 		return false
 	})
 	j := th.submit("echo", "late")
-	ok, err := th.h.offer(t.Context(), j.ID, c, "")
+	ok, err := th.h.offer(t.Context(), j.ID, c, "", "")
 	if ok || !errors.Is(err, errNoRoom) {
 		t.Fatalf("offer to a runner without slots: ok %v, err %v", ok, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,11 @@ type Hooks struct {
 	log  *slog.Logger
 	http *http.Client
 	wake chan struct{} // buffered 1
+	// send asks the loop's next pass to read the due deliveries: a try
+	// ended (the next of its job may be due). A job's change alone does
+	// not: expand says whether it made any (a burst of jobs without hooks
+	// read the due deliveries twice per job for none).
+	send atomic.Bool
 	wg   sync.WaitGroup
 
 	mu       sync.Mutex
@@ -124,24 +130,30 @@ func (s *Hooks) loop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.Sweep)
 	defer t.Stop()
 	var pruned time.Time
+	swept := true // the first pass sends what is due already
 	for {
 		if now := s.cfg.Now(); s.core.Leading() && now.Sub(pruned) >= pruneEvery {
 			pruned = now
 			s.prune(ctx, now)
 		}
 		if s.core.Leading() {
-			if err := s.expand(ctx); err != nil && ctx.Err() == nil {
+			made, err := s.expand(ctx)
+			if err != nil && ctx.Err() == nil {
 				s.log.Warn("could not expand jobs' changes into webhook deliveries; the next pass tries again", "err", err)
 			}
-			if err := s.sendDue(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("could not list the due webhook deliveries", "err", err)
+			if made || s.send.Swap(false) || swept {
+				if err := s.sendDue(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("could not list the due webhook deliveries", "err", err)
+				}
 			}
 		}
+		swept = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
 		case <-t.C:
+			swept = true // retries come due, a new leader finds what was left
 		}
 	}
 }
@@ -170,7 +182,7 @@ func (s *Hooks) prune(ctx context.Context, now time.Time) {
 
 // expand turns the recorded changes into deliveries, each change with its
 // deliveries in one transaction that also forgets it.
-func (s *Hooks) expand(ctx context.Context) error {
+func (s *Hooks) expand(ctx context.Context) (made bool, err error) {
 	for {
 		var changes []store.JobChange
 		var hooks []store.Webhook
@@ -183,12 +195,12 @@ func (s *Hooks) expand(ctx context.Context) error {
 			return err
 		})
 		if err != nil || len(changes) == 0 {
-			return err
+			return made, err
 		}
 		for _, c := range changes {
 			ds, err := s.deliveriesOf(ctx, c, hooks)
 			if err != nil {
-				return fmt.Errorf("expand the change of job %s: %w", c.JobID, err)
+				return made, fmt.Errorf("expand the change of job %s: %w", c.JobID, err)
 			}
 			err = s.cfg.Store.Write(ctx, func(tx store.Tx) error {
 				for _, d := range ds {
@@ -199,11 +211,12 @@ func (s *Hooks) expand(ctx context.Context) error {
 				return tx.DoneJobChange(c.Seq)
 			})
 			if err != nil {
-				return fmt.Errorf("record the deliveries of job %s: %w", c.JobID, err)
+				return made, fmt.Errorf("record the deliveries of job %s: %w", c.JobID, err)
 			}
+			made = made || len(ds) > 0
 		}
 		if len(changes) < expandBatch {
-			return nil
+			return made, nil
 		}
 	}
 }
@@ -326,6 +339,7 @@ func (s *Hooks) sendDue(ctx context.Context) error {
 			s.mu.Lock()
 			delete(s.inFlight, d.ID)
 			s.mu.Unlock()
+			s.send.Store(true)
 			s.kick()
 		}()
 	}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"database/sql"
+	"maps"
 	"sync"
 	"sync/atomic"
 )
@@ -25,6 +26,7 @@ type Stmts struct {
 	mu     sync.Mutex
 	cached map[string]*sql.Stmt // nil value: being prepared
 	closed bool
+	byText map[string]int64 // non-nil: each statement's runs (CountByText)
 }
 
 // NewStmts counts db's statements, and keeps them prepared when prepare.
@@ -38,6 +40,29 @@ func (s *Stmts) Run() int64 {
 		return 0
 	}
 	return s.run.Load()
+}
+
+// CountByText makes s count each statement's runs by its text from now
+// on (a test that pins a path's statements names the ones it ran).
+func (s *Stmts) CountByText() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byText == nil {
+		s.byText = map[string]int64{}
+	}
+}
+
+// ByText is each statement's runs since CountByText, nil before.
+func (s *Stmts) ByText() map[string]int64 {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byText == nil {
+		return nil
+	}
+	return maps.Clone(s.byText)
 }
 
 // Prepared is how many statements are kept prepared now.
@@ -80,11 +105,14 @@ func (s *Stmts) stmt(query string) *sql.Stmt {
 		return nil
 	}
 	s.run.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byText != nil {
+		s.byText[query]++
+	}
 	if !s.prepare {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	st, ok := s.cached[query]
 	if ok || len(s.cached) >= maxCached {
 		return st
