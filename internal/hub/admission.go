@@ -41,25 +41,51 @@ type admission struct {
 // told when to come back, before its upgrade (gateway.Core.AdmitHello): a
 // refused wait cost the hub an upgrade and a hello, and the runner a
 // backoff growing towards a minute. The time told is the next free place
-// in a schedule at the rate the hub attaches hellos (slots ÷ the mean time
-// a hello holds one), so the runners told return one after another
-// instead of together.
+// in a schedule at the rate dials leave the door while it is full, so the
+// runners told return one after another instead of together. The runner
+// brings its place back (place.go): once its time has come it goes in
+// before any dial without one, and a door still full then (the schedule
+// ran ahead of the hub) tells it to come back with the same place at the
+// next free place of a second schedule, of runners whose time has come,
+// which goes before the first. Never at the first's end: that, at 10,000
+// runners, grew the schedule with every refusal and left runners waiting
+// minutes on an idle hub.
 type helloBook struct {
 	mu     sync.Mutex
 	inside int           // dials let in whose hello is not attached or refused yet
-	held   time.Duration // mean time a hello holds a slot (moving average)
+	step   time.Duration // between places: the time between dials leaving a full door
 	next   time.Time     // the last place given in the schedule
+	lag    time.Duration // how far the hub is behind the schedule: every place is due that much later
+	// The step is measured over windows of at least doorWindow from a
+	// dial turned away: left dials left since from.
+	from    time.Time
+	left    int
+	pressed bool // a window is open
+	key     placeKey
+	clock   func() time.Time
 }
 
 // doorInside is how many dials are let in to say hello at once.
 const doorInside = 4 * helloSlots
 
-// helloHeld is the first guess of the time a hello holds a slot, until
-// hellos are measured.
-const helloHeld = 100 * time.Millisecond
+// doorStep is the first guess of the time between dials leaving a full
+// door, until it is measured; doorWindow is the least time it is measured
+// over.
+const (
+	doorStep   = 3 * time.Millisecond
+	doorWindow = time.Second
+)
+
+// A place is honoured from placeEarly before its time (Retry-After counts
+// whole seconds, and the runner spreads its return over the second after)
+// until placeKeep after the runner was last told to come back with it.
+const (
+	placeEarly = time.Second
+	placeKeep  = time.Minute
+)
 
 func newAdmission() admission {
-	return admission{slots: make(chan struct{}, helloSlots), wait: helloWait, book: &helloBook{held: helloHeld}}
+	return admission{slots: make(chan struct{}, helloSlots), wait: helloWait, book: &helloBook{step: doorStep, key: newPlaceKey(), clock: time.Now}}
 }
 
 // enter waits for a hello slot; release gives it back.
@@ -68,11 +94,7 @@ func (a admission) enter(ctx context.Context) (release func(), err error) {
 	defer t.Stop()
 	select {
 	case a.slots <- struct{}{}:
-		start := time.Now()
-		return func() {
-			<-a.slots
-			a.book.took(time.Since(start))
-		}, nil
+		return func() { <-a.slots }, nil
 	case <-t.C:
 		return nil, errHelloBusy
 	case <-ctx.Done():
@@ -80,40 +102,73 @@ func (a admission) enter(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// door lets a dial in to say hello (leave, called once its hello is
-// attached or refused) or says after how long to come back (leave nil).
-func (a admission) door(now time.Time) (leave func(), after time.Duration) {
+// door lets runner's dial in to say hello (leave, called once its hello is
+// attached or refused) or says after how long to come back and with which
+// place (leave nil). place is what the runner brought from its last
+// refusal ("" for none).
+func (a admission) door(runner, place string) (leave func(), after time.Duration, next string) {
 	b := a.book
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.inside < doorInside {
+	now := b.clock()
+	room := b.room()
+	at, held := b.key.open(runner, place, now)
+	due := at.Add(b.lag)
+	switch {
+	case held && now.Before(due.Add(-placeEarly)):
+		after := due.Sub(now) // early: the same place
+		return nil, after, b.key.sign(runner, at, now.Add(after+placeKeep))
+	case held && b.inside < room, !held && b.inside < room && (b.inside < room/2 || !b.next.Add(b.lag).After(now)):
+		// A dial without a place waits behind the schedule while its
+		// runners keep the door busy; an older runner never brings one.
 		b.inside++
 		var once sync.Once
-		return func() {
-			once.Do(func() {
-				b.mu.Lock()
-				b.inside--
-				b.mu.Unlock()
-			})
-		}, 0
+		return func() { once.Do(b.leave) }, 0, ""
 	}
-	// Places start after a hold and come at twice the measured rate: the
-	// hold is measured with every slot contended, and a runner that comes
-	// back to a full door is only told again (at 2,000 runners on a quiet
-	// machine, the measured rate itself made a restart 13.4 s against 4.0 s
-	// with no door; this pacing 5.2 s).
-	if first := now.Add(b.held); b.next.Before(first) {
-		b.next = first
+	if !b.pressed {
+		b.pressed, b.from, b.left = true, now, 0
 	}
-	b.next = b.next.Add(b.held / (2 * helloSlots))
-	return nil, b.next.Sub(now)
+	if held {
+		// Its time came and the door is still full: the schedule ran
+		// ahead of the hub by a place, every place moves back one.
+		b.lag += b.step
+		after := max(at.Add(b.lag).Sub(now), time.Second)
+		return nil, after, b.key.sign(runner, at, now.Add(after+placeKeep))
+	}
+	// Places start once the door has turned over (the dials inside have
+	// left) and come one a step.
+	b.next = later(b.next, now.Add(time.Duration(room)*b.step-b.lag)).Add(b.step)
+	after = b.next.Add(b.lag).Sub(now)
+	return nil, after, b.key.sign(runner, b.next, now.Add(after+placeKeep))
 }
 
-// took counts a hello that held a slot for d.
-func (b *helloBook) took(d time.Duration) {
+// room is how many dials the door lets in at once: doorInside, fewer when
+// the hub attaches hellos so slowly that the last of them would wait half
+// of helloWait for a slot (refused after its upgrade, its runner would back
+// off towards a minute: at 10,000 runners and hellos of 20 ms that made
+// the fleet's return 5 min 19 s instead of 3 min 19 s), never fewer than
+// the slots.
+func (b *helloBook) room() int {
+	return max(helloSlots, min(doorInside, int(helloWait/2/max(b.step, 1))))
+}
+
+// leave counts a dial that left the door, and measures the step.
+func (b *helloBook) leave() {
 	b.mu.Lock()
-	b.held += (d - b.held) / 8
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	b.inside--
+	if b.inside < b.room()/2 {
+		// Room the schedule left empty: it lags less.
+		b.lag = max(b.lag-b.step, 0)
+	}
+	if !b.pressed {
+		return
+	}
+	b.left++
+	if d := b.clock().Sub(b.from); d >= doorWindow {
+		b.step += (d/time.Duration(b.left) - b.step) / 2
+		b.pressed = false
+	}
 }
 
 // Open descriptors against the limit: warned of at nofileWarn of the soft
