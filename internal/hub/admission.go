@@ -46,35 +46,25 @@ type admission struct {
 // brings its place back (place.go): once its time has come it goes in
 // before any dial without one, and a door still full then (the schedule
 // ran ahead of the hub) tells it to come back with the same place at the
-// next free place of a second schedule, of runners whose time has come,
-// which goes before the first. Never at the first's end: that, at 10,000
-// runners, grew the schedule with every refusal and left runners waiting
-// minutes on an idle hub.
+// next free place of a second schedule, of runners whose time has come.
+// Never at the first's end: that, at 10,000 runners, grew the schedule
+// with every refusal and left runners waiting minutes on an idle hub.
 type helloBook struct {
 	mu     sync.Mutex
 	inside int           // dials let in whose hello is not attached or refused yet
-	step   time.Duration // between places: the time between dials leaving a full door
+	held   time.Duration // mean time a hello holds a slot (moving average)
 	next   time.Time     // the last place given in the schedule
-	lag    time.Duration // how far the hub is behind the schedule: every place is due that much later
-	// The step is measured over windows of at least doorWindow from a
-	// dial turned away: left dials left since from.
-	from    time.Time
-	left    int
-	pressed bool // a window is open
-	key     placeKey
-	clock   func() time.Time
+	again  time.Time     // the last place given in the second schedule, of runners whose time came
+	key    placeKey
+	clock  func() time.Time
 }
 
 // doorInside is how many dials are let in to say hello at once.
 const doorInside = 4 * helloSlots
 
-// doorStep is the first guess of the time between dials leaving a full
-// door, until it is measured; doorWindow is the least time it is measured
-// over.
-const (
-	doorStep   = 3 * time.Millisecond
-	doorWindow = time.Second
-)
+// helloHeld is the first guess of the time a hello holds a slot, until
+// hellos are measured.
+const helloHeld = 100 * time.Millisecond
 
 // A place is honoured from placeEarly before its time (Retry-After counts
 // whole seconds, and the runner spreads its return over the second after)
@@ -85,7 +75,7 @@ const (
 )
 
 func newAdmission() admission {
-	return admission{slots: make(chan struct{}, helloSlots), wait: helloWait, book: &helloBook{step: doorStep, key: newPlaceKey(), clock: time.Now}}
+	return admission{slots: make(chan struct{}, helloSlots), wait: helloWait, book: &helloBook{held: helloHeld, key: newPlaceKey(), clock: time.Now}}
 }
 
 // enter waits for a hello slot; release gives it back.
@@ -94,7 +84,11 @@ func (a admission) enter(ctx context.Context) (release func(), err error) {
 	defer t.Stop()
 	select {
 	case a.slots <- struct{}{}:
-		return func() { <-a.slots }, nil
+		start := a.book.clock()
+		return func() {
+			<-a.slots
+			a.book.took(a.book.clock().Sub(start))
+		}, nil
 	case <-t.C:
 		return nil, errHelloBusy
 	case <-ctx.Done():
@@ -113,32 +107,31 @@ func (a admission) door(runner, place string) (leave func(), after time.Duration
 	now := b.clock()
 	room := b.room()
 	at, held := b.key.open(runner, place, now)
-	due := at.Add(b.lag)
 	switch {
-	case held && now.Before(due.Add(-placeEarly)):
-		after := due.Sub(now) // early: the same place
-		return nil, after, b.key.sign(runner, at, now.Add(after+placeKeep))
-	case held && b.inside < room, !held && b.inside < room && (b.inside < room/2 || !b.next.Add(b.lag).After(now)):
-		// A dial without a place waits behind the schedule while its
-		// runners keep the door busy; an older runner never brings one.
+	case b.inside < room/2,
+		// Less than half full: the schedule is behind the hub, whoever
+		// comes goes in.
+		held && b.inside < room && !now.Before(at.Add(-placeEarly)),
+		!held && b.inside < room && !b.next.After(now):
 		b.inside++
 		var once sync.Once
 		return func() { once.Do(b.leave) }, 0, ""
-	}
-	if !b.pressed {
-		b.pressed, b.from, b.left = true, now, 0
-	}
-	if held {
-		// Its time came and the door is still full: the schedule ran
-		// ahead of the hub by a place, every place moves back one.
-		b.lag += b.step
-		after := max(at.Add(b.lag).Sub(now), time.Second)
+	case held && now.Before(at.Add(-placeEarly)):
+		after := at.Sub(now) // early: the same place
 		return nil, after, b.key.sign(runner, at, now.Add(after+placeKeep))
 	}
-	// Places start once the door has turned over (the dials inside have
-	// left) and come one a step.
-	b.next = later(b.next, now.Add(time.Duration(room)*b.step-b.lag)).Add(b.step)
-	after = b.next.Add(b.lag).Sub(now)
+	step := b.step()
+	if held {
+		// Its time came and the door is still full: the schedule ran
+		// ahead of the hub. It keeps its place and comes back at the
+		// next place of a second schedule, of runners whose time came.
+		b.again = later(b.again, now).Add(step)
+		after := max(b.again.Sub(now), time.Second)
+		return nil, after, b.key.sign(runner, at, now.Add(after+placeKeep))
+	}
+	// Places start after a hold and come one a step.
+	b.next = later(b.next, now.Add(b.held)).Add(step)
+	after = b.next.Sub(now)
 	return nil, after, b.key.sign(runner, b.next, now.Add(after+placeKeep))
 }
 
@@ -149,27 +142,28 @@ func (a admission) door(runner, place string) (leave func(), after time.Duration
 // the fleet's return 5 min 19 s instead of 3 min 19 s), never fewer than
 // the slots.
 func (b *helloBook) room() int {
-	return max(helloSlots, min(doorInside, int(helloWait/2/max(b.step, 1))))
+	return max(helloSlots, min(doorInside, int(helloWait/2/(2*b.step()))))
 }
 
-// leave counts a dial that left the door, and measures the step.
+// leave counts a dial that left the door.
 func (b *helloBook) leave() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.inside--
-	if b.inside < b.room()/2 {
-		// Room the schedule left empty: it lags less.
-		b.lag = max(b.lag-b.step, 0)
-	}
-	if !b.pressed {
-		return
-	}
-	b.left++
-	if d := b.clock().Sub(b.from); d >= doorWindow {
-		b.step += (d/time.Duration(b.left) - b.step) / 2
-		b.pressed = false
-	}
+	b.mu.Unlock()
 }
+
+// took counts a hello that held a slot for d.
+func (b *helloBook) took(d time.Duration) {
+	b.mu.Lock()
+	b.held += (d - b.held) / 8
+	b.mu.Unlock()
+}
+
+// step is the time between places: twice the rate the slots attach
+// hellos, as a slot's hold is measured with every slot contended (a
+// schedule slower than the hub leaves it idle while runners wait; one
+// faster only tells some again).
+func (b *helloBook) step() time.Duration { return max(b.held/(2*helloSlots), 1) }
 
 // Open descriptors against the limit: warned of at nofileWarn of the soft
 // limit, again only after falling below nofileClear (the hub's metrics

@@ -56,10 +56,10 @@ func TestHelloDoorSpreadsAFleet(t *testing.T) {
 		}
 		leaves = append(leaves, leave)
 	}
-	step := doorStep
-	prev := doorInside * step
+	step := helloHeld / (2 * helloSlots)
+	prev := helloHeld
 	var places []string
-	for i := range 500 {
+	for i := range 1000 {
 		leave, after, place := a.door(fmt.Sprintf("r%d", i), "")
 		if leave != nil || after != prev+step || place == "" {
 			t.Fatalf("dial %d past the limit: let in %v, come back after %v with %q; want after %v with a place", i, leave != nil, after, place, prev+step)
@@ -72,10 +72,10 @@ func TestHelloDoorSpreadsAFleet(t *testing.T) {
 	if leave, _, _ := a.door("new", ""); leave != nil {
 		t.Fatal("a dial without a place went in before the schedule's runners")
 	}
-	if leave, after, place := a.door("r499", places[499]); leave != nil || (after-prev).Abs() > time.Millisecond || place != places[499] {
+	if leave, after, place := a.door("r999", places[999]); leave != nil || (after-prev).Abs() > time.Millisecond || place != places[999] {
 		t.Fatalf("a runner early with its place: let in %v, after %v with %q; want after %v with the same place", leave != nil, after, place, prev)
 	}
-	now = now.Add(doorInside*step + step)
+	now = now.Add(helloHeld + step)
 	if leave, _, _ := a.door("r1", places[0]); leave != nil {
 		t.Fatal("another runner's place let a dial in")
 	}
@@ -87,8 +87,17 @@ func TestHelloDoorSpreadsAFleet(t *testing.T) {
 	if leave, after, place := a.door("r1", places[1]); leave != nil || after != time.Second || place == "" {
 		t.Fatalf("a runner back at its place to a full door: let in %v, after %v; want after 1s", leave != nil, after)
 	}
-	if leave, after, _ := a.door("r2", places[2][:len(places[2])-1]+"x"); leave != nil || after <= prev-doorInside*step {
+	if leave, after, _ := a.door("r2", places[2][:len(places[2])-1]+"x"); leave != nil || after <= prev-helloHeld {
 		t.Fatalf("a forged place: let in %v, after %v; want a new place at the schedule's end", leave != nil, after)
+	}
+	// Once the door is less than half full the schedule is behind the
+	// hub: a runner early for its place goes in (a restarted hub once
+	// idled while runners waited for places it had pushed back).
+	for _, leave := range leaves[1:] {
+		leave()
+	}
+	if leave, _, _ := a.door("r999", places[999]); leave == nil {
+		t.Fatal("a runner early for its place was turned away from a door less than half full")
 	}
 }
 
@@ -106,12 +115,12 @@ func TestHelloDoorFleetReturns(t *testing.T) {
 	const (
 		runners = 10_000
 		write   = 6 * time.Millisecond // a hello's write: all 10,000 in 60 s
-		bound   = 16                   // told to come back, per runner
+		bound   = 24                   // told to come back, per runner
 	)
 	a := newAdmission()
 	var now time.Time
 	a.book.clock = func() time.Time { return now }
-	in, told, failed, took := fleetThroughDoor(runners, write, a.door, &now)
+	in, told, failed, took := fleetThroughDoor(runners, write, a.door, a.book.took, &now)
 	if in != runners {
 		t.Fatalf("%d of %d runners attached", in, runners)
 	}
@@ -140,7 +149,7 @@ func TestHelloDoorFleetReturns(t *testing.T) {
 // internal/runner does. On the fake clock now: how many were attached
 // within an hour, how often each was told to come back or refused, and
 // the time that took.
-func fleetThroughDoor(runners int, write time.Duration, door func(runner, place string) (func(), time.Duration, string), now *time.Time) (in int, told, failed []int, took time.Duration) {
+func fleetThroughDoor(runners int, write time.Duration, door func(runner, place string) (func(), time.Duration, string), held func(time.Duration), now *time.Time) (in int, told, failed []int, took time.Duration) {
 	start := time.Unix(1_000_000, 0)
 	*now = start
 	rng := rand.New(rand.NewPCG(30, 1))
@@ -149,6 +158,7 @@ func fleetThroughDoor(runners int, write time.Duration, door func(runner, place 
 		at     time.Time
 		runner int
 		leave  func() // a hello attached, else a dial
+		held   time.Duration
 	}
 	type hello struct {
 		runner int
@@ -180,7 +190,7 @@ func fleetThroughDoor(runners int, write time.Duration, door func(runner, place 
 			busy++
 			written = later(written, *now).Add(write)
 			in++
-			push(event{at: written, leave: h.leave})
+			push(event{at: written, leave: h.leave, held: written.Sub(*now)})
 		}
 	}
 	for in < runners && events.len() > 0 {
@@ -191,6 +201,7 @@ func fleetThroughDoor(runners int, write time.Duration, door func(runner, place 
 		*now = e.at
 		if e.leave != nil {
 			busy--
+			held(e.held)
 			e.leave()
 			attach()
 			continue
