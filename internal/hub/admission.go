@@ -41,7 +41,7 @@ type admission struct {
 // told when to come back, before its upgrade (gateway.Core.AdmitHello): a
 // refused wait cost the hub an upgrade and a hello, and the runner a
 // backoff growing towards a minute. The time told is the next free place
-// in a schedule at the rate dials leave the door while it is full, so the
+// in a schedule at twice the rate the slots attach hellos, so the
 // runners told return one after another instead of together. The runner
 // brings its place back (place.go): once its time has come it goes in
 // before any dial without one, and a door still full then (the schedule

@@ -103,14 +103,11 @@ func TestHelloDoorSpreadsAFleet(t *testing.T) {
 
 // A fleet that all dials at once (a hub restart) through a door far
 // smaller than it, into a hub that attaches hellos one durable write after
-// another and no faster than its first guess: every runner is let in,
-// none is refused after its upgrade (which sends it into a backoff growing
-// towards a minute: the old door's fleet at 10,000 came back in 1.8× the
-// time the writes took, at 20 ms a write in 5 min 19 s), and each is told
-// to come back only a few times; all are in soon after the hub has written
-// their hellos (the old door, pacing by a slot's hold at twice its rate,
-// took 1.8× that time at 6 ms a write). A fake clock: the numbers are the door's,
-// never the machine's.
+// another, slower than its first guess: every runner is let in, none is
+// refused after its upgrade (which sends it into a backoff growing towards
+// a minute), each is told to come back only a few times, and all are in
+// soon after the hub has written their hellos. A fake clock: the numbers
+// are the door's, never the machine's.
 func TestHelloDoorFleetReturns(t *testing.T) {
 	const (
 		runners = 10_000
