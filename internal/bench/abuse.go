@@ -81,7 +81,7 @@ func measureAbuse(ctx context.Context, o Options, hp *hubProc, api *apiClient) (
 	progress(o, "the API while a runner opens and drops its connection in a loop")
 	if ab.Churn, err = phase(1, func(ctx context.Context, ready func()) {
 		for ctx.Err() == nil {
-			if ws, _, err := dialRunner(ctx, hp.url, toks[0], map[string]string{"bench": "churn"}); err == nil {
+			if ws, _, err := dialRunner(ctx, hp.url, toks[0], "", map[string]string{"bench": "churn"}); err == nil {
 				ws.CloseNow()
 			}
 			ab.Churned++

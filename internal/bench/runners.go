@@ -24,15 +24,20 @@ const writeTimeout = 10 * time.Second
 
 // dialRunner opens the runner gateway with a runner token, says hello with
 // the given labels and one slot, and returns the connection and the welcome.
-func dialRunner(ctx context.Context, hubURL, token string, labels map[string]string) (*websocket.Conn, protocol.Welcome, error) {
+// place is what a busy hub said to bring back ("" for none).
+func dialRunner(ctx context.Context, hubURL, token, place string, labels map[string]string) (*websocket.Conn, protocol.Welcome, error) {
 	var w protocol.Welcome
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	u := "ws" + strings.TrimPrefix(hubURL, "http") + apitypes.APIPrefix + "/runner/connect"
-	ws, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	header := http.Header{"Authorization": {"Bearer " + token}}
+	if place != "" {
+		header.Set(protocol.PlaceHeader, place)
+	}
+	ws, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: header})
 	if err != nil {
-		if d, ok := protocol.RetryAfter(resp); ok {
-			return nil, w, comeBack{d}
+		if d, place, ok := protocol.RetryAfter(resp); ok {
+			return nil, w, comeBack{d, place}
 		}
 		return nil, w, fmt.Errorf("dial the runner gateway: %w", err)
 	}
@@ -82,7 +87,10 @@ func writeFrame(ctx context.Context, ws *websocket.Conn, typ, id string, body an
 }
 
 // comeBack is a dial the hub refused for now, saying when to come back.
-type comeBack struct{ after time.Duration }
+type comeBack struct {
+	after time.Duration
+	place string // to bring back (protocol.PlaceHeader)
+}
 
 func (e comeBack) Error() string { return fmt.Sprintf("hub busy: come back in %s", e.after) }
 
@@ -215,7 +223,7 @@ func (f *fleet) connect(ctx context.Context, tokens []string) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			ws, w, err := dialRunner(ctx, f.url, tok, idleLabels())
+			ws, w, err := dialRunner(ctx, f.url, tok, "", idleLabels())
 			if err != nil {
 				errs <- err
 				return
@@ -280,11 +288,13 @@ func (f *fleet) member(tok string, ws *websocket.Conn, w protocol.Welcome) {
 // fleet closes).
 func (f *fleet) redial(tok string) (*websocket.Conn, protocol.Welcome, error) {
 	wait := reconnectPolicy.Delay(0)
+	place := ""
 	for n := 1; ; {
 		if err := retry.Sleep(f.ctx, wait); err != nil {
 			return nil, protocol.Welcome{}, err
 		}
-		ws, w, err := dialRunner(f.ctx, f.url, tok, idleLabels())
+		ws, w, err := dialRunner(f.ctx, f.url, tok, place, idleLabels())
+		place = ""
 		if err == nil {
 			return ws, w, nil
 		}
@@ -295,7 +305,7 @@ func (f *fleet) redial(tok string) (*websocket.Conn, protocol.Welcome, error) {
 		f.tries.Add(1)
 		if cb, ok := errors.AsType[comeBack](err); ok {
 			f.toldLater.Add(1)
-			wait = cb.after + rand.N(time.Second)
+			wait, place = cb.after+rand.N(time.Second), cb.place
 			continue
 		}
 		wait = reconnectPolicy.Delay(n)

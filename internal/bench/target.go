@@ -73,7 +73,7 @@ func dialTarget(ctx context.Context, hubURL string, tokens, names []string, jour
 	lctx, cancel := context.WithCancel(ctx)
 	t := &target{journal: journal, cancel: cancel, frames: make(chan arrival, 64), failed: make(chan struct{})}
 	for i, tok := range tokens {
-		ws, w, err := dialRunner(ctx, hubURL, tok, targetLabels())
+		ws, w, err := dialRunner(ctx, hubURL, tok, "", targetLabels())
 		if err != nil {
 			t.close()
 			return nil, fmt.Errorf("connect the target runner %s: %w", names[i], err)

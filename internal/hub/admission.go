@@ -41,14 +41,22 @@ type admission struct {
 // told when to come back, before its upgrade (gateway.Core.AdmitHello): a
 // refused wait cost the hub an upgrade and a hello, and the runner a
 // backoff growing towards a minute. The time told is the next free place
-// in a schedule at the rate the hub attaches hellos (slots ÷ the mean time
-// a hello holds one), so the runners told return one after another
-// instead of together.
+// in a schedule at twice the rate the slots attach hellos, so the
+// runners told return one after another instead of together. The runner
+// brings its place back (place.go): once its time has come it goes in
+// before any dial without one, and a door still full then (the schedule
+// ran ahead of the hub) tells it to come back with the same place at the
+// next free place of a second schedule, of runners whose time has come.
+// Never at the first's end: that, at 10,000 runners, grew the schedule
+// with every refusal and left runners waiting minutes on an idle hub.
 type helloBook struct {
 	mu     sync.Mutex
 	inside int           // dials let in whose hello is not attached or refused yet
 	held   time.Duration // mean time a hello holds a slot (moving average)
 	next   time.Time     // the last place given in the schedule
+	again  time.Time     // the last place given in the second schedule, of runners whose time came
+	key    placeKey
+	clock  func() time.Time
 }
 
 // doorInside is how many dials are let in to say hello at once.
@@ -58,8 +66,16 @@ const doorInside = 4 * helloSlots
 // hellos are measured.
 const helloHeld = 100 * time.Millisecond
 
+// A place is honoured from placeEarly before its time (Retry-After counts
+// whole seconds, and the runner spreads its return over the second after)
+// until placeKeep after the runner was last told to come back with it.
+const (
+	placeEarly = time.Second
+	placeKeep  = time.Minute
+)
+
 func newAdmission() admission {
-	return admission{slots: make(chan struct{}, helloSlots), wait: helloWait, book: &helloBook{held: helloHeld}}
+	return admission{slots: make(chan struct{}, helloSlots), wait: helloWait, book: &helloBook{held: helloHeld, key: newPlaceKey(), clock: time.Now}}
 }
 
 // enter waits for a hello slot; release gives it back.
@@ -68,10 +84,10 @@ func (a admission) enter(ctx context.Context) (release func(), err error) {
 	defer t.Stop()
 	select {
 	case a.slots <- struct{}{}:
-		start := time.Now()
+		start := a.book.clock()
 		return func() {
 			<-a.slots
-			a.book.took(time.Since(start))
+			a.book.took(a.book.clock().Sub(start))
 		}, nil
 	case <-t.C:
 		return nil, errHelloBusy
@@ -80,33 +96,60 @@ func (a admission) enter(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// door lets a dial in to say hello (leave, called once its hello is
-// attached or refused) or says after how long to come back (leave nil).
-func (a admission) door(now time.Time) (leave func(), after time.Duration) {
+// door lets runner's dial in to say hello (leave, called once its hello is
+// attached or refused) or says after how long to come back and with which
+// place (leave nil). place is what the runner brought from its last
+// refusal ("" for none).
+func (a admission) door(runner, place string) (leave func(), after time.Duration, next string) {
 	b := a.book
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.inside < doorInside {
+	now := b.clock()
+	room := b.room()
+	at, held := b.key.open(runner, place, now)
+	switch {
+	case b.inside < room/2,
+		// Less than half full: the schedule is behind the hub, whoever
+		// comes goes in.
+		held && b.inside < room && !now.Before(at.Add(-placeEarly)),
+		!held && b.inside < room && !b.next.After(now):
 		b.inside++
 		var once sync.Once
-		return func() {
-			once.Do(func() {
-				b.mu.Lock()
-				b.inside--
-				b.mu.Unlock()
-			})
-		}, 0
+		return func() { once.Do(b.leave) }, 0, ""
+	case held && now.Before(at.Add(-placeEarly)):
+		after := at.Sub(now) // early: the same place
+		return nil, after, b.key.sign(runner, at, now.Add(after+placeKeep))
 	}
-	// Places start after a hold and come at twice the measured rate: the
-	// hold is measured with every slot contended, and a runner that comes
-	// back to a full door is only told again (at 2,000 runners on a quiet
-	// machine, the measured rate itself made a restart 13.4 s against 4.0 s
-	// with no door; this pacing 5.2 s).
-	if first := now.Add(b.held); b.next.Before(first) {
-		b.next = first
+	step := b.step()
+	if held {
+		// Its time came and the door is still full: the schedule ran
+		// ahead of the hub. It keeps its place and comes back at the
+		// next place of a second schedule, of runners whose time came.
+		b.again = later(b.again, now).Add(step)
+		after := max(b.again.Sub(now), time.Second)
+		return nil, after, b.key.sign(runner, at, now.Add(after+placeKeep))
 	}
-	b.next = b.next.Add(b.held / (2 * helloSlots))
-	return nil, b.next.Sub(now)
+	// Places start after a hold and come one a step.
+	b.next = later(b.next, now.Add(b.held)).Add(step)
+	after = b.next.Sub(now)
+	return nil, after, b.key.sign(runner, b.next, now.Add(after+placeKeep))
+}
+
+// room is how many dials the door lets in at once: doorInside, fewer when
+// the hub attaches hellos so slowly that the last of them would wait half
+// of helloWait for a slot (refused after its upgrade, its runner would back
+// off towards a minute: at 10,000 runners and hellos of 20 ms that made
+// the fleet's return 5 min 19 s instead of 3 min 19 s), never fewer than
+// the slots.
+func (b *helloBook) room() int {
+	return max(helloSlots, min(doorInside, int(helloWait/2/(2*b.step()))))
+}
+
+// leave counts a dial that left the door.
+func (b *helloBook) leave() {
+	b.mu.Lock()
+	b.inside--
+	b.mu.Unlock()
 }
 
 // took counts a hello that held a slot for d.
@@ -115,6 +158,12 @@ func (b *helloBook) took(d time.Duration) {
 	b.held += (d - b.held) / 8
 	b.mu.Unlock()
 }
+
+// step is the time between places: twice the rate the slots attach
+// hellos, as a slot's hold is measured with every slot contended (a
+// schedule slower than the hub leaves it idle while runners wait; one
+// faster only tells some again).
+func (b *helloBook) step() time.Duration { return max(b.held/(2*helloSlots), 1) }
 
 // Open descriptors against the limit: warned of at nofileWarn of the soft
 // limit, again only after falling below nofileClear (the hub's metrics

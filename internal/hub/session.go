@@ -58,14 +58,14 @@ var _ gateway.Core = gatewayCore{}
 
 func (g gatewayCore) StalledAfter(t time.Time) bool { return g.h.stall.look(g.h.now()).After(t) }
 
-func (g gatewayCore) AdmitHello() (func(), time.Duration) {
+func (g gatewayCore) AdmitHello(c call.Caller, place string) (func(), time.Duration, string) {
 	if g.h.stopping.Load() {
 		// The runners it just closed dial again at once: a stopping hub
 		// takes none of them in (it would have to detach them too, and
 		// its server waits for requests in hand before it stops).
-		return nil, stoppingRetry
+		return nil, stoppingRetry, ""
 	}
-	return g.h.admit.door(time.Now())
+	return g.h.admit.door(c.RunnerID, place)
 }
 
 // stoppingRetry is when a stopping hub tells a dial to come back: its

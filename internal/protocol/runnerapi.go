@@ -228,19 +228,26 @@ func KeepAlive(heartbeat time.Duration) net.KeepAliveConfig {
 // MaxRetryAfter bounds a hub's "come back later" that a runner honours.
 const MaxRetryAfter = 5 * time.Minute
 
+// PlaceHeader carries a runner's place in a busy hub's schedule: the hub
+// gives it with a 503 and the runner sends it back on its next dial to
+// that hub, which then takes it before runners that come without one. It
+// is opaque to the runner and no secret.
+const PlaceHeader = "Drover-Place"
+
 // RetryAfter reads a hub's answer to a runner's dial that refused it for
 // now: 503 with Retry-After in seconds, the time the hub expects to have
 // room for its hello (a fleet back after a restart is given times spread
-// over what the hub can take, not left to back off). Not one: ok false.
-func RetryAfter(resp *http.Response) (d time.Duration, ok bool) {
+// over what the hub can take, not left to back off), and the place to
+// bring back then (PlaceHeader, "" for none). Not one: ok false.
+func RetryAfter(resp *http.Response) (d time.Duration, place string, ok bool) {
 	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
-		return 0, false
+		return 0, "", false
 	}
 	n, err := strconv.Atoi(resp.Header.Get("Retry-After"))
 	if err != nil || n < 0 {
-		return 0, false
+		return 0, "", false
 	}
-	return min(time.Duration(n)*time.Second, MaxRetryAfter), true
+	return min(time.Duration(n)*time.Second, MaxRetryAfter), resp.Header.Get(PlaceHeader), true
 }
 
 // NotListeningCeiling bounds a runner's reconnect backoff while its hub's

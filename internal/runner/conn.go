@@ -53,7 +53,10 @@ var ErrEnded = errors.New("the hub ended this runner")
 
 // comeBack is a dial the hub refused for now, saying when to come back
 // (protocol.RetryAfter).
-type comeBack struct{ after time.Duration }
+type comeBack struct {
+	after time.Duration
+	place string // to bring back (protocol.PlaceHeader)
+}
 
 func (e comeBack) Error() string { return fmt.Sprintf("hub busy: come back in %s", e.after) }
 
@@ -158,9 +161,11 @@ func fullJitter(ceiling time.Duration) time.Duration {
 // may have died; any other serves it the same).
 func (r *Runner) connectLoop(ctx context.Context) error {
 	n := 0
+	place := "" // what the hub said to bring back (protocol.PlaceHeader)
 	for {
 		hub := r.hubs.current()
-		welcomed, err := r.connectOnce(ctx, hub)
+		welcomed, err := r.connectOnce(ctx, hub, place)
+		place = ""
 		if _, fatal := errors.AsType[*fatalError](err); fatal {
 			return err
 		}
@@ -175,6 +180,7 @@ func (r *Runner) connectLoop(ctx context.Context) error {
 			// second after it, with no further backoff, and not beyond
 			// what the runner's attempts can wait (reconnectCeiling).
 			d := r.boundWait(cb.after) + r.jitter(time.Second)
+			place = cb.place
 			r.log.Info("hub busy; coming back when it said", "hub", hub, "after", d.Round(time.Millisecond))
 			if r.sleep(ctx, d) != nil {
 				return nil
@@ -203,15 +209,20 @@ func (r *Runner) isClosing() bool {
 
 // connectOnce runs one connection: dial, hello, welcome, then reader,
 // writer and pinger until it breaks. welcomed says whether it got that far.
-func (r *Runner) connectOnce(ctx context.Context, hub string) (welcomed bool, err error) {
+// place is the one a busy hub gave it when it last dialed ("" for none).
+func (r *Runner) connectOnce(ctx context.Context, hub, place string) (welcomed bool, err error) {
 	wsURL, err := connectURL(hub)
 	if err != nil {
 		return false, err
 	}
+	header := http.Header{"Authorization": {"Bearer " + r.login.Token}}
+	if place != "" {
+		header.Set(protocol.PlaceHeader, place)
+	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	conn, resp, err := websocket.Dial(dctx, wsURL, &websocket.DialOptions{
 		HTTPClient: hubClient(r.timings().heartbeat),
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + r.login.Token}},
+		HTTPHeader: header,
 	})
 	cancel()
 	if err != nil {
@@ -219,8 +230,8 @@ func (r *Runner) connectOnce(ctx context.Context, hub string) (welcomed bool, er
 			return false, fatalf("hub %s rejected the token of runner %s (revoked, or never approved): run `drover runner login` again",
 				hub, r.login.Name)
 		}
-		if d, ok := protocol.RetryAfter(resp); ok {
-			return false, comeBack{d}
+		if d, place, ok := protocol.RetryAfter(resp); ok {
+			return false, comeBack{d, place}
 		}
 		return false, fmt.Errorf("connect to %s: %w", wsURL, err)
 	}

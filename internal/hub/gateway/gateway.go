@@ -35,11 +35,12 @@ type Core interface {
 	// suspended VM, SIGSTOP) after t: silence of that time is not the
 	// runner's.
 	StalledAfter(t time.Time) bool
-	// AdmitHello lets a runner dialing now in to say hello (leave is
+	// AdmitHello lets runner c, dialing now with the place it was given
+	// when last told to come back ("" for none), in to say hello (leave is
 	// called once, when its hello is attached or refused), or says after
-	// how long to come back (leave nil): the hub has as many hellos in
-	// hand as it can soon attach.
-	AdmitHello() (leave func(), after time.Duration)
+	// how long to come back and with which place (leave nil): the hub has
+	// as many hellos in hand as it can soon attach.
+	AdmitHello(c call.Caller, place string) (leave func(), after time.Duration, next string)
 }
 
 // Session is one attached runner: its requests, and its end.
@@ -82,13 +83,16 @@ func New(core Core, cfg Config) *Gateway {
 // Serve takes one runner connection, authenticated as c, and reads it
 // until it ends on a goroutine of its own.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, c call.Caller) error {
-	leave, after := g.core.AdmitHello()
+	leave, after, next := g.core.AdmitHello(c, r.Header.Get(protocol.PlaceHeader))
 	if leave == nil {
 		// Before the upgrade, so a fleet coming back at once costs the hub
 		// no WebSocket and no hello per runner it cannot take yet; the
-		// runner comes back when told (protocol.RetryAfter), an older one
-		// after its backoff.
+		// runner comes back when told, with its place (protocol.RetryAfter),
+		// an older one after its backoff.
 		w.Header().Set("Retry-After", strconv.Itoa(int(after/time.Second)))
+		if next != "" {
+			w.Header().Set(protocol.PlaceHeader, next)
+		}
 		http.Error(w, "hub busy with other runners' hellos; come back later", http.StatusServiceUnavailable)
 		return nil
 	}

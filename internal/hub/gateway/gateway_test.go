@@ -58,11 +58,11 @@ func (f *fakeCore) Attach(_ context.Context, c call.Caller, hello protocol.Hello
 
 func (f *fakeCore) StalledAfter(time.Time) bool { return false }
 
-func (f *fakeCore) AdmitHello() (func(), time.Duration) {
+func (f *fakeCore) AdmitHello(_ call.Caller, place string) (func(), time.Duration, string) {
 	if f.busy > 0 {
-		return nil, f.busy
+		return nil, f.busy, "place-" + place
 	}
-	return func() {}, 0
+	return func() {}, 0, ""
 }
 
 func serve(t *testing.T, core Core) string {
@@ -272,16 +272,17 @@ func TestServeReturnsWhileTheConnectionLives(t *testing.T) {
 }
 
 // A hub with as many hellos in hand as it can soon attach answers a dial
-// before the upgrade with 503 and when to come back, which the runner
-// reads (protocol.RetryAfter); no hello reaches the core.
+// before the upgrade with 503, when to come back and the place to bring
+// then, which the runner reads (protocol.RetryAfter); the place a dial
+// brings reaches the core; no hello does.
 func TestBusyHubSaysWhenToComeBack(t *testing.T) {
 	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1), busy: 7*time.Second + 300*time.Millisecond}
-	_, resp, err := websocket.Dial(t.Context(), serve(t, core), nil)
+	_, resp, err := websocket.Dial(t.Context(), serve(t, core), &websocket.DialOptions{HTTPHeader: http.Header{protocol.PlaceHeader: {"p1"}}})
 	if err == nil {
 		t.Fatal("a busy hub took the connection")
 	}
-	if d, ok := protocol.RetryAfter(resp); !ok || d != 7*time.Second {
-		t.Fatalf("come back after %v (%v), want 7s; %v", d, ok, err)
+	if d, place, ok := protocol.RetryAfter(resp); !ok || d != 7*time.Second || place != "place-p1" {
+		t.Fatalf("come back after %v with place %q (%v), want 7s with %q; %v", d, place, ok, "place-p1", err)
 	}
 	if len(core.hellos) != 0 {
 		t.Fatal("a hello reached the core")
