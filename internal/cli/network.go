@@ -83,7 +83,7 @@ commits accept them.`,
 	show.Flags().BoolVar(&large, "large", false, "runners fetch the project as a partial clone (blobs on demand)")
 	show.Flags().StringVar(&sparse, "sparse", "", "folders its jobs' worktrees hold (cone-mode sparse checkout), comma-separated, or none")
 	show.Flags().StringVar(&ff.name, "forge", "", `the forge connection its jobs' results are published to ("" unmaps the project)`)
-	show.Flags().StringVar(&ff.repo, "forge-repo", "", "the repository on that forge: OWNER/REPO")
+	show.Flags().StringVar(&ff.repo, "forge-repo", "", "the repository on that forge: OWNER/REPO (GROUP/SUB/REPO in a GitLab subgroup)")
 	show.Flags().StringVar(&ff.publish, "publish", "", "what a completed job publishes by itself: "+strings.Join(publishChoices, ", "))
 	show.Flags().BoolVar(&ff.directPush, "direct-push", false, "publications may push to the default branch or a pull request's base")
 	show.Flags().StringVar(&ff.author, "publish-author", "", "who authors published commits: requester (rewritten, the agent co-author) or agent (as made)")

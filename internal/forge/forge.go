@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -143,18 +144,26 @@ const (
 // Kinds lists them, in the order users read them.
 func Kinds() []string { return []string{KindGitHub, KindGitea, KindGitLab} }
 
-// Repo is a repository on a forge: OWNER/NAME.
+// Repo is a repository on a forge: OWNER/NAME. On GitLab the owner may be a group's path
+// with its subgroups, GROUP/SUB/NAME.
 type Repo struct {
 	Owner, Name string
 }
 
 func (r Repo) String() string { return r.Owner + "/" + r.Name }
 
+// Nested reports an owner of more than one level: a GitLab subgroup.
+func (r Repo) Nested() bool { return strings.Contains(r.Owner, "/") }
+
 // Name bounds: Gitea's user and organization names are at most 40 characters (GitHub's 39),
-// repository names at most 100 (both).
+// repository names at most 100 (both). GitLab nests groups at most 20 levels deep; each level
+// is held to the owner's bound.
 const (
 	MaxOwner    = 40
 	MaxRepoName = 100
+	MaxNesting  = 20
+	// MaxRepoPath bounds a whole OWNER/NAME (every level at its longest).
+	MaxRepoPath = MaxNesting*(MaxOwner+1) + MaxRepoName
 )
 
 var (
@@ -164,12 +173,14 @@ var (
 
 // ParseRepo reads "OWNER/REPO" as Gitea and GitHub name them: letters, digits, '-', '_' and
 // '.', an owner starting with a letter or digit, no "..", and no ".git" (a clone URL's tail).
+// The name is after the last '/': a GitLab project in a subgroup is "GROUP/SUB/REPO", each
+// level of its owner by the owner's rules (CheckKind refuses it on other forges).
 func ParseRepo(s string) (Repo, error) {
-	owner, name, ok := strings.Cut(s, "/")
-	if !ok {
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
 		return Repo{}, fmt.Errorf("forge repository %q: want OWNER/REPO", clip(s))
 	}
-	r := Repo{Owner: owner, Name: name}
+	r := Repo{Owner: s[:i], Name: s[i+1:]}
 	if err := r.Validate(); err != nil {
 		return Repo{}, err
 	}
@@ -178,15 +189,24 @@ func ParseRepo(s string) (Repo, error) {
 
 // Validate checks both names by ParseRepo's rules.
 func (r Repo) Validate() error {
-	switch {
-	case r.Owner == "" || r.Name == "":
+	if r.Owner == "" || r.Name == "" {
 		return fmt.Errorf("forge repository %q: want OWNER/REPO, both non-empty", clip(r.String()))
-	case len(r.Owner) > MaxOwner:
-		return fmt.Errorf("forge repository owner: %d bytes, at most %d", len(r.Owner), MaxOwner)
+	}
+	levels := strings.Split(r.Owner, "/")
+	if len(levels) > MaxNesting {
+		return fmt.Errorf("forge repository owner: %d levels, at most %d", len(levels), MaxNesting)
+	}
+	for _, o := range levels {
+		switch {
+		case len(o) > MaxOwner:
+			return fmt.Errorf("forge repository owner: %d bytes, at most %d", len(o), MaxOwner)
+		case !ownerRE.MatchString(o):
+			return fmt.Errorf("forge repository owner %q: letters, digits, '-', '_' and '.' only, starting with a letter or digit", clip(o))
+		}
+	}
+	switch {
 	case len(r.Name) > MaxRepoName:
 		return fmt.Errorf("forge repository name: %d bytes, at most %d", len(r.Name), MaxRepoName)
-	case !ownerRE.MatchString(r.Owner):
-		return fmt.Errorf("forge repository owner %q: letters, digits, '-', '_' and '.' only, starting with a letter or digit", clip(r.Owner))
 	case !repoNameRE.MatchString(r.Name):
 		return fmt.Errorf("forge repository name %q: letters, digits, '-', '_' and '.' only", clip(r.Name))
 	case strings.Contains(r.String(), "..") || r.Name == ".":
@@ -195,6 +215,26 @@ func (r Repo) Validate() error {
 		return fmt.Errorf("forge repository %q: name it without \".git\"", clip(r.String()))
 	}
 	return nil
+}
+
+// CheckKind is Validate for a forge of that kind: only GitLab has subgroups.
+func (r Repo) CheckKind(kind string) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if r.Nested() && kind != KindGitLab {
+		return fmt.Errorf("forge repository %q: a %s repository is OWNER/REPO (only GitLab has subgroups)", clip(r.String()), kind)
+	}
+	return nil
+}
+
+// escapedPath is the repository's path in a web or clone URL, each level escaped.
+func (r Repo) escapedPath() string {
+	levels := strings.Split(r.String(), "/")
+	for i, l := range levels {
+		levels[i] = url.PathEscape(l)
+	}
+	return strings.Join(levels, "/")
 }
 
 // PR is a pull request as drover reads it.

@@ -19,7 +19,15 @@ func TestParseRepo(t *testing.T) {
 		{"demo", "want OWNER/REPO"},
 		{"/demo", "both non-empty"},
 		{"drover/", "both non-empty"},
-		{"a/b/c", "letters, digits"},
+		{"group/sub/r", ""}, // a GitLab subgroup
+		{strings.Repeat("g/", forge.MaxNesting) + "r", ""},
+		{strings.Repeat("g/", forge.MaxNesting+1) + "r", "at most 20"},
+		{"g/" + strings.Repeat("s", forge.MaxOwner+1) + "/r", "at most 40"},
+		{"g//r", "letters, digits"},
+		{"/g/r", "letters, digits"},
+		{"g/-s/r", "starting with a letter or digit"},
+		{"g/../r", `letters, digits`},
+		{"g/s..t/r", `no ".."`},
 		{"a/" + strings.Repeat("r", forge.MaxRepoName+1), "at most 100"},
 		{strings.Repeat("o", forge.MaxOwner+1) + "/r", "at most 40"},
 		{"-owner/r", "starting with a letter or digit"},
@@ -42,6 +50,27 @@ func TestParseRepo(t *testing.T) {
 		case err != nil && strings.ContainsRune(err.Error(), 0x1b):
 			t.Errorf("ParseRepo(%q): the error holds a raw control character: %q", tc.in, err)
 		}
+	}
+}
+
+// TestRepoCheckKind: a subgroup is GitLab's alone; the other forges name a repository
+// OWNER/REPO, and their clients refuse a nested one before any call.
+func TestRepoCheckKind(t *testing.T) {
+	flat, nested := forge.Repo{Owner: "o", Name: "r"}, forge.Repo{Owner: "g/sub", Name: "r"}
+	for _, kind := range forge.Kinds() {
+		if err := flat.CheckKind(kind); err != nil {
+			t.Errorf("%s: o/r: %v", kind, err)
+		}
+		err := nested.CheckKind(kind)
+		if kind == forge.KindGitLab && err != nil {
+			t.Errorf("gitlab: g/sub/r: %v", err)
+		}
+		if kind != forge.KindGitLab && (err == nil || !strings.Contains(err.Error(), "only GitLab has subgroups")) {
+			t.Errorf("%s: g/sub/r: %v, want refused", kind, err)
+		}
+	}
+	if err := (forge.Repo{Owner: "g/", Name: "r"}).CheckKind(forge.KindGitLab); err == nil {
+		t.Error("gitlab: g//r: no error")
 	}
 }
 

@@ -174,7 +174,7 @@ func (g *gitea) GetPR(ctx context.Context, repo Repo, number int) (PR, error) {
 }
 
 func (g *gitea) DefaultBranch(ctx context.Context, repo Repo) (string, error) {
-	if err := repo.Validate(); err != nil {
+	if err := repo.CheckKind(KindGitea); err != nil {
 		return "", err
 	}
 	const op = "read repository"
@@ -193,7 +193,7 @@ func (g *gitea) DefaultBranch(ctx context.Context, repo Repo) (string, error) {
 // Remote is the repository's clone URL under the server's root, pushed to with the token as
 // a bearer (Gitea's git over HTTP takes its API tokens so).
 func (g *gitea) Remote(_ context.Context, repo Repo) (Remote, error) {
-	if err := repo.Validate(); err != nil {
+	if err := repo.CheckKind(KindGitea); err != nil {
 		return Remote{}, err
 	}
 	return Remote{URL: g.base + "/" + url.PathEscape(repo.Owner) + "/" + url.PathEscape(repo.Name) + ".git",

@@ -194,7 +194,11 @@ func (a *ghApp) forget(repo Repo, in *ghInstall) {
 // do runs call with the client acting on repo and maps its failure to an Error. An
 // installation token GitHub refuses (401: revoked, or expired early) is the one failure tried
 // again, once, with the installation found and a token minted anew: nothing was done with it.
+// go-github puts the owner into the path as it is: a nested one never gets that far.
 func (g *ghClient) do(ctx context.Context, op string, repo Repo, call func(*github.Client) (*github.Response, error)) error {
+	if err := repo.CheckKind(KindGitHub); err != nil {
+		return err
+	}
 	for try := 0; ; try++ {
 		api, in := g.withToken, (*ghInstall)(nil)
 		if g.app != nil {
@@ -361,7 +365,7 @@ func (g *ghClient) GetPR(ctx context.Context, repo Repo, number int) (PR, error)
 }
 
 func (g *ghClient) DefaultBranch(ctx context.Context, repo Repo) (string, error) {
-	if err := repo.Validate(); err != nil {
+	if err := repo.CheckKind(KindGitHub); err != nil {
 		return "", err
 	}
 	const op = "read repository"
@@ -382,7 +386,7 @@ func (g *ghClient) DefaultBranch(ctx context.Context, repo Repo) (string, error)
 // App's: one of its installation's, valid for a minute at least) as GitHub's git over HTTP
 // takes it: basic authentication as x-access-token.
 func (g *ghClient) Remote(ctx context.Context, repo Repo) (Remote, error) {
-	if err := repo.Validate(); err != nil {
+	if err := repo.CheckKind(KindGitHub); err != nil {
 		return Remote{}, err
 	}
 	token := g.token

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -73,7 +72,8 @@ type noWait struct{}
 
 func (noWait) Wait(context.Context) error { return nil }
 
-// project is the project's id as the API takes it: its path OWNER/NAME, escaped by the client.
+// project is the project's id as the API takes it: its path (GROUP/SUB/NAME in a subgroup),
+// escaped whole by the client.
 func project(repo Repo) string { return repo.String() }
 
 // mr is a merge request as drover reads it.
@@ -192,7 +192,7 @@ func (g *gitlab) Remote(_ context.Context, repo Repo) (Remote, error) {
 	if err := repo.Validate(); err != nil {
 		return Remote{}, err
 	}
-	return Remote{URL: g.base + "/" + url.PathEscape(repo.Owner) + "/" + url.PathEscape(repo.Name) + ".git",
+	return Remote{URL: g.base + "/" + repo.escapedPath() + ".git",
 		Header: "Basic " + base64.StdEncoding.EncodeToString([]byte("oauth2:"+g.token))}, nil
 }
 

@@ -126,6 +126,45 @@ func TestGitLabMergeRequests(t *testing.T) {
 
 // TestGitLabCreateOnce: a merge request opened between CreatePR's look and its create (GitLab
 // answers 409), or made by a create whose reply was lost, is the answer, never a second one.
+// TestGitLabSubgroups: a project in a subgroup is named GROUP/SUB/NAME, its API id escaped
+// whole and its clone and web URLs level by level.
+func TestGitLabSubgroups(t *testing.T) {
+	f := startFakeGitLab(t, glToken)
+	f.addProject("g/sub/r", "main", sha1)
+	f.addProject("g/r", "trunk", sha1) // a namesake one level up
+	repo, err := forge.ParseRepo("g/sub/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openGitLab(t, f, glToken)
+	ctx := t.Context()
+	if b, err := c.DefaultBranch(ctx, repo); err != nil || b != "main" {
+		t.Fatalf("DefaultBranch of g/sub/r: %q, %v; want main", b, err)
+	}
+	f.push("g/sub/r", "drover/job-1", sha2)
+	n := forge.NewPR{Head: "drover/job-1", Base: "main", Title: "job 1"}
+	pr, err := c.CreatePR(ctx, repo, n)
+	if err != nil || pr.Number != 1 || pr.URL != f.srv.URL+"/g/sub/r/-/merge_requests/1" || f.count("g/sub/r") != 1 || f.count("g/r") != 0 {
+		t.Fatalf("CreatePR in g/sub/r: %+v, %v (%d there, %d in g/r)", pr, err, f.count("g/sub/r"), f.count("g/r"))
+	}
+	if got, err := c.GetPR(ctx, repo, 1); err != nil || got != pr {
+		t.Fatalf("GetPR: %+v, %v; want %+v", got, err, pr)
+	}
+	r, err := c.Remote(ctx, repo)
+	if err != nil || r.URL != f.srv.URL+"/g/sub/r.git" {
+		t.Fatalf("Remote: %+v, %v; want %s/g/sub/r.git", r, err, f.srv.URL)
+	}
+	f.mu.Lock()
+	f.threads.issues["g/sub/r#3"] = map[string]any{"id": 103, "iid": 3, "title": "fix it", "description": "broken",
+		"state": "opened", "author": map[string]any{"username": "alice"}, "web_url": f.srv.URL + "/g/sub/r/-/issues/3"}
+	f.note("g/sub/r#3", "alice", "still broken", false)
+	f.mu.Unlock()
+	cs, err := c.(forge.Threads).Comments(ctx, repo, 3)
+	if err != nil || len(cs) != 1 || !strings.HasPrefix(cs[0].URL, f.srv.URL+"/g/sub/r/-/issues/3#note_") {
+		t.Fatalf("Comments on g/sub/r#3: %+v, %v", cs, err)
+	}
+}
+
 func TestGitLabCreateOnce(t *testing.T) {
 	repo := forge.Repo{Owner: "o", Name: "r"}
 	n := forge.NewPR{Head: "drover/job-1", Base: "main", Title: "job 1"}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -121,7 +120,7 @@ func (g *gitlab) page(repo Repo, iid int64, isMR bool) string {
 	if isMR {
 		kind = "merge_requests"
 	}
-	return g.base + "/" + url.PathEscape(repo.Owner) + "/" + url.PathEscape(repo.Name) + "/-/" + kind + "/" + strconv.FormatInt(iid, 10)
+	return g.base + "/" + repo.escapedPath() + "/-/" + kind + "/" + strconv.FormatInt(iid, 10)
 }
 
 func (g *gitlab) Comments(ctx context.Context, repo Repo, number int) ([]Comment, error) {

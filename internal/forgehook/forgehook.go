@@ -31,7 +31,7 @@ const MaxBody = 1 << 20
 // Bounds on the fields an Event keeps.
 const (
 	maxDelivery = 128
-	maxRepo     = 256 // GitLab's path_with_namespace may hold subgroups
+	maxRepo     = forge.MaxRepoPath // GitLab's path_with_namespace may hold subgroups
 	maxLogin    = 255
 	maxLabels   = 100
 	// MaxText bounds a comment's or a review's body (GitHub's own limit).

@@ -102,6 +102,20 @@ func TestGitLabDiffNoteIsAReviewComment(t *testing.T) {
 	}
 }
 
+// TestGitLabSubgroupProject: a project in a subgroup arrives as its whole path, at
+// the longest the forge package names one.
+func TestGitLabSubgroupProject(t *testing.T) {
+	long := strings.Repeat(strings.Repeat("g", forge.MaxOwner)+"/", forge.MaxNesting) + strings.Repeat("r", forge.MaxRepoName)
+	for _, path := range []string{"team/platform/api", long} {
+		body := bytes.Replace(read(t, "gitlab_note_mr.json"), []byte(`"path_with_namespace": "team/api"`),
+			[]byte(`"path_with_namespace": "`+path+`"`), 1)
+		ev, err := forgehook.Parse(forge.KindGitLab, header("X-Gitlab-Event", "Note Hook", "Idempotency-Key", "l-4"), body)
+		if err != nil || ev.Repo != path {
+			t.Errorf("a note in %d-byte %.40s...: repo %q, %v", len(path), path, ev.Repo, err)
+		}
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	gh := header("X-GitHub-Event", "issues", "X-GitHub-Delivery", "d-1")
 	labeled := read(t, "github_issues_labeled.json")

@@ -54,6 +54,15 @@ func TestSubmitFromPRRefusals(t *testing.T) {
 	if code, e := th.call(th.admin, "PUT", "/forges/gh", apitypes.ForgeRequest{Kind: "gitea", URL: "http://127.0.0.1:9", Token: "t0ken"}, &fv); code != http.StatusOK {
 		t.Fatalf("add forge: %d %+v", code, e)
 	}
+	// A subgroup is GitLab's alone: refused on Gitea, and the project stays unmapped.
+	nested := "acme/team/web"
+	if code, e := th.call(th.admin, "PUT", "/projects/web/config", apitypes.ProjectConfigRequest{Forge: &forge, ForgeRepo: &nested}, &cfg); code != http.StatusBadRequest ||
+		!strings.Contains(e.Message, "only GitLab has subgroups") {
+		t.Errorf("mapping to a nested repository on Gitea: %d %+v", code, e)
+	}
+	if code, e := th.call(th.admin, "GET", "/projects/web/config", nil, &cfg); code != http.StatusOK || cfg.Forge != "" || cfg.ForgeRepo != "" {
+		t.Errorf("the config after a refused mapping: %d %+v %+v", code, e, cfg)
+	}
 	pub := "pr"
 	if code, e := th.call(th.admin, "PUT", "/projects/web/config", apitypes.ProjectConfigRequest{Forge: &forge, ForgeRepo: &repo, Publish: &pub}, &cfg); code != http.StatusOK ||
 		cfg.Forge != "gh" || cfg.ForgeRepo != "acme/web" || cfg.Publish != "pr" {

@@ -125,7 +125,7 @@ func (s *Service) RemoveForge(ctx context.Context, c call.Caller, name string) (
 
 // CheckMapping is the rule of a project's forge mapping: both or neither
 // of forge and repo, a forge connection that exists, a repository name by
-// forge.ParseRepo's rules, a publish default of pr, branch or none, and
+// forge.ParseRepo's rules for the forge's kind, a publish default of pr, branch or none, and
 // commits' authoring by checkAuthoring's.
 // The core calls it inside the transaction that sets the project's config.
 func CheckMapping(tx store.Tx, cfg store.ProjectConfig) error {
@@ -138,12 +138,17 @@ func CheckMapping(tx store.Tx, cfg store.ProjectConfig) error {
 	case cfg.Forge == "" || cfg.ForgeRepo == "":
 		return call.BadRequest("a forge mapping needs both the forge's name and OWNER/REPO")
 	}
-	if _, err := tx.Forge(cfg.Forge); errors.Is(err, store.ErrNotFound) {
+	f, err := tx.Forge(cfg.Forge)
+	if errors.Is(err, store.ErrNotFound) {
 		return call.BadRequest("no forge named %q; an admin adds it (drover forges add)", rules.Escape(call.Truncate(cfg.Forge, 80), false))
 	} else if err != nil {
 		return err
 	}
-	if _, err := forge.ParseRepo(cfg.ForgeRepo); err != nil {
+	repo, err := forge.ParseRepo(cfg.ForgeRepo)
+	if err == nil {
+		err = repo.CheckKind(f.Kind)
+	}
+	if err != nil {
 		return call.BadRequest("%v", err)
 	}
 	if !slices.Contains([]string{"", "none", apitypes.PublishPR, apitypes.PublishBranch}, cfg.Publish) {
