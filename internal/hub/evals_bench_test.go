@@ -20,7 +20,9 @@ import (
 // instances against the same work as plain jobs, in the same run, on the
 // fleet of runners_bench_test.go (an offer is accepted at once and
 // finished with exit 0, no result: each agent leaves the base as it was,
-// so grading needs no git). Nothing asserts a time.
+// so grading needs no git). Nothing asserts a time. Each side's
+// timeline is logged (evals_timeline_bench_test.go): where its wall time
+// went, job by job.
 
 // evalBenchInstances is DROVER_BENCH_INSTANCES, 500 by default.
 func evalBenchInstances(b *testing.B) int {
@@ -174,7 +176,9 @@ func (pb *pipeBench) evalOverhead(t testing.TB, n, parallel int, m *evalOverhead
 		}
 		m.started += time.Since(at)
 		pb.waitEval(t, v.ID, done+2*n)
-		m.evalWall += time.Since(at)
+		end := time.Now()
+		m.evalWall += end.Sub(at)
+		t.Logf("run %d, evaluation: %v", run, pb.timeline(t, "eval:"+v.ID+":%", parallel, at, end))
 		m.eval = m.eval.add(c0, pb.count())
 		heap1, _ := memNow()
 		m.heap += heap1 - heap0
@@ -198,7 +202,9 @@ func (pb *pipeBench) evalOverhead(t testing.TB, n, parallel int, m *evalOverhead
 			})
 		}
 		wg.Wait()
-		m.plainWall += time.Since(at)
+		end := time.Now()
+		m.plainWall += end.Sub(at)
+		t.Logf("run %d, plain: %v", run, pb.timeline(t, fmt.Sprintf("plain:%d:%%", run), parallel, at, end))
 		m.plain = m.plain.add(c0, pb.count())
 		m.plainEvents += pb.events(t, fmt.Sprintf("plain:%d:%%", run))
 	}
