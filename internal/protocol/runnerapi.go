@@ -275,16 +275,17 @@ const CloseTryAgainLater = 1013
 const TryAgainCeiling = 5 * time.Second
 
 // ReconnectCeiling is the ceiling of a runner's jittered wait before it
-// dials again after err, given its backoff's: bounded while nothing listens
-// (NotListeningCeiling) and after a "try again later" (TryAgainCeiling).
-func ReconnectCeiling(err error, backoff time.Duration) time.Duration {
+// dials again after err, given its policy's ceiling c: bounded while
+// nothing listens (NotListeningCeiling) and after a "try again later"
+// (TryAgainCeiling).
+func ReconnectCeiling(err error, c time.Duration) time.Duration {
 	switch {
 	case NotListening(err):
-		return min(backoff, NotListeningCeiling)
+		return min(c, NotListeningCeiling)
 	case websocket.CloseStatus(err) == CloseTryAgainLater:
-		return min(backoff, TryAgainCeiling)
+		return min(c, TryAgainCeiling)
 	}
-	return backoff
+	return c
 }
 
 // LivenessWindow is how long a hub waits for a runner's next frame after
