@@ -73,14 +73,15 @@ func (g gatewayCore) AdmitHello(c call.Caller, place string) (func(), time.Durat
 // door would tell to come back anyway: every dial to a stopping hub, and
 // one bringing a place the door honours but has no room for yet
 // (admission.turnAway). The rest are authenticated (ok false).
-func (g gatewayCore) TurnAway(token, place string) (after time.Duration, next string, ok bool) {
+func (g gatewayCore) TurnAway(authorization, place string) (after time.Duration, next string, ok bool) {
 	if g.h.stopping.Load() {
 		return stoppingRetry, "", true // the hub's store may be closing: no read
 	}
-	if token == "" {
-		return 0, "", false
+	tok, err := auth.BearerToken(authorization)
+	if err != nil {
+		return 0, "", false // refused when authenticated
 	}
-	return g.h.admit.turnAway(auth.Hash(token), place)
+	return g.h.admit.turnAway(auth.Hash(tok), place)
 }
 
 // stoppingRetry is when a stopping hub tells a dial to come back: its

@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -42,11 +41,11 @@ type Core interface {
 	// how long to come back and with which place (leave nil): the hub has
 	// as many hellos in hand as it can soon attach.
 	AdmitHello(c call.Caller, place string) (leave func(), after time.Duration, next string)
-	// TurnAway says, before the dial's token (its bearer token, "" for
-	// none) is authenticated, whether AdmitHello would tell it to come
+	// TurnAway says, before the dial's token (in its Authorization
+	// header) is authenticated, whether AdmitHello would tell it to come
 	// back anyway, and when and with which place: a fleet's returns then
 	// cost the store nothing. ok false: authenticate it.
-	TurnAway(token, place string) (after time.Duration, next string, ok bool)
+	TurnAway(authorization, place string) (after time.Duration, next string, ok bool)
 }
 
 // Session is one attached runner: its requests, and its end.
@@ -91,8 +90,7 @@ func New(core Core, cfg Config) *Gateway {
 // dials several times per runner.
 func (g *Gateway) Door(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if after, place, ok := g.core.TurnAway(tok, r.Header.Get(protocol.PlaceHeader)); ok {
+		if after, place, ok := g.core.TurnAway(r.Header.Get("Authorization"), r.Header.Get(protocol.PlaceHeader)); ok {
 			comeBack(w, after, place)
 			return
 		}

@@ -67,9 +67,9 @@ func (f *fakeCore) AdmitHello(_ call.Caller, place string) (func(), time.Duratio
 	return func() {}, 0, ""
 }
 
-func (f *fakeCore) TurnAway(token, place string) (time.Duration, string, bool) {
+func (f *fakeCore) TurnAway(authorization, place string) (time.Duration, string, bool) {
 	if f.early > 0 && place != "" {
-		return f.early, "again-" + token + "-" + place, true
+		return f.early, "again-" + authorization + "-" + place, true
 	}
 	return 0, "", false
 }
@@ -314,9 +314,9 @@ func TestDoorTurnsAwayBeforeAuthentication(t *testing.T) {
 	t.Cleanup(srv.Close)
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")
 	_, resp, _ := websocket.Dial(t.Context(), url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer tok"}, protocol.PlaceHeader: {"p1"}}})
-	if d, place, ok := protocol.RetryAfter(resp); !ok || d != 3*time.Second || place != "again-tok-p1" || authenticated.Load() != 0 {
+	if d, place, ok := protocol.RetryAfter(resp); !ok || d != 3*time.Second || place != "again-Bearer tok-p1" || authenticated.Load() != 0 {
 		t.Fatalf("a dial with a place: come back after %v with %q (%v), authenticated %d times; want 3s with %q and no authentication",
-			d, place, ok, authenticated.Load(), "again-tok-p1")
+			d, place, ok, authenticated.Load(), "again-Bearer tok-p1")
 	}
 	_, resp, _ = websocket.Dial(t.Context(), url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer tok"}}})
 	if resp == nil || resp.StatusCode != http.StatusUnauthorized || authenticated.Load() != 1 {
