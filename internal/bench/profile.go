@@ -77,6 +77,9 @@ type Reconnect struct {
 	Retries int64         // dials that failed and were tried again
 	Later   int64         // of those, dials the hub told when to come back (before their hello)
 	Refused int64         // runners the hub refused for good (must be 0)
+	// Of Retries, by how the dial was refused: nothing listening, 503 with
+	// a place, 503 without one, closed with 1013 after the upgrade, other.
+	NotListening, Placed, Unplaced, TryLater, Other int64
 }
 
 // measureReconnect restarts the hub and waits until the whole fleet is
@@ -85,7 +88,7 @@ func measureReconnect(ctx context.Context, o Options, hp *hubProc, fl *fleet) (R
 	r := Reconnect{Runners: fl.size()}
 	fl.reconnect.Store(true)
 	defer fl.reconnect.Store(false)
-	redialed0, tries0, later0 := fl.redialed.Load(), fl.tries.Load(), fl.toldLater.Load()
+	redialed0, tries0, later0, kinds0 := fl.redialed.Load(), fl.tries.Load(), fl.toldLater.Load(), fl.refusals.load()
 	progress(o, "restarting the hub with %d idle runners connected", r.Runners)
 	begin := time.Now()
 	if err := hp.restart(ctx); err != nil {
@@ -110,6 +113,10 @@ func measureReconnect(ctx context.Context, o Options, hp *hubProc, fl *fleet) (R
 	r.All = time.Since(begin)
 	r.Retries = fl.tries.Load() - tries0
 	r.Later = fl.toldLater.Load() - later0
+	kinds := fl.refusals.load()
+	for i, n := range []*int64{&r.NotListening, &r.Placed, &r.Unplaced, &r.TryLater, &r.Other} {
+		*n = kinds[i] - kinds0[i]
+	}
 	return r, nil
 }
 
@@ -135,6 +142,8 @@ func (r *Result) writeProfile(p func(format string, args ...any)) {
 	if rc := r.Reconnect; rc != nil {
 		p("| hub restart: all %d runners connected again (hub down and up again in %s; %d dials retried, %d of them told when to come back) | %s | ≤ 60 s, none refused for good (%d refused) |",
 			rc.Runners, rc.Down.Round(time.Millisecond), rc.Retries, rc.Later, rc.All.Round(time.Millisecond), rc.Refused)
+		p("| hub restart: dials refused, by kind: nothing listening / 503 with a place / 503 without / 1013 after the upgrade / other | %d / %d / %d / %d / %d | — |",
+			rc.NotListening, rc.Placed, rc.Unplaced, rc.TryLater, rc.Other)
 	}
 	p("| dispatch to one idle runner among %d, p50 / p99 | %s / %s | p99 ≤ 25 ms |", l.Runners, ms(l.P50), ms(l.P99))
 	if n := len(r.Bursts); n > 0 {

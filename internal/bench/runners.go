@@ -180,6 +180,7 @@ type fleet struct {
 	refused    atomic.Int64 // runners the hub refused for good (revoked, refused hello)
 	tries      atomic.Int64 // dials that failed and were tried again (reconnect)
 	toldLater  atomic.Int64 // of those, dials the hub answered with when to come back
+	refusals   refusalCounts
 
 	burst burstLog
 }
@@ -303,17 +304,51 @@ func (f *fleet) redial(tok string) (*websocket.Conn, protocol.Welcome, error) {
 			return nil, w, err
 		}
 		f.tries.Add(1)
+		f.refusals.count(err)
 		if cb, ok := errors.AsType[comeBack](err); ok {
 			f.toldLater.Add(1)
 			wait, place = cb.after+rand.N(time.Second), cb.place
 			continue
 		}
-		wait = reconnectPolicy.Delay(n)
-		if protocol.NotListening(err) {
-			wait = rand.N(min(reconnectPolicy.Ceiling(n), protocol.NotListeningCeiling))
-		}
+		wait = rand.N(protocol.ReconnectCeiling(err, reconnectPolicy.Ceiling(n)))
 		n++
 	}
+}
+
+// The kinds of refused dials a restart's report tells apart, so that a
+// change to the door or the backoff shows where the fleet's time went.
+const (
+	refusedNotListening = iota // nothing listening: the hub down, or not up yet
+	refusedPlace               // 503 with a place (protocol.PlaceHeader)
+	refusedNoPlace             // 503 without one (a stopping hub)
+	refusedLater               // closed with 1013 after the upgrade
+	refusedOther
+	refusalKinds
+)
+
+// refusalCounts counts refused dials by kind.
+type refusalCounts [refusalKinds]atomic.Int64
+
+func (c *refusalCounts) count(err error) {
+	kind := refusedOther
+	if cb, ok := errors.AsType[comeBack](err); ok {
+		kind = refusedNoPlace
+		if cb.place != "" {
+			kind = refusedPlace
+		}
+	} else if protocol.NotListening(err) {
+		kind = refusedNotListening
+	} else if websocket.CloseStatus(err) == protocol.CloseTryAgainLater {
+		kind = refusedLater
+	}
+	c[kind].Add(1)
+}
+
+func (c *refusalCounts) load() (n [refusalKinds]int64) {
+	for i := range c {
+		n[i] = c[i].Load()
+	}
+	return n
 }
 
 // read is the connection's one reader: it keeps control frames flowing,

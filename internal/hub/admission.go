@@ -69,9 +69,16 @@ const helloHeld = 100 * time.Millisecond
 // A place is honoured from placeEarly before its time (Retry-After counts
 // whole seconds, and the runner spreads its return over the second after)
 // until placeKeep after the runner was last told to come back with it.
+// A runner is told to come back at its place's time or within placeAhead,
+// whichever is sooner: the schedule is made at the rate the hub attached
+// hellos while the fleet flooded it (every refused dial read the store),
+// slower than it attaches once the fleet is told, and a runner back early
+// with its place goes in whenever the door has room, so an idle hub never
+// waits for runners asleep until places it set too far.
 const (
 	placeEarly = time.Second
 	placeKeep  = time.Minute
+	placeAhead = 4 * time.Second
 )
 
 func newAdmission() admission {
@@ -96,29 +103,58 @@ func (a admission) enter(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// door lets runner's dial in to say hello (leave, called once its hello is
-// attached or refused) or says after how long to come back and with which
-// place (leave nil). place is what the runner brought from its last
-// refusal ("" for none).
-func (a admission) door(runner, place string) (leave func(), after time.Duration, next string) {
-	b := a.book
+// door lets the dial of the runner holding token (its hash) in to say
+// hello (leave, called once its hello is attached or refused) or says
+// after how long to come back and with which place (leave nil). place is
+// what the runner brought from its last refusal ("" for none).
+func (a admission) door(token, place string) (leave func(), after time.Duration, next string) {
+	return a.book.pass(token, place, true)
+}
+
+// turnAway is the door before the dial is authenticated: a dial bringing
+// a place of this hub's for its token that the door would tell to come
+// back (early, or the door full) is told so without the store read and
+// the hello an authenticated dial costs. A place is given only to an
+// authenticated dial and only ever sent back to it, so answering one
+// tells nothing new and gives no one a place; any other dial (no place, a
+// forged or stale one, or one the door would let in) is authenticated
+// first (ok false).
+func (a admission) turnAway(token, place string) (after time.Duration, next string, ok bool) {
+	if place == "" {
+		return 0, "", false
+	}
+	_, after, next = a.book.pass(token, place, false)
+	return after, next, next != ""
+}
+
+// pass is the door's decision; with let false it lets no one in and gives
+// no new place (a dial not yet authenticated), only tells a place's holder.
+func (b *helloBook) pass(token, place string, let bool) (leave func(), after time.Duration, next string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock()
 	room := b.room()
-	at, held := b.key.open(runner, place, now)
+	at, held := b.key.open(token, place, now)
+	if !held && !let {
+		return nil, 0, ""
+	}
 	switch {
 	case b.inside < room/2,
 		// Less than half full: the schedule is behind the hub, whoever
 		// comes goes in.
-		held && b.inside < room && !now.Before(at.Add(-placeEarly)),
+		held && b.inside < room,
+		// A runner with its place, early or not, goes in before dials
+		// without one (placeAhead).
 		!held && b.inside < room && !b.next.After(now):
+		if !let {
+			return nil, 0, ""
+		}
 		b.inside++
 		var once sync.Once
 		return func() { once.Do(b.leave) }, 0, ""
 	case held && now.Before(at.Add(-placeEarly)):
-		after := at.Sub(now) // early: the same place
-		return nil, after, b.key.sign(runner, at, now.Add(after+placeKeep))
+		after := min(at.Sub(now), placeAhead) // early: the same place
+		return nil, after, b.key.sign(token, at, now.Add(after+placeKeep))
 	}
 	step := b.step()
 	if held {
@@ -126,13 +162,13 @@ func (a admission) door(runner, place string) (leave func(), after time.Duration
 		// ahead of the hub. It keeps its place and comes back at the
 		// next place of a second schedule, of runners whose time came.
 		b.again = later(b.again, now).Add(step)
-		after := max(b.again.Sub(now), time.Second)
-		return nil, after, b.key.sign(runner, at, now.Add(after+placeKeep))
+		after := min(max(b.again.Sub(now), time.Second), placeAhead)
+		return nil, after, b.key.sign(token, at, now.Add(after+placeKeep))
 	}
 	// Places start after a hold and come one a step.
 	b.next = later(b.next, now.Add(b.held)).Add(step)
-	after = b.next.Sub(now)
-	return nil, after, b.key.sign(runner, b.next, now.Add(after+placeKeep))
+	after = min(b.next.Sub(now), placeAhead)
+	return nil, after, b.key.sign(token, b.next, now.Add(after+placeKeep))
 }
 
 // room is how many dials the door lets in at once: doorInside, fewer when

@@ -41,9 +41,10 @@ func TestAdmissionHelloFlood(t *testing.T) {
 
 // Past doorInside hellos in hand, a dial is told when to come back:
 // each a place further in a schedule at the rate dials pass the door (the
-// first after a stay), so a fleet told at once returns spread out; a dial
-// without a place waits behind the schedule even once a hello left, and a
-// runner back with its place goes in before it.
+// first after a stay), told to come back at its place's time or within
+// placeAhead, so a fleet told at once returns spread out; a dial without
+// a place waits behind the schedule even once a hello left, and a runner
+// back with its place, early or not, goes in before it.
 func TestHelloDoorSpreadsAFleet(t *testing.T) {
 	a := newAdmission()
 	now := time.Now()
@@ -57,47 +58,89 @@ func TestHelloDoorSpreadsAFleet(t *testing.T) {
 		leaves = append(leaves, leave)
 	}
 	step := helloHeld / (2 * helloSlots)
-	prev := helloHeld
 	var places []string
-	for i := range 1000 {
+	var ats []time.Duration // each place's time from now
+	for i := range 3000 {
+		at := helloHeld + time.Duration(i+1)*step
 		leave, after, place := a.door(fmt.Sprintf("r%d", i), "")
-		if leave != nil || after != prev+step || place == "" {
-			t.Fatalf("dial %d past the limit: let in %v, come back after %v with %q; want after %v with a place", i, leave != nil, after, place, prev+step)
+		if want := min(at, placeAhead); leave != nil || after != want || place == "" {
+			t.Fatalf("dial %d past the limit: let in %v, come back after %v with %q; want after %v with a place", i, leave != nil, after, place, want)
 		}
-		places = append(places, place)
-		prev = after
+		places, ats = append(places, place), append(ats, at)
+	}
+	if leave, after, place := a.door("r999", places[999]); leave != nil || (after-ats[999]).Abs() > time.Millisecond || place != places[999] {
+		t.Fatalf("a runner early with its place to a full door: let in %v, after %v with %q; want after %v with the same place", leave != nil, after, place, ats[999])
+	}
+	if leave, after, place := a.door("r2999", places[2999]); leave != nil || after != placeAhead || place != places[2999] {
+		t.Fatalf("a runner early for a place further than placeAhead: let in %v, after %v; want after %v with the same place", leave != nil, after, placeAhead)
 	}
 	leaves[0]()
 	leaves[0]() // once only
 	if leave, _, _ := a.door("new", ""); leave != nil {
 		t.Fatal("a dial without a place went in before the schedule's runners")
 	}
-	if leave, after, place := a.door("r999", places[999]); leave != nil || (after-prev).Abs() > time.Millisecond || place != places[999] {
-		t.Fatalf("a runner early with its place: let in %v, after %v with %q; want after %v with the same place", leave != nil, after, place, prev)
-	}
-	now = now.Add(helloHeld + step)
 	if leave, _, _ := a.door("r1", places[0]); leave != nil {
 		t.Fatal("another runner's place let a dial in")
 	}
-	if leave, _, _ := a.door("r0", places[0]); leave == nil {
-		t.Fatal("a runner back at its place was turned away with the door's room free")
+	// The schedule was made at the rate hellos held a slot while every
+	// slot was taken; a hub faster than that has room before a place's
+	// time, and a runner with its place takes it (a restarted hub once
+	// idled for minutes while runners slept until their places).
+	if leave, _, _ := a.door("r2999", places[2999]); leave == nil {
+		t.Fatal("a runner early with its place was turned away with the door's room free")
 	}
+	now = now.Add(helloHeld + step)
 	// The door is full again: the next runner whose time came is told to
-	// come back soon with its place, not given one after the 500th.
+	// come back soon with its place, not given one after the 3,000th.
 	if leave, after, place := a.door("r1", places[1]); leave != nil || after != time.Second || place == "" {
 		t.Fatalf("a runner back at its place to a full door: let in %v, after %v; want after 1s", leave != nil, after)
 	}
-	if leave, after, _ := a.door("r2", places[2][:len(places[2])-1]+"x"); leave != nil || after <= prev-helloHeld {
-		t.Fatalf("a forged place: let in %v, after %v; want a new place at the schedule's end", leave != nil, after)
+	if leave, after, _ := a.door("r2", places[2][:len(places[2])-1]+"x"); leave != nil || after != placeAhead {
+		t.Fatalf("a forged place: let in %v, after %v; want a new place at the schedule's end, after %v", leave != nil, after, placeAhead)
 	}
 	// Once the door is less than half full the schedule is behind the
-	// hub: a runner early for its place goes in (a restarted hub once
-	// idled while runners waited for places it had pushed back).
+	// hub: a runner early for its place goes in, and so does a dial
+	// without one.
 	for _, leave := range leaves[1:] {
 		leave()
 	}
 	if leave, _, _ := a.door("r999", places[999]); leave == nil {
 		t.Fatal("a runner early for its place was turned away from a door less than half full")
+	}
+	if leave, _, _ := a.door("new", ""); leave == nil {
+		t.Fatal("a dial without a place was turned away from a door less than half full")
+	}
+}
+
+// Before a dial is authenticated the door only tells a place's holder to
+// come back as it would after: it lets no one in and gives no new place
+// (an unauthenticated client must not take places meant for runners).
+func TestDoorBeforeAuthentication(t *testing.T) {
+	a := newAdmission()
+	now := time.Now()
+	a.book.clock = func() time.Time { return now }
+	for range doorInside {
+		if leave, _, _ := a.door("in", ""); leave == nil {
+			t.Fatal("a dial turned away from a door with room")
+		}
+	}
+	for i := range 1000 { // t1's place is then more than placeEarly away
+		a.door(fmt.Sprint("u", i), "")
+	}
+	_, after, place := a.door("t1", "")
+	next := a.book.next
+	for _, c := range []struct{ token, place string }{{"t2", ""}, {"t2", place}, {"t1", place[:len(place)-1] + "x"}, {"t1", strings.Repeat("1", placeMax+1)}} {
+		if _, _, ok := a.turnAway(c.token, c.place); ok || !a.book.next.Equal(next) {
+			t.Errorf("token %s with place %q before authentication: turned away %v, schedule moved %v; want neither", c.token, c.place, ok, !a.book.next.Equal(next))
+		}
+	}
+	if d, p, ok := a.turnAway("t1", place); !ok || (d-after).Abs() > time.Millisecond || p != place || !a.book.next.Equal(next) {
+		t.Fatalf("its holder early to a full door: turned away %v after %v with %q; want after %v with the same place", ok, d, p, after)
+	}
+	inside := a.book.inside
+	a.book.leave()
+	if _, _, ok := a.turnAway("t1", place); ok || a.book.inside != inside-1 {
+		t.Fatalf("its holder to a door with room: turned away %v, inside %d; want it authenticated, nobody let in (%d)", ok, a.book.inside, inside-1)
 	}
 }
 
@@ -117,7 +160,7 @@ func TestHelloDoorFleetReturns(t *testing.T) {
 	a := newAdmission()
 	var now time.Time
 	a.book.clock = func() time.Time { return now }
-	in, told, failed, took := fleetThroughDoor(runners, write, a.door, a.book.took, &now)
+	in, told, failed, took := fleetThroughDoor(runners, func(time.Duration) time.Duration { return write }, a.door, a.book.took, &now)
 	if in != runners {
 		t.Fatalf("%d of %d runners attached", in, runners)
 	}
@@ -139,14 +182,52 @@ func TestHelloDoorFleetReturns(t *testing.T) {
 	}
 }
 
+// A hub slow while the whole fleet dials it (every refused dial reads the
+// store, and hellos wait behind those reads) and fast once the fleet is
+// told: the door's schedule, set at the flood's rate, must not keep the
+// runners away from an idle hub. At a restart of 10,000 on a quiet
+// machine the hub attached about 45 a second for minutes after the flood,
+// on a schedule set while it flooded, though it had attached the same
+// fleet's first connection at over 1,000 a second.
+func TestHelloDoorFleetReturnsFasterThanItFlooded(t *testing.T) {
+	const (
+		runners = 10_000
+		flood   = 6 * time.Second
+		slow    = 40 * time.Millisecond // a hello's write during the flood
+		fast    = time.Millisecond      // after it: 1,000 a second
+	)
+	a := newAdmission()
+	var now time.Time
+	a.book.clock = func() time.Time { return now }
+	write := func(since time.Duration) time.Duration {
+		if since < flood {
+			return slow
+		}
+		return fast
+	}
+	in, told, failed, took := fleetThroughDoor(runners, write, a.door, a.book.took, &now)
+	all, fails := 0, 0
+	for i, n := range told {
+		all += n
+		fails += failed[i]
+	}
+	t.Logf("%d of %d runners in after %v; told to come back %d times in all; refused after the upgrade %d times", in, runners, took, all, fails)
+	if want := flood + runners*fast*5/4 + 8*time.Second; in != runners || took > want {
+		t.Errorf("%d of %d runners in after %v; want all within %v (the flood, 1.25× the writes after it, 8 s)", in, runners, took, want)
+	}
+	if fails > 0 {
+		t.Errorf("hellos refused after their upgrade %d times; want none", fails)
+	}
+}
+
 // fleetThroughDoor has runners dial through door at once (over 4 s) and
 // come back as told, into a hub whose hellos are durable writes one after
-// another, write each, with helloSlots of them in hand at once; a hello
+// another, each taking write(time since the fleet began), with helloSlots of them in hand at once; a hello
 // that waits helloWait for a slot is refused, and its runner backs off as
 // internal/runner does. On the fake clock now: how many were attached
 // within an hour, how often each was told to come back or refused, and
 // the time that took.
-func fleetThroughDoor(runners int, write time.Duration, door func(runner, place string) (func(), time.Duration, string), held func(time.Duration), now *time.Time) (in int, told, failed []int, took time.Duration) {
+func fleetThroughDoor(runners int, write func(since time.Duration) time.Duration, door func(runner, place string) (func(), time.Duration, string), held func(time.Duration), now *time.Time) (in int, told, failed []int, took time.Duration) {
 	start := time.Unix(1_000_000, 0)
 	*now = start
 	rng := rand.New(rand.NewPCG(30, 1))
@@ -185,7 +266,7 @@ func fleetThroughDoor(runners int, write time.Duration, door func(runner, place 
 				continue
 			}
 			busy++
-			written = later(written, *now).Add(write)
+			written = later(written, *now).Add(write(now.Sub(start)))
 			in++
 			push(event{at: written, leave: h.leave, held: written.Sub(*now)})
 		}

@@ -12,7 +12,8 @@ import (
 
 // A place is the door's "come back at" given to one runner
 // (protocol.PlaceHeader): the time its place in the schedule comes, until
-// when the hub honours it, and a MAC over both and the runner's id. It is
+// when the hub honours it, and a MAC over both and the hash of the runner's
+// token (what the door knows of a dial before it is authenticated). It is
 // no credential (the runner authenticates with its token on every dial,
 // and a place may be logged): the MAC only keeps a runner from writing
 // itself an earlier place or taking another runner's, and the hub keeps no
@@ -30,7 +31,8 @@ func newPlaceKey() placeKey {
 // placeMax bounds a place header read: longer is not one of ours.
 const placeMax = 80
 
-// sign is the place at, honoured until until, for runner.
+// sign is the place at, honoured until until, for runner (its token's
+// hash).
 func (k *placeKey) sign(runner string, at, until time.Time) string {
 	body := strconv.FormatInt(at.UnixMilli(), 10) + "." + strconv.FormatInt(until.UnixMilli(), 10)
 	return body + "." + k.mac(runner, body)

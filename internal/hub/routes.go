@@ -39,7 +39,7 @@ func (h *Hub) routes() http.Handler {
 	mux := http.NewServeMux()
 	api := httpapi.New(apiCore{h, h.publisher, h.pipelines, h.forgework, h.webhooks, h.signin, h.evals, h.groups}, httpapi.Config{Logger: h.log, TransferCap: h.cfg.TransferCap, SpoolDir: h.scratch.dir})
 	api.Register(mux)
-	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", api.As(store.TokenRunner, h.gateway.Serve))
+	mux.Handle("GET "+apitypes.APIPrefix+"/runner/connect", h.gateway.Door(api.As(store.TokenRunner, h.gateway.Serve)))
 	mux.Handle(githttp.Prefix, h.gitServer())
 	mux.Handle("GET /metrics", api.Public(h.serveMetrics))
 	// A forge's webhook: its signature is its authentication (forgework).

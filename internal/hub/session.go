@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"drover/internal/auth"
 	"drover/internal/hub/call"
 	"drover/internal/hub/gateway"
 	"drover/internal/protocol"
@@ -65,7 +66,22 @@ func (g gatewayCore) AdmitHello(c call.Caller, place string) (func(), time.Durat
 		// its server waits for requests in hand before it stops).
 		return nil, stoppingRetry, ""
 	}
-	return g.h.admit.door(c.RunnerID, place)
+	return g.h.admit.door(c.TokenHash, place)
+}
+
+// TurnAway answers, before its token is read from the store, a dial the
+// door would tell to come back anyway: every dial to a stopping hub, and
+// one bringing a place the door honours but has no room for yet
+// (admission.turnAway). The rest are authenticated (ok false).
+func (g gatewayCore) TurnAway(authorization, place string) (after time.Duration, next string, ok bool) {
+	if g.h.stopping.Load() {
+		return stoppingRetry, "", true // the hub's store may be closing: no read
+	}
+	tok, err := auth.BearerToken(authorization)
+	if err != nil {
+		return 0, "", false // refused when authenticated
+	}
+	return g.h.admit.turnAway(auth.Hash(tok), place)
 }
 
 // stoppingRetry is when a stopping hub tells a dial to come back: its

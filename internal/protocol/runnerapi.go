@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"drover/internal/rules"
+
+	"github.com/coder/websocket"
 )
 
 // Hub is the runner protocol as typed calls: what a connected runner asks
@@ -260,6 +262,31 @@ const NotListeningCeiling = 4 * time.Second
 // NotListening says whether a dial failed because nothing listens at the
 // hub's address.
 func NotListening(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// CloseTryAgainLater (the standard 1013) ends a connection for a passing
+// reason: a hub stopping, or one that took the runner's dial but could not
+// attach its hello in time (a busy store).
+const CloseTryAgainLater = 1013
+
+// TryAgainCeiling bounds a runner's reconnect backoff after its hub closed
+// the connection with CloseTryAgainLater: the hub is up and its door paces
+// the next dial (RetryAfter), so a backoff grown while the hub was down
+// (towards a minute) would only leave the runner away from an idle hub.
+const TryAgainCeiling = 5 * time.Second
+
+// ReconnectCeiling is the ceiling of a runner's jittered wait before it
+// dials again after err, given its policy's ceiling c: bounded while
+// nothing listens (NotListeningCeiling) and after a "try again later"
+// (TryAgainCeiling).
+func ReconnectCeiling(err error, c time.Duration) time.Duration {
+	switch {
+	case NotListening(err):
+		return min(c, NotListeningCeiling)
+	case websocket.CloseStatus(err) == CloseTryAgainLater:
+		return min(c, TryAgainCeiling)
+	}
+	return c
+}
 
 // LivenessWindow is how long a hub waits for a runner's next frame after
 // one: three heartbeat intervals, or after an idle heartbeat its idle

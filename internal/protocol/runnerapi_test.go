@@ -3,11 +3,17 @@ package protocol_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
+	"syscall"
 	"testing"
+	"time"
 
 	"drover/internal/protocol"
 	"drover/internal/protocol/protocoltest"
+
+	"github.com/coder/websocket"
 )
 
 // ServeFrame's replies are the frames docs/protocol.md describes, byte for
@@ -167,5 +173,28 @@ func TestStatusAndHeartbeatFrames(t *testing.T) {
 	var back protocol.Status
 	if err := protocol.StatusFrame(st).Decode(&back); err != nil || !reflect.DeepEqual(back, st) {
 		t.Fatalf("status back %#v, %v; want %#v", back, err, st)
+	}
+}
+
+// A runner's wait is bounded while nothing listens and after a 1013, and
+// is its backoff's otherwise.
+func TestReconnectCeiling(t *testing.T) {
+	const c = time.Minute
+	for _, tc := range []struct {
+		name string
+		err  error
+		want time.Duration
+	}{
+		{"nothing listening", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), protocol.NotListeningCeiling},
+		{"1013 after the upgrade", fmt.Errorf("wait for welcome: %w", websocket.CloseError{Code: websocket.StatusTryAgainLater}), protocol.TryAgainCeiling},
+		{"another close", fmt.Errorf("wait for welcome: %w", websocket.CloseError{Code: websocket.StatusGoingAway}), c},
+		{"another error", errors.New("EOF"), c},
+	} {
+		if got := protocol.ReconnectCeiling(tc.err, c); got != tc.want {
+			t.Errorf("%s: %v; want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := protocol.ReconnectCeiling(fmt.Errorf("dial: %w", syscall.ECONNREFUSED), time.Second); got != time.Second {
+		t.Errorf("a backoff below the bound: %v; want it kept", got)
 	}
 }

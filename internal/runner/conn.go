@@ -188,11 +188,7 @@ func (r *Runner) connectLoop(ctx context.Context) error {
 			continue
 		}
 		next := r.hubs.failed(hub)
-		ceiling := r.reconnectCeiling(n)
-		if protocol.NotListening(err) {
-			ceiling = min(ceiling, protocol.NotListeningCeiling)
-		}
-		d := r.jitter(ceiling)
+		d := r.jitter(protocol.ReconnectCeiling(err, r.reconnectCeiling(n)))
 		n++
 		r.log.Warn("hub connection lost; reconnecting", "hub", hub, "err", err, "next", next, "after", d.Round(time.Millisecond))
 		if r.sleep(ctx, d) != nil {

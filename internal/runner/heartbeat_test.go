@@ -3,6 +3,8 @@ package runner
 import (
 	"bytes"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -10,6 +12,8 @@ import (
 
 	"drover/internal/protocol"
 	"drover/internal/sandbox/sandboxtest"
+
+	"github.com/coder/websocket"
 )
 
 // A runner holding no attempts heartbeats at the idle interval its hub
@@ -132,6 +136,47 @@ func TestReconnectToAHubNotListening(t *testing.T) {
 	for i, c := range ceilings[:8] {
 		if c > protocol.NotListeningCeiling {
 			t.Fatalf("backoff ceiling %v after %d dials refused; want at most %v", c, i+1, protocol.NotListeningCeiling)
+		}
+	}
+}
+
+// A hub that takes the dial and then closes it with 1013 (busy with other
+// hellos, or stopping) is up: the runner comes back within
+// protocol.TryAgainCeiling, not after the backoff its failed dials grew
+// (towards a minute), which once left runners away from an idle hub.
+func TestReconnectAfterTryAgainLater(t *testing.T) {
+	h := newFakeHub(t)
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		_, _, _ = ws.Read(r.Context()) // the hello
+		ws.Close(websocket.StatusTryAgainLater, "hub busy with other runners' hellos; reconnect later")
+	}))
+	t.Cleanup(busy.Close)
+	home := filepath.Join(t.TempDir(), "home")
+	must(t, SaveLogin(home, Login{Hub: busy.URL, Name: "r1", Token: h.token}))
+	var mu sync.Mutex
+	var ceilings []time.Duration
+	startRunner(t, h, home, nil, func(r *Runner) {
+		r.jitter = func(c time.Duration) time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			ceilings = append(ceilings, c)
+			return time.Millisecond
+		}
+	})
+	sandboxtest.WaitFor(t, "eight dials", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ceilings) >= 8
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i, c := range ceilings[:8] {
+		if c > protocol.TryAgainCeiling {
+			t.Fatalf("backoff ceiling %v after %d hellos closed with 1013; want at most %v", c, i+1, protocol.TryAgainCeiling)
 		}
 	}
 }

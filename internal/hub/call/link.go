@@ -19,8 +19,8 @@ type Link interface {
 
 // Standard WebSocket close codes the core ends connections with.
 const (
-	CloseGoingAway     = 1001 // the hub or the connection is going away
-	CloseTryAgainLater = 1013 // a passing failure: reconnect
+	CloseGoingAway     = 1001                        // the hub or the connection is going away
+	CloseTryAgainLater = protocol.CloseTryAgainLater // a passing failure: reconnect
 )
 
 // Closed refuses a runner's connection at its hello with a close code;

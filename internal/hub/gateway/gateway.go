@@ -41,6 +41,11 @@ type Core interface {
 	// how long to come back and with which place (leave nil): the hub has
 	// as many hellos in hand as it can soon attach.
 	AdmitHello(c call.Caller, place string) (leave func(), after time.Duration, next string)
+	// TurnAway says, before the dial's token (in its Authorization
+	// header) is authenticated, whether AdmitHello would tell it to come
+	// back anyway, and when and with which place: a fleet's returns then
+	// cost the store nothing. ok false: authenticate it.
+	TurnAway(authorization, place string) (after time.Duration, next string, ok bool)
 }
 
 // Session is one attached runner: its requests, and its end.
@@ -80,6 +85,29 @@ func New(core Core, cfg Config) *Gateway {
 	return &Gateway{core: core, cfg: cfg, log: cfg.Logger, heartbeat: hb, idleBeat: idle}
 }
 
+// Door answers the dials Core.TurnAway turns away before next
+// authenticates them: each a store read, while a fleet returning at once
+// dials several times per runner.
+func (g *Gateway) Door(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if after, place, ok := g.core.TurnAway(r.Header.Get("Authorization"), r.Header.Get(protocol.PlaceHeader)); ok {
+			comeBack(w, after, place)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// comeBack tells a dial to come back after after (whole seconds), with
+// place ("" for none).
+func comeBack(w http.ResponseWriter, after time.Duration, place string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(after/time.Second)))
+	if place != "" {
+		w.Header().Set(protocol.PlaceHeader, place)
+	}
+	http.Error(w, "hub busy with other runners' hellos; come back later", http.StatusServiceUnavailable)
+}
+
 // Serve takes one runner connection, authenticated as c, and reads it
 // until it ends on a goroutine of its own.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, c call.Caller) error {
@@ -89,11 +117,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, c call.Caller) e
 		// no WebSocket and no hello per runner it cannot take yet; the
 		// runner comes back when told, with its place (protocol.RetryAfter),
 		// an older one after its backoff.
-		w.Header().Set("Retry-After", strconv.Itoa(int(after/time.Second)))
-		if next != "" {
-			w.Header().Set(protocol.PlaceHeader, next)
-		}
-		http.Error(w, "hub busy with other runners' hellos; come back later", http.StatusServiceUnavailable)
+		comeBack(w, after, next)
 		return nil
 	}
 	defer leave() // the hello is attached or refused when Serve returns

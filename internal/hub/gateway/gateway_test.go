@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 type fakeCore struct {
 	refuse error
 	busy   time.Duration // > 0: every dial is told to come back after it
+	early  time.Duration // > 0: a dial with a place is told so before it is authenticated
 	name   string        // the welcome's runner name; "": the caller's
 	hub    *protocoltest.Hub
 
@@ -63,6 +65,13 @@ func (f *fakeCore) AdmitHello(_ call.Caller, place string) (func(), time.Duratio
 		return nil, f.busy, "place-" + place
 	}
 	return func() {}, 0, ""
+}
+
+func (f *fakeCore) TurnAway(authorization, place string) (time.Duration, string, bool) {
+	if f.early > 0 && place != "" {
+		return f.early, "again-" + authorization + "-" + place, true
+	}
+	return 0, "", false
 }
 
 func serve(t *testing.T, core Core) string {
@@ -286,6 +295,32 @@ func TestBusyHubSaysWhenToComeBack(t *testing.T) {
 	}
 	if len(core.hellos) != 0 {
 		t.Fatal("a hello reached the core")
+	}
+}
+
+// A dial the core turns away before authentication is answered like a
+// busy hub's, with the bearer token and place it brought given to the
+// core, and never reaches the authenticating handler; one it does not
+// turn away does.
+func TestDoorTurnsAwayBeforeAuthentication(t *testing.T) {
+	core := &fakeCore{hub: protocoltest.NewHub(), ended: make(chan string, 1), early: 3 * time.Second}
+	g := New(core, Config{Heartbeat: time.Minute, BaseURL: func(*http.Request) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var authenticated atomic.Int32
+	srv := httptest.NewServer(g.Door(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authenticated.Add(1)
+		http.Error(w, "no", http.StatusUnauthorized)
+	})))
+	t.Cleanup(srv.Close)
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	_, resp, _ := websocket.Dial(t.Context(), url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer tok"}, protocol.PlaceHeader: {"p1"}}})
+	if d, place, ok := protocol.RetryAfter(resp); !ok || d != 3*time.Second || place != "again-Bearer tok-p1" || authenticated.Load() != 0 {
+		t.Fatalf("a dial with a place: come back after %v with %q (%v), authenticated %d times; want 3s with %q and no authentication",
+			d, place, ok, authenticated.Load(), "again-Bearer tok-p1")
+	}
+	_, resp, _ = websocket.Dial(t.Context(), url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer tok"}}})
+	if resp == nil || resp.StatusCode != http.StatusUnauthorized || authenticated.Load() != 1 {
+		t.Fatalf("a dial the core does not turn away: %v, authenticated %d times; want it authenticated", resp, authenticated.Load())
 	}
 }
 
