@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -45,25 +44,13 @@ func (h *Hub) departed(cs []*runnerSession) {
 	defer h.notify(anyChange)
 	now := h.now()
 	for batch := range slices.Chunk(cs, detachBatch) {
-		err := h.store.Write(ctx, func(tx store.Tx) error {
-			for _, c := range batch {
-				rn, err := tx.Runner(c.runnerID)
-				if errors.Is(err, store.ErrNotFound) {
-					continue // removed meanwhile: nothing to record
-				} else if err != nil {
-					return err
-				}
-				rn.LastSeen = &now
-				if err := tx.UpdateRunner(rn); err != nil {
-					return err
-				}
-				if err := tx.ReleaseRunner(c.runnerID, h.id); err != nil { // unless it connected to another hub since
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		ids := make([]string, len(batch))
+		for i, c := range batch {
+			ids[i] = c.runnerID
+		}
+		// Set-based: a runner removed meanwhile matches nothing, and one
+		// that connected to another hub since is that hub's.
+		if err := h.store.Write(ctx, func(tx store.Tx) error { return tx.RunnersLeft(ids, h.id, now) }); err != nil {
 			h.logFailed("record runners' departure", err, "runners", len(batch))
 		}
 	}

@@ -161,6 +161,10 @@ type Tx interface {
 	HoldRunner(runnerID, hubID string, at time.Time) error
 	SetRunnerStatus(runnerID, hubID string, st RunnerStatus) error
 	ReleaseRunner(runnerID, hubID string) error
+	// RunnersLeft records that the runners of ids left hubID at at: their
+	// last contact, and ReleaseRunner of each, in a few statements however
+	// many (a stopping hub's whole fleet). Unknown ids are no error.
+	RunnersLeft(ids []string, hubID string, at time.Time) error
 	HeldRunners(liveSince time.Time) (map[string]string, error)
 	RunnerHolder(runnerID string, liveSince time.Time) (string, error)
 

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,6 +121,31 @@ func (t *tx) ReleaseRunner(runnerID, hubID string) error {
 	_, err := t.exec("forget that hub "+hubID+" holds runner "+runnerID,
 		`DELETE FROM runner_hubs WHERE runner_id = ? AND hub_id = ?`, runnerID, hubID)
 	return err
+}
+
+// leftChunk is how many runners one statement of RunnersLeft names: the
+// list is padded to it (an id twice is the same match), so the statement
+// has one text and stays prepared.
+const leftChunk = 500
+
+var leftIn = "(" + strings.Repeat("?, ", leftChunk-1) + "?)"
+
+func (t *tx) RunnersLeft(ids []string, hubID string, at time.Time) error {
+	for chunk := range slices.Chunk(ids, leftChunk) {
+		args := make([]any, 1, leftChunk+1)
+		args[0] = Millis(at)
+		for i := range leftChunk {
+			args = append(args, chunk[min(i, len(chunk)-1)])
+		}
+		if _, err := t.exec("record runners' last contact", `UPDATE runners SET last_seen = ? WHERE id IN `+leftIn, args...); err != nil {
+			return err
+		}
+		args[0] = hubID
+		if _, err := t.exec("forget that hub "+hubID+" holds runners", `DELETE FROM runner_hubs WHERE hub_id = ? AND runner_id IN `+leftIn, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // heldBy selects the runner_hubs rows (r) of live hubs (h); it takes the

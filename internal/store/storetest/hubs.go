@@ -92,6 +92,41 @@ func testRunnerHolders(t *testing.T, s store.Store) {
 	writeErr(t, s, "hold a missing runner", store.ErrNotFound, func(tx store.Tx) error { return tx.HoldRunner("r-9", "h-live", at(1)) })
 }
 
+// testRunnersLeft: a stopping hub's departures, more runners than one
+// statement names: each one's last contact, its holding released unless
+// another hub holds it now; unknown ids and other runners are untouched.
+func testRunnersLeft(t *testing.T, s store.Store) {
+	const n = 1203 // two full statements and a part
+	ids := make([]string, 0, n+1)
+	mustWrite(t, s, func(tx store.Tx) error {
+		if err := errors.Join(tx.InsertUser(user("u-1", "alice")), tx.PutHub(hubRow("h-a", 0, 10_000, n)),
+			tx.PutHub(hubRow("h-b", 0, 10_000, 1))); err != nil {
+			return err
+		}
+		for i := range n {
+			id := fmt.Sprintf("r-%04d", i)
+			ids = append(ids, id)
+			if err := errors.Join(tx.InsertRunner(runner(id, "box-"+id, "u-1")), tx.HoldRunner(id, "h-a", at(5))); err != nil {
+				return err
+			}
+		}
+		// r-0600 reconnected to h-b; r-stay is h-a's and does not leave.
+		return errors.Join(tx.HoldRunner("r-0600", "h-b", at(6)), tx.InsertRunner(runner("r-stay", "box-stay", "u-1")),
+			tx.HoldRunner("r-stay", "h-a", at(5)))
+	})
+	ids = append(ids, "r-gone") // removed meanwhile
+	mustWrite(t, s, func(tx store.Tx) error { return tx.RunnersLeft(ids, "h-a", at(7_000)) })
+	held := get(t, s, func(tx store.Tx) (map[string]string, error) { return tx.HeldRunners(at(0)) })
+	equal(t, "held runners after the departures", held, map[string]string{"r-0600": "h-b", "r-stay": "h-a"})
+	for _, id := range []string{"r-0000", "r-0499", "r-0500", "r-1202"} {
+		r := get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.Runner(id) })
+		equal(t, "last contact of "+id, *r.LastSeen, at(7_000))
+	}
+	r := get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.Runner("r-stay") })
+	equal(t, "last contact of a runner that stayed", *r.LastSeen, at(3))
+	mustWrite(t, s, func(tx store.Tx) error { return tx.RunnersLeft(nil, "h-a", at(8_000)) })
+}
+
 // testLeaderTerm: the first taker starts term 1; its renewals keep the
 // term; another hub cannot take it before it expires, and can after; the
 // stale holder's renewal then fails; a released term is free at once.

@@ -78,6 +78,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Hubs", testHubs},
 		{"RunnerHolders", testRunnerHolders},
+		{"RunnersLeft", testRunnersLeft},
 		{"RunnerStatus", testRunnerStatus},
 		{"LeaderTerm", testLeaderTerm},
 		{"LeaderRace", testLeaderRace},
