@@ -109,9 +109,10 @@ func idleBeat(w protocol.Welcome, other *atomic.Bool) beat {
 
 // heartbeats writes heartbeats as b says until ctx ends or a write fails.
 // The first one comes after a random part of the interval, so that a
-// fleet connected in a burst spreads out like independent machines.
+// fleet connected in a burst spreads out like independent machines; each
+// goes on a whole second, as a runner's does (protocol.NextBeat).
 func heartbeats(ctx context.Context, ws *websocket.Conn, b beat, sent *atomic.Int64) {
-	t := time.NewTimer(rand.N(b.every))
+	t := time.NewTimer(time.Until(protocol.BeatAt(time.Now().Add(rand.N(b.every)), b.every)))
 	defer t.Stop()
 	frame := protocol.HeartbeatFrame()
 	if b.other != nil && b.idle > b.every {
@@ -130,7 +131,7 @@ func heartbeats(ctx context.Context, ws *websocket.Conn, b beat, sent *atomic.In
 			return
 		case <-t.C:
 		}
-		t.Reset(b.every)
+		t.Reset(protocol.NextBeat(time.Now(), b.every))
 		if b.other != nil && !b.other.Swap(false) && !last.IsZero() && time.Since(last)+b.every/2 < b.idle {
 			continue
 		}

@@ -3,10 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"drover/internal/hub/call"
@@ -200,73 +197,3 @@ func (b *helloBook) took(d time.Duration) {
 // schedule slower than the hub leaves it idle while runners wait; one
 // faster only tells some again).
 func (b *helloBook) step() time.Duration { return max(b.held/(2*helloSlots), 1) }
-
-// Open descriptors against the limit: warned of at nofileWarn of the soft
-// limit, again only after falling below nofileClear (the hub's metrics
-// carry both numbers: process_open_fds, process_max_fds).
-const (
-	nofileEvery = 10 * time.Second
-	nofileWarn  = 0.8
-	nofileClear = 0.7
-)
-
-// nofileLoop warns before the hub runs out of file descriptors, which
-// would otherwise show only as failed accepts (every runner connection
-// and API request holds one).
-func (h *Hub) nofileLoop(ctx context.Context) {
-	warned := false
-	skip := 0
-	ticking(ctx, nofileEvery, func() bool {
-		if skip > 0 {
-			skip--
-			return true
-		}
-		open, limit, ok := openFiles()
-		if ok { // else no /proc: nothing to watch
-			warned = nofileCheck(h.log, open, limit, warned)
-			skip = nofileSkip(open, limit)
-		}
-		return ok
-	})
-}
-
-// nofileSkip is how many checks to leave out after one that found open
-// of limit descriptors: counting them reads a directory entry per
-// descriptor, 10,000 of them with 10,000 runners connected (2 % of an idle
-// hub's CPU), so a hub far below the warning level counts once a minute.
-func nofileSkip(open, limit uint64) int {
-	if limit > 0 && float64(open) < nofileWarn/2*float64(limit) {
-		return int(time.Minute/nofileEvery) - 1
-	}
-	return 0
-}
-
-// nofileCheck logs a crossing of nofileWarn and says whether the warning
-// stands.
-func nofileCheck(log *slog.Logger, open, limit uint64, warned bool) bool {
-	switch {
-	case limit == 0:
-		return warned
-	case !warned && float64(open) >= nofileWarn*float64(limit):
-		log.Warn("open file descriptors near the limit: new runner connections and API requests will fail at the limit; raise it (ulimit -n, LimitNOFILE=)",
-			"open", open, "limit", limit)
-		return true
-	case warned && float64(open) < nofileClear*float64(limit):
-		log.Info("open file descriptors back below the warning level", "open", open, "limit", limit)
-		return false
-	}
-	return warned
-}
-
-// openFiles is the process's open descriptors and its soft limit.
-func openFiles() (open, limit uint64, ok bool) {
-	var rl syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) != nil {
-		return 0, 0, false
-	}
-	es, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0, 0, false
-	}
-	return uint64(len(es)), rl.Cur, true
-}

@@ -1,14 +1,11 @@
 package hub
 
 import (
-	"bytes"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -322,51 +319,4 @@ func (h *timedHeap[E]) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-// The descriptor warning is logged once when the hub crosses 80 % of its
-// limit, and cleared below 70 %.
-// TestNofileSkip: a hub far below the warning level counts its
-// descriptors once a minute, one near it at every tick.
-func TestNofileSkip(t *testing.T) {
-	for _, c := range []struct {
-		open, limit uint64
-		want        int
-	}{
-		{open: 10_000, limit: 1 << 20, want: 5},
-		{open: 399, limit: 1000, want: 5},
-		{open: 400, limit: 1000, want: 0},
-		{open: 900, limit: 1000, want: 0},
-		{open: 5, limit: 0, want: 0},
-	} {
-		if got := nofileSkip(c.open, c.limit); got != c.want {
-			t.Errorf("%d of %d open: skip %d checks, want %d", c.open, c.limit, got, c.want)
-		}
-	}
-}
-
-func TestNofileWarning(t *testing.T) {
-	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
-	for _, step := range []struct {
-		open, limit   uint64
-		before, after bool   // warned before and after the check
-		want          string // in the log, "" for nothing
-	}{
-		{open: 700, limit: 1000},
-		{open: 800, limit: 1000, after: true, want: "near the limit"},
-		{open: 900, limit: 1000, before: true, after: true},
-		{open: 750, limit: 1000, before: true, after: true},
-		{open: 650, limit: 1000, before: true, want: "back below"},
-		{open: 5, limit: 0},
-	} {
-		buf.Reset()
-		got := nofileCheck(log, step.open, step.limit, step.before)
-		if step.want == "" && buf.Len() > 0 || step.want != "" && !strings.Contains(buf.String(), step.want) {
-			t.Errorf("%d of %d open: logged %q, want %q", step.open, step.limit, buf.String(), step.want)
-		}
-		if got != step.after {
-			t.Errorf("%d of %d open: warned %v, want %v", step.open, step.limit, got, step.after)
-		}
-	}
 }

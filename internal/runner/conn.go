@@ -412,7 +412,9 @@ func (r *Runner) readLoop(s *session) error {
 // seldom instead (each heartbeat is a wakeup of the hub's).
 func (r *Runner) writeLoop(s *session, hb time.Duration) {
 	defer s.cancel()
-	t := time.NewTicker(hb)
+	// Heartbeats go on whole seconds (protocol.NextBeat): the hub reads
+	// its runners' together.
+	t := time.NewTimer(protocol.NextBeat(time.Now(), hb))
 	defer t.Stop()
 	var idleBeat time.Time // when the last frame, an idle heartbeat, went (zero: another frame was last)
 	for {
@@ -421,6 +423,7 @@ func (r *Runner) writeLoop(s *session, hb time.Duration) {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+			t.Reset(protocol.NextBeat(time.Now(), hb))
 			f, due := r.heartbeatDue(hb, idleBeat, time.Now())
 			if !due {
 				continue
