@@ -209,13 +209,13 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 	if len(local) == 0 {
 		return nil
 	}
-	runners := map[string]store.Runner{}
+	tokens := map[string]string{}          // runner → its token's hash, unless revoked
 	active := map[string][]store.Attempt{} // runner → its active attempts
 	ended := map[string]store.Attempt{}    // attempt held here → its record, no longer active
 	cancel := map[string]bool{}            // running attempts whose job is being cancelled
 	resend := map[string]protocol.Offer{}  // offers the database has for it and memory does not
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		clear(runners)
+		clear(tokens)
 		clear(active)
 		clear(ended)
 		clear(cancel)
@@ -225,18 +225,23 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 			if err != nil {
 				return err
 			}
-			runners[rn.ID] = rn
+			if rn.RevokedAt == nil {
+				tokens[rn.ID] = rn.TokenHash
+			}
 			if active[rn.ID], err = tx.RunnerActiveAttempts(rn.ID); err != nil {
 				return err
 			}
 		} else {
-			rns, err := tx.Runners()
+			// The whole fleet's every few seconds: two columns a runner, not
+			// its row with its holding and attempts (35 % of an idle hub's
+			// CPU on Postgres with 10,000 runners).
+			toks, err := tx.RunnerTokens()
 			if err != nil {
 				return err
 			}
-			for _, rn := range rns {
-				if _, ok := local[rn.ID]; ok {
-					runners[rn.ID] = rn
+			for id, hash := range toks {
+				if _, ok := local[id]; ok {
+					tokens[id] = hash
 				}
 			}
 			all, err := tx.ActiveAttempts()
@@ -299,7 +304,7 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 		if h.reg.conns[id] != c {
 			continue // gone or replaced meanwhile
 		}
-		if rn, ok := runners[id]; !ok || rn.RevokedAt != nil || rn.TokenHash != c.tokenHash {
+		if hash, ok := tokens[id]; !ok || hash != c.tokenHash {
 			revoked = append(revoked, c)
 			continue
 		}

@@ -55,6 +55,10 @@ type Tx interface {
 	Runner(id string) (Runner, error)
 	RunnerByName(name string) (Runner, error)
 	Runners() ([]Runner, error)
+	// RunnerTokens maps every runner not revoked to its token's hash: what
+	// a hub checks the connections it holds against, without the rest of
+	// each row.
+	RunnerTokens() (map[string]string, error)
 
 	// Shares of runners and of their accounts. PutShare of a share that
 	// exists is ErrConflict; DeleteShare of one that does not is ErrNotFound.

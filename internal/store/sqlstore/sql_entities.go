@@ -100,6 +100,10 @@ func (t *tx) Runners() ([]store.Runner, error) {
 	return all(t, "runners", scanRunnerHeld, runnersHeld+"ORDER BY runners.name", activeArgs()...)
 }
 
+func (t *tx) RunnerTokens() (map[string]string, error) {
+	return stringMap(t, "runner tokens", `SELECT id, token_hash FROM runners WHERE revoked_at IS NULL`)
+}
+
 var jobs = newTable(Jobs)
 
 func (t *tx) InsertJob(j store.Job) error {

@@ -160,15 +160,7 @@ func scanHolding(s Scanner) (h holding, err error) {
 }
 
 func (t *tx) HeldRunners(liveSince time.Time) (map[string]string, error) {
-	rows, err := all(t, "runners held by live hubs", scanHolding, `SELECT r.runner_id, r.hub_id `+heldBy, Millis(liveSince))
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]string, len(rows))
-	for _, r := range rows {
-		out[r.runner] = r.hub
-	}
-	return out, nil
+	return stringMap(t, "runners held by live hubs", `SELECT r.runner_id, r.hub_id `+heldBy, Millis(liveSince))
 }
 
 func (t *tx) RunnerHolder(runnerID string, liveSince time.Time) (string, error) {

@@ -269,6 +269,23 @@ func affected(what string, res sql.Result) error {
 	return nil
 }
 
+// stringMap maps the first column of query's rows to the second.
+func stringMap(t *tx, what, query string, args ...any) (map[string]string, error) {
+	type pair struct{ k, v string }
+	ps, err := all(t, what, func(s Scanner) (p pair, err error) {
+		err = s.Scan(&p.k, &p.v)
+		return p, err
+	}, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(ps))
+	for _, p := range ps {
+		out[p.k] = p.v
+	}
+	return out, nil
+}
+
 // one returns the single row of query, or ErrNotFound.
 func one[T any](t *tx, what string, scan func(Scanner) (T, error), query string, args ...any) (T, error) {
 	v, err := scan(t.queryRow(query, args...))

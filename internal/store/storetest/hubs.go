@@ -127,6 +127,19 @@ func testRunnersLeft(t *testing.T, s store.Store) {
 	mustWrite(t, s, func(tx store.Tx) error { return tx.RunnersLeft(nil, "h-a", at(8_000)) })
 }
 
+// testRunnerTokens: every runner not revoked, with its token's hash.
+func testRunnerTokens(t *testing.T, s store.Store) {
+	equal(t, "tokens of no runners", get(t, s, func(tx store.Tx) (map[string]string, error) { return tx.RunnerTokens() }), map[string]string{})
+	mustWrite(t, s, func(tx store.Tx) error {
+		live, other := runner("r-live", "box-live", "u-1"), runner("r-other", "box-other", "u-1")
+		live.RevokedAt, other.RevokedAt = nil, nil
+		return errors.Join(tx.InsertUser(user("u-1", "alice")), tx.InsertRunner(live), tx.InsertRunner(other),
+			tx.InsertRunner(runner("r-revoked", "box-revoked", "u-1")))
+	})
+	equal(t, "tokens", get(t, s, func(tx store.Tx) (map[string]string, error) { return tx.RunnerTokens() }),
+		map[string]string{"r-live": "hash-r-live", "r-other": "hash-r-other"})
+}
+
 // testLeaderTerm: the first taker starts term 1; its renewals keep the
 // term; another hub cannot take it before it expires, and can after; the
 // stale holder's renewal then fails; a released term is free at once.

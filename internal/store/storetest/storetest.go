@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Hubs", testHubs},
 		{"RunnerHolders", testRunnerHolders},
 		{"RunnersLeft", testRunnersLeft},
+		{"RunnerTokens", testRunnerTokens},
 		{"RunnerStatus", testRunnerStatus},
 		{"LeaderTerm", testLeaderTerm},
 		{"LeaderRace", testLeaderRace},
