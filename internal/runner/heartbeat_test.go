@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -114,26 +115,7 @@ func TestReconnectToAHubNotListening(t *testing.T) {
 	}
 	dead := "http://" + ln.Addr().String()
 	ln.Close()
-	home := filepath.Join(t.TempDir(), "home")
-	must(t, SaveLogin(home, Login{Hub: dead, Name: "r1", Token: h.token}))
-	var mu sync.Mutex
-	var ceilings []time.Duration
-	startRunner(t, h, home, nil, func(r *Runner) {
-		r.jitter = func(c time.Duration) time.Duration {
-			mu.Lock()
-			defer mu.Unlock()
-			ceilings = append(ceilings, c)
-			return time.Millisecond
-		}
-	})
-	sandboxtest.WaitFor(t, "eight dials", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(ceilings) >= 8
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	for i, c := range ceilings[:8] {
+	for i, c := range firstDialCeilings(t, h, dead) {
 		if c > protocol.NotListeningCeiling {
 			t.Fatalf("backoff ceiling %v after %d dials refused; want at most %v", c, i+1, protocol.NotListeningCeiling)
 		}
@@ -155,8 +137,19 @@ func TestReconnectAfterTryAgainLater(t *testing.T) {
 		ws.Close(websocket.StatusTryAgainLater, "hub busy with other runners' hellos; reconnect later")
 	}))
 	t.Cleanup(busy.Close)
+	for i, c := range firstDialCeilings(t, h, busy.URL) {
+		if c > protocol.TryAgainCeiling {
+			t.Fatalf("backoff ceiling %v after %d hellos closed with 1013; want at most %v", c, i+1, protocol.TryAgainCeiling)
+		}
+	}
+}
+
+// firstDialCeilings runs a runner logged in to hub and returns the backoff
+// ceilings of its first eight reconnects (each wait cut to 1 ms).
+func firstDialCeilings(t *testing.T, h *fakeHub, hub string) []time.Duration {
+	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
-	must(t, SaveLogin(home, Login{Hub: busy.URL, Name: "r1", Token: h.token}))
+	must(t, SaveLogin(home, Login{Hub: hub, Name: "r1", Token: h.token}))
 	var mu sync.Mutex
 	var ceilings []time.Duration
 	startRunner(t, h, home, nil, func(r *Runner) {
@@ -174,9 +167,5 @@ func TestReconnectAfterTryAgainLater(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	for i, c := range ceilings[:8] {
-		if c > protocol.TryAgainCeiling {
-			t.Fatalf("backoff ceiling %v after %d hellos closed with 1013; want at most %v", c, i+1, protocol.TryAgainCeiling)
-		}
-	}
+	return slices.Clone(ceilings[:8])
 }
