@@ -98,7 +98,8 @@ type Runner struct {
 	jr     *journal
 	agents Agents
 	accts  *accounts.Store
-	ws     *workspaces // clones and worktrees of jobs with a repository
+	ws     *workspaces   // clones and worktrees of jobs with a repository
+	box    *sandbox.Host // the sandbox kind, checked at the start
 
 	// Replaceable by tests.
 	now            func() time.Time
@@ -259,7 +260,8 @@ func New(cfg Config) (*Runner, error) {
 	// every job.
 	probe := cfg.Sandbox
 	probe.Root, probe.Logger = filepath.Join(home, "work"), cfg.Logger
-	if _, err := sandbox.New(context.Background(), probe); err != nil {
+	box, err := sandbox.Probe(context.Background(), probe)
+	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", cfg.Sandbox.Kind, err)
 	}
 	if cfg.Agents == nil {
@@ -290,6 +292,7 @@ func New(cfg Config) (*Runner, error) {
 		hubs:           hl,
 		log:            cfg.Logger.With("runner", login.Name),
 		jr:             &journal{dir: filepath.Join(home, "journal")},
+		box:            box,
 		agents:         cfg.Agents,
 		accts:          accts,
 		ws:             ws,
@@ -536,5 +539,5 @@ func (r *Runner) phaseBoundary(a *attempt, dir string, extra agent.Extra, phase 
 		a.caches.policy(&p)
 	}
 	p.Logger = r.log.With("attempt", a.ref.String())
-	return sandbox.New(a.ctx, p)
+	return r.box.New(a.ctx, p)
 }

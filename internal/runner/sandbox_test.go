@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,5 +59,33 @@ func TestSandboxThatCannotWorkFailsTheStart(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: New = %v, want an error with %q", kind, err, want)
 		}
+	}
+}
+
+// A runner asks bubblewrap its version once, at its start, not at every
+// attempt's boundary: that check had a timer of its own, which a runner
+// paused past it (a suspended VM; the fault campaign's SIGSTOP) found
+// expired on waking, failing the job as spawn_failed.
+func TestBwrapVersionAskedOnceAtTheStart(t *testing.T) {
+	real, err := exec.LookPath("bwrap")
+	must(t, err)
+	dir := t.TempDir()
+	asked := filepath.Join(dir, "asked")
+	must(t, os.WriteFile(filepath.Join(dir, "bwrap"), []byte("#!/bin/sh\n"+
+		`[ "$1" = --version ] && echo >> '`+asked+"'\nexec '"+real+`' "$@"`+"\n"), 0o755))
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	h := newFakeHub(t)
+	startRunner(t, h, "", func(c *Config) { c.Sandbox = sandbox.Policy{} })
+	h.waitConn(0)
+	for range 2 {
+		ref := newRef()
+		h.offer(ref, shSpec("echo ran"))
+		wantOutcome(t, h.waitFinish(ref.Attempt), job.AttemptCompleted, job.ReasonExited, intp(0))
+	}
+	b, err := os.ReadFile(asked)
+	must(t, err)
+	if n := strings.Count(string(b), "\n"); n != 1 {
+		t.Fatalf("bwrap --version ran %d times for a start and two attempts, want once", n)
 	}
 }

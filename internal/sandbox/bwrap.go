@@ -24,6 +24,7 @@ const (
 		"or run the runner with --sandbox none to run jobs unisolated"
 	sandboxUID   = 1000 // who a root runner's commands are inside the sandbox: never root
 	defaultTmpfs = 1 << 30
+	probeTimeout = 30 * time.Second // a check outside any job: bwrap that hangs fails it
 )
 
 // bwrapBox runs each command in fresh namespaces with bubblewrap.
@@ -41,16 +42,38 @@ type bwrapBox struct {
 	placeholder string
 }
 
-func newBwrap(ctx context.Context, p Policy) (Boundary, error) {
+// bwrapHost is what a boundary needs to know of the machine's bubblewrap,
+// learnt once.
+type bwrapHost struct {
+	bin     string
+	version string
+	modern  bool
+}
+
+func checkBwrap(ctx context.Context) (bwrapHost, error) {
 	bin, err := exec.LookPath("bwrap")
 	if err != nil {
-		return nil, &FixError{Problem: "bubblewrap (bwrap) is not installed", Fix: bwrapInstallFix}
+		return bwrapHost{}, &FixError{Problem: "bubblewrap (bwrap) is not installed", Fix: bwrapInstallFix}
 	}
 	version, modern, err := bwrapVersion(ctx, bin)
 	if err != nil {
+		return bwrapHost{}, err
+	}
+	return bwrapHost{bin: bin, version: version, modern: modern}, nil
+}
+
+func newBwrap(ctx context.Context, p Policy) (Boundary, error) {
+	h, err := checkBwrap(ctx)
+	if err != nil {
 		return nil, err
 	}
-	b := &bwrapBox{p: p, bin: bin, version: version, modern: modern, uid: os.Getuid(), gid: os.Getgid()}
+	return h.boundary(ctx, p, probeTimeout)
+}
+
+// boundary builds p's boundary and runs `true` in it; a positive timeout
+// bounds that probe, otherwise ctx alone does.
+func (h bwrapHost) boundary(ctx context.Context, p Policy, timeout time.Duration) (*bwrapBox, error) {
+	b := &bwrapBox{p: p, bin: h.bin, version: h.version, modern: h.modern, uid: os.Getuid(), gid: os.Getgid()}
 	if b.uid == 0 {
 		b.uid = sandboxUID
 	}
@@ -65,7 +88,7 @@ func newBwrap(ctx context.Context, p Policy) (Boundary, error) {
 		p.Logger.Warn("the sandbox's process limit is NOT enforced: the runner runs as root, which RLIMIT_NPROC exempts, and no pids cgroup is writable; run the runner as another user or give it a cgroup")
 	}
 	b.base = b.baseArgs()
-	if err := b.probe(ctx); err != nil {
+	if err := b.probe(ctx, timeout); err != nil {
 		return nil, err
 	}
 	if len(p.Network.Credentials) > 0 {
@@ -253,7 +276,7 @@ func closeAll(files []*os.File) {
 
 // probe runs `true` in a sandbox like the real ones, so that a machine
 // where bwrap cannot work fails at New with the fix, not at the first job.
-func (b *bwrapBox) probe(ctx context.Context) error {
+func (b *bwrapBox) probe(ctx context.Context, timeout time.Duration) error {
 	tru, err := lookPath("true", []string{"PATH=/usr/bin:/bin"}, "/", b.visible)
 	if err != nil {
 		return fmt.Errorf("check bubblewrap: %w", err)
@@ -263,8 +286,11 @@ func (b *bwrapBox) probe(ctx context.Context) error {
 		return err
 	}
 	defer closeAll(files)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	args := b.args(b.p.Root, nil, false, []string{tru})
 	cmd := exec.CommandContext(ctx, b.bin, args[1:]...)
 	cmd.Env = []string{}
