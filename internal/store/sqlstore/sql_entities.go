@@ -115,7 +115,7 @@ func (t *tx) InsertJob(j store.Job) error {
 
 func (t *tx) UpdateJob(j store.Job) error {
 	if t.d.OneTrip {
-		n, err := t.updateJobNoting("update job "+j.ID, "", JobArgs(j))
+		n, err := t.updateJobNoting("update job "+j.ID, jobUpdateNoting, JobArgs(j))
 		if err == nil && n == 0 {
 			err = fmt.Errorf("update job %s: %w", j.ID, store.ErrNotFound)
 		}
@@ -146,7 +146,7 @@ func (t *tx) ClaimQueued(id string) (store.Job, error) {
 func (t *tx) UpdateJobAt(j store.Job, epoch int64) error {
 	args := JobArgs(j)
 	if t.d.OneTrip {
-		n, err := t.updateJobNoting("update job "+j.ID, " AND epoch = ?", append(args, epoch))
+		n, err := t.updateJobNoting("update job "+j.ID, jobUpdateAtNoting, append(args, epoch))
 		if err == nil && n == 0 {
 			err = fmt.Errorf("update job %s at epoch %d: %w: %w", j.ID, epoch, store.ErrConflict, store.ErrNotFound)
 		}
@@ -452,22 +452,31 @@ var queuedHeadsAtOnce = `WITH RECURSIVE shapes (shape) AS (
 	SELECT heads.* FROM shapes CROSS JOIN LATERAL (` +
 	jobs.query(`WHERE state = 'queued' AND queue_shape = shapes.shape ORDER BY created_at, id LIMIT ?`) + `) heads`
 
-// updateJobNoting rewrites the job whose key is args[0] (the columns'
-// values args[1:] in order, then cond's) and, as noteJobState would,
-// records its move to another state while any webhook exists, in one
-// statement (Dialect.OneTrip): every part of it sees the row as it was
-// before the update, so old is what jobStateIfHooks would read. It
-// returns how many rows it rewrote.
-func (t *tx) updateJobNoting(what, cond string, args []any) (int64, error) {
-	n := len(Jobs.Cols)
-	q := fmt.Sprintf(`WITH old AS (SELECT state FROM jobs WHERE id = ?%d),
+// jobUpdateNoting is UpdateJob's update with its outbox note (Dialect.
+// OneTrip), jobUpdateAtNoting UpdateJobAt's, whose last placeholder is
+// the epoch.
+var jobUpdateNoting, jobUpdateAtNoting = notingUpdate(""), notingUpdate(" AND epoch = ?")
+
+// notingUpdate is the update of a job (cond's conditions added) that
+// also records, as noteJobState would, its move to another state while
+// any webhook exists, in one statement: every part of it sees the row as
+// it was before the update, so old is what jobStateIfHooks would read.
+func notingUpdate(cond string) string {
+	return fmt.Sprintf(`WITH old AS (SELECT state FROM jobs WHERE id = ?%d),
 		upd AS (%s%s RETURNING id, state, updated_at),
 		note AS (INSERT INTO job_changes (job_id, state, at) SELECT upd.id, upd.state, upd.updated_at FROM upd, old
 			WHERE upd.state <> old.state AND EXISTS (SELECT 1 FROM webhooks))
-		SELECT count(*) FROM upd`, n, jobs.update, cond)
+		SELECT count(*) FROM upd`, len(Jobs.Cols), jobs.update, cond)
+}
+
+// updateJobNoting runs query, a notingUpdate, for the job whose key is
+// args[0] (the columns' values args[1:] in order, then cond's) and
+// returns how many rows it rewrote.
+func (t *tx) updateJobNoting(what, query string, args []any) (int64, error) {
+	n := len(Jobs.Cols)
 	vals := append(append(args[1:n:n], args[0]), args[n:]...)
 	var rows int64
-	if err := t.queryRow(q, vals...).Scan(&rows); err != nil {
+	if err := t.queryRow(query, vals...).Scan(&rows); err != nil {
 		t.retryable(err)
 		return 0, fmt.Errorf("%s: %w", what, t.d.Err(err))
 	}
