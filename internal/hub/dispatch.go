@@ -199,8 +199,13 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			if queued, err = tx.QueuedHeads(perShape); err != nil {
 				return err
 			}
-			if active, err = tx.ActiveByRequester(); err != nil {
-				return err
+			// The counts only order requesters: with one (or none) queued
+			// there is nothing to order, and no statement to pay for.
+			active = map[string]int{}
+			if slices.ContainsFunc(queued, func(j store.Job) bool { return j.RequesterID != queued[0].RequesterID }) {
+				if active, err = tx.ActiveByRequester(); err != nil {
+					return err
+				}
 			}
 			if slices.ContainsFunc(queued, func(j store.Job) bool { return usesAccount(j.Agent) }) {
 				if ranks, err = tx.AccountRanks(); err != nil {

@@ -121,6 +121,13 @@ func (s *Store) Close() error {
 // Statements is how many statements the store has run (the hub's metrics).
 func (s *Store) Statements() int64 { return s.stmts.Run() }
 
+// CountStatementsByText makes the store count each statement's runs by
+// its text from now on (StatementsByText).
+func (s *Store) CountStatementsByText() { s.stmts.CountByText() }
+
+// StatementsByText is each statement's runs since CountStatementsByText.
+func (s *Store) StatementsByText() map[string]int64 { return s.stmts.ByText() }
+
 // Read runs fn in a read-only transaction that sees one consistent snapshot.
 // It runs again, a few times, on a connection that was lost.
 func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
@@ -173,8 +180,9 @@ func writeRetry(tries int) retry.Policy {
 }
 
 // dialect is how the shared statements run on Postgres: $N placeholders,
-// and no planner hints (it keeps statistics).
-var dialect = sqlstore.Dialect{Rebind: rebind, Err: storeErr, Retry: retryable, SkipLocked: " FOR UPDATE SKIP LOCKED"}
+// no planner hints (it keeps statistics), and a path's statements combined
+// where one can do (every statement is a round trip).
+var dialect = sqlstore.Dialect{Rebind: rebind, Err: storeErr, Retry: retryable, SkipLocked: " FOR UPDATE SKIP LOCKED", OneTrip: true}
 
 // rebind turns ? into $1, $2… in order, and ?N into $N.
 func rebind(q string) string {

@@ -114,6 +114,13 @@ func (t *tx) InsertJob(j store.Job) error {
 }
 
 func (t *tx) UpdateJob(j store.Job) error {
+	if t.d.OneTrip {
+		n, err := t.updateJobNoting("update job "+j.ID, jobUpdateNoting, JobArgs(j))
+		if err == nil && n == 0 {
+			err = fmt.Errorf("update job %s: %w", j.ID, store.ErrNotFound)
+		}
+		return err
+	}
 	old, hooks, err := t.jobStateIfHooks(j.ID)
 	if err != nil {
 		return err
@@ -137,11 +144,18 @@ func (t *tx) ClaimQueued(id string) (store.Job, error) {
 // UpdateJobAt rewrites the job only while its stored epoch is still epoch:
 // the check is in the UPDATE itself, so no other writer's offer can slip in.
 func (t *tx) UpdateJobAt(j store.Job, epoch int64) error {
+	args := JobArgs(j)
+	if t.d.OneTrip {
+		n, err := t.updateJobNoting("update job "+j.ID, jobUpdateAtNoting, append(args, epoch))
+		if err == nil && n == 0 {
+			err = fmt.Errorf("update job %s at epoch %d: %w: %w", j.ID, epoch, store.ErrConflict, store.ErrNotFound)
+		}
+		return err
+	}
 	old, hooks, err := t.jobStateIfHooks(j.ID)
 	if err != nil {
 		return err
 	}
-	args := JobArgs(j)
 	res, err := t.exec("update job "+j.ID, jobs.update+" AND epoch = ?", append(args[1:len(args):len(args)], args[0], epoch)...)
 	if err != nil {
 		return err
@@ -244,6 +258,14 @@ func (t *tx) JobCounts() (map[job.State]int64, error) {
 func (t *tx) QueuedHeads(perShape int) ([]store.Job, error) {
 	if perShape <= 0 {
 		perShape = math.MaxInt32
+	}
+	if t.d.OneTrip {
+		out, err := all(t, "queued jobs by shape", ScanJob, queuedHeadsAtOnce, perShape)
+		if err != nil || len(out) == 0 {
+			return nil, err // none is nil, as the skip's
+		}
+		SortOldestFirst(out)
+		return out, nil
 	}
 	next := `SELECT queue_shape FROM jobs ` + t.d.QueueIndex + `
 		WHERE state = 'queued' AND queue_shape > ? ORDER BY queue_shape LIMIT 1`
@@ -417,4 +439,46 @@ func (t *tx) ContextFiles(jobID string, data bool) ([]store.ContextFile, error) 
 		}
 		return f, err
 	}, `SELECT name, size, data FROM context_files WHERE job_id = ? ORDER BY name`, jobID)
+}
+
+// queuedHeadsAtOnce is QueuedHeads's skip from shape to shape and its
+// reads of each shape's oldest jobs in one statement (Dialect.OneTrip):
+// the same seeks along jobs_queue_shape, without a round trip for each.
+var queuedHeadsAtOnce = `WITH RECURSIVE shapes (shape) AS (
+		(SELECT queue_shape FROM jobs WHERE state = 'queued' AND queue_shape > '' ORDER BY queue_shape LIMIT 1)
+		UNION ALL
+		SELECT (SELECT queue_shape FROM jobs WHERE state = 'queued' AND queue_shape > shapes.shape ORDER BY queue_shape LIMIT 1)
+		FROM shapes WHERE shapes.shape IS NOT NULL)
+	SELECT heads.* FROM shapes CROSS JOIN LATERAL (` +
+	jobs.query(`WHERE state = 'queued' AND queue_shape = shapes.shape ORDER BY created_at, id LIMIT ?`) + `) heads`
+
+// jobUpdateNoting is UpdateJob's update with its outbox note (Dialect.
+// OneTrip), jobUpdateAtNoting UpdateJobAt's, whose last placeholder is
+// the epoch.
+var jobUpdateNoting, jobUpdateAtNoting = notingUpdate(""), notingUpdate(" AND epoch = ?")
+
+// notingUpdate is the update of a job (cond's conditions added) that
+// also records, as noteJobState would, its move to another state while
+// any webhook exists, in one statement: every part of it sees the row as
+// it was before the update, so old is what jobStateIfHooks would read.
+func notingUpdate(cond string) string {
+	return fmt.Sprintf(`WITH old AS (SELECT state FROM jobs WHERE id = ?%d),
+		upd AS (%s%s RETURNING id, state, updated_at),
+		note AS (INSERT INTO job_changes (job_id, state, at) SELECT upd.id, upd.state, upd.updated_at FROM upd, old
+			WHERE upd.state <> old.state AND EXISTS (SELECT 1 FROM webhooks))
+		SELECT count(*) FROM upd`, len(Jobs.Cols), jobs.update, cond)
+}
+
+// updateJobNoting runs query, a notingUpdate, for the job whose key is
+// args[0] (the columns' values args[1:] in order, then cond's) and
+// returns how many rows it rewrote.
+func (t *tx) updateJobNoting(what, query string, args []any) (int64, error) {
+	n := len(Jobs.Cols)
+	vals := append(append(args[1:n:n], args[0]), args[n:]...)
+	var rows int64
+	if err := t.queryRow(query, vals...).Scan(&rows); err != nil {
+		t.retryable(err)
+		return 0, fmt.Errorf("%s: %w", what, t.d.Err(err))
+	}
+	return rows, nil
 }

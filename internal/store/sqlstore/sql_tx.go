@@ -39,6 +39,11 @@ type Dialect struct {
 	// LOCKED"), so dispatchers of several hubs never queue on one row; ""
 	// where writes are serialized anyway.
 	SkipLocked string
+	// OneTrip: the engine runs, in one statement, what a path would
+	// otherwise send as several (an UPDATE inside WITH, a LATERAL join):
+	// there every statement is a round trip to a server, on a dispatch's
+	// path too (Postgres); false where statements run in process.
+	OneTrip bool
 }
 
 // tx implements store.Tx. The interface's methods take no context, so the
