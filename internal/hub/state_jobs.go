@@ -132,12 +132,14 @@ func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitR
 // submission is a job checked for its submit, to be inserted in a write
 // (insert) and then told (submitted).
 type submission struct {
-	p       call.Caller
-	req     apitypes.SubmitRequest
-	j       store.Job
-	planned *store.Publication
-	created bool
-	now     time.Time
+	p   call.Caller
+	req apitypes.SubmitRequest
+	// prepared is the job to insert; j the job inserted, or found by its
+	// key.
+	prepared, j store.Job
+	planned     *store.Publication
+	created     bool
+	now         time.Time
 }
 
 // prepareSubmit checks req and its source for p, outside any write.
@@ -149,7 +151,7 @@ func (h *Hub) prepareSubmit(ctx context.Context, p call.Caller, req apitypes.Sub
 		req.Tools = true
 	}
 	now := h.now()
-	s := &submission{p: p, req: req, now: now, j: store.Job{
+	s := &submission{p: p, req: req, now: now, prepared: store.Job{
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
 		RequesterID: p.UserID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
 		Image: req.Image,
@@ -161,17 +163,18 @@ func (h *Hub) prepareSubmit(ctx context.Context, p call.Caller, req apitypes.Sub
 		}
 		s.planned, s.req = &pub, req
 	}
-	if err := h.checkSource(ctx, p, s.req, &s.j); err != nil {
+	if err := h.checkSource(ctx, p, s.req, &s.prepared); err != nil {
 		return nil, err
 	}
+	s.j = s.prepared
 	return s, nil
 }
 
 // insert writes s's job in tx, or finds the one its key names. It may
 // run again (a retried write): it starts from s as prepared each time.
 func (s *submission) insert(tx store.Tx) error {
-	p, req, j := s.p, s.req, s.j
-	s.created = false
+	p, req, j := s.p, s.req, s.prepared
+	s.j, s.created = j, false
 	if req.Key != "" {
 		old, err := tx.JobByKey(p.UserID, req.Key)
 		if err == nil {
