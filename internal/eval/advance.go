@@ -89,7 +89,7 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 			running--
 		}
 	}
-	do := func(it *store.EvalItem) error {
+	do := func(it *store.EvalItem) (*pending, error) {
 		if s, ok := ending[it]; ok {
 			return s.move(it)
 		}
@@ -137,7 +137,7 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 
 // step is how a pass moves a running item whose job ended.
 type step struct {
-	move func(*store.EvalItem) error
+	move func(*store.EvalItem) (*pending, error)
 	// runs says whether the item is still running after it: its grading
 	// starts.
 	runs bool
@@ -184,14 +184,14 @@ func (e *Evals) ended(ctx context.Context, c call.Caller, ev store.Eval, p Param
 		e.unwatch(v.ID)
 		switch {
 		case it.State != store.ItemAgent:
-			ending[it] = step{move: func(it *store.EvalItem) error { gradedBy(it, v); return nil }}
+			ending[it] = step{move: func(it *store.EvalItem) (*pending, error) { gradedBy(it, v); return nil, nil }}
 		case v.State != job.Completed:
-			ending[it] = step{move: func(it *store.EvalItem) error {
+			ending[it] = step{move: func(it *store.EvalItem) (*pending, error) {
 				it.State, it.Reason = store.ItemUnresolved, "the agent's job "+ended(v)
-				return nil
+				return nil, nil
 			}}
 		default:
-			ending[it] = step{move: func(it *store.EvalItem) error { return e.agentDone(ctx, c, ev, p, it, v) }, runs: true}
+			ending[it] = step{move: func(it *store.EvalItem) (*pending, error) { return e.agentDone(ctx, c, ev, p, it, v) }, runs: true}
 		}
 	}
 	return ending, errors.Join(errs...)
@@ -232,15 +232,26 @@ func (e *Evals) spent(ctx context.Context, id string, busy []*store.EvalItem) (f
 // submitters bounds the items one pass moves at once.
 const submitters = 8
 
-// move runs f on every item, submitters at a time, and records those it
-// moved to another state in one transaction; an item f failed on is left
-// as it was, for the next pass. The items are apart, and moving one mostly
-// waits (on a job's submission, a git process, a commit): one at a time,
-// each recorded in a commit of its own, an evaluation went at the pace of
-// one job at a time. A job is submitted with its key before its item
-// records it, so a pass cut short finds the same job the next time.
-func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.EvalItem) error) error {
+// pending is a job a move submits: the write that records the move
+// writes it too.
+type pending struct {
+	sub Submission
+	// took moves the item to the job, once written.
+	took func(it *store.EvalItem, jobID string)
+}
+
+// move runs f on every item, submitters at a time, and writes the jobs f
+// submits and records the items it moved to another state in one
+// transaction; an item f failed on is left as it was, for the next pass.
+// The items are apart, and moving one mostly waits (on a job's checks, a
+// git process): one at a time, an evaluation went at the pace of one job
+// at a time. A job goes in with its key in the write that records its
+// item, so a pass cut short leaves neither, and a job found by its key is
+// never submitted twice. Each job its own commit made a pass several
+// commits long, and every job end waited for it (BenchmarkEvalOverhead).
+func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.EvalItem) (*pending, error)) error {
 	before := make([]store.EvalItem, len(its))
+	pend := make([]*pending, len(its))
 	errs := make([]error, len(its)+1)
 	sem := make(chan struct{}, submitters)
 	var wg sync.WaitGroup
@@ -249,43 +260,83 @@ func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.E
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = f(it)
+			pend[i], errs[i] = f(it)
 		})
 	}
 	wg.Wait()
-	var moved []store.EvalItem
-	now := e.cfg.Now()
+	var evalID string
 	for i, it := range its {
-		switch {
-		case errs[i] != nil:
-			*it = before[i]
-		case it.State != before[i].State:
-			it.UpdatedAt = now
-			moved = append(moved, *it)
+		if errs[i] != nil {
+			*it, pend[i] = before[i], nil
+		} else if pend[i] != nil || it.State != before[i].State {
+			evalID = it.EvalID
 		}
 	}
-	if len(moved) > 0 {
-		errs[len(its)] = e.cfg.Store.Write(ctx, func(tx store.Tx) error {
-			ev, err := tx.Eval(moved[0].EvalID)
-			if err != nil {
+	if evalID == "" {
+		return errors.Join(errs...)
+	}
+	now := e.cfg.Now()
+	recorded := make([]*store.EvalItem, len(its))
+	var inserted []string
+	found := false // a job found by its key: the next pass reads it
+	err := e.cfg.Store.Write(ctx, func(tx store.Tx) error {
+		inserted, found = inserted[:0], false
+		ev, err := tx.Eval(evalID)
+		if err != nil {
+			return err
+		}
+		for i, it := range its {
+			recorded[i] = nil
+			cur := *it
+			if errs[i] != nil {
+				continue
+			}
+			if ev.State != store.EvalRunning && (pend[i] != nil || cur.State.Terminal()) {
+				// Cancelled meanwhile: the cancel skipped the item (or the
+				// next pass does); what this pass saw of its jobs ending
+				// is the cancel's doing, not a result, and it starts none.
+				continue
+			}
+			if pend[i] != nil {
+				id, created, err := pend[i].sub.Insert(tx)
+				if err != nil {
+					return fmt.Errorf("item %s's job: %w", it.Key, err)
+				}
+				e.watchNew(id, evalID, created)
+				inserted, found = append(inserted, id), found || !created
+				pend[i].took(&cur, id)
+			}
+			if cur.State == before[i].State {
+				continue
+			}
+			cur.UpdatedAt = now
+			if err := tx.PutEvalItem(cur); err != nil {
 				return err
 			}
-			for _, it := range moved {
-				if ev.State != store.EvalRunning && it.State.Terminal() {
-					// Cancelled meanwhile: the cancel skipped the item (or the
-					// next pass does); what this pass saw of its jobs ending
-					// is the cancel's doing, not a result.
-					continue
-				}
-				if err := tx.PutEvalItem(it); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if errs[len(its)] != nil {
-			errs[len(its)] = fmt.Errorf("record %d items of evaluation %s: %w", len(moved), moved[0].EvalID, errs[len(its)])
+			recorded[i] = &cur
 		}
+		return nil
+	})
+	if err != nil {
+		errs[len(its)] = fmt.Errorf("record the items of evaluation %s: %w", evalID, err)
+		for i, it := range its {
+			*it = before[i]
+		}
+		for _, id := range inserted {
+			e.unwatch(id) // not written: no item names it
+		}
+		return errors.Join(errs...)
+	}
+	for i, it := range its {
+		if recorded[i] != nil {
+			*it = *recorded[i]
+		}
+		if pend[i] != nil && recorded[i] != nil {
+			pend[i].sub.Submitted(ctx)
+		}
+	}
+	if found {
+		e.wake(evalID)
 	}
 	return errors.Join(errs...)
 }
@@ -305,11 +356,11 @@ func jobKey(it *store.EvalItem, what string) string {
 
 // startAgent submits an item's agent job at its base, the problem
 // statement its prompt. Like agentDone and graded, it moves the item and
-// leaves recording it to move.
-func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem) error {
+// leaves writing the job and recording the item to move.
+func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem) (*pending, error) {
 	in, err := instanceOf(it)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req := apitypes.SubmitRequest{Agent: ev.Agent, Model: p.Model, Key: jobKey(it, "agent"),
 		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: in.BaseCommit}, Args: []string{in.ProblemStatement}, Image: in.Image}
@@ -319,35 +370,32 @@ func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p 
 		// AGENT:ACCOUNT pins the job to the account (checked at the start).
 		req.Agent, req.Account = a.Agent, a.Account
 	}
-	v, err := e.core.Submit(ctx, c, req)
+	sub, err := e.core.Prepare(ctx, c, req)
 	if isRefusal(err) {
 		it.State, it.Reason = store.ItemUnresolved, "its agent job was refused: "+rules.Clip(err.Error(), 300)
-		return nil
+		return nil, nil
 	} else if err != nil {
-		return fmt.Errorf("submit item %s's agent job: %w", it.Key, err)
+		return nil, fmt.Errorf("submit item %s's agent job: %w", it.Key, err)
 	}
-	it.State, it.AgentJob = store.ItemAgent, v.ID
-	e.wake(it.EvalID) // the next pass reads the new job
-
-	return nil
+	return &pending{sub: sub, took: func(it *store.EvalItem, id string) { it.State, it.AgentJob = store.ItemAgent, id }}, nil
 }
 
 // agentDone moves an item whose agent job v completed: its patch is kept
 // and its grading job started. When it cannot be graded it ends
 // unresolved, and the evaluation is woken, a place freed that its pass
 // counted as taken.
-func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView) error {
-	err := e.grade(ctx, c, ev, p, it, v)
+func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView) (*pending, error) {
+	g, err := e.grade(ctx, c, ev, p, it, v)
 	if err == nil && it.State.Terminal() {
 		e.wake(it.EvalID)
 	}
-	return err
+	return g, err
 }
 
-func (e *Evals) grade(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView) error {
+func (e *Evals) grade(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView) (*pending, error) {
 	in, err := instanceOf(it)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	it.Head = v.Head
 	if it.Head == "" {
@@ -359,9 +407,9 @@ func (e *Evals) grade(ctx context.Context, c call.Caller, ev store.Eval, p Param
 		// end, not the evaluation's: it would fail again at every pass.
 		e.log.Warn("could not make an evaluation item's graded commit", "eval", it.EvalID, "item", it.Key, "err", err)
 		it.State, it.Reason = store.ItemUnresolved, "could not make the graded commit: "+rules.Clip(err.Error(), 300)
-		return nil
+		return nil, nil
 	} else if err != nil {
-		return err
+		return nil, err
 	}
 	it.Graded = graded
 	if len(patch) <= MaxPatch {
@@ -371,16 +419,14 @@ func (e *Evals) grade(ctx context.Context, c call.Caller, ev store.Eval, p Param
 	}
 	req := apitypes.SubmitRequest{Agent: "exec", Key: jobKey(it, "grade"), Mode: protocol.ModeObserve, Network: []string{"none"},
 		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: graded}, Args: gradeArgs(in, p.GradeWallS), Image: in.Image}
-	g, err := e.core.Submit(ctx, c, req)
+	sub, err := e.core.Prepare(ctx, c, req)
 	if isRefusal(err) {
 		it.State, it.Reason = store.ItemUnresolved, "its grading job was refused: "+rules.Clip(err.Error(), 300)
-		return nil
+		return nil, nil
 	} else if err != nil {
-		return fmt.Errorf("submit item %s's grading job: %w", it.Key, err)
+		return nil, fmt.Errorf("submit item %s's grading job: %w", it.Key, err)
 	}
-	it.State, it.GradeJob = store.ItemGrading, g.ID
-	e.wake(it.EvalID) // the next pass reads the new job
-	return nil
+	return &pending{sub: sub, took: func(it *store.EvalItem, id string) { it.State, it.GradeJob = store.ItemGrading, id }}, nil
 }
 
 // gradedBy moves an item whose grading job v ended: resolved when every

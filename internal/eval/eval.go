@@ -35,9 +35,9 @@ type Core interface {
 	// Source checks that c may run jobs on project at base, and returns
 	// the hub's bare repository of the project.
 	Source(ctx context.Context, c call.Caller, project, base string) (repoDir string, err error)
-	// Submit queues a job for c, or finds the one c submitted with the
-	// same req.Key.
-	Submit(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (apitypes.JobView, error)
+	// Prepare checks a job c submits, outside any write; a refusal is
+	// a *call.Refusal.
+	Prepare(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (Submission, error)
 	// Record makes a completed job of c at a commit the hub made (the
 	// graded commit), or finds the one with the same key; the job's ref
 	// keeps the commit.
@@ -51,6 +51,19 @@ type Core interface {
 	// Leading says whether this hub runs the hub-wide duties now: only
 	// the leader advances evaluations.
 	Leading() bool
+}
+
+// Submission is a job checked for its submit, written by the evaluation's
+// own write: a pass's jobs and the items that record them are one commit
+// (each job a commit of its own made a pass, and every job end waiting
+// on it, several commits long).
+type Submission interface {
+	// Insert queues the job in tx, or finds the one submitted with the
+	// same key, and says its id and whether it is new. It may run again,
+	// in a retried write.
+	Insert(tx store.Tx) (jobID string, created bool, err error)
+	// Submitted tells the hub of the job once the write committed.
+	Submitted(ctx context.Context)
 }
 
 // Recorded is a commit the hub made: Head, from Base on Project.
@@ -140,6 +153,22 @@ func (e *Evals) JobChanged(jobID string) {
 	e.mu.Unlock()
 	if ok {
 		e.wake(id)
+	}
+}
+
+// watchNew watches job jobID of evaluation evalID from its insert on,
+// before its write commits: no pass need read a job just queued, and a
+// change after the commit is not lost. One found by its key (a pass cut
+// short, a hub restarted) may have changed already: the next pass reads
+// it.
+func (e *Evals) watchNew(jobID, evalID string, created bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.watch[jobID] = evalID
+	if created {
+		delete(e.changed, jobID)
+	} else {
+		e.changed[jobID] = true
 	}
 }
 

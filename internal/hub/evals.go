@@ -19,6 +19,32 @@ type evalCore struct{ pipelineCore }
 
 var _ eval.Core = evalCore{}
 
+// Prepare checks req for c, outside any write: its job is written by the
+// evaluation's write that records its item (Insert), so that a pass's
+// submissions and records are one commit, not one each.
+func (a evalCore) Prepare(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (eval.Submission, error) {
+	s, err := a.h.prepareSubmit(ctx, c, req)
+	if err != nil {
+		return nil, err
+	}
+	return evalSubmission{a.h, s}, nil
+}
+
+// evalSubmission is a job an evaluation writes in its own transaction.
+type evalSubmission struct {
+	h *Hub
+	s *submission
+}
+
+func (s evalSubmission) Insert(tx store.Tx) (string, bool, error) {
+	if err := s.s.insert(tx); err != nil {
+		return "", false, fmt.Errorf("submit job: %w", err)
+	}
+	return s.s.j.ID, s.s.created, nil
+}
+
+func (s evalSubmission) Submitted(ctx context.Context) { s.h.afterSubmit(ctx, s.s) }
+
 // Record makes a completed job of c at a commit the hub made: an
 // evaluation's graded commit.
 func (a evalCore) Record(ctx context.Context, c call.Caller, r eval.Recorded) (apitypes.JobView, error) {

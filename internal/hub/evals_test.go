@@ -1,14 +1,18 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"drover/internal/apitypes"
+	"drover/internal/eval"
 	"drover/internal/job"
 	"drover/internal/protocol"
+	"drover/internal/store"
 )
 
 // startRefusedEval starts, as token, an evaluation of one instance of a
@@ -132,5 +136,80 @@ func TestEvalJobsReadAsTheirViews(t *testing.T) {
 	}
 	if got[0].State != job.Failed || got[0].Attempts[0].Message != "it broke" {
 		t.Errorf("the failed job read as %+v", got[0])
+	}
+}
+
+// jobItemStore notes, of each committed write, the evaluation jobs it
+// inserted and how many of them the same write did not record in their
+// items.
+type jobItemStore struct {
+	store.Store
+	mu          sync.Mutex
+	jobs, alone int
+}
+
+type jobItemTx struct {
+	store.Tx
+	inserted []string
+	items    map[string]bool
+}
+
+func (s *jobItemStore) Write(ctx context.Context, fn func(store.Tx) error) error {
+	var w *jobItemTx
+	err := s.Store.Write(ctx, func(tx store.Tx) error {
+		w = &jobItemTx{Tx: tx, items: map[string]bool{}}
+		return fn(w)
+	})
+	if err == nil {
+		s.mu.Lock()
+		for _, id := range w.inserted {
+			s.jobs++
+			if !w.items[id] {
+				s.alone++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (t *jobItemTx) InsertJob(j store.Job) error {
+	if eval.OwnsKey(j.Key) {
+		t.inserted = append(t.inserted, j.ID)
+	}
+	return t.Tx.InsertJob(j)
+}
+
+func (t *jobItemTx) PutEvalItem(it store.EvalItem) error {
+	t.items[it.AgentJob], t.items[it.GradeJob] = true, true
+	return t.Tx.PutEvalItem(it)
+}
+
+// An evaluation's job goes in in the commit that records its item: a
+// job's end is taken up by a pass of one commit, not one commit per job
+// submitted and another for the items (the pass, and every job end
+// waiting on it, several commits long: BenchmarkEvalOverhead). A hub
+// that dies between the two has neither, and a job found by its key is
+// not submitted again.
+func TestEvalJobGoesInWithItsItem(t *testing.T) {
+	t.Parallel()
+	var st *jobItemStore
+	pb := newPipeBenchOn(t, 2, func(s store.Store) store.Store { st = &jobItemStore{Store: s}; return st })
+	const n = 4
+	lines := make([]apitypes.EvalLine, n)
+	for i := range lines {
+		lines[i] = apitypes.EvalLine{Line: i + 1, Instance: &apitypes.EvalInstance{InstanceID: fmt.Sprintf("i-%d", i),
+			Repo: "bench", BaseCommit: pb.base, ProblemStatement: "fix", TestCmd: "true"}}
+	}
+	done := pb.fl.finished()
+	v, _, err := pb.th.h.evals.StartEval(t.Context(), pb.c, apitypes.EvalRunRequest{Agent: "exec", Exec: "true", MaxParallel: 2, Lines: lines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb.waitEval(t, v.ID, done+2*n)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.jobs != 2*n || st.alone != 0 {
+		t.Fatalf("%d evaluation jobs inserted, %d of them in a write that did not record their item; want %d, none", st.jobs, st.alone, 2*n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"drover/internal/agent/facts"
 	"drover/internal/apitypes"
@@ -118,77 +119,117 @@ func validateSubmit(req apitypes.SubmitRequest) error {
 // SubmitJob queues a new job for p, or finds the one p submitted earlier
 // with the same idempotency key.
 func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitRequest) (call.Submitted, error) {
-	if err := validateSubmit(req); err != nil {
+	s, err := h.prepareSubmit(ctx, p, req)
+	if err != nil {
 		return call.Submitted{}, err
+	}
+	if err := h.store.Write(ctx, func(tx store.Tx) error { return s.insert(tx) }); err != nil {
+		return call.Submitted{}, fmt.Errorf("submit job: %w", err)
+	}
+	return h.submitted(ctx, s)
+}
+
+// submission is a job checked for its submit, to be inserted in a write
+// (insert) and then told (submitted).
+type submission struct {
+	p   call.Caller
+	req apitypes.SubmitRequest
+	// prepared is the job to insert; j the job inserted, or found by its
+	// key.
+	prepared, j store.Job
+	planned     *store.Publication
+	created     bool
+	now         time.Time
+}
+
+// prepareSubmit checks req and its source for p, outside any write.
+func (h *Hub) prepareSubmit(ctx context.Context, p call.Caller, req apitypes.SubmitRequest) (*submission, error) {
+	if err := validateSubmit(req); err != nil {
+		return nil, err
 	}
 	if entry, _ := facts.Lookup(req.Agent); entry.Prompt() {
 		req.Tools = true
 	}
 	now := h.now()
-	j := store.Job{
+	s := &submission{p: p, req: req, now: now, prepared: store.Job{
 		ID: ids.New("j"), State: job.Queued, Agent: req.Agent, Args: req.Args, Labels: req.Labels,
 		RequesterID: p.UserID, Key: req.Key, LogCap: h.cfg.LogCap, CreatedAt: now, UpdatedAt: now, Tools: req.Tools, Account: req.Account, Model: req.Model, Fallback: req.Fallback,
 		Image: req.Image,
-	}
-	var planned *store.Publication
+	}}
 	if req.Repo != nil && req.Repo.FromPR != 0 {
 		pub, err := h.startFromPR(ctx, p, &req)
 		if err != nil {
-			return call.Submitted{}, err
+			return nil, err
 		}
-		planned = &pub
+		s.planned, s.req = &pub, req
 	}
-	if err := h.checkSource(ctx, p, req, &j); err != nil {
-		return call.Submitted{}, err
+	if err := h.checkSource(ctx, p, s.req, &s.prepared); err != nil {
+		return nil, err
 	}
-	created := true
-	err := h.store.Write(ctx, func(tx store.Tx) error {
-		if req.Key != "" {
-			old, err := tx.JobByKey(p.UserID, req.Key)
-			if err == nil {
-				j, created = old, false
-				return nil
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
+	s.j = s.prepared
+	return s, nil
+}
+
+// insert writes s's job in tx, or finds the one its key names. It may
+// run again (a retried write): it starts from s as prepared each time.
+func (s *submission) insert(tx store.Tx) error {
+	p, req, j := s.p, s.req, s.prepared
+	s.j, s.created = j, false
+	if req.Key != "" {
+		old, err := tx.JobByKey(p.UserID, req.Key)
+		if err == nil {
+			s.j = old
+			return nil
 		}
-		if err := tx.InsertJob(j); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if planned != nil {
-			planned.JobID = j.ID
-			if err := tx.PutPublication(*planned); err != nil {
-				return err
-			}
-		}
-		for _, f := range req.Context {
-			if err := tx.InsertContextFile(j.ID, store.ContextFile{Name: f.Name, Data: f.Data}); err != nil {
-				return err
-			}
-		}
-		msg := fmt.Sprintf("%s job submitted", j.Agent)
-		if j.Project != "" {
-			msg += fmt.Sprintf(" on %s at %s (%s)", j.Project, j.Base, j.Mode)
-		}
-		_, err := tx.AddEvent(store.Event{JobID: j.ID, At: now, Kind: "submitted", Actor: p.Name, Message: msg})
+	}
+	if err := tx.InsertJob(j); err != nil {
 		return err
-	})
-	if err != nil {
-		return call.Submitted{}, fmt.Errorf("submit job: %w", err)
 	}
-	if created {
-		h.pinBase(ctx, j)
+	if s.planned != nil {
+		s.planned.JobID = j.ID
+		if err := tx.PutPublication(*s.planned); err != nil {
+			return err
+		}
 	}
-	view, err := h.submittedView(ctx, p, j, created, planned)
+	for _, f := range req.Context {
+		if err := tx.InsertContextFile(j.ID, store.ContextFile{Name: f.Name, Data: f.Data}); err != nil {
+			return err
+		}
+	}
+	msg := fmt.Sprintf("%s job submitted", j.Agent)
+	if j.Project != "" {
+		msg += fmt.Sprintf(" on %s at %s (%s)", j.Project, j.Base, j.Mode)
+	}
+	if _, err := tx.AddEvent(store.Event{JobID: j.ID, At: s.now, Kind: "submitted", Actor: p.Name, Message: msg}); err != nil {
+		return err
+	}
+	s.created = true
+	return nil
+}
+
+// submitted is s's view once its write committed, its new job's base
+// pinned and the dispatcher told of it.
+func (h *Hub) submitted(ctx context.Context, s *submission) (call.Submitted, error) {
+	h.afterSubmit(ctx, s)
+	view, err := h.submittedView(ctx, s.p, s.j, s.created, s.planned)
 	if err != nil {
 		return call.Submitted{}, err
 	}
-	if created {
-		h.log.Info("job submitted", "job", j.ID, "agent", j.Agent, "requester", p.Name)
-		h.kick()
+	return call.Submitted{Job: view, Created: s.created}, nil
+}
+
+// afterSubmit pins a new job's base and tells the dispatcher of it, once
+// its write committed.
+func (h *Hub) afterSubmit(ctx context.Context, s *submission) {
+	if !s.created {
+		return
 	}
-	return call.Submitted{Job: view, Created: created}, nil
+	h.pinBase(ctx, s.j)
+	h.log.Info("job submitted", "job", s.j.ID, "agent", s.j.Agent, "requester", s.p.Name)
+	h.kick()
 }
 
 // submittedView is the view of job j that p submitted: a job just
