@@ -40,7 +40,6 @@ func (h *Hub) refreshChangedAccess(ctx context.Context, all bool) error {
 	defer h.accessMu.Unlock()
 	look := &h.x.access
 	look.owed = look.owed || all || !look.known || look.sweeps+1 >= accessFullEvery
-	held := h.connectedRunners()
 	var seen int64
 	var full bool
 	n, _, err := h.loadAccessLocked(ctx, func(tx store.Tx) ([]string, error) {
@@ -52,7 +51,7 @@ func (h *Hub) refreshChangedAccess(ctx context.Context, all bool) error {
 		var ids []string
 		switch {
 		case full:
-			for id := range held {
+			for id := range h.connectedRunners() {
 				ids = append(ids, id)
 			}
 		case v > look.seen:
@@ -61,7 +60,7 @@ func (h *Hub) refreshChangedAccess(ctx context.Context, all bool) error {
 				return nil, err
 			}
 			for _, id := range changed {
-				if held[id] {
+				if h.connected(id) {
 					ids = append(ids, id)
 				}
 			}

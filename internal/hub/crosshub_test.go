@@ -503,7 +503,7 @@ func TestCrossSweepReadsTokensNotRows(t *testing.T) {
 		th.dial(th.registerRunner(fmt.Sprintf("swept%d", i)), protocol.Hello{Slots: 1})
 	}
 	st.CountStatementsByText()
-	if err := th.h.syncRunners(t.Context(), ""); err != nil {
+	if err := th.h.syncHeld(t.Context(), true); err != nil {
 		t.Fatal(err)
 	}
 	for q := range st.StatementsByText() {

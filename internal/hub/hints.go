@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"drover/internal/job"
@@ -54,6 +55,7 @@ const (
 type crossHub struct {
 	hints  Hints      // nil: the only hub on its database
 	access accessLook // (under Hub.accessMu; access_sweep.go)
+	tokens tokenLook  // (syncHeld)
 }
 
 // hintsFor is the hints a hub on st uses: cfg's, else the store's own when
@@ -110,7 +112,7 @@ func (h *Hub) crossSweep(ctx context.Context, all bool) {
 	if err := h.refreshChangedAccess(ctx, all); err != nil && ctx.Err() == nil {
 		h.logFailed("reload runners' access", err)
 	}
-	if err := h.syncRunners(ctx, ""); err != nil && ctx.Err() == nil {
+	if err := h.syncHeld(ctx, all); err != nil && ctx.Err() == nil {
 		h.logFailed("bring runners up to date", err)
 	}
 }
@@ -182,76 +184,165 @@ func (h *Hub) pushOrder(runnerID string, push func(protocol.Runner)) {
 	h.hint(hintRunner + runnerID)
 }
 
-// syncRunners brings runners held here (runnerID, or all for "") up to
-// date with the database, for what other hubs changed: a connection whose
-// token was revoked or replaced is closed; an offer another hub ended
-// (cancelled, expired) is dropped, and one it made is sent; a running
-// attempt another hub's user cancelled is cancelled; the attempts holding
-// slots are the database's.
+// crossFullEvery is how many cross sweeps may pass between two checks of
+// every connection held here against every runner's token (a minute at
+// the default 5 s). Token versions carry every replacement and revocation
+// made through the store, and a connect checks its token again once it is
+// listed (closeIfTokenStale); this net is for a change made around the
+// store (an operator's SQL on the runners table).
+const crossFullEvery = 12
+
+// tokenLook is what the cross sweep last learned of the token versions
+// (under its mu, which serializes sweeps so that a slower read of an older
+// state never moves seen back).
+type tokenLook struct {
+	mu     sync.Mutex
+	seen   int64 // the connections held here were checked up to this version
+	known  bool  // seen was read: false until the first sweep
+	sweeps int   // sweeps since the last full one
+}
+
+// syncHeld is the cross sweep's syncRunners for every runner held here:
+// of the tokens, only those changed since its last look (every one with
+// full, on the first sweep, every crossFullEvery sweeps, and when the
+// version went back: another database behind the same URL); of the
+// attempts, those active in the database or in memory. An idle sweep of a
+// fleet reads a version and an empty index range, and touches no runner.
+func (h *Hub) syncHeld(ctx context.Context, full bool) error {
+	look := &h.x.tokens
+	look.mu.Lock()
+	defer look.mu.Unlock()
+	full = full || !look.known || look.sweeps+1 >= crossFullEvery
+	var seen int64
+	var wasFull bool
+	err := h.syncWith(ctx, "", func(tx store.Tx) (map[string]string, []store.Attempt, error) {
+		v, err := tx.TokenVersion()
+		if err != nil {
+			return nil, nil, err
+		}
+		seen, wasFull = v, full || v < look.seen
+		var tokens map[string]string
+		switch {
+		case wasFull:
+			// Two columns a runner, not its row with its holding and
+			// attempts (35 % of an idle hub's CPU on Postgres with 10,000
+			// runners); a runner missing from them is revoked.
+			live, err := tx.RunnerTokens()
+			if err != nil {
+				return nil, nil, err
+			}
+			tokens = map[string]string{}
+			for id := range h.connectedRunners() {
+				tokens[id] = live[id]
+			}
+		case v > look.seen:
+			if tokens, err = tx.TokensChangedSince(look.seen); err != nil {
+				return nil, nil, err
+			}
+		}
+		active, err := tx.ActiveAttempts()
+		return tokens, active, err
+	})
+	if err != nil {
+		return err
+	}
+	look.seen, look.known, look.sweeps = seen, true, look.sweeps+1
+	if wasFull {
+		look.sweeps = 0
+	}
+	return nil
+}
+
+// syncRunners brings the runner held here up to date with the database,
+// for what other hubs changed (a hint named it); syncHeld does so for all.
 func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
+	return h.syncWith(ctx, runnerID, func(tx store.Tx) (map[string]string, []store.Attempt, error) {
+		rn, err := tx.Runner(runnerID)
+		if err != nil {
+			return nil, nil, err
+		}
+		hash := rn.TokenHash
+		if rn.RevokedAt != nil {
+			hash = ""
+		}
+		active, err := tx.RunnerActiveAttempts(runnerID)
+		return map[string]string{runnerID: hash}, active, err
+	})
+}
+
+// syncWith brings runners held here (runnerID, or all for "") up to date
+// with what read, in one read, found: a connection whose token it read
+// (tokens: runner → its token's hash, "" when revoked) and is no longer
+// the one it was made with is closed; of the attempts it found active, an
+// offer another hub made is sent, and a running attempt another hub's
+// user cancelled is cancelled; an attempt holding a slot here that is no
+// longer active (another hub ended it) is dropped. Only the runners named
+// by tokens, by the active attempts or by the slots held here are looked
+// at; the slots of each are then the database's.
+func (h *Hub) syncWith(ctx context.Context, runnerID string, read func(store.Tx) (map[string]string, []store.Attempt, error)) error {
 	type held struct {
 		c   *runnerSession
 		mem []string // attempt ids holding its slots here
 	}
+	// What memory held before the read: an attempt in it that the read
+	// does not find active ended (one added after may not be in the read).
 	h.reg.mu.Lock()
-	local := map[string]held{}
-	for id, c := range h.reg.conns {
+	mem := map[string][]string{}
+	for id, as := range h.reg.active {
 		if runnerID == "" || id == runnerID {
-			hd := held{c: c}
-			for a := range h.reg.active[id] {
-				hd.mem = append(hd.mem, a)
+			for a := range as {
+				mem[id] = append(mem[id], a)
 			}
-			local[id] = hd
 		}
 	}
 	removals := h.reg.removals
 	h.reg.mu.Unlock()
-	if len(local) == 0 {
+	if runnerID != "" && !h.connected(runnerID) {
 		return nil
 	}
-	tokens := map[string]string{}          // runner → its token's hash, unless revoked
-	active := map[string][]store.Attempt{} // runner → its active attempts
-	ended := map[string]store.Attempt{}    // attempt held here → its record, no longer active
-	cancel := map[string]bool{}            // running attempts whose job is being cancelled
-	resend := map[string]protocol.Offer{}  // offers the database has for it and memory does not
+	var (
+		local  map[string]held                // the runners looked at
+		tokens map[string]string              // runner → its token's hash ("" revoked), of those read
+		active = map[string][]store.Attempt{} // runner → its active attempts
+		ended  = map[string]store.Attempt{}   // attempt held here → its record, no longer active
+		cancel = map[string]bool{}            // running attempts whose job is being cancelled
+		resend = map[string]protocol.Offer{}  // offers the database has for it and memory does not
+	)
 	err := h.store.Read(ctx, func(tx store.Tx) error {
-		clear(tokens)
 		clear(active)
 		clear(ended)
 		clear(cancel)
 		clear(resend)
-		if runnerID != "" {
-			rn, err := tx.Runner(runnerID)
-			if err != nil {
-				return err
+		var all []store.Attempt
+		var err error
+		if tokens, all, err = read(tx); err != nil {
+			return err
+		}
+		// Listed after the read began: a connection listed before a
+		// change the read sees is looked at.
+		local = map[string]held{}
+		h.reg.mu.Lock()
+		look := func(id string) {
+			if _, ok := local[id]; ok || (runnerID != "" && id != runnerID) {
+				return
 			}
-			if rn.RevokedAt == nil {
-				tokens[rn.ID] = rn.TokenHash
+			if c := h.reg.conns[id]; c != nil {
+				local[id] = held{c: c, mem: mem[id]}
 			}
-			if active[rn.ID], err = tx.RunnerActiveAttempts(rn.ID); err != nil {
-				return err
-			}
-		} else {
-			// The whole fleet's every few seconds: two columns a runner, not
-			// its row with its holding and attempts (35 % of an idle hub's
-			// CPU on Postgres with 10,000 runners).
-			toks, err := tx.RunnerTokens()
-			if err != nil {
-				return err
-			}
-			for id, hash := range toks {
-				if _, ok := local[id]; ok {
-					tokens[id] = hash
-				}
-			}
-			all, err := tx.ActiveAttempts()
-			if err != nil {
-				return err
-			}
-			for _, a := range all {
-				if _, ok := local[a.RunnerID]; ok {
-					active[a.RunnerID] = append(active[a.RunnerID], a)
-				}
+		}
+		for id := range tokens {
+			look(id)
+		}
+		for _, a := range all {
+			look(a.RunnerID)
+		}
+		for id := range mem {
+			look(id)
+		}
+		h.reg.mu.Unlock()
+		for _, a := range all {
+			if _, ok := local[a.RunnerID]; ok {
+				active[a.RunnerID] = append(active[a.RunnerID], a)
 			}
 		}
 		for id, hd := range local {
@@ -304,7 +395,7 @@ func (h *Hub) syncRunners(ctx context.Context, runnerID string) error {
 		if h.reg.conns[id] != c {
 			continue // gone or replaced meanwhile
 		}
-		if hash, ok := tokens[id]; !ok || hash != c.tokenHash {
+		if hash, ok := tokens[id]; ok && hash != c.tokenHash {
 			revoked = append(revoked, c)
 			continue
 		}

@@ -59,6 +59,15 @@ type Tx interface {
 	// a hub checks the connections it holds against, without the rest of
 	// each row.
 	RunnerTokens() (map[string]string, error)
+	// Token versions, so a hub checks only the connections whose token
+	// changed. An UpdateRunner that replaces or revokes the runner's token
+	// stamps it with a new version, greater than every earlier one (as
+	// access versions are). TokenVersion is the greatest (0 before any);
+	// TokensChangedSince maps each runner stamped after v to its token's
+	// hash, "" when revoked. A reader that sees a version sees every one
+	// below it.
+	TokenVersion() (int64, error)
+	TokensChangedSince(v int64) (map[string]string, error)
 
 	// Shares of runners and of their accounts. PutShare of a share that
 	// exists is ErrConflict; DeleteShare of one that does not is ErrNotFound.

@@ -84,7 +84,8 @@ func (t *tx) InsertRunner(r store.Runner) error {
 }
 
 func (t *tx) UpdateRunner(r store.Runner) error {
-	return t.updateRow(runnerUpdate, "runner "+r.ID, RunnerArgs(r), r.OwnerID, r.Name, access(r.Access))
+	return t.updateRow(runnerUpdate, "runner "+r.ID, RunnerArgs(r), r.OwnerID, r.Name, access(r.Access),
+		r.TokenHash, r.RevokedAt != nil)
 }
 
 func (t *tx) Runner(id string) (store.Runner, error) {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -27,16 +28,7 @@ func testAccessVersions(t *testing.T, s store.Store) {
 	}
 	equal(t, "access version of new runners", version(), int64(0))
 	equal(t, "changed since 0, before any change", since(0), nil)
-	update := func(id string, change func(*store.Runner)) func(store.Tx) error {
-		return func(tx store.Tx) error {
-			rn, err := tx.Runner(id)
-			if err != nil {
-				return err
-			}
-			change(&rn)
-			return tx.UpdateRunner(rn)
-		}
-	}
+	update := updateRunner
 	share := func(runnerID, accountID, subject string) store.Share {
 		return store.Share{RunnerID: runnerID, AccountID: accountID, Kind: store.ShareUser, Subject: subject, CreatedAt: at(5)}
 	}
@@ -67,19 +59,40 @@ func testAccessVersions(t *testing.T, s store.Store) {
 		{"shares of a user deleted", func(tx store.Tx) error { return tx.DeleteSharesOf(store.ShareUser, "u-2") }, nil, []string{"r-2"}},
 		{"shares of nobody deleted", func(tx store.Tx) error { return tx.DeleteSharesOf(store.ShareUser, "u-9") }, nil, nil},
 	} {
-		v := version()
-		writeErr(t, s, tc.name, tc.err, tc.write)
-		after := version()
-		if tc.changed == nil {
-			equal(t, tc.name+": access version", after, v)
-			continue
-		}
-		if after <= v {
-			t.Errorf("%s: access version %d, was %d: want it greater", tc.name, after, v)
-		}
-		equal(t, tc.name+": runners changed", since(v), tc.changed)
-		equal(t, tc.name+": runners changed since the new version", since(after), nil)
+		versionStep(t, s, "access version", tc.name, tc.err, tc.write, version, since, tc.changed, nil)
 	}
+}
+
+// updateRunner is a write that changes the runner id's row.
+func updateRunner(id string, change func(*store.Runner)) func(store.Tx) error {
+	return func(tx store.Tx) error {
+		rn, err := tx.Runner(id)
+		if err != nil {
+			return err
+		}
+		change(&rn)
+		return tx.UpdateRunner(rn)
+	}
+}
+
+// versionStep runs one write (what failing with err) and checks the
+// version it must move, when changed is not nil, naming exactly changed
+// since the old version and none since the new; or else keep.
+func versionStep[T any](t *testing.T, s store.Store, kind, name string, err error, write func(store.Tx) error,
+	version func() int64, since func(int64) T, changed, none T) {
+	t.Helper()
+	v := version()
+	writeErr(t, s, name, err, write)
+	after := version()
+	if reflect.ValueOf(changed).IsNil() {
+		equal(t, name+": "+kind, after, v)
+		return
+	}
+	if after <= v {
+		t.Errorf("%s: %s %d, was %d: want it greater", name, kind, after, v)
+	}
+	equal(t, name+": runners changed", since(v), changed)
+	equal(t, name+": runners changed since the new version", since(after), none)
 }
 
 func testAccessVersionRace(t *testing.T, s store.Store) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"drover/internal/apitypes"
 	"drover/internal/job"
 	"drover/internal/store"
 )
@@ -138,6 +139,42 @@ func testRunnerTokens(t *testing.T, s store.Store) {
 	})
 	equal(t, "tokens", get(t, s, func(tx store.Tx) (map[string]string, error) { return tx.RunnerTokens() }),
 		map[string]string{"r-live": "hash-r-live", "r-other": "hash-r-other"})
+}
+
+// testTokenVersions: a runner update that replaces or revokes its token,
+// and only such an update, moves the token version and names the runner
+// with its new hash ("" revoked).
+func testTokenVersions(t *testing.T, s store.Store) {
+	mustWrite(t, s, func(tx store.Tx) error {
+		a, b := runner("r-a", "box-a", "u-1"), runner("r-b", "box-b", "u-1")
+		a.RevokedAt, b.RevokedAt = nil, nil
+		return errors.Join(tx.InsertUser(user("u-1", "alice")), tx.InsertRunner(a), tx.InsertRunner(b))
+	})
+	version := func() int64 { return get(t, s, func(tx store.Tx) (int64, error) { return tx.TokenVersion() }) }
+	since := func(v int64) map[string]string {
+		return get(t, s, func(tx store.Tx) (map[string]string, error) { return tx.TokensChangedSince(v) })
+	}
+	equal(t, "token version of new runners", version(), int64(0))
+	equal(t, "changed since 0, before any change", since(0), map[string]string{})
+	update := updateRunner
+	for _, tc := range []struct {
+		name    string
+		write   func(store.Tx) error
+		changed map[string]string // nil: the version stays
+	}{
+		{"connect: slots, labels, last seen, version", update("r-a", func(rn *store.Runner) {
+			rn.Slots, rn.Labels, rn.LastSeen, rn.Version = 9, map[string]string{"os": "mac"}, ptr(at(50)), "v2"
+		}), nil},
+		{"rename, make private", update("r-a", func(rn *store.Runner) { rn.Name, rn.Access = "box-a2", apitypes.AccessPrivate }), nil},
+		{"new token", update("r-a", func(rn *store.Runner) { rn.TokenHash = "hash-new" }), map[string]string{"r-a": "hash-new"}},
+		{"revoke", update("r-b", func(rn *store.Runner) { rn.RevokedAt = ptr(at(60)) }), map[string]string{"r-b": ""}},
+		{"revoked again later", update("r-b", func(rn *store.Runner) { rn.RevokedAt = ptr(at(70)) }), nil},
+		{"approved again with a new token", update("r-b", func(rn *store.Runner) { rn.RevokedAt, rn.TokenHash = nil, "hash-b2" }),
+			map[string]string{"r-b": "hash-b2"}},
+	} {
+		versionStep(t, s, "token version", tc.name, nil, tc.write, version, since, tc.changed, map[string]string{})
+	}
+	equal(t, "every runner whose token changed", since(0), map[string]string{"r-a": "hash-new", "r-b": "hash-b2"})
 }
 
 // testLeaderTerm: the first taker starts term 1; its renewals keep the

@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RunnerHolders", testRunnerHolders},
 		{"RunnersLeft", testRunnersLeft},
 		{"RunnerTokens", testRunnerTokens},
+		{"TokenVersions", testTokenVersions},
 		{"RunnerStatus", testRunnerStatus},
 		{"LeaderTerm", testLeaderTerm},
 		{"LeaderRace", testLeaderRace},
