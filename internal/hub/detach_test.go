@@ -92,28 +92,7 @@ func TestStopDetachesInBatches(t *testing.T) {
 	o := running.offer()
 	wantOK(t, running.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 
-	// The idle fleet, registered in one transaction.
-	var admin string
-	rs := make([]benchRunner, n)
-	ids := map[string]bool{}
-	if err := th.h.store.Write(ctx, func(tx store.Tx) error {
-		var err error
-		if admin, err = tx.Meta(metaAdmin); err != nil {
-			return err
-		}
-		for i := range rs {
-			tok := auth.NewToken(auth.PrefixRunner)
-			rn, _, err := bindRunner(tx, th.h.now(), admin, fmt.Sprintf("idle%04d", i), auth.Hash(tok), false)
-			if err != nil {
-				return err
-			}
-			ids[rn.ID] = true
-			rs[i] = benchRunner{url: th.srv.URL, token: tok, labels: map[string]string{"r": "idle"}}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	rs, ids := idleFleet(t, th, "idle", n)
 	fl := newBenchFleet()
 	defer fl.close()
 	fl.connect(t, rs)
@@ -216,27 +195,7 @@ func TestFleetDroppingAtOnceDepartsInBatches(t *testing.T) {
 		return gs
 	})
 	ctx := t.Context()
-	var admin string
-	rs := make([]benchRunner, n)
-	ids := map[string]bool{}
-	if err := th.h.store.Write(ctx, func(tx store.Tx) error {
-		var err error
-		if admin, err = tx.Meta(metaAdmin); err != nil {
-			return err
-		}
-		for i := range rs {
-			tok := auth.NewToken(auth.PrefixRunner)
-			rn, _, err := bindRunner(tx, th.h.now(), admin, fmt.Sprintf("drop%04d", i), auth.Hash(tok), false)
-			if err != nil {
-				return err
-			}
-			ids[rn.ID] = true
-			rs[i] = benchRunner{url: th.srv.URL, token: tok, labels: map[string]string{"r": "idle"}}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	rs, ids := idleFleet(t, th, "drop", n)
 	fl := newBenchFleet()
 	fl.connect(t, rs)
 	before := writes.Load()
@@ -263,4 +222,31 @@ func TestFleetDroppingAtOnceDepartsInBatches(t *testing.T) {
 	if got := writes.Load() - before; got > 2 {
 		t.Errorf("%d runners dropping at once took %d write transactions to record; want 2", n, got)
 	}
+}
+
+// idleFleet registers n runners named prefix0000... in one transaction:
+// light clients to connect with a benchFleet, and their ids.
+func idleFleet(t *testing.T, th *testHub, prefix string, n int) ([]benchRunner, map[string]bool) {
+	t.Helper()
+	rs := make([]benchRunner, n)
+	ids := map[string]bool{}
+	if err := th.h.store.Write(t.Context(), func(tx store.Tx) error {
+		admin, err := tx.Meta(metaAdmin)
+		if err != nil {
+			return err
+		}
+		for i := range rs {
+			tok := auth.NewToken(auth.PrefixRunner)
+			rn, _, err := bindRunner(tx, th.h.now(), admin, fmt.Sprintf("%s%04d", prefix, i), auth.Hash(tok), false)
+			if err != nil {
+				return err
+			}
+			ids[rn.ID] = true
+			rs[i] = benchRunner{url: th.srv.URL, token: tok, labels: map[string]string{"r": "idle"}}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rs, ids
 }
