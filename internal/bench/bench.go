@@ -157,6 +157,9 @@ type Result struct {
 	// (--metrics-listen), from which Memory's Go figures come.
 	HubMetrics bool
 	Tenancy    *Tenancy // the tenancy comparison (Options.Owners); then nothing else is measured
+	// Failed is why the run stopped short (empty: it did not); what it
+	// measured before is reported all the same.
+	Failed string `json:",omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -267,7 +270,8 @@ func (p Polling) PerClient() float64 {
 }
 
 // Run measures, and returns what it measured; WriteMarkdown and WriteText
-// format it.
+// format it. A run that fails part way returns its error and, once it has
+// begun measuring, what it measured before with the error in Failed.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.normalize(); err != nil {
 		return nil, err
@@ -295,23 +299,26 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	res := &Result{Command: o.command(), Profile: o.Profile, Settle: o.Settle, NoFile: limit, Machine: machineInfo(root, o.Binary),
 		HubMetrics: o.Owners == 0 && hubHasMetrics(ctx, o.Binary)}
+	err = runAll(ctx, o, root, res)
+	res.Machine.LoadEnd = loadAvg()
+	if err != nil {
+		res.Failed = err.Error()
+	}
+	return res, err
+}
+
+// runAll runs the measurements o asks for into res.
+func runAll(ctx context.Context, o Options, root string, res *Result) error {
 	if o.Owners > 0 {
-		if err := runTenancy(ctx, o, root, res); err != nil {
-			return nil, err
-		}
-		res.Machine.LoadEnd = loadAvg()
-		return res, nil
+		return runTenancy(ctx, o, root, res)
 	}
 	if err := runPush(ctx, o, filepath.Join(root, "push"), res); err != nil {
-		return nil, err
+		return err
 	}
 	if !o.NoPoll {
-		if err := runPoll(ctx, o, filepath.Join(root, "poll"), res); err != nil {
-			return nil, err
-		}
+		return runPoll(ctx, o, filepath.Join(root, "poll"), res)
 	}
-	res.Machine.LoadEnd = loadAvg()
-	return res, nil
+	return nil
 }
 
 // command renders the options as a `drover bench` command line.

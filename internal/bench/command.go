@@ -76,16 +76,19 @@ for docs/benchmarks.md). Linux only: it reads /proc.`,
 			defer stop()
 			o.Progress = cmd.ErrOrStderr()
 			res, err := Run(ctx, o)
-			if err != nil {
+			if res == nil {
 				return err
 			}
+			var werr error
 			switch {
 			case markdown:
-				return res.WriteMarkdown(cmd.OutOrStdout())
+				werr = res.WriteMarkdown(cmd.OutOrStdout())
 			case asJSON:
-				return res.WriteJSON(cmd.OutOrStdout())
+				werr = res.WriteJSON(cmd.OutOrStdout())
+			default:
+				werr = res.WriteText(cmd.OutOrStdout())
 			}
-			return res.WriteText(cmd.OutOrStdout())
+			return errors.Join(err, werr) // a failed run's report first, then its error
 		},
 	}
 	f := cmd.Flags()

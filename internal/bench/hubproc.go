@@ -297,7 +297,7 @@ func (hp *hubProc) stop() error {
 	case <-time.After(20 * time.Second):
 		_ = hp.cmd.Process.Kill()
 		<-hp.exited
-		return fmt.Errorf("hub did not stop within 20 s of SIGTERM; killed it")
+		return fmt.Errorf("hub did not stop within 20 s of SIGTERM; killed it; its log ends: %s", hp.logTail())
 	}
 }
 

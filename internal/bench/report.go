@@ -115,6 +115,10 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 	m := r.Machine
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	r.writeMachine(p)
+	if r.Failed != "" {
+		p("**The run failed**: %s. What it measured before is below; the rest is empty.", r.Failed)
+		p("")
+	}
 	if r.Tenancy != nil {
 		r.Tenancy.writeMarkdown(p)
 		_, err := io.WriteString(w, b.String())
@@ -299,6 +303,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	m := r.Machine
 	p("%s", r.Command)
 	p("machine: %s, %d CPUs, %s, %s, hub data on %s", m.CPUModel, m.NProc, m.Kernel, m.GoHub, m.DataFS)
+	if r.Failed != "" {
+		p("the run failed: %s; what it measured before:", r.Failed)
+	}
 	p("")
 	if r.Tenancy != nil {
 		r.Tenancy.writeText(p)

@@ -27,6 +27,7 @@ import (
 	"drover/internal/forgethread"
 	"drover/internal/hub/call"
 	"drover/internal/store"
+	"drover/internal/tick"
 )
 
 // Core is what forge triggers need of the hub's core.
@@ -96,6 +97,8 @@ const (
 	maxTries = 20
 	// batch bounds the pending deliveries one sweep reads.
 	batch = 100
+	// pruneEvery is how often the leader removes the deliveries past Keep.
+	pruneEvery = 10 * time.Minute
 )
 
 // Triggers is the forge triggers of the hub.
@@ -142,9 +145,13 @@ func (s *Triggers) poke() {
 // loop acts on the pending deliveries while this hub leads: when one is
 // recorded here, and now and then for those recorded elsewhere or left
 // by a stopped hub; it prunes the finished ones too.
+// Its sweeps fall on whole seconds (internal/tick) and prune every
+// pruneEvery, not at each sweep: an idle leader on Postgres made a write
+// transaction every 5 s for nothing.
 func (s *Triggers) loop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Sweep)
+	t := time.NewTimer(tick.Next(time.Now(), s.cfg.Sweep)) // the hub's clock may be a fake one
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		if s.core.Leading() {
 			s.drain(ctx)
@@ -154,22 +161,28 @@ func (s *Triggers) loop(ctx context.Context) {
 			return
 		case <-s.wake:
 		case <-t.C:
-			s.prune(ctx)
+			t.Reset(tick.Next(time.Now(), s.cfg.Sweep))
+			if now := s.cfg.Now(); now.Sub(pruned) >= pruneEvery && s.prune(ctx, now) {
+				pruned = now
+			}
 		}
 	}
 }
 
-func (s *Triggers) prune(ctx context.Context) {
+// prune removes the deliveries finished more than Keep before now, if this
+// hub leads, and says whether it did.
+func (s *Triggers) prune(ctx context.Context, now time.Time) bool {
 	if !s.core.Leading() {
-		return
+		return false
 	}
 	err := s.cfg.Store.Write(ctx, func(tx store.Tx) error {
-		_, err := tx.PruneForgeDeliveries(s.cfg.Now().Add(-s.cfg.Keep))
+		_, err := tx.PruneForgeDeliveries(now.Add(-s.cfg.Keep))
 		return err
 	})
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("could not prune the forge deliveries", "err", err)
 	}
+	return err == nil
 }
 
 // drain acts on the pending deliveries, oldest first.

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"drover/internal/hub/call"
@@ -32,6 +33,53 @@ func (h *Hub) detachAll(reason string) {
 	start := time.Now()
 	h.departed(cs)
 	h.log.Info("runners disconnected", "count", len(cs), "reason", reason, "recorded in", time.Since(start).Round(time.Millisecond))
+}
+
+// departures holds the runners that left on their own (their connection
+// ended) until departuresLoop records them: one at once, and those that
+// leave while it writes together, set-based, in the next transaction. A
+// fleet that drops at once (a network cut, the runners' own restart) cost
+// a write and a read per runner, thousands queued on the store's
+// connections, and a hub stopping meanwhile waited on them.
+type departures struct {
+	mu      sync.Mutex
+	pending []*runnerSession
+	wake    chan struct{} // buffered 1
+}
+
+// departLater queues c's departure for departuresLoop.
+func (h *Hub) departLater(c *runnerSession) {
+	h.gone.mu.Lock()
+	h.gone.pending = append(h.gone.pending, c)
+	h.gone.mu.Unlock()
+	select {
+	case h.gone.wake <- struct{}{}:
+	default:
+	}
+}
+
+// departuresLoop records the queued departures until ctx ends, and those
+// still queued then, before the store closes.
+func (h *Hub) departuresLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+		case <-h.gone.wake:
+		}
+		h.gone.mu.Lock()
+		cs := h.gone.pending
+		h.gone.pending = nil
+		h.gone.mu.Unlock()
+		// A runner back here since is held here again: its departure,
+		// recorded now, would release it.
+		cs = slices.DeleteFunc(cs, func(c *runnerSession) bool { return h.reg.get(c.runnerID) != nil })
+		if len(cs) > 0 {
+			h.departed(cs)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // departed records that the runners of cs (closed, and out of the

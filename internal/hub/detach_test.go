@@ -92,28 +92,7 @@ func TestStopDetachesInBatches(t *testing.T) {
 	o := running.offer()
 	wantOK(t, running.request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 
-	// The idle fleet, registered in one transaction.
-	var admin string
-	rs := make([]benchRunner, n)
-	ids := map[string]bool{}
-	if err := th.h.store.Write(ctx, func(tx store.Tx) error {
-		var err error
-		if admin, err = tx.Meta(metaAdmin); err != nil {
-			return err
-		}
-		for i := range rs {
-			tok := auth.NewToken(auth.PrefixRunner)
-			rn, _, err := bindRunner(tx, th.h.now(), admin, fmt.Sprintf("idle%04d", i), auth.Hash(tok), false)
-			if err != nil {
-				return err
-			}
-			ids[rn.ID] = true
-			rs[i] = benchRunner{url: th.srv.URL, token: tok, labels: map[string]string{"r": "idle"}}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	rs, ids := idleFleet(t, th, "idle", n)
 	fl := newBenchFleet()
 	defer fl.close()
 	fl.connect(t, rs)
@@ -181,4 +160,93 @@ func TestStoppingHubTakesNoHello(t *testing.T) {
 	if n := th.h.reg.count(); n != 0 {
 		t.Fatalf("%d runners attached to a stopping hub", n)
 	}
+}
+
+// gatedReleases is releasesStore whose first release waits for the gate
+// (after its commit), as a slow store would.
+type gatedReleases struct {
+	releasesStore
+	gate chan struct{}
+	once atomic.Bool
+}
+
+func (s *gatedReleases) Write(ctx context.Context, fn func(store.Tx) error) error {
+	before := s.n.Load()
+	err := s.releasesStore.Write(ctx, fn)
+	if s.n.Load() > before && s.once.CompareAndSwap(false, true) {
+		<-s.gate
+	}
+	return err
+}
+
+// TestFleetDroppingAtOnceDepartsInBatches: runners whose connections end
+// on their own while a departure is being recorded are recorded together
+// in the next transaction, not one write (and a read) each: 300 runners
+// dropping at once took 300 write transactions, and a hub whose fleet of
+// 10,000 dropped before it stopped was still writing them when its
+// supervisor gave up. Every departure is recorded all the same.
+func TestFleetDroppingAtOnceDepartsInBatches(t *testing.T) {
+	const n = 300
+	var writes atomic.Int64
+	gate := make(chan struct{})
+	var gs *gatedReleases
+	th := startHubOn(t, Config{Heartbeat: 2 * time.Minute, Lease: 10 * time.Minute}, func(st store.Store) store.Store {
+		gs = &gatedReleases{releasesStore: releasesStore{st, &writes}, gate: gate}
+		return gs
+	})
+	ctx := t.Context()
+	rs, ids := idleFleet(t, th, "drop", n)
+	fl := newBenchFleet()
+	fl.connect(t, rs)
+	before := writes.Load()
+	fl.close()
+	testkit.WaitFor(t, 2*time.Minute, "every connection gone from the registry", func() bool { return th.h.reg.count() == 0 })
+	close(gate)
+	testkit.WaitFor(t, 2*time.Minute, "every runner's departure recorded", func() bool {
+		var held map[string]string
+		if err := th.h.store.Read(ctx, func(tx store.Tx) error {
+			var err error
+			held, err = tx.HeldRunners(time.Time{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for id := range held {
+			if ids[id] {
+				return false
+			}
+		}
+		return true
+	})
+	// The first departure alone, the rest (written meanwhile) together.
+	if got := writes.Load() - before; got > 2 {
+		t.Errorf("%d runners dropping at once took %d write transactions to record; want 2", n, got)
+	}
+}
+
+// idleFleet registers n runners named prefix0000... in one transaction:
+// light clients to connect with a benchFleet, and their ids.
+func idleFleet(t *testing.T, th *testHub, prefix string, n int) ([]benchRunner, map[string]bool) {
+	t.Helper()
+	rs := make([]benchRunner, n)
+	ids := map[string]bool{}
+	if err := th.h.store.Write(t.Context(), func(tx store.Tx) error {
+		admin, err := tx.Meta(metaAdmin)
+		if err != nil {
+			return err
+		}
+		for i := range rs {
+			tok := auth.NewToken(auth.PrefixRunner)
+			rn, _, err := bindRunner(tx, th.h.now(), admin, fmt.Sprintf("%s%04d", prefix, i), auth.Hash(tok), false)
+			if err != nil {
+				return err
+			}
+			ids[rn.ID] = true
+			rs[i] = benchRunner{url: th.srv.URL, token: tok, labels: map[string]string{"r": "idle"}}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rs, ids
 }

@@ -10,6 +10,7 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
+	"drover/internal/tick"
 )
 
 // Hints carries hints between the hubs of one database: a hub publishes
@@ -95,7 +96,7 @@ func (h *Hub) crossLoops(ctx context.Context) {
 		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
-			case <-time.After(h.cfg.CrossSweep):
+			case <-time.After(tick.Next(time.Now(), h.cfg.CrossSweep)):
 				h.crossSweep(ctx, false)
 			}
 		}

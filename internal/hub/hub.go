@@ -50,7 +50,8 @@ type Hub struct {
 
 	accessMu sync.Mutex // serializes refreshAccess
 
-	reg *registry // the connected runners, under a lock of their own
+	reg  *registry  // the connected runners, under a lock of their own
+	gone departures // runners that left on their own, their departures to record
 
 	mu    sync.Mutex
 	waits map[string]*waiter // job id → followers waiting for the job's next change
@@ -171,6 +172,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 		now:       time.Now,
 		wake:      make(chan struct{}, 1),
 		sweepWake: make(chan struct{}, 1),
+		gone:      departures{wake: make(chan struct{}, 1)},
 		reg:       newRegistry(),
 		waits:     map[string]*waiter{},
 		stalls:    map[string]*logStallInfo{},
@@ -237,8 +239,9 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	go func() { defer h.bg.Done(); h.sweepLoop(bgctx) }()
 	go func() { defer h.bg.Done(); h.beatLoop(bgctx) }()
 	h.crossLoops(bgctx)
-	h.bg.Add(1)
+	h.bg.Add(2)
 	go func() { defer h.bg.Done(); h.nofileLoop(bgctx) }()
+	go func() { defer h.bg.Done(); h.departuresLoop(bgctx) }()
 	h.kick()
 	return h, nil
 }
@@ -383,10 +386,15 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	h.stopping.Store(true) // the load balancer's readiness probe fails from now
+	start := time.Now()
 	h.detachAll("hub shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	shut := time.Now()
+	err := srv.Shutdown(sctx)
+	// A supervisor waits so long for a stop: say where the time went.
+	h.log.Info("hub server shut down", "runners in", shut.Sub(start).Round(time.Millisecond), "requests in", time.Since(shut).Round(time.Millisecond))
+	if err != nil {
 		return fmt.Errorf("shut down hub server: %w", err)
 	}
 	return nil
@@ -400,7 +408,9 @@ func (h *Hub) Close() error {
 		h.cancel()
 	}
 	h.detachAll("hub shutting down")
+	start := time.Now()
 	h.bg.Wait()
+	bg := time.Since(start)
 	if h.publisher != nil {
 		h.publisher.Wait()
 	}
@@ -419,7 +429,10 @@ func (h *Hub) Close() error {
 	if h.webhooks != nil {
 		h.webhooks.Wait()
 	}
+	capabilities := time.Since(start) - bg
 	h.leave()
+	h.log.Info("hub closed", "background in", bg.Round(time.Millisecond), "capabilities in", capabilities.Round(time.Millisecond),
+		"in", time.Since(start).Round(time.Millisecond))
 	h.repos.Refs.Close()
 	if h.scratch != nil {
 		h.scratch.release()

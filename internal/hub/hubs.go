@@ -118,13 +118,23 @@ func (h *Hub) beat(ctx context.Context, first bool) error {
 
 // beatLoop heartbeats until ctx ends. A failed beat is logged; the
 // leader's trust then lapses on its own.
+// Its beats are not on whole seconds (internal/tick) as the hub's other
+// periodic work is: every hub's would then fall in the same millisecond,
+// where a term that lapsed at a beat's instant meets a row last seen a
+// TTL before it, still live (TestOnlyANewLeaderAfterAGapExtendsLeases).
 func (h *Hub) beatLoop(ctx context.Context) {
-	ticking(ctx, h.cfg.HubHeartbeat, func() bool {
+	t := time.NewTicker(h.cfg.HubHeartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		if err := h.beat(ctx, false); err != nil && ctx.Err() == nil {
 			h.logFailed("hub heartbeat", err)
 		}
-		return true
-	})
+	}
 }
 
 // leave removes this hub's row, with the runners it held, and releases

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"drover/internal/tick"
 	"log/slog"
 	"os"
 	"syscall"
@@ -26,7 +27,7 @@ const procFDs = "/proc/self/fd"
 func (h *Hub) nofileLoop(ctx context.Context) {
 	warned := false
 	skip := 0
-	ticking(ctx, nofileEvery, func() bool {
+	tick.Every(ctx, nofileEvery, func() bool {
 		if skip > 0 {
 			skip--
 			return true

@@ -220,7 +220,7 @@ func (h *Hub) detach(c *runnerSession, reason string) {
 		return
 	}
 	h.log.Info("runner disconnected", "runner", c.name, "reason", reason)
-	h.departed([]*runnerSession{c})
+	h.departLater(c)
 }
 
 func (h *Hub) closeConn(runnerID string, code int, reason string) {

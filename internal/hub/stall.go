@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"drover/internal/store"
+	"drover/internal/tick"
 )
 
 // A hub's own process can stop while its runners go on: SIGSTOP, a frozen
@@ -45,23 +46,7 @@ func (s *stallWatch) look(now time.Time) time.Time {
 
 // stallLoop looks every stallTick until ctx ends.
 func (h *Hub) stallLoop(ctx context.Context) {
-	ticking(ctx, stallTick, func() bool { h.stall.look(h.now()); return true })
-}
-
-// ticking calls fn every interval until ctx ends or fn returns false.
-func ticking(ctx context.Context, every time.Duration, fn func() bool) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !fn() {
-			return
-		}
-	}
+	tick.Every(ctx, stallTick, func() bool { h.stall.look(h.now()); return true })
 }
 
 // leaseEnd is when an attempt's lease runs out as this hub may judge it at

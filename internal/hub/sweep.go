@@ -8,6 +8,7 @@ import (
 	"drover/internal/job"
 	"drover/internal/protocol"
 	"drover/internal/store"
+	"drover/internal/tick"
 )
 
 // ledgerKeep is how long applied request ids are remembered. A runner
@@ -22,7 +23,7 @@ const ledgerKeep = 24 * time.Hour
 // the leader does what no connection's hub can: leases of runners offline
 // everywhere, question expiry, pruning.
 func (h *Hub) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(h.cfg.Sweep)
+	t := time.NewTimer(tick.Next(time.Now(), h.cfg.Sweep))
 	defer t.Stop()
 	next := time.NewTimer(h.cfg.Sweep)
 	defer next.Stop()
@@ -32,6 +33,7 @@ func (h *Hub) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			t.Reset(tick.Next(time.Now(), h.cfg.Sweep))
 		case <-next.C:
 		case <-h.sweepWake:
 		}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 	"drover/internal/ids"
 	"drover/internal/store"
+	"drover/internal/tick"
 )
 
 // Hooks sends the hub's outbound webhooks and answers the API's calls
@@ -54,6 +56,9 @@ func New(ctx context.Context, core Core, cfg Config) *Hooks {
 	}
 	if cfg.Sweep == 0 {
 		cfg.Sweep = DefaultSweep
+	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = DefaultRecheck
 	}
 	if cfg.Retry.First == 0 {
 		cfg.Retry = DefaultRetry
@@ -124,36 +129,60 @@ func (s *Hooks) kick() {
 	}
 }
 
-// loop expands the outbox and sends what is due while this hub leads: at
-// every wake-up and every Sweep.
+// loop expands the outbox and sends what is due while this hub leads. It
+// reads the store only when there may be something to do: told of a
+// job's change or a try's end, when the soonest pending delivery it read
+// falls due, when it becomes the leader, and every Recheck (a change
+// committed by another hub whose hint was lost). A tick every Sweep only
+// looks at the clock and the leadership, so an idle leader with no hooks
+// makes one read transaction a Recheck, not two a second, and its ticks
+// fall on the whole seconds the runners' heartbeats wake the hub on.
 func (s *Hooks) loop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Sweep)
+	t := time.NewTimer(tick.Next(time.Now(), s.cfg.Sweep)) // the hub's clock may be a fake one
 	defer t.Stop()
-	var pruned time.Time
-	swept := true // the first pass sends what is due already
+	var pruned, checked time.Time
+	var due time.Time // when the soonest pending delivery read falls due; zero: none
+	leading, woken := false, false
 	for {
-		if now := s.cfg.Now(); s.core.Leading() && now.Sub(pruned) >= pruneEvery {
-			pruned = now
-			s.prune(ctx, now)
-		}
-		if s.core.Leading() {
-			made, err := s.expand(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("could not expand jobs' changes into webhook deliveries; the next pass tries again", "err", err)
+		if !s.core.Leading() {
+			leading = false
+		} else {
+			now := s.cfg.Now()
+			full := !leading || now.Sub(checked) >= s.cfg.Recheck
+			leading = true
+			if now.Sub(pruned) >= pruneEvery {
+				pruned = now
+				s.prune(ctx, now)
 			}
-			if made || s.send.Swap(false) || swept {
-				if err := s.sendDue(ctx); err != nil && ctx.Err() == nil {
-					s.log.Warn("could not list the due webhook deliveries", "err", err)
+			var made bool
+			if woken || full {
+				var err error
+				if made, err = s.expand(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("could not expand jobs' changes into webhook deliveries; the next pass tries again", "err", err)
+					full = false
+					checked = time.Time{} // the next tick reads again
 				}
 			}
+			if made || s.send.Swap(false) || full || (!due.IsZero() && !now.Before(due)) {
+				next, err := s.sendDue(ctx, now)
+				if err != nil && ctx.Err() == nil {
+					s.log.Warn("could not list the due webhook deliveries", "err", err)
+					next = now // the next tick reads again
+				}
+				due = next
+			}
+			if full {
+				checked = now
+			}
 		}
-		swept = false
+		woken = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
+			woken = true
 		case <-t.C:
-			swept = true // retries come due, a new leader finds what was left
+			t.Reset(tick.Next(time.Now(), s.cfg.Sweep))
 		}
 	}
 }
@@ -310,17 +339,25 @@ func truncate(s string, n int) string {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// sendDue starts sending the deliveries due now, a bounded number at a
-// time; each one done wakes the loop (the next of its job may be due).
-func (s *Hooks) sendDue(ctx context.Context) error {
+// sendDue starts sending the deliveries due at now, a bounded number at a
+// time; each one done wakes the loop (the next of its job may be due). It
+// says when the soonest pending delivery not yet due falls due (zero:
+// none), read in the same statement: the deliveries are listed soonest
+// first, the due ones and then those to come.
+func (s *Hooks) sendDue(ctx context.Context, now time.Time) (next time.Time, err error) {
 	var ds []store.WebhookDelivery
-	err := s.cfg.Store.Read(ctx, func(tx store.Tx) error {
+	err = s.cfg.Store.Read(ctx, func(tx store.Tx) error {
 		var err error
-		ds, err = tx.DueWebhookDeliveries(s.cfg.Now(), sendBatch)
+		ds, err = tx.DueWebhookDeliveries(now.Add(farAhead), sendBatch)
 		return err
 	})
 	if err != nil {
-		return err
+		return time.Time{}, err
+	}
+	if i := slices.IndexFunc(ds, func(d store.WebhookDelivery) bool { return d.NextAt.After(now) }); i >= 0 {
+		ds, next = ds[:i], ds[i].NextAt
+	} else if len(ds) == sendBatch {
+		next = now // more may be due than one batch
 	}
 	for _, d := range ds {
 		s.mu.Lock()
@@ -343,7 +380,7 @@ func (s *Hooks) sendDue(ctx context.Context) error {
 			s.kick()
 		}()
 	}
-	return nil
+	return next, nil
 }
 
 // deliver makes one try of d and records what came of it. The try first

@@ -87,9 +87,13 @@ type Config struct {
 	// Retry is when a failed delivery is tried again and when it is given
 	// up (its Tries and MaxElapsed); the zero Policy is DefaultRetry.
 	Retry retry.Policy
-	// Sweep is how often the leader looks for changes and due deliveries
-	// besides when told of a job's change; 0 is DefaultSweep.
+	// Sweep is how often the leader looks at the clock for a delivery
+	// come due and at whether it leads; 0 is DefaultSweep.
 	Sweep time.Duration
+	// Recheck is how often the leader reads the outbox and the pending
+	// deliveries without being told of a change (a hint from another hub
+	// lost); 0 is DefaultRecheck.
+	Recheck time.Duration
 	// AllowPrivate lets the default client send to loopback, private and
 	// link-local addresses. Without it a user's hook cannot make the hub
 	// post to the services on its own host or network.
@@ -102,6 +106,7 @@ const (
 	KeepLog        = 7 * 24 * time.Hour
 	DefaultTimeout = 10 * time.Second
 	DefaultSweep   = time.Second
+	DefaultRecheck = 10 * time.Second
 )
 
 // DefaultRetry tries a delivery for a day at most, 20 times, waiting up
@@ -121,6 +126,9 @@ const (
 	maxDeliveries = 1000 // listed at once
 	pruneEvery    = 10 * time.Minute
 	pruneBatch    = 1000
+	// farAhead bounds how far ahead the pending deliveries are read for
+	// the soonest to come (past any retry's delay).
+	farAhead = 100 * 365 * 24 * time.Hour
 	// claimMargin is how long past its timeout a try's claim lasts.
 	claimMargin = 5 * time.Second
 )

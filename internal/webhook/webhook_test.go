@@ -137,6 +137,16 @@ func newEnv(t *testing.T, p retry.Policy) *env {
 // newEnvOn is newEnv on a store opened already.
 func newEnvOn(t *testing.T, p retry.Policy, st store.Store, err error) *env {
 	t.Helper()
+	e := newStoreEnv(t, st, err)
+	e.core.leading.Store(true)
+	e.hooks = e.start(t, p)
+	return e
+}
+
+// newStoreEnv is an environment on st with its users and a core, and no
+// sender yet.
+func newStoreEnv(t *testing.T, st store.Store, err error) *env {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +162,7 @@ func newEnvOn(t *testing.T, p retry.Policy, st store.Store, err error) *env {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{st: st, core: &fakeCore{members: map[string][]string{}}}
-	e.core.leading.Store(true)
-	e.hooks = e.start(t, p)
-	return e
+	return &env{st: st, core: &fakeCore{members: map[string][]string{}}}
 }
 
 // start starts another Hooks on the environment's store.
