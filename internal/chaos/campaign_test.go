@@ -32,8 +32,8 @@ func shortCampaignOn(t *testing.T, seed uint64, db string, hubs int) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		ciskip.Skipf(t, "runners need bwrap: %v", err)
 	}
-	// A campaign mostly waits out its fixed duration and settle (about a
-	// third of a core each, session 21): the four run side by side, each
+	// A campaign mostly waits out its fixed duration and settle (a quarter
+	// to a half of a core, session 21): the four run side by side, each
 	// with its own processes, directory, ports and database.
 	t.Parallel()
 	// A failed campaign keeps its files (the hubs' and runners' logs, the
