@@ -32,6 +32,10 @@ func shortCampaignOn(t *testing.T, seed uint64, db string, hubs int) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		ciskip.Skipf(t, "runners need bwrap: %v", err)
 	}
+	// A campaign mostly waits out its fixed duration and settle (a quarter
+	// to a half of a core, session 21): the four run side by side, each
+	// with its own processes, directory, ports and database.
+	t.Parallel()
 	// A failed campaign keeps its files (the hubs' and runners' logs, the
 	// campaign's own): a flake under load is diagnosed from them.
 	dir, err := os.MkdirTemp("", "drover-chaos-")
