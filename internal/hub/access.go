@@ -102,13 +102,9 @@ func (ra *runnerAccess) mayUseAccount(account, requester, project string, member
 
 // loadRunnerAccess reads a runner's access from the store.
 func loadRunnerAccess(tx store.Tx, runnerID string) (*runnerAccess, error) {
-	rn, err := tx.Runner(runnerID)
+	rn, shares, err := tx.RunnerShares(runnerID)
 	if err != nil {
 		return nil, fmt.Errorf("read runner %s: %w", runnerID, err)
-	}
-	shares, err := tx.Shares(runnerID)
-	if err != nil {
-		return nil, fmt.Errorf("read shares of runner %s: %w", rn.Name, err)
 	}
 	owner, err := tx.User(rn.OwnerID)
 	if err != nil {

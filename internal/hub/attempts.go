@@ -79,10 +79,10 @@ func ledgered[T any](ctx context.Context, h *Hub, runnerID, reqID string, fn fun
 // errReplayed ends the transaction of a request already in the ledger.
 var errReplayed = errors.New("request applied already")
 
-// loadFenced loads the attempt a runner names and checks it is that
-// runner's, under that epoch.
+// loadFenced loads the attempt a runner names, with its job, and checks it
+// is that runner's, under that epoch.
 func loadFenced(tx store.Tx, runnerID string, ref protocol.AttemptRef) (store.Attempt, store.Job, error) {
-	a, err := tx.Attempt(ref.Attempt)
+	a, j, err := tx.AttemptWithJob(ref.Attempt)
 	if errors.Is(err, store.ErrNotFound) {
 		return a, store.Job{}, call.NotFound("no attempt %s", ref.Attempt)
 	} else if err != nil {
@@ -97,8 +97,7 @@ func loadFenced(tx store.Tx, runnerID string, ref protocol.AttemptRef) (store.At
 	if a.Epoch != ref.Epoch {
 		return a, store.Job{}, call.Fenced("stale epoch %d for attempt %s (its epoch is %d)", ref.Epoch, a.ID, a.Epoch)
 	}
-	j, err := tx.Job(a.JobID)
-	return a, j, err
+	return a, j, nil
 }
 
 // lateResultAllowed: a runner whose lease ran out may still bring a durable
@@ -131,10 +130,7 @@ func (h *Hub) accept(ctx context.Context, c *runnerSession, reqID string, ref pr
 		now := h.now()
 		a.State, a.AcceptedAt, a.LeaseUntil = job.AttemptRunning, &now, now.Add(h.cfg.Lease)
 		j.State, j.UpdatedAt = next, now
-		if err := tx.UpdateAttempt(a); err != nil {
-			return struct{}{}, err
-		}
-		if err := tx.UpdateJob(j); err != nil {
+		if err := tx.UpdateAttemptAndJob(a, j); err != nil {
 			return struct{}{}, err
 		}
 		return struct{}{}, h.event(tx, j.ID, "started", c.name, "attempt %d started on %s", a.Epoch, c.name)

@@ -488,13 +488,10 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account
 			ID: ids.New("a"), JobID: j.ID, Epoch: j.Epoch + 1, RunnerID: c.runnerID,
 			State: job.AttemptOffered, OfferedAt: now, LeaseUntil: now.Add(h.cfg.Lease), Account: account,
 		}
-		if err := tx.InsertAttempt(att); err != nil {
-			return err
-		}
 		was := j.Epoch
 		j.State, j.Epoch, j.AttemptID, j.UpdatedAt = next, att.Epoch, att.ID, now
-		if err := tx.UpdateJobAt(j, was); errors.Is(err, store.ErrConflict) {
-			return errNotQueued
+		if err := tx.OfferAttempt(att, j, was); errors.Is(err, store.ErrConflict) && errors.Is(err, store.ErrNotFound) {
+			return errNotQueued // the job moved on
 		} else if err != nil {
 			return err
 		}
@@ -539,12 +536,14 @@ func (h *Hub) hasRoom(c *runnerSession) bool {
 
 // mayRunNow checks the runner's access as stored now, not as the pass saw
 // it: a share withdrawn a moment ago (on another hub, whose hint has yet to
-// arrive) holds for the offer.
+// arrive) holds for the offer. mayRun needs the runner and its shares, not
+// its owner's row (loadRunnerAccess): one read.
 func mayRunNow(tx store.Tx, runnerID string, j store.Job) (bool, error) {
-	ra, err := loadRunnerAccess(tx, runnerID)
+	rn, shares, err := tx.RunnerShares(runnerID)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("read runner %s: %w", runnerID, err)
 	}
+	ra := newRunnerAccess(rn, shares)
 	member, err := isMember(tx, j.Project, j.RequesterID)
 	if err != nil {
 		return false, err

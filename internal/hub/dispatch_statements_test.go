@@ -21,8 +21,12 @@ import (
 func TestDispatchStatementsOnPostgres(t *testing.T) {
 	// 37.1 per job before the queue's heads and a job's update with its
 	// outbox note went as one statement each, and before a pass counted
-	// the requesters' active jobs with one requester queued; 30.4 since.
-	const most = 31.0
+	// the requesters' active jobs with one requester queued; 30.2-30.4
+	// then, and 23.8-24.4 (the webhook outbox's reads vary) since the offer
+	// reads the runner with its shares and writes the attempt with the job,
+	// an accept or a finish reads the attempt with its job, and an accept
+	// writes both, in one statement each.
+	const most = 26.0
 	th := startHub(t, Config{Database: testkit.StartPostgres(t)})
 	st, ok := th.h.store.(statementsByText)
 	if !ok {

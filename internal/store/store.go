@@ -78,6 +78,8 @@ type Tx interface {
 	AcceptShare(s Share, at time.Time) error
 	Shares(runnerID string) ([]Share, error) // the runner's and its accounts', oldest first
 	AllShares() ([]Share, error)             // every runner's, by runner then oldest first
+	// RunnerShares is Runner (Held nil) and Shares in one read.
+	RunnerShares(runnerID string) (Runner, []Share, error)
 	// DeleteSharesOf removes every share naming the subject (a removed
 	// user, or a project).
 	DeleteSharesOf(kind ShareKind, subject string) error
@@ -122,6 +124,10 @@ type Tx interface {
 	// UpdateJobAt is UpdateJob checked in the same statement: only while
 	// the stored job's epoch is still epoch; ErrConflict when it is not.
 	UpdateJobAt(j Job, epoch int64) error
+	// OfferAttempt is InsertAttempt(a) and UpdateJobAt(j, epoch), in one
+	// statement where that saves a round trip; its errors are theirs (a
+	// job no longer at epoch: ErrConflict and ErrNotFound).
+	OfferAttempt(a Attempt, j Job, epoch int64) error
 	JobByKey(requesterID, key string) (Job, error)
 	Jobs(f JobFilter) ([]Job, error) // newest first
 	// ActiveJobsOf lists the jobs of one requester that have not ended
@@ -144,6 +150,8 @@ type Tx interface {
 	InsertAttempt(a Attempt) error
 	UpdateAttempt(a Attempt) error
 	Attempt(id string) (Attempt, error)
+	AttemptWithJob(id string) (Attempt, Job, error)          // the attempt and its job, in one read
+	UpdateAttemptAndJob(a Attempt, j Job) error              // UpdateAttempt and UpdateJob, in one statement where that saves a round trip
 	Attempts(jobID string) ([]Attempt, error)                // by number ascending
 	ActiveAttempts() ([]Attempt, error)                      // offered or running, all runners
 	RunnerActiveAttempts(runnerID string) ([]Attempt, error) // offered or running, one runner

@@ -456,18 +456,25 @@ var queuedHeadsAtOnce = `WITH RECURSIVE shapes (shape) AS (
 // jobUpdateNoting is UpdateJob's update with its outbox note (Dialect.
 // OneTrip), jobUpdateAtNoting UpdateJobAt's, whose last placeholder is
 // the epoch.
-var jobUpdateNoting, jobUpdateAtNoting = notingUpdate(""), notingUpdate(" AND epoch = ?")
+var jobUpdateNoting, jobUpdateAtNoting = notingUpdate("", ""), notingUpdate(" AND epoch = ?", "")
 
 // notingUpdate is the update of a job (cond's conditions added) that
 // also records, as noteJobState would, its move to another state while
 // any webhook exists, in one statement: every part of it sees the row as
 // it was before the update, so old is what jobStateIfHooks would read.
-func notingUpdate(cond string) string {
+// also, unless "", is one more data-modifying statement with RETURNING,
+// whose placeholders follow the job's and whose rows are counted in a
+// second column.
+func notingUpdate(cond, also string) string {
+	more, count := "", ""
+	if also != "" {
+		more, count = ",\n\t\talso AS ("+also+")", ", (SELECT count(*) FROM also)"
+	}
 	return fmt.Sprintf(`WITH old AS (SELECT state FROM jobs WHERE id = ?%d),
 		upd AS (%s%s RETURNING id, state, updated_at),
 		note AS (INSERT INTO job_changes (job_id, state, at) SELECT upd.id, upd.state, upd.updated_at FROM upd, old
-			WHERE upd.state <> old.state AND EXISTS (SELECT 1 FROM webhooks))
-		SELECT count(*) FROM upd`, len(Jobs.Cols), jobs.update, cond)
+			WHERE upd.state <> old.state AND EXISTS (SELECT 1 FROM webhooks))%s
+		SELECT count(*)%s FROM upd`, len(Jobs.Cols), jobs.update, cond, more, count)
 }
 
 // updateJobNoting runs query, a notingUpdate, for the job whose key is

@@ -588,6 +588,18 @@ func testAttempts(t *testing.T, s store.Store) {
 		[]store.Attempt{first, second})
 	equal(t, "Attempts(missing job)", len(get(t, s, func(tx store.Tx) ([]store.Attempt, error) { return tx.Attempts("j-9") })), 0)
 	readErr(t, s, "Attempt(missing)", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.Attempt("a-9"); return err })
+	// AttemptWithJob is Attempt and Job in one read.
+	mustRead(t, s, func(tx store.Tx) error {
+		a, j, err := tx.AttemptWithJob(second.ID)
+		if err != nil {
+			return err
+		}
+		wantJob, err := tx.Job(second.JobID)
+		equal(t, "AttemptWithJob("+second.ID+"): the attempt", a, second)
+		equal(t, "AttemptWithJob("+second.ID+"): its job", j, wantJob)
+		return err
+	})
+	readErr(t, s, "AttemptWithJob(missing)", store.ErrNotFound, func(tx store.Tx) error { _, _, err := tx.AttemptWithJob("a-9"); return err })
 
 	second.State, second.Reason, second.ExitCode, second.Message = job.AttemptCompleted, job.ReasonExited, ptr(0), "ok"
 	second.AcceptedAt, second.FinishedAt, second.LogSize, second.LogSHA256 = ptr(at(20)), ptr(at(30)), 1000, "ff"
@@ -600,6 +612,45 @@ func testAttempts(t *testing.T, s store.Store) {
 
 	writeErr(t, s, "UpdateAttempt(missing)", store.ErrNotFound, func(tx store.Tx) error {
 		return tx.UpdateAttempt(attempt("a-9", "j-1", "r-1", 9, job.AttemptRunning, 0))
+	})
+
+	// UpdateAttemptAndJob is UpdateAttempt and UpdateJob in one: both
+	// written, or ErrNotFound (and neither kept) when either is missing.
+	j1 := get(t, s, func(tx store.Tx) (store.Job, error) { return tx.Job("j-1") })
+	first.Message, j1.Reason, j1.UpdatedAt = "both", job.ReasonExited, at(300)
+	mustWrite(t, s, func(tx store.Tx) error { return tx.UpdateAttemptAndJob(first, j1) })
+	equal(t, "Attempt after UpdateAttemptAndJob", get(t, s, func(tx store.Tx) (store.Attempt, error) { return tx.Attempt(first.ID) }), first)
+	equal(t, "Job after UpdateAttemptAndJob", get(t, s, func(tx store.Tx) (store.Job, error) { return tx.Job(j1.ID) }), j1)
+	missingJob := j1
+	missingJob.ID = "j-9"
+	writeErr(t, s, "UpdateAttemptAndJob(missing attempt)", store.ErrNotFound, func(tx store.Tx) error {
+		return tx.UpdateAttemptAndJob(attempt("a-9", "j-1", "r-1", 9, job.AttemptRunning, 0), j1)
+	})
+	writeErr(t, s, "UpdateAttemptAndJob(missing job)", store.ErrNotFound, func(tx store.Tx) error {
+		return tx.UpdateAttemptAndJob(first, missingJob)
+	})
+
+	// OfferAttempt is InsertAttempt and UpdateJobAt in one: both written
+	// while the job is at the epoch, neither kept when it is not.
+	was := j1.Epoch
+	offered := attempt("a-5", "j-1", "r-1", was+5, job.AttemptOffered, 400)
+	offered.ExitCode, offered.AcceptedAt, offered.FinishedAt, offered.Message, offered.Reason = nil, nil, nil, "", job.ReasonNone
+	j1.Epoch, j1.AttemptID, j1.UpdatedAt = offered.Epoch, offered.ID, at(400)
+	mustWrite(t, s, func(tx store.Tx) error { return tx.OfferAttempt(offered, j1, was) })
+	equal(t, "Attempt after OfferAttempt", get(t, s, func(tx store.Tx) (store.Attempt, error) { return tx.Attempt(offered.ID) }), offered)
+	equal(t, "Job after OfferAttempt", get(t, s, func(tx store.Tx) (store.Job, error) { return tx.Job(j1.ID) }), j1)
+	stale := attempt("a-6", "j-1", "r-1", j1.Epoch+1, job.AttemptOffered, 500)
+	moved := j1
+	moved.Epoch, moved.AttemptID = stale.Epoch, stale.ID
+	err := s.Write(ctx(t), func(tx store.Tx) error { return tx.OfferAttempt(stale, moved, was) })
+	if !errors.Is(err, store.ErrConflict) || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("OfferAttempt at a stale epoch: got %v, want ErrConflict and ErrNotFound", err)
+	}
+	readErr(t, s, "the attempt of an OfferAttempt at a stale epoch", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.Attempt(stale.ID); return err })
+	writeErr(t, s, "OfferAttempt of an existing attempt", store.ErrConflict, func(tx store.Tx) error {
+		again := moved
+		again.Epoch = j1.Epoch
+		return tx.OfferAttempt(offered, again, j1.Epoch)
 	})
 	writeErr(t, s, "duplicate attempt id", store.ErrConflict, func(tx store.Tx) error {
 		return tx.InsertAttempt(attempt("a-1", "j-1", "r-1", 3, job.AttemptRunning, 0))

@@ -47,6 +47,24 @@ func testShares(t *testing.T, s store.Store) {
 	equal(t, "Shares(r-2)", shares("r-2"), []store.Share{s3})
 	equal(t, "Shares(missing runner)", shares("r-9"), nil)
 	equal(t, "AllShares(), by runner then oldest first", allShares(), []store.Share{s2, s1, s5, s4, s3})
+	// RunnerShares is Runner (Held nil) and Shares in one read.
+	for _, id := range []string{"r-1", "r-2"} {
+		want := get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.Runner(id) })
+		want.Held = nil
+		wantShares := shares(id)
+		mustRead(t, s, func(tx store.Tx) error {
+			rn, got, err := tx.RunnerShares(id)
+			equal(t, "RunnerShares("+id+"): the runner", rn, want)
+			equal(t, "RunnerShares("+id+"): its shares", got, wantShares)
+			return err
+		})
+	}
+	mustWrite(t, s, func(tx store.Tx) error { return tx.InsertRunner(runner("r-3", "box-3", "u-2")) })
+	equal(t, "RunnerShares(r-3 without shares): its shares", get(t, s, func(tx store.Tx) ([]store.Share, error) {
+		_, sh, err := tx.RunnerShares("r-3")
+		return sh, err
+	}), []store.Share{})
+	readErr(t, s, "RunnerShares(missing)", store.ErrNotFound, func(tx store.Tx) error { _, _, err := tx.RunnerShares("r-9"); return err })
 
 	again := s1
 	again.CreatedAt = at(99)
