@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"drover/internal/testkit"
+	"drover/internal/webhook"
 )
 
 // TestDispatchStatementsOnPostgres pins the statements of one job
@@ -27,7 +29,12 @@ func TestDispatchStatementsOnPostgres(t *testing.T) {
 	// an accept or a finish reads the attempt with its job, and an accept
 	// writes both, in one statement each.
 	const most = 26.0
-	th := startHub(t, Config{Database: testkit.StartPostgres(t)})
+	// The hub's periodic work (its row and leader term, the sweeps, the
+	// webhook sender's recheck) is put an hour apart: on a busy machine
+	// the counted jobs take long enough for it to land in their count
+	// (36.9 a job at load 33).
+	th := startHub(t, Config{Database: testkit.StartPostgres(t), HubTTL: time.Hour, CrossSweep: time.Hour,
+		Sweep: time.Hour, Webhooks: webhook.Config{Recheck: time.Hour}})
 	st, ok := th.h.store.(statementsByText)
 	if !ok {
 		t.Fatalf("the Postgres store (%T) does not count its statements by text", th.h.store)
