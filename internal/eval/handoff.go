@@ -48,8 +48,8 @@ var ErrOutsideWrite = errors.New("the job's checks run outside a write")
 // key), the evaluation's sample it was for, and starts the next queued
 // one when that ended; after, if not nil, is to run once the write
 // committed. It leaves to the pass what it cannot do in the write: then
-// it writes nothing, and the job's change wakes the pass as before. An
-// error is the write's (it fails, and runs again).
+// it writes nothing, and after wakes the pass. An error is the write's
+// (it fails, and runs again).
 //
 // Only the leader hands off, as only it runs the passes: the jobs it
 // submits are watched where a pass runs.
@@ -100,7 +100,7 @@ func (e *Evals) JobEnded(ctx context.Context, x Ending, jobID, key string) (afte
 	}
 	if it.State == store.ItemAgent {
 		if in, err := instanceOf(it); err != nil || v.State == job.Completed && v.Head != "" && v.Head != in.BaseCommit {
-			return nil, nil // its graded commit needs git
+			return e.leave(evalID, jobID), nil // its graded commit needs git
 		}
 	}
 	// A write whose read failed fails as a whole (the finish runs again);
@@ -108,7 +108,7 @@ func (e *Evals) JobEnded(ctx context.Context, x Ending, jobID, key string) (afte
 	// the pass's.
 	c, err := x.Caller(ev.RequesterID)
 	if err != nil {
-		return nil, nil
+		return e.leave(evalID, jobID), nil
 	}
 	if it.State == store.ItemAgent {
 		it.CostUSD, it.Tokens = v.Spent()
@@ -117,7 +117,7 @@ func (e *Evals) JobEnded(ctx context.Context, x Ending, jobID, key string) (afte
 	g, err := e.endedBy(ctx, c, ev, p, it, v, x.Prepare)
 	if err != nil {
 		e.log.Debug("an evaluation's hand-off left to its pass", "eval", evalID, "item", it.Key, "err", err)
-		return nil, nil
+		return e.leave(evalID, jobID), nil
 	}
 	moves = append(moves, move{it, g})
 	pass := false // a place left for the pass to fill
@@ -185,6 +185,12 @@ func (e *Evals) JobEnded(ctx context.Context, x Ending, jobID, key string) (afte
 			e.wake(evalID)
 		}
 	}, nil
+}
+
+// leave is a hand-off's after when it leaves the job's end to the pass:
+// the pass reads the job, woken at once, not within Config.Lazy.
+func (e *Evals) leave(evalID, jobID string) func(context.Context) {
+	return func(context.Context) { e.reread(jobID); e.wake(evalID) }
 }
 
 // move is one item a hand-off moves, and the job it submits, if any.
