@@ -93,7 +93,7 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 		if s, ok := ending[it]; ok {
 			return s.move(it)
 		}
-		return e.startAgent(ctx, c, ev, p, it)
+		return e.startAgent(ctx, c, ev, p, it, e.core.Prepare)
 	}
 	var moving []*store.EvalItem
 	for _, it := range busy {
@@ -107,7 +107,7 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 			return errors.Join(readErr, err)
 		}
 		if spent >= p.MaxCostUSD {
-			if err := e.move(ctx, moving, do); err != nil {
+			if err := e.move(ctx, moving, do, p.MaxParallel); err != nil {
 				return errors.Join(readErr, err)
 			}
 			if err := e.skip(ctx, c, id, fmt.Sprintf("the evaluation's max cost of $%.2f was spent ($%.2f)", p.MaxCostUSD, spent), false, nil); err != nil {
@@ -121,7 +121,7 @@ func (e *Evals) advance(ctx context.Context, id string) error {
 	if n := p.MaxParallel - running; n < len(queued) {
 		queued = queued[:max(n, 0)]
 	}
-	if err := e.move(ctx, append(moving, queued...), do); err != nil || readErr != nil {
+	if err := e.move(ctx, append(moving, queued...), do, p.MaxParallel); err != nil || readErr != nil {
 		return errors.Join(readErr, err)
 	}
 	if open > 0 {
@@ -182,29 +182,32 @@ func (e *Evals) ended(ctx context.Context, c call.Caller, ev store.Eval, p Param
 			continue
 		}
 		e.unwatch(v.ID)
-		switch {
-		case it.State != store.ItemAgent:
-			ending[it] = step{move: func(it *store.EvalItem) (*pending, error) { gradedBy(it, v); return nil, nil }}
-		case v.State != job.Completed:
-			ending[it] = step{move: func(it *store.EvalItem) (*pending, error) {
-				it.State, it.Reason = store.ItemUnresolved, "the agent's job "+ended(v)
-				return nil, nil
-			}}
-		default:
+		if it.State == store.ItemAgent && v.State == job.Completed {
 			ending[it] = step{move: func(it *store.EvalItem) (*pending, error) { return e.agentDone(ctx, c, ev, p, it, v) }, runs: true}
+		} else {
+			ending[it] = step{move: func(it *store.EvalItem) (*pending, error) { return e.endedBy(ctx, c, ev, p, it, v, nil) }}
 		}
 	}
 	return ending, errors.Join(errs...)
 }
 
-// openItems reads an evaluation's items at their agent or grading, and its
-// first queued ones up to queued.
-func (e *Evals) openItems(ctx context.Context, id string, queued int) ([]store.EvalItem, error) {
-	var items []store.EvalItem
-	if err := e.cfg.Store.Read(ctx, func(tx store.Tx) (err error) { items, err = tx.EvalOpenItems(id, queued); return err }); err != nil {
-		return nil, fmt.Errorf("read the open items of evaluation %s: %w", id, err)
+// preparer checks a job c submits: Core.Prepare, or Ending.Prepare in the
+// write that ends a job.
+type preparer func(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (Submission, error)
+
+// endedBy moves item it, whose job v ended: graded, ended unresolved, or
+// on to its grading, the job it returns (prepared by prep). A pass and a
+// job's hand-off (JobEnded) move an item alike.
+func (e *Evals) endedBy(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView, prep preparer) (*pending, error) {
+	switch {
+	case it.State != store.ItemAgent:
+		gradedBy(it, v)
+		return nil, nil
+	case v.State != job.Completed:
+		it.State, it.Reason = store.ItemUnresolved, "the agent's job "+ended(v)
+		return nil, nil
 	}
-	return items, nil
+	return e.grade(ctx, c, ev, p, it, v, prep)
 }
 
 // spent is what an evaluation's items cost so far: the recorded cost of
@@ -243,13 +246,16 @@ type pending struct {
 // move runs f on every item, submitters at a time, and writes the jobs f
 // submits and records the items it moved to another state in one
 // transaction; an item f failed on is left as it was, for the next pass.
+// The write reads the items again: one a job's hand-off (JobEnded) moved
+// since the pass read it is left as that moved it, and a queued one starts
+// only while fewer than maxParallel run (the hand-offs start some too).
 // The items are apart, and moving one mostly waits (on a job's checks, a
 // git process): one at a time, an evaluation went at the pace of one job
 // at a time. A job goes in with its key in the write that records its
 // item, so a pass cut short leaves neither, and a job found by its key is
 // never submitted twice. Each job its own commit made a pass several
 // commits long, and every job end waited for it (BenchmarkEvalOverhead).
-func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.EvalItem) (*pending, error)) error {
+func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.EvalItem) (*pending, error), maxParallel int) error {
 	before := make([]store.EvalItem, len(its))
 	pend := make([]*pending, len(its))
 	errs := make([]error, len(its)+1)
@@ -275,7 +281,7 @@ func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.E
 	if evalID == "" {
 		return errors.Join(errs...)
 	}
-	now := e.cfg.Now()
+	at := e.cfg.Now()
 	recorded := make([]*store.EvalItem, len(its))
 	var inserted []string
 	found := false // a job found by its key: the next pass reads it
@@ -285,11 +291,32 @@ func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.E
 		if err != nil {
 			return err
 		}
+		starts := 0
+		for i := range its {
+			if before[i].State == store.ItemQueued {
+				starts++
+			}
+		}
+		open, err := tx.EvalOpenItems(evalID, starts)
+		if err != nil {
+			return err
+		}
+		now := make(map[string]store.EvalItem, len(open))
+		running := 0
+		for _, it := range open {
+			now[it.Key] = it
+			if it.State != store.ItemQueued {
+				running++
+			}
+		}
 		for i, it := range its {
 			recorded[i] = nil
 			cur := *it
-			if errs[i] != nil {
-				continue
+			if n, ok := now[it.Key]; errs[i] != nil || !ok || n.State != before[i].State || n.AgentJob != before[i].AgentJob || n.GradeJob != before[i].GradeJob {
+				continue // moved meanwhile, by a hand-off
+			}
+			if pend[i] != nil && before[i].State == store.ItemQueued && running >= maxParallel {
+				continue // a hand-off started another in its place
 			}
 			if ev.State != store.EvalRunning && (pend[i] != nil || cur.State.Terminal()) {
 				// Cancelled meanwhile: the cancel skipped the item (or the
@@ -309,10 +336,11 @@ func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.E
 			if cur.State == before[i].State {
 				continue
 			}
-			cur.UpdatedAt = now
+			cur.UpdatedAt = at
 			if err := tx.PutEvalItem(cur); err != nil {
 				return err
 			}
+			running += runs(cur) - runs(before[i])
 			recorded[i] = &cur
 		}
 		return nil
@@ -341,6 +369,14 @@ func (e *Evals) move(ctx context.Context, its []*store.EvalItem, f func(*store.E
 	return errors.Join(errs...)
 }
 
+// runs is 1 for an item at its agent or grading.
+func runs(it store.EvalItem) int {
+	if it.State == store.ItemAgent || it.State == store.ItemGrading {
+		return 1
+	}
+	return 0
+}
+
 func instanceOf(it *store.EvalItem) (apitypes.EvalInstance, error) {
 	var in apitypes.EvalInstance
 	if err := json.Unmarshal([]byte(it.Instance), &in); err != nil {
@@ -357,7 +393,7 @@ func jobKey(it *store.EvalItem, what string) string {
 // startAgent submits an item's agent job at its base, the problem
 // statement its prompt. Like agentDone and graded, it moves the item and
 // leaves writing the job and recording the item to move.
-func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem) (*pending, error) {
+func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, prep preparer) (*pending, error) {
 	in, err := instanceOf(it)
 	if err != nil {
 		return nil, err
@@ -370,7 +406,7 @@ func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p 
 		// AGENT:ACCOUNT pins the job to the account (checked at the start).
 		req.Agent, req.Account = a.Agent, a.Account
 	}
-	sub, err := e.core.Prepare(ctx, c, req)
+	sub, err := prep(ctx, c, req)
 	if isRefusal(err) {
 		it.State, it.Reason = store.ItemUnresolved, "its agent job was refused: "+rules.Clip(err.Error(), 300)
 		return nil, nil
@@ -385,14 +421,14 @@ func (e *Evals) startAgent(ctx context.Context, c call.Caller, ev store.Eval, p 
 // unresolved, and the evaluation is woken, a place freed that its pass
 // counted as taken.
 func (e *Evals) agentDone(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView) (*pending, error) {
-	g, err := e.grade(ctx, c, ev, p, it, v)
+	g, err := e.grade(ctx, c, ev, p, it, v, e.core.Prepare)
 	if err == nil && it.State.Terminal() {
 		e.wake(it.EvalID)
 	}
 	return g, err
 }
 
-func (e *Evals) grade(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView) (*pending, error) {
+func (e *Evals) grade(ctx context.Context, c call.Caller, ev store.Eval, p Params, it *store.EvalItem, v apitypes.JobView, prep preparer) (*pending, error) {
 	in, err := instanceOf(it)
 	if err != nil {
 		return nil, err
@@ -419,7 +455,7 @@ func (e *Evals) grade(ctx context.Context, c call.Caller, ev store.Eval, p Param
 	}
 	req := apitypes.SubmitRequest{Agent: "exec", Key: jobKey(it, "grade"), Mode: protocol.ModeObserve, Network: []string{"none"},
 		Repo: &apitypes.SubmitRepo{Project: in.Repo, Base: graded}, Args: gradeArgs(in, p.GradeWallS), Image: in.Image}
-	sub, err := e.core.Prepare(ctx, c, req)
+	sub, err := prep(ctx, c, req)
 	if isRefusal(err) {
 		it.State, it.Reason = store.ItemUnresolved, "its grading job was refused: "+rules.Clip(err.Error(), 300)
 		return nil, nil

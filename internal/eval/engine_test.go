@@ -165,7 +165,7 @@ func TestEvalRunsEachSampleOnceAndGradesItApart(t *testing.T) {
 	st := newStore(t)
 	core := &fakeJobsCore{jobs: map[string]*apitypes.JobView{}, reqs: map[string]apitypes.SubmitRequest{}, byKey: map[string]string{}, subs: map[string]int{}}
 	ctx, stop := context.WithCancel(t.Context())
-	e := New(ctx, core, Config{Store: st, Sweep: 10 * time.Millisecond})
+	e := New(ctx, core, Config{Lazy: time.Millisecond, Store: st, Sweep: 10 * time.Millisecond})
 	req := apitypes.EvalRunRequest{Key: "k", Agent: "claude", MaxParallel: 1, Lines: []apitypes.EvalLine{
 		{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", missingBase)},
 	}}
@@ -198,7 +198,7 @@ func TestEvalRunsEachSampleOnceAndGradesItApart(t *testing.T) {
 	// A restarted engine carries on and submits nothing anew.
 	stop()
 	e.Wait()
-	e = New(t.Context(), core, Config{Store: st, Sweep: 10 * time.Millisecond})
+	e = New(t.Context(), core, Config{Lazy: time.Millisecond, Store: st, Sweep: 10 * time.Millisecond})
 	e.JobChanged(core.end(key("a", "grade"), job.Completed, 0))
 	waitFor(t, "b's agent job", func() bool { return core.has(key("b", "agent")) })
 	e.JobChanged(core.end(key("b", "agent"), job.Completed, 0))
@@ -230,7 +230,7 @@ func TestEvalRunsEachSampleOnceAndGradesItApart(t *testing.T) {
 // max_cost, the samples not started are skipped, not counted.
 func TestEvalWaitsWithParkedJobsAndSkipsPastMaxCost(t *testing.T) {
 	core := newFakeJobsCore()
-	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: 10 * time.Millisecond})
+	e := New(t.Context(), core, Config{Lazy: time.Millisecond, Store: newStore(t), Sweep: 10 * time.Millisecond})
 	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 2, MaxCostUSD: 0.4,
 		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
 	if err != nil {
@@ -283,7 +283,7 @@ func TestListEvalsKeepsToWhatTheCallerMaySee(t *testing.T) {
 		t.Fatal(err)
 	}
 	var clock atomic.Int64 // seconds: each evaluation is newer than the last
-	e := New(t.Context(), newFakeJobsCore(), Config{Store: st, Sweep: time.Hour, Now: func() time.Time {
+	e := New(t.Context(), newFakeJobsCore(), Config{Lazy: time.Millisecond, Store: st, Sweep: time.Hour, Now: func() time.Time {
 		return time.Unix(1000+clock.Add(1), 0)
 	}})
 	start := func(c call.Caller, lines ...apitypes.EvalLine) string {
@@ -349,7 +349,7 @@ func TestListEvalsKeepsToWhatTheCallerMaySee(t *testing.T) {
 // before anything starts.
 func TestEvalAgentWithAnAccountPinsIt(t *testing.T) {
 	core := newFakeJobsCore()
-	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: 10 * time.Millisecond})
+	e := New(t.Context(), core, Config{Lazy: time.Millisecond, Store: newStore(t), Sweep: 10 * time.Millisecond})
 	for _, agent := range []string{"nosuch", "nosuch:acct", "native:bad\x1b", "shell"} {
 		if _, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: agent,
 			Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}}}); !errors.As(err, new(*call.Refusal)) {
@@ -408,7 +408,7 @@ func (b *barrierCore) Prepare(ctx context.Context, c call.Caller, req apitypes.S
 // agents ended together.
 func TestEvalSubmitsTheSamplesItStartsAtOnce(t *testing.T) {
 	core := &barrierCore{fakeJobsCore: newFakeJobsCore(), want: 3, all: make(chan struct{})}
-	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: time.Hour})
+	e := New(t.Context(), core, Config{Lazy: time.Millisecond, Store: newStore(t), Sweep: time.Hour})
 	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 3,
 		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
 	if err != nil {
@@ -471,7 +471,7 @@ func (s *countingStore) Write(ctx context.Context, fn func(store.Tx) error) erro
 func TestEvalRecordsAPassInOneWrite(t *testing.T) {
 	core := newFakeJobsCore()
 	st := &countingStore{Store: newStore(t)}
-	e := New(t.Context(), core, Config{Store: st, Sweep: time.Hour})
+	e := New(t.Context(), core, Config{Lazy: time.Millisecond, Store: st, Sweep: time.Hour})
 	// The evaluation's start is one write; its first pass may record the
 	// three samples before StartEval returns.
 	started := st.writes.Load()
@@ -507,7 +507,7 @@ func TestEvalRecordsAPassInOneWrite(t *testing.T) {
 func TestEvalPassEndsAndStartsInOneWrite(t *testing.T) {
 	core := newFakeJobsCore()
 	st := &countingStore{Store: newStore(t)}
-	e := New(t.Context(), core, Config{Store: st, Sweep: time.Hour})
+	e := New(t.Context(), core, Config{Lazy: time.Millisecond, Store: st, Sweep: time.Hour})
 	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 1,
 		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}}})
 	if err != nil {
@@ -567,7 +567,7 @@ func (tx readCountingTx) EvalOpenItems(id string, queued int) ([]store.EvalItem,
 func TestEvalPassReadsOnlyItsOpenItems(t *testing.T) {
 	core := newFakeJobsCore()
 	st := &readCountingStore{Store: newStore(t)}
-	e := New(t.Context(), core, Config{Store: st, Sweep: time.Hour})
+	e := New(t.Context(), core, Config{Lazy: time.Millisecond, Store: st, Sweep: time.Hour})
 	var lines []apitypes.EvalLine
 	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
 	for i, id := range ids {
@@ -610,7 +610,7 @@ func (f *fakeJobsCore) Cancel(_ context.Context, _ call.Caller, id string) error
 // pass after it stops that one too.
 func TestCancelEvalStopsWhatIsNotOver(t *testing.T) {
 	core := newFakeJobsCore()
-	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: time.Hour})
+	e := New(t.Context(), core, Config{Lazy: time.Millisecond, Store: newStore(t), Sweep: time.Hour})
 	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 1,
 		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
 	if err != nil {
@@ -656,7 +656,7 @@ func TestCancelEvalStopsWhatIsNotOver(t *testing.T) {
 // line whose image is bad is refused with the reason and the run goes on.
 func TestEvalInstanceImageRunsBothJobs(t *testing.T) {
 	core := newFakeJobsCore()
-	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: 10 * time.Millisecond})
+	e := New(t.Context(), core, Config{Lazy: time.Millisecond, Store: newStore(t), Sweep: 10 * time.Millisecond})
 	good, bad := inst("a", goodBase), inst("b", goodBase)
 	good.Image, bad.Image = "swebench/sweb.eval.x86_64.a-1", "--privileged"
 	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude",
@@ -688,7 +688,7 @@ func TestEvalInstanceImageRunsBothJobs(t *testing.T) {
 // (that pass made every job end that came meanwhile wait for it).
 func TestEvalPassReadsOnlyTheJobsThatChanged(t *testing.T) {
 	core := newFakeJobsCore()
-	e := New(t.Context(), core, Config{Store: newStore(t), Sweep: time.Hour})
+	e := New(t.Context(), core, Config{Lazy: time.Millisecond, Store: newStore(t), Sweep: time.Hour})
 	v, _, err := e.StartEval(t.Context(), alice, apitypes.EvalRunRequest{Agent: "claude", MaxParallel: 3,
 		Lines: []apitypes.EvalLine{{Line: 1, Instance: inst("a", goodBase)}, {Line: 2, Instance: inst("b", goodBase)}, {Line: 3, Instance: inst("c", goodBase)}}})
 	if err != nil {

@@ -80,6 +80,9 @@ type Config struct {
 	// Sweep is how often the leader looks at every running evaluation,
 	// besides when one of its jobs changes; 0 is DefaultSweep.
 	Sweep time.Duration
+	// Lazy is how soon a change of an evaluation's job is taken up by a
+	// pass; 0 is LazyWake.
+	Lazy time.Duration
 }
 
 // DefaultSweep bounds how long an evaluation waits on a change this hub
@@ -103,6 +106,11 @@ type Evals struct {
 
 	// adv advances an evaluation, one pass at a time.
 	adv *coalesce.Runner
+	// tell tells the hub of the jobs hand-offs submitted (untold), in the
+	// background: its git process (the job's ref) held up the runner's
+	// finish.
+	tell   *coalesce.Runner
+	untold []Submission
 
 	mu sync.Mutex
 	// watch maps the jobs of running items to their evaluations, from the
@@ -112,12 +120,17 @@ type Evals struct {
 	watch   map[string]string
 	changed map[string]bool
 	full    map[string]bool
+	// lazy holds the evaluations a pass is due for within LazyWake.
+	lazy map[string]bool
 }
 
 // New is an Evals over core, whose background work lives as long as ctx.
 func New(ctx context.Context, core Core, cfg Config) *Evals {
 	if cfg.Sweep == 0 {
 		cfg.Sweep = DefaultSweep
+	}
+	if cfg.Lazy == 0 {
+		cfg.Lazy = LazyWake
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -126,10 +139,24 @@ func New(ctx context.Context, core Core, cfg Config) *Evals {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Evals{core: core, cfg: cfg, log: cfg.Logger, ctx: ctx,
-		watch: map[string]string{}, changed: map[string]bool{}, full: map[string]bool{}}
+		watch: map[string]string{}, changed: map[string]bool{}, full: map[string]bool{}, lazy: map[string]bool{}}
 	e.adv = coalesce.New(ctx, func(ctx context.Context, id string) {
 		if err := e.advance(ctx, id); err != nil && ctx.Err() == nil {
 			e.log.Warn("could not advance an evaluation; the sweep tries again", "eval", id, "err", err)
+		}
+	})
+	e.tell = coalesce.New(ctx, func(ctx context.Context, _ string) {
+		for {
+			e.mu.Lock()
+			subs := e.untold
+			e.untold = nil
+			e.mu.Unlock()
+			if len(subs) == 0 {
+				return
+			}
+			for _, s := range subs {
+				s.Submitted(ctx)
+			}
 		}
 	})
 	e.wg.Add(1)
@@ -141,19 +168,37 @@ func New(ctx context.Context, core Core, cfg Config) *Evals {
 func (e *Evals) Wait() {
 	e.wg.Wait()
 	e.adv.Wait()
+	e.tell.Wait()
 }
 
-// JobChanged wakes the evaluation a job belongs to, if any.
+// LazyWake is how soon a change of one of an evaluation's jobs is taken
+// up by a pass. A runner's finish hands the job's sample on at once
+// (JobEnded), and wakes the pass itself when it leaves it something: the
+// pass is for the other changes (a job cancelled or expired, one finished
+// on another hub), and at every offer and start it only read, as many
+// passes as jobs (BenchmarkEvalOverhead).
+const LazyWake = 500 * time.Millisecond
+
+// JobChanged has the evaluation a job belongs to, if any, advanced within
+// Config.Lazy.
 func (e *Evals) JobChanged(jobID string) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	id, ok := e.watch[jobID]
-	if ok {
-		e.changed[jobID] = true
+	if !ok {
+		return
 	}
-	e.mu.Unlock()
-	if ok {
+	e.changed[jobID] = true
+	if e.lazy[id] {
+		return
+	}
+	e.lazy[id] = true
+	time.AfterFunc(e.cfg.Lazy, func() {
+		e.mu.Lock()
+		delete(e.lazy, id)
+		e.mu.Unlock()
 		e.wake(id)
-	}
+	})
 }
 
 // watchNew watches job jobID of evaluation evalID from its insert on,

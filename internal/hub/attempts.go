@@ -289,8 +289,9 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		return protocol.FinishAck{}, err
 	}
 	intended := false // a publication recorded with the completion, for JobCompleted
+	var ended func(context.Context)
 	ack, replay, err := ledgered(ctx, h, c.runnerID, reqID, func(tx store.Tx) (protocol.FinishAck, error) {
-		intended = false
+		intended, ended = false, nil
 		a, j, err := loadFenced(tx, c.runnerID, fin.AttemptRef)
 		if err != nil {
 			return protocol.FinishAck{}, err
@@ -339,8 +340,11 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 		// A pipeline's step publishes nothing on its own: its publish
 		// step does; nor does an evaluation's job.
 		if !pipeline.OwnsKey(j.Key) && !eval.OwnsKey(j.Key) {
-			intended, err = publish.Intent(tx, j, h.now())
+			if intended, err = publish.Intent(tx, j, h.now()); err != nil {
+				return protocol.FinishAck{}, err
+			}
 		}
+		ended, err = h.jobEnded(ctx, tx, j)
 		return protocol.FinishAck{}, err
 	})
 	if err != nil {
@@ -356,6 +360,9 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 	}
 	if !replay {
 		h.reg.removeActive(c.runnerID, fin.Attempt)
+		if ended != nil {
+			ended(ctx)
+		}
 		h.notify(fin.Job)
 		h.kick()
 		if intended {

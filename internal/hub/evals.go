@@ -23,7 +23,7 @@ var _ eval.Core = evalCore{}
 // evaluation's write that records its item (Insert), so that a pass's
 // submissions and records are one commit, not one each.
 func (a evalCore) Prepare(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (eval.Submission, error) {
-	s, err := a.h.prepareSubmit(ctx, c, req)
+	s, err := a.h.prepareSubmit(ctx, nil, c, req)
 	if err != nil {
 		return nil, err
 	}
@@ -69,19 +69,65 @@ func (a evalCore) Jobs(ctx context.Context, ids []string) ([]apitypes.JobView, e
 			} else if err != nil {
 				return fmt.Errorf("read job %s: %w", id, err)
 			}
-			atts, err := tx.Attempts(id)
-			if err != nil {
-				return fmt.Errorf("read job %s's attempts: %w", id, err)
+			if vs[i], err = evalJobView(tx, j); err != nil {
+				return err
 			}
-			v := apitypes.JobView{ID: j.ID, State: j.State, Reason: j.Reason, ExitCode: j.ExitCode, Head: j.Head,
-				Attempts: make([]apitypes.AttemptView, len(atts))}
-			for k, at := range atts {
-				v.Attempts[k] = apitypes.AttemptView{ID: at.ID, Number: at.Epoch, State: at.State, Reason: at.Reason,
-					Message: at.Message, Usage: attemptUsage(at)}
-			}
-			vs[i] = v
 		}
 		return nil
 	})
 	return vs, err
+}
+
+// evalJobView is as much of job j's view as an evaluation reads.
+func evalJobView(tx store.Tx, j store.Job) (apitypes.JobView, error) {
+	atts, err := tx.Attempts(j.ID)
+	if err != nil {
+		return apitypes.JobView{}, fmt.Errorf("read job %s's attempts: %w", j.ID, err)
+	}
+	v := apitypes.JobView{ID: j.ID, State: j.State, Reason: j.Reason, ExitCode: j.ExitCode, Head: j.Head,
+		Attempts: make([]apitypes.AttemptView, len(atts))}
+	for k, at := range atts {
+		v.Attempts[k] = apitypes.AttemptView{ID: at.ID, Number: at.Epoch, State: at.State, Reason: at.Reason,
+			Message: at.Message, Usage: attemptUsage(at)}
+	}
+	return v, nil
+}
+
+// evalEnder hands the end of an evaluation's job to internal/eval in the
+// write that ends it (eval.Evals.JobEnded): its sample's next job goes in
+// the same commit.
+type evalEnder struct{ h *Hub }
+
+func (a evalEnder) JobEnded(ctx context.Context, tx store.Tx, j store.Job) (func(context.Context), error) {
+	if !eval.OwnsKey(j.Key) {
+		return nil, nil
+	}
+	return a.h.evals.JobEnded(ctx, evalEnding{a.h, tx, j}, j.ID, j.Key)
+}
+
+// evalEnding is the core in the write that ends job j.
+type evalEnding struct {
+	h  *Hub
+	tx store.Tx
+	j  store.Job
+}
+
+var _ eval.Ending = evalEnding{}
+
+func (x evalEnding) Tx() store.Tx { return x.tx }
+
+func (x evalEnding) Caller(userID string) (call.Caller, error) { return userPrincipal(x.tx, userID) }
+
+func (x evalEnding) Job() (apitypes.JobView, error) { return evalJobView(x.tx, x.j) }
+
+// Prepare checks req as a submit does, in the write; what would run git
+// there is left to the evaluation's pass.
+func (x evalEnding) Prepare(ctx context.Context, c call.Caller, req apitypes.SubmitRequest) (eval.Submission, error) {
+	s, err := x.h.prepareSubmit(ctx, x.tx, c, req)
+	if errors.Is(err, errOutsideWrite) {
+		return nil, eval.ErrOutsideWrite
+	} else if err != nil {
+		return nil, err
+	}
+	return evalSubmission{x.h, s}, nil
 }

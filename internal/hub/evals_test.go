@@ -140,18 +140,24 @@ func TestEvalJobsReadAsTheirViews(t *testing.T) {
 }
 
 // jobItemStore notes, of each committed write, the evaluation jobs it
-// inserted and how many of them the same write did not record in their
-// items.
+// inserted, how many of them the same write did not record in their
+// items, and how many went in with a finish (an attempt ended).
 type jobItemStore struct {
 	store.Store
-	mu          sync.Mutex
-	jobs, alone int
+	mu                      sync.Mutex
+	jobs, alone, withFinish int
 }
 
 type jobItemTx struct {
 	store.Tx
 	inserted []string
 	items    map[string]bool
+	finish   bool
+}
+
+func (t *jobItemTx) UpdateAttempt(a store.Attempt) error {
+	t.finish = t.finish || a.FinishedAt != nil
+	return t.Tx.UpdateAttempt(a)
 }
 
 func (s *jobItemStore) Write(ctx context.Context, fn func(store.Tx) error) error {
@@ -166,6 +172,9 @@ func (s *jobItemStore) Write(ctx context.Context, fn func(store.Tx) error) error
 			s.jobs++
 			if !w.items[id] {
 				s.alone++
+			}
+			if w.finish {
+				s.withFinish++
 			}
 		}
 		s.mu.Unlock()
@@ -191,6 +200,12 @@ func (t *jobItemTx) PutEvalItem(it store.EvalItem) error {
 // waiting on it, several commits long: BenchmarkEvalOverhead). A hub
 // that dies between the two has neither, and a job found by its key is
 // not submitted again.
+//
+// And it goes in with the finish of the job before it (a hand-off,
+// eval.Evals.JobEnded): an agent job that left the base as it was is
+// followed by its grading job, a grading job by the next sample's agent
+// job, in the commit that ends it, with no pass to wait for. Only the
+// first max_parallel agent jobs are a pass's.
 func TestEvalJobGoesInWithItsItem(t *testing.T) {
 	t.Parallel()
 	var st *jobItemStore
@@ -211,5 +226,8 @@ func TestEvalJobGoesInWithItsItem(t *testing.T) {
 	defer st.mu.Unlock()
 	if st.jobs != 2*n || st.alone != 0 {
 		t.Fatalf("%d evaluation jobs inserted, %d of them in a write that did not record their item; want %d, none", st.jobs, st.alone, 2*n)
+	}
+	if st.withFinish != 2*n-2 {
+		t.Fatalf("%d of %d evaluation jobs inserted with the finish of the job before them; want all but the first 2", st.withFinish, st.jobs)
 	}
 }

@@ -75,6 +75,8 @@ type Hub struct {
 	// this hub makes or hears of (pipelines, and any later one); each
 	// JobChanged returns at once.
 	watchers []jobWatcher
+	// enders act on a job's end in the write that ends it (jobend.go)
+	enders []jobEnder
 	// threads keeps the forge threads jobs work for (internal/forgethread)
 	threads *forgethread.Service
 	metrics *metrics
@@ -214,6 +216,7 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Hub, error) {
 	h.watchers = append(h.watchers, h.pipelines) // a pipeline's step may be ready now
 	h.evals = eval.New(bgctx, evalCore{pipelineCore{h}}, eval.Config{Store: st, Git: cfg.Git, Logger: cfg.Logger, Now: h.now})
 	h.watchers = append(h.watchers, h.evals) // an evaluation's item may be ready to grade
+	h.enders = append(h.enders, evalEnder{h})
 	h.threads = forgethread.New(bgctx, threadCore{h}, forgethread.Config{Store: st, Logger: cfg.Logger, Now: h.now})
 	h.watchers = append(h.watchers, h.threads) // a thread's status comment may show a change
 	var fwCore forgework.Core = forgeworkCore{h}

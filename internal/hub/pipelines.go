@@ -45,7 +45,7 @@ func (a pipelineCore) MaySee(ctx context.Context, c call.Caller, project, reques
 func (a pipelineCore) Source(ctx context.Context, c call.Caller, project, base string) (string, error) {
 	var j store.Job
 	req := apitypes.SubmitRequest{Agent: "exec", Repo: &apitypes.SubmitRepo{Project: project, Base: base}}
-	if err := a.h.checkSource(ctx, c, req, &j); err != nil {
+	if err := a.h.checkSource(ctx, nil, c, req, &j); err != nil {
 		return "", err
 	}
 	if j.RepoURL != "" {

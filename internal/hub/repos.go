@@ -48,8 +48,12 @@ func (h *Hub) sourceSpec(tx store.Tx, c *runnerSession, j store.Job, spec *proto
 
 // checkSource validates a submission's context files, repository and mode
 // and fills the job's source fields. For a hosted project the base must
-// already be on the hub and its tree must be one drover supports.
-func (h *Hub) checkSource(ctx context.Context, p call.Caller, req apitypes.SubmitRequest, j *store.Job) error {
+// already be on the hub and its tree must be one drover supports. In, if
+// not nil, is the write the job goes in: the project is read there, and a
+// check that would run git (a base not checked in the last minutes,
+// sparse paths) is errOutsideWrite, never a git process while the write holds
+// the store.
+func (h *Hub) checkSource(ctx context.Context, in store.Tx, p call.Caller, req apitypes.SubmitRequest, j *store.Job) error {
 	if err := rules.CheckContextFiles(req.Context); err != nil {
 		return call.BadRequest("%v", err)
 	}
@@ -82,7 +86,7 @@ func (h *Hub) checkSource(ctx context.Context, p call.Caller, req apitypes.Submi
 		return call.BadRequest("mode %q: want %s or %s", mode, protocol.ModeFix, protocol.ModeObserve)
 	}
 	var remote string
-	err := h.store.Read(ctx, func(tx store.Tx) error {
+	read := func(tx store.Tx) error {
 		prj, err := tx.Project(project)
 		if errors.Is(err, store.ErrNotFound) {
 			return call.BadRequest("project %s has no repository on the hub: push the commit first (drover run --repo does it)", project)
@@ -96,13 +100,22 @@ func (h *Hub) checkSource(ctx context.Context, p call.Caller, req apitypes.Submi
 		remote = prj.Remote
 		j.Network, err = jobNetwork(&prj, req.Network)
 		return err
-	})
+	}
+	var err error
+	if in != nil {
+		err = read(in)
+	} else {
+		err = h.store.Read(ctx, read)
+	}
 	if err != nil {
 		return fmt.Errorf("look up project %s: %w", project, err)
 	}
 	if remote == "" {
 		if !h.repos.Exists(project) {
 			return call.BadRequest("project %s has no repository on the hub: push the commit first (drover run --repo does it)", project)
+		}
+		if in != nil && (len(j.Sparse) > 0 || !h.sources.passed(project, base, h.now())) {
+			return errOutsideWrite
 		}
 		if !h.sources.passed(project, base, h.now()) {
 			ok, err := h.repos.HasCommit(ctx, project, base)
@@ -124,6 +137,10 @@ func (h *Hub) checkSource(ctx context.Context, p call.Caller, req apitypes.Submi
 	j.Project, j.Base, j.Head, j.Mode, j.RepoURL = project, base, base, mode, remote
 	return nil
 }
+
+// errOutsideWrite is a check asked for in a write that runs git or asks a
+// forge: the caller checks outside it.
+var errOutsideWrite = errors.New("the check runs git or asks a forge: only outside a write")
 
 // pinBase points a new job's ref at its base, so the base stays reachable
 // and `git fetch HUB/git/PROJECT refs/drover/jobs/JOB` works from the

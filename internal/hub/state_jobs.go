@@ -119,7 +119,7 @@ func validateSubmit(req apitypes.SubmitRequest) error {
 // SubmitJob queues a new job for p, or finds the one p submitted earlier
 // with the same idempotency key.
 func (h *Hub) SubmitJob(ctx context.Context, p call.Caller, req apitypes.SubmitRequest) (call.Submitted, error) {
-	s, err := h.prepareSubmit(ctx, p, req)
+	s, err := h.prepareSubmit(ctx, nil, p, req)
 	if err != nil {
 		return call.Submitted{}, err
 	}
@@ -142,8 +142,9 @@ type submission struct {
 	now         time.Time
 }
 
-// prepareSubmit checks req and its source for p, outside any write.
-func (h *Hub) prepareSubmit(ctx context.Context, p call.Caller, req apitypes.SubmitRequest) (*submission, error) {
+// prepareSubmit checks req and its source for p, outside any write, or in
+// in, the write its job goes in, as checkSource does.
+func (h *Hub) prepareSubmit(ctx context.Context, in store.Tx, p call.Caller, req apitypes.SubmitRequest) (*submission, error) {
 	if err := validateSubmit(req); err != nil {
 		return nil, err
 	}
@@ -157,13 +158,16 @@ func (h *Hub) prepareSubmit(ctx context.Context, p call.Caller, req apitypes.Sub
 		Image: req.Image,
 	}}
 	if req.Repo != nil && req.Repo.FromPR != 0 {
+		if in != nil {
+			return nil, errOutsideWrite
+		}
 		pub, err := h.startFromPR(ctx, p, &req)
 		if err != nil {
 			return nil, err
 		}
 		s.planned, s.req = &pub, req
 	}
-	if err := h.checkSource(ctx, p, s.req, &s.prepared); err != nil {
+	if err := h.checkSource(ctx, in, p, s.req, &s.prepared); err != nil {
 		return nil, err
 	}
 	s.j = s.prepared

@@ -296,6 +296,13 @@ type Tx interface {
 	PutEvalItem(i EvalItem) error
 	EvalItems(evalID string) ([]EvalItem, error)
 	EvalOpenItems(evalID string, queued int) ([]EvalItem, error)
+	// EvalItem reads an evaluation's item by key (ErrNotFound);
+	// EvalRunning counts its items at their agent or grading and lists
+	// its first queued ones up to queued, by line then key: what a job's
+	// hand-off reads in the write that ends the job, without the running
+	// items' rows.
+	EvalItem(evalID, key string) (EvalItem, error)
+	EvalRunning(evalID string, queued int) (running int, next []EvalItem, err error)
 
 	// Project members (the owner is one too, added with the project).
 	// AddMember of a member is ErrConflict; RemoveMember of a non-member is

@@ -119,4 +119,19 @@ func testEvalOpenItems(t *testing.T, s store.Store) {
 	equal(t, "EvalOpenItems, 2 queued", open(2), []store.EvalItem{q1, gr, ag, q2})
 	equal(t, "EvalOpenItems, all queued", open(10), []store.EvalItem{q1, gr, ag, q2, q3})
 	equal(t, "EvalOpenItems of none", get(t, s, func(tx store.Tx) ([]store.EvalItem, error) { return tx.EvalOpenItems("e-9", 5) }), nil)
+
+	// EvalItem reads one by key; EvalRunning counts the running ones and
+	// lists the first queued.
+	equal(t, "EvalItem", get(t, s, func(tx store.Tx) (store.EvalItem, error) { return tx.EvalItem("e-5", "gr") }), gr)
+	readErr(t, s, "EvalItem of a missing key", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.EvalItem("e-5", "nope"); return err })
+	type room struct {
+		N    int
+		Next []store.EvalItem
+	}
+	running := func(id string, queued int) room {
+		return get(t, s, func(tx store.Tx) (room, error) { n, next, err := tx.EvalRunning(id, queued); return room{n, next}, err })
+	}
+	equal(t, "EvalRunning, no queued", running("e-5", 0), room{2, nil})
+	equal(t, "EvalRunning, 2 queued", running("e-5", 2), room{2, []store.EvalItem{q1, q2}})
+	equal(t, "EvalRunning of none", running("e-9", 1), room{0, nil})
 }
