@@ -2,11 +2,12 @@ package hub
 
 import (
 	"context"
-	"drover/internal/tick"
 	"log/slog"
 	"os"
 	"syscall"
 	"time"
+
+	"drover/internal/tick"
 )
 
 // Open descriptors against the limit: warned of at nofileWarn of the soft
