@@ -4,10 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,18 +54,45 @@ type evalOverhead struct {
 }
 
 // storeCounts counts a hub's transactions: its writes (each a commit),
-// its reads, and its evaluations' passes (a pass reads the open items once).
-type storeCounts struct{ writes, reads, passes atomic.Int64 }
+// its reads, and its evaluations' passes (a pass reads the open items
+// once); and the writes' time: from Write to its return (queued, run,
+// committed), and in their fns, which hold the single writer. by is the
+// writes' count and time in their fns by the function that wrote
+// (offer, accept, finish, submit): where the writer's time went.
+type storeCounts struct {
+	writes, reads, passes, writeNs, fnNs atomic.Int64
+	mu                                   sync.Mutex
+	by                                   map[string]*[2]int64
+}
 
-// storeCount is storeCounts at a moment, or between two.
-type storeCount struct{ writes, reads, passes int64 }
+// logWrites logs the writes by function since the last call, for side.
+func (c *storeCounts) logWrites(t testing.TB, side string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(c.by)) {
+		if v := c.by[k]; v[0] >= 100 {
+			t.Logf("%s: %d writes by %s, %v each in its fn", side, v[0], k, time.Duration(v[1]/v[0]))
+		}
+	}
+	c.by = nil
+}
 
+// storeCount is storeCounts at a moment, or between two (cpuNs: the
+// process's CPU time).
+type storeCount struct{ writes, reads, passes, writeNs, fnNs, cpuNs int64 }
+
+// now is c at this moment, and the process's CPU time so far (user and
+// system): each side's, as the sides run one after the other.
 func (c *storeCounts) now() storeCount {
-	return storeCount{c.writes.Load(), c.reads.Load(), c.passes.Load()}
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return storeCount{c.writes.Load(), c.reads.Load(), c.passes.Load(), c.writeNs.Load(), c.fnNs.Load(),
+		ru.Utime.Nano() + ru.Stime.Nano()}
 }
 
 func (c storeCount) add(from, to storeCount) storeCount {
-	return storeCount{c.writes + to.writes - from.writes, c.reads + to.reads - from.reads, c.passes + to.passes - from.passes}
+	return storeCount{c.writes + to.writes - from.writes, c.reads + to.reads - from.reads, c.passes + to.passes - from.passes,
+		c.writeNs + to.writeNs - from.writeNs, c.fnNs + to.fnNs - from.fnNs, c.cpuNs + to.cpuNs - from.cpuNs}
 }
 
 type countingStore struct {
@@ -75,7 +107,33 @@ func (s countingStore) Read(ctx context.Context, fn func(store.Tx) error) error 
 
 func (s countingStore) Write(ctx context.Context, fn func(store.Tx) error) error {
 	s.c.writes.Add(1)
-	return s.Store.Write(ctx, fn)
+	at := time.Now()
+	var pcs [1]uintptr
+	runtime.Callers(3, pcs[:]) // Write's caller's caller: the function that writes
+	name := strings.TrimPrefix(runtime.FuncForPC(pcs[0]).Name(), "drover/internal/")
+	defer func() { s.c.writeNs.Add(int64(time.Since(at))) }()
+	return s.Store.Write(ctx, func(tx store.Tx) error {
+		at := time.Now()
+		defer func() { s.c.wrote(name, int64(time.Since(at))) }()
+		return fn(tx)
+	})
+}
+
+// wrote counts a write's fn by the function that wrote, d long.
+func (c *storeCounts) wrote(name string, d int64) {
+	c.fnNs.Add(d)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.by == nil {
+		c.by = map[string]*[2]int64{}
+	}
+	v := c.by[name]
+	if v == nil {
+		v = new([2]int64)
+		c.by[name] = v
+	}
+	v[0]++
+	v[1] += d
 }
 
 type countingTx struct {
@@ -118,7 +176,14 @@ func BenchmarkEvalOverhead(b *testing.B) {
 	per := float64(m.instances)
 	b.ReportMetric(m.evalWall.Seconds()*1e3/float64(b.N), "eval-ms")
 	b.ReportMetric(m.plainWall.Seconds()*1e3/float64(b.N), "plain-ms")
-	b.ReportMetric(float64(m.evalWall)/float64(m.plainWall), "ratio")
+	ratio := func(x, y int64) float64 { // 0 with one side run alone
+		if x == 0 || y == 0 {
+			return 0
+		}
+		return float64(x) / float64(y)
+	}
+	b.ReportMetric(ratio(int64(m.evalWall), int64(m.plainWall)), "ratio")
+	b.ReportMetric(ratio(m.eval.cpuNs, m.plain.cpuNs), "cpu-ratio")
 	b.ReportMetric(m.started.Seconds()*1e3/float64(b.N), "start-ms")
 	b.ReportMetric(float64(m.heap)/per/1024, "heap-KiB/instance")
 	b.ReportMetric(float64(m.evalEvents)/per, "events/instance")
@@ -132,10 +197,16 @@ func BenchmarkEvalOverhead(b *testing.B) {
 	b.Logf("%d instances, max_parallel %d, on %d runners: %v per evaluation (%v of it in StartEval), %v for the same %d jobs plain (%.2f×); "+
 		"heap retained %.1f KiB per instance; %.1f events stored per instance (plain: %.1f), and an item of %.0f bytes",
 		n, parallel, parallel, (m.evalWall / time.Duration(b.N)).Round(time.Millisecond), (m.started / time.Duration(b.N)).Round(time.Millisecond),
-		(m.plainWall / time.Duration(b.N)).Round(time.Millisecond), 2*n, float64(m.evalWall)/float64(m.plainWall),
+		(m.plainWall / time.Duration(b.N)).Round(time.Millisecond), 2*n, ratio(int64(m.evalWall), int64(m.plainWall)),
 		float64(m.heap)/per/1024, float64(m.evalEvents)/per, float64(m.plainEvents)/per, float64(m.itemBs)/per)
 	b.Logf("per instance: %.2f passes; %.2f commits (plain: %.2f); %.2f reads (plain: %.2f)",
 		float64(m.eval.passes)/per, float64(m.eval.writes)/per, float64(m.plain.writes)/per, float64(m.eval.reads)/per, float64(m.plain.reads)/per)
+	b.Logf("per write: %v from Write to its return, %v in its fn (plain: %v, %v); per instance in fns: %v (plain: %v)",
+		time.Duration(m.eval.writeNs/max(m.eval.writes, 1)), time.Duration(m.eval.fnNs/max(m.eval.writes, 1)),
+		time.Duration(m.plain.writeNs/max(m.plain.writes, 1)), time.Duration(m.plain.fnNs/max(m.plain.writes, 1)),
+		time.Duration(float64(m.eval.fnNs)/per), time.Duration(float64(m.plain.fnNs)/per))
+	b.Logf("process CPU per instance: %v (plain: %v, %.2f×)", time.Duration(float64(m.eval.cpuNs)/per), time.Duration(float64(m.plain.cpuNs)/per),
+		ratio(m.eval.cpuNs, m.plain.cpuNs))
 }
 
 // The benchmark's body at a tiny size, so that it keeps working: every
@@ -180,6 +251,7 @@ func (pb *pipeBench) evalOverhead(t testing.TB, n, parallel int, m *evalOverhead
 		m.evalWall += end.Sub(at)
 		t.Logf("run %d, evaluation: %v", run, pb.timeline(t, "eval:"+v.ID+":%", parallel, at, end))
 		m.eval = m.eval.add(c0, pb.count())
+		pb.counts.logWrites(t, "evaluation")
 		heap1, _ := memNow()
 		m.heap += heap1 - heap0
 		m.evalEvents += pb.events(t, "eval:"+v.ID+":%")
@@ -206,14 +278,21 @@ func (pb *pipeBench) evalOverhead(t testing.TB, n, parallel int, m *evalOverhead
 		m.plainWall += end.Sub(at)
 		t.Logf("run %d, plain: %v", run, pb.timeline(t, fmt.Sprintf("plain:%d:%%", run), parallel, at, end))
 		m.plain = m.plain.add(c0, pb.count())
+		pb.counts.logWrites(t, "plain")
 		m.plainEvents += pb.events(t, fmt.Sprintf("plain:%d:%%", run))
 	}
 	// Every job makes the hub's tables larger: the two go first in turn,
-	// so that neither gains by going first.
-	if run%2 == 1 {
+	// so that neither gains by going first. DROVER_BENCH_SIDE=eval or
+	// plain runs that side alone: a CPU profile of one side.
+	switch side := os.Getenv("DROVER_BENCH_SIDE"); {
+	case side == "eval":
+		evalRun()
+	case side == "plain":
+		plainRun()
+	case run%2 == 1:
 		evalRun()
 		plainRun()
-	} else {
+	default:
 		plainRun()
 		evalRun()
 	}
