@@ -1,8 +1,6 @@
 package hub
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,43 +9,21 @@ import (
 	"drover/internal/store"
 )
 
-// sweepCountStore counts the reads of every active attempt: one a sweep
-// (the only other readers, a departure and the cross sweep, do not run
-// here).
-type sweepCountStore struct {
-	store.Store
-	n *atomic.Int64
-}
-
-func (s sweepCountStore) Read(ctx context.Context, fn func(store.Tx) error) error {
-	return s.Store.Read(ctx, func(tx store.Tx) error { return fn(sweepCountTx{tx, s.n}) })
-}
-
-type sweepCountTx struct {
-	store.Tx
-	n *atomic.Int64
-}
-
-func (t sweepCountTx) ActiveAttempts() ([]store.Attempt, error) {
-	t.n.Add(1)
-	return t.Tx.ActiveAttempts()
-}
-
 // TestFinishedOfferWakesNoSweep: an offer accepted and finished before
 // its timeout wakes no sweep when the timeout passes; one still
 // unaccepted does, and is taken back. Every offer woke a sweep an offer
 // timeout after it was made: 100 jobs run one after another cost an idle
 // hub 100 sweeps (200 read transactions on Postgres) 30 s later.
 func TestFinishedOfferWakesNoSweep(t *testing.T) {
-	var sweeps atomic.Int64
+	var reads readCounts
 	th := startHubOn(t, Config{OfferTimeout: time.Second, Sweep: time.Hour},
-		func(st store.Store) store.Store { return sweepCountStore{st, &sweeps} })
+		func(st store.Store) store.Store { return readCountStore{st, &reads} })
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
 	done := th.submit("echo", "done")
 	o := sr.offer()
 	runToEnd(t, sr, o, "done\n", 0)
 	th.waitJob(done.ID, func(v apitypes.JobView) bool { return v.State == "completed" })
-	before := sweeps.Load()
+	before := reads.active.Load() // a sweep's, here
 	// Past the finished offer's timeout (and the whole second after it),
 	// so that its wakeup, if any, comes before the left offer's.
 	time.Sleep(2500 * time.Millisecond)
@@ -60,7 +36,7 @@ func TestFinishedOfferWakesNoSweep(t *testing.T) {
 	if o := sr.offer(); o.Job != left.ID || o.Epoch != 2 {
 		t.Fatalf("offer again: %+v", o)
 	}
-	if n := sweeps.Load() - before; n != 1 {
+	if n := reads.active.Load() - before; n != 1 {
 		t.Fatalf("%d sweeps by the time the unaccepted offer was taken back; want 1 (none for the finished one)", n)
 	}
 }
