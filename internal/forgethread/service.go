@@ -16,6 +16,7 @@ import (
 	"drover/internal/protocol"
 	"drover/internal/retry"
 	"drover/internal/store"
+	"drover/internal/tick"
 )
 
 // Service keeps jobs' forge threads.
@@ -155,16 +156,10 @@ func (s *Service) failed(jobID string, err error) {
 // leads: at its start (a restarted hub or a new leader carries on), and
 // for changes it was not told of.
 func (s *Service) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Sweep)
-	defer t.Stop()
-	for {
-		s.sweep(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	s.sweep(ctx)
+	// On whole multiples of the interval (internal/tick), in the wakeup
+	// the runners' heartbeats cause, not in one of its own.
+	tick.Every(ctx, s.cfg.Sweep, func() bool { s.sweep(ctx); return true })
 }
 
 func (s *Service) sweep(ctx context.Context) {

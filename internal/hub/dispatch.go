@@ -519,7 +519,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account
 		c.Offer(offer)
 	}
 	h.notify(jobID)
-	time.AfterFunc(h.cfg.OfferTimeout+50*time.Millisecond, h.kickSweep)
+	h.watchOffer(c.runnerID, att.ID)
 	return true, nil
 }
 

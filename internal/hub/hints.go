@@ -50,6 +50,9 @@ const (
 	// hintDeadline: a question asked through another hub may have
 	// expired: the leader sweeps.
 	hintDeadline = "d"
+	// hintHub: a hub started or left: the others look whether they are
+	// alone (alone.go).
+	hintHub = "h"
 )
 
 // crossHub is what a hub keeps for the hubs beside it.
@@ -57,6 +60,7 @@ type crossHub struct {
 	hints  Hints      // nil: the only hub on its database
 	access accessLook // (under Hub.accessMu; access_sweep.go)
 	tokens tokenLook  // (syncHeld)
+	others aloneLook  // (alone.go)
 }
 
 // hintsFor is the hints a hub on st uses: cfg's, else the store's own when
@@ -84,6 +88,7 @@ func (h *Hub) crossLoops(ctx context.Context) {
 	if h.x.hints == nil {
 		return
 	}
+	h.hint(hintHub)
 	h.bg.Add(2)
 	go func() {
 		defer h.bg.Done()
@@ -97,7 +102,7 @@ func (h *Hub) crossLoops(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 			case <-time.After(tick.Next(time.Now(), h.cfg.CrossSweep)):
-				h.crossSweep(ctx, false)
+				h.crossTick(ctx)
 			}
 		}
 	}()
@@ -123,6 +128,7 @@ func (h *Hub) crossSweep(ctx context.Context, all bool) {
 // reloaded).
 func (h *Hub) heard(ctx context.Context, keys []string) {
 	if keys == nil {
+		h.lookAlone(ctx)
 		h.crossSweep(ctx, true)
 		return
 	}
@@ -131,6 +137,8 @@ func (h *Hub) heard(ctx context.Context, keys []string) {
 		switch {
 		case k == hintQueued:
 			h.kickLocal()
+		case k == hintHub:
+			h.lookAlone(ctx)
 		case k == hintLeft || k == hintDeadline:
 			if h.leading() {
 				h.kickSweep()

@@ -156,6 +156,7 @@ func (h *Hub) leave() {
 	if err != nil {
 		h.logFailed("remove the hub's record", err)
 	}
+	h.hint(hintHub)
 }
 
 // holdRunner records, in an attach's transaction, that this hub holds the

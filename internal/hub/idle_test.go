@@ -15,25 +15,45 @@ import (
 	"drover/internal/store"
 )
 
-// heldReadsStore counts the reads of every held runner (HeldRunners), a
-// row per connected runner.
-type heldReadsStore struct {
+// readCounts counts what a hub reads: every held runner (HeldRunners, a
+// row per connected runner), the active attempts (a sweep's, a
+// departure's, a cross sweep's), every runner's token (the cross sweep's
+// net), the hubs.
+type readCounts struct{ held, active, tokens, hubs atomic.Int64 }
+
+// readCountStore is a store whose reads are counted in c.
+type readCountStore struct {
 	store.Store
-	n *atomic.Int64
+	c *readCounts
 }
 
-func (s heldReadsStore) Read(ctx context.Context, fn func(store.Tx) error) error {
-	return s.Store.Read(ctx, func(tx store.Tx) error { return fn(heldReadsTx{tx, s.n}) })
+func (s readCountStore) Read(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.Read(ctx, func(tx store.Tx) error { return fn(readCountTx{tx, s.c}) })
 }
 
-type heldReadsTx struct {
+type readCountTx struct {
 	store.Tx
-	n *atomic.Int64
+	c *readCounts
 }
 
-func (t heldReadsTx) HeldRunners(liveSince time.Time) (map[string]string, error) {
-	t.n.Add(1)
+func (t readCountTx) HeldRunners(liveSince time.Time) (map[string]string, error) {
+	t.c.held.Add(1)
 	return t.Tx.HeldRunners(liveSince)
+}
+
+func (t readCountTx) ActiveAttempts() ([]store.Attempt, error) {
+	t.c.active.Add(1)
+	return t.Tx.ActiveAttempts()
+}
+
+func (t readCountTx) RunnerTokens() (map[string]string, error) {
+	t.c.tokens.Add(1)
+	return t.Tx.RunnerTokens()
+}
+
+func (t readCountTx) Hubs() ([]store.Hub, error) {
+	t.c.hubs.Add(1)
+	return t.Tx.Hubs()
 }
 
 // TestIdleSweepReadsNoRunnerRows: a sweep over an idle fleet (nothing
@@ -41,21 +61,21 @@ func (t heldReadsTx) HeldRunners(liveSince time.Time) (map[string]string, error)
 // at each pass, a sweep costing the hub more the more runners idled on
 // it. An attempt of a runner that left still has its holder read.
 func TestIdleSweepReadsNoRunnerRows(t *testing.T) {
-	var held atomic.Int64
-	th := startHubOn(t, Config{}, func(st store.Store) store.Store { return heldReadsStore{st, &held} })
+	var reads readCounts
+	th := startHubOn(t, Config{}, func(st store.Store) store.Store { return readCountStore{st, &reads} })
 	var runners []*scriptRunner
 	for i := range 3 {
 		sr, _ := th.dial(th.registerRunner(fmt.Sprintf("idle%d", i)), protocol.Hello{Slots: 1, Labels: map[string]string{"idle": fmt.Sprint(i)}})
 		runners = append(runners, sr)
 	}
 	ctx := context.Background()
-	before := held.Load()
+	before := reads.held.Load()
 	for range 3 {
 		if _, err := th.h.sweep(ctx, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := held.Load() - before; n != 0 {
+	if n := reads.held.Load() - before; n != 0 {
 		t.Fatalf("3 sweeps of an idle fleet read every held runner %d times; want 0", n)
 	}
 
@@ -73,11 +93,11 @@ func TestIdleSweepReadsNoRunnerRows(t *testing.T) {
 	wantOK(t, runners[0].request(protocol.TypeAccept, protocol.Accept{AttemptRef: o.AttemptRef}))
 	runners[0].ws.Close(websocket.StatusNormalClosure, "")
 	th.waitRunner("idle0", false)
-	before = held.Load()
+	before = reads.held.Load()
 	if _, err := th.h.sweep(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if held.Load() == before {
+	if reads.held.Load() == before {
 		t.Fatal("the sweep did not read who holds a runner that left with a running attempt")
 	}
 }

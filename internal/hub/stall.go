@@ -18,9 +18,15 @@ import (
 // from its end every runner has a full lease to come back, as it has from
 // a restarted hub's start.
 
+// The hub looks once a second, on whole seconds (internal/tick), in the
+// wakeup the runners' heartbeats cause: it looked twice, and the look on
+// the half second was a wakeup of its own every second, for an idle hub
+// the costliest periodic work it had. A stall is still any gap over 2 s;
+// a look late by more than a second (not only by 1.5 s) now reads as a
+// stall too, which gives runners more time, never less.
 const (
-	stallTick = 500 * time.Millisecond // how often the hub looks
-	stallGap  = 2 * time.Second        // a longer gap between looks is a stall
+	stallTick = time.Second     // how often the hub looks
+	stallGap  = 2 * time.Second // a longer gap between looks is a stall
 )
 
 // stallWatch is what the hub knows of its own stalls.

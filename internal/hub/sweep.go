@@ -16,12 +16,13 @@ import (
 const ledgerKeep = 24 * time.Hour
 
 // sweepLoop expires leases, offers and questions. It runs when kicked (a
-// runner left, an offer was made, a question with an expiry was asked: each
-// schedules a kick for when its deadline passes), at the next lease
-// deadline of an offline runner the last sweep saw, and on a slow safety
-// timer. Each hub expires the stale offers of the runners it holds; only
-// the leader does what no connection's hub can: leases of runners offline
-// everywhere, question expiry, pruning.
+// runner left, an offer still holding its slot at its timeout (watchOffer),
+// a question with an expiry was asked: each schedules a kick for when its
+// deadline passes), at the next lease deadline of an offline runner the
+// last sweep saw, and on a slow safety timer. Each hub expires the stale
+// offers of the runners it holds; only the leader does what no
+// connection's hub can: leases of runners offline everywhere, question
+// expiry, pruning.
 func (h *Hub) sweepLoop(ctx context.Context) {
 	t := time.NewTimer(tick.Next(time.Now(), h.cfg.Sweep))
 	defer t.Stop()

@@ -17,6 +17,7 @@ import (
 	"drover/internal/pipeline/spec"
 	"drover/internal/rules"
 	"drover/internal/store"
+	"drover/internal/tick"
 )
 
 // Engine runs the hub's pipelines and answers the API's calls on them.
@@ -125,16 +126,10 @@ func (e *Engine) wake(id string) {
 // leads: at its start (a restarted hub or a new leader carries on), and
 // for changes it was not told of.
 func (e *Engine) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(e.cfg.Sweep)
-	defer t.Stop()
-	for {
-		e.sweep(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	e.sweep(ctx)
+	// On whole multiples of the interval (internal/tick), in the wakeup
+	// the runners' heartbeats cause, not in one of its own.
+	tick.Every(ctx, e.cfg.Sweep, func() bool { e.sweep(ctx); return true })
 }
 
 func (e *Engine) sweep(ctx context.Context) {
