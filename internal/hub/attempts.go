@@ -107,8 +107,14 @@ func lateResultAllowed(a store.Attempt, j store.Job) bool {
 }
 
 func (h *Hub) event(tx store.Tx, jobID, kind, actor, format string, args ...any) error {
-	_, err := tx.AddEvent(store.Event{JobID: jobID, At: h.now(), Kind: kind, Actor: actor, Message: fmt.Sprintf(format, args...)})
+	_, err := tx.AddEvent(h.newEvent(jobID, kind, actor, format, args...))
 	return err
+}
+
+// newEvent is the event h.event adds, for a write that adds it with others
+// (OfferAttempt, UpdateAttemptAndJob).
+func (h *Hub) newEvent(jobID, kind, actor, format string, args ...any) store.Event {
+	return store.Event{JobID: jobID, At: h.now(), Kind: kind, Actor: actor, Message: fmt.Sprintf(format, args...)}
 }
 
 func (h *Hub) accept(ctx context.Context, c *runnerSession, reqID string, ref protocol.AttemptRef) error {
@@ -130,10 +136,7 @@ func (h *Hub) accept(ctx context.Context, c *runnerSession, reqID string, ref pr
 		now := h.now()
 		a.State, a.AcceptedAt, a.LeaseUntil = job.AttemptRunning, &now, now.Add(h.cfg.Lease)
 		j.State, j.UpdatedAt = next, now
-		if err := tx.UpdateAttemptAndJob(a, j); err != nil {
-			return struct{}{}, err
-		}
-		return struct{}{}, h.event(tx, j.ID, "started", c.name, "attempt %d started on %s", a.Epoch, c.name)
+		return struct{}{}, tx.UpdateAttemptAndJob(a, j, h.newEvent(j.ID, "started", c.name, "attempt %d started on %s", a.Epoch, c.name))
 	})
 	if err == nil && !replay {
 		h.notify(ref.Job)

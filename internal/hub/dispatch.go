@@ -194,10 +194,14 @@ func (h *Hub) dispatch(ctx context.Context) error {
 		names := map[string]string{}   // requester → name (their offers' spec)
 		var active map[string]int      // requester → jobs offered or running now
 		needs := map[string]credNeed{} // project → what its setup's credentials need of a runner
-		if err := h.store.Read(ctx, func(tx store.Tx) error {
+		if err := h.passRead(ctx, func(tx store.Tx) error {
+			var requesters map[string]store.User
 			var err error
-			if queued, err = tx.QueuedHeads(perShape); err != nil {
+			if queued, requesters, err = tx.QueuedHeadsWithRequesters(perShape); err != nil {
 				return err
+			}
+			for id, u := range requesters {
+				removed[id], names[id] = u.RemovedAt != nil, u.Name
 			}
 			// The counts only order requesters: with one (or none) queued
 			// there is nothing to order, and no statement to pay for.
@@ -214,14 +218,6 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			}
 			members := map[string][]string{}
 			for _, j := range queued {
-				if _, seen := removed[j.RequesterID]; !seen {
-					u, err := tx.User(j.RequesterID)
-					if err != nil {
-						return err
-					}
-					removed[j.RequesterID] = u.RemovedAt != nil
-					names[j.RequesterID] = u.Name
-				}
 				if _, ok := needs[j.Project]; j.Project != "" && !ok {
 					if needs[j.Project], err = h.jobNeed(tx, j); err != nil {
 						return err
@@ -337,6 +333,24 @@ func (h *Hub) dispatch(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// eachReader is a store that reads without one snapshot where that saves
+// round trips (Postgres: no BEGIN and COMMIT).
+type eachReader interface {
+	ReadEach(ctx context.Context, fn func(store.Tx) error) error
+}
+
+// passRead runs a dispatch pass's read. It needs no one snapshot: by the
+// offer's write one would be as old, and that write checks again what
+// must hold (the job still queued at its epoch, the runner's access now,
+// the credentials' trust); the rest only orders the queue (ranks, active
+// counts, a resume's runner).
+func (h *Hub) passRead(ctx context.Context, fn func(store.Tx) error) error {
+	if er, ok := h.store.(eachReader); ok {
+		return er.ReadEach(ctx, fn)
+	}
+	return h.store.Read(ctx, fn)
 }
 
 // pickRunner is the candidate to offer j to, with the account to name, or
@@ -469,7 +483,9 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account
 		// Claimed, and written back checked against the epoch read, so
 		// that dispatchers of two hubs never offer one job twice, and
 		// skip each other's rows rather than wait on them.
-		j, err := tx.ClaimQueued(jobID)
+		// The runner's row comes with the claim: a runner gone since the
+		// pass is not offered the job either.
+		j, rn, shares, err := tx.ClaimQueuedFor(jobID, c.runnerID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errNotQueued
 		} else if err != nil {
@@ -479,7 +495,7 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account
 		if err != nil {
 			return errNotQueued
 		}
-		if ok, err := mayRunNow(tx, c.runnerID, j); err != nil || !ok {
+		if ok, err := mayRunNow(tx, rn, shares, j); err != nil || !ok {
 			return cmp.Or(err, errNotQueued)
 		}
 		now := h.now()
@@ -490,12 +506,10 @@ func (h *Hub) offer(ctx context.Context, jobID string, c *runnerSession, account
 		}
 		was := j.Epoch
 		j.State, j.Epoch, j.AttemptID, j.UpdatedAt = next, att.Epoch, att.ID, now
-		if err := tx.OfferAttempt(att, j, was); errors.Is(err, store.ErrConflict) && errors.Is(err, store.ErrNotFound) {
+		ev := h.newEvent(j.ID, "offered", "", "attempt %d offered to %s", att.Epoch, c.name)
+		if err := tx.OfferAttempt(att, j, was, ev); errors.Is(err, store.ErrConflict) && errors.Is(err, store.ErrNotFound) {
 			return errNotQueued // the job moved on
 		} else if err != nil {
-			return err
-		}
-		if err := h.event(tx, j.ID, "offered", "", "attempt %d offered to %s", att.Epoch, c.name); err != nil {
 			return err
 		}
 		offer, err = h.offerNaming(tx, c, att, j, account, requester)
@@ -534,15 +548,12 @@ func (h *Hub) hasRoom(c *runnerSession) bool {
 	return c.slots > len(h.reg.active[c.runnerID])
 }
 
-// mayRunNow checks the runner's access as stored now, not as the pass saw
-// it: a share withdrawn a moment ago (on another hub, whose hint has yet to
-// arrive) holds for the offer. mayRun needs the runner and its shares, not
-// its owner's row (loadRunnerAccess): one read.
-func mayRunNow(tx store.Tx, runnerID string, j store.Job) (bool, error) {
-	rn, shares, err := tx.RunnerShares(runnerID)
-	if err != nil {
-		return false, fmt.Errorf("read runner %s: %w", runnerID, err)
-	}
+// mayRunNow checks the runner's access as stored now (rn and its shares,
+// read with the offer's claim), not as the pass saw it: a share withdrawn
+// a moment ago (on another hub, whose hint has yet to arrive) holds for
+// the offer. mayRun needs the runner and its shares, not its owner's row
+// (loadRunnerAccess).
+func mayRunNow(tx store.Tx, rn store.Runner, shares []store.Share, j store.Job) (bool, error) {
 	ra := newRunnerAccess(rn, shares)
 	member, err := isMember(tx, j.Project, j.RequesterID)
 	if err != nil {

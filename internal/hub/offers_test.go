@@ -91,7 +91,7 @@ type passProbeTx struct {
 	p *passProbe
 }
 
-func (t passProbeTx) QueuedHeads(perShape int) ([]store.Job, error) {
+func (t passProbeTx) QueuedHeadsWithRequesters(perShape int) ([]store.Job, map[string]store.User, error) {
 	t.p.mu.Lock()
 	hold, held := t.p.hold, t.p.held
 	t.p.mu.Unlock()
@@ -102,7 +102,7 @@ func (t passProbeTx) QueuedHeads(perShape int) ([]store.Job, error) {
 		}
 		<-hold
 	}
-	return t.Tx.QueuedHeads(perShape)
+	return t.Tx.QueuedHeadsWithRequesters(perShape)
 }
 
 // TestPassOffersSideBySide: a pass that offers n jobs to n runners makes

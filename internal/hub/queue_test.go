@@ -43,7 +43,7 @@ func (th *testHub) queueUnrunnable(requesterName string, n int) {
 }
 
 // passReads records what each dispatch pass read of the queue (every
-// QueuedHeads call is one round of a pass).
+// QueuedHeadsWithRequesters call is one round of a pass).
 type passReads struct {
 	mu     sync.Mutex
 	rounds []map[string]bool // job ids each round read
@@ -76,8 +76,8 @@ type readsTx struct {
 	p *passReads
 }
 
-func (t readsTx) QueuedHeads(perShape int) ([]store.Job, error) {
-	js, err := t.Tx.QueuedHeads(perShape)
+func (t readsTx) QueuedHeadsWithRequesters(perShape int) ([]store.Job, map[string]store.User, error) {
+	js, us, err := t.Tx.QueuedHeadsWithRequesters(perShape)
 	read := map[string]bool{}
 	for _, j := range js {
 		read[j.ID] = true
@@ -85,7 +85,7 @@ func (t readsTx) QueuedHeads(perShape int) ([]store.Job, error) {
 	t.p.mu.Lock()
 	t.p.rounds = append(t.p.rounds, read)
 	t.p.mu.Unlock()
-	return js, err
+	return js, us, err
 }
 
 // TestUnrunnableJobsNeverHideARunnableOne: 10,000 jobs no runner can take,

@@ -121,13 +121,18 @@ type Tx interface {
 	// transaction holds it (FOR UPDATE SKIP LOCKED): ErrNotFound when the
 	// job is not queued or another dispatcher is claiming it.
 	ClaimQueued(id string) (Job, error)
+	// ClaimQueuedFor is ClaimQueued(jobID) and RunnerShares(runnerID), in
+	// one statement where that saves a round trip: ErrNotFound when the job
+	// is not there to claim or the runner is missing.
+	ClaimQueuedFor(jobID, runnerID string) (Job, Runner, []Share, error)
 	// UpdateJobAt is UpdateJob checked in the same statement: only while
 	// the stored job's epoch is still epoch; ErrConflict when it is not.
 	UpdateJobAt(j Job, epoch int64) error
-	// OfferAttempt is InsertAttempt(a) and UpdateJobAt(j, epoch), in one
-	// statement where that saves a round trip; its errors are theirs (a
-	// job no longer at epoch: ErrConflict and ErrNotFound).
-	OfferAttempt(a Attempt, j Job, epoch int64) error
+	// OfferAttempt is InsertAttempt(a), UpdateJobAt(j, epoch) and
+	// AddEvent(ev), in one statement where that saves round trips; its
+	// errors are theirs (a job no longer at epoch: ErrConflict and
+	// ErrNotFound).
+	OfferAttempt(a Attempt, j Job, epoch int64, ev Event) error
 	JobByKey(requesterID, key string) (Job, error)
 	Jobs(f JobFilter) ([]Job, error) // newest first
 	// ActiveJobsOf lists the jobs of one requester that have not ended
@@ -142,6 +147,9 @@ type Tx interface {
 	// this way, so however many jobs of one shape no runner can take, the
 	// others are still seen.
 	QueuedHeads(perShape int) ([]Job, error)
+	// QueuedHeadsWithRequesters is QueuedHeads and each head's requester by
+	// id, in one statement where that saves round trips.
+	QueuedHeadsWithRequesters(perShape int) ([]Job, map[string]User, error)
 	// ActiveByRequester counts each requester's offered and running jobs
 	// (what they hold of the fleet now; the dispatcher shares by it).
 	ActiveByRequester() (map[string]int, error)
@@ -151,7 +159,7 @@ type Tx interface {
 	UpdateAttempt(a Attempt) error
 	Attempt(id string) (Attempt, error)
 	AttemptWithJob(id string) (Attempt, Job, error)          // the attempt and its job, in one read
-	UpdateAttemptAndJob(a Attempt, j Job) error              // UpdateAttempt and UpdateJob, in one statement where that saves a round trip
+	UpdateAttemptAndJob(a Attempt, j Job, ev Event) error    // UpdateAttempt, UpdateJob and AddEvent(ev), in one statement where that saves round trips
 	Attempts(jobID string) ([]Attempt, error)                // by number ascending
 	ActiveAttempts() ([]Attempt, error)                      // offered or running, all runners
 	RunnerActiveAttempts(runnerID string) ([]Attempt, error) // offered or running, one runner

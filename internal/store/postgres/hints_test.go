@@ -250,29 +250,13 @@ func TestClaimSkipsALockedJob(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	held, release := make(chan struct{}), make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		errc <- a.Write(t.Context(), func(tx store.Tx) error {
-			if _, err := tx.ClaimQueued("q-1"); err != nil {
-				return err
-			}
-			select {
-			case <-held:
-			default:
-				close(held)
-			}
-			<-release
-			return nil
-		})
-	}()
-	<-held
+	release := holding(t, a, func(tx store.Tx) error { _, err := tx.ClaimQueued("q-1"); return err })
 	err := b.Write(t.Context(), func(tx store.Tx) error { _, err := tx.ClaimQueued("q-1"); return err })
-	close(release)
+	rerr := release()
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("claim of a row another transaction holds: %v; want it skipped (not found)", err)
 	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
+	if rerr != nil {
+		t.Fatal(rerr)
 	}
 }

@@ -9,7 +9,9 @@
 // start, a bounded number of times. The Writes of one Store also take
 // turns, as SQLite's do, so that a single hub never loses such a race
 // against itself. Reads are REPEATABLE READ, READ ONLY:
-// one consistent snapshot that never waits for a writer.
+// one consistent snapshot that never waits for a writer. ReadEach's
+// statements run alone, each its own snapshot, on connections that
+// refuse writes.
 package postgres
 
 import (
@@ -44,6 +46,9 @@ const (
 	writeTries = 20
 	// readTries is how often a Read runs in all on lost connections.
 	readTries = 3
+	// eachConns bounds the pool of ReadEach (a dispatch pass at a time
+	// per hub, and little else).
+	eachConns = 4
 	// connectTimeout bounds the first connection: a wrong or unreachable
 	// URL fails the hub's start, not hangs it.
 	connectTimeout = 10 * time.Second
@@ -52,6 +57,7 @@ const (
 // Store is a drover store in one Postgres database.
 type Store struct {
 	db    *sql.DB
+	each  *sql.DB       // ReadEach's pool: connections whose statements may not write
 	write chan struct{} // one token: the Write that holds it runs
 	cfg   *pgx.ConnConfig
 	hints *hints          // to and from the other hubs on the database (hints.go)
@@ -79,16 +85,30 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := &Store{db: db, write: make(chan struct{}, 1), cfg: cfg, hints: newHints(), stmts: sqlstore.NewStmts(db, false)}
+	s := &Store{db: db, each: readOnlyDB(cfg), write: make(chan struct{}, 1), cfg: cfg, hints: newHints(), stmts: sqlstore.NewStmts(db, false)}
 	if err := db.PingContext(ctx); err != nil {
+		s.each.Close()
 		db.Close()
 		return nil, fmt.Errorf("open Postgres store at %s: %w", where, scrub(err, cfg.Password))
 	}
 	if err := migrate(ctx, s); err != nil {
+		s.each.Close()
 		db.Close()
 		return nil, fmt.Errorf("open Postgres store at %s: %w", where, scrub(err, cfg.Password))
 	}
 	return s, nil
+}
+
+// readOnlyDB is a pool on cfg's database whose every transaction, the
+// implicit one of a statement sent alone too, is read only: the server
+// refuses a write there (ReadEach has no READ ONLY transaction to say so).
+func readOnlyDB(cfg *pgx.ConnConfig) *sql.DB {
+	ro := cfg.Copy()
+	ro.RuntimeParams["default_transaction_read_only"] = "on"
+	db := stdlib.OpenDB(*ro)
+	db.SetMaxOpenConns(eachConns)
+	db.SetMaxIdleConns(eachConns)
+	return db
 }
 
 // redacted names the database by user, host, port and name.
@@ -115,11 +135,15 @@ func scrub(err error, password string) error {
 // Close sends the hints still pending and closes the pool.
 func (s *Store) Close() error {
 	s.closeHints()
-	return s.db.Close()
+	return errors.Join(s.each.Close(), s.db.Close())
 }
 
 // Statements is how many statements the store has run (the hub's metrics).
 func (s *Store) Statements() int64 { return s.stmts.Run() }
+
+// RoundTrips is how many round trips to the server the store's
+// statements, BEGINs, COMMITs and ROLLBACKs took.
+func (s *Store) RoundTrips() int64 { return s.stmts.Trips() }
 
 // CountStatementsByText makes the store count each statement's runs by
 // its text from now on (StatementsByText).
@@ -132,6 +156,16 @@ func (s *Store) StatementsByText() map[string]int64 { return s.stmts.ByText() }
 // It runs again, a few times, on a connection that was lost.
 func (s *Store) Read(ctx context.Context, fn func(store.Tx) error) error {
 	return s.run(ctx, "read", readTries, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
+}
+
+// ReadEach runs fn, which only reads, outside a transaction: each
+// statement sees what was committed when it began, and fn pays no round
+// trip for a BEGIN or a COMMIT. It runs again, a few times, on a
+// connection that was lost.
+func (s *Store) ReadEach(ctx context.Context, fn func(store.Tx) error) error {
+	return s.retried(ctx, "read", readTries, func(ctx context.Context) (bool, error) {
+		return sqlstore.RunEach(ctx, s.each, &dialect, s.stmts, fn)
+	})
 }
 
 // Write runs fn in a serializable transaction and commits it. If fn
@@ -151,17 +185,22 @@ func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
 // failure that kept nothing: a serialization failure, or a connection
 // lost before the commit (database/sql then opens another).
 func (s *Store) run(ctx context.Context, what string, tries int, opts *sql.TxOptions, fn func(store.Tx) error) error {
+	return s.retried(ctx, what, tries, func(ctx context.Context) (bool, error) {
+		sqlTx, err := s.db.BeginTx(ctx, opts)
+		if err != nil {
+			return retryable(err, false), fmt.Errorf("begin %s: %w", what, storeErr(err))
+		}
+		return sqlstore.Run(ctx, sqlTx, &dialect, s.stmts, fn)
+	})
+}
+
+// retried runs once, again (up to tries in all) while it reports again.
+func (s *Store) retried(ctx context.Context, what string, tries int, once func(context.Context) (again bool, err error)) error {
 	err := retry.Do(ctx, writeRetry(tries), func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return retry.Permanent(fmt.Errorf("begin %s: %w", what, err))
 		}
-		var again bool
-		sqlTx, err := s.db.BeginTx(ctx, opts)
-		if err != nil {
-			again, err = retryable(err, false), fmt.Errorf("begin %s: %w", what, storeErr(err))
-		} else {
-			again, err = sqlstore.Run(ctx, sqlTx, &dialect, s.stmts, fn)
-		}
+		again, err := once(ctx)
 		if !again {
 			return retry.Permanent(err)
 		}

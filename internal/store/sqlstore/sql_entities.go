@@ -257,9 +257,7 @@ func (t *tx) JobCounts() (map[job.State]int64, error) {
 // seek a shape, then reads each shape's oldest jobs: its cost follows the
 // number of shapes, not of queued jobs.
 func (t *tx) QueuedHeads(perShape int) ([]store.Job, error) {
-	if perShape <= 0 {
-		perShape = math.MaxInt32
-	}
+	perShape = allShape(perShape)
 	if t.d.OneTrip {
 		out, err := all(t, "queued jobs by shape", ScanJob, queuedHeadsAtOnce, perShape)
 		if err != nil || len(out) == 0 {
@@ -289,6 +287,14 @@ func (t *tx) QueuedHeads(perShape int) ([]store.Job, error) {
 	}
 	SortOldestFirst(out)
 	return out, nil
+}
+
+// allShape is QueuedHeads's perShape, every job of a shape for <= 0.
+func allShape(perShape int) int {
+	if perShape <= 0 {
+		return math.MaxInt32
+	}
+	return perShape
 }
 
 func (t *tx) ActiveByRequester() (map[string]int, error) {
@@ -445,30 +451,37 @@ func (t *tx) ContextFiles(jobID string, data bool) ([]store.ContextFile, error) 
 // queuedHeadsAtOnce is QueuedHeads's skip from shape to shape and its
 // reads of each shape's oldest jobs in one statement (Dialect.OneTrip):
 // the same seeks along jobs_queue_shape, without a round trip for each.
-var queuedHeadsAtOnce = `WITH RECURSIVE shapes (shape) AS (
+var queuedHeadsAtOnce = queuedHeadsJoined("heads.*", "")
+
+// queuedHeadsJoined is queuedHeadsAtOnce selecting cols of the heads
+// (heads.) and of what join adds.
+func queuedHeadsJoined(cols, join string) string {
+	return `WITH RECURSIVE shapes (shape) AS (
 		(SELECT queue_shape FROM jobs WHERE state = 'queued' AND queue_shape > '' ORDER BY queue_shape LIMIT 1)
 		UNION ALL
 		SELECT (SELECT queue_shape FROM jobs WHERE state = 'queued' AND queue_shape > shapes.shape ORDER BY queue_shape LIMIT 1)
 		FROM shapes WHERE shapes.shape IS NOT NULL)
-	SELECT heads.* FROM shapes CROSS JOIN LATERAL (` +
-	jobs.query(`WHERE state = 'queued' AND queue_shape = shapes.shape ORDER BY created_at, id LIMIT ?`) + `) heads`
+	SELECT ` + cols + ` FROM shapes CROSS JOIN LATERAL (` +
+		jobs.query(`WHERE state = 'queued' AND queue_shape = shapes.shape ORDER BY created_at, id LIMIT ?`) + `) heads` + join
+}
 
 // jobUpdateNoting is UpdateJob's update with its outbox note (Dialect.
 // OneTrip), jobUpdateAtNoting UpdateJobAt's, whose last placeholder is
 // the epoch.
-var jobUpdateNoting, jobUpdateAtNoting = notingUpdate("", ""), notingUpdate(" AND epoch = ?", "")
+var jobUpdateNoting, jobUpdateAtNoting = notingUpdate(""), notingUpdate(" AND epoch = ?")
 
 // notingUpdate is the update of a job (cond's conditions added) that
 // also records, as noteJobState would, its move to another state while
 // any webhook exists, in one statement: every part of it sees the row as
 // it was before the update, so old is what jobStateIfHooks would read.
-// also, unless "", is one more data-modifying statement with RETURNING,
-// whose placeholders follow the job's and whose rows are counted in a
-// second column.
-func notingUpdate(cond, also string) string {
+// Each of also is one more data-modifying statement with RETURNING, whose
+// placeholders follow the job's and the earlier ones', and whose rows are
+// counted in a column after the job's.
+func notingUpdate(cond string, also ...string) string {
 	more, count := "", ""
-	if also != "" {
-		more, count = ",\n\t\talso AS ("+also+")", ", (SELECT count(*) FROM also)"
+	for i, a := range also {
+		more += fmt.Sprintf(",\n\t\talso%d AS (%s)", i, a)
+		count += fmt.Sprintf(", (SELECT count(*) FROM also%d)", i)
 	}
 	return fmt.Sprintf(`WITH old AS (SELECT state FROM jobs WHERE id = ?%d),
 		upd AS (%s%s RETURNING id, state, updated_at),

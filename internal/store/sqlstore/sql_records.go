@@ -68,9 +68,14 @@ func (t *tx) DeleteLog(attemptID string) error {
 
 // AddEvent appends e (ignoring e.Seq) and returns its sequence number.
 func (t *tx) AddEvent(e store.Event) (int64, error) {
-	return t.insertSeq("add event to job "+e.JobID,
-		`INSERT INTO events (job_id, at, kind, actor, message, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
-		e.JobID, Millis(e.At), e.Kind, e.Actor, e.Message, e.Data)
+	return t.insertSeq("add event to job "+e.JobID, eventInsert, eventArgs(e)...)
+}
+
+// eventInsert is AddEvent's statement, its placeholders eventArgs.
+const eventInsert = `INSERT INTO events (job_id, at, kind, actor, message, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`
+
+func eventArgs(e store.Event) []any {
+	return []any{e.JobID, Millis(e.At), e.Kind, e.Actor, e.Message, e.Data}
 }
 
 // insertSeq runs query, an INSERT … RETURNING seq, and returns the number.

@@ -50,11 +50,20 @@ type Dialect struct {
 // one given to Read or Write is kept here and used for every statement.
 type tx struct {
 	ctx   context.Context
-	tx    *sql.Tx
+	tx    querier
+	sqlTx *sql.Tx // tx as a transaction; nil in RunEach, where each statement is its own
 	d     *Dialect
 	stmts *Stmts               // nil: statements run as text, uncounted
 	bound map[string]*sql.Stmt // stmts' statements bound to tx
 	retry bool                 // a statement failed so (see Dialect.Retry) that the transaction may run again
+}
+
+// querier runs statements: a transaction (*sql.Tx), or a database (*sql.DB)
+// whose every statement commits on its own (RunEach).
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // Run runs fn in sqlTx and commits it. If fn returns an error the
@@ -64,7 +73,8 @@ type tx struct {
 // of the commit. stmts (nil: none) counts the statements and may keep
 // them prepared.
 func Run(ctx context.Context, sqlTx *sql.Tx, d *Dialect, stmts *Stmts, fn func(store.Tx) error) (retry bool, err error) {
-	t := &tx{ctx: ctx, tx: sqlTx, d: d, stmts: stmts}
+	t := &tx{ctx: ctx, tx: sqlTx, sqlTx: sqlTx, d: d, stmts: stmts}
+	stmts.trips(2) // its BEGIN, and its COMMIT or ROLLBACK
 	defer func() {
 		// Roll back on a panic too; the connection must go back clean.
 		if p := recover(); p != nil {
@@ -80,6 +90,20 @@ func Run(ctx context.Context, sqlTx *sql.Tx, d *Dialect, stmts *Stmts, fn func(s
 		// A statement that failed so aborted the transaction: its commit
 		// kept nothing either.
 		return t.retry || (d.Retry != nil && d.Retry(err, true)), fmt.Errorf("commit: %w", d.Err(err))
+	}
+	return false, nil
+}
+
+// RunEach runs fn, which only reads, outside any transaction: each of its
+// statements on db sees what was committed when it began, and none waits
+// for a BEGIN or a COMMIT (a round trip each on a server). For a read whose
+// statements need no one snapshot: what it reads is checked again by the
+// write it leads to. db's connections should refuse writes (Postgres'
+// default_transaction_read_only). retry is as Run's.
+func RunEach(ctx context.Context, db *sql.DB, d *Dialect, stmts *Stmts, fn func(store.Tx) error) (retry bool, err error) {
+	t := &tx{ctx: ctx, tx: db, d: d, stmts: stmts}
+	if err := fn(t); err != nil {
+		return t.retry || t.retryable(err), d.Err(err)
 	}
 	return false, nil
 }
@@ -106,13 +130,16 @@ func (t *tx) prepared(query string) *sql.Stmt {
 	if st == nil {
 		return nil
 	}
+	if t.sqlTx == nil {
+		return st
+	}
 	if b, ok := t.bound[query]; ok {
 		return b
 	}
 	if t.bound == nil {
 		t.bound = map[string]*sql.Stmt{}
 	}
-	b := t.tx.StmtContext(t.ctx, st)
+	b := t.sqlTx.StmtContext(t.ctx, st)
 	t.bound[query] = b
 	return b
 }
@@ -341,11 +368,13 @@ func noLimit(limit int) int64 {
 // that sqlTx cannot go on (the savepoint could not be taken or undone):
 // the caller rolls it all back.
 func RunPart(ctx context.Context, sqlTx *sql.Tx, d *Dialect, stmts *Stmts, fn func(store.Tx) error) (err error, broken bool) {
+	stmts.trips(2) // SAVEPOINT, then RELEASE (and ROLLBACK TO, below)
 	if _, err := sqlTx.ExecContext(ctx, "SAVEPOINT part"); err != nil {
 		return d.Err(err), true
 	}
-	t := &tx{ctx: ctx, tx: sqlTx, d: d, stmts: stmts}
+	t := &tx{ctx: ctx, tx: sqlTx, sqlTx: sqlTx, d: d, stmts: stmts}
 	if err := fn(t); err != nil {
+		stmts.trips(1)
 		if _, rerr := sqlTx.ExecContext(ctx, "ROLLBACK TO part"); rerr != nil {
 			return d.Err(err), true
 		}

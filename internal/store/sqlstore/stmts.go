@@ -22,6 +22,7 @@ type Stmts struct {
 	db      *sql.DB
 	prepare bool
 	run     atomic.Int64
+	extra   atomic.Int64 // round trips that are no statement of a store method: BEGIN, COMMIT, savepoints
 
 	mu     sync.Mutex
 	cached map[string]*sql.Stmt // nil value: being prepared
@@ -40,6 +41,23 @@ func (s *Stmts) Run() int64 {
 		return 0
 	}
 	return s.run.Load()
+}
+
+// Trips is how many round trips the statements, commits and rollbacks
+// took, one each, had every one gone to a server: Run and the BEGIN and
+// COMMIT (or ROLLBACK) of each transaction, and its savepoints'
+// statements (on SQLite each is a call in process).
+func (s *Stmts) Trips() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.run.Load() + s.extra.Load()
+}
+
+func (s *Stmts) trips(n int64) {
+	if s != nil {
+		s.extra.Add(n)
+	}
 }
 
 // CountByText makes s count each statement's runs by its text from now

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"drover/internal/job"
@@ -47,6 +48,44 @@ func testQueuedHeads(t *testing.T, s store.Store) {
 	equal(t, "the image job", get(t, s, func(tx store.Tx) (store.Job, error) { return tx.Job("q-10") }), imaged)
 	equal(t, "QueuedHeads(1)[0]", get(t, s, func(tx store.Tx) ([]store.Job, error) { return tx.QueuedHeads(1) })[0],
 		shaped("q-1", "u-1", "claude", "a100", "", "", job.Queued, 100))
+
+	// QueuedHeadsWithRequesters is QueuedHeads with each requester's row.
+	mustWrite(t, s, func(tx store.Tx) error {
+		bob := user("u-2", "bob")
+		bob.RemovedAt = ptr(at(5))
+		return tx.UpdateUser(bob)
+	})
+	for _, n := range []int{1, 2, 0} {
+		mustRead(t, s, func(tx store.Tx) error {
+			js, us, err := tx.QueuedHeadsWithRequesters(n)
+			want := get(t, s, func(tx store.Tx) ([]store.Job, error) { return tx.QueuedHeads(n) })
+			equal(t, fmt.Sprintf("QueuedHeadsWithRequesters(%d): the jobs", n), js, want)
+			bob := user("u-2", "bob")
+			bob.RemovedAt = ptr(at(5))
+			equal(t, fmt.Sprintf("QueuedHeadsWithRequesters(%d): the requesters", n), us, map[string]store.User{"u-1": user("u-1", "alice"), "u-2": bob})
+			return err
+		})
+	}
+	mustWrite(t, s, func(tx store.Tx) error {
+		for _, id := range []string{"q-1", "q-2", "q-3", "q-4", "q-5", "q-6", "q-7", "q-8", "q-10"} {
+			j, err := tx.Job(id)
+			if err != nil {
+				return err
+			}
+			j.State = job.Cancelled
+			if err := tx.UpdateJob(j); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	mustRead(t, s, func(tx store.Tx) error {
+		js, us, err := tx.QueuedHeadsWithRequesters(1)
+		if len(js) != 0 || len(us) != 0 {
+			t.Errorf("QueuedHeadsWithRequesters with nothing queued: %v, %v", jobIDs(js), us)
+		}
+		return err
+	})
 }
 
 func testActiveByRequester(t *testing.T, s store.Store) {
@@ -75,6 +114,26 @@ func testClaims(t *testing.T, s store.Store) {
 	equal(t, "ClaimQueued", q, newJob("q-1", "u-1", job.Queued, 10))
 	writeErr(t, s, "ClaimQueued of a running job", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.ClaimQueued("j-1"); return err })
 	writeErr(t, s, "ClaimQueued of no job", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.ClaimQueued("nope"); return err })
+	// ClaimQueuedFor is ClaimQueued and RunnerShares in one.
+	sh := store.Share{RunnerID: "r-1", Kind: store.ShareUser, Subject: "u-2", CreatedAt: at(5)}
+	mustWrite(t, s, func(tx store.Tx) error { return tx.PutShare(sh) })
+	wantRunner := get(t, s, func(tx store.Tx) (store.Runner, error) { return tx.Runner("r-1") })
+	wantRunner.Held = nil
+	mustWrite(t, s, func(tx store.Tx) error {
+		j, rn, shares, err := tx.ClaimQueuedFor("q-1", "r-1")
+		equal(t, "ClaimQueuedFor: the job", j, q)
+		equal(t, "ClaimQueuedFor: the runner", rn, wantRunner)
+		equal(t, "ClaimQueuedFor: its shares", shares, []store.Share{sh})
+		return err
+	})
+	for _, c := range []struct{ what, job, runner string }{
+		{"a running job", "j-1", "r-1"}, {"no job", "nope", "r-1"}, {"a missing runner", "q-1", "r-9"},
+	} {
+		writeErr(t, s, "ClaimQueuedFor of "+c.what, store.ErrNotFound, func(tx store.Tx) error {
+			_, _, _, err := tx.ClaimQueuedFor(c.job, c.runner)
+			return err
+		})
+	}
 	offered := q
 	offered.State, offered.Epoch, offered.AttemptID = job.Offered, q.Epoch+1, "a-new"
 	writeErr(t, s, "UpdateJobAt its epoch", nil, func(tx store.Tx) error { return tx.UpdateJobAt(offered, q.Epoch) })

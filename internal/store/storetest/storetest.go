@@ -75,6 +75,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WriteErrorRollsBack", testWriteErrorRollsBack},
 		{"CancelledContext", testCancelledContext},
 		{"ReadDuringWrite", testReadDuringWrite},
+		{"ReadEach", testReadEach},
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Hubs", testHubs},
 		{"RunnerHolders", testRunnerHolders},
@@ -614,35 +615,44 @@ func testAttempts(t *testing.T, s store.Store) {
 		return tx.UpdateAttempt(attempt("a-9", "j-1", "r-1", 9, job.AttemptRunning, 0))
 	})
 
-	// UpdateAttemptAndJob is UpdateAttempt and UpdateJob in one: both
-	// written, or ErrNotFound (and neither kept) when either is missing.
+	// UpdateAttemptAndJob is UpdateAttempt, UpdateJob and AddEvent in one:
+	// all written, or ErrNotFound (and none kept) when the attempt or the
+	// job is missing.
+	kinds := func(jobID string) []string {
+		es := get(t, s, func(tx store.Tx) ([]store.Event, error) { return tx.Events(jobID, 0, 0) })
+		return ids(es, func(e store.Event) string { return e.Kind + " " + e.Message })
+	}
+	ev := func(kind string) store.Event {
+		return store.Event{JobID: "j-1", At: at(300), Kind: kind, Actor: "box-1", Message: "attempt " + kind}
+	}
 	j1 := get(t, s, func(tx store.Tx) (store.Job, error) { return tx.Job("j-1") })
 	first.Message, j1.Reason, j1.UpdatedAt = "both", job.ReasonExited, at(300)
-	mustWrite(t, s, func(tx store.Tx) error { return tx.UpdateAttemptAndJob(first, j1) })
+	mustWrite(t, s, func(tx store.Tx) error { return tx.UpdateAttemptAndJob(first, j1, ev("started")) })
 	equal(t, "Attempt after UpdateAttemptAndJob", get(t, s, func(tx store.Tx) (store.Attempt, error) { return tx.Attempt(first.ID) }), first)
 	equal(t, "Job after UpdateAttemptAndJob", get(t, s, func(tx store.Tx) (store.Job, error) { return tx.Job(j1.ID) }), j1)
+	equal(t, "events after UpdateAttemptAndJob", kinds("j-1"), []string{"started attempt started"})
 	missingJob := j1
 	missingJob.ID = "j-9"
 	writeErr(t, s, "UpdateAttemptAndJob(missing attempt)", store.ErrNotFound, func(tx store.Tx) error {
-		return tx.UpdateAttemptAndJob(attempt("a-9", "j-1", "r-1", 9, job.AttemptRunning, 0), j1)
+		return tx.UpdateAttemptAndJob(attempt("a-9", "j-1", "r-1", 9, job.AttemptRunning, 0), j1, ev("lost"))
 	})
 	writeErr(t, s, "UpdateAttemptAndJob(missing job)", store.ErrNotFound, func(tx store.Tx) error {
-		return tx.UpdateAttemptAndJob(first, missingJob)
+		return tx.UpdateAttemptAndJob(first, missingJob, ev("lost"))
 	})
 
-	// OfferAttempt is InsertAttempt and UpdateJobAt in one: both written
-	// while the job is at the epoch, neither kept when it is not.
+	// OfferAttempt is InsertAttempt, UpdateJobAt and AddEvent in one: all
+	// written while the job is at the epoch, none kept when it is not.
 	was := j1.Epoch
 	offered := attempt("a-5", "j-1", "r-1", was+5, job.AttemptOffered, 400)
 	offered.ExitCode, offered.AcceptedAt, offered.FinishedAt, offered.Message, offered.Reason = nil, nil, nil, "", job.ReasonNone
 	j1.Epoch, j1.AttemptID, j1.UpdatedAt = offered.Epoch, offered.ID, at(400)
-	mustWrite(t, s, func(tx store.Tx) error { return tx.OfferAttempt(offered, j1, was) })
+	mustWrite(t, s, func(tx store.Tx) error { return tx.OfferAttempt(offered, j1, was, ev("offered")) })
 	equal(t, "Attempt after OfferAttempt", get(t, s, func(tx store.Tx) (store.Attempt, error) { return tx.Attempt(offered.ID) }), offered)
 	equal(t, "Job after OfferAttempt", get(t, s, func(tx store.Tx) (store.Job, error) { return tx.Job(j1.ID) }), j1)
 	stale := attempt("a-6", "j-1", "r-1", j1.Epoch+1, job.AttemptOffered, 500)
 	moved := j1
 	moved.Epoch, moved.AttemptID = stale.Epoch, stale.ID
-	err := s.Write(ctx(t), func(tx store.Tx) error { return tx.OfferAttempt(stale, moved, was) })
+	err := s.Write(ctx(t), func(tx store.Tx) error { return tx.OfferAttempt(stale, moved, was, ev("lost")) })
 	if !errors.Is(err, store.ErrConflict) || !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("OfferAttempt at a stale epoch: got %v, want ErrConflict and ErrNotFound", err)
 	}
@@ -650,8 +660,9 @@ func testAttempts(t *testing.T, s store.Store) {
 	writeErr(t, s, "OfferAttempt of an existing attempt", store.ErrConflict, func(tx store.Tx) error {
 		again := moved
 		again.Epoch = j1.Epoch
-		return tx.OfferAttempt(offered, again, j1.Epoch)
+		return tx.OfferAttempt(offered, again, j1.Epoch, ev("lost"))
 	})
+	equal(t, "events after OfferAttempt", kinds("j-1"), []string{"started attempt started", "offered attempt offered"})
 	writeErr(t, s, "duplicate attempt id", store.ErrConflict, func(tx store.Tx) error {
 		return tx.InsertAttempt(attempt("a-1", "j-1", "r-1", 3, job.AttemptRunning, 0))
 	})
@@ -1034,6 +1045,12 @@ func testCancelledContext(t *testing.T, s store.Store) {
 // uncommitted rows.
 func testReadDuringWrite(t *testing.T, s store.Store) {
 	seed(t, s)
+	readDuringWrite(t, s, "Read", s.Read)
+}
+
+// readDuringWrite checks that read, while a Write is open, neither waits
+// for it nor sees what it has not committed.
+func readDuringWrite(t *testing.T, s store.Store, what string, read func(context.Context, func(store.Tx) error) error) {
 	c, cancel := context.WithTimeout(ctx(t), 10*time.Second)
 	defer cancel()
 	mustWrite(t, s, func(tx store.Tx) error {
@@ -1042,9 +1059,9 @@ func testReadDuringWrite(t *testing.T, s store.Store) {
 		}
 		done := make(chan error, 1)
 		go func() {
-			done <- s.Read(c, func(rtx store.Tx) error {
+			done <- read(c, func(rtx store.Tx) error {
 				if _, err := rtx.User("u-2"); !errors.Is(err, store.ErrNotFound) {
-					return fmt.Errorf("uncommitted user visible to a Read (err %v)", err)
+					return fmt.Errorf("uncommitted user visible to a %s (err %v)", what, err)
 				}
 				_, err := rtx.User("u-1")
 				return err
@@ -1053,13 +1070,46 @@ func testReadDuringWrite(t *testing.T, s store.Store) {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("Read during Write: %v", err)
+				t.Errorf("%s during Write: %v", what, err)
 			}
 		case <-c.Done():
-			t.Errorf("Read blocked behind an open Write")
+			t.Errorf("%s blocked behind an open Write", what)
 		}
 		return nil
 	})
+}
+
+// eachReader is a store whose reads may go without one snapshot (the
+// dispatch pass's): every engine's.
+type eachReader interface {
+	ReadEach(ctx context.Context, fn func(store.Tx) error) error
+}
+
+// testReadEach: ReadEach sees what was committed, never what an open
+// Write has not, does not wait for that Write, returns fn's error mapped,
+// and refuses a write.
+func testReadEach(t *testing.T, s store.Store) {
+	er, ok := s.(eachReader)
+	if !ok {
+		t.Fatalf("%T has no ReadEach", s)
+	}
+	seed(t, s)
+	if err := er.ReadEach(ctx(t), func(tx store.Tx) error {
+		u, err := tx.User("u-1")
+		if err == nil && u.Name != "alice" {
+			err = fmt.Errorf("user u-1 is %q, want alice", u.Name)
+		}
+		return err
+	}); err != nil {
+		t.Errorf("ReadEach of a committed user: %v", err)
+	}
+	err := er.ReadEach(ctx(t), func(tx store.Tx) error { _, err := tx.User("u-9"); return err })
+	wantErr(t, "ReadEach of a missing user", err, store.ErrNotFound)
+	if err := er.ReadEach(ctx(t), func(tx store.Tx) error { return tx.InsertUser(user("u-3", "carol")) }); err == nil {
+		t.Errorf("a write in ReadEach went through")
+	}
+	readErr(t, s, "the user a ReadEach wrote", store.ErrNotFound, func(tx store.Tx) error { _, err := tx.User("u-3"); return err })
+	readDuringWrite(t, s, "ReadEach", er.ReadEach)
 }
 
 // testConcurrentWrites: read-modify-write transactions from many goroutines
