@@ -15,14 +15,14 @@ import (
 	"drover/internal/testkit/plainbuild"
 )
 
-// droverBinary builds cmd/drover into a temporary directory, or returns
-// $DROVER_BENCH_BINARY when set (to bench an already built binary).
+// droverBinary returns $DROVER_BENCH_BINARY when set (to bench an already
+// built binary), else the suite's plain drover (plainbuild.Drover).
 func droverBinary(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("DROVER_BENCH_BINARY"); bin != "" {
 		return bin
 	}
-	bin, err := plainbuild.Build(t.TempDir(), "")
+	bin, err := plainbuild.Drover(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

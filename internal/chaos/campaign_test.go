@@ -17,7 +17,7 @@ import (
 // bin is the drover binary built once for this package by TestMain.
 var bin string
 
-func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin, testkit.RaceBinary) }
 
 // shortCampaign runs the CI campaign (about a minute) with the hub's state
 // in db ("": SQLite) and fails with the seed and the command that replays

@@ -24,7 +24,7 @@ import (
 // bin is the drover binary built once for this package by TestMain.
 var bin string
 
-func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin, testkit.RaceBinary) }
 
 // sleepFirst runs `sleep` only in the first attempt, so a retried or
 // requeued job ends quickly.

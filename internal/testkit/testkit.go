@@ -26,17 +26,38 @@ import (
 	"drover/internal/client"
 	"drover/internal/job"
 	"drover/internal/runner"
+	"drover/internal/testkit/plainbuild"
 	"drover/internal/testkit/syncbuf"
 )
 
-// Build compiles cmd/drover into dir (with -race when the tests run with
-// it) and returns the binary's path. Call it once from TestMain.
-//
-// With DROVER_TEST_BINARY set (scripts/test builds it once before the
-// tests), that binary is used instead: the e2e packages run side by side,
-// and each linking its own race-enabled binary, or compiling its packages
-// anew from an empty build cache, costs minutes of the suite's 2 cores.
-func Build(dir string) (string, error) {
+// Need is what a package's tests ask of the drover processes they start;
+// each package declares it once, in its TestMain (MainWithBinary).
+type Need int
+
+const (
+	// PlainBinary: the tests check what drover does (jobs, agents,
+	// repositories, pipelines), not the hub's or runner's own concurrency.
+	// A plain build (the release's flags, internal/testkit/plainbuild)
+	// costs under half the CPU of a race build in the processes it starts
+	// (docs/benchmarks.md, "Session 22: the suite's CPU"), and the suite's
+	// 2 cores are its limit.
+	PlainBinary Need = iota
+	// RaceBinary: the processes' own concurrency is what the tests exercise
+	// (hubs racing for leases, cut connections, faults): the processes are
+	// race builds whenever the tests are.
+	RaceBinary
+)
+
+// Build returns the drover binary that need asks for, compiling cmd/drover
+// into dir unless scripts/test has built it once for every package
+// (DROVER_TEST_BINARY for RaceBinary, plainbuild.BinaryEnv for
+// PlainBinary): the e2e packages run side by side, and each linking its
+// own binary, or compiling its packages anew from an empty build cache,
+// costs minutes of the suite's 2 cores.
+func Build(dir string, need Need) (string, error) {
+	if need == PlainBinary {
+		return plainbuild.Drover(dir)
+	}
 	if prebuilt := os.Getenv("DROVER_TEST_BINARY"); prebuilt != "" {
 		if fi, err := os.Stat(prebuilt); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 			return "", fmt.Errorf("DROVER_TEST_BINARY=%s is not an executable file (%v)", prebuilt, err)
@@ -556,15 +577,16 @@ func Log(t testing.TB, c *client.Client, id string, attempt int64) string {
 }
 
 // MainWithBinary is a TestMain for a package whose tests run the real
-// binary: it builds cmd/drover once into a temporary directory, sets *bin
-// to it, runs the tests and removes the directory. It exits the process.
-func MainWithBinary(m *testing.M, bin *string) {
+// binary: it builds the drover need asks for once into a temporary
+// directory (Build), sets *bin to it, runs the tests and removes the
+// directory. It exits the process.
+func MainWithBinary(m *testing.M, bin *string, need Need) {
 	dir, err := os.MkdirTemp("", "drover-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	*bin, err = Build(dir)
+	*bin, err = Build(dir, need)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)

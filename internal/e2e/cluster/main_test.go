@@ -12,4 +12,4 @@ import (
 
 var bin string
 
-func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin, testkit.PlainBinary) }

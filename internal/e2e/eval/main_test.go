@@ -13,4 +13,4 @@ import (
 // bin is the drover binary built once for this package by TestMain.
 var bin string
 
-func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin) }
+func TestMain(m *testing.M) { testkit.MainWithBinary(m, &bin, testkit.PlainBinary) }
