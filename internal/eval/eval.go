@@ -25,6 +25,7 @@ import (
 	"drover/internal/gitcmd"
 	"drover/internal/hub/call"
 	"drover/internal/store"
+	"drover/internal/tick"
 )
 
 // Core is what evaluations need of the hub's core.
@@ -271,30 +272,32 @@ func (e *Evals) wake(id string) {
 // hub leads: at its start (a restarted hub carries on), and for changes
 // it was not told of.
 func (e *Evals) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(e.cfg.Sweep)
-	defer t.Stop()
-	for {
-		if e.core.Leading() {
-			var evs []store.Eval
-			err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
-				var err error
-				evs, err = tx.Evals(store.EvalRunning, 0)
-				return err
-			})
-			if err != nil && ctx.Err() == nil {
-				e.log.Warn("could not list the running evaluations", "err", err)
-			}
-			for _, ev := range evs {
-				e.mu.Lock()
-				e.full[ev.ID] = true // for changes it was not told of
-				e.mu.Unlock()
-				e.wake(ev.ID)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	e.sweep(ctx)
+	// On whole multiples of the interval (internal/tick): in the wakeup the
+	// hub's other periodic work and the runners' heartbeats already cause,
+	// not in one of its own.
+	tick.Every(ctx, e.cfg.Sweep, func() bool { e.sweep(ctx); return true })
+}
+
+// sweep marks every running evaluation for a full read and wakes it, if
+// this hub leads.
+func (e *Evals) sweep(ctx context.Context) {
+	if !e.core.Leading() {
+		return
+	}
+	var evs []store.Eval
+	err := e.cfg.Store.Read(ctx, func(tx store.Tx) error {
+		var err error
+		evs, err = tx.Evals(store.EvalRunning, 0)
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		e.log.Warn("could not list the running evaluations", "err", err)
+	}
+	for _, ev := range evs {
+		e.mu.Lock()
+		e.full[ev.ID] = true // for changes it was not told of
+		e.mu.Unlock()
+		e.wake(ev.ID)
 	}
 }
