@@ -124,11 +124,28 @@ func start(t testing.TB, name string, env []string, stdout io.Writer, bin string
 	}()
 	t.Cleanup(func() {
 		p.kill()
+		out := p.out.String()
+		// A race build reports a data race on its stderr and exits 66 only
+		// when it exits on its own; the tests kill their processes, so the
+		// report is read here or never.
+		if i := strings.Index(out, raceReport); i >= 0 {
+			t.Errorf("%s reported a data race:\n%s", name, head(out[i:], 8000))
+		}
 		if t.Failed() {
-			t.Logf("--- output of %s ---\n%s", name, tail(p.out.String(), 8000))
+			t.Logf("--- output of %s ---\n%s", name, tail(out, 8000))
 		}
 	})
 	return p
+}
+
+// raceReport opens each report of the race detector.
+const raceReport = "WARNING: DATA RACE"
+
+func head(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func tail(s string, n int) string {
