@@ -30,9 +30,9 @@ const postgresInstall = "apt-get install postgresql (scripts/test installs it)"
 // A Postgres cluster for the whole test binary, started by the first test
 // that asks for one: initdb into a temporary directory, then postgres on a
 // free loopback port with its unix socket there too. Each test gets a
-// database of its own. It is one of the test kit's two process-wide
-// resources, with Gitea's seed (a cluster per test would cost seconds each);
-// PostgresMain or MainWithBinary stop it when the tests end.
+// database of its own. It is the one process-wide resource of the test kit
+// (a cluster per test would cost seconds each); PostgresMain or
+// MainWithBinary stop it when the tests end.
 var pg struct {
 	mu        sync.Mutex
 	c         *pgCluster
