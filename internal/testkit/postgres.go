@@ -34,10 +34,17 @@ const postgresInstall = "apt-get install postgresql (scripts/test installs it)"
 // (a cluster per test would cost seconds each); PostgresMain or
 // MainWithBinary stop it when the tests end.
 var pg struct {
-	mu  sync.Mutex
-	c   *pgCluster
-	err error
-	n   int // databases made
+	mu        sync.Mutex
+	c         *pgCluster
+	err       error
+	n         int                    // databases made
+	templates map[string]*pgTemplate // StartPostgresFrom's, by name
+}
+
+// pgTemplate is a database that new ones are copied from, prepared once.
+type pgTemplate struct {
+	once sync.Once
+	err  error
 }
 
 type pgCluster struct {
@@ -55,22 +62,86 @@ type pgCluster struct {
 // test ends. Without Postgres the test is skipped, or with CI=true fails.
 func StartPostgres(t testing.TB) string {
 	t.Helper()
+	return newDatabase(t, "")
+}
+
+// StartPostgresFrom is StartPostgres for a database that starts as a copy of
+// the template named name (CREATE DATABASE ... TEMPLATE), which prepare
+// makes from an empty database once for the test binary, e.g. by applying
+// every migration: a test that needs a migrated store then does not pay
+// for the migrations. prepare must close its connections.
+func StartPostgresFrom(t testing.TB, name string, prepare func(ctx context.Context, url string) error) string {
+	t.Helper()
+	pg.mu.Lock()
+	if pg.templates == nil {
+		pg.templates = map[string]*pgTemplate{}
+	}
+	tpl := pg.templates[name]
+	if tpl == nil {
+		tpl = &pgTemplate{}
+		pg.templates[name] = tpl
+	}
+	pg.mu.Unlock()
+	tpl.once.Do(func() {
+		c, err := cluster(t)
+		if err != nil {
+			tpl.err = err
+			return
+		}
+		// Made under a context of its own: the first test's ending must
+		// not cut the preparation others wait for.
+		ctx := context.Background()
+		if err := c.admin(ctx, `CREATE DATABASE `+name); err != nil {
+			tpl.err = fmt.Errorf("create template database %s: %w", name, err)
+			return
+		}
+		if err := prepare(ctx, c.url(name)); err != nil {
+			tpl.err = fmt.Errorf("prepare template database %s: %w", name, err)
+		}
+	})
+	if tpl.err != nil {
+		t.Fatal(tpl.err)
+	}
+	return newDatabase(t, name)
+}
+
+// cluster returns the test binary's cluster, starting it on first use;
+// without Postgres the test is skipped, or with CI=true fails.
+func cluster(t testing.TB) (*pgCluster, error) {
+	t.Helper()
 	pg.mu.Lock()
 	if pg.c == nil && pg.err == nil {
 		pg.c, pg.err = startCluster()
 	}
 	c, err := pg.c, pg.err
-	pg.n++
-	name := fmt.Sprintf("t%d", pg.n)
 	pg.mu.Unlock()
 	var missing *pgMissing
 	if errors.As(err, &missing) {
 		ciskip.Skipf(t, "%v; install it with %s", err, postgresInstall)
 	}
 	if err != nil {
-		t.Fatalf("start Postgres: %v", err)
+		return nil, fmt.Errorf("start Postgres: %w", err)
 	}
-	if err := c.admin(t.Context(), `CREATE DATABASE `+name); err != nil {
+	return c, nil
+}
+
+// newDatabase makes a database on the cluster, a copy of template if it is
+// not "", dropped when the test ends, and returns its URL.
+func newDatabase(t testing.TB, template string) string {
+	t.Helper()
+	c, err := cluster(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.mu.Lock()
+	pg.n++
+	name := fmt.Sprintf("t%d", pg.n)
+	pg.mu.Unlock()
+	create := `CREATE DATABASE ` + name
+	if template != "" {
+		create += ` TEMPLATE ` + template
+	}
+	if err := c.admin(t.Context(), create); err != nil {
 		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
@@ -97,7 +168,7 @@ func StopPostgres() {
 	if pg.c != nil {
 		pg.c.stop()
 	}
-	pg.c, pg.err = nil, nil
+	pg.c, pg.err, pg.templates = nil, nil, nil
 }
 
 // pgMissing is a Postgres that is not installed (or cannot run here).

@@ -8,14 +8,13 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/store"
-	"drover/internal/testkit"
 )
 
 // TestClaimForLocksTheJobAlone: ClaimQueuedFor holds the job's row as
 // ClaimQueued does (another hub's claim skips it at once), but not the
 // runner's, which the runner's heartbeats on its own hub write meanwhile.
 func TestClaimForLocksTheJobAlone(t *testing.T) {
-	url := testkit.StartPostgres(t)
+	url := migratedURL(t)
 	a, b := openTest(t, url), openTest(t, url)
 	now := time.Now()
 	rn := store.Runner{ID: "r-1", Name: "box-1", OwnerID: "u-1", Slots: 1, CreatedAt: now}

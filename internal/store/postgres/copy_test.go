@@ -14,7 +14,6 @@ import (
 	"drover/internal/store"
 	"drover/internal/store/sqlite"
 	"drover/internal/store/sqlstore"
-	"drover/internal/testkit"
 )
 
 // TestCopyFromSQLite: a copy of a SQLite store reads the same through the
@@ -76,7 +75,7 @@ func TestCopyFromSQLite(t *testing.T) {
 		}
 	}
 
-	dst := openTest(t, testkit.StartPostgres(t))
+	dst := openTest(t, migratedURL(t))
 	copyAll := func() error {
 		return src.Snapshot(t.Context(), func(tx *sql.Tx) error { _, err := dst.CopyFrom(t.Context(), tx); return err })
 	}
@@ -219,7 +218,7 @@ func TestSchemaMatchesSQLite(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	dst := openTest(t, testkit.StartPostgres(t))
+	dst := openTest(t, migratedURL(t))
 	tx, err := dst.db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 
 	"drover/internal/job"
 	"drover/internal/store"
-	"drover/internal/testkit"
 )
 
 // listener collects what one Store's Listen hands over.
@@ -109,7 +108,7 @@ func waitSent(t *testing.T, s *Store, n int64) {
 // can deliver it); one published right after is held behind it until the
 // window ends or the Store closes, then both of those travel together.
 func TestALoneHintGoesAtOnce(t *testing.T) {
-	url := testkit.StartPostgres(t)
+	url := migratedURL(t)
 	a, b, c := openTest(t, url), openTest(t, url), openTest(t, url)
 	a.hints.window = time.Hour
 	lb := listen(t, b)
@@ -152,7 +151,7 @@ func TestALoneHintGoesAtOnce(t *testing.T) {
 // other Store whole, in a handful of NOTIFYs (at most one per window, split
 // by the payload), and a Store never hears its own.
 func TestHintsAreCoalesced(t *testing.T) {
-	url := testkit.StartPostgres(t)
+	url := migratedURL(t)
 	a, b := openTest(t, url), openTest(t, url)
 	la, lb := listen(t, a), listen(t, b)
 	publishUntilHeard(t, a, lb, "ready")
@@ -223,7 +222,7 @@ func waitIdle(t *testing.T, s *Store) {
 // TestHintListenerReconnects: when the listening connection is cut, Listen
 // connects again, says everything may have changed, and hears hints again.
 func TestHintListenerReconnects(t *testing.T) {
-	url := testkit.StartPostgres(t)
+	url := migratedURL(t)
 	a, b := openTest(t, url), openTest(t, url)
 	lb := listen(t, b)
 	publishUntilHeard(t, a, lb, "before")
@@ -239,7 +238,7 @@ func TestHintListenerReconnects(t *testing.T) {
 // TestClaimSkipsALockedJob: while one hub's transaction holds a queued
 // job's row, another's claim skips it at once instead of queueing behind.
 func TestClaimSkipsALockedJob(t *testing.T) {
-	url := testkit.StartPostgres(t)
+	url := migratedURL(t)
 	a, b := openTest(t, url), openTest(t, url)
 	now := time.Now()
 	if err := a.Write(t.Context(), func(tx store.Tx) error {

@@ -30,10 +30,42 @@ func openTest(t testing.TB, url string) *Store {
 	return storetest.Opened(t, s, err)
 }
 
+// migratedURL is the URL of a new database with every migration applied:
+// a copy of a template migrated once for the test binary (a test that only
+// needs an empty store does not pay for the migrations; those of the
+// migrations themselves start from testkit.StartPostgres).
+func migratedURL(t testing.TB) string {
+	t.Helper()
+	return testkit.StartPostgresFrom(t, "migrated", func(ctx context.Context, url string) error {
+		s, err := Open(ctx, url)
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	})
+}
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return openTest(t, testkit.StartPostgres(t))
+		return openTest(t, migratedURL(t))
 	})
+}
+
+// TestTemplateIsMigrated: a database copied from the template is at the
+// last version and has nothing else in it.
+func TestTemplateIsMigrated(t *testing.T) {
+	s := openTest(t, migratedURL(t))
+	ms, err := sqlstore.Migrations(migrationFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, users int
+	if err := s.db.QueryRowContext(t.Context(), `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != len(ms) {
+		t.Fatalf("schema_migrations has %d rows (%v), want %d", n, err, len(ms))
+	}
+	if err := s.db.QueryRowContext(t.Context(), `SELECT count(*) FROM users`).Scan(&users); err != nil || users != 0 {
+		t.Fatalf("users in a new store: %d, %v; want none", users, err)
+	}
 }
 
 func TestReopenKeepsDataAndMigratesOnce(t *testing.T) {
@@ -127,7 +159,7 @@ func TestBadURLFailsFast(t *testing.T) {
 // each serialization race runs again, also when its fn swallowed the
 // failed statement's error.
 func TestWritesOfTwoStoresRetry(t *testing.T) {
-	url := testkit.StartPostgres(t)
+	url := migratedURL(t)
 	a, b := openTest(t, url), openTest(t, url)
 	storetest.ConcurrentWrites(t, a, a, b, swallowing{a}, swallowing{b})
 }
@@ -135,7 +167,7 @@ func TestWritesOfTwoStoresRetry(t *testing.T) {
 // TestAccessVersionsOfStoresInOrder: hubs on one database changing
 // runners' access at once never stamp the same access version.
 func TestAccessVersionsOfStoresInOrder(t *testing.T) {
-	url := testkit.StartPostgres(t)
+	url := migratedURL(t)
 	a, b, c := openTest(t, url), openTest(t, url), openTest(t, url)
 	storetest.AccessVersionRace(t, a, a, b, c, a, b, c)
 }
@@ -152,7 +184,7 @@ func (s swallowing) Write(ctx context.Context, fn func(store.Tx) error) error {
 // connection of the store (as a restart or a cut network does), the next
 // Write and Read succeed on new ones, each applied once.
 func TestRecoversFromDroppedConnections(t *testing.T) {
-	url := testkit.StartPostgres(t)
+	url := migratedURL(t)
 	s := openTest(t, url)
 	other := openTest(t, url) // an operator's session, to cut the store's
 	now := time.UnixMilli(0)
@@ -188,7 +220,7 @@ func TestRecoversFromDroppedConnections(t *testing.T) {
 // space is freed. The table lives in a tablespace on a small tmpfs.
 func TestFullDiskIsErrNoSpace(t *testing.T) {
 	mnt := disk.Tmpfs(t, 4<<20)
-	s := openTest(t, testkit.StartPostgres(t))
+	s := openTest(t, migratedURL(t))
 	// The server runs as the postgres user when the tests run as root: it
 	// must own the tablespace's directory and reach it.
 	if u, err := user.Lookup("postgres"); err == nil && os.Geteuid() == 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -67,7 +66,7 @@ func meta(t *testing.T, s *Store, k string) string {
 // as it would alone: a failed one keeps nothing of its own, the others
 // keep theirs, a writer whose context ended before its turn runs nothing.
 func TestWritesWaitingCommitAsOneGroup(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	s := newTest(t)
 	release, held := holdWriter(t, s)
 	before := s.g.committed.Load()
 
@@ -125,7 +124,7 @@ func TestWritesWaitingCommitAsOneGroup(t *testing.T) {
 // A write that panics panics in its own caller; the writes of its group
 // keep nothing and say why, and the writer goes on.
 func TestPanicInAGroupedWrite(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	s := newTest(t)
 	release, held := holdWriter(t, s)
 	var wg sync.WaitGroup
 	var panicked any

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -29,10 +30,69 @@ func openTest(t testing.TB, path string) *Store {
 	return storetest.Opened(t, s, err)
 }
 
+// migrated is the file of a new store with every migration applied, made
+// once for the test binary: under -race, applying them is most of the CPU
+// of a test that only needs an empty store (the tests of the migrations
+// themselves open new files).
+var migrated = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "drover-sqlite-template-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "drover.db")
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		return nil, err
+	}
+	// Closing checkpoints the WAL into the file and removes it, so the
+	// file alone is the whole database.
+	if err := s.Close(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path + "-wal"); !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("the closed template store left its WAL (%v)", err)
+	}
+	return os.ReadFile(path)
+})
+
+// newTest opens a new, empty store: a copy of migrated in a directory of
+// the test's own.
+func newTest(t testing.TB) *Store {
+	t.Helper()
+	db, err := migrated()
+	if err != nil {
+		t.Fatalf("migrated template store: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "drover.db")
+	if err := os.WriteFile(path, db, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return openTest(t, path)
+}
+
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return openTest(t, filepath.Join(t.TempDir(), "drover.db"))
-	})
+	storetest.Run(t, func(t *testing.T) store.Store { return newTest(t) })
+}
+
+// TestTemplateIsMigrated: a store opened from the template is at the last
+// version and has nothing else in it.
+func TestTemplateIsMigrated(t *testing.T) {
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newTest(t)
+	if vs := appliedVersions(t, s); len(vs) != len(ms) || vs[len(vs)-1] != len(ms) {
+		t.Fatalf("applied versions %v, want 1..%d", vs, len(ms))
+	}
+	if err := s.CheckSchema(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var users int
+	if err := s.r.QueryRowContext(t.Context(), `SELECT count(*) FROM users`).Scan(&users); err != nil || users != 0 {
+		t.Fatalf("users in a new store: %d, %v; want none", users, err)
+	}
 }
 
 func appliedVersions(t *testing.T, s *Store) []int {
@@ -133,7 +193,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 // TestPragmas checks that every pooled connection, not only the first, has
 // the settings durability and integrity depend on.
 func TestPragmas(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	s := newTest(t)
 	for _, p := range []struct {
 		name  string
 		db    *sql.DB
@@ -172,7 +232,7 @@ func TestPragmas(t *testing.T) {
 }
 
 func TestReadTransactionIsReadOnly(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	s := newTest(t)
 	err := s.Read(t.Context(), func(tx store.Tx) error { return tx.SetMeta("k", "v") })
 	if err == nil {
 		t.Fatal("SetMeta inside Read succeeded")
@@ -241,7 +301,7 @@ func TestBusyAtBegin(t *testing.T) {
 }
 
 func BenchmarkWriteTx(b *testing.B) {
-	s := openTest(b, filepath.Join(b.TempDir(), "drover.db"))
+	s := newTest(b)
 	ctx := b.Context()
 	now := time.Now()
 	if err := s.Write(ctx, func(tx store.Tx) error {
@@ -409,7 +469,7 @@ func jobIDsOf(js []store.Job) []string {
 // way, not one of every job in a state. Plans are those of a database
 // without statistics, as the hub's.
 func TestVisibleToUsesIndexes(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	s := newTest(t)
 	jobsQ := func(f store.JobFilter) func() (string, []any) {
 		return func() (string, []any) { return dialect.JobsQuery(f) }
 	}
@@ -473,7 +533,7 @@ func TestVisibleToUsesIndexes(t *testing.T) {
 // TestRunnerAccessDefault: "" is stored as private, and a row holding ""
 // anyway reads as private.
 func TestRunnerAccessDefault(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	s := newTest(t)
 	now := time.Now()
 	if err := s.Write(t.Context(), func(tx store.Tx) error {
 		return errors.Join(
@@ -625,7 +685,7 @@ func TestShareConsentMigration(t *testing.T) {
 // later transactions: reads and writes give the same rows either way, and
 // every statement is counted.
 func TestPreparedStatements(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "drover.db"))
+	s := newTest(t)
 	round := func(i int) {
 		t.Helper()
 		k, v := fmt.Sprintf("k%d", i%3), fmt.Sprint(i)
