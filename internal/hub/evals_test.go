@@ -226,6 +226,11 @@ func (t *jobItemTx) PutEvalItem(it store.EvalItem) error {
 	return t.Tx.PutEvalItem(it)
 }
 
+func (t *jobItemTx) MoveEvalItem(it store.EvalItem) error {
+	t.items[it.AgentJob], t.items[it.GradeJob] = true, true
+	return t.Tx.MoveEvalItem(it)
+}
+
 // An evaluation's job goes in in the commit that records its item: a
 // job's end is taken up by a pass of one commit, not one commit per job
 // submitted and another for the items (the pass, and every job end
