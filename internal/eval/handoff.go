@@ -158,7 +158,7 @@ func (e *Evals) JobEnded(ctx context.Context, x Ending, jobID, key string) (afte
 			pass = pass || !created // found by its key: the pass reads it
 		}
 		m.it.UpdatedAt = now
-		if err := tx.PutEvalItem(*m.it); err != nil {
+		if err := tx.MoveEvalItem(*m.it); err != nil {
 			return nil, fmt.Errorf("record item %s of evaluation %s: %w", m.it.Key, evalID, err)
 		}
 	}

@@ -347,7 +347,7 @@ func (h *Hub) finish(ctx context.Context, c *runnerSession, reqID string, fin pr
 				return protocol.FinishAck{}, err
 			}
 		}
-		ended, err = h.jobEnded(ctx, tx, j)
+		ended, err = h.jobEnded(ctx, tx, j, a)
 		return protocol.FinishAck{}, err
 	})
 	if err != nil {

@@ -137,6 +137,38 @@ func TestEvalJobsReadAsTheirViews(t *testing.T) {
 	if got[0].State != job.Failed || got[0].Attempts[0].Message != "it broke" {
 		t.Errorf("the failed job read as %+v", got[0])
 	}
+	// A hand-off's view of the job its finish ended (evalEnding.Job) is
+	// built from the finished attempt when that is the job's first, and
+	// read when an attempt came before it.
+	err = th.h.store.Read(t.Context(), func(tx store.Tx) error {
+		j, err := tx.Job(failed.ID)
+		if err != nil {
+			return err
+		}
+		atts, err := tx.Attempts(j.ID)
+		if err != nil || len(atts) != 1 {
+			return fmt.Errorf("%d attempts, %v", len(atts), err)
+		}
+		first := atts[0]
+		first.Message = "as the write holds it"
+		v, err := evalEnding{th.h, tx, j, first}.Job()
+		if err != nil || len(v.Attempts) != 1 || v.Attempts[0].Message != first.Message || v.State != job.Failed {
+			t.Errorf("the hand-off's view from its first attempt: %+v, %v", v, err)
+		}
+		if cost, tokens := v.Spent(); cost != 0.5 || tokens != 30 {
+			t.Errorf("the hand-off's view spent %.2f USD, %d tokens; want 0.50, 30", cost, tokens)
+		}
+		later := atts[0]
+		later.Epoch, later.Message = 2, "a later attempt"
+		v, err = evalEnding{th.h, tx, j, later}.Job()
+		if err != nil || len(v.Attempts) != 1 || v.Attempts[0].Message != "it broke" {
+			t.Errorf("the hand-off's view after a later attempt was not read: %+v, %v", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // jobItemStore notes, of each committed write, the evaluation jobs it
@@ -192,6 +224,11 @@ func (t *jobItemTx) InsertJob(j store.Job) error {
 func (t *jobItemTx) PutEvalItem(it store.EvalItem) error {
 	t.items[it.AgentJob], t.items[it.GradeJob] = true, true
 	return t.Tx.PutEvalItem(it)
+}
+
+func (t *jobItemTx) MoveEvalItem(it store.EvalItem) error {
+	t.items[it.AgentJob], t.items[it.GradeJob] = true, true
+	return t.Tx.MoveEvalItem(it)
 }
 
 // An evaluation's job goes in in the commit that records its item: a

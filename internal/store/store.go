@@ -308,9 +308,12 @@ type Tx interface {
 	// EvalRunning counts its items at their agent or grading and lists
 	// its first queued ones up to queued, by line then key: what a job's
 	// hand-off reads in the write that ends the job, without the running
-	// items' rows.
+	// items' rows. MoveEvalItem writes an item's progress (State, its
+	// jobs, Head, Graded, Patch, Reason, what it spent, UpdatedAt), not
+	// its instance (ErrNotFound when there is none): the hand-off's write.
 	EvalItem(evalID, key string) (EvalItem, error)
 	EvalRunning(evalID string, queued int) (running int, next []EvalItem, err error)
+	MoveEvalItem(i EvalItem) error
 
 	// Project members (the owner is one too, added with the project).
 	// AddMember of a member is ErrConflict; RemoveMember of a non-member is

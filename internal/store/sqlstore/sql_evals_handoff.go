@@ -27,3 +27,17 @@ func (t *tx) EvalRunning(evalID string, queued int) (int, []store.EvalItem, erro
 		evalID, string(store.ItemQueued), queued)
 	return n, next, err
 }
+
+func (t *tx) MoveEvalItem(i store.EvalItem) error {
+	// A narrow update: the upsert of the whole row (PutEvalItem) bound and
+	// wrote the instance too, twice in a hand-off that starts a sample.
+	what := "move item " + i.Key + " of evaluation " + i.EvalID
+	res, err := t.exec(what, `UPDATE eval_items SET state = ?, agent_job = ?, head = ?, graded = ?, grade_job = ?, patch = ?,
+		reason = ?, cost_usd = ?, tokens = ?, updated_at = ? WHERE eval_id = ? AND key = ?`,
+		string(i.State), i.AgentJob, i.Head, i.Graded, i.GradeJob, i.Patch, i.Reason, i.CostUSD, i.Tokens, Millis(i.UpdatedAt),
+		i.EvalID, i.Key)
+	if err != nil {
+		return err
+	}
+	return affected(what, res)
+}

@@ -134,4 +134,18 @@ func testEvalOpenItems(t *testing.T, s store.Store) {
 	equal(t, "EvalRunning, no queued", running("e-5", 0), room{2, nil})
 	equal(t, "EvalRunning, 2 queued", running("e-5", 2), room{2, []store.EvalItem{q1, q2}})
 	equal(t, "EvalRunning of none", running("e-9", 1), room{0, nil})
+
+	// MoveEvalItem writes an item's progress and keeps the rest.
+	moved := q1
+	moved.State, moved.AgentJob, moved.Head, moved.Graded, moved.GradeJob = store.ItemUnresolved, "j-a", "h1", "h2", "j-g"
+	moved.Patch, moved.Reason, moved.CostUSD, moved.Tokens = "diff", "tests failed", 1.5, 3<<40
+	moved.UpdatedAt = at(70)
+	kept := moved
+	moved.Instance, moved.Line, moved.Repeat, moved.Attempt, moved.InstanceID = `{"changed":true}`, 99, 7, 9, "other"
+	moved.CreatedAt = at(80)
+	mustWrite(t, s, func(tx store.Tx) error { return tx.MoveEvalItem(moved) })
+	equal(t, "EvalItem after MoveEvalItem", get(t, s, func(tx store.Tx) (store.EvalItem, error) { return tx.EvalItem("e-5", "q1") }), kept)
+	missing := moved
+	missing.Key = "nope"
+	writeErr(t, s, "MoveEvalItem of a missing key", store.ErrNotFound, func(tx store.Tx) error { return tx.MoveEvalItem(missing) })
 }
