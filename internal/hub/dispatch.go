@@ -335,22 +335,13 @@ func (h *Hub) dispatch(ctx context.Context) error {
 	}
 }
 
-// eachReader is a store that reads without one snapshot where that saves
-// round trips (Postgres: no BEGIN and COMMIT).
-type eachReader interface {
-	ReadEach(ctx context.Context, fn func(store.Tx) error) error
-}
-
 // passRead runs a dispatch pass's read. It needs no one snapshot: by the
 // offer's write one would be as old, and that write checks again what
 // must hold (the job still queued at its epoch, the runner's access now,
 // the credentials' trust); the rest only orders the queue (ranks, active
 // counts, a resume's runner).
 func (h *Hub) passRead(ctx context.Context, fn func(store.Tx) error) error {
-	if er, ok := h.store.(eachReader); ok {
-		return er.ReadEach(ctx, fn)
-	}
-	return h.store.Read(ctx, fn)
+	return store.ReadEach(ctx, h.store, fn)
 }
 
 // pickRunner is the candidate to offer j to, with the account to name, or

@@ -33,6 +33,23 @@ type Store interface {
 	Close() error
 }
 
+// EachReader is a Store that also reads without one snapshot, where that
+// saves round trips (Postgres: no BEGIN and COMMIT, one round trip a
+// statement).
+type EachReader interface {
+	ReadEach(ctx context.Context, fn func(Tx) error) error
+}
+
+// ReadEach runs fn, which only reads, through s's ReadEach, or in a Read
+// where s has none. fn must not need one snapshot: each of its statements
+// may see what was committed when it began.
+func ReadEach(ctx context.Context, s Store, fn func(Tx) error) error {
+	if er, ok := s.(EachReader); ok {
+		return er.ReadEach(ctx, fn)
+	}
+	return s.Read(ctx, fn)
+}
+
 // Tx is one transaction. Methods return ErrNotFound (wrapped) for a missing
 // row and ErrConflict for a duplicate key.
 type Tx interface {

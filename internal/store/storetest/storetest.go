@@ -1079,17 +1079,11 @@ func readDuringWrite(t *testing.T, s store.Store, what string, read func(context
 	})
 }
 
-// eachReader is a store whose reads may go without one snapshot (the
-// dispatch pass's): every engine's.
-type eachReader interface {
-	ReadEach(ctx context.Context, fn func(store.Tx) error) error
-}
-
 // testReadEach: ReadEach sees what was committed, never what an open
 // Write has not, does not wait for that Write, returns fn's error mapped,
 // and refuses a write.
 func testReadEach(t *testing.T, s store.Store) {
-	er, ok := s.(eachReader)
+	er, ok := s.(store.EachReader) // every engine's
 	if !ok {
 		t.Fatalf("%T has no ReadEach", s)
 	}
