@@ -96,6 +96,7 @@ func (t readsTx) QueuedHeadsWithRequesters(perShape int) ([]store.Job, map[strin
 // round), and that round reads no more than the same pass on an empty
 // queue, in the same test, plus one shape's heads (the unrunnable jobs').
 func TestUnrunnableJobsNeverHideARunnableOne(t *testing.T) {
+	t.Parallel()
 	reads := &passReads{}
 	th := startHubOn(t, Config{}, func(st store.Store) store.Store { return readsStore{st, reads} })
 	alice, bob := th.addUser("alice"), th.addUser("bob")
@@ -104,6 +105,9 @@ func TestUnrunnableJobsNeverHideARunnableOne(t *testing.T) {
 		t.Fatalf("make the runner hub-wide: %d %+v", code, e)
 	}
 	sr, _ := th.dial(tok, protocol.Hello{Slots: 3})
+	// Queueing 10,000 jobs under -race on a loaded machine takes longer
+	// than three heartbeats of silence.
+	sr.keepAlive(time.Second)
 	startsAtOnce := func(who, token string) int {
 		t.Helper()
 		j := th.submitAs(token, apitypes.SubmitRequest{})
@@ -146,6 +150,7 @@ func TestUnrunnableJobsNeverHideARunnableOne(t *testing.T) {
 // TestRequestersTakeTurns: a requester with jobs on the fleet waits behind
 // one without, whatever the age of their queued jobs.
 func TestRequestersTakeTurns(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	alice, bob := th.addUser("alice"), th.addUser("bob")
 	tok := th.registerRunner("shared")
