@@ -58,6 +58,7 @@ func userID(t *testing.T, th *testHub, name string) string {
 // one cross sweep, which reloads that runner's access only; a listener
 // reconnect still reloads every runner's.
 func TestCrossHubAccessChangeWithHintsLost(t *testing.T) {
+	t.Parallel()
 	hs := startHubs(t, 2, Config{CrossSweep: noSweep}, true)
 	a, b := hs[0], hs[1]
 	ctx := t.Context()
@@ -104,6 +105,7 @@ func TestCrossHubAccessChangeWithHintsLost(t *testing.T) {
 // no runner's access, where a full reload (what every sweep did before)
 // reads each runner's; the safety net does so every accessFullEvery sweeps.
 func TestIdleCrossSweepReadsNoAccess(t *testing.T) {
+	t.Parallel()
 	hs := startHubs(t, 2, Config{CrossSweep: noSweep}, true)
 	a, b := hs[0], hs[1]
 	ctx := t.Context()
@@ -146,6 +148,7 @@ func TestIdleCrossSweepReadsNoAccess(t *testing.T) {
 // TestRunnerAccessesFromTables: the access of many runners read from
 // whole tables (a full reload) is what reading each one gives.
 func TestRunnerAccessesFromTables(t *testing.T) {
+	t.Parallel()
 	th, _, bob := startTenants(t)
 	for i := range accessTablesFrom + 2 {
 		name := fmt.Sprintf("r-%d", i)

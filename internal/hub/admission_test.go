@@ -18,6 +18,7 @@ import (
 // back later (never refused for good), and gets a slot once one is given
 // back.
 func TestAdmissionHelloFlood(t *testing.T) {
+	t.Parallel()
 	a := newAdmission()
 	a.slots, a.wait = make(chan struct{}, 2), 20*time.Millisecond
 	ctx := context.Background()
@@ -44,6 +45,7 @@ func TestAdmissionHelloFlood(t *testing.T) {
 // a place waits behind the schedule even once a hello left, and a runner
 // back with its place, early or not, goes in before it.
 func TestHelloDoorSpreadsAFleet(t *testing.T) {
+	t.Parallel()
 	a := newAdmission()
 	now := time.Now()
 	a.book.clock = func() time.Time { return now }
@@ -114,6 +116,7 @@ func TestHelloDoorSpreadsAFleet(t *testing.T) {
 // come back as it would after: it lets no one in and gives no new place
 // (an unauthenticated client must not take places meant for runners).
 func TestDoorBeforeAuthentication(t *testing.T) {
+	t.Parallel()
 	a := newAdmission()
 	now := time.Now()
 	a.book.clock = func() time.Time { return now }
@@ -150,6 +153,7 @@ func TestDoorBeforeAuthentication(t *testing.T) {
 // soon after the hub has written their hellos. A fake clock: the numbers
 // are the door's, never the machine's.
 func TestHelloDoorFleetReturns(t *testing.T) {
+	t.Parallel()
 	const (
 		runners = 10_000
 		write   = 6 * time.Millisecond // a hello's write: all 10,000 in 60 s
@@ -188,6 +192,7 @@ func TestHelloDoorFleetReturns(t *testing.T) {
 // on a schedule set while it flooded, though it had attached the same
 // fleet's first connection at over 1,000 a second.
 func TestHelloDoorFleetReturnsFasterThanItFlooded(t *testing.T) {
+	t.Parallel()
 	const (
 		runners = 10_000
 		flood   = 6 * time.Second

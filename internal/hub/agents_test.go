@@ -18,6 +18,7 @@ import (
 // released because its account hit a limit goes back to the queue at once
 // without draining the runner, which keeps running what it still can.
 func TestAgentJobsGoOnlyToRunnersThatHaveTheAgent(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	var v apitypes.JobView
 	if code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "claude", Args: []string{"write hello.txt"}}, &v); code != http.StatusCreated {
@@ -57,6 +58,7 @@ func TestAgentJobsGoOnlyToRunnersThatHaveTheAgent(t *testing.T) {
 }
 
 func TestBadAgentListsCloseTheConnection(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	many := make([]string, protocol.MaxAgents+1)
@@ -106,6 +108,7 @@ func TestBadAgentListsCloseTheConnection(t *testing.T) {
 // The dispatcher offers a vendor agent's job on the runner holding the
 // owner's best-ranked ready account, and names that account in the offer.
 func TestDispatchPrefersTheOwnersAccountOrder(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	hello := func(id string) protocol.Hello {
 		return protocol.Hello{Slots: 1, Agents: []string{"exec", "claude"},
@@ -139,6 +142,7 @@ func TestDispatchPrefersTheOwnersAccountOrder(t *testing.T) {
 // A job pinned to an account runs only on the runner holding it, never on
 // a better-ranked one, and bad pins are refused at submit.
 func TestJobPinnedToAnAccount(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	hello := func(id, label string) protocol.Hello {
 		return protocol.Hello{Slots: 1, Agents: []string{"exec", "claude"},
@@ -178,6 +182,7 @@ func TestJobPinnedToAnAccount(t *testing.T) {
 // owner's attention is passed over however well it ranks, and a runner
 // with no other gets no offer.
 func TestDispatchSkipsAccountsThatNeedLoginOrAttention(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	acct := func(id, state string) protocol.AccountInfo {
 		return protocol.AccountInfo{ID: id, Agent: "claude", Kind: "login", State: state}

@@ -42,6 +42,7 @@ func (k *keptHints) published(key string) bool {
 // again. Every tick swept before: an alone Postgres hub read three
 // transactions every 5 s for changes only another hub could make.
 func TestAloneHubCrossSweepsAtTheNetsOnly(t *testing.T) {
+	t.Parallel()
 	var reads readCounts
 	hints := &keptHints{}
 	th := startHubOn(t, Config{Hints: hints, CrossSweep: 20 * time.Millisecond, Sweep: time.Hour},

@@ -54,6 +54,7 @@ func accountOrder(t *testing.T, vs []apitypes.AccountView) []string {
 }
 
 func TestAccountsListAndMove(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	reset := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	box1 := []protocol.AccountInfo{
@@ -125,6 +126,7 @@ func TestAccountsListAndMove(t *testing.T) {
 }
 
 func TestAccountMovesRefused(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	th.registerRunner("box-1")
 	bob := th.addUser("bob")

@@ -65,6 +65,7 @@ func dialStatus(th *testHub, tok string) int {
 // the runner asked for is told that name, and the same key cannot later be
 // approved under a third.
 func TestApproveUnderAnotherName(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := auth.NewToken(auth.PrefixRunner) // its runner asked for "gpu1"
 	key := auth.Hash(tok)
@@ -93,6 +94,7 @@ func TestApproveUnderAnotherName(t *testing.T) {
 }
 
 func TestApproveOverAnExistingName(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
 	oldTok := auth.NewToken(auth.PrefixRunner)
@@ -179,6 +181,7 @@ func TestApproveOverAnExistingName(t *testing.T) {
 }
 
 func TestEnsureLocalRunnerReplacesItsOwnLogin(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	first, err := th.h.EnsureLocalRunner(ctx, "local")
@@ -213,6 +216,7 @@ func (nopLink) Close(int, string)           {}
 // A connection authenticated just before its token was replaced or revoked
 // is refused at hello, before it reconciles anything.
 func TestStaleTokenIsRefusedAtHello(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("box")
 	var rv apitypes.RunnerView

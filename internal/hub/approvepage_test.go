@@ -36,6 +36,7 @@ func wantPageHeaders(t *testing.T, hd http.Header) {
 }
 
 func TestApprovePageShowsTheLogin(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	key := auth.Hash(auth.NewToken(auth.PrefixRunner))
 	code, body, hd := th.page("GET", "?name=gpu-1&key="+strings.ToUpper(key), nil, nil)
@@ -70,6 +71,7 @@ func TestApprovePageShowsTheLogin(t *testing.T) {
 }
 
 func TestApprovePagePost(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
 	runnerTok := th.registerRunner("taken")
@@ -154,6 +156,7 @@ func TestApprovePagePost(t *testing.T) {
 
 // Behind a proxy, the origin is the hub's public address.
 func TestApprovePageOriginBehindAProxy(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{PublicURL: "https://hub.example/"})
 	key := auth.Hash(auth.NewToken(auth.PrefixRunner))
 	form := url.Values{"name": {"gpu-1"}, "key": {key}, "token": {th.admin}}

@@ -27,6 +27,7 @@ type statementsByText interface {
 // 30); a change that adds one to the hot path for every job fails here,
 // and the failure lists the statements that ran, most run first.
 func TestBurstStatementsPerJob(t *testing.T) {
+	t.Parallel()
 	// 44 per job before session 18 cut the submit's view, the finish's
 	// read of an empty log, its question and publication, the webhook
 	// sender's read of due deliveries at every change, and the ledger's
@@ -94,6 +95,7 @@ func quiet(t *testing.T, st statementsByText) {
 // refusal of a resent id is the stored reply too, and a refusal of a new
 // one is the refusal.
 func TestLedgerUndoesAResentRequest(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	th.registerRunner("r1")
 	j := th.submit("true")

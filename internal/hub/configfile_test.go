@@ -9,6 +9,7 @@ import (
 )
 
 func TestReadFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key")
 	if err := os.WriteFile(key, []byte("s3cret-value\n"), 0o600); err != nil {
@@ -61,6 +62,7 @@ func TestReadFile(t *testing.T) {
 // The runners a credential names besides admins' come out of the file
 // per credential.
 func TestReadFileTrustedRunners(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key")
 	if err := os.WriteFile(key, []byte("k\n"), 0o600); err != nil {

@@ -119,6 +119,7 @@ const noSweep = time.Hour
 // to a runner held by hub B, by the hint; with the hints lost and the
 // cross sweep off the same job would wait (the baseline).
 func TestCrossHubOfferIsHinted(t *testing.T) {
+	t.Parallel()
 	latency := func(dropped bool, wait time.Duration) (time.Duration, bool) {
 		hs := startHubs(t, 2, Config{CrossSweep: noSweep}, dropped)
 		a, b := hs[0], hs[1]
@@ -185,6 +186,7 @@ func (sr *scriptRunner) offer2(th *testHub, args ...string) protocol.Offer {
 // sweep still brings a job submitted on A to a runner on B, and its end
 // back to A's followers.
 func TestCrossHubLostHintsStillComplete(t *testing.T) {
+	t.Parallel()
 	hs := startHubs(t, 2, Config{CrossSweep: 200 * time.Millisecond}, true)
 	a, b := hs[0], hs[1]
 	sr, _ := b.dial(a.registerRunner("r1"), protocol.Hello{})
@@ -227,6 +229,7 @@ func TestCrossHubLostHintsStillComplete(t *testing.T) {
 // whose runner streams to hub B, then cancels it: the cancel reaches the
 // runner through B; a cancelled offer is dropped the same way.
 func TestCrossHubCancelAndFollow(t *testing.T) {
+	t.Parallel()
 	hs := startHubs(t, 2, Config{CrossSweep: noSweep}, false)
 	a, b := hs[0], hs[1]
 	sr, _ := b.dial(a.registerRunner("r1"), protocol.Hello{Slots: 2})
@@ -279,6 +282,7 @@ func (sr *scriptRunner) closed() error {
 
 // TestCrossHubRevoke: a runner revoked on hub A is disconnected by hub B.
 func TestCrossHubRevoke(t *testing.T) {
+	t.Parallel()
 	hs := startHubs(t, 2, Config{CrossSweep: noSweep}, false)
 	a, b := hs[0], hs[1]
 	sr, _ := b.dial(a.registerRunner("box"), protocol.Hello{})
@@ -294,6 +298,7 @@ func TestCrossHubRevoke(t *testing.T) {
 // hub A reconnects to hub B: B takes its slots and attempts from the
 // database, and the log resumes at the offset A stored.
 func TestCrossHubReconnectResumes(t *testing.T) {
+	t.Parallel()
 	hs := startHubs(t, 2, Config{CrossSweep: noSweep}, false)
 	a, b := hs[0], hs[1]
 	tok := a.registerRunner("r1")
@@ -399,6 +404,7 @@ func autoRunner(t *testing.T, sr *scriptRunner, mu *sync.Mutex, offers map[strin
 // submitted on all of them to runners spread over them; their passes race
 // on the same queued jobs, and still no job is ever offered twice.
 func TestCrossHubDispatchRaceOffersOnce(t *testing.T) {
+	t.Parallel()
 	hs := startHubs(t, 3, Config{CrossSweep: 500 * time.Millisecond}, false)
 	var mu sync.Mutex
 	offers := map[string]int{}
@@ -440,6 +446,7 @@ func TestCrossHubDispatchRaceOffersOnce(t *testing.T) {
 // hub B, on hub A; B offers it alice's waiting job at once, and no longer
 // once he unshares it.
 func TestCrossHubShareReachesTheHoldingHub(t *testing.T) {
+	t.Parallel()
 	hs := startHubs(t, 2, Config{CrossSweep: noSweep}, false)
 	a, b := hs[0], hs[1]
 	alice, bob := a.addUser("alice"), a.addUser("bob")
@@ -463,6 +470,7 @@ func TestCrossHubShareReachesTheHoldingHub(t *testing.T) {
 // another hub, whose hint has not arrived) holds for the offer, whatever
 // access this hub still remembers for the runner.
 func TestOfferChecksStoredAccess(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	box, _ := th.dial(th.registerRunnerOf(bob, "b-box", "alice"), protocol.Hello{})
 	var aliceID string
@@ -494,6 +502,7 @@ func TestOfferChecksStoredAccess(t *testing.T) {
 // holding and attempts (a third of an idle hub's CPU on Postgres with
 // 10,000 runners).
 func TestCrossSweepReadsTokensNotRows(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	st, ok := th.h.store.(statementsByText)
 	if !ok {

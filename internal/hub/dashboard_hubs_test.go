@@ -11,6 +11,7 @@ import (
 // database as online, on its runners page and in its accounts, as the
 // runners API does; once it leaves, as offline.
 func TestCrossHubDashboardShowsRunnersOfOtherHubs(t *testing.T) {
+	t.Parallel()
 	_, ths := pgHubs(t, 2, hubsConfig())
 	a, b := ths[0], ths[1]
 	tok := a.registerRunner("r1")

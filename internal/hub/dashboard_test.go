@@ -96,6 +96,7 @@ func (b *browser) csrf(path string) string {
 }
 
 func TestWebSignInSessionsAndForgedPosts(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	b := th.browser()
 
@@ -195,6 +196,7 @@ func TestWebSignInSessionsAndForgedPosts(t *testing.T) {
 }
 
 func TestWebSessionExpires(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{SessionTTL: 1}) // a nanosecond: over by the next request
 	b := th.browser()
 	c := b.signIn(th.admin) // the jar drops it at once; a browser that kept it:
@@ -213,6 +215,7 @@ func TestWebSessionExpires(t *testing.T) {
 }
 
 func TestWebRotatedTokenEndsSessions(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	bobTok := th.addUser("bob")
 	b := th.browser()
@@ -269,6 +272,7 @@ func metricValue(fams map[string]*dto.MetricFamily, name, label, value string) f
 // published bundle's bytes, each finish's denials by phase, and a runner
 // that reported no slots.
 func TestMetricsCountPublicationsDenialsAndDraining(t *testing.T) {
+	t.Parallel()
 	rs := startRepoJob(t, Config{MetricsToken: "m"})
 	th := rs.th
 	fams, _ := th.scrape("m")
@@ -309,6 +313,7 @@ func TestMetricsCountPublicationsDenialsAndDraining(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{MetricsToken: "metrics-secret"})
 	th.submit("true")
 	th.call(th.admin, "GET", "/jobs/nope", nil, nil) // a 404, counted by route
@@ -408,6 +413,7 @@ func startAccessFixture(t *testing.T) (th *testHub, alice, bob string) {
 // post without the session's CSRF token or from another origin is
 // refused before anything is read; neither changes anything.
 func TestWebAccessControls(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startAccessFixture(t)
 
 	ab, bb := th.browser(), th.browser()
@@ -517,6 +523,7 @@ func (th *testHub) browserSignIn(b *testkit.Browser, token string) {
 // accounts and takes the shares back, adds and removes a project member,
 // and revokes the runner; each form goes through the hub's own function.
 func TestBrowserAccessControls(t *testing.T) {
+	t.Parallel()
 	th, alice, _ := startAccessFixture(t)
 	b := testkit.StartBrowser(t)
 	th.browserSignIn(b, alice)
@@ -589,6 +596,7 @@ func TestBrowserAccessControls(t *testing.T) {
 // escaped; the raw diff is the patch; nobody else sees either; a bound
 // cuts the diff.
 func TestWebResultDiff(t *testing.T) {
+	t.Parallel()
 	rs := startRepoJob(t, Config{})
 	th := rs.th
 	head := commitOn(t, rs.dir, rs.base, "page.html", "<script>alert(1)</script>\n")
@@ -624,6 +632,7 @@ func TestWebResultDiff(t *testing.T) {
 // connects appears, the attempt it takes shows as a link to its job, a
 // draining runner says so, and one that goes away turns offline.
 func TestBrowserRunnersPageIsLive(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	b := testkit.StartBrowser(t)
@@ -655,6 +664,7 @@ func TestBrowserRunnersPageIsLive(t *testing.T) {
 // retry it, cancel it again and restart it; another user's page for the
 // job says it is not found and offers nothing.
 func TestBrowserJobControls(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	j := th.submitAs(alice, apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}})
 	b := testkit.StartBrowser(t)
@@ -700,6 +710,7 @@ func TestBrowserJobControls(t *testing.T) {
 // takes appears with its runner, and when it ends the state, the outcome
 // and the actions the new state allows are shown.
 func TestBrowserJobPageIsLive(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
 	j := th.submit("false")
@@ -728,6 +739,7 @@ func TestBrowserJobPageIsLive(t *testing.T) {
 // and its stream alike; signed out, the page sends the browser to sign in
 // and back.
 func TestWebPipelinePages(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	if resp, _ := th.browser().do("GET", "/pipelines", nil, nil); resp.StatusCode != http.StatusSeeOther ||
 		resp.Header.Get("Location") != "/signin?next=%2Fpipelines" {

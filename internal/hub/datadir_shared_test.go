@@ -49,6 +49,7 @@ func (th *testHub) twin() *testHub {
 // A hub starting while another is receiving a publication on the same data
 // directory leaves its spooled body alone: the publication completes.
 func TestSharedDataDirHubStartKeepsLiveTransfer(t *testing.T) {
+	t.Parallel()
 	rs := startSharedRepoJob(t)
 	th, dir, base, o := rs.th, rs.dir, rs.base, rs.o
 	c1 := commitOn(t, dir, base, "src/main.go", "package main // fixed\n")
@@ -102,6 +103,7 @@ func spooled(t *testing.T, h *Hub) int {
 // the next start; a live hub's stays, and so do leftovers of an older
 // drover while it lives.
 func TestSharedDataDirRemovesOnlyDeadHubsLeftovers(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{Database: testkit.StartPostgres(t)})
 	root := filepath.Join(th.cfg.DataDir, tmpDir)
 	dead := filepath.Join(root, "hub-dead")
@@ -158,6 +160,7 @@ func TestSharedDataDirRemovesOnlyDeadHubsLeftovers(t *testing.T) {
 // instead of one failing its ref update midway. Without the cross-process
 // lock, both read the old head and one fails.
 func TestSharedDataDirSerializesPublications(t *testing.T) {
+	t.Parallel()
 	rs := startSharedRepoJob(t)
 	th, dir, o := rs.th, rs.dir, rs.o
 	tw := th.twin()
@@ -200,6 +203,7 @@ func TestSharedDataDirSerializesPublications(t *testing.T) {
 // whose token is the one in the token file, whether they share the data
 // directory or each has its own (then exactly one of them holds a token).
 func TestSharedDataDirConcurrentFirstStartsMakeOneAdmin(t *testing.T) {
+	t.Parallel()
 	for _, shared := range []bool{true, false} {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
 			db := testkit.StartPostgres(t)

@@ -17,6 +17,7 @@ import (
 // A data directory made 0755 (by hand, or by an older drover), with files
 // of a looser mode, ends 0700 with 0600 files, and says so.
 func TestDataDirIsMadePrivate(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -95,6 +96,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // A data directory whose mode cannot be changed stops the hub, with the
 // command that fixes it.
 func TestDataDirThatCannotBeMadePrivateIsRefused(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("uses /proc, whose modes nobody can change")
 	}

@@ -57,6 +57,7 @@ func (t releasesTx) RunnersLeft(ids []string, hubID string, at time.Time) error 
 // not accepted goes back to the queue, and an accepted attempt keeps its
 // lease (the runner may bring it to the next hub).
 func TestStopDetachesInBatches(t *testing.T) {
+	t.Parallel()
 	n := detachBatch + 100 // two batches
 	if testing.Short() {
 		n = 300
@@ -151,6 +152,7 @@ func TestStopDetachesInBatches(t *testing.T) {
 // rather than attach a runner it would have to detach again, while its
 // server waited for those hellos before it stopped.
 func TestStoppingHubTakesNoHello(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("late")
 	th.h.stopping.Store(true)
@@ -186,6 +188,7 @@ func (s *gatedReleases) Write(ctx context.Context, fn func(store.Tx) error) erro
 // 10,000 dropped before it stopped was still writing them when its
 // supervisor gave up. Every departure is recorded all the same.
 func TestFleetDroppingAtOnceDepartsInBatches(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	var writes atomic.Int64
 	gate := make(chan struct{})

@@ -21,6 +21,7 @@ import (
 // Every kind of full disk is one refusal: 507 no_space with a message that
 // says so.
 func TestFullDiskIs507(t *testing.T) {
+	t.Parallel()
 	h := &Hub{log: slog.New(slog.DiscardHandler), now: time.Now}
 	for _, err := range []error{
 		fmt.Errorf("append log: %w", store.ErrNoSpace),
@@ -39,6 +40,7 @@ func TestFullDiskIs507(t *testing.T) {
 
 // A full disk is logged once per interval, with the refusals between.
 func TestFullDiskLoggedOncePerInterval(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	var d diskFullLog
@@ -69,6 +71,7 @@ func TestFullDiskLoggedOncePerInterval(t *testing.T) {
 // is at a spend limit) is offered nothing: its jobs wait saying why,
 // `runners` shows the reason, and a status without it brings the offer.
 func TestNotReadyRunnerIsOfferedNothing(t *testing.T) {
+	t.Parallel()
 	for _, why := range []string{
 		"disk full: 3.0 MiB free in the runner's home, below its floor of 256.0 MiB (--min-free)",
 		"at its limit of 10 jobs per hour (--max-jobs-per-hour) until 15:04:05 UTC",
@@ -98,6 +101,7 @@ func TestNotReadyRunnerIsOfferedNothing(t *testing.T) {
 
 // A not-ready reason a terminal could be fooled by closes the connection.
 func TestNotReadyReasonIsPlainText(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	for i, why := range []string{"disk \x1b[2Jfull", strings.Repeat("x", protocol.MaxNotReady+1)} {
 		sr, _ := th.dial(th.registerRunner(fmt.Sprintf("r%d", i)), protocol.Hello{Slots: 1})
@@ -111,6 +115,7 @@ func TestNotReadyReasonIsPlainText(t *testing.T) {
 // A runner's version is shown as its hello said it; one that is not a
 // short plain text closes the connection.
 func TestRunnerVersionIsShownAndPlainText(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	th.dial(th.registerRunner("good"), protocol.Hello{RunnerVersion: "v1.2.3 (abc123)"})
 	if got := th.runnersOf(th.admin)["good"].Version; got != "v1.2.3 (abc123)" {

@@ -13,6 +13,7 @@ import (
 // without its label, or lost one, shows here and not with a handful of
 // runners.
 func TestDispatchTwoThousandRunnersEachItsJobOnce(t *testing.T) {
+	t.Parallel()
 	n := 2000
 	if testkit.Race {
 		// Under the race detector the store's commits (three per job) run

@@ -41,6 +41,7 @@ func (th *testHub) launchView(token, id string) apitypes.LaunchView {
 }
 
 func TestRegistrationTokensAreSingleUseScopedAndRevocable(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{Lease: 5 * time.Second, Heartbeat: time.Second})
 	pool := map[string]string{"pool": "a"}
 	l := th.launch(th.admin, apitypes.LaunchRequest{Target: "local", Count: 2, Slots: 1, Labels: pool})
@@ -124,6 +125,7 @@ func TestRegistrationTokensAreSingleUseScopedAndRevocable(t *testing.T) {
 }
 
 func TestRegistrationTokensExpire(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{Lease: 5 * time.Second, Heartbeat: time.Second})
 	l := th.launch(th.admin, apitypes.LaunchRequest{Target: "local", Count: 1, Slots: 1, TTLSeconds: 1})
 	time.Sleep(1100 * time.Millisecond)
@@ -158,6 +160,7 @@ func dialRaw(t *testing.T, th *testHub, token string, hello protocol.Hello) *scr
 }
 
 func TestDemandAnswersWhenTheQueueChanges(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{Lease: 5 * time.Second, Heartbeat: time.Second})
 	var d0 apitypes.Demand
 	if code, e := th.call(th.admin, "GET", "/fleet/demand?labels=pool=a", nil, &d0); code != http.StatusOK || d0.Queued != 0 {

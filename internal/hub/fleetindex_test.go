@@ -18,6 +18,7 @@ import (
 // preference, account rank and free slots; ties may go to another runner
 // of the same standing), or, when none fits, the same reason it waits.
 func TestShapeIndexPicksAsTheScan(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(30, 1))
 	users := []string{"u1", "u2", "u3"}
 	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
@@ -119,6 +120,7 @@ var notReadyName = regexp.MustCompile(`\(r\d+: `)
 // TestShapeIndexFollowsConnections: a replaced or removed connection
 // leaves its shape, and an empty shape goes.
 func TestShapeIndexFollowsConnections(t *testing.T) {
+	t.Parallel()
 	r := newRegistry()
 	mk := func(id string, labels map[string]string) *runnerSession {
 		return &runnerSession{runnerID: id, labels: labels, shape: shapeOf(labels, nil)}

@@ -14,6 +14,7 @@ import (
 // mapped to no forge, a forge mapping that is only half given; nothing is
 // made.
 func TestSubmitFromPRRefusals(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dir, base := sourceRepo(t)
 	th.push(dir, "web", base)

@@ -64,6 +64,7 @@ func (f *fakeThreadForge) EditComment(_ context.Context, _ forge.Repo, id int64,
 // job of no thread finds none; replies in the thread answer as their
 // author, with the approval rule of any answer.
 func TestForgeThreadInContextAndRepliesAnswer(t *testing.T) {
+	t.Parallel()
 	ff := &fakeThreadForge{markers: map[string]int64{}}
 	th := startHub(t, Config{threadForge: func(store.Forge) (forgethread.Forge, error) { return ff, nil }})
 	bob := th.addUser("bob")

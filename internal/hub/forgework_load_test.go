@@ -257,6 +257,7 @@ func (l *hookLoad) settle(tb testing.TB) {
 // them, every fifth also redelivered, each start exactly one job, offered
 // once; none is lost, none doubled.
 func TestHookDeliveriesUnderLoad(t *testing.T) {
+	t.Parallel()
 	l := newHookLoad(t)
 	const n = 150
 	var wg sync.WaitGroup

@@ -118,6 +118,7 @@ func startHubWithURL(t *testing.T) (*testHub, *hookCapture) {
 // its head, whose commit moves the same pull request's head: one pull
 // request; the review's delivery again starts nothing.
 func TestForgeTriggersOnGitea(t *testing.T) {
+	t.Parallel()
 	g := testkit.StartGitea(t)
 	th, capt := startHubWithURL(t)
 	if _, ok := any(mustOpenGitea(t, g)).(forgework.Forge); !ok {

@@ -98,6 +98,7 @@ func ranking(byText map[string]int, texts ...string) string {
 // drover run --attempts 3 --verify --judge: the judge's valid ranking is
 // shown, and nothing is picked.
 func TestGroupJudgeRanksAndPicksNothing(t *testing.T) {
+	t.Parallel()
 	th, v := judgedGroup(t, false, func(byText map[string]int) string {
 		return ranking(byText, "hello two", "hello one", "bye three")
 	})
@@ -121,6 +122,7 @@ func TestGroupJudgeRanksAndPicksNothing(t *testing.T) {
 // --pick-by-judge: the attempt ranked first is picked and published as
 // drover pick does.
 func TestGroupPickByJudgePicksTheFirst(t *testing.T) {
+	t.Parallel()
 	th, v := judgedGroup(t, true, func(byText map[string]int) string {
 		return ranking(byText, "hello two", "hello one", "bye three")
 	})
@@ -167,6 +169,7 @@ func TestGroupPickByJudgePicksTheFirst(t *testing.T) {
 // one twice), or that ranks first an attempt whose verify failed, picks
 // nothing, and says why.
 func TestGroupPickByJudgeRefusesBadVerdicts(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, invalid, pick string
 		verdict             func(byText map[string]int) string
@@ -195,6 +198,7 @@ func TestGroupPickByJudgeRefusesBadVerdicts(t *testing.T) {
 // A judge without attempts to judge, or a pick by a judge there is not,
 // or without a verify, starts nothing.
 func TestBadJudgeRequestsStartNothing(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dir, base := sourceRepo(t)
 	th.push(dir, "web", base)

@@ -138,6 +138,7 @@ func (th *testHub) group(token, id string) (apitypes.GroupView, int) {
 // pick keeps the chosen one at the group's ref and publishes its job (and
 // only its job) through the project's forge.
 func TestGroupOfThreeAttemptsIsComparedAndOnePicked(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	srs, toks := groupRunners(th)
 	dir, base := sourceRepo(t)
@@ -231,6 +232,7 @@ func TestGroupOfThreeAttemptsIsComparedAndOnePicked(t *testing.T) {
 
 // A group request that is wrong starts nothing.
 func TestBadGroupRequestsStartNothing(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dir, base := sourceRepo(t)
 	th.push(dir, "web", base)
@@ -267,6 +269,7 @@ func TestBadGroupRequestsStartNothing(t *testing.T) {
 // A group started again with the same key is the same group: its attempts
 // are not submitted twice.
 func TestGroupKeyStartsOnce(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dir, base := sourceRepo(t)
 	th.push(dir, "web", base)

@@ -44,7 +44,17 @@ type testHub struct {
 }
 
 // TestMain stops the Postgres cluster of DROVER_HUB_TEST_STORE=postgres.
-func TestMain(m *testing.M) { testkit.PostgresMain(m) }
+// The tests run side by side (t.Parallel), two per core: most wait on
+// sockets, git, Postgres or chromium, not the CPU. Those that hold
+// process-wide state (descriptor limits and counts) or need a short
+// window of time kept (leases, heartbeats and terms of a second or less,
+// leadership over several terms, a few jobs' statements that the hub's
+// periodic work must not land among) run alone, before the others, as do
+// the measurements (TestBench*).
+func TestMain(m *testing.M) {
+	testkit.ParallelPerCore(2)
+	testkit.PostgresMain(m)
+}
 
 func startHub(t testing.TB, cfg Config) *testHub {
 	t.Helper()
@@ -446,6 +456,7 @@ func runToEnd(t testing.TB, sr *scriptRunner, o protocol.Offer, out string, code
 }
 
 func TestJobRunsThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, w := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	if w.Lease.D() != 60*time.Second || w.LogChunkBytes != protocol.MaxLogChunk {
@@ -473,6 +484,7 @@ func TestJobRunsThroughTheGateway(t *testing.T) {
 }
 
 func TestRunnerMutationsAreFencedAndValidated(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	other, _ := th.dial(th.registerRunner("r2"), protocol.Hello{})
@@ -557,6 +569,7 @@ func TestRunnerMutationsAreFencedAndValidated(t *testing.T) {
 }
 
 func TestRequestIDsAreAppliedOnce(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	sr, _ := th.dial(tok, protocol.Hello{})
@@ -597,6 +610,7 @@ func (th *testHub) countEvents(jobID, kind string) int {
 }
 
 func TestBadFramesCloseTheConnectionAndChangeNothing(t *testing.T) {
+	t.Parallel()
 	// An accept of the offer, spelled out so that it can be spoiled.
 	accept := func(o protocol.Offer, body string) []byte {
 		return []byte(fmt.Sprintf(`{"type":"accept","id":"a1","body":{"job":%q,"attempt":%q,"epoch":%d%s}}`, o.Job, o.Attempt, o.Epoch, body))
@@ -650,6 +664,7 @@ func TestBadFramesCloseTheConnectionAndChangeNothing(t *testing.T) {
 }
 
 func TestHelloIsChecked(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	ctx := context.Background()
@@ -675,6 +690,7 @@ func TestHelloIsChecked(t *testing.T) {
 }
 
 func TestTokensAreCheckedAtTheDoor(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	runnerTok := th.registerRunner("r1")
 	var created apitypes.NewUserResponse
@@ -721,6 +737,7 @@ func TestTokensAreCheckedAtTheDoor(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	var a, b apitypes.JobView
 	c1, _ := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Key: "k1"}, &a)
@@ -731,6 +748,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestRunnerApprovalAndRevocation(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := auth.NewToken(auth.PrefixRunner)
 	key := auth.Hash(tok)
@@ -764,6 +782,7 @@ func TestRunnerApprovalAndRevocation(t *testing.T) {
 }
 
 func TestNewerConnectionReplacesOlder(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	old, _ := th.dial(tok, protocol.Hello{})
@@ -775,7 +794,10 @@ func TestNewerConnectionReplacesOlder(t *testing.T) {
 }
 
 func TestLeaseExpiry(t *testing.T) {
-	th := startHub(t, Config{Lease: time.Second, Heartbeat: 300 * time.Millisecond, Sweep: 50 * time.Millisecond})
+	// Heartbeats far apart: the test closes the connection itself, and a
+	// loaded machine's pause of a second in the runner's keepAlive must not
+	// close it first ("no heartbeat" at load 16).
+	th := startHub(t, Config{Lease: time.Second, Heartbeat: 10 * time.Second, Sweep: 50 * time.Millisecond})
 	tok := th.registerRunner("r1")
 	sr, _ := th.dial(tok, protocol.Hello{Slots: 2})
 	sr.keepAlive(50 * time.Millisecond)
@@ -820,6 +842,7 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	j := th.submit("sleep", "100")
@@ -850,6 +873,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestReleasedAttemptIsRequeued(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	j := th.submit("sleep", "100")
@@ -871,6 +895,7 @@ func TestReleasedAttemptIsRequeued(t *testing.T) {
 }
 
 func TestLogFollow(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	j := th.submit("true")
@@ -917,6 +942,7 @@ func (th *testHub) waitFollowing(t *testing.T, id string) {
 // A follower that gets its answer at once, or gives up, must not leave a
 // wait entry behind: the map would otherwise grow with every job ever read.
 func TestLogReadsLeaveNoWaiters(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	j := th.submit("true")

@@ -376,6 +376,7 @@ func TestSQLiteHubLeadsAtOnceAfterACrash(t *testing.T) {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	probe := func(th *testHub, path string) (int, string) {
 		t.Helper()
 		code, b := th.send("", "GET", path, nil)

@@ -108,6 +108,7 @@ func firstDiff(a, b string) string {
 // out-of-range number is refused with 400 naming what is wrong, and
 // changes nothing.
 func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	rtok := th.registerRunner("r1")
 	sr, _ := th.dial(rtok, protocol.Hello{Slots: 2})
@@ -242,6 +243,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 // A wait so large that it would overflow a Duration in nanoseconds holds
 // the follow (up to the cap) instead of wrapping around to an empty answer.
 func TestLogFollowWithAHugeWait(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	j := th.submit("true")
@@ -281,6 +283,7 @@ func (b *watchedBody) Close() error { return nil }
 // 401 with nothing read; one with such a token gets 400 at the nesting
 // limit. Neither changes anything.
 func TestRegisterChecksTheTokenBeforeReadingTheBody(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	rtok := th.registerRunner("r1")
 	reg := th.launch(th.admin, apitypes.LaunchRequest{Target: "local", Count: 1, Slots: 1}).Registrations[0].Token

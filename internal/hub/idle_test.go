@@ -61,6 +61,7 @@ func (t readCountTx) Hubs() ([]store.Hub, error) {
 // at each pass, a sweep costing the hub more the more runners idled on
 // it. An attempt of a runner that left still has its holder read.
 func TestIdleSweepReadsNoRunnerRows(t *testing.T) {
+	t.Parallel()
 	var reads readCounts
 	th := startHubOn(t, Config{}, func(st store.Store) store.Store { return readCountStore{st, &reads} })
 	var runners []*scriptRunner

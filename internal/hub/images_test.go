@@ -16,6 +16,7 @@ import (
 // offers it: with none connected it waits, saying why, while the runner
 // that offers nothing takes the job that names no image.
 func TestJobImageGoesOnlyToARunnerOfferingIt(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	plain, _ := th.dial(th.registerRunner("plain"), protocol.Hello{})
 	v := th.submitAs(th.admin, apitypes.SubmitRequest{Image: "a/x:1"})
@@ -41,6 +42,7 @@ func TestJobImageGoesOnlyToARunnerOfferingIt(t *testing.T) {
 
 // A bad image is refused at submit, and a bad allow-list at the hello.
 func TestImageRuleAtSubmitAndHello(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	for _, bad := range []string{"-v", "a b", "Upper/case", "img@sha256:short", strings.Repeat("a", 600)} {
 		code, e := th.call(th.admin, "POST", "/jobs", apitypes.SubmitRequest{Agent: "exec", Args: []string{"true"}, Image: bad}, nil)

@@ -21,6 +21,7 @@ import (
 // is refused with the same reason; a runner's is closed with CloseRefused,
 // on which it exits instead of reconnecting.
 func TestLabelRuleAtSubmitAndHello(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	for i, tc := range protocoltest.LabelCases {
 		if !utf8.ValidString(tc.Key + tc.Value) {

@@ -11,6 +11,7 @@ import (
 // leader expires its lease when the lease ends, not at its slow safety
 // sweep (an hour here, so only the hint can make it in time).
 func TestLeaderHearsARunnerLeaveAFollower(t *testing.T) {
+	t.Parallel()
 	cfg := hubsConfig()
 	cfg.Lease = 2 * time.Second // what the leader must keep, once the runner is gone
 	ths := startHubs(t, 2, cfg, false)

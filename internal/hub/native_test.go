@@ -11,6 +11,7 @@ import (
 // TestSubmitNative: native is an agent jobs may name, with a prompt; only
 // its jobs take --model, a name of bounded plain text.
 func TestSubmitNative(t *testing.T) {
+	t.Parallel()
 	ok := []apitypes.SubmitRequest{
 		{Agent: "native", Args: []string{"fix it"}},
 		{Agent: "native", Args: []string{"fix it"}, Model: "qwen2.5-coder:32b"},
@@ -44,6 +45,7 @@ func TestSubmitNative(t *testing.T) {
 // (given by label) as the account of that runner it is there, ready and
 // not the account the job runs under; otherwise none.
 func TestOfferNamesTheFallbackHere(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	accts := []protocol.AccountInfo{
 		{ID: "acct_1", Agent: "native", Label: "main", Kind: "api-key", State: protocol.AccountReady},

@@ -20,6 +20,7 @@ import (
 // nothing; a job narrows the agent's policies and the offer carries what
 // they resolve to.
 func TestProjectNetworkPolicies(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{Network: netpolicy.Catalog{Policies: map[string][]string{
 		"go":  {"proxy.golang.org", "sum.golang.org"},
 		"npm": {"registry.npmjs.org"},
@@ -227,6 +228,7 @@ func (sr *scriptRunner) heard(d time.Duration) string {
 // what it needs, and runs on the named runner or an admin's runner shared
 // hub-wide, whose offers carry the key.
 func TestSetupCredentialsReachOnlyTrustedRunners(t *testing.T) {
+	t.Parallel()
 	const key = "operator-key-9d2e71"
 	th := startHub(t, Config{Network: netpolicy.Catalog{Policies: map[string][]string{"private": {"registry.corp.example"}}},
 		Credentials: []protocol.SetupCredential{{Name: "corp", Policy: "private", Upstream: "https://registry.corp.example",

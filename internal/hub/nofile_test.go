@@ -14,6 +14,7 @@ import (
 // far below the warning level counts them once a minute; one near it, or
 // given the count by the kernel, at every tick.
 func TestNofileSkip(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		open, limit uint64
 		walked      bool
@@ -69,6 +70,7 @@ func TestOpenFilesCountsEveryDescriptor(t *testing.T) {
 // TestNofileWarning: the descriptor warning is logged once when the hub
 // crosses 80 % of its limit, and cleared below 70 %.
 func TestNofileWarning(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	for _, step := range []struct {

@@ -111,6 +111,7 @@ func (t passProbeTx) QueuedHeadsWithRequesters(perShape int) ([]store.Job, map[s
 // dispatched at one offer per commit. Each runner is offered exactly one of
 // the jobs, each job once.
 func TestPassOffersSideBySide(t *testing.T) {
+	t.Parallel()
 	const n = 4
 	p := &passProbe{held: make(chan struct{}, 1)}
 	th := startHubOn(t, Config{}, func(st store.Store) store.Store { return passProbeStore{st, p} })

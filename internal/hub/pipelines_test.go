@@ -18,6 +18,7 @@ import (
 // publication (--publish pr) is its publish step's to make, not every
 // step's; a plain job on the project still makes it.
 func TestPipelineStepsSkipTheProjectsDefaultPublication(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	sr, _ := th.dial(tok, protocol.Hello{Slots: 1})

@@ -11,6 +11,7 @@ import (
 // honour ends: another runner's, an altered, a foreign hub's, an expired
 // or an oversize one reads as none.
 func TestPlaceOpensOnlyAsGiven(t *testing.T) {
+	t.Parallel()
 	k, other := newPlaceKey(), newPlaceKey()
 	now := time.UnixMilli(1_000_000_000)
 	at, until := now.Add(3*time.Second), now.Add(time.Minute)

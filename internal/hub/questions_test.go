@@ -107,6 +107,7 @@ func eventKinds(th *testHub, id string) []string {
 }
 
 func TestAskWaitsWithoutASlotThenResumesAndDelivers(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
 	a := th.submitTools("fix", "the", "bug")
@@ -180,6 +181,7 @@ func TestAskWaitsWithoutASlotThenResumesAndDelivers(t *testing.T) {
 }
 
 func TestAnotherUsersAnswerWaitsForTheRequester(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
 	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{})
@@ -237,6 +239,7 @@ func sameJob(a, b apitypes.JobView) bool {
 }
 
 func TestUnapprovedAnswersNeverReachTheAgent(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
 	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{})
@@ -284,6 +287,7 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 func TestBadToolRequestsChangeNothing(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	j := th.submitTools("task")
@@ -364,6 +368,7 @@ func TestBadToolRequestsChangeNothing(t *testing.T) {
 }
 
 func TestBadAnswersChangeNothing(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
 	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{Slots: 2})
@@ -465,6 +470,7 @@ func TestQuestionsExpire(t *testing.T) {
 }
 
 func TestWaitingJobSurvivesAHubRestart(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
 	tok := th.registerRunnerOf(bob, "r1", "admin")
@@ -496,6 +502,7 @@ func TestWaitingJobSurvivesAHubRestart(t *testing.T) {
 }
 
 func TestToolJobCompletesOnlyByDeliver(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{})
 	j := th.submitTools("task")
@@ -524,6 +531,7 @@ func TestToolJobCompletesOnlyByDeliver(t *testing.T) {
 }
 
 func TestRestartGoesBackToTheBase(t *testing.T) {
+	t.Parallel()
 	rs := startRepoJob(t, Config{})
 	th, sr, o := rs.th, rs.sr, rs.o
 	// A fix job on a repository publishes a checkpoint, then asks.
@@ -553,6 +561,7 @@ func TestRestartGoesBackToTheBase(t *testing.T) {
 }
 
 func TestResumePrefersTheRunnerThatAsked(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok1 := th.registerRunner("r1")
 	r1, _ := th.dial(tok1, protocol.Hello{Slots: 1})
@@ -605,6 +614,7 @@ func (th *testHub) waitRunner(name string, connected bool) {
 }
 
 func TestRequesterMayAnswerInsteadOfApproving(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	bob := th.addUser("bob")
 	sr, _ := th.dial(th.registerRunnerOf(bob, "r1", "admin"), protocol.Hello{})

@@ -96,8 +96,13 @@ func (t readsTx) QueuedHeadsWithRequesters(perShape int) ([]store.Job, map[strin
 // round), and that round reads no more than the same pass on an empty
 // queue, in the same test, plus one shape's heads (the unrunnable jobs').
 func TestUnrunnableJobsNeverHideARunnableOne(t *testing.T) {
+	t.Parallel()
 	reads := &passReads{}
-	th := startHubOn(t, Config{}, func(st store.Store) store.Store { return readsStore{st, reads} })
+	// Heartbeats an hour apart: queueing 10,000 jobs is one write
+	// transaction, which under -race on a loaded machine outlasts three
+	// heartbeats of the runner's (its heartbeat waits for the store), and
+	// the runner's liveness is not what this test shows.
+	th := startHubOn(t, Config{Heartbeat: time.Hour}, func(st store.Store) store.Store { return readsStore{st, reads} })
 	alice, bob := th.addUser("alice"), th.addUser("bob")
 	tok := th.registerRunner("shared")
 	if code, e := th.call(th.admin, "POST", "/runners/shared/share", apitypes.ShareRequest{Hub: true}, nil); code != http.StatusOK {
@@ -146,6 +151,7 @@ func TestUnrunnableJobsNeverHideARunnableOne(t *testing.T) {
 // TestRequestersTakeTurns: a requester with jobs on the fleet waits behind
 // one without, whatever the age of their queued jobs.
 func TestRequestersTakeTurns(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	alice, bob := th.addUser("alice"), th.addUser("bob")
 	tok := th.registerRunner("shared")

@@ -217,6 +217,7 @@ func startRepoJob(t *testing.T, cfg Config, ctxFiles ...rules.ContextUpload) rep
 }
 
 func TestPublicationMovesTheHeadOnce(t *testing.T) {
+	t.Parallel()
 	rs := startRepoJob(t, Config{})
 	th, tok, dir, base, o := rs.th, rs.tok, rs.dir, rs.base, rs.o
 	if o.Spec.Repo == nil || o.Spec.Repo.Base != base || o.Spec.Repo.Head != base || o.Spec.Mode != protocol.ModeFix ||
@@ -270,6 +271,7 @@ func TestPublicationMovesTheHeadOnce(t *testing.T) {
 // publication and checkpoint must still go through (they take the job's
 // lock, so no update can be in progress).
 func TestPublicationClearsAStaleRefLock(t *testing.T) {
+	t.Parallel()
 	rs := startRepoJob(t, Config{})
 	th, tok, dir, base, o := rs.th, rs.tok, rs.dir, rs.base, rs.o
 	for _, ref := range []string{gitcmd.JobRef(o.Job), gitcmd.CheckpointRef(o.Job, 1)} {
@@ -299,6 +301,7 @@ func TestPublicationClearsAStaleRefLock(t *testing.T) {
 // publication with nothing stored, and a cone adding nothing changes
 // nothing.
 func TestPublicationWidensTheJobsCone(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	sr, _ := th.dial(tok, protocol.Hello{})
@@ -379,6 +382,7 @@ func brokenCommit(t *testing.T, dir, parent string) string {
 }
 
 func TestTamperedPublicationsAreRefused(t *testing.T) {
+	t.Parallel()
 	rs := startRepoJob(t, Config{})
 	th, tok, dir, base, o := rs.th, rs.tok, rs.dir, rs.base, rs.o
 	otherTok := th.registerRunner("r2")
@@ -458,6 +462,7 @@ func TestTamperedPublicationsAreRefused(t *testing.T) {
 }
 
 func TestPublicationLimitsAndModes(t *testing.T) {
+	t.Parallel()
 	rs := startRepoJob(t, Config{TransferCap: 512})
 	th, tok, sr, dir, base, o := rs.th, rs.tok, rs.sr, rs.dir, rs.base, rs.o
 	big := commitOn(t, dir, base, "big.bin", strings.Repeat("random-ish content ", 4000)+o.Job)
@@ -485,6 +490,7 @@ func TestPublicationLimitsAndModes(t *testing.T) {
 }
 
 func TestSubmitWithARepositoryIsChecked(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dir, base := sourceRepo(t)
 	th.push(dir, "web", base)
@@ -539,6 +545,7 @@ func TestSubmitWithARepositoryIsChecked(t *testing.T) {
 }
 
 func TestContextFilesAreServedToTheAttempt(t *testing.T) {
+	t.Parallel()
 	rs := startRepoJob(t, Config{}, rules.ContextUpload{Name: "spec.md", Data: []byte("# spec\n")},
 		rules.ContextUpload{Name: "data/in.json", Data: []byte(`{"a":1}`)})
 	th, tok, o := rs.th, rs.tok, rs.o
@@ -599,6 +606,7 @@ func gitAs(t *testing.T, dir, token string, args ...string) error {
 }
 
 func TestGitHTTPAuthorization(t *testing.T) {
+	t.Parallel()
 	rs := startRepoJob(t, Config{})
 	th, tok, dir, base, o := rs.th, rs.tok, rs.dir, rs.base, rs.o
 	// A second project that r1 holds no attempt of.
@@ -664,6 +672,7 @@ func TestGitHTTPAuthorization(t *testing.T) {
 }
 
 func TestProjectsCanBeMappedToARemote(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	sr, _ := th.dial(tok, protocol.Hello{})
@@ -730,6 +739,7 @@ func (th *testHub) tokenOf(name string) string {
 }
 
 func TestLargePushesAndTheTransferCap(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{TransferCap: 2 << 20})
 	dir, base := sourceRepo(t)
 	noise := make([]byte, 3<<20)

@@ -30,6 +30,7 @@ func (w wireCaller) Send(_ context.Context, f protocol.Frame) error {
 // frames through its gateway, publication and context files through the
 // runner's HTTP client (client.Client) on its endpoints.
 func TestHubKeepsTheProtocolContract(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	tok := th.registerRunner("r1")
 	sr, _ := th.dial(tok, protocol.Hello{})

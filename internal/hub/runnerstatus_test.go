@@ -54,6 +54,7 @@ func (s *statusWrites) Write(ctx context.Context, fn func(store.Tx) error) error
 // hub A's runners API and dashboard, and follow a status that changes
 // them; a status that changes nothing writes nothing.
 func TestCrossHubRunnerStatus(t *testing.T) {
+	t.Parallel()
 	url := testkit.StartPostgres(t)
 	cfg := hubsConfig()
 	a := openHubOn(t, url, "", cfg)

@@ -18,6 +18,7 @@ import (
 // holds a value; a job whose setup brings one is offered to the project
 // owner's runner, never to a member's runner shared with the project.
 func TestProjectSecrets(t *testing.T) {
+	t.Parallel()
 	const value = "project-secret-4b7d0e"
 	th := startHub(t, Config{Network: netpolicy.Catalog{Policies: map[string][]string{
 		"private": {"registry.corp.example"}, "other": {"other.example"}}}})

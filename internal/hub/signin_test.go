@@ -20,6 +20,7 @@ import (
 // dashboard's sign-in page goes to Gitea's login form, then (once granted)
 // back to the dashboard, signed in as bob.
 func TestBrowserSignInWithGitea(t *testing.T) {
+	t.Parallel()
 	g := testkit.StartGitea(t)
 	th, _ := startHubWithURL(t)
 	_, password := g.CreateLogin(t, "alice")
@@ -90,6 +91,7 @@ func signInThroughGitea(t *testing.T, th *testHub, password, label, shot string)
 // with gitea-id" goes through Gitea's login to the dashboard, signed in as
 // bob.
 func TestBrowserSignInWithOIDC(t *testing.T) {
+	t.Parallel()
 	g := testkit.StartGitea(t)
 	th, _ := startHubWithURL(t)
 	_, password := g.CreateLogin(t, "alice")

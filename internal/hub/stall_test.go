@@ -71,6 +71,7 @@ func TestHubStallDoesNotCountAgainstRunners(t *testing.T) {
 }
 
 func TestStallWatch(t *testing.T) {
+	t.Parallel()
 	t0 := time.Now()
 	var s stallWatch
 	steps := []struct {

@@ -288,6 +288,7 @@ func startTenants(t *testing.T) (*testHub, string, string) {
 // and an unshare take effect at once, and a reconnecting runner is
 // checked again.
 func TestDispatchFollowsRunnerAccess(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	aTok := th.registerRunnerOf(alice, "a-box")
 	bTok := th.registerRunnerOf(bob, "b-box")
@@ -376,6 +377,7 @@ func TestDispatchFollowsRunnerAccess(t *testing.T) {
 // their jobs without a project, not a non-member's job on the project
 // (an admin's, or one whose requester left the project since).
 func TestProjectShareRunsMembersJobsOnTheProject(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	_, base := th.hostProject(alice, "web")
 	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
@@ -423,6 +425,7 @@ func TestProjectShareRunsMembersJobsOnTheProject(t *testing.T) {
 // Once he accepts, it may run them, after his own runner; declined, it
 // runs none again.
 func TestShareRunsNothingUntilItsRecipientAccepts(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 4})
 	bBox, _ := th.dial(th.registerRunnerOf(bob, "b-box"), protocol.Hello{Slots: 1})
@@ -491,6 +494,7 @@ func TestShareRunsNothingUntilItsRecipientAccepts(t *testing.T) {
 // sharer may not see is refused exactly as one that does not exist
 // (issue 24, items 8 and 14), and the share goes when its owner leaves.
 func TestProjectShareNeedsMembershipAndTheOwnersConsent(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 4})
 	shareWeb := func(token string) (int, []byte) {
@@ -543,6 +547,7 @@ func TestProjectShareNeedsMembershipAndTheOwnersConsent(t *testing.T) {
 // shared account, the owner's own job the owner's best one. An admin's
 // hub-wide runner does not share its accounts with it.
 func TestVendorJobsUseOnlyAccountsTheRequesterMayUse(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	claude := func(accts ...protocol.AccountInfo) protocol.Hello {
 		return protocol.Hello{Slots: 2, Agents: []string{"exec", "claude"}, Accounts: accts}
@@ -625,6 +630,7 @@ func TestVendorJobsUseOnlyAccountsTheRequesterMayUse(t *testing.T) {
 // the runners that ran it, and admins; to anyone else it does not exist:
 // every call on it answers exactly as for a job that does not exist.
 func TestJobsAreVisibleOnlyToThoseAllowed(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	_, base := th.hostProject(alice, "web")
 	aBox, _ := th.dial(th.registerRunnerOf(alice, "a-box"), protocol.Hello{Slots: 1})
@@ -739,6 +745,7 @@ func TestJobsAreVisibleOnlyToThoseAllowed(t *testing.T) {
 // Git reads and pushes of a project need membership; a discovery request
 // never creates a project, the first accepted push does, for its pusher.
 func TestGitAccessFollowsProjectMembership(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	dir, base := th.hostProject(alice, "web")
 	clone := t.TempDir()
@@ -855,6 +862,7 @@ func TestGitAccessFollowsProjectMembership(t *testing.T) {
 // Project members: listed by members and admins, changed by the owner and
 // admins; every refusal says why and changes nothing.
 func TestProjectMembers(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	th.hostProject(alice, "web")
 	want := func(members ...string) {
@@ -919,6 +927,7 @@ func TestProjectMembers(t *testing.T) {
 // (tokens refused at once, runners cut off, jobs cancelled, shares gone),
 // and their tokens rotated by themselves or an admin.
 func TestUsersRemoveAndRotate(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	names := func(token string) []string {
 		t.Helper()
@@ -1048,6 +1057,7 @@ func TestUsersRemoveAndRotate(t *testing.T) {
 // not the caller's, 400 for a request naming no one or two; none changes
 // anything. Whom a runner is shared with shows to its owner and admins.
 func TestShareRefusalsChangeNothing(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	th.hostProject(alice, "web")
 	th.hostProject(alice, "api")
@@ -1148,6 +1158,7 @@ func TestShareRefusalsChangeNothing(t *testing.T) {
 // the runner pick any of its owner's accounts), and it is withdrawn, back
 // to the queue, when the runner's access no longer covers it.
 func TestResentOfferFollowsAccess(t *testing.T) {
+	t.Parallel()
 	th, alice, bob := startTenants(t)
 	hello := protocol.Hello{Slots: 1, Agents: []string{"exec", "claude"}, Accounts: []protocol.AccountInfo{
 		{ID: "acct-2", Agent: "claude", Kind: "api-key", State: protocol.AccountReady},

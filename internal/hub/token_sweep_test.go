@@ -51,6 +51,7 @@ func changeRunner(t *testing.T, th *testHub, name string, change func(*store.Run
 // the next sweep; the safety net reads every token every crossFullEvery
 // sweeps.
 func TestIdleCrossSweepReadsNoTokens(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{CrossSweep: noSweep})
 	st, ok := th.h.store.(statementsByText)
 	if !ok {
@@ -115,6 +116,7 @@ func TestIdleCrossSweepReadsNoTokens(t *testing.T) {
 // only the tokens changed since B's last look, and a runner whose token
 // A replaced likewise.
 func TestCrossHubRevokeWithHintsLost(t *testing.T) {
+	t.Parallel()
 	hs := startHubs(t, 2, Config{CrossSweep: noSweep}, true)
 	a, b := hs[0], hs[1]
 	ctx := t.Context()

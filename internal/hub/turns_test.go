@@ -33,6 +33,7 @@ func transcriptOf(t *testing.T, sr *scriptRunner, ref protocol.AttemptRef, sessi
 // (which may be on any runner) reads the session's records back in order,
 // page by page, and no other session's.
 func TestTurnsAreEventsTheNextAttemptReads(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1})
 	j := th.submitTools("task")

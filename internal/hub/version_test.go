@@ -10,6 +10,7 @@ import (
 // A runner's version from its hello is stored and shown in the runners
 // view, also once it has gone.
 func TestRunnerVersionIsStoredAndShown(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, RunnerVersion: "v9.8.7"})
 	if v := th.runnersOf(th.admin)["r1"].Version; v != "v9.8.7" {

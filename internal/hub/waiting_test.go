@@ -42,6 +42,7 @@ func wantOffer(t *testing.T, f protocol.Frame, jobID string) protocol.Offer {
 // `drover runner --drain` exits on): a job it cannot run does not count, one
 // it could run once free does, and the word changes as the queue does.
 func TestQueueFrameSaysWhatWaitsForTheRunner(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, WantQueue: true})
 	sr.keepAlive(th.h.cfg.Heartbeat / 2)
@@ -90,6 +91,7 @@ func TestQueueFrameSaysWhatWaitsForTheRunner(t *testing.T) {
 // stays queued. (On a busy machine a pass begun before the status offered a
 // job submitted after it.)
 func TestNoOfferToARunnerThatTookItsSlotsBack(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	sr, _ := th.dial(th.registerRunner("r1"), protocol.Hello{Slots: 1, WantQueue: true})
 	sr.keepAlive(th.h.cfg.Heartbeat / 2)

@@ -15,6 +15,7 @@ import (
 // whole-second heartbeats cause. The stall check ran every half second:
 // its look on the half second woke an idle hub once a second on its own.
 func TestPeriodicWorkOnWholeSeconds(t *testing.T) {
+	t.Parallel()
 	var cfg Config
 	cfg.defaults()
 	for _, c := range []struct {

@@ -19,6 +19,7 @@ import (
 // project's jobs while its owner is a member, and stops when they leave;
 // hooks are their owner's (and admins') only.
 func TestWebhooksFollowTheAccessModel(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	alice, bob, carol := th.addUser("alice"), th.addUser("bob"), th.addUser("carol")
 	_, base := th.hostProject(alice, "web")
