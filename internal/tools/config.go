@@ -18,6 +18,11 @@ type mcpServer struct {
 	Type    string            `json:"type"`
 	URL     string            `json:"url"`
 	Headers map[string]string `json:"headers"`
+	// AlwaysLoad makes Claude Code connect the server before its first
+	// model request. Without it, -p connects in the background, and on a
+	// busy host the model's first turn could come before drover's tools
+	// (deliver, ask) were offered: the job then failed as not delivered.
+	AlwaysLoad bool `json:"alwaysLoad"`
 }
 
 // WriteMCPConfig writes the agent's MCP configuration for the server at
@@ -34,7 +39,7 @@ func WriteMCPConfig(path, serverURL, token string) error {
 		return errors.New("tools: empty token")
 	}
 	data, err := json.MarshalIndent(mcpConfig{MCPServers: map[string]mcpServer{
-		ServerName: {Type: "http", URL: serverURL, Headers: map[string]string{"Authorization": "Bearer " + token}},
+		ServerName: {Type: "http", URL: serverURL, Headers: map[string]string{"Authorization": "Bearer " + token}, AlwaysLoad: true},
 	}}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("tools: encode MCP config: %w", err)

@@ -35,16 +35,17 @@ func TestWriteMCPConfig(t *testing.T) {
 	}
 	var cfg struct {
 		MCPServers map[string]struct {
-			Type    string            `json:"type"`
-			URL     string            `json:"url"`
-			Headers map[string]string `json:"headers"`
+			Type       string            `json:"type"`
+			URL        string            `json:"url"`
+			Headers    map[string]string `json:"headers"`
+			AlwaysLoad bool              `json:"alwaysLoad"`
 		} `json:"mcpServers"`
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		t.Fatalf("config is not JSON: %v", err)
 	}
 	s, ok := cfg.MCPServers["drover"]
-	if len(cfg.MCPServers) != 1 || !ok || s.Type != "http" || s.URL != url || s.Headers["Authorization"] != "Bearer "+token {
+	if len(cfg.MCPServers) != 1 || !ok || s.Type != "http" || s.URL != url || s.Headers["Authorization"] != "Bearer "+token || !s.AlwaysLoad {
 		t.Fatalf("config %s", data)
 	}
 	entries, _ := os.ReadDir(dir)

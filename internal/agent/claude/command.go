@@ -62,6 +62,10 @@ func Command(l agent.Launch) (agent.Command, error) {
 		// drover decides about retries (and limits); the CLI's own back-off
 		// would hide a rate limit for minutes.
 		"CLAUDE_CODE_MAX_RETRIES=0",
+		// How long the CLI waits for drover's MCP server (alwaysLoad in
+		// tools.WriteMCPConfig) before its first turn: the CLI's 5 s
+		// can pass on a busy host before the local server has answered.
+		"MCP_CONNECT_TIMEOUT_MS=60000",
 	}
 	if l.BaseURL != "" {
 		env = append(env, "ANTHROPIC_BASE_URL="+l.BaseURL, "ANTHROPIC_API_KEY="+agent.PlaceholderKey)

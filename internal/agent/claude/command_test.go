@@ -41,7 +41,8 @@ func TestCommand(t *testing.T) {
 			want := map[string]string{
 				"HOME": "/h", "XDG_CACHE_HOME": "/h/.cache", "CLAUDE_CONFIG_DIR": "/acct", "IS_SANDBOX": "1",
 				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_RETRIES": "0",
-				"ANTHROPIC_BASE_URL": "http://127.0.0.1:9/anthropic", "ANTHROPIC_API_KEY": agent.PlaceholderKey,
+				"MCP_CONNECT_TIMEOUT_MS": "60000",
+				"ANTHROPIC_BASE_URL":     "http://127.0.0.1:9/anthropic", "ANTHROPIC_API_KEY": agent.PlaceholderKey,
 			}
 			for k, v := range want {
 				if env[k] != v {

@@ -5,13 +5,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"drover/internal/agent"
+	"drover/internal/agent/claude"
 	"drover/internal/testkit"
 	"drover/internal/testkit/fakemodel"
+	"drover/internal/tools"
 )
 
 const (
@@ -23,6 +28,7 @@ const (
 // only) with one tool, echo, recording the calls it gets.
 type fakeMCP struct {
 	URL   string
+	slow  time.Duration // how long initialize takes to answer
 	mu    sync.Mutex
 	calls []map[string]any // arguments of each tools/call of echo
 }
@@ -76,6 +82,7 @@ func (m *fakeMCP) serve(w http.ResponseWriter, r *http.Request) {
 	var result any
 	switch msg.Method {
 	case "initialize":
+		time.Sleep(m.slow) // a busy host's server, not a wait for a condition
 		w.Header().Set("Mcp-Session-Id", "fake-session")
 		result = map[string]any{"protocolVersion": msg.Params.ProtocolVersion,
 			"capabilities": map[string]any{"tools": map[string]any{}},
@@ -141,5 +148,43 @@ func TestRealCLIsMCP(t *testing.T) {
 				t.Logf("requests:\n%s\noutput:\n%s", f.Dump(), out)
 			}
 		})
+	}
+}
+
+// TestClaudeWaitsForDroversTools runs Claude Code as drover's adapter
+// launches it (its command, tools.WriteMCPConfig's file) against an MCP
+// server that takes seconds to answer initialize, as drover's can on a busy
+// host: the tool the model calls in its first turn must reach the server.
+// Connecting in the background, the CLI sent that turn without it, and a
+// job whose agent delivered at once failed as not delivered.
+func TestClaudeWaitsForDroversTools(t *testing.T) {
+	t.Parallel()
+	bin := testkit.AgentCLI(t, "claude")
+	mcp := newFakeMCP(t)
+	mcp.slow = 3 * time.Second
+	f := fakemodel.NewFakeAnthropic(t, []fakemodel.Turn{
+		fakemodel.CallTool("mcp__"+mcpServer+"__echo", map[string]any{"text": "ping"}),
+		fakemodel.Text("done"),
+	})
+	home := t.TempDir()
+	cfg := filepath.Join(home, "mcp.json")
+	if err := tools.WriteMCPConfig(cfg, mcp.URL, mcpToken); err != nil {
+		t.Fatal(err)
+	}
+	c, err := claude.Command(agent.Launch{Prompt: "do the task", Home: home,
+		AccountDir: filepath.Join(home, "claude"), MCPConfig: cfg, BaseURL: f.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := append([]string{filepath.Join(bin, "claude")}, c.Argv[1:]...)
+	out := runCLI(t, run{argv: argv, env: append(baseEnv(home), c.Env...), dir: t.TempDir()})
+	if calls := mcp.Calls(); len(calls) != 1 || calls[0]["text"] != "ping" {
+		t.Errorf("MCP server got calls %v; want one with text=ping", calls)
+	}
+	if res, ok := f.Result(0); !ok || !strings.Contains(res.Output, "echoed:ping") {
+		t.Errorf("tool result = %+v, %v; want the server's answer", res, ok)
+	}
+	if t.Failed() {
+		t.Logf("requests:\n%s\noutput:\n%s", f.Dump(), out)
 	}
 }
