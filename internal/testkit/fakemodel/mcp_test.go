@@ -138,15 +138,7 @@ func TestRealCLIsMCP(t *testing.T) {
 			if !slices.Equal(offered, []string{want}) {
 				t.Errorf("MCP tool offered as %q; want %q", offered, want)
 			}
-			if calls := mcp.Calls(); len(calls) != 1 || calls[0]["text"] != "ping" {
-				t.Errorf("MCP server got calls %v; want one with text=ping", calls)
-			}
-			if res, ok := f.Result(0); !ok || !strings.Contains(res.Output, "echoed:ping") {
-				t.Errorf("tool result = %+v, %v; want the server's answer", res, ok)
-			}
-			if t.Failed() {
-				t.Logf("requests:\n%s\noutput:\n%s", f.Dump(), out)
-			}
+			checkEchoed(t, f, mcp, out)
 		})
 	}
 }
@@ -178,6 +170,13 @@ func TestClaudeWaitsForDroversTools(t *testing.T) {
 	}
 	argv := append([]string{filepath.Join(bin, "claude")}, c.Argv[1:]...)
 	out := runCLI(t, run{argv: argv, env: append(baseEnv(home), c.Env...), dir: t.TempDir()})
+	checkEchoed(t, f, mcp, out)
+}
+
+// checkEchoed: the model's one call of echo reached the server, and the
+// server's answer came back to the model.
+func checkEchoed(t *testing.T, f *fakemodel.FakeServer, mcp *fakeMCP, out string) {
+	t.Helper()
 	if calls := mcp.Calls(); len(calls) != 1 || calls[0]["text"] != "ping" {
 		t.Errorf("MCP server got calls %v; want one with text=ping", calls)
 	}
