@@ -515,7 +515,7 @@ func TestWebAccessControls(t *testing.T) {
 // browserSignIn signs the browser in with token through the sign-in form.
 func (th *testHub) browserSignIn(b *testkit.Browser, token string) {
 	th.t.Helper()
-	b.Do("sign in", time.Minute, chromedp.Navigate(th.srv.URL+"/signin"), chromedp.SendKeys(chromedp.CSS("#token"), token),
+	b.Do("sign in", 3*time.Minute, chromedp.Navigate(th.srv.URL+"/signin"), chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS("#signin button")), chromedp.WaitVisible(chromedp.CSS(".who")))
 }
 
